@@ -1,0 +1,41 @@
+# onnx-studio: `make run` serves the studio, `make test` runs the whole suite.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+PORT   ?= 8501
+SAMPLE ?= sample_models/cnn_unfused.onnx
+PYTEST_ARGS ?=
+
+.PHONY: run install samples test test-fast test-deps bench fuzz clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+samples: install
+	$(PY) -m sample_models.build
+
+run: samples
+	$(VENV)/bin/onnx-studio serve $(SAMPLE) --port $(PORT)
+
+test-deps: install
+	bash scripts/ensure_test_deps.sh
+
+test: test-deps samples
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: install
+	$(PY) -m pytest -m "not slow and not browser" -x -q $(PYTEST_ARGS)
+
+bench: samples
+	$(PY) -m benchmarks
+
+fuzz: test-deps samples
+	ONNX_STUDIO_FUZZ_CASES=1000 $(PY) -m pytest -m fuzz -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) workspace .pytest_cache

@@ -1,0 +1,20 @@
+"""`python -m benchmarks [NAME ...]`: run the benchmarks and print their tables."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHMARKS = ["bench_inspect"]
+
+
+def main(argv: list[str]) -> int:
+    names = argv or BENCHMARKS
+    for name in names:
+        module = importlib.import_module(f"benchmarks.{name}")
+        module.main()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

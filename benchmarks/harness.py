@@ -1,0 +1,54 @@
+"""Measure a snippet in a fresh Python process: wall time and peak RSS."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class ProcessRun:
+    seconds: float           # measured inside the child around the snippet
+    peak_rss_mb: float       # the child's ru_maxrss (whole process, imports included)
+    baseline_rss_mb: float   # RSS after imports, before the snippet
+    result: dict
+
+
+def run_snippet(setup: str, snippet: str, timeout: float = 1800) -> ProcessRun:
+    """Run ``setup`` (imports) then time ``snippet``; the snippet may set ``result`` (a dict)."""
+    code = textwrap.dedent(f"""
+        import json, resource, time
+        {textwrap.indent(textwrap.dedent(setup), '        ').strip()}
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        result = {{}}
+        t0 = time.perf_counter()
+        {textwrap.indent(textwrap.dedent(snippet), '        ').strip()}
+        dt = time.perf_counter() - t0
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print("@@RESULT@@" + json.dumps({{"seconds": dt, "peak": peak, "base": base, "result": result}}))
+    """)
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmark child failed ({time.perf_counter() - t:.1f} s): {proc.stderr[-2000:]}")
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("@@RESULT@@"))
+    data = json.loads(line[len("@@RESULT@@"):])
+    return ProcessRun(data["seconds"], data["peak"], data["base"], data["result"])
+
+
+def print_table(title: str, header: list[str], rows: list[list]) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    print(f"\n## {title}")
+    print("| " + " | ".join(str(h).ljust(w) for h, w in zip(header, widths)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in rows:
+        print("| " + " | ".join(str(x).ljust(w) for x, w in zip(r, widths)) + " |")
+    sys.stdout.flush()

@@ -1,0 +1,181 @@
+"""Benchmark models built in code (no model hubs here): a BERT-like encoder of
+any size with weights streamed straight into an external-data file, so a
+1.3 GB model is generated without holding its weights in memory.
+
+Models are cached under ``benchmarks/.cache/`` (git-ignored) by their config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+CACHE = Path(__file__).resolve().parent / ".cache"
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    layers: int = 24
+    hidden: int = 1024
+    heads: int = 16
+    ffn: int = 4096
+    vocab: int = 30522
+    max_positions: int = 512
+    opset: int = 17
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+
+
+BERT_LARGE = BertConfig()                                               # ~1.34 GB of fp32 weights
+BERT_SMALL = BertConfig(layers=4, hidden=256, heads=4, ffn=1024, vocab=8000, max_positions=256)
+
+
+class _Weights:
+    """Appends tensors to one external-data file and returns their TensorProtos."""
+
+    def __init__(self, data_path: Path, rng: np.random.Generator, external: bool) -> None:
+        self.fh = open(data_path, "wb") if external else None
+        self.location = data_path.name
+        self.rng = rng
+        self.protos: list[TensorProto] = []
+
+    def add(self, name: str, shape: tuple[int, ...], kind: str = "normal", dtype=np.float32) -> str:
+        if kind == "normal":
+            arr = (self.rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(dtype)
+        elif kind == "ones":
+            arr = np.ones(shape, dtype)
+        elif kind == "zeros":
+            arr = np.zeros(shape, dtype)
+        else:
+            raise ValueError(kind)
+        if self.fh is None or arr.nbytes <= 1024:
+            self.protos.append(onnx.numpy_helper.from_array(arr, name))
+            return name
+        offset = self.fh.tell()
+        self.fh.write(arr.tobytes())
+        pad = (-self.fh.tell()) % 64          # keep tensors 64-byte aligned (mmap friendly)
+        self.fh.write(b"\0" * pad)
+        t = TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(arr.dtype), dims=shape)
+        t.data_location = TensorProto.EXTERNAL
+        for k, v in (("location", self.location), ("offset", str(offset)), ("length", str(arr.nbytes))):
+            t.external_data.add(key=k, value=v)
+        self.protos.append(t)
+        return name
+
+    def const(self, name: str, values, dtype=np.int64) -> str:
+        self.protos.append(onnx.numpy_helper.from_array(np.asarray(values, dtype=dtype), name))
+        return name
+
+    def close(self) -> None:
+        if self.fh:
+            self.fh.close()
+
+
+def build_bert(cfg: BertConfig, out_dir: Path, *, external: bool = True, seed: int = 0) -> Path:
+    """A BERT-like encoder exported op by op (as torch.onnx does before fusion)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model_path = out_dir / "model.onnx"
+    w = _Weights(out_dir / "model.onnx.data", np.random.default_rng(seed), external)
+    nodes: list[onnx.NodeProto] = []
+    h, heads, d = cfg.hidden, cfg.heads, cfg.hidden // cfg.heads
+
+    def node(op, inputs, name, **attrs) -> str:
+        out = f"{name}_output_0"
+        nodes.append(helper.make_node(op, inputs, [out], name=name, **attrs))
+        return out
+
+    def linear(x, name, fan_in, fan_out) -> str:
+        wt = w.add(f"{name}.weight", (fan_in, fan_out))
+        b = w.add(f"{name}.bias", (fan_out,), "zeros")
+        return node("Add", [node("MatMul", [x, wt], f"/{name}/MatMul"), b], f"/{name}/Add")
+
+    def layer_norm(x, name) -> str:
+        axes = w.const(f"{name}.axes", [-1])
+        mean = node("ReduceMean", [x, axes], f"/{name}/ReduceMean") if cfg.opset >= 18 else \
+            node("ReduceMean", [x], f"/{name}/ReduceMean", axes=[-1])
+        diff = node("Sub", [x, mean], f"/{name}/Sub")
+        sq = node("Pow", [diff, w.const(f"{name}.two", 2.0, np.float32)], f"/{name}/Pow")
+        var = node("ReduceMean", [sq, axes], f"/{name}/ReduceMean_1") if cfg.opset >= 18 else \
+            node("ReduceMean", [sq], f"/{name}/ReduceMean_1", axes=[-1])
+        std = node("Sqrt", [node("Add", [var, w.const(f"{name}.eps", 1e-12, np.float32)], f"/{name}/Add")],
+                   f"/{name}/Sqrt")
+        normed = node("Div", [diff, std], f"/{name}/Div")
+        scaled = node("Mul", [normed, w.add(f"{name}.weight", (h,), "ones")], f"/{name}/Mul")
+        return node("Add", [scaled, w.add(f"{name}.bias", (h,), "zeros")], f"/{name}/Add_1")
+
+    ids, mask = "input_ids", "attention_mask"
+    word = node("Gather", [w.add("embeddings.word_embeddings.weight", (cfg.vocab, h)), ids],
+                "/embeddings/word_embeddings/Gather")
+    seq_len = node("Gather", [node("Shape", [ids], "/embeddings/Shape"), w.const("seq_axis", 1)],
+                   "/embeddings/Gather")
+    end = node("Unsqueeze", [seq_len, w.const("unsq_axes", [0])], "/embeddings/Unsqueeze")
+    pos_ids = node("Slice", [w.const("embeddings.position_ids", [list(range(cfg.max_positions))]),
+                             w.const("slice_start", [0]), end, w.const("slice_axes", [1])], "/embeddings/Slice")
+    pos = node("Gather", [w.add("embeddings.position_embeddings.weight", (cfg.max_positions, h)), pos_ids],
+               "/embeddings/position_embeddings/Gather")
+    x = layer_norm(node("Add", [word, pos], "/embeddings/Add"), "embeddings/LayerNorm")
+    # Additive mask: (1 - mask) * -10000, shaped [batch, 1, 1, seq].
+    m = node("Cast", [node("Unsqueeze", [node("Unsqueeze", [mask, w.const("m_ax1", [1])], "/Unsqueeze"),
+                                         w.const("m_ax2", [2])], "/Unsqueeze_1")], "/Cast", to=TensorProto.FLOAT)
+    m = node("Mul", [node("Sub", [w.const("one_f", 1.0, np.float32), m], "/Sub"),
+                     w.const("neg_big", -10000.0, np.float32)], "/Mul")
+    heads_shape = w.const("heads_shape", [0, 0, heads, d])
+    merge_shape = w.const("merge_shape", [0, 0, h])
+    scale = w.const("attn_scale", math.sqrt(d), np.float32)
+    for i in range(cfg.layers):
+        p = f"encoder/layer.{i}"
+        q, k, v = (node("Transpose", [node("Reshape", [linear(x, f"{p}/attention/self/{n}", h, h), heads_shape],
+                                           f"/{p}/attention/self/Reshape_{n}")],
+                        f"/{p}/attention/self/Transpose_{n}", perm=perm)
+                   for n, perm in (("query", [0, 2, 1, 3]), ("key", [0, 2, 3, 1]), ("value", [0, 2, 1, 3])))
+        scores = node("Add", [node("Div", [node("MatMul", [q, k], f"/{p}/attention/self/MatMul"), scale],
+                                   f"/{p}/attention/self/Div"), m], f"/{p}/attention/self/Add")
+        probs = node("Softmax", [scores], f"/{p}/attention/self/Softmax", axis=-1)
+        ctx = node("Transpose", [node("MatMul", [probs, v], f"/{p}/attention/self/MatMul_1")],
+                   f"/{p}/attention/self/Transpose", perm=[0, 2, 1, 3])
+        ctx = node("Reshape", [ctx, merge_shape], f"/{p}/attention/self/Reshape")
+        attn = linear(ctx, f"{p}/attention/output/dense", h, h)
+        x = layer_norm(node("Add", [attn, x], f"/{p}/attention/output/Add"), f"{p}/attention/output/LayerNorm")
+        inter = linear(x, f"{p}/intermediate/dense", h, cfg.ffn)
+        # GELU via Erf: x * 0.5 * (1 + erf(x / sqrt(2)))
+        erf = node("Erf", [node("Div", [inter, w.const(f"{p}.sqrt2", math.sqrt(2.0), np.float32)],
+                                f"/{p}/intermediate/intermediate_act_fn/Div")],
+                   f"/{p}/intermediate/intermediate_act_fn/Erf")
+        gelu = node("Mul", [node("Mul", [inter, node("Add", [erf, w.const(f"{p}.one", 1.0, np.float32)],
+                                                     f"/{p}/intermediate/intermediate_act_fn/Add")],
+                                 f"/{p}/intermediate/intermediate_act_fn/Mul"),
+                            w.const(f"{p}.half", 0.5, np.float32)], f"/{p}/intermediate/intermediate_act_fn/Mul_1")
+        out = linear(gelu, f"{p}/output/dense", cfg.ffn, h)
+        x = layer_norm(node("Add", [out, x], f"/{p}/output/Add"), f"{p}/output/LayerNorm")
+    nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="/Identity"))
+    w.close()
+    graph = helper.make_graph(
+        nodes, "bert", [helper.make_tensor_value_info(ids, TensorProto.INT64, ["batch", "sequence"]),
+                        helper.make_tensor_value_info(mask, TensorProto.INT64, ["batch", "sequence"])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", h])],
+        w.protos)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", cfg.opset)], ir_version=8,
+                              producer_name="onnx-studio-benchmarks")
+    tmp = model_path.with_suffix(".tmp")
+    tmp.write_bytes(model.SerializeToString())
+    os.replace(tmp, model_path)
+    return model_path
+
+
+def cached_bert(cfg: BertConfig, *, external: bool = True) -> Path:
+    """Build once per config into benchmarks/.cache and reuse."""
+    out = CACHE / f"bert-{cfg.key}-{'ext' if external else 'inline'}"
+    path = out / "model.onnx"
+    if not path.exists():
+        build_bert(cfg, out, external=external)
+    return path

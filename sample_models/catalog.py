@@ -1,0 +1,133 @@
+"""Catalog of the bundled sample ONNX models.
+
+The ``.onnx`` files live beside this module and are produced deterministically by
+:mod:`sample_models.build` (``python -m sample_models.build --check`` verifies that
+the committed bytes match the builders).
+"""
+
+from __future__ import annotations
+
+import pathlib
+from dataclasses import dataclass
+
+__all__ = ["SampleModel", "CATALOG", "DEFAULT_SAMPLE", "SAMPLE_DIR", "get", "names", "path_of"]
+
+SAMPLE_DIR = pathlib.Path(__file__).resolve().parent
+
+DEFAULT_SAMPLE = "cnn_unfused"
+
+
+@dataclass(frozen=True)
+class SampleModel:
+    """One bundled sample model."""
+
+    name: str
+    filename: str
+    purpose: str
+    opset: int  # default-domain ("ai.onnx") opset version
+    runs_on_ort: bool
+    extra_files: tuple[str, ...] = ()
+
+    @property
+    def path(self) -> pathlib.Path:
+        return SAMPLE_DIR / self.filename
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The model file followed by any side files (external data)."""
+        return (self.filename, *self.extra_files)
+
+
+CATALOG: tuple[SampleModel, ...] = (
+    SampleModel(
+        name="cnn_unfused",
+        filename="cnn_unfused.onnx",
+        purpose="Conv+BN fusion, Identity/Dropout cleanup, Shape->Gather->Unsqueeze->Concat->Reshape folding",
+        opset=17,
+        runs_on_ort=True,
+    ),
+    SampleModel(
+        name="mobilenet_like",
+        filename="mobilenet_like.onnx",
+        purpose="Depthwise conv, Clip-as-ReLU6 and HardSwish activations, inverted residuals",
+        opset=17,
+        runs_on_ort=True,
+    ),
+    SampleModel(
+        name="transformer_block",
+        filename="transformer_block.onnx",
+        purpose="Attention/LayerNorm/GELU fusion patterns with dynamic batch and sequence (int64 token inputs)",
+        opset=17,
+        runs_on_ort=True,
+    ),
+    SampleModel(
+        name="gridsample_4d",
+        filename="gridsample_4d.onnx",
+        purpose="Standard 4-D GridSample (bilinear, zeros, align_corners=0) as an op-support baseline",
+        opset=16,
+        runs_on_ort=True,
+    ),
+    SampleModel(
+        name="gridsample_5d",
+        filename="gridsample_5d.onnx",
+        purpose="Volumetric 5-D GridSample with opset-20 mode names (linear) for backend-support checks",
+        opset=20,
+        runs_on_ort=True,
+    ),
+    SampleModel(
+        name="mmdeploy_grid_sampler",
+        filename="mmdeploy_grid_sampler.onnx",
+        purpose="Custom mmdeploy::grid_sampler op that ORT cannot run; diagnosis and rewrite to GridSample",
+        opset=16,
+        runs_on_ort=False,
+    ),
+    SampleModel(
+        name="com_microsoft_gridsample",
+        filename="com_microsoft_gridsample.onnx",
+        purpose="Contrib com.microsoft::GridSample (ORT-only op); rewrite to the standard GridSample",
+        opset=16,
+        runs_on_ort=True,
+    ),
+    SampleModel(
+        name="if_loop",
+        filename="if_loop.onnx",
+        purpose="Control flow: If and Loop with outer-scope references, scan output and a nested If",
+        opset=17,
+        runs_on_ort=True,
+    ),
+    SampleModel(
+        name="external_data",
+        filename="external_data.onnx",
+        purpose="Small MLP whose weights live in an external-data side file",
+        opset=17,
+        runs_on_ort=True,
+        extra_files=("external_data.onnx.data",),
+    ),
+    SampleModel(
+        name="constant_weights",
+        filename="constant_weights.onnx",
+        purpose="CNN whose weights are all Constant nodes (no initializers); constant-to-initializer lifting",
+        opset=17,
+        runs_on_ort=True,
+    ),
+)
+
+_BY_NAME = {m.name: m for m in CATALOG}
+
+
+def names() -> tuple[str, ...]:
+    """Catalog names in catalog order."""
+    return tuple(m.name for m in CATALOG)
+
+
+def get(name: str) -> SampleModel:
+    """Look up a sample by name (raises ``KeyError`` listing the known names)."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown sample model {name!r}; known: {', '.join(_BY_NAME)}") from None
+
+
+def path_of(name: str) -> pathlib.Path:
+    """Path of the ``.onnx`` file for the sample called ``name``."""
+    return SAMPLE_DIR / get(name).filename

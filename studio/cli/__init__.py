@@ -1,0 +1,62 @@
+"""``onnx-studio`` command line: one subcommand per module in this package.
+
+Each command module has ``NAME``, ``HELP``, ``add_arguments(parser)`` and
+``run(args) -> int``. Errors a user can fix print one line and exit 2; a
+command's own "failed" verdict (check found errors, verification failed)
+exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from studio import __version__
+from studio.core.errors import StudioError
+
+# Order is the order of `onnx-studio --help`.
+COMMANDS = ["inspect", "serve"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="onnx-studio",
+        description="Inspect, check, optimize, verify, profile and export ONNX models.")
+    parser.add_argument("--version", action="version", version=f"onnx-studio {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"studio.cli.{name}_cmd")
+        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except StudioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:          # `onnx-studio inspect --json | head`
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""Helpers shared by CLI commands: dims parsing and JSON printing."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from studio.core.errors import StudioError
+
+
+def parse_dims(items: list[str] | None) -> dict[str, int]:
+    """['batch=1', 'sequence=128'] -> {'batch': 1, 'sequence': 128}."""
+    dims: dict[str, int] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise StudioError(f"--dim expects NAME=VALUE, got '{item[:60]}'")
+        try:
+            dims[name] = int(value)
+        except ValueError:
+            raise StudioError(f"--dim {name}: '{value[:30]}' is not an integer") from None
+        if dims[name] <= 0:
+            raise StudioError(f"--dim {name}: value must be positive")
+    return dims
+
+
+def print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, default=str, allow_nan=False)
+    sys.stdout.write("\n")

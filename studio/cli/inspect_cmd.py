@@ -1,0 +1,57 @@
+"""onnx-studio inspect MODEL [--json] [--dim NAME=VALUE ...]"""
+
+from __future__ import annotations
+
+import argparse
+
+from studio import api
+from studio.cli.common import parse_dims, print_json
+from studio.core.fmt import human_bytes, human_count, printable
+from studio.core.types import shape_text
+
+NAME = "inspect"
+HELP = "Summarize a model: opsets, node counts, ops, I/O, params, FLOPs, memory, custom ops."
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="path to a .onnx file (external data next to it)")
+    p.add_argument("--json", action="store_true", help="print the full summary as JSON (docs/inspect-json.md)")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="value for a symbolic dim, used for FLOPs and memory (repeatable)")
+    p.add_argument("--no-nodes", action="store_true", help="with --json: leave out the node and edge lists")
+
+
+def run(args: argparse.Namespace) -> int:
+    dims = parse_dims(args.dim)
+    handle = api.load(args.model)
+    summary = api.inspect(handle, dims)
+    if args.json:
+        print_json(summary.to_dict(include_nodes=not args.no_nodes))
+        return 0
+    s = summary
+    nc = s.node_counts
+    print(f"model      {printable(s.name)}  sha256 {s.sha256[:16]}  {human_bytes(s.total_bytes)}")
+    print(f"producer   {printable(s.producer)} {printable(s.producer_version)}   IR {s.ir_version}")
+    print("opsets     " + ", ".join(f"{printable(o.domain) or 'ai.onnx'} {o.version}{'' if o.used else ' (unused)'}"
+                                    for o in s.opsets))
+    print(f"nodes      {nc.total} ({nc.main} main, {nc.subgraph_nodes} in {nc.subgraphs} subgraphs, "
+          f"{nc.function_nodes} in {nc.functions} functions)")
+    print(f"params     {human_count(s.params.elements)} ({human_bytes(s.params.bytes)})  "
+          + ", ".join(f"{d.dtype}: {human_bytes(d.bytes)}" for d in s.params.by_dtype))
+    assumed = f"  (assumed 1 for: {', '.join(s.flops.assumed_dims)})" if s.flops.assumed_dims else ""
+    print(f"FLOPs      {human_count(s.flops.flops)}  MACs {human_count(s.flops.macs)}{assumed}")
+    print(f"memory     weights {human_bytes(s.memory.weights_bytes)}, peak activations "
+          f"{human_bytes(s.memory.peak_activation_bytes)}")
+    for label, items in (("inputs", s.inputs), ("outputs", s.outputs)):
+        for t in items:
+            print(f"{label:<10} {printable(t.name)}  {t.dtype} {printable(shape_text(t.shape))}")
+            label = ""
+    print("ops        " + ", ".join(f"{printable((o.domain + '::') if o.domain else '')}{printable(o.op_type)} {o.count}"
+                                    for o in s.op_histogram[:20]))
+    if s.custom_ops:
+        print("custom ops " + ", ".join(f"{printable(o.domain)}::{printable(o.op_type)} ({o.count})" for o in s.custom_ops))
+    if not s.check_ok:
+        print(f"checker    FAILED: {printable(s.check_message or '', 400)}")
+    if s.shape_inference_error:
+        print(f"shapes     inference incomplete: {printable(s.shape_inference_error, 400)}")
+    return 0

@@ -1,0 +1,74 @@
+"""The studio's error types: one line a user understands, plus a stable code.
+
+Every failure that reaches a user (CLI, UI, JSON) is a ``StudioError``: the
+message names the problem and what to do, never an absolute server path or a
+stack trace. Library code raises these; the CLI and UI render ``str(err)``.
+"""
+
+from __future__ import annotations
+
+
+class StudioError(Exception):
+    """A user-facing error with a stable machine-readable ``code``."""
+
+    code: str = "STUDIO-ERROR"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        # One line only: collapse newlines so a model-supplied string cannot
+        # forge extra lines in logs or terminals.
+        one_line = " ".join(str(message).split())
+        super().__init__(one_line)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "message": str(self)}
+
+
+class ModelLoadError(StudioError):
+    """The file is not a loadable ONNX model (empty, truncated, wrong format...)."""
+
+    code = "LOAD-ERROR"
+
+
+class UnsafeModelError(ModelLoadError):
+    """The model points outside its folder or declares impossible sizes."""
+
+    code = "UNSAFE-MODEL"
+
+
+class PathError(StudioError):
+    """A path given by a user is not acceptable (device, FIFO, outside root...)."""
+
+    code = "BAD-PATH"
+
+
+class EngineUnavailable(StudioError):
+    """An engine is not installed or cannot run here; the message says why."""
+
+    code = "ENGINE-UNAVAILABLE"
+
+
+class WorkerError(StudioError):
+    """A sandboxed job crashed, timed out, hit its memory limit or raised."""
+
+    code = "WORKER-ERROR"
+
+    def __init__(self, message: str, *, kind: str = "error", stage: str = "job",
+                 code: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.kind = kind  # "crashed" | "timeout" | "memory" | "cancelled" | "error"
+        self.stage = stage
+
+    def to_dict(self) -> dict[str, str]:
+        return {**super().to_dict(), "kind": self.kind, "stage": self.stage}
+
+
+class VerificationError(StudioError):
+    """A transformed model no longer matches the original."""
+
+    code = "VERIFY-FAILED"

@@ -1,0 +1,29 @@
+"""Human-readable numbers for the CLI, the UI and reports."""
+
+from __future__ import annotations
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def human_count(n: float | None) -> str:
+    if n is None:
+        return "?"
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return str(int(n))
+
+
+def printable(text: str, max_len: int = 200) -> str:
+    """Model-supplied text made safe for a terminal or a single table cell:
+    control characters escaped, length capped."""
+    out = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+    return out if len(out) <= max_len else out[: max_len - 1] + "…"

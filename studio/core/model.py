@@ -1,0 +1,179 @@
+"""Load an ONNX model from a path or from uploaded bytes, safely and lazily.
+
+``load`` never reads external weights into memory (they stay on disk for the
+engines, which read them by path), never modifies the input file, and turns
+every way a file can be wrong into a one-line ``ModelLoadError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import ModelProto
+
+from studio.core.errors import ModelLoadError, StudioError
+from studio.core.paths import check_regular_file
+from studio.core.sniff import sniff_bytes, zip_member_names
+from studio.core.tensor_safety import TensorScan, validate_tensors
+
+log = logging.getLogger(__name__)
+
+PROTOBUF_LIMIT = 2**31 - 1        # a single serialized ModelProto cannot exceed 2 GiB
+HEAD_BYTES = 64 * 1024
+_HASH_CHUNK = 8 * 2**20
+
+# Highest versions the installed onnx package understands.
+MAX_IR_VERSION = onnx.IR_VERSION
+_MAX_OPSET = {
+    "": onnx.defs.onnx_opset_version(),
+    "ai.onnx": onnx.defs.onnx_opset_version(),
+}
+try:
+    _MAX_OPSET["ai.onnx.ml"] = max(s.since_version for s in onnx.defs.get_all_schemas_with_history()
+                                   if s.domain == "ai.onnx.ml")
+except Exception:  # pragma: no cover - only with an unusual onnx build
+    pass
+_MAX_OPSET["ai.onnx.ml"] = max(_MAX_OPSET.get("ai.onnx.ml", 5), 5)
+_MAX_OPSET["ai.onnx.training"] = 1
+_MAX_OPSET["ai.onnx.preview.training"] = 1
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of ``onnx.checker`` on the model (basic structure)."""
+
+    ok: bool
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelHandle:
+    """A loaded model. ``proto`` holds the graph without external weights.
+
+    Treat ``proto`` as read-only: passes clone it before changing anything.
+    """
+
+    path: Path
+    name: str
+    sha256: str
+    file_bytes: int
+    proto: ModelProto = field(repr=False, compare=False)
+    scan: TensorScan = field(repr=False, compare=False)
+    check: CheckResult = CheckResult(True)
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+    @property
+    def external_files(self) -> tuple[Path, ...]:
+        return tuple(sorted({r.file for r in self.scan.external}))
+
+    @property
+    def total_bytes(self) -> int:
+        return self.file_bytes + sum(f.stat().st_size for f in self.external_files)
+
+    @property
+    def short_sha(self) -> str:
+        return self.sha256[:8]
+
+
+def _sha256_files(paths: list[Path]) -> str:
+    """sha256 over the model file and its external-data files (name + content)."""
+    h = hashlib.sha256()
+    for i, p in enumerate(paths):
+        if i:
+            h.update(b"\0" + p.name.encode() + b"\0")
+        with open(p, "rb") as fh:
+            while chunk := fh.read(_HASH_CHUNK):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _check_versions(model: ModelProto) -> None:
+    if model.ir_version <= 0:
+        raise ModelLoadError("not an ONNX model: no IR version (is this really a .onnx file?)")
+    if model.ir_version > MAX_IR_VERSION:
+        raise ModelLoadError(f"unsupported IR version {model.ir_version}: this studio understands up to "
+                             f"{MAX_IR_VERSION}; re-export with an older exporter setting")
+    if not model.opset_import and model.ir_version >= 3:
+        raise ModelLoadError("model declares no opset_import: re-export it, or add the ai.onnx opset")
+    for op in model.opset_import:
+        limit = _MAX_OPSET.get(op.domain)
+        if limit is not None and op.version > limit:
+            dom = op.domain or "ai.onnx"
+            raise ModelLoadError(f"unsupported opset {dom} {op.version}: this studio understands up to {limit}")
+        if op.version < 1 and op.domain in ("", "ai.onnx"):
+            raise ModelLoadError(f"unsupported opset ai.onnx {op.version}")
+
+
+def _scrub(message: str, folder: Path) -> str:
+    text = message.replace(str(folder.resolve()), "<model folder>").replace(str(folder), "<model folder>")
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "checker failed")
+    return first[:400]
+
+
+def _basic_check(path: Path) -> CheckResult:
+    """Structural check. By path, so external files resolve next to the model (the
+    checker resolves a proto's locations against the process cwd); the locations
+    were validated before this runs."""
+    try:
+        onnx.checker.check_model(str(path), full_check=False)
+    except onnx.checker.ValidationError as exc:
+        return CheckResult(False, _scrub(str(exc), path.parent))
+    except Exception as exc:  # the checker can raise other C++ errors
+        return CheckResult(False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
+    return CheckResult(True)
+
+
+def parse_model_file(path: Path) -> ModelProto:
+    """Sniff and parse ``path`` without external data; raise ModelLoadError when it is not ONNX."""
+    st = check_regular_file(path, max_bytes=None, label="model file")
+    size = st.st_size
+    with open(path, "rb") as fh:
+        head = fh.read(HEAD_BYTES)
+    sniffed = sniff_bytes(head, total_size=size,
+                          zip_names=zip_member_names(path) if head[:2] == b"PK" else None)
+    if sniffed.message:
+        raise ModelLoadError(sniffed.message)
+    if size > PROTOBUF_LIMIT:
+        raise ModelLoadError(f"single-file model is {size / 2**30:.1f} GiB: ONNX files > 2 GiB must use "
+                             "external data (save with save_as_external_data=True)")
+    try:
+        model = onnx.load_model(str(path), load_external_data=False)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise ModelLoadError(f"not an ONNX model, or a truncated/corrupt one: protobuf parsing failed "
+                             f"({type(exc).__name__}); re-download or re-export the model") from None
+    if not model.HasField("graph"):
+        raise ModelLoadError("not an ONNX model, or a truncated one: the file has no graph")
+    return model
+
+
+def load(path: str | Path, *, check: bool = True) -> ModelHandle:
+    """Load and validate a model file. Raises ModelLoadError with a one-line reason."""
+    p = Path(path)
+    model = parse_model_file(p)
+    _check_versions(model)
+    scan = validate_tensors(model, p.parent)
+    files = [p, *sorted({r.file for r in scan.external})]
+    try:
+        digest = _sha256_files(files)
+    except OSError as exc:
+        raise ModelLoadError(f"cannot read model files ({exc.strerror})") from None
+    result = _basic_check(p) if check else CheckResult(True)
+    if not result.ok:
+        log.info("checker: %s", result.message)
+    return ModelHandle(path=p, name=p.stem or "model", sha256=digest, file_bytes=p.stat().st_size,
+                       proto=model, scan=scan, check=result)
+
+
+def require_valid(handle: ModelHandle, action: str) -> None:
+    """Refuse an action (optimize, export...) on a model that fails the checker."""
+    if not handle.check.ok:
+        raise StudioError(f"cannot {action}: the model fails onnx.checker ({handle.check.message}); "
+                          "fix the model first", code="INVALID-MODEL")

@@ -1,0 +1,112 @@
+"""Walk every graph, node and tensor of a ModelProto: main graph, If/Loop/Scan
+bodies (at any depth), model-local functions and training graphs.
+
+Many checks (external-data safety, node counts, op histograms) are wrong if
+they look at ``model.graph.node`` alone, so they all go through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import onnx
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto
+
+# Guard against pathological nesting (a hand-made model can nest thousands deep).
+MAX_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class GraphRef:
+    graph: GraphProto
+    scope: str           # "" for the main graph, "/If_0/then_branch" for a body...
+    depth: int
+    function: str | None = None   # "domain::name" for a model-local function body
+
+
+@dataclass(frozen=True)
+class NodeRef:
+    node: NodeProto
+    scope: str
+    depth: int
+    function: str | None = None
+
+
+def _subgraphs(node: NodeProto) -> Iterator[tuple[str, GraphProto]]:
+    for attr in node.attribute:
+        if attr.type == AttributeProto.GRAPH or attr.HasField("g"):
+            yield attr.name, attr.g
+        for i, g in enumerate(attr.graphs):
+            yield f"{attr.name}[{i}]", g
+
+
+def _node_label(node: NodeProto, index: int) -> str:
+    return node.name or f"{node.op_type}_{index}"
+
+
+def iter_graphs(model: ModelProto) -> Iterator[GraphRef]:
+    """Every graph in the model, main graph first, depth-first."""
+    yield from _walk_graph(model.graph, "", 0, None)
+    for fn in model.functions:
+        label = f"{fn.domain}::{fn.name}"
+        # A function body is a node list; wrap it so callers see one shape.
+        body = GraphProto(node=fn.node, name=label)
+        yield from _walk_graph(body, f"<function {label}>", 1, label)
+    for i, info in enumerate(model.training_info):
+        for part in ("initialization", "algorithm"):
+            if info.HasField(part):
+                yield from _walk_graph(getattr(info, part), f"<training[{i}].{part}>", 1, None)
+
+
+def _walk_graph(graph: GraphProto, scope: str, depth: int, function: str | None) -> Iterator[GraphRef]:
+    if depth > MAX_DEPTH:
+        raise onnx.checker.ValidationError(f"subgraphs nested deeper than {MAX_DEPTH} levels")
+    yield GraphRef(graph, scope, depth, function)
+    for i, node in enumerate(graph.node):
+        for attr_name, sub in _subgraphs(node):
+            yield from _walk_graph(sub, f"{scope}/{_node_label(node, i)}/{attr_name}", depth + 1, function)
+
+
+def iter_nodes(model: ModelProto) -> Iterator[NodeRef]:
+    """Every node of every graph (subgraph bodies and functions included)."""
+    for ref in iter_graphs(model):
+        for node in ref.graph.node:
+            yield NodeRef(node, ref.scope, ref.depth, ref.function)
+
+
+def _attr_tensors(attr: AttributeProto, where: str) -> Iterator[tuple[TensorProto, str]]:
+    if attr.HasField("t"):
+        yield attr.t, f"{where} attribute '{attr.name}'"
+    for j, t in enumerate(attr.tensors):
+        yield t, f"{where} attribute '{attr.name}'[{j}]"
+    if attr.HasField("sparse_tensor"):
+        yield attr.sparse_tensor.values, f"{where} attribute '{attr.name}' (sparse values)"
+        yield attr.sparse_tensor.indices, f"{where} attribute '{attr.name}' (sparse indices)"
+    for j, st in enumerate(attr.sparse_tensors):
+        yield st.values, f"{where} attribute '{attr.name}'[{j}] (sparse values)"
+        yield st.indices, f"{where} attribute '{attr.name}'[{j}] (sparse indices)"
+
+
+def iter_tensors(model: ModelProto) -> Iterator[tuple[TensorProto, str]]:
+    """Every TensorProto that can hold data, with a human label of where it sits.
+
+    Initializers, sparse initializers, tensor-valued attributes of any node
+    (Constant and others) in every graph and function.
+    """
+    for ref in iter_graphs(model):
+        g = ref.graph
+        prefix = ref.scope or "main graph"
+        for t in g.initializer:
+            yield t, f"initializer '{t.name}' in {prefix}"
+        for st in g.sparse_initializer:
+            yield st.values, f"sparse initializer '{st.values.name}' in {prefix}"
+            yield st.indices, f"sparse initializer '{st.values.name}' indices in {prefix}"
+        for i, node in enumerate(g.node):
+            where = f"node '{_node_label(node, i)}' ({node.op_type}) in {prefix}"
+            for attr in node.attribute:
+                yield from _attr_tensors(attr, where)
+    for fn in model.functions:
+        # Function attribute defaults can carry tensors too.
+        for attr in fn.attribute_proto:
+            yield from _attr_tensors(attr, f"function {fn.domain}::{fn.name} default")

@@ -1,0 +1,214 @@
+"""The studio's own validator for tensor data, run before any engine sees a model.
+
+External data is the main file-disclosure path of ONNX (a chain of CVEs), and
+engines disagree on what they refuse, so every TensorProto (initializers,
+sparse tensors, tensor attributes, subgraphs, functions) is checked here:
+locations must be plain relative paths to regular files that stay inside the
+model's folder by every kind of link, offsets and lengths must lie inside the
+file, and declared sizes must be possible before anything is allocated.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+import numpy as np
+from onnx import ModelProto, TensorProto, helper
+
+from studio.core.errors import UnsafeModelError
+from studio.core.protowalk import iter_tensors
+
+ALLOWED_EXTERNAL_KEYS = frozenset({"location", "offset", "length", "checksum", "basepath"})
+# Anything declaring more than this many elements is refused outright (2^40 = 1 Ti).
+MAX_DECLARED_ELEMENTS = 2**40
+_TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
+
+
+@dataclass(frozen=True)
+class ExternalRef:
+    """One validated external-data reference."""
+
+    tensor: str
+    file: Path        # resolved, inside the model folder
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class TensorScan:
+    """What the validator saw: external references and the bytes each file must hold."""
+
+    external: tuple[ExternalRef, ...]
+    external_bytes: int
+    inline_bytes: int
+    tensors: int
+
+
+def itemsize_of(data_type: int) -> int | None:
+    """Bytes per element of an ONNX dtype, or None for strings / unknown types.
+
+    Sub-byte types (int4, float4) report 1; callers divide by ``elements_per_byte``.
+    """
+    if data_type in (TensorProto.STRING, TensorProto.UNDEFINED):
+        return None
+    try:
+        np_dtype = helper.tensor_dtype_to_np_dtype(data_type)
+    except (KeyError, ValueError, TypeError):
+        return None
+    return int(np.dtype(np_dtype).itemsize)
+
+
+def packed_nbytes(data_type: int, elements: int) -> int | None:
+    """Storage bytes for ``elements`` of ``data_type`` in raw_data (sub-byte types packed)."""
+    size = itemsize_of(data_type)
+    if size is None:
+        return None
+    sub_byte = {getattr(TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+                if hasattr(TensorProto, n)}
+    if data_type in sub_byte:
+        per_byte = 4 if data_type in {getattr(TensorProto, n, -1) for n in ("INT2", "UINT2")} else 2
+        return (elements + per_byte - 1) // per_byte
+    return elements * size
+
+
+def _typed_entries(data_type: int, elements: int) -> int:
+    """How many entries the typed *_data fields must hold for ``elements`` values."""
+    if data_type in (TensorProto.COMPLEX64, TensorProto.COMPLEX128):
+        return 2 * elements
+    names = {TensorProto.DataType.Name(data_type)} if data_type in TensorProto.DataType.values() else set()
+    if names & {"INT4", "UINT4", "FLOAT4E2M1"}:
+        return (elements + 1) // 2
+    if names & {"INT2", "UINT2"}:
+        return (elements + 3) // 4
+    return elements
+
+
+def declared_elements(t: TensorProto, where: str) -> int:
+    """Element count from dims, refusing negative dims and absurd sizes (no overflow in Python)."""
+    n = 1
+    for d in t.dims:
+        if d < 0:
+            raise UnsafeModelError(f"declared tensor size invalid: {where} has a negative dim ({d})")
+        n *= d
+    if n > MAX_DECLARED_ELEMENTS:
+        raise UnsafeModelError(f"declared tensor size too large: {where} declares {n:.3g} elements")
+    return n
+
+
+def _inside(child: Path, root: Path) -> bool:
+    try:
+        child.relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+def _check_location(location: str, model_dir: Path, where: str) -> Path:
+    bad = (not location or "\x00" in location or location.startswith(("/", "\\", "~"))
+           or PureWindowsPath(location).drive or PureWindowsPath(location).is_absolute()
+           or any(part == ".." for part in PurePosixPath(location.replace("\\", "/")).parts))
+    if bad:
+        raise UnsafeModelError(f"external data location of {where} is not a plain relative path "
+                               "inside the model folder; refusing to read it")
+    root = model_dir.resolve()
+    # Walk component by component with lstat: no symlink may appear on the way,
+    # so a link cannot point the read anywhere else.
+    current = root
+    for part in PurePosixPath(location.replace("\\", "/")).parts:
+        if part in ("", "."):
+            continue
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            raise UnsafeModelError(f"external data file for {where} is missing "
+                                   f"('{PurePosixPath(location).name}' next to the model); upload it "
+                                   "together with the model") from None
+        except OSError as exc:
+            raise UnsafeModelError(f"external data file for {where} cannot be read ({exc.strerror})") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafeModelError(f"external data location of {where} goes through a symbolic link; "
+                                   "refusing to follow it")
+    st = os.stat(current)
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafeModelError(f"external data location of {where} is not a regular file")
+    if st.st_nlink > 1:
+        raise UnsafeModelError(f"external data file of {where} is a hard link; copy the file instead")
+    resolved = current.resolve()
+    if not _inside(resolved, root):
+        raise UnsafeModelError(f"external data location of {where} resolves outside the model folder")
+    return resolved
+
+
+def _parse_external(t: TensorProto, where: str) -> dict[str, str]:
+    entries: dict[str, str] = {}
+    for kv in t.external_data:
+        if kv.key not in ALLOWED_EXTERNAL_KEYS:
+            raise UnsafeModelError(f"external data of {where} has an invalid key "
+                                   f"'{kv.key[:40]}' (allowed: location, offset, length, checksum)")
+        entries[kv.key] = kv.value
+    return entries
+
+
+def _int_field(entries: dict[str, str], key: str, where: str) -> int | None:
+    if key not in entries:
+        return None
+    try:
+        value = int(entries[key])
+    except ValueError:
+        raise UnsafeModelError(f"external data {key} of {where} is not an integer") from None
+    if value < 0:
+        raise UnsafeModelError(f"external data {key} of {where} is negative")
+    return value
+
+
+def validate_tensors(model: ModelProto, model_dir: Path | None) -> TensorScan:
+    """Check every tensor of ``model``; raise UnsafeModelError on the first bad one.
+
+    ``model_dir`` is the folder of the model file; None means the model came
+    without a folder (bytes), in which case any external reference is refused.
+    """
+    refs: list[ExternalRef] = []
+    inline = external = count = 0
+    file_sizes: dict[Path, int] = {}
+    for t, where in iter_tensors(model):
+        count += 1
+        n = declared_elements(t, where)
+        nbytes = packed_nbytes(t.data_type, n)
+        if t.data_location == TensorProto.EXTERNAL or len(t.external_data):
+            if model_dir is None:
+                raise UnsafeModelError(f"{where} uses external data but the model was given without its "
+                                       "folder; upload the model together with its data files (or a zip)")
+            entries = _parse_external(t, where)
+            target = _check_location(entries.get("location", ""), model_dir, where)
+            size = file_sizes.setdefault(target, target.stat().st_size)
+            offset = _int_field(entries, "offset", where) or 0
+            length = _int_field(entries, "length", where)
+            if length is None:
+                length = size - offset
+            if offset > size or offset + length > size:
+                raise UnsafeModelError(f"external data out of range: {where} reads bytes "
+                                       f"[{offset}, {offset + length}) of a {size}-byte file")
+            if nbytes is not None and length < nbytes:
+                raise UnsafeModelError(f"declared tensor size invalid: {where} declares {nbytes} bytes "
+                                       f"but its external data holds {length}")
+            refs.append(ExternalRef(t.name, target, offset, length))
+            external += length
+            continue
+        if t.HasField("raw_data") or t.raw_data:
+            if nbytes is not None and len(t.raw_data) != nbytes:
+                raise UnsafeModelError(f"declared tensor size invalid: {where} declares {nbytes} bytes "
+                                       f"but holds {len(t.raw_data)}")
+            inline += len(t.raw_data)
+            continue
+        held = sum(len(getattr(t, f)) for f in _TYPED_FIELDS)
+        expected = _typed_entries(t.data_type, n)
+        if held < expected:
+            kind = "strings" if t.data_type == TensorProto.STRING else "elements"
+            raise UnsafeModelError(f"declared tensor size invalid: {where} declares {n} {kind} "
+                                   f"but holds {held} values")
+        inline += (nbytes or 0)
+    return TensorScan(tuple(refs), external, inline, count)

@@ -1,0 +1,110 @@
+"""Names for ONNX types and shapes, shared by every layer (inspect, feeds, export)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from onnx import TensorProto, TypeProto, ValueInfoProto, helper
+
+Dim = int | str | None          # int: known, str: symbolic name, None: unknown
+
+
+def dtype_name(elem_type: int) -> str:
+    """'float32', 'int64', 'bfloat16', 'float8_e4m3fn', 'string'... for an ONNX elem_type."""
+    if elem_type == TensorProto.STRING:
+        return "string"
+    if elem_type == TensorProto.UNDEFINED:
+        return "undefined"
+    try:
+        return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)))
+    except (KeyError, ValueError, TypeError):
+        name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else ""
+        return name.lower() or f"dtype{elem_type}"
+
+
+def np_dtype(elem_type: int) -> np.dtype:
+    """numpy dtype of an ONNX elem_type (ml_dtypes types for bfloat16/float8)."""
+    if elem_type == TensorProto.STRING:
+        return np.dtype(object)
+    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Type and shape of one value. ``shape`` None means the rank is unknown."""
+
+    name: str
+    dtype: str
+    shape: tuple[Dim, ...] | None
+    kind: str = "tensor"     # tensor | sequence | map | optional | sparse_tensor | unknown
+    elem_type: int = 0
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    def shape_text(self, max_dim_chars: int = 24) -> str:
+        return shape_text(self.shape, max_dim_chars)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype, "kind": self.kind,
+                "shape": None if self.shape is None else list(self.shape)}
+
+
+def shape_text(shape: tuple[Dim, ...] | None, max_dim_chars: int = 24) -> str:
+    """'[batch, 3, 224, 224]' with absurdly long symbolic names shortened."""
+    if shape is None:
+        return "?"
+    parts = []
+    for d in shape:
+        if d is None:
+            parts.append("?")
+        elif isinstance(d, str):
+            parts.append(d if len(d) <= max_dim_chars else d[: max_dim_chars - 1] + "…")
+        else:
+            parts.append(str(d))
+    return "[" + ", ".join(parts) + "]"
+
+
+def _dims(tensor_type) -> tuple[Dim, ...] | None:
+    if not tensor_type.HasField("shape"):
+        return None
+    dims: list[Dim] = []
+    for d in tensor_type.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            dims.append(d.dim_param[:1024])
+        else:
+            dims.append(None)
+    return tuple(dims)
+
+
+def type_info(name: str, tp: TypeProto) -> TensorInfo:
+    """TensorInfo of any TypeProto (tensors, sequences, maps, optionals)."""
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        t = tp.tensor_type
+        return TensorInfo(name, dtype_name(t.elem_type), _dims(t), "tensor", t.elem_type)
+    if which == "sparse_tensor_type":
+        t = tp.sparse_tensor_type
+        return TensorInfo(name, dtype_name(t.elem_type), _dims(t), "sparse_tensor", t.elem_type)
+    if which == "sequence_type":
+        inner = type_info(name, tp.sequence_type.elem_type)
+        return TensorInfo(name, f"seq({inner.dtype})", inner.shape, "sequence", inner.elem_type)
+    if which == "map_type":
+        val = type_info(name, tp.map_type.value_type)
+        return TensorInfo(name, f"map({dtype_name(tp.map_type.key_type)},{val.dtype})", None, "map")
+    if which == "optional_type":
+        inner = type_info(name, tp.optional_type.elem_type)
+        return TensorInfo(name, f"optional({inner.dtype})", inner.shape, "optional", inner.elem_type)
+    return TensorInfo(name, "undefined", None, "unknown")
+
+
+def value_info(vi: ValueInfoProto) -> TensorInfo:
+    return type_info(vi.name, vi.type)

@@ -1,0 +1,1 @@
+"""Model inspection: summary, shapes on edges, parameters, FLOPs, memory."""

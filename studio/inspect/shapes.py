@@ -1,0 +1,147 @@
+"""Shapes on every edge, without the weights in memory.
+
+ONNX shape inference needs the *values* of small shape-like tensors (Reshape
+targets, Slice bounds) but only the *dims* of weights. So we run it on the
+weight-less proto with small external tensors read back in (they are a few
+bytes each), and keep symbolic dims as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from collections.abc import Mapping
+from pathlib import Path
+
+import onnx
+from onnx import ModelProto, TensorProto
+
+from studio.core.protowalk import iter_graphs
+from studio.core.tensor_safety import validate_tensors
+from studio.core.types import TensorInfo, type_info
+
+log = logging.getLogger(__name__)
+
+SMALL_TENSOR_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ShapeTable:
+    """Type/shape per value name (scoped names for subgraph values), and what went wrong."""
+
+    values: dict[str, TensorInfo] = field(default_factory=dict)
+    error: str | None = None
+
+    def get(self, name: str) -> TensorInfo | None:
+        return self.values.get(name)
+
+
+def _copy_fields(src, dst, skip: str) -> None:
+    for fd, value in src.ListFields():
+        if fd.name == skip:
+            continue
+        if fd.is_repeated:
+            getattr(dst, fd.name).extend(value)
+        elif fd.message_type is not None:
+            getattr(dst, fd.name).CopyFrom(value)
+        else:
+            setattr(dst, fd.name, value)
+
+
+def _metadata_only(t: TensorProto) -> TensorProto:
+    stub = TensorProto(name=t.name, data_type=t.data_type, dims=t.dims)
+    stub.data_location = TensorProto.EXTERNAL
+    stub.external_data.add(key="location", value="__weights_not_loaded__")
+    return stub
+
+
+def shape_inference_view(model: ModelProto, folder: Path | None) -> ModelProto:
+    """A copy of ``model`` fit for shape inference: main-graph initializers over
+    64 KiB become metadata only (never copied), smaller external ones are read
+    in so data propagation can see shape values. Locations are validated first."""
+    refs = {}
+    if folder is not None:
+        refs = {r.tensor: r for r in validate_tensors(model, folder).external}
+    view = ModelProto()
+    _copy_fields(model, view, skip="graph")
+    _copy_fields(model.graph, view.graph, skip="initializer")
+    for t in model.graph.initializer:
+        if t.data_location == TensorProto.EXTERNAL:
+            r = refs.get(t.name)
+            if r is None or r.length > SMALL_TENSOR_BYTES:
+                view.graph.initializer.append(_metadata_only(t))
+                continue
+            small = TensorProto(name=t.name, data_type=t.data_type, dims=t.dims)
+            with open(r.file, "rb") as fh:
+                fh.seek(r.offset)
+                small.raw_data = fh.read(r.length)
+            view.graph.initializer.append(small)
+        elif t.ByteSize() > SMALL_TENSOR_BYTES:
+            view.graph.initializer.append(_metadata_only(t))
+        else:
+            view.graph.initializer.append(t)
+    return view
+
+
+def fix_input_dims(view: ModelProto, dims: Mapping[str, int], default: int = 1) -> bool:
+    """Replace symbolic/unknown graph-input dims in ``view`` (a copy) in place; True if any changed."""
+    changed = False
+    for vi in view.graph.input:
+        if vi.type.WhichOneof("value") != "tensor_type":
+            continue
+        for d in vi.type.tensor_type.shape.dim:
+            if not d.HasField("dim_value"):
+                d.dim_value = int(dims.get(d.dim_param, default)) if d.dim_param else default
+                changed = True
+    if changed:
+        # Declared intermediate/output shapes still carry the symbols: let inference redo them.
+        del view.graph.value_info[:]
+        for vi in view.graph.output:
+            if vi.type.WhichOneof("value") == "tensor_type":
+                vi.type.tensor_type.ClearField("shape")
+    return changed
+
+
+def infer_shapes(model: ModelProto, folder: Path | None = None,
+                 fixed_dims: Mapping[str, int] | None = None) -> tuple[ModelProto, str | None]:
+    """Run ONNX shape inference (with data propagation). Returns the inferred
+    model (or the input on failure) and the error text, if any. ``fixed_dims``
+    pins symbolic input dims (unset ones to 1) so every shape comes out concrete."""
+    prepared = shape_inference_view(model, folder)
+    if fixed_dims is not None:
+        fix_input_dims(prepared, fixed_dims)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(prepared, check_type=False, strict_mode=False,
+                                                     data_prop=True)
+        return inferred, None
+    except Exception as exc:  # onnx raises InferenceError, ValidationError, RuntimeError...
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+        log.info("shape inference failed: %s", first)
+        try:
+            return onnx.shape_inference.infer_shapes(prepared, check_type=False, strict_mode=False,
+                                                     data_prop=False), f"{type(exc).__name__}: {first}"
+        except Exception:
+            return model, f"{type(exc).__name__}: {first}"
+
+
+def shape_table(inferred: ModelProto, error: str | None = None) -> ShapeTable:
+    """Collect every known type/shape: graph inputs/outputs, value_info, initializers."""
+    values: dict[str, TensorInfo] = {}
+    for ref in iter_graphs(inferred):
+        g = ref.graph
+        for t in g.initializer:
+            values.setdefault(t.name, _initializer_info(t))
+        for vi in [*g.input, *g.output, *g.value_info]:
+            if vi.type.WhichOneof("value") is not None:
+                info = type_info(vi.name, vi.type)
+                # Prefer the more specific entry when a name appears twice.
+                old = values.get(vi.name)
+                if old is None or (old.shape is None and info.shape is not None):
+                    values[vi.name] = info
+    return ShapeTable(values, error)
+
+
+def _initializer_info(t: TensorProto) -> TensorInfo:
+    from studio.core.types import dtype_name
+
+    return TensorInfo(t.name, dtype_name(t.data_type), tuple(int(d) for d in t.dims), "tensor", t.data_type)

@@ -1,0 +1,236 @@
+"""``summarize(handle) -> ModelSummary``: everything the Overview and Nodes pages
+and ``onnx-studio inspect --json`` show. The JSON layout is documented in
+docs/inspect-json.md and versioned by ``SCHEMA_VERSION``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+
+from onnx import ModelProto, defs
+
+from studio.core.model import ModelHandle
+from studio.core.protowalk import iter_graphs
+from studio.core.types import TensorInfo, value_info
+from studio.inspect.flops import Cost, node_cost, shape_lookup
+from studio.inspect.memory import MemoryEstimate, peak_activation
+from studio.inspect.params import ParamStats, count_params
+from studio.inspect.shapes import infer_shapes, shape_table
+
+SCHEMA_VERSION = 1
+STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training"})
+MAX_TEXT = 500
+
+
+@dataclass(frozen=True)
+class OpsetInfo:
+    domain: str
+    version: int
+    used: bool
+
+
+@dataclass(frozen=True)
+class OpCount:
+    domain: str
+    op_type: str
+    count: int
+
+
+@dataclass(frozen=True)
+class NodeCounts:
+    main: int
+    subgraph_nodes: int
+    function_nodes: int
+    subgraphs: int
+    functions: int
+
+    @property
+    def total(self) -> int:
+        return self.main + self.subgraph_nodes + self.function_nodes
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    id: str                   # unique: scope + name (or op_index when unnamed)
+    name: str
+    op_type: str
+    domain: str
+    scope: str                # "" for the main graph
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    flops: int | None
+    macs: int | None
+
+
+@dataclass(frozen=True)
+class FlopStats:
+    flops: int
+    macs: int
+    by_op: tuple[tuple[str, int], ...]      # (op_type, flops), descending
+    unknown_nodes: int                     # nodes whose cost needs shapes we lack
+    dims: Mapping[str, int]                # user-set values used
+    assumed_dims: tuple[str, ...]          # input dims with no value given (taken as 1)
+    unresolved_dims: tuple[str, ...]       # dims inference could not compute (taken as 1)
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    schema_version: int
+    name: str
+    sha256: str
+    file_bytes: int
+    total_bytes: int
+    producer: str
+    producer_version: str
+    ir_version: int
+    model_version: int
+    domain: str
+    doc_string: str
+    metadata: tuple[tuple[str, str], ...]
+    opsets: tuple[OpsetInfo, ...]
+    node_counts: NodeCounts
+    op_histogram: tuple[OpCount, ...]
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+    initializers_as_inputs: int
+    params: ParamStats
+    flops: FlopStats
+    memory: MemoryEstimate
+    custom_ops: tuple[OpCount, ...]
+    local_functions: tuple[str, ...]
+    check_ok: bool
+    check_message: str | None
+    shape_inference_error: str | None
+    nodes: tuple[NodeInfo, ...] = field(repr=False)
+    edges: tuple[TensorInfo, ...] = field(repr=False)
+
+    @property
+    def custom_domains(self) -> tuple[str, ...]:
+        return tuple(sorted({c.domain for c in self.custom_ops}))
+
+    def node(self, node_id: str) -> NodeInfo | None:
+        return next((n for n in self.nodes if n.id == node_id), None)
+
+    def to_dict(self, *, include_nodes: bool = True) -> dict:
+        d = asdict(self)
+        d["node_counts"]["total"] = self.node_counts.total
+        d["custom_domains"] = list(self.custom_domains)
+        d["inputs"] = [t.to_dict() for t in self.inputs]
+        d["outputs"] = [t.to_dict() for t in self.outputs]
+        d["edges"] = [t.to_dict() for t in self.edges] if include_nodes else []
+        d["params"] = self.params.to_dict()
+        d["flops"]["by_op"] = [{"op_type": op, "flops": f} for op, f in self.flops.by_op]
+        d["flops"]["dims"] = dict(self.flops.dims)
+        d["metadata"] = [{"key": k, "value": v} for k, v in self.metadata]
+        if not include_nodes:
+            d["nodes"] = []
+        return d
+
+
+def _clip(text: str, n: int = MAX_TEXT) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _node_id(scope: str, name: str, op_type: str, index: int, seen: set[str]) -> str:
+    local = name or f"{op_type}_{index}"
+    base = f"{scope}/{local}" if scope else local
+    nid, k = base, 1
+    while nid in seen:
+        k += 1
+        nid = f"{base}#{k}"
+    seen.add(nid)
+    return nid
+
+
+def _is_known_op(domain: str, op_type: str, version: int) -> bool:
+    try:
+        return defs.has(op_type, domain) if version <= 0 else defs.has(op_type, version, domain)
+    except TypeError:  # older onnx signature
+        return defs.has(op_type, domain)
+
+
+def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None) -> ModelSummary:
+    """Summary of a loaded model. ``dims`` gives values for symbolic dims (FLOPs, memory)."""
+    model = handle.proto
+    dims = dict(dims or {})
+    inferred, shape_error = infer_shapes(model, handle.folder)
+    table = shape_table(inferred, shape_error).values
+
+    # FLOPs and memory need concrete shapes: re-infer with the user's dims in place.
+    init_names = {t.name for t in model.graph.initializer}
+    input_symbols = {d for vi in model.graph.input if vi.name not in init_names
+                     for d in ((table.get(vi.name) or value_info(vi)).shape or ()) if isinstance(d, str)}
+    symbolic = any(not (table.get(vi.name) or value_info(vi)).is_static
+                   for vi in model.graph.input if vi.name not in init_names)
+    concrete = (shape_table(infer_shapes(model, handle.folder, fixed_dims=dims)[0]).values
+                if symbolic else table)
+    assumed: set[str] = set()     # every symbolic dim a FLOPs/memory figure had to take as 1
+    shape_of = shape_lookup(concrete, dims, assumed)
+
+    local_fns = {(f.domain, f.name) for f in model.functions}
+    opset_of = {o.domain or "": o.version for o in model.opset_import}
+    hist: Counter[tuple[str, str]] = Counter()
+    used_domains: set[str] = set()
+    nodes: list[NodeInfo] = []
+    seen: set[str] = set()
+    main = sub = fn_nodes = subgraphs = 0
+    by_op: Counter[str] = Counter()
+    total = Cost(0, 0)
+    unknown_cost = 0
+    for ref in iter_graphs(model):
+        if ref.function:
+            fn_nodes += len(ref.graph.node)
+        elif ref.depth == 0:
+            main += len(ref.graph.node)
+        else:
+            subgraphs += 1
+            sub += len(ref.graph.node)
+        for i, n in enumerate(ref.graph.node):
+            dom = "" if n.domain == "ai.onnx" else n.domain
+            hist[(dom, n.op_type)] += 1
+            used_domains.add(dom)
+            cost = None if (dom, n.op_type) in local_fns else node_cost(n, shape_of)
+            if cost is None:
+                unknown_cost += int((dom, n.op_type) not in local_fns)
+            else:
+                total = Cost(total.flops + cost.flops, total.macs + cost.macs)
+                by_op[n.op_type] += cost.flops
+            nodes.append(NodeInfo(_node_id(ref.scope, n.name, n.op_type, i, seen), n.name, n.op_type, dom,
+                                  ref.scope, tuple(n.input), tuple(n.output),
+                                  None if cost is None else cost.flops, None if cost is None else cost.macs))
+
+    custom = []
+    for (dom, op), c in sorted(hist.items()):
+        if (dom, op) in local_fns:
+            continue
+        if dom not in STANDARD_DOMAINS or not _is_known_op(dom, op, opset_of.get(dom, 0)):
+            custom.append(OpCount(dom, op, c))
+
+    params = count_params(model)
+    memory = peak_activation(model.graph, shape_of, concrete, params.bytes)
+    inputs = tuple(table.get(vi.name) or value_info(vi) for vi in model.graph.input if vi.name not in init_names)
+    outputs = tuple(table.get(vi.name) or value_info(vi) for vi in model.graph.output)
+    p = model
+    return ModelSummary(
+        schema_version=SCHEMA_VERSION, name=handle.name, sha256=handle.sha256, file_bytes=handle.file_bytes,
+        total_bytes=handle.total_bytes, producer=_clip(p.producer_name, 200),
+        producer_version=_clip(p.producer_version, 100), ir_version=p.ir_version,
+        model_version=p.model_version, domain=_clip(p.domain, 200), doc_string=_clip(p.doc_string),
+        metadata=tuple((_clip(m.key, 200), _clip(m.value)) for m in p.metadata_props[:100]),
+        opsets=tuple(OpsetInfo(o.domain or "", o.version, (o.domain or "") in used_domains
+                               or (o.domain == "ai.onnx" and "" in used_domains)) for o in p.opset_import),
+        node_counts=NodeCounts(main, sub, fn_nodes, subgraphs, len(model.functions)),
+        op_histogram=tuple(OpCount(d, o, c) for (d, o), c in hist.most_common()),
+        inputs=inputs, outputs=outputs,
+        initializers_as_inputs=sum(vi.name in init_names for vi in model.graph.input),
+        params=params,
+        flops=FlopStats(total.flops, total.macs, tuple(by_op.most_common()), unknown_cost,
+                        dims, tuple(sorted(input_symbols - set(dims))),
+                        tuple(sorted(assumed - input_symbols))[:20]),
+        memory=memory, custom_ops=tuple(custom),
+        local_functions=tuple(f"{d}::{n}" for d, n in sorted(local_fns)),
+        check_ok=handle.check.ok, check_message=handle.check.message, shape_inference_error=shape_error,
+        nodes=tuple(nodes), edges=tuple(table[k] for k in sorted(table)),
+    )

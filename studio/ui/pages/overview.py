@@ -1,0 +1,137 @@
+"""Overview: open a model (upload, sample, path) and see its summary."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from sample_models.catalog import CATALOG
+from studio.core.paths import confine
+from studio.core.types import shape_text
+from studio.core.uploads import UploadedFile
+from studio.ui import state, widgets
+
+
+def _open_model() -> None:
+    ws = state.workspace()
+    upload_tab, sample_tab, path_tab = st.tabs(["Upload", "Sample model", "Path"])
+    with upload_tab:
+        files = st.file_uploader("ONNX model, with its external-data files or as a .zip bundle",
+                                 accept_multiple_files=True, key="uploader")
+        if files:
+            key = tuple((f.name, f.size, f.file_id) for f in files)
+            if st.session_state.get("last_upload") != key:
+                st.session_state["last_upload"] = key
+                v = widgets.guarded(lambda: ws.add_upload([UploadedFile(f.name, f.getvalue()) for f in files]),
+                                    spinner="Importing and validating…")
+                if v is not None:
+                    state.set_current(v.id)
+    with sample_tab:
+        names = [m.name for m in CATALOG]
+        purposes = {m.name: m.purpose for m in CATALOG}
+        name = st.selectbox("Sample", names, format_func=lambda n: f"{n} — {purposes[n]}", key="sample_pick")
+        if st.button("Open sample", key="open_sample"):
+            sample = next(m for m in CATALOG if m.name == name)
+            v = widgets.guarded(lambda: ws.add_file(sample.path, label=f"sample {name}"))
+            if v is not None:
+                state.set_current(v.id)
+    with path_tab:
+        if state.shared_mode():
+            st.info("Opening files by path is disabled on this shared server; upload the model instead.")
+        else:
+            st.caption("A file inside the studio's path root (set with `onnx-studio serve --path-root`).")
+            typed = st.text_input("Model path", key="model_path")
+            if st.button("Open path", key="open_path") and typed:
+                def _open():
+                    return ws.add_file(confine(typed, state.path_root(), label="model path"))
+                v = widgets.guarded(_open)
+                if v is not None:
+                    state.set_current(v.id)
+
+
+def _dims_inputs(handle) -> None:
+    """Values for the model's symbolic input dims (used for FLOPs and memory)."""
+    init = {t.name for t in handle.proto.graph.initializer}
+    symbolic = sorted({d.dim_param for vi in handle.proto.graph.input if vi.name not in init
+                       for d in vi.type.tensor_type.shape.dim if d.dim_param})
+    if not symbolic:
+        return
+    with st.expander("Dynamic dims (values used for FLOPs and memory)"):
+        dims = state.dims()
+        cols = st.columns(min(4, len(symbolic)))
+        for i, name in enumerate(symbolic[:16]):
+            dims[name] = int(cols[i % len(cols)].number_input(
+                name[:40], min_value=1, value=int(dims.get(name, 1)), key=f"dim_{i}_{name[:40]}"))
+
+
+def render() -> None:
+    st.title("Overview")
+    err = st.session_state.pop("onnx_studio_preload_error", None)
+    if err:
+        widgets.show_error(Exception(err))
+    handle = state.current_handle()
+    with st.expander("Open a model", expanded=handle is None):
+        _open_model()
+    handle = state.current_handle()
+    if handle is None:
+        st.info("Upload an ONNX model, open a sample, or give a path to begin.")
+        return
+    _dims_inputs(handle)
+    summary = widgets.guarded(lambda: state.summary(handle, state.dims()), spinner="Inspecting the model…")
+    if summary is None:
+        return
+    s = summary
+    st.subheader(f"{widgets.md_escape(s.name, 120)}")
+    st.caption(f"sha256 {s.sha256[:16]} · producer {widgets.md_escape(s.producer or '?', 60)} "
+               f"{widgets.md_escape(s.producer_version, 30)} · IR {s.ir_version} · opsets "
+               + ", ".join(f"{widgets.md_escape(o.domain or 'ai.onnx', 40)} {o.version}"
+                           + ("" if o.used else " (unused)") for o in s.opsets))
+    nc = s.node_counts
+    widgets.metric_row([
+        ("Nodes", f"{nc.total:,}"),
+        ("Params", widgets.fmt_count(s.params.elements)),
+        ("Weights", widgets.fmt_bytes(s.params.bytes)),
+        ("FLOPs", widgets.fmt_count(s.flops.flops)),
+        ("Peak activations", widgets.fmt_bytes(s.memory.peak_activation_bytes)),
+    ])
+    st.caption(f"{nc.main} nodes in the main graph, {nc.subgraph_nodes} in {nc.subgraphs} subgraphs, "
+               f"{nc.function_nodes} in {nc.functions} local functions. File {widgets.fmt_bytes(s.total_bytes)}.")
+    if not s.check_ok:
+        st.warning("onnx.checker: " + widgets.md_escape(s.check_message or "", 400))
+    if s.shape_inference_error:
+        st.warning("Shape inference incomplete: " + widgets.md_escape(s.shape_inference_error, 400))
+    if s.custom_ops:
+        st.warning("Custom ops: " + ", ".join(widgets.md_escape(f"{c.domain}::{c.op_type} ×{c.count}", 80)
+                                               for c in s.custom_ops))
+
+    left, right = st.columns(2)
+    hist = pd.DataFrame([{"op": (f"{o.domain}::" if o.domain else "") + o.op_type, "count": o.count}
+                         for o in s.op_histogram[:30]])
+    if not hist.empty:
+        left.plotly_chart(px.bar(hist, x="count", y="op", orientation="h", title="Op histogram")
+                          .update_layout(yaxis={"autorange": "reversed"}, height=420), width="stretch")
+    flops = pd.DataFrame([{"op": op, "GFLOPs": f / 1e9} for op, f in s.flops.by_op if f > 0][:20])
+    if not flops.empty:
+        right.plotly_chart(px.bar(flops, x="GFLOPs", y="op", orientation="h", title="FLOPs by op type")
+                           .update_layout(yaxis={"autorange": "reversed"}, height=420), width="stretch")
+
+    st.markdown("#### Inputs and outputs")
+    io_rows = [{"kind": kind, "name": t.name, "dtype": t.dtype, "shape": shape_text(t.shape, 40)}
+               for kind, items in (("input", s.inputs), ("output", s.outputs)) for t in items]
+    st.dataframe(pd.DataFrame(io_rows), hide_index=True, width="stretch")
+    st.markdown("#### Parameters by dtype")
+    st.dataframe(pd.DataFrame([{"dtype": d.dtype, "tensors": d.tensors, "elements": d.elements,
+                                "bytes": widgets.fmt_bytes(d.bytes)} for d in s.params.by_dtype]),
+                 hide_index=True, width="stretch")
+    st.caption(f"{s.params.initializers} initializers, {s.params.constant_nodes} Constant nodes, "
+               f"{s.params.generated} generated (ConstantOfShape).")
+    if s.metadata:
+        with st.expander("Metadata"):
+            st.dataframe(pd.DataFrame([{"key": k, "value": v} for k, v in s.metadata]), hide_index=True)
+    dim_flags = " ".join(f"--dim {k}={v}" for k, v in state.dims().items())
+    widgets.cli_hint(f"onnx-studio inspect {handle.path.name} {dim_flags}".strip())
+
+
+if __name__ == "__main__":  # run by st.navigation as a page script
+    render()

@@ -1,0 +1,91 @@
+"""Per-session state: each browser session has its own workspace, versions and
+selection; nothing model-derived is shared between sessions. Cached results
+are keyed by the session's workspace and the model's content hash.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import streamlit as st
+
+from studio.core.errors import StudioError
+from studio.core.model import ModelHandle
+from studio.core.workspace import Version, Workspace, default_root
+
+_WS = "onnx_studio_workspace"
+_CURRENT = "onnx_studio_version"
+_SESSION = "onnx_studio_session"
+
+
+def session_id() -> str:
+    if _SESSION not in st.session_state:
+        st.session_state[_SESSION] = uuid.uuid4().hex
+    return st.session_state[_SESSION]
+
+
+def shared_mode() -> bool:
+    """On a shared server, opening files by path and running custom-op code are off."""
+    return os.environ.get("ONNX_STUDIO_SHARED") == "1"
+
+
+def path_root() -> Path:
+    return Path(os.environ.get("ONNX_STUDIO_PATH_ROOT") or default_root()).resolve()
+
+
+def workspace() -> Workspace:
+    """This session's workspace (created on first use, with the preloaded model if any)."""
+    ws = st.session_state.get(_WS)
+    if ws is None:
+        ws = Workspace.create(default_root() / "sessions", prefix="session")
+        st.session_state[_WS] = ws
+        preload = os.environ.get("ONNX_STUDIO_MODEL")
+        if preload:
+            try:
+                v = ws.add_file(Path(preload), label="original")
+                st.session_state[_CURRENT] = v.id
+            except StudioError as exc:
+                st.session_state["onnx_studio_preload_error"] = str(exc)
+    return ws
+
+
+def current_version() -> Version | None:
+    ws = workspace()
+    vid = st.session_state.get(_CURRENT)
+    if vid is None and ws.versions:
+        vid = ws.versions[-1].id
+    if vid is None:
+        return None
+    try:
+        return ws.version(vid)
+    except StudioError:
+        return None
+
+
+def set_current(vid: str) -> None:
+    st.session_state[_CURRENT] = vid
+    st.session_state.pop("selected_node", None)
+
+
+def current_handle() -> ModelHandle | None:
+    v = current_version()
+    return None if v is None else workspace().handle(v.id)
+
+
+@st.cache_data(max_entries=32, ttl=3600, show_spinner=False)
+def _summary(session: str, sha256: str, path: str, dims: tuple[tuple[str, int], ...], _handle: ModelHandle):
+    from studio import api
+
+    return api.inspect(_handle, dict(dims))
+
+
+def summary(handle: ModelHandle, dims: dict[str, int] | None = None):
+    """The model's summary, cached per session and content (bounded cache)."""
+    return _summary(session_id(), handle.sha256, str(handle.path), tuple(sorted((dims or {}).items())), handle)
+
+
+def dims() -> dict[str, int]:
+    """User-set values for symbolic dims (shared by every page of this session)."""
+    return st.session_state.setdefault("onnx_studio_dims", {})

@@ -1,0 +1,82 @@
+"""Shared widgets: literal text for model-derived strings, errors, the CLI hint,
+the version picker and the summary cards. Model-derived text never goes
+through Markdown unescaped."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TypeVar
+
+import streamlit as st
+
+from studio.core.errors import StudioError
+from studio.core.fmt import human_bytes, human_count
+from studio.ui import state
+
+T = TypeVar("T")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def md_escape(text: str, max_len: int = 300) -> str:
+    """Escape Markdown (and the HTML Streamlit would otherwise keep) in model text."""
+    text = text if len(text) <= max_len else text[: max_len - 1] + "…"
+    return _MD_SPECIAL.sub(r"\\\1", text).replace("\n", " ").replace("\r", " ")
+
+
+def show_error(exc: BaseException) -> None:
+    """One-line error for a user; unexpected exceptions are named, never dumped."""
+    if isinstance(exc, StudioError):
+        st.error(md_escape(str(exc), 600), icon="🚫")
+    else:
+        st.error(md_escape(f"unexpected error ({type(exc).__name__}); the studio is still running. "
+                           f"Details: {str(exc).splitlines()[0] if str(exc) else ''}", 600), icon="🚫")
+
+
+def guarded(fn: Callable[[], T], spinner: str | None = None) -> T | None:
+    """Run ``fn``; on failure show the one-line error and return None."""
+    try:
+        if spinner:
+            with st.spinner(spinner):
+                return fn()
+        return fn()
+    except Exception as exc:   # Streamlit control-flow exceptions are BaseException, so they pass
+        show_error(exc)
+        return None
+
+
+def cli_hint(command: str) -> None:
+    """Show the equivalent CLI command (so users can move from clicking to scripting)."""
+    with st.expander("Equivalent CLI command"):
+        st.code(command, language="bash")
+
+
+def version_picker() -> None:
+    """Sidebar selector over the workspace's versions."""
+    ws = state.workspace()
+    versions = ws.versions
+    if not versions:
+        st.sidebar.caption("No model loaded yet.")
+        return
+    current = state.current_version()
+    ids = [v.id for v in versions]
+    labels = {v.id: f"{v.id} · {v.label} · {v.sha256[:8]}" for v in versions}
+    index = ids.index(current.id) if current and current.id in ids else len(ids) - 1
+    # Keyed per version count so a version added during this run selects itself.
+    st.sidebar.selectbox("Model version", ids, index=index, format_func=labels.__getitem__,
+                         key=f"version_picker_{len(ids)}",
+                         on_change=lambda: state.set_current(st.session_state[f"version_picker_{len(ids)}"]))
+
+
+def metric_row(items: list[tuple[str, str]]) -> None:
+    cols = st.columns(len(items))
+    for col, (label, value) in zip(cols, items, strict=True):
+        col.metric(label, value)
+
+
+def fmt_count(n: int | None) -> str:
+    return human_count(n)
+
+
+def fmt_bytes(n: int | None) -> str:
+    return human_bytes(n)

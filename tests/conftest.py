@@ -1,0 +1,59 @@
+"""Shared fixtures: an isolated workspace per test, tiny model builders, the
+onnx wheel's backend test models, and helpers asserting RELIABILITY.md's
+universal expectations (one-line message, no absolute paths, input unchanged)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import onnx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_models"
+ONNX_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_workspace(tmp_path_factory, monkeypatch):
+    ws = tmp_path_factory.mktemp("workspace")
+    monkeypatch.setenv("ONNX_STUDIO_WORKSPACE", str(ws))
+    yield ws
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def parse_model(text: str) -> onnx.ModelProto:
+    """A model from ONNX text (onnx.parser), checked."""
+    model = onnx.parser.parse_model(text)
+    onnx.checker.check_model(model)
+    return model
+
+
+def save(model: onnx.ModelProto, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(model, str(path))
+    return path
+
+
+def assert_user_message(message: str, *needles: str) -> None:
+    """RELIABILITY (a): one line, names the problem, no absolute path, no traceback."""
+    assert "\n" not in message, message
+    assert "Traceback" not in message
+    for root in (str(Path.home()), "/tmp/", str(ROOT), os.getcwd()):
+        assert root not in message, f"absolute path in message: {message}"
+    low = message.lower()
+    for n in needles:
+        assert n.lower() in low, f"{n!r} not in {message!r}"
+
+
+def light_models() -> list[Path]:
+    return sorted((ONNX_DATA / "light").glob("*.onnx"))
+
+
+def backend_models() -> list[Path]:
+    return sorted(ONNX_DATA.glob("*/*/model.onnx")) + light_models()
