@@ -1,0 +1,213 @@
+"""Compare two sets of outputs: shapes first, then values with dtype-aware
+tolerances. A ``Comparison`` is truthy when everything matches (Polygraphy's
+habit) and carries max abs/rel error, L2, cosine and top-k agreement per output.
+
+Non-tensor outputs are compared too: a sequence becomes ``name[i]`` entries,
+a map ``name[key]`` entries, and a length or key mismatch is a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """|a - b| <= atol + rtol * |b|, where atol grows with the reference's RMS
+    (``atol_scale``) so large-valued outputs are not held to tiny absolute errors.
+    ``min_cosine`` (when set) must also hold: the criterion for quantized models."""
+
+    rtol: float
+    atol: float
+    atol_scale: float = 0.0
+    min_cosine: float | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+EXACT = Tolerance(0.0, 0.0)
+DEFAULT_TOLERANCES: dict[str, Tolerance] = {
+    "float64": Tolerance(1e-7, 1e-9, 1e-7),
+    "float32": Tolerance(1e-4, 1e-5, 1e-4),
+    "float16": Tolerance(1e-2, 1e-3, 1e-2),
+    "bfloat16": Tolerance(2e-2, 1e-2, 2e-2),
+}
+QUANTIZED = Tolerance(0.1, 1e-2, 0.1, min_cosine=0.98)
+
+
+def tolerance_for(dtype: np.dtype | str, *, quantized: bool = False, loose: bool = False) -> Tolerance:
+    """Default tolerance for an output dtype. ``quantized``: cosine-based criterion;
+    ``loose``: 10x float tolerances (reduced-precision engines such as OpenVINO bf16)."""
+    name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+    if quantized:
+        return QUANTIZED
+    tol = DEFAULT_TOLERANCES.get(name)
+    if tol is None:
+        return EXACT
+    if loose:
+        return Tolerance(tol.rtol * 10, tol.atol * 10, tol.atol_scale * 10, 0.99)
+    return tol
+
+
+@dataclass(frozen=True)
+class OutputDiff:
+    name: str
+    ref_shape: tuple[int, ...] | None
+    got_shape: tuple[int, ...] | None
+    ref_dtype: str
+    got_dtype: str
+    match: bool
+    max_abs: float | None = None
+    max_rel: float | None = None
+    rel_l2: float | None = None
+    cosine: float | None = None
+    mismatch_fraction: float | None = None
+    top1_agreement: float | None = None
+    tolerance: Tolerance | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["tolerance"] = self.tolerance.to_dict() if self.tolerance else None
+        return d
+
+
+@dataclass(frozen=True)
+class Comparison:
+    outputs: dict[str, OutputDiff] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()     # in the reference, not in the candidate
+    extra: tuple[str, ...] = ()       # in the candidate, not in the reference
+
+    def __bool__(self) -> bool:
+        return not self.missing and all(d.match for d in self.outputs.values())
+
+    @property
+    def ok(self) -> bool:
+        return bool(self)
+
+    @property
+    def first_failure(self) -> OutputDiff | None:
+        return next((d for d in self.outputs.values() if not d.match), None)
+
+    @property
+    def min_cosine(self) -> float | None:
+        vals = [d.cosine for d in self.outputs.values() if d.cosine is not None]
+        return min(vals) if vals else None
+
+    def summary(self) -> str:
+        """One line: what matched, or the first output that did not and why."""
+        if self.missing:
+            return f"missing outputs: {', '.join(self.missing)[:200]}"
+        bad = self.first_failure
+        if bad is None:
+            worst = max((d.max_abs or 0.0 for d in self.outputs.values()), default=0.0)
+            cos = self.min_cosine
+            return f"{len(self.outputs)} outputs match (max abs {worst:.3g}" + (
+                f", min cosine {cos:.6f})" if cos is not None else ")")
+        return f"output '{bad.name[:80]}' differs: {bad.note}"
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "summary": self.summary(), "missing": list(self.missing), "extra": list(self.extra),
+                "outputs": {k: v.to_dict() for k, v in self.outputs.items()}}
+
+
+def _flatten(name: str, value) -> list[tuple[str, object]]:
+    if isinstance(value, (list, tuple)):
+        items = [(f"{name}[len]", np.asarray(len(value)))]
+        for i, v in enumerate(value):
+            items.extend(_flatten(f"{name}[{i}]", v))
+        return items
+    if isinstance(value, Mapping):
+        items = [(f"{name}[keys]", np.asarray(sorted(map(str, value))))]
+        for k in sorted(value, key=str):
+            items.extend(_flatten(f"{name}[{k}]", value[k]))
+        return items
+    if value is None:
+        return [(name, np.asarray([], dtype=np.float32))]
+    return [(name, np.asarray(value))]
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0.0 and nb == 0.0:
+        return 1.0
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return float(np.dot(a, b) / (na * nb))
+
+
+def _top1(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Agreement of argmax over the last axis, for classifier-like outputs."""
+    if a.ndim not in (1, 2) or a.shape[-1] < 2 or a.shape != b.shape:
+        return None
+    return float(np.mean(np.argmax(a.reshape(-1, a.shape[-1]), -1) == np.argmax(b.reshape(-1, b.shape[-1]), -1)))
+
+
+def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantized: bool = False) -> OutputDiff:
+    a, b = np.asarray(got), np.asarray(ref)      # a: candidate, b: reference
+    base = dict(name=name, ref_shape=tuple(b.shape), got_shape=tuple(a.shape), ref_dtype=b.dtype.name,
+                got_dtype=a.dtype.name)
+    if a.shape != b.shape:
+        return OutputDiff(**base, match=False, note=f"shape {list(a.shape)} != reference {list(b.shape)}")
+    if b.dtype.kind in "OUS" or a.dtype.kind in "OUS":
+        same = a.dtype.kind == b.dtype.kind and bool(np.all(a == b))
+        return OutputDiff(**base, match=same, note="" if same else "string values differ")
+    tol = tol or tolerance_for(b.dtype, quantized=quantized)
+    if a.size == 0:
+        return OutputDiff(**base, match=True, max_abs=0.0, max_rel=0.0, cosine=1.0, tolerance=tol)
+    fa, fb = a.astype(np.float64).reshape(-1), b.astype(np.float64).reshape(-1)
+    nan_a, nan_b = np.isnan(fa), np.isnan(fb)
+    if not np.array_equal(nan_a, nan_b):
+        return OutputDiff(**base, match=False, tolerance=tol,
+                          note=f"NaN at {int(np.sum(nan_a != nan_b))} positions that differ from the reference")
+    keep = ~nan_b
+    fa, fb = fa[keep], fb[keep]
+    inf_ok = np.array_equal(np.isinf(fa), np.isinf(fb)) and np.array_equal(fa[np.isinf(fa)], fb[np.isinf(fb)])
+    finite = np.isfinite(fa) & np.isfinite(fb)
+    fa, fb = fa[finite], fb[finite]
+    diff = np.abs(fa - fb)
+    max_abs = float(diff.max()) if diff.size else 0.0
+    max_rel = float((diff / np.maximum(np.abs(fb), 1e-12)).max()) if diff.size else 0.0
+    ref_norm = float(np.linalg.norm(fb))
+    rel_l2 = float(np.linalg.norm(fa - fb) / ref_norm) if ref_norm else (0.0 if max_abs == 0 else float("inf"))
+    cos = _cosine(fa, fb)
+    rms = float(np.sqrt(np.mean(fb * fb))) if fb.size else 0.0
+    atol = max(tol.atol, tol.atol_scale * rms)
+    bad = diff > atol + tol.rtol * np.abs(fb)
+    mismatch = float(bad.mean()) if bad.size else 0.0
+    ok = inf_ok and not bad.any()
+    if tol.min_cosine is not None:
+        # Quantized/reduced precision: a few elements may move; the whole must keep its direction.
+        ok = inf_ok and cos >= tol.min_cosine and (quantized or mismatch <= 1e-3)
+    note = ""
+    if not inf_ok:
+        note = "infinities differ from the reference"
+    elif not ok:
+        note = (f"max abs {max_abs:.3g}, max rel {max_rel:.3g}, cosine {cos:.6f}, "
+                f"{100 * mismatch:.2f}% of values outside rtol={tol.rtol:g} atol={atol:.3g}")
+    return OutputDiff(**base, match=ok, max_abs=max_abs, max_rel=max_rel, rel_l2=rel_l2, cosine=cos,
+                      mismatch_fraction=mismatch, top1_agreement=_top1(a, b), tolerance=tol, note=note)
+
+
+def compare_outputs(reference: Mapping[str, object], candidate: Mapping[str, object],
+                    tol: Tolerance | Mapping[str, Tolerance] | None = None, *, quantized: bool = False) -> Comparison:
+    """Compare every reference output (order kept) with the candidate's."""
+    diffs: dict[str, OutputDiff] = {}
+    missing = tuple(k for k in reference if k not in candidate)
+    extra = tuple(k for k in candidate if k not in reference)
+    for name, ref in reference.items():
+        if name not in candidate:
+            continue
+        ref_items, got_items = _flatten(name, ref), dict(_flatten(name, candidate[name]))
+        for sub, r in ref_items:
+            t = tol.get(name) if isinstance(tol, Mapping) else tol
+            if sub not in got_items:
+                diffs[sub] = OutputDiff(sub, tuple(np.shape(r)), None, np.asarray(r).dtype.name, "-", False,
+                                        note="missing in the candidate (sequence/map structure differs)")
+                continue
+            diffs[sub] = compare_arrays(sub, r, got_items[sub], t, quantized=quantized)
+    return Comparison(diffs, missing, extra)

@@ -1,0 +1,272 @@
+"""Model inputs: seeded random feeds that respect each input's dtype, rank and a
+sensible value range, user .npz files, and image folders with preprocessing.
+The same feeds drive calibration, verification and profiling.
+
+Value ranges come from the graph where possible: an integer input used as
+Gather indices gets ids below the gathered table's size (token ids within the
+vocabulary); names decide the rest (masks are ones, token-type ids zeros,
+position ids a range).
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from onnx import ModelProto
+
+from studio.core.errors import StudioError
+from studio.core.paths import check_regular_file
+from studio.core.types import Dim, TensorInfo, np_dtype, value_info
+
+Feeds = dict[str, object]       # name -> np.ndarray, or list[np.ndarray] for sequence inputs
+
+_SEQ_NAMES = re.compile(r"seq|len|token|time|step|frame|word|src|tgt|past|total", re.I)
+_PASS_THROUGH = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand", "Transpose"}
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What an input needs: dtype, shape (symbolic dims kept) and a value range."""
+
+    name: str
+    dtype: str                       # numpy dtype name ('float32', 'int64', 'bool', ...)
+    shape: tuple[Dim, ...] | None
+    kind: str = "tensor"             # tensor | sequence | optional | map
+    low: float | None = None         # values drawn in [low, high) for integer inputs
+    high: float | None = None
+    role: str = "generic"            # generic | token_ids | mask | token_type | positions | scalar
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype, "kind": self.kind, "role": self.role,
+                "shape": None if self.shape is None else list(self.shape), "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True)
+class FeedPlan:
+    """Specs plus the concrete dims chosen for symbolic ones (reported to the user)."""
+
+    specs: tuple[InputSpec, ...]
+    dims: Mapping[str, int] = field(default_factory=dict)
+
+
+def _gather_bounds(model: ModelProto) -> dict[str, int]:
+    """For values used (possibly through Cast/Reshape...) as Gather indices: the table size."""
+    g = model.graph
+    init_dims = {t.name: list(t.dims) for t in g.initializer}
+    consumers: dict[str, list] = {}
+    for n in g.node:
+        for i, name in enumerate(n.input):
+            consumers.setdefault(name, []).append((n, i))
+    bounds: dict[str, int] = {}
+    for vi in g.input:
+        frontier, seen = [vi.name], set()
+        while frontier:
+            name = frontier.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for n, i in consumers.get(name, []):
+                if n.op_type == "Gather" and i == 1 and n.input[0] in init_dims:
+                    axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
+                    table = init_dims[n.input[0]]
+                    if table and -len(table) <= axis < len(table):
+                        size = int(table[axis])
+                        bounds[vi.name] = min(bounds.get(vi.name, size), size)
+                elif n.op_type in _PASS_THROUGH and i == 0:
+                    frontier.extend(n.output)
+    return bounds
+
+
+def input_specs(model: ModelProto) -> tuple[InputSpec, ...]:
+    """Specs for the model's real inputs (initializers listed as inputs are skipped)."""
+    init = {t.name for t in model.graph.initializer}
+    bounds = _gather_bounds(model)
+    specs = []
+    for vi in model.graph.input:
+        if vi.name in init:
+            continue
+        info: TensorInfo = value_info(vi)
+        try:
+            dtype = np_dtype(info.elem_type).name if info.elem_type else "float32"
+        except (KeyError, TypeError, ValueError):
+            dtype = "float32"
+        low = high = None
+        role = "generic"
+        lname = vi.name.lower()
+        if dtype.startswith(("int", "uint")):
+            if vi.name in bounds:
+                low, high, role = 0, bounds[vi.name], "token_ids"
+            elif "mask" in lname:
+                low, high, role = 1, 2, "mask"
+            elif "type" in lname or "segment" in lname:
+                low, high, role = 0, 1, "token_type"
+            elif "position" in lname or lname.endswith("pos_ids"):
+                role = "positions"
+            elif info.shape == ():
+                low, high, role = 1, 4, "scalar"
+            else:
+                low, high = 0, 10
+        elif dtype == "bool" and "mask" in lname:
+            role = "mask"
+        specs.append(InputSpec(vi.name, dtype, info.shape, info.kind, low, high, role))
+    return tuple(specs)
+
+
+def choose_dims(specs: tuple[InputSpec, ...], dims: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Concrete values for every symbolic dim: the user's, else 1 for a leading (batch)
+    dim, 16 for sequence-like names and 32 for anything else."""
+    chosen = dict(dims or {})
+    for s in specs:
+        for i, d in enumerate(s.shape or ()):
+            if isinstance(d, str) and d not in chosen:
+                chosen[d] = 1 if i == 0 and not _SEQ_NAMES.search(d) else 16 if _SEQ_NAMES.search(d) or i == 1 else 32
+    return chosen
+
+
+def concrete_shape(spec: InputSpec, dims: Mapping[str, int]) -> tuple[int, ...]:
+    if spec.shape is None:
+        raise StudioError(f"input '{spec.name[:60]}' has an unknown rank; give its values in an .npz file")
+    out = []
+    for i, d in enumerate(spec.shape):
+        if isinstance(d, int):
+            out.append(d)
+        elif isinstance(d, str):
+            out.append(int(dims[d]))
+        else:  # unnamed unknown dim
+            out.append(1 if i == 0 else 16)
+    return tuple(out)
+
+
+def random_feeds(specs: tuple[InputSpec, ...], dims: Mapping[str, int] | None = None, seed: int = 0) -> Feeds:
+    """One seeded feed dict. Floats ~ N(0, 1); integers within each spec's range."""
+    rng = np.random.default_rng(seed)
+    chosen = choose_dims(specs, dims)
+    feeds: Feeds = {}
+    for s in specs:
+        if s.kind not in ("tensor", "optional", "sequence"):
+            raise StudioError(f"input '{s.name[:60]}' is a {s.kind}; give its values in an .npz file")
+        shape = concrete_shape(s, chosen)
+        value = _random_array(s, shape, rng)
+        feeds[s.name] = [value] if s.kind == "sequence" else value
+    return feeds
+
+
+def _random_array(s: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    dtype = np.dtype(s.dtype) if s.dtype != "bfloat16" else np.dtype("float32")
+    if s.role == "positions":
+        return np.broadcast_to(np.arange(shape[-1] if shape else 1, dtype=dtype), shape).copy()
+    if dtype.kind in "iu":
+        low = 0 if s.low is None else int(s.low)
+        high = 10 if s.high is None else int(s.high)
+        return rng.integers(low, max(high, low + 1), size=shape, dtype=dtype)
+    if dtype.kind == "b":
+        return np.ones(shape, bool) if s.role == "mask" else rng.random(shape) < 0.5
+    if dtype.kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype.kind in "OUS":
+        return np.array(["x"] * int(np.prod(shape)), dtype=object).reshape(shape)
+    raise StudioError(f"input '{s.name[:60]}' has dtype {s.dtype}, which random feeds do not support; "
+                      "give its values in an .npz file")
+
+
+def feed_sets(specs: tuple[InputSpec, ...], count: int, dims: Mapping[str, int] | None = None,
+              seed: int = 0) -> list[Feeds]:
+    """``count`` independent seeded feeds (calibration, repeated verification)."""
+    return [random_feeds(specs, dims, seed + i) for i in range(count)]
+
+
+def load_npz(path: Path, specs: tuple[InputSpec, ...]) -> list[Feeds]:
+    """Feeds from a user .npz: keys are input names (one sample), or 'name/0', 'name/1'...
+    for several samples. Never unpickles; dtypes and ranks are checked."""
+    check_regular_file(Path(path), max_bytes=8 * 2**30, label="inputs file")
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, zipfile.BadZipFile) as exc:
+        raise StudioError(f"inputs file is not a readable .npz ({type(exc).__name__}); save it with "
+                          "numpy.savez") from None
+    by_name = {s.name: s for s in specs}
+    samples: dict[int, Feeds] = {}
+    with data:
+        for key in data.files:
+            name, _, idx = key.rpartition("/") if "/" in key and key.rpartition("/")[2].isdigit() else (key, "", "0")
+            if name not in by_name:
+                raise StudioError(f"inputs file has '{key[:60]}', which is not an input of the model "
+                                  f"(inputs: {', '.join(sorted(by_name))[:200]})")
+            try:
+                arr = data[key]
+            except ValueError:
+                raise StudioError(f"input '{key[:60]}' in the inputs file is an object array; "
+                                  "only numeric arrays are read (pickles are never loaded)") from None
+            spec = by_name[name]
+            if spec.shape is not None and arr.ndim != len(spec.shape):
+                raise StudioError(f"input '{name[:60]}' needs rank {len(spec.shape)}, the file gives {arr.ndim}")
+            for d, n in zip(spec.shape or (), arr.shape, strict=False):
+                if isinstance(d, int) and d != n:
+                    raise StudioError(f"input '{name[:60]}' needs shape {list(spec.shape)}, "
+                                      f"the file gives {list(arr.shape)}")
+            if arr.dtype.name != spec.dtype and spec.dtype != "bfloat16":
+                arr = _cast_checked(arr, spec)
+            samples.setdefault(int(idx), {})[name] = arr
+    missing = [s.name for s in specs if any(s.name not in f for f in samples.values())]
+    if not samples or missing:
+        raise StudioError(f"inputs file lacks {', '.join(missing)[:200] or 'every input'}")
+    return [samples[i] for i in sorted(samples)]
+
+
+def _cast_checked(arr: np.ndarray, spec: InputSpec) -> np.ndarray:
+    target = np.dtype(spec.dtype)
+    if arr.dtype.kind == "f" and target.kind in "iub":
+        raise StudioError(f"input '{spec.name[:60]}' needs {spec.dtype}, the file gives {arr.dtype.name}")
+    return arr.astype(target)
+
+
+@dataclass(frozen=True)
+class ImagePreprocess:
+    """Resize, layout and normalization for image folders (ImageNet defaults)."""
+
+    size: tuple[int, int] | None = None          # (height, width); None: from the model input
+    layout: str = "NCHW"                         # or "NHWC"
+    mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
+    std: tuple[float, float, float] = (0.229, 0.224, 0.225)
+    scale: float = 1 / 255.0
+    bgr: bool = False
+
+
+def image_feeds(folder: Path, spec: InputSpec, pre: ImagePreprocess = ImagePreprocess(),
+                limit: int = 64) -> list[Feeds]:
+    """One feed per image file in ``folder`` (png/jpg/bmp/ppm), preprocessed for ``spec``."""
+    try:
+        from PIL import Image
+    except ImportError:
+        raise StudioError("image folders need Pillow (pip install pillow)") from None
+    shape = spec.shape or ()
+    if len(shape) != 4:
+        raise StudioError(f"input '{spec.name[:60]}' is not a 4-D image input (shape {list(shape)})")
+    if pre.size is not None:
+        h, w = pre.size
+    else:
+        hw = shape[2:4] if pre.layout == "NCHW" else shape[1:3]
+        if not all(isinstance(d, int) for d in hw):
+            raise StudioError("the model's image size is dynamic; give --image-size HxW")
+        h, w = hw
+    files = sorted(p for p in Path(folder).iterdir()
+                   if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp", ".ppm") and p.is_file())[:limit]
+    if not files:
+        raise StudioError("no images (.png/.jpg/.bmp/.ppm) in the calibration folder")
+    feeds = []
+    for f in files:
+        check_regular_file(f, max_bytes=64 * 2**20, label="image")
+        with Image.open(f) as im:
+            arr = np.asarray(im.convert("RGB").resize((w, h)), dtype=np.float32) * pre.scale
+        if pre.bgr:
+            arr = arr[..., ::-1]
+        arr = (arr - np.array(pre.mean, np.float32)) / np.array(pre.std, np.float32)
+        if pre.layout == "NCHW":
+            arr = arr.transpose(2, 0, 1)
+        feeds.append({spec.name: arr[None].astype(np.dtype(spec.dtype))})
+    return feeds
