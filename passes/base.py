@@ -1,0 +1,112 @@
+"""What a pass is: one class, one transform, a result that says what changed.
+
+Follows ``onnx_ir.passes`` (a pass's ``call(model)`` is wrapped by a template
+method that checks pre/post-conditions) and adds what the UI needs: the list
+of changes (kind, nodes, detail) and counts. Passes mutate the IR in place;
+the pipeline clones the model once before the first pass.
+
+A pass states its transform as an arrow in its docstring's first line, e.g.
+``Conv → BatchNormalization  ⇒  Conv (folded weights)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterator
+from typing import ClassVar
+
+import onnx_ir as ir
+from onnx_ir.passes import InPlacePass
+from onnx_ir.passes import PassResult as _IrPassResult
+
+CHANGE_KINDS = ("removed", "added", "fused", "replaced", "changed")
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """One thing a pass did. ``nodes`` are node names in the model before the pass."""
+
+    kind: str          # removed | added | fused | replaced | changed
+    nodes: tuple[str, ...]
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "nodes": list(self.nodes), "detail": self.detail}
+
+
+@dataclasses.dataclass
+class PassResult(_IrPassResult):
+    """``onnx_ir`` PassResult plus what changed, for reports and the graph diff."""
+
+    changes: tuple[Change, ...] = ()
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+class StudioPass(InPlacePass):
+    """Base of every registered pass. Subclasses set ``name`` and implement ``call``.
+
+    ``needs_weights``: the pass reads tensor values (folding, fusion), so the
+    pipeline must hand it a model with weights reachable (onnx-ir maps them lazily).
+    ``changes_interface``: the pass may legitimately specialise input/output
+    shapes (``fix-input-shapes``); verification then allows that.
+    """
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""          # one line for UIs: what and why
+    needs_weights: ClassVar[bool] = True
+    changes_interface: ClassVar[bool] = False
+    calls_engines: ClassVar[bool] = False   # runs an engine/onnxsim: run it in a worker
+
+    def __init__(self, **options) -> None:
+        super().__init__()
+        self.options = options
+
+    def describe(self) -> str:
+        doc = (type(self).__doc__ or "").strip().splitlines()
+        return doc[0] if doc else self.summary
+
+    def call(self, model: ir.Model) -> PassResult:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def all_nodes(model: ir.Model) -> Iterator[ir.Node]:
+    """Every node of the main graph, subgraphs and functions (onnx-ir's recursive iterator)."""
+    yield from ir.traversal.RecursiveGraphIterator(model.graph)
+    for fn in model.functions.values():
+        yield from ir.traversal.RecursiveGraphIterator(fn)
+
+
+def node_label(node: ir.Node) -> str:
+    return node.name or f"{node.op_type}({', '.join(v.name or '?' for v in node.outputs)})"
+
+
+class ChangeTracker:
+    """Record node identities before a transform; afterwards report what was
+    removed and added, so simple passes need not track changes by hand."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self.model = model
+        self.before = {id(n): n for n in all_nodes(model)}
+        self.labels = {id(n): node_label(n) for n in self.before.values()}
+
+    def changes(self, removed_kind: str = "removed", detail: str = "") -> tuple[Change, ...]:
+        after = {id(n): n for n in all_nodes(self.model)}
+        removed = tuple(self.labels[i] for i in self.before if i not in after)
+        added = tuple(node_label(n) for i, n in after.items() if i not in self.before)
+        out = []
+        if removed:
+            out.append(Change(removed_kind, removed, detail))
+        if added:
+            out.append(Change("added", added, detail))
+        return tuple(out)
+
+
+def count_ops(model: ir.Model) -> Counter:
+    return Counter(n.op_type for n in all_nodes(model))
+
+
+def result(model: ir.Model, changes: list[Change] | tuple[Change, ...], **counts: int) -> PassResult:
+    """A PassResult whose ``modified`` follows from the changes."""
+    changes = tuple(changes)
+    return PassResult(model, bool(changes), changes, {k: v for k, v in counts.items() if v})

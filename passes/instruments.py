@@ -1,0 +1,74 @@
+"""Instruments wrap passes from outside (TVM's ``run_before_pass/run_after_pass``):
+timing, NVTX ranges for Nsight Systems, and per-pass dumps live here, not in passes."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import onnx_ir as ir
+
+from studio.core.paths import safe_name
+
+if TYPE_CHECKING:
+    from passes.base import StudioPass
+    from passes.pipeline import PassRecord
+
+log = logging.getLogger(__name__)
+
+
+class Instrument(Protocol):
+    def before_pass(self, p: StudioPass, model: ir.Model) -> None: ...
+
+    def after_pass(self, p: StudioPass, model: ir.Model, record: PassRecord) -> None: ...
+
+
+class LogInstrument:
+    """One log line per pass."""
+
+    def before_pass(self, p: StudioPass, model: ir.Model) -> None:
+        log.info("pass %s: start", p.name)
+
+    def after_pass(self, p: StudioPass, model: ir.Model, record: PassRecord) -> None:
+        log.info("pass %s: %s in %.3f s (%d -> %d nodes)%s", p.name, record.status, record.seconds,
+                 record.nodes_before, record.nodes_after, f": {record.message}" if record.message else "")
+
+
+class NvtxInstrument:
+    """An NVTX range per pass (a no-op unless a profiler such as nsys is attached)."""
+
+    def __init__(self, domain: str = "onnx-studio") -> None:
+        self._ranges: list = []
+        try:
+            import nvtx
+
+            self._nvtx = nvtx
+            self._domain = nvtx.get_domain(domain)
+        except Exception:   # nvtx missing or no CUDA runtime: stay silent
+            self._nvtx = None
+
+    def before_pass(self, p: StudioPass, model: ir.Model) -> None:
+        if self._nvtx is not None:
+            self._ranges.append(self._domain.start_range(message=f"pass:{p.name}"))
+
+    def after_pass(self, p: StudioPass, model: ir.Model, record: PassRecord) -> None:
+        if self._nvtx is not None and self._ranges:
+            self._domain.end_range(self._ranges.pop())
+
+
+class DumpInstrument:
+    """Save the model after every pass into ``folder`` (for debugging a pipeline)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self._n = 0
+
+    def before_pass(self, p: StudioPass, model: ir.Model) -> None:
+        pass
+
+    def after_pass(self, p: StudioPass, model: ir.Model, record: PassRecord) -> None:
+        from passes.pipeline import save_ir
+
+        self._n += 1
+        save_ir(model, self.folder / f"{self._n:02d}-{safe_name(p.name)}" / "model.onnx")

@@ -1,0 +1,277 @@
+"""Verification of a transformed model against the original.
+
+Three checks, cheapest first: the interface (input/output names, order, dtypes
+and shapes, symbolic dims preserved), ``onnx.checker`` with ``full_check``,
+and numerical equality on seeded inputs. Reference outputs come from the
+original on ONNX Runtime CPU with graph optimizations off, computed once, in a
+sandbox worker (a hostile model cannot take the studio down). When the model
+has symbolic dims, a second feed set with other dim values catches passes that
+bake one shape into the graph.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from studio.core.compare import Comparison, Tolerance, compare_outputs
+from studio.core.errors import StudioError, WorkerError
+from studio.core.feeds import Feeds, choose_dims, input_specs, random_feeds
+from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.sandbox import Limits, run_job
+from studio.core.types import value_info
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    ok: bool
+    interface_ok: bool
+    checker_ok: bool
+    numeric: Comparison | None      # None when numbers were not compared
+    numeric_status: str             # "passed" | "failed" | "skipped: <why>"
+    message: str                    # one line
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "interface_ok": self.interface_ok, "checker_ok": self.checker_ok,
+                "numeric_status": self.numeric_status, "message": self.message, "seconds": round(self.seconds, 3),
+                "numeric": self.numeric.to_dict() if self.numeric is not None else None}
+
+
+def _io(model: onnx.ModelProto) -> tuple[list, list]:
+    init = {t.name for t in model.graph.initializer}
+    return ([value_info(v) for v in model.graph.input if v.name not in init],
+            [value_info(v) for v in model.graph.output])
+
+
+def interface_problems(original: onnx.ModelProto, candidate: onnx.ModelProto,
+                       fixed_dims: Mapping[str, int] | None = None) -> list[str]:
+    """Differences in the model's interface. ``fixed_dims``: symbolic dims that may
+    become these concrete values (shape specialization the user asked for)."""
+    fixed = dict(fixed_dims or {})
+    problems: list[str] = []
+    (a_in, a_out), (b_in, b_out) = _io(original), _io(candidate)
+    for kind, a_list, b_list in (("input", a_in, b_in), ("output", a_out, b_out)):
+        a_names, b_names = [t.name for t in a_list], [t.name for t in b_list]
+        if a_names != b_names:
+            problems.append(f"{kind} names/order changed: {a_names[:5]} -> {b_names[:5]}")
+            continue
+        for a, b in zip(a_list, b_list):
+            if a.dtype != b.dtype:
+                problems.append(f"{kind} '{a.name[:60]}' dtype {a.dtype} -> {b.dtype}")
+            if a.shape is None:
+                continue
+            if b.shape is None or len(a.shape) != len(b.shape):
+                problems.append(f"{kind} '{a.name[:60]}' rank changed")
+                continue
+            for da, db in zip(a.shape, b.shape):
+                if da is None or da == db:
+                    continue
+                if isinstance(da, str) and fixed.get(da) == db:
+                    continue
+                problems.append(f"{kind} '{a.name[:60]}' dim {da} -> {db}")
+                break
+    return problems
+
+
+def full_check(path: Path) -> str | None:
+    """``onnx.checker`` full check by path; the first line of the error, or None."""
+    try:
+        onnx.checker.check_model(str(path), full_check=True)
+    except Exception as exc:  # ValidationError, InferenceError, C++ errors
+        return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
+    return None
+
+
+# ---------------------------------------------------------------------------- worker job
+
+def _pack(feed_sets: list[Feeds]) -> dict[str, np.ndarray]:
+    return {f"{i}\x00{name}": np.asarray(v) for i, feeds in enumerate(feed_sets) for name, v in feeds.items()}
+
+
+def _unpack(arrays: Mapping[str, np.ndarray], count: int) -> list[dict[str, np.ndarray]]:
+    sets: list[dict[str, np.ndarray]] = [{} for _ in range(count)]
+    for key, value in arrays.items():
+        i, _, name = key.partition("\x00")
+        sets[int(i)][name] = value
+    return sets
+
+
+@job("passes.reference_outputs")
+def reference_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    """Full check (optional), then ORT CPU with optimizations off on every feed set:
+    one session, several runs. Per-set errors are reported, not raised."""
+    from studio.core.engines.base import encode_outputs
+
+    data: dict = {"check": None, "sets": []}
+    if args.get("full_check"):
+        ctx.set_stage("onnx.checker full check")
+        data["check"] = full_check(Path(args["model_path"]))
+    ctx.set_stage("ONNX Runtime session creation (verification)")
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if ctx.cpu_threads:
+        so.intra_op_num_threads = ctx.cpu_threads
+    session = ort.InferenceSession(str(args["model_path"]), sess_options=so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    out_arrays: dict[str, np.ndarray] = {}
+    ctx.set_stage("ONNX Runtime inference (verification)")
+    for i, feeds in enumerate(_unpack(arrays, int(args["count"]))):
+        try:
+            values = session.run(names, feeds)
+        except Exception as exc:
+            data["sets"].append({"error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"})
+            continue
+        encoded, arrs = encode_outputs(names, values)
+        for item in encoded:                # re-key the arrays per set
+            _rekey(item[1], f"s{i}.", arrs, out_arrays)
+        data["sets"].append({"outputs": encoded})
+    return JobOutput(data=data, arrays=out_arrays)
+
+
+def _rekey(encoded: dict, prefix: str, src: dict, dst: dict) -> None:
+    if encoded.get("t") == "tensor":
+        new = prefix + encoded["a"]
+        dst[new] = src[encoded["a"]]
+        encoded["a"] = new
+    for item in encoded.get("items", []):
+        _rekey(item[1] if isinstance(item, list) else item, prefix, src, dst)
+
+
+@dataclass(frozen=True)
+class RunSets:
+    """Outputs per feed set (None where that set failed) and the failures' messages."""
+
+    outputs: tuple[dict | None, ...]
+    errors: tuple[str | None, ...]
+    check: str | None
+
+
+def run_sets(model_path: Path, feed_sets: list[Feeds], *, full: bool, limits: Limits | None,
+             pool_key: str, stage: str) -> RunSets:
+    from studio.core.engines.base import decode_outputs
+
+    res = run_job("passes.reference_outputs", {"model_path": str(model_path), "count": len(feed_sets),
+                                               "full_check": full},
+                  _pack(feed_sets), stage=stage, limits=limits, pool_key=pool_key)
+    outs, errs = [], []
+    for s in res.data["sets"]:
+        if "error" in s:
+            outs.append(None)
+            errs.append(s["error"])
+        else:
+            outs.append(decode_outputs(s, res.arrays))
+            errs.append(None)
+    return RunSets(tuple(outs), tuple(errs), res.data.get("check"))
+
+
+# ---------------------------------------------------------------------------- verifier
+
+def _alternative_dims(dims: Mapping[str, int]) -> dict[str, int]:
+    return {k: (2 if v == 1 else max(2, v // 2 + 1)) for k, v in dims.items()}
+
+
+class Verifier:
+    """Checks candidates against one original. Reference outputs are computed once."""
+
+    def __init__(self, original_path: Path, *, dims: Mapping[str, int] | None = None,
+                 feeds: list[Feeds] | None = None, tolerance: Tolerance | None = None,
+                 limits: Limits | None = None, pool_key: str = "default", numeric: bool = True) -> None:
+        self.original_path = Path(original_path)
+        self.original = onnx.load_model(str(original_path), load_external_data=False)
+        self.user_dims = dict(dims or {})
+        self.tolerance = tolerance
+        self.limits = limits
+        self.pool_key = pool_key
+        self.numeric = numeric
+        specs = input_specs(self.original)
+        if feeds is not None:
+            self.feed_sets = list(feeds)
+        else:
+            chosen = choose_dims(specs, self.user_dims)
+            self.feed_sets = [random_feeds(specs, chosen, seed=0)]
+            free = {k: v for k, v in chosen.items() if k not in self.user_dims}
+            if free:
+                self.feed_sets.append(random_feeds(specs, {**chosen, **_alternative_dims(free)}, seed=1))
+        self._reference: RunSets | None = None
+        self._reference_error: str | None = None
+
+    @property
+    def fixed_dims(self) -> dict[str, int]:
+        return self.user_dims
+
+    def reference(self) -> RunSets | None:
+        """Reference outputs (once). None, with ``reference_error`` set, when ORT
+        cannot run the original (custom ops, hostile model...)."""
+        if self._reference is None and self._reference_error is None and self.numeric:
+            try:
+                ref = run_sets(self.original_path, self.feed_sets, full=False, limits=self.limits,
+                               pool_key=self.pool_key, stage="reference outputs (original on ORT)")
+            except (WorkerError, StudioError) as exc:
+                self._reference_error = str(exc)
+                return None
+            usable = [i for i, o in enumerate(ref.outputs) if o is not None]
+            if not usable:
+                self._reference_error = f"ONNX Runtime cannot run the original: {ref.errors[0]}"
+                return None
+            # Drop feed sets the original itself cannot run (e.g. a dim it does not really support).
+            self.feed_sets = [self.feed_sets[i] for i in usable]
+            self._reference = RunSets(tuple(ref.outputs[i] for i in usable), tuple(None for _ in usable), None)
+        return self._reference
+
+    @property
+    def reference_error(self) -> str | None:
+        return self._reference_error
+
+    def verify(self, candidate_path: Path, *, allow_fixed_dims: bool = False) -> VerifyResult:
+        started = time.perf_counter()
+        candidate = onnx.load_model(str(candidate_path), load_external_data=False)
+        problems = interface_problems(self.original, candidate, self.user_dims if allow_fixed_dims else None)
+        ref = self.reference() if self.numeric else None
+        check_msg: str | None
+        comparison: Comparison | None = None
+        if ref is None:
+            check_msg = full_check(candidate_path)
+            status = "skipped: " + (self._reference_error or "numeric verification turned off")
+        else:
+            try:
+                got = run_sets(candidate_path, self.feed_sets, full=True, limits=self.limits,
+                               pool_key=self.pool_key, stage="verification (result on ORT)")
+            except (WorkerError, StudioError) as exc:
+                return VerifyResult(False, not problems, False, None, "failed",
+                                    f"the result cannot run in ONNX Runtime: {exc}", time.perf_counter() - started)
+            check_msg = got.check
+            status = "passed"
+            for i, (r, g, err) in enumerate(zip(ref.outputs, got.outputs, got.errors)):
+                if g is None:
+                    status = "failed"
+                    comparison = None
+                    problems.append(f"the result fails on feed set {i + 1}: {err}")
+                    break
+                comparison = compare_outputs(r, g, self.tolerance)
+                if not comparison:
+                    status = "failed"
+                    break
+        ok = not problems and check_msg is None and not status.startswith("failed")
+        if problems:
+            message = problems[0]
+        elif check_msg:
+            message = f"onnx.checker full check fails: {check_msg}"
+        elif comparison is not None and not comparison:
+            message = comparison.summary()
+        elif status.startswith("skipped"):
+            message = f"structure verified; numbers not compared ({status[9:]})"
+        else:
+            message = comparison.summary() if comparison is not None else "verified"
+        return VerifyResult(ok, not problems, check_msg is None, comparison, status, message,
+                            time.perf_counter() - started)

@@ -1,0 +1,313 @@
+"""Shared shapes of the engine adapters (DESIGN.md §4).
+
+An adapter's ``run`` never imports its engine in the calling process: it sends
+a job (:mod:`studio.core.jobs`) to a sandbox worker (:mod:`studio.core.sandbox`)
+and rebuilds a :class:`RunOutput` from the data and arrays that come back.
+
+Output values (``RunOutput.outputs``), keyed by ONNX output name in model order:
+
+* tensor            -> ``np.ndarray`` (string tensors as fixed-width ``<U`` arrays)
+* sequence          -> ``list`` of values (ORT ``seq(tensor)`` -> ``list[np.ndarray]``)
+* map               -> ``dict`` of key -> value (ORT ``map(int64|string, T)``)
+* optional, absent  -> ``None``
+* scalar (map items)-> Python ``int``/``float``/``str``/``bool``
+
+Across the process boundary each value is encoded as JSON
+(``{"t": "tensor", "a": "<array key>"}``, ``{"t": "seq", "items": [...]}``,
+``{"t": "map", "items": [[key, value], ...]}``, ``{"t": "scalar", "v": 1.5}``,
+``{"t": "none"}``) and the arrays travel as ``.npy`` files under generated keys,
+so model-supplied names are never file names and nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from studio.core.errors import EngineUnavailable, StudioError
+from studio.core.paths import check_regular_file
+from studio.core.sandbox import Limits
+
+__all__ = [
+    "Availability",
+    "EngineAdapter",
+    "OutputValue",
+    "RunOptions",
+    "RunOutput",
+    "check_model_file",
+    "decode_value",
+    "encode_value",
+    "require_available",
+]
+
+OutputValue = Any  # np.ndarray | list[OutputValue] | dict[Any, OutputValue] | int | float | str | bool | None
+
+_GRAPH_OPT_LEVELS = ("disable", "basic", "extended", "all")
+_OV_PRECISIONS = ("f32", "bf16", "f16", "default")
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether an engine can run here; ``reason`` says why not, one line."""
+
+    ok: bool
+    version: str | None
+    reason: str | None
+    devices: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Options of one inference run. Each engine reads the fields it knows.
+
+    ONNX Runtime: ``providers``, ``graph_optimization_level`` ("disable" for the
+    verification reference, "all" by default), ``intra_op_threads``,
+    ``inter_op_threads``, ``extra_session_options`` (session config entries),
+    ``use_extensions`` (register onnxruntime-extensions' custom ops),
+    ``custom_op_libraries`` (paths of shared libraries), ``save_optimized_model``
+    (a file *name* written inside the job's ``out_dir``), ``enable_profiling``
+    (ORT profile JSON inside ``out_dir``).
+
+    OpenVINO: ``device`` ("CPU"), ``precision`` ("f32" pinned through
+    ``INFERENCE_PRECISION_HINT`` by default; "bf16", "f16", or "default" for the
+    plugin's choice; the effective precision is reported in ``details``),
+    ``performance_hint`` ("LATENCY", "THROUGHPUT"), ``intra_op_threads``
+    (``INFERENCE_NUM_THREADS``).
+
+    TensorRT: ``precision`` ("f32" or "f16"/"bf16" builder flags),
+    ``workspace_bytes``, ``trt_profile`` (input name -> (min, opt, max) shapes;
+    default: exactly the feed shapes).
+
+    Both: ``output_names`` (a subset, in the order wanted).
+    """
+
+    providers: tuple[str, ...] = ("CPUExecutionProvider",)
+    graph_optimization_level: str = "all"
+    intra_op_threads: int | None = None
+    inter_op_threads: int | None = None
+    output_names: tuple[str, ...] | None = None
+    extra_session_options: tuple[tuple[str, str], ...] = ()
+    use_extensions: bool = False
+    custom_op_libraries: tuple[str, ...] = ()
+    save_optimized_model: str | None = None
+    enable_profiling: bool = False
+    device: str = "CPU"
+    precision: str = "f32"
+    performance_hint: str | None = None
+    workspace_bytes: int | None = None
+    trt_profile: tuple[tuple[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Accept friendlier inputs (lists, dicts) and store hashable tuples.
+        def setf(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        if isinstance(self.providers, str):
+            setf("providers", (self.providers,))
+        else:
+            setf("providers", tuple(self.providers))
+        if self.output_names is not None:
+            setf("output_names", tuple(self.output_names))
+        extra = self.extra_session_options
+        if isinstance(extra, Mapping):
+            extra = tuple(extra.items())
+        setf("extra_session_options", tuple((str(k), str(v)) for k, v in extra))
+        setf("custom_op_libraries", tuple(str(p) for p in self.custom_op_libraries))
+        profile = self.trt_profile
+        if isinstance(profile, Mapping):
+            profile = tuple(profile.items())
+        setf("trt_profile", tuple((str(name), tuple(tuple(int(d) for d in s) for s in shapes))
+                                  for name, shapes in profile))
+        if self.graph_optimization_level not in _GRAPH_OPT_LEVELS:
+            raise StudioError(f"graph_optimization_level must be one of {', '.join(_GRAPH_OPT_LEVELS)}, "
+                              f"got {self.graph_optimization_level!r}", code="BAD-OPTION")
+        if self.precision not in _OV_PRECISIONS:
+            raise StudioError(f"precision must be one of {', '.join(_OV_PRECISIONS)}, got {self.precision!r}",
+                              code="BAD-OPTION")
+        for name in ("intra_op_threads", "inter_op_threads", "workspace_bytes"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise StudioError(f"{name} must be a positive integer, got {value!r}", code="BAD-OPTION")
+        if self.save_optimized_model is not None:
+            name = self.save_optimized_model
+            if not name or "/" in name or "\\" in name or name in (".", "..") or "\x00" in name:
+                raise StudioError("save_optimized_model must be a plain file name (it is written in the "
+                                  "output folder)", code="BAD-OPTION")
+
+    @classmethod
+    def reference(cls) -> RunOptions:
+        """The verification reference: ORT CPU with graph optimizations off."""
+        return cls(graph_optimization_level="disable")
+
+    def needs_fresh_worker(self) -> bool:
+        """Custom-op registration must not leak into a shared warm worker."""
+        return bool(self.use_extensions or self.custom_op_libraries)
+
+    def to_args(self) -> dict[str, Any]:
+        return {
+            "providers": list(self.providers),
+            "graph_optimization_level": self.graph_optimization_level,
+            "intra_op_threads": self.intra_op_threads,
+            "inter_op_threads": self.inter_op_threads,
+            "output_names": list(self.output_names) if self.output_names is not None else None,
+            "extra_session_options": dict(self.extra_session_options),
+            "use_extensions": self.use_extensions,
+            "custom_op_libraries": list(self.custom_op_libraries),
+            "save_optimized_model": self.save_optimized_model,
+            "enable_profiling": self.enable_profiling,
+            "device": self.device,
+            "precision": self.precision,
+            "performance_hint": self.performance_hint,
+            "workspace_bytes": self.workspace_bytes,
+            "trt_profile": {name: [list(s) for s in shapes] for name, shapes in self.trt_profile},
+        }
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """Outputs of one run, in model output order (or ``output_names`` order)."""
+
+    outputs: dict[str, OutputValue]
+    engine: str
+    engine_version: str | None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class EngineAdapter(Protocol):
+    name: str      # "onnxruntime" | "openvino" | "tensorrt"
+    label: str     # "ONNX Runtime"
+
+    def available(self) -> Availability: ...
+
+    def run(self, model_path: Path, feeds: Mapping[str, np.ndarray], *, options: RunOptions | None = None,
+            limits: Limits | None = None, pool_key: str = "default", out_dir: Path | None = None,
+            on_tick: Callable[[float], None] | None = None) -> RunOutput: ...
+
+
+# ---------------------------------------------------------------------------- helpers
+
+def require_available(adapter: EngineAdapter) -> Availability:
+    availability = adapter.available()
+    if not availability.ok:
+        raise EngineUnavailable(availability.reason or f"{adapter.label} is not available")
+    return availability
+
+
+def check_model_file(model_path: Path | str) -> Path:
+    """The model path the worker will open: an existing regular file, absolute."""
+    path = Path(model_path)
+    check_regular_file(path, max_bytes=None, label="model")
+    return path.resolve()
+
+
+def check_feeds(feeds: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for name, value in (feeds or {}).items():
+        if not isinstance(name, str):
+            raise StudioError(f"feed names must be strings, got {type(name).__name__}", code="BAD-FEEDS")
+        array = np.asarray(value)
+        if array.dtype.hasobject:
+            try:  # string tensors: fixed-width unicode crosses the process boundary safely
+                array = array.astype(str)
+            except (TypeError, ValueError):
+                raise StudioError(f"feed {name[:80]!r} is an object array that is not strings",
+                                  code="BAD-FEEDS") from None
+        out[name] = array
+    return out
+
+
+def package_version(*dist_names: str) -> str | None:
+    from importlib import metadata
+
+    for dist in dist_names:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def module_present(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+# ---------------------------------------------------------------------------- value transport
+
+def _plain_array(value: np.ndarray) -> np.ndarray:
+    if value.dtype.hasobject:
+        flat = value.ravel().tolist()
+        if all(isinstance(x, str) for x in flat):
+            return np.array(flat, dtype=str).reshape(value.shape) if flat else value.astype(str)
+        if all(isinstance(x, bytes) for x in flat):
+            return np.array(flat, dtype=bytes).reshape(value.shape) if flat else value.astype(bytes)
+        raise TypeError("an object array that is not strings cannot leave the worker")
+    return value
+
+
+def encode_value(value: Any, key: str, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Worker side: turn an engine output into JSON + arrays (see module docs)."""
+    if isinstance(value, np.ndarray):
+        arrays[key] = _plain_array(value)
+        return {"t": "tensor", "a": key}
+    if value is None:
+        return {"t": "none"}
+    if isinstance(value, (list, tuple)):
+        return {"t": "seq", "items": [encode_value(v, f"{key}.{i}", arrays) for i, v in enumerate(value)]}
+    if isinstance(value, Mapping):
+        items = []
+        for i, (k, v) in enumerate(value.items()):
+            if isinstance(k, np.generic):
+                k = k.item()
+            if not isinstance(k, (int, str)):
+                raise TypeError(f"map keys must be int or str, got {type(k).__name__}")
+            items.append([k, encode_value(v, f"{key}.{i}", arrays)])
+        return {"t": "map", "items": items}
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, (bool, int, float, str)):
+        return {"t": "scalar", "v": value}
+    raise TypeError(f"cannot return an output of type {type(value).__name__}")
+
+
+def decode_value(encoded: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Any:
+    """Parent side: rebuild what :func:`encode_value` encoded."""
+    kind = encoded.get("t")
+    if kind == "tensor":
+        return arrays[encoded["a"]]
+    if kind == "none":
+        return None
+    if kind == "seq":
+        return [decode_value(v, arrays) for v in encoded["items"]]
+    if kind == "map":
+        return {k: decode_value(v, arrays) for k, v in encoded["items"]}
+    if kind == "scalar":
+        return encoded["v"]
+    raise StudioError(f"unknown encoded output kind {kind!r}")
+
+
+def decode_outputs(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    return {name: decode_value(enc, arrays) for name, enc in data["outputs"]}
+
+
+def encode_outputs(names: list[str], values: list[Any]) -> tuple[list[list[Any]], dict[str, np.ndarray]]:
+    arrays: dict[str, np.ndarray] = {}
+    encoded = [[name, encode_value(value, f"o{i}", arrays)] for i, (name, value) in enumerate(zip(names, values))]
+    return encoded, arrays
+
+
+def cpu_count() -> int:
+    return os.cpu_count() or 1

@@ -1,0 +1,290 @@
+"""TensorRT adapter (NOT VERIFIED HERE: written against TensorRT 10.x's documented
+Python API and NVIDIA's samples; no GPU or TensorRT wheel was available where
+it was written, so only the unavailable path and the pure-Python helpers are
+tested).
+
+Flow of the ``trt.run`` job (in a sandbox worker, ``tensorrt`` imported there):
+``trt.Builder`` -> ``create_network(0)`` (explicit batch is the only mode in
+10.x) -> ``trt.OnnxParser.parse_from_file`` (external data resolves next to
+the model) -> ``create_builder_config`` with a workspace pool limit and
+FP16/BF16 flags when asked -> one optimization profile for dynamic inputs
+(:func:`profile_shapes`) -> ``build_serialized_network`` ->
+``Runtime.deserialize_cuda_engine`` -> ``create_execution_context`` ->
+``set_input_shape`` / ``set_tensor_address`` -> ``execute_async_v3`` on a CUDA
+stream. Device memory comes from cuda-python (``cuda.bindings.runtime``, or the
+older ``cuda.cudart``). Outputs with data-dependent shapes (NonZero...) need an
+output allocator and are refused with a clear message.
+
+CUDA reserves very large virtual address ranges, so the worker for this job runs
+without ``RLIMIT_AS`` (the parent's resident-memory watchdog still applies).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from studio.core.engines.base import (
+    Availability,
+    RunOptions,
+    RunOutput,
+    check_feeds,
+    check_model_file,
+    decode_outputs,
+    encode_outputs,
+    module_present,
+    package_version,
+    require_available,
+)
+from studio.core.errors import StudioError
+from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.sandbox import Limits, default_limits, run_job
+
+__all__ = ["NOT_INSTALLED_REASON", "TensorRtEngine", "profile_shapes", "trt_run_job"]
+
+NOT_INSTALLED_REASON = ("TensorRT is not installed (it needs an NVIDIA GPU and NVIDIA's package index); "
+                        "install onnx-studio[tensorrt] on a GPU machine")
+_DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11", "tensorrt_cu13", "tensorrt_cu12",
+                  "tensorrt-libs", "tensorrt_libs")
+
+Shape = tuple[int, ...]
+
+
+class TensorRtEngine:
+    name = "tensorrt"
+    label = "TensorRT"
+
+    def __init__(self) -> None:
+        self._availability: Availability | None = None
+
+    def available(self, *, refresh: bool = False) -> Availability:
+        if self._availability is None or refresh:
+            self._availability = _probe()
+        return self._availability
+
+    def run(self, model_path: Path, feeds: Mapping[str, np.ndarray], *, options: RunOptions | None = None,
+            limits: Limits | None = None, pool_key: str = "default", out_dir: Path | None = None,
+            on_tick: Callable[[float], None] | None = None) -> RunOutput:
+        """Build an engine for the feed shapes and run it once (not verified here)."""
+        require_available(self)
+        options = options or RunOptions()
+        path = check_model_file(model_path)
+        limits = replace(limits or default_limits(), address_space_limit=False)
+        args = {"model_path": str(path), **options.to_args()}
+        result = run_job("trt.run", args, check_feeds(feeds), stage="TensorRT", limits=limits, out_dir=out_dir,
+                         pool_key=pool_key, on_tick=on_tick)
+        details = dict(result.data.get("details", {}))
+        details["worker_seconds"] = round(result.seconds, 4)
+        details["peak_rss_bytes"] = result.peak_rss_bytes
+        details["worker_pid"] = result.worker_pid
+        return RunOutput(outputs=decode_outputs(result.data, result.arrays), engine=self.name,
+                         engine_version=result.data.get("version"), details=details)
+
+
+# ============================================================================ availability
+
+def visible_cuda_devices() -> tuple[str, ...]:
+    """NVIDIA GPUs this process may use, without initialising CUDA.
+
+    Honours ``CUDA_VISIBLE_DEVICES`` ("" or "-1" hide every device). On Linux
+    the device nodes ``/dev/nvidiaN`` are counted; elsewhere a device is assumed
+    when TensorRT is installed (the job then reports a CUDA error if not).
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1", "none", "NoDevFiles"):
+        return ()
+    if sys.platform.startswith("linux"):
+        nodes = sorted(int(p[len("/dev/nvidia"):]) for p in glob.glob("/dev/nvidia[0-9]*")
+                       if p[len("/dev/nvidia"):].isdigit())
+        found = tuple(f"GPU:{n}" for n in nodes)
+        if visible is not None and found:
+            wanted = [v.strip() for v in visible.split(",") if v.strip()]
+            return tuple(f"GPU:{i}" for i in range(min(len(wanted), len(found))))
+        return found
+    return ("GPU:0",)
+
+
+def _probe() -> Availability:
+    if not module_present("tensorrt"):
+        return Availability(False, None, NOT_INSTALLED_REASON)
+    version = package_version(*_DISTRIBUTIONS)
+    devices = visible_cuda_devices()
+    if not devices:
+        return Availability(False, version, f"TensorRT {version or ''} is installed but no NVIDIA GPU is visible "
+                            "to this process (check the driver and CUDA_VISIBLE_DEVICES)".replace("  ", " "))
+    if not (module_present("cuda.bindings") or module_present("cuda.cudart")):
+        return Availability(False, version, "TensorRT is installed but cuda-python is missing "
+                            "(pip install cuda-python); it provides the GPU buffers", devices)
+    return Availability(True, version, None, devices)
+
+
+# ============================================================================ pure helpers
+
+def profile_shapes(input_dims: Mapping[str, Sequence[int]], feed_shapes: Mapping[str, Sequence[int]],
+                   overrides: Mapping[str, Sequence[Sequence[int]]] | None = None
+                   ) -> dict[str, tuple[Shape, Shape, Shape]]:
+    """(min, opt, max) shapes of one optimization profile.
+
+    ``input_dims``: the network's input dims, ``-1`` where dynamic. Only
+    dynamic inputs get an entry. An override ``(min, opt, max)`` wins;
+    otherwise the profile is exactly the feed shape. Raises ``StudioError``
+    when a feed or an override does not fit the network's rank and static dims,
+    or when ``min <= opt <= max`` or ``min <= feed <= max`` fails.
+    """
+    overrides = overrides or {}
+    unknown = sorted(set(overrides) - set(input_dims))
+    if unknown:
+        raise StudioError(f"TensorRT profile names unknown input(s): {', '.join(unknown[:5])}", code="BAD-OPTION")
+    out: dict[str, tuple[Shape, Shape, Shape]] = {}
+    for name, dims in input_dims.items():
+        dims = tuple(int(d) for d in dims)
+        feed = tuple(int(d) for d in feed_shapes[name]) if name in feed_shapes else None
+        if feed is not None:
+            _check_fits(name, dims, feed, "feed")
+        if all(d >= 0 for d in dims):
+            continue
+        if name in overrides:
+            shapes = tuple(tuple(int(d) for d in s) for s in overrides[name])
+            if len(shapes) != 3:
+                raise StudioError(f"TensorRT profile for {name!r} needs (min, opt, max) shapes", code="BAD-OPTION")
+            lo, opt, hi = shapes
+            for label, shape in (("min", lo), ("opt", opt), ("max", hi)):
+                _check_fits(name, dims, shape, f"profile {label}")
+            if not all(a <= b <= c for a, b, c in zip(lo, opt, hi)):
+                raise StudioError(f"TensorRT profile for {name!r} must satisfy min <= opt <= max", code="BAD-OPTION")
+            if feed is not None and not all(a <= f <= c for a, f, c in zip(lo, feed, hi)):
+                raise StudioError(f"feed {name!r} shape {list(feed)} is outside its TensorRT profile "
+                                  f"[{list(lo)} .. {list(hi)}]", code="BAD-OPTION")
+            out[name] = (lo, opt, hi)
+        elif feed is not None:
+            out[name] = (feed, feed, feed)
+        else:
+            raise StudioError(f"input {name!r} has dynamic dims {list(dims)}: give a feed or a TensorRT profile",
+                              code="BAD-OPTION")
+    return out
+
+
+def _check_fits(name: str, dims: Shape, shape: Shape, what: str) -> None:
+    if len(shape) != len(dims):
+        raise StudioError(f"{what} for {name!r} has rank {len(shape)}, the network input has rank {len(dims)}",
+                          code="BAD-OPTION")
+    for axis, (d, s) in enumerate(zip(dims, shape)):
+        if s < 0 or (d >= 0 and d != s):
+            raise StudioError(f"{what} for {name!r} has {s} on axis {axis}, the network input needs "
+                              f"{d if d >= 0 else 'a size >= 0'}", code="BAD-OPTION")
+
+
+# ============================================================================ job (worker side, not verified)
+
+def _cudart() -> Any:
+    try:
+        from cuda.bindings import runtime as cudart  # cuda-python >= 12.6
+    except ImportError:
+        from cuda import cudart  # older cuda-python
+    return cudart
+
+
+def _cuda_check(result: Any) -> Any:
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if int(getattr(err, "value", err)) != 0:
+        raise RuntimeError(f"CUDA error {err}")
+    return rest[0] if len(rest) == 1 else (tuple(rest) or None)
+
+
+@job("trt.run")
+def trt_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    ctx.set_stage("TensorRT parse")
+    import tensorrt as trt
+
+    cudart = _cudart()
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse_from_file(str(args["model_path"])):
+        errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
+        raise RuntimeError("TensorRT's ONNX parser failed: " + ("; ".join(errors[:3]) or "no detail"))
+
+    ctx.set_stage("TensorRT build")
+    config = builder.create_builder_config()
+    if args.get("workspace_bytes"):
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(args["workspace_bytes"]))
+    precision = args.get("precision") or "f32"
+    if precision == "f16":
+        config.set_flag(trt.BuilderFlag.FP16)
+    elif precision == "bf16":
+        config.set_flag(trt.BuilderFlag.BF16)
+    input_dims = {network.get_input(i).name: tuple(network.get_input(i).shape) for i in range(network.num_inputs)}
+    onnx_outputs = [network.get_output(i).name for i in range(network.num_outputs)]
+    profile_map = profile_shapes(input_dims, {k: v.shape for k, v in arrays.items()}, args.get("trt_profile"))
+    if profile_map:
+        profile = builder.create_optimization_profile()
+        for name, (lo, opt, hi) in profile_map.items():
+            profile.set_shape(name, lo, opt, hi)
+        config.add_optimization_profile(profile)
+    started = time.perf_counter()
+    plan = builder.build_serialized_network(network, config)
+    build_ms = (time.perf_counter() - started) * 1000
+    if plan is None:
+        raise RuntimeError("TensorRT could not build an engine for this model (see the builder log)")
+    runtime = trt.Runtime(logger)
+    engine = runtime.deserialize_cuda_engine(plan)
+    context = engine.create_execution_context()
+
+    ctx.set_stage("TensorRT inference")
+    names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+    input_names = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
+    output_names = [n for n in names if engine.get_tensor_mode(n) != trt.TensorIOMode.INPUT]
+    stream = _cuda_check(cudart.cudaStreamCreate())
+    allocations: list[int] = []
+    try:
+        host_inputs = {}
+        for name in input_names:
+            if name not in arrays:
+                raise KeyError(f"missing feed {name!r}")
+            dtype = np.dtype(trt.nptype(engine.get_tensor_dtype(name)))
+            host = np.ascontiguousarray(arrays[name], dtype=dtype)
+            host_inputs[name] = host
+            context.set_input_shape(name, host.shape)
+            ptr = _cuda_check(cudart.cudaMalloc(max(host.nbytes, 1)))
+            allocations.append(ptr)
+            _cuda_check(cudart.cudaMemcpy(ptr, host.ctypes.data, host.nbytes,
+                                          cudart.cudaMemcpyKind.cudaMemcpyHostToDevice))
+            context.set_tensor_address(name, ptr)
+        host_outputs = {}
+        for name in output_names:
+            shape = tuple(context.get_tensor_shape(name))
+            if any(d < 0 for d in shape):
+                raise RuntimeError(f"output {name!r} has a data-dependent shape; this runner does not support it")
+            host = np.empty(shape, dtype=np.dtype(trt.nptype(engine.get_tensor_dtype(name))))
+            ptr = _cuda_check(cudart.cudaMalloc(max(host.nbytes, 1)))
+            allocations.append(ptr)
+            context.set_tensor_address(name, ptr)
+            host_outputs[name] = (host, ptr)
+        started = time.perf_counter()
+        if not context.execute_async_v3(stream_handle=int(stream)):
+            raise RuntimeError("TensorRT execution failed (execute_async_v3 returned False)")
+        _cuda_check(cudart.cudaStreamSynchronize(stream))
+        first_ms = (time.perf_counter() - started) * 1000
+        for host, ptr in host_outputs.values():
+            _cuda_check(cudart.cudaMemcpy(host.ctypes.data, ptr, host.nbytes,
+                                          cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost))
+    finally:
+        for ptr in allocations:
+            cudart.cudaFree(ptr)
+        cudart.cudaStreamDestroy(stream)
+    wanted = args.get("output_names") or [n for n in onnx_outputs if n in host_outputs]
+    encoded, out_arrays = encode_outputs(list(wanted), [host_outputs[n][0] for n in wanted])
+    details = {"precision_requested": precision, "build_ms": round(build_ms, 3), "session_ms": round(build_ms, 3),
+               "first_inference_ms": round(first_ms, 3), "profile": {k: [list(s) for s in v]
+                                                                     for k, v in profile_map.items()},
+               "verified": False}
+    return JobOutput(data={"version": trt.__version__, "outputs": encoded, "details": details}, arrays=out_arrays)
