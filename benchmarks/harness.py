@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @dataclass(frozen=True)
 class ProcessRun:
     seconds: float           # measured inside the child around the snippet
-    peak_rss_mb: float       # the child's ru_maxrss (whole process, imports included)
+    peak_rss_mb: float       # max ru_maxrss of the child and its own children (sandbox workers)
     baseline_rss_mb: float   # RSS after imports, before the snippet
     result: dict
 
@@ -33,6 +33,12 @@ def run_snippet(setup: str, snippet: str, timeout: float = 1800) -> ProcessRun:
         {textwrap.indent(textwrap.dedent(snippet), '        ').strip()}
         dt = time.perf_counter() - t0
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        try:  # sandbox workers are children: their peak counts too
+            from studio.core.sandbox import shutdown_all
+            shutdown_all()
+        except Exception:
+            pass
+        peak = max(peak, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
         print("@@RESULT@@" + json.dumps({{"seconds": dt, "peak": peak, "base": base, "result": result}}))
     """)
     t = time.perf_counter()

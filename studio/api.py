@@ -24,6 +24,9 @@ def load(path: str | Path) -> ModelHandle:
     return _load(path)
 
 
-def inspect(handle: ModelHandle, dims: Mapping[str, int] | None = None) -> ModelSummary:
-    """Summary, op histogram, I/O, params, FLOPs, memory estimate, nodes and edge shapes."""
-    return summarize(handle, dims)
+def inspect(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
+            pool_key: str = "default") -> ModelSummary:
+    """Summary, op histogram, I/O, params, FLOPs, memory estimate, nodes and edge shapes.
+
+    Shape inference runs in a sandbox worker of ``pool_key`` (one per browser session)."""
+    return summarize(handle, dims, pool_key=pool_key)

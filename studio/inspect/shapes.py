@@ -16,7 +16,9 @@ from pathlib import Path
 import onnx
 from onnx import ModelProto, TensorProto
 
+from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.protowalk import iter_graphs
+from studio.core.sandbox import run_job
 from studio.core.tensor_safety import validate_tensors
 from studio.core.types import TensorInfo, type_info
 
@@ -145,3 +147,55 @@ def _initializer_info(t: TensorProto) -> TensorInfo:
     from studio.core.types import dtype_name
 
     return TensorInfo(t.name, dtype_name(t.data_type), tuple(int(d) for d in t.dims), "tensor", t.data_type)
+
+
+# ---------------------------------------------------------------------------- sandboxed inference
+# Shape inference is C++ working on an untrusted graph: it runs in a sandbox
+# worker, and a crash there leaves the summary with declared shapes only.
+
+def _table_to_json(table: ShapeTable) -> dict:
+    return {"error": table.error,
+            "values": [[t.name, t.dtype, t.kind, t.elem_type, None if t.shape is None else list(t.shape)]
+                       for t in table.values.values()]}
+
+
+def _table_from_json(data: dict) -> ShapeTable:
+    values = {name: TensorInfo(name, dtype, None if shape is None else tuple(shape), kind, elem)
+              for name, dtype, kind, elem, shape in data["values"]}
+    return ShapeTable(values, data.get("error"))
+
+
+@job("inspect.shapes")
+def shapes_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
+    """Symbolic shapes, and (when ``fixed_dims`` is given) shapes with those dims pinned."""
+    path = Path(args["model_path"])
+    model = onnx.load_model(str(path), load_external_data=False)
+    ctx.set_stage("shape inference")
+    inferred, error = infer_shapes(model, path.parent)
+    out = {"symbolic": _table_to_json(shape_table(inferred, error))}
+    if args.get("fixed_dims") is not None:
+        concrete, cerr = infer_shapes(model, path.parent, fixed_dims=args["fixed_dims"])
+        out["concrete"] = _table_to_json(shape_table(concrete, cerr))
+    return JobOutput(data=out)
+
+
+def declared_table(model: ModelProto) -> ShapeTable:
+    """Only what the file declares (no inference): the fallback when inference crashed."""
+    return shape_table(model)
+
+
+def sandboxed_shapes(model_path: Path, model: ModelProto, fixed_dims: Mapping[str, int] | None,
+                     *, pool_key: str = "default") -> tuple[ShapeTable, ShapeTable | None]:
+    """(symbolic, concrete-or-None) tables computed in a worker; declared shapes
+    and the worker's error message when inference itself dies."""
+    from studio.core.errors import StudioError
+
+    try:
+        res = run_job("inspect.shapes", {"model_path": str(model_path),
+                                         "fixed_dims": None if fixed_dims is None else dict(fixed_dims)},
+                      stage="shape inference", pool_key=pool_key)
+    except StudioError as exc:
+        fallback = declared_table(model)
+        return ShapeTable(fallback.values, f"shape inference failed in the worker: {exc}"), None
+    concrete = res.data.get("concrete")
+    return _table_from_json(res.data["symbolic"]), (_table_from_json(concrete) if concrete else None)

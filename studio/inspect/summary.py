@@ -17,7 +17,7 @@ from studio.core.types import TensorInfo, value_info
 from studio.inspect.flops import Cost, node_cost, shape_lookup
 from studio.inspect.memory import MemoryEstimate, peak_activation
 from studio.inspect.params import ParamStats, count_params
-from studio.inspect.shapes import infer_shapes, shape_table
+from studio.inspect.shapes import sandboxed_shapes
 
 SCHEMA_VERSION = 1
 STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training"})
@@ -151,21 +151,23 @@ def _is_known_op(domain: str, op_type: str, version: int) -> bool:
         return defs.has(op_type, domain)
 
 
-def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None) -> ModelSummary:
+def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
+              pool_key: str = "default") -> ModelSummary:
     """Summary of a loaded model. ``dims`` gives values for symbolic dims (FLOPs, memory)."""
     model = handle.proto
     dims = dict(dims or {})
-    inferred, shape_error = infer_shapes(model, handle.folder)
-    table = shape_table(inferred, shape_error).values
-
-    # FLOPs and memory need concrete shapes: re-infer with the user's dims in place.
     init_names = {t.name for t in model.graph.initializer}
-    input_symbols = {d for vi in model.graph.input if vi.name not in init_names
-                     for d in ((table.get(vi.name) or value_info(vi)).shape or ()) if isinstance(d, str)}
-    symbolic = any(not (table.get(vi.name) or value_info(vi)).is_static
-                   for vi in model.graph.input if vi.name not in init_names)
-    concrete = (shape_table(infer_shapes(model, handle.folder, fixed_dims=dims)[0]).values
-                if symbolic else table)
+    declared_inputs = [value_info(vi) for vi in model.graph.input if vi.name not in init_names]
+    input_symbols = {d for t in declared_inputs for d in (t.shape or ()) if isinstance(d, str)}
+    symbolic = any(not t.is_static for t in declared_inputs)
+    # FLOPs and memory need concrete shapes: with symbolic inputs, inference runs
+    # a second time with the user's dims pinned (in the same worker job).
+    symbolic_table, concrete_table = sandboxed_shapes(handle.path, model, dims if symbolic else None,
+                                                      pool_key=pool_key)
+    shape_error = symbolic_table.error
+    table = symbolic_table.values
+    concrete = concrete_table.values if concrete_table is not None else table
+
     assumed: set[str] = set()     # every symbolic dim a FLOPs/memory figure had to take as 1
     shape_of = shape_lookup(concrete, dims, assumed)
 

@@ -78,7 +78,7 @@ def current_handle() -> ModelHandle | None:
 def _summary(session: str, sha256: str, path: str, dims: tuple[tuple[str, int], ...], _handle: ModelHandle):
     from studio import api
 
-    return api.inspect(_handle, dict(dims))
+    return api.inspect(_handle, dict(dims), pool_key=session)
 
 
 def summary(handle: ModelHandle, dims: dict[str, int] | None = None):
