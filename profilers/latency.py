@@ -34,6 +34,7 @@ import numpy as np
 from profilers.nvtx import ranges
 from profilers.runners import open_runner
 from profilers.stats import LatencyStats, latency_stats
+from studio.core.engines.base import check_model_file
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 
@@ -283,7 +284,8 @@ def variant_args(variant_id: str, label: str, model_path: Path, engine_args: Map
         key = f"f{index}_{j}"
         arrays[key] = np.asarray(value)
         keys.append([name, key])
-    return {"id": variant_id, "label": label, "model_path": str(model_path), "engine": dict(engine_args),
+    return {"id": variant_id, "label": label, "model_path": str(check_model_file(model_path)),
+            "engine": dict(engine_args),
             "feeds": keys, "cache": cache}
 
 

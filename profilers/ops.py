@@ -127,14 +127,19 @@ class GraphIndex:
 
 @dataclass(frozen=True)
 class RawKernel:
-    """One engine kernel as the job reports it (times summed over ``runs``)."""
+    """One engine kernel as the job reports it: its time in each profiled run."""
 
     name: str
     op_type: str
     exec_type: str
-    total_us: float
-    calls: int
+    per_run_us: tuple[float, ...]                   # one entry per run (0 where it did not run)
+    calls: int                                      # executions over all runs
     original_names: tuple[str, ...] | None = None   # OpenVINO: the layers it fuses
+
+    @property
+    def typical_us(self) -> float:
+        """Median over runs: one slow run on a busy machine does not move it."""
+        return float(np.median(self.per_run_us)) if self.per_run_us else 0.0
 
 
 @dataclass(frozen=True)
@@ -169,7 +174,8 @@ class OpTypeTime:
 
 @dataclass(frozen=True)
 class OpProfile:
-    """Per-op time of one variant, per inference (mean over ``runs`` runs)."""
+    """Per-op time of one variant, per inference: medians over ``runs`` runs (a spike in
+    one run on a busy machine does not move them)."""
 
     variant_id: str
     engine: str
@@ -178,8 +184,8 @@ class OpProfile:
     by_op_type: tuple[OpTypeTime, ...]
     per_node_ms: Mapping[str, float]
     per_op_sum_ms: float
-    end_to_end_ms: float              # measured around infer() in the same runs (perf_counter_ns)
-    engine_run_ms: float | None       # ORT's own model_run duration
+    end_to_end_ms: float              # median of infer() in the same runs (perf_counter_ns)
+    engine_run_ms: float | None       # ORT's own model_run duration (median)
     mapped_share: float               # share of per-op time attributed to ONNX nodes
     trace_file: str | None            # file name inside the job folder
     trace_note: str = ""
@@ -271,7 +277,7 @@ def attribute(kernels: Sequence[RawKernel], graph: GraphIndex, runs: int
         owners = {owner.get(c) for c in graph.consumers[idx]}
         if len(owners) == 1 and None not in owners:
             claim(idx, owners.pop())
-    per_op_us = sum(k.total_us for k in kernels)
+    per_op_us = sum(k.typical_us for k in kernels)
     out: list[KernelTime] = []
     per_node: dict[str, float] = {}
     for ki, k in enumerate(kernels):
@@ -281,12 +287,12 @@ def attribute(kernels: Sequence[RawKernel], graph: GraphIndex, runs: int
             matching = [i for i in ordered if _op_matches(k.op_type, graph.op_types[i])]
             costly = [i for i in ordered if graph.op_types[i] not in _NO_COST_OPS]
             anchor_idx = (matching or costly or ordered)[0]
-        ms = k.total_us / 1000.0 / runs
+        ms = k.typical_us / 1000.0
         anchor = graph.keys[anchor_idx] if anchor_idx is not None else None
         if anchor is not None:
             per_node[anchor] = per_node.get(anchor, 0.0) + ms
         out.append(KernelTime(k.name, k.op_type, k.exec_type, ms, k.calls / runs,
-                              k.total_us / per_op_us if per_op_us > 0 else 0.0,
+                              k.typical_us / per_op_us if per_op_us > 0 else 0.0,
                               tuple(graph.keys[i] for i in ordered), anchor, how[ki]))
     out.sort(key=lambda kt: -kt.ms)
     unassigned = tuple(graph.keys[i] for i in range(len(graph.keys))
@@ -315,14 +321,15 @@ def build_op_profile(variant_id: str, engine: str, raw: Sequence[RawKernel], gra
 # ============================================================================ ORT trace (pure)
 
 def aggregate_ort_events(events: Sequence[Mapping[str, Any]], runs: int) -> tuple[list[RawKernel], float | None]:
-    """Kernel totals over the last ``runs`` ``model_run`` windows of an ORT profile,
-    and the mean ``model_run`` duration (ms) of those runs."""
+    """Kernel times per run over the last ``runs`` ``model_run`` windows of an ORT
+    profile, and the median ``model_run`` duration (ms) of those runs."""
     model_runs = sorted((e for e in events if isinstance(e, Mapping) and e.get("cat") == "Session"
                          and e.get("name") == "model_run"), key=lambda e: float(e.get("ts", 0)))
     chosen = model_runs[-runs:] if runs > 0 else model_runs
     windows = [(float(e.get("ts", 0)), float(e.get("ts", 0)) + float(e.get("dur", 0))) for e in chosen]
-    starts = np.array([w[0] for w in windows]) if windows else np.array([])
-    ends = np.array([w[1] for w in windows]) if windows else np.array([])
+    starts = np.array([w[0] for w in windows])
+    ends = np.array([w[1] for w in windows])
+    count = max(len(windows), 1)
     totals: dict[str, list[Any]] = {}
     for e in events:
         if not isinstance(e, Mapping) or e.get("cat") != "Node":
@@ -331,17 +338,20 @@ def aggregate_ort_events(events: Sequence[Mapping[str, Any]], runs: int) -> tupl
         if not name.endswith("_kernel_time"):
             continue
         ts = float(e.get("ts", 0))
+        run = 0
         if windows:
-            i = int(np.searchsorted(starts, ts, side="right")) - 1
-            if i < 0 or ts > ends[i]:
-                continue
+            run = int(np.searchsorted(starts, ts, side="right")) - 1
+            if run < 0 or ts > ends[run]:
+                continue      # a warm-up run, or outside every chosen run
         args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
         node = name[: -len("_kernel_time")]
-        entry = totals.setdefault(node, [str(args.get("op_name", "?")), str(args.get("provider", "")), 0.0, 0])
-        entry[2] += float(e.get("dur", 0))
+        entry = totals.setdefault(node, [str(args.get("op_name", "?")), str(args.get("provider", "")),
+                                         [0.0] * count, 0])
+        entry[2][run] += float(e.get("dur", 0))
         entry[3] += 1
-    kernels = [RawKernel(name, op, provider, us, calls) for name, (op, provider, us, calls) in totals.items()]
-    run_ms = float(np.mean([e.get("dur", 0) for e in chosen])) / 1000.0 if chosen else None
+    kernels = [RawKernel(name, op, provider, tuple(per_run), calls)
+               for name, (op, provider, per_run, calls) in totals.items()]
+    run_ms = float(np.median([e.get("dur", 0) for e in chosen])) / 1000.0 if chosen else None
     return kernels, run_ms
 
 
@@ -399,19 +409,20 @@ def ops_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOu
         e2e: list[int] = []
         last: list[dict] = []
         with nv.range(f"per-op {v['id']}"):
-            for _ in range(runs):
+            for run in range(runs):
                 e2e.extend(timed_loop(runner.infer, 1))
                 last = runner.layer_counters()  # type: ignore[attr-defined]
                 for layer in last:
                     if not layer["executed"]:
                         continue
-                    entry = totals.setdefault(layer["name"], [layer["layer_type"], layer["exec_type"], 0.0, 0])
-                    entry[2] += layer["us"]
+                    entry = totals.setdefault(layer["name"], [layer["layer_type"], layer["exec_type"],
+                                                              [0.0] * runs, 0])
+                    entry[2][run] += layer["us"]
                     entry[3] += 1
         originals = runner.original_names()  # type: ignore[attr-defined]
         trace_name = f"ov_layers_{tag}.json"
         (ctx.out_dir / trace_name).write_text(json.dumps(synthesize_trace(last, originals, OV_TRACE_NOTE)))
-        kernels = [{"name": n, "op_type": t, "exec_type": x, "total_us": us, "calls": c,
+        kernels = [{"name": n, "op_type": t, "exec_type": x, "per_run_us": us, "calls": c,
                     "original_names": originals.get(n)} for n, (t, x, us, c) in totals.items()]
         return JobOutput(data={"kernels": kernels, "runs": runs, "e2e_ns": e2e, "engine_run_ms": None,
                                "trace_file": trace_name, "trace_note": OV_TRACE_NOTE, "details": runner.details})
@@ -429,12 +440,13 @@ def measure_ops(variant: dict[str, Any], arrays: Mapping[str, np.ndarray], model
                      stage=f"{variant['label']} (per-op)", limits=limits, out_dir=out_dir, pool_key=pool_key,
                      on_tick=on_tick)
     data = result.data
-    raw = [RawKernel(str(k["name"]), str(k["op_type"]), str(k["exec_type"]), float(k["total_us"]), int(k["calls"]),
+    raw = [RawKernel(str(k["name"]), str(k["op_type"]), str(k["exec_type"]),
+                     tuple(float(x) for x in k["per_run_us"]), int(k["calls"]),
                      tuple(k["original_names"]) if k.get("original_names") else None) for k in data["kernels"]]
     e2e = np.asarray(data.get("e2e_ns") or [0], dtype=np.float64) / 1e6
     notes = []
     if data.get("engine_run_ms") is not None:
         notes.append("ONNX Runtime's own model_run time is shown beside the measured end-to-end time")
     return build_op_profile(variant["id"], variant["engine"]["engine"], raw, GraphIndex.from_model(model),
-                            int(data["runs"]), float(e2e.mean()), data.get("engine_run_ms"),
+                            int(data["runs"]), float(np.median(e2e)), data.get("engine_run_ms"),
                             data.get("trace_file"), data.get("trace_note", ""), notes)
