@@ -109,8 +109,7 @@ class NsysPlan:
 
     def shell_text(self) -> str:
         """Both commands as a user would paste them on a GPU machine."""
-        return " \\\n  ".join(shlex.quote(a) for a in self.profile_cmd) + "\n" + \
-            " ".join(shlex.quote(a) for a in self.stats_cmd)
+        return shlex.join(self.profile_cmd) + "\n" + shlex.join(self.stats_cmd)
 
 
 def find_nsys() -> str | None:
