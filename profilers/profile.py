@@ -587,8 +587,14 @@ def command_line(model_names: Sequence[str], engines: Sequence[EngineSpec], opti
             parts += [flag, str(value)]
     if options.per_op:
         parts.append("--per-op")
+        if options.per_op_runs != defaults.per_op_runs:
+            parts += ["--per-op-runs", str(options.per_op_runs)]
     if options.memory:
         parts.append("--memory")
+        if options.memory_iterations != defaults.memory_iterations:
+            parts += ["--memory-iterations", str(options.memory_iterations)]
+    if options.sweeps and options.sweep_iterations != defaults.sweep_iterations:
+        parts += ["--sweep-iterations", str(options.sweep_iterations)]
     for flag, values in (("--threads", options.thread_counts), ("--batch", options.batch_sizes),
                          ("--concurrency", options.concurrency)):
         if values:

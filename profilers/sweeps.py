@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from profilers.latency import timed_loop
+from profilers.latency import runner_loop, timed_loop
 from profilers.nvtx import ranges
 from profilers.runners import open_runner
 from profilers.stats import LatencyStats, latency_stats
@@ -152,9 +152,9 @@ def sweep_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> Job
                     spec["threads"] = value
                 runner = open_runner(v["model_path"], spec, _feeds(point, arrays), out_dir=ctx.out_dir)
                 try:
-                    warm = timed_loop(runner.infer, max(warmup, 1))
+                    warm = runner_loop(runner, max(warmup, 1))
                     started = time.perf_counter()
-                    lat = timed_loop(runner.infer, _count(_estimate(warm), iterations))
+                    lat = runner_loop(runner, _count(_estimate(warm), iterations))
                     wall = time.perf_counter() - started
                     points.append({"value": value, "ns": lat, "wall_s": wall, "requests": len(lat),
                                    "details": dict(runner.details)})

@@ -89,11 +89,16 @@ def _write_trace(source: Path, dest: Path) -> None:
         shutil.copyfileobj(src, out)
 
 
-def _nsys(args: argparse.Namespace, argv: list[str]) -> int | None:
+def _nsys(args: argparse.Namespace) -> int | None:
     """--nsys: run under nsys when present (not verified here), else print the commands."""
-    from profilers.nvtx import find_nsys, nsys_plan, run_nsys
+    import shlex
 
-    inner = [sys.executable, "-m", "studio", "profile", *[a for a in argv if a != "--nsys"]]
+    from profilers.nvtx import find_nsys, nsys_plan, run_nsys
+    from profilers.profile import command_line
+    from profilers.variants import parse_engines
+
+    flags = shlex.split(command_line(["MODEL"], parse_engines(args.engine or ["ort"]), _options(args)))[3:]
+    inner = [sys.executable, "-m", "studio", "profile", *args.models, *flags]
     nsys = find_nsys()
     out = Path(args.out_dir) if args.out_dir else Path("NSYS_OUT")
     plan = nsys_plan(inner, out / "nsys", nsys=nsys or "nsys")
@@ -120,7 +125,7 @@ def _nsys(args: argparse.Namespace, argv: list[str]) -> int | None:
 
 def run(args: argparse.Namespace) -> int:
     if args.nsys:
-        code = _nsys(args, sys.argv[2:] if len(sys.argv) > 2 and sys.argv[1] == NAME else [])
+        code = _nsys(args)
         if code is not None:
             return code
     options = _options(args)

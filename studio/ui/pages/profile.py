@@ -113,6 +113,8 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
         st.caption("Median of per-round ratios of median latency (< 1: faster than the baseline), with a 95 % "
                    "bootstrap interval over rounds and the interquartile spread of the rounds.")
         st.dataframe(pd.DataFrame(ratio_rows(profile)), hide_index=True, width="stretch", key="profile_ratios")
+        st.markdown("\n".join(f"- **{widgets.md_escape(r.other_id, 60)}**: {widgets.md_escape(r.verdict, 400)}"
+                               for r in profile.ratios))
     if any(v.cold for v in profile.variants):
         st.markdown("#### Cold start")
         st.plotly_chart(cold_start_chart(profile), width="stretch", key="profile_cold_chart")
@@ -166,7 +168,8 @@ def render() -> None:
         return
     labels = {v.id: f"{v.id} · {v.label} · {v.sha256[:8]}" for v in versions}
     current = state.current_version()
-    default = [current.id] if current else [versions[-1].id]
+    # Default: the original and the version being worked on (the comparison people want first).
+    default = list(dict.fromkeys([versions[0].id, current.id if current else versions[-1].id]))
     chosen = st.multiselect("Versions", [v.id for v in versions], default=default, format_func=labels.__getitem__,
                             key="profile_versions")
     engines = st.multiselect("Engines", list(ENGINE_CHOICES), default=["ort", "ov"], format_func=_engine_label,
