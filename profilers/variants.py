@@ -70,6 +70,8 @@ class EngineSpec:
             base = "ort" if self.device == "cpu" else f"ort:{'trt' if self.device == 'tensorrt' else self.device}"
         elif self.engine == "openvino":
             base = "ov" if self.precision == "f32" else f"ov:{self.precision}"
+            if self.hint == "THROUGHPUT":
+                base += ":throughput"
         else:
             base = "trt" if self.precision == "f32" else f"trt:{self.precision}"
         return base
@@ -79,7 +81,8 @@ class EngineSpec:
         if self.engine == "onnxruntime":
             return {"cpu": "ONNX Runtime CPU", "cuda": "ONNX Runtime CUDA"}.get(self.device, "ONNX Runtime TensorRT EP")
         if self.engine == "openvino":
-            return f"OpenVINO CPU {'default precision' if self.precision == 'default' else self.precision}"
+            return (f"OpenVINO CPU {'default precision' if self.precision == 'default' else self.precision}"
+                    + (" throughput hint" if self.hint == "THROUGHPUT" else ""))
         return f"TensorRT {self.precision}"
 
     @property
@@ -110,17 +113,25 @@ class EngineSpec:
 
 def parse_engine(text: str) -> EngineSpec:
     """``ort``, ``ort:cuda``, ``ort:trt``, ``ov``, ``ov:bf16``, ``ov:default``,
-    ``trt``, ``trt:fp16`` (long names ``onnxruntime``/``openvino``/``tensorrt`` too)."""
+    ``ov:throughput`` (``ov:bf16:throughput``), ``trt``, ``trt:fp16`` (long names
+    ``onnxruntime``/``openvino``/``tensorrt`` too)."""
     raw = str(text).strip().lower()
-    name, _, variant = raw.partition(":")
+    name, *parts = [p.strip() for p in raw.split(":")]
     engine = resolve_engine_name(name)
-    variant = variant.strip()
+    hint = "THROUGHPUT" if "throughput" in parts else "LATENCY"
+    rest = [p for p in parts if p not in ("latency", "throughput", "")]
+    if len(rest) > 1:
+        raise StudioError(f"engine spec {str(text)[:40]!r} has too many parts; e.g. ov:bf16:throughput",
+                          code="BAD-OPTION")
+    variant = rest[0] if rest else ""
+    precision = {"fp32": "f32", "fp16": "f16", "": "f32"}.get(variant, variant)
     if engine == "onnxruntime":
+        if "throughput" in parts:
+            raise StudioError("the throughput hint is an OpenVINO setting; use a concurrency sweep for ONNX Runtime",
+                              code="BAD-OPTION")
         return EngineSpec("onnxruntime", device=variant or "cpu")
     if engine == "openvino":
-        precision = {"fp32": "f32", "fp16": "f16", "": "f32"}.get(variant, variant)
-        return EngineSpec("openvino", precision=precision)
-    precision = {"fp32": "f32", "fp16": "f16", "": "f32"}.get(variant, variant)
+        return EngineSpec("openvino", precision=precision, hint=hint)
     return EngineSpec("tensorrt", precision=precision, hint=None)
 
 

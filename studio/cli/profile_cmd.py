@@ -34,8 +34,8 @@ def _int_list(text: str) -> list[int]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("models", nargs="+", metavar="MODEL", help="one or more .onnx files (versions to compare)")
     p.add_argument("--engine", action="append", metavar="SPEC",
-                   help="ort, ort:cuda, ort:trt, openvino/ov, ov:bf16, ov:default, tensorrt/trt, trt:fp16, or "
-                        "all; repeat or comma-separate (default: ort)")
+                   help="ort, ort:cuda, ort:trt, openvino/ov, ov:bf16, ov:default, ov:throughput (OpenVINO's "
+                        "THROUGHPUT hint), tensorrt/trt, trt:fp16, or all; repeat or comma-separate (default: ort)")
     p.add_argument("--warmup", type=int, default=10, metavar="N", help="untimed iterations per variant (default 10)")
     amount = p.add_mutually_exclusive_group()
     amount.add_argument("--iterations", type=int, metavar="N", help="timed iterations per variant (default 100)")

@@ -150,12 +150,19 @@ def test_bad_options_are_one_line_errors():
         with pytest.raises(StudioError) as err:
             ProfileOptions(**kwargs)
         assert_user_message(str(err.value))
-    for spec in ("tpu", "ov:int3", "ort:rocm"):
+    for spec in ("tpu", "ov:int3", "ort:rocm", "trt:int8"):
         with pytest.raises(StudioError):
             parse_engine(spec)
     with pytest.raises(StudioError):
         api.profile([], ["ort"])
     assert [s.key for s in parse_engines("ort, ov:bf16,ort")] == ["ort", "ov:bf16"]
+    for key in ("ort", "ort:cuda", "ort:trt", "ov", "ov:bf16", "ov:default", "ov:throughput", "ov:f16:throughput",
+                "trt", "trt:f16"):
+        assert parse_engine(key).key == key
+    assert parse_engine("openvino:fp16").key == "ov:f16" and parse_engine("ov:throughput").hint == "THROUGHPUT"
+    for bad in ("ov:bf16:f16", "ort:throughput"):
+        with pytest.raises(StudioError):
+            parse_engine(bad)
     assert parse_engine(EngineSpec("openvino", precision="default").key) == EngineSpec("openvino",
                                                                                        precision="default")
 
@@ -274,3 +281,24 @@ def test_stop_from_the_progress_callback_kills_the_worker(tmp_path):
     assert not any(p["pool"] == "test-profile-stop" and p["busy"] for p in pool_info())
     assert api.profile(_targets("cnn_unfused"), ["ort"], ProfileOptions(warmup=1, iterations=3), out_dir=tmp_path,
                        pool_key="test-profile-stop").ok
+
+
+def _cpu_has_bf16() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def test_openvino_precision_and_hint_are_reported(tmp_path):
+    profile = api.profile(_targets("cnn_unfused"), ["ov", "ov:default", "ov:throughput"],
+                          ProfileOptions(warmup=1, iterations=5, rounds=2), out_dir=tmp_path,
+                          pool_key="test-profile-run")
+    pinned, default, throughput = profile.variants
+    assert pinned.details["precision_effective"] == "f32"
+    assert default.details["precision_requested"] == "default" and default.details["precision_effective"]
+    if _cpu_has_bf16():   # OpenVINO's own choice on a bf16-capable CPU (this is why f32 is pinned by default)
+        assert default.details["precision_effective"] == "bf16"
+    assert "THROUGHPUT" in str(throughput.details["performance_hint"])
+    assert "LATENCY" in str(pinned.details["performance_hint"])

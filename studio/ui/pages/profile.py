@@ -23,7 +23,7 @@ from studio.ui import state, widgets
 
 _RESULT = "profile_result"
 _RUNNING = "profile_running"
-ENGINE_CHOICES = ("ort", "ov", "ov:default", "ov:bf16", "ort:cuda", "trt")
+ENGINE_CHOICES = ("ort", "ov", "ov:default", "ov:bf16", "ov:throughput", "ort:cuda", "ort:trt", "trt", "trt:f16")
 
 
 def _engine_label(key: str) -> str:
