@@ -44,6 +44,13 @@ def test_profile_two_versions_in_the_browser(studio_server, page, shots):
         except Exception:  # noqa: BLE001 - collapsed: reopen and retry
             _open_section(page, "Sample model")
     _wait_nodes(page, "26")
+    # Let the run finish (the sidebar's version picker is drawn last) before leaving the page.
+    page.wait_for_function(
+        """() => { const box = document.querySelector('[data-testid="stSidebar"] [data-testid="stSelectbox"]');
+                   if (!box) return false;
+                   const values = [box.textContent, ...Array.from(box.querySelectorAll('input'), i => i.value)];
+                   return values.some(v => v && v.includes('v1 ')); }""", timeout=60_000)
+    wait_for_app(page)
 
     page.locator('[data-testid="stSidebarNav"]').get_by_text("Profile").click()
     page.get_by_role("heading", name="Profile").wait_for()
