@@ -17,6 +17,12 @@ __all__ = ["cold_rows", "cold_start_chart", "latency_histogram", "memory_timelin
            "ratio_rows", "stats_rows", "sweep_chart", "sweep_rows"]
 
 
+def _plain(text: str, limit: int = 60) -> str:
+    """Model-derived text for plotly, which renders a subset of HTML (<br>, <a>...): entities, never tags."""
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _r(x: float | None, digits: int = 4) -> float | None:
     return None if x is None else round(float(x), digits)
 
@@ -93,8 +99,9 @@ def cold_start_chart(profile: Profile) -> go.Figure:
 
 def op_bar(ops: OpProfile, top: int = 20) -> go.Figure:
     kernels = list(ops.top(top))[::-1]
-    fig = go.Figure(go.Bar(x=[k.ms for k in kernels], y=[f"{k.name[:60]} ({k.op_type})" for k in kernels],
-                           orientation="h", customdata=[k.anchor or "(not mapped)" for k in kernels],
+    fig = go.Figure(go.Bar(x=[k.ms for k in kernels], y=[f"{len(kernels) - i}. " + _plain(f"{k.name} ({k.op_type})", 80)
+                              for i, k in enumerate(kernels)],
+                           orientation="h", customdata=[_plain(k.anchor or "(not mapped)", 120) for k in kernels],
                            hovertemplate="%{y}<br>%{x:.4f} ms<br>ONNX node: %{customdata}<extra></extra>"))
     fig.update_layout(title=f"Top {len(kernels)} kernels, {ops.variant_id} (ms per inference)",
                       height=160 + 22 * len(kernels), xaxis_title="ms")
@@ -106,7 +113,7 @@ def op_treemap(ops: OpProfile, limit: int = 200) -> go.Figure:
     kernels = list(ops.kernels[:limit])
     types = sorted({k.op_type for k in kernels})
     ids = [f"type:{t}" for t in types] + [f"k:{i}" for i in range(len(kernels))]
-    labels = types + [k.name[:50] for k in kernels]
+    labels = [_plain(t) for t in types] + [_plain(k.name, 50) for k in kernels]
     parents = [""] * len(types) + [f"type:{k.op_type}" for k in kernels]
     values = [sum(k.ms for k in kernels if k.op_type == t) for t in types] + [k.ms for k in kernels]
     fig = go.Figure(go.Treemap(ids=ids, labels=labels, parents=parents, values=values, branchvalues="total"))

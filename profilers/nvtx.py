@@ -34,6 +34,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from studio.core.errors import StudioError
+from studio.core.sandbox import scrub_message
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +270,6 @@ def run_nsys(plan: NsysPlan, *, cwd: Path, timeout_s: float = 3600, env: dict[st
         except subprocess.TimeoutExpired:
             raise StudioError(f"{label} timed out after {timeout_s:.0f} s", code="NSYS-FAILED") from None
         if proc.returncode != 0:
-            tail = " ".join((proc.stderr or proc.stdout or "").split())[-300:]
+            tail = scrub_message((proc.stderr or proc.stdout or "")[-2000:], (cwd,))[-300:]
             raise StudioError(f"{label} failed (exit {proc.returncode}): {tail}", code="NSYS-FAILED")
     return read_nsys_stats(plan)

@@ -40,7 +40,7 @@ from profilers.memory import MemoryProfile
 from profilers.ops import OpProfile
 from profilers.stats import LatencyStats, RatioEstimate, latency_stats, paired_ratio
 from profilers.sweeps import SWEEP_KINDS, SweepResult, measure_sweep
-from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants
+from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants, unavailable_reason
 from studio.core.engines import get_engine
 from studio.core.errors import StudioError, WorkerError
 from studio.core.sandbox import GiB, Limits, default_limits
@@ -350,17 +350,6 @@ def _failure(exc: StudioError) -> tuple[str, str]:
     return str(exc), kind
 
 
-def _unavailable_reason(spec: EngineSpec) -> str | None:
-    adapter = get_engine(spec.engine)
-    availability = adapter.available()
-    if not availability:
-        return f"{availability.reason or adapter.label + ' is not available'} (not available here)"
-    if spec.engine == "onnxruntime" and spec.device != "cpu" and "CUDA" not in availability.devices:
-        return (f"{spec.label} needs onnxruntime-gpu and an NVIDIA GPU; not available here "
-                "(pip install onnxruntime-gpu on a GPU machine)")
-    return None
-
-
 def _job_limits(base: Limits, specs: Sequence[EngineSpec]) -> Limits:
     # CUDA reserves huge address ranges: GPU variants run without RLIMIT_AS (the RSS watchdog stays).
     return replace(base, address_space_limit=False) if any(s.needs_gpu for s in specs) else base
@@ -399,7 +388,7 @@ def run_profile(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec],
 
     # 1. cold start (the preflight)
     for v in variants:
-        reason = _unavailable_reason(v.engine)
+        reason = unavailable_reason(v.engine)
         if reason:
             results[v.id].update(error=reason, error_kind="unavailable")
             steps.finish()

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from profilers.nvtx import ranges
 from studio.core.paths import safe_name
 
 __all__ = ["Runner", "open_runner"]
@@ -80,7 +81,8 @@ class OrtRunner(Runner):
             else:
                 providers.append(name)
         started = time.perf_counter_ns()
-        self.session = ort.InferenceSession(model_path, sess_options=so, providers=providers)
+        with ranges().range("ONNX Runtime: load + session creation"):
+            self.session = ort.InferenceSession(model_path, sess_options=so, providers=providers)
         self.timings["session_ms"] = _ms(started)
         self.timings["load_ms"] = None   # ORT loads inside session creation (see the cold-start profile events)
         inputs = [i.name for i in self.session.get_inputs()]
@@ -146,7 +148,8 @@ class OvRunner(Runner):
         if not frontend.supported(model_path):
             raise ValueError(f"{Path(model_path).name} is not an ONNX model (OpenVINO's ONNX frontend does not "
                              "accept it)")
-        model = frontend.convert(frontend.load(model_path))
+        with ranges().range("OpenVINO: load (ONNX frontend)"):
+            model = frontend.convert(frontend.load(model_path))
         self.input_names: list[str] = []
         static: dict[int, list[int]] = {}
         arrays: list[np.ndarray] = []
@@ -159,8 +162,14 @@ class OvRunner(Runner):
             arrays.append(np.ascontiguousarray(feeds[match]))
             if port.get_partial_shape().is_dynamic:
                 static[index] = list(arrays[-1].shape)
+        dynamic_note = None
         if static:
-            model.reshape({model.inputs[i]: ov.PartialShape(shape) for i, shape in static.items()})
+            try:
+                model.reshape({model.inputs[i]: ov.PartialShape(shape) for i, shape in static.items()})
+            except Exception as exc:  # noqa: BLE001 - some graphs cannot be reshaped: run them dynamic
+                dynamic_note = f"could not reshape to the feed shapes ({str(exc).splitlines()[0][:160]}); " \
+                               "compiled with dynamic shapes"
+                static = {}
         self.timings["load_ms"] = _ms(started)
         config: dict[str, Any] = {}
         precision = spec.get("precision") or "f32"
@@ -181,7 +190,8 @@ class OvRunner(Runner):
         device = "CPU" if device in ("CPU", "") else device
         self.core = ov.Core()
         started = time.perf_counter_ns()
-        self.compiled = self.core.compile_model(model, device, config)
+        with ranges().range("OpenVINO: compile"):
+            self.compiled = self.core.compile_model(model, device, config)
         self.timings["session_ms"] = _ms(started)
         self.request = self.compiled.create_infer_request()
         self._arrays = arrays
@@ -197,6 +207,7 @@ class OvRunner(Runner):
             "streams": self._property("NUM_STREAMS", str),
             "optimal_requests": self._property("OPTIMAL_NUMBER_OF_INFER_REQUESTS", int),
             "reshaped_to": {self.input_names[i]: s for i, s in static.items()} or None,
+            "dynamic_shapes": dynamic_note,
             "model_cache": "job folder" if cache else None,
         }
 
@@ -291,7 +302,8 @@ class TrtRunner(Runner):
                 profile.set_shape(name, lo, opt, hi)
             config.add_optimization_profile(profile)
         started = time.perf_counter_ns()
-        plan = builder.build_serialized_network(network, config)
+        with ranges().range("TensorRT: build"):
+            plan = builder.build_serialized_network(network, config)
         if plan is None:
             raise RuntimeError("TensorRT could not build an engine for this model (see the builder log)")
         self.engine_obj = trt.Runtime(logger).deserialize_cuda_engine(plan)

@@ -15,7 +15,8 @@ from studio.core.engines import get_engine, resolve_engine_name
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 
-__all__ = ["EngineSpec", "ProfileTarget", "Variant", "available_engine_specs", "parse_engine", "parse_engines"]
+__all__ = ["EngineSpec", "ProfileTarget", "Variant", "available_engine_specs", "choice_label", "parse_engine",
+           "parse_engines", "unavailable_reason"]
 
 _ORT_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
                   "trt": "TensorrtExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
@@ -133,6 +134,24 @@ def parse_engine(text: str) -> EngineSpec:
     if engine == "openvino":
         return EngineSpec("openvino", precision=precision, hint=hint)
     return EngineSpec("tensorrt", precision=precision, hint=None)
+
+
+def unavailable_reason(spec: EngineSpec) -> str | None:
+    """Why ``spec`` cannot run here (one line), or None when it can."""
+    adapter = get_engine(spec.engine)
+    availability = adapter.available()
+    if not availability:
+        return f"{availability.reason or adapter.label + ' is not available'} (not available here)"
+    if spec.engine == "onnxruntime" and spec.device != "cpu" and "CUDA" not in availability.devices:
+        return (f"{spec.label} needs onnxruntime-gpu and an NVIDIA GPU; not available here "
+                "(pip install onnxruntime-gpu on a GPU machine)")
+    return None
+
+
+def choice_label(key: str) -> str:
+    """A spec's label for a picker, marked when it cannot run here."""
+    spec = parse_engine(key)
+    return spec.label + (" (not available here)" if unavailable_reason(spec) else "")
 
 
 def available_engine_specs() -> list[EngineSpec]:

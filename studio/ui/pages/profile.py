@@ -16,7 +16,7 @@ import streamlit as st
 from profilers.charts import (cold_rows, cold_start_chart, latency_histogram, memory_timeline, op_bar, op_treemap,
                               ratio_rows, stats_rows, sweep_chart, sweep_rows)
 from profilers.profile import ProfileOptions, command_line
-from profilers.variants import ProfileTarget, parse_engine
+from profilers.variants import ProfileTarget, choice_label, parse_engine
 from studio import api
 from studio.core.errors import StudioError
 from studio.ui import state, widgets
@@ -24,15 +24,6 @@ from studio.ui import state, widgets
 _RESULT = "profile_result"
 _RUNNING = "profile_running"
 ENGINE_CHOICES = ("ort", "ov", "ov:default", "ov:bf16", "ov:throughput", "ort:cuda", "ort:trt", "trt", "trt:f16")
-
-
-def _engine_label(key: str) -> str:
-    spec = parse_engine(key)
-    from studio.core.engines import get_engine
-
-    available = get_engine(spec.engine).available()
-    gpu_missing = spec.engine == "onnxruntime" and spec.device != "cpu" and "CUDA" not in available.devices
-    return spec.label + ("" if available and not gpu_missing else " (not available here)")
 
 
 def _ints(text: str, label: str) -> tuple[int, ...]:
@@ -172,7 +163,7 @@ def render() -> None:
     default = list(dict.fromkeys([versions[0].id, current.id if current else versions[-1].id]))
     chosen = st.multiselect("Versions", [v.id for v in versions], default=default, format_func=labels.__getitem__,
                             key="profile_versions")
-    engines = st.multiselect("Engines", list(ENGINE_CHOICES), default=["ort", "ov"], format_func=_engine_label,
+    engines = st.multiselect("Engines", list(ENGINE_CHOICES), default=["ort", "ov"], format_func=choice_label,
                              key="profile_engines")
     options = _settings()
     c1, c2, _ = st.columns([1, 1, 4])
