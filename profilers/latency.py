@@ -365,7 +365,9 @@ def interleaved_latency(variants: Sequence[dict[str, Any]], arrays: Mapping[str,
                         out_dir: Path, limits: Limits, pool_key: str,
                         on_tick: Callable[[float], None] | None = None) -> LatencyRun:
     """Time every variant in one worker, interleaved (one job, no IPC per iteration)."""
-    timeout = limits.timeout_s + (plan.duration_s or 0.0)
+    # Each variant may take the stage's time limit to open (they all opened once already, in
+    # the cold-start preflight, so none of them hangs); the timed part gets its share on top.
+    timeout = limits.timeout_s * max(1, len(variants)) + (plan.duration_s or 0.0)
     budget = timeout * _BUDGET_SHARE
     job_limits = Limits(timeout_s=timeout, memory_bytes=limits.memory_bytes, cpu_threads=limits.cpu_threads,
                         address_space_limit=limits.address_space_limit)

@@ -558,8 +558,10 @@ def _ratios(variants: Sequence[VariantResult], run: LatencyRun | None) -> tuple[
     return tuple(rows)
 
 
-def command_line(model_names: Sequence[str], engines: Sequence[EngineSpec], options: ProfileOptions) -> str:
-    """The ``onnx-studio profile`` command that reproduces a profile (the UI's CLI hint)."""
+def command_line(model_names: Sequence[str], engines: Sequence[EngineSpec], options: ProfileOptions, *,
+                 full_paths: bool = False) -> str:
+    """The ``onnx-studio profile`` command that reproduces a profile (the UI's CLI hint shows
+    file names only; ``full_paths`` keeps the inputs file's path as given)."""
     import shlex
 
     parts = ["onnx-studio", "profile", *(shlex.quote(n) for n in model_names),
@@ -591,7 +593,7 @@ def command_line(model_names: Sequence[str], engines: Sequence[EngineSpec], opti
     for name, value in options.dims:
         parts += ["--dim", shlex.quote(f"{name}={value}")]
     if options.inputs_npz:
-        parts += ["--inputs", shlex.quote(Path(options.inputs_npz).name)]
+        parts += ["--inputs", shlex.quote(options.inputs_npz if full_paths else Path(options.inputs_npz).name)]
     if options.ov_cache:
         parts.append("--ov-cache")
     if options.timeout_s:

@@ -99,6 +99,8 @@ class OrtRunner(Runner):
                         "threads_note": None if spec.get("threads") else "engine default (one per physical core)"}
         if wanted and wanted[0] not in used:
             self.details["fallback"] = f"{wanted[0]} was not used; ran on {', '.join(used)}"
+        if wanted and wanted[0] != "CPUExecutionProvider":
+            self.details["note"] = "GPU execution providers: not verified here (no GPU where this was written)"
 
     def _bind(self, feeds: Mapping[str, np.ndarray]) -> Callable[[], Any]:
         # functools.partial is called in C: no extra Python frame per iteration.

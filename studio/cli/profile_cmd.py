@@ -97,10 +97,12 @@ def _nsys(args: argparse.Namespace) -> int | None:
     from profilers.profile import command_line
     from profilers.variants import parse_engines
 
-    flags = shlex.split(command_line(["MODEL"], parse_engines(args.engine or ["ort"]), _options(args)))[3:]
+    flags = shlex.split(command_line(["MODEL"], parse_engines(args.engine or ["ort"]), _options(args),
+                                     full_paths=True))[3:]
     inner = [sys.executable, "-m", "studio", "profile", *args.models, *flags]
     nsys = find_nsys()
     out = Path(args.out_dir) if args.out_dir else Path("NSYS_OUT")
+    inner += ["--out-dir", str(out / "profile")]      # the profile itself is kept beside the report
     plan = nsys_plan(inner, out / "nsys", nsys=nsys or "nsys")
     if nsys is None:
         print("note: nsys is not on PATH; on a GPU machine with Nsight Systems run (not verified here):",
