@@ -320,9 +320,12 @@ def build_op_profile(variant_id: str, engine: str, raw: Sequence[RawKernel], gra
 
 # ============================================================================ ORT trace (pure)
 
-def aggregate_ort_events(events: Sequence[Mapping[str, Any]], runs: int) -> tuple[list[RawKernel], float | None]:
+def aggregate_ort_events(events: Sequence[Mapping[str, Any]], runs: int
+                         ) -> tuple[list[RawKernel], float | None, int]:
     """Kernel times per run over the last ``runs`` ``model_run`` windows of an ORT
-    profile, and the median ``model_run`` duration (ms) of those runs."""
+    profile, the median ``model_run`` duration (ms) of those runs, and how many kernel
+    events were nested inside another on the same thread (If/Loop/Scan bodies: their
+    time is already in the control-flow node's, so they are not counted twice)."""
     model_runs = sorted((e for e in events if isinstance(e, Mapping) and e.get("cat") == "Session"
                          and e.get("name") == "model_run"), key=lambda e: float(e.get("ts", 0)))
     chosen = model_runs[-runs:] if runs > 0 else model_runs
@@ -330,29 +333,33 @@ def aggregate_ort_events(events: Sequence[Mapping[str, Any]], runs: int) -> tupl
     starts = np.array([w[0] for w in windows])
     ends = np.array([w[1] for w in windows])
     count = max(len(windows), 1)
+    kernel_events = [e for e in events if isinstance(e, Mapping) and e.get("cat") == "Node"
+                     and str(e.get("name", "")).endswith("_kernel_time")]
+    kernel_events.sort(key=lambda e: (str(e.get("tid", "")), float(e.get("ts", 0))))
     totals: dict[str, list[Any]] = {}
-    for e in events:
-        if not isinstance(e, Mapping) or e.get("cat") != "Node":
-            continue
-        name = str(e.get("name", ""))
-        if not name.endswith("_kernel_time"):
-            continue
-        ts = float(e.get("ts", 0))
+    nested = 0
+    open_until: dict[str, float] = {}
+    for e in kernel_events:
+        ts, dur, tid = float(e.get("ts", 0)), float(e.get("dur", 0)), str(e.get("tid", ""))
         run = 0
         if windows:
             run = int(np.searchsorted(starts, ts, side="right")) - 1
             if run < 0 or ts > ends[run]:
                 continue      # a warm-up run, or outside every chosen run
+        if ts < open_until.get(tid, -1.0):
+            nested += 1       # inside a control-flow node's kernel on this thread
+            continue
+        open_until[tid] = ts + dur
         args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
-        node = name[: -len("_kernel_time")]
+        node = str(e["name"])[: -len("_kernel_time")]
         entry = totals.setdefault(node, [str(args.get("op_name", "?")), str(args.get("provider", "")),
                                          [0.0] * count, 0])
-        entry[2][run] += float(e.get("dur", 0))
+        entry[2][run] += dur
         entry[3] += 1
     kernels = [RawKernel(name, op, provider, tuple(per_run), calls)
                for name, (op, provider, per_run, calls) in totals.items()]
     run_ms = float(np.median([e.get("dur", 0) for e in chosen])) / 1000.0 if chosen else None
-    return kernels, run_ms
+    return kernels, run_ms, nested
 
 
 def synthesize_trace(layers: Sequence[Mapping[str, Any]], originals: Mapping[str, Sequence[str]],
@@ -397,8 +404,8 @@ def ops_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOu
         if not path:
             raise RuntimeError("ONNX Runtime wrote no profile")
         events = json.loads(Path(path).read_text())
-        raw, run_ms = aggregate_ort_events(events if isinstance(events, list) else [], runs)
-        return JobOutput(data={"kernels": [asdict(r) for r in raw], "runs": runs,
+        raw, run_ms, nested = aggregate_ort_events(events if isinstance(events, list) else [], runs)
+        return JobOutput(data={"kernels": [asdict(r) for r in raw], "runs": runs, "nested": nested,
                                "e2e_ns": e2e, "engine_run_ms": run_ms, "trace_file": Path(path).name,
                                "trace_note": "ONNX Runtime profile (chrome-trace format), warm-up runs included",
                                "details": runner.details})
@@ -445,6 +452,9 @@ def measure_ops(variant: dict[str, Any], arrays: Mapping[str, np.ndarray], model
                      tuple(k["original_names"]) if k.get("original_names") else None) for k in data["kernels"]]
     e2e = np.asarray(data.get("e2e_ns") or [0], dtype=np.float64) / 1e6
     notes = []
+    if data.get("nested"):
+        notes.append(f"{data['nested'] // max(int(data['runs']), 1)} kernel(s) per run ran inside If/Loop/Scan bodies; "
+                     "their time is counted in the control-flow node")
     if data.get("engine_run_ms") is not None:
         notes.append("ONNX Runtime's own model_run time is shown beside the measured end-to-end time")
     return build_op_profile(variant["id"], variant["engine"]["engine"], raw, GraphIndex.from_model(model),

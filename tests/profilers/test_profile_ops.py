@@ -34,7 +34,8 @@ def test_aggregate_ort_events_skips_warmup_runs():
         events.append(_event("/conv/Conv_fence_before", start + 1, 1))
         events.append(_event("/conv/Conv_kernel_time", start + 2, conv))
         events.append(_event("/relu/Relu_kernel_time", start + 3 + conv, 10, op="Relu"))
-    kernels, run_ms = aggregate_ort_events(events, runs=3)
+    kernels, run_ms, nested = aggregate_ort_events(events, runs=3)
+    assert nested == 0
     by_name = {k.name: k for k in kernels}
     assert set(by_name) == {"/conv/Conv", "/relu/Relu"}
     assert by_name["/conv/Conv"].per_run_us == (50.0, 60.0, 40.0)
@@ -173,3 +174,17 @@ def test_unnamed_nodes_are_keyed_like_the_nodes_page(tmp_path):
     path = save(model, tmp_path / "unnamed.onnx")
     ops = _run_ops(path, model, EngineSpec("onnxruntime", opt_level="disable"), tmp_path, runs=3)
     assert set(ops.per_node_ms) == {"Relu_0", "Sigmoid_1", "Add_2"}
+
+
+def test_control_flow_bodies_are_not_counted_twice(tmp_path):
+    """The sample's If and Loop bodies run inside their nodes' kernels: the per-op sum stays
+    below the end-to-end time and the time lands on the main graph's If and Loop nodes."""
+    path = SAMPLES / "if_loop.onnx"
+    model = onnx.load(str(path))
+    ops = _run_ops(path, model, EngineSpec("onnxruntime"), tmp_path, runs=4)
+    assert ops.per_op_sum_ms <= ops.end_to_end_ms * 1.05
+    assert {"If", "Loop"} <= {k.op_type for k in ops.kernels}
+    loop = next(k for k in ops.kernels if k.op_type == "Loop")
+    assert loop.anchor == "/Loop" and ops.per_node_ms["/Loop"] > 0
+    assert any("If/Loop/Scan bodies" in n for n in ops.notes)
+    assert not any("/body/" in k.name for k in ops.kernels)
