@@ -77,8 +77,9 @@ def latency_histogram(profile: Profile, bins: int = 60) -> go.Figure:
                                    nbinsx=bins, opacity=0.55, marker_color=color))
         for q, dash in (("p50", "dash"), ("p99", "dot")):
             value = v.latency.p50_ms if q == "p50" else v.latency.p99_ms
-            fig.add_vline(x=value, line_dash=dash, line_color=color,
-                          annotation_text=f"{q} {v.id}", annotation_font_color=color)
+            fig.add_vline(x=value, line_dash=dash, line_color=color, annotation_text=f"{q} {v.id}",
+                          annotation_font_color=color, annotation_yshift=-16 * i,
+                          annotation_position="top right" if q == "p50" else "top left")
     fig.update_layout(barmode="overlay", title="Latency per inference (ms)", xaxis_title="ms",
                       yaxis_title="iterations", height=420, legend={"orientation": "h"})
     return fig
@@ -152,20 +153,28 @@ def sweep_rows(profile: Profile) -> list[dict]:
 
 
 def sweep_chart(profile: Profile, kind: str) -> go.Figure:
-    """Throughput (x) against p50 latency (y), one line per variant, points labelled by value."""
+    """Throughput (x) against latency (y): p50 solid, p99 dotted, one color per variant,
+    points labelled by the swept value; log latency axis when the tails dwarf the medians."""
     label = {"threads": "threads", "batch": "batch", "concurrency": "in flight"}[kind]
+    palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
     fig = go.Figure()
+    spread = 1.0
+    index = 0
     for v in profile.variants:
         for sweep in v.sweeps:
             if sweep.kind != kind or sweep.error:
                 continue
             pts = [p for p in sweep.points if p.stats is not None and p.throughput is not None]
-            fig.add_trace(go.Scatter(x=[p.throughput for p in pts], y=[p.stats.p50_ms for p in pts],
-                                     mode="lines+markers+text", text=[f"{label} {p.value}" for p in pts],
-                                     textposition="top center", name=v.id,
-                                     error_y={"type": "data", "symmetric": False,
-                                              "array": [p.stats.p99_ms - p.stats.p50_ms for p in pts],
-                                              "arrayminus": [0] * len(pts)}))
-    fig.update_layout(title=f"{kind} sweep: throughput vs latency (p50, bar to p99)",
-                      xaxis_title="throughput (samples/s)", yaxis_title="latency p50 (ms)", height=420)
+            color = palette[index % len(palette)]
+            index += 1
+            x = [p.throughput for p in pts]
+            fig.add_trace(go.Scatter(x=x, y=[p.stats.p50_ms for p in pts], mode="lines+markers+text",
+                                     text=[f"{label} {p.value}" for p in pts], textposition="top center",
+                                     name=f"{v.id} p50", line={"color": color}))
+            fig.add_trace(go.Scatter(x=x, y=[p.stats.p99_ms for p in pts], mode="lines+markers",
+                                     name=f"{v.id} p99", line={"color": color, "dash": "dot"}))
+            spread = max([spread] + [p.stats.p99_ms / p.stats.p50_ms for p in pts if p.stats.p50_ms > 0])
+    fig.update_layout(title=f"{kind} sweep: throughput vs latency (p50 solid, p99 dotted)",
+                      xaxis_title="throughput (samples/s)", yaxis_title="latency (ms)", height=420,
+                      yaxis_type="log" if spread > 5 else "linear")
     return fig

@@ -119,9 +119,8 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
                             ("end-to-end", f"{ops.end_to_end_ms:.4f} ms"),
                             ("overhead", f"{ops.overhead_ms:.4f} ms"),
                             ("mapped to ONNX nodes", f"{ops.mapped_share:.0%}")])
-        left, right = st.columns(2)
-        left.plotly_chart(op_bar(ops), width="stretch", key="profile_op_bar")
-        right.plotly_chart(op_treemap(ops), width="stretch", key="profile_op_tree")
+        st.plotly_chart(op_bar(ops), width="stretch", key="profile_op_bar")
+        st.plotly_chart(op_treemap(ops), width="stretch", key="profile_op_tree")
         st.dataframe(pd.DataFrame([k.to_dict() for k in ops.kernels]), hide_index=True, width="stretch",
                      key="profile_op_table")
         trace = profile.trace_path(vid)
