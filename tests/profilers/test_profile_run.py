@@ -82,9 +82,9 @@ def test_duration_mode_and_time_budget(tmp_path):
     # Far more iterations than the time limit allows: the run is cut to fit and says so.
     started = time.monotonic()
     slow = api.profile(_targets("transformer_block"), ["ort"],
-                       ProfileOptions(warmup=1, iterations=5_000_000, rounds=4, timeout_s=4), out_dir=tmp_path,
+                       ProfileOptions(warmup=1, iterations=5_000_000, rounds=4, timeout_s=8), out_dir=tmp_path,
                        pool_key="test-profile-run")
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 30
     v = slow.variants[0]
     assert v.ok and 0 < v.latency.count < 5_000_000
     assert any("to fit the" in w for w in slow.warnings), slow.warnings
