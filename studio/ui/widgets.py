@@ -5,6 +5,7 @@ through Markdown unescaped."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -43,6 +44,30 @@ def guarded(fn: Callable[[], T], spinner: str | None = None) -> T | None:
     except Exception as exc:   # Streamlit control-flow exceptions are BaseException, so they pass
         show_error(exc)
         return None
+
+
+def run_stoppable(label: str, fn: Callable[[Callable[[float], None]], T]) -> T | None:
+    """Run a long job with a progress line and a Stop button.
+
+    ``fn(on_tick)`` must pass ``on_tick`` to the sandbox (``run_job``/engine
+    ``run``). Clicking Stop makes Streamlit interrupt this script run at the next
+    element update, which ``on_tick`` performs; the sandbox then kills the worker.
+    """
+    stop_col, status_col = st.columns([1, 6])
+    stop_col.button("Stop", key=f"stop_{label}", help="Kill the running job")
+    status = status_col.empty()
+    started = time.monotonic()
+
+    def on_tick(elapsed: float) -> None:
+        # Throttled: one element update per second is enough to notice a Stop.
+        if int(elapsed) != getattr(on_tick, "last", -1):
+            on_tick.last = int(elapsed)
+            status.caption(f"{label}… {time.monotonic() - started:.0f} s")
+
+    try:
+        return guarded(lambda: fn(on_tick))
+    finally:
+        status.empty()
 
 
 def cli_hint(command: str) -> None:
