@@ -34,7 +34,7 @@ SEVERITIES = ("error", "warning", "info")
 # Model-level verdicts, best first.
 VERDICTS = ("runs", "runs with warnings", "fails", "unknown")
 # How a verdict was reached, most trustworthy first.
-DECIDED_BY = ("real session", "real parser", "table only", "not checked")
+DECIDED_BY = ("real session", "real parser", "kernel registry", "table only", "not checked")
 # Per-node statuses in the engines x op-type matrix.
 NODE_STATUSES = ("supported", "restricted", "unsupported", "unknown")
 
