@@ -27,6 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trt-version", default="10", choices=["10", "11"], help="TensorRT support table to use")
     p.add_argument("--no-run", action="store_true", help="create sessions but do not run the model once")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="value for a symbolic dim in the test run")
+    p.add_argument("--fix", action="append", metavar="PASS",
+                   help="apply this fix pass first (repeatable; verified against the original), then check the result")
+    p.add_argument("--output", metavar="PATH", help="with --fix: where to save the fixed model (required)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (docs/findings.md)")
 
 
@@ -36,6 +39,16 @@ def run(args: argparse.Namespace) -> int:
     engines = normalize_engines(args.engines)
     eps = tuple(e.strip() for e in args.ep.split(",") if e.strip())
     handle = api.load(args.model)
+    if args.fix:
+        from diagnostics.fixes import fix_to_file
+        from studio.core.errors import StudioError
+
+        if not args.output:
+            raise StudioError("--fix needs --output PATH for the fixed model (the original is never modified)")
+        result = fix_to_file(handle.path, args.fix, args.output)
+        if not args.json:
+            print(f"fixed   {result.summary()}; saved {printable(str(args.output))} (verified: {result.reference})")
+        handle = api.load(args.output)
     report = api.check(handle, engines, eps=eps, trt_version=args.trt_version, run=not args.no_run,
                        dims=parse_dims(args.dim))
     failed = report.has_errors_for(engines)
