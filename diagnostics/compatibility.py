@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from collections.abc import Mapping, Sequence
 
 from diagnostics.base import EngineCheck
@@ -105,6 +106,11 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
         verdicts.extend(c.verdicts)
         node_verdicts.extend(c.nodes)
         notes.extend(c.notes)
+    # A table cannot see an invalid graph; engines that really load the model decide for themselves.
+    broken = next((f for f in findings if f.is_error and f.code.startswith("CHECKER")), None)
+    if broken is not None:
+        verdicts = [replace(v, verdict="fails", summary=f"the model is invalid: {broken.message}",
+                            errors=v.errors + 1) if v.decided_by == "table only" else v for v in verdicts]
     versions = {"onnx": package_version("onnx") or "?"}
     for engine in chosen:
         if checks[engine].version:

@@ -178,7 +178,7 @@ def _conversion_findings(data: dict, nodes: Sequence[NodeCtx], target: str) -> l
     no_rule = _NO_RULE.search(raw)
     if no_rule:
         for qualified in (q.strip() for q in no_rule.group("ops").split(",") if q.strip()):
-            dom, _, op = qualified.rpartition(".")
+            dom, _, op = re.sub(r"-\d+$", "", qualified).rpartition(".")
             matches = [n for n in nodes if n.op_type == op and (n.domain == dom or (not dom and not n.domain))]
             for n in matches or [None]:
                 known = lookup(n.domain if n else dom, op)
@@ -188,8 +188,8 @@ def _conversion_findings(data: dict, nodes: Sequence[NodeCtx], target: str) -> l
                 if n is not None:
                     flagged.add(n.id)
                 out.append(Finding("OV-UNSUPPORTED", "error",
-                                   f"operator {op} (domain {dom or 'ai.onnx'}) not supported by OpenVINO: no "
-                                   f"conversion rule; provide a custom op", ENGINE, n.id if n else None, op,
+                                   f"operator {op} (domain {dom or 'ai.onnx'}) not supported by OpenVINO; provide a "
+                                   "custom op (the ONNX frontend has no conversion rule)", ENGINE, n.id if n else None, op,
                                    n.domain if n else dom, target, hint, fix, "OpenVINO ONNX frontend"))
     for friendly, names in data.get("unconverted", []):
         n = _map_op(nodes, friendly, names)

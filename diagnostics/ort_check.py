@@ -296,6 +296,7 @@ _NODE_PATTERNS = (
     re.compile(r"Node \((?P<node>[^)]*)\) Op \((?P<op>[^)]*)\)"),
     re.compile(r"running (?P<op>[\w.]+) node\. Name:'(?P<node>[^']*)'"),
     re.compile(r"Node:(?P<node>[^ ]+) Output:"),
+    re.compile(r'In Node, \("(?P<node>[^"]*)", (?P<op>[\w.]+),'),
 )
 _UNREGISTERED = re.compile(r"(?P<domain>[\w.]*):(?P<op>\w+)\((?P<ver>-?\d+)\) is not a registered function/op")
 
@@ -359,9 +360,11 @@ def _node_finding(ctx: NodeCtx, target: str, status: str, reason: str, *, table:
         if known is None:
             hint = "use an opset/type the kernels support (convert-opset, or a Cast), or another engine"
     source = "shipped table" if table else "kernel registry"
+    standard = ctx.since is not None
+    tail = f": {reason}" if standard else f"; provide a custom op ({reason})"
     return Finding("ORT-NO-KERNEL", "error",
                    f"operator {ctx.op_type} (domain {ctx.domain or 'ai.onnx'}) not supported by ONNX Runtime "
-                   f"{target}: {reason}", ENGINE, ctx.id, ctx.op_type, ctx.domain, target, hint, fix_pass, source)
+                   f"({target}){tail}", ENGINE, ctx.id, ctx.op_type, ctx.domain, target, hint, fix_pass, source)
 
 
 def check_onnxruntime(model_path: Path, nodes: Sequence[NodeCtx], *, eps: Sequence[str] = ("cpu",),

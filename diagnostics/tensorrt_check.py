@@ -98,8 +98,8 @@ def node_status(ctx: NodeCtx, version: str | int = "10") -> tuple[str, str]:
                 "; TensorRT 11 plugins must implement IPluginV3" if major >= 11 else "")
         if ctx.domain in ("ai.onnx.ml",):
             return "unsupported", f"TensorRT's parser has no ai.onnx.ml ops ({ctx.op_type})"
-        return "unsupported", f"operator {ctx.op_type} (domain {ctx.domain or 'ai.onnx'}) is not in the TensorRT " \
-                              f"{table['version']} parser's table; provide a plugin"
+        return "unsupported", f"operator {ctx.op_type} (domain {ctx.domain or 'ai.onnx'}) not supported by TensorRT " \
+                              f"{table['version']}; provide a custom op (a TensorRT plugin)"
     row = table["ops"][ctx.op_type]
     if not row["supported"]:
         extra = f" ({row['restrictions']})" if row["restrictions"] else ""
