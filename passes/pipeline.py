@@ -245,7 +245,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
         save_ir(model, output)
         reference = "not verified"
         if verifier is not None:
-            reference = ("ONNX Runtime CPU, graph optimizations off, "
+            reference = (f"{getattr(verifier, 'reference_label', 'ONNX Runtime CPU, graph optimizations off')}, "
                          f"{len(verifier.feed_sets)} seeded feed set(s)") if verifier.reference_error is None \
                 else f"structure only: {verifier.reference_error}"
         ok = stopped is None and all(r.status in ("changed", "unchanged") for r in records)

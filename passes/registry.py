@@ -15,6 +15,10 @@ from studio.core.errors import StudioError
 # One module per pass (name -> module). Imported on first lookup.
 PASS_MODULES: dict[str, str] = {
     "eliminate-dead-code": "passes.eliminate_dead_code",
+    "legalize-grid-sampler": "passes.legalize_grid_sampler",
+    "gridsample-to-standard": "passes.gridsample_to_standard",
+    "gridsample-to-contrib": "passes.gridsample_to_contrib",
+    "remove-initializers-from-inputs": "passes.remove_initializers_from_inputs",
 }
 
 _REGISTRY: dict[str, type[StudioPass]] = {}

@@ -29,6 +29,8 @@ from studio.core.types import value_info
 
 log = logging.getLogger(__name__)
 
+EVALUATOR_LABEL = "onnx reference evaluator + studio reference ops (ONNX Runtime cannot run the original)"
+
 
 @dataclass(frozen=True)
 class VerifyResult:
@@ -205,6 +207,7 @@ class Verifier:
                 self.feed_sets.append(random_feeds(specs, {**chosen, **_alternative_dims(free)}, seed=1))
         self._reference: RunSets | None = None
         self._reference_error: str | None = None
+        self.reference_label = "ONNX Runtime CPU, graph optimizations off"
 
     @property
     def fixed_dims(self) -> dict[str, int]:
@@ -217,17 +220,40 @@ class Verifier:
             try:
                 ref = run_sets(self.original_path, self.feed_sets, full=False, limits=self.limits,
                                pool_key=self.pool_key, stage="reference outputs (original on ORT)")
+                usable = [i for i, o in enumerate(ref.outputs) if o is not None]
+                ort_error = None if usable else f"ONNX Runtime cannot run the original: {ref.errors[0]}"
             except (WorkerError, StudioError) as exc:
-                self._reference_error = str(exc)
-                return None
-            usable = [i for i, o in enumerate(ref.outputs) if o is not None]
-            if not usable:
-                self._reference_error = f"ONNX Runtime cannot run the original: {ref.errors[0]}"
-                return None
+                ref, usable, ort_error = None, [], str(exc)
+            if ort_error is not None:
+                # A custom op ORT lacks (mmdeploy::grid_sampler...): the onnx reference evaluator with the
+                # studio's reference implementations is the oracle instead, when it covers every custom op.
+                ref = self._evaluator_reference()
+                usable = [] if ref is None else [i for i, o in enumerate(ref.outputs) if o is not None]
+                if not usable:
+                    self._reference_error = ort_error
+                    return None
+                self.reference_label = EVALUATOR_LABEL
             # Drop feed sets the original itself cannot run (e.g. a dim it does not really support).
             self.feed_sets = [self.feed_sets[i] for i in usable]
             self._reference = RunSets(tuple(ref.outputs[i] for i in usable), tuple(None for _ in usable), None)
         return self._reference
+
+    def _evaluator_reference(self) -> RunSets | None:
+        from diagnostics.reference_run import evaluator_model_path_ok
+
+        if not evaluator_model_path_ok(self.original_path):
+            return None
+        try:
+            res = run_job("diagnostics.reference_outputs", {"model_path": str(self.original_path),
+                                                            "count": len(self.feed_sets)},
+                          _pack(self.feed_sets), stage="reference outputs (onnx reference evaluator)",
+                          limits=self.limits, pool_key=self.pool_key)
+        except (WorkerError, StudioError):
+            return None
+        from studio.core.engines.base import decode_outputs
+
+        outs = tuple(None if "error" in s else decode_outputs(s, res.arrays) for s in res.data["sets"])
+        return RunSets(outs, tuple(s.get("error") for s in res.data["sets"]), None)
 
     @property
     def reference_error(self) -> str | None:

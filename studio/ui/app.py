@@ -25,6 +25,9 @@ PAGES = {
         st.Page("pages/overview.py", title="Overview", url_path="overview", default=True),
         st.Page("pages/nodes.py", title="Nodes", url_path="nodes"),
     ],
+    "Deploy": [
+        st.Page("pages/compatibility.py", title="Compatibility", url_path="compatibility"),
+    ],
 }
 
 state.workspace()
