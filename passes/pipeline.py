@@ -179,8 +179,8 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
     if on_failure not in ("stop", "revert"):
         raise StudioError("on_failure must be 'stop' or 'revert'", code="BAD-OPTION")
     started = time.perf_counter()
-    model_path = Path(model_path)
-    output = Path(output)
+    model_path = Path(model_path).resolve()     # workers run in their own scratch folder
+    output = Path(output).resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix=".pipeline-", dir=output.parent))
     try:

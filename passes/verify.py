@@ -189,7 +189,7 @@ class Verifier:
     def __init__(self, original_path: Path, *, dims: Mapping[str, int] | None = None,
                  feeds: list[Feeds] | None = None, tolerance: Tolerance | None = None,
                  limits: Limits | None = None, pool_key: str = "default", numeric: bool = True) -> None:
-        self.original_path = Path(original_path)
+        self.original_path = Path(original_path).resolve()
         self.original = onnx.load_model(str(original_path), load_external_data=False)
         self.user_dims = dict(dims or {})
         self.tolerance = tolerance

@@ -53,3 +53,10 @@ def apply_fix(workspace: Workspace, version_id: str, fix: Finding | str, *, veri
     from diagnostics.fixes import apply_fix as _apply_fix
 
     return _apply_fix(workspace, version_id, fix, verify=verify, pool_key=pool_key)
+
+
+def release_session(pool_key: str) -> None:
+    """Stop the sandbox workers of one session (a browser session that ended)."""
+    from studio.core.sandbox import shutdown_pool
+
+    shutdown_pool(pool_key)

@@ -31,9 +31,9 @@ class _Lifetime:
 
 
 def _end_session(pool_key: str, root: str) -> None:
-    from studio.core.sandbox import shutdown_pool
+    from studio import api
 
-    shutdown_pool(pool_key)
+    api.release_session(pool_key)
     shutil.rmtree(root, ignore_errors=True)
 
 
