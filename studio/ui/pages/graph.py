@@ -202,14 +202,15 @@ def _diff() -> None:
     if not views:
         return
     cols = st.columns(len(views))
-    for col, view in zip(cols, views):
+    titles = [f"before ({a})", f"after ({b})"] if len(views) == 2 else [f"{a} → {b}, one graph"]
+    for n, (col, view, title) in enumerate(zip(cols, views, titles)):
         with col:
-            st.markdown(f"**{widgets.md_escape(view.title, 120)}**")
+            st.markdown(f"**{title}**")
             if view.note:
                 st.caption(widgets.md_escape(view.note, 300))
             _legend(view)
             event = st.echarts_chart(api.graph_echarts(view), on_select="rerun", height=CHART_HEIGHT,
-                                     key="diff_chart_" + _view_key(mkey, mode, view.title))
+                                     key=f"diff_chart_{n}_" + _view_key(mkey, mode))
             picked = _selected_item(event)
             if picked is not None and picked < len(view):
                 lines = view.tooltip_lines(picked)
