@@ -83,16 +83,11 @@ def union_graph(d: GraphDiff) -> Union:
             if (s, t, e.tensor) not in seen and (status[s] == REMOVED or status[t] == REMOVED):
                 seen.add((s, t, e.tensor))
                 edges.append(GEdge(s, t, e.tensor))
-    succ: list[list[int]] = [[] for _ in nodes]
-    pred: list[list[int]] = [[] for _ in nodes]
-    for i, e in enumerate(edges):
-        succ[e.src].append(i)
-        pred[e.dst].append(i)
     tensors = {**a.tensors, **b.tensors}
     protos = tuple(list(b.protos) + [a.protos[e.a] if a.protos else None for e in d.entries if e.status == REMOVED])
     graphs = graphs or [GraphInfo("", None, None, "", None)]
-    g = GraphModel(f"{a.name} → {b.name}", tuple(nodes), tuple(edges), tuple(graphs), tensors,
-                   tuple(map(tuple, succ)), tuple(map(tuple, pred)), protos, a.constants | b.constants)
+    g = GraphModel(f"{a.name} → {b.name}", tuple(nodes), tuple(edges), tuple(graphs), tensors, protos,
+                   a.constants | b.constants)
     ov = Overlay("diff", "categorical", {n.id: s for n, s in zip(nodes, status)}, legend=STATUS_LEGEND,
                  aggregate="worst", description="Diff status; a group shows its most significant change.",
                  details=details)

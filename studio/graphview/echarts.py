@@ -27,8 +27,7 @@ def tooltip_html(lines: list[tuple[str, str]]) -> str:
     if not lines:
         return ""
     head = f"<b>{html_text(lines[0][1], 160)}</b>"
-    rest = "".join(f"<br/><span style=\"color:#666\">{html_text(k, 40)}</span> {html_text(v, 160)}"
-                   for k, v in lines[1:])
+    rest = "".join(f"<br><i>{html_text(k, 40)}</i> {html_text(v, 160)}" for k, v in lines[1:])
     return head + rest
 
 

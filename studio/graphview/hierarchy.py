@@ -126,6 +126,8 @@ class _Draft:
 
 
 def _scope_path(name: str) -> list[str]:
+    if "/" not in name:
+        return []
     parts = [p for p in name.split("/") if p]
     return parts[:-1][:MAX_SCOPE_DEPTH] if len(parts) > 1 else []
 
@@ -283,26 +285,30 @@ def _build(graph: GraphModel, fanout: int, structured: bool) -> Hierarchy:
             min_depth[id(d)] = v
         return v
 
-    def band(d: _Draft) -> None:
-        """Split ``d``'s children into depth bands while there are more than ``fanout``."""
-        items: list[tuple[int, int, object]] = [(depth[k], order[k], k) for k in d.nodes]
-        items += [(depth_of(c), first_of(c, memo), c) for c in d.all_groups()]
+    def band(d: _Draft, items: list | None = None) -> None:
+        """Split ``d``'s children into depth bands while there are more than ``fanout``;
+        ``items`` are the children already sorted (when a band is split again)."""
+        if items is None:
+            if len(d.nodes) + len(d.children) + len(d.groups) <= fanout:
+                return
+            items = [(depth[k], order[k], k) for k in d.nodes]
+            items += [(depth_of(c), first_of(c, memo), c) for c in d.all_groups()]
+            items.sort(key=lambda t: (t[0], t[1]))
         if len(items) <= fanout:
             return
-        items.sort(key=lambda t: (t[0], t[1]))
         k = min(fanout, math.ceil(len(items) / fanout))
         size = math.ceil(len(items) / k)
         d.children, d.nodes, d.groups = {}, [], []
         for b in range(0, len(items), size):
             chunk = items[b:b + size]
-            lo, hi = chunk[0][0], max(t[0] for t in chunk)
+            lo, hi = chunk[0][0], chunk[-1][0]
             bd = _Draft(f"{d.key}/d:{b // size}", f"depth {lo}–{hi}" if hi > lo else f"depth {lo}", "band")
             for _, _, x in chunk:
                 if isinstance(x, int):
                     bd.nodes.append(x)
                 else:
                     bd.groups.append(x)
-            band(bd)
+            band(bd, chunk)
             d.groups.append(bd)
 
     def freeze(d: _Draft, parent: int, level: int) -> tuple[int, int]:

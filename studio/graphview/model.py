@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import NamedTuple
 
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto
 
@@ -28,8 +30,9 @@ log = logging.getLogger(__name__)
 INPUT, OUTPUT, OP = "input", "output", "op"
 
 
-@dataclass(frozen=True, slots=True)
-class GNode:
+# GNode and GEdge are NamedTuples, not frozen dataclasses: a 100k-node model builds
+# 100k of each, and a frozen dataclass's __init__ is several times slower.
+class GNode(NamedTuple):
     index: int
     id: str                  # NodeInfo.id for ops; "input:<name>" / "output:<name>" for graph I/O
     name: str
@@ -42,8 +45,7 @@ class GNode:
     flops: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class GEdge:
+class GEdge(NamedTuple):
     src: int
     dst: int
     tensor: str
@@ -67,10 +69,24 @@ class GraphModel:
     edges: tuple[GEdge, ...]
     graphs: tuple[GraphInfo, ...]
     tensors: Mapping[str, TensorInfo] = field(repr=False)
-    succ: tuple[tuple[int, ...], ...] = field(repr=False, compare=False)   # edge indices out of each node
-    pred: tuple[tuple[int, ...], ...] = field(repr=False, compare=False)   # edge indices into each node
     protos: tuple[NodeProto | None, ...] = field(repr=False, compare=False, default=())  # None for graph I/O
     constants: frozenset[str] = field(repr=False, compare=False, default=frozenset())   # initializer names
+
+    @cached_property
+    def succ(self) -> list[list[int]]:
+        """Edge indices out of each node (built on first use; treat as read-only)."""
+        out: list[list[int]] = [[] for _ in self.nodes]
+        for i, e in enumerate(self.edges):
+            out[e.src].append(i)
+        return out
+
+    @cached_property
+    def pred(self) -> list[list[int]]:
+        """Edge indices into each node (built on first use; treat as read-only)."""
+        out: list[list[int]] = [[] for _ in self.nodes]
+        for i, e in enumerate(self.edges):
+            out[e.dst].append(i)
+        return out
 
     @property
     def ops(self) -> int:
@@ -139,8 +155,10 @@ def graph_from_proto(model: ModelProto, name: str = "model", summary: ModelSumma
         g = ref.graph
         init = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
         constants.update(init)
-        formal.append(init | {vi.name for vi in g.input})
-        producers.append({})
+        here = init | {vi.name for vi in g.input}
+        formal.append(here)
+        prod: dict[str, int] = {}
+        producers.append(prod)
         if gi == 0:
             for vi in g.input:
                 if vi.name in init:
@@ -148,36 +166,46 @@ def graph_from_proto(model: ModelProto, name: str = "model", summary: ModelSumma
                 k = len(nodes)
                 nodes.append(GNode(k, f"input:{vi.name}", vi.name, "Input", "", INPUT, gi, (), (vi.name,)))
                 protos.append(None)
-                producers[gi][vi.name] = k
+                prod[vi.name] = k
         base = len(nodes)
+        scope = ref.scope
         for i, n in enumerate(g.node):
             k = base + i
-            nid = summary_node_id(ref.scope, n.name, n.op_type, i, seen)
-            dom = "" if n.domain == "ai.onnx" else n.domain
-            nodes.append(GNode(k, nid, n.name, n.op_type, dom, OP, gi, tuple(n.input), tuple(n.output),
+            nname, op = n.name, n.op_type
+            nid = summary_node_id(scope, nname, op, i, seen)
+            dom = n.domain
+            outs = tuple(n.output)
+            nodes.append(GNode(k, nid, nname, op, "" if dom == "ai.onnx" else dom, OP, gi, tuple(n.input), outs,
                                flops.get(nid)))
             protos.append(n)
-            for label_attr, _ in _bodies(n):
-                scope = f"{ref.scope}/{n.name or f'{n.op_type}_{i}'}/{label_attr}"
-                pending.setdefault(scope, []).append((k, gi, label_attr))
-        # Producers first (a graph's node list is topologically sorted, but be lenient).
-        for k in range(base, len(nodes)):
-            for o in nodes[k].outputs:
+            for o in outs:
                 if o:
-                    producers[gi][o] = k
+                    prod[o] = k
+            if n.attribute:
+                for label_attr, _ in _bodies(n):
+                    child = f"{scope}/{nname or f'{op}_{i}'}/{label_attr}"
+                    pending.setdefault(child, []).append((k, gi, label_attr))
+        outer = graphs[gi].parent
         for k in range(base, len(nodes)):
-            seen_in: set[tuple[int, str]] = set()
-            for t in nodes[k].inputs:
-                if not t or (t, k) in seen_in:
+            ins = nodes[k].inputs
+            done: set[str] | None = set() if len(ins) > 1 else None
+            for t in ins:
+                if not t:
                     continue
-                p = resolve(gi, t)
-                if p is not None and p != k:
-                    seen_in.add((t, k))
-                    edges.append(GEdge(p, k, t))
+                p = prod.get(t)
+                if p is None and outer is not None and t not in here:
+                    p = resolve(outer, t)         # a value captured from an enclosing graph
+                if p is None or p == k:
+                    continue
+                if done is not None:
+                    if t in done:
+                        continue
+                    done.add(t)
+                edges.append(GEdge(p, k, t))
         info = graphs[gi]
         if info.owner is not None:     # body outputs flow to the node that owns the body
             for vi in g.output:
-                p = producers[gi].get(vi.name)
+                p = prod.get(vi.name)
                 if p is not None:
                     edges.append(GEdge(p, info.owner, vi.name))
         if gi == 0:
@@ -185,14 +213,8 @@ def graph_from_proto(model: ModelProto, name: str = "model", summary: ModelSumma
                 k = len(nodes)
                 nodes.append(GNode(k, f"output:{vi.name}", vi.name, "Output", "", OUTPUT, gi, (vi.name,), ()))
                 protos.append(None)
-                p = producers[gi].get(vi.name)
+                p = prod.get(vi.name)
                 if p is not None:
                     edges.append(GEdge(p, k, vi.name))
-    succ: list[list[int]] = [[] for _ in nodes]
-    pred: list[list[int]] = [[] for _ in nodes]
-    for e_i, e in enumerate(edges):
-        succ[e.src].append(e_i)
-        pred[e.dst].append(e_i)
     log.debug("graph %s: %d nodes, %d edges, %d graphs", name, len(nodes), len(edges), len(graphs))
-    return GraphModel(name, tuple(nodes), tuple(edges), tuple(graphs), tensors,
-                      tuple(map(tuple, succ)), tuple(map(tuple, pred)), tuple(protos), frozenset(constants))
+    return GraphModel(name, tuple(nodes), tuple(edges), tuple(graphs), tensors, tuple(protos), frozenset(constants))

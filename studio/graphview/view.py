@@ -71,8 +71,10 @@ class GraphView:
         return [it.ref] if it.kind == NODE else self.hierarchy.leaves(it.ref)
 
     def tooltip_lines(self, i: int) -> list[tuple[str, str]]:
-        """(key, value) lines describing an item; model text, escaped by each renderer."""
+        """(key, value) lines describing an item; model text, escaped by each renderer.
+        Big drawings list fewer tensors per node (the payload grows with every line)."""
         it = self.projection.items[i]
+        ports = 4 if len(self.projection.items) <= 2000 else 2
         lines: list[tuple[str, str]] = []
         if it.kind == GROUP:
             g = self.hierarchy.groups[it.ref]
@@ -89,18 +91,18 @@ class GraphView:
             if n.id != n.name:
                 lines.append(("id", n.id))
             for label, names in (("in", n.inputs), ("out", n.outputs)):
-                for t in [t for t in names if t][:4]:
+                for t in [t for t in names if t][:ports]:
                     info = self.graph.tensors.get(t)
                     lines.append((label, f"{t}  {info.dtype} {shape_text(info.shape, 12)}" if info else t))
-                if len(names) > 4:
-                    lines.append((label, f"… {len(names) - 4} more"))
+                if len(names) > ports:
+                    lines.append((label, f"… {len(names) - ports} more"))
             if n.flops:
                 lines.append(("FLOPs", f"{n.flops:,}"))
             extra = self.details.get(n.id)
             if extra:
                 lines.append(("diff", extra))
-        if self.painted is not None:
-            lines.append((self.painted.name, self.painted.text(i)))
+        if self.painted is not None and not (it.kind == NODE and self.painted.name == "op type"):
+            lines.append((self.painted.name, self.painted.text(i)))      # (a node's op is already listed)
         return lines
 
     def edge_lines(self, e: int) -> list[tuple[str, str]]:

@@ -115,7 +115,7 @@ def test_deeply_nested_model_never_fails(tmp_path):
     leaf = helper.make_graph([helper.make_node("Identity", ["x"], ["o"], name=f"/{deep}/Identity")], "b0", [],
                              [helper.make_tensor_value_info("o", TensorProto.FLOAT, [1])])
     body = leaf
-    for i in range(30):   # protobuf parses ~30 levels; only the then-branch nests (both would double the model at every level)
+    for i in range(30):   # protobuf parses ~30 levels; only then-branches nest (both would double each level)
         node = helper.make_node("If", ["c"], ["o"], name=f"/{deep}/If_{i}", then_branch=body, else_branch=leaf)
         body = helper.make_graph([node], f"b{i + 1}", [], [helper.make_tensor_value_info("o", TensorProto.FLOAT, [1])])
     g = helper.make_graph(list(body.node), "g", [x, cond], [helper.make_tensor_value_info("o", TensorProto.FLOAT, [1])])

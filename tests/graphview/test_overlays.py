@@ -8,8 +8,15 @@ import pytest
 
 from studio import api
 from studio.graphview.echarts import echarts_option
-from studio.graphview.overlays import MISSING, Overlay, OverlayContext, available_overlays, paint, \
-    register_overlay, unregister_overlay
+from studio.graphview.overlays import (
+    MISSING,
+    Overlay,
+    OverlayContext,
+    available_overlays,
+    paint,
+    register_overlay,
+    unregister_overlay,
+)
 from tests.conftest import SAMPLES
 
 
