@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import onnx
 import pytest
@@ -96,3 +97,25 @@ def test_errors_are_one_line(capsys, tmp_path):
     bad.write_text("{nope")
     assert main(["graph", str(CNN), "--diff", str(CNN), "--lineage", str(bad), "-o", str(tmp_path / "d.html")]) == 2
     assert "not JSON" in capsys.readouterr().err
+
+
+def test_readme_graph_examples_run(tmp_path, capsys):
+    """The `onnx-studio graph` lines of the README run (those naming files in the repo)."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text()
+    lines = [ln.split("#")[0].strip() for ln in text.splitlines() if ln.startswith("onnx-studio graph ")]
+    ran = 0
+    for line in lines:
+        args = shlex.split(line)[1:]
+        models = [a for a in args if a.endswith(".onnx")]
+        if not all((ROOT / m).exists() for m in models):
+            continue                    # the diff line names the user's own files
+        args = [str(ROOT / a) if a in models else a for a in args]
+        i = args.index("-o")
+        args[i + 1] = str(tmp_path / args[i + 1])
+        assert main(args) == 0, line
+        out = Path(args[i + 1])
+        assert out.exists() or out.with_suffix(".dot").exists()      # .dot when graphviz is missing
+        ran += 1
+    assert ran >= 3
