@@ -8,6 +8,7 @@ import json
 
 import onnx
 
+from studio import api
 from tests.conftest import SAMPLES, parse_model, save
 from tests.graphview.optimized import fold_conv_bn
 
@@ -35,6 +36,14 @@ def test_overview_level_overlay_search_and_details(app):
     at.slider(key="graph_level").set_value(1).run()
     items = _items(at)
     assert len(items) < 39 and any(it["symbol"] == "roundRect" for it in items)     # collapsed groups
+    # Expanding one group (what the "Expand this group" button records) draws its members.
+    h = api.load(SAMPLES / "cnn_unfused.onnx")
+    layer2 = next(g for g in api.graph_index(h).hierarchy.groups if g.label == "layer2/layer2.0")
+    at.session_state["graph_expanded"] = {h.sha256: {layer2.key}}
+    expanded = _items(at.run())
+    assert len(expanded) > len(items)
+    assert any(it["name"] == "downsample (2)" for it in expanded)
+    at.session_state["graph_expanded"] = {}
     at.selectbox(key="graph_overlay").set_value("FLOPs share").run()
     assert any("FLOPs share" in it["tooltip"]["formatter"] for it in _items(at))
     at.slider(key="graph_level").set_value(3).run()

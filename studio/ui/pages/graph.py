@@ -34,8 +34,27 @@ def _selected_item(event) -> int | None:
     return None
 
 
-def _expand(key: str) -> None:
-    st.session_state.setdefault("graph_expanded", set()).add(key)
+def _expanded(sha256: str) -> set[str]:
+    """Groups the user expanded, per model content (keys mean nothing in another model)."""
+    return st.session_state.setdefault("graph_expanded", {}).setdefault(sha256, set())
+
+
+def _expand(sha256: str, key: str) -> None:
+    _expanded(sha256).add(key)
+
+
+def _memo_view(key: tuple, build):
+    """The last overview and its ECharts option, kept while nothing that shapes them changes:
+    a click reruns the page, and a 10k-node layout need not be redone for it."""
+    memo = st.session_state.get("graph_view_memo")
+    if memo is not None and memo[0] == key:
+        return memo[1], memo[2]
+    view = build()
+    if view is None:
+        return None, None
+    option = api.graph_echarts(view)
+    st.session_state["graph_view_memo"] = (key, view, option)
+    return view, option
 
 
 def _to_detail(node: str | None = None, group: str | None = None) -> None:
@@ -78,10 +97,12 @@ def _overview(handle, summary, index, overlays) -> None:
     names = list(overlays)
     overlay = c2.selectbox("Overlay", names, key="graph_overlay")
     query = c3.text_input("Search nodes, op types, tensors", key="graph_query")
-    expanded = st.session_state.setdefault("graph_expanded", set())
-    view = widgets.guarded(lambda: api.graph_view(index=index, summary=summary, level=level, expanded=expanded,
-                                                  overlay=overlays[overlay], query=query),
-                           spinner="Laying out the graph…")
+    expanded = _expanded(handle.sha256)
+    memo_key = (state.session_id(), handle.sha256, level, tuple(sorted(expanded)), overlay, query,
+                id(index), id(st.session_state.get("graph_overlay_data")))
+    view, option = _memo_view(memo_key, lambda: widgets.guarded(
+        lambda: api.graph_view(index=index, summary=summary, level=level, expanded=expanded,
+                               overlay=overlays[overlay], query=query), spinner="Laying out the graph…"))
     if view is None:
         return
     st.caption(f"{len(view):,} items drawn · {index.nodes:,} nodes · level {view.projection.level} of {deepest}"
@@ -94,7 +115,7 @@ def _overview(handle, summary, index, overlays) -> None:
         st.rerun()
     _legend(view)
     key = "graph_chart_" + _view_key(handle.sha256, level, sorted(expanded), overlay, query)
-    event = st.echarts_chart(api.graph_echarts(view), on_select="rerun", key=key, height=CHART_HEIGHT)
+    event = st.echarts_chart(option, on_select="rerun", key=key, height=CHART_HEIGHT)
     picked = _selected_item(event)
     if query:
         st.caption(f"search: {len(view.highlight)} drawn items match (red outline)")
@@ -112,7 +133,7 @@ def _overview(handle, summary, index, overlays) -> None:
             lines = dict(view.tooltip_lines(picked))
             st.caption(widgets.md_escape(f"{g.kind} · {g.size:,} nodes · {lines.get('ops', '')}", 400))
             c1, c2 = st.columns(2)
-            c1.button("Expand this group", key="graph_expand_btn", on_click=_expand, args=(g.key,))
+            c1.button("Expand this group", key="graph_expand_btn", on_click=_expand, args=(handle.sha256, g.key))
             c2.button("Show the group in detail", key="graph_group_detail", on_click=_to_detail,
                       kwargs={"group": g.key})
             return
