@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 
 import onnx
+import pytest
 
+from benchmarks.graph_models import chain
 from studio import api
 from tests.conftest import SAMPLES, parse_model, save
 from tests.graphview.optimized import fold_conv_bn
@@ -105,3 +107,16 @@ def test_hostile_names_on_the_graph_page(app, tmp_path):
     tips = " ".join(it["tooltip"]["formatter"] for it in _items(at))
     assert "<script>" not in tips and "&lt;script&gt;" in tips
     assert "<script>" not in " ".join(h.proto.body for h in at.get("html"))
+
+
+@pytest.mark.slow
+def test_huge_model_is_drawn_before_inspect(app, tmp_path):
+    """R20: a 60,000-node chain gets an aggregated overview first; shapes and FLOPs on request."""
+    at = _graph(app(str(chain(60_000, tmp_path / "chain.onnx"))).run())
+    assert 0 < len(_items(at)) <= 12_000
+    assert any("drawn as" in i.value for i in at.info)
+    assert any("without shapes and FLOPs" in c.value for c in at.caption)
+    assert "FLOPs share" not in at.selectbox(key="graph_overlay").options
+    at.button(key="graph_add_shapes").click().run()
+    assert not at.exception
+    assert "FLOPs share" in at.selectbox(key="graph_overlay").options

@@ -16,6 +16,9 @@ from studio.ui import state, widgets
 
 MODES = ("Overview", "Detail", "Diff")
 CHART_HEIGHT = 620
+# Above this many nodes the overview is drawn before inspect (shape inference takes
+# seconds at 100k nodes); shapes and FLOPs are added on request or when a node is opened.
+FAST_PATH_NODES = 50_000
 
 
 def _view_key(*parts: object) -> str:
@@ -81,6 +84,10 @@ def _node_panel(handle, summary, index, node_id: str, key: str) -> None:
     if node.kind != "op":
         st.markdown(f"**Graph {node.kind}** {widgets.md_escape(node.name, 200)}")
         return
+    if summary is None:      # the fast path of a huge model: details need the summary
+        summary = widgets.guarded(lambda: state.summary(handle, state.dims()), spinner="Inspecting the model…")
+        if summary is None:
+            return
     widgets.node_details(handle, summary, node_id, key=key)
     c1, c2 = st.columns(2)
     c1.button("Neighbourhood in detail", key=f"{key}_to_detail", on_click=_to_detail, kwargs={"node": node_id})
@@ -257,12 +264,23 @@ def render() -> None:
     if handle is None:
         st.info("Open a model on the Overview page first.")
         return
-    summary = widgets.guarded(lambda: state.summary(handle, state.dims()), spinner="Inspecting the model…")
-    if summary is None:
-        return
+    fast = (sum(1 for _ in handle.proto.graph.node) > FAST_PATH_NODES
+            and handle.sha256 not in st.session_state.get("graph_with_shapes", set()))
+    summary = None
+    if not fast:
+        summary = widgets.guarded(lambda: state.summary(handle, state.dims()), spinner="Inspecting the model…")
+        if summary is None:
+            return
     index = widgets.guarded(lambda: state.graph_index(handle, summary, state.dims()), spinner="Building the graph…")
     if index is None:
         return
+    if fast:
+        c1, c2 = st.columns([4, 1])
+        c1.caption(f"{index.nodes:,} nodes: drawn without shapes and FLOPs so the overview comes first; "
+                   "add them (shape inference) when you need them.")
+        if c2.button("Add shapes and FLOPs", key="graph_add_shapes"):
+            st.session_state.setdefault("graph_with_shapes", set()).add(handle.sha256)
+            st.rerun()
     mode = st.radio("View", MODES, horizontal=True, key="graph_mode", label_visibility="collapsed")
     overlays = api.graph_overlays(index, summary, st.session_state.get("graph_overlay_data"))
     if mode == "Overview":
