@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import Counter
 from dataclasses import dataclass, field
 
 from studio.graphview.model import OP, GraphModel
@@ -333,8 +332,3 @@ def _build(graph: GraphModel, fanout: int, structured: bool) -> Hierarchy:
     return Hierarchy(tuple(groups), tuple(node_group), tuple(order), tuple(depth),
                      flat_names=not any_scoped)
 
-
-def group_histogram(graph: GraphModel, hierarchy: Hierarchy, group: int, top: int = 8) -> list[tuple[str, int]]:
-    """The most common op types below a group (for tooltips and details)."""
-    c = Counter(graph.nodes[k].op_type for k in hierarchy.leaves(group))
-    return c.most_common(top)

@@ -88,14 +88,6 @@ class GraphModel:
             out[e.dst].append(i)
         return out
 
-    @property
-    def ops(self) -> int:
-        return sum(n.kind == OP for n in self.nodes)
-
-    def index_of(self, node_id: str) -> int | None:
-        """Node index of an id (linear; views keep their own maps when they need many)."""
-        return next((n.index for n in self.nodes if n.id == node_id), None)
-
     def id_map(self) -> dict[str, int]:
         return {n.id: n.index for n in self.nodes}
 

@@ -39,9 +39,6 @@ class Projection:
     level: int
     open_groups: frozenset[int]           # open groups that hold something drawn (DOT clusters)
 
-    def item_index(self, kind: str, ref: int) -> int | None:
-        return next((i for i, it in enumerate(self.items) if it.kind == kind and it.ref == ref), None)
-
 
 def open_set(hierarchy: Hierarchy, level: int, expanded: Collection[str] = (),
              collapsed: Collection[str] = ()) -> list[bool]:

@@ -72,7 +72,7 @@ def test_projection_merges_edges_and_respects_expand_and_collapse():
     assert shown.items[shown.item_of_node[conv]].kind == "node"
 
 
-def test_overview_of_10k_nodes_draws_all_and_of_100k_aggregates(tmp_path):
+def test_overview_of_10k_nodes_draws_all_and_a_small_budget_aggregates(tmp_path):
     idx = api.graph_index(api.load(resnet_like(1000, tmp_path / "r10k.onnx")))
     v = api.graph_view(index=idx)
     assert len(v) == len(idx.graph.nodes) > 10_000 and v.note is None
