@@ -36,6 +36,7 @@ from studio.graphview.overlays import Overlay, OverlayContext, available_overlay
 from studio.graphview.project import auto_level
 from studio.graphview.view import (
     DETAIL_BUDGET,
+    FAST_PATH_NODES,
     OVERVIEW_BUDGET,
     GraphView,
     group_nodes,
@@ -49,6 +50,7 @@ from studio.inspect.summary import ModelSummary, summarize
 __all__ = ["GraphDiff", "GraphIndex", "GraphView", "ModelHandle", "ModelSummary", "Overlay", "Table", "Workspace",
            "diff", "diff_html", "diff_region_view", "diff_summary", "diff_tables", "diff_versions", "diff_views",
            "graph_dot", "graph_echarts", "graph_html", "graph_index", "graph_legend_html", "graph_levels",
+           "graph_prefers_fast_path",
            "graph_overlays", "graph_view", "inspect", "load", "search_nodes", "write_diff", "write_graph_view"]
 
 
@@ -68,6 +70,12 @@ def graph_index(handle: ModelHandle, summary: ModelSummary | None = None) -> Gra
     """The model's graph and hierarchy (build once, pass to ``graph_view`` many times).
     Without ``summary`` it is faster (no shape inference) but edges lack shapes and FLOPs."""
     return index_model(handle, summary)
+
+
+def graph_prefers_fast_path(handle: ModelHandle) -> bool:
+    """True for models big enough (> 50k nodes) that the graph should be drawn before
+    ``inspect`` (shapes, FLOPs), which takes seconds at that size."""
+    return len(handle.proto.graph.node) > FAST_PATH_NODES
 
 
 def graph_levels(index: GraphIndex, budget: int = OVERVIEW_BUDGET) -> tuple[int, int]:

@@ -51,7 +51,10 @@ def run(args: argparse.Namespace) -> int:
     if args.hops < 0:
         raise StudioError("--hops must be 0 or more")
     handle = api.load(args.model)
-    summary = api.inspect(handle)
+    fast = api.graph_prefers_fast_path(handle) and args.overlay == "op type" and not args.diff
+    summary = None if fast else api.inspect(handle)
+    if fast:
+        print("note: a large model: drawn without shapes and FLOPs (any other --overlay computes them)")
     if args.diff:
         other = api.load(args.diff)
         d = api.diff(handle, other, lineage=_lineage(args.lineage), summary_a=summary,

@@ -26,6 +26,9 @@ OVERVIEW_BUDGET = 12_000
 # st.graphviz_chart lays out in the browser: 500 nodes in 1.4 s, blank from ~2,000.
 DETAIL_BUDGET = 300
 MAX_HOPS = 10
+# Above this many nodes a view is drawn before inspect (shape inference takes seconds at
+# 100k nodes): shapes and FLOPs come on request.
+FAST_PATH_NODES = 50_000
 SEARCH_LIMIT = 200
 
 

@@ -119,3 +119,16 @@ def test_readme_graph_examples_run(tmp_path, capsys):
         assert out.exists() or out.with_suffix(".dot").exists()      # .dot when graphviz is missing
         ran += 1
     assert ran >= 3
+
+
+@pytest.mark.slow
+def test_huge_model_is_drawn_without_waiting_for_inspect(capsys, tmp_path):
+    from benchmarks.graph_models import chain
+
+    model = chain(60_000, tmp_path / "chain.onnx")
+    out = tmp_path / "c.html"
+    assert main(["graph", str(model), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "without shapes and FLOPs" in printed and "drawn as" in printed
+    data = json.loads(out.read_text(encoding="utf-8").split('id="gv-data">', 1)[1].split("</script>", 1)[0])
+    assert len(data["panels"][0]["keys"]) <= 12_000

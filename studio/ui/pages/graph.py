@@ -16,9 +16,6 @@ from studio.ui import state, widgets
 
 MODES = ("Overview", "Detail", "Diff")
 CHART_HEIGHT = 620
-# Above this many nodes the overview is drawn before inspect (shape inference takes
-# seconds at 100k nodes); shapes and FLOPs are added on request or when a node is opened.
-FAST_PATH_NODES = 50_000
 
 
 def _view_key(*parts: object) -> str:
@@ -264,8 +261,8 @@ def render() -> None:
     if handle is None:
         st.info("Open a model on the Overview page first.")
         return
-    fast = (sum(1 for _ in handle.proto.graph.node) > FAST_PATH_NODES
-            and handle.sha256 not in st.session_state.get("graph_with_shapes", set()))
+    # A huge model is drawn before inspect; shapes and FLOPs come on request or with a node's details.
+    fast = api.graph_prefers_fast_path(handle) and handle.sha256 not in st.session_state.get("graph_with_shapes", set())
     summary = None
     if not fast:
         summary = widgets.guarded(lambda: state.summary(handle, state.dims()), spinner="Inspecting the model…")
