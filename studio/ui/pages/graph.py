@@ -180,7 +180,7 @@ def _detail(handle, summary, index, overlays) -> None:
     if view.note:
         st.info(widgets.md_escape(view.note, 400))
     _legend(view)
-    st.graphviz_chart(api.graph_dot(view), width="stretch")
+    st.graphviz_chart(api.graph_dot(view), width="content")   # natural size, capped by the page
     ids = [view.item_key(i) for i, it in enumerate(view.items) if it.kind == "node"]
     pick = st.selectbox("Node details", ids, index=None, key="graph_detail_node",
                         format_func=lambda s: printable(s, 120))
@@ -250,7 +250,7 @@ def _diff() -> None:
         if reg is not None:
             if reg.note:
                 st.caption(widgets.md_escape(reg.note, 300))
-            st.graphviz_chart(api.graph_dot(reg), width="stretch")
+            st.graphviz_chart(api.graph_dot(reg), width="content")
     pa, pb = ws.handle(a).path.name, ws.handle(b).path.name
     widgets.cli_hint(f"onnx-studio graph {pa} --diff {pb} --diff-mode {mode} -o diff.html")
 
