@@ -17,7 +17,7 @@ from studio import __version__
 from studio.core.errors import StudioError
 
 # Order is the order of `onnx-studio --help`.
-COMMANDS = ["inspect", "serve"]
+COMMANDS = ["inspect", "optimize", "serve"]
 
 
 def build_parser() -> argparse.ArgumentParser:
