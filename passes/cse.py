@@ -13,7 +13,7 @@ import numpy as np
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, node_label, result
-from passes.ir_helpers import can_replace, const_array, graphs_of, replace_value
+from passes.ir_helpers import can_replace, const_array, drop_orphaned_initializers, graphs_of, replace_value
 from passes.registry import register
 
 RANDOM_OPS = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike",
@@ -98,6 +98,8 @@ class CommonSubexpressionElimination(StudioPass):
                 label = node_label(node)
                 for keep, drop in pairs:
                     replace_value(keep, drop)
+                inputs = [v for v in node.inputs if v is not None]
                 graph.remove(node, safe=True)
+                drop_orphaned_initializers(inputs)
                 merged.append(Change("removed", (label,), f"same as '{node_label(first)}'"))
         return result(model, merged, notes=notes, nodes_removed=len(merged))

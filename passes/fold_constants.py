@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 GENERATORS = frozenset({"ConstantOfShape", "Expand", "Tile", "Range"})
 # Kept by default (onnxscript's list): quantization parameters carry meaning.
 QUANT_OPS = frozenset({"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear"})
+SEQUENCE_OPS = frozenset({"SplitToSequence", "ConcatFromSequence", "SequenceAt", "SequenceConstruct"})
 _FOLDED_FROM = "pkg.onnxscript.optimizer.folded_from"
 
 
@@ -116,6 +117,13 @@ def _make_folder(policy: SizePolicy, *, input_size_limit: int, fold_dequantize: 
     class SizeGatedFolder(FoldConstantsPass):
         """onnxscript's folder with the size gate applied to every folded tensor."""
 
+        def process_node(self, node, is_function):
+            # onnxscript's sequence rewrites emit Split with a 'split' input, which only
+            # exists from opset 13: before that, leave sequence ops alone.
+            if node.op_type in SEQUENCE_OPS and self._opset_imports.get("", 0) < 13:
+                return None
+            return super().process_node(node, is_function)
+
         def _prepare_folded_tensor(self, node, output_name, output_array):
             if isinstance(output_array, np.ndarray) and not policy.allows(node, output_array.nbytes):
                 return None
@@ -137,6 +145,62 @@ def _make_folder(policy: SizePolicy, *, input_size_limit: int, fold_dequantize: 
 
     return SizeGatedFolder(shape_inference=True, input_size_limit=input_size_limit,
                            output_size_limit=2**40, should_fold=should_fold)
+
+
+def _ort_evaluate(domain: str, op: str, version: int, args: tuple, attrs: dict):
+    """Evaluate one node on ONNX Runtime (CPU, optimizations off): the fallback for ops
+    ONNX's reference implementation has no version of (e.g. DequantizeLinear-17)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
+    names = [f"i{i}" if a is not None else "" for i, a in enumerate(args)]
+    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+              for n, a in zip(names, args) if a is not None]
+    node = helper.make_node(op, names, ["out"], domain=domain, **attrs)
+    graph = helper.make_graph([node], "fold", inputs, [onnx.ValueInfoProto(name="out")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(domain, version)], ir_version=8)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, {n: a for n, a in zip(names, args) if a is not None})[0]
+
+
+class _Evaluator:
+    """ONNX's reference implementation first, ONNX Runtime when it has no kernel version."""
+
+    def __init__(self, reference) -> None:
+        self.reference = reference
+
+    def get_evaluator(self, domain, op, version):
+        return self.reference.get_evaluator(domain, op, version)
+
+    def evaluate(self, domain: str, op: str, version: int, *args, **kwargs):
+        if self.reference.get_evaluator(domain, op, version) is not None:
+            return self.reference.evaluate(domain, op, version, *args, **kwargs)
+        if domain not in ("", "ai.onnx") or any(a is not None and not isinstance(a, np.ndarray) for a in args):
+            return None
+        try:
+            return _ort_evaluate(domain, op, version, args, kwargs)
+        except Exception as exc:
+            log.info("cannot evaluate %s-%d for folding: %s", op, version, str(exc).splitlines()[0][:200])
+            return None
+
+
+class _patched_evaluator:
+    """Route onnxscript's folder to ``_Evaluator`` for the duration of one pass (the
+    pass runs in a sandbox worker, one job at a time)."""
+
+    def __enter__(self):
+        from onnxscript.optimizer import _constant_folding as cf
+
+        self._cf, self._orig = cf, cf._reference_evaluator
+        cf._reference_evaluator = _Evaluator(self._orig)
+        return self
+
+    def __exit__(self, *exc):
+        self._cf._reference_evaluator = self._orig
+        return False
 
 
 def _snapshot_annotations(model: ir.Model) -> dict[ir.Value, tuple]:
@@ -173,7 +237,8 @@ class FoldConstants(StudioPass):
         inits_before = {id(v) for g in model.graphs() for v in g.initializers.values()}
         annotations = _snapshot_annotations(model)
         outputs_before = [id(v) for v in model.graph.outputs]
-        fold = folder(model)
+        with _patched_evaluator():
+            fold = folder(model)
         RemoveUnusedNodesPass()(model)
         for v, (type_, shape) in annotations.items():   # inferred shapes were for folding only
             if v.is_graph_output() and id(v) not in outputs_before:

@@ -25,7 +25,7 @@ from onnxscript.rewriter._rewrite_rule import RewriteRuleClassBase
 from passes.base import PassResult, StudioPass, result
 from passes.ir_helpers import const_array, dtype_of, free_initializer_name, inferred_shapes, int_attr, ints_attr, opset_version
 from passes.registry import register
-from passes.rewriting import apply_rules, changes_for, refusal_notes
+from passes.rewriting import apply_rules, changes_for, merge_outcomes, refusal_notes
 
 MIN_OPSET = 17
 FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE)
@@ -114,12 +114,17 @@ class LayerNormRule(RewriteRuleClassBase):
         return op.LayerNormalization(*inputs, axis=self._axis, epsilon=self._eps, stash_type=int(self._stash))
 
 
-def rules(opset: int) -> list:
-    out = []
+def rule_phases(opset: int) -> list[list]:
+    """Longest pattern first, as separate phases: rules are tried node by node in
+    graph order, so the bare pattern (rooted at the Div) would otherwise match
+    before the one that takes the scale and bias along (rooted at the Add)."""
+    phases = []
     for scale, bias in ((True, True), (True, False), (False, False)):
+        phase = []
         for recip in (False, True):
-            out.extend(LayerNormRule.rule(scale, bias, opset, recip).commute())
-    return out
+            phase.extend(LayerNormRule.rule(scale, bias, opset, recip).commute())
+        phases.append(phase)
+    return phases
 
 
 @register
@@ -131,5 +136,5 @@ class FuseLayerNorm(StudioPass):
 
     def call(self, model: ir.Model) -> PassResult:
         with inferred_shapes(model):
-            outcome = apply_rules(model, rules(opset_version(model)))
+            outcome = merge_outcomes([apply_rules(model, phase) for phase in rule_phases(opset_version(model))])
         return result(model, changes_for(outcome), notes=refusal_notes(outcome), layernorms_fused=outcome.count)

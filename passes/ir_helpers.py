@@ -179,8 +179,23 @@ def forward(node: ir.Node, keep: ir.Value, drop: ir.Value) -> None:
     """Replace every use of ``drop`` by ``keep`` and remove ``node`` (check ``can_forward`` first)."""
     graph = node.graph
     assert graph is not None
+    inputs = [v for v in node.inputs if v is not None]
     replace_value(keep, drop)
     graph.remove(node, safe=True)
+    drop_orphaned_initializers(inputs)
+
+
+def drop_orphaned_initializers(values: list[ir.Value]) -> int:
+    """Remove initializers among ``values`` that nothing uses any more (the shape or
+    pads constant of a removed no-op); returns how many."""
+    n = 0
+    for v in values:
+        graph = v.graph
+        if (v.is_initializer() and not v.uses() and not v.is_graph_output() and not v.is_graph_input()
+                and isinstance(graph, ir.Graph) and graph.initializers.get(v.name) is v):
+            graph.initializers.pop(v.name)
+            n += 1
+    return n
 
 
 def _all_values(model: ir.Model) -> Iterator[ir.Value]:
@@ -193,19 +208,13 @@ def _all_values(model: ir.Model) -> Iterator[ir.Value]:
 
 
 @contextmanager
-def inferred_shapes(model: ir.Model) -> Iterator[None]:
-    """Run ONNX shape inference for the duration of a pass's analysis, then put
-    the annotations back as they were, so passes never add or change declared
-    shapes as a side effect (a wrong inferred shape must not reach the file, and
-    the file does not grow with value_info). Values that became graph outputs
-    during the pass keep what the pass gave them."""
-    from onnx_ir.passes.common import ShapeInferencePass
-
+def preserved_annotations(model: ir.Model) -> Iterator[None]:
+    """Put declared dtypes/shapes back as they were after the block, so analysis
+    helpers (shape inference, onnxscript's constant propagation) never add or
+    change value_info as a side effect: a wrong inferred shape must not reach the
+    file, and the file does not grow. Values that became graph outputs in the
+    block keep what the pass gave them."""
     before = {v: (v.type, v.shape, v.is_graph_output()) for v in _all_values(model)}
-    try:
-        ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
-    except Exception as exc:  # inference is a help, never a requirement
-        log.debug("shape inference failed: %s", exc)
     try:
         yield
     finally:
@@ -214,6 +223,19 @@ def inferred_shapes(model: ir.Model) -> Iterator[None]:
                 continue
             v.type = type_
             v.shape = shape
+
+
+@contextmanager
+def inferred_shapes(model: ir.Model) -> Iterator[None]:
+    """ONNX shape inference for the duration of a pass's analysis (see ``preserved_annotations``)."""
+    from onnx_ir.passes.common import ShapeInferencePass
+
+    with preserved_annotations(model):
+        try:
+            ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
+        except Exception as exc:  # inference is a help, never a requirement
+            log.debug("shape inference failed: %s", exc)
+        yield
 
 
 def free_initializer_name(anchor: ir.Value, base: str) -> str:

@@ -134,7 +134,15 @@ def save_checkpoint(model: ir.Model, path: Path, linker: Linker) -> Path:
 
 
 def save_result(model: ir.Model, path: Path) -> Path:
-    """Save a self-contained result: weights inline, or in ``<name>.data`` when large."""
+    """Save a self-contained result: weights inline, or in ``<name>.data`` when large.
+
+    Inline saving would keep an external tensor's old location (onnx-ir saves
+    external tensors as they are), so small external weights are read in first."""
     from studio.core.save import save_model
 
-    return save_model(model, Path(path), external_data=weight_bytes(model) > EXTERNAL_THRESHOLD)
+    external = weight_bytes(model) > EXTERNAL_THRESHOLD
+    if not external:
+        for v in _initializer_values(model):
+            if isinstance(v.const_value, ir.ExternalTensor):
+                v.const_value = ir.tensor(v.const_value.numpy(), name=v.const_value.name or v.name)
+    return save_model(model, Path(path), external_data=external)

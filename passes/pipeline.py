@@ -209,6 +209,27 @@ def _locations(iter_tensors, proto) -> set[str]:
     return locs
 
 
+def _copy_unchanged(model_path: Path, output: Path) -> None:
+    """Nothing changed: the result is the input, byte for byte (with its data files)."""
+    import onnx
+
+    from studio.core.paths import atomic_write_bytes
+
+    proto = onnx.load_model(str(model_path), load_external_data=False)
+    for loc in sorted(_locations(_iter_tensors(), proto)):
+        src, dst = (model_path.parent / loc).resolve(), (output.parent / loc).resolve()
+        if src != dst and output.parent.resolve() in dst.parents:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+    atomic_write_bytes(output, model_path.read_bytes())
+
+
+def _iter_tensors():
+    from studio.core.protowalk import iter_tensors
+
+    return iter_tensors
+
+
 def _fixed_dims(passes: Sequence[StudioPass]) -> dict[str, int]:
     """Dims that passes fix on purpose (fix-input-shapes): verification feeds use them."""
     out: dict[str, int] = {}
@@ -323,12 +344,18 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                 break
         if on_progress:
             on_progress(len(passes), len(passes), "saving")
-        save_ir(model, output)
-        reference = "not verified"
+        if any(r.modified for r in records):
+            save_ir(model, output)
+        else:
+            _copy_unchanged(model_path, output)
+        reference = "not verified (verification turned off)"
         if verifier is not None:
-            reference = ("ONNX Runtime CPU, graph optimizations off, "
-                         f"{len(verifier.feed_sets)} seeded feed set(s)") if verifier.reference_error is None \
-                else f"structure only: {verifier.reference_error}"
+            if verifier.reference_error is not None:
+                reference = f"structure only: {verifier.reference_error}"
+            elif verifier.computed:
+                reference = f"ONNX Runtime CPU, graph optimizations off, {len(verifier.feed_sets)} seeded feed set(s)"
+            else:
+                reference = "nothing to verify: no pass changed the model"
         ok = stopped is None and all(r.status in ("changed", "unchanged") for r in records)
         return PipelineResult(output, tuple(records), ok, stopped, dict(ops_before), dict(count_ops(model)),
                               reference, time.perf_counter() - started)

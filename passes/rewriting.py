@@ -71,12 +71,10 @@ class _Recording:
 
 def _drop_orphaned_initializers(applied: list[Applied]) -> None:
     """Weights only the replaced nodes used (BatchNormalization statistics...) go with them."""
+    from passes.ir_helpers import drop_orphaned_initializers
+
     for a in applied:
-        for v in a.inputs:
-            graph = v.graph
-            if (v.is_initializer() and not v.uses() and not v.is_graph_output() and not v.is_graph_input()
-                    and isinstance(graph, ir.Graph) and graph.initializers.get(v.name) is v):
-                graph.initializers.pop(v.name)
+        drop_orphaned_initializers(a.inputs)
 
 
 @dataclasses.dataclass
@@ -93,9 +91,12 @@ def apply_rules(model: ir.Model, rules: Sequence) -> RewriteOutcome:
     """Apply onnxscript rules to the model in place; return what happened."""
     from onnxscript.rewriter import RewriteRuleSet
 
+    from passes.ir_helpers import preserved_annotations
+
     applied: list[Applied] = []
     collector = _Collector()
-    RewriteRuleSet([_Recording(r, applied, collector) for r in rules]).apply_to_model(model)
+    with preserved_annotations(model):
+        RewriteRuleSet([_Recording(r, applied, collector) for r in rules]).apply_to_model(model)
     applied = [a for a in applied if all(n.graph is not None for n in a.new_nodes)]   # really inserted
     _drop_orphaned_initializers(applied)
     for a in applied:
@@ -131,3 +132,14 @@ def refusal_notes(outcome: RewriteOutcome, limit: int = 10) -> list[str]:
     for label, why in outcome.refused.items():
         reasons.setdefault(why, []).append(label)
     return [f"{why} ({len(labels)} node(s), e.g. '{labels[0]}')" for why, labels in list(reasons.items())[:limit]]
+
+
+def merge_outcomes(outcomes: Sequence[RewriteOutcome]) -> RewriteOutcome:
+    """One outcome for rules applied in phases; a node rewritten in a later phase
+    is no longer listed as refused."""
+    applied = [a for o in outcomes for a in o.applied]
+    done = {label for a in applied for label in a.matched}
+    refused: dict[str, str] = {}
+    for o in outcomes:
+        refused.update({k: v for k, v in o.refused.items() if k not in done})
+    return RewriteOutcome(applied, refused)

@@ -276,6 +276,11 @@ class Verifier:
         return self._reference
 
     @property
+    def computed(self) -> bool:
+        """Whether reference outputs were computed (some pass changed the model)."""
+        return self._reference is not None
+
+    @property
     def reference_error(self) -> str | None:
         return self._reference_error
 

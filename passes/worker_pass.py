@@ -28,7 +28,8 @@ def run_pass_in_worker(p: StudioPass, model: ir.Model, workdir: Path, linker: Li
                   fresh=False)
     changes = tuple(Change(c["kind"], tuple(c["nodes"]), c.get("detail", "")) for c in res.data["changes"])
     result_model = load_trusted(out_dir / "model.onnx") if res.data["modified"] else model
-    return PassResult(result_model, bool(res.data["modified"]), changes, dict(res.data.get("counts", {})))
+    return PassResult(result_model, bool(res.data["modified"]), changes, dict(res.data.get("counts", {})),
+                      tuple(str(n) for n in res.data.get("notes", ())))
 
 
 @job("passes.run_pass")
@@ -43,4 +44,5 @@ def run_pass_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> 
         save_checkpoint(res.model, ctx.out_dir / "model.onnx", Linker(Path(args["model_path"]).parent.parent))
     return JobOutput(data={"modified": bool(res.modified),
                            "changes": [c.to_dict() for c in getattr(res, "changes", ())],
-                           "counts": dict(getattr(res, "counts", {}))})
+                           "counts": dict(getattr(res, "counts", {})),
+                           "notes": list(getattr(res, "notes", ()))})
