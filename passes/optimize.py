@@ -53,3 +53,38 @@ def add_version(workspace: Workspace, parent: str, result: PipelineResult, *, pr
                   "ok": result.ok, "reference": result.reference, "summary": result.summary()}
     return workspace.add_file(result.output, label=label or (preset or "optimized"), parent=parent,
                               provenance=provenance)
+
+
+def report_rows(result: PipelineResult) -> list[dict]:
+    """One row per pass, for tables (UI) and reports."""
+    rows = []
+    for r in result.records:
+        v = r.verification
+        rows.append({"pass": r.name, "changed": r.modified, "status": r.status,
+                     "nodes": f"{r.nodes_before} → {r.nodes_after}",
+                     "params": f"{r.params_before:,} → {r.params_after:,}",
+                     "time s": round(r.seconds + r.verify_seconds, 3),
+                     "verification": (v.message if v else (r.message or ("not needed" if not r.modified else "off"))),
+                     "notes": "; ".join(r.notes[:3])})
+    return rows
+
+
+def cli_command(model_name: str, *, preset: str | None = None, passes: Sequence[str] | None = None,
+                dims: Mapping[str, int] | None = None, on_failure: str = "stop", verify: bool = True,
+                output: str | None = None) -> str:
+    """The ``onnx-studio optimize`` command line that does the same as a UI run."""
+    import shlex
+
+    parts = ["onnx-studio", "optimize", shlex.quote(model_name), "-o",
+             shlex.quote(output or f"{Path(model_name).stem}-{preset or 'optimized'}.onnx")]
+    if passes:
+        parts += ["--passes", ",".join(passes)]
+    else:
+        parts += ["--preset", preset or DEFAULT_PRESET]
+    for k, v in (dims or {}).items():
+        parts += ["--dim", shlex.quote(f"{k}={v}")]
+    if on_failure != "stop":
+        parts += ["--on-failure", on_failure]
+    if not verify:
+        parts.append("--no-verify")
+    return " ".join(parts)

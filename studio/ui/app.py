@@ -25,6 +25,9 @@ PAGES = {
         st.Page("pages/overview.py", title="Overview", url_path="overview", default=True),
         st.Page("pages/nodes.py", title="Nodes", url_path="nodes"),
     ],
+    "Optimize": [
+        st.Page("pages/optimize.py", title="Optimize", url_path="optimize"),
+    ],
 }
 
 state.workspace()
