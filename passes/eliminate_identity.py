@@ -167,9 +167,10 @@ def _no_broadcast(x: ir.Value, c: np.ndarray) -> bool:
     return all(cd == 1 or (isinstance(xd, int) and xd == cd) for xd, cd in zip(dims, c.shape))
 
 
-def binary_neutral_side(node: ir.Node) -> tuple[str, int] | None:
-    """x*1, 1*x, x/1; x+(-0.0), x-(+0.0) for floats (exact for every value, -0.0 included);
-    x+0, x-0 for integers."""
+def binary_neutral_side(node: ir.Node, exact_zero_sign: bool = False) -> tuple[str, int] | None:
+    """x*1, 1*x, x/1 (exact for every value); x+0, 0+x, x-0. For floats, x + (+0.0)
+    turns a -0.0 into +0.0 (they compare equal; only 1/x or atan2 could tell), so
+    with ``exact_zero_sign`` only the zero whose sign keeps every value is removed."""
     if len(node.inputs) != 2 or node.op_type not in ("Mul", "Div", "Add", "Sub"):
         return None
     op = node.op_type
@@ -180,21 +181,22 @@ def binary_neutral_side(node: ir.Node) -> tuple[str, int] | None:
             continue
         if not _no_broadcast(x, c):
             continue
-        is_float = np.issubdtype(c.dtype, np.floating)
         keep = 1 - const_side
         if op in ("Mul", "Div") and np.all(c == 1):
             return f"{op} by one", keep
         if op in ("Add", "Sub") and np.all(c == 0):
-            if not is_float:
+            if not np.issubdtype(c.dtype, np.floating):
                 return f"{op} of zero", keep
-            neg_zero = np.all(np.signbit(c))
-            if (op == "Add" and neg_zero) or (op == "Sub" and not np.any(np.signbit(c))):
+            exact = np.all(np.signbit(c)) if op == "Add" else not np.any(np.signbit(c))
+            if exact:
                 return f"{op} of a zero that keeps every value exactly", keep
+            if not exact_zero_sign:
+                return f"{op} of zero (a -0.0 result becomes +0.0, which compares equal)", keep
     return None
 
 
-def _binary_neutral(node: ir.Node, opset: int) -> str | None:
-    found = binary_neutral_side(node)
+def _binary_neutral(node: ir.Node, opset: int, exact_zero_sign: bool = False) -> str | None:
+    found = binary_neutral_side(node, exact_zero_sign)
     return found[0] if found else None
 
 
@@ -210,8 +212,8 @@ RULES: dict[str, Rule] = {
     "Expand": _expand,                # broadcast changes nothing
     "Mul": _binary_neutral,           # x * 1
     "Div": _binary_neutral,           # x / 1
-    "Add": _binary_neutral,           # x + 0 (ints), x + -0.0 (floats)
-    "Sub": _binary_neutral,           # x - 0 (ints), x - +0.0 (floats)
+    "Add": _binary_neutral,           # x + 0 (option exact_zero_sign: floats only x + -0.0)
+    "Sub": _binary_neutral,           # x - 0
 }
 
 
@@ -227,16 +229,17 @@ class EliminateIdentity(StudioPass):
 
         by_reason: dict[str, list[str]] = {}
         kept: dict[str, str] = {}          # node label -> why it stays
+        exact = bool(self.options.get("exact_zero_sign", False))
         with inferred_shapes(model):
             for _ in range(4):            # removing one node can make the next one a no-op
                 changed = False
                 for graph in list(graphs_of(model)):
                     opset = opset_version(model)
                     for node in list(graph):
-                        reason = self._reason(node, opset)
+                        reason = self._reason(node, opset, exact)
                         if reason is None:
                             continue
-                        side = binary_neutral_side(node) if RULES[node.op_type] is _binary_neutral else None
+                        side = binary_neutral_side(node, exact) if RULES[node.op_type] is _binary_neutral else None
                         keep = node.inputs[side[1] if side else 0]
                         drop = node.outputs[0]
                         why_not = can_forward(node, keep, drop) if keep is not None else "no input"
@@ -257,12 +260,14 @@ class EliminateIdentity(StudioPass):
         return result(model, changes, notes=notes, nodes_removed=sum(len(n) for n in by_reason.values()))
 
     @staticmethod
-    def _reason(node: ir.Node, opset: int) -> str | None:
+    def _reason(node: ir.Node, opset: int, exact_zero_sign: bool = False) -> str | None:
         if not is_onnx_op(node) or node.op_type not in RULES or not node.inputs or node.inputs[0] is None:
             return None
         if not node.outputs or node.outputs[0] is None:
             return None
         try:
+            if RULES[node.op_type] is _binary_neutral:
+                return _binary_neutral(node, opset, exact_zero_sign)
             return RULES[node.op_type](node, opset)
         except Exception:   # a malformed node is simply not a no-op
             return None

@@ -2,13 +2,19 @@
 
 A pipeline saves a checkpoint after every modifying pass (verification runs
 ORT on a file) and hands models to worker passes through files. Rewriting a
-1.3 GB external-data file each time would cost more than the passes. So a
-*checkpoint* keeps every external tensor the passes did not touch where it
-is: its data file is hard-linked into the checkpoint folder (copied once
-into the private work folder when it lives on another filesystem) and the
-tensor keeps its offset and length; only new or changed tensors are written,
-to ``<name>.data``. Checkpoints are private and deleted with the pipeline's
-work folder; nothing ever writes into a linked file.
+1.3 GB external-data file each time would cost more than the passes, so a
+*checkpoint* is only the graph: every external tensor the passes did not
+touch keeps its location, offset and length **relative to the original
+model's folder** (``data_dir``), and new or changed tensors are stored
+inline. Readers resolve external data against ``data_dir``: onnx-ir through
+its base dir, ONNX Runtime through
+``session.model_external_initializers_file_folder_path`` (the model is then
+loaded from bytes). Nothing is copied or linked, and the user's files are
+only read.
+
+Only when the new tensors would not fit in one protobuf (> 1.5 GB) does a
+checkpoint become self-contained instead: data files hard-linked from one
+private copy in the work folder (``Linker``), new tensors in its own file.
 
 The *final* result is written self-contained (``save_result``): one data file
 of its own when the weights are large, never links to the user's files.
@@ -16,6 +22,7 @@ of its own when the weights are large, never links to the user's files.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -29,8 +36,30 @@ log = logging.getLogger(__name__)
 
 # Above this many bytes of weights, results keep weights in an external file.
 EXTERNAL_THRESHOLD = 64 * 2**20
-# In checkpoints, in-memory tensors above this size go to the checkpoint's data file.
+# In self-contained checkpoints, in-memory tensors above this size go to the checkpoint's data file.
 _CHECKPOINT_TENSOR_BYTES = 1024
+# Checkpoints keep new tensors inline up to this many bytes (a protobuf holds 2 GiB).
+INLINE_LIMIT = 1536 * 2**20
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """A saved model and the folder its external-data locations are relative to."""
+
+    path: Path
+    data_dir: Path
+
+    @property
+    def relocated(self) -> bool:
+        """True when external data lives elsewhere than next to the file."""
+        return self.data_dir.resolve() != self.path.parent.resolve()
+
+    def to_args(self) -> dict:
+        return {"model_path": str(self.path), "data_dir": str(self.data_dir)}
+
+    @classmethod
+    def from_args(cls, args: dict) -> Checkpoint:
+        return cls(Path(args["model_path"]), Path(args.get("data_dir") or Path(args["model_path"]).parent))
 
 
 def _initializer_values(model: ir.Model) -> list[ir.Value]:
@@ -82,28 +111,38 @@ class Linker:
         return name
 
 
-def load_trusted(path: Path) -> ir.Model:
-    """Load a checkpoint this process wrote. Its data files are hard links on
-    purpose, which onnx-ir's loader refuses as a possible attack; these files were
-    created here (from data validated by the studio's loader), so their tensors
-    are re-pointed by absolute path, without the containment check."""
-    model = ir.load(path)
-    for v in _initializer_values(model):
-        t = v.const_value
-        if isinstance(t, ir.ExternalTensor):
-            v.const_value = ir.ExternalTensor(str(Path(t.path).resolve()), t.offset, t.length, t.dtype,
-                                              shape=t.shape, name=t.name or v.name or "", base_dir="")
-    return model
+def _under(path: Path, folder: Path) -> bool:
+    return folder == path or folder in path.parents
 
 
-def save_checkpoint(model: ir.Model, path: Path, linker: Linker) -> Path:
-    """Save ``model`` to ``path`` keeping unchanged external tensors in place (see module doc).
-
-    The in-memory model is left unchanged.
-    """
+def save_checkpoint(model: ir.Model, path: Path, *, data_dir: Path, linker: Linker) -> Checkpoint:
+    """Save ``model`` as a checkpoint (see the module doc); the in-memory model is left unchanged."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data_dir = Path(data_dir).resolve()
+    values = _initializer_values(model)
+    tensors = [v.const_value for v in values]
+    external = [t for t in tensors if isinstance(t, ir.ExternalTensor)]
+    inline = sum(t.nbytes for t in tensors if t is not None and not isinstance(t, ir.ExternalTensor))
+    if inline > INLINE_LIMIT or not all(_under(Path(t.path).resolve(), data_dir) for t in external):
+        return _save_self_contained(model, path, linker)
+    try:
+        for v, t in zip(values, tensors):
+            if isinstance(t, ir.ExternalTensor):
+                location = os.path.relpath(Path(t.path).resolve(), data_dir)
+                v.const_value = ir.ExternalTensor(location, t.offset, t.length, t.dtype, shape=t.shape,
+                                                  name=t.name or v.name or "", base_dir=str(data_dir))
+        onnx.save_model(ir.serde.serialize_model(model), str(path))
+    finally:
+        for v, t in zip(values, tensors):
+            v.const_value = t
+    return Checkpoint(path, data_dir)
+
+
+def _save_self_contained(model: ir.Model, path: Path, linker: Linker) -> Checkpoint:
+    """A checkpoint whose data files sit next to it: unchanged external data hard-linked
+    from one private copy, new tensors in ``<name>.data``."""
     folder = path.parent
-    folder.mkdir(parents=True, exist_ok=True)
     values = _initializer_values(model)
     originals = [v.const_value for v in values]
     linked: dict[str, str] = {}
@@ -130,7 +169,27 @@ def save_checkpoint(model: ir.Model, path: Path, linker: Linker) -> Path:
     finally:
         for v, tensor in zip(values, originals):
             v.const_value = tensor
-    return path
+    return Checkpoint(path, path.parent)
+
+
+def load_checkpoint(ckpt: Checkpoint) -> ir.Model:
+    """Load a checkpoint this pipeline wrote, resolving external data against its ``data_dir``.
+
+    Self-contained checkpoints hard-link their data files on purpose, which
+    onnx-ir's loader refuses as a possible attack; those files were created
+    here (from data the studio's loader validated), so their tensors are
+    re-pointed by absolute path, without the containment check."""
+    proto = onnx.load_model(str(ckpt.path), load_external_data=False)
+    model = ir.serde.deserialize_model(proto)
+    if ckpt.relocated:
+        ir_external.set_base_dir(model.graph, str(ckpt.data_dir))
+        return model
+    for v in _initializer_values(model):
+        t = v.const_value
+        if isinstance(t, ir.ExternalTensor):
+            v.const_value = ir.ExternalTensor(str((ckpt.path.parent / t.location).resolve()), t.offset, t.length,
+                                              t.dtype, shape=t.shape, name=t.name or v.name or "", base_dir="")
+    return model
 
 
 def save_result(model: ir.Model, path: Path) -> Path:

@@ -24,7 +24,7 @@ import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, all_nodes, count_ops
 from passes.instruments import Instrument
-from passes.model_io import Linker, load_trusted, save_checkpoint, save_result
+from passes.model_io import Checkpoint, Linker, load_checkpoint, save_checkpoint, save_result
 from passes.registry import make_pass, preset
 from passes.verify import Verifier, VerifyResult
 from studio.core.compare import Tolerance
@@ -125,16 +125,17 @@ def save_ir(model: ir.Model, path: Path) -> Path:
 
 
 class _Checkpoints:
-    """Checkpoint files in a private folder. Checkpoints link unchanged external
-    data instead of copying it (``passes.model_io``); a folder the in-memory
-    model may still read weights from is kept until the pipeline ends."""
+    """Checkpoints in a private folder (``passes.model_io``: graph only, unchanged
+    weights read from the original's folder). A folder the in-memory model may
+    still read weights from is kept until the pipeline ends."""
 
     def __init__(self, workdir: Path, original: Path) -> None:
         self.dir = workdir
-        self.original = original
+        self.original = Checkpoint(original, original.parent)
+        self.data_dir = original.parent
         self.linker = Linker(workdir)
-        self.last_good = original
-        self.loaded_from = original
+        self.last_good = self.original
+        self.loaded_from = self.original
         self._n = 0
 
     def folder(self, kind: str) -> Path:
@@ -143,26 +144,27 @@ class _Checkpoints:
         d.mkdir(parents=True)
         return d
 
-    def save(self, model: ir.Model) -> Path:
-        return save_checkpoint(model, self.folder("step") / "model.onnx", self.linker)
+    def save(self, model: ir.Model) -> Checkpoint:
+        return save_checkpoint(model, self.folder("step") / "model.onnx", data_dir=self.data_dir, linker=self.linker)
 
-    def accept(self, path: Path) -> None:
+    def accept(self, ckpt: Checkpoint) -> None:
         old = self.last_good
-        self.last_good = path
+        self.last_good = ckpt
         self._drop(old)
 
-    def reject(self, path: Path) -> ir.Model:
-        self._drop(path)
+    def reject(self, ckpt: Checkpoint) -> ir.Model:
+        self._drop(ckpt)
         return self.restore()
 
     def restore(self) -> ir.Model:
         """The last verified model (the original when nothing was verified yet)."""
         self.loaded_from = self.last_good
-        return ir.load(self.last_good) if self.last_good == self.original else load_trusted(self.last_good)
+        return ir.load(self.original.path) if self.last_good == self.original else load_checkpoint(self.last_good)
 
-    def _drop(self, path: Path) -> None:
-        if path.parent.parent == self.dir and path not in (self.last_good, self.loaded_from):
-            shutil.rmtree(path.parent, ignore_errors=True)
+    def _drop(self, ckpt: Checkpoint) -> None:
+        folder = ckpt.path.parent
+        if folder.parent == self.dir and ckpt not in (self.last_good, self.loaded_from):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def validate_input(model_path: Path, *, limits: Limits | None = None, pool_key: str = "default") -> None:
@@ -376,7 +378,8 @@ def _apply(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, limits: Limits | 
         return p(model)
     from passes.worker_pass import run_pass_in_worker
 
-    return run_pass_in_worker(p, model, ckpt.folder("worker"), ckpt.linker, limits=limits, pool_key=pool_key)
+    return run_pass_in_worker(p, model, ckpt.folder("worker"), data_dir=ckpt.data_dir, linker=ckpt.linker,
+                              limits=limits, pool_key=pool_key)
 
 
 def op_count_diff(before: Mapping[str, int], after: Mapping[str, int]) -> list[tuple[str, int, int]]:

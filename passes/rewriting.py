@@ -103,6 +103,7 @@ def apply_rules(model: ir.Model, rules: Sequence) -> RewriteOutcome:
         names = {op: name for op, name in zip(a.matched_ops, a.matched_names) if name}
         scope = next((nm.rsplit("/", 1)[0] for nm in a.matched_names if "/" in nm), "")
         for n in a.new_nodes:
+            n.metadata_props.pop("pkg.onnxscript.rewriter.rule_name", None)   # the record says it; the file need not
             inherited = names.pop(n.op_type, None)
             if inherited:
                 n.name = inherited

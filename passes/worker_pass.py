@@ -10,24 +10,29 @@ import numpy as np
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass
-from passes.model_io import Linker, load_trusted, save_checkpoint
+from passes.model_io import Checkpoint, Linker, load_checkpoint, save_checkpoint
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 
 
-def run_pass_in_worker(p: StudioPass, model: ir.Model, workdir: Path, linker: Linker | None = None, *,
-                       limits: Limits | None = None, pool_key: str = "default") -> PassResult:
+def run_pass_in_worker(p: StudioPass, model: ir.Model, workdir: Path, *, data_dir: Path,
+                       linker: Linker | None = None, limits: Limits | None = None,
+                       pool_key: str = "default") -> PassResult:
     """Hand ``model`` to a worker through ``workdir`` (a folder that must outlive the
-    returned model: its weights may be read from there lazily)."""
+    returned model: its weights may be read from there lazily). ``data_dir``: the
+    original model's folder, where unchanged external weights are read from."""
     linker = linker or Linker(workdir)
-    src = save_checkpoint(model, workdir / "in" / "model.onnx", linker)
+    src = save_checkpoint(model, workdir / "in" / "model.onnx", data_dir=data_dir, linker=linker)
     out_dir = workdir / "out"
     out_dir.mkdir(parents=True, exist_ok=True)
-    res = run_job("passes.run_pass", {"name": p.name, "options": p.options, "model_path": str(src)},
+    res = run_job("passes.run_pass", {"name": p.name, "options": p.options, **src.to_args(),
+                                      "work_dir": str(workdir)},
                   stage=f"pass {p.name}", limits=p.worker_limits(limits), out_dir=out_dir, pool_key=pool_key,
                   fresh=False)
     changes = tuple(Change(c["kind"], tuple(c["nodes"]), c.get("detail", "")) for c in res.data["changes"])
-    result_model = load_trusted(out_dir / "model.onnx") if res.data["modified"] else model
+    result_model = load_checkpoint(Checkpoint.from_args({"model_path": str(out_dir / "model.onnx"),
+                                                         "data_dir": res.data["data_dir"]})) \
+        if res.data["modified"] else model
     return PassResult(result_model, bool(res.data["modified"]), changes, dict(res.data.get("counts", {})),
                       tuple(str(n) for n in res.data.get("notes", ())))
 
@@ -38,11 +43,15 @@ def run_pass_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> 
 
     ctx.set_stage(f"pass {args['name']}")
     p = make_pass(args["name"], **args.get("options", {}))
-    model = load_trusted(Path(args["model_path"]))     # a checkpoint the parent wrote
+    src = Checkpoint.from_args(args)
+    model = load_checkpoint(src)     # a checkpoint the parent wrote
     res = p.call(model)   # already in a worker: run the pass body directly
+    data_dir = ""
     if res.modified:
-        save_checkpoint(res.model, ctx.out_dir / "model.onnx", Linker(Path(args["model_path"]).parent.parent))
-    return JobOutput(data={"modified": bool(res.modified),
+        out = save_checkpoint(res.model, ctx.out_dir / "model.onnx", data_dir=src.data_dir,
+                              linker=Linker(Path(args["work_dir"])))
+        data_dir = str(out.data_dir)
+    return JobOutput(data={"modified": bool(res.modified), "data_dir": data_dir,
                            "changes": [c.to_dict() for c in getattr(res, "changes", ())],
                            "counts": dict(getattr(res, "counts", {})),
                            "notes": list(getattr(res, "notes", ()))})

@@ -67,13 +67,16 @@ def test_no_ops_that_are_not_no_ops_stay(tmp_path):
     assert [c.detail for c in r.records[0].changes] == ["Mul by one"]
 
 
-def test_broadcasting_mul_by_one_and_signed_zero_add_stay(tmp_path):
+def test_broadcasting_mul_by_one_stays_and_zero_add_goes_unless_exact_sign_asked(tmp_path):
     m = H + """
     g (float[1] x, float[3] u) => (float[3] y, float[3] z) <float[3] ones3 = {1.0, 1.0, 1.0}, float[1] zero = {0.0}> {
       y = Mul(x, ones3)
-      z = Add(u, zero)
+      a = Add(u, zero)
+      z = Relu(a)
     }"""
-    check_skips(tmp_path, m, "eliminate-identity")
+    r = check_applies(tmp_path, m, "eliminate-identity", ["Mul", "Relu"])
+    assert "compares equal" in r.records[0].changes[0].detail
+    check_skips(tmp_path / "exact", m, "eliminate-identity", options={"exact_zero_sign": True})
 
 
 def test_training_dropout_stays(tmp_path):

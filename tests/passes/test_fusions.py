@@ -94,6 +94,18 @@ def test_reshape_chains_merge(tmp_path):
     assert r.records[0].counts["reshapes_merged"] == 2
 
 
+def test_unsqueeze_pairs_merge_with_negative_axes(tmp_path):
+    m = H17 + """
+    g (int64[N,T] mask) => (int64[N,1,1,T] y, int64[N,T,1,1] z) <int64[1] a1 = {1}, int64[1] a2 = {2},
+        int64[1] m1 = {-1}> {
+      u = Unsqueeze(mask, a1)
+      y = Unsqueeze(u, a2)
+      v = Unsqueeze(mask, m1)
+      z = Unsqueeze(v, m1)
+    }"""
+    check_applies(tmp_path, m, "merge-reshapes", ["Unsqueeze", "Unsqueeze"])
+
+
 def test_reshape_copying_an_unknown_dim_stays(tmp_path):
     m = H17 + """
     g (float[N,3,4] x) => (float[N,12] y) <int64[2] s = {0, -1}> {
