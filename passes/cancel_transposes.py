@@ -15,7 +15,7 @@ from onnxscript.rewriter._rewrite_rule import RewriteRuleClassBase
 from onnxscript.rewriter.rules.common._basic_rules import TransposeTranspose
 
 from passes.base import PassResult, StudioPass, result
-from passes.ir_helpers import can_forward, const_array, forward
+from passes.ir_helpers import can_forward, has_ops, const_array, forward
 from passes.registry import register
 from passes.rewriting import apply_rules, changes_for, refusal_notes
 
@@ -105,6 +105,8 @@ class CancelTransposes(StudioPass):
     needs_weights = False
 
     def call(self, model: ir.Model) -> PassResult:
+        if not has_ops(model, "Transpose"):
+            return result(model, [])
         outcome = apply_rules(model, _rules())
         # TransposeTranspose leaves Identity(x) for an identity composition: drop those
         # (only those), unless the interface needs them.

@@ -21,7 +21,7 @@ from onnxscript.rewriter.rules.common._fuse_batchnorm import (
 )
 
 from passes.base import PassResult, StudioPass, result
-from passes.ir_helpers import const_tensor, free_initializer_name, int_attr, inferred_shapes, rank_of, unused
+from passes.ir_helpers import const_tensor, has_ops, free_initializer_name, int_attr, inferred_shapes, rank_of, unused
 from passes.registry import register
 from passes.rewriting import apply_rules, changes_for, refusal_notes
 
@@ -155,6 +155,8 @@ class FuseConvBN(StudioPass):
     summary = "Fold inference BatchNormalization into the preceding Conv, ConvTranspose, Gemm or 2-D MatMul."
 
     def call(self, model: ir.Model) -> PassResult:
+        if not has_ops(model, "BatchNormalization"):
+            return result(model, [])
         with inferred_shapes(model):
             outcome = apply_rules(model, RULES)
         changes = changes_for(outcome, fused_ops=("BatchNormalization",))

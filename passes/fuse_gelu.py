@@ -20,7 +20,7 @@ from onnxscript.rewriter._basics import MatchResult
 from onnxscript.rewriter._rewrite_rule import RewriteRuleClassBase
 
 from passes.base import PassResult, StudioPass, result
-from passes.ir_helpers import const_array, dtype_of, inferred_shapes, opset_version
+from passes.ir_helpers import const_array, dtype_of, has_ops, inferred_shapes, opset_version
 from passes.registry import register
 from passes.rewriting import apply_rules, changes_for, refusal_notes
 
@@ -92,6 +92,8 @@ class FuseGelu(StudioPass):
     summary = "Fuse decomposed GELU (erf or tanh form) into Gelu (needs opset 20; otherwise says why)."
 
     def call(self, model: ir.Model) -> PassResult:
+        if not has_ops(model, "Erf", "Tanh"):
+            return result(model, [])
         with inferred_shapes(model):
             outcome = apply_rules(model, rules(opset_version(model)))
         return result(model, changes_for(outcome), notes=refusal_notes(outcome), gelus_fused=outcome.count)

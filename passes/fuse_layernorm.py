@@ -23,7 +23,7 @@ from onnxscript.rewriter._basics import MatchResult
 from onnxscript.rewriter._rewrite_rule import RewriteRuleClassBase
 
 from passes.base import PassResult, StudioPass, result
-from passes.ir_helpers import const_array, dtype_of, free_initializer_name, inferred_shapes, int_attr, ints_attr, opset_version
+from passes.ir_helpers import const_array, dtype_of, has_ops, free_initializer_name, inferred_shapes, int_attr, ints_attr, opset_version
 from passes.registry import register
 from passes.rewriting import apply_rules, changes_for, merge_outcomes, refusal_notes
 
@@ -135,6 +135,8 @@ class FuseLayerNorm(StudioPass):
     summary = "Fuse decomposed layer normalization into LayerNormalization (needs opset 17; otherwise says why)."
 
     def call(self, model: ir.Model) -> PassResult:
+        if not has_ops(model, "ReduceMean"):
+            return result(model, [])
         with inferred_shapes(model):
             outcome = merge_outcomes([apply_rules(model, phase) for phase in rule_phases(opset_version(model))])
         return result(model, changes_for(outcome), notes=refusal_notes(outcome), layernorms_fused=outcome.count)

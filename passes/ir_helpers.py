@@ -26,6 +26,17 @@ def is_onnx_op(node: ir.Node, *op_types: str) -> bool:
     return node.domain in ONNX_DOMAINS and (not op_types or node.op_type in op_types)
 
 
+def has_ops(model: ir.Model, *op_types: str) -> bool:
+    """Whether any graph of the model (subgraphs and functions included) has one of
+    these ONNX ops: rewrite passes skip models where their root op never occurs."""
+    wanted = set(op_types)
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        if node.op_type in wanted and node.domain in ONNX_DOMAINS:
+            return True
+    return any(n.op_type in wanted and n.domain in ONNX_DOMAINS
+               for fn in model.functions.values() for n in ir.traversal.RecursiveGraphIterator(fn))
+
+
 def opset_version(model: ir.Model, domain: str = "") -> int:
     """The model's opset for ``domain`` ("" and "ai.onnx" are the same domain); 0 when absent."""
     imports = model.opset_imports

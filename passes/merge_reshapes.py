@@ -17,7 +17,7 @@ from onnxscript.rewriter._basics import MatchResult
 from onnxscript.rewriter._rewrite_rule import RewriteRuleClassBase
 
 from passes.base import PassResult, StudioPass, result
-from passes.ir_helpers import const_array, free_initializer_name, int_attr, ints_attr
+from passes.ir_helpers import const_array, free_initializer_name, has_ops, int_attr, ints_attr
 from passes.registry import register
 from passes.rewriting import apply_rules, changes_for, refusal_notes
 
@@ -128,6 +128,8 @@ class MergeReshapes(StudioPass):
     def call(self, model: ir.Model) -> PassResult:
         from passes.ir_helpers import inferred_shapes
 
+        if not has_ops(model, "Reshape", "Unsqueeze"):
+            return result(model, [])
         with inferred_shapes(model):
             outcome = apply_rules(model, _rules())
         return result(model, changes_for(outcome), notes=refusal_notes(outcome), reshapes_merged=outcome.count)

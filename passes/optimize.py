@@ -7,6 +7,7 @@ result as a workspace version with its lineage.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -28,7 +29,7 @@ def optimize_model(handle: ModelHandle, *, preset: str | None = None, passes: Se
                    dims: Mapping[str, int] | None = None, pass_options: Mapping[str, Mapping] | None = None,
                    on_failure: str = "stop", verify: bool = True, out_path: str | Path | None = None,
                    on_progress: Callable[[int, int, str], None] | None = None,
-                   pool_key: str = "default") -> PipelineResult:
+                   pool_key: str = "default", time_budget_s: float | None = None) -> PipelineResult:
     require_valid(handle, "optimize")
     if not preset and not passes:
         preset = DEFAULT_PRESET
@@ -39,7 +40,7 @@ def optimize_model(handle: ModelHandle, *, preset: str | None = None, passes: Se
     chosen = resolve_passes(preset, list(passes) if passes else None, options)
     out = Path(out_path) if out_path else default_output(handle, preset or "custom")
     return run_pipeline(handle.path, chosen, out, verify=verify, on_failure=on_failure, dims=dims or None,
-                        pool_key=pool_key, on_progress=on_progress)
+                        pool_key=pool_key, on_progress=on_progress, time_budget_s=time_budget_s)
 
 
 def add_version(workspace: Workspace, parent: str, result: PipelineResult, *, preset: str | None = None,
@@ -71,7 +72,7 @@ def report_rows(result: PipelineResult) -> list[dict]:
 
 def cli_command(model_name: str, *, preset: str | None = None, passes: Sequence[str] | None = None,
                 dims: Mapping[str, int] | None = None, on_failure: str = "stop", verify: bool = True,
-                output: str | None = None) -> str:
+                output: str | None = None, options: Mapping[str, Mapping] | None = None) -> str:
     """The ``onnx-studio optimize`` command line that does the same as a UI run."""
     import shlex
 
@@ -83,6 +84,9 @@ def cli_command(model_name: str, *, preset: str | None = None, passes: Sequence[
         parts += ["--preset", preset or DEFAULT_PRESET]
     for k, v in (dims or {}).items():
         parts += ["--dim", shlex.quote(f"{k}={v}")]
+    for name, opts in (options or {}).items():
+        for key, value in opts.items():
+            parts += ["--set", shlex.quote(f"{name}.{key}={json.dumps(value)}")]
     if on_failure != "stop":
         parts += ["--on-failure", on_failure]
     if not verify:

@@ -39,7 +39,7 @@ class PassRecord:
     """What one pass did, in the lineage format the graph diff reads."""
 
     name: str
-    status: str                    # changed | unchanged | reverted | failed | error
+    status: str                    # changed | unchanged | reverted | failed | error | skipped
     modified: bool                 # whether the pass's change is in the result
     changes: tuple[Change, ...]
     counts: Mapping[str, int]
@@ -80,7 +80,8 @@ class PipelineResult:
 
     def summary(self) -> str:
         if self.stopped_at:
-            rec = next(r for r in self.records if r.name == self.stopped_at)
+            rec = next(r for r in reversed(self.records)
+                       if r.name == self.stopped_at and r.status in ("failed", "error", "skipped"))
             return f"stopped at '{self.stopped_at}': {rec.message}"
         changed = [r.name for r in self.records if r.modified]
         reverted = [r.name for r in self.records if r.status == "reverted"]
@@ -262,11 +263,14 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                  feeds: list[Feeds] | None = None, tolerance: Tolerance | None = None,
                  limits: Limits | None = None, pool_key: str = "default",
                  instruments: Sequence[Instrument] = (),
-                 on_progress: Callable[[int, int, str], None] | None = None) -> PipelineResult:
+                 on_progress: Callable[[int, int, str], None] | None = None,
+                 time_budget_s: float | None = None) -> PipelineResult:
     """Run ``passes`` on the model at ``model_path`` and save the result to ``output``.
 
     ``on_failure``: "stop" keeps the last verified model and stops; "revert"
-    undoes the failing pass and continues. The input file is only read.
+    undoes the failing pass and continues. ``time_budget_s``: passes that would
+    start after this many seconds are skipped (status "skipped"); passes that run
+    in workers are also bounded by the worker timeout. The input file is only read.
     """
     if on_failure not in ("stop", "revert"):
         raise StudioError("on_failure must be 'stop' or 'revert'", code="BAD-OPTION")
@@ -288,6 +292,12 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
         stopped: str | None = None
         interface_fixed = False          # a changes_interface pass was accepted: later checks allow it too
         for i, p in enumerate(passes):
+            if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
+                records.extend(PassRecord(q.name, "skipped", False, (), {}, 0.0, 0.0, 0, 0, 0, 0, None,
+                                          f"skipped: the time budget of {time_budget_s:g} s was used up")
+                               for q in passes[i:])
+                stopped = p.name
+                break
             if on_progress:
                 on_progress(i, len(passes), p.name)
             for inst in instruments:

@@ -30,6 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--on-failure", choices=("stop", "revert"), default="stop",
                    help="when a pass fails verification: stop there (default) or undo that pass and go on")
     p.add_argument("--no-verify", action="store_true", help="skip verification (not recommended)")
+    p.add_argument("--time-budget", type=float, metavar="SECONDS",
+                   help="skip the passes that would start after this many seconds")
     p.add_argument("--report", help="also write the full report (JSON) to this file")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--list", action="store_true", help="list passes and presets with their descriptions")
@@ -82,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     if out.suffix != ".onnx":
         raise StudioError("-o must name a .onnx file")
     result = api.optimize(handle, preset=args.preset, passes=names, dims=dims, pass_options=options,
-                          on_failure=args.on_failure, verify=not args.no_verify, out_path=out)
+                          on_failure=args.on_failure, verify=not args.no_verify, out_path=out,
+                          time_budget_s=args.time_budget)
     report = result.to_dict()
     report["output"] = str(out)
     if args.report:

@@ -36,18 +36,21 @@ def test_safe_preset_on_cnn_sample(app):
     assert any("onnx-studio optimize" in c.value and "--preset safe" in c.value for c in at.code)
 
 
-def test_custom_passes_and_failure_shown_not_crash(app, tmp_path):
+def test_custom_passes_with_an_option(app, tmp_path):
     m = parse_model('<ir_version: 8, opset_import: ["" : 17]> g (float[N,4] x) => (float[N,4] y) '
                     '{ a = Identity(x) y = Relu(a) }')
     at = app(str(save(m, tmp_path / "m.onnx"))).run()
     at.switch_page("pages/optimize.py").run()
     at.selectbox(key="opt_preset").set_value("custom").run()
     at.multiselect(key="opt_passes").set_value(["eliminate-identity", "convert-opset"]).run()
+    at.number_input(key="opt_target").set_value(18).run()
     at.button(key="opt_run").click().run()
     assert not at.exception
     report = _table(at, "pass")
-    assert list(report["status"]) == ["changed", "error"]
-    assert any("needs a target opset" in e.value for e in at.error)
+    assert list(report["status"]) == ["changed", "changed"]
+    assert any("--set convert-opset.target=18" in c.value for c in at.code)
+    assert at.session_state["onnx_studio_workspace"].version("v1").provenance["passes"] == [
+        "eliminate-identity", "convert-opset"]
 
 
 def test_invalid_model_is_refused_with_the_checker_message(app, tmp_path):

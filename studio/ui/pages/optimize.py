@@ -17,6 +17,7 @@ from studio.ui import state, widgets
 
 _RESULT = "onnx_studio_optimize_result"
 MAX_DOWNLOAD_BYTES = 300 * 2**20
+TIME_BUDGET_S = 900.0          # passes that would start later are skipped (a browser session should not run for hours)
 
 
 def _choose(cat: dict) -> tuple[str | None, list[str] | None]:
@@ -35,6 +36,16 @@ def _choose(cat: dict) -> tuple[str | None, list[str] | None]:
     return None, chosen
 
 
+def _options(passes: list[str] | None, handle) -> dict[str, dict]:
+    """Options of the chosen passes that need one (convert-opset's target)."""
+    options: dict[str, dict] = {}
+    if passes and "convert-opset" in passes:
+        current = next((o.version for o in handle.proto.opset_import if o.domain in ("", "ai.onnx")), 17)
+        options["convert-opset"] = {"target": int(st.number_input(
+            "convert-opset: target opset", min_value=7, max_value=25, value=max(17, int(current)), key="opt_target"))}
+    return options
+
+
 def _dims(handle) -> dict[str, int]:
     init = {t.name for t in handle.proto.graph.initializer}
     symbolic = sorted({d.dim_param for vi in handle.proto.graph.input if vi.name not in init
@@ -51,7 +62,7 @@ def _dims(handle) -> dict[str, int]:
     return {k: v for k, v in dims.items() if k in symbolic}
 
 
-def _run(handle, version, preset, passes, dims, on_failure, verify) -> None:
+def _run(handle, version, preset, passes, dims, on_failure, verify, options) -> None:
     ws = state.workspace()
     bar = st.progress(0.0, text="Starting…")
 
@@ -60,8 +71,9 @@ def _run(handle, version, preset, passes, dims, on_failure, verify) -> None:
 
     out = ws.job_dir("optimize") / f"{handle.name}.onnx"
     result = widgets.guarded(lambda: api.optimize(handle, preset=preset, passes=passes, dims=dims,
-                                                  on_failure=on_failure, verify=verify, out_path=out,
-                                                  on_progress=progress, pool_key=state.session_id()))
+                                                  pass_options=options, on_failure=on_failure, verify=verify,
+                                                  out_path=out, on_progress=progress, pool_key=state.session_id(),
+                                                  time_budget_s=TIME_BUDGET_S))
     bar.empty()
     if result is None:
         return
@@ -73,7 +85,7 @@ def _run(handle, version, preset, passes, dims, on_failure, verify) -> None:
             state.set_current(v.id)
     st.session_state[_RESULT] = {"result": result, "source": version.id, "version": new_version,
                                  "command": cli_command(handle.path.name, preset=preset, passes=passes, dims=dims,
-                                                        on_failure=on_failure, verify=verify)}
+                                                        on_failure=on_failure, verify=verify, options=options)}
 
 
 def _download(result) -> None:
@@ -129,6 +141,7 @@ def render() -> None:
     st.caption(f"Version {version.id} · {widgets.md_escape(version.label, 60)} · {handle.short_sha}")
     cat = catalog()
     preset, passes = _choose(cat)
+    options = _options(passes, handle)
     dims = _dims(handle)
     left, right = st.columns(2)
     on_failure = left.radio("When a pass fails verification", ["stop", "revert"], horizontal=True,
@@ -137,13 +150,13 @@ def render() -> None:
     verify = right.checkbox("Verify after every modifying pass (ONNX Runtime, optimizations off)", value=True,
                             key="opt_verify")
     if st.button("Run", type="primary", key="opt_run", disabled=preset is None and not passes):
-        _run(handle, version, preset, passes, dims, on_failure, verify)
+        _run(handle, version, preset, passes, dims, on_failure, verify, options)
     saved = st.session_state.get(_RESULT)
     if saved and state.current_version() and state.current_version().id in (saved["source"], saved["version"]):
         _report(saved)
     else:
         widgets.cli_hint(cli_command(handle.path.name, preset=preset, passes=passes, dims=dims,
-                                     on_failure=on_failure, verify=verify))
+                                     on_failure=on_failure, verify=verify, options=options))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script
