@@ -154,3 +154,39 @@ def test_r17_passes_refuse_invalid_graphs(case, tmp_path):
         run_pipeline(src, resolve_passes("safe"), tmp_path / "out2" / "m.onnx")
     assert sha256_file(src) == before
     assert not (tmp_path / "out" / "m.onnx").exists() and not (tmp_path / "out2" / "m.onnx").exists()
+
+
+def test_r14_expand_bomb_is_neither_folded_nor_allowed_to_take_the_studio_down(tmp_path):
+    from onnx import numpy_helper
+
+    from studio.core.sandbox import Limits
+
+    one = numpy_helper.from_array(np.array([1.0], np.float32), "one")
+    shp = numpy_helper.from_array(np.array([2**20, 2**20], np.int64), "shp")          # 4 TiB of float32
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["one", "shp"], ["big"]), helper.make_node("ReduceSum", ["big"], ["s"], keepdims=0),
+         helper.make_node("Identity", ["x"], ["xi"]), helper.make_node("Add", ["xi", "s"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])], [one, shp])
+    src = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
+               tmp_path / "in" / "m.onnx")
+    r = run_pipeline(src, resolve_passes("safe"), tmp_path / "out" / "m.onnx",
+                     limits=Limits(timeout_s=30, memory_bytes=2 * 2**30))
+    fold = next(x for x in r.records if x.name == "fold-constants")
+    assert fold.status == "unchanged" and any("Expand" in n and "MiB" in n for n in fold.notes)
+    assert r.reference.startswith("structure only") and "cannot run the original" in r.reference
+    assert r.ok and "Expand" in [n.op_type for n in onnx.load(str(r.output)).graph.node]
+
+
+def test_r18_shape_traps_are_refused_by_the_full_check(tmp_path):
+    from onnx import numpy_helper
+
+    w = numpy_helper.from_array(np.ones((2, 3, 3, 3), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], strides=[0, 0])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])], [w])
+    src = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
+               tmp_path / "in" / "m.onnx")
+    with pytest.raises(StudioError) as err:
+        api.optimize(api.load(src), preset="safe", out_path=tmp_path / "out" / "m.onnx")
+    assert_user_message(str(err.value), "cannot optimize", "full check")
