@@ -125,7 +125,8 @@ def compare(label: str, src: Path, rounds: int) -> list[list]:
              f"{ratio[n]:.3f}"] for n in paths]
     rows.append(["goal: ours/onnxsim, ours/onnxslim", f"<= {min(nodes['onnxsim'], nodes['onnxslim'])}", "", "",
                  "", "<= 1.02"])
-    print_table(f"{label}: node count and ORT latency (interleaved, median of {rounds} runs)",
+    print_table(f"{label}: node count and ORT latency (interleaved, median of {rounds} runs; "
+                "our tool time includes verifying every modifying pass)",
                 ["model", "nodes", "MB", "tool s", "latency ms", "ours / this (paired median)"], rows)
     return rows
 
@@ -138,7 +139,7 @@ def large() -> list[list]:
     runs = {
         "onnx-studio safe": run_snippet("from studio import api", f"""
             r = api.optimize(api.load({str(src)!r}), preset="safe", out_path={str(out / 'ours' / 'model.onnx')!r})
-            result = {{"ok": r.ok, "summary": r.summary()}}
+            result = {{"ok": r.ok, "summary": f"{{sum(r.ops_after.values())}} nodes, verified: {{r.ok}}"}}
             """),
         "onnxsim": run_snippet("import onnx, onnxsim", f"""
             m, ok = onnxsim.simplify(onnx.load({str(src)!r}))
