@@ -30,7 +30,6 @@ from passes.ir_helpers import (
     is_onnx_op,
     opset_version,
     rank_of,
-    static_shape,
     unused,
 )
 from passes.registry import register

@@ -32,7 +32,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 from passes.base import Change, ChangeTracker, PassResult, StudioPass, result
-from passes.ir_helpers import const_array, const_tensor, is_onnx_op, static_shape
+from passes.ir_helpers import const_array, const_tensor, is_onnx_op
 from passes.registry import register
 from studio.core.sandbox import Limits
 

@@ -233,6 +233,13 @@ def _iter_tensors():
     return iter_tensors
 
 
+def _scrub(text: str, **folders: Path) -> str:
+    """No absolute server paths in messages: folders become <work folder>, <model folder>..."""
+    for label, folder in sorted(folders.items(), key=lambda kv: -len(str(kv[1]))):
+        text = text.replace(str(folder), f"<{label.replace('_dir', ' folder').replace('workdir', 'work folder')}>")
+    return text
+
+
 def _fixed_dims(passes: Sequence[StudioPass]) -> dict[str, int]:
     """Dims that passes fix on purpose (fix-input-shapes): verification feeds use them."""
     out: dict[str, int] = {}
@@ -312,7 +319,8 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                     _restore_interface(model, declared)
             except Exception as exc:   # a pass bug must not lose the user's work
                 seconds = time.perf_counter() - t0
-                msg = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
+                msg = _scrub(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}",
+                             workdir=workdir, model_dir=model_path.parent, out_dir=output.parent)
                 model = ckpt.restore()
                 rec = PassRecord(p.name, "error", False, (), {}, seconds, 0.0, nodes_before,
                                  sum(1 for _ in all_nodes(model)), params_before, _param_count(model), None,
@@ -340,7 +348,8 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                     model = ckpt.reject(candidate)
                     status = "reverted" if on_failure == "revert" else "failed"
                     modified = False
-                    message = f"pass '{p.name}' broke the model: {verification.message}"
+                    message = _scrub(f"pass '{p.name}' broke the model: {verification.message}", workdir=workdir,
+                                     model_dir=model_path.parent, out_dir=output.parent)
             elif modified:
                 ckpt.accept(ckpt.save(model))     # unverified, but a later pass error reverts only that pass
             if modified and p.changes_interface:

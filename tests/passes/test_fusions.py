@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
 
 from tests.passes.pass_helpers import check_applies, check_skips
 
 H17 = '<ir_version: 8, opset_import: ["" : 17]>'
 H20 = '<ir_version: 9, opset_import: ["" : 20]>'
-
-
-def _w(*shape, seed=0):
-    return numpy_helper.from_array(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
 
 
 # ------------------------------------------------------------------ fuse-matmul-add
