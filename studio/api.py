@@ -8,9 +8,9 @@ objects. Heavy work lives in ``studio.core``, ``studio.inspect``,
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from studio.core.errors import StudioError
 from studio.core.findings import Finding, Report
@@ -48,7 +48,11 @@ from studio.graphview.view import (
 )
 from studio.inspect.summary import ModelSummary, summarize
 
+if TYPE_CHECKING:
+    from passes.pipeline import PipelineResult
+
 __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "release_session",
+           "optimize", "add_optimized_version", "list_passes",
            "GraphDiff", "GraphIndex", "GraphView", "ModelHandle", "ModelSummary", "Overlay", "Table", "Workspace",
            "diff", "diff_html", "diff_region_view", "diff_summary", "diff_tables", "diff_versions", "diff_views",
            "graph_dot", "graph_echarts", "graph_html", "graph_index", "graph_legend_html", "graph_levels",
@@ -239,3 +243,36 @@ def write_diff(d: GraphDiff, path: str | Path, mode: str = OVERLAY, level: int |
                            notes=[summary_line(d)], tables=diff_tables(d))
     reg = diff_region(d)
     return write_graph(p, [Panel(reg.title, reg)], title=reg.title)
+def list_passes() -> dict:
+    """Registered passes and presets with their one-line descriptions (``optimize --list``)."""
+    from passes.catalog import catalog
+
+    return catalog()
+
+
+def optimize(handle: ModelHandle, *, preset: str | None = None, passes: Sequence[str] | None = None,
+             dims: Mapping[str, int] | None = None, pass_options: Mapping[str, Mapping] | None = None,
+             on_failure: str = "stop", verify: bool = True, out_path: str | Path | None = None,
+             on_progress: Callable[[int, int, str], None] | None = None,
+             pool_key: str = "default", time_budget_s: float | None = None) -> PipelineResult:
+    """Run a preset (default ``safe``) or named passes, verifying after every modifying pass.
+
+    ``dims`` fix symbolic dims for verification feeds and are what ``fix-input-shapes``
+    specializes. The result is written to ``out_path`` (default: a new job folder in
+    the workspace root); the input file is only read. Refuses models that fail
+    ``onnx.checker`` (R17). ``time_budget_s`` skips passes that would start later.
+    """
+    from passes.optimize import optimize_model
+
+    return optimize_model(handle, preset=preset, passes=passes, dims=dims, pass_options=pass_options,
+                          on_failure=on_failure, verify=verify, out_path=out_path, on_progress=on_progress,
+                          pool_key=pool_key, time_budget_s=time_budget_s)
+
+
+def add_optimized_version(workspace: Workspace, parent: str, result: PipelineResult, *,
+                          preset: str | None = None, label: str | None = None) -> Version:
+    """Save a pipeline's result as a new workspace version whose provenance holds the
+    lineage the graph view reads: ``{"pipeline": [...], "preset": ..., "parent": ...}``."""
+    from passes.optimize import add_version
+
+    return add_version(workspace, parent, result, preset=preset, label=label)

@@ -40,8 +40,10 @@ def _lineage(path: str | None) -> object:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise StudioError(f"lineage file is not JSON ({type(exc).__name__})") from None
-    # Accept the records list, or a Version.provenance dict holding it.
-    return data.get("pipeline") if isinstance(data, dict) else data
+    # Accept the records list, a Version.provenance dict, or an `optimize --report` file.
+    if isinstance(data, dict):
+        return data.get("pipeline") or data.get("records")
+    return data
 
 
 def run(args: argparse.Namespace) -> int:

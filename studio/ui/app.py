@@ -29,6 +29,9 @@ PAGES = {
     "Deploy": [
         st.Page("pages/compatibility.py", title="Compatibility", url_path="compatibility"),
     ],
+    "Optimize": [
+        st.Page("pages/optimize.py", title="Optimize", url_path="optimize"),
+    ],
 }
 
 state.workspace()
