@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from studio import __version__
 from studio.core.errors import StudioError
 
 # Order is the order of `onnx-studio --help`.
-COMMANDS = ["inspect", "profile", "serve"]
+COMMANDS = ["inspect", "graph", "check", "optimize", "profile", "serve"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Inspect, check, optimize, verify, profile and export ONNX models.")
     parser.add_argument("--version", action="version", version=f"onnx-studio {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    parser.add_argument("--timeout", type=float, metavar="S",
+                        help="wall-clock limit of each sandboxed job (engine runs, conversions), seconds")
+    parser.add_argument("--memory-gb", type=float, metavar="GB", help="memory limit of each sandbox worker")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"studio.cli.{name}_cmd")
@@ -40,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    # Worker limits travel as the environment the sandbox reads (studio.core.sandbox.default_limits).
+    if args.timeout is not None:
+        os.environ["ONNX_STUDIO_TIMEOUT_S"] = str(args.timeout)
+    if args.memory_gb is not None:
+        os.environ["ONNX_STUDIO_MEMORY_GB"] = str(args.memory_gb)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
@@ -49,8 +58,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:          # `onnx-studio inspect --json | head`
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:

@@ -142,15 +142,27 @@ def concrete_shape(spec: InputSpec, dims: Mapping[str, int]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def random_feeds(specs: tuple[InputSpec, ...], dims: Mapping[str, int] | None = None, seed: int = 0) -> Feeds:
+MAX_FEED_BYTES = 2**30     # refuse to generate more than 1 GiB of inputs (declared-size bombs)
+
+
+def random_feeds(specs: tuple[InputSpec, ...], dims: Mapping[str, int] | None = None, seed: int = 0,
+                 max_bytes: int = MAX_FEED_BYTES) -> Feeds:
     """One seeded feed dict. Floats ~ N(0, 1); integers within each spec's range."""
     rng = np.random.default_rng(seed)
     chosen = choose_dims(specs, dims)
     feeds: Feeds = {}
+    total = 0
     for s in specs:
         if s.kind not in ("tensor", "optional", "sequence"):
             raise StudioError(f"input '{s.name[:60]}' is a {s.kind}; give its values in an .npz file")
         shape = concrete_shape(s, chosen)
+        if any(d < 0 for d in shape):
+            raise StudioError(f"input '{s.name[:60]}' declares a negative dim {list(shape)}")
+        itemsize = 8 if s.dtype in ("bfloat16", "string") else np.dtype(s.dtype).itemsize
+        total += int(np.prod(shape, dtype=object)) * itemsize
+        if total > max_bytes:
+            raise StudioError(f"inputs would need {total / 2**30:.1f} GiB (input '{s.name[:60]}' has shape "
+                              f"{list(shape)}); set smaller values for its dims or give an .npz file")
         value = _random_array(s, shape, rng)
         feeds[s.name] = [value] if s.kind == "sequence" else value
     return feeds

@@ -152,7 +152,15 @@ def _pool(node: NodeProto, shape_of: ShapeOf) -> Cost | None:
 
 
 def node_cost(node: NodeProto, shape_of: ShapeOf) -> Cost | None:
-    """Cost of one node; None when the shapes it needs are unknown."""
+    """Cost of one node; None when the shapes it needs are unknown (or the node
+    is malformed: missing inputs, absurd attributes)."""
+    try:
+        return _node_cost(node, shape_of)
+    except (IndexError, ValueError, TypeError, OverflowError):
+        return None
+
+
+def _node_cost(node: NodeProto, shape_of: ShapeOf) -> Cost | None:
     op = node.op_type
     if node.domain not in ("", "ai.onnx", "com.microsoft"):
         return None

@@ -6,7 +6,10 @@ are keyed by the session's workspace and the model's content hash.
 from __future__ import annotations
 
 import os
+import shutil
+import time
 import uuid
+import weakref
 from pathlib import Path
 
 import streamlit as st
@@ -18,6 +21,30 @@ from studio.core.workspace import Version, Workspace, default_root
 _WS = "onnx_studio_workspace"
 _CURRENT = "onnx_studio_version"
 _SESSION = "onnx_studio_session"
+_LIFETIME = "onnx_studio_lifetime"
+STALE_SESSION_S = 24 * 3600
+
+
+class _Lifetime:
+    """Lives in session_state; when Streamlit drops the session, its finalizer stops
+    the session's sandbox workers and removes its workspace folder."""
+
+
+def _end_session(pool_key: str, root: str) -> None:
+    from studio import api
+
+    api.release_session(pool_key)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _sweep_stale_sessions(parent: Path) -> None:
+    """Remove session folders left by a studio that was killed (older than a day)."""
+    try:
+        for d in parent.iterdir():
+            if d.is_dir() and d.name.startswith("session-") and time.time() - d.stat().st_mtime > STALE_SESSION_S:
+                shutil.rmtree(d, ignore_errors=True)
+    except OSError:
+        pass
 
 
 def session_id() -> str:
@@ -39,8 +66,14 @@ def workspace() -> Workspace:
     """This session's workspace (created on first use, with the preloaded model if any)."""
     ws = st.session_state.get(_WS)
     if ws is None:
-        ws = Workspace.create(default_root() / "sessions", prefix="session")
+        parent = default_root() / "sessions"
+        parent.mkdir(parents=True, exist_ok=True)
+        _sweep_stale_sessions(parent)
+        ws = Workspace.create(parent, prefix="session")
         st.session_state[_WS] = ws
+        lifetime = _Lifetime()
+        weakref.finalize(lifetime, _end_session, session_id(), str(ws.root))
+        st.session_state[_LIFETIME] = lifetime
         preload = os.environ.get("ONNX_STUDIO_MODEL")
         if preload:
             try:
@@ -89,3 +122,19 @@ def summary(handle: ModelHandle, dims: dict[str, int] | None = None):
 def dims() -> dict[str, int]:
     """User-set values for symbolic dims (shared by every page of this session)."""
     return st.session_state.setdefault("onnx_studio_dims", {})
+
+
+@st.cache_resource(max_entries=8, ttl=3600, show_spinner=False)
+def _graph_index(session: str, sha256: str, path: str, dims: tuple[tuple[str, int], ...], with_summary: bool,
+                 _handle: ModelHandle, _summary):
+    from studio import api
+
+    return api.graph_index(_handle, _summary)
+
+
+def graph_index(handle: ModelHandle, summary, dims: dict[str, int] | None = None):
+    """The graph and hierarchy of a model, built once per session and content (with or
+    without the summary's shapes and FLOPs). A resource cache, no copy per rerun: the
+    index is immutable and holds proto references."""
+    return _graph_index(session_id(), handle.sha256, str(handle.path), tuple(sorted((dims or {}).items())),
+                        summary is not None, handle, summary)
