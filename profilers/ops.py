@@ -207,6 +207,10 @@ class OpProfile:
         total = sum(self.per_node_ms.values())
         return {k: v / total for k, v in self.per_node_ms.items()} if total > 0 else {}
 
+    def node_times_s(self) -> dict[str, float]:
+        """Seconds per inference per ONNX node: the graph view's ``data["node_times"]``."""
+        return {k: v / 1000.0 for k, v in self.per_node_ms.items()}
+
     def top(self, n: int = 15) -> tuple[KernelTime, ...]:
         return self.kernels[:n]
 

@@ -82,3 +82,24 @@ def test_bad_sweep_values_are_reported(app):
     at.text_input(key="profile_threads").input("1,x").run()
     assert not at.exception
     assert any("integers like 1,2,4" in e.value for e in at.error)
+
+
+def test_per_op_time_feeds_the_graph_overlay(app):
+    at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
+    ws = at.session_state["onnx_studio_workspace"]
+    ws.add_file(SAMPLES / "mobilenet_like.onnx", label="second")
+    at = _profile_page(at)
+    at.multiselect(key="profile_versions").set_value(["v0", "v1"])
+    at.multiselect(key="profile_engines").set_value(["ov"])
+    at.checkbox(key="profile_per_op").check()
+    at.run()
+    at.button(key="profile_run").click().run()
+    at.selectbox(key="profile_ops_variant").set_value("t0-ov").run()
+    at.button(key="profile_to_graph").click().run()
+    assert not at.exception
+    times = at.session_state["graph_overlay_data"]["node_times"]
+    assert "/conv1/Conv" in times and all(v >= 0 for v in times.values())
+    assert at.session_state["onnx_studio_version"] == "v0"     # the profiled version is the one shown
+    at.switch_page("pages/graph.py").run()
+    assert not at.exception
+    assert "time share" in at.selectbox(key="graph_overlay").options

@@ -23,6 +23,7 @@ from studio.ui import state, widgets
 
 _RESULT = "profile_result"
 _RUNNING = "profile_running"
+_VERSIONS_RUN = "profile_versions_run"
 ENGINE_CHOICES = ("ort", "ov", "ov:default", "ov:bf16", "ov:throughput", "ort:cuda", "ort:trt", "trt", "trt:f16")
 
 
@@ -115,6 +116,14 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
         st.markdown("#### Per-op time")
         vid = st.selectbox("Variant", [v.id for v in with_ops], key="profile_ops_variant")
         ops = profile.variant(vid).ops
+        versions_run = st.session_state.get(_VERSIONS_RUN, [])
+        target = profile.variant(vid).variant.target_index
+        if target < len(versions_run) and st.button("Colour the graph by this time", key="profile_to_graph"):
+            # The Graph page's documented input: data["node_times"] = {node id: seconds}.
+            st.session_state["graph_overlay_data"] = {"node_times": ops.node_times_s()}
+            state.set_current(versions_run[target])
+            st.success(f"On the Graph page, pick the 'time share' overlay ({vid}, version "
+                       f"{widgets.md_escape(versions_run[target], 20)}).")
         widgets.metric_row([("per-op sum", f"{ops.per_op_sum_ms:.4f} ms"),
                             ("end-to-end", f"{ops.end_to_end_ms:.4f} ms"),
                             ("overhead", f"{ops.overhead_ms:.4f} ms"),
@@ -172,12 +181,14 @@ def render() -> None:
         st.session_state[_RUNNING] = False
         st.info("Stopped: the running worker was killed.")
     if run and options is not None and chosen and engines:
-        targets = []
+        targets, run_vids = [], []
         for vid in chosen:
             handle = widgets.guarded(lambda vid=vid: ws.handle(vid))
             if handle is not None:
                 targets.append(ProfileTarget(f"{vid} {ws.version(vid).label}", handle))
+                run_vids.append(vid)
         if targets:
+            st.session_state[_VERSIONS_RUN] = run_vids
             _run(targets, engines, options)
     if options is not None and chosen and engines:
         names = [Path(ws.version(vid).path).name for vid in chosen]
