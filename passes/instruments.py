@@ -4,6 +4,7 @@ timing, NVTX ranges for Nsight Systems, and per-pass dumps live here, not in pas
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -52,6 +53,17 @@ class NvtxInstrument:
     def after_pass(self, p: StudioPass, model: ir.Model, record: PassRecord) -> None:
         if self._ranges:
             self._nvtx.end(self._ranges.pop())
+
+
+def with_nvtx(instruments: Sequence[Instrument]) -> tuple[Instrument, ...]:
+    """``instruments`` plus an :class:`NvtxInstrument` when a profiler (nsys) is attached and
+    none is there, so every pipeline pass shows up as an NVTX range under Nsight."""
+    from profilers.nvtx import ranges
+
+    out = tuple(instruments)
+    if ranges().attached and not any(isinstance(i, NvtxInstrument) for i in out):
+        out += (NvtxInstrument(),)
+    return out
 
 
 class DumpInstrument:

@@ -23,7 +23,7 @@ from pathlib import Path
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, all_nodes, count_ops
-from passes.instruments import Instrument
+from passes.instruments import Instrument, with_nvtx
 from passes.model_io import Checkpoint, Linker, load_checkpoint, save_checkpoint, save_result
 from passes.registry import make_pass, preset
 from passes.verify import Verifier, VerifyResult
@@ -282,6 +282,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
     if on_failure not in ("stop", "revert"):
         raise StudioError("on_failure must be 'stop' or 'revert'", code="BAD-OPTION")
     started = time.perf_counter()
+    instruments = with_nvtx(instruments)        # NVTX range per pass when nsys is attached
     model_path = Path(model_path).resolve()     # workers run in a scratch cwd
     output = Path(output).resolve()
     _check_output_path(model_path, output)

@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from passes.instruments import NvtxInstrument
+from passes.instruments import LogInstrument, NvtxInstrument, with_nvtx
 from profilers.nvtx import (NvtxRanges, find_nsys, nsys_plan, parse_kernel_summary, parse_memory_summary, ranges,
                             read_nsys_stats, run_nsys)
 from studio.core.errors import StudioError
@@ -110,3 +110,20 @@ def test_run_nsys_missing_binary_is_a_clear_error(tmp_path):
     with pytest.raises(StudioError) as err:
         run_nsys(plan, cwd=tmp_path)
     assert "nsys is not on PATH" in str(err.value)
+
+
+def test_pipeline_gets_nvtx_ranges_only_when_a_profiler_listens(monkeypatch):
+    log = LogInstrument()
+    assert with_nvtx([log]) == (log,)                     # nothing attached: nothing added
+
+    class Attached(NvtxRanges):
+        def __init__(self) -> None:
+            self.attached = True
+            self._domain = None
+
+    import profilers.nvtx
+
+    monkeypatch.setattr(profilers.nvtx, "ranges", lambda domain="onnx-studio": Attached())
+    added = with_nvtx([log])
+    assert added[0] is log and isinstance(added[1], NvtxInstrument)
+    assert with_nvtx(added) == added                       # never twice
