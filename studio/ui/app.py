@@ -27,6 +27,7 @@ PAGES = {
     ],
     "Deploy": [
         st.Page("pages/compatibility.py", title="Compatibility", url_path="compatibility"),
+        st.Page("pages/plugins.py", title="Plugins", url_path="plugins"),
     ],
 }
 
