@@ -167,7 +167,13 @@ def _ov_runner(library: str, threads: int | None, scratch: Path) -> Callable[[on
         compiled = core.compile_model(core.read_model(path), "CPU", config)
         request = compiled.create_infer_request()
         request.infer({i: a for i, a in enumerate(feeds)})
-        return [np.array(request.get_output_tensor(i).data, copy=True) for i in range(len(compiled.outputs))]
+        values = [np.array(request.get_output_tensor(i).data, copy=True) for i in range(len(compiled.outputs))]
+        # OpenVINO's output order need not be the ONNX graph's: map back through the tensor names.
+        names = [o.name for o in onnx.load_model(path, load_external_data=False).graph.output]
+        by_name = {n: i for i, port in enumerate(compiled.outputs) for n in port.get_names()}
+        if len(names) == len(values) and all(n in by_name for n in names):
+            values = [values[by_name[n]] for n in names]
+        return values
     return run
 
 

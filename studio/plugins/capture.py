@@ -109,7 +109,7 @@ def capture_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
         run_args = {"domain": domain, "op_type": op_type, "model_path": args["model_path"],
                     "inputs": [{"dtype": s[0] if s else None} for s in samples[0]["inputs"]],
                     "outputs": [{"dtype": s[0], "shapes": []} for s in out_specs],
-                    "attrs": args.get("attrs") or {}, "attr_defaults": dict(reference.attr_defaults),
+                    "attr_defaults": dict(reference.attr_defaults),
                     "samples": [], "run_model": True}
         res = run_with_pyop(run_args, {f"feed:{k}": v for k, v in feeds.items()}, ctx, ref_fn,
                             f"reference {reference.qualified}")

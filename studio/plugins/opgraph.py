@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import onnx
 from onnx import ModelProto, NodeProto, helper
@@ -174,10 +174,11 @@ def truncate_before(model: ModelProto, targets: list[NodeProto]) -> tuple[ModelP
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
 
 
-def retarget_op(model: ModelProto, domain: str, op_type: str, new_domain: str, new_op_type: str,
+def retarget_op(model: ModelProto, domain: str, op_type: str, new_domain: str,
+                new_op_type: str | Callable[[NodeProto], str],
                 attr_defaults: dict[str, object] | None = None) -> ModelProto:
-    """A copy with every ``domain::op_type`` node (all graphs, functions) moved to ``new_domain::new_op_type``;
-    attributes missing on a node get ``attr_defaults`` (so every node declares the same attributes)."""
+    """A copy with every ``domain::op_type`` node (all graphs, functions) moved to ``new_domain::new_op_type``
+    (a name, or a function of the node); attributes missing on a node get ``attr_defaults``."""
     out = ModelProto()
     out.CopyFrom(model)
     dom = norm_domain(domain)
@@ -185,7 +186,7 @@ def retarget_op(model: ModelProto, domain: str, op_type: str, new_domain: str, n
     def fix(nodes) -> None:
         for n in nodes:
             if norm_domain(n.domain) == dom and n.op_type == op_type:
-                n.domain, n.op_type = new_domain, new_op_type
+                n.domain, n.op_type = new_domain, new_op_type(n) if callable(new_op_type) else new_op_type
                 present = {a.name for a in n.attribute}
                 for name, value in (attr_defaults or {}).items():
                     if name not in present:

@@ -3,9 +3,10 @@
 onnxruntime-extensions registers Python ops in the ``ai.onnx.contrib`` domain
 only, and a process can register an op type once. So each run is a one-off
 worker (``fresh=True``) that: loads the op's code from a file named in its
-arguments, registers it under a job-local alias
-(``ai.onnx.contrib::StudioPyOp_<op>``), rewrites the model's nodes to that
-alias in a job-local copy (the user's file is never touched), runs every
+arguments, registers it under job-local aliases
+(``ai.onnx.contrib::StudioPyOp_<op>_<k>``, one per distinct attribute set,
+attributes bound in Python), rewrites the model's nodes to them in a
+job-local copy (the user's file is never touched), runs every
 captured sample through a one-node model and, when asked, the whole model.
 The user's function is guarded (:class:`~studio.plugins.usercode.CallGuard`):
 an exception, ``None`` or a wrong dtype/shape becomes a message, never an
@@ -14,6 +15,7 @@ abort of the engine.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -29,13 +31,11 @@ from studio.plugins.usercode import CallGuard, UserCodeError, load_user_function
 __all__ = ["PYOP_DOMAIN", "alias_for", "ort_python_job", "run_with_pyop"]
 
 PYOP_DOMAIN = "ai.onnx.contrib"
-PY_ATTR_TYPES = ("int", "float", "string")
 
 _DT_NAMES = {"float32": "dt_float", "float64": "dt_double", "float16": "dt_float16", "int64": "dt_int64",
              "int32": "dt_int32", "int16": "dt_int16", "int8": "dt_int8", "uint8": "dt_uint8", "uint16": "dt_uint16",
              "uint32": "dt_uint32", "uint64": "dt_uint64", "bool": "dt_bool", "string": "dt_string",
              "bfloat16": "dt_bfloat16", "complex64": "dt_complex64", "complex128": "dt_complex128"}
-_ATTR_DT = {"int": "dt_int64", "float": "dt_float", "string": "dt_string"}
 
 
 def alias_for(op_type: str) -> str:
@@ -43,15 +43,40 @@ def alias_for(op_type: str) -> str:
     return f"StudioPyOp_{ident(op_type)}"
 
 
-def _register(alias: str, fn: Callable[..., Any], input_dtypes: list[str], output_dtypes: list[str],
-              attr_types: Mapping[str, str]) -> None:
+def _register(alias: str, fn: Callable[..., Any], input_dtypes: list[str], output_dtypes: list[str]) -> None:
     from onnxruntime_extensions import PyCustomOpDef, onnx_op
 
     def dt(name: str | None) -> int:
         return getattr(PyCustomOpDef, _DT_NAMES.get(name or "float32", "dt_float"))
 
     onnx_op(op_type=alias, inputs=[dt(d) for d in input_dtypes], outputs=[dt(d) for d in output_dtypes],
-            attrs={k: getattr(PyCustomOpDef, _ATTR_DT[v]) for k, v in attr_types.items()})(fn)
+            attrs={})(fn)
+
+
+class _Aliases:
+    """One Python op per distinct attribute set, its attributes bound in Python.
+
+    Python ops then never depend on which attribute types onnxruntime-extensions can pass (lists, tensors
+    cannot be), and every node gets exactly its own attribute values, defaults filled in."""
+
+    def __init__(self, op_type: str, guard: Callable[..., Any], defaults: Mapping[str, Any],
+                 input_dtypes: list[str], output_dtypes: list[str]) -> None:
+        self.base, self.guard, self.defaults = alias_for(op_type), guard, dict(defaults)
+        self.input_dtypes, self.output_dtypes = input_dtypes, output_dtypes
+        self.by_key: dict[str, str] = {}
+
+    def __call__(self, node: onnx.NodeProto) -> str:
+        from studio.plugins.opgraph import attr_values
+
+        attrs = {**self.defaults, **{k: v for k, v in attr_values(node).items() if v not in ("<graph>", "<tensor>")}}
+        key = json.dumps(attrs, sort_keys=True, default=str)
+        alias = self.by_key.get(key)
+        if alias is None:
+            alias = f"{self.base}_{len(self.by_key)}"
+            guard = self.guard
+            _register(alias, lambda *inputs: guard(*inputs, **attrs), self.input_dtypes, self.output_dtypes)
+            self.by_key[key] = alias
+        return alias
 
 
 def _session(model: onnx.ModelProto, scratch: Path, threads: int | None) -> Any:
@@ -72,7 +97,9 @@ def _session(model: onnx.ModelProto, scratch: Path, threads: int | None) -> Any:
 
 
 def _ort_message(exc: BaseException, alias: str, op_type: str) -> str:
-    return short_error(exc).replace(alias, op_type).replace(f"{PYOP_DOMAIN}:", "")
+    import re
+
+    return re.sub(re.escape(alias) + r"(_\d+)?", op_type, short_error(exc)).replace(f"{PYOP_DOMAIN}:", "")
 
 
 def run_with_pyop(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext,
@@ -83,12 +110,10 @@ def run_with_pyop(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext,
     out_dtypes = [o.get("dtype") or "float32" for o in args["outputs"]]
     guard = CallGuard(fn, label, out_dtypes, [o.get("shapes") or [] for o in args["outputs"]],
                       filename=str(args.get("code_path") or ""))
-    attr_types = {k: v for k, v in (args.get("attrs") or {}).items() if v in PY_ATTR_TYPES}
     in_dtypes = [i.get("dtype") or "float32" for i in args["inputs"]]
     ctx.set_stage(f"{label}: registration")
-    _register(alias, guard, in_dtypes, out_dtypes, attr_types)
+    aliases = _Aliases(op_type, guard, args.get("attr_defaults") or {}, in_dtypes, out_dtypes)
     model = onnx.load_model(str(args["model_path"]))
-    defaults = {k: v for k, v in (args.get("attr_defaults") or {}).items() if k in attr_types}
     nodes = {nid: n for nid, n, _ in find_nodes(model, domain, op_type)}
     data: dict[str, Any] = {"samples": [], "model": None, "calls": 0}
     out_arrays: dict[str, np.ndarray] = {}
@@ -100,8 +125,7 @@ def run_with_pyop(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext,
             continue
         feeds = [arrays.get(f"s{i}.in{j}") for j in range(len(node.input))]
         specs = [None if a is None else (a.dtype.name, list(a.shape)) for a in feeds]
-        one = retarget_op(single_node_model(model, node, specs, out_dtypes), domain, op_type, PYOP_DOMAIN, alias,
-                          defaults)
+        one = retarget_op(single_node_model(model, node, specs, out_dtypes), domain, op_type, PYOP_DOMAIN, aliases)
         started = time.perf_counter()
         entry: dict[str, Any] = {"node": sample["node"], "error": None}
         try:
@@ -120,7 +144,7 @@ def run_with_pyop(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext,
             break
     if args.get("run_model") and guard.error is None:
         ctx.set_stage(f"{label}: whole model")
-        full = retarget_op(model, domain, op_type, PYOP_DOMAIN, alias, defaults)
+        full = retarget_op(model, domain, op_type, PYOP_DOMAIN, aliases)
         names = [o.name for o in model.graph.output]
         feeds = {k[5:]: v for k, v in arrays.items() if k.startswith("feed:")}
         started = time.perf_counter()

@@ -87,15 +87,12 @@ def read_code(code_or_path: str | Path) -> str:
 
 
 def _job_args(sig: OpSignature, handle: ModelHandle) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    from studio.plugins.ort_python import PY_ATTR_TYPES
     from studio.plugins.reference import get_reference
 
     ref = get_reference(sig.domain, sig.op_type)
-    attrs = {a.name: a.type for a in sig.attributes if a.type in PY_ATTR_TYPES}
-    defaults = dict(ref.attr_defaults) if ref else {a.name: a.default for a in sig.attributes
-                                                   if a.type in PY_ATTR_TYPES and a.default is not None}
-    for name, value in defaults.items():
-        attrs.setdefault(name, "int" if isinstance(value, int) else "float" if isinstance(value, float) else "string")
+    # Nodes pass their own attributes; a reference's defaults fill the ones a node leaves out (for other ops
+    # the function's own keyword defaults apply).
+    defaults = dict(ref.attr_defaults) if ref else {}
     arrays: dict[str, np.ndarray] = {}
     samples = []
     for i, s in enumerate(sig.samples):
@@ -109,7 +106,7 @@ def _job_args(sig: OpSignature, handle: ModelHandle) -> tuple[dict[str, Any], di
             "inputs": [{"dtype": p.dtype} for p in sig.inputs],
             "outputs": [{"dtype": p.dtype, "shapes": [list(s) if s is not None else None for s in p.shapes]}
                         for p in sig.outputs],
-            "attrs": attrs, "attr_defaults": defaults, "samples": samples}
+            "attr_defaults": defaults, "samples": samples}
     return args, arrays
 
 

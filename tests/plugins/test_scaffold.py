@@ -120,6 +120,13 @@ def test_unknown_op_gets_honest_todos(tmp_path):
     # Running the TODO body gives a clear message naming the op.
     result = api.run_python_op(handle, "acme::Swizzle", root / "ort-python" / "Swizzle_op.py")
     assert result.status == "error" and "raised NotImplementedError: TODO: implement acme::Swizzle" in result.message
+    # A real body runs (list attributes reach it too); with no reference it is reported as unverified.
+    code = ("import numpy as np\n"
+            "def compute(input0, *, alpha=0.5, axes=None, tag='x'):\n"
+            "    assert axes == [1, 2] and tag == 'x'\n"
+            "    return (input0 * alpha).astype(np.float32)\n")
+    result = api.run_python_op(handle, "acme::Swizzle", code)
+    assert result.status == "unverified" and "no reference output" in result.message, result.message
 
 
 def test_hostile_op_names_stay_inside_the_output_folder(tmp_path):
