@@ -89,12 +89,16 @@ def _editor(sig, handle, target: str) -> str:
     default = render_python_impl(sig, target, model_name=handle.path.name)
     st.markdown(f"<style>.st-key-{key} textarea {{font-family: monospace; font-size: 0.85rem;}}</style>",
                 unsafe_allow_html=True)
-    code = st.text_area(f"Python body — {_PY[target]}", value=default, height=420, key=key,
+    if key not in st.session_state:
+        st.session_state[key] = default
+    code = st.text_area(f"Python body — {_PY[target]}", height=420, key=key,
                         help="Edit, then Run: it runs in a fresh worker, fenced off from the rest of the machine")
-    if st.button("Reset to the generated code", key=f"{key}_reset"):
-        st.session_state.pop(key, None)
-        st.rerun()
+    st.button("Reset to the generated code", key=f"{key}_reset", on_click=_reset, args=(key, default))
     return code
+
+
+def _reset(key: str, default: str) -> None:
+    st.session_state[key] = default
 
 
 def _show_run(result) -> None:
