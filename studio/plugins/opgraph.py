@@ -14,13 +14,14 @@ import copy
 import re
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, helper
 
 from diagnostics.custom_ops import STANDARD_DOMAINS, is_standard_op, node_id
 from studio.core.protowalk import iter_graphs
 
-__all__ = ["find_nodes", "norm_domain", "retarget_op", "single_node_model", "truncate_before", "attr_values"]
+__all__ = ["attr_values", "find_nodes", "ident", "norm_domain", "retarget_op", "single_node_model", "truncate_before"]
 
 
 def norm_domain(domain: str) -> str:
@@ -65,8 +66,6 @@ def _opsets(model: ModelProto) -> list[onnx.OperatorSetIdProto]:
 def single_node_model(model: ModelProto, node: NodeProto, inputs: list[tuple[str, list[int]] | None],
                       output_dtypes: list[str | None]) -> ModelProto:
     """A model holding only ``node`` (attributes kept); ``inputs[i]`` is (numpy dtype, shape) or None (absent)."""
-    from studio.core.types import np_dtype  # noqa: F401 - keeps the dtype vocabulary in one place
-
     new = NodeProto()
     new.CopyFrom(node)
     del new.input[:]
@@ -79,14 +78,14 @@ def single_node_model(model: ModelProto, node: NodeProto, inputs: list[tuple[str
         dtype, shape = spec
         name = f"in{i}"
         new.input.append(name)
-        graph_inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(
-            __import__("numpy").dtype(dtype)), shape))
+        graph_inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
+                                                          shape))
     graph_outputs = []
     for i, dtype in enumerate(output_dtypes):
         name = f"out{i}"
         new.output.append(name)
         if dtype:
-            elem = helper.np_dtype_to_tensor_dtype(__import__("numpy").dtype(dtype))
+            elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
             graph_outputs.append(helper.make_tensor_value_info(name, elem, None))
         else:
             graph_outputs.append(helper.make_empty_tensor_value_info(name))

@@ -75,8 +75,9 @@ def ov_python_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) ->
     except UserCodeError as exc:
         return JobOutput(data={"load_error": str(exc), "samples": [], "model": None, "confinement": fence})
     out_dtypes = [o.get("dtype") or "float32" for o in args["outputs"]]
-    guard = CallGuard(lambda node: _outputs_of(fn(node)), label, out_dtypes,
-                      [o.get("shapes") or [] for o in args["outputs"]], filename=str(args["code_path"]))
+    # Only the output checks of the guard are used here: convert() runs once per node at conversion time.
+    guard = CallGuard(fn, label, out_dtypes, [o.get("shapes") or [] for o in args["outputs"]],
+                      filename=str(args["code_path"]))
     failure: dict[str, str | None] = {"error": None}
 
     def convert(node: Any) -> Any:

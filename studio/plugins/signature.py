@@ -21,6 +21,7 @@ import onnx
 from diagnostics.custom_ops import detect_custom_ops, lookup
 from studio.core.errors import StudioError, WorkerError
 from studio.core.model import ModelHandle
+from studio.core.protowalk import iter_graphs
 from studio.core.sandbox import Limits, run_job
 from studio.core.types import Dim
 from studio.plugins.opgraph import find_nodes, ident, norm_domain
@@ -167,7 +168,7 @@ def resolve_op(model: onnx.ModelProto, text: str) -> tuple[str, str]:
     """The (domain, op_type) of a model's op named by ``text`` (custom ops preferred when ambiguous)."""
     domain, op_type = parse_op(text)
     present: dict[tuple[str, str], int] = {}
-    for ref in __import__("studio.core.protowalk", fromlist=["iter_graphs"]).iter_graphs(model):
+    for ref in iter_graphs(model):
         for n in ref.graph.node:
             key = (norm_domain(n.domain), n.op_type)
             present[key] = present.get(key, 0) + 1
