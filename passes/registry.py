@@ -19,6 +19,19 @@ PASS_MODULES: dict[str, str] = {
     "gridsample-to-standard": "passes.gridsample_to_standard",
     "gridsample-to-contrib": "passes.gridsample_to_contrib",
     "remove-initializers-from-inputs": "passes.remove_initializers_from_inputs",
+    "eliminate-identity": "passes.eliminate_identity",
+    "fold-constants": "passes.fold_constants",
+    "dedup-initializers": "passes.dedup_initializers",
+    "cse": "passes.cse",
+    "fuse-conv-bn": "passes.fuse_conv_bn",
+    "fuse-matmul-add": "passes.fuse_matmul_add",
+    "cancel-transposes": "passes.cancel_transposes",
+    "merge-reshapes": "passes.merge_reshapes",
+    "fuse-layernorm": "passes.fuse_layernorm",
+    "fuse-gelu": "passes.fuse_gelu",
+    "fix-input-shapes": "passes.fix_input_shapes",
+    "convert-opset": "passes.convert_opset",
+    "onnxsim": "passes.onnxsim_pass",
 }
 
 _REGISTRY: dict[str, type[StudioPass]] = {}
@@ -75,7 +88,17 @@ def add_preset(preset: Preset) -> None:
     PRESETS[preset.name] = preset
 
 
+def _load_presets() -> None:
+    import passes.presets  # noqa: F401  (registers the built-in presets)
+
+
+def known_presets() -> dict[str, Preset]:
+    _load_presets()
+    return dict(PRESETS)
+
+
 def preset(name: str) -> Preset:
+    _load_presets()
     p = PRESETS.get(name)
     if p is None:
         raise StudioError(f"unknown preset '{name[:40]}'; presets: {', '.join(PRESETS) or 'none yet'}",

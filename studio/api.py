@@ -3,24 +3,62 @@
 The CLI (``studio.cli``) and the Streamlit pages (``studio.ui``) call only
 these functions and render what they return; ``--json`` prints the same
 objects. Heavy work lives in ``studio.core``, ``studio.inspect``,
-``diagnostics``, ``passes``, ``profilers`` and ``studio.export``.
+``studio.graphview``, ``diagnostics``, ``passes``, ``profilers`` and ``studio.export``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from collections.abc import Sequence
-
+from studio.core.errors import StudioError
 from studio.core.findings import Finding, Report
 from studio.core.model import ModelHandle
 from studio.core.model import load as _load
 from studio.core.workspace import Version, Workspace
+from studio.graphview.diff import GraphDiff, diff_graphs
+from studio.graphview.diffview import (
+    OVERLAY,
+    changes_table,
+    diff_panels,
+    diff_region,
+    lineage_table,
+    op_count_table,
+    summary_line,
+)
+from studio.graphview.dot import to_dot
+from studio.graphview.echarts import echarts_option
+from studio.graphview.html import Panel, Table, legend_html, render_html
+from studio.graphview.index import GraphIndex, index_model
+from studio.graphview.lineage import lineage_between
+from studio.graphview.output import Written, format_of, write_graph
+from studio.graphview.overlays import Overlay, OverlayContext, available_overlays
+from studio.graphview.project import auto_level
+from studio.graphview.view import (
+    DETAIL_BUDGET,
+    FAST_PATH_NODES,
+    OVERVIEW_BUDGET,
+    GraphView,
+    group_nodes,
+    neighbourhood,
+    overview,
+    region,
+    search,
+)
 from studio.inspect.summary import ModelSummary, summarize
 
-__all__ = ["Finding", "ModelHandle", "ModelSummary", "Report", "Version", "Workspace", "apply_fix", "build_plugin",
-           "check", "inspect", "load", "plugin_signature", "run_python_op", "scaffold_plugin"]
+if TYPE_CHECKING:
+    from passes.pipeline import PipelineResult
+
+__all__ = ["Finding", "Report", "Version", "apply_fix", "check", "release_session",
+           "optimize", "add_optimized_version", "list_passes",
+           "GraphDiff", "GraphIndex", "GraphView", "ModelHandle", "ModelSummary", "Overlay", "Table", "Workspace",
+           "diff", "diff_html", "diff_region_view", "diff_summary", "diff_tables", "diff_versions", "diff_views",
+           "graph_dot", "graph_echarts", "graph_html", "graph_index", "graph_legend_html", "graph_levels",
+           "graph_prefers_fast_path",
+           "graph_overlays", "graph_view", "inspect", "load", "search_nodes", "write_diff", "write_graph_view",
+           "build_plugin", "plugin_signature", "run_python_op", "scaffold_plugin"]
 
 
 def load(path: str | Path) -> ModelHandle:
@@ -60,6 +98,185 @@ def release_session(pool_key: str) -> None:
     from studio.core.sandbox import shutdown_pool
 
     shutdown_pool(pool_key)
+
+
+# -- graph view -------------------------------------------------------------------
+
+def graph_index(handle: ModelHandle, summary: ModelSummary | None = None) -> GraphIndex:
+    """The model's graph and hierarchy (build once, pass to ``graph_view`` many times).
+    Without ``summary`` it is faster (no shape inference) but edges lack shapes and FLOPs."""
+    return index_model(handle, summary)
+
+
+def graph_prefers_fast_path(handle: ModelHandle) -> bool:
+    """True for models big enough (> 50k nodes) that the graph should be drawn before
+    ``inspect`` (shapes, FLOPs), which takes seconds at that size."""
+    return len(handle.proto.graph.node) > FAST_PATH_NODES
+
+
+def graph_levels(index: GraphIndex, budget: int = OVERVIEW_BUDGET) -> tuple[int, int]:
+    """(the deepest level whose overview fits ``budget``, the deepest level there is)."""
+    return auto_level(index.hierarchy, budget), len(index.hierarchy.visible_counts()) - 1
+
+
+def search_nodes(index: GraphIndex, query: str, limit: int = 200) -> list[int]:
+    """Nodes whose id, name, op type or tensor names contain ``query`` (any case)."""
+    return search(index.graph, query, limit)
+
+
+def graph_overlays(index: GraphIndex, summary: ModelSummary | None = None,
+                   data: Mapping[str, Any] | None = None) -> dict[str, Overlay]:
+    """Overlays the registered providers can make (op type, FLOPs share, and those fed by ``data``)."""
+    return available_overlays(OverlayContext(index.graph, summary, data or {}))
+
+
+def graph_view(handle: ModelHandle | None = None, *, index: GraphIndex | None = None,
+               summary: ModelSummary | None = None, level: int | None = None,
+               expanded: Collection[str] = (), collapsed: Collection[str] = (), focus: str | None = None,
+               hops: int = 2, group: str | None = None, overlay: str | Overlay | None = "op type",
+               overlay_data: Mapping[str, Any] | None = None, query: str = "",
+               budget: int | None = None) -> GraphView:
+    """A view of the model: the overview (``level`` None = the deepest that fits the
+    budget), or a detail region: ``focus`` node (id or name) with ``hops`` of
+    neighbours, or a ``group`` (by key). ``query`` highlights search hits."""
+    if index is None:
+        if handle is None:
+            raise StudioError("graph_view needs a model handle or a graph index")
+        index = index_model(handle, summary)
+    ov: Overlay | None
+    if isinstance(overlay, str):
+        found = graph_overlays(index, summary, overlay_data)
+        if overlay not in found:
+            raise StudioError(f"no overlay '{overlay[:60]}' for this model; available: {', '.join(sorted(found))}",
+                              code="NO-OVERLAY")
+        ov = found[overlay]
+    else:
+        ov = overlay
+    hits = search(index.graph, query) if query else []
+    g, h = index.graph, index.hierarchy
+    if focus is not None:
+        k = index.find(focus)
+        nodes = neighbourhood(g, k, hops, budget or DETAIL_BUDGET)
+        return region(g, h, nodes, title=f"{g.name}: {hops} hops around {g.nodes[k].name or g.nodes[k].id}",
+                      budget=budget or DETAIL_BUDGET, overlay=ov, focus=k, highlight=hits)
+    if group is not None:
+        nodes = group_nodes(h, group)
+        if not nodes:
+            raise StudioError("no such group in this model (the hierarchy changed?)", code="NO-GROUP")
+        return region(g, h, nodes, title=f"{g.name}: group", budget=budget or DETAIL_BUDGET, overlay=ov,
+                      highlight=hits)
+    return overview(g, h, level=level, budget=budget or OVERVIEW_BUDGET, expanded=expanded,
+                    collapsed=collapsed, overlay=ov, highlight=hits)
+
+
+def graph_echarts(view: GraphView) -> dict:
+    """The ECharts option drawing ``view`` (for ``st.echarts_chart``; data index = item index)."""
+    return echarts_option(view)
+
+
+def graph_dot(view: GraphView) -> str:
+    """DOT source of ``view`` (for ``st.graphviz_chart`` or graphviz)."""
+    return to_dot(view)
+
+
+def graph_legend_html(view: GraphView) -> str:
+    """The overlay's legend as escaped HTML with inline styles."""
+    return legend_html(view.painted)
+
+
+def graph_html(views: GraphView | Sequence[GraphView], title: str | None = None) -> str:
+    """A self-contained interactive HTML page (no network needed) for one or more views."""
+    vs = [views] if isinstance(views, GraphView) else list(views)
+    return render_html([Panel(v.title, v) for v in vs], title=title or vs[0].title)
+
+
+def write_graph_view(view: GraphView, path: str | Path) -> Written:
+    """Write a view as .html, .dot or .svg (by suffix; .dot instead of .svg without graphviz)."""
+    return write_graph(Path(path), [Panel(view.title, view)], title=view.title)
+
+
+# -- diff ---------------------------------------------------------------------------
+
+def diff(handle_a: ModelHandle, handle_b: ModelHandle, *, lineage: object = None,
+         summary_a: ModelSummary | None = None, summary_b: ModelSummary | None = None) -> GraphDiff:
+    """Nodes of ``a`` (before) and ``b`` (after) matched by name and structure, each removed,
+    added, changed or unchanged; ``lineage`` (pipeline records) says which pass did it."""
+    ga = index_model(handle_a, summary_a).graph
+    gb = index_model(handle_b, summary_b).graph
+    return diff_graphs(ga, gb, lineage=lineage, model_a=handle_a.proto, model_b=handle_b.proto)
+
+
+def diff_versions(ws: Workspace, a: str, b: str) -> GraphDiff:
+    """Diff two workspace versions, with the pipeline records that lead from ``a`` to ``b``."""
+    return diff(ws.handle(a), ws.handle(b), lineage=lineage_between(ws, a, b))
+
+
+def diff_views(d: GraphDiff, mode: str = OVERLAY, level: int | None = None) -> list[GraphView]:
+    """Overview(s) coloured by diff status: one union graph ("overlay") or both ("side-by-side")."""
+    return [p.view for p in diff_panels(d, mode, level=level)]
+
+
+def diff_region_view(d: GraphDiff, hops: int = 1) -> GraphView:
+    """The changed nodes with ``hops`` of context (small enough for graphviz)."""
+    return diff_region(d, hops=hops)
+
+
+def diff_tables(d: GraphDiff) -> list[Table]:
+    """Op counts before/after, pass lineage counts, and the changed nodes."""
+    return [op_count_table(d), lineage_table(d), changes_table(d)]
+
+
+def diff_summary(d: GraphDiff) -> str:
+    return summary_line(d)
+
+
+def diff_html(d: GraphDiff, mode: str = OVERLAY, level: int | None = None) -> str:
+    """The diff as a self-contained HTML page: graphs coloured by status, op counts, changes."""
+    return render_html(diff_panels(d, mode, level=level), title=f"diff {d.a.name} → {d.b.name}",
+                       notes=[summary_line(d)], tables=diff_tables(d))
+
+
+def write_diff(d: GraphDiff, path: str | Path, mode: str = OVERLAY, level: int | None = None) -> Written:
+    """HTML: the diff page; .dot/.svg: the changed region with one hop of context."""
+    p = Path(path)
+    if format_of(p) == "html":
+        return write_graph(p, diff_panels(d, mode, level=level), title=f"diff {d.a.name} → {d.b.name}",
+                           notes=[summary_line(d)], tables=diff_tables(d))
+    reg = diff_region(d)
+    return write_graph(p, [Panel(reg.title, reg)], title=reg.title)
+def list_passes() -> dict:
+    """Registered passes and presets with their one-line descriptions (``optimize --list``)."""
+    from passes.catalog import catalog
+
+    return catalog()
+
+
+def optimize(handle: ModelHandle, *, preset: str | None = None, passes: Sequence[str] | None = None,
+             dims: Mapping[str, int] | None = None, pass_options: Mapping[str, Mapping] | None = None,
+             on_failure: str = "stop", verify: bool = True, out_path: str | Path | None = None,
+             on_progress: Callable[[int, int, str], None] | None = None,
+             pool_key: str = "default", time_budget_s: float | None = None) -> PipelineResult:
+    """Run a preset (default ``safe``) or named passes, verifying after every modifying pass.
+
+    ``dims`` fix symbolic dims for verification feeds and are what ``fix-input-shapes``
+    specializes. The result is written to ``out_path`` (default: a new job folder in
+    the workspace root); the input file is only read. Refuses models that fail
+    ``onnx.checker`` (R17). ``time_budget_s`` skips passes that would start later.
+    """
+    from passes.optimize import optimize_model
+
+    return optimize_model(handle, preset=preset, passes=passes, dims=dims, pass_options=pass_options,
+                          on_failure=on_failure, verify=verify, out_path=out_path, on_progress=on_progress,
+                          pool_key=pool_key, time_budget_s=time_budget_s)
+
+
+def add_optimized_version(workspace: Workspace, parent: str, result: PipelineResult, *,
+                          preset: str | None = None, label: str | None = None) -> Version:
+    """Save a pipeline's result as a new workspace version whose provenance holds the
+    lineage the graph view reads: ``{"pipeline": [...], "preset": ..., "parent": ...}``."""
+    from passes.optimize import add_version
+
+    return add_version(workspace, parent, result, preset=preset, label=label)
 
 
 # ---------------------------------------------------------------------------- custom-op plugins

@@ -24,10 +24,14 @@ PAGES = {
     "Model": [
         st.Page("pages/overview.py", title="Overview", url_path="overview", default=True),
         st.Page("pages/nodes.py", title="Nodes", url_path="nodes"),
+        st.Page("pages/graph.py", title="Graph", url_path="graph"),
     ],
     "Deploy": [
         st.Page("pages/compatibility.py", title="Compatibility", url_path="compatibility"),
         st.Page("pages/plugins.py", title="Plugins", url_path="plugins"),
+    ],
+    "Optimize": [
+        st.Page("pages/optimize.py", title="Optimize", url_path="optimize"),
     ],
 }
 
