@@ -60,7 +60,7 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "release_sessio
            "graph_dot", "graph_echarts", "graph_html", "graph_index", "graph_legend_html", "graph_levels",
            "graph_prefers_fast_path",
            "graph_overlays", "graph_view", "inspect", "load", "search_nodes", "write_diff", "write_graph_view",
-           "profile"]
+           "profile", "build_plugin", "plugin_signature", "run_python_op", "scaffold_plugin"]
 
 
 def load(path: str | Path) -> ModelHandle:
@@ -324,3 +324,61 @@ def add_optimized_version(workspace: Workspace, parent: str, result: PipelineRes
     from passes.optimize import add_version
 
     return add_version(workspace, parent, result, preset=preset, label=label)
+
+
+# ---------------------------------------------------------------------------- custom-op plugins
+
+def plugin_signature(handle: ModelHandle, op: str, *, capture: bool = True, dims: Mapping[str, int] | None = None,
+                     pool_key: str = "default"):
+    """The op as the model uses it: attributes, ports, dtypes/shapes and captured samples (``OpSignature``)."""
+    from studio.plugins.signature import collect_signature
+
+    return collect_signature(handle, op, capture=capture, dims=dims, pool_key=pool_key)
+
+
+def scaffold_plugin(handle: ModelHandle, op: str, target: str | Sequence[str], out_dir: str | Path, *,
+                    signature=None, impl: str | Path | None = None, dims: Mapping[str, int] | None = None,
+                    pool_key: str = "default"):
+    """Write plugin packages for ``op`` (targets: ort-python, ort-cpp, openvino-python, openvino-cpp, tensorrt,
+    all) under ``out_dir/<op>/<target>/`` and return the ``PluginScaffold``. ``impl`` (code or a .py file)
+    replaces the generated Python body (``compute`` for ort-python, ``convert`` for openvino-python)."""
+    from studio.plugins.runner import read_code
+    from studio.plugins.scaffold import expand_targets, scaffold
+
+    sig = signature or plugin_signature(handle, op, dims=dims, pool_key=pool_key)
+    code = {}
+    if impl is not None:
+        text = read_code(impl)
+        code["openvino-python" if "def convert(" in text and "def compute(" not in text else "ort-python"] = text
+    opsets = {o.domain: o.version for o in handle.proto.opset_import}
+    return scaffold(sig, expand_targets(target), Path(out_dir), model_name=handle.path.name, model_sha=handle.sha256,
+                    opsets=opsets, impl_code=code)
+
+
+def run_python_op(handle: ModelHandle, op: str, impl_code_or_path: str | Path, *, target: str = "ort-python",
+                  signature=None, run_model: bool = True, timeout_s: float | None = None, pool_key: str = "default",
+                  on_tick=None):
+    """Run a Python implementation of ``op`` (ORT Python op or OpenVINO conversion extension) in a fresh,
+    confined worker and compare it with the reference (``OpRunResult``; falsy unless it matches)."""
+    from studio.plugins.runner import run_python_op as _run
+
+    return _run(handle, op, impl_code_or_path, target=target, signature=signature, run_model=run_model,
+                timeout_s=timeout_s, pool_key=pool_key, on_tick=on_tick)
+
+
+def build_plugin(handle: ModelHandle, scaffold, target: str, *, signature=None, pool_key: str = "default",
+                 on_tick=None):
+    """Compile a generated C++ package (ort-cpp, openvino-cpp) and check the library against the reference
+    (``BuildResult``). TensorRT packages are reported as not compiled here."""
+    from studio.plugins.build import build_package, check_library
+
+    package = scaffold.package(target)
+    folder = scaffold.root.parent / package.folder
+    result = build_package(folder, target)
+    if not result.built:
+        return result
+    sig = signature or plugin_signature(handle, scaffold.op, pool_key=pool_key)
+    check = check_library(handle, sig, target, folder / result.library, pool_key=pool_key, on_tick=on_tick)
+    from dataclasses import replace
+
+    return replace(result, check=check, message=f"{result.message}; {check.message}")

@@ -28,6 +28,7 @@ PAGES = {
     ],
     "Deploy": [
         st.Page("pages/compatibility.py", title="Compatibility", url_path="compatibility"),
+        st.Page("pages/plugins.py", title="Plugins", url_path="plugins"),
     ],
     "Optimize": [
         st.Page("pages/optimize.py", title="Optimize", url_path="optimize"),
