@@ -7,7 +7,7 @@ from tests.conftest import SAMPLES
 
 
 def _goto(at):
-    at.switch_page("pages/compatibility.py")
+    at.switch_page("views/compatibility.py")
     return at.run()
 
 

@@ -16,7 +16,7 @@ from tests.graphview.optimized import fold_conv_bn
 
 
 def _graph(at):
-    at.switch_page("pages/graph.py").run()
+    at.switch_page("views/graph.py").run()
     assert not at.exception, at.exception
     return at
 

@@ -13,7 +13,7 @@ def _table(at, column: str):
 
 def test_safe_preset_on_cnn_sample(app):
     at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
-    at.switch_page("pages/optimize.py").run()
+    at.switch_page("views/optimize.py").run()
     assert not at.exception
     assert at.selectbox(key="opt_preset").value == "safe"
     at.button(key="opt_run").click().run()
@@ -40,7 +40,7 @@ def test_custom_passes_with_an_option(app, tmp_path):
     m = parse_model('<ir_version: 8, opset_import: ["" : 17]> g (float[N,4] x) => (float[N,4] y) '
                     '{ a = Identity(x) y = Relu(a) }')
     at = app(str(save(m, tmp_path / "m.onnx"))).run()
-    at.switch_page("pages/optimize.py").run()
+    at.switch_page("views/optimize.py").run()
     at.selectbox(key="opt_preset").set_value("custom").run()
     at.multiselect(key="opt_passes").set_value(["eliminate-identity", "convert-opset"]).run()
     at.number_input(key="opt_target").set_value(18).run()
@@ -61,7 +61,7 @@ def test_invalid_model_is_refused_with_the_checker_message(app, tmp_path):
     p = tmp_path / "bad.onnx"
     onnx.save(m, p)
     at = app(str(p)).run()
-    at.switch_page("pages/optimize.py").run()
+    at.switch_page("views/optimize.py").run()
     at.button(key="opt_run").click().run()
     assert not at.exception
     assert any("cannot optimize" in e.value for e in at.error)

@@ -8,7 +8,7 @@ from tests.conftest import SAMPLES
 
 
 def _goto(at):
-    at.switch_page("pages/plugins.py")
+    at.switch_page("views/plugins.py")
     return at.run()
 
 

@@ -6,7 +6,7 @@ from tests.conftest import SAMPLES
 
 
 def _profile_page(at):
-    at.switch_page("pages/profile.py").run()
+    at.switch_page("views/profile.py").run()
     assert not at.exception
     at.number_input(key="profile_iterations").set_value(10)
     at.number_input(key="profile_warmup").set_value(1)
@@ -20,7 +20,7 @@ def _charts(at) -> str:
 
 def test_page_without_a_model_says_what_to_do(app):
     at = app().run()
-    at.switch_page("pages/profile.py").run()
+    at.switch_page("views/profile.py").run()
     assert not at.exception
     assert any("Overview page" in i.value for i in at.info)
 
@@ -100,6 +100,6 @@ def test_per_op_time_feeds_the_graph_overlay(app):
     times = at.session_state["graph_overlay_data"]["node_times"]
     assert "/conv1/Conv" in times and all(v >= 0 for v in times.values())
     assert at.session_state["onnx_studio_version"] == "v0"     # the profiled version is the one shown
-    at.switch_page("pages/graph.py").run()
+    at.switch_page("views/graph.py").run()
     assert not at.exception
     assert "time share" in at.selectbox(key="graph_overlay").options

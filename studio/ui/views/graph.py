@@ -89,7 +89,7 @@ def _node_panel(handle, summary, index, node_id: str, key: str) -> None:
     c1, c2 = st.columns(2)
     c1.button("Neighbourhood in detail", key=f"{key}_to_detail", on_click=_to_detail, kwargs={"node": node_id})
     if c2.button("Open on the Nodes page", key=f"{key}_to_nodes"):
-        st.switch_page("pages/nodes.py")
+        st.switch_page("views/nodes.py")
 
 
 def _overview(handle, summary, index, overlays) -> None:
