@@ -311,3 +311,51 @@ def encode_outputs(names: list[str], values: list[Any]) -> tuple[list[list[Any]]
 
 def cpu_count() -> int:
     return os.cpu_count() or 1
+
+
+# ---------------------------------------------------------------------------- shared adapter body
+
+class WorkerEngine:
+    """What every adapter shares: cached availability and one job per run whose
+    result becomes a :class:`RunOutput`. Subclasses set ``name``, ``label``,
+    ``run_job_name``, ``stage`` and implement ``_probe()``; ``_prepare`` may
+    adjust the options/limits/worker freshness of a run."""
+
+    name: str = ""
+    label: str = ""
+    run_job_name: str = ""
+    stage: str = ""
+
+    def __init__(self) -> None:
+        self._availability: Availability | None = None
+
+    def _probe(self) -> Availability:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def available(self, *, refresh: bool = False) -> Availability:
+        if self._availability is None or refresh:
+            self._availability = self._probe()
+        return self._availability
+
+    def _prepare(self, options: RunOptions, limits: Limits | None,
+                 out_dir: Path | None) -> tuple[Limits | None, bool]:
+        """(limits, fresh worker?) for one run; raise StudioError for bad combinations."""
+        return limits, options.needs_fresh_worker()
+
+    def run(self, model_path: Path, feeds: Mapping[str, np.ndarray], *, options: RunOptions | None = None,
+            limits: Limits | None = None, pool_key: str = "default", out_dir: Path | None = None,
+            on_tick: Callable[[float], None] | None = None) -> RunOutput:
+        from studio.core.sandbox import run_job
+
+        require_available(self)
+        options = options or RunOptions()
+        path = check_model_file(model_path)
+        limits, fresh = self._prepare(options, limits, out_dir)
+        args = {"model_path": str(path), **options.to_args()}
+        result = run_job(self.run_job_name, args, check_feeds(feeds), stage=self.stage, limits=limits,
+                         out_dir=out_dir, fresh=fresh, pool_key=pool_key, on_tick=on_tick)
+        details = dict(result.data.get("details", {}))
+        details.update(worker_seconds=round(result.seconds, 4), worker_reused=result.worker_reused,
+                       peak_rss_bytes=result.peak_rss_bytes, worker_pid=result.worker_pid)
+        return RunOutput(outputs=decode_outputs(result.data, result.arrays), engine=self.name,
+                         engine_version=result.data.get("version"), details=details)

@@ -12,7 +12,7 @@ creation time and the first inference time.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,7 @@ import numpy as np
 from studio.core.engines.base import (
     Availability,
     RunOptions,
-    RunOutput,
-    check_feeds,
-    check_model_file,
-    decode_outputs,
+    WorkerEngine,
     encode_outputs,
     module_present,
     package_version,
@@ -41,38 +38,22 @@ _DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onn
                   "onnxruntime-qnn", "ort-nightly", "ort-nightly-gpu")
 
 
-class OnnxRuntimeEngine:
+class OnnxRuntimeEngine(WorkerEngine):
     name = "onnxruntime"
     label = "ONNX Runtime"
+    run_job_name = "ort.run"
+    stage = "ONNX Runtime"
 
-    def __init__(self) -> None:
-        self._availability: Availability | None = None
+    def _probe(self) -> Availability:
+        return _probe()
 
-    def available(self, *, refresh: bool = False) -> Availability:
-        if self._availability is None or refresh:
-            self._availability = _probe()
-        return self._availability
-
-    def run(self, model_path: Path, feeds: Mapping[str, np.ndarray], *, options: RunOptions | None = None,
-            limits: Limits | None = None, pool_key: str = "default", out_dir: Path | None = None,
-            on_tick: Callable[[float], None] | None = None) -> RunOutput:
-        """Run the model once. ``out_dir`` receives an optimized model/profile when asked."""
-        require_available(self)
-        options = options or RunOptions()
-        path = check_model_file(model_path)
+    def _prepare(self, options: RunOptions, limits: Limits | None,
+                 out_dir: Path | None) -> tuple[Limits | None, bool]:
+        """An optimized model or a profile is written into ``out_dir``: it must be given."""
         if (options.save_optimized_model or options.enable_profiling) and out_dir is None:
             raise StudioError("saving an optimized model or a profile needs an output folder (out_dir)",
                               code="BAD-OPTION")
-        args = {"model_path": str(path), **options.to_args()}
-        result = run_job("ort.run", args, check_feeds(feeds), stage="ONNX Runtime", limits=limits,
-                         out_dir=out_dir, fresh=options.needs_fresh_worker(), pool_key=pool_key, on_tick=on_tick)
-        details = dict(result.data.get("details", {}))
-        details["worker_seconds"] = round(result.seconds, 4)
-        details["worker_reused"] = result.worker_reused
-        details["peak_rss_bytes"] = result.peak_rss_bytes
-        details["worker_pid"] = result.worker_pid
-        return RunOutput(outputs=decode_outputs(result.data, result.arrays), engine=self.name,
-                         engine_version=result.data.get("version"), details=details)
+        return limits, options.needs_fresh_worker()
 
     def probe(self, *, limits: Limits | None = None, pool_key: str = "default") -> dict[str, Any]:
         """Version and available execution providers, asked of a worker."""

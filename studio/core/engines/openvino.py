@@ -17,7 +17,6 @@ wrong) and 2^62-1 runs "forever" (stopped by the sandbox timeout).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +25,7 @@ import numpy as np
 from studio.core.engines.base import (
     Availability,
     RunOptions,
-    RunOutput,
-    check_feeds,
-    check_model_file,
-    decode_outputs,
+    WorkerEngine,
     encode_outputs,
     module_present,
     package_version,
@@ -41,34 +37,18 @@ from studio.core.sandbox import Limits, run_job
 __all__ = ["OpenVinoEngine", "ov_info_job", "ov_run_job"]
 
 
-class OpenVinoEngine:
+class OpenVinoEngine(WorkerEngine):
     name = "openvino"
     label = "OpenVINO"
+    run_job_name = "ov.run"
+    stage = "OpenVINO"
 
-    def __init__(self) -> None:
-        self._availability: Availability | None = None
+    def _probe(self) -> Availability:
+        return _probe()
 
-    def available(self, *, refresh: bool = False) -> Availability:
-        if self._availability is None or refresh:
-            self._availability = _probe()
-        return self._availability
-
-    def run(self, model_path: Path, feeds: Mapping[str, np.ndarray], *, options: RunOptions | None = None,
-            limits: Limits | None = None, pool_key: str = "default", out_dir: Path | None = None,
-            on_tick: Callable[[float], None] | None = None) -> RunOutput:
-        require_available(self)
-        options = options or RunOptions()
-        path = check_model_file(model_path)
-        args = {"model_path": str(path), **options.to_args()}
-        result = run_job("ov.run", args, check_feeds(feeds), stage="OpenVINO", limits=limits, out_dir=out_dir,
-                         pool_key=pool_key, on_tick=on_tick)
-        details = dict(result.data.get("details", {}))
-        details["worker_seconds"] = round(result.seconds, 4)
-        details["worker_reused"] = result.worker_reused
-        details["peak_rss_bytes"] = result.peak_rss_bytes
-        details["worker_pid"] = result.worker_pid
-        return RunOutput(outputs=decode_outputs(result.data, result.arrays), engine=self.name,
-                         engine_version=result.data.get("version"), details=details)
+    def _prepare(self, options: RunOptions, limits: Limits | None,
+                 out_dir: Path | None) -> tuple[Limits | None, bool]:
+        return limits, False
 
     def probe(self, *, limits: Limits | None = None, pool_key: str = "default") -> dict[str, Any]:
         """Version and devices (``Core().available_devices``), asked of a worker."""

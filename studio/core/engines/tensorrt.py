@@ -25,7 +25,7 @@ import glob
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,18 +35,14 @@ import numpy as np
 from studio.core.engines.base import (
     Availability,
     RunOptions,
-    RunOutput,
-    check_feeds,
-    check_model_file,
-    decode_outputs,
+    WorkerEngine,
     encode_outputs,
     module_present,
     package_version,
-    require_available,
 )
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
-from studio.core.sandbox import Limits, default_limits, run_job
+from studio.core.sandbox import Limits, default_limits
 
 __all__ = ["NOT_INSTALLED_REASON", "TensorRtEngine", "profile_shapes", "trt_run_job"]
 
@@ -58,35 +54,21 @@ _DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11",
 Shape = tuple[int, ...]
 
 
-class TensorRtEngine:
+class TensorRtEngine(WorkerEngine):
     name = "tensorrt"
     label = "TensorRT"
+    run_job_name = "trt.run"
+    stage = "TensorRT"
 
-    def __init__(self) -> None:
-        self._availability: Availability | None = None
+    def _probe(self) -> Availability:
+        return _probe()
 
-    def available(self, *, refresh: bool = False) -> Availability:
-        if self._availability is None or refresh:
-            self._availability = _probe()
-        return self._availability
+    def _prepare(self, options: RunOptions, limits: Limits | None,
+                 out_dir: Path | None) -> tuple[Limits | None, bool]:
+        """CUDA reserves far more address space than it uses: no RLIMIT_AS for TensorRT
+        (the RSS watchdog still applies). Builds an engine for the feed shapes (not verified here)."""
+        return replace(limits or default_limits(), address_space_limit=False), False
 
-    def run(self, model_path: Path, feeds: Mapping[str, np.ndarray], *, options: RunOptions | None = None,
-            limits: Limits | None = None, pool_key: str = "default", out_dir: Path | None = None,
-            on_tick: Callable[[float], None] | None = None) -> RunOutput:
-        """Build an engine for the feed shapes and run it once (not verified here)."""
-        require_available(self)
-        options = options or RunOptions()
-        path = check_model_file(model_path)
-        limits = replace(limits or default_limits(), address_space_limit=False)
-        args = {"model_path": str(path), **options.to_args()}
-        result = run_job("trt.run", args, check_feeds(feeds), stage="TensorRT", limits=limits, out_dir=out_dir,
-                         pool_key=pool_key, on_tick=on_tick)
-        details = dict(result.data.get("details", {}))
-        details["worker_seconds"] = round(result.seconds, 4)
-        details["peak_rss_bytes"] = result.peak_rss_bytes
-        details["worker_pid"] = result.worker_pid
-        return RunOutput(outputs=decode_outputs(result.data, result.arrays), engine=self.name,
-                         engine_version=result.data.get("version"), details=details)
 
 
 # ============================================================================ availability
