@@ -20,6 +20,8 @@ import onnx_ir as ir
 from onnx_ir.passes import InPlacePass
 from onnx_ir.passes import PassResult as _IrPassResult
 
+from studio.core.compare import Tolerance
+
 CHANGE_KINDS = ("removed", "added", "fused", "replaced", "changed")
 
 
@@ -41,6 +43,8 @@ class PassResult(_IrPassResult):
 
     changes: tuple[Change, ...] = ()
     counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    warnings: tuple[str, ...] = ()        # what the user must know (slower than fp32, degenerate ranges...)
+    details: dict = dataclasses.field(default_factory=dict)   # JSON report (measurements, choices made)
 
 
 class StudioPass(InPlacePass):
@@ -57,6 +61,10 @@ class StudioPass(InPlacePass):
     needs_weights: ClassVar[bool] = True
     changes_interface: ClassVar[bool] = False
     calls_engines: ClassVar[bool] = False   # runs an engine/onnxsim: run it in a worker
+    # Verification of this pass's result: None keeps the pipeline's tolerance; quantization and
+    # reduced-precision passes set a cosine-based one (studio.core.compare.QUANTIZED...).
+    verify_tolerance: ClassVar[Tolerance | None] = None
+    verify_quantized: ClassVar[bool] = False
 
     def __init__(self, **options) -> None:
         super().__init__()

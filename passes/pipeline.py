@@ -54,6 +54,8 @@ class PassRecord:
     params_after: int
     verification: VerifyResult | None
     message: str = ""
+    warnings: tuple[str, ...] = ()
+    details: Mapping = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "status": self.status, "modified": self.modified,
@@ -62,7 +64,7 @@ class PassRecord:
                 "nodes_before": self.nodes_before, "nodes_after": self.nodes_after,
                 "params_before": self.params_before, "params_after": self.params_after,
                 "verification": self.verification.to_dict() if self.verification else None,
-                "message": self.message}
+                "message": self.message, "warnings": list(self.warnings), "details": dict(self.details)}
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,8 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
             status, message = ("changed" if modified else "unchanged"), ""
             if modified and verifier is not None:
                 candidate = ckpt.save(model)
-                verification = verifier.verify(candidate, allow_fixed_dims=p.changes_interface)
+                verification = verifier.verify(candidate, allow_fixed_dims=p.changes_interface,
+                                               tolerance=p.verify_tolerance, quantized=p.verify_quantized)
                 message = verification.message
                 if verification.ok:
                     ckpt.accept(candidate)
@@ -234,7 +237,8 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
             rec = PassRecord(p.name, status, modified, changes, counts, seconds,
                              verification.seconds if verification else 0.0, nodes_before,
                              sum(1 for _ in all_nodes(model)), params_before, _param_count(model),
-                             verification, message)
+                             verification, message, tuple(getattr(res, "warnings", ())),
+                             dict(getattr(res, "details", {}) or {}))
             records.append(rec)
             _after(instruments, p, model, rec)
             if status == "failed":

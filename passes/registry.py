@@ -15,6 +15,10 @@ from studio.core.errors import StudioError
 # One module per pass (name -> module). Imported on first lookup.
 PASS_MODULES: dict[str, str] = {
     "eliminate-dead-code": "passes.eliminate_dead_code",
+    "quantize-int8-static": "passes.quantize_int8_static",
+    "quantize-int8-dynamic": "passes.quantize_int8_dynamic",
+    "convert-fp16": "passes.convert_fp16",
+    "fix-cast-types": "passes.fix_cast_types",
 }
 
 _REGISTRY: dict[str, type[StudioPass]] = {}

@@ -233,7 +233,10 @@ class Verifier:
     def reference_error(self) -> str | None:
         return self._reference_error
 
-    def verify(self, candidate_path: Path, *, allow_fixed_dims: bool = False) -> VerifyResult:
+    def verify(self, candidate_path: Path, *, allow_fixed_dims: bool = False, tolerance: Tolerance | None = None,
+               quantized: bool = False) -> VerifyResult:
+        """``tolerance``/``quantized`` override the verifier's for one candidate (a quantization
+        pass is judged by cosine, not elementwise)."""
         started = time.perf_counter()
         candidate = onnx.load_model(str(candidate_path), load_external_data=False)
         problems = interface_problems(self.original, candidate, self.user_dims if allow_fixed_dims else None)
@@ -258,7 +261,7 @@ class Verifier:
                     comparison = None
                     problems.append(f"the result fails on feed set {i + 1}: {err}")
                     break
-                comparison = compare_outputs(r, g, self.tolerance)
+                comparison = compare_outputs(r, g, tolerance or self.tolerance, quantized=quantized)
                 if not comparison:
                     status = "failed"
                     break

@@ -25,7 +25,8 @@ def run_pass_in_worker(p: StudioPass, model: ir.Model, workdir: Path, *, limits:
                   stage=f"pass {p.name}", limits=limits, out_dir=out_dir, pool_key=pool_key, fresh=False)
     changes = tuple(Change(c["kind"], tuple(c["nodes"]), c.get("detail", "")) for c in res.data["changes"])
     result_model = ir.load(out_dir / "model.onnx") if res.data["modified"] else model
-    return PassResult(result_model, bool(res.data["modified"]), changes, dict(res.data.get("counts", {})))
+    return PassResult(result_model, bool(res.data["modified"]), changes, dict(res.data.get("counts", {})),
+                      tuple(res.data.get("warnings", ())), dict(res.data.get("details", {})))
 
 
 @job("passes.run_pass")
@@ -35,10 +36,13 @@ def run_pass_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> 
 
     ctx.set_stage(f"pass {args['name']}")
     p = make_pass(args["name"], **args.get("options", {}))
+    p.job_context = ctx          # passes that run engines report their stages through it
     model = ir.load(args["model_path"])
     res = p.call(model)   # already in a worker: run the pass body directly
     if res.modified:
         save_ir(res.model, ctx.out_dir / "model.onnx")
     return JobOutput(data={"modified": bool(res.modified),
                            "changes": [c.to_dict() for c in getattr(res, "changes", ())],
-                           "counts": dict(getattr(res, "counts", {}))})
+                           "counts": dict(getattr(res, "counts", {})),
+                           "warnings": list(getattr(res, "warnings", ())),
+                           "details": dict(getattr(res, "details", {}) or {})})

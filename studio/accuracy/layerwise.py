@@ -264,43 +264,51 @@ def _with_outputs(src: str, names: list[tuple[str, int]], dst: Path) -> Path:
     return dst
 
 
-@job("accuracy.layer_chunk")
-def layer_chunk_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    """Mark one chunk of tensors as outputs in both models, run both, compare, return metrics."""
+def compare_chunk(reference: str, candidate: str, items: list[dict], feeds: Feeds, ctx: JobContext, *,
+                  engine_a: str, engine_b: str, options_a: Mapping[str, Any], options_b: Mapping[str, Any],
+                  dir_a: Path, dir_b: Path, chunk: int = 0, tolerance: Tolerance | None = None,
+                  quantized: bool = False) -> dict[str, dict]:
+    """Worker side: mark ``items`` as outputs in both models, run the reference, then the
+    candidate, and return metrics per reference tensor (no arrays leave this function)."""
     from studio.core.engines.sessions import open_runner
 
-    items = args["items"]
-    feeds = unpack_sets(arrays, 1)[0]
-    chunk = int(args["chunk"])
-    tol = Tolerance(**args["tolerance"]) if args.get("tolerance") else None   # only for the metrics
-    results: dict[str, Any] = {}
-    sides = (("a", "reference", "tensor", "ref_type"), ("b", "candidate", "target", "cand_type"))
+    sides = (("a", reference, engine_a, options_a, dir_a, "tensor", "ref_type"),
+             ("b", candidate, engine_b, options_b, dir_b, "target", "cand_type"))
     values: dict[str, dict[str, Any]] = {}
-    for side, key, tensor_key, type_key in sides:
-        engine = args[f"engine_{side}"]
-        ctx.set_stage(f"layer-wise chunk {chunk + 1}: {key} on {engine}")
-        folder = Path(args[f"dir_{side}"])
-        path = _with_outputs(args[key], [(it[tensor_key], it[type_key]) for it in items],
-                             folder / f"chunk{chunk}-{os.getpid()}.onnx")
+    for side, model, engine, opts, folder, tensor_key, type_key in sides:
+        ctx.set_stage(f"layer-wise chunk {chunk + 1}: {'reference' if side == 'a' else 'candidate'} on {engine}")
+        path = _with_outputs(model, [(it[tensor_key], it[type_key]) for it in items],
+                             Path(folder) / f"chunk{chunk}-{os.getpid()}.onnx")
         try:
-            runner = open_runner(engine, path, args.get(f"options_{side}") or {}, ctx)
-            wanted = list(dict.fromkeys(it[tensor_key] for it in items))
-            values[side] = runner.infer(feeds, wanted)
+            runner = open_runner(engine, path, opts or {}, ctx)
+            values[side] = runner.infer(feeds, list(dict.fromkeys(it[tensor_key] for it in items)))
             runner.close()
             del runner
         finally:
             path.unlink(missing_ok=True)
-    quantized = bool(args.get("quantized"))
+    results: dict[str, dict] = {}
     for it in items:
         ref, got = values["a"].get(it["tensor"]), values["b"].get(it["target"])
         if ref is None or got is None:
             continue
-        d = compare_arrays(it["tensor"], ref, got, tol, quantized=quantized)
+        d = compare_arrays(it["tensor"], ref, got, tolerance, quantized=quantized)
         comparable = d.rel_l2 is not None and d.ref_shape == d.got_shape
         results[it["tensor"]] = {"shape": list(d.ref_shape or ()), "max_abs": d.max_abs,
                                  "rel_l2": d.rel_l2 if comparable and math.isfinite(d.rel_l2) else None,
                                  "cosine": d.cosine, "note": d.note if not comparable else ""}
     values.clear()
+    return results
+
+
+@job("accuracy.layer_chunk")
+def layer_chunk_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    """Mark one chunk of tensors as outputs in both models, run both, compare, return metrics."""
+    tol = Tolerance(**args["tolerance"]) if args.get("tolerance") else None   # only for the metrics
+    results = compare_chunk(args["reference"], args["candidate"], args["items"], unpack_sets(arrays, 1)[0], ctx,
+                            engine_a=args["engine_a"], engine_b=args["engine_b"],
+                            options_a=args.get("options_a") or {}, options_b=args.get("options_b") or {},
+                            dir_a=Path(args["dir_a"]), dir_b=Path(args["dir_b"]), chunk=int(args["chunk"]),
+                            tolerance=tol, quantized=bool(args.get("quantized")))
     return JobOutput(data={"results": results})
 
 
@@ -333,7 +341,7 @@ def _prepare_dir(model_path: Path, parent: Path, side: str) -> Path:
     return folder
 
 
-def _chunks(items: list[dict], budget: int, itemsize: Mapping[int, int]) -> list[list[dict]]:
+def chunk_items(items: list[dict], budget: int, itemsize: Mapping[int, int]) -> list[list[dict]]:
     known = [it["numel"] for it in items if it["numel"]]
     default = int(np.median(known)) if known else 1 << 16
     out: list[list[dict]] = []
@@ -412,7 +420,7 @@ def compare_layers(reference: Path, candidate: Path, *, feeds: Feeds, engine: st
         chunk_bytes = int(min(512 * 2**20, max(32 * 2**20, _weights_bytes(ref_path) // 2)))
     threshold = layer_threshold if layer_threshold is not None else default_layer_threshold(tolerance, quantized)
     itemsize = {t: np_dtype(t).itemsize for t in _FLOAT_TYPES}
-    chunks = _chunks(items, chunk_bytes, itemsize)
+    chunks = chunk_items(items, chunk_bytes, itemsize)
     tol_args = tolerance.to_dict() if tolerance is not None else None
     layers: list[LayerError] = []
     peak = None
