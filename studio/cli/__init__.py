@@ -18,7 +18,7 @@ from studio import __version__
 from studio.core.errors import StudioError
 
 # Order is the order of `onnx-studio --help`.
-COMMANDS = ["inspect", "serve"]
+COMMANDS = ["inspect", "compare", "precision", "serve"]
 
 
 def build_parser() -> argparse.ArgumentParser:

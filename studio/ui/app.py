@@ -25,6 +25,10 @@ PAGES = {
         st.Page("pages/overview.py", title="Overview", url_path="overview", default=True),
         st.Page("pages/nodes.py", title="Nodes", url_path="nodes"),
     ],
+    "Deploy": [
+        st.Page("pages/verify.py", title="Verify", url_path="verify"),
+        st.Page("pages/precision.py", title="Precision", url_path="precision"),
+    ],
 }
 
 state.workspace()

@@ -153,7 +153,7 @@ def open_runner(engine: str, path: str | Path, args: Mapping[str, Any], ctx: Job
 
 
 def measure_latency(runs: Mapping[str, Callable[[], Any]], *, rounds: int = 3, per_round: int = 8,
-                    warmup: int = 2, budget_s: float = 60.0) -> dict[str, list[float]]:
+                    warmup: int = 2, budget_s: float = 60.0, settle_s: float = 0.05) -> dict[str, list[float]]:
     """Seconds per call for each callable, measured in interleaved rounds (A×n, B×n, A×n...)
     so slow drift of a shared machine hits every variant alike. Blocks of calls, not
     alternating single calls: an engine's spinning thread pool must not steal the next
@@ -162,6 +162,8 @@ def measure_latency(runs: Mapping[str, Callable[[], Any]], *, rounds: int = 3, p
     started = time.perf_counter()
     for r in range(rounds):
         for key, fn in runs.items():
+            if len(runs) > 1:
+                time.sleep(settle_s)      # let the previous engine's spinning threads go idle
             for _ in range(warmup if r == 0 else 1):
                 fn()
             for i in range(per_round):
