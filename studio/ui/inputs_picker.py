@@ -19,10 +19,7 @@ class InputsChoice:
     images: Path | None        # a folder of images
     count: int
     cli_flags: str             # the equivalent CLI options
-
-    @property
-    def ready(self) -> bool:
-        return True
+    ready: bool = True         # False while a file kind is chosen but nothing is uploaded yet
 
 
 def _saved(key: str, files, save) -> Path | None:
@@ -47,7 +44,7 @@ def inputs_picker(key: str, *, images_label: str = "Images", count_label: str = 
         up = st.file_uploader(".npz with one array per input name (NAME/0, NAME/1... for several samples)",
                               type=["npz"], key=f"{key}_npz")
         path = _saved(f"{key}_npz_saved", up, lambda f, folder: save_npz_upload(f.getvalue(), folder))
-        return InputsChoice(path, None, 1, f"{npz_flag} inputs.npz" if path else "")
+        return InputsChoice(path, None, 1, f"{npz_flag} inputs.npz" if path else "", ready=path is not None)
     if kind == kinds[2]:
         ups = st.file_uploader("Images (.png/.jpg/.bmp/.ppm); resized to the model's input, ImageNet "
                                "normalization", type=["png", "jpg", "jpeg", "bmp", "ppm"],
@@ -55,6 +52,7 @@ def inputs_picker(key: str, *, images_label: str = "Images", count_label: str = 
         folder = _saved(f"{key}_images_saved", ups,
                         lambda fs, d: save_image_uploads([(f.name, f.getvalue()) for f in fs], d))
         count = len(ups or [])
-        return InputsChoice(None, folder, max(count, 1), f"{images_flag} images/" if folder else "")
+        return InputsChoice(None, folder, max(count, 1), f"{images_flag} images/" if folder else "",
+                            ready=folder is not None)
     count = int(st.number_input(count_label, min_value=1, max_value=64, value=default_count, key=f"{key}_count"))
     return InputsChoice(None, None, count, f"--count {count}" if count != 2 else "")

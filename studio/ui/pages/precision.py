@@ -64,7 +64,9 @@ def render() -> None:
     target = left.slider("Accuracy target (worst-output cosine vs fp32)", 0.90, 1.0, 0.99, 0.001,
                          format="%.3f", key="precision_target")
     budget = right.number_input("Latency measurement budget (s)", 5, 600, 60, key="precision_budget")
-    if st.button("Build and measure", type="primary", key="precision_run", disabled=not chosen):
+    if not choice.ready:
+        st.caption("Upload the calibration data to build INT8 variants with it.")
+    if st.button("Build and measure", type="primary", key="precision_run", disabled=not chosen or not choice.ready):
         bar = st.progress(0.0, text="starting")
 
         def on_progress(i: int, n: int, label: str) -> None:

@@ -98,7 +98,9 @@ def render() -> None:
         threshold = st.number_input("Layer threshold (relative L2 error; 0 = automatic)", min_value=0.0,
                                     value=0.0, format="%.4f", key="verify_threshold") or None
     ha, hb = ws.handle(a), ws.handle(b)
-    if st.button("Compare", type="primary", key="verify_run"):
+    if not choice.ready:
+        st.caption("Upload the input file to compare on it.")
+    if st.button("Compare", type="primary", key="verify_run", disabled=not choice.ready):
         def work(on_tick):
             return api.compare(ha, hb, engine=engine, engine_b=engine_b, inputs=choice.inputs, images=choice.images,
                                count=choice.count, dims=state.dims(), ov_precision=ov_a, ov_precision_b=ov_b,
