@@ -57,7 +57,7 @@ class ConvertFp16(StudioPass):
     calls_engines = True
     verify_tolerance: ClassVar[Tolerance | None] = REDUCED_PRECISION
 
-    # Options: op_block_list, node_block_list, keep_io_types (True), measure (True).
+    # Options: op_block_list, node_block_list, keep_io_types (True), measure (True), dims (symbolic dims).
     def call(self, model: ir.Model) -> PassResult:
         from passes import quant_tools as qt
         from passes.pipeline import save_ir
@@ -89,7 +89,7 @@ class ConvertFp16(StudioPass):
                 header = onnx.load_model(str(src), load_external_data=False)
                 from studio.core.feeds import make_feeds
 
-                sets = list(make_feeds(header, count=2, seed=1000).sets)
+                sets = list(make_feeds(header, count=2, seed=1000, dims=opts.get("dims")).sets)
                 reference = qt.ort_outputs(src, sets, ctx)
                 got = qt.ort_outputs(out, sets, ctx)
             except Exception as exc:  # noqa: BLE001

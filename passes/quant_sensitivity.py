@@ -112,10 +112,12 @@ def fallback(prepared: Prepared, config: StaticConfig, ranges: Ranges, calib: Se
     steps: list[FallbackStep] = []
     cache: dict[int, tuple[Path, float]] = {}
 
+    model = onnx.load_model(str(prepared.path), load_external_data=False)
+
     def trial(k: int) -> float:
         if k in cache:
             return cache[k][1]
-        names = list(exclude) + [s.node for s in ranked[:k]]
+        names = with_followers(model, list(exclude) + [s.node for s in ranked[:k]])
         out = workdir / f"fallback-{k}.onnx"
         quantize_static_config(prepared, out, config, ranges, calib, names)
         cos, _ = accuracy(reference, ort_outputs(out, holdout, ctx))
@@ -145,5 +147,22 @@ def fallback(prepared: Prepared, config: StaticConfig, ranges: Ranges, calib: Se
             good = mid
         else:
             low = mid
-    kept = [s.node for s in ranked[:good]]
+    kept = with_followers(model, [s.node for s in ranked[:good]])
     return cache[good][0], kept, steps
+
+
+def with_followers(model: onnx.ModelProto, names: Sequence[str]) -> list[str]:
+    """``names`` plus the nodes that only read their outputs (the Relu/Clip after a Conv, a
+    Flatten after a pool...): the quantizer folds or re-quantizes those, so keeping a Conv in
+    float while its activation stays quantized would keep the error it was excluded for."""
+    keep = list(dict.fromkeys(names))
+    chosen = set(keep)
+    produced_by = {o: n.name for n in model.graph.node for o in n.output}
+    for node in model.graph.node:            # topological order: chains are followed in one pass
+        if node.name in chosen or not node.name:
+            continue
+        sources = [produced_by.get(i) for i in node.input if i in produced_by]
+        if sources and all(src in chosen for src in sources):
+            keep.append(node.name)
+            chosen.add(node.name)
+    return keep

@@ -80,6 +80,7 @@ def prepare(src: Path, workdir: Path, *, per_channel: bool, min_opset: int = 13,
     staged = workdir / "staged.onnx"
     _save(model, staged)
     del model
+    release_memory()
     if not pre_process:
         return Prepared(staged, tuple(steps), opset, per_channel)
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -95,6 +96,7 @@ def prepare(src: Path, workdir: Path, *, per_channel: bool, min_opset: int = 13,
                               all_tensors_to_one_file=True, external_data_location="prepared.onnx.data",
                               **kwargs)
             steps.append(label)
+            release_memory()
             return Prepared(out, tuple(steps), opset, per_channel)
         except Exception as exc:  # noqa: BLE001 - try a lighter preparation
             last = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
@@ -117,7 +119,8 @@ def _save(model: onnx.ModelProto, path: Path) -> None:
 
 # ---------------------------------------------------------------------------- feeds
 
-def calibration_feeds(model_path: Path, source: str | None, samples: int, seed: int = 0) -> tuple[list[Feeds], str]:
+def calibration_feeds(model_path: Path, source: str | None, samples: int, seed: int = 0,
+                      dims: Mapping[str, int] | None = None) -> tuple[list[Feeds], str]:
     """Calibration sets: a user .npz, an image folder, or ``samples`` seeded random sets."""
     header = onnx.load_model(str(model_path), load_external_data=False)
     if source:
@@ -130,16 +133,17 @@ def calibration_feeds(model_path: Path, source: str | None, samples: int, seed: 
             sets = load_npz(path, input_specs(header))
             return sets, f"{path.name[:60]}, {len(sets)} sample(s)"
         return list(fs.sets), fs.source
-    fs = make_feeds(header, count=max(samples, 1), seed=seed)
+    fs = make_feeds(header, count=max(samples, 1), seed=seed, dims=dims)
     return list(fs.sets), fs.source
 
 
-def holdout(sets: list[Feeds], model_path: Path, random_source: bool) -> tuple[list[Feeds], str]:
+def holdout(sets: list[Feeds], model_path: Path, random_source: bool,
+            dims: Mapping[str, int] | None = None) -> tuple[list[Feeds], str]:
     """Sets to judge accuracy on: fresh seeds for random calibration; the last quarter of
     user data when there are at least 8 samples, else the calibration data itself."""
     if random_source:
         header = onnx.load_model(str(model_path), load_external_data=False)
-        return list(make_feeds(header, count=4, seed=1000).sets), "4 fresh random sets (seed 1000)"
+        return list(make_feeds(header, count=4, seed=1000, dims=dims).sets), "4 fresh random sets (seed 1000)"
     if len(sets) >= 8:
         k = max(2, len(sets) // 4)
         return sets[-k:], f"last {k} of the calibration samples"
@@ -358,6 +362,8 @@ def ort_outputs(path: Path, sets: Sequence[Feeds], ctx: Any, level: str = "all")
         return [runner.infer(f) for f in sets]
     finally:
         runner.close()
+        del runner
+        release_memory()
 
 
 def accuracy(reference: list[dict], got: list[dict]) -> tuple[float, float | None]:
@@ -375,7 +381,7 @@ def accuracy(reference: list[dict], got: list[dict]) -> tuple[float, float | Non
 
 def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budget_s: float = 60.0,
                       engine: str = "onnxruntime", options: Mapping[str, Mapping] | None = None) -> dict[str, float]:
-    """Median ms per model, measured in interleaved rounds in this worker."""
+    """Milliseconds per model (10th percentile), measured in interleaved rounds in this worker."""
     from studio.core.engines.sessions import measure_latency, open_runner
 
     runners = {k: open_runner(engine, p, dict((options or {}).get(k, {})), ctx) for k, p in paths.items()}
@@ -385,7 +391,10 @@ def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budg
     finally:
         for r in runners.values():
             r.close()
-    return {k: statistics.median(v) * 1000 for k, v in times.items()}
+        runners.clear()
+        release_memory()
+    # The 10th percentile: on a shared machine other processes only ever add time.
+    return {k: sorted(v)[int(0.1 * len(v))] * 1000 for k, v in times.items()}
 
 
 def pick(measured: Sequence[Measured], target: float) -> Measured | None:
@@ -405,6 +414,19 @@ def write_json(path: Path, obj: Any) -> None:
 
 def timer() -> float:
     return time.perf_counter()
+
+
+def release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the OS between heavy steps (copies
+    of the weights come and go; without a trim the worker's resident size keeps their peak)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 class _LogContext:

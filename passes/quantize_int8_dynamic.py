@@ -43,8 +43,8 @@ class QuantizeInt8Dynamic(StudioPass):
     verify_quantized: ClassVar[bool] = True
 
     # Options: fuse ("auto" | "on" | "off"), model_type ("bert"...), num_heads/hidden_size (0: detect),
-    # per_channel, target_cosine, samples (random accuracy sets), op_types (default: ORT's list),
-    # nodes_to_exclude.
+    # per_channel, target_cosine, samples (random accuracy sets), dims (values of symbolic input dims
+    # for those sets and the latency measurement), op_types (default: ORT's list), nodes_to_exclude.
     def call(self, model: ir.Model) -> PassResult:
         fuse = str(self.options.get("fuse", "auto"))
         if fuse not in ("auto", "on", "off"):
@@ -91,6 +91,7 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
             fused, fusion_stats = _fuse(prepared.path, workdir / "fused.onnx", model_type, opts)
         except Exception as exc:  # noqa: BLE001 - fusion is an option, not a requirement
             fused, fusion_stats = None, {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        qt.release_memory()
         if fused is not None:
             bases["fused"] = fused
         elif fuse == "on":
@@ -99,7 +100,7 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
     header = onnx.load_model(str(src), load_external_data=False)
     from studio.core.feeds import make_feeds
 
-    holdout = list(make_feeds(header, count=int(opts.get("samples", 4)), seed=1000).sets)
+    holdout = list(make_feeds(header, count=int(opts.get("samples", 4)), seed=1000, dims=opts.get("dims")).sets)
     reference = qt.ort_outputs(src, holdout, ctx)
     measured, paths = [], {}
     for key, base in bases.items():
@@ -114,6 +115,7 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
                              nodes_to_exclude=list(opts.get("nodes_to_exclude") or []),
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
                              use_external_data_format=qt._big(base))
+            qt.release_memory()
             cos, top1 = qt.accuracy(reference, qt.ort_outputs(out, holdout, ctx))
             paths[name] = out
             measured.append(qt.Measured(name, desc, out, None, None, cos, top1))

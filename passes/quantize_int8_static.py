@@ -47,7 +47,7 @@ class QuantizeInt8Static(StudioPass):
 
     # Options (JSON): config ("auto" | a name of passes.quant_tools.STATIC_CONFIGS), calibration
     # (.npz file or image folder), samples (random sets when no calibration data), method
-    # (minmax | entropy | percentile), per_channel, target_cosine, fallback, nodes_to_exclude,
+    # (minmax | entropy | percentile), per_channel, target_cosine, fallback, nodes_to_exclude, dims,
     # degenerate ("float": keep tensors with degenerate ranges in float | "warn").
     def call(self, model: ir.Model) -> PassResult:
         from passes.quant_tools import AUTO_CANDIDATES, STATIC_CONFIGS
@@ -75,7 +75,8 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
     ctx.set_stage("INT8: preparing the model (shape inference, BatchNormalization folding)")
     prepared = qt.prepare(src, workdir, per_channel=per_channel)
     ctx.set_stage("INT8: calibration")
-    calib, calib_source = qt.calibration_feeds(src, opts.get("calibration"), int(opts.get("samples", 8)))
+    calib, calib_source = qt.calibration_feeds(src, opts.get("calibration"), int(opts.get("samples", 8)),
+                                               dims=opts.get("dims"))
     ranges = qt.calibrate(prepared.path, calib, str(opts.get("method", "minmax")), workdir)
     header = onnx.load_model(str(prepared.path), load_external_data=False)
     degenerate = qt.degenerate_ranges(header, ranges)
@@ -87,7 +88,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
         warnings.append(d.message() if (d.graph_output or opts.get("degenerate", "float") == "float")
                         else d.message().replace("kept in float", "quantized anyway (degenerate='warn')"))
     exclude = list(dict.fromkeys(exclude))
-    holdout, holdout_source = qt.holdout(calib, src, opts.get("calibration") is None)
+    holdout, holdout_source = qt.holdout(calib, src, opts.get("calibration") is None, dims=opts.get("dims"))
     ctx.set_stage("INT8: fp32 reference outputs")
     reference = qt.ort_outputs(src, holdout, ctx)
     measured: list[qt.Measured] = []
@@ -97,6 +98,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
         out = workdir / f"{cfg.name}.onnx"
         try:
             qt.quantize_static_config(prepared, out, cfg, ranges, calib, exclude)
+            qt.release_memory()
             cos, top1 = qt.accuracy(reference, qt.ort_outputs(out, holdout, ctx))
             paths[cfg.name] = out
             measured.append(qt.Measured(cfg.name, cfg.describe(), out, None, None, cos, top1))

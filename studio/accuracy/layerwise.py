@@ -264,6 +264,19 @@ def _with_outputs(src: str, names: list[tuple[str, int]], dst: Path) -> Path:
     return dst
 
 
+def _release_memory() -> None:
+    """Return the closed session's freed heap to the OS before the next session opens, so
+    peak memory is one session plus the chunk, not two sessions."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def compare_chunk(reference: str, candidate: str, items: list[dict], feeds: Feeds, ctx: JobContext, *,
                   engine_a: str, engine_b: str, options_a: Mapping[str, Any], options_b: Mapping[str, Any],
                   dir_a: Path, dir_b: Path, chunk: int = 0, tolerance: Tolerance | None = None,
@@ -286,6 +299,7 @@ def compare_chunk(reference: str, candidate: str, items: list[dict], feeds: Feed
             del runner
         finally:
             path.unlink(missing_ok=True)
+            _release_memory()
     results: dict[str, dict] = {}
     for it in items:
         ref, got = values["a"].get(it["tensor"]), values["b"].get(it["target"])
@@ -323,22 +337,28 @@ def default_layer_threshold(tolerance: Tolerance | None, quantized: bool) -> flo
     return 1e-3
 
 
-def _prepare_dir(model_path: Path, parent: Path, side: str) -> Path:
-    """A folder where the chunk models can be written beside (links to) the model's external data."""
+@job("accuracy.layer_prepare")
+def layer_prepare_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    """Copy a model into the work folder with every weight in one external-data file, so each
+    chunk's model is a small graph file beside it: a chunk then never parses or copies the
+    weights again (inline weights would be read, rewritten and re-read for every chunk)."""
+    ctx.set_stage("layer-wise: preparing a working copy")
+    model = onnx.load_model(args["model"])
+    folder = Path(args["folder"])
+    folder.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(model, str(folder / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="model.onnx.data", size_threshold=1024)
+    return JobOutput(data={"path": str(folder / "model.onnx")})
+
+
+def _prepare(model_path: Path, parent: Path, side: str, limits: Limits | None, pool_key: str,
+             on_tick: Callable[[float], None] | None) -> Path:
     from studio.core.model import load
 
-    handle = load(model_path)
-    folder = parent / side
-    folder.mkdir(parents=True, exist_ok=True)
-    for f in handle.external_files:
-        rel = Path(f).resolve().relative_to(handle.folder.resolve())
-        dst = folder / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(f, dst)
-        except OSError:
-            shutil.copyfile(f, dst)
-    return folder
+    load(model_path)            # validated (external-data paths, sizes) before a worker reads it
+    res = run_job("accuracy.layer_prepare", {"model": str(model_path), "folder": str(parent / side)},
+                  stage="layer-wise preparation", limits=limits, pool_key=pool_key, on_tick=on_tick)
+    return Path(res.data["path"])
 
 
 def chunk_items(items: list[dict], budget: int, itemsize: Mapping[int, int]) -> list[list[dict]]:
@@ -426,13 +446,14 @@ def compare_layers(reference: Path, candidate: Path, *, feeds: Feeds, engine: st
     peak = None
     work = Path(tempfile.mkdtemp(prefix="onnx-studio-layerwise-", dir=work_dir))
     try:
-        dir_a = _prepare_dir(ref_path, work, "a")
-        dir_b = _prepare_dir(cand_path, work, "b")
+        work_a = _prepare(ref_path, work, "a", limits, pool_key, on_tick)
+        work_b = work_a if cand_path == ref_path else _prepare(cand_path, work, "b", limits, pool_key, on_tick)
+        dir_a, dir_b = work_a.parent, work_b.parent
         packed = pack_sets([feeds])
         for c, chunk in enumerate(chunks):
             if on_progress:
                 on_progress(c, len(chunks))
-            args = {"reference": str(ref_path), "candidate": str(cand_path), "engine_a": engine_a,
+            args = {"reference": str(work_a), "candidate": str(work_b), "engine_a": engine_a,
                     "engine_b": engine_b, "options_a": options_a.to_args(), "options_b": options_b.to_args(),
                     "dir_a": str(dir_a), "dir_b": str(dir_b), "items": chunk, "chunk": c, "tolerance": tol_args,
                     "quantized": quantized}

@@ -72,9 +72,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"calibration  {printable(report.calibration)}")
     print(f"judged on    {printable(str(report.evaluation.get('source', '')))}; baseline "
           f"{report.evaluation.get('baseline', '')}")
-    rows = [["variant", "engine", "ms", "x fp32", "cosine", "top-1", "target", "status"]]
+    rows = [["variant", "engine", "ms (p10)", "median", "x fp32", "cosine", "top-1", "target", "status"]]
     for v in report.variants:
         rows.append([v.name + (" *" if v.recommended else ""), v.engine, _fmt(v.latency_ms, ".2f"),
+                     _fmt(v.median_ms, ".2f"),
                      _fmt(v.ratio, ".2f"), _fmt(v.cosine, ".5f"), _fmt(v.top1, ".2f"),
                      "met" if v.meets_target else "-", v.status if not v.error else "failed"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

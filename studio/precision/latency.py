@@ -42,6 +42,7 @@ class Latency:
     p90_ms: float | None
     samples: int
     error: str | None = None
+    p10_ms: float | None = None      # what ratios use: other processes only ever add time
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -102,5 +103,6 @@ def measure(items: Sequence[LatencyItem], feeds: Feeds, *, budget_s: float = 60.
     out = {}
     for it in items:
         r: Mapping[str, Any] = res.data["results"].get(it.key, {"error": "not measured"})
-        out[it.key] = Latency(it.key, r.get("median_ms"), r.get("p90_ms"), int(r.get("samples", 0)), r.get("error"))
+        out[it.key] = Latency(it.key, r.get("median_ms"), r.get("p90_ms"), int(r.get("samples", 0)), r.get("error"),
+                              r.get("p10_ms"))
     return out

@@ -101,8 +101,9 @@ class VariantResult:
     precision: str
     status: str                              # ok | failed | not verified here
     path: Path | None = None
-    latency_ms: float | None = None
+    latency_ms: float | None = None          # 10th percentile (see studio.precision.latency)
     p90_ms: float | None = None
+    median_ms: float | None = None
     ratio: float | None = None               # latency / ORT fp32 latency, same run
     cosine: float | None = None              # min over outputs and inputs, vs ORT fp32
     top1: float | None = None
@@ -121,11 +122,11 @@ class VariantResult:
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in ("name", "label", "engine", "precision", "status", "latency_ms",
-                                           "p90_ms", "ratio", "cosine", "top1", "top5", "max_abs", "meets_target",
-                                           "recommended", "error")}
+                                           "median_ms", "p90_ms", "ratio", "cosine", "top1", "top5", "max_abs",
+                                           "meets_target", "recommended", "error")}
         d.update(path=self.path.name if self.path else None, faster_than_fp32=self.faster_than_fp32,
                  notes=list(self.notes), details=dict(self.details), lineage=list(self.lineage))
-        for k in ("latency_ms", "p90_ms", "ratio", "cosine", "max_abs"):
+        for k in ("latency_ms", "median_ms", "p90_ms", "ratio", "cosine", "max_abs"):
             if d[k] is not None:
                 d[k] = round(float(d[k]), 6)
         return d
@@ -166,9 +167,29 @@ class PrecisionReport:
                 "notes": list(self.notes), "variants": [v.to_dict() for v in self.variants]}
 
 
-def _long_limits(limits: Limits | None) -> Limits:
-    base = limits or default_limits()
-    return dataclasses.replace(base, timeout_s=max(base.timeout_s, 900.0))
+def _long_limits(limits: Limits | None, model_bytes: int) -> Limits:
+    """Building variants holds a few copies of the weights at once (the quantizer's input and
+    output, ORT sessions with prepacked weights): the worker gets 3 GiB plus 6x the model, up to
+    half of this machine's memory, and 15 minutes per job, unless the caller set limits."""
+    if limits is not None:
+        return limits
+    base = default_limits()
+    try:
+        import psutil
+
+        ceiling = int(psutil.virtual_memory().total * 0.5)
+    except Exception:  # noqa: BLE001
+        ceiling = 8 * 2**30
+    memory = max(base.memory_bytes, min(ceiling, 3 * 2**30 + 6 * model_bytes))
+    return dataclasses.replace(base, timeout_s=max(base.timeout_s, 900.0), memory_bytes=memory)
+
+
+def _model_bytes(path: Path) -> int:
+    total = path.stat().st_size
+    for extra in path.parent.iterdir():
+        if extra.is_file() and extra != path and extra.suffix in (".data", ".bin", ".weights", ""):
+            total += extra.stat().st_size
+    return total
 
 
 def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[str, Mapping[str, Any]],
@@ -218,7 +239,7 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
     own = out_dir is None
     work = Path(tempfile.mkdtemp(prefix="onnx-studio-precision-")) if own else Path(out_dir)
     work.mkdir(parents=True, exist_ok=True)
-    long_limits = _long_limits(limits)
+    long_limits = _long_limits(limits, _model_bytes(model_path))
     steps = len(names) * 2 + 2
     step = 0
 
@@ -242,8 +263,11 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
             make_feeds(header, count=4, dims=dims, seed=1000)
         if len(eval_feeds) > 16:
             eval_feeds = FeedSet(eval_feeds.sets[:16], eval_feeds.source + " (first 16)", eval_feeds.dims)
-        pass_extra = {"quantize-int8-static": {"calibration": str(calib_npz), "target_cosine": target_cosine},
-                      "quantize-int8-dynamic": {"target_cosine": target_cosine}}
+        dims_opt = {"dims": dict(eval_feeds.dims)} if eval_feeds.dims else {}
+        pass_extra = {"quantize-int8-static": {"calibration": str(calib_npz), "target_cosine": target_cosine,
+                                               **dims_opt},
+                      "quantize-int8-dynamic": {"target_cosine": target_cosine, **dims_opt},
+                      "convert-fp16": dims_opt}
         built: dict[str, tuple[Path, tuple[dict, ...], dict, list[str]]] = {}
         results: dict[str, VariantResult] = {}
         for name in names:
@@ -287,7 +311,7 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                       eval_feeds.sets[0], budget_s=latency_budget_s, limits=long_limits, pool_key=pool_key,
                       on_tick=on_tick) if timed else {}
         base = lat.get("fp32")
-        base_ms = base.median_ms if base is not None else None
+        base_ms = base.p10_ms if base is not None else None
         for name in timed:
             spec = VARIANTS[name]
             path, lineage, details, warnings = built[name]
@@ -308,7 +332,7 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                 notes.append("uses ONNX Runtime contrib ops: runs on ONNX Runtime only")
             if cmp.set_errors:
                 notes.append(cmp.set_errors[0])
-            ratio = (latency.median_ms / base_ms) if (latency and latency.median_ms and base_ms) else None
+            ratio = (latency.p10_ms / base_ms) if (latency and latency.p10_ms and base_ms) else None
             meets = cosine is not None and cosine >= target_cosine and not cmp.set_errors
             if ratio is not None and ratio >= 1.0 and name != "fp32":
                 notes.append(f"slower than fp32 here ({ratio:.2f}x): not recommended")
@@ -316,8 +340,9 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                 notes.append(f"no faster than fp32 within measurement noise ({ratio:.2f}x): not recommended")
             results[name] = VariantResult(
                 name, spec.label, spec.engine, spec.precision, "ok" if latency and not latency.error else "failed",
-                path=path if path != model_path else None, latency_ms=latency.median_ms if latency else None,
-                p90_ms=latency.p90_ms if latency else None, ratio=ratio, cosine=cosine, top1=top1, top5=top5,
+                path=path if path != model_path else None, latency_ms=latency.p10_ms if latency else None,
+                p90_ms=latency.p90_ms if latency else None, median_ms=latency.median_ms if latency else None,
+                ratio=ratio, cosine=cosine, top1=top1, top5=top5,
                 max_abs=max_abs, meets_target=meets, notes=tuple(dict.fromkeys(notes)),
                 error=latency.error if latency else None, lineage=lineage, details=details)
         progress("recommending")

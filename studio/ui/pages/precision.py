@@ -22,7 +22,7 @@ def _fmt(x, spec):
 def _table(report) -> pd.DataFrame:
     return pd.DataFrame([{
         "variant": v.name, "": "★ recommended" if v.recommended else "", "engine": v.engine,
-        "latency ms": _fmt(v.latency_ms, ".2f"), "× fp32": _fmt(v.ratio, ".2f"), "cosine": _fmt(v.cosine, ".5f"),
+        "ms (p10)": _fmt(v.latency_ms, ".2f"), "median ms": _fmt(v.median_ms, ".2f"), "× fp32": _fmt(v.ratio, ".2f"), "cosine": _fmt(v.cosine, ".5f"),
         "top-1": _fmt(v.top1, ".2f"), "top-5": _fmt(v.top5, ".2f"), "meets target": "yes" if v.meets_target else "no",
         "status": v.status, "notes": " · ".join(v.notes) or (v.error or "")} for v in report.variants])
 
