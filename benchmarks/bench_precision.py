@@ -39,13 +39,15 @@ def _models() -> list[tuple[str, Path, dict]]:
             ("bert-base-like", _bert(BERT_BASE_LIKE, "bert-base-like"), {"batch": 1, "sequence": 128})]
 
 
-def precision_rows(budget_s: float) -> tuple[list[list], list[list], list[list]]:
+def precision_rows(budget_s: float, only: set[str] | None = None) -> tuple[list[list], list[list], list[list]]:
     import onnx
 
     from studio.precision.variants import default_variants, evaluate_variants
 
     rows, verdicts, configs = [], [], []
     for name, path, dims in _models():
+        if only and name not in only:
+            continue
         header = onnx.load_model(str(path), load_external_data=False)
         variants = list(default_variants(header))
         started = time.perf_counter()
@@ -109,8 +111,8 @@ def layerwise_rows() -> list[list]:
     return rows
 
 
-def main(budget_s: float = 60.0) -> None:
-    rows, verdicts, configs = precision_rows(budget_s)
+def main(budget_s: float = 60.0, only: set[str] | None = None) -> None:
+    rows, verdicts, configs = precision_rows(budget_s, only)
     print_table("Precision variants (ratio = latency / ORT fp32 default, same run; cosine vs ORT fp32)",
                 ["model", "variant (INT8 config)", "engine", "ms p10", "median", "x fp32", "cosine", "top-1", "recommended",
                  "status"], rows)
@@ -118,9 +120,11 @@ def main(budget_s: float = 60.0) -> None:
                 ["model", "variant", "config", "description", "ms", "x fp32", "cosine", ""], configs)
     print_table("Goals", ["model", "goal", "best", "verdict", "recommended", "recommended vs fp32", "flow time"],
                 verdicts)
+    if only:
+        return
     print_table("Layer-wise comparison memory (ResNet-50-like, 224x224, batch 1; goal < 2x plain)",
                 ["run", "peak worker RSS MB", "x plain", "work", "seconds"], layerwise_rows())
 
 
-if __name__ == "__main__":
-    main(float(sys.argv[1]) if len(sys.argv) > 1 else 60.0)
+if __name__ == "__main__":   # python -m benchmarks.bench_precision [BUDGET_S] [MODEL ...]
+    main(float(sys.argv[1]) if len(sys.argv) > 1 else 60.0, set(sys.argv[2:]) or None)

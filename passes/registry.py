@@ -81,3 +81,12 @@ def preset(name: str) -> Preset:
         raise StudioError(f"unknown preset '{name[:40]}'; presets: {', '.join(PRESETS) or 'none yet'}",
                           code="UNKNOWN-PRESET")
     return p
+
+
+# Reduced-precision presets (issue #7); each pass measures its own choices on this machine.
+add_preset(Preset("int8", "Static INT8, calibrated; configuration chosen by measured latency and accuracy",
+                  ("quantize-int8-static",)))
+add_preset(Preset("int8-dynamic", "Dynamic INT8 for transformers (weights int8, activations at run time)",
+                  ("quantize-int8-dynamic",)))
+add_preset(Preset("fp16", "float16 weights and compute, float32 inputs/outputs, mistyped Casts repaired",
+                  ("convert-fp16",)))

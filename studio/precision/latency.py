@@ -22,9 +22,11 @@ from studio.core.sandbox import Limits, run_job
 
 __all__ = ["LatencyItem", "Latency", "measure"]
 
-# Above this many bytes of model files, pairs are measured one after the other (each
-# session closed before the next opens) instead of all sessions alive at once.
-_INTERLEAVE_MAX_BYTES = 768 * 2**20
+# Sessions alive at once take about this many times their model files (weights plus ORT's
+# prepacked copies, OpenVINO's compiled blobs); above the worker's memory limit, pairs are
+# measured one after the other instead (less fair on a noisy machine, but they fit).
+_SESSION_MEMORY_FACTOR = 3
+_WORKER_BASE_BYTES = 512 * 2**20
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,11 @@ def measure(items: Sequence[LatencyItem], feeds: Feeds, *, budget_s: float = 60.
     """Median/p90 latency per item (ms), measured in one worker."""
     payload = [{"key": it.key, "path": str(check_model_file(it.path)), "engine": resolve_engine_name(it.engine),
                 "options": it.options.to_args()} for it in items]
-    interleave = sum(_size(Path(p["path"])) for p in payload) <= _INTERLEAVE_MAX_BYTES
+    from studio.core.sandbox import default_limits
+
+    memory = (limits or default_limits()).memory_bytes
+    total = sum(_size(Path(p["path"])) for p in payload)
+    interleave = _SESSION_MEMORY_FACTOR * total + _WORKER_BASE_BYTES <= memory
     res = run_job("precision.latency", {"items": payload, "budget_s": budget_s, "interleave": interleave},
                   pack_sets([feeds]), stage="latency measurement", limits=limits, pool_key=pool_key, on_tick=on_tick)
     out = {}
