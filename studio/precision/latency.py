@@ -80,7 +80,8 @@ def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
                 runner = open_one(it)
                 ctx.set_stage(f"latency: measuring {it['key']}")
                 out[it["key"]] = latency_summary(measure_latency({"x": lambda r=runner: r.infer(feeds)},
-                                                                 budget_s=budget / max(len(items), 1))["x"])
+                                                                 budget_s=budget / max(len(items), 1),
+                                                                 per_round=8, max_rounds=5)["x"])
                 runner.close()
             except Exception as exc:  # noqa: BLE001
                 out[it["key"]] = {"error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"}

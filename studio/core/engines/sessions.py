@@ -152,27 +152,29 @@ def open_runner(engine: str, path: str | Path, args: Mapping[str, Any], ctx: Job
     raise ValueError(f"engine {engine!r} has no in-worker runner (TensorRT runs through its own job)")
 
 
-def measure_latency(runs: Mapping[str, Callable[[], Any]], *, rounds: int = 3, per_round: int = 8,
-                    warmup: int = 2, budget_s: float = 60.0, settle_s: float = 0.05) -> dict[str, list[float]]:
-    """Seconds per call for each callable, measured in interleaved rounds (A×n, B×n, A×n...)
-    so slow drift of a shared machine hits every variant alike. Blocks of calls, not
-    alternating single calls: an engine's spinning thread pool must not steal the next
-    engine's cores. The budget shortens rounds for slow models (at least 3 timed calls each)."""
+def measure_latency(runs: Mapping[str, Callable[[], Any]], *, min_rounds: int = 3, max_rounds: int = 20,
+                    per_round: int = 3, budget_s: float = 60.0, settle_s: float = 0.05) -> dict[str, list[float]]:
+    """Seconds per call for each callable, in interleaved rounds: each round gives every
+    variant a short block (one untimed call to warm its caches, then ``per_round`` timed
+    ones). Short blocks, many rounds: on a shared machine the load changes by the second,
+    and each variant must see the same mix of quiet and busy moments. A pause before each
+    block lets the previous engine's spinning threads go idle. Rounds continue until the
+    budget is spent (at least ``min_rounds``, at most ``max_rounds``)."""
     times: dict[str, list[float]] = {k: [] for k in runs}
     started = time.perf_counter()
-    for r in range(rounds):
+    for r in range(max_rounds):
+        for fn in runs.values():
+            if r == 0:
+                fn()                          # first call: lazy initialisation, not timed
         for key, fn in runs.items():
             if len(runs) > 1:
-                time.sleep(settle_s)      # let the previous engine's spinning threads go idle
-            for _ in range(warmup if r == 0 else 1):
-                fn()
-            for i in range(per_round):
+                time.sleep(settle_s)
+            fn()
+            for _ in range(per_round):
                 t0 = time.perf_counter()
                 fn()
                 times[key].append(time.perf_counter() - t0)
-                if i >= 2 and time.perf_counter() - started > budget_s:
-                    break
-        if time.perf_counter() - started > budget_s and all(len(v) >= 3 for v in times.values()):
+        if r + 1 >= min_rounds and time.perf_counter() - started > budget_s:
             break
     return times
 
