@@ -4,7 +4,9 @@ Ranking: the fp32 model and its fake-quantized QDQ twin run side by side,
 chunk by chunk (the layer-wise machinery, ORT with optimizations off so the
 QDQ graph runs as written); each quantized node's score is the error it *adds*:
 the relative L2 error of its output minus the largest error among its inputs.
-That needs one pass over the model instead of one quantization per layer.
+A float op's jump (a Tanh whose input was re-quantized) is charged to the
+quantized nodes feeding it. One pass over the model instead of one
+quantization per layer.
 
 Fallback: the worst-ranked nodes are kept in float (``nodes_to_exclude``),
 1, 2, 4, 8... of them, each step re-quantized from the cached calibration and
@@ -87,17 +89,29 @@ def rank_nodes(prepared: Path, qdq: Path, feeds: Feeds, ctx: Any, workdir: Path,
             errors[tensor] = r["rel_l2"] if r["rel_l2"] is not None else float("inf")
     shutil.rmtree(folder, ignore_errors=True)
     ops = quantizable_ops()
-    scores = []
+    produced_by = {o: n for n in ref.graph.node for o in n.output}
+    added: dict[str, float] = {}
+    out_err: dict[str, float] = {}
+    kinds: dict[str, str] = {}
     for node in ref.graph.node:
-        if node.op_type not in ops or not node.name:
-            continue
         outs = [errors[o] for o in node.output if o in errors]
         if not outs:
             continue
         ins = [errors[i] for i in node.input if i in errors]
-        out_err = max(outs)
-        added = out_err - (max(ins) if ins else 0.0)
-        scores.append(NodeScore(node.name, node.op_type, max(added, 0.0), out_err))
+        jump = max(max(outs) - (max(ins) if ins else 0.0), 0.0)
+        if node.op_type in ops and node.name:
+            owners = [node]
+        else:
+            # A float op shows the damage its quantized inputs carry (Tanh after a MatMul whose
+            # output was re-quantized): the jump belongs to the nodes that produced them.
+            owners = [produced_by[i] for i in node.input
+                      if i in produced_by and produced_by[i].op_type in ops and produced_by[i].name]
+        for owner in owners:
+            added[owner.name] = added.get(owner.name, 0.0) + jump / len(owners)
+            kinds[owner.name] = owner.op_type
+        if node.name:
+            out_err[node.name] = max(outs)
+    scores = [NodeScore(name, kinds[name], score, out_err.get(name, 0.0)) for name, score in added.items()]
     scores.sort(key=lambda s: (-s.added_error, -s.output_error))
     return scores
 
@@ -117,7 +131,7 @@ def fallback(prepared: Prepared, config: StaticConfig, ranges: Ranges, calib: Se
     def trial(k: int) -> float:
         if k in cache:
             return cache[k][1]
-        names = with_followers(model, list(exclude) + [s.node for s in ranked[:k]])
+        names = with_neighbours(model, list(exclude) + [s.node for s in ranked[:k]])
         out = workdir / f"fallback-{k}.onnx"
         quantize_static_config(prepared, out, config, ranges, calib, names)
         cos, _ = accuracy(reference, ort_outputs(out, holdout, ctx))
@@ -147,22 +161,38 @@ def fallback(prepared: Prepared, config: StaticConfig, ranges: Ranges, calib: Se
             good = mid
         else:
             low = mid
-    kept = with_followers(model, [s.node for s in ranked[:good]])
+    kept = with_neighbours(model, [s.node for s in ranked[:good]])
     return cache[good][0], kept, steps
 
 
-def with_followers(model: onnx.ModelProto, names: Sequence[str]) -> list[str]:
-    """``names`` plus the nodes that only read their outputs (the Relu/Clip after a Conv, a
-    Flatten after a pool...): the quantizer folds or re-quantizes those, so keeping a Conv in
-    float while its activation stays quantized would keep the error it was excluded for."""
+def with_neighbours(model: onnx.ModelProto, names: Sequence[str]) -> list[str]:
+    """What keeping ``names`` in float takes in a QDQ graph: each node, the nodes producing its
+    activation inputs (a quantized producer re-quantizes its output, and the node would still
+    read the rounded values), and the Relu/Clip right after it (folded into the quantization
+    range of its output). One level only: excluding a node must not float the rest of the model."""
     keep = list(dict.fromkeys(names))
     chosen = set(keep)
-    produced_by = {o: n.name for n in model.graph.node for o in n.output}
-    for node in model.graph.node:            # topological order: chains are followed in one pass
-        if node.name in chosen or not node.name:
+    by_name = {n.name: n for n in model.graph.node if n.name}
+    produced_by = {o: n for n in model.graph.node for o in n.output}
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    extra: list[str] = []
+    for name in list(keep):
+        node = by_name.get(name)
+        if node is None:
             continue
-        sources = [produced_by.get(i) for i in node.input if i in produced_by]
-        if sources and all(src in chosen for src in sources):
-            keep.append(node.name)
-            chosen.add(node.name)
+        for i in node.input:
+            src = produced_by.get(i)
+            if src is not None and src.name:
+                extra.append(src.name)
+        for o in node.output:
+            users = consumers.get(o, [])
+            if len(users) == 1 and users[0].op_type in ("Relu", "Clip") and users[0].name:
+                extra.append(users[0].name)
+    for name in extra:
+        if name not in chosen:
+            keep.append(name)
+            chosen.add(name)
     return keep

@@ -183,3 +183,47 @@ def test_convert_fp16_keeps_io_types_and_says_whether_it_is_faster(tmp_path):
     d = rec.details
     assert d["cosine"] > 0.999 and d["ratio"] > 0
     assert (d["ratio"] >= 1.0) == any("no fast fp16 path" in w for w in rec.warnings)
+
+
+def _outlier_model() -> onnx.ModelProto:
+    """An MLP whose middle activation has one channel ~1000x the others (as LLM/ViT activations
+    do): per-tensor INT8 wipes out the small channels there, and only there."""
+    rng = np.random.default_rng(0)
+    scale = np.ones((1, 64), np.float32)
+    scale[0, 7] = 2000.0
+    inits = [numpy_helper.from_array((rng.standard_normal((64, 64)) / 8).astype(np.float32), "w0"),
+             numpy_helper.from_array(scale, "s"),
+             numpy_helper.from_array((rng.standard_normal((64, 64)) / 8).astype(np.float32), "w1"),
+             numpy_helper.from_array((rng.standard_normal((64, 16)) / 8).astype(np.float32), "w2")]
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["h0"], name="mm0"),
+             helper.make_node("Relu", ["h0"], ["r0"], name="relu0"),
+             helper.make_node("Mul", ["r0", "s"], ["o"], name="outlier"),
+             helper.make_node("MatMul", ["o", "w1"], ["h1"], name="mm1"),
+             helper.make_node("Tanh", ["h1"], ["t1"], name="tanh1"),
+             helper.make_node("MatMul", ["t1", "w2"], ["y"], name="mm2")]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_fallback_keeps_the_damaging_layer_in_float(tmp_path):
+    src = save(_outlier_model(), tmp_path / "mlp.onnx")
+    r = run_pipeline(src, [make_pass("quantize-int8-static", config="qdq-u8s8", target_cosine=0.995, budget_s=3)],
+                     tmp_path / "q" / "m.onnx")
+    rec = r.records[0]
+    assert rec.status == "changed", rec.message
+    d = rec.details
+    first = d["candidates"][0]
+    assert first["cosine"] < 0.995                                # plain INT8 misses the target...
+    assert d["chosen"]["name"] == "qdq-u8s8-mixed" and d["chosen"]["cosine"] >= 0.995   # ...mixed meets it
+    assert d["ranked_layers"][0]["node"] == "mm1"                # the error shows where the outlier is read
+    kept = set(d["chosen"]["excluded"])
+    assert kept == {"mm1", "outlier"}                              # the node and the producer of its input
+    steps = d["fallback_steps"]
+    assert steps and steps[-1]["meets_target"] and all(not s["meets_target"] for s in steps[:-1])
+    assert any("kept in float" in c.detail for c in rec.changes)
+    out = onnx.load(str(r.output))
+    floats = {n.name for n in out.graph.node if n.op_type == "MatMul"}
+    assert "mm1" in floats                                         # still a float MatMul in the result
