@@ -9,6 +9,7 @@ installed, fail with the adapter's "not available" message).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,11 +19,15 @@ import numpy as np
 
 from studio.core.engines import RunOptions, get_engine, resolve_engine_name
 from studio.core.engines.base import check_model_file, decode_outputs, encode_outputs, require_available
+from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 
-__all__ = ["SetRuns", "run_feed_sets", "pack_sets", "unpack_sets"]
+__all__ = ["SetRuns", "explain_engine_error", "run_feed_sets", "pack_sets", "unpack_sets"]
+
+_ORT_UNKNOWN_OP = re.compile(r"(?:(?P<domain>[\w.]+):)?(?P<op>[\w.]+)\(-?\d+\) is not a registered function/op")
+_OV_UNKNOWN_OP = re.compile(r"No conversion rule found for operations?: (?P<ops>[^.;]+)")
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,6 +43,21 @@ class SetRuns:
     @property
     def first_error(self) -> str | None:
         return next((e for e in self.errors if e), None)
+
+
+def explain_engine_error(message: str, engine_label: str, model_name: str) -> str | None:
+    """A one-line "operator X (domain Y) is not supported by <engine>" for the engines' own
+    unknown-operator messages (RELIABILITY R19); None when the message is something else."""
+    m = _ORT_UNKNOWN_OP.search(message)
+    if m:
+        domain = m.group("domain") or "ai.onnx"
+        return (f"{model_name[:60]}: operator {m.group('op')} (domain {domain}) is not supported by {engine_label}; "
+                "provide a custom op implementation or rewrite it")
+    m = _OV_UNKNOWN_OP.search(message)
+    if m:
+        return (f"{model_name[:60]}: operator(s) {m.group('ops').strip()[:120]} not supported by {engine_label}; "
+                "provide an extension or rewrite them")
+    return None
 
 
 def pack_sets(sets: Sequence[Feeds]) -> dict[str, np.ndarray]:
@@ -127,8 +147,14 @@ def run_feed_sets(model_path: Path, engine: str, feed_sets: Sequence[Feeds], *,
         return SetRuns(canonical, tuple(outs), tuple(errs), details)
     args = {"model_path": str(path), "engine": canonical, "options": options.to_args(), "count": len(feed_sets),
             "output_names": list(output_names) if output_names else None}
-    res = run_job("accuracy.run_sets", args, pack_sets(feed_sets), stage=f"{adapter.label} run", limits=limits,
-                  pool_key=pool_key, on_tick=on_tick, fresh=options.needs_fresh_worker())
+    try:
+        res = run_job("accuracy.run_sets", args, pack_sets(feed_sets), stage=f"{adapter.label} run", limits=limits,
+                      pool_key=pool_key, on_tick=on_tick, fresh=options.needs_fresh_worker())
+    except WorkerError as exc:
+        friendly = explain_engine_error(str(exc), adapter.label, Path(model_path).name)
+        if friendly:
+            raise StudioError(friendly, code="UNSUPPORTED-OP") from None
+        raise
     outs, errs = [], []
     for s in res.data["sets"]:
         if "error" in s:

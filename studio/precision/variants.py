@@ -152,7 +152,8 @@ class PrecisionReport:
 
     def summary(self) -> str:
         if self.recommended is None:
-            return "no variant could be measured"
+            why = next((v.error for v in self.variants if v.error), None)
+            return "no variant could be measured" + (f": {why}" if why else "")
         v = self.variant(self.recommended)
         if v.name == "fp32":
             return (f"keep fp32: no reduced-precision variant is both faster than fp32 and within cosine "

@@ -145,3 +145,11 @@ def test_cli_exit_codes_and_json(tmp_path):
     missing = _cli("compare", str(a), str(tmp_path / "nope.onnx"))
     assert missing.returncode == 2 and missing.stderr.startswith("error:")
     assert_user_message(missing.stderr.strip())
+
+
+def test_custom_op_model_is_named_not_dumped():
+    """R19: an op the engine lacks is named with its domain, in one line."""
+    m = SAMPLES / "mmdeploy_grid_sampler.onnx"
+    with pytest.raises(StudioError) as e:
+        api.compare(m, m)
+    assert_user_message(str(e.value), "grid_sampler", "mmdeploy", "not supported by ONNX Runtime")
