@@ -2,11 +2,15 @@
 
 Wraps ``onnxruntime.quantization.quantize_static`` and picks, by measurement on
 this machine, the configuration that is fastest while meeting the accuracy
-target. Measured here (2-core Zen 4, ORT 1.32, ResNet-50-like, ratio to fp32):
-ORT's documented default (QDQ, int8 activations) 0.77x; QDQ with uint8
-activations 0.32x; QOperator with int8 activations 2.4x (*slower*) and
-uint8 0.32x. Those numbers move between CPUs and ORT versions, which is why
-"auto" measures instead of trusting a table.
+target. Measured here (2-core Zen 4 with AVX-512 VNNI, ORT 1.32, ResNet-50-like,
+latency relative to fp32): ORT's documented default (QDQ, int8 activations)
+0.80x; QDQ with uint8 activations 0.34x, with a Q/DQ pair per consumer 0.33x;
+QOperator with uint8 activations 0.32x and with int8 activations 2.4x
+(*slower*). Session options were measured too and are not used: allowing int8
+QDQ kernels (``session.qdqisint8allowed=1``) makes int8 activations 3.8x
+slower, and disabling ``QDQS8ToU8Transformer`` 1.4x; with uint8 activations no
+optimizer needs disabling. Those numbers move between CPUs and ORT versions,
+which is why "auto" measures instead of trusting a table.
 
 Guards: calibration ranges of ~0 width (a dead output, calibration data that
 never exercises a branch) would make a tensor read as all zeros; graph outputs
