@@ -34,7 +34,7 @@ def _bert(cfg: BertConfig, name: str) -> Path:
 
 
 def _models() -> list[tuple[str, Path, dict]]:
-    return [("resnet50", cached(build_resnet50, "resnet50"), {}),
+    return [("resnet50", cached(build_resnet50, "resnet50-trained", trained_like=True), {}),
             ("mobilenetv2", cached(build_mobilenetv2, "mobilenetv2"), {}),
             ("bert-base-like", _bert(BERT_BASE_LIKE, "bert-base-like"), {"batch": 1, "sequence": 128})]
 
@@ -93,7 +93,7 @@ def layerwise_rows() -> list[list]:
     from studio.core.sandbox import shutdown_pool
     import onnx
 
-    path = cached(build_resnet50, "resnet50")
+    path = cached(build_resnet50, "resnet50-trained", trained_like=True)
     feeds = random_feeds(input_specs(onnx.load_model(str(path), load_external_data=False)))
     rows = []
     shutdown_pool("bench-plain")

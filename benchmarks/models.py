@@ -181,6 +181,99 @@ def cached_bert(cfg: BertConfig, *, external: bool = True) -> Path:
     return path
 
 
+# ---------------------------------------------------------------------------- ResNet-50
+
+def build_resnet50(out_dir: Path, *, seed: int = 0, batch: int | str = "batch", trained_like: bool = False) -> Path:
+    """A ResNet-50 (torchvision topology: 53 convs, 224x224, 25.6 M params) exported
+    op by op as ``torch.onnx.export(..., do_constant_folding=False)`` writes it:
+    every Conv followed by its own BatchNormalization, node names like
+    ``/layer1/layer1.0/conv1/Conv``, dynamic batch, opset 17, weights inline.
+    Weights are random (He init, BatchNorm statistics near 1/0), so activations
+    stay bounded through 50 layers. ``trained_like``: BatchNorm statistics measured on
+    seeded images instead (what training leaves behind; see ``_calibrate_batchnorm``),
+    which INT8 calibration and accuracy measurements need."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    inits: list[TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+
+    def tensor(name: str, arr: np.ndarray) -> str:
+        inits.append(onnx.numpy_helper.from_array(arr.astype(np.float32), name))
+        return name
+
+    def conv_bn(x: str, scope: str, cin: int, cout: int, k: int, stride: int, relu: str | None,
+                conv: str, bn: str) -> str:
+        pre = f"{scope.replace('/', '.').split('.', 1)[-1] if '/' in scope else scope}"
+        key = f"{pre}." if pre else ""
+        w = tensor(f"{key}{conv}.weight",
+                   rng.standard_normal((cout, cin, k, k), dtype=np.float32) * np.sqrt(2.0 / (cin * k * k)))
+        path = f"/{scope}" if scope else ""
+        c = f"{path}/{conv}/Conv"
+        y = f"{c}_output_0"
+        nodes.append(helper.make_node("Conv", [x, w], [y], name=c, kernel_shape=[k, k], strides=[stride, stride],
+                                      pads=[k // 2] * 4, dilations=[1, 1], group=1))
+        params = [tensor(f"{key}{bn}.{p}", v) for p, v in (
+            ("weight", rng.uniform(0.5, 1.0, cout)), ("bias", rng.normal(0, 0.05, cout)),
+            ("running_mean", rng.normal(0, 0.05, cout)), ("running_var", rng.uniform(0.8, 1.2, cout)))]
+        b = f"{path}/{bn}/BatchNormalization"
+        nodes.append(helper.make_node("BatchNormalization", [y, *params], [f"{b}_output_0"], name=b,
+                                      epsilon=1e-5, momentum=0.9))
+        y = f"{b}_output_0"
+        if relu:
+            r = f"{path}/{relu}/Relu"
+            nodes.append(helper.make_node("Relu", [y], [f"{r}_output_0"], name=r))
+            y = f"{r}_output_0"
+        return y
+
+    x = conv_bn("input", "", 3, 64, 7, 2, "relu", "conv1", "bn1")
+    nodes.append(helper.make_node("MaxPool", [x], ["/maxpool/MaxPool_output_0"], name="/maxpool/MaxPool",
+                                  kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
+    x, cin = "/maxpool/MaxPool_output_0", 64
+    for li, (blocks, width, stride) in enumerate(((3, 64, 1), (4, 128, 2), (6, 256, 2), (3, 512, 2)), start=1):
+        for bi in range(blocks):
+            scope = f"layer{li}/layer{li}.{bi}"
+            s = stride if bi == 0 else 1
+            y = conv_bn(x, scope, cin, width, 1, 1, "relu", "conv1", "bn1")
+            y = conv_bn(y, scope, width, width, 3, s, "relu_1", "conv2", "bn2")
+            y = conv_bn(y, scope, width, width * 4, 1, 1, None, "conv3", "bn3")
+            shortcut = x
+            if bi == 0:
+                shortcut = conv_bn(x, f"{scope}/downsample", cin, width * 4, 1, s, None, "0", "1")
+            add = f"/{scope}/Add"
+            nodes.append(helper.make_node("Add", [y, shortcut], [f"{add}_output_0"], name=add))
+            relu = f"/{scope}/relu_2/Relu"
+            nodes.append(helper.make_node("Relu", [f"{add}_output_0"], [f"{relu}_output_0"], name=relu))
+            x, cin = f"{relu}_output_0", width * 4
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["/avgpool/GlobalAveragePool_output_0"],
+                                  name="/avgpool/GlobalAveragePool"))
+    nodes.append(helper.make_node("Flatten", ["/avgpool/GlobalAveragePool_output_0"], ["/Flatten_output_0"],
+                                  name="/Flatten", axis=1))
+    fc_w = tensor("fc.weight", rng.standard_normal((1000, 2048), dtype=np.float32) * np.sqrt(1.0 / 2048))
+    fc_b = tensor("fc.bias", np.zeros(1000, np.float32))
+    nodes.append(helper.make_node("Gemm", ["/Flatten_output_0", fc_w, fc_b], ["output"], name="/fc/Gemm",
+                                  alpha=1.0, beta=1.0, transB=1))
+    graph = helper.make_graph(
+        nodes, "main_graph", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, 224, 224])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, 1000])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8,
+                              producer_name="pytorch", producer_version="2.5.0")
+    if trained_like:
+        _calibrate_batchnorm(model, 224, seed)
+    path = out_dir / "model.onnx"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(model.SerializeToString())
+    os.replace(tmp, path)
+    return path
+
+
+def cached_resnet50() -> Path:
+    """ResNet-50 built once into benchmarks/.cache and reused."""
+    path = CACHE / "resnet50-v2" / "model.onnx"
+    if not path.exists():
+        build_resnet50(path.parent)
+    return path
+
+
 # ---------------------------------------------------------------------------- CNNs with trained-like statistics
 
 class _ConvNet:
@@ -264,7 +357,9 @@ def _calibrate_batchnorm(model: onnx.ModelProto, size: int, seed: int) -> None:
             stats.append((node.input[3], node.input[4], *outs))
     probe.graph.output.extend(helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
                               for _, _, m, v in stats for n in (m, v))
-    x = np.random.default_rng(seed + 1000).standard_normal((8, 3, size, size)).astype(np.float32)
+    dim0 = model.graph.input[0].type.tensor_type.shape.dim[0]
+    batch = dim0.dim_value if dim0.HasField("dim_value") else 8
+    x = np.random.default_rng(seed + 1000).standard_normal((batch, 3, size, size)).astype(np.float32)
     sess = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
     values = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"input": x})))
     inits = {t.name: t for t in model.graph.initializer}
@@ -281,30 +376,6 @@ def _save_cnn(model: onnx.ModelProto, out_dir: Path) -> Path:
     tmp.write_bytes(model.SerializeToString())
     os.replace(tmp, path)
     return path
-
-
-def build_resnet50(out_dir: Path, seed: int = 0) -> Path:
-    """ResNet-50 (v1.5 bottlenecks, 53 convs, BatchNormalization unfused, 224×224, 1000 classes),
-    He-init weights and data-dependent BN statistics (trained-like activations)."""
-    net = _ConvNet(np.random.default_rng(seed))
-    x = net.conv_bn("input", 3, 64, 7, stride=2, prefix="conv1")
-    x = net.node("MaxPool", [x], "maxpool/MaxPool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
-    cin = 64
-    for stage, (width, blocks, stride) in enumerate(((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)), start=1):
-        for b in range(blocks):
-            p = f"layer{stage}.{b}"
-            s = stride if b == 0 else 1
-            y = net.conv_bn(x, cin, width, 1, prefix=f"{p}.conv1")
-            y = net.conv_bn(y, width, width, 3, stride=s, prefix=f"{p}.conv2")
-            y = net.conv_bn(y, width, width * 4, 1, act=None, gamma=0.5, prefix=f"{p}.conv3")
-            short = net.conv_bn(x, cin, width * 4, 1, stride=s, act=None, prefix=f"{p}.downsample") \
-                if b == 0 else x
-            x = net.node("Relu", [net.node("Add", [y, short], f"{p}/Add")], f"{p}/Relu")
-            cin = width * 4
-    net.head(x, cin)
-    model = net.model("resnet50", 224)
-    _calibrate_batchnorm(model, 224, seed)
-    return _save_cnn(model, out_dir)
 
 
 def build_mobilenetv2(out_dir: Path, seed: int = 0) -> Path:
@@ -334,9 +405,9 @@ def build_mobilenetv2(out_dir: Path, seed: int = 0) -> Path:
     return _save_cnn(model, out_dir)
 
 
-def cached(builder, name: str, seed: int = 0) -> Path:
+def cached(builder, name: str, seed: int = 0, **kwargs) -> Path:
     """Build once into benchmarks/.cache/<name>-s<seed>/model.onnx and reuse."""
     path = CACHE / f"{name}-s{seed}" / "model.onnx"
     if not path.exists():
-        builder(path.parent, seed=seed)
+        builder(path.parent, seed=seed, **kwargs)
     return path

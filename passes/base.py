@@ -21,6 +21,7 @@ from onnx_ir.passes import InPlacePass
 from onnx_ir.passes import PassResult as _IrPassResult
 
 from studio.core.compare import Tolerance
+from studio.core.sandbox import Limits
 
 CHANGE_KINDS = ("removed", "added", "fused", "replaced", "changed")
 
@@ -43,7 +44,8 @@ class PassResult(_IrPassResult):
 
     changes: tuple[Change, ...] = ()
     counts: dict[str, int] = dataclasses.field(default_factory=dict)
-    warnings: tuple[str, ...] = ()        # what the user must know (slower than fp32, degenerate ranges...)
+    notes: tuple[str, ...] = ()      # where the pass chose not to apply, and why
+    warnings: tuple[str, ...] = ()   # what the user must know (slower than fp32, degenerate ranges...)
     details: dict = dataclasses.field(default_factory=dict)   # JSON report (measurements, choices made)
 
 
@@ -65,6 +67,9 @@ class StudioPass(InPlacePass):
     # reduced-precision passes set a cosine-based one (studio.core.compare.QUANTIZED...).
     verify_tolerance: ClassVar[Tolerance | None] = None
     verify_quantized: ClassVar[bool] = False
+    # The pass repairs what onnx.checker's full check refuses (fix-cast-types): a pipeline that
+    # starts with it does not refuse the input for that reason; its result is still fully checked.
+    accepts_invalid: ClassVar[bool] = False
 
     def __init__(self, **options) -> None:
         super().__init__()
@@ -76,6 +81,10 @@ class StudioPass(InPlacePass):
 
     def call(self, model: ir.Model) -> PassResult:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def worker_limits(self, limits: Limits | None) -> Limits | None:
+        """Limits for running this pass in a sandbox worker (default: the pipeline's)."""
+        return limits
 
 
 def all_nodes(model: ir.Model) -> Iterator[ir.Node]:
@@ -114,7 +123,28 @@ def count_ops(model: ir.Model) -> Counter:
     return Counter(n.op_type for n in all_nodes(model))
 
 
-def result(model: ir.Model, changes: list[Change] | tuple[Change, ...], **counts: int) -> PassResult:
-    """A PassResult whose ``modified`` follows from the changes."""
+def result(model: ir.Model, changes: list[Change] | tuple[Change, ...], *, notes: tuple[str, ...] | list[str] = (),
+           **counts: int) -> PassResult:
+    """A PassResult whose ``modified`` follows from the changes. ``notes`` say where
+    the pass did not apply and why (shown in reports)."""
     changes = tuple(changes)
-    return PassResult(model, bool(changes), changes, {k: v for k, v in counts.items() if v})
+    return PassResult(model, bool(changes), changes, {k: v for k, v in counts.items() if v},
+                      tuple(str(n)[:300] for n in notes)[:20])
+
+
+def label_diff(before: dict[str, str], model: ir.Model, detail: str) -> list[Change]:
+    """Changes by node label, for passes that rebuild nodes (converters, onnxsim):
+    labels gone are "removed", new labels "added". ``before`` maps label -> op type."""
+    after = {node_label(n): n.op_type for n in all_nodes(model)}
+    removed = tuple(k for k in before if k not in after)
+    added = tuple(k for k in after if k not in before)
+    out = []
+    if removed:
+        out.append(Change("removed", removed, detail))
+    if added:
+        out.append(Change("added", added, detail))
+    return out
+
+
+def labels(model: ir.Model) -> dict[str, str]:
+    return {node_label(n): n.op_type for n in all_nodes(model)}

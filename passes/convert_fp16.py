@@ -110,7 +110,7 @@ class ConvertFp16(StudioPass):
                         f"fp16 is {ratio:.2f}x the fp32 latency on ONNX Runtime CPU here: its CPU provider has "
                         "fp16 kernels for few ops and casts the rest, so there is no fast fp16 path on this "
                         "CPU. Use fp16 for GPU targets (TensorRT, ORT CUDA); on CPUs prefer OpenVINO bf16 or INT8")
-            result = ir.load(out)
+            result = qt.load_result(out)
         changes = [Change("changed", (), f"float32 -> float16 weights and compute; {casts} Cast nodes at the "
                                          "float32 boundaries")]
         if fixes:
@@ -118,4 +118,4 @@ class ConvertFp16(StudioPass):
                                   f"{len(fixes)} mistyped Cast(s) repaired: " + "; ".join(
                                       f.describe() for f in fixes[:5])))
         return PassResult(result, True, tuple(changes), {"casts": casts, "casts_repaired": len(fixes)},
-                          tuple(warnings), details)
+                          warnings=tuple(warnings), details=details)

@@ -4,6 +4,7 @@ timing, NVTX ranges for Nsight Systems, and per-pass dumps live here, not in pas
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -36,25 +37,33 @@ class LogInstrument:
 
 
 class NvtxInstrument:
-    """An NVTX range per pass (a no-op unless a profiler such as nsys is attached)."""
+    """An NVTX range per pass (a no-op unless a profiler such as nsys is attached).
+
+    The ranges come from the one NVTX helper, :mod:`profilers.nvtx`."""
 
     def __init__(self, domain: str = "onnx-studio") -> None:
-        self._ranges: list = []
-        try:
-            import nvtx
+        from profilers.nvtx import ranges
 
-            self._nvtx = nvtx
-            self._domain = nvtx.get_domain(domain)
-        except Exception:   # nvtx missing or no CUDA runtime: stay silent
-            self._nvtx = None
+        self._nvtx = ranges(domain)
+        self._ranges: list = []
 
     def before_pass(self, p: StudioPass, model: ir.Model) -> None:
-        if self._nvtx is not None:
-            self._ranges.append(self._domain.start_range(message=f"pass:{p.name}"))
+        self._ranges.append(self._nvtx.start(f"pass:{p.name}"))
 
     def after_pass(self, p: StudioPass, model: ir.Model, record: PassRecord) -> None:
-        if self._nvtx is not None and self._ranges:
-            self._domain.end_range(self._ranges.pop())
+        if self._ranges:
+            self._nvtx.end(self._ranges.pop())
+
+
+def with_nvtx(instruments: Sequence[Instrument]) -> tuple[Instrument, ...]:
+    """``instruments`` plus an :class:`NvtxInstrument` when a profiler (nsys) is attached and
+    none is there, so every pipeline pass shows up as an NVTX range under Nsight."""
+    from profilers.nvtx import ranges
+
+    out = tuple(instruments)
+    if ranges().attached and not any(isinstance(i, NvtxInstrument) for i in out):
+        out += (NvtxInstrument(),)
+    return out
 
 
 class DumpInstrument:

@@ -23,7 +23,8 @@ from pathlib import Path
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, all_nodes, count_ops
-from passes.instruments import Instrument
+from passes.instruments import Instrument, with_nvtx
+from passes.model_io import Checkpoint, Linker, load_checkpoint, save_checkpoint, save_result
 from passes.registry import make_pass, preset
 from passes.verify import Verifier, VerifyResult
 from studio.core.compare import Tolerance
@@ -33,16 +34,12 @@ from studio.core.sandbox import Limits
 
 log = logging.getLogger(__name__)
 
-# Above this many bytes of weights, checkpoints keep weights in an external file.
-EXTERNAL_THRESHOLD = 64 * 2**20
-
-
 @dataclass(frozen=True)
 class PassRecord:
     """What one pass did, in the lineage format the graph diff reads."""
 
     name: str
-    status: str                    # changed | unchanged | reverted | failed | error
+    status: str                    # changed | unchanged | reverted | failed | error | skipped
     modified: bool                 # whether the pass's change is in the result
     changes: tuple[Change, ...]
     counts: Mapping[str, int]
@@ -54,8 +51,9 @@ class PassRecord:
     params_after: int
     verification: VerifyResult | None
     message: str = ""
-    warnings: tuple[str, ...] = ()
-    details: Mapping = field(default_factory=dict)
+    notes: tuple[str, ...] = ()    # where the pass did not apply, and why
+    warnings: tuple[str, ...] = ()  # what the user must know (slower than fp32, degenerate ranges...)
+    details: Mapping = field(default_factory=dict)   # the pass's JSON report (measurements, choices)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "status": self.status, "modified": self.modified,
@@ -64,7 +62,8 @@ class PassRecord:
                 "nodes_before": self.nodes_before, "nodes_after": self.nodes_after,
                 "params_before": self.params_before, "params_after": self.params_after,
                 "verification": self.verification.to_dict() if self.verification else None,
-                "message": self.message, "warnings": list(self.warnings), "details": dict(self.details)}
+                "message": self.message, "notes": list(self.notes), "warnings": list(self.warnings),
+                "details": dict(self.details)}
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,8 @@ class PipelineResult:
 
     def summary(self) -> str:
         if self.stopped_at:
-            rec = next(r for r in self.records if r.name == self.stopped_at)
+            rec = next(r for r in reversed(self.records)
+                       if r.name == self.stopped_at and r.status in ("failed", "error", "skipped"))
             return f"stopped at '{self.stopped_at}': {rec.message}"
         changed = [r.name for r in self.records if r.modified]
         reverted = [r.name for r in self.records if r.status == "reverted"]
@@ -116,55 +116,156 @@ def resolve_passes(preset_name: str | None = None, names: Sequence[str] | None =
 
 def _param_count(model: ir.Model) -> int:
     total = 0
-    for v in model.graph.initializers.values():
-        if v.const_value is not None:
-            total += v.const_value.size
+    for g in model.graphs():
+        for v in g.initializers.values():
+            if v.const_value is not None:
+                total += v.const_value.size
     return total
 
 
-def _weight_bytes(model: ir.Model) -> int:
-    return sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
-
-
 def save_ir(model: ir.Model, path: Path) -> Path:
-    """Save a checkpoint/result; weights to ``<name>.data`` when large."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    external = f"{path.name}.data" if _weight_bytes(model) > EXTERNAL_THRESHOLD else None
-    ir.save(model, path, external_data=external)
-    return path
+    """Save a self-contained model (weights to ``<name>.data`` when large)."""
+    return save_result(model, path)
 
 
 class _Checkpoints:
-    """Checkpoint files in a private folder; the model's lazy weights may point
-    into the one it was last loaded from, so that one is kept."""
+    """Checkpoints in a private folder (``passes.model_io``: graph only, unchanged
+    weights read from the original's folder). A folder the in-memory model may
+    still read weights from is kept until the pipeline ends."""
 
     def __init__(self, workdir: Path, original: Path) -> None:
         self.dir = workdir
-        self.last_good = original
-        self.loaded_from = original
+        self.original = Checkpoint(original, original.parent)
+        self.data_dir = original.parent
+        self.linker = Linker(workdir)
+        self.last_good = self.original
+        self.loaded_from = self.original
         self._n = 0
 
-    def save(self, model: ir.Model) -> Path:
+    def folder(self, kind: str) -> Path:
         self._n += 1
-        return save_ir(model, self.dir / f"step{self._n}" / "model.onnx")
+        d = self.dir / f"{kind}{self._n}"
+        d.mkdir(parents=True)
+        return d
 
-    def accept(self, path: Path) -> None:
+    def save(self, model: ir.Model) -> Checkpoint:
+        return save_checkpoint(model, self.folder("step") / "model.onnx", data_dir=self.data_dir, linker=self.linker)
+
+    def accept(self, ckpt: Checkpoint) -> None:
         old = self.last_good
-        self.last_good = path
+        self.last_good = ckpt
         self._drop(old)
 
-    def reject(self, path: Path) -> ir.Model:
-        self._drop(path)
+    def reject(self, ckpt: Checkpoint) -> ir.Model:
+        self._drop(ckpt)
         return self.restore()
 
     def restore(self) -> ir.Model:
         """The last verified model (the original when nothing was verified yet)."""
         self.loaded_from = self.last_good
-        return ir.load(self.last_good)
+        return ir.load(self.original.path) if self.last_good == self.original else load_checkpoint(self.last_good)
 
-    def _drop(self, path: Path) -> None:
-        if path.parent.parent == self.dir and path not in (self.last_good, self.loaded_from):
-            shutil.rmtree(path.parent, ignore_errors=True)
+    def _drop(self, ckpt: Checkpoint) -> None:
+        folder = ckpt.path.parent
+        if folder.parent == self.dir and ckpt not in (self.last_good, self.loaded_from):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def validate_input(model_path: Path, *, limits: Limits | None = None, pool_key: str = "default") -> None:
+    """Refuse models the passes must not touch: models without outputs, and models
+    that fail ``onnx.checker`` with ``full_check`` (cycles, missing inputs, duplicate
+    or unproduced outputs, recursive functions, shape-inference traps). The full
+    check runs in a sandbox worker: onnx's shape inference can crash on hostile models."""
+    import onnx
+
+    from passes.verify import full_check_in_worker
+
+    proto = onnx.load_model(str(model_path), load_external_data=False)
+    if not proto.graph.output:
+        raise StudioError("cannot optimize: the model's graph has no outputs (empty graph)", code="INVALID-MODEL")
+    problem = full_check_in_worker(Path(model_path), limits=limits, pool_key=pool_key)
+    if problem:
+        raise StudioError(f"cannot optimize: the model fails the onnx.checker full check ({problem}); "
+                          "fix the model first", code="INVALID-MODEL")
+
+
+def _check_output_path(model_path: Path, output: Path) -> None:
+    """The result must never overwrite the input model or its external data."""
+    import onnx
+
+    src = model_path.resolve()
+    proto = onnx.load_model(str(model_path), load_external_data=False)
+    from studio.core.protowalk import iter_tensors
+
+    inputs = {src} | {(src.parent / loc).resolve() for loc in _locations(iter_tensors, proto)}
+    out = output.resolve()
+    for target in (out, out.with_name(out.name + ".data")):
+        if target in inputs:
+            raise StudioError("the output would overwrite the input model or its weights; choose another output path",
+                              code="BAD-PATH")
+
+
+def _locations(iter_tensors, proto) -> set[str]:
+    locs = set()
+    for item in iter_tensors(proto):
+        t = item[0] if isinstance(item, tuple) else item
+        for kv in getattr(t, "external_data", ()):
+            if kv.key == "location":
+                locs.add(kv.value)
+    return locs
+
+
+def _copy_unchanged(model_path: Path, output: Path) -> None:
+    """Nothing changed: the result is the input, byte for byte (with its data files)."""
+    import onnx
+
+    from studio.core.paths import atomic_write_bytes
+
+    proto = onnx.load_model(str(model_path), load_external_data=False)
+    for loc in sorted(_locations(_iter_tensors(), proto)):
+        src, dst = (model_path.parent / loc).resolve(), (output.parent / loc).resolve()
+        if src != dst and output.parent.resolve() in dst.parents:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+    atomic_write_bytes(output, model_path.read_bytes())
+
+
+def _iter_tensors():
+    from studio.core.protowalk import iter_tensors
+
+    return iter_tensors
+
+
+def _scrub(text: str, **folders: Path) -> str:
+    """No absolute server paths in messages: folders become <work folder>, <model folder>..."""
+    for label, folder in sorted(folders.items(), key=lambda kv: -len(str(kv[1]))):
+        text = text.replace(str(folder), f"<{label.replace('_dir', ' folder').replace('workdir', 'work folder')}>")
+    return text
+
+
+def _fixed_dims(passes: Sequence[StudioPass]) -> dict[str, int]:
+    """Dims that passes fix on purpose (fix-input-shapes): verification feeds use them."""
+    out: dict[str, int] = {}
+    for p in passes:
+        if p.changes_interface:
+            out.update({str(k): int(v) for k, v in dict(p.options.get("dims") or {}).items()
+                        if isinstance(v, int) and v > 0})
+    return out
+
+
+def _interface(model: ir.Model) -> list[tuple[str | None, object, object]]:
+    return [(v.name, v.type, v.shape) for v in (*model.graph.inputs, *model.graph.outputs)]
+
+
+def _restore_interface(model: ir.Model, before: list[tuple[str | None, object, object]]) -> None:
+    """Put back declared dtypes/shapes of graph inputs/outputs a pass re-annotated
+    (a pass that keeps names must keep the declared interface too)."""
+    values = [*model.graph.inputs, *model.graph.outputs]
+    if [v.name for v in values] != [b[0] for b in before]:
+        return                       # names changed: verification reports it
+    for v, (_, type_, shape) in zip(values, before):
+        if v.type != type_ or v.shape != shape:
+            v.type, v.shape = type_, shape
 
 
 def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *,
@@ -172,18 +273,26 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                  feeds: list[Feeds] | None = None, tolerance: Tolerance | None = None,
                  limits: Limits | None = None, pool_key: str = "default",
                  instruments: Sequence[Instrument] = (),
-                 on_progress: Callable[[int, int, str], None] | None = None) -> PipelineResult:
+                 on_progress: Callable[[int, int, str], None] | None = None,
+                 time_budget_s: float | None = None) -> PipelineResult:
     """Run ``passes`` on the model at ``model_path`` and save the result to ``output``.
 
     ``on_failure``: "stop" keeps the last verified model and stops; "revert"
-    undoes the failing pass and continues. The input file is only read.
+    undoes the failing pass and continues. ``time_budget_s``: passes that would
+    start after this many seconds are skipped (status "skipped"); passes that run
+    in workers are also bounded by the worker timeout. The input file is only read.
     """
     if on_failure not in ("stop", "revert"):
         raise StudioError("on_failure must be 'stop' or 'revert'", code="BAD-OPTION")
     started = time.perf_counter()
-    model_path = Path(model_path)
-    output = Path(output)
+    instruments = with_nvtx(instruments)        # NVTX range per pass when nsys is attached
+    model_path = Path(model_path).resolve()     # workers run in a scratch cwd
+    output = Path(output).resolve()
+    _check_output_path(model_path, output)
     output.parent.mkdir(parents=True, exist_ok=True)
+    if not (passes and passes[0].accepts_invalid):
+        validate_input(model_path, limits=limits, pool_key=pool_key)
+    dims = {**dict(dims or {}), **_fixed_dims(passes)}
     workdir = Path(tempfile.mkdtemp(prefix=".pipeline-", dir=output.parent))
     try:
         model = ir.load(model_path)
@@ -193,19 +302,30 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
         ckpt = _Checkpoints(workdir, model_path)
         records: list[PassRecord] = []
         stopped: str | None = None
+        interface_fixed = False          # a changes_interface pass was accepted: later checks allow it too
         for i, p in enumerate(passes):
+            if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
+                records.extend(PassRecord(q.name, "skipped", False, (), {}, 0.0, 0.0, 0, 0, 0, 0, None,
+                                          f"skipped: the time budget of {time_budget_s:g} s was used up")
+                               for q in passes[i:])
+                stopped = p.name
+                break
             if on_progress:
                 on_progress(i, len(passes), p.name)
             for inst in instruments:
                 inst.before_pass(p, model)
             nodes_before, params_before = sum(1 for _ in all_nodes(model)), _param_count(model)
+            declared = _interface(model)
             t0 = time.perf_counter()
             try:
-                res: PassResult = _apply(p, model, workdir, limits, pool_key)
+                res: PassResult = _apply(p, model, ckpt, limits, pool_key)
                 model = res.model
+                if not p.changes_interface:
+                    _restore_interface(model, declared)
             except Exception as exc:   # a pass bug must not lose the user's work
                 seconds = time.perf_counter() - t0
-                msg = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
+                msg = _scrub(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}",
+                             workdir=workdir, model_dir=model_path.parent, out_dir=output.parent)
                 model = ckpt.restore()
                 rec = PassRecord(p.name, "error", False, (), {}, seconds, 0.0, nodes_before,
                                  sum(1 for _ in all_nodes(model)), params_before, _param_count(model), None,
@@ -219,12 +339,13 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
             seconds = time.perf_counter() - t0
             changes = tuple(res.changes) if isinstance(res, PassResult) else ()
             counts = dict(res.counts) if isinstance(res, PassResult) else {}
+            notes = tuple(getattr(res, "notes", ()))
             modified = bool(res.modified)
             verification: VerifyResult | None = None
             status, message = ("changed" if modified else "unchanged"), ""
             if modified and verifier is not None:
                 candidate = ckpt.save(model)
-                verification = verifier.verify(candidate, allow_fixed_dims=p.changes_interface,
+                verification = verifier.verify(candidate, allow_fixed_dims=p.changes_interface or interface_fixed,
                                                tolerance=p.verify_tolerance, quantized=p.verify_quantized)
                 message = verification.message
                 if verification.ok:
@@ -233,11 +354,16 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                     model = ckpt.reject(candidate)
                     status = "reverted" if on_failure == "revert" else "failed"
                     modified = False
-                    message = f"pass '{p.name}' broke the model: {verification.message}"
+                    message = _scrub(f"pass '{p.name}' broke the model: {verification.message}", workdir=workdir,
+                                     model_dir=model_path.parent, out_dir=output.parent)
+            elif modified:
+                ckpt.accept(ckpt.save(model))     # unverified, but a later pass error reverts only that pass
+            if modified and p.changes_interface:
+                interface_fixed = True
             rec = PassRecord(p.name, status, modified, changes, counts, seconds,
                              verification.seconds if verification else 0.0, nodes_before,
                              sum(1 for _ in all_nodes(model)), params_before, _param_count(model),
-                             verification, message, tuple(getattr(res, "warnings", ())),
+                             verification, message, notes, tuple(getattr(res, "warnings", ())),
                              dict(getattr(res, "details", {}) or {}))
             records.append(rec)
             _after(instruments, p, model, rec)
@@ -246,12 +372,18 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                 break
         if on_progress:
             on_progress(len(passes), len(passes), "saving")
-        save_ir(model, output)
-        reference = "not verified"
+        if any(r.modified for r in records):
+            save_ir(model, output)
+        else:
+            _copy_unchanged(model_path, output)
+        reference = "not verified (verification turned off)"
         if verifier is not None:
-            reference = ("ONNX Runtime CPU, graph optimizations off, "
-                         f"{len(verifier.feed_sets)} seeded feed set(s)") if verifier.reference_error is None \
-                else f"structure only: {verifier.reference_error}"
+            if verifier.reference_error is not None:
+                reference = f"structure only: {verifier.reference_error}"
+            elif verifier.computed:
+                reference = f"{verifier.reference_label}, {len(verifier.feed_sets)} seeded feed set(s)"
+            else:
+                reference = "nothing to verify: no pass changed the model"
         ok = stopped is None and all(r.status in ("changed", "unchanged") for r in records)
         return PipelineResult(output, tuple(records), ok, stopped, dict(ops_before), dict(count_ops(model)),
                               reference, time.perf_counter() - started)
@@ -264,13 +396,16 @@ def _after(instruments: Sequence[Instrument], p: StudioPass, model: ir.Model, re
         inst.after_pass(p, model, rec)
 
 
-def _apply(p: StudioPass, model: ir.Model, workdir: Path, limits: Limits | None, pool_key: str) -> PassResult:
-    """Run one pass: in process, or in a sandbox worker for passes that call engines."""
+def _apply(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, limits: Limits | None,
+           pool_key: str) -> PassResult:
+    """Run one pass: in process, or in a sandbox worker for passes that call engines
+    (or evaluate ops that could hang or explode)."""
     if not p.calls_engines:
         return p(model)
     from passes.worker_pass import run_pass_in_worker
 
-    return run_pass_in_worker(p, model, workdir, limits=limits, pool_key=pool_key)
+    return run_pass_in_worker(p, model, ckpt.folder("worker"), data_dir=ckpt.data_dir, linker=ckpt.linker,
+                              limits=limits, pool_key=pool_key)
 
 
 def op_count_diff(before: Mapping[str, int], after: Mapping[str, int]) -> list[tuple[str, int, int]]:

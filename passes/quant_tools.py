@@ -442,3 +442,13 @@ class _LogContext:
 def job_context(p: Any) -> Any:
     """The JobContext the worker handed this pass (``passes.worker_pass``), or a logging stand-in."""
     return getattr(p, "job_context", None) or _LogContext()
+
+
+def load_result(path: Path) -> Any:
+    """The pass's result as an onnx-ir model with every weight in memory: the files live in the
+    pass's temporary folder, which is gone before the worker saves the result."""
+    import onnx_ir as ir
+
+    model = ir.load(path)
+    ir.external_data.load_to_model(model)
+    return model

@@ -139,7 +139,7 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
     for m in measured:
         if m is not chosen and m.ratio is not None and m.ratio >= 1.0:
             warnings.append(f"{m.name} is slower than fp32 here ({m.ratio:.2f}x)")
-    result = ir.load(chosen.path)
+    result = qt.load_result(chosen.path)
     details = {"chosen": chosen.to_dict(), "target_cosine": target, "fp32_latency_ms": round(lat["fp32"], 3),
                "candidates": [m.to_dict() for m in measured], "fusions": fusion_stats,
                "preprocess": list(prepared.steps), "accuracy_inputs": f"{len(holdout)} random sets (seed 1000)",
@@ -153,4 +153,4 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
                   "MatMulInteger", "DynamicQuantizeMatMul", "QAttention", "MatMulIntegerToFloat")),
               "fused_ops": sum(v for v in fusion_stats.values() if isinstance(v, int)) if chosen.name != "dynamic"
               else 0}
-    return PassResult(result, True, tuple(changes), counts, tuple(warnings), details)
+    return PassResult(result, True, tuple(changes), counts, warnings=tuple(warnings), details=details)

@@ -148,7 +148,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
     slow = [m for m in measured if m.ratio is not None and m.ratio >= 1.0 and m is not chosen]
     for m in slow:
         warnings.append(f"configuration {m.name} ({m.description}) is slower than fp32 here ({m.ratio:.2f}x)")
-    quantized = ir.load(chosen.path)
+    quantized = qt.load_result(chosen.path)
     q_nodes = [n.name for n in quantized.graph if n.op_type.startswith(("QLinear", "DequantizeLinear", "QGemm"))]
     details = {
         "chosen": chosen.to_dict(), "target_cosine": target, "fp32_latency_ms": round(fp32_ms, 3),
@@ -167,7 +167,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
     return PassResult(quantized, True, tuple(changes),
                       {"configurations_measured": len(measured), "nodes_kept_float": len(exclude) + len(kept),
                        "degenerate_ranges": len(degenerate), "quantize_dequantize_nodes": len(q_nodes)},
-                      tuple(warnings), details)
+                      warnings=tuple(warnings), details=details)
 
 
 def _float_nodes(model: ir.Model) -> list[str]:

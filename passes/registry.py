@@ -15,6 +15,23 @@ from studio.core.errors import StudioError
 # One module per pass (name -> module). Imported on first lookup.
 PASS_MODULES: dict[str, str] = {
     "eliminate-dead-code": "passes.eliminate_dead_code",
+    "legalize-grid-sampler": "passes.legalize_grid_sampler",
+    "gridsample-to-standard": "passes.gridsample_to_standard",
+    "gridsample-to-contrib": "passes.gridsample_to_contrib",
+    "remove-initializers-from-inputs": "passes.remove_initializers_from_inputs",
+    "eliminate-identity": "passes.eliminate_identity",
+    "fold-constants": "passes.fold_constants",
+    "dedup-initializers": "passes.dedup_initializers",
+    "cse": "passes.cse",
+    "fuse-conv-bn": "passes.fuse_conv_bn",
+    "fuse-matmul-add": "passes.fuse_matmul_add",
+    "cancel-transposes": "passes.cancel_transposes",
+    "merge-reshapes": "passes.merge_reshapes",
+    "fuse-layernorm": "passes.fuse_layernorm",
+    "fuse-gelu": "passes.fuse_gelu",
+    "fix-input-shapes": "passes.fix_input_shapes",
+    "convert-opset": "passes.convert_opset",
+    "onnxsim": "passes.onnxsim_pass",
     "quantize-int8-static": "passes.quantize_int8_static",
     "quantize-int8-dynamic": "passes.quantize_int8_dynamic",
     "convert-fp16": "passes.convert_fp16",
@@ -75,18 +92,19 @@ def add_preset(preset: Preset) -> None:
     PRESETS[preset.name] = preset
 
 
+def _load_presets() -> None:
+    import passes.presets  # noqa: F401  (registers the built-in presets)
+
+
+def known_presets() -> dict[str, Preset]:
+    _load_presets()
+    return dict(PRESETS)
+
+
 def preset(name: str) -> Preset:
+    _load_presets()
     p = PRESETS.get(name)
     if p is None:
         raise StudioError(f"unknown preset '{name[:40]}'; presets: {', '.join(PRESETS) or 'none yet'}",
                           code="UNKNOWN-PRESET")
     return p
-
-
-# Reduced-precision presets (issue #7); each pass measures its own choices on this machine.
-add_preset(Preset("int8", "Static INT8, calibrated; configuration chosen by measured latency and accuracy",
-                  ("quantize-int8-static",)))
-add_preset(Preset("int8-dynamic", "Dynamic INT8 for transformers (weights int8, activations at run time)",
-                  ("quantize-int8-dynamic",)))
-add_preset(Preset("fp16", "float16 weights and compute, float32 inputs/outputs, mistyped Casts repaired",
-                  ("convert-fp16",)))

@@ -10,39 +10,53 @@ import numpy as np
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass
+from passes.model_io import Checkpoint, Linker, load_checkpoint, save_checkpoint
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 
 
-def run_pass_in_worker(p: StudioPass, model: ir.Model, workdir: Path, *, limits: Limits | None = None,
+def run_pass_in_worker(p: StudioPass, model: ir.Model, workdir: Path, *, data_dir: Path,
+                       linker: Linker | None = None, limits: Limits | None = None,
                        pool_key: str = "default") -> PassResult:
-    from passes.pipeline import save_ir
-
-    src = save_ir(model, workdir / "worker-in" / "model.onnx")
-    out_dir = workdir / "worker-out"
+    """Hand ``model`` to a worker through ``workdir`` (a folder that must outlive the
+    returned model: its weights may be read from there lazily). ``data_dir``: the
+    original model's folder, where unchanged external weights are read from."""
+    linker = linker or Linker(workdir)
+    src = save_checkpoint(model, workdir / "in" / "model.onnx", data_dir=data_dir, linker=linker)
+    out_dir = workdir / "out"
     out_dir.mkdir(parents=True, exist_ok=True)
-    res = run_job("passes.run_pass", {"name": p.name, "options": p.options, "model_path": str(src)},
-                  stage=f"pass {p.name}", limits=limits, out_dir=out_dir, pool_key=pool_key, fresh=False)
+    res = run_job("passes.run_pass", {"name": p.name, "options": p.options, **src.to_args(),
+                                      "work_dir": str(workdir)},
+                  stage=f"pass {p.name}", limits=p.worker_limits(limits), out_dir=out_dir, pool_key=pool_key,
+                  fresh=False)
     changes = tuple(Change(c["kind"], tuple(c["nodes"]), c.get("detail", "")) for c in res.data["changes"])
-    result_model = ir.load(out_dir / "model.onnx") if res.data["modified"] else model
+    result_model = load_checkpoint(Checkpoint.from_args({"model_path": str(out_dir / "model.onnx"),
+                                                         "data_dir": res.data["data_dir"]})) \
+        if res.data["modified"] else model
     return PassResult(result_model, bool(res.data["modified"]), changes, dict(res.data.get("counts", {})),
-                      tuple(res.data.get("warnings", ())), dict(res.data.get("details", {})))
+                      tuple(str(n) for n in res.data.get("notes", ())),
+                      warnings=tuple(str(w) for w in res.data.get("warnings", ())),
+                      details=dict(res.data.get("details", {})))
 
 
 @job("passes.run_pass")
 def run_pass_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    from passes.pipeline import save_ir
     from passes.registry import make_pass
 
     ctx.set_stage(f"pass {args['name']}")
     p = make_pass(args["name"], **args.get("options", {}))
     p.job_context = ctx          # passes that run engines report their stages through it
-    model = ir.load(args["model_path"])
+    src = Checkpoint.from_args(args)
+    model = load_checkpoint(src)     # a checkpoint the parent wrote
     res = p.call(model)   # already in a worker: run the pass body directly
+    data_dir = ""
     if res.modified:
-        save_ir(res.model, ctx.out_dir / "model.onnx")
-    return JobOutput(data={"modified": bool(res.modified),
+        out = save_checkpoint(res.model, ctx.out_dir / "model.onnx", data_dir=src.data_dir,
+                              linker=Linker(Path(args["work_dir"])))
+        data_dir = str(out.data_dir)
+    return JobOutput(data={"modified": bool(res.modified), "data_dir": data_dir,
                            "changes": [c.to_dict() for c in getattr(res, "changes", ())],
                            "counts": dict(getattr(res, "counts", {})),
+                           "notes": list(getattr(res, "notes", ())),
                            "warnings": list(getattr(res, "warnings", ())),
                            "details": dict(getattr(res, "details", {}) or {})})

@@ -3,6 +3,8 @@
 # driven by Playwright through executable_path) and graphviz (SVG export).
 # Installs only when missing and when we may (root, or passwordless sudo).
 set -u
+# ONNX Runtime's C++ headers for the plugin build tests (the pip wheel has none); non-fatal.
+bash "$(dirname "$0")/fetch_ort_headers.sh" || echo "ensure_test_deps: ONNX Runtime headers not fetched" >&2
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-liberation)
 command -v dot >/dev/null 2>&1 || need+=(graphviz)

@@ -3,20 +3,65 @@
 The CLI (``studio.cli``) and the Streamlit pages (``studio.ui``) call only
 these functions and render what they return; ``--json`` prints the same
 objects. Heavy work lives in ``studio.core``, ``studio.inspect``,
-``diagnostics``, ``passes``, ``profilers`` and ``studio.export``.
+``studio.graphview``, ``diagnostics``, ``passes``, ``profilers`` and ``studio.export``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from studio.core.errors import StudioError
+from studio.core.findings import Finding, Report
 from studio.core.model import ModelHandle
 from studio.core.model import load as _load
-from studio.core.workspace import Workspace
+from studio.core.workspace import Version, Workspace
+from studio.graphview.diff import GraphDiff, diff_graphs
+from studio.graphview.diffview import (
+    OVERLAY,
+    changes_table,
+    diff_panels,
+    diff_region,
+    lineage_table,
+    op_count_table,
+    summary_line,
+)
+from studio.graphview.dot import to_dot
+from studio.graphview.echarts import echarts_option
+from studio.graphview.html import Panel, Table, legend_html, render_html
+from studio.graphview.index import GraphIndex, index_model
+from studio.graphview.lineage import lineage_between
+from studio.graphview.output import Written, format_of, write_graph
+from studio.graphview.overlays import Overlay, OverlayContext, available_overlays
+from studio.graphview.project import auto_level
+from studio.graphview.view import (
+    DETAIL_BUDGET,
+    FAST_PATH_NODES,
+    OVERVIEW_BUDGET,
+    GraphView,
+    group_nodes,
+    neighbourhood,
+    overview,
+    region,
+    search,
+)
 from studio.inspect.summary import ModelSummary, summarize
 
-__all__ = ["ModelHandle", "ModelSummary", "Workspace", "compare", "inspect", "load", "make_inputs", "precision"]
+if TYPE_CHECKING:
+    from passes.pipeline import PipelineResult
+    from profilers.profile import Profile, ProfileOptions
+    from profilers.variants import EngineSpec, ProfileTarget
+
+__all__ = ["Finding", "Report", "Version", "apply_fix", "check", "release_session",
+           "optimize", "add_optimized_version", "list_passes",
+           "GraphDiff", "GraphIndex", "GraphView", "ModelHandle", "ModelSummary", "Overlay", "Table", "Workspace",
+           "diff", "diff_html", "diff_region_view", "diff_summary", "diff_tables", "diff_versions", "diff_views",
+           "graph_dot", "graph_echarts", "graph_html", "graph_index", "graph_legend_html", "graph_levels",
+           "graph_prefers_fast_path",
+           "graph_overlays", "graph_view", "inspect", "load", "search_nodes", "write_diff", "write_graph_view",
+           "profile", "build_plugin", "plugin_signature", "run_python_op", "scaffold_plugin",
+           "compare", "make_inputs", "precision"]
 
 
 def load(path: str | Path) -> ModelHandle:
@@ -30,6 +75,314 @@ def inspect(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
 
     Shape inference runs in a sandbox worker of ``pool_key`` (one per browser session)."""
     return summarize(handle, dims, pool_key=pool_key)
+
+
+def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHandle]],
+            engines: Sequence[str | EngineSpec] | str = ("ort",), options: ProfileOptions | None = None, *,
+            workspace: Workspace | None = None, out_dir: Path | None = None, pool_key: str = "default",
+            on_progress: Callable[[float, str], None] | None = None) -> Profile:
+    """Latency (cold start, warm percentiles, interleaved ratios), and optionally per-op time,
+    memory and sweeps, of every model version on every engine (``profilers.profile``).
+
+    ``engines``: specs such as "ort", "ov", "ov:bf16", "trt", or "all". Side files (ORT
+    profiles, traces, caches) go to ``out_dir``, else to a job folder of ``workspace``,
+    else to a temporary folder removed afterwards. ``on_progress(fraction, message)``
+    may raise to stop: the running worker is killed and the exception propagates.
+    """
+    import shutil
+    import tempfile
+    from dataclasses import replace
+
+    from profilers.profile import ProfileOptions, run_profile
+    from profilers.variants import EngineSpec, ProfileTarget, parse_engines
+
+    chosen: list[ProfileTarget] = []
+    for item in targets:
+        if isinstance(item, ProfileTarget):
+            chosen.append(item)
+        elif isinstance(item, ModelHandle):
+            chosen.append(ProfileTarget(item.name, item))
+        else:
+            label, handle = item
+            chosen.append(ProfileTarget(str(label), handle))
+    specs: list[EngineSpec] = []
+    for item in [engines] if isinstance(engines, str) else engines:
+        for spec in [item] if isinstance(item, EngineSpec) else parse_engines(item):
+            if spec not in specs:
+                specs.append(spec)
+    temporary = out_dir is None and workspace is None
+    folder = Path(out_dir) if out_dir is not None else (
+        workspace.job_dir("profile") if workspace is not None else Path(tempfile.mkdtemp(prefix="onnx-studio-profile-")))
+    try:
+        result = run_profile(chosen, specs, options or ProfileOptions(), out_dir=folder, pool_key=pool_key,
+                             on_progress=on_progress)
+    finally:
+        if temporary:
+            shutil.rmtree(folder, ignore_errors=True)
+    return replace(result, out_dir=None) if temporary else result
+
+
+def check(handle: ModelHandle, engines: Sequence[str] | str = ("onnxruntime", "openvino", "tensorrt"), *,
+          eps: Sequence[str] = ("cpu",), trt_version: str | int = "10", run: bool = True,
+          dims: Mapping[str, int] | None = None, pool_key: str = "default") -> Report:
+    """Compatibility per node and per engine (ONNX Runtime and OpenVINO decided by a real session in a
+    worker, TensorRT by its support table), plus lint and custom ops. See docs/findings.md."""
+    from diagnostics.compatibility import check_model
+
+    return check_model(handle, engines, eps=eps, trt_version=trt_version, run=run, dims=dims, pool_key=pool_key)
+
+
+def apply_fix(workspace: Workspace, version_id: str, fix: Finding | str, *, verify: bool = True,
+              pool_key: str = "default") -> Version:
+    """Run the fix pass (a pass name, or a finding's ``fix_pass``) through the verifying pipeline
+    and add the result as a new version whose provenance records the fix and the pipeline."""
+    from diagnostics.fixes import apply_fix as _apply_fix
+
+    return _apply_fix(workspace, version_id, fix, verify=verify, pool_key=pool_key)
+
+
+def release_session(pool_key: str) -> None:
+    """Stop the sandbox workers of one session (a browser session that ended)."""
+    from studio.core.sandbox import shutdown_pool
+
+    shutdown_pool(pool_key)
+
+
+# -- graph view -------------------------------------------------------------------
+
+def graph_index(handle: ModelHandle, summary: ModelSummary | None = None) -> GraphIndex:
+    """The model's graph and hierarchy (build once, pass to ``graph_view`` many times).
+    Without ``summary`` it is faster (no shape inference) but edges lack shapes and FLOPs."""
+    return index_model(handle, summary)
+
+
+def graph_prefers_fast_path(handle: ModelHandle) -> bool:
+    """True for models big enough (> 50k nodes) that the graph should be drawn before
+    ``inspect`` (shapes, FLOPs), which takes seconds at that size."""
+    return len(handle.proto.graph.node) > FAST_PATH_NODES
+
+
+def graph_levels(index: GraphIndex, budget: int = OVERVIEW_BUDGET) -> tuple[int, int]:
+    """(the deepest level whose overview fits ``budget``, the deepest level there is)."""
+    return auto_level(index.hierarchy, budget), len(index.hierarchy.visible_counts()) - 1
+
+
+def search_nodes(index: GraphIndex, query: str, limit: int = 200) -> list[int]:
+    """Nodes whose id, name, op type or tensor names contain ``query`` (any case)."""
+    return search(index.graph, query, limit)
+
+
+def graph_overlays(index: GraphIndex, summary: ModelSummary | None = None,
+                   data: Mapping[str, Any] | None = None) -> dict[str, Overlay]:
+    """Overlays the registered providers can make (op type, FLOPs share, and those fed by ``data``)."""
+    return available_overlays(OverlayContext(index.graph, summary, data or {}))
+
+
+def graph_view(handle: ModelHandle | None = None, *, index: GraphIndex | None = None,
+               summary: ModelSummary | None = None, level: int | None = None,
+               expanded: Collection[str] = (), collapsed: Collection[str] = (), focus: str | None = None,
+               hops: int = 2, group: str | None = None, overlay: str | Overlay | None = "op type",
+               overlay_data: Mapping[str, Any] | None = None, query: str = "",
+               budget: int | None = None) -> GraphView:
+    """A view of the model: the overview (``level`` None = the deepest that fits the
+    budget), or a detail region: ``focus`` node (id or name) with ``hops`` of
+    neighbours, or a ``group`` (by key). ``query`` highlights search hits."""
+    if index is None:
+        if handle is None:
+            raise StudioError("graph_view needs a model handle or a graph index")
+        index = index_model(handle, summary)
+    ov: Overlay | None
+    if isinstance(overlay, str):
+        found = graph_overlays(index, summary, overlay_data)
+        if overlay not in found:
+            raise StudioError(f"no overlay '{overlay[:60]}' for this model; available: {', '.join(sorted(found))}",
+                              code="NO-OVERLAY")
+        ov = found[overlay]
+    else:
+        ov = overlay
+    hits = search(index.graph, query) if query else []
+    g, h = index.graph, index.hierarchy
+    if focus is not None:
+        k = index.find(focus)
+        nodes = neighbourhood(g, k, hops, budget or DETAIL_BUDGET)
+        return region(g, h, nodes, title=f"{g.name}: {hops} hops around {g.nodes[k].name or g.nodes[k].id}",
+                      budget=budget or DETAIL_BUDGET, overlay=ov, focus=k, highlight=hits)
+    if group is not None:
+        nodes = group_nodes(h, group)
+        if not nodes:
+            raise StudioError("no such group in this model (the hierarchy changed?)", code="NO-GROUP")
+        return region(g, h, nodes, title=f"{g.name}: group", budget=budget or DETAIL_BUDGET, overlay=ov,
+                      highlight=hits)
+    return overview(g, h, level=level, budget=budget or OVERVIEW_BUDGET, expanded=expanded,
+                    collapsed=collapsed, overlay=ov, highlight=hits)
+
+
+def graph_echarts(view: GraphView) -> dict:
+    """The ECharts option drawing ``view`` (for ``st.echarts_chart``; data index = item index)."""
+    return echarts_option(view)
+
+
+def graph_dot(view: GraphView) -> str:
+    """DOT source of ``view`` (for ``st.graphviz_chart`` or graphviz)."""
+    return to_dot(view)
+
+
+def graph_legend_html(view: GraphView) -> str:
+    """The overlay's legend as escaped HTML with inline styles."""
+    return legend_html(view.painted)
+
+
+def graph_html(views: GraphView | Sequence[GraphView], title: str | None = None) -> str:
+    """A self-contained interactive HTML page (no network needed) for one or more views."""
+    vs = [views] if isinstance(views, GraphView) else list(views)
+    return render_html([Panel(v.title, v) for v in vs], title=title or vs[0].title)
+
+
+def write_graph_view(view: GraphView, path: str | Path) -> Written:
+    """Write a view as .html, .dot or .svg (by suffix; .dot instead of .svg without graphviz)."""
+    return write_graph(Path(path), [Panel(view.title, view)], title=view.title)
+
+
+# -- diff ---------------------------------------------------------------------------
+
+def diff(handle_a: ModelHandle, handle_b: ModelHandle, *, lineage: object = None,
+         summary_a: ModelSummary | None = None, summary_b: ModelSummary | None = None) -> GraphDiff:
+    """Nodes of ``a`` (before) and ``b`` (after) matched by name and structure, each removed,
+    added, changed or unchanged; ``lineage`` (pipeline records) says which pass did it."""
+    ga = index_model(handle_a, summary_a).graph
+    gb = index_model(handle_b, summary_b).graph
+    return diff_graphs(ga, gb, lineage=lineage, model_a=handle_a.proto, model_b=handle_b.proto)
+
+
+def diff_versions(ws: Workspace, a: str, b: str) -> GraphDiff:
+    """Diff two workspace versions, with the pipeline records that lead from ``a`` to ``b``."""
+    return diff(ws.handle(a), ws.handle(b), lineage=lineage_between(ws, a, b))
+
+
+def diff_views(d: GraphDiff, mode: str = OVERLAY, level: int | None = None) -> list[GraphView]:
+    """Overview(s) coloured by diff status: one union graph ("overlay") or both ("side-by-side")."""
+    return [p.view for p in diff_panels(d, mode, level=level)]
+
+
+def diff_region_view(d: GraphDiff, hops: int = 1) -> GraphView:
+    """The changed nodes with ``hops`` of context (small enough for graphviz)."""
+    return diff_region(d, hops=hops)
+
+
+def diff_tables(d: GraphDiff) -> list[Table]:
+    """Op counts before/after, pass lineage counts, and the changed nodes."""
+    return [op_count_table(d), lineage_table(d), changes_table(d)]
+
+
+def diff_summary(d: GraphDiff) -> str:
+    return summary_line(d)
+
+
+def diff_html(d: GraphDiff, mode: str = OVERLAY, level: int | None = None) -> str:
+    """The diff as a self-contained HTML page: graphs coloured by status, op counts, changes."""
+    return render_html(diff_panels(d, mode, level=level), title=f"diff {d.a.name} → {d.b.name}",
+                       notes=[summary_line(d)], tables=diff_tables(d))
+
+
+def write_diff(d: GraphDiff, path: str | Path, mode: str = OVERLAY, level: int | None = None) -> Written:
+    """HTML: the diff page; .dot/.svg: the changed region with one hop of context."""
+    p = Path(path)
+    if format_of(p) == "html":
+        return write_graph(p, diff_panels(d, mode, level=level), title=f"diff {d.a.name} → {d.b.name}",
+                           notes=[summary_line(d)], tables=diff_tables(d))
+    reg = diff_region(d)
+    return write_graph(p, [Panel(reg.title, reg)], title=reg.title)
+def list_passes() -> dict:
+    """Registered passes and presets with their one-line descriptions (``optimize --list``)."""
+    from passes.catalog import catalog
+
+    return catalog()
+
+
+def optimize(handle: ModelHandle, *, preset: str | None = None, passes: Sequence[str] | None = None,
+             dims: Mapping[str, int] | None = None, pass_options: Mapping[str, Mapping] | None = None,
+             on_failure: str = "stop", verify: bool = True, out_path: str | Path | None = None,
+             on_progress: Callable[[int, int, str], None] | None = None,
+             pool_key: str = "default", time_budget_s: float | None = None) -> PipelineResult:
+    """Run a preset (default ``safe``) or named passes, verifying after every modifying pass.
+
+    ``dims`` fix symbolic dims for verification feeds and are what ``fix-input-shapes``
+    specializes. The result is written to ``out_path`` (default: a new job folder in
+    the workspace root); the input file is only read. Refuses models that fail
+    ``onnx.checker`` (R17). ``time_budget_s`` skips passes that would start later.
+    """
+    from passes.optimize import optimize_model
+
+    return optimize_model(handle, preset=preset, passes=passes, dims=dims, pass_options=pass_options,
+                          on_failure=on_failure, verify=verify, out_path=out_path, on_progress=on_progress,
+                          pool_key=pool_key, time_budget_s=time_budget_s)
+
+
+def add_optimized_version(workspace: Workspace, parent: str, result: PipelineResult, *,
+                          preset: str | None = None, label: str | None = None) -> Version:
+    """Save a pipeline's result as a new workspace version whose provenance holds the
+    lineage the graph view reads: ``{"pipeline": [...], "preset": ..., "parent": ...}``."""
+    from passes.optimize import add_version
+
+    return add_version(workspace, parent, result, preset=preset, label=label)
+
+
+# ---------------------------------------------------------------------------- custom-op plugins
+
+def plugin_signature(handle: ModelHandle, op: str, *, capture: bool = True, dims: Mapping[str, int] | None = None,
+                     pool_key: str = "default"):
+    """The op as the model uses it: attributes, ports, dtypes/shapes and captured samples (``OpSignature``)."""
+    from studio.plugins.signature import collect_signature
+
+    return collect_signature(handle, op, capture=capture, dims=dims, pool_key=pool_key)
+
+
+def scaffold_plugin(handle: ModelHandle, op: str, target: str | Sequence[str], out_dir: str | Path, *,
+                    signature=None, impl: str | Path | None = None, dims: Mapping[str, int] | None = None,
+                    pool_key: str = "default"):
+    """Write plugin packages for ``op`` (targets: ort-python, ort-cpp, openvino-python, openvino-cpp, tensorrt,
+    all) under ``out_dir/<op>/<target>/`` and return the ``PluginScaffold``. ``impl`` (code or a .py file)
+    replaces the generated Python body (``compute`` for ort-python, ``convert`` for openvino-python)."""
+    from studio.plugins.runner import read_code
+    from studio.plugins.scaffold import expand_targets, scaffold
+
+    sig = signature or plugin_signature(handle, op, dims=dims, pool_key=pool_key)
+    code = {}
+    if impl is not None:
+        text = read_code(impl)
+        code["openvino-python" if "def convert(" in text and "def compute(" not in text else "ort-python"] = text
+    opsets = {o.domain: o.version for o in handle.proto.opset_import}
+    return scaffold(sig, expand_targets(target), Path(out_dir), model_name=handle.path.name, model_sha=handle.sha256,
+                    opsets=opsets, impl_code=code)
+
+
+def run_python_op(handle: ModelHandle, op: str, impl_code_or_path: str | Path, *, target: str = "ort-python",
+                  signature=None, run_model: bool = True, timeout_s: float | None = None, pool_key: str = "default",
+                  on_tick=None):
+    """Run a Python implementation of ``op`` (ORT Python op or OpenVINO conversion extension) in a fresh,
+    confined worker and compare it with the reference (``OpRunResult``; falsy unless it matches)."""
+    from studio.plugins.runner import run_python_op as _run
+
+    return _run(handle, op, impl_code_or_path, target=target, signature=signature, run_model=run_model,
+                timeout_s=timeout_s, pool_key=pool_key, on_tick=on_tick)
+
+
+def build_plugin(handle: ModelHandle, scaffold, target: str, *, signature=None, pool_key: str = "default",
+                 on_tick=None):
+    """Compile a generated C++ package (ort-cpp, openvino-cpp) and check the library against the reference
+    (``BuildResult``). TensorRT packages are reported as not compiled here."""
+    from studio.plugins.build import build_package, check_library
+
+    package = scaffold.package(target)
+    folder = scaffold.root.parent / package.folder
+    result = build_package(folder, target)
+    if not result.built:
+        return result
+    sig = signature or plugin_signature(handle, scaffold.op, pool_key=pool_key)
+    check = check_library(handle, sig, target, folder / result.library, pool_key=pool_key, on_tick=on_tick)
+    from dataclasses import replace
+
+    return replace(result, check=check, message=f"{result.message}; {check.message}")
 
 
 # ---------------------------------------------------------------------------- precision and verification

@@ -1,8 +1,11 @@
 """Every `onnx-studio ...` example in the README runs (so the docs cannot rot).
 
-Lines with placeholders (``[...]``, ``MODEL``) and `serve` are skipped; each
-example runs as ``python -m studio ...`` in a temp folder where
-``sample_models`` points at the repo's samples.
+Each ```bash block runs top to bottom in one temp folder (where
+``sample_models`` points at the repo's samples), as a user would paste it, so
+a later line may use what an earlier one wrote. Lines with placeholders
+(``[...]`` or an UPPERCASE word such as ``MODEL`` or ``BEFORE.onnx``) and
+`serve` are skipped. A trailing comment ``# exit N: why`` documents a non-zero
+exit code the example must give.
 """
 
 from __future__ import annotations
@@ -17,35 +20,42 @@ import pytest
 from tests.conftest import ROOT
 
 _BLOCK = re.compile(r"```bash\n(.*?)```", re.S)
-# Commands whose documented exit code is not 0 on the sample they use.
-EXPECTED_RC: dict[str, int] = {}
+_EXIT = re.compile(r"#\s*exit\s+(\d+)")
+_PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]{2,}(\.\w+)?$")
 
 
-def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    cmds = []
-    for block in _BLOCK.findall(text):
-        for line in block.splitlines():
-            line = line.split("  #")[0].strip()
-            if not line.startswith("onnx-studio "):
-                continue
-            if "[" in line or "MODEL" in line or line.split()[1] in ("serve",):
-                continue
-            cmds.append(line)
-    return cmds
+def _runnable(line: str) -> bool:
+    tokens = shlex.split(line)
+    return (line.startswith("onnx-studio ") and "[" not in line and tokens[1] != "serve"
+            and not any(_PLACEHOLDER.match(t) for t in tokens[1:]))
 
 
-@pytest.mark.parametrize("command", readme_commands())
-def test_readme_example_runs(command, tmp_path):
-    (tmp_path / "sample_models").symlink_to(ROOT / "sample_models")
-    argv = [sys.executable, "-m", "studio", *shlex.split(command)[1:]]
-    env_python_path = {"PYTHONPATH": str(ROOT)}
+def readme_blocks() -> list[list[tuple[str, int]]]:
+    """Per bash block: (command, expected exit code) for each runnable line."""
+    blocks = []
+    for block in _BLOCK.findall((ROOT / "README.md").read_text()):
+        cmds = []
+        for raw in block.splitlines():
+            line = raw.split("  #")[0].strip()
+            if _runnable(line):
+                rc = _EXIT.search(raw)
+                cmds.append((line, int(rc.group(1)) if rc else 0))
+        if cmds:
+            blocks.append(cmds)
+    return blocks
+
+
+@pytest.mark.parametrize("block", readme_blocks(), ids=lambda b: b[0][0][:60])
+def test_readme_block_runs(block, tmp_path):
     import os
 
-    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **env_python_path})
-    assert proc.returncode == EXPECTED_RC.get(command, 0), f"{command}\n{proc.stderr[-2000:]}"
+    (tmp_path / "sample_models").symlink_to(ROOT / "sample_models")
+    for command, expected_rc in block:
+        argv = [sys.executable, "-m", "studio", *shlex.split(command)[1:]]
+        proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert proc.returncode == expected_rc, f"{command}\n{proc.stderr[-2000:]}"
 
 
 def test_readme_has_examples():
-    assert len(readme_commands()) >= 3
+    assert sum(len(b) for b in readme_blocks()) >= 6

@@ -156,7 +156,7 @@ def parse_model_file(path: Path) -> ModelProto:
 
 def load(path: str | Path, *, check: bool = True) -> ModelHandle:
     """Load and validate a model file. Raises ModelLoadError with a one-line reason."""
-    p = Path(path)
+    p = Path(path).absolute()      # absolute: sandbox workers run in their own folder
     model = parse_model_file(p)
     _check_versions(model)
     scan = validate_tensors(model, p.parent)

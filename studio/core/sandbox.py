@@ -25,7 +25,9 @@ Child process
     descriptors beyond its pipes, core dumps off, ``RLIMIT_AS`` set, and its
     cwd/``TMPDIR`` an empty scratch folder per job, removed afterwards. The
     environment is the parent's (``OMP_NUM_THREADS`` etc. untouched unless
-    :attr:`Limits.cpu_threads` is set) plus ``MALLOC_ARENA_MAX=2`` (see below).
+    :attr:`Limits.cpu_threads` is set) plus ``MALLOC_ARENA_MAX=2`` (see below);
+    with :attr:`Limits.minimal_env` (user custom-op code) only the allowlisted
+    :data:`MINIMAL_ENV_NAMES` / :data:`MINIMAL_ENV_PREFIXES` pass.
 
 Memory limit
     ``Limits.memory_bytes`` (default 3 GiB) bounds the child twice:
@@ -131,6 +133,7 @@ class Limits:
     memory_bytes: int = 3 * GiB         # the worker's memory limit (see module docs)
     cpu_threads: int | None = None      # None: engines' defaults; else OMP/MKL/OpenBLAS env + engine threads
     address_space_limit: bool = True    # RLIMIT_AS on; False for CUDA jobs (CUDA reserves huge address ranges)
+    minimal_env: bool = False           # user code (custom ops): start the worker with an allowlisted environment
 
     def __post_init__(self) -> None:
         if not (isinstance(self.timeout_s, (int, float)) and math.isfinite(self.timeout_s)
@@ -154,7 +157,7 @@ class Limits:
 
     def worker_key(self) -> tuple[Any, ...]:
         """What the warm worker was started with; a job with another key needs a new one."""
-        return (self.memory_bytes, self.cpu_threads, self.address_space_limit)
+        return (self.memory_bytes, self.cpu_threads, self.address_space_limit, self.minimal_env)
 
 
 def _config_files() -> list[Path]:
@@ -375,8 +378,18 @@ def _studio_root() -> str:
     return str(Path(studio.__file__).resolve().parent.parent)
 
 
+# What a worker started with ``Limits(minimal_env=True)`` (user custom-op code) sees of the
+# parent's environment: locale, search path, thread and BLAS settings. Tokens, keys, proxies,
+# HOME and the studio's own settings are not passed (/proc/self/environ shows only these).
+MINIMAL_ENV_NAMES = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHASHSEED",
+                               "MALLOC_ARENA_MAX", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"})
+MINIMAL_ENV_PREFIXES = ("LC_", "OMP_", "KMP_", "MKL_", "OPENBLAS_", "GOMP_")
+
+
 def _child_env(limits: Limits) -> dict[str, str]:
     env = dict(os.environ)
+    if limits.minimal_env:
+        env = {k: v for k, v in env.items() if k in MINIMAL_ENV_NAMES or k.startswith(MINIMAL_ENV_PREFIXES)}
     env.setdefault("MALLOC_ARENA_MAX", "2")
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("PYTHONSTARTUP", None)

@@ -75,6 +75,9 @@ def _save_ir(model, target: Path, external_data: bool | None) -> Path:
                 if v.const_value is not None)
     if external_data is None:
         external_data = total > EXTERNAL_DATA_THRESHOLD
+    if not external_data:
+        # Saving inline must not keep references to the source's external files.
+        ir.external_data.load_to_model(model)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".save-") as tmp:
         tmp_model = Path(tmp) / target.name
         data_name = f"{target.name}.data"

@@ -55,7 +55,7 @@ class Workspace:
     def __init__(self, root: Path) -> None:
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()     # add_model(parent=...) reads the parent handle under the lock
+        self._lock = threading.RLock()   # add_model calls handle() while holding it
         self._handles: dict[str, ModelHandle] = {}
         self._versions: list[Version] = self._read_index()
 

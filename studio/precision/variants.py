@@ -204,6 +204,8 @@ def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[st
                           feeds=list(eval_feeds.sets[:2]), limits=limits, pool_key=pool_key)
     if not result.ok:
         raise StudioError(result.summary())
+    if not result.modified or result.output is None:
+        raise StudioError(f"{', '.join(n for n, _ in spec.passes)} changed nothing in this model")
     details: dict = {}
     warnings: list[str] = []
     for rec in result.records:

@@ -1,6 +1,7 @@
 """Streamlit entry point: a router over the pages. Run with `onnx-studio serve`.
 
-Each page is a file in ``pages/`` that defines ``render()`` and calls it when
+Each page is a file in ``views/`` (not ``pages/``: Streamlit would also serve that folder as
+old-style pages, with file names in the sidebar) that defines ``render()`` and calls it when
 run as a page script; the logic behind it lives outside ``studio.ui``.
 """
 
@@ -22,12 +23,21 @@ st.set_page_config(page_title="onnx-studio", page_icon="🧩", layout="wide")
 
 PAGES = {
     "Model": [
-        st.Page("pages/overview.py", title="Overview", url_path="overview", default=True),
-        st.Page("pages/nodes.py", title="Nodes", url_path="nodes"),
+        st.Page("views/overview.py", title="Overview", url_path="overview", default=True),
+        st.Page("views/nodes.py", title="Nodes", url_path="nodes"),
+        st.Page("views/graph.py", title="Graph", url_path="graph"),
     ],
     "Deploy": [
-        st.Page("pages/verify.py", title="Verify", url_path="verify"),
-        st.Page("pages/precision.py", title="Precision", url_path="precision"),
+        st.Page("views/compatibility.py", title="Compatibility", url_path="compatibility"),
+        st.Page("views/verify.py", title="Verify", url_path="verify"),
+        st.Page("views/plugins.py", title="Plugins", url_path="plugins"),
+    ],
+    "Optimize": [
+        st.Page("views/optimize.py", title="Optimize", url_path="optimize"),
+        st.Page("views/precision.py", title="Precision", url_path="precision"),
+    ],
+    "Performance": [
+        st.Page("views/profile.py", title="Profile", url_path="profile"),
     ],
 }
 

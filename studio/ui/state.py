@@ -31,9 +31,9 @@ class _Lifetime:
 
 
 def _end_session(pool_key: str, root: str) -> None:
-    from studio.core.sandbox import shutdown_pool
+    from studio import api
 
-    shutdown_pool(pool_key)
+    api.release_session(pool_key)
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -122,3 +122,19 @@ def summary(handle: ModelHandle, dims: dict[str, int] | None = None):
 def dims() -> dict[str, int]:
     """User-set values for symbolic dims (shared by every page of this session)."""
     return st.session_state.setdefault("onnx_studio_dims", {})
+
+
+@st.cache_resource(max_entries=8, ttl=3600, show_spinner=False)
+def _graph_index(session: str, sha256: str, path: str, dims: tuple[tuple[str, int], ...], with_summary: bool,
+                 _handle: ModelHandle, _summary):
+    from studio import api
+
+    return api.graph_index(_handle, _summary)
+
+
+def graph_index(handle: ModelHandle, summary, dims: dict[str, int] | None = None):
+    """The graph and hierarchy of a model, built once per session and content (with or
+    without the summary's shapes and FLOPs). A resource cache, no copy per rerun: the
+    index is immutable and holds proto references."""
+    return _graph_index(session_id(), handle.sha256, str(handle.path), tuple(sorted((dims or {}).items())),
+                        summary is not None, handle, summary)

@@ -9,10 +9,14 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes, human_count
+from studio.inspect.node_details import node_details as _node_details
+from studio.inspect.weights import weight_stats
 from studio.ui import state
 
 T = TypeVar("T")
@@ -105,3 +109,51 @@ def fmt_count(n: int | None) -> str:
 
 def fmt_bytes(n: int | None) -> str:
     return human_bytes(n)
+
+
+def _weights(handle, details, key: str) -> None:
+    for port in details.inputs:
+        if not port.is_weight:
+            continue
+        stats = guarded(lambda name=port.name: weight_stats(handle, name))
+        if stats is None:
+            continue
+        st.markdown(f"**Weight** {md_escape(stats.name, 120)} — {stats.dtype} {list(stats.shape)}, "
+                    f"{fmt_bytes(stats.nbytes)}")
+        if stats.min is None:
+            continue
+        metric_row([("min", f"{stats.min:.4g}"), ("max", f"{stats.max:.4g}"),
+                    ("mean", f"{stats.mean:.4g}"), ("std", f"{stats.std:.4g}"),
+                    ("zeros", f"{100 * stats.zeros_fraction:.1f}%")])
+        if stats.nan_count or stats.inf_count:
+            st.warning(f"{stats.nan_count} NaN and {stats.inf_count} Inf values")
+        if stats.histogram_counts:
+            centers = [(a + b) / 2 for a, b in zip(stats.histogram_edges[:-1], stats.histogram_edges[1:])]
+            fig = go.Figure(go.Bar(x=centers, y=list(stats.histogram_counts)))
+            fig.update_layout(height=220, margin={"t": 10, "b": 10}, xaxis_title="value", yaxis_title="count")
+            st.plotly_chart(fig, width="stretch", key=f"{key}_hist_{stats.name}")
+
+
+def node_details(handle, summary, node_id: str, key: str = "nodes") -> bool:
+    """Details of one node (as on the Nodes page): header, inputs/outputs with shapes,
+    attributes and weight statistics. ``key`` keeps widget keys apart between pages.
+    Returns False when the id is not a node of this model."""
+    details = _node_details(handle, summary, node_id)
+    if details is None:
+        st.info("Select a node to see its details.")
+        return False
+    info = details.info
+    st.markdown(f"### {md_escape(info.op_type, 80)} · {md_escape(info.id, 200)}")
+    st.caption(f"domain {md_escape(info.domain or 'ai.onnx', 60)} · scope "
+               f"{md_escape(info.scope or 'main graph', 120)} · "
+               + ("FLOPs ?" if info.flops is None else f"{fmt_count(info.flops)}FLOPs"))
+    left, right = st.columns(2)
+    left.markdown("**Inputs**")
+    left.dataframe(pd.DataFrame([p.__dict__ for p in details.inputs]), hide_index=True, width="stretch")
+    right.markdown("**Outputs**")
+    right.dataframe(pd.DataFrame([p.__dict__ for p in details.outputs]), hide_index=True, width="stretch")
+    if details.attributes:
+        st.markdown("**Attributes**")
+        st.dataframe(pd.DataFrame([a.__dict__ for a in details.attributes]), hide_index=True, width="stretch")
+    _weights(handle, details, key)
+    return True

@@ -53,3 +53,10 @@ def test_console_entry_point_runs_as_module():
                           "--no-nodes"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["node_counts"]["subgraph_nodes"] == 17
+
+
+def test_relative_model_path_gets_full_figures(capsys, monkeypatch):
+    """Workers run in their own folder: a relative path must still reach them."""
+    monkeypatch.chdir(SAMPLES.parent)
+    d = _inspect_json(capsys, "sample_models/transformer_block.onnx")
+    assert d["flops"]["macs"] > 0 and d["shape_inference_error"] is None

@@ -115,3 +115,10 @@ def test_resolve_passes_errors():
         resolve_passes(names=["no-such-pass"])
     with pytest.raises(StudioError):
         resolve_passes()
+
+
+def test_time_budget_skips_the_rest(model_path, tmp_path):
+    r = run_pipeline(model_path, [make_pass("eliminate-dead-code"), make_pass("cse")], tmp_path / "o" / "m.onnx",
+                     time_budget_s=0.0)
+    assert [x.status for x in r.records] == ["skipped", "skipped"] and not r.ok
+    assert "time budget" in r.records[0].message and r.output.exists()

@@ -62,7 +62,7 @@ def test_shared_mode_disables_path_input(app):
 
 def test_nodes_page_search_and_details(app):
     at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
-    at.switch_page("pages/nodes.py").run()
+    at.switch_page("views/nodes.py").run()
     assert not at.exception
     at.text_input(key="node_query").input("BatchNormalization").run()
     df = at.dataframe[0].value          # op types and tensor names both match
@@ -84,7 +84,7 @@ def test_hostile_names_are_shown_literally(app, tmp_path):
     p = save(m, tmp_path / "evil.onnx")
     at = app(str(p)).run()
     assert not at.exception
-    at.switch_page("pages/nodes.py").run()
+    at.switch_page("views/nodes.py").run()
     assert not at.exception
     rendered = " ".join(md.value for md in at.markdown) + " ".join(c.value for c in at.caption)
     assert "<script>" not in rendered and "](javascript:" not in rendered and "<img" not in rendered

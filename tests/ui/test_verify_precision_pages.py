@@ -14,7 +14,7 @@ def _cli_code(at) -> str:
 
 def test_verify_two_engines_with_layerwise(app):
     at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
-    at.switch_page("pages/verify.py").run()
+    at.switch_page("views/verify.py").run()
     assert not at.exception
     assert at.selectbox(key="verify_engine").value == "onnxruntime"
     assert at.selectbox(key="verify_engine_b").value == "openvino"
@@ -43,7 +43,7 @@ def test_verify_two_versions_reports_a_difference(app, tmp_path):
     t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * 1.5, t.name))
     v1 = ws.add_model(m, "changed", parent="v0")
     at.session_state["onnx_studio_version"] = v1.id
-    at.switch_page("pages/verify.py").run()
+    at.switch_page("views/verify.py").run()
     at.radio(key="verify_mode").set_value("Two versions").run()
     assert at.selectbox(key="verify_a").value == "v0" and at.selectbox(key="verify_b").value == "v1"
     at.button(key="verify_run").click().run()
@@ -54,7 +54,7 @@ def test_verify_two_versions_reports_a_difference(app, tmp_path):
 def test_verify_waits_for_the_chosen_input_file(app):
     """Choosing an .npz and not uploading it must not silently compare on random inputs."""
     at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
-    at.switch_page("pages/verify.py").run()
+    at.switch_page("views/verify.py").run()
     at.radio(key="verify_inputs_kind").set_value("Input values (.npz)").run()
     assert not at.exception
     assert at.button(key="verify_run").disabled
@@ -64,7 +64,7 @@ def test_verify_waits_for_the_chosen_input_file(app):
 
 def test_precision_page_builds_measures_and_saves(app):
     at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
-    at.switch_page("pages/precision.py").run()
+    at.switch_page("views/precision.py").run()
     assert not at.exception
     assert "int8" in at.multiselect(key="precision_variants").value
     at.multiselect(key="precision_variants").set_value(["fp32", "bf16-ov", "int8"]).run()

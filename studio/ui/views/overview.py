@@ -13,6 +13,11 @@ from studio.core.uploads import UploadedFile
 from studio.ui import state, widgets
 
 
+def _keep_open() -> None:
+    """Choosing a sample or typing a path reruns the page: keep the panel open for the next click."""
+    st.session_state["open_model_expanded"] = True
+
+
 def _open_model() -> None:
     ws = state.workspace()
     upload_tab, sample_tab, path_tab = st.tabs(["Upload", "Sample model", "Path"])
@@ -30,7 +35,8 @@ def _open_model() -> None:
     with sample_tab:
         names = [m.name for m in CATALOG]
         purposes = {m.name: m.purpose for m in CATALOG}
-        name = st.selectbox("Sample", names, format_func=lambda n: f"{n} — {purposes[n]}", key="sample_pick")
+        name = st.selectbox("Sample", names, format_func=lambda n: f"{n} — {purposes[n]}", key="sample_pick",
+                            on_change=_keep_open)
         if st.button("Open sample", key="open_sample"):
             sample = next(m for m in CATALOG if m.name == name)
             v = widgets.guarded(lambda: ws.add_file(sample.path, label=f"sample {name}"))
@@ -41,7 +47,7 @@ def _open_model() -> None:
             st.info("Opening files by path is disabled on this shared server; upload the model instead.")
         else:
             st.caption("A file inside the studio's path root (set with `onnx-studio serve --path-root`).")
-            typed = st.text_input("Model path", key="model_path")
+            typed = st.text_input("Model path", key="model_path", on_change=_keep_open)
             if st.button("Open path", key="open_path") and typed:
                 def _open():
                     return ws.add_file(confine(typed, state.path_root(), label="model path"))
@@ -71,7 +77,7 @@ def render() -> None:
     if err:
         widgets.show_error(Exception(err))
     handle = state.current_handle()
-    with st.expander("Open a model", expanded=handle is None):
+    with st.expander("Open a model", expanded=handle is None or st.session_state.pop("open_model_expanded", False)):
         _open_model()
     handle = state.current_handle()
     if handle is None:

@@ -4,11 +4,8 @@ shapes, weight statistics with a histogram)."""
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from studio.inspect.node_details import node_details
-from studio.inspect.weights import weight_stats
 from studio.ui import state, widgets
 
 MAX_ROWS = 5000
@@ -31,29 +28,6 @@ def _node_table(summary, query: str, ops: list[str]) -> pd.DataFrame:
         if len(rows) >= MAX_ROWS:
             break
     return pd.DataFrame(rows, columns=["id", "op", "scope", "output shape", "MFLOPs"])
-
-
-def _weights(handle, details) -> None:
-    for port in details.inputs:
-        if not port.is_weight:
-            continue
-        stats = widgets.guarded(lambda name=port.name: weight_stats(handle, name))
-        if stats is None:
-            continue
-        st.markdown(f"**Weight** {widgets.md_escape(stats.name, 120)} — {stats.dtype} {list(stats.shape)}, "
-                    f"{widgets.fmt_bytes(stats.nbytes)}")
-        if stats.min is None:
-            continue
-        widgets.metric_row([("min", f"{stats.min:.4g}"), ("max", f"{stats.max:.4g}"),
-                            ("mean", f"{stats.mean:.4g}"), ("std", f"{stats.std:.4g}"),
-                            ("zeros", f"{100 * stats.zeros_fraction:.1f}%")])
-        if stats.nan_count or stats.inf_count:
-            st.warning(f"{stats.nan_count} NaN and {stats.inf_count} Inf values")
-        if stats.histogram_counts:
-            centers = [(a + b) / 2 for a, b in zip(stats.histogram_edges[:-1], stats.histogram_edges[1:])]
-            fig = go.Figure(go.Bar(x=centers, y=list(stats.histogram_counts)))
-            fig.update_layout(height=220, margin={"t": 10, "b": 10}, xaxis_title="value", yaxis_title="count")
-            st.plotly_chart(fig, width="stretch", key=f"hist_{stats.name}")
 
 
 def render() -> None:
@@ -82,24 +56,7 @@ def render() -> None:
         selected = ids[0]
     if selected is None:
         return
-    details = node_details(handle, summary, selected)
-    if details is None:
-        st.info("Select a node in the table.")
-        return
-    info = details.info
-    st.markdown(f"### {widgets.md_escape(info.op_type, 80)} · {widgets.md_escape(info.id, 200)}")
-    st.caption(f"domain {widgets.md_escape(info.domain or 'ai.onnx', 60)} · scope "
-               f"{widgets.md_escape(info.scope or 'main graph', 120)} · "
-               + ("FLOPs ?" if info.flops is None else f"{widgets.fmt_count(info.flops)}FLOPs"))
-    left, right = st.columns(2)
-    left.markdown("**Inputs**")
-    left.dataframe(pd.DataFrame([p.__dict__ for p in details.inputs]), hide_index=True, width="stretch")
-    right.markdown("**Outputs**")
-    right.dataframe(pd.DataFrame([p.__dict__ for p in details.outputs]), hide_index=True, width="stretch")
-    if details.attributes:
-        st.markdown("**Attributes**")
-        st.dataframe(pd.DataFrame([a.__dict__ for a in details.attributes]), hide_index=True, width="stretch")
-    _weights(handle, details)
+    widgets.node_details(handle, summary, selected)
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

@@ -1,0 +1,63 @@
+"""What each engine check returns, and helpers shared by the checks."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from studio.core.findings import EngineVerdict, Finding, NodeVerdict
+from studio.core.sandbox import scrub_message
+
+__all__ = ["EngineCheck", "OutputInfo", "first_line", "verdict_from"]
+
+
+@dataclass(frozen=True)
+class OutputInfo:
+    """What a real run produced for one graph output."""
+
+    name: str
+    dtype: str | None
+    shape: tuple[int, ...] | None
+    kind: str = "tensor"           # tensor | sequence | map | none
+
+
+@dataclass
+class EngineCheck:
+    """Findings, verdicts and node statuses of one engine's check."""
+
+    findings: list[Finding] = field(default_factory=list)
+    verdicts: list[EngineVerdict] = field(default_factory=list)
+    nodes: list[NodeVerdict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    outputs: tuple[OutputInfo, ...] | None = None   # from a real run, when one happened
+    version: str | None = None
+
+
+def first_line(text: object, limit: int = 400) -> str:
+    """One scrubbed line (no absolute paths) of an engine message."""
+    s = scrub_message(str(text))
+    s = re.sub(r"\s+", " ", s).strip()
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def verdict_from(engine: str, target: str, findings: list[Finding], decided_by: str, *,
+                 version: str | None = None, ran: bool | None = None, summary: str | None = None) -> EngineVerdict:
+    """Model-level verdict from this engine target's findings.
+
+    ``ran``: a real session ran the model (True), failed (False) or was not tried (None).
+    """
+    mine = [f for f in findings if f.engine == engine and f.target in (target, None)]
+    errors = sum(f.is_error for f in mine)
+    warnings = sum(f.severity == "warning" for f in mine)
+    if ran is False or errors:
+        verdict = "fails"
+    elif decided_by == "not checked":
+        verdict = "unknown"
+    else:
+        verdict = "runs with warnings" if warnings else "runs"
+    if summary is None:
+        first_error = next((f for f in mine if f.is_error), None)
+        summary = first_error.message if first_error else {
+            "runs": "no problem found", "runs with warnings": f"{warnings} warning(s)",
+            "unknown": "not checked"}.get(verdict, "fails")
+    return EngineVerdict(engine, target, verdict, decided_by, summary, version, errors, warnings)

@@ -1,0 +1,120 @@
+"""The compatibility check: lint + custom ops + one check per engine, joined
+into one :class:`~studio.core.findings.Report` (``api.check`` calls this).
+
+Per node and engine target the report holds a status (supported / restricted
+/ unsupported / unknown) and per engine target a model-level verdict with how
+it was decided: ONNX Runtime and OpenVINO by a real session in a sandbox
+worker (the kernel registry and ``query_model`` explain *which* node),
+TensorRT by the support table (or the real parser where installed), other ORT
+EPs by their tables.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from collections.abc import Mapping, Sequence
+
+from diagnostics.base import EngineCheck
+from diagnostics.custom_ops import detect_custom_ops
+from diagnostics.lint import full_check_finding, lint_model, output_shape_findings
+from diagnostics.node_context import collect_nodes
+from studio.core.engines import ENGINE_NAMES, resolve_engine_name
+from studio.core.engines.base import package_version
+from studio.core.findings import Finding, Report, dedupe
+from studio.core.model import ModelHandle
+from studio.core.sandbox import Limits
+from studio.inspect.shapes import sandboxed_shapes
+
+log = logging.getLogger(__name__)
+
+__all__ = ["check_model", "normalize_engines"]
+
+
+def normalize_engines(engines: Sequence[str] | str | None) -> tuple[str, ...]:
+    if engines is None:
+        return ENGINE_NAMES
+    if isinstance(engines, str):
+        engines = [e for e in engines.split(",") if e.strip()]
+    out: list[str] = []
+    for e in engines:
+        name = resolve_engine_name(e)
+        if name not in out:
+            out.append(name)
+    return tuple(out) or ENGINE_NAMES
+
+
+def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None, *, eps: Sequence[str] = ("cpu",),
+                trt_version: str | int = "10", ov_device: str = "CPU", run: bool = True,
+                dims: Mapping[str, int] | None = None, pool_key: str = "default",
+                limits: Limits | None = None) -> Report:
+    """Check ``handle`` for the requested engines. Nothing is written but the
+    kernel-registry cache; the model file is only read (by path, in workers)."""
+    started = time.perf_counter()
+    chosen = normalize_engines(engines)
+    model = handle.proto
+    path = handle.path.resolve()   # workers run in their own scratch folder
+    from diagnostics.support_tables import normalize_trt_version
+    from diagnostics.ort_check import normalize_eps
+
+    trt_major = normalize_trt_version(trt_version)
+    eps = normalize_eps(eps)
+    table, _ = sandboxed_shapes(path, model, None, pool_key=pool_key)
+    nodes = collect_nodes(model, table.values)
+    customs = detect_custom_ops(model)
+    findings: list[Finding] = list(lint_model(model, custom_ops=customs, shape_error=table.error,
+                                              inferred=table.values))
+    if not handle.check.ok:
+        findings.append(Finding("CHECKER-ERROR", "error", f"onnx.checker fails: {handle.check.message}",
+                                fix_hint="fix the model (or re-export it)", source="onnx.checker"))
+    else:
+        full = full_check_finding(path, pool_key=pool_key, limits=limits)
+        if full is not None:
+            findings.append(full)
+
+    checks: dict[str, EngineCheck] = {}
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    for engine in chosen:
+        if engine == "onnxruntime":
+            from diagnostics.ort_check import check_onnxruntime
+
+            checks[engine] = check_onnxruntime(path, nodes, eps=eps, run=run, dims=dict(dims or {}),
+                                               pool_key=pool_key, limits=limits)
+        elif engine == "openvino":
+            from diagnostics.openvino_check import check_openvino
+
+            checks[engine] = check_openvino(path, nodes, device=ov_device, run=run, dims=dict(dims or {}),
+                                            pool_key=pool_key, limits=limits)
+        else:
+            from diagnostics.tensorrt_check import check_tensorrt
+
+            checks[engine] = check_tensorrt(path, nodes, opsets, version=trt_major, pool_key=pool_key,
+                                            limits=limits)
+    # Declared outputs vs a real run (the first engine that ran the model).
+    for engine in ("onnxruntime", "openvino"):
+        c = checks.get(engine)
+        if c is not None and c.outputs:
+            findings.extend(output_shape_findings(model, c.outputs, engine))
+            break
+
+    all_findings = list(findings)
+    verdicts, node_verdicts, notes = [], [], []
+    for engine in chosen:
+        c = checks[engine]
+        all_findings.extend(c.findings)
+        verdicts.extend(c.verdicts)
+        node_verdicts.extend(c.nodes)
+        notes.extend(c.notes)
+    # A table cannot see an invalid graph; engines that really load the model decide for themselves.
+    broken = next((f for f in findings if f.is_error and f.code.startswith("CHECKER")), None)
+    if broken is not None:
+        verdicts = [replace(v, verdict="fails", summary=f"the model is invalid: {broken.message}",
+                            errors=v.errors + 1) if v.decided_by == "table only" else v for v in verdicts]
+    versions = {"onnx": package_version("onnx") or "?"}
+    for engine in chosen:
+        if checks[engine].version:
+            versions[engine] = str(checks[engine].version)
+    return Report(model=handle.name, sha256=handle.sha256, findings=dedupe(all_findings), verdicts=tuple(verdicts),
+                  nodes=tuple(node_verdicts), engines=chosen, seconds=time.perf_counter() - started,
+                  notes=tuple(notes), tool_versions=versions)

@@ -1,0 +1,295 @@
+"""OpenVINO check: convert with the ONNX frontend, ``Core.query_model`` per
+device, compile and run once -- all in a sandbox worker.
+
+* Conversion errors name the op and the node ("GridSample-20 ... <Node(GridSample):
+  output> ... only supported for 4D input tensors", "No conversion rule found
+  for operations: mmdeploy.grid_sampler"); they are parsed into per-node
+  findings, and ``convert_partially`` pinpoints the nodes left unconverted.
+* ``query_model`` results (OpenVINO op friendly names) are mapped back to ONNX
+  nodes by node name, output tensor names, or a ``<node name>/...`` prefix.
+* The CPU plugin computes in bf16 by default on CPUs with avx512_bf16/AMX
+  (measured here: outputs differ from ORT by ~0.04; with
+  INFERENCE_PRECISION_HINT=f32 they match to 1e-6): reported as OV-PRECISION.
+  The studio's OpenVINO runs pin f32.
+* OpenVINO 2026.4 truncates an input-dependent ``Loop`` trip count to 32 bits
+  (2^62 runs zero iterations with no error): OV-LOOP-TRIP-COUNT.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from diagnostics.base import EngineCheck, OutputInfo, first_line, verdict_from
+from diagnostics.custom_ops import lookup
+from diagnostics.node_context import NodeCtx
+from studio.core.errors import WorkerError
+from studio.core.findings import Finding, NodeVerdict
+from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.sandbox import Limits, run_job
+
+ENGINE = "openvino"
+
+__all__ = ["ENGINE", "check_openvino"]
+
+
+@job("diagnostics.ov_check")
+def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
+    """Convert, query, compile (default precision, then f32) and run once."""
+    import onnx
+
+    ctx.set_stage("OpenVINO model read")
+    import openvino as ov
+    from openvino.frontend import FrontEndManager
+
+    from studio.core.feeds import input_specs, random_feeds
+
+    path = str(args["model_path"])
+    device = str(args.get("device") or "CPU")
+    data: dict[str, Any] = {"version": ov.get_version(), "convert_error": None, "unconverted": [],
+                            "query": None, "ops": [], "compile_error": None, "run_error": None,
+                            "default_precision": None, "outputs": None, "feeds_error": None}
+    fe = FrontEndManager().load_by_framework("onnx")
+    if fe is None or not fe.supported(path):
+        data["convert_error"] = "OpenVINO's ONNX frontend does not accept this file"
+        return JobOutput(data=data)
+    try:
+        model = fe.convert(fe.load(path))
+    except Exception as exc:  # noqa: BLE001 - the message is the finding
+        data["convert_error"] = str(exc)[:4000]
+        ctx.set_stage("OpenVINO partial conversion")
+        try:
+            partial = fe.convert_partially(fe.load(path))
+            data["unconverted"] = [[op.get_friendly_name(), sorted(n for o in op.outputs() for n in o.get_names())]
+                                   for op in partial.get_ops() if "FrameworkNode" in op.get_type_name()]
+        except Exception:  # noqa: BLE001
+            pass
+        return JobOutput(data=data)
+    ctx.set_stage("OpenVINO query_model")
+    core = ov.Core()
+    try:
+        data["query"] = dict(core.query_model(model, device))
+    except Exception as exc:  # noqa: BLE001
+        data["compile_error"] = f"query_model: {exc}"[:2000]
+    data["ops"] = [[op.get_type_name(), op.get_friendly_name(), sorted(n for o in op.outputs() for n in o.get_names())]
+                   for op in model.get_ops() if op.get_type_name() not in ("Parameter", "Result", "Constant")]
+    ctx.set_stage("OpenVINO compile")
+    try:
+        default = core.compile_model(model, device)
+        try:
+            data["default_precision"] = str(default.get_property("INFERENCE_PRECISION_HINT"))
+        except Exception:  # noqa: BLE001
+            pass
+        del default
+        compiled = core.compile_model(model, device, {"INFERENCE_PRECISION_HINT": "f32"})
+    except Exception as exc:  # noqa: BLE001
+        data["compile_error"] = str(exc)[:2000]
+        return JobOutput(data=data)
+    if not args.get("run", True):
+        return JobOutput(data=data)
+    try:
+        onnx_model = onnx.load_model(path, load_external_data=False)
+        feeds = random_feeds(input_specs(onnx_model), args.get("dims") or {}, seed=0)
+    except Exception as exc:  # noqa: BLE001
+        data["feeds_error"] = str(exc)[:500]
+        return JobOutput(data=data)
+    ctx.set_stage("OpenVINO inference")
+    try:
+        inputs = {}
+        for i, port in enumerate(compiled.inputs):
+            match = next((n for n in port.get_names() if n in feeds), None)
+            if match is None:
+                raise KeyError(f"no feed for OpenVINO input {sorted(port.get_names())[:2]}")
+            inputs[i] = feeds[match]
+        request = compiled.create_infer_request()
+        request.infer(inputs)
+        outs = []
+        onnx_names = [o.name for o in onnx_model.graph.output]
+        by_name = {}
+        for i, port in enumerate(compiled.outputs):
+            for n in port.get_names():
+                by_name.setdefault(n, i)
+        for name in onnx_names:
+            idx = by_name.get(name)
+            if idx is None:
+                outs.append([name, None, None, "tensor"])
+                continue
+            value = np.asarray(request.get_output_tensor(idx).data)
+            dtype = str(value.dtype)
+            outs.append([name, dtype, list(value.shape), "tensor"])
+        data["outputs"] = outs
+    except Exception as exc:  # noqa: BLE001
+        data["run_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+    return JobOutput(data=data)
+
+
+_NODE_IN_MESSAGE = re.compile(r"<Node\((?P<op>[\w.]+)\): (?P<node>[^>]*)>")
+_FAILED_OP = re.compile(r"-- (?P<op>[\w.]+)-(?P<ver>\d+) with a message:(?P<msg>.*?)(?=-- |Summary:|$)", re.S)
+_NO_RULE = re.compile(r"No conversion rule found for operations: (?P<ops>[^\n|]+)")
+
+
+def _find_node(nodes: Sequence[NodeCtx], name_or_output: str) -> NodeCtx | None:
+    name_or_output = name_or_output.strip()
+    hit = next((n for n in nodes if n.name and n.name == name_or_output), None)
+    if hit is None:
+        hit = next((n for n in nodes if name_or_output in n.outputs), None)
+    return hit
+
+
+def _map_op(nodes: Sequence[NodeCtx], friendly: str, tensor_names: Sequence[str]) -> NodeCtx | None:
+    hit = _find_node(nodes, friendly)
+    if hit is None:
+        for t in tensor_names:
+            hit = next((n for n in nodes if t in n.outputs), None)
+            if hit:
+                break
+    if hit is None and "/" in friendly:
+        prefix = friendly
+        while "/" in prefix and hit is None:
+            prefix = prefix.rsplit("/", 1)[0]
+            hit = next((n for n in nodes if n.name and n.name == prefix), None)
+    return hit
+
+
+def _conversion_findings(data: dict, nodes: Sequence[NodeCtx], target: str) -> list[Finding]:
+    raw = data["convert_error"] or ""
+    out: list[Finding] = []
+    flagged: set[str] = set()
+    for m in _FAILED_OP.finditer(raw):
+        detail = first_line(m.group("msg"))
+        nm = _NODE_IN_MESSAGE.search(m.group("msg"))
+        node = _find_node(nodes, nm.group("node")) if nm else None
+        reason = re.split(r"(?<=>)':?\s*", detail, maxsplit=1)[-1] if "<Node(" in detail else detail
+        reason = re.sub(r"^.*?failed at [^:]+:\d+:\s*", "", reason)
+        fix, hint = None, "rewrite the op into a form OpenVINO supports, or use another engine"
+        if node is not None:
+            flagged.add(node.id)
+            if node.op_type == "GridSample" and "4D" in reason:
+                hint = "OpenVINO's GridSample is 4-D only: reshape the volumetric sampling into 2-D, or use ONNX Runtime"
+        out.append(Finding("OV-CONVERT-ERROR", "error",
+                           f"OpenVINO cannot convert {m.group('op')} (opset {m.group('ver')})"
+                           + (f" at node {node.id}" if node else "") + f": {reason}", ENGINE,
+                           node.id if node else None, node.op_type if node else m.group("op"),
+                           node.domain if node else None, target, hint, fix, "OpenVINO ONNX frontend"))
+    no_rule = _NO_RULE.search(raw)
+    if no_rule:
+        for qualified in (q.strip() for q in no_rule.group("ops").split(",") if q.strip()):
+            dom, _, op = re.sub(r"-\d+$", "", qualified).rpartition(".")
+            matches = [n for n in nodes if n.op_type == op and (n.domain == dom or (not dom and not n.domain))]
+            for n in matches or [None]:
+                known = lookup(n.domain if n else dom, op)
+                fix = known.fix_pass if known else None
+                hint = (f"apply '{fix}' ({known.standard_equivalent})" if fix and known else
+                        "provide a custom op (an OpenVINO extension) or replace the op by standard ONNX ops")
+                if n is not None:
+                    flagged.add(n.id)
+                out.append(Finding("OV-UNSUPPORTED", "error",
+                                   f"operator {op} (domain {dom or 'ai.onnx'}) not supported by OpenVINO; provide a "
+                                   "custom op (the ONNX frontend has no conversion rule)", ENGINE, n.id if n else None, op,
+                                   n.domain if n else dom, target, hint, fix, "OpenVINO ONNX frontend"))
+    for friendly, names in data.get("unconverted", []):
+        n = _map_op(nodes, friendly, names)
+        if n is not None and n.id not in flagged:
+            flagged.add(n.id)
+            known = lookup(n.domain, n.op_type)
+            out.append(Finding("OV-UNSUPPORTED", "error", f"operator {n.op_type} (domain {n.domain or 'ai.onnx'}) "
+                               "not supported by OpenVINO; provide a custom op", ENGINE, n.id, n.op_type, n.domain,
+                               target, None, known.fix_pass if known else None, "OpenVINO partial conversion"))
+    if not out:
+        out.append(Finding("OV-CONVERT-ERROR", "error", f"OpenVINO cannot convert the model: {first_line(raw)}",
+                           ENGINE, target=target, source="OpenVINO ONNX frontend"))
+    return out
+
+
+def _loop_trip_count_findings(nodes: Sequence[NodeCtx], target: str) -> list[Finding]:
+    out = []
+    for n in nodes:
+        if n.op_type == "Loop" and not n.domain and n.has_input(0) and not n.is_const(0):
+            out.append(Finding(
+                "OV-LOOP-TRIP-COUNT", "warning",
+                f"Loop {n.id} takes its trip count from a computed value; OpenVINO 2026.4 truncates it to 32 bits "
+                "(a count of 2^62 runs zero iterations and returns a wrong result without error)", ENGINE, n.id,
+                "Loop", "", target, "keep trip counts below 2^31, or compare with ONNX Runtime", None,
+                "known OpenVINO behaviour (measured)"))
+    return out
+
+
+def check_openvino(model_path: Path, nodes: Sequence[NodeCtx], *, device: str = "CPU", run: bool = True,
+                   dims: dict[str, int] | None = None, pool_key: str = "default",
+                   limits: Limits | None = None) -> EngineCheck:
+    result = EngineCheck()
+    target = device
+    checked = [n for n in nodes if not n.is_function_call]
+    try:
+        res = run_job("diagnostics.ov_check", {"model_path": str(model_path), "device": device, "run": run,
+                                               "dims": dims or {}}, stage="OpenVINO check", pool_key=pool_key,
+                      limits=limits)
+    except WorkerError as exc:
+        result.findings.append(Finding("OV-CRASH", "error", f"OpenVINO {exc.kind}: {first_line(exc)}", ENGINE,
+                                       target=target, fix_hint="the engine process died on this model; see the "
+                                       "lint findings for the likely cause", source="real session"))
+        result.verdicts.append(verdict_from(ENGINE, target, result.findings, "real session", ran=False))
+        return result
+    data = res.data
+    result.version = data.get("version")
+    ran: bool | None = True
+    if data["convert_error"]:
+        ran = False
+        result.findings.extend(_conversion_findings(data, checked, target))
+        bad = {f.node for f in result.findings if f.node}
+        for n in checked:
+            status = "unsupported" if n.id in bad else "unknown"
+            reason = next((f.message for f in result.findings if f.node == n.id), "conversion stopped earlier")
+            result.nodes.append(NodeVerdict(n.id, n.op_type, n.domain, ENGINE, target, status, reason,
+                                            "OpenVINO ONNX frontend"))
+    else:
+        query = data.get("query") or {}
+        per_node: dict[str, list[bool]] = {}
+        for op_type, friendly, names in data.get("ops", []):
+            n = _map_op(checked, friendly, names)
+            if n is not None:
+                per_node.setdefault(n.id, []).append(friendly in query)
+        for n in checked:
+            marks = per_node.get(n.id)
+            if marks is None:
+                status, reason = "supported", "converted (folded or merged into other ops)"
+            elif all(marks):
+                status, reason = "supported", f"query_model: {device}"
+            else:
+                status, reason = "unsupported", f"query_model: not supported on {device}"
+                result.findings.append(Finding("OV-UNSUPPORTED", "error", f"node {n.id} ({n.qualified}) is not "
+                                               f"supported on OpenVINO {device}", ENGINE, n.id, n.op_type, n.domain,
+                                               target, "use another device or engine for this op", None,
+                                               "OpenVINO query_model"))
+            result.nodes.append(NodeVerdict(n.id, n.op_type, n.domain, ENGINE, target, status, reason,
+                                            "OpenVINO query_model"))
+        for key, code, stage in (("compile_error", "OV-COMPILE-ERROR", "compile"),
+                                 ("run_error", "OV-RUN-ERROR", "inference")):
+            if data.get(key):
+                ran = False
+                result.findings.append(Finding(code, "error", f"OpenVINO {stage} fails: {first_line(data[key])}",
+                                               ENGINE, target=target, source="real session"))
+        if data.get("feeds_error"):
+            result.findings.append(Finding("OV-NOT-RUN", "info", "the model compiled but was not run: "
+                                           f"{first_line(data['feeds_error'])}", ENGINE, target=target,
+                                           source="real session"))
+        shown = data.get("default_precision") or ""
+        shown = (re.findall(r"'([^']+)'", shown) or [shown])[0]
+        precision = shown.lower()
+        if "bf16" in precision or "bfloat16" in precision or "f16" in precision.replace("bf16", ""):
+            result.findings.append(Finding(
+                "OV-PRECISION", "warning",
+                f"OpenVINO {device} computes in {shown} by default on this CPU; outputs differ "
+                "from float32 (about 1e-2 here)", ENGINE, target=target,
+                fix_hint="set INFERENCE_PRECISION_HINT=f32 (the studio's OpenVINO runs do) when accuracy matters",
+                source="OpenVINO compile"))
+        result.findings.extend(_loop_trip_count_findings(checked, target))
+        if data.get("outputs") is not None:
+            result.outputs = tuple(OutputInfo(n, d, None if s is None else tuple(s), k) for n, d, s, k in data["outputs"])
+    result.verdicts.append(verdict_from(ENGINE, target, result.findings, "real session", version=result.version,
+                                        ran=ran))
+    return result

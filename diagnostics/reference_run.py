@@ -1,0 +1,60 @@
+"""Reference outputs from ``onnx.reference`` with the studio's reference ops,
+for models ONNX Runtime cannot run because of a custom op (so a fix such as
+``legalize-grid-sampler`` is still verified numerically). Runs in a worker:
+the evaluator is Python over an untrusted graph and can be slow or allocate a
+lot, so the sandbox's timeout and memory limit apply.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from diagnostics.custom_ops import detect_custom_ops
+from diagnostics.reference_ops import has_reference
+from studio.core.jobs import JobContext, JobOutput, job
+
+__all__ = ["EVALUATOR_LABEL", "evaluator_can_run", "evaluator_outputs_job"]
+
+EVALUATOR_LABEL = "onnx.reference evaluator with the studio's reference ops (ONNX Runtime cannot run the original)"
+
+
+def evaluator_can_run(model: onnx.ModelProto) -> bool:
+    """Every custom op of the model has a reference implementation."""
+    customs = detect_custom_ops(model)
+    return bool(customs) and all(has_reference(c.domain, c.op_type) for c in customs)
+
+
+@job("diagnostics.reference_outputs")
+def evaluator_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    """Same protocol as ``passes.reference_outputs`` (per-set outputs or errors)."""
+    from diagnostics.reference_ops import reference_evaluator
+    from passes.verify import _rekey, _unpack
+    from studio.core.engines.base import encode_outputs
+
+    ctx.set_stage("reference evaluator")
+    model = onnx.load_model(str(args["model_path"]))   # by path: external data next to the model
+    evaluator = reference_evaluator(model)
+    names = [o.name for o in model.graph.output]
+    data: dict = {"check": None, "sets": []}
+    out_arrays: dict[str, np.ndarray] = {}
+    for i, feeds in enumerate(_unpack(arrays, int(args["count"]))):
+        try:
+            values = evaluator.run(None, feeds)
+        except Exception as exc:  # noqa: BLE001 - reported per set
+            data["sets"].append({"error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"})
+            continue
+        encoded, arrs = encode_outputs(names, [np.asarray(v) for v in values])
+        for item in encoded:
+            _rekey(item[1], f"s{i}.", arrs, out_arrays)
+        data["sets"].append({"outputs": encoded})
+    return JobOutput(data=data, arrays=out_arrays)
+
+
+def evaluator_model_path_ok(path: Path) -> bool:
+    try:
+        return evaluator_can_run(onnx.load_model(str(path), load_external_data=False))
+    except Exception:  # noqa: BLE001
+        return False

@@ -1,0 +1,261 @@
+"""fold-constants: subgraphs whose inputs are all constant (including shape
+arithmetic once dims are static)  ⇒  precomputed initializers.
+
+Wraps onnxscript's constant folder (which evaluates ops with ONNX's reference
+implementation, propagates shapes node by node and folds ``Shape`` of
+statically known tensors) and adds what onnxsim and onnxslim lack:
+
+* a **size gate**: a folded tensor may not be larger than what it frees (the
+  constant inputs only it used) times ``max_growth`` (default 1.0), except for
+  results up to ``min_bytes``. So ``ConstantOfShape``/``Expand``/``Tile``
+  weights and int8-weight dequantization (``DequantizeLinear`` or
+  ``Cast(int8)``) stay as they are unless the options ask otherwise —
+  onnxsim turns a 9 KB model into 513 MB that way;
+* generator ops (``Expand``, ``Tile``, ``Range``, ``ConstantOfShape``) are
+  sized *before* evaluation, so a 4 TiB ``Expand`` is never allocated;
+* control flow is never evaluated (a constant-foldable ``Loop`` with trip
+  count 2^62 is left alone; an ``If`` with a constant condition is inlined),
+  and the whole pass runs in a sandbox worker with a timeout and a memory
+  limit (``calls_engines``): an op evaluation that explodes or hangs ends as a
+  clear error for this pass, never as a dead studio;
+* annotations are left as they were: inferred shapes are used while folding,
+  not written into the file.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import onnx_ir as ir
+from onnx_ir.passes.common import RemoveUnusedNodesPass
+
+from passes.base import Change, ChangeTracker, PassResult, StudioPass, result
+from passes.ir_helpers import const_array, const_tensor, is_onnx_op
+from passes.registry import register
+from studio.core.sandbox import Limits
+
+log = logging.getLogger(__name__)
+
+# Ops whose output can be far larger than their inputs: sized before evaluation.
+GENERATORS = frozenset({"ConstantOfShape", "Expand", "Tile", "Range"})
+# Kept by default (onnxscript's list): quantization parameters carry meaning.
+QUANT_OPS = frozenset({"DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear"})
+SEQUENCE_OPS = frozenset({"SplitToSequence", "ConcatFromSequence", "SequenceAt", "SequenceConstruct"})
+_FOLDED_FROM = "pkg.onnxscript.optimizer.folded_from"
+
+
+class SizePolicy:
+    """Decides whether a folded tensor of ``nbytes`` may replace ``node``."""
+
+    def __init__(self, max_growth: float, min_bytes: int) -> None:
+        self.max_growth = max_growth
+        self.min_bytes = min_bytes
+        self.refused: list[str] = []
+
+    @staticmethod
+    def freed_bytes(node: ir.Node) -> int:
+        """Bytes of constant inputs that only this node uses (they disappear with it)."""
+        total, seen = 0, set()
+        for v in node.inputs:
+            if v is None or id(v) in seen:
+                continue
+            seen.add(id(v))
+            t = const_tensor(v)
+            if t is not None and set(v.consumers()) == {node} and not v.is_graph_output():
+                total += t.nbytes
+        return total
+
+    def allows(self, node: ir.Node, nbytes: int) -> bool:
+        if nbytes <= self.min_bytes or nbytes <= self.max_growth * self.freed_bytes(node):
+            return True
+        self.refused.append(f"{node.op_type} '{node.name or '?'}' kept: folding would add "
+                            f"{nbytes / 2**20:.2f} MiB of constants")
+        return False
+
+
+def _expected_bytes(node: ir.Node) -> int | None:
+    """Output size of a generator op computed from its constant inputs, before evaluating it."""
+    out = node.outputs[0]
+    itemsize = 8
+    if out.type is not None:
+        try:
+            itemsize = max(1, out.type.dtype.itemsize)
+        except Exception:
+            pass
+    op = node.op_type
+    try:
+        if op == "ConstantOfShape":
+            shape = const_array(node.inputs[0], 64)
+            return None if shape is None else int(np.prod(shape.astype(np.float64))) * itemsize
+        if op == "Expand":
+            x, shape = const_tensor(node.inputs[0]), const_array(node.inputs[1], 64)
+            if x is None or shape is None:
+                return None
+            dims = np.broadcast_shapes(tuple(int(d) for d in x.shape), tuple(int(s) for s in shape))
+            return math.prod(dims) * x.dtype.itemsize
+        if op == "Tile":
+            x, reps = const_tensor(node.inputs[0]), const_array(node.inputs[1], 64)
+            if x is None or reps is None:
+                return None
+            return int(x.size * np.prod(reps.astype(np.float64))) * x.dtype.itemsize
+        if op == "Range":
+            start, limit, delta = (const_array(v, 1) for v in node.inputs[:3])
+            if start is None or limit is None or delta is None or float(delta) == 0:
+                return None
+            n = max(0.0, math.ceil((float(limit) - float(start)) / float(delta)))
+            return int(n) * np.asarray(start).dtype.itemsize
+    except (ValueError, OverflowError, TypeError):
+        return None
+    return None
+
+
+def _make_folder(policy: SizePolicy, *, input_size_limit: int, fold_dequantize: bool, fold_generators: bool):
+    from onnxscript.optimizer._constant_folding import FoldConstantsPass
+
+    class SizeGatedFolder(FoldConstantsPass):
+        """onnxscript's folder with the size gate applied to every folded tensor."""
+
+        def process_node(self, node, is_function):
+            # onnxscript's sequence rewrites emit Split with a 'split' input, which only
+            # exists from opset 13: before that, leave sequence ops alone.
+            if node.op_type in SEQUENCE_OPS and self._opset_imports.get("", 0) < 13:
+                return None
+            return super().process_node(node, is_function)
+
+        def _prepare_folded_tensor(self, node, output_name, output_array):
+            if isinstance(output_array, np.ndarray) and not policy.allows(node, output_array.nbytes):
+                return None
+            return super()._prepare_folded_tensor(node, output_name, output_array)
+
+    def should_fold(node: ir.Node) -> bool | None:
+        if not is_onnx_op(node):
+            return None
+        if node.op_type in QUANT_OPS:
+            return True if fold_dequantize and node.op_type == "DequantizeLinear" else None
+        if node.op_type in GENERATORS:
+            if node.op_type == "ConstantOfShape" and not fold_generators:
+                return False
+            expected = _expected_bytes(node)
+            if expected is None or not policy.allows(node, expected):
+                return False
+            return True if node.op_type == "ConstantOfShape" else None
+        return None
+
+    return SizeGatedFolder(shape_inference=True, input_size_limit=input_size_limit,
+                           output_size_limit=2**40, should_fold=should_fold)
+
+
+def _ort_evaluate(domain: str, op: str, version: int, args: tuple, attrs: dict):
+    """Evaluate one node on ONNX Runtime (CPU, optimizations off): the fallback for ops
+    ONNX's reference implementation has no version of (e.g. DequantizeLinear-17)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
+    names = [f"i{i}" if a is not None else "" for i, a in enumerate(args)]
+    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+              for n, a in zip(names, args) if a is not None]
+    node = helper.make_node(op, names, ["out"], domain=domain, **attrs)
+    graph = helper.make_graph([node], "fold", inputs, [onnx.ValueInfoProto(name="out")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(domain, version)], ir_version=8)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, {n: a for n, a in zip(names, args) if a is not None})[0]
+
+
+class _Evaluator:
+    """ONNX's reference implementation first, ONNX Runtime when it has no kernel version."""
+
+    def __init__(self, reference) -> None:
+        self.reference = reference
+
+    def get_evaluator(self, domain, op, version):
+        return self.reference.get_evaluator(domain, op, version)
+
+    def evaluate(self, domain: str, op: str, version: int, *args, **kwargs):
+        if self.reference.get_evaluator(domain, op, version) is not None:
+            return self.reference.evaluate(domain, op, version, *args, **kwargs)
+        if domain not in ("", "ai.onnx") or any(a is not None and not isinstance(a, np.ndarray) for a in args):
+            return None
+        try:
+            return _ort_evaluate(domain, op, version, args, kwargs)
+        except Exception as exc:
+            log.info("cannot evaluate %s-%d for folding: %s", op, version, str(exc).splitlines()[0][:200])
+            return None
+
+
+class _patched_evaluator:
+    """Route onnxscript's folder to ``_Evaluator`` for the duration of one pass (the
+    pass runs in a sandbox worker, one job at a time)."""
+
+    def __enter__(self):
+        from onnxscript.optimizer import _constant_folding as cf
+
+        self._cf, self._orig = cf, cf._reference_evaluator
+        cf._reference_evaluator = _Evaluator(self._orig)
+        return self
+
+    def __exit__(self, *exc):
+        self._cf._reference_evaluator = self._orig
+        return False
+
+
+def _snapshot_annotations(model: ir.Model) -> dict[ir.Value, tuple]:
+    from passes.ir_helpers import _all_values
+
+    return {v: (v.type, v.shape) for v in _all_values(model)}
+
+
+@register
+class FoldConstants(StudioPass):
+    """Subgraphs of constants, and shape arithmetic on static dims  ⇒  precomputed initializers (size-capped)."""
+
+    name = "fold-constants"
+    summary = ("Precompute constant subgraphs and shape arithmetic; never grows the file "
+               "(ConstantOfShape/Expand weights and int8 dequantization are kept).")
+    calls_engines = True     # evaluates ops: runs in a sandbox worker with a timeout and memory limit
+
+    def worker_limits(self, limits: Limits | None) -> Limits | None:
+        timeout = self.options.get("timeout_s")
+        if timeout is None:
+            return limits
+        from dataclasses import replace
+
+        from studio.core.sandbox import default_limits
+
+        return replace(limits or default_limits(), timeout_s=float(timeout))
+
+    def call(self, model: ir.Model) -> PassResult:
+        policy = SizePolicy(float(self.options.get("max_growth", 1.0)), int(self.options.get("min_bytes", 1024)))
+        folder = _make_folder(policy, input_size_limit=int(self.options.get("input_size_limit", 2**22)),
+                              fold_dequantize=bool(self.options.get("fold_dequantize", False)),
+                              fold_generators=bool(self.options.get("fold_generators", False)))
+        tracker = ChangeTracker(model)
+        inits_before = {id(v) for g in model.graphs() for v in g.initializers.values()}
+        annotations = _snapshot_annotations(model)
+        outputs_before = [id(v) for v in model.graph.outputs]
+        with _patched_evaluator():
+            fold = folder(model)
+        RemoveUnusedNodesPass()(model)
+        for v, (type_, shape) in annotations.items():   # inferred shapes were for folding only
+            if v.is_graph_output() and id(v) not in outputs_before:
+                continue
+            v.type, v.shape = type_, shape
+        for g in model.graphs():
+            for node in g:
+                for v in node.outputs:
+                    v.metadata_props.pop(_FOLDED_FROM, None)
+            for v in g.initializers.values():
+                v.metadata_props.pop(_FOLDED_FROM, None)
+        changes = list(tracker.changes(removed_kind="removed", detail="folded into constants"))
+        inits_after = [v for g in model.graphs() for v in g.initializers.values()]
+        new_inits = [v for v in inits_after if id(v) not in inits_before]
+        if fold.modified and not changes:
+            changes.append(Change("changed", (), "inputs re-pointed to equivalent values"))
+        return result(model, changes, notes=policy.refused,
+                      nodes_folded=sum(len(c.nodes) for c in changes if c.kind == "removed"),
+                      initializers_added=len(new_inits),
+                      initializers_removed=len(inits_before) - (len(inits_after) - len(new_inits)))

@@ -1,0 +1,142 @@
+"""fuse-layernorm: the decomposed LayerNorm exporters write  ⇒  opset-17 ``LayerNormalization``.
+
+    mean = ReduceMean(x, axes=A);  d = x - mean
+    var  = ReduceMean(d*d | Pow(d, 2), axes=A)
+    y    = d / Sqrt(var + eps)  |  d * Reciprocal(Sqrt(var + eps))
+    y    = y * scale + bias        (scale and bias optional)
+
+Written as onnxscript rules (both operand orders of Mul/Add). Unlike
+onnxscript's own LayerNormFusion this also matches the opset<18 form (axes as
+an attribute), any trailing block of axes, float16 inputs, and checks what
+the fused op needs: scale and bias exactly the normalized shape (otherwise the
+Mul/Add broadcast and the fused op would not), keepdims=1, eps a scalar. When
+the model's opset is below 17 the pattern is left alone and the report says
+how many were found and why.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+from onnxscript.rewriter import pattern
+from onnxscript.rewriter._basics import MatchResult
+from onnxscript.rewriter._rewrite_rule import RewriteRuleClassBase
+
+from passes.base import PassResult, StudioPass, result
+from passes.ir_helpers import const_array, dtype_of, has_ops, free_initializer_name, inferred_shapes, int_attr, ints_attr, opset_version
+from passes.registry import register
+from passes.rewriting import apply_rules, changes_for, merge_outcomes, refusal_notes
+
+MIN_OPSET = 17
+FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE)
+
+
+def _reduce_axes(node: ir.Node) -> list[int] | None:
+    if int_attr(node, "keepdims", 1) != 1:
+        return None
+    axes = ints_attr(node, "axes")
+    if axes is None and len(node.inputs) > 1 and node.inputs[1] is not None:
+        arr = const_array(node.inputs[1], 16)
+        axes = None if arr is None else [int(a) for a in np.ravel(arr)]
+    return axes
+
+
+def _trailing_axis(axes: list[int] | None, rank: int | None) -> int | None:
+    """The first normalized axis (negative) when ``axes`` are the last k dims, else None."""
+    if not axes:
+        return None
+    if rank is not None:
+        axes = [a - rank if a >= 0 else a for a in axes]
+    elif any(a >= 0 for a in axes):
+        return None
+    axes = sorted(axes)
+    return axes[0] if axes == list(range(-len(axes), 0)) else None
+
+
+class LayerNormRule(RewriteRuleClassBase):
+    """One variant: with or without scale/bias."""
+
+    def __init__(self, scale: bool, bias: bool, opset: int, recip: bool = False) -> None:
+        super().__init__(f"LayerNorm{'Scale' if scale else ''}{'Bias' if bias else ''}{'Recip' if recip else ''}")
+        self.has_scale, self.has_bias, self.opset, self.recip = scale, bias, opset, recip
+
+    def pattern(self, op, x, eps, scale, bias, p):
+        mean = op.ReduceMean(x, _allow_other_inputs=True, _allow_other_attributes=True, _outputs=["mean"])
+        d = op.Sub(x, mean)
+        sq = pattern.OrValue([op.Pow(d, p), op.Mul(d, d)])
+        var = op.ReduceMean(sq, _allow_other_inputs=True, _allow_other_attributes=True, _outputs=["var"])
+        std = op.Sqrt(op.Add(var, eps))
+        y = op.Mul(d, op.Reciprocal(std)) if self.recip else op.Div(d, std)
+        if self.has_scale:
+            y = op.Mul(y, scale)
+        if self.has_bias:
+            y = op.Add(y, bias)
+        return y
+
+    def check(self, context, x, eps, mean, var, scale=None, bias=None, p=None, **_) -> MatchResult:
+        fail = MatchResult().fail
+        if p is not None:
+            exponent = const_array(p, 1)
+            if exponent is None or float(np.ravel(exponent)[0]) != 2.0:
+                return fail("Pow exponent is not 2")
+        dtype = dtype_of(x)
+        if dtype not in FLOATS:
+            return fail("input is not a float tensor")
+        rank = len(x.shape) if x.shape is not None else None
+        a1, a2 = _reduce_axes(mean.producer()), _reduce_axes(var.producer())
+        axis = _trailing_axis(a1, rank)
+        if axis is None or a1 != a2:
+            return fail("the reductions are not over the same trailing axes with keepdims=1")
+        e = const_array(eps, 1)
+        if e is None:
+            return fail("epsilon is not a scalar constant")
+        normalized = list(x.shape)[axis:] if x.shape is not None else None
+        if normalized is None or not all(isinstance(d, int) for d in normalized):
+            return fail("the normalized dims are not static")
+        for name, v in (("scale", scale), ("bias", bias)):
+            if v is None:
+                continue
+            if dtype_of(v) != dtype or v.shape is None or list(v.shape) != normalized:
+                return fail(f"{name} is not exactly the normalized shape {normalized} of the input dtype")
+        if self.opset < MIN_OPSET:
+            return fail(f"model opset {self.opset} < {MIN_OPSET}: LayerNormalization is not available "
+                        f"(run convert-opset to {MIN_OPSET} first)")
+        self._axis, self._eps = axis, float(np.ravel(e)[0])
+        self._stash = ir.DataType.DOUBLE if dtype == ir.DataType.DOUBLE else ir.DataType.FLOAT
+        return MatchResult()
+
+    def rewrite(self, op, x, eps, mean, var, scale=None, bias=None, **_):
+        if scale is None:
+            n = int(np.prod([d for d in x.shape][self._axis:]))
+            scale = op.initializer(ir.tensor(np.ones(n, dtype=dtype_of(x).numpy()).reshape(
+                [d for d in x.shape][self._axis:])), name=free_initializer_name(x, f"{mean.name}_ln_scale"))
+        inputs = [x, scale] + ([bias] if bias is not None else [])
+        return op.LayerNormalization(*inputs, axis=self._axis, epsilon=self._eps, stash_type=int(self._stash))
+
+
+def rule_phases(opset: int) -> list[list]:
+    """Longest pattern first, as separate phases: rules are tried node by node in
+    graph order, so the bare pattern (rooted at the Div) would otherwise match
+    before the one that takes the scale and bias along (rooted at the Add)."""
+    phases = []
+    for scale, bias in ((True, True), (True, False), (False, False)):
+        phase = []
+        for recip in (False, True):
+            phase.extend(LayerNormRule.rule(scale, bias, opset, recip).commute())
+        phases.append(phase)
+    return phases
+
+
+@register
+class FuseLayerNorm(StudioPass):
+    """Decomposed LayerNorm (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add)  ⇒  LayerNormalization (opset ≥ 17)."""
+
+    name = "fuse-layernorm"
+    summary = "Fuse decomposed layer normalization into LayerNormalization (needs opset 17; otherwise says why)."
+
+    def call(self, model: ir.Model) -> PassResult:
+        if not has_ops(model, "ReduceMean"):
+            return result(model, [])
+        with inferred_shapes(model):
+            outcome = merge_outcomes([apply_rules(model, phase) for phase in rule_phases(opset_version(model))])
+        return result(model, changes_for(outcome), notes=refusal_notes(outcome), layernorms_fused=outcome.count)

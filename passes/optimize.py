@@ -1,0 +1,94 @@
+"""Optimizing a loaded model: the glue between the facade, the pipeline and the workspace.
+
+Chooses the passes (a preset, default ``safe``, or names), routes ``dims`` to
+``fix-input-shapes``, picks an output folder, runs the pipeline, and saves a
+result as a workspace version with its lineage.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from passes.pipeline import PipelineResult, resolve_passes, run_pipeline
+from studio.core.model import ModelHandle, require_valid
+from studio.core.paths import safe_name
+from studio.core.workspace import Version, Workspace, default_root
+
+DEFAULT_PRESET = "safe"
+
+
+def default_output(handle: ModelHandle, tag: str) -> Path:
+    folder = default_root() / "jobs" / f"optimize-{safe_name(tag, max_len=20)}-{uuid.uuid4().hex[:8]}"
+    return folder / f"{safe_name(handle.name, default='model')}.onnx"
+
+
+def optimize_model(handle: ModelHandle, *, preset: str | None = None, passes: Sequence[str] | None = None,
+                   dims: Mapping[str, int] | None = None, pass_options: Mapping[str, Mapping] | None = None,
+                   on_failure: str = "stop", verify: bool = True, out_path: str | Path | None = None,
+                   on_progress: Callable[[int, int, str], None] | None = None,
+                   pool_key: str = "default", time_budget_s: float | None = None) -> PipelineResult:
+    require_valid(handle, "optimize")
+    if not preset and not passes:
+        preset = DEFAULT_PRESET
+    dims = {str(k): int(v) for k, v in dict(dims or {}).items()}
+    options = {k: dict(v) for k, v in dict(pass_options or {}).items()}
+    if dims:
+        options.setdefault("fix-input-shapes", {}).setdefault("dims", dims)
+    chosen = resolve_passes(preset, list(passes) if passes else None, options)
+    out = Path(out_path) if out_path else default_output(handle, preset or "custom")
+    return run_pipeline(handle.path, chosen, out, verify=verify, on_failure=on_failure, dims=dims or None,
+                        pool_key=pool_key, on_progress=on_progress, time_budget_s=time_budget_s)
+
+
+def add_version(workspace: Workspace, parent: str, result: PipelineResult, *, preset: str | None = None,
+                label: str | None = None) -> Version:
+    from studio.core.errors import StudioError
+
+    if result.output is None or not result.output.exists():
+        raise StudioError("the pipeline produced no model to save", code="NO-RESULT")
+    names = [r.name for r in result.records]
+    provenance = {"pipeline": result.lineage(), "preset": preset, "parent": parent, "passes": names,
+                  "ok": result.ok, "reference": result.reference, "summary": result.summary()}
+    return workspace.add_file(result.output, label=label or (preset or "optimized"), parent=parent,
+                              provenance=provenance)
+
+
+def report_rows(result: PipelineResult) -> list[dict]:
+    """One row per pass, for tables (UI) and reports."""
+    rows = []
+    for r in result.records:
+        v = r.verification
+        rows.append({"pass": r.name, "changed": r.modified, "status": r.status,
+                     "nodes": f"{r.nodes_before} → {r.nodes_after}",
+                     "params": f"{r.params_before:,} → {r.params_after:,}",
+                     "time s": round(r.seconds + r.verify_seconds, 3),
+                     "verification": (v.message if v else (r.message or ("not needed" if not r.modified else "off"))),
+                     "notes": "; ".join(r.notes[:3])})
+    return rows
+
+
+def cli_command(model_name: str, *, preset: str | None = None, passes: Sequence[str] | None = None,
+                dims: Mapping[str, int] | None = None, on_failure: str = "stop", verify: bool = True,
+                output: str | None = None, options: Mapping[str, Mapping] | None = None) -> str:
+    """The ``onnx-studio optimize`` command line that does the same as a UI run."""
+    import shlex
+
+    parts = ["onnx-studio", "optimize", shlex.quote(model_name), "-o",
+             shlex.quote(output or f"{Path(model_name).stem}-{preset or 'optimized'}.onnx")]
+    if passes:
+        parts += ["--passes", ",".join(passes)]
+    else:
+        parts += ["--preset", preset or DEFAULT_PRESET]
+    for k, v in (dims or {}).items():
+        parts += ["--dim", shlex.quote(f"{k}={v}")]
+    for name, opts in (options or {}).items():
+        for key, value in opts.items():
+            parts += ["--set", shlex.quote(f"{name}.{key}={json.dumps(value)}")]
+    if on_failure != "stop":
+        parts += ["--on-failure", on_failure]
+    if not verify:
+        parts.append("--no-verify")
+    return " ".join(parts)

@@ -1,0 +1,38 @@
+"""The built-in presets: explicit ordered pass lists, one line each on what and why.
+
+Order matters: cleanups first (so fusions see clean patterns), fusions, then
+a last cleanup of what fusions left, so running a preset twice changes
+nothing the second time.
+"""
+
+from __future__ import annotations
+
+from passes.registry import Preset, add_preset
+
+_CLEANUP = ("eliminate-identity", "fold-constants", "eliminate-dead-code", "dedup-initializers", "cse")
+_FUSE = ("fuse-conv-bn", "fuse-matmul-add", "cancel-transposes", "merge-reshapes")
+_TAIL = ("eliminate-identity", "cse", "eliminate-dead-code")
+
+SAFE = _CLEANUP + _FUSE + _TAIL
+
+add_preset(Preset(
+    "safe", "Semantics-preserving cleanup for any engine: no-ops, constants, dead code, duplicates, Conv+BN; "
+            "never grows the file.", SAFE))
+add_preset(Preset(
+    "ort", "safe + LayerNormalization/Gelu fusion where the opset allows: ONNX Runtime has single kernels for both.",
+    SAFE[:-len(_TAIL)] + ("fuse-layernorm", "fuse-gelu") + _TAIL))
+add_preset(Preset(
+    "openvino", "safe + LayerNormalization/Gelu fusion: fewer nodes for the OpenVINO frontend to convert and match.",
+    SAFE[:-len(_TAIL)] + ("fuse-layernorm", "fuse-gelu") + _TAIL))
+add_preset(Preset(
+    "tensorrt", "Static shapes from your --dim values, folded shape subgraphs and LayerNormalization "
+                "(TensorRT's parser and builder prefer all three); results not verified on TensorRT here.",
+    ("fix-input-shapes",) + _CLEANUP + _FUSE + ("fuse-layernorm", "fold-constants") + _TAIL))
+
+# Reduced precision (issue #7); each pass measures its own choices on this machine.
+add_preset(Preset("int8", "Static INT8, calibrated; the configuration is chosen by measured latency and accuracy.",
+                  ("quantize-int8-static",)))
+add_preset(Preset("int8-dynamic", "Dynamic INT8 for transformers: weights int8, activations quantized at run time.",
+                  ("quantize-int8-dynamic",)))
+add_preset(Preset("fp16", "float16 weights and compute with float32 inputs/outputs; mistyped Casts repaired.",
+                  ("convert-fp16",)))

@@ -1,0 +1,28 @@
+"""remove-initializers-from-inputs: initializers listed as graph inputs (old IR)  ⇒  initializers only."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+from onnx_ir.passes.common import RemoveInitializersFromInputsPass
+
+from passes.base import Change, PassResult, StudioPass, result
+from passes.registry import register
+
+
+@register
+class RemoveInitializersFromInputs(StudioPass):
+    """Graph inputs that are initializers  ⇒  removed from the inputs (the weights stay)."""
+
+    name = "remove-initializers-from-inputs"
+    summary = ("Stop listing initializers as graph inputs (IR < 4 style), so they are constants that folding, "
+               "fusion and engines can rely on.")
+    needs_weights = False
+
+    def call(self, model: ir.Model) -> PassResult:
+        listed = [v.name for g in model.graphs() for v in g.inputs if v in set(g.initializers.values())]
+        if not listed:
+            return result(model, [])
+        RemoveInitializersFromInputsPass()(model)
+        shown = ", ".join(repr(n) for n in listed[:5]) + (" ..." if len(listed) > 5 else "")
+        return result(model, [Change("changed", (), f"{len(listed)} initializer(s) no longer graph inputs: {shown}")],
+                      inputs_removed=len(listed))

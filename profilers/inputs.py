@@ -1,0 +1,82 @@
+"""Feeds for profiling: prepared once in the studio process from
+:mod:`studio.core.feeds` (seeded, value ranges respected) or a user ``.npz``,
+then sent to the worker with the job; batch sweeps get the same feeds with
+another leading dim."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from studio.core.errors import StudioError
+from studio.core.feeds import choose_dims, input_specs, load_npz, random_feeds
+from studio.core.model import ModelHandle
+
+__all__ = ["PreparedFeeds", "batched_feeds", "prepare_feeds"]
+
+
+@dataclass(frozen=True)
+class PreparedFeeds:
+    feeds: Mapping[str, np.ndarray]
+    dims: Mapping[str, int]          # values chosen for symbolic dims
+    source: str                      # one line for the report
+
+    def signature(self) -> tuple:
+        return tuple((n, a.dtype.str, a.shape) for n, a in self.feeds.items())
+
+
+def _tensor_feeds(feeds: Mapping[str, object]) -> dict[str, np.ndarray]:
+    out = {}
+    for name, value in feeds.items():
+        if not isinstance(value, np.ndarray):
+            raise StudioError(f"input '{name[:60]}' is a sequence or map; profiling supports tensor inputs only",
+                              code="BAD-FEEDS")
+        if value.dtype.hasobject:
+            value = value.astype(str)
+        out[name] = value
+    return out
+
+
+def prepare_feeds(handle: ModelHandle, *, dims: Mapping[str, int] | None = None, seed: int = 0,
+                  npz: Path | None = None) -> PreparedFeeds:
+    """The model's feeds: the first sample of ``npz`` or seeded random values."""
+    specs = input_specs(handle.proto)
+    if npz is not None:
+        samples = load_npz(Path(npz), specs)
+        return PreparedFeeds(_tensor_feeds(samples[0]), {},
+                             f"inputs from {Path(npz).name} (sample 1 of {len(samples)})")
+    chosen = choose_dims(specs, dims)
+    feeds = _tensor_feeds(random_feeds(specs, chosen, seed=seed))
+    dims_text = ", ".join(f"{k}={v}" for k, v in chosen.items())
+    return PreparedFeeds(feeds, chosen, f"seeded random inputs (seed {seed})" + (f", {dims_text}" if dims_text else ""))
+
+
+def batched_feeds(handle: ModelHandle, prepared: PreparedFeeds, batch: int, *, seed: int = 0,
+                  from_npz: bool = False) -> dict[str, np.ndarray]:
+    """``prepared`` with leading dim ``batch``; the model's inputs must have a dynamic first dim."""
+    if batch < 1:
+        raise StudioError("batch sizes must be positive", code="BAD-OPTION")
+    specs = input_specs(handle.proto)
+    dims = dict(prepared.dims)
+    unnamed: set[str] = set()
+    for spec in specs:
+        shape = spec.shape or ()
+        if not shape:
+            raise StudioError(f"input '{spec.name[:60]}' has no batch dimension (rank 0 or unknown rank); "
+                              "a batch sweep needs a dynamic first dim", code="BAD-OPTION")
+        first = shape[0]
+        if isinstance(first, int):
+            if first != batch:
+                raise StudioError(f"input '{spec.name[:60]}' has a fixed first dim {first}; a batch sweep needs "
+                                  "a dynamic batch dim (re-export with dynamic_axes)", code="BAD-OPTION")
+        elif isinstance(first, str):
+            dims[first] = batch
+        else:
+            unnamed.add(spec.name)
+    if from_npz:
+        return {n: np.repeat(a[:1], batch, axis=0) if a.ndim else a for n, a in prepared.feeds.items()}
+    feeds = _tensor_feeds(random_feeds(specs, dims, seed=seed))
+    return {n: np.repeat(a[:1], batch, axis=0) if n in unnamed else a for n, a in feeds.items()}

@@ -1,0 +1,386 @@
+"""Latency: cold start in a fresh worker, and warm latency of several variants
+measured interleaved in one worker.
+
+Why interleaved: on a shared machine the speed of the CPU drifts by 2x within
+minutes (another user's job, frequency scaling). Timing A for a minute and
+then B for a minute attributes that drift to the models. So every variant is
+opened in the same worker, warmed up, and then timed in *rounds*: each round
+runs a block of iterations of every variant, in a freshly shuffled order, and
+the ratio of two variants is computed round by round
+(:func:`profilers.stats.paired_ratio`), which cancels the drift.
+
+The timing loop (:func:`timed_loop`) runs inside the worker with the feeds
+bound once: ``perf_counter_ns`` around each ``infer()``, results into a
+preallocated list, no IPC and no NVTX call per iteration unless a profiler is
+attached. When several variants share a worker, one untimed iteration starts
+each block so that a variant does not pay for the caches its predecessor
+evicted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from profilers.nvtx import ranges
+from profilers.runners import open_runner
+from profilers.stats import LatencyStats, latency_stats
+from studio.core.engines.base import check_model_file
+from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.sandbox import Limits, run_job
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ColdStart", "LatencyRun", "RunPlan", "block_sizes", "cold_start", "interleaved_latency", "runner_loop",
+           "timed_loop"]
+
+# Share of the job timeout the timed rounds may use (the rest: session creation, warm-up, reply).
+_BUDGET_SHARE = 0.8
+
+
+def timed_loop(fn: Callable[..., Any], iterations: int,
+               hooks: tuple[Callable[[], None], Callable[[], None]] | None = None, args: tuple = ()) -> list[int]:
+    """Nanoseconds of each of ``iterations`` back-to-back calls ``fn(*args)`` (``perf_counter_ns``).
+
+    ``hooks`` (NVTX push/pop) wrap each call when a profiler is attached; the
+    loops without hooks are kept separate so the common case pays nothing.
+    ``args`` are passed positionally (ORT: ``session.run, (None, feeds)``): a
+    direct call with two arguments is measurably cheaper than a ``partial``."""
+    clock = time.perf_counter_ns
+    out = [0] * iterations
+    if hooks is None:
+        # One clock read per iteration: iteration i lasts from stamp i to stamp i+1 (the loop's
+        # own bookkeeping between them is a few ns; a second clock read would cost ~100 ns here).
+        stamps = [0] * (iterations + 1)
+        stamps[0] = clock()
+        if len(args) == 2:
+            a, b = args
+            for i in range(1, iterations + 1):
+                fn(a, b)
+                stamps[i] = clock()
+        elif not args:
+            for i in range(1, iterations + 1):
+                fn()
+                stamps[i] = clock()
+        else:
+            for i in range(1, iterations + 1):
+                fn(*args)
+                stamps[i] = clock()
+        for i in range(iterations):
+            out[i] = stamps[i + 1] - stamps[i]
+    else:
+        push, pop = hooks
+        for i in range(iterations):
+            push()
+            start = clock()
+            fn(*args)
+            out[i] = clock() - start
+            pop()
+    return out
+
+
+def runner_loop(runner: Any, iterations: int,
+                hooks: tuple[Callable[[], None], Callable[[], None]] | None = None) -> list[int]:
+    """:func:`timed_loop` over a runner's bare call (what the latency job times)."""
+    fn, args = runner.call
+    return timed_loop(fn, iterations, hooks, args)
+
+
+def block_sizes(iterations: int, rounds: int) -> list[int]:
+    """Split ``iterations`` into at most ``rounds`` nearly equal, non-empty blocks."""
+    if iterations < 1:
+        raise ValueError("iterations must be at least 1")
+    rounds = max(1, min(rounds, iterations))
+    base, extra = divmod(iterations, rounds)
+    return [base + (1 if r < extra else 0) for r in range(rounds)]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """How many iterations, or for how long, and in how many interleaved rounds."""
+
+    warmup: int = 10
+    iterations: int | None = 100       # per variant; None: use duration_s
+    duration_s: float | None = None    # total timed seconds, shared equally by the variants
+    rounds: int = 20
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if (self.iterations is None) == (self.duration_s is None):
+            raise ValueError("give either iterations or duration_s")
+        if self.iterations is not None and self.iterations < 1:
+            raise ValueError("iterations must be at least 1")
+        if self.duration_s is not None and not (math.isfinite(self.duration_s) and self.duration_s > 0):
+            raise ValueError("duration_s must be a positive number of seconds")
+        if self.warmup < 0 or self.rounds < 1:
+            raise ValueError("warmup must be >= 0 and rounds >= 1")
+
+    def to_args(self) -> dict:
+        return {"warmup": self.warmup, "iterations": self.iterations, "duration_s": self.duration_s,
+                "rounds": self.rounds, "seed": self.seed}
+
+
+def _feeds_of(variant: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {name: arrays[key] for name, key in variant["feeds"]}
+
+
+def _plan_blocks(args: Mapping[str, Any], estimates_s: list[float], budget_s: float) -> tuple[list[list[int]], str | None]:
+    """Per-variant block sizes for every round; shrinks the run to fit the time budget."""
+    variants = len(estimates_s)
+    rounds = int(args["rounds"])
+    note = None
+    if args.get("iterations"):
+        iterations = int(args["iterations"])
+        needed = iterations * sum(estimates_s)
+        if needed > budget_s:
+            fit = max(1, int(budget_s / max(sum(estimates_s), 1e-9)))
+            note = (f"asked for {iterations} iterations per variant (~{needed:.0f} s); ran {fit} to fit the "
+                    f"{budget_s:.0f} s time budget (raise the timeout or use a duration)")
+            iterations = fit
+        return [block_sizes(iterations, rounds) for _ in range(variants)], note
+    duration = min(float(args["duration_s"]), budget_s)
+    if duration < float(args["duration_s"]):
+        note = f"duration cut to {duration:.0f} s to fit the time budget"
+    rounds = max(1, rounds)
+    blocks = []
+    for estimate in estimates_s:
+        per_block = duration / (variants * rounds * max(estimate, 1e-9))
+        blocks.append([max(1, int(per_block))] * rounds)
+    return blocks, note
+
+
+@job("profile.latency")
+def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    """Open every variant, warm each up, then time interleaved rounds (see the module docs)."""
+    started = time.monotonic()
+    deadline = started + float(args["budget_s"])
+    load_before = os.getloadavg()
+    nv = ranges()
+    runners = []
+    try:
+        for v in args["variants"]:
+            ctx.set_stage(f"{v['label']}: session creation")
+            with nv.range(f"session {v['id']}"):
+                runners.append(open_runner(v["model_path"], v["engine"], _feeds_of(v, arrays), out_dir=ctx.out_dir,
+                                           cache=bool(v.get("cache"))))
+        warmups: list[list[int]] = []
+        for v, runner in zip(args["variants"], runners):
+            ctx.set_stage(f"{v['label']}: warm-up")
+            with nv.range(f"warmup {v['id']}"):
+                warmups.append(runner_loop(runner, int(args["warmup"])))
+            if not warmups[-1]:   # no warm-up asked: one call still gives an estimate
+                warmups[-1] = runner_loop(runner, 1)
+        estimates = [float(np.median(w[len(w) // 2:])) / 1e9 for w in warmups]
+        budget = max(deadline - time.monotonic(), 0.0)
+        blocks, note = _plan_blocks(args, estimates, budget)
+        count = len(runners)
+        block_warmup = count > 1
+        rng = np.random.default_rng(int(args.get("seed", 0)))
+        times: list[list[int]] = [[] for _ in runners]
+        rounds_of: list[list[int]] = [[] for _ in runners]
+        hooks = [nv.iteration_hooks(f"iteration {v['id']}") for v in args["variants"]]
+        order_log: list[list[int]] = []
+        planned = len(blocks[0])
+        stopped = None
+        ctx.set_stage("timed iterations")
+        for r in range(planned):
+            order = [int(i) for i in rng.permutation(count)] if count > 1 else [0]
+            for vi in order:
+                if block_warmup:
+                    runners[vi].infer()
+                n = blocks[vi][r]
+                times[vi].extend(runner_loop(runners[vi], n, hooks[vi]))
+                rounds_of[vi].extend([r] * n)
+            order_log.append(order)
+            if time.monotonic() > deadline and r + 1 < planned:
+                stopped = f"time budget reached after {r + 1} of {planned} rounds"
+                break
+        details = [dict(runner.details) for runner in runners]
+    finally:
+        for runner in runners:
+            runner.close()
+    out_arrays = {}
+    for vi in range(len(times)):
+        out_arrays[f"t{vi}"] = np.asarray(times[vi], dtype=np.int64)
+        out_arrays[f"r{vi}"] = np.asarray(rounds_of[vi], dtype=np.int32)
+        out_arrays[f"w{vi}"] = np.asarray(warmups[vi], dtype=np.int64)
+    return JobOutput(data={"details": details, "order": order_log, "rounds_planned": planned,
+                           "stopped": stopped, "note": note, "block_warmup": block_warmup,
+                           "load_before": list(load_before), "load_after": list(os.getloadavg()),
+                           "nvtx": nv.attached, "seconds": time.monotonic() - started},
+                     arrays=out_arrays)
+
+
+def _ort_profile_phases(path: str | None) -> dict[str, float]:
+    """model_loading_uri / session_initialization durations (ms) from an ORT profile."""
+    if not path:
+        return {}
+    try:
+        events = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    finally:
+        Path(path).unlink(missing_ok=True)   # only its two numbers are kept
+    out: dict[str, float] = {}
+    for event in events if isinstance(events, list) else []:
+        if isinstance(event, dict) and event.get("cat") == "Session":
+            name = event.get("name")
+            if name in ("model_loading_uri", "model_loading_array", "session_initialization"):
+                out[name] = float(event.get("dur", 0)) / 1000.0
+    return out
+
+
+@job("profile.cold")
+def cold_start_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    """First contact in a fresh worker: import, load, session creation, first and second inference."""
+    v = args["variant"]
+    nv = ranges()
+    ctx.set_stage(f"{v['label']}: session creation (cold)")
+    is_ort = v["engine"]["engine"] == "onnxruntime"
+    with nv.range(f"cold session {v['id']}"):
+        runner = open_runner(v["model_path"], v["engine"], _feeds_of(v, arrays), out_dir=ctx.out_dir,
+                             profile_tag="cold" if is_ort else None, cache=bool(v.get("cache")))
+    try:
+        phases = _ort_profile_phases(runner.end_profiling()) if is_ort else {}  # type: ignore[attr-defined]
+        ctx.set_stage(f"{v['label']}: first inference")
+        with nv.range(f"first inference {v['id']}"):
+            first, second = timed_loop(runner.infer, 2)
+        timings = dict(runner.timings)
+        if phases:
+            timings["load_ms"] = phases.get("model_loading_uri", phases.get("model_loading_array"))
+            timings["initialize_ms"] = phases.get("session_initialization")
+        return JobOutput(data={"timings": timings, "first_inference_ms": first / 1e6,
+                               "second_inference_ms": second / 1e6, "details": dict(runner.details)})
+    finally:
+        runner.close()
+
+
+# ============================================================================ parent side
+
+@dataclass(frozen=True)
+class ColdStart:
+    """First use of a model, in a fresh worker process (milliseconds).
+
+    ``worker_start_ms``: process start to ready (Python and numpy, no engine);
+    ``import_ms``: importing the engine; ``load_ms``: reading the model (ORT's
+    own ``model_loading`` event; OpenVINO's ONNX frontend read); ``session_ms``:
+    session creation / compilation (for ORT it includes the load);
+    ``first_inference_ms`` vs ``warm_inference_ms``: the first call's extra cost;
+    ``cached_session_ms``: OpenVINO compile again with its model cache warm.
+    """
+
+    worker_start_ms: float | None
+    import_ms: float | None
+    load_ms: float | None
+    session_ms: float | None
+    first_inference_ms: float
+    warm_inference_ms: float
+    cached_session_ms: float | None = None
+
+    @property
+    def time_to_first_result_ms(self) -> float:
+        return sum(x or 0.0 for x in (self.worker_start_ms, self.import_ms, self.session_ms,
+                                      self.first_inference_ms))
+
+    def to_dict(self) -> dict:
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(float(x), 3)
+        return {"worker_start_ms": r(self.worker_start_ms), "import_ms": r(self.import_ms), "load_ms": r(self.load_ms),
+                "session_ms": r(self.session_ms), "first_inference_ms": r(self.first_inference_ms),
+                "warm_inference_ms": r(self.warm_inference_ms), "cached_session_ms": r(self.cached_session_ms),
+                "time_to_first_result_ms": r(self.time_to_first_result_ms)}
+
+
+def variant_args(variant_id: str, label: str, model_path: Path, engine_args: Mapping[str, Any],
+                 feeds: Mapping[str, np.ndarray], index: int, arrays: dict[str, np.ndarray], *,
+                 cache: bool = False) -> dict[str, Any]:
+    """JSON for one variant; its feeds are added to ``arrays`` under generated keys."""
+    keys = []
+    for j, (name, value) in enumerate(feeds.items()):
+        key = f"f{index}_{j}"
+        arrays[key] = np.asarray(value)
+        keys.append([name, key])
+    return {"id": variant_id, "label": label, "model_path": str(check_model_file(model_path)),
+            "engine": dict(engine_args),
+            "feeds": keys, "cache": cache}
+
+
+def cold_start(variant: dict[str, Any], arrays: Mapping[str, np.ndarray], *, out_dir: Path, limits: Limits,
+               pool_key: str, on_tick: Callable[[float], None] | None = None) -> tuple[ColdStart, dict]:
+    """Run the cold-start job in a one-off worker; (result, engine details)."""
+    wall = time.perf_counter()
+    result = run_job("profile.cold", {"variant": variant}, arrays, stage=f"{variant['label']} (cold start)",
+                     limits=limits, out_dir=out_dir, fresh=True, pool_key=pool_key, on_tick=on_tick)
+    wall_ms = (time.perf_counter() - wall) * 1000
+    data = result.data
+    timings = data.get("timings", {})
+    worker_start = max(wall_ms - result.seconds * 1000, 0.0)
+    cold = ColdStart(worker_start_ms=worker_start, import_ms=timings.get("import_ms"), load_ms=timings.get("load_ms"),
+                     session_ms=timings.get("session_ms"), first_inference_ms=float(data["first_inference_ms"]),
+                     warm_inference_ms=float(data["second_inference_ms"]))
+    return cold, dict(data.get("details", {}))
+
+
+@dataclass(frozen=True)
+class LatencyRun:
+    """What the interleaved latency job measured, per variant id."""
+
+    samples_ms: Mapping[str, np.ndarray] = field(repr=False)
+    rounds_of: Mapping[str, np.ndarray] = field(repr=False)
+    warmup_ms: Mapping[str, np.ndarray] = field(repr=False)
+    details: Mapping[str, dict]
+    order: tuple[tuple[str, ...], ...]
+    rounds_planned: int
+    stopped: str | None
+    note: str | None
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float]
+    nvtx_attached: bool
+    seconds: float
+
+    def stats(self, vid: str) -> LatencyStats:
+        return latency_stats(self.samples_ms[vid])
+
+    def round_medians(self, vid: str, rounds: int) -> np.ndarray:
+        """Median latency of ``vid`` in each round 0..rounds-1 (nan where it has none)."""
+        samples, of = self.samples_ms[vid], self.rounds_of[vid]
+        out = np.full(rounds, np.nan)
+        for r in range(rounds):
+            block = samples[of == r]
+            if block.size:
+                out[r] = float(np.median(block))
+        return out
+
+
+def interleaved_latency(variants: Sequence[dict[str, Any]], arrays: Mapping[str, np.ndarray], plan: RunPlan, *,
+                        out_dir: Path, limits: Limits, pool_key: str,
+                        on_tick: Callable[[float], None] | None = None) -> LatencyRun:
+    """Time every variant in one worker, interleaved (one job, no IPC per iteration)."""
+    # Each variant may take the stage's time limit to open (they all opened once already, in
+    # the cold-start preflight, so none of them hangs); the timed part gets its share on top.
+    timeout = limits.timeout_s * max(1, len(variants)) + (plan.duration_s or 0.0)
+    budget = timeout * _BUDGET_SHARE
+    job_limits = Limits(timeout_s=timeout, memory_bytes=limits.memory_bytes, cpu_threads=limits.cpu_threads,
+                        address_space_limit=limits.address_space_limit)
+    args = {"variants": list(variants), "budget_s": budget, **plan.to_args()}
+    result = run_job("profile.latency", args, arrays, stage="latency", limits=job_limits, out_dir=out_dir,
+                     pool_key=pool_key, on_tick=on_tick)
+    data = result.data
+    ids = [v["id"] for v in variants]
+    samples = {vid: result.arrays[f"t{i}"].astype(np.float64) / 1e6 for i, vid in enumerate(ids)}
+    rounds_of = {vid: result.arrays[f"r{i}"] for i, vid in enumerate(ids)}
+    warmup = {vid: result.arrays[f"w{i}"].astype(np.float64) / 1e6 for i, vid in enumerate(ids)}
+    return LatencyRun(samples, rounds_of, warmup, dict(zip(ids, data.get("details", []))),
+                      tuple(tuple(ids[i] for i in order) for order in data.get("order", [])),
+                      int(data.get("rounds_planned", 0)), data.get("stopped"), data.get("note"),
+                      tuple(data.get("load_before", (0, 0, 0))), tuple(data.get("load_after", (0, 0, 0))),
+                      bool(data.get("nvtx")), float(data.get("seconds", result.seconds)))

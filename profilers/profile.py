@@ -1,0 +1,603 @@
+"""Profile several model versions on several engines, side by side.
+
+Steps (each a sandbox job, so a model that hangs, blows memory or crashes an
+engine fails its own variant with a one-line error and the caller lives):
+
+1. cold start of every variant in a fresh worker (also the preflight: a
+   variant that cannot even start is reported and left out of step 2);
+2. warm latency of every surviving variant, interleaved in one worker
+   (:mod:`profilers.latency`); if that shared run fails, each variant is
+   timed alone and the report says so;
+3. optional per-op (:mod:`profilers.ops`), memory (:mod:`profilers.memory`)
+   and sweeps (:mod:`profilers.sweeps`) per variant.
+
+Ratios compare every variant with the first one that ran (the baseline),
+round by round, with a 95 % interval (:func:`profilers.stats.paired_ratio`).
+The machine's load average before and after the timed rounds is recorded
+beside the figures. Side files (ORT profiles, synthesized traces, OpenVINO
+cache, TensorRT EP caches) all land in ``out_dir``, the job folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import platform
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from profilers import memory as memory_mod
+from profilers import ops as ops_mod
+from profilers.inputs import PreparedFeeds, batched_feeds, prepare_feeds
+from profilers.latency import ColdStart, LatencyRun, RunPlan, cold_start, interleaved_latency, variant_args
+from profilers.memory import MemoryProfile
+from profilers.ops import OpProfile
+from profilers.stats import LatencyStats, RatioEstimate, latency_stats, paired_ratio
+from profilers.sweeps import SWEEP_KINDS, SweepResult, measure_sweep
+from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants, unavailable_reason
+from studio.core.engines import get_engine
+from studio.core.errors import StudioError, WorkerError
+from studio.core.sandbox import GiB, Limits, default_limits
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MachineInfo", "Profile", "ProfileOptions", "Progress", "RatioRow", "VariantResult", "command_line",
+           "run_profile"]
+
+Progress = Callable[[float, str], None]   # (fraction 0..1, message); may raise to stop the profile
+
+
+def _positive_ints(values: Sequence[int] | None, name: str) -> tuple[int, ...]:
+    out = []
+    for v in values or ():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
+            raise StudioError(f"{name} must be positive integers, got {v!r}", code="BAD-OPTION")
+        out.append(int(v))
+    return tuple(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    """What to measure. ``iterations`` (per variant) or ``duration_s`` (total timed seconds)."""
+
+    warmup: int = 10
+    iterations: int | None = 100
+    duration_s: float | None = None
+    rounds: int = 20
+    per_op: bool = False
+    per_op_runs: int = 10
+    memory: bool = False
+    memory_iterations: int = 200
+    batch_sizes: tuple[int, ...] = ()
+    thread_counts: tuple[int, ...] = ()
+    concurrency: tuple[int, ...] = ()
+    sweep_iterations: int = 30
+    dims: tuple[tuple[str, int], ...] = ()
+    inputs_npz: str | None = None
+    seed: int = 0
+    timeout_s: float | None = None          # per job; None: the worker default (120 s, configurable)
+    memory_gb: float | None = None          # the worker's memory limit; None: default (3 GiB)
+    ov_cache: bool = False                  # OpenVINO CACHE_DIR in the job folder; cold start measured twice
+
+    def __post_init__(self) -> None:
+        def setf(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        if self.duration_s is not None:
+            setf("iterations", None)
+        dims = self.dims.items() if isinstance(self.dims, Mapping) else self.dims
+        setf("dims", tuple((str(k), int(v)) for k, v in dims))
+        for name in ("batch_sizes", "thread_counts", "concurrency"):
+            setf(name, _positive_ints(getattr(self, name), name.replace("_", " ")))
+        for name in ("warmup", "rounds", "per_op_runs", "memory_iterations", "sweep_iterations"):
+            value = getattr(self, name)
+            low = 0 if name == "warmup" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise StudioError(f"{name.replace('_', ' ')} must be an integer >= {low}, got {value!r}",
+                                  code="BAD-OPTION")
+        if self.iterations is not None and (isinstance(self.iterations, bool) or not isinstance(self.iterations, int)
+                                            or self.iterations < 1):
+            raise StudioError(f"iterations must be a positive integer, got {self.iterations!r}", code="BAD-OPTION")
+        if self.iterations is None and self.duration_s is None:
+            raise StudioError("give iterations or a duration", code="BAD-OPTION")
+        if self.duration_s is not None and not (isinstance(self.duration_s, (int, float))
+                                                and math.isfinite(self.duration_s) and self.duration_s > 0):
+            raise StudioError("duration must be a positive number of seconds", code="BAD-OPTION")
+        for name in ("timeout_s", "memory_gb"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise StudioError(f"{name} must be a positive number", code="BAD-OPTION")
+
+    def plan(self) -> RunPlan:
+        return RunPlan(warmup=self.warmup, iterations=self.iterations, duration_s=self.duration_s,
+                       rounds=self.rounds, seed=self.seed)
+
+    def limits(self) -> Limits:
+        base = default_limits()
+        return Limits(timeout_s=float(self.timeout_s or base.timeout_s),
+                      memory_bytes=int(self.memory_gb * GiB) if self.memory_gb else base.memory_bytes,
+                      cpu_threads=base.cpu_threads)
+
+    @property
+    def sweeps(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        return tuple((kind, values) for kind, values in (("threads", self.thread_counts),
+                                                         ("batch", self.batch_sizes),
+                                                         ("concurrency", self.concurrency)) if values)
+
+    def to_dict(self) -> dict:
+        return {"warmup": self.warmup, "iterations": self.iterations, "duration_s": self.duration_s,
+                "rounds": self.rounds, "per_op": self.per_op, "per_op_runs": self.per_op_runs,
+                "memory": self.memory, "memory_iterations": self.memory_iterations,
+                "batch_sizes": list(self.batch_sizes), "thread_counts": list(self.thread_counts),
+                "concurrency": list(self.concurrency), "sweep_iterations": self.sweep_iterations,
+                "dims": dict(self.dims), "inputs_npz": Path(self.inputs_npz).name if self.inputs_npz else None,
+                "seed": self.seed, "timeout_s": self.timeout_s, "memory_gb": self.memory_gb,
+                "ov_cache": self.ov_cache}
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    """Everything measured for one (version, engine) variant."""
+
+    variant: Variant
+    error: str | None = None
+    error_kind: str | None = None      # unavailable | timeout | memory | crashed | cancelled | error
+    latency: LatencyStats | None = None
+    samples_ms: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False, compare=False)
+    warmup_ms: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False, compare=False)
+    cold: ColdStart | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    ops: OpProfile | None = None
+    memory: MemoryProfile | None = None
+    sweeps: tuple[SweepResult, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.latency is not None
+
+    @property
+    def id(self) -> str:
+        return self.variant.id
+
+    def histogram(self, bins: int = 40) -> dict:
+        """Counts over [min, p99.9] (the tail beyond is counted in ``overflow``)."""
+        if self.samples_ms.size == 0:
+            return {"edges": [], "counts": [], "overflow": 0}
+        hi = float(np.percentile(self.samples_ms, 99.9))
+        lo = float(self.samples_ms.min())
+        if hi <= lo:
+            hi = lo + 1e-6
+        counts, edges = np.histogram(self.samples_ms, bins=bins, range=(lo, hi))
+        return {"edges": [round(float(e), 6) for e in edges], "counts": [int(c) for c in counts],
+                "overflow": int((self.samples_ms > hi).sum())}
+
+    def to_dict(self, *, include_samples: bool = False) -> dict:
+        d = {"variant": self.variant.to_dict(), "ok": self.ok, "error": self.error, "error_kind": self.error_kind,
+             "latency": self.latency.to_dict() if self.latency else None,
+             "cold_start": self.cold.to_dict() if self.cold else None,
+             "details": _jsonable(self.details), "notes": list(self.notes),
+             "warmup_ms": [round(float(x), 5) for x in self.warmup_ms],
+             "histogram": self.histogram(),
+             "ops": self.ops.to_dict() if self.ops else None,
+             "memory": self.memory.to_dict() if self.memory else None,
+             "sweeps": [s.to_dict() for s in self.sweeps]}
+        if include_samples:
+            d["samples_ms"] = [round(float(x), 6) for x in self.samples_ms]
+        return d
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@dataclass(frozen=True)
+class RatioRow:
+    """``other`` vs ``baseline``: ratio of median latency (< 1: other is faster)."""
+
+    baseline_id: str
+    other_id: str
+    baseline_label: str
+    other_label: str
+    estimate: RatioEstimate
+    p50_ratio: float                 # ratio of the overall p50s (not paired), for reference
+
+    @property
+    def verdict(self) -> str:
+        return self.estimate.verdict(self.other_label, self.baseline_label)
+
+    def to_dict(self) -> dict:
+        return {"baseline": self.baseline_id, "other": self.other_id, **self.estimate.to_dict(),
+                "p50_ratio": round(self.p50_ratio, 4), "verdict": self.verdict}
+
+
+@dataclass(frozen=True)
+class MachineInfo:
+    cpu: str
+    cpu_count: int
+    load_before: tuple[float, ...]
+    load_after: tuple[float, ...]
+    python: str
+    engines: Mapping[str, str | None]
+    nvtx_attached: bool
+
+    @property
+    def busy(self) -> bool:
+        """The 1-minute load average exceeded half the CPUs during the timed rounds."""
+        peak = max([*self.load_before[:1], *self.load_after[:1], 0.0])
+        return peak > 0.5 * max(self.cpu_count, 1)
+
+    def to_dict(self) -> dict:
+        return {"cpu": self.cpu, "cpu_count": self.cpu_count, "load_before": [round(x, 2) for x in self.load_before],
+                "load_after": [round(x, 2) for x in self.load_after], "busy": self.busy, "python": self.python,
+                "engines": dict(self.engines), "nvtx_attached": self.nvtx_attached}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The result of :func:`run_profile` (and of ``api.profile``)."""
+
+    variants: tuple[VariantResult, ...]
+    ratios: tuple[RatioRow, ...]
+    machine: MachineInfo
+    options: ProfileOptions
+    feeds: tuple[str, ...]                       # how the inputs were made, per version
+    seconds: float
+    interleaved: bool                            # all variants timed in one worker, in shuffled rounds
+    rounds: int
+    warnings: tuple[str, ...] = ()
+    out_dir: Path | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.variants) and all(v.ok for v in self.variants)
+
+    @property
+    def baseline(self) -> VariantResult | None:
+        return next((v for v in self.variants if v.ok), None)
+
+    def variant(self, variant_id: str) -> VariantResult:
+        for v in self.variants:
+            if v.id == variant_id:
+                return v
+        raise KeyError(variant_id)
+
+    def trace_path(self, variant_id: str) -> Path | None:
+        """The per-op trace file of a variant (in the job folder), if it is still there."""
+        v = self.variant(variant_id)
+        if v.ops is None or not v.ops.trace_file or self.out_dir is None:
+            return None
+        path = self.out_dir / v.ops.trace_file
+        return path if path.is_file() else None
+
+    def to_dict(self, *, include_samples: bool = False) -> dict:
+        return {"ok": self.ok, "seconds": round(self.seconds, 3), "interleaved": self.interleaved,
+                "rounds": self.rounds, "baseline": self.baseline.id if self.baseline else None,
+                "options": self.options.to_dict(), "machine": self.machine.to_dict(), "feeds": list(self.feeds),
+                "warnings": list(self.warnings),
+                "variants": [v.to_dict(include_samples=include_samples) for v in self.variants],
+                "ratios": [r.to_dict() for r in self.ratios]}
+
+
+# ============================================================================ orchestration
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class _Steps:
+    """Progress over a known number of steps; ``tick`` feeds the sandbox's on_tick."""
+
+    def __init__(self, total: float, on_progress: Progress | None) -> None:
+        self.total = max(total, 1.0)
+        self.done = 0.0
+        self.on_progress = on_progress
+        self.weight = 1.0
+        self.message = ""
+
+    def start(self, message: str, weight: float = 1.0) -> Callable[[float], None] | None:
+        self.message, self.weight = message, weight
+        if self.on_progress is None:
+            return None
+        self.on_progress(min(self.done / self.total, 0.999), message)
+        return self.tick
+
+    def tick(self, elapsed: float) -> None:
+        if self.on_progress is not None:
+            partial = self.weight * (1 - math.exp(-elapsed / 20.0))   # creeps towards the step's end
+            self.on_progress(min((self.done + partial) / self.total, 0.999), f"{self.message} · {elapsed:.0f} s")
+
+    def finish(self) -> None:
+        self.done += self.weight
+
+
+def _reraise_cancel(exc: WorkerError) -> None:
+    if exc.kind == "cancelled":
+        raise exc
+
+
+def _failure(exc: StudioError) -> tuple[str, str]:
+    kind = exc.kind if isinstance(exc, WorkerError) else ("unavailable" if exc.code == "ENGINE-UNAVAILABLE"
+                                                         else "error")
+    return str(exc), kind
+
+
+def _job_limits(base: Limits, specs: Sequence[EngineSpec]) -> Limits:
+    # CUDA reserves huge address ranges: GPU variants run without RLIMIT_AS (the RSS watchdog stays).
+    return replace(base, address_space_limit=False) if any(s.needs_gpu for s in specs) else base
+
+
+def run_profile(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec], options: ProfileOptions, *,
+                out_dir: Path, pool_key: str = "default", on_progress: Progress | None = None) -> Profile:
+    """Profile every target on every engine; see the module docstring for the steps."""
+    if not targets:
+        raise StudioError("nothing to profile: give at least one model", code="BAD-OPTION")
+    if not engines:
+        raise StudioError("no engine given", code="BAD-OPTION")
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    limits = options.limits()
+    variants = make_variants(targets, engines)
+    warnings: list[str] = []
+
+    # Feeds: once per version; versions that take the same inputs get identical feeds.
+    npz = Path(options.inputs_npz) if options.inputs_npz else None
+    prepared: list[PreparedFeeds] = [prepare_feeds(t.handle, dims=dict(options.dims), seed=options.seed, npz=npz)
+                                     for t in targets]
+    if len({p.signature() for p in prepared}) > 1:
+        warnings.append("the versions take different inputs (names, dtypes or shapes); each got its own feeds")
+
+    per_variant_steps = 1 + options.per_op + options.memory + len(options.sweeps)
+    steps = _Steps(len(variants) * per_variant_steps + 3, on_progress)
+    results: dict[str, dict[str, Any]] = {v.id: {"variant": v} for v in variants}
+    arrays: dict[str, np.ndarray] = {}
+    vargs: dict[str, dict[str, Any]] = {}
+    for i, v in enumerate(variants):
+        vargs[v.id] = variant_args(v.id, v.label, targets[v.target_index].path, v.engine.to_args(),
+                                   prepared[v.target_index].feeds, i, arrays,
+                                   cache=options.ov_cache and v.engine.engine == "openvino")
+
+    # 1. cold start (the preflight)
+    for v in variants:
+        reason = unavailable_reason(v.engine)
+        if reason:
+            results[v.id].update(error=reason, error_kind="unavailable")
+            steps.finish()
+            continue
+        tick = steps.start(f"{v.label}: cold start")
+        try:
+            cold, details = cold_start(vargs[v.id], _subset(arrays, vargs[v.id]), out_dir=out_dir,
+                                       limits=_job_limits(limits, [v.engine]), pool_key=pool_key, on_tick=tick)
+            if options.ov_cache and v.engine.engine == "openvino":
+                again, _ = cold_start(vargs[v.id], _subset(arrays, vargs[v.id]), out_dir=out_dir,
+                                      limits=limits, pool_key=pool_key, on_tick=tick)
+                cold = replace(cold, cached_session_ms=again.session_ms)
+            results[v.id].update(cold=cold, details=details)
+        except WorkerError as exc:
+            _reraise_cancel(exc)
+            results[v.id].update(zip(("error", "error_kind"), _failure(exc)))
+        except StudioError as exc:
+            results[v.id].update(zip(("error", "error_kind"), _failure(exc)))
+        steps.finish()
+
+    # 2. warm latency, interleaved
+    runnable = [v for v in variants if "error" not in results[v.id]]
+    interleaved = len(runnable) > 1
+    run: LatencyRun | None = None
+    rounds = 0
+    machine_load: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    nvtx_attached = False
+    if runnable:
+        tick = steps.start("timed rounds" if interleaved else f"{runnable[0].label}: timed iterations", weight=3)
+        try:
+            run = interleaved_latency([vargs[v.id] for v in runnable], _subset_many(arrays, vargs, runnable),
+                                      options.plan(), out_dir=out_dir,
+                                      limits=_job_limits(limits, [v.engine for v in runnable]),
+                                      pool_key=pool_key, on_tick=tick)
+            _store_latency(run, runnable, results)
+            rounds = run.rounds_planned if run.stopped is None else len(run.order)
+            machine_load = (run.load_before, run.load_after)
+            nvtx_attached = run.nvtx_attached
+            warnings.extend(w for w in (run.note, run.stopped) if w)
+        except WorkerError as exc:
+            _reraise_cancel(exc)
+            if not interleaved:
+                results[runnable[0].id].update(zip(("error", "error_kind"), _failure(exc)))
+            else:
+                warnings.append(f"the interleaved run failed ({exc}); variants were timed one at a time, so "
+                                "their ratios include machine drift")
+                interleaved = False
+                for v in runnable:
+                    try:
+                        single = interleaved_latency([vargs[v.id]], _subset(arrays, vargs[v.id]), options.plan(),
+                                                     out_dir=out_dir, limits=_job_limits(limits, [v.engine]),
+                                                     pool_key=pool_key, on_tick=tick)
+                        _store_latency(single, [v], results)
+                        machine_load = (single.load_before, single.load_after)
+                        warnings.extend(w for w in (single.note, single.stopped) if w)
+                    except WorkerError as inner:
+                        _reraise_cancel(inner)
+                        results[v.id].update(zip(("error", "error_kind"), _failure(inner)))
+        steps.finish()
+
+    # 3. per-op, memory, sweeps
+    for v in variants:
+        if "latency" not in results[v.id]:
+            continue
+        target = targets[v.target_index]
+        notes: list[str] = list(results[v.id].get("notes", ()))
+        vlimits = _job_limits(limits, [v.engine])
+        if options.per_op:
+            tick = steps.start(f"{v.label}: per-op")
+            try:
+                results[v.id]["ops"] = ops_mod.measure_ops(vargs[v.id], _subset(arrays, vargs[v.id]),
+                                                           target.handle.proto, warmup=min(options.warmup, 5),
+                                                           runs=options.per_op_runs, out_dir=out_dir, limits=vlimits,
+                                                           pool_key=pool_key, on_tick=tick)
+            except StudioError as exc:
+                if isinstance(exc, WorkerError):
+                    _reraise_cancel(exc)
+                notes.append(f"per-op: {exc}")
+            steps.finish()
+        if options.memory:
+            tick = steps.start(f"{v.label}: memory")
+            try:
+                results[v.id]["memory"] = memory_mod.measure_variant_memory(
+                    vargs[v.id], _subset(arrays, vargs[v.id]), warmup=min(options.warmup, 5),
+                    iterations=options.memory_iterations, out_dir=out_dir, limits=vlimits, pool_key=pool_key,
+                    on_tick=tick)
+            except StudioError as exc:
+                if isinstance(exc, WorkerError):
+                    _reraise_cancel(exc)
+                notes.append(f"memory: {exc}")
+            steps.finish()
+        sweeps: list[SweepResult] = []
+        for kind, values in options.sweeps:
+            tick = steps.start(f"{v.label}: {kind} sweep")
+            try:
+                points = []
+                for value in values:
+                    feeds = batched_feeds(target.handle, prepared[v.target_index], value, seed=options.seed,
+                                          from_npz=npz is not None) if kind == "batch" \
+                        else dict(prepared[v.target_index].feeds)
+                    points.append((value, feeds))
+                sweeps.append(measure_sweep(vargs[v.id], kind, points, warmup=min(options.warmup, 5),
+                                            iterations=options.sweep_iterations, out_dir=out_dir, limits=vlimits,
+                                            pool_key=pool_key, on_tick=tick))
+            except StudioError as exc:
+                if isinstance(exc, WorkerError):
+                    _reraise_cancel(exc)
+                sweeps.append(SweepResult(v.id, kind, (), {}, error=str(exc)))
+            steps.finish()
+        results[v.id]["sweeps"] = tuple(sweeps)
+        results[v.id]["notes"] = tuple(notes)
+
+    final = tuple(VariantResult(**r) for r in results.values())
+    ratios = _ratios(final, run if interleaved else None)
+    if on_progress is not None:
+        on_progress(1.0, "done")
+    machine = MachineInfo(_cpu_model(), _cpu_count(), tuple(machine_load[0]), tuple(machine_load[1]),
+                          platform.python_version(),
+                          {name: get_engine(name).available().version for name in ("onnxruntime", "openvino",
+                                                                                    "tensorrt")},
+                          nvtx_attached)
+    if machine.busy:
+        warnings.append(f"the machine was busy (load average {max(machine.load_before[:1] + machine.load_after[:1]):.1f}"
+                        f" on {machine.cpu_count} CPUs): absolute numbers are pessimistic; the interleaved ratios "
+                        "are the figures to trust")
+    return Profile(final, ratios, machine, options, tuple(f"{t.label}: {p.source}" for t, p in zip(targets, prepared)),
+                   time.perf_counter() - started, interleaved, rounds, tuple(warnings), out_dir)
+
+
+def _subset(arrays: Mapping[str, np.ndarray], vargs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    return {key: arrays[key] for _, key in vargs["feeds"]}
+
+
+def _subset_many(arrays: Mapping[str, np.ndarray], vargs: Mapping[str, Mapping[str, Any]],
+                 variants: Sequence[Variant]) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for v in variants:
+        out.update(_subset(arrays, vargs[v.id]))
+    return out
+
+
+def _store_latency(run: LatencyRun, variants: Sequence[Variant], results: dict[str, dict[str, Any]]) -> None:
+    for v in variants:
+        samples = run.samples_ms[v.id]
+        if samples.size == 0:
+            results[v.id].update(error="no timed iterations completed", error_kind="timeout")
+            continue
+        details = {**results[v.id].get("details", {}), **run.details.get(v.id, {})}
+        results[v.id].update(latency=latency_stats(samples), samples_ms=samples, warmup_ms=run.warmup_ms[v.id],
+                             details=details)
+
+
+def _ratios(variants: Sequence[VariantResult], run: LatencyRun | None) -> tuple[RatioRow, ...]:
+    ok = [v for v in variants if v.ok]
+    if len(ok) < 2:
+        return ()
+    base = ok[0]
+    rows = []
+    for other in ok[1:]:
+        if run is not None:
+            rounds = run.rounds_planned
+            estimate = paired_ratio(run.round_medians(base.id, rounds), run.round_medians(other.id, rounds))
+        else:   # timed one at a time: no pairing, no interval
+            estimate = RatioEstimate(other.latency.p50_ms / base.latency.p50_ms, None, None, 0.0, 0)
+        rows.append(RatioRow(base.id, other.id, base.variant.label, other.variant.label, estimate,
+                             other.latency.p50_ms / base.latency.p50_ms))
+    return tuple(rows)
+
+
+def command_line(model_names: Sequence[str], engines: Sequence[EngineSpec], options: ProfileOptions, *,
+                 full_paths: bool = False) -> str:
+    """The ``onnx-studio profile`` command that reproduces a profile (the UI's CLI hint shows
+    file names only; ``full_paths`` keeps the inputs file's path as given)."""
+    import shlex
+
+    parts = ["onnx-studio", "profile", *(shlex.quote(n) for n in model_names),
+             "--engine", ",".join(e.key for e in engines)]
+    defaults = ProfileOptions()
+    if options.duration_s is not None:
+        parts += ["--duration", f"{options.duration_s:g}"]
+    elif options.iterations != defaults.iterations:
+        parts += ["--iterations", str(options.iterations)]
+    for flag, value, default in (("--warmup", options.warmup, defaults.warmup),
+                                 ("--rounds", options.rounds, defaults.rounds),
+                                 ("--seed", options.seed, defaults.seed)):
+        if value != default:
+            parts += [flag, str(value)]
+    if options.per_op:
+        parts.append("--per-op")
+        if options.per_op_runs != defaults.per_op_runs:
+            parts += ["--per-op-runs", str(options.per_op_runs)]
+    if options.memory:
+        parts.append("--memory")
+        if options.memory_iterations != defaults.memory_iterations:
+            parts += ["--memory-iterations", str(options.memory_iterations)]
+    if options.sweeps and options.sweep_iterations != defaults.sweep_iterations:
+        parts += ["--sweep-iterations", str(options.sweep_iterations)]
+    for flag, values in (("--threads", options.thread_counts), ("--batch", options.batch_sizes),
+                         ("--concurrency", options.concurrency)):
+        if values:
+            parts += [flag, ",".join(str(v) for v in values)]
+    for name, value in options.dims:
+        parts += ["--dim", shlex.quote(f"{name}={value}")]
+    if options.inputs_npz:
+        parts += ["--inputs", shlex.quote(options.inputs_npz if full_paths else Path(options.inputs_npz).name)]
+    if options.ov_cache:
+        parts.append("--ov-cache")
+    if options.timeout_s:
+        parts += ["--timeout", f"{options.timeout_s:g}"]
+    if options.memory_gb:
+        parts += ["--memory-gb", f"{options.memory_gb:g}"]
+    return " ".join(parts)

@@ -1,0 +1,75 @@
+"""onnx-studio check MODEL [--engines ort,openvino,tensorrt] [--ep cpu,cuda] [--trt-version 10|11] [--json]
+
+Exit codes: 0 no error finding for a requested engine, 1 at least one, 2 usage/input errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from studio import api
+from studio.cli.common import parse_dims, print_json
+from studio.core.fmt import printable
+
+NAME = "check"
+HELP = ("Will the model run on ONNX Runtime, OpenVINO and TensorRT? Per-node verdicts, custom ops, lint and "
+        "the fix for each finding (exit 1 when a requested engine has an error).")
+
+_MARK = {"runs": "OK  ", "runs with warnings": "WARN", "fails": "FAIL", "unknown": "??  "}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="path to a .onnx file (external data next to it)")
+    p.add_argument("--engines", default="onnxruntime,openvino,tensorrt",
+                   help="comma-separated: onnxruntime (ort), openvino (ov), tensorrt (trt)")
+    p.add_argument("--ep", default="cpu", help="ONNX Runtime execution providers, comma-separated: cpu, cuda, tensorrt "
+                   "(not-installed EPs are checked against shipped tables)")
+    p.add_argument("--trt-version", default="10", choices=["10", "11"], help="TensorRT support table to use")
+    p.add_argument("--no-run", action="store_true", help="create sessions but do not run the model once")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="value for a symbolic dim in the test run")
+    p.add_argument("--fix", action="append", metavar="PASS",
+                   help="apply this fix pass first (repeatable; verified against the original), then check the result")
+    p.add_argument("--output", metavar="PATH", help="with --fix: where to save the fixed model (required)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (docs/findings.md)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from diagnostics.compatibility import normalize_engines
+
+    engines = normalize_engines(args.engines)
+    eps = tuple(e.strip() for e in args.ep.split(",") if e.strip())
+    handle = api.load(args.model)
+    if args.fix:
+        from diagnostics.fixes import fix_to_file
+        from studio.core.errors import StudioError
+
+        if not args.output:
+            raise StudioError("--fix needs --output PATH for the fixed model (the original is never modified)")
+        result = fix_to_file(handle.path, args.fix, args.output)
+        if not args.json:
+            print(f"fixed   {result.summary()}; saved {printable(str(args.output))} (verified: {result.reference})")
+        handle = api.load(args.output)
+    report = api.check(handle, engines, eps=eps, trt_version=args.trt_version, run=not args.no_run,
+                       dims=parse_dims(args.dim))
+    failed = report.has_errors_for(engines)
+    if args.json:
+        print_json(report.to_dict())
+        return 1 if failed else 0
+    print(f"model   {printable(report.model)}  sha256 {report.sha256[:16]}")
+    for v in report.verdicts:
+        print(f"{_MARK[v.verdict]}    {v.label:<42} {v.verdict:<19} [{v.decided_by}] {printable(v.summary, 160)}")
+    if report.findings:
+        print("findings")
+    for f in report.findings:
+        where = " ".join(x for x in (f.engine or "", f.target or "", f"node {printable(f.node, 60)}" if f.node else "") if x)
+        print(f"  {f.severity:<7} {f.code:<22} {where}")
+        print(f"          {printable(f.message, 300)}")
+        if f.fix_pass or f.fix_hint:
+            fix = f"onnx-studio fix: {f.fix_pass}  " if f.fix_pass else ""
+            print(f"          -> {fix}{printable(f.fix_hint or '', 200)}")
+    for note in report.notes:
+        print(f"note    {printable(note, 300)}")
+    fixes = report.fixes()
+    if fixes:
+        print("fixes   " + ", ".join(fixes))
+    return 1 if failed else 0

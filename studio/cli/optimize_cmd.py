@@ -1,0 +1,119 @@
+"""onnx-studio optimize MODEL -o OUT [--preset NAME | --passes a,b,c] [--dim NAME=VALUE] [--set PASS.KEY=VALUE]
+[--on-failure stop|revert] [--no-verify] [--report report.json] [--json];  onnx-studio optimize --list"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from studio import api
+from studio.cli.common import parse_dims, print_json
+from studio.core.errors import StudioError
+from studio.core.fmt import human_count, printable
+
+NAME = "optimize"
+HELP = "Run verified optimization passes (a preset or a list) and save the result."
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", nargs="?", help="path to a .onnx file (external data next to it)")
+    p.add_argument("-o", "--output", help="where to write the optimized model (.onnx; weights go next to it)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--preset", help="a preset: safe (default), ort, openvino, tensorrt (see --list)")
+    group.add_argument("--passes", help="comma-separated pass names, run in this order (see --list)")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="value for a symbolic dim: used for verification inputs, and fixed by fix-input-shapes")
+    p.add_argument("--set", action="append", metavar="PASS.KEY=VALUE", dest="options",
+                   help="a pass option, e.g. convert-opset.target=17 or fold-constants.max_growth=2 (repeatable)")
+    p.add_argument("--on-failure", choices=("stop", "revert"), default="stop",
+                   help="when a pass fails verification: stop there (default) or undo that pass and go on")
+    p.add_argument("--no-verify", action="store_true", help="skip verification (not recommended)")
+    p.add_argument("--time-budget", type=float, metavar="SECONDS",
+                   help="skip the passes that would start after this many seconds")
+    p.add_argument("--report", help="also write the full report (JSON) to this file")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--list", action="store_true", help="list passes and presets with their descriptions")
+
+
+def parse_options(items: list[str] | None) -> dict[str, dict]:
+    """['convert-opset.target=17'] -> {'convert-opset': {'target': 17}} (values parsed as JSON when they can be)."""
+    out: dict[str, dict] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        name, dot, opt = key.partition(".")
+        if not sep or not dot or not name or not opt:
+            raise StudioError(f"--set expects PASS.KEY=VALUE, got '{item[:60]}'")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        out.setdefault(name, {})[opt] = value
+    return out
+
+
+def _print_list() -> None:
+    cat = api.list_passes()
+    print("presets")
+    for p in cat["presets"]:
+        print(f"  {p['name']:<10} {p['description']}")
+        print(f"  {'':<10} passes: {', '.join(p['passes'])}")
+    print("passes")
+    for p in cat["passes"]:
+        flags = [f for f, on in (("worker", p["runs_in_worker"]), ("changes interface", p["changes_interface"])) if on]
+        print(f"  {p['name']:<20} {p['summary']}" + (f"  [{', '.join(flags)}]" if flags else ""))
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        if args.json:
+            print_json(api.list_passes())
+        else:
+            _print_list()
+        return 0
+    if not args.model or not args.output:
+        raise StudioError("optimize needs MODEL and -o OUT (or --list)")
+    dims = parse_dims(args.dim)
+    options = parse_options(args.options)
+    names = [n.strip() for n in args.passes.split(",") if n.strip()] if args.passes else None
+    if args.passes is not None and not names:
+        raise StudioError("--passes is empty; give pass names separated by commas (see --list)")
+    handle = api.load(args.model)
+    out = Path(args.output)
+    if out.suffix != ".onnx":
+        raise StudioError("-o must name a .onnx file")
+    result = api.optimize(handle, preset=args.preset, passes=names, dims=dims, pass_options=options,
+                          on_failure=args.on_failure, verify=not args.no_verify, out_path=out,
+                          time_budget_s=args.time_budget)
+    report = result.to_dict()
+    report["output"] = str(out)
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2, default=str, allow_nan=False))
+    if args.json:
+        print_json(report)
+    else:
+        _print_report(result, out)
+    if not result.ok:
+        print(f"error: {printable(result.summary(), 400)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_report(result, out: Path) -> None:
+    print(f"{'pass':<20} {'status':<10} {'nodes':>13} {'params':>15} {'time s':>7}  verification")
+    for r in result.records:
+        nodes = f"{r.nodes_before}->{r.nodes_after}"
+        params = f"{human_count(r.params_before)}->{human_count(r.params_after)}"
+        verified = r.verification.message if r.verification else (r.message or "-")
+        print(f"{r.name:<20} {r.status:<10} {nodes:>13} {params:>15} {r.seconds + r.verify_seconds:>7.2f}  "
+              f"{printable(verified, 120)}")
+        for note in r.notes[:3]:
+            print(f"{'':<20} note: {printable(note, 160)}")
+    from passes.pipeline import op_count_diff
+
+    diff = op_count_diff(result.ops_before, result.ops_after)
+    if diff:
+        print("ops        " + ", ".join(f"{printable(op)} {a}->{b}" for op, a, b in diff[:15]))
+    print(f"verified   {printable(result.reference, 200)}")
+    print(f"result     {printable(result.summary(), 200)}; written to {printable(str(out), 200)}")

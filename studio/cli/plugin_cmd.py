@@ -1,0 +1,88 @@
+"""onnx-studio plugin MODEL --op DOMAIN::OP --target ort-python|ort-cpp|openvino-python|openvino-cpp|tensorrt|all
+-o DIR [--impl FILE.py] [--build] [--json]
+
+Exit codes: 0 packages written (and every run/build asked for matches the reference), 1 a Python op or a built
+library failed or differs from the reference, 2 usage/input errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from studio import api
+from studio.cli.common import parse_dims, print_json
+from studio.core.fmt import printable
+
+NAME = "plugin"
+HELP = ("Write custom-op plugins for ONNX Runtime, OpenVINO and TensorRT from an op of the model (signature, "
+        "sources, build files, captured samples, test harness); run Python ones and build C++ ones against the "
+        "reference.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="path to a .onnx file")
+    p.add_argument("--op", required=True, help="the op as DOMAIN::OP_TYPE (e.g. mmdeploy::grid_sampler)")
+    p.add_argument("--target", default="all",
+                   help="ort-python, ort-cpp, openvino-python, openvino-cpp, tensorrt or all (comma-separated)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder (packages go to DIR/<op>/)")
+    p.add_argument("--impl", metavar="FILE.py",
+                   help="your Python implementation (compute(...) for ort-python, convert(node) for openvino-python); "
+                        "it replaces the generated body and is run against the reference in a confined worker")
+    p.add_argument("--build", action="store_true", help="compile the C++ packages (ort-cpp, openvino-cpp) and run "
+                   "them against the reference")
+    p.add_argument("--no-run", action="store_true", help="only write the packages")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="value for a symbolic dim when capturing")
+    p.add_argument("--json", action="store_true", help="print signature, packages, runs and builds as JSON")
+
+
+def _line(label: str, ok: bool | None, message: str) -> str:
+    mark = "OK  " if ok else "--  " if ok is None else "FAIL"
+    return f"{mark}    {label:<18} {printable(message, 220)}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from studio.plugins.runner import PYTHON_TARGETS, read_code
+    from studio.plugins.scaffold import expand_targets, known_kernel
+
+    targets = expand_targets(args.target)
+    handle = api.load(args.model)
+    sig = api.plugin_signature(handle, args.op, dims=parse_dims(args.dim))
+    impl_text = read_code(Path(args.impl)) if args.impl else None
+    scaffold = api.scaffold_plugin(handle, args.op, targets, Path(args.output), signature=sig, impl=impl_text)
+    runs, builds = [], []
+    if not args.no_run:
+        complete = known_kernel(sig)[0] is not None
+        for target in (t for t in targets if t in PYTHON_TARGETS):
+            package = scaffold.package(target)
+            body = next(f.path for f in package.files if f.path.endswith(("_op.py", "_extension.py")))
+            user_code = impl_text is not None and (("def convert(" in impl_text) == (target == "openvino-python"))
+            if user_code or complete:
+                code = (scaffold.root.parent / package.folder / body).read_text()
+                runs.append(api.run_python_op(handle, sig.qualified, code, target=target, signature=sig))
+    if args.build:
+        for target in (t for t in targets if t in ("ort-cpp", "openvino-cpp", "tensorrt")):
+            builds.append(api.build_plugin(handle, scaffold, target, signature=sig))
+    failed = any(not r for r in runs) or any(b.target != "tensorrt" and not b for b in builds)
+    if args.json:
+        print_json({"signature": sig.to_dict(), "scaffold": scaffold.to_dict(), "runs": [r.to_dict() for r in runs],
+                    "builds": [b.to_dict() for b in builds], "ok": not failed})
+        return 1 if failed else 0
+    print(f"op      {printable(sig.qualified, 120)}  {len(sig.nodes)} node(s)"
+          f"{'  custom' if sig.custom else ''}  reference: {printable(sig.reference.split(':')[0], 60) if sig.reference else 'none'}")
+    for p in sig.inputs:
+        print(f"  in  {p.index} {printable(p.name, 40):<12} {p.dtype or '?':<9} {[list(s) if s else '?' for s in p.shapes]}")
+    for p in sig.outputs:
+        print(f"  out {p.index} {printable(p.name, 40):<12} {p.dtype or '?':<9} {[list(s) if s else '?' for s in p.shapes]}")
+    for a in sig.attributes:
+        print(f"  attr {printable(a.name, 40)} ({a.type}) = {printable(', '.join(map(str, a.values)), 80)}")
+    print(f"samples {len(sig.samples)} captured" + (", whole-model reference outputs" if sig.model_outputs else ""))
+    for note in sig.notes:
+        print(f"note    {printable(note, 240)}")
+    for p in scaffold.packages:
+        print(f"wrote   {p.folder}/ ({len(p.files)} files){'' if p.complete else '  [skeleton with TODOs]'}")
+    for r in runs:
+        print(_line(r.target, bool(r), r.message))
+    for b in builds:
+        print(_line(f"{b.target} build", None if b.target == "tensorrt" else bool(b), b.message))
+    return 1 if failed else 0

@@ -1,0 +1,334 @@
+"""A hierarchy of groups over the graph's nodes, collapsible to any level.
+
+Where it comes from, in order:
+
+1. **Subgraphs.** A node that owns If/Loop/Scan bodies becomes a *control*
+   group holding the node and one *subgraph* group per body (nested at any depth).
+2. **Name scopes.** Exporters name nodes like ``/layer1/layer1.0/conv1/Conv``;
+   the path before the last ``/`` places a node in nested *scope* groups.
+   A prefix shared by every node of a graph is dropped, a scope with a single
+   child is merged into it (``layer1/layer1.0``) and a scope holding one node
+   is replaced by the node.
+3. **Op-type runs.** Chains of 4+ nodes of one op type (each the only consumer
+   of the previous) become one *run* group (``Relu ×37``).
+4. **Depth bands.** A group with more than ``fanout`` children (flat names,
+   huge graphs, 10k graph inputs) is split, recursively, into *band* groups of
+   consecutive depths, so every level stays drawable (R20).
+
+Built in O(N + E) plus sorting children; group keys are stable strings, so a
+UI can remember which groups a user expanded.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+
+from studio.graphview.model import OP, GraphModel
+from studio.graphview.order import topo_depth
+
+log = logging.getLogger(__name__)
+
+FANOUT = 40           # most children a group shows before it is split into bands
+RUN_MIN = 4           # shortest op-type chain folded into a run group
+MAX_SCOPE_DEPTH = 16  # name components beyond this are ignored
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    index: int
+    key: str                      # stable path, e.g. "s:layer1/s:layer1.0"; never model text alone
+    label: str                    # display text (model-derived: escape when rendering)
+    kind: str                     # root | scope | control | subgraph | function | run | band
+    parent: int                   # -1 for the root
+    depth: int                    # root is 0
+    groups: tuple[int, ...]       # child groups, in dataflow order
+    nodes: tuple[int, ...]        # child nodes (GNode.index), in dataflow order
+    size: int                     # nodes below (all levels)
+    first: int                    # smallest topological position below (orders siblings)
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    groups: tuple[Group, ...]
+    node_group: tuple[int, ...]           # direct parent group of each node
+    order: tuple[int, ...] = field(repr=False)   # topological position of each node
+    depth: tuple[int, ...] = field(repr=False)   # longest-path depth of each node
+    flat_names: bool = False              # no usable name scopes were found
+
+    @property
+    def root(self) -> Group:
+        return self.groups[0]
+
+    @property
+    def max_depth(self) -> int:
+        return max(g.depth for g in self.groups)
+
+    def by_key(self) -> dict[str, int]:
+        return {g.key: g.index for g in self.groups}
+
+    def ancestors(self, node: int) -> list[int]:
+        """Groups containing ``node``, innermost first (the root last)."""
+        out = []
+        g = self.node_group[node]
+        while g != -1:
+            out.append(g)
+            g = self.groups[g].parent
+        return out
+
+    def leaves(self, group: int) -> list[int]:
+        """Every node below ``group``, in dataflow order."""
+        out: list[int] = []
+        stack = [group]
+        while stack:
+            g = self.groups[stack.pop()]
+            out.extend(g.nodes)
+            stack.extend(g.groups)
+        out.sort(key=self.order.__getitem__)
+        return out
+
+    def visible_counts(self) -> list[int]:
+        """Items drawn at each level (index = level, 1..max_depth+1): collapsed groups at
+        that depth plus nodes whose parent group is shallower."""
+        top = self.max_depth + 2
+        groups_at = [0] * top
+        nodes_under = [0] * top
+        for g in self.groups:
+            groups_at[g.depth] += 1
+            nodes_under[g.depth] += len(g.nodes)
+        counts = [0] * top
+        below = 0
+        for level in range(1, top):
+            below += nodes_under[level - 1]
+            counts[level] = below + groups_at[level]
+        return counts
+
+
+class _Draft:
+    __slots__ = ("key", "label", "kind", "children", "nodes", "groups")
+
+    def __init__(self, key: str, label: str, kind: str) -> None:
+        self.key, self.label, self.kind = key, label, kind
+        self.children: dict[str, _Draft] = {}   # scope children by name
+        self.nodes: list[int] = []
+        self.groups: list[_Draft] = []          # non-scope child groups
+
+    def child(self, name: str) -> _Draft:
+        c = self.children.get(name)
+        if c is None:
+            c = self.children[name] = _Draft(f"{self.key}/s:{name}", name, "scope")
+        return c
+
+    def all_groups(self) -> list[_Draft]:
+        return [*self.children.values(), *self.groups]
+
+
+def _scope_path(name: str) -> list[str]:
+    if "/" not in name:
+        return []
+    parts = [p for p in name.split("/") if p]
+    return parts[:-1][:MAX_SCOPE_DEPTH] if len(parts) > 1 else []
+
+
+def _common_prefix(paths: list[list[str]]) -> int:
+    if not paths or any(not p for p in paths):
+        return 0
+    first = paths[0]
+    k = len(first)
+    for p in paths[1:]:
+        k = min(k, len(p))
+        for j in range(k):
+            if p[j] != first[j]:
+                k = j
+                break
+        if k == 0:
+            break
+    return k
+
+
+def build_hierarchy(graph: GraphModel, fanout: int = FANOUT) -> Hierarchy:
+    """Group ``graph`` by subgraphs, name scopes, op-type runs and depth bands.
+
+    A hostile model can nest bodies and scopes deep enough to exhaust Python's
+    recursion; it then gets the flat hierarchy (depth bands only), not an error."""
+    try:
+        return _build(graph, fanout, structured=True)
+    except RecursionError:
+        log.warning("hierarchy of %s nests too deep; showing depth bands only", graph.name[:80])
+        return _build(graph, fanout, structured=False)
+
+
+def _build(graph: GraphModel, fanout: int, structured: bool) -> Hierarchy:
+    n = len(graph.nodes)
+    order, depth = topo_depth(n, [(e.src, e.dst) for e in graph.edges])
+    root = _Draft("root", graph.name, "root")
+    owners = {gi.owner for gi in graph.graphs if gi.owner is not None}
+    containers: dict[int, _Draft] = {}     # graph index -> its container draft
+    control: dict[int, _Draft] = {}        # owner node -> its control group
+    functions: _Draft | None = None
+    nodes_of: list[list[int]] = [[] for _ in graph.graphs]
+    for node in graph.nodes:
+        nodes_of[node.graph].append(node.index)
+    any_scoped = False
+    for gi, info in enumerate(graph.graphs):
+        if not structured:
+            root.nodes.extend(nodes_of[gi])
+            continue
+        if info.owner is not None and info.owner in control:
+            owner = control[info.owner]
+            c = _Draft(f"{owner.key}/b:{info.attr}", info.attr or "body", "subgraph")
+            owner.groups.append(c)
+        elif info.function is not None or info.parent is None and gi:
+            if functions is None:
+                functions = _Draft("root/functions", "local functions", "function")
+                root.groups.append(functions)
+            c = _Draft(f"{functions.key}/f:{gi}", info.function or info.scope, "function")
+            functions.groups.append(c)
+        else:
+            c = root
+        containers[gi] = c
+        members = nodes_of[gi]
+        paths = [_scope_path(graph.nodes[k].name) if graph.nodes[k].kind == OP else [] for k in members]
+        op_paths = [p for k, p in zip(members, paths) if graph.nodes[k].kind == OP]
+        any_scoped = any_scoped or any(op_paths)
+        strip = _common_prefix(op_paths)
+        for k, path in zip(members, paths):
+            place = c
+            for part in path[strip:]:
+                place = place.child(part)
+            if k in owners:
+                node = graph.nodes[k]
+                ctl = _Draft(f"{place.key}/c:{node.id}", node.name or node.op_type, "control")
+                ctl.nodes.append(k)
+                place.groups.append(ctl)
+                control[k] = ctl
+            else:
+                place.nodes.append(k)
+
+    def simplify(d: _Draft) -> None:
+        for c in d.all_groups():
+            simplify(c)
+        merged: dict[str, _Draft] = {}
+        for name, c in d.children.items():
+            # A scope with one scope child and nothing else: merge ("layer1/layer1.0").
+            while c.kind == "scope" and not c.nodes and not c.groups and len(c.children) == 1:
+                (only,) = c.children.values()
+                only.label = f"{c.label}/{only.label}"    # its key already starts with c's key
+                c = only
+            if c.kind == "scope" and len(c.nodes) == 1 and not c.children and not c.groups:
+                d.nodes.append(c.nodes[0])        # a scope holding one node is the node
+            else:
+                merged[name] = c
+        d.children = merged
+
+    simplify(root)
+    succ_ops = graph.succ
+
+    def runs(d: _Draft) -> None:
+        for c in d.all_groups():
+            runs(c)
+        if len(d.nodes) < RUN_MIN:
+            return
+        members = set(d.nodes)
+        nxt: dict[int, int] = {}
+        has_prev: set[int] = set()
+        for k in d.nodes:
+            node = graph.nodes[k]
+            if node.kind != OP:
+                continue
+            outs = {graph.edges[e].dst for e in succ_ops[k]}
+            if len(outs) != 1:
+                continue
+            (v,) = outs
+            if v in members and graph.nodes[v].op_type == node.op_type and graph.nodes[v].kind == OP \
+                    and len({graph.edges[e].src for e in graph.pred[v]}) == 1:
+                nxt[k] = v
+                has_prev.add(v)
+        taken: set[int] = set()
+        for k in d.nodes:
+            if k in has_prev or k not in nxt:
+                continue
+            chain = [k]
+            while chain[-1] in nxt:
+                chain.append(nxt[chain[-1]])
+            if len(chain) >= RUN_MIN:
+                op = graph.nodes[k].op_type
+                r = _Draft(f"{d.key}/r:{graph.nodes[k].id}", f"{op} ×{len(chain)}", "run")
+                r.nodes = chain
+                d.groups.append(r)
+                taken.update(chain)
+        if taken:
+            d.nodes = [k for k in d.nodes if k not in taken]
+
+    runs(root)
+
+    # Freeze: assign indices depth-first, order children by dataflow, split wide groups.
+    groups: list[Group | None] = []
+    node_group = [-1] * n
+
+    def first_of(d: _Draft, memo: dict[int, int]) -> int:
+        v = memo.get(id(d))
+        if v is None:
+            v = min([order[k] for k in d.nodes] + [first_of(c, memo) for c in d.all_groups()] or [n])
+            memo[id(d)] = v
+        return v
+
+    memo: dict[int, int] = {}
+    min_depth: dict[int, int] = {}
+
+    def depth_of(d: _Draft) -> int:
+        v = min_depth.get(id(d))
+        if v is None:
+            v = min([depth[k] for k in d.nodes] + [depth_of(c) for c in d.all_groups()] or [0])
+            min_depth[id(d)] = v
+        return v
+
+    def band(d: _Draft, items: list | None = None) -> None:
+        """Split ``d``'s children into depth bands while there are more than ``fanout``;
+        ``items`` are the children already sorted (when a band is split again)."""
+        if items is None:
+            if len(d.nodes) + len(d.children) + len(d.groups) <= fanout:
+                return
+            items = [(depth[k], order[k], k) for k in d.nodes]
+            items += [(depth_of(c), first_of(c, memo), c) for c in d.all_groups()]
+            items.sort(key=lambda t: (t[0], t[1]))
+        if len(items) <= fanout:
+            return
+        k = min(fanout, math.ceil(len(items) / fanout))
+        size = math.ceil(len(items) / k)
+        d.children, d.nodes, d.groups = {}, [], []
+        for b in range(0, len(items), size):
+            chunk = items[b:b + size]
+            lo, hi = chunk[0][0], chunk[-1][0]
+            bd = _Draft(f"{d.key}/d:{b // size}", f"depth {lo}–{hi}" if hi > lo else f"depth {lo}", "band")
+            for _, _, x in chunk:
+                if isinstance(x, int):
+                    bd.nodes.append(x)
+                else:
+                    bd.groups.append(x)
+            band(bd, chunk)
+            d.groups.append(bd)
+
+    def freeze(d: _Draft, parent: int, level: int) -> tuple[int, int]:
+        band(d)
+        idx = len(groups)
+        groups.append(None)
+        kids = sorted(d.all_groups(), key=lambda c: first_of(c, memo))
+        child_idx = []
+        size = len(d.nodes)
+        for c in kids:
+            ci, csize = freeze(c, idx, level + 1)
+            child_idx.append(ci)
+            size += csize
+        nodes = sorted(d.nodes, key=order.__getitem__)
+        for k in nodes:
+            node_group[k] = idx
+        groups[idx] = Group(idx, d.key, d.label, d.kind, parent, level, tuple(child_idx), tuple(nodes), size,
+                            first_of(d, memo))
+        return idx, size
+
+    freeze(root, -1, 0)
+    return Hierarchy(tuple(groups), tuple(node_group), tuple(order), tuple(depth),
+                     flat_names=not any_scoped)
+

@@ -1,0 +1,48 @@
+"""The graph and its hierarchy, built once per model and reused by every view
+(the UI caches one per session and model; the CLI builds one per run)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from studio.core.errors import StudioError
+from studio.core.model import ModelHandle
+from studio.graphview.escape import display
+from studio.graphview.hierarchy import Hierarchy, build_hierarchy
+from studio.graphview.model import GraphModel, build_graph
+from studio.inspect.summary import ModelSummary
+
+
+@dataclass(frozen=True)
+class GraphIndex:
+    graph: GraphModel = field(repr=False)
+    hierarchy: Hierarchy = field(repr=False)
+    ids: Mapping[str, int] = field(repr=False)
+    names: Mapping[str, int] = field(repr=False)     # names that are unique in the model
+
+    @property
+    def nodes(self) -> int:
+        return len(self.graph.nodes)
+
+    def find(self, node: str) -> int:
+        """Index of a node given by id or (unique) name; a one-line error otherwise."""
+        k = self.ids.get(node)
+        if k is None:
+            k = self.names.get(node)
+        if k is None:
+            raise StudioError(f"no node with id or name '{display(node, 80)}' in this model", code="NO-NODE")
+        return k
+
+
+def index_graph(graph: GraphModel) -> GraphIndex:
+    counts: dict[str, int] = {}
+    for n in graph.nodes:
+        if n.name:
+            counts[n.name] = counts.get(n.name, 0) + 1
+    names = {n.name: n.index for n in graph.nodes if n.name and counts[n.name] == 1}
+    return GraphIndex(graph, build_hierarchy(graph), graph.id_map(), names)
+
+
+def index_model(handle: ModelHandle, summary: ModelSummary | None = None) -> GraphIndex:
+    return index_graph(build_graph(handle, summary))

@@ -1,0 +1,184 @@
+"""Compatibility: will the model run on ONNX Runtime, OpenVINO and TensorRT?
+
+Verdict per engine target, an engines x op-type matrix, a filterable per-node
+table, and findings with a one-click fix (the fix pass runs through the
+verifying pipeline, adds a version, selects it, and the page re-checks it).
+All logic is in ``diagnostics/`` behind ``api.check`` / ``api.apply_fix``.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import pandas as pd
+import streamlit as st
+
+from studio import api
+from studio.core.findings import Report
+from studio.ui import state, widgets
+
+_ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT"}
+_EPS = ["cpu", "cuda", "tensorrt"]
+_BADGE = {"runs": "✅ runs", "runs with warnings": "⚠️ runs with warnings", "fails": "❌ fails", "unknown": "❔ unknown"}
+_ICON = {"error": "🛑", "warning": "⚠️", "info": "ℹ️"}
+MAX_ROWS = 5000
+
+
+def _options() -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    c1, c2, c3 = st.columns([3, 2, 1])
+    engines = c1.multiselect("Engines", list(_ENGINES), default=list(_ENGINES), format_func=_ENGINES.__getitem__,
+                             key="compat_engines")
+    eps = c2.multiselect("ONNX Runtime execution providers", _EPS, default=["cpu"], key="compat_eps",
+                         help="CPU is always checked; CUDA/TensorRT EPs that are not installed use shipped tables")
+    trt = c3.radio("TensorRT", ["10", "11"], horizontal=True, key="compat_trt", format_func=lambda v: f"{v}.x")
+    return tuple(engines or _ENGINES), tuple(eps or ["cpu"]), trt
+
+
+def _cli(handle, engines, eps, trt) -> str:
+    short = {"onnxruntime": "ort", "openvino": "openvino", "tensorrt": "tensorrt"}
+    return (f"onnx-studio check {shlex.quote(handle.path.name)} --engines {','.join(short[e] for e in engines)} "
+            f"--ep {','.join(eps)} --trt-version {trt}")
+
+
+def _report(handle, engines, eps, trt) -> Report | None:
+    key = (handle.sha256, engines, eps, trt)
+    cache = st.session_state.setdefault("compat_reports", {})
+    if key not in cache:
+        report = widgets.guarded(lambda: api.check(handle, engines, eps=eps, trt_version=trt,
+                                                   pool_key=state.session_id()),
+                                 spinner="Checking with every engine (in sandboxed workers)…")
+        if report is None:
+            return None
+        if len(cache) > 16:
+            cache.clear()
+        cache[key] = report
+    return cache[key]
+
+
+def _verdicts(report: Report) -> None:
+    cols = st.columns(max(1, len(report.verdicts)))
+    for col, v in zip(cols, report.verdicts):
+        with col.container(border=True):
+            st.markdown(f"**{widgets.md_escape(_ENGINES.get(v.engine, v.engine))}** · {widgets.md_escape(v.target)}")
+            st.markdown(f"### {_BADGE[v.verdict]}")
+            st.caption(f"{widgets.md_escape(v.decided_by)} · {widgets.md_escape(v.summary, 200)}")
+
+
+def _matrix(report: Report) -> None:
+    matrix = report.matrix()
+    if not matrix:
+        return
+    rows = []
+    for op, cols in matrix.items():
+        row = {"op type": op}
+        for label, counts in cols.items():
+            parts = [f"{counts[s]} {s}" for s in ("supported", "restricted", "unsupported", "unknown") if counts.get(s)]
+            row[label] = ", ".join(parts)
+        rows.append(row)
+    frame = pd.DataFrame(rows).fillna("")
+
+    def color(value: str) -> str:
+        if "unsupported" in value:
+            return "background-color: #f8d7da"
+        if "restricted" in value or "unknown" in value:
+            return "background-color: #fff3cd"
+        return "background-color: #d1e7dd" if value else ""
+
+    st.markdown("#### Engines × op types")
+    st.dataframe(frame.style.map(color, subset=[c for c in frame.columns if c != "op type"]), hide_index=True,
+                 width="stretch")
+
+
+def _nodes(report: Report) -> None:
+    st.markdown("#### Nodes")
+    c1, c2, c3 = st.columns(3)
+    targets = sorted({f"{n.engine} ({n.target})" for n in report.nodes})
+    pick_target = c1.multiselect("Engine", targets, key="compat_node_targets")
+    pick_status = c2.multiselect("Status", ["unsupported", "restricted", "unknown", "supported"],
+                                 default=["unsupported", "restricted"], key="compat_node_status")
+    query = c3.text_input("Node or op contains", key="compat_node_query").lower().strip()
+    rows = []
+    for n in report.nodes:
+        label = f"{n.engine} ({n.target})"
+        if pick_target and label not in pick_target or pick_status and n.status not in pick_status:
+            continue
+        if query and query not in n.node.lower() and query not in n.op_type.lower():
+            continue
+        rows.append({"node": n.node, "op": f"{n.domain}::{n.op_type}" if n.domain else n.op_type, "engine": label,
+                     "status": n.status, "reason": n.reason, "source": n.source})
+        if len(rows) >= MAX_ROWS:
+            break
+    st.caption(f"{len(rows)} of {len(report.nodes)} node × engine rows")
+    st.dataframe(pd.DataFrame(rows, columns=["node", "op", "engine", "status", "reason", "source"]),
+                 hide_index=True, width="stretch", height=min(400, 40 + 35 * max(1, len(rows))))
+
+
+def _apply(pass_name: str) -> None:
+    ws = state.workspace()
+    current = state.current_version()
+    if current is None:
+        return
+    version = widgets.guarded(lambda: api.apply_fix(ws, current.id, pass_name, pool_key=state.session_id()),
+                              spinner=f"Applying {pass_name} and verifying it against the original…")
+    if version is not None:
+        state.set_current(version.id)
+        st.session_state["compat_fixed"] = (pass_name, version.id)
+        st.rerun()
+
+
+def _findings(report: Report) -> None:
+    st.markdown("#### Findings")
+    fixes = report.fixes()
+    if fixes:
+        st.markdown("**One-click fixes** (each runs through the verifying pipeline and adds a version)")
+        cols = st.columns(min(4, len(fixes)))
+        for i, name in enumerate(fixes):
+            if cols[i % len(cols)].button(f"Fix: {name}", key=f"compat_fix_{name}", type="primary"):
+                _apply(name)
+        widgets.cli_hint(f"onnx-studio check {shlex.quote(state.current_handle().path.name)} "
+                         + " ".join(f"--fix {name}" for name in fixes) + " --output fixed.onnx")
+    if not report.findings:
+        st.success("No findings.")
+        return
+    for f in report.findings:
+        where = " · ".join(widgets.md_escape(x, 80) for x in (f.engine or "any engine", f.target or "", f.node or "")
+                           if x)
+        with st.expander(f"{_ICON[f.severity]} {f.code} — {where}", expanded=f.severity == "error"):
+            st.markdown(widgets.md_escape(f.message, 600))
+            if f.fix_hint:
+                st.caption("What to do: " + widgets.md_escape(f.fix_hint, 300))
+            if f.fix_pass:
+                st.caption(f"Fix pass: `{widgets.md_escape(f.fix_pass, 60)}`")
+            st.caption("Source: " + widgets.md_escape(f.source or "?", 80))
+
+
+def render() -> None:
+    st.title("Compatibility")
+    handle = state.current_handle()
+    if handle is None:
+        st.info("Open a model on the Overview page first.")
+        return
+    fixed = st.session_state.pop("compat_fixed", None)
+    if fixed:
+        st.success(f"Applied {widgets.md_escape(fixed[0], 60)} → version {widgets.md_escape(fixed[1], 20)}; "
+                   "re-checked below.")
+    current = state.current_version()
+    st.caption(f"Version {widgets.md_escape(current.id if current else '?')} · {widgets.md_escape(handle.name, 80)} · "
+               f"sha256 {handle.sha256[:12]}")
+    engines, eps, trt = _options()
+    if st.button("Re-run check", key="compat_rerun"):
+        st.session_state.pop("compat_reports", None)
+    report = _report(handle, engines, eps, trt)
+    if report is None:
+        return
+    _verdicts(report)
+    for note in report.notes:
+        st.caption("ℹ️ " + widgets.md_escape(note, 300))
+    _findings(report)
+    _matrix(report)
+    _nodes(report)
+    widgets.cli_hint(_cli(handle, engines, eps, trt))
+
+
+if __name__ == "__main__":  # run by st.navigation as a page script
+    render()

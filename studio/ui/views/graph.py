@@ -1,0 +1,296 @@
+"""Graph: the whole model (an overview aggregated to fit, zoom and pan, click a
+node for its details), a region in detail (a node's neighbourhood or a group,
+drawn by graphviz), and a before/after diff of any two versions. Every view
+is coloured by an overlay and says how to get the same from the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pandas as pd
+import streamlit as st
+
+from studio import api
+from studio.core.fmt import printable
+from studio.ui import state, widgets
+
+MODES = ("Overview", "Detail", "Diff")
+CHART_HEIGHT = 620
+
+
+def _view_key(*parts: object) -> str:
+    """A chart key per drawing, so a selection never points into an older drawing."""
+    return hashlib.sha1(repr(parts).encode()).hexdigest()[:12]
+
+
+def _selected_item(event) -> int | None:
+    try:
+        groups = event.selection.selected
+    except (AttributeError, KeyError):
+        return None
+    for g in groups or []:
+        if g.get("data_type") in ("node", "main") and g.get("data_indices"):
+            return int(g["data_indices"][0])
+    return None
+
+
+def _expanded(sha256: str) -> set[str]:
+    """Groups the user expanded, per model content (keys mean nothing in another model)."""
+    return st.session_state.setdefault("graph_expanded", {}).setdefault(sha256, set())
+
+
+def _expand(sha256: str, key: str) -> None:
+    _expanded(sha256).add(key)
+
+
+def _memo_view(key: tuple, build):
+    """The last overview and its ECharts option, kept while nothing that shapes them changes:
+    a click reruns the page, and a 10k-node layout need not be redone for it."""
+    memo = st.session_state.get("graph_view_memo")
+    if memo is not None and memo[0] == key:
+        return memo[1], memo[2]
+    view = build()
+    if view is None:
+        return None, None
+    option = api.graph_echarts(view)
+    st.session_state["graph_view_memo"] = (key, view, option)
+    return view, option
+
+
+def _to_detail(node: str | None = None, group: str | None = None) -> None:
+    st.session_state["graph_mode"] = "Detail"
+    if node is not None:
+        st.session_state["graph_region"] = "Neighbourhood of a node"
+        st.session_state["graph_focus"] = node
+    if group is not None:
+        st.session_state["graph_region"] = "A group"
+        st.session_state["graph_group_pick"] = group
+
+
+def _legend(view) -> None:
+    legend = api.graph_legend_html(view)
+    if legend:
+        st.html(legend)
+
+
+def _node_panel(handle, summary, index, node_id: str, key: str) -> None:
+    k = index.ids.get(node_id)
+    if k is None:
+        return
+    node = index.graph.nodes[k]
+    if node.kind != "op":
+        st.markdown(f"**Graph {node.kind}** {widgets.md_escape(node.name, 200)}")
+        return
+    if summary is None:      # the fast path of a huge model: details need the summary
+        summary = widgets.guarded(lambda: state.summary(handle, state.dims()), spinner="Inspecting the model…")
+        if summary is None:
+            return
+    widgets.node_details(handle, summary, node_id, key=key)
+    c1, c2 = st.columns(2)
+    c1.button("Neighbourhood in detail", key=f"{key}_to_detail", on_click=_to_detail, kwargs={"node": node_id})
+    if c2.button("Open on the Nodes page", key=f"{key}_to_nodes"):
+        st.switch_page("views/nodes.py")
+
+
+def _overview(handle, summary, index, overlays) -> None:
+    hier = index.hierarchy
+    fit, deepest = api.graph_levels(index)
+    c1, c2, c3 = st.columns([2, 2, 3])
+    level = c1.slider("Hierarchy level", 1, max(deepest, 2), value=min(fit, max(deepest, 2)), key="graph_level",
+                      help="1 = top-level groups only; higher levels open nested groups") if deepest > 1 else 1
+    names = list(overlays)
+    overlay = c2.selectbox("Overlay", names, key="graph_overlay")
+    query = c3.text_input("Search nodes, op types, tensors", key="graph_query")
+    expanded = _expanded(handle.sha256)
+    memo_key = (state.session_id(), handle.sha256, level, tuple(sorted(expanded)), overlay, query,
+                id(index), id(st.session_state.get("graph_overlay_data")))
+    view, option = _memo_view(memo_key, lambda: widgets.guarded(
+        lambda: api.graph_view(index=index, summary=summary, level=level, expanded=expanded,
+                               overlay=overlays[overlay], query=query), spinner="Laying out the graph…"))
+    if view is None:
+        return
+    st.caption(f"{len(view):,} items drawn · {index.nodes:,} nodes · level {view.projection.level} of {deepest}"
+               + (f" · {len(expanded)} groups expanded" if expanded else "") + " · scroll to zoom, drag to pan, "
+               "click a node for its details")
+    if view.note:
+        st.info(widgets.md_escape(view.note, 400))
+    if expanded and st.button("Fold expanded groups back", key="graph_fold"):
+        expanded.clear()
+        st.rerun()
+    _legend(view)
+    key = "graph_chart_" + _view_key(handle.sha256, level, sorted(expanded), overlay, query)
+    event = st.echarts_chart(option, on_select="rerun", key=key, height=CHART_HEIGHT)
+    picked = _selected_item(event)
+    if query:
+        st.caption(f"search: {len(view.highlight)} drawn items match (red outline)")
+        matches = [index.graph.nodes[k].id for k in api.search_nodes(index, query)]
+        if matches:
+            choice = st.selectbox("Matching nodes", matches, index=None, key="graph_match",
+                                  format_func=lambda s: printable(s, 120))
+            if choice:
+                st.session_state["selected_node"] = choice
+    if picked is not None and picked < len(view):
+        it = view.items[picked]
+        if it.kind == "group":
+            g = hier.groups[it.ref]
+            st.markdown(f"#### Group {widgets.md_escape(g.label, 120)}")
+            lines = dict(view.tooltip_lines(picked))
+            st.caption(widgets.md_escape(f"{g.kind} · {g.size:,} nodes · {lines.get('ops', '')}", 400))
+            c1, c2 = st.columns(2)
+            c1.button("Expand this group", key="graph_expand_btn", on_click=_expand, args=(handle.sha256, g.key))
+            c2.button("Show the group in detail", key="graph_group_detail", on_click=_to_detail,
+                      kwargs={"group": g.key})
+            return
+        st.session_state["selected_node"] = view.item_key(picked)
+    selected = st.session_state.get("selected_node")
+    if selected:
+        _node_panel(handle, summary, index, selected, "graph")
+
+
+def _detail(handle, summary, index, overlays) -> None:
+    region = st.radio("Region", ["Neighbourhood of a node", "A group"], horizontal=True, key="graph_region")
+    c1, c2 = st.columns([3, 2])
+    overlay = c2.selectbox("Overlay", list(overlays), key="graph_detail_overlay")
+    if region == "A group":
+        hier = index.hierarchy
+        groups = [g for g in hier.groups if g.parent != -1][:2000]
+        if not groups:
+            st.info("This model has no groups; use a node's neighbourhood.")
+            return
+        keys = [g.key for g in groups]
+        labels = {g.key: f"{'· ' * (g.depth - 1)}{printable(g.label, 100)} ({g.size:,})" for g in groups}
+        if st.session_state.get("graph_group_pick") not in keys:
+            st.session_state["graph_group_pick"] = keys[0]
+        gkey = c1.selectbox("Group", keys, key="graph_group_pick", format_func=lambda k: labels[k][:120])
+        view = widgets.guarded(lambda: api.graph_view(index=index, summary=summary, group=gkey,
+                                                      overlay=overlays[overlay]))
+        hint = ""
+    else:
+        default = st.session_state.get("selected_node") or next(
+            (n.id for n in index.graph.nodes if n.kind == "op"), "")
+        if "graph_focus" not in st.session_state:
+            st.session_state["graph_focus"] = default
+        focus = c1.text_input("Node id or name", key="graph_focus")
+        hops = st.slider("Hops", 0, 10, 2, key="graph_hops")
+        view = widgets.guarded(lambda: api.graph_view(index=index, summary=summary, focus=focus, hops=hops,
+                                                      overlay=overlays[overlay]))
+        hint = f" --focus '{focus[:80]}' --hops {hops}"
+    if view is None:
+        return
+    if view.note:
+        st.info(widgets.md_escape(view.note, 400))
+    _legend(view)
+    st.graphviz_chart(api.graph_dot(view), width="content")   # natural size, capped by the page
+    ids = [view.item_key(i) for i, it in enumerate(view.items) if it.kind == "node"]
+    pick = st.selectbox("Node details", ids, index=None, key="graph_detail_node",
+                        format_func=lambda s: printable(s, 120))
+    if pick:
+        st.session_state["selected_node"] = pick
+        _node_panel(handle, summary, index, pick, "graph_detail")
+    widgets.cli_hint(f"onnx-studio graph {handle.path.name}{hint} --overlay '{overlay}' -o region.svg")
+
+
+def _diff() -> None:
+    ws = state.workspace()
+    versions = ws.versions
+    if len(versions) < 2:
+        st.info("The diff needs two versions: optimize the model, or open another model on the Overview page.")
+        return
+    ids = [v.id for v in versions]
+    labels = {v.id: f"{v.id} · {v.label} · {v.sha256[:8]}" for v in versions}
+    current = state.current_version()
+    b_default = ids.index(current.id) if current and current.id in ids else len(ids) - 1
+    parent = versions[b_default].parent
+    a_default = ids.index(parent) if parent in ids else (0 if b_default else 1)
+    c1, c2, c3 = st.columns([2, 2, 2])
+    a = c1.selectbox("Before", ids, index=a_default, key="diff_a", format_func=labels.__getitem__)
+    b = c2.selectbox("After", ids, index=b_default, key="diff_b", format_func=labels.__getitem__)
+    mode = c3.radio("Mode", ["overlay", "side-by-side"], horizontal=True, key="diff_mode")
+    if a == b:
+        st.info("Pick two different versions.")
+        return
+    memo = st.session_state.setdefault("graph_diff_memo", {})
+    mkey = (a, b, ws.version(a).sha256, ws.version(b).sha256)
+    d = memo.get(mkey)
+    if d is None:
+        d = widgets.guarded(lambda: api.diff_versions(ws, a, b), spinner="Matching nodes…")
+        if d is None:
+            return
+        memo.clear()
+        memo[mkey] = d
+    counts = d.counts()
+    widgets.metric_row([("Removed", str(counts["removed"])), ("Added", str(counts["added"])),
+                        ("Changed", str(counts["changed"])), ("Unchanged", str(counts["unchanged"]))])
+    if d.passes:
+        st.caption("Passes: " + widgets.md_escape(", ".join(d.passes), 300))
+    views = widgets.guarded(lambda: api.diff_views(d, mode), spinner="Laying out…")
+    if not views:
+        return
+    cols = st.columns(len(views))
+    titles = [f"before ({a})", f"after ({b})"] if len(views) == 2 else [f"{a} → {b}, one graph"]
+    for n, (col, view, title) in enumerate(zip(cols, views, titles)):
+        with col:
+            st.markdown(f"**{title}**")
+            if view.note:
+                st.caption(widgets.md_escape(view.note, 300))
+            _legend(view)
+            event = st.echarts_chart(api.graph_echarts(view), on_select="rerun", height=CHART_HEIGHT,
+                                     key=f"diff_chart_{n}_" + _view_key(mkey, mode))
+            picked = _selected_item(event)
+            if picked is not None and picked < len(view):
+                lines = view.tooltip_lines(picked)
+                st.caption(widgets.md_escape(" · ".join(f"{k}: {v}" for k, v in lines), 600))
+    tables = api.diff_tables(d)
+    for t in tables:
+        if t.rows:
+            st.markdown(f"#### {widgets.md_escape(t.caption, 120)}")
+            st.dataframe(pd.DataFrame(list(t.rows), columns=list(t.header)), hide_index=True, width="stretch")
+    with st.expander("Changed region in detail (graphviz)"):
+        reg = widgets.guarded(lambda: api.diff_region_view(d))
+        if reg is not None:
+            if reg.note:
+                st.caption(widgets.md_escape(reg.note, 300))
+            st.graphviz_chart(api.graph_dot(reg), width="content")
+    pa, pb = ws.handle(a).path.name, ws.handle(b).path.name
+    widgets.cli_hint(f"onnx-studio graph {pa} --diff {pb} --diff-mode {mode} -o diff.html")
+
+
+def render() -> None:
+    st.title("Graph")
+    handle = state.current_handle()
+    if handle is None:
+        st.info("Open a model on the Overview page first.")
+        return
+    # A huge model is drawn before inspect; shapes and FLOPs come on request or with a node's details.
+    fast = api.graph_prefers_fast_path(handle) and handle.sha256 not in st.session_state.get("graph_with_shapes", set())
+    summary = None
+    if not fast:
+        summary = widgets.guarded(lambda: state.summary(handle, state.dims()), spinner="Inspecting the model…")
+        if summary is None:
+            return
+    index = widgets.guarded(lambda: state.graph_index(handle, summary, state.dims()), spinner="Building the graph…")
+    if index is None:
+        return
+    if fast:
+        c1, c2 = st.columns([4, 1])
+        c1.caption(f"{index.nodes:,} nodes: drawn without shapes and FLOPs so the overview comes first; "
+                   "add them (shape inference) when you need them.")
+        if c2.button("Add shapes and FLOPs", key="graph_add_shapes"):
+            st.session_state.setdefault("graph_with_shapes", set()).add(handle.sha256)
+            st.rerun()
+    mode = st.radio("View", MODES, horizontal=True, key="graph_mode", label_visibility="collapsed")
+    overlays = api.graph_overlays(index, summary, st.session_state.get("graph_overlay_data"))
+    if mode == "Overview":
+        _overview(handle, summary, index, overlays)
+        level = st.session_state.get("graph_level")
+        ov = st.session_state.get("graph_overlay", "op type")
+        widgets.cli_hint(f"onnx-studio graph {handle.path.name}" + (f" --level {level}" if level else "")
+                         + f" --overlay '{ov}' -o graph.html")
+    elif mode == "Detail":
+        _detail(handle, summary, index, overlays)
+    else:
+        _diff()
+
+
+if __name__ == "__main__":  # run by st.navigation as a page script
+    render()

@@ -1,0 +1,163 @@
+"""Optimize: choose a preset or passes, run them with verification after every
+modifying pass, see what each pass did, save the result as a new version."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pandas as pd
+import streamlit as st
+
+from passes.catalog import catalog
+from passes.optimize import cli_command, report_rows
+from passes.pipeline import op_count_diff
+from studio import api
+from studio.ui import state, widgets
+
+_RESULT = "onnx_studio_optimize_result"
+MAX_DOWNLOAD_BYTES = 300 * 2**20
+TIME_BUDGET_S = 900.0          # passes that would start later are skipped (a browser session should not run for hours)
+
+
+def _choose(cat: dict) -> tuple[str | None, list[str] | None]:
+    presets = {p["name"]: p for p in cat["presets"]}
+    summaries = {p["name"]: p["summary"] for p in cat["passes"]}
+    options = list(presets) + ["custom"]
+    choice = st.selectbox("Preset", options, index=0, key="opt_preset",
+                          format_func=lambda n: n if n == "custom" else f"{n} — {presets[n]['description']}")
+    if choice != "custom":
+        with st.expander(f"Passes in '{choice}'"):
+            for name in presets[choice]["passes"]:
+                st.markdown(f"- **{name}** — {widgets.md_escape(summaries.get(name, ''), 200)}")
+        return choice, None
+    chosen = st.multiselect("Passes, in order", list(summaries), key="opt_passes",
+                            format_func=lambda n: f"{n} — {summaries[n]}")
+    return None, chosen
+
+
+def _options(passes: list[str] | None, handle) -> dict[str, dict]:
+    """Options of the chosen passes that need one (convert-opset's target)."""
+    options: dict[str, dict] = {}
+    if passes and "convert-opset" in passes:
+        current = next((o.version for o in handle.proto.opset_import if o.domain in ("", "ai.onnx")), 17)
+        options["convert-opset"] = {"target": int(st.number_input(
+            "convert-opset: target opset", min_value=7, max_value=25, value=max(17, int(current)), key="opt_target"))}
+    return options
+
+
+def _dims(handle) -> dict[str, int]:
+    init = {t.name for t in handle.proto.graph.initializer}
+    symbolic = sorted({d.dim_param for vi in handle.proto.graph.input if vi.name not in init
+                       for d in vi.type.tensor_type.shape.dim if d.dim_param})
+    if not symbolic:
+        return {}
+    dims = state.dims()
+    st.caption("Dynamic dims: values used for the verification inputs; fix-input-shapes (tensorrt preset) makes "
+               "them static.")
+    cols = st.columns(min(4, len(symbolic)))
+    for i, name in enumerate(symbolic[:16]):
+        dims[name] = int(cols[i % len(cols)].number_input(
+            name[:40], min_value=1, value=int(dims.get(name, 1)), key=f"opt_dim_{i}_{name[:40]}"))
+    return {k: v for k, v in dims.items() if k in symbolic}
+
+
+def _run(handle, version, preset, passes, dims, on_failure, verify, options) -> None:
+    ws = state.workspace()
+    bar = st.progress(0.0, text="Starting…")
+
+    def progress(i: int, n: int, name: str) -> None:
+        bar.progress(min(1.0, i / max(n, 1)), text=f"{name} ({min(i + 1, n)}/{n})" if i < n else "Saving…")
+
+    out = ws.job_dir("optimize") / f"{handle.name}.onnx"
+    result = widgets.guarded(lambda: api.optimize(handle, preset=preset, passes=passes, dims=dims,
+                                                  pass_options=options, on_failure=on_failure, verify=verify,
+                                                  out_path=out, on_progress=progress, pool_key=state.session_id(),
+                                                  time_budget_s=TIME_BUDGET_S))
+    bar.empty()
+    if result is None:
+        return
+    new_version = None
+    if result.modified:
+        v = widgets.guarded(lambda: api.add_optimized_version(ws, version.id, result, preset=preset or "custom"))
+        if v is not None:
+            new_version = v.id
+            state.set_current(v.id)
+    st.session_state[_RESULT] = {"result": result, "source": version.id, "version": new_version,
+                                 "command": cli_command(handle.path.name, preset=preset, passes=passes, dims=dims,
+                                                        on_failure=on_failure, verify=verify, options=options)}
+
+
+def _download(result) -> None:
+    out = result.output
+    if out is None or not out.exists():
+        return
+    files = [p for p in out.parent.iterdir() if p.is_file()]
+    total = sum(p.stat().st_size for p in files)
+    if total > MAX_DOWNLOAD_BYTES:
+        st.caption(f"The result is {widgets.fmt_bytes(total)}: too large to download here; use the CLI command.")
+        return
+    if len(files) == 1:
+        st.download_button("Download the optimized model", out.read_bytes(), file_name=out.name,
+                           mime="application/octet-stream", key="opt_download")
+        return
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for p in files:
+            z.write(p, p.name)
+    st.download_button("Download the optimized model (.zip with its weights)", buf.getvalue(),
+                       file_name=f"{out.stem}.zip", mime="application/zip", key="opt_download")
+
+
+def _report(saved: dict) -> None:
+    result = saved["result"]
+    (st.success if result.ok else st.error)(widgets.md_escape(result.summary(), 400))
+    if saved.get("version"):
+        st.info(f"Saved as version {saved['version']} (now selected).")
+    st.caption("Verified against the original: " + widgets.md_escape(result.reference, 300))
+    st.markdown("#### Report")
+    st.dataframe(pd.DataFrame(report_rows(result)), hide_index=True, width="stretch", key="opt_report")
+    diff = op_count_diff(result.ops_before, result.ops_after)
+    if diff:
+        st.markdown("#### Op counts that changed")
+        st.dataframe(pd.DataFrame([{"op": op, "before": a, "after": b, "change": b - a} for op, a, b in diff]),
+                     hide_index=True, width="stretch", key="opt_ops")
+    with st.expander("What each pass changed"):
+        for r in result.records:
+            for c in r.changes[:50]:
+                st.text(f"{r.name}: {c.kind} {', '.join(c.nodes[:8])}{' …' if len(c.nodes) > 8 else ''} "
+                        f"— {c.detail}"[:500])
+    _download(result)
+    widgets.cli_hint(saved["command"])
+
+
+def render() -> None:
+    st.title("Optimize")
+    handle = state.current_handle()
+    version = state.current_version()
+    if handle is None or version is None:
+        st.info("Open a model on the Overview page first.")
+        return
+    st.caption(f"Version {version.id} · {widgets.md_escape(version.label, 60)} · {handle.short_sha}")
+    cat = catalog()
+    preset, passes = _choose(cat)
+    options = _options(passes, handle)
+    dims = _dims(handle)
+    left, right = st.columns(2)
+    on_failure = left.radio("When a pass fails verification", ["stop", "revert"], horizontal=True,
+                            key="opt_on_failure",
+                            help="stop: keep the last verified model; revert: undo that pass and continue")
+    verify = right.checkbox("Verify after every modifying pass (ONNX Runtime, optimizations off)", value=True,
+                            key="opt_verify")
+    if st.button("Run", type="primary", key="opt_run", disabled=preset is None and not passes):
+        _run(handle, version, preset, passes, dims, on_failure, verify, options)
+    saved = st.session_state.get(_RESULT)
+    if saved and state.current_version() and state.current_version().id in (saved["source"], saved["version"]):
+        _report(saved)
+    else:
+        widgets.cli_hint(cli_command(handle.path.name, preset=preset, passes=passes, dims=dims,
+                                     on_failure=on_failure, verify=verify, options=options))
+
+
+if __name__ == "__main__":  # run by st.navigation as a page script
+    render()

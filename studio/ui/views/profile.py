@@ -1,0 +1,203 @@
+"""Profile: versions x engines side by side — latency percentiles, interleaved
+ratios with their confidence, cold start, per-op time, memory and sweeps.
+
+The page reads widgets, calls ``api.profile`` and renders its result with
+:mod:`profilers.charts`. Stop: any click reruns the script, which interrupts
+the progress callback; the sandbox then kills the worker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from profilers.charts import (cold_rows, cold_start_chart, latency_histogram, memory_timeline, op_bar, op_treemap,
+                              ratio_rows, stats_rows, sweep_chart, sweep_rows)
+from profilers.profile import ProfileOptions, command_line
+from profilers.variants import ProfileTarget, choice_label, parse_engine
+from studio import api
+from studio.core.errors import StudioError
+from studio.ui import state, widgets
+
+_RESULT = "profile_result"
+_RUNNING = "profile_running"
+_VERSIONS_RUN = "profile_versions_run"
+ENGINE_CHOICES = ("ort", "ov", "ov:default", "ov:bf16", "ov:throughput", "ort:cuda", "ort:trt", "trt", "trt:f16")
+
+
+def _ints(text: str, label: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError:
+        raise StudioError(f"{label}: give comma-separated integers like 1,2,4") from None
+    if any(v < 1 or v > 4096 for v in values):
+        raise StudioError(f"{label}: values must be between 1 and 4096")
+    return values
+
+
+def _settings() -> ProfileOptions | None:
+    with st.expander("Settings", expanded=False):
+        c1, c2, c3, c4 = st.columns(4)
+        mode = c1.radio("Measure", ["iterations", "duration"], key="profile_mode", horizontal=True)
+        iterations = c2.number_input("Iterations per variant", 1, 1_000_000, 100, key="profile_iterations")
+        duration = c2.number_input("Duration (s, all variants)", 1.0, 3600.0, 10.0, key="profile_duration")
+        warmup = c3.number_input("Warm-up iterations", 0, 100_000, 10, key="profile_warmup")
+        rounds = c4.number_input("Interleaved rounds", 1, 1000, 20, key="profile_rounds")
+        d1, d2, d3, d4 = st.columns(4)
+        per_op = d1.checkbox("Per-op time", key="profile_per_op")
+        memory = d2.checkbox("Memory and leak check", key="profile_memory")
+        ov_cache = d3.checkbox("OpenVINO model cache", key="profile_ov_cache",
+                               help="compile again with a warm cache (kept in this session's job folder)")
+        timeout = d4.number_input("Time limit per step (s)", 5, 3600, 120, key="profile_timeout")
+        s1, s2, s3 = st.columns(3)
+        threads = s1.text_input("Thread sweep", "", placeholder="1,2,4", key="profile_threads")
+        batch = s2.text_input("Batch sweep", "", placeholder="1,4,8", key="profile_batch")
+        concurrency = s3.text_input("Concurrency sweep", "", placeholder="1,2,4", key="profile_concurrency")
+
+    def build() -> ProfileOptions:
+        amount = {"duration_s": float(duration)} if mode == "duration" else {"iterations": int(iterations)}
+        return ProfileOptions(warmup=int(warmup), rounds=int(rounds), per_op=per_op, memory=memory,
+                              ov_cache=ov_cache, timeout_s=float(timeout), dims=tuple(state.dims().items()),
+                              thread_counts=_ints(threads, "thread sweep"), batch_sizes=_ints(batch, "batch sweep"),
+                              concurrency=_ints(concurrency, "concurrency sweep"), **amount)
+
+    return widgets.guarded(build)
+
+
+def _run(targets: list[ProfileTarget], engines: list[str], options: ProfileOptions) -> None:
+    bar = st.progress(0.0, text="starting…")
+
+    def on_progress(fraction: float, message: str) -> None:
+        bar.progress(min(max(fraction, 0.0), 1.0), text=widgets.md_escape(message, 120))
+
+    st.session_state[_RUNNING] = True
+    result = widgets.guarded(lambda: api.profile(targets, engines, options, workspace=state.workspace(),
+                                                 pool_key=state.session_id(), on_progress=on_progress))
+    st.session_state[_RUNNING] = False
+    bar.empty()
+    if result is not None:
+        st.session_state[_RESULT] = result
+
+
+def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
+    m = profile.machine
+    load = f"{m.load_before[0]:.2f} → {m.load_after[0]:.2f}" if m.load_before and m.load_after else "?"
+    st.caption(widgets.md_escape(
+        f"{m.cpu} · {m.cpu_count} CPUs · load average {load} · "
+        + ", ".join(f"{k} {v}" for k, v in m.engines.items() if v)
+        + f" · {'interleaved, ' + str(profile.rounds) + ' shuffled rounds' if profile.interleaved else 'not interleaved'}"
+        + f" · {profile.seconds:.1f} s", 600))
+    for line in profile.feeds:
+        st.caption(widgets.md_escape(line, 300))
+    for w in profile.warnings:
+        st.warning(widgets.md_escape(w, 600))
+    for v in profile.variants:
+        if not v.ok:
+            st.error(widgets.md_escape(f"{v.id} {v.variant.label}: {v.error}", 600), icon="🚫")
+    st.markdown("#### Latency")
+    st.dataframe(pd.DataFrame(stats_rows(profile)), hide_index=True, width="stretch", key="profile_stats")
+    if any(v.ok for v in profile.variants):
+        st.plotly_chart(latency_histogram(profile), width="stretch", key="profile_hist")
+    if profile.ratios:
+        st.markdown("#### Ratios against the baseline")
+        st.caption("Median of per-round ratios of median latency (< 1: faster than the baseline), with a 95 % "
+                   "bootstrap interval over rounds and the interquartile spread of the rounds.")
+        st.dataframe(pd.DataFrame(ratio_rows(profile)), hide_index=True, width="stretch", key="profile_ratios")
+        st.markdown("\n".join(f"- **{widgets.md_escape(r.other_id, 60)}**: {widgets.md_escape(r.verdict, 400)}"
+                               for r in profile.ratios))
+    if any(v.cold for v in profile.variants):
+        st.markdown("#### Cold start")
+        st.plotly_chart(cold_start_chart(profile), width="stretch", key="profile_cold_chart")
+        st.dataframe(pd.DataFrame(cold_rows(profile)), hide_index=True, width="stretch", key="profile_cold")
+    with_ops = [v for v in profile.variants if v.ops is not None]
+    if with_ops:
+        st.markdown("#### Per-op time")
+        vid = st.selectbox("Variant", [v.id for v in with_ops], key="profile_ops_variant")
+        ops = profile.variant(vid).ops
+        versions_run = st.session_state.get(_VERSIONS_RUN, [])
+        target = profile.variant(vid).variant.target_index
+        if target < len(versions_run) and st.button("Colour the graph by this time", key="profile_to_graph"):
+            # The Graph page's documented input: data["node_times"] = {node id: seconds}.
+            st.session_state["graph_overlay_data"] = {"node_times": ops.node_times_s()}
+            state.set_current(versions_run[target])
+            st.success(f"On the Graph page, pick the 'time share' overlay ({vid}, version "
+                       f"{widgets.md_escape(versions_run[target], 20)}).")
+        widgets.metric_row([("per-op sum", f"{ops.per_op_sum_ms:.4f} ms"),
+                            ("end-to-end", f"{ops.end_to_end_ms:.4f} ms"),
+                            ("overhead", f"{ops.overhead_ms:.4f} ms"),
+                            ("mapped to ONNX nodes", f"{ops.mapped_share:.0%}")])
+        st.plotly_chart(op_bar(ops), width="stretch", key="profile_op_bar")
+        st.plotly_chart(op_treemap(ops), width="stretch", key="profile_op_tree")
+        st.dataframe(pd.DataFrame([k.to_dict() for k in ops.kernels]), hide_index=True, width="stretch",
+                     key="profile_op_table")
+        trace = profile.trace_path(vid)
+        if trace is not None:
+            st.caption(widgets.md_escape(ops.trace_note, 300))
+            st.download_button("Download trace (Perfetto / chrome://tracing)", trace.read_bytes(),
+                               file_name=f"trace-{Path(ops.trace_file).stem[:40]}.json", mime="application/json",
+                               key="profile_trace_download")
+    with_memory = [v for v in profile.variants if v.memory is not None]
+    if with_memory:
+        st.markdown("#### Memory")
+        st.plotly_chart(memory_timeline(profile), width="stretch", key="profile_memory_chart")
+        st.dataframe(pd.DataFrame([{"variant": v.id, "peak RSS MiB": round(v.memory.peak_rss / 2**20, 1),
+                                    "model MiB": round(v.memory.model_rss / 2**20, 1),
+                                    "leak check": v.memory.leak.verdict, "detail": v.memory.leak.message}
+                                   for v in with_memory]), hide_index=True, width="stretch", key="profile_mem_table")
+    kinds = sorted({s.kind for v in profile.variants for s in v.sweeps})
+    if kinds:
+        st.markdown("#### Sweeps")
+        for kind in kinds:
+            st.plotly_chart(sweep_chart(profile, kind), width="stretch", key=f"profile_sweep_{kind}")
+        st.dataframe(pd.DataFrame(sweep_rows(profile)), hide_index=True, width="stretch", key="profile_sweeps")
+    import json
+
+    st.download_button("Download profile (JSON)", json.dumps(profile.to_dict(include_samples=True), indent=1),
+                       file_name="profile.json", mime="application/json", key="profile_json_download")
+
+
+def render() -> None:
+    st.title("Profile")
+    ws = state.workspace()
+    versions = ws.versions
+    if not versions:
+        st.info("Open a model on the Overview page first; every version of it can then be profiled here.")
+        return
+    labels = {v.id: f"{v.id} · {v.label} · {v.sha256[:8]}" for v in versions}
+    current = state.current_version()
+    # Default: the original and the version being worked on (the comparison people want first).
+    default = list(dict.fromkeys([versions[0].id, current.id if current else versions[-1].id]))
+    chosen = st.multiselect("Versions", [v.id for v in versions], default=default, format_func=labels.__getitem__,
+                            key="profile_versions")
+    engines = st.multiselect("Engines", list(ENGINE_CHOICES), default=["ort", "ov"], format_func=choice_label,
+                             key="profile_engines")
+    options = _settings()
+    c1, c2, _ = st.columns([1, 1, 4])
+    run = c1.button("Run profile", type="primary", key="profile_run", disabled=not chosen or not engines)
+    stop = c2.button("Stop", key="profile_stop")
+    if stop and st.session_state.get(_RUNNING):
+        st.session_state[_RUNNING] = False
+        st.info("Stopped: the running worker was killed.")
+    if run and options is not None and chosen and engines:
+        targets, run_vids = [], []
+        for vid in chosen:
+            handle = widgets.guarded(lambda vid=vid: ws.handle(vid))
+            if handle is not None:
+                targets.append(ProfileTarget(f"{vid} {ws.version(vid).label}", handle))
+                run_vids.append(vid)
+        if targets:
+            st.session_state[_VERSIONS_RUN] = run_vids
+            _run(targets, engines, options)
+    if options is not None and chosen and engines:
+        names = [Path(ws.version(vid).path).name for vid in chosen]
+        specs = [parse_engine(e) for e in engines]
+        widgets.cli_hint(command_line(names, specs, options))
+    result = st.session_state.get(_RESULT)
+    if result is not None:
+        _results(result)
+
+
+if __name__ == "__main__":  # run by st.navigation as a page script
+    render()

@@ -1,0 +1,112 @@
+"""`onnx-studio graph`: html, dot, svg, focus, diff with lineage, and the
+one-line fallback to .dot when graphviz `dot` is not on PATH."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import onnx
+import pytest
+
+from studio.cli import main
+from tests.conftest import ROOT, SAMPLES, assert_user_message, save
+from tests.graphview.optimized import fold_conv_bn
+
+CNN = SAMPLES / "cnn_unfused.onnx"
+
+
+def test_html_is_self_contained(capsys, tmp_path):
+    out = tmp_path / "g.html"
+    assert main(["graph", str(CNN), "-o", str(out), "--overlay", "FLOPs share"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    page = out.read_text(encoding="utf-8")
+    assert "echarts" in page and "Content-Security-Policy" in page
+    # Nothing is fetched: no external script/style/image references.
+    assert not re.search(r"""<(script|link|img)[^>]+(src|href)=["']?(https?:)?//""", page)
+    data = json.loads(page.split('id="gv-data">', 1)[1].split("</script>", 1)[0])
+    assert len(data["panels"][0]["option"]["series"][0]["data"]) == 39
+    assert "FLOPs share" in page
+
+
+def test_dot_and_focus(capsys, tmp_path):
+    out = tmp_path / "g.dot"
+    assert main(["graph", str(SAMPLES / "if_loop.onnx"), "-o", str(out)]) == 0
+    dot = out.read_text()
+    assert dot.startswith("digraph") and dot.count("subgraph cluster_") >= 5    # If/Loop bodies as clusters
+    focus = tmp_path / "f.dot"
+    assert main(["graph", str(CNN), "--focus", "/layer1/layer1.0/Add", "--hops", "1", "-o", str(focus)]) == 0
+    assert len(re.findall(r"^\s*n\d+ \[", focus.read_text(), re.M)) == 4
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz dot is not installed")
+def test_svg(capsys, tmp_path):
+    out = tmp_path / "g.svg"
+    assert main(["graph", str(CNN), "-o", str(out)]) == 0
+    root = ET.fromstring(out.read_text())
+    assert root.tag.endswith("svg")
+    assert sum(1 for g in root.iter() if g.get("class") == "node") == 39
+
+
+def test_missing_dot_falls_back_to_dot_file(tmp_path):
+    """Run with a PATH that has no `dot`: one line says so and the .dot is written."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    env = {**os.environ, "PATH": str(bindir)}
+    out = tmp_path / "g.svg"
+    proc = subprocess.run([sys.executable, "-m", "studio", "graph", str(CNN), "-o", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert not out.exists() and (tmp_path / "g.dot").read_text().startswith("digraph")
+    notes = [ln for ln in proc.stderr.splitlines() if "dot" in ln]
+    assert len(notes) == 1 and "not found" in notes[0] and "g.dot" in notes[0]
+
+
+def test_diff_html_with_lineage(capsys, tmp_path):
+    opt, records = fold_conv_bn(onnx.load(str(CNN)), rename=True)
+    after = save(opt, tmp_path / "cnn_opt.onnx")
+    lineage = tmp_path / "lineage.json"
+    lineage.write_text(json.dumps({"pipeline": records}))
+    out = tmp_path / "diff.html"
+    assert main(["graph", str(CNN), "--diff", str(after), "--lineage", str(lineage), "-o", str(out)]) == 0
+    assert "11 removed, 0 added, 7 changed" in capsys.readouterr().out
+    page = out.read_text(encoding="utf-8")
+    assert "fused by fuse-conv-bn" in page and "Op counts before and after" in page
+    side = tmp_path / "side.html"
+    assert main(["graph", str(CNN), "--diff", str(after), "--diff-mode", "side-by-side", "-o", str(side)]) == 0
+    assert side.read_text(encoding="utf-8").count('class="chart"') == 2
+    region = tmp_path / "diff.dot"
+    assert main(["graph", str(CNN), "--diff", str(after), "-o", str(region)]) == 0
+    assert "BatchNormalization" in region.read_text()
+
+
+def test_errors_are_one_line(capsys, tmp_path):
+    assert main(["graph", str(CNN), "-o", str(tmp_path / "g.png")]) == 2
+    assert_user_message(capsys.readouterr().err.strip().removeprefix("error: "), ".html, .dot or .svg")
+    assert main(["graph", str(CNN), "--overlay", "nope", "-o", str(tmp_path / "g.html")]) == 2
+    assert "no overlay 'nope'" in capsys.readouterr().err
+    assert main(["graph", str(CNN), "--focus", "<script>", "-o", str(tmp_path / "g.html")]) == 2
+    assert_user_message(capsys.readouterr().err.strip().removeprefix("error: "), "no node")
+    bad = tmp_path / "lineage.json"
+    bad.write_text("{nope")
+    assert main(["graph", str(CNN), "--diff", str(CNN), "--lineage", str(bad), "-o", str(tmp_path / "d.html")]) == 2
+    assert "not JSON" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_huge_model_is_drawn_without_waiting_for_inspect(capsys, tmp_path):
+    from benchmarks.graph_models import chain
+
+    model = chain(60_000, tmp_path / "chain.onnx")
+    out = tmp_path / "c.html"
+    assert main(["graph", str(model), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "without shapes and FLOPs" in printed and "drawn as" in printed
+    data = json.loads(out.read_text(encoding="utf-8").split('id="gv-data">', 1)[1].split("</script>", 1)[0])
+    assert len(data["panels"][0]["keys"]) <= 12_000

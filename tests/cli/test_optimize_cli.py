@@ -1,0 +1,153 @@
+"""`onnx-studio optimize`: exit codes (0 ok, 1 verification failed, 2 usage/input),
+the report JSON (same objects as --json, lineage format), --list."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import onnx
+import onnx_ir as ir
+import pytest
+
+from passes.base import Change, StudioPass, result
+from passes.registry import register
+from studio.cli import main
+from tests.conftest import ROOT, SAMPLES, assert_user_message, sha256_file
+
+
+@register
+class BreakOnPurpose(StudioPass):
+    """Relu  ⇒  Neg (wrong on purpose: verification must catch it)."""
+
+    name = "test-break-on-purpose"
+
+    def call(self, model: ir.Model):
+        changes = []
+        for node in model.graph:
+            if node.op_type == "Relu":
+                node.op_type = "Neg"
+                changes.append(Change("replaced", (node.name,), "Relu -> Neg"))
+        return result(model, changes)
+
+
+CNN = SAMPLES / "cnn_unfused.onnx"
+
+
+def test_list_text_and_json(capsys):
+    assert main(["optimize", "--list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("safe", "ort", "openvino", "tensorrt", "fold-constants", "fuse-conv-bn", "onnxsim"):
+        assert name in out
+    assert "test-break" not in out
+    assert main(["optimize", "--list", "--json"]) == 0
+    cat = json.loads(capsys.readouterr().out)
+    assert {p["name"] for p in cat["presets"]} >= {"safe", "ort", "openvino", "tensorrt"}
+    assert all(p["summary"] for p in cat["passes"])
+
+
+def test_safe_preset_report_and_json(capsys, tmp_path):
+    before = sha256_file(CNN)
+    out = tmp_path / "out" / "cnn.onnx"
+    report = tmp_path / "report.json"
+    assert main(["optimize", str(CNN), "-o", str(out), "--report", str(report), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    saved = json.loads(report.read_text())
+    assert printed == saved and saved["ok"] and saved["stopped_at"] is None
+    fuse = next(r for r in saved["records"] if r["name"] == "fuse-conv-bn")
+    assert fuse["modified"] and fuse["verification"]["numeric_status"] == "passed"
+    assert any(c["kind"] == "fused" and c["nodes"] for c in fuse["changes"])
+    assert saved["ops_before"]["BatchNormalization"] == 7 and "BatchNormalization" not in saved["ops_after"]
+    assert "BatchNormalization" not in [n.op_type for n in onnx.load(str(out)).graph.node]
+    assert sha256_file(CNN) == before
+
+
+def test_text_report(capsys, tmp_path):
+    assert main(["optimize", str(CNN), "-o", str(tmp_path / "o.onnx"), "--passes", "fuse-conv-bn,eliminate-dead-code",
+                 "--dim", "batch=2"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"fuse-conv-bn\s+changed", out) and "BatchNormalization 7->0" in out
+
+
+def test_verification_failure_exits_1_with_one_line(capsys, tmp_path):
+    out = tmp_path / "o.onnx"
+    code = main(["optimize", str(CNN), "-o", str(out), "--passes", "eliminate-identity,test-break-on-purpose"])
+    assert code == 1
+    err = capsys.readouterr().err.strip()
+    assert_user_message(err, "test-break-on-purpose", "broke the model")
+    # The last verified model is still written (the identity cleanup survived).
+    assert "Identity" not in [n.op_type for n in onnx.load(str(out)).graph.node]
+    code = main(["optimize", str(CNN), "-o", str(out), "--passes", "test-break-on-purpose,fuse-conv-bn",
+                 "--on-failure", "revert", "--json"])
+    assert code == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [r["status"] for r in report["records"]] == ["reverted", "changed"]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["optimize", str(CNN), "-o", "OUT", "--passes", "no-such-pass"], "unknown pass"),
+    (["optimize", str(CNN)], "-o OUT"),
+    (["optimize", str(CNN), "-o", "OUT", "--dim", "batch"], "NAME=VALUE"),
+    (["optimize", str(CNN), "-o", "OUT", "--set", "nodot=1"], "PASS.KEY=VALUE"),
+    (["optimize", str(CNN), "-o", "OUT", "--preset", "nope"], "unknown preset"),
+    (["optimize", str(CNN), "-o", "OUT.txt"], ".onnx"),
+])
+def test_usage_errors_exit_2(capsys, tmp_path, argv, needle):
+    argv = [a.replace("OUT", str(tmp_path / "o")) if a != "OUT" else str(tmp_path / "o.onnx") for a in argv]
+    assert main(argv) == 2
+    assert_user_message(capsys.readouterr().err.strip().removeprefix("error: "), needle)
+
+
+def test_preset_and_passes_are_exclusive():
+    with pytest.raises(SystemExit) as exc:
+        main(["optimize", str(CNN), "-o", "x.onnx", "--preset", "safe", "--passes", "cse"])
+    assert exc.value.code == 2
+
+
+def test_output_may_not_overwrite_the_input(capsys, tmp_path):
+    src = tmp_path / "m.onnx"
+    src.write_bytes(CNN.read_bytes())
+    before = sha256_file(src)
+    assert main(["optimize", str(src), "-o", str(src)]) == 2
+    assert "overwrite the input" in capsys.readouterr().err
+    assert sha256_file(src) == before
+
+
+def test_invalid_model_exits_2(capsys, tmp_path):
+    m = onnx.load(str(CNN))
+    m.graph.node[0].input[0] = "missing"
+    bad = tmp_path / "bad.onnx"
+    onnx.save(m, bad)
+    assert main(["optimize", str(bad), "-o", str(tmp_path / "o.onnx")]) == 2
+    assert_user_message(capsys.readouterr().err.strip(), "cannot optimize", "onnx.checker")
+
+
+def test_set_options_and_no_verify(capsys, tmp_path):
+    src = SAMPLES / "transformer_block.onnx"
+    out = tmp_path / "tb.onnx"
+    assert main(["optimize", str(src), "-o", str(out), "--passes", "convert-opset,fuse-layernorm",
+                 "--set", "convert-opset.target=18", "--no-verify", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["reference"].startswith("not verified")
+    assert onnx.load(str(out)).opset_import[0].version == 18
+    assert "LayerNormalization" in report["ops_after"]
+
+
+def _readme_commands() -> list[list[str]]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Optimize a model", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash", 1)[1].split("```", 1)[0]
+    return [line.split("#")[0].split() for line in block.splitlines() if line.startswith("onnx-studio optimize")]
+
+
+def test_readme_optimize_examples_run(capsys, tmp_path, monkeypatch):
+    commands = _readme_commands()
+    assert len(commands) >= 3
+    monkeypatch.chdir(ROOT)
+    for argv in commands:
+        argv = argv[1:]
+        if "-o" in argv:
+            i = argv.index("-o") + 1
+            argv[i] = str(tmp_path / argv[i])
+        argv = [str(tmp_path / a) if a.endswith(".json") else a for a in argv]
+        assert main(argv) == 0, (argv, capsys.readouterr().err)

@@ -1,0 +1,139 @@
+"""`onnx-studio profile`: JSON and text output, traces, failures, --nsys without nsys,
+and the UI's command line parsing back to the same options."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from profilers.profile import ProfileOptions, command_line
+from profilers.variants import parse_engines
+from studio.cli import build_parser, main
+from studio.cli.profile_cmd import _options
+from tests.conftest import ROOT, SAMPLES, assert_user_message
+
+CNN = str(SAMPLES / "cnn_unfused.onnx")
+MOBILE = str(SAMPLES / "mobilenet_like.onnx")
+QUICK = ["--warmup", "1", "--iterations", "10", "--rounds", "3"]
+
+
+def test_json_two_models_two_engines(capsys):
+    assert main(["profile", CNN, MOBILE, "--engine", "ort,ov", *QUICK, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["ok"] and d["interleaved"] and d["rounds"] == 3
+    assert [v["variant"]["id"] for v in d["variants"]] == ["t0-ort", "t0-ov", "t1-ort", "t1-ov"]
+    assert all(v["latency"]["count"] == 10 and v["cold_start"]["session_ms"] > 0 for v in d["variants"])
+    assert len(d["ratios"]) == 3 and all("ci_low" in r for r in d["ratios"])
+    assert "samples_ms" not in d["variants"][0]
+    assert d["machine"]["load_before"] and d["options"]["iterations"] == 10
+
+
+def test_text_report_with_per_op_memory_and_sweep(capsys):
+    assert main(["profile", CNN, "--engine", "ort", "--engine", "ov", *QUICK, "--per-op", "--per-op-runs", "2",
+                 "--memory", "--memory-iterations", "20", "--threads", "1,2", "--sweep-iterations", "3"]) == 0
+    out = capsys.readouterr().out
+    for needle in ("p50", "p99.9", "QPS", "ratios vs t0-ort", "cold start t0-ort", "per-op t0-ort: sum",
+                   "end-to-end", "mapped to ONNX nodes", "memory t0-ov: peak RSS", "leak check:",
+                   "threads sweep t0-ort: 1:", "effective f32"):
+        assert needle in out, needle
+
+
+def test_trace_export(tmp_path, capsys):
+    dest = tmp_path / "out" / "trace.json"
+    assert main(["profile", CNN, "--engine", "ort,ov", *QUICK, "--trace", str(dest), "--per-op-runs", "2"]) == 0
+    ort_trace = tmp_path / "out" / "trace-t0-ort.json"
+    ov_trace = tmp_path / "out" / "trace-t0-ov.json"
+    assert isinstance(json.loads(ort_trace.read_text()), list)
+    assert json.loads(ov_trace.read_text())["traceEvents"]
+    single = tmp_path / "single.json"
+    assert main(["profile", CNN, *QUICK, "--trace", str(single), "--per-op-runs", "2"]) == 0
+    assert any(e.get("name", "").endswith("_kernel_time") for e in json.loads(single.read_text()))
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "elsewhere.json")
+    assert main(["profile", CNN, *QUICK, "--trace", str(link), "--per-op-runs", "2"]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+    assert not (tmp_path / "elsewhere.json").exists()
+
+
+def test_unavailable_engine_exits_1(capsys):
+    code = main(["profile", CNN, "--engine", "ort,trt", *QUICK])
+    out = capsys.readouterr().out
+    if "FAILED" in out:
+        assert code == 1 and "FAILED (unavailable)" in out and "not available here" in out
+    else:  # pragma: no cover - a machine with TensorRT
+        assert code == 0
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["profile", CNN, "--engine", "tpu"], "unknown engine"),
+    (["profile", "missing.onnx"], "does not exist"),
+    (["profile", CNN, "--iterations", "0"], "iterations must be a positive integer"),
+    (["profile", CNN, "--batch", "0"], None),
+])
+def test_bad_input_is_one_line(capsys, argv, needle):
+    if needle is None:
+        with pytest.raises(SystemExit) as err:   # argparse rejects it before anything runs
+            main(argv)
+        assert err.value.code == 2
+        return
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ")
+    assert_user_message(err, needle)
+
+
+def test_nsys_without_nsys_prints_the_commands(capsys):
+    if shutil.which("nsys"):  # pragma: no cover - a machine with Nsight Systems
+        pytest.skip("nsys is installed here")
+    assert main(["profile", CNN, *QUICK, "--nsys"]) == 0
+    captured = capsys.readouterr()
+    assert "nsys is not on PATH" in captured.err and "not verified here" in captured.err
+    lines = [ln for ln in captured.err.splitlines() if ln.startswith("nsys ")]
+    profile_cmd, stats_cmd = shlex.split(lines[0]), shlex.split(lines[1])
+    assert profile_cmd[:3] == ["nsys", "profile", "--trace=cuda,nvtx,osrt"]
+    inner = profile_cmd[profile_cmd.index("studio") + 2:]
+    assert inner[0] == CNN and "--nsys" not in inner
+    assert inner[inner.index("--iterations") + 1] == "10" and inner[inner.index("--rounds") + 1] == "3"
+    assert "cuda_gpu_kern_sum,cuda_gpu_mem_time_sum" in stats_cmd
+    assert "p50" in captured.out   # the profile itself still ran
+
+
+def test_out_dir_keeps_profile_json(tmp_path, capsys):
+    out = tmp_path / "keep"
+    assert main(["profile", CNN, *QUICK, "--per-op", "--per-op-runs", "2", "--out-dir", str(out)]) == 0
+    saved = json.loads((out / "profile.json").read_text())
+    assert len(saved["variants"][0]["samples_ms"]) == 10
+    assert any(p.name.startswith("ort_profile_") for p in out.iterdir())
+
+
+def test_subprocess_writes_nothing_in_the_cwd(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "studio", "profile", CNN, *QUICK, "--per-op", "--per-op-runs", "2",
+                           "--json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["ok"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ui_command_line_parses_back_to_the_same_options():
+    options = ProfileOptions(warmup=3, iterations=250, rounds=7, per_op=True, per_op_runs=4, memory=True,
+                             memory_iterations=50, sweep_iterations=9, thread_counts=(1, 2),
+                             batch_sizes=(1, 4), concurrency=(2,), dims=(("batch", 1), ("seq len", 16)),
+                             ov_cache=True, timeout_s=60, seed=5)
+    specs = parse_engines("ort,ov:bf16")
+    text = command_line(["my model.onnx", "b.onnx"], specs, options)
+    argv = shlex.split(text)
+    assert argv[:2] == ["onnx-studio", "profile"]
+    args = build_parser().parse_args(argv[1:])
+    assert args.models == ["my model.onnx", "b.onnx"]
+    assert parse_engines(args.engine) == specs
+    rebuilt = _options(args)
+    assert rebuilt == options
+    duration = ProfileOptions(duration_s=12.5)
+    assert _options(build_parser().parse_args(shlex.split(command_line(["m.onnx"], specs, duration))[1:])) == duration

@@ -1,0 +1,57 @@
+"""Lint findings on small models built in the test."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from diagnostics.base import OutputInfo
+from diagnostics.lint import lint_model, output_shape_findings
+from studio import api
+from tests.conftest import SAMPLES
+
+
+def _codes(findings):
+    return {f.code for f in findings}
+
+
+def test_old_ir_inputs_unused_initializers_dynamic_dims_and_domains():
+    w = numpy_helper.from_array(np.ones((4,), np.float32), "w")
+    unused = numpy_helper.from_array(np.ones((2,), np.float32), "unused")
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"], name="add")], "g",
+                              [helper.make_tensor_value_info("x", 1, ["batch", 4]),
+                               helper.make_tensor_value_info("w", 1, [4])],
+                              [helper.make_tensor_value_info("y", 1, ["batch", 4])], initializer=[w, unused])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("acme", 1)])
+    found = lint_model(model)
+    assert {"INITIALIZER-AS-INPUT", "UNUSED-INITIALIZER", "DYNAMIC-SHAPE", "UNUSED-OPSET"} <= _codes(found)
+    fixes = {f.code: f.fix_pass for f in found}
+    assert fixes["INITIALIZER-AS-INPUT"] == "remove-initializers-from-inputs"
+    assert fixes["DYNAMIC-SHAPE"] == "fix-input-shapes" and fixes["UNUSED-INITIALIZER"] == "eliminate-dead-code"
+
+
+def test_duplicate_names_and_old_opset():
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="a"),
+                               helper.make_node("Relu", ["x"], ["y"], name="a")], "g",
+                              [helper.make_tensor_value_info("x", 1, [2])], [helper.make_tensor_value_info("y", 1, [2])])
+    found = lint_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)]))
+    assert {"DUPLICATE-NAME", "DUPLICATE-NODE-NAME", "OPSET-TOO-OLD"} <= _codes(found)
+
+
+def test_declared_output_shape_differs_from_real_run(tmp_path):
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", 1, [2, 3])],
+                              [helper.make_tensor_value_info("y", 1, [3, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    found = output_shape_findings(model, [OutputInfo("y", "float32", (2, 3))], "onnxruntime")
+    assert [f.code for f in found] == ["OUTPUT-SHAPE-MISMATCH"] and "dim 0 declared 3, produced 2" in found[0].message
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    report = api.check(api.load(path), ("onnxruntime",))
+    assert "OUTPUT-SHAPE-MISMATCH" in _codes(report.findings)
+
+
+def test_clean_sample_has_no_lint_errors():
+    report = api.check(api.load(SAMPLES / "cnn_unfused.onnx"), ("onnxruntime",))
+    assert report.ok and report.verdict("onnxruntime").verdict == "runs"

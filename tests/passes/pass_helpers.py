@@ -1,0 +1,59 @@
+"""Running one pass the way a test should: through the pipeline (so ORT with
+optimizations off compares outputs on seeded inputs), then the full checker,
+then a second run that must change nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+
+from passes.pipeline import PipelineResult, run_pipeline
+from passes.registry import make_pass
+from passes.verify import interface_problems
+from tests.conftest import parse_model, save
+
+
+def ops(path: Path) -> list[str]:
+    return [n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node]
+
+
+def run_one(tmp_path: Path, model: str | onnx.ModelProto, name: str, *, options: dict | None = None,
+            dims: dict | None = None, tag: str = "a") -> PipelineResult:
+    proto = parse_model(model) if isinstance(model, str) else model
+    src = save(proto, tmp_path / f"in-{tag}" / "m.onnx")
+    return run_pipeline(src, [make_pass(name, **(options or {}))], tmp_path / f"out-{tag}" / "m.onnx", dims=dims)
+
+
+def check_applies(tmp_path: Path, model: str | onnx.ModelProto, name: str, expected_ops: list[str] | None = None,
+                  *, options: dict | None = None, dims: dict | None = None, numeric: bool = True) -> PipelineResult:
+    """The pass changes the model, verification passes (numerically unless told
+    otherwise), the result passes the full check, keeps the interface (unless the
+    pass changes it on purpose) and a second run changes nothing."""
+    r = run_one(tmp_path, model, name, options=options, dims=dims)
+    rec = r.records[0]
+    assert rec.status == "changed", (rec.status, rec.message, rec.notes)
+    assert rec.verification is not None and rec.verification.ok, rec.verification
+    if numeric:
+        assert rec.verification.numeric_status == "passed", rec.verification
+    if expected_ops is not None:
+        assert ops(r.output) == expected_ops
+    onnx.checker.check_model(str(r.output), full_check=True)
+    original = onnx.load(str(tmp_path / "in-a" / "m.onnx"))
+    result = onnx.load(str(r.output))
+    if not make_pass(name).changes_interface:
+        assert interface_problems(original, result) == []
+    again = run_pipeline(r.output, [make_pass(name, **(options or {}))], tmp_path / "out-again" / "m.onnx",
+                         dims=dims)
+    assert again.records[0].status == "unchanged", again.records[0].changes
+    return r
+
+
+def check_skips(tmp_path: Path, model: str | onnx.ModelProto, name: str, *, options: dict | None = None,
+                dims: dict | None = None) -> PipelineResult:
+    """The pass must leave this model alone (byte-identical result)."""
+    r = run_one(tmp_path, model, name, options=options, dims=dims, tag="skip")
+    rec = r.records[0]
+    assert rec.status == "unchanged", (rec.status, rec.changes)
+    assert Path(r.output).read_bytes() == (tmp_path / "in-skip" / "m.onnx").read_bytes()
+    return r

@@ -1,0 +1,75 @@
+"""fix-input-shapes, convert-opset and onnxsim (the passes that change the
+interface, the opset, or come from another tool)."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+
+from passes.pipeline import run_pipeline
+from passes.registry import make_pass
+from passes.verify import interface_problems
+from tests.conftest import SAMPLES, parse_model, save
+from tests.passes.pass_helpers import check_applies, check_skips, ops
+
+H13 = '<ir_version: 8, opset_import: ["" : 13]>'
+DYN = '<ir_version: 8, opset_import: ["" : 17]>' + """
+g (float[batch,3,4,4] x) => (float[batch,48] y) <int64 zero = {0}, int64[1] ax = {0}, int64[1] rest = {-1}> {
+  s = Shape(x)
+  b = Gather(s, zero)
+  bu = Unsqueeze(b, ax)
+  shp = Concat<axis=0>(bu, rest)
+  y = Reshape(x, shp)
+}"""
+
+
+def _dims(path, kind="input"):
+    m = onnx.load(str(path))
+    vi = (m.graph.input if kind == "input" else m.graph.output)[0]
+    return [d.dim_value or d.dim_param for d in vi.type.tensor_type.shape.dim]
+
+
+def test_fix_input_shapes_then_folding_removes_the_shape_subgraph(tmp_path):
+    r = check_applies(tmp_path, DYN, "fix-input-shapes", options={"dims": {"batch": 2}})
+    assert _dims(r.output) == [2, 3, 4, 4] and _dims(r.output, "output") == [2, 48]
+    folded = run_pipeline(r.output, [make_pass("fold-constants")], tmp_path / "folded" / "m.onnx")
+    assert ops(folded.output) == ["Reshape"]
+    # The interface changed exactly as asked, nothing else.
+    original = onnx.load(str(tmp_path / "in-a" / "m.onnx"))
+    assert interface_problems(original, onnx.load(str(folded.output)), {"batch": 2}) == []
+    assert interface_problems(original, onnx.load(str(folded.output)))
+
+
+def test_fix_input_shapes_needs_dims_and_names_unknown_ones(tmp_path):
+    r = check_skips(tmp_path, DYN, "fix-input-shapes")
+    assert "no dims given" in r.records[0].notes[0]
+    r = check_skips(tmp_path / "unknown", DYN, "fix-input-shapes", options={"dims": {"sequence": 8}})
+    assert "'sequence' is not a dim of any input" in r.records[0].notes[0]
+
+
+def test_fix_input_shapes_rejects_bad_values(tmp_path):
+    r = run_pipeline(save(parse_model(DYN), tmp_path / "m.onnx"), [make_pass("fix-input-shapes", dims={"batch": 0})],
+                     tmp_path / "o" / "m.onnx")
+    assert r.records[0].status == "error" and "positive integer" in r.records[0].message
+
+
+def test_convert_opset_up_and_missing_target(tmp_path):
+    m = H13 + """
+    g (float[N,8] x) => (float[N,1] y) <int64[1] ax = {-1}> {
+      y = ReduceMean<axes=[-1]>(x)
+    }"""
+    r = check_applies(tmp_path, m, "convert-opset", options={"target": 18})
+    assert onnx.load(str(r.output)).opset_import[0].version == 18
+    assert "ReduceMean" in ops(r.output)
+    assert "ai.onnx opset 13 -> 18" in r.records[0].changes[0].detail
+    err = run_pipeline(tmp_path / "in-a" / "m.onnx", [make_pass("convert-opset")], tmp_path / "e" / "m.onnx")
+    assert err.records[0].status == "error" and "needs a target opset" in err.records[0].message
+
+
+def test_onnxsim_result_is_verified_like_any_pass(tmp_path):
+    pytest.importorskip("onnxsim")
+    r = run_pipeline(SAMPLES / "cnn_unfused.onnx", [make_pass("onnxsim")], tmp_path / "o" / "m.onnx")
+    rec = r.records[0]
+    assert rec.status == "changed" and rec.verification.ok and rec.verification.numeric_status == "passed"
+    assert "BatchNormalization" not in ops(r.output)
+    assert any(c.kind == "removed" for c in rec.changes)

@@ -1,0 +1,71 @@
+"""Shared helpers of the plugin tests: the mmdeploy sample's handle and signature (captured once per
+session), tiny models with custom ops, and the generated ORT Python body with a line injected."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from tests.conftest import SAMPLES
+
+MMDEPLOY = SAMPLES / "mmdeploy_grid_sampler.onnx"
+OP = "mmdeploy::grid_sampler"
+
+
+@pytest.fixture(scope="session")
+def mm_handle():
+    from studio import api
+
+    return api.load(MMDEPLOY)
+
+
+@pytest.fixture(scope="session")
+def mm_sig(mm_handle):
+    from studio import api
+
+    return api.plugin_signature(mm_handle, OP)
+
+
+@pytest.fixture(scope="session")
+def ort_body(mm_sig):
+    from studio.plugins.scaffold import render_python_impl
+
+    return render_python_impl(mm_sig, "ort-python")
+
+
+def inject(body: str, line: str) -> str:
+    """The generated compute() with ``line`` run first (8-space lines stay inside the function)."""
+    anchor = "    mode = _MODES[int(interpolation_mode)]\n"
+    assert anchor in body
+    return body.replace(anchor, line + anchor, 1)
+
+
+def all_modes_model(rank: int = 4) -> onnx.ModelProto:
+    """Relu -> 18 mmdeploy::grid_sampler nodes (every mode x padding x align_corners), one output each."""
+    spatial = [5, 6] if rank == 4 else [3, 4, 5]
+    grid_shape = [1, 3, 4, 2] if rank == 4 else [1, 2, 3, 4, 3]
+    nodes = [helper.make_node("Relu", ["x"], ["xr"], name="relu")]
+    outputs = []
+    for mode in range(3 if rank == 4 else 2):
+        for pad in range(3):
+            for align in range(2):
+                name = f"y_m{mode}_p{pad}_a{align}"
+                nodes.append(helper.make_node("grid_sampler", ["xr", "grid"], [name], name=f"gs_{name}",
+                                              domain="mmdeploy", interpolation_mode=mode, padding_mode=pad,
+                                              align_corners=align))
+                outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "all_modes", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, *spatial]),
+        helper.make_tensor_value_info("grid", TensorProto.FLOAT, grid_shape)], outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("mmdeploy", 1)])
+
+
+def unknown_op_model() -> onnx.ModelProto:
+    """Abs -> acme::Swizzle(alpha=0.5, tag='x') -> Neg; no reference is known for acme::Swizzle."""
+    nodes = [helper.make_node("Abs", ["x"], ["a"]),
+             helper.make_node("Swizzle", ["a"], ["s"], name="swz", domain="acme", alpha=0.5, tag="x", axes=[1, 2]),
+             helper.make_node("Neg", ["s"], ["y"])]
+    graph = helper.make_graph(nodes, "unknown", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("acme", 1)])

@@ -1,0 +1,86 @@
+"""C++ packages compiled here and checked against the reference (slow tier: CMake + g++).
+
+* OpenVINO: the extension is built against the openvino wheel's headers and CMake config, loaded with
+  ``core.add_extension``, and every GridSample mode x padding x align_corners matches the reference, one-node
+  and whole model; (d) of the worked example.
+* ONNX Runtime: the custom-op library is built against ONNX Runtime's public headers (fetched from npm by
+  scripts/fetch_ort_headers.sh; the pip wheel has none) and loaded into the pip runtime with
+  ``register_custom_ops_library`` -- the C API is ABI-stable, so older headers load into a newer runtime.
+
+Builds are cached per test session.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from studio import api
+from studio.plugins import toolchain
+from studio.plugins.build import build_package, check_library
+from studio.plugins.signature import collect_signature
+from tests.conftest import save
+from tests.plugins.plugin_models import OP, all_modes_model
+
+pytestmark = pytest.mark.slow
+
+
+def _require(tool: toolchain.Tool) -> None:
+    if tool.ok:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(tool.reason)
+    pytest.skip(tool.reason)
+
+
+@pytest.fixture(scope="module")
+def modes(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("modes")
+    handle = api.load(save(all_modes_model(), folder / "all_modes.onnx"))
+    sig = collect_signature(handle, OP, max_nodes=18)
+    assert len(sig.samples) == 18 and sig.model_outputs is not None
+    scaffold = api.scaffold_plugin(handle, OP, "ort-cpp,openvino-cpp", folder / "plugins", signature=sig)
+    return handle, sig, scaffold
+
+
+@pytest.mark.parametrize("target", ["openvino-cpp", "ort-cpp"])
+def test_cpp_package_builds_and_matches_every_mode(modes, target):
+    _require(toolchain.cmake())
+    _require(toolchain.cxx_compiler())
+    _require(toolchain.openvino_cmake_dir() if target == "openvino-cpp" else toolchain.ort_include_dir())
+    handle, sig, scaffold = modes
+    folder = scaffold.root.parent / scaffold.package(target).folder
+    built = build_package(folder, target)
+    assert built.built, built.message + "\n" + built.log_tail
+    check = check_library(handle, sig, target, folder / built.library)
+    assert check, check.message
+    assert len(check.samples) == 18 and all(s.ok for s in check.samples)
+    assert check.model["ok"] and len(check.model["outputs"]) == 18
+    # bilinear + zeros, align_corners 0 and 1: exact to float32 rounding.
+    for s in check.samples:
+        if "_m0_p0_" in s.node:
+            assert s.max_abs is not None and s.max_abs < 1e-6, (s.node, s.max_abs)
+
+
+def test_worked_example_openvino_cpp_via_facade(mm_handle, mm_sig, tmp_path):
+    """(d): the sample model runs in OpenVINO with the C++ extension built from the generated package."""
+    _require(toolchain.cmake())
+    _require(toolchain.openvino_cmake_dir())
+    scaffold = api.scaffold_plugin(mm_handle, OP, "openvino-cpp,tensorrt", tmp_path, signature=mm_sig)
+    result = api.build_plugin(mm_handle, scaffold, "openvino-cpp", signature=mm_sig)
+    assert result, result.message
+    assert result.check.model["ok"]
+    trt = api.build_plugin(mm_handle, scaffold, "tensorrt", signature=mm_sig)
+    assert not trt.built and "not compiled here" in trt.message
+
+
+def test_build_failure_is_one_line(mm_handle, mm_sig, tmp_path):
+    _require(toolchain.cmake())
+    _require(toolchain.openvino_cmake_dir())
+    scaffold = api.scaffold_plugin(mm_handle, OP, "openvino-cpp", tmp_path, signature=mm_sig)
+    source = scaffold.root / "openvino-cpp" / "grid_sampler_op.cpp"
+    source.write_text(source.read_text().replace("return true;", "return true", 1))
+    result = build_package(source.parent, "openvino-cpp")
+    assert not result.built and result.message.startswith("build failed:") and "\n" not in result.message
+    assert "error" in result.log_tail

@@ -1,0 +1,190 @@
+"""Per-op time: ORT trace aggregation, mapping kernels back to ONNX nodes, and
+real runs on small models (node count and op types right, sum close to the
+end-to-end time)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from profilers.latency import variant_args
+from profilers.ops import GraphIndex, RawKernel, aggregate_ort_events, attribute, measure_ops
+from profilers.variants import EngineSpec
+from studio.core.feeds import input_specs, random_feeds
+from studio.core.sandbox import Limits
+from tests.conftest import SAMPLES, parse_model, save
+
+LIMITS = Limits(timeout_s=120)
+
+
+def _event(name, ts, dur, op="Conv", cat="Node"):
+    return {"cat": cat, "name": name, "ts": ts, "dur": dur, "ph": "X",
+            "args": {"op_name": op, "provider": "CPUExecutionProvider"}}
+
+
+def test_aggregate_ort_events_skips_warmup_runs():
+    events = [{"cat": "Session", "name": "model_loading_uri", "ts": 0, "dur": 10}]
+    # 2 warm-up runs (slow) and 3 measured runs; each run has two kernels and fences.
+    for start, conv in [(100, 500), (1000, 400), (2000, 50), (3000, 60), (4000, 40)]:
+        events.append({"cat": "Session", "name": "model_run", "ts": start, "dur": conv + 30})
+        events.append(_event("/conv/Conv_fence_before", start + 1, 1))
+        events.append(_event("/conv/Conv_kernel_time", start + 2, conv))
+        events.append(_event("/relu/Relu_kernel_time", start + 3 + conv, 10, op="Relu"))
+    kernels, run_ms, nested = aggregate_ort_events(events, runs=3)
+    assert nested == 0
+    by_name = {k.name: k for k in kernels}
+    assert set(by_name) == {"/conv/Conv", "/relu/Relu"}
+    assert by_name["/conv/Conv"].per_run_us == (50.0, 60.0, 40.0)
+    assert by_name["/conv/Conv"].typical_us == 50.0 and by_name["/conv/Conv"].calls == 3
+    assert by_name["/relu/Relu"].op_type == "Relu"
+    assert run_ms == pytest.approx(0.08)
+
+
+MODEL = '''<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,3,8,8] x) => (float[1,3,8,8] y) <float[3,3,3,3] w, float[3] scale, float[3] bias, float[3] mean, float[3] var>
+{
+    c = Conv <pads = [1,1,1,1]> (x, w)
+    b = BatchNormalization (c, scale, bias, mean, var)
+    r = Relu (b)
+    a = Add (r, x)
+    y = Relu (a)
+}'''
+
+
+def _graph():
+    return GraphIndex.from_model(onnx.parser.parse_model(MODEL))
+
+
+def test_graph_index_keys_like_the_nodes_page():
+    g = _graph()
+    assert g.keys == ("Conv_0", "BatchNormalization_1", "Relu_2", "Add_3", "Relu_4")
+    assert g.resolve("Conv_0") == (0, "exact")
+    assert g.resolve("r") == (2, "tensor")             # OpenVINO names unnamed nodes after their output
+    assert g.resolve("r_nchwc") == (2, "prefix")       # ORT's NCHWc kernels: <output>_nchwc
+    assert g.resolve("Add_3/SomeFusion/") == (3, "prefix")
+    assert g.resolve("Multiply_4061") is None
+
+
+def test_attribute_fused_kernels_and_orphans():
+    g = _graph()
+    kernels = [
+        # ORT style: Conv+BN+Relu named after the Relu's output; Add+Relu named after the Add.
+        RawKernel("r_nchwc", "Conv", "CPU", (100.0, 120.0, 110.0), 3),
+        RawKernel("Add_3", "Add", "CPU", (10.0, 10.0, 10.0), 3),
+        RawKernel("ReorderOutput_token_7", "ReorderOutput", "CPU", (5.0, 5.0, 5.0), 3),
+    ]
+    out, per_node, unassigned = attribute(kernels, g, runs=3)
+    by_name = {k.name: k for k in out}
+    conv = by_name["r_nchwc"]
+    assert conv.onnx_nodes == ("Conv_0", "BatchNormalization_1", "Relu_2")   # Conv and BN absorbed forwards
+    assert conv.anchor == "Conv_0" and conv.mapping == "prefix"             # time goes to the Conv
+    assert by_name["Add_3"].onnx_nodes == ("Add_3", "Relu_4")                # epilogue Relu absorbed backwards
+    assert by_name["ReorderOutput_token_7"].anchor is None
+    assert per_node == {"Conv_0": pytest.approx(0.11), "Add_3": pytest.approx(0.01)}
+    assert unassigned == ()
+    assert sum(k.share for k in out) == pytest.approx(1.0)
+
+
+def test_attribute_openvino_original_names():
+    g = _graph()
+    kernels = [RawKernel("Multiply_77", "Convolution", "brgconv", (30.0,), 1, ("Multiply_77", "b", "r")),
+               RawKernel("y", "Subgraph", "jit", (3.0,), 1, ("a", "y"))]
+    out, per_node, _ = attribute(kernels, g, runs=1)
+    assert out[0].onnx_nodes == ("Conv_0", "BatchNormalization_1", "Relu_2")
+    assert out[0].anchor == "Conv_0"                   # Convolution matches Conv
+    assert out[1].onnx_nodes == ("Add_3", "Relu_4") and out[1].anchor == "Add_3"
+    assert set(per_node) == {"Conv_0", "Add_3"}
+
+
+def _matmul_chain(tmp_path, n=4, size=192):
+    rng = np.random.default_rng(0)
+    nodes, inits, prev = [], [], "x"
+    for i in range(n):
+        inits.append(numpy_helper.from_array(rng.standard_normal((size, size)).astype(np.float32) / size, f"w{i}"))
+        nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"], name=f"mm{i}"))
+        nodes.append(helper.make_node("Relu", [f"m{i}"], [f"r{i}"], name=f"relu{i}"))
+        prev = f"r{i}"
+    nodes.append(helper.make_node("Identity", [prev], ["y"], name="out"))
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, size])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return save(model, tmp_path / "chain.onnx"), model
+
+
+def _run_ops(path, model, spec, tmp_path, runs=8):
+    arrays = {}
+    feeds = random_feeds(input_specs(model))
+    v = variant_args("t0-x", spec.label, path, spec.to_args(), feeds, 0, arrays)
+    return measure_ops(v, arrays, model, warmup=2, runs=runs, out_dir=tmp_path / "job", limits=LIMITS,
+                       pool_key="test-profile-ops")
+
+
+def test_ort_per_op_one_kernel_per_node_without_optimizations(tmp_path):
+    path, model = _matmul_chain(tmp_path)
+    ops = _run_ops(path, model, EngineSpec("onnxruntime", opt_level="disable"), tmp_path)
+    # Node count and op types are exactly the graph's; every kernel maps to its own node.
+    assert len(ops.kernels) == len(model.graph.node)
+    assert sorted(k.op_type for k in ops.kernels) == sorted(n.op_type for n in model.graph.node)
+    assert all(k.mapping == "exact" and k.onnx_nodes == (k.anchor,) for k in ops.kernels)
+    assert set(ops.per_node_ms) == {n.name for n in model.graph.node}
+    assert ops.mapped_share == 1.0
+    by_type = {t.op_type: t for t in ops.by_op_type}
+    assert by_type["MatMul"].kernels == 4 and by_type["MatMul"].share > 0.5
+    # The per-op sum is most of the end-to-end time; the rest is visible as overhead.
+    assert 0.3 < ops.coverage <= 1.05, (ops.per_op_sum_ms, ops.end_to_end_ms)
+    assert ops.overhead_ms == pytest.approx(ops.end_to_end_ms - ops.per_op_sum_ms)
+    shares = ops.node_time_share()
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert max(shares, key=shares.get).startswith("mm")
+    # The trace lands in the job folder, and is a chrome trace.
+    events = json.loads((tmp_path / "job" / ops.trace_file).read_text())
+    assert any(e.get("name") == "mm0_kernel_time" for e in events)
+
+
+def test_ort_per_op_on_optimized_sample_maps_fused_kernels(tmp_path):
+    path = SAMPLES / "cnn_unfused.onnx"
+    model = onnx.load(str(path))
+    ops = _run_ops(path, model, EngineSpec("onnxruntime"), tmp_path, runs=4)
+    assert len(ops.kernels) < len(model.graph.node)      # BN folded, Relu fused, Identity gone
+    assert ops.mapped_share > 0.8
+    conv_anchors = [k.anchor for k in ops.kernels if k.op_type == "Conv"]
+    assert conv_anchors and all(a and a.endswith("/Conv") for a in conv_anchors)
+    assert all(n.startswith("/") for n in ops.per_node_ms)
+
+
+def test_openvino_per_op_counters_and_synthesized_trace(tmp_path):
+    path = SAMPLES / "cnn_unfused.onnx"
+    model = onnx.load(str(path))
+    ops = _run_ops(path, model, EngineSpec("openvino"), tmp_path, runs=4)
+    assert ops.engine == "openvino" and ops.mapped_share > 0.7
+    convs = [k for k in ops.kernels if k.op_type == "Convolution"]
+    assert len(convs) == sum(1 for n in model.graph.node if n.op_type == "Conv")
+    assert all(k.anchor and k.anchor.endswith("/Conv") for k in convs)
+    trace = json.loads((tmp_path / "job" / ops.trace_file).read_text())
+    assert trace["traceEvents"] and "synthesized" in trace["otherData"]["note"]
+
+
+def test_unnamed_nodes_are_keyed_like_the_nodes_page(tmp_path):
+    model = parse_model('<ir_version: 8, opset_import: ["" : 17]> g (float[1,512] x) => (float[1,512] y) '
+                        '{ a = Relu(x) b = Sigmoid(a) y = Add(a, b) }')
+    path = save(model, tmp_path / "unnamed.onnx")
+    ops = _run_ops(path, model, EngineSpec("onnxruntime", opt_level="disable"), tmp_path, runs=3)
+    assert set(ops.per_node_ms) == {"Relu_0", "Sigmoid_1", "Add_2"}
+
+
+def test_control_flow_bodies_are_not_counted_twice(tmp_path):
+    """The sample's If and Loop bodies run inside their nodes' kernels: the per-op sum stays
+    below the end-to-end time and the time lands on the main graph's If and Loop nodes."""
+    path = SAMPLES / "if_loop.onnx"
+    model = onnx.load(str(path))
+    ops = _run_ops(path, model, EngineSpec("onnxruntime"), tmp_path, runs=4)
+    assert ops.per_op_sum_ms <= ops.end_to_end_ms * 1.05
+    assert {"If", "Loop"} <= {k.op_type for k in ops.kernels}
+    loop = next(k for k in ops.kernels if k.op_type == "Loop")
+    assert loop.anchor == "/Loop" and ops.per_node_ms["/Loop"] > 0
+    assert any("If/Loop/Scan bodies" in n for n in ops.notes)
+    assert not any("/body/" in k.name for k in ops.kernels)
