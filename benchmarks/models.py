@@ -183,13 +183,15 @@ def cached_bert(cfg: BertConfig, *, external: bool = True) -> Path:
 
 # ---------------------------------------------------------------------------- ResNet-50
 
-def build_resnet50(out_dir: Path, *, seed: int = 0, batch: int | str = "batch") -> Path:
+def build_resnet50(out_dir: Path, *, seed: int = 0, batch: int | str = "batch", trained_like: bool = False) -> Path:
     """A ResNet-50 (torchvision topology: 53 convs, 224x224, 25.6 M params) exported
     op by op as ``torch.onnx.export(..., do_constant_folding=False)`` writes it:
     every Conv followed by its own BatchNormalization, node names like
     ``/layer1/layer1.0/conv1/Conv``, dynamic batch, opset 17, weights inline.
     Weights are random (He init, BatchNorm statistics near 1/0), so activations
-    stay bounded through 50 layers."""
+    stay bounded through 50 layers. ``trained_like``: BatchNorm statistics measured on
+    seeded images instead (what training leaves behind; see ``_calibrate_batchnorm``),
+    which INT8 calibration and accuracy measurements need."""
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     inits: list[TensorProto] = []
@@ -255,6 +257,8 @@ def build_resnet50(out_dir: Path, *, seed: int = 0, batch: int | str = "batch") 
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, 1000])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8,
                               producer_name="pytorch", producer_version="2.5.0")
+    if trained_like:
+        _calibrate_batchnorm(model, 224, seed)
     path = out_dir / "model.onnx"
     tmp = path.with_suffix(".tmp")
     tmp.write_bytes(model.SerializeToString())
@@ -267,4 +271,143 @@ def cached_resnet50() -> Path:
     path = CACHE / "resnet50-v2" / "model.onnx"
     if not path.exists():
         build_resnet50(path.parent)
+    return path
+
+
+# ---------------------------------------------------------------------------- CNNs with trained-like statistics
+
+class _ConvNet:
+    """Builds Conv → BatchNormalization (unfused) → activation graphs with He-init weights."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[TensorProto] = []
+        self.n = 0
+
+    def _name(self, op: str) -> str:
+        self.n += 1
+        return f"{op}_{self.n}"
+
+    def init(self, name: str, arr: np.ndarray) -> str:
+        self.inits.append(onnx.numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        return name
+
+    def node(self, op: str, inputs: list[str], name: str | None = None, **attrs) -> str:
+        name = name or self._name(op)
+        out = f"{name}_out"
+        self.nodes.append(helper.make_node(op, inputs, [out], name=name, **attrs))
+        return out
+
+    def conv_bn(self, x: str, cin: int, cout: int, k: int, stride: int = 1, group: int = 1, act: str | None = "relu",
+                gamma: float = 1.0, prefix: str = "") -> str:
+        name = prefix or self._name("conv")
+        fan_in = cin // group * k * k
+        w = self.rng.standard_normal((cout, cin // group, k, k)).astype(np.float32) * math.sqrt(2.0 / fan_in)
+        y = self.node("Conv", [x, self.init(f"{name}.weight", w)], f"{name}/Conv", kernel_shape=[k, k],
+                      strides=[stride, stride], pads=[k // 2] * 4, group=group)
+        scale = (gamma * (0.75 + 0.5 * self.rng.random(cout))).astype(np.float32)
+        bias = (self.rng.standard_normal(cout) * 0.1).astype(np.float32)
+        mean, var = f"{name}.bn.running_mean", f"{name}.bn.running_var"
+        self.init(mean, np.zeros(cout, np.float32))
+        self.init(var, np.ones(cout, np.float32))
+        y = self.node("BatchNormalization", [y, self.init(f"{name}.bn.weight", scale),
+                                             self.init(f"{name}.bn.bias", bias), mean, var],
+                      f"{name}/BatchNormalization", epsilon=1e-5)
+        if act == "relu":
+            y = self.node("Relu", [y], f"{name}/Relu")
+        elif act == "relu6":
+            y = self.node("Clip", [y, "clip_min", "clip_max"], f"{name}/Clip")
+        return y
+
+    def head(self, x: str, channels: int, classes: int = 1000) -> str:
+        y = self.node("Flatten", [self.node("GlobalAveragePool", [x], "head/GlobalAveragePool")], "head/Flatten")
+        w = self.rng.standard_normal((classes, channels)).astype(np.float32) * math.sqrt(1.0 / channels)
+        self.nodes.append(helper.make_node("Gemm", [y, self.init("fc.weight", w),
+                                                    self.init("fc.bias", np.zeros(classes, np.float32))],
+                                           ["logits"], name="fc/Gemm", transB=1))
+        return "logits"
+
+    def model(self, name: str, size: int, classes: int = 1000) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, name,
+                                  [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, size, size])],
+                                  [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", classes])],
+                                  self.inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8,
+                                 producer_name="onnx-studio-benchmarks")
+
+
+def _calibrate_batchnorm(model: onnx.ModelProto, size: int, seed: int) -> None:
+    """Data-dependent BN statistics (what training leaves behind): one forward pass with every
+    BatchNormalization in training mode (momentum 0) on seeded N(0, 1) images, whose
+    running-mean/var outputs become the model's statistics. Without this, He-init weights and
+    unit BN statistics make activations explode or collapse, which no trained model does."""
+    import onnxruntime as ort
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    stats: list[tuple[str, str, str, str]] = []        # (mean init, var init, mean out, var out)
+    for node in probe.graph.node:
+        if node.op_type == "BatchNormalization":
+            del node.attribute[:]
+            node.attribute.extend([helper.make_attribute("epsilon", 1e-5), helper.make_attribute("momentum", 0.0),
+                                   helper.make_attribute("training_mode", 1)])
+            outs = [f"{node.name}.stat_mean", f"{node.name}.stat_var"]
+            node.output.extend(outs)
+            stats.append((node.input[3], node.input[4], *outs))
+    probe.graph.output.extend(helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+                              for _, _, m, v in stats for n in (m, v))
+    dim0 = model.graph.input[0].type.tensor_type.shape.dim[0]
+    batch = dim0.dim_value if dim0.HasField("dim_value") else 8
+    x = np.random.default_rng(seed + 1000).standard_normal((batch, 3, size, size)).astype(np.float32)
+    sess = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    values = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"input": x})))
+    inits = {t.name: t for t in model.graph.initializer}
+    for mean_name, var_name, mean_out, var_out in stats:
+        inits[mean_name].CopyFrom(onnx.numpy_helper.from_array(values[mean_out].astype(np.float32), mean_name))
+        inits[var_name].CopyFrom(onnx.numpy_helper.from_array(values[var_out].astype(np.float32), var_name))
+
+
+def _save_cnn(model: onnx.ModelProto, out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "model.onnx"
+    onnx.checker.check_model(model)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(model.SerializeToString())
+    os.replace(tmp, path)
+    return path
+
+
+def build_mobilenetv2(out_dir: Path, seed: int = 0) -> Path:
+    """MobileNetV2 (inverted residuals, depthwise convs, ReLU6 as Clip, BN unfused, 224×224),
+    He-init weights and data-dependent BN statistics."""
+    net = _ConvNet(np.random.default_rng(seed))
+    net.init("clip_min", np.array(0.0, np.float32))
+    net.init("clip_max", np.array(6.0, np.float32))
+    x = net.conv_bn("input", 3, 32, 3, stride=2, act="relu6", prefix="features.0")
+    cin, idx = 32, 1
+    for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                       (6, 160, 3, 2), (6, 320, 1, 1)):
+        for i in range(n):
+            p = f"features.{idx}"
+            stride = s if i == 0 else 1
+            hidden = cin * t
+            y = net.conv_bn(x, cin, hidden, 1, act="relu6", prefix=f"{p}.expand") if t != 1 else x
+            y = net.conv_bn(y, hidden, hidden, 3, stride=stride, group=hidden, act="relu6", prefix=f"{p}.dw")
+            y = net.conv_bn(y, hidden, c, 1, act=None, gamma=0.5 if stride == 1 and cin == c else 1.0,
+                            prefix=f"{p}.project")
+            x = net.node("Add", [x, y], f"{p}/Add") if stride == 1 and cin == c else y
+            cin, idx = c, idx + 1
+    x = net.conv_bn(x, cin, 1280, 1, act="relu6", prefix=f"features.{idx}")
+    net.head(x, 1280)
+    model = net.model("mobilenetv2", 224)
+    _calibrate_batchnorm(model, 224, seed)
+    return _save_cnn(model, out_dir)
+
+
+def cached(builder, name: str, seed: int = 0, **kwargs) -> Path:
+    """Build once into benchmarks/.cache/<name>-s<seed>/model.onnx and reuse."""
+    path = CACHE / f"{name}-s{seed}" / "model.onnx"
+    if not path.exists():
+        builder(path.parent, seed=seed, **kwargs)
     return path

@@ -20,6 +20,7 @@ import onnx_ir as ir
 from onnx_ir.passes import InPlacePass
 from onnx_ir.passes import PassResult as _IrPassResult
 
+from studio.core.compare import Tolerance
 from studio.core.sandbox import Limits
 
 CHANGE_KINDS = ("removed", "added", "fused", "replaced", "changed")
@@ -44,6 +45,8 @@ class PassResult(_IrPassResult):
     changes: tuple[Change, ...] = ()
     counts: dict[str, int] = dataclasses.field(default_factory=dict)
     notes: tuple[str, ...] = ()      # where the pass chose not to apply, and why
+    warnings: tuple[str, ...] = ()   # what the user must know (slower than fp32, degenerate ranges...)
+    details: dict = dataclasses.field(default_factory=dict)   # JSON report (measurements, choices made)
 
 
 class StudioPass(InPlacePass):
@@ -60,6 +63,13 @@ class StudioPass(InPlacePass):
     needs_weights: ClassVar[bool] = True
     changes_interface: ClassVar[bool] = False
     calls_engines: ClassVar[bool] = False   # runs an engine/onnxsim: run it in a worker
+    # Verification of this pass's result: None keeps the pipeline's tolerance; quantization and
+    # reduced-precision passes set a cosine-based one (studio.core.compare.QUANTIZED...).
+    verify_tolerance: ClassVar[Tolerance | None] = None
+    verify_quantized: ClassVar[bool] = False
+    # The pass repairs what onnx.checker's full check refuses (fix-cast-types): a pipeline that
+    # starts with it does not refuse the input for that reason; its result is still fully checked.
+    accepts_invalid: ClassVar[bool] = False
 
     def __init__(self, **options) -> None:
         super().__init__()

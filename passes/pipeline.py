@@ -52,6 +52,8 @@ class PassRecord:
     verification: VerifyResult | None
     message: str = ""
     notes: tuple[str, ...] = ()    # where the pass did not apply, and why
+    warnings: tuple[str, ...] = ()  # what the user must know (slower than fp32, degenerate ranges...)
+    details: Mapping = field(default_factory=dict)   # the pass's JSON report (measurements, choices)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "status": self.status, "modified": self.modified,
@@ -60,7 +62,8 @@ class PassRecord:
                 "nodes_before": self.nodes_before, "nodes_after": self.nodes_after,
                 "params_before": self.params_before, "params_after": self.params_after,
                 "verification": self.verification.to_dict() if self.verification else None,
-                "message": self.message, "notes": list(self.notes)}
+                "message": self.message, "notes": list(self.notes), "warnings": list(self.warnings),
+                "details": dict(self.details)}
 
 
 @dataclass(frozen=True)
@@ -287,7 +290,8 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
     output = Path(output).resolve()
     _check_output_path(model_path, output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    validate_input(model_path, limits=limits, pool_key=pool_key)
+    if not (passes and passes[0].accepts_invalid):
+        validate_input(model_path, limits=limits, pool_key=pool_key)
     dims = {**dict(dims or {}), **_fixed_dims(passes)}
     workdir = Path(tempfile.mkdtemp(prefix=".pipeline-", dir=output.parent))
     try:
@@ -341,7 +345,8 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
             status, message = ("changed" if modified else "unchanged"), ""
             if modified and verifier is not None:
                 candidate = ckpt.save(model)
-                verification = verifier.verify(candidate, allow_fixed_dims=p.changes_interface or interface_fixed)
+                verification = verifier.verify(candidate, allow_fixed_dims=p.changes_interface or interface_fixed,
+                                               tolerance=p.verify_tolerance, quantized=p.verify_quantized)
                 message = verification.message
                 if verification.ok:
                     ckpt.accept(candidate)
@@ -358,7 +363,8 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
             rec = PassRecord(p.name, status, modified, changes, counts, seconds,
                              verification.seconds if verification else 0.0, nodes_before,
                              sum(1 for _ in all_nodes(model)), params_before, _param_count(model),
-                             verification, message, notes)
+                             verification, message, notes, tuple(getattr(res, "warnings", ())),
+                             dict(getattr(res, "details", {}) or {}))
             records.append(rec)
             _after(instruments, p, model, rec)
             if status == "failed":

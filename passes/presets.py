@@ -28,3 +28,11 @@ add_preset(Preset(
     "tensorrt", "Static shapes from your --dim values, folded shape subgraphs and LayerNormalization "
                 "(TensorRT's parser and builder prefer all three); results not verified on TensorRT here.",
     ("fix-input-shapes",) + _CLEANUP + _FUSE + ("fuse-layernorm", "fold-constants") + _TAIL))
+
+# Reduced precision (issue #7); each pass measures its own choices on this machine.
+add_preset(Preset("int8", "Static INT8, calibrated; the configuration is chosen by measured latency and accuracy.",
+                  ("quantize-int8-static",)))
+add_preset(Preset("int8-dynamic", "Dynamic INT8 for transformers: weights int8, activations quantized at run time.",
+                  ("quantize-int8-dynamic",)))
+add_preset(Preset("fp16", "float16 weights and compute with float32 inputs/outputs; mistyped Casts repaired.",
+                  ("convert-fp16",)))

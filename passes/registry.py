@@ -32,6 +32,10 @@ PASS_MODULES: dict[str, str] = {
     "fix-input-shapes": "passes.fix_input_shapes",
     "convert-opset": "passes.convert_opset",
     "onnxsim": "passes.onnxsim_pass",
+    "quantize-int8-static": "passes.quantize_int8_static",
+    "quantize-int8-dynamic": "passes.quantize_int8_dynamic",
+    "convert-fp16": "passes.convert_fp16",
+    "fix-cast-types": "passes.fix_cast_types",
 }
 
 _REGISTRY: dict[str, type[StudioPass]] = {}

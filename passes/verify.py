@@ -324,9 +324,11 @@ class Verifier:
     def reference_error(self) -> str | None:
         return self._reference_error
 
-    def verify(self, candidate: Path | Checkpoint, *, allow_fixed_dims: bool = False) -> VerifyResult:
+    def verify(self, candidate: Path | Checkpoint, *, allow_fixed_dims: bool = False,
+               tolerance: Tolerance | None = None, quantized: bool = False) -> VerifyResult:
         """Check a candidate file (or a pipeline checkpoint, whose unchanged weights are read
-        from the original's folder) against the original."""
+        from the original's folder) against the original. ``tolerance``/``quantized`` override
+        the verifier's for this candidate (a quantization pass is judged by cosine)."""
         from passes.model_io import Checkpoint
 
         if not isinstance(candidate, Checkpoint):
@@ -357,7 +359,7 @@ class Verifier:
                     comparison = None
                     problems.append(f"the result fails on feed set {i + 1}: {err}")
                     break
-                comparison = compare_outputs(r, g, self.tolerance)
+                comparison = compare_outputs(r, g, tolerance or self.tolerance, quantized=quantized)
                 if not comparison:
                     status = "failed"
                     break

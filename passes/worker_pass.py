@@ -34,7 +34,9 @@ def run_pass_in_worker(p: StudioPass, model: ir.Model, workdir: Path, *, data_di
                                                          "data_dir": res.data["data_dir"]})) \
         if res.data["modified"] else model
     return PassResult(result_model, bool(res.data["modified"]), changes, dict(res.data.get("counts", {})),
-                      tuple(str(n) for n in res.data.get("notes", ())))
+                      tuple(str(n) for n in res.data.get("notes", ())),
+                      warnings=tuple(str(w) for w in res.data.get("warnings", ())),
+                      details=dict(res.data.get("details", {})))
 
 
 @job("passes.run_pass")
@@ -43,6 +45,7 @@ def run_pass_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> 
 
     ctx.set_stage(f"pass {args['name']}")
     p = make_pass(args["name"], **args.get("options", {}))
+    p.job_context = ctx          # passes that run engines report their stages through it
     src = Checkpoint.from_args(args)
     model = load_checkpoint(src)     # a checkpoint the parent wrote
     res = p.call(model)   # already in a worker: run the pass body directly
@@ -54,4 +57,6 @@ def run_pass_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> 
     return JobOutput(data={"modified": bool(res.modified), "data_dir": data_dir,
                            "changes": [c.to_dict() for c in getattr(res, "changes", ())],
                            "counts": dict(getattr(res, "counts", {})),
-                           "notes": list(getattr(res, "notes", ()))})
+                           "notes": list(getattr(res, "notes", ())),
+                           "warnings": list(getattr(res, "warnings", ())),
+                           "details": dict(getattr(res, "details", {}) or {})})

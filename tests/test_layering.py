@@ -9,6 +9,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 UPPER = ("studio.api", "studio.cli", "studio.ui", "studio.export", "studio.inspect", "studio.graphview",
+         "studio.accuracy", "studio.precision",
          "studio.plugins", "passes", "diagnostics", "profilers")
 
 

@@ -239,46 +239,160 @@ def _cast_checked(arr: np.ndarray, spec: InputSpec) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ImagePreprocess:
-    """Resize, layout and normalization for image folders (ImageNet defaults)."""
+    """Resize, layout and normalization for image folders (ImageNet defaults).
+
+    ``layout="auto"`` reads it from the input shape (channels of 1 or 3 at axis 1
+    means NCHW, at the last axis NHWC). Integer inputs (uint8 images) get the
+    resized pixels as they are, without scale/mean/std."""
 
     size: tuple[int, int] | None = None          # (height, width); None: from the model input
-    layout: str = "NCHW"                         # or "NHWC"
-    mean: tuple[float, float, float] = (0.485, 0.456, 0.406)
-    std: tuple[float, float, float] = (0.229, 0.224, 0.225)
+    layout: str = "auto"                         # "auto", "NCHW" or "NHWC"
+    mean: tuple[float, ...] = (0.485, 0.456, 0.406)
+    std: tuple[float, ...] = (0.229, 0.224, 0.225)
     scale: float = 1 / 255.0
     bgr: bool = False
+
+    def to_dict(self) -> dict:
+        return {"size": list(self.size) if self.size else None, "layout": self.layout, "mean": list(self.mean),
+                "std": list(self.std), "scale": self.scale, "bgr": self.bgr}
+
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".ppm")
+
+
+def _image_layout(shape: tuple, layout: str) -> str:
+    if layout in ("NCHW", "NHWC"):
+        return layout
+    if layout != "auto":
+        raise StudioError(f"image layout must be auto, NCHW or NHWC, got {str(layout)[:20]!r}")
+    if shape[1] in (1, 3):
+        return "NCHW"
+    if shape[3] in (1, 3):
+        return "NHWC"
+    raise StudioError(f"cannot tell the channel axis of image input shape {list(shape)}; give the layout "
+                      "(NCHW or NHWC)")
+
+
+def image_input(specs: tuple[InputSpec, ...]) -> InputSpec:
+    """The model's image input: the first 4-D float or uint8 tensor input."""
+    for s in specs:
+        if s.kind == "tensor" and s.shape is not None and len(s.shape) == 4 and s.dtype in (
+                "float32", "float16", "float64", "uint8"):
+            return s
+    raise StudioError("the model has no 4-D image input (float or uint8); give inputs as an .npz file instead")
 
 
 def image_feeds(folder: Path, spec: InputSpec, pre: ImagePreprocess = ImagePreprocess(),
                 limit: int = 64) -> list[Feeds]:
     """One feed per image file in ``folder`` (png/jpg/bmp/ppm), preprocessed for ``spec``."""
     try:
-        from PIL import Image
+        from PIL import Image, UnidentifiedImageError
     except ImportError:
         raise StudioError("image folders need Pillow (pip install pillow)") from None
     shape = spec.shape or ()
     if len(shape) != 4:
         raise StudioError(f"input '{spec.name[:60]}' is not a 4-D image input (shape {list(shape)})")
+    layout = _image_layout(shape, pre.layout)
+    channels = shape[1] if layout == "NCHW" else shape[3]
+    channels = channels if isinstance(channels, int) else 3
+    if channels not in (1, 3):
+        raise StudioError(f"input '{spec.name[:60]}' has {channels} channels; image folders give 1 or 3")
     if pre.size is not None:
         h, w = pre.size
     else:
-        hw = shape[2:4] if pre.layout == "NCHW" else shape[1:3]
-        if not all(isinstance(d, int) for d in hw):
-            raise StudioError("the model's image size is dynamic; give --image-size HxW")
+        hw = shape[2:4] if layout == "NCHW" else shape[1:3]
+        if not all(isinstance(d, int) and d > 0 for d in hw):
+            raise StudioError("the model's image size is dynamic; give the image size (--image-size HxW)")
         h, w = hw
-    files = sorted(p for p in Path(folder).iterdir()
-                   if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp", ".ppm") and p.is_file())[:limit]
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise StudioError("the calibration/image path is not a folder of images")
+    files = sorted(p for p in folder.iterdir()
+                   if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file() and not p.is_symlink())[:limit]
     if not files:
-        raise StudioError("no images (.png/.jpg/.bmp/.ppm) in the calibration folder")
+        raise StudioError("no images (.png/.jpg/.bmp/.ppm) in the image folder")
+    mean = np.array(pre.mean[:channels] if len(pre.mean) >= channels else pre.mean[:1] * channels, np.float32)
+    std = np.array(pre.std[:channels] if len(pre.std) >= channels else pre.std[:1] * channels, np.float32)
     feeds = []
     for f in files:
         check_regular_file(f, max_bytes=64 * 2**20, label="image")
-        with Image.open(f) as im:
-            arr = np.asarray(im.convert("RGB").resize((w, h)), dtype=np.float32) * pre.scale
-        if pre.bgr:
+        try:
+            with Image.open(f) as im:
+                im.draft(None, (w * 2, h * 2))          # decode large JPEGs at a reduced size
+                rgb = im.convert("RGB" if channels == 3 else "L").resize((w, h), Image.BILINEAR)
+                arr = np.asarray(rgb, dtype=np.float32)
+        except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+            raise StudioError(f"image '{f.name[:60]}' cannot be read as an image") from None
+        if arr.ndim == 2:
+            arr = arr[..., None]
+        if pre.bgr and channels == 3:
             arr = arr[..., ::-1]
-        arr = (arr - np.array(pre.mean, np.float32)) / np.array(pre.std, np.float32)
-        if pre.layout == "NCHW":
+        if spec.dtype != "uint8":
+            arr = (arr * pre.scale - mean) / std
+        if layout == "NCHW":
             arr = arr.transpose(2, 0, 1)
-        feeds.append({spec.name: arr[None].astype(np.dtype(spec.dtype))})
+        dtype = np.dtype(spec.dtype)
+        feeds.append({spec.name: np.ascontiguousarray(arr[None]).astype(dtype)})
     return feeds
+
+
+@dataclass(frozen=True, eq=False)
+class FeedSet:
+    """Input sets and where they came from (said in every result that used them)."""
+
+    sets: tuple[Feeds, ...]
+    source: str                      # one line: "random, seed 0, 4 sets" / "inputs.npz, 3 samples"...
+    dims: Mapping[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.sets)
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "count": len(self.sets), "dims": dict(self.dims)}
+
+
+def make_feeds(model: ModelProto, *, inputs: Path | None = None, images: Path | None = None, count: int = 1,
+               dims: Mapping[str, int] | None = None, seed: int = 0,
+               preprocess: ImagePreprocess | None = None) -> FeedSet:
+    """The feeds a command runs on: a user .npz (``inputs``), an image folder
+    (``images``: the image input gets the pictures, other inputs seeded values),
+    or ``count`` seeded random sets. Calibration, verification and profiling all
+    take their inputs from here."""
+    specs = input_specs(model)
+    if count < 1:
+        raise StudioError("the number of input sets must be at least 1")
+    if inputs is not None and images is not None:
+        raise StudioError("give either an .npz inputs file or an image folder, not both")
+    if inputs is not None:
+        sets = load_npz(Path(inputs), specs)
+        return FeedSet(tuple(sets), f"{Path(inputs).name[:60]}, {len(sets)} sample(s)")
+    chosen = choose_dims(specs, dims)
+    if images is not None:
+        spec = image_input(specs)
+        pre = preprocess or ImagePreprocess()
+        pictures = image_feeds(Path(images), spec, pre, limit=max(count, 1) if count > 1 else 64)
+        others = tuple(s for s in specs if s.name != spec.name)
+        sets = []
+        for i, picture in enumerate(pictures):
+            extra = random_feeds(others, chosen, seed + i) if others else {}
+            sets.append({**extra, **picture})
+        return FeedSet(tuple(sets), f"{len(sets)} image(s) from {Path(images).name[:60]}/", chosen)
+    sets = feed_sets(specs, count, chosen, seed)
+    dims_text = ", ".join(f"{k}={v}" for k, v in chosen.items())
+    return FeedSet(tuple(sets), f"random, seed {seed}, {count} set(s)" + (f", {dims_text}" if dims_text else ""),
+                   chosen)
+
+
+def save_npz(sets: list[Feeds] | tuple[Feeds, ...], path: Path) -> Path:
+    """Write feed sets as 'name/i' keys (what :func:`load_npz` reads back)."""
+    arrays: dict[str, np.ndarray] = {}
+    for i, feeds in enumerate(sets):
+        for name, value in feeds.items():
+            if isinstance(value, list):
+                raise StudioError(f"input '{name[:60]}' is a sequence; it cannot be saved as an .npz")
+            arrays[f"{name}/{i}"] = np.asarray(value)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+    return path

@@ -29,10 +29,12 @@ PAGES = {
     ],
     "Deploy": [
         st.Page("views/compatibility.py", title="Compatibility", url_path="compatibility"),
+        st.Page("views/verify.py", title="Verify", url_path="verify"),
         st.Page("views/plugins.py", title="Plugins", url_path="plugins"),
     ],
     "Optimize": [
         st.Page("views/optimize.py", title="Optimize", url_path="optimize"),
+        st.Page("views/precision.py", title="Precision", url_path="precision"),
     ],
     "Performance": [
         st.Page("views/profile.py", title="Profile", url_path="profile"),

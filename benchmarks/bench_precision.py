@@ -1,0 +1,130 @@
+"""Reduced precision on this machine: the studio's own precision flow (build each
+variant with its pass pipeline, verify, compare with fp32, time side by side) on
+ResNet-50-like, MobileNetV2-like and BERT-like models built in code, plus the
+memory of a layer-wise comparison.
+
+Run with ``python -m benchmarks bench_precision`` (prints tables; not a test).
+Ratios are to ORT fp32 with default optimizations, measured in the same run, on
+10th-percentile latencies (other processes on a shared machine only ever add time).
+Goals (issue #7): ResNet-50 INT8 <= 0.40x at cosine >= 0.98; MobileNetV2 INT8
+<= 0.50x; BERT best variant <= 0.46x at cosine >= 0.99; no recommended variant
+slower than fp32; layer-wise peak memory < 2x a plain inference run.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.harness import print_table
+from benchmarks.models import BertConfig, build_bert, build_mobilenetv2, build_resnet50, cached, CACHE
+
+BERT_BASE_LIKE = BertConfig(layers=12, hidden=768, heads=12, ffn=3072, vocab=30522, max_positions=512)
+# model -> (precision of the variant judged, max ratio to fp32, min cosine); the flow's accuracy target is the
+# goal's cosine (0.98 where the goal names none: the pipeline's quantized criterion).
+GOALS = {"resnet50": ("int8", 0.40, 0.98), "mobilenetv2": ("int8", 0.50, None), "bert-base-like": (None, 0.46, 0.99)}
+
+
+def _bert(cfg: BertConfig, name: str) -> Path:
+    path = CACHE / f"{name}-{cfg.key}" / "model.onnx"
+    if not path.exists():
+        build_bert(cfg, path.parent, external=False)
+    return path
+
+
+def _models() -> list[tuple[str, Path, dict]]:
+    return [("resnet50", cached(build_resnet50, "resnet50-trained", trained_like=True), {}),
+            ("mobilenetv2", cached(build_mobilenetv2, "mobilenetv2"), {}),
+            ("bert-base-like", _bert(BERT_BASE_LIKE, "bert-base-like"), {"batch": 1, "sequence": 128})]
+
+
+def precision_rows(budget_s: float, only: set[str] | None = None) -> tuple[list[list], list[list], list[list]]:
+    import onnx
+
+    from studio.precision.variants import default_variants, evaluate_variants
+
+    rows, verdicts, configs = [], [], []
+    for name, path, dims in _models():
+        if only and name not in only:
+            continue
+        header = onnx.load_model(str(path), load_external_data=False)
+        variants = list(default_variants(header))
+        started = time.perf_counter()
+        kind, max_ratio, min_cos = GOALS[name]
+        report = evaluate_variants(path, variants=variants, dims=dims, target_cosine=min_cos or 0.98, samples=16,
+                                   latency_budget_s=budget_s,
+                                   on_progress=lambda i, n, label: print(f"  [{name} {i}/{n}] {label}",
+                                                                         file=sys.stderr, flush=True))
+        seconds = time.perf_counter() - started
+        for v in report.variants:
+            chosen = v.details.get("chosen", {}).get("name", "") if v.details else ""
+            rows.append([name, v.name + (f" ({chosen})" if chosen else ""), v.engine,
+                         "-" if v.latency_ms is None else f"{v.latency_ms:.2f}",
+                         "-" if v.median_ms is None else f"{v.median_ms:.2f}",
+                         "-" if v.ratio is None else f"{v.ratio:.3f}",
+                         "-" if v.cosine is None else f"{v.cosine:.5f}",
+                         "-" if v.top1 is None else f"{v.top1:.2f}", "yes" if v.recommended else "",
+                         v.status])
+        for v in report.variants:
+            for c in (v.details or {}).get("candidates", []):
+                configs.append([name, v.name, c["name"], c["description"], c["latency_ms"], c["ratio"], c["cosine"],
+                                "chosen" if c["name"] == v.details["chosen"]["name"] else (c.get("error") or "")])
+        pool = [v for v in report.variants if v.ratio is not None and v.cosine is not None
+                and (kind is None or v.precision == kind) and v.name != "fp32"]
+        ok_pool = [v for v in pool if min_cos is None or v.cosine >= min_cos]
+        best = min(ok_pool, key=lambda v: v.ratio) if ok_pool else None
+        rec = next((v for v in report.variants if v.recommended), None)
+        verdicts.append([name, f"{kind or 'best'} <= {max_ratio}x" + (f", cos >= {min_cos}" if min_cos else ""),
+                         f"{best.name}: {best.ratio:.3f}x, cos {best.cosine:.4f}" if best else "none",
+                         "met" if best and best.ratio <= max_ratio else "NOT met",
+                         f"{rec.name} {rec.ratio:.2f}x" if rec and rec.ratio else "-",
+                         "ok" if rec is None or rec.name == "fp32" or rec.ratio < 1.0 else "SLOWER THAN FP32",
+                         f"{seconds:.0f} s"])
+    return rows, verdicts, configs
+
+
+def layerwise_rows() -> list[list]:
+    """Peak worker RSS: a plain ORT run vs the chunked layer-wise comparison vs every tensor
+    marked as an output at once (Polygraphy's approach), ResNet-50-like, fresh workers."""
+    from studio.accuracy.layerwise import compare_layers
+    from studio.core.engines import get_engine
+    from studio.core.feeds import input_specs, random_feeds
+    from studio.core.sandbox import shutdown_pool
+    import onnx
+
+    path = cached(build_resnet50, "resnet50-trained", trained_like=True)
+    feeds = random_feeds(input_specs(onnx.load_model(str(path), load_external_data=False)))
+    rows = []
+    shutdown_pool("bench-plain")
+    plain = get_engine("ort").run(path, feeds, pool_key="bench-plain").details["peak_rss_bytes"]
+    shutdown_pool("bench-plain")
+    rows.append(["plain inference (ORT)", f"{plain / 2**20:.0f}", "1.00", "-", "-"])
+    for label, chunk in (("layer-wise, chunked (default)", None), ("layer-wise, all tensors at once", 2**40)):
+        shutdown_pool("bench-lw")
+        t = time.perf_counter()
+        lw = compare_layers(path, path, feeds=feeds, engine="ort", engine_b="ort", chunk_bytes=chunk,
+                            pool_key="bench-lw")
+        shutdown_pool("bench-lw")
+        rows.append([label, f"{lw.peak_worker_rss_bytes / 2**20:.0f}", f"{lw.peak_worker_rss_bytes / plain:.2f}",
+                     f"{lw.compared} tensors / {lw.chunks} chunk(s)", f"{time.perf_counter() - t:.1f}"])
+    return rows
+
+
+def main(budget_s: float = 60.0, only: set[str] | None = None) -> None:
+    rows, verdicts, configs = precision_rows(budget_s, only)
+    print_table("Precision variants (ratio = latency / ORT fp32 default, same run; cosine vs ORT fp32)",
+                ["model", "variant (INT8 config)", "engine", "ms p10", "median", "x fp32", "cosine", "top-1", "recommended",
+                 "status"], rows)
+    print_table("INT8 configurations measured by the passes (ORT CPU; ratio to fp32 inside the pass's own run)",
+                ["model", "variant", "config", "description", "ms", "x fp32", "cosine", ""], configs)
+    print_table("Goals", ["model", "goal", "best", "verdict", "recommended", "recommended vs fp32", "flow time"],
+                verdicts)
+    if only:
+        return
+    print_table("Layer-wise comparison memory (ResNet-50-like, 224x224, batch 1; goal < 2x plain)",
+                ["run", "peak worker RSS MB", "x plain", "work", "seconds"], layerwise_rows())
+
+
+if __name__ == "__main__":   # python -m benchmarks.bench_precision [BUDGET_S] [MODEL ...]
+    main(float(sys.argv[1]) if len(sys.argv) > 1 else 60.0, set(sys.argv[2:]) or None)

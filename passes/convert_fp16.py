@@ -1,0 +1,124 @@
+"""convert-fp16: float32 weights and compute  ⇒  float16, model inputs/outputs kept float32.
+
+Uses ONNX Runtime's copy of the onnxconverter-common converter
+(``onnxruntime.transformers.float16.convert_float_to_float16``: keep-io-types,
+op and node block lists, the ops that must stay float32 by default), then
+``fix-cast-types``' repair for Casts the converter leaves mistyped, then checks
+the result loads in ONNX Runtime.
+
+Whether fp16 is *faster* is measured, not assumed: ONNX Runtime's CPU provider
+has fp16 kernels for few ops and runs the rest through Casts, so on most CPUs
+fp16 is slower than fp32 (measured here: 1.3-2.5x slower on a 2-core Zen 4).
+The pass says so; fp16 pays off on GPUs (TensorRT, ORT CUDA), and on CPUs with
+bf16 units OpenVINO's bf16 inference precision is the fast reduced precision.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+from typing import ClassVar
+
+import onnx
+import onnx_ir as ir
+
+from passes.base import Change, PassResult, StudioPass
+from passes.fix_cast_types import repair_cast_types, topological_sort
+from passes.quant_tools import job_context
+from passes.registry import register
+from studio.core.compare import REDUCED_PRECISION, Tolerance
+from studio.core.errors import StudioError
+
+log = logging.getLogger(__name__)
+
+
+def convert_model(model: onnx.ModelProto, *, op_block_list: list[str] | None = None,
+                  node_block_list: list[str] | None = None, keep_io_types: bool = True) -> tuple[onnx.ModelProto, list]:
+    """fp16 copy of ``model`` and the Cast repairs it needed."""
+    from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
+
+    blocked = list(dict.fromkeys(list(DEFAULT_OP_BLOCK_LIST) + list(op_block_list or [])))
+    big = model.ByteSize() > 1_800_000_000
+    converted = convert_float_to_float16(model, keep_io_types=keep_io_types, op_block_list=blocked,
+                                         node_block_list=list(node_block_list or []), disable_shape_infer=big)
+    topological_sort(converted.graph)        # the converter appends input Casts at the end
+    fixes = repair_cast_types(converted)
+    return converted, fixes
+
+
+@register
+class ConvertFp16(StudioPass):
+    """float32 weights and compute  ⇒  float16 (inputs/outputs stay float32; block-listed ops stay float32)."""
+
+    name = "convert-fp16"
+    summary = ("Convert to float16 with float32 inputs/outputs and an op/node block list; repairs mistyped Casts "
+               "and measures whether fp16 is faster on ONNX Runtime CPU here.")
+    calls_engines = True
+    verify_tolerance: ClassVar[Tolerance | None] = REDUCED_PRECISION
+    # Judged like quantization, by cosine: through 50 layers fp16 moves many elements by more than
+    # any elementwise tolerance that would still catch a real bug, while the direction holds.
+    verify_quantized: ClassVar[bool] = True
+
+    # Options: op_block_list, node_block_list, keep_io_types (True), measure (True), dims (symbolic dims).
+    def call(self, model: ir.Model) -> PassResult:
+        from passes import quant_tools as qt
+        from passes.pipeline import save_ir
+
+        ctx = job_context(self)
+        opts = self.options
+        with tempfile.TemporaryDirectory(prefix="fp16-", dir=".") as tmp:
+            workdir = Path(tmp).resolve()
+            src = save_ir(model, workdir / "src" / "model.onnx")
+            ctx.set_stage("fp16: converting (onnxruntime.transformers.float16)")
+            proto = onnx.load_model(str(src))
+            if not any(t.data_type == onnx.TensorProto.FLOAT for t in proto.graph.initializer) and not any(
+                    vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT for vi in proto.graph.input):
+                return PassResult(model, False)
+            converted, fixes = convert_model(proto, op_block_list=opts.get("op_block_list"),
+                                             node_block_list=opts.get("node_block_list"),
+                                             keep_io_types=bool(opts.get("keep_io_types", True)))
+            del proto
+            out = workdir / "fp16.onnx"
+            qt._save(converted, out)
+            casts = sum(1 for n in converted.graph.node if n.op_type == "Cast")
+            del converted
+            warnings: list[str] = []
+            details: dict = {"cast_fixes": [f.describe() for f in fixes], "casts": casts,
+                             "blocked_ops": list(opts.get("op_block_list") or []),
+                             "blocked_nodes": list(opts.get("node_block_list") or [])}
+            try:
+                ctx.set_stage("fp16: loading the result in ONNX Runtime")
+                header = onnx.load_model(str(src), load_external_data=False)
+                from studio.core.feeds import make_feeds
+
+                sets = list(make_feeds(header, count=2, seed=1000, dims=opts.get("dims")).sets)
+                reference = qt.ort_outputs(src, sets, ctx)
+                got = qt.ort_outputs(out, sets, ctx)
+            except Exception as exc:  # noqa: BLE001
+                raise StudioError(f"the fp16 model does not load in ONNX Runtime "
+                                  f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}); "
+                                  "add the failing op to the block list") from None
+            cos, _ = qt.accuracy(reference, got)
+            details["cosine"] = round(cos, 6)
+            if opts.get("measure", True):
+                ctx.set_stage("fp16: measuring latency against fp32 (ONNX Runtime CPU)")
+                lat = qt.measure_latencies({"fp32": src, "fp16": out}, sets[0], ctx,
+                                           budget_s=float(opts.get("budget_s", 30)))
+                ratio = lat["fp16"] / lat["fp32"]
+                details.update(fp32_latency_ms=round(lat["fp32"], 3), fp16_latency_ms=round(lat["fp16"], 3),
+                               ratio=round(ratio, 4))
+                if ratio >= 1.0:
+                    warnings.append(
+                        f"fp16 is {ratio:.2f}x the fp32 latency on ONNX Runtime CPU here: its CPU provider has "
+                        "fp16 kernels for few ops and casts the rest, so there is no fast fp16 path on this "
+                        "CPU. Use fp16 for GPU targets (TensorRT, ORT CUDA); on CPUs prefer OpenVINO bf16 or INT8")
+            result = qt.load_result(out)
+        changes = [Change("changed", (), f"float32 -> float16 weights and compute; {casts} Cast nodes at the "
+                                         "float32 boundaries")]
+        if fixes:
+            changes.append(Change("changed", tuple(f.node for f in fixes),
+                                  f"{len(fixes)} mistyped Cast(s) repaired: " + "; ".join(
+                                      f.describe() for f in fixes[:5])))
+        return PassResult(result, True, tuple(changes), {"casts": casts, "casts_repaired": len(fixes)},
+                          warnings=tuple(warnings), details=details)

@@ -1,0 +1,454 @@
+"""What the INT8 passes share, all run inside a sandbox worker: preparing a model
+for ``onnxruntime.quantization``, calibration over the studio's feeds, the
+degenerate-range guard, quantizing one configuration, and measuring candidates.
+
+Why each preparation step:
+
+* initializers listed as graph inputs (IR < 4 exports) are not constants to the
+  quantizer, so their weights would stay float: they are removed from the inputs;
+* per-channel QDQ needs opset >= 13 (per-axis QuantizeLinear): older models are
+  converted with ``onnx.version_converter`` (per-channel is dropped, with a note,
+  when conversion fails);
+* ``quant_pre_process`` (symbolic shape inference, ORT basic optimizations that
+  fold BatchNormalization into Conv, ONNX shape inference) gives the quantizer
+  the types it needs; a model where symbolic inference fails is retried without
+  it, then without optimization.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from studio.core.compare import compare_outputs
+from studio.core.errors import StudioError
+from studio.core.feeds import Feeds, load_npz, make_feeds
+
+log = logging.getLogger(__name__)
+
+# A calibration range narrower than this (after including 0, as ORT does) quantizes every
+# value to the zero point: the tensor reads as all zeros.
+DEGENERATE_WIDTH = 1e-8
+
+
+# ---------------------------------------------------------------------------- preparation
+
+@dataclass(frozen=True)
+class Prepared:
+    path: Path
+    steps: tuple[str, ...]
+    opset: int
+    per_channel: bool
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def prepare(src: Path, workdir: Path, *, per_channel: bool, min_opset: int = 13,
+            pre_process: bool = True) -> Prepared:
+    """Make ``src`` quantizable; returns the prepared model (in ``workdir``) and what was done."""
+    steps: list[str] = []
+    model = onnx.load_model(str(src))
+    inits = {t.name for t in model.graph.initializer}
+    as_inputs = [i for i in model.graph.input if i.name in inits]
+    if as_inputs:
+        for vi in as_inputs:
+            model.graph.input.remove(vi)
+        steps.append(f"removed {len(as_inputs)} initializers from the graph inputs")
+    opset = _default_opset(model)
+    if opset < min_opset:
+        try:
+            model = onnx.version_converter.convert_version(model, min_opset)
+            steps.append(f"opset {opset} -> {min_opset} (per-channel QuantizeLinear needs >= 13)")
+            opset = min_opset
+        except Exception as exc:  # noqa: BLE001 - report and carry on per-tensor
+            if per_channel:
+                per_channel = False
+                steps.append(f"opset {opset} could not be converted to {min_opset} "
+                             f"({type(exc).__name__}); weights quantized per tensor")
+    staged = workdir / "staged.onnx"
+    _save(model, staged)
+    del model
+    release_memory()
+    if not pre_process:
+        return Prepared(staged, tuple(steps), opset, per_channel)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    out = workdir / "prepared.onnx"
+    attempts = (({}, "quant_pre_process (symbolic shapes, ORT basic optimizations, ONNX shapes)"),
+                ({"skip_symbolic_shape": True}, "quant_pre_process without symbolic shape inference"),
+                ({"skip_symbolic_shape": True, "skip_optimization": True}, "ONNX shape inference only"))
+    last = ""
+    for kwargs, label in attempts:
+        try:
+            quant_pre_process(str(staged), str(out), save_as_external_data=_big(staged),
+                              all_tensors_to_one_file=True, external_data_location="prepared.onnx.data",
+                              **kwargs)
+            steps.append(label)
+            release_memory()
+            return Prepared(out, tuple(steps), opset, per_channel)
+        except Exception as exc:  # noqa: BLE001 - try a lighter preparation
+            last = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
+            log.info("pre-processing attempt failed (%s): %s", label, last)
+    steps.append(f"pre-processing failed ({last}); quantizing the model as it is")
+    return Prepared(staged, tuple(steps), opset, per_channel)
+
+
+def _big(path: Path) -> bool:
+    return path.stat().st_size > 1_500_000_000 or any(path.parent.glob(path.name + ".data"))
+
+
+def _save(model: onnx.ModelProto, path: Path) -> None:
+    if model.ByteSize() > 1_800_000_000:
+        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=path.name + ".data")
+    else:
+        onnx.save_model(model, str(path))
+
+
+# ---------------------------------------------------------------------------- feeds
+
+def calibration_feeds(model_path: Path, source: str | None, samples: int, seed: int = 0,
+                      dims: Mapping[str, int] | None = None) -> tuple[list[Feeds], str]:
+    """Calibration sets: a user .npz, an image folder, or ``samples`` seeded random sets."""
+    header = onnx.load_model(str(model_path), load_external_data=False)
+    if source:
+        path = Path(source)
+        if path.is_dir():
+            fs = make_feeds(header, images=path, count=max(samples, 1))
+        else:
+            from studio.core.feeds import input_specs
+
+            sets = load_npz(path, input_specs(header))
+            return sets, f"{path.name[:60]}, {len(sets)} sample(s)"
+        return list(fs.sets), fs.source
+    fs = make_feeds(header, count=max(samples, 1), seed=seed, dims=dims)
+    return list(fs.sets), fs.source
+
+
+def holdout(sets: list[Feeds], model_path: Path, random_source: bool,
+            dims: Mapping[str, int] | None = None) -> tuple[list[Feeds], str]:
+    """Sets to judge accuracy on: fresh seeds for random calibration; the last quarter of
+    user data when there are at least 8 samples, else the calibration data itself."""
+    if random_source:
+        header = onnx.load_model(str(model_path), load_external_data=False)
+        return list(make_feeds(header, count=4, seed=1000, dims=dims).sets), "4 fresh random sets (seed 1000)"
+    if len(sets) >= 8:
+        k = max(2, len(sets) // 4)
+        return sets[-k:], f"last {k} of the calibration samples"
+    return sets[:4], "the calibration samples (too few to hold any out)"
+
+
+class FeedReader:
+    """``onnxruntime.quantization.CalibrationDataReader`` over feed sets."""
+
+    def __init__(self, sets: Sequence[Feeds], input_names: Sequence[str]) -> None:
+        self.sets = list(sets)
+        self.names = list(input_names)
+        self.i = 0
+
+    def get_next(self) -> dict | None:
+        if self.i >= len(self.sets):
+            return None
+        feeds = self.sets[self.i]
+        self.i += 1
+        return {n: feeds[n] for n in self.names if n in feeds}
+
+    def rewind(self) -> None:
+        self.i = 0
+
+    def __len__(self) -> int:
+        return len(self.sets)
+
+
+def model_input_names(path: Path) -> list[str]:
+    m = onnx.load_model(str(path), load_external_data=False)
+    inits = {t.name for t in m.graph.initializer}
+    return [i.name for i in m.graph.input if i.name not in inits]
+
+
+# ---------------------------------------------------------------------------- calibration
+
+METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
+
+
+@dataclass(frozen=True)
+class Ranges:
+    """Calibrated (min, max) per tensor, and the cache file the quantizer reads them from."""
+
+    values: Mapping[str, tuple[float, float]]
+    cache: Path | None
+    method: str
+    data: Any = field(default=None, repr=False, compare=False)   # onnxruntime TensorsData
+
+
+def calibrate(prepared: Path, sets: Sequence[Feeds], method: str, workdir: Path) -> Ranges:
+    from onnxruntime.quantization import CalibrationMethod, create_calibrator
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    if method not in METHODS:
+        raise StudioError(f"calibration method must be one of {', '.join(METHODS)}, got {method[:20]!r}")
+    cm = getattr(CalibrationMethod, METHODS[method])
+    calibrator = create_calibrator(prepared, list(set(QLinearOpsRegistry) | set(QDQRegistry)),
+                                   augmented_model_path=str(workdir / "augmented.onnx"), calibrate_method=cm,
+                                   use_external_data_format=_big(prepared))
+    names = model_input_names(prepared)
+    # One sample per call: the calibrator marks every tensor as an output and would otherwise hold
+    # all of them for every sample at once; per call it folds the sample into its ranges/histograms.
+    for feeds in sets:
+        calibrator.collect_data(FeedReader([feeds], names))
+    data = calibrator.compute_data()
+    del calibrator
+    for f in workdir.glob("augmented.onnx*"):
+        f.unlink(missing_ok=True)
+    values = {}
+    for name in data:
+        lo, hi = data[name].range_value
+        values[name] = (float(np.min(lo)), float(np.max(hi)))
+    cache: Path | None = None
+    try:
+        from onnxruntime.quantization.calibrate import save_tensors_data
+
+        cache = workdir / "calibration.json"
+        save_tensors_data(data, cache)
+    except ImportError:            # older ORT: each quantize_static call recalibrates
+        cache = None
+    return Ranges(values, cache, method, data)
+
+
+# ---------------------------------------------------------------------------- degenerate ranges
+
+@dataclass(frozen=True)
+class DegenerateRange:
+    tensor: str
+    low: float
+    high: float
+    graph_output: bool
+    producer: str | None
+    consumers: tuple[str, ...]
+
+    def message(self) -> str:
+        where = "graph output" if self.graph_output else "tensor"
+        return (f"calibration range of {where} '{self.tensor[:80]}' is degenerate ([{self.low:.3g}, {self.high:.3g}]): "
+                "quantized, it would read as all zeros; kept in float (use calibration data that exercises it)")
+
+    def to_dict(self) -> dict:
+        return {"tensor": self.tensor, "low": self.low, "high": self.high, "graph_output": self.graph_output,
+                "producer": self.producer, "consumers": list(self.consumers)}
+
+
+def degenerate_ranges(model: onnx.ModelProto, ranges: Ranges) -> list[DegenerateRange]:
+    """Tensors whose calibrated range (widened to include 0, as ORT does) has ~0 width."""
+    outputs = {o.name for o in model.graph.output}
+    producer = {o: n.name for n in model.graph.node for o in n.output}
+    consumers: dict[str, list[str]] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n.name)
+    found = []
+    for name, (lo, hi) in ranges.values.items():
+        width = max(hi, 0.0) - min(lo, 0.0)
+        if not (math.isfinite(width) and width > DEGENERATE_WIDTH):
+            found.append(DegenerateRange(name, lo, hi, name in outputs, producer.get(name),
+                                         tuple(consumers.get(name, ()))))
+    return found
+
+
+# ---------------------------------------------------------------------------- quantizing
+
+@dataclass(frozen=True)
+class StaticConfig:
+    """One static-quantization configuration, named for reports."""
+
+    name: str
+    quant_format: str = "QDQ"           # QDQ | QOperator
+    activation: str = "uint8"           # uint8 | int8
+    weight: str = "int8"
+    per_channel: bool = True
+    dedicated_qdq: bool = False
+
+    def describe(self) -> str:
+        return (f"{self.quant_format}, {self.activation} activations, {self.weight} weights "
+                f"{'per channel' if self.per_channel else 'per tensor'}"
+                + (", a Q/DQ pair per consumer" if self.dedicated_qdq else ""))
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "description": self.describe()}
+
+
+# Candidates measured by "auto" (ORT CPU). ORT's own default (QDQ, int8 activations) is
+# among them so its cost is shown, not hidden.
+STATIC_CONFIGS: dict[str, StaticConfig] = {c.name: c for c in (
+    StaticConfig("qdq-u8s8"),
+    StaticConfig("qdq-u8s8-dedicated", dedicated_qdq=True),
+    StaticConfig("qop-u8s8", quant_format="QOperator"),
+    StaticConfig("qdq-s8s8", activation="int8"),
+    StaticConfig("qop-s8s8", quant_format="QOperator", activation="int8"),
+)}
+AUTO_CANDIDATES = ("qdq-u8s8", "qdq-u8s8-dedicated", "qop-u8s8", "qdq-s8s8")
+
+
+def _qtype(name: str) -> Any:
+    from onnxruntime.quantization import QuantType
+
+    return {"uint8": QuantType.QUInt8, "int8": QuantType.QInt8}[name]
+
+
+def quantize_static_config(prepared: Prepared, out: Path, config: StaticConfig, ranges: Ranges,
+                           sets: Sequence[Feeds], exclude: Sequence[str] = ()) -> Path:
+    import inspect
+
+    from onnxruntime.quantization import QuantFormat, quantize_static
+
+    extra: dict[str, Any] = {}
+    if config.dedicated_qdq:
+        extra["DedicatedQDQPair"] = True
+    kwargs: dict[str, Any] = dict(
+        quant_format=getattr(QuantFormat, config.quant_format), activation_type=_qtype(config.activation),
+        weight_type=_qtype(config.weight), per_channel=config.per_channel and prepared.per_channel,
+        nodes_to_exclude=list(exclude), extra_options=extra, use_external_data_format=_big(prepared.path))
+    from onnxruntime.quantization import CalibrationMethod
+
+    kwargs["calibrate_method"] = getattr(CalibrationMethod, METHODS[ranges.method])
+    reader = FeedReader(sets, model_input_names(prepared.path))
+    if ranges.cache is not None and "calibration_cache_path" in inspect.signature(quantize_static).parameters:
+        kwargs["calibration_cache_path"] = str(ranges.cache)
+        reader = None
+    quantize_static(str(prepared.path), str(out), reader, **kwargs)
+    return out
+
+
+# ---------------------------------------------------------------------------- measuring candidates
+
+@dataclass(frozen=True)
+class Measured:
+    name: str
+    description: str
+    path: Path | None
+    latency_ms: float | None
+    ratio: float | None            # latency / fp32 latency (ORT, default optimizations)
+    cosine: float | None           # min over outputs and sets vs fp32
+    top1: float | None
+    error: str | None = None
+    excluded: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "description": self.description,
+                "latency_ms": _round(self.latency_ms), "ratio": _round(self.ratio, 4),
+                "cosine": _round(self.cosine, 6), "top1": self.top1, "error": self.error,
+                "excluded": list(self.excluded)}
+
+
+def _round(x: float | None, n: int = 3) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(x, n)
+
+
+def ort_outputs(path: Path, sets: Sequence[Feeds], ctx: Any, level: str = "all") -> list[dict]:
+    from studio.core.engines.sessions import open_runner
+
+    runner = open_runner("onnxruntime", path, {"graph_optimization_level": level}, ctx)
+    try:
+        return [runner.infer(f) for f in sets]
+    finally:
+        runner.close()
+        del runner
+        release_memory()
+
+
+def accuracy(reference: list[dict], got: list[dict]) -> tuple[float, float | None]:
+    """(min cosine, mean top-1 agreement) of ``got`` against ``reference`` over every set."""
+    cosines, tops = [], []
+    for r, g in zip(reference, got):
+        c = compare_outputs(r, g, quantized=True)
+        for d in c.outputs.values():
+            if d.cosine is not None:
+                cosines.append(d.cosine)
+            if d.top1_agreement is not None:
+                tops.append(d.top1_agreement)
+    return (min(cosines) if cosines else 0.0), (float(np.mean(tops)) if tops else None)
+
+
+def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budget_s: float = 60.0,
+                      engine: str = "onnxruntime", options: Mapping[str, Mapping] | None = None) -> dict[str, float]:
+    """Milliseconds per model (10th percentile), measured in interleaved rounds in this worker."""
+    from studio.core.engines.sessions import measure_latency, open_runner
+
+    runners = {k: open_runner(engine, p, dict((options or {}).get(k, {})), ctx) for k, p in paths.items()}
+    try:
+        times = measure_latency({k: (lambda r=r: r.infer(feeds)) for k, r in runners.items()},
+                                budget_s=budget_s)
+    finally:
+        for r in runners.values():
+            r.close()
+        runners.clear()
+        release_memory()
+    # The 10th percentile: on a shared machine other processes only ever add time.
+    return {k: sorted(v)[int(0.1 * len(v))] * 1000 for k, v in times.items()}
+
+
+def pick(measured: Sequence[Measured], target: float) -> Measured | None:
+    """The fastest candidate that meets the accuracy target."""
+    ok = [m for m in measured if m.error is None and m.cosine is not None and m.cosine >= target
+          and m.latency_ms is not None]
+    return min(ok, key=lambda m: m.latency_ms) if ok else None
+
+
+def nodes_of(path: Path) -> list[onnx.NodeProto]:
+    return list(onnx.load_model(str(path), load_external_data=False).graph.node)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    path.write_text(json.dumps(obj, indent=1, default=str))
+
+
+def timer() -> float:
+    return time.perf_counter()
+
+
+def release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the OS between heavy steps (copies
+    of the weights come and go; without a trim the worker's resident size keeps their peak)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+class _LogContext:
+    """Stands in for a worker's JobContext when a pass runs in process (tests): stages are logged."""
+
+    cpu_threads = None
+    out_dir = Path(".")
+
+    def set_stage(self, stage: str) -> None:
+        log.info("%s", stage)
+
+
+def job_context(p: Any) -> Any:
+    """The JobContext the worker handed this pass (``passes.worker_pass``), or a logging stand-in."""
+    return getattr(p, "job_context", None) or _LogContext()
+
+
+def load_result(path: Path) -> Any:
+    """The pass's result as an onnx-ir model with every weight in memory: the files live in the
+    pass's temporary folder, which is gone before the worker saves the result."""
+    import onnx_ir as ir
+
+    model = ir.load(path)
+    ir.external_data.load_to_model(model)
+    return model

@@ -1,0 +1,156 @@
+"""quantize-int8-dynamic: float MatMul/Gemm/Attention weights  ⇒  INT8, activations quantized at run time.
+
+No calibration data: activation ranges are computed per inference. Suits
+transformer encoders (MatMul-bound, activations with outliers that static
+ranges clip). For BERT-like graphs ONNX Runtime's transformer optimizer
+(``onnxruntime.transformers.optimizer``) first fuses attention, LayerNorm and
+GELU into contrib ops that the dynamic quantizer then turns into QAttention /
+DynamicQuantizeMatMul; whether that is faster depends on the model size and
+the CPU (measured here: faster for a 12-layer 768-wide encoder, slower for a
+4-layer 256-wide one), so ``fuse="auto"`` measures both and keeps the faster
+one that meets the accuracy target. Fused models run on ONNX Runtime only.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+from typing import ClassVar
+
+import onnx_ir as ir
+
+from passes.base import Change, PassResult, StudioPass
+from passes.quant_tools import job_context
+from passes.registry import register
+from studio.core.compare import QUANTIZED, Tolerance
+from studio.core.errors import StudioError
+
+log = logging.getLogger(__name__)
+
+_MODEL_TYPES = ("bert", "bart", "gpt2", "t5", "vit", "clip", "unet")
+
+
+@register
+class QuantizeInt8Dynamic(StudioPass):
+    """Float MatMul/Gemm/Attention weights  ⇒  INT8 with run-time activation quantization."""
+
+    name = "quantize-int8-dynamic"
+    summary = ("Dynamic INT8 quantization (weights int8, activations at run time); for transformers, optionally "
+               "after ONNX Runtime's attention/LayerNorm/GELU fusions, chosen by measurement.")
+    calls_engines = True
+    verify_tolerance: ClassVar[Tolerance | None] = QUANTIZED
+    verify_quantized: ClassVar[bool] = True
+
+    # Options: fuse ("auto" | "on" | "off"), model_type ("bert"...), num_heads/hidden_size (0: detect),
+    # per_channel, target_cosine, samples (random accuracy sets), dims (values of symbolic input dims
+    # for those sets and the latency measurement), op_types (default: ORT's list), nodes_to_exclude.
+    def call(self, model: ir.Model) -> PassResult:
+        fuse = str(self.options.get("fuse", "auto"))
+        if fuse not in ("auto", "on", "off"):
+            raise StudioError("fuse must be auto, on or off", code="BAD-OPTION")
+        model_type = str(self.options.get("model_type", "bert"))
+        if model_type not in _MODEL_TYPES:
+            raise StudioError(f"model_type must be one of {', '.join(_MODEL_TYPES)}", code="BAD-OPTION")
+        with tempfile.TemporaryDirectory(prefix="int8dyn-", dir=".") as tmp:
+            return _run(model, Path(tmp).resolve(), self.options, fuse, model_type, job_context(self))
+
+
+def _fuse(src: Path, out: Path, model_type: str, opts: dict) -> tuple[Path | None, dict]:
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    m = optimize_model(str(src), model_type=model_type, num_heads=int(opts.get("num_heads", 0)),
+                       hidden_size=int(opts.get("hidden_size", 0)), opt_level=0, use_gpu=False)
+    stats = {k: v for k, v in m.get_fused_operator_statistics().items() if v}
+    if not any(stats.get(k) for k in ("Attention", "MultiHeadAttention", "SkipLayerNormalization",
+                                      "LayerNormalization", "BiasGelu", "Gelu", "FastGelu",
+                                      "EmbedLayerNormalization", "SkipSimplifiedLayerNormalization")):
+        return None, stats
+    m.save_model_to_file(str(out), use_external_data_format=m.model.ByteSize() > 1_800_000_000)
+    return out, stats
+
+
+def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str, ctx) -> PassResult:
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from passes import quant_tools as qt
+    from passes.pipeline import save_ir
+
+    target = float(opts.get("target_cosine", 0.99))
+    src = save_ir(model, workdir / "src" / "model.onnx")
+    ctx.set_stage("INT8 dynamic: preparing the model")
+    prepared = qt.prepare(src, workdir, per_channel=bool(opts.get("per_channel", False)), min_opset=11)
+    bases: dict[str, Path] = {}
+    fusion_stats: dict = {}
+    if fuse in ("auto", "off"):
+        bases["plain"] = prepared.path
+    if fuse in ("auto", "on"):
+        ctx.set_stage("INT8 dynamic: transformer fusions (onnxruntime.transformers.optimizer)")
+        try:
+            fused, fusion_stats = _fuse(prepared.path, workdir / "fused.onnx", model_type, opts)
+        except Exception as exc:  # noqa: BLE001 - fusion is an option, not a requirement
+            fused, fusion_stats = None, {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        qt.release_memory()
+        if fused is not None:
+            bases["fused"] = fused
+        elif fuse == "on":
+            raise StudioError(f"the {model_type} transformer optimizer found nothing to fuse in this model; "
+                              "use fuse=off", code="NOTHING-TO-FUSE")
+    header = onnx.load_model(str(src), load_external_data=False)
+    from studio.core.feeds import make_feeds
+
+    holdout = list(make_feeds(header, count=int(opts.get("samples", 4)), seed=1000, dims=opts.get("dims")).sets)
+    reference = qt.ort_outputs(src, holdout, ctx)
+    measured, paths = [], {}
+    for key, base in bases.items():
+        name = "dynamic" if key == "plain" else "fused-dynamic"
+        desc = ("dynamic INT8 (MatMulInteger/DynamicQuantizeMatMul)" if key == "plain"
+                else "transformer fusions + dynamic INT8 (QAttention, DynamicQuantizeMatMul; ONNX Runtime only)")
+        ctx.set_stage(f"INT8 dynamic: quantizing ({desc})")
+        out = workdir / f"{name}.onnx"
+        try:
+            quantize_dynamic(str(base), str(out), per_channel=bool(opts.get("per_channel", False)),
+                             weight_type=QuantType.QInt8, op_types_to_quantize=opts.get("op_types") or None,
+                             nodes_to_exclude=list(opts.get("nodes_to_exclude") or []),
+                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+                             use_external_data_format=qt._big(base))
+            qt.release_memory()
+            cos, top1 = qt.accuracy(reference, qt.ort_outputs(out, holdout, ctx))
+            paths[name] = out
+            measured.append(qt.Measured(name, desc, out, None, None, cos, top1))
+        except Exception as exc:  # noqa: BLE001
+            measured.append(qt.Measured(name, desc, None, None, None, None, None,
+                                        f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"))
+    if not paths:
+        raise StudioError(f"dynamic INT8 quantization failed: {measured[0].error}")
+    ctx.set_stage("INT8 dynamic: measuring latency")
+    lat = qt.measure_latencies({"fp32": src, **paths}, holdout[0], ctx, budget_s=float(opts.get("budget_s", 60)))
+    measured = [m if m.path is None else qt.Measured(m.name, m.description, m.path, lat[m.name],
+                                                     lat[m.name] / lat["fp32"], m.cosine, m.top1) for m in measured]
+    chosen = qt.pick(measured, target)
+    if chosen is None:
+        best = max((m for m in measured if m.cosine is not None), key=lambda m: m.cosine)
+        raise StudioError(f"dynamic INT8 does not reach cosine {target} (best: {best.name}, cosine "
+                          f"{best.cosine:.4f}); lower the target or exclude sensitive nodes", code="INT8-ACCURACY")
+    warnings = []
+    if chosen.ratio is not None and chosen.ratio >= 1.0:
+        warnings.append(f"dynamic INT8 is slower than fp32 on this machine ({chosen.ratio:.2f}x): keep fp32 here")
+    for m in measured:
+        if m is not chosen and m.ratio is not None and m.ratio >= 1.0:
+            warnings.append(f"{m.name} is slower than fp32 here ({m.ratio:.2f}x)")
+    result = qt.load_result(chosen.path)
+    details = {"chosen": chosen.to_dict(), "target_cosine": target, "fp32_latency_ms": round(lat["fp32"], 3),
+               "candidates": [m.to_dict() for m in measured], "fusions": fusion_stats,
+               "preprocess": list(prepared.steps), "accuracy_inputs": f"{len(holdout)} random sets (seed 1000)",
+               "engine": "onnxruntime (CPU, default graph optimizations)",
+               "runs_on": ["onnxruntime"] if chosen.name == "fused-dynamic" else ["onnxruntime", "openvino"]}
+    ops = {n.op_type for n in result.graph}
+    changes = [Change("replaced", (), f"{chosen.description}: {chosen.ratio:.2f}x of fp32 latency, cosine "
+                                      f"{chosen.cosine:.4f}; ops now {', '.join(sorted(ops))[:300]}")]
+    counts = {"configurations_measured": len(measured),
+              "integer_matmuls": sum(1 for n in result.graph if n.op_type in (
+                  "MatMulInteger", "DynamicQuantizeMatMul", "QAttention", "MatMulIntegerToFloat")),
+              "fused_ops": sum(v for v in fusion_stats.values() if isinstance(v, int)) if chosen.name != "dynamic"
+              else 0}
+    return PassResult(result, True, tuple(changes), counts, warnings=tuple(warnings), details=details)

@@ -1,0 +1,219 @@
+"""Compare two models, or one model on two engines, on the same inputs.
+
+Shapes first (the real shapes the engines returned, never the declared ones,
+which are reported when they disagree), then values with tolerances chosen from
+what is compared: per output dtype for float32 runs, a cosine criterion for
+quantized models, a loosened one for reduced precision (fp16 weights, OpenVINO
+bf16). Every result names both sides: model, engine, engine version and the
+precision the engine actually used.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from studio.accuracy.runs import SetRuns, run_feed_sets
+from studio.core.compare import (
+    QUANTIZED,
+    REDUCED_PRECISION,
+    Comparison,
+    Tolerance,
+    compare_outputs,
+    merge_comparisons,
+)
+from studio.core.engines import RunOptions, resolve_engine_name
+from studio.core.errors import StudioError
+from studio.core.feeds import FeedSet, make_feeds
+from studio.core.sandbox import Limits
+from studio.core.types import value_info
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ModelComparison", "Side", "compare_models", "model_flavor", "QUANT_OPS"]
+
+# Ops that only appear in quantized models.
+QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger",
+                       "ConvInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul", "QGemm", "QLinearAdd",
+                       "QLinearMul", "QAttention", "MatMulIntegerToFloat", "QLinearGlobalAveragePool",
+                       "QLinearConcat", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearAveragePool",
+                       "DynamicQuantizeLSTM", "QEmbedLayerNormalization", "MatMulNBits"})
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: which model ran where, and how."""
+
+    label: str                      # "v0 · original" or a file name
+    engine: str                     # canonical engine name
+    engine_version: str | None
+    precision: str                  # what the engine computed in, as it reported it
+    flavor: str                     # fp32 | fp16 | int8 (from the model's ops and weights)
+
+    def describe(self) -> str:
+        return f"{self.label} on {self.engine} {self.engine_version or ''} ({self.precision})".replace("  ", " ")
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True, eq=False)
+class ModelComparison:
+    """A comparison of two runs, truthy when every output matches within tolerance."""
+
+    comparison: Comparison                    # merged over the input sets (worst case per output)
+    reference: Side
+    candidate: Side
+    feeds: Mapping[str, Any]                  # FeedSet.to_dict(): where the inputs came from
+    tolerance_note: str                       # which tolerance and why
+    shape_notes: tuple[str, ...] = ()         # declared output shapes the engines did not honour
+    set_errors: tuple[str, ...] = ()          # input sets a side could not run
+    layerwise: Any = None                     # LayerwiseResult when asked
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.comparison) and not self.set_errors
+
+    @property
+    def ok(self) -> bool:
+        return bool(self)
+
+    def summary(self) -> str:
+        if self.set_errors:
+            return self.set_errors[0]
+        text = self.comparison.summary()
+        if self.layerwise is not None and self.layerwise.first_divergence is not None:
+            d = self.layerwise.first_divergence
+            text += f"; first diverging layer: '{d.node[:80]}' ({d.op_type})"
+        return text
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "summary": self.summary(), "reference": self.reference.to_dict(),
+                "candidate": self.candidate.to_dict(), "feeds": dict(self.feeds),
+                "tolerance": self.tolerance_note, "shape_notes": list(self.shape_notes),
+                "set_errors": list(self.set_errors), "comparison": self.comparison.to_dict(),
+                "layerwise": self.layerwise.to_dict() if self.layerwise is not None else None,
+                **({"extra": dict(self.extra)} if self.extra else {})}
+
+
+def model_flavor(model: onnx.ModelProto) -> str:
+    """int8 when the graph holds quantization ops, fp16/bf16 when its float weights are, else fp32."""
+    ops = {n.op_type for n in model.graph.node}
+    if ops & QUANT_OPS:
+        return "int8"
+    kinds = {t.data_type for t in model.graph.initializer}
+    casts = {a.i for n in model.graph.node if n.op_type == "Cast" for a in n.attribute if a.name == "to"}
+    if onnx.TensorProto.FLOAT16 in kinds | casts and onnx.TensorProto.FLOAT not in kinds:
+        return "fp16"
+    if onnx.TensorProto.BFLOAT16 in kinds | casts and onnx.TensorProto.FLOAT not in kinds:
+        return "bf16"
+    return "fp32"
+
+
+def _precision_text(engine: str, options: RunOptions, details: Mapping[str, Any]) -> str:
+    if engine == "openvino":
+        eff = details.get("precision_effective") or "?"
+        asked = options.precision
+        return f"{eff}, {'pinned' if asked != 'default' else 'plugin default'}"
+    if engine == "onnxruntime":
+        return f"graph optimizations {options.graph_optimization_level}"
+    return options.precision + " (not verified here)"
+
+
+def choose_tolerance(ref: Side, got: Side, options: Sequence[RunOptions]) -> tuple[Tolerance | None, bool, str]:
+    """(tolerance or None for per-dtype defaults, cosine-criterion flag, why)."""
+    if "int8" in (ref.flavor, got.flavor):
+        return QUANTIZED, True, (f"quantized model: cosine >= {QUANTIZED.min_cosine} per output "
+                                 "(elementwise errors are expected)")
+    reduced = [s for s in (ref, got) if s.flavor in ("fp16", "bf16")]
+    ov_reduced = [o for o in options if o.precision in ("bf16", "f16", "default")]
+    if reduced or ov_reduced:
+        why = "reduced precision (" + ", ".join(
+            [f"{s.flavor} model" for s in reduced] + [f"OpenVINO {o.precision}" for o in ov_reduced]) + ")"
+        return REDUCED_PRECISION, True, (f"{why}: cosine >= {REDUCED_PRECISION.min_cosine} per output "
+                                         "(elementwise errors grow with depth)")
+    return None, False, "per output dtype (float32: rtol 1e-4, atol 1e-4 x RMS of the reference)"
+
+
+def declared_shape_notes(model: onnx.ModelProto, outputs: Mapping[str, Any], label: str) -> list[str]:
+    """Outputs whose real shape contradicts the model's declaration (fixed dims only)."""
+    notes = []
+    declared = {o.name: value_info(o).shape for o in model.graph.output}
+    for name, value in outputs.items():
+        shape = declared.get(name)
+        real = getattr(value, "shape", None)
+        if shape is None or real is None:
+            continue
+        if len(shape) != len(real) or any(isinstance(d, int) and d != r for d, r in zip(shape, real)):
+            notes.append(f"{label}: output '{name[:60]}' declares shape {list(shape)} but the engine returned "
+                         f"{list(real)}; compared on the real shapes")
+    return notes
+
+
+def _load_header(path: Path) -> onnx.ModelProto:
+    try:
+        return onnx.load_model(str(path), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - the loader in studio.core.model gave the clear message already
+        raise StudioError(f"cannot read {Path(path).name[:60]} as ONNX ({type(exc).__name__})") from None
+
+
+def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxruntime",
+                   engine_b: str | None = None, feeds: FeedSet | None = None,
+                   options: RunOptions | None = None, options_b: RunOptions | None = None,
+                   tolerance: Tolerance | None = None, labels: tuple[str, str] | None = None,
+                   dims: Mapping[str, int] | None = None, count: int = 2, limits: Limits | None = None,
+                   pool_key: str = "default", on_tick: Callable[[float], None] | None = None,
+                   layerwise: bool = False, layerwise_options: Mapping[str, Any] | None = None) -> ModelComparison:
+    """Run ``reference`` on ``engine`` and ``candidate`` on ``engine_b`` (default: the same)
+    with the same inputs, and compare every output. ``feeds`` default to ``count``
+    seeded random sets built for the reference. ``layerwise`` adds the first
+    diverging layer (see :mod:`studio.accuracy.layerwise`)."""
+    engine_a = resolve_engine_name(engine)
+    engine_b = resolve_engine_name(engine_b or engine)
+    options_a = options or RunOptions()
+    options_b = options_b or options_a
+    ref_model, got_model = _load_header(reference), _load_header(candidate)
+    feeds = feeds or make_feeds(ref_model, count=count, dims=dims)
+    labels = labels or (Path(reference).name, Path(candidate).name)
+    runs_a = run_feed_sets(reference, engine_a, feeds.sets, options=options_a, limits=limits, pool_key=pool_key,
+                           on_tick=on_tick)
+    runs_b = run_feed_sets(candidate, engine_b, feeds.sets, options=options_b, limits=limits, pool_key=pool_key,
+                           on_tick=on_tick)
+    side_a = Side(labels[0], engine_a, runs_a.details.get("engine_version"),
+                  _precision_text(engine_a, options_a, runs_a.details), model_flavor(ref_model))
+    side_b = Side(labels[1], engine_b, runs_b.details.get("engine_version"),
+                  _precision_text(engine_b, options_b, runs_b.details), model_flavor(got_model))
+    auto_tol, quantized, why = choose_tolerance(side_a, side_b, (options_a, options_b))
+    tol = tolerance or auto_tol
+    if tolerance is not None:
+        quantized = tolerance.min_cosine is not None and quantized
+        why = f"given: rtol {tolerance.rtol:g}, atol {tolerance.atol:g}" + (
+            f", cosine >= {tolerance.min_cosine}" if tolerance.min_cosine is not None else "")
+    comparisons, set_errors, notes = [], [], []
+    for i, (a, b) in enumerate(zip(runs_a.outputs, runs_b.outputs)):
+        if a is None or b is None:
+            side, err = (side_a, runs_a.errors[i]) if a is None else (side_b, runs_b.errors[i])
+            set_errors.append(f"input set {i + 1} fails on {side.label} ({side.engine}): {err}")
+            continue
+        if i == 0:
+            notes += declared_shape_notes(ref_model, a, side_a.label)
+            notes += declared_shape_notes(got_model, b, side_b.label)
+        comparisons.append(compare_outputs(a, b, tol, quantized=quantized))
+    merged = merge_comparisons(comparisons)
+    lw = None
+    if layerwise:
+        from studio.accuracy.layerwise import compare_layers
+
+        lw_opts = dict(layerwise_options or {})
+        if tol is REDUCED_PRECISION and not lw_opts.get("layer_threshold"):
+            lw_opts["layer_threshold"] = 0.05       # fp16/bf16 layers drift less than INT8 ones
+        lw = compare_layers(reference, candidate, feeds=feeds.sets[0], engine=engine_a, engine_b=engine_b,
+                            options=options_a, options_b=options_b, tolerance=tol, quantized=quantized,
+                            limits=limits, pool_key=pool_key, on_tick=on_tick, **lw_opts)
+    return ModelComparison(merged, side_a, side_b, feeds.to_dict(), why, tuple(dict.fromkeys(notes)),
+                           tuple(set_errors), lw)

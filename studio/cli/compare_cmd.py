@@ -1,0 +1,92 @@
+"""onnx-studio compare A B [--engine E] [--engine-b E] [--inputs X.npz] [--layerwise] [--json]"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from studio import api
+from studio.cli.common import parse_dims, print_json
+from studio.cli.inputs_args import add_input_arguments, preprocess_from
+from studio.core.errors import StudioError
+from studio.core.fmt import printable
+from studio.core.types import shape_text
+
+NAME = "compare"
+HELP = ("Compare two models (versions) or one model on two engines on the same inputs; exit 1 when outputs "
+        "differ beyond tolerance.")
+ENGINES = ("ort", "onnxruntime", "openvino", "ov", "tensorrt", "trt")
+PRECISIONS = ("f32", "bf16", "f16", "default")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("a", help="reference model (.onnx)")
+    p.add_argument("b", help="candidate model (.onnx); the same file to compare two engines")
+    p.add_argument("--engine", default="ort", choices=ENGINES, help="engine of A (default ort)")
+    p.add_argument("--engine-b", choices=ENGINES, help="engine of B (default: the same as A)")
+    p.add_argument("--ov-precision", default="f32", choices=PRECISIONS,
+                   help="OpenVINO inference precision of A (default f32, pinned; 'default' = plugin's choice)")
+    p.add_argument("--ov-precision-b", choices=PRECISIONS, help="OpenVINO inference precision of B")
+    p.add_argument("--layerwise", action="store_true", help="find the first diverging layer (chunked, bounded memory)")
+    p.add_argument("--layer-threshold", type=float, metavar="X",
+                   help="relative L2 error above which a layer counts as diverged")
+    p.add_argument("--chart", metavar="FILE.html", help="with --layerwise: write the per-layer error chart")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    add_input_arguments(p)
+
+
+def _fmt(x: float | None, spec: str = ".3g") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.chart and not args.layerwise:
+        raise StudioError("--chart draws the layer-wise errors; add --layerwise")
+    if args.count < 1 or args.count > 256:
+        raise StudioError("--count must be between 1 and 256")
+    dims = parse_dims(args.dim)
+    a, b = api.load(args.a), api.load(args.b)
+    feeds = None
+    if args.inputs or args.images:
+        feeds = api.make_inputs(a, inputs=args.inputs, images=args.images, count=args.count, dims=dims,
+                                preprocess=preprocess_from(args))
+    result = api.compare(a, b, engine=args.engine, engine_b=args.engine_b, feeds=feeds, count=args.count, dims=dims,
+                         ov_precision=args.ov_precision, ov_precision_b=args.ov_precision_b,
+                         layerwise=args.layerwise, layer_threshold=args.layer_threshold)
+    if args.chart:
+        from studio.accuracy.charts import layer_error_figure
+
+        out = Path(args.chart)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        layer_error_figure(result.layerwise).write_html(str(out), include_plotlyjs=True)
+    if args.json:
+        print_json(result.to_dict())
+        return 0 if result.ok else 1
+    print(f"reference  {printable(result.reference.describe())}")
+    print(f"candidate  {printable(result.candidate.describe())}")
+    print(f"inputs     {printable(result.feeds.get('source', ''))}")
+    print(f"tolerance  {result.tolerance_note}")
+    rows = [["output", "shape", "max abs", "max rel", "rel L2", "cosine", "top-1", "top-5", "verdict"]]
+    for d in result.comparison.outputs.values():
+        shape = shape_text(d.ref_shape) if d.ref_shape == d.got_shape else \
+            f"{shape_text(d.ref_shape)} vs {shape_text(d.got_shape)}"
+        rows.append([printable(d.name, 48), shape, _fmt(d.max_abs), _fmt(d.max_rel), _fmt(d.rel_l2),
+                     _fmt(d.cosine, ".6f"), _fmt(d.top1_agreement, ".2f"), _fmt(d.top5_overlap, ".2f"),
+                     "ok" if d.match else "DIFFERS"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    for name in result.comparison.missing:
+        print(f"missing    output '{printable(name, 80)}' is not produced by the candidate")
+    for note in (*result.shape_notes, *result.set_errors):
+        print(f"note       {printable(note, 300)}")
+    if result.layerwise is not None:
+        lw = result.layerwise
+        print(f"layerwise  {printable(lw.summary(), 300)}")
+        print(f"           {lw.compared} tensors compared in {lw.chunks} chunk(s), {lw.unmatched} without a "
+              f"counterpart; {lw.tolerance}")
+        worst = sorted((x for x in lw.layers if x.rel_l2 is not None), key=lambda x: -x.error)[:5]
+        for x in worst:
+            print(f"           {printable(x.node, 60)} ({x.op_type})  rel L2 {x.error:.3g}")
+    print(("PASS: " if result.ok else "FAIL: ") + printable(result.summary(), 400))
+    return 0 if result.ok else 1

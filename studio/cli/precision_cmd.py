@@ -1,0 +1,92 @@
+"""onnx-studio precision MODEL [--variants auto|fp32,fp16,bf16-ov,int8,...] [--calibration DIR|X.npz] [--out DIR]"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from studio import api
+from studio.cli.common import parse_dims, print_json
+from studio.cli.inputs_args import preprocess_from
+from studio.core.errors import StudioError
+from studio.core.fmt import printable
+
+NAME = "precision"
+HELP = ("Build fp16 / bf16 / INT8 variants, compare each with fp32 and time them side by side; recommend the "
+        "fastest that meets the accuracy target (never one slower than fp32).")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from studio.precision.variants import VARIANTS
+
+    p.add_argument("model", help="path to a .onnx file")
+    p.add_argument("--variants", default="auto", metavar="LIST",
+                   help=f"comma-separated, or 'auto' (default). Known: {', '.join(VARIANTS)}")
+    p.add_argument("--calibration", metavar="DIR|X.npz", help="INT8 calibration data: an image folder or an .npz "
+                                                              "(default: seeded random inputs)")
+    p.add_argument("--samples", type=int, default=8, metavar="N", help="calibration sets/images to use (default 8)")
+    p.add_argument("--inputs", metavar="X.npz", help="inputs accuracy is judged on (default: 4 random sets)")
+    p.add_argument("--target-cosine", type=float, default=0.99, metavar="C",
+                   help="accuracy target: worst-output cosine vs fp32 (default 0.99)")
+    p.add_argument("--out", metavar="DIR", help="keep the variant models in DIR (default: not kept)")
+    p.add_argument("--budget", type=float, default=60.0, metavar="S", help="seconds for latency measurement")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="value of a symbolic input dim")
+    p.add_argument("--image-size", metavar="HxW", help="resize calibration images to HxW")
+    p.add_argument("--layout", choices=("auto", "NCHW", "NHWC"), default="auto")
+    p.add_argument("--mean", metavar="R,G,B")
+    p.add_argument("--std", metavar="R,G,B")
+    p.add_argument("--bgr", action="store_true")
+    p.add_argument("--chart", metavar="FILE.html", help="write the accuracy-vs-latency chart")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.samples < 1 or args.samples > 1024:
+        raise StudioError("--samples must be between 1 and 1024")
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    handle = api.load(args.model)
+
+    def progress(i: int, n: int, label: str) -> None:
+        if not args.json:
+            print(f"[{i}/{n}] {label}", file=sys.stderr, flush=True)
+
+    report = api.precision(handle, variants=variants, calibration=args.calibration, inputs=args.inputs,
+                           samples=args.samples, target_cosine=args.target_cosine, out_dir=args.out,
+                           dims=parse_dims(args.dim), preprocess=preprocess_from(args), latency_budget_s=args.budget,
+                           on_progress=progress)
+    if args.chart:
+        from studio.precision.charts import tradeoff_figure
+
+        out = Path(args.chart)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tradeoff_figure(report).write_html(str(out), include_plotlyjs=True)
+    if args.json:
+        print_json(report.to_dict())
+        return 0
+    print(f"model        {printable(handle.name)} ({report.model_kind})")
+    print(f"calibration  {printable(report.calibration)}")
+    print(f"judged on    {printable(str(report.evaluation.get('source', '')))}; baseline "
+          f"{report.evaluation.get('baseline', '')}")
+    rows = [["variant", "engine", "ms (p10)", "median", "x fp32", "cosine", "top-1", "target", "status"]]
+    for v in report.variants:
+        rows.append([v.name + (" *" if v.recommended else ""), v.engine, _fmt(v.latency_ms, ".2f"),
+                     _fmt(v.median_ms, ".2f"),
+                     _fmt(v.ratio, ".2f"), _fmt(v.cosine, ".5f"), _fmt(v.top1, ".2f"),
+                     "met" if v.meets_target else "-", v.status if not v.error else "failed"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    for v in report.variants:
+        for note in (*v.notes, *([v.error] if v.error else [])):
+            print(f"  {v.name}: {printable(note, 300)}")
+    for note in report.notes:
+        print(f"note: {printable(note, 300)}")
+    if report.out_dir:
+        print(f"models in    {report.out_dir}")
+    print(printable(report.summary(), 300))
+    return 0

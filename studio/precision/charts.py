@@ -1,0 +1,39 @@
+"""The accuracy-vs-latency trade-off across variants (plotly scatter)."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from studio.precision.variants import PrecisionReport
+
+__all__ = ["tradeoff_figure"]
+
+_SYMBOLS = {"fp32": "circle", "fp16": "square", "bf16": "diamond", "int8": "triangle-up"}
+_COLORS = {"onnxruntime": "#1f77b4", "openvino": "#ff7f0e", "tensorrt": "#2ca02c"}
+
+
+def tradeoff_figure(report: PrecisionReport) -> go.Figure:
+    """x: latency relative to ORT fp32 (same run), y: cosine vs fp32; the target and
+    the fp32 line drawn, the recommended variant ringed."""
+    fig = go.Figure()
+    for engine in dict.fromkeys(v.engine for v in report.variants):
+        vs = [v for v in report.variants if v.engine == engine and v.ratio is not None and v.cosine is not None]
+        if not vs:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[v.ratio for v in vs], y=[v.cosine for v in vs], mode="markers+text", name=engine,
+            text=[v.name for v in vs], textposition="top center",
+            marker={"size": [18 if v.recommended else 11 for v in vs], "color": _COLORS.get(engine, "#7f7f7f"),
+                    "symbol": [_SYMBOLS.get(v.precision, "circle") for v in vs],
+                    "line": {"width": [3 if v.recommended else 0 for v in vs], "color": "#2ca02c"}},
+            hovertext=[f"{v.label}<br>{v.latency_ms:.2f} ms ({v.ratio:.2f}x fp32)<br>cosine {v.cosine:.5f}"
+                       + (f"<br>top-1 {v.top1:.2f}" if v.top1 is not None else "")
+                       + ("<br>recommended" if v.recommended else "") for v in vs],
+            hoverinfo="text"))
+    fig.add_hline(y=report.target_cosine, line_dash="dash", line_color="#d62728",
+                  annotation_text=f"target cosine {report.target_cosine:g}", annotation_position="bottom right")
+    fig.add_vline(x=1.0, line_dash="dot", line_color="#7f7f7f", annotation_text="fp32 latency")
+    fig.update_layout(title="Accuracy vs latency (lower-left is faster, higher is more accurate)",
+                      xaxis_title="latency / ORT fp32 latency (same run)", yaxis_title="cosine vs fp32 (worst output)",
+                      height=460, margin={"l": 60, "r": 20, "t": 50, "b": 50})
+    return fig

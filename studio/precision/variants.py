@@ -1,0 +1,376 @@
+"""Build reduced-precision variants, judge each against fp32, recommend one.
+
+A variant is a model (the original, or the result of a pass pipeline:
+``convert-fp16``, ``quantize-int8-static``, ``quantize-int8-dynamic``) on an
+engine with run options (OpenVINO's inference precision). Each is verified by
+its pipeline, compared with the original on ORT fp32 on the same inputs
+(cosine, top-1/top-5 agreement), and timed side by side with the others in one
+worker. The recommendation is the fastest variant that meets the accuracy
+target *and* is at least 5% faster than fp32 (``RECOMMEND_MAX_RATIO``); when none is, fp32 is recommended and the
+report says why. TensorRT variants are listed as "not verified here" when
+TensorRT cannot run on this machine; their numbers are never guessed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from studio.accuracy.compare_models import ModelComparison, compare_models
+from studio.core.engines import RunOptions, get_engine
+from studio.core.errors import StudioError
+from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
+from studio.core.sandbox import Limits, default_limits
+from studio.precision.latency import LatencyItem, measure
+
+log = logging.getLogger(__name__)
+
+# A variant is recommended only when at least this much faster than fp32: ratios on a shared
+# machine move by a few percent between runs, and "0.98x" is not a reason to change precision.
+RECOMMEND_MAX_RATIO = 0.95
+
+__all__ = ["PrecisionReport", "VariantResult", "VariantSpec", "VARIANTS", "default_variants", "evaluate_variants",
+           "model_kind"]
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    name: str
+    label: str
+    engine: str                                   # canonical engine name
+    precision: str                                # fp32 | fp16 | bf16 | int8
+    passes: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()   # pipeline producing the model
+    run_options: RunOptions = RunOptions()
+
+
+def _p(name: str, **opts: Any) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    return name, tuple(sorted(opts.items()))
+
+
+VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
+    VariantSpec("fp32", "fp32 · ONNX Runtime", "onnxruntime", "fp32"),
+    VariantSpec("fp32-ov", "fp32 · OpenVINO (f32 pinned)", "openvino", "fp32", (), RunOptions(precision="f32")),
+    VariantSpec("bf16-ov", "bf16 · OpenVINO", "openvino", "bf16", (), RunOptions(precision="bf16")),
+    VariantSpec("fp16", "fp16 · ONNX Runtime", "onnxruntime", "fp16", (_p("convert-fp16", measure=False),)),
+    VariantSpec("int8", "INT8 static · ONNX Runtime", "onnxruntime", "int8", (_p("quantize-int8-static"),)),
+    VariantSpec("int8-dynamic", "INT8 dynamic · ONNX Runtime", "onnxruntime", "int8",
+                (_p("quantize-int8-dynamic"),)),
+    VariantSpec("int8-ov", "INT8 QDQ · OpenVINO", "openvino", "int8",
+                (_p("quantize-int8-static", config="qdq-u8s8", fallback=False),), RunOptions(precision="f32")),
+    VariantSpec("fp16-trt", "fp16 · TensorRT", "tensorrt", "fp16", (), RunOptions(precision="f16")),
+    VariantSpec("int8-trt", "INT8 QDQ · TensorRT", "tensorrt", "int8",
+                (_p("quantize-int8-static", config="qdq-s8s8", fallback=False),), RunOptions(precision="f16")),
+)}
+
+
+def model_kind(model: onnx.ModelProto) -> str:
+    """"transformer" (MatMul with weights + Softmax, no Conv), "cnn" (Conv), else "other"."""
+    ops = [n.op_type for n in model.graph.node]
+    inits = {t.name for t in model.graph.initializer}
+    weighted_matmuls = sum(1 for n in model.graph.node if n.op_type in ("MatMul", "Gemm")
+                           and any(i in inits for i in n.input[1:2]))
+    if "Conv" in ops and ops.count("Conv") >= weighted_matmuls:
+        return "cnn"
+    if weighted_matmuls and ("Softmax" in ops or "Attention" in ops or "MultiHeadAttention" in ops):
+        return "transformer"
+    return "other"
+
+
+def default_variants(model: onnx.ModelProto) -> tuple[str, ...]:
+    """What "auto" builds: fp32 on both engines, OpenVINO bf16, fp16, and the INT8 flavour
+    that fits the model (dynamic for transformers, static and its OpenVINO twin otherwise)."""
+    base = ("fp32", "fp32-ov", "bf16-ov", "fp16")
+    if model_kind(model) == "transformer":
+        return base + ("int8-dynamic",)
+    return base + ("int8", "int8-ov")
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    name: str
+    label: str
+    engine: str
+    precision: str
+    status: str                              # ok | failed | not verified here
+    path: Path | None = None
+    latency_ms: float | None = None          # 10th percentile (see studio.precision.latency)
+    p90_ms: float | None = None
+    median_ms: float | None = None
+    ratio: float | None = None               # latency / ORT fp32 latency, same run
+    cosine: float | None = None              # min over outputs and inputs, vs ORT fp32
+    top1: float | None = None
+    top5: float | None = None
+    max_abs: float | None = None
+    meets_target: bool = False
+    recommended: bool = False
+    notes: tuple[str, ...] = ()
+    error: str | None = None
+    lineage: tuple[dict, ...] = ()           # pipeline records (provenance of the model)
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def faster_than_fp32(self) -> bool:
+        return self.ratio is not None and self.ratio < 1.0
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in ("name", "label", "engine", "precision", "status", "latency_ms",
+                                           "median_ms", "p90_ms", "ratio", "cosine", "top1", "top5", "max_abs",
+                                           "meets_target", "recommended", "error")}
+        d.update(path=self.path.name if self.path else None, faster_than_fp32=self.faster_than_fp32,
+                 notes=list(self.notes), details=dict(self.details), lineage=list(self.lineage))
+        for k in ("latency_ms", "median_ms", "p90_ms", "ratio", "cosine", "max_abs"):
+            if d[k] is not None:
+                d[k] = round(float(d[k]), 6)
+        return d
+
+
+@dataclass(frozen=True, eq=False)
+class PrecisionReport:
+    variants: tuple[VariantResult, ...]
+    recommended: str | None
+    best_per_engine: Mapping[str, str]
+    target_cosine: float
+    calibration: str
+    evaluation: Mapping[str, Any]
+    model_kind: str
+    out_dir: Path | None
+    notes: tuple[str, ...] = ()
+
+    def variant(self, name: str) -> VariantResult:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+    def summary(self) -> str:
+        if self.recommended is None:
+            why = next((v.error for v in self.variants if v.error), None)
+            return "no variant could be measured" + (f": {why}" if why else "")
+        v = self.variant(self.recommended)
+        if v.name == "fp32":
+            return (f"keep fp32: no reduced-precision variant is both faster than fp32 and within cosine "
+                    f">= {self.target_cosine}")
+        return (f"recommended: {v.label}: {v.ratio:.2f}x of fp32 latency, cosine {v.cosine:.4f} "
+                f"(target {self.target_cosine})")
+
+    def to_dict(self) -> dict:
+        return {"summary": self.summary(), "recommended": self.recommended,
+                "best_per_engine": dict(self.best_per_engine), "target_cosine": self.target_cosine,
+                "calibration": self.calibration, "evaluation": dict(self.evaluation), "model_kind": self.model_kind,
+                "notes": list(self.notes), "variants": [v.to_dict() for v in self.variants]}
+
+
+def _long_limits(limits: Limits | None, model_bytes: int) -> Limits:
+    """Building variants holds a few copies of the weights at once (the quantizer's input and
+    output, ORT sessions with prepacked weights): the worker gets 3 GiB plus 6x the model, up to
+    half of this machine's memory, and 15 minutes per job, unless the caller set limits."""
+    if limits is not None:
+        return limits
+    base = default_limits()
+    try:
+        import psutil
+
+        ceiling = int(psutil.virtual_memory().total * 0.5)
+    except Exception:  # noqa: BLE001
+        ceiling = 8 * 2**30
+    memory = max(base.memory_bytes, min(ceiling, 3 * 2**30 + 6 * model_bytes))
+    return dataclasses.replace(base, timeout_s=max(base.timeout_s, 900.0), memory_bytes=memory)
+
+
+def _model_bytes(path: Path) -> int:
+    total = path.stat().st_size
+    for extra in path.parent.iterdir():
+        if extra.is_file() and extra != path and extra.suffix in (".data", ".bin", ".weights", ""):
+            total += extra.stat().st_size
+    return total
+
+
+def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[str, Mapping[str, Any]],
+           eval_feeds: FeedSet, limits: Limits, pool_key: str) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
+    """Run the variant's pipeline; (model, lineage, pass details, warnings)."""
+    from passes.pipeline import run_pipeline
+    from passes.registry import make_pass
+
+    passes = [make_pass(name, **{**dict(opts), **dict(extra.get(name, {}))}) for name, opts in spec.passes]
+    result = run_pipeline(model_path, passes, out_dir / spec.name / model_path.name, on_failure="stop",
+                          feeds=list(eval_feeds.sets[:2]), limits=limits, pool_key=pool_key)
+    if not result.ok:
+        raise StudioError(result.summary())
+    if not result.modified or result.output is None:
+        raise StudioError(f"{', '.join(n for n, _ in spec.passes)} changed nothing in this model")
+    details: dict = {}
+    warnings: list[str] = []
+    for rec in result.records:
+        details.update(rec.details)
+        warnings += list(rec.warnings)
+    return Path(result.output), tuple(result.lineage()), details, warnings
+
+
+def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None, out_dir: Path | None = None,
+                      calibration: Path | None = None, inputs: Path | None = None, samples: int = 8,
+                      preprocess: ImagePreprocess | None = None, dims: Mapping[str, int] | None = None,
+                      target_cosine: float = 0.99, latency_budget_s: float = 60.0, limits: Limits | None = None,
+                      pool_key: str = "default", on_progress: Callable[[int, int, str], None] | None = None,
+                      on_tick: Callable[[float], None] | None = None) -> PrecisionReport:
+    """Build, verify, compare and time each variant (see module docs).
+
+    ``calibration``: an .npz or an image folder for INT8 calibration (else ``samples``
+    seeded random sets); ``inputs``: an .npz judged on (else 4 fresh random sets).
+    Variant models are written under ``out_dir`` (a temporary folder when None,
+    removed afterwards)."""
+    model_path = Path(model_path)
+    header = onnx.load_model(str(model_path), load_external_data=False)
+    names = list(variants or default_variants(header))
+    if "auto" in names:
+        names = list(dict.fromkeys([*default_variants(header), *[n for n in names if n != "auto"]]))
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise StudioError(f"unknown variant(s) {', '.join(unknown)[:80]}; choose from {', '.join(VARIANTS)}",
+                          code="BAD-OPTION")
+    if "fp32" not in names:
+        names.insert(0, "fp32")              # the baseline every ratio is measured against
+    if not 0.0 < target_cosine <= 1.0:
+        raise StudioError("the target cosine must be in (0, 1]", code="BAD-OPTION")
+    own = out_dir is None
+    work = Path(tempfile.mkdtemp(prefix="onnx-studio-precision-")) if own else Path(out_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    long_limits = _long_limits(limits, _model_bytes(model_path))
+    steps = len(names) * 2 + 2
+    step = 0
+
+    def progress(label: str) -> None:
+        nonlocal step
+        if on_progress:
+            on_progress(step, steps, label)
+        step += 1
+
+    try:
+        progress("preparing inputs")
+        if calibration is not None and Path(calibration).is_dir():
+            calib = make_feeds(header, images=Path(calibration), count=max(samples, 1), dims=dims,
+                               preprocess=preprocess)
+        elif calibration is not None:
+            calib = make_feeds(header, inputs=Path(calibration))
+        else:
+            calib = make_feeds(header, count=max(samples, 1), dims=dims, seed=0)
+        calib_npz = save_npz(calib.sets, work / "calibration.npz")
+        eval_feeds = make_feeds(header, inputs=Path(inputs)) if inputs is not None else \
+            make_feeds(header, count=4, dims=dims, seed=1000)
+        if len(eval_feeds) > 16:
+            eval_feeds = FeedSet(eval_feeds.sets[:16], eval_feeds.source + " (first 16)", eval_feeds.dims)
+        dims_opt = {"dims": dict(eval_feeds.dims)} if eval_feeds.dims else {}
+        pass_extra = {"quantize-int8-static": {"calibration": str(calib_npz), "target_cosine": target_cosine,
+                                               **dims_opt},
+                      "quantize-int8-dynamic": {"target_cosine": target_cosine, **dims_opt},
+                      "convert-fp16": dims_opt}
+        built: dict[str, tuple[Path, tuple[dict, ...], dict, list[str]]] = {}
+        results: dict[str, VariantResult] = {}
+        for name in names:
+            spec = VARIANTS[name]
+            progress(f"building {spec.label}")
+            engine = get_engine(spec.engine)
+            avail = engine.available()
+            if not avail.ok:
+                results[name] = VariantResult(name, spec.label, spec.engine, spec.precision, "not verified here",
+                                              notes=(avail.reason or f"{engine.label} is not available here",))
+                continue
+            try:
+                key = spec.passes
+                reuse = next((n for n, (p, *_rest) in built.items() if VARIANTS[n].passes == key), None)
+                if not spec.passes:
+                    built[name] = (model_path, (), {}, [])
+                elif reuse is not None:
+                    built[name] = built[reuse]
+                else:
+                    built[name] = _build(spec, model_path, work, pass_extra, eval_feeds, long_limits, pool_key)
+            except Exception as exc:  # noqa: BLE001 - one variant failing must not stop the report
+                msg = str(exc) if isinstance(exc, StudioError) else f"{type(exc).__name__}: {exc}"
+                results[name] = VariantResult(name, spec.label, spec.engine, spec.precision, "failed",
+                                              error=" ".join(msg.split())[:400])
+        comparisons: dict[str, ModelComparison] = {}
+        for name, (path, _lineage, _details, _warn) in built.items():
+            spec = VARIANTS[name]
+            progress(f"comparing {spec.label} with fp32")
+            try:
+                comparisons[name] = compare_models(model_path, path, engine="onnxruntime", engine_b=spec.engine,
+                                                   feeds=eval_feeds, options_b=spec.run_options,
+                                                   labels=("fp32 · ONNX Runtime", spec.label), limits=long_limits,
+                                                   pool_key=pool_key, on_tick=on_tick)
+            except Exception as exc:  # noqa: BLE001
+                msg = str(exc) if isinstance(exc, StudioError) else f"{type(exc).__name__}: {exc}"
+                results[name] = VariantResult(name, spec.label, spec.engine, spec.precision, "failed",
+                                              path=path, error=" ".join(msg.split())[:400])
+        progress("measuring latency side by side")
+        timed = [n for n in built if n in comparisons]
+        lat = measure([LatencyItem(n, built[n][0], VARIANTS[n].engine, VARIANTS[n].run_options) for n in timed],
+                      eval_feeds.sets[0], budget_s=latency_budget_s, limits=long_limits, pool_key=pool_key,
+                      on_tick=on_tick) if timed else {}
+        base = lat.get("fp32")
+        base_ms = base.p10_ms if base is not None else None
+        for name in timed:
+            spec = VARIANTS[name]
+            path, lineage, details, warnings = built[name]
+            cmp = comparisons[name]
+            diffs = [d for d in cmp.comparison.outputs.values() if d.cosine is not None]
+            cosine = min((d.cosine for d in diffs), default=None)
+            top1 = min((d.top1_agreement for d in diffs if d.top1_agreement is not None), default=None)
+            top5 = min((d.top5_overlap for d in diffs if d.top5_overlap is not None), default=None)
+            max_abs = max((d.max_abs for d in diffs if d.max_abs is not None), default=None)
+            latency = lat.get(name)
+            notes = list(warnings)
+            if spec.engine == "openvino":
+                eff = cmp.candidate.precision
+                notes.append(f"OpenVINO computed in {eff}")
+                if spec.precision == "bf16" and not eff.startswith("bf16"):
+                    notes.append("this CPU has no bf16 support in OpenVINO; bf16 ran as " + eff.split(",")[0])
+            if spec.engine == "onnxruntime" and details.get("runs_on") == ["onnxruntime"]:
+                notes.append("uses ONNX Runtime contrib ops: runs on ONNX Runtime only")
+            if cmp.set_errors:
+                notes.append(cmp.set_errors[0])
+            ratio = (latency.p10_ms / base_ms) if (latency and latency.p10_ms and base_ms) else None
+            meets = cosine is not None and cosine >= target_cosine and not cmp.set_errors
+            if ratio is not None and ratio >= 1.0 and name != "fp32":
+                notes.append(f"slower than fp32 here ({ratio:.2f}x): not recommended")
+            elif ratio is not None and ratio > RECOMMEND_MAX_RATIO and name != "fp32":
+                notes.append(f"no faster than fp32 within measurement noise ({ratio:.2f}x): not recommended")
+            results[name] = VariantResult(
+                name, spec.label, spec.engine, spec.precision, "ok" if latency and not latency.error else "failed",
+                path=path if path != model_path else None, latency_ms=latency.p10_ms if latency else None,
+                p90_ms=latency.p90_ms if latency else None, median_ms=latency.median_ms if latency else None,
+                ratio=ratio, cosine=cosine, top1=top1, top5=top5,
+                max_abs=max_abs, meets_target=meets, notes=tuple(dict.fromkeys(notes)),
+                error=latency.error if latency else None, lineage=lineage, details=details)
+        progress("recommending")
+        ordered = [results[n] for n in names if n in results]
+        eligible = [v for v in ordered if v.status == "ok" and v.meets_target and v.latency_ms is not None
+                    and (v.name == "fp32" or (v.ratio is not None and v.ratio <= RECOMMEND_MAX_RATIO))]
+        best = min(eligible, key=lambda v: v.latency_ms) if eligible else None
+        per_engine: dict[str, str] = {}
+        for v in eligible:
+            cur = per_engine.get(v.engine)
+            if cur is None or v.latency_ms < results[cur].latency_ms:
+                per_engine[v.engine] = v.name
+        final = tuple(dataclasses.replace(v, recommended=best is not None and v.name == best.name) for v in ordered)
+        report_notes = []
+        if "fp16" in results and results["fp16"].ratio and results["fp16"].ratio >= 1.0:
+            report_notes.append("ONNX Runtime's CPU provider has no fast fp16 path (most fp16 ops run through "
+                                "Casts): fp16 is for GPU targets")
+        if own:
+            final = tuple(dataclasses.replace(v, path=None) for v in final)
+        return PrecisionReport(final, best.name if best else None, per_engine, target_cosine, calib.source,
+                               {**eval_feeds.to_dict(), "baseline": "fp32 on ONNX Runtime CPU, default graph "
+                                                                    "optimizations"},
+                               model_kind(header), None if own else work, tuple(report_notes))
+    finally:
+        if on_progress:
+            on_progress(steps, steps, "done")
+        if own:
+            shutil.rmtree(work, ignore_errors=True)

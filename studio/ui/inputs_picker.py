@@ -1,0 +1,58 @@
+"""The inputs a run uses, picked the same way on every page that runs models:
+seeded random sets, an uploaded .npz of input values, or uploaded images.
+Uploads are saved once (per upload) into the session's workspace."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from studio.core.input_files import save_image_uploads, save_npz_upload
+from studio.ui import state, widgets
+
+
+@dataclass(frozen=True)
+class InputsChoice:
+    inputs: Path | None        # an .npz
+    images: Path | None        # a folder of images
+    count: int
+    cli_flags: str             # the equivalent CLI options
+    ready: bool = True         # False while a file kind is chosen but nothing is uploaded yet
+
+
+def _saved(key: str, files, save) -> Path | None:
+    """Save an upload once; the path is remembered per upload identity."""
+    if not files:
+        return None
+    ident = tuple((f.name, f.size, f.file_id) for f in (files if isinstance(files, list) else [files]))
+    memo = st.session_state.get(key)
+    if memo and memo[0] == ident:
+        return memo[1]
+    path = widgets.guarded(lambda: save(files, state.workspace().job_dir("inputs")))
+    if path is not None:
+        st.session_state[key] = (ident, path)
+    return path
+
+
+def inputs_picker(key: str, *, images_label: str = "Images", count_label: str = "Random input sets",
+                  default_count: int = 2, npz_flag: str = "--inputs", images_flag: str = "--images") -> InputsChoice:
+    kinds = ["Random (seeded)", "Input values (.npz)", images_label]
+    kind = st.radio("Inputs", kinds, horizontal=True, key=f"{key}_kind")
+    if kind == kinds[1]:
+        up = st.file_uploader(".npz with one array per input name (NAME/0, NAME/1... for several samples)",
+                              type=["npz"], key=f"{key}_npz")
+        path = _saved(f"{key}_npz_saved", up, lambda f, folder: save_npz_upload(f.getvalue(), folder))
+        return InputsChoice(path, None, 1, f"{npz_flag} inputs.npz" if path else "", ready=path is not None)
+    if kind == kinds[2]:
+        ups = st.file_uploader("Images (.png/.jpg/.bmp/.ppm); resized to the model's input, ImageNet "
+                               "normalization", type=["png", "jpg", "jpeg", "bmp", "ppm"],
+                               accept_multiple_files=True, key=f"{key}_images")
+        folder = _saved(f"{key}_images_saved", ups,
+                        lambda fs, d: save_image_uploads([(f.name, f.getvalue()) for f in fs], d))
+        count = len(ups or [])
+        return InputsChoice(None, folder, max(count, 1), f"{images_flag} images/" if folder else "",
+                            ready=folder is not None)
+    count = int(st.number_input(count_label, min_value=1, max_value=64, value=default_count, key=f"{key}_count"))
+    return InputsChoice(None, None, count, f"--count {count}" if count != 2 else "")

@@ -1,0 +1,107 @@
+"""Precision: build fp16 / bf16 / INT8 variants, see each one's accuracy and latency
+against fp32, and keep the ones you want as workspace versions."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from studio import api
+from studio.precision.charts import tradeoff_figure
+from studio.precision.variants import VARIANTS, default_variants
+from studio.ui import state, widgets
+from studio.ui.inputs_picker import inputs_picker
+
+_REPORT = "precision_report"
+
+
+def _fmt(x, spec):
+    return "" if x is None else format(x, spec)
+
+
+def _table(report) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "variant": v.name, "": "★ recommended" if v.recommended else "", "engine": v.engine,
+        "ms (p10)": _fmt(v.latency_ms, ".2f"), "median ms": _fmt(v.median_ms, ".2f"), "× fp32": _fmt(v.ratio, ".2f"), "cosine": _fmt(v.cosine, ".5f"),
+        "top-1": _fmt(v.top1, ".2f"), "top-5": _fmt(v.top5, ".2f"), "meets target": "yes" if v.meets_target else "no",
+        "status": v.status, "notes": " · ".join(v.notes) or (v.error or "")} for v in report.variants])
+
+
+def _save_buttons(report, parent_id: str) -> None:
+    saveable = [v for v in report.variants if v.path is not None and v.status == "ok"]
+    if not saveable:
+        return
+    st.markdown("#### Keep a variant as a workspace version")
+    cols = st.columns(min(4, len(saveable)))
+    for i, v in enumerate(saveable):
+        if cols[i % len(cols)].button(f"Save {v.name}", key=f"precision_save_{v.name}"):
+            provenance = {"source": "precision", "variant": v.name, "engine": v.engine, "precision": v.precision,
+                          "measured": {"latency_ms": v.latency_ms, "ratio_vs_fp32": v.ratio, "cosine": v.cosine,
+                                       "top1": v.top1, "target_cosine": report.target_cosine},
+                          "calibration": report.calibration, "pipeline": list(v.lineage),
+                          "choice": v.details.get("chosen")}
+            saved = widgets.guarded(lambda v=v: state.workspace().add_file(
+                v.path, label=f"{v.name}", parent=parent_id, provenance=provenance))
+            if saved is not None:
+                st.success(widgets.md_escape(f"saved as {saved.id} · {saved.label}", 200))
+
+
+def render() -> None:
+    st.title("Precision")
+    current = state.current_version()
+    if current is None:
+        st.info("Open a model on the Overview page first.")
+        return
+    handle = state.workspace().handle(current.id)
+    st.caption(widgets.md_escape(f"Model: {current.id} · {current.label} ({handle.path.name})", 200))
+    auto = list(default_variants(handle.proto))
+    chosen = st.multiselect("Variants", list(VARIANTS), default=auto, key="precision_variants",
+                            format_func=lambda n: f"{n} — {VARIANTS[n].label}")
+    st.caption("INT8 calibration data")
+    choice = inputs_picker("precision_calib", images_label="Calibration images", count_label="Random calibration sets",
+                           default_count=8, npz_flag="--calibration", images_flag="--calibration")
+    left, right = st.columns(2)
+    target = left.slider("Accuracy target (worst-output cosine vs fp32)", 0.90, 1.0, 0.99, 0.001,
+                         format="%.3f", key="precision_target")
+    budget = right.number_input("Latency measurement budget (s)", 5, 600, 60, key="precision_budget")
+    if not choice.ready:
+        st.caption("Upload the calibration data to build INT8 variants with it.")
+    if st.button("Build and measure", type="primary", key="precision_run", disabled=not chosen or not choice.ready):
+        bar = st.progress(0.0, text="starting")
+
+        def on_progress(i: int, n: int, label: str) -> None:
+            bar.progress(min(1.0, i / max(n, 1)), text=label[:120])
+
+        def work(on_tick):
+            calibration = choice.inputs or choice.images
+            return api.precision(handle, variants=chosen, calibration=calibration,
+                                 samples=choice.count if calibration is None or choice.images else 8,
+                                 target_cosine=float(target), out_dir=state.workspace().job_dir("precision"),
+                                 dims=state.dims(), latency_budget_s=float(budget), pool_key=state.session_id(),
+                                 on_progress=on_progress, on_tick=on_tick)
+        report = widgets.run_stoppable("Building and measuring variants", work)
+        bar.empty()
+        if report is not None:
+            st.session_state[_REPORT] = (current.id, report)
+    stored = st.session_state.get(_REPORT)
+    if stored is not None and stored[0] == current.id:
+        report = stored[1]
+        (st.success if report.recommended and report.recommended != "fp32" else st.info)(
+            widgets.md_escape(report.summary(), 400))
+        st.caption(widgets.md_escape(f"calibration: {report.calibration} · judged on: "
+                                     f"{report.evaluation.get('source', '')} · baseline: "
+                                     f"{report.evaluation.get('baseline', '')}", 400))
+        st.dataframe(_table(report), hide_index=True, width="stretch")
+        st.plotly_chart(tradeoff_figure(report), width="stretch", key="precision_tradeoff")
+        for note in report.notes:
+            st.warning(widgets.md_escape(note, 400))
+        _save_buttons(report, current.id)
+    flags = [f"--variants {','.join(chosen)}" if chosen and chosen != auto else "",
+             choice.cli_flags if choice.inputs or choice.images else
+             (f"--samples {choice.count}" if choice.count != 8 else ""),
+             f"--target-cosine {target:g}" if abs(target - 0.99) > 1e-9 else "", "--out variants/"]
+    widgets.cli_hint(f"onnx-studio precision {handle.path.name} {' '.join(f for f in flags if f)}")
+
+
+if __name__ == "__main__":  # run by st.navigation as a page script
+    render()

@@ -1,0 +1,61 @@
+"""Variants: each built by its pass pipeline, compared with fp32 and timed side by side;
+the recommendation is never slower than fp32; TensorRT is listed, never faked."""
+
+from __future__ import annotations
+
+import json
+
+from studio import api
+from studio.precision.charts import tradeoff_figure
+from studio.precision.variants import RECOMMEND_MAX_RATIO, default_variants, model_kind
+from tests.conftest import SAMPLES, sha256_file
+
+
+def test_report_on_a_cnn(tmp_path):
+    src = SAMPLES / "cnn_unfused.onnx"
+    before = sha256_file(src)
+    report = api.precision(src, variants=["bf16-ov", "int8", "int8-ov", "int8-trt"], samples=4, out_dir=tmp_path,
+                           latency_budget_s=5)
+    by = {v.name: v for v in report.variants}
+    assert list(by) == ["fp32", "bf16-ov", "int8", "int8-ov", "int8-trt"]   # fp32 baseline always first
+    assert by["fp32"].ratio == 1.0 and by["fp32"].cosine > 0.9999
+    for name in ("bf16-ov", "int8", "int8-ov"):
+        v = by[name]
+        assert v.status == "ok" and v.latency_ms > 0 and v.cosine is not None, (name, v.error)
+    assert by["int8"].path is not None and by["int8"].path.parent.parent == tmp_path
+    assert by["int8"].lineage and by["int8"].lineage[0]["name"] == "quantize-int8-static"
+    assert by["int8"].details["chosen"]["name"]
+    assert any("OpenVINO computed in" in n for n in by["bf16-ov"].notes)
+    assert by["int8-trt"].status == "not verified here" and by["int8-trt"].latency_ms is None
+    rec = [v for v in report.variants if v.recommended]
+    assert len(rec) == 1 and rec[0].meets_target
+    assert rec[0].name == "fp32" or rec[0].ratio <= RECOMMEND_MAX_RATIO       # never slower than fp32
+    faster = [v for v in report.variants if v.meets_target and v.ratio is not None and v.ratio <= RECOMMEND_MAX_RATIO]
+    if faster:
+        assert rec[0].latency_ms == min(v.latency_ms for v in faster)
+    for v in report.variants:
+        if v.ratio is not None and v.ratio >= 1.0 and v.name != "fp32":
+            assert any("slower than fp32" in n for n in v.notes)
+    json.dumps(report.to_dict(), allow_nan=False)
+    fig = tradeoff_figure(report)
+    assert sum(len(t.x) for t in fig.data) == 4               # every measured variant is plotted
+    assert sha256_file(src) == before
+
+
+def test_auto_variants_follow_the_model_kind():
+    cnn = api.load(SAMPLES / "cnn_unfused.onnx").proto
+    tr = api.load(SAMPLES / "transformer_block.onnx").proto
+    assert model_kind(cnn) == "cnn" and "int8" in default_variants(cnn)
+    assert model_kind(tr) == "transformer" and "int8-dynamic" in default_variants(tr)
+    assert "int8" not in default_variants(tr)
+
+
+def test_unknown_variant_is_one_line():
+    import pytest
+
+    from studio.core.errors import StudioError
+    from tests.conftest import assert_user_message
+
+    with pytest.raises(StudioError) as e:
+        api.precision(SAMPLES / "cnn_unfused.onnx", variants=["int4"])
+    assert_user_message(str(e.value), "unknown variant", "int4")
