@@ -18,7 +18,7 @@ from studio import __version__
 from studio.core.errors import StudioError
 
 # Order is the order of `onnx-studio --help`.
-COMMANDS = ["inspect", "graph", "check", "optimize", "serve"]
+COMMANDS = ["inspect", "graph", "check", "optimize", "export", "serve"]
 
 
 def build_parser() -> argparse.ArgumentParser:
