@@ -47,7 +47,7 @@ def graph_page(handle: ModelHandle) -> tuple[str | None, str]:
     return render_html([Panel(view.title, view)], title=f"exported model: {view.title}"), "graph.html"
 
 
-def _bench_rows(manifest: Mapping[str, Any]) -> list[tuple[str, str, Any, Any]]:
+def benchmark_rows(manifest: Mapping[str, Any]) -> list[tuple[str, str, Any, Any]]:
     rows = []
     for target, items in manifest.get("benchmarks", {}).items():
         if not isinstance(items, Mapping):
@@ -84,7 +84,7 @@ def markdown_report(manifest: Mapping[str, Any]) -> str:
     lines += ["", "## Verification", "", f"- reference: {md(ver['reference'])}",
               f"- criteria: {md(ver['criteria'])} (OpenVINO FP16 and INT8 artifacts use their own, stated per file)",
               "- input shapes: " + ", ".join(f"{md(k, 60)} {v}" for k, v in ver["input_shapes"].items()), ""]
-    rows = _bench_rows(manifest)
+    rows = benchmark_rows(manifest)
     if rows:
         lines += ["## Benchmarks", "", "| target | artifact | session creation ms | latency ms (median) |",
                   "|---|---|---|---|"]
@@ -117,7 +117,7 @@ def markdown_report(manifest: Mapping[str, Any]) -> str:
 
 
 def _charts(manifest: Mapping[str, Any]) -> str:
-    rows = _bench_rows(manifest)
+    rows = benchmark_rows(manifest)
     if not rows:
         return ""
     import plotly.graph_objects as go

@@ -32,6 +32,9 @@ PAGES = {
     "Optimize": [
         st.Page("pages/optimize.py", title="Optimize", url_path="optimize"),
     ],
+    "Ship": [
+        st.Page("pages/export.py", title="Export", url_path="export"),
+    ],
 }
 
 state.workspace()
