@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
@@ -30,6 +31,7 @@ from studio.core.paths import atomic_write_text
 from studio.core.sandbox import run_job
 from studio.core.save import EXTERNAL_DATA_THRESHOLD
 from studio.export.context import ExportContext
+from studio.export.files import has_external_tensors
 from studio.export.reference import verify_outputs
 from studio.export.results import ERROR, Artifact, TargetResult, target_result
 
@@ -124,7 +126,12 @@ def export_onnxruntime(ctx: ExportContext) -> TargetResult:
         notes.append("level 'all' adds NCHWc layout ops for this CPU's vector width: hardware-specific, not "
                      "portable (use 'extended' for a portable model)")
     size = weight_bytes(ctx.deploy)
-    external = opts.external_data if opts.external_data is not None else size >= EXTERNAL_MIN_BYTES
+    source_external = has_external_tensors(onnx.load_model(str(ctx.deploy), load_external_data=False))
+    external = opts.external_data if opts.external_data is not None else (size >= EXTERNAL_MIN_BYTES or source_external)
+    if source_external and not external:
+        # ORT would keep references to the source's data file: the artifact would not load elsewhere.
+        external = True
+        notes.append("the model's weights are external: the optimized model keeps them external too")
     if size > EXTERNAL_DATA_THRESHOLD:
         external = True
         notes.append(f"weights are {size / 2**30:.2f} GiB: over the 2 GiB protobuf limit, so they are stored in "

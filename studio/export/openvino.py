@@ -122,6 +122,17 @@ def export_openvino(ctx: ExportContext) -> TargetResult:
 
 # ============================================================================ jobs (worker side)
 
+_NOISE = ("Check '", "Exception from", "Traceback", "  File ")
+
+
+def condense_error(text: str) -> str:
+    """OpenVINO's messages start with C++ source locations; keep the lines that say what is wrong
+    (the worker passes on only the first line of an exception)."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    useful = [ln for ln in lines if not ln.startswith(_NOISE) and not ln.startswith("src/")]
+    return " ".join(useful or lines)[:400]
+
+
 def _names(port: Any) -> list[str]:
     try:
         return sorted(port.get_names())
@@ -141,7 +152,10 @@ def ov_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -
     if frontend is None or not frontend.supported(path):
         raise NotOnnxModel(f"{Path(path).name} is not accepted by OpenVINO's ONNX frontend")
     ctx.set_stage("OpenVINO conversion")
-    model = ov.convert_model(path)
+    try:
+        model = ov.convert_model(path)
+    except Exception as exc:  # noqa: BLE001 - re-raised with the informative lines only
+        raise RuntimeError(condense_error(str(exc))) from None
     shapes = args.get("input_shapes") or {}
     if shapes:
         by_name = {}
