@@ -86,6 +86,31 @@ def weight_bytes(model_path: Path) -> int:
     return model_path.stat().st_size + sum(f.stat().st_size for f in files if f.is_file())
 
 
+def external_decision(size: int, *, requested: bool | None, source_external: bool,
+                      ort_format: bool = True) -> tuple[bool, bool, list[str]]:
+    """(weights external?, write .ort?, notes) for a model of ``size`` bytes (model + data files).
+
+    External when asked, when the weights are big enough to gain from memory-mapping
+    (>= 1 MiB), when the source keeps them external (ORT would otherwise point back at
+    the source's data file), and always above the 2 GiB protobuf limit (R26)."""
+    notes: list[str] = []
+    external = requested if requested is not None else (size >= EXTERNAL_MIN_BYTES or source_external)
+    if size > EXTERNAL_DATA_THRESHOLD:
+        external = True
+        notes.append(f"weights are {size / 2**30:.2f} GiB: over the 2 GiB protobuf limit, so they are stored in "
+                     "model.onnx.data (external data) next to model.onnx; ship both files")
+    elif source_external and not external:
+        external = True
+        notes.append("the model's weights are external: the optimized model keeps them external too")
+    elif external:
+        notes.append(f"weights ({size / 2**20:.1f} MiB) are in model.onnx.data at aligned offsets: ONNX Runtime "
+                     "memory-maps them at session creation instead of copying them")
+    if ort_format and size > ORT_FORMAT_LIMIT:
+        ort_format = False
+        notes.append("no .ort file: the ORT format (a flatbuffer) cannot hold models over 2 GiB")
+    return external, ort_format, notes
+
+
 def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 3) if values else None
 
@@ -127,22 +152,9 @@ def export_onnxruntime(ctx: ExportContext) -> TargetResult:
                      "portable (use 'extended' for a portable model)")
     size = weight_bytes(ctx.deploy)
     source_external = has_external_tensors(onnx.load_model(str(ctx.deploy), load_external_data=False))
-    external = opts.external_data if opts.external_data is not None else (size >= EXTERNAL_MIN_BYTES or source_external)
-    if source_external and not external:
-        # ORT would keep references to the source's data file: the artifact would not load elsewhere.
-        external = True
-        notes.append("the model's weights are external: the optimized model keeps them external too")
-    if size > EXTERNAL_DATA_THRESHOLD:
-        external = True
-        notes.append(f"weights are {size / 2**30:.2f} GiB: over the 2 GiB protobuf limit, so they are stored in "
-                     "model.onnx.data (external data) next to model.onnx; ship both files")
-    elif external:
-        notes.append(f"weights ({size / 2**20:.1f} MiB) are in model.onnx.data at aligned offsets: ONNX Runtime "
-                     "memory-maps them at session creation instead of copying them")
-    ort_format = opts.ort_format
-    if ort_format and size > ORT_FORMAT_LIMIT:
-        ort_format = False
-        notes.append("no .ort file: the ORT format (a flatbuffer) cannot hold models over 2 GiB")
+    external, ort_format, size_notes = external_decision(size, requested=opts.external_data,
+                                                         source_external=source_external, ort_format=opts.ort_format)
+    notes.extend(size_notes)
     ctx.progress("onnxruntime", f"optimizing at level '{opts.ort_level}'")
     try:
         run_job("export.ort_save", {"model_path": str(ctx.deploy), "level": opts.ort_level, "onnx_name": MODEL_NAME,
