@@ -66,6 +66,7 @@ def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Pat
     """Export ``handle`` to ``out_dir/<model>-<sha8>/`` (+ ``.zip``). The model file is only read."""
     started = time.perf_counter()
     require_valid(handle, "export")
+    shapes = feed_shapes(handle.proto, options.shapes)         # bad --shapes fail before any work
     out = prepare_output(Path(out_dir))
     name = bundle_name(options.name or handle.name, handle.sha256)
     staging = staging_dir(out, name, "partial")
@@ -74,7 +75,6 @@ def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Pat
         if on_progress:
             on_progress("prepare", "deploy model" + (f" (preset {options.preset})" if options.preset else ""))
         deploy = prepare_deploy(handle, options, work, pool_key=pool_key)
-        shapes = feed_shapes(handle.proto, options.shapes)
         if on_progress:
             on_progress("prepare", "reference outputs (original on ONNX Runtime, optimizations off)")
         reference = reference_outputs(handle.path, make_feeds(handle.proto, shapes), pool_key=pool_key)
