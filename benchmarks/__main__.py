@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["bench_inspect", "bench_worker", "bench_graphview", "bench_passes"]
+BENCHMARKS = ["bench_inspect", "bench_worker", "bench_graphview", "bench_passes", "bench_export"]
 
 
 def main(argv: list[str]) -> int:

@@ -22,24 +22,28 @@ def _original_outputs(path, feeds):
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
-def _session(folder, name):
-    cfg = json.loads((folder / "session_options.json").read_text())["sessions"][name]
+def _session(folder, profile):
+    cfg = json.loads((folder / "session_options.json").read_text())["sessions"][profile]
     so = ort.SessionOptions()
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, cfg["graph_optimization_level"])
     for k, v in cfg["session_config_entries"].items():
         so.add_session_config_entry(k, v)
-    return ort.InferenceSession(str(folder / name), so, providers=cfg["providers"])
+    return ort.InferenceSession(str(folder / cfg["file"]), so, providers=cfg["providers"])
 
 
 def test_artifacts_run_with_their_session_options(cnn_export):
     folder = cnn_export.bundle / "onnxruntime"
     x = {"input": np.random.default_rng(3).standard_normal((2, 3, 32, 32)).astype(np.float32)}
     want = _original_outputs(SAMPLES / "cnn_unfused.onnx", x)[0]
-    for name in ("model.onnx", "model.ort"):
-        got = _session(folder, name).run(None, x)[0]
+    for profile in ("fast-start", "fast-inference", "ort-format"):
+        got = _session(folder, profile).run(None, x)[0]
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     doc = json.loads((folder / "session_options.json").read_text())
-    assert doc["optimized_at"] == "ORT_ENABLE_EXTENDED" and doc["portable"] is True
+    assert doc["optimized_at"] == "ORT_ENABLE_EXTENDED" and doc["portable"] is True and doc["default"] == "fast-start"
+    assert doc["sessions"]["fast-start"]["graph_optimization_level"] == "ORT_DISABLE_ALL"
+    assert doc["sessions"]["fast-inference"]["graph_optimization_level"] == "ORT_ENABLE_ALL"
+    assert doc["sessions"]["ort-format"]["file"] == "model.ort"
+    assert all(p["verified"] and p["measured_here"]["session_ms"] > 0 for p in doc["sessions"].values())
     model = onnx.load(folder / "model.onnx")
     domains = {n.domain for n in model.graph.node}
     assert "com.microsoft.nchwc" not in domains
@@ -101,4 +105,4 @@ def test_portable_levels(tmp_path, level):
     assert art.portable is True and art.verification.ok
     doc = json.loads((r.bundle / "onnxruntime" / "session_options.json").read_text())
     assert doc["optimized_at"] == {"basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED"}[level]
-    assert "model.ort" not in doc["sessions"]
+    assert "ort-format" not in doc["sessions"]
