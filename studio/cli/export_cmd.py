@@ -74,9 +74,12 @@ def _print(result) -> None:
             print(f"  {a.path:<58} {human_bytes(a.bytes):>9}  {verdict}")
         for note in t.notes:
             print(f"  note: {printable(note, 200)}")
+    for note in result.manifest.get("deploy", {}).get("notes", []):
+        print(f"note: {printable(note, 200)}")
     speed = result.manifest.get("benchmarks", {}).get("onnxruntime", {}).get("session_speedup")
     if speed:
-        print(f"ONNX Runtime session creation {speed}x faster than the original (ORT defaults)")
+        print(f"ONNX Runtime session creation {speed}x faster than the original with ORT defaults "
+              "(fast-start profile, see onnxruntime/session_options.json)")
     print(f"bundle  {result.bundle}")
     if result.zip_path:
         print(f"zip     {result.zip_path}")

@@ -83,6 +83,7 @@ def derive_profiles(inputs: Sequence[TensorInfo], shapes: Mapping[str, ShapeRang
             continue
         opt = tuple(int(v) for v in opt_shapes[i.name])
         lo, hi = [], []
+        derived = False
         for axis, d in enumerate(i.shape):
             if isinstance(d, int):
                 lo.append(d)
@@ -92,6 +93,7 @@ def derive_profiles(inputs: Sequence[TensorInfo], shapes: Mapping[str, ShapeRang
                 lo.append(a)
                 hi.append(c)
             else:
+                derived = True
                 top = max(max_batch, opt[axis]) if (axis == 0 and (d in batch or d is None)) else \
                     max(opt[axis], SEQUENCE_MAX_FACTOR * opt[axis])
                 lo.append(1)
@@ -99,8 +101,12 @@ def derive_profiles(inputs: Sequence[TensorInfo], shapes: Mapping[str, ShapeRang
                 if isinstance(d, str):
                     by_dim[d] = (1, opt[axis], top)
         profiles[i.name] = ShapeRange(tuple(lo), opt, tuple(hi))
-        notes.append(f"profile for {i.name[:60]} derived from its dynamic dims: {profiles[i.name].text()} "
-                     "(set --shapes NAME=MIN:OPT:MAX for your traffic)")
+        if derived:
+            notes.append(f"profile for {i.name[:60]} derived from its dynamic dims: {profiles[i.name].text()} "
+                         "(set --shapes NAME=MIN:OPT:MAX for your traffic)")
+        else:
+            notes.append(f"profile for {i.name[:60]} follows the --shapes of the dims it shares: "
+                         f"{profiles[i.name].text()}")
     return profiles, notes
 
 
