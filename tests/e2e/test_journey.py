@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import time
 import zipfile
 
 import pytest
@@ -32,24 +33,34 @@ def _choose(page, selectbox, text: str) -> None:
     during a rerun is retried)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    for attempt in range(4):
-        selectbox.click()
-        option = page.get_by_role("option").filter(has_text=text).first
+    for attempt in range(5):
+        wait_for_app(page)
         try:
-            option.wait_for(timeout=10_000)
+            selectbox.click(timeout=10_000)
+            page.get_by_role("option").filter(has_text=text).first.click(timeout=10_000)
         except PlaywrightTimeout:
             page.keyboard.press("Escape")
-            wait_for_app(page)
             continue
-        option.click()
         wait_for_app(page)
         return
     raise AssertionError(f"option {text!r} never appeared")
 
 
+def _wait_version(page, vid: str) -> None:
+    """Wait until the sidebar's version picker shows ``vid`` (the run that selected it has finished)."""
+    picker = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"] input').last
+    deadline = time.monotonic() + 90
+    while not picker.input_value().startswith(f"{vid} "):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"version {vid} never became current ({picker.input_value()!r})")
+        time.sleep(0.2)
+    wait_for_app(page)
+
+
 def _pick_version(page, label_start: str) -> None:
     """Choose a version in the sidebar's version picker."""
     _choose(page, page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').last, label_start)
+    _wait_version(page, label_start)
 
 
 def test_upload_to_exported_bundle(studio_server, page, shots):
@@ -78,12 +89,14 @@ def test_upload_to_exported_bundle(studio_server, page, shots):
     _choose(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Sample").first, "mmdeploy_grid_sampler")
     page.get_by_role("button", name="Open sample").click()
     page.get_by_text("Custom ops: mmdeploy::grid_sampler").wait_for(timeout=90_000)
+    _wait_version(page, "v1")
     _goto(page, "Compatibility")
     page.get_by_text("❌ fails").first.wait_for(timeout=120_000)
     page.get_by_role("button", name="Fix: legalize-grid-sampler").click()
     page.get_by_text("Applied").first.wait_for(timeout=180_000)
     wait_for_app(page)
     page.get_by_text("✅ runs").first.wait_for(timeout=120_000)
+    _wait_version(page, "v2")
     shots(page, "03-fix-applied")
 
     # 4. Back to the CNN; optimize it with the safe preset.
@@ -92,6 +105,7 @@ def test_upload_to_exported_bundle(studio_server, page, shots):
     page.get_by_role("button", name="Run").click()
     page.get_by_text("Saved as version v3").wait_for(timeout=180_000)
     page.get_by_text("Op counts that changed").wait_for()
+    _wait_version(page, "v3")
     shots(page, "04-optimized")
 
     # 5. The diff on the Graph page: v0 -> v3, the batch norms folded away.
