@@ -29,6 +29,7 @@ class ExportContext:
     criteria: Criteria
     input_shapes: dict[str, tuple[int, ...]]      # verification shapes (opt)
     pool_key: str = "default"
+    fresh: bool = False                             # large model: every engine job in a fresh worker
     on_tick: Callable[[float], None] | None = None
     on_progress: Callable[[str, str], None] | None = None
     pipeline_records: list[dict] = field(default_factory=list)

@@ -23,6 +23,7 @@ from studio.core.paths import atomic_write_text
 from studio.export.bundle import bundle_name, finalize, inventory, prepare_output, staging_dir, write_zip
 from studio.export.context import ExportContext
 from studio.export.manifest import build_manifest
+from studio.export.onnxruntime import weight_bytes
 from studio.export.options import ExportOptions
 from studio.export.prepare import prepare_deploy
 from studio.export.reference import criteria_for, feed_shapes, make_feeds, reference_outputs
@@ -30,6 +31,10 @@ from studio.export.report import graph_page, html_report, markdown_report
 from studio.export.results import ERROR, ExportResult, TargetResult
 
 log = logging.getLogger(__name__)
+
+# Models above this size run every engine job in a fresh worker: a warm worker keeps the memory of the
+# previous engine (ORT arenas, mapped weights) and a second engine on a 1.3 GB BERT then ran out of it.
+FRESH_WORKER_BYTES = 256 * 2**20
 
 
 def _runner(target: str) -> Callable[[ExportContext], TargetResult]:
@@ -82,7 +87,8 @@ def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Pat
                             deploy_facts=deploy.facts, deploy_precision=deploy.precision, reference=reference,
                             criteria=criteria_for(deploy.precision, quantized_model=deploy.facts.quantized),
                             input_shapes=shapes, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress,
-                            pipeline_records=list(deploy.records))
+                            pipeline_records=list(deploy.records),
+                            fresh=weight_bytes(deploy.path) > FRESH_WORKER_BYTES)
         targets = tuple(_run_target(ctx, t) for t in options.targets)
         graph_html, graph_note = _graph(deploy.handle)
         notes = deploy.notes + ((graph_note,) if graph_html is None else ())

@@ -50,6 +50,20 @@ def copy_file(src: Path, dst: Path) -> Path:
     return dst
 
 
+def link_or_copy(src: Path, dst: Path) -> Path:
+    """Hard-link a file the studio wrote itself into another place of the same bundle (a Triton
+    model repository reuses the OpenVINO IR: no second gigabyte on disk), else copy it. The
+    link is made under a temporary name and renamed over ``dst`` (a link at ``dst`` is replaced)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.link-{os.getpid()}")
+    try:
+        os.link(src, tmp)
+    except OSError:
+        return copy_file(src, dst)
+    os.replace(tmp, dst)
+    return dst
+
+
 def scrub_inline_external_fields(model: ModelProto) -> int:
     """Drop external-data entries from tensors whose bytes are inline; returns how many.
 

@@ -144,7 +144,8 @@ def run_artifact(ctx: ExportContext, path: Path, *, level: str, config: dict[str
     args = {"model_path": str(path), "level": level, "providers": list(PROVIDERS), "config": dict(config or {}),
             "runs": runs, "session_runs": session_runs}
     try:
-        res = run_job("export.ort_run", args, _feeds(ctx), stage=stage, pool_key=ctx.pool_key, on_tick=ctx.on_tick)
+        res = run_job("export.ort_run", args, _feeds(ctx), stage=stage, pool_key=ctx.pool_key, on_tick=ctx.on_tick,
+                      fresh=ctx.fresh)
     except StudioError as exc:
         return None, {}, str(exc)
     from studio.core.engines.base import decode_outputs
@@ -180,12 +181,24 @@ def export_onnxruntime(ctx: ExportContext) -> TargetResult:
     ctx.progress("onnxruntime", f"optimizing at level '{opts.ort_level}'")
     try:
         run_job("export.ort_save", {"model_path": str(ctx.deploy), "level": opts.ort_level, "onnx_name": MODEL_NAME,
-                                    "ort_name": ORT_NAME if ort_format else None, "external": external,
-                                    "min_external_bytes": EXTERNAL_MIN_TENSOR_BYTES},
-                stage="ONNX Runtime optimization", out_dir=folder, pool_key=ctx.pool_key, on_tick=ctx.on_tick)
+                                    "external": external, "min_external_bytes": EXTERNAL_MIN_TENSOR_BYTES},
+                stage="ONNX Runtime optimization", out_dir=folder, pool_key=ctx.pool_key, on_tick=ctx.on_tick,
+                fresh=ctx.fresh)
     except StudioError as exc:
         return TargetResult("onnxruntime", ERROR, f"ONNX Runtime could not optimize the model: {exc}",
                             notes=tuple(notes), seconds=time.perf_counter() - started)
+    if ort_format:
+        # Optional extra in its own job: the flatbuffer is built in memory (about 2-3x the weights), so a
+        # large model can exceed the worker's limit; the ONNX artifact does not depend on it.
+        ctx.progress("onnxruntime", "writing the .ort format")
+        try:
+            run_job("export.ort_save", {"model_path": str(ctx.deploy), "level": opts.ort_level, "ort_name": ORT_NAME},
+                    stage="ONNX Runtime .ort conversion", out_dir=folder, pool_key=ctx.pool_key,
+                    on_tick=ctx.on_tick, fresh=ctx.fresh)
+        except StudioError as exc:
+            ort_format = False
+            (folder / ORT_NAME).unlink(missing_ok=True)
+            notes.append(f"no .ort file: {exc}")
     artifacts: list[Artifact] = []
     bench: dict[str, Any] = {}
     model_file = folder / MODEL_NAME
@@ -268,16 +281,18 @@ def ort_save_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> 
 
     ctx.set_stage("ONNX Runtime optimization")
     source = str(args["model_path"])
-    onnx_path = ctx.out_dir / Path(str(args["onnx_name"])).name
-    config = {}
-    if args.get("external"):
-        config["session.optimized_model_external_initializers_file_name"] = f"{onnx_path.name}.data"
-        config["session.optimized_model_external_initializers_min_size_in_bytes"] = str(
-            int(args.get("min_external_bytes") or 1024))
-    so = _ort_options(ort, str(args["level"]), config, ctx)
-    so.optimized_model_filepath = str(onnx_path)
-    ort.InferenceSession(source, sess_options=so, providers=list(PROVIDERS))
-    written = [onnx_path.name]
+    written = []
+    if args.get("onnx_name"):
+        onnx_path = ctx.out_dir / Path(str(args["onnx_name"])).name
+        config = {}
+        if args.get("external"):
+            config["session.optimized_model_external_initializers_file_name"] = f"{onnx_path.name}.data"
+            config["session.optimized_model_external_initializers_min_size_in_bytes"] = str(
+                int(args.get("min_external_bytes") or 1024))
+        so = _ort_options(ort, str(args["level"]), config, ctx)
+        so.optimized_model_filepath = str(onnx_path)
+        ort.InferenceSession(source, sess_options=so, providers=list(PROVIDERS))
+        written.append(onnx_path.name)
     if args.get("ort_name"):
         ctx.set_stage("ONNX Runtime .ort conversion")
         ort_path = ctx.out_dir / Path(str(args["ort_name"])).name

@@ -59,7 +59,7 @@ def convert(ctx: ExportContext, model: Path, folder: Path, *, compress_to_fp16: 
     args = {"model_path": str(model), "xml_name": XML_NAME, "compress_to_fp16": compress_to_fp16,
             "input_shapes": ov_input_shapes(ctx)}
     res = run_job("export.ov_convert", args, stage="OpenVINO conversion", out_dir=folder, pool_key=ctx.pool_key,
-                  on_tick=ctx.on_tick)
+                  on_tick=ctx.on_tick, fresh=ctx.fresh)
     return res.data
 
 
@@ -70,7 +70,7 @@ def run_ir(ctx: ExportContext, xml: Path, *, runs: int, stage: str) -> tuple[dic
     args = {"xml_path": str(xml), "output_names": [o.name for o in ctx.source.proto.graph.output], "runs": runs}
     try:
         res = run_job("export.ov_run", args, check_feeds(ctx.reference.feeds), stage=stage, pool_key=ctx.pool_key,
-                      on_tick=ctx.on_tick)
+                      on_tick=ctx.on_tick, fresh=ctx.fresh)
     except StudioError as exc:
         return None, {}, str(exc)
     return decode_outputs(res.data, res.arrays), res.data.get("timing", {}), None
@@ -125,6 +125,15 @@ def export_openvino(ctx: ExportContext) -> TargetResult:
 _NOISE = ("Check '", "Exception from", "Traceback", "  File ")
 
 
+def _reraise(exc: Exception) -> None:
+    """OpenVINO's errors with the informative lines only; its allocation failures ("can't alloc")
+    as MemoryError, so the sandbox reports the worker's memory limit."""
+    text = condense_error(str(exc))
+    if "alloc" in text.lower():
+        raise MemoryError(text) from None
+    raise RuntimeError(text) from None
+
+
 def condense_error(text: str) -> str:
     """OpenVINO's messages start with C++ source locations; keep the lines that say what is wrong
     (the worker passes on only the first line of an exception)."""
@@ -155,7 +164,7 @@ def ov_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -
     try:
         model = ov.convert_model(path)
     except Exception as exc:  # noqa: BLE001 - re-raised with the informative lines only
-        raise RuntimeError(condense_error(str(exc))) from None
+        _reraise(exc)
     shapes = args.get("input_shapes") or {}
     if shapes:
         by_name = {}
@@ -198,7 +207,10 @@ def ov_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> Jo
     if ctx.cpu_threads:
         config["INFERENCE_NUM_THREADS"] = int(ctx.cpu_threads)
     t0 = time.perf_counter()
-    compiled = core.compile_model(model, "CPU", config)
+    try:
+        compiled = core.compile_model(model, "CPU", config)
+    except Exception as exc:  # noqa: BLE001
+        _reraise(exc)
     compile_ms = (time.perf_counter() - t0) * 1000
     inputs = {}
     for i, port in enumerate(compiled.inputs):
@@ -209,7 +221,10 @@ def ov_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> Jo
     request = compiled.create_infer_request()
     ctx.set_stage("OpenVINO inference")
     t0 = time.perf_counter()
-    request.infer(inputs)
+    try:
+        request.infer(inputs)
+    except Exception as exc:  # noqa: BLE001
+        _reraise(exc)
     first_ms = (time.perf_counter() - t0) * 1000
     by_name: dict[str, int] = {}
     for i, port in enumerate(compiled.outputs):

@@ -28,7 +28,7 @@ from studio.core.errors import StudioError
 from studio.core.paths import atomic_write_text, safe_name
 from studio.core.types import TensorInfo
 from studio.export.context import ExportContext
-from studio.export.files import copy_file, write_model_copy
+from studio.export.files import copy_file, link_or_copy, write_model_copy
 from studio.export.reference import criteria_for, verify_outputs
 from studio.export.results import ERROR, FAILED, NOT_VERIFIED, PASSED, Artifact, TargetResult, Verification
 
@@ -309,8 +309,8 @@ def export_triton(ctx: ExportContext) -> TargetResult:
             version = folder / "1"
             shared = ctx.shared.get("openvino")
             if shared and Path(shared["xml"]).exists():
-                copy_file(shared["xml"], version / "model.xml")
-                copy_file(shared["bin"], version / "model.bin")
+                link_or_copy(shared["xml"], version / "model.xml")
+                link_or_copy(shared["bin"], version / "model.bin")
             else:
                 ov_target.convert(ctx, ctx.deploy, version, compress_to_fp16=opts.precision == "fp16")
             got, timing, error = ov_target.run_ir(ctx, version / "model.xml", runs=0,
