@@ -106,3 +106,18 @@ def test_portable_levels(tmp_path, level):
     doc = json.loads((r.bundle / "onnxruntime" / "session_options.json").read_text())
     assert doc["optimized_at"] == {"basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED"}[level]
     assert "ort-format" not in doc["sessions"]
+
+
+def test_level_all_on_an_old_ir_model_fails_verification(tmp_path):
+    """ORT_ENABLE_ALL on an IR-3 model (initializers listed as graph inputs) writes layout
+    initializers that are not graph inputs: an invalid model. The export's reload catches it."""
+    from tests.conftest import ONNX_DATA
+
+    path = ONNX_DATA / "pytorch-converted" / "test_Conv2d" / "model.onnx"
+    assert onnx.load(path, load_external_data=False).ir_version == 3
+    ok = api.export(api.load(path), "ort", tmp_path / "a", zip=False)
+    assert ok.ok, ok.failures
+    bad = api.export(api.load(path), "ort", tmp_path / "b", ort_level="all", zip=False)
+    assert not bad.ok and bad.exit_code == 1
+    v = bad.target("onnxruntime").artifacts[0].verification
+    assert v.status == "failed" and "onnx.checker" in v.message
