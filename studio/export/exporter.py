@@ -57,8 +57,8 @@ def _run_target(ctx: ExportContext, target: str) -> TargetResult:
     except StudioError as exc:
         result = TargetResult(target, ERROR, str(exc), seconds=time.perf_counter() - started)
     except Exception as exc:  # a bug in one target must not cost the user the others
-        log.exception("export target %s failed", target)
         first = (str(exc).splitlines() or [""])[0][:200]
+        log.debug("export target %s failed", target, exc_info=True)     # the traceback with -v only
         result = TargetResult(target, ERROR, f"unexpected error ({type(exc).__name__}): {first}",
                               seconds=time.perf_counter() - started)
     ctx.progress(target, f"done: {result.status}")

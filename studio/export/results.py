@@ -117,7 +117,8 @@ class ExportResult:
             if t.failed and not bad:
                 lines.append(f"{t.target}: {t.message}")
             for a in bad:
-                lines.append(f"{t.target}: {a.path}: {a.verification.message}")  # type: ignore[union-attr]
+                where = "" if a.kind.endswith("-error") else f"{a.path}: "    # error notes carry no artifact
+                lines.append(f"{t.target}: {where}{a.verification.message}")  # type: ignore[union-attr]
         return tuple(lines)
 
     @property

@@ -179,6 +179,11 @@ def refusal(ctx: ExportContext) -> str | None:
     if reason:
         return (f"refused for TensorRT: {reason}; TensorRT's ONNX parser does not know them. Export the original "
                 "(un-optimized) model instead")
+    facts = ctx.deploy_facts
+    odd = next((t for t in (*facts.inputs, *facts.outputs) if t.kind != "tensor"), None)
+    if odd is not None:
+        return (f"refused for TensorRT: {odd.name[:60]!r} is a {odd.dtype} ({odd.kind}); TensorRT networks take and "
+                "return tensors only")
     return None
 
 

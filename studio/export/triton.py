@@ -68,7 +68,7 @@ class IoPlan:
 
 
 def triton_dtype(info: TensorInfo) -> str:
-    dtype = TRITON_DTYPES.get(info.dtype)
+    dtype = TRITON_DTYPES.get(info.dtype) if info.kind == "tensor" else None
     if dtype is None:
         raise StudioError(f"{info.name[:60]!r} has dtype {info.dtype}, which Triton has no type for",
                           code="TRITON-DTYPE")

@@ -106,3 +106,28 @@ def test_model_name_is_sanitized(tmp_path):
     assert sorted(p.name for p in repo.iterdir()) == ["my_model_onnxruntime", "my_model_openvino",
                                                      "my_model_tensorrt"]
     assert r.bundle.parent == (tmp_path / "out").resolve() and r.bundle.name.startswith("my_model-")
+
+
+def test_non_tensor_outputs_are_refused_clearly(tmp_path, capsys):
+    """A classifier with a ZipMap output (seq(map)): ONNX Runtime exports it; TensorRT and Triton
+    say in one line why they cannot, and no traceback reaches the user."""
+    from studio.cli import main
+
+    seq = helper.make_sequence_type_proto(helper.make_map_type_proto(
+        TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, [])))
+    g = helper.make_graph([helper.make_node("Softmax", ["x"], ["p"]),
+                           helper.make_node("ZipMap", ["p"], ["probs"], domain="ai.onnx.ml", classlabels_int64s=[0, 1])],
+                          "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2])],
+                          [helper.make_tensor_value_info("p", TensorProto.FLOAT, ["N", 2]),
+                           helper.make_value_info("probs", seq)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)],
+                          ir_version=8)
+    path = tmp_path / "m" / "zipmap.onnx"
+    path.parent.mkdir()
+    onnx.save(m, path)
+    assert main(["export", str(path), "-o", str(tmp_path / "out"), "--no-zip"]) == 1
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and "Traceback" not in out
+    assert "onnxruntime  ok" in out
+    assert "refused for TensorRT: 'probs' is a seq(map(int64,float32))" in out
+    assert "error: triton: onnxruntime: 'probs' has dtype seq(map(int64,float32)), which Triton has no type for" in err
