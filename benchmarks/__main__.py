@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["bench_inspect", "bench_worker", "bench_graphview", "bench_passes", "bench_profile", "bench_precision"]
+BENCHMARKS = ["bench_inspect", "bench_worker", "bench_graphview", "bench_passes", "bench_profile",
+              "bench_precision", "bench_export"]
 
 
 def main(argv: list[str]) -> int:

@@ -6,7 +6,7 @@ set -u
 # ONNX Runtime's C++ headers for the plugin build tests (the pip wheel has none); non-fatal.
 bash "$(dirname "$0")/fetch_ort_headers.sh" || echo "ensure_test_deps: ONNX Runtime headers not fetched" >&2
 need=()
-command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-liberation)
+command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-liberation fonts-noto-color-emoji)
 command -v dot >/dev/null 2>&1 || need+=(graphviz)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ]; then SUDO=""; elif sudo -n true 2>/dev/null; then SUDO="sudo -n"; else

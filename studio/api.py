@@ -52,8 +52,9 @@ if TYPE_CHECKING:
     from passes.pipeline import PipelineResult
     from profilers.profile import Profile, ProfileOptions
     from profilers.variants import EngineSpec, ProfileTarget
+    from studio.export.results import ExportResult
 
-__all__ = ["Finding", "Report", "Version", "apply_fix", "check", "release_session",
+__all__ = ["Finding", "Report", "Version", "apply_fix", "check", "release_session", "export",
            "optimize", "add_optimized_version", "list_passes",
            "GraphDiff", "GraphIndex", "GraphView", "ModelHandle", "ModelSummary", "Overlay", "Table", "Workspace",
            "diff", "diff_html", "diff_region_view", "diff_summary", "diff_tables", "diff_versions", "diff_views",
@@ -443,3 +444,25 @@ def precision(handle: ModelHandle | str | Path, *, variants=None, calibration: s
                              inputs=Path(inputs) if inputs else None, samples=samples, preprocess=preprocess,
                              dims=dims, target_cosine=target_cosine, latency_budget_s=latency_budget_s,
                              pool_key=pool_key, on_progress=on_progress, on_tick=on_tick)
+# -- export ---------------------------------------------------------------------------
+
+def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Path, *, preset: str | None = None,
+           precision: str = "fp32", calibration: str | Path | None = None,
+           shapes: Mapping[str, object] | Sequence[str] | None = None, name: str | None = None,
+           ort_level: str = "extended", ort_format: bool = True, max_batch: int = 8,
+           plugins: Sequence[str | Path] = (), zip: bool = True, pool_key: str = "default",
+           on_tick: Callable[[float], None] | None = None,
+           on_progress: Callable[[str, str], None] | None = None) -> ExportResult:
+    """Deployment artifacts for ``targets`` (ort, openvino, tensorrt, triton or all) in
+    ``out_dir/<model>-<sha8>/`` (+ ``.zip``): each reloaded by its engine and compared with
+    the original, with manifest.json and report.md/.html. ``shapes``: NAME=MIN:OPT:MAX
+    specs (or a mapping). ``result.ok`` is False when a verification failed; TensorRT
+    without a GPU is "not verified" (not a failure). The model file is only read."""
+    from studio.export.exporter import export_model
+    from studio.export.options import ExportOptions
+
+    options = ExportOptions(targets=(targets,) if isinstance(targets, str) else tuple(targets), preset=preset,
+                            precision=precision, calibration=Path(calibration) if calibration else None,
+                            shapes=shapes or {}, name=name, ort_level=ort_level, ort_format=ort_format,
+                            max_batch=max_batch, plugins=tuple(Path(p) for p in plugins), zip=zip)
+    return export_model(handle, options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress)

@@ -18,7 +18,8 @@ from studio import __version__
 from studio.core.errors import StudioError
 
 # Order is the order of `onnx-studio --help`.
-COMMANDS = ["inspect", "graph", "check", "optimize", "compare", "precision", "profile", "plugin", "serve"]
+COMMANDS = ["inspect", "graph", "check", "optimize", "compare", "precision", "profile", "plugin", "export",
+            "serve"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,9 +25,12 @@ Child process
     descriptors beyond its pipes, core dumps off, ``RLIMIT_AS`` set, and its
     cwd/``TMPDIR`` an empty scratch folder per job, removed afterwards. The
     environment is the parent's (``OMP_NUM_THREADS`` etc. untouched unless
-    :attr:`Limits.cpu_threads` is set) plus ``MALLOC_ARENA_MAX=2`` (see below);
-    with :attr:`Limits.minimal_env` (user custom-op code) only the allowlisted
-    :data:`MINIMAL_ENV_NAMES` / :data:`MINIMAL_ENV_PREFIXES` pass.
+    :attr:`Limits.cpu_threads` is set) plus ``MALLOC_ARENA_MAX=2`` (see below),
+    with ``HOME`` and ``XDG_CACHE_HOME`` in the worker's own folder: engines'
+    per-user files (ONNX Runtime's device id and database, OpenVINO's telemetry
+    id) stay there and go with the worker (RELIABILITY (c)). With
+    :attr:`Limits.minimal_env` (user custom-op code) only the allowlisted
+    :data:`MINIMAL_ENV_NAMES` / :data:`MINIMAL_ENV_PREFIXES` pass (plus that HOME).
 
 Memory limit
     ``Limits.memory_bytes`` (default 3 GiB) bounds the child twice:
@@ -425,6 +428,10 @@ class _Worker:
                "--memory-bytes", str(limits.memory_bytes), "--cpu-threads", str(limits.cpu_threads or 0),
                "--parent-pid", str(os.getpid())]
         env = _child_env(limits)
+        # Engines write per-user files (ONNX Runtime's ~/.cache/Microsoft/DeveloperTools device id and
+        # database, OpenVINO's ~/intel telemetry id): they go to the worker's own folder, removed with it.
+        env["HOME"] = str(self.dir)
+        env["XDG_CACHE_HOME"] = str(self.dir / ".cache")
         try:
             with open(self.log_path, "ab") as log_file:
                 self.proc = _in_spawner_thread(lambda: subprocess.Popen(

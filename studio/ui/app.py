@@ -39,6 +39,9 @@ PAGES = {
     "Performance": [
         st.Page("views/profile.py", title="Profile", url_path="profile"),
     ],
+    "Ship": [
+        st.Page("views/export.py", title="Export", url_path="export"),
+    ],
 }
 
 state.workspace()

@@ -40,9 +40,11 @@ def test_static_int8_measures_configurations_and_verifies(tmp_path):
     names = [c["name"] for c in d["candidates"]]
     assert {"qdq-u8s8", "qop-u8s8", "qdq-s8s8"} <= set(names)          # ORT's default is measured, not hidden
     assert d["chosen"]["name"] in names and d["chosen"]["cosine"] >= d["target_cosine"]
-    fastest_ok = min((c for c in d["candidates"] if c["cosine"] and c["cosine"] >= d["target_cosine"]),
-                     key=lambda c: c["latency_ms"])
-    assert d["chosen"]["name"] == fastest_ok["name"]
+    # The chosen one is the fastest that meets the target (figures in the report are rounded, so
+    # candidates within rounding of the target or of the chosen latency are not held against it).
+    clearly_ok = [c for c in d["candidates"] if not c.get("error") and c["cosine"] and c["latency_ms"] is not None
+                  and c["cosine"] >= d["target_cosine"] + 1e-5]
+    assert all(c["latency_ms"] >= d["chosen"]["latency_ms"] - 1e-3 for c in clearly_ok), d["candidates"]
     for c in d["candidates"]:                                     # every slower-than-fp32 config is said
         if c["ratio"] and c["ratio"] >= 1.0:
             assert any(c["name"] in w or "slower than fp32" in w for w in rec.warnings)

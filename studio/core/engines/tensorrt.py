@@ -181,13 +181,9 @@ def _cuda_check(result: Any) -> Any:
     return rest[0] if len(rest) == 1 else (tuple(rest) or None)
 
 
-@job("trt.run")
-def trt_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    ctx.set_stage("TensorRT parse")
-    import tensorrt as trt
-
-    cudart = _cudart()
-    logger = trt.Logger(trt.Logger.WARNING)
+def _build_engine(trt: Any, logger: Any, args: dict, arrays: dict[str, np.ndarray], ctx: JobContext,
+                  precision: str) -> tuple[Any, list[str], dict, float]:
+    """Parse the ONNX, build an engine for one profile around the feeds (not verified here)."""
     builder = trt.Builder(logger)
     network = builder.create_network(0)
     parser = trt.OnnxParser(network, logger)
@@ -199,7 +195,6 @@ def trt_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
     config = builder.create_builder_config()
     if args.get("workspace_bytes"):
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(args["workspace_bytes"]))
-    precision = args.get("precision") or "f32"
     if precision == "f16":
         config.set_flag(trt.BuilderFlag.FP16)
     elif precision == "bf16":
@@ -218,7 +213,32 @@ def trt_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
     if plan is None:
         raise RuntimeError("TensorRT could not build an engine for this model (see the builder log)")
     runtime = trt.Runtime(logger)
-    engine = runtime.deserialize_cuda_engine(plan)
+    return runtime.deserialize_cuda_engine(plan), onnx_outputs, profile_map, build_ms
+
+
+@job("trt.run")
+def trt_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    ctx.set_stage("TensorRT parse")
+    import tensorrt as trt
+
+    cudart = _cudart()
+    logger = trt.Logger(trt.Logger.WARNING)
+    for lib in args.get("custom_op_libraries") or []:      # plugin libraries (export bundles ship them)
+        trt.get_plugin_registry().load_library(str(lib))
+    precision = args.get("precision") or "f32"
+    if str(args["model_path"]).endswith((".plan", ".engine")):
+        # A serialized engine (export's build_engine.py wrote it): run it as built.
+        ctx.set_stage("TensorRT deserialize")
+        runtime = trt.Runtime(logger)
+        with open(str(args["model_path"]), "rb") as fh:
+            engine = runtime.deserialize_cuda_engine(fh.read())
+        if engine is None:
+            raise RuntimeError("TensorRT could not deserialize the plan (another GPU or TensorRT version?)")
+        onnx_outputs = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)
+                        if engine.get_tensor_mode(engine.get_tensor_name(i)) != trt.TensorIOMode.INPUT]
+        build_ms, profile_map = 0.0, {}
+    else:
+        engine, onnx_outputs, profile_map, build_ms = _build_engine(trt, logger, args, arrays, ctx, precision)
     context = engine.create_execution_context()
 
     ctx.set_stage("TensorRT inference")

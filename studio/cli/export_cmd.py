@@ -1,0 +1,86 @@
+"""onnx-studio export MODEL --target ort|openvino|tensorrt|triton|all -o DIR [--preset NAME]
+[--precision fp32|fp16|int8] [--calibration DIR] [--shapes NAME=MIN:OPT:MAX ...] [--json]"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from studio import api
+from studio.cli.common import print_json
+from studio.core.fmt import human_bytes, printable
+
+NAME = "export"
+HELP = ("Write deployment artifacts (ONNX Runtime, OpenVINO, TensorRT, Triton), each reloaded and verified, "
+        "in one bundle with a manifest and a report.")
+
+_ICON = {"passed": "ok", "failed": "FAILED", "error": "ERROR", "not verified": "not verified"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="path to a .onnx file (external data next to it)")
+    p.add_argument("--target", action="append", metavar="TARGET",
+                   help="ort, openvino, tensorrt, triton or all (repeatable or comma-separated; default all)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="output folder: the bundle goes to DIR/<model>-<sha8>/ and DIR/<model>-<sha8>.zip")
+    p.add_argument("--preset", help="optimization preset run first (safe, ort, openvino, tensorrt)")
+    p.add_argument("--precision", choices=("fp32", "fp16", "int8"), default="fp32",
+                   help="fp16: OpenVINO FP16-compressed weights, TensorRT --fp16 (and FP16 ONNX when the "
+                        "convert-fp16 pass exists); int8: the quantize-int8-static pass (QDQ)")
+    p.add_argument("--calibration", metavar="DIR", help="calibration data for int8 (images or .npz)")
+    p.add_argument("--shapes", action="append", metavar="NAME=MIN:OPT:MAX",
+                   help="input shape range (TensorRT profile, OpenVINO bounds; verification uses OPT); "
+                        "NAME=SHAPE for a static shape; repeatable")
+    p.add_argument("--ort-level", choices=("basic", "extended", "all"), default="extended",
+                   help="ONNX Runtime optimization level (basic/extended: portable; all: hardware-specific)")
+    p.add_argument("--no-ort-format", action="store_true", help="do not write the .ort format")
+    p.add_argument("--name", help="bundle and Triton model name (default: the model file name)")
+    p.add_argument("--max-batch", type=int, default=8, help="Triton max_batch_size / TensorRT batch max (default 8)")
+    p.add_argument("--plugin", action="append", default=[], metavar="LIB",
+                   help="TensorRT plugin library to ship and load (repeatable)")
+    p.add_argument("--no-zip", action="store_true", help="do not write the .zip next to the bundle folder")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    handle = api.load(args.model)
+    verbose = not args.json
+
+    def progress(target: str, stage: str) -> None:
+        if verbose:
+            print(f"  {target:<12} {printable(stage, 120)}", file=sys.stderr, flush=True)
+
+    result = api.export(handle, args.target or ["all"], args.output, preset=args.preset, precision=args.precision,
+                        calibration=args.calibration, shapes=args.shapes or None, name=args.name,
+                        ort_level=args.ort_level, ort_format=not args.no_ort_format, max_batch=args.max_batch,
+                        plugins=args.plugin, zip=not args.no_zip, on_progress=progress)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        _print(result)
+    for line in result.failures:
+        print(f"error: {printable(line, 400)}", file=sys.stderr)
+    return result.exit_code
+
+
+def _print(result) -> None:
+    for line in result.failures:
+        print(f"FAILED   {printable(line, 300)}")
+    for t in result.targets:
+        print(f"{t.target:<12} {_ICON.get(t.status, t.status):<13} {printable(t.message, 200)}")
+        for a in t.artifacts:
+            v = a.verification
+            verdict = f"{_ICON.get(v.status, v.status)}: {printable(v.message, 120)}" if v else ""
+            print(f"  {a.path:<58} {human_bytes(a.bytes):>9}  {verdict}")
+        for note in t.notes:
+            print(f"  note: {printable(note, 200)}")
+    for note in result.manifest.get("deploy", {}).get("notes", []):
+        print(f"note: {printable(note, 200)}")
+    speed = result.manifest.get("benchmarks", {}).get("onnxruntime", {}).get("session_speedup")
+    if speed:
+        print(f"ONNX Runtime session creation {speed}x faster than the original with ORT defaults "
+              "(fast-start profile, see onnxruntime/session_options.json)")
+    print(f"bundle  {result.bundle}")
+    if result.zip_path:
+        print(f"zip     {result.zip_path}")
+    print("report  " + str(result.bundle / "report.html"))

@@ -1,0 +1,118 @@
+"""One export, start to finish: deploy model -> reference -> targets -> manifest,
+reports -> bundle folder and zip.
+
+Order matters: ONNX Runtime and OpenVINO first, TensorRT next, Triton last
+(it reuses their files). A target that fails becomes a failed TargetResult with
+a one-line message; an unexpected exception in one target never stops the
+others, and nothing is written outside the output folder (the bundle is built
+under a temporary name there, scratch files live beside it and are removed).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from studio.core.errors import StudioError
+from studio.core.model import ModelHandle, require_valid
+from studio.core.paths import atomic_write_text
+from studio.export.bundle import bundle_name, finalize, inventory, prepare_output, staging_dir, write_zip
+from studio.export.context import ExportContext
+from studio.export.manifest import build_manifest
+from studio.export.onnxruntime import weight_bytes
+from studio.export.options import ExportOptions
+from studio.export.prepare import prepare_deploy
+from studio.export.reference import criteria_for, feed_shapes, make_feeds, reference_outputs
+from studio.export.report import graph_page, html_report, markdown_report
+from studio.export.results import ERROR, ExportResult, TargetResult
+
+log = logging.getLogger(__name__)
+
+# Models above this size run every engine job in a fresh worker: a warm worker keeps the memory of the
+# previous engine (ORT arenas, mapped weights) and a second engine on a 1.3 GB BERT then ran out of it.
+FRESH_WORKER_BYTES = 256 * 2**20
+
+
+def _runner(target: str) -> Callable[[ExportContext], TargetResult]:
+    if target == "onnxruntime":
+        from studio.export.onnxruntime import export_onnxruntime as fn
+    elif target == "openvino":
+        from studio.export.openvino import export_openvino as fn
+    elif target == "tensorrt":
+        from studio.export.tensorrt import export_tensorrt as fn
+    else:
+        from studio.export.triton import export_triton as fn
+    return fn
+
+
+def _run_target(ctx: ExportContext, target: str) -> TargetResult:
+    started = time.perf_counter()
+    ctx.progress(target, "starting")
+    try:
+        result = _runner(target)(ctx)
+    except StudioError as exc:
+        result = TargetResult(target, ERROR, str(exc), seconds=time.perf_counter() - started)
+    except Exception as exc:  # a bug in one target must not cost the user the others
+        first = (str(exc).splitlines() or [""])[0][:200]
+        log.debug("export target %s failed", target, exc_info=True)     # the traceback with -v only
+        result = TargetResult(target, ERROR, f"unexpected error ({type(exc).__name__}): {first}",
+                              seconds=time.perf_counter() - started)
+    ctx.progress(target, f"done: {result.status}")
+    return result
+
+
+def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Path, *, pool_key: str = "default",
+                 on_tick: Callable[[float], None] | None = None,
+                 on_progress: Callable[[str, str], None] | None = None) -> ExportResult:
+    """Export ``handle`` to ``out_dir/<model>-<sha8>/`` (+ ``.zip``). The model file is only read."""
+    started = time.perf_counter()
+    require_valid(handle, "export")
+    shapes = feed_shapes(handle.proto, options.shapes)         # bad --shapes fail before any work
+    out = prepare_output(Path(out_dir))
+    name = bundle_name(options.name or handle.name, handle.sha256)
+    staging = staging_dir(out, name, "partial")
+    work = staging_dir(out, name, "work")
+    try:
+        if on_progress:
+            on_progress("prepare", "deploy model" + (f" (preset {options.preset})" if options.preset else ""))
+        deploy = prepare_deploy(handle, options, work, pool_key=pool_key)
+        if on_progress:
+            on_progress("prepare", "reference outputs (original on ONNX Runtime, optimizations off)")
+        reference = reference_outputs(handle.path, make_feeds(handle.proto, shapes), pool_key=pool_key)
+        ctx = ExportContext(options=options, bundle=staging, work=work, source=handle, deploy=deploy.path,
+                            deploy_facts=deploy.facts, deploy_precision=deploy.precision, reference=reference,
+                            criteria=criteria_for(deploy.precision, quantized_model=deploy.facts.quantized),
+                            input_shapes=shapes, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress,
+                            pipeline_records=list(deploy.records),
+                            fresh=weight_bytes(deploy.path) > FRESH_WORKER_BYTES)
+        targets = tuple(_run_target(ctx, t) for t in options.targets)
+        graph_html, graph_note = _graph(deploy.handle)
+        notes = deploy.notes + ((graph_note,) if graph_html is None else ())
+        if graph_html is not None:
+            atomic_write_text(staging / "graph.html", graph_html)
+        partial = ExportResult(staging, None, targets, {})
+        reports = {"markdown": "report.md", "html": "report.html"}
+        manifest = build_manifest(ctx, targets, [], partial.failures, bundle_name=name, notes=notes,
+                                  graph="graph.html" if graph_html is not None else None, reports=reports)
+        atomic_write_text(staging / "report.md", markdown_report(manifest))
+        atomic_write_text(staging / "report.html", html_report(manifest))
+        manifest["files"] = inventory(staging)
+        atomic_write_text(staging / "manifest.json", json.dumps(manifest, indent=2, default=str, allow_nan=False))
+        final = finalize(staging, out / name)
+        zip_path = write_zip(final, out / f"{name}.zip") if options.zip else None
+        return ExportResult(final, zip_path, targets, manifest, time.perf_counter() - started)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)      # only still there when the export failed
+
+
+def _graph(handle: ModelHandle) -> tuple[str | None, str]:
+    try:
+        return graph_page(handle)
+    except Exception as exc:  # the report is still useful without the picture
+        log.warning("graph view for the report failed: %s", exc)
+        return None, f"graph view not embedded ({type(exc).__name__})"

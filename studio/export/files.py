@@ -1,0 +1,135 @@
+"""Writing files into a bundle without ever writing outside it (RELIABILITY R25).
+
+* Every file name is the studio's own (``model.onnx``, ``model.onnx.data``,
+  ``model.xml``...); names from users or models never become file names.
+* ONNX copies are re-serialized, never written with ``onnx.save_model``: onnx's
+  saver writes a tensor's raw bytes to the tensor's own ``location`` (the
+  CVE-2025-51480 shape, ``location="../victim"``) and names per-tensor files
+  after tensor names. Here weights go through onnx-ir into one data file whose
+  name we choose (hand-written because no saver offers "ignore the model's
+  locations"), and stray external-data fields on inline tensors are dropped.
+* Writes go to a temporary file beside the destination and are renamed into
+  place, so a planted symlink at the destination is replaced, not followed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import onnx
+from onnx import ModelProto, TensorProto
+
+from studio.core.paths import atomic_write_bytes, atomic_writer
+from studio.core.protowalk import iter_tensors
+from studio.core.save import EXTERNAL_DATA_THRESHOLD
+
+_CHUNK = 8 * 2**20
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def data_name(model_file: Path) -> str:
+    """The one external-data file of a model the studio writes: ``<model file name>.data``."""
+    return f"{model_file.name}.data"
+
+
+def copy_file(src: Path, dst: Path) -> Path:
+    """Copy bytes to ``dst`` atomically (a symlink at ``dst`` is replaced, not followed)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with open(src, "rb") as fin, atomic_writer(dst, "wb") as fout:
+        shutil.copyfileobj(fin, fout, _CHUNK)
+    return dst
+
+
+def link_or_copy(src: Path, dst: Path) -> Path:
+    """Hard-link a file the studio wrote itself into another place of the same bundle (a Triton
+    model repository reuses the OpenVINO IR: no second gigabyte on disk), else copy it. The
+    link is made under a temporary name and renamed over ``dst`` (a link at ``dst`` is replaced)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.link-{os.getpid()}")
+    try:
+        os.link(src, tmp)
+    except OSError:
+        return copy_file(src, dst)
+    os.replace(tmp, dst)
+    return dst
+
+
+def scrub_inline_external_fields(model: ModelProto) -> int:
+    """Drop external-data entries from tensors whose bytes are inline; returns how many.
+
+    An inline tensor carrying ``location`` entries is how onnx's saver is tricked
+    into writing outside the output folder; the entries mean nothing to an engine."""
+    scrubbed = 0
+    for t, _ in iter_tensors(model):
+        if t.data_location != TensorProto.EXTERNAL and len(t.external_data):
+            del t.external_data[:]
+            scrubbed += 1
+    return scrubbed
+
+
+def has_external_tensors(model: ModelProto) -> bool:
+    return any(t.data_location == TensorProto.EXTERNAL for t, _ in iter_tensors(model))
+
+
+def write_model_copy(src: Path, dst: Path, *, external: bool | None = None) -> tuple[Path, ...]:
+    """A self-contained copy of a validated model at ``dst``: weights inline, or in
+    ``<dst name>.data`` when ``external`` (None: only when too big for one protobuf).
+
+    Returns the files written (model first). ``src`` is only read."""
+    src, dst = Path(src), Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    proto = onnx.load_model(str(src), load_external_data=False)
+    weights = sum(f.stat().st_size for f in {src.parent / loc for loc in external_locations(proto)}) + proto.ByteSize()
+    if external is None:
+        external = weights > EXTERNAL_DATA_THRESHOLD
+    stale = dst.parent / data_name(dst)
+    if not external and not has_external_tensors(proto):
+        scrub_inline_external_fields(proto)
+        atomic_write_bytes(dst, proto.SerializeToString())
+        _remove(stale)
+        return (dst,)
+    import onnx_ir as ir
+
+    from studio.core.save import save_model
+
+    model = ir.load(src)                     # external tensors read lazily, from the validated locations
+    save_model(model, dst, external_data=external)
+    if not external:
+        _remove(stale)
+    return (dst, stale) if external and stale.exists() else (dst,)
+
+
+def external_locations(proto: ModelProto) -> set[str]:
+    locs = set()
+    for t, _ in iter_tensors(proto):
+        if t.data_location == TensorProto.EXTERNAL:
+            for kv in t.external_data:
+                if kv.key == "location":
+                    locs.add(kv.value)
+    return locs
+
+
+def _remove(path: Path) -> None:
+    try:
+        if path.is_symlink() or path.is_file():
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def copy_artifact_files(files: tuple[Path, ...], dst_dir: Path, names: tuple[str, ...] | None = None) -> tuple[Path, ...]:
+    """Copy files the studio wrote itself (an IR's .xml/.bin, a plan) under new or same names."""
+    out = []
+    for i, f in enumerate(files):
+        out.append(copy_file(f, dst_dir / (names[i] if names else f.name)))
+    return tuple(out)

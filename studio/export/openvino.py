@@ -1,0 +1,248 @@
+"""OpenVINO target: IR (``model.xml`` + ``model.bin``) through ``openvino.convert_model``
+and ``openvino.save_model``, FP32 or with FP16-compressed weights, from FP32 or
+QDQ INT8 models, with input shapes left dynamic or set (static, or bounded
+ranges ``[min..max]`` from ``--shapes``).
+
+Conversion runs in a sandbox worker: OpenVINO's ONNX reader can segfault on a
+hostile model (``tests/hostile_models.py::conv_without_weight``), which then
+becomes this target's error message, not a dead studio. The IR is read back,
+compiled for CPU with ``INFERENCE_PRECISION_HINT=f32`` (so the comparison
+measures the IR, not a bf16 CPU default) and compared with the original.
+Note ``save_model`` compresses weights to FP16 by default; FP32 export passes
+``compress_to_fp16=False`` explicitly.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from studio.core.errors import StudioError
+from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.sandbox import run_job
+from studio.export.context import ExportContext
+from studio.export.reference import criteria_for, verify_outputs
+from studio.export.results import ERROR, TargetResult, target_result
+
+XML_NAME = "model.xml"
+BIN_NAME = "model.bin"
+
+
+class NotOnnxModel(ValueError):
+    """OpenVINO's ONNX frontend does not accept the file."""
+
+
+def ov_input_shapes(ctx: ExportContext) -> dict[str, list[list[int] | None]]:
+    """Per constrained input, per axis [min, max] (equal: static; None: dynamic)."""
+    from studio.export.reference import bound_shapes
+
+    bounds = bound_shapes(ctx.source.proto, ctx.options.shapes)
+    return {name: [None if b is None else [b[0], b[1]] for b in axes] for name, axes in bounds.items()}
+
+
+def refusal(ctx: ExportContext) -> str | None:
+    """Why the deploy model must not go to OpenVINO, or None."""
+    reason = ctx.deploy_facts.hardware_specific_reason
+    if reason:
+        return (f"refused for OpenVINO: {reason}. Such a model comes from ONNX Runtime's ORT_ENABLE_ALL "
+                "optimization and only ONNX Runtime on the same kind of CPU can run it; export the original "
+                "(un-optimized) model instead")
+    return None
+
+
+def convert(ctx: ExportContext, model: Path, folder: Path, *, compress_to_fp16: bool) -> dict:
+    """Convert ``model`` to ``folder/model.xml`` (+ .bin) in a worker; raises StudioError."""
+    args = {"model_path": str(model), "xml_name": XML_NAME, "compress_to_fp16": compress_to_fp16,
+            "input_shapes": ov_input_shapes(ctx)}
+    res = run_job("export.ov_convert", args, stage="OpenVINO conversion", out_dir=folder, pool_key=ctx.pool_key,
+                  on_tick=ctx.on_tick, fresh=ctx.fresh)
+    return res.data
+
+
+def run_ir(ctx: ExportContext, xml: Path, *, runs: int, stage: str) -> tuple[dict | None, dict, str | None]:
+    """Read the IR back in a worker, compile for CPU (f32), run the feeds, time it."""
+    from studio.core.engines.base import check_feeds, decode_outputs
+
+    args = {"xml_path": str(xml), "output_names": [o.name for o in ctx.source.proto.graph.output], "runs": runs}
+    try:
+        res = run_job("export.ov_run", args, check_feeds(ctx.reference.feeds), stage=stage, pool_key=ctx.pool_key,
+                      on_tick=ctx.on_tick, fresh=ctx.fresh)
+    except StudioError as exc:
+        return None, {}, str(exc)
+    return decode_outputs(res.data, res.arrays), res.data.get("timing", {}), None
+
+
+def export_openvino(ctx: ExportContext) -> TargetResult:
+    started = time.perf_counter()
+    refused = refusal(ctx)
+    if refused:
+        return TargetResult("openvino", ERROR, refused, seconds=time.perf_counter() - started)
+    folder = ctx.bundle / "openvino"
+    folder.mkdir(parents=True, exist_ok=True)
+    opts = ctx.options
+    compress = opts.precision == "fp16"
+    notes: list[str] = []
+    if opts.shapes:
+        bounds = ov_input_shapes(ctx)
+        notes.append("input shapes from --shapes: " + ", ".join(
+            f"{n[:40]}=[{', '.join('?' if b is None else str(b[0]) if b[0] == b[1] else f'{b[0]}..{b[1]}' for b in axes)}]"
+            for n, axes in bounds.items()))
+    else:
+        notes.append("input shapes left as the model declares them (dynamic dims stay dynamic)")
+    ctx.progress("openvino", "converting to IR" + (" (FP16-compressed weights)" if compress else ""))
+    try:
+        info = convert(ctx, ctx.deploy, folder, compress_to_fp16=compress)
+    except StudioError as exc:
+        return TargetResult("openvino", ERROR, f"OpenVINO could not convert the model: {exc}", notes=tuple(notes),
+                            seconds=time.perf_counter() - started)
+    xml, bin_ = folder / XML_NAME, folder / BIN_NAME
+    ctx.progress("openvino", "verifying the IR")
+    outputs, timing, error = run_ir(ctx, xml, runs=opts.bench_runs, stage="OpenVINO (verify IR)")
+    precision = "int8" if ctx.deploy_precision == "int8" else ("fp16" if compress else ctx.deploy_precision)
+    criteria = criteria_for(precision, quantized_model=ctx.deploy_facts.quantized)
+    v = verify_outputs(ctx.reference, outputs, criteria, engine=f"openvino {info.get('version', '')}".strip(),
+                       error=None if error is None else f"OpenVINO cannot run the IR: {error}")
+    label = {"fp16": "OpenVINO IR, FP16-compressed weights (computed in FP32 on CPU)",
+             "int8": "OpenVINO IR from a QDQ model (INT8 via FakeQuantize)"}.get(precision, "OpenVINO IR, FP32")
+    art = ctx.artifact(xml, "openvino-ir", label, companions=(bin_,) if bin_.exists() else (), precision=precision,
+                       portable=True, verification=v,
+                       notes=(f"inputs: {', '.join(i['name'] + ' ' + i['shape'] for i in info.get('inputs', []))}"[:300],))
+    bench = {}
+    if timing:
+        bench[XML_NAME] = {k: timing.get(k) for k in ("read_ms", "compile_ms", "session_ms", "first_inference_ms",
+                                                      "latency_ms_median", "runs") if timing.get(k) is not None}
+    ctx.shared["openvino"] = {"xml": xml, "bin": bin_, "precision": precision, "inputs": info.get("inputs", []),
+                              "ok": v.ok}
+    return target_result("openvino", [art], notes, bench, started)
+
+
+# ============================================================================ jobs (worker side)
+
+_NOISE = ("Check '", "Exception from", "Traceback", "  File ")
+
+
+def _reraise(exc: Exception) -> None:
+    """OpenVINO's errors with the informative lines only; its allocation failures ("can't alloc")
+    as MemoryError, so the sandbox reports the worker's memory limit."""
+    text = condense_error(str(exc))
+    if "alloc" in text.lower():
+        raise MemoryError(text) from None
+    raise RuntimeError(text) from None
+
+
+def condense_error(text: str) -> str:
+    """OpenVINO's messages start with C++ source locations; keep the lines that say what is wrong
+    (the worker passes on only the first line of an exception)."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    useful = [ln for ln in lines if not ln.startswith(_NOISE) and not ln.startswith("src/")]
+    return " ".join(useful or lines)[:400]
+
+
+def _names(port: Any) -> list[str]:
+    try:
+        return sorted(port.get_names())
+    except Exception:  # noqa: BLE001 - a port without names
+        return []
+
+
+@job("export.ov_convert")
+def ov_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    """``convert_model`` (ONNX frontend only) -> optional reshape -> ``save_model`` into ``ctx.out_dir``."""
+    ctx.set_stage("OpenVINO model read")
+    import openvino as ov
+    from openvino.frontend import FrontEndManager
+
+    path = str(args["model_path"])
+    frontend = FrontEndManager().load_by_framework("onnx")
+    if frontend is None or not frontend.supported(path):
+        raise NotOnnxModel(f"{Path(path).name} is not accepted by OpenVINO's ONNX frontend")
+    ctx.set_stage("OpenVINO conversion")
+    try:
+        model = ov.convert_model(path)
+    except Exception as exc:  # noqa: BLE001 - re-raised with the informative lines only
+        _reraise(exc)
+    shapes = args.get("input_shapes") or {}
+    if shapes:
+        by_name = {}
+        for port in model.inputs:
+            for n in _names(port):
+                by_name[n] = port
+        new = {}
+        for name, dims in shapes.items():
+            if name not in by_name:
+                raise KeyError(f"input {name[:60]!r} is not an input of the converted model")
+            new[by_name[name]] = ov.PartialShape([ov.Dimension() if b is None else ov.Dimension(int(b[0]))
+                                                  if b[0] == b[1] else ov.Dimension(int(b[0]), int(b[1]))
+                                                  for b in dims])
+        ctx.set_stage("OpenVINO reshape")
+        model.reshape(new)
+    ctx.set_stage("OpenVINO save_model")
+    xml = ctx.out_dir / Path(str(args["xml_name"])).name
+    ov.save_model(model, str(xml), compress_to_fp16=bool(args.get("compress_to_fp16")))
+    ports = [{"name": (_names(p) or [f"#{i}"])[0], "shape": str(p.get_partial_shape()),
+              "type": str(p.get_element_type())} for i, p in enumerate(model.inputs)]
+    outs = [{"name": (_names(p) or [f"#{i}"])[0], "shape": str(p.get_partial_shape()),
+             "type": str(p.get_element_type())} for i, p in enumerate(model.outputs)]
+    return JobOutput(data={"version": ov.get_version(), "inputs": ports, "outputs": outs})
+
+
+@job("export.ov_run")
+def ov_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    """Read an IR the studio wrote, compile for CPU in f32, run the feeds, time it."""
+    import openvino as ov
+
+    from studio.core.engines.base import encode_outputs
+
+    ctx.set_stage("OpenVINO IR read")
+    core = ov.Core()
+    t0 = time.perf_counter()
+    model = core.read_model(str(args["xml_path"]))
+    read_ms = (time.perf_counter() - t0) * 1000
+    ctx.set_stage("OpenVINO compile")
+    config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "f32"}
+    if ctx.cpu_threads:
+        config["INFERENCE_NUM_THREADS"] = int(ctx.cpu_threads)
+    t0 = time.perf_counter()
+    try:
+        compiled = core.compile_model(model, "CPU", config)
+    except Exception as exc:  # noqa: BLE001
+        _reraise(exc)
+    compile_ms = (time.perf_counter() - t0) * 1000
+    inputs = {}
+    for i, port in enumerate(compiled.inputs):
+        match = next((n for n in _names(port) if n in arrays), None)
+        if match is None:
+            raise KeyError(f"missing feed for IR input {_names(port)[:3] or i}")
+        inputs[i] = arrays[match]
+    request = compiled.create_infer_request()
+    ctx.set_stage("OpenVINO inference")
+    t0 = time.perf_counter()
+    try:
+        request.infer(inputs)
+    except Exception as exc:  # noqa: BLE001
+        _reraise(exc)
+    first_ms = (time.perf_counter() - t0) * 1000
+    by_name: dict[str, int] = {}
+    for i, port in enumerate(compiled.outputs):
+        for n in _names(port):
+            by_name.setdefault(n, i)
+    wanted = list(args.get("output_names") or [])
+    if not wanted or any(n not in by_name for n in wanted):
+        wanted = [(_names(p) or [f"output_{i}"])[0] for i, p in enumerate(compiled.outputs)]
+        by_name = {n: i for i, n in enumerate(wanted)}
+    values = [np.array(request.get_output_tensor(by_name[n]).data, copy=True) for n in wanted]
+    latencies = []
+    for _ in range(max(0, int(args.get("runs") or 0))):
+        t0 = time.perf_counter()
+        request.infer(inputs)
+        latencies.append((time.perf_counter() - t0) * 1000)
+    encoded, out_arrays = encode_outputs(wanted, values)
+    timing = {"version": ov.get_version(), "read_ms": round(read_ms, 3), "compile_ms": round(compile_ms, 3),
+              "session_ms": round(read_ms + compile_ms, 3), "first_inference_ms": round(first_ms, 3),
+              "latency_ms_median": round(statistics.median(latencies), 3) if latencies else None,
+              "runs": len(latencies)}
+    return JobOutput(data={"outputs": encoded, "timing": timing}, arrays=out_arrays)

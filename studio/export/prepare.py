@@ -1,0 +1,108 @@
+"""The deploy model: the user's model, after the preset and the precision pass.
+
+Passes plug in by name through the verifying pipeline, so a precision feature
+only has to register its pass:
+
+* ``--preset NAME``: the preset's passes (``safe``, ``ort``...), verified pass by pass;
+* ``--precision int8``: the ``quantize-int8-static`` pass (QDQ, with ``--calibration``);
+  a model that is already QDQ is used as it is;
+* ``--precision fp16``: the ``convert-fp16`` pass gives an FP16 ONNX when it is
+  registered; without it ONNX artifacts stay FP32 (OpenVINO still compresses
+  weights to FP16 and TensorRT still builds with ``--fp16``), and a note says so.
+
+A pass that fails verification is undone (``on_failure="revert"``) and named in
+the notes; the export continues from the last verified model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from studio.core.errors import StudioError
+from studio.core.model import ModelHandle
+from studio.core.model import load as load_model
+from studio.core.paths import safe_name
+from studio.export.facts import ModelFacts, model_facts
+from studio.export.options import ExportOptions
+
+INT8_PASS = "quantize-int8-static"
+FP16_PASS = "convert-fp16"
+
+
+@dataclass(frozen=True)
+class Deploy:
+    path: Path
+    handle: ModelHandle
+    facts: ModelFacts
+    precision: str                   # fp32 | fp16 | int8: what the deploy model computes in
+    records: tuple[dict, ...]        # pipeline records (lineage) of every pass run on it
+    notes: tuple[str, ...]
+    passes: tuple[str, ...]
+
+
+def pass_registered(name: str) -> bool:
+    from passes.registry import PASS_MODULES, known_passes
+
+    return name in PASS_MODULES or name in known_passes()
+
+
+def _pass_options(name: str, options: ExportOptions) -> dict:
+    if name == INT8_PASS and options.calibration is not None:
+        return {"calibration": str(options.calibration)}
+    return {}
+
+
+def choose_passes(options: ExportOptions, facts: ModelFacts) -> tuple[list[str], str, list[str]]:
+    """(pass names, resulting precision, notes) for the preset and the precision."""
+    from passes.registry import preset
+
+    names: list[str] = list(preset(options.preset).passes) if options.preset else []
+    notes: list[str] = []
+    precision = "int8" if facts.quantized else "fp32"
+    if options.precision == "int8":
+        if facts.quantized:
+            notes.append("the model is already quantized (QDQ): used as it is for INT8")
+        elif not pass_registered(INT8_PASS):
+            raise StudioError(f"INT8 export needs the {INT8_PASS} pass (not available in this build)",
+                              code="PASS-UNAVAILABLE")
+        else:
+            names.append(INT8_PASS)
+            precision = "int8"
+    elif options.precision == "fp16":
+        if facts.quantized:
+            notes.append("the model is quantized (QDQ): FP16 applies to OpenVINO weights and TensorRT only")
+        elif pass_registered(FP16_PASS):
+            names.append(FP16_PASS)
+            precision = "fp16"
+        else:
+            notes.append(f"FP16 ONNX needs the {FP16_PASS} pass (not available in this build): ONNX artifacts "
+                         "stay FP32; OpenVINO compresses weights to FP16 and TensorRT builds with --fp16")
+    if options.calibration is not None and INT8_PASS not in names:
+        notes.append("--calibration is only used for INT8 quantization; ignored")
+    return names, precision, notes
+
+
+def prepare_deploy(handle: ModelHandle, options: ExportOptions, work: Path, *, pool_key: str = "default") -> Deploy:
+    """Run the chosen passes on a copy (never the user's file) and load the result."""
+    facts = model_facts(handle.proto)
+    names, precision, notes = choose_passes(options, facts)
+    if not names:
+        return Deploy(handle.path, handle, facts, precision, (), tuple(notes), ())
+    from passes.pipeline import run_pipeline
+    from passes.registry import make_pass
+
+    passes = [make_pass(n, **_pass_options(n, options)) for n in names]
+    out = work / "deploy" / f"{safe_name(handle.name, default='model', max_len=60)}.onnx"
+    result = run_pipeline(handle.path, passes, out, verify=True, on_failure="revert", pool_key=pool_key)
+    if result.output is None or not result.output.exists():
+        raise StudioError(f"the passes before export produced no model: {result.summary()}", code="NO-RESULT")
+    failed = [r for r in result.records if r.status in ("reverted", "failed", "error", "skipped")]
+    for r in failed:
+        notes.append(f"pass '{r.name}' {r.status} (not in the exported model): {r.message}"[:300])
+    if INT8_PASS in names and any(r.name == INT8_PASS for r in failed):
+        raise StudioError(f"INT8 export failed: the {INT8_PASS} pass did not verify ({failed[-1].message})"[:400],
+                          code="QUANTIZE-FAILED")
+    deployed = load_model(result.output)
+    return Deploy(result.output, deployed, model_facts(deployed.proto), precision, tuple(result.lineage()),
+                  tuple(notes), tuple(names))

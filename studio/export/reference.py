@@ -1,0 +1,161 @@
+"""The yardstick every artifact is measured against: seeded inputs at the
+``opt`` shapes, the original model's outputs on ONNX Runtime CPU with graph
+optimizations off (or the onnx reference evaluator when ORT cannot run the
+original), and tolerances that follow the artifact's precision.
+
+Criteria (stated in every verification record):
+
+* fp32: the dtype defaults of ``studio.core.compare`` (float32: |a-b| <=
+  max(1e-5, 1e-4*rms) + 1e-4*|b|);
+* fp16 (OpenVINO FP16-compressed weights, TensorRT --fp16): rtol 1e-2,
+  atol 1e-2*rms, at most 0.1 % of values outside, and cosine >= 0.999;
+* int8 (QDQ models): cosine >= 0.98 per output (a few elements may move by a
+  quantization step; the whole must keep its direction).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from onnx import ModelProto
+
+from studio.core.compare import QUANTIZED, Tolerance, compare_outputs
+from studio.core.errors import StudioError
+from studio.core.feeds import Feeds, choose_dims, input_specs, random_feeds
+from studio.export.options import ShapeRange
+from studio.export.results import FAILED, PASSED, Verification
+
+FP16_TOLERANCE = Tolerance(1e-2, 1e-3, 1e-2, min_cosine=0.999)
+
+
+@dataclass(frozen=True)
+class Criteria:
+    tolerance: Tolerance | None      # None: dtype defaults
+    quantized: bool
+    text: str
+
+
+def criteria_for(precision: str, *, quantized_model: bool = False) -> Criteria:
+    if precision == "int8" or quantized_model:
+        return Criteria(QUANTIZED, True, f"int8/QDQ: cosine >= {QUANTIZED.min_cosine} per output")
+    if precision == "fp16":
+        t = FP16_TOLERANCE
+        return Criteria(t, False, f"fp16: rtol {t.rtol:g}, atol max({t.atol:g}, {t.atol_scale:g}*rms), "
+                                  f"<= 0.1% of values outside, cosine >= {t.min_cosine}")
+    return Criteria(None, False, "fp32: float32 rtol 1e-4, atol max(1e-5, 1e-4*rms); integers exact")
+
+
+def feed_shapes(model: ModelProto, shapes: Mapping[str, ShapeRange],
+                dims: Mapping[str, int] | None = None) -> dict[str, tuple[int, ...]]:
+    """The concrete input shapes used for verification: a user's ``opt`` shape, else
+    symbolic dims filled like everywhere else in the studio (batch 1, sequence 16...)."""
+    specs = input_specs(model)
+    unknown = sorted(set(shapes) - {s.name for s in specs})
+    if unknown:
+        raise StudioError(f"--shapes names unknown input(s): {', '.join(n[:40] for n in unknown[:5])}; inputs: "
+                          f"{', '.join(s.name[:40] for s in specs[:10])}", code="BAD-OPTION")
+    # Symbolic dims named in a user's shape take its opt value everywhere they appear.
+    chosen = dict(dims or {})
+    for s in specs:
+        rng = shapes.get(s.name)
+        if rng is None or s.shape is None:
+            continue
+        if len(rng.opt) != len(s.shape):
+            raise StudioError(f"--shapes {s.name[:40]}: rank {len(rng.opt)}, the input has rank {len(s.shape)}",
+                              code="BAD-OPTION")
+        for axis, (d, lo, hi) in enumerate(zip(s.shape, rng.min, rng.max)):
+            if isinstance(d, int) and not (lo == d == hi):
+                raise StudioError(f"--shapes {s.name[:40]}: axis {axis} is fixed at {d} in the model",
+                                  code="BAD-OPTION")
+        for d, v in zip(s.shape, rng.opt):
+            if isinstance(d, str):
+                chosen.setdefault(d, v)
+    chosen = choose_dims(specs, chosen)
+    out: dict[str, tuple[int, ...]] = {}
+    for s in specs:
+        if s.name in shapes:
+            out[s.name] = shapes[s.name].opt
+        elif s.shape is not None:
+            out[s.name] = tuple(chosen[d] if isinstance(d, str) else (d if isinstance(d, int) else 1)
+                                for d in s.shape)
+    return out
+
+
+def bound_shapes(model: ModelProto, shapes: Mapping[str, ShapeRange]) -> dict[str, list[tuple[int, int] | None]]:
+    """Per-axis (min, max) bounds of every input that ``--shapes`` constrains, directly or
+    through a symbolic dim it shares with a constrained input (``attention_mask`` follows
+    ``input_ids``); ``None`` marks an axis left dynamic."""
+    specs = input_specs(model)
+    by_dim: dict[str, tuple[int, int]] = {}
+    for s in specs:
+        rng = shapes.get(s.name)
+        if rng is not None and s.shape is not None:
+            for d, lo, hi in zip(s.shape, rng.min, rng.max):
+                if isinstance(d, str):
+                    by_dim.setdefault(d, (lo, hi))
+    out: dict[str, list[tuple[int, int] | None]] = {}
+    for s in specs:
+        if s.shape is None:
+            continue
+        if s.name in shapes:
+            rng = shapes[s.name]
+            out[s.name] = list(zip(rng.min, rng.max))
+        elif any(isinstance(d, str) and d in by_dim for d in s.shape):
+            out[s.name] = [(d, d) if isinstance(d, int) else by_dim.get(d) if isinstance(d, str) else None
+                           for d in s.shape]
+    return out
+
+
+def make_feeds(model: ModelProto, shapes_by_input: Mapping[str, tuple[int, ...]], seed: int = 0) -> Feeds:
+    """Seeded random feeds with exactly these shapes (dtype ranges as in studio.core.feeds)."""
+    specs = tuple(dataclasses.replace(s, shape=tuple(shapes_by_input[s.name])) if s.name in shapes_by_input else s
+                  for s in input_specs(model))
+    return random_feeds(specs, {}, seed=seed)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The original's outputs on the feeds, and how they were computed."""
+
+    feeds: Feeds
+    outputs: dict | None
+    label: str
+    error: str | None = None
+
+
+def reference_outputs(original: Path, feeds: Feeds, *, pool_key: str = "default") -> Reference:
+    """The original on ORT CPU, optimizations off (evaluator fallback for custom ops),
+    computed in a sandbox worker."""
+    from passes.verify import Verifier
+
+    verifier = Verifier(original, feeds=[feeds], pool_key=pool_key)
+    ref = verifier.reference()
+    if ref is None or not ref.outputs:
+        return Reference(feeds, None, verifier.reference_label, verifier.reference_error or "no reference outputs")
+    return Reference(feeds, ref.outputs[0], f"{verifier.reference_label}, seeded inputs")
+
+
+def verify_outputs(reference: Reference, got: Mapping[str, object] | None, criteria: Criteria, *,
+                   engine: str, error: str | None = None, checker: str | None = None) -> Verification:
+    """Compare an artifact's outputs with the reference and say so in one line."""
+    from studio.export.results import ERROR, NOT_VERIFIED
+
+    if error is not None:
+        return Verification(ERROR, error, engine, criteria.text, None, checker)
+    if reference.outputs is None:
+        return Verification(NOT_VERIFIED, f"outputs not compared: {reference.error}", engine, criteria.text, None,
+                            checker)
+    comparison = compare_outputs(reference.outputs, dict(got or {}), criteria.tolerance, quantized=criteria.quantized)
+    status = PASSED if comparison else FAILED
+    message = comparison.summary()
+    if checker not in (None, "passed"):
+        status, message = FAILED, f"onnx.checker full check fails: {checker}"
+    return Verification(status, message, engine, criteria.text, comparison, checker)
+
+
+def shapes_of(feeds: Feeds) -> dict[str, list[int]]:
+    return {k: list(np.shape(v)) for k, v in feeds.items()}

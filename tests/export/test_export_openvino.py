@@ -1,0 +1,94 @@
+"""OpenVINO target: IR in FP32 and with FP16-compressed weights, from a QDQ INT8 model,
+with shapes left dynamic, static or bounded; a crashing conversion stays in its worker."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import openvino as ov
+import pytest
+
+from studio import api
+from studio.core.errors import WorkerError
+from tests.conftest import SAMPLES
+from tests.export.conftest import conv_model
+from tests.hostile_models import conv_without_weight
+
+
+def _element_types(xml_path) -> set[str]:
+    text = xml_path.read_text()
+    return {t.split('"')[0] for t in text.split('element_type="')[1:]}
+
+
+def test_fp32_ir_runs_like_the_original(cnn_export):
+    xml = cnn_export.bundle / "openvino" / "model.xml"
+    assert "f16" not in _element_types(xml)          # save_model compresses by default; FP32 must not
+    compiled = ov.Core().compile_model(str(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    x = np.random.default_rng(5).standard_normal((3, 3, 32, 32)).astype(np.float32)   # dynamic batch kept
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(str(SAMPLES / "cnn_unfused.onnx"), so).run(None, {"input": x})[0]
+    np.testing.assert_allclose(compiled({"input": x})[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_fp16_compressed_weights(tmp_path):
+    model = conv_model(tmp_path / "m" / "convnet.onnx", channels=64)
+    fp32 = api.export(api.load(model), "openvino", tmp_path / "a", zip=False)
+    fp16 = api.export(api.load(model), "openvino", tmp_path / "b", precision="fp16", zip=False)
+    a32, a16 = fp32.target("openvino").artifacts[0], fp16.target("openvino").artifacts[0]
+    assert a32.precision == "fp32" and a16.precision == "fp16"
+    assert "f16" in _element_types(fp16.bundle / a16.path)
+    assert (fp16.bundle / "openvino" / "model.bin").stat().st_size < 0.6 * (fp32.bundle / "openvino" / "model.bin").stat().st_size
+    assert a16.verification.ok and a16.verification.criteria.startswith("fp16") and "cosine" in a16.verification.criteria
+    assert fp16.manifest["deploy"]["precision"] == "fp16"
+
+
+def test_shapes_static_and_bounded(tmp_path):
+    model = conv_model(tmp_path / "m" / "convnet.onnx")
+    static = api.export(api.load(model), "openvino", tmp_path / "s", shapes=["x=2x3x16x16"], zip=False)
+    bounded = api.export(api.load(model), "openvino", tmp_path / "b", shapes=["x=1x3x16x16:2x3x16x16:8x3x16x16"],
+                         zip=False)
+    core = ov.Core()
+    s = core.read_model(str(static.bundle / "openvino" / "model.xml")).inputs[0].get_partial_shape()
+    b = core.read_model(str(bounded.bundle / "openvino" / "model.xml")).inputs[0].get_partial_shape()
+    assert s.is_static and list(s.to_shape()) == [2, 3, 16, 16]
+    assert b[0].get_min_length() == 1 and b[0].get_max_length() == 8 and b[1].get_length() == 3
+    # Verification ran at the opt shape.
+    assert static.manifest["verification"]["input_shapes"] == {"x": [2, 3, 16, 16]}
+    assert static.target("openvino").artifacts[0].verification.ok and bounded.ok
+
+
+def test_ir_from_a_qdq_int8_model(qdq_model, tmp_path):
+    r = api.export(api.load(qdq_model), "openvino", tmp_path / "out", zip=False)
+    art = r.target("openvino").artifacts[0]
+    assert art.precision == "int8" and "QDQ" in art.label
+    assert "FakeQuantize" in (r.bundle / art.path).read_text()
+    assert art.verification.ok and art.verification.criteria.startswith("int8")
+
+
+def test_engine_refusal_is_a_clear_target_error(tmp_path):
+    r = api.export(api.load(SAMPLES / "gridsample_5d.onnx"), "openvino", tmp_path / "out")
+    t = r.target("openvino")
+    assert t.status == "error" and r.exit_code == 1
+    assert "GridSample" in t.message and "\n" not in t.message and "Check 'false'" not in t.message
+
+
+def test_openvino_segfault_stays_in_the_worker(tmp_path):
+    """88 bytes that make OpenVINO's ONNX reader segfault: the conversion job dies, the studio does not."""
+    from studio.core.sandbox import run_job
+    from studio.export import openvino  # noqa: F401  (registers the job)
+
+    path = tmp_path / "conv.onnx"
+    onnx.save(conv_without_weight(), path)
+    with pytest.raises(WorkerError) as info:
+        run_job("export.ov_convert", {"model_path": str(path), "xml_name": "model.xml", "compress_to_fp16": False,
+                                      "input_shapes": {}}, stage="OpenVINO conversion", out_dir=tmp_path / "out")
+    assert info.value.kind in ("crashed", "error") and "OpenVINO conversion" in str(info.value)
+    assert not any((tmp_path / "out").iterdir())
+    # The next conversion works (a fresh worker).
+    good = conv_model(tmp_path / "ok" / "convnet.onnx")
+    res = run_job("export.ov_convert", {"model_path": str(good), "xml_name": "model.xml", "compress_to_fp16": False,
+                                        "input_shapes": {}}, stage="OpenVINO conversion", out_dir=tmp_path / "out2")
+    assert (tmp_path / "out2" / "model.xml").exists() and res.data["inputs"][0]["name"] == "x"

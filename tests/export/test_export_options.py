@@ -1,0 +1,52 @@
+"""Options: targets, --shapes specs, validation, and the equivalent CLI command."""
+
+from __future__ import annotations
+
+import pytest
+
+from studio.core.errors import StudioError
+from studio.export.command import cli_command
+from studio.export.options import ExportOptions, ShapeRange, parse_shape_spec, parse_shapes, resolve_targets
+
+
+def test_targets_resolve_aliases_and_all():
+    assert resolve_targets("all") == ("onnxruntime", "openvino", "tensorrt", "triton")
+    assert resolve_targets(["trt", "ort,ov"]) == ("onnxruntime", "openvino", "tensorrt")
+    with pytest.raises(StudioError, match="unknown export target"):
+        resolve_targets("tflite")
+    with pytest.raises(StudioError, match="no export target"):
+        resolve_targets(",")
+
+
+def test_shape_specs():
+    name, rng = parse_shape_spec("input=1x3x224x224:4x3x224x224:8x3x224x224")
+    assert name == "input" and rng.min == (1, 3, 224, 224) and rng.max[0] == 8 and not rng.static
+    assert parse_shape_spec("x=2x5")[1].static
+    # The name is everything before the last '=': names with ':' and '=' work.
+    assert parse_shape_spec("in:0=a=1x2")[0] == "in:0=a"
+    for bad in ("x=1x2:3x4", "x=1x2:3x4:5", "=1x2", "x=axb", "x=4x2:2x2:8x2"):
+        with pytest.raises(StudioError):
+            parse_shape_spec(bad)
+    assert parse_shapes({"x": [1, 2], "y": ([1], [2], [3]), "z": "1x2"}) == {
+        "x": ShapeRange((1, 2), (1, 2), (1, 2)), "y": ShapeRange((1,), (2,), (3,)), "z": ShapeRange((1, 2), (1, 2), (1, 2))}
+
+
+def test_options_validate():
+    with pytest.raises(StudioError, match="precision"):
+        ExportOptions(precision="int4")
+    with pytest.raises(StudioError, match="optimization level"):
+        ExportOptions(ort_level="fast")
+    with pytest.raises(StudioError, match="max_batch"):
+        ExportOptions(max_batch=0)
+    opts = ExportOptions(targets=("ort",), shapes=["x=1x2"])
+    assert opts.targets == ("onnxruntime",) and opts.shapes["x"].static and opts.ort_portable
+    assert not ExportOptions(ort_level="all").ort_portable
+
+
+def test_cli_command_round_trips_the_options():
+    shapes = {"input ids": ShapeRange((1, 8), (2, 16), (4, 64))}
+    cmd = cli_command("my model.onnx", ["onnxruntime", "tensorrt"], preset="safe", precision="fp16", shapes=shapes,
+                      ort_level="basic", max_batch=4)
+    assert cmd == ("onnx-studio export 'my model.onnx' --target ort,tensorrt -o artifacts --preset safe "
+                   "--precision fp16 --shapes 'input ids=1x8:2x16:4x64' --ort-level basic --max-batch 4")
+    assert "--target all" in cli_command("m.onnx", ["onnxruntime", "openvino", "tensorrt", "triton"])

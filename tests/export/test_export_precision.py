@@ -1,0 +1,85 @@
+"""Precision plugs in by pass name: `--precision int8` runs `quantize-int8-static`
+(with `--calibration` data), `--precision fp16` runs `convert-fp16`; both through the
+verifying pipeline, and every artifact is verified with the precision's criterion."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from passes import registry
+from studio import api
+from studio.core.errors import StudioError
+from tests.conftest import assert_user_message
+from tests.export.conftest import conv_model
+
+
+def _ops(path) -> set[str]:
+    return {n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node}
+
+
+def test_int8_export_quantizes_and_verifies(tmp_path):
+    r = api.export(api.load(conv_model(tmp_path / "m" / "c.onnx", channels=16)), ["ort", "openvino"],
+                   tmp_path / "out", precision="int8", ort_format=False, zip=False)
+    assert r.ok, r.failures
+    deploy = r.manifest["deploy"]
+    assert deploy["precision"] == "int8"
+    rec = next(x for x in deploy["pipeline"] if x["name"] == "quantize-int8-static")
+    assert rec["modified"] and rec["verification"]["ok"]
+    ort_art = r.target("onnxruntime").artifacts[0]
+    assert ort_art.precision == "int8" and ort_art.verification.ok
+    assert ort_art.verification.criteria.startswith("int8") and "cosine" in ort_art.verification.criteria
+    assert _ops(r.bundle / ort_art.path) & {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "ConvInteger"}
+    assert r.target("openvino").artifacts[0].verification.ok
+
+
+def test_int8_uses_the_calibration_folder(tmp_path):
+    from PIL import Image
+
+    calib = tmp_path / "calib"
+    calib.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(6):
+        Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(calib / f"img{i}.png")
+    r = api.export(api.load(conv_model(tmp_path / "m" / "c.onnx", channels=16)), "ort", tmp_path / "out",
+                   precision="int8", calibration=calib, ort_format=False, zip=False)
+    assert r.ok, r.failures
+    rec = next(x for x in r.manifest["deploy"]["pipeline"] if x["name"] == "quantize-int8-static")
+    assert "image" in str(rec.get("details", {}).get("calibration", "")).lower()
+
+
+def test_fp16_export_converts_onnx_and_openvino(tmp_path):
+    r = api.export(api.load(conv_model(tmp_path / "m" / "c.onnx", channels=16)), ["ort", "openvino"],
+                   tmp_path / "out", precision="fp16", ort_format=False, zip=False)
+    assert r.ok, r.failures
+    assert r.manifest["deploy"]["precision"] == "fp16"
+    assert [x["name"] for x in r.manifest["deploy"]["pipeline"]] == ["convert-fp16"]
+    ort_art = r.target("onnxruntime").artifacts[0]
+    assert ort_art.precision == "fp16" and ort_art.verification.ok
+    weights = onnx.load(str(r.bundle / ort_art.path)).graph.initializer
+    assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in weights)
+    assert r.target("openvino").artifacts[0].precision == "fp16"
+
+
+def test_int8_without_the_pass_is_a_clear_error(tmp_path, monkeypatch):
+    """A build without the precision feature says what is missing (registry emptied of it)."""
+    monkeypatch.delitem(registry.PASS_MODULES, "quantize-int8-static")
+    monkeypatch.delitem(registry._REGISTRY, "quantize-int8-static", raising=False)
+    monkeypatch.setattr(registry, "_load_all", lambda: None)
+    with pytest.raises(StudioError) as info:
+        api.export(api.load(conv_model(tmp_path / "m" / "c.onnx")), "all", tmp_path / "out", precision="int8")
+    assert str(info.value) == "INT8 export needs the quantize-int8-static pass (not available in this build)"
+    assert_user_message(str(info.value))
+    assert not any((tmp_path / "out").iterdir())          # nothing half-written left behind
+
+
+def test_preset_runs_first_and_is_recorded(tmp_path):
+    from tests.conftest import SAMPLES
+
+    r = api.export(api.load(SAMPLES / "cnn_unfused.onnx"), "openvino", tmp_path / "out", preset="safe")
+    assert r.ok, r.failures
+    names = [rec["name"] for rec in r.manifest["deploy"]["pipeline"]]
+    assert "fuse-conv-bn" in names and r.manifest["deploy"]["same_as_source"] is False
+    fused = next(rec for rec in r.manifest["deploy"]["pipeline"] if rec["name"] == "fuse-conv-bn")
+    assert fused["modified"] and fused["verification"]["ok"]
