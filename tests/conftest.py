@@ -57,3 +57,19 @@ def light_models() -> list[Path]:
 
 def backend_models() -> list[Path]:
     return sorted(ONNX_DATA.glob("*/*/model.onnx")) + light_models()
+
+
+@pytest.fixture
+def app(monkeypatch):
+    """AppTest of the real app script: ``app(model_path=None, **env)``."""
+    from streamlit.testing.v1 import AppTest
+
+    def make(model: str | None = None, **env: str) -> AppTest:
+        if model:
+            monkeypatch.setenv("ONNX_STUDIO_MODEL", model)
+        else:
+            monkeypatch.delenv("ONNX_STUDIO_MODEL", raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        return AppTest.from_file(str(ROOT / "studio" / "ui" / "app.py"), default_timeout=120)
+    return make

@@ -1,0 +1,55 @@
+"""R29 in a real browser: session A opens a model whose OpenVINO read segfaults and
+checks it; session B, at the same time, inspects its own model. A sees the crash as a
+message, B's work completes, and the server lives on."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+
+from tests.conftest import SAMPLES
+from tests.e2e.conftest import wait_for_app
+from tests.hostile_models import conv_without_weight
+
+pytestmark = pytest.mark.browser
+
+
+def _new_page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    return context, page
+
+
+def _upload(page, url, path):
+    page.goto(url)
+    wait_for_app(page)
+    page.get_by_text("Upload an ONNX model").wait_for()
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
+
+
+def test_engine_crash_in_one_session_leaves_the_other_working(studio_server, browser, shots, tmp_path):
+    crash = tmp_path / "crash.onnx"
+    onnx.save(conv_without_weight(), crash)
+    server = studio_server()
+    ctx_a, a = _new_page(browser)
+    ctx_b, b = _new_page(browser)
+    try:
+        _upload(a, server.url, crash)
+        a.get_by_text("onnx.checker").first.wait_for()          # loaded, flagged, not crashed
+        a.get_by_role("link", name="Compatibility", exact=True).click()
+        # B starts its own work while A's check (and OpenVINO's segfault) runs in A's worker.
+        _upload(b, server.url, SAMPLES / "cnn_unfused.onnx")
+        a.get_by_text("OpenVINO crashed").first.wait_for(timeout=180_000)
+        shots(a, "session-a-engine-crashed")
+        nodes = b.locator('[data-testid="stMetric"]').filter(has_text="Nodes")
+        nodes.wait_for(timeout=120_000)
+        assert "37" in nodes.inner_text()
+        shots(b, "session-b-inspected")
+        assert server.alive()
+        # A keeps working after the crash: back to its overview.
+        a.get_by_role("link", name="Overview", exact=True).click()
+        a.get_by_text("onnx.checker").first.wait_for()
+    finally:
+        ctx_a.close()
+        ctx_b.close()
