@@ -52,7 +52,8 @@ class QuantizeInt8Static(StudioPass):
     # Options (JSON): config ("auto" | a name of passes.quant_tools.STATIC_CONFIGS), calibration
     # (.npz file or image folder), samples (random sets when no calibration data), method
     # (minmax | entropy | percentile), per_channel, target_cosine, fallback, nodes_to_exclude, dims,
-    # degenerate ("float": keep tensors with degenerate ranges in float | "warn").
+    # degenerate ("float": keep tensors with degenerate ranges in float | "warn"), qdq_only (only QDQ
+    # configurations: what OpenVINO and TensorRT accept; export sets it).
     def call(self, model: ir.Model) -> PassResult:
         from passes.quant_tools import AUTO_CANDIDATES, STATIC_CONFIGS
 
@@ -62,6 +63,13 @@ class QuantizeInt8Static(StudioPass):
             raise StudioError(f"unknown INT8 configuration {config[:40]!r}; choose auto or one of "
                               f"{', '.join(STATIC_CONFIGS)}", code="BAD-OPTION")
         names = AUTO_CANDIDATES if config == "auto" else (config,)
+        if opts.get("qdq_only"):
+            # QOperator models (QLinearConv...) run on ONNX Runtime only: OpenVINO's frontend fails on
+            # them and TensorRT's explicit quantization needs Q/DQ pairs.
+            names = tuple(n for n in names if STATIC_CONFIGS[n].quant_format == "QDQ")
+            if not names:
+                raise StudioError(f"INT8 configuration {config!r} is QOperator, but only QDQ was asked for",
+                                  code="BAD-OPTION")
         with tempfile.TemporaryDirectory(prefix="int8-", dir=".") as tmp:
             return _run(model, Path(tmp).resolve(), [STATIC_CONFIGS[n] for n in names], opts,
                         job_context(self))
@@ -142,6 +150,9 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
         raise StudioError(f"no INT8 configuration reaches cosine {target} on held-out inputs (best: {best.name}, "
                           f"cosine {best.cosine:.4f}); lower the target, give real calibration data, or keep fp32",
                           code="INT8-ACCURACY")
+    if getattr(chosen, "quant_format", None) == "QOperator" or "qop" in chosen.name:
+        warnings.append(f"{chosen.name} is a QOperator model: it runs on ONNX Runtime only (OpenVINO and TensorRT "
+                        "need QDQ; choose a qdq-* configuration or qdq_only for them)")
     if chosen.ratio is not None and chosen.ratio >= 1.0:
         warnings.append(f"INT8 ({chosen.description}) is slower than fp32 on this machine ({chosen.ratio:.2f}x of "
                         "fp32 latency): keep fp32 here, or use an engine with fast INT8 kernels")

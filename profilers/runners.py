@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from profilers.nvtx import ranges
+from studio.core.engines.sessions import ov_config, precision_name, read_onnx_model
 from studio.core.paths import safe_name
 
 __all__ = ["Runner", "open_runner"]
@@ -119,17 +120,6 @@ class OrtRunner(Runner):
 
 # ============================================================================ OpenVINO
 
-def _precision_name(value: Any) -> str:
-    for attr in ("to_string", "get_type_name"):
-        fn = getattr(value, attr, None)
-        if callable(fn):
-            try:
-                return str(fn())
-            except Exception:  # noqa: BLE001
-                continue
-    return str(value)
-
-
 class OvRunner(Runner):
     engine = "openvino"
 
@@ -139,19 +129,12 @@ class OvRunner(Runner):
         super().__init__()
         started = time.perf_counter_ns()
         import openvino as ov
-        from openvino.frontend import FrontEndManager
 
         self.timings["import_ms"] = _ms(started)
         self._ov = ov
         started = time.perf_counter_ns()
-        frontend = FrontEndManager().load_by_framework("onnx")   # the ONNX frontend only: never IR/TFLite/...
-        if frontend is None:
-            raise RuntimeError("OpenVINO's ONNX frontend is not available in this installation")
-        if not frontend.supported(model_path):
-            raise ValueError(f"{Path(model_path).name} is not an ONNX model (OpenVINO's ONNX frontend does not "
-                             "accept it)")
         with ranges().range("OpenVINO: load (ONNX frontend)"):
-            model = frontend.convert(frontend.load(model_path))
+            model = read_onnx_model(model_path)     # the ONNX frontend only: never IR/TFLite/...
         self.input_names: list[str] = []
         static: dict[int, list[int]] = {}
         arrays: list[np.ndarray] = []
@@ -173,21 +156,13 @@ class OvRunner(Runner):
                                "compiled with dynamic shapes"
                 static = {}
         self.timings["load_ms"] = _ms(started)
-        config: dict[str, Any] = {}
         precision = spec.get("precision") or "f32"
-        if precision != "default":
-            config["INFERENCE_PRECISION_HINT"] = precision
-        chosen_hint = hint or spec.get("hint")
-        if chosen_hint:
-            config["PERFORMANCE_HINT"] = str(chosen_hint)
-        if spec.get("threads"):
-            config["INFERENCE_NUM_THREADS"] = int(spec["threads"])
-        if perf_counters:
-            config["PERF_COUNT"] = True
+        cache_dir = None
         if cache:   # the model cache stays in the job folder (R27)
             cache_dir = out_dir / "ov_cache"
             cache_dir.mkdir(parents=True, exist_ok=True)
-            config["CACHE_DIR"] = str(cache_dir)
+        config = ov_config(precision=precision, hint=hint or spec.get("hint"), threads=spec.get("threads"),
+                           perf_counters=perf_counters, cache_dir=cache_dir)
         device = str(spec.get("device") or "CPU").upper()
         device = "CPU" if device in ("CPU", "") else device
         self.core = ov.Core()
@@ -203,7 +178,7 @@ class OvRunner(Runner):
         self.call = (self.request.infer, ())
         self.details = {
             "device": device, "precision_requested": precision,
-            "precision_effective": self._property("INFERENCE_PRECISION_HINT", _precision_name),
+            "precision_effective": self._property("INFERENCE_PRECISION_HINT", precision_name),
             "performance_hint": self._property("PERFORMANCE_HINT", str),
             "threads": self._property("INFERENCE_NUM_THREADS", int),
             "streams": self._property("NUM_STREAMS", str),

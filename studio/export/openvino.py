@@ -32,10 +32,6 @@ XML_NAME = "model.xml"
 BIN_NAME = "model.bin"
 
 
-class NotOnnxModel(ValueError):
-    """OpenVINO's ONNX frontend does not accept the file."""
-
-
 def ov_input_shapes(ctx: ExportContext) -> dict[str, list[list[int] | None]]:
     """Per constrained input, per axis [min, max] (equal: static; None: dynamic)."""
     from studio.export.reference import bound_shapes
@@ -154,12 +150,11 @@ def ov_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -
     """``convert_model`` (ONNX frontend only) -> optional reshape -> ``save_model`` into ``ctx.out_dir``."""
     ctx.set_stage("OpenVINO model read")
     import openvino as ov
-    from openvino.frontend import FrontEndManager
+
+    from studio.core.engines.sessions import check_onnx_for_openvino
 
     path = str(args["model_path"])
-    frontend = FrontEndManager().load_by_framework("onnx")
-    if frontend is None or not frontend.supported(path):
-        raise NotOnnxModel(f"{Path(path).name} is not accepted by OpenVINO's ONNX frontend")
+    check_onnx_for_openvino(path)            # ONNX frontend only: convert_model must not pick another
     ctx.set_stage("OpenVINO conversion")
     try:
         model = ov.convert_model(path)

@@ -48,9 +48,14 @@ def pass_registered(name: str) -> bool:
 
 
 def _pass_options(name: str, options: ExportOptions) -> dict:
-    if name == INT8_PASS and options.calibration is not None:
-        return {"calibration": str(options.calibration)}
-    return {}
+    if name != INT8_PASS:
+        return {}
+    # Deployment INT8 is explicit quantization (Q/DQ pairs): the only form OpenVINO and TensorRT
+    # take; QOperator models would run on ONNX Runtime alone.
+    opts: dict = {"qdq_only": True}
+    if options.calibration is not None:
+        opts["calibration"] = str(options.calibration)
+    return opts
 
 
 def choose_passes(options: ExportOptions, facts: ModelFacts) -> tuple[list[str], str, list[str]]:

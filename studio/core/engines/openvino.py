@@ -65,114 +65,26 @@ def _probe() -> Availability:
 
 # ============================================================================ jobs (worker side)
 
-class NotOnnxModel(ValueError):
-    """OpenVINO's ONNX frontend does not accept the file."""
-
-
-def _precision_name(value: Any) -> str:
-    for attr in ("to_string", "get_type_name"):
-        fn = getattr(value, attr, None)
-        if callable(fn):
-            try:
-                return str(fn())
-            except Exception:  # noqa: BLE001
-                continue
-    return str(value)
-
-
-def _onnx_output_names(path: str) -> list[str] | None:
-    try:
-        import onnx
-
-        model = onnx.load(path, load_external_data=False)
-        return [o.name for o in model.graph.output]
-    except Exception:  # noqa: BLE001 - fall back to OpenVINO's own order
-        return None
-
-
 @job("ov.run")
 def ov_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     ctx.set_stage("OpenVINO model read")
     import openvino as ov
-    from openvino.frontend import FrontEndManager
 
-    path = str(args["model_path"])
-    frontend = FrontEndManager().load_by_framework("onnx")
-    if frontend is None:
-        raise RuntimeError("OpenVINO's ONNX frontend is not available in this installation")
-    if not frontend.supported(path):
-        raise NotOnnxModel(f"{Path(path).name} is not an ONNX model (OpenVINO's ONNX frontend does not accept "
-                           "it); other formats are not read")
-    started = time.perf_counter()
-    model = frontend.convert(frontend.load(path))
-    read_ms = (time.perf_counter() - started) * 1000
+    from studio.core.engines.sessions import OvRunner
 
-    ctx.set_stage("OpenVINO compile")
-    device = str(args.get("device") or "CPU")
-    config: dict[str, Any] = {}
-    precision = args.get("precision") or "f32"
-    if precision != "default":
-        config["INFERENCE_PRECISION_HINT"] = precision
-    if args.get("performance_hint"):
-        config["PERFORMANCE_HINT"] = str(args["performance_hint"])
-    threads = args.get("intra_op_threads") or ctx.cpu_threads
-    if threads:
-        config["INFERENCE_NUM_THREADS"] = int(threads)
-    core = ov.Core()
-    started = time.perf_counter()
-    compiled = core.compile_model(model, device, config)
-    compile_ms = (time.perf_counter() - started) * 1000
-    try:
-        effective = _precision_name(compiled.get_property("INFERENCE_PRECISION_HINT"))
-    except Exception:  # noqa: BLE001 - not every device reports it
-        effective = None
-
-    inputs: dict[int, np.ndarray] = {}
-    expected = []
-    for index, port in enumerate(compiled.inputs):
-        names = port.get_names()
-        expected.append(sorted(names)[0] if names else f"#{index}")
-        match = next((n for n in names if n in arrays), None)
-        if match is None:
-            raise KeyError(f"missing feed for model input {sorted(names)[:3] or index}")
-        inputs[index] = arrays[match]
-
-    ctx.set_stage("OpenVINO inference")
-    request = compiled.create_infer_request()
-    started = time.perf_counter()
-    request.infer(inputs)
-    first_ms = (time.perf_counter() - started) * 1000
-
-    onnx_names = _onnx_output_names(path)
-    ports = list(compiled.outputs)
-    by_name: dict[str, int] = {}
-    for index, port in enumerate(ports):
-        for n in port.get_names():
-            by_name.setdefault(n, index)
-    if onnx_names is None or len(onnx_names) != len(ports):
-        onnx_names = [sorted(p.get_names())[0] if p.get_names() else f"output_{i}" for i, p in enumerate(ports)]
-    order = [by_name.get(n, i) for i, n in enumerate(onnx_names)]
+    runner = OvRunner(str(args["model_path"]), args, ctx)
     wanted = args.get("output_names")
-    if wanted:
-        missing = [n for n in wanted if n not in onnx_names]
-        if missing:
-            raise KeyError(f"unknown output name(s) {', '.join(map(repr, missing[:5]))}")
-        pairs = [(n, order[onnx_names.index(n)]) for n in wanted]
-    else:
-        pairs = list(zip(onnx_names, order))
-    values = [np.array(request.get_output_tensor(index).data, copy=True) for _, index in pairs]
-    encoded, out_arrays = encode_outputs([n for n, _ in pairs], values)
-    details = {
-        "device": device,
-        "precision_requested": precision,
-        "precision_effective": effective,
-        "read_ms": round(read_ms, 3),
-        "compile_ms": round(compile_ms, 3),
-        "session_ms": round(read_ms + compile_ms, 3),
-        "first_inference_ms": round(first_ms, 3),
-        "input_names": expected,
-        "output_names": onnx_names,
-    }
+    missing = [n for n in wanted or () if n not in runner.output_names]
+    if missing:
+        raise KeyError(f"unknown output name(s) {', '.join(map(repr, missing[:5]))}")
+    ctx.set_stage("OpenVINO inference")
+    started = time.perf_counter()
+    outputs = runner.infer(arrays, list(wanted) if wanted else None)
+    first_ms = (time.perf_counter() - started) * 1000
+    encoded, out_arrays = encode_outputs(list(outputs), list(outputs.values()))
+    details = {**{k: v for k, v in runner.details.items() if k != "engine_version"},
+               "first_inference_ms": round(first_ms, 3), "input_names": runner.input_names,
+               "output_names": runner.output_names}
     return JobOutput(data={"version": ov.get_version(), "outputs": encoded, "details": details},
                      arrays=out_arrays)
 

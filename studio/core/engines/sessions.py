@@ -69,32 +69,95 @@ class OrtRunner:
         self.session = None
 
 
+class NotOnnxModel(ValueError):
+    """OpenVINO's ONNX frontend does not accept the file."""
+
+
+def onnx_frontend() -> Any:
+    from openvino.frontend import FrontEndManager
+
+    frontend = FrontEndManager().load_by_framework("onnx")
+    if frontend is None:
+        raise RuntimeError("OpenVINO's ONNX frontend is not available in this installation")
+    return frontend
+
+
+def check_onnx_for_openvino(path: str | Path) -> Any:
+    """The ONNX frontend, after checking it accepts ``path``: no other frontend (IR, TFLite,
+    Paddle...) may ever claim a file given to the studio as ONNX."""
+    frontend = onnx_frontend()
+    if not frontend.supported(str(path)):
+        raise NotOnnxModel(f"{Path(path).name} is not an ONNX model (OpenVINO's ONNX frontend does not accept "
+                           "it); other formats are not read")
+    return frontend
+
+
+def read_onnx_model(path: str | Path) -> Any:
+    """An ``ov.Model`` read through the ONNX frontend only."""
+    frontend = check_onnx_for_openvino(path)
+    return frontend.convert(frontend.load(str(path)))
+
+
+def precision_name(value: Any) -> str:
+    """OpenVINO's element type as text ('f32', 'bf16')."""
+    for attr in ("to_string", "get_type_name"):
+        fn = getattr(value, attr, None)
+        if callable(fn):
+            try:
+                return str(fn())
+            except Exception:  # noqa: BLE001
+                continue
+    return str(value)
+
+
+def onnx_output_names(path: str | Path) -> list[str] | None:
+    """The model's output names in ONNX order (OpenVINO's order may differ)."""
+    try:
+        import onnx
+
+        model = onnx.load(str(path), load_external_data=False)
+        return [o.name for o in model.graph.output]
+    except Exception:  # noqa: BLE001 - fall back to OpenVINO's own order
+        return None
+
+
+def ov_config(*, precision: str = "f32", hint: str | None = None, threads: int | None = None,
+              perf_counters: bool = False, cache_dir: Path | None = None) -> dict[str, Any]:
+    """compile_model config: precision pinned (f32 unless asked; "default" leaves the plugin's
+    choice, bf16 on CPUs that have it), hint, threads, per-layer counters, model cache."""
+    config: dict[str, Any] = {}
+    if precision != "default":
+        config["INFERENCE_PRECISION_HINT"] = precision
+    if hint:
+        config["PERFORMANCE_HINT"] = str(hint)
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = int(threads)
+    if perf_counters:
+        config["PERF_COUNT"] = True
+    if cache_dir is not None:
+        config["CACHE_DIR"] = str(cache_dir)
+    return config
+
+
 class OvRunner:
     engine = "openvino"
 
     def __init__(self, path: str, args: Mapping[str, Any], ctx: JobContext) -> None:
         import openvino as ov
 
-        from studio.core.engines.openvino import NotOnnxModel, _onnx_output_names, _precision_name
-
-        frontend = _onnx_frontend()
-        if not frontend.supported(str(path)):
-            raise NotOnnxModel(f"{Path(path).name} is not an ONNX model (OpenVINO's ONNX frontend does not "
-                               "accept it)")
         started = time.perf_counter()
-        model = frontend.convert(frontend.load(str(path)))
-        config: dict[str, Any] = {}
+        model = read_onnx_model(path)
+        read_ms = (time.perf_counter() - started) * 1000
+        ctx.set_stage("OpenVINO compile")
         precision = args.get("precision") or "f32"
-        if precision != "default":
-            config["INFERENCE_PRECISION_HINT"] = precision
-        config["PERFORMANCE_HINT"] = str(args.get("performance_hint") or "LATENCY")
-        threads = args.get("intra_op_threads") or ctx.cpu_threads
-        if threads:
-            config["INFERENCE_NUM_THREADS"] = int(threads)
+        config = ov_config(precision=precision, hint=args.get("performance_hint") or "LATENCY",
+                           threads=args.get("intra_op_threads") or ctx.cpu_threads)
         device = str(args.get("device") or "CPU")
+        started = time.perf_counter()
         self.compiled = ov.Core().compile_model(model, device, config)
+        compile_ms = (time.perf_counter() - started) * 1000
         try:
-            effective = _precision_name(self.compiled.get_property("INFERENCE_PRECISION_HINT"))
+            effective = precision_name(self.compiled.get_property("INFERENCE_PRECISION_HINT"))
         except Exception:  # noqa: BLE001 - not every device reports it
             effective = None
         self.request = self.compiled.create_infer_request()
@@ -105,14 +168,14 @@ class OvRunner:
         for index, port in enumerate(ports):
             for n in port.get_names():
                 by_name.setdefault(n, index)
-        names = _onnx_output_names(str(path))
+        names = onnx_output_names(str(path))
         if names is None or len(names) != len(ports):
             names = [sorted(p.get_names())[0] if p.get_names() else f"output_{i}" for i, p in enumerate(ports)]
         self.output_names = names
         self.port_of = {n: by_name.get(n, i) for i, n in enumerate(names)}
         self.details = {"engine_version": ov.get_version(), "device": device, "precision_requested": precision,
-                        "precision_effective": effective,
-                        "session_ms": round((time.perf_counter() - started) * 1000, 3)}
+                        "precision_effective": effective, "read_ms": round(read_ms, 3),
+                        "compile_ms": round(compile_ms, 3), "session_ms": round(read_ms + compile_ms, 3)}
 
     def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
         inputs = {}
@@ -131,15 +194,6 @@ class OvRunner:
     def close(self) -> None:
         self.request = None
         self.compiled = None
-
-
-def _onnx_frontend() -> Any:
-    from openvino.frontend import FrontEndManager
-
-    frontend = FrontEndManager().load_by_framework("onnx")
-    if frontend is None:
-        raise RuntimeError("OpenVINO's ONNX frontend is not available in this installation")
-    return frontend
 
 
 def open_runner(engine: str, path: str | Path, args: Mapping[str, Any], ctx: JobContext) -> Runner:
