@@ -21,6 +21,7 @@ import onnx
 from onnx import ModelProto
 
 from studio.core.protowalk import iter_graphs
+from studio.core.protowalk import node_id as _node_id
 
 __all__ = [
     "KNOWN_CUSTOM_OPS",
@@ -168,17 +169,8 @@ class CustomOpInfo:
 
 
 def node_id(scope: str, node: onnx.NodeProto, index: int, seen: set[str] | None = None) -> str:
-    """The node id used across the studio (same scheme as the inspect summary)."""
-    local = node.name or f"{node.op_type}_{index}"
-    base = f"{scope}/{local}" if scope else local
-    if seen is None:
-        return base
-    nid, k = base, 1
-    while nid in seen:
-        k += 1
-        nid = f"{base}#{k}"
-    seen.add(nid)
-    return nid
+    """The studio-wide node id (``studio.core.protowalk.node_id``) of a NodeProto."""
+    return _node_id(scope, node.name, node.op_type, index, seen)
 
 
 def is_standard_op(domain: str, op_type: str, version: int) -> bool:

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from profilers.variants import EngineSpec, ProfileTarget
     from studio.export.results import ExportResult
 
-__all__ = ["Finding", "Report", "Version", "apply_fix", "check", "release_session", "export",
+__all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_overlay_data", "release_session", "export",
            "optimize", "add_optimized_version", "list_passes",
            "GraphDiff", "GraphIndex", "GraphView", "ModelHandle", "ModelSummary", "Overlay", "Table", "Workspace",
            "diff", "diff_html", "diff_region_view", "diff_summary", "diff_tables", "diff_versions", "diff_views",
@@ -140,6 +140,13 @@ def apply_fix(workspace: Workspace, version_id: str, fix: Finding | str, *, veri
     from diagnostics.fixes import apply_fix as _apply_fix
 
     return _apply_fix(workspace, version_id, fix, verify=verify, pool_key=pool_key)
+
+
+def compatibility_overlay_data(report: Report) -> dict[str, dict[str, str]]:
+    """The check report as Graph-page overlay data: per engine target, each node's status."""
+    from studio.graphview.overlays import compatibility_data
+
+    return compatibility_data(report.nodes)
 
 
 def release_session(pool_key: str) -> None:

@@ -110,3 +110,18 @@ def iter_tensors(model: ModelProto) -> Iterator[tuple[TensorProto, str]]:
         # Function attribute defaults can carry tensors too.
         for attr in fn.attribute_proto:
             yield from _attr_tensors(attr, f"function {fn.domain}::{fn.name} default")
+
+
+def node_id(scope: str, name: str, op_type: str, index: int, seen: set[str] | None = None) -> str:
+    """The node id used across the studio (summary, findings, graph, overlays): ``scope/name``,
+    ``op_type_index`` for an unnamed node, ``#k`` appended to repeats when ``seen`` is given."""
+    local = name or f"{op_type}_{index}"
+    base = f"{scope}/{local}" if scope else local
+    if seen is None:
+        return base
+    nid, k = base, 1
+    while nid in seen:
+        k += 1
+        nid = f"{base}#{k}"
+    seen.add(nid)
+    return nid

@@ -21,9 +21,11 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto
 
 from studio.core.model import ModelHandle
 from studio.core.protowalk import iter_graphs
+from studio.core.protowalk import (
+    node_id as summary_node_id,  # one id rule for every page
+)
 from studio.core.types import TensorInfo, value_info
 from studio.inspect.summary import ModelSummary
-from studio.inspect.summary import _node_id as summary_node_id  # one id rule for every page
 
 log = logging.getLogger(__name__)
 

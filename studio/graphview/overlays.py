@@ -279,3 +279,15 @@ def _from_data(ctx: OverlayContext) -> Iterable[Overlay]:
 
 register_overlay("model", _builtin)
 register_overlay("data", _from_data)
+
+
+def compatibility_data(verdicts: Iterable) -> dict[str, dict[str, str]]:
+    """``data["compatibility"]`` from a check report's node verdicts (objects with ``engine``,
+    ``target``, ``node``, ``status``): one overlay per engine target; the report's
+    "restricted" is this overlay's "partial"."""
+    out: dict[str, dict[str, str]] = {}
+    for v in verdicts:
+        status = {"restricted": "partial"}.get(v.status, v.status)
+        key = f"{v.engine} {v.target}".strip()
+        out.setdefault(key, {})[v.node] = status
+    return out

@@ -9,10 +9,10 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
-from onnx import ModelProto, defs
+from onnx import defs
 
 from studio.core.model import ModelHandle
-from studio.core.protowalk import iter_graphs
+from studio.core.protowalk import iter_graphs, node_id
 from studio.core.types import TensorInfo, value_info
 from studio.inspect.flops import Cost, node_cost, shape_lookup
 from studio.inspect.memory import MemoryEstimate, peak_activation
@@ -133,17 +133,6 @@ def _clip(text: str, n: int = MAX_TEXT) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _node_id(scope: str, name: str, op_type: str, index: int, seen: set[str]) -> str:
-    local = name or f"{op_type}_{index}"
-    base = f"{scope}/{local}" if scope else local
-    nid, k = base, 1
-    while nid in seen:
-        k += 1
-        nid = f"{base}#{k}"
-    seen.add(nid)
-    return nid
-
-
 def _is_known_op(domain: str, op_type: str, version: int) -> bool:
     try:
         return defs.has(op_type, domain) if version <= 0 else defs.has(op_type, version, domain)
@@ -199,7 +188,7 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
             else:
                 total = Cost(total.flops + cost.flops, total.macs + cost.macs)
                 by_op[n.op_type] += cost.flops
-            nodes.append(NodeInfo(_node_id(ref.scope, n.name, n.op_type, i, seen), n.name, n.op_type, dom,
+            nodes.append(NodeInfo(node_id(ref.scope, n.name, n.op_type, i, seen), n.name, n.op_type, dom,
                                   ref.scope, tuple(n.input), tuple(n.output),
                                   None if cost is None else cost.flops, None if cost is None else cost.macs))
 

@@ -138,3 +138,20 @@ def graph_index(handle: ModelHandle, summary, dims: dict[str, int] | None = None
     index is immutable and holds proto references."""
     return _graph_index(session_id(), handle.sha256, str(handle.path), tuple(sorted((dims or {}).items())),
                         summary is not None, handle, summary)
+
+
+# -- results other pages hand to the Graph page's overlays -------------------------
+_OVERLAY_DATA = "onnx_studio_overlay_data"
+
+
+def publish_overlay_data(sha256: str, key: str, value: object) -> None:
+    """Give the Graph page data for one model version (by content): ``compatibility``,
+    ``node_times`` or ``node_errors`` (studio.graphview.overlays documents each)."""
+    by_model = st.session_state.setdefault(_OVERLAY_DATA, {})
+    data = dict(by_model.get(sha256, {}))
+    data[key] = value
+    by_model[sha256] = data       # a new dict: the Graph page's view memo sees the change
+
+
+def overlay_data(sha256: str) -> dict | None:
+    return st.session_state.get(_OVERLAY_DATA, {}).get(sha256)

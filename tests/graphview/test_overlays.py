@@ -121,3 +121,20 @@ def test_unknown_overlay_name_is_a_clear_error(cnn):
     _, s, idx = cnn
     with pytest.raises(Exception, match="no overlay 'nope'.*op type"):
         api.graph_view(index=idx, summary=s, overlay="nope")
+
+
+def test_check_report_becomes_a_compatibility_overlay_on_the_right_nodes():
+    """The compatibility check's node ids are the graph's node ids, so its verdicts colour the graph."""
+    from studio import api
+    from tests.conftest import SAMPLES
+
+    handle = api.load(SAMPLES / "mmdeploy_grid_sampler.onnx")
+    report = api.check(handle, ("onnxruntime",), run=False)
+    data = api.compatibility_overlay_data(report)
+    index = api.graph_index(handle, api.inspect(handle))
+    overlays = api.graph_overlays(index, None, {"compatibility": data})
+    name = next(n for n in overlays if n.startswith("compatibility: onnxruntime"))
+    values = overlays[name].values
+    graph_ids = {n.id for n in index.graph.nodes}
+    assert values and set(values) <= graph_ids
+    assert values["/grid_sampler"] == "unsupported" and values["/conv/Conv"] == "supported"

@@ -97,7 +97,8 @@ def test_per_op_time_feeds_the_graph_overlay(app):
     at.selectbox(key="profile_ops_variant").set_value("t0-ov").run()
     at.button(key="profile_to_graph").click().run()
     assert not at.exception
-    times = at.session_state["graph_overlay_data"]["node_times"]
+    v0_sha = at.session_state["onnx_studio_workspace"].version("v0").sha256
+    times = at.session_state["onnx_studio_overlay_data"][v0_sha]["node_times"]
     assert "/conv1/Conv" in times and all(v >= 0 for v in times.values())
     assert at.session_state["onnx_studio_version"] == "v0"     # the profiled version is the one shown
     at.switch_page("views/graph.py").run()

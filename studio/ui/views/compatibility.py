@@ -52,6 +52,7 @@ def _report(handle, engines, eps, trt) -> Report | None:
         if len(cache) > 16:
             cache.clear()
         cache[key] = report
+        state.publish_overlay_data(handle.sha256, "compatibility", api.compatibility_overlay_data(report))
     return cache[key]
 
 

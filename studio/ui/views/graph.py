@@ -103,7 +103,7 @@ def _overview(handle, summary, index, overlays) -> None:
     query = c3.text_input("Search nodes, op types, tensors", key="graph_query")
     expanded = _expanded(handle.sha256)
     memo_key = (state.session_id(), handle.sha256, level, tuple(sorted(expanded)), overlay, query,
-                id(index), id(st.session_state.get("graph_overlay_data")))
+                id(index), id(state.overlay_data(handle.sha256)))
     view, option = _memo_view(memo_key, lambda: widgets.guarded(
         lambda: api.graph_view(index=index, summary=summary, level=level, expanded=expanded,
                                overlay=overlays[overlay], query=query), spinner="Laying out the graph…"))
@@ -279,7 +279,7 @@ def render() -> None:
             st.session_state.setdefault("graph_with_shapes", set()).add(handle.sha256)
             st.rerun()
     mode = st.radio("View", MODES, horizontal=True, key="graph_mode", label_visibility="collapsed")
-    overlays = api.graph_overlays(index, summary, st.session_state.get("graph_overlay_data"))
+    overlays = api.graph_overlays(index, summary, state.overlay_data(handle.sha256))
     if mode == "Overview":
         _overview(handle, summary, index, overlays)
         level = st.session_state.get("graph_level")

@@ -120,7 +120,8 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
         target = profile.variant(vid).variant.target_index
         if target < len(versions_run) and st.button("Colour the graph by this time", key="profile_to_graph"):
             # The Graph page's documented input: data["node_times"] = {node id: seconds}.
-            st.session_state["graph_overlay_data"] = {"node_times": ops.node_times_s()}
+            state.publish_overlay_data(state.workspace().version(versions_run[target]).sha256, "node_times",
+                                       ops.node_times_s())
             state.set_current(versions_run[target])
             st.success(f"On the Graph page, pick the 'time share' overlay ({vid}, version "
                        f"{widgets.md_escape(versions_run[target], 20)}).")

@@ -109,6 +109,8 @@ def render() -> None:
         result = widgets.run_stoppable("Comparing", work)
         if result is not None:
             st.session_state[_RESULT] = result
+            if result.layerwise is not None:      # per-node error: the Graph page's "numeric error" overlay
+                state.publish_overlay_data(ha.sha256, "node_errors", result.layerwise.node_errors())
     result = st.session_state.get(_RESULT)
     if result is not None:
         _show(result, "verify")
