@@ -35,3 +35,17 @@ def test_mmdeploy_fix_turns_onnxruntime_green(app):
     assert "❌ fails" not in text
     assert "✅ runs" in text
     assert not any(b.label.startswith("Fix: legalize") for b in at.button)
+
+
+def test_check_colours_the_graph(app):
+    """After a check, the Graph page offers one compatibility overlay per engine."""
+    from tests.conftest import SAMPLES
+
+    at = app(str(SAMPLES / "mmdeploy_grid_sampler.onnx")).run()
+    at.switch_page("views/compatibility.py").run()
+    assert not at.exception
+    at.switch_page("views/graph.py").run()
+    assert not at.exception
+    options = at.selectbox(key="graph_overlay").options
+    assert any(o.startswith("compatibility: onnxruntime") for o in options)
+    assert any(o.startswith("compatibility: openvino") for o in options)
