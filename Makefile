@@ -26,7 +26,7 @@ test-deps: install
 	bash scripts/ensure_test_deps.sh
 
 test: test-deps samples
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto --maxprocesses=4 $(PYTEST_ARGS)
 
 test-fast: install
 	$(PY) -m pytest -m "not slow and not browser" -x -q $(PYTEST_ARGS)
