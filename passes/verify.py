@@ -220,21 +220,14 @@ class RunSets:
 
 def run_sets(model_path: Path, feed_sets: list[Feeds], *, full: bool, limits: Limits | None,
              pool_key: str, stage: str, data_dir: Path | None = None) -> RunSets:
-    from studio.core.engines.base import decode_outputs
+    from studio.core.engines.base import decode_output_sets
 
     res = run_job("passes.reference_outputs", {"model_path": str(model_path), "count": len(feed_sets),
                                                "data_dir": str(data_dir) if data_dir else "",
                                                "full_check": full},
                   _pack(feed_sets), stage=stage, limits=limits, pool_key=pool_key)
-    outs, errs = [], []
-    for s in res.data["sets"]:
-        if "error" in s:
-            outs.append(None)
-            errs.append(s["error"])
-        else:
-            outs.append(decode_outputs(s, res.arrays))
-            errs.append(None)
-    return RunSets(tuple(outs), tuple(errs), res.data.get("check"))
+    outs, errs = decode_output_sets(res.data["sets"], res.arrays)
+    return RunSets(outs, errs, res.data.get("check"))
 
 
 # ---------------------------------------------------------------------------- verifier
@@ -310,10 +303,9 @@ class Verifier:
                           limits=self.limits, pool_key=self.pool_key)
         except (WorkerError, StudioError):
             return None
-        from studio.core.engines.base import decode_outputs
+        from studio.core.engines.base import decode_output_sets
 
-        outs = tuple(None if "error" in s else decode_outputs(s, res.arrays) for s in res.data["sets"])
-        return RunSets(outs, tuple(s.get("error") for s in res.data["sets"]), None)
+        return RunSets(*decode_output_sets(res.data["sets"], res.arrays), None)
 
     @property
     def computed(self) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from studio.core.engines import RunOptions, get_engine, resolve_engine_name
-from studio.core.engines.base import check_model_file, decode_outputs, encode_outputs, require_available
+from studio.core.engines.base import check_model_file, decode_output_sets, encode_outputs, require_available
 from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
@@ -155,12 +155,5 @@ def run_feed_sets(model_path: Path, engine: str, feed_sets: Sequence[Feeds], *,
         if friendly:
             raise StudioError(friendly, code="UNSUPPORTED-OP") from None
         raise
-    outs, errs = [], []
-    for s in res.data["sets"]:
-        if "error" in s:
-            outs.append(None)
-            errs.append(s["error"])
-        else:
-            outs.append(decode_outputs(s, res.arrays))
-            errs.append(None)
-    return SetRuns(canonical, tuple(outs), tuple(errs), dict(res.data.get("details", {})), res.peak_rss_bytes)
+    outs, errs = decode_output_sets(res.data["sets"], res.arrays)
+    return SetRuns(canonical, outs, errs, dict(res.data.get("details", {})), res.peak_rss_bytes)

@@ -80,6 +80,19 @@ def cli_hint(command: str) -> None:
         st.code(command, language="bash")
 
 
+def page_model(title: str):
+    """Title, then the current (handle, version); an info line and None when no model is open."""
+    st.title(title)
+    version = state.current_version()
+    handle = state.current_handle() if version is not None else None
+    if handle is None:
+        st.info("Open a model on the Overview page first.")
+        return None
+    st.caption(f"Version {version.id} · {md_escape(version.label, 60)} · {md_escape(handle.name, 80)} · "
+               f"sha256 {handle.short_sha}")
+    return handle, version
+
+
 def version_picker() -> None:
     """Sidebar selector over the workspace's versions."""
     ws = state.workspace()

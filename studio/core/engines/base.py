@@ -303,6 +303,21 @@ def decode_outputs(data: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) ->
     return {name: decode_value(enc, arrays) for name, enc in data["outputs"]}
 
 
+def decode_output_sets(sets: list[Mapping[str, Any]], arrays: Mapping[str, np.ndarray]
+                       ) -> tuple[tuple[dict[str, Any] | None, ...], tuple[str | None, ...]]:
+    """Parent side of a job that ran several feed sets: (outputs or None, error or None) per set."""
+    outs: list[dict[str, Any] | None] = []
+    errs: list[str | None] = []
+    for s in sets:
+        if "error" in s:
+            outs.append(None)
+            errs.append(s["error"])
+        else:
+            outs.append(decode_outputs(s, arrays))
+            errs.append(None)
+    return tuple(outs), tuple(errs)
+
+
 def encode_outputs(names: list[str], values: list[Any]) -> tuple[list[list[Any]], dict[str, np.ndarray]]:
     arrays: dict[str, np.ndarray] = {}
     encoded = [[name, encode_value(value, f"o{i}", arrays)] for i, (name, value) in enumerate(zip(names, values))]

@@ -154,18 +154,14 @@ def _findings(report: Report) -> None:
 
 
 def render() -> None:
-    st.title("Compatibility")
-    handle = state.current_handle()
-    if handle is None:
-        st.info("Open a model on the Overview page first.")
+    opened = widgets.page_model("Compatibility")
+    if opened is None:
         return
+    handle, _ = opened
     fixed = st.session_state.pop("compat_fixed", None)
     if fixed:
         st.success(f"Applied {widgets.md_escape(fixed[0], 60)} → version {widgets.md_escape(fixed[1], 20)}; "
                    "re-checked below.")
-    current = state.current_version()
-    st.caption(f"Version {widgets.md_escape(current.id if current else '?')} · {widgets.md_escape(handle.name, 80)} · "
-               f"sha256 {handle.sha256[:12]}")
     engines, eps, trt = _options()
     if st.button("Re-run check", key="compat_rerun"):
         st.session_state.pop("compat_reports", None)

@@ -156,13 +156,10 @@ def _report(saved: dict) -> None:
 
 
 def render() -> None:
-    st.title("Export")
-    handle = state.current_handle()
-    version = state.current_version()
-    if handle is None or version is None:
-        st.info("Open a model on the Overview page first.")
+    opened = widgets.page_model("Export")
+    if opened is None:
         return
-    st.caption(f"Version {version.id} · {widgets.md_escape(version.label, 60)} · {handle.short_sha}")
+    handle, version = opened
     c1, c2, c3 = st.columns([3, 2, 2])
     targets = c1.multiselect("Targets", list(TARGETS), default=list(TARGETS), format_func=_LABELS.__getitem__,
                              key="exp_targets")

@@ -256,11 +256,10 @@ def _diff() -> None:
 
 
 def render() -> None:
-    st.title("Graph")
-    handle = state.current_handle()
-    if handle is None:
-        st.info("Open a model on the Overview page first.")
+    opened = widgets.page_model("Graph")
+    if opened is None:
         return
+    handle, _ = opened
     # A huge model is drawn before inspect; shapes and FLOPs come on request or with a node's details.
     fast = api.graph_prefers_fast_path(handle) and handle.sha256 not in st.session_state.get("graph_with_shapes", set())
     summary = None

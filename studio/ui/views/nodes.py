@@ -31,11 +31,10 @@ def _node_table(summary, query: str, ops: list[str]) -> pd.DataFrame:
 
 
 def render() -> None:
-    st.title("Nodes")
-    handle = state.current_handle()
-    if handle is None:
-        st.info("Open a model on the Overview page first.")
+    opened = widgets.page_model("Nodes")
+    if opened is None:
         return
+    handle, _ = opened
     summary = widgets.guarded(lambda: state.summary(handle, state.dims()), spinner="Inspecting the model…")
     if summary is None:
         return

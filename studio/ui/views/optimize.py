@@ -132,13 +132,10 @@ def _report(saved: dict) -> None:
 
 
 def render() -> None:
-    st.title("Optimize")
-    handle = state.current_handle()
-    version = state.current_version()
-    if handle is None or version is None:
-        st.info("Open a model on the Overview page first.")
+    opened = widgets.page_model("Optimize")
+    if opened is None:
         return
-    st.caption(f"Version {version.id} · {widgets.md_escape(version.label, 60)} · {handle.short_sha}")
+    handle, version = opened
     cat = catalog()
     preset, passes = _choose(cat)
     options = _options(passes, handle)

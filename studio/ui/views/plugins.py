@@ -189,11 +189,10 @@ def _package_section(sig, handle, edited: dict[str, str]) -> None:
 
 
 def render() -> None:
-    st.title("Plugins")
-    handle = state.current_handle()
-    if handle is None:
-        st.info("Open a model on the Overview page first.")
+    opened = widgets.page_model("Plugins")
+    if opened is None:
         return
+    handle, _ = opened
     op = _pick_op(handle)
     if not op:
         return

@@ -47,13 +47,10 @@ def _save_buttons(report, parent_id: str) -> None:
 
 
 def render() -> None:
-    st.title("Precision")
-    current = state.current_version()
-    if current is None:
-        st.info("Open a model on the Overview page first.")
+    opened = widgets.page_model("Precision")
+    if opened is None:
         return
-    handle = state.workspace().handle(current.id)
-    st.caption(widgets.md_escape(f"Model: {current.id} · {current.label} ({handle.path.name})", 200))
+    handle, current = opened
     auto = list(default_variants(handle.proto))
     chosen = st.multiselect("Variants", list(VARIANTS), default=auto, key="precision_variants",
                             format_func=lambda n: f"{n} — {VARIANTS[n].label}")
