@@ -1,13 +1,22 @@
 """Apply a finding's fix: its registered pass, through the verifying pipeline,
-saved as a new workspace version (the original version is never touched)."""
+saved as a new workspace version (the original version is never touched).
+
+A fix pass may need options to fix *this* model: convert-opset its target (the
+finding carries it), fix-input-shapes the dim values (the user gives them).
+``fix_options`` joins the two so the UI button and ``check --fix`` behave alike.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 from studio.core.errors import StudioError
 from studio.core.findings import Finding
 from studio.core.workspace import Version, Workspace
 
-__all__ = ["apply_fix", "fix_name", "fix_to_file"]
+__all__ = ["apply_fix", "default_dims", "fix_name", "fix_options", "fix_to_file"]
 
 
 def fix_name(fix: Finding | str) -> str:
@@ -22,30 +31,65 @@ def fix_name(fix: Finding | str) -> str:
     return name
 
 
+def fix_options(name: str, *, finding: Finding | None = None, options: Mapping[str, Any] | None = None,
+                dims: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """The options fix pass ``name`` runs with: the finding's, then the user's; dims for fix-input-shapes."""
+    opts: dict[str, Any] = dict(finding.fix_options or {}) if finding is not None else {}
+    opts.update(options or {})
+    if name == "fix-input-shapes":
+        opts.setdefault("dims", dict(dims or {}))
+        if not opts["dims"]:
+            raise StudioError("fix-input-shapes needs a value for each dynamic dim to fix (--dim NAME=VALUE, or the "
+                              "dim boxes next to the Fix button)", code="BAD-OPTION")
+    if name == "convert-opset" and "target" not in opts:
+        from diagnostics.lint import FIX_TARGET_OPSET
+
+        opts["target"] = FIX_TARGET_OPSET
+    return opts
+
+
+def default_dims(model_path: Path) -> dict[str, int]:
+    """Each symbolic input dim with the value tests would use (1 for batch, 16 for sequence...),
+    as the starting values a user edits before fixing the dims."""
+    import onnx
+
+    from studio.core.feeds import choose_dims, input_specs
+
+    return choose_dims(input_specs(onnx.load_model(str(model_path), load_external_data=False)))
+
+
 def apply_fix(workspace: Workspace, version_id: str, fix: Finding | str, *, verify: bool = True,
+              options: Mapping[str, Any] | None = None, dims: Mapping[str, int] | None = None,
               pool_key: str = "default") -> Version:
     from passes.pipeline import run_pipeline
     from passes.registry import make_pass
 
     name = fix_name(fix)
-    pass_ = make_pass(name)             # unknown names: StudioError listing the known passes
+    finding = fix if isinstance(fix, Finding) else None
+    pass_ = make_pass(name, **fix_options(name, finding=finding, options=options, dims=dims))
     source = workspace.version(version_id)
     handle = workspace.handle(version_id)
     out_dir = workspace.job_dir(f"fix-{name}")
-    result = run_pipeline(handle.path, [pass_], out_dir / f"{handle.name}.onnx", verify=verify, pool_key=pool_key)
+    result = run_pipeline(handle.path, [pass_], out_dir / f"{handle.name}.onnx", verify=verify, pool_key=pool_key,
+                          dims=dims)
     if not result.ok:
         raise StudioError(f"fix '{name}' was not applied: {result.summary()}", code="FIX-FAILED")
     if not result.modified:
-        raise StudioError(f"fix '{name}' changed nothing in version {source.id}", code="FIX-NOOP")
-    provenance = {"fix": name, "finding": fix.to_dict() if isinstance(fix, Finding) else None,
+        notes = "; ".join(n for r in result.records for n in r.notes)
+        raise StudioError(f"fix '{name}' changed nothing in version {source.id}" + (f" ({notes})" if notes else ""),
+                          code="FIX-NOOP")
+    provenance = {"fix": name, "options": pass_.options, "finding": finding.to_dict() if finding else None,
                   "pipeline": result.lineage(), "reference": result.reference}
     return workspace.add_file(result.output, label=f"fix: {name}", parent=source.id, provenance=provenance)
 
 
-def fix_to_file(model_path, names: list[str], output, *, verify: bool = True, pool_key: str = "default"):
-    """CLI path: run fix passes on a model file and save the verified result to ``output``."""
-    from pathlib import Path
+def fix_to_file(model_path, names: list[str], output, *, verify: bool = True,
+                options: Mapping[str, Mapping[str, Any]] | None = None, dims: Mapping[str, int] | None = None,
+                pool_key: str = "default"):
+    """CLI path: run fix passes on a model file and save the verified result to ``output``.
 
+    Nothing is left at ``output`` when the fix fails or changes nothing: a file
+    there would look fixed and get deployed."""
     from passes.pipeline import run_pipeline
     from passes.registry import make_pass
     from studio.core.paths import check_regular_file
@@ -55,8 +99,15 @@ def fix_to_file(model_path, names: list[str], output, *, verify: bool = True, po
         raise StudioError("--output must differ from the model: the original file is never modified", code="BAD-PATH")
     if output.exists():
         check_regular_file(output, max_bytes=None, label="output")
-    result = run_pipeline(Path(model_path).resolve(), [make_pass(n) for n in names], output.resolve(), verify=verify,
-                          pool_key=pool_key)
-    if not result.ok:
-        raise StudioError(f"fix not applied: {result.summary()}", code="FIX-FAILED")
+    passes = [make_pass(n, **fix_options(n, options=(options or {}).get(n), dims=dims)) for n in names]
+    result = run_pipeline(Path(model_path).resolve(), passes, output.resolve(), verify=verify, pool_key=pool_key,
+                          dims=dims)
+    if not result.ok or not result.modified:
+        for leftover in (output, output.with_name(output.name + ".data")):
+            leftover.unlink(missing_ok=True)
+        if not result.ok:
+            raise StudioError(f"fix not applied: {result.summary()}", code="FIX-FAILED")
+        notes = "; ".join(n for r in result.records for n in r.notes)
+        raise StudioError("the fix changed nothing, so no file was written" + (f" ({notes})" if notes else ""),
+                          code="FIX-NOOP")
     return result

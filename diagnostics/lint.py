@@ -26,6 +26,8 @@ __all__ = ["full_check_finding", "lint_model", "output_shape_findings"]
 
 # Below this ai.onnx opset, engines' kernels thin out (ORT's start at 7 for most ops, TensorRT's parser at 9).
 OLDEST_COMMON_OPSET = 7
+# What the opset fix converts to: LayerNormalization's opset, parsed by every engine we target.
+FIX_TARGET_OPSET = 17
 
 
 @job("diagnostics.full_check")
@@ -145,8 +147,8 @@ def lint_model(model: ModelProto, *, custom_ops: Sequence[CustomOpInfo] = (), sh
     default = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if default is not None and default < OLDEST_COMMON_OPSET:
         out.append(Finding("OPSET-TOO-OLD", "warning", f"ai.onnx opset {default} is older than {OLDEST_COMMON_OPSET}: "
-                           "many engine kernels start later", fix_hint="convert the model to a newer opset",
-                           fix_pass="convert-opset", source="opset_import"))
+                           "many engine kernels start later", fix_hint=f"convert the model to opset {FIX_TARGET_OPSET}",
+                           fix_pass="convert-opset", source="opset_import", fix_options={"target": FIX_TARGET_OPSET}))
 
     # Custom ops (engine-specific findings come from each engine's check).
     for info in custom_ops:

@@ -114,9 +114,9 @@ _registry_memo: dict[str, tuple[KernelRegistry, list[str]]] = {}
 
 
 def _cache_file(version: str) -> Path:
-    from studio.core.workspace import default_root
+    from studio.core.workspace import user_cache_dir
 
-    return default_root() / "cache" / f"ort-kernels-{re.sub(r'[^0-9A-Za-z.+-]', '_', version)}.json"
+    return user_cache_dir() / f"ort-kernels-{re.sub(r'[^0-9A-Za-z.+-]', '_', version)}.json"
 
 
 def kernel_registry(*, pool_key: str = "default", limits: Limits | None = None) -> tuple[KernelRegistry, list[str]]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from diagnostics.base import EngineCheck, first_line, verdict_from
 from diagnostics.custom_ops import STANDARD_DOMAINS, lookup, trt_plugin_available
+from diagnostics.lint import FIX_TARGET_OPSET
 from diagnostics.node_context import NodeCtx
 from diagnostics.support_tables import normalize_trt_version, tensorrt_table
 from studio.core.engines.base import module_present
@@ -221,16 +222,19 @@ def check_tensorrt(model_path: Path, nodes: Sequence[NodeCtx], opsets: dict[str,
                                            n.domain, target, "build and register the plugin library before building "
                                            "the engine", known.fix_pass if known else None, "custom-op knowledge base"))
     default_opset = opsets.get("", 0)
+    new_target = max(table["opset_min"], min(FIX_TARGET_OPSET, table["opset_max"] or FIX_TARGET_OPSET))
     if default_opset and default_opset < table["opset_min"]:
         result.findings.append(Finding("OPSET-TOO-OLD", "error", f"TensorRT {table['version']} parses ai.onnx opsets "
                                        f"{table['opset_min']}-{table['opset_max']}; the model uses {default_opset}",
-                                       ENGINE, target=target, fix_hint="convert the model to a newer opset",
-                                       fix_pass="convert-opset", source=f"support table {table['version']}"))
+                                       ENGINE, target=target, fix_hint=f"convert the model to opset {new_target}",
+                                       fix_pass="convert-opset", source=f"support table {table['version']}",
+                                       fix_options={"target": new_target}))
     elif table["opset_max"] and default_opset > table["opset_max"]:
         result.findings.append(Finding("OPSET-TOO-NEW", "warning", f"TensorRT {table['version']} documents ai.onnx "
                                        f"opsets up to {table['opset_max']}; the model uses {default_opset}", ENGINE,
-                                       target=target, fix_hint="convert the model to an older opset",
-                                       fix_pass="convert-opset", source=f"support table {table['version']}"))
+                                       target=target, fix_hint=f"convert the model to opset {table['opset_max']}",
+                                       fix_pass="convert-opset", source=f"support table {table['version']}",
+                                       fix_options={"target": table["opset_max"]}))
     if major == "11":
         result.notes.append("TensorRT 11: strongly typed networks only (FP16/BF16 from the model's types, INT8/FP8 "
                             "only from Q/DQ nodes; implicit INT8 calibration is gone); plugins should implement "

@@ -47,5 +47,9 @@ class ConvertOpset(StudioPass):
             raise StudioError(f"convert-opset: the ONNX version converters could not convert opset {current} to "
                               f"{target}; the model is unchanged", code="CONVERT-FAILED")
         changes = [Change("changed", (), f"ai.onnx opset {current} -> {target}")]
+        min_ir = onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", target)])
+        if converted.ir_version < min_ir:    # opset N needs IR >= M; an old IR with a new opset fails the checker
+            changes.append(Change("changed", (), f"IR version {converted.ir_version} -> {min_ir}"))
+            converted.ir_version = min_ir
         changes += label_diff(before, converted, f"adapted for opset {target}")
         return PassResult(converted, True, tuple(changes), {"opset_from": current, "opset_to": target})

@@ -23,6 +23,11 @@ class RemoveInitializersFromInputs(StudioPass):
         if not listed:
             return result(model, [])
         RemoveInitializersFromInputsPass()(model)
+        changes = []
+        if model.ir_version < 4:       # IR < 4 requires every initializer to be an input: move to IR 4
+            changes.append(Change("changed", (), f"IR version {model.ir_version} -> 4"))
+            model.ir_version = 4
         shown = ", ".join(repr(n) for n in listed[:5]) + (" ..." if len(listed) > 5 else "")
-        return result(model, [Change("changed", (), f"{len(listed)} initializer(s) no longer graph inputs: {shown}")],
+        changes.insert(0, Change("changed", (), f"{len(listed)} initializer(s) no longer graph inputs: {shown}"))
+        return result(model, changes,
                       inputs_removed=len(listed))

@@ -23,7 +23,7 @@ import onnx
 
 from studio.core.compare import Comparison, Tolerance, compare_outputs
 from studio.core.errors import StudioError, WorkerError
-from studio.core.feeds import Feeds, choose_dims, input_specs, random_feeds
+from studio.core.feeds import Feeds, choose_dims, flipped_flags, input_specs, random_feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 from studio.core.types import value_info
@@ -258,6 +258,9 @@ class Verifier:
             free = {k: v for k, v in chosen.items() if k not in self.user_dims}
             if free:
                 self.feed_sets.append(random_feeds(specs, {**chosen, **_alternative_dims(free)}, seed=1))
+            flipped = flipped_flags(self.feed_sets[0])
+            if flipped is not None:           # the other side of every If whose condition is an input
+                self.feed_sets.append(flipped)
         self._reference: RunSets | None = None
         self._reference_error: str | None = None
         self.reference_label = "ONNX Runtime CPU, graph optimizations off"

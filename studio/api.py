@@ -134,12 +134,14 @@ def check(handle: ModelHandle, engines: Sequence[str] | str = ("onnxruntime", "o
 
 
 def apply_fix(workspace: Workspace, version_id: str, fix: Finding | str, *, verify: bool = True,
+              options: Mapping[str, Any] | None = None, dims: Mapping[str, int] | None = None,
               pool_key: str = "default") -> Version:
     """Run the fix pass (a pass name, or a finding's ``fix_pass``) through the verifying pipeline
-    and add the result as a new version whose provenance records the fix and the pipeline."""
+    and add the result as a new version whose provenance records the fix and the pipeline.
+    ``options`` are the pass's options (a finding brings its own); ``dims`` fix-input-shapes' values."""
     from diagnostics.fixes import apply_fix as _apply_fix
 
-    return _apply_fix(workspace, version_id, fix, verify=verify, pool_key=pool_key)
+    return _apply_fix(workspace, version_id, fix, verify=verify, options=options, dims=dims, pool_key=pool_key)
 
 
 def compatibility_overlay_data(report: Report) -> dict[str, dict[str, str]]:

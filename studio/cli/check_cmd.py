@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from studio import api
-from studio.cli.common import parse_dims, print_json
+from studio.cli.common import parse_dims, parse_options, print_json
 from studio.core.fmt import printable
 
 NAME = "check"
@@ -26,9 +26,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(not-installed EPs are checked against shipped tables)")
     p.add_argument("--trt-version", default="10", choices=["10", "11"], help="TensorRT support table to use")
     p.add_argument("--no-run", action="store_true", help="create sessions but do not run the model once")
-    p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="value for a symbolic dim in the test run")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="value for a symbolic dim in the test run (and the value fix-input-shapes sets)")
     p.add_argument("--fix", action="append", metavar="PASS",
                    help="apply this fix pass first (repeatable; verified against the original), then check the result")
+    p.add_argument("--set", action="append", metavar="PASS.KEY=VALUE", dest="options",
+                   help="with --fix: a fix pass option, e.g. convert-opset.target=13 (repeatable)")
     p.add_argument("--output", metavar="PATH", help="with --fix: where to save the fixed model (required)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (docs/findings.md)")
 
@@ -45,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
 
         if not args.output:
             raise StudioError("--fix needs --output PATH for the fixed model (the original is never modified)")
-        result = fix_to_file(handle.path, args.fix, args.output)
+        result = fix_to_file(handle.path, args.fix, args.output, options=parse_options(args.options),
+                             dims=parse_dims(args.dim))
         if not args.json:
             print(f"fixed   {result.summary()}; saved {printable(str(args.output))} (verified: {result.reference})")
         handle = api.load(args.output)

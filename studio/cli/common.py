@@ -28,3 +28,19 @@ def parse_dims(items: list[str] | None) -> dict[str, int]:
 def print_json(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=2, default=str, allow_nan=False)
     sys.stdout.write("\n")
+
+
+def parse_options(items: list[str] | None) -> dict[str, dict]:
+    """['convert-opset.target=17'] -> {'convert-opset': {'target': 17}} (values parsed as JSON when they can be)."""
+    out: dict[str, dict] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        name, dot, opt = key.partition(".")
+        if not sep or not dot or not name or not opt:
+            raise StudioError(f"--set expects PASS.KEY=VALUE, got '{item[:60]}'")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        out.setdefault(name, {})[opt] = value
+    return out

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from studio import api
-from studio.cli.common import parse_dims, print_json
+from studio.cli.common import parse_dims, parse_options, print_json
 from studio.core.errors import StudioError
 from studio.core.fmt import human_count, printable
 
@@ -35,22 +35,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", help="also write the full report (JSON) to this file")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--list", action="store_true", help="list passes and presets with their descriptions")
-
-
-def parse_options(items: list[str] | None) -> dict[str, dict]:
-    """['convert-opset.target=17'] -> {'convert-opset': {'target': 17}} (values parsed as JSON when they can be)."""
-    out: dict[str, dict] = {}
-    for item in items or []:
-        key, sep, raw = item.partition("=")
-        name, dot, opt = key.partition(".")
-        if not sep or not dot or not name or not opt:
-            raise StudioError(f"--set expects PASS.KEY=VALUE, got '{item[:60]}'")
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = raw
-        out.setdefault(name, {})[opt] = value
-    return out
 
 
 def _print_list() -> None:

@@ -163,9 +163,20 @@ def random_feeds(specs: tuple[InputSpec, ...], dims: Mapping[str, int] | None = 
         if total > max_bytes:
             raise StudioError(f"inputs would need {total / 2**30:.1f} GiB (input '{s.name[:60]}' has shape "
                               f"{list(shape)}); set smaller values for its dims or give an .npz file")
-        value = _random_array(s, shape, rng)
+        value = np.asarray(_random_array(s, shape, rng))    # 0-d results come back as numpy scalars
         feeds[s.name] = [value] if s.kind == "sequence" else value
     return feeds
+
+
+def flipped_flags(feeds: Feeds) -> Feeds | None:
+    """``feeds`` with every one-element bool input negated, or None when there is none.
+
+    Such inputs are usually If conditions: one seeded set takes one branch only,
+    so a check that must cover both branches adds this set."""
+    flags = [k for k, v in feeds.items() if isinstance(v, np.ndarray) and v.dtype == np.bool_ and v.size == 1]
+    if not flags:
+        return None
+    return {k: (np.logical_not(v) if k in flags else v) for k, v in feeds.items()}
 
 
 def _random_array(s: InputSpec, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:

@@ -56,6 +56,8 @@ class Finding:
     fix_hint: str | None = None        # what to do, one line
     fix_pass: str | None = None        # a registered pass that fixes it (the UI offers "apply")
     source: str = ""                   # what produced it: "ORT kernel registry", "OpenVINO query_model"...
+    # Options the fix pass needs to fix *this* finding (e.g. convert-opset's target); not part of identity.
+    fix_options: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -200,6 +202,12 @@ class Report:
             if f.fix_pass:
                 score[f.fix_pass] += 1000 if f.is_error else (10 if f.severity == "warning" else 1)
         return tuple(name for name, _ in score.most_common())
+
+    def fix_options(self, name: str) -> dict[str, Any]:
+        """Options for fix pass ``name`` taken from the most severe finding that offers it."""
+        offering = [f for f in self.findings if f.fix_pass == name and f.fix_options]
+        offering.sort(key=lambda f: _RANK[f.severity])
+        return dict(offering[0].fix_options) if offering else {}
 
     def matrix(self) -> dict[str, dict[str, dict[str, int]]]:
         """``{op_type: {engine target label: {status: count}}}`` for the engines x op-type view."""

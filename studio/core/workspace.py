@@ -33,6 +33,12 @@ from studio.core.uploads import UploadedFile, write_upload
 log = logging.getLogger(__name__)
 
 
+def user_cache_dir() -> Path:
+    """Per-user cache of facts about installed tools (kernel registries, headers):
+    ``$XDG_CACHE_HOME/onnx-studio``, so a CLI run leaves nothing in the current folder."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "onnx-studio"
+
+
 def default_root() -> Path:
     """Workspace root: $ONNX_STUDIO_WORKSPACE, else ./workspace."""
     return Path(os.environ.get("ONNX_STUDIO_WORKSPACE", "workspace")).resolve()

@@ -19,6 +19,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from studio.core.workspace import user_cache_dir
+
 __all__ = ["Tool", "cmake", "cxx_compiler", "openvino_cmake_dir", "ort_include_dir", "tensorrt_available"]
 
 ORT_HEADER = "onnxruntime_lite_custom_op.h"
@@ -55,7 +57,7 @@ def openvino_cmake_dir() -> Tool:
 
 
 def _cache_root() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "onnx-studio" / "ort-headers"
+    return user_cache_dir() / "ort-headers"
 
 
 def ort_include_dir() -> Tool:

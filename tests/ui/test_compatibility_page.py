@@ -49,3 +49,29 @@ def test_check_colours_the_graph(app):
     options = at.selectbox(key="graph_overlay").options
     assert any(o.startswith("compatibility: onnxruntime") for o in options)
     assert any(o.startswith("compatibility: openvino") for o in options)
+
+
+def test_fix_input_shapes_uses_the_dims_given_on_the_page(app):
+    """DYNAMIC-SHAPE's fix takes the values typed next to the button; the new version has them."""
+    import onnx
+
+    at = app(str(SAMPLES / "transformer_block.onnx")).run()
+    at = _goto(at)
+    assert not at.exception
+    boxes = {n.label: n for n in at.number_input if n.key and n.key.startswith("compat_dim_")}
+    assert set(boxes) >= {"batch", "sequence"}
+    boxes["batch"].set_value(2)
+    at = boxes["sequence"].set_value(7).run()
+    cli = " ".join(c.value for c in at.code)
+    assert "--fix fix-input-shapes" in cli and "--dim batch=2" in cli and "--dim sequence=7" in cli
+    at = next(b for b in at.button if b.label == "Fix: fix-input-shapes").click().run()
+    assert not at.exception
+    assert any("Applied fix\\-input\\-shapes" in s.value for s in at.success)
+    from studio.ui import state
+
+    ws = at.session_state[state._WS]
+    latest = ws.versions[-1]
+    assert latest.label == "fix: fix-input-shapes"
+    model = onnx.load(ws.handle(latest.id).path, load_external_data=False)
+    dims = [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input]
+    assert dims[0][:2] == [2, 7]

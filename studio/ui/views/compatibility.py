@@ -114,12 +114,13 @@ def _nodes(report: Report) -> None:
                  hide_index=True, width="stretch", height=min(400, 40 + 35 * max(1, len(rows))))
 
 
-def _apply(pass_name: str) -> None:
+def _apply(pass_name: str, options: dict, dims: dict[str, int] | None = None) -> None:
     ws = state.workspace()
     current = state.current_version()
     if current is None:
         return
-    version = widgets.guarded(lambda: api.apply_fix(ws, current.id, pass_name, pool_key=state.session_id()),
+    version = widgets.guarded(lambda: api.apply_fix(ws, current.id, pass_name, options=options, dims=dims,
+                                                    pool_key=state.session_id()),
                               spinner=f"Applying {pass_name} and verifying it against the original…")
     if version is not None:
         state.set_current(version.id)
@@ -127,17 +128,38 @@ def _apply(pass_name: str) -> None:
         st.rerun()
 
 
+def _dim_values() -> dict[str, int]:
+    """Values for the dynamic dims that fix-input-shapes would set (the user edits them)."""
+    from diagnostics.fixes import default_dims
+
+    defaults = default_dims(state.current_handle().path)
+    if not defaults:
+        return {}
+    st.caption("Values for **fix-input-shapes**:")
+    cols = st.columns(min(4, len(defaults)))
+    return {name: int(cols[i % len(cols)].number_input(widgets.md_escape(name, 40), min_value=1, value=value, step=1,
+                                                       key=f"compat_dim_{i}"))
+            for i, (name, value) in enumerate(defaults.items())}
+
+
 def _findings(report: Report) -> None:
     st.markdown("#### Findings")
     fixes = report.fixes()
     if fixes:
         st.markdown("**One-click fixes** (each runs through the verifying pipeline and adds a version)")
+        dims = _dim_values() if "fix-input-shapes" in fixes else {}
         cols = st.columns(min(4, len(fixes)))
         for i, name in enumerate(fixes):
-            if cols[i % len(cols)].button(f"Fix: {name}", key=f"compat_fix_{name}", type="primary"):
-                _apply(name)
+            options = report.fix_options(name)
+            hint = ", ".join(f"{k}={v}" for k, v in options.items())
+            if cols[i % len(cols)].button(f"Fix: {name}", key=f"compat_fix_{name}", type="primary",
+                                          help=f"options: {hint}" if hint else None):
+                _apply(name, options, dims if name == "fix-input-shapes" else None)
+        cli = [f"--fix {name}" + "".join(f" --set {name}.{k}={v}" for k, v in report.fix_options(name).items())
+               for name in fixes]
+        cli += [f"--dim {shlex.quote(f'{k}={v}')}" for k, v in dims.items()]
         widgets.cli_hint(f"onnx-studio check {shlex.quote(state.current_handle().path.name)} "
-                         + " ".join(f"--fix {name}" for name in fixes) + " --output fixed.onnx")
+                         + " ".join(cli) + " --output fixed.onnx")
     if not report.findings:
         st.success("No findings.")
         return
