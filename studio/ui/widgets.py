@@ -4,6 +4,7 @@ through Markdown unescaped."""
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable
@@ -78,6 +79,69 @@ def cli_hint(command: str) -> None:
     """Show the equivalent CLI command (so users can move from clicking to scripting)."""
     with st.expander("Equivalent CLI command"):
         st.code(command, language="bash")
+
+
+@functools.cache
+def _code_editor_component():
+    """The Ace editor component of ``streamlit-code-editor`` (frontend bundled in its wheel, no CDN), or None
+    when it is missing or fails to import: the plain text area then takes over."""
+    try:
+        from code_editor import code_editor as component
+    except Exception:   # noqa: BLE001 -- ImportError or a broken install: never take the page down
+        return None
+    return component
+
+
+def _code_plain_changed(widget_key: str, text_key: str, rev_key: str) -> None:
+    st.session_state[text_key] = st.session_state[widget_key]
+    st.session_state[rev_key] = st.session_state.get(rev_key, 0) + 1   # remount the editor with the new text
+
+
+def _code_reset(value: str, text_key: str, rev_key: str) -> None:
+    st.session_state[text_key] = value
+    st.session_state[rev_key] = st.session_state.get(rev_key, 0) + 1
+
+
+def code_editor(label: str, value: str, key: str, *, help: str | None = None, lines: tuple[int, int] = (18, 30),
+                reset_label: str | None = None) -> str:
+    """An editor for Python text that starts at ``value``; returns the current text.
+
+    The Ace code editor (syntax highlighting, line numbers) sends its text when it loses focus (clicking a
+    button after editing is enough) or on Ctrl+Enter. A "Plain text editor" toggle, and a missing or broken
+    component, give a ``st.text_area`` keyed ``key`` instead (AppTest drives that one). The text itself lives
+    in ``st.session_state[f"{key}__text"]``, so it survives switching between the two; ``reset_label``
+    adds a button that puts ``value`` back.
+    """
+    text_key, rev_key, plain_key = f"{key}__text", f"{key}__rev", f"{key}__plain"
+    component = _code_editor_component()
+    if text_key not in st.session_state:
+        st.session_state[text_key] = value
+    head, toggle_col = st.columns([4, 1], vertical_alignment="bottom")
+    head.markdown(f"**{md_escape(label, 200)}**", help=help)
+    plain = toggle_col.toggle("Plain text editor", key=plain_key, disabled=component is None,
+                              value=component is None,
+                              help="A plain text box instead of the code editor (for screen readers, or when the "
+                                   "editor component cannot load)")
+    if plain or component is None:
+        if st.session_state.get(key) != st.session_state[text_key]:
+            st.session_state[key] = st.session_state[text_key]
+        st.markdown(f"<style>.st-key-{key} textarea {{font-family: monospace; font-size: 0.85rem;}}</style>",
+                    unsafe_allow_html=True)
+        st.text_area(label, key=key, height=20 * lines[0] + 60, label_visibility="collapsed",
+                     on_change=_code_plain_changed, args=(key, text_key, rev_key))
+    else:
+        rev = st.session_state.get(rev_key, 0)
+        # Keyed by key + revision: a Reset or a plain-text edit remounts the editor with the new text; otherwise
+        # the same editor lives across reruns (the component's identity is its key, not its arguments).
+        with st.container(key=f"{key}__editor"):
+            event = component(st.session_state[text_key], lang="python", height=list(lines), response_mode="blur",
+                              options={"showLineNumbers": True, "wrap": False}, key=f"{key}__ace{rev}")
+        if isinstance(event, dict) and event.get("id") and isinstance(event.get("text"), str):
+            st.session_state[text_key] = event["text"]
+        st.caption("Edits reach the studio when you leave the editor (or press Ctrl+Enter).")
+    if reset_label:
+        st.button(reset_label, key=f"{key}__reset", on_click=_code_reset, args=(value, text_key, rev_key))
+    return st.session_state[text_key]
 
 
 def page_model(title: str):

@@ -23,6 +23,11 @@ def test_run_generated_and_edited_op(app):
     assert not at.exception
     assert at.selectbox(key="plugin_op_choice").value == "mmdeploy::grid_sampler"
     assert any("Signature of" in m.value and "grid" in m.value for m in at.markdown)
+    # The code editor component (an iframe) is out of AppTest's reach: the plain-text toggle gives the same
+    # text in a text area (the browser test drives the component itself).
+    assert not at.text_area, "the code editor is the default, not the text area"
+    at = at.toggle(key="plugin_code_grid_sampler_ort-python__plain").set_value(True).run()
+    assert not at.exception
     editor = at.text_area(key="plugin_code_grid_sampler_ort-python")
     assert "def compute(" in editor.value
     at = at.button(key="plugin_run").click().run()
@@ -36,6 +41,12 @@ def test_run_generated_and_edited_op(app):
     assert not at.exception
     errors = [e.value.replace("\\", "") for e in at.error]
     assert any("returned float64[2,2], declared float32[1,4,8,8]" in e for e in errors), errors
+    # The edit survives going back to the code editor, and Reset puts the generated body back in both.
+    at = at.toggle(key="plugin_code_grid_sampler_ort-python__plain").set_value(False).run()
+    at = at.toggle(key="plugin_code_grid_sampler_ort-python__plain").set_value(True).run()
+    assert at.text_area(key="plugin_code_grid_sampler_ort-python").value == bad
+    at = at.button(key="plugin_code_grid_sampler_ort-python__reset").click().run()
+    assert at.text_area(key="plugin_code_grid_sampler_ort-python").value == editor.value
     assert any("--impl" in c.value for c in at.code)
     at = at.button(key="plugin_generate").click().run()
     assert not at.exception
@@ -47,3 +58,14 @@ def test_shared_mode_does_not_run_code(app):
     assert not at.exception
     assert any("disabled on this shared server" in i.value for i in at.info)
     assert not any(b.key == "plugin_run" for b in at.button)
+
+
+def test_plain_editor_when_the_component_is_missing(app, monkeypatch):
+    from studio.ui import widgets
+
+    monkeypatch.setattr(widgets, "_code_editor_component", lambda: None)   # not installed, or broken
+    at = _goto(app(str(SAMPLES / "mmdeploy_grid_sampler.onnx")).run())
+    assert not at.exception
+    toggle = at.toggle(key="plugin_code_grid_sampler_ort-python__plain")
+    assert toggle.value and toggle.disabled
+    assert "def compute(" in at.text_area(key="plugin_code_grid_sampler_ort-python").value

@@ -85,20 +85,11 @@ def _code_key(sig, target: str) -> str:
 def _editor(sig, handle, target: str) -> str:
     from studio.plugins.scaffold import render_python_impl
 
-    key = _code_key(sig, target)
     default = render_python_impl(sig, target, model_name=handle.path.name)
-    st.markdown(f"<style>.st-key-{key} textarea {{font-family: monospace; font-size: 0.85rem;}}</style>",
-                unsafe_allow_html=True)
-    if key not in st.session_state:
-        st.session_state[key] = default
-    code = st.text_area(f"Python body — {_PY[target]}", height=420, key=key,
-                        help="Edit, then Run: it runs in a fresh worker, fenced off from the rest of the machine")
-    st.button("Reset to the generated code", key=f"{key}_reset", on_click=_reset, args=(key, default))
-    return code
-
-
-def _reset(key: str, default: str) -> None:
-    st.session_state[key] = default
+    return widgets.code_editor(f"Python body — {_PY[target]}", default, _code_key(sig, target),
+                               reset_label="Reset to the generated code",
+                               help="Edit, then Run: it runs in a fresh worker, fenced off from the rest of the "
+                                    "machine")
 
 
 def _show_run(result) -> None:
