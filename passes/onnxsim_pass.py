@@ -2,7 +2,9 @@
 
 onnxsim's own check is off by default and its success flag says nothing about
 If-subgraph outer-scope references or grown files; here its result goes
-through the pipeline's verification like any other pass. It runs in a sandbox
+through the pipeline's verification like any other pass, and a result more
+than ``max_growth`` (default 1.1) times the size of its input is refused
+(onnxsim folds ConstantOfShape/Expand weights into files of hundreds of MB). It runs in a sandbox
 worker (it can die with SIGFPE on a Conv with strides=0) and is skipped, with
 the reason, when onnxsim is not importable.
 """
@@ -13,6 +15,9 @@ import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, count_ops, label_diff, labels, result
 from passes.registry import register
+
+# Below this, growth is noise (a folded shape tensor), not a file-size problem.
+_GROWTH_FLOOR_BYTES = 64 * 1024
 
 
 @register
@@ -33,9 +38,19 @@ class OnnxSim(StudioPass):
 
         proto = ir.serde.serialize_model(load_to_model(model))   # weights in memory: onnxsim needs them
         simplified, _check_ok = onnxsim.simplify(proto, check_n=0, perform_optimization=True)
+        max_growth = float(self.options.get("max_growth", 1.1))
+        size_in, size_out = proto.ByteSize(), simplified.ByteSize()
+        if size_out > max(max_growth * size_in, size_in + _GROWTH_FLOOR_BYTES):
+            return PassResult(model, False, (), {}, (), (
+                f"onnxsim's result is {_mb(size_out)} vs {_mb(size_in)} for its input (> {max_growth:g}x: it folded "
+                f"large constants); kept the input. Set onnxsim.max_growth to accept a larger file",))
         new = ir.serde.deserialize_model(simplified)
         changes = label_diff(before, new, "rewritten by onnxsim")
         if not changes and count_ops(new) != before_ops:
             changes.append(Change("changed", (), "op counts changed"))
         return result(new, changes, nodes_removed=sum(len(c.nodes) for c in changes if c.kind == "removed"),
                       nodes_added=sum(len(c.nodes) for c in changes if c.kind == "added"))
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 1024:.1f} KB"

@@ -73,3 +73,23 @@ def test_onnxsim_result_is_verified_like_any_pass(tmp_path):
     assert rec.status == "changed" and rec.verification.ok and rec.verification.numeric_status == "passed"
     assert "BatchNormalization" not in ops(r.output)
     assert any(c.kind == "removed" for c in rec.changes)
+
+
+def test_onnxsim_result_that_grows_the_file_is_refused(tmp_path):
+    """ConstantOfShape folded into a 256 KiB weight: onnxsim's result is refused, the input kept,
+    unless the user raises onnxsim.max_growth."""
+    pytest.importorskip("onnxsim")
+    m = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[256,256] x) => (float[256,256] y) {
+        s = Constant <value = int64[2] {256, 256}> ()
+        c = ConstantOfShape <value = float[1] {2.0}> (s)
+        y = Mul(x, c)
+    }"""
+    src = save(parse_model(m), tmp_path / "in" / "m.onnx")
+    r = run_pipeline(src, [make_pass("onnxsim")], tmp_path / "o" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and rec.status == "unchanged" and not rec.modified
+    assert any("kept the input" in w for w in rec.warnings)
+    assert (tmp_path / "o" / "m.onnx").stat().st_size < 2 * src.stat().st_size
+    grown = run_pipeline(src, [make_pass("onnxsim", max_growth=1e6)], tmp_path / "g" / "m.onnx")
+    assert grown.records[0].status == "changed" and "ConstantOfShape" not in ops(grown.output)
