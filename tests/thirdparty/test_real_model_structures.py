@@ -1,0 +1,39 @@
+"""Structures found in real third-party models (PP-OCR from paddle2onnx, scikit-learn
+from skl2onnx, Silero VAD...), rebuilt in code: each test is the smallest graph that
+made the studio fail on the real model."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from passes.pipeline import resolve_passes, run_pipeline
+from studio.core.feeds import input_specs, random_feeds
+from studio.core.types import value_info
+from tests.conftest import save
+
+
+def _minus_one_batch_model() -> onnx.ModelProto:
+    """paddle2onnx writes ``dim_value: -1`` for the batch dim (PP-OCR cls/rec models)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3, "?", "?"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 3, "?", "?"])
+    one = helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])
+    g = helper.make_graph([helper.make_node("Add", ["x", "one"], ["t"]), helper.make_node("Identity", ["t"], ["u"]),
+                           helper.make_node("Relu", ["u"], ["y"])],
+                          "paddle", [x], [y], [one])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_minus_one_dim_value_is_an_unknown_dim():
+    m = _minus_one_batch_model()
+    assert value_info(m.graph.input[0]).shape == (None, 3, "?", "?")
+    feeds = random_feeds(input_specs(m))
+    assert feeds["x"].shape[0] == 1 and feeds["x"].shape[1] == 3
+
+
+def test_minus_one_dim_model_optimizes_and_verifies(tmp_path):
+    src = save(_minus_one_batch_model(), tmp_path / "cls.onnx")
+    res = run_pipeline(src, resolve_passes("safe"), tmp_path / "out.onnx")
+    assert res.ok, [r.message for r in res.records]
+    assert res.reference.startswith("ONNX Runtime"), res.reference
