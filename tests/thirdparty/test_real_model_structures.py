@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from passes.pipeline import resolve_passes, run_pipeline
+from studio.core.errors import StudioError
 from studio.core.feeds import input_specs, random_feeds
 from studio.core.types import value_info
-from tests.conftest import save
+from tests.conftest import assert_user_message, save
 
 
 def _minus_one_batch_model() -> onnx.ModelProto:
@@ -37,3 +39,29 @@ def test_minus_one_dim_model_optimizes_and_verifies(tmp_path):
     res = run_pipeline(src, resolve_passes("safe"), tmp_path / "out.onnx")
     assert res.ok, [r.message for r in res.records]
     assert res.reference.startswith("ONNX Runtime"), res.reference
+
+
+def _zipmap_model() -> onnx.ModelProto:
+    """skl2onnx's default classifier output: probabilities through ZipMap, a sequence of maps."""
+    x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 3])
+    label = helper.make_tensor_value_info("label", TensorProto.INT64, [None])
+    probs = helper.make_value_info("output_probability", helper.make_sequence_type_proto(
+        helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, []))))
+    nodes = [helper.make_node("Softmax", ["X"], ["p"], axis=1),
+             helper.make_node("Identity", ["p"], ["p2"]),
+             helper.make_node("ArgMax", ["p2"], ["label"], axis=1, keepdims=0),
+             helper.make_node("ZipMap", ["p2"], ["output_probability"], domain="ai.onnx.ml",
+                              classlabels_int64s=[0, 1, 2])]
+    g = helper.make_graph(nodes, "zipmap", [x], [label, probs])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)],
+                             ir_version=8)
+
+
+def test_zipmap_model_is_refused_in_one_line_not_a_serde_traceback(tmp_path):
+    src = save(_zipmap_model(), tmp_path / "rf.onnx")
+    out = tmp_path / "out" / "rf.onnx"
+    with pytest.raises(StudioError) as err:
+        run_pipeline(src, resolve_passes("safe"), out)
+    assert_user_message(str(err.value))
+    assert "output_probability" in str(err.value) and "map" in str(err.value) and "zipmap" in str(err.value)
+    assert not out.exists() and not any(p.name.startswith(".pipeline-") for p in out.parent.iterdir())
