@@ -23,7 +23,7 @@ import onnx
 
 from studio.core.compare import Comparison, Tolerance, compare_outputs
 from studio.core.errors import StudioError, WorkerError
-from studio.core.feeds import Feeds, choose_dims, input_specs, random_feeds
+from studio.core.feeds import Feeds, choose_dims, feeds_text, input_specs, random_feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 from studio.core.types import value_info
@@ -274,7 +274,9 @@ class Verifier:
                 ref = run_sets(self.original_path, self.feed_sets, full=False, limits=self.limits,
                                pool_key=self.pool_key, stage="reference outputs (original on ORT)")
                 usable = [i for i, o in enumerate(ref.outputs) if o is not None]
-                ort_error = None if usable else f"ONNX Runtime cannot run the original: {ref.errors[0]}"
+                ort_error = None if usable else (f"ONNX Runtime cannot run the original on the verification inputs "
+                                                 f"({feeds_text(self.feed_sets[0])}; --dim NAME=VALUE or "
+                                                 f"INPUT[AXIS]=VALUE sets other sizes): {ref.errors[0]}")
             except (WorkerError, StudioError) as exc:
                 ref, usable, ort_error = None, [], str(exc)
             if ort_error is not None:

@@ -10,10 +10,11 @@ import pytest
 from onnx import TensorProto, helper
 
 from passes.pipeline import resolve_passes, run_pipeline
+from studio import api
 from studio.core.errors import StudioError
-from studio.core.feeds import input_specs, random_feeds
+from studio.core.feeds import input_specs, random_feeds, unnamed_dim_key
 from studio.core.types import value_info
-from tests.conftest import assert_user_message, save
+from tests.conftest import assert_user_message, parse_model, save
 
 
 def _minus_one_batch_model() -> onnx.ModelProto:
@@ -65,3 +66,47 @@ def test_zipmap_model_is_refused_in_one_line_not_a_serde_traceback(tmp_path):
     assert_user_message(str(err.value))
     assert "output_probability" in str(err.value) and "map" in str(err.value) and "zipmap" in str(err.value)
     assert not out.exists() and not any(p.name.startswith(".pipeline-") for p in out.parent.iterdir())
+
+
+# Silero VAD: ``input [?, ?]`` (unnamed dims), a sample rate compared with 16000 to choose an If
+# branch, and a reflect Pad that needs a real window (512 samples): random feeds of 16 samples
+# and a random sample rate make ONNX Runtime fail, and the user could not set the unnamed dim.
+SILERO_LIKE = '''<ir_version: 8, opset_import: ["" : 17]>
+g (float[?, ?] input, int64 sr) => (float[?, ?] y) <int64 rate = {16000}, int64[4] pads = {0, 32, 0, 32}> {
+  is16k = Equal(sr, rate)
+  y = If(is16k) <
+    then_branch = t () => (float[?, ?] a) { a = Pad <mode = "reflect"> (input, pads) },
+    else_branch = e () => (float[?, ?] b) { b = Identity(input) }
+  >
+}'''
+
+
+def test_integer_input_compared_with_a_constant_gets_that_value():
+    specs = {s.name: s for s in input_specs(parse_model(SILERO_LIKE))}
+    assert specs["sr"].role == "compared"
+    assert int(random_feeds(tuple(specs.values()))["sr"]) == 16000
+
+
+def test_unnamed_dims_are_set_by_input_and_axis():
+    specs = input_specs(parse_model(SILERO_LIKE))
+    assert random_feeds(specs)["input"].shape == (1, 16)
+    assert random_feeds(specs, {unnamed_dim_key("input", 1): 512})["input"].shape == (1, 512)
+
+
+def test_check_run_failure_names_the_seeded_inputs_and_how_to_change_them(tmp_path):
+    handle = api.load(save(parse_model(SILERO_LIKE), tmp_path / "vad.onnx"))
+    report = api.check(handle, ["onnxruntime"])
+    err = next(f for f in report.findings if f.code == "ORT-RUN-ERROR")
+    assert "input float32[1, 16]" in err.fix_hint and "sr int64=16000" in err.fix_hint
+    assert "INPUT[AXIS]=VALUE" in err.fix_hint
+    fixed = api.check(handle, ["onnxruntime"], dims={"input[1]": 512})
+    assert not [f for f in fixed.findings if f.severity == "error"], fixed.findings
+
+
+def test_optimize_verification_failure_names_the_inputs(tmp_path):
+    src = save(parse_model(SILERO_LIKE.replace("b = Identity(input)", "c = Identity(input)\n b = Identity(c)")),
+               tmp_path / "vad.onnx")
+    res = run_pipeline(src, resolve_passes("safe"), tmp_path / "out.onnx")
+    assert res.reference.startswith("structure only") and "input float32[1, 16]" in res.reference
+    res = run_pipeline(src, resolve_passes("safe"), tmp_path / "out2.onnx", dims={"input[1]": 512})
+    assert res.reference.startswith("ONNX Runtime"), res.reference
