@@ -11,7 +11,8 @@ from onnx import TensorProto, helper
 
 from passes.pipeline import resolve_passes, run_pipeline
 from studio import api
-from studio.core.errors import StudioError
+from studio.accuracy.runs import explain_engine_error
+from studio.core.errors import StudioError, engine_message
 from studio.core.feeds import input_specs, random_feeds, unnamed_dim_key
 from studio.core.types import value_info
 from tests.conftest import assert_user_message, parse_model, save
@@ -110,3 +111,28 @@ def test_optimize_verification_failure_names_the_inputs(tmp_path):
     assert res.reference.startswith("structure only") and "input float32[1, 16]" in res.reference
     res = run_pipeline(src, resolve_passes("safe"), tmp_path / "out2.onnx", dims={"input[1]": 512})
     assert res.reference.startswith("ONNX Runtime"), res.reference
+
+
+# OpenVINO's messages lead with C++ source locations; the reason comes on later lines.
+OV_RUN_ERROR = ("Exception from src/inference/src/cpp/infer_request.cpp:224:\n"
+                "Exception from src/plugins/intel_cpu/src/node.cpp:794:\n"
+                "[CPU] AvgPool node with name 'p2o.AveragePool.0' Check 'cmp::le(kernel, dim.get_length())' failed at "
+                "src/core/shape_inference/include/pooling_shape_inference_util.hpp:149:\n")
+OV_NO_RULE = ("Check 'false' failed at src/frontends/common_translators/src/unconverted_ops_report.cpp:151:\n"
+              "FrontEnd API failed with OpConversionFailure:\nModel wasn't fully converted.\nSummary:\n"
+              "-- No conversion rule found for operations: ai.onnx.ml.TreeEnsembleRegressor\n")
+OV_ZIPMAP = ("Check 'false' failed at src/frontends/common/src/frontend.cpp:47:\nLoading input model\n"
+             "Unsupported value_info type: output_probability\n")
+
+
+def test_engine_message_keeps_the_reason_not_the_source_location():
+    assert engine_message(OV_RUN_ERROR).startswith("[CPU] AvgPool node with name 'p2o.AveragePool.0'")
+    assert "No conversion rule found for operations: ai.onnx.ml.TreeEnsembleRegressor" in engine_message(OV_NO_RULE)
+    assert engine_message("InvalidArgument: bad input\nsecond line") == "InvalidArgument: bad input"
+
+
+def test_openvino_unknown_op_keeps_its_domain_and_zipmap_is_explained():
+    msg = explain_engine_error(engine_message(OV_NO_RULE), "OpenVINO", "gbr.onnx")
+    assert "ai.onnx.ml.TreeEnsembleRegressor not supported by OpenVINO" in msg
+    msg = explain_engine_error(engine_message(OV_ZIPMAP), "OpenVINO", "rf.onnx")
+    assert "'output_probability' is not a tensor" in msg
