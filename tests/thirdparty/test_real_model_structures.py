@@ -15,6 +15,7 @@ from studio.accuracy.runs import explain_engine_error
 from studio.core.errors import StudioError, engine_message
 from studio.core.feeds import input_specs, random_feeds, unnamed_dim_key
 from studio.core.types import value_info
+from studio.export.tensorrt import table_unsupported_ops
 from tests.conftest import assert_user_message, parse_model, save
 
 
@@ -136,3 +137,24 @@ def test_openvino_unknown_op_keeps_its_domain_and_zipmap_is_explained():
     assert "ai.onnx.ml.TreeEnsembleRegressor not supported by OpenVINO" in msg
     msg = explain_engine_error(engine_message(OV_ZIPMAP), "OpenVINO", "rf.onnx")
     assert "'output_probability' is not a tensor" in msg
+
+
+# A scikit-learn regressor (skl2onnx: TreeEnsembleRegressor, ai.onnx.ml) runs on ONNX Runtime,
+# so the TensorRT target's ONNX verified there, and was labelled "TensorRT-ready" although
+# TensorRT's parser has no ai.onnx.ml importer at all.
+TREES = '''<ir_version: 8, opset_import: ["" : 17, "ai.onnx.ml" : 3]>
+g (float[N, 2] X) => (float[N, 1] variable) {
+  variable = ai.onnx.ml.TreeEnsembleRegressor <n_targets = 1, nodes_featureids = [0, 0, 0],
+      nodes_modes = ["BRANCH_LEQ", "LEAF", "LEAF"], nodes_nodeids = [0, 1, 2], nodes_treeids = [0, 0, 0],
+      nodes_truenodeids = [1, 0, 0], nodes_falsenodeids = [2, 0, 0], nodes_values = [0.5, 0.0, 0.0],
+      target_ids = [0, 0], target_nodeids = [1, 2], target_treeids = [0, 0], target_weights = [1.0, 2.0]> (X)
+}'''
+
+
+def test_tensorrt_export_warns_about_ops_its_parser_cannot_import(tmp_path):
+    src = save(parse_model(TREES), tmp_path / "gbr.onnx")
+    assert table_unsupported_ops(src) == ["ai.onnx.ml::TreeEnsembleRegressor"]
+    r = api.export(api.load(src), "tensorrt", tmp_path / "out", zip=False)
+    t = r.target("tensorrt")
+    assert "cannot import" in t.message and "TreeEnsembleRegressor" in t.message
+    assert not any("TensorRT-ready" in a.label for a in t.artifacts)
