@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(not-installed EPs are checked against shipped tables)")
     p.add_argument("--trt-version", default="10", choices=["10", "11"], help="TensorRT support table to use")
     p.add_argument("--no-run", action="store_true", help="create sessions but do not run the model once")
-    p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="value for a symbolic dim in the test run")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="value for a symbolic dim in the test run (INPUT[AXIS]=VALUE for an unnamed dim)")
     p.add_argument("--fix", action="append", metavar="PASS",
                    help="apply this fix pass first (repeatable; verified against the original), then check the result")
     p.add_argument("--output", metavar="PATH", help="with --fix: where to save the fixed model (required)")
