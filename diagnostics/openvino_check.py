@@ -46,13 +46,13 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     import openvino as ov
     from openvino.frontend import FrontEndManager
 
-    from studio.core.feeds import input_specs, random_feeds
+    from studio.core.feeds import input_specs, random_feeds, seeded_inputs_note
 
     path = str(args["model_path"])
     device = str(args.get("device") or "CPU")
     data: dict[str, Any] = {"version": ov.get_version(), "convert_error": None, "unconverted": [],
                             "query": None, "ops": [], "compile_error": None, "run_error": None,
-                            "default_precision": None, "outputs": None, "feeds_error": None}
+                            "default_precision": None, "outputs": None, "feeds_error": None, "feeds_note": None}
     fe = FrontEndManager().load_by_framework("onnx")
     if fe is None or not fe.supported(path):
         data["convert_error"] = "OpenVINO's ONNX frontend does not accept this file"
@@ -97,6 +97,7 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     except Exception as exc:  # noqa: BLE001
         data["feeds_error"] = str(exc)[:500]
         return JobOutput(data=data)
+    data["feeds_note"] = seeded_inputs_note(feeds)
     ctx.set_stage("OpenVINO inference")
     try:
         inputs = {}
@@ -271,8 +272,9 @@ def check_openvino(model_path: Path, nodes: Sequence[NodeCtx], *, device: str = 
                                  ("run_error", "OV-RUN-ERROR", "inference")):
             if data.get(key):
                 ran = False
+                hint = data.get("feeds_note") if key == "run_error" else None
                 result.findings.append(Finding(code, "error", f"OpenVINO {stage} fails: {first_line(data[key])}",
-                                               ENGINE, target=target, source="real session"))
+                                               ENGINE, target=target, fix_hint=hint, source="real session"))
         if data.get("feeds_error"):
             result.findings.append(Finding("OV-NOT-RUN", "info", "the model compiled but was not run: "
                                            f"{first_line(data['feeds_error'])}", ENGINE, target=target,

@@ -247,13 +247,13 @@ def ort_session_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     """Create a session (CPU EP, default options) and run it once on seeded feeds."""
     import onnx
 
-    from studio.core.feeds import input_specs, random_feeds
+    from studio.core.feeds import input_specs, random_feeds, seeded_inputs_note
 
     ctx.set_stage("ONNX Runtime session creation")
     import onnxruntime as ort
 
     data: dict[str, Any] = {"version": ort.__version__, "session_error": None, "run_error": None,
-                            "feeds_error": None, "outputs": None}
+                            "feeds_error": None, "outputs": None, "feeds_note": None}
     so = ort.SessionOptions()
     if ctx.cpu_threads:
         so.intra_op_num_threads = ctx.cpu_threads
@@ -270,6 +270,7 @@ def ort_session_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     except Exception as exc:  # noqa: BLE001
         data["feeds_error"] = str(exc)[:500]
         return JobOutput(data=data)
+    data["feeds_note"] = seeded_inputs_note(feeds)
     ctx.set_stage("ONNX Runtime inference")
     try:
         values = session.run(None, {k: v for k, v in feeds.items()})
@@ -332,6 +333,8 @@ def _session_findings(data: dict, nodes: Sequence[NodeCtx], target: str) -> list
             code = "ORT-NO-KERNEL"
         hint = ("register a custom-op library (mmdeploy, onnxruntime-extensions...) or replace the op"
                 if unregistered else "see the node's findings; fix the model or its inputs")
+        if key == "run_error" and data.get("feeds_note") and not unregistered:
+            hint = str(data["feeds_note"])
         fix = None
         if node is not None:
             known = lookup(node.domain, node.op_type)

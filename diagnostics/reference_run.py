@@ -14,6 +14,7 @@ import onnx
 
 from diagnostics.custom_ops import detect_custom_ops
 from diagnostics.reference_ops import has_reference
+from studio.core.errors import engine_message
 from studio.core.jobs import JobContext, JobOutput, job
 
 __all__ = ["EVALUATOR_LABEL", "evaluator_can_run", "evaluator_outputs_job"]
@@ -44,7 +45,7 @@ def evaluator_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobCon
         try:
             values = evaluator.run(None, feeds)
         except Exception as exc:  # noqa: BLE001 - reported per set
-            data["sets"].append({"error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"})
+            data["sets"].append({"error": f"{type(exc).__name__}: {engine_message(exc, 300)}"})
             continue
         encoded, arrs = encode_outputs(names, [np.asarray(v) for v in values])
         for item in encoded:

@@ -32,6 +32,8 @@ import onnx
 import onnx_ir as ir
 from onnx_ir import external_data as ir_external
 
+from studio.core.errors import StudioError
+
 log = logging.getLogger(__name__)
 
 # Above this many bytes of weights, results keep weights in an external file.
@@ -170,6 +172,60 @@ def _save_self_contained(model: ir.Model, path: Path, linker: Linker) -> Checkpo
         for v, tensor in zip(values, originals):
             v.const_value = tensor
     return Checkpoint(path, path.parent)
+
+
+def _has_map(tp: onnx.TypeProto) -> bool:
+    """Whether a type is, or holds, a map (``seq(map(int64, float))`` from ZipMap)."""
+    which = tp.WhichOneof("value")
+    if which == "map_type":
+        return True
+    if which == "sequence_type":
+        return _has_map(tp.sequence_type.elem_type)
+    if which == "optional_type":
+        return _has_map(tp.optional_type.elem_type)
+    return False
+
+
+def map_typed_values(proto: onnx.ModelProto) -> list[tuple[str, str]]:
+    """(name, type) of every declared value whose type holds a map, in every graph.
+
+    onnx-ir, which the passes rewrite, has no map types: such a model (scikit-learn
+    classifiers exported with ZipMap) cannot be read into it at all."""
+    from studio.core.protowalk import iter_graphs
+    from studio.core.types import type_info
+
+    found: list[tuple[str, str]] = []
+    for ref in iter_graphs(proto):
+        for vi in (*ref.graph.input, *ref.graph.output, *ref.graph.value_info):
+            if _has_map(vi.type):
+                found.append((vi.name, type_info(vi.name, vi.type).dtype))
+    return found
+
+
+def load_for_passes(path: Path) -> ir.Model:
+    """The source model as onnx-ir, or a one-line StudioError saying why it cannot be.
+
+    onnx-ir raises a chain of ``SerdeError``s (a traceback for the user) on types it
+    cannot represent; map types are named with the usual way out, anything else
+    with onnx-ir's own reason."""
+    proto = onnx.load_model(str(path), load_external_data=False)
+    maps = map_typed_values(proto)
+    if maps:
+        name, dtype = maps[0]
+        more = f" (and {len(maps) - 1} more)" if len(maps) > 1 else ""
+        raise StudioError(f"cannot optimize: '{name[:60]}' is a {dtype}{more}, and the passes' IR (onnx-ir) has no "
+                          "map types; export the model without ZipMap (skl2onnx: options={'zipmap': False}) or "
+                          "use ONNX Runtime's own optimizer (export --target ort)", code="UNSUPPORTED-MODEL")
+    del proto
+    try:
+        return ir.load(path)
+    except ir.serde.SerdeError as exc:
+        root: BaseException = exc
+        while root.__cause__ is not None:
+            root = root.__cause__
+        reason = (str(root).splitlines() or [type(root).__name__])[0][:200]
+        raise StudioError(f"cannot optimize: onnx-ir cannot read the model ({reason})",
+                          code="UNSUPPORTED-MODEL") from exc
 
 
 def load_checkpoint(ckpt: Checkpoint) -> ir.Model:

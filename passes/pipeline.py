@@ -24,7 +24,7 @@ import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, all_nodes, count_ops
 from passes.instruments import Instrument, with_nvtx
-from passes.model_io import Checkpoint, Linker, load_checkpoint, save_checkpoint, save_result
+from passes.model_io import Checkpoint, Linker, load_checkpoint, load_for_passes, save_checkpoint, save_result
 from passes.registry import make_pass, preset
 from passes.verify import Verifier, VerifyResult
 from studio.core.compare import Tolerance
@@ -295,7 +295,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
     dims = {**dict(dims or {}), **_fixed_dims(passes)}
     workdir = Path(tempfile.mkdtemp(prefix=".pipeline-", dir=output.parent))
     try:
-        model = ir.load(model_path)
+        model = load_for_passes(model_path)
         ops_before = count_ops(model)
         verifier = Verifier(model_path, dims=dims, feeds=feeds, tolerance=tolerance, limits=limits,
                             pool_key=pool_key) if verify else None

@@ -22,8 +22,8 @@ import numpy as np
 import onnx
 
 from studio.core.compare import Comparison, Tolerance, compare_outputs
-from studio.core.errors import StudioError, WorkerError
-from studio.core.feeds import Feeds, choose_dims, flipped_flags, input_specs, random_feeds
+from studio.core.errors import StudioError, WorkerError, engine_message
+from studio.core.feeds import Feeds, choose_dims, feeds_text, flipped_flags, input_specs, random_feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 from studio.core.types import value_info
@@ -119,7 +119,7 @@ def full_check(path: Path) -> str | None:
         else:
             onnx.checker.check_model(str(path), full_check=True)
     except Exception as exc:  # ValidationError, InferenceError, C++ errors
-        return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
+        return f"{type(exc).__name__}: {engine_message(exc, 300)}"
     return None
 
 
@@ -191,7 +191,7 @@ def reference_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobCon
         try:
             values = session.run(names, feeds)
         except Exception as exc:
-            data["sets"].append({"error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"})
+            data["sets"].append({"error": f"{type(exc).__name__}: {engine_message(exc, 300)}"})
             continue
         encoded, arrs = encode_outputs(names, values)
         for item in encoded:                # re-key the arrays per set
@@ -277,7 +277,9 @@ class Verifier:
                 ref = run_sets(self.original_path, self.feed_sets, full=False, limits=self.limits,
                                pool_key=self.pool_key, stage="reference outputs (original on ORT)")
                 usable = [i for i, o in enumerate(ref.outputs) if o is not None]
-                ort_error = None if usable else f"ONNX Runtime cannot run the original: {ref.errors[0]}"
+                ort_error = None if usable else (f"ONNX Runtime cannot run the original on the verification inputs "
+                                                 f"({feeds_text(self.feed_sets[0])}; --dim NAME=VALUE or "
+                                                 f"INPUT[AXIS]=VALUE sets other sizes): {ref.errors[0]}")
             except (WorkerError, StudioError) as exc:
                 ref, usable, ort_error = None, [], str(exc)
             if ort_error is not None:

@@ -19,7 +19,7 @@ import numpy as np
 
 from studio.core.engines import RunOptions, get_engine, resolve_engine_name
 from studio.core.engines.base import check_model_file, decode_output_sets, encode_outputs, require_available
-from studio.core.errors import StudioError, WorkerError
+from studio.core.errors import StudioError, WorkerError, engine_message
 from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
@@ -27,7 +27,11 @@ from studio.core.sandbox import Limits, run_job
 __all__ = ["SetRuns", "explain_engine_error", "run_feed_sets", "pack_sets", "unpack_sets"]
 
 _ORT_UNKNOWN_OP = re.compile(r"(?:(?P<domain>[\w.]+):)?(?P<op>[\w.]+)\(-?\d+\) is not a registered function/op")
-_OV_UNKNOWN_OP = re.compile(r"No conversion rule found for operations?: (?P<ops>[^.;]+)")
+# Op names keep their domain ("ai.onnx.ml.TreeEnsembleRegressor"): the list ends at the first
+# character that cannot be in a qualified name list.
+_OV_UNKNOWN_OP = re.compile(r"No conversion rule found for operations?: (?P<ops>[\w.:]+(?:, ?[\w.:]+)*)")
+# OpenVINO's frontend on a value that is not a tensor (skl2onnx's ZipMap output, a sequence of maps).
+_OV_NON_TENSOR = re.compile(r"Unsupported value_info type: (?P<name>\S+)")
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,8 +59,12 @@ def explain_engine_error(message: str, engine_label: str, model_name: str) -> st
                 "provide a custom op implementation or rewrite it")
     m = _OV_UNKNOWN_OP.search(message)
     if m:
-        return (f"{model_name[:60]}: operator(s) {m.group('ops').strip()[:120]} not supported by {engine_label}; "
-                "provide an extension or rewrite them")
+        return (f"{model_name[:60]}: operator(s) {m.group('ops').strip().rstrip('.')[:120]} not supported by "
+                f"{engine_label}; provide an extension or rewrite them")
+    m = _OV_NON_TENSOR.search(message)
+    if m:
+        return (f"{model_name[:60]}: '{m.group('name')[:60]}' is not a tensor (a sequence or map, such as ZipMap's "
+                f"output) and {engine_label} takes tensors only; export the model with tensor outputs")
     return None
 
 
@@ -89,7 +97,7 @@ def unpack_sets(arrays: Mapping[str, np.ndarray], count: int) -> list[dict[str, 
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
-    return f"{type(exc).__name__}: {(text.splitlines() or [''])[0][:300]}"
+    return f"{type(exc).__name__}: {engine_message(text, 300)}"
 
 
 def _rekey(encoded: dict, prefix: str, src: dict, dst: dict) -> None:

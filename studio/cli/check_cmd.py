@@ -27,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trt-version", default="10", choices=["10", "11"], help="TensorRT support table to use")
     p.add_argument("--no-run", action="store_true", help="create sessions but do not run the model once")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
-                   help="value for a symbolic dim in the test run (and the value fix-input-shapes sets)")
+                   help="value for a symbolic dim in the test run (INPUT[AXIS]=VALUE for an unnamed dim), and the "
+                   "value fix-input-shapes sets")
     p.add_argument("--fix", action="append", metavar="PASS",
                    help="apply this fix pass first (repeatable; verified against the original), then check the result")
     p.add_argument("--set", action="append", metavar="PASS.KEY=VALUE", dest="options",

@@ -24,7 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     group.add_argument("--preset", help="a preset: safe (default), ort, openvino, tensorrt (see --list)")
     group.add_argument("--passes", help="comma-separated pass names, run in this order (see --list)")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
-                   help="value for a symbolic dim: used for verification inputs, and fixed by fix-input-shapes")
+                   help="value for a symbolic dim: used for verification inputs, and fixed by fix-input-shapes "
+                        "(INPUT[AXIS]=VALUE sets an unnamed dim of the verification inputs)")
     p.add_argument("--set", action="append", metavar="PASS.KEY=VALUE", dest="options",
                    help="a pass option, e.g. convert-opset.target=17 or fold-constants.max_growth=2 (repeatable)")
     p.add_argument("--on-failure", choices=("stop", "revert"), default="stop",

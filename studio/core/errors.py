@@ -72,3 +72,24 @@ class VerificationError(StudioError):
     """A transformed model no longer matches the original."""
 
     code = "VERIFY-FAILED"
+
+
+# Lines of an engine's message that say where in its C++ sources it failed, not what failed:
+# OpenVINO puts one or more of them before the reason ("Exception from src/inference/...cpp:224:").
+_SOURCE_LINE_PREFIXES = ("Exception from ", "Check '", "src/")
+
+
+def engine_message(text: object, limit: int = 500) -> str:
+    """One line of an engine's multi-line error that says what is wrong.
+
+    Most messages lead with the reason and keep it. OpenVINO's lead with C++ source
+    locations (``Exception from src/inference/src/cpp/infer_request.cpp:224:``): a first
+    line like that says nothing, so the lines after it that are not locations are
+    joined instead (``[CPU] AvgPool node ... Check 'cmp::le(kernel, ...)' failed``)."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    if not lines[0].startswith(_SOURCE_LINE_PREFIXES):
+        return lines[0][:limit]
+    useful = [ln for ln in lines if not ln.startswith(_SOURCE_LINE_PREFIXES)]
+    return " ".join(useful or lines[:1])[:limit]

@@ -39,7 +39,7 @@ class InputSpec:
     kind: str = "tensor"             # tensor | sequence | optional | map
     low: float | None = None         # values drawn in [low, high) for integer inputs
     high: float | None = None
-    role: str = "generic"            # generic | token_ids | mask | token_type | positions | scalar
+    role: str = "generic"            # generic | token_ids | mask | token_type | positions | scalar | compared
 
     def to_dict(self) -> dict:
         return {"name": self.name, "dtype": self.dtype, "kind": self.kind, "role": self.role,
@@ -82,10 +82,59 @@ def _gather_bounds(model: ModelProto) -> dict[str, int]:
     return bounds
 
 
+_COMPARE_OPS = {"Equal"}
+
+
+def _constant_scalars(model: ModelProto) -> dict[str, int]:
+    """Integer one-element constants of the main graph (initializers and Constant nodes)."""
+    from onnx import numpy_helper
+
+    out: dict[str, int] = {}
+    tensors = [(t.name, t) for t in model.graph.initializer]
+    tensors += [(n.output[0], a.t) for n in model.graph.node if n.op_type == "Constant" and n.output
+                for a in n.attribute if a.name == "value" and a.HasField("t")]
+    for name, t in tensors:
+        if len(t.dims) <= 1 and (not t.dims or t.dims[0] == 1) and t.data_location != 1:
+            try:
+                arr = numpy_helper.to_array(t)
+            except Exception:  # noqa: BLE001 - a malformed constant is simply not used
+                continue
+            if arr.size == 1 and arr.dtype.kind in "iu":
+                out[name] = int(arr.reshape(-1)[0])
+    return out
+
+
+def _compared_values(model: ModelProto) -> dict[str, int]:
+    """For integer inputs tested with Equal against a constant (Silero VAD's ``sr == 16000``
+    choosing an If branch): that constant. A random value would take a branch the model
+    never takes in use, and often fails there."""
+    consts = _constant_scalars(model)
+    consumers: dict[str, list] = {}
+    for n in model.graph.node:
+        for i, name in enumerate(n.input):
+            consumers.setdefault(name, []).append((n, i))
+    found: dict[str, int] = {}
+    for vi in model.graph.input:
+        frontier, seen = [vi.name], set()
+        while frontier and vi.name not in found:
+            name = frontier.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for n, i in consumers.get(name, []):
+                if n.op_type in _COMPARE_OPS and len(n.input) == 2 and n.input[1 - i] in consts:
+                    found[vi.name] = consts[n.input[1 - i]]
+                    break
+                if n.op_type in _PASS_THROUGH and i == 0:
+                    frontier.extend(n.output)
+    return found
+
+
 def input_specs(model: ModelProto) -> tuple[InputSpec, ...]:
     """Specs for the model's real inputs (initializers listed as inputs are skipped)."""
     init = {t.name for t in model.graph.initializer}
     bounds = _gather_bounds(model)
+    compared = _compared_values(model)
     specs = []
     for vi in model.graph.input:
         if vi.name in init:
@@ -101,6 +150,8 @@ def input_specs(model: ModelProto) -> tuple[InputSpec, ...]:
         if dtype.startswith(("int", "uint")):
             if vi.name in bounds:
                 low, high, role = 0, bounds[vi.name], "token_ids"
+            elif vi.name in compared:
+                low, high, role = compared[vi.name], compared[vi.name] + 1, "compared"
             elif "mask" in lname:
                 low, high, role = 1, 2, "mask"
             elif "type" in lname or "segment" in lname:
@@ -128,7 +179,15 @@ def choose_dims(specs: tuple[InputSpec, ...], dims: Mapping[str, int] | None = N
     return chosen
 
 
+def unnamed_dim_key(input_name: str, axis: int) -> str:
+    """The ``--dim`` key of an unnamed dim: ``input[1]`` (Silero VAD's ``input [?, ?]``
+    and PP-OCR's ``x [?, 3, ?, W]`` have dims no NAME=VALUE can reach)."""
+    return f"{input_name}[{axis}]"
+
+
 def concrete_shape(spec: InputSpec, dims: Mapping[str, int]) -> tuple[int, ...]:
+    """Concrete dims: known ones, symbolic ones from ``dims`` by name, unnamed ones from
+    ``dims`` by ``INPUT[AXIS]`` key, else 1 (leading) or 16."""
     if spec.shape is None:
         raise StudioError(f"input '{spec.name[:60]}' has an unknown rank; give its values in an .npz file")
     out = []
@@ -138,7 +197,7 @@ def concrete_shape(spec: InputSpec, dims: Mapping[str, int]) -> tuple[int, ...]:
         elif isinstance(d, str):
             out.append(int(dims[d]))
         else:  # unnamed unknown dim
-            out.append(1 if i == 0 else 16)
+            out.append(int(dims.get(unnamed_dim_key(spec.name, i), 1 if i == 0 else 16)))
     return tuple(out)
 
 
@@ -195,6 +254,32 @@ def _random_array(s: InputSpec, shape: tuple[int, ...], rng: np.random.Generator
         return np.array(["x"] * int(np.prod(shape)), dtype=object).reshape(shape)
     raise StudioError(f"input '{s.name[:60]}' has dtype {s.dtype}, which random feeds do not support; "
                       "give its values in an .npz file")
+
+
+def feeds_text(feeds: Feeds, max_inputs: int = 6) -> str:
+    """'input float32[1, 16], state float32[2, 1, 128], sr int64=16000': what a run was fed,
+    for messages that must say a failure may come from the inputs, not the engine."""
+    parts = []
+    for name, value in list(feeds.items())[:max_inputs]:
+        v = value[0] if isinstance(value, list) and value else value
+        if isinstance(v, np.ndarray):
+            dtype = "string" if v.dtype.kind in "OUS" else str(v.dtype)
+            if v.size == 1 and v.ndim <= 1 and dtype != "string":
+                parts.append(f"{name[:40]} {dtype}={v.reshape(-1)[0].item()}")
+            else:
+                parts.append(f"{name[:40]} {dtype}{list(v.shape)}")
+        else:
+            parts.append(f"{name[:40]} {type(value).__name__}")
+    if len(feeds) > max_inputs:
+        parts.append(f"{len(feeds) - max_inputs} more")
+    return ", ".join(parts)
+
+
+def seeded_inputs_note(feeds: Feeds) -> str:
+    """The hint for a run that failed on seeded inputs: real models often need a real size
+    (a 512-sample audio window) or value (a sample rate) that no random feed can know."""
+    return (f"run on seeded inputs ({feeds_text(feeds)}); for other sizes set --dim NAME=VALUE "
+            "(INPUT[AXIS]=VALUE for an unnamed dim)")
 
 
 def feed_sets(specs: tuple[InputSpec, ...], count: int, dims: Mapping[str, int] | None = None,

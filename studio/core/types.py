@@ -72,12 +72,14 @@ def shape_text(shape: tuple[Dim, ...] | None, max_dim_chars: int = 24) -> str:
 
 
 def _dims(tensor_type) -> tuple[Dim, ...] | None:
+    """Dims of a tensor type. A negative ``dim_value`` (paddle2onnx and old exporters write
+    -1 for "any size") is read as an unknown dim, as ONNX Runtime and OpenVINO read it."""
     if not tensor_type.HasField("shape"):
         return None
     dims: list[Dim] = []
     for d in tensor_type.shape.dim:
         if d.HasField("dim_value"):
-            dims.append(int(d.dim_value))
+            dims.append(int(d.dim_value) if d.dim_value >= 0 else None)
         elif d.HasField("dim_param") and d.dim_param:
             dims.append(d.dim_param[:1024])
         else:

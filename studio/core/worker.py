@@ -36,6 +36,14 @@ _MEMORY_MARKERS = ("bad_alloc", "failed to allocate", "cannot allocate memory",
                    "unable to allocate", "out of memory", "memoryerror")
 
 
+def _engine_message(message: str) -> str:
+    """The failed job's one line (``studio.core.errors.engine_message``, imported late: the
+    worker sets its resource limits before importing anything of the studio)."""
+    from studio.core.errors import engine_message
+
+    return engine_message(message)
+
+
 def _parse_argv(argv: list[str]) -> dict[str, str]:
     opts: dict[str, str] = {}
     it = iter(argv)
@@ -221,7 +229,7 @@ def _handle(request: dict, *, send: Callable[[dict], None], home: str,
             "ok": False,
             "kind": "memory" if _is_memory_error(exc) else "error",
             "type": type(exc).__name__,
-            "message": message.splitlines()[0][:500] if message else "",
+            "message": _engine_message(message),
             "traceback": "".join(traceback.format_exception(exc))[-4000:],
         }
     finally:

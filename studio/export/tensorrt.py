@@ -187,6 +187,27 @@ def refusal(ctx: ExportContext) -> str | None:
     return None
 
 
+def table_unsupported_ops(model_path: Path, version: str | int = "10") -> list[str]:
+    """Ops of the model that TensorRT's support table says its ONNX parser cannot import
+    (``ai.onnx.ml`` trees and classifiers, ConvInteger/DynamicQuantizeLinear from ORT's
+    dynamic quantization...), as 'Op' or 'domain::Op', once each. Where TensorRT is not
+    installed this is the only warning the export can give that the build will fail:
+    ONNX Runtime runs these ops, so the verification on ONNX Runtime passes."""
+    import onnx
+
+    from diagnostics.node_context import collect_nodes
+    from diagnostics.tensorrt_check import node_status
+
+    proto = onnx.load_model(str(model_path), load_external_data=False)
+    found: list[str] = []
+    for node in collect_nodes(proto):
+        status, _ = node_status(node, version)
+        label = f"{node.domain}::{node.op_type}" if node.domain else node.op_type
+        if status == "unsupported" and label not in found:
+            found.append(label)
+    return found
+
+
 def _trt_ready_onnx(ctx: ExportContext, folder: Path) -> tuple[Path, list[dict], str]:
     """The ``tensorrt`` preset on the deploy model, verified pass by pass (a failing pass is undone)."""
     from passes.pipeline import resolve_passes, run_pipeline
@@ -233,8 +254,17 @@ def export_tensorrt(ctx: ExportContext) -> TargetResult:
                                 engine=f"onnxruntime {timing.get('version', '')}",
                                 error=None if error is None else f"ONNX Runtime cannot run it: {error}")
     data = folder / f"{MODEL_NAME}.data"
+    unsupported = table_unsupported_ops(model)
+    blocked = ""
+    if unsupported:
+        blocked = (f"TensorRT's parser cannot import {len(unsupported)} op type(s) of it per the support table "
+                   f"({', '.join(unsupported[:4])}{'...' if len(unsupported) > 4 else ''}): the engine build will "
+                   "fail unless a plugin provides them")
+        notes.append(blocked)
+    label = ("ONNX for TensorRT (tensorrt preset; ops TensorRT cannot import, see notes)" if unsupported else
+             "TensorRT-ready ONNX (tensorrt preset; verified on ONNX Runtime CPU)")
     artifacts: list[Artifact] = [ctx.artifact(
-        model, "tensorrt-onnx", "TensorRT-ready ONNX (tensorrt preset; verified on ONNX Runtime CPU)",
+        model, "tensorrt-onnx", label,
         companions=(data,) if data.exists() else (), precision=ctx.deploy_precision, portable=True,
         verification=v_onnx)]
 
@@ -277,7 +307,9 @@ def export_tensorrt(ctx: ExportContext) -> TargetResult:
         status = ERROR if v_onnx.failed else NOT_VERIFIED
         onnx_state = "failed" if v_onnx.failed else "verified on ONNX Runtime" if v_onnx.ok else "not verified"
         message = (f"TensorRT engine not built or verified here ({availability.reason}); "
-                   f"TensorRT-ready ONNX {onnx_state}: {v_onnx.message}")
+                   f"{'ONNX for TensorRT' if blocked else 'TensorRT-ready ONNX'} {onnx_state}: {v_onnx.message}")
+        if blocked:
+            message = f"{blocked}; {message}"
         return TargetResult("tensorrt", status, message, tuple(artifacts), tuple(notes), {},
                             time.perf_counter() - started)
     return _build_and_verify(ctx, folder, config, artifacts, notes, started)  # pragma: no cover - needs a GPU

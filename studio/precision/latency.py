@@ -16,6 +16,7 @@ import numpy as np
 from studio.accuracy.runs import pack_sets, unpack_sets
 from studio.core.engines import RunOptions, resolve_engine_name
 from studio.core.engines.base import check_model_file
+from studio.core.errors import engine_message
 from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
@@ -69,7 +70,7 @@ def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
             try:
                 runners[it["key"]] = open_one(it)
             except Exception as exc:  # noqa: BLE001 - one variant failing must not hide the others
-                out[it["key"]] = {"error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"}
+                out[it["key"]] = {"error": f"{type(exc).__name__}: {engine_message(exc, 200)}"}
         ctx.set_stage(f"latency: measuring {len(runners)} variant(s) in interleaved rounds")
         times = measure_latency({k: (lambda r=r: r.infer(feeds)) for k, r in runners.items()}, budget_s=budget)
         for k, v in times.items():
@@ -84,7 +85,7 @@ def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
                                                                  per_round=8, max_rounds=5)["x"])
                 runner.close()
             except Exception as exc:  # noqa: BLE001
-                out[it["key"]] = {"error": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"}
+                out[it["key"]] = {"error": f"{type(exc).__name__}: {engine_message(exc, 200)}"}
     return JobOutput(data={"results": out})
 
 
