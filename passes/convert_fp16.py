@@ -38,13 +38,56 @@ def convert_model(model: onnx.ModelProto, *, op_block_list: list[str] | None = N
     """fp16 copy of ``model`` and the Cast repairs it needed."""
     from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
 
-    blocked = list(dict.fromkeys(list(DEFAULT_OP_BLOCK_LIST) + list(op_block_list or [])))
+    # Ops outside ai.onnx (com.microsoft contrib ops, custom ops) have type constraints the converter does
+    # not know (DynamicQuantizeLSTM takes float only): they stay float32 behind Casts.
+    foreign = [n.op_type for n in model.graph.node if n.domain not in ("", "ai.onnx")]
+    blocked = list(dict.fromkeys(list(DEFAULT_OP_BLOCK_LIST) + list(op_block_list or []) + foreign
+                                 + sorted(float32_only_ops(model))))
     big = model.ByteSize() > 1_800_000_000
     converted = convert_float_to_float16(model, keep_io_types=keep_io_types, op_block_list=blocked,
                                          node_block_list=list(node_block_list or []), disable_shape_infer=big)
     topological_sort(converted.graph)        # the converter appends input Casts at the end
+    drop_stale_constant_types(converted.graph)
     fixes = repair_cast_types(converted)
     return converted, fixes
+
+
+def float32_only_ops(model: onnx.ModelProto) -> set[str]:
+    """ai.onnx ops in the model whose schema takes float32 but not float16 on some input
+    (DynamicQuantizeLinear, older-opset ops): converting their inputs makes the model invalid."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None:
+        return set()
+    out: set[str] = set()
+    for op in {n.op_type for n in model.graph.node if n.domain in ("", "ai.onnx")}:
+        try:
+            schema = onnx.defs.get_schema(op, opset, "")
+        except onnx.defs.SchemaError:
+            continue
+        allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+        for formal in schema.inputs:
+            types = allowed.get(formal.type_str, {formal.type_str})
+            if "tensor(float)" in types and "tensor(float16)" not in types:
+                out.add(op)
+                break
+    return out
+
+
+def drop_stale_constant_types(graph: onnx.GraphProto) -> int:
+    """Remove value_info entries that name an initializer or a Constant output.
+
+    The converter turns every float value_info to float16, also for constants it
+    kept float32 (Resize scales, block-listed inputs): the full checker then
+    fails with "Inferred elem type differs" (YOLOv8, magika). The type of a
+    constant is its tensor's; the entry adds nothing."""
+    constants = {t.name for t in graph.initializer}
+    constants |= {n.output[0] for n in graph.node if n.op_type == "Constant" and n.output}
+    keep = [vi for vi in graph.value_info if vi.name not in constants]
+    dropped = len(graph.value_info) - len(keep)
+    if dropped:
+        del graph.value_info[:]
+        graph.value_info.extend(keep)
+    return dropped
 
 
 @register

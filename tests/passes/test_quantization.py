@@ -243,3 +243,31 @@ def test_convert_fp16_on_a_deep_model_is_judged_by_cosine(tmp_path):
     numeric = rec.verification.numeric
     assert numeric.min_cosine > 0.999
     assert max(d.mismatch_fraction for d in numeric.outputs.values()) > 0.01   # elementwise would have failed
+
+
+def test_convert_fp16_on_detector_and_prequantized_structures(tmp_path):
+    """What broke fp16 on YOLOv8, magika and an int8-dynamic OCR model: a Resize whose float32
+    scales initializer also has a value_info entry (onnx-ir writes them), and DynamicQuantizeLinear,
+    which takes float32 only. Both must come out valid and numerically close."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"]),
+             helper.make_node("Resize", ["a", "", "scales"], ["r"], mode="nearest"),
+             helper.make_node("Sigmoid", ["r"], ["y"]),
+             helper.make_node("DynamicQuantizeLinear", ["a"], ["q", "s", "z"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16]),
+         helper.make_tensor_value_info("q", TensorProto.UINT8, [1, 4, 8, 8])],
+        [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")],
+        value_info=[helper.make_tensor_value_info("scales", TensorProto.FLOAT, [4]),
+                    helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4, 8, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    src = save(model, tmp_path / "in" / "m.onnx")
+    r = run_pipeline(src, [make_pass("convert-fp16", measure=False)], tmp_path / "h" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and rec.status == "changed", rec.message
+    out = onnx.load(str(r.output))
+    onnx.checker.check_model(out, full_check=True)
+    ort.InferenceSession(str(r.output), providers=["CPUExecutionProvider"])
+    assert any(n.op_type == "Cast" for n in out.graph.node) and any(
+        v.type.tensor_type.elem_type == TensorProto.FLOAT16 for v in out.graph.value_info)
