@@ -67,6 +67,9 @@ def _one_case(seed: int, folder: Path) -> str:
         path.unlink(missing_ok=True)
 
 
+# A case takes 0.2-3 s (a real ORT/OpenVINO session in a worker); the suite-wide 300 s timeout is for
+# single tests, not for `make fuzz`'s 1,000 cases.
+@pytest.mark.timeout(max(300, 5 * len(_cases())))
 def test_fuzz_mutated_models(tmp_path):
     outcomes: collections.Counter[str] = collections.Counter()
     failures = []
