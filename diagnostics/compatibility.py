@@ -80,7 +80,7 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
             from diagnostics.ort_check import check_onnxruntime
 
             checks[engine] = check_onnxruntime(path, nodes, eps=eps, run=run, dims=dict(dims or {}),
-                                               pool_key=pool_key, limits=limits)
+                                               pool_key=pool_key, limits=limits, trt_version=trt_major)
         elif engine == "openvino":
             from diagnostics.openvino_check import check_openvino
 
