@@ -64,7 +64,7 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
     nodes = collect_nodes(model, table.values)
     customs = detect_custom_ops(model)
     findings: list[Finding] = list(lint_model(model, custom_ops=customs, shape_error=table.error,
-                                              inferred=table.values))
+                                              inferred=table.values, engines=chosen))
     if not handle.check.ok:
         findings.append(Finding("CHECKER-ERROR", "error", f"onnx.checker fails: {handle.check.message}",
                                 fix_hint="fix the model (or re-export it)", source="onnx.checker"))
