@@ -236,6 +236,9 @@ def _cuda_table_status(ctx: NodeCtx, ort_version: str | None) -> tuple[str, str]
     if row.get("rank") and ctx.input_ranks and ctx.input_ranks[0] is not None and ctx.input_ranks[0] != row["rank"]:
         return "unsupported", f"CUDA kernel for {ctx.qualified} handles rank {row['rank']}, input has rank " \
                               f"{ctx.input_ranks[0]}"
+    if not row.get("types") and ctx.input_types and ctx.input_types[0] is not None:
+        return "supported", f"CUDA kernel in the shipped table (op and opset; input type {ctx.input_types[0]} " \
+                            "not in the table)"
     return "supported", "CUDA kernel in the shipped table"
 
 

@@ -3,6 +3,8 @@ TensorRT restriction checks fire on the nodes that break them, and the ORT regis
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -103,3 +105,19 @@ def test_tensorrt_restricted_nodes_become_warnings(model_file):
     assert "same rank" in restricted["branchy"].message and restricted["branchy"].severity == "warning"
     verdict = report.verdict("tensorrt")
     assert verdict.verdict == "runs with warnings" and verdict.summary != "no problem found"
+
+
+def test_ort_cuda_table_says_when_input_types_are_not_in_it():
+    from diagnostics.ort_check import _cuda_table_status
+
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.DOUBLE, [1, 1, 4, 4])
+    g = helper.make_tensor_value_info("g", onnx.TensorProto.DOUBLE, [1, 2, 2, 2])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.DOUBLE, None)
+    nodes = _nodes(_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                           helper.make_node("GridSample", ["r", "g"], ["y"], name="gs")], [x, g], [y], opset=20))
+    status, reason = _cuda_table_status(nodes["relu"], "1.20.0")
+    assert status == "supported" and "input type double not in the table" in reason
+    status, reason = _cuda_table_status(nodes["gs"], "1.20.0")       # a row with types: checked
+    assert status == "unsupported" and "takes float, not double" in reason
+    header = (Path(__file__).resolve().parents[2] / "diagnostics/support_tables/ort_cuda_kernels.psv").read_text()
+    assert "build_ort_cuda_table" not in header and "not in the table" in header
