@@ -64,7 +64,7 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
     nodes = collect_nodes(model, table.values)
     customs = detect_custom_ops(model)
     findings: list[Finding] = list(lint_model(model, custom_ops=customs, shape_error=table.error,
-                                              inferred=table.values))
+                                              inferred=table.values, engines=chosen))
     if not handle.check.ok:
         findings.append(Finding("CHECKER-ERROR", "error", f"onnx.checker fails: {handle.check.message}",
                                 fix_hint="fix the model (or re-export it)", source="onnx.checker"))
@@ -80,7 +80,7 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
             from diagnostics.ort_check import check_onnxruntime
 
             checks[engine] = check_onnxruntime(path, nodes, eps=eps, run=run, dims=dict(dims or {}),
-                                               pool_key=pool_key, limits=limits)
+                                               pool_key=pool_key, limits=limits, trt_version=trt_major)
         elif engine == "openvino":
             from diagnostics.openvino_check import check_openvino
 

@@ -58,8 +58,10 @@ def full_check_finding(model_path: Path, *, pool_key: str = "default", limits: L
 
 
 def lint_model(model: ModelProto, *, custom_ops: Sequence[CustomOpInfo] = (), shape_error: str | None = None,
-               inferred: dict[str, TensorInfo] | None = None) -> list[Finding]:
-    """Static lint of the proto (no engine)."""
+               inferred: dict[str, TensorInfo] | None = None,
+               engines: Sequence[str] | None = None) -> list[Finding]:
+    """Static lint of the proto (no engine). ``engines``: the engines being checked (None: all); a
+    fact only one engine refuses (duplicate node names: ONNX Runtime) is an error for that engine."""
     out: list[Finding] = []
     g = model.graph
     init_names = [t.name for t in g.initializer]
@@ -118,7 +120,7 @@ def lint_model(model: ModelProto, *, custom_ops: Sequence[CustomOpInfo] = (), sh
         if dom and dom not in used_domains and dom not in {f.domain for f in model.functions}:
             out.append(Finding("UNUSED-OPSET", "info", f"opset domain {dom!r} (version {o.version}) is declared but "
                                "no node uses it", fix_hint="harmless; some converters refuse unknown domains",
-                               source="opset_import"))
+                               fix_pass="remove-unused-opsets", source="opset_import"))
 
     # Duplicate names.
     produced: Counter[str] = Counter()
@@ -139,9 +141,18 @@ def lint_model(model: ModelProto, *, custom_ops: Sequence[CustomOpInfo] = (), sh
                            source="graph"))
     dup_nodes = [name for (_, name), c in node_names.items() if c > 1]
     if dup_nodes:
-        out.append(Finding("DUPLICATE-NODE-NAME", "info", f"{len(dup_nodes)} node name(s) repeat, e.g. "
-                           f"{dup_nodes[0]!r}: findings and profiles name nodes ambiguously",
-                           fix_hint="give nodes unique names", source="graph"))
+        if engines is None or "onnxruntime" in engines:
+            # ONNX Runtime refuses the model at load ("two nodes with same node name"); OpenVINO and
+            # TensorRT do not care, so the error is ONNX Runtime's (all its EPs).
+            out.append(Finding("DUPLICATE-NODE-NAME", "error", f"{len(dup_nodes)} node name(s) repeat within a graph, "
+                               f"e.g. {dup_nodes[0]!r}: ONNX Runtime refuses the model (\"two nodes with same node "
+                               "name\")", engine="onnxruntime", fix_hint="give nodes unique names",
+                               fix_pass="rename-duplicate-nodes", source="graph"))
+        else:
+            out.append(Finding("DUPLICATE-NODE-NAME", "info", f"{len(dup_nodes)} node name(s) repeat within a graph, "
+                               f"e.g. {dup_nodes[0]!r}: findings and profiles name nodes ambiguously (ONNX Runtime "
+                               "would refuse the model)", fix_hint="give nodes unique names",
+                               fix_pass="rename-duplicate-nodes", source="graph"))
 
     # Opset age.
     default = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)

@@ -9,7 +9,10 @@
    (from shape inference) against the kernel's type constraints. An op with no
    kernel but a function body is expanded by ORT (supported). EPs that are not
    installed (CUDA, TensorRT) use the shipped tables, labelled "table only";
-   a node the CUDA EP cannot take falls back to CPU (ORT-CPU-FALLBACK).
+   a node the CUDA EP cannot take falls back to CPU (ORT-CPU-FALLBACK). The
+   TensorRT EP's nodes are decided by the TensorRT table of the requested
+   version; a node TensorRT lacks goes to the CUDA EP when the user selected it
+   too (ORT-EP-FALLBACK), else to the CPU EP, as ORT assigns providers.
 3. The model is then loaded and run once on seeded feeds in a worker (CPU EP,
    default session options, the same as ``get_engine("ort").run``): its
    outcome decides the model-level verdict, and its error is mapped back to the
@@ -233,6 +236,9 @@ def _cuda_table_status(ctx: NodeCtx, ort_version: str | None) -> tuple[str, str]
     if row.get("rank") and ctx.input_ranks and ctx.input_ranks[0] is not None and ctx.input_ranks[0] != row["rank"]:
         return "unsupported", f"CUDA kernel for {ctx.qualified} handles rank {row['rank']}, input has rank " \
                               f"{ctx.input_ranks[0]}"
+    if not row.get("types") and ctx.input_types and ctx.input_types[0] is not None:
+        return "supported", f"CUDA kernel in the shipped table (op and opset; input type {ctx.input_types[0]} " \
+                            "not in the table)"
     return "supported", "CUDA kernel in the shipped table"
 
 
@@ -372,9 +378,13 @@ def _node_finding(ctx: NodeCtx, target: str, status: str, reason: str, *, table:
 
 def check_onnxruntime(model_path: Path, nodes: Sequence[NodeCtx], *, eps: Sequence[str] = ("cpu",),
                       run: bool = True, dims: dict[str, int] | None = None, pool_key: str = "default",
-                      limits: Limits | None = None) -> EngineCheck:
+                      limits: Limits | None = None, trt_version: str | int = "10") -> EngineCheck:
+    """``trt_version``: the TensorRT major whose table decides the TensorRT EP's nodes."""
+    from diagnostics.support_tables import normalize_trt_version
+
     result = EngineCheck()
     eps = normalize_eps(eps)
+    trt_version = normalize_trt_version(trt_version)
     try:
         registry, available = kernel_registry(pool_key=pool_key, limits=limits)
     except (WorkerError, StudioError) as exc:
@@ -423,44 +433,70 @@ def check_onnxruntime(model_path: Path, nodes: Sequence[NodeCtx], *, eps: Sequen
     result.verdicts.append(verdict_from(ENGINE, cpu, result.findings, decided, version=registry.version, ran=ran))
 
     # Other EPs: real registry when the build has them, else the shipped tables.
+    def ep_status(ep: str, n: NodeCtx) -> tuple[str, str, bool]:
+        """(status, reason, from the shipped table) of ``n`` on one non-CPU EP alone."""
+        provider = EP_NAMES[ep]
+        in_table = provider not in registry.providers
+        if ep == "cuda":
+            status, reason = (_cuda_table_status(n, registry.version) if in_table
+                              else match_kernel(registry, provider, n))
+            return status, reason, in_table
+        from diagnostics.tensorrt_check import node_status as trt_status
+
+        status, reason = trt_status(n, trt_version)
+        return ("supported" if status in ("supported", "restricted") else "unsupported"), reason, True
+
     for ep in eps[1:]:
         provider = EP_NAMES[ep]
         table = provider not in registry.providers
+        source = "shipped table" if table else "kernel registry"
         fallbacks = 0
+        # ORT assigns a node the first selected provider that takes it: TensorRT EP -> CUDA EP -> CPU EP.
+        next_eps = ["cuda"] if ep == "tensorrt" and "cuda" in eps else []
         for n in checked:
-            if ep == "cuda":
-                status, reason = (_cuda_table_status(n, registry.version) if table
-                                  else match_kernel(registry, provider, n))
-            else:  # TensorRT EP: the TensorRT table, then CUDA, then CPU take over
-                from diagnostics.tensorrt_check import node_status as trt_status
-
-                status, reason = trt_status(n, "10")
-                status = "supported" if status in ("supported", "restricted") else "unsupported"
-            if status == "unsupported" and cpu_status[n.id][0] == "supported":
+            status, reason, _ = ep_status(ep, n)
+            taken_by = None
+            if status == "unsupported":
+                for other in next_eps:
+                    o_status = ep_status(other, n)[0]
+                    if o_status == "supported":
+                        taken_by = other
+                        break
+            if status == "unsupported" and taken_by is not None:
+                other = EP_NAMES[taken_by]
+                result.nodes.append(NodeVerdict(n.id, n.op_type, n.domain, ENGINE, provider, "restricted",
+                                                f"falls back to {other}: {reason}", source))
+                result.findings.append(Finding(
+                    "ORT-EP-FALLBACK", "warning",
+                    f"node {n.id} ({n.qualified}) would run on {other} under {provider}: {reason}", ENGINE, n.id,
+                    n.op_type, n.domain, provider,
+                    "the node runs outside the TensorRT engine (the engine is split around it); "
+                    "use an op/opset/type TensorRT supports", None, source))
+            elif status == "unsupported" and cpu_status[n.id][0] == "supported":
                 fallbacks += 1
                 result.nodes.append(NodeVerdict(n.id, n.op_type, n.domain, ENGINE, provider, "restricted",
-                                                f"falls back to CPU: {reason}",
-                                                "shipped table" if table else "kernel registry"))
+                                                f"falls back to CPU: {reason}", source))
+                chain = " (no CUDA kernel either)" if next_eps else ""
                 result.findings.append(Finding(
                     "ORT-CPU-FALLBACK", "warning",
-                    f"node {n.id} ({n.qualified}) would run on the CPU under {provider}: {reason}", ENGINE, n.id,
-                    n.op_type, n.domain, provider,
+                    f"node {n.id} ({n.qualified}) would run on the CPU under {provider}{chain}: {reason}", ENGINE,
+                    n.id, n.op_type, n.domain, provider,
                     "expect host-device copies around this node; "
                     + ("apply 'gridsample-to-contrib' on ONNX Runtime < 1.18" if n.op_type == "GridSample" and not n.domain
                        else "use an op/opset/type the EP supports"),
                     "gridsample-to-contrib" if n.op_type == "GridSample" and not n.domain and "1.18" in reason else None,
-                    "shipped table" if table else "kernel registry"))
+                    source))
             else:
                 result.nodes.append(NodeVerdict(n.id, n.op_type, n.domain, ENGINE, provider,
                                                 status if status != "unsupported" else "unsupported", reason,
-                                                "shipped table" if table else "kernel registry"))
+                                                source))
                 if status == "unsupported":
                     f = _node_finding(n, provider, status, reason, table=table)
                     if f:
                         result.findings.append(f)
         if table:
             result.notes.append(f"ONNX Runtime {provider}: not installed here; table only "
-                                f"({'ONNX Runtime OperatorKernels.md' if ep == 'cuda' else 'TensorRT support table'})")
+                                f"({'ONNX Runtime OperatorKernels.md' if ep == 'cuda' else f'TensorRT {trt_version}.x support table'})")
         # A CPU-level failure fails every EP (the CPU EP is the fallback of all of them).
         inherited = [f for f in result.findings if f.target == cpu and f.is_error]
         inherited_here = [Finding(f.code, f.severity, f.message, ENGINE, f.node, f.op_type, f.domain, provider,

@@ -1,6 +1,7 @@
 """Reference outputs from ``onnx.reference`` with the studio's reference ops,
-for models ONNX Runtime cannot run because of a custom op (so a fix such as
-``legalize-grid-sampler`` is still verified numerically). Runs in a worker:
+for models ONNX Runtime cannot run because of a custom op or repeated node
+names (so a fix such as ``legalize-grid-sampler`` or ``rename-duplicate-nodes``
+is still verified numerically). Runs in a worker:
 the evaluator is Python over an untrusted graph and can be slow or allocate a
 lot, so the sandbox's timeout and memory limit apply.
 """
@@ -23,9 +24,22 @@ EVALUATOR_LABEL = "onnx.reference evaluator with the studio's reference ops (ONN
 
 
 def evaluator_can_run(model: onnx.ModelProto) -> bool:
-    """Every custom op of the model has a reference implementation."""
+    """Something the evaluator tolerates keeps ONNX Runtime from running the model (a custom op, node
+    names repeated within a graph), and every custom op of the model has a reference implementation."""
     customs = detect_custom_ops(model)
-    return bool(customs) and all(has_reference(c.domain, c.op_type) for c in customs)
+    if not all(has_reference(c.domain, c.op_type) for c in customs):
+        return False
+    return bool(customs) or _repeats_node_names(model)
+
+
+def _repeats_node_names(model: onnx.ModelProto) -> bool:
+    from studio.core.protowalk import iter_graphs
+
+    for ref in iter_graphs(model):
+        names = [n.name for n in ref.graph.node if n.name]
+        if len(names) != len(set(names)):
+            return True
+    return False
 
 
 @job("diagnostics.reference_outputs")

@@ -221,6 +221,15 @@ def check_tensorrt(model_path: Path, nodes: Sequence[NodeCtx], opsets: dict[str,
             result.findings.append(Finding("TRT-PLUGIN", "warning", f"node {n.id}: {reason}", ENGINE, n.id, n.op_type,
                                            n.domain, target, "build and register the plugin library before building "
                                            "the engine", known.fix_pass if known else None, "custom-op knowledge base"))
+        elif status == "restricted":
+            # Supported with a condition the table states but this check cannot prove (or a silent
+            # conversion such as DOUBLE -> FLOAT): the user must know before building an engine.
+            hint = ("expect float32 precision for this node (TensorRT clamps DOUBLE to +-FLT_MAX)"
+                    if "DOUBLE" in reason and "documented restriction" not in reason
+                    else "make sure the node meets the documented restriction, or build the engine to confirm")
+            result.findings.append(Finding("TRT-RESTRICTED", "warning", f"node {n.id} ({n.qualified}): {reason}",
+                                           ENGINE, n.id, n.op_type, n.domain, target, hint, None,
+                                           f"support table {table['version']}"))
     default_opset = opsets.get("", 0)
     new_target = max(table["opset_min"], min(FIX_TARGET_OPSET, table["opset_max"] or FIX_TARGET_OPSET))
     if default_opset and default_opset < table["opset_min"]:

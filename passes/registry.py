@@ -36,6 +36,8 @@ PASS_MODULES: dict[str, str] = {
     "quantize-int8-dynamic": "passes.quantize_int8_dynamic",
     "convert-fp16": "passes.convert_fp16",
     "fix-cast-types": "passes.fix_cast_types",
+    "rename-duplicate-nodes": "passes.rename_duplicate_nodes",
+    "remove-unused-opsets": "passes.remove_unused_opsets",
 }
 
 _REGISTRY: dict[str, type[StudioPass]] = {}

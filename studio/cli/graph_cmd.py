@@ -1,4 +1,5 @@
-"""onnx-studio graph MODEL [--diff OTHER] [--focus NODE --hops K] [--level N] [--overlay NAME] -o FILE"""
+"""onnx-studio graph MODEL [--diff OTHER] [--focus NODE --hops K] [--level N] [--overlay NAME]
+[--overlay-data FILE ...] -o FILE"""
 
 from __future__ import annotations
 
@@ -25,10 +26,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--diff-mode", choices=["overlay", "side-by-side"], default="overlay",
                    help="with --diff and .html: one union graph, or both graphs side by side")
     p.add_argument("--focus", metavar="NODE", help="draw the neighbourhood of this node (id or name)")
-    p.add_argument("--hops", type=int, default=2, help="with --focus: how many edges away (default 2)")
+    p.add_argument("--hops", type=int, default=None, help="with --focus: how many edges away (default 2)")
     p.add_argument("--level", type=int, help="hierarchy level to draw (default: the deepest that fits)")
-    p.add_argument("--overlay", default="op type", help="colour by: 'op type' (default), 'FLOPs share', ...")
-    p.add_argument("--search", default="", help="highlight nodes whose name, op type or tensors contain this")
+    p.add_argument("--overlay", default=None,
+                   help="colour by: 'op type' (default), 'FLOPs share', and with --overlay-data "
+                        "'compatibility: ENGINE TARGET', 'time share' or 'numeric error'")
+    p.add_argument("--overlay-data", metavar="JSON", action="append", default=[],
+                   help="feed overlays from a file another command wrote: check --json (engine support), "
+                        "profile --per-op --json (time share), compare --layerwise --json (numeric error); "
+                        "repeatable")
+    p.add_argument("--search", default=None, help="highlight nodes whose name, op type or tensors contain this")
+
+# Options of the single-graph view that a diff does not take.
+_NOT_WITH_DIFF = (("focus", "--focus"), ("hops", "--hops"), ("overlay", "--overlay"),
+                  ("overlay_data", "--overlay-data"), ("search", "--search"))
 
 
 def _lineage(path: str | None) -> object:
@@ -46,14 +57,62 @@ def _lineage(path: str | None) -> object:
     return data
 
 
+def _overlay_data(paths: list[str], sha256: str) -> dict:
+    from studio.graphview.overlay_files import overlay_data_from_json
+
+    data: dict = {}
+    for raw in paths:
+        p = Path(raw)
+        check_regular_file(p, max_bytes=256 * 2**20, label="overlay data file")
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise StudioError(f"overlay data file {printable(p.name, 80)} is not JSON ({type(exc).__name__})",
+                              code="BAD-OPTION") from None
+        got = overlay_data_from_json(doc, sha256=sha256)
+        for note in got.notes:
+            print(f"note: {printable(p.name, 80)}: {printable(note, 300)}")
+        for key, value in got.data.items():
+            if key == "compatibility":
+                data.setdefault(key, {}).update(value)
+            else:
+                data[key] = value
+    return data
+
+
+def _check_overlay(name: str, available: list[str]) -> None:
+    if name in available:
+        return
+    from studio.graphview.overlay_files import DATA_OVERLAYS
+
+    needs = next((src for ov, src in DATA_OVERLAYS.items() if name == ov or (
+        ov.startswith("compatibility:") and name.startswith("compatibility:"))), None)
+    extra = f" ('{printable(name, 60)}' needs --overlay-data with the output of {needs})" if needs else ""
+    raise StudioError(f"no overlay '{printable(name, 60)}' for this model; valid here: "
+                      f"{', '.join(repr(a) for a in available)}{extra}", code="BAD-OPTION")
+
+
 def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if args.level is not None and args.level < 1:
         raise StudioError("--level must be 1 or more")
-    if args.hops < 0:
+    if args.diff:
+        given = [flag for attr, flag in _NOT_WITH_DIFF if getattr(args, attr) not in (None, [])]
+        if given:
+            raise StudioError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to --diff "
+                              "(a diff colours nodes by removed/added/changed and draws the whole graph); "
+                              "with --diff use --lineage, --diff-mode and --level", code="BAD-OPTION")
+    if args.lineage and not args.diff:
+        raise StudioError("--lineage applies only with --diff", code="BAD-OPTION")
+    hops = 2 if args.hops is None else args.hops
+    if hops < 0:
         raise StudioError("--hops must be 0 or more")
+    if args.hops is not None and args.focus is None:
+        raise StudioError("--hops applies only with --focus", code="BAD-OPTION")
     handle = api.load(args.model)
-    fast = api.graph_prefers_fast_path(handle) and args.overlay == "op type" and not args.diff
+    overlay_data = _overlay_data(args.overlay_data, handle.sha256) if args.overlay_data else {}
+    overlay = args.overlay or "op type"
+    fast = api.graph_prefers_fast_path(handle) and overlay == "op type" and not args.diff and not overlay_data
     summary = None if fast else api.inspect(handle)
     if fast:
         print("note: a large model: drawn without shapes and FLOPs (any other --overlay computes them)")
@@ -67,12 +126,20 @@ def run(args: argparse.Namespace) -> int:
               f"{c['unchanged']} unchanged")
     else:
         index = api.graph_index(handle, summary)
+        available = list(api.graph_overlays(index, summary, overlay_data))
+        if overlay_data:
+            fed = [n for n in available if n not in ("op type", "FLOPs share")]
+            print(f"overlays from data: {', '.join(fed) if fed else 'none'}")
+            if args.overlay is None and fed:
+                overlay = fed[0]
+                print(f"note: colouring by '{printable(overlay, 80)}' (choose with --overlay)")
+        _check_overlay(overlay, available)
         budget = None
         if out.suffix.lower() in (".dot", ".svg") and args.focus is None:
             from studio.graphview.dot import SVG_MAX_ITEMS
             budget = SVG_MAX_ITEMS
-        view = api.graph_view(index=index, summary=summary, level=args.level, focus=args.focus, hops=args.hops,
-                              overlay=args.overlay, query=args.search, budget=budget)
+        view = api.graph_view(index=index, summary=summary, level=args.level, focus=args.focus, hops=hops,
+                              overlay=overlay, overlay_data=overlay_data, query=args.search or "", budget=budget)
         if view.note:
             print(f"note: {printable(view.note, 400)}")
         written = api.write_graph_view(view, out)

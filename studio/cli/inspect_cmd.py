@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from studio import api
 from studio.cli.common import parse_dims, print_json
@@ -25,6 +26,12 @@ def run(args: argparse.Namespace) -> int:
     dims = parse_dims(args.dim)
     handle = api.load(args.model)
     summary = api.inspect(handle, dims)
+    for name in summary.flops.unknown_dims:
+        known = sorted(summary.flops.assumed_dims + tuple(summary.flops.dims))
+        known = [k for k in dict.fromkeys(known) if k not in summary.flops.unknown_dims]
+        shown = ", ".join(printable(k, 60) for k in known[:20]) + (" ..." if len(known) > 20 else "")
+        print(f"warning: dim '{printable(name, 60)}' is not a dim of this model; known: {shown or 'none'}",
+              file=sys.stderr)
     if args.json:
         print_json(summary.to_dict(include_nodes=not args.no_nodes))
         return 0
@@ -38,8 +45,14 @@ def run(args: argparse.Namespace) -> int:
           f"{nc.function_nodes} in {nc.functions} functions)")
     print(f"params     {human_count(s.params.elements)} ({human_bytes(s.params.bytes)})  "
           + ", ".join(f"{d.dtype}: {human_bytes(d.bytes)}" for d in s.params.by_dtype))
-    assumed = f"  (assumed 1 for: {', '.join(s.flops.assumed_dims)})" if s.flops.assumed_dims else ""
+    names = printable(", ".join(printable(d) for d in s.flops.assumed_dims), 400)
+    assumed = f"  (assumed 1 for: {names})" if s.flops.assumed_dims else ""
     print(f"FLOPs      {human_count(s.flops.flops)}  MACs {human_count(s.flops.macs)}{assumed}")
+    for b in s.flops.branches[:5]:
+        print(f"           If {printable(b.node, 120)}: per branch then {human_count(b.then_flops)} / else "
+              f"{human_count(b.else_flops)} (the total counts the {b.counted.removesuffix('_branch')} branch)")
+    if len(s.flops.branches) > 5:
+        print(f"           ... and {len(s.flops.branches) - 5} more If nodes (see --json)")
     print(f"memory     weights {human_bytes(s.memory.weights_bytes)}, peak activations "
           f"{human_bytes(s.memory.peak_activation_bytes)}")
     for label, items in (("inputs", s.inputs), ("outputs", s.outputs)):

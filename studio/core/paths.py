@@ -111,16 +111,34 @@ def safe_child(out_dir: Path, relative: str | Path) -> Path:
     return target
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it where the kernel says it (``/proc/self/status``,
+    Linux 4.7+): ``os.umask`` can only be read by setting it, a race with other threads' files."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)      # the conservative common value while it is read back
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_writer(target: Path, mode: str = "wb") -> Iterator:
     """Write to a temp file beside ``target`` and rename it into place.
 
-    A planted symlink at ``target`` is replaced, not followed.
+    A planted symlink at ``target`` is replaced, not followed. The file gets the
+    permissions a plain ``open(target, "w")`` would give it (0666 & ~umask), not
+    ``mkstemp``'s private 0600.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, mode) as fh:
+            os.fchmod(fh.fileno(), 0o666 & ~current_umask())
             yield fh
             fh.flush()
             os.fsync(fh.fileno())

@@ -41,6 +41,11 @@ def _subgraphs(node: NodeProto) -> Iterator[tuple[str, GraphProto]]:
             yield f"{attr.name}[{i}]", g
 
 
+def subgraphs_of(node: NodeProto) -> Iterator[tuple[str, GraphProto]]:
+    """(attribute label, body) of a node's subgraphs, labelled as the scopes of ``iter_graphs``."""
+    return _subgraphs(node)
+
+
 def _node_label(node: NodeProto, index: int) -> str:
     return node.name or f"{node.op_type}_{index}"
 

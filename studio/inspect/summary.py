@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from onnx import defs
 
 from studio.core.model import ModelHandle
-from studio.core.protowalk import iter_graphs, node_id
+from studio.core.protowalk import iter_graphs, node_id, subgraphs_of
 from studio.core.types import TensorInfo, value_info
 from studio.inspect.flops import Cost, node_cost, shape_lookup
 from studio.inspect.memory import MemoryEstimate, peak_activation
@@ -65,6 +65,16 @@ class NodeInfo:
 
 
 @dataclass(frozen=True)
+class BranchFlops:
+    """An If's two branches: only one runs, so the total counts the larger (``counted``)."""
+
+    node: str                 # the If node's id
+    then_flops: int
+    else_flops: int
+    counted: str              # "then_branch" | "else_branch"
+
+
+@dataclass(frozen=True)
 class FlopStats:
     flops: int
     macs: int
@@ -73,6 +83,8 @@ class FlopStats:
     dims: Mapping[str, int]                # user-set values used
     assumed_dims: tuple[str, ...]          # input dims with no value given (taken as 1)
     unresolved_dims: tuple[str, ...]       # dims inference could not compute (taken as 1)
+    branches: tuple[BranchFlops, ...] = ()  # per If: then / else FLOPs; the total has the larger one
+    unknown_dims: tuple[str, ...] = ()     # --dim names that are no dim of this model (ignored)
 
 
 @dataclass(frozen=True)
@@ -133,6 +145,54 @@ def _clip(text: str, n: int = MAX_TEXT) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _within(scope: str, roots: set[str]) -> bool:
+    return any(scope == r or scope.startswith(r + "/") for r in roots)
+
+
+def _if_branches(refs, costs: list[tuple[str, str, Cost]], if_ids: dict[tuple[str, int], str]
+                 ) -> tuple[set[str], tuple[BranchFlops, ...]]:
+    """Only one branch of an If runs: per If (nested ones first), the FLOPs of each branch (its own
+    nodes plus its bodies, the larger branch of inner Ifs), and the scopes of the smaller branches,
+    which the total leaves out."""
+    direct: Counter[str] = Counter()
+    for scope, _, cost in costs:
+        direct[scope] += cost.flops
+    by_scope = {ref.scope: ref for ref in refs}
+    memo: dict[str, int] = {}
+    skipped: set[str] = set()
+    out: list[BranchFlops] = []
+
+    def effective(scope: str) -> int:
+        if scope in memo:
+            return memo[scope]
+        memo[scope] = 0                          # a scope repeated by duplicate node names: no cycle
+        ref = by_scope.get(scope)
+        total = direct[scope]
+        if ref is not None:
+            for i, node in enumerate(ref.graph.node):
+                subs = [(attr, f"{scope}/{node.name or f'{node.op_type}_{i}'}/{attr}")
+                        for attr, _ in subgraphs_of(node)]
+                subs = [(a, s) for a, s in subs if s in by_scope]
+                if not subs:
+                    continue
+                figures = {a: effective(s) for a, s in subs}
+                nid = if_ids.get((scope, i))
+                if nid is not None and {"then_branch", "else_branch"} <= set(figures):
+                    counted = "then_branch" if figures["then_branch"] >= figures["else_branch"] else "else_branch"
+                    other = "else_branch" if counted == "then_branch" else "then_branch"
+                    skipped.add(dict(subs)[other])
+                    out.append(BranchFlops(nid, figures["then_branch"], figures["else_branch"], counted))
+                    total += figures[counted]
+                else:
+                    total += sum(figures.values())
+        memo[scope] = total
+        return total
+
+    for ref in refs:                              # memoised: each If is decided once, by its own graph
+        effective(ref.scope)
+    return skipped, tuple(out)
+
+
 def _is_known_op(domain: str, op_type: str, version: int) -> bool:
     try:
         return defs.has(op_type, domain) if version <= 0 else defs.has(op_type, version, domain)
@@ -168,9 +228,11 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     seen: set[str] = set()
     main = sub = fn_nodes = subgraphs = 0
     by_op: Counter[str] = Counter()
-    total = Cost(0, 0)
     unknown_cost = 0
-    for ref in iter_graphs(model):
+    refs = list(iter_graphs(model))
+    costs: list[tuple[str, str, Cost]] = []        # (scope, op_type, cost) of every costed node
+    if_ids: dict[tuple[str, int], str] = {}          # (scope, index) -> id of an If node
+    for ref in refs:
         if ref.function:
             fn_nodes += len(ref.graph.node)
         elif ref.depth == 0:
@@ -186,11 +248,19 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
             if cost is None:
                 unknown_cost += int((dom, n.op_type) not in local_fns)
             else:
-                total = Cost(total.flops + cost.flops, total.macs + cost.macs)
-                by_op[n.op_type] += cost.flops
-            nodes.append(NodeInfo(node_id(ref.scope, n.name, n.op_type, i, seen), n.name, n.op_type, dom,
+                costs.append((ref.scope, n.op_type, cost))
+            nid = node_id(ref.scope, n.name, n.op_type, i, seen)
+            if n.op_type == "If" and dom == "":
+                if_ids[(ref.scope, i)] = nid
+            nodes.append(NodeInfo(nid, n.name, n.op_type, dom,
                                   ref.scope, tuple(n.input), tuple(n.output),
                                   None if cost is None else cost.flops, None if cost is None else cost.macs))
+    skipped, branches = _if_branches(refs, costs, if_ids)
+    total = Cost(0, 0)
+    for scope, op_type, cost in costs:
+        if not _within(scope, skipped):
+            total = Cost(total.flops + cost.flops, total.macs + cost.macs)
+            by_op[op_type] += cost.flops
 
     custom = []
     for (dom, op), c in sorted(hist.items()):
@@ -201,6 +271,8 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
 
     params = count_params(model)
     memory = peak_activation(model.graph, shape_of, concrete, params.bytes)
+    known_dims = input_symbols | {d for t in concrete.values() for d in (t.shape or ()) if isinstance(d, str)} \
+        | {d for t in table.values() for d in (t.shape or ()) if isinstance(d, str)}
     inputs = tuple(table.get(vi.name) or value_info(vi) for vi in model.graph.input if vi.name not in init_names)
     outputs = tuple(table.get(vi.name) or value_info(vi) for vi in model.graph.output)
     p = model
@@ -219,7 +291,8 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
         params=params,
         flops=FlopStats(total.flops, total.macs, tuple(by_op.most_common()), unknown_cost,
                         dims, tuple(sorted(input_symbols - set(dims))),
-                        tuple(sorted(assumed - input_symbols))[:20]),
+                        tuple(sorted(assumed - input_symbols))[:20], branches,
+                        tuple(sorted(k for k in dims if k not in known_dims))),
         memory=memory, custom_ops=tuple(custom),
         local_functions=tuple(f"{d}::{n}" for d, n in sorted(local_fns)),
         check_ok=handle.check.ok, check_message=handle.check.message, shape_inference_error=shape_error,

@@ -110,3 +110,59 @@ def test_huge_model_is_drawn_without_waiting_for_inspect(capsys, tmp_path):
     assert "without shapes and FLOPs" in printed and "drawn as" in printed
     data = json.loads(out.read_text(encoding="utf-8").split('id="gv-data">', 1)[1].split("</script>", 1)[0])
     assert len(data["panels"][0]["keys"]) <= 12_000
+
+
+def _panel_tooltips(page: str) -> list[str]:
+    data = json.loads(page.split('id="gv-data">', 1)[1].split("</script>", 1)[0])
+    return [x["tooltip"]["formatter"] for x in data["panels"][0]["option"]["series"][0]["data"]]
+
+
+def test_overlay_data_from_check_profile_and_compare_files(capsys, tmp_path):
+    """--overlay-data feeds the overlays the UI's pages publish, from the JSON the other commands write."""
+    from studio import api
+
+    handle = api.load(CNN)
+    check = tmp_path / "check.json"
+    check.write_text(json.dumps(api.check(handle, ["onnxruntime", "tensorrt"]).to_dict()))
+    # The layouts of `profile --per-op --json` and `compare --layerwise --json` (only the keys read).
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps({"ok": True, "ratios": [], "variants": [
+        {"variant": {"id": "t0-ort", "sha8": "00000000", "label": "other · ORT"}, "ops": None},
+        {"variant": {"id": "t1-ort", "sha8": handle.sha256[:8], "label": "cnn · ORT"},
+         "ops": {"per_node_ms": {"/conv1/Conv": 2.0, "/fc/Gemm": 1.0}}}]}))
+    compare = tmp_path / "compare.json"
+    compare.write_text(json.dumps({"ok": True, "comparison": {}, "layerwise": {
+        "node_errors": {"/conv1/Conv": 1e-7, "/fc/Gemm": None}}}))
+
+    out = tmp_path / "g.html"
+    args = ["graph", str(CNN), "-o", str(out), "--overlay-data", str(check), "--overlay-data", str(profile),
+            "--overlay-data", str(compare)]
+    assert main([*args, "--overlay", "compatibility: tensorrt 10.x"]) == 0
+    printed = capsys.readouterr().out
+    assert "compatibility: onnxruntime CPUExecutionProvider" in printed and "time share" in printed
+    assert "numeric error" in printed
+    tips = _panel_tooltips(out.read_text(encoding="utf-8"))
+    assert sum("compatibility: tensorrt 10.x</i> supported" in t for t in tips) >= 30
+
+    assert main([*args, "--overlay", "time share"]) == 0
+    tips = _panel_tooltips(out.read_text(encoding="utf-8"))
+    shares = [t for t in tips if "time share</i> n/a" not in t]
+    assert len(shares) == 2 and any("66.7%" in t for t in shares)       # 2 ms of 3 ms: /conv1/Conv
+    assert main([*args, "--overlay", "numeric error"]) == 0
+
+
+def test_overlay_and_diff_misuse_are_one_line_errors(capsys, tmp_path):
+    out = str(tmp_path / "g.html")
+    assert main(["graph", str(CNN), "-o", out, "--overlay", "bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert_user_message(err, "no overlay 'bogus'", "'op type'", "'FLOPs share'")
+    assert main(["graph", str(CNN), "-o", out, "--overlay", "time share"]) == 2
+    assert_user_message(capsys.readouterr().err.strip(), "needs --overlay-data", "profile")
+    for flag, value in (("--focus", "/conv1/Conv"), ("--hops", "1"), ("--overlay", "FLOPs share"),
+                        ("--search", "Conv"), ("--overlay-data", str(CNN))):
+        assert main(["graph", str(CNN), "--diff", str(CNN), "-o", out, flag, value]) == 2, flag
+        assert_user_message(capsys.readouterr().err.strip(), f"{flag} does not apply to --diff")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"something": 1}')
+    assert main(["graph", str(CNN), "-o", out, "--overlay-data", str(bad)]) == 2
+    assert_user_message(capsys.readouterr().err.strip(), "unrecognised overlay data")

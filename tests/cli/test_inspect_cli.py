@@ -60,3 +60,23 @@ def test_relative_model_path_gets_full_figures(capsys, monkeypatch):
     monkeypatch.chdir(SAMPLES.parent)
     d = _inspect_json(capsys, "sample_models/transformer_block.onnx")
     assert d["flops"]["macs"] > 0 and d["shape_inference_error"] is None
+
+
+def test_long_dim_names_are_truncated_and_unknown_dims_warned(capsys, tmp_path):
+    from onnx import TensorProto, helper
+
+    from tests.conftest import save
+
+    long = "d" * 500
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [long, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [long, 4])
+    m = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g", [x], [y]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    path = save(m, tmp_path / "long.onnx")
+    assert main(["inspect", str(path), "--dim", "foo=3"]) == 0
+    captured = capsys.readouterr()
+    line = next(ln for ln in captured.out.splitlines() if "assumed 1 for:" in ln)
+    assert long not in line and "…" in line and len(line) < 300
+    assert "warning: dim 'foo' is not a dim of this model; known: d" in captured.err
+    assert main(["inspect", str(SAMPLES / "if_loop.onnx")]) == 0
+    assert "per branch then" in capsys.readouterr().out

@@ -37,3 +37,26 @@ def test_ir_model_saved_with_its_own_data_file(tmp_path):
     out = save_model(model, tmp_path / "m.onnx", external_data=True)
     h = load(out)
     assert [f.name for f in h.external_files] == ["m.onnx.data"]
+
+
+def test_atomic_writes_get_normal_permissions(tmp_path):
+    """Atomically written outputs are 0666 & ~umask like any other file, not mkstemp's 0600."""
+    import os
+    import stat
+
+    from studio.cli import main
+    from studio.core.paths import atomic_write_bytes, atomic_write_text, current_umask
+
+    old = os.umask(0o022)
+    try:
+        assert current_umask() == 0o022
+        atomic_write_text(tmp_path / "a.txt", "x")
+        atomic_write_bytes(tmp_path / "b.bin", b"x")
+        assert main(["graph", str(SAMPLES / "cnn_unfused.onnx"), "-o", str(tmp_path / "g.html")]) == 0
+        for name in ("a.txt", "b.bin", "g.html"):
+            assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o644, name
+        os.umask(0o027)
+        atomic_write_text(tmp_path / "a.txt", "y")        # replaced: the new umask applies
+        assert stat.S_IMODE((tmp_path / "a.txt").stat().st_mode) == 0o640
+    finally:
+        os.umask(old)

@@ -29,6 +29,7 @@ def test_old_ir_inputs_unused_initializers_dynamic_dims_and_domains():
     fixes = {f.code: f.fix_pass for f in found}
     assert fixes["INITIALIZER-AS-INPUT"] == "remove-initializers-from-inputs"
     assert fixes["DYNAMIC-SHAPE"] == "fix-input-shapes" and fixes["UNUSED-INITIALIZER"] == "eliminate-dead-code"
+    assert fixes["UNUSED-OPSET"] == "remove-unused-opsets"
 
 
 def test_duplicate_names_and_old_opset():
@@ -37,6 +38,25 @@ def test_duplicate_names_and_old_opset():
                               [helper.make_tensor_value_info("x", 1, [2])], [helper.make_tensor_value_info("y", 1, [2])])
     found = lint_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)]))
     assert {"DUPLICATE-NAME", "DUPLICATE-NODE-NAME", "OPSET-TOO-OLD"} <= _codes(found)
+
+
+def test_duplicate_node_names_are_an_onnxruntime_error_like_the_real_session(tmp_path):
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["a"], name="n"),
+                               helper.make_node("Neg", ["a"], ["y"], name="n")], "g",
+                              [helper.make_tensor_value_info("x", 1, [2])], [helper.make_tensor_value_info("y", 1, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "dup.onnx"
+    onnx.save(model, str(path))
+    report = api.check(api.load(path), ("onnxruntime", "openvino"))
+    dup = next(f for f in report.findings if f.code == "DUPLICATE-NODE-NAME")
+    assert (dup.severity, dup.engine, dup.fix_pass) == ("error", "onnxruntime", "rename-duplicate-nodes")
+    # The real session agrees: ONNX Runtime fails, OpenVINO runs it.
+    assert any("two nodes with same node name" in f.message for f in report.findings if f.code.startswith("ORT-"))
+    assert report.verdict("onnxruntime").verdict == "fails" and report.verdict("openvino").verdict != "fails"
+    assert report.fixes()[0] == "rename-duplicate-nodes"
+    # Without ONNX Runtime among the engines it is only worth knowing.
+    only_ov = api.check(api.load(path), ("openvino",))
+    assert next(f for f in only_ov.findings if f.code == "DUPLICATE-NODE-NAME").severity == "info"
 
 
 def test_declared_output_shape_differs_from_real_run(tmp_path):

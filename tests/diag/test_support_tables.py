@@ -3,6 +3,8 @@ TensorRT restriction checks fire on the nodes that break them, and the ORT regis
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -74,3 +76,48 @@ def test_ort_registry_matching_by_opset_and_type():
     add = _nodes(_model([helper.make_node("Add", ["x", "x"], ["y"], name="add")], [x], [y], opset=6))["add"]
     status, reason = match_kernel(registry, "CPUExecutionProvider", add)
     assert status == "unsupported" and "opset version 6" in reason
+
+
+def test_tensorrt_restricted_nodes_become_warnings(model_file):
+    """A node the table marks "restricted" (DOUBLE cast down, a restriction text not evaluated) is a
+    TRT-RESTRICTED warning, so the verdict is "runs with warnings", never "no problem found"."""
+    from studio import api
+
+    xd = helper.make_tensor_value_info("xd", onnx.TensorProto.DOUBLE, [2, 3])
+    c = helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])
+    z = helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [2, 3])
+
+    def branch(name, op):
+        out = helper.make_tensor_value_info(f"{name}_out", onnx.TensorProto.FLOAT, [2, 3])
+        return helper.make_graph([helper.make_node(op, ["y"], [f"{name}_out"])], name, [], [out])
+
+    m = _model([helper.make_node("Cast", ["xd"], ["y"], name="down", to=onnx.TensorProto.FLOAT),
+                helper.make_node("If", ["c"], ["z"], name="branchy", then_branch=branch("then", "Relu"),
+                                 else_branch=branch("else", "Neg"))],
+               [xd, c], [y, z])
+    report = api.check(api.load(model_file(m)), ["tensorrt"])
+    statuses = {v.node: v.status for v in report.nodes if v.engine == "tensorrt"}
+    assert statuses["down"] == statuses["branchy"] == "restricted"
+    restricted = {f.node: f for f in report.findings if f.code == "TRT-RESTRICTED"}
+    assert set(restricted) == {"down", "branchy"}
+    assert "DOUBLE is cast down to FLOAT" in restricted["down"].message
+    assert "same rank" in restricted["branchy"].message and restricted["branchy"].severity == "warning"
+    verdict = report.verdict("tensorrt")
+    assert verdict.verdict == "runs with warnings" and verdict.summary != "no problem found"
+
+
+def test_ort_cuda_table_says_when_input_types_are_not_in_it():
+    from diagnostics.ort_check import _cuda_table_status
+
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.DOUBLE, [1, 1, 4, 4])
+    g = helper.make_tensor_value_info("g", onnx.TensorProto.DOUBLE, [1, 2, 2, 2])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.DOUBLE, None)
+    nodes = _nodes(_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                           helper.make_node("GridSample", ["r", "g"], ["y"], name="gs")], [x, g], [y], opset=20))
+    status, reason = _cuda_table_status(nodes["relu"], "1.20.0")
+    assert status == "supported" and "input type double not in the table" in reason
+    status, reason = _cuda_table_status(nodes["gs"], "1.20.0")       # a row with types: checked
+    assert status == "unsupported" and "takes float, not double" in reason
+    header = (Path(__file__).resolve().parents[2] / "diagnostics/support_tables/ort_cuda_kernels.psv").read_text()
+    assert "build_ort_cuda_table" not in header and "not in the table" in header

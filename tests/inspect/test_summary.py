@@ -143,3 +143,44 @@ def test_json_is_serializable(name):
     s = api.inspect(api.load(SAMPLES / f"{name}.onnx"))
     d = json.loads(json.dumps(s.to_dict(), allow_nan=False))
     assert d["schema_version"] == 1 and d["node_counts"]["total"] == len(d["nodes"])
+
+
+def _if_model(tmp_path):
+    """y = If(c) then Relu(MatMul(x, W)) else Relu(x); x: float[1,64], W: [64,64]."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    vi = helper.make_tensor_value_info
+    then = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["t1"], name="mm"),
+                              helper.make_node("Relu", ["t1"], ["t2"], name="r1")], "then", [],
+                             [vi("t2", TensorProto.FLOAT, [1, 64])])
+    other = helper.make_graph([helper.make_node("Relu", ["x"], ["e"], name="r2")], "else", [],
+                              [vi("e", TensorProto.FLOAT, [1, 64])])
+    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)],
+                          "g", [vi("x", TensorProto.FLOAT, [1, 64]), vi("c", TensorProto.BOOL, [])],
+                          [vi("y", TensorProto.FLOAT, [1, 64])],
+                          initializer=[numpy_helper.from_array(np.ones((64, 64), np.float32), "W")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return api.inspect(api.load(save(m, tmp_path / "if.onnx")))
+
+
+def test_if_counts_the_larger_branch_and_bodies_count_in_memory(tmp_path):
+    s = _if_model(tmp_path)
+    then_flops, else_flops = 2 * 64 * 64 + 64, 64
+    assert s.flops.flops == then_flops                       # not then + else: one branch runs
+    (b,) = s.flops.branches
+    assert (b.node, b.then_flops, b.else_flops, b.counted) == ("if", then_flops, else_flops, "then_branch")
+    assert {k: v for k, v in s.flops.by_op if v} == {"MatMul": 2 * 64 * 64, "Relu": 64}
+    assert s.to_dict()["flops"]["branches"][0]["counted"] == "then_branch"
+    # While the If runs: x (256 B) and c (1 B) outside, t1 + t2 (512 B) in the then branch.
+    assert s.memory.peak_activation_bytes == 256 + 1 + 512
+    assert s.memory.peak_after_node == "/if/then_branch/r1"
+
+
+def test_unknown_dim_is_reported(tmp_path):
+    text = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N,16] x, float[16,8] w) => (float[N,8] y) { y = MatMul (x, w) }"""
+    s = _summary(tmp_path, text, {"N": 2, "foo": 3})
+    assert s.flops.unknown_dims == ("foo",) and s.flops.macs == 2 * 16 * 8
