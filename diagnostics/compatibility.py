@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
 
 from diagnostics.base import EngineCheck
 from diagnostics.custom_ops import detect_custom_ops
@@ -47,10 +48,19 @@ def normalize_engines(engines: Sequence[str] | str | None) -> tuple[str, ...]:
 
 def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None, *, eps: Sequence[str] = ("cpu",),
                 trt_version: str | int = "10", ov_device: str = "CPU", run: bool = True,
-                dims: Mapping[str, int] | None = None, pool_key: str = "default",
+                dims: Mapping[str, int] | None = None, inputs: str | Path | None = None, pool_key: str = "default",
                 limits: Limits | None = None) -> Report:
     """Check ``handle`` for the requested engines. Nothing is written but the
-    kernel-registry cache; the model file is only read (by path, in workers)."""
+    kernel-registry cache; the model file is only read (by path, in workers).
+    ``inputs``: an .npz whose first sample the real runs use instead of seeded inputs."""
+    if inputs is not None:
+        from studio.core.paths import check_regular_file
+
+        from studio.core.feeds import input_specs, load_npz
+
+        inputs = Path(inputs).resolve()        # workers run in their own folder
+        check_regular_file(inputs, max_bytes=8 * 2**30, label="inputs file")
+        load_npz(inputs, input_specs(handle.proto))   # names, dtypes, ranks: a clear error before any run
     started = time.perf_counter()
     chosen = normalize_engines(engines)
     model = handle.proto
@@ -79,12 +89,12 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
         if engine == "onnxruntime":
             from diagnostics.ort_check import check_onnxruntime
 
-            checks[engine] = check_onnxruntime(path, nodes, eps=eps, run=run, dims=dict(dims or {}),
+            checks[engine] = check_onnxruntime(path, nodes, eps=eps, run=run, dims=dict(dims or {}), inputs=inputs,
                                                pool_key=pool_key, limits=limits, trt_version=trt_major)
         elif engine == "openvino":
             from diagnostics.openvino_check import check_openvino
 
-            checks[engine] = check_openvino(path, nodes, device=ov_device, run=run, dims=dict(dims or {}),
+            checks[engine] = check_openvino(path, nodes, device=ov_device, run=run, dims=dict(dims or {}), inputs=inputs,
                                             pool_key=pool_key, limits=limits)
         else:
             from diagnostics.tensorrt_check import check_tensorrt

@@ -85,7 +85,7 @@ def apply_fix(workspace: Workspace, version_id: str, fix: Finding | str, *, veri
 
 def fix_to_file(model_path, names: list[str], output, *, verify: bool = True,
                 options: Mapping[str, Mapping[str, Any]] | None = None, dims: Mapping[str, int] | None = None,
-                pool_key: str = "default"):
+                inputs: str | Path | None = None, pool_key: str = "default"):
     """CLI path: run fix passes on a model file and save the verified result to ``output``.
 
     Nothing is left at ``output`` when the fix fails or changes nothing: a file
@@ -100,8 +100,15 @@ def fix_to_file(model_path, names: list[str], output, *, verify: bool = True,
     if output.exists():
         check_regular_file(output, max_bytes=None, label="output")
     passes = [make_pass(n, **fix_options(n, options=(options or {}).get(n), dims=dims)) for n in names]
+    feeds = None
+    if inputs:                                  # verify on the user's real inputs
+        import onnx
+
+        from studio.core.feeds import input_specs, load_npz
+
+        feeds = load_npz(Path(inputs), input_specs(onnx.load_model(str(model_path), load_external_data=False)))
     result = run_pipeline(Path(model_path).resolve(), passes, output.resolve(), verify=verify, pool_key=pool_key,
-                          dims=dims)
+                          dims=dims, feeds=feeds)
     if not result.ok or not result.modified:
         for leftover in (output, output.with_name(output.name + ".data")):
             leftover.unlink(missing_ok=True)

