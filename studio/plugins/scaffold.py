@@ -235,7 +235,12 @@ def _ports(sig: OpSignature, outputs: bool) -> list[dict[str, Any]]:
 def _sample_attrs(sig: OpSignature) -> dict[str, dict[str, Any]]:
     def plain(attrs: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in attrs.items() if v not in ("<graph>", "<tensor>")}
-    return {f"sample_{i}.npz": plain(s.attrs) for i, s in enumerate(sig.samples) if s.outputs is not None}
+    return {f"sample_{i}.npz": plain(s.attrs) for i, s in enumerate(sig.samples)}
+
+
+def _output_specs(sig: OpSignature) -> list[dict[str, Any]]:
+    """What the harnesses check outputs against when a sample has no reference output."""
+    return [{"dtype": p.dtype, "shapes": [None if s is None else list(s) for s in p.shapes]} for p in sig.outputs]
 
 
 def _context(sig: OpSignature, model_name: str, model_sha: str, opsets: dict[str, int]) -> dict[str, Any]:
@@ -257,6 +262,7 @@ def _context(sig: OpSignature, model_name: str, model_sha: str, opsets: dict[str
         "inputs": inputs, "outputs": outputs, "attrs": attrs, "kernel": kernel, "attr_style": style,
         "py_params": ", ".join(params + (["*"] + kw if kw else [])),
         "alias": f"StudioPyOp_{sig.ident}", "opsets": opsets, "sample_attrs": _sample_attrs(sig),
+        "output_specs": _output_specs(sig),
         "studio_version": __version__, "plugin_id": f"{sig.domain or 'ai.onnx'}::{sig.op_type}",
         "plugin_namespace": sig.domain or "ai.onnx",
     }
@@ -265,9 +271,11 @@ def _context(sig: OpSignature, model_name: str, model_sha: str, opsets: dict[str
 def _env() -> Any:
     import jinja2
 
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)), undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                              autoescape=False)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             autoescape=False)
+    env.filters["py"] = repr     # a Python literal (None, not JSON's null) of plain data
+    return env
 
 
 def render_python_impl(sig: OpSignature, target: str, *, model_name: str = "model.onnx") -> str:
@@ -348,18 +356,22 @@ def _library_name(target: str, ident: str) -> str:
 
 
 def _write_samples(folder: Path, sig: OpSignature) -> list[PluginFile]:
+    """One ``samples/sample_<i>.npz`` per captured sample: ``in<j>`` inputs and, when the op has a reference,
+    ``out<j>`` expected outputs. Inputs are written without outputs too (the normal case for a truly custom op):
+    the harnesses then run the op and check its outputs against the declared dtype/shape."""
     files = []
     for i, s in enumerate(sig.samples):
-        if s.outputs is None:
-            continue
         arrays = {f"in{j}": a for j, a in enumerate(s.inputs) if a is not None}
-        arrays.update({f"out{j}": a for j, a in enumerate(s.outputs)})
+        if not arrays:
+            continue
+        arrays.update({f"out{j}": a for j, a in enumerate(s.outputs or ())})
         buf = io.BytesIO()
         np.savez(buf, **arrays)
         rel = f"samples/sample_{i}.npz"
         atomic_write_bytes(safe_child(folder, rel), buf.getvalue())
-        files.append(PluginFile(rel, f"inputs captured at node {s.node[:60]} and the reference outputs",
-                                len(buf.getvalue())))
+        what = ("and the reference outputs" if s.outputs is not None
+                else "(no reference output: the harness checks the outputs' dtype/shape only)")
+        files.append(PluginFile(rel, f"inputs captured at node {s.node[:60]} {what}", len(buf.getvalue())))
     return files
 
 
@@ -402,6 +414,11 @@ def scaffold(sig: OpSignature, targets: str | Sequence[str], out_dir: Path, *, m
         if not any(f.path.startswith("samples/") for f in files):
             notes.append("no samples: the op's inputs could not be captured (see the notes above), so the test "
                          "harness has nothing to compare; give the model's inputs with --dim values, or test by hand")
+        elif any(s.outputs is None for s in sig.samples):
+            notes.append("the samples hold the op's captured inputs but no reference outputs (no reference "
+                         "implementation is registered for this op): the test harness runs the op on them and "
+                         "checks each output's dtype/shape against the signature, and reports \"ran, not compared "
+                         "(no reference)\" instead of comparing values")
         unsupported = [a["name"] for a in ctx["attrs"] if a["cpp_type"] is None]
         if unsupported:
             notes.append(f"attributes of types the templates do not map ({', '.join(unsupported)}) are left out")
