@@ -243,10 +243,23 @@ def _output_specs(sig: OpSignature) -> list[dict[str, Any]]:
     return [{"dtype": p.dtype, "shapes": [None if s is None else list(s) for s in p.shapes]} for p in sig.outputs]
 
 
+def _grid_sample_numpy() -> str:
+    """The reference's own GridSample code (any rank), as source to write into a standalone Python op."""
+    import inspect
+
+    from diagnostics import reference_ops as r
+
+    parts = [f"_MODE_ALIASES = {r._MODE_ALIASES!r}\n_PADDINGS = {r._PADDINGS!r}"]
+    parts += [inspect.getsource(fn).rstrip() for fn in (r._unnormalize, r._reflect, r._pad_coord, r._fetch, r._gather,
+                                                        r._cubic_weights, r.grid_sample)]
+    return "\n\n\n".join(parts)
+
+
 def _context(sig: OpSignature, model_name: str, model_sha: str, opsets: dict[str, int]) -> dict[str, Any]:
     from studio import __version__
 
     kernel, style = known_kernel(sig)
+    gs_numpy = _grid_sample_numpy() if kernel == "grid_sample" else ""
     inputs, outputs = _ports(sig, False), _ports(sig, True)
     attrs = _attrs(sig)
     taken = {p["cname"] for p in inputs + outputs}
@@ -262,7 +275,7 @@ def _context(sig: OpSignature, model_name: str, model_sha: str, opsets: dict[str
         "inputs": inputs, "outputs": outputs, "attrs": attrs, "kernel": kernel, "attr_style": style,
         "py_params": ", ".join(params + (["*"] + kw if kw else [])),
         "alias": f"StudioPyOp_{sig.ident}", "opsets": opsets, "sample_attrs": _sample_attrs(sig),
-        "output_specs": _output_specs(sig),
+        "output_specs": _output_specs(sig), "grid_sample_numpy": gs_numpy,
         "studio_version": __version__, "plugin_id": f"{sig.domain or 'ai.onnx'}::{sig.op_type}",
         "plugin_namespace": sig.domain or "ai.onnx",
     }
@@ -294,7 +307,7 @@ def render_python_impl(sig: OpSignature, target: str, *, model_name: str = "mode
 # ---------------------------------------------------------------------------- packages
 
 def _status(target: str, complete: bool) -> str:
-    body = ("shape inference and kernel filled in for this op (4-D)" if complete
+    body = ("shape inference and kernel filled in for this op (4-D and 5-D)" if complete
             else "skeleton: shape inference and the kernel are marked TODO (onnx-studio knows no kernel for this op)")
     if target == "tensorrt":
         return ("NOT COMPILED HERE -- TensorRT is not installable on the machine that generated it (it needs CUDA "

@@ -58,7 +58,7 @@ def test_sources_carry_the_ops_names_attributes_and_counts(mm_scaffold):
     assert 'ConversionExtension>("grid_sampler", "mmdeploy", convert_grid_sampler)' in ov_ext
     assert "OPENVINO_CREATE_EXTENSIONS" in ov_ext
     ov_op = (root / "openvino-cpp" / "grid_sampler_op.cpp").read_text()
-    assert "ov::PartialShape{x[0], x[1], g[1], g[2]}" in ov_op      # the known shape rule
+    assert "ov::Shape{x[0], x[1], g[1], g[2]}" in ov_op and "ov::Shape{x[0], x[1], g[1], g[2], g[3]}" in ov_op  # 4-D, 5-D
     trt_h = (root / "tensorrt" / "grid_sampler_plugin.h").read_text()
     for iface in ("IPluginV3", "IPluginV3OneCore", "IPluginV3OneBuild", "IPluginV3OneRuntime", "IPluginCreatorV3One"):
         assert f"public nvinfer1::{iface}" in trt_h
