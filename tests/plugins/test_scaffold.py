@@ -69,6 +69,7 @@ def test_sources_carry_the_ops_names_attributes_and_counts(mm_scaffold):
     assert trt_cpp.count('mFields.emplace_back("interpolation_mode"') == 2
     assert "NOT COMPILED HERE" in (root / "tensorrt" / "README.md").read_text()
     assert "--dynamicPlugins" in (root / "tensorrt" / "README.md").read_text()
+    assert "pip install tensorrt numpy onnx torch" in (root / "tensorrt" / "README.md").read_text()
     qdp = (root / "tensorrt" / "grid_sampler_plugin.py").read_text()
     assert '@trtp.register(PLUGIN_ID)' in qdp and 'PLUGIN_ID = "mmdeploy::grid_sampler"' in qdp
     for path in root.rglob("*.py"):
