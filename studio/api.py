@@ -464,11 +464,15 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
            ort_level: str = "extended", ort_format: bool = True, max_batch: int = 8,
            plugins: Sequence[str | Path] = (), zip: bool = True, pool_key: str = "default",
            on_tick: Callable[[float], None] | None = None,
-           on_progress: Callable[[str, str], None] | None = None) -> ExportResult:
+           on_progress: Callable[[str, str], None] | None = None,
+           ov_precisions: str | Sequence[str] | None = None, ort_custom_ops: Sequence[str | Path] = (),
+           ov_extensions: Sequence[str | Path] = ()) -> ExportResult:
     """Deployment artifacts for ``targets`` (ort, openvino, tensorrt, triton or all) in
     ``out_dir/<model>-<sha8>/`` (+ ``.zip``): each reloaded by its engine and compared with
     the original, with manifest.json and report.md/.html. ``shapes``: NAME=MIN:OPT:MAX
-    specs (or a mapping). ``result.ok`` is False when a verification failed; TensorRT
+    specs (or a mapping). ``ov_precisions``: the OpenVINO IRs to write ("fp32", "fp16" or both; default
+    from ``precision``). ``ort_custom_ops`` / ``ov_extensions``: custom-op libraries loaded wherever the
+    artifact is converted and verified, and shipped in the bundle. ``result.ok`` is False when a verification failed; TensorRT
     without a GPU is "not verified" (not a failure). The model file is only read."""
     from studio.export.exporter import export_model
     from studio.export.options import ExportOptions
@@ -476,5 +480,7 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
     options = ExportOptions(targets=(targets,) if isinstance(targets, str) else tuple(targets), preset=preset,
                             precision=precision, calibration=Path(calibration) if calibration else None,
                             shapes=shapes or {}, name=name, ort_level=ort_level, ort_format=ort_format,
-                            max_batch=max_batch, plugins=tuple(Path(p) for p in plugins), zip=zip)
+                            max_batch=max_batch, plugins=tuple(Path(p) for p in plugins), zip=zip,
+                            ov_precisions=ov_precisions, ort_custom_ops=tuple(Path(p) for p in ort_custom_ops),
+                            ov_extensions=tuple(Path(p) for p in ov_extensions))
     return export_model(handle, options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress)

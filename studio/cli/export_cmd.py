@@ -1,5 +1,5 @@
 """onnx-studio export MODEL --target ort|openvino|tensorrt|triton|all -o DIR [--preset NAME]
-[--precision fp32|fp16|int8] [--calibration DIR] [--shapes NAME=MIN:OPT:MAX ...] [--json]"""
+[--precision fp32|fp16|int8] [--ov-precisions fp32,fp16] [--ort-custom-ops LIB] [--ov-extension LIB] [--calibration DIR] [--shapes NAME=MIN:OPT:MAX ...] [--json]"""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", choices=("fp32", "fp16", "int8"), default="fp32",
                    help="fp16: OpenVINO FP16-compressed weights, TensorRT --fp16 (and FP16 ONNX when the "
                         "convert-fp16 pass exists); int8: the quantize-int8-static pass (QDQ)")
+    p.add_argument("--ov-precisions", metavar="LIST",
+                   help="OpenVINO IRs to write: fp32, fp16 (FP16-compressed weights) or fp32,fp16 for both, each "
+                        "verified; the first is model.xml (default: fp16 with --precision fp16, else fp32)")
     p.add_argument("--calibration", metavar="DIR", help="calibration data for int8 (images or .npz)")
     p.add_argument("--shapes", action="append", metavar="NAME=MIN:OPT:MAX",
                    help="input shape range (TensorRT profile, OpenVINO bounds; verification uses OPT); "
@@ -38,6 +41,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch", type=int, default=8, help="Triton max_batch_size / TensorRT batch max (default 8)")
     p.add_argument("--plugin", action="append", default=[], metavar="LIB",
                    help="TensorRT plugin library to ship and load (repeatable)")
+    p.add_argument("--ort-custom-ops", action="append", default=[], metavar="LIB",
+                   help="ONNX Runtime custom-op library (register_custom_ops_library; e.g. from `onnx-studio plugin "
+                        "--target ort-cpp --build`): used to optimize and verify, shipped in the bundle and the "
+                        "Triton ORT model (repeatable)")
+    p.add_argument("--ov-extension", action="append", default=[], metavar="LIB",
+                   help="OpenVINO extension library (core.add_extension; e.g. from `onnx-studio plugin --target "
+                        "openvino-cpp --build`): used to convert and verify, shipped in the bundle (repeatable)")
     p.add_argument("--no-zip", action="store_true", help="do not write the .zip next to the bundle folder")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -53,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
     result = api.export(handle, args.target or ["all"], args.output, preset=args.preset, precision=args.precision,
                         calibration=args.calibration, shapes=args.shapes or None, name=args.name,
                         ort_level=args.ort_level, ort_format=not args.no_ort_format, max_batch=args.max_batch,
-                        plugins=args.plugin, zip=not args.no_zip, on_progress=progress)
+                        plugins=args.plugin, zip=not args.no_zip, on_progress=progress,
+                        ov_precisions=args.ov_precisions, ort_custom_ops=args.ort_custom_ops,
+                        ov_extensions=args.ov_extension)
     if args.json:
         print_json(result.to_dict())
     else:

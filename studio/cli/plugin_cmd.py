@@ -1,8 +1,9 @@
 """onnx-studio plugin MODEL --op DOMAIN::OP --target ort-python|ort-cpp|openvino-python|openvino-cpp|tensorrt|all
 -o DIR [--impl FILE.py] [--build] [--json]
 
-Exit codes: 0 packages written (and every run/build asked for matches the reference), 1 a Python op or a built
-library failed or differs from the reference, 2 usage/input errors.
+Exit codes: 0 packages written (and every run/build asked for matches the reference, or ran with the declared
+outputs where the op has no reference to compare with), 1 a Python op or a built library failed or differs from
+the reference, 2 usage/input errors.
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print signature, packages, runs and builds as JSON")
 
 
+_FAILED = ("error", "mismatch")
+
+
+def _verdict(status: str | None) -> bool | None:
+    """OK for a match, -- for "ran, not compared (no reference)", FAIL otherwise."""
+    return True if status == "ok" else None if status == "unverified" else False
+
+
 def _line(label: str, ok: bool | None, message: str) -> str:
     mark = "OK  " if ok else "--  " if ok is None else "FAIL"
     return f"{mark}    {label:<18} {printable(message, 220)}"
@@ -63,7 +72,10 @@ def run(args: argparse.Namespace) -> int:
     if args.build:
         for target in (t for t in targets if t in ("ort-cpp", "openvino-cpp", "tensorrt")):
             builds.append(api.build_plugin(handle, scaffold, target, signature=sig))
-    failed = any(not r for r in runs) or any(b.target != "tensorrt" and not b for b in builds)
+    # "unverified" (ran, outputs as declared, but no reference output to compare with) is not a failure.
+    failed = (any(r.status in _FAILED for r in runs)
+              or any(b.target != "tensorrt" and (not b.built or b.check is None or b.check.status in _FAILED)
+                     for b in builds))
     if args.json:
         print_json({"signature": sig.to_dict(), "scaffold": scaffold.to_dict(), "runs": [r.to_dict() for r in runs],
                     "builds": [b.to_dict() for b in builds], "ok": not failed})
@@ -82,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     for p in scaffold.packages:
         print(f"wrote   {p.folder}/ ({len(p.files)} files){'' if p.complete else '  [skeleton with TODOs]'}")
     for r in runs:
-        print(_line(r.target, bool(r), r.message))
+        print(_line(r.target, _verdict(r.status), r.message))
     for b in builds:
-        print(_line(f"{b.target} build", None if b.target == "tensorrt" else bool(b), b.message))
+        ok = None if b.target == "tensorrt" else _verdict(b.check.status) if b.built and b.check else False
+        print(_line(f"{b.target} build", ok, b.message))
     return 1 if failed else 0

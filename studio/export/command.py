@@ -11,7 +11,8 @@ from studio.export.options import ShapeRange
 def cli_command(model_name: str, targets: Sequence[str], output: str = "artifacts", *, preset: str | None = None,
                 precision: str = "fp32", calibration: str | None = None,
                 shapes: Mapping[str, ShapeRange] | None = None, ort_level: str = "extended",
-                name: str | None = None, max_batch: int = 8) -> str:
+                name: str | None = None, max_batch: int = 8, ov_precisions: Sequence[str] | None = None,
+                ort_custom_ops: Sequence[str] = (), ov_extensions: Sequence[str] = ()) -> str:
     parts = ["onnx-studio", "export", shlex.quote(model_name)]
     wanted = list(targets)
     parts += ["--target", "all" if len(wanted) == 4 else ",".join(_short(t) for t in wanted)]
@@ -20,8 +21,14 @@ def cli_command(model_name: str, targets: Sequence[str], output: str = "artifact
         parts += ["--preset", shlex.quote(preset)]
     if precision != "fp32":
         parts += ["--precision", precision]
+    if ov_precisions:
+        parts += ["--ov-precisions", ",".join(ov_precisions)]
     if calibration:
         parts += ["--calibration", shlex.quote(calibration)]
+    for lib in ort_custom_ops:
+        parts += ["--ort-custom-ops", shlex.quote(lib)]
+    for lib in ov_extensions:
+        parts += ["--ov-extension", shlex.quote(lib)]
     for input_name, rng in (shapes or {}).items():
         spec = "x".join(map(str, rng.opt)) if rng.static else rng.text()
         parts += ["--shapes", shlex.quote(f"{input_name}={spec}")]

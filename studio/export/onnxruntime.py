@@ -145,7 +145,7 @@ def run_artifact(ctx: ExportContext, path: Path, *, level: str, config: dict[str
     """Load ``path`` in ORT in a worker, run the reference feeds, time it.
     Returns (outputs or None, timing, error message or None)."""
     args = {"model_path": str(path), "level": level, "providers": list(PROVIDERS), "config": dict(config or {}),
-            "runs": runs, "session_runs": session_runs}
+            "runs": runs, "session_runs": session_runs, "custom_ops": custom_op_libraries(ctx)}
     try:
         res = run_job("export.ort_run", args, _feeds(ctx), stage=stage, pool_key=ctx.pool_key, on_tick=ctx.on_tick,
                       fresh=ctx.fresh)
@@ -184,7 +184,8 @@ def export_onnxruntime(ctx: ExportContext) -> TargetResult:
     ctx.progress("onnxruntime", f"optimizing at level '{opts.ort_level}'")
     try:
         run_job("export.ort_save", {"model_path": str(ctx.deploy), "level": opts.ort_level, "onnx_name": MODEL_NAME,
-                                    "external": external, "min_external_bytes": EXTERNAL_MIN_TENSOR_BYTES},
+                                    "external": external, "min_external_bytes": EXTERNAL_MIN_TENSOR_BYTES,
+                                    "custom_ops": custom_op_libraries(ctx)},
                 stage="ONNX Runtime optimization", out_dir=folder, pool_key=ctx.pool_key, on_tick=ctx.on_tick,
                 fresh=ctx.fresh)
     except StudioError as exc:
@@ -195,7 +196,8 @@ def export_onnxruntime(ctx: ExportContext) -> TargetResult:
         # large model can exceed the worker's limit; the ONNX artifact does not depend on it.
         ctx.progress("onnxruntime", "writing the .ort format")
         try:
-            run_job("export.ort_save", {"model_path": str(ctx.deploy), "level": opts.ort_level, "ort_name": ORT_NAME},
+            run_job("export.ort_save", {"model_path": str(ctx.deploy), "level": opts.ort_level, "ort_name": ORT_NAME,
+                                        "custom_ops": custom_op_libraries(ctx)},
                     stage="ONNX Runtime .ort conversion", out_dir=folder, pool_key=ctx.pool_key,
                     on_tick=ctx.on_tick, fresh=ctx.fresh)
         except StudioError as exc:
@@ -246,6 +248,16 @@ def export_onnxruntime(ctx: ExportContext) -> TargetResult:
             bench["session_speedup"] = round(base / mine, 2)
     doc = session_options_doc(opts.ort_level, bool(companions), profiles, portable,
                               {name: figures for name, figures in bench.items() if name in PROFILES})
+    if opts.ort_custom_ops:
+        from studio.export.customops import ship
+
+        names, libs = ship(ctx, opts.ort_custom_ops, folder / "custom_ops", "ort-custom-ops",
+                           "ONNX Runtime custom-op library (register_custom_ops_library before loading)")
+        artifacts.extend(libs)
+        doc["custom_ops_libraries"] = [f"custom_ops/{n}" for n in names]
+        doc["usage"] += ("; custom ops: so.register_custom_ops_library(lib) for each of custom_ops_libraries, "
+                         "before creating the session")
+        notes.append(f"custom-op libraries registered in every session and shipped: {', '.join(names)}")
     atomic_write_text(folder / OPTIONS_NAME, json.dumps(doc, indent=2))
     artifacts.append(ctx.artifact(folder / OPTIONS_NAME, "session-options",
                                   "load profiles the models were verified with (fast-start, fast-inference, "
@@ -266,8 +278,15 @@ def _bench(timing: dict) -> dict:
 
 # ============================================================================ jobs (worker side)
 
-def _ort_options(ort: Any, level: str, config: dict | None, ctx: JobContext) -> Any:
+def custom_op_libraries(ctx: ExportContext) -> list[str]:
+    """ONNX Runtime custom-op libraries the export registers in every session (``--ort-custom-ops``)."""
+    return [str(Path(p).resolve()) for p in ctx.options.ort_custom_ops]
+
+
+def _ort_options(ort: Any, level: str, config: dict | None, ctx: JobContext, libs: list | None = None) -> Any:
     so = ort.SessionOptions()
+    for lib in libs or []:     # custom ops: registered before the model is read
+        so.register_custom_ops_library(str(lib))
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, LEVELS[level])
     so.log_severity_level = 3
     if ctx.cpu_threads:
@@ -292,14 +311,14 @@ def ort_save_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> 
             config["session.optimized_model_external_initializers_file_name"] = f"{onnx_path.name}.data"
             config["session.optimized_model_external_initializers_min_size_in_bytes"] = str(
                 int(args.get("min_external_bytes") or 1024))
-        so = _ort_options(ort, str(args["level"]), config, ctx)
+        so = _ort_options(ort, str(args["level"]), config, ctx, args.get("custom_ops"))
         so.optimized_model_filepath = str(onnx_path)
         ort.InferenceSession(source, sess_options=so, providers=list(PROVIDERS))
         written.append(onnx_path.name)
     if args.get("ort_name"):
         ctx.set_stage("ONNX Runtime .ort conversion")
         ort_path = ctx.out_dir / Path(str(args["ort_name"])).name
-        so = _ort_options(ort, str(args["level"]), {"session.save_model_format": "ORT"}, ctx)
+        so = _ort_options(ort, str(args["level"]), {"session.save_model_format": "ORT"}, ctx, args.get("custom_ops"))
         so.optimized_model_filepath = str(ort_path)
         ort.InferenceSession(source, sess_options=so, providers=list(PROVIDERS))
         written.append(ort_path.name)
@@ -319,7 +338,7 @@ def ort_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
     session = None
     for _ in range(max(1, int(args.get("session_runs") or 1))):
         session = None
-        so = _ort_options(ort, str(args.get("level") or "disable"), args.get("config"), ctx)
+        so = _ort_options(ort, str(args.get("level") or "disable"), args.get("config"), ctx, args.get("custom_ops"))
         t0 = time.perf_counter()
         session = ort.InferenceSession(str(args["model_path"]), sess_options=so,
                                        providers=list(args.get("providers") or PROVIDERS))

@@ -1,5 +1,6 @@
 """OpenVINO target: IR (``model.xml`` + ``model.bin``) through ``openvino.convert_model``
-and ``openvino.save_model``, FP32 or with FP16-compressed weights, from FP32 or
+and ``openvino.save_model``, FP32 and/or with FP16-compressed weights (one conversion,
+one IR per precision, each verified), from FP32 or
 QDQ INT8 models, with input shapes left dynamic or set (static, or bounded
 ranges ``[min..max]`` from ``--shapes``).
 
@@ -50,20 +51,34 @@ def refusal(ctx: ExportContext) -> str | None:
     return None
 
 
-def convert(ctx: ExportContext, model: Path, folder: Path, *, compress_to_fp16: bool) -> dict:
-    """Convert ``model`` to ``folder/model.xml`` (+ .bin) in a worker; raises StudioError."""
-    args = {"model_path": str(model), "xml_name": XML_NAME, "compress_to_fp16": compress_to_fp16,
-            "input_shapes": ov_input_shapes(ctx)}
+def ir_name(precision: str, main: bool) -> str:
+    """``model.xml`` for the main IR, ``model_fp16.xml`` / ``model_fp32.xml`` for the others."""
+    return XML_NAME if main else f"model_{precision}.xml"
+
+
+def convert(ctx: ExportContext, model: Path, folder: Path, *, compress_to_fp16: bool | None = None,
+            saves: list[tuple[str, bool]] | None = None) -> dict:
+    """Convert ``model`` once and save it as each ``(xml name, FP16-compressed)`` of ``saves`` in ``folder``
+    (default: ``model.xml``), in a worker; raises StudioError."""
+    saves = saves or [(XML_NAME, bool(compress_to_fp16))]
+    args = {"model_path": str(model), "saves": [[name, bool(c)] for name, c in saves],
+            "input_shapes": ov_input_shapes(ctx), "extensions": ov_extensions(ctx)}
     res = run_job("export.ov_convert", args, stage="OpenVINO conversion", out_dir=folder, pool_key=ctx.pool_key,
                   on_tick=ctx.on_tick, fresh=ctx.fresh)
     return res.data
+
+
+def ov_extensions(ctx: ExportContext) -> list[str]:
+    """OpenVINO extension libraries (``core.add_extension``) the export loads for custom ops."""
+    return [str(Path(p).resolve()) for p in ctx.options.ov_extensions]
 
 
 def run_ir(ctx: ExportContext, xml: Path, *, runs: int, stage: str) -> tuple[dict | None, dict, str | None]:
     """Read the IR back in a worker, compile for CPU (f32), run the feeds, time it."""
     from studio.core.engines.base import check_feeds, decode_outputs
 
-    args = {"xml_path": str(xml), "output_names": [o.name for o in ctx.source.proto.graph.output], "runs": runs}
+    args = {"xml_path": str(xml), "output_names": [o.name for o in ctx.source.proto.graph.output], "runs": runs,
+            "extensions": ov_extensions(ctx)}
     try:
         res = run_job("export.ov_run", args, check_feeds(ctx.reference.feeds), stage=stage, pool_key=ctx.pool_key,
                       on_tick=ctx.on_tick, fresh=ctx.fresh)
@@ -80,7 +95,7 @@ def export_openvino(ctx: ExportContext) -> TargetResult:
     folder = ctx.bundle / "openvino"
     folder.mkdir(parents=True, exist_ok=True)
     opts = ctx.options
-    compress = opts.precision == "fp16"
+    wanted = opts.openvino_precisions
     notes: list[str] = []
     if opts.shapes:
         bounds = ov_input_shapes(ctx)
@@ -89,31 +104,49 @@ def export_openvino(ctx: ExportContext) -> TargetResult:
             for n, axes in bounds.items()))
     else:
         notes.append("input shapes left as the model declares them (dynamic dims stay dynamic)")
-    ctx.progress("openvino", "converting to IR" + (" (FP16-compressed weights)" if compress else ""))
+    if len(wanted) > 1:
+        notes.append(f"IRs written: {', '.join(wanted)} ({ir_name(wanted[0], True)} is the {wanted[0]} one, served "
+                     "by Triton)")
+    saves = [(ir_name(p, i == 0), p == "fp16") for i, p in enumerate(wanted)]
+    ctx.progress("openvino", "converting to IR (" + ", ".join(
+        "FP16-compressed weights" if p == "fp16" else "FP32" for p in wanted) + ")")
     try:
-        info = convert(ctx, ctx.deploy, folder, compress_to_fp16=compress)
+        info = convert(ctx, ctx.deploy, folder, saves=saves)
     except StudioError as exc:
         return TargetResult("openvino", ERROR, f"OpenVINO could not convert the model: {exc}", notes=tuple(notes),
                             seconds=time.perf_counter() - started)
-    xml, bin_ = folder / XML_NAME, folder / BIN_NAME
-    ctx.progress("openvino", "verifying the IR")
-    outputs, timing, error = run_ir(ctx, xml, runs=opts.bench_runs, stage="OpenVINO (verify IR)")
-    precision = "int8" if ctx.deploy_precision == "int8" else ("fp16" if compress else ctx.deploy_precision)
-    criteria = criteria_for(precision, quantized_model=ctx.deploy_facts.quantized)
-    v = verify_outputs(ctx.reference, outputs, criteria, engine=f"openvino {info.get('version', '')}".strip(),
-                       error=None if error is None else f"OpenVINO cannot run the IR: {error}")
-    label = {"fp16": "OpenVINO IR, FP16-compressed weights (computed in FP32 on CPU)",
-             "int8": "OpenVINO IR from a QDQ model (INT8 via FakeQuantize)"}.get(precision, "OpenVINO IR, FP32")
-    art = ctx.artifact(xml, "openvino-ir", label, companions=(bin_,) if bin_.exists() else (), precision=precision,
-                       portable=True, verification=v,
-                       notes=(f"inputs: {', '.join(i['name'] + ' ' + i['shape'] for i in info.get('inputs', []))}"[:300],))
-    bench = {}
-    if timing:
-        bench[XML_NAME] = {k: timing.get(k) for k in ("read_ms", "compile_ms", "session_ms", "first_inference_ms",
-                                                      "latency_ms_median", "runs") if timing.get(k) is not None}
-    ctx.shared["openvino"] = {"xml": xml, "bin": bin_, "precision": precision, "inputs": info.get("inputs", []),
-                              "ok": v.ok}
-    return target_result("openvino", [art], notes, bench, started)
+    artifacts, bench = [], {}
+    for (xml_name, compress), wanted_precision in zip(saves, wanted):
+        xml, bin_ = folder / xml_name, folder / (Path(xml_name).stem + ".bin")
+        ctx.progress("openvino", f"verifying the IR {xml_name}")
+        outputs, timing, error = run_ir(ctx, xml, runs=opts.bench_runs, stage=f"OpenVINO (verify {xml_name})")
+        precision = "int8" if ctx.deploy_precision == "int8" else ("fp16" if compress else ctx.deploy_precision)
+        criteria = criteria_for(precision, quantized_model=ctx.deploy_facts.quantized)
+        v = verify_outputs(ctx.reference, outputs, criteria, engine=f"openvino {info.get('version', '')}".strip(),
+                           error=None if error is None else f"OpenVINO cannot run the IR: {error}")
+        label = {"fp16": "OpenVINO IR, FP16-compressed weights (computed in FP32 on CPU)",
+                 "int8": "OpenVINO IR from a QDQ model (INT8 via FakeQuantize)"}.get(precision, "OpenVINO IR, FP32")
+        if compress and precision == "int8":
+            label += ", FP16-compressed float weights"
+        art = ctx.artifact(xml, "openvino-ir", label, companions=(bin_,) if bin_.exists() else (),
+                           precision=precision, portable=True, verification=v,
+                           notes=(f"inputs: {', '.join(i['name'] + ' ' + i['shape'] for i in info.get('inputs', []))}"[:300],))
+        artifacts.append(art)
+        if timing:
+            bench[xml_name] = {k: timing.get(k) for k in ("read_ms", "compile_ms", "session_ms", "first_inference_ms",
+                                                          "latency_ms_median", "runs") if timing.get(k) is not None}
+        if not ctx.shared.get("openvino"):     # the main IR: Triton serves it
+            ctx.shared["openvino"] = {"xml": xml, "bin": bin_, "precision": precision,
+                                      "inputs": info.get("inputs", []), "ok": v.ok}
+    if opts.ov_extensions:
+        from studio.export.customops import ship
+
+        names, libs = ship(ctx, opts.ov_extensions, folder / "extensions", "openvino-extension",
+                           "OpenVINO extension (core.add_extension before read_model)")
+        artifacts.extend(libs)
+        notes.append(f"OpenVINO extensions used for conversion and verification, shipped in extensions/: "
+                     f"{', '.join(names)}; load each with core.add_extension(path) before core.read_model")
+    return target_result("openvino", artifacts, notes, bench, started)
 
 
 # ============================================================================ jobs (worker side)
@@ -156,8 +189,9 @@ def ov_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -
     path = str(args["model_path"])
     check_onnx_for_openvino(path)            # ONNX frontend only: convert_model must not pick another
     ctx.set_stage("OpenVINO conversion")
+    extensions = [str(e) for e in args.get("extensions") or []]
     try:
-        model = ov.convert_model(path)
+        model = ov.convert_model(path, extension=extensions) if extensions else ov.convert_model(path)
     except Exception as exc:  # noqa: BLE001 - re-raised with the informative lines only
         _reraise(exc)
     shapes = args.get("input_shapes") or {}
@@ -175,9 +209,10 @@ def ov_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -
                                                   for b in dims])
         ctx.set_stage("OpenVINO reshape")
         model.reshape(new)
-    ctx.set_stage("OpenVINO save_model")
-    xml = ctx.out_dir / Path(str(args["xml_name"])).name
-    ov.save_model(model, str(xml), compress_to_fp16=bool(args.get("compress_to_fp16")))
+    saves = args.get("saves") or [[args.get("xml_name") or XML_NAME, bool(args.get("compress_to_fp16"))]]
+    for xml_name, compress in saves:     # one conversion, one IR per precision
+        ctx.set_stage(f"OpenVINO save_model ({'FP16-compressed' if compress else 'FP32'})")
+        ov.save_model(model, str(ctx.out_dir / Path(str(xml_name)).name), compress_to_fp16=bool(compress))
     ports = [{"name": (_names(p) or [f"#{i}"])[0], "shape": str(p.get_partial_shape()),
               "type": str(p.get_element_type())} for i, p in enumerate(model.inputs)]
     outs = [{"name": (_names(p) or [f"#{i}"])[0], "shape": str(p.get_partial_shape()),
@@ -194,6 +229,9 @@ def ov_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> Jo
 
     ctx.set_stage("OpenVINO IR read")
     core = ov.Core()
+    for lib in args.get("extensions") or []:    # custom ops: the extension the IR was converted with
+        ctx.set_stage("OpenVINO add_extension")
+        core.add_extension(str(lib))
     t0 = time.perf_counter()
     model = core.read_model(str(args["xml_path"]))
     read_ms = (time.perf_counter() - t0) * 1000

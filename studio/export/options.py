@@ -18,6 +18,7 @@ TARGETS: tuple[str, ...] = ("onnxruntime", "openvino", "tensorrt", "triton")
 _ALIASES = {"ort": "onnxruntime", "onnxruntime": "onnxruntime", "ov": "openvino", "openvino": "openvino",
             "trt": "tensorrt", "tensorrt": "tensorrt", "triton": "triton"}
 PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "int8")
+OV_PRECISIONS: tuple[str, ...] = ("fp32", "fp16")     # OpenVINO IR weights: as they are, or FP16-compressed
 ORT_LEVELS: tuple[str, ...] = ("basic", "extended", "all")
 PORTABLE_ORT_LEVELS: tuple[str, ...] = ("basic", "extended")
 
@@ -127,6 +128,24 @@ def resolve_targets(targets: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(t for t in TARGETS if t in wanted)
 
 
+def parse_ov_precisions(value: str | Iterable[str]) -> tuple[str, ...]:
+    """'fp32,fp16' / ['fp16'] -> ('fp32', 'fp16') in the order given, duplicates dropped."""
+    items = [value] if isinstance(value, str) else list(value)
+    out: list[str] = []
+    for item in items:
+        for raw in str(item).split(","):
+            name = raw.strip().lower()
+            if not name:
+                continue
+            if name not in OV_PRECISIONS:
+                raise StudioError(f"OpenVINO IR precision must be fp32 or fp16, got {name[:20]!r}", code="BAD-OPTION")
+            if name not in out:
+                out.append(name)
+    if not out:
+        raise StudioError("give at least one OpenVINO IR precision: fp32, fp16 or fp32,fp16", code="BAD-OPTION")
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class ExportOptions:
     """Everything that shapes the artifacts. Defaults are the portable, verified choice."""
@@ -145,6 +164,9 @@ class ExportOptions:
     queue_delay_us: int = 100                   # Triton dynamic batcher max queue delay
     instances: int = 1                          # Triton instance_group count
     plugins: tuple[Path, ...] = ()              # TensorRT plugin libraries to ship and load
+    ov_precisions: tuple[str, ...] | None = None   # OpenVINO IRs to write: fp32 and/or fp16 (None: from precision)
+    ort_custom_ops: tuple[Path, ...] = ()       # ONNX Runtime custom-op libraries (register_custom_ops_library)
+    ov_extensions: tuple[Path, ...] = ()        # OpenVINO extension libraries (core.add_extension)
     workspace_mib: int = 4096                   # TensorRT builder workspace
     bench_runs: int = 5                         # timed inferences per artifact (benchmark figures)
     zip: bool = True                            # also write <bundle>.zip
@@ -164,11 +186,28 @@ class ExportOptions:
         object.__setattr__(self, "targets", resolve_targets(self.targets))
         object.__setattr__(self, "shapes", parse_shapes(self.shapes))
         object.__setattr__(self, "plugins", tuple(Path(p) for p in self.plugins))
+        for label in ("ort_custom_ops", "ov_extensions"):
+            libs = tuple(Path(p) for p in getattr(self, label))
+            for lib in libs:
+                if not lib.is_file():
+                    raise StudioError(f"{label.replace('_', ' ')}: library '{lib.name[:60]}' does not exist or is "
+                                      "not a file", code="BAD-OPTION")
+            object.__setattr__(self, label, libs)
+        if self.ov_precisions is not None:
+            object.__setattr__(self, "ov_precisions", parse_ov_precisions(self.ov_precisions))
         if self.preferred_batch_sizes is not None:
             sizes = tuple(int(b) for b in self.preferred_batch_sizes)
             if any(b < 1 or b > self.max_batch for b in sizes):
                 raise StudioError("preferred batch sizes must lie in 1..max_batch", code="BAD-OPTION")
             object.__setattr__(self, "preferred_batch_sizes", sizes)
+
+    @property
+    def openvino_precisions(self) -> tuple[str, ...]:
+        """The IRs the OpenVINO target writes: ``ov_precisions``, else FP16-compressed for ``--precision fp16``
+        and FP32 otherwise. The first one is the main IR (``model.xml``, the one Triton serves)."""
+        if self.ov_precisions:
+            return self.ov_precisions
+        return ("fp16",) if self.precision == "fp16" else ("fp32",)
 
     @property
     def ort_portable(self) -> bool:
@@ -182,4 +221,7 @@ class ExportOptions:
                 "max_batch": self.max_batch, "preferred_batch_sizes": list(self.preferred_batch_sizes or ()),
                 "queue_delay_us": self.queue_delay_us, "instances": self.instances,
                 "plugins": [p.name for p in self.plugins], "workspace_mib": self.workspace_mib,
+                "ov_precisions": list(self.openvino_precisions),
+                "ort_custom_ops": [p.name for p in self.ort_custom_ops],
+                "ov_extensions": [p.name for p in self.ov_extensions],
                 "bench_runs": self.bench_runs, "zip": self.zip}

@@ -123,7 +123,7 @@ def preferred_sizes(max_batch: int, given: Sequence[int] | None) -> list[int]:
 
 
 def build_config(name: str, backend: str, plan: IoPlan, *, instances: int, kind: str,
-                 preferred: Sequence[int], queue_delay_us: int) -> Any:
+                 preferred: Sequence[int], queue_delay_us: int, op_libraries: Sequence[str] = ()) -> Any:
     """A ModelConfig message for one backend."""
     pb = model_config_pb2()
     cfg = pb.ModelConfig(name=name, max_batch_size=plan.max_batch_size)
@@ -146,6 +146,8 @@ def build_config(name: str, backend: str, plan: IoPlan, *, instances: int, kind:
     if plan.max_batch_size > 0:
         cfg.dynamic_batching.preferred_batch_size.extend([b for b in preferred if b <= plan.max_batch_size])
         cfg.dynamic_batching.max_queue_delay_microseconds = int(queue_delay_us)
+    if op_libraries:   # custom-op libraries: the ONNX Runtime backend registers them (RegisterCustomOpsLibrary)
+        cfg.model_operations.op_library_filename.extend(list(op_libraries))
     group = cfg.instance_group.add(count=int(instances))
     group.kind = pb.ModelInstanceGroup.KIND_GPU if kind == "gpu" else pb.ModelInstanceGroup.KIND_CPU
     return cfg
@@ -217,12 +219,12 @@ def _output_infos(ctx: ExportContext, model: Path) -> tuple[TensorInfo, ...]:
     return tuple(out)
 
 
-def _write_config(ctx: ExportContext, folder: Path, name: str, backend: str, plan: IoPlan, kind: str
-                  ) -> tuple[Artifact, list[str]]:
+def _write_config(ctx: ExportContext, folder: Path, name: str, backend: str, plan: IoPlan, kind: str,
+                  op_libraries: Sequence[str] = ()) -> tuple[Artifact, list[str]]:
     opts = ctx.options
     cfg = build_config(name, backend, plan, instances=opts.instances, kind=kind,
                        preferred=preferred_sizes(plan.max_batch_size or 1, opts.preferred_batch_sizes),
-                       queue_delay_us=opts.queue_delay_us)
+                       queue_delay_us=opts.queue_delay_us, op_libraries=op_libraries)
     path = folder / "config.pbtxt"
     atomic_write_text(path, config_text(cfg))
     problems = config_problems(parse_config(path.read_text()), name, backend, plan)
@@ -265,8 +267,20 @@ def export_triton(ctx: ExportContext) -> TargetResult:
     ctx.progress("triton", "onnxruntime backend")
     try:
         plan = io_plan(inputs, outputs, opts.max_batch)
-        art, _ = _write_config(ctx, folder, name, "onnxruntime", plan, "cpu")
+        op_libraries: list[str] = []
+        if opts.ort_custom_ops:
+            from studio.export.customops import TRITON_MOUNT, ship
+
+            names, libs = ship(ctx, opts.ort_custom_ops, folder / "custom_ops", "ort-custom-ops",
+                               "ONNX Runtime custom-op library for this Triton model")
+            op_libraries = [f"{TRITON_MOUNT}/{name}/custom_ops/{n}" for n in names]
+            notes.append(f"onnxruntime: config.pbtxt loads the custom-op libraries through model_operations "
+                         f"{{ op_library_filename }} at {TRITON_MOUNT}/{name}/custom_ops/ (the repository mounted "
+                         f"at {TRITON_MOUNT}; Triton does not resolve them relative to the model folder: edit the "
+                         "paths if you mount it elsewhere)")
+        art, _ = _write_config(ctx, folder, name, "onnxruntime", plan, "cpu", op_libraries)
         artifacts.append(art)
+        artifacts.extend(libs if opts.ort_custom_ops else [])
         from studio.core.save import EXTERNAL_DATA_THRESHOLD
         from studio.export.onnxruntime import weight_bytes
 
@@ -287,7 +301,10 @@ def export_triton(ctx: ExportContext) -> TargetResult:
                                       verification=v))
     except StudioError as exc:
         artifacts.append(_error_artifact(ctx, folder, "onnxruntime", str(exc)))
-    readme.append(f"- `{name}`: ONNX Runtime backend (CPU instances; change `instance_group` for GPUs).")
+    readme.append(f"- `{name}`: ONNX Runtime backend (CPU instances; change `instance_group` for GPUs)."
+                  + (f" Custom ops: `custom_ops/` holds the libraries, loaded by `model_operations` in its "
+                     f"config.pbtxt from `{'{'}mount{'}'}/{name}/custom_ops/` (written for `-v ...:/models`)."
+                     if opts.ort_custom_ops else ""))
 
     # -- OpenVINO backend: the IR of the openvino target (converted here when that target was not run).
     name = f"{base}_openvino"
@@ -312,10 +329,12 @@ def export_triton(ctx: ExportContext) -> TargetResult:
                 link_or_copy(shared["xml"], version / "model.xml")
                 link_or_copy(shared["bin"], version / "model.bin")
             else:
-                ov_target.convert(ctx, ctx.deploy, version, compress_to_fp16=opts.precision == "fp16")
+                ov_target.convert(ctx, ctx.deploy, version,
+                                  compress_to_fp16=opts.openvino_precisions[0] == "fp16")
             got, timing, error = ov_target.run_ir(ctx, version / "model.xml", runs=0,
                                                   stage="OpenVINO (verify Triton model)")
-            precision = "fp16" if opts.precision == "fp16" else ctx.deploy_precision
+            precision = (shared["precision"] if shared else "int8" if ctx.deploy_precision == "int8"
+                         else "fp16" if opts.openvino_precisions[0] == "fp16" else ctx.deploy_precision)
             v = verify_outputs(ctx.reference, got, criteria_for(precision, quantized_model=ctx.deploy_facts.quantized),
                                engine=f"openvino {timing.get('version', '')}".strip(),
                                error=None if error is None else f"OpenVINO cannot run it: {error}")
@@ -324,7 +343,20 @@ def export_triton(ctx: ExportContext) -> TargetResult:
                                           verification=v))
         except StudioError as exc:
             artifacts.append(_error_artifact(ctx, folder, "openvino", str(exc)))
-    readme.append(f"- `{name}`: OpenVINO backend (CPU).")
+    if opts.ov_extensions and not ov_target.refusal(ctx):
+        from studio.export.customops import ship
+
+        names, libs = ship(ctx, opts.ov_extensions, folder / "extensions", "openvino-extension",
+                           "OpenVINO extension the IR needs (not loaded by Triton's config)")
+        artifacts.extend(libs)
+        notes.append("openvino: Triton's model config has no field that loads OpenVINO extensions "
+                     "(model_operations is read by the ONNX Runtime and TensorFlow backends), so the IR's custom ops "
+                     "need the extension made available to the OpenVINO backend by other means; the library is "
+                     "shipped in extensions/")
+    readme.append(f"- `{name}`: OpenVINO backend (CPU)."
+                  + (" Its IR needs the OpenVINO extension in `extensions/`; Triton's model config cannot load it "
+                     "(`model_operations` is read by the ONNX Runtime and TensorFlow backends only)."
+                     if opts.ov_extensions else ""))
 
     # -- TensorRT backend: the plan when it was built here, else a placeholder saying how to build it.
     name = f"{base}_tensorrt"

@@ -115,6 +115,10 @@ def run_with_pyop(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext,
     aliases = _Aliases(op_type, guard, args.get("attr_defaults") or {}, in_dtypes, out_dtypes)
     model = onnx.load_model(str(args["model_path"]))
     nodes = {nid: n for nid, n, _ in find_nodes(model, domain, op_type)}
+    # Every alias is registered before the first session: onnxruntime-extensions crashes (SIGSEGV) when Python
+    # ops are registered after sessions using earlier ones were created (4+ distinct attribute sets).
+    for node in nodes.values():
+        aliases(node)
     data: dict[str, Any] = {"samples": [], "model": None, "calls": 0}
     out_arrays: dict[str, np.ndarray] = {}
     for i, sample in enumerate(args.get("samples") or []):

@@ -24,7 +24,7 @@ from studio.core.paths import check_regular_file
 from studio.core.sandbox import Limits, default_limits, run_job
 from studio.plugins.signature import OpSignature, collect_signature
 
-__all__ = ["PYTHON_TARGETS", "OpRunResult", "SampleResult", "read_code", "run_python_op"]
+__all__ = ["NOT_COMPARED", "PYTHON_TARGETS", "OpRunResult", "SampleResult", "read_code", "run_python_op"]
 
 PYTHON_TARGETS = ("ort-python", "openvino-python")
 MAX_CODE_BYTES = 1 * 2**20
@@ -164,6 +164,25 @@ def run_python_op(handle: ModelHandle, op: str, impl_code_or_path: str | Path, *
     return _result(sig, target, res.data, res.arrays, time.perf_counter() - started)
 
 
+NOT_COMPARED = "ran, not compared (no reference)"
+
+
+def _declared_mismatch(sig: OpSignature, got: dict[str, np.ndarray]) -> str | None:
+    """Without a reference output, the outputs must still have the signature's dtype and one of its shapes."""
+    from studio.plugins.usercode import _shape_ok, describe_array
+
+    if len(got) != len(sig.outputs):
+        return f"{len(got)} output(s), declared {len(sig.outputs)}"
+    for j, port in enumerate(sig.outputs):
+        value = got[f"output {j}"]
+        name = value.dtype.name if value.dtype.kind not in "OUS" else "string"
+        if (port.dtype and name != port.dtype) or not _shape_ok(value.shape, list(port.shapes)):
+            known = [s for s in port.shapes if s is not None]
+            return (f"output {j} is {describe_array(name, value.shape)}, declared "
+                    f"{describe_array(port.dtype or '?', known[0] if len(known) == 1 else None)}")
+    return None
+
+
 def _result(sig: OpSignature, target: str, data: dict, arrays: dict[str, np.ndarray], seconds: float) -> OpRunResult:
     common = dict(seconds=seconds, calls=int(data.get("calls", 0)), confinement=data.get("confinement") or {},
                   reference=sig.reference)
@@ -180,7 +199,8 @@ def _result(sig: OpSignature, target: str, data: dict, arrays: dict[str, np.ndar
         ref = sig.samples[i].outputs if i < len(sig.samples) else None
         got = {f"output {j}": arrays[f"s{i}.out{j}"] for j in range(len(sig.outputs)) if f"s{i}.out{j}" in arrays}
         if ref is None:
-            samples.append(SampleResult(entry["node"], True, "ran; no reference output to compare with"))
+            problem = _declared_mismatch(sig, got)
+            samples.append(SampleResult(entry["node"], problem is None, problem or NOT_COMPARED))
             continue
         comparison: Comparison = compare_outputs({f"output {j}": r for j, r in enumerate(ref)}, got)
         compared += 1
@@ -205,9 +225,11 @@ def _result(sig: OpSignature, target: str, data: dict, arrays: dict[str, np.ndar
         return OpRunResult(sig.qualified, target, "mismatch", f"differs from the reference -- {what}",
                            tuple(samples), model, outputs=outputs, **common)
     if compared == 0:
-        return OpRunResult(sig.qualified, target, "unverified",
-                           "ran without errors, but there is no reference output to compare with (no reference "
-                           "implementation for this op, or no captured inputs)", tuple(samples), model,
+        ran = len(samples)
+        detail = (f"{ran} sample(s) ran without errors and their outputs have the declared dtype/shape, but there "
+                  "is no reference output to compare with (no reference implementation for this op)" if ran else
+                  "ran without errors, but there is no reference output to compare with (no captured inputs)")
+        return OpRunResult(sig.qualified, target, "unverified", f"{NOT_COMPARED}: {detail}", tuple(samples), model,
                            outputs=outputs, **common)
     parts = [f"{sum(s.ok for s in samples)} sample(s) match the reference"]
     if model is not None:

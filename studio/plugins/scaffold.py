@@ -235,13 +235,31 @@ def _ports(sig: OpSignature, outputs: bool) -> list[dict[str, Any]]:
 def _sample_attrs(sig: OpSignature) -> dict[str, dict[str, Any]]:
     def plain(attrs: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in attrs.items() if v not in ("<graph>", "<tensor>")}
-    return {f"sample_{i}.npz": plain(s.attrs) for i, s in enumerate(sig.samples) if s.outputs is not None}
+    return {f"sample_{i}.npz": plain(s.attrs) for i, s in enumerate(sig.samples)}
+
+
+def _output_specs(sig: OpSignature) -> list[dict[str, Any]]:
+    """What the harnesses check outputs against when a sample has no reference output."""
+    return [{"dtype": p.dtype, "shapes": [None if s is None else list(s) for s in p.shapes]} for p in sig.outputs]
+
+
+def _grid_sample_numpy() -> str:
+    """The reference's own GridSample code (any rank), as source to write into a standalone Python op."""
+    import inspect
+
+    from diagnostics import reference_ops as r
+
+    parts = [f"_MODE_ALIASES = {r._MODE_ALIASES!r}\n_PADDINGS = {r._PADDINGS!r}"]
+    parts += [inspect.getsource(fn).rstrip() for fn in (r._unnormalize, r._reflect, r._pad_coord, r._fetch, r._gather,
+                                                        r._cubic_weights, r.grid_sample)]
+    return "\n\n\n".join(parts)
 
 
 def _context(sig: OpSignature, model_name: str, model_sha: str, opsets: dict[str, int]) -> dict[str, Any]:
     from studio import __version__
 
     kernel, style = known_kernel(sig)
+    gs_numpy = _grid_sample_numpy() if kernel == "grid_sample" else ""
     inputs, outputs = _ports(sig, False), _ports(sig, True)
     attrs = _attrs(sig)
     taken = {p["cname"] for p in inputs + outputs}
@@ -257,6 +275,7 @@ def _context(sig: OpSignature, model_name: str, model_sha: str, opsets: dict[str
         "inputs": inputs, "outputs": outputs, "attrs": attrs, "kernel": kernel, "attr_style": style,
         "py_params": ", ".join(params + (["*"] + kw if kw else [])),
         "alias": f"StudioPyOp_{sig.ident}", "opsets": opsets, "sample_attrs": _sample_attrs(sig),
+        "output_specs": _output_specs(sig), "grid_sample_numpy": gs_numpy,
         "studio_version": __version__, "plugin_id": f"{sig.domain or 'ai.onnx'}::{sig.op_type}",
         "plugin_namespace": sig.domain or "ai.onnx",
     }
@@ -265,9 +284,11 @@ def _context(sig: OpSignature, model_name: str, model_sha: str, opsets: dict[str
 def _env() -> Any:
     import jinja2
 
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)), undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                              autoescape=False)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             autoescape=False)
+    env.filters["py"] = repr     # a Python literal (None, not JSON's null) of plain data
+    return env
 
 
 def render_python_impl(sig: OpSignature, target: str, *, model_name: str = "model.onnx") -> str:
@@ -286,7 +307,7 @@ def render_python_impl(sig: OpSignature, target: str, *, model_name: str = "mode
 # ---------------------------------------------------------------------------- packages
 
 def _status(target: str, complete: bool) -> str:
-    body = ("shape inference and kernel filled in for this op (4-D)" if complete
+    body = ("shape inference and kernel filled in for this op (4-D and 5-D)" if complete
             else "skeleton: shape inference and the kernel are marked TODO (onnx-studio knows no kernel for this op)")
     if target == "tensorrt":
         return ("NOT COMPILED HERE -- TensorRT is not installable on the machine that generated it (it needs CUDA "
@@ -348,18 +369,22 @@ def _library_name(target: str, ident: str) -> str:
 
 
 def _write_samples(folder: Path, sig: OpSignature) -> list[PluginFile]:
+    """One ``samples/sample_<i>.npz`` per captured sample: ``in<j>`` inputs and, when the op has a reference,
+    ``out<j>`` expected outputs. Inputs are written without outputs too (the normal case for a truly custom op):
+    the harnesses then run the op and check its outputs against the declared dtype/shape."""
     files = []
     for i, s in enumerate(sig.samples):
-        if s.outputs is None:
-            continue
         arrays = {f"in{j}": a for j, a in enumerate(s.inputs) if a is not None}
-        arrays.update({f"out{j}": a for j, a in enumerate(s.outputs)})
+        if not arrays:
+            continue
+        arrays.update({f"out{j}": a for j, a in enumerate(s.outputs or ())})
         buf = io.BytesIO()
         np.savez(buf, **arrays)
         rel = f"samples/sample_{i}.npz"
         atomic_write_bytes(safe_child(folder, rel), buf.getvalue())
-        files.append(PluginFile(rel, f"inputs captured at node {s.node[:60]} and the reference outputs",
-                                len(buf.getvalue())))
+        what = ("and the reference outputs" if s.outputs is not None
+                else "(no reference output: the harness checks the outputs' dtype/shape only)")
+        files.append(PluginFile(rel, f"inputs captured at node {s.node[:60]} {what}", len(buf.getvalue())))
     return files
 
 
@@ -402,6 +427,11 @@ def scaffold(sig: OpSignature, targets: str | Sequence[str], out_dir: Path, *, m
         if not any(f.path.startswith("samples/") for f in files):
             notes.append("no samples: the op's inputs could not be captured (see the notes above), so the test "
                          "harness has nothing to compare; give the model's inputs with --dim values, or test by hand")
+        elif any(s.outputs is None for s in sig.samples):
+            notes.append("the samples hold the op's captured inputs but no reference outputs (no reference "
+                         "implementation is registered for this op): the test harness runs the op on them and "
+                         "checks each output's dtype/shape against the signature, and reports \"ran, not compared "
+                         "(no reference)\" instead of comparing values")
         unsupported = [a["name"] for a in ctx["attrs"] if a["cpp_type"] is None]
         if unsupported:
             notes.append(f"attributes of types the templates do not map ({', '.join(unsupported)}) are left out")

@@ -59,3 +59,44 @@ def test_tensorrt_build_is_reported_not_compiled(tmp_path):
     proc = _cli(MODEL, "--op", "mmdeploy::grid_sampler", "--target", "tensorrt", "-o", tmp_path / "out", "--build")
     assert proc.returncode == 0, proc.stderr
     assert "not compiled here: TensorRT is not installable" in proc.stdout
+
+
+def _foo_model(tmp_path):
+    from tests.conftest import save
+    from tests.plugins.plugin_models import custom_op_model
+
+    return save(custom_op_model(), tmp_path / "foo.onnx")
+
+
+def test_custom_op_without_reference_writes_samples_and_is_not_a_failure(tmp_path):
+    from tests.plugins.plugin_models import FOO_COMPUTE, FOO_COMPUTE_F64
+
+    model = _foo_model(tmp_path)
+    impl = tmp_path / "foo_impl.py"
+    impl.write_text(FOO_COMPUTE)
+    proc = _cli(model, "--op", "my.dom::Foo", "--dim", "N=2", "--target", "all", "-o", tmp_path / "out",
+                "--impl", impl)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "samples 1 captured" in proc.stdout
+    assert "--      ort-python         ran, not compared (no reference)" in proc.stdout
+    folder = tmp_path / "out" / "my_dom_Foo" / "ort-python"
+    assert (folder / "samples" / "sample_0.npz").is_file()
+    harness = subprocess.run([sys.executable, "test_op.py"], cwd=folder, capture_output=True, text=True, timeout=120)
+    assert harness.returncode == 0 and "ran, not compared (no reference)" in harness.stdout, harness.stderr
+    # A body that breaks the declared dtype still fails.
+    impl.write_text(FOO_COMPUTE_F64)
+    proc = _cli(model, "--op", "my.dom::Foo", "--dim", "N=2", "--target", "ort-python", "-o", tmp_path / "out2",
+                "--impl", impl, "--json")
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["runs"][0]["status"] == "error"
+
+
+def test_endless_loop_follows_the_global_timeout(tmp_path):
+    impl = tmp_path / "loop.py"
+    impl.write_text("def compute(input0, *, alpha=1.0):\n    while True:\n        pass\n")
+    proc = subprocess.run([sys.executable, "-m", "studio", "--timeout", "4", "plugin", str(_foo_model(tmp_path)),
+                           "--op", "my.dom::Foo", "--dim", "N=2", "--target", "ort-python", "-o",
+                           str(tmp_path / "out"), "--impl", str(impl)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=100)
+    assert proc.returncode == 1, proc.stderr
+    assert "did not finish within 4 s (an endless loop?)" in proc.stdout

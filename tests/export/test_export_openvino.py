@@ -92,3 +92,30 @@ def test_openvino_segfault_stays_in_the_worker(tmp_path):
     res = run_job("export.ov_convert", {"model_path": str(good), "xml_name": "model.xml", "compress_to_fp16": False,
                                         "input_shapes": {}}, stage="OpenVINO conversion", out_dir=tmp_path / "out2")
     assert (tmp_path / "out2" / "model.xml").exists() and res.data["inputs"][0]["name"] == "x"
+
+
+def test_fp32_and_fp16_irs_both_written_and_verified(tmp_path):
+    """``ov_precisions=("fp32", "fp16")`` (CLI ``--ov-precisions fp32,fp16``): one conversion, two IRs, each
+    reloaded and verified; model.xml is the FP32 one and Triton serves it."""
+    model = conv_model(tmp_path / "m" / "convnet.onnx", channels=64)
+    result = api.export(api.load(model), "openvino,triton", tmp_path / "out", zip=False,
+                        ov_precisions="fp32,fp16")
+    assert result.ok, result.failures
+    arts = {a.path: a for a in result.target("openvino").artifacts}
+    assert set(arts) == {"openvino/model.xml", "openvino/model_fp16.xml"}
+    assert arts["openvino/model.xml"].precision == "fp32" and arts["openvino/model_fp16.xml"].precision == "fp16"
+    assert arts["openvino/model_fp16.xml"].companions == ("openvino/model_fp16.bin",)
+    assert all(a.verification.ok for a in arts.values())
+    bundle = result.bundle / "openvino"
+    assert "f16" not in _element_types(bundle / "model.xml") and "f16" in _element_types(bundle / "model_fp16.xml")
+    assert (bundle / "model_fp16.bin").stat().st_size < 0.6 * (bundle / "model.bin").stat().st_size
+    assert result.manifest["options"]["ov_precisions"] == ["fp32", "fp16"]
+    triton = next(a for a in result.target("triton").artifacts if a.path.endswith("_openvino/1/model.xml"))
+    assert triton.precision == "fp32" and triton.verification.ok
+    # The order given picks the main IR; bad names are a usage error.
+    only16 = api.export(api.load(model), "openvino", tmp_path / "out16", zip=False, ov_precisions=["fp16"])
+    assert [a.precision for a in only16.target("openvino").artifacts] == ["fp16"]
+    from studio.core.errors import StudioError
+
+    with pytest.raises(StudioError, match="fp32 or fp16"):
+        api.export(api.load(model), "openvino", tmp_path / "bad", ov_precisions="int8")

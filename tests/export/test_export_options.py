@@ -50,3 +50,7 @@ def test_cli_command_round_trips_the_options():
     assert cmd == ("onnx-studio export 'my model.onnx' --target ort,tensorrt -o artifacts --preset safe "
                    "--precision fp16 --shapes 'input ids=1x8:2x16:4x64' --ort-level basic --max-batch 4")
     assert "--target all" in cli_command("m.onnx", ["onnxruntime", "openvino", "tensorrt", "triton"])
+    cmd = cli_command("m.onnx", ["openvino"], ov_precisions=["fp32", "fp16"], ort_custom_ops=["/p/libx ort.so"],
+                      ov_extensions=["/p/libov.so"])
+    assert cmd == ("onnx-studio export m.onnx --target openvino -o artifacts --ov-precisions fp32,fp16 "
+                   "--ort-custom-ops '/p/libx ort.so' --ov-extension /p/libov.so")

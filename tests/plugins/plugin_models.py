@@ -69,3 +69,28 @@ def unknown_op_model() -> onnx.ModelProto:
     graph = helper.make_graph(nodes, "unknown", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("acme", 1)])
+
+
+def custom_op_model() -> onnx.ModelProto:
+    """Abs -> my.dom::Foo(alpha=2.0) -> Neg with a symbolic batch dim N; the model declares Foo's output as
+    float32[N,3]. No reference is known for my.dom::Foo: the normal case for a truly custom op."""
+    nodes = [helper.make_node("Abs", ["x"], ["a"]),
+             helper.make_node("Foo", ["a"], ["f"], name="foo", domain="my.dom", alpha=2.0),
+             helper.make_node("Neg", ["f"], ["y"])]
+    graph = helper.make_graph(nodes, "custom", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+                              value_info=[helper.make_tensor_value_info("f", TensorProto.FLOAT, ["N", 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("my.dom", 1)])
+
+
+FOO_COMPUTE = ("import numpy as np\n"
+               "def compute(input0, *, alpha=1.0):\n"
+               "    return (input0 * alpha).astype(np.float32)\n")
+FOO_COMPUTE_F64 = ("import numpy as np\n"
+                   "def compute(input0, *, alpha=1.0):\n"
+                   "    return input0.astype(np.float64) * alpha\n")
+FOO_CONVERT = ("import numpy as np\n"
+               "import openvino.opset13 as ops\n"
+               "def convert(node):\n"
+               "    alpha = float(node.get_attribute('alpha', 1.0))\n"
+               "    return [ops.multiply(node.get_input(0), ops.constant(np.float32(alpha))).output(0)]\n")

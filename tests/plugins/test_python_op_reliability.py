@@ -106,7 +106,7 @@ def test_child_sees_a_stripped_environment(mm_handle, mm_sig, ort_body, monkeypa
 def test_same_op_registered_again_runs_the_current_code(mm_handle, mm_sig, ort_body):
     """R24: two runs of the same op type (a Streamlit rerun with edited code) never conflict."""
     first = _run(mm_handle, mm_sig, ort_body)
-    edited = _run(mm_handle, mm_sig, ort_body.replace("return grid_sample_4d(", "return 2 * grid_sample_4d(", 1))
+    edited = _run(mm_handle, mm_sig, ort_body.replace("return grid_sample(", "return 2 * grid_sample(", 1))
     again = _run(mm_handle, mm_sig, ort_body)
     assert first.status == "ok" and again.status == "ok"
     assert edited.status == "mismatch", edited.message

@@ -58,7 +58,7 @@ def test_sources_carry_the_ops_names_attributes_and_counts(mm_scaffold):
     assert 'ConversionExtension>("grid_sampler", "mmdeploy", convert_grid_sampler)' in ov_ext
     assert "OPENVINO_CREATE_EXTENSIONS" in ov_ext
     ov_op = (root / "openvino-cpp" / "grid_sampler_op.cpp").read_text()
-    assert "ov::PartialShape{x[0], x[1], g[1], g[2]}" in ov_op      # the known shape rule
+    assert "ov::Shape{x[0], x[1], g[1], g[2]}" in ov_op and "ov::Shape{x[0], x[1], g[1], g[2], g[3]}" in ov_op  # 4-D, 5-D
     trt_h = (root / "tensorrt" / "grid_sampler_plugin.h").read_text()
     for iface in ("IPluginV3", "IPluginV3OneCore", "IPluginV3OneBuild", "IPluginV3OneRuntime", "IPluginCreatorV3One"):
         assert f"public nvinfer1::{iface}" in trt_h
@@ -69,6 +69,7 @@ def test_sources_carry_the_ops_names_attributes_and_counts(mm_scaffold):
     assert trt_cpp.count('mFields.emplace_back("interpolation_mode"') == 2
     assert "NOT COMPILED HERE" in (root / "tensorrt" / "README.md").read_text()
     assert "--dynamicPlugins" in (root / "tensorrt" / "README.md").read_text()
+    assert "pip install tensorrt numpy onnx torch" in (root / "tensorrt" / "README.md").read_text()
     qdp = (root / "tensorrt" / "grid_sampler_plugin.py").read_text()
     assert '@trtp.register(PLUGIN_ID)' in qdp and 'PLUGIN_ID = "mmdeploy::grid_sampler"' in qdp
     for path in root.rglob("*.py"):
@@ -154,3 +155,49 @@ def test_targets_and_zip(mm_scaffold):
     names = zipfile.ZipFile(io.BytesIO(zip_folder(mm_scaffold.root))).namelist()
     assert "mmdeploy_grid_sampler/tensorrt/grid_sampler_plugin.h" in names
     assert not any("/build/" in n for n in names)
+
+
+def _harness(folder, script, *args):
+    return subprocess.run([sys.executable, script, *map(str, args)], cwd=folder, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_custom_op_without_reference_keeps_its_samples(tmp_path):
+    """No reference for my.dom::Foo: the captured inputs are still written, every harness runs the op on them,
+    checks the outputs against the declared dtype/shape and says "ran, not compared (no reference)"."""
+    from tests.plugins.plugin_models import FOO_COMPUTE, FOO_COMPUTE_F64, FOO_CONVERT, custom_op_model
+
+    handle = api.load(save(custom_op_model(), tmp_path / "foo.onnx"))
+    sig = api.plugin_signature(handle, "my.dom::Foo", dims={"N": 2})
+    assert len(sig.samples) == 1 and sig.samples[0].outputs is None
+    sc = api.scaffold_plugin(handle, "my.dom::Foo", "all", tmp_path / "out", signature=sig,
+                             impl=FOO_COMPUTE)
+    import numpy as np
+
+    for target in TARGETS:
+        folder = sc.root / target
+        with np.load(folder / "samples" / "sample_0.npz") as data:
+            assert data.files == ["in0"] and data["in0"].shape == (2, 3)
+        readme = (folder / "README.md").read_text()
+        assert "could not be captured" not in readme and "ran, not compared (no reference)" in readme
+        for script in folder.glob("test_*.py"):     # C++/TensorRT harnesses are only compiled here
+            ast.parse(script.read_text())
+            assert "OUTPUTS = [{'dtype': 'float32', 'shapes': [['N', 3]" in script.read_text()
+    proc = _harness(sc.root / "ort-python", "test_op.py")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ran, not compared (no reference)" in proc.stdout
+    # The declared dtype is still checked.
+    (sc.root / "ort-python" / "Foo_op.py").write_text(FOO_COMPUTE_F64)
+    proc = _harness(sc.root / "ort-python", "test_op.py")
+    assert proc.returncode != 0 and "float64, declared float32" in proc.stderr
+    (sc.root / "openvino-python" / "Foo_extension.py").write_text(FOO_CONVERT)
+    proc = _harness(sc.root / "openvino-python", "test_extension.py")
+    assert proc.returncode == 0 and "ran, not compared (no reference)" in proc.stdout, proc.stderr[-2000:]
+    # The studio's own runs say the same, and are not failures.
+    result = api.run_python_op(handle, "my.dom::Foo", FOO_COMPUTE, signature=sig)
+    assert result.status == "unverified" and result.message.startswith("ran, not compared (no reference)")
+    assert result.samples[0].ok
+    result = api.run_python_op(handle, "my.dom::Foo", FOO_CONVERT, target="openvino-python", signature=sig)
+    assert result.status == "unverified", result.message
+    result = api.run_python_op(handle, "my.dom::Foo", FOO_COMPUTE_F64, signature=sig)
+    assert result.status == "error" and "declared float32" in result.message

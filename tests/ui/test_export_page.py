@@ -53,3 +53,15 @@ def test_bad_shape_text_is_a_one_line_error(app):
     at.text_input(key="exp_shape_0").set_value("1x3x32x32:big:4x3x32x32").run()
     assert not at.exception
     assert any("not a shape" in e.value for e in at.error)
+
+
+def test_both_openvino_irs_from_the_page(app):
+    at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
+    at.switch_page("views/export.py").run()
+    at.multiselect(key="exp_targets").set_value(["openvino"]).run()
+    at.multiselect(key="exp_ov_irs_fp32").set_value(["fp32", "fp16"]).run()
+    assert any("--ov-precisions fp32,fp16" in c.value for c in at.code)
+    at.button(key="exp_run").click().run()
+    assert not at.exception, at.exception
+    arts = _table(at, "file")
+    assert {"openvino/model.xml", "openvino/model_fp16.xml"} <= set(arts["file"])

@@ -15,7 +15,7 @@ from studio import api
 from studio.core.errors import StudioError
 from studio.core.paths import confine
 from studio.export.command import cli_command
-from studio.export.options import ORT_LEVELS, TARGETS, parse_shape_spec
+from studio.export.options import ORT_LEVELS, OV_PRECISIONS, TARGETS, parse_shape_spec
 from studio.export.views import artifact_rows, bench_rows, target_rows
 from studio.ui import state, widgets
 
@@ -69,7 +69,29 @@ def _calibration() -> str | None:
         return None
 
 
-def _run(handle, version, targets, preset, precision, calibration, shapes, ort_level, max_batch) -> None:
+def _libraries() -> tuple[list[str], list[str]]:
+    """Custom-op libraries (ONNX Runtime and OpenVINO), paths inside the workspace root; none on a shared server."""
+    if state.shared_mode():
+        return [], []
+    with st.expander("Custom-op libraries (models with custom ops)"):
+        st.caption("Built by the Plugins page or `onnx-studio plugin --build` (ort-cpp, openvino-cpp): loaded when "
+                   "the artifacts are optimized, converted and verified, and shipped in the bundle.")
+        out = []
+        for key, label in (("exp_ort_custom_ops", "ONNX Runtime custom-op library (.so), inside the workspace root"),
+                           ("exp_ov_extension", "OpenVINO extension (.so), inside the workspace root")):
+            text = st.text_input(label, key=key)
+            paths = []
+            for item in (t.strip() for t in text.split(",") if t.strip()):
+                try:
+                    paths.append(str(confine(item, state.path_root(), label="library")))
+                except StudioError as exc:
+                    widgets.show_error(exc)
+            out.append(paths)
+    return out[0], out[1]
+
+
+def _run(handle, version, targets, preset, precision, calibration, shapes, ort_level, max_batch,
+         ov_precisions=None, ort_custom_ops=(), ov_extensions=()) -> None:
     ws = state.workspace()
     out = ws.job_dir("export")
     status = {t: st.empty() for t in targets}
@@ -83,14 +105,16 @@ def _run(handle, version, targets, preset, precision, calibration, shapes, ort_l
 
     result = widgets.run_stoppable("Exporting", lambda tick: api.export(
         handle, list(targets), out, preset=preset, precision=precision, calibration=calibration, shapes=shapes,
-        ort_level=ort_level, max_batch=max_batch, pool_key=state.session_id(), on_tick=tick, on_progress=progress))
+        ort_level=ort_level, max_batch=max_batch, pool_key=state.session_id(), on_tick=tick, on_progress=progress,
+        ov_precisions=ov_precisions, ort_custom_ops=ort_custom_ops, ov_extensions=ov_extensions))
     for holder in (*status.values(), prep):
         holder.empty()
     if result is None:
         return
     st.session_state[_RESULT] = {"result": result, "version": version.id, "command": cli_command(
         handle.path.name, targets, preset=preset, precision=precision, calibration=calibration, shapes=shapes,
-        ort_level=ort_level, max_batch=max_batch)}
+        ort_level=ort_level, max_batch=max_batch, ov_precisions=ov_precisions, ort_custom_ops=ort_custom_ops,
+        ov_extensions=ov_extensions)}
 
 
 def _downloads(result) -> None:
@@ -176,18 +200,26 @@ def render() -> None:
                                   "(hardware-specific)")
     max_batch = int(c5.number_input("Max batch (Triton, TensorRT profile)", min_value=1, max_value=4096, value=8,
                                     key="exp_max_batch"))
+    default_ir = ["fp16"] if precision == "fp16" else ["fp32"]
+    ov_irs = st.multiselect("OpenVINO IRs", list(OV_PRECISIONS), default=default_ir, key=f"exp_ov_irs_{precision}",
+                            help="fp32 and/or fp16 (FP16-compressed weights); each IR is verified, the first is "
+                                 "model.xml (served by Triton)")
+    ov_precisions = ov_irs if ov_irs and ov_irs != default_ir else None
     calibration = _calibration() if precision == "int8" else None
     shapes = _shapes(handle)
+    ort_custom_ops, ov_extensions = _libraries()
     chosen_preset = None if preset == "none" else preset
     if st.button("Export", type="primary", key="exp_run", disabled=not targets):
-        _run(handle, version, targets, chosen_preset, precision, calibration, shapes, ort_level, max_batch)
+        _run(handle, version, targets, chosen_preset, precision, calibration, shapes, ort_level, max_batch,
+             ov_precisions, ort_custom_ops, ov_extensions)
     saved = st.session_state.get(_RESULT)
     if saved and saved["version"] == version.id:
         _report(saved)
     else:
         widgets.cli_hint(cli_command(handle.path.name, targets or list(TARGETS), preset=chosen_preset,
                                      precision=precision, calibration=calibration, shapes=shapes,
-                                     ort_level=ort_level, max_batch=max_batch))
+                                     ort_level=ort_level, max_batch=max_batch, ov_precisions=ov_precisions,
+                                     ort_custom_ops=ort_custom_ops, ov_extensions=ov_extensions))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

@@ -1,4 +1,4 @@
-// GridSample (4-D, NCHW) shared by the ONNX Runtime, OpenVINO and TensorRT plugins of this package.
+// GridSample (4-D NCHW and 5-D NCDHW) shared by the ONNX Runtime, OpenVINO and TensorRT plugins of this package.
 // Semantics follow torch.nn.functional.grid_sample / ONNX GridSample:
 //   mode 0 bilinear, 1 nearest (round half to even), 2 bicubic (A = -0.75);
 //   padding 0 zeros, 1 border, 2 reflection; align_corners as in PyTorch.
@@ -104,6 +104,72 @@ inline void grid_sample_4d(const T* x, const T* grid, T* y, int64_t n, int64_t c
           y[((b * c + ch) * oh + i) * ow + j] =
               sample_point(x + (b * c + ch) * h * w, h, w, double(g[0]), double(g[1]), mode, padding, align);
       }
+}
+
+// ---- 5-D: x (n, c, d, h, w), grid (n, od, oh, ow, 3) holding (x, y, z) -> y (n, c, od, oh, ow).
+
+template <typename T>
+STUDIO_GS_HD inline double at3(const T* vol, int64_t d, int64_t h, int64_t w, int64_t z, int64_t y, int64_t x) {
+  return (z >= 0 && z < d && y >= 0 && y < h && x >= 0 && x < w) ? double(vol[(z * h + y) * w + x]) : 0.0;
+}
+
+// The neighbour after an index (-1 when the index itself overflowed).
+STUDIO_GS_HD inline int64_t next_index(int64_t i, double c0) { return i < 0 && c0 >= 0 ? int64_t(-1) : i + 1; }
+
+// One output value: the (d x h x w) volume of one (n, c) sampled at the normalised point (gx, gy, gz).
+template <typename T>
+STUDIO_GS_HD inline T sample_point_3d(const T* vol, int64_t d, int64_t h, int64_t w, double gx, double gy, double gz,
+                                      int mode, int padding, bool align) {
+  double ix = unnormalize(gx, w, align), iy = unnormalize(gy, h, align), iz = unnormalize(gz, d, align);
+  if (mode == kBicubic) {   // 4 x 4 x 4 taps, padding per tap (as the reference does for any rank)
+    const double bx = floor(ix), by = floor(iy), bz = floor(iz);
+    double wx[4], wy[4], wz[4];
+    cubic_weights(ix - bx, wx);
+    cubic_weights(iy - by, wy);
+    cubic_weights(iz - bz, wz);
+    double acc = 0.0;
+    for (int k = 0; k < 4; ++k) {
+      const int64_t zz = to_index(pad_coord(bz - 1.0 + k, d, padding, align));
+      for (int j = 0; j < 4; ++j) {
+        const int64_t yy = to_index(pad_coord(by - 1.0 + j, h, padding, align));
+        for (int i = 0; i < 4; ++i) {
+          const int64_t xx = to_index(pad_coord(bx - 1.0 + i, w, padding, align));
+          acc += at3(vol, d, h, w, zz, yy, xx) * wx[i] * wy[j] * wz[k];
+        }
+      }
+    }
+    return T(acc);
+  }
+  ix = pad_coord(ix, w, padding, align);
+  iy = pad_coord(iy, h, padding, align);
+  iz = pad_coord(iz, d, padding, align);
+  if (mode == kNearest) return T(at3(vol, d, h, w, to_index(rint(iz)), to_index(rint(iy)), to_index(rint(ix))));
+  const double x0 = floor(ix), y0 = floor(iy), z0 = floor(iz);
+  const double fx = ix - x0, fy = iy - y0, fz = iz - z0;
+  const int64_t xi = to_index(x0), yi = to_index(y0), zi = to_index(z0);
+  const int64_t xj = next_index(xi, x0), yj = next_index(yi, y0), zj = next_index(zi, z0);
+  return T(at3(vol, d, h, w, zi, yi, xi) * (1.0 - fx) * (1.0 - fy) * (1.0 - fz) +
+           at3(vol, d, h, w, zi, yi, xj) * fx * (1.0 - fy) * (1.0 - fz) +
+           at3(vol, d, h, w, zi, yj, xi) * (1.0 - fx) * fy * (1.0 - fz) +
+           at3(vol, d, h, w, zi, yj, xj) * fx * fy * (1.0 - fz) +
+           at3(vol, d, h, w, zj, yi, xi) * (1.0 - fx) * (1.0 - fy) * fz +
+           at3(vol, d, h, w, zj, yi, xj) * fx * (1.0 - fy) * fz +
+           at3(vol, d, h, w, zj, yj, xi) * (1.0 - fx) * fy * fz +
+           at3(vol, d, h, w, zj, yj, xj) * fx * fy * fz);
+}
+
+// The whole 5-D op on the CPU: x (n, c, d, h, w), grid (n, od, oh, ow, 3) -> y (n, c, od, oh, ow).
+template <typename T>
+inline void grid_sample_5d(const T* x, const T* grid, T* y, int64_t n, int64_t c, int64_t d, int64_t h, int64_t w,
+                           int64_t od, int64_t oh, int64_t ow, int mode, int padding, bool align) {
+  const int64_t points = od * oh * ow, volume = d * h * w;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t p = 0; p < points; ++p) {
+      const T* g = grid + (b * points + p) * 3;
+      for (int64_t ch = 0; ch < c; ++ch)
+        y[(b * c + ch) * points + p] = sample_point_3d(x + (b * c + ch) * volume, d, h, w, double(g[0]), double(g[1]),
+                                                       double(g[2]), mode, padding, align);
+    }
 }
 
 }  // namespace studio_gs
