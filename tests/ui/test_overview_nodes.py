@@ -26,6 +26,7 @@ def test_open_sample_from_picker(app):
     at.button(key="open_sample").click().run()
     assert not at.exception
     assert _metrics(at)["Nodes"] == "22"
+    assert any("count the larger branch" in c.value and "then" in c.value for c in at.caption)
 
 
 def test_path_outside_root_is_refused(app, tmp_path):

@@ -103,6 +103,11 @@ def render() -> None:
     ])
     st.caption(f"{nc.main} nodes in the main graph, {nc.subgraph_nodes} in {nc.subgraphs} subgraphs, "
                f"{nc.function_nodes} in {nc.functions} local functions. File {widgets.fmt_bytes(s.total_bytes)}.")
+    if s.flops.branches:
+        shown = "; ".join(f"{widgets.md_escape(b.node, 60)}: then {widgets.fmt_count(b.then_flops)} / else "
+                          f"{widgets.fmt_count(b.else_flops)}" for b in s.flops.branches[:3])
+        more = f" (+{len(s.flops.branches) - 3} more)" if len(s.flops.branches) > 3 else ""
+        st.caption(f"FLOPs of If nodes count the larger branch (only one runs): {shown}{more}.")
     if not s.check_ok:
         st.warning("onnx.checker: " + widgets.md_escape(s.check_message or "", 400))
     if s.shape_inference_error:
