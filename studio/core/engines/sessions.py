@@ -156,6 +156,7 @@ class OvRunner:
         started = time.perf_counter()
         self.compiled = ov.Core().compile_model(model, device, config)
         compile_ms = (time.perf_counter() - started) * 1000
+        ctx.set_stage("OpenVINO inference")     # an error from here on is not a compile error
         try:
             effective = precision_name(self.compiled.get_property("INFERENCE_PRECISION_HINT"))
         except Exception:  # noqa: BLE001 - not every device reports it
