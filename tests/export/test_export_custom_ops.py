@@ -6,7 +6,6 @@ is optimized, converted, reloaded and verified, recorded in the manifest and shi
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -16,24 +15,17 @@ from studio import api
 from studio.core.errors import StudioError
 from studio.plugins import toolchain
 from tests.conftest import ROOT, SAMPLES
+from tests.plugins.plugin_models import require_tool
 
 MODEL = SAMPLES / "mmdeploy_grid_sampler.onnx"
 OP = "mmdeploy::grid_sampler"
-
-
-def _require(tool: toolchain.Tool) -> None:
-    if tool.ok:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(tool.reason)
-    pytest.skip(tool.reason)
 
 
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory):
     for tool in (toolchain.cmake(), toolchain.cxx_compiler(), toolchain.ort_include_dir(),
                  toolchain.openvino_cmake_dir()):
-        _require(tool)
+        require_tool(tool)
     handle = api.load(MODEL)
     sig = api.plugin_signature(handle, OP)
     scaffold = api.scaffold_plugin(handle, OP, "ort-cpp,openvino-cpp", tmp_path_factory.mktemp("plugins"),

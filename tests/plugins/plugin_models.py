@@ -94,3 +94,26 @@ FOO_CONVERT = ("import numpy as np\n"
                "def convert(node):\n"
                "    alpha = float(node.get_attribute('alpha', 1.0))\n"
                "    return [ops.multiply(node.get_input(0), ops.constant(np.float32(alpha))).output(0)]\n")
+
+
+def require_tool(tool) -> None:
+    """Skip when a build tool is missing here; fail in CI, which must have them all."""
+    import os
+
+    if tool.ok:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(tool.reason)
+    pytest.skip(tool.reason)
+
+
+def scaffold_all_modes(folder, *, rank: int, samples: int, targets: str):
+    """(handle, signature, scaffold) for the every-mode grid sampler model of ``rank``."""
+    from studio import api
+    from studio.plugins.signature import collect_signature
+    from tests.conftest import save
+
+    handle = api.load(save(all_modes_model(rank=rank), folder / f"all_modes_{rank}d.onnx"))
+    sig = collect_signature(handle, OP, max_nodes=samples)
+    assert len(sig.samples) == samples and sig.model_outputs is not None
+    return handle, sig, api.scaffold_plugin(handle, OP, targets, folder / "plugins", signature=sig)

@@ -12,43 +12,26 @@ Builds are cached per test session.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from studio import api
 from studio.plugins import toolchain
 from studio.plugins.build import build_package, check_library
-from studio.plugins.signature import collect_signature
-from tests.conftest import save
-from tests.plugins.plugin_models import OP, all_modes_model
+from tests.plugins.plugin_models import OP, require_tool, scaffold_all_modes
 
 pytestmark = pytest.mark.slow
 
 
-def _require(tool: toolchain.Tool) -> None:
-    if tool.ok:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(tool.reason)
-    pytest.skip(tool.reason)
-
-
 @pytest.fixture(scope="module")
 def modes(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("modes")
-    handle = api.load(save(all_modes_model(), folder / "all_modes.onnx"))
-    sig = collect_signature(handle, OP, max_nodes=18)
-    assert len(sig.samples) == 18 and sig.model_outputs is not None
-    scaffold = api.scaffold_plugin(handle, OP, "ort-cpp,openvino-cpp", folder / "plugins", signature=sig)
-    return handle, sig, scaffold
+    return scaffold_all_modes(tmp_path_factory.mktemp("modes"), rank=4, samples=18, targets="ort-cpp,openvino-cpp")
 
 
 @pytest.mark.parametrize("target", ["openvino-cpp", "ort-cpp"])
 def test_cpp_package_builds_and_matches_every_mode(modes, target):
-    _require(toolchain.cmake())
-    _require(toolchain.cxx_compiler())
-    _require(toolchain.openvino_cmake_dir() if target == "openvino-cpp" else toolchain.ort_include_dir())
+    require_tool(toolchain.cmake())
+    require_tool(toolchain.cxx_compiler())
+    require_tool(toolchain.openvino_cmake_dir() if target == "openvino-cpp" else toolchain.ort_include_dir())
     handle, sig, scaffold = modes
     folder = scaffold.root.parent / scaffold.package(target).folder
     built = build_package(folder, target)
@@ -65,8 +48,8 @@ def test_cpp_package_builds_and_matches_every_mode(modes, target):
 
 def test_worked_example_openvino_cpp_via_facade(mm_handle, mm_sig, tmp_path):
     """(d): the sample model runs in OpenVINO with the C++ extension built from the generated package."""
-    _require(toolchain.cmake())
-    _require(toolchain.openvino_cmake_dir())
+    require_tool(toolchain.cmake())
+    require_tool(toolchain.openvino_cmake_dir())
     scaffold = api.scaffold_plugin(mm_handle, OP, "openvino-cpp,tensorrt", tmp_path, signature=mm_sig)
     result = api.build_plugin(mm_handle, scaffold, "openvino-cpp", signature=mm_sig)
     assert result, result.message
@@ -76,8 +59,8 @@ def test_worked_example_openvino_cpp_via_facade(mm_handle, mm_sig, tmp_path):
 
 
 def test_build_failure_is_one_line(mm_handle, mm_sig, tmp_path):
-    _require(toolchain.cmake())
-    _require(toolchain.openvino_cmake_dir())
+    require_tool(toolchain.cmake())
+    require_tool(toolchain.openvino_cmake_dir())
     scaffold = api.scaffold_plugin(mm_handle, OP, "openvino-cpp", tmp_path, signature=mm_sig)
     source = scaffold.root / "openvino-cpp" / "grid_sampler_op.cpp"
     source.write_text(source.read_text().replace("return true;", "return true", 1))
@@ -88,12 +71,7 @@ def test_build_failure_is_one_line(mm_handle, mm_sig, tmp_path):
 
 @pytest.fixture(scope="module")
 def modes5(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("modes5")
-    handle = api.load(save(all_modes_model(rank=5), folder / "all_modes_5d.onnx"))
-    sig = collect_signature(handle, OP, max_nodes=12)
-    assert len(sig.samples) == 12 and sig.model_outputs is not None
-    scaffold = api.scaffold_plugin(handle, OP, "ort-cpp,openvino-cpp", folder / "plugins", signature=sig)
-    return handle, sig, scaffold
+    return scaffold_all_modes(tmp_path_factory.mktemp("modes5"), rank=5, samples=12, targets="ort-cpp,openvino-cpp")
 
 
 @pytest.mark.parametrize("target", ["openvino-cpp", "ort-cpp"])
@@ -103,9 +81,9 @@ def test_cpp_package_handles_5d_in_every_mode(modes5, target):
     import subprocess
     import sys
 
-    _require(toolchain.cmake())
-    _require(toolchain.cxx_compiler())
-    _require(toolchain.openvino_cmake_dir() if target == "openvino-cpp" else toolchain.ort_include_dir())
+    require_tool(toolchain.cmake())
+    require_tool(toolchain.cxx_compiler())
+    require_tool(toolchain.openvino_cmake_dir() if target == "openvino-cpp" else toolchain.ort_include_dir())
     handle, sig, scaffold = modes5
     folder = scaffold.root.parent / scaffold.package(target).folder
     built = build_package(folder, target)
@@ -124,8 +102,8 @@ def test_openvino_cpp_runs_the_5d_gridsample_sample_model(tmp_path):
     """OpenVINO rejects 5-D GridSample; the C++ extension generated for it makes the model run."""
     from tests.conftest import SAMPLES
 
-    _require(toolchain.cmake())
-    _require(toolchain.openvino_cmake_dir())
+    require_tool(toolchain.cmake())
+    require_tool(toolchain.openvino_cmake_dir())
     handle = api.load(SAMPLES / "gridsample_5d.onnx")
     sig = api.plugin_signature(handle, "::GridSample")
     scaffold = api.scaffold_plugin(handle, "::GridSample", "openvino-cpp", tmp_path, signature=sig)

@@ -12,19 +12,14 @@ import sys
 import pytest
 
 from studio import api
-from studio.plugins.signature import collect_signature
-from tests.conftest import SAMPLES, save
-from tests.plugins.plugin_models import OP, all_modes_model
+from tests.conftest import SAMPLES
+from tests.plugins.plugin_models import OP, scaffold_all_modes
 
 
 @pytest.fixture(scope="module")
 def modes5(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("modes5")
-    handle = api.load(save(all_modes_model(rank=5), folder / "all_modes_5d.onnx"))
-    sig = collect_signature(handle, OP, max_nodes=12)
-    assert len(sig.samples) == 12 and sig.model_outputs is not None
-    scaffold = api.scaffold_plugin(handle, OP, "ort-python,openvino-python", folder / "plugins", signature=sig)
-    return handle, sig, scaffold
+    return scaffold_all_modes(tmp_path_factory.mktemp("modes5"), rank=5, samples=12,
+                              targets="ort-python,openvino-python")
 
 
 @pytest.mark.parametrize("target,body", [("ort-python", "grid_sampler_op.py"),
