@@ -257,15 +257,19 @@ def _interface(model: ir.Model) -> list[tuple[str | None, object, object]]:
     return [(v.name, v.type, v.shape) for v in (*model.graph.inputs, *model.graph.outputs)]
 
 
-def _restore_interface(model: ir.Model, before: list[tuple[str | None, object, object]]) -> None:
+def _restore_interface(model: ir.Model, before: list[tuple[str | None, object, object]], *,
+                       keep_types: bool = False) -> None:
     """Put back declared dtypes/shapes of graph inputs/outputs a pass re-annotated
-    (a pass that keeps names must keep the declared interface too)."""
+    (a pass that keeps names must keep the declared interface too). ``keep_types``: the
+    pass changes dtypes on purpose (convert-fp16 without keep_io_types): shapes only."""
     values = [*model.graph.inputs, *model.graph.outputs]
     if [v.name for v in values] != [b[0] for b in before]:
         return                       # names changed: verification reports it
     for v, (_, type_, shape) in zip(values, before):
-        if v.type != type_ or v.shape != shape:
-            v.type, v.shape = type_, shape
+        if not keep_types and v.type != type_:
+            v.type = type_
+        if v.shape != shape:
+            v.shape = shape
 
 
 def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *,
@@ -303,6 +307,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
         records: list[PassRecord] = []
         stopped: str | None = None
         interface_fixed = False          # a changes_interface pass was accepted: later checks allow it too
+        io_dtypes_changed = False        # likewise for float input/output dtypes (convert-fp16, keep_io_types=false)
         for i, p in enumerate(passes):
             if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
                 records.extend(PassRecord(q.name, "skipped", False, (), {}, 0.0, 0.0, 0, 0, 0, 0, None,
@@ -321,7 +326,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                 res: PassResult = _apply(p, model, ckpt, limits, pool_key)
                 model = res.model
                 if not p.changes_interface:
-                    _restore_interface(model, declared)
+                    _restore_interface(model, declared, keep_types=p.changes_io_dtypes())
             except Exception as exc:   # a pass bug must not lose the user's work
                 seconds = time.perf_counter() - t0
                 msg = _scrub(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}",
@@ -346,7 +351,8 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
             if modified and verifier is not None:
                 candidate = ckpt.save(model)
                 verification = verifier.verify(candidate, allow_fixed_dims=p.changes_interface or interface_fixed,
-                                               tolerance=p.verify_tolerance, quantized=p.verify_quantized)
+                                               tolerance=p.verify_tolerance, quantized=p.verify_quantized,
+                                               allow_io_dtypes=p.changes_io_dtypes() or io_dtypes_changed)
                 message = verification.message
                 if verification.ok:
                     ckpt.accept(candidate)
@@ -360,6 +366,8 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                 ckpt.accept(ckpt.save(model))     # unverified, but a later pass error reverts only that pass
             if modified and p.changes_interface:
                 interface_fixed = True
+            if modified and p.changes_io_dtypes():
+                io_dtypes_changed = True
             rec = PassRecord(p.name, status, modified, changes, counts, seconds,
                              verification.seconds if verification else 0.0, nodes_before,
                              sum(1 for _ in all_nodes(model)), params_before, _param_count(model),

@@ -380,13 +380,16 @@ def accuracy(reference: list[dict], got: list[dict]) -> tuple[float, float | Non
 
 
 def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budget_s: float = 60.0,
-                      engine: str = "onnxruntime", options: Mapping[str, Mapping] | None = None) -> dict[str, float]:
-    """Milliseconds per model (10th percentile), measured in interleaved rounds in this worker."""
+                      engine: str = "onnxruntime", options: Mapping[str, Mapping] | None = None,
+                      feeds_for: Mapping[str, Feeds] | None = None) -> dict[str, float]:
+    """Milliseconds per model (10th percentile), measured in interleaved rounds in this worker.
+    ``feeds_for``: other feeds for some models (float16 inputs...)."""
     from studio.core.engines.sessions import measure_latency, open_runner
 
     runners = {k: open_runner(engine, p, dict((options or {}).get(k, {})), ctx) for k, p in paths.items()}
     try:
-        times = measure_latency({k: (lambda r=r: r.infer(feeds)) for k, r in runners.items()},
+        own = dict(feeds_for or {})
+        times = measure_latency({k: (lambda r=r, f=own.get(k, feeds): r.infer(f)) for k, r in runners.items()},
                                 budget_s=budget_s)
     finally:
         for r in runners.values():

@@ -243,3 +243,27 @@ def test_convert_fp16_on_a_deep_model_is_judged_by_cosine(tmp_path):
     numeric = rec.verification.numeric
     assert numeric.min_cosine > 0.999
     assert max(d.mismatch_fraction for d in numeric.outputs.values()) > 0.01   # elementwise would have failed
+
+
+def test_convert_fp16_without_keep_io_types_feeds_float16_and_verifies(tmp_path):
+    """keep_io_types=false makes the model's float inputs/outputs float16 on purpose: the pass's own
+    check and the pipeline's verification feed the same values as float16 (they used to feed
+    float32 and fail), and only that change of the interface is accepted."""
+    from passes.verify import interface_problems
+
+    src = SAMPLES / "mobilenet_like.onnx"
+    r = run_pipeline(src, [make_pass("convert-fp16", keep_io_types="false", measure=True, budget_s=2)],
+                     tmp_path / "h" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and rec.status == "changed", rec.message
+    assert rec.verification is not None and rec.verification.ok and rec.verification.numeric_status == "passed"
+    assert rec.details["cosine"] > 0.999 and rec.details["ratio"] > 0
+    m = onnx.load(str(r.output))
+    assert [i.type.tensor_type.elem_type for i in m.graph.input] == [TensorProto.FLOAT16]
+    assert all(o.type.tensor_type.elem_type == TensorProto.FLOAT16 for o in m.graph.output)
+    assert any("float16" in w for w in rec.warnings)              # the interface change is said
+    original = onnx.load(str(src), load_external_data=False)
+    assert interface_problems(original, m) and not interface_problems(original, m, float_dtypes=True)
+    # A float -> int change is never accepted.
+    m.graph.input[0].type.tensor_type.elem_type = TensorProto.INT32
+    assert interface_problems(original, m, float_dtypes=True)
