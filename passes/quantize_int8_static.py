@@ -48,6 +48,7 @@ class QuantizeInt8Static(StudioPass):
     calls_engines = True
     verify_tolerance: ClassVar[Tolerance | None] = QUANTIZED
     verify_quantized: ClassVar[bool] = True
+    path_options: ClassVar[tuple[str, ...]] = ("calibration",)
 
     # Options (JSON): config ("auto" | a name of passes.quant_tools.STATIC_CONFIGS), calibration
     # (.npz file or image folder), samples (random sets when no calibration data), method

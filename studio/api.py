@@ -446,11 +446,12 @@ def precision(handle: ModelHandle | str | Path, *, variants=None, calibration: s
     """Build fp16/bf16/INT8 variants, compare each with fp32 and time them side by side; the
     ``PrecisionReport`` recommends the fastest variant meeting ``target_cosine`` that is faster
     than fp32 (fp32 itself when none is)."""
+    from studio.core.paths import user_data_path
     from studio.precision.variants import evaluate_variants
 
     return evaluate_variants(_path_of(handle), variants=variants, out_dir=Path(out_dir) if out_dir else None,
-                             calibration=Path(calibration) if calibration else None,
-                             inputs=Path(inputs) if inputs else None, samples=samples, preprocess=preprocess,
+                             calibration=user_data_path(calibration, label="calibration data") if calibration else None,
+                             inputs=user_data_path(inputs, label="inputs file") if inputs else None, samples=samples, preprocess=preprocess,
                              dims=dims, target_cosine=target_cosine, latency_budget_s=latency_budget_s,
                              pool_key=pool_key, on_progress=on_progress, on_tick=on_tick)
 # -- export ---------------------------------------------------------------------------
@@ -470,8 +471,11 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
     from studio.export.exporter import export_model
     from studio.export.options import ExportOptions
 
+    from studio.core.paths import user_data_path
+
     options = ExportOptions(targets=(targets,) if isinstance(targets, str) else tuple(targets), preset=preset,
-                            precision=precision, calibration=Path(calibration) if calibration else None,
+                            precision=precision,
+                            calibration=user_data_path(calibration, label="calibration data") if calibration else None,
                             shapes=shapes or {}, name=name, ort_level=ort_level, ort_format=ort_format,
                             max_batch=max_batch, plugins=tuple(Path(p) for p in plugins), zip=zip)
     return export_model(handle, options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress)
