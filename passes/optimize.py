@@ -30,7 +30,8 @@ def optimize_model(handle: ModelHandle, *, preset: str | None = None, passes: Se
                    dims: Mapping[str, int] | None = None, pass_options: Mapping[str, Mapping] | None = None,
                    on_failure: str = "stop", verify: bool = True, out_path: str | Path | None = None,
                    on_progress: Callable[[int, int, str], None] | None = None,
-                   pool_key: str = "default", time_budget_s: float | None = None) -> PipelineResult:
+                   pool_key: str = "default", time_budget_s: float | None = None,
+                   partial: str | Path = "output") -> PipelineResult:
     require_valid(handle, "optimize")
     if not preset and not passes:
         preset = DEFAULT_PRESET
@@ -41,7 +42,7 @@ def optimize_model(handle: ModelHandle, *, preset: str | None = None, passes: Se
     chosen = resolve_user_paths(resolve_passes(preset, list(passes) if passes else None, options))
     out = Path(out_path) if out_path else default_output(handle, preset or "custom")
     return run_pipeline(handle.path, chosen, out, verify=verify, on_failure=on_failure, dims=dims or None,
-                        pool_key=pool_key, on_progress=on_progress, time_budget_s=time_budget_s)
+                        pool_key=pool_key, on_progress=on_progress, time_budget_s=time_budget_s, partial=partial)
 
 
 def resolve_user_paths(chosen: Sequence[StudioPass]) -> list[StudioPass]:

@@ -278,13 +278,16 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                  limits: Limits | None = None, pool_key: str = "default",
                  instruments: Sequence[Instrument] = (),
                  on_progress: Callable[[int, int, str], None] | None = None,
-                 time_budget_s: float | None = None) -> PipelineResult:
+                 time_budget_s: float | None = None, partial: str | Path = "output") -> PipelineResult:
     """Run ``passes`` on the model at ``model_path`` and save the result to ``output``.
 
     ``on_failure``: "stop" keeps the last verified model and stops; "revert"
     undoes the failing pass and continues. ``time_budget_s``: passes that would
     start after this many seconds are skipped (status "skipped"); passes that run
     in workers are also bounded by the worker timeout. The input file is only read.
+    ``partial``: where the last verified model goes when the result is not ok:
+    "output" (``output`` itself; the UI offers it labelled partial), "none"
+    (nothing is written, ``result.output`` is None) or another path.
     """
     if on_failure not in ("stop", "revert"):
         raise StudioError("on_failure must be 'stop' or 'revert'", code="BAD-OPTION")
@@ -293,6 +296,12 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
     model_path = Path(model_path).resolve()     # workers run in a scratch cwd
     output = Path(output).resolve()
     _check_output_path(model_path, output)
+    partial_path: Path | None = output
+    if partial == "none":
+        partial_path = None
+    elif partial != "output":
+        partial_path = Path(partial).resolve()
+        _check_output_path(model_path, partial_path)
     output.parent.mkdir(parents=True, exist_ok=True)
     if not (passes and passes[0].accepts_invalid):
         validate_input(model_path, limits=limits, pool_key=pool_key)
@@ -380,10 +389,14 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                 break
         if on_progress:
             on_progress(len(passes), len(passes), "saving")
-        if any(r.modified for r in records):
-            save_ir(model, output)
-        else:
-            _copy_unchanged(model_path, output)
+        ok = stopped is None and all(r.status in ("changed", "unchanged") for r in records)
+        target = output if ok else partial_path
+        if target is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if any(r.modified for r in records):
+                save_ir(model, target)
+            else:
+                _copy_unchanged(model_path, target)
         reference = "not verified (verification turned off)"
         if verifier is not None:
             if verifier.reference_error is not None:
@@ -392,8 +405,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                 reference = f"{verifier.reference_label}, {len(verifier.feed_sets)} seeded feed set(s)"
             else:
                 reference = "nothing to verify: no pass changed the model"
-        ok = stopped is None and all(r.status in ("changed", "unchanged") for r in records)
-        return PipelineResult(output, tuple(records), ok, stopped, dict(ops_before), dict(count_ops(model)),
+        return PipelineResult(target, tuple(records), ok, stopped, dict(ops_before), dict(count_ops(model)),
                               reference, time.perf_counter() - started)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

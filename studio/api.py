@@ -313,19 +313,22 @@ def optimize(handle: ModelHandle, *, preset: str | None = None, passes: Sequence
              dims: Mapping[str, int] | None = None, pass_options: Mapping[str, Mapping] | None = None,
              on_failure: str = "stop", verify: bool = True, out_path: str | Path | None = None,
              on_progress: Callable[[int, int, str], None] | None = None,
-             pool_key: str = "default", time_budget_s: float | None = None) -> PipelineResult:
+             pool_key: str = "default", time_budget_s: float | None = None,
+             partial: str | Path = "output") -> PipelineResult:
     """Run a preset (default ``safe``) or named passes, verifying after every modifying pass.
 
     ``dims`` fix symbolic dims for verification feeds and are what ``fix-input-shapes``
     specializes. The result is written to ``out_path`` (default: a new job folder in
     the workspace root); the input file is only read. Refuses models that fail
     ``onnx.checker`` (R17). ``time_budget_s`` skips passes that would start later.
+    ``partial``: where the last verified model goes when the result is not ok ("output":
+    ``out_path`` itself, "none": nowhere, ``result.output`` is None, or another path).
     """
     from passes.optimize import optimize_model
 
     return optimize_model(handle, preset=preset, passes=passes, dims=dims, pass_options=pass_options,
                           on_failure=on_failure, verify=verify, out_path=out_path, on_progress=on_progress,
-                          pool_key=pool_key, time_budget_s=time_budget_s)
+                          pool_key=pool_key, time_budget_s=time_budget_s, partial=partial)
 
 
 def add_optimized_version(workspace: Workspace, parent: str, result: PipelineResult, *,

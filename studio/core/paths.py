@@ -84,8 +84,7 @@ def user_data_path(value: str | Path, *, label: str = "input data") -> Path:
     resolved = path if path.is_absolute() else Path.cwd() / path
     resolved = Path(os.path.normpath(resolved))
     if not resolved.exists():
-        raise PathError(f"{label} '{text[:200]}' does not exist"
-                        + ("" if path.is_absolute() else f" (looked in {Path.cwd()})"))
+        raise PathError(f"{label} '{text[:200]}' does not exist")
     return resolved
 
 

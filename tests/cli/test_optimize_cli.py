@@ -74,9 +74,17 @@ def test_verification_failure_exits_1_with_one_line(capsys, tmp_path):
     code = main(["optimize", str(CNN), "-o", str(out), "--passes", "eliminate-identity,test-break-on-purpose"])
     assert code == 1
     err = capsys.readouterr().err.strip()
-    assert_user_message(err, "test-break-on-purpose", "broke the model")
-    # The last verified model is still written (the identity cleanup survived).
-    assert "Identity" not in [n.op_type for n in onnx.load(str(out)).graph.node]
+    assert_user_message(err.splitlines()[0], "test-break-on-purpose", "broke the model")
+    # Nothing that looks like success is left at -o; --keep-partial writes the last verified model
+    # (the identity cleanup survived) under a name that says so.
+    assert not out.exists() and "nothing written" in err
+    code = main(["optimize", str(CNN), "-o", str(out), "--passes", "eliminate-identity,test-break-on-purpose",
+                 "--keep-partial"])
+    assert code == 1
+    text = capsys.readouterr().out
+    partial = tmp_path / "o.partial.onnx"
+    assert not out.exists() and partial.exists() and "(partial) written to" in text
+    assert "Identity" not in [n.op_type for n in onnx.load(str(partial)).graph.node]
     code = main(["optimize", str(CNN), "-o", str(out), "--passes", "test-break-on-purpose,fuse-conv-bn",
                  "--on-failure", "revert", "--json"])
     assert code == 1
