@@ -400,6 +400,17 @@ def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budg
     return {k: sorted(v)[int(0.1 * len(v))] * 1000 for k, v in times.items()}
 
 
+def cosine_text(value: float, target: float | None = None) -> str:
+    """A cosine with enough digits to tell it from the target (0.99986 is not "0.9999" when the
+    target is 0.9999): at least 4, up to 8 decimals."""
+    for digits in range(4, 9):
+        text = f"{value:.{digits}f}"
+        if target is None or value == target or text != f"{target:.{digits}f}":
+            if target is None or value == target or (float(text) >= target) == (value >= target):
+                return text
+    return f"{value:.8f}"
+
+
 def pick(measured: Sequence[Measured], target: float) -> Measured | None:
     """The fastest candidate that meets the accuracy target."""
     ok = [m for m in measured if m.error is None and m.cosine is not None and m.cosine >= target

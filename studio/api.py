@@ -445,22 +445,26 @@ def compare(a: ModelHandle | str | Path, b: ModelHandle | str | Path, *, engine:
 def precision(handle: ModelHandle | str | Path, *, variants=None, calibration: str | Path | None = None,
               inputs: str | Path | None = None, samples: int = 8, target_cosine: float = 0.99,
               out_dir: str | Path | None = None, dims: Mapping[str, int] | None = None, preprocess=None,
-              latency_budget_s: float = 60.0, pool_key: str = "default", on_progress=None, on_tick=None):
+              latency_budget_s: float = 60.0, pool_key: str = "default", on_progress=None, on_tick=None,
+              calibration_method: str = "minmax"):
     """Build fp16/bf16/INT8 variants, compare each with fp32 and time them side by side; the
     ``PrecisionReport`` recommends the fastest variant meeting ``target_cosine`` that is faster
-    than fp32 (fp32 itself when none is)."""
+    than fp32 (fp32 itself when none is). ``calibration_method``: minmax, entropy or percentile.
+    With calibration data and no ``inputs``, accuracy is judged on samples held out from it."""
     from studio.core.paths import user_data_path
     from studio.precision.variants import evaluate_variants
 
     return evaluate_variants(_path_of(handle), variants=variants, out_dir=Path(out_dir) if out_dir else None,
                              calibration=user_data_path(calibration, label="calibration data") if calibration else None,
-                             inputs=user_data_path(inputs, label="inputs file") if inputs else None, samples=samples, preprocess=preprocess,
+                             inputs=user_data_path(inputs, label="inputs file") if inputs else None, samples=samples,
+                             preprocess=preprocess,
                              dims=dims, target_cosine=target_cosine, latency_budget_s=latency_budget_s,
-                             pool_key=pool_key, on_progress=on_progress, on_tick=on_tick)
+                             pool_key=pool_key, on_progress=on_progress, on_tick=on_tick,
+                             calibration_method=calibration_method)
 # -- export ---------------------------------------------------------------------------
 
 def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Path, *, preset: str | None = None,
-           precision: str = "fp32", calibration: str | Path | None = None,
+           precision: str = "fp32", calibration: str | Path | None = None, calibration_method: str = "minmax",
            shapes: Mapping[str, object] | Sequence[str] | None = None, name: str | None = None,
            ort_level: str = "extended", ort_format: bool = True, max_batch: int = 8,
            plugins: Sequence[str | Path] = (), zip: bool = True, pool_key: str = "default",
@@ -471,14 +475,13 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
     the original, with manifest.json and report.md/.html. ``shapes``: NAME=MIN:OPT:MAX
     specs (or a mapping). ``result.ok`` is False when a verification failed; TensorRT
     without a GPU is "not verified" (not a failure). The model file is only read."""
+    from studio.core.paths import user_data_path
     from studio.export.exporter import export_model
     from studio.export.options import ExportOptions
-
-    from studio.core.paths import user_data_path
 
     options = ExportOptions(targets=(targets,) if isinstance(targets, str) else tuple(targets), preset=preset,
                             precision=precision,
                             calibration=user_data_path(calibration, label="calibration data") if calibration else None,
-                            shapes=shapes or {}, name=name, ort_level=ort_level, ort_format=ort_format,
-                            max_batch=max_batch, plugins=tuple(Path(p) for p in plugins), zip=zip)
+                            calibration_method=calibration_method, shapes=shapes or {}, name=name,
+                            ort_level=ort_level, ort_format=ort_format, max_batch=max_batch, plugins=tuple(Path(p) for p in plugins), zip=zip)
     return export_model(handle, options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress)

@@ -11,7 +11,7 @@ from studio.export.options import ShapeRange
 def cli_command(model_name: str, targets: Sequence[str], output: str = "artifacts", *, preset: str | None = None,
                 precision: str = "fp32", calibration: str | None = None,
                 shapes: Mapping[str, ShapeRange] | None = None, ort_level: str = "extended",
-                name: str | None = None, max_batch: int = 8) -> str:
+                name: str | None = None, max_batch: int = 8, calibration_method: str = "minmax") -> str:
     parts = ["onnx-studio", "export", shlex.quote(model_name)]
     wanted = list(targets)
     parts += ["--target", "all" if len(wanted) == 4 else ",".join(_short(t) for t in wanted)]
@@ -22,6 +22,8 @@ def cli_command(model_name: str, targets: Sequence[str], output: str = "artifact
         parts += ["--precision", precision]
     if calibration:
         parts += ["--calibration", shlex.quote(calibration)]
+    if precision == "int8" and calibration_method != "minmax":
+        parts += ["--calibration-method", calibration_method]
     for input_name, rng in (shapes or {}).items():
         spec = "x".join(map(str, rng.opt)) if rng.static else rng.text()
         parts += ["--shapes", shlex.quote(f"{input_name}={spec}")]

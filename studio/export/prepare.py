@@ -52,7 +52,7 @@ def _pass_options(name: str, options: ExportOptions) -> dict:
         return {}
     # Deployment INT8 is explicit quantization (Q/DQ pairs): the only form OpenVINO and TensorRT
     # take; QOperator models would run on ONNX Runtime alone.
-    opts: dict = {"qdq_only": True}
+    opts: dict = {"qdq_only": True, "method": options.calibration_method}
     if options.calibration is not None:
         # Absolute: the pass runs in a worker whose cwd is its own scratch folder.
         opts["calibration"] = str(user_data_path(options.calibration, label="calibration data"))

@@ -107,7 +107,7 @@ def test_relative_calibration_path_works_from_the_cli(tmp_path, monkeypatch, cap
     monkeypatch.chdir(tmp_path)
     _calibration_images(tmp_path / "imgs")
     code = main(["export", str(model), "--target", "ort", "--precision", "int8", "--calibration", "imgs",
-                 "-o", "exp", "--no-zip", "--no-ort-format", "--json"])
+                 "-o", "exp", "--no-zip", "--no-ort-format", "--json", "--calibration-method", "percentile"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     import json
@@ -115,6 +115,7 @@ def test_relative_calibration_path_works_from_the_cli(tmp_path, monkeypatch, cap
     deploy = json.loads(captured.out)["manifest"]["deploy"]
     rec = next(x for x in deploy["pipeline"] if x["name"] == "quantize-int8-static")
     assert rec["modified"] and "image" in str(rec["details"]["calibration"]).lower()
+    assert rec["details"]["calibration_method"] == "percentile"                # --calibration-method
 
 
 def test_missing_calibration_path_is_an_up_front_error(tmp_path, monkeypatch, capsys):

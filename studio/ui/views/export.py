@@ -15,7 +15,7 @@ from studio import api
 from studio.core.errors import StudioError
 from studio.core.paths import confine
 from studio.export.command import cli_command
-from studio.export.options import ORT_LEVELS, TARGETS, parse_shape_spec
+from studio.export.options import CALIBRATION_METHODS, ORT_LEVELS, TARGETS, parse_shape_spec
 from studio.export.views import artifact_rows, bench_rows, target_rows
 from studio.ui import state, widgets
 
@@ -69,7 +69,8 @@ def _calibration() -> str | None:
         return None
 
 
-def _run(handle, version, targets, preset, precision, calibration, shapes, ort_level, max_batch) -> None:
+def _run(handle, version, targets, preset, precision, calibration, shapes, ort_level, max_batch,
+         calibration_method: str = "minmax") -> None:
     ws = state.workspace()
     out = ws.job_dir("export")
     status = {t: st.empty() for t in targets}
@@ -82,15 +83,16 @@ def _run(handle, version, targets, preset, precision, calibration, shapes, ort_l
         holder.caption(f"{_LABELS.get(target, target)}: {widgets.md_escape(stage, 160)}")
 
     result = widgets.run_stoppable("Exporting", lambda tick: api.export(
-        handle, list(targets), out, preset=preset, precision=precision, calibration=calibration, shapes=shapes,
-        ort_level=ort_level, max_batch=max_batch, pool_key=state.session_id(), on_tick=tick, on_progress=progress))
+        handle, list(targets), out, preset=preset, precision=precision, calibration=calibration,
+        calibration_method=calibration_method, shapes=shapes, ort_level=ort_level, max_batch=max_batch,
+        pool_key=state.session_id(), on_tick=tick, on_progress=progress))
     for holder in (*status.values(), prep):
         holder.empty()
     if result is None:
         return
     st.session_state[_RESULT] = {"result": result, "version": version.id, "command": cli_command(
         handle.path.name, targets, preset=preset, precision=precision, calibration=calibration, shapes=shapes,
-        ort_level=ort_level, max_batch=max_batch)}
+        ort_level=ort_level, max_batch=max_batch, calibration_method=calibration_method)}
 
 
 def _downloads(result) -> None:
@@ -177,17 +179,21 @@ def render() -> None:
     max_batch = int(c5.number_input("Max batch (Triton, TensorRT profile)", min_value=1, max_value=4096, value=8,
                                     key="exp_max_batch"))
     calibration = _calibration() if precision == "int8" else None
+    method = st.selectbox("INT8 calibration method", list(CALIBRATION_METHODS), key="exp_calibration_method",
+                          help="minmax: the full activation range; entropy and percentile clip outliers") \
+        if precision == "int8" else "minmax"
     shapes = _shapes(handle)
     chosen_preset = None if preset == "none" else preset
     if st.button("Export", type="primary", key="exp_run", disabled=not targets):
-        _run(handle, version, targets, chosen_preset, precision, calibration, shapes, ort_level, max_batch)
+        _run(handle, version, targets, chosen_preset, precision, calibration, shapes, ort_level, max_batch,
+             calibration_method=method)
     saved = st.session_state.get(_RESULT)
     if saved and saved["version"] == version.id:
         _report(saved)
     else:
         widgets.cli_hint(cli_command(handle.path.name, targets or list(TARGETS), preset=chosen_preset,
                                      precision=precision, calibration=calibration, shapes=shapes,
-                                     ort_level=ort_level, max_batch=max_batch))
+                                     ort_level=ort_level, max_batch=max_batch, calibration_method=method))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script
