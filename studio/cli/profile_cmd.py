@@ -239,7 +239,7 @@ def _print(profile, top: int) -> None:  # noqa: ANN001, C901 - one report, read 
         if v.ops:
             op = v.ops
             print(f"per-op {v.id}: sum {_ms(op.per_op_sum_ms)} ms vs end-to-end {_ms(op.end_to_end_ms)} ms "
-                  f"(overhead {_ms(op.overhead_ms)} ms"
+                  f"({op.overhead_text()}"
                   + (f", engine's own run {_ms(op.engine_run_ms)} ms" if op.engine_run_ms is not None else "")
                   + f"); {op.mapped_share:.0%} of kernel time mapped to ONNX nodes; trace {op.trace_file}")
             for k in op.top(top):

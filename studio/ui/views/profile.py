@@ -130,8 +130,11 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
                        f"{widgets.md_escape(versions_run[target], 20)}).")
         widgets.metric_row([("per-op sum", f"{ops.per_op_sum_ms:.4f} ms"),
                             ("end-to-end", f"{ops.end_to_end_ms:.4f} ms"),
-                            ("overhead", f"{ops.overhead_ms:.4f} ms"),
+                            ("overhead", f"{ops.overhead_ms:.4f} ms" if not ops.sum_exceeds_end_to_end
+                             else "n/a (sum > end-to-end)"),
                             ("mapped to ONNX nodes", f"{ops.mapped_share:.0%}")])
+        if ops.sum_exceeds_end_to_end:
+            st.caption(widgets.md_escape(ops.overhead_text(), 300))
         st.plotly_chart(op_bar(ops), width="stretch", key="profile_op_bar")
         st.plotly_chart(op_treemap(ops), width="stretch", key="profile_op_tree")
         st.dataframe(pd.DataFrame([k.to_dict() for k in ops.kernels]), hide_index=True, width="stretch",
