@@ -70,6 +70,9 @@ class StudioPass(InPlacePass):
     # The pass repairs what onnx.checker's full check refuses (fix-cast-types): a pipeline that
     # starts with it does not refuse the input for that reason; its result is still fully checked.
     accepts_invalid: ClassVar[bool] = False
+    # Options whose values are user paths (calibration data...): resolved to absolute paths at the
+    # API/CLI boundary, because passes that call engines run in a worker with its own cwd.
+    path_options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **options) -> None:
         super().__init__()
@@ -81,6 +84,12 @@ class StudioPass(InPlacePass):
 
     def call(self, model: ir.Model) -> PassResult:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def changes_io_dtypes(self) -> bool:
+        """True when this pass, with these options, changes float input/output dtypes on purpose
+        (``convert-fp16`` with ``keep_io_types=false``): verification then accepts float -> float
+        dtype changes and feeds the result the same values in its own input dtypes."""
+        return False
 
     def worker_limits(self, limits: Limits | None) -> Limits | None:
         """Limits for running this pass in a sandbox worker (default: the pipeline's)."""

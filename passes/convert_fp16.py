@@ -88,6 +88,11 @@ def drop_stale_constant_types(graph: onnx.GraphProto) -> int:
         del graph.value_info[:]
         graph.value_info.extend(keep)
     return dropped
+def _flag(value: object) -> bool:
+    """An option given as JSON or text (``--set convert-fp16.keep_io_types=false``)."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("false", "0", "no", "off", "")
+    return bool(value)
 
 
 @register
@@ -104,6 +109,10 @@ class ConvertFp16(StudioPass):
     verify_quantized: ClassVar[bool] = True
 
     # Options: op_block_list, node_block_list, keep_io_types (True), measure (True), dims (symbolic dims).
+    def changes_io_dtypes(self) -> bool:
+        # keep_io_types=false makes float inputs/outputs float16: an interface change asked for.
+        return not _flag(self.options.get("keep_io_types", True))
+
     def call(self, model: ir.Model) -> PassResult:
         from passes import quant_tools as qt
         from passes.pipeline import save_ir
@@ -120,24 +129,30 @@ class ConvertFp16(StudioPass):
                 return PassResult(model, False)
             converted, fixes = convert_model(proto, op_block_list=opts.get("op_block_list"),
                                              node_block_list=opts.get("node_block_list"),
-                                             keep_io_types=bool(opts.get("keep_io_types", True)))
+                                             keep_io_types=_flag(opts.get("keep_io_types", True)))
             del proto
             out = workdir / "fp16.onnx"
             qt._save(converted, out)
             casts = sum(1 for n in converted.graph.node if n.op_type == "Cast")
             del converted
             warnings: list[str] = []
+            if self.changes_io_dtypes():
+                warnings.append("keep_io_types=false: the model's float inputs and outputs are float16 now; "
+                                "feed it float16 arrays")
             details: dict = {"cast_fixes": [f.describe() for f in fixes], "casts": casts,
                              "blocked_ops": list(opts.get("op_block_list") or []),
                              "blocked_nodes": list(opts.get("node_block_list") or [])}
             try:
                 ctx.set_stage("fp16: loading the result in ONNX Runtime")
                 header = onnx.load_model(str(src), load_external_data=False)
-                from studio.core.feeds import make_feeds
+                from studio.core.feeds import cast_to_inputs, make_feeds
 
                 sets = list(make_feeds(header, count=2, seed=1000, dims=opts.get("dims")).sets)
+                # keep_io_types=false: the fp16 model takes float16 inputs; feed it the same values.
+                out_header = onnx.load_model(str(out), load_external_data=False)
+                fp16_sets = [cast_to_inputs(f, out_header) for f in sets]
                 reference = qt.ort_outputs(src, sets, ctx)
-                got = qt.ort_outputs(out, sets, ctx)
+                got = qt.ort_outputs(out, fp16_sets, ctx)
             except Exception as exc:  # noqa: BLE001
                 raise StudioError(f"the fp16 model does not load in ONNX Runtime "
                                   f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}); "
@@ -147,7 +162,8 @@ class ConvertFp16(StudioPass):
             if opts.get("measure", True):
                 ctx.set_stage("fp16: measuring latency against fp32 (ONNX Runtime CPU)")
                 lat = qt.measure_latencies({"fp32": src, "fp16": out}, sets[0], ctx,
-                                           budget_s=float(opts.get("budget_s", 30)))
+                                           budget_s=float(opts.get("budget_s", 30)),
+                                           feeds_for={"fp16": fp16_sets[0]})
                 ratio = lat["fp16"] / lat["fp32"]
                 details.update(fp32_latency_ms=round(lat["fp32"], 3), fp16_latency_ms=round(lat["fp16"], 3),
                                ratio=round(ratio, 4))

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from passes.base import StudioPass
 from passes.pipeline import PipelineResult, resolve_passes, run_pipeline
 from studio.core.model import ModelHandle, require_valid
 from studio.core.paths import safe_name
@@ -29,7 +30,8 @@ def optimize_model(handle: ModelHandle, *, preset: str | None = None, passes: Se
                    dims: Mapping[str, int] | None = None, pass_options: Mapping[str, Mapping] | None = None,
                    on_failure: str = "stop", verify: bool = True, out_path: str | Path | None = None,
                    on_progress: Callable[[int, int, str], None] | None = None,
-                   pool_key: str = "default", time_budget_s: float | None = None) -> PipelineResult:
+                   pool_key: str = "default", time_budget_s: float | None = None,
+                   partial: str | Path = "output") -> PipelineResult:
     require_valid(handle, "optimize")
     if not preset and not passes:
         preset = DEFAULT_PRESET
@@ -37,10 +39,24 @@ def optimize_model(handle: ModelHandle, *, preset: str | None = None, passes: Se
     options = {k: dict(v) for k, v in dict(pass_options or {}).items()}
     if dims:
         options.setdefault("fix-input-shapes", {}).setdefault("dims", dims)
-    chosen = resolve_passes(preset, list(passes) if passes else None, options)
+    chosen = resolve_user_paths(resolve_passes(preset, list(passes) if passes else None, options))
     out = Path(out_path) if out_path else default_output(handle, preset or "custom")
     return run_pipeline(handle.path, chosen, out, verify=verify, on_failure=on_failure, dims=dims or None,
-                        pool_key=pool_key, on_progress=on_progress, time_budget_s=time_budget_s)
+                        pool_key=pool_key, on_progress=on_progress, time_budget_s=time_budget_s, partial=partial)
+
+
+def resolve_user_paths(chosen: Sequence[StudioPass]) -> list[StudioPass]:
+    """Path-valued pass options (``quantize-int8-static.calibration``...) made absolute here, where
+    the user's relative path means something (passes run in workers with their own cwd);
+    a missing path is an error now, naming the option, not a pass failure later."""
+    from studio.core.paths import user_data_path
+
+    for p in chosen:
+        for key in p.path_options:
+            value = p.options.get(key)
+            if value not in (None, ""):
+                p.options[key] = str(user_data_path(value, label=f"{p.name}.{key}"))
+    return list(chosen)
 
 
 def add_version(workspace: Workspace, parent: str, result: PipelineResult, *, preset: str | None = None,

@@ -257,15 +257,19 @@ def _interface(model: ir.Model) -> list[tuple[str | None, object, object]]:
     return [(v.name, v.type, v.shape) for v in (*model.graph.inputs, *model.graph.outputs)]
 
 
-def _restore_interface(model: ir.Model, before: list[tuple[str | None, object, object]]) -> None:
+def _restore_interface(model: ir.Model, before: list[tuple[str | None, object, object]], *,
+                       keep_types: bool = False) -> None:
     """Put back declared dtypes/shapes of graph inputs/outputs a pass re-annotated
-    (a pass that keeps names must keep the declared interface too)."""
+    (a pass that keeps names must keep the declared interface too). ``keep_types``: the
+    pass changes dtypes on purpose (convert-fp16 without keep_io_types): shapes only."""
     values = [*model.graph.inputs, *model.graph.outputs]
     if [v.name for v in values] != [b[0] for b in before]:
         return                       # names changed: verification reports it
     for v, (_, type_, shape) in zip(values, before):
-        if v.type != type_ or v.shape != shape:
-            v.type, v.shape = type_, shape
+        if not keep_types and v.type != type_:
+            v.type = type_
+        if v.shape != shape:
+            v.shape = shape
 
 
 def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *,
@@ -274,13 +278,16 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                  limits: Limits | None = None, pool_key: str = "default",
                  instruments: Sequence[Instrument] = (),
                  on_progress: Callable[[int, int, str], None] | None = None,
-                 time_budget_s: float | None = None) -> PipelineResult:
+                 time_budget_s: float | None = None, partial: str | Path = "output") -> PipelineResult:
     """Run ``passes`` on the model at ``model_path`` and save the result to ``output``.
 
     ``on_failure``: "stop" keeps the last verified model and stops; "revert"
     undoes the failing pass and continues. ``time_budget_s``: passes that would
     start after this many seconds are skipped (status "skipped"); passes that run
     in workers are also bounded by the worker timeout. The input file is only read.
+    ``partial``: where the last verified model goes when the result is not ok:
+    "output" (``output`` itself; the UI offers it labelled partial), "none"
+    (nothing is written, ``result.output`` is None) or another path.
     """
     if on_failure not in ("stop", "revert"):
         raise StudioError("on_failure must be 'stop' or 'revert'", code="BAD-OPTION")
@@ -289,6 +296,12 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
     model_path = Path(model_path).resolve()     # workers run in a scratch cwd
     output = Path(output).resolve()
     _check_output_path(model_path, output)
+    partial_path: Path | None = output
+    if partial == "none":
+        partial_path = None
+    elif partial != "output":
+        partial_path = Path(partial).resolve()
+        _check_output_path(model_path, partial_path)
     output.parent.mkdir(parents=True, exist_ok=True)
     if not (passes and passes[0].accepts_invalid):
         validate_input(model_path, limits=limits, pool_key=pool_key)
@@ -303,6 +316,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
         records: list[PassRecord] = []
         stopped: str | None = None
         interface_fixed = False          # a changes_interface pass was accepted: later checks allow it too
+        io_dtypes_changed = False        # likewise for float input/output dtypes (convert-fp16, keep_io_types=false)
         for i, p in enumerate(passes):
             if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
                 records.extend(PassRecord(q.name, "skipped", False, (), {}, 0.0, 0.0, 0, 0, 0, 0, None,
@@ -321,7 +335,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                 res: PassResult = _apply(p, model, ckpt, limits, pool_key)
                 model = res.model
                 if not p.changes_interface:
-                    _restore_interface(model, declared)
+                    _restore_interface(model, declared, keep_types=p.changes_io_dtypes())
             except Exception as exc:   # a pass bug must not lose the user's work
                 seconds = time.perf_counter() - t0
                 msg = _scrub(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}",
@@ -346,7 +360,8 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
             if modified and verifier is not None:
                 candidate = ckpt.save(model)
                 verification = verifier.verify(candidate, allow_fixed_dims=p.changes_interface or interface_fixed,
-                                               tolerance=p.verify_tolerance, quantized=p.verify_quantized)
+                                               tolerance=p.verify_tolerance, quantized=p.verify_quantized,
+                                               allow_io_dtypes=p.changes_io_dtypes() or io_dtypes_changed)
                 message = verification.message
                 if verification.ok:
                     ckpt.accept(candidate)
@@ -360,6 +375,8 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                 ckpt.accept(ckpt.save(model))     # unverified, but a later pass error reverts only that pass
             if modified and p.changes_interface:
                 interface_fixed = True
+            if modified and p.changes_io_dtypes():
+                io_dtypes_changed = True
             rec = PassRecord(p.name, status, modified, changes, counts, seconds,
                              verification.seconds if verification else 0.0, nodes_before,
                              sum(1 for _ in all_nodes(model)), params_before, _param_count(model),
@@ -372,10 +389,14 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                 break
         if on_progress:
             on_progress(len(passes), len(passes), "saving")
-        if any(r.modified for r in records):
-            save_ir(model, output)
-        else:
-            _copy_unchanged(model_path, output)
+        ok = stopped is None and all(r.status in ("changed", "unchanged") for r in records)
+        target = output if ok else partial_path
+        if target is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if any(r.modified for r in records):
+                save_ir(model, target)
+            else:
+                _copy_unchanged(model_path, target)
         reference = "not verified (verification turned off)"
         if verifier is not None:
             if verifier.reference_error is not None:
@@ -384,8 +405,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                 reference = f"{verifier.reference_label}, {len(verifier.feed_sets)} seeded feed set(s)"
             else:
                 reference = "nothing to verify: no pass changed the model"
-        ok = stopped is None and all(r.status in ("changed", "unchanged") for r in records)
-        return PipelineResult(output, tuple(records), ok, stopped, dict(ops_before), dict(count_ops(model)),
+        return PipelineResult(target, tuple(records), ok, stopped, dict(ops_before), dict(count_ops(model)),
                               reference, time.perf_counter() - started)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -380,13 +380,16 @@ def accuracy(reference: list[dict], got: list[dict]) -> tuple[float, float | Non
 
 
 def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budget_s: float = 60.0,
-                      engine: str = "onnxruntime", options: Mapping[str, Mapping] | None = None) -> dict[str, float]:
-    """Milliseconds per model (10th percentile), measured in interleaved rounds in this worker."""
+                      engine: str = "onnxruntime", options: Mapping[str, Mapping] | None = None,
+                      feeds_for: Mapping[str, Feeds] | None = None) -> dict[str, float]:
+    """Milliseconds per model (10th percentile), measured in interleaved rounds in this worker.
+    ``feeds_for``: other feeds for some models (float16 inputs...)."""
     from studio.core.engines.sessions import measure_latency, open_runner
 
     runners = {k: open_runner(engine, p, dict((options or {}).get(k, {})), ctx) for k, p in paths.items()}
     try:
-        times = measure_latency({k: (lambda r=r: r.infer(feeds)) for k, r in runners.items()},
+        own = dict(feeds_for or {})
+        times = measure_latency({k: (lambda r=r, f=own.get(k, feeds): r.infer(f)) for k, r in runners.items()},
                                 budget_s=budget_s)
     finally:
         for r in runners.values():
@@ -395,6 +398,17 @@ def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budg
         release_memory()
     # The 10th percentile: on a shared machine other processes only ever add time.
     return {k: sorted(v)[int(0.1 * len(v))] * 1000 for k, v in times.items()}
+
+
+def cosine_text(value: float, target: float | None = None) -> str:
+    """A cosine with enough digits to tell it from the target (0.99986 is not "0.9999" when the
+    target is 0.9999): at least 4, up to 8 decimals."""
+    for digits in range(4, 9):
+        text = f"{value:.{digits}f}"
+        if target is None or value == target or text != f"{target:.{digits}f}":
+            if target is None or value == target or (float(text) >= target) == (value >= target):
+                return text
+    return f"{value:.8f}"
 
 
 def pick(measured: Sequence[Measured], target: float) -> Measured | None:

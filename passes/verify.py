@@ -23,7 +23,7 @@ import onnx
 
 from studio.core.compare import Comparison, Tolerance, compare_outputs
 from studio.core.errors import StudioError, WorkerError, engine_message
-from studio.core.feeds import Feeds, choose_dims, feeds_text, flipped_flags, input_specs, random_feeds
+from studio.core.feeds import Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, input_specs, random_feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 from studio.core.types import value_info
@@ -58,10 +58,14 @@ def _io(model: onnx.ModelProto) -> tuple[list, list]:
             [value_info(v) for v in model.graph.output])
 
 
+_FLOATS = ("float32", "float16", "bfloat16", "float64")
+
+
 def interface_problems(original: onnx.ModelProto, candidate: onnx.ModelProto,
-                       fixed_dims: Mapping[str, int] | None = None) -> list[str]:
+                       fixed_dims: Mapping[str, int] | None = None, *, float_dtypes: bool = False) -> list[str]:
     """Differences in the model's interface. ``fixed_dims``: symbolic dims that may
-    become these concrete values (shape specialization the user asked for)."""
+    become these concrete values (shape specialization the user asked for);
+    ``float_dtypes``: float inputs/outputs may change float precision (asked for)."""
     fixed = dict(fixed_dims or {})
     problems: list[str] = []
     (a_in, a_out), (b_in, b_out) = _io(original), _io(candidate)
@@ -71,7 +75,7 @@ def interface_problems(original: onnx.ModelProto, candidate: onnx.ModelProto,
             problems.append(f"{kind} names/order changed: {a_names[:5]} -> {b_names[:5]}")
             continue
         for a, b in zip(a_list, b_list):
-            if a.dtype != b.dtype:
+            if a.dtype != b.dtype and not (float_dtypes and a.dtype in _FLOATS and b.dtype in _FLOATS):
                 problems.append(f"{kind} '{a.name[:60]}' dtype {a.dtype} -> {b.dtype}")
             if a.shape is None:
                 continue
@@ -322,10 +326,14 @@ class Verifier:
         return self._reference_error
 
     def verify(self, candidate: Path | Checkpoint, *, allow_fixed_dims: bool = False,
-               tolerance: Tolerance | None = None, quantized: bool = False) -> VerifyResult:
+               tolerance: Tolerance | None = None, quantized: bool = False,
+               allow_io_dtypes: bool = False) -> VerifyResult:
         """Check a candidate file (or a pipeline checkpoint, whose unchanged weights are read
         from the original's folder) against the original. ``tolerance``/``quantized`` override
-        the verifier's for this candidate (a quantization pass is judged by cosine)."""
+        the verifier's for this candidate (a quantization pass is judged by cosine).
+        ``allow_io_dtypes``: float inputs/outputs may change precision on purpose; the candidate
+        then gets the same feed values cast to its input dtypes, and its outputs are compared
+        with the original's as values."""
         from passes.model_io import Checkpoint
 
         if not isinstance(candidate, Checkpoint):
@@ -334,7 +342,8 @@ class Verifier:
         data_dir = candidate.data_dir if candidate.relocated else None
         started = time.perf_counter()
         candidate = onnx.load_model(str(candidate_path), load_external_data=False)
-        problems = interface_problems(self.original, candidate, self.user_dims if allow_fixed_dims else None)
+        problems = interface_problems(self.original, candidate, self.user_dims if allow_fixed_dims else None,
+                                      float_dtypes=allow_io_dtypes)
         ref = self.reference() if self.numeric else None
         check_msg: str | None
         comparison: Comparison | None = None
@@ -343,7 +352,9 @@ class Verifier:
             status = "skipped: " + (self._reference_error or "numeric verification turned off")
         else:
             try:
-                got = run_sets(candidate_path, self.feed_sets, full=True, limits=self.limits, data_dir=data_dir,
+                sets = ([cast_to_inputs(f, candidate) for f in self.feed_sets] if allow_io_dtypes
+                        else self.feed_sets)
+                got = run_sets(candidate_path, sets, full=True, limits=self.limits, data_dir=data_dir,
                                pool_key=self.pool_key, stage="verification (result on ORT)")
             except (WorkerError, StudioError) as exc:
                 return VerifyResult(False, not problems, False, None, "failed",

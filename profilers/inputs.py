@@ -1,5 +1,5 @@
 """Feeds for profiling: prepared once in the studio process from
-:mod:`studio.core.feeds` (seeded, value ranges respected) or a user ``.npz``,
+:mod:`studio.core.feeds` (seeded, value ranges respected), a user ``.npz`` or an image folder,
 then sent to the worker with the job; batch sweeps get the same feeds with
 another leading dim."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from studio.core.errors import StudioError
-from studio.core.feeds import choose_dims, input_specs, load_npz, random_feeds
+from studio.core.feeds import ImagePreprocess, choose_dims, input_specs, load_npz, make_feeds, random_feeds
 from studio.core.model import ModelHandle
 
 __all__ = ["PreparedFeeds", "batched_feeds", "prepare_feeds"]
@@ -41,9 +41,16 @@ def _tensor_feeds(feeds: Mapping[str, object]) -> dict[str, np.ndarray]:
 
 
 def prepare_feeds(handle: ModelHandle, *, dims: Mapping[str, int] | None = None, seed: int = 0,
-                  npz: Path | None = None) -> PreparedFeeds:
-    """The model's feeds: the first sample of ``npz`` or seeded random values."""
+                  npz: Path | None = None, images: Path | None = None,
+                  preprocess: ImagePreprocess | None = None) -> PreparedFeeds:
+    """The model's feeds: the first sample of ``npz``, the first image of the folder ``images``
+    (``studio.core.feeds``: resized and normalized by ``preprocess``; other inputs seeded), or
+    seeded random values."""
     specs = input_specs(handle.proto)
+    if images is not None:
+        fs = make_feeds(handle.proto, images=Path(images), count=2, dims=dims, seed=seed, preprocess=preprocess)
+        return PreparedFeeds(_tensor_feeds(fs.sets[0]), dict(fs.dims),
+                             f"first of {fs.source} ({(preprocess or ImagePreprocess()).layout} layout)")
     if npz is not None:
         samples = load_npz(Path(npz), specs)
         return PreparedFeeds(_tensor_feeds(samples[0]), {},

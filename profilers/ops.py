@@ -194,8 +194,22 @@ class OpProfile:
 
     @property
     def overhead_ms(self) -> float:
-        """End-to-end minus the per-op sum: framework, copies, scheduling."""
+        """End-to-end minus the per-op sum: framework, copies, scheduling (negative when the
+        engine's counters add up to more than the wall time: see ``overhead_text``)."""
         return self.end_to_end_ms - self.per_op_sum_ms
+
+    @property
+    def sum_exceeds_end_to_end(self) -> bool:
+        return self.per_op_sum_ms > self.end_to_end_ms
+
+    def overhead_text(self) -> str:
+        """"overhead X ms", or why there is none to show (never a negative overhead)."""
+        if not self.sum_exceeds_end_to_end:
+            return f"overhead {self.overhead_ms:.3f} ms"
+        why = ("OpenVINO's per-layer counters overlap (work on parallel threads and async stages is "
+               "counted per layer)" if self.engine == "openvino" else
+               "kernels overlap (parallel execution) or the profiler adds time")
+        return f"per-op sum exceeds end-to-end by {-self.overhead_ms:.3f} ms: {why}; no overhead figure"
 
     @property
     def coverage(self) -> float:
@@ -219,6 +233,7 @@ class OpProfile:
                 "per_op_sum_ms": round(self.per_op_sum_ms, 6), "end_to_end_ms": round(self.end_to_end_ms, 6),
                 "engine_run_ms": None if self.engine_run_ms is None else round(self.engine_run_ms, 6),
                 "overhead_ms": round(self.overhead_ms, 6), "coverage": round(self.coverage, 4),
+                "sum_exceeds_end_to_end": self.sum_exceeds_end_to_end,
                 "mapped_share": round(self.mapped_share, 4), "trace_file": self.trace_file,
                 "trace_note": self.trace_note, "notes": list(self.notes),
                 "by_op_type": [o.to_dict() for o in self.by_op_type],
@@ -414,29 +429,34 @@ def ops_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOu
                                "trace_note": "ONNX Runtime profile (chrome-trace format), warm-up runs included",
                                "details": runner.details})
     if engine == "openvino":
+        # OpenVINO's CPU counters are running *averages* over every inference since compile (warm-up
+        # and the slow first runs included), not the last inference's times: summed as they were,
+        # they exceeded end-to-end several times over. The mean over exactly the profiled runs is
+        # (N * avg_N - W * avg_W) / runs, W inferences before them and N after; end-to-end is the
+        # mean of the same runs.
         runner = open_runner(v["model_path"], v["engine"], feeds, out_dir=ctx.out_dir, perf_counters=True)
         timed_loop(runner.infer, warmup)
-        totals: dict[str, list[Any]] = {}
-        e2e: list[int] = []
-        last: list[dict] = []
+        before = {c["name"]: c["us"] for c in runner.layer_counters() if c["executed"]} if warmup else {}  # type: ignore[attr-defined]
         with nv.range(f"per-op {v['id']}"):
-            for run in range(runs):
-                e2e.extend(timed_loop(runner.infer, 1))
-                last = runner.layer_counters()  # type: ignore[attr-defined]
-                for layer in last:
-                    if not layer["executed"]:
-                        continue
-                    entry = totals.setdefault(layer["name"], [layer["layer_type"], layer["exec_type"],
-                                                              [0.0] * runs, 0])
-                    entry[2][run] += layer["us"]
-                    entry[3] += 1
+            e2e = timed_loop(runner.infer, runs)
+        last = runner.layer_counters()  # type: ignore[attr-defined]
+        total_runs = warmup + runs
+        kernels = []
         originals = runner.original_names()  # type: ignore[attr-defined]
+        for layer in last:
+            if not layer["executed"]:
+                continue
+            mean_us = max(0.0, (total_runs * layer["us"] - warmup * before.get(layer["name"], 0.0)) / runs)
+            kernels.append({"name": layer["name"], "op_type": layer["layer_type"], "exec_type": layer["exec_type"],
+                            "per_run_us": [mean_us] * runs, "calls": runs,
+                            "original_names": originals.get(layer["name"])})
         trace_name = f"ov_layers_{tag}.json"
-        (ctx.out_dir / trace_name).write_text(json.dumps(synthesize_trace(last, originals, OV_TRACE_NOTE)))
-        kernels = [{"name": n, "op_type": t, "exec_type": x, "per_run_us": us, "calls": c,
-                    "original_names": originals.get(n)} for n, (t, x, us, c) in totals.items()]
-        return JobOutput(data={"kernels": kernels, "runs": runs, "e2e_ns": e2e, "engine_run_ms": None,
-                               "trace_file": trace_name, "trace_note": OV_TRACE_NOTE, "details": runner.details})
+        means = {k["name"]: k["per_run_us"][0] for k in kernels}
+        shown = [{**c, "us": means.get(c["name"], 0.0)} for c in last]
+        (ctx.out_dir / trace_name).write_text(json.dumps(synthesize_trace(shown, originals, OV_TRACE_NOTE)))
+        return JobOutput(data={"kernels": kernels, "runs": runs, "e2e_ns": e2e, "e2e_stat": "mean",
+                               "engine_run_ms": None, "trace_file": trace_name, "trace_note": OV_TRACE_NOTE,
+                               "details": runner.details})
     raise ValueError(f"per-op profiling is not available for {engine} here; use trtexec --dumpProfile or nsys "
                      "on a GPU machine")
 
@@ -456,11 +476,13 @@ def measure_ops(variant: dict[str, Any], arrays: Mapping[str, np.ndarray], model
                      tuple(k["original_names"]) if k.get("original_names") else None) for k in data["kernels"]]
     e2e = np.asarray(data.get("e2e_ns") or [0], dtype=np.float64) / 1e6
     notes = []
+    # The statistic of the per-op times (OpenVINO: means over the profiled runs), over the same runs.
+    e2e_ms = float(np.mean(e2e)) if data.get("e2e_stat") == "mean" else float(np.median(e2e))
     if data.get("nested"):
         notes.append(f"{data['nested'] // max(int(data['runs']), 1)} kernel(s) per run ran inside If/Loop/Scan bodies; "
                      "their time is counted in the control-flow node")
     if data.get("engine_run_ms") is not None:
         notes.append("ONNX Runtime's own model_run time is shown beside the measured end-to-end time")
     return build_op_profile(variant["id"], variant["engine"]["engine"], raw, GraphIndex.from_model(model),
-                            int(data["runs"]), float(np.median(e2e)), data.get("engine_run_ms"),
+                            int(data["runs"]), e2e_ms, data.get("engine_run_ms"),
                             data.get("trace_file"), data.get("trace_note", ""), notes)

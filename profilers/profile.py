@@ -43,6 +43,7 @@ from profilers.sweeps import SWEEP_KINDS, SweepResult, measure_sweep
 from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants, unavailable_reason
 from studio.core.engines import get_engine
 from studio.core.errors import StudioError, WorkerError
+from studio.core.feeds import ImagePreprocess
 from studio.core.sandbox import GiB, Limits, default_limits
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,8 @@ class ProfileOptions:
     sweep_iterations: int = 30
     dims: tuple[tuple[str, int], ...] = ()
     inputs_npz: str | None = None
+    images_dir: str | None = None           # a folder of images for the image input (first image used)
+    preprocess: ImagePreprocess | None = None   # how images become the input (studio.core.feeds)
     seed: int = 0
     timeout_s: float | None = None          # per job; None: the worker default (120 s, configurable)
     memory_gb: float | None = None          # the worker's memory limit; None: default (3 GiB)
@@ -104,6 +107,8 @@ class ProfileOptions:
         if self.iterations is not None and (isinstance(self.iterations, bool) or not isinstance(self.iterations, int)
                                             or self.iterations < 1):
             raise StudioError(f"iterations must be a positive integer, got {self.iterations!r}", code="BAD-OPTION")
+        if self.inputs_npz and self.images_dir:
+            raise StudioError("give either an .npz inputs file or an image folder, not both", code="BAD-OPTION")
         if self.iterations is None and self.duration_s is None:
             raise StudioError("give iterations or a duration", code="BAD-OPTION")
         if self.duration_s is not None and not (isinstance(self.duration_s, (int, float))
@@ -137,6 +142,8 @@ class ProfileOptions:
                 "batch_sizes": list(self.batch_sizes), "thread_counts": list(self.thread_counts),
                 "concurrency": list(self.concurrency), "sweep_iterations": self.sweep_iterations,
                 "dims": dict(self.dims), "inputs_npz": Path(self.inputs_npz).name if self.inputs_npz else None,
+                "images_dir": Path(self.images_dir).name if self.images_dir else None,
+                "preprocess": self.preprocess.to_dict() if self.preprocess and self.images_dir else None,
                 "seed": self.seed, "timeout_s": self.timeout_s, "memory_gb": self.memory_gb,
                 "ov_cache": self.ov_cache}
 
@@ -371,7 +378,9 @@ def run_profile(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec],
 
     # Feeds: once per version; versions that take the same inputs get identical feeds.
     npz = Path(options.inputs_npz) if options.inputs_npz else None
-    prepared: list[PreparedFeeds] = [prepare_feeds(t.handle, dims=dict(options.dims), seed=options.seed, npz=npz)
+    images = Path(options.images_dir) if options.images_dir else None
+    prepared: list[PreparedFeeds] = [prepare_feeds(t.handle, dims=dict(options.dims), seed=options.seed, npz=npz,
+                                                   images=images, preprocess=options.preprocess)
                                      for t in targets]
     if len({p.signature() for p in prepared}) > 1:
         warnings.append("the versions take different inputs (names, dtypes or shapes); each got its own feeds")
@@ -487,7 +496,7 @@ def run_profile(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec],
                 points = []
                 for value in values:
                     feeds = batched_feeds(target.handle, prepared[v.target_index], value, seed=options.seed,
-                                          from_npz=npz is not None) if kind == "batch" \
+                                          from_npz=npz is not None or images is not None) if kind == "batch" \
                         else dict(prepared[v.target_index].feeds)
                     points.append((value, feeds))
                 sweeps.append(measure_sweep(vargs[v.id], kind, points, warmup=min(options.warmup, 5),
@@ -558,6 +567,23 @@ def _ratios(variants: Sequence[VariantResult], run: LatencyRun | None) -> tuple[
     return tuple(rows)
 
 
+def _preprocess_flags(pre: ImagePreprocess | None) -> list[str]:
+    """The image options (``studio.cli.inputs_args``) that differ from the defaults."""
+    if pre is None:
+        return []
+    base, out = ImagePreprocess(), []
+    if pre.size:
+        out += ["--image-size", f"{pre.size[0]}x{pre.size[1]}"]
+    if pre.layout != base.layout:
+        out += ["--layout", pre.layout]
+    for flag, value, default in (("--mean", pre.mean, base.mean), ("--std", pre.std, base.std)):
+        if tuple(value) != tuple(default):
+            out += [flag, ",".join(f"{v:g}" for v in value)]
+    if pre.bgr:
+        out.append("--bgr")
+    return out
+
+
 def command_line(model_names: Sequence[str], engines: Sequence[EngineSpec], options: ProfileOptions, *,
                  full_paths: bool = False) -> str:
     """The ``onnx-studio profile`` command that reproduces a profile (the UI's CLI hint shows
@@ -594,6 +620,9 @@ def command_line(model_names: Sequence[str], engines: Sequence[EngineSpec], opti
         parts += ["--dim", shlex.quote(f"{name}={value}")]
     if options.inputs_npz:
         parts += ["--inputs", shlex.quote(options.inputs_npz if full_paths else Path(options.inputs_npz).name)]
+    if options.images_dir:
+        parts += ["--images", shlex.quote(options.images_dir if full_paths else Path(options.images_dir).name + "/")]
+        parts += _preprocess_flags(options.preprocess)
     if options.ov_cache:
         parts.append("--ov-cache")
     if options.timeout_s:

@@ -316,19 +316,22 @@ def optimize(handle: ModelHandle, *, preset: str | None = None, passes: Sequence
              dims: Mapping[str, int] | None = None, pass_options: Mapping[str, Mapping] | None = None,
              on_failure: str = "stop", verify: bool = True, out_path: str | Path | None = None,
              on_progress: Callable[[int, int, str], None] | None = None,
-             pool_key: str = "default", time_budget_s: float | None = None) -> PipelineResult:
+             pool_key: str = "default", time_budget_s: float | None = None,
+             partial: str | Path = "output") -> PipelineResult:
     """Run a preset (default ``safe``) or named passes, verifying after every modifying pass.
 
     ``dims`` fix symbolic dims for verification feeds and are what ``fix-input-shapes``
     specializes. The result is written to ``out_path`` (default: a new job folder in
     the workspace root); the input file is only read. Refuses models that fail
     ``onnx.checker`` (R17). ``time_budget_s`` skips passes that would start later.
+    ``partial``: where the last verified model goes when the result is not ok ("output":
+    ``out_path`` itself, "none": nowhere, ``result.output`` is None, or another path).
     """
     from passes.optimize import optimize_model
 
     return optimize_model(handle, preset=preset, passes=passes, dims=dims, pass_options=pass_options,
                           on_failure=on_failure, verify=verify, out_path=out_path, on_progress=on_progress,
-                          pool_key=pool_key, time_budget_s=time_budget_s)
+                          pool_key=pool_key, time_budget_s=time_budget_s, partial=partial)
 
 
 def add_optimized_version(workspace: Workspace, parent: str, result: PipelineResult, *,
@@ -445,21 +448,26 @@ def compare(a: ModelHandle | str | Path, b: ModelHandle | str | Path, *, engine:
 def precision(handle: ModelHandle | str | Path, *, variants=None, calibration: str | Path | None = None,
               inputs: str | Path | None = None, samples: int = 8, target_cosine: float = 0.99,
               out_dir: str | Path | None = None, dims: Mapping[str, int] | None = None, preprocess=None,
-              latency_budget_s: float = 60.0, pool_key: str = "default", on_progress=None, on_tick=None):
+              latency_budget_s: float = 60.0, pool_key: str = "default", on_progress=None, on_tick=None,
+              calibration_method: str = "minmax"):
     """Build fp16/bf16/INT8 variants, compare each with fp32 and time them side by side; the
     ``PrecisionReport`` recommends the fastest variant meeting ``target_cosine`` that is faster
-    than fp32 (fp32 itself when none is)."""
+    than fp32 (fp32 itself when none is). ``calibration_method``: minmax, entropy or percentile.
+    With calibration data and no ``inputs``, accuracy is judged on samples held out from it."""
+    from studio.core.paths import user_data_path
     from studio.precision.variants import evaluate_variants
 
     return evaluate_variants(_path_of(handle), variants=variants, out_dir=Path(out_dir) if out_dir else None,
-                             calibration=Path(calibration) if calibration else None,
-                             inputs=Path(inputs) if inputs else None, samples=samples, preprocess=preprocess,
+                             calibration=user_data_path(calibration, label="calibration data") if calibration else None,
+                             inputs=user_data_path(inputs, label="inputs file") if inputs else None, samples=samples,
+                             preprocess=preprocess,
                              dims=dims, target_cosine=target_cosine, latency_budget_s=latency_budget_s,
-                             pool_key=pool_key, on_progress=on_progress, on_tick=on_tick)
+                             pool_key=pool_key, on_progress=on_progress, on_tick=on_tick,
+                             calibration_method=calibration_method)
 # -- export ---------------------------------------------------------------------------
 
 def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Path, *, preset: str | None = None,
-           precision: str = "fp32", calibration: str | Path | None = None,
+           precision: str = "fp32", calibration: str | Path | None = None, calibration_method: str = "minmax",
            shapes: Mapping[str, object] | Sequence[str] | None = None, name: str | None = None,
            ort_level: str = "extended", ort_format: bool = True, max_batch: int = 8,
            plugins: Sequence[str | Path] = (), zip: bool = True, pool_key: str = "default",
@@ -474,13 +482,16 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
     from ``precision``). ``ort_custom_ops`` / ``ov_extensions``: custom-op libraries loaded wherever the
     artifact is converted and verified, and shipped in the bundle. ``result.ok`` is False when a verification failed; TensorRT
     without a GPU is "not verified" (not a failure). The model file is only read."""
+    from studio.core.paths import user_data_path
     from studio.export.exporter import export_model
     from studio.export.options import ExportOptions
 
     options = ExportOptions(targets=(targets,) if isinstance(targets, str) else tuple(targets), preset=preset,
-                            precision=precision, calibration=Path(calibration) if calibration else None,
-                            shapes=shapes or {}, name=name, ort_level=ort_level, ort_format=ort_format,
-                            max_batch=max_batch, plugins=tuple(Path(p) for p in plugins), zip=zip,
-                            ov_precisions=ov_precisions, ort_custom_ops=tuple(Path(p) for p in ort_custom_ops),
+                            precision=precision,
+                            calibration=user_data_path(calibration, label="calibration data") if calibration else None,
+                            calibration_method=calibration_method, shapes=shapes or {}, name=name,
+                            ort_level=ort_level, ort_format=ort_format, max_batch=max_batch,
+                            plugins=tuple(Path(p) for p in plugins), zip=zip, ov_precisions=ov_precisions,
+                            ort_custom_ops=tuple(Path(p) for p in ort_custom_ops),
                             ov_extensions=tuple(Path(p) for p in ov_extensions))
     return export_model(handle, options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress)

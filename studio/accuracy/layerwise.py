@@ -11,8 +11,11 @@ the metrics. Peak memory is one session plus two chunks of tensors.
 Matching a reference tensor in the candidate: by tensor name first (names
 survive most rewrites: a Conv+BatchNormalization fusion keeps the BN output's
 name, quantization keeps the float tensor names in QDQ models), then by the
-producing node's name. Tensors with no counterpart (fused away, renamed) are
-counted, not compared.
+producing node's name, then ONNX Runtime's NCHWc node (``<tensor>_nchwc``,
+level "all": the blocked layout is reordered to NCHW before comparing).
+Tensors with no counterpart (fused away, renamed) are counted, not compared.
+A matched tensor ONNX shape inference cannot type (outputs of ``com.microsoft``
+ops such as FusedConv in ORT-optimized models) takes the reference's dtype.
 
 Marking a tensor as an output stops the fusions that would hide it, in both
 engines; errors are therefore measured with those fusions off (as Polygraphy's
@@ -215,7 +218,13 @@ def plan_layers(ref: onnx.ModelProto, cand: onnx.ModelProto, feed_shapes: Mappin
                 return deq[0].output[0]
         return name
     ref_tensors = {o for n in ref.graph.node for o in n.output if o}
+    # A NCHWc Conv that took in a following Add (its 4th, "Sum" input) computes a later tensor than
+    # the one it is named after: not a counterpart.
+    nchwc = {n.name[:-len("_nchwc")]: n for n in cand.graph.node
+             if n.name.endswith("_nchwc") and n.domain == "com.microsoft.nchwc" and n.output and n.output[0]
+             and not (n.op_type == "Conv" and len(n.input) > 3 and n.input[3])}
     items, unmatched, untyped, examples = [], 0, 0, []
+    typed_from_reference = 0
     for index, node in enumerate(ref.graph.node):
         if node.op_type in _SKIP_OPS:
             continue
@@ -227,10 +236,14 @@ def plan_layers(ref: onnx.ModelProto, cand: onnx.ModelProto, feed_shapes: Mappin
             if et not in _FLOAT_TYPES:
                 untyped += et == 0
                 continue
+            layout = None
             if tensor in cand_producer and tensor not in cand_inputs:
                 target, by = tensor, "tensor name"
             elif _same_node(node, cand_by_node.get(node.name), k, ref_tensors):
                 target, by = cand_by_node[node.name].output[k], "node name"
+            elif tensor in nchwc:
+                # ORT (level "all") names a blocked-layout kernel after the tensor it computes.
+                target, by, layout = nchwc[tensor].output[0], "NCHWc node", "nchwc"
             else:
                 unmatched += 1
                 if len(examples) < 5:
@@ -240,14 +253,46 @@ def plan_layers(ref: onnx.ModelProto, cand: onnx.ModelProto, feed_shapes: Mappin
             if deq != target:
                 target, by = deq, by + " (after Q/DQ)"
             cet, _ = cand_types.get(target, (0, None))
+            if cet == 0:
+                # ONNX shape inference does not know contrib ops (FusedConv, NCHWc...): their outputs
+                # stand for the reference's tensor, so they carry its dtype.
+                cet = et
+                typed_from_reference += 1
             if cet not in _FLOAT_TYPES:
                 untyped += 1
                 continue
             producer = cand_producer.get(target)
-            items.append({"index": index, "node": label, "op": node.op_type, "tensor": tensor, "target": target,
-                          "by": by, "ref_type": et, "cand_type": cet, "numel": numel,
-                          "cand_node": producer if producer != label else None})
-    return {"items": items, "unmatched": unmatched, "untyped": untyped, "unmatched_examples": examples}
+            item = {"index": index, "node": label, "op": node.op_type, "tensor": tensor, "target": target,
+                    "by": by, "ref_type": et, "cand_type": cet, "numel": numel,
+                    "cand_node": producer if producer != label else None}
+            if layout:
+                item["layout"] = layout
+            items.append(item)
+    return {"items": items, "unmatched": unmatched, "untyped": untyped, "unmatched_examples": examples,
+            "typed_from_reference": typed_from_reference}
+
+
+def _nchwc_block() -> int:
+    """MLAS's NCHWc block size on this CPU (the kernels that ran): 16 with AVX-512F, else 8."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return 8
+    return 16 if " avx512f" in flags else 8
+
+
+def _from_nchwc(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """ORT's NCHWc tensor (declared [N, C padded to the block, H, W], stored blocked as
+    [N, C/b, H, W, b]) back to the reference's NCHW layout; padding channels dropped."""
+    if got.ndim != ref.ndim or got.ndim < 3 or got.shape[0] != ref.shape[0] or got.shape[2:] != ref.shape[2:]:
+        return got
+    block = _nchwc_block()
+    n, c = got.shape[0], got.shape[1]
+    if c % block or c < ref.shape[1]:
+        return got
+    blocked = np.ascontiguousarray(got).reshape(n, c // block, *got.shape[2:], block)
+    plain = np.moveaxis(blocked, -1, 2).reshape(got.shape)        # [N, C/b, b, H, W] -> [N, C, H, W]
+    return plain[:, :ref.shape[1]]
 
 
 # ---------------------------------------------------------------------------- one chunk (worker)
@@ -305,6 +350,8 @@ def compare_chunk(reference: str, candidate: str, items: list[dict], feeds: Feed
         ref, got = values["a"].get(it["tensor"]), values["b"].get(it["target"])
         if ref is None or got is None:
             continue
+        if it.get("layout") == "nchwc":
+            got = _from_nchwc(np.asarray(got), np.asarray(ref))
         d = compare_arrays(it["tensor"], ref, got, tolerance, quantized=quantized)
         comparable = d.rel_l2 is not None and d.ref_shape == d.got_shape
         results[it["tensor"]] = {"shape": list(d.ref_shape or ()), "max_abs": d.max_abs,
@@ -431,9 +478,14 @@ def compare_layers(reference: Path, candidate: Path, *, feeds: Feeds, engine: st
     items = plan["items"]
     skipped = int(plan["untyped"])
     notes = []
+    if skipped:
+        notes.append(f"{skipped} tensor(s) skipped: not float, or of a type shape inference cannot tell")
+    if plan.get("typed_from_reference"):
+        notes.append(f"{plan['typed_from_reference']} candidate tensor(s) of ops ONNX shape inference does not know "
+                     "(com.microsoft...) take the reference's dtype")
     if len(items) > max_tensors:
         stride = math.ceil(len(items) / max_tensors)
-        notes.append(f"{len(items)} tensors: every {stride}th compared (max_tensors={max_tensors})")
+        notes.append(f"{len(items)} tensors: every {stride}th compared, the rest skipped (max_tensors={max_tensors})")
         skipped += len(items) - len(items[::stride])
         items = items[::stride]
     if chunk_bytes is None:

@@ -84,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
         lw = result.layerwise
         print(f"layerwise  {printable(lw.summary(), 300)}")
         print(f"           {lw.compared} tensors compared in {lw.chunks} chunk(s), {lw.unmatched} without a "
-              f"counterpart; {lw.tolerance}")
+              f"counterpart (fused away or renamed), {lw.skipped} skipped; {lw.tolerance}")
+        for note in lw.notes:
+            print(f"           note: {printable(note, 200)}")
         worst = sorted((x for x in lw.layers if x.rel_l2 is not None), key=lambda x: -x.error)[:5]
         for x in worst:
             print(f"           {printable(x.node, 60)} ({x.op_type})  rel L2 {x.error:.3g}")

@@ -1,5 +1,6 @@
 """onnx-studio export MODEL --target ort|openvino|tensorrt|triton|all -o DIR [--preset NAME]
-[--precision fp32|fp16|int8] [--ov-precisions fp32,fp16] [--ort-custom-ops LIB] [--ov-extension LIB] [--calibration DIR] [--shapes NAME=MIN:OPT:MAX ...] [--json]"""
+[--precision fp32|fp16|int8] [--ov-precisions fp32,fp16] [--ort-custom-ops LIB] [--ov-extension LIB]
+[--calibration DIR] [--calibration-method M] [--shapes NAME=MIN:OPT:MAX ...] [--json]"""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="OpenVINO IRs to write: fp32, fp16 (FP16-compressed weights) or fp32,fp16 for both, each "
                         "verified; the first is model.xml (default: fp16 with --precision fp16, else fp32)")
     p.add_argument("--calibration", metavar="DIR", help="calibration data for int8 (images or .npz)")
+    p.add_argument("--calibration-method", choices=("minmax", "entropy", "percentile"), default="minmax",
+                   help="int8 activation-range calibration (default minmax; entropy and percentile clip outliers)")
     p.add_argument("--shapes", action="append", metavar="NAME=MIN:OPT:MAX",
                    help="input shape range (TensorRT profile, OpenVINO bounds; verification uses OPT); "
                         "NAME=SHAPE for a static shape; repeatable")
@@ -61,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {target:<12} {printable(stage, 120)}", file=sys.stderr, flush=True)
 
     result = api.export(handle, args.target or ["all"], args.output, preset=args.preset, precision=args.precision,
-                        calibration=args.calibration, shapes=args.shapes or None, name=args.name,
+                        calibration=args.calibration, calibration_method=args.calibration_method, shapes=args.shapes or None, name=args.name,
                         ort_level=args.ort_level, ort_format=not args.no_ort_format, max_batch=args.max_batch,
                         plugins=args.plugin, zip=not args.no_zip, on_progress=progress,
                         ov_precisions=args.ov_precisions, ort_custom_ops=args.ort_custom_ops,

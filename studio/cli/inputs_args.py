@@ -1,4 +1,4 @@
-"""Input options shared by commands that run models (compare, precision):
+"""Input options shared by commands that run models (compare, precision, profile):
 ``--inputs X.npz``, ``--images DIR`` with its preprocessing, ``--count``, ``--dim``."""
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ def add_input_arguments(p: argparse.ArgumentParser, *, images: bool = True) -> N
         g.add_argument("--images", metavar="DIR", help="a folder of images for the model's image input")
     g.add_argument("--count", type=int, default=2, metavar="N", help="seeded random input sets when no file is "
                                                                      "given (default 2)")
-    g.add_argument("--dim", action="append", metavar="NAME=VALUE", help="value of a symbolic input dim, or INPUT[AXIS]=VALUE for an unnamed one (repeatable)")
+    g.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="value of a symbolic input dim, or INPUT[AXIS]=VALUE for an unnamed one (repeatable)")
+    add_preprocess_arguments(g)
+
+
+def add_preprocess_arguments(g) -> None:
+    """How images from ``--images`` (or an image calibration folder) become the model's input."""
     g.add_argument("--image-size", metavar="HxW", help="resize images to HxW (default: the model's input size)")
     g.add_argument("--layout", choices=("auto", "NCHW", "NHWC"), default="auto", help="image layout (default auto)")
     g.add_argument("--mean", metavar="R,G,B", help="per-channel mean after scaling to [0, 1] (ImageNet default)")

@@ -1,5 +1,5 @@
 """onnx-studio optimize MODEL -o OUT [--preset NAME | --passes a,b,c] [--dim NAME=VALUE] [--set PASS.KEY=VALUE]
-[--on-failure stop|revert] [--no-verify] [--report report.json] [--json];  onnx-studio optimize --list"""
+[--on-failure stop|revert] [--no-verify] [--keep-partial] [--report report.json] [--json];  onnx-studio optimize --list"""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--on-failure", choices=("stop", "revert"), default="stop",
                    help="when a pass fails verification: stop there (default) or undo that pass and go on")
     p.add_argument("--no-verify", action="store_true", help="skip verification (not recommended)")
+    p.add_argument("--keep-partial", action="store_true",
+                   help="when the pipeline does not finish (a pass failed, was reverted or skipped), write the last "
+                        "verified model as OUT.partial.onnx (default: nothing is written)")
     p.add_argument("--time-budget", type=float, metavar="SECONDS",
                    help="skip the passes that would start after this many seconds")
     p.add_argument("--report", help="also write the full report (JSON) to this file")
@@ -68,24 +71,31 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.suffix != ".onnx":
         raise StudioError("-o must name a .onnx file")
+    partial = out.with_name(out.stem + ".partial.onnx")
     result = api.optimize(handle, preset=args.preset, passes=names, dims=dims, pass_options=options,
                           on_failure=args.on_failure, verify=not args.no_verify, out_path=out,
-                          time_budget_s=args.time_budget)
+                          time_budget_s=args.time_budget, partial=partial if args.keep_partial else "none")
     report = result.to_dict()
-    report["output"] = str(out)
+    # A run that did not finish never leaves a file at -o that looks like success.
+    report["output"] = str(out if result.ok else partial) if result.output is not None else None
+    report["partial"] = not result.ok
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str, allow_nan=False))
     if args.json:
         print_json(report)
     else:
-        _print_report(result, out)
+        _print_report(result, out if result.ok else result.output)
     if not result.ok:
         print(f"error: {printable(result.summary(), 400)}", file=sys.stderr)
+        if result.output is None:
+            print(f"error: nothing written to {printable(str(out), 200)} (the pipeline did not finish; "
+                  "--keep-partial writes the last verified model as "
+                  f"{printable(partial.name, 100)})", file=sys.stderr)
         return 1
     return 0
 
 
-def _print_report(result, out: Path) -> None:
+def _print_report(result, out: Path | None) -> None:
     print(f"{'pass':<20} {'status':<10} {'nodes':>13} {'params':>15} {'time s':>7}  verification")
     for r in result.records:
         nodes = f"{r.nodes_before}->{r.nodes_after}"
@@ -101,4 +111,10 @@ def _print_report(result, out: Path) -> None:
     if diff:
         print("ops        " + ", ".join(f"{printable(op)} {a}->{b}" for op, a, b in diff[:15]))
     print(f"verified   {printable(result.reference, 200)}")
-    print(f"result     {printable(result.summary(), 200)}; written to {printable(str(out), 200)}")
+    if out is None:
+        where = "nothing written"
+    elif result.ok:
+        where = f"written to {printable(str(out), 200)}"
+    else:
+        where = f"the last verified model (partial) written to {printable(str(out), 200)}"
+    print(f"result     {printable(result.summary(), 200)}; {where}")

@@ -1,4 +1,5 @@
-"""onnx-studio precision MODEL [--variants auto|fp32,fp16,bf16-ov,int8,...] [--calibration DIR|X.npz] [--out DIR]"""
+"""onnx-studio precision MODEL [--variants auto|fp32,fp16,bf16-ov,int8,int8-mixed,...] [--calibration DIR|X.npz]
+[--calibration-method minmax|entropy|percentile] [--out DIR]"""
 
 from __future__ import annotations
 
@@ -25,8 +26,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"comma-separated, or 'auto' (default). Known: {', '.join(VARIANTS)}")
     p.add_argument("--calibration", metavar="DIR|X.npz", help="INT8 calibration data: an image folder or an .npz "
                                                               "(default: seeded random inputs)")
+    p.add_argument("--calibration-method", choices=("minmax", "entropy", "percentile"), default="minmax",
+                   help="INT8 activation-range calibration (default minmax; entropy and percentile clip outliers)")
     p.add_argument("--samples", type=int, default=8, metavar="N", help="calibration sets/images to use (default 8)")
-    p.add_argument("--inputs", metavar="X.npz", help="inputs accuracy is judged on (default: 4 random sets)")
+    p.add_argument("--inputs", metavar="X.npz", help="inputs accuracy is judged on (default: samples of the "
+                                                     "calibration data held out from calibration, else 4 random sets)")
     p.add_argument("--target-cosine", type=float, default=0.99, metavar="C",
                    help="accuracy target: worst-output cosine vs fp32 (default 0.99)")
     p.add_argument("--out", metavar="DIR", help="keep the variant models in DIR (default: not kept)")
@@ -45,6 +49,12 @@ def _fmt(x: float | None, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
+def _target(v) -> str:
+    if v.meets_target:
+        return "met"
+    return "missed" if v.cosine is not None else "-"
+
+
 def run(args: argparse.Namespace) -> int:
     if args.samples < 1 or args.samples > 1024:
         raise StudioError("--samples must be between 1 and 1024")
@@ -58,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     report = api.precision(handle, variants=variants, calibration=args.calibration, inputs=args.inputs,
                            samples=args.samples, target_cosine=args.target_cosine, out_dir=args.out,
                            dims=parse_dims(args.dim), preprocess=preprocess_from(args), latency_budget_s=args.budget,
-                           on_progress=progress)
+                           on_progress=progress, calibration_method=args.calibration_method)
     if args.chart:
         from studio.precision.charts import tradeoff_figure
 
@@ -77,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         rows.append([v.name + (" *" if v.recommended else ""), v.engine, _fmt(v.latency_ms, ".2f"),
                      _fmt(v.median_ms, ".2f"),
                      _fmt(v.ratio, ".2f"), _fmt(v.cosine, ".5f"), _fmt(v.top1, ".2f"),
-                     "met" if v.meets_target else "-", v.status if not v.error else "failed"])
+                     _target(v), v.status if not v.error else "failed"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())

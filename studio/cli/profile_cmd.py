@@ -12,9 +12,10 @@ from pathlib import Path
 
 from studio import api
 from studio.cli.common import parse_dims, print_json
+from studio.cli.inputs_args import add_preprocess_arguments, preprocess_from
 from studio.core.errors import PathError, StudioError
 from studio.core.fmt import human_bytes, printable
-from studio.core.paths import atomic_writer, safe_name
+from studio.core.paths import atomic_writer, safe_name, user_data_path
 
 NAME = "profile"
 HELP = ("Latency (cold start, p50..p99.9, interleaved ratios), per-op time, memory and sweeps of one or more "
@@ -44,6 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="value for a symbolic input dim")
     p.add_argument("--inputs", metavar="NPZ", help="inputs from an .npz file (keys = input names)")
+    p.add_argument("--images", metavar="DIR", help="a folder of images for the model's image input (the first "
+                                                   "image is used; other inputs get seeded values)")
+    add_preprocess_arguments(p.add_argument_group("image preprocessing (with --images)"))
     p.add_argument("--per-op", action="store_true", help="per-op time (ORT profiling JSON, OpenVINO counters)")
     p.add_argument("--per-op-runs", type=int, default=10, metavar="N", help="profiled runs for --per-op")
     p.add_argument("--memory", action="store_true", help="peak RSS, Python allocation sites and a leak check")
@@ -78,7 +82,10 @@ def _options(args: argparse.Namespace):  # noqa: ANN202 - profilers.profile.Prof
                           per_op_runs=args.per_op_runs, memory=args.memory, memory_iterations=args.memory_iterations,
                           batch_sizes=tuple(args.batch or ()), thread_counts=tuple(args.threads or ()),
                           concurrency=tuple(args.concurrency or ()), sweep_iterations=args.sweep_iterations,
-                          dims=tuple(parse_dims(args.dim).items()), inputs_npz=args.inputs, seed=args.seed,
+                          dims=tuple(parse_dims(args.dim).items()),
+                          inputs_npz=str(user_data_path(args.inputs, label="inputs file")) if args.inputs else None,
+                          images_dir=str(user_data_path(args.images, label="image folder")) if args.images else None,
+                          preprocess=preprocess_from(args) if args.images else None, seed=args.seed,
                           timeout_s=args.timeout, memory_gb=args.memory_gb, ov_cache=args.ov_cache, **amount)
 
 
@@ -232,7 +239,7 @@ def _print(profile, top: int) -> None:  # noqa: ANN001, C901 - one report, read 
         if v.ops:
             op = v.ops
             print(f"per-op {v.id}: sum {_ms(op.per_op_sum_ms)} ms vs end-to-end {_ms(op.end_to_end_ms)} ms "
-                  f"(overhead {_ms(op.overhead_ms)} ms"
+                  f"({op.overhead_text()}"
                   + (f", engine's own run {_ms(op.engine_run_ms)} ms" if op.engine_run_ms is not None else "")
                   + f"); {op.mapped_share:.0%} of kernel time mapped to ONNX nodes; trace {op.trace_file}")
             for k in op.top(top):

@@ -490,6 +490,23 @@ def make_feeds(model: ModelProto, *, inputs: Path | None = None, images: Path | 
                    chosen)
 
 
+def cast_to_inputs(feeds: Feeds, model: ModelProto) -> Feeds:
+    """``feeds`` with float arrays cast to ``model``'s declared float input dtypes: the same
+    values for a model whose inputs changed float precision on purpose (float32 -> float16)."""
+    out = dict(feeds)
+    for spec in input_specs(model):
+        value = feeds.get(spec.name)
+        if not isinstance(value, np.ndarray) or spec.kind != "tensor":
+            continue
+        try:
+            target = np.dtype(spec.dtype)
+        except TypeError:
+            continue
+        if value.dtype.kind == "f" and target.kind == "f" and value.dtype != target:
+            out[spec.name] = value.astype(target)
+    return out
+
+
 def save_npz(sets: list[Feeds] | tuple[Feeds, ...], path: Path) -> Path:
     """Write feed sets as 'name/i' keys (what :func:`load_npz` reads back)."""
     arrays: dict[str, np.ndarray] = {}

@@ -73,6 +73,21 @@ def check_regular_file(path: Path, *, max_bytes: int | None = DEFAULT_MAX_READ_B
     return st
 
 
+def user_data_path(value: str | Path, *, label: str = "input data") -> Path:
+    """A data path the user typed (calibration images, an .npz), made absolute against the
+    current folder *here*: workers run in their own scratch folder, where a relative path
+    means nothing. A path that does not exist is refused up front, naming it."""
+    text = str(value).strip()
+    if not text:
+        raise PathError(f"{label}: the path is empty")
+    path = Path(text).expanduser()
+    resolved = path if path.is_absolute() else Path.cwd() / path
+    resolved = Path(os.path.normpath(resolved))
+    if not resolved.exists():
+        raise PathError(f"{label} '{text[:200]}' does not exist")
+    return resolved
+
+
 def is_within(path: Path, root: Path) -> bool:
     """True when ``path`` resolves (through every link) to somewhere inside ``root``."""
     try:

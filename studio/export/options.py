@@ -19,6 +19,7 @@ _ALIASES = {"ort": "onnxruntime", "onnxruntime": "onnxruntime", "ov": "openvino"
             "trt": "tensorrt", "tensorrt": "tensorrt", "triton": "triton"}
 PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "int8")
 OV_PRECISIONS: tuple[str, ...] = ("fp32", "fp16")     # OpenVINO IR weights: as they are, or FP16-compressed
+CALIBRATION_METHODS: tuple[str, ...] = ("minmax", "entropy", "percentile")   # passes.quant_tools.METHODS
 ORT_LEVELS: tuple[str, ...] = ("basic", "extended", "all")
 PORTABLE_ORT_LEVELS: tuple[str, ...] = ("basic", "extended")
 
@@ -154,6 +155,7 @@ class ExportOptions:
     preset: str | None = None                   # optimization preset run first (the deploy model)
     precision: str = "fp32"                     # fp32 | fp16 | int8
     calibration: Path | None = None             # calibration data for int8 (quantize-int8-static)
+    calibration_method: str = "minmax"          # minmax | entropy | percentile (int8 calibration)
     shapes: Mapping[str, ShapeRange] = field(default_factory=dict)
     name: str | None = None                     # bundle / Triton model name (sanitized)
     ort_level: str = "extended"                 # basic | extended (portable) | all (hardware-specific)
@@ -175,6 +177,9 @@ class ExportOptions:
         if self.precision not in PRECISIONS:
             raise StudioError(f"precision must be one of {', '.join(PRECISIONS)}, got {str(self.precision)[:20]!r}",
                               code="BAD-OPTION")
+        if self.calibration_method not in CALIBRATION_METHODS:
+            raise StudioError(f"calibration method must be one of {', '.join(CALIBRATION_METHODS)}, "
+                              f"got {str(self.calibration_method)[:20]!r}", code="BAD-OPTION")
         if self.ort_level not in ORT_LEVELS:
             raise StudioError(f"ORT optimization level must be one of {', '.join(ORT_LEVELS)}, "
                               f"got {str(self.ort_level)[:20]!r}", code="BAD-OPTION")
@@ -216,6 +221,7 @@ class ExportOptions:
     def to_dict(self) -> dict:
         return {"targets": list(self.targets), "preset": self.preset, "precision": self.precision,
                 "calibration": self.calibration.name if self.calibration else None,
+                "calibration_method": self.calibration_method,
                 "shapes": {k: v.to_dict() for k, v in self.shapes.items()}, "name": self.name,
                 "ort_level": self.ort_level, "ort_format": self.ort_format, "external_data": self.external_data,
                 "max_batch": self.max_batch, "preferred_batch_sizes": list(self.preferred_batch_sizes or ()),

@@ -22,7 +22,7 @@ from pathlib import Path
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.core.model import load as load_model
-from studio.core.paths import safe_name
+from studio.core.paths import safe_name, user_data_path
 from studio.export.facts import ModelFacts, model_facts
 from studio.export.options import ExportOptions
 
@@ -52,9 +52,10 @@ def _pass_options(name: str, options: ExportOptions) -> dict:
         return {}
     # Deployment INT8 is explicit quantization (Q/DQ pairs): the only form OpenVINO and TensorRT
     # take; QOperator models would run on ONNX Runtime alone.
-    opts: dict = {"qdq_only": True}
+    opts: dict = {"qdq_only": True, "method": options.calibration_method}
     if options.calibration is not None:
-        opts["calibration"] = str(options.calibration)
+        # Absolute: the pass runs in a worker whose cwd is its own scratch folder.
+        opts["calibration"] = str(user_data_path(options.calibration, label="calibration data"))
     return opts
 
 
@@ -105,9 +106,12 @@ def prepare_deploy(handle: ModelHandle, options: ExportOptions, work: Path, *, p
     failed = [r for r in result.records if r.status in ("reverted", "failed", "error", "skipped")]
     for r in failed:
         notes.append(f"pass '{r.name}' {r.status} (not in the exported model): {r.message}"[:300])
-    if INT8_PASS in names and any(r.name == INT8_PASS for r in failed):
-        raise StudioError(f"INT8 export failed: the {INT8_PASS} pass did not verify ({failed[-1].message})"[:400],
-                          code="QUANTIZE-FAILED")
+    int8 = next((r for r in failed if r.name == INT8_PASS), None)
+    if INT8_PASS in names and int8 is not None:
+        # "reverted" = the quantized model was made but did not verify; "error" = quantization itself failed.
+        why = (f"the {INT8_PASS} pass did not verify ({int8.message})" if int8.status == "reverted"
+               else int8.message or f"the {INT8_PASS} pass {int8.status}")
+        raise StudioError(f"INT8 export failed: {why}"[:400], code="QUANTIZE-FAILED")
     deployed = load_model(result.output)
     return Deploy(result.output, deployed, model_facts(deployed.proto), precision, tuple(result.lineage()),
                   tuple(notes), tuple(names))

@@ -8,7 +8,8 @@ from studio.precision.variants import PrecisionReport
 
 __all__ = ["tradeoff_figure"]
 
-_SYMBOLS = {"fp32": "circle", "fp16": "square", "bf16": "diamond", "int8": "triangle-up"}
+_SYMBOLS = {"fp32": "circle", "fp16": "square", "bf16": "diamond", "int8": "triangle-up",
+            "int8-mixed": "triangle-down"}   # by variant name first, then by precision
 _COLORS = {"onnxruntime": "#1f77b4", "openvino": "#ff7f0e", "tensorrt": "#2ca02c"}
 
 
@@ -24,14 +25,15 @@ def tradeoff_figure(report: PrecisionReport) -> go.Figure:
             x=[v.ratio for v in vs], y=[v.cosine for v in vs], mode="markers+text", name=engine,
             text=[v.name for v in vs], textposition="top center",
             marker={"size": [18 if v.recommended else 11 for v in vs], "color": _COLORS.get(engine, "#7f7f7f"),
-                    "symbol": [_SYMBOLS.get(v.precision, "circle") for v in vs],
+                    "symbol": [_SYMBOLS.get(v.name, _SYMBOLS.get(v.precision, "circle")) for v in vs],
                     "line": {"width": [3 if v.recommended else 0 for v in vs], "color": "#2ca02c"}},
             hovertext=[f"{v.label}<br>{v.latency_ms:.2f} ms ({v.ratio:.2f}x fp32)<br>cosine {v.cosine:.5f}"
                        + (f"<br>top-1 {v.top1:.2f}" if v.top1 is not None else "")
+                       + ("" if v.meets_target else "<br>target missed")
                        + ("<br>recommended" if v.recommended else "") for v in vs],
             hoverinfo="text"))
     fig.add_hline(y=report.target_cosine, line_dash="dash", line_color="#d62728",
-                  annotation_text=f"target cosine {report.target_cosine:g}", annotation_position="bottom right")
+                  annotation_text=f"target cosine {report.target_cosine:.10g}", annotation_position="bottom right")
     fig.add_vline(x=1.0, line_dash="dot", line_color="#7f7f7f", annotation_text="fp32 latency")
     fig.update_layout(title="Accuracy vs latency (lower-left is faster, higher is more accurate)",
                       xaxis_title="latency / ORT fp32 latency (same run)", yaxis_title="cosine vs fp32 (worst output)",

@@ -60,14 +60,21 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
     VariantSpec("fp32-ov", "fp32 · OpenVINO (f32 pinned)", "openvino", "fp32", (), RunOptions(precision="f32")),
     VariantSpec("bf16-ov", "bf16 · OpenVINO", "openvino", "bf16", (), RunOptions(precision="bf16")),
     VariantSpec("fp16", "fp16 · ONNX Runtime", "onnxruntime", "fp16", (_p("convert-fp16", measure=False),)),
-    VariantSpec("int8", "INT8 static · ONNX Runtime", "onnxruntime", "int8", (_p("quantize-int8-static"),)),
+    # Plain INT8 (no float fallback: a missed target is reported, not refused) and INT8 with the
+    # layers that add the most error kept in float until the target is met: two points of the trade-off.
+    VariantSpec("int8", "INT8 static · ONNX Runtime", "onnxruntime", "int8",
+                (_p("quantize-int8-static", fallback=False, require_target=False),)),
+    VariantSpec("int8-mixed", "INT8 + float fallback · ONNX Runtime", "onnxruntime", "int8",
+                (_p("quantize-int8-static"),)),
     VariantSpec("int8-dynamic", "INT8 dynamic · ONNX Runtime", "onnxruntime", "int8",
                 (_p("quantize-int8-dynamic"),)),
     VariantSpec("int8-ov", "INT8 QDQ · OpenVINO", "openvino", "int8",
-                (_p("quantize-int8-static", config="qdq-u8s8", fallback=False),), RunOptions(precision="f32")),
+                (_p("quantize-int8-static", config="qdq-u8s8", fallback=False, require_target=False),),
+                RunOptions(precision="f32")),
     VariantSpec("fp16-trt", "fp16 · TensorRT", "tensorrt", "fp16", (), RunOptions(precision="f16")),
     VariantSpec("int8-trt", "INT8 QDQ · TensorRT", "tensorrt", "int8",
-                (_p("quantize-int8-static", config="qdq-s8s8", fallback=False),), RunOptions(precision="f16")),
+                (_p("quantize-int8-static", config="qdq-s8s8", fallback=False, require_target=False),),
+                RunOptions(precision="f16")),
 )}
 
 
@@ -86,11 +93,12 @@ def model_kind(model: onnx.ModelProto) -> str:
 
 def default_variants(model: onnx.ModelProto) -> tuple[str, ...]:
     """What "auto" builds: fp32 on both engines, OpenVINO bf16, fp16, and the INT8 flavour
-    that fits the model (dynamic for transformers, static and its OpenVINO twin otherwise)."""
+    that fits the model (dynamic for transformers; otherwise static, static with float
+    fallback, and the OpenVINO twin)."""
     base = ("fp32", "fp32-ov", "bf16-ov", "fp16")
     if model_kind(model) == "transformer":
         return base + ("int8-dynamic",)
-    return base + ("int8", "int8-ov")
+    return base + ("int8", "int8-mixed", "int8-ov")
 
 
 @dataclass(frozen=True)
@@ -158,8 +166,10 @@ class PrecisionReport:
         if v.name == "fp32":
             return (f"keep fp32: no reduced-precision variant is both faster than fp32 and within cosine "
                     f">= {self.target_cosine}")
-        return (f"recommended: {v.label}: {v.ratio:.2f}x of fp32 latency, cosine {v.cosine:.4f} "
-                f"(target {self.target_cosine})")
+        from passes.quant_tools import cosine_text
+
+        return (f"recommended: {v.label}: {v.ratio:.2f}x of fp32 latency, cosine "
+                f"{cosine_text(v.cosine, self.target_cosine)} (target {self.target_cosine:.10g})")
 
     def to_dict(self) -> dict:
         return {"summary": self.summary(), "recommended": self.recommended,
@@ -214,16 +224,45 @@ def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[st
     return Path(result.output), tuple(result.lineage()), details, warnings
 
 
+def _calibration_and_holdout(header: onnx.ModelProto, calibration: Path | None, samples: int,
+                             dims: Mapping[str, int] | None, preprocess: ImagePreprocess | None,
+                             split: bool) -> tuple[FeedSet, FeedSet | None]:
+    """Calibration sets and, when the user gave real data (and ``split``), samples of it held
+    out from calibration to judge accuracy on: random inputs say little about real accuracy."""
+    if calibration is None:
+        return make_feeds(header, count=max(samples, 1), dims=dims, seed=0), None
+    if Path(calibration).is_dir():
+        extra = max(2, samples // 4) if split else 0
+        data = make_feeds(header, images=Path(calibration), count=max(samples, 1) + extra, dims=dims,
+                          preprocess=preprocess)
+        keep = min(extra, len(data) - 1) if len(data) >= 2 else 0
+    else:
+        data = make_feeds(header, inputs=Path(calibration))
+        keep = (max(1, len(data) // 4) if len(data) >= 2 else 0) if split else 0
+    if not split:
+        return data, None
+    if keep == 0:
+        return data, FeedSet(data.sets, f"{data.source} (the only calibration sample: not held out)", data.dims)
+    n = len(data) - keep
+    calib = FeedSet(data.sets[:n], f"{n} of {data.source}", data.dims)
+    held = FeedSet(data.sets[n:], f"{keep} held-out sample(s) of {data.source} (not used for calibration)",
+                   data.dims)
+    return calib, held
+
+
 def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None, out_dir: Path | None = None,
                       calibration: Path | None = None, inputs: Path | None = None, samples: int = 8,
                       preprocess: ImagePreprocess | None = None, dims: Mapping[str, int] | None = None,
                       target_cosine: float = 0.99, latency_budget_s: float = 60.0, limits: Limits | None = None,
                       pool_key: str = "default", on_progress: Callable[[int, int, str], None] | None = None,
-                      on_tick: Callable[[float], None] | None = None) -> PrecisionReport:
+                      on_tick: Callable[[float], None] | None = None,
+                      calibration_method: str = "minmax") -> PrecisionReport:
     """Build, verify, compare and time each variant (see module docs).
 
     ``calibration``: an .npz or an image folder for INT8 calibration (else ``samples``
-    seeded random sets); ``inputs``: an .npz judged on (else 4 fresh random sets).
+    seeded random sets); ``inputs``: an .npz judged on (else: real samples of the
+    calibration data held out from calibration when it is given, 4 fresh random sets
+    when it is not). ``calibration_method``: minmax, entropy or percentile.
     Variant models are written under ``out_dir`` (a temporary folder when None,
     removed afterwards)."""
     model_path = Path(model_path)
@@ -239,6 +278,11 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
         names.insert(0, "fp32")              # the baseline every ratio is measured against
     if not 0.0 < target_cosine <= 1.0:
         raise StudioError("the target cosine must be in (0, 1]", code="BAD-OPTION")
+    from passes.quant_tools import METHODS, cosine_text
+
+    if calibration_method not in METHODS:
+        raise StudioError(f"calibration method must be one of {', '.join(METHODS)}, got {calibration_method[:20]!r}",
+                          code="BAD-OPTION")
     own = out_dir is None
     work = Path(tempfile.mkdtemp(prefix="onnx-studio-precision-")) if own else Path(out_dir)
     work.mkdir(parents=True, exist_ok=True)
@@ -254,21 +298,20 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
 
     try:
         progress("preparing inputs")
-        if calibration is not None and Path(calibration).is_dir():
-            calib = make_feeds(header, images=Path(calibration), count=max(samples, 1), dims=dims,
-                               preprocess=preprocess)
-        elif calibration is not None:
-            calib = make_feeds(header, inputs=Path(calibration))
-        else:
-            calib = make_feeds(header, count=max(samples, 1), dims=dims, seed=0)
+        calib, held_out = _calibration_and_holdout(header, calibration, samples, dims, preprocess,
+                                                   split=inputs is None)
         calib_npz = save_npz(calib.sets, work / "calibration.npz")
-        eval_feeds = make_feeds(header, inputs=Path(inputs)) if inputs is not None else \
-            make_feeds(header, count=4, dims=dims, seed=1000)
+        if inputs is not None:
+            eval_feeds = make_feeds(header, inputs=Path(inputs))
+        elif held_out is not None:
+            eval_feeds = held_out            # real inputs the calibration never saw
+        else:
+            eval_feeds = make_feeds(header, count=4, dims=dims, seed=1000)
         if len(eval_feeds) > 16:
             eval_feeds = FeedSet(eval_feeds.sets[:16], eval_feeds.source + " (first 16)", eval_feeds.dims)
         dims_opt = {"dims": dict(eval_feeds.dims)} if eval_feeds.dims else {}
         pass_extra = {"quantize-int8-static": {"calibration": str(calib_npz), "target_cosine": target_cosine,
-                                               **dims_opt},
+                                               "method": calibration_method, **dims_opt},
                       "quantize-int8-dynamic": {"target_cosine": target_cosine, **dims_opt},
                       "convert-fp16": dims_opt}
         built: dict[str, tuple[Path, tuple[dict, ...], dict, list[str]]] = {}
@@ -285,10 +328,16 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
             try:
                 key = spec.passes
                 reuse = next((n for n, (p, *_rest) in built.items() if VARIANTS[n].passes == key), None)
+                plain = built.get("int8")
                 if not spec.passes:
                     built[name] = (model_path, (), {}, [])
                 elif reuse is not None:
                     built[name] = built[reuse]
+                elif name == "int8-mixed" and plain is not None and plain[2].get("target_met"):
+                    # Plain INT8 meets the target on its own: no layer needs float fallback.
+                    built[name] = (plain[0], plain[1], plain[2], [
+                        *[w for w in plain[3] if not w.startswith("target missed")],
+                        "plain INT8 meets the target: no layer needed float fallback (the int8 model)"])
                 else:
                     built[name] = _build(spec, model_path, work, pass_extra, eval_feeds, long_limits, pool_key)
             except Exception as exc:  # noqa: BLE001 - one variant failing must not stop the report
@@ -337,6 +386,8 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                 notes.append(cmp.set_errors[0])
             ratio = (latency.p10_ms / base_ms) if (latency and latency.p10_ms and base_ms) else None
             meets = cosine is not None and cosine >= target_cosine and not cmp.set_errors
+            if cosine is not None and cosine < target_cosine and name != "fp32":
+                notes.append(f"target missed: cosine {cosine_text(cosine, target_cosine)} < {target_cosine:.10g}")
             if ratio is not None and ratio >= 1.0 and name != "fp32":
                 notes.append(f"slower than fp32 here ({ratio:.2f}x): not recommended")
             elif ratio is not None and ratio > RECOMMEND_MAX_RATIO and name != "fp32":

@@ -37,7 +37,9 @@ def _saved(key: str, files, save) -> Path | None:
 
 
 def inputs_picker(key: str, *, images_label: str = "Images", count_label: str = "Random input sets",
-                  default_count: int = 2, npz_flag: str = "--inputs", images_flag: str = "--images") -> InputsChoice:
+                  default_count: int = 2, npz_flag: str = "--inputs", images_flag: str = "--images",
+                  with_count: bool = True) -> InputsChoice:
+    """``with_count=False``: the run uses one input set (profiling): no count box."""
     kinds = ["Random (seeded)", "Input values (.npz)", images_label]
     kind = st.radio("Inputs", kinds, horizontal=True, key=f"{key}_kind")
     if kind == kinds[1]:
@@ -54,5 +56,7 @@ def inputs_picker(key: str, *, images_label: str = "Images", count_label: str = 
         count = len(ups or [])
         return InputsChoice(None, folder, max(count, 1), f"{images_flag} images/" if folder else "",
                             ready=folder is not None)
+    if not with_count:
+        return InputsChoice(None, None, 1, "")
     count = int(st.number_input(count_label, min_value=1, max_value=64, value=default_count, key=f"{key}_count"))
     return InputsChoice(None, None, count, f"--count {count}" if count != 2 else "")

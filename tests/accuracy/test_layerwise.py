@@ -127,3 +127,34 @@ def test_resnet50_layerwise_memory_below_twice_plain_inference(tmp_path):
     shutdown_pool("mem-lw")
     assert lw.compared > 150
     assert lw.peak_worker_rss_bytes < 2 * plain, (lw.peak_worker_rss_bytes / 2**20, plain / 2**20)
+
+
+def _ort_optimized(src, dst, level) -> str:
+    so = ort.SessionOptions()
+    so.graph_optimization_level = level
+    so.optimized_model_filepath = str(dst)
+    so.log_severity_level = 3
+    ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"])
+    return str(dst)
+
+
+@pytest.mark.parametrize("level, at_least", [(ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, 15),
+                                              (ort.GraphOptimizationLevel.ORT_ENABLE_ALL, 8)])
+def test_ort_optimized_models_compare_layer_by_layer(tmp_path, level, at_least, capsys):
+    """ORT-optimized models (what `export` writes for ONNX Runtime) have com.microsoft ops
+    (FusedConv; NCHWc kernels at level "all") that ONNX shape inference cannot type: their
+    tensors take the reference's dtype instead of being skipped (1 of 30 tensors was compared),
+    NCHWc tensors are reordered to NCHW, and the text output says how many were skipped."""
+    from studio.cli import main
+
+    src = SAMPLES / "cnn_unfused.onnx"
+    opt = _ort_optimized(src, tmp_path / "opt.onnx", level)
+    r = api.compare(src, opt, layerwise=True)
+    lw = r.layerwise
+    assert lw.compared >= at_least and lw.skipped == 0, lw.to_dict()
+    assert lw.first_divergence is None, lw.summary()            # the same computation, reordered or fused
+    if level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL:
+        assert any(x.matched_by == "NCHWc node" for x in lw.layers)
+    assert main(["compare", str(src), opt, "--layerwise"]) == 0
+    out = capsys.readouterr().out
+    assert f"{lw.compared} tensors compared" in out and "0 skipped" in out

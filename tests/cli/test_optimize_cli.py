@@ -74,9 +74,17 @@ def test_verification_failure_exits_1_with_one_line(capsys, tmp_path):
     code = main(["optimize", str(CNN), "-o", str(out), "--passes", "eliminate-identity,test-break-on-purpose"])
     assert code == 1
     err = capsys.readouterr().err.strip()
-    assert_user_message(err, "test-break-on-purpose", "broke the model")
-    # The last verified model is still written (the identity cleanup survived).
-    assert "Identity" not in [n.op_type for n in onnx.load(str(out)).graph.node]
+    assert_user_message(err.splitlines()[0], "test-break-on-purpose", "broke the model")
+    # Nothing that looks like success is left at -o; --keep-partial writes the last verified model
+    # (the identity cleanup survived) under a name that says so.
+    assert not out.exists() and "nothing written" in err
+    code = main(["optimize", str(CNN), "-o", str(out), "--passes", "eliminate-identity,test-break-on-purpose",
+                 "--keep-partial"])
+    assert code == 1
+    text = capsys.readouterr().out
+    partial = tmp_path / "o.partial.onnx"
+    assert not out.exists() and partial.exists() and "(partial) written to" in text
+    assert "Identity" not in [n.op_type for n in onnx.load(str(partial)).graph.node]
     code = main(["optimize", str(CNN), "-o", str(out), "--passes", "test-break-on-purpose,fuse-conv-bn",
                  "--on-failure", "revert", "--json"])
     assert code == 1
@@ -151,3 +159,25 @@ def test_readme_optimize_examples_run(capsys, tmp_path, monkeypatch):
             argv[i] = str(tmp_path / argv[i])
         argv = [str(tmp_path / a) if a.endswith(".json") else a for a in argv]
         assert main(argv) == 0, (argv, capsys.readouterr().err)
+
+
+def test_relative_calibration_in_set_options_is_resolved(capsys, tmp_path, monkeypatch):
+    """`--set quantize-int8-static.calibration=calib.npz` relative to the user's folder (the pass
+    runs in a worker with its own cwd); a missing one is named up front."""
+    from studio import api
+    from studio.core.feeds import save_npz
+
+    monkeypatch.chdir(tmp_path)
+    save_npz(api.make_inputs(api.load(CNN), count=4).sets, tmp_path / "calib.npz")
+    code = main(["optimize", str(CNN), "-o", "q.onnx", "--passes", "quantize-int8-static",
+                 "--set", "quantize-int8-static.calibration=calib.npz", "--set", "quantize-int8-static.budget_s=2",
+                 "--set", "quantize-int8-static.target_cosine=0.9", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    rec = json.loads(captured.out)["records"][0]
+    assert rec["status"] == "changed" and "calib.npz" in rec["details"]["calibration"]
+    code = main(["optimize", str(CNN), "-o", "q2.onnx", "--passes", "quantize-int8-static",
+                 "--set", "quantize-int8-static.calibration=missing.npz"])
+    err = capsys.readouterr().err
+    assert code == 2 and "quantize-int8-static.calibration 'missing.npz' does not exist" in err
+    assert not (tmp_path / "q2.onnx").exists()

@@ -137,3 +137,41 @@ def test_ui_command_line_parses_back_to_the_same_options():
     assert rebuilt == options
     duration = ProfileOptions(duration_s=12.5)
     assert _options(build_parser().parse_args(shlex.split(command_line(["m.onnx"], specs, duration))[1:])) == duration
+
+
+def test_images_and_npz_inputs_with_preprocessing(tmp_path, capsys, monkeypatch):
+    """`profile --images DIR` (the preprocessing options of compare/precision, from studio.core.feeds)
+    and `--inputs X.npz`, both given relative to the user's folder."""
+    import numpy as np
+    from PIL import Image
+
+    from studio import api
+    from studio.core.feeds import save_npz
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "imgs").mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(3):
+        Image.fromarray(rng.integers(0, 255, (50, 60, 3), dtype=np.uint8)).save(tmp_path / "imgs" / f"{i}.png")
+    assert main(["profile", CNN, "--engine", "ort", *QUICK, "--images", "imgs", "--image-size", "32x32",
+                 "--layout", "NCHW", "--bgr", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["ok"] and "image" in " ".join(d["feeds"]) and d["options"]["images_dir"] == "imgs"
+    assert d["options"]["preprocess"]["bgr"] is True and d["options"]["preprocess"]["size"] == [32, 32]
+    save_npz(api.make_inputs(api.load(CNN)).sets, tmp_path / "x.npz")
+    assert main(["profile", CNN, "--engine", "ort", *QUICK, "--inputs", "x.npz", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["ok"] and "x.npz" in " ".join(d["feeds"])
+    assert main(["profile", CNN, "--images", "nope"]) == 2
+    assert_user_message(capsys.readouterr().err.strip(), "image folder 'nope' does not exist")
+
+
+def test_command_line_with_images_parses_back(tmp_path):
+    from studio.core.feeds import ImagePreprocess
+
+    options = ProfileOptions(images_dir=str(tmp_path), preprocess=ImagePreprocess(size=(32, 32), layout="NHWC",
+                                                                                  mean=(0.5,), std=(0.25,), bgr=True))
+    text = command_line(["m.onnx"], parse_engines("ort"), options, full_paths=True)
+    assert f"--images {tmp_path} --image-size 32x32 --layout NHWC --mean 0.5 --std 0.25 --bgr" in text
+    rebuilt = _options(build_parser().parse_args(shlex.split(text)[1:]))
+    assert rebuilt == options

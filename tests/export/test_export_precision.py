@@ -85,3 +85,46 @@ def test_preset_runs_first_and_is_recorded(tmp_path):
     assert "fuse-conv-bn" in names and r.manifest["deploy"]["same_as_source"] is False
     fused = next(rec for rec in r.manifest["deploy"]["pipeline"] if rec["name"] == "fuse-conv-bn")
     assert fused["modified"] and fused["verification"]["ok"]
+
+
+def _calibration_images(folder, n=6):
+    from PIL import Image
+
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)).save(folder / f"img{i}.png")
+    return folder
+
+
+def test_relative_calibration_path_works_from_the_cli(tmp_path, monkeypatch, capsys):
+    """`export ... --calibration imgs` with a path relative to where the user is: the pass runs in a
+    worker with its own cwd, so the path is made absolute at the boundary (it used to fail with
+    "inputs file 'imgs' does not exist")."""
+    from studio.cli import main
+
+    model = conv_model(tmp_path / "m" / "c.onnx", channels=16)
+    monkeypatch.chdir(tmp_path)
+    _calibration_images(tmp_path / "imgs")
+    code = main(["export", str(model), "--target", "ort", "--precision", "int8", "--calibration", "imgs",
+                 "-o", "exp", "--no-zip", "--no-ort-format", "--json", "--calibration-method", "percentile"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    import json
+
+    deploy = json.loads(captured.out)["manifest"]["deploy"]
+    rec = next(x for x in deploy["pipeline"] if x["name"] == "quantize-int8-static")
+    assert rec["modified"] and "image" in str(rec["details"]["calibration"]).lower()
+    assert rec["details"]["calibration_method"] == "percentile"                # --calibration-method
+
+
+def test_missing_calibration_path_is_an_up_front_error(tmp_path, monkeypatch, capsys):
+    from studio.cli import main
+
+    model = conv_model(tmp_path / "m" / "c.onnx", channels=16)
+    monkeypatch.chdir(tmp_path)
+    code = main(["export", str(model), "--target", "ort", "--precision", "int8", "--calibration", "nope",
+                 "-o", "exp", "--no-zip"])
+    err = capsys.readouterr().err
+    assert code == 2 and "'nope' does not exist" in err and "did not verify" not in err
+    assert not (tmp_path / "exp").exists()

@@ -271,3 +271,60 @@ def test_convert_fp16_on_detector_and_prequantized_structures(tmp_path):
     ort.InferenceSession(str(r.output), providers=["CPUExecutionProvider"])
     assert any(n.op_type == "Cast" for n in out.graph.node) and any(
         v.type.tensor_type.elem_type == TensorProto.FLOAT16 for v in out.graph.value_info)
+def test_convert_fp16_without_keep_io_types_feeds_float16_and_verifies(tmp_path):
+    """keep_io_types=false makes the model's float inputs/outputs float16 on purpose: the pass's own
+    check and the pipeline's verification feed the same values as float16 (they used to feed
+    float32 and fail), and only that change of the interface is accepted."""
+    from passes.verify import interface_problems
+
+    src = SAMPLES / "mobilenet_like.onnx"
+    r = run_pipeline(src, [make_pass("convert-fp16", keep_io_types="false", measure=True, budget_s=2)],
+                     tmp_path / "h" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and rec.status == "changed", rec.message
+    assert rec.verification is not None and rec.verification.ok and rec.verification.numeric_status == "passed"
+    assert rec.details["cosine"] > 0.999 and rec.details["ratio"] > 0
+    m = onnx.load(str(r.output))
+    assert [i.type.tensor_type.elem_type for i in m.graph.input] == [TensorProto.FLOAT16]
+    assert all(o.type.tensor_type.elem_type == TensorProto.FLOAT16 for o in m.graph.output)
+    assert any("float16" in w for w in rec.warnings)              # the interface change is said
+    original = onnx.load(str(src), load_external_data=False)
+    assert interface_problems(original, m) and not interface_problems(original, m, float_dtypes=True)
+    # A float -> int change is never accepted.
+    m.graph.input[0].type.tensor_type.elem_type = TensorProto.INT32
+    assert interface_problems(original, m, float_dtypes=True)
+
+
+@pytest.mark.parametrize("method", ["entropy", "percentile"])
+def test_static_int8_calibration_methods(tmp_path, method):
+    """entropy and percentile calibration (histograms) run end to end and are recorded."""
+    from tests.export.conftest import conv_model
+
+    src = conv_model(tmp_path / "m" / "c.onnx", channels=16, batch=1)
+    r = run_pipeline(src, [make_pass("quantize-int8-static", method=method, samples=4, budget_s=1,
+                                     target_cosine=0.9, config="qdq-u8s8")], tmp_path / "h" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and rec.status == "changed", rec.message
+    assert rec.details["calibration_method"] == method
+    assert {"QuantizeLinear", "DequantizeLinear"} <= set(_ops(r.output))
+
+
+def test_int8_without_fallback_can_report_a_missed_target(tmp_path):
+    """require_target=False (the precision trade-off's plain INT8 point): no refusal when the target is
+    out of reach; the closest configuration is kept and "target missed" is said with enough digits."""
+    from passes.quant_tools import cosine_text
+
+    assert cosine_text(0.99986, 0.9999) == "0.99986" and cosine_text(0.95, 0.99) == "0.9500"
+    assert cosine_text(0.99991, 0.9999) == "0.99991"
+    src = SAMPLES / "cnn_unfused.onnx"
+    r = run_pipeline(src, [make_pass("quantize-int8-static", fallback=False, require_target=False, samples=4,
+                                     budget_s=1, target_cosine=0.9999999, config="qdq-u8s8")],
+                     tmp_path / "h" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and rec.status == "changed", rec.message
+    assert rec.details["target_met"] is False
+    assert any(w.startswith("target missed") for w in rec.warnings)
+    r = run_pipeline(src, [make_pass("quantize-int8-static", fallback=False, samples=4, budget_s=1,
+                                     target_cosine=0.9999999, config="qdq-u8s8")], tmp_path / "h2" / "m.onnx")
+    assert not r.ok and "no INT8 configuration reaches cosine 1e" not in r.records[0].message
+    assert "reaches cosine 0.9999999" in r.records[0].message

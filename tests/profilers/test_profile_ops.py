@@ -188,3 +188,23 @@ def test_control_flow_bodies_are_not_counted_twice(tmp_path):
     assert loop.anchor == "/Loop" and ops.per_node_ms["/Loop"] > 0
     assert any("If/Loop/Scan bodies" in n for n in ops.notes)
     assert not any("/body/" in k.name for k in ops.kernels)
+
+
+def test_openvino_per_op_sum_and_end_to_end_come_from_the_same_runs(tmp_path):
+    """OpenVINO's counters are running averages since compile (warm-up and first runs included):
+    taken as they were, the per-op sum was ~7x end-to-end ("overhead -0.746 ms"). The per-op
+    means are now over exactly the profiled runs, like end-to-end."""
+    path = SAMPLES / "mobilenet_like.onnx"
+    model = onnx.load(str(path))
+    ops = _run_ops(path, model, EngineSpec("openvino"), tmp_path, runs=20)
+    assert 0.2 < ops.coverage <= 1.2, (ops.per_op_sum_ms, ops.end_to_end_ms)
+    assert "overhead" in ops.overhead_text() and "-" not in ops.overhead_text().split("overhead")[1][:3]
+
+
+def test_a_sum_above_end_to_end_is_said_not_printed_as_negative_overhead():
+    from profilers.ops import OpProfile
+
+    ops = OpProfile("t0-ov", "openvino", 5, (), (), {}, 0.9, 0.1, None, 1.0, None)
+    assert ops.sum_exceeds_end_to_end and ops.to_dict()["sum_exceeds_end_to_end"]
+    text = ops.overhead_text()
+    assert "exceeds end-to-end by 0.800 ms" in text and "-0." not in text and "OpenVINO" in text

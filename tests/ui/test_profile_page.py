@@ -104,3 +104,16 @@ def test_per_op_time_feeds_the_graph_overlay(app):
     at.switch_page("views/graph.py").run()
     assert not at.exception
     assert "time share" in at.selectbox(key="graph_overlay").options
+
+
+def test_inputs_picker_random_npz_images(app):
+    """The Profile page picks its inputs like the Verify/Precision pages: random, an .npz or images;
+    a chosen file kind waits for its upload."""
+    at = _profile_page(app(str(SAMPLES / "cnn_unfused.onnx")))
+    kind = at.radio(key="profile_inputs_kind")
+    assert kind.options == ["Random (seeded)", "Input values (.npz)", "Images (the first one is used)"]
+    assert not at.button(key="profile_run").disabled
+    kind.set_value("Input values (.npz)").run()
+    assert not at.exception and at.button(key="profile_run").disabled
+    at.radio(key="profile_inputs_kind").set_value("Images (the first one is used)").run()
+    assert not at.exception and at.button(key="profile_run").disabled

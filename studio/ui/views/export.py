@@ -15,7 +15,7 @@ from studio import api
 from studio.core.errors import StudioError
 from studio.core.paths import confine
 from studio.export.command import cli_command
-from studio.export.options import ORT_LEVELS, OV_PRECISIONS, TARGETS, parse_shape_spec
+from studio.export.options import CALIBRATION_METHODS, ORT_LEVELS, OV_PRECISIONS, TARGETS, parse_shape_spec
 from studio.export.views import artifact_rows, bench_rows, target_rows
 from studio.ui import state, widgets
 
@@ -91,7 +91,7 @@ def _libraries() -> tuple[list[str], list[str]]:
 
 
 def _run(handle, version, targets, preset, precision, calibration, shapes, ort_level, max_batch,
-         ov_precisions=None, ort_custom_ops=(), ov_extensions=()) -> None:
+         ov_precisions=None, ort_custom_ops=(), ov_extensions=(), calibration_method: str = "minmax") -> None:
     ws = state.workspace()
     out = ws.job_dir("export")
     status = {t: st.empty() for t in targets}
@@ -104,9 +104,10 @@ def _run(handle, version, targets, preset, precision, calibration, shapes, ort_l
         holder.caption(f"{_LABELS.get(target, target)}: {widgets.md_escape(stage, 160)}")
 
     result = widgets.run_stoppable("Exporting", lambda tick: api.export(
-        handle, list(targets), out, preset=preset, precision=precision, calibration=calibration, shapes=shapes,
-        ort_level=ort_level, max_batch=max_batch, pool_key=state.session_id(), on_tick=tick, on_progress=progress,
-        ov_precisions=ov_precisions, ort_custom_ops=ort_custom_ops, ov_extensions=ov_extensions))
+        handle, list(targets), out, preset=preset, precision=precision, calibration=calibration,
+        calibration_method=calibration_method, shapes=shapes, ort_level=ort_level, max_batch=max_batch,
+        pool_key=state.session_id(), on_tick=tick, on_progress=progress, ov_precisions=ov_precisions,
+        ort_custom_ops=ort_custom_ops, ov_extensions=ov_extensions))
     for holder in (*status.values(), prep):
         holder.empty()
     if result is None:
@@ -114,7 +115,7 @@ def _run(handle, version, targets, preset, precision, calibration, shapes, ort_l
     st.session_state[_RESULT] = {"result": result, "version": version.id, "command": cli_command(
         handle.path.name, targets, preset=preset, precision=precision, calibration=calibration, shapes=shapes,
         ort_level=ort_level, max_batch=max_batch, ov_precisions=ov_precisions, ort_custom_ops=ort_custom_ops,
-        ov_extensions=ov_extensions)}
+        ov_extensions=ov_extensions, calibration_method=calibration_method)}
 
 
 def _downloads(result) -> None:
@@ -206,12 +207,15 @@ def render() -> None:
                                  "model.xml (served by Triton)")
     ov_precisions = ov_irs if ov_irs and ov_irs != default_ir else None
     calibration = _calibration() if precision == "int8" else None
+    method = st.selectbox("INT8 calibration method", list(CALIBRATION_METHODS), key="exp_calibration_method",
+                          help="minmax: the full activation range; entropy and percentile clip outliers") \
+        if precision == "int8" else "minmax"
     shapes = _shapes(handle)
     ort_custom_ops, ov_extensions = _libraries()
     chosen_preset = None if preset == "none" else preset
     if st.button("Export", type="primary", key="exp_run", disabled=not targets):
         _run(handle, version, targets, chosen_preset, precision, calibration, shapes, ort_level, max_batch,
-             ov_precisions, ort_custom_ops, ov_extensions)
+             ov_precisions, ort_custom_ops, ov_extensions, calibration_method=method)
     saved = st.session_state.get(_RESULT)
     if saved and saved["version"] == version.id:
         _report(saved)
@@ -219,7 +223,8 @@ def render() -> None:
         widgets.cli_hint(cli_command(handle.path.name, targets or list(TARGETS), preset=chosen_preset,
                                      precision=precision, calibration=calibration, shapes=shapes,
                                      ort_level=ort_level, max_batch=max_batch, ov_precisions=ov_precisions,
-                                     ort_custom_ops=ort_custom_ops, ov_extensions=ov_extensions))
+                                     ort_custom_ops=ort_custom_ops, ov_extensions=ov_extensions,
+                                     calibration_method=method))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

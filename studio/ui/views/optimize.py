@@ -79,7 +79,10 @@ def _run(handle, version, preset, passes, dims, on_failure, verify, options) -> 
         return
     new_version = None
     if result.modified:
-        v = widgets.guarded(lambda: api.add_optimized_version(ws, version.id, result, preset=preset or "custom"))
+        # A run that stopped early still offers its last verified model, labelled as partial.
+        label = (preset or "custom") + ("" if result.ok else " (partial)")
+        v = widgets.guarded(lambda: api.add_optimized_version(ws, version.id, result, preset=preset or "custom",
+                                                              label=label))
         if v is not None:
             new_version = v.id
             state.set_current(v.id)
@@ -97,15 +100,16 @@ def _download(result) -> None:
     if total > MAX_DOWNLOAD_BYTES:
         st.caption(f"The result is {widgets.fmt_bytes(total)}: too large to download here; use the CLI command.")
         return
+    what = "the optimized model" if result.ok else "the last verified model (partial: the pipeline stopped)"
     if len(files) == 1:
-        st.download_button("Download the optimized model", out.read_bytes(), file_name=out.name,
+        st.download_button(f"Download {what}", out.read_bytes(), file_name=out.name,
                            mime="application/octet-stream", key="opt_download")
         return
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
         for p in files:
             z.write(p, p.name)
-    st.download_button("Download the optimized model (.zip with its weights)", buf.getvalue(),
+    st.download_button(f"Download {what} (.zip with its weights)", buf.getvalue(),
                        file_name=f"{out.stem}.zip", mime="application/zip", key="opt_download")
 
 
@@ -113,7 +117,8 @@ def _report(saved: dict) -> None:
     result = saved["result"]
     (st.success if result.ok else st.error)(widgets.md_escape(result.summary(), 400))
     if saved.get("version"):
-        st.info(f"Saved as version {saved['version']} (now selected).")
+        st.info(f"Saved as version {saved['version']} (now selected)." if result.ok else
+                f"The last verified model is saved as version {saved['version']} (partial, now selected).")
     st.caption("Verified against the original: " + widgets.md_escape(result.reference, 300))
     st.markdown("#### Report")
     st.dataframe(pd.DataFrame(report_rows(result)), hide_index=True, width="stretch", key="opt_report")

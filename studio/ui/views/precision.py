@@ -23,7 +23,8 @@ def _table(report) -> pd.DataFrame:
     return pd.DataFrame([{
         "variant": v.name, "": "★ recommended" if v.recommended else "", "engine": v.engine,
         "ms (p10)": _fmt(v.latency_ms, ".2f"), "median ms": _fmt(v.median_ms, ".2f"), "× fp32": _fmt(v.ratio, ".2f"), "cosine": _fmt(v.cosine, ".5f"),
-        "top-1": _fmt(v.top1, ".2f"), "top-5": _fmt(v.top5, ".2f"), "meets target": "yes" if v.meets_target else "no",
+        "top-1": _fmt(v.top1, ".2f"), "top-5": _fmt(v.top5, ".2f"),
+        "target": "met" if v.meets_target else ("missed" if v.cosine is not None else ""),
         "status": v.status, "notes": " · ".join(v.notes) or (v.error or "")} for v in report.variants])
 
 
@@ -57,6 +58,8 @@ def render() -> None:
     st.caption("INT8 calibration data")
     choice = inputs_picker("precision_calib", images_label="Calibration images", count_label="Random calibration sets",
                            default_count=8, npz_flag="--calibration", images_flag="--calibration")
+    method = st.selectbox("INT8 calibration method", ["minmax", "entropy", "percentile"], key="precision_method",
+                          help="minmax: the full activation range; entropy and percentile clip outliers")
     left, right = st.columns(2)
     target = left.slider("Accuracy target (worst-output cosine vs fp32)", 0.90, 1.0, 0.99, 0.001,
                          format="%.3f", key="precision_target")
@@ -75,7 +78,7 @@ def render() -> None:
                                  samples=choice.count if calibration is None or choice.images else 8,
                                  target_cosine=float(target), out_dir=state.workspace().job_dir("precision"),
                                  dims=state.dims(), latency_budget_s=float(budget), pool_key=state.session_id(),
-                                 on_progress=on_progress, on_tick=on_tick)
+                                 on_progress=on_progress, on_tick=on_tick, calibration_method=method)
         report = widgets.run_stoppable("Building and measuring variants", work)
         bar.empty()
         if report is not None:
@@ -96,6 +99,7 @@ def render() -> None:
     flags = [f"--variants {','.join(chosen)}" if chosen and chosen != auto else "",
              choice.cli_flags if choice.inputs or choice.images else
              (f"--samples {choice.count}" if choice.count != 8 else ""),
+             f"--calibration-method {method}" if method != "minmax" else "",
              f"--target-cosine {target:g}" if abs(target - 0.99) > 1e-9 else "", "--out variants/"]
     widgets.cli_hint(f"onnx-studio precision {handle.path.name} {' '.join(f for f in flags if f)}")
 

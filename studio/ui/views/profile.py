@@ -20,6 +20,7 @@ from profilers.variants import ProfileTarget, choice_label, parse_engine
 from studio import api
 from studio.core.errors import StudioError
 from studio.ui import state, widgets
+from studio.ui.inputs_picker import InputsChoice, inputs_picker
 
 _RESULT = "profile_result"
 _RUNNING = "profile_running"
@@ -37,7 +38,7 @@ def _ints(text: str, label: str) -> tuple[int, ...]:
     return values
 
 
-def _settings() -> ProfileOptions | None:
+def _settings(choice: InputsChoice) -> ProfileOptions | None:
     with st.expander("Settings", expanded=False):
         c1, c2, c3, c4 = st.columns(4)
         mode = c1.radio("Measure", ["iterations", "duration"], key="profile_mode", horizontal=True)
@@ -61,7 +62,9 @@ def _settings() -> ProfileOptions | None:
         return ProfileOptions(warmup=int(warmup), rounds=int(rounds), per_op=per_op, memory=memory,
                               ov_cache=ov_cache, timeout_s=float(timeout), dims=tuple(state.dims().items()),
                               thread_counts=_ints(threads, "thread sweep"), batch_sizes=_ints(batch, "batch sweep"),
-                              concurrency=_ints(concurrency, "concurrency sweep"), **amount)
+                              concurrency=_ints(concurrency, "concurrency sweep"),
+                              inputs_npz=str(choice.inputs) if choice.inputs else None,
+                              images_dir=str(choice.images) if choice.images else None, **amount)
 
     return widgets.guarded(build)
 
@@ -127,8 +130,11 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
                        f"{widgets.md_escape(versions_run[target], 20)}).")
         widgets.metric_row([("per-op sum", f"{ops.per_op_sum_ms:.4f} ms"),
                             ("end-to-end", f"{ops.end_to_end_ms:.4f} ms"),
-                            ("overhead", f"{ops.overhead_ms:.4f} ms"),
+                            ("overhead", f"{ops.overhead_ms:.4f} ms" if not ops.sum_exceeds_end_to_end
+                             else "n/a (sum > end-to-end)"),
                             ("mapped to ONNX nodes", f"{ops.mapped_share:.0%}")])
+        if ops.sum_exceeds_end_to_end:
+            st.caption(widgets.md_escape(ops.overhead_text(), 300))
         st.plotly_chart(op_bar(ops), width="stretch", key="profile_op_bar")
         st.plotly_chart(op_treemap(ops), width="stretch", key="profile_op_tree")
         st.dataframe(pd.DataFrame([k.to_dict() for k in ops.kernels]), hide_index=True, width="stretch",
@@ -174,9 +180,11 @@ def render() -> None:
                             key="profile_versions")
     engines = st.multiselect("Engines", list(ENGINE_CHOICES), default=["ort", "ov"], format_func=choice_label,
                              key="profile_engines")
-    options = _settings()
+    choice = inputs_picker("profile_inputs", images_label="Images (the first one is used)", with_count=False)
+    options = _settings(choice)
     c1, c2, _ = st.columns([1, 1, 4])
-    run = c1.button("Run profile", type="primary", key="profile_run", disabled=not chosen or not engines)
+    run = c1.button("Run profile", type="primary", key="profile_run",
+                    disabled=not chosen or not engines or not choice.ready)
     stop = c2.button("Stop", key="profile_stop")
     if stop and st.session_state.get(_RUNNING):
         st.session_state[_RUNNING] = False
