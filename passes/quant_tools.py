@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import statistics
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field

@@ -39,7 +39,7 @@ from profilers.latency import ColdStart, LatencyRun, RunPlan, cold_start, interl
 from profilers.memory import MemoryProfile
 from profilers.ops import OpProfile
 from profilers.stats import LatencyStats, RatioEstimate, latency_stats, paired_ratio
-from profilers.sweeps import SWEEP_KINDS, SweepResult, measure_sweep
+from profilers.sweeps import SweepResult, measure_sweep
 from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants, unavailable_reason
 from studio.core.engines import get_engine
 from studio.core.errors import StudioError, WorkerError

@@ -18,7 +18,7 @@ from typing import Any
 
 import onnx
 
-from studio.accuracy.runs import SetRuns, run_feed_sets
+from studio.accuracy.runs import run_feed_sets
 from studio.core.compare import (
     QUANTIZED,
     REDUCED_PRECISION,

@@ -113,7 +113,7 @@ def markdown_report(manifest: Mapping[str, Any]) -> str:
               "tritonserver --model-repository=$(pwd)/triton/model_repository", "```", ""]
     if manifest.get("graph"):
         lines += ["The exported model's graph: [graph.html](graph.html).", ""]
-    lines += [f"Tools: " + ", ".join(f"{k} {md(v, 60)}" for k, v in manifest["tools"].items() if v), ""]
+    lines += ["Tools: " + ", ".join(f"{k} {md(v, 60)}" for k, v in manifest["tools"].items() if v), ""]
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from studio import api
 from studio.core.errors import PathError, UnsafeModelError
 from studio.export.files import write_model_copy
-from tests.conftest import SAMPLES, assert_user_message, sha256_file
+from tests.conftest import assert_user_message, sha256_file
 from tests.export.conftest import conv_model
 
 

@@ -20,7 +20,6 @@ def _model(nodes, opsets=(("", 17),), inputs=None):
 
 
 def _duplicates():
-    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
     then = helper.make_graph([helper.make_node("Neg", ["b"], ["t"], name="n"),
                               helper.make_node("Abs", ["t"], ["t2"], name="n")], "then", [],
                              [helper.make_tensor_value_info("t2", TensorProto.FLOAT, ["N", 4])])

@@ -4,7 +4,6 @@ made the studio fail on the real model."""
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
