@@ -31,7 +31,10 @@ def optimize_model(handle: ModelHandle, *, preset: str | None = None, passes: Se
                    on_failure: str = "stop", verify: bool = True, out_path: str | Path | None = None,
                    on_progress: Callable[[int, int, str], None] | None = None,
                    pool_key: str = "default", time_budget_s: float | None = None,
-                   partial: str | Path = "output") -> PipelineResult:
+                   partial: str | Path = "output", inputs: str | Path | None = None,
+                   dump_dir: str | Path | None = None) -> PipelineResult:
+    """``inputs``: an .npz of real inputs for verification (default: seeded ones);
+    ``dump_dir``: save the model after every pass there (NN-pass/model.onnx), for debugging."""
     require_valid(handle, "optimize")
     if not preset and not passes:
         preset = DEFAULT_PRESET
@@ -41,8 +44,20 @@ def optimize_model(handle: ModelHandle, *, preset: str | None = None, passes: Se
         options.setdefault("fix-input-shapes", {}).setdefault("dims", dims)
     chosen = resolve_user_paths(resolve_passes(preset, list(passes) if passes else None, options))
     out = Path(out_path) if out_path else default_output(handle, preset or "custom")
+    feeds = None
+    if inputs:
+        from studio.core.feeds import input_specs, load_npz
+        from studio.core.paths import user_data_path
+
+        feeds = load_npz(user_data_path(inputs, label="inputs file"), input_specs(handle.proto))
+    instruments = []
+    if dump_dir:
+        from passes.instruments import DumpInstrument
+
+        instruments.append(DumpInstrument(Path(dump_dir).resolve()))
     return run_pipeline(handle.path, chosen, out, verify=verify, on_failure=on_failure, dims=dims or None,
-                        pool_key=pool_key, on_progress=on_progress, time_budget_s=time_budget_s, partial=partial)
+                        feeds=feeds, pool_key=pool_key, on_progress=on_progress, time_budget_s=time_budget_s,
+                        partial=partial, instruments=instruments)
 
 
 def resolve_user_paths(chosen: Sequence[StudioPass]) -> list[StudioPass]:

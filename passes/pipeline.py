@@ -402,7 +402,8 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
             if verifier.reference_error is not None:
                 reference = f"structure only: {verifier.reference_error}"
             elif verifier.computed:
-                reference = f"{verifier.reference_label}, {len(verifier.feed_sets)} seeded feed set(s)"
+                kind = "seeded" if feeds is None else "given"
+                reference = f"{verifier.reference_label}, {len(verifier.feed_sets)} {kind} feed set(s)"
             else:
                 reference = "nothing to verify: no pass changed the model"
         return PipelineResult(target, tuple(records), ok, stopped, dict(ops_before), dict(count_ops(model)),

@@ -317,7 +317,8 @@ def optimize(handle: ModelHandle, *, preset: str | None = None, passes: Sequence
              on_failure: str = "stop", verify: bool = True, out_path: str | Path | None = None,
              on_progress: Callable[[int, int, str], None] | None = None,
              pool_key: str = "default", time_budget_s: float | None = None,
-             partial: str | Path = "output") -> PipelineResult:
+             partial: str | Path = "output", inputs: str | Path | None = None,
+             dump_dir: str | Path | None = None) -> PipelineResult:
     """Run a preset (default ``safe``) or named passes, verifying after every modifying pass.
 
     ``dims`` fix symbolic dims for verification feeds and are what ``fix-input-shapes``
@@ -326,12 +327,14 @@ def optimize(handle: ModelHandle, *, preset: str | None = None, passes: Sequence
     ``onnx.checker`` (R17). ``time_budget_s`` skips passes that would start later.
     ``partial``: where the last verified model goes when the result is not ok ("output":
     ``out_path`` itself, "none": nowhere, ``result.output`` is None, or another path).
+    ``inputs``: an .npz of real verification inputs; ``dump_dir``: the model after each pass.
     """
     from passes.optimize import optimize_model
 
     return optimize_model(handle, preset=preset, passes=passes, dims=dims, pass_options=pass_options,
                           on_failure=on_failure, verify=verify, out_path=out_path, on_progress=on_progress,
-                          pool_key=pool_key, time_budget_s=time_budget_s, partial=partial)
+                          pool_key=pool_key, time_budget_s=time_budget_s, partial=partial, inputs=inputs,
+                          dump_dir=dump_dir)
 
 
 def add_optimized_version(workspace: Workspace, parent: str, result: PipelineResult, *,

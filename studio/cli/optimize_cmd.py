@@ -30,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a pass option, e.g. convert-opset.target=17 or fold-constants.max_growth=2 (repeatable)")
     p.add_argument("--on-failure", choices=("stop", "revert"), default="stop",
                    help="when a pass fails verification: stop there (default) or undo that pass and go on")
+    p.add_argument("--inputs", metavar="X.npz", help="real inputs for verification (keys = input names, or "
+                   "NAME/0, NAME/1... for several samples) instead of seeded ones")
+    p.add_argument("--dump-dir", metavar="DIR", help="save the model after every pass in DIR/NN-pass/model.onnx")
     p.add_argument("--no-verify", action="store_true", help="skip verification (not recommended)")
     p.add_argument("--keep-partial", action="store_true",
                    help="when the pipeline does not finish (a pass failed, was reverted or skipped), write the last "
@@ -74,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     partial = out.with_name(out.stem + ".partial.onnx")
     result = api.optimize(handle, preset=args.preset, passes=names, dims=dims, pass_options=options,
                           on_failure=args.on_failure, verify=not args.no_verify, out_path=out,
-                          time_budget_s=args.time_budget, partial=partial if args.keep_partial else "none")
+                          time_budget_s=args.time_budget, partial=partial if args.keep_partial else "none",
+                          inputs=args.inputs, dump_dir=args.dump_dir)
     report = result.to_dict()
     # A run that did not finish never leaves a file at -o that looks like success.
     report["output"] = str(out if result.ok else partial) if result.output is not None else None

@@ -181,3 +181,26 @@ def test_relative_calibration_in_set_options_is_resolved(capsys, tmp_path, monke
     err = capsys.readouterr().err
     assert code == 2 and "quantize-int8-static.calibration 'missing.npz' does not exist" in err
     assert not (tmp_path / "q2.onnx").exists()
+
+
+def test_inputs_and_dump_dir(tmp_path, capsys):
+    """--inputs X.npz verifies on the user's values (a wrong file is refused up front);
+    --dump-dir keeps the model after every pass."""
+    import numpy as np
+
+    from studio.cli import main
+    from tests.conftest import SAMPLES
+
+    good, bad = tmp_path / "good.npz", tmp_path / "bad.npz"
+    np.savez(good, input_ids=np.ones((1, 16), np.int64), attention_mask=np.ones((1, 16), np.int64))
+    np.savez(bad, foo=np.ones((1, 16), np.int64))
+    out, dump = tmp_path / "o" / "t.onnx", tmp_path / "dump"
+    rc = main(["optimize", str(SAMPLES / "transformer_block.onnx"), "-o", str(out), "--passes",
+               "eliminate-identity,fold-constants", "--inputs", str(good), "--dump-dir", str(dump)])
+    text = capsys.readouterr().out
+    assert rc == 0 and out.exists()
+    assert "1 given feed set(s)" in text
+    assert sorted(p.parent.name for p in dump.rglob("model.onnx")) == ["01-eliminate-identity", "02-fold-constants"]
+    assert main(["optimize", str(SAMPLES / "transformer_block.onnx"), "-o", str(tmp_path / "x.onnx"),
+                 "--inputs", str(bad)]) == 2
+    assert "'foo', which is not an input" in capsys.readouterr().err
