@@ -128,11 +128,13 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
     lat = qt.measure_latencies({"fp32": src, **paths}, holdout[0], ctx, budget_s=float(opts.get("budget_s", 60)))
     measured = [m if m.path is None else qt.Measured(m.name, m.description, m.path, lat[m.name],
                                                      lat[m.name] / lat["fp32"], m.cosine, m.top1) for m in measured]
+    ctx.set_stage("INT8 dynamic: choosing a configuration")
     chosen = qt.pick(measured, target)
     if chosen is None:
         best = max((m for m in measured if m.cosine is not None), key=lambda m: m.cosine)
-        raise StudioError(f"dynamic INT8 does not reach cosine {target} (best: {best.name}, cosine "
-                          f"{best.cosine:.4f}); lower the target or exclude sensitive nodes", code="INT8-ACCURACY")
+        raise StudioError(f"dynamic INT8 does not reach cosine {target:.10g} (best: {best.name}, cosine "
+                          f"{qt.cosine_text(best.cosine, target)}); lower the target or exclude sensitive nodes",
+                          code="INT8-ACCURACY")
     warnings = []
     if chosen.ratio is not None and chosen.ratio >= 1.0:
         warnings.append(f"dynamic INT8 is slower than fp32 on this machine ({chosen.ratio:.2f}x): keep fp32 here")

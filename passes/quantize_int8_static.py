@@ -128,6 +128,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
     measured = [m if m.path is None else qt.Measured(m.name, m.description, m.path, lat[m.name],
                                                      lat[m.name] / fp32_ms, m.cosine, m.top1)
                 for m in measured]
+    ctx.set_stage("INT8: choosing a configuration")
     chosen = qt.pick(measured, target)
     steps, kept, ranked = [], [], []
     if chosen is None and opts.get("fallback", True):
