@@ -44,7 +44,7 @@ def test_edit_and_run_a_python_op(studio_server, page, shots):
     wait_for_app(page)
     page.get_by_text("Signature of").first.wait_for(timeout=120_000)
     editor = page.frame_locator(EDITOR)
-    line = editor.locator(".ace_line", has_text="return grid_sample_4d(")
+    line = editor.locator(".ace_line", has_text="return grid_sample(")
     line.wait_for(timeout=60_000)
     assert "def compute(" in _editor_text(editor)
     assert editor.locator(".ace_gutter-cell", has_text="25").count() == 1     # line numbers
@@ -55,7 +55,7 @@ def test_edit_and_run_a_python_op(studio_server, page, shots):
     for _ in range(len("return ")):
         page.keyboard.press("ArrowRight")
     page.keyboard.type("2 * ")
-    expect(editor.locator(".ace_line", has_text="return 2 * grid_sample_4d(")).to_have_count(1)
+    expect(editor.locator(".ace_line", has_text="return 2 * grid_sample(")).to_have_count(1)
     page.get_by_role("button", name="Run and compare with the reference").click()
     page.get_by_text("differs from the reference").first.wait_for(timeout=120_000)
     shots(page, "plugins-edited-mismatch")
@@ -65,7 +65,7 @@ def test_edit_and_run_a_python_op(studio_server, page, shots):
         const frames = document.querySelectorAll(sel);
         if (frames.length !== 1 || !frames[0].contentDocument) return false;
         const text = frames[0].contentDocument.querySelector('.ace_content')?.textContent || '';
-        return text.includes('return grid_sample_4d(') && !text.includes('return 2 * grid');
+        return text.includes('return grid_sample(') && !text.includes('return 2 * grid');
     }""", arg=EDITOR, timeout=60_000)
     wait_for_app(page)
     page.get_by_role("button", name="Run and compare with the reference").click()
