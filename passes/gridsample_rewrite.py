@@ -14,7 +14,11 @@ import onnx_ir as ir
 
 from passes.base import node_label
 
-__all__ = ["default_opset", "graphs_with_nodes", "mode_name", "swap_node"]
+__all__ = ["default_opset", "drop_unused_domains", "graphs_with_nodes", "mode_name", "raise_to_gridsample_opset",
+           "swap_node"]
+
+# The first ai.onnx opset with GridSample.
+GRIDSAMPLE_OPSET = 16
 
 # ai.onnx GridSample mode names changed in opset 20 (bilinear -> linear, bicubic -> cubic).
 _TO_20 = {"bilinear": "linear", "bicubic": "cubic", "nearest": "nearest", "linear": "linear", "cubic": "cubic"}
@@ -31,6 +35,29 @@ def mode_name(mode: str, opset: int) -> str:
 
 def default_opset(model: ir.Model) -> int:
     return int(model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0)) or 0)
+
+
+def raise_to_gridsample_opset(model: ir.Model) -> tuple[int, list]:
+    """Convert the model to ai.onnx 16 when it is older (onnxscript's converter, in place; custom-domain
+    nodes pass through untouched). Returns the opset now in effect and the change made, if any."""
+    from passes.base import Change
+
+    opset = default_opset(model)
+    if opset >= GRIDSAMPLE_OPSET:
+        return opset, []
+    from onnxscript.version_converter import convert_version
+
+    convert_version(model, GRIDSAMPLE_OPSET, fallback=True)
+    return GRIDSAMPLE_OPSET, [Change("changed", (), f"ai.onnx opset {opset} -> {GRIDSAMPLE_OPSET} "
+                                                    "(GridSample needs 16)")]
+
+
+def drop_unused_domains(model: ir.Model, domains) -> None:
+    """Remove the opset imports of ``domains`` that no node uses any more."""
+    still_used = {n.domain for _, n in graphs_with_nodes(model)}
+    for dom in domains:
+        if dom in model.opset_imports and dom not in still_used:
+            del model.opset_imports[dom]
 
 
 def graphs_with_nodes(model: ir.Model) -> Iterator[tuple[ir.Graph | ir.Function, ir.Node]]:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, node_label, result
-from passes.gridsample_rewrite import default_opset, graphs_with_nodes, mode_name, swap_node
+from passes.gridsample_rewrite import (
+    drop_unused_domains,
+    graphs_with_nodes,
+    mode_name,
+    raise_to_gridsample_opset,
+    swap_node,
+)
 from passes.registry import register
 
 
@@ -27,14 +33,7 @@ class GridSampleToStandard(StudioPass):
                    if n.op_type == "GridSample" and n.domain == "com.microsoft"]
         if not targets:
             return result(model, [])
-        changes: list[Change] = []
-        opset = default_opset(model)
-        if opset < 16:
-            from onnxscript.version_converter import convert_version
-
-            convert_version(model, 16, fallback=True)
-            changes.append(Change("changed", (), f"ai.onnx opset {opset} -> 16 (GridSample needs 16)"))
-            opset = 16
+        opset, changes = raise_to_gridsample_opset(model)
         for owner, node in targets:
             attrs = {"mode": mode_name(str(_attr(node, "mode", "bilinear")), opset),
                      "padding_mode": str(_attr(node, "padding_mode", "zeros")),
@@ -42,7 +41,5 @@ class GridSampleToStandard(StudioPass):
             label = node_label(node)
             swap_node(owner, node, "GridSample", "", attrs)
             changes.append(Change("replaced", (label,), f"com.microsoft::GridSample -> GridSample (mode={attrs['mode']})"))
-        if "com.microsoft" in model.opset_imports and not any(n.domain == "com.microsoft"
-                                                              for _, n in graphs_with_nodes(model)):
-            del model.opset_imports["com.microsoft"]
+        drop_unused_domains(model, ("com.microsoft",))
         return result(model, changes, nodes_replaced=len(targets))

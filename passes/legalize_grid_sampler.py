@@ -5,7 +5,13 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, node_label, result
-from passes.gridsample_rewrite import default_opset, graphs_with_nodes, mode_name, swap_node
+from passes.gridsample_rewrite import (
+    drop_unused_domains,
+    graphs_with_nodes,
+    mode_name,
+    raise_to_gridsample_opset,
+    swap_node,
+)
 from passes.registry import register
 
 # torch.nn.functional.grid_sample enums, as mmcv/mmdeploy export them.
@@ -33,16 +39,7 @@ class LegalizeGridSampler(StudioPass):
                    if n.op_type == "grid_sampler" and n.domain in CUSTOM_DOMAINS]
         if not targets:
             return result(model, [])
-        changes: list[Change] = []
-        opset = default_opset(model)
-        if opset < 16:
-            # GridSample exists from ai.onnx 16: convert the rest of the model first (onnxscript's converter,
-            # in place; custom-domain nodes pass through untouched).
-            from onnxscript.version_converter import convert_version
-
-            convert_version(model, 16, fallback=True)
-            changes.append(Change("changed", (), f"ai.onnx opset {opset} -> 16 (GridSample needs 16)"))
-            opset = 16
+        opset, changes = raise_to_gridsample_opset(model)     # GridSample exists from ai.onnx 16
         for owner, node in targets:
             mode_i, pad_i = _int_attr(node, "interpolation_mode"), _int_attr(node, "padding_mode")
             if mode_i not in _INTERPOLATION or pad_i not in _PADDING:
@@ -55,8 +52,5 @@ class LegalizeGridSampler(StudioPass):
             changes.append(Change("replaced", (label,), f"{node.domain}::grid_sampler -> GridSample "
                                   f"(mode={attrs['mode']}, padding_mode={attrs['padding_mode']}, "
                                   f"align_corners={attrs['align_corners']})"))
-        still_used = {n.domain for _, n in graphs_with_nodes(model)}
-        for dom in CUSTOM_DOMAINS:
-            if dom in model.opset_imports and dom not in still_used:
-                del model.opset_imports[dom]
+        drop_unused_domains(model, CUSTOM_DOMAINS)
         return result(model, changes, nodes_replaced=len(targets))
