@@ -46,7 +46,8 @@ def _repeats_node_names(model: onnx.ModelProto) -> bool:
 def evaluator_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     """Same protocol as ``passes.reference_outputs`` (per-set outputs or errors)."""
     from diagnostics.reference_ops import reference_evaluator
-    from passes.verify import _rekey, _unpack
+    from passes.verify import _unpack
+    from studio.core.engines.base import rekey_arrays
     from studio.core.engines.base import encode_outputs
 
     ctx.set_stage("reference evaluator")
@@ -63,7 +64,7 @@ def evaluator_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobCon
             continue
         encoded, arrs = encode_outputs(names, [np.asarray(v) for v in values])
         for item in encoded:
-            _rekey(item[1], f"s{i}.", arrs, out_arrays)
+            rekey_arrays(item[1], f"s{i}.", arrs, out_arrays)
         data["sets"].append({"outputs": encoded})
     return JobOutput(data=data, arrays=out_arrays)
 

@@ -165,7 +165,7 @@ def _unpack(arrays: Mapping[str, np.ndarray], count: int) -> list[dict[str, np.n
 def reference_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     """Full check (optional), then ORT CPU with optimizations off on every feed set:
     one session, several runs. Per-set errors are reported, not raised."""
-    from studio.core.engines.base import encode_outputs
+    from studio.core.engines.base import encode_outputs, rekey_arrays
 
     data: dict = {"check": None, "sets": []}
     if args.get("full_check"):
@@ -199,18 +199,9 @@ def reference_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobCon
             continue
         encoded, arrs = encode_outputs(names, values)
         for item in encoded:                # re-key the arrays per set
-            _rekey(item[1], f"s{i}.", arrs, out_arrays)
+            rekey_arrays(item[1], f"s{i}.", arrs, out_arrays)
         data["sets"].append({"outputs": encoded})
     return JobOutput(data=data, arrays=out_arrays)
-
-
-def _rekey(encoded: dict, prefix: str, src: dict, dst: dict) -> None:
-    if encoded.get("t") == "tensor":
-        new = prefix + encoded["a"]
-        dst[new] = src[encoded["a"]]
-        encoded["a"] = new
-    for item in encoded.get("items", []):
-        _rekey(item[1] if isinstance(item, list) else item, prefix, src, dst)
 
 
 @dataclass(frozen=True)

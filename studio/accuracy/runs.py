@@ -18,7 +18,13 @@ from typing import Any
 import numpy as np
 
 from studio.core.engines import RunOptions, get_engine, resolve_engine_name
-from studio.core.engines.base import check_model_file, decode_output_sets, encode_outputs, require_available
+from studio.core.engines.base import (
+    check_model_file,
+    decode_output_sets,
+    encode_outputs,
+    rekey_arrays,
+    require_available,
+)
 from studio.core.errors import StudioError, WorkerError, engine_message
 from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
@@ -100,15 +106,6 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {engine_message(text, 300)}"
 
 
-def _rekey(encoded: dict, prefix: str, src: dict, dst: dict) -> None:
-    if encoded.get("t") == "tensor":
-        new = prefix + encoded["a"]
-        dst[new] = src[encoded["a"]]
-        encoded["a"] = new
-    for item in encoded.get("items", []):
-        _rekey(item[1] if isinstance(item, list) else item, prefix, src, dst)
-
-
 @job("accuracy.run_sets")
 def run_sets_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     from studio.core.engines.sessions import open_runner
@@ -129,7 +126,7 @@ def run_sets_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> 
             continue
         encoded, arrs = encode_outputs(list(values), list(values.values()))
         for item in encoded:
-            _rekey(item[1], f"s{i}.", arrs, out_arrays)
+            rekey_arrays(item[1], f"s{i}.", arrs, out_arrays)
         data["sets"].append({"outputs": encoded})
     runner.close()
     return JobOutput(data=data, arrays=out_arrays)

@@ -42,6 +42,7 @@ __all__ = [
     "check_model_file",
     "decode_value",
     "encode_value",
+    "rekey_arrays",
     "require_available",
 ]
 
@@ -322,6 +323,17 @@ def encode_outputs(names: list[str], values: list[Any]) -> tuple[list[list[Any]]
     arrays: dict[str, np.ndarray] = {}
     encoded = [[name, encode_value(value, f"o{i}", arrays)] for i, (name, value) in enumerate(zip(names, values))]
     return encoded, arrays
+
+
+def rekey_arrays(encoded: dict, prefix: str, src: dict, dst: dict) -> None:
+    """Move an encoded value's arrays from ``src`` to ``dst`` under ``prefix``, so the outputs
+    of several feed sets can travel back in one job result without their names colliding."""
+    if encoded.get("t") == "tensor":
+        new = prefix + encoded["a"]
+        dst[new] = src[encoded["a"]]
+        encoded["a"] = new
+    for item in encoded.get("items", []):
+        rekey_arrays(item[1] if isinstance(item, list) else item, prefix, src, dst)
 
 
 def cpu_count() -> int:
