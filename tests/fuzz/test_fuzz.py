@@ -4,7 +4,7 @@ OpenVINO sessions in workers) or run (even seeds); every outcome
 must be success or a clear StudioError. Anything else is a bug: its seed is
 saved for replay.
 
-Fast tier here (``ONNX_STUDIO_FUZZ_CASES``, default 120); ``make fuzz`` runs
+Fast tier here (``ONNX_STUDIO_FUZZ_CASES``, default 300); ``make fuzz`` runs
 1,000+. Replay one case: ``ONNX_STUDIO_FUZZ_SEED=<seed> pytest tests/fuzz``.
 """
 
@@ -36,7 +36,7 @@ LIMITS = Limits(timeout_s=10, memory_bytes=1 * 2**30)
 def _cases() -> list[int]:
     if os.environ.get("ONNX_STUDIO_FUZZ_SEED"):
         return [int(os.environ["ONNX_STUDIO_FUZZ_SEED"])]
-    return list(range(int(os.environ.get("ONNX_STUDIO_FUZZ_CASES", "120"))))
+    return list(range(int(os.environ.get("ONNX_STUDIO_FUZZ_CASES", "300"))))
 
 
 def _one_case(seed: int, folder: Path) -> str:
