@@ -34,8 +34,11 @@ class EngineCheck:
 
 
 def first_line(text: object, limit: int = 400) -> str:
-    """One scrubbed line (no absolute paths) of an engine message."""
-    s = scrub_message(str(text))
+    """One scrubbed line (no absolute paths) of an engine message; OpenVINO's C++ source
+    locations give way to the reason (``engine_message``)."""
+    from studio.core.errors import engine_message, is_located
+
+    s = scrub_message(engine_message(text, 10_000) if is_located(text) else str(text))
     s = re.sub(r"\s+", " ", s).strip()
     return s if len(s) <= limit else s[: limit - 1] + "…"
 

@@ -46,7 +46,7 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     import openvino as ov
     from openvino.frontend import FrontEndManager
 
-    from studio.core.feeds import check_feeds
+    from studio.core.feeds import check_feeds, retried_note
 
     path = str(args["model_path"])
     device = str(args.get("device") or "CPU")
@@ -93,39 +93,51 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         return JobOutput(data=data)
     try:
         onnx_model = onnx.load_model(path, load_external_data=False)
-        feeds, feeds_note = check_feeds(onnx_model, args.get("dims"), args.get("inputs"))
+        candidates = check_feeds(onnx_model, args.get("dims"), args.get("inputs"))
     except Exception as exc:  # noqa: BLE001
         data["feeds_error"] = str(exc)[:500]
         return JobOutput(data=data)
-    data["feeds_note"] = feeds_note
     ctx.set_stage("OpenVINO inference")
-    try:
-        inputs = {}
-        for i, port in enumerate(compiled.inputs):
-            match = next((n for n in port.get_names() if n in feeds), None)
-            if match is None:
-                raise KeyError(f"no feed for OpenVINO input {sorted(port.get_names())[:2]}")
-            inputs[i] = feeds[match]
-        request = compiled.create_infer_request()
-        request.infer(inputs)
-        outs = []
-        onnx_names = [o.name for o in onnx_model.graph.output]
-        by_name = {}
-        for i, port in enumerate(compiled.outputs):
-            for n in port.get_names():
-                by_name.setdefault(n, i)
-        for name in onnx_names:
-            idx = by_name.get(name)
-            if idx is None:
-                outs.append([name, None, None, "tensor"])
-                continue
-            value = np.asarray(request.get_output_tensor(idx).data)
-            dtype = str(value.dtype)
-            outs.append([name, dtype, list(value.shape), "tensor"])
-        data["outputs"] = outs
-    except Exception as exc:  # noqa: BLE001
-        data["run_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+    first_error = None
+    for feeds, feeds_note in candidates:
+        data["feeds_note"] = feeds_note
+        try:
+            data["outputs"] = _infer_once(compiled, onnx_model, feeds)
+        except Exception as exc:  # noqa: BLE001
+            first_error = first_error or (f"{type(exc).__name__}: {exc}"[:2000], feeds_note)
+            continue
+        if first_error is not None:
+            data["retried"] = retried_note(first_error, feeds)
+        return JobOutput(data=data)
+    data["run_error"], data["feeds_note"] = first_error
     return JobOutput(data=data)
+
+
+def _infer_once(compiled, onnx_model, feeds) -> list:
+    """One inference; the outputs described as [name, dtype, shape, kind] in ONNX order."""
+    inputs = {}
+    for i, port in enumerate(compiled.inputs):
+        match = next((n for n in port.get_names() if n in feeds), None)
+        if match is None:
+            raise KeyError(f"no feed for OpenVINO input {sorted(port.get_names())[:2]}")
+        inputs[i] = feeds[match]
+    request = compiled.create_infer_request()
+    request.infer(inputs)
+    outs = []
+    onnx_names = [o.name for o in onnx_model.graph.output]
+    by_name = {}
+    for i, port in enumerate(compiled.outputs):
+        for n in port.get_names():
+            by_name.setdefault(n, i)
+    for name in onnx_names:
+        idx = by_name.get(name)
+        if idx is None:
+            outs.append([name, None, None, "tensor"])
+            continue
+        value = np.asarray(request.get_output_tensor(idx).data)
+        dtype = str(value.dtype)
+        outs.append([name, dtype, list(value.shape), "tensor"])
+    return outs
 
 
 _NODE_IN_MESSAGE = re.compile(r"<Node\((?P<op>[\w.]+)\): (?P<node>[^>]*)>")
@@ -275,6 +287,10 @@ def check_openvino(model_path: Path, nodes: Sequence[NodeCtx], *, device: str = 
                 hint = data.get("feeds_note") if key == "run_error" else None
                 result.findings.append(Finding(code, "error", f"OpenVINO {stage} fails: {first_line(data[key])}",
                                                ENGINE, target=target, fix_hint=hint, source="real session"))
+        if data.get("retried"):
+            result.findings.append(Finding("SEEDED-SIZE", "info", f"OpenVINO: {data['retried']}", ENGINE,
+                                           target=target, fix_hint="check with the sizes you deploy (--dim, or "
+                                           "--inputs X.npz)", source="real session"))
         if data.get("feeds_error"):
             result.findings.append(Finding("OV-NOT-RUN", "info", "the model compiled but was not run: "
                                            f"{first_line(data['feeds_error'])}", ENGINE, target=target,

@@ -7,6 +7,8 @@ stack trace. Library code raises these; the CLI and UI render ``str(err)``.
 
 from __future__ import annotations
 
+import re
+
 
 class StudioError(Exception):
     """A user-facing error with a stable machine-readable ``code``."""
@@ -77,6 +79,9 @@ class VerificationError(StudioError):
 # Lines of an engine's message that say where in its C++ sources it failed, not what failed:
 # OpenVINO puts one or more of them before the reason ("Exception from src/inference/...cpp:224:").
 _SOURCE_LINE_PREFIXES = ("Exception from ", "Check '", "src/")
+_EXCEPTION_PREFIX = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Failure): ")
+# "Exception from src/plugins/intel_cpu/src/node.cpp:794:" inside a line that also says something.
+_SOURCE_LOCATION = re.compile(r"Exception from \S+:\d+:\s*")
 
 
 def engine_message(text: object, limit: int = 500) -> str:
@@ -89,7 +94,19 @@ def engine_message(text: object, limit: int = 500) -> str:
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
     if not lines:
         return ""
+    # "RuntimeError: Exception from src/...": the exception type stays, the location goes.
+    kind = _EXCEPTION_PREFIX.match(lines[0])
+    prefix = kind.group(0) if kind else ""
+    lines[0] = lines[0][len(prefix):]
     if not lines[0].startswith(_SOURCE_LINE_PREFIXES):
-        return lines[0][:limit]
-    useful = [ln for ln in lines if not ln.startswith(_SOURCE_LINE_PREFIXES)]
-    return " ".join(useful or lines[:1])[:limit]
+        return (prefix + lines[0])[:limit]
+    cleaned = [_SOURCE_LOCATION.sub("", ln).strip() for ln in lines]
+    useful = [c for c in cleaned if c and not c.startswith(_SOURCE_LINE_PREFIXES)]
+    return (prefix + (" ".join(useful) or lines[0]))[:limit]
+
+
+def is_located(text: object) -> bool:
+    """Does this engine message lead with C++ source locations (OpenVINO's style)?"""
+    first = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+    kind = _EXCEPTION_PREFIX.match(first)
+    return first[len(kind.group(0)) if kind else 0:].startswith(_SOURCE_LINE_PREFIXES)

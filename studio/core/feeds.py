@@ -168,14 +168,34 @@ def input_specs(model: ModelProto) -> tuple[InputSpec, ...]:
     return tuple(specs)
 
 
+# Height and width of an image input whose size is dynamic: 224 is the size most CNNs are trained at, and a
+# multiple of 32, so detectors, OCR and classifiers that downsample 5 times still have pixels left (at 32x32
+# a MaxPool or an FPN's Resize/Concat fails where the model never fails in use).
+IMAGE_SIDE = 224
+
+
+def image_axes(spec: InputSpec) -> tuple[int, ...]:
+    """The spatial axes of a float NCHW/NHWC image input (1, 3 or 4 channels), else ()."""
+    shape = spec.shape or ()
+    if len(shape) != 4 or not spec.dtype.startswith(("float", "bfloat")):
+        return ()
+    if shape[1] in (1, 3, 4):
+        return (2, 3)
+    if shape[3] in (1, 3, 4):
+        return (1, 2)
+    return ()
+
+
 def choose_dims(specs: tuple[InputSpec, ...], dims: Mapping[str, int] | None = None) -> dict[str, int]:
     """Concrete values for every symbolic dim: the user's, else 1 for a leading (batch)
-    dim, 16 for sequence-like names and 32 for anything else."""
+    dim, 224 for an image's height and width, 16 for sequence-like names and 32 for anything else."""
     chosen = dict(dims or {})
     for s in specs:
+        spatial = image_axes(s)
         for i, d in enumerate(s.shape or ()):
             if isinstance(d, str) and d not in chosen:
-                chosen[d] = 1 if i == 0 and not _SEQ_NAMES.search(d) else 16 if _SEQ_NAMES.search(d) or i == 1 else 32
+                chosen[d] = (1 if i == 0 and not _SEQ_NAMES.search(d) else IMAGE_SIDE if i in spatial
+                             else 16 if _SEQ_NAMES.search(d) or i == 1 else 32)
     return chosen
 
 
@@ -187,7 +207,7 @@ def unnamed_dim_key(input_name: str, axis: int) -> str:
 
 def concrete_shape(spec: InputSpec, dims: Mapping[str, int]) -> tuple[int, ...]:
     """Concrete dims: known ones, symbolic ones from ``dims`` by name, unnamed ones from
-    ``dims`` by ``INPUT[AXIS]`` key, else 1 (leading) or 16."""
+    ``dims`` by ``INPUT[AXIS]`` key, else 1 (leading), 224 (an image's height/width) or 16."""
     if spec.shape is None:
         raise StudioError(f"input '{spec.name[:60]}' has an unknown rank; give its values in an .npz file")
     out = []
@@ -197,7 +217,8 @@ def concrete_shape(spec: InputSpec, dims: Mapping[str, int]) -> tuple[int, ...]:
         elif isinstance(d, str):
             out.append(int(dims[d]))
         else:  # unnamed unknown dim
-            out.append(int(dims.get(unnamed_dim_key(spec.name, i), 1 if i == 0 else 16)))
+            default = 1 if i == 0 else IMAGE_SIDE if i in image_axes(spec) else 16
+            out.append(int(dims.get(unnamed_dim_key(spec.name, i), default)))
     return tuple(out)
 
 
@@ -282,15 +303,49 @@ def seeded_inputs_note(feeds: Feeds) -> str:
             "(INPUT[AXIS]=VALUE for an unnamed dim)")
 
 
+# The second image size a compatibility run tries when the first fails: text recognizers are trained at
+# 32-48 pixels high and fail at 224, where classifiers and detectors that downsample 5 times fail at 32.
+SMALL_IMAGE_SIDE = 48
+
+
 def check_feeds(model: ModelProto, dims: Mapping[str, int] | None = None,
-                inputs: str | Path | None = None) -> tuple[Feeds, str]:
-    """The one feed set a compatibility run uses, and the note shown when that run fails:
-    the user's first .npz sample when given, else seeded inputs."""
+                inputs: str | Path | None = None) -> list[tuple[Feeds, str]]:
+    """The feed sets a compatibility run tries in order, each with the note shown when the
+    run fails: the user's first .npz sample when given; else seeded inputs, and when an
+    image's height or width is free, the same at a small size (a model is judged by
+    whether it runs at a size it is made for, not at one guess)."""
     specs = input_specs(model)
     if inputs:
-        return load_npz(Path(inputs), specs)[0], f"run on the inputs from {Path(inputs).name}"
-    feeds = random_feeds(specs, dims or {}, seed=0)
-    return feeds, seeded_inputs_note(feeds) + ", or give real inputs with --inputs X.npz"
+        return [(load_npz(Path(inputs), specs)[0], f"run on the inputs from {Path(inputs).name}")]
+    user = dict(dims or {})
+    tail = ", or give real inputs with --inputs X.npz"
+    feeds = random_feeds(specs, user, seed=0)
+    out = [(feeds, seeded_inputs_note(feeds) + tail)]
+    small = _small_image_dims(specs, user)
+    if small:
+        other = random_feeds(specs, {**user, **small}, seed=0)
+        out.append((other, seeded_inputs_note(other) + tail))
+    return out
+
+
+def retried_note(first_error: tuple[str, str], feeds: Feeds) -> str:
+    """What a run that needed the second feed set says: where it ran and why the first failed."""
+    from studio.core.errors import engine_message
+
+    return (f"ran on {feeds_text(feeds)} after failing on the first seeded size "
+            f"({engine_message(first_error[0], 200)})")
+
+
+def _small_image_dims(specs: tuple[InputSpec, ...], user: Mapping[str, int]) -> dict[str, int]:
+    """Dim values putting every free image height/width at SMALL_IMAGE_SIDE ({} when none is free)."""
+    out: dict[str, int] = {}
+    for s in specs:
+        for i in image_axes(s):
+            d = (s.shape or ())[i]
+            key = d if isinstance(d, str) else unnamed_dim_key(s.name, i) if d is None else None
+            if key is not None and key not in user:
+                out[key] = SMALL_IMAGE_SIDE
+    return out
 
 
 def feed_sets(specs: tuple[InputSpec, ...], count: int, dims: Mapping[str, int] | None = None,
