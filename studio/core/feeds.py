@@ -321,7 +321,7 @@ def check_feeds(model: ModelProto, dims: Mapping[str, int] | None = None,
     tail = ", or give real inputs with --inputs X.npz"
     feeds = random_feeds(specs, user, seed=0)
     out = [(feeds, seeded_inputs_note(feeds) + tail)]
-    small = _small_image_dims(specs, user)
+    small = small_image_dims(specs, user)
     if small:
         other = random_feeds(specs, {**user, **small}, seed=0)
         out.append((other, seeded_inputs_note(other) + tail))
@@ -336,7 +336,7 @@ def retried_note(first_error: tuple[str, str], feeds: Feeds) -> str:
             f"({engine_message(first_error[0], 200)})")
 
 
-def _small_image_dims(specs: tuple[InputSpec, ...], user: Mapping[str, int]) -> dict[str, int]:
+def small_image_dims(specs: tuple[InputSpec, ...], user: Mapping[str, int]) -> dict[str, int]:
     """Dim values putting every free image height/width at SMALL_IMAGE_SIDE ({} when none is free)."""
     out: dict[str, int] = {}
     for s in specs:

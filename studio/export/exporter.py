@@ -26,7 +26,7 @@ from studio.export.manifest import build_manifest
 from studio.export.onnxruntime import weight_bytes
 from studio.export.options import ExportOptions
 from studio.export.prepare import prepare_deploy
-from studio.export.reference import criteria_for, feed_shapes, make_feeds, reference_outputs
+from studio.export.reference import criteria_for, feed_shapes, make_feeds, reference_outputs, small_image_shapes
 from studio.export.report import graph_page, html_report, markdown_report
 from studio.export.results import ERROR, ExportResult, TargetResult
 
@@ -83,6 +83,11 @@ def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Pat
         if on_progress:
             on_progress("prepare", "reference outputs (original on ONNX Runtime, optimizations off)")
         reference = reference_outputs(handle.path, make_feeds(handle.proto, shapes), pool_key=pool_key)
+        small = small_image_shapes(handle.proto, options.shapes) if reference.error else None
+        if small is not None:          # an image model made for small inputs (text recognizers): try them
+            retry = reference_outputs(handle.path, make_feeds(handle.proto, small), pool_key=pool_key)
+            if retry.error is None:
+                shapes, reference = small, retry
         ctx = ExportContext(options=options, bundle=staging, work=work, source=handle, deploy=deploy.path,
                             deploy_facts=deploy.facts, deploy_precision=deploy.precision, reference=reference,
                             criteria=criteria_for(deploy.precision, quantized_model=deploy.facts.quantized),

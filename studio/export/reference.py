@@ -25,7 +25,7 @@ from onnx import ModelProto
 
 from studio.core.compare import QUANTIZED, Tolerance, compare_outputs
 from studio.core.errors import StudioError
-from studio.core.feeds import Feeds, choose_dims, input_specs, random_feeds
+from studio.core.feeds import Feeds, choose_dims, concrete_shape, input_specs, random_feeds, small_image_dims
 from studio.export.options import ShapeRange
 from studio.export.results import FAILED, PASSED, Verification
 
@@ -80,9 +80,18 @@ def feed_shapes(model: ModelProto, shapes: Mapping[str, ShapeRange],
         if s.name in shapes:
             out[s.name] = shapes[s.name].opt
         elif s.shape is not None:
-            out[s.name] = tuple(chosen[d] if isinstance(d, str) else (d if isinstance(d, int) else 1)
-                                for d in s.shape)
+            out[s.name] = concrete_shape(s, chosen)
     return out
+
+
+def small_image_shapes(model: ModelProto, shapes: Mapping[str, ShapeRange],
+                       dims: Mapping[str, int] | None = None) -> dict[str, tuple[int, ...]] | None:
+    """The verification shapes with every free image height/width at the small seeded size
+    (text recognizers), or None when no image axis is free: the second try when the original
+    cannot run at the first (as in the compatibility check)."""
+    specs = tuple(s for s in input_specs(model) if s.name not in shapes)
+    small = small_image_dims(specs, dict(dims or {}))
+    return feed_shapes(model, shapes, {**dict(dims or {}), **small}) if small else None
 
 
 def bound_shapes(model: ModelProto, shapes: Mapping[str, ShapeRange]) -> dict[str, list[tuple[int, int] | None]]:

@@ -18,7 +18,7 @@ def _needs_48(path):
     bias = nh.from_array(np.ones((1, 3, 48, 48), np.float32), "bias")
     g = h.make_graph([h.make_node("Add", ["x", "bias"], ["y"], name="add")], "g",
                      [h.make_tensor_value_info("x", T.FLOAT, ["N", 3, None, None])],
-                     [h.make_tensor_value_info("y", T.FLOAT, None)], [bias])
+                     [h.make_tensor_value_info("y", T.FLOAT, ["N", 3, None, None])], [bias])
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
     m.ir_version = 8
     onnx.save(m, path)

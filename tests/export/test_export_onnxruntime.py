@@ -121,3 +121,53 @@ def test_level_all_on_an_old_ir_model_fails_verification(tmp_path):
     assert not bad.ok and bad.exit_code == 1
     v = bad.target("onnxruntime").artifacts[0].verification
     assert v.status == "failed" and "onnx.checker" in v.message
+
+
+def _layernorm_opset12(path):
+    """A decomposed LayerNorm at opset 12: ORT's extended level fuses it into LayerNormalization,
+    which ONNX defines only from opset 17 (ORT loads it; onnx.checker and other tools do not)."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    nodes = [h.make_node("ReduceMean", ["x"], ["m"], axes=[-1]), h.make_node("Sub", ["x", "m"], ["d"]),
+             h.make_node("Pow", ["d", "two"], ["p"]), h.make_node("ReduceMean", ["p"], ["v"], axes=[-1]),
+             h.make_node("Add", ["v", "eps"], ["ve"]), h.make_node("Sqrt", ["ve"], ["s"]),
+             h.make_node("Div", ["d", "s"], ["n"]), h.make_node("Mul", ["n", "g"], ["ng"]),
+             h.make_node("Add", ["ng", "b"], ["y"])]
+    inits = [nh.from_array(np.array(2, np.float32), "two"), nh.from_array(np.array(1e-5, np.float32), "eps"),
+             nh.from_array(np.linspace(0.5, 1.5, 8, dtype=np.float32), "g"),
+             nh.from_array(np.linspace(-1, 1, 8, dtype=np.float32), "b")]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["N", 4, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, ["N", 4, 8])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 12)])
+    m.ir_version = 7
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(m, path)
+    return path
+
+
+def test_extended_level_falls_back_to_basic_when_ort_writes_invalid_onnx(tmp_path):
+    r = api.export(api.load(_layernorm_opset12(tmp_path / "m" / "ln.onnx")), "ort", tmp_path / "out", zip=False,
+                   ort_format=False)
+    t = r.target("onnxruntime")
+    assert r.ok and t.artifacts[0].verification.ok
+    saved = onnx.load(r.bundle / "onnxruntime" / "model.onnx")
+    onnx.checker.check_model(saved, full_check=True)
+    assert "LayerNormalization" not in {n.op_type for n in saved.graph.node}
+    assert any("level 'basic' instead" in n for n in t.notes)
+    doc = json.loads((r.bundle / "onnxruntime" / "session_options.json").read_text())
+    assert doc["optimized_at"] == "ORT_ENABLE_BASIC"
+
+
+def test_image_model_made_for_small_inputs_is_verified_at_the_small_size(tmp_path):
+    """x [N, 3, ?, ?] that only runs at 48x48 (a text recognizer's height): the export's reference
+    retries at the small seeded size instead of failing every target."""
+    from tests.diag.test_seeded_sizes import _needs_48
+
+    (tmp_path / "m").mkdir()
+    model = _needs_48(tmp_path / "m" / "rec.onnx")
+    r = api.export(api.load(model), ["ort", "openvino"], tmp_path / "out",
+                   zip=False, ort_format=False)
+    assert r.ok, r.failures
+    assert all(a.verification.ok for t in r.targets for a in t.artifacts if a.verification)
