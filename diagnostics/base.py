@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from studio.core.findings import EngineVerdict, Finding, NodeVerdict
 from studio.core.sandbox import scrub_message
 
-__all__ = ["EngineCheck", "OutputInfo", "first_line", "verdict_from"]
+__all__ = ["EngineCheck", "OutputInfo", "first_line", "run_candidates", "seeded_size_finding", "verdict_from"]
 
 
 @dataclass(frozen=True)
@@ -64,3 +64,32 @@ def verdict_from(engine: str, target: str, findings: list[Finding], decided_by: 
             "runs": "no problem found", "runs with warnings": f"{warnings} warning(s)",
             "unknown": "not checked"}.get(verdict, "fails")
     return EngineVerdict(engine, target, verdict, decided_by, summary, version, errors, warnings)
+
+
+def run_candidates(candidates, infer, data: dict) -> None:
+    """Run ``infer(feeds)`` on each (feeds, note) of ``studio.core.feeds.check_feeds`` until one
+    works; record in ``data`` the outputs (and ``retried`` when a later set ran), or the first
+    error with its note. Shared by the ONNX Runtime and OpenVINO check jobs (worker side)."""
+    from studio.core.feeds import retried_note
+
+    first_error = None
+    for feeds, feeds_note in candidates:
+        data["feeds_note"] = feeds_note
+        try:
+            data["outputs"] = infer(feeds)
+        except Exception as exc:  # noqa: BLE001 - the engine's message is the finding
+            first_error = first_error or (f"{type(exc).__name__}: {exc}"[:2000], feeds_note)
+            continue
+        if first_error is not None:
+            data["retried"] = retried_note(first_error, feeds)
+        return
+    if first_error is not None:
+        data["run_error"], data["feeds_note"] = first_error
+
+
+def seeded_size_finding(engine: str, label: str, data: dict, target: str) -> Finding | None:
+    """SEEDED-SIZE: the run failed on the first seeded size and worked on the second."""
+    if not data.get("retried"):
+        return None
+    return Finding("SEEDED-SIZE", "info", f"{label}: {data['retried']}", engine, target=target,
+                   fix_hint="check with the sizes you deploy (--dim, or --inputs X.npz)", source="real session")

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from diagnostics.base import EngineCheck, OutputInfo, first_line, verdict_from
+from diagnostics.base import EngineCheck, OutputInfo, first_line, run_candidates, seeded_size_finding, verdict_from
 from diagnostics.custom_ops import lookup
 from diagnostics.node_context import NodeCtx
 from studio.core.errors import WorkerError
@@ -46,7 +46,7 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     import openvino as ov
     from openvino.frontend import FrontEndManager
 
-    from studio.core.feeds import check_feeds, retried_note
+    from studio.core.feeds import check_feeds
 
     path = str(args["model_path"])
     device = str(args.get("device") or "CPU")
@@ -98,18 +98,7 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         data["feeds_error"] = str(exc)[:500]
         return JobOutput(data=data)
     ctx.set_stage("OpenVINO inference")
-    first_error = None
-    for feeds, feeds_note in candidates:
-        data["feeds_note"] = feeds_note
-        try:
-            data["outputs"] = _infer_once(compiled, onnx_model, feeds)
-        except Exception as exc:  # noqa: BLE001
-            first_error = first_error or (f"{type(exc).__name__}: {exc}"[:2000], feeds_note)
-            continue
-        if first_error is not None:
-            data["retried"] = retried_note(first_error, feeds)
-        return JobOutput(data=data)
-    data["run_error"], data["feeds_note"] = first_error
+    run_candidates(candidates, lambda feeds: _infer_once(compiled, onnx_model, feeds), data)
     return JobOutput(data=data)
 
 
@@ -287,10 +276,9 @@ def check_openvino(model_path: Path, nodes: Sequence[NodeCtx], *, device: str = 
                 hint = data.get("feeds_note") if key == "run_error" else None
                 result.findings.append(Finding(code, "error", f"OpenVINO {stage} fails: {first_line(data[key])}",
                                                ENGINE, target=target, fix_hint=hint, source="real session"))
-        if data.get("retried"):
-            result.findings.append(Finding("SEEDED-SIZE", "info", f"OpenVINO: {data['retried']}", ENGINE,
-                                           target=target, fix_hint="check with the sizes you deploy (--dim, or "
-                                           "--inputs X.npz)", source="real session"))
+        seeded = seeded_size_finding(ENGINE, "OpenVINO", data, target)
+        if seeded is not None:
+            result.findings.append(seeded)
         if data.get("feeds_error"):
             result.findings.append(Finding("OV-NOT-RUN", "info", "the model compiled but was not run: "
                                            f"{first_line(data['feeds_error'])}", ENGINE, target=target,

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from diagnostics.base import EngineCheck, OutputInfo, first_line, verdict_from
+from diagnostics.base import EngineCheck, OutputInfo, first_line, run_candidates, seeded_size_finding, verdict_from
 from diagnostics.custom_ops import lookup
 from diagnostics.node_context import NodeCtx
 from diagnostics.support_tables import ort_cuda_table
@@ -253,7 +253,7 @@ def ort_session_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     """Create a session (CPU EP, default options) and run it once on seeded feeds."""
     import onnx
 
-    from studio.core.feeds import check_feeds, retried_note
+    from studio.core.feeds import check_feeds
 
     ctx.set_stage("ONNX Runtime session creation")
     import onnxruntime as ort
@@ -277,19 +277,8 @@ def ort_session_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         data["feeds_error"] = str(exc)[:500]
         return JobOutput(data=data)
     ctx.set_stage("ONNX Runtime inference")
-    first_error = None
-    for feeds, feeds_note in candidates:
-        data["feeds_note"] = feeds_note
-        try:
-            values = session.run(None, {k: v for k, v in feeds.items()})
-        except Exception as exc:  # noqa: BLE001
-            first_error = first_error or (f"{type(exc).__name__}: {exc}"[:2000], feeds_note)
-            continue
-        data["outputs"] = [_describe(o.name, v) for o, v in zip(session.get_outputs(), values)]
-        if first_error is not None:
-            data["retried"] = retried_note(first_error, feeds)
-        return JobOutput(data=data)
-    data["run_error"], data["feeds_note"] = first_error
+    run_candidates(candidates, lambda feeds: [_describe(o.name, v) for o, v in zip(
+        session.get_outputs(), session.run(None, dict(feeds)))], data)
     return JobOutput(data=data)
 
 
@@ -355,10 +344,9 @@ def _session_findings(data: dict, nodes: Sequence[NodeCtx], target: str) -> list
         out.append(Finding(code, "error", f"ONNX Runtime {stage} fails: {msg}", ENGINE,
                            node.id if node else None, node.op_type if node else None,
                            node.domain if node else None, target, hint, fix, "real session"))
-    if data.get("retried"):
-        out.append(Finding("SEEDED-SIZE", "info", f"ONNX Runtime: {data['retried']}", ENGINE, target=target,
-                           fix_hint="check with the sizes you deploy (--dim, or --inputs X.npz)",
-                           source="real session"))
+    seeded = seeded_size_finding(ENGINE, "ONNX Runtime", data, target)
+    if seeded is not None:
+        out.append(seeded)
     if data.get("feeds_error"):
         out.append(Finding("ORT-NOT-RUN", "info", f"the model was loaded but not run: {first_line(data['feeds_error'])}",
                            ENGINE, target=target, source="real session"))

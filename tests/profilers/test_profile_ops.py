@@ -197,8 +197,12 @@ def test_openvino_per_op_sum_and_end_to_end_come_from_the_same_runs(tmp_path):
     path = SAMPLES / "mobilenet_like.onnx"
     model = onnx.load(str(path))
     ops = _run_ops(path, model, EngineSpec("openvino"), tmp_path, runs=20)
-    assert 0.2 < ops.coverage <= 1.2, (ops.per_op_sum_ms, ops.end_to_end_ms)
-    assert "overhead" in ops.overhead_text() and "-" not in ops.overhead_text().split("overhead")[1][:3]
+    # Far from the old ~7x artefact; on a loaded 2-core box OpenVINO's parallel counters may still sum a
+    # little above end-to-end, which the text then says instead of printing a negative overhead.
+    assert 0.2 < ops.coverage < 2.5, (ops.per_op_sum_ms, ops.end_to_end_ms)
+    text = ops.overhead_text()
+    assert ("exceeds end-to-end" in text) == ops.sum_exceeds_end_to_end
+    assert "overhead -" not in text and "-0." not in text
 
 
 def test_a_sum_above_end_to_end_is_said_not_printed_as_negative_overhead():
