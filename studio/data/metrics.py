@@ -1,0 +1,619 @@
+"""Task metrics: is a candidate's output as good as the golden one, in the terms of the task?
+
+Cosine on random tensors says little about a detector or a classifier. Each metric
+here scores one output over a set of samples (golden outputs of the reference vs a
+candidate version x engine) the way the task judges it: top-k agreement for
+classifiers, order-invariant box matching (mAP50 against the reference's boxes)
+for detectors, mask IoU for segmentation, cosine and retrieval recall@k for
+embeddings, greedy CTC strings and character error rate for sequence heads,
+mismatch counts for integer outputs, max abs/rel error for regression. All are
+NaN-aware: NaN positions must agree, and a NaN where the golden has none counts
+as wrong. Every result names its worst samples so a user can look at the input
+that broke.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+WORST_SAMPLES = 5
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """What a metric needs to know of an output: name, dtype, shape and the op producing it."""
+
+    name: str
+    dtype: str
+    shape: tuple = ()
+    producer: str | None = None       # op type of the node producing it (TopK, NonMaxSuppression...)
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """One metric on one output over all samples."""
+
+    metric: str
+    output: str
+    value: float | None                 # None when the metric could not be computed
+    higher_is_better: bool
+    per_sample: tuple[float, ...] = ()
+    worst: tuple[int, ...] = ()         # sample indices, worst first
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        def clean(v):
+            return None if v is None or not math.isfinite(v) else float(v)
+        return {"metric": self.metric, "output": self.output, "value": clean(self.value),
+                "higher_is_better": self.higher_is_better, "worst_samples": list(self.worst),
+                "per_sample": [clean(v) for v in self.per_sample], "detail": self.detail}
+
+
+def _worst(per_sample: Sequence[float], higher_is_better: bool) -> tuple[int, ...]:
+    vals = np.asarray(per_sample, dtype=np.float64)
+    if vals.size == 0:
+        return ()
+    key = np.where(np.isnan(vals), -np.inf if higher_is_better else np.inf, vals)
+    order = np.argsort(key if higher_is_better else -key, kind="stable")
+    return tuple(int(i) for i in order[:WORST_SAMPLES])
+
+
+def _result(metric: str, output: str, per_sample: Sequence[float], higher: bool, detail: str = "",
+            value: float | None = None) -> MetricResult:
+    ps = tuple(float(v) for v in per_sample)
+    if value is None and ps:
+        arr = np.asarray(ps)
+        value = float(np.nanmean(arr)) if not np.all(np.isnan(arr)) else float("nan")
+    return MetricResult(metric, output, value, higher, ps, _worst(ps, higher), detail)
+
+
+def nan_mismatch(golden: np.ndarray, cand: np.ndarray) -> int:
+    """Positions where exactly one of the two is NaN (float outputs; 0 otherwise)."""
+    if golden.dtype.kind != "f" or cand.dtype.kind != "f":
+        return 0
+    return int(np.count_nonzero(np.isnan(golden) != np.isnan(cand)))
+
+
+# ---------------------------------------------------------------------------- metrics
+
+
+class Metric:
+    """Base: ``score(golden, candidate)`` over samples (lists of arrays, one per sample)."""
+
+    name: str = ""
+    higher_is_better: bool = True
+
+    def applies_to(self, spec: OutputSpec) -> bool:  # pragma: no cover - overridden
+        return True
+
+    def score(self, output: str, golden: Sequence[np.ndarray], cand: Sequence[np.ndarray],
+              labels: Sequence[object] | None = None) -> MetricResult:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+def _same_shape(output: str, metric: str, golden, cand) -> str | None:
+    for i, (g, c) in enumerate(zip(golden, cand)):
+        if np.shape(g) != np.shape(c):
+            return f"sample {i}: shape {list(np.shape(c))}, golden {list(np.shape(g))}"
+    if len(golden) != len(cand):
+        return f"{len(cand)} candidate samples for {len(golden)} golden ones"
+    return None
+
+
+class Cosine(Metric):
+    name = "cosine"
+
+    def applies_to(self, spec: OutputSpec) -> bool:
+        return spec.dtype.startswith(("float", "bfloat"))
+
+    def score(self, output, golden, cand, labels=None):
+        bad = _same_shape(output, self.name, golden, cand)
+        if bad:
+            return MetricResult(self.name, output, None, True, detail=bad)
+        per = []
+        for g, c in zip(golden, cand):
+            g64, c64 = np.asarray(g, np.float64).ravel(), np.asarray(c, np.float64).ravel()
+            if nan_mismatch(np.asarray(g), np.asarray(c)):
+                per.append(0.0)
+                continue
+            ok = ~np.isnan(g64)
+            g64, c64 = g64[ok], c64[ok]
+            if not (np.isfinite(g64).all() and np.isfinite(c64).all()):
+                per.append(1.0 if np.array_equal(g64, c64) else 0.0)
+                continue
+            ng, nc = np.linalg.norm(g64), np.linalg.norm(c64)
+            per.append(1.0 if ng == nc == 0 else 0.0 if ng == 0 or nc == 0 else float(g64 @ c64 / (ng * nc)))
+        return _result(self.name, output, per, True, value=min(per) if per else None,
+                       detail="minimum over samples")
+
+
+class MaxAbsError(Metric):
+    name = "max-abs"
+    higher_is_better = False
+
+    def applies_to(self, spec):
+        return spec.dtype.startswith(("float", "bfloat"))
+
+    def score(self, output, golden, cand, labels=None):
+        bad = _same_shape(output, self.name, golden, cand)
+        if bad:
+            return MetricResult(self.name, output, None, False, detail=bad)
+        per = []
+        for g, c in zip(golden, cand):
+            g, c = np.asarray(g, np.float64), np.asarray(c, np.float64)
+            if nan_mismatch(g, c):
+                per.append(float("inf"))
+                continue
+            ok = ~np.isnan(g)
+            with np.errstate(invalid="ignore"):
+                diff = np.abs(g[ok] - c[ok])
+            diff = np.where(np.isinf(g[ok]) & (g[ok] == c[ok]), 0.0, np.nan_to_num(diff, nan=np.inf))
+            per.append(float(diff.max()) if diff.size else 0.0)
+        return _result(self.name, output, per, False, value=max(per) if per else None,
+                       detail="maximum over samples; NaN positions must agree")
+
+
+class MaxRelError(MaxAbsError):
+    name = "max-rel"
+
+    def score(self, output, golden, cand, labels=None):
+        bad = _same_shape(output, self.name, golden, cand)
+        if bad:
+            return MetricResult(self.name, output, None, False, detail=bad)
+        per = []
+        for g, c in zip(golden, cand):
+            g, c = np.asarray(g, np.float64), np.asarray(c, np.float64)
+            if nan_mismatch(g, c):
+                per.append(float("inf"))
+                continue
+            ok = np.isfinite(g) & np.isfinite(c)
+            scale = np.maximum(np.abs(g[ok]), 1e-6 * max(1.0, float(np.abs(g[ok]).max(initial=0.0))))
+            per.append(float((np.abs(g[ok] - c[ok]) / scale).max(initial=0.0)))
+        return _result(self.name, output, per, False, value=max(per) if per else None)
+
+
+class Mismatch(Metric):
+    """Integer/bool outputs (class ids, masks, token ids): elements that differ."""
+
+    name = "mismatch-rate"
+    higher_is_better = False
+
+    def applies_to(self, spec):
+        return spec.dtype.startswith(("int", "uint", "bool"))
+
+    def score(self, output, golden, cand, labels=None):
+        bad = _same_shape(output, self.name, golden, cand)
+        if bad:
+            return MetricResult(self.name, output, None, False, detail=bad)
+        per, count, total = [], 0, 0
+        for g, c in zip(golden, cand):
+            n = int(np.count_nonzero(np.asarray(g) != np.asarray(c)))
+            size = max(1, int(np.size(g)))
+            per.append(n / size)
+            count, total = count + n, total + size
+        return _result(self.name, output, per, False, value=count / max(1, total),
+                       detail=f"{count} of {total} elements differ")
+
+
+def _class_axis_scores(a: np.ndarray) -> np.ndarray:
+    """Rows of class scores: [C] -> [1, C]; [N, C] as is; [N, C, 1, 1] squeezed."""
+    a = np.asarray(a, np.float64)
+    a = a.reshape(a.shape[0], -1) if a.ndim > 2 and all(d == 1 for d in a.shape[2:]) else a
+    return a.reshape(1, -1) if a.ndim == 1 else a.reshape(-1, a.shape[-1])
+
+
+class TopKAgreement(Metric):
+    """Classification: the candidate's top-1 (or its top-5 containing the golden top-1)."""
+
+    def __init__(self, k: int = 1) -> None:
+        self.k = k
+        self.name = f"top{k}-agreement"
+
+    def applies_to(self, spec):
+        shape = tuple(spec.shape or ())
+        if not spec.dtype.startswith(("float", "bfloat")) or not shape:
+            return False
+        classes = shape[-1] if len(shape) <= 2 else (shape[1] if all(d == 1 for d in shape[2:]) else None)
+        return isinstance(classes, int) and classes >= max(2, self.k + 1) and len(shape) <= 4
+
+    def score(self, output, golden, cand, labels=None):
+        bad = _same_shape(output, self.name, golden, cand)
+        if bad:
+            return MetricResult(self.name, output, None, True, detail=bad)
+        per = []
+        for g, c in zip(golden, cand):
+            gs, cs = _class_axis_scores(g), _class_axis_scores(c)
+            g1 = np.nanargmax(np.where(np.isnan(gs), -np.inf, gs), axis=-1)
+            ck = np.argsort(-np.where(np.isnan(cs), -np.inf, cs), axis=-1, kind="stable")[:, :self.k]
+            per.append(float(np.mean([g1[i] in ck[i] for i in range(len(g1))])))
+        return _result(self.name, output, per, True)
+
+
+class Accuracy(Metric):
+    """Classification against labels from the dataset (top-1)."""
+
+    name = "top1-accuracy"
+
+    def applies_to(self, spec):
+        return TopKAgreement(1).applies_to(spec)
+
+    def score(self, output, golden, cand, labels=None):
+        if not labels:
+            return MetricResult(self.name, output, None, True, detail="the dataset has no labels")
+        per = []
+        for c, label in zip(cand, labels):
+            if label is None:
+                per.append(float("nan"))
+                continue
+            cs = _class_axis_scores(c)
+            per.append(float(np.mean(np.argmax(cs, axis=-1) == int(label))))
+        return _result(self.name, output, per, True)
+
+
+# ---------------------------------------------------------------------------- detection
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every xyxy box of ``a`` [N, 4] with every one of ``b`` [M, 4]."""
+    a, b = np.asarray(a, np.float64).reshape(-1, 4), np.asarray(b, np.float64).reshape(-1, 4)
+    lt = np.maximum(a[:, None, :2], b[None, :, :2])
+    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = np.clip(rb - lt, 0, None).prod(-1)
+    area = lambda x: np.clip(x[:, 2] - x[:, 0], 0, None) * np.clip(x[:, 3] - x[:, 1], 0, None)  # noqa: E731
+    union = area(a)[:, None] + area(b)[None, :] - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+
+
+@dataclass(frozen=True)
+class Detections:
+    """Boxes (xyxy), scores and class ids of one image."""
+
+    boxes: np.ndarray
+    scores: np.ndarray
+    classes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+def nms(boxes: np.ndarray, scores: np.ndarray, iou: float = 0.45) -> np.ndarray:
+    """Indices kept by greedy non-maximum suppression, by descending score."""
+    order = np.argsort(-scores, kind="stable")
+    keep = []
+    while order.size:
+        i = order[0]
+        keep.append(int(i))
+        if order.size == 1:
+            break
+        ious = iou_matrix(boxes[i:i + 1], boxes[order[1:]])[0]
+        order = order[1:][ious <= iou]
+    return np.asarray(keep, np.int64)
+
+
+def decode_yolo(raw: np.ndarray, score_threshold: float = 0.25, iou: float = 0.45,
+                max_det: int = 300) -> Detections:
+    """Raw YOLO head [1, 4+nc, N] (or [1, N, 4+nc]) with cx,cy,w,h boxes: score-thresholded
+    boxes after class-wise NMS (Ultralytics' postprocessing)."""
+    a = np.asarray(raw, np.float64)
+    a = a[0] if a.ndim == 3 else a
+    if a.shape[0] > a.shape[1]:     # [N, 4+nc] -> [4+nc, N]
+        a = a.T
+    box, cls = a[:4].T, a[4:].T
+    if cls.shape[1] == 0:
+        return Detections(np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.int64))
+    cid = np.argmax(cls, axis=1)
+    score = cls[np.arange(len(cid)), cid]
+    ok = score > score_threshold
+    box, score, cid = box[ok], score[ok], cid[ok]
+    xyxy = np.concatenate([box[:, :2] - box[:, 2:] / 2, box[:, :2] + box[:, 2:] / 2], axis=1)
+    keep = []
+    for c in np.unique(cid):
+        idx = np.nonzero(cid == c)[0]
+        keep.extend(idx[nms(xyxy[idx], score[idx], iou)])
+    keep = np.asarray(sorted(keep, key=lambda i: -score[i])[:max_det], np.int64)
+    return Detections(xyxy[keep], score[keep], cid[keep])
+
+
+def rows_to_detections(rows: np.ndarray) -> Detections:
+    """Rows of [x1, y1, x2, y2, score(, class)] from TopK/NMS-style heads."""
+    r = np.asarray(rows, np.float64).reshape(-1, np.shape(rows)[-1])
+    scores = r[:, 4] if r.shape[1] > 4 else np.ones(len(r))
+    classes = r[:, 5].astype(np.int64) if r.shape[1] > 5 else np.zeros(len(r), np.int64)
+    return Detections(r[:, :4], scores, classes)
+
+
+def average_precision(truth: Detections, pred: Detections, iou: float = 0.5) -> float:
+    """AP50 of ``pred`` against ``truth`` as ground truth, averaged over truth's classes (VOC-style
+    all-point interpolation). 1.0 when both are empty."""
+    classes = np.unique(truth.classes)
+    if classes.size == 0:
+        return 1.0 if len(pred.scores) == 0 else 0.0
+    aps = []
+    for c in classes:
+        t = truth.boxes[truth.classes == c]
+        pi = np.nonzero(pred.classes == c)[0]
+        pi = pi[np.argsort(-pred.scores[pi], kind="stable")]
+        if pi.size == 0:
+            aps.append(0.0)
+            continue
+        ious = iou_matrix(pred.boxes[pi], t)
+        used = np.zeros(len(t), bool)
+        tp = np.zeros(len(pi))
+        for k in range(len(pi)):
+            j = int(np.argmax(ious[k])) if len(t) else -1
+            if j >= 0 and ious[k, j] >= iou and not used[j]:
+                used[j] = True
+                tp[k] = 1
+        ctp = np.cumsum(tp)
+        recall = ctp / len(t)
+        precision = ctp / np.arange(1, len(pi) + 1)
+        mrec = np.concatenate([[0.0], recall, [1.0]])
+        mpre = np.concatenate([[1.0], precision, [0.0]])
+        mpre = np.maximum.accumulate(mpre[::-1])[::-1]
+        aps.append(float(np.sum((mrec[1:] - mrec[:-1]) * mpre[1:])))
+    return float(np.mean(aps))
+
+
+def _is_yolo_head(shape: tuple) -> bool:
+    s = tuple(shape or ())
+    if len(s) != 3 or not all(isinstance(d, int) for d in s[1:]):
+        return False
+    small, large = min(s[1], s[2]), max(s[1], s[2])
+    return 5 <= small <= 4 + 1000 and large >= 8 * small
+
+
+class DetectionMAP(Metric):
+    """Detectors: mAP50 of the candidate's boxes against the golden boxes (order-invariant).
+
+    Raw YOLO heads are decoded (score threshold, class-wise NMS) first; TopK/NMS-style
+    outputs of box rows are matched as they are. ``map-drop`` is 1 - this value."""
+
+    name = "map50"
+
+    def applies_to(self, spec):
+        shape = tuple(spec.shape or ())
+        if not spec.dtype.startswith("float"):
+            return False
+        if _is_yolo_head(shape):
+            return True
+        rows = spec.producer in ("TopK", "NonMaxSuppression", "Gather", "GatherND", "Concat")
+        return rows and len(shape) >= 2 and shape[-1] in (4, 5, 6, 7)
+
+    def score(self, output, golden, cand, labels=None):
+        if len(golden) != len(cand):
+            return MetricResult(self.name, output, None, True, detail="sample counts differ")
+        per = []
+        for g, c in zip(golden, cand):
+            g, c = np.asarray(g), np.asarray(c)
+            if _is_yolo_head(g.shape) and g.shape == c.shape:
+                tg, tc = decode_yolo(g), decode_yolo(c)
+            else:
+                tg, tc = rows_to_detections(g), rows_to_detections(c)
+            per.append(average_precision(tg, tc))
+        return _result(self.name, output, per, True, detail="AP50 against the golden boxes")
+
+
+# ---------------------------------------------------------------------------- segmentation
+
+
+class MaskIoU(Metric):
+    """Segmentation: mean IoU over classes between golden and candidate label maps
+    (argmax over the class axis of [N, C, H, W] logits, or integer [N, H, W] maps)."""
+
+    name = "mask-iou"
+
+    def applies_to(self, spec):
+        shape = tuple(spec.shape or ())
+        if spec.dtype.startswith(("int", "uint")) and len(shape) == 3:
+            return True
+        return spec.dtype.startswith("float") and len(shape) == 4 and isinstance(shape[1], int) \
+            and 2 <= shape[1] <= 512 and all(isinstance(d, int) and d >= 8 for d in shape[2:])
+
+    def score(self, output, golden, cand, labels=None):
+        bad = _same_shape(output, self.name, golden, cand)
+        if bad:
+            return MetricResult(self.name, output, None, True, detail=bad)
+        per = []
+        for g, c in zip(golden, cand):
+            g, c = np.asarray(g), np.asarray(c)
+            if g.dtype.kind == "f":
+                g, c = np.argmax(g, axis=1), np.argmax(c, axis=1)
+            ious = []
+            for k in np.union1d(np.unique(g), np.unique(c)):
+                inter = np.count_nonzero((g == k) & (c == k))
+                union = np.count_nonzero((g == k) | (c == k))
+                ious.append(inter / union if union else 1.0)
+            per.append(float(np.mean(ious)) if ious else 1.0)
+        return _result(self.name, output, per, True)
+
+
+# ---------------------------------------------------------------------------- embeddings
+
+
+class RecallAtK(Metric):
+    """Embeddings: for each sample, is its golden embedding among the candidate's k nearest
+    golden embeddings (cosine)? Needs several samples; 1.0 means retrieval is unchanged."""
+
+    def __init__(self, k: int = 1) -> None:
+        self.k = k
+        self.name = f"recall@{k}"
+
+    def applies_to(self, spec):
+        shape = tuple(spec.shape or ())
+        return spec.dtype.startswith("float") and len(shape) in (1, 2) and isinstance(shape[-1], int) \
+            and shape[-1] >= 16
+
+    def score(self, output, golden, cand, labels=None):
+        if len(golden) < 2:
+            return MetricResult(self.name, output, None, True, detail="needs at least 2 samples")
+        g = np.stack([np.asarray(x, np.float64).reshape(-1) for x in golden])
+        c = np.stack([np.asarray(x, np.float64).reshape(-1) for x in cand])
+        if g.shape != c.shape:
+            return MetricResult(self.name, output, None, True, detail="embedding sizes differ")
+        gn = g / np.maximum(np.linalg.norm(g, axis=1, keepdims=True), 1e-12)
+        cn = c / np.maximum(np.linalg.norm(c, axis=1, keepdims=True), 1e-12)
+        sims = np.nan_to_num(cn @ gn.T, nan=-np.inf)
+        top = np.argsort(-sims, axis=1, kind="stable")[:, :self.k]
+        per = [float(i in top[i]) for i in range(len(g))]
+        return _result(self.name, output, per, True)
+
+
+# ---------------------------------------------------------------------------- sequences
+
+
+def ctc_greedy(logits: np.ndarray, blank: int = 0) -> list[tuple[int, ...]]:
+    """Greedy CTC decode of [N, T, C] (or [T, C]) scores: argmax, collapse repeats, drop blanks."""
+    a = np.asarray(logits)
+    a = a[None] if a.ndim == 2 else a
+    out = []
+    for row in np.argmax(a, axis=-1):
+        seq, prev = [], None
+        for t in row.tolist():
+            if t != prev and t != blank:
+                seq.append(int(t))
+            prev = t
+        out.append(tuple(seq))
+    return out
+
+
+def edit_distance(a: Sequence, b: Sequence) -> int:
+    """Levenshtein distance (dynamic programming, one row)."""
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        cur = [i]
+        for j, y in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
+        prev = cur
+    return prev[-1]
+
+
+class CharErrorRate(Metric):
+    """Sequence/CTC heads [N, T, C]: character error rate of the candidate's greedy strings
+    against the golden ones (0 = identical strings)."""
+
+    name = "cer"
+    higher_is_better = False
+
+    def __init__(self, time_major: bool = False) -> None:
+        self.time_major = time_major
+
+    def applies_to(self, spec):
+        shape = tuple(spec.shape or ())
+        n = spec.name.lower()
+        return spec.dtype.startswith("float") and len(shape) == 3 and \
+            any(k in n for k in ("ctc", "logit", "rec", "char", "text", "softmax", "prob"))
+
+    def score(self, output, golden, cand, labels=None):
+        per, exact = [], 0
+        for g, c in zip(golden, cand):
+            g, c = np.asarray(g), np.asarray(c)
+            if self.time_major:
+                g, c = np.swapaxes(g, 0, 1), np.swapaxes(c, 0, 1)
+            gs, cs = ctc_greedy(g), ctc_greedy(c)
+            errors = sum(edit_distance(a, b) for a, b in zip(gs, cs))
+            chars = sum(len(a) for a in gs)
+            exact += all(a == b for a, b in zip(gs, cs))
+            per.append(errors / chars if chars else float(errors > 0))
+        return _result(self.name, output, per, False,
+                       detail=f"{exact} of {len(per)} samples decode to identical strings")
+
+
+# ---------------------------------------------------------------------------- choosing
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Cosine(), MaxAbsError(), MaxRelError(), Mismatch(), TopKAgreement(1), TopKAgreement(5), Accuracy(),
+    DetectionMAP(), MaskIoU(), RecallAtK(1), RecallAtK(5), CharErrorRate())}
+
+_EMBED = re.compile(r"embed|pooler|sentence|feature|vector|last_hidden", re.I)
+_CLASS = re.compile(r"logit|prob|score|class|pred|output|softmax|fc", re.I)
+
+
+def task_of(spec: OutputSpec) -> str:
+    """classification | detection | segmentation | embedding | sequence | integer | regression."""
+    if spec.dtype.startswith(("int", "uint", "bool")):
+        return "segmentation" if MaskIoU().applies_to(spec) and "mask" in spec.name.lower() else "integer"
+    if DetectionMAP().applies_to(spec):
+        return "detection"
+    if CharErrorRate().applies_to(spec):
+        return "sequence"
+    if MaskIoU().applies_to(spec) and spec.dtype.startswith("float"):
+        return "segmentation"
+    if _EMBED.search(spec.name) and RecallAtK().applies_to(spec):
+        return "embedding"
+    if TopKAgreement(1).applies_to(spec) and _CLASS.search(spec.name) and len(spec.shape or ()) <= 2:
+        return "classification"
+    return "regression"
+
+
+_BY_TASK = {
+    "classification": ("top1-agreement", "top5-agreement", "top1-accuracy", "cosine"),
+    "detection": ("map50", "cosine"),
+    "segmentation": ("mask-iou",),
+    "embedding": ("cosine", "recall@1", "recall@5"),
+    "sequence": ("cer", "cosine"),
+    "integer": ("mismatch-rate",),
+    "regression": ("cosine", "max-abs", "max-rel"),
+}
+
+
+def metrics_for(spec: OutputSpec, override: Sequence[str] | None = None) -> tuple[Metric, ...]:
+    """The metrics that judge ``spec`` (the task's, or the user's ``override`` names)."""
+    names = tuple(override) if override else _BY_TASK[task_of(spec)]
+    unknown = [n for n in names if n not in METRICS]
+    if unknown:
+        from studio.core.errors import StudioError
+        raise StudioError(f"unknown metric {unknown[0][:40]!r}; known: {', '.join(METRICS)}", code="BAD-OPTION")
+    chosen = tuple(METRICS[n] for n in names)
+    return tuple(m for m in chosen if override or m.applies_to(spec)) or (Cosine(),)
+
+
+# ---------------------------------------------------------------------------- targets
+
+_TARGET = re.compile(r"^\s*([a-z0-9@\-]+)\s*(>=|<=|>|<)\s*([0-9.eE+\-]+)\s*$")
+_DERIVED = {"map-drop": ("map50", lambda v: 1.0 - v, False), "top1-drop": ("top1-agreement", lambda v: 1.0 - v, False)}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal such as ``top1-agreement>=0.99`` or ``map-drop<=0.01``."""
+
+    metric: str          # the name as written
+    op: str
+    threshold: float
+
+    @property
+    def base_metric(self) -> str:
+        return _DERIVED[self.metric][0] if self.metric in _DERIVED else self.metric
+
+    def value_of(self, result: MetricResult) -> float | None:
+        if result.value is None:
+            return None
+        return _DERIVED[self.metric][1](result.value) if self.metric in _DERIVED else result.value
+
+    def met(self, result: MetricResult) -> bool:
+        v = self.value_of(result)
+        if v is None or math.isnan(v):
+            return False
+        return {">=": v >= self.threshold, "<=": v <= self.threshold,
+                ">": v > self.threshold, "<": v < self.threshold}[self.op]
+
+    def text(self) -> str:
+        return f"{self.metric}{self.op}{self.threshold:g}"
+
+
+def parse_target(text: str) -> Target:
+    """``top1-agreement>=0.99`` -> Target; a clear error naming the known metrics otherwise."""
+    from studio.core.errors import StudioError
+
+    m = _TARGET.match(text or "")
+    if not m:
+        raise StudioError(f"target {text[:60]!r} is not METRIC>=VALUE or METRIC<=VALUE "
+                          "(e.g. top1-agreement>=0.99, map-drop<=0.01, cosine>=0.99)", code="BAD-OPTION")
+    name, op, value = m.group(1), m.group(2), float(m.group(3))
+    if name not in METRICS and name not in _DERIVED:
+        raise StudioError(f"target metric {name!r} is unknown; known: {', '.join([*METRICS, *_DERIVED])}",
+                          code="BAD-OPTION")
+    return Target(name, op, value)
