@@ -68,6 +68,24 @@ def _zip_members(data: bytes) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
     return out
 
 
+def unpack_zip(data: bytes, dest: Path) -> list[Path]:
+    """Unpack a zip archive's regular files into ``dest``, validating every member first
+    (no absolute or '..' paths, links, bombs or lying sizes). Returns the files written."""
+    members = _zip_members(data)
+    written: list[Path] = []
+    with zipfile.ZipFile(BytesIO(data)) as zf:
+        for info, rel in members:
+            with zf.open(info) as src:
+                # Read at most the declared size + 1 so a lying header cannot inflate more.
+                blob = src.read(info.file_size + 1)
+            if len(blob) > info.file_size:
+                raise ModelLoadError("archive member larger than declared; refusing the archive")
+            target = safe_child(dest, rel)
+            atomic_write_bytes(target, blob)
+            written.append(target)
+    return written
+
+
 def write_upload(files: list[UploadedFile], dest: Path) -> Path:
     """Write uploaded files into ``dest`` (an empty folder) and return the .onnx path.
 
@@ -80,17 +98,7 @@ def write_upload(files: list[UploadedFile], dest: Path) -> Path:
     written: list[Path] = []
     for f in files:
         if f.data[:2] == b"PK" and f.name.lower().endswith(".zip"):
-            members = _zip_members(f.data)
-            with zipfile.ZipFile(BytesIO(f.data)) as zf:
-                for info, rel in members:
-                    with zf.open(info) as src:
-                        # Read at most the declared size + 1 so a lying header cannot inflate more.
-                        blob = src.read(info.file_size + 1)
-                    if len(blob) > info.file_size:
-                        raise ModelLoadError("archive member larger than declared; refusing the archive")
-                    target = safe_child(dest, rel)
-                    atomic_write_bytes(target, blob)
-                    written.append(target)
+            written.extend(unpack_zip(f.data, dest))
         else:
             target = safe_child(dest, safe_name(PurePosixPath(f.name.replace("\\", "/")).name,
                                                 default="model.onnx"))

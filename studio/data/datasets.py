@@ -1,0 +1,553 @@
+"""Datasets: representative samples a model is calibrated and judged on.
+
+A dataset is a folder (inside a project's ``data/``) holding copies of the samples
+and ``dataset.json``: its kind, the sample list with labels, what was skipped and
+why, the preprocessing recipe (data, see :mod:`studio.core.preprocess`) and a fixed
+split into calibration and evaluation parts. Imports never touch the source:
+files are copied in (a zip is validated before anything is unpacked); unreadable
+files are listed and skipped with a count. Kinds: images (PNG/JPEG/BMP/WebP),
+audio (PCM WAV), text (JSONL of token ids, or raw lines with a ``tokenizer.json``),
+tensors (.npz/.npy) and a data-loader script (``load_data()`` yielding feed dicts,
+Polygraphy's convention) that runs in the sandbox worker.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import wave
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+from onnx import ModelProto
+
+from studio.core.errors import StudioError
+from studio.core.feeds import Feeds, InputSpec, choose_dims, input_specs, load_npz
+from studio.core.paths import atomic_write_text, check_regular_file, safe_child, safe_name
+from studio.core.preprocess import (IMAGE_SUFFIXES, MAX_IMAGE_BYTES, Recipe, apply_recipe, channel_layout,
+                                    image_size_of, load_image, suggest_recipe)
+
+KINDS = ("image", "audio", "text", "tensor", "script")
+AUDIO_SUFFIXES = (".wav",)
+TEXT_SUFFIXES = (".jsonl", ".txt")
+TENSOR_SUFFIXES = (".npz", ".npy")
+MAX_SAMPLES = 10_000
+MAX_SAMPLE_BYTES = 256 * 2**20
+MANIFEST = "dataset.json"
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class SampleRef:
+    """One sample: its file inside the dataset folder (or a line of it), and its label."""
+
+    index: int
+    file: str
+    label: str | None = None
+    line: int | None = None          # text datasets: the line of ``file``
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "file": self.file, "label": self.label, "line": self.line}
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A dataset as stored: samples, what was skipped, its recipe and split."""
+
+    id: str
+    name: str
+    kind: str
+    folder: Path
+    samples: tuple[SampleRef, ...]
+    skipped: tuple[tuple[str, str], ...] = ()     # (source name, reason)
+    recipe: Recipe | None = None
+    recipe_reason: str = ""
+    calibration: tuple[int, ...] = ()
+    evaluation: tuple[int, ...] = ()
+    classes: tuple[str, ...] = ()                 # label names, in index order
+    options: Mapping[str, object] = field(default_factory=dict)   # seq_len, sample_rate, tokenizer...
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def part(self, name: str) -> tuple[SampleRef, ...]:
+        if name == "all":
+            return self.samples
+        if name not in ("calibration", "evaluation"):
+            raise StudioError(f"dataset part must be calibration, evaluation or all, got {name[:20]!r}",
+                              code="BAD-OPTION")
+        wanted = set(self.calibration if name == "calibration" else self.evaluation)
+        return tuple(s for s in self.samples if s.index in wanted)
+
+    def label_index(self, label: str | None) -> int | None:
+        if label is None:
+            return None
+        if label in self.classes:
+            return self.classes.index(label)
+        return int(label) if label.lstrip("-").isdigit() else None
+
+    def to_dict(self) -> dict:
+        return {"schema": SCHEMA, "id": self.id, "name": self.name, "kind": self.kind,
+                "samples": [s.to_dict() for s in self.samples],
+                "skipped": [{"source": n, "reason": r} for n, r in self.skipped],
+                "recipe": self.recipe.to_dict() if self.recipe else None, "recipe_reason": self.recipe_reason,
+                "calibration": list(self.calibration), "evaluation": list(self.evaluation),
+                "classes": list(self.classes), "options": dict(self.options)}
+
+    def summary(self) -> str:
+        skipped = f", {len(self.skipped)} skipped" if self.skipped else ""
+        return (f"{self.name}: {len(self.samples)} {self.kind} sample(s){skipped}; calibration "
+                f"{len(self.calibration)}, evaluation {len(self.evaluation)}")
+
+
+# ---------------------------------------------------------------------------- import
+
+def _kind_of(files: Sequence[Path]) -> str:
+    suffixes = {p.suffix.lower() for p in files}
+    for kind, group in (("script", (".py",)), ("image", IMAGE_SUFFIXES), ("audio", AUDIO_SUFFIXES),
+                        ("tensor", TENSOR_SUFFIXES), ("text", TEXT_SUFFIXES)):
+        if suffixes & set(group):
+            return kind
+    raise StudioError("no samples found: give images (png/jpg/bmp/webp), WAV audio, .jsonl/.txt text, "
+                      ".npz/.npy tensors or a data-loader .py script")
+
+
+def _walk(folder: Path, limit: int) -> list[Path]:
+    """Regular files below ``folder`` (no symlinks followed), sorted, at most ``limit``."""
+    out: list[Path] = []
+    for p in sorted(folder.rglob("*")):
+        if p.is_symlink() or not p.is_file():
+            continue
+        if any(part.startswith(".") for part in p.relative_to(folder).parts):
+            continue
+        out.append(p)
+        if len(out) > limit:
+            raise StudioError(f"the dataset has more than {limit} files; give a smaller folder", code="TOO-LARGE")
+    return out
+
+
+def _unpack_zip(path: Path, into: Path) -> Path:
+    from studio.core.uploads import unpack_zip
+
+    check_regular_file(path, max_bytes=8 * 2**30, label="dataset archive")
+    unpack_zip(path.read_bytes(), into)
+    return into
+
+
+def _split(indices: Sequence[int], calibration_fraction: float, seed: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    if not 0 <= calibration_fraction <= 1:
+        raise StudioError("the calibration fraction must be between 0 and 1", code="BAD-OPTION")
+    order = np.random.default_rng(seed).permutation(len(indices))
+    n_cal = int(round(len(indices) * calibration_fraction))
+    if len(indices) >= 2 and 0 < calibration_fraction < 1:
+        n_cal = min(max(n_cal, 1), len(indices) - 1)
+    cal = tuple(sorted(int(indices[i]) for i in order[:n_cal]))
+    ev = tuple(sorted(int(indices[i]) for i in order[n_cal:]))
+    return cal, ev
+
+
+def _read_labels(folder: Path) -> dict[str, str]:
+    """labels.json ({file: label}) or labels.csv (file,label) beside the samples, if any."""
+    for name in ("labels.json", "labels.csv"):
+        p = folder / name
+        if p.is_file() and not p.is_symlink():
+            check_regular_file(p, max_bytes=64 * 2**20, label="labels file")
+            text = p.read_text(encoding="utf-8", errors="replace")
+            if name.endswith(".json"):
+                try:
+                    data = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise StudioError(f"labels.json is not valid JSON (line {exc.lineno})") from None
+                if not isinstance(data, dict):
+                    raise StudioError("labels.json must map file names to labels")
+                return {str(k): str(v) for k, v in data.items()}
+            out = {}
+            for line in text.splitlines():
+                if "," in line:
+                    f, _, label = line.partition(",")
+                    if f.strip() and f.strip().lower() != "file":
+                        out[f.strip()] = label.strip()
+            return out
+    return {}
+
+
+def _check_image(p: Path) -> str | None:
+    try:
+        check_regular_file(p, max_bytes=MAX_IMAGE_BYTES, label="image")
+        load_image(p, "RGB")
+    except StudioError as exc:
+        return str(exc)
+    return None
+
+
+def _check_wav(p: Path) -> str | None:
+    try:
+        check_regular_file(p, max_bytes=MAX_SAMPLE_BYTES, label="audio file")
+        read_wav(p)
+    except StudioError as exc:
+        return str(exc)
+    return None
+
+
+def _check_tensor(p: Path) -> str | None:
+    try:
+        check_regular_file(p, max_bytes=MAX_SAMPLE_BYTES, label="tensor file")
+        with open(p, "rb") as fh:
+            if p.suffix.lower() == ".npy":
+                np.lib.format.read_magic(fh)
+            else:
+                with zipfile.ZipFile(fh):
+                    pass
+    except (StudioError, ValueError, zipfile.BadZipFile, OSError):
+        return "not a readable .npy/.npz file"
+    return None
+
+
+def read_wav(path: Path) -> tuple[np.ndarray, int]:
+    """Mono float32 samples in [-1, 1] and the sample rate of a PCM WAV file."""
+    try:
+        with wave.open(str(path), "rb") as w:
+            rate, width, channels, frames = w.getframerate(), w.getsampwidth(), w.getnchannels(), w.getnframes()
+            if frames > 60 * 60 * 48_000:
+                raise StudioError("audio longer than an hour")
+            raw = w.readframes(frames)
+    except (wave.Error, EOFError, OSError):
+        raise StudioError("cannot be read as a PCM WAV file") from None
+    dtype = {1: np.uint8, 2: np.int16, 4: np.int32}.get(width)
+    if dtype is None:
+        raise StudioError(f"WAV sample width of {width} bytes is not supported (8/16/32-bit PCM)")
+    data = np.frombuffer(raw, dtype=dtype).astype(np.float32)
+    if width == 1:
+        data = (data - 128.0) / 128.0
+    else:
+        data = data / float(2 ** (8 * width - 1))
+    if channels > 1:
+        data = data.reshape(-1, channels).mean(axis=1)
+    return data, rate
+
+
+def _text_samples(files: Sequence[Path], root: Path) -> tuple[list[tuple[str, int, str | None]], list[tuple[str, str]]]:
+    """(file, line, label) per usable line; (name, reason) per unusable one."""
+    found, skipped = [], []
+    for p in files:
+        if p.suffix.lower() not in TEXT_SUFFIXES or p.name.startswith("labels."):
+            continue
+        rel = p.relative_to(root).as_posix()
+        check_regular_file(p, max_bytes=MAX_SAMPLE_BYTES, label="text file")
+        for i, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines()):
+            if not line.strip():
+                continue
+            label = None
+            if p.suffix.lower() == ".jsonl":
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    skipped.append((f"{rel}:{i + 1}", "not valid JSON"))
+                    continue
+                if not isinstance(obj, dict):
+                    skipped.append((f"{rel}:{i + 1}", "not a JSON object"))
+                    continue
+                label = None if obj.get("label") is None else str(obj["label"])
+            found.append((rel, i, label))
+            if len(found) > MAX_SAMPLES:
+                raise StudioError(f"more than {MAX_SAMPLES} text samples", code="TOO-LARGE")
+    return found, skipped
+
+
+def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | None = None, kind: str = "auto",
+                   model: ModelProto | None = None, recipe: Recipe | None = None,
+                   calibration_fraction: float = 0.5, seed: int = 0, tokenizer: str | Path | None = None,
+                   options: Mapping[str, object] | None = None, max_samples: int = MAX_SAMPLES) -> Dataset:
+    """Copy the samples of ``source`` (a folder, a zip, or one .npz/.py/.jsonl file) into a new
+    dataset folder under ``dest_root`` and return it. ``model`` suggests the recipe."""
+    src = Path(source)
+    if not src.exists():
+        raise StudioError(f"dataset source '{safe_name(src.name)}' does not exist", code="NOT-FOUND")
+    dest_root = Path(dest_root)
+    dest_root.mkdir(parents=True, exist_ok=True)
+    ds_id = secrets.token_hex(6)
+    folder = dest_root / ds_id
+    staging = dest_root / f".{ds_id}.staging"
+    staging.mkdir()
+    try:
+        files_root = staging / "samples"
+        files_root.mkdir()
+        if src.is_dir():
+            src_root, src_files = src, _walk(src, max_samples * 2 + 10)
+        elif src.suffix.lower() == ".zip":
+            src_root = _unpack_zip(src, staging / "unpacked")
+            src_files = _walk(src_root, max_samples * 2 + 10)
+        else:
+            src_root, src_files = src.parent, [src]
+        if kind == "auto":
+            kind = _kind_of(src_files)
+        if kind not in KINDS:
+            raise StudioError(f"dataset kind must be one of {', '.join(KINDS)}", code="BAD-OPTION")
+        labels = _read_labels(src_root) if src.is_dir() or src.suffix.lower() == ".zip" else {}
+        samples, skipped = _collect(kind, src_root, src_files, files_root, labels, max_samples)
+        opts = dict(options or {})
+        if tokenizer is not None:
+            tok = Path(tokenizer)
+            check_regular_file(tok, max_bytes=64 * 2**20, label="tokenizer file")
+            shutil.copyfile(tok, staging / "tokenizer.json", follow_symlinks=False)
+            opts["tokenizer"] = "tokenizer.json"
+        reason = ""
+        if kind == "image" and recipe is None:
+            recipe, reason = suggest_recipe(model) if model is not None else (Recipe(preset="custom"),
+                                                                             "no model given: plain 0..1 pixels")
+        elif recipe is not None:
+            reason = "given"
+        if not samples:
+            first = f" (first: {skipped[0][0][:40]}: {skipped[0][1][:80]})" if skipped else ""
+            raise StudioError(f"no usable samples in the dataset source{first}")
+        cal, ev = _split([s.index for s in samples], calibration_fraction, seed)
+        classes = tuple(sorted({s.label for s in samples if s.label is not None and not s.label.lstrip('-').isdigit()}))
+        ds = Dataset(ds_id, (name or src.stem or "dataset")[:80], kind, folder, tuple(samples), tuple(skipped),
+                     recipe if kind == "image" else None, reason, cal, ev, classes, opts)
+        if (staging / "unpacked").exists():
+            shutil.rmtree(staging / "unpacked")
+        atomic_write_text(staging / MANIFEST, json.dumps(ds.to_dict(), indent=1))
+        staging.rename(folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return ds
+
+
+def _collect(kind: str, src_root: Path, files: Sequence[Path], into: Path, labels: Mapping[str, str],
+             max_samples: int) -> tuple[list[SampleRef], list[tuple[str, str]]]:
+    samples: list[SampleRef] = []
+    skipped: list[tuple[str, str]] = []
+    if kind == "text":
+        found, skipped = _text_samples(files, src_root)
+        copied: dict[str, str] = {}
+        for rel, line, label in found[:max_samples]:
+            if rel not in copied:
+                target = safe_child(into, PurePosixPath(*[safe_name(p, default="_") for p in PurePosixPath(rel).parts]))
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src_root / rel, target, follow_symlinks=False)
+                copied[rel] = target.relative_to(into.parent).as_posix()
+            samples.append(SampleRef(len(samples), copied[rel], label, line))
+        return samples, skipped
+    if kind == "script":
+        from studio.data.loader_script import run_loader_script
+
+        scripts = [p for p in files if p.suffix.lower() == ".py"]
+        if len(scripts) != 1:
+            raise StudioError(f"a data-loader dataset is one .py file defining load_data(); found {len(scripts)}")
+        count = run_loader_script(scripts[0], into, limit=max_samples)
+        return [SampleRef(i, f"samples/{i:05d}.npz") for i in range(count)], []
+    suffixes = {"image": IMAGE_SUFFIXES, "audio": AUDIO_SUFFIXES, "tensor": TENSOR_SUFFIXES}[kind]
+    check = {"image": _check_image, "audio": _check_wav, "tensor": _check_tensor}[kind]
+    for p in files:
+        rel = p.relative_to(src_root)
+        if p.name in ("labels.json", "labels.csv"):
+            continue
+        if p.suffix.lower() not in suffixes:
+            skipped.append((rel.as_posix()[:200], f"not a {kind} file ({p.suffix or 'no suffix'})"))
+            continue
+        problem = check(p)
+        if problem:
+            skipped.append((rel.as_posix()[:200], problem))
+            continue
+        if len(samples) >= max_samples:
+            skipped.append((rel.as_posix()[:200], f"over the limit of {max_samples} samples"))
+            continue
+        safe_parts = [safe_name(part, default="_") for part in rel.parts]
+        target = safe_child(into, PurePosixPath(*safe_parts[:-1], f"{len(samples):05d}-{safe_parts[-1]}"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, target, follow_symlinks=False)
+        # ImageFolder convention: the parent folder names the class; labels.json wins.
+        label = labels.get(rel.as_posix()) or labels.get(p.name) or (rel.parts[0] if len(rel.parts) > 1 else None)
+        samples.append(SampleRef(len(samples), target.relative_to(into.parent).as_posix(), label))
+    return samples, skipped
+
+
+# ---------------------------------------------------------------------------- reading back
+
+def load_dataset(folder: str | Path) -> Dataset:
+    """The dataset stored in ``folder`` (written by :func:`import_dataset`)."""
+    folder = Path(folder)
+    manifest = folder / MANIFEST
+    try:
+        check_regular_file(manifest, max_bytes=64 * 2**20, label="dataset manifest")
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise StudioError("the dataset manifest is corrupt; import the dataset again") from None
+    samples = tuple(SampleRef(int(s["index"]), str(s["file"]), s.get("label"), s.get("line")) for s in data["samples"])
+    return Dataset(str(data["id"]), str(data["name"]), str(data["kind"]), folder, samples,
+                   tuple((d["source"], d["reason"]) for d in data.get("skipped", [])),
+                   Recipe.from_dict(data["recipe"]) if data.get("recipe") else None, data.get("recipe_reason", ""),
+                   tuple(data.get("calibration", ())), tuple(data.get("evaluation", ())),
+                   tuple(data.get("classes", ())), dict(data.get("options") or {}))
+
+
+def with_recipe(ds: Dataset, recipe: Recipe) -> Dataset:
+    """The dataset with another recipe, saved."""
+    from dataclasses import replace
+
+    new = replace(ds, recipe=recipe, recipe_reason="set by the user")
+    atomic_write_text(ds.folder / MANIFEST, json.dumps(new.to_dict(), indent=1))
+    return new
+
+
+# ---------------------------------------------------------------------------- feeds
+
+def _sample_error(ds: Dataset, ref: SampleRef, text: str) -> StudioError:
+    return StudioError(f"dataset {ds.name[:40]}, sample {ref.index} ({PurePosixPath(ref.file).name[:40]}): {text}",
+                       code="BAD-INPUT")
+
+
+def _fit_shape(ds: Dataset, ref: SampleRef, spec: InputSpec, arr: np.ndarray) -> np.ndarray:
+    """Check a sample's tensor against the input; add a batch axis when only it is missing."""
+    if spec.shape is not None and arr.ndim == len(spec.shape) - 1:
+        arr = arr[None]
+    if spec.shape is not None:
+        if arr.ndim != len(spec.shape):
+            raise _sample_error(ds, ref, f"input '{spec.name[:40]}' expects rank {len(spec.shape)} "
+                                         f"{list(spec.shape)}, got shape {list(arr.shape)}")
+        for d, n in zip(spec.shape, arr.shape):
+            if isinstance(d, int) and d != n:
+                raise _sample_error(ds, ref, f"input '{spec.name[:40]}' expects {list(spec.shape)}, "
+                                             f"got {list(arr.shape)}")
+    want = np.dtype(spec.dtype)
+    if arr.dtype != want:
+        if arr.dtype.kind == "f" and want.kind in "iub":
+            raise _sample_error(ds, ref, f"input '{spec.name[:40]}' expects {spec.dtype}, got {arr.dtype.name}")
+        arr = arr.astype(want)
+    return arr
+
+
+def _seq_len(ds: Dataset, spec: InputSpec, chosen: Mapping[str, int]) -> int:
+    if ds.options.get("seq_len"):
+        return int(ds.options["seq_len"])
+    d = (spec.shape or (None, None))[-1]
+    return d if isinstance(d, int) else int(chosen.get(d, 128)) if isinstance(d, str) else 128
+
+
+def dataset_feeds(ds: Dataset, model: ModelProto, *, part: str = "evaluation", limit: int | None = None,
+                  dims: Mapping[str, int] | None = None) -> list[Feeds]:
+    """Feed dicts for ``part`` of the dataset, preprocessed for ``model``. Inputs the
+    samples do not give are seeded as everywhere else in the studio."""
+    from studio.core.feeds import random_feeds
+
+    specs = input_specs(model)
+    chosen = choose_dims(specs, dims)
+    refs = ds.part(part)[: limit or None]
+    if not refs:
+        raise StudioError(f"the dataset's {part} part is empty", code="BAD-INPUT")
+    if ds.kind in ("tensor", "script"):      # a script's samples were saved as .npz when it was added
+        return _tensor_feeds(ds, refs, specs)
+    out: list[Feeds] = []
+    tok = None
+    for i, ref in enumerate(refs):
+        path = ds.folder / ref.file
+        if ds.kind == "image":
+            spec = _image_spec(specs)
+            layout = channel_layout(spec.shape, ds.recipe.layout if ds.recipe else "auto")
+            hint = _hw_hint(spec, chosen, layout)
+            recipe = ds.recipe or Recipe()
+            size = image_size_of(spec.shape, layout, recipe, hint)
+            channels = spec.shape[1] if layout == "NCHW" else spec.shape[3]
+            try:
+                img = load_image(path, "RGB")
+            except StudioError as exc:
+                raise _sample_error(ds, ref, str(exc)) from None
+            arr = apply_recipe(img, recipe, size, layout, spec.dtype, channels if isinstance(channels, int) else None)
+            feeds = {spec.name: _fit_shape(ds, ref, spec, arr)}
+        elif ds.kind == "audio":
+            spec = next((s for s in specs if s.dtype.startswith("float")), None)
+            if spec is None:
+                raise _sample_error(ds, ref, "the model has no float input for audio")
+            data, _rate = read_wav(path)
+            length = ds.options.get("length")
+            if length:
+                data = np.pad(data[: int(length)], (0, max(0, int(length) - len(data))))
+            feeds = {spec.name: _fit_shape(ds, ref, spec, data.astype(np.float32))}
+        else:  # text
+            feeds = {}
+            line = path.read_text(encoding="utf-8", errors="replace").splitlines()[ref.line or 0]
+            if path.suffix.lower() == ".jsonl":
+                obj = json.loads(line)
+                for s in specs:
+                    if s.name in obj:
+                        feeds[s.name] = _fit_shape(ds, ref, s, np.asarray(obj[s.name]))
+            else:
+                if tok is None:
+                    tok = _tokenizer(ds)
+                ids_spec = next((s for s in specs if s.dtype.startswith("int")), None)
+                if ids_spec is None:
+                    raise _sample_error(ds, ref, "the model has no integer input for token ids")
+                enc = tok.encode(line)
+                n = _seq_len(ds, ids_spec, chosen)
+                ids = (list(enc.ids) + [0] * n)[:n]
+                mask = ([1] * len(enc.ids) + [0] * n)[:n]
+                by_role = {"token_ids": ids, "mask": mask, "token_type": [0] * n}
+                for s in specs:
+                    values = by_role.get(s.role) if s.dtype.startswith("int") else None
+                    if values is None and s.dtype.startswith("int") and "ids" in s.name.lower():
+                        values = ids
+                    if values is not None:
+                        feeds[s.name] = _fit_shape(ds, ref, s, np.asarray(values, np.int64))
+        missing = tuple(s for s in specs if s.name not in feeds)
+        if missing:
+            local = dict(chosen)
+            for s in specs:
+                if s.name in feeds and s.shape is not None:
+                    for d, n in zip(s.shape, np.shape(feeds[s.name])):
+                        if isinstance(d, str):
+                            local[d] = int(n)
+            feeds = {**random_feeds(missing, local, seed=i), **feeds}
+        out.append(feeds)
+    return out
+
+
+def _tokenizer(ds: Dataset):
+    name = ds.options.get("tokenizer")
+    if not name:
+        raise StudioError("raw-text datasets need a tokenizer.json (give --tokenizer FILE when adding it)")
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise StudioError("raw-text datasets need the tokenizers package (pip install tokenizers)") from None
+    try:
+        return Tokenizer.from_file(str(ds.folder / str(name)))
+    except Exception as exc:  # noqa: BLE001 - the library raises plain Exceptions for bad files
+        raise StudioError(f"tokenizer.json cannot be loaded ({type(exc).__name__})") from None
+
+
+def _image_spec(specs: Sequence[InputSpec]) -> InputSpec:
+    for s in specs:
+        if s.kind == "tensor" and s.shape is not None and len(s.shape) == 4:
+            return s
+    raise StudioError("the model has no 4-D image input; an image dataset cannot feed it", code="BAD-INPUT")
+
+
+def _hw_hint(spec: InputSpec, chosen: Mapping[str, int], layout: str) -> tuple[int, int] | None:
+    axes = (2, 3) if layout == "NCHW" else (1, 2)
+    vals = []
+    for a in axes:
+        d = spec.shape[a]
+        vals.append(d if isinstance(d, int) else chosen.get(d) if isinstance(d, str) else spec.hint(a))
+    return (int(vals[0]), int(vals[1])) if all(isinstance(v, int) and v > 0 for v in vals) else None
+
+
+def _tensor_feeds(ds: Dataset, refs: Sequence[SampleRef], specs: Sequence[InputSpec]) -> list[Feeds]:
+    out: list[Feeds] = []
+    for ref in refs:
+        path = ds.folder / ref.file
+        if path.suffix.lower() == ".npz":
+            try:
+                out.extend(load_npz(path, tuple(specs)))
+            except StudioError as exc:
+                raise _sample_error(ds, ref, str(exc)) from None
+        else:
+            if len(specs) != 1:
+                raise _sample_error(ds, ref, f"a .npy sample feeds one input; the model has {len(specs)}")
+            arr = np.load(path, allow_pickle=False)
+            out.append({specs[0].name: _fit_shape(ds, ref, specs[0], arr)})
+    return out
