@@ -11,17 +11,39 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from onnx_ir.passes.common import ShapeInferencePass
+
 from passes.base import Change, PassResult, StudioPass, result
 from passes.ir_helpers import graphs_of
 from passes.registry import register
+from studio.core.dimexpr import evaluate, free_names
 from studio.core.errors import StudioError
 
 
 def _specialize(shape: ir.Shape | None, dims: dict[str, int]) -> ir.Shape | None:
+    """The shape with every dim named in ``dims``, and every exporter formula over them
+    (``floor(height/2 - 1/2) + 1``), made a number; a formula over a fixed dim that
+    cannot be evaluated becomes unknown rather than naming a dim that no longer exists."""
     if shape is None:
         return None
-    new = [dims.get(d.value, d) if isinstance(d, ir.SymbolicDim) and d.value in dims else d for d in shape]
+    new = []
+    for d in shape:
+        if isinstance(d, ir.SymbolicDim) and d.value:
+            if d.value in dims:
+                d = dims[d.value]
+            else:
+                names = free_names(d.value)
+                if names and names & dims.keys():
+                    value = evaluate(d.value, dims)
+                    d = value if value is not None else None
+        new.append(d)
     return None if new == list(shape) else ir.Shape(new)
+
+
+def _static_left(model: ir.Model) -> int:
+    """Values of the main graph whose shape is still unknown or symbolic."""
+    return sum(1 for n in model.graph for v in n.outputs
+               if v.name and (v.shape is None or not all(isinstance(d, int) for d in v.shape)))
 
 
 @register
@@ -56,6 +78,11 @@ class FixInputShapes(StudioPass):
         notes = [f"dim '{k}' is not a dim of any input" for k in unknown]
         if not fixed_inputs:
             return result(model, [], notes=notes)
+        # Every value_info static and consistent: inference fills what the formulas did not.
+        ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
+        left = _static_left(model)
+        if left:
+            notes.append(f"{left} intermediate value(s) keep a dynamic shape (data-dependent ops)")
         text = ", ".join(f"{k}={v}" for k, v in used.items())
         return result(model, [Change("changed", (), f"inputs {', '.join(fixed_inputs)}: {text}")], notes=notes,
                       dims_fixed=len(used))

@@ -23,6 +23,7 @@ import onnx
 
 from studio.core.compare import Comparison, Tolerance, compare_outputs
 from studio.core.errors import StudioError, WorkerError, engine_message
+from studio.core.dimexpr import evaluate
 from studio.core.feeds import Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, input_specs, random_feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
@@ -85,8 +86,8 @@ def interface_problems(original: onnx.ModelProto, candidate: onnx.ModelProto,
             for da, db in zip(a.shape, b.shape):
                 if da is None or da == db:
                     continue
-                if isinstance(da, str) and fixed.get(da) == db:
-                    continue
+                if isinstance(da, str) and fixed and isinstance(db, int) and evaluate(da, fixed) == db:
+                    continue     # a fixed dim, or an exporter formula over fixed dims, became its value
                 problems.append(f"{kind} '{a.name[:60]}' dim {da} -> {db}")
                 break
     return problems

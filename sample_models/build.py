@@ -30,9 +30,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 try:  # works both as ``sample_models.build`` and when run as a plain script
     from sample_models.catalog import CATALOG, SAMPLE_DIR, get
+    from sample_models.detector import build_yolo_detector
 except ImportError:  # pragma: no cover
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
     from sample_models.catalog import CATALOG, SAMPLE_DIR, get
+    from sample_models.detector import build_yolo_detector
 
 __all__ = [
     "BUILDERS",
@@ -48,6 +50,7 @@ __all__ = [
     "build_if_loop",
     "build_external_data",
     "build_constant_weights",
+    "build_yolo_detector",
     "main",
 ]
 
@@ -700,6 +703,7 @@ BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "if_loop": build_if_loop,
     "external_data": build_external_data,
     "constant_weights": build_constant_weights,
+    "yolo_detector": build_yolo_detector,
 }
 assert tuple(BUILDERS) == tuple(m.name for m in CATALOG), "BUILDERS must follow CATALOG order"
 

@@ -110,6 +110,14 @@ CATALOG: tuple[SampleModel, ...] = (
         opset=17,
         runs_on_ort=True,
     ),
+    SampleModel(
+        name="yolo_detector",
+        filename="yolo_detector.onnx",
+        purpose="YOLOv8-style detector (Ultralytics scopes, C2f/SPPF, decoupled head); dynamic height/width "
+                "with exporter dim formulas and imgsz metadata",
+        opset=17,
+        runs_on_ort=True,
+    ),
 )
 
 _BY_NAME = {m.name: m for m in CATALOG}

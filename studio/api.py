@@ -12,6 +12,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from studio.core.dim_hints import DimHint
+from studio.core.dim_hints import dim_hints as _dim_hints
 from studio.core.errors import StudioError
 from studio.core.findings import Finding, Report
 from studio.core.model import ModelHandle
@@ -76,6 +78,12 @@ def inspect(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
 
     Shape inference runs in a sandbox worker of ``pool_key`` (one per browser session)."""
     return summarize(handle, dims, pool_key=pool_key)
+
+
+def dim_hints(handle: ModelHandle) -> tuple[DimHint, ...]:
+    """What the model says its dynamic dims should be (metadata ``imgsz``, a static
+    other side, the dim's name), each with its source; empty where it says nothing."""
+    return _dim_hints(handle.proto)
 
 
 def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHandle]],

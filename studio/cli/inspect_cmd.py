@@ -45,8 +45,9 @@ def run(args: argparse.Namespace) -> int:
           f"{nc.function_nodes} in {nc.functions} functions)")
     print(f"params     {human_count(s.params.elements)} ({human_bytes(s.params.bytes)})  "
           + ", ".join(f"{d.dtype}: {human_bytes(d.bytes)}" for d in s.params.by_dtype))
-    names = printable(", ".join(printable(d) for d in s.flops.assumed_dims), 400)
-    assumed = f"  (assumed 1 for: {names})" if s.flops.assumed_dims else ""
+    counted = (*s.flops.assumed_dims, *s.flops.unresolved_dims)
+    names = printable(", ".join(printable(d) for d in counted), 400)
+    assumed = f"  (counted as 1: {names})" if counted else ""
     print(f"FLOPs      {human_count(s.flops.flops)}  MACs {human_count(s.flops.macs)}{assumed}")
     for b in s.flops.branches[:5]:
         print(f"           If {printable(b.node, 120)}: per branch then {human_count(b.then_flops)} / else "
@@ -65,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
         print("custom ops " + ", ".join(f"{printable(o.domain)}::{printable(o.op_type)} ({o.count})" for o in s.custom_ops))
     if not s.check_ok:
         print(f"checker    FAILED: {printable(s.check_message or '', 400)}")
+    for h in s.dim_hints:
+        print(f"dim hint   {printable(h.key, 60)}={h.value} ({printable(h.source, 80)})")
+    if s.shape_note:
+        print(f"shapes     {printable(s.shape_note, 200)}")
     if s.shape_inference_error:
         print(f"shapes     inference incomplete: {printable(s.shape_inference_error, 400)}")
     return 0

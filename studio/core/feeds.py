@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from onnx import ModelProto
 
+from studio.core.dim_hints import dim_hints
 from studio.core.errors import StudioError
 from studio.core.paths import check_regular_file
 from studio.core.types import Dim, TensorInfo, np_dtype, value_info
@@ -40,6 +41,10 @@ class InputSpec:
     low: float | None = None         # values drawn in [low, high) for integer inputs
     high: float | None = None
     role: str = "generic"            # generic | token_ids | mask | token_type | positions | scalar | compared
+    hinted: tuple[tuple[int, int], ...] = ()   # (axis, value) the model itself suggests (studio.core.dim_hints)
+
+    def hint(self, axis: int) -> int | None:
+        return next((v for a, v in self.hinted if a == axis), None)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "dtype": self.dtype, "kind": self.kind, "role": self.role,
@@ -135,6 +140,9 @@ def input_specs(model: ModelProto) -> tuple[InputSpec, ...]:
     init = {t.name for t in model.graph.initializer}
     bounds = _gather_bounds(model)
     compared = _compared_values(model)
+    hinted: dict[str, list[tuple[int, int]]] = {}
+    for h in dim_hints(model):
+        hinted.setdefault(h.input, []).append((h.axis, h.value))
     specs = []
     for vi in model.graph.input:
         if vi.name in init:
@@ -164,7 +172,8 @@ def input_specs(model: ModelProto) -> tuple[InputSpec, ...]:
                 low, high = 0, 10
         elif dtype == "bool" and "mask" in lname:
             role = "mask"
-        specs.append(InputSpec(vi.name, dtype, info.shape, info.kind, low, high, role))
+        specs.append(InputSpec(vi.name, dtype, info.shape, info.kind, low, high, role,
+                               tuple(hinted.get(vi.name, ()))))
     return tuple(specs)
 
 
@@ -187,14 +196,18 @@ def image_axes(spec: InputSpec) -> tuple[int, ...]:
 
 
 def choose_dims(specs: tuple[InputSpec, ...], dims: Mapping[str, int] | None = None) -> dict[str, int]:
-    """Concrete values for every symbolic dim: the user's, else 1 for a leading (batch)
-    dim, 224 for an image's height and width, 16 for sequence-like names and 32 for anything else."""
+    """Concrete values for every symbolic dim: the user's, else what the model says
+    (metadata ``imgsz``, the static other side, the dim's name: ``dim_hints``), else 1
+    for a leading (batch) dim, 224 for an image's height and width, 16 for
+    sequence-like names and 32 for anything else."""
     chosen = dict(dims or {})
     for s in specs:
         spatial = image_axes(s)
         for i, d in enumerate(s.shape or ()):
             if isinstance(d, str) and d not in chosen:
-                chosen[d] = (1 if i == 0 and not _SEQ_NAMES.search(d) else IMAGE_SIDE if i in spatial
+                hinted = s.hint(i)
+                chosen[d] = (hinted if hinted is not None
+                             else 1 if i == 0 and not _SEQ_NAMES.search(d) else IMAGE_SIDE if i in spatial
                              else 16 if _SEQ_NAMES.search(d) or i == 1 else 32)
     return chosen
 
@@ -217,7 +230,8 @@ def concrete_shape(spec: InputSpec, dims: Mapping[str, int]) -> tuple[int, ...]:
         elif isinstance(d, str):
             out.append(int(dims[d]))
         else:  # unnamed unknown dim
-            default = 1 if i == 0 else IMAGE_SIDE if i in image_axes(spec) else 16
+            hinted = spec.hint(i)
+            default = hinted if hinted is not None else 1 if i == 0 else IMAGE_SIDE if i in image_axes(spec) else 16
             out.append(int(dims.get(unnamed_dim_key(spec.name, i), default)))
     return tuple(out)
 

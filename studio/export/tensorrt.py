@@ -56,13 +56,25 @@ def _batch_symbols(inputs: Sequence[TensorInfo]) -> set[str]:
     return leading - inner
 
 
+IMAGE_MAX_FACTOR = 2
+
+
+def _image_axes(info: TensorInfo) -> tuple[int, ...]:
+    """Spatial axes of a float NCHW/NHWC image input (1, 3 or 4 channels), else ()."""
+    shape = info.shape or ()
+    if len(shape) != 4 or not info.dtype.startswith(("float", "bfloat")):
+        return ()
+    return (2, 3) if shape[1] in (1, 3, 4) else (1, 2) if shape[3] in (1, 3, 4) else ()
+
+
 def derive_profiles(inputs: Sequence[TensorInfo], shapes: Mapping[str, ShapeRange],
                     opt_shapes: Mapping[str, Sequence[int]], max_batch: int) -> tuple[dict[str, ShapeRange], list[str]]:
     """One optimization profile: (min, opt, max) for every input with a dynamic dim.
 
-    A user's ``--shapes`` wins. Otherwise each dynamic dim gets min 1, opt = the
-    verification value, max = ``max_batch`` for a batch dim (a leading dim that appears
-    nowhere else) or 4 x opt for others; a dim name shared by several inputs gets
+    A user's ``--shapes`` wins. Otherwise each dynamic dim gets opt = the verification
+    value (the model's own size when it says, see ``dim_hints``), min 1 and max =
+    ``max_batch`` for a batch dim (a leading dim that appears nowhere else), opt/2 to
+    2 x opt for an image's height and width, min 1 and 4 x opt for others; a dim name shared by several inputs gets
     the same range everywhere (TensorRT requires consistent shapes). Returns the
     profiles and notes saying what was derived."""
     batch = _batch_symbols(inputs)
@@ -94,12 +106,18 @@ def derive_profiles(inputs: Sequence[TensorInfo], shapes: Mapping[str, ShapeRang
                 hi.append(c)
             else:
                 derived = True
-                top = max(max_batch, opt[axis]) if (axis == 0 and (d in batch or d is None)) else \
-                    max(opt[axis], SEQUENCE_MAX_FACTOR * opt[axis])
-                lo.append(1)
+                low = 1
+                if axis == 0 and (d in batch or d is None):
+                    top = max(max_batch, opt[axis])
+                elif axis in _image_axes(i):
+                    # A detector made for 320 breaks at 1x1 (pooling, FPN Resize/Concat): half to twice opt.
+                    low, top = max(1, opt[axis] // 2), IMAGE_MAX_FACTOR * opt[axis]
+                else:
+                    top = max(opt[axis], SEQUENCE_MAX_FACTOR * opt[axis])
+                lo.append(low)
                 hi.append(top)
                 if isinstance(d, str):
-                    by_dim[d] = (1, opt[axis], top)
+                    by_dim[d] = (low, opt[axis], top)
         profiles[i.name] = ShapeRange(tuple(lo), opt, tuple(hi))
         if derived:
             notes.append(f"profile for {i.name[:60]} derived from its dynamic dims: {profiles[i.name].text()} "

@@ -199,3 +199,131 @@ def sandboxed_shapes(model_path: Path, model: ModelProto, fixed_dims: Mapping[st
         return ShapeTable(fallback.values, f"shape inference failed in the worker: {exc}"), None
     concrete = res.data.get("concrete")
     return _table_from_json(res.data["symbolic"]), (_table_from_json(concrete) if concrete else None)
+
+
+# ---------------------------------------------------------------------------- dims that flow
+# With the input dims set, every edge should read as numbers: concrete inference
+# first, then the formulas exporters write into value_info (``floor(height/2 - 1/2)``)
+# evaluated with those dims, then what a real ORT run reports for the rest.
+
+def _resolved_shape(concrete: TensorInfo | None, declared: TensorInfo | None,
+                    env: Mapping[str, int]) -> tuple | None:
+    from studio.core.dimexpr import evaluate
+
+    c = None if concrete is None else concrete.shape
+    d = None if declared is None else declared.shape
+    if c is not None and all(isinstance(x, int) for x in c):
+        return c
+    base = c if c is not None else d
+    if base is None:
+        return None
+    out = []
+    for i, dim in enumerate(base):
+        if isinstance(dim, int):
+            out.append(dim)
+            continue
+        # the other table may have a number, or a formula, at this position
+        alt = d[i] if d is not None and len(d) == len(base) else None
+        for cand in (dim, alt):
+            if isinstance(cand, int):
+                dim = cand
+                break
+            if isinstance(cand, str):
+                value = evaluate(cand, env)
+                if value is not None:
+                    dim = value
+                    break
+        out.append(dim)
+    return tuple(out)
+
+
+def resolve_table(symbolic: ShapeTable, concrete: ShapeTable | None, env: Mapping[str, int]) -> ShapeTable:
+    """One table whose shapes are as numeric as inference and the model's own dim
+    formulas allow, given ``env`` (a value for every input dim)."""
+    values: dict[str, TensorInfo] = {}
+    cvals = concrete.values if concrete is not None else {}
+    for name in {**symbolic.values, **cvals}:
+        c, s = cvals.get(name), symbolic.values.get(name)
+        info = c or s
+        shape = _resolved_shape(c, s, env)
+        values[name] = TensorInfo(info.name, info.dtype, shape, info.kind, info.elem_type)
+    return ShapeTable(values, (concrete.error if concrete is not None else None) or symbolic.error)
+
+
+def open_values(table: ShapeTable, names: set[str]) -> list[str]:
+    """Names (of ``names``) whose shape is still unknown or not fully numeric."""
+    out = []
+    for n in sorted(names):
+        t = table.values.get(n)
+        if t is None or t.kind != "tensor" or t.shape is None or not all(isinstance(d, int) for d in t.shape):
+            out.append(n)
+    return out
+
+
+MAX_RUN_FILL_BYTES = 1536 * 2**20    # weights read into the worker to measure shapes by a run
+
+
+@job("inspect.run_shapes")
+def run_shapes_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
+    """Shapes of ``names`` as ONNX Runtime produces them on seeded inputs of the given dims."""
+    import onnxruntime as ort
+
+    from studio.core.feeds import input_specs, random_feeds
+
+    path = Path(args["model_path"])
+    model = onnx.load_model(str(path), load_external_data=False)
+    specs = input_specs(model)
+    feeds = random_feeds(specs, args["dims"])
+    if args.get("external"):
+        onnx.load_external_data_for_model(model, str(path.parent))
+    existing = {o.name for o in model.graph.output}
+    elem = {k: v for k, v in args["elem_types"].items()}
+    for name in args["names"]:
+        if name not in existing and elem.get(name):
+            model.graph.output.append(onnx.helper.make_tensor_value_info(name, int(elem[name]), None))
+    ctx.set_stage("ONNX Runtime run for shapes")
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    wanted = [o.name for o in sess.get_outputs() if o.name in set(args["names"])]
+    got = sess.run(wanted, feeds)
+    return JobOutput(data={"shapes": {n: list(getattr(v, "shape", ())) for n, v in zip(wanted, got)}})
+
+
+def fill_from_run(model_path: Path, model: ModelProto, table: ShapeTable, env: Mapping[str, int], *,
+                  total_bytes: int, pool_key: str = "default") -> tuple[ShapeTable, str | None]:
+    """Fill the main graph's still-open shapes from one real ONNX Runtime run at ``env``.
+    Returns the table and a note when the run could not be made (the table unchanged)."""
+    from studio.core.errors import StudioError
+
+    produced = {o for n in model.graph.node for o in n.output if o}
+    todo = open_values(table, produced | {o.name for o in model.graph.output})
+    if not todo:
+        return table, None
+    if total_bytes > MAX_RUN_FILL_BYTES:
+        return table, f"{len(todo)} shape(s) left open: the model is too large to measure them by a run here"
+    elem_types = {}
+    for n in todo:
+        t = table.values.get(n)
+        if t is not None and t.kind == "tensor" and t.elem_type:
+            elem_types[n] = t.elem_type
+    if not elem_types:
+        return table, f"{len(todo)} shape(s) left open (no element type known to measure them)"
+    external = any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer)
+    try:
+        res = run_job("inspect.run_shapes", {"model_path": str(model_path), "names": sorted(elem_types),
+                                              "elem_types": elem_types, "dims": dict(env), "external": external},
+                      stage="ONNX Runtime run for shapes", pool_key=pool_key)
+    except StudioError as exc:
+        return table, f"{len(todo)} shape(s) left open: a run to measure them failed ({exc})"
+    values = dict(table.values)
+    for name, shape in res.data["shapes"].items():
+        old = values.get(name)
+        if old is not None:
+            values[name] = TensorInfo(old.name, old.dtype, tuple(int(d) for d in shape), old.kind, old.elem_type)
+    filled = ShapeTable(values, table.error)
+    left = open_values(filled, set(todo))
+    note = f"{len(todo) - len(left)} shape(s) measured by an ONNX Runtime run" + (
+        f"; {len(left)} still open" if left else "")
+    return filled, note

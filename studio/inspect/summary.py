@@ -17,7 +17,8 @@ from studio.core.types import TensorInfo, value_info
 from studio.inspect.flops import Cost, node_cost, shape_lookup
 from studio.inspect.memory import MemoryEstimate, peak_activation
 from studio.inspect.params import ParamStats, count_params
-from studio.inspect.shapes import sandboxed_shapes
+from studio.core.dim_hints import DimHint, dim_hints
+from studio.inspect.shapes import fill_from_run, resolve_table, sandboxed_shapes
 
 SCHEMA_VERSION = 1
 STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training"})
@@ -117,6 +118,8 @@ class ModelSummary:
     shape_inference_error: str | None
     nodes: tuple[NodeInfo, ...] = field(repr=False)
     edges: tuple[TensorInfo, ...] = field(repr=False)
+    dim_hints: tuple[DimHint, ...] = ()      # what the model says its dynamic dims should be, with the source
+    shape_note: str | None = None            # how open shapes were filled (a real run), or why not
 
     @property
     def custom_domains(self) -> tuple[str, ...]:
@@ -135,6 +138,7 @@ class ModelSummary:
         d["params"] = self.params.to_dict()
         d["flops"]["by_op"] = [{"op_type": op, "flops": f} for op, f in self.flops.by_op]
         d["flops"]["dims"] = dict(self.flops.dims)
+        d["dim_hints"] = [h.to_dict() for h in self.dim_hints]
         d["metadata"] = [{"key": k, "value": v} for k, v in self.metadata]
         if not include_nodes:
             d["nodes"] = []
@@ -216,6 +220,16 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     shape_error = symbolic_table.error
     table = symbolic_table.values
     concrete = concrete_table.values if concrete_table is not None else table
+    shape_note = None
+    edge_table = table                    # the interface (inputs/outputs) keeps its symbolic dims
+    if dims:
+        # Dims that flow: exporters' dim formulas evaluated, then a real run for what is left.
+        env = {**{s: 1 for s in input_symbols}, **{k: int(v) for k, v in dims.items()}}
+        resolved = resolve_table(symbolic_table, concrete_table, env)
+        if input_symbols <= set(dims):
+            resolved, shape_note = fill_from_run(handle.path, model, resolved, env,
+                                                 total_bytes=handle.total_bytes, pool_key=pool_key)
+        concrete = edge_table = resolved.values
 
     assumed: set[str] = set()     # every symbolic dim a FLOPs/memory figure had to take as 1
     shape_of = shape_lookup(concrete, dims, assumed)
@@ -296,5 +310,6 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
         memory=memory, custom_ops=tuple(custom),
         local_functions=tuple(f"{d}::{n}" for d, n in sorted(local_fns)),
         check_ok=handle.check.ok, check_message=handle.check.message, shape_inference_error=shape_error,
-        nodes=tuple(nodes), edges=tuple(table[k] for k in sorted(table)),
+        nodes=tuple(nodes), edges=tuple(edge_table[k] for k in sorted(edge_table)),
+        dim_hints=dim_hints(model), shape_note=shape_note,
     )

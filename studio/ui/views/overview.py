@@ -10,6 +10,7 @@ from sample_models.catalog import CATALOG
 from studio.core.paths import confine
 from studio.core.types import shape_text
 from studio.core.uploads import UploadedFile
+from studio import api
 from studio.ui import state, widgets
 
 
@@ -63,12 +64,20 @@ def _dims_inputs(handle) -> None:
                        for d in vi.type.tensor_type.shape.dim if d.dim_param})
     if not symbolic:
         return
-    with st.expander("Dynamic dims (values used for FLOPs and memory)"):
+    hints = {h.key: h for h in api.dim_hints(handle)}
+    with st.expander("Dynamic dims (values used for shapes, FLOPs and memory)"):
         dims = state.dims()
+        for name, h in hints.items():
+            dims.setdefault(name, h.value)      # the model's own size, not a silent default
         cols = st.columns(min(4, len(symbolic)))
         for i, name in enumerate(symbolic[:16]):
+            h = hints.get(name)
             dims[name] = int(cols[i % len(cols)].number_input(
-                name[:40], min_value=1, value=int(dims.get(name, 1)), key=f"dim_{i}_{name[:40]}"))
+                name[:40], min_value=1, value=int(dims.get(name, 1)), key=f"dim_{i}_{name[:40]}",
+                help=f"from the model: {h.source}" if h else "the model does not say; 1 until you set it"))
+        if hints:
+            st.caption("Suggested by the model: " + ", ".join(
+                widgets.md_escape(f"{h.key}={h.value} ({h.source})", 80) for h in hints.values()))
 
 
 def render() -> None:
@@ -112,6 +121,12 @@ def render() -> None:
         st.warning("onnx.checker: " + widgets.md_escape(s.check_message or "", 400))
     if s.shape_inference_error:
         st.warning("Shape inference incomplete: " + widgets.md_escape(s.shape_inference_error, 400))
+    counted_as_one = (*s.flops.assumed_dims, *s.flops.unresolved_dims)
+    if counted_as_one:
+        st.caption("FLOPs and memory count these dims as 1 (set them above to resolve): "
+                   + ", ".join(widgets.md_escape(d, 60) for d in counted_as_one[:12]))
+    if s.shape_note:
+        st.caption(widgets.md_escape(s.shape_note, 200))
     if s.custom_ops:
         st.warning("Custom ops: " + ", ".join(widgets.md_escape(f"{c.domain}::{c.op_type} ×{c.count}", 80)
                                                for c in s.custom_ops))
