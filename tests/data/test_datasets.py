@@ -182,6 +182,7 @@ def test_broken_loader_scripts_give_one_line_errors(tmp_path, body, needle):
     with pytest.raises(StudioError) as info:
         import_dataset(script, tmp_path / "data", kind="script")
     assert needle in str(info.value) and "\n" not in str(info.value)
+    assert not __import__("pathlib").Path("/tmp/studio-loader-escape").exists()
     assert [p.name for p in (tmp_path / "data").iterdir()] == []
 
 
