@@ -30,10 +30,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 try:  # works both as ``sample_models.build`` and when run as a plain script
     from sample_models.catalog import CATALOG, SAMPLE_DIR, get
+    from sample_models.classifier import build_image_classifier
     from sample_models.detector import build_yolo_detector
 except ImportError:  # pragma: no cover
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
     from sample_models.catalog import CATALOG, SAMPLE_DIR, get
+    from sample_models.classifier import build_image_classifier
     from sample_models.detector import build_yolo_detector
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "build_external_data",
     "build_constant_weights",
     "build_yolo_detector",
+    "build_image_classifier",
     "main",
 ]
 
@@ -704,6 +707,7 @@ BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "external_data": build_external_data,
     "constant_weights": build_constant_weights,
     "yolo_detector": build_yolo_detector,
+    "image_classifier": build_image_classifier,
 }
 assert tuple(BUILDERS) == tuple(m.name for m in CATALOG), "BUILDERS must follow CATALOG order"
 

@@ -9,6 +9,7 @@ made). Every later version x engine is judged against them with the metrics of
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -183,10 +184,15 @@ def score_outputs(golden: Golden, candidate: Sequence[Mapping[str, np.ndarray] |
 def evaluate(ds: Dataset, golden: Golden, model_path: str | Path, *, engine: str = "onnxruntime",
              options: RunOptions | None = None, target: Target | None = None, candidate: str | None = None,
              metrics: Mapping[str, Sequence[str]] | None = None, pool_key: str = "default",
-             feeds: Sequence[dict] | None = None) -> MetricReport:
-    """Run ``model_path`` on ``engine`` over the golden set's samples and score it."""
+             feeds: Sequence[dict] | None = None, inputs_model: str | Path | None = None) -> MetricReport:
+    """Run ``model_path`` on ``engine`` over the golden set's samples and score it. A model that
+    is no ONNX file (an OpenVINO IR) takes its inputs as ``inputs_model`` (the original) does."""
     model_path = Path(model_path)
-    model = onnx.load_model(str(model_path), load_external_data=False)
+    if model_path.suffix == ".xml":
+        options = dataclasses.replace(options or RunOptions(), openvino_ir=True)
+        if inputs_model is None and feeds is None:
+            raise StudioError("an OpenVINO IR is evaluated with the original ONNX model's inputs (inputs_model)")
+    model = onnx.load_model(str(inputs_model or model_path), load_external_data=False)
     if feeds is None:
         feeds = dataset_feeds(ds, model, part=golden.part, limit=len(golden.sample_indices))
     runs = _run_sets(model_path, engine, feeds, options, pool_key)

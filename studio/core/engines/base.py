@@ -105,6 +105,7 @@ class RunOptions:
     performance_hint: str | None = None
     workspace_bytes: int | None = None
     trt_profile: tuple[tuple[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]], ...] = ()
+    openvino_ir: bool = False       # the file is an OpenVINO IR the studio wrote (NNCF, export), not an upload
 
     def __post_init__(self) -> None:
         # Accept friendlier inputs (lists, dicts) and store hashable tuples.
@@ -168,6 +169,7 @@ class RunOptions:
             "precision": self.precision,
             "performance_hint": self.performance_hint,
             "workspace_bytes": self.workspace_bytes,
+            "openvino_ir": self.openvino_ir,
             "trt_profile": {name: [list(s) for s in shapes] for name, shapes in self.trt_profile},
         }
 

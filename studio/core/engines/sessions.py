@@ -98,6 +98,17 @@ def read_onnx_model(path: str | Path) -> Any:
     return frontend.convert(frontend.load(str(path)))
 
 
+def read_studio_ir(path: str | Path) -> Any:
+    """An ``ov.Model`` from an OpenVINO IR the studio itself wrote (an NNCF result, an export);
+    user files always go through :func:`read_onnx_model`."""
+    import openvino as ov
+
+    xml = Path(path)
+    if xml.suffix != ".xml" or not xml.with_suffix(".bin").is_file():
+        raise ValueError("an OpenVINO IR is an .xml file with its .bin beside it")
+    return ov.Core().read_model(str(xml), str(xml.with_suffix(".bin")))
+
+
 def precision_name(value: Any) -> str:
     """OpenVINO's element type as text ('f32', 'bf16')."""
     for attr in ("to_string", "get_type_name"):
@@ -146,7 +157,7 @@ class OvRunner:
         import openvino as ov
 
         started = time.perf_counter()
-        model = read_onnx_model(path)
+        model = read_studio_ir(path) if args.get("openvino_ir") else read_onnx_model(path)
         read_ms = (time.perf_counter() - started) * 1000
         ctx.set_stage("OpenVINO compile")
         precision = args.get("precision") or "f32"
