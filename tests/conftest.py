@@ -20,6 +20,8 @@ ONNX_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
 def _isolated_workspace(tmp_path_factory, monkeypatch):
     ws = tmp_path_factory.mktemp("workspace")
     monkeypatch.setenv("ONNX_STUDIO_WORKSPACE", str(ws))
+    # Projects never land in the real home (~/.local/share/onnx-studio/projects).
+    monkeypatch.setenv("ONNX_STUDIO_PROJECTS_ROOT", str(tmp_path_factory.mktemp("projects")))
     yield ws
 
 

@@ -68,6 +68,11 @@ def _zip_members(data: bytes) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
     return out
 
 
+def zip_members(data: bytes) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
+    """The members of a zip with safe relative paths; refuses links, '..', absolute paths and bombs."""
+    return _zip_members(data)
+
+
 def write_upload(files: list[UploadedFile], dest: Path) -> Path:
     """Write uploaded files into ``dest`` (an empty folder) and return the .onnx path.
 
