@@ -66,7 +66,7 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "profile", "build_plugin", "plugin_signature", "run_python_op", "scaffold_plugin",
            "compare", "make_inputs", "precision",
            "UploadedFile", "add_model", "add_version", "create_project", "delete_project", "duplicate_project",
-           "export_project", "get_settings", "import_project", "job", "list_projects", "list_versions",
+           "export_project", "get_settings", "import_project", "job", "list_projects", "list_versions", "model_for",
            "open_project", "project_artifacts", "project_jobs", "project_model", "project_models", "projects_root",
            "record_artifact", "rename_project", "set_setting", "shared_mode"]
 
@@ -604,6 +604,13 @@ def add_model(project: Project | str, source: str | Path | ModelHandle | Sequenc
     if isinstance(source, (list, tuple)):
         return p.add_model_upload(list(source), label=label)
     return p.add_model_file(source, name=name, label=label)
+
+
+def model_for(project: Project | str, source: str | Path | ModelHandle) -> tuple[ProjectModel, Version]:
+    """The project's model and version holding this content, added as a new model when absent."""
+    p = _project(project)
+    handle = source if isinstance(source, ModelHandle) else _load(source)
+    return p.find_content(handle.sha256) or p.add_model_file(handle)
 
 
 def add_version(model: ProjectModel, source: str | Path | ModelHandle, *, label: str, parent: str | None,

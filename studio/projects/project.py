@@ -188,6 +188,14 @@ class Project:
                                (name_or_id, name_or_id))
         return None if row is None else self.model(row["id"])
 
+    def find_content(self, sha256: str) -> tuple[ProjectModel, Version] | None:
+        """The first version (of any model) with this content, if the project holds it."""
+        row = self.catalog.one("SELECT model_id, id FROM versions WHERE sha256=? ORDER BY seq LIMIT 1", (sha256,))
+        if row is None:
+            return None
+        model = self.model(row["model_id"])
+        return model, model.version(row["id"])
+
     def _new_model(self, name: str) -> str:
         with self.catalog.write() as con:
             n = con.execute("SELECT count(*) FROM models").fetchone()[0]
