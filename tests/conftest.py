@@ -75,3 +75,10 @@ def app(monkeypatch):
             monkeypatch.setenv(k, v)
         return AppTest.from_file(str(ROOT / "studio" / "ui" / "app.py"), default_timeout=120)
     return make
+
+
+def current_model(at):
+    """The model (its version tree) an AppTest session has open in its project."""
+    from studio import api
+
+    return api.project_model(at.session_state["onnx_studio_project"], at.session_state["onnx_studio_model"])

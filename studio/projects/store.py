@@ -1,5 +1,6 @@
 """Content-addressed files of a project: each model under ``models/<sha256>/``
-(the model as ``model.onnx`` plus its external-data files), written once into a
+(the model file under its first name, ``<name>.onnx``, so commands
+shown for it read naturally, plus its external-data files), written once into a
 temporary folder and moved into place with one atomic rename, so a reader (or a
 catalog row) never sees half a model. Identical content is stored once."""
 
@@ -12,9 +13,14 @@ from pathlib import Path
 
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle, load
-from studio.core.paths import safe_child
+from studio.core.paths import safe_child, safe_name
 
-MODEL_FILE = "model.onnx"
+MODEL_FILE = "model.onnx"       # when the model has no usable name
+
+
+def _stored_file(folder: Path) -> Path | None:
+    found = sorted(folder.glob("*.onnx")) if folder.is_dir() else []
+    return found[0] if len(found) == 1 else None
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -43,17 +49,18 @@ def put_model(root: Path, source: ModelHandle) -> tuple[str, str]:
     models = root / "models"
     models.mkdir(parents=True, exist_ok=True)
     final = models / source.sha256
-    rel = f"models/{source.sha256}/{MODEL_FILE}"
-    if (final / MODEL_FILE).is_file():
-        return source.sha256, rel
+    existing = _stored_file(final)
+    if existing is not None:
+        return source.sha256, existing.relative_to(root).as_posix()
+    name = f"{safe_name(source.name, default='model')}.onnx"
     tmp = scratch_dir(root, "model")
     try:
-        shutil.copyfile(source.path, tmp / MODEL_FILE)
+        shutil.copyfile(source.path, tmp / name)
         for f in source.external_files:
             dst = safe_child(tmp, f.relative_to(source.folder.resolve()))
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, dst)
-        stored = load(tmp / MODEL_FILE, check=False)
+        stored = load(tmp / name, check=False)
         if stored.sha256 != source.sha256:
             raise StudioError("the stored copy of the model differs from its source (changed while copying?)",
                               code="STORE-MISMATCH")
@@ -61,11 +68,11 @@ def put_model(root: Path, source: ModelHandle) -> tuple[str, str]:
         try:
             os.rename(tmp, final)
         except OSError:
-            if not (final / MODEL_FILE).is_file():    # lost a race with an identical writer: fine
+            if _stored_file(final) is None:    # lost a race with an identical writer: fine
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return source.sha256, rel
+    return source.sha256, _stored_file(final).relative_to(root).as_posix()
 
 
 def artifact_dir(root: Path, job_id: str) -> Path:
