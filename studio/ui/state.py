@@ -46,7 +46,7 @@ PERSISTED_WIDGETS = (
     "exp_targets", "exp_precision", "exp_preset", "exp_ort_level", "exp_max_batch",
     "diff_mode",
 )
-SETTINGS_KEY = "ui"
+SETTINGS_PREFIX = "ui:"
 
 
 class _Lifetime:
@@ -191,17 +191,28 @@ def init() -> None:
 
 
 # -- model and version -----------------------------------------------------------------------
+class _NoModel:
+    """What ``workspace()`` gives before a model is open: no versions, and a clear error for the rest."""
+
+    id = None
+    versions: tuple[Version, ...] = ()
+
+    def __getattr__(self, name: str):
+        raise StudioError("no model is open: upload one on the Overview page first", code="NO-MODEL")
+
+
 def workspace():
-    """The current model of the current project (its version tree; Workspace methods), or None."""
+    """The current model of the current project (its version tree, with the Workspace methods);
+    an empty stand-in (no versions) before a model is open."""
     p = project()
     mid = st.session_state.get(_MODEL)
     if p is None or not mid:
-        return None
+        return _NoModel()
     try:
         return p.model(mid)
     except StudioError:
         st.session_state.pop(_MODEL, None)
-        return None
+        return _NoModel()
 
 
 def models() -> list:
@@ -231,7 +242,7 @@ def add_model_file(path: str | Path, label: str = "original") -> Version:
 
 def current_version() -> Version | None:
     ws = workspace()
-    if ws is None:
+    if ws.id is None:
         return None
     vid = st.session_state.get(_CURRENT)
     if vid:
@@ -271,25 +282,28 @@ def restore_settings() -> None:
     p = project()
     if p is None:
         return
-    saved = api.get_settings(p, scope[1]).get(SETTINGS_KEY) or {}
+    settings = api.get_settings(p, scope[1])
+    saved = {k.removeprefix(SETTINGS_PREFIX): v for k, v in settings.items() if k.startswith(SETTINGS_PREFIX)}
     if st.session_state.get(_RESTORED) != scope:      # another model: its values, not the last model's
         for key in PERSISTED_WIDGETS:
             st.session_state.pop(key, None)
         st.session_state[_RESTORED] = scope
-        st.session_state[_SAVED] = dict(saved)
-        st.session_state["onnx_studio_dims"] = dict(api.get_settings(p, scope[1]).get("dims") or {})
+        st.session_state["onnx_studio_dims"] = dict(settings.get("dims") or {})
+    st.session_state[_SAVED] = saved
     for key, value in saved.items():
         if key in PERSISTED_WIDGETS and key not in st.session_state:
             st.session_state[key] = value
 
 
 def save_settings() -> None:
-    """End of every run: store widget values (and dims) that changed, for the current model."""
+    """End of every run: store the widget values (and dims) that changed, for the current model."""
     scope = _model_scope()
     if scope is None or st.session_state.get(_RESTORED) != scope:
         return
-    saved = dict(st.session_state.get(_SAVED) or {})
-    changed = False
+    p = project()
+    if p is None:
+        return
+    saved = st.session_state.get(_SAVED) or {}
     for key in PERSISTED_WIDGETS:
         if key in st.session_state:
             value = st.session_state[key]
@@ -298,14 +312,8 @@ def save_settings() -> None:
             except (TypeError, ValueError):
                 continue
             if saved.get(key) != value:
+                api.set_setting(p, SETTINGS_PREFIX + key, value, model_id=scope[1])
                 saved[key] = value
-                changed = True
-    p = project()
-    if p is None:
-        return
-    if changed:
-        api.set_setting(p, SETTINGS_KEY, saved, model_id=scope[1])
-        st.session_state[_SAVED] = saved
     dims_now = {k: int(v) for k, v in st.session_state.get("onnx_studio_dims", {}).items()}
     if dims_now != (api.get_settings(p, scope[1]).get("dims") or {}):
         api.set_setting(p, "dims", dims_now or None, model_id=scope[1])

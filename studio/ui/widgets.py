@@ -171,12 +171,12 @@ def project_sidebar() -> None:
     ws = state.workspace()
     mids = [m.id for m in models]
     names = {m.id: f"{m.name} ({m.versions} versions)" for m in models}
-    current_model = ws.id if ws is not None else mids[-1]
+    current_model = ws.id if ws.id is not None else mids[-1]
     mkey = f"model_picker_{len(mids)}"
     st.sidebar.selectbox("Model", mids, index=mids.index(current_model) if current_model in mids else len(mids) - 1,
                          format_func=names.__getitem__, key=mkey,
                          on_change=lambda: state.set_model(st.session_state[mkey]))
-    if ws is None:
+    if ws.id is None:
         return
     versions = ws.versions
     current = state.current_version()

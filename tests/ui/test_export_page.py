@@ -3,7 +3,7 @@ artifacts table, download buttons and the equivalent CLI command; failures first
 
 from __future__ import annotations
 
-from tests.conftest import current_model, SAMPLES
+from tests.conftest import SAMPLES, current_model
 
 
 def _table(at, column: str):

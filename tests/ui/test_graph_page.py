@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.graph_models import chain
 from studio import api
-from tests.conftest import current_model, SAMPLES, parse_model, save
+from tests.conftest import SAMPLES, current_model, parse_model, save
 from tests.graphview.optimized import fold_conv_bn
 
 

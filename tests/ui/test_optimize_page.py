@@ -3,7 +3,7 @@ report table and a new, selected version whose provenance holds the lineage."""
 
 from __future__ import annotations
 
-from tests.conftest import current_model, SAMPLES, parse_model, save
+from tests.conftest import SAMPLES, current_model, parse_model, save
 
 
 def _table(at, column: str):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import current_model, SAMPLES
+from tests.conftest import SAMPLES, current_model
 
 
 def _profile_page(at):

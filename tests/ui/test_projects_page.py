@@ -57,7 +57,7 @@ def test_page_settings_persist_across_pages_and_reloads(app):
     at.switch_page("views/optimize.py").run()
     assert at.checkbox(key="opt_verify").value is False and at.radio(key="opt_on_failure").value == "revert"
     pid, mid = at.session_state["onnx_studio_project"], at.session_state["onnx_studio_model"]
-    assert api.get_settings(pid, mid)["ui"]["opt_verify"] is False
+    assert api.get_settings(pid, mid)["ui:opt_verify"] is False
     again = _reload(app, at)
     again.switch_page("views/optimize.py").run()
     assert again.checkbox(key="opt_verify").value is False

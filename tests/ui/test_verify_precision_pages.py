@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.conftest import current_model, SAMPLES
+from tests.conftest import SAMPLES, current_model
 
 
 def _cli_code(at) -> str:
