@@ -18,6 +18,7 @@ from studio.core.errors import StudioError
 from studio.core.findings import Finding, Report
 from studio.core.model import ModelHandle
 from studio.core.model import load as _load
+from studio.core.uploads import UploadedFile
 from studio.core.workspace import Version, Workspace
 from studio.graphview.diff import GraphDiff, diff_graphs
 from studio.graphview.diffview import (
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from profilers.profile import Profile, ProfileOptions
     from profilers.variants import EngineSpec, ProfileTarget
     from studio.export.results import ExportResult
+    from studio.projects import Artifact, Job, ModelInfo, Project, ProjectInfo, ProjectModel
 
 __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_overlay_data", "release_session", "export",
            "optimize", "add_optimized_version", "list_passes",
@@ -64,7 +66,11 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "graph_prefers_fast_path",
            "graph_overlays", "graph_view", "inspect", "load", "search_nodes", "write_diff", "write_graph_view",
            "profile", "build_plugin", "plugin_signature", "run_python_op", "scaffold_plugin",
-           "compare", "make_inputs", "precision"]
+           "compare", "make_inputs", "precision",
+           "UploadedFile", "add_model", "add_version", "create_project", "delete_project", "duplicate_project",
+           "export_project", "get_settings", "import_project", "job", "list_projects", "list_versions", "model_for",
+           "open_project", "project_artifacts", "project_jobs", "project_model", "project_models", "projects_root",
+           "record_artifact", "rename_project", "set_setting", "shared_mode"]
 
 
 def load(path: str | Path) -> ModelHandle:
@@ -506,3 +512,153 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
                             ort_custom_ops=tuple(Path(p) for p in ort_custom_ops),
                             ov_extensions=tuple(Path(p) for p in ov_extensions))
     return export_model(handle, options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress)
+
+
+# -- projects ---------------------------------------------------------------------------
+# A project keeps models, their version trees, artifacts, jobs and settings on disk
+# (studio.projects; DESIGN.md §8). Functions take a ``Project`` or its id.
+
+def shared_mode() -> bool:
+    """True on a team server (``serve --shared``): no path input, sessions see only their projects."""
+    import os
+
+    return os.environ.get("ONNX_STUDIO_SHARED") == "1"
+
+
+def projects_root(root: str | Path | None = None) -> Path:
+    """The projects root: ``root``, else $ONNX_STUDIO_PROJECTS_ROOT, else ~/.local/share/onnx-studio/projects."""
+    from studio.projects import default_projects_root
+
+    return Path(root).expanduser().resolve() if root else default_projects_root()
+
+
+def _project(project: Project | str, root: str | Path | None = None) -> Project:
+    from studio.projects import Project, open_project
+
+    return project if isinstance(project, Project) else open_project(str(project), root, by_name=False)
+
+
+def create_project(name: str, root: str | Path | None = None) -> Project:
+    """A new, empty project with an unguessable id and a human ``name``."""
+    from studio.projects import create_project as _create
+
+    return _create(name, root)
+
+
+def list_projects(root: str | Path | None = None) -> list[ProjectInfo]:
+    """Every project under the root (id, name, counts, size), most recently changed first."""
+    from studio.projects import list_projects as _list
+
+    return _list(root)
+
+
+def open_project(id_or_name: str, root: str | Path | None = None, *, by_name: bool = True,
+                 create: bool = False) -> Project:
+    """A project by id (or unique name); jobs left running by a dead process are marked interrupted.
+    ``create``: make a project of that name when there is none."""
+    from studio.projects import open_or_create, open_project as _open
+
+    return open_or_create(id_or_name, root) if create else _open(id_or_name, root, by_name=by_name)
+
+
+def rename_project(project: Project | str, name: str, root: str | Path | None = None) -> Project:
+    from studio.projects import rename_project as _rename
+
+    return _rename(_project(project, root), name)
+
+
+def duplicate_project(project: Project | str, name: str | None = None, root: str | Path | None = None) -> Project:
+    """A copy of the project under a new id (jobs running in the source show as interrupted there)."""
+    from studio.projects import duplicate_project as _dup
+
+    return _dup(_project(project, root), name)
+
+
+def delete_project(project: Project | str, root: str | Path | None = None) -> None:
+    from studio.projects import delete_project as _delete
+
+    _delete(_project(project, root))
+
+
+def export_project(project: Project | str, out: str | Path, root: str | Path | None = None) -> Path:
+    """The project as one zip (catalog, models, artifacts, data); written atomically to ``out``."""
+    from studio.projects import export_project as _export
+
+    return _export(_project(project, root), out)
+
+
+def import_project(archive: str | Path | bytes, root: str | Path | None = None, *, name: str | None = None) -> Project:
+    """A new project from an exported zip, checked like an upload (no '..', absolute or link members, no bombs)."""
+    from studio.core.paths import user_data_path
+    from studio.projects import import_project as _import
+
+    src = archive if isinstance(archive, bytes) else user_data_path(archive, label="project archive")
+    return _import(src, root, name=name)
+
+
+def project_models(project: Project | str) -> list[ModelInfo]:
+    return _project(project).models()
+
+
+def project_model(project: Project | str, model_id: str) -> ProjectModel:
+    """One model of a project: its version tree, with the Workspace methods the other functions take."""
+    return _project(project).model(model_id)
+
+
+def add_model(project: Project | str, source: str | Path | ModelHandle | Sequence[UploadedFile], *,
+              name: str | None = None, label: str = "original") -> tuple[ProjectModel, Version]:
+    """A new model in the project from a file (only read), a loaded handle, or uploaded files."""
+    p = _project(project)
+    if isinstance(source, (list, tuple)):
+        return p.add_model_upload(list(source), label=label)
+    return p.add_model_file(source, name=name, label=label)
+
+
+def model_for(project: Project | str, source: str | Path | ModelHandle) -> tuple[ProjectModel, Version]:
+    """The project's model and version holding this content, added as a new model when absent."""
+    p = _project(project)
+    handle = source if isinstance(source, ModelHandle) else _load(source)
+    return p.find_content(handle.sha256) or p.add_model_file(handle)
+
+
+def add_version(model: ProjectModel, source: str | Path | ModelHandle, *, label: str, parent: str | None,
+                provenance: dict | None = None, job_id: str | None = None) -> Version:
+    """Store a model file as a new version of ``model`` (content-addressed, written once)."""
+    return model.add_file(source, label=label, parent=parent, provenance=provenance, job_id=job_id)
+
+
+def list_versions(model: ProjectModel) -> tuple[Version, ...]:
+    return model.versions
+
+
+def record_artifact(project: Project | str, path: str | Path, kind: str, *, job_id: str | None = None,
+                    model_id: str | None = None, version_id: str | None = None, meta: dict | None = None) -> Artifact:
+    """Name a file or folder inside the project as a kept result (export bundle, report, profile...)."""
+    return _project(project).record_artifact(path, kind, job_id=job_id, model_id=model_id, version_id=version_id,
+                                             meta=meta)
+
+
+def project_artifacts(project: Project | str, model_id: str | None = None) -> list[Artifact]:
+    return _project(project).artifacts(model_id)
+
+
+def project_jobs(project: Project | str) -> list[Job]:
+    """Jobs with their state; a job whose process died is reported "interrupted"."""
+    return _project(project).jobs()
+
+
+def get_settings(project: Project | str, model_id: str | None = None) -> dict[str, Any]:
+    """Project settings, or one model's (dims, engines, tolerances, per-page settings)."""
+    return _project(project).settings(model_id)
+
+
+def set_setting(project: Project | str, key: str, value: Any, model_id: str | None = None) -> None:
+    """Store one setting (JSON value; None removes it)."""
+    _project(project).set_setting(key, value, model_id)
+
+
+def job(project: Project | str, kind: str, args: Mapping[str, Any] | None = None, *, model_id: str | None = None,
+        version_id: str | None = None):
+    """``with api.job(project, "optimize", {...}) as j:`` writes the job row (running) before the block and
+    closes it after (done/failed); ``j.dir`` is its artifact folder, ``j.id`` its id."""
+    return _project(project).job(kind, dict(args or {}), model_id=model_id, version_id=version_id)

@@ -20,6 +20,8 @@ ONNX_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
 def _isolated_workspace(tmp_path_factory, monkeypatch):
     ws = tmp_path_factory.mktemp("workspace")
     monkeypatch.setenv("ONNX_STUDIO_WORKSPACE", str(ws))
+    # Projects never land in the real home (~/.local/share/onnx-studio/projects).
+    monkeypatch.setenv("ONNX_STUDIO_PROJECTS_ROOT", str(tmp_path_factory.mktemp("projects")))
     yield ws
 
 
@@ -73,3 +75,10 @@ def app(monkeypatch):
             monkeypatch.setenv(k, v)
         return AppTest.from_file(str(ROOT / "studio" / "ui" / "app.py"), default_timeout=120)
     return make
+
+
+def current_model(at):
+    """The model (its version tree) an AppTest session has open in its project."""
+    from studio import api
+
+    return api.project_model(at.session_state["onnx_studio_project"], at.session_state["onnx_studio_model"])

@@ -19,7 +19,7 @@ from studio.core.errors import StudioError
 
 # Order is the order of `onnx-studio --help`.
 COMMANDS = ["inspect", "graph", "check", "optimize", "compare", "precision", "profile", "plugin", "export",
-            "serve"]
+            "serve", "projects"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     parser.add_argument("--timeout", type=float, metavar="S",
                         help="wall-clock limit of each sandboxed job (engine runs, conversions), seconds")
+    parser.add_argument("--projects-root", metavar="DIR",
+                        help="where projects live (default $ONNX_STUDIO_PROJECTS_ROOT, else "
+                             "~/.local/share/onnx-studio/projects)")
     parser.add_argument("--memory-gb", type=float, metavar="GB", help="memory limit of each sandbox worker")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
@@ -50,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["ONNX_STUDIO_TIMEOUT_S"] = str(args.timeout)
     if args.memory_gb is not None:
         os.environ["ONNX_STUDIO_MEMORY_GB"] = str(args.memory_gb)
+    if args.projects_root is not None:
+        os.environ["ONNX_STUDIO_PROJECTS_ROOT"] = os.path.abspath(os.path.expanduser(args.projects_root))
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2

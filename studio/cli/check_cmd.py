@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from studio import api
+from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import parse_dims, parse_options, print_json
 from studio.core.fmt import printable
 
@@ -19,6 +20,7 @@ _MARK = {"runs": "OK  ", "runs with warnings": "WARN", "fails": "FAIL", "unknown
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_project_argument(p)
     p.add_argument("model", help="path to a .onnx file (external data next to it)")
     p.add_argument("--engines", default="onnxruntime,openvino,tensorrt",
                    help="comma-separated: onnxruntime (ort), openvino (ov), tensorrt (trt)")
@@ -39,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON (docs/findings.md)")
 
 
-def run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> int:
     from diagnostics.compatibility import normalize_engines
 
     engines = normalize_engines(args.engines)
@@ -56,9 +58,13 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"fixed   {result.summary()}; saved {printable(str(args.output))} (verified: {result.reference})")
         handle = api.load(args.output)
+        if kept(args) is not None:
+            kept(args).add_version(handle.path, label=f"fix: {', '.join(args.fix)}",
+                                   provenance={"fix": list(args.fix), "pipeline": result.lineage()})
     report = api.check(handle, engines, eps=eps, trt_version=args.trt_version, run=not args.no_run,
                        dims=parse_dims(args.dim), inputs=args.inputs)
     failed = report.has_errors_for(engines)
+    keep_json(args, "check.json", report.to_dict(), "check")
     if args.json:
         print_json(report.to_dict())
         return 1 if failed else 0
@@ -80,3 +86,6 @@ def run(args: argparse.Namespace) -> int:
     if fixes:
         print("fixes   " + ", ".join(fixes))
     return 1 if failed else 0
+
+
+run = with_project(NAME, _run)

@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from studio import api
+from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import print_json
 from studio.core.fmt import human_bytes, printable
 
@@ -19,6 +20,7 @@ _ICON = {"passed": "ok", "failed": "FAILED", "error": "ERROR", "not verified": "
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_project_argument(p)
     p.add_argument("model", help="path to a .onnx file (external data next to it)")
     p.add_argument("--target", action="append", metavar="TARGET",
                    help="ort, openvino, tensorrt, triton or all (repeatable or comma-separated; default all)")
@@ -55,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-def run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> int:
     handle = api.load(args.model)
     verbose = not args.json
 
@@ -69,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
                         plugins=args.plugin, zip=not args.no_zip, on_progress=progress,
                         ov_precisions=args.ov_precisions, ort_custom_ops=args.ort_custom_ops,
                         ov_extensions=args.ov_extension)
+    keep_json(args, "export.json", result.to_dict(), "export")
+    if kept(args) is not None and result.zip_path is not None:
+        kept(args).keep(result.zip_path, "export bundle")
     if args.json:
         print_json(result.to_dict())
     else:
@@ -99,3 +104,6 @@ def _print(result) -> None:
     if result.zip_path:
         print(f"zip     {result.zip_path}")
     print("report  " + str(result.bundle / "report.html"))
+
+
+run = with_project(NAME, _run)

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from studio import api
+from studio.cli.project_args import add_project_argument, keep_json, with_project
 from studio.cli.common import parse_dims, print_json
 from studio.core.fmt import human_bytes, human_count, printable
 from studio.core.types import shape_text
@@ -15,6 +16,7 @@ HELP = "Summarize a model: opsets, node counts, ops, I/O, params, FLOPs, memory,
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_project_argument(p)
     p.add_argument("model", help="path to a .onnx file (external data next to it)")
     p.add_argument("--json", action="store_true", help="print the full summary as JSON (docs/inspect-json.md)")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
@@ -22,10 +24,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-nodes", action="store_true", help="with --json: leave out the node and edge lists")
 
 
-def run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> int:
     dims = parse_dims(args.dim)
     handle = api.load(args.model)
     summary = api.inspect(handle, dims)
+    keep_json(args, "summary.json", summary.to_dict(include_nodes=not args.no_nodes), "inspect")
     for name in summary.flops.unknown_dims:
         known = sorted(summary.flops.assumed_dims + tuple(summary.flops.dims))
         known = [k for k in dict.fromkeys(known) if k not in summary.flops.unknown_dims]
@@ -73,3 +76,6 @@ def run(args: argparse.Namespace) -> int:
     if s.shape_inference_error:
         print(f"shapes     inference incomplete: {printable(s.shape_inference_error, 400)}")
     return 0
+
+
+run = with_project(NAME, _run)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from studio import api
+from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import parse_dims, parse_options, print_json
 from studio.core.errors import StudioError
 from studio.core.fmt import human_count, printable
@@ -18,6 +19,7 @@ HELP = "Run verified optimization passes (a preset or a list) and save the resul
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_project_argument(p)
     p.add_argument("model", nargs="?", help="path to a .onnx file (external data next to it)")
     p.add_argument("-o", "--output", help="where to write the optimized model (.onnx; weights go next to it)")
     group = p.add_mutually_exclusive_group()
@@ -56,7 +58,7 @@ def _print_list() -> None:
         print(f"  {p['name']:<20} {p['summary']}" + (f"  [{', '.join(flags)}]" if flags else ""))
 
 
-def run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> int:
     if args.list:
         if args.json:
             print_json(api.list_passes())
@@ -83,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
     # A run that did not finish never leaves a file at -o that looks like success.
     report["output"] = str(out if result.ok else partial) if result.output is not None else None
     report["partial"] = not result.ok
+    keep_json(args, "optimize.json", report, "optimize")
+    if kept(args) is not None and result.ok and result.output is not None:
+        api.add_optimized_version(kept(args).model, kept(args).version.id, result, preset=args.preset,
+                                  label=args.preset or ("passes" if names else "safe"))
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, default=str, allow_nan=False))
     if args.json:
@@ -122,3 +128,6 @@ def _print_report(result, out: Path | None) -> None:
     else:
         where = f"the last verified model (partial) written to {printable(str(out), 200)}"
     print(f"result     {printable(result.summary(), 200)}; {where}")
+
+
+run = with_project(NAME, _run)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from studio import api
+from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import parse_dims, print_json
 from studio.cli.inputs_args import preprocess_from
 from studio.core.errors import StudioError
@@ -19,6 +20,7 @@ HELP = ("Build fp16 / bf16 / INT8 variants, compare each with fp32 and time them
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_project_argument(p)
     from studio.precision.variants import VARIANTS
 
     p.add_argument("model", help="path to a .onnx file")
@@ -55,7 +57,7 @@ def _target(v) -> str:
     return "missed" if v.cosine is not None else "-"
 
 
-def run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> int:
     if args.samples < 1 or args.samples > 1024:
         raise StudioError("--samples must be between 1 and 1024")
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -66,9 +68,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"[{i}/{n}] {label}", file=sys.stderr, flush=True)
 
     report = api.precision(handle, variants=variants, calibration=args.calibration, inputs=args.inputs,
-                           samples=args.samples, target_cosine=args.target_cosine, out_dir=args.out,
+                           samples=args.samples, target_cosine=args.target_cosine,
+                           out_dir=args.out or (kept(args).job.dir / "variants" if kept(args) else None),
                            dims=parse_dims(args.dim), preprocess=preprocess_from(args), latency_budget_s=args.budget,
                            on_progress=progress, calibration_method=args.calibration_method)
+    keep_json(args, "precision.json", report.to_dict(), "precision")
+    for v in report.variants if kept(args) is not None else ():
+        if v.path is not None and not v.error and v.name != "fp32" and Path(v.path).is_file():
+            kept(args).add_version(v.path, label=f"precision: {v.name}",
+                                   provenance={"precision": v.name, "cosine": v.cosine, "recommended": v.recommended})
     if args.chart:
         from studio.precision.charts import tradeoff_figure
 
@@ -100,3 +108,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"models in    {report.out_dir}")
     print(printable(report.summary(), 300))
     return 0
+
+
+run = with_project(NAME, _run)

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from studio import api
+from studio.cli.project_args import add_project_argument, keep_json, with_project
 from studio.cli.common import parse_dims, print_json
 from studio.cli.inputs_args import add_preprocess_arguments, preprocess_from
 from studio.core.errors import PathError, StudioError
@@ -33,6 +34,7 @@ def _int_list(text: str) -> list[int]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_project_argument(p)
     p.add_argument("models", nargs="+", metavar="MODEL", help="one or more .onnx files (versions to compare)")
     p.add_argument("--engine", action="append", metavar="SPEC",
                    help="ort, ort:cuda, ort:trt, openvino/ov, ov:bf16, ov:default, ov:throughput (OpenVINO's "
@@ -132,7 +134,7 @@ def _nsys(args: argparse.Namespace) -> int | None:
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> int:
     if args.nsys:
         code = _nsys(args)
         if code is not None:
@@ -154,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
                               on_progress=progress)
         if progress is not None:
             sys.stderr.write("\r" + " " * 106 + "\r")
+        keep_json(args, "profile.json", profile.to_dict(include_samples=True), "profile")
         if args.trace:
             _export_traces(profile, Path(args.trace))
         if keep is not None:
@@ -261,3 +264,6 @@ def _print(profile, top: int) -> None:  # noqa: ANN001, C901 - one report, read 
             print(f"{sweep.kind} sweep {v.id}: {points}")
         for note in v.notes:
             print(f"note {v.id}: {printable(note, 300)}")
+
+
+run = with_project(NAME, _run, lambda a: a.models[0] if a.models else None)

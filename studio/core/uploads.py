@@ -68,6 +68,11 @@ def _zip_members(data: bytes) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
     return out
 
 
+def zip_members(data: bytes) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
+    """The members of a zip with safe relative paths; refuses links, '..', absolute paths and bombs."""
+    return _zip_members(data)
+
+
 def unpack_zip(data: bytes, dest: Path) -> list[Path]:
     """Unpack a zip archive's regular files into ``dest``, validating every member first
     (no absolute or '..' paths, links, bombs or lying sizes). Returns the files written."""

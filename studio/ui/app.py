@@ -22,6 +22,9 @@ from studio.ui import state, widgets  # noqa: E402
 st.set_page_config(page_title="onnx-studio", page_icon="🧩", layout="wide")
 
 PAGES = {
+    "Project": [
+        st.Page("views/projects.py", title="Projects", url_path="projects"),
+    ],
     "Model": [
         st.Page("views/overview.py", title="Overview", url_path="overview", default=True),
         st.Page("views/nodes.py", title="Nodes", url_path="nodes"),
@@ -44,8 +47,11 @@ PAGES = {
     ],
 }
 
-state.workspace()
+state.init()
 navigation = st.navigation(PAGES)
 navigation.run()
-# After the page: a version the page just added (upload, optimize, fix) is listed.
-widgets.version_picker()
+# After the page: a model or version the page just added (upload, optimize, fix) is listed,
+# page settings are kept in the project, and the URL names what is shown (reload, bookmarks).
+widgets.project_sidebar()
+state.save_settings()
+state.sync_url()

@@ -1,100 +1,257 @@
-"""Per-session state: each browser session has its own workspace, versions and
-selection; nothing model-derived is shared between sessions. Cached results
-are keyed by the session's workspace and the model's content hash.
+"""Per-session state over persistent projects (studio.projects via studio.api).
+
+The session's project, model, version and selected node live in the URL
+(``?project=…&model=…&version=…&node=…``), so a reload (F5) or a bookmark restores
+the view; versions, artifacts, jobs and page settings live in the project on disk,
+so nothing is lost when the browser session ends. On a shared server (``--shared``)
+a session sees only the projects it created or was given the link to (the id is
+unguessable). Cached results are keyed by project and content hash.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
-import time
 import uuid
 import weakref
 from pathlib import Path
 
 import streamlit as st
 
+from studio import api
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
-from studio.core.workspace import Version, Workspace, default_root
+from studio.core.workspace import Version, default_root
 
-_WS = "onnx_studio_workspace"
-_CURRENT = "onnx_studio_version"
 _SESSION = "onnx_studio_session"
 _LIFETIME = "onnx_studio_lifetime"
-STALE_SESSION_S = 24 * 3600
+_PROJECT = "onnx_studio_project"
+_MODEL = "onnx_studio_model"
+_CURRENT = "onnx_studio_version"
+_KNOWN = "onnx_studio_known_projects"
+_SYNCED = "onnx_studio_url_synced"
+_PRELOADED = "onnx_studio_preloaded"
+_RESTORED = "onnx_studio_restored_for"
+_SAVED = "onnx_studio_saved_settings"
+
+# Widget values kept per model in the project (restored after a page change or a reload).
+PERSISTED_WIDGETS = (
+    "compat_engines", "compat_eps", "compat_trt",
+    "graph_level", "graph_mode", "graph_overlay", "graph_hops",
+    "node_ops",
+    "opt_preset", "opt_passes", "opt_on_failure", "opt_verify", "opt_target",
+    "precision_variants", "precision_target", "precision_method", "precision_budget",
+    "profile_engines", "profile_per_op", "profile_memory", "profile_rounds", "profile_warmup", "profile_mode",
+    "verify_mode", "verify_engine", "verify_engine_b", "verify_layerwise", "verify_threshold",
+    "exp_targets", "exp_precision", "exp_preset", "exp_ort_level", "exp_max_batch",
+    "diff_mode",
+)
+SETTINGS_PREFIX = "ui:"
 
 
 class _Lifetime:
     """Lives in session_state; when Streamlit drops the session, its finalizer stops
-    the session's sandbox workers and removes its workspace folder."""
-
-
-def _end_session(pool_key: str, root: str) -> None:
-    from studio import api
-
-    api.release_session(pool_key)
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def _sweep_stale_sessions(parent: Path) -> None:
-    """Remove session folders left by a studio that was killed (older than a day)."""
-    try:
-        for d in parent.iterdir():
-            if d.is_dir() and d.name.startswith("session-") and time.time() - d.stat().st_mtime > STALE_SESSION_S:
-                shutil.rmtree(d, ignore_errors=True)
-    except OSError:
-        pass
+    the session's sandbox workers. The project stays on disk."""
 
 
 def session_id() -> str:
     if _SESSION not in st.session_state:
         st.session_state[_SESSION] = uuid.uuid4().hex
+        lifetime = _Lifetime()
+        weakref.finalize(lifetime, api.release_session, st.session_state[_SESSION])
+        st.session_state[_LIFETIME] = lifetime
     return st.session_state[_SESSION]
 
 
 def shared_mode() -> bool:
     """On a shared server, opening files by path and running custom-op code are off."""
-    return os.environ.get("ONNX_STUDIO_SHARED") == "1"
+    return api.shared_mode()
 
 
 def path_root() -> Path:
     return Path(os.environ.get("ONNX_STUDIO_PATH_ROOT") or default_root()).resolve()
 
 
-def workspace() -> Workspace:
-    """This session's workspace (created on first use, with the preloaded model if any)."""
-    ws = st.session_state.get(_WS)
-    if ws is None:
-        parent = default_root() / "sessions"
-        parent.mkdir(parents=True, exist_ok=True)
-        _sweep_stale_sessions(parent)
-        ws = Workspace.create(parent, prefix="session")
-        st.session_state[_WS] = ws
-        lifetime = _Lifetime()
-        weakref.finalize(lifetime, _end_session, session_id(), str(ws.root))
-        st.session_state[_LIFETIME] = lifetime
-        preload = os.environ.get("ONNX_STUDIO_MODEL")
-        if preload:
-            try:
-                v = ws.add_file(Path(preload), label="original")
-                st.session_state[_CURRENT] = v.id
-            except StudioError as exc:
-                st.session_state["onnx_studio_preload_error"] = str(exc)
-    return ws
+# -- projects this session may see -------------------------------------------------------
+def known_projects() -> set[str]:
+    return st.session_state.setdefault(_KNOWN, set())
+
+
+def visible_projects() -> list:
+    """Local: every project of the user. Shared: those this session created or was linked to."""
+    infos = api.list_projects()
+    if shared_mode():
+        known = known_projects()
+        infos = [i for i in infos if i.id in known]
+    return infos
+
+
+def _allow(project_id: str) -> None:
+    known_projects().add(project_id)
+
+
+def project():
+    """The session's current project (None before one is opened or created)."""
+    pid = st.session_state.get(_PROJECT)
+    if not pid:
+        return None
+    try:
+        return api.open_project(pid, by_name=False)
+    except StudioError:
+        st.session_state.pop(_PROJECT, None)
+        return None
+
+
+def open_project(project_id: str, model_id: str | None = None, version_id: str | None = None) -> None:
+    """Make a project current (by id: on a shared server the id is the permission)."""
+    p = api.open_project(project_id, by_name=False)
+    _allow(p.id)
+    st.session_state[_PROJECT] = p.id
+    models = p.models()
+    ids = [m.id for m in models]
+    st.session_state[_MODEL] = model_id if model_id in ids else (ids[-1] if ids else None)
+    st.session_state[_CURRENT] = version_id
+    st.session_state.pop("selected_node", None)
+
+
+def close_project() -> None:
+    for key in (_PROJECT, _MODEL, _CURRENT, "selected_node"):
+        st.session_state.pop(key, None)
+
+
+def ensure_project():
+    """The current project, creating one when the session has none yet."""
+    p = project()
+    if p is None:
+        p = api.create_project("Untitled project")
+        open_project(p.id)
+    return p
+
+
+# -- URL <-> state ---------------------------------------------------------------------------
+def _from_url() -> None:
+    """Adopt the URL's project/model/version/node on a session's first run (reload, bookmark, shared link)."""
+    qp = st.query_params
+    pid = qp.get("project")
+    if not pid:
+        return
+    try:
+        open_project(pid, qp.get("model"), qp.get("version"))
+    except StudioError:
+        st.session_state["onnx_studio_url_error"] = "The project in the link does not exist (or was deleted)."
+        return
+    if qp.get("node"):
+        st.session_state["selected_node"] = qp.get("node")
+
+
+def sync_url() -> None:
+    """Write the current project/model/version/node into the URL (after every run)."""
+    want = {}
+    p = st.session_state.get(_PROJECT)
+    if p:
+        want["project"] = p
+        if st.session_state.get(_MODEL):
+            want["model"] = st.session_state[_MODEL]
+            v = current_version()
+            if v is not None:
+                want["version"] = v.id
+        if st.session_state.get("selected_node"):
+            want["node"] = str(st.session_state["selected_node"])[:300]
+    if dict(st.query_params) != want:
+        st.query_params.from_dict(want)
+
+
+def _preload() -> None:
+    """``onnx-studio serve MODEL``: the model opens in a project (locally, the one named after it)."""
+    path = os.environ.get("ONNX_STUDIO_MODEL")
+    if not path:
+        return
+    try:
+        handle = api.load(path)
+        if shared_mode():
+            p = api.create_project(handle.name)
+        else:
+            p = api.open_project(handle.name, create=True)
+        model, version = api.model_for(p, handle)
+        open_project(p.id, model.id, version.id)
+    except StudioError as exc:
+        st.session_state["onnx_studio_preload_error"] = str(exc)
+
+
+def init() -> None:
+    """Start of every run: the session, then (first run only) the URL or the preloaded model."""
+    session_id()
+    if not st.session_state.get(_SYNCED):
+        st.session_state[_SYNCED] = True
+        _from_url()
+        if not st.session_state.get(_PROJECT) and not st.session_state.get(_PRELOADED):
+            st.session_state[_PRELOADED] = True
+            _preload()
+    restore_settings()
+
+
+# -- model and version -----------------------------------------------------------------------
+class _NoModel:
+    """What ``workspace()`` gives before a model is open: no versions, and a clear error for the rest."""
+
+    id = None
+    versions: tuple[Version, ...] = ()
+
+    def __getattr__(self, name: str):
+        raise StudioError("no model is open: upload one on the Overview page first", code="NO-MODEL")
+
+
+def workspace():
+    """The current model of the current project (its version tree, with the Workspace methods);
+    an empty stand-in (no versions) before a model is open."""
+    p = project()
+    mid = st.session_state.get(_MODEL)
+    if p is None or not mid:
+        return _NoModel()
+    try:
+        return p.model(mid)
+    except StudioError:
+        st.session_state.pop(_MODEL, None)
+        return _NoModel()
+
+
+def models() -> list:
+    p = project()
+    return [] if p is None else p.models()
+
+
+def set_model(model_id: str, version_id: str | None = None) -> None:
+    save_settings()
+    st.session_state[_MODEL] = model_id
+    st.session_state[_CURRENT] = version_id
+    st.session_state.pop("selected_node", None)
+
+
+def add_upload(files) -> Version | None:
+    """Uploaded files as a new model of the current project (created if needed)."""
+    model, version = api.add_model(ensure_project(), list(files))
+    set_model(model.id, version.id)
+    return version
+
+
+def add_model_file(path: str | Path, label: str = "original") -> Version:
+    model, version = api.add_model(ensure_project(), path, label=label)
+    set_model(model.id, version.id)
+    return version
 
 
 def current_version() -> Version | None:
     ws = workspace()
+    if ws.id is None:
+        return None
     vid = st.session_state.get(_CURRENT)
-    if vid is None and ws.versions:
-        vid = ws.versions[-1].id
-    if vid is None:
-        return None
-    try:
-        return ws.version(vid)
-    except StudioError:
-        return None
+    if vid:
+        try:
+            return ws.version(vid)
+        except StudioError:
+            pass
+    versions = ws.versions
+    return versions[-1] if versions else None
 
 
 def set_current(vid: str) -> None:
@@ -107,36 +264,95 @@ def current_handle() -> ModelHandle | None:
     return None if v is None else workspace().handle(v.id)
 
 
-@st.cache_data(max_entries=32, ttl=3600, show_spinner=False)
-def _summary(session: str, sha256: str, path: str, dims: tuple[tuple[str, int], ...], _handle: ModelHandle):
-    from studio import api
+def project_key() -> str:
+    return st.session_state.get(_PROJECT) or f"session-{session_id()}"
 
-    return api.inspect(_handle, dict(dims), pool_key=session)
+
+# -- per-model settings that survive page changes and reloads ---------------------------------
+def _model_scope() -> tuple[str, str] | None:
+    pid, mid = st.session_state.get(_PROJECT), st.session_state.get(_MODEL)
+    return (pid, mid) if pid and mid else None
+
+
+def restore_settings() -> None:
+    """Put the model's saved widget values back into session_state before pages draw widgets."""
+    scope = _model_scope()
+    if scope is None:
+        return
+    p = project()
+    if p is None:
+        return
+    settings = api.get_settings(p, scope[1])
+    saved = {k.removeprefix(SETTINGS_PREFIX): v for k, v in settings.items() if k.startswith(SETTINGS_PREFIX)}
+    if st.session_state.get(_RESTORED) != scope:      # another model: its values, not the last model's
+        for key in PERSISTED_WIDGETS:
+            st.session_state.pop(key, None)
+        st.session_state[_RESTORED] = scope
+        st.session_state["onnx_studio_dims"] = dict(settings.get("dims") or {})
+    st.session_state[_SAVED] = saved
+    for key, value in saved.items():
+        if key in PERSISTED_WIDGETS and key not in st.session_state:
+            st.session_state[key] = value
+
+
+def save_settings() -> None:
+    """End of every run: store the widget values (and dims) that changed, for the current model."""
+    scope = _model_scope()
+    if scope is None or st.session_state.get(_RESTORED) != scope:
+        return
+    p = project()
+    if p is None:
+        return
+    saved = st.session_state.get(_SAVED) or {}
+    for key in PERSISTED_WIDGETS:
+        if key in st.session_state:
+            value = st.session_state[key]
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError):
+                continue
+            if saved.get(key) != value:
+                api.set_setting(p, SETTINGS_PREFIX + key, value, model_id=scope[1])
+                saved[key] = value
+    dims_now = {k: int(v) for k, v in st.session_state.get("onnx_studio_dims", {}).items()}
+    if dims_now != (api.get_settings(p, scope[1]).get("dims") or {}):
+        api.set_setting(p, "dims", dims_now or None, model_id=scope[1])
+
+
+def job(kind: str, args: dict | None = None):
+    """A job row in the current project around a page's run (``with state.job("optimize") as j``)."""
+    v = current_version()
+    return api.job(ensure_project(), kind, args or {}, model_id=st.session_state.get(_MODEL),
+                   version_id=v.id if v else None)
+
+
+# -- cached results --------------------------------------------------------------------------
+@st.cache_data(max_entries=32, ttl=3600, show_spinner=False)
+def _summary(project: str, sha256: str, dims: tuple[tuple[str, int], ...], _pool: str, _handle: ModelHandle):
+    return api.inspect(_handle, dict(dims), pool_key=_pool)
 
 
 def summary(handle: ModelHandle, dims: dict[str, int] | None = None):
-    """The model's summary, cached per session and content (bounded cache)."""
-    return _summary(session_id(), handle.sha256, str(handle.path), tuple(sorted((dims or {}).items())), handle)
+    """The model's summary, cached per project and content (bounded cache)."""
+    return _summary(project_key(), handle.sha256, tuple(sorted((dims or {}).items())), session_id(), handle)
 
 
 def dims() -> dict[str, int]:
-    """User-set values for symbolic dims (shared by every page of this session)."""
+    """User-set values for symbolic dims of the current model (kept in the project)."""
     return st.session_state.setdefault("onnx_studio_dims", {})
 
 
 @st.cache_resource(max_entries=8, ttl=3600, show_spinner=False)
-def _graph_index(session: str, sha256: str, path: str, dims: tuple[tuple[str, int], ...], with_summary: bool,
+def _graph_index(project: str, sha256: str, dims: tuple[tuple[str, int], ...], with_summary: bool,
                  _handle: ModelHandle, _summary):
-    from studio import api
-
     return api.graph_index(_handle, _summary)
 
 
 def graph_index(handle: ModelHandle, summary, dims: dict[str, int] | None = None):
-    """The graph and hierarchy of a model, built once per session and content (with or
+    """The graph and hierarchy of a model, built once per project and content (with or
     without the summary's shapes and FLOPs). A resource cache, no copy per rerun: the
     index is immutable and holds proto references."""
-    return _graph_index(session_id(), handle.sha256, str(handle.path), tuple(sorted((dims or {}).items())),
+    return _graph_index(project_key(), handle.sha256, tuple(sorted((dims or {}).items())),
                         summary is not None, handle, summary)
 
 

@@ -157,21 +157,36 @@ def page_model(title: str):
     return handle, version
 
 
-def version_picker() -> None:
-    """Sidebar selector over the workspace's versions."""
-    ws = state.workspace()
-    versions = ws.versions
-    if not versions:
-        st.sidebar.caption("No model loaded yet.")
+def project_sidebar() -> None:
+    """Sidebar: the current project, then pickers for its model and that model's versions."""
+    project = state.project()
+    if project is None:
+        st.sidebar.caption("No project open: upload a model on the Overview page, or open one on Projects.")
         return
+    st.sidebar.markdown(f"**Project** {md_escape(project.name, 60)}")
+    models = state.models()
+    if not models:
+        st.sidebar.caption("No model in this project yet.")
+        return
+    ws = state.workspace()
+    mids = [m.id for m in models]
+    names = {m.id: f"{m.name} ({m.versions} versions)" for m in models}
+    current_model = ws.id if ws.id is not None else mids[-1]
+    mkey = f"model_picker_{len(mids)}"
+    st.sidebar.selectbox("Model", mids, index=mids.index(current_model) if current_model in mids else len(mids) - 1,
+                         format_func=names.__getitem__, key=mkey,
+                         on_change=lambda: state.set_model(st.session_state[mkey]))
+    if ws.id is None:
+        return
+    versions = ws.versions
     current = state.current_version()
     ids = [v.id for v in versions]
     labels = {v.id: f"{v.id} · {v.label} · {v.sha256[:8]}" for v in versions}
     index = ids.index(current.id) if current and current.id in ids else len(ids) - 1
-    # Keyed per version count so a version added during this run selects itself.
-    st.sidebar.selectbox("Model version", ids, index=index, format_func=labels.__getitem__,
-                         key=f"version_picker_{len(ids)}",
-                         on_change=lambda: state.set_current(st.session_state[f"version_picker_{len(ids)}"]))
+    # Keyed per model and version count so a version added during this run selects itself.
+    vkey = f"version_picker_{ws.id}_{len(ids)}"
+    st.sidebar.selectbox("Model version", ids, index=index, format_func=labels.__getitem__, key=vkey,
+                         on_change=lambda: state.set_current(st.session_state[vkey]))
 
 
 def metric_row(items: list[tuple[str, str]]) -> None:

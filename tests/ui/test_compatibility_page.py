@@ -3,7 +3,7 @@ applying the fix adds a version that re-checks clean for ONNX Runtime."""
 
 from __future__ import annotations
 
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, current_model
 
 
 def _goto(at):
@@ -67,9 +67,7 @@ def test_fix_input_shapes_uses_the_dims_given_on_the_page(app):
     at = next(b for b in at.button if b.label == "Fix: fix-input-shapes").click().run()
     assert not at.exception
     assert any("Applied fix\\-input\\-shapes" in s.value for s in at.success)
-    from studio.ui import state
-
-    ws = at.session_state[state._WS]
+    ws = current_model(at)
     latest = ws.versions[-1]
     assert latest.label == "fix: fix-input-shapes"
     model = onnx.load(ws.handle(latest.id).path, load_external_data=False)

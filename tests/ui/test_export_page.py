@@ -3,7 +3,7 @@ artifacts table, download buttons and the equivalent CLI command; failures first
 
 from __future__ import annotations
 
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, current_model
 
 
 def _table(at, column: str):
@@ -33,7 +33,7 @@ def test_export_all_from_the_page(app):
     result = at.session_state["onnx_studio_export_result"]["result"]
     assert result.manifest["verification"]["input_shapes"] == {"input": [2, 3, 32, 32]}
     # The bundle lives in this session's workspace.
-    ws = at.session_state["onnx_studio_workspace"]
+    ws = current_model(at)
     assert str(result.bundle).startswith(str(ws.root))
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.graph_models import chain
 from studio import api
-from tests.conftest import SAMPLES, parse_model, save
+from tests.conftest import SAMPLES, current_model, parse_model, save
 from tests.graphview.optimized import fold_conv_bn
 
 
@@ -72,7 +72,7 @@ def test_detail_view_of_a_neighbourhood_and_a_group(app):
 
 def test_diff_of_two_versions_shows_the_removed_batchnorms(app):
     at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
-    ws = at.session_state["onnx_studio_workspace"]
+    ws = current_model(at)
     opt, records = fold_conv_bn(onnx.load(str(SAMPLES / "cnn_unfused.onnx")))
     v = ws.add_model(opt, "optimized", "v0", {"pipeline": records})
     at.session_state["onnx_studio_version"] = v.id

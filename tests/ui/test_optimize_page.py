@@ -3,7 +3,7 @@ report table and a new, selected version whose provenance holds the lineage."""
 
 from __future__ import annotations
 
-from tests.conftest import SAMPLES, parse_model, save
+from tests.conftest import SAMPLES, current_model, parse_model, save
 
 
 def _table(at, column: str):
@@ -27,7 +27,7 @@ def test_safe_preset_on_cnn_sample(app):
     assert bn["before"] == 7 and bn["after"] == 0
     assert any("Saved as version v1" in i.value for i in at.info)
     # The new version is selected and carries the lineage.
-    ws = at.session_state["onnx_studio_workspace"]
+    ws = current_model(at)
     v1 = ws.version("v1")
     assert at.session_state["onnx_studio_version"] == "v1" and v1.parent == "v0"
     lineage = v1.provenance["pipeline"]
@@ -49,7 +49,7 @@ def test_custom_passes_with_an_option(app, tmp_path):
     report = _table(at, "pass")
     assert list(report["status"]) == ["changed", "changed"]
     assert any("--set convert-opset.target=18" in c.value for c in at.code)
-    assert at.session_state["onnx_studio_workspace"].version("v1").provenance["passes"] == [
+    assert current_model(at).version("v1").provenance["passes"] == [
         "eliminate-identity", "convert-opset"]
 
 

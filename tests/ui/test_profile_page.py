@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, current_model
 
 
 def _profile_page(at):
@@ -45,7 +45,7 @@ def test_two_engines_one_version(app):
 
 def test_two_versions_per_op_and_trace_download(app):
     at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
-    ws = at.session_state["onnx_studio_workspace"]
+    ws = current_model(at)
     ws.add_file(SAMPLES / "mobilenet_like.onnx", label="second")
     at = _profile_page(at)
     at.multiselect(key="profile_versions").set_value(["v0", "v1"])
@@ -86,7 +86,7 @@ def test_bad_sweep_values_are_reported(app):
 
 def test_per_op_time_feeds_the_graph_overlay(app):
     at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
-    ws = at.session_state["onnx_studio_workspace"]
+    ws = current_model(at)
     ws.add_file(SAMPLES / "mobilenet_like.onnx", label="second")
     at = _profile_page(at)
     at.multiselect(key="profile_versions").set_value(["v0", "v1"])
@@ -97,7 +97,7 @@ def test_per_op_time_feeds_the_graph_overlay(app):
     at.selectbox(key="profile_ops_variant").set_value("t0-ov").run()
     at.button(key="profile_to_graph").click().run()
     assert not at.exception
-    v0_sha = at.session_state["onnx_studio_workspace"].version("v0").sha256
+    v0_sha = current_model(at).version("v0").sha256
     times = at.session_state["onnx_studio_overlay_data"][v0_sha]["node_times"]
     assert "/conv1/Conv" in times and all(v >= 0 for v in times.values())
     assert at.session_state["onnx_studio_version"] == "v0"     # the profiled version is the one shown

@@ -3,6 +3,7 @@ or results, and an ended session releases its workers and workspace."""
 
 from __future__ import annotations
 
+from studio import api
 from studio.core.sandbox import pool_info, run_job
 from tests.conftest import SAMPLES
 
@@ -23,8 +24,9 @@ def test_two_sessions_do_not_share_models(app):
     b.button(key="open_sample").click().run()
     a.run()
     assert _metrics(a)["Nodes"] == "22" and _metrics(b)["Nodes"] == "37"
-    ws_a, ws_b = a.session_state["onnx_studio_workspace"], b.session_state["onnx_studio_workspace"]
-    assert ws_a.root != ws_b.root and len(ws_a.versions) == 1 and len(ws_b.versions) == 1
+    pa, pb = a.session_state["onnx_studio_project"], b.session_state["onnx_studio_project"]
+    assert pa != pb
+    assert [m.versions for m in api.project_models(pa)] == [1] and [m.versions for m in api.project_models(pb)] == [1]
 
 
 def test_same_file_name_different_content_is_not_confused(app, tmp_path):
@@ -41,13 +43,13 @@ def test_same_file_name_different_content_is_not_confused(app, tmp_path):
     assert _metrics(a)["Nodes"] == "37" and _metrics(b)["Nodes"] == "22"
 
 
-def test_ended_session_releases_workers_and_folder(tmp_path):
-    from studio.ui.state import _end_session
+def test_ended_session_releases_workers_and_keeps_the_project():
+    """A session's end stops its workers; its project stays on disk (a reload finds it)."""
+    from studio.ui.state import _Lifetime  # noqa: F401  (the finalizer's owner)
 
-    folder = tmp_path / "session-x"
-    folder.mkdir()
+    p = api.create_project("kept")
     run_job("sandbox.selftest", {"action": "echo"}, stage="test", pool_key="ended-session")
-    assert any(p["pool"] == "ended-session" for p in pool_info())
-    _end_session("ended-session", str(folder))
-    assert not folder.exists()
-    assert not any(p["pool"] == "ended-session" for p in pool_info())
+    assert any(q["pool"] == "ended-session" for q in pool_info())
+    api.release_session("ended-session")
+    assert not any(q["pool"] == "ended-session" for q in pool_info())
+    assert p.root.is_dir() and api.open_project(p.id).name == "kept"

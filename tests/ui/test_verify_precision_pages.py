@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, current_model
 
 
 def _cli_code(at) -> str:
@@ -34,7 +34,7 @@ def test_verify_two_engines_with_layerwise(app):
 
 def test_verify_two_versions_reports_a_difference(app, tmp_path):
     at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
-    ws = at.session_state["onnx_studio_workspace"]
+    ws = current_model(at)
     import onnx
     from onnx import numpy_helper
 
@@ -77,7 +77,7 @@ def test_precision_page_builds_measures_and_saves(app):
     assert (table[""] == "★ recommended").sum() == 1
     assert len(at.get("plotly_chart")) == 1                      # the trade-off chart
     assert "onnx-studio precision" in _cli_code(at) and "--samples 4" in _cli_code(at)
-    ws = at.session_state["onnx_studio_workspace"]
+    ws = current_model(at)
     n = len(ws.versions)
     at.button(key="precision_save_int8").click().run()
     assert not at.exception

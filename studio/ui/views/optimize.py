@@ -69,11 +69,18 @@ def _run(handle, version, preset, passes, dims, on_failure, verify, options) -> 
     def progress(i: int, n: int, name: str) -> None:
         bar.progress(min(1.0, i / max(n, 1)), text=f"{name} ({min(i + 1, n)}/{n})" if i < n else "Saving…")
 
-    out = ws.job_dir("optimize") / f"{handle.name}.onnx"
-    result = widgets.guarded(lambda: api.optimize(handle, preset=preset, passes=passes, dims=dims,
-                                                  pass_options=options, on_failure=on_failure, verify=verify,
-                                                  out_path=out, on_progress=progress, pool_key=state.session_id(),
-                                                  time_budget_s=TIME_BUDGET_S))
+    def in_job():
+        # The job row is written before the run and closed after: a server killed mid-run leaves it
+        # "interrupted" in the project, never "done".
+        with state.job("optimize", {"preset": preset, "passes": passes, "dims": dims, "on_failure": on_failure,
+                                    "verify": verify}) as job:
+            res = api.optimize(handle, preset=preset, passes=passes, dims=dims, pass_options=options,
+                               on_failure=on_failure, verify=verify, out_path=job.dir / f"{handle.name}.onnx",
+                               on_progress=progress, pool_key=state.session_id(), time_budget_s=TIME_BUDGET_S)
+            job.message = res.summary()[:300]
+            return res
+
+    result = widgets.guarded(in_job)
     bar.empty()
     if result is None:
         return

@@ -20,7 +20,6 @@ def _keep_open() -> None:
 
 
 def _open_model() -> None:
-    ws = state.workspace()
     upload_tab, sample_tab, path_tab = st.tabs(["Upload", "Sample model", "Path"])
     with upload_tab:
         files = st.file_uploader("ONNX model, with its external-data files or as a .zip bundle",
@@ -29,10 +28,8 @@ def _open_model() -> None:
             key = tuple((f.name, f.size, f.file_id) for f in files)
             if st.session_state.get("last_upload") != key:
                 st.session_state["last_upload"] = key
-                v = widgets.guarded(lambda: ws.add_upload([UploadedFile(f.name, f.getvalue()) for f in files]),
-                                    spinner="Importing and validating…")
-                if v is not None:
-                    state.set_current(v.id)
+                widgets.guarded(lambda: state.add_upload([UploadedFile(f.name, f.getvalue()) for f in files]),
+                                spinner="Importing and validating…")
     with sample_tab:
         names = [m.name for m in CATALOG]
         purposes = {m.name: m.purpose for m in CATALOG}
@@ -40,9 +37,7 @@ def _open_model() -> None:
                             on_change=_keep_open)
         if st.button("Open sample", key="open_sample"):
             sample = next(m for m in CATALOG if m.name == name)
-            v = widgets.guarded(lambda: ws.add_file(sample.path, label=f"sample {name}"))
-            if v is not None:
-                state.set_current(v.id)
+            widgets.guarded(lambda: state.add_model_file(sample.path, label=f"sample {name}"))
     with path_tab:
         if state.shared_mode():
             st.info("Opening files by path is disabled on this shared server; upload the model instead.")
@@ -50,11 +45,7 @@ def _open_model() -> None:
             st.caption("A file inside the studio's path root (set with `onnx-studio serve --path-root`).")
             typed = st.text_input("Model path", key="model_path", on_change=_keep_open)
             if st.button("Open path", key="open_path") and typed:
-                def _open():
-                    return ws.add_file(confine(typed, state.path_root(), label="model path"))
-                v = widgets.guarded(_open)
-                if v is not None:
-                    state.set_current(v.id)
+                widgets.guarded(lambda: state.add_model_file(confine(typed, state.path_root(), label="model path")))
 
 
 def _dims_inputs(handle) -> None:
@@ -82,7 +73,7 @@ def _dims_inputs(handle) -> None:
 
 def render() -> None:
     st.title("Overview")
-    err = st.session_state.pop("onnx_studio_preload_error", None)
+    err = st.session_state.pop("onnx_studio_preload_error", None) or st.session_state.pop("onnx_studio_url_error", None)
     if err:
         widgets.show_error(Exception(err))
     handle = state.current_handle()

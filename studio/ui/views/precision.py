@@ -74,11 +74,14 @@ def render() -> None:
 
         def work(on_tick):
             calibration = choice.inputs or choice.images
-            return api.precision(handle, variants=chosen, calibration=calibration,
-                                 samples=choice.count if calibration is None or choice.images else 8,
-                                 target_cosine=float(target), out_dir=state.workspace().job_dir("precision"),
-                                 dims=state.dims(), latency_budget_s=float(budget), pool_key=state.session_id(),
-                                 on_progress=on_progress, on_tick=on_tick, calibration_method=method)
+            with state.job("precision", {"variants": chosen, "method": method, "target": float(target)}) as job:
+                report = api.precision(handle, variants=chosen, calibration=calibration,
+                                       samples=choice.count if calibration is None or choice.images else 8,
+                                       target_cosine=float(target), out_dir=job.dir,
+                                       dims=state.dims(), latency_budget_s=float(budget), pool_key=state.session_id(),
+                                       on_progress=on_progress, on_tick=on_tick, calibration_method=method)
+                job.message = report.summary()[:300]
+                return report
         report = widgets.run_stoppable("Building and measuring variants", work)
         bar.empty()
         if report is not None:

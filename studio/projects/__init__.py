@@ -1,0 +1,30 @@
+"""Persistent projects: models with version trees, artifacts, datasets, jobs and
+settings under a projects root, with a SQLite catalog (DESIGN.md §8)."""
+
+from studio.projects.project import (
+    Artifact,
+    Dataset,
+    Job,
+    ModelInfo,
+    Project,
+    ProjectInfo,
+    ProjectModel,
+    RunningJob,
+)
+from studio.projects.registry import (
+    create_project,
+    default_projects_root,
+    delete_project,
+    duplicate_project,
+    export_project,
+    import_project,
+    is_project_id,
+    list_projects,
+    open_or_create,
+    open_project,
+    rename_project,
+)
+
+__all__ = ["Artifact", "Dataset", "Job", "ModelInfo", "Project", "ProjectInfo", "ProjectModel", "RunningJob",
+           "create_project", "default_projects_root", "delete_project", "duplicate_project", "export_project",
+           "import_project", "is_project_id", "list_projects", "open_or_create", "open_project", "rename_project"]

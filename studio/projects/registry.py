@@ -1,0 +1,210 @@
+"""The projects root: where projects live, and creating, listing, opening, renaming,
+duplicating, deleting, exporting and importing them.
+
+Root: ``--projects-root``, else ``$ONNX_STUDIO_PROJECTS_ROOT``, else
+``$XDG_DATA_HOME/onnx-studio/projects`` (``~/.local/share/onnx-studio/projects``).
+Ids are unguessable (``secrets.token_urlsafe``): on a shared server the id is the key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import time
+import zipfile
+from pathlib import Path
+
+from studio.core.errors import StudioError
+from studio.core.paths import safe_child
+from studio.core.uploads import zip_members
+from studio.projects.catalog import Catalog, CatalogError
+from studio.projects.project import CATALOG, Project, ProjectInfo
+
+ID_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+SKIP_IN_ZIP = ("tmp", "cache")
+MAX_NAME = 120
+
+
+def default_projects_root() -> Path:
+    env = os.environ.get("ONNX_STUDIO_PROJECTS_ROOT")
+    if env:
+        return Path(env).expanduser().resolve()
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return (Path(data) / "onnx-studio" / "projects").resolve()
+
+
+def _root(root: str | Path | None) -> Path:
+    r = Path(root).expanduser().resolve() if root else default_projects_root()
+    r.mkdir(parents=True, exist_ok=True)
+    return r
+
+
+def _clean_name(name: str) -> str:
+    text = " ".join(str(name).split())[:MAX_NAME]
+    if not text:
+        raise StudioError("a project needs a name", code="BAD-NAME")
+    return text
+
+
+def new_id() -> str:
+    return secrets.token_urlsafe(16)
+
+
+def is_project_id(text: str) -> bool:
+    return bool(ID_RE.match(text or ""))
+
+
+def create_project(name: str, root: str | Path | None = None) -> Project:
+    return Project.create(_root(root) / new_id(), _clean_name(name))
+
+
+def open_project(id_or_name: str, root: str | Path | None = None, *, by_name: bool = True) -> Project:
+    """A project by id (or, with ``by_name``, by its unique name); stale jobs are reconciled."""
+    r = _root(root)
+    key = str(id_or_name)
+    if is_project_id(key) and (r / key / CATALOG).is_file():
+        project = Project(r / key)
+    else:
+        matches = [p for p in _all(r) if p.name == key] if by_name else []
+        if not matches:
+            raise StudioError(f"no project '{key[:60]}'", code="NO-PROJECT")
+        if len(matches) > 1:
+            raise StudioError(f"{len(matches)} projects are named '{key[:60]}'; use the id "
+                              f"({', '.join(p.id for p in matches)})", code="AMBIGUOUS-PROJECT")
+        project = matches[0]
+    project.reconcile()
+    return project
+
+
+def open_or_create(name: str, root: str | Path | None = None) -> Project:
+    try:
+        return open_project(name, root)
+    except StudioError as exc:
+        if exc.code != "NO-PROJECT":
+            raise
+        return create_project(name, root)
+
+
+def _all(root: Path) -> list[Project]:
+    found = []
+    for d in sorted(root.iterdir()):
+        if d.is_dir() and is_project_id(d.name) and (d / CATALOG).is_file():
+            try:
+                found.append(Project(d))
+            except CatalogError:
+                continue
+    return found
+
+
+def list_projects(root: str | Path | None = None) -> list[ProjectInfo]:
+    """Every readable project under the root, newest change first."""
+    infos = []
+    for p in _all(_root(root)):
+        try:
+            infos.append(p.info())
+        except (CatalogError, OSError):
+            continue
+    return sorted(infos, key=lambda i: -i.updated)
+
+
+def rename_project(project: Project, name: str) -> Project:
+    project.rename(_clean_name(name))
+    return project
+
+
+def _copy_tree(project: Project, dest: Path) -> None:
+    """Files of a project (not its scratch) and a consistent copy of its catalog."""
+    dest.mkdir(parents=True)
+    for item in project.root.iterdir():
+        if item.name in SKIP_IN_ZIP or item.name.startswith(CATALOG):
+            continue
+        if item.is_dir() and not item.is_symlink():
+            shutil.copytree(item, dest / item.name, symlinks=True)
+        elif item.is_file() and not item.is_symlink():
+            shutil.copy2(item, dest / item.name)
+    project.catalog.backup_to(dest / CATALOG)
+
+
+def _adopt(folder: Path, root: Path, name: str | None) -> Project:
+    """Give a complete copied/unpacked folder a new id and move it into place (one rename)."""
+    pid = new_id()
+    cat = Catalog(folder / CATALOG)
+    with cat.write() as con:
+        row = con.execute("SELECT name FROM projects").fetchone()
+        con.execute("DELETE FROM projects")
+        now = time.time()
+        con.execute("INSERT INTO projects VALUES (?, ?, ?, ?)",
+                    (pid, _clean_name(name or (row[0] if row else "imported")), now, now))
+        con.execute("UPDATE jobs SET state='interrupted', message='copied while running' WHERE state='running'")
+    cat.checkpoint()
+    os.rename(folder, root / pid)
+    project = Project(root / pid)
+    project.reconcile()
+    return project
+
+
+def duplicate_project(project: Project, name: str | None = None) -> Project:
+    root = project.root.parent
+    tmp = root / f".tmp-{new_id()}"
+    try:
+        _copy_tree(project, tmp)
+        return _adopt(tmp, root, name or f"{project.name} (copy)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def delete_project(project: Project) -> None:
+    """Gone at once for readers (one rename), then removed."""
+    trash = project.root.parent / f".trash-{new_id()}"
+    os.rename(project.root, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def export_project(project: Project, out: str | Path) -> Path:
+    """The project as one zip (catalog, models, artifacts, data; no scratch)."""
+    out = Path(out).resolve()
+    root = project.root.parent
+    tmp = root / f".tmp-{new_id()}"
+    try:
+        _copy_tree(project, tmp)
+        partial = out.with_name(f".{out.name}.partial")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+            for p in sorted(tmp.rglob("*")):
+                if p.is_file() and not p.is_symlink():
+                    zf.write(p, p.relative_to(tmp).as_posix())
+        os.replace(partial, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def import_project(archive: str | Path | bytes, root: str | Path | None = None, *, name: str | None = None) -> Project:
+    """A new project (new id) from an exported zip. Members are checked first, as uploads
+    are (no absolute or ``..`` paths, no links, no bombs), and the catalog must open."""
+    r = _root(root)
+    data = archive if isinstance(archive, bytes) else Path(archive).read_bytes()
+    members = zip_members(data)
+    if not any(rel.as_posix() == CATALOG for _, rel in members):
+        raise StudioError("not an onnx-studio project archive (no catalog.sqlite at its top)", code="NOT-A-PROJECT")
+    tmp = r / f".tmp-{new_id()}"
+    tmp.mkdir()
+    try:
+        import io
+
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            for info, rel in members:
+                target = safe_child(tmp, rel)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(info) as src, open(target, "wb") as dst:
+                    blob = src.read(info.file_size + 1)
+                    if len(blob) > info.file_size:
+                        raise StudioError("archive member larger than declared; refusing the archive")
+                    dst.write(blob)
+        return _adopt(tmp, r, name)
+    except CatalogError as exc:
+        raise StudioError(f"the archive's catalog cannot be read ({exc})", code="NOT-A-PROJECT") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
