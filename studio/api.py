@@ -662,3 +662,66 @@ def job(project: Project | str, kind: str, args: Mapping[str, Any] | None = None
     """``with api.job(project, "optimize", {...}) as j:`` writes the job row (running) before the block and
     closes it after (done/failed); ``j.dir`` is its artifact folder, ``j.id`` its id."""
     return _project(project).job(kind, dict(args or {}), model_id=model_id, version_id=version_id)
+
+
+# -- datasets and task metrics ---------------------------------------------------------
+
+def add_dataset(project: Project | str, source: str | Path, *, name: str | None = None, kind: str = "auto",
+                model: ModelHandle | None = None, preset: str | None = None, calibration_fraction: float = 0.5,
+                seed: int = 0, tokenizer: str | Path | None = None, options: Mapping[str, Any] | None = None):
+    """Import a folder/zip of images, WAV audio, text, tensors or a data-loader script into the
+    project; ``model`` suggests the preprocessing (``preset`` overrides it: imagenet, yolo, clip,
+    text-strip, grayscale, raw). Unreadable files are skipped and listed."""
+    from studio.core.preprocess import preset as _preset
+    from studio.data.project_data import add_dataset as _add
+
+    return _add(_project(project), source, name=name, kind=kind, model=model.proto if model else None,
+                recipe=_preset(preset) if preset else None, calibration_fraction=calibration_fraction, seed=seed,
+                tokenizer=tokenizer, options=options)
+
+
+def datasets(project: Project | str) -> list:
+    """The project's datasets (catalog rows)."""
+    return _project(project).datasets()
+
+
+def dataset(project: Project | str, id_or_name: str):
+    from studio.data.project_data import get_dataset
+
+    return get_dataset(_project(project), id_or_name)
+
+
+def remove_dataset(project: Project | str, id_or_name: str) -> None:
+    from studio.data.project_data import remove_dataset as _rm
+
+    _rm(_project(project), id_or_name)
+
+
+def preview_dataset(ds, handle: ModelHandle, count: int = 4, part: str = "all") -> list[dict]:
+    """The first ``count`` samples as the model will get them (after preprocessing)."""
+    from studio.data.datasets import dataset_feeds
+
+    return dataset_feeds(ds, handle.proto, part=part, limit=count)
+
+
+def suggest_preprocessing(handle: ModelHandle):
+    """(recipe, reason) the model suggests for image datasets."""
+    from studio.core.preprocess import suggest_recipe
+
+    return suggest_recipe(handle.proto)
+
+
+def evaluate_on_dataset(ds, reference: ModelHandle | str | Path, candidate: ModelHandle | str | Path | None = None,
+                        *, engine: str = "onnxruntime", target: str | None = None, part: str = "evaluation",
+                        limit: int | None = None, metrics: Mapping[str, Sequence[str]] | None = None,
+                        pool_key: str = "default"):
+    """Task metrics of ``candidate`` (default: the reference itself) on ``engine`` against the
+    reference's golden outputs on the dataset (computed once and stored with the dataset)."""
+    from studio.data.evaluate import evaluate, golden_outputs
+    from studio.data.metrics import parse_target
+
+    ref = _path_of(reference)
+    golden = golden_outputs(ds, ref, part=part, limit=limit, pool_key=pool_key)
+    cand = _path_of(candidate) if candidate is not None else ref
+    return evaluate(ds, golden, cand, engine=engine, target=parse_target(target) if target else None,
+                    metrics=metrics, pool_key=pool_key, inputs_model=ref)

@@ -1,0 +1,36 @@
+"""onnx-studio data add|list|show|eval|rm against a project."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sample_models.catalog import path_of
+from studio.cli import main
+from tests.data.test_datasets import _photo_folder
+
+pytest.importorskip("skimage.data")
+
+
+def test_data_cli_roundtrip(tmp_path, capsys):
+    photos = _photo_folder(tmp_path / "photos", n_per_class=2)
+    (photos / "junk.jpg").write_bytes(b"junk")
+    model = str(path_of("image_classifier"))
+    assert main(["data", "add", str(photos), "--project", "p1", "--name", "real", "--model", model]) == 0
+    out = capsys.readouterr().out
+    assert "real: 6 image sample(s), 1 skipped" in out and "imagenet" in out and "junk.jpg" in out
+    assert main(["data", "list", "--project", "p1", "--json"]) == 0
+    assert [d["name"] for d in json.loads(capsys.readouterr().out)] == ["real"]
+    assert main(["data", "show", "real", "--project", "p1", "--model", model]) == 0
+    assert "float32[1, 3, 64, 64]" in capsys.readouterr().out
+    assert main(["data", "eval", "real", "--project", "p1", "--model", model, "--engine", "openvino",
+                 "--target", "top1-agreement>=0.99"]) == 0
+    out = capsys.readouterr().out
+    assert "logits (classification): top1-agreement 1" in out and "target top1-agreement>=0.99: met" in out
+    assert main(["data", "add", str(photos), "--project", "p1", "--name", "real"]) == 2
+    assert "already has a dataset named 'real'" in capsys.readouterr().err
+    assert main(["data", "rm", "real", "--project", "p1"]) == 2
+    assert main(["data", "rm", "real", "--project", "p1", "--yes"]) == 0
+    assert main(["data", "show", "real", "--project", "p1"]) == 2
+    assert "no dataset 'real'" in capsys.readouterr().err
