@@ -498,3 +498,30 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
                             ort_custom_ops=tuple(Path(p) for p in ort_custom_ops),
                             ov_extensions=tuple(Path(p) for p in ov_extensions))
     return export_model(handle, options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress)
+
+
+# -- batch ----------------------------------------------------------------------------
+
+def batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Sequence[str] = ("inspect", "check"),
+          cluster: str | None = None, target: str | None = None, retries: int = 1, workers: int | None = None,
+          force: bool = False, stage_options: Mapping[str, Mapping] | None = None,
+          tls: tuple[str | None, str | None, str | None] = (None, None, None),
+          on_progress: Callable | None = None, on_outcome: Callable | None = None):
+    """Run ``stages`` over every model under ``paths`` into ``out_dir`` (resumable; ``force`` reruns),
+    on a local pool of sandbox workers or, with ``cluster`` (or ONNX_STUDIO_CLUSTER), on Dask.
+    ``target`` runs profile/precision on the cluster worker with resource ``target-NAME``."""
+    from studio.batch.executors import ClusterSecurity, DaskExecutor, LocalExecutor, cluster_address
+    from studio.batch.runner import run_batch
+
+    address = cluster_address(cluster)
+    if target and address is None:
+        raise StudioError("--target needs a cluster (--cluster tcp://HOST:PORT or ONNX_STUDIO_CLUSTER)",
+                          code="BAD-OPTION")
+    executor = (DaskExecutor(address, retries=retries, security=ClusterSecurity(*tls)) if address
+                else LocalExecutor(workers))
+    try:
+        return run_batch(paths, out_dir, stages=stages, executor=executor, force=force,
+                         stage_options={k: dict(v) for k, v in (stage_options or {}).items()}, target=target,
+                         on_progress=on_progress, on_outcome=on_outcome)
+    finally:
+        executor.close()
