@@ -725,3 +725,28 @@ def evaluate_on_dataset(ds, reference: ModelHandle | str | Path, candidate: Mode
     cand = _path_of(candidate) if candidate is not None else ref
     return evaluate(ds, golden, cand, engine=engine, target=parse_target(target) if target else None,
                     metrics=metrics, pool_key=pool_key, inputs_model=ref)
+# -- batch ----------------------------------------------------------------------------
+
+def batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Sequence[str] = ("inspect", "check"),
+          cluster: str | None = None, target: str | None = None, retries: int = 1, workers: int | None = None,
+          force: bool = False, stage_options: Mapping[str, Mapping] | None = None,
+          tls: tuple[str | None, str | None, str | None] = (None, None, None),
+          on_progress: Callable | None = None, on_outcome: Callable | None = None):
+    """Run ``stages`` over every model under ``paths`` into ``out_dir`` (resumable; ``force`` reruns),
+    on a local pool of sandbox workers or, with ``cluster`` (or ONNX_STUDIO_CLUSTER), on Dask.
+    ``target`` runs profile/precision on the cluster worker with resource ``target-NAME``."""
+    from studio.batch.executors import ClusterSecurity, DaskExecutor, LocalExecutor, cluster_address
+    from studio.batch.runner import run_batch
+
+    address = cluster_address(cluster)
+    if target and address is None:
+        raise StudioError("--target needs a cluster (--cluster tcp://HOST:PORT or ONNX_STUDIO_CLUSTER)",
+                          code="BAD-OPTION")
+    executor = (DaskExecutor(address, retries=retries, security=ClusterSecurity(*tls)) if address
+                else LocalExecutor(workers))
+    try:
+        return run_batch(paths, out_dir, stages=stages, executor=executor, force=force,
+                         stage_options={k: dict(v) for k, v in (stage_options or {}).items()}, target=target,
+                         on_progress=on_progress, on_outcome=on_outcome)
+    finally:
+        executor.close()

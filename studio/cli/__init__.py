@@ -19,7 +19,7 @@ from studio.core.errors import StudioError
 
 # Order is the order of `onnx-studio --help`.
 COMMANDS = ["inspect", "graph", "check", "optimize", "compare", "precision", "profile", "plugin", "export",
-            "serve", "projects", "data"]
+            "batch", "worker", "serve", "projects", "data"]
 
 
 def build_parser() -> argparse.ArgumentParser:

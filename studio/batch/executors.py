@@ -1,0 +1,328 @@
+"""Where batch tasks run: a local pool of the studio's sandbox workers, or a Dask cluster.
+
+Both take the same plain ``StageTask`` and give back the same ``StageOutcome``.
+
+* ``LocalExecutor``: threads in this process, each with its own pool of sandbox
+  workers (``pool_key``), so N tasks run side by side and a crash stays in its worker.
+* ``DaskExecutor``: one Dask task per model x stage on ``tcp://HOST:PORT`` (or TLS).
+  Model files travel by content hash: each is scattered to the cluster once; the
+  worker re-hashes what arrived, keeps it in a local cache and runs the stage in the
+  studio's sandbox worker there. Artifacts come back as bytes with their sha256,
+  checked on arrival. A worker lost mid-task is retried on another (``retries``);
+  after that the row says "worker lost" with the worker's address. A task with a
+  ``target`` needs the worker resource ``target-NAME`` (a deployment machine).
+The scheduler address is configuration only (a flag or ONNX_STUDIO_CLUSTER), never
+taken from a model or an upload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from studio.batch.stages import StageOutcome, StageTask, machine_facts, run_stage
+from studio.core.errors import StudioError
+
+MAX_ARTIFACT_BYTES = 512 * 2**20       # what one remote task may send back
+
+
+class Executor(Protocol):
+    name: str
+
+    def submit(self, task: StageTask, files: Mapping[str, Path], out_dir: Path) -> Future: ...
+    def cancel(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def default_workers() -> int:
+    """Local pool size from cores and memory: one task per 2 cores, one per 3 GiB (a worker's limit)."""
+    import psutil
+
+    cores = os.cpu_count() or 1
+    mem = psutil.virtual_memory().total // (3 * 2**30)
+    return max(1, min(cores // 2 or 1, int(mem) or 1, 8))
+
+
+class LocalExecutor:
+    """Tasks on this machine, each thread with its own sandbox-worker pool."""
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or default_workers()
+        self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="batch")
+        self._local = threading.local()
+        self._n = 0
+        self._lock = threading.Lock()
+        self._cancelled = threading.Event()
+
+    def _pool_key(self) -> str:
+        if not hasattr(self._local, "key"):
+            with self._lock:
+                self._n += 1
+                self._local.key = f"batch-{self._n}"
+        return self._local.key
+
+    def submit(self, task: StageTask, files: Mapping[str, Path], out_dir: Path) -> Future:
+        model_path = files["model"]
+
+        def work() -> StageOutcome:
+            if self._cancelled.is_set():
+                return StageOutcome(task.key, task.model_name, task.model_sha256, task.stage, "cancelled",
+                                    "cancelled before it started", target=task.target)
+            return run_stage(task, model_path, out_dir, pool_key=self._pool_key())
+
+        return self._pool.submit(work)
+
+    def cancel(self) -> None:
+        from studio.core.sandbox import shutdown_all
+
+        self._cancelled.set()
+        shutdown_all()                  # running workers are killed; their tasks end as failed
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+# ---------------------------------------------------------------------------- Dask
+
+def _pack_model(files: Mapping[str, Path]) -> bytes:
+    """The model file and its external-data files as one tar (names relative to the model)."""
+    model = files["model"]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, path in files.items():
+            arc = "model.onnx" if name == "model" else Path(path).name
+            tar.add(str(path), arcname=arc, recursive=False)
+    return buf.getvalue()
+
+
+def _model_files(model_path: Path) -> dict[str, Path]:
+    """The model and every external-data file it names (validated by the loader first)."""
+    from studio.core.model import load
+
+    handle = load(model_path)
+    files = {"model": handle.path}
+    for i, f in enumerate(sorted(set(handle.external_files))):
+        files[f"data{i}"] = Path(f)
+    return files
+
+
+def _unpack_checked(blob: bytes, sha256: str, into: Path) -> Path:
+    """Worker side: the package's model hashes to ``sha256`` (else refuse); unpacked once."""
+    model_dir = into / sha256[:32]
+    model = model_dir / "model.onnx"
+    if model.is_file() and hashlib.sha256(model.read_bytes()).hexdigest() == sha256:
+        return model
+    tmp = Path(tempfile.mkdtemp(prefix=".incoming-", dir=into))
+    try:
+        with tarfile.open(fileobj=io.BytesIO(blob), mode="r") as tar:
+            tar.extractall(tmp, filter="data")
+        got = tmp / "model.onnx"
+        if not got.is_file() or hashlib.sha256(got.read_bytes()).hexdigest() != sha256:
+            raise StudioError("the model that arrived does not match its content hash; refusing it",
+                              code="HASH-MISMATCH")
+        if model_dir.exists():
+            shutil.rmtree(model_dir)
+        tmp.rename(model_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return model
+
+
+def _collect_artifacts(out_dir: Path, outcome: StageOutcome) -> list[tuple[str, bytes, str]]:
+    """(relative path, bytes, sha256) of the outcome's artifacts, files of folders included."""
+    items, total = [], 0
+    for rel in outcome.artifacts:
+        p = out_dir.parent / rel
+        paths = [p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else []
+        for f in paths:
+            if f.is_symlink():
+                continue
+            data = f.read_bytes()
+            total += len(data)
+            if total > MAX_ARTIFACT_BYTES:
+                break
+            items.append((str(f.relative_to(out_dir.parent)), data, hashlib.sha256(data).hexdigest()))
+    return items
+
+
+def remote_stage(task_dict: dict, blob: bytes) -> dict:
+    """Runs on a Dask worker: check the model's hash, run the stage in the sandbox, return the
+    outcome and the artifacts' bytes."""
+    task = StageTask(**task_dict)
+    cache = Path(os.environ.get("ONNX_STUDIO_WORKER_CACHE") or Path(tempfile.gettempdir()) / "onnx-studio-worker")
+    (cache / "models").mkdir(parents=True, exist_ok=True)
+    try:
+        model = _unpack_checked(blob, task.model_sha256, cache / "models")
+    except StudioError as exc:
+        return {"outcome": StageOutcome(task.key, task.model_name, task.model_sha256, task.stage, "failed", str(exc),
+                                        worker=machine_facts(), target=task.target).to_dict(), "artifacts": []}
+    work = Path(tempfile.mkdtemp(prefix="task-", dir=cache))
+    try:
+        out = work / task.key
+        outcome = run_stage(task, model, out, pool_key=f"dask-{threading.get_ident()}")
+        return {"outcome": outcome.to_dict(), "artifacts": _collect_artifacts(out, outcome)}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class ClusterSecurity:
+    """TLS settings passed to Dask (``distributed.security.Security``) when configured."""
+
+    ca_file: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+    def to_dask(self):
+        if not (self.ca_file or self.cert):
+            return None
+        from distributed.security import Security
+
+        return Security(tls_ca_file=self.ca_file, tls_client_cert=self.cert, tls_client_key=self.key,
+                        require_encryption=True)
+
+
+def cluster_address(explicit: str | None) -> str | None:
+    """The scheduler address from the flag, else ONNX_STUDIO_CLUSTER; validated as tcp:// or tls://."""
+    address = explicit or os.environ.get("ONNX_STUDIO_CLUSTER") or None
+    if address is None:
+        return None
+    if not address.startswith(("tcp://", "tls://")) or len(address) > 200 or any(c in address for c in " \n\"'"):
+        raise StudioError(f"cluster address must look like tcp://HOST:PORT or tls://HOST:PORT, got {address[:60]!r}",
+                          code="BAD-OPTION")
+    return address
+
+
+class DaskExecutor:
+    """Tasks on a Dask cluster; each stage still runs in the studio's sandbox on the worker."""
+
+    name = "dask"
+
+    def __init__(self, address: str, *, retries: int = 1, security: ClusterSecurity | None = None,
+                 timeout_s: float = 20.0) -> None:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise StudioError("the cluster executor needs dask.distributed (pip install 'dask[distributed]')") from None
+        self.address = cluster_address(address)
+        self.retries = max(0, int(retries))
+        try:
+            self.client = Client(self.address, security=(security or ClusterSecurity()).to_dask(),
+                                 timeout=timeout_s, set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise StudioError(f"cannot reach the Dask scheduler at {self.address}: {type(exc).__name__}",
+                              code="NO-CLUSTER") from None
+        self._scattered: dict[str, object] = {}
+        self._futures: list = []
+        self._lock = threading.Lock()
+
+    def workers(self) -> dict[str, dict]:
+        """Worker address -> its resources (``target-NAME``) as the scheduler knows them."""
+        info = self.client.scheduler_info(n_workers=-1) if _takes_n_workers(self.client) else self.client.scheduler_info()
+        return {addr: dict(w.get("resources") or {}) for addr, w in info.get("workers", {}).items()}
+
+    def targets(self) -> list[str]:
+        return sorted({r.removeprefix("target-") for res in self.workers().values() for r in res
+                       if r.startswith("target-")})
+
+    def _model_future(self, sha: str, files: Mapping[str, Path]):
+        with self._lock:
+            fut = self._scattered.get(sha)
+            if fut is None:
+                fut = self.client.scatter(_pack_model(files), hash=False, broadcast=False)
+                self._scattered[sha] = fut
+            return fut
+
+    def submit(self, task: StageTask, files: Mapping[str, Path], out_dir: Path) -> Future:
+        if task.target and task.target not in self.targets():
+            raise StudioError(f"no worker of the cluster offers target '{task.target[:40]}' (resource "
+                              f"target-{task.target[:40]}); known targets: {', '.join(self.targets()) or 'none'}",
+                              code="NO-TARGET")
+        blob = self._model_future(task.model_sha256, files)
+        resources = {f"target-{task.target}": 1} if task.target else None
+        dask_future = self.client.submit(remote_stage, task.to_dict(), blob, key=f"{task.stage}-{task.key}",
+                                         retries=self.retries, resources=resources, pure=False)
+        self._futures.append(dask_future)
+        result: Future = Future()
+
+        def done(f) -> None:
+            try:
+                payload = f.result()
+            except Exception as exc:  # noqa: BLE001 - KilledWorker, CancelledError, worker-side errors
+                result.set_result(_lost(task, exc, self.retries))
+                return
+            try:
+                result.set_result(_land(payload, out_dir))
+            except Exception as exc:  # noqa: BLE001
+                result.set_result(StageOutcome(task.key, task.model_name, task.model_sha256, task.stage, "error",
+                                               f"{type(exc).__name__}: {str(exc)[:200]}", target=task.target))
+
+        dask_future.add_done_callback(done)
+        return result
+
+    def cancel(self) -> None:
+        self.client.cancel(self._futures, force=True)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _takes_n_workers(client) -> bool:
+    import inspect
+
+    return "n_workers" in inspect.signature(client.scheduler_info).parameters
+
+
+def _lost(task: StageTask, exc: BaseException, retries: int) -> StageOutcome:
+    from distributed import KilledWorker
+
+    name = type(exc).__name__
+    if isinstance(exc, KilledWorker) or "KilledWorker" in name:
+        worker = getattr(exc, "last_worker", None)
+        address = getattr(worker, "address", None) or str(worker or "unknown")
+        return StageOutcome(task.key, task.model_name, task.model_sha256, task.stage, "worker lost",
+                            f"worker lost: {address} (tried {retries + 1} time(s))", worker={"address": address},
+                            attempts=retries + 1, target=task.target)
+    if "Cancelled" in name:
+        return StageOutcome(task.key, task.model_name, task.model_sha256, task.stage, "cancelled", "cancelled",
+                            target=task.target)
+    return StageOutcome(task.key, task.model_name, task.model_sha256, task.stage, "error",
+                        f"{name}: {str(exc)[:200]}", target=task.target)
+
+
+def _land(payload: dict, out_dir: Path) -> StageOutcome:
+    """Client side: write the returned artifacts under ``out_dir``'s parent, checking each hash."""
+    from studio.core.paths import safe_child
+
+    outcome = StageOutcome.from_dict(payload["outcome"])
+    base = out_dir.parent
+    for rel, data, sha in payload.get("artifacts", []):
+        if hashlib.sha256(data).hexdigest() != sha:
+            raise StudioError(f"artifact {rel[:60]} was damaged in transfer", code="HASH-MISMATCH")
+        target = safe_child(base, rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.part")
+        tmp.write_bytes(data)
+        tmp.replace(target)
+    return outcome
+
+
+def iter_done(futures: list[Future]) -> Iterator[Future]:
+    from concurrent.futures import as_completed
+
+    yield from as_completed(futures)
+
+
+ProgressFn = Callable[[int, int, float | None, StageOutcome], None]

@@ -1,0 +1,60 @@
+"""onnx-studio batch PATHS... --stages inspect,check,optimize,precision,profile,export -o OUT
+[--cluster tcp://HOST:8786] [--target NAME] [--retries N] [--workers N] [--force] [--json]"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from studio import api
+from studio.cli.common import print_json
+from studio.core.fmt import printable
+
+NAME = "batch"
+HELP = "run stages over many models (resumable), on a local pool or a Dask cluster"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", help=".onnx files or folders holding them")
+    p.add_argument("-o", "--output", required=True, help="output folder (report, state, artifacts)")
+    p.add_argument("--stages", default="inspect,check",
+                   help="comma-separated: inspect, check, optimize, precision, profile, export (default %(default)s)")
+    p.add_argument("--cluster", metavar="ADDR", help="Dask scheduler tcp://HOST:PORT (or env ONNX_STUDIO_CLUSTER)")
+    p.add_argument("--target", metavar="NAME", help="run profile/precision on the cluster worker with resource "
+                                                    "target-NAME")
+    p.add_argument("--retries", type=int, default=1, help="retries of a task whose worker was lost (default 1)")
+    p.add_argument("--workers", type=int, help="local pool size (default: from cores and memory)")
+    p.add_argument("--engines", help="engines for check/profile (comma-separated)")
+    p.add_argument("--force", action="store_true", help="run finished model x stage pairs again")
+    p.add_argument("--tls-ca-file", help="TLS CA for the cluster")
+    p.add_argument("--tls-cert", help="TLS client certificate for the cluster")
+    p.add_argument("--tls-key", help="TLS client key for the cluster")
+    p.add_argument("--json", action="store_true", help="print the batch result as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    options = {}
+    if args.engines:
+        engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+        options = {"check": {"engines": engines}, "profile": {"engines": engines}}
+
+    def progress(done: int, total: int, eta: float | None, outcome) -> None:
+        if args.json or outcome is None:
+            return
+        eta_text = f", ETA {eta:.0f} s" if eta is not None and done < total else ""
+        print(f"[{done}/{total}{eta_text}] {printable(outcome.model, 60)} {outcome.stage}: {outcome.status} "
+              f"- {printable(outcome.verdict, 120)}", file=sys.stderr)
+
+    result = api.batch(args.paths, args.output, stages=stages, cluster=args.cluster, target=args.target,
+                       retries=args.retries, workers=args.workers, force=args.force, stage_options=options,
+                       tls=(args.tls_ca_file, args.tls_cert, args.tls_key), on_progress=progress)
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        for row in result.rows:
+            cells = "  ".join(f"{s}={row.outcomes[s].status}" for s in result.stages if s in row.outcomes)
+            print(f"{row.status():<12} {printable(row.model.name, 50):<50} {cells or printable(row.model.error or '')}")
+        print(f"{len(result.rows)} model(s), {result.ran} task(s) run, {result.skipped} already finished, "
+              f"{result.seconds:.1f} s on the {result.executor} executor; report: {result.files.get('html')}")
+    return 0 if result.ok else 1

@@ -1,0 +1,55 @@
+"""onnx-studio worker --scheduler tcp://HOST:8786 [--target NAME]: join a Dask cluster as a studio worker.
+
+The same as ``dask worker ADDR --resources target-NAME=1 --nthreads 1``, plus what the
+studio needs on a deployment machine: the target name in ONNX_STUDIO_TARGET (so every
+figure it measures is labelled with it) and a printout of the machine's facts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+from studio.core.errors import StudioError
+
+NAME = "worker"
+HELP = "join a Dask cluster as a worker (a remote target for profile/precision/batch)"
+_TARGET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scheduler", required=True, help="scheduler address tcp://HOST:PORT")
+    p.add_argument("--target", help="name of this deployment target (resource target-NAME=1)")
+    p.add_argument("--host", default="127.0.0.1", help="address the worker listens on (default %(default)s)")
+    p.add_argument("--nthreads", type=int, default=1, help="tasks at once on this worker (default 1: timing)")
+    p.add_argument("--print-command", action="store_true", help="print the dask worker command and exit")
+
+
+def command(args: argparse.Namespace) -> list[str]:
+    from studio.batch.executors import cluster_address
+
+    address = cluster_address(args.scheduler)
+    cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", str(args.nthreads),
+           "--host", args.host, "--no-dashboard"]
+    if args.target:
+        if not _TARGET.match(args.target):
+            raise StudioError("a target name is letters, digits, '.', '_' or '-' (at most 40)", code="BAD-OPTION")
+        cmd += ["--resources", f"target-{args.target}=1", "--name", f"target-{args.target}"]
+    return cmd
+
+
+def run(args: argparse.Namespace) -> int:
+    from studio.batch.stages import machine_facts
+
+    cmd = command(args)
+    if args.print_command:
+        print(" ".join(cmd))
+        return 0
+    env = dict(os.environ)
+    if args.target:
+        env["ONNX_STUDIO_TARGET"] = args.target
+    print(json.dumps({"joining": cmd[3], "target": args.target, "machine": machine_facts()}), file=sys.stderr)
+    return subprocess.call(cmd, env=env)

@@ -1,0 +1,88 @@
+"""Batch runs: local pool and a real Dask cluster on loopback give the same rows; targets run
+where they are labelled; a worker killed mid-batch loses nothing; resuming skips finished work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+
+from sample_models.catalog import path_of
+from studio import api
+from studio.cli import main
+from tests.conftest import backend_models, sha256_file
+
+STAGES = ["inspect", "check", "optimize"]
+
+
+def _models(tmp_path) -> list[Path]:
+    chosen = [path_of("cnn_unfused"), path_of("if_loop"), path_of("transformer_block")]
+    chosen += backend_models()[10::50][:2]
+    hostile = tmp_path / "hostile.onnx"
+    hostile.write_bytes(b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n")
+    return [*chosen, hostile]
+
+
+def _summary(result) -> dict:
+    return {(r.model.name, s): (o.status, o.figures.get("nodes"), o.figures.get("verdict:onnxruntime"))
+            for r in result.rows for s, o in r.outcomes.items()}
+
+
+def test_local_batch_rows_resume_and_reports(tmp_path):
+    models = _models(tmp_path)
+    before = {p: sha256_file(p) for p in models}
+    r = api.batch(models, tmp_path / "out", stages=STAGES, stage_options={"check": {"engines": ["onnxruntime"]}})
+    by_name = {row.model.name: row for row in r.rows}
+    assert by_name["hostile.onnx"].status() == "failed" and "Git LFS" in by_name["hostile.onnx"].model.error
+    assert by_name["cnn_unfused.onnx"].outcomes["check"].status == "ok"
+    assert r.ran == 5 * len(STAGES) and r.skipped == 0
+    data = json.loads((tmp_path / "out" / "batch.json").read_text())
+    assert len(data["rows"]) == 6
+    html = (tmp_path / "out" / "batch.html").read_text()
+    assert "sortable" in html and "Verdict matrix" in html and "<script>alert" not in html
+    assert (tmp_path / "out" / "batch.csv").read_text().count("\n") == 7
+    again = api.batch(models, tmp_path / "out", stages=STAGES, stage_options={"check": {"engines": ["onnxruntime"]}})
+    assert again.ran == 0 and again.skipped == 5 * len(STAGES)
+    assert {p: sha256_file(p) for p in models} == before
+
+
+@pytest.mark.slow
+def test_cluster_matches_local_targets_and_survives_a_lost_worker(tmp_path, dask_cluster):
+    models = _models(tmp_path)[:3]
+    opts = {"check": {"engines": ["onnxruntime"]}, "profile": {"iterations": 20, "rounds": 2, "warmup": 2}}
+    local = api.batch(models, tmp_path / "local", stages=STAGES, stage_options=opts)
+    remote = api.batch(models, tmp_path / "remote", stages=STAGES, cluster=dask_cluster.address, stage_options=opts)
+    assert remote.executor == "dask" and _summary(remote) == _summary(local)
+    optimized = next(r for r in remote.rows if r.model.name == "cnn_unfused.onnx").outcomes["optimize"]
+    landed = tmp_path / "remote" / next(r.model.folder_name for r in remote.rows
+                                        if r.model.name == "cnn_unfused.onnx") / optimized.artifacts[0]
+    onnx.checker.check_model(str(landed))
+
+    edge = api.batch(models[:1], tmp_path / "edge", stages=["profile"], cluster=dask_cluster.address,
+                     target="edge", stage_options=opts)
+    (row,) = edge.rows
+    assert row.outcomes["profile"].status == "ok" and row.outcomes["profile"].worker["target"] == "edge"
+
+    # kill the plain worker while a batch runs: rows are retried on the other worker or say "worker lost"
+    import threading
+    killer = threading.Timer(2.0, dask_cluster.kill, args=("plain",))
+    killer.start()
+    try:
+        survived = api.batch(models, tmp_path / "killed", stages=["check", "optimize"], cluster=dask_cluster.address,
+                             retries=1, stage_options=opts)
+    finally:
+        killer.join()
+    statuses = {o.status for r in survived.rows for o in r.outcomes.values()}
+    assert statuses <= {"ok", "worker lost"}
+    assert sum(len(r.outcomes) for r in survived.rows) == 2 * len(models)
+    lost = [o for r in survived.rows for o in r.outcomes.values() if o.status == "worker lost"]
+    assert all("127.0.0.1" in o.verdict for o in lost)
+
+
+def test_bad_cluster_address_and_target_without_cluster_are_one_line_errors(tmp_path, capsys):
+    assert main(["batch", str(path_of("cnn_unfused")), "-o", str(tmp_path / "o"), "--cluster", "http://x"]) == 2
+    assert "tcp://HOST:PORT" in capsys.readouterr().err
+    assert main(["batch", str(path_of("cnn_unfused")), "-o", str(tmp_path / "o"), "--target", "edge"]) == 2
+    assert "--target needs a cluster" in capsys.readouterr().err
