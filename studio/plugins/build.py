@@ -170,7 +170,8 @@ def cmake_build_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) 
 
     work = ctx.scratch / "src"
     _copy_sources(Path(str(args["source"])), work)
-    fence = fence_build([ctx.scratch.parent, ctx.out_dir, Path(os.environ.get("HOME") or ctx.scratch)])
+    # the job's folder, the results folder and the worker's own folder (its HOME: CMake's user package registry)
+    fence = fence_build([ctx.scratch.parent, ctx.out_dir, ctx.scratch.parent.parent])
     timeout_s = float(args["timeout_s"])
     started = time.perf_counter()
     ctx.set_stage("CMake configure")

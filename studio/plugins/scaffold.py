@@ -71,6 +71,11 @@ _CPP_KEYWORDS = {"int", "float", "double", "class", "struct", "new", "delete", "
                  "false", "return", "if", "else", "for", "while", "do", "goto", "static", "extern", "inline"}
 
 
+# Names the templates themselves use (parameters, namespaces, modules): a port or attribute may not shadow them.
+_TEMPLATE_NAMES = {"outputs", "stream", "node", "tactic", "std", "Ort", "ov", "nvinfer1", "studio_gs", "studio_plugin",
+                   "np", "trtp", "torch", "Tuple", "os", "sys", "glob", "onnx", "ort", "helper", "info", "api"}
+
+
 @dataclass(frozen=True)
 class PluginFile:
     path: str            # relative to the package folder
@@ -149,7 +154,7 @@ def _unique(names: list[str]) -> list[str]:
     out = []
     for n in names:
         base = n
-        if keyword.iskeyword(base) or base in _CPP_KEYWORDS or base in ("outputs", "stream", "node", "tactic"):
+        if keyword.iskeyword(base) or base in _CPP_KEYWORDS or base in _TEMPLATE_NAMES:
             base = f"{base}_"
         k = seen.get(base, 0)
         seen[base] = k + 1

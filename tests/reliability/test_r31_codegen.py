@@ -133,3 +133,21 @@ def test_r31_no_build_button_on_a_shared_server(app):
     assert not at.exception
     assert not any(b.key == "plugin_build" for b in at.button)
     assert any("Building C++ packages is disabled" in i.value for i in at.info)
+
+
+@pytest.mark.slow
+def test_r31_hostile_but_legal_name_still_registers(tmp_path):
+    """The ONNX Runtime library built from a package whose op type and domain are full of quotes, `$()`, `*/`
+    and backslashes registers under those exact strings: ONNX Runtime finds the op and runs its (TODO) kernel,
+    which answers "not implemented" -- not "no kernel registered"."""
+    require_tool(toolchain.cmake())
+    require_tool(toolchain.cxx_compiler())
+    require_tool(toolchain.ort_include_dir())
+    op_type, domain = 'Evil "op" $(id) `id` */ # \\', 'dom"/*${HOME}*/'
+    handle = api.load(_model(tmp_path / "in" / "m.onnx", op_type, domain))
+    sig = api.plugin_signature(handle, f"{domain}::{op_type}")
+    sc = api.scaffold_plugin(handle, f"{domain}::{op_type}", "ort-cpp", tmp_path / "out", signature=sig)
+    result = api.build_plugin(handle, sc, "ort-cpp", signature=sig)
+    assert result.built, result.message + "\n" + result.log_tail
+    assert result.check is not None and result.check.status == "error"
+    assert "kernel not implemented yet" in result.check.message, result.check.message
