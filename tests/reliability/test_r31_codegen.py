@@ -151,3 +151,22 @@ def test_r31_hostile_but_legal_name_still_registers(tmp_path):
     assert result.built, result.message + "\n" + result.log_tail
     assert result.check is not None and result.check.status == "error"
     assert "kernel not implemented yet" in result.check.message, result.check.message
+
+
+def test_r31_build_stops_at_its_timeout_and_leaves_no_process(tmp_path):
+    """A CMakeLists.txt that never ends: "timed out", and what it started is gone with the one-off worker."""
+    psutil = pytest.importorskip("psutil")
+    require_tool(toolchain.cmake())
+    require_tool(toolchain.cxx_compiler())
+    require_tool(toolchain.openvino_cmake_dir())
+    from studio.plugins.build import build_package
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.13)\nproject(r31 NONE)\n"
+                                            "execute_process(COMMAND sleep 3131)\n")
+    result = build_package(package, "openvino-cpp", timeout_s=2)
+    assert not result.built and "timed out after 2 s" in result.message and "\n" not in result.message
+    left = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[-1:] == ["3131"]]
+    _, alive = psutil.wait_procs(left, timeout=30)     # SIGKILLed with the worker's group; reaped by init
+    assert not alive
