@@ -152,6 +152,9 @@ def build_package(package_dir: Path, target: str, *, timeout_s: float = BUILD_TI
         log = str(data.get("log", ""))
         info["sandbox"] = data.get("fence") or {}
         libs = sorted(out.glob("lib*.so"))
+        if data.get("code") == 124:
+            return BuildResult(target, False, f"build timed out after {timeout_s:g} s; its worker was stopped",
+                               seconds=seconds, log_tail=_tail(log, Path(tmp)), toolchain=info)
         if data.get("code") != 0 or not libs:
             first_error = next((ln for ln in log.splitlines() if "error" in ln.lower()), "see the log")
             return BuildResult(target, False, f"build failed: {scrub_message(first_error, (tmp, package_dir))[:300]}",
