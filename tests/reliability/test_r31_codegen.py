@@ -161,12 +161,15 @@ def test_r31_build_stops_at_its_timeout_and_leaves_no_process(tmp_path):
     require_tool(toolchain.openvino_cmake_dir())
     from studio.plugins.build import build_package
 
+    import os
+
+    seconds = f"3131.{os.getpid()}"          # a command line only this test starts
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.13)\nproject(r31 NONE)\n"
-                                            "execute_process(COMMAND sleep 3131)\n")
+                                            f"execute_process(COMMAND sleep {seconds})\n")
     result = build_package(package, "openvino-cpp", timeout_s=2)
     assert not result.built and "timed out after 2 s" in result.message and "\n" not in result.message
-    left = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[-1:] == ["3131"]]
+    left = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[-1:] == [seconds]]
     _, alive = psutil.wait_procs(left, timeout=30)     # SIGKILLed with the worker's group; reaped by init
     assert not alive
