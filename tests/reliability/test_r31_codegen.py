@@ -9,6 +9,7 @@ sources, writes fenced); and on a shared server the build is refused (the page s
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,7 +83,7 @@ def test_r31_python_text_in_an_op_type_never_runs(tmp_path):
     assert ast.literal_eval(literal) == ("evil.dom", op_type)     # registered under the model's real name
 
 
-def test_r31_build_runs_in_the_sandbox_on_a_copy(tmp_path):
+def test_r31_build_runs_in_the_sandbox_on_a_copy(tmp_path, monkeypatch):
     """A CMakeLists.txt that writes into its own folder and outside it: the package folder is untouched (the
     build ran on a copy in the worker's scratch folder) and, with Landlock, nothing outside was written."""
     require_tool(toolchain.cmake())
@@ -99,13 +100,8 @@ def test_r31_build_runs_in_the_sandbox_on_a_copy(tmp_path):
         f'file(WRITE "{outside}" "x")\n'
         'message(FATAL_ERROR "home=$ENV{HOME} secret=$ENV{R31_SECRET}")\n')
     before = sorted(p.name for p in package.iterdir())
-    import os
-
-    os.environ["R31_SECRET"] = "do-not-leak"
-    try:
-        result = build_package(package, "openvino-cpp", timeout_s=120)
-    finally:
-        del os.environ["R31_SECRET"]
+    monkeypatch.setenv("R31_SECRET", "do-not-leak")
+    result = build_package(package, "openvino-cpp", timeout_s=120)
     assert not result.built and result.message.startswith("build failed:") and "\n" not in result.message
     assert sorted(p.name for p in package.iterdir()) == before
     assert "do-not-leak" not in result.log_tail and "do-not-leak" not in result.message
@@ -160,8 +156,6 @@ def test_r31_build_stops_at_its_timeout_and_leaves_no_process(tmp_path):
     require_tool(toolchain.cxx_compiler())
     require_tool(toolchain.openvino_cmake_dir())
     from studio.plugins.build import build_package
-
-    import os
 
     seconds = f"3131.{os.getpid()}"          # a command line only this test starts
     package = tmp_path / "pkg"
