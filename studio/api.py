@@ -65,7 +65,7 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "graph_dot", "graph_echarts", "graph_html", "graph_index", "graph_legend_html", "graph_levels",
            "graph_prefers_fast_path",
            "graph_overlays", "graph_view", "inspect", "load", "search_nodes", "write_diff", "write_graph_view",
-           "profile", "build_plugin", "plugin_signature", "run_python_op", "scaffold_plugin",
+           "profile", "build_plugin", "plugin_builds_allowed", "plugin_signature", "run_python_op", "scaffold_plugin",
            "compare", "make_inputs", "precision",
            "UploadedFile", "add_model", "add_version", "create_project", "delete_project", "duplicate_project",
            "export_project", "get_settings", "import_project", "job", "list_projects", "list_versions", "model_for",
@@ -400,15 +400,23 @@ def run_python_op(handle: ModelHandle, op: str, impl_code_or_path: str | Path, *
                 timeout_s=timeout_s, pool_key=pool_key, on_tick=on_tick)
 
 
+def plugin_builds_allowed() -> bool:
+    """Whether this studio compiles C++ plugin packages: not on a shared server (``serve --shared``)."""
+    from studio.plugins.build import builds_allowed
+
+    return builds_allowed()
+
+
 def build_plugin(handle: ModelHandle, scaffold, target: str, *, signature=None, pool_key: str = "default",
                  on_tick=None):
-    """Compile a generated C++ package (ort-cpp, openvino-cpp) and check the library against the reference
-    (``BuildResult``). TensorRT packages are reported as not compiled here."""
+    """Compile a generated C++ package (ort-cpp, openvino-cpp) in a one-off sandboxed worker and check the
+    library against the reference (``BuildResult``). TensorRT packages are reported as not compiled here; on a
+    shared server (:func:`plugin_builds_allowed` false) this raises ``StudioError``."""
     from studio.plugins.build import build_package, check_library
 
     package = scaffold.package(target)
     folder = scaffold.root.parent / package.folder
-    result = build_package(folder, target)
+    result = build_package(folder, target, pool_key=pool_key, on_tick=on_tick)
     if not result.built:
         return result
     sig = signature or plugin_signature(handle, scaffold.op, pool_key=pool_key)

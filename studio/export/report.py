@@ -15,15 +15,19 @@ from typing import Any
 
 from studio.core.model import ModelHandle
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|<>~#])")  # what breaks tables, links, emphasis or HTML
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|<>~#&$])")  # what breaks tables, links, emphasis, HTML, entities, math
 STATUS_ICON = {"passed": "✅", "failed": "❌", "error": "❌", "not verified": "⚠️"}
 GRAPH_NODE_LIMIT = 20_000        # above this the report links to `onnx-studio graph` instead
 
 
 def md(text: object, max_len: int = 300) -> str:
+    """Model text as one line of Markdown: specials escaped, line breaks as spaces, other invisible characters
+    (NUL, U+202E ...) shown as [U+XXXX] (RELIABILITY R28/R31)."""
     s = str(text)
     s = s if len(s) <= max_len else s[: max_len - 1] + "…"
-    return _MD_SPECIAL.sub(r"\\\1", s).replace("\n", " ").replace("\r", " ")
+    s = s.replace("\n", " ").replace("\r", " ")
+    s = "".join(ch if ch.isprintable() else f"[U+{ord(ch):04X}]" for ch in s)
+    return _MD_SPECIAL.sub(r"\\\1", s)
 
 
 def h(text: object, max_len: int = 400) -> str:

@@ -1,7 +1,13 @@
 """Compile a generated C++ package with CMake and check the library against the reference.
 
-The build runs ``cmake`` as a subprocess inside the package folder (``build/``), with a time limit; the
-library is then loaded in a one-off, confined worker (``register_custom_ops_library`` for ONNX Runtime,
+CMake runs arbitrary commands from a CMakeLists.txt (``execute_process``, custom commands), and the package's
+sources are derived from a model (RELIABILITY R31). So the build is a job in a one-off worker
+(:func:`studio.core.sandbox.run_job`): the package's regular files are copied into the job's empty scratch
+folder and built there, with the worker's timeout and memory limit and an allowlisted environment; on Linux
+with Landlock every write of CMake, the compiler and anything they start is fenced into the job's folders
+(:func:`studio.plugins.confine.fence_build`). Only the built ``lib*.so`` comes back, into the package's
+``build/``. Builds are off on a shared server (``serve --shared``). The library is then loaded in a one-off,
+confined worker (``register_custom_ops_library`` for ONNX Runtime,
 ``core.add_extension`` for OpenVINO -- native code can crash, and a loaded library must not stay in a shared
 worker), every captured sample runs through a one-node model, and the whole model runs with the library.
 TensorRT packages are never built here: TensorRT is not installable on this machine.
@@ -9,7 +15,10 @@ TensorRT packages are never built here: TensorRT is not installable on this mach
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +31,7 @@ import onnx
 from studio.core.errors import StudioError, WorkerError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.model import ModelHandle
+from studio.core.paths import atomic_write_bytes, safe_child
 from studio.core.sandbox import Limits, default_limits, run_job, scrub_message
 from studio.plugins import toolchain
 from studio.plugins.opgraph import find_nodes, single_node_model
@@ -29,10 +39,18 @@ from studio.plugins.runner import OpRunResult, _job_args, _result
 from studio.plugins.signature import OpSignature
 from studio.plugins.usercode import short_error
 
-__all__ = ["BUILDABLE", "BuildResult", "build_package", "native_check_job"]
+__all__ = ["BUILDABLE", "BuildResult", "build_package", "builds_allowed", "cmake_build_job", "native_check_job"]
 
 BUILDABLE = ("ort-cpp", "openvino-cpp")
 BUILD_TIMEOUT_S = 600
+BUILD_MEMORY_BYTES = 4 * 2**30       # per process (RLIMIT_AS is inherited by cmake, cc1plus and ld)
+_MAX_SOURCE_BYTES = 64 * 2**20       # what is copied into the build job (samples and build outputs excluded)
+
+
+def builds_allowed() -> bool:
+    """False on a shared server (``serve --shared`` sets ``ONNX_STUDIO_SHARED=1``): a build runs a model-derived
+    CMakeLists.txt and compiler on the server."""
+    return os.environ.get("ONNX_STUDIO_SHARED") != "1"
 
 
 @dataclass(frozen=True)
@@ -58,10 +76,25 @@ class BuildResult:
 def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int, str]:
     try:
         proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, errors="replace")
     except subprocess.TimeoutExpired:
         return 124, f"timed out after {timeout:.0f} s"
     return proc.returncode, (proc.stdout + proc.stderr)
+
+
+def _copy_sources(package_dir: Path, dest: Path) -> None:
+    """The package's regular files (no links, no ``build/``/``samples/``) into ``dest``, at most 64 MiB."""
+    total = 0
+    for path in sorted(package_dir.rglob("*")):
+        rel = path.relative_to(package_dir)
+        if rel.parts[0] in ("build", "samples", "__pycache__") or path.is_symlink() or not path.is_file():
+            continue
+        total += path.stat().st_size
+        if total > _MAX_SOURCE_BYTES:
+            raise StudioError("the package folder holds over 64 MiB of sources; build it by hand", code="BAD-PATH")
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
 
 
 def _tail(text: str, folder: Path, lines: int = 25) -> str:
@@ -69,14 +102,19 @@ def _tail(text: str, folder: Path, lines: int = 25) -> str:
     return "\n".join(scrub_message(ln, (folder,)) for ln in keep)
 
 
-def build_package(package_dir: Path, target: str, *, timeout_s: float = BUILD_TIMEOUT_S, jobs: int = 2) -> BuildResult:
-    """``cmake`` configure + build of one generated package; the library lands in ``package_dir/build``."""
+def build_package(package_dir: Path, target: str, *, timeout_s: float = BUILD_TIMEOUT_S, jobs: int = 2,
+                  pool_key: str = "default", on_tick: Callable[[float], None] | None = None) -> BuildResult:
+    """``cmake`` configure + build of one generated package in a one-off sandboxed worker (module docs); the
+    library lands in ``package_dir/build``."""
     package_dir = Path(package_dir)
     if target == "tensorrt":
         return BuildResult(target, False, "not compiled here: TensorRT is not installable on this machine (it needs "
                            "CUDA, an NVIDIA GPU and NVIDIA's packages); build it where TensorRT is installed")
     if target not in BUILDABLE:
         raise StudioError(f"only {', '.join(BUILDABLE)} packages are built (got {target})", code="BAD-TARGET")
+    if not builds_allowed():
+        raise StudioError("building C++ plugins is off on a shared server (it would run the package's CMake and "
+                          "compiler on the server); download the package and build it locally", code="SHARED-MODE")
     if not (package_dir / "CMakeLists.txt").is_file():
         raise StudioError(f"no CMakeLists.txt in the {target} package; generate it first", code="BAD-PATH")
     tools = [toolchain.cmake(), toolchain.cxx_compiler()]
@@ -86,23 +124,76 @@ def build_package(package_dir: Path, target: str, *, timeout_s: float = BUILD_TI
     if missing:
         return BuildResult(target, False, f"cannot build: {missing[0]}", toolchain=info)
     define = f"-DORT_INCLUDE_DIR={dev.path}" if target == "ort-cpp" else f"-DOpenVINO_DIR={dev.path}"
+    base = default_limits()
+    limits = Limits(timeout_s=float(timeout_s) + 30.0, memory_bytes=max(base.memory_bytes, BUILD_MEMORY_BYTES),
+                    cpu_threads=base.cpu_threads, minimal_env=True)
+    args = {"cmake": tools[0].path or "cmake", "cxx": tools[1].path, "define": define, "jobs": max(1, int(jobs)),
+            "timeout_s": float(timeout_s)}
     started = time.perf_counter()
-    build = package_dir / "build"
-    code, log = _run([tools[0].path or "cmake", "-S", ".", "-B", "build", define, "-DCMAKE_BUILD_TYPE=Release",
-                      f"-DCMAKE_CXX_COMPILER={tools[1].path}"], package_dir, timeout_s)
+    stage = f"building the {target} package"
+    args["source"] = str(package_dir.resolve())
+    with tempfile.TemporaryDirectory(prefix="studio-build-") as tmp:
+        out = Path(tmp) / "out"
+        try:
+            res = run_job("plugins.cmake_build", args, stage=stage, limits=limits, fresh=True, pool_key=pool_key,
+                          on_tick=on_tick, out_dir=out)
+        except WorkerError as exc:
+            if exc.kind == "timeout":
+                message = f"build timed out after {timeout_s:g} s; its worker was stopped"
+            elif exc.kind == "memory":
+                message = f"build exceeded the worker memory limit ({limits.memory_gib:.1f} GiB); its worker was stopped"
+            elif exc.kind == "cancelled":
+                message = "build was stopped"
+            else:
+                message = f"build failed: {scrub_message(str(exc), (tmp, package_dir)).split(' failed: ', 1)[-1][:300]}"
+            return BuildResult(target, False, message, seconds=time.perf_counter() - started, toolchain=info)
+        data = res.data
+        seconds = time.perf_counter() - started
+        log = str(data.get("log", ""))
+        info["sandbox"] = data.get("fence") or {}
+        libs = sorted(out.glob("lib*.so"))
+        if data.get("code") == 124:
+            return BuildResult(target, False, f"build timed out after {timeout_s:g} s; its worker was stopped",
+                               seconds=seconds, log_tail=_tail(log, Path(tmp)), toolchain=info)
+        if data.get("code") != 0 or not libs:
+            first_error = next((ln for ln in log.splitlines() if "error" in ln.lower()), "see the log")
+            return BuildResult(target, False, f"build failed: {scrub_message(first_error, (tmp, package_dir))[:300]}",
+                               seconds=seconds, log_tail=_tail(log, Path(tmp)), toolchain=info)
+        rel = f"build/{libs[0].name}"
+        atomic_write_bytes(safe_child(package_dir, rel), libs[0].read_bytes())
+        return BuildResult(target, True, f"built {libs[0].name} in {seconds:.1f} s", rel, seconds,
+                           _tail(log, Path(tmp), 5), toolchain=info)
+
+
+@job("plugins.cmake_build")
+def cmake_build_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    """Worker side: copy the sources into scratch, fence writes (Landlock), configure and build there, hand the
+    library back through ``ctx.out_dir``."""
+    from studio.plugins.confine import fence_build
+
+    work = ctx.scratch / "src"
+    _copy_sources(Path(str(args["source"])), work)
+    # the job's folder, the results folder and the worker's own folder (its HOME: CMake's user package registry)
+    fence = fence_build([ctx.scratch.parent, ctx.out_dir, ctx.scratch.parent.parent])
+    timeout_s = float(args["timeout_s"])
+    started = time.perf_counter()
+    ctx.set_stage("CMake configure")
+    cmd = [str(args["cmake"]), "-S", ".", "-B", "build", str(args["define"]), "-DCMAKE_BUILD_TYPE=Release"]
+    if args.get("cxx"):
+        cmd.append(f"-DCMAKE_CXX_COMPILER={args['cxx']}")
+    code, log = _run(cmd, work, timeout_s)
     if code == 0:
-        remaining = max(30.0, timeout_s - (time.perf_counter() - started))
-        code, more = _run([tools[0].path or "cmake", "--build", "build", "-j", str(max(1, jobs))], package_dir,
-                          remaining)
+        ctx.set_stage("CMake build")
+        remaining = max(1.0, timeout_s - (time.perf_counter() - started))
+        code, more = _run([str(args["cmake"]), "--build", "build", "-j", str(int(args["jobs"]))], work, remaining)
         log += more
-    seconds = time.perf_counter() - started
-    libs = sorted(build.glob("lib*.so")) if build.is_dir() else []
-    if code != 0 or not libs:
-        first_error = next((ln for ln in log.splitlines() if "error" in ln.lower()), "see the log")
-        return BuildResult(target, False, f"build failed: {scrub_message(first_error, (package_dir,))[:300]}",
-                           seconds=seconds, log_tail=_tail(log, package_dir), toolchain=info)
-    return BuildResult(target, True, f"built {libs[0].name} in {seconds:.1f} s", str(libs[0].relative_to(package_dir)),
-                       seconds, _tail(log, package_dir, 5), toolchain=info)
+    if code == 0:
+        for lib in sorted((work / "build").glob("lib*.so")):
+            if lib.is_file() and not lib.is_symlink():
+                shutil.copyfile(lib, ctx.out_dir / lib.name)
+                break
+    log = log.replace(str(work) + "/", "").replace(str(work), ".")
+    return JobOutput(data={"code": code, "log": log[-20000:], "fence": fence})
 
 
 def check_library(handle: ModelHandle, sig: OpSignature, target: str, library: Path, *, run_model: bool = True,

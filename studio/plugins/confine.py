@@ -31,7 +31,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-__all__ = ["confine_writes", "landlock_abi"]
+__all__ = ["confine_writes", "fence_build", "landlock_abi"]
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446   # same numbers on x86-64 and arm64
 _PR_SET_NO_NEW_PRIVS = 38
@@ -75,7 +75,7 @@ def landlock_abi() -> int:
     return int(abi) if abi > 0 else 0
 
 
-def _landlock(allowed: list[Path]) -> int:
+def _landlock(allowed: list[Path], files: Iterable[Path] = ()) -> int:
     libc = _libc()
     abi = landlock_abi()
     if libc is None or abi <= 0:
@@ -97,6 +97,15 @@ def _landlock(allowed: list[Path]) -> int:
             fd = os.open(str(folder), _O_PATH | os.O_CLOEXEC)
             try:
                 rule = _PathBeneath(fs, fd)
+                if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
+                                ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
+                    raise OSError(ctypes.get_errno(), "landlock_add_rule")
+            finally:
+                os.close(fd)
+        for path in files:       # single files (/dev/null): only the rights that apply to a file
+            fd = os.open(str(path), _O_PATH | os.O_CLOEXEC)
+            try:
+                rule = _PathBeneath(_WRITE_FILE | (_TRUNCATE if abi >= 3 else 0), fd)
                 if libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
                                 ctypes.byref(rule), ctypes.c_uint32(0)) < 0:
                     raise OSError(ctypes.get_errno(), "landlock_add_rule")
@@ -159,3 +168,14 @@ def confine_writes(folders: Iterable[Path]) -> dict[str, object]:
     abi = _landlock(allowed)
     sys.addaudithook(_audit_hook([str(a) for a in allowed]))
     return {"landlock_abi": abi, "audit_hook": True}
+
+
+def fence_build(folders: Iterable[Path]) -> dict[str, object]:
+    """Allow writes only beneath ``folders`` (and to ``/dev/null``) for this process and every process it starts:
+    the Landlock half of :func:`confine_writes`, without the audit hook (a build must start CMake and the
+    compiler). Used by the C++ build job, so generated build files cannot write outside the job's scratch
+    folder whatever they contain. Irreversible: one-off workers only. ``{"landlock_abi": 0}`` where the kernel
+    has no Landlock (the build then runs with the worker's other limits only)."""
+    allowed = sorted({Path(f).resolve() for f in folders if Path(f).is_dir()})
+    files = [Path("/dev/null")] if Path("/dev/null").exists() else []
+    return {"landlock_abi": _landlock(allowed, files), "audit_hook": False}

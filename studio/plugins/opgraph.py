@@ -202,7 +202,18 @@ def retarget_op(model: ModelProto, domain: str, op_type: str, new_domain: str,
     return out
 
 
+MAX_IDENT = 48
+
+
 def ident(text: str, default: str = "op") -> str:
-    """A C/Python identifier from an op type ('grid_sampler', 'Foo-Bar' -> 'Foo_Bar')."""
+    """A C/Python identifier from an op type ('grid_sampler', 'Foo-Bar' -> 'Foo_Bar'): ASCII letters, digits and
+    '_' only, never a leading digit, at most ``MAX_IDENT`` characters (a longer name keeps its start and gets a
+    hash of the whole name, so it stays a usable file and symbol name and distinct names stay distinct)."""
     cleaned = _IDENT.sub("_", text).strip("_") or default
-    return f"op_{cleaned}" if cleaned[0].isdigit() else cleaned
+    out = f"op_{cleaned}" if cleaned[0].isdigit() else cleaned
+    if len(out) > MAX_IDENT:
+        import hashlib
+
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        out = f"{out[:MAX_IDENT - 9].rstrip('_')}_{digest}"
+    return out

@@ -9,7 +9,10 @@ compares. Where the studio knows the op (the GridSample family) shape inference 
 for any other op they are marked TODO -- the honest output for an op nobody has described.
 
 Templates are Jinja2 (``templates/``), rendered with ``StrictUndefined`` so a missing field is an error here,
-not a hole in the generated code.
+not a hole in the generated code. Model text never reaches a generated file raw (RELIABILITY R31): each
+language has its own environment whose ``finalize`` escapes every value that is not generated
+:class:`~studio.plugins.codegen.Code` (see :mod:`studio.plugins.codegen`), code positions take checked
+identifiers only, and the op registers under its real op type and domain written as escaped literals.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import numpy as np
 
 from studio.core.errors import StudioError
 from studio.core.paths import atomic_write_bytes, atomic_write_text, safe_child
+from studio.plugins import codegen
+from studio.plugins.codegen import Code, identifier
 from studio.plugins.opgraph import ident as make_ident
 from studio.plugins.reference import get_reference
 from studio.plugins.signature import OpSignature
@@ -64,6 +69,11 @@ _CPP_KEYWORDS = {"int", "float", "double", "class", "struct", "new", "delete", "
                  "switch", "template", "typename", "namespace", "private", "public", "protected", "virtual", "const",
                  "auto", "register", "union", "char", "long", "short", "signed", "unsigned", "void", "bool", "true",
                  "false", "return", "if", "else", "for", "while", "do", "goto", "static", "extern", "inline"}
+
+
+# Names the templates themselves use (parameters, namespaces, modules): a port or attribute may not shadow them.
+_TEMPLATE_NAMES = {"outputs", "stream", "node", "tactic", "std", "Ort", "ov", "nvinfer1", "studio_gs", "studio_plugin",
+                   "np", "trtp", "torch", "Tuple", "os", "sys", "glob", "onnx", "ort", "helper", "info", "api"}
 
 
 @dataclass(frozen=True)
@@ -144,7 +154,7 @@ def _unique(names: list[str]) -> list[str]:
     out = []
     for n in names:
         base = n
-        if keyword.iskeyword(base) or base in _CPP_KEYWORDS or base in ("outputs", "stream", "node", "tactic"):
+        if keyword.iskeyword(base) or base in _CPP_KEYWORDS or base in _TEMPLATE_NAMES:
             base = f"{base}_"
         k = seen.get(base, 0)
         seen[base] = k + 1
@@ -157,20 +167,35 @@ def _shapes_text(shapes: Sequence[Any]) -> str:
     return " | ".join(parts[:4]) + (" ..." if len(parts) > 4 else "") if parts else "(shape unknown)"
 
 
-def _cpp_literal(value: Any, kind: str) -> str:
+def _cpp_float(value: Any) -> str:
+    v = float(value or 0.0)
+    if v != v:
+        return "std::numeric_limits<float>::quiet_NaN()"
+    if v in (float("inf"), float("-inf")):
+        return ("" if v > 0 else "-") + "std::numeric_limits<float>::infinity()"
+    return f"{v!r}f"
+
+
+def _cpp_literal(value: Any, kind: str) -> Code:
+    """A C++ literal of an attribute's default (strings escaped by :func:`codegen.c_string`)."""
     if kind == "int":
-        return f"int64_t{{{int(value or 0)}}}"
+        return Code(f"int64_t{{{int(value or 0)}}}")
     if kind == "float":
-        return f"{float(value or 0.0)!r}f"
+        return Code(_cpp_float(value))
     if kind == "string":
-        return f"std::string({json.dumps(str(value or ''))})"
+        return Code(f"std::string({codegen.c_string(str(value or ''))})")
     if kind == "ints":
-        return "std::vector<int64_t>{" + ", ".join(str(int(v)) for v in (value or [])) + "}"
+        return Code("std::vector<int64_t>{" + ", ".join(str(int(v)) for v in (value or [])) + "}")
     if kind == "floats":
-        return "std::vector<float>{" + ", ".join(f"{float(v)!r}f" for v in (value or [])) + "}"
+        return Code("std::vector<float>{" + ", ".join(_cpp_float(v) for v in (value or [])) + "}")
     if kind == "strings":
-        return "std::vector<std::string>{" + ", ".join(json.dumps(str(v)) for v in (value or [])) + "}"
-    return "{}"
+        return Code("std::vector<std::string>{" + ", ".join(codegen.c_string(str(v)) for v in (value or [])) + "}")
+    return Code("{}")
+
+
+def _code(value: str | None) -> Code | None:
+    """A studio table entry (a C++/Python type or constant name) as generated code."""
+    return None if value is None else Code(value)
 
 
 _ATTR_CPP = {"int": "int64_t", "float": "float", "string": "std::string", "ints": "std::vector<int64_t>",
@@ -205,12 +230,12 @@ def _attrs(sig: OpSignature) -> list[dict[str, Any]]:
             default = ref.attr_defaults[name]
         trt = _ATTR_TRT.get(kind)
         out.append({
-            "name": name, "cname": cname, "py": cname, "type": kind,
+            "name": name, "cname": identifier(cname), "py": identifier(cname), "type": kind,
             "values_text": ", ".join(json.dumps(v)[:40] for v in values[:8]) + (" ..." if len(values) > 8 else ""),
-            "cpp_type": _ATTR_CPP.get(kind), "cpp_default": _cpp_literal(default, kind),
-            "py_default": json.dumps(default) if kind in ("int", "float", "string") else "None",
-            "pyop_dt": _ATTR_PYOP.get(kind), "trt_type": trt[0] if trt else None,
-            "trt_field": trt[1] if trt else None, "qdp_type": _ATTR_QDP.get(kind),
+            "cpp_type": _code(_ATTR_CPP.get(kind)), "cpp_default": _cpp_literal(default, kind),
+            "py_default": codegen.py_literal(default) if kind in ("int", "float", "string") else Code("None"),
+            "pyop_dt": _code(_ATTR_PYOP.get(kind)), "trt_type": _code(trt[0]) if trt else None,
+            "trt_field": _code(trt[1]) if trt else None, "qdp_type": _code(_ATTR_QDP.get(kind)),
             "is_list": kind in ("ints", "floats", "strings")})
     return out
 
@@ -222,13 +247,13 @@ def _ports(sig: OpSignature, outputs: bool) -> list[dict[str, Any]]:
     for p, cname in zip(ports, names):
         dtype = p.dtype
         out.append({
-            "index": p.index, "name": p.name, "cname": cname, "py": cname, "dtype": dtype, "optional": p.optional,
-            "shapes_text": _shapes_text(p.shapes), "rank": p.rank,
-            "cpp_type": _CPP_PORT.get(dtype or "float32", "float"),
-            "trt_dtype": _TRT_DTYPE.get(dtype or "float32", "DataType::kFLOAT"),
-            "trt_type_expr": _TRT_DTYPE.get(dtype) if dtype in _TRT_DTYPE else "inputTypes[0]",
-            "ov_type": _OV_TYPE.get(dtype) if dtype in _OV_TYPE else "get_input_element_type(0)",
-            "pyop_dt": _PYOP_DT.get(dtype or "float32", "dt_float")})
+            "index": p.index, "name": p.name, "cname": identifier(cname), "py": identifier(cname), "dtype": dtype,
+            "optional": p.optional, "shapes_text": _shapes_text(p.shapes), "rank": p.rank,
+            "cpp_type": Code(_CPP_PORT.get(dtype or "float32", "float")),
+            "trt_dtype": Code(_TRT_DTYPE.get(dtype or "float32", "DataType::kFLOAT")),
+            "trt_type_expr": Code(_TRT_DTYPE.get(dtype) if dtype in _TRT_DTYPE else "inputTypes[0]"),
+            "ov_type": Code(_OV_TYPE.get(dtype) if dtype in _OV_TYPE else "get_input_element_type(0)"),
+            "pyop_dt": Code(_PYOP_DT.get(dtype or "float32", "dt_float"))})
     return out
 
 
@@ -252,7 +277,7 @@ def _grid_sample_numpy() -> str:
     parts = [f"_MODE_ALIASES = {r._MODE_ALIASES!r}\n_PADDINGS = {r._PADDINGS!r}"]
     parts += [inspect.getsource(fn).rstrip() for fn in (r._unnormalize, r._reflect, r._pad_coord, r._fetch, r._gather,
                                                         r._cubic_weights, r.grid_sample)]
-    return "\n\n\n".join(parts)
+    return Code("\n\n\n".join(parts))
 
 
 def _context(sig: OpSignature, model_name: str, model_sha: str, opsets: dict[str, int]) -> dict[str, Any]:
@@ -265,41 +290,56 @@ def _context(sig: OpSignature, model_name: str, model_sha: str, opsets: dict[str
     taken = {p["cname"] for p in inputs + outputs}
     for a in attrs:   # a C++/Python parameter list holds ports and attributes together
         if a["cname"] in taken:
-            a["cname"] = a["py"] = f"{a['cname']}_attr"
+            a["cname"] = a["py"] = identifier(f"{a['cname']}_attr")
     params = [p["py"] for p in inputs]
     kw = [f"{a['py']}={a['py_default']}" for a in attrs]
     return {
-        "qualified": sig.qualified, "domain": sig.domain, "op_type": sig.op_type, "ident": sig.ident,
-        "class_name": sig.class_name, "model_name": model_name, "model_sha8": model_sha[:8],
+        "qualified": sig.qualified, "domain": sig.domain, "op_type": sig.op_type, "ident": identifier(sig.ident),
+        "class_name": identifier(sig.class_name), "model_name": model_name, "model_sha8": Code(model_sha[:8]),
         "node_count": len(sig.nodes), "reference": sig.reference.split(":")[0] if sig.reference else None,
-        "inputs": inputs, "outputs": outputs, "attrs": attrs, "kernel": kernel, "attr_style": style,
-        "py_params": ", ".join(params + (["*"] + kw if kw else [])),
-        "alias": f"StudioPyOp_{sig.ident}", "opsets": opsets, "sample_attrs": _sample_attrs(sig),
+        "inputs": inputs, "outputs": outputs, "attrs": attrs,
+        "kernel": None if kernel is None else Code(kernel), "attr_style": None if style is None else Code(style),
+        "py_params": Code(", ".join(params + (["*"] + kw if kw else []))),
+        "alias": identifier(f"StudioPyOp_{sig.ident}"), "opsets": opsets, "sample_attrs": _sample_attrs(sig),
         "output_specs": _output_specs(sig), "grid_sample_numpy": gs_numpy,
-        "studio_version": __version__, "plugin_id": f"{sig.domain or 'ai.onnx'}::{sig.op_type}",
+        "studio_version": Code(__version__), "plugin_id": f"{sig.domain or 'ai.onnx'}::{sig.op_type}",
         "plugin_namespace": sig.domain or "ai.onnx",
     }
 
 
-def _env() -> Any:
-    import jinja2
+_ENVS: dict[str, Any] = {}
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)), undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                             autoescape=False)
-    env.filters["py"] = repr     # a Python literal (None, not JSON's null) of plain data
+
+def _env(language: str) -> Any:
+    """The Jinja environment of one target language: its ``finalize`` escapes every value that is not
+    :class:`Code`, and it has only that language's literal filters (no ``tojson``: JSON is not C++ or Python)."""
+    env = _ENVS.get(language)
+    if env is None:
+        import jinja2
+
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)), undefined=jinja2.StrictUndefined,
+                                 trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                                 autoescape=False, finalize=codegen.finalizer(language))
+        env.filters.pop("tojson", None)
+        env.filters.update(codegen.filters(language))
+        _ENVS[language] = env
     return env
+
+
+def render(template: str, ctx: dict[str, Any]) -> str:
+    """One template rendered in the environment of its file's language."""
+    return _env(codegen.language_of(template)).get_template(template).render(**ctx)
 
 
 def render_python_impl(sig: OpSignature, target: str, *, model_name: str = "model.onnx") -> str:
     """The editable Python body of ``target`` ("ort-python" or "openvino-python"), pre-filled for the op."""
     ctx = _context(sig, model_name, "", {})
     if target == "ort-python":
-        ctx.update(file_name=f"{sig.ident}_op.py", module_name=f"{sig.ident}_op")
-        return _env().get_template("ort_python/op.py.j2").render(**ctx)
+        ctx.update(file_name=Code(f"{sig.ident}_op.py"), module_name=identifier(f"{sig.ident}_op"))
+        return render("ort_python/op.py.j2", ctx)
     if target == "openvino-python":
-        ctx.update(file_name=f"{sig.ident}_extension.py", module_name=f"{sig.ident}_extension")
-        return _env().get_template("openvino_python/extension.py.j2").render(**ctx)
+        ctx.update(file_name=Code(f"{sig.ident}_extension.py"), module_name=identifier(f"{sig.ident}_extension"))
+        return render("openvino_python/extension.py.j2", ctx)
     raise StudioError(f"no Python implementation for target '{target}'; use ort-python or openvino-python",
                       code="BAD-TARGET")
 
@@ -359,13 +399,13 @@ def _files_for(target: str, sig: OpSignature, ctx: dict[str, Any]) -> list[tuple
     raise StudioError(f"unknown target {target}", code="BAD-TARGET")
 
 
-def _module_name(target: str, ident: str) -> str:
-    return {"ort-python": f"{ident}_op", "openvino-python": f"{ident}_extension"}.get(target, ident)
+def _module_name(target: str, ident: str) -> Code:
+    return identifier({"ort-python": f"{ident}_op", "openvino-python": f"{ident}_extension"}.get(target, ident))
 
 
-def _library_name(target: str, ident: str) -> str:
-    return {"ort-cpp": f"{ident}_ort", "openvino-cpp": f"{ident}_openvino", "tensorrt": f"{ident}_trt"}.get(target,
-                                                                                                           ident)
+def _library_name(target: str, ident: str) -> Code:
+    return identifier({"ort-cpp": f"{ident}_ort", "openvino-cpp": f"{ident}_openvino",
+                       "tensorrt": f"{ident}_trt"}.get(target, ident))
 
 
 def _write_samples(folder: Path, sig: OpSignature) -> list[PluginFile]:
@@ -398,21 +438,20 @@ def scaffold(sig: OpSignature, targets: str | Sequence[str], out_dir: Path, *, m
     if out_dir.exists() and not out_dir.is_dir():
         raise StudioError(f"output folder '{out_dir.name}' is a file; choose a folder", code="BAD-PATH")
     root = safe_child(out_dir, make_ident(f"{sig.domain}_{sig.op_type}" if sig.domain else sig.op_type))
-    env = _env()
     ctx_base = _context(sig, model_name, model_sha, dict(opsets or {}))
     packages = []
     for target in expand_targets(targets):
         folder = safe_child(root, target)
         folder.mkdir(parents=True, exist_ok=True)
-        ctx = dict(ctx_base, target=target, target_title=_TITLES[target],
+        ctx = dict(ctx_base, target=Code(target), target_title=Code(_TITLES[target]),
                    module_name=_module_name(target, sig.ident), library_name=_library_name(target, sig.ident))
         complete = ctx["kernel"] is not None
-        ctx["status"] = _status(target, complete)
+        ctx["status"] = Code(_status(target, complete))
         files: list[PluginFile] = []
         for template, rel, description in _files_for(target, sig, ctx):
-            ctx["file_name"] = rel
+            ctx["file_name"] = Code(rel)
             if template.endswith(".j2"):
-                text = env.get_template(template).render(**ctx)
+                text = render(template, ctx)
             else:
                 text = (_TEMPLATES / template).read_text()
             if impl_code and target in impl_code and rel == f"{ctx['module_name']}.py":
@@ -437,7 +476,7 @@ def scaffold(sig: OpSignature, targets: str | Sequence[str], out_dir: Path, *, m
             notes.append(f"attributes of types the templates do not map ({', '.join(unsupported)}) are left out")
         readme_files = [*files, PluginFile("README.md", "this file", 0)]
         ctx.update(files=[f.to_dict() for f in readme_files], notes=notes)
-        readme = env.get_template("common/README.md.j2").render(**ctx)
+        readme = render("common/README.md.j2", ctx)
         atomic_write_text(safe_child(folder, "README.md"), readme)
         files.append(PluginFile("README.md", "how to build, load and test this package", len(readme.encode())))
         packages.append(PluginPackage(target, f"{root.name}/{target}", _TITLES[target], ctx["status"], complete,

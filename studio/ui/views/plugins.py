@@ -162,7 +162,10 @@ def _package_section(sig, handle, edited: dict[str, str]) -> None:
         st.download_button("Download the plugin packages (zip)", data=zip_folder(scaffold.root),
                            file_name=f"{scaffold.root.name}-plugins.zip", mime="application/zip", key="plugin_zip")
         buildable = [p.target for p in scaffold.packages if p.target in ("ort-cpp", "openvino-cpp")]
-        if buildable and not state.shared_mode():
+        if buildable and not api.plugin_builds_allowed():
+            st.info("Building C++ packages is disabled on this shared server (it would run the package's CMake and "
+                    "compiler on the server). Download the packages and build them locally.")
+        elif buildable:
             if st.button("Build the C++ packages and check them", key="plugin_build"):
                 builds = []
                 for target in buildable:
