@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from studio.core.feeds import (
 )
 
 __all__ = ["NEEDS_INPUTS", "Recipe", "SearchOutcome", "candidate_feeds", "compared_constants", "describe_inputs",
-           "free_axes", "input_dependent", "recipe_feeds", "run_search", "search_recipes", "studio_chosen"]
+           "free_axes", "input_dependent", "recipe_feeds", "run_search", "search_recipes", "search_runs", "studio_chosen"]
 
 # What a model that compiles but ran on no input the studio tried is (verdict summary).
 NEEDS_INPUTS = "compiles; not run: needs inputs (give --inputs or --dim)"
@@ -330,3 +330,47 @@ def run_search(model: ModelProto, infer: Callable[[Feeds], Any], *, dims: Mappin
             break
     out.needs_inputs = True
     return out
+
+
+@dataclass(frozen=True)
+class Found:
+    """The first searched input set the original ran on, with its outputs."""
+
+    feeds: Feeds
+    outputs: Any
+    recipe: Recipe
+    tries: int
+
+    @property
+    def text(self) -> str:
+        return feeds_text(self.feeds)
+
+
+def search_runs(model: ModelProto, run: Callable[[list[Feeds]], Sequence[Any]], first_error: str | None, *,
+                dims: Mapping[str, int] | None = None, chunk: int = 4, budget_s: float = BUDGET_S) -> Found | None:
+    """The host-side search of export's reference and optimize's verification: when the seeded
+    run failed with an input-dependent ``first_error`` and the studio chose the inputs, run the
+    search sets ``chunk`` at a time (``run(sets)`` gives one output per set, None where it failed)
+    and return the first that ran; None when none did or no search applies."""
+    if not first_error or not input_dependent(first_error) or not studio_chosen(model, dims):
+        return None
+    specs = input_specs(model)
+    deadline = time.monotonic() + budget_s
+    tries = 0
+    pending: list[tuple[Recipe, Feeds]] = []
+    recipes = search_recipes(model, dims)
+    for i, recipe in enumerate(recipes):
+        try:
+            pending.append((recipe, recipe_feeds(specs, recipe)))
+        except Exception:  # noqa: BLE001 - a size too large to generate is skipped
+            pass
+        if pending and (len(pending) == chunk or i == len(recipes) - 1):
+            outputs = list(run([f for _, f in pending]))
+            for (rec, feeds), out in zip(pending, outputs):
+                tries += 1
+                if out is not None:
+                    return Found(feeds, out, rec, tries)
+            pending = []
+            if time.monotonic() > deadline:
+                break
+    return None
