@@ -45,7 +45,7 @@ def _agreement(paths):
     for path in paths:
         report = api.check(api.load(path), ENGINES)
         for engine in ENGINES:
-            ran, message = reality(engine, path)
+            ran, message = reality(engine, path, report.verdict(engine).ran_on)
             if ran is None:
                 counts[engine]["skipped"] += 1
                 continue
