@@ -71,6 +71,10 @@ _ENGINE_LIMIT = re.compile(
     r"is not a registered|locale|custom op|NO_SUCHFILE|NO_MODEL|INVALID_GRAPH|ENGINE_ERROR|EP_FAIL", re.I)
 
 
+# Out of memory: larger sizes can only make it worse, so the search stops.
+_OUT_OF_MEMORY = re.compile(r"MemoryError|bad_alloc|out of memory|Failed to allocate|cannot allocate", re.I)
+
+
 def input_dependent(message: object) -> bool:
     """Whether a run failure (after a successful load/compile) can come from the inputs' sizes or
     values rather than from the engine or the model's structure."""
@@ -303,14 +307,18 @@ def run_search(model: ModelProto, infer: Callable[[Feeds], Any], *, dims: Mappin
     out = SearchOutcome()
     chosen = studio_chosen(model, dims, inputs)
 
+    last_error = ""
+
     def attempt(c: Candidate) -> bool:
+        nonlocal last_error
         out.tries += 1
         out.tried.append(feeds_text(c.feeds))
         try:
             out.outputs = infer(c.feeds)
         except Exception as exc:  # noqa: BLE001 - the engine's message is the finding
+            last_error = f"{type(exc).__name__}: {exc}"[:2000]
             if out.first_error is None:
-                out.first_error, out.first_note = f"{type(exc).__name__}: {exc}"[:2000], c.note
+                out.first_error, out.first_note = last_error, c.note
             return False
         out.ran_on = {"inputs": describe_inputs(c.feeds), **(c.recipe.to_dict() if c.recipe else {}),
                       "tries": out.tries}
@@ -326,7 +334,7 @@ def run_search(model: ModelProto, infer: Callable[[Feeds], Any], *, dims: Mappin
     for c in more():
         if attempt(c):
             return out
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline or _OUT_OF_MEMORY.search(last_error):
             break
     out.needs_inputs = True
     return out
