@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from studio.core.findings import EngineVerdict, Finding, NodeVerdict
 from studio.core.sandbox import scrub_message
 
-__all__ = ["EngineCheck", "OutputInfo", "first_line", "run_candidates", "seeded_size_finding", "verdict_from"]
+__all__ = ["EngineCheck", "OutputInfo", "first_line", "needs_inputs_finding", "run_candidates", "seeded_size_finding",
+           "verdict_from"]
 
 
 @dataclass(frozen=True)
@@ -44,16 +45,24 @@ def first_line(text: object, limit: int = 400) -> str:
 
 
 def verdict_from(engine: str, target: str, findings: list[Finding], decided_by: str, *,
-                 version: str | None = None, ran: bool | None = None, summary: str | None = None) -> EngineVerdict:
+                 version: str | None = None, ran: bool | None = None, summary: str | None = None,
+                 needs_inputs: bool = False, ran_on: dict | None = None) -> EngineVerdict:
     """Model-level verdict from this engine target's findings.
 
     ``ran``: a real session ran the model (True), failed (False) or was not tried (None).
+    ``needs_inputs``: the engine compiled the model but no input the studio tried ran it
+    (diagnostics.input_search): "not run", not "fails". ``ran_on``: the inputs a real run used.
     """
+    from diagnostics.input_search import NEEDS_INPUTS
+
     mine = [f for f in findings if f.engine == engine and f.target in (target, None)]
     errors = sum(f.is_error for f in mine)
     warnings = sum(f.severity == "warning" for f in mine)
     if ran is False or errors:
         verdict = "fails"
+    elif needs_inputs:
+        verdict = "not run"
+        summary = summary or NEEDS_INPUTS
     elif decided_by == "not checked":
         verdict = "unknown"
     else:
@@ -63,33 +72,42 @@ def verdict_from(engine: str, target: str, findings: list[Finding], decided_by: 
         summary = first_error.message if first_error else {
             "runs": "no problem found", "runs with warnings": f"{warnings} warning(s)",
             "unknown": "not checked"}.get(verdict, "fails")
-    return EngineVerdict(engine, target, verdict, decided_by, summary, version, errors, warnings)
+    return EngineVerdict(engine, target, verdict, decided_by, summary, version, errors, warnings,
+                         ran_on=ran_on if verdict in ("runs", "runs with warnings") else None)
 
 
-def run_candidates(candidates, infer, data: dict) -> None:
-    """Run ``infer(feeds)`` on each (feeds, note) of ``studio.core.feeds.check_feeds`` until one
-    works; record in ``data`` the outputs (and ``retried`` when a later set ran), or the first
-    error with its note. Shared by the ONNX Runtime and OpenVINO check jobs (worker side)."""
-    from studio.core.feeds import retried_note
+def run_candidates(model, infer, data: dict, *, dims=None, inputs=None) -> None:
+    """Run ``infer(feeds)`` on the seeded feeds, then on the input search's sets
+    (``diagnostics.input_search``) until one works; record in ``data`` the outputs, the inputs
+    that ran (``ran_on``; ``retried`` when not the first set), or the first error with its note
+    and whether the model only needs other inputs (``needs_inputs``). Shared by the ONNX Runtime
+    and OpenVINO check jobs (worker side)."""
+    from diagnostics.input_search import run_search
 
-    first_error = None
-    for feeds, feeds_note in candidates:
-        data["feeds_note"] = feeds_note
-        try:
-            data["outputs"] = infer(feeds)
-        except Exception as exc:  # noqa: BLE001 - the engine's message is the finding
-            first_error = first_error or (f"{type(exc).__name__}: {exc}"[:2000], feeds_note)
-            continue
-        if first_error is not None:
-            data["retried"] = retried_note(first_error, feeds)
-        return
-    if first_error is not None:
-        data["run_error"], data["feeds_note"] = first_error
+    data.update(run_search(model, infer, dims=dims, inputs=inputs).to_data())
 
 
 def seeded_size_finding(engine: str, label: str, data: dict, target: str) -> Finding | None:
-    """SEEDED-SIZE: the run failed on the first seeded size and worked on the second."""
+    """SEEDED-SIZE: the run failed on the seeded inputs and worked on others (which ones, said)."""
     if not data.get("retried"):
         return None
     return Finding("SEEDED-SIZE", "info", f"{label}: {data['retried']}", engine, target=target,
                    fix_hint="check with the sizes you deploy (--dim, or --inputs X.npz)", source="real session")
+
+
+def needs_inputs_finding(engine: str, label: str, data: dict, target: str) -> Finding | None:
+    """NEEDS-INPUTS: the model compiled, but neither the seeded inputs nor the searched sizes and
+    values ran it, with an error that depends on the inputs: the verdict is "not run", not "fails"."""
+    if not data.get("needs_inputs"):
+        return None
+    from studio.core.errors import engine_message
+
+    tried = data.get("tried") or []
+    count = int(data.get("tries") or len(tried))
+    shown = "; ".join(tried[:3]) + (f"; {count - 3} more" if count > 3 else "")
+    return Finding("NEEDS-INPUTS", "warning",
+                   f"{label} compiles the model, but no input the studio tried runs it "
+                   f"({count} input set(s): {shown}); first error: "
+                   f"{first_line(engine_message(data.get('run_error') or '', 300), 300)}", engine, target=target,
+                   fix_hint="give real inputs with --inputs X.npz, or the sizes it needs with --dim NAME=VALUE "
+                   "(INPUT[AXIS]=VALUE for an unnamed dim)", source="real session")

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from diagnostics.base import EngineCheck, OutputInfo, first_line, run_candidates, seeded_size_finding, verdict_from
+from diagnostics.base import (EngineCheck, OutputInfo, first_line, needs_inputs_finding, run_candidates,
+                             seeded_size_finding, verdict_from)
 from diagnostics.custom_ops import lookup
 from diagnostics.node_context import NodeCtx
 from studio.core.errors import WorkerError
@@ -93,12 +94,13 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         return JobOutput(data=data)
     try:
         onnx_model = onnx.load_model(path, load_external_data=False)
-        candidates = check_feeds(onnx_model, args.get("dims"), args.get("inputs"))
+        check_feeds(onnx_model, args.get("dims"), args.get("inputs"))
     except Exception as exc:  # noqa: BLE001
         data["feeds_error"] = str(exc)[:500]
         return JobOutput(data=data)
     ctx.set_stage("OpenVINO inference")
-    run_candidates(candidates, lambda feeds: _infer_once(compiled, onnx_model, feeds), data)
+    run_candidates(onnx_model, lambda feeds: _infer_once(compiled, onnx_model, feeds), data, dims=args.get("dims"),
+                   inputs=args.get("inputs"))
     return JobOutput(data=data)
 
 
@@ -239,6 +241,7 @@ def check_openvino(model_path: Path, nodes: Sequence[NodeCtx], *, device: str = 
     data = res.data
     result.version = data.get("version")
     ran: bool | None = True
+    needs_inputs = False
     if data["convert_error"]:
         ran = False
         result.findings.extend(_conversion_findings(data, checked, target))
@@ -271,14 +274,19 @@ def check_openvino(model_path: Path, nodes: Sequence[NodeCtx], *, device: str = 
                                             "OpenVINO query_model"))
         for key, code, stage in (("compile_error", "OV-COMPILE-ERROR", "compile"),
                                  ("run_error", "OV-RUN-ERROR", "inference")):
-            if data.get(key):
+            if data.get(key) and not (key == "run_error" and data.get("needs_inputs")):
                 ran = False
                 hint = data.get("feeds_note") if key == "run_error" else None
                 result.findings.append(Finding(code, "error", f"OpenVINO {stage} fails: {first_line(data[key])}",
                                                ENGINE, target=target, fix_hint=hint, source="real session"))
-        seeded = seeded_size_finding(ENGINE, "OpenVINO", data, target)
-        if seeded is not None:
-            result.findings.append(seeded)
+        for extra in (seeded_size_finding(ENGINE, "OpenVINO", data, target),
+                      needs_inputs_finding(ENGINE, "OpenVINO", data, target)):
+            if extra is not None:
+                result.findings.append(extra)
+        # Compiled, but no input the studio could make ran it (or none could be made): "not run".
+        needs_inputs = bool(data.get("needs_inputs") or data.get("feeds_error")) and not data.get("compile_error")
+        if needs_inputs:
+            ran = None
         if data.get("feeds_error"):
             result.findings.append(Finding("OV-NOT-RUN", "info", "the model compiled but was not run: "
                                            f"{first_line(data['feeds_error'])}", ENGINE, target=target,
@@ -297,5 +305,5 @@ def check_openvino(model_path: Path, nodes: Sequence[NodeCtx], *, device: str = 
         if data.get("outputs") is not None:
             result.outputs = tuple(OutputInfo(n, d, None if s is None else tuple(s), k) for n, d, s, k in data["outputs"])
     result.verdicts.append(verdict_from(ENGINE, target, result.findings, "real session", version=result.version,
-                                        ran=ran))
+                                        ran=ran, needs_inputs=needs_inputs, ran_on=data.get("ran_on")))
     return result

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from diagnostics.base import EngineCheck, OutputInfo, first_line, run_candidates, seeded_size_finding, verdict_from
+from diagnostics.base import (EngineCheck, OutputInfo, first_line, needs_inputs_finding, run_candidates,
+                             seeded_size_finding, verdict_from)
 from diagnostics.custom_ops import lookup
 from diagnostics.node_context import NodeCtx
 from diagnostics.support_tables import ort_cuda_table
@@ -272,13 +273,14 @@ def ort_session_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         return JobOutput(data=data)
     model = onnx.load_model(str(args["model_path"]), load_external_data=False)
     try:
-        candidates = check_feeds(model, args.get("dims"), args.get("inputs"))
+        check_feeds(model, args.get("dims"), args.get("inputs"))
     except Exception as exc:  # noqa: BLE001
         data["feeds_error"] = str(exc)[:500]
         return JobOutput(data=data)
     ctx.set_stage("ONNX Runtime inference")
-    run_candidates(candidates, lambda feeds: [_describe(o.name, v) for o, v in zip(
-        session.get_outputs(), session.run(None, dict(feeds)))], data)
+    run_candidates(model, lambda feeds: [_describe(o.name, v) for o, v in zip(
+        session.get_outputs(), session.run(None, dict(feeds)))], data, dims=args.get("dims"),
+        inputs=args.get("inputs"))
     return JobOutput(data=data)
 
 
@@ -325,7 +327,7 @@ def _session_findings(data: dict, nodes: Sequence[NodeCtx], target: str) -> list
     for key, code, stage in (("session_error", "ORT-SESSION-ERROR", "session creation"),
                              ("run_error", "ORT-RUN-ERROR", "inference")):
         raw = data.get(key)
-        if not raw:
+        if not raw or (key == "run_error" and data.get("needs_inputs")):
             continue
         msg = first_line(raw)
         node = _node_of(raw, nodes)
@@ -344,9 +346,10 @@ def _session_findings(data: dict, nodes: Sequence[NodeCtx], target: str) -> list
         out.append(Finding(code, "error", f"ONNX Runtime {stage} fails: {msg}", ENGINE,
                            node.id if node else None, node.op_type if node else None,
                            node.domain if node else None, target, hint, fix, "real session"))
-    seeded = seeded_size_finding(ENGINE, "ONNX Runtime", data, target)
-    if seeded is not None:
-        out.append(seeded)
+    for extra in (seeded_size_finding(ENGINE, "ONNX Runtime", data, target),
+                  needs_inputs_finding(ENGINE, "ONNX Runtime", data, target)):
+        if extra is not None:
+            out.append(extra)
     if data.get("feeds_error"):
         out.append(Finding("ORT-NOT-RUN", "info", f"the model was loaded but not run: {first_line(data['feeds_error'])}",
                            ENGINE, target=target, source="real session"))
@@ -409,27 +412,31 @@ def check_onnxruntime(model_path: Path, nodes: Sequence[NodeCtx], *, eps: Sequen
                                                   "inputs": str(inputs) if inputs else None},
                       stage="ONNX Runtime session", pool_key=pool_key, limits=limits)
         data = res.data
-        ran = not (data.get("session_error") or data.get("run_error"))
+        # Compiled, but no input the studio could make ran it (or none could be made): "not run".
+        needs_inputs = bool(data.get("needs_inputs") or data.get("feeds_error")) and not data.get("session_error")
+        ran = None if needs_inputs else not (data.get("session_error") or data.get("run_error"))
         known_nodes = {f.node for f in result.findings if f.code == "ORT-NO-KERNEL" and f.node}
         result.findings.extend(f for f in _session_findings(data, nodes, cpu)
                                if not (f.code == "ORT-NO-KERNEL" and f.node in known_nodes))
-        if ran:
+        if ran or needs_inputs:
             # The engine accepted every node: registry-only "unsupported" were wrong (e.g. fused/handled).
             result.findings = [f for f in result.findings if not (f.code == "ORT-NO-KERNEL" and f.target == cpu
                                                                   and f.source == "kernel registry")]
+            said = " (the real session ran it)" if ran else " (the real session accepted it)"
             result.nodes = [NodeVerdict(v.node, v.op_type, v.domain, v.engine, v.target, "supported",
-                                        v.reason + " (the real session ran it)", v.source)
+                                        v.reason + said, v.source)
                             if v.target == cpu and v.status == "unsupported" else v for v in result.nodes]
         if data.get("outputs") is not None:
             result.outputs = tuple(OutputInfo(n, d, None if s is None else tuple(s), k) for n, d, s, k in data["outputs"])
         decided = "real session"
     except WorkerError as exc:
-        ran = False
+        ran, needs_inputs, data = False, False, {}
         result.findings.append(Finding("ORT-CRASH", "error", f"ONNX Runtime {exc.kind}: {first_line(exc)}", ENGINE,
                                        target=cpu, fix_hint="the engine process died on this model; see the node "
                                        "findings and the lint for the likely cause", source="real session"))
         decided = "real session"
-    result.verdicts.append(verdict_from(ENGINE, cpu, result.findings, decided, version=registry.version, ran=ran))
+    result.verdicts.append(verdict_from(ENGINE, cpu, result.findings, decided, version=registry.version, ran=ran,
+                                        needs_inputs=needs_inputs, ran_on=data.get("ran_on")))
 
     # Other EPs: real registry when the build has them, else the shipped tables.
     def ep_status(ep: str, n: NodeCtx) -> tuple[str, str, bool]:

@@ -246,6 +246,8 @@ class Verifier:
         self.pool_key = pool_key
         self.numeric = numeric
         specs = input_specs(self.original)
+        self.seeded = feeds is None             # the studio chose the inputs (an input search may change them)
+        self.run_error: str | None = None       # the original's first ORT error on them, as the engine said it
         if feeds is not None:
             self.feed_sets = list(feeds)
         else:
@@ -278,6 +280,10 @@ class Verifier:
                                                  f"INPUT[AXIS]=VALUE sets other sizes): {ref.errors[0]}")
             except (WorkerError, StudioError) as exc:
                 ref, usable, ort_error = None, [], str(exc)
+            if ort_error is not None and ref is not None:
+                self.run_error = ref.errors[0]
+                if self.seeded and self._searched_reference():
+                    return self._reference
             if ort_error is not None:
                 # A custom op ORT lacks (mmdeploy::grid_sampler...): the onnx reference evaluator with the
                 # studio's reference implementations is the oracle instead, when it covers every custom op.
@@ -291,6 +297,26 @@ class Verifier:
             self.feed_sets = [self.feed_sets[i] for i in usable]
             self._reference = RunSets(tuple(ref.outputs[i] for i in usable), tuple(None for _ in usable), None)
         return self._reference
+
+    def _searched_reference(self) -> bool:
+        """The seeded inputs failed the original: the input search's sets (diagnostics.input_search),
+        so a model is not left unverified only because of the studio's own inputs."""
+        from diagnostics.input_search import search_runs
+
+        def run(sets: list[Feeds]) -> tuple:
+            return run_sets(self.original_path, sets, full=False, limits=self.limits, pool_key=self.pool_key,
+                            stage="reference outputs (original on ORT, searched inputs)").outputs
+
+        try:
+            found = search_runs(self.original, run, self.run_error, dims=self.user_dims)
+        except (WorkerError, StudioError):
+            found = None
+        if found is None:
+            return False
+        self.feed_sets = [found.feeds]
+        self._reference = RunSets((found.outputs,), (None,), None)
+        self.reference_label += f", on searched inputs ({found.text})"
+        return True
 
     def _evaluator_reference(self) -> RunSets | None:
         from diagnostics.reference_run import evaluator_model_path_ok

@@ -1,6 +1,7 @@
 """onnx-studio check MODEL [--engines ort,openvino,tensorrt] [--ep cpu,cuda] [--trt-version 10|11] [--json]
 
-Exit codes: 0 no error finding for a requested engine, 1 at least one, 2 usage/input errors.
+Exit codes: 0 no error finding for a requested engine (a "not run" verdict -- the model compiles but
+needs real inputs -- is not an error), 1 at least one, 2 usage/input errors.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ NAME = "check"
 HELP = ("Will the model run on ONNX Runtime, OpenVINO and TensorRT? Per-node verdicts, custom ops, lint and "
         "the fix for each finding (exit 1 when a requested engine has an error).")
 
-_MARK = {"runs": "OK  ", "runs with warnings": "WARN", "fails": "FAIL", "unknown": "??  "}
+_MARK = {"runs": "OK  ", "runs with warnings": "WARN", "not run": "NRUN", "fails": "FAIL", "unknown": "??  "}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -71,6 +72,9 @@ def _run(args: argparse.Namespace) -> int:
     print(f"model   {printable(report.model)}  sha256 {report.sha256[:16]}")
     for v in report.verdicts:
         print(f"{_MARK[v.verdict]}    {v.label:<42} {v.verdict:<19} [{v.decided_by}] {printable(v.summary, 160)}")
+        if v.ran_on and v.ran_on.get("inputs"):
+            shown = ", ".join(f"{k} {t}" for k, t in list(v.ran_on["inputs"].items())[:6])
+            print(f"          ran on {printable(shown, 200)}")
     if report.findings:
         print("findings")
     for f in report.findings:

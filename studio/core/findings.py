@@ -31,8 +31,9 @@ __all__ = [
 ]
 
 SEVERITIES = ("error", "warning", "info")
-# Model-level verdicts, best first.
-VERDICTS = ("runs", "runs with warnings", "fails", "unknown")
+# Model-level verdicts, best first. "not run": the engine loaded and compiled the model, but no input
+# the studio could make ran it (it needs real inputs or sizes; diagnostics.input_search).
+VERDICTS = ("runs", "runs with warnings", "not run", "fails", "unknown")
 # How a verdict was reached, most trustworthy first.
 DECIDED_BY = ("real session", "real parser", "kernel registry", "table only", "not checked")
 # Per-node statuses in the engines x op-type matrix.
@@ -107,12 +108,15 @@ class EngineVerdict:
 
     engine: str
     target: str                        # "CPUExecutionProvider", "CPU", "10.x"...
-    verdict: str                       # runs | runs with warnings | fails | unknown
+    verdict: str                       # runs | runs with warnings | not run | fails | unknown
     decided_by: str                    # real session | real parser | table only | not checked
     summary: str                       # one line
     engine_version: str | None = None
     errors: int = 0
     warnings: int = 0
+    # The inputs a real run used: {"inputs": {name: "float32[1, 512]"}, "dims": {...}, "values": {...},
+    # "tries": n} (dims/values reproduce them with diagnostics.input_search.recipe_feeds).
+    ran_on: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:

@@ -26,7 +26,8 @@ from studio.export.manifest import build_manifest
 from studio.export.onnxruntime import weight_bytes
 from studio.export.options import ExportOptions
 from studio.export.prepare import prepare_deploy
-from studio.export.reference import criteria_for, feed_shapes, make_feeds, reference_outputs, small_image_shapes
+from studio.export.reference import (criteria_for, feed_shapes, make_feeds, reference_outputs, searched_reference,
+                                     shapes_of, small_image_shapes)
 from studio.export.report import graph_page, html_report, markdown_report
 from studio.export.results import ERROR, ExportResult, TargetResult
 
@@ -88,6 +89,10 @@ def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Pat
             retry = reference_outputs(handle.path, make_feeds(handle.proto, small), pool_key=pool_key)
             if retry.error is None:
                 shapes, reference = small, retry
+        if reference.error:            # sizes/values the model is made for (Silero VAD's 512 samples...)
+            searched = searched_reference(handle.path, handle.proto, reference, options.shapes, pool_key=pool_key)
+            if searched is not None:
+                shapes, reference = {k: tuple(v) for k, v in shapes_of(searched.feeds).items()}, searched
         ctx = ExportContext(options=options, bundle=staging, work=work, source=handle, deploy=deploy.path,
                             deploy_facts=deploy.facts, deploy_precision=deploy.precision, reference=reference,
                             criteria=criteria_for(deploy.precision, quantized_model=deploy.facts.quantized),

@@ -25,7 +25,8 @@ from onnx import ModelProto
 
 from studio.core.compare import QUANTIZED, Tolerance, compare_outputs
 from studio.core.errors import StudioError
-from studio.core.feeds import Feeds, choose_dims, concrete_shape, input_specs, random_feeds, small_image_dims
+from studio.core.feeds import (Feeds, choose_dims, concrete_shape, input_specs, random_feeds, small_image_dims,
+                               unnamed_dim_key)
 from studio.export.options import ShapeRange
 from studio.export.results import FAILED, PASSED, Verification
 
@@ -134,6 +135,7 @@ class Reference:
     outputs: dict | None
     label: str
     error: str | None = None
+    engine_error: str | None = None    # ORT's own message for the first failed set (input search)
 
 
 def reference_outputs(original: Path, feeds: Feeds, *, pool_key: str = "default") -> Reference:
@@ -144,8 +146,37 @@ def reference_outputs(original: Path, feeds: Feeds, *, pool_key: str = "default"
     verifier = Verifier(original, feeds=[feeds], pool_key=pool_key)
     ref = verifier.reference()
     if ref is None or not ref.outputs:
-        return Reference(feeds, None, verifier.reference_label, verifier.reference_error or "no reference outputs")
+        return Reference(feeds, None, verifier.reference_label, verifier.reference_error or "no reference outputs",
+                         verifier.run_error)
     return Reference(feeds, ref.outputs[0], f"{verifier.reference_label}, seeded inputs")
+
+
+def searched_reference(original: Path, model: ModelProto, failed: Reference, shapes: Mapping[str, ShapeRange], *,
+                       pool_key: str = "default") -> Reference | None:
+    """The original could not run on the seeded inputs: the input search's sets
+    (``diagnostics.input_search``; sizes of inputs the user gave with ``--shapes`` stay), the
+    first it runs on as the reference; None when none runs or the failure is not the inputs'."""
+    from diagnostics.input_search import search_runs
+    from passes.verify import run_sets
+
+    fixed: dict[str, int] = {}
+    for s in input_specs(model):
+        rng = shapes.get(s.name)
+        for axis, d in enumerate(s.shape or ()) if rng is not None else ():
+            if not isinstance(d, int):
+                fixed[d if isinstance(d, str) else unnamed_dim_key(s.name, axis)] = int(rng.opt[axis])
+
+    def run(sets: list[Feeds]) -> tuple:
+        return run_sets(original, sets, full=False, limits=None, pool_key=pool_key,
+                        stage="reference outputs (original on ORT, searched inputs)").outputs
+
+    try:
+        found = search_runs(model, run, failed.engine_error, dims=fixed)
+    except StudioError:
+        return None
+    if found is None:
+        return None
+    return Reference(found.feeds, found.outputs, f"{failed.label}, searched inputs ({found.text})")
 
 
 def verify_outputs(reference: Reference, got: Mapping[str, object] | None, criteria: Criteria, *,

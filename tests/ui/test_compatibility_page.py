@@ -73,3 +73,19 @@ def test_fix_input_shapes_uses_the_dims_given_on_the_page(app):
     model = onnx.load(ws.handle(latest.id).path, load_external_data=False)
     dims = [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input]
     assert dims[0][:2] == [2, 7]
+
+
+def test_not_run_badge_and_inputs_that_ran(app, tmp_path):
+    """R39: a model that compiles but needs real inputs shows "compiles, not run" (not "fails"), and a
+    model the input search ran says on which inputs."""
+    import onnx
+
+    from tests.reliability.test_r39_verdicts import framed_by_7, silero_like
+
+    for build, expected in ((framed_by_7, "⏸️ compiles, not run"), (silero_like, "ran on input float32[1, 512]")):
+        path = tmp_path / f"{build.__name__}.onnx"
+        onnx.save(build(), path)
+        at = _goto(app(str(path)).run())
+        assert not at.exception
+        shown = (" ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)).replace("\\", "")
+        assert expected in shown and "❌ fails" not in shown

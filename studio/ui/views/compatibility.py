@@ -19,7 +19,8 @@ from studio.ui import state, widgets
 
 _ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT"}
 _EPS = ["cpu", "cuda", "tensorrt"]
-_BADGE = {"runs": "✅ runs", "runs with warnings": "⚠️ runs with warnings", "fails": "❌ fails", "unknown": "❔ unknown"}
+_BADGE = {"runs": "✅ runs", "runs with warnings": "⚠️ runs with warnings", "not run": "⏸️ compiles, not run",
+          "fails": "❌ fails", "unknown": "❔ unknown"}
 _ICON = {"error": "🛑", "warning": "⚠️", "info": "ℹ️"}
 MAX_ROWS = 5000
 
@@ -63,6 +64,9 @@ def _verdicts(report: Report) -> None:
             st.markdown(f"**{widgets.md_escape(_ENGINES.get(v.engine, v.engine))}** · {widgets.md_escape(v.target)}")
             st.markdown(f"### {_BADGE[v.verdict]}")
             st.caption(f"{widgets.md_escape(v.decided_by)} · {widgets.md_escape(v.summary, 200)}")
+            if v.ran_on and v.ran_on.get("inputs"):
+                shown = ", ".join(f"{k} {t}" for k, t in list(v.ran_on["inputs"].items())[:6])
+                st.caption(f"ran on {widgets.md_escape(shown, 200)}")
 
 
 def _matrix(report: Report) -> None:
