@@ -3,8 +3,9 @@
 Hand-written rather than onnx-ir's CommonSubexpressionEliminationPass because
 that one covers only the main graph and treats every op as pure: here
 subgraphs and functions are covered, and ops that are random or may keep
-state (Random*, Bernoulli, Multinomial, training-mode Dropout, any op outside
-the ONNX domains) are never merged.
+state (``passes.nondeterministic``: Random*, Bernoulli, Multinomial,
+training-mode Dropout, any op outside the ONNX domains) are never merged:
+two Bernoulli nodes on the same input are two independent draws.
 """
 
 from __future__ import annotations
@@ -13,12 +14,10 @@ import numpy as np
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, node_label, result
-from passes.ir_helpers import can_replace, const_array, drop_orphaned_initializers, graphs_of, replace_value
+from passes.ir_helpers import can_replace, drop_orphaned_initializers, graphs_of, opset_version, replace_value
+from passes.nondeterministic import is_pure
 from passes.registry import register
 
-RANDOM_OPS = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike",
-                        "Multinomial", "Bernoulli"})
-PURE_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 _TENSOR_ATTR_LIMIT = 4096     # elements; larger tensor attributes are not compared
 
 
@@ -44,13 +43,8 @@ def _attr_key(attr: ir.Attr) -> object | None:
     return (t.value, value)
 
 
-def _is_pure(node: ir.Node) -> bool:
-    if node.domain not in PURE_DOMAINS or node.op_type in RANDOM_OPS or not node.outputs:
-        return False
-    if node.op_type == "Dropout" and len(node.inputs) > 2 and node.inputs[2] is not None:
-        mode = const_array(node.inputs[2])
-        return mode is not None and not bool(np.any(mode))
-    return True
+def _is_pure(node: ir.Node, opset: int | None) -> bool:
+    return bool(node.outputs) and is_pure(node, opset)
 
 
 def _key(node: ir.Node) -> tuple | None:
@@ -75,10 +69,11 @@ class CommonSubexpressionElimination(StudioPass):
     def call(self, model: ir.Model) -> PassResult:
         merged: list[Change] = []
         notes: list[str] = []
+        opset = opset_version(model) or None
         for graph in list(graphs_of(model)):
             seen: dict[tuple, ir.Node] = {}
             for node in list(graph):
-                if not _is_pure(node):
+                if not _is_pure(node, opset):
                     continue
                 try:
                     key = _key(node)

@@ -404,6 +404,8 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
             elif verifier.computed:
                 kind = "seeded" if feeds is None else "given"
                 reference = f"{verifier.reference_label}, {len(verifier.feed_sets)} {kind} feed set(s)"
+                if verifier.nondeterministic_note:       # never a pass's fault: said once, for the run
+                    reference += f"; {verifier.nondeterministic_note}"
             else:
                 reference = "nothing to verify: no pass changed the model"
         return PipelineResult(target, tuple(records), ok, stopped, dict(ops_before), dict(count_ops(model)),
