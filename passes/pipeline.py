@@ -25,6 +25,7 @@ import onnx_ir as ir
 from passes.base import Change, PassResult, StudioPass, all_nodes, count_ops
 from passes.instruments import Instrument, with_nvtx
 from passes.model_io import Checkpoint, Linker, load_checkpoint, load_for_passes, save_checkpoint, save_result
+from passes.normalize import normalize_in_worker
 from passes.registry import make_pass, preset
 from passes.verify import Verifier, VerifyResult
 from studio.core.compare import Tolerance
@@ -76,6 +77,7 @@ class PipelineResult:
     ops_after: Mapping[str, int] = field(default_factory=dict)
     reference: str = ""                      # how numbers were verified ("ORT CPU, optimizations off" / why not)
     seconds: float = 0.0
+    lint: tuple[str, ...] = ()               # what was repaired in the input as ORT reads it (passes.normalize)
 
     @property
     def modified(self) -> bool:
@@ -91,12 +93,15 @@ class PipelineResult:
         text = f"{len(changed)} of {len(self.records)} passes changed the model"
         if reverted:
             text += f"; reverted: {', '.join(reverted)}"
+        if self.lint:
+            text += f"; input repaired as ONNX Runtime reads it: {self.lint[0]}" + (
+                f" (+{len(self.lint) - 1} more)" if len(self.lint) > 1 else "")
         return text
 
     def to_dict(self) -> dict:
         return {"ok": self.ok, "summary": self.summary(), "stopped_at": self.stopped_at,
                 "output": self.output.name if self.output else None, "reference": self.reference,
-                "seconds": round(self.seconds, 3), "ops_before": dict(self.ops_before),
+                "seconds": round(self.seconds, 3), "lint": list(self.lint), "ops_before": dict(self.ops_before),
                 "ops_after": dict(self.ops_after), "records": [r.to_dict() for r in self.records]}
 
     def lineage(self) -> list[dict]:
@@ -303,11 +308,16 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
         partial_path = Path(partial).resolve()
         _check_output_path(model_path, partial_path)
     output.parent.mkdir(parents=True, exist_ok=True)
-    if not (passes and passes[0].accepts_invalid):
-        validate_input(model_path, limits=limits, pool_key=pool_key)
     dims = {**dict(dims or {}), **_fixed_dims(passes)}
     workdir = Path(tempfile.mkdtemp(prefix=".pipeline-", dir=output.parent))
     try:
+        # What ORT fixes silently (node order, duplicated opsets, old IR, contradicting output
+        # shapes) is repaired in a copy and said as lint; the user's file is only read.
+        source_dir = model_path.parent
+        normalized = normalize_in_worker(model_path, workdir, limits=limits, pool_key=pool_key)
+        lint, model_path = normalized.lint, normalized.path
+        if not (passes and passes[0].accepts_invalid):
+            validate_input(model_path, limits=limits, pool_key=pool_key)
         model = load_for_passes(model_path)
         ops_before = count_ops(model)
         verifier = Verifier(model_path, dims=dims, feeds=feeds, tolerance=tolerance, limits=limits,
@@ -339,7 +349,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
             except Exception as exc:   # a pass bug must not lose the user's work
                 seconds = time.perf_counter() - t0
                 msg = _scrub(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}",
-                             workdir=workdir, model_dir=model_path.parent, out_dir=output.parent)
+                             workdir=workdir, model_dir=source_dir, out_dir=output.parent)
                 model = ckpt.restore()
                 rec = PassRecord(p.name, "error", False, (), {}, seconds, 0.0, nodes_before,
                                  sum(1 for _ in all_nodes(model)), params_before, _param_count(model), None,
@@ -370,7 +380,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                     status = "reverted" if on_failure == "revert" else "failed"
                     modified = False
                     message = _scrub(f"pass '{p.name}' broke the model: {verification.message}", workdir=workdir,
-                                     model_dir=model_path.parent, out_dir=output.parent)
+                                     model_dir=source_dir, out_dir=output.parent)
             elif modified:
                 ckpt.accept(ckpt.save(model))     # unverified, but a later pass error reverts only that pass
             if modified and p.changes_interface:
@@ -409,7 +419,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
             else:
                 reference = "nothing to verify: no pass changed the model"
         return PipelineResult(target, tuple(records), ok, stopped, dict(ops_before), dict(count_ops(model)),
-                              reference, time.perf_counter() - started)
+                              reference, time.perf_counter() - started, lint)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
