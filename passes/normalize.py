@@ -34,6 +34,7 @@ class Normalized:
 
     path: Path
     lint: tuple[str, ...] = ()
+    checked: bool = False          # the model at ``path`` passed onnx.checker's full check here
 
 
 def _subgraphs(node: onnx.NodeProto):
@@ -106,16 +107,17 @@ def sort_graph(graph: onnx.GraphProto, outer: frozenset[str] = frozenset()) -> b
 
 
 def _dedupe_opsets(model: onnx.ModelProto) -> list[str]:
+    """Duplicated opset imports with different versions: the last one, as ORT (and onnx-ir) read
+    them. Identical duplicates change nothing and are left alone."""
     seen: dict[str, list[int]] = {}
     for op in model.opset_import:
         seen.setdefault(op.domain or "", []).append(int(op.version))
-    dups = {d: vs for d, vs in seen.items() if len(vs) > 1}
+    dups = {d: vs for d, vs in seen.items() if len(set(vs)) > 1}
     if not dups:
         return []
     lint = []
     for d, vs in dups.items():
-        label = d or "ai.onnx"
-        lint.append(f"opset imports list domain '{label}' {len(vs)} times ({', '.join(map(str, vs))}); "
+        lint.append(f"opset imports list domain '{d or 'ai.onnx'}' {len(vs)} times ({', '.join(map(str, vs))}); "
                     f"ONNX Runtime uses the last ({vs[-1]}), and so does the result")
     last = {d: vs[-1] for d, vs in seen.items()}
     del model.opset_import[:]
@@ -179,9 +181,13 @@ def _has_external(model: onnx.ModelProto) -> bool:
     return False
 
 
-def normalize_proto(model: onnx.ModelProto) -> list[str]:
-    """Repair ``model`` in place as ONNX Runtime reads it; one line per repair."""
+def normalize_proto(model: onnx.ModelProto) -> tuple[list[str], bool]:
+    """Repair ``model`` in place as ONNX Runtime reads it: (one line per repair, whether the
+    model passed the full check as it was). A model that passes the full check is left as it
+    is (conflicting duplicated opsets aside)."""
     lint = _dedupe_opsets(model)
+    if _passes_full_check(model):
+        return lint, True
     lint += _raise_ir_version(model)
     if sort_graph(model.graph):
         lint.append("nodes were not in topological order (ONNX Runtime sorts them); the result is sorted")
@@ -193,14 +199,16 @@ def normalize_proto(model: onnx.ModelProto) -> list[str]:
             del fn.node[:]
             fn.node.extend(probe.node)
             lint.append(f"nodes of function '{fn.name[:60]}' were not in topological order; sorted")
-    if not lint:        # the cheap checks passed: shape clashes are only looked for when the check fails
-        try:
-            onnx.checker.check_model(model, full_check=True)
-            return []
-        except Exception:
-            pass
     lint += _fix_output_shapes(model)
-    return lint
+    return lint, False
+
+
+def _passes_full_check(model: onnx.ModelProto) -> bool:
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception:
+        return False
+    return True
 
 
 @job("passes.normalize_input")
@@ -208,11 +216,11 @@ def normalize_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) ->
     ctx.set_stage("reading the model as ONNX Runtime does")
     model = onnx.load_model(args["model_path"], load_external_data=False)
     if _has_external(model):
-        return JobOutput(data={"lint": []})
-    lint = normalize_proto(model)
+        return JobOutput(data={"lint": [], "checked": False})
+    lint, checked = normalize_proto(model)
     if lint:
         onnx.save_model(model, str(ctx.out_dir / "model.onnx"))
-    return JobOutput(data={"lint": lint})
+    return JobOutput(data={"lint": lint, "checked": checked and not lint})
 
 
 def normalize_in_worker(model_path: Path, workdir: Path, *, limits: Limits | None = None,
@@ -230,5 +238,5 @@ def normalize_in_worker(model_path: Path, workdir: Path, *, limits: Limits | Non
     lint = tuple(str(x) for x in res.data.get("lint", ()))
     fixed = out_dir / "model.onnx"
     if not lint or not fixed.exists():
-        return Normalized(Path(model_path))
+        return Normalized(Path(model_path), checked=bool(res.data.get("checked")))
     return Normalized(fixed, lint)

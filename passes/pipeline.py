@@ -35,6 +35,9 @@ from studio.core.sandbox import Limits
 
 log = logging.getLogger(__name__)
 
+# Above this many nodes every pass runs in a sandbox worker (the hand-off costs a save and a load).
+IN_PROCESS_NODE_LIMIT = 20_000
+
 @dataclass(frozen=True)
 class PassRecord:
     """What one pass did, in the lineage format the graph diff reads."""
@@ -176,7 +179,8 @@ class _Checkpoints:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def validate_input(model_path: Path, *, limits: Limits | None = None, pool_key: str = "default") -> None:
+def validate_input(model_path: Path, *, limits: Limits | None = None, pool_key: str = "default",
+                   full_check: bool = True) -> None:
     """Refuse models the passes must not touch: models without outputs, and models
     that fail ``onnx.checker`` with ``full_check`` (cycles, missing inputs, duplicate
     or unproduced outputs, recursive functions, shape-inference traps). The full
@@ -188,7 +192,7 @@ def validate_input(model_path: Path, *, limits: Limits | None = None, pool_key: 
     proto = onnx.load_model(str(model_path), load_external_data=False)
     if not proto.graph.output:
         raise StudioError("cannot optimize: the model's graph has no outputs (empty graph)", code="INVALID-MODEL")
-    problem = full_check_in_worker(Path(model_path), limits=limits, pool_key=pool_key)
+    problem = full_check_in_worker(Path(model_path), limits=limits, pool_key=pool_key) if full_check else None
     if problem:
         raise StudioError(f"cannot optimize: the model fails the onnx.checker full check ({problem}); "
                           "fix the model first", code="INVALID-MODEL")
@@ -317,7 +321,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
         normalized = normalize_in_worker(model_path, workdir, limits=limits, pool_key=pool_key)
         lint, model_path = normalized.lint, normalized.path
         if not (passes and passes[0].accepts_invalid):
-            validate_input(model_path, limits=limits, pool_key=pool_key)
+            validate_input(model_path, limits=limits, pool_key=pool_key, full_check=not normalized.checked)
         model = load_for_passes(model_path)
         ops_before = count_ops(model)
         verifier = Verifier(model_path, dims=dims, feeds=feeds, tolerance=tolerance, limits=limits,
@@ -342,7 +346,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
             declared = _interface(model)
             t0 = time.perf_counter()
             try:
-                res: PassResult = _apply(p, model, ckpt, limits, pool_key)
+                res: PassResult = _apply(p, model, ckpt, limits, pool_key, nodes_before)
                 model = res.model
                 if not p.changes_interface:
                     _restore_interface(model, declared, keep_types=p.changes_io_dtypes())
@@ -430,10 +434,12 @@ def _after(instruments: Sequence[Instrument], p: StudioPass, model: ir.Model, re
 
 
 def _apply(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, limits: Limits | None,
-           pool_key: str) -> PassResult:
-    """Run one pass: in process, or in a sandbox worker for passes that call engines
-    (or evaluate ops that could hang or explode)."""
-    if not p.calls_engines:
+           pool_key: str, node_count: int = 0) -> PassResult:
+    """Run one pass: in process, or in a sandbox worker (timeout, memory limit, stoppable) for
+    passes that call engines (or evaluate ops that could hang or explode) and for every pass
+    on a model above ``IN_PROCESS_NODE_LIMIT`` nodes, where a pass that scales badly must be
+    stoppable rather than hold the studio (R46)."""
+    if not p.calls_engines and node_count <= IN_PROCESS_NODE_LIMIT:
         return p(model)
     from passes.worker_pass import run_pass_in_worker
 
