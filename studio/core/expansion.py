@@ -102,6 +102,7 @@ def model_size_note(path: Path, limit_bytes: int = 2**31 - 1) -> str:
         return ""
     plain = len(model.graph.node)
     inlined = inlined_node_count(model, cap=10**12) if model.functions else plain
+    nodes = f"{plain:,} node{'' if plain == 1 else 's'}"
     if inlined > plain:
-        return f" on a model of {plain:,} nodes ({inlined:,} once its local functions are inlined)"
-    return f" on a model of {plain:,} nodes"
+        return f" on a model of {nodes} ({inlined:,} once its local functions are inlined)"
+    return f" on a model of {nodes}"
