@@ -3,8 +3,9 @@
 Hand-written rather than onnx-ir's CommonSubexpressionEliminationPass because
 that one covers only the main graph and treats every op as pure: here
 subgraphs and functions are covered, and ops that are random or may keep
-state (Random*, Bernoulli, Multinomial, training-mode Dropout, any op outside
-the ONNX domains) are never merged.
+state (``passes.nondeterministic``: Random*, Bernoulli, Multinomial,
+training-mode Dropout, any op outside the ONNX domains) are never merged:
+two Bernoulli nodes on the same input are two independent draws.
 """
 
 from __future__ import annotations
@@ -13,12 +14,11 @@ import numpy as np
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, node_label, result
-from passes.ir_helpers import can_replace, const_array, drop_orphaned_initializers, graphs_of, replace_value
+from passes.ir_helpers import (can_replace, drop_orphaned_initializers, graphs_of, opset_version, replace_value,
+                               rewire_inputs)
+from passes.nondeterministic import is_pure
 from passes.registry import register
 
-RANDOM_OPS = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike",
-                        "Multinomial", "Bernoulli"})
-PURE_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 _TENSOR_ATTR_LIMIT = 4096     # elements; larger tensor attributes are not compared
 
 
@@ -44,16 +44,11 @@ def _attr_key(attr: ir.Attr) -> object | None:
     return (t.value, value)
 
 
-def _is_pure(node: ir.Node) -> bool:
-    if node.domain not in PURE_DOMAINS or node.op_type in RANDOM_OPS or not node.outputs:
-        return False
-    if node.op_type == "Dropout" and len(node.inputs) > 2 and node.inputs[2] is not None:
-        mode = const_array(node.inputs[2])
-        return mode is not None and not bool(np.any(mode))
-    return True
+def _is_pure(node: ir.Node, opset: int | None) -> bool:
+    return bool(node.outputs) and is_pure(node, opset)
 
 
-def _key(node: ir.Node) -> tuple | None:
+def _key(node: ir.Node, alias: dict[ir.Value, ir.Value]) -> tuple | None:
     attrs = []
     for name, attr in sorted(node.attributes.items()):
         k = _attr_key(attr)
@@ -61,7 +56,7 @@ def _key(node: ir.Node) -> tuple | None:
             return None
         attrs.append((name, k))
     return (node.domain or "", node.op_type, node.overload, len(node.outputs),
-            tuple(id(v) if v is not None else None for v in node.inputs), tuple(attrs))
+            tuple(id(alias.get(v, v)) if v is not None else None for v in node.inputs), tuple(attrs))
 
 
 @register
@@ -75,31 +70,56 @@ class CommonSubexpressionElimination(StudioPass):
     def call(self, model: ir.Model) -> PassResult:
         merged: list[Change] = []
         notes: list[str] = []
+        opset = opset_version(model) or None
         for graph in list(graphs_of(model)):
-            seen: dict[tuple, ir.Node] = {}
-            for node in list(graph):
-                if not _is_pure(node):
-                    continue
-                try:
-                    key = _key(node)
-                except Exception:
-                    key = None
-                if key is None:
-                    continue
-                first = seen.get(key)
-                if first is None:
-                    seen[key] = node
-                    continue
-                pairs = [(a, b) for a, b in zip(first.outputs, node.outputs)]
-                why = next((w for a, b in pairs if (w := can_replace(a, b, graph))), None)
-                if why:
-                    notes.append(f"{node.op_type} '{node_label(node)}' kept: {why}")
-                    continue
-                label = node_label(node)
-                for keep, drop in pairs:
-                    replace_value(keep, drop)
-                inputs = [v for v in node.inputs if v is not None]
-                graph.remove(node, safe=True)
-                drop_orphaned_initializers(inputs)
-                merged.append(Change("removed", (label,), f"same as '{node_label(first)}'"))
+            merged.extend(_merge_graph(graph, opset, notes))
         return result(model, merged, notes=notes, nodes_removed=len(merged))
+
+
+def _merge_graph(graph: ir.Graph | ir.Function, opset: int | None, notes: list[str]) -> list[Change]:
+    """Merge duplicates of one graph. Uses are re-pointed once per consumer at the end, not
+    once per duplicate: 50,000 duplicates feeding one Concat would otherwise rebuild that
+    Concat's 50,000 inputs 50,000 times (onnx-ir rebuilds the tuple per replaced input)."""
+    merged: list[Change] = []
+    seen: dict[tuple, ir.Node] = {}
+    alias: dict[ir.Value, ir.Value] = {}        # dropped value -> the value that replaces it
+    dropped: list[ir.Node] = []
+    for node in list(graph):
+        if not _is_pure(node, opset):
+            continue
+        try:
+            key = _key(node, alias)
+        except Exception:
+            key = None
+        if key is None:
+            continue
+        first = seen.get(key)
+        if first is None:
+            seen[key] = node
+            continue
+        pairs = [(a, b) for a, b in zip(first.outputs, node.outputs)]
+        why = next((w for a, b in pairs if (w := can_replace(a, b, graph))), None)
+        if why:
+            notes.append(f"{node.op_type} '{node_label(node)}' kept: {why}")
+            continue
+        for keep, drop in pairs:
+            if drop.is_graph_output():
+                replace_value(keep, drop)          # takes over the output's name now (rare)
+            else:
+                if keep.shape is None and drop.shape is not None:
+                    keep.shape = drop.shape
+                alias[drop] = keep
+        dropped.append(node)
+        merged.append(Change("removed", (node_label(node),), f"same as '{node_label(first)}'"))
+    if not dropped:
+        return merged
+    consumers: dict[ir.Node, None] = {}
+    for drop in alias:
+        for use in drop.uses():
+            consumers[use.node] = None
+    for consumer in consumers:
+        rewire_inputs(consumer, [alias.get(v, v) if v is not None else None for v in consumer.inputs])
+    inputs = [v for node in dropped for v in node.inputs if v is not None]
+    graph.remove(dropped, safe=True)
+    drop_orphaned_initializers(inputs)
+    return merged

@@ -18,6 +18,8 @@ statically known tensors) and adds what onnxsim and onnxslim lack:
   and the whole pass runs in a sandbox worker with a timeout and a memory
   limit (``calls_engines``): an op evaluation that explodes or hangs ends as a
   clear error for this pass, never as a dead studio;
+* random ops (``passes.nondeterministic``: Bernoulli, Random*, Multinomial,
+  training Dropout, custom-domain ops) are never evaluated;
 * annotations are left as they were: inferred shapes are used while folding,
   not written into the file.
 """
@@ -33,6 +35,7 @@ from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 from passes.base import Change, ChangeTracker, PassResult, StudioPass, result
 from passes.ir_helpers import const_array, const_tensor, is_onnx_op
+from passes.nondeterministic import PURE_DOMAINS, nondeterministic_reason
 from passes.registry import register
 from studio.core.sandbox import Limits
 
@@ -118,6 +121,19 @@ def _make_folder(policy: SizePolicy, *, input_size_limit: int, fold_dequantize: 
         """onnxscript's folder with the size gate applied to every folded tensor."""
 
         def process_node(self, node, is_function):
+            # Random ops (Bernoulli is missing from onnxscript's list), training Dropout and
+            # custom-domain ops are never evaluated: a folded draw is one frozen sample.
+            reason = nondeterministic_reason(node, self._opset_imports.get("", None))
+            if reason is not None:
+                if self.shape_inference and node.domain in PURE_DOMAINS:
+                    try:
+                        self._do_inference(node)      # shapes still flow (Shape of a draw folds)
+                    except Exception:
+                        pass
+                if node.domain in PURE_DOMAINS and all(v is None or const_tensor(v) is not None
+                                                       for v in node.inputs):
+                    policy.refused.append(f"{node.op_type} '{node.name or '?'}' kept: {reason}")
+                return None
             # onnxscript's sequence rewrites emit Split with a 'split' input, which only
             # exists from opset 13: before that, leave sequence ops alone.
             if node.op_type in SEQUENCE_OPS and self._opset_imports.get("", 0) < 13:

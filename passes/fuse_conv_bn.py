@@ -4,7 +4,9 @@ The Conv, ConvTranspose and Gemm rules are onnxscript's
 (``rules.common._fuse_batchnorm``); this module adds the checks a deployment
 tool needs on top of them (training-mode or multi-output BatchNormalization,
 ``spatial=0``, mixed dtypes, channel-count mismatches are left alone, with the
-reason) and a MatMul rule (2-D MatMul → Gemm with folded weights and bias).
+reason), refuses where the folded weights cannot give the same IEEE results
+(scale 0, variance + epsilon <= 0, NaN/Inf parameters, overflow; see
+``ieee_problem``) and a MatMul rule (2-D MatMul → Gemm with folded weights and bias).
 Every removed BatchNormalization is reported with kind "fused".
 """
 
@@ -50,6 +52,45 @@ def _bn_problem(bn: ir.Node, weight: ir.Value, channels: int | None) -> str | No
         return "BatchNormalization parameters are not per-channel vectors"
     if channels is not None and params[0].shape[0] != channels:
         return f"{params[0].shape[0]} BatchNormalization channels for {channels} output channels"
+    return ieee_problem(bn, w, [p.numpy() for p in params])
+
+
+def ieee_problem(bn: ir.Node, w: ir.TensorProtocol, params: list[np.ndarray],
+                 bias: ir.TensorProtocol | None = None) -> str | None:
+    """Why folding would not give the same IEEE results, or None.
+
+    BatchNormalization computes ``(c - mean) * s + beta`` with ``s = gamma / sqrt(var + eps)``
+    on the Conv output ``c``; the fused node computes ``conv(x, W*s) + b'``. Those agree for
+    every finite ``c`` and propagate NaN alike, except: ``s == 0`` (``inf * 0`` is NaN in the
+    original, ``W*0`` gives a finite value once the Conv overflows), ``var + eps <= 0`` (a NaN
+    scale), non-finite parameters, and scaled weights or bias that overflow the dtype."""
+    eps = bn.attributes["epsilon"].as_float() if "epsilon" in bn.attributes else 1e-5
+    gamma, beta, mean, var = (np.asarray(p, np.float64) for p in params)
+    if not np.isfinite(eps):
+        return f"BatchNormalization epsilon is {eps}"
+    for label, arr in (("scale", gamma), ("bias", beta), ("mean", mean), ("variance", var)):
+        if not np.all(np.isfinite(arr)):
+            return f"BatchNormalization {label} holds NaN/Inf (the fused weights could not keep its results)"
+    weights = w.numpy()
+    if not np.all(np.isfinite(weights)):
+        return "the weights hold NaN/Inf"
+    if bias is not None and not np.all(np.isfinite(bias.numpy())):
+        return "the bias holds NaN/Inf"
+    denom = var + eps
+    if np.any(denom <= 0):
+        return (f"variance + epsilon <= 0 in {int(np.sum(denom <= 0))} channel(s) "
+                "(BatchNormalization gives NaN there; folded weights would not)")
+    if np.any(gamma == 0):
+        return (f"BatchNormalization scale is 0 in {int(np.sum(gamma == 0))} channel(s): inf * 0 is NaN "
+                "in the original, the folded zero weights would give a finite value")
+    scale = gamma / np.sqrt(denom)
+    info = np.finfo(weights.dtype)
+    b = np.abs(bias.numpy().astype(np.float64)) if bias is not None else 0.0
+    with np.errstate(all="ignore"):
+        w_max = float(np.max(np.abs(weights.astype(np.float64)), initial=0.0)) * float(np.max(np.abs(scale)))
+        b_max = float(np.max((b + np.abs(mean)) * np.abs(scale) + np.abs(beta), initial=0.0))
+    if not (w_max <= float(info.max) and b_max <= float(info.max)):
+        return f"the folded weights or bias would overflow {weights.dtype} (scale up to {np.max(np.abs(scale)):.3g})"
     return None
 
 
@@ -70,6 +111,8 @@ class _Checked:
             b = const_tensor(inbound.inputs[2])
             if b is None or b.dtype != w.dtype:
                 why = "the bias is not a constant of the weights' dtype"
+            else:
+                why = ieee_problem(bn, w, [const_tensor(v).numpy() for v in bn.inputs[1:5]], b)
         return MatchResult().fail(why) if why else res
 
     def rewrite(self, op, x, inbound_out, batchnorm_out):

@@ -84,6 +84,12 @@ def rules(opset: int) -> list:
     return out
 
 
+# IEEE: Gelu gives the decomposed graph's values for NaN, +-Inf and -0.0 inputs; only where the
+# decomposed x * (1 + erf) overflows (|x| > half the dtype's max) does Gelu give the finite x instead.
+OVERFLOW_NOTE = ("IEEE: same values as the decomposed graph (NaN, +-Inf and -0.0 inputs included), except where "
+                 "x * (1 + erf(...)) overflows before fusion (|x| > half the dtype's max: Inf before, x after)")
+
+
 @register
 class FuseGelu(StudioPass):
     """Decomposed GELU (Div/Erf/Add/Mul/Mul, or the tanh approximation)  ⇒  Gelu (opset ≥ 20)."""
@@ -96,4 +102,7 @@ class FuseGelu(StudioPass):
             return result(model, [])
         with inferred_shapes(model):
             outcome = apply_rules(model, rules(opset_version(model)))
-        return result(model, changes_for(outcome), notes=refusal_notes(outcome), gelus_fused=outcome.count)
+        notes = refusal_notes(outcome)
+        if outcome.count:
+            notes = [*notes, OVERFLOW_NOTE]
+        return result(model, changes_for(outcome), notes=notes, gelus_fused=outcome.count)

@@ -127,6 +127,13 @@ def rule_phases(opset: int) -> list[list]:
     return phases
 
 
+# IEEE: the fused kernel gives the same values, NaN for NaN/Inf inputs included, except where the
+# decomposed graph overflows an intermediate (Pow(x - mean, 2) beyond ~1.8e19 in float32, a ReduceMean
+# sum beyond the dtype's max): there the original gives NaN/Inf and LayerNormalization a finite value.
+OVERFLOW_NOTE = ("IEEE: same values as the decomposed graph (NaN/Inf inputs give NaN alike), except rows whose "
+                 "intermediates overflow before fusion (|x - mean| > ~1.8e19 in float32: NaN before, finite after)")
+
+
 @register
 class FuseLayerNorm(StudioPass):
     """Decomposed LayerNorm (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add)  ⇒  LayerNormalization (opset ≥ 17)."""
@@ -139,4 +146,7 @@ class FuseLayerNorm(StudioPass):
             return result(model, [])
         with inferred_shapes(model):
             outcome = merge_outcomes([apply_rules(model, phase) for phase in rule_phases(opset_version(model))])
-        return result(model, changes_for(outcome), notes=refusal_notes(outcome), layernorms_fused=outcome.count)
+        notes = refusal_notes(outcome)
+        if outcome.count:
+            notes = [*notes, OVERFLOW_NOTE]
+        return result(model, changes_for(outcome), notes=notes, layernorms_fused=outcome.count)

@@ -179,6 +179,28 @@ def replace_value(keep: ir.Value, drop: ir.Value) -> None:
         ir.convenience.replace_all_uses_with(drop, keep)
 
 
+def rewire_inputs(node: ir.Node, new_inputs: list[ir.Value | None]) -> None:
+    """Set ``node``'s inputs to ``new_inputs`` (same length) in one step.
+
+    onnx-ir's ``replace_input_with`` rebuilds the whole input tuple for every input it
+    replaces, so re-pointing all inputs of a 50,000-input Concat one by one is quadratic.
+    For a few changed inputs the public call is used; for many, the tuple is rebuilt once
+    and the use lists are updated the way ``replace_input_with`` updates them."""
+    old = tuple(node.inputs)
+    changed = [i for i, (a, b) in enumerate(zip(old, new_inputs)) if a is not b]
+    if len(changed) <= 16 or not hasattr(node, "_inputs") or not all(
+            hasattr(v, "_remove_usage") for v in (*old, *new_inputs) if v is not None):
+        for i in changed:
+            node.replace_input_with(i, new_inputs[i])
+        return
+    node._inputs = tuple(new_inputs)                  # noqa: SLF001 - see docstring
+    for i in changed:
+        if old[i] is not None:
+            old[i]._remove_usage(node, i)             # noqa: SLF001
+        if new_inputs[i] is not None:
+            new_inputs[i]._add_usage(node, i)         # noqa: SLF001
+
+
 def can_forward(node: ir.Node, keep: ir.Value, drop: ir.Value) -> str | None:
     """Why ``node`` cannot be removed by sending its output ``drop`` to ``keep``."""
     if any(o is not drop and not unused(o) for o in node.outputs):

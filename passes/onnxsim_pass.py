@@ -4,7 +4,8 @@ onnxsim's own check is off by default and its success flag says nothing about
 If-subgraph outer-scope references or grown files; here its result goes
 through the pipeline's verification like any other pass, and a result more
 than ``max_growth`` (default 1.1) times the size of its input is refused
-(onnxsim folds ConstantOfShape/Expand weights into files of hundreds of MB). It runs in a sandbox
+(onnxsim folds ConstantOfShape/Expand weights into files of hundreds of MB), and
+so is a result with fewer random ops than its input (onnxsim folds Bernoulli). It runs in a sandbox
 worker (it can die with SIGFPE on a Conv with strides=0) and is skipped, with
 the reason, when onnxsim is not importable.
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from passes.base import Change, PassResult, StudioPass, count_ops, label_diff, labels, result
+from passes.base import Change, PassResult, StudioPass, all_nodes, count_ops, label_diff, labels, result
+from passes.nondeterministic import random_op_counts
 from passes.registry import register
 
 # Below this, growth is noise (a folded shape tensor), not a file-size problem.
@@ -45,6 +47,13 @@ class OnnxSim(StudioPass):
                 f"onnxsim's result is {_mb(size_out)} vs {_mb(size_in)} for its input (> {max_growth:g}x: it folded "
                 f"large constants); kept the input. Set onnxsim.max_growth to accept a larger file",))
         new = ir.serde.deserialize_model(simplified)
+        lost = random_op_counts(all_nodes(new))
+        kept = random_op_counts(all_nodes(model))
+        if any(lost[op] < n for op, n in kept.items()):
+            gone = ", ".join(f"{op} {n} -> {lost[op]}" for op, n in sorted(kept.items()) if lost[op] < n)
+            return PassResult(model, False, (), {}, (), (
+                f"onnxsim folded or removed random ops ({gone}): a folded draw is one frozen sample; "
+                "kept the input",))
         changes = label_diff(before, new, "rewritten by onnxsim")
         if not changes and count_ops(new) != before_ops:
             changes.append(Change("changed", (), "op counts changed"))

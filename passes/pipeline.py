@@ -25,6 +25,7 @@ import onnx_ir as ir
 from passes.base import Change, PassResult, StudioPass, all_nodes, count_ops
 from passes.instruments import Instrument, with_nvtx
 from passes.model_io import Checkpoint, Linker, load_checkpoint, load_for_passes, save_checkpoint, save_result
+from passes.normalize import normalize_in_worker
 from passes.registry import make_pass, preset
 from passes.verify import Verifier, VerifyResult
 from studio.core.compare import Tolerance
@@ -33,6 +34,9 @@ from studio.core.feeds import Feeds
 from studio.core.sandbox import Limits
 
 log = logging.getLogger(__name__)
+
+# Above this many nodes every pass runs in a sandbox worker (the hand-off costs a save and a load).
+IN_PROCESS_NODE_LIMIT = 20_000
 
 @dataclass(frozen=True)
 class PassRecord:
@@ -76,6 +80,7 @@ class PipelineResult:
     ops_after: Mapping[str, int] = field(default_factory=dict)
     reference: str = ""                      # how numbers were verified ("ORT CPU, optimizations off" / why not)
     seconds: float = 0.0
+    lint: tuple[str, ...] = ()               # what was repaired in the input as ORT reads it (passes.normalize)
 
     @property
     def modified(self) -> bool:
@@ -91,12 +96,15 @@ class PipelineResult:
         text = f"{len(changed)} of {len(self.records)} passes changed the model"
         if reverted:
             text += f"; reverted: {', '.join(reverted)}"
+        if self.lint:
+            text += f"; input repaired as ONNX Runtime reads it: {self.lint[0]}" + (
+                f" (+{len(self.lint) - 1} more)" if len(self.lint) > 1 else "")
         return text
 
     def to_dict(self) -> dict:
         return {"ok": self.ok, "summary": self.summary(), "stopped_at": self.stopped_at,
                 "output": self.output.name if self.output else None, "reference": self.reference,
-                "seconds": round(self.seconds, 3), "ops_before": dict(self.ops_before),
+                "seconds": round(self.seconds, 3), "lint": list(self.lint), "ops_before": dict(self.ops_before),
                 "ops_after": dict(self.ops_after), "records": [r.to_dict() for r in self.records]}
 
     def lineage(self) -> list[dict]:
@@ -171,7 +179,8 @@ class _Checkpoints:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def validate_input(model_path: Path, *, limits: Limits | None = None, pool_key: str = "default") -> None:
+def validate_input(model_path: Path, *, limits: Limits | None = None, pool_key: str = "default",
+                   full_check: bool = True) -> None:
     """Refuse models the passes must not touch: models without outputs, and models
     that fail ``onnx.checker`` with ``full_check`` (cycles, missing inputs, duplicate
     or unproduced outputs, recursive functions, shape-inference traps). The full
@@ -183,7 +192,7 @@ def validate_input(model_path: Path, *, limits: Limits | None = None, pool_key: 
     proto = onnx.load_model(str(model_path), load_external_data=False)
     if not proto.graph.output:
         raise StudioError("cannot optimize: the model's graph has no outputs (empty graph)", code="INVALID-MODEL")
-    problem = full_check_in_worker(Path(model_path), limits=limits, pool_key=pool_key)
+    problem = full_check_in_worker(Path(model_path), limits=limits, pool_key=pool_key) if full_check else None
     if problem:
         raise StudioError(f"cannot optimize: the model fails the onnx.checker full check ({problem}); "
                           "fix the model first", code="INVALID-MODEL")
@@ -303,11 +312,16 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
         partial_path = Path(partial).resolve()
         _check_output_path(model_path, partial_path)
     output.parent.mkdir(parents=True, exist_ok=True)
-    if not (passes and passes[0].accepts_invalid):
-        validate_input(model_path, limits=limits, pool_key=pool_key)
     dims = {**dict(dims or {}), **_fixed_dims(passes)}
     workdir = Path(tempfile.mkdtemp(prefix=".pipeline-", dir=output.parent))
     try:
+        # What ORT fixes silently (node order, duplicated opsets, old IR, contradicting output
+        # shapes) is repaired in a copy and said as lint; the user's file is only read.
+        source_dir = model_path.parent
+        normalized = normalize_in_worker(model_path, workdir, limits=limits, pool_key=pool_key)
+        lint, model_path = normalized.lint, normalized.path
+        if not (passes and passes[0].accepts_invalid):
+            validate_input(model_path, limits=limits, pool_key=pool_key, full_check=not normalized.checked)
         model = load_for_passes(model_path)
         ops_before = count_ops(model)
         verifier = Verifier(model_path, dims=dims, feeds=feeds, tolerance=tolerance, limits=limits,
@@ -332,14 +346,14 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
             declared = _interface(model)
             t0 = time.perf_counter()
             try:
-                res: PassResult = _apply(p, model, ckpt, limits, pool_key)
+                res: PassResult = _apply(p, model, ckpt, limits, pool_key, nodes_before)
                 model = res.model
                 if not p.changes_interface:
                     _restore_interface(model, declared, keep_types=p.changes_io_dtypes())
             except Exception as exc:   # a pass bug must not lose the user's work
                 seconds = time.perf_counter() - t0
                 msg = _scrub(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}",
-                             workdir=workdir, model_dir=model_path.parent, out_dir=output.parent)
+                             workdir=workdir, model_dir=source_dir, out_dir=output.parent)
                 model = ckpt.restore()
                 rec = PassRecord(p.name, "error", False, (), {}, seconds, 0.0, nodes_before,
                                  sum(1 for _ in all_nodes(model)), params_before, _param_count(model), None,
@@ -370,7 +384,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
                     status = "reverted" if on_failure == "revert" else "failed"
                     modified = False
                     message = _scrub(f"pass '{p.name}' broke the model: {verification.message}", workdir=workdir,
-                                     model_dir=model_path.parent, out_dir=output.parent)
+                                     model_dir=source_dir, out_dir=output.parent)
             elif modified:
                 ckpt.accept(ckpt.save(model))     # unverified, but a later pass error reverts only that pass
             if modified and p.changes_interface:
@@ -404,10 +418,12 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
             elif verifier.computed:
                 kind = "seeded" if feeds is None else "given"
                 reference = f"{verifier.reference_label}, {len(verifier.feed_sets)} {kind} feed set(s)"
+                if verifier.nondeterministic_note:       # never a pass's fault: said once, for the run
+                    reference += f"; {verifier.nondeterministic_note}"
             else:
                 reference = "nothing to verify: no pass changed the model"
         return PipelineResult(target, tuple(records), ok, stopped, dict(ops_before), dict(count_ops(model)),
-                              reference, time.perf_counter() - started)
+                              reference, time.perf_counter() - started, lint)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -418,10 +434,12 @@ def _after(instruments: Sequence[Instrument], p: StudioPass, model: ir.Model, re
 
 
 def _apply(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, limits: Limits | None,
-           pool_key: str) -> PassResult:
-    """Run one pass: in process, or in a sandbox worker for passes that call engines
-    (or evaluate ops that could hang or explode)."""
-    if not p.calls_engines:
+           pool_key: str, node_count: int = 0) -> PassResult:
+    """Run one pass: in process, or in a sandbox worker (timeout, memory limit, stoppable) for
+    passes that call engines (or evaluate ops that could hang or explode) and for every pass
+    on a model above ``IN_PROCESS_NODE_LIMIT`` nodes, where a pass that scales badly must be
+    stoppable rather than hold the studio (R46)."""
+    if not p.calls_engines and node_count <= IN_PROCESS_NODE_LIMIT:
         return p(model)
     from passes.worker_pass import run_pass_in_worker
 

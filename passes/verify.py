@@ -6,7 +6,10 @@ and numerical equality on seeded inputs. Reference outputs come from the
 original on ONNX Runtime CPU with graph optimizations off, computed once, in a
 sandbox worker (a hostile model cannot take the studio down). When the model
 has symbolic dims, a second feed set with other dim values catches passes that
-bake one shape into the graph.
+bake one shape into the graph. The reference runs its first feed set twice: outputs
+that differ between those runs are the model's own randomness (Bernoulli,
+training Dropout...), said once ("the model is nondeterministic: ...") and
+left out of the numeric comparison, so no pass is blamed for them.
 """
 
 from __future__ import annotations
@@ -46,9 +49,11 @@ class VerifyResult:
     numeric_status: str             # "passed" | "failed" | "skipped: <why>"
     message: str                    # one line
     seconds: float
+    nondeterministic: tuple[str, ...] = ()   # outputs of the original that differ between two runs
 
     def to_dict(self) -> dict:
         return {"ok": self.ok, "interface_ok": self.interface_ok, "checker_ok": self.checker_ok,
+                "nondeterministic": list(self.nondeterministic),
                 "numeric_status": self.numeric_status, "message": self.message, "seconds": round(self.seconds, 3),
                 "numeric": self.numeric.to_dict() if self.numeric is not None else None}
 
@@ -202,7 +207,31 @@ def reference_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobCon
         for item in encoded:                # re-key the arrays per set
             rekey_arrays(item[1], f"s{i}.", arrs, out_arrays)
         data["sets"].append({"outputs": encoded})
+        if i == 0 and args.get("repeat_first"):
+            # One more run on the same inputs: outputs that change are the model's own randomness.
+            try:
+                again = session.run(names, feeds)
+                data["nondeterministic"] = [n for n, a, b in zip(names, values, again) if not same_values(a, b)]
+            except Exception as exc:
+                data["nondeterministic_error"] = f"{type(exc).__name__}: {engine_message(exc, 200)}"
     return JobOutput(data=data, arrays=out_arrays)
+
+
+def same_values(a, b) -> bool:
+    """Whether two runs gave the same value (NaN equals NaN; floats to within rounding noise,
+    so a reduction whose thread split changes the last bit is not called random)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_values(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_values(x, y) for x, y in zip(a, b))
+    if a is None or b is None:
+        return a is None and b is None
+    x, y = np.asarray(a), np.asarray(b)
+    if x.shape != y.shape or x.dtype != y.dtype:
+        return False
+    if np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.complexfloating):
+        return bool(np.allclose(x, y, rtol=1e-6, atol=1e-7, equal_nan=True))
+    return bool(np.array_equal(x, y))
 
 
 @dataclass(frozen=True)
@@ -212,18 +241,29 @@ class RunSets:
     outputs: tuple[dict | None, ...]
     errors: tuple[str | None, ...]
     check: str | None
+    nondeterministic: tuple[str, ...] = ()   # outputs that differed between two runs on the same inputs
 
 
 def run_sets(model_path: Path, feed_sets: list[Feeds], *, full: bool, limits: Limits | None,
-             pool_key: str, stage: str, data_dir: Path | None = None) -> RunSets:
+             pool_key: str, stage: str, data_dir: Path | None = None, repeat_first: bool = False) -> RunSets:
     from studio.core.engines.base import decode_output_sets
 
     res = run_job("passes.reference_outputs", {"model_path": str(model_path), "count": len(feed_sets),
                                                "data_dir": str(data_dir) if data_dir else "",
-                                               "full_check": full},
+                                               "full_check": full, "repeat_first": repeat_first},
                   _pack(feed_sets), stage=stage, limits=limits, pool_key=pool_key)
     outs, errs = decode_output_sets(res.data["sets"], res.arrays)
-    return RunSets(outs, errs, res.data.get("check"))
+    return RunSets(outs, errs, res.data.get("check"), tuple(str(n) for n in res.data.get("nondeterministic", ())))
+
+
+def nondeterministic_note(names: tuple[str, ...] | list[str], total: int) -> str:
+    """The one line verification says when the original itself is random."""
+    listed = ", ".join(f"'{n[:60]}'" for n in list(names)[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    word = "output" if len(names) == 1 else "outputs"
+    verb = "differs" if len(names) == 1 else "differ"
+    tail = ("no output is deterministic, so numbers are not compared" if len(names) >= total
+            else "only the other outputs are compared")
+    return f"the model is nondeterministic: {word} {listed} {verb} between two runs of the original; {tail}"
 
 
 # ---------------------------------------------------------------------------- verifier
@@ -260,6 +300,7 @@ class Verifier:
             if flipped is not None:           # the other side of every If whose condition is an input
                 self.feed_sets.append(flipped)
         self._reference: RunSets | None = None
+        self.nondeterministic: tuple[str, ...] = ()   # outputs of the original that differ run to run
         self._reference_error: str | None = None
         self.reference_label = "ONNX Runtime CPU, graph optimizations off"
 
@@ -273,7 +314,9 @@ class Verifier:
         if self._reference is None and self._reference_error is None and self.numeric:
             try:
                 ref = run_sets(self.original_path, self.feed_sets, full=False, limits=self.limits,
-                               pool_key=self.pool_key, stage="reference outputs (original on ORT)")
+                               pool_key=self.pool_key, stage="reference outputs (original on ORT)",
+                               repeat_first=True)
+                self.nondeterministic = ref.nondeterministic
                 usable = [i for i, o in enumerate(ref.outputs) if o is not None]
                 ort_error = None if usable else (f"ONNX Runtime cannot run the original on the verification inputs "
                                                  f"({feeds_text(self.feed_sets[0])}; --dim NAME=VALUE or "
@@ -295,7 +338,8 @@ class Verifier:
                 self.reference_label = EVALUATOR_LABEL
             # Drop feed sets the original itself cannot run (e.g. a dim it does not really support).
             self.feed_sets = [self.feed_sets[i] for i in usable]
-            self._reference = RunSets(tuple(ref.outputs[i] for i in usable), tuple(None for _ in usable), None)
+            self._reference = RunSets(tuple(ref.outputs[i] for i in usable), tuple(None for _ in usable), None,
+                                      self.nondeterministic)
         return self._reference
 
     def _searched_reference(self) -> bool:
@@ -317,6 +361,12 @@ class Verifier:
         self._reference = RunSets((found.outputs,), (None,), None)
         self.reference_label += f", on searched inputs ({found.text})"
         return True
+    @property
+    def nondeterministic_note(self) -> str | None:
+        """"the model is nondeterministic: ..." once the reference showed it, else None."""
+        if not self.nondeterministic:
+            return None
+        return nondeterministic_note(self.nondeterministic, len(self.original.graph.output))
 
     def _evaluator_reference(self) -> RunSets | None:
         from diagnostics.reference_run import evaluator_model_path_ok
@@ -379,12 +429,19 @@ class Verifier:
                                     f"the result cannot run in ONNX Runtime: {exc}", time.perf_counter() - started)
             check_msg = got.check
             status = "passed"
+            random = set(self.nondeterministic)
             for i, (r, g, err) in enumerate(zip(ref.outputs, got.outputs, got.errors)):
                 if g is None:
                     status = "failed"
                     comparison = None
                     problems.append(f"the result fails on feed set {i + 1}: {err}")
                     break
+                if random:       # the original's own draws: compared structurally only
+                    r = {k: v for k, v in r.items() if k not in random}
+                    g = {k: v for k, v in g.items() if k not in random}
+                    if not r:
+                        status = "skipped: " + (self.nondeterministic_note or "")
+                        break
                 comparison = compare_outputs(r, g, tolerance or self.tolerance, quantized=quantized)
                 if not comparison:
                     status = "failed"
@@ -400,5 +457,8 @@ class Verifier:
             message = f"structure verified; numbers not compared ({status[9:]})"
         else:
             message = comparison.summary() if comparison is not None else "verified"
+        note = self.nondeterministic_note
+        if note and not problems and not check_msg and not status.startswith("skipped"):
+            message = f"{message} ({note})"
         return VerifyResult(ok, not problems, check_msg is None, comparison, status, message,
-                            time.perf_counter() - started)
+                            time.perf_counter() - started, tuple(self.nondeterministic))

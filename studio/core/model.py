@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError
 from onnx import ModelProto
 
 from studio.core.errors import ModelLoadError, StudioError
+from studio.core.expansion import check_expansion
 from studio.core.paths import check_regular_file
 from studio.core.sniff import sniff_bytes, zip_member_names
 from studio.core.tensor_safety import TensorScan, validate_tensors
@@ -159,6 +160,7 @@ def load(path: str | Path, *, check: bool = True) -> ModelHandle:
     p = Path(path).absolute()      # absolute: sandbox workers run in their own folder
     model = parse_model_file(p)
     _check_versions(model)
+    check_expansion(model)
     scan = validate_tensors(model, p.parent)
     files = [p, *sorted({r.file for r in scan.external})]
     try:

@@ -950,10 +950,10 @@ def _exchange(pool: _Pool, worker: _Worker, request: dict, *, stage: str, limits
             code = worker.reap()
             if pool.cancel_gen != entry_gen:
                 raise WorkerError(f"{stage} was cancelled", kind="cancelled", stage=stage)
-            raise _crash_error(worker, code, stage, limits, scrub_dirs)
+            raise _crash_error(worker, code, stage, limits, scrub_dirs, _size_note(request))
         if now >= deadline:
             worker.kill()
-            raise WorkerError(f"{stage} timed out after {_fmt_seconds(limits.timeout_s)} s; "
+            raise WorkerError(f"{stage} timed out after {_fmt_seconds(limits.timeout_s)} s{_size_note(request)}; "
                               "raise --timeout or simplify the model", kind="timeout", stage=stage)
         if now >= next_sample:
             next_sample = now + _TICK_S
@@ -964,8 +964,19 @@ def _exchange(pool: _Pool, worker: _Worker, request: dict, *, stage: str, limits
             on_tick(now - start)
 
 
+def _size_note(request: dict) -> str:
+    """" on a model of N nodes" for a job that was given a model: a timeout or crash then says
+    what was large (R46). Only computed on that failure path."""
+    path = (request.get("args") or {}).get("model_path")
+    if not path:
+        return ""
+    from studio.core.expansion import model_size_note
+
+    return model_size_note(Path(str(path)))
+
+
 def _crash_error(worker: _Worker, code: int | None, stage: str, limits: Limits,
-                 scrub_dirs: tuple[str, ...]) -> WorkerError:
+                 scrub_dirs: tuple[str, ...], size_note: str = "") -> WorkerError:
     tail = worker.log_tail()
     log.debug("worker %s ended (%s); log tail: %s", worker.pid, _describe_exit(code),
               scrub_message(tail[-1000:], scrub_dirs))
@@ -974,5 +985,5 @@ def _crash_error(worker: _Worker, code: int | None, stage: str, limits: Limits,
                                                              signal.SIGBUS)
     if _looks_like_memory(tail) or (signalled and near_limit):
         return WorkerError(_memory_message(stage, limits), kind="memory", stage=stage)
-    return WorkerError(f"{stage} crashed: the worker process {_describe_exit(code)}", kind="crashed",
+    return WorkerError(f"{stage} crashed{size_note}: the worker process {_describe_exit(code)}", kind="crashed",
                        stage=stage)
