@@ -25,6 +25,7 @@ from studio.core.compare import Comparison, Tolerance, compare_outputs
 from studio.core.errors import StudioError, WorkerError, engine_message
 from studio.core.feeds import Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, input_specs, random_feeds
 from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.order_free import order_free_outputs
 from studio.core.sandbox import Limits, run_job
 from studio.core.types import value_info
 
@@ -358,7 +359,8 @@ class Verifier:
                     comparison = None
                     problems.append(f"the result fails on feed set {i + 1}: {err}")
                     break
-                comparison = compare_outputs(r, g, tolerance or self.tolerance, quantized=quantized)
+                comparison = compare_outputs(r, g, tolerance or self.tolerance, quantized=quantized,
+                                             order_free=order_free_outputs(self.original))
                 if not comparison:
                     status = "failed"
                     break

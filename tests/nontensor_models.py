@@ -84,3 +84,38 @@ def optional_model() -> onnx.ModelProto:
                            helper.make_tensor_value_info("has", TensorProto.BOOL, []),
                            helper.make_value_info("opt", opt_t)])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+def topk_detector(n: int = 16, k: int = 6, nudge: dict[int, float] | None = None) -> onnx.ModelProto:
+    """A detection head: TopK over per-box scores, boxes gathered by the picked indices and
+    concatenated with the scores ([k, 5] detections), plus the raw indices and scores.
+    ``nudge`` adds tiny amounts to some scores (a second engine's rounding, made certain)."""
+    rng = np.random.default_rng(3)
+    boxes = (rng.random((n, 4)) * 100).astype(np.float32)
+    delta = np.zeros((1, n), np.float32)
+    for i, v in (nudge or {}).items():
+        delta[0, i] = v
+    nodes = [
+        helper.make_node("Add", ["scores", "delta"], ["s"], name="rescore"),
+        helper.make_node("TopK", ["s", "k"], ["top_scores", "top_idx"], name="topk", axis=-1),
+        helper.make_node("Squeeze", ["top_idx", "axis0"], ["idx"], name="squeeze_idx"),
+        helper.make_node("Gather", ["boxes", "idx"], ["picked"], name="gather_boxes", axis=0),
+        helper.make_node("Transpose", ["top_scores"], ["score_col"], name="to_column", perm=[1, 0]),
+        helper.make_node("Concat", ["picked", "score_col"], ["detections"], name="concat", axis=1),
+    ]
+    inits = [helper.make_tensor("k", TensorProto.INT64, [1], [k]),
+             helper.make_tensor("axis0", TensorProto.INT64, [1], [0]),
+             onnx.numpy_helper.from_array(boxes, "boxes"), onnx.numpy_helper.from_array(delta, "delta")]
+    g = helper.make_graph(nodes, "topk_detector",
+                          [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, n])],
+                          [helper.make_tensor_value_info("detections", TensorProto.FLOAT, [k, 5]),
+                           helper.make_tensor_value_info("top_idx", TensorProto.INT64, [1, k]),
+                           helper.make_tensor_value_info("top_scores", TensorProto.FLOAT, [1, k])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def near_tied_scores(n: int = 16) -> np.ndarray:
+    """Scores where boxes 3 and 5 are 2e-7 apart (5 first), both in the top 6."""
+    s = np.linspace(0.1, 0.5, n).astype(np.float32)
+    s[3], s[5] = np.float32(0.9), np.float32(0.9) + np.float32(2e-7)
+    return s.reshape(1, n)
