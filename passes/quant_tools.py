@@ -366,16 +366,33 @@ def ort_outputs(path: Path, sets: Sequence[Feeds], ctx: Any, level: str = "all")
 
 
 def accuracy(reference: list[dict], got: list[dict]) -> tuple[float, float | None]:
-    """(min cosine, mean top-1 agreement) of ``got`` against ``reference`` over every set."""
+    """(min cosine, mean top-1 agreement) of ``got``'s float outputs against ``reference`` over
+    every set. Integer and boolean outputs (token ids passed through, masks, class ids) are
+    not approximations: :func:`integer_differences` judges them exactly. A missing output
+    counts as cosine 0; a model with no float output has nothing approximated (1.0)."""
     cosines, tops = [], []
     for r, g in zip(reference, got):
         c = compare_outputs(r, g, quantized=True)
+        if c.missing:
+            cosines.append(0.0)
         for d in c.outputs.values():
             if d.cosine is not None:
                 cosines.append(d.cosine)
             if d.top1_agreement is not None:
                 tops.append(d.top1_agreement)
-    return (min(cosines) if cosines else 0.0), (float(np.mean(tops)) if tops else None)
+    return (min(cosines) if cosines else 1.0), (float(np.mean(tops)) if tops else None)
+
+
+def integer_differences(reference: list[dict], got: list[dict]) -> str | None:
+    """One line naming the first integer/boolean output that differs from fp32 (count and
+    rate of differing values), or None when every one is equal."""
+    for i, (r, g) in enumerate(zip(reference, got)):
+        c = compare_outputs(r, g, quantized=True)
+        bad = next((d for d in c.outputs.values() if d.mode == "exact" and not d.match), None)
+        if bad is not None:
+            return (f"integer output '{bad.name[:60]}' differs from fp32 on input set {i + 1}: {bad.note}"
+                    if len(reference) > 1 else f"integer output '{bad.name[:60]}' differs from fp32: {bad.note}")
+    return None
 
 
 def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budget_s: float = 60.0,

@@ -116,7 +116,12 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
                              use_external_data_format=qt._big(base))
             qt.release_memory()
-            cos, top1 = qt.accuracy(reference, qt.ort_outputs(out, holdout, ctx))
+            outputs = qt.ort_outputs(out, holdout, ctx)
+            cos, top1 = qt.accuracy(reference, outputs)       # float outputs by cosine
+            changed = qt.integer_differences(reference, outputs)   # integer ones exactly
+            if changed is not None:
+                measured.append(qt.Measured(name, desc, None, None, None, cos, top1, changed))
+                continue
             paths[name] = out
             measured.append(qt.Measured(name, desc, out, None, None, cos, top1))
         except Exception as exc:  # noqa: BLE001
@@ -131,7 +136,7 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
     ctx.set_stage("INT8 dynamic: choosing a configuration")
     chosen = qt.pick(measured, target)
     if chosen is None:
-        best = max((m for m in measured if m.cosine is not None), key=lambda m: m.cosine)
+        best = max((m for m in measured if m.path is not None and m.cosine is not None), key=lambda m: m.cosine)
         raise StudioError(f"dynamic INT8 does not reach cosine {target:.10g} (best: {best.name}, cosine "
                           f"{qt.cosine_text(best.cosine, target)}); lower the target or exclude sensitive nodes",
                           code="INT8-ACCURACY")

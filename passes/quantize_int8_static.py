@@ -114,7 +114,12 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
         try:
             qt.quantize_static_config(prepared, out, cfg, ranges, calib, exclude)
             qt.release_memory()
-            cos, top1 = qt.accuracy(reference, qt.ort_outputs(out, holdout, ctx))
+            outputs = qt.ort_outputs(out, holdout, ctx)
+            cos, top1 = qt.accuracy(reference, outputs)            # float outputs by cosine
+            changed = qt.integer_differences(reference, outputs)   # integer ones exactly
+            if changed is not None:
+                measured.append(qt.Measured(cfg.name, cfg.describe(), None, None, None, cos, top1, changed))
+                continue
             paths[cfg.name] = out
             measured.append(qt.Measured(cfg.name, cfg.describe(), out, None, None, cos, top1))
         except Exception as exc:  # noqa: BLE001 - one failing configuration must not stop the others
@@ -150,7 +155,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
                                  mixed, lat2["mixed"], lat2["mixed"] / lat2["fp32"], cos, top1, excluded=tuple(kept))
             measured.append(chosen)
     if chosen is None:
-        best = max((m for m in measured if m.cosine is not None), key=lambda m: m.cosine)
+        best = max((m for m in measured if m.path is not None and m.cosine is not None), key=lambda m: m.cosine)
         if not opts.get("require_target", True):
             # Plain INT8 without fallback (a trade-off point): the most accurate configuration, and
             # the missed target said, instead of no model at all.

@@ -119,3 +119,52 @@ def near_tied_scores(n: int = 16) -> np.ndarray:
     s = np.linspace(0.1, 0.5, n).astype(np.float32)
     s[3], s[5] = np.float32(0.9), np.float32(0.9) + np.float32(2e-7)
     return s.reshape(1, n)
+
+
+def sentence_encoder(vocab: int = 64, hidden: int = 32, seq: str = "sequence") -> onnx.ModelProto:
+    """A small fp32 BERT-style encoder (embedding Gather, one attention block with Softmax,
+    LayerNormalization, mean pooling) whose extra outputs are int64/bool copies of its inputs:
+    ``input_ids`` through Identity, ``attention_mask`` through Cast (as some exporters write)."""
+    rng = np.random.default_rng(7)
+
+    def w(name: str, *shape: int) -> onnx.TensorProto:
+        return onnx.numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Gather", ["emb", "input_ids"], ["x"], name="embed"),
+        helper.make_node("MatMul", ["x", "wq"], ["q"], name="q"),
+        helper.make_node("MatMul", ["x", "wk"], ["k"], name="k"),
+        helper.make_node("MatMul", ["x", "wv"], ["v"], name="v"),
+        helper.make_node("Transpose", ["k"], ["kt"], name="kt", perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["q", "kt"], ["scores"], name="qk"),
+        helper.make_node("Mul", ["scores", "scale"], ["scaled"], name="scale"),
+        helper.make_node("Cast", ["attention_mask"], ["mask_f"], name="mask_float", to=TensorProto.FLOAT),
+        helper.make_node("Sub", ["one", "mask_f"], ["inv"], name="inv_mask"),
+        helper.make_node("Mul", ["inv", "neg"], ["bias"], name="mask_bias"),
+        helper.make_node("Unsqueeze", ["bias", "axis1"], ["bias3"], name="bias3"),
+        helper.make_node("Add", ["scaled", "bias3"], ["masked"], name="apply_mask"),
+        helper.make_node("Softmax", ["masked"], ["probs"], name="softmax", axis=-1),
+        helper.make_node("MatMul", ["probs", "v"], ["ctx"], name="context"),
+        helper.make_node("MatMul", ["ctx", "wo"], ["proj"], name="out_proj"),
+        helper.make_node("Add", ["proj", "bo"], ["proj_b"], name="out_bias"),
+        helper.make_node("Add", ["proj_b", "x"], ["res"], name="residual"),
+        helper.make_node("LayerNormalization", ["res", "ln_g", "ln_b"], ["hidden"], name="ln", axis=-1),
+        helper.make_node("ReduceMean", ["hidden"], ["sentence_embedding"], name="pool", axes=[1], keepdims=0),
+        helper.make_node("Identity", ["input_ids"], ["input_ids_out"], name="ids_copy"),
+        helper.make_node("Cast", ["attention_mask"], ["mask_out"], name="mask_copy", to=TensorProto.BOOL),
+    ]
+    inits = [w("emb", vocab, hidden), w("wq", hidden, hidden), w("wk", hidden, hidden), w("wv", hidden, hidden),
+             w("wo", hidden, hidden), w("bo", hidden),
+             onnx.numpy_helper.from_array(np.ones(hidden, np.float32), "ln_g"),
+             onnx.numpy_helper.from_array(np.zeros(hidden, np.float32), "ln_b"),
+             helper.make_tensor("scale", TensorProto.FLOAT, [], [hidden ** -0.5]),
+             helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+             helper.make_tensor("neg", TensorProto.FLOAT, [], [-1e4]),
+             helper.make_tensor("axis1", TensorProto.INT64, [1], [1])]
+    g = helper.make_graph(nodes, "sentence_encoder",
+                          [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", seq]),
+                           helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", seq])],
+                          [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden]),
+                           helper.make_tensor_value_info("input_ids_out", TensorProto.INT64, ["batch", seq]),
+                           helper.make_tensor_value_info("mask_out", TensorProto.BOOL, ["batch", seq])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
