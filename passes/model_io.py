@@ -277,14 +277,19 @@ def _set_record(proto: onnx.ModelProto, hidden: dict[str, bytes]) -> None:
         proto.metadata_props.add(key=HIDDEN_TYPES_KEY, value=value)
 
 
-def _serialize(model: ir.Model) -> onnx.ModelProto:
-    """The model as a proto with hidden map types back in place (checkpoints: ORT runs them)."""
+def to_proto(model: ir.Model) -> onnx.ModelProto:
+    """The model as a proto with hidden map types back in place: what a tool that reads
+    protos (ORT, onnxsim, ONNX type inference) must see."""
     return restore_map_types(ir.serde.serialize_model(model), keep_record=True)
 
 
-def _deserialize(proto: onnx.ModelProto) -> ir.Model:
+def from_proto(proto: onnx.ModelProto) -> ir.Model:
+    """``ir.serde.deserialize_model`` for any proto, map types hidden first (changes ``proto``)."""
     hide_map_types(proto)
     return ir.serde.deserialize_model(proto)
+
+
+_serialize, _deserialize = to_proto, from_proto
 
 
 def load_ir(path: Path) -> ir.Model:

@@ -479,6 +479,8 @@ def load_result(path: Path) -> Any:
     pass's temporary folder, which is gone before the worker saves the result."""
     import onnx_ir as ir
 
-    model = ir.load(path)
+    from passes.model_io import load_ir
+
+    model = load_ir(path)                      # map types (ZipMap outputs) hidden from onnx-ir
     ir.external_data.load_to_model(model)
     return model
