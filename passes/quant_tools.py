@@ -397,9 +397,11 @@ def integer_differences(reference: list[dict], got: list[dict]) -> str | None:
 
 def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budget_s: float = 60.0,
                       engine: str = "onnxruntime", options: Mapping[str, Mapping] | None = None,
-                      feeds_for: Mapping[str, Feeds] | None = None) -> dict[str, float]:
+                      feeds_for: Mapping[str, Feeds] | None = None,
+                      rounds_out: dict[str, list[float]] | None = None) -> dict[str, float]:
     """Milliseconds per model (10th percentile), measured in interleaved rounds in this worker.
-    ``feeds_for``: other feeds for some models (float16 inputs...)."""
+    ``feeds_for``: other feeds for some models (float16 inputs...). ``rounds_out`` receives
+    each model's per-round medians (ms), for ratios with their spread (:func:`speed_vs_fp32`)."""
     from studio.core.engines.sessions import measure_latency, open_runner
 
     runners = {k: open_runner(engine, p, dict((options or {}).get(k, {})), ctx) for k, p in paths.items()}
@@ -412,8 +414,30 @@ def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budg
             r.close()
         runners.clear()
         release_memory()
+    if rounds_out is not None:
+        from profilers.stats import round_medians
+
+        rounds_out.update({k: [x * 1000 for x in round_medians(v, 3)] for k, v in times.items()})
     # The 10th percentile: on a shared machine other processes only ever add time.
     return {k: sorted(v)[int(0.1 * len(v))] * 1000 for k, v in times.items()}
+
+
+def speed_vs_fp32(rounds: Mapping[str, Sequence[float]], name: str, label: str) -> str | None:
+    """A warning when ``name`` is not significantly faster than fp32, with the ratio's spread
+    over the interleaved rounds; None when its whole 95 % interval is below 1.0."""
+    from profilers.stats import paired_ratio
+
+    base, other = list(rounds.get("fp32") or []), list(rounds.get(name) or [])
+    n = min(len(base), len(other))
+    if n == 0:
+        return None
+    est = paired_ratio(base[:n], other[:n])
+    if est.faster:
+        return None
+    if est.ci_low is not None and est.ci_low > 1.0:
+        return f"{label} is slower than fp32 on this machine ({est.ratio:.2f}x, {est.interval_text()}): keep fp32 here"
+    return (f"{label}: no significant difference from fp32 ({est.ratio:.2f}x, {est.interval_text()}): "
+            "no speed reason to use it here")
 
 
 def cosine_text(value: float, target: float | None = None) -> str:

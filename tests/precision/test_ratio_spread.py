@@ -65,3 +65,16 @@ def test_no_interval_or_missed_target_or_small_gain_is_never_recommended():
     assert recommend([fp32, _v("b", 0.5, (0.45, 0.55), meets=False)]).name == "fp32"
     assert recommend([fp32, _v("c", 0.97, (0.96, 0.98))]).name == "fp32"        # < 5 % faster
     assert recommend([fp32, _v("d", 0.6, (0.5, 0.7)), _v("e", 0.5, (0.45, 0.55))]).name == "e"
+
+
+def test_quantization_passes_claim_speed_only_on_an_interval_below_one():
+    from passes.quant_tools import speed_vs_fp32
+
+    base = [10.0, 12.0, 9.0, 11.0, 10.0]
+    rounds = {"fp32": base, "fast": [x * 0.5 for x in base], "slow": [x * 1.5 for x in base],
+              "noisy": [b * r for b, r in zip(base, [0.6, 1.3, 0.9, 1.2, 0.7])]}
+    assert speed_vs_fp32(rounds, "fast", "fast") is None
+    assert "is slower than fp32" in speed_vs_fp32(rounds, "slow", "slow")
+    noisy = speed_vs_fp32(rounds, "noisy", "noisy")
+    assert noisy.startswith("noisy: no significant difference from fp32") and "95 % CI" in noisy
+    assert speed_vs_fp32({}, "fast", "fast") is None                       # not measured: nothing claimed
