@@ -222,6 +222,17 @@ def _loop_trip_count_findings(nodes: Sequence[NodeCtx], target: str) -> list[Fin
     return out
 
 
+def _tensor_only(model_path: Path) -> str | None:
+    import onnx
+
+    from studio.core.nontensor import tensor_only_refusal
+
+    try:
+        return tensor_only_refusal(onnx.load_model(str(model_path), load_external_data=False), "OpenVINO")
+    except Exception:  # noqa: BLE001 - the converter's findings still say what failed
+        return None
+
+
 def check_openvino(model_path: Path, nodes: Sequence[NodeCtx], *, device: str = "CPU", run: bool = True,
                    dims: dict[str, int] | None = None, inputs: Path | None = None, pool_key: str = "default",
                    limits: Limits | None = None) -> EngineCheck:
@@ -244,6 +255,11 @@ def check_openvino(model_path: Path, nodes: Sequence[NodeCtx], *, device: str = 
     needs_inputs = False
     if data["convert_error"]:
         ran = False
+        nontensor = _tensor_only(model_path)
+        if nontensor:      # the converter's own words name internal ops (util::SequenceMark)
+            result.findings.append(Finding("OV-NON-TENSOR", "error", nontensor, ENGINE, target=target,
+                                           fix_hint="deploy with ONNX Runtime, or export the model with tensor "
+                                           "inputs and outputs", source="model interface"))
         result.findings.extend(_conversion_findings(data, checked, target))
         bad = {f.node for f in result.findings if f.node}
         for n in checked:

@@ -42,7 +42,7 @@ def convert_model(model: onnx.ModelProto, *, op_block_list: list[str] | None = N
     # not know (DynamicQuantizeLSTM takes float only): they stay float32 behind Casts.
     foreign = [n.op_type for n in model.graph.node if n.domain not in ("", "ai.onnx")]
     blocked = list(dict.fromkeys(list(DEFAULT_OP_BLOCK_LIST) + list(op_block_list or []) + foreign
-                                 + sorted(float32_only_ops(model))))
+                                 + sorted(float32_only_ops(model)) + sorted(NON_TENSOR_OPS)))
     big = model.ByteSize() > 1_800_000_000
     converted = convert_float_to_float16(model, keep_io_types=keep_io_types, op_block_list=blocked,
                                          node_block_list=list(node_block_list or []), disable_shape_infer=big)
@@ -50,6 +50,13 @@ def convert_model(model: onnx.ModelProto, *, op_block_list: list[str] | None = N
     drop_stale_constant_types(converted.graph)
     fixes = repair_cast_types(converted)
     return converted, fixes
+
+
+# Ops that make or read sequences/optionals: the converter only retypes tensors, so a sequence of
+# float32 built from converted float16 tensors would contradict its declared type. They stay float32.
+NON_TENSOR_OPS = frozenset({"SequenceConstruct", "SequenceAt", "SequenceInsert", "SequenceErase", "SequenceLength",
+                            "SequenceEmpty", "SplitToSequence", "ConcatFromSequence", "SequenceMap", "Optional",
+                            "OptionalGetElement", "OptionalHasElement"})
 
 
 def float32_only_ops(model: onnx.ModelProto) -> set[str]:
@@ -127,6 +134,14 @@ class ConvertFp16(StudioPass):
             if not any(t.data_type == onnx.TensorProto.FLOAT for t in proto.graph.initializer) and not any(
                     vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT for vi in proto.graph.input):
                 return PassResult(model, False)
+            inputs = {vi.name for vi in proto.graph.input}
+            seq_io = [vi.name for vi in (*proto.graph.input, *proto.graph.output)
+                      if vi.type.WhichOneof("value") == "sequence_type"]
+            if seq_io:      # the converter casts graph I/O as tensors: a sequence output would break
+                role = "input" if seq_io[0] in inputs else "output"
+                return PassResult(model, False, (), {}, (
+                    f"not applied: '{seq_io[0][:60]}' is a sequence {role}, which the fp16 converter cannot "
+                    "keep float32; the model is left as it is",))
             converted, fixes = convert_model(proto, op_block_list=opts.get("op_block_list"),
                                              node_block_list=opts.get("node_block_list"),
                                              keep_io_types=_flag(opts.get("keep_io_types", True)))

@@ -211,10 +211,12 @@ class FixCastTypes(StudioPass):
     accepts_invalid = True      # a mistyped Cast is exactly what the full check refuses
 
     def call(self, model: ir.Model) -> PassResult:
-        proto = ir.serde.serialize_model(model)
+        from passes.model_io import from_proto, to_proto
+
+        proto = to_proto(model)                  # map types (ZipMap) visible to type inference
         fixes = repair_cast_types(proto)
         if not fixes:
             return PassResult(model, False)
-        fixed = ir.serde.deserialize_model(proto)
+        fixed = from_proto(proto)
         changes = tuple(Change("changed", (f.node,), f.describe()) for f in fixes)
         return PassResult(fixed, True, changes, {"casts_retargeted": len(fixes)})

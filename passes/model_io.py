@@ -134,7 +134,7 @@ def save_checkpoint(model: ir.Model, path: Path, *, data_dir: Path, linker: Link
                 location = os.path.relpath(Path(t.path).resolve(), data_dir)
                 v.const_value = ir.ExternalTensor(location, t.offset, t.length, t.dtype, shape=t.shape,
                                                   name=t.name or v.name or "", base_dir=str(data_dir))
-        onnx.save_model(ir.serde.serialize_model(model), str(path))
+        onnx.save_model(_serialize(model), str(path))
     finally:
         for v, t in zip(values, tensors):
             v.const_value = t
@@ -167,7 +167,7 @@ def _save_self_contained(model: ir.Model, path: Path, linker: Linker) -> Checkpo
                                                                 f"{path.name}.data")
             for (v, _), ext in zip(fresh, externals):
                 v.const_value = ext
-        onnx.save_model(ir.serde.serialize_model(model), str(path))
+        onnx.save_model(_serialize(model), str(path))
     finally:
         for v, tensor in zip(values, originals):
             v.const_value = tensor
@@ -189,8 +189,8 @@ def _has_map(tp: onnx.TypeProto) -> bool:
 def map_typed_values(proto: onnx.ModelProto) -> list[tuple[str, str]]:
     """(name, type) of every declared value whose type holds a map, in every graph.
 
-    onnx-ir, which the passes rewrite, has no map types: such a model (scikit-learn
-    classifiers exported with ZipMap) cannot be read into it at all."""
+    onnx-ir, which the passes rewrite, has no map types (scikit-learn classifiers
+    exported with ZipMap): :func:`hide_map_types` keeps them out of its sight."""
     from studio.core.protowalk import iter_graphs
     from studio.core.types import type_info
 
@@ -202,23 +202,112 @@ def map_typed_values(proto: onnx.ModelProto) -> list[tuple[str, str]]:
     return found
 
 
+# metadata_props key under which hidden map types travel with the model (checkpoints, worker passes).
+HIDDEN_TYPES_KEY = "onnx_studio.hidden_map_types"
+
+
+def hide_map_types(proto: onnx.ModelProto) -> dict[str, bytes]:
+    """Erase, in place, the declared types that hold a map, so onnx-ir can read the model.
+
+    Graph inputs/outputs keep their names with an unknown type; value_info hints
+    with such types are dropped. The erased types (name -> serialized TypeProto,
+    merged with any recorded earlier) are recorded in the model's metadata under
+    :data:`HIDDEN_TYPES_KEY`, so every save can put them back (:func:`restore_map_types`).
+    The nodes that make or read these values (ZipMap...) stay as they are: no pass
+    rewrites ops it does not know, and verification runs the real model."""
+    from studio.core.protowalk import iter_graphs
+
+    hidden = _recorded(proto)
+    for ref in iter_graphs(proto):
+        if ref.function is not None:
+            continue
+        for vi in (*ref.graph.input, *ref.graph.output):
+            if _has_map(vi.type):
+                hidden[vi.name] = vi.type.SerializeToString()
+                vi.ClearField("type")
+        keep = [vi for vi in ref.graph.value_info if not _has_map(vi.type)]
+        if len(keep) != len(ref.graph.value_info):
+            del ref.graph.value_info[:]
+            ref.graph.value_info.extend(keep)
+    _set_record(proto, hidden)
+    return hidden
+
+
+def restore_map_types(proto: onnx.ModelProto, *, keep_record: bool) -> onnx.ModelProto:
+    """Put back the types :func:`hide_map_types` erased, on every graph input/output that
+    still has that name and no type; ``keep_record`` False drops the metadata entry (results)."""
+    from studio.core.protowalk import iter_graphs
+
+    hidden = _recorded(proto)
+    if not hidden:
+        return proto
+    for ref in iter_graphs(proto):
+        if ref.function is not None:
+            continue
+        for vi in (*ref.graph.input, *ref.graph.output):
+            if vi.name in hidden and not vi.HasField("type"):
+                vi.type.ParseFromString(hidden[vi.name])
+    if not keep_record:
+        _set_record(proto, {})
+    return proto
+
+
+def _recorded(proto: onnx.ModelProto) -> dict[str, bytes]:
+    import base64
+    import json
+
+    for prop in proto.metadata_props:
+        if prop.key == HIDDEN_TYPES_KEY:
+            try:
+                return {str(k): base64.b64decode(v) for k, v in json.loads(prop.value).items()}
+            except (ValueError, TypeError, AttributeError):
+                return {}
+    return {}
+
+
+def _set_record(proto: onnx.ModelProto, hidden: dict[str, bytes]) -> None:
+    import base64
+    import json
+
+    props = [p for p in proto.metadata_props if p.key != HIDDEN_TYPES_KEY]
+    del proto.metadata_props[:]
+    proto.metadata_props.extend(props)
+    if hidden:
+        value = json.dumps({k: base64.b64encode(v).decode("ascii") for k, v in hidden.items()})
+        proto.metadata_props.add(key=HIDDEN_TYPES_KEY, value=value)
+
+
+def to_proto(model: ir.Model) -> onnx.ModelProto:
+    """The model as a proto with hidden map types back in place: what a tool that reads
+    protos (ORT, onnxsim, ONNX type inference) must see."""
+    return restore_map_types(ir.serde.serialize_model(model), keep_record=True)
+
+
+def from_proto(proto: onnx.ModelProto) -> ir.Model:
+    """``ir.serde.deserialize_model`` for any proto, map types hidden first (changes ``proto``)."""
+    hide_map_types(proto)
+    return ir.serde.deserialize_model(proto)
+
+
+_serialize, _deserialize = to_proto, from_proto
+
+
+def load_ir(path: Path) -> ir.Model:
+    """``ir.load`` for any model the passes see: map types hidden (:func:`hide_map_types`)."""
+    proto = onnx.load_model(str(path), load_external_data=False)
+    model = _deserialize(proto)
+    ir_external.set_base_dir(model.graph, os.path.dirname(str(path)))
+    return model
+
+
 def load_for_passes(path: Path) -> ir.Model:
     """The source model as onnx-ir, or a one-line StudioError saying why it cannot be.
 
     onnx-ir raises a chain of ``SerdeError``s (a traceback for the user) on types it
-    cannot represent; map types are named with the usual way out, anything else
-    with onnx-ir's own reason."""
-    proto = onnx.load_model(str(path), load_external_data=False)
-    maps = map_typed_values(proto)
-    if maps:
-        name, dtype = maps[0]
-        more = f" (and {len(maps) - 1} more)" if len(maps) > 1 else ""
-        raise StudioError(f"cannot optimize: '{name[:60]}' is a {dtype}{more}, and the passes' IR (onnx-ir) has no "
-                          "map types; export the model without ZipMap (skl2onnx: options={'zipmap': False}) or "
-                          "use ONNX Runtime's own optimizer (export --target ort)", code="UNSUPPORTED-MODEL")
-    del proto
+    cannot represent; map types are hidden from it first (:func:`hide_map_types`),
+    anything else it still cannot read is named with onnx-ir's own reason."""
     try:
-        return ir.load(path)
+        return load_ir(path)
     except ir.serde.SerdeError as exc:
         root: BaseException = exc
         while root.__cause__ is not None:
@@ -236,7 +325,7 @@ def load_checkpoint(ckpt: Checkpoint) -> ir.Model:
     here (from data the studio's loader validated), so their tensors are
     re-pointed by absolute path, without the containment check."""
     proto = onnx.load_model(str(ckpt.path), load_external_data=False)
-    model = ir.serde.deserialize_model(proto)
+    model = _deserialize(proto)
     if ckpt.relocated:
         ir_external.set_base_dir(model.graph, str(ckpt.data_dir))
         return model
@@ -260,4 +349,16 @@ def save_result(model: ir.Model, path: Path) -> Path:
         for v in _initializer_values(model):
             if isinstance(v.const_value, ir.ExternalTensor):
                 v.const_value = ir.tensor(v.const_value.numpy(), name=v.const_value.name or v.name)
-    return save_model(model, Path(path), external_data=external)
+    record = model.metadata_props.pop(HIDDEN_TYPES_KEY, None)
+    try:
+        written = save_model(model, Path(path), external_data=external)
+    finally:
+        if record is not None:
+            model.metadata_props[HIDDEN_TYPES_KEY] = record
+    if record is not None:      # the result declares the user's map types again
+        from studio.core.paths import atomic_write_bytes
+
+        proto = onnx.load_model(str(written), load_external_data=False)
+        proto.metadata_props.add(key=HIDDEN_TYPES_KEY, value=record)
+        atomic_write_bytes(written, restore_map_types(proto, keep_record=False).SerializeToString())
+    return written

@@ -38,7 +38,9 @@ class OnnxSim(StudioPass):
         before, before_ops = labels(model), count_ops(model)
         from onnx_ir.external_data import load_to_model
 
-        proto = ir.serde.serialize_model(load_to_model(model))   # weights in memory: onnxsim needs them
+        from passes.model_io import from_proto, to_proto
+
+        proto = to_proto(load_to_model(model))   # weights in memory: onnxsim needs them; map types back
         simplified, _check_ok = onnxsim.simplify(proto, check_n=0, perform_optimization=True)
         max_growth = float(self.options.get("max_growth", 1.1))
         size_in, size_out = proto.ByteSize(), simplified.ByteSize()
@@ -46,7 +48,7 @@ class OnnxSim(StudioPass):
             return PassResult(model, False, (), {}, (), (
                 f"onnxsim's result is {_mb(size_out)} vs {_mb(size_in)} for its input (> {max_growth:g}x: it folded "
                 f"large constants); kept the input. Set onnxsim.max_growth to accept a larger file",))
-        new = ir.serde.deserialize_model(simplified)
+        new = from_proto(simplified)
         lost = random_op_counts(all_nodes(new))
         kept = random_op_counts(all_nodes(model))
         if any(lost[op] < n for op, n in kept.items()):

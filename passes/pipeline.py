@@ -24,7 +24,7 @@ import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, all_nodes, count_ops
 from passes.instruments import Instrument, with_nvtx
-from passes.model_io import Checkpoint, Linker, load_checkpoint, load_for_passes, save_checkpoint, save_result
+from passes.model_io import Checkpoint, Linker, load_checkpoint, load_for_passes, load_ir, save_checkpoint, save_result
 from passes.normalize import normalize_in_worker
 from passes.registry import make_pass, preset
 from passes.verify import Verifier, VerifyResult
@@ -171,7 +171,7 @@ class _Checkpoints:
     def restore(self) -> ir.Model:
         """The last verified model (the original when nothing was verified yet)."""
         self.loaded_from = self.last_good
-        return ir.load(self.original.path) if self.last_good == self.original else load_checkpoint(self.last_good)
+        return load_ir(self.original.path) if self.last_good == self.original else load_checkpoint(self.last_good)
 
     def _drop(self, ckpt: Checkpoint) -> None:
         folder = ckpt.path.parent

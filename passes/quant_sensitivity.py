@@ -26,7 +26,15 @@ from typing import Any
 import numpy as np
 import onnx
 
-from passes.quant_tools import Prepared, Ranges, StaticConfig, accuracy, ort_outputs, quantize_static_config
+from passes.quant_tools import (
+    Prepared,
+    Ranges,
+    StaticConfig,
+    accuracy,
+    integer_differences,
+    ort_outputs,
+    quantize_static_config,
+)
 from studio.core.feeds import Feeds
 
 log = logging.getLogger(__name__)
@@ -134,7 +142,10 @@ def fallback(prepared: Prepared, config: StaticConfig, ranges: Ranges, calib: Se
         names = with_neighbours(model, list(exclude) + [s.node for s in ranked[:k]])
         out = workdir / f"fallback-{k}.onnx"
         quantize_static_config(prepared, out, config, ranges, calib, names)
-        cos, _ = accuracy(reference, ort_outputs(out, holdout, ctx))
+        outputs = ort_outputs(out, holdout, ctx)
+        cos, _ = accuracy(reference, outputs)
+        if integer_differences(reference, outputs) is not None:
+            cos = 0.0                  # an integer output changed: this trial misses, whatever the cosine
         cache[k] = (out, cos)
         step = FallbackStep(k, cos, cos >= target)
         steps.append(step)

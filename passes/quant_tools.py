@@ -366,23 +366,42 @@ def ort_outputs(path: Path, sets: Sequence[Feeds], ctx: Any, level: str = "all")
 
 
 def accuracy(reference: list[dict], got: list[dict]) -> tuple[float, float | None]:
-    """(min cosine, mean top-1 agreement) of ``got`` against ``reference`` over every set."""
+    """(min cosine, mean top-1 agreement) of ``got``'s float outputs against ``reference`` over
+    every set. Integer and boolean outputs (token ids passed through, masks, class ids) are
+    not approximations: :func:`integer_differences` judges them exactly. A missing output
+    counts as cosine 0; a model with no float output has nothing approximated (1.0)."""
     cosines, tops = [], []
     for r, g in zip(reference, got):
         c = compare_outputs(r, g, quantized=True)
+        if c.missing:
+            cosines.append(0.0)
         for d in c.outputs.values():
             if d.cosine is not None:
                 cosines.append(d.cosine)
             if d.top1_agreement is not None:
                 tops.append(d.top1_agreement)
-    return (min(cosines) if cosines else 0.0), (float(np.mean(tops)) if tops else None)
+    return (min(cosines) if cosines else 1.0), (float(np.mean(tops)) if tops else None)
+
+
+def integer_differences(reference: list[dict], got: list[dict]) -> str | None:
+    """One line naming the first integer/boolean output that differs from fp32 (count and
+    rate of differing values), or None when every one is equal."""
+    for i, (r, g) in enumerate(zip(reference, got)):
+        c = compare_outputs(r, g, quantized=True)
+        bad = next((d for d in c.outputs.values() if d.mode == "exact" and not d.match), None)
+        if bad is not None:
+            return (f"integer output '{bad.name[:60]}' differs from fp32 on input set {i + 1}: {bad.note}"
+                    if len(reference) > 1 else f"integer output '{bad.name[:60]}' differs from fp32: {bad.note}")
+    return None
 
 
 def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budget_s: float = 60.0,
                       engine: str = "onnxruntime", options: Mapping[str, Mapping] | None = None,
-                      feeds_for: Mapping[str, Feeds] | None = None) -> dict[str, float]:
+                      feeds_for: Mapping[str, Feeds] | None = None,
+                      rounds_out: dict[str, list[float]] | None = None) -> dict[str, float]:
     """Milliseconds per model (10th percentile), measured in interleaved rounds in this worker.
-    ``feeds_for``: other feeds for some models (float16 inputs...)."""
+    ``feeds_for``: other feeds for some models (float16 inputs...). ``rounds_out`` receives
+    each model's per-round medians (ms), for ratios with their spread (:func:`speed_vs_fp32`)."""
     from studio.core.engines.sessions import measure_latency, open_runner
 
     runners = {k: open_runner(engine, p, dict((options or {}).get(k, {})), ctx) for k, p in paths.items()}
@@ -395,8 +414,30 @@ def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budg
             r.close()
         runners.clear()
         release_memory()
+    if rounds_out is not None:
+        from profilers.stats import round_medians
+
+        rounds_out.update({k: [x * 1000 for x in round_medians(v, 3)] for k, v in times.items()})
     # The 10th percentile: on a shared machine other processes only ever add time.
     return {k: sorted(v)[int(0.1 * len(v))] * 1000 for k, v in times.items()}
+
+
+def speed_vs_fp32(rounds: Mapping[str, Sequence[float]], name: str, label: str) -> str | None:
+    """A warning when ``name`` is not significantly faster than fp32, with the ratio's spread
+    over the interleaved rounds; None when its whole 95 % interval is below 1.0."""
+    from profilers.stats import paired_ratio
+
+    base, other = list(rounds.get("fp32") or []), list(rounds.get(name) or [])
+    n = min(len(base), len(other))
+    if n == 0:
+        return None
+    est = paired_ratio(base[:n], other[:n])
+    if est.faster:
+        return None
+    if est.ci_low is not None and est.ci_low > 1.0:
+        return f"{label} is slower than fp32 on this machine ({est.ratio:.2f}x, {est.interval_text()}): keep fp32 here"
+    return (f"{label}: no significant difference from fp32 ({est.ratio:.2f}x, {est.interval_text()}): "
+            "no speed reason to use it here")
 
 
 def cosine_text(value: float, target: float | None = None) -> str:
@@ -462,6 +503,8 @@ def load_result(path: Path) -> Any:
     pass's temporary folder, which is gone before the worker saves the result."""
     import onnx_ir as ir
 
-    model = ir.load(path)
+    from passes.model_io import load_ir
+
+    model = load_ir(path)                      # map types (ZipMap outputs) hidden from onnx-ir
     ir.external_data.load_to_model(model)
     return model

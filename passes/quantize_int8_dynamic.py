@@ -116,7 +116,12 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
                              use_external_data_format=qt._big(base))
             qt.release_memory()
-            cos, top1 = qt.accuracy(reference, qt.ort_outputs(out, holdout, ctx))
+            outputs = qt.ort_outputs(out, holdout, ctx)
+            cos, top1 = qt.accuracy(reference, outputs)       # float outputs by cosine
+            changed = qt.integer_differences(reference, outputs)   # integer ones exactly
+            if changed is not None:
+                measured.append(qt.Measured(name, desc, None, None, None, cos, top1, changed))
+                continue
             paths[name] = out
             measured.append(qt.Measured(name, desc, out, None, None, cos, top1))
         except Exception as exc:  # noqa: BLE001
@@ -125,22 +130,22 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
     if not paths:
         raise StudioError(f"dynamic INT8 quantization failed: {measured[0].error}")
     ctx.set_stage("INT8 dynamic: measuring latency")
-    lat = qt.measure_latencies({"fp32": src, **paths}, holdout[0], ctx, budget_s=float(opts.get("budget_s", 60)))
+    rounds: dict[str, list[float]] = {}
+    lat = qt.measure_latencies({"fp32": src, **paths}, holdout[0], ctx, budget_s=float(opts.get("budget_s", 60)),
+                               rounds_out=rounds)
     measured = [m if m.path is None else qt.Measured(m.name, m.description, m.path, lat[m.name],
                                                      lat[m.name] / lat["fp32"], m.cosine, m.top1) for m in measured]
     ctx.set_stage("INT8 dynamic: choosing a configuration")
     chosen = qt.pick(measured, target)
     if chosen is None:
-        best = max((m for m in measured if m.cosine is not None), key=lambda m: m.cosine)
+        best = max((m for m in measured if m.path is not None and m.cosine is not None), key=lambda m: m.cosine)
         raise StudioError(f"dynamic INT8 does not reach cosine {target:.10g} (best: {best.name}, cosine "
                           f"{qt.cosine_text(best.cosine, target)}); lower the target or exclude sensitive nodes",
                           code="INT8-ACCURACY")
-    warnings = []
-    if chosen.ratio is not None and chosen.ratio >= 1.0:
-        warnings.append(f"dynamic INT8 is slower than fp32 on this machine ({chosen.ratio:.2f}x): keep fp32 here")
-    for m in measured:
-        if m is not chosen and m.ratio is not None and m.ratio >= 1.0:
-            warnings.append(f"{m.name} is slower than fp32 here ({m.ratio:.2f}x)")
+    # Speed claims rest on the ratio's spread over the interleaved rounds, not on one figure.
+    warnings = [w for w in [qt.speed_vs_fp32(rounds, chosen.name, "dynamic INT8")] if w]
+    warnings += [w for m in measured if m is not chosen and m.path is not None
+                 for w in [qt.speed_vs_fp32(rounds, m.name, m.name)] if w]
     result = qt.load_result(chosen.path)
     details = {"chosen": chosen.to_dict(), "target_cosine": target, "fp32_latency_ms": round(lat["fp32"], 3),
                "candidates": [m.to_dict() for m in measured], "fusions": fusion_stats,

@@ -29,6 +29,7 @@ from studio.core.errors import StudioError, WorkerError, engine_message
 from studio.core.dimexpr import evaluate
 from studio.core.feeds import Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, input_specs, random_feeds
 from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.order_free import order_free_outputs
 from studio.core.sandbox import Limits, run_job
 from studio.core.types import value_info
 
@@ -156,15 +157,19 @@ def full_check_in_worker(model_path: Path, *, limits: Limits | None = None, pool
 
 
 def _pack(feed_sets: list[Feeds]) -> dict[str, np.ndarray]:
-    return {f"{i}\x00{name}": np.asarray(v) for i, feeds in enumerate(feed_sets) for name, v in feeds.items()}
+    from studio.core.engines.base import check_feeds     # sequence inputs travel item by item
+
+    return {f"{i}\x00{k}": v for i, feeds in enumerate(feed_sets) for k, v in check_feeds(feeds).items()}
 
 
-def _unpack(arrays: Mapping[str, np.ndarray], count: int) -> list[dict[str, np.ndarray]]:
+def _unpack(arrays: Mapping[str, np.ndarray], count: int) -> list[dict[str, object]]:
+    from studio.core.engines.base import unpack_feeds
+
     sets: list[dict[str, np.ndarray]] = [{} for _ in range(count)]
     for key, value in arrays.items():
         i, _, name = key.partition("\x00")
         sets[int(i)][name] = value
-    return sets
+    return [unpack_feeds(s) for s in sets]
 
 
 @job("passes.reference_outputs")
@@ -442,7 +447,8 @@ class Verifier:
                     if not r:
                         status = "skipped: " + (self.nondeterministic_note or "")
                         break
-                comparison = compare_outputs(r, g, tolerance or self.tolerance, quantized=quantized)
+                comparison = compare_outputs(r, g, tolerance or self.tolerance, quantized=quantized,
+                                             order_free=order_free_outputs(self.original))
                 if not comparison:
                     status = "failed"
                     break

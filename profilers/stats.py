@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["LatencyStats", "RatioEstimate", "Slope", "latency_stats", "linear_slope", "paired_ratio",
-           "percentile"]
+           "percentile", "round_medians"]
 
 # Percentiles reported for every latency distribution.
 PERCENTILES: tuple[float, ...] = (10.0, 50.0, 90.0, 99.0, 99.9)
@@ -108,6 +108,17 @@ class RatioEstimate:
         """True when the interval excludes 1.0 (a real difference, not noise)."""
         return self.ci_low is not None and self.ci_high is not None and (self.ci_low > 1.0 or self.ci_high < 1.0)
 
+    @property
+    def faster(self) -> bool:
+        """True only when the whole interval lies below 1.0: the one case a speed claim may rest on."""
+        return self.ci_high is not None and self.ci_high < 1.0
+
+    def interval_text(self) -> str:
+        """"95 % CI 0.35–0.44 over 6 rounds", or why there is none."""
+        if self.ci_low is None or self.ci_high is None:
+            return f"no interval: {self.rounds} round(s)"
+        return f"95 % CI {self.ci_low:.2f}–{self.ci_high:.2f} over {self.rounds} rounds"
+
     def verdict(self, other: str = "B", baseline: str = "A") -> str:
         if self.ci_low is None:
             return f"{other} / {baseline} = {self.ratio:.3f} (too few rounds for an interval)"
@@ -147,6 +158,16 @@ def paired_ratio(baseline_rounds: Sequence[float], other_rounds: Sequence[float]
     boot = np.median(ratios[picks], axis=1)
     low, high = np.percentile(boot, [2.5, 97.5])
     return RatioEstimate(estimate, float(low), float(high), float(q3 - q1), int(ratios.size))
+
+
+def round_medians(samples: Sequence[float], per_round: int) -> list[float]:
+    """Median of each round's block of ``per_round`` consecutive samples (the order
+    :func:`studio.core.engines.sessions.measure_latency` records them in); a shorter last
+    block is a round too."""
+    if per_round < 1:
+        raise ValueError("per_round must be at least 1")
+    values = list(samples)
+    return [float(np.median(values[i:i + per_round])) for i in range(0, len(values), per_round)]
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from studio.core.compare import (
 from studio.core.engines import RunOptions, resolve_engine_name
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, make_feeds
+from studio.core.order_free import order_free_outputs
 from studio.core.sandbox import Limits
 from studio.core.types import value_info
 
@@ -195,6 +196,7 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
         why = f"given: rtol {tolerance.rtol:g}, atol {tolerance.atol:g}" + (
             f", cosine >= {tolerance.min_cosine}" if tolerance.min_cosine is not None else "")
     comparisons, set_errors, notes = [], [], []
+    order_free = order_free_outputs(ref_model)      # TopK/NMS rows: same rows in another order are equal
     for i, (a, b) in enumerate(zip(runs_a.outputs, runs_b.outputs)):
         if a is None or b is None:
             side, err = (side_a, runs_a.errors[i]) if a is None else (side_b, runs_b.errors[i])
@@ -203,7 +205,7 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
         if i == 0:
             notes += declared_shape_notes(ref_model, a, side_a.label)
             notes += declared_shape_notes(got_model, b, side_b.label)
-        comparisons.append(compare_outputs(a, b, tol, quantized=quantized))
+        comparisons.append(compare_outputs(a, b, tol, quantized=quantized, order_free=order_free))
     merged = merge_comparisons(comparisons)
     lw = None
     if layerwise:

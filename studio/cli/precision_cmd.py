@@ -90,11 +90,12 @@ def _run(args: argparse.Namespace) -> int:
     print(f"calibration  {printable(report.calibration)}")
     print(f"judged on    {printable(str(report.evaluation.get('source', '')))}; baseline "
           f"{report.evaluation.get('baseline', '')}")
-    rows = [["variant", "engine", "ms (p10)", "median", "x fp32", "cosine", "top-1", "target", "status"]]
+    rows = [["variant", "engine", "ms (p10)", "median", "x fp32", "95% CI", "cosine", "top-1", "target", "status"]]
     for v in report.variants:
+        ci = f"{v.ratio_ci[0]:.2f}-{v.ratio_ci[1]:.2f}" if v.ratio_ci else "-"
         rows.append([v.name + (" *" if v.recommended else ""), v.engine, _fmt(v.latency_ms, ".2f"),
                      _fmt(v.median_ms, ".2f"),
-                     _fmt(v.ratio, ".2f"), _fmt(v.cosine, ".5f"), _fmt(v.top1, ".2f"),
+                     _fmt(v.ratio, ".2f"), ci, _fmt(v.cosine, ".5f"), _fmt(v.top1, ".2f"),
                      _target(v), v.status if not v.error else "failed"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:

@@ -1,17 +1,31 @@
-"""Compare two sets of outputs: shapes first, then values with dtype-aware
-tolerances. A ``Comparison`` is truthy when everything matches (Polygraphy's
-habit) and carries max abs/rel error, L2, cosine and top-k agreement per output.
+"""Compare two sets of outputs: shapes first, then values by what they are.
+A ``Comparison`` is truthy when everything matches (Polygraphy's habit); each
+output records the ``mode`` it was judged in:
 
-Non-tensor outputs are compared too: a sequence becomes ``name[i]`` entries,
-a map ``name[key]`` entries, and a length or key mismatch is a failure.
+* ``tolerance`` / ``cosine``: floats, with dtype-aware tolerances (or a cosine
+  criterion for quantized/reduced precision); NaN-aware: NaN positions must
+  match, and NaN at the same positions is equal;
+* ``exact``: integers and booleans, judged by the count and rate of values that
+  differ (never a max-abs: two class ids are not "664 apart");
+* ``strings``: equal or not;
+* ``rows in any order``: outputs a TopK/NonMaxSuppression picked
+  (``studio.core.order_free``): box-like rows (last dim 4..7) matched greedily
+  by value, other rows compared as sorted multisets, TopK results sorted along
+  their axis; two engines that find the same rows in another order are equal;
+* non-tensor outputs (sequences, maps, optionals: ZipMap's ``seq(map)``) become
+  one entry per element (``name[i]``, ``name[key]``, ``name[len]``, ``name[keys]``),
+  each judged as above; a length or key mismatch is a failure.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from studio.core.order_free import OrderFree
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,8 @@ class OutputDiff:
     top5_overlap: float | None = None          # mean |top5(ref) ∩ top5(got)| / 5 (classifier-like)
     tolerance: Tolerance | None = None
     note: str = ""
+    mode: str = "tolerance"                    # how it was judged (module doc)
+    mismatches: int | None = None              # values that differ (exact) or lie outside the tolerance
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -109,8 +125,11 @@ class Comparison:
         if bad is None:
             worst = max((d.max_abs or 0.0 for d in self.outputs.values()), default=0.0)
             cos = self.min_cosine
+            special = sorted({"non-tensor elements" if "element" in d.mode else d.mode.split(" (")[0]
+                              for d in self.outputs.values() if d.mode not in ("tolerance", "cosine", "strings")})
             return f"{len(self.outputs)} outputs match (max abs {worst:.3g}" + (
-                f", min cosine {cos:.6f})" if cos is not None else ")")
+                f", min cosine {cos:.6f}" if cos is not None else "") + (
+                f"; {', '.join(special)}" if special else "") + ")"
         return f"output '{bad.name[:80]}' differs: {bad.note}"
 
     def to_dict(self) -> dict:
@@ -130,8 +149,12 @@ def _flatten(name: str, value) -> list[tuple[str, object]]:
             items.extend(_flatten(f"{name}[{k}]", value[k]))
         return items
     if value is None:
-        return [(name, np.asarray([], dtype=np.float32))]
+        return [(f"{name}[absent]", np.asarray(True))]
     return [(name, np.asarray(value))]
+
+
+def _structured(value) -> bool:
+    return value is None or isinstance(value, (list, tuple, Mapping))
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -159,7 +182,73 @@ def _top5(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(np.mean([len(set(x) & set(y)) / 5 for x, y in zip(ta.tolist(), tb.tolist())]))
 
 
-def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantized: bool = False) -> OutputDiff:
+def _is_exact(ref: np.ndarray, quantized: bool) -> bool:
+    """Integers and booleans are compared exactly; 8-bit tensors of a quantized model are
+    quantized values (a step is expected), judged like floats."""
+    if ref.dtype.kind == "b":
+        return True
+    return ref.dtype.kind in "iu" and not (quantized and ref.dtype.itemsize == 1)
+
+
+def _exact(base: dict, a: np.ndarray, b: np.ndarray, mode: str) -> OutputDiff:
+    """Mismatch count and rate: equal values, NaN equal to NaN where a float candidate has it."""
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    same = fa == fb
+    if fa.dtype.kind == "f" or fb.dtype.kind == "f":
+        same |= np.isnan(fa.astype(np.float64)) & np.isnan(fb.astype(np.float64))
+    n = int(np.count_nonzero(~same))
+    rate = n / fa.size if fa.size else 0.0
+    note = "" if n == 0 else f"{n} of {fa.size} values differ ({100 * rate:.3g}%)"
+    return OutputDiff(**base, match=n == 0, mismatch_fraction=rate, mismatches=n, tolerance=EXACT, note=note,
+                      mode=mode)
+
+
+_MAX_GREEDY_ROWS = 2048
+
+
+def _match_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Candidate rows ``a`` reordered to pair with reference rows ``b``: the closest pairs
+    first (max abs difference over the row, NaN = far), each row used once."""
+    fa, fb = a.astype(np.float64), b.astype(np.float64)
+    dist = np.abs(fb[:, None, :] - fa[None, :, :])
+    both_nan = np.isnan(fb)[:, None, :] & np.isnan(fa)[None, :, :]
+    dist = np.where(both_nan, 0.0, np.nan_to_num(dist, nan=np.inf, posinf=np.inf)).max(axis=2)
+    order = np.full(len(b), -1)
+    used_a, used_b = np.zeros(len(a), bool), np.zeros(len(b), bool)
+    for flat in np.argsort(dist, axis=None, kind="stable"):
+        i, j = divmod(int(flat), len(a))
+        if not used_b[i] and not used_a[j]:
+            order[i], used_b[i], used_a[j] = j, True, True
+    return a[order]
+
+
+def _sorted_rows(x: np.ndarray) -> np.ndarray:
+    rows = x.reshape(len(x), -1)
+    return rows[np.lexsort(rows.T[::-1])] if rows.shape[1] else rows
+
+
+def _align(a: np.ndarray, b: np.ndarray, order: OrderFree) -> tuple[np.ndarray, np.ndarray, str]:
+    """(candidate, reference) brought into one order, and the mode's name."""
+    src = order.describe()
+    if order.axis is not None and -a.ndim <= order.axis < a.ndim:
+        return (np.sort(a, axis=order.axis), np.sort(b, axis=order.axis),
+                f"rows in any order (sorted along axis {order.axis}; from {src})")
+    last = a.shape[-1] if a.ndim >= 2 else 0
+    if a.ndim >= 2 and 4 <= last <= 7 and b.dtype.kind == "f":
+        ra, rb = a.reshape(-1, last), b.reshape(-1, last)
+        if len(rb) <= _MAX_GREEDY_ROWS:
+            return (_match_rows(ra, rb).reshape(b.shape), b,
+                    f"rows in any order (box-like rows matched greedily; from {src})")
+    if a.ndim == 0:
+        return a, b, f"elementwise (scalar; from {src})"
+    return (_sorted_rows(a).reshape(a.shape), _sorted_rows(b).reshape(b.shape),
+            f"rows in any order (sorted multisets of rows; from {src})")
+
+
+def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantized: bool = False,
+                   order: OrderFree | None = None) -> OutputDiff:
+    """One output: exact for integers/booleans, strings equal, floats within tolerance
+    (NaN-aware); ``order``: rows a TopK/NMS picked, compared in any order."""
     a, b = np.asarray(got), np.asarray(ref)      # a: candidate, b: reference
     base = dict(name=name, ref_shape=tuple(b.shape), got_shape=tuple(a.shape), ref_dtype=b.dtype.name,
                 got_dtype=a.dtype.name)
@@ -167,15 +256,24 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
         return OutputDiff(**base, match=False, note=f"shape {list(a.shape)} != reference {list(b.shape)}")
     if b.dtype.kind in "OUS" or a.dtype.kind in "OUS":
         same = a.dtype.kind == b.dtype.kind and bool(np.all(a == b))
-        return OutputDiff(**base, match=same, note="" if same else "string values differ")
+        return OutputDiff(**base, match=same, note="" if same else "string values differ", mode="strings")
+    mode = ""
+    if order is not None and a.size:
+        a, b, mode = _align(a, b, order)
+    if _is_exact(b, quantized):
+        return _exact(base, a, b, mode or "exact")
     tol = tol or tolerance_for(b.dtype, quantized=quantized)
+    mode = mode or ("cosine" if tol.min_cosine is not None else "tolerance")
     if a.size == 0:
-        return OutputDiff(**base, match=True, max_abs=0.0, max_rel=0.0, cosine=1.0, tolerance=tol)
+        return OutputDiff(**base, match=True, max_abs=0.0, max_rel=0.0, cosine=1.0, tolerance=tol, mode=mode,
+                          mismatches=0)
     fa, fb = a.astype(np.float64).reshape(-1), b.astype(np.float64).reshape(-1)
     nan_a, nan_b = np.isnan(fa), np.isnan(fb)
     if not np.array_equal(nan_a, nan_b):
-        return OutputDiff(**base, match=False, tolerance=tol,
-                          note=f"NaN at {int(np.sum(nan_a != nan_b))} positions that differ from the reference")
+        n = int(np.sum(nan_a != nan_b))
+        return OutputDiff(**base, match=False, tolerance=tol, mode=mode, mismatches=n,
+                          mismatch_fraction=n / fa.size,
+                          note=f"NaN at {n} positions that differ from the reference")
     keep = ~nan_b
     fa, fb = fa[keep], fb[keep]
     inf_ok = np.array_equal(np.isinf(fa), np.isinf(fb)) and np.array_equal(fa[np.isinf(fa)], fb[np.isinf(fb)])
@@ -203,26 +301,41 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
                 f"{100 * mismatch:.2f}% of values outside rtol={tol.rtol:g} atol={atol:.3g}")
     return OutputDiff(**base, match=ok, max_abs=max_abs, max_rel=max_rel, rel_l2=rel_l2, cosine=cos,
                       mismatch_fraction=mismatch, top1_agreement=_top1(a, b), top5_overlap=_top5(a, b),
-                      tolerance=tol, note=note)
+                      tolerance=tol, note=note, mode=mode, mismatches=int(np.count_nonzero(bad)))
 
 
 def compare_outputs(reference: Mapping[str, object], candidate: Mapping[str, object],
-                    tol: Tolerance | Mapping[str, Tolerance] | None = None, *, quantized: bool = False) -> Comparison:
-    """Compare every reference output (order kept) with the candidate's."""
+                    tol: Tolerance | Mapping[str, Tolerance] | None = None, *, quantized: bool = False,
+                    order_free: Mapping[str, OrderFree] | None = None) -> Comparison:
+    """Compare every reference output (order kept) with the candidate's. ``order_free``
+    (``studio.core.order_free.order_free_outputs`` of the reference model): outputs
+    compared as rows in any order."""
     diffs: dict[str, OutputDiff] = {}
     missing = tuple(k for k in reference if k not in candidate)
     extra = tuple(k for k in candidate if k not in reference)
     for name, ref in reference.items():
         if name not in candidate:
             continue
-        ref_items, got_items = _flatten(name, ref), dict(_flatten(name, candidate[name]))
+        t = tol.get(name) if isinstance(tol, Mapping) else tol
+        got = candidate[name]
+        if not _structured(ref) and not _structured(got):
+            diffs[name] = compare_arrays(name, ref, got, t, quantized=quantized, order=(order_free or {}).get(name))
+            continue
+        # Non-tensor outputs: one entry per element, lengths and keys compared exactly.
+        kind = "map" if isinstance(ref, Mapping) else "optional" if ref is None else "sequence"
+        ref_items, got_items = _flatten(name, ref), dict(_flatten(name, got))
         for sub, r in ref_items:
-            t = tol.get(name) if isinstance(tol, Mapping) else tol
             if sub not in got_items:
                 diffs[sub] = OutputDiff(sub, tuple(np.shape(r)), None, np.asarray(r).dtype.name, "-", False,
-                                        note="missing in the candidate (sequence/map structure differs)")
+                                        note="missing in the candidate (sequence/map structure differs)",
+                                        mode=kind)
                 continue
-            diffs[sub] = compare_arrays(sub, r, got_items[sub], t, quantized=quantized)
+            d = compare_arrays(sub, r, got_items[sub], t, quantized=quantized)
+            diffs[sub] = dataclasses.replace(d, mode=f"{kind} element, {d.mode}")
+        for sub in got_items:
+            if sub not in diffs and sub.startswith(name):
+                diffs[sub] = OutputDiff(sub, None, tuple(np.shape(got_items[sub])), "-", "", False, mode=kind,
+                                        note="only in the candidate (sequence/map structure differs)")
     return Comparison(diffs, missing, extra)
 
 
@@ -251,7 +364,8 @@ def merge_comparisons(comparisons: list[Comparison]) -> Comparison:
             mismatch_fraction=_worst([d.mismatch_fraction for d in diffs], max),
             top1_agreement=_worst([d.top1_agreement for d in diffs], mean),
             top5_overlap=_worst([d.top5_overlap for d in diffs], mean), tolerance=base.tolerance,
-            note=first_bad.note if first_bad else "")
+            note=first_bad.note if first_bad else "", mode=base.mode,
+            mismatches=_worst([d.mismatches for d in diffs], max))
     missing = tuple(dict.fromkeys(m for c in comparisons for m in c.missing))
     extra = tuple(dict.fromkeys(m for c in comparisons for m in c.extra))
     return Comparison(outputs, missing, extra)

@@ -339,7 +339,7 @@ def ort_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
     for the outputs and ``runs`` more times for the latency."""
     import onnxruntime as ort
 
-    from studio.core.engines.base import encode_outputs
+    from studio.core.engines.base import encode_outputs, unpack_feeds
 
     ctx.set_stage("ONNX Runtime session creation")
     session_times = []
@@ -353,6 +353,7 @@ def ort_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
         session_times.append((time.perf_counter() - t0) * 1000)
     assert session is not None
     names = [o.name for o in session.get_outputs()]
+    arrays = unpack_feeds(arrays)            # sequence inputs come back as lists
     feeds = {i.name: arrays[i.name] for i in session.get_inputs() if i.name in arrays}
     missing = [i.name for i in session.get_inputs() if i.name not in arrays]
     if missing:

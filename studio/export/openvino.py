@@ -43,6 +43,11 @@ def ov_input_shapes(ctx: ExportContext) -> dict[str, list[list[int] | None]]:
 
 def refusal(ctx: ExportContext) -> str | None:
     """Why the deploy model must not go to OpenVINO, or None."""
+    from studio.core.nontensor import tensor_only_refusal
+
+    nontensor = tensor_only_refusal(ctx.source.proto, "OpenVINO")
+    if nontensor:
+        return f"refused for OpenVINO: {nontensor}"
     reason = ctx.deploy_facts.hardware_specific_reason
     if reason:
         return (f"refused for OpenVINO: {reason}. Such a model comes from ONNX Runtime's ORT_ENABLE_ALL "

@@ -27,6 +27,7 @@ from studio.core.compare import QUANTIZED, Tolerance, compare_outputs
 from studio.core.errors import StudioError
 from studio.core.feeds import (Feeds, choose_dims, concrete_shape, input_specs, random_feeds, small_image_dims,
                                unnamed_dim_key)
+from studio.core.order_free import OrderFree, order_free_outputs
 from studio.export.options import ShapeRange
 from studio.export.results import FAILED, PASSED, Verification
 
@@ -136,6 +137,7 @@ class Reference:
     label: str
     error: str | None = None
     engine_error: str | None = None    # ORT's own message for the first failed set (input search)
+    order_free: Mapping[str, OrderFree] = dataclasses.field(default_factory=dict)   # TopK/NMS rows
 
 
 def reference_outputs(original: Path, feeds: Feeds, *, pool_key: str = "default") -> Reference:
@@ -148,7 +150,8 @@ def reference_outputs(original: Path, feeds: Feeds, *, pool_key: str = "default"
     if ref is None or not ref.outputs:
         return Reference(feeds, None, verifier.reference_label, verifier.reference_error or "no reference outputs",
                          verifier.run_error)
-    return Reference(feeds, ref.outputs[0], f"{verifier.reference_label}, seeded inputs")
+    return Reference(feeds, ref.outputs[0], f"{verifier.reference_label}, seeded inputs",
+                     order_free=order_free_outputs(verifier.original))
 
 
 def searched_reference(original: Path, model: ModelProto, failed: Reference, shapes: Mapping[str, ShapeRange], *,
@@ -176,7 +179,8 @@ def searched_reference(original: Path, model: ModelProto, failed: Reference, sha
         return None
     if found is None:
         return None
-    return Reference(found.feeds, found.outputs, f"{failed.label}, searched inputs ({found.text})")
+    return Reference(found.feeds, found.outputs, f"{failed.label}, searched inputs ({found.text})",
+                     order_free=order_free_outputs(model))
 
 
 def verify_outputs(reference: Reference, got: Mapping[str, object] | None, criteria: Criteria, *,
@@ -189,7 +193,8 @@ def verify_outputs(reference: Reference, got: Mapping[str, object] | None, crite
     if reference.outputs is None:
         return Verification(NOT_VERIFIED, f"outputs not compared: {reference.error}", engine, criteria.text, None,
                             checker)
-    comparison = compare_outputs(reference.outputs, dict(got or {}), criteria.tolerance, quantized=criteria.quantized)
+    comparison = compare_outputs(reference.outputs, dict(got or {}), criteria.tolerance, quantized=criteria.quantized,
+                                 order_free=reference.order_free)
     status = PASSED if comparison else FAILED
     message = comparison.summary()
     if checker not in (None, "passed"):

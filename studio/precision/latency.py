@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from profilers.stats import RatioEstimate, paired_ratio, round_medians
 from studio.accuracy.runs import pack_sets, unpack_sets
 from studio.core.engines import RunOptions, resolve_engine_name
 from studio.core.engines.base import check_model_file
@@ -21,13 +22,14 @@ from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 
-__all__ = ["LatencyItem", "Latency", "measure"]
+__all__ = ["LatencyItem", "Latency", "measure", "ratio_to"]
 
 # Sessions alive at once take about this many times their model files (weights plus ORT's
 # prepacked copies, OpenVINO's compiled blobs); above the worker's memory limit, pairs are
 # measured one after the other instead (less fair on a noisy machine, but they fit).
 _SESSION_MEMORY_FACTOR = 3
 _WORKER_BASE_BYTES = 512 * 2**20
+_PER_ROUND = 3          # timed calls per variant per interleaved round (sessions.measure_latency's default)
 
 
 @dataclass(frozen=True)
@@ -46,9 +48,26 @@ class Latency:
     samples: int
     error: str | None = None
     p10_ms: float | None = None      # what ratios use: other processes only ever add time
+    round_medians_ms: tuple[float, ...] = ()   # per interleaved round: what the ratio's interval comes from
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        d["round_medians_ms"] = [round(x, 5) for x in self.round_medians_ms]
+        return d
+
+
+def ratio_to(baseline: Latency | None, other: Latency | None) -> RatioEstimate | None:
+    """``other / baseline`` from their per-round medians (round by round, so the machine's
+    drift cancels): the median ratio and its 95 % bootstrap interval; None without rounds."""
+    if baseline is None or other is None:
+        return None
+    n = min(len(baseline.round_medians_ms), len(other.round_medians_ms))
+    if n == 0:
+        return None
+    try:
+        return paired_ratio(baseline.round_medians_ms[:n], other.round_medians_ms[:n])
+    except ValueError:
+        return None
 
 
 @job("precision.latency")
@@ -72,17 +91,18 @@ def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
             except Exception as exc:  # noqa: BLE001 - one variant failing must not hide the others
                 out[it["key"]] = {"error": f"{type(exc).__name__}: {engine_message(exc, 200)}"}
         ctx.set_stage(f"latency: measuring {len(runners)} variant(s) in interleaved rounds")
-        times = measure_latency({k: (lambda r=r: r.infer(feeds)) for k, r in runners.items()}, budget_s=budget)
+        times = measure_latency({k: (lambda r=r: r.infer(feeds)) for k, r in runners.items()}, budget_s=budget,
+                                per_round=_PER_ROUND)
         for k, v in times.items():
-            out[k] = latency_summary(v)
+            out[k] = {**latency_summary(v), "round_medians_ms": [x * 1000 for x in round_medians(v, _PER_ROUND)]}
     else:
         for it in items:
             try:
                 runner = open_one(it)
                 ctx.set_stage(f"latency: measuring {it['key']}")
-                out[it["key"]] = latency_summary(measure_latency({"x": lambda r=runner: r.infer(feeds)},
-                                                                 budget_s=budget / max(len(items), 1),
-                                                                 per_round=8, max_rounds=5)["x"])
+                v = measure_latency({"x": lambda r=runner: r.infer(feeds)}, budget_s=budget / max(len(items), 1),
+                                    per_round=8, max_rounds=5)["x"]
+                out[it["key"]] = {**latency_summary(v), "round_medians_ms": [x * 1000 for x in round_medians(v, 8)]}
                 runner.close()
             except Exception as exc:  # noqa: BLE001
                 out[it["key"]] = {"error": f"{type(exc).__name__}: {engine_message(exc, 200)}"}
@@ -112,5 +132,5 @@ def measure(items: Sequence[LatencyItem], feeds: Feeds, *, budget_s: float = 60.
     for it in items:
         r: Mapping[str, Any] = res.data["results"].get(it.key, {"error": "not measured"})
         out[it.key] = Latency(it.key, r.get("median_ms"), r.get("p90_ms"), int(r.get("samples", 0)), r.get("error"),
-                              r.get("p10_ms"))
+                              r.get("p10_ms"), tuple(float(x) for x in r.get("round_medians_ms") or ()))
     return out

@@ -5,9 +5,13 @@ A variant is a model (the original, or the result of a pass pipeline:
 engine with run options (OpenVINO's inference precision). Each is verified by
 its pipeline, compared with the original on ORT fp32 on the same inputs
 (cosine, top-1/top-5 agreement), and timed side by side with the others in one
-worker. The recommendation is the fastest variant that meets the accuracy
-target *and* is at least 5% faster than fp32 (``RECOMMEND_MAX_RATIO``); when none is, fp32 is recommended and the
-report says why. TensorRT variants are listed as "not verified here" when
+worker. Every ratio to fp32 comes with its spread: the per-round ratio of
+medians over the interleaved rounds, its median and 95 % bootstrap interval
+(``ratio_ci``). The recommendation is the fastest variant that meets the accuracy
+target, is at least 5% faster than fp32 (``RECOMMEND_MAX_RATIO``) *and* whose
+interval lies wholly below 1.0 (an interval that includes 1.0 is "no
+significant difference", never a reason to change precision); when none is,
+fp32 is recommended and the report says why. TensorRT variants are listed as "not verified here" when
 TensorRT cannot run on this machine; their numbers are never guessed.
 """
 
@@ -29,7 +33,7 @@ from studio.core.engines import RunOptions, get_engine
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
 from studio.core.sandbox import Limits, default_limits
-from studio.precision.latency import LatencyItem, measure
+from studio.precision.latency import LatencyItem, measure, ratio_to
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,7 @@ log = logging.getLogger(__name__)
 RECOMMEND_MAX_RATIO = 0.95
 
 __all__ = ["PrecisionReport", "VariantResult", "VariantSpec", "VARIANTS", "default_variants", "evaluate_variants",
+           "recommend", "recommendable",
            "model_kind"]
 
 
@@ -113,6 +118,8 @@ class VariantResult:
     p90_ms: float | None = None
     median_ms: float | None = None
     ratio: float | None = None               # latency / ORT fp32 latency, same run
+    ratio_ci: tuple[float, float] | None = None   # 95 % interval of the per-round ratio (None: no interval)
+    ratio_rounds: int = 0                    # interleaved rounds the interval comes from
     cosine: float | None = None              # min over outputs and inputs, vs ORT fp32
     top1: float | None = None
     top5: float | None = None
@@ -126,13 +133,29 @@ class VariantResult:
 
     @property
     def faster_than_fp32(self) -> bool:
-        return self.ratio is not None and self.ratio < 1.0
+        """Significantly faster: the ratio's whole interval lies below 1.0."""
+        return self.ratio is not None and self.ratio_ci is not None and self.ratio_ci[1] < 1.0
+
+    @property
+    def speed_text(self) -> str:
+        """"0.39x of fp32 (95 % CI 0.35–0.44 over 6 rounds)" / "no significant difference ..."."""
+        if self.ratio is None:
+            return "not timed"
+        if self.ratio_ci is None:
+            return f"{self.ratio:.2f}x of fp32 (no interval: {self.ratio_rounds} round(s))"
+        lo, hi = self.ratio_ci
+        spread = f"95 % CI {lo:.2f}–{hi:.2f} over {self.ratio_rounds} rounds"
+        if lo <= 1.0 <= hi:
+            return f"no significant difference from fp32 ({self.ratio:.2f}x, {spread})"
+        return f"{self.ratio:.2f}x of fp32 ({spread})"
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in ("name", "label", "engine", "precision", "status", "latency_ms",
                                            "median_ms", "p90_ms", "ratio", "cosine", "top1", "top5", "max_abs",
                                            "meets_target", "recommended", "error")}
         d.update(path=self.path.name if self.path else None, faster_than_fp32=self.faster_than_fp32,
+                 ratio_ci=[round(x, 4) for x in self.ratio_ci] if self.ratio_ci else None,
+                 ratio_rounds=self.ratio_rounds, speed=self.speed_text,
                  notes=list(self.notes), details=dict(self.details), lineage=list(self.lineage))
         for k in ("latency_ms", "median_ms", "p90_ms", "ratio", "cosine", "max_abs"):
             if d[k] is not None:
@@ -168,7 +191,7 @@ class PrecisionReport:
                     f">= {self.target_cosine}")
         from passes.quant_tools import cosine_text
 
-        return (f"recommended: {v.label}: {v.ratio:.2f}x of fp32 latency, cosine "
+        return (f"recommended: {v.label}: {v.speed_text}, cosine "
                 f"{cosine_text(v.cosine, self.target_cosine)} (target {self.target_cosine:.10g})")
 
     def to_dict(self) -> dict:
@@ -222,6 +245,43 @@ def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[st
         details.update(rec.details)
         warnings += list(rec.warnings)
     return Path(result.output), tuple(result.lineage()), details, warnings
+
+
+def _speed_note(ratio: float | None, ci: tuple[float, float] | None, rounds: int) -> str | None:
+    """Why a variant is not recommended for speed, or None when it may be."""
+    if ratio is None:
+        return None
+    if ci is None:
+        return f"{ratio:.2f}x of fp32 but no interval ({rounds} round(s)): no speed claim, not recommended"
+    lo, hi = ci
+    spread = f"95 % CI {lo:.2f}–{hi:.2f} over {rounds} rounds"
+    if lo > 1.0:
+        return f"slower than fp32 here ({ratio:.2f}x, {spread}): not recommended"
+    if hi >= 1.0:
+        return f"no significant difference from fp32 ({ratio:.2f}x, {spread}): not recommended"
+    if ratio > RECOMMEND_MAX_RATIO:
+        return f"less than {100 * (1 - RECOMMEND_MAX_RATIO):.0f}% faster than fp32 ({ratio:.2f}x, {spread}): " \
+               "not recommended"
+    return None
+
+
+def recommendable(v: VariantResult) -> bool:
+    """fp32 (the baseline) when it ran and meets the target; another variant only when it also is
+    significantly faster: ratio <= RECOMMEND_MAX_RATIO and its whole interval below 1.0."""
+    if v.status != "ok" or not v.meets_target or v.latency_ms is None:
+        return False
+    if v.name == "fp32":
+        return True
+    return v.ratio is not None and v.ratio <= RECOMMEND_MAX_RATIO and v.faster_than_fp32
+
+
+def recommend(results: Sequence[VariantResult]) -> VariantResult | None:
+    """The recommended variant: the fastest recommendable one, fp32 when no other qualifies."""
+    eligible = [v for v in results if recommendable(v)]
+    others = [v for v in eligible if v.name != "fp32"]
+    if others:
+        return min(others, key=lambda v: v.ratio if v.ratio is not None else float("inf"))
+    return next((v for v in eligible if v.name == "fp32"), None)
 
 
 def _calibration_and_holdout(header: onnx.ModelProto, calibration: Path | None, samples: int,
@@ -368,7 +428,9 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
             spec = VARIANTS[name]
             path, lineage, details, warnings = built[name]
             cmp = comparisons[name]
+            # Float outputs are judged by cosine; integer/boolean ones (ids passed through, masks) exactly.
             diffs = [d for d in cmp.comparison.outputs.values() if d.cosine is not None]
+            int_bad = [d for d in cmp.comparison.outputs.values() if d.mode == "exact" and not d.match]
             cosine = min((d.cosine for d in diffs), default=None)
             top1 = min((d.top1_agreement for d in diffs if d.top1_agreement is not None), default=None)
             top5 = min((d.top5_overlap for d in diffs if d.top5_overlap is not None), default=None)
@@ -384,26 +446,34 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                 notes.append("uses ONNX Runtime contrib ops: runs on ONNX Runtime only")
             if cmp.set_errors:
                 notes.append(cmp.set_errors[0])
-            ratio = (latency.p10_ms / base_ms) if (latency and latency.p10_ms and base_ms) else None
-            meets = cosine is not None and cosine >= target_cosine and not cmp.set_errors
+            estimate = ratio_to(base, latency) if name != "fp32" else None
+            ratio = estimate.ratio if estimate is not None else (
+                (latency.p10_ms / base_ms) if (latency and latency.p10_ms and base_ms) else None)
+            ratio_ci = (estimate.ci_low, estimate.ci_high) if estimate is not None and estimate.ci_low is not None \
+                else None
+            meets = cosine is not None and cosine >= target_cosine and not cmp.set_errors and not int_bad
+            if not diffs and not int_bad and not cmp.set_errors and cmp.comparison:
+                cosine, meets = 1.0, True          # only integer outputs, all equal: nothing approximated
+            if int_bad:
+                notes.append(f"integer output '{int_bad[0].name[:60]}' differs from fp32: {int_bad[0].note}")
             if cosine is not None and cosine < target_cosine and name != "fp32":
                 notes.append(f"target missed: cosine {cosine_text(cosine, target_cosine)} < {target_cosine:.10g}")
-            if ratio is not None and ratio >= 1.0 and name != "fp32":
-                notes.append(f"slower than fp32 here ({ratio:.2f}x): not recommended")
-            elif ratio is not None and ratio > RECOMMEND_MAX_RATIO and name != "fp32":
-                notes.append(f"no faster than fp32 within measurement noise ({ratio:.2f}x): not recommended")
+            speed = _speed_note(ratio, ratio_ci, estimate.rounds if estimate is not None else 0) \
+                if name != "fp32" else None
+            if speed:
+                notes.append(speed)
             results[name] = VariantResult(
                 name, spec.label, spec.engine, spec.precision, "ok" if latency and not latency.error else "failed",
                 path=path if path != model_path else None, latency_ms=latency.p10_ms if latency else None,
                 p90_ms=latency.p90_ms if latency else None, median_ms=latency.median_ms if latency else None,
-                ratio=ratio, cosine=cosine, top1=top1, top5=top5,
+                ratio=ratio, ratio_ci=ratio_ci, ratio_rounds=estimate.rounds if estimate is not None else 0,
+                cosine=cosine, top1=top1, top5=top5,
                 max_abs=max_abs, meets_target=meets, notes=tuple(dict.fromkeys(notes)),
                 error=latency.error if latency else None, lineage=lineage, details=details)
         progress("recommending")
         ordered = [results[n] for n in names if n in results]
-        eligible = [v for v in ordered if v.status == "ok" and v.meets_target and v.latency_ms is not None
-                    and (v.name == "fp32" or (v.ratio is not None and v.ratio <= RECOMMEND_MAX_RATIO))]
-        best = min(eligible, key=lambda v: v.latency_ms) if eligible else None
+        eligible = [v for v in ordered if recommendable(v)]
+        best = recommend(ordered)
         per_engine: dict[str, str] = {}
         for v in eligible:
             cur = per_engine.get(v.engine)

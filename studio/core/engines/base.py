@@ -44,6 +44,7 @@ __all__ = [
     "encode_value",
     "rekey_arrays",
     "require_available",
+    "unpack_feeds",
 ]
 
 OutputValue = Any  # np.ndarray | list[OutputValue] | dict[Any, OutputValue] | int | float | str | bool | None
@@ -212,19 +213,53 @@ def check_model_file(model_path: Path | str) -> Path:
     return path.resolve()
 
 
+def _feed_array(name: str, value: Any) -> np.ndarray:
+    array = np.asarray(value)
+    if array.dtype.hasobject:
+        try:  # string tensors: fixed-width unicode crosses the process boundary safely
+            array = array.astype(str)
+        except (TypeError, ValueError):
+            raise StudioError(f"feed {name[:80]!r} is an object array that is not strings",
+                              code="BAD-FEEDS") from None
+    return array
+
+
+def is_sequence_feed(value: Any) -> bool:
+    """A feed for a ``seq(tensor)`` input: a list/tuple of arrays (a nested list of numbers is a tensor)."""
+    return isinstance(value, (list, tuple)) and all(isinstance(v, np.ndarray) for v in value) and (
+        len(value) > 0 or isinstance(value, list))
+
+
 def check_feeds(feeds: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+    """Feeds as arrays that can cross the process boundary; a sequence feed becomes
+    ``name\x00<i>`` items and a ``name\x00n`` length (:func:`unpack_feeds` rebuilds it)."""
     out: dict[str, np.ndarray] = {}
     for name, value in (feeds or {}).items():
         if not isinstance(name, str):
             raise StudioError(f"feed names must be strings, got {type(name).__name__}", code="BAD-FEEDS")
-        array = np.asarray(value)
-        if array.dtype.hasobject:
-            try:  # string tensors: fixed-width unicode crosses the process boundary safely
-                array = array.astype(str)
-            except (TypeError, ValueError):
-                raise StudioError(f"feed {name[:80]!r} is an object array that is not strings",
-                                  code="BAD-FEEDS") from None
-        out[name] = array
+        if is_sequence_feed(value):
+            out[f"{name}\x00n"] = np.asarray(len(value), dtype=np.int64)
+            for i, item in enumerate(value):
+                out[f"{name}\x00{i}"] = _feed_array(name, item)
+            continue
+        out[name] = _feed_array(name, value)
+    return out
+
+
+def unpack_feeds(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """Worker side of :func:`check_feeds`: sequence feeds as lists again."""
+    out: dict[str, Any] = {}
+    items: dict[str, dict[int, np.ndarray]] = {}
+    for key, value in arrays.items():
+        name, sep, part = key.rpartition("\x00")
+        if not sep or not (part == "n" or part.isdigit()):
+            out[key] = value
+        elif part == "n":
+            items.setdefault(name, {})
+        else:
+            items.setdefault(name, {})[int(part)] = value
+    for name, parts in items.items():
+        out[name] = [parts[i] for i in sorted(parts)]
     return out
 
 

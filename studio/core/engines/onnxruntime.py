@@ -26,6 +26,7 @@ from studio.core.engines.base import (
     module_present,
     package_version,
     require_available,
+    unpack_feeds,
 )
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
@@ -126,6 +127,7 @@ def ort_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
                            f"{', '.join(map(repr, model_outputs[:10]))}")
     names = list(wanted) if wanted else model_outputs
     expected = [i.name for i in session.get_inputs()]
+    arrays = unpack_feeds(arrays)            # sequence inputs come back as lists
     missing_feeds = [n for n in expected if n not in arrays]
     if missing_feeds:
         raise KeyError(f"missing feed(s) {', '.join(map(repr, missing_feeds[:5]))}")

@@ -22,7 +22,8 @@ def _fmt(x, spec):
 def _table(report) -> pd.DataFrame:
     return pd.DataFrame([{
         "variant": v.name, "": "★ recommended" if v.recommended else "", "engine": v.engine,
-        "ms (p10)": _fmt(v.latency_ms, ".2f"), "median ms": _fmt(v.median_ms, ".2f"), "× fp32": _fmt(v.ratio, ".2f"), "cosine": _fmt(v.cosine, ".5f"),
+        "ms (p10)": _fmt(v.latency_ms, ".2f"), "median ms": _fmt(v.median_ms, ".2f"), "× fp32": _fmt(v.ratio, ".2f"),
+        "95 % CI": f"{v.ratio_ci[0]:.2f}–{v.ratio_ci[1]:.2f}" if v.ratio_ci else "-", "cosine": _fmt(v.cosine, ".5f"),
         "top-1": _fmt(v.top1, ".2f"), "top-5": _fmt(v.top5, ".2f"),
         "target": "met" if v.meets_target else ("missed" if v.cosine is not None else ""),
         "status": v.status, "notes": " · ".join(v.notes) or (v.error or "")} for v in report.variants])

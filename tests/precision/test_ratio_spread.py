@@ -1,0 +1,80 @@
+"""Latency ratios with their spread: the statistics on synthetic samples, the recommendation
+on constructed measurements (no test here depends on timing)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from profilers.stats import paired_ratio, round_medians
+from studio.precision.latency import Latency, ratio_to
+from studio.precision.variants import VariantResult, recommend, recommendable
+
+
+def test_round_medians_split_samples_into_rounds():
+    assert round_medians([1, 2, 3, 10, 20, 30, 5], 3) == [2.0, 20.0, 5.0]
+
+
+def _rounds(ratio_per_round, base=10.0):
+    b = [base * (1 + 0.3 * np.sin(i)) for i in range(len(ratio_per_round))]       # drifting machine
+    return b, [x * r for x, r in zip(b, ratio_per_round)]
+
+
+def test_a_consistent_speedup_has_an_interval_below_one():
+    b, o = _rounds([0.40, 0.38, 0.41, 0.39, 0.40, 0.42])
+    est = ratio_to(Latency("fp32", 10, 11, 18, round_medians_ms=tuple(b)),
+                   Latency("int8", 4, 5, 18, round_medians_ms=tuple(o)))
+    assert est is not None and est.faster and est.significant
+    assert 0.38 <= est.ci_low <= est.ratio <= est.ci_high <= 0.42
+    assert "over 6 rounds" in est.interval_text()
+
+
+def test_a_noisy_ratio_whose_interval_includes_one_is_no_difference():
+    """The CNN measured twice: 0.39x one run, 0.93x the next. Rounds that spread like that
+    give an interval containing 1.0: no significant difference, no speed claim."""
+    b, o = _rounds([0.39, 1.10, 0.93, 1.05, 0.45, 1.2])
+    est = paired_ratio(b, o)
+    assert est.ci_low < 1.0 < est.ci_high and not est.faster and not est.significant
+    assert est.verdict("int8", "fp32").startswith("no significant difference")
+
+
+def test_too_few_rounds_give_no_interval():
+    est = paired_ratio([10.0, 10.0], [4.0, 4.0])
+    assert est.ci_low is None and not est.faster
+    assert ratio_to(Latency("a", 1, 1, 1), Latency("b", 1, 1, 1)) is None     # no rounds recorded
+
+
+def _v(name, ratio, ci, meets=True):
+    return VariantResult(name, name, "onnxruntime", "int8", "ok", latency_ms=10 * ratio, ratio=ratio,
+                         ratio_ci=ci, ratio_rounds=6 if ci else 0, meets_target=meets)
+
+
+def test_recommendation_needs_an_interval_below_one():
+    fp32 = _v("fp32", 1.0, None)
+    noisy = _v("int8-ov", 0.39, (0.30, 1.05))        # best point estimate, but not significant
+    solid = _v("int8", 0.80, (0.75, 0.86))
+    assert not recommendable(noisy) and recommendable(solid)
+    assert recommend([fp32, noisy, solid]).name == "int8"
+    assert recommend([fp32, noisy]).name == "fp32"
+    assert "no significant difference" in noisy.speed_text and "0.39x" in noisy.speed_text
+    assert solid.speed_text.startswith("0.80x of fp32 (95 % CI 0.75–0.86 over 6 rounds)")
+
+
+def test_no_interval_or_missed_target_or_small_gain_is_never_recommended():
+    fp32 = _v("fp32", 1.0, None)
+    assert recommend([fp32, _v("a", 0.5, None)]).name == "fp32"                 # no interval
+    assert recommend([fp32, _v("b", 0.5, (0.45, 0.55), meets=False)]).name == "fp32"
+    assert recommend([fp32, _v("c", 0.97, (0.96, 0.98))]).name == "fp32"        # < 5 % faster
+    assert recommend([fp32, _v("d", 0.6, (0.5, 0.7)), _v("e", 0.5, (0.45, 0.55))]).name == "e"
+
+
+def test_quantization_passes_claim_speed_only_on_an_interval_below_one():
+    from passes.quant_tools import speed_vs_fp32
+
+    base = [10.0, 12.0, 9.0, 11.0, 10.0]
+    rounds = {"fp32": base, "fast": [x * 0.5 for x in base], "slow": [x * 1.5 for x in base],
+              "noisy": [b * r for b, r in zip(base, [0.6, 1.3, 0.9, 1.2, 0.7])]}
+    assert speed_vs_fp32(rounds, "fast", "fast") is None
+    assert "is slower than fp32" in speed_vs_fp32(rounds, "slow", "slow")
+    noisy = speed_vs_fp32(rounds, "noisy", "noisy")
+    assert noisy.startswith("noisy: no significant difference from fp32") and "95 % CI" in noisy
+    assert speed_vs_fp32({}, "fast", "fast") is None                       # not measured: nothing claimed
