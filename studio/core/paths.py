@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
 
 from studio.core.errors import PathError
@@ -85,6 +85,9 @@ def user_data_path(value: str | Path, *, label: str = "input data") -> Path:
     resolved = Path(os.path.normpath(resolved))
     if not resolved.exists():
         raise PathError(f"{label} '{text[:200]}' does not exist")
+    from studio.core.outputs import register_input
+
+    register_input(resolved, *(islice(resolved.rglob("*"), 2000) if resolved.is_dir() else ()))   # never an output
     return resolved
 
 
@@ -143,34 +146,20 @@ def current_umask() -> int:
 
 @contextmanager
 def atomic_writer(target: Path, mode: str = "wb") -> Iterator:
-    """Write to a temp file beside ``target`` and rename it into place.
+    """Kept for existing callers: ``studio.core.outputs.open_output`` (the one write path)."""
+    from studio.core.outputs import open_output
 
-    A planted symlink at ``target`` is replaced, not followed. The file gets the
-    permissions a plain ``open(target, "w")`` would give it (0666 & ~umask), not
-    ``mkstemp``'s private 0600.
-    """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, mode) as fh:
-            os.fchmod(fh.fileno(), 0o666 & ~current_umask())
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with open_output(target, mode) as fh:
+        yield fh
 
 
 def atomic_write_bytes(target: Path, data: bytes) -> None:
-    with atomic_writer(target, "wb") as fh:
-        fh.write(data)
+    from studio.core.outputs import write_bytes
+
+    write_bytes(target, data)
 
 
 def atomic_write_text(target: Path, text: str) -> None:
-    with atomic_writer(target, "w") as fh:
-        fh.write(text)
+    from studio.core.outputs import write_text
+
+    write_text(target, text)
