@@ -390,6 +390,27 @@ def write_html_figure(figure: Any, target: str | Path, *, shown: str | None = No
     return write_text(target, buf.getvalue(), shown=shown)
 
 
+def link_file(source: str | Path, target: str | Path, *, shown: str | None = None) -> bool:
+    """Hard-link a file the studio wrote itself to ``target`` (checked like any destination), made
+    under a temp name and renamed into place. False when the file system has no hard links."""
+    label = shown or shown_path(target)
+    path = check_destination(target, shown=label)
+    tmp = path.with_name(f".onnx-studio-{uuid.uuid4().hex[:12]}.link")
+    try:
+        os.link(source, tmp)
+    except OSError:
+        return False
+    try:
+        with folder_lock(path.parent, label):
+            _check_existing(path, label)
+            with translated(label):
+                os.replace(tmp, path)
+    except BaseException:
+        _unlink_quiet(tmp)
+        raise
+    return True
+
+
 # -- several files at once ------------------------------------------------------------------------
 
 @contextmanager

@@ -379,7 +379,7 @@ def _write_samples(folder: Path, sig: OpSignature) -> list[PluginFile]:
             continue
         arrays.update({f"out{j}": a for j, a in enumerate(s.outputs or ())})
         buf = io.BytesIO()
-        np.savez(buf, **arrays)
+        np.savez(buf, **arrays)  # scratch: an in-memory buffer
         rel = f"samples/sample_{i}.npz"
         atomic_write_bytes(safe_child(folder, rel), buf.getvalue())
         what = ("and the reference outputs" if s.outputs is not None

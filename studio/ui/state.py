@@ -34,7 +34,7 @@ def _end_session(pool_key: str, root: str) -> None:
     from studio import api
 
     api.release_session(pool_key)
-    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)  # scratch: the session's own workspace root
 
 
 def _sweep_stale_sessions(parent: Path) -> None:
@@ -42,7 +42,7 @@ def _sweep_stale_sessions(parent: Path) -> None:
     try:
         for d in parent.iterdir():
             if d.is_dir() and d.name.startswith("session-") and time.time() - d.stat().st_mtime > STALE_SESSION_S:
-                shutil.rmtree(d, ignore_errors=True)
+                shutil.rmtree(d, ignore_errors=True)  # scratch: an expired session's workspace root
     except OSError:
         pass
 
