@@ -16,7 +16,7 @@ from studio.cli.inputs_args import add_preprocess_arguments, preprocess_from
 from studio.core import outputs
 from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes, printable
-from studio.core.paths import safe_name, user_data_path
+from studio.core.paths import distinct_name, user_data_path
 
 NAME = "profile"
 HELP = ("Latency (cold start, p50..p99.9, interleaved ratios), per-op time, memory and sweeps of one or more "
@@ -175,7 +175,7 @@ def _export_traces(profile, dest: Path) -> None:  # noqa: ANN001 - profilers.pro
         print("note: no per-op trace was produced (see the per-op notes)", file=sys.stderr)
         return
     for vid, path in traced:
-        target = dest if len(traced) == 1 else dest.with_name(f"{dest.stem}-{safe_name(vid)}{dest.suffix or '.json'}")
+        target = dest if len(traced) == 1 else dest.with_name(f"{dest.stem}-{distinct_name(vid)}{dest.suffix or '.json'}")
         _write_trace(path, target)
         print(f"trace    {vid}: {target}", file=sys.stderr)
 

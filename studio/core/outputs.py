@@ -338,13 +338,11 @@ def open_output(target: str | Path, mode: str = "wb", *, shown: str | None = Non
     with translated(label):
         fd, tmp = _temp_beside(path)
     try:
-        with translated(label):
+        with translated(label):           # the caller's writes too: ENOSPC/EFBIG surface in them
             fh = os.fdopen(fd, mode, **({"encoding": encoding or "utf-8"} if mode == "w" else {}))
-        with fh:
-            with translated(label):
+            with fh:
                 os.fchmod(fh.fileno(), _file_mode())
-            yield fh
-            with translated(label):
+                yield fh
                 fh.flush()
                 os.fsync(fh.fileno())
         with folder_lock(path.parent, label):

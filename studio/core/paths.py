@@ -30,6 +30,19 @@ def safe_name(name: str, *, default: str = "model", max_len: int = 80) -> str:
     return cleaned or default
 
 
+def distinct_name(name: str, *, default: str = "model", max_len: int = 80) -> str:
+    """``safe_name`` for folder and file names derived from model, tensor or op names: when
+    sanitizing changed the name, a short hash of the original is appended, so names that collide
+    after sanitizing (``a/b``, ``a_b``, ``a:b``, ``.``) still get distinct folders (R38)."""
+    cleaned = safe_name(name, default=default, max_len=max_len)
+    if cleaned == name:
+        return cleaned
+    import hashlib
+
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{cleaned[:max(1, max_len - 9)]}-{digest}"
+
+
 def display_path(path: Path | str, root: Path | None = None) -> str:
     """A path for messages: relative to ``root`` when inside it, else the base name.
 

@@ -16,14 +16,14 @@ import zipfile
 from pathlib import Path
 
 from studio.core import outputs
-from studio.core.paths import current_umask, safe_name
+from studio.core.paths import current_umask, distinct_name
 from studio.export.files import sha256_file
 
 STORE_ABOVE = 16 * 2**20        # weights barely compress: store big files, deflate the rest
 
 
 def bundle_name(model_name: str, sha256: str) -> str:
-    return f"{safe_name(model_name, default='model', max_len=60)}-{sha256[:8]}"
+    return f"{distinct_name(model_name, default='model', max_len=60)}-{sha256[:8]}"
 
 
 def prepare_output(out_dir: Path) -> Path:
