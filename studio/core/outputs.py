@@ -231,7 +231,7 @@ def _check_existing(path: Path, shown: str, *, folder: bool = False) -> os.stat_
         hint = "give a file name" if what == "a folder" else "only regular files are replaced"
         raise OutputError(f"output '{shown}' is {what}; {hint}")
     if _is_input(st):
-        raise OutputError(f"output '{shown}' is the input model or a file this run reads; "
+        raise OutputError(f"output '{shown}' would overwrite the input model or a file this run reads; "
                           "choose another output path")
     return st
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle, require_valid
-from studio.core.outputs import remove_scratch
+from studio.core.outputs import check_destination, remove_scratch
 from studio.core.paths import atomic_write_text
 from studio.export.bundle import bundle_name, check_final, finalize, inventory, prepare_output, staging_dir, write_zip
 from studio.export.context import ExportContext
@@ -75,6 +75,8 @@ def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Pat
     out = prepare_output(Path(out_dir))
     name = bundle_name(options.name or handle.name, handle.sha256)
     check_final(out / name)                # an old bundle may be replaced; a foreign folder or the input's never
+    if options.zip:
+        check_destination(out / f"{name}.zip")
     staging = staging_dir(out, name, "partial")
     work = staging_dir(out, name, "work")
     try:
