@@ -223,8 +223,8 @@ def _check_existing(path: Path, shown: str, *, folder: bool = False) -> os.stat_
                           "(remove the link or choose another name)")
     if folder:
         if not stat.S_ISDIR(st.st_mode):
-            raise OutputError(f"output '{shown}' exists and is {_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a file'}, "
-                              "not a folder")
+            what = "a file" if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
+            raise OutputError(f"output '{shown}' exists and is {what}, not a folder")
         return st
     if not stat.S_ISREG(st.st_mode):
         what = _kind(st.st_mode)
