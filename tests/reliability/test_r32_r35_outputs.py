@@ -138,6 +138,24 @@ def test_r32_facade_optimize_refuses_every_alias_of_the_input(work, kind):
     assert sha256_file(work / "m.onnx") == before
 
 
+def test_r32_a_bind_mount_of_the_inputs_folder_is_the_same_input(work, capsys):
+    alias = work / "alias"
+    alias.mkdir()
+    proc = subprocess.run(["mount", "--bind", str(work), str(alias)], capture_output=True)
+    if proc.returncode != 0:
+        pytest.skip("bind mounts are not permitted here (needs root in a mount namespace)")
+    try:
+        before = sha256_file(work / "m.onnx")
+        rc, err = _cli(capsys, "optimize", "m.onnx", "-o", "alias/m.onnx")
+        assert rc == 2
+        assert_user_message(err, "alias/m.onnx", "input model")
+        rc, err = _cli(capsys, "optimize", "m.onnx", "-o", "o.onnx", "--report", "alias/m.onnx")
+        assert rc == 2
+        assert sha256_file(work / "m.onnx") == before
+    finally:
+        subprocess.run(["umount", "-l", str(alias)], capture_output=True)
+
+
 def test_r32_optimize_refuses_an_output_that_is_the_inputs_external_data(work, capsys):
     m = _model(n=128)
     onnx.save(m, work / "ext.onnx", save_as_external_data=True, location="o.onnx.data", size_threshold=0)
