@@ -111,7 +111,7 @@ def fix_to_file(model_path, names: list[str], output, *, verify: bool = True,
                           dims=dims, feeds=feeds)
     if not result.ok or not result.modified:
         for leftover in (output, output.with_name(output.name + ".data")):
-            leftover.unlink(missing_ok=True)
+            leftover.unlink(missing_ok=True)  # scratch: the new version's file in the workspace, made by this run
         if not result.ok:
             raise StudioError(f"fix not applied: {result.summary()}", code="FIX-FAILED")
         notes = "; ".join(n for r in result.records for n in r.notes)

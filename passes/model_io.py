@@ -96,7 +96,7 @@ class Linker:
             cache = self.workdir / "copies"
             cache.mkdir(parents=True, exist_ok=True)
             copy = cache / f"copy{len(self._copies) + 1}.data"
-            shutil.copyfile(source, copy)
+            shutil.copyfile(source, copy)  # scratch: the workdir's private copy
             self._copies[str(source)] = copy
             log.info("external data copied once into the work folder (%d MB)", copy.stat().st_size // 2**20)
         return copy
@@ -107,9 +107,9 @@ class Linker:
         target = folder / name
         private = self._private(Path(source))
         try:
-            os.link(private, target)
+            os.link(private, target)  # scratch: a checkpoint folder in the workdir
         except OSError:           # no hard links on this filesystem
-            shutil.copyfile(private, target)
+            shutil.copyfile(private, target)  # scratch: a checkpoint folder in the workdir
         return name
 
 
@@ -134,7 +134,7 @@ def save_checkpoint(model: ir.Model, path: Path, *, data_dir: Path, linker: Link
                 location = os.path.relpath(Path(t.path).resolve(), data_dir)
                 v.const_value = ir.ExternalTensor(location, t.offset, t.length, t.dtype, shape=t.shape,
                                                   name=t.name or v.name or "", base_dir=str(data_dir))
-        onnx.save_model(_serialize(model), str(path))
+        onnx.save_model(_serialize(model), str(path))  # scratch: a checkpoint in the pipeline's workdir
     finally:
         for v, t in zip(values, tensors):
             v.const_value = t
@@ -167,7 +167,7 @@ def _save_self_contained(model: ir.Model, path: Path, linker: Linker) -> Checkpo
                                                                 f"{path.name}.data")
             for (v, _), ext in zip(fresh, externals):
                 v.const_value = ext
-        onnx.save_model(_serialize(model), str(path))
+        onnx.save_model(_serialize(model), str(path))  # scratch: a checkpoint in the pipeline's workdir
     finally:
         for v, tensor in zip(values, originals):
             v.const_value = tensor

@@ -13,8 +13,8 @@ from outside (``passes.instruments``).
 from __future__ import annotations
 
 import logging
+import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -176,7 +176,7 @@ class _Checkpoints:
     def _drop(self, ckpt: Checkpoint) -> None:
         folder = ckpt.path.parent
         if folder.parent == self.dir and ckpt not in (self.last_good, self.loaded_from):
-            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)   # scratch: a checkpoint folder inside the workdir
 
 
 def validate_input(model_path: Path, *, limits: Limits | None = None, pool_key: str = "default",
@@ -199,19 +199,25 @@ def validate_input(model_path: Path, *, limits: Limits | None = None, pool_key: 
 
 
 def _check_output_path(model_path: Path, output: Path) -> None:
-    """The result must never overwrite the input model or its external data."""
+    """The result must never overwrite the input model or its external data, nor go through a
+    link, a FIFO or a folder (``studio.core.outputs``): checked before any pass runs."""
     import onnx
 
-    src = model_path.resolve()
-    proto = onnx.load_model(str(model_path), load_external_data=False)
+    from studio.core.outputs import check_destination, register_input, shown_path
     from studio.core.protowalk import iter_tensors
 
-    inputs = {src} | {(src.parent / loc).resolve() for loc in _locations(iter_tensors, proto)}
-    out = output.resolve()
-    for target in (out, out.with_name(out.name + ".data")):
-        if target in inputs:
-            raise StudioError("the output would overwrite the input model or its weights; choose another output path",
-                              code="BAD-PATH")
+    src = Path(model_path)
+    proto = onnx.load_model(str(model_path), load_external_data=False)
+    register_input(src, *(src.parent / loc for loc in _locations(iter_tensors, proto)))
+    label = shown_path(output)
+    check_destination(output, shown=label)
+    check_destination(output.with_name(output.name + ".data"), shown=label + ".data")
+
+
+def _absolute(path: str | Path) -> Path:
+    """Absolute, the parent resolved, the final name kept (so a link at it is refused, not followed)."""
+    p = Path(os.path.abspath(path))
+    return Path(os.path.realpath(p.parent)) / p.name
 
 
 def _locations(iter_tensors, proto) -> set[str]:
@@ -225,18 +231,20 @@ def _locations(iter_tensors, proto) -> set[str]:
 
 
 def _copy_unchanged(model_path: Path, output: Path) -> None:
-    """Nothing changed: the result is the input, byte for byte (with its data files)."""
+    """Nothing changed: the result is the input, byte for byte (with its data files), committed
+    together through ``studio.core.outputs.staged_files``."""
     import onnx
 
-    from studio.core.paths import atomic_write_bytes
+    from studio.core.outputs import copy_into, shown_path, staged_files
 
     proto = onnx.load_model(str(model_path), load_external_data=False)
-    for loc in sorted(_locations(_iter_tensors(), proto)):
-        src, dst = (model_path.parent / loc).resolve(), (output.parent / loc).resolve()
-        if src != dst and output.parent.resolve() in dst.parents:
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst)
-    atomic_write_bytes(output, model_path.read_bytes())
+    with staged_files(output.parent, shown=str(Path(shown_path(output)).parent)) as stage:
+        for loc in sorted(_locations(_iter_tensors(), proto)):
+            src, rel = (model_path.parent / loc).resolve(), Path(os.path.normpath(loc))
+            if rel.is_absolute() or rel.parts[:1] == ("..",):
+                continue
+            copy_into(src, stage / rel)
+        copy_into(model_path, stage / output.name)
 
 
 def _iter_tensors():
@@ -303,17 +311,19 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
     started = time.perf_counter()
     instruments = with_nvtx(instruments)        # NVTX range per pass when nsys is attached
     model_path = Path(model_path).resolve()     # workers run in a scratch cwd
-    output = Path(output).resolve()
-    _check_output_path(model_path, output)
+    _check_output_path(model_path, Path(output))
+    output = _absolute(output)                  # the name itself is never resolved: a link there is refused
     partial_path: Path | None = output
     if partial == "none":
         partial_path = None
     elif partial != "output":
-        partial_path = Path(partial).resolve()
-        _check_output_path(model_path, partial_path)
+        _check_output_path(model_path, Path(partial))
+        partial_path = _absolute(partial)
     output.parent.mkdir(parents=True, exist_ok=True)
     dims = {**dict(dims or {}), **_fixed_dims(passes)}
-    workdir = Path(tempfile.mkdtemp(prefix=".pipeline-", dir=output.parent))
+    from studio.core.outputs import remove_scratch, scratch_dir
+
+    workdir = scratch_dir(output.parent, ".pipeline-")
     try:
         # What ORT fixes silently (node order, duplicated opsets, old IR, contradicting output
         # shapes) is repaired in a copy and said as lint; the user's file is only read.
@@ -425,7 +435,7 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
         return PipelineResult(target, tuple(records), ok, stopped, dict(ops_before), dict(count_ops(model)),
                               reference, time.perf_counter() - started, lint)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_scratch(workdir)
 
 
 def _after(instruments: Sequence[Instrument], p: StudioPass, model: ir.Model, rec: PassRecord) -> None:

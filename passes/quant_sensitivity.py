@@ -87,7 +87,7 @@ def rank_nodes(prepared: Path, qdq: Path, feeds: Feeds, ctx: Any, workdir: Path,
     (folder / "b").mkdir(parents=True, exist_ok=True)
     for src, side in ((prepared, "a"), (qdq, "b")):
         for data in Path(src).parent.glob(Path(src).name + ".data"):
-            shutil.copyfile(data, folder / side / data.name)
+            shutil.copyfile(data, folder / side / data.name)  # scratch: the probe folder made above
     opts = {"graph_optimization_level": "disable"}
     for c, chunk in enumerate(chunk_items(items, chunk_bytes, itemsize)):
         res = compare_chunk(str(prepared), str(qdq), chunk, feeds, ctx, engine_a="onnxruntime",
@@ -95,7 +95,7 @@ def rank_nodes(prepared: Path, qdq: Path, feeds: Feeds, ctx: Any, workdir: Path,
                             dir_b=folder / "b", chunk=c)
         for tensor, r in res.items():
             errors[tensor] = r["rel_l2"] if r["rel_l2"] is not None else float("inf")
-    shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(folder, ignore_errors=True)  # scratch: the probe folder made above
     ops = quantizable_ops()
     produced_by = {o: n for n in ref.graph.node for o in n.output}
     added: dict[str, float] = {}

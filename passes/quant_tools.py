@@ -110,10 +110,10 @@ def _big(path: Path) -> bool:
 
 def _save(model: onnx.ModelProto, path: Path) -> None:
     if model.ByteSize() > 1_800_000_000:
-        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,  # scratch: worker: its scratch folder
                         location=path.name + ".data")
     else:
-        onnx.save_model(model, str(path))
+        onnx.save_model(model, str(path))  # scratch: worker: its scratch folder
 
 
 # ---------------------------------------------------------------------------- feeds
@@ -210,7 +210,7 @@ def calibrate(prepared: Path, sets: Sequence[Feeds], method: str, workdir: Path)
     data = calibrator.compute_data()
     del calibrator
     for f in workdir.glob("augmented.onnx*"):
-        f.unlink(missing_ok=True)
+        f.unlink(missing_ok=True)  # scratch: the calibrator's file in the workdir
     values = {}
     for name in data:
         lo, hi = data[name].range_value
@@ -463,7 +463,7 @@ def nodes_of(path: Path) -> list[onnx.NodeProto]:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    path.write_text(json.dumps(obj, indent=1, default=str))
+    path.write_text(json.dumps(obj, indent=1, default=str))  # scratch: worker: its scratch folder
 
 
 def timer() -> float:

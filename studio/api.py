@@ -133,7 +133,7 @@ def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHand
                              on_progress=on_progress)
     finally:
         if temporary:
-            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)  # scratch: the temp folder made above
     return replace(result, out_dir=None) if temporary else result
 
 

@@ -304,7 +304,7 @@ def _with_outputs(src: str, names: list[tuple[str, int]], dst: Path) -> Path:
         if name not in existing:
             model.graph.output.append(onnx.helper.make_tensor_value_info(name, elem_type, None))
             existing.add(name)
-    with open(dst, "wb") as fh:
+    with open(dst, "wb") as fh:  # scratch: a chunk model in the layer-wise work folder
         fh.write(model.SerializeToString())
     return dst
 
@@ -343,7 +343,7 @@ def compare_chunk(reference: str, candidate: str, items: list[dict], feeds: Feed
             runner.close()
             del runner
         finally:
-            path.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)  # scratch: the chunk model in the work folder
             _release_memory()
     results: dict[str, dict] = {}
     for it in items:
@@ -393,7 +393,7 @@ def layer_prepare_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext
     model = onnx.load_model(args["model"])
     folder = Path(args["folder"])
     folder.mkdir(parents=True, exist_ok=True)
-    onnx.save_model(model, str(folder / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+    onnx.save_model(model, str(folder / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,  # scratch: worker: the working copy in the layer-wise work folder
                     location="model.onnx.data", size_threshold=1024)
     return JobOutput(data={"path": str(folder / "model.onnx")})
 
@@ -525,7 +525,7 @@ def compare_layers(reference: Path, candidate: Path, *, feeds: Feeds, engine: st
         if on_progress:
             on_progress(len(chunks), len(chunks))
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)  # scratch: the layer-wise work folder made by this run
     layers.sort(key=lambda x: x.index)
     first = next((x for x in layers if x.exceeds), None)
     tol_text = f"relative L2 error > {threshold:g} per layer"

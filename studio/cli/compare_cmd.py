@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from studio import api
 from studio.cli.common import parse_dims, print_json
 from studio.cli.inputs_args import add_input_arguments, preprocess_from
+from studio.core import outputs
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
 from studio.core.types import shape_text
@@ -46,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
         raise StudioError("--count must be between 1 and 256")
     dims = parse_dims(args.dim)
     a, b = api.load(args.a), api.load(args.b)
+    if args.chart:
+        outputs.check_destination(args.chart)           # before the run: not an input, no link/FIFO/folder
     feeds = None
     if args.inputs or args.images:
         feeds = api.make_inputs(a, inputs=args.inputs, images=args.images, count=args.count, dims=dims,
@@ -56,9 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.chart:
         from studio.accuracy.charts import layer_error_figure
 
-        out = Path(args.chart)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        layer_error_figure(result.layerwise).write_html(str(out), include_plotlyjs=True)
+        outputs.write_html_figure(layer_error_figure(result.layerwise), args.chart)
     if args.json:
         print_json(result.to_dict())
         return 0 if result.ok else 1

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import parse_dims, parse_options, print_json
+from studio.core import outputs
 from studio.core.errors import StudioError
 from studio.core.fmt import human_count, printable
 
@@ -76,6 +76,8 @@ def _run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.suffix != ".onnx":
         raise StudioError("-o must name a .onnx file")
+    if args.report:
+        outputs.check_destination(args.report)          # before the run: not the input, no link/FIFO/folder
     partial = out.with_name(out.stem + ".partial.onnx")
     result = api.optimize(handle, preset=args.preset, passes=names, dims=dims, pass_options=options,
                           on_failure=args.on_failure, verify=not args.no_verify, out_path=out,
@@ -90,7 +92,7 @@ def _run(args: argparse.Namespace) -> int:
         api.add_optimized_version(kept(args).model, kept(args).version.id, result, preset=args.preset,
                                   label=args.preset or ("passes" if names else "safe"))
     if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2, default=str, allow_nan=False))
+        outputs.write_json(args.report, report)
     if args.json:
         print_json(report)
     else:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import parse_dims, print_json
 from studio.cli.inputs_args import preprocess_from
+from studio.core import outputs
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
 
@@ -62,6 +62,8 @@ def _run(args: argparse.Namespace) -> int:
         raise StudioError("--samples must be between 1 and 1024")
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     handle = api.load(args.model)
+    if args.chart:
+        outputs.check_destination(args.chart)           # before the run: not the input, no link/FIFO/folder
 
     def progress(i: int, n: int, label: str) -> None:
         if not args.json:
@@ -80,9 +82,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.chart:
         from studio.precision.charts import tradeoff_figure
 
-        out = Path(args.chart)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tradeoff_figure(report).write_html(str(out), include_plotlyjs=True)
+        outputs.write_html_figure(tradeoff_figure(report), args.chart)
     if args.json:
         print_json(report.to_dict())
         return 0

@@ -14,9 +14,10 @@ from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, with_project
 from studio.cli.common import parse_dims, print_json
 from studio.cli.inputs_args import add_preprocess_arguments, preprocess_from
-from studio.core.errors import PathError, StudioError
+from studio.core import outputs
+from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes, printable
-from studio.core.paths import atomic_writer, safe_name, user_data_path
+from studio.core.paths import distinct_name, user_data_path
 
 NAME = "profile"
 HELP = ("Latency (cold start, p50..p99.9, interleaved ratios), per-op time, memory and sweeps of one or more "
@@ -92,10 +93,7 @@ def _options(args: argparse.Namespace):  # noqa: ANN202 - profilers.profile.Prof
 
 
 def _write_trace(source: Path, dest: Path) -> None:
-    if dest.is_symlink() or (dest.exists() and not dest.is_file()):
-        raise PathError(f"--trace target '{dest.name}' exists and is not a regular file")
-    with open(source, "rb") as src, atomic_writer(dest, "wb") as out:
-        shutil.copyfileobj(src, out)
+    outputs.copy_file(source, dest)
 
 
 def _nsys(args: argparse.Namespace) -> int | None:
@@ -141,6 +139,8 @@ def _run(args: argparse.Namespace) -> int:
             return code
     options = _options(args)
     handles = [api.load(m) for m in args.models]
+    if args.trace:
+        outputs.check_destination(args.trace)           # before the run: not an input, no link/FIFO/folder
     names = [h.name for h in handles]
     labels = [f"{i}:{printable(n, 40)}" if names.count(n) > 1 else printable(n, 60) for i, n in enumerate(names)]
     engines = args.engine or ["ort"]
@@ -160,17 +160,14 @@ def _run(args: argparse.Namespace) -> int:
         if args.trace:
             _export_traces(profile, Path(args.trace))
         if keep is not None:
-            import json
-
-            with atomic_writer(keep / "profile.json", "w") as fh:
-                json.dump(profile.to_dict(include_samples=True), fh, indent=1, allow_nan=False)
+            outputs.write_json(keep / "profile.json", profile.to_dict(include_samples=True), indent=1, default=None)
         if args.json:
             print_json(profile.to_dict(include_samples=args.samples))
         else:
             _print(profile, args.top)
     finally:
         if keep is None:
-            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)   # scratch: the temp folder made above
     return 0 if profile.ok else 1
 
 
@@ -181,7 +178,7 @@ def _export_traces(profile, dest: Path) -> None:  # noqa: ANN001 - profilers.pro
         print("note: no per-op trace was produced (see the per-op notes)", file=sys.stderr)
         return
     for vid, path in traced:
-        target = dest if len(traced) == 1 else dest.with_name(f"{dest.stem}-{safe_name(vid)}{dest.suffix or '.json'}")
+        target = dest if len(traced) == 1 else dest.with_name(f"{dest.stem}-{distinct_name(vid)}{dest.suffix or '.json'}")
         _write_trace(path, target)
         print(f"trace    {vid}: {target}", file=sys.stderr)
 

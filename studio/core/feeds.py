@@ -584,8 +584,9 @@ def save_npz(sets: list[Feeds] | tuple[Feeds, ...], path: Path) -> Path:
             if isinstance(value, list):
                 raise StudioError(f"input '{name[:60]}' is a sequence; it cannot be saved as an .npz")
             arrays[f"{name}/{i}"] = np.asarray(value)
+    from studio.core.outputs import open_output
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as fh:
-        np.savez(fh, **arrays)
+    with open_output(path, "wb") as fh:
+        np.savez(fh, **arrays)  # scratch: into open_output's temp file
     return path

@@ -167,6 +167,9 @@ def load(path: str | Path, *, check: bool = True) -> ModelHandle:
         digest = _sha256_files(files)
     except OSError as exc:
         raise ModelLoadError(f"cannot read model files ({exc.strerror})") from None
+    from studio.core.outputs import register_input
+
+    register_input(*files)          # no output of this process may replace the model or its weights
     result = _basic_check(p) if check else CheckResult(True)
     if not result.ok:
         log.info("checker: %s", result.message)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
 
 from studio.core.errors import PathError
@@ -28,6 +28,19 @@ def safe_name(name: str, *, default: str = "model", max_len: int = 80) -> str:
     cleaned = _SAFE_NAME.sub("_", name.replace("\x00", "")).strip("._-")
     cleaned = cleaned[:max_len].strip("._-")
     return cleaned or default
+
+
+def distinct_name(name: str, *, default: str = "model", max_len: int = 80) -> str:
+    """``safe_name`` for folder and file names derived from model, tensor or op names: when
+    sanitizing changed the name, a short hash of the original is appended, so names that collide
+    after sanitizing (``a/b``, ``a_b``, ``a:b``, ``.``) still get distinct folders (R38)."""
+    cleaned = safe_name(name, default=default, max_len=max_len)
+    if cleaned == name:
+        return cleaned
+    import hashlib
+
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{cleaned[:max(1, max_len - 9)]}-{digest}"
 
 
 def display_path(path: Path | str, root: Path | None = None) -> str:
@@ -85,6 +98,9 @@ def user_data_path(value: str | Path, *, label: str = "input data") -> Path:
     resolved = Path(os.path.normpath(resolved))
     if not resolved.exists():
         raise PathError(f"{label} '{text[:200]}' does not exist")
+    from studio.core.outputs import register_input
+
+    register_input(resolved, *(islice(resolved.rglob("*"), 2000) if resolved.is_dir() else ()))   # never an output
     return resolved
 
 
@@ -143,34 +159,20 @@ def current_umask() -> int:
 
 @contextmanager
 def atomic_writer(target: Path, mode: str = "wb") -> Iterator:
-    """Write to a temp file beside ``target`` and rename it into place.
+    """Kept for existing callers: ``studio.core.outputs.open_output`` (the one write path)."""
+    from studio.core.outputs import open_output
 
-    A planted symlink at ``target`` is replaced, not followed. The file gets the
-    permissions a plain ``open(target, "w")`` would give it (0666 & ~umask), not
-    ``mkstemp``'s private 0600.
-    """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, mode) as fh:
-            os.fchmod(fh.fileno(), 0o666 & ~current_umask())
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with open_output(target, mode) as fh:
+        yield fh
 
 
 def atomic_write_bytes(target: Path, data: bytes) -> None:
-    with atomic_writer(target, "wb") as fh:
-        fh.write(data)
+    from studio.core.outputs import write_bytes
+
+    write_bytes(target, data)
 
 
 def atomic_write_text(target: Path, text: str) -> None:
-    with atomic_writer(target, "w") as fh:
-        fh.write(text)
+    from studio.core.outputs import write_text
+
+    write_text(target, text)

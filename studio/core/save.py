@@ -1,17 +1,20 @@
-"""Save a model (ModelProto or onnx_ir Model) into an output folder, atomically,
+"""Save a model (ModelProto or onnx_ir Model) to a file the user chose, atomically,
 with external data when it would not fit in one protobuf (> 2 GiB).
+
+The model and its ``.data`` are written by onnx/onnx_ir into a staging folder that
+``studio.core.outputs.staged_files`` hands out beside the destination, then committed
+together (one lock, two renames): the destination rules of ``studio.core.outputs`` apply
+to both files, and a concurrent writer never leaves one writer's model with the other's data.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import onnx
 from onnx import ModelProto
 
-from studio.core.paths import atomic_write_bytes
+from studio.core.outputs import check_destination, shown_path, staged_files, write_bytes
 
 # Above this total tensor size, weights go to an external data file.
 EXTERNAL_DATA_THRESHOLD = 1_800 * 2**20
@@ -27,36 +30,31 @@ def _proto_of(model) -> ModelProto:
     raise TypeError(f"cannot save a {type(model).__name__}")
 
 
-def save_model(model, target: Path, *, external_data: bool | None = None) -> Path:
+def save_model(model, target: Path, *, external_data: bool | None = None, shown: str | None = None) -> Path:
     """Write ``model`` to ``target`` (inside an output folder the caller chose).
 
     ``external_data`` None means: only when the model would exceed the protobuf
     limit. External data goes to ``<target name>.data`` beside it.
-    Returns the path of the .onnx written.
+    Returns the path of the .onnx written (parent resolved, the name as given).
     """
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if external_data is None and not _is_ir(model):
-        proto = _proto_of(model)
-        external_data = proto.ByteSize() > EXTERNAL_DATA_THRESHOLD
+    label = shown or shown_path(target)
+    target = check_destination(target, shown=label)
+    check_destination(target.with_name(f"{target.name}.data"), shown=f"{label}.data")
     if _is_ir(model):
-        return _save_ir(model, target, external_data)
+        return _save_ir(model, target, external_data, label)
     proto = _proto_of(model)
+    if external_data is None:
+        external_data = proto.ByteSize() > EXTERNAL_DATA_THRESHOLD
     if not external_data:
-        atomic_write_bytes(target, proto.SerializeToString())
+        write_bytes(target, proto.SerializeToString(), shown=label)
         return target
     data_name = f"{target.name}.data"
-    # onnx.save_model appends to an existing data file: write into a temp dir, then move.
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".save-") as tmp:
-        tmp_model = Path(tmp) / target.name
+    # onnx.save_model appends to an existing data file: a fresh staging folder has none.
+    with staged_files(target.parent, shown=str(Path(label).parent)) as stage:
         copy = ModelProto()
         copy.CopyFrom(proto)
-        onnx.save_model(copy, str(tmp_model), save_as_external_data=True, all_tensors_to_one_file=True,
+        onnx.save_model(copy, str(stage / target.name), save_as_external_data=True, all_tensors_to_one_file=True,  # scratch: into staged_files' private folder
                         location=data_name, size_threshold=1024)
-        for name in (data_name, target.name):
-            src = Path(tmp) / name
-            if src.exists():
-                os.replace(src, target.parent / name)
     return target
 
 
@@ -68,7 +66,7 @@ def _is_ir(model) -> bool:
     return isinstance(model, ir.Model)
 
 
-def _save_ir(model, target: Path, external_data: bool | None) -> Path:
+def _save_ir(model, target: Path, external_data: bool | None, label: str) -> Path:
     import onnx_ir as ir
 
     total = sum(v.const_value.nbytes for v in model.graph.initializers.values()
@@ -78,12 +76,6 @@ def _save_ir(model, target: Path, external_data: bool | None) -> Path:
     if not external_data:
         # Saving inline must not keep references to the source's external files.
         ir.external_data.load_to_model(model)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".save-") as tmp:
-        tmp_model = Path(tmp) / target.name
-        data_name = f"{target.name}.data"
-        ir.save(model, tmp_model, external_data=data_name if external_data else None)
-        for name in (data_name, target.name):
-            src = Path(tmp) / name
-            if src.exists():
-                os.replace(src, target.parent / name)
+    with staged_files(target.parent, shown=str(Path(label).parent)) as stage:
+        ir.save(model, stage / target.name, external_data=f"{target.name}.data" if external_data else None)  # scratch: into staged_files' private folder
     return target

@@ -120,7 +120,7 @@ class Workspace:
         try:
             handle = load(model_path)
         except Exception:
-            shutil.rmtree(model_path.parent, ignore_errors=True)
+            shutil.rmtree(model_path.parent, ignore_errors=True)  # scratch: the version folder this call made
             raise
         v = Version(vid, label, str(model_path.relative_to(self.root)), handle.sha256, parent,
                     time.time(), provenance)
@@ -136,7 +136,7 @@ class Workspace:
             try:
                 path = write_upload(files, folder)
             except Exception:
-                shutil.rmtree(folder, ignore_errors=True)
+                shutil.rmtree(folder, ignore_errors=True)  # scratch: the version folder this call made
                 raise
             return self._register(vid, label, path, None, {"source": "upload",
                                                            "files": [safe_name(f.name) for f in files]})
@@ -151,12 +151,12 @@ class Workspace:
         with self._lock:
             vid, folder = self._new_dir(label)
             target = folder / f"{safe_name(src.name)}.onnx"
-            shutil.copyfile(src.path, target)
+            shutil.copyfile(src.path, target)  # scratch: into the new version folder made above (exist_ok=False)
             for f in src.external_files:
                 rel = f.relative_to(src.folder.resolve())
                 dst = folder / rel
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(f, dst)
+                shutil.copyfile(f, dst)  # scratch: into the new version folder made above
             prov = {"source": "file", "name": safe_name(src.path.name), **(provenance or {})}
             return self._register(vid, label, target, parent, prov)
 
@@ -172,7 +172,7 @@ class Workspace:
             try:
                 save_model(model, target)
             except Exception:
-                shutil.rmtree(folder, ignore_errors=True)
+                shutil.rmtree(folder, ignore_errors=True)  # scratch: the version folder this call made
                 raise
             return self._register(vid, label, target, parent, provenance or {})
 
@@ -189,4 +189,4 @@ class Workspace:
         return d
 
     def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.root, ignore_errors=True)  # scratch: the workspace's own root (a temp workspace)

@@ -1,69 +1,63 @@
 """The bundle on disk: ``<out>/<model>-<sha8>/`` and ``<out>/<model>-<sha8>.zip``.
 
 The folder is written under a temporary name in the output folder and renamed
-into place when complete, so a half-written bundle is never mistaken for a
-finished one, and whatever sat at the final name before (an old bundle, a
-planted symlink) is removed without following a single link. The zip is
+into place when complete (``studio.core.outputs.publish_folder``), so a half-written
+bundle is never mistaken for a finished one. What sat at the final name before is
+replaced only when it is an earlier bundle (its manifest says so) holding no input of
+the run; a link, a file or a folder the studio did not write is refused. The zip is
 written beside the folder the same way (temp file, rename).
 """
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
-import uuid
 import zipfile
 from pathlib import Path
 
-from studio.core.errors import PathError
-from studio.core.paths import atomic_writer, safe_name
+from studio.core import outputs
+from studio.core.paths import current_umask, distinct_name
 from studio.export.files import sha256_file
 
 STORE_ABOVE = 16 * 2**20        # weights barely compress: store big files, deflate the rest
 
 
 def bundle_name(model_name: str, sha256: str) -> str:
-    return f"{safe_name(model_name, default='model', max_len=60)}-{sha256[:8]}"
+    return f"{distinct_name(model_name, default='model', max_len=60)}-{sha256[:8]}"
 
 
 def prepare_output(out_dir: Path) -> Path:
-    """The chosen output folder, created if missing; refuses a file or a link to elsewhere's file."""
-    out = Path(out_dir)
-    if "\x00" in str(out):
-        raise PathError("output folder name contains a NUL byte")
-    if out.exists() and not out.is_dir():
-        raise PathError(f"output '{out.name}' exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    return out.resolve()
+    """The chosen output folder, created if missing; refuses a file, a FIFO or a device there."""
+    return outputs.check_folder(out_dir)
 
 
 def staging_dir(out_dir: Path, name: str, kind: str) -> Path:
     """A fresh private folder in the output folder (``.<name>.<kind>-<random>``)."""
-    d = out_dir / f".{name}.{kind}-{uuid.uuid4().hex[:10]}"
-    d.mkdir(mode=0o700)
-    return d
+    return outputs.scratch_dir(out_dir, f".{name[:60]}.{kind}-")
 
 
-def _remove_path(path: Path) -> None:
-    """Remove a file, a link (not its target) or a folder tree (links inside are removed, not followed)."""
-    if path.is_symlink() or path.is_file():
-        os.unlink(path)
-    elif path.is_dir():
-        aside = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:10]}")
-        os.replace(path, aside)
-        shutil.rmtree(aside, ignore_errors=True)
+def is_bundle(folder: Path) -> bool:
+    """True for a folder an export wrote: its manifest.json says ``format: onnx-studio-export/...``."""
+    manifest = folder / "manifest.json"
+    try:
+        if manifest.is_symlink() or not manifest.is_file() or manifest.stat().st_size > 256 * 2**20:
+            return False
+        doc = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and str(doc.get("format", "")).startswith("onnx-studio-export/")
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def check_final(final: Path) -> None:
+    """Before the export starts: the bundle's folder may be replaced (absent, or a studio bundle
+    that holds no input); a link, a file or a foreign folder there is refused."""
+    outputs.check_publish(final, owned=is_bundle)
 
 
 def publish_modes(path: Path) -> None:
     """Temp files are private (0600) while written; a finished bundle is readable like any
     other file the user writes (umask applied), scripts stay executable."""
-    mask = _umask()
+    mask = current_umask()
     if path.is_file():
         os.chmod(path, (0o777 if os.access(path, os.X_OK) else 0o666) & ~mask)
         return
@@ -76,12 +70,10 @@ def publish_modes(path: Path) -> None:
 
 
 def finalize(staging: Path, final: Path) -> Path:
-    """Move the finished bundle to its final name, replacing what was there."""
+    """Move the finished bundle to its final name (``studio.core.outputs.publish_folder``): an old
+    bundle there is replaced, anything else is refused; concurrent exports follow one another."""
     publish_modes(staging)
-    if final.exists() or final.is_symlink():
-        _remove_path(final)
-    os.replace(staging, final)
-    return final
+    return outputs.publish_folder(staging, final, owned=is_bundle)
 
 
 def inventory(bundle: Path, skip: tuple[str, ...] = ("manifest.json",)) -> list[dict]:
@@ -100,7 +92,7 @@ def inventory(bundle: Path, skip: tuple[str, ...] = ("manifest.json",)) -> list[
 
 def write_zip(bundle: Path, target: Path) -> Path:
     """Zip the bundle folder (its name as the top folder) atomically to ``target``."""
-    with atomic_writer(target, "wb") as fh, zipfile.ZipFile(fh, "w", allowZip64=True) as z:
+    with outputs.open_output(target, "wb") as fh, zipfile.ZipFile(fh, "w", allowZip64=True) as z:
         for root, dirs, files in os.walk(bundle):
             dirs.sort()
             for f in sorted(files):
@@ -110,5 +102,4 @@ def write_zip(bundle: Path, target: Path) -> Path:
                 arc = f"{bundle.name}/{p.relative_to(bundle).as_posix()}"
                 method = zipfile.ZIP_STORED if p.stat().st_size > STORE_ABOVE else zipfile.ZIP_DEFLATED
                 z.write(p, arc, compress_type=method)
-    publish_modes(target)
     return target

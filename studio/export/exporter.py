@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle, require_valid
+from studio.core.outputs import check_destination, remove_scratch
 from studio.core.paths import atomic_write_text
-from studio.export.bundle import bundle_name, finalize, inventory, prepare_output, staging_dir, write_zip
+from studio.export.bundle import bundle_name, check_final, finalize, inventory, prepare_output, staging_dir, write_zip
 from studio.export.context import ExportContext
 from studio.export.manifest import build_manifest
 from studio.export.onnxruntime import weight_bytes
@@ -75,6 +75,9 @@ def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Pat
     shapes = feed_shapes(handle.proto, options.shapes)         # bad --shapes fail before any work
     out = prepare_output(Path(out_dir))
     name = bundle_name(options.name or handle.name, handle.sha256)
+    check_final(out / name)                # an old bundle may be replaced; a foreign folder or the input's never
+    if options.zip:
+        check_destination(out / f"{name}.zip")
     staging = staging_dir(out, name, "partial")
     work = staging_dir(out, name, "work")
     try:
@@ -116,8 +119,8 @@ def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Pat
         zip_path = write_zip(final, out / f"{name}.zip") if options.zip else None
         return ExportResult(final, zip_path, targets, manifest, time.perf_counter() - started)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(staging, ignore_errors=True)      # only still there when the export failed
+        remove_scratch(work)
+        remove_scratch(staging)      # only still there when the export failed
 
 
 def _graph(handle: ModelHandle) -> tuple[str | None, str]:

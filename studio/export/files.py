@@ -8,21 +8,20 @@
   after tensor names. Here weights go through onnx-ir into one data file whose
   name we choose (hand-written because no saver offers "ignore the model's
   locations"), and stray external-data fields on inline tensors are dropped.
-* Writes go to a temporary file beside the destination and are renamed into
-  place, so a planted symlink at the destination is replaced, not followed.
+* Writes go through ``studio.core.outputs`` (temp file beside the destination,
+  renamed into place; a link, FIFO or folder at the destination is refused).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 from pathlib import Path
 
 import onnx
 from onnx import ModelProto, TensorProto
 
-from studio.core.paths import atomic_write_bytes, atomic_writer
+from studio.core import outputs
 from studio.core.protowalk import iter_tensors
 from studio.core.save import EXTERNAL_DATA_THRESHOLD
 
@@ -43,24 +42,17 @@ def data_name(model_file: Path) -> str:
 
 
 def copy_file(src: Path, dst: Path) -> Path:
-    """Copy bytes to ``dst`` atomically (a symlink at ``dst`` is replaced, not followed)."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    with open(src, "rb") as fin, atomic_writer(dst, "wb") as fout:
-        shutil.copyfileobj(fin, fout, _CHUNK)
+    """Copy bytes to ``dst`` atomically (``studio.core.outputs``: a link at ``dst`` is refused)."""
+    outputs.copy_file(src, dst)
     return dst
 
 
 def link_or_copy(src: Path, dst: Path) -> Path:
     """Hard-link a file the studio wrote itself into another place of the same bundle (a Triton
     model repository reuses the OpenVINO IR: no second gigabyte on disk), else copy it. The
-    link is made under a temporary name and renamed over ``dst`` (a link at ``dst`` is replaced)."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.link-{os.getpid()}")
-    try:
-        os.link(src, tmp)
-    except OSError:
+    link is made under a temporary name and renamed over ``dst`` (``studio.core.outputs.link_file``)."""
+    if not outputs.link_file(src, dst):
         return copy_file(src, dst)
-    os.replace(tmp, dst)
     return dst
 
 
@@ -95,7 +87,7 @@ def write_model_copy(src: Path, dst: Path, *, external: bool | None = None) -> t
     stale = dst.parent / data_name(dst)
     if not external and not has_external_tensors(proto):
         scrub_inline_external_fields(proto)
-        atomic_write_bytes(dst, proto.SerializeToString())
+        outputs.write_bytes(dst, proto.SerializeToString())
         _remove(stale)
         return (dst,)
     import onnx_ir as ir
@@ -122,7 +114,7 @@ def external_locations(proto: ModelProto) -> set[str]:
 def _remove(path: Path) -> None:
     try:
         if path.is_symlink() or path.is_file():
-            os.unlink(path)
+            os.unlink(path)      # scratch: a stale data file in the bundle's own staging folder
     except FileNotFoundError:
         pass
 

@@ -215,7 +215,7 @@ def export_onnxruntime(ctx: ExportContext) -> TargetResult:
                     on_tick=ctx.on_tick, fresh=ctx.fresh)
         except StudioError as exc:
             ort_format = False
-            (folder / ORT_NAME).unlink(missing_ok=True)
+            (folder / ORT_NAME).unlink(missing_ok=True)  # scratch: inside the bundle's staging folder
             notes.append(f"no .ort file: {exc}")
     artifacts: list[Artifact] = []
     bench: dict[str, Any] = {}

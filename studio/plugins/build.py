@@ -254,7 +254,7 @@ def _ov_runner(library: str, threads: int | None, scratch: Path) -> Callable[[on
         else:
             counter[0] += 1
             path = str(scratch / f"one_{counter[0]}.onnx")
-            onnx.save_model(model, path)
+            onnx.save_model(model, path)  # scratch: worker: the build's scratch folder
         compiled = core.compile_model(core.read_model(path), "CPU", config)
         request = compiled.create_infer_request()
         request.infer({i: a for i, a in enumerate(feeds)})

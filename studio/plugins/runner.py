@@ -151,7 +151,7 @@ def run_python_op(handle: ModelHandle, op: str, impl_code_or_path: str | Path, *
     started = time.perf_counter()
     try:
         code_path = folder / f"{sig.ident}_{'op' if target == 'ort-python' else 'extension'}.py"
-        code_path.write_text(code, encoding="utf-8")
+        code_path.write_text(code, encoding="utf-8")  # scratch: the confined worker's temp folder
         args["code_path"] = str(code_path)
         try:
             res = run_job(job_name, args, arrays, stage=f"{what} for {sig.qualified}", limits=limits, fresh=True,
@@ -160,7 +160,7 @@ def run_python_op(handle: ModelHandle, op: str, impl_code_or_path: str | Path, *
             return OpRunResult(sig.qualified, target, "error", _worker_message(exc, label, limits),
                                seconds=time.perf_counter() - started, reference=sig.reference)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)  # scratch: the temp folder made for this run
     return _result(sig, target, res.data, res.arrays, time.perf_counter() - started)
 
 

@@ -399,6 +399,17 @@ def _files_for(target: str, sig: OpSignature, ctx: dict[str, Any]) -> list[tuple
     raise StudioError(f"unknown target {target}", code="BAD-TARGET")
 
 
+def _op_folder(raw: str) -> str:
+    """The op's folder: its identifier, plus a hash of the raw name when that changed it, so ops whose
+    names collide after sanitizing (``a/b``, ``a_b``) never share a folder (R38)."""
+    name = make_ident(raw)
+    if name == raw:
+        return name
+    import hashlib
+
+    return f"{name[:80]}-{hashlib.sha256(raw.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+
 def _module_name(target: str, ident: str) -> Code:
     return identifier({"ort-python": f"{ident}_op", "openvino-python": f"{ident}_extension"}.get(target, ident))
 
@@ -419,7 +430,7 @@ def _write_samples(folder: Path, sig: OpSignature) -> list[PluginFile]:
             continue
         arrays.update({f"out{j}": a for j, a in enumerate(s.outputs or ())})
         buf = io.BytesIO()
-        np.savez(buf, **arrays)
+        np.savez(buf, **arrays)  # scratch: an in-memory buffer
         rel = f"samples/sample_{i}.npz"
         atomic_write_bytes(safe_child(folder, rel), buf.getvalue())
         what = ("and the reference outputs" if s.outputs is not None
@@ -437,7 +448,7 @@ def scaffold(sig: OpSignature, targets: str | Sequence[str], out_dir: Path, *, m
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise StudioError(f"output folder '{out_dir.name}' is a file; choose a folder", code="BAD-PATH")
-    root = safe_child(out_dir, make_ident(f"{sig.domain}_{sig.op_type}" if sig.domain else sig.op_type))
+    root = safe_child(out_dir, _op_folder(f"{sig.domain}_{sig.op_type}" if sig.domain else sig.op_type))
     ctx_base = _context(sig, model_name, model_sha, dict(opsets or {}))
     packages = []
     for target in expand_targets(targets):

@@ -494,4 +494,4 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
         if on_progress:
             on_progress(steps, steps, "done")
         if own:
-            shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)  # scratch: the temp folder made above (own)

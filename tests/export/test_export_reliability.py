@@ -99,7 +99,9 @@ def test_model_writer_never_follows_model_locations(tmp_path):
     assert victim.read_bytes() == b"precious"
 
 
-def test_planted_symlinks_are_replaced_not_followed(tmp_path):
+def test_planted_symlinks_are_never_followed(tmp_path):
+    """Links inside an earlier bundle go with it (never followed); a link at the zip's or the bundle's
+    own name is refused with a message (studio.core.outputs, R32), its target untouched."""
     model = conv_model(tmp_path / "m" / "convnet.onnx", channels=64)
     handle = api.load(model)
     out = tmp_path / "out"
@@ -111,27 +113,35 @@ def test_planted_symlinks_are_replaced_not_followed(tmp_path):
     from studio.export.bundle import bundle_name
 
     name = bundle_name(handle.name, handle.sha256)
-    # A previous bundle with a link at the weights file, a link as the zip, and a link for the Triton model.
+    # A previous bundle (its manifest says so) with a link at the weights file; a link as the zip.
     planted = out / name / "onnxruntime"
     planted.mkdir(parents=True)
+    (out / name / "manifest.json").write_text('{"format": "onnx-studio-export/1"}')
     (planted / "model.onnx.data").symlink_to(victim)
     (out / f"{name}.zip").symlink_to(victim)
+    from studio.core.errors import PathError
     from studio.export.exporter import export_model
     from studio.export.options import ExportOptions
 
-    r = export_model(handle, ExportOptions(targets=("ort", "triton"), ort_format=False, external_data=True), out)
+    options = ExportOptions(targets=("ort", "triton"), ort_format=False, external_data=True)
+    with pytest.raises(PathError, match="symbolic link"):
+        export_model(handle, options, out)
+    assert (out / f"{name}.zip").is_symlink() and victim.read_bytes() == b"precious"
+    (out / f"{name}.zip").unlink()
+    r = export_model(handle, options, out)
     assert r.ok, r.failures
     data = r.bundle / "onnxruntime" / "model.onnx.data"
     assert data.is_file() and not data.is_symlink()
     assert not r.zip_path.is_symlink() and r.zip_path.stat().st_size > 0
     assert victim.read_bytes() == b"precious"
-    # The bundle folder itself planted as a link to another folder: replaced, the folder untouched.
+    # The bundle folder itself planted as a link to another folder: refused, the folder untouched.
     import shutil
 
     shutil.rmtree(r.bundle)
     (out / name).symlink_to(victim_dir, target_is_directory=True)
-    r = api.export(handle, "ort", out, ort_format=False)
-    assert not r.bundle.is_symlink() and _tree(victim_dir) == {"keep": sha256_file(victim_dir / "keep")}
+    with pytest.raises(PathError, match="symbolic link"):
+        api.export(handle, "ort", out, ort_format=False)
+    assert (out / name).is_symlink() and _tree(victim_dir) == {"keep": sha256_file(victim_dir / "keep")}
 
 
 def test_tensor_names_are_never_file_names(tmp_path):

@@ -1,0 +1,526 @@
+"""The one way the studio writes a file or publishes a folder the user will see.
+
+Every output (models and their external data, reports, charts, traces, bundles,
+plugin packages, dumps, JSON) goes through this module, so these rules hold everywhere
+(docs/reliability.md R32-R35):
+
+* **Inputs are never a destination.** Every file a run reads is registered here
+  (``register_input``: ``studio.core.model.load`` registers a model and its external data,
+  ``user_data_path`` the data files a user names). A destination whose (st_dev, st_ino) is a
+  registered input is refused, whatever alias names it: a symlink, a hard link, ``./x/../x.onnx``,
+  a bind mount of its folder. A folder that holds an input is never replaced.
+* **Links are never followed.** A symlink at the destination is refused with a message (neither
+  the link nor its target is touched); the temp file is renamed over the destination's own name,
+  so a link planted after the check is replaced, never written through. Links in the *parent*
+  path are the user's own folder layout and are followed as usual.
+* **Only regular files are replaced.** FIFOs, devices, sockets and folders at a file's
+  destination, and a parent path that runs through a regular file, are refused before any work.
+* **Atomic.** Data goes to a temp file in the destination folder, is fsynced, then renamed.
+  Multi-file outputs (a model and its ``.data``) are committed together under a lock on the
+  destination folder (``flock``): a concurrent writer waits for the commit, so the pair is
+  never mixed; the last commit wins and both writers finish cleanly.
+* **One-line errors.** ENOSPC, EFBIG (``SIGXFSZ`` is ignored, so a file-size limit is an error,
+  not a kill), EROFS, EACCES, ENAMETOOLONG, ENOTDIR, EISDIR... become an ``OutputError`` naming
+  the path as the user gave it (the base name when that was absolute). No temp file is left and
+  a previous output at the destination is untouched.
+* **Folders it did not create stay.** A bundle is built in a sibling staging folder and swapped in;
+  an existing folder at the bundle's name is replaced only when it carries the studio's own
+  marker (``owned``) and holds no registered input. ``remove_scratch`` deletes only folders this
+  module handed out.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import io
+import json
+import os
+import shutil
+import signal
+import stat
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from studio.core.errors import PathError
+
+# How long a writer waits for another run's commit to the same folder before giving up.
+LOCK_WAIT_S = 120.0
+_MAX_REGISTERED = 4096
+
+_registry: dict[tuple[int, int], str] = {}      # (st_dev, st_ino) -> the path it was registered under
+_registry_lock = threading.Lock()
+_scratch: set[str] = set()                       # folders handed out by scratch_dir (absolute)
+
+
+class OutputError(PathError):
+    """An output destination is not acceptable, or writing it failed (one line, the user's path)."""
+
+    code = "BAD-PATH"
+
+
+# -- inputs ---------------------------------------------------------------------------------------
+
+def register_input(*paths: str | Path) -> None:
+    """Mark files this process reads as inputs: no output may replace them (by inode, not by name)."""
+    with _registry_lock:
+        for p in paths:
+            try:
+                st = os.stat(p)
+            except (OSError, ValueError):
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if len(_registry) >= _MAX_REGISTERED:
+                _registry.pop(next(iter(_registry)))
+            _registry[(st.st_dev, st.st_ino)] = os.path.realpath(p)
+
+
+def _is_input(st: os.stat_result) -> bool:
+    """True when ``st`` is a registered input still on disk (an inode reused by a new file is not)."""
+    with _registry_lock:
+        path = _registry.get((st.st_dev, st.st_ino))
+    if path is None:
+        return False
+    try:
+        now = os.stat(path)
+    except OSError:
+        now = None
+    if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+        with _registry_lock:
+            _registry.pop((st.st_dev, st.st_ino), None)
+        return False
+    return True
+
+
+def _inputs_within(folder: Path) -> bool:
+    """True when a registered input lies inside ``folder`` (by real path, or as a hard link in it)."""
+    real = os.path.realpath(folder)
+    with _registry_lock:
+        entries = list(_registry.items())
+    for key, path in entries:
+        if (path == real or path.startswith(real.rstrip(os.sep) + os.sep)) and os.path.exists(path):
+            return True
+    for root, dirs, files in os.walk(folder):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and _is_input(st):
+                return True
+    return False
+
+
+# -- messages -------------------------------------------------------------------------------------
+
+def shown_path(path: str | Path, given: str | Path | None = None) -> str:
+    """The path for a message: as the user gave it when relative, else its base name."""
+    text = str(given if given is not None else path)
+    p = Path(text)
+    if p.is_absolute():
+        text = p.name or text
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= 160 else text[:80] + "..." + text[-60:]
+
+
+_REASONS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EFBIG: "the file would exceed the file-size limit (ulimit -f)",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENAMETOOLONG: "the name is too long for the file system",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EISDIR: "it is a folder; give a file name",
+    errno.ELOOP: "too many symbolic links in the path",
+    errno.EXDEV: "the temp file and the destination are on different file systems",
+    errno.ENOTEMPTY: "a non-empty folder is in the way",
+    errno.EEXIST: "something else is in the way",
+}
+
+
+def describe(exc: OSError, shown: str) -> OutputError:
+    """An OSError of a write as a one-line error naming ``shown``."""
+    reason = _REASONS.get(exc.errno or 0) or (exc.strerror or type(exc).__name__).lower()
+    return OutputError(f"cannot write '{shown}': {reason}")
+
+
+@contextmanager
+def translated(shown: str) -> Iterator[None]:
+    """Turn OSErrors raised inside into ``OutputError``s naming ``shown``."""
+    try:
+        yield
+    except OutputError:
+        raise
+    except OSError as exc:
+        raise describe(exc, shown) from None
+
+
+def _ignore_sigxfsz() -> None:
+    """A file-size rlimit kills the process with SIGXFSZ by default; ignored, the write fails with
+    EFBIG and becomes a one-line error. Only the main thread may set signal handlers."""
+    if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
+        try:
+            if signal.getsignal(signal.SIGXFSZ) == signal.SIG_DFL:
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        except (ValueError, OSError):  # pragma: no cover - embedded interpreters
+            pass
+
+
+# -- destinations ---------------------------------------------------------------------------------
+
+def _absolute(target: str | Path) -> Path:
+    """Absolute, parent resolved through links, final component kept as named (never resolved)."""
+    text = str(target)
+    if not text or "\x00" in text:
+        raise OutputError("output path is empty or contains a NUL byte")
+    p = Path(os.path.abspath(text))
+    if p.name in ("", ".", ".."):
+        raise OutputError(f"output '{shown_path(text)}' names a folder; give a file name")
+    return Path(os.path.realpath(p.parent)) / p.name
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _check_parent(parent: Path, shown: str) -> None:
+    """The parent folders: create them, refusing a path that runs through a regular file."""
+    probe = parent
+    while not os.path.lexists(probe) and probe != probe.parent:
+        probe = probe.parent
+    if os.path.lexists(probe) and not os.path.isdir(probe):
+        raise OutputError(f"cannot write '{shown}': a part of the path is a file, not a folder")
+    with translated(shown):
+        parent.mkdir(parents=True, exist_ok=True)
+
+
+def _check_existing(path: Path, shown: str, *, folder: bool = False) -> os.stat_result | None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise describe(exc, shown) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise OutputError(f"output '{shown}' is a symbolic link; the studio does not write through links "
+                          "(remove the link or choose another name)")
+    if folder:
+        if not stat.S_ISDIR(st.st_mode):
+            what = "a file" if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
+            raise OutputError(f"output '{shown}' exists and is {what}, not a folder")
+        return st
+    if not stat.S_ISREG(st.st_mode):
+        what = _kind(st.st_mode)
+        hint = "give a file name" if what == "a folder" else "only regular files are replaced"
+        raise OutputError(f"output '{shown}' is {what}; {hint}")
+    if _is_input(st):
+        raise OutputError(f"output '{shown}' would overwrite the input model or a file this run reads; "
+                          "choose another output path")
+    return st
+
+
+def check_destination(target: str | Path, *, shown: str | None = None) -> Path:
+    """Validate a file destination before any work (see the module doc); returns its absolute path
+    (parent resolved, final name kept). Creates missing parent folders."""
+    label = shown or shown_path(target)
+    path = _absolute(target)
+    _check_parent(path.parent, label)
+    _check_existing(path, label)
+    if len(path.name.encode("utf-8", "surrogateescape")) > 255:
+        raise OutputError(f"cannot write '{label}': the name is too long for the file system")
+    return path
+
+
+def check_folder(target: str | Path, *, shown: str | None = None) -> Path:
+    """Validate (and create) an output folder: refuses a file, a FIFO, a device or a link there."""
+    label = shown or shown_path(target)
+    text = str(target)
+    if not text or "\x00" in text:
+        raise OutputError("output folder name is empty or contains a NUL byte")
+    path = Path(os.path.abspath(text))
+    if path.name not in ("", ".", ".."):
+        _check_parent(path.parent, label)
+        path = Path(os.path.realpath(path.parent)) / path.name
+        if os.path.islink(path) and os.path.isdir(path):
+            return Path(os.path.realpath(path))          # a link to a folder the user chose: theirs to keep
+        if _check_existing(path, label, folder=True) is None:
+            with translated(label):
+                path.mkdir(exist_ok=True)
+    return Path(os.path.realpath(path))
+
+
+# -- committing -----------------------------------------------------------------------------------
+
+@contextmanager
+def folder_lock(folder: Path, shown: str) -> Iterator[None]:
+    """An exclusive ``flock`` on the folder itself (no lock file is left behind): commits of
+    concurrent writers into one folder happen one after the other."""
+    with translated(shown):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise OutputError(f"another run is still writing to '{shown}'; try again when it "
+                                      "has finished") from None
+                time.sleep(0.05)
+            except OSError:          # a file system without flock: the renames are still atomic
+                break
+        yield
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _temp_beside(path: Path) -> tuple[int, Path]:
+    """A private temp file in the destination folder, with a short name (a long destination
+    name must not make the temp name too long)."""
+    fd, tmp = tempfile.mkstemp(prefix=".onnx-studio-", suffix=".tmp", dir=path.parent)
+    return fd, Path(tmp)
+
+
+def _file_mode() -> int:
+    from studio.core.paths import current_umask
+
+    return 0o666 & ~current_umask()
+
+
+def _unlink_quiet(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+@contextmanager
+def open_output(target: str | Path, mode: str = "wb", *, shown: str | None = None,
+                encoding: str | None = None) -> Iterator[IO]:
+    """Open a destination for writing: the handle is a temp file beside it, renamed into place
+    (after fsync) when the block ends without an exception. See the module doc for what is refused."""
+    if mode not in ("w", "wb"):
+        raise ValueError("open_output writes whole files: mode 'w' or 'wb'")
+    _ignore_sigxfsz()
+    label = shown or shown_path(target)
+    path = check_destination(target, shown=label)
+    with translated(label):
+        fd, tmp = _temp_beside(path)
+    try:
+        with translated(label):           # the caller's writes too: ENOSPC/EFBIG surface in them
+            fh = os.fdopen(fd, mode, **({"encoding": encoding or "utf-8"} if mode == "w" else {}))
+            with fh:
+                os.fchmod(fh.fileno(), _file_mode())
+                yield fh
+                fh.flush()
+                os.fsync(fh.fileno())
+        with folder_lock(path.parent, label):
+            _check_existing(path, label)       # again, right before the rename
+            with translated(label):
+                os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        _unlink_quiet(tmp)
+        raise
+
+
+def write_bytes(target: str | Path, data: bytes, *, shown: str | None = None) -> Path:
+    with open_output(target, "wb", shown=shown) as fh:
+        fh.write(data)
+    return _absolute(target)
+
+
+def write_text(target: str | Path, text: str, *, shown: str | None = None) -> Path:
+    """Write text as UTF-8 (whatever the locale says)."""
+    return write_bytes(target, text.encode("utf-8", "surrogateescape"), shown=shown)
+
+
+def write_json(target: str | Path, obj: Any, *, shown: str | None = None, indent: int | None = 2,
+               default: Callable[[Any], Any] | None = str) -> Path:
+    """Strict JSON (no NaN/Infinity: make values JSON-safe first), written atomically."""
+    return write_text(target, json.dumps(obj, indent=indent, default=default, allow_nan=False), shown=shown)
+
+
+def copy_file(source: str | Path, target: str | Path, *, shown: str | None = None) -> Path:
+    """Copy a (regular) file's bytes to ``target`` through ``open_output``."""
+    label = shown or shown_path(target)
+    with open_output(target, "wb", shown=label) as out:
+        with translated(label), open(source, "rb") as src:
+            shutil.copyfileobj(src, out, 4 * 2**20)
+    return _absolute(target)
+
+
+def write_html_figure(figure: Any, target: str | Path, *, shown: str | None = None) -> Path:
+    """A plotly figure as a self-contained HTML file (plotly.js inlined)."""
+    buf = io.StringIO()
+    figure.write_html(buf, include_plotlyjs=True)
+    return write_text(target, buf.getvalue(), shown=shown)
+
+
+def link_file(source: str | Path, target: str | Path, *, shown: str | None = None) -> bool:
+    """Hard-link a file the studio wrote itself to ``target`` (checked like any destination), made
+    under a temp name and renamed into place. False when the file system has no hard links."""
+    label = shown or shown_path(target)
+    path = check_destination(target, shown=label)
+    tmp = path.with_name(f".onnx-studio-{uuid.uuid4().hex[:12]}.link")
+    try:
+        os.link(source, tmp)
+    except OSError:
+        return False
+    try:
+        with folder_lock(path.parent, label):
+            _check_existing(path, label)
+            with translated(label):
+                os.replace(tmp, path)
+    except BaseException:
+        _unlink_quiet(tmp)
+        raise
+    return True
+
+
+# -- several files at once ------------------------------------------------------------------------
+
+@contextmanager
+def staged_files(folder: str | Path, *, shown: str | None = None) -> Iterator[Path]:
+    """A private staging folder beside the destination files: write any number of files into it
+    (libraries that write by path: onnx, onnx_ir, OpenVINO), then every regular file in it is
+    renamed into ``folder`` (same relative name) in one commit under the folder lock. Each
+    destination is checked like ``check_destination`` first; on any error nothing is renamed."""
+    _ignore_sigxfsz()
+    dest = Path(folder)
+    label = shown or shown_path(dest)
+    _check_parent(Path(os.path.abspath(dest)), label)
+    dest = Path(os.path.realpath(dest))
+    with translated(label):
+        stage = Path(tempfile.mkdtemp(prefix=".onnx-studio-stage-", dir=dest))
+    try:
+        yield stage
+        moves = []
+        for root, _dirs, files in os.walk(stage):
+            for name in files:
+                src = Path(root) / name
+                rel = src.relative_to(stage)
+                if src.is_symlink() or not src.is_file():
+                    continue
+                moves.append((src, dest / rel, os.path.normpath(os.path.join(label, rel))))
+        for _src, dst, sub in moves:
+            _check_parent(dst.parent, sub)
+            _check_existing(dst, sub)
+        with folder_lock(dest, label):
+            for _src, dst, sub in moves:
+                _check_existing(dst, sub)
+            for src, dst, sub in moves:
+                with translated(sub):
+                    os.chmod(src, _file_mode())
+                    os.replace(src, dst)
+        _fsync_dir(dest)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def copy_into(source: str | Path, staged: Path) -> Path:
+    """Copy a file into a staging folder from ``staged_files`` or ``scratch_dir`` (not a destination)."""
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, staged)
+    return staged
+
+
+# -- folders --------------------------------------------------------------------------------------
+
+def scratch_dir(parent: str | Path, prefix: str, *, shown: str | None = None) -> Path:
+    """A fresh private folder in ``parent`` (for staging and scratch): ``remove_scratch`` deletes only these."""
+    label = shown or shown_path(parent)
+    with translated(label):
+        d = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    _scratch.add(str(d))
+    return d
+
+
+def remove_scratch(path: str | Path) -> None:
+    """Delete a folder handed out by ``scratch_dir`` (anything else is left alone)."""
+    key = str(path)
+    if key in _scratch:
+        shutil.rmtree(key, ignore_errors=True)
+        _scratch.discard(key)
+
+
+def publish_folder(staging: Path, final: Path, *, owned: Callable[[Path], bool], shown: str | None = None) -> Path:
+    """Swap a finished staging folder (from ``scratch_dir``, a sibling of ``final``) into place.
+
+    What sits at ``final`` is replaced only when it is a folder ``owned`` says the studio wrote and
+    it holds no registered input; a link, a file or a foreign folder is refused (the staging folder
+    is then removed by the caller). The swap runs under the parent folder's lock, so concurrent
+    publishers follow one another and the last one wins; the replaced folder is deleted afterwards.
+    """
+    label = shown or shown_path(final)
+    if str(staging) not in _scratch:
+        raise ValueError("publish_folder takes a folder made by scratch_dir")
+    aside: Path | None = None
+    with folder_lock(final.parent, label):
+        st = _check_existing(final, label, folder=True)
+        if st is not None:
+            if _inputs_within(final):
+                raise OutputError(f"output folder '{label}' holds the input model or a file this run reads; "
+                                  "it is not replaced: choose another output folder")
+            if not owned(final):
+                raise OutputError(f"output folder '{label}' exists and was not written by onnx-studio; "
+                                  "it is not replaced: move it away or choose another output folder")
+            aside = final.with_name(f".{final.name[:60]}.old-{uuid.uuid4().hex[:10]}")
+            with translated(label):
+                os.replace(final, aside)
+        with translated(label):
+            os.replace(staging, final)
+        _scratch.discard(str(staging))
+    _fsync_dir(final.parent)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)      # the studio's own previous output
+    return final
+
+
+def check_publish(final: Path, *, owned: Callable[[Path], bool], shown: str | None = None) -> None:
+    """``publish_folder``'s refusals, checked before the work starts (nothing is changed)."""
+    label = shown or shown_path(final)
+    if _check_existing(final, label, folder=True) is not None:
+        if _inputs_within(final):
+            raise OutputError(f"output folder '{label}' holds the input model or a file this run reads; "
+                              "it is not replaced: choose another output folder")
+        if not owned(final):
+            raise OutputError(f"output folder '{label}' exists and was not written by onnx-studio; "
+                              "it is not replaced: move it away or choose another output folder")
+
+
+def iter_protected() -> Iterable[str]:
+    """The registered inputs' real paths (for diagnostics and tests)."""
+    with _registry_lock:
+        return list(_registry.values())

@@ -1,0 +1,443 @@
+"""RELIABILITY R32-R35 (and R38's distinct output folders): where the studio writes.
+
+Every case goes through the CLI (``studio.cli.main`` in-process, or ``python -m studio`` in a
+subprocess where the case can hang or kill the process) or the facade, not just
+``studio.core.outputs``. Each asserts the universal expectations: a one-line error naming the
+path as given, the input byte-identical (sha256), nothing written through a link or outside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from studio import api
+from studio.cli import main
+from studio.core.errors import StudioError
+from tests.conftest import ROOT, assert_user_message, sha256_file
+
+HANG_GUARD_S = 300          # a subprocess that outlives this has hung: the test fails, it never waits forever
+
+
+def _model(seed: int = 0, n: int = 64) -> onnx.ModelProto:
+    w = numpy_helper.from_array(np.random.default_rng(seed).standard_normal((n, n)).astype("float32"), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    """A folder with the input ``m.onnx``, made the current folder (paths below are as a user types them)."""
+    onnx.save(_model(), tmp_path / "m.onnx")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _cli(capsys, *argv: str) -> tuple[int, str]:
+    rc = main(list(argv))
+    err = capsys.readouterr().err.strip().splitlines()
+    return rc, (err[-1] if err else "")
+
+
+def _subprocess(cwd: Path, *argv: str, preexec=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "studio", *argv], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=HANG_GUARD_S, preexec_fn=preexec)
+
+
+def _error_line(proc: subprocess.CompletedProcess) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert lines, proc
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return lines[-1]
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".onnx-studio-"))
+
+
+# -- R32: links, aliases of the input, a folder holding the input ---------------------------------
+
+def test_r32_optimize_output_symlink_to_outside_file_is_not_followed(work, capsys):
+    outside = work / "outside" / "victim.txt"
+    outside.parent.mkdir()
+    outside.write_text("keep me")
+    os.symlink(outside, work / "out.onnx")
+    before = sha256_file(work / "m.onnx")
+    rc, err = _cli(capsys, "optimize", "m.onnx", "-o", "out.onnx")
+    assert rc == 2
+    assert_user_message(err, "out.onnx", "symbolic link")
+    assert outside.read_text() == "keep me"
+    assert (work / "out.onnx").is_symlink()
+    assert sha256_file(work / "m.onnx") == before
+
+
+def _alias(work: Path, kind: str, name: str) -> str:
+    """A path naming the input m.onnx under another spelling."""
+    if kind == "symlink":
+        os.symlink(work / "m.onnx", work / name)
+        return name
+    if kind == "hardlink":
+        os.link(work / "m.onnx", work / name)
+        return name
+    if kind == "dotdot":
+        (work / "x").mkdir(exist_ok=True)
+        return "./x/../m.onnx"
+    return "m.onnx"
+
+
+_SIDE_OUTPUTS = {
+    "optimize --report": ["optimize", "m.onnx", "-o", "o.onnx", "--report", "{}"],
+    "compare --chart": ["compare", "m.onnx", "m.onnx", "--layerwise", "--chart", "{}"],
+    "precision --chart": ["precision", "m.onnx", "--variants", "fp16", "--chart", "{}"],
+    "profile --trace": ["profile", "m.onnx", "--iterations", "2", "--warmup", "1", "--trace", "{}"],
+    "graph -o": ["graph", "m.onnx", "-o", "{}"],
+}
+
+
+# graph -o picks its format by suffix, so the input's own .onnx name is not a graph destination
+@pytest.mark.parametrize(("command", "kind"), [(c, k) for c in _SIDE_OUTPUTS for k in ("symlink", "hardlink", "dotdot", "same")
+                                               if c != "graph -o" or k in ("symlink", "hardlink")])
+def test_r32_side_outputs_never_replace_the_input(work, capsys, command, kind):
+    name = "alias.html" if command == "graph -o" else "alias.json"
+    target = _alias(work, kind, name)
+    before = sha256_file(work / "m.onnx")
+    argv = [a.replace("{}", target) for a in _SIDE_OUTPUTS[command]]
+    rc, err = _cli(capsys, *argv)
+    assert rc == 2, err
+    assert_user_message(err)
+    assert ("symbolic link" in err) if kind == "symlink" else ("input model" in err), err
+    assert sha256_file(work / "m.onnx") == before
+    if kind == "hardlink":
+        assert os.stat(work / name).st_ino == os.stat(work / "m.onnx").st_ino      # the link is left as it was
+    assert not (work / "o.onnx").exists()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink", "dotdot", "same"])
+def test_r32_facade_optimize_refuses_every_alias_of_the_input(work, kind):
+    target = _alias(work, kind, "alias.onnx")
+    before = sha256_file(work / "m.onnx")
+    with pytest.raises(StudioError) as info:
+        api.optimize(api.load("m.onnx"), preset="safe", out_path=target)
+    assert_user_message(str(info.value))
+    assert sha256_file(work / "m.onnx") == before
+
+
+def test_r32_a_bind_mount_of_the_inputs_folder_is_the_same_input(work, capsys):
+    alias = work / "alias"
+    alias.mkdir()
+    proc = subprocess.run(["mount", "--bind", str(work), str(alias)], capture_output=True)
+    if proc.returncode != 0:
+        pytest.skip("bind mounts are not permitted here (needs root in a mount namespace)")
+    try:
+        before = sha256_file(work / "m.onnx")
+        rc, err = _cli(capsys, "optimize", "m.onnx", "-o", "alias/m.onnx")
+        assert rc == 2
+        assert_user_message(err, "alias/m.onnx", "input model")
+        rc, err = _cli(capsys, "optimize", "m.onnx", "-o", "o.onnx", "--report", "alias/m.onnx")
+        assert rc == 2
+        assert sha256_file(work / "m.onnx") == before
+    finally:
+        subprocess.run(["umount", "-l", str(alias)], capture_output=True)
+
+
+def test_r32_optimize_refuses_an_output_that_is_the_inputs_external_data(work, capsys):
+    m = _model(n=128)
+    onnx.save(m, work / "ext.onnx", save_as_external_data=True, location="o.onnx.data", size_threshold=0)
+    before = sha256_file(work / "o.onnx.data")
+    rc, err = _cli(capsys, "optimize", "ext.onnx", "-o", "o.onnx")
+    assert rc == 2
+    assert_user_message(err, "o.onnx.data", "input")
+    assert sha256_file(work / "o.onnx.data") == before
+
+
+def test_r32_export_never_replaces_the_folder_holding_the_input(work, capsys):
+    from studio.export.bundle import bundle_name
+
+    handle = api.load("m.onnx")
+    folder = work / "out" / bundle_name(handle.name, handle.sha256)
+    folder.mkdir(parents=True)
+    (work / "m.onnx").rename(folder / "m.onnx")
+    before = sha256_file(folder / "m.onnx")
+    rel = str((folder / "m.onnx").relative_to(work))
+    rc, err = _cli(capsys, "export", rel, "--target", "ort", "-o", "out", "--no-zip")
+    assert rc == 2
+    assert_user_message(err, "holds the input")
+    assert sha256_file(folder / "m.onnx") == before
+    assert sorted(p.name for p in folder.iterdir()) == ["m.onnx"]
+    assert [p.name for p in (work / "out").iterdir()] == [folder.name]      # no staging folder left
+
+
+def test_r32_export_never_replaces_a_folder_or_link_it_did_not_write(work, capsys):
+    from studio.export.bundle import bundle_name
+
+    handle = api.load("m.onnx")
+    name = bundle_name(handle.name, handle.sha256)
+    foreign = work / "out" / name
+    foreign.mkdir(parents=True)
+    (foreign / "notes.txt").write_text("mine")
+    rc, err = _cli(capsys, "export", "m.onnx", "--target", "ort", "-o", "out", "--no-zip")
+    assert rc == 2
+    assert_user_message(err, "not written by onnx-studio")
+    assert (foreign / "notes.txt").read_text() == "mine"
+    # a link at the bundle's name: neither the link nor the folder it points to is touched
+    elsewhere = work / "elsewhere"
+    foreign.rename(elsewhere)
+    os.symlink(elsewhere, foreign)
+    rc, err = _cli(capsys, "export", "m.onnx", "--target", "ort", "-o", "out", "--no-zip")
+    assert rc == 2
+    assert_user_message(err, "symbolic link")
+    assert foreign.is_symlink() and (elsewhere / "notes.txt").read_text() == "mine"
+
+
+def test_r32_export_replaces_its_own_earlier_bundle(work, capsys):
+    for _ in range(2):
+        rc, _err = _cli(capsys, "export", "m.onnx", "--target", "ort", "-o", "out")
+        assert rc == 0
+    bundles = [p for p in (work / "out").iterdir() if p.is_dir()]
+    assert len(bundles) == 1 and not [p for p in (work / "out").iterdir() if p.name.startswith(".")]
+    manifest = json.loads((bundles[0] / "manifest.json").read_text())
+    for row in manifest["files"]:
+        assert sha256_file(bundles[0] / row["path"]) == row["sha256"]
+
+
+# -- R33: FIFOs, devices, folders, a path under a file, a read-only folder -------------------------
+
+@pytest.mark.parametrize("argv", [["optimize", "m.onnx", "-o", "o.onnx", "--report", "f.json"],
+                                  ["compare", "m.onnx", "m.onnx", "--layerwise", "--chart", "f.json"],
+                                  ["graph", "m.onnx", "-o", "f.html"]])
+def test_r33_fifo_destination_is_refused_without_hanging(work, argv):
+    os.mkfifo(work / argv[-1])
+    proc = _subprocess(work, *argv)          # the old code blocked forever opening the FIFO
+    assert proc.returncode == 2
+    assert_user_message(_error_line(proc), argv[-1], "FIFO")
+    assert stat.S_ISFIFO(os.lstat(work / argv[-1]).st_mode)
+
+
+def test_r33_device_destination_is_refused(work, capsys):
+    rc, err = _cli(capsys, "optimize", "m.onnx", "-o", "o.onnx", "--report", "/dev/null")
+    assert rc == 2
+    assert_user_message(err, "null", "device")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_r33_existing_folder_and_path_under_a_file(work, capsys):
+    (work / "d.onnx").mkdir()
+    rc, err = _cli(capsys, "optimize", "m.onnx", "-o", "d.onnx")
+    assert rc == 2
+    assert_user_message(err, "d.onnx", "folder")
+    (work / "file.txt").write_text("x")
+    rc, err = _cli(capsys, "optimize", "m.onnx", "-o", "file.txt/m.onnx")
+    assert rc == 2
+    assert_user_message(err, "file.txt/m.onnx", "is a file, not a folder")
+    rc, err = _cli(capsys, "graph", "m.onnx", "-o", "file.txt/sub/g.html")
+    assert rc == 2
+    assert_user_message(err, "not a folder")
+    assert (work / "file.txt").read_text() == "x"
+
+
+@pytest.fixture
+def tmpfs(work):
+    """A 64 KiB tmpfs under the test folder (root with mount permission only)."""
+    mnt = work / "mnt"
+    mnt.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True)
+    if proc.returncode != 0:
+        pytest.skip("mounting a small tmpfs is not permitted here (needs root in a mount namespace)")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_r33_read_only_folder(work, tmpfs, capsys):
+    (tmpfs / "g.html").write_text("old")
+    proc = subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], capture_output=True)
+    if proc.returncode != 0:
+        pytest.skip("remounting read-only is not permitted here")
+    rc, err = _cli(capsys, "graph", "m.onnx", "-o", "mnt/g.html")
+    assert rc == 2
+    assert_user_message(err, "mnt/g.html", "read-only")
+    assert (tmpfs / "g.html").read_text() == "old"
+
+
+# -- R34: disk full, file-size limit, name too long, a failing write -------------------------------
+
+def test_r34_disk_full_leaves_no_partial_file_and_the_old_output(work, tmpfs, capsys):
+    (tmpfs / "g.html").write_text("old")
+    rc, err = _cli(capsys, "graph", "m.onnx", "-o", "mnt/g.html")          # the page is ~0.5 MB
+    assert rc == 2
+    assert_user_message(err, "mnt/g.html", "no space left")
+    assert (tmpfs / "g.html").read_text() == "old"
+    assert _leftovers(tmpfs) == []
+    from studio.core.save import save_model
+
+    with pytest.raises(StudioError) as info:                               # the facade's model writer
+        save_model(_model(n=256), tmpfs / "big.onnx", shown="mnt/big.onnx")
+    assert_user_message(str(info.value), "mnt/big.onnx", "no space left")
+    assert sorted(p.name for p in tmpfs.iterdir()) == ["g.html"]
+
+
+def test_r34_file_size_limit_is_an_error_not_a_kill(work):
+    (work / "g.html").write_text("old")
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+    proc = _subprocess(work, "graph", "m.onnx", "-o", "g.html", preexec=limit)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-500:])     # not killed by SIGXFSZ
+    assert_user_message(_error_line(proc), "g.html", "file-size limit")
+    assert (work / "g.html").read_text() == "old"
+    assert _leftovers(work) == []
+
+
+def test_r34_name_too_long(work, capsys):
+    long = "r" * 300 + ".json"
+    rc, err = _cli(capsys, "optimize", "m.onnx", "-o", "o.onnx", "--report", long)
+    assert rc == 2
+    assert_user_message(err, "too long")
+    rc, err = _cli(capsys, "graph", "m.onnx", "-o", "g" * 300 + ".html")
+    assert rc == 2
+    assert_user_message(err, "too long")
+    assert _leftovers(work) == []
+
+
+def test_r34_a_write_that_fails_midway_keeps_the_old_output(work):
+    from studio.core import outputs
+
+    (work / "r.json").write_text('{"old": true}')
+    with pytest.raises(RuntimeError):
+        with outputs.open_output("r.json", "w") as fh:
+            fh.write('{"new": ')
+            raise RuntimeError("the writer died")
+    assert json.loads((work / "r.json").read_text()) == {"old": True}
+    assert _leftovers(work) == []
+
+
+# -- R35: concurrent writers -----------------------------------------------------------------------
+
+def _run_threads(fn, n: int) -> list[BaseException]:
+    errors: list[BaseException] = []
+
+    def wrap(i: int) -> None:
+        try:
+            fn(i)
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted on
+            errors.append(exc)
+
+    threads = [threading.Thread(target=wrap, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def test_r35_concurrent_model_writers_never_mix_model_and_data(work):
+    from studio.core.save import save_model
+
+    models = [_model(seed=i, n=128) for i in range(4)]
+    weights = {numpy_helper.to_array(m.graph.initializer[0]).tobytes() for m in models}
+
+    def write(i: int) -> None:
+        for _ in range(5):
+            save_model(models[i], work / "out" / "m.onnx", external_data=True)
+
+    assert _run_threads(write, 4) == []
+    loaded = onnx.load(str(work / "out" / "m.onnx"))                      # with its .data
+    assert numpy_helper.to_array(loaded.graph.initializer[0]).tobytes() in weights
+    assert sorted(p.name for p in (work / "out").iterdir()) == ["m.onnx", "m.onnx.data"]
+
+
+def test_r35_concurrent_report_writers_leave_one_whole_report(work):
+    from studio.core import outputs
+
+    def write(i: int) -> None:
+        for k in range(20):
+            outputs.write_json("report.json", {"writer": i, "k": k, "pad": "x" * (1000 * (i + 1))})
+
+    assert _run_threads(write, 6) == []
+    doc = json.loads((work / "report.json").read_text())
+    assert len(doc["pad"]) == 1000 * (doc["writer"] + 1)
+    assert _leftovers(work) == []
+
+
+def test_r35_concurrent_bundle_publishers_follow_one_another(work):
+    """The bundle swap itself, many times from several threads (the old swap raced: remove, then
+    rename, and the other writer's folder appeared in between)."""
+    from studio.export.bundle import finalize, staging_dir
+
+    out = work / "out"
+    out.mkdir()
+    final = out / "m-00000000"
+
+    def publish(i: int) -> None:
+        for k in range(15):
+            staging = staging_dir(out, final.name, "partial")
+            (staging / "manifest.json").write_text(json.dumps({"format": "onnx-studio-export/1", "by": [i, k]}))
+            (staging / "model.onnx").write_text(f"{i}-{k}")
+            finalize(staging, final)
+
+    assert _run_threads(publish, 4) == []
+    by = json.loads((final / "manifest.json").read_text())["by"]
+    assert (final / "model.onnx").read_text() == f"{by[0]}-{by[1]}"       # one writer's whole bundle
+    assert [p.name for p in out.iterdir()] == [final.name]
+
+
+def test_r35_concurrent_cli_exports_to_one_folder(work):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-m", "studio", "export", "m.onnx", "--target", "ort", "-o", "out"],
+                              cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    results = [(p.wait(timeout=HANG_GUARD_S), p.stderr.read()) for p in procs]
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    for rc, err in results:
+        assert rc == 0 or (rc == 2 and "Traceback" not in err), err
+    assert any(rc == 0 for rc, _ in results)
+    bundles = [p for p in (work / "out").iterdir() if p.is_dir()]
+    assert len(bundles) == 1
+    assert not [p.name for p in (work / "out").iterdir() if p.name.startswith(".")]
+    manifest = json.loads((bundles[0] / "manifest.json").read_text())
+    for row in manifest["files"]:
+        assert sha256_file(bundles[0] / row["path"]) == row["sha256"]
+
+
+# -- R38: output folders from names that collide after sanitizing ----------------------------------
+
+def test_r38_names_that_collide_after_sanitizing_get_distinct_folders(work):
+    from studio.core.paths import distinct_name
+    from studio.export.bundle import bundle_name
+
+    names = ["a/b", "a_b", "a:b", ".", "..", "a b"]
+    assert len({distinct_name(n) for n in names}) == len(names)
+    assert distinct_name("resnet50") == "resnet50"                         # clean names are kept as they are
+    assert len({bundle_name(n, "0" * 64) for n in names}) == len(names)
+    handle = api.load("m.onnx")
+    for name in ("a/b", "a_b"):
+        r = api.export(handle, "onnxruntime", work / "out", name=name, zip=False)
+        assert r.ok
+    assert len([p for p in (work / "out").iterdir() if p.is_dir()]) == 2
+
+
+def test_r38_plugin_op_folders_are_distinct():
+    from studio.plugins.scaffold import _op_folder
+
+    assert len({_op_folder(n) for n in ("My/Op", "My_Op", "My:Op")}) == 3
+    assert _op_folder("MyOp") == "MyOp"
