@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Protocol
 
 from studio.batch.stages import StageOutcome, StageTask, machine_facts, run_stage
+from studio.core import outputs
 from studio.core.errors import StudioError
 
 MAX_ARTIFACT_BYTES = 512 * 2**20       # what one remote task may send back
@@ -133,10 +134,10 @@ def _unpack_checked(blob: bytes, sha256: str, into: Path) -> Path:
             raise StudioError("the model that arrived does not match its content hash; refusing it",
                               code="HASH-MISMATCH")
         if model_dir.exists():
-            shutil.rmtree(model_dir)
+            shutil.rmtree(model_dir)  # scratch: the worker's own model cache entry, re-made below
         tmp.rename(model_dir)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # scratch: a temp folder of the worker's cache
     return model
 
 
@@ -174,7 +175,7 @@ def remote_stage(task_dict: dict, blob: bytes) -> dict:
         outcome = run_stage(task, model, out, pool_key=f"dask-{threading.get_ident()}")
         return {"outcome": outcome.to_dict(), "artifacts": _collect_artifacts(out, outcome)}
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)  # scratch: the task's temp folder on the worker
 
 
 @dataclass(frozen=True)
@@ -313,9 +314,7 @@ def _land(payload: dict, out_dir: Path) -> StageOutcome:
             raise StudioError(f"artifact {rel[:60]} was damaged in transfer", code="HASH-MISMATCH")
         target = safe_child(base, rel)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.part")
-        tmp.write_bytes(data)
-        tmp.replace(target)
+        outputs.write_bytes(target, data)
     return outcome
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from studio.batch.executors import Executor, LocalExecutor, _model_files
 from studio.batch.stages import STAGES, StageOutcome, StageTask, machine_facts
 from studio.core.errors import StudioError
+from studio.core.outputs import check_destination
 from studio.core.paths import safe_name
 
 STATE_FILE = "batch-state.jsonl"
@@ -166,7 +167,8 @@ def run_batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Seque
                 pending.append((m, task, fut))
         total, done = len(pending), 0
         by_future = {fut: (m, task) for m, task, fut in pending}
-        with open(state_path, "a", encoding="utf-8") as state:
+        check_destination(state_path)
+        with open(state_path, "a", encoding="utf-8") as state:  # scratch: the batch's append-only log, checked above
             for fut in as_completed(list(by_future)):
                 m, task = by_future[fut]
                 try:

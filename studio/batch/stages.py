@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studio.core import outputs
+
 STAGES = ("inspect", "check", "optimize", "precision", "profile", "export")
 STATUSES = ("ok", "failed", "error", "worker lost", "cancelled", "skipped")
 
@@ -100,7 +102,7 @@ def _check(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict
     figures = {f"verdict:{v.engine}": v.verdict for v in report.verdicts}
     failing = [v.engine for v in report.verdicts if v.verdict == "fails"]
     path = out / "check.json"
-    path.write_text(json.dumps(report.to_dict(), indent=1, default=str))
+    outputs.write_json(path, report.to_dict(), indent=1)
     verdict = ", ".join(f"{v.engine} {v.verdict}" for v in report.verdicts)
     return ("failed" if failing else "ok"), verdict, figures, [path]
 

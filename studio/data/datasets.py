@@ -293,7 +293,7 @@ def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | Non
         if tokenizer is not None:
             tok = Path(tokenizer)
             check_regular_file(tok, max_bytes=64 * 2**20, label="tokenizer file")
-            shutil.copyfile(tok, staging / "tokenizer.json", follow_symlinks=False)
+            shutil.copyfile(tok, staging / "tokenizer.json", follow_symlinks=False)  # scratch: into our staging folder
             opts["tokenizer"] = "tokenizer.json"
         reason = ""
         if kind == "image" and recipe is None:
@@ -309,11 +309,11 @@ def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | Non
         ds = Dataset(ds_id, (name or src.stem or "dataset")[:80], kind, folder, tuple(samples), tuple(skipped),
                      recipe if kind == "image" else None, reason, cal, ev, classes, opts)
         if (staging / "unpacked").exists():
-            shutil.rmtree(staging / "unpacked")
+            shutil.rmtree(staging / "unpacked")  # scratch: our own staging folder
         atomic_write_text(staging / MANIFEST, json.dumps(ds.to_dict(), indent=1))
         staging.rename(folder)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)  # scratch: our own staging folder
         raise
     return ds
 
@@ -329,7 +329,7 @@ def _collect(kind: str, src_root: Path, files: Sequence[Path], into: Path, label
             if rel not in copied:
                 target = safe_child(into, PurePosixPath(*[safe_name(p, default="_") for p in PurePosixPath(rel).parts]))
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src_root / rel, target, follow_symlinks=False)
+                shutil.copyfile(src_root / rel, target, follow_symlinks=False)  # scratch: into our staging
                 copied[rel] = target.relative_to(into.parent).as_posix()
             samples.append(SampleRef(len(samples), copied[rel], label, line))
         return samples, skipped
@@ -360,7 +360,7 @@ def _collect(kind: str, src_root: Path, files: Sequence[Path], into: Path, label
         safe_parts = [safe_name(part, default="_") for part in rel.parts]
         target = safe_child(into, PurePosixPath(*safe_parts[:-1], f"{len(samples):05d}-{safe_parts[-1]}"))
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(p, target, follow_symlinks=False)
+        shutil.copyfile(p, target, follow_symlinks=False)  # scratch: into our staging folder
         # ImageFolder convention: the parent folder names the class; labels.json wins.
         label = labels.get(rel.as_posix()) or labels.get(p.name) or (rel.parts[0] if len(rel.parts) > 1 else None)
         samples.append(SampleRef(len(samples), target.relative_to(into.parent).as_posix(), label))

@@ -23,6 +23,7 @@ import onnx
 
 from studio.core.engines import RunOptions
 from studio.core.errors import StudioError
+from studio.core import outputs
 from studio.core.paths import atomic_write_text
 from studio.data.datasets import Dataset, dataset_feeds
 from studio.data.metrics import MetricResult, OutputSpec, Target, metrics_for
@@ -151,10 +152,8 @@ def golden_outputs(ds: Dataset, model_path: str | Path, *, part: str = "evaluati
     reference = f"onnxruntime CPU, graph optimizations off{f' ({version})' if version else ''}"
     npz.parent.mkdir(parents=True, exist_ok=True)
     arrays = {f"{i}/{name}": arr for i, o in enumerate(outs) for name, arr in o.items()}
-    tmp = npz.with_suffix(".tmp.npz")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-    tmp.replace(npz)
+    with outputs.open_output(npz, "wb") as fh:
+        np.savez(fh, **arrays)  # scratch: into the output file opened above
     atomic_write_text(meta, json.dumps({"model_sha256": sha, "part": part, "samples": [r.index for r in refs],
                                         "reference": reference, "seconds": seconds, "limit": limit}))
     return Golden(sha, part, outs, tuple(r.index for r in refs), reference, specs, seconds)

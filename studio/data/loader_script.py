@@ -54,8 +54,8 @@ def loader_script_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
                 total += arr.nbytes
             if total > MAX_YIELD_BYTES:
                 return JobOutput(data={"error": "data-loader script: the samples exceed 1 GiB; yield fewer"})
-            with open(ctx.out_dir / f"{i:05d}.npz", "wb") as fh:
-                np.savez(fh, **arrays_i)
+            with open(ctx.out_dir / f"{i:05d}.npz", "wb") as fh:  # scratch: the worker's job folder
+                np.savez(fh, **arrays_i)  # scratch: the file opened above
             count += 1
     except TypeError as exc:
         if "not iterable" in str(exc) or "not an iterator" in str(exc):
@@ -77,7 +77,7 @@ def run_loader_script(script: Path, into: Path, *, limit: int, timeout_s: float 
     work = Path(tempfile.mkdtemp(prefix="studio-loader-"))
     try:
         code = work / "loader.py"
-        shutil.copyfile(script, code, follow_symlinks=False)
+        shutil.copyfile(script, code, follow_symlinks=False)  # scratch: our temp folder
         out = work / "out"
         try:
             res = run_job("data.loader_script", {"code_path": str(code), "limit": int(limit)},
@@ -96,8 +96,8 @@ def run_loader_script(script: Path, into: Path, *, limit: int, timeout_s: float 
         count = 0
         for f in sorted(out.glob("*.npz")):
             if f.is_file() and not f.is_symlink():
-                shutil.move(str(f), into / f.name)
+                shutil.move(str(f), into / f.name)  # scratch: into the dataset's staging folder
                 count += 1
         return count
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)  # scratch: our temp folder

@@ -46,4 +46,4 @@ def remove_dataset(project, id_or_name: str) -> None:
         con.execute("DELETE FROM datasets WHERE id=?", (ds.id,))
         project.catalog.touch(con)
     if ds.folder.is_relative_to(project.root / DATA_DIR):
-        shutil.rmtree(ds.folder, ignore_errors=True)
+        shutil.rmtree(ds.folder, ignore_errors=True)  # scratch: the dataset's own folder in the project

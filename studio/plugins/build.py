@@ -94,7 +94,7 @@ def _copy_sources(package_dir: Path, dest: Path) -> None:
             raise StudioError("the package folder holds over 64 MiB of sources; build it by hand", code="BAD-PATH")
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
+        shutil.copyfile(path, target)  # scratch: into the build worker's scratch copy
 
 
 def _tail(text: str, folder: Path, lines: int = 25) -> str:
@@ -190,7 +190,7 @@ def cmake_build_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) 
     if code == 0:
         for lib in sorted((work / "build").glob("lib*.so")):
             if lib.is_file() and not lib.is_symlink():
-                shutil.copyfile(lib, ctx.out_dir / lib.name)
+                shutil.copyfile(lib, ctx.out_dir / lib.name)  # scratch: the worker's job folder
                 break
     log = log.replace(str(work) + "/", "").replace(str(work), ".")
     return JobOutput(data={"code": code, "log": log[-20000:], "fence": fence})

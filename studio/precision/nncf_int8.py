@@ -12,6 +12,8 @@ The result is an OpenVINO IR (xml + bin) in the job's output folder.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from studio.core import outputs
 from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import Feeds, save_npz
 from studio.core.jobs import JobContext, JobOutput, job
@@ -100,7 +103,7 @@ def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
                                          evaluation)
     out["seconds"] = time.perf_counter() - started
     xml = ctx.out_dir / "model_int8.xml"
-    ov.save_model(quantized, str(xml), compress_to_fp16=False)
+    ov.save_model(quantized, str(xml), compress_to_fp16=False)  # scratch: the worker's job folder
     out["ir"] = xml.name
     return JobOutput(data=out)
 
@@ -116,7 +119,7 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
         raise StudioError("NNCF needs calibration samples", code="BAD-INPUT")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    work = out_dir / ".nncf-inputs"
+    work = Path(tempfile.mkdtemp(prefix="studio-nncf-"))
     args: dict = {"model_path": str(model_path), "mode": mode, "max_drop": max_drop,
                   "calibration": str(save_npz(list(calibration), work / "calibration.npz"))}
     if mode == "accuracy-control":
@@ -130,15 +133,15 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
     limits = Limits(timeout_s=max(base.timeout_s, 600.0), memory_bytes=base.memory_bytes,
                     cpu_threads=base.cpu_threads, address_space_limit=base.address_space_limit)
     try:
-        res = run_job("precision.nncf", args, stage=f"NNCF INT8 ({mode})", limits=limits, out_dir=out_dir,
+        res = run_job("precision.nncf", args, stage=f"NNCF INT8 ({mode})", limits=limits, out_dir=work / "out",
                       pool_key=pool_key, fresh=True)
+        xml = work / "out" / res.data["ir"]
+        for f in (xml, xml.with_suffix(".bin")):
+            outputs.copy_file(f, out_dir / f.name)
     except WorkerError as exc:
         raise StudioError(f"NNCF quantization failed: {exc}", code="NNCF-FAILED") from None
     finally:
-        for f in work.glob("*.npz"):
-            f.unlink(missing_ok=True)
-        if work.exists():
-            work.rmdir()
+        shutil.rmtree(work, ignore_errors=True)  # scratch: our temp folder
     d = res.data
     return NNCFResult(mode, out_dir / d["ir"], float(d["seconds"]), metric, d.get("fp32_metric"),
                       d.get("int8_metric"), d["nncf_version"], d["openvino_version"])
