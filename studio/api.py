@@ -474,12 +474,17 @@ def precision(handle: ModelHandle | str | Path, *, variants=None, calibration: s
               inputs: str | Path | None = None, samples: int = 8, target_cosine: float = 0.99,
               out_dir: str | Path | None = None, dims: Mapping[str, int] | None = None, preprocess=None,
               latency_budget_s: float = 60.0, pool_key: str = "default", on_progress=None, on_tick=None,
-              calibration_method: str = "minmax"):
+              calibration_method: str = "minmax", dataset=None, target: str | None = None):
     """Build fp16/bf16/INT8 variants, compare each with fp32 and time them side by side; the
     ``PrecisionReport`` recommends the fastest variant meeting ``target_cosine`` that is faster
     than fp32 (fp32 itself when none is). ``calibration_method``: minmax, entropy or percentile.
-    With calibration data and no ``inputs``, accuracy is judged on samples held out from it."""
+    With calibration data and no ``inputs``, accuracy is judged on samples held out from it.
+    ``dataset`` (see :func:`dataset`): calibrate on its calibration part, judge on its evaluation part
+    against stored golden outputs by task metrics; ``target`` (``top1-agreement>=0.99``,
+    ``map-drop<=0.01``...) is then what a variant must meet. Without real data the report says it is a
+    random-input estimate, not a recommendation."""
     from studio.core.paths import user_data_path
+    from studio.data.metrics import parse_target
     from studio.precision.variants import evaluate_variants
 
     return evaluate_variants(_path_of(handle), variants=variants, out_dir=Path(out_dir) if out_dir else None,
@@ -488,7 +493,8 @@ def precision(handle: ModelHandle | str | Path, *, variants=None, calibration: s
                              preprocess=preprocess,
                              dims=dims, target_cosine=target_cosine, latency_budget_s=latency_budget_s,
                              pool_key=pool_key, on_progress=on_progress, on_tick=on_tick,
-                             calibration_method=calibration_method)
+                             calibration_method=calibration_method, dataset=dataset,
+                             target=parse_target(target) if target else None)
 # -- export ---------------------------------------------------------------------------
 
 def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Path, *, preset: str | None = None,

@@ -169,7 +169,8 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
                    tolerance: Tolerance | None = None, labels: tuple[str, str] | None = None,
                    dims: Mapping[str, int] | None = None, count: int = 2, limits: Limits | None = None,
                    pool_key: str = "default", on_tick: Callable[[float], None] | None = None,
-                   layerwise: bool = False, layerwise_options: Mapping[str, Any] | None = None) -> ModelComparison:
+                   layerwise: bool = False, layerwise_options: Mapping[str, Any] | None = None,
+                   candidate_header: onnx.ModelProto | None = None) -> ModelComparison:
     """Run ``reference`` on ``engine`` and ``candidate`` on ``engine_b`` (default: the same)
     with the same inputs, and compare every output. ``feeds`` default to ``count``
     seeded random sets built for the reference. ``layerwise`` adds the first
@@ -178,7 +179,8 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
     engine_b = resolve_engine_name(engine_b or engine)
     options_a = options or RunOptions()
     options_b = options_b or options_a
-    ref_model, got_model = _load_header(reference), _load_header(candidate)
+    # candidate_header: the ONNX view of a candidate that is no ONNX file (an OpenVINO IR the studio wrote)
+    ref_model, got_model = _load_header(reference), candidate_header or _load_header(candidate)
     feeds = feeds or make_feeds(ref_model, count=count, dims=dims)
     labels = labels or (Path(reference).name, Path(candidate).name)
     runs_a = run_feed_sets(reference, engine_a, feeds.sets, options=options_a, limits=limits, pool_key=pool_key,

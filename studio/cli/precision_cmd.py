@@ -43,6 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mean", metavar="R,G,B")
     p.add_argument("--std", metavar="R,G,B")
     p.add_argument("--bgr", action="store_true")
+    p.add_argument("--dataset", metavar="NAME", help="a dataset of the --project: calibrate on its calibration part, "
+                                                     "judge on its evaluation part by task metrics")
+    p.add_argument("--target", metavar="METRIC>=X", help="task-metric target with --dataset, e.g. "
+                                                        "top1-agreement>=0.99, map-drop<=0.01, cosine>=0.99")
     p.add_argument("--chart", metavar="FILE.html", help="write the accuracy-vs-latency chart")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -54,7 +58,12 @@ def _fmt(x: float | None, spec: str) -> str:
 def _target(v) -> str:
     if v.meets_target:
         return "met"
-    return "missed" if v.cosine is not None else "-"
+    return "missed" if v.cosine is not None or v.task else "-"
+
+
+def _task_value(v) -> str:
+    value = (v.task or {}).get("target_value")
+    return "-" if value is None else f"{value:.4g}"
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -62,6 +71,13 @@ def _run(args: argparse.Namespace) -> int:
         raise StudioError("--samples must be between 1 and 1024")
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     handle = api.load(args.model)
+    dataset = None
+    if args.dataset:
+        if kept(args) is None:
+            raise StudioError("--dataset names a dataset of a project: add --project NAME")
+        dataset = api.dataset(kept(args).project, args.dataset)
+    elif args.target:
+        raise StudioError("--target is judged on a dataset: add --project NAME --dataset NAME")
     if args.chart:
         outputs.check_destination(args.chart)           # before the run: not the input, no link/FIFO/folder
 
@@ -73,7 +89,8 @@ def _run(args: argparse.Namespace) -> int:
                            samples=args.samples, target_cosine=args.target_cosine,
                            out_dir=args.out or (kept(args).job.dir / "variants" if kept(args) else None),
                            dims=parse_dims(args.dim), preprocess=preprocess_from(args), latency_budget_s=args.budget,
-                           on_progress=progress, calibration_method=args.calibration_method)
+                           on_progress=progress, calibration_method=args.calibration_method, dataset=dataset,
+                           target=args.target)
     keep_json(args, "precision.json", report.to_dict(), "precision")
     for v in report.variants if kept(args) is not None else ():
         if v.path is not None and not v.error and v.name != "fp32" and Path(v.path).is_file():
@@ -90,13 +107,16 @@ def _run(args: argparse.Namespace) -> int:
     print(f"calibration  {printable(report.calibration)}")
     print(f"judged on    {printable(str(report.evaluation.get('source', '')))}; baseline "
           f"{report.evaluation.get('baseline', '')}")
-    rows = [["variant", "engine", "ms (p10)", "median", "x fp32", "95% CI", "cosine", "top-1", "target", "status"]]
+    print(f"basis        {printable(report.basis, 300)}")
+    task_head = (report.target or "").split(">")[0].split("<")[0]
+    rows = [["variant", "engine", "ms (p10)", "median", "x fp32", "95% CI", "cosine", "top-1",
+             *([task_head] if task_head else []), "target", "status"]]
     for v in report.variants:
         ci = f"{v.ratio_ci[0]:.2f}-{v.ratio_ci[1]:.2f}" if v.ratio_ci else "-"
         rows.append([v.name + (" *" if v.recommended else ""), v.engine, _fmt(v.latency_ms, ".2f"),
                      _fmt(v.median_ms, ".2f"),
                      _fmt(v.ratio, ".2f"), ci, _fmt(v.cosine, ".5f"), _fmt(v.top1, ".2f"),
-                     _target(v), v.status if not v.error else "failed"])
+                     *([_task_value(v)] if task_head else []), _target(v), v.status if not v.error else "failed"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())

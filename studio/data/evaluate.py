@@ -191,8 +191,8 @@ def evaluate(ds: Dataset, golden: Golden, model_path: str | Path, *, engine: str
         options = dataclasses.replace(options or RunOptions(), openvino_ir=True)
         if inputs_model is None and feeds is None:
             raise StudioError("an OpenVINO IR is evaluated with the original ONNX model's inputs (inputs_model)")
-    model = onnx.load_model(str(inputs_model or model_path), load_external_data=False)
     if feeds is None:
+        model = onnx.load_model(str(inputs_model or model_path), load_external_data=False)
         feeds = dataset_feeds(ds, model, part=golden.part, limit=len(golden.sample_indices))
     runs = _run_sets(model_path, engine, feeds, options, pool_key)
     failed = tuple((golden.sample_indices[i], str(e)[:200]) for i, e in enumerate(runs.errors) if e)

@@ -29,6 +29,7 @@ from typing import Any
 import onnx
 
 from studio.accuracy.compare_models import ModelComparison, compare_models
+from studio.core.compare import QUANTIZED
 from studio.core.engines import RunOptions, get_engine
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
@@ -54,6 +55,7 @@ class VariantSpec:
     precision: str                                # fp32 | fp16 | bf16 | int8
     passes: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()   # pipeline producing the model
     run_options: RunOptions = RunOptions()
+    builder: str = "passes"                       # passes | nncf | nncf-accuracy (OpenVINO-native INT8)
 
 
 def _p(name: str, **opts: Any) -> tuple[str, tuple[tuple[str, Any], ...]]:
@@ -76,6 +78,12 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
     VariantSpec("int8-ov", "INT8 QDQ · OpenVINO", "openvino", "int8",
                 (_p("quantize-int8-static", config="qdq-u8s8", fallback=False, require_target=False),),
                 RunOptions(precision="f32")),
+    # OpenVINO's own INT8: NNCF post-training quantization, and NNCF with accuracy control driven by
+    # the task metric on a dataset (it keeps the costliest layers in float until the drop is met).
+    VariantSpec("int8-nncf", "INT8 NNCF · OpenVINO", "openvino", "int8", (),
+                RunOptions(precision="f32", openvino_ir=True), builder="nncf"),
+    VariantSpec("int8-nncf-aa", "INT8 NNCF accuracy-aware · OpenVINO", "openvino", "int8", (),
+                RunOptions(precision="f32", openvino_ir=True), builder="nncf-accuracy"),
     VariantSpec("fp16-trt", "fp16 · TensorRT", "tensorrt", "fp16", (), RunOptions(precision="f16")),
     VariantSpec("int8-trt", "INT8 QDQ · TensorRT", "tensorrt", "int8",
                 (_p("quantize-int8-static", config="qdq-s8s8", fallback=False, require_target=False),),
@@ -130,6 +138,7 @@ class VariantResult:
     error: str | None = None
     lineage: tuple[dict, ...] = ()           # pipeline records (provenance of the model)
     details: Mapping[str, Any] = field(default_factory=dict)
+    task: Mapping[str, Any] | None = None     # task metrics on the dataset (MetricReport.to_dict()), if any
 
     @property
     def faster_than_fp32(self) -> bool:
@@ -156,7 +165,7 @@ class VariantResult:
         d.update(path=self.path.name if self.path else None, faster_than_fp32=self.faster_than_fp32,
                  ratio_ci=[round(x, 4) for x in self.ratio_ci] if self.ratio_ci else None,
                  ratio_rounds=self.ratio_rounds, speed=self.speed_text,
-                 notes=list(self.notes), details=dict(self.details), lineage=list(self.lineage))
+                 notes=list(self.notes), details=dict(self.details), lineage=list(self.lineage), task=self.task)
         for k in ("latency_ms", "median_ms", "p90_ms", "ratio", "cosine", "max_abs"):
             if d[k] is not None:
                 d[k] = round(float(d[k]), 6)
@@ -174,6 +183,13 @@ class PrecisionReport:
     model_kind: str
     out_dir: Path | None
     notes: tuple[str, ...] = ()
+    basis: str = ""                  # "dataset NAME: ..." or "random-input estimate, not a recommendation"
+    target: str | None = None        # the task-metric target when a dataset judged the variants
+
+    @property
+    def is_estimate(self) -> bool:
+        """Judged on random inputs: a speed/accuracy estimate, not a recommendation."""
+        return self.basis.startswith(RANDOM_BASIS)
 
     def variant(self, name: str) -> VariantResult:
         for v in self.variants:
@@ -182,23 +198,31 @@ class PrecisionReport:
         raise KeyError(name)
 
     def summary(self) -> str:
+        prefix = f"{RANDOM_BASIS}: " if self.is_estimate else ""
         if self.recommended is None:
             why = next((v.error for v in self.variants if v.error), None)
-            return "no variant could be measured" + (f": {why}" if why else "")
+            return prefix + "no variant could be measured" + (f": {why}" if why else "")
         v = self.variant(self.recommended)
+        goal = self.target or f"cosine >= {self.target_cosine}"
         if v.name == "fp32":
-            return (f"keep fp32: no reduced-precision variant is both faster than fp32 and within cosine "
-                    f">= {self.target_cosine}")
+            return prefix + f"keep fp32: no reduced-precision variant is both faster than fp32 and meets {goal}"
         from passes.quant_tools import cosine_text
 
-        return (f"recommended: {v.label}: {v.speed_text}, cosine "
+        if self.target and v.task:
+            return (prefix + f"recommended: {v.label}: {v.speed_text}, {self.target.split('>')[0].split('<')[0]} "
+                    f"{v.task.get('target_value')} (target {self.target})")
+        return (prefix + f"recommended: {v.label}: {v.speed_text}, cosine "
                 f"{cosine_text(v.cosine, self.target_cosine)} (target {self.target_cosine:.10g})")
 
     def to_dict(self) -> dict:
         return {"summary": self.summary(), "recommended": self.recommended,
                 "best_per_engine": dict(self.best_per_engine), "target_cosine": self.target_cosine,
                 "calibration": self.calibration, "evaluation": dict(self.evaluation), "model_kind": self.model_kind,
-                "notes": list(self.notes), "variants": [v.to_dict() for v in self.variants]}
+                "notes": list(self.notes), "basis": self.basis, "target": self.target,
+                "is_estimate": self.is_estimate, "variants": [v.to_dict() for v in self.variants]}
+
+
+RANDOM_BASIS = "random-input estimate, not a recommendation"
 
 
 def _long_limits(limits: Limits | None, model_bytes: int) -> Limits:
@@ -245,6 +269,89 @@ def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[st
         details.update(rec.details)
         warnings += list(rec.warnings)
     return Path(result.output), tuple(result.lineage()), details, warnings
+
+
+MAX_DATASET_EVAL = 64      # evaluation samples judged per variant (the golden set is this size)
+
+
+def _dataset_feeds(ds, header: onnx.ModelProto, model_path: Path, dims: Mapping[str, int] | None,
+                   pool_key: str) -> tuple[FeedSet, FeedSet, Any]:
+    """Calibration and evaluation feeds from the dataset's parts, and the golden outputs."""
+    from studio.data.datasets import dataset_feeds
+    from studio.data.evaluate import golden_outputs
+
+    if not ds.calibration:
+        raise StudioError(f"dataset {ds.name[:40]} has no calibration part; add it with a calibration fraction > 0",
+                          code="BAD-INPUT")
+    if not ds.evaluation:
+        raise StudioError(f"dataset {ds.name[:40]} has no evaluation part; add it with a calibration fraction < 1",
+                          code="BAD-INPUT")
+    cal = dataset_feeds(ds, header, part="calibration", limit=300, dims=dims)
+    limit = min(MAX_DATASET_EVAL, len(ds.evaluation))
+    ev = dataset_feeds(ds, header, part="evaluation", limit=limit, dims=dims)
+    golden = golden_outputs(ds, model_path, part="evaluation", limit=limit, pool_key=pool_key)
+    return (FeedSet(tuple(cal), f"dataset {ds.name[:40]}: {len(cal)} calibration sample(s)"),
+            FeedSet(tuple(ev), f"dataset {ds.name[:40]}: {len(ev)} evaluation sample(s)"), golden)
+
+
+def _metric_output(golden, metric: str) -> str:
+    """The output the target's metric judges: the first one it applies to."""
+    from studio.data.metrics import METRICS, metrics_for
+
+    for spec in golden.specs:
+        if metric in {m.name for m in metrics_for(spec)} or METRICS[metric].applies_to(spec):
+            return spec.name
+    raise StudioError(f"metric {metric} applies to no output of this model", code="BAD-OPTION")
+
+
+def _max_drop(target) -> float:
+    """NNCF's absolute max drop for a target met by the reference itself (agreement = 1, error = 0)."""
+    from studio.data.metrics import METRICS
+
+    if target.metric != target.base_metric:                 # map-drop<=d, top1-drop<=d
+        return float(target.threshold)
+    if METRICS[target.base_metric].higher_is_better:
+        return max(0.0, 1.0 - float(target.threshold))
+    return float(target.threshold)
+
+
+def _build_nncf(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet, eval_feeds: FeedSet, golden,
+                target, limits: Limits, pool_key: str) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
+    """NNCF INT8 for OpenVINO (``nncf``), or with accuracy control by the task metric (``nncf-accuracy``)."""
+    from studio.precision.nncf_int8 import quantize_openvino
+
+    if spec.builder == "nncf-accuracy":
+        if golden is None or target is None:
+            raise StudioError("accuracy-aware NNCF needs a dataset and a task-metric target (--dataset, --target)")
+        output = _metric_output(golden, target.base_metric)
+        r = quantize_openvino(model_path, calib.sets, work / spec.name, mode="accuracy-control",
+                              evaluation=eval_feeds.sets, golden=list(golden.outputs), metric=target.base_metric,
+                              output=output, max_drop=_max_drop(target), limits=limits, pool_key=pool_key)
+    else:
+        r = quantize_openvino(model_path, calib.sets, work / spec.name, limits=limits, pool_key=pool_key)
+    details = {"nncf_version": r.nncf_version, "nncf_seconds": round(r.seconds, 3)}
+    if r.int8_metric is not None:
+        details.update(nncf_metric=r.metric, nncf_fp32_metric=r.fp32_metric, nncf_int8_metric=r.int8_metric)
+    lineage = ({"pass": f"nncf.{'quantize_with_accuracy_control' if r.mode != 'basic' else 'quantize'}",
+                "tool": f"nncf {r.nncf_version}", "seconds": round(r.seconds, 3)},)
+    return r.ir_path, lineage, details, []
+
+
+def _task_metrics(ds, golden, path: Path, spec: VariantSpec, eval_feeds: FeedSet, target,
+                  pool_key: str) -> tuple[dict | None, bool, str | None]:
+    """The variant's task metrics on the dataset's evaluation part (MetricReport as a dict)."""
+    from studio.data.evaluate import evaluate
+
+    try:
+        report = evaluate(ds, golden, path, engine=spec.engine, options=spec.run_options, target=target,
+                          candidate=spec.label, pool_key=pool_key, feeds=list(eval_feeds.sets))
+    except StudioError as exc:
+        return None, False, f"task metrics could not be computed: {exc}"
+    note = None
+    if target is not None and not report.target_met:
+        v = report.target_value
+        note = f"target missed: {target.text()} (got {'n/a' if v is None else f'{v:.4g}'})"
+    return report.to_dict(), bool(report.target_met), note
 
 
 def _speed_note(ratio: float | None, ci: tuple[float, float] | None, rounds: int) -> str | None:
@@ -316,8 +423,13 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                       target_cosine: float = 0.99, latency_budget_s: float = 60.0, limits: Limits | None = None,
                       pool_key: str = "default", on_progress: Callable[[int, int, str], None] | None = None,
                       on_tick: Callable[[float], None] | None = None,
-                      calibration_method: str = "minmax") -> PrecisionReport:
+                      calibration_method: str = "minmax", dataset=None, target=None) -> PrecisionReport:
     """Build, verify, compare and time each variant (see module docs).
+
+    ``dataset`` (a :class:`studio.data.datasets.Dataset`): calibrate on its calibration part and
+    judge every variant on its evaluation part against the stored golden outputs with task
+    metrics; ``target`` (a :class:`studio.data.metrics.Target`, e.g. top1-agreement>=0.99) is then
+    what a variant must meet. Without real data the report is a random-input estimate.
 
     ``calibration``: an .npz or an image folder for INT8 calibration (else ``samples``
     seeded random sets); ``inputs``: an .npz judged on (else: real samples of the
@@ -356,19 +468,30 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
             on_progress(step, steps, label)
         step += 1
 
+    if target is not None and dataset is None:
+        raise StudioError("a task-metric target needs a dataset to judge it on (--dataset NAME)", code="BAD-OPTION")
     try:
         progress("preparing inputs")
-        calib, held_out = _calibration_and_holdout(header, calibration, samples, dims, preprocess,
-                                                   split=inputs is None)
-        calib_npz = save_npz(calib.sets, work / "calibration.npz")
-        if inputs is not None:
-            eval_feeds = make_feeds(header, inputs=Path(inputs))
-        elif held_out is not None:
-            eval_feeds = held_out            # real inputs the calibration never saw
+        golden = None
+        if dataset is not None:
+            calib, eval_feeds, golden = _dataset_feeds(dataset, header, model_path, dims, pool_key)
+            basis = (f"dataset {dataset.name[:60]}: {len(calib)} calibration / {len(eval_feeds)} evaluation samples, "
+                     f"judged against stored golden outputs")
         else:
-            eval_feeds = make_feeds(header, count=4, dims=dims, seed=1000)
-        if len(eval_feeds) > 16:
-            eval_feeds = FeedSet(eval_feeds.sets[:16], eval_feeds.source + " (first 16)", eval_feeds.dims)
+            calib, held_out = _calibration_and_holdout(header, calibration, samples, dims, preprocess,
+                                                       split=inputs is None)
+            if inputs is not None:
+                eval_feeds = make_feeds(header, inputs=Path(inputs))
+            elif held_out is not None:
+                eval_feeds = held_out            # real inputs the calibration never saw
+            else:
+                eval_feeds = make_feeds(header, count=4, dims=dims, seed=1000)
+            if len(eval_feeds) > 16:
+                eval_feeds = FeedSet(eval_feeds.sets[:16], eval_feeds.source + " (first 16)", eval_feeds.dims)
+            basis = (f"{RANDOM_BASIS} (seeded random inputs: add a dataset, or give calibration data)"
+                     if calibration is None and inputs is None else
+                     f"calibration {calib.source}; judged on {eval_feeds.source}")
+        calib_npz = save_npz(calib.sets, work / "calibration.npz")
         dims_opt = {"dims": dict(eval_feeds.dims)} if eval_feeds.dims else {}
         pass_extra = {"quantize-int8-static": {"calibration": str(calib_npz), "target_cosine": target_cosine,
                                                "method": calibration_method, **dims_opt},
@@ -389,7 +512,10 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                 key = spec.passes
                 reuse = next((n for n, (p, *_rest) in built.items() if VARIANTS[n].passes == key), None)
                 plain = built.get("int8")
-                if not spec.passes:
+                if spec.builder.startswith("nncf"):
+                    built[name] = _build_nncf(spec, model_path, work, calib, eval_feeds, golden, target,
+                                              long_limits, pool_key)
+                elif not spec.passes:
                     built[name] = (model_path, (), {}, [])
                 elif reuse is not None:
                     built[name] = built[reuse]
@@ -409,10 +535,13 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
             spec = VARIANTS[name]
             progress(f"comparing {spec.label} with fp32")
             try:
+                ir = spec.run_options.openvino_ir
                 comparisons[name] = compare_models(model_path, path, engine="onnxruntime", engine_b=spec.engine,
                                                    feeds=eval_feeds, options_b=spec.run_options,
                                                    labels=("fp32 · ONNX Runtime", spec.label), limits=long_limits,
-                                                   pool_key=pool_key, on_tick=on_tick)
+                                                   pool_key=pool_key, on_tick=on_tick,
+                                                   candidate_header=header if ir else None,
+                                                   tolerance=QUANTIZED if ir else None)
             except Exception as exc:  # noqa: BLE001
                 msg = str(exc) if isinstance(exc, StudioError) else f"{type(exc).__name__}: {exc}"
                 results[name] = VariantResult(name, spec.label, spec.engine, spec.precision, "failed",
@@ -454,9 +583,16 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
             meets = cosine is not None and cosine >= target_cosine and not cmp.set_errors and not int_bad
             if not diffs and not int_bad and not cmp.set_errors and cmp.comparison:
                 cosine, meets = 1.0, True          # only integer outputs, all equal: nothing approximated
+            task = None
+            if golden is not None:
+                task, task_meets, task_note = _task_metrics(dataset, golden, path, spec, eval_feeds, target, pool_key)
+                if task_note:
+                    notes.append(task_note)
+                if target is not None:
+                    meets = task_meets             # the task metric decides, not the cosine
             if int_bad:
                 notes.append(f"integer output '{int_bad[0].name[:60]}' differs from fp32: {int_bad[0].note}")
-            if cosine is not None and cosine < target_cosine and name != "fp32":
+            if cosine is not None and cosine < target_cosine and name != "fp32" and target is None:
                 notes.append(f"target missed: cosine {cosine_text(cosine, target_cosine)} < {target_cosine:.10g}")
             speed = _speed_note(ratio, ratio_ci, estimate.rounds if estimate is not None else 0) \
                 if name != "fp32" else None
@@ -469,7 +605,7 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                 ratio=ratio, ratio_ci=ratio_ci, ratio_rounds=estimate.rounds if estimate is not None else 0,
                 cosine=cosine, top1=top1, top5=top5,
                 max_abs=max_abs, meets_target=meets, notes=tuple(dict.fromkeys(notes)),
-                error=latency.error if latency else None, lineage=lineage, details=details)
+                error=latency.error if latency else None, lineage=lineage, details=details, task=task)
         progress("recommending")
         ordered = [results[n] for n in names if n in results]
         eligible = [v for v in ordered if recommendable(v)]
@@ -489,7 +625,8 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
         return PrecisionReport(final, best.name if best else None, per_engine, target_cosine, calib.source,
                                {**eval_feeds.to_dict(), "baseline": "fp32 on ONNX Runtime CPU, default graph "
                                                                     "optimizations"},
-                               model_kind(header), None if own else work, tuple(report_notes))
+                               model_kind(header), None if own else work, tuple(report_notes), basis,
+                               target.text() if target is not None else None)
     finally:
         if on_progress:
             on_progress(steps, steps, "done")
