@@ -123,17 +123,17 @@ def lint_model(model: ModelProto, *, custom_ops: Sequence[CustomOpInfo] = (), sh
                                fix_pass="remove-unused-opsets", source="opset_import"))
 
     # Duplicate names.
-    produced: Counter[str] = Counter()
+    produced: Counter[tuple] = Counter()     # (function, name): each local function is its own scope
     node_names: Counter[str] = Counter()
     for ref in iter_graphs(model):
         if ref.depth == 0 and not ref.function:
-            produced.update(init_names)
-            produced.update(vi.name for vi in ref.graph.input if vi.name not in init_set)
+            produced.update((None, n) for n in init_names)
+            produced.update((None, vi.name) for vi in ref.graph.input if vi.name not in init_set)
         for n in ref.graph.node:
-            produced.update(o for o in n.output if o)
+            produced.update((ref.function, o) for o in n.output if o)
             if n.name:
                 node_names[(ref.scope, n.name)] += 1
-    dup_values = [n for n, c in produced.items() if c > 1]
+    dup_values = [n for (_, n), c in produced.items() if c > 1]
     if dup_values:
         out.append(Finding("DUPLICATE-NAME", "error", f"{len(dup_values)} value name(s) are produced more than once, "
                            f"e.g. {dup_values[0]!r} (the graph is not in SSA form)",

@@ -34,8 +34,8 @@ def max_inlined_nodes() -> int:
 
 def inlined_node_count(model: ModelProto, cap: int | None = None) -> int:
     """Nodes of the main graph (subgraphs included) once every call to a model-local function
-    is replaced by the function's body, recursively. A recursive function counts as ``cap``
-    (or a huge number): it can never be inlined. Counting stops early above ``cap``."""
+    is replaced by the function's body, recursively. A recursive call counts as one node (the
+    full check refuses it with its own words). Counting stops early above ``cap``."""
     big = cap if cap is not None else 2**62
     functions = {(f.domain, f.name, getattr(f, "overload", "")): f for f in model.functions}
     by_name = {(f.domain, f.name): f for f in model.functions}
@@ -68,7 +68,7 @@ def inlined_node_count(model: ModelProto, cap: int | None = None) -> int:
         if key in memo:
             return memo[key]
         if key in active:
-            return big                       # recursion: the full check names it
+            return 1                         # recursion: never inlined; the full check names it
         active.add(key)
         memo[key] = min(big, nodes_of(fn.node))
         active.discard(key)

@@ -202,3 +202,11 @@ def test_r46_a_stage_that_times_out_says_how_large_the_model_is(tmp_path):
         get_engine("ort").run(src, {"x": np.zeros(1, "float32")}, limits=Limits(timeout_s=2), pool_key="r46")
     assert info.value.kind == "timeout"
     assert_user_message(str(info.value), "timed out after 2 s on a model of 1 node")
+
+
+def test_r46_function_bodies_are_their_own_name_scope_in_lint():
+    """Every function body of the bomb produces 'y' (as does the graph): that is not a duplicate."""
+    from diagnostics.lint import lint_model
+
+    codes = [f.code for f in lint_model(function_bomb(3))]
+    assert "DUPLICATE-NAME" not in codes
