@@ -219,7 +219,7 @@ def normalize_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) ->
         return JobOutput(data={"lint": [], "checked": False})
     lint, checked = normalize_proto(model)
     if lint:
-        onnx.save_model(model, str(ctx.out_dir / "model.onnx"))
+        onnx.save_model(model, str(ctx.out_dir / "model.onnx"))  # scratch: the worker's job folder
     return JobOutput(data={"lint": lint, "checked": checked and not lint})
 
 
@@ -233,7 +233,7 @@ def normalize_in_worker(model_path: Path, workdir: Path, *, limits: Limits | Non
         res = run_job("passes.normalize_input", {"model_path": str(model_path)}, stage="reading the model",
                       limits=limits, pool_key=pool_key, out_dir=out_dir)
     except WorkerError:
-        shutil.rmtree(out_dir, ignore_errors=True)
+        shutil.rmtree(out_dir, ignore_errors=True)  # scratch: the pipeline's own workdir
         return Normalized(Path(model_path))
     lint = tuple(str(x) for x in res.data.get("lint", ()))
     fixed = out_dir / "model.onnx"
