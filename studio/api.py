@@ -448,26 +448,45 @@ def compare(a: ModelHandle | str | Path, b: ModelHandle | str | Path, *, engine:
             images: str | Path | None = None, count: int = 2, dims: Mapping[str, int] | None = None,
             ov_precision: str = "f32", ov_precision_b: str | None = None, tolerance=None, layerwise: bool = False,
             layer_threshold: float | None = None, labels: tuple[str, str] | None = None,
-            pool_key: str = "default", on_tick=None):
+            pool_key: str = "default", on_tick=None, dataset=None, dataset_part: str = "evaluation",
+            limit: int | None = None, target: str | None = None):
     """Compare model ``a`` on ``engine`` with model ``b`` on ``engine_b`` (default: the same) on the
     same inputs: shapes first, then max abs/rel, L2, cosine, top-1/top-5 agreement per output
     (a ``ModelComparison``, truthy when everything matches). ``layerwise`` adds the first
-    diverging layer and per-layer errors (``result.layerwise.node_errors()``)."""
+    diverging layer and per-layer errors (``result.layerwise.node_errors()``). ``dataset``: run on its
+    ``dataset_part`` samples and add task metrics of B against A's golden outputs (``result.extra["task"]``),
+    judged by ``target`` when given."""
+    import dataclasses
+
     from studio.accuracy.compare_models import compare_models
     from studio.core.engines import RunOptions
 
     pa, pb = _path_of(a), _path_of(b)
+    if dataset is not None and feeds is None:
+        from studio.core.feeds import FeedSet
+        from studio.data.datasets import dataset_feeds
+
+        header = a.proto if isinstance(a, ModelHandle) else _load(pa).proto
+        sets = dataset_feeds(dataset, header, part=dataset_part, limit=limit or 64, dims=dims)
+        feeds = FeedSet(tuple(sets), f"dataset {dataset.name[:40]}: {len(sets)} {dataset_part} sample(s)")
     if feeds is None and (inputs or images):
         feeds = make_inputs(a if isinstance(a, ModelHandle) else _load(pa), inputs=inputs, images=images,
                             count=count, dims=dims)
     labels = labels or ((a.name if isinstance(a, ModelHandle) else pa.name),
                         (b.name if isinstance(b, ModelHandle) else pb.name))
-    return compare_models(pa, pb, engine=engine, engine_b=engine_b, feeds=feeds,
+    result = compare_models(pa, pb, engine=engine, engine_b=engine_b, feeds=feeds,
                           options=RunOptions(precision=ov_precision),
                           options_b=RunOptions(precision=ov_precision_b or ov_precision), tolerance=tolerance,
                           labels=labels, dims=dims, count=count, pool_key=pool_key, on_tick=on_tick,
                           layerwise=layerwise,
                           layerwise_options={"layer_threshold": layer_threshold} if layer_threshold else None)
+    if dataset is None:
+        return result
+    from studio.core.engines import resolve_engine_name
+
+    task = evaluate_on_dataset(dataset, pa, pb, engine=resolve_engine_name(engine_b or engine), target=target,
+                               part=dataset_part, limit=limit or 64, pool_key=pool_key)
+    return dataclasses.replace(result, extra={**dict(result.extra), "task": task.to_dict()})
 
 
 def precision(handle: ModelHandle | str | Path, *, variants=None, calibration: str | Path | None = None,

@@ -31,6 +31,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layer-threshold", type=float, metavar="X",
                    help="relative L2 error above which a layer counts as diverged")
     p.add_argument("--chart", metavar="FILE.html", help="with --layerwise: write the per-layer error chart")
+    p.add_argument("--project", metavar="NAME", help="the project holding --dataset")
+    p.add_argument("--dataset", metavar="NAME", help="run on a dataset's evaluation samples and add task metrics "
+                                                     "(B against A's golden outputs)")
+    p.add_argument("--target", metavar="METRIC>=X", help="with --dataset: e.g. top1-agreement>=0.99")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     add_input_arguments(p)
 
@@ -52,9 +56,18 @@ def run(args: argparse.Namespace) -> int:
     if args.inputs or args.images:
         feeds = api.make_inputs(a, inputs=args.inputs, images=args.images, count=args.count, dims=dims,
                                 preprocess=preprocess_from(args))
+    dataset = None
+    if args.dataset:
+        if not args.project:
+            raise StudioError("--dataset names a dataset of a project: add --project NAME")
+        dataset = api.dataset(api.open_project(args.project), args.dataset)
+    elif args.target:
+        raise StudioError("--target is judged on a dataset: add --project NAME --dataset NAME")
     result = api.compare(a, b, engine=args.engine, engine_b=args.engine_b, feeds=feeds, count=args.count, dims=dims,
                          ov_precision=args.ov_precision, ov_precision_b=args.ov_precision_b,
-                         layerwise=args.layerwise, layer_threshold=args.layer_threshold)
+                         layerwise=args.layerwise, layer_threshold=args.layer_threshold, dataset=dataset,
+                         target=args.target)
+    task = result.extra.get("task")
     if args.chart:
         from studio.accuracy.charts import layer_error_figure
 
@@ -90,5 +103,14 @@ def run(args: argparse.Namespace) -> int:
         worst = sorted((x for x in lw.layers if x.rel_l2 is not None), key=lambda x: -x.error)[:5]
         for x in worst:
             print(f"           {printable(x.node, 60)} ({x.op_type})  rel L2 {x.error:.3g}")
+    if task:
+        for o in task["outputs"]:
+            cells = ", ".join(f"{m['metric']} {'n/a' if m['value'] is None else format(m['value'], '.4g')}"
+                              for m in o["metrics"])
+            print(f"task       {printable(o['output'], 40)} ({o['task']}): {cells}")
+        if task["target"]:
+            print(f"target     {task['target']}: {'met' if task['target_met'] else 'missed'}")
     print(("PASS: " if result.ok else "FAIL: ") + printable(result.summary(), 400))
+    if task and task["target"]:
+        return 0 if task["target_met"] else 1        # the task target decides, not element-wise tolerances
     return 0 if result.ok else 1

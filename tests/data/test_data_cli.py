@@ -34,3 +34,15 @@ def test_data_cli_roundtrip(tmp_path, capsys):
     assert main(["data", "rm", "real", "--project", "p1", "--yes"]) == 0
     assert main(["data", "show", "real", "--project", "p1"]) == 2
     assert "no dataset 'real'" in capsys.readouterr().err
+
+
+def test_compare_on_a_dataset_reports_task_metrics(tmp_path, capsys):
+    photos = _photo_folder(tmp_path / "photos", n_per_class=2)
+    model = str(path_of("image_classifier"))
+    assert main(["data", "add", str(photos), "--project", "p2", "--name", "real", "--model", model]) == 0
+    capsys.readouterr()
+    assert main(["compare", model, model, "--engine-b", "openvino", "--project", "p2", "--dataset", "real",
+                 "--target", "top1-agreement>=0.99"]) == 0
+    out = capsys.readouterr().out
+    assert "dataset real" in out and "task       logits (classification): top1-agreement 1" in out
+    assert "target     top1-agreement>=0.99: met" in out
