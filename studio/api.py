@@ -737,6 +737,15 @@ def preview_dataset(ds, handle: ModelHandle, count: int = 4, part: str = "all") 
     return dataset_feeds(ds, handle.proto, part=part, limit=count)
 
 
+def dataset_inputs_file(ds, handle: ModelHandle, path: str | Path, *, count: int = 1,
+                        part: str = "evaluation") -> Path:
+    """The first ``count`` samples of ``part`` as an .npz of model inputs (what ``--inputs`` takes)."""
+    from studio.core.feeds import save_npz
+    from studio.data.datasets import dataset_feeds
+
+    return save_npz(dataset_feeds(ds, handle.proto, part=part, limit=count), Path(path))
+
+
 def suggest_preprocessing(handle: ModelHandle):
     """(recipe, reason) the model suggests for image datasets."""
     from studio.core.preprocess import suggest_recipe

@@ -48,6 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="value for a symbolic input dim")
     p.add_argument("--inputs", metavar="NPZ", help="inputs from an .npz file (keys = input names)")
+    p.add_argument("--dataset", metavar="NAME", help="time on the first sample of a dataset of the --project "
+                                                     "(after its preprocessing)")
     p.add_argument("--images", metavar="DIR", help="a folder of images for the model's image input (the first "
                                                    "image is used; other inputs get seeded values)")
     add_preprocess_arguments(p.add_argument_group("image preprocessing (with --images)"))
@@ -139,6 +141,18 @@ def _run(args: argparse.Namespace) -> int:
             return code
     options = _options(args)
     handles = [api.load(m) for m in args.models]
+    if args.dataset:
+        from dataclasses import replace
+
+        from studio.cli.project_args import kept
+
+        if kept(args) is None:
+            raise StudioError("--dataset names a dataset of a project: add --project NAME")
+        if args.inputs or args.images:
+            raise StudioError("give --dataset, --inputs or --images, not several")
+        ds = api.dataset(kept(args).project, args.dataset)
+        npz = api.dataset_inputs_file(ds, handles[0], kept(args).job.dir / "dataset-inputs.npz")
+        options = replace(options, inputs_npz=str(npz))
     if args.trace:
         outputs.check_destination(args.trace)           # before the run: not an input, no link/FIFO/folder
     names = [h.name for h in handles]

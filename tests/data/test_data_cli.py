@@ -46,3 +46,14 @@ def test_compare_on_a_dataset_reports_task_metrics(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "dataset real" in out and "task       logits (classification): top1-agreement 1" in out
     assert "target     top1-agreement>=0.99: met" in out
+
+
+def test_profile_times_on_a_dataset_sample(tmp_path, capsys):
+    photos = _photo_folder(tmp_path / "photos", n_per_class=1)
+    model = str(path_of("image_classifier"))
+    assert main(["data", "add", str(photos), "--project", "p3", "--name", "real", "--model", model]) == 0
+    capsys.readouterr()
+    assert main(["profile", model, "--project", "p3", "--dataset", "real", "--iterations", "5", "--rounds", "2",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "dataset-inputs.npz" in json.dumps(data["feeds"]) or "dataset-inputs" in json.dumps(data["options"])
