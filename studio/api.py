@@ -524,7 +524,7 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
            on_tick: Callable[[float], None] | None = None,
            on_progress: Callable[[str, str], None] | None = None,
            ov_precisions: str | Sequence[str] | None = None, ort_custom_ops: Sequence[str | Path] = (),
-           ov_extensions: Sequence[str | Path] = ()) -> ExportResult:
+           ov_extensions: Sequence[str | Path] = (), dataset=None, target: str | None = None) -> ExportResult:
     """Deployment artifacts for ``targets`` (ort, openvino, tensorrt, triton or all) in
     ``out_dir/<model>-<sha8>/`` (+ ``.zip``): each reloaded by its engine and compared with
     the original, with manifest.json and report.md/.html. ``shapes``: NAME=MIN:OPT:MAX
@@ -544,7 +544,48 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
                             plugins=tuple(Path(p) for p in plugins), zip=zip, ov_precisions=ov_precisions,
                             ort_custom_ops=tuple(Path(p) for p in ort_custom_ops),
                             ov_extensions=tuple(Path(p) for p in ov_extensions))
-    return export_model(handle, options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress)
+    result = export_model(handle, options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress)
+    if dataset is None:
+        return result
+    return _dataset_parity(result, handle, dataset, target, pool_key)
+
+
+def _dataset_parity(result: ExportResult, handle: ModelHandle, ds, target: str | None,
+                    pool_key: str) -> ExportResult:
+    """Task metrics of every ONNX / OpenVINO IR artifact against the original's golden outputs on the
+    dataset, kept in the bundle (``parity.json``, and ``dataset_parity`` in manifest.json)."""
+    import dataclasses
+
+    from studio.core import outputs
+    from studio.core.engines import RunOptions
+    from studio.data.evaluate import evaluate, golden_outputs
+    from studio.data.metrics import parse_target
+
+    golden = golden_outputs(ds, handle.path, limit=64, pool_key=pool_key)
+    goal = parse_target(target) if target else None
+    rows = []
+    for t in result.targets:
+        for art in t.artifacts:
+            path = result.bundle / art.path
+            engine = {"onnx": "onnxruntime", "openvino-ir": "openvino"}.get(art.kind)
+            if engine is None or not path.is_file():
+                continue
+            report = evaluate(ds, golden, path, engine=engine, target=goal, candidate=art.path, pool_key=pool_key,
+                              inputs_model=handle.path,
+                              options=RunOptions(openvino_ir=art.kind == "openvino-ir"))
+            rows.append({"artifact": art.path, "target": t.target, **report.to_dict()})
+    parity = {"dataset": ds.name, "reference": golden.reference, "samples": len(golden.outputs),
+              "task_target": target, "artifacts": rows,
+              "all_met": all(r["target_met"] for r in rows) if goal is not None else None}
+    outputs.write_json(result.bundle / "parity.json", parity)
+    manifest = {**result.manifest, "dataset_parity": {k: parity[k] for k in ("dataset", "samples", "task_target",
+                                                                              "all_met")}}
+    outputs.write_json(result.bundle / "manifest.json", manifest)
+    if result.zip_path is not None:
+        from studio.export.bundle import write_zip
+
+        write_zip(result.bundle, result.zip_path)       # the zip carries the parity report too
+    return dataclasses.replace(result, manifest=manifest)
 
 
 # -- projects ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from studio import api
+from studio.core.errors import StudioError
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import print_json
 from studio.core.fmt import human_bytes, printable
@@ -34,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="OpenVINO IRs to write: fp32, fp16 (FP16-compressed weights) or fp32,fp16 for both, each "
                         "verified; the first is model.xml (default: fp16 with --precision fp16, else fp32)")
     p.add_argument("--calibration", metavar="DIR", help="calibration data for int8 (images or .npz)")
+    p.add_argument("--dataset", metavar="NAME", help="a dataset of the --project: task metrics of every artifact "
+                                                     "against the original's golden outputs (parity.json)")
+    p.add_argument("--task-target", metavar="METRIC>=X", help="with --dataset: e.g. top1-agreement>=0.99")
     p.add_argument("--calibration-method", choices=("minmax", "entropy", "percentile"), default="minmax",
                    help="int8 activation-range calibration (default minmax; entropy and percentile clip outliers)")
     p.add_argument("--shapes", action="append", metavar="NAME=MIN:OPT:MAX",
@@ -65,12 +69,17 @@ def _run(args: argparse.Namespace) -> int:
         if verbose:
             print(f"  {target:<12} {printable(stage, 120)}", file=sys.stderr, flush=True)
 
+    dataset = None
+    if args.dataset:
+        if kept(args) is None:
+            raise StudioError("--dataset names a dataset of a project: add --project NAME")
+        dataset = api.dataset(kept(args).project, args.dataset)
     result = api.export(handle, args.target or ["all"], args.output, preset=args.preset, precision=args.precision,
                         calibration=args.calibration, calibration_method=args.calibration_method, shapes=args.shapes or None, name=args.name,
                         ort_level=args.ort_level, ort_format=not args.no_ort_format, max_batch=args.max_batch,
                         plugins=args.plugin, zip=not args.no_zip, on_progress=progress,
                         ov_precisions=args.ov_precisions, ort_custom_ops=args.ort_custom_ops,
-                        ov_extensions=args.ov_extension)
+                        ov_extensions=args.ov_extension, dataset=dataset, target=args.task_target)
     keep_json(args, "export.json", result.to_dict(), "export")
     if kept(args) is not None and result.zip_path is not None:
         kept(args).keep(result.zip_path, "export bundle")
@@ -100,6 +109,11 @@ def _print(result) -> None:
     if speed:
         print(f"ONNX Runtime session creation {speed}x faster than the original with ORT defaults "
               "(fast-start profile, see onnxruntime/session_options.json)")
+    parity = result.manifest.get("dataset_parity")
+    if parity:
+        verdict = "" if parity["all_met"] is None else (" all met" if parity["all_met"] else " MISSED")
+        print(f"dataset {printable(parity['dataset'], 60)}: task metrics of every artifact on {parity['samples']} "
+              f"sample(s) in parity.json{verdict}" + (f" ({parity['task_target']})" if parity["task_target"] else ""))
     print(f"bundle  {result.bundle}")
     if result.zip_path:
         print(f"zip     {result.zip_path}")

@@ -57,3 +57,22 @@ def test_profile_times_on_a_dataset_sample(tmp_path, capsys):
                  "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert "dataset-inputs.npz" in json.dumps(data["feeds"]) or "dataset-inputs" in json.dumps(data["options"])
+
+
+def test_export_parity_on_a_dataset(tmp_path, capsys):
+    photos = _photo_folder(tmp_path / "photos", n_per_class=1)
+    model = str(path_of("image_classifier"))
+    assert main(["data", "add", str(photos), "--project", "p4", "--name", "real", "--model", model,
+                 "--split", "0.4"]) == 0
+    capsys.readouterr()
+    assert main(["export", model, "--target", "ort", "--target", "openvino", "-o", str(tmp_path / "out"),
+                 "--project", "p4", "--dataset", "real", "--task-target", "top1-agreement>=0.99"]) == 0
+    out = capsys.readouterr().out
+    assert "task metrics of every artifact" in out and "all met" in out
+    bundle = next((tmp_path / "out").glob("*/parity.json"))
+    parity = json.loads(bundle.read_text())
+    kinds = {r["engine"] for r in parity["artifacts"]}
+    assert {"onnxruntime", "openvino"} <= kinds and all(r["target_met"] for r in parity["artifacts"])
+    import zipfile
+    (z,) = (tmp_path / "out").glob("*.zip")
+    assert any(n.endswith("parity.json") for n in zipfile.ZipFile(z).namelist())
