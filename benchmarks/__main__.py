@@ -6,11 +6,14 @@ import importlib
 import sys
 
 BENCHMARKS = ["bench_inspect", "bench_worker", "bench_graphview", "bench_passes", "bench_profile",
-              "bench_precision", "bench_export"]
+              "bench_precision", "bench_precision_data", "bench_export"]
 
 
 def main(argv: list[str]) -> int:
+    from benchmarks.harness import cpu_banner
+
     names = argv or BENCHMARKS
+    print(cpu_banner(), flush=True)
     for name in names:
         module = importlib.import_module(f"benchmarks.{name}")
         module.main()

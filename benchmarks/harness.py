@@ -58,3 +58,27 @@ def print_table(title: str, header: list[str], rows: list[list]) -> None:
     for r in rows:
         print("| " + " | ".join(str(x).ljust(w) for x, w in zip(r, widths)) + " |")
     sys.stdout.flush()
+
+
+INT8_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8",
+              "amx_bf16")
+
+
+def cpu_banner() -> str:
+    """CPU model, cores and the ISA flags INT8/bf16 speed depends on (AVX2-only vs VNNI/AMX differ a lot)."""
+    import os
+    import platform
+
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name") and model in ("", platform.machine(), platform.processor()):
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    have = [f for f in INT8_FLAGS if f in flags]
+    return f"CPU: {model}, {os.cpu_count()} cores; flags: {' '.join(have) or 'none of ' + ', '.join(INT8_FLAGS)}"
