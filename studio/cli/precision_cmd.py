@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
@@ -93,7 +94,8 @@ def _run(args: argparse.Namespace) -> int:
                            target=args.target)
     keep_json(args, "precision.json", report.to_dict(), "precision")
     for v in report.variants if kept(args) is not None else ():
-        if v.path is not None and not v.error and v.name != "fp32" and Path(v.path).is_file():
+        if v.path is not None and not v.error and v.name != "fp32" and Path(v.path).is_file() \
+                and Path(v.path).suffix == ".onnx":          # an OpenVINO IR (NNCF) is an artifact, not a version
             kept(args).add_version(v.path, label=f"precision: {v.name}",
                                    provenance={"precision": v.name, "cosine": v.cosine, "recommended": v.recommended})
     if args.chart:
