@@ -101,6 +101,20 @@ def writable_folder(path: str, label: str) -> Path:
     return folder.resolve()
 
 
+def network_mode(host: str, shared: bool, trust_network: bool) -> tuple[bool, str | None]:
+    """Whether the server runs in shared mode, and the warning a non-loopback bind prints.
+
+    Anyone who can reach a non-loopback address can use the studio, so such a bind is
+    shared (no path input, no custom-op code) unless ``--trust-network`` says otherwise."""
+    if is_loopback(host):
+        return shared, None
+    on = shared or not trust_network
+    mode = ("shared mode: path input and custom-op code are off (--trust-network keeps them)" if on
+            else "path input and custom-op code stay ON (--trust-network)")
+    return on, (f"warning: {host} is reachable from other machines and anyone who reaches it can use "
+                f"the studio; {mode}")
+
+
 def server_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """The child's command line and environment; every option is checked here first."""
     if args.max_upload_mb < 1:
@@ -121,7 +135,7 @@ def server_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]
         if not root.is_dir():
             raise StudioError("--path-root must be an existing folder")
         env["ONNX_STUDIO_PATH_ROOT"] = str(root)
-    if args.shared or (not is_loopback(args.host) and not args.trust_network):
+    if network_mode(args.host, args.shared, args.trust_network)[0]:
         env["ONNX_STUDIO_SHARED"] = "1"
     env[ALLOWED_HOSTS_ENV] = ",".join(sorted(allowed_hosts(args.host, args.allowed_host)))
     return cmd, env
@@ -169,11 +183,9 @@ def supervise(proc: subprocess.Popen) -> tuple[int, bool]:
 
 def run(args: argparse.Namespace) -> int:
     cmd, env = server_command(args)
-    if not is_loopback(args.host):
-        mode = ("path input and custom-op code stay ON (--trust-network)" if args.trust_network and not args.shared
-                else "shared mode: path input and custom-op code are off (--trust-network keeps them)")
-        print(f"onnx-studio: warning: {args.host} is reachable from other machines; anyone who can reach it "
-              f"can use the studio; {mode}", file=sys.stderr, flush=True)
+    warning = network_mode(args.host, args.shared, args.trust_network)[1]
+    if warning:
+        print(f"onnx-studio: {warning}", file=sys.stderr, flush=True)
     shown = "localhost" if args.host == "127.0.0.1" else (f"[{args.host}]" if ":" in args.host else args.host)
     print(f"onnx-studio: serving on http://{shown}:{args.port}", flush=True)
     proc = subprocess.Popen(cmd, env=env, preexec_fn=_die_with_parent, start_new_session=True)
