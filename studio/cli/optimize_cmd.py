@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from studio import api
 from studio.cli.common import parse_dims, parse_options, print_json
+from studio.core import jsonsafe
 from studio.core.errors import StudioError
 from studio.core.fmt import human_count, printable
 
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     report["output"] = str(out if result.ok else partial) if result.output is not None else None
     report["partial"] = not result.ok
     if args.report:
-        Path(args.report).write_text(json.dumps(report, indent=2, default=str, allow_nan=False))
+        Path(args.report).write_text(jsonsafe.dumps(report, indent=2))
     if args.json:
         print_json(report)
     else:

@@ -13,6 +13,7 @@ from pathlib import Path
 from studio import api
 from studio.cli.common import parse_dims, print_json
 from studio.cli.inputs_args import add_preprocess_arguments, preprocess_from
+from studio.core import jsonsafe
 from studio.core.errors import PathError, StudioError
 from studio.core.fmt import human_bytes, printable
 from studio.core.paths import atomic_writer, safe_name, user_data_path
@@ -157,10 +158,8 @@ def run(args: argparse.Namespace) -> int:
         if args.trace:
             _export_traces(profile, Path(args.trace))
         if keep is not None:
-            import json
-
             with atomic_writer(keep / "profile.json", "w") as fh:
-                json.dump(profile.to_dict(include_samples=True), fh, indent=1, allow_nan=False)
+                jsonsafe.dump(profile.to_dict(include_samples=True), fh, indent=1)
         if args.json:
             print_json(profile.to_dict(include_samples=args.samples))
         else:
