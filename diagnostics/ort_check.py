@@ -38,6 +38,7 @@ from diagnostics.base import (EngineCheck, OutputInfo, first_line, needs_inputs_
 from diagnostics.custom_ops import lookup
 from diagnostics.node_context import NodeCtx
 from diagnostics.support_tables import ort_cuda_table
+from studio.core import jsonsafe
 from studio.core.engines.base import package_version
 from studio.core.errors import StudioError, WorkerError
 from studio.core.findings import Finding, NodeVerdict
@@ -141,7 +142,7 @@ def kernel_registry(*, pool_key: str = "default", limits: Limits | None = None) 
             data = res.data
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(path, json.dumps(data))
+                atomic_write_text(path, jsonsafe.dumps(data))
             except OSError as exc:  # a read-only workspace only costs speed
                 log.info("cannot cache the ORT kernel registry: %s", exc)
         entry = (KernelRegistry(data["version"], data["rows"]), list(data.get("providers", [])))

@@ -17,7 +17,6 @@ Why each preparation step:
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from studio.core import jsonsafe
 from studio.core.compare import compare_outputs
 from studio.core.errors import StudioError
 from studio.core.feeds import Feeds, load_npz, make_feeds
@@ -463,7 +463,7 @@ def nodes_of(path: Path) -> list[onnx.NodeProto]:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    path.write_text(json.dumps(obj, indent=1, default=str))  # scratch: worker: its scratch folder
+    path.write_text(jsonsafe.dumps(obj, indent=1))  # scratch: worker: its scratch folder
 
 
 def timer() -> float:

@@ -6,6 +6,7 @@ import json
 import sys
 from typing import Any
 
+from studio.core import jsonsafe
 from studio.core.errors import StudioError
 
 
@@ -26,8 +27,8 @@ def parse_dims(items: list[str] | None) -> dict[str, int]:
 
 
 def print_json(obj: Any) -> None:
-    json.dump(obj, sys.stdout, indent=2, default=str, allow_nan=False)
-    sys.stdout.write("\n")
+    """The document is encoded whole first (non-finite numbers as null), so it is never cut off."""
+    sys.stdout.write(jsonsafe.dumps(obj, indent=2) + "\n")
 
 
 def parse_options(items: list[str] | None) -> dict[str, dict]:

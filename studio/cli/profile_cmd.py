@@ -15,7 +15,7 @@ from studio.cli.project_args import add_project_argument, keep_json, with_projec
 from studio.cli.common import parse_dims, print_json
 from studio.cli.inputs_args import add_preprocess_arguments, preprocess_from
 from studio.core import outputs
-from studio.core.errors import StudioError
+from studio.core.errors import PathError, StudioError
 from studio.core.fmt import human_bytes, printable
 from studio.core.paths import distinct_name, user_data_path
 

@@ -59,6 +59,9 @@ class FeedPlan:
     dims: Mapping[str, int] = field(default_factory=dict)
 
 
+MAX_RANK = 64        # NumPy arrays (and so every feed) have at most 64 dimensions (R38)
+
+
 def _gather_bounds(model: ModelProto) -> dict[str, int]:
     """For values used (possibly through Cast/Reshape...) as Gather indices: the table size."""
     g = model.graph
@@ -250,6 +253,9 @@ def random_feeds(specs: tuple[InputSpec, ...], dims: Mapping[str, int] | None = 
         if s.kind not in ("tensor", "optional", "sequence"):
             raise StudioError(f"input '{s.name[:60]}' is a {s.kind}; give its values in an .npz file")
         shape = concrete_shape(s, chosen)
+        if len(shape) > MAX_RANK:
+            raise StudioError(f"input '{s.name[:60]}' has rank {len(shape)}; NumPy and the engines support at "
+                              f"most {MAX_RANK} dimensions, so the studio cannot make or run inputs for it")
         if any(d < 0 for d in shape):
             raise StudioError(f"input '{s.name[:60]}' declares a negative dim {list(shape)}")
         itemsize = 8 if s.dtype in ("bfloat16", "string") else np.dtype(s.dtype).itemsize

@@ -12,11 +12,12 @@ data: the checks live in ``diagnostics/``.
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+from studio.core import jsonsafe
 
 __all__ = [
     "DECIDED_BY",
@@ -248,7 +249,7 @@ class Report:
         }
 
     def to_json(self, **kwargs: Any) -> str:
-        return json.dumps(self.to_dict(), **kwargs)
+        return jsonsafe.dumps(self.to_dict(), **kwargs)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Report:

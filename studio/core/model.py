@@ -21,6 +21,7 @@ from studio.core.expansion import check_expansion
 from studio.core.paths import check_regular_file
 from studio.core.sniff import sniff_bytes, zip_member_names
 from studio.core.tensor_safety import TensorScan, validate_tensors
+from studio.core.utf8check import first_invalid_text
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,10 @@ def parse_model_file(path: Path) -> ModelProto:
                              f"({type(exc).__name__}); re-download or re-export the model") from None
     if not model.HasField("graph"):
         raise ModelLoadError("not an ONNX model, or a truncated one: the file has no graph")
+    where = first_invalid_text(model)
+    if where is not None:
+        raise ModelLoadError(f"the model's text is not valid UTF-8 (at {where.removeprefix('model.')}); names, "
+                             "doc strings and metadata must be UTF-8: re-export the model or fix that field")
     return model
 
 

@@ -368,8 +368,11 @@ def write_text(target: str | Path, text: str, *, shown: str | None = None) -> Pa
 
 def write_json(target: str | Path, obj: Any, *, shown: str | None = None, indent: int | None = 2,
                default: Callable[[Any], Any] | None = str) -> Path:
-    """Strict JSON (no NaN/Infinity: make values JSON-safe first), written atomically."""
-    return write_text(target, json.dumps(obj, indent=indent, default=default, allow_nan=False), shown=shown)
+    """Valid JSON (non-finite numbers become null: studio.core.jsonsafe), encoded whole, then written atomically."""
+    from studio.core import jsonsafe
+
+    kwargs = {"default": default} if default is not None else {}
+    return write_text(target, jsonsafe.dumps(obj, indent=indent, **kwargs), shown=shown)
 
 
 def copy_file(source: str | Path, target: str | Path, *, shown: str | None = None) -> Path:

@@ -25,6 +25,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from studio.core import jsonsafe
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle, load
 from studio.core.paths import atomic_write_text, safe_name
@@ -86,7 +87,7 @@ class Workspace:
             raise StudioError(f"workspace index is corrupt ({exc}); start a new workspace") from None
 
     def _write_index(self) -> None:
-        atomic_write_text(self._index_path(), json.dumps(
+        atomic_write_text(self._index_path(), jsonsafe.dumps(
             {"versions": [asdict(v) for v in self._versions]}, indent=2))
 
     @property

@@ -10,12 +10,12 @@ under a temporary name there, scratch files live beside it and are removed).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from studio.core import jsonsafe
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle, require_valid
 from studio.core.outputs import check_destination, remove_scratch
@@ -114,7 +114,7 @@ def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Pat
         atomic_write_text(staging / "report.md", markdown_report(manifest))
         atomic_write_text(staging / "report.html", html_report(manifest))
         manifest["files"] = inventory(staging)
-        atomic_write_text(staging / "manifest.json", json.dumps(manifest, indent=2, default=str, allow_nan=False))
+        atomic_write_text(staging / "manifest.json", jsonsafe.dumps(manifest, indent=2))
         final = finalize(staging, out / name)
         zip_path = write_zip(final, out / f"{name}.zip") if options.zip else None
         return ExportResult(final, zip_path, targets, manifest, time.perf_counter() - started)

@@ -19,7 +19,6 @@ load) is shipped too, for servers where latency matters more than start-up.
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from studio.core import jsonsafe
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.paths import atomic_write_text
@@ -266,7 +266,7 @@ def export_onnxruntime(ctx: ExportContext) -> TargetResult:
         doc["usage"] += ("; custom ops: so.register_custom_ops_library(lib) for each of custom_ops_libraries, "
                          "before creating the session")
         notes.append(f"custom-op libraries registered in every session and shipped: {', '.join(names)}")
-    atomic_write_text(folder / OPTIONS_NAME, json.dumps(doc, indent=2))
+    atomic_write_text(folder / OPTIONS_NAME, jsonsafe.dumps(doc, indent=2))
     artifacts.append(ctx.artifact(folder / OPTIONS_NAME, "session-options",
                                   "load profiles the models were verified with (fast-start, fast-inference, "
                                   ".ort), CPU EP"))

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from studio.core import jsonsafe
 from studio.core.engines.tensorrt import TensorRtEngine
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
@@ -303,7 +304,7 @@ def export_tensorrt(ctx: ExportContext) -> TargetResult:
     notes.extend(profile_notes)
     config = build_config(ctx, profiles, plugins)
     ctx.shared["tensorrt"] = {"profiles": profiles, "config": config}
-    atomic_write_text(folder / PROFILES_NAME, json.dumps(config, indent=2))
+    atomic_write_text(folder / PROFILES_NAME, jsonsafe.dumps(config, indent=2))
     atomic_write_text(folder / SCRIPT_NAME, render_build_script(config))
     (folder / SCRIPT_NAME).chmod(0o755)
     artifacts.append(ctx.artifact(folder / PROFILES_NAME, "tensorrt-config", "profiles, precision and plugins"))

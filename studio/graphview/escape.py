@@ -9,7 +9,8 @@ functions; none uses them as file names or identifiers.
 from __future__ import annotations
 
 import html
-import json
+
+from studio.core import jsonsafe
 
 MAX_LABEL = 48        # on-canvas labels
 MAX_TEXT = 300        # tooltips, details, DOT labels
@@ -60,6 +61,6 @@ def dot_lines(lines: list[str], max_len: int = MAX_TEXT) -> str:
 def json_for_script(obj: object) -> str:
     """JSON safe inside an HTML ``<script>`` element: ``<``, ``>``, ``&`` and the
     JS line separators are escaped, so no string can close the element."""
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = jsonsafe.dumps(obj, ensure_ascii=False, separators=(",", ":"))
     return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))

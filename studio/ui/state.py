@@ -69,7 +69,14 @@ def shared_mode() -> bool:
 
 
 def path_root() -> Path:
-    return Path(os.environ.get("ONNX_STUDIO_PATH_ROOT") or default_root()).resolve()
+    """Folder whose files may be opened by path: ``--path-root``, else the workspace's own
+    ``import/`` folder -- never the workspace root, which holds every session's folder."""
+    given = os.environ.get("ONNX_STUDIO_PATH_ROOT")
+    if given:
+        return Path(given).resolve()
+    root = default_root() / "import"
+    root.mkdir(parents=True, exist_ok=True)
+    return root.resolve()
 
 
 # -- projects this session may see -------------------------------------------------------

@@ -19,7 +19,7 @@ import pytest
 from studio.core import sandbox
 from studio.core.errors import StudioError, WorkerError
 from studio.core.jobs import BUILTIN_JOBS, JobContext, job, load_job, resolve_job
-from studio.core.sandbox import Limits, cancel_all, default_limits, run_job, scrub_message
+from studio.core.sandbox import Limits, cancel_all, default_limits, pool_info, run_job, scrub_message
 from tests.conftest import assert_user_message
 
 LIMITS = Limits(timeout_s=20, memory_bytes=2 * 2**30)
@@ -156,7 +156,7 @@ def test_infinite_loop_times_out_and_is_killed():
         selftest("spin", pool="timeout", limits=Limits(timeout_s=1.5, memory_bytes=LIMITS.memory_bytes))
     elapsed = time.monotonic() - started
     assert err.value.kind == "timeout"
-    assert 1.4 < elapsed < 1.5 + 2
+    assert 1.4 < elapsed < 1.5 + 60      # a hang guard only (generous on any CPU or load), not a speed expectation
     assert_user_message(str(err.value), "timed out after 1.5 s", "--timeout")
     assert_gone(pid)
     assert_next_job_works("timeout", pid)
@@ -167,7 +167,7 @@ def test_allocation_bomb_is_memory():
     with pytest.raises(WorkerError) as err:
         selftest("alloc", pool="memory", args={"bytes": 8 * 2**30})
     assert err.value.kind == "memory"
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 120      # a hang guard only (generous on any CPU or load), not a speed expectation
     assert_user_message(str(err.value), "exceeded the worker memory limit (2.0 GiB)", "--memory-gb")
     # a memory failure retires the worker: it may be fragmented or half-initialised
     result = selftest("echo", pool="memory")
@@ -204,7 +204,7 @@ def test_on_tick_raising_kills_the_worker_and_propagates():
 
     with pytest.raises(Stop):
         selftest("sleep", pool="tick", args={"seconds": 30}, on_tick=on_tick)
-    assert ticks and ticks[-1] < 2
+    assert ticks and ticks[-1] < 25       # stopped well before the 30 s sleep ends (no speed expectation)
     assert_gone(pid)
     assert_next_job_works("tick", pid)
 
@@ -216,7 +216,7 @@ def test_cancel_all_from_another_thread():
     with pytest.raises(WorkerError) as err:
         selftest("sleep", pool="cancel", args={"seconds": 30})
     assert err.value.kind == "cancelled"
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 25     # well before the 30 s sleep ends (no speed expectation)
     assert_gone(pid)
     assert_next_job_works("cancel", pid)
 
@@ -227,12 +227,9 @@ def test_warm_reuse_is_fast_and_fresh_is_separate():
     first = selftest("echo", pool="warm")
     second = selftest("echo", pool="warm")
     assert second.worker_reused is True and second.worker_pid == first.worker_pid
-    timings = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        selftest("echo", pool="warm")
-        timings.append(time.perf_counter() - t0)
-    assert min(timings) < 0.05, timings
+    # Reuse is what makes it fast; asserted by count (every call reused the warm worker), not by time.
+    reused = [selftest("echo", pool="warm") for _ in range(5)]
+    assert all(r.worker_reused and r.worker_pid == first.worker_pid for r in reused)
     fresh = selftest("echo", pool="warm", fresh=True)
     assert fresh.worker_pid != first.worker_pid and fresh.worker_reused is False
     assert_gone(fresh.worker_pid)  # one-off workers are not kept
@@ -281,25 +278,34 @@ def test_builtin_job_runs_without_importing_its_module_in_the_parent(tmp_path):
 
 
 def test_two_pools_run_concurrently():
+    """A job of another pool finishes while pool A's job is still running: shown by order of
+    events (A busy before and after B's job), not by timing, so it holds on any CPU or load."""
     results: dict[str, object] = {}
 
-    def work(pool: str) -> None:
+    def work() -> None:
         try:
-            results[pool] = selftest("sleep", pool=pool, args={"seconds": 1.0})
+            results["a"] = selftest("sleep", pool="session-a", args={"seconds": 30})
         except BaseException as exc:  # noqa: BLE001
-            results[pool] = exc
+            results["a"] = exc
+
+    def a_busy() -> bool:
+        return any(p["pool"] == "session-a" and p["busy"] for p in pool_info())
 
     for pool in ("session-a", "session-b"):
-        worker_pid(pool)  # warm both first so start-up does not blur the timing
-    started = time.monotonic()
-    threads = [threading.Thread(target=work, args=(p,)) for p in ("session-a", "session-b")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.monotonic() - started
-    assert all(getattr(r, "data", None) == {"slept": 1.0} for r in results.values()), results
-    assert elapsed < 1.8, elapsed
+        worker_pid(pool)
+    thread = threading.Thread(target=work)
+    thread.start()
+    try:
+        for _ in range(600):             # wait (by polls) until A's job is running
+            if a_busy():
+                break
+            time.sleep(0.05)
+        assert a_busy()
+        assert selftest("echo", pool="session-b", args={"data": 1}).data is not None
+        assert a_busy() and "a" not in results          # B finished while A still runs
+    finally:
+        cancel_all("session-a")
+        thread.join()
 
 
 def test_jobs_on_one_pool_are_serialized():

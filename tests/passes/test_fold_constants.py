@@ -102,7 +102,7 @@ def test_runaway_loop_is_never_evaluated(tmp_path):
     started = time.monotonic()
     r = run_pipeline(src, [make_pass("fold-constants")], tmp_path / "out" / "m.onnx",
                      limits=Limits(timeout_s=5))
-    assert time.monotonic() - started < 60
+    assert time.monotonic() - started < 60      # a hang guard only (generous on any CPU or load), not a speed expectation
     rec = r.records[0]
     assert "Loop" in ops(r.output) and "Mul" not in ops(r.output)
     # Verification cannot run the original either (it loops): numbers are skipped with the reason.

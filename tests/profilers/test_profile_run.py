@@ -21,6 +21,7 @@ from studio.core.errors import StudioError
 from studio.core.sandbox import pool_info
 from studio.core.workspace import Workspace
 from tests.conftest import SAMPLES, assert_user_message, save, sha256_file
+from tests.engine_facts import openvino_default_precision
 
 FAST = ProfileOptions(warmup=2, iterations=40, rounds=8)
 
@@ -84,7 +85,7 @@ def test_duration_mode_and_time_budget(tmp_path):
     slow = api.profile(_targets("transformer_block"), ["ort"],
                        ProfileOptions(warmup=1, iterations=5_000_000, rounds=4, timeout_s=8), out_dir=tmp_path,
                        pool_key="test-profile-run")
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 120      # a hang guard only (generous on any CPU or load), not a speed expectation
     v = slow.variants[0]
     assert v.ok and 0 < v.latency.count < 5_000_000
     assert any("to fit the" in w for w in slow.warnings), slow.warnings
@@ -254,7 +255,7 @@ def test_endless_loop_ends_with_a_timeout(tmp_path):
     started = time.monotonic()
     profile = api.profile([api.load(path)], ["ort", "ov"], ProfileOptions(warmup=1, iterations=5, timeout_s=2),
                           out_dir=tmp_path / "job", pool_key="test-profile-loops")
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 120      # a hang guard only (generous on any CPU or load), not a speed expectation
     for v in profile.variants:
         assert v.error_kind == "timeout", (v.id, v.error)
         assert_user_message(v.error, "timed out after 2 s")
@@ -277,18 +278,10 @@ def test_stop_from_the_progress_callback_kills_the_worker(tmp_path):
     with pytest.raises(_Stop):
         api.profile(_targets("transformer_block"), ["ort"], ProfileOptions(warmup=1, duration_s=30),
                     out_dir=tmp_path, pool_key="test-profile-stop", on_progress=on_progress)
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 120      # a hang guard only (generous on any CPU or load), not a speed expectation
     assert not any(p["pool"] == "test-profile-stop" and p["busy"] for p in pool_info())
     assert api.profile(_targets("cnn_unfused"), ["ort"], ProfileOptions(warmup=1, iterations=3), out_dir=tmp_path,
                        pool_key="test-profile-stop").ok
-
-
-def _cpu_has_bf16() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def test_openvino_precision_and_hint_are_reported(tmp_path):
@@ -298,7 +291,8 @@ def test_openvino_precision_and_hint_are_reported(tmp_path):
     pinned, default, throughput = profile.variants
     assert pinned.details["precision_effective"] == "f32"
     assert default.details["precision_requested"] == "default" and default.details["precision_effective"]
-    if _cpu_has_bf16():   # OpenVINO's own choice on a bf16-capable CPU (this is why f32 is pinned by default)
-        assert default.details["precision_effective"] == "bf16"
+    # OpenVINO's own choice, as it reports it for this CPU (bf16 with AVX512-BF16/AMX, f32 on AVX2 only):
+    # this is why the studio pins f32 by default.
+    assert default.details["precision_effective"] == openvino_default_precision()
     assert "THROUGHPUT" in str(throughput.details["performance_hint"])
     assert "LATENCY" in str(pinned.details["performance_hint"])

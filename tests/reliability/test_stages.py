@@ -28,7 +28,7 @@ def test_r15_export_convert_and_verify_stop_at_their_timeout(loop_model, tmp_pat
     before = sha256_file(loop_model)
     started = time.monotonic()
     r = api.export(api.load(loop_model), "openvino", tmp_path / "out", zip=False, pool_key="r15")
-    assert time.monotonic() - started < 90
+    assert time.monotonic() - started < 90      # a hang guard only (generous on any CPU or load), not a speed expectation
     assert not r.ok
     messages = " ".join(f.message if hasattr(f, "message") else str(f) for f in r.failures)
     assert "timed out" in messages
@@ -45,14 +45,14 @@ def test_r15_profile_run_stops_at_its_timeout(loop_model, monkeypatch):
     with pytest.raises(WorkerError) as info:
         get_engine("ort").run(loop_model, {"x": __import__("numpy").zeros(1, "float32")},
                               limits=Limits(timeout_s=3), pool_key="r15")
-    assert info.value.kind == "timeout" and time.monotonic() - started < 30
+    assert info.value.kind == "timeout" and time.monotonic() - started < 30      # a hang guard only (generous on any CPU or load), not a speed expectation
     assert_user_message(str(info.value), "timed out")
 
 
 def test_r15_optimize_never_evaluates_the_loop(loop_model, tmp_path):
     started = time.monotonic()
     result = api.optimize(api.load(loop_model), preset="safe", out_path=tmp_path / "o" / "m.onnx")
-    assert time.monotonic() - started < 120
+    assert time.monotonic() - started < 120      # a hang guard only (generous on any CPU or load), not a speed expectation
     assert result.output is not None and result.output.exists()
 
 

@@ -42,7 +42,8 @@ def _open_model() -> None:
         if state.shared_mode():
             st.info("Opening files by path is disabled on this shared server; upload the model instead.")
         else:
-            st.caption("A file inside the studio's path root (set with `onnx-studio serve --path-root`).")
+            st.caption("A file inside the studio's path root: `onnx-studio serve --path-root DIR`, by default the "
+                       "workspace's `import/` folder.")
             typed = st.text_input("Model path", key="model_path", on_change=_keep_open)
             if st.button("Open path", key="open_path") and typed:
                 widgets.guarded(lambda: state.add_model_file(confine(typed, state.path_root(), label="model path")))

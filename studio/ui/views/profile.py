@@ -18,6 +18,7 @@ from profilers.charts import (cold_rows, cold_start_chart, latency_histogram, me
 from profilers.profile import ProfileOptions, command_line
 from profilers.variants import ProfileTarget, choice_label, parse_engine
 from studio import api
+from studio.core import jsonsafe
 from studio.core.errors import StudioError
 from studio.ui import state, widgets
 from studio.ui.inputs_picker import InputsChoice, inputs_picker
@@ -159,9 +160,7 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
         for kind in kinds:
             st.plotly_chart(sweep_chart(profile, kind), width="stretch", key=f"profile_sweep_{kind}")
         st.dataframe(pd.DataFrame(sweep_rows(profile)), hide_index=True, width="stretch", key="profile_sweeps")
-    import json
-
-    st.download_button("Download profile (JSON)", json.dumps(profile.to_dict(include_samples=True), indent=1),
+    st.download_button("Download profile (JSON)", jsonsafe.dumps(profile.to_dict(include_samples=True), indent=1),
                        file_name="profile.json", mime="application/json", key="profile_json_download")
 
 

@@ -1,0 +1,224 @@
+"""Browser-facing guard for the studio's web server: a pure ASGI middleware.
+
+Streamlit has no option for response headers or a Host allow-list, so ``onnx-studio
+serve`` runs the app as an ``st.App`` with this middleware in front of Streamlit's own
+stack. Being ASGI, it sees every request: pages, static files, uploads, health checks
+and the websocket upgrade.
+
+- ``X-Frame-Options: DENY`` and CSP ``frame-ancestors 'none'`` on every response, so no
+  other site can frame the studio (clickjacking).
+- Upload requests whose file name is too long for the multipart parser (Streamlit answers
+  a bare "400" that the browser shows as "AxiosError") get a shortened name instead: the
+  studio reduces every uploaded name to a safe base name anyway.
+- The ``Host`` header must name this server (loopback names, the bind address, names given
+  with ``--allowed-host``): a page on another site whose DNS name is rebound to 127.0.0.1
+  sends its own name as Host and gets 421, so it cannot read or drive the studio.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import os
+import re
+import socket
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+ALLOWED_HOSTS_ENV = "ONNX_STUDIO_ALLOWED_HOSTS"
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+WILDCARD_BINDS = ("0.0.0.0", "::", "")
+
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+)
+
+UPLOAD_PATH = "/_stcore/upload_file/"
+MAX_UPLOAD_NAME_BYTES = 200        # python-multipart refuses part headers over ~4 KiB
+_HEADER_SCAN_BYTES = 64 * 1024
+_NAME_PARAM = re.compile(rb'((?<![A-Za-z])(?:file)?name\*?=)("(?:[^"\\\r\n]|\\.)*"|[^;\r\n]*)', re.IGNORECASE)
+_PRINTABLE = re.compile(r"[^A-Za-z0-9.:\-\[\]]")
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+def is_loopback(host: str) -> bool:
+    """True for names and addresses that only this machine can reach."""
+    h = host.strip("[]").lower()
+    if h == "localhost" or h.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(header: str) -> str:
+    """The host part of a Host header value, lower case, without port or trailing dot."""
+    h = header.strip().lower()
+    if h.startswith("["):
+        end = h.find("]")
+        h = h[1:end] if end > 0 else h[1:]
+    elif h.count(":") == 1:
+        h = h.split(":", 1)[0]
+    return h.rstrip(".")
+
+
+def _own_names() -> set[str]:
+    """Names and addresses of this machine, allowed when binding every interface."""
+    names: set[str] = set()
+    try:
+        hostname = socket.gethostname()
+        names.update({hostname, socket.getfqdn()})
+        names.update(socket.gethostbyname_ex(hostname)[2])
+    except OSError:
+        pass
+    return {n.lower() for n in names if n}
+
+
+def allowed_hosts(bind: str, extra: Iterable[str] = ()) -> frozenset[str]:
+    """Host names the server answers to: loopback, the bind address, ``extra`` (and the
+    machine's own names when bound to every interface)."""
+    names = set(LOOPBACK_NAMES)
+    b = bind.strip().strip("[]").lower()
+    if b in WILDCARD_BINDS:
+        names |= _own_names()
+    else:
+        names.add(b)
+    names |= {host_name(e) for e in extra if e.strip()}
+    return frozenset(names)
+
+
+def allowed_hosts_from_env(default_bind: str = "127.0.0.1") -> frozenset[str]:
+    raw = os.environ.get(ALLOWED_HOSTS_ENV)
+    if raw is None:
+        return allowed_hosts(default_bind)
+    return frozenset(h for h in raw.split(",") if h) | frozenset(LOOPBACK_NAMES)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for k, v in scope.get("headers") or ():
+        if k.lower() == name:
+            return v.decode("latin-1")
+    return None
+
+
+def _with_security_headers(headers: Iterable[tuple[bytes, bytes]] | None) -> list[tuple[bytes, bytes]]:
+    ours = {k for k, _ in SECURITY_HEADERS}
+    kept = [(k, v) for k, v in (headers or ()) if k.lower() not in ours]
+    return kept + list(SECURITY_HEADERS)
+
+
+def short_upload_name(raw: bytes) -> bytes:
+    """A multipart ``filename`` value cut to a short ASCII name that keeps the extension
+    and a digest of the original (so two long names stay distinct)."""
+    quoted = raw.startswith(b'"')
+    text = raw.strip(b'"').decode("utf-8", "replace")
+    stem, dot, ext = text.rpartition(".")
+    ext = re.sub(r"[^A-Za-z0-9]", "", ext)[:12] if dot else ""
+    keep = re.sub(r"[^A-Za-z0-9._-]+", "_", stem or text)[:60].strip("._-") or "upload"
+    name = f"{keep}-{hashlib.sha256(raw).hexdigest()[:10]}" + (f".{ext}" if ext else "")
+    return b'"' + name.encode() + b'"' if quoted else name.encode()
+
+
+def shorten_part_names(head: bytes) -> bytes:
+    """Shorten every over-long ``name=`` / ``filename=`` / ``filename*=`` parameter in ``head``
+    (Streamlit's uploader sends the file name as the form field name too)."""
+    def fix(m: re.Match) -> bytes:
+        value = m.group(2)
+        return m.group(1) + (short_upload_name(value) if len(value) > MAX_UPLOAD_NAME_BYTES else value)
+    return _NAME_PARAM.sub(fix, head)
+
+
+async def _read_part_headers(receive: Receive) -> tuple[list[Message], bytes, bool]:
+    """Read body messages until the first part's headers are complete (bounded)."""
+    messages: list[Message] = []
+    body = b""
+    while True:
+        msg = await receive()
+        messages.append(msg)
+        if msg["type"] != "http.request":
+            return messages, body, False
+        body += msg.get("body", b"")
+        start = body.find(b"\r\n") + 2
+        if body.find(b"\r\n\r\n", start) >= 0:
+            return messages, body, True
+        if not msg.get("more_body") or len(body) > _HEADER_SCAN_BYTES:
+            return messages, body, False
+
+
+class BrowserGuard:
+    """ASGI middleware: security headers on every response, Host allow-list on every request."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]],
+                 hosts: Iterable[str] | None = None) -> None:
+        self.app = app
+        self.hosts = frozenset(hosts) if hosts is not None else allowed_hosts_from_env()
+
+    def host_ok(self, scope: Scope) -> tuple[bool, str]:
+        raw = _header(scope, b"host")
+        if raw is None:
+            return False, ""
+        return host_name(raw) in self.hosts, raw
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        ok, raw = self.host_ok(scope)
+        if not ok:
+            await self._refuse(scope, send, raw)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] in ("http.response.start", "websocket.accept"):
+                message = {**message, "headers": _with_security_headers(message.get("headers"))}
+            await send(message)
+
+        if (scope["type"] == "http" and scope.get("method") == "PUT"
+                and str(scope.get("path", "")).startswith(UPLOAD_PATH)):
+            scope, receive = await self._short_names(scope, receive)
+        await self.app(scope, receive, send_with_headers)
+
+    async def _short_names(self, scope: Scope, receive: Receive) -> tuple[Scope, Receive]:
+        """An upload whose part headers carry an over-long file name, rewritten with a short one."""
+        messages, body, complete = await _read_part_headers(receive)
+        if complete:
+            end = body.find(b"\r\n\r\n", body.find(b"\r\n") + 2)
+            fixed = shorten_part_names(body[:end]) + body[end:]
+            if fixed != body:
+                more = messages[-1].get("more_body", False)
+                messages = [{"type": "http.request", "body": fixed, "more_body": more}]
+                delta = len(body) - len(fixed)
+                headers = []
+                for k, v in scope.get("headers") or ():
+                    if k.lower() == b"content-length" and v.isdigit():
+                        v = str(int(v) - delta).encode()
+                    headers.append((k, v))
+                scope = {**scope, "headers": headers}
+        pending = list(messages)
+
+        async def replay() -> Message:
+            if pending:
+                return pending.pop(0)
+            return await receive()
+        return scope, replay
+
+    async def _refuse(self, scope: Scope, send: Send, raw: str) -> None:
+        shown = _PRINTABLE.sub("?", raw)[:80] or "(none)"
+        text = (f"onnx-studio: host '{shown}' is not served here (DNS rebinding guard). Open the studio "
+                f"by the address it was started on, or start it with --allowed-host NAME.\n")
+        if scope["type"] == "websocket":
+            # Closing before accept makes the server answer the upgrade with 403.
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await send({"type": "http.response.start", "status": 421,
+                    "headers": _with_security_headers([(b"content-type", b"text/plain; charset=utf-8"),
+                                                       (b"content-length", str(len(text.encode())).encode())])})
+        await send({"type": "http.response.body", "body": text.encode()})

@@ -1,0 +1,66 @@
+"""R43/R44 in a real browser: another site cannot frame the studio; hostile upload names
+(5,000 characters, RTL override, newline, quotes) import instead of "AxiosError 400";
+SIGTERM to `serve` while a session has sandbox workers ends them all and frees the port."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from tests.conftest import SAMPLES
+from tests.e2e.conftest import wait_for_app
+from tests.reliability.serving import Serve, all_gone, port_bindable, send, wait_until
+
+pytestmark = pytest.mark.browser
+
+PORT_FREE_S = 5
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory):
+    s = Serve(tmp_path_factory.mktemp("r43e2e") / "ws")
+    yield s
+    s.stop()
+
+
+def test_r43_another_site_cannot_frame_the_studio(serve, page):
+    page.goto(f"{serve.url}/_stcore/health")            # any origin page; the frame is cross-document
+    page.set_content(f'<iframe id="f" src="{serve.url}/" width="800" height="600"></iframe>')   # waits for load
+    frames = [f for f in page.frames if f != page.main_frame]
+    assert len(frames) == 1
+    # The studio's index.html has <div id="root"> in its first bytes; a refused frame shows an error page.
+    assert frames[0].query_selector("#root") is None
+
+
+@pytest.mark.parametrize("name", ["A" * 5000 + ".onnx", "model\u202exnno.onnx", "two\nlines.onnx",
+                                  "quote\"and;semicolon.onnx"])
+def test_r43_hostile_upload_names_import(serve, page, name):
+    page.goto(serve.url)
+    wait_for_app(page)
+    page.get_by_text("Upload an ONNX model").wait_for()
+    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(
+        files=[{"name": name, "mimeType": "application/octet-stream",
+                "buffer": (SAMPLES / "cnn_unfused.onnx").read_bytes()}])
+    nodes = page.locator('[data-testid="stMetric"]').filter(has_text="Nodes")
+    nodes.wait_for(timeout=90_000)
+    assert "37" in nodes.inner_text()
+    assert "AxiosError" not in page.locator('[data-testid="stFileUploader"]').inner_text()
+
+
+def test_r44_sigterm_while_a_session_has_workers_stops_them_all(tmp_path, page):
+    serve = Serve(tmp_path / "ws", str(SAMPLES / "cnn_unfused.onnx"))
+    try:
+        page.goto(serve.url)
+        wait_for_app(page)
+        page.locator('[data-testid="stMetric"]').filter(has_text="Nodes").wait_for(timeout=90_000)
+        procs = serve.descendants()
+        workers = [p for p in procs if "studio.core.worker" in " ".join(p.cmdline())]
+        assert workers, [p.cmdline()[:4] for p in procs]        # inspect ran in a sandbox worker
+        send(serve, signal.SIGTERM)
+        assert wait_until(lambda: port_bindable(serve.port), PORT_FREE_S)
+        assert wait_until(lambda: all_gone(procs), PORT_FREE_S), [p.pid for p in procs]
+    finally:
+        serve.stop()
+
+

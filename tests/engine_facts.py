@@ -1,0 +1,22 @@
+"""What the engines report about this machine, for expectations that depend on the CPU
+(R45): a test asks the engine instead of assuming the CPU it was written on."""
+
+from __future__ import annotations
+
+import functools
+
+
+@functools.cache
+def openvino_default_precision() -> str:
+    """OpenVINO CPU's default inference precision here: "bf16" on CPUs with AVX512-BF16/AMX,
+    "f16" on some ARM ones, "f32" on AVX2-only CPUs."""
+    import openvino as ov
+
+    from studio.core.engines.sessions import precision_name
+
+    return precision_name(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
+
+
+def openvino_reduces_precision_by_default() -> bool:
+    """True when OpenVINO, left to itself, computes below float32 here (the check then warns)."""
+    return openvino_default_precision() != "f32"
