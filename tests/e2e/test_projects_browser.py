@@ -63,7 +63,6 @@ def test_project_survives_reload_restart_and_kill_9(studio_server, page, shots):
     api.set_setting(pid, "ui:precision_variants", ["fp32", "int8"], model_id="m1")
     api.set_setting(pid, "ui:precision_budget", 5, model_id="m1")
     _nav(page, "Precision")
-    shots(page, "precision-page")
     page.get_by_role("button", name="Build and measure").click()
     page.get_by_role("button", name="Save int8").wait_for(timeout=300_000)
     page.get_by_role("button", name="Save int8").click()
@@ -140,8 +139,7 @@ def test_shared_mode_session_b_cannot_reach_session_a(studio_server, browser, pa
         # Not by path: the path input is off.
         b.goto(server.url)
         wait_for_app(b)
-        b.get_by_text("Open a model").click()
-        b.get_by_role("tab", name="Path").click()
+        b.get_by_role("tab", name="Path").click()      # the "Open a model" panel is open without a model
         b.get_by_text("Opening files by path is disabled").wait_for()
         # Not by URL guessing: the model/version without the project id, or a guessed id.
         b.goto(f"{server.url}/overview?model={a['model']}&version={a['version']}")
@@ -158,8 +156,7 @@ def test_shared_mode_session_b_cannot_reach_session_a(studio_server, browser, pa
         assert mine["project"] != a["project"]
         pa, pb = api.open_project(a["project"]), api.open_project(mine["project"])
         assert pa.root != pb.root and (pb.root / pb.model("m1").version("v0").path).is_file()
-        b.goto(f"{server.url}/projects")
-        wait_for_app(b)
+        _nav(b, "Projects")
         b.get_by_text("1 project (this session's)").wait_for()
         shots(b, "shared-b")
         # A link is a grant: with A's full URL, B's browser opens A's project.
