@@ -282,8 +282,11 @@ class Project:
         running = RunningJob(self, jid)
         try:
             yield running
-        except BaseException as exc:
+        except Exception as exc:
             self._close_job(jid, "failed", str(exc)[:500] or type(exc).__name__)
+            raise
+        except BaseException:              # Ctrl+C, a Stop button (Streamlit's stop/rerun), exit
+            self._close_job(jid, "failed", "stopped before it finished")
             raise
         self._close_job(jid, "done", running.message)
 
@@ -400,8 +403,11 @@ class ProjectModel:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def job_dir(self, kind: str) -> Path:
-        """Scratch for one piece of work inside the project (kept results go to a job's artifacts)."""
-        return self.project.scratch_dir(kind)
+        """A new folder for one piece of work's files (profiles, plugin packages, inputs), kept in the
+        project under ``artifacts/`` and listed as an artifact of this model."""
+        d = artifact_dir(self.root, f"{safe_name(kind, max_len=30)}-{secrets.token_hex(5)}")
+        self.project.record_artifact(d, safe_name(kind, max_len=30).split("-")[0], model_id=self.id)
+        return d
 
     def cache_dir(self) -> Path:
         d = self.root / "cache"

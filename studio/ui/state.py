@@ -240,6 +240,18 @@ def add_model_file(path: str | Path, label: str = "original") -> Version:
     return version
 
 
+def open_path(typed: str) -> Version:
+    """A model by path (local mode): inside the path root, and never a file of a project (the
+    projects root holds every project; by path one could reach another's models)."""
+    from studio.core.paths import confine, is_within
+
+    path = confine(typed, path_root(), label="model path")
+    if is_within(path, api.projects_root()):
+        raise StudioError("that path is inside the projects folder; open projects on the Projects page",
+                          code="PATH-IN-PROJECTS")
+    return add_model_file(path)
+
+
 def current_version() -> Version | None:
     ws = workspace()
     if ws.id is None:

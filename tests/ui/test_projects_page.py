@@ -100,3 +100,14 @@ def test_shared_sessions_see_only_their_projects(app):
     assert "onnx_studio_project" not in guessed.session_state
     linked = _reload(app, a, ONNX_STUDIO_SHARED="1")
     assert linked.session_state["onnx_studio_project"] == pa and _metrics(linked)["Nodes"] == "22"
+
+
+def test_path_input_cannot_open_a_projects_file(app):
+    p = api.create_project("private")
+    model, v = api.add_model(p, SAMPLES / "cnn_unfused.onnx")
+    root = api.projects_root()
+    at = app(ONNX_STUDIO_PATH_ROOT=str(root.parent)).run()
+    at.text_input(key="model_path").input(str(p.root / v.path)).run()
+    at.button(key="open_path").click().run()
+    assert any("inside the projects folder" in e.value for e in at.error)
+    assert "onnx_studio_project" not in at.session_state
