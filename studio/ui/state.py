@@ -227,17 +227,24 @@ def set_model(model_id: str, version_id: str | None = None) -> None:
     st.session_state.pop("selected_node", None)
 
 
-def add_upload(files) -> Version | None:
-    """Uploaded files as a new model of the current project (created if needed)."""
-    model, version = api.add_model(ensure_project(), list(files))
+def _add(source, label: str) -> Version:
+    """A new model in the current project; a project made for it is named after the model."""
+    fresh = project() is None
+    p = ensure_project()
+    model, version = api.add_model(p, source, label=label)
+    if fresh:
+        api.rename_project(p, model.name)
     set_model(model.id, version.id)
     return version
+
+
+def add_upload(files) -> Version:
+    """Uploaded files as a new model of the current project (created if needed)."""
+    return _add(list(files), "original")
 
 
 def add_model_file(path: str | Path, label: str = "original") -> Version:
-    model, version = api.add_model(ensure_project(), path, label=label)
-    set_model(model.id, version.id)
-    return version
+    return _add(path, label)
 
 
 def open_path(typed: str) -> Version:

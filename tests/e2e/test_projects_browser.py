@@ -54,7 +54,7 @@ def test_project_survives_reload_restart_and_kill_9(studio_server, page, shots):
     _upload(page, server.url)
     [info] = api.list_projects()
     pid = info.id
-    assert _query(page)["project"] == pid
+    assert _query(page)["project"] == pid and info.name == "cnn_unfused"     # named after its first model
     # Optimize: v1.
     _nav(page, "Optimize")
     page.get_by_role("button", name="Run").click()
@@ -75,7 +75,7 @@ def test_project_survives_reload_restart_and_kill_9(studio_server, page, shots):
     wait_for_app(page)
     page.get_by_role("heading", name="Precision").wait_for()
     assert _query(page)["project"] == pid
-    page.locator('[data-testid="stSidebar"]').get_by_text(info.name).wait_for()
+    page.locator('[data-testid="stSidebar"]').get_by_text(f"Project {info.name}").first.wait_for()
     labels = _version_options(page)
     assert [t.split(" · ")[:2] for t in labels] == [["v0", "original"],
                                                     ["v1", "safe"], ["v2", "int8"]]

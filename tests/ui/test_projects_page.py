@@ -31,6 +31,7 @@ def test_reload_restores_project_model_and_version(app):
     at = _open_sample(app().run(), "if_loop")
     _open_sample(at, "cnn_unfused")
     pid = at.session_state["onnx_studio_project"]
+    assert api.open_project(pid).name == "if_loop"       # a project made for an upload is named after it
     # Two models in one project, each with its own version tree.
     assert [(m.name, m.versions) for m in api.project_models(pid)] == [("if_loop", 1), ("cnn_unfused", 1)]
     assert at.query_params["project"] in (pid, [pid]) and "model" in at.query_params
