@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from profilers.profile import Profile, ProfileOptions
     from profilers.variants import EngineSpec, ProfileTarget
     from studio.export.results import ExportResult
-    from studio.projects import Artifact, Job, ModelInfo, Project, ProjectInfo, ProjectModel
+    from studio.projects import Artifact, Dataset, Job, ModelInfo, Project, ProjectInfo, ProjectModel
 
 __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_overlay_data", "release_session", "export",
            "optimize", "add_optimized_version", "list_passes",
@@ -65,9 +65,9 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "graph_overlays", "graph_view", "inspect", "load", "search_nodes", "write_diff", "write_graph_view",
            "profile", "build_plugin", "plugin_signature", "run_python_op", "scaffold_plugin",
            "compare", "make_inputs", "precision",
-           "UploadedFile", "add_model", "add_version", "create_project", "delete_project", "duplicate_project",
+           "UploadedFile", "add_dataset", "add_model", "add_version", "create_project", "delete_project", "duplicate_project",
            "export_project", "get_settings", "import_project", "job", "list_projects", "list_versions", "model_for",
-           "open_project", "project_artifacts", "project_jobs", "project_model", "project_models", "projects_root",
+           "open_project", "project_artifacts", "project_datasets", "project_jobs", "project_model", "project_models", "projects_root",
            "record_artifact", "rename_project", "set_setting", "shared_mode"]
 
 
@@ -632,6 +632,18 @@ def record_artifact(project: Project | str, path: str | Path, kind: str, *, job_
 
 def project_artifacts(project: Project | str, model_id: str | None = None) -> list[Artifact]:
     return _project(project).artifacts(model_id)
+
+
+def add_dataset(project: Project | str, source: str | Path, name: str, kind: str = "samples") -> Dataset:
+    """Copy a file or folder of samples into the project's ``data/<id>/`` and list it."""
+    from studio.core.paths import user_data_path
+
+    return _project(project).add_dataset(user_data_path(source, label="dataset") if Path(source).is_file() else source,
+                                         name, kind)
+
+
+def project_datasets(project: Project | str) -> list[Dataset]:
+    return _project(project).datasets()
 
 
 def project_jobs(project: Project | str) -> list[Job]:

@@ -15,6 +15,7 @@ add_file, add_model, job_dir, cache_dir) so passes, fixes and lineage work on it
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 import threading
@@ -320,6 +321,31 @@ class Project:
         return [Artifact(r["job_id"], r["model_id"], r["version_id"], r["kind"], r["name"], r["path"], r["created"],
                          json.loads(r["meta"] or "{}"))
                 for r in self.catalog.rows(sql, (model_id,) if model_id else ())]
+
+    def add_dataset(self, source: str | Path, name: str, kind: str) -> Dataset:
+        """Copy a file or folder of samples (only read) into ``data/<id>/`` and list it (filled in by the
+        datasets work: recipes and golden outputs go beside it)."""
+        src = Path(source)
+        if not src.exists() or src.is_symlink():
+            raise StudioError("a dataset must be an existing file or folder (not a link)", code="NO-DATASET")
+        did = f"d{secrets.token_hex(5)}"
+        tmp = self.scratch_dir("data")
+        try:
+            target = tmp / safe_name(src.name, default="data")
+            if src.is_dir():
+                shutil.copytree(src, target, symlinks=True)
+            else:
+                shutil.copyfile(src, target)
+            final = self.root / "data" / did
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        d = Dataset(did, name, kind, f"data/{did}/{target.name}", time.time())
+        with self.catalog.write() as con:
+            con.execute("INSERT INTO datasets VALUES (?, ?, ?, ?, ?)", (d.id, d.name, d.kind, d.path, d.created))
+            self.catalog.touch(con)
+        return d
 
     def datasets(self) -> list[Dataset]:
         return [Dataset(r["id"], r["name"], r["kind"], r["path"], r["created"])

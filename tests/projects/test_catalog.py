@@ -271,3 +271,16 @@ def test_projects_root_comes_from_the_environment(tmp_path, monkeypatch):
     p = api.create_project("here")
     assert p.root.parent == (tmp_path / "elsewhere").resolve()
     assert onnx  # the module is used by the writer scripts above
+
+
+def test_datasets_are_copied_into_the_project(tmp_path):
+    p = api.create_project("d")
+    src = tmp_path / "images"
+    src.mkdir()
+    (src / "a.png").write_bytes(b"png")
+    d = api.add_dataset(p, src, "calib", kind="images")
+    assert [x.name for x in api.project_datasets(p)] == ["calib"]
+    assert (p.root / d.path / "a.png").read_bytes() == b"png" and d.path.startswith(f"data/{d.id}/")
+    assert (src / "a.png").read_bytes() == b"png"
+    copy = api.import_project(api.export_project(p, tmp_path / "p.zip"))
+    assert (copy.root / api.project_datasets(copy)[0].path / "a.png").is_file()

@@ -112,3 +112,11 @@ def test_path_input_cannot_open_a_projects_file(app):
     at.button(key="open_path").click().run()
     assert any("inside the projects folder" in e.value for e in at.error)
     assert "onnx_studio_project" not in at.session_state
+
+
+def test_the_selected_node_travels_in_the_url(app):
+    at = _open_sample(app().run(), "cnn_unfused")
+    at.query_params["node"] = "conv_0"
+    again = _reload(app, at)
+    assert again.session_state["selected_node"] == "conv_0"
+    assert again.query_params["node"] in ("conv_0", ["conv_0"])
