@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from profilers.profile import Profile, ProfileOptions
     from profilers.variants import EngineSpec, ProfileTarget
     from studio.export.results import ExportResult
-    from studio.projects import Artifact, Job, ModelInfo, Project, ProjectInfo, ProjectModel
+    from studio.projects import Artifact, Dataset, Job, ModelInfo, Project, ProjectInfo, ProjectModel
 
 __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_overlay_data", "release_session", "export",
            "optimize", "add_optimized_version", "list_passes",
@@ -67,9 +67,9 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "graph_overlays", "graph_view", "inspect", "load", "search_nodes", "write_diff", "write_graph_view",
            "profile", "build_plugin", "plugin_builds_allowed", "plugin_signature", "run_python_op", "scaffold_plugin",
            "compare", "make_inputs", "precision",
-           "UploadedFile", "add_model", "add_version", "create_project", "delete_project", "duplicate_project",
+           "UploadedFile", "add_dataset", "add_model", "add_version", "create_project", "delete_project", "duplicate_project",
            "export_project", "get_settings", "import_project", "job", "list_projects", "list_versions", "model_for",
-           "open_project", "project_artifacts", "project_jobs", "project_model", "project_models", "projects_root",
+           "open_project", "project_artifacts", "project_datasets", "project_jobs", "project_model", "project_models", "projects_root",
            "record_artifact", "rename_project", "set_setting", "shared_mode"]
 
 
@@ -716,6 +716,11 @@ def project_artifacts(project: Project | str, model_id: str | None = None) -> li
     return _project(project).artifacts(model_id)
 
 
+def project_datasets(project: Project | str) -> list[Dataset]:
+    """The project's datasets (catalog rows; :func:`dataset` opens one)."""
+    return _project(project).datasets()
+
+
 def project_jobs(project: Project | str) -> list[Job]:
     """Jobs with their state; a job whose process died is reported "interrupted"."""
     return _project(project).jobs()
@@ -752,11 +757,6 @@ def add_dataset(project: Project | str, source: str | Path, *, name: str | None 
     return _add(_project(project), source, name=name, kind=kind, model=model.proto if model else None,
                 recipe=_preset(preset) if preset else None, calibration_fraction=calibration_fraction, seed=seed,
                 tokenizer=tokenizer, options=options)
-
-
-def datasets(project: Project | str) -> list:
-    """The project's datasets (catalog rows)."""
-    return _project(project).datasets()
 
 
 def dataset(project: Project | str, id_or_name: str):

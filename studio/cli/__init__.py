@@ -20,6 +20,9 @@ from studio.core.errors import StudioError
 # Order is the order of `onnx-studio --help`.
 COMMANDS = ["inspect", "graph", "check", "optimize", "compare", "precision", "profile", "plugin", "export",
             "batch", "worker", "serve", "projects", "data"]
+# Commands that read or write projects (they also take --projects-root after the command name).
+PROJECT_COMMANDS = {"inspect", "check", "optimize", "precision", "profile", "export", "serve", "projects", "data",
+                    "compare"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"studio.cli.{name}_cmd")
         p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
+        if name in PROJECT_COMMANDS:
+            p.add_argument("--projects-root", dest="projects_root_here", metavar="DIR", default=argparse.SUPPRESS,
+                           help="where projects live (as the global --projects-root)")
         p.set_defaults(_run=module.run)
     return parser
 
@@ -53,8 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["ONNX_STUDIO_TIMEOUT_S"] = str(args.timeout)
     if args.memory_gb is not None:
         os.environ["ONNX_STUDIO_MEMORY_GB"] = str(args.memory_gb)
-    if args.projects_root is not None:
-        os.environ["ONNX_STUDIO_PROJECTS_ROOT"] = os.path.abspath(os.path.expanduser(args.projects_root))
+    root = getattr(args, "projects_root_here", None) or args.projects_root
+    if root is not None:          # the environment the server, workers and api.projects_root() read
+        os.environ["ONNX_STUDIO_PROJECTS_ROOT"] = os.path.abspath(os.path.expanduser(root))
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2

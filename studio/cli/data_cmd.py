@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"skipped    ... and {len(ds.skipped) - 20} more (see --json)")
         return 0
     if args.action == "list":
-        rows = api.datasets(project)
+        rows = api.project_datasets(project)
         if args.json:
             print_json([{"id": d.id, "name": d.name, "kind": d.kind} for d in rows])
         for d in rows if not args.json else ():

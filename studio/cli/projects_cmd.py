@@ -38,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     rm = sub.add_parser("rm", help="delete a project and all its files")
     rm.add_argument("project")
     rm.add_argument("--yes", action="store_true", help="required: confirms the deletion")
+    for action in (sub.choices.values()):
+        action.add_argument("--projects-root", dest="projects_root_here", metavar="DIR", default=argparse.SUPPRESS,
+                            help="where projects live (as the global --projects-root)")
 
 
 def _when(t: float | None) -> str:

@@ -15,10 +15,12 @@ add_file, add_model, job_dir, cache_dir) so passes, fixes and lineage work on it
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -36,7 +38,10 @@ from studio.projects.store import artifact_dir, put_model, scratch_dir
 
 CATALOG = "catalog.sqlite"
 JOB_STATES = ("running", "done", "failed", "interrupted")
-STALE_SCRATCH_S = 24 * 3600     # scratch older than this is left from a crash
+STALE_SCRATCH_S = 24 * 3600
+MAX_CACHED_HANDLES = 16          # loaded models kept per process (keyed by project file + content)
+_HANDLES: OrderedDict[tuple, ModelHandle] = OrderedDict()
+_HANDLES_LOCK = threading.Lock()     # scratch older than this is left from a crash
 
 
 @dataclass(frozen=True)
@@ -117,8 +122,6 @@ class Project:
         self.root = Path(root).resolve()
         self.id = self.root.name
         self.catalog = Catalog(self.root / CATALOG)
-        self._handles: dict[str, ModelHandle] = {}
-        self._lock = threading.RLock()
 
     @classmethod
     def create(cls, root: Path, name: str) -> Project:
@@ -244,19 +247,29 @@ class Project:
                     shutil.rmtree(d, ignore_errors=True)
 
     def handle_for(self, rel_path: str, sha256: str, name: str) -> ModelHandle:
-        with self._lock:
-            h = self._handles.get(sha256)
-            if h is None:
-                path = (self.root / rel_path).resolve()
-                if not is_within(path, self.root / "models"):
-                    raise StudioError("a version's file lies outside its project (damaged catalog)",
-                                      code="BAD-CATALOG")
-                h = load(path)
-                if h.sha256 != sha256:
-                    raise StudioError("a stored model does not match its catalog entry (damaged project)",
-                                      code="BAD-CATALOG")
-                self._handles[sha256] = h
-            return replace(h, name=safe_name(name))
+        """The loaded model of a stored version (validated and hashed once per process, then cached)."""
+        path = (self.root / rel_path).resolve()
+        if not is_within(path, self.root / "models"):
+            raise StudioError("a version's file lies outside its project (damaged catalog)", code="BAD-CATALOG")
+        try:
+            st = path.stat()
+        except OSError:
+            raise StudioError("a stored model file is missing (damaged project)", code="BAD-CATALOG") from None
+        key = (str(path), sha256, st.st_mtime_ns, st.st_size)
+        with _HANDLES_LOCK:
+            h = _HANDLES.get(key)
+            if h is not None:
+                _HANDLES.move_to_end(key)
+        if h is None:
+            h = load(path)
+            if h.sha256 != sha256:
+                raise StudioError("a stored model does not match its catalog entry (damaged project)",
+                                  code="BAD-CATALOG")
+            with _HANDLES_LOCK:
+                _HANDLES[key] = h
+                while len(_HANDLES) > MAX_CACHED_HANDLES:
+                    _HANDLES.popitem(last=False)
+        return replace(h, name=safe_name(name))
 
     # -- settings ------------------------------------------------------------------
     def settings(self, model_id: str | None = None) -> dict[str, Any]:
@@ -282,8 +295,11 @@ class Project:
         running = RunningJob(self, jid)
         try:
             yield running
-        except BaseException as exc:
+        except Exception as exc:
             self._close_job(jid, "failed", str(exc)[:500] or type(exc).__name__)
+            raise
+        except BaseException:              # Ctrl+C, a Stop button (Streamlit's stop/rerun), exit
+            self._close_job(jid, "failed", "stopped before it finished")
             raise
         self._close_job(jid, "done", running.message)
 
@@ -400,8 +416,11 @@ class ProjectModel:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def job_dir(self, kind: str) -> Path:
-        """Scratch for one piece of work inside the project (kept results go to a job's artifacts)."""
-        return self.project.scratch_dir(kind)
+        """A new folder for one piece of work's files (profiles, plugin packages, inputs), kept in the
+        project under ``artifacts/`` and listed as an artifact of this model."""
+        d = artifact_dir(self.root, f"{safe_name(kind, max_len=30)}-{secrets.token_hex(5)}")
+        self.project.record_artifact(d, safe_name(kind, max_len=30).split("-")[0], model_id=self.id)
+        return d
 
     def cache_dir(self) -> Path:
         d = self.root / "cache"

@@ -234,17 +234,36 @@ def set_model(model_id: str, version_id: str | None = None) -> None:
     st.session_state.pop("selected_node", None)
 
 
-def add_upload(files) -> Version | None:
-    """Uploaded files as a new model of the current project (created if needed)."""
-    model, version = api.add_model(ensure_project(), list(files))
+def _add(source, label: str) -> Version:
+    """A new model in the current project; a project made for it is named after the model."""
+    fresh = project() is None
+    p = ensure_project()
+    model, version = api.add_model(p, source, label=label)
+    if fresh:
+        api.rename_project(p, model.name)
     set_model(model.id, version.id)
     return version
+
+
+def add_upload(files) -> Version:
+    """Uploaded files as a new model of the current project (created if needed)."""
+    return _add(list(files), "original")
 
 
 def add_model_file(path: str | Path, label: str = "original") -> Version:
-    model, version = api.add_model(ensure_project(), path, label=label)
-    set_model(model.id, version.id)
-    return version
+    return _add(path, label)
+
+
+def open_path(typed: str) -> Version:
+    """A model by path (local mode): inside the path root, and never a file of a project (the
+    projects root holds every project; by path one could reach another's models)."""
+    from studio.core.paths import confine, is_within
+
+    path = confine(typed, path_root(), label="model path")
+    if is_within(path, api.projects_root()):
+        raise StudioError("that path is inside the projects folder; open projects on the Projects page",
+                          code="PATH-IN-PROJECTS")
+    return add_model_file(path)
 
 
 def current_version() -> Version | None:

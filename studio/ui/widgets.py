@@ -170,12 +170,13 @@ def project_sidebar() -> None:
         return
     ws = state.workspace()
     mids = [m.id for m in models]
-    names = {m.id: f"{m.name} ({m.versions} versions)" for m in models}
+    # Labels that do not change while the model grows (a changed label unsettles the widget's value).
+    names = {m.id: f"{m.id} · {m.name}" for m in models}
     current_model = ws.id if ws.id is not None else mids[-1]
     mkey = f"model_picker_{len(mids)}"
     st.sidebar.selectbox("Model", mids, index=mids.index(current_model) if current_model in mids else len(mids) - 1,
                          format_func=names.__getitem__, key=mkey,
-                         on_change=lambda: state.set_model(st.session_state[mkey]))
+                         on_change=lambda: st.session_state[mkey] in mids and state.set_model(st.session_state[mkey]))
     if ws.id is None:
         return
     versions = ws.versions

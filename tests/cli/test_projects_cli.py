@@ -93,3 +93,17 @@ def test_import_refuses_a_zip_with_a_dotdot_member(tmp_path, capsys):
     assert main(["projects", "import", str(archive)]) == 2
     assert_user_message(capsys.readouterr().err.removeprefix("error: ").strip(), "unsafe path")
     assert not (tmp_path.parent / "escaped.txt").exists() and api.list_projects() == []
+
+
+def test_projects_root_after_the_command_and_for_serve(tmp_path, capsys):
+    from studio.cli import build_parser
+    from studio.cli.serve_cmd import server_command
+
+    root = tmp_path / "r2"
+    assert main(["projects", "create", "x", "--projects-root", str(root)]) == 0
+    assert len(list(root.iterdir())) == 1
+    args = build_parser().parse_args(["serve", "--projects-root", str(root)])
+    assert args.projects_root_here == str(root)
+    main(["projects", "list", "--projects-root", str(root)])
+    _, env = server_command(build_parser().parse_args(["serve"]))
+    assert env["ONNX_STUDIO_PROJECTS_ROOT"] == str(root.resolve())     # the server inherits it

@@ -57,12 +57,6 @@ def _wait_version(page, vid: str) -> None:
     wait_for_app(page)
 
 
-def _pick_version(page, label_start: str) -> None:
-    """Choose a version in the sidebar's version picker."""
-    _choose(page, page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').last, label_start)
-    _wait_version(page, label_start)
-
-
 def test_upload_to_exported_bundle(studio_server, page, shots):
     server = studio_server()
     page.goto(server.url)
@@ -89,26 +83,27 @@ def test_upload_to_exported_bundle(studio_server, page, shots):
     _choose(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Sample").first, "mmdeploy_grid_sampler")
     page.get_by_role("button", name="Open sample").click()
     page.get_by_text("Custom ops: mmdeploy::grid_sampler").wait_for(timeout=90_000)
-    _wait_version(page, "v1")
+    _wait_version(page, "v0")                 # a second model: its own version tree
     _goto(page, "Compatibility")
     page.get_by_text("❌ fails").first.wait_for(timeout=120_000)
     page.get_by_role("button", name="Fix: legalize-grid-sampler").click()
     page.get_by_text("Applied").first.wait_for(timeout=180_000)
     wait_for_app(page)
     page.get_by_text("✅ runs").first.wait_for(timeout=120_000)
-    _wait_version(page, "v2")
+    _wait_version(page, "v1")
     shots(page, "03-fix-applied")
 
-    # 4. Back to the CNN; optimize it with the safe preset.
-    _pick_version(page, "v0")
+    # 4. Back to the CNN (the first model of the project); optimize it with the safe preset.
+    _choose(page, page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first, "cnn_unfused")
+    _wait_version(page, "v0")
     _goto(page, "Optimize")
     page.get_by_role("button", name="Run").click()
-    page.get_by_text("Saved as version v3").wait_for(timeout=180_000)
+    page.get_by_text("Saved as version v1").wait_for(timeout=180_000)
     page.get_by_text("Op counts that changed").wait_for()
-    _wait_version(page, "v3")
+    _wait_version(page, "v1")
     shots(page, "04-optimized")
 
-    # 5. The diff on the Graph page: v0 -> v3, the batch norms folded away.
+    # 5. The diff on the Graph page: v0 -> v1, the batch norms folded away.
     _goto(page, "Graph")
     page.get_by_text("Diff", exact=True).click()
     removed = page.locator('[data-testid="stMetric"]').filter(has_text="Removed")
@@ -116,10 +111,10 @@ def test_upload_to_exported_bundle(studio_server, page, shots):
     assert int(removed.inner_text().split()[-1]) > 0
     shots(page, "05-diff")
 
-    # 6. Profile the original (v0) against the optimized version (v3), side by side.
+    # 6. Profile the original (v0) against the optimized version (v1), side by side.
     _goto(page, "Profile")
     chosen = page.locator('[data-testid="stMultiSelect"]').first
-    assert "v0" in chosen.inner_text() and "v3" in chosen.inner_text()
+    assert "v0" in chosen.inner_text() and "v1" in chosen.inner_text() and "v2" not in chosen.inner_text()
     page.get_by_role("button", name="Run profile").click()
     page.get_by_text("Ratios against the baseline").wait_for(timeout=180_000)
     wait_for_app(page)
@@ -146,7 +141,7 @@ def test_upload_to_exported_bundle(studio_server, page, shots):
         assert manifest["deploy"]["same_as_source"] is True
         assert {t: v["status"] for t, v in manifest["targets"].items()} == {
             "onnxruntime": "passed", "openvino": "passed", "tensorrt": "not verified", "triton": "passed"}
-        # The exported model is the optimized version (v3): no BatchNormalization left.
+        # The exported model is the optimized version (v1): no BatchNormalization left.
         assert "BatchNormalization" not in manifest["source"]["opsets"] and manifest["source"]["name"].endswith(".onnx")
         for f in manifest["files"]:
             assert hashlib.sha256(z.read(f"{top}/{f['path']}")).hexdigest() == f["sha256"]

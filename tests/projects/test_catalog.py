@@ -98,25 +98,35 @@ def test_job_rows_open_before_and_close_after(tmp_path):
 
 
 WRITER = """
-import sys, time
+import sys, pathlib, onnx
 from studio import api
 p = api.open_project(sys.argv[1], by_name=False)
-tag = sys.argv[2]
+tag, model = sys.argv[2], onnx.load(sys.argv[4])
+work = pathlib.Path(sys.argv[5])
 for i in range(int(sys.argv[3])):
     api.set_setting(p, f"{tag}-{i}", i)
     with api.job(p, "w", {"i": i}):
-        pass
+        if i % 8 == 0:
+            model.doc_string = f"{tag}{i}"
+            onnx.save(model, work / f"{tag}.onnx")
+            api.add_version(p.model("m1"), work / f"{tag}.onnx", label=f"{tag}{i}", parent="v0")
 """
 
 
-def test_two_processes_write_the_same_catalog():
+def test_two_processes_write_the_same_catalog(tmp_path):
     p = api.create_project("conc")
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, p.id, tag, "40"], cwd=ROOT) for tag in ("a", "b")]
+    base = _tiny(tmp_path / "a.onnx")
+    api.add_model(p, base)
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, p.id, tag, "40", str(base), str(tmp_path)], cwd=ROOT)
+             for tag in ("a", "b")]
     assert [pr.wait(240) for pr in procs] == [0, 0]
     settings = api.get_settings(p)
     assert len(settings) == 80 and settings["a-39"] == 39 and settings["b-0"] == 0
     jobs = api.project_jobs(p)
     assert len(jobs) == 80 and {j.state for j in jobs} == {"done"}
+    versions = p.model("m1").versions                  # one writer at a time: no id given twice
+    assert [v.id for v in versions] == [f"v{i}" for i in range(11)]
+    assert sorted(v.label for v in versions[1:]) == sorted(f"{t}{i}" for t in "ab" for i in range(0, 40, 8))
 
 
 HOLDER = """
@@ -271,3 +281,18 @@ def test_projects_root_comes_from_the_environment(tmp_path, monkeypatch):
     p = api.create_project("here")
     assert p.root.parent == (tmp_path / "elsewhere").resolve()
     assert onnx  # the module is used by the writer scripts above
+
+
+def test_datasets_are_copied_into_the_project(tmp_path):
+    p = api.create_project("d")
+    src = tmp_path / "tensors"
+    src.mkdir()
+    import numpy as np
+    np.save(src / "a.npy", np.zeros((1, 3), np.float32))
+    before = (src / "a.npy").read_bytes()
+    d = api.add_dataset(p, src, name="calib")
+    (row,) = api.project_datasets(p)
+    assert row.name == "calib" and row.path == f"data/{d.id}"
+    assert (p.root / row.path / "dataset.json").is_file() and (src / "a.npy").read_bytes() == before
+    copy = api.import_project(api.export_project(p, tmp_path / "p.zip"))
+    assert api.dataset(copy, "calib").samples == d.samples

@@ -31,6 +31,7 @@ def test_reload_restores_project_model_and_version(app):
     at = _open_sample(app().run(), "if_loop")
     _open_sample(at, "cnn_unfused")
     pid = at.session_state["onnx_studio_project"]
+    assert api.open_project(pid).name == "if_loop"       # a project made for an upload is named after it
     # Two models in one project, each with its own version tree.
     assert [(m.name, m.versions) for m in api.project_models(pid)] == [("if_loop", 1), ("cnn_unfused", 1)]
     assert at.query_params["project"] in (pid, [pid]) and "model" in at.query_params
@@ -100,3 +101,22 @@ def test_shared_sessions_see_only_their_projects(app):
     assert "onnx_studio_project" not in guessed.session_state
     linked = _reload(app, a, ONNX_STUDIO_SHARED="1")
     assert linked.session_state["onnx_studio_project"] == pa and _metrics(linked)["Nodes"] == "22"
+
+
+def test_path_input_cannot_open_a_projects_file(app):
+    p = api.create_project("private")
+    model, v = api.add_model(p, SAMPLES / "cnn_unfused.onnx")
+    root = api.projects_root()
+    at = app(ONNX_STUDIO_PATH_ROOT=str(root.parent)).run()
+    at.text_input(key="model_path").input(str(p.root / v.path)).run()
+    at.button(key="open_path").click().run()
+    assert any("inside the projects folder" in e.value for e in at.error)
+    assert "onnx_studio_project" not in at.session_state
+
+
+def test_the_selected_node_travels_in_the_url(app):
+    at = _open_sample(app().run(), "cnn_unfused")
+    at.query_params["node"] = "conv_0"
+    again = _reload(app, at)
+    assert again.session_state["selected_node"] == "conv_0"
+    assert again.query_params["node"] in ("conv_0", ["conv_0"])

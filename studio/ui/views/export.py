@@ -93,7 +93,6 @@ def _libraries() -> tuple[list[str], list[str]]:
 def _run(handle, version, targets, preset, precision, calibration, shapes, ort_level, max_batch,
          ov_precisions=None, ort_custom_ops=(), ov_extensions=(), calibration_method: str = "minmax") -> None:
     ws = state.workspace()
-    out = ws.job_dir("export")
     status = {t: st.empty() for t in targets}
     for t in targets:
         status[t].caption(f"{_LABELS[t]}: waiting")
@@ -103,11 +102,20 @@ def _run(handle, version, targets, preset, precision, calibration, shapes, ort_l
         holder = status.get(target, prep)
         holder.caption(f"{_LABELS.get(target, target)}: {widgets.md_escape(stage, 160)}")
 
-    result = widgets.run_stoppable("Exporting", lambda tick: api.export(
-        handle, list(targets), out, preset=preset, precision=precision, calibration=calibration,
-        calibration_method=calibration_method, shapes=shapes, ort_level=ort_level, max_batch=max_batch,
-        pool_key=state.session_id(), on_tick=tick, on_progress=progress, ov_precisions=ov_precisions,
-        ort_custom_ops=ort_custom_ops, ov_extensions=ov_extensions))
+    def work(tick):
+        # A job row around the export; the bundle is kept in the project as the job's artifact.
+        with state.job("export", {"targets": list(targets), "preset": preset, "precision": precision}) as job:
+            res = api.export(
+                handle, list(targets), job.dir, preset=preset, precision=precision, calibration=calibration,
+                calibration_method=calibration_method, shapes=shapes, ort_level=ort_level, max_batch=max_batch,
+                pool_key=state.session_id(), on_tick=tick, on_progress=progress, ov_precisions=ov_precisions,
+                ort_custom_ops=ort_custom_ops, ov_extensions=ov_extensions)
+            kept = res.zip_path if res.zip_path is not None else res.bundle
+            if kept is not None and Path(kept).exists():
+                job.record_artifact(kept, "export bundle", model_id=ws.id, version_id=version.id)
+            return res
+
+    result = widgets.run_stoppable("Exporting", work)
     for holder in (*status.values(), prep):
         holder.empty()
     if result is None:

@@ -7,7 +7,6 @@ import plotly.express as px
 import streamlit as st
 
 from sample_models.catalog import CATALOG
-from studio.core.paths import confine
 from studio.core.types import shape_text
 from studio.core.uploads import UploadedFile
 from studio import api
@@ -46,7 +45,7 @@ def _open_model() -> None:
                        "workspace's `import/` folder.")
             typed = st.text_input("Model path", key="model_path", on_change=_keep_open)
             if st.button("Open path", key="open_path") and typed:
-                widgets.guarded(lambda: state.add_model_file(confine(typed, state.path_root(), label="model path")))
+                widgets.guarded(lambda: state.open_path(typed))
 
 
 def _dims_inputs(handle) -> None:

@@ -77,8 +77,13 @@ def _run(targets: list[ProfileTarget], engines: list[str], options: ProfileOptio
         bar.progress(min(max(fraction, 0.0), 1.0), text=widgets.md_escape(message, 120))
 
     st.session_state[_RUNNING] = True
-    result = widgets.guarded(lambda: api.profile(targets, engines, options, workspace=state.workspace(),
-                                                 pool_key=state.session_id(), on_progress=on_progress))
+    def in_job():
+        # A job row around the run; its side files (ORT profiles, traces) are the job's artifacts.
+        with state.job("profile", {"targets": [t.label for t in targets], "engines": list(engines)}) as job:
+            return api.profile(targets, engines, options, out_dir=job.dir, pool_key=state.session_id(),
+                               on_progress=on_progress)
+
+    result = widgets.guarded(in_job)
     st.session_state[_RUNNING] = False
     bar.empty()
     if result is not None:

@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
+from studio.core.errors import StudioError
 from studio.core.paths import safe_name
 from studio.ui import state, widgets
 
@@ -22,9 +23,17 @@ def _when(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(t)) if t else ""
 
 
+MAX_DOWNLOAD_BYTES = 1 << 30
+
+
 def _zip_bytes(project_id: str) -> bytes:
-    with tempfile.TemporaryDirectory(prefix="onnx-studio-zip-") as tmp:
-        return api.export_project(project_id, Path(tmp) / "project.zip").read_bytes()
+    """The project's zip, packed inside the projects root (removed after reading)."""
+    with tempfile.TemporaryDirectory(prefix=".zip-", dir=api.projects_root()) as tmp:
+        out = api.export_project(project_id, Path(tmp) / "project.zip")
+        if out.stat().st_size > MAX_DOWNLOAD_BYTES:
+            raise StudioError(f"the project packs to {widgets.fmt_bytes(out.stat().st_size)}: too large to download "
+                              "here; use `onnx-studio projects export`", code="TOO-LARGE")
+        return out.read_bytes()
 
 
 def _row(info, current: str | None) -> None:
