@@ -248,7 +248,7 @@ def load_checkpoint(ckpt: Checkpoint) -> ir.Model:
     return model
 
 
-def save_result(model: ir.Model, path: Path) -> Path:
+def save_result(model: ir.Model, path: Path, *, shown: str | None = None) -> Path:
     """Save a self-contained result: weights inline, or in ``<name>.data`` when large.
 
     Inline saving would keep an external tensor's old location (onnx-ir saves
@@ -260,4 +260,4 @@ def save_result(model: ir.Model, path: Path) -> Path:
         for v in _initializer_values(model):
             if isinstance(v.const_value, ir.ExternalTensor):
                 v.const_value = ir.tensor(v.const_value.numpy(), name=v.const_value.name or v.name)
-    return save_model(model, Path(path), external_data=external)
+    return save_model(model, Path(path), external_data=external, shown=shown)

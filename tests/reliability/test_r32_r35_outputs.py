@@ -293,6 +293,18 @@ def test_r34_disk_full_leaves_no_partial_file_and_the_old_output(work, tmpfs, ca
     assert sorted(p.name for p in tmpfs.iterdir()) == ["g.html"]
 
 
+def test_r34_optimize_into_a_full_disk(work, tmpfs, capsys):
+    onnx.save(_model(n=256), work / "big.onnx")                             # 256 KiB of weights, 64 KiB of disk
+    before = sha256_file(work / "big.onnx")
+    rc = main(["optimize", "big.onnx", "-o", "mnt/o.onnx", "--no-verify"])
+    err = capsys.readouterr().err
+    # the pipeline's work folder sits beside the output: the first checkpoint or the save hits ENOSPC
+    assert rc in (1, 2) and "Traceback" not in err
+    assert "no space left" in err.lower() and "mnt/o.onnx" in err
+    assert list(tmpfs.iterdir()) == []                                      # no partial file, no work folder
+    assert sha256_file(work / "big.onnx") == before
+
+
 def test_r34_file_size_limit_is_an_error_not_a_kill(work):
     (work / "g.html").write_text("old")
 
