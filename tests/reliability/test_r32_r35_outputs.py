@@ -453,3 +453,43 @@ def test_r38_plugin_op_folders_are_distinct():
 
     assert len({_op_folder(n) for n in ("My/Op", "My_Op", "My:Op")}) == 3
     assert _op_folder("MyOp") == "MyOp"
+
+
+def test_r35_concurrent_plugin_scaffolds_leave_whole_packages(tmp_path):
+    from tests.conftest import save
+    from tests.plugins.plugin_models import unknown_op_model
+
+    handle = api.load(save(unknown_op_model(), tmp_path / "in" / "swizzle.onnx"))
+    sig = api.plugin_signature(handle, "acme::Swizzle", capture=False)
+    alone = api.scaffold_plugin(handle, "acme::Swizzle", "ort-python", tmp_path / "alone", signature=sig)
+    expected = {p.relative_to(alone.root).as_posix(): p.read_bytes() for p in alone.root.rglob("*") if p.is_file()}
+
+    def scaffold(i: int) -> None:
+        for _ in range(3):
+            api.scaffold_plugin(handle, "acme::Swizzle", "ort-python", tmp_path / "out", signature=sig)
+
+    assert _run_threads(scaffold, 4) == []
+    root = tmp_path / "out" / alone.root.name
+    got = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert got == expected                                                   # every file whole, none left over
+
+
+def test_r32_check_fix_output_is_never_a_link_and_a_noop_fix_keeps_what_was_there(work, capsys):
+    """``check --fix -o`` used to resolve the output (following a link) and to delete whatever sat at
+    the output when the fix failed or changed nothing."""
+    outside = work / "victim.onnx"
+    outside.write_bytes(b"precious")
+    os.symlink(outside, work / "fixed.onnx")
+    rc, err = _cli(capsys, "check", "m.onnx", "--engines", "ort", "--fix", "eliminate-identity", "--output",
+                   "fixed.onnx")
+    assert rc == 2
+    assert_user_message(err, "fixed.onnx", "symbolic link")
+    assert outside.read_bytes() == b"precious" and (work / "fixed.onnx").is_symlink()
+    (work / "fixed.onnx").unlink()
+    (work / "fixed.onnx").write_bytes(b"an older result the user keeps")
+    rc, err = _cli(capsys, "check", "m.onnx", "--engines", "ort", "--fix", "eliminate-identity", "--output",
+                   "fixed.onnx")
+    assert rc == 2
+    assert_user_message(err, "changed nothing")
+    assert (work / "fixed.onnx").read_bytes() == b"an older result the user keeps"
+    assert _leftovers(work) == []
