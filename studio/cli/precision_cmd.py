@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     handle = api.load(args.model)
     if args.chart:
+        outputs.register_input(*filter(None, [args.inputs, args.calibration]))
         outputs.check_destination(args.chart)           # before the run: not the input, no link/FIFO/folder
 
     def progress(i: int, n: int, label: str) -> None:

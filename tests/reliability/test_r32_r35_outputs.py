@@ -128,6 +128,18 @@ def test_r32_side_outputs_never_replace_the_input(work, capsys, command, kind):
     assert not (work / "o.onnx").exists()
 
 
+@pytest.mark.parametrize("argv", [["optimize", "m.onnx", "-o", "o.onnx", "--inputs", "x.npz", "--report", "x.npz"],
+                                  ["compare", "m.onnx", "m.onnx", "--inputs", "x.npz", "--layerwise", "--chart",
+                                   "x.npz"]])
+def test_r32_a_data_file_the_run_reads_is_never_an_output(work, capsys, argv):
+    np.savez(work / "x.npz", x=np.ones((1, 64), np.float32))
+    before = sha256_file(work / "x.npz")
+    rc, err = _cli(capsys, *argv)
+    assert rc == 2
+    assert_user_message(err, "x.npz", "would overwrite")
+    assert sha256_file(work / "x.npz") == before
+
+
 @pytest.mark.parametrize("kind", ["symlink", "hardlink", "dotdot", "same"])
 def test_r32_facade_optimize_refuses_every_alias_of_the_input(work, kind):
     target = _alias(work, kind, "alias.onnx")
