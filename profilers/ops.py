@@ -453,7 +453,8 @@ def ops_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOu
         trace_name = f"ov_layers_{tag}.json"
         means = {k["name"]: k["per_run_us"][0] for k in kernels}
         shown = [{**c, "us": means.get(c["name"], 0.0)} for c in last]
-        (ctx.out_dir / trace_name).write_text(json.dumps(synthesize_trace(shown, originals, OV_TRACE_NOTE)))  # scratch: worker: its job out folder
+        # scratch: worker: its job out folder
+        (ctx.out_dir / trace_name).write_text(json.dumps(synthesize_trace(shown, originals, OV_TRACE_NOTE)))
         return JobOutput(data={"kernels": kernels, "runs": runs, "e2e_ns": e2e, "e2e_stat": "mean",
                                "engine_run_ms": None, "trace_file": trace_name, "trace_note": OV_TRACE_NOTE,
                                "details": runner.details})

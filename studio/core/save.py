@@ -53,7 +53,8 @@ def save_model(model, target: Path, *, external_data: bool | None = None, shown:
     with staged_files(target.parent, shown=str(Path(label).parent), what=label) as stage:
         copy = ModelProto()
         copy.CopyFrom(proto)
-        onnx.save_model(copy, str(stage / target.name), save_as_external_data=True, all_tensors_to_one_file=True,  # scratch: into staged_files' private folder
+        # scratch: into staged_files' private folder
+        onnx.save_model(copy, str(stage / target.name), save_as_external_data=True, all_tensors_to_one_file=True,
                         location=data_name, size_threshold=1024)
     return target
 
@@ -77,5 +78,6 @@ def _save_ir(model, target: Path, external_data: bool | None, label: str) -> Pat
         # Saving inline must not keep references to the source's external files.
         ir.external_data.load_to_model(model)
     with staged_files(target.parent, shown=str(Path(label).parent), what=label) as stage:
-        ir.save(model, stage / target.name, external_data=f"{target.name}.data" if external_data else None)  # scratch: into staged_files' private folder
+        # scratch: into staged_files' private folder
+        ir.save(model, stage / target.name, external_data=f"{target.name}.data" if external_data else None)
     return target

@@ -111,7 +111,10 @@ _SIDE_OUTPUTS = {
 
 
 # graph -o picks its format by suffix, so the input's own .onnx name is not a graph destination
-@pytest.mark.parametrize(("command", "kind"), [(c, k) for c in _SIDE_OUTPUTS for k in ("symlink", "hardlink", "dotdot", "same")
+_KINDS = ("symlink", "hardlink", "dotdot", "same")
+
+
+@pytest.mark.parametrize(("command", "kind"), [(c, k) for c in _SIDE_OUTPUTS for k in _KINDS
                                                if c != "graph -o" or k in ("symlink", "hardlink")])
 def test_r32_side_outputs_never_replace_the_input(work, capsys, command, kind):
     name = "alias.html" if command == "graph -o" else "alias.json"
