@@ -92,13 +92,12 @@ def fix_to_file(model_path, names: list[str], output, *, verify: bool = True,
     there would look fixed and get deployed."""
     from passes.pipeline import run_pipeline
     from passes.registry import make_pass
-    from studio.core.paths import check_regular_file
+    from studio.core.outputs import check_destination, register_input, shown_path, staged_files
 
-    output = Path(output)
-    if output.resolve() == Path(model_path).resolve():
-        raise StudioError("--output must differ from the model: the original file is never modified", code="BAD-PATH")
-    if output.exists():
-        check_regular_file(output, max_bytes=None, label="output")
+    register_input(model_path)
+    label = shown_path(output)
+    output = check_destination(output, shown=label)     # never the input, never through a link
+    check_destination(output.with_name(output.name + ".data"), shown=label + ".data")
     passes = [make_pass(n, **fix_options(n, options=(options or {}).get(n), dims=dims)) for n in names]
     feeds = None
     if inputs:                                  # verify on the user's real inputs
@@ -107,14 +106,17 @@ def fix_to_file(model_path, names: list[str], output, *, verify: bool = True,
         from studio.core.feeds import input_specs, load_npz
 
         feeds = load_npz(Path(inputs), input_specs(onnx.load_model(str(model_path), load_external_data=False)))
-    result = run_pipeline(Path(model_path).resolve(), passes, output.resolve(), verify=verify, pool_key=pool_key,
-                          dims=dims, feeds=feeds)
-    if not result.ok or not result.modified:
-        for leftover in (output, output.with_name(output.name + ".data")):
-            leftover.unlink(missing_ok=True)  # scratch: the new version's file in the workspace, made by this run
+    # The result is staged beside the output and committed only when the fix applied and changed the model:
+    # otherwise nothing is written, and nothing that was at the output before is touched.
+    with staged_files(output.parent, shown=str(Path(label).parent), what=label) as stage:
+        result = run_pipeline(Path(model_path).resolve(), passes, stage / output.name, verify=verify,
+                              pool_key=pool_key, dims=dims, feeds=feeds, partial="none")
         if not result.ok:
             raise StudioError(f"fix not applied: {result.summary()}", code="FIX-FAILED")
-        notes = "; ".join(n for r in result.records for n in r.notes)
-        raise StudioError("the fix changed nothing, so no file was written" + (f" ({notes})" if notes else ""),
-                          code="FIX-NOOP")
-    return result
+        if not result.modified:
+            notes = "; ".join(n for r in result.records for n in r.notes)
+            raise StudioError("the fix changed nothing, so no file was written" + (f" ({notes})" if notes else ""),
+                              code="FIX-NOOP")
+    from dataclasses import replace
+
+    return replace(result, output=output)

@@ -337,7 +337,7 @@ def load_checkpoint(ckpt: Checkpoint) -> ir.Model:
     return model
 
 
-def save_result(model: ir.Model, path: Path) -> Path:
+def save_result(model: ir.Model, path: Path, *, shown: str | None = None) -> Path:
     """Save a self-contained result: weights inline, or in ``<name>.data`` when large.
 
     Inline saving would keep an external tensor's old location (onnx-ir saves
@@ -351,7 +351,7 @@ def save_result(model: ir.Model, path: Path) -> Path:
                 v.const_value = ir.tensor(v.const_value.numpy(), name=v.const_value.name or v.name)
     record = model.metadata_props.pop(HIDDEN_TYPES_KEY, None)
     try:
-        written = save_model(model, Path(path), external_data=external)
+        written = save_model(model, Path(path), external_data=external, shown=shown)
     finally:
         if record is not None:
             model.metadata_props[HIDDEN_TYPES_KEY] = record

@@ -131,9 +131,10 @@ def _param_count(model: ir.Model) -> int:
     return total
 
 
-def save_ir(model: ir.Model, path: Path) -> Path:
-    """Save a self-contained model (weights to ``<name>.data`` when large)."""
-    return save_result(model, path)
+def save_ir(model: ir.Model, path: Path, *, shown: str | None = None) -> Path:
+    """Save a self-contained model (weights to ``<name>.data`` when large); ``shown``: the path as
+    the user gave it, for messages."""
+    return save_result(model, path, shown=shown)
 
 
 class _Checkpoints:
@@ -230,15 +231,15 @@ def _locations(iter_tensors, proto) -> set[str]:
     return locs
 
 
-def _copy_unchanged(model_path: Path, output: Path) -> None:
+def _copy_unchanged(model_path: Path, output: Path, shown: str) -> None:
     """Nothing changed: the result is the input, byte for byte (with its data files), committed
     together through ``studio.core.outputs.staged_files``."""
     import onnx
 
-    from studio.core.outputs import copy_into, shown_path, staged_files
+    from studio.core.outputs import copy_into, staged_files
 
     proto = onnx.load_model(str(model_path), load_external_data=False)
-    with staged_files(output.parent, shown=str(Path(shown_path(output)).parent)) as stage:
+    with staged_files(output.parent, shown=str(Path(shown).parent), what=shown) as stage:
         for loc in sorted(_locations(_iter_tensors(), proto)):
             src, rel = (model_path.parent / loc).resolve(), Path(os.path.normpath(loc))
             if rel.is_absolute() or rel.parts[:1] == ("..",):
@@ -312,13 +313,18 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
     instruments = with_nvtx(instruments)        # NVTX range per pass when nsys is attached
     model_path = Path(model_path).resolve()     # workers run in a scratch cwd
     _check_output_path(model_path, Path(output))
+    from studio.core.outputs import shown_path
+
+    shown = shown_path(output)                  # messages name the path as the user gave it
     output = _absolute(output)                  # the name itself is never resolved: a link there is refused
+    labels = {output: shown}
     partial_path: Path | None = output
     if partial == "none":
         partial_path = None
     elif partial != "output":
         _check_output_path(model_path, Path(partial))
         partial_path = _absolute(partial)
+        labels[partial_path] = shown_path(partial)
     output.parent.mkdir(parents=True, exist_ok=True)
     dims = {**dict(dims or {}), **_fixed_dims(passes)}
     from studio.core.outputs import remove_scratch, scratch_dir
@@ -418,9 +424,9 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
         if target is not None:
             target.parent.mkdir(parents=True, exist_ok=True)
             if any(r.modified for r in records):
-                save_ir(model, target)
+                save_ir(model, target, shown=labels[target])
             else:
-                _copy_unchanged(model_path, target)
+                _copy_unchanged(model_path, target, labels[target])
         reference = "not verified (verification turned off)"
         if verifier is not None:
             if verifier.reference_error is not None:

@@ -110,7 +110,8 @@ def _big(path: Path) -> bool:
 
 def _save(model: onnx.ModelProto, path: Path) -> None:
     if model.ByteSize() > 1_800_000_000:
-        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,  # scratch: worker: its scratch folder
+        # scratch: worker: its scratch folder
+        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
                         location=path.name + ".data")
     else:
         onnx.save_model(model, str(path))  # scratch: worker: its scratch folder

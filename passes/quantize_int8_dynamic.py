@@ -66,7 +66,8 @@ def _fuse(src: Path, out: Path, model_type: str, opts: dict) -> tuple[Path | Non
                                       "LayerNormalization", "BiasGelu", "Gelu", "FastGelu",
                                       "EmbedLayerNormalization", "SkipSimplifiedLayerNormalization")):
         return None, stats
-    m.save_model_to_file(str(out), use_external_data_format=m.model.ByteSize() > 1_800_000_000)  # scratch: worker: its job folder
+    # scratch: worker: its job folder
+    m.save_model_to_file(str(out), use_external_data_format=m.model.ByteSize() > 1_800_000_000)
     return out, stats
 
 

@@ -229,7 +229,8 @@ def _ort_profile_phases(path: str | None) -> dict[str, float]:
     except (OSError, ValueError):
         return {}
     finally:
-        Path(path).unlink(missing_ok=True)   # scratch: ORT's profile file in the job folder; only its two numbers are kept
+        # scratch: ORT's profile file in the job folder; only its two numbers are kept
+        Path(path).unlink(missing_ok=True)
     out: dict[str, float] = {}
     for event in events if isinstance(events, list) else []:
         if isinstance(event, dict) and event.get("cat") == "Session":

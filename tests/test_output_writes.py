@@ -6,7 +6,7 @@ that module fails this test, unless
 
 * the file is in ``SCRATCH_MODULES``: code that writes only inside a sandbox worker's own scratch
   folder or the worker protocol's job folders (never a user-chosen destination), or
-* the call's line says ``# scratch: <why>``: a write into a folder the run made for itself
+* the call (or the line above it) says ``# scratch: <why>``: a write into a folder the run made for itself
   (a ``studio.core.outputs.scratch_dir``/``staged_files`` folder, a worker's cwd, a temp dir).
 
 A new writer should use ``studio.core.outputs`` (``open_output``, ``write_bytes/text/json``,
@@ -64,7 +64,7 @@ def _violations(path: Path, root: Path = ROOT) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(text, str(path))):
         if isinstance(node, ast.Call) and _is_write(node):
-            span = lines[node.lineno - 1:(node.end_lineno or node.lineno)]
+            span = lines[max(node.lineno - 2, 0):(node.end_lineno or node.lineno)]     # the line above counts
             if any("# scratch:" in line for line in span):
                 continue
             found.append(f"{path.relative_to(root)}:{node.lineno}: {lines[node.lineno - 1].strip()[:100]}")

@@ -393,7 +393,8 @@ def layer_prepare_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext
     model = onnx.load_model(args["model"])
     folder = Path(args["folder"])
     folder.mkdir(parents=True, exist_ok=True)
-    onnx.save_model(model, str(folder / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,  # scratch: worker: the working copy in the layer-wise work folder
+    # scratch: worker: the working copy in the layer-wise work folder
+    onnx.save_model(model, str(folder / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
                     location="model.onnx.data", size_threshold=1024)
     return JobOutput(data={"path": str(folder / "model.onnx")})
 

@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     dims = parse_dims(args.dim)
     a, b = api.load(args.a), api.load(args.b)
     if args.chart:
+        outputs.register_input(*filter(None, [args.inputs]))
         outputs.check_destination(args.chart)           # before the run: not an input, no link/FIFO/folder
     feeds = None
     if args.inputs or args.images:

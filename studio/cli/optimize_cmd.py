@@ -77,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
     if out.suffix != ".onnx":
         raise StudioError("-o must name a .onnx file")
     if args.report:
+        outputs.register_input(*filter(None, [args.inputs]))
         outputs.check_destination(args.report)          # before the run: not the input, no link/FIFO/folder
     partial = out.with_name(out.stem + ".partial.onnx")
     result = api.optimize(handle, preset=args.preset, passes=names, dims=dims, pass_options=options,

@@ -80,6 +80,7 @@ def _run(args: argparse.Namespace) -> int:
     elif args.target:
         raise StudioError("--target is judged on a dataset: add --project NAME --dataset NAME")
     if args.chart:
+        outputs.register_input(*filter(None, [args.inputs, args.calibration]))
         outputs.check_destination(args.chart)           # before the run: not the input, no link/FIFO/folder
 
     def progress(i: int, n: int, label: str) -> None:

@@ -192,7 +192,8 @@ def _export_traces(profile, dest: Path) -> None:  # noqa: ANN001 - profilers.pro
         print("note: no per-op trace was produced (see the per-op notes)", file=sys.stderr)
         return
     for vid, path in traced:
-        target = dest if len(traced) == 1 else dest.with_name(f"{dest.stem}-{distinct_name(vid)}{dest.suffix or '.json'}")
+        suffix = dest.suffix or ".json"
+        target = dest if len(traced) == 1 else dest.with_name(f"{dest.stem}-{distinct_name(vid)}{suffix}")
         _write_trace(path, target)
         print(f"trace    {vid}: {target}", file=sys.stderr)
 

@@ -378,6 +378,9 @@ def load_npz(path: Path, specs: tuple[InputSpec, ...]) -> list[Feeds]:
     """Feeds from a user .npz: keys are input names (one sample), or 'name/0', 'name/1'...
     for several samples. Never unpickles; dtypes and ranks are checked."""
     check_regular_file(Path(path), max_bytes=8 * 2**30, label="inputs file")
+    from studio.core.outputs import register_input
+
+    register_input(path)                # a file this run reads: never an output
     try:
         data = np.load(path, allow_pickle=False)
     except (ValueError, OSError, zipfile.BadZipFile) as exc:

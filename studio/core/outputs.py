@@ -415,11 +415,12 @@ def link_file(source: str | Path, target: str | Path, *, shown: str | None = Non
 # -- several files at once ------------------------------------------------------------------------
 
 @contextmanager
-def staged_files(folder: str | Path, *, shown: str | None = None) -> Iterator[Path]:
+def staged_files(folder: str | Path, *, shown: str | None = None, what: str | None = None) -> Iterator[Path]:
     """A private staging folder beside the destination files: write any number of files into it
     (libraries that write by path: onnx, onnx_ir, OpenVINO), then every regular file in it is
     renamed into ``folder`` (same relative name) in one commit under the folder lock. Each
-    destination is checked like ``check_destination`` first; on any error nothing is renamed."""
+    destination is checked like ``check_destination`` first; on any error nothing is renamed.
+    ``what``: the output named in messages about failing writes into the stage (default: the folder)."""
     _ignore_sigxfsz()
     dest = Path(folder)
     label = shown or shown_path(dest)
@@ -428,7 +429,8 @@ def staged_files(folder: str | Path, *, shown: str | None = None) -> Iterator[Pa
     with translated(label):
         stage = Path(tempfile.mkdtemp(prefix=".onnx-studio-stage-", dir=dest))
     try:
-        yield stage
+        with translated(what or label):     # the library's writes into the stage: ENOSPC, EFBIG...
+            yield stage
         moves = []
         for root, _dirs, files in os.walk(stage):
             for name in files:

@@ -50,10 +50,11 @@ def save_model(model, target: Path, *, external_data: bool | None = None, shown:
         return target
     data_name = f"{target.name}.data"
     # onnx.save_model appends to an existing data file: a fresh staging folder has none.
-    with staged_files(target.parent, shown=str(Path(label).parent)) as stage:
+    with staged_files(target.parent, shown=str(Path(label).parent), what=label) as stage:
         copy = ModelProto()
         copy.CopyFrom(proto)
-        onnx.save_model(copy, str(stage / target.name), save_as_external_data=True, all_tensors_to_one_file=True,  # scratch: into staged_files' private folder
+        # scratch: into staged_files' private folder
+        onnx.save_model(copy, str(stage / target.name), save_as_external_data=True, all_tensors_to_one_file=True,
                         location=data_name, size_threshold=1024)
     return target
 
@@ -76,6 +77,7 @@ def _save_ir(model, target: Path, external_data: bool | None, label: str) -> Pat
     if not external_data:
         # Saving inline must not keep references to the source's external files.
         ir.external_data.load_to_model(model)
-    with staged_files(target.parent, shown=str(Path(label).parent)) as stage:
-        ir.save(model, stage / target.name, external_data=f"{target.name}.data" if external_data else None)  # scratch: into staged_files' private folder
+    with staged_files(target.parent, shown=str(Path(label).parent), what=label) as stage:
+        # scratch: into staged_files' private folder
+        ir.save(model, stage / target.name, external_data=f"{target.name}.data" if external_data else None)
     return target

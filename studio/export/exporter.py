@@ -18,7 +18,7 @@ from pathlib import Path
 from studio.core import jsonsafe
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle, require_valid
-from studio.core.outputs import check_destination, remove_scratch
+from studio.core.outputs import check_destination, register_input, remove_scratch
 from studio.core.paths import atomic_write_text
 from studio.export.bundle import bundle_name, check_final, finalize, inventory, prepare_output, staging_dir, write_zip
 from studio.export.context import ExportContext
@@ -72,6 +72,8 @@ def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Pat
     """Export ``handle`` to ``out_dir/<model>-<sha8>/`` (+ ``.zip``). The model file is only read."""
     started = time.perf_counter()
     require_valid(handle, "export")
+    register_input(handle.path, *handle.external_files, *options.plugins, *options.ort_custom_ops,
+                   *options.ov_extensions)            # files this run reads: never an output
     shapes = feed_shapes(handle.proto, options.shapes)         # bad --shapes fail before any work
     out = prepare_output(Path(out_dir))
     name = bundle_name(options.name or handle.name, handle.sha256)

@@ -217,7 +217,8 @@ def ov_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -
     saves = args.get("saves") or [[args.get("xml_name") or XML_NAME, bool(args.get("compress_to_fp16"))]]
     for xml_name, compress in saves:     # one conversion, one IR per precision
         ctx.set_stage(f"OpenVINO save_model ({'FP16-compressed' if compress else 'FP32'})")
-        ov.save_model(model, str(ctx.out_dir / Path(str(xml_name)).name), compress_to_fp16=bool(compress))  # scratch: worker: into the bundle's staging folder
+        # scratch: worker: into the bundle's staging folder
+        ov.save_model(model, str(ctx.out_dir / Path(str(xml_name)).name), compress_to_fp16=bool(compress))
     ports = [{"name": (_names(p) or [f"#{i}"])[0], "shape": str(p.get_partial_shape()),
               "type": str(p.get_element_type())} for i, p in enumerate(model.inputs)]
     outs = [{"name": (_names(p) or [f"#{i}"])[0], "shape": str(p.get_partial_shape()),

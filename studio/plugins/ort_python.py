@@ -92,7 +92,8 @@ def _session(model: onnx.ModelProto, scratch: Path, threads: int | None) -> Any:
     if model.ByteSize() < 1_800_000_000:
         return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     path = scratch / "model_with_pyop.onnx"
-    onnx.save_model(model, str(path), save_as_external_data=True, location="model_with_pyop.data")  # scratch: worker: its scratch folder
+    # scratch: worker: its scratch folder
+    onnx.save_model(model, str(path), save_as_external_data=True, location="model_with_pyop.data")
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 

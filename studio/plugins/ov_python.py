@@ -116,7 +116,8 @@ def ov_python_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) ->
         feeds = [arrays.get(f"s{i}.in{j}") for j in range(len(node.input))]
         specs = [None if a is None else (a.dtype.name, list(a.shape)) for a in feeds]
         path = ctx.scratch / f"sample_{i}.onnx"
-        onnx.save_model(single_node_model(model, node, specs, out_dtypes), str(path))  # scratch: worker: its scratch folder
+        # scratch: worker: its scratch folder
+        onnx.save_model(single_node_model(model, node, specs, out_dtypes), str(path))
         started = time.perf_counter()
         try:
             _, values = _compile_run(fe, str(path), [a for a in feeds if a is not None], ctx.cpu_threads)

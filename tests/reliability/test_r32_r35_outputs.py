@@ -111,7 +111,10 @@ _SIDE_OUTPUTS = {
 
 
 # graph -o picks its format by suffix, so the input's own .onnx name is not a graph destination
-@pytest.mark.parametrize(("command", "kind"), [(c, k) for c in _SIDE_OUTPUTS for k in ("symlink", "hardlink", "dotdot", "same")
+_KINDS = ("symlink", "hardlink", "dotdot", "same")
+
+
+@pytest.mark.parametrize(("command", "kind"), [(c, k) for c in _SIDE_OUTPUTS for k in _KINDS
                                                if c != "graph -o" or k in ("symlink", "hardlink")])
 def test_r32_side_outputs_never_replace_the_input(work, capsys, command, kind):
     name = "alias.html" if command == "graph -o" else "alias.json"
@@ -126,6 +129,18 @@ def test_r32_side_outputs_never_replace_the_input(work, capsys, command, kind):
     if kind == "hardlink":
         assert os.stat(work / name).st_ino == os.stat(work / "m.onnx").st_ino      # the link is left as it was
     assert not (work / "o.onnx").exists()
+
+
+@pytest.mark.parametrize("argv", [["optimize", "m.onnx", "-o", "o.onnx", "--inputs", "x.npz", "--report", "x.npz"],
+                                  ["compare", "m.onnx", "m.onnx", "--inputs", "x.npz", "--layerwise", "--chart",
+                                   "x.npz"]])
+def test_r32_a_data_file_the_run_reads_is_never_an_output(work, capsys, argv):
+    np.savez(work / "x.npz", x=np.ones((1, 64), np.float32))
+    before = sha256_file(work / "x.npz")
+    rc, err = _cli(capsys, *argv)
+    assert rc == 2
+    assert_user_message(err, "x.npz", "would overwrite")
+    assert sha256_file(work / "x.npz") == before
 
 
 @pytest.mark.parametrize("kind", ["symlink", "hardlink", "dotdot", "same"])
@@ -293,6 +308,18 @@ def test_r34_disk_full_leaves_no_partial_file_and_the_old_output(work, tmpfs, ca
     assert sorted(p.name for p in tmpfs.iterdir()) == ["g.html"]
 
 
+def test_r34_optimize_into_a_full_disk(work, tmpfs, capsys):
+    onnx.save(_model(n=256), work / "big.onnx")                             # 256 KiB of weights, 64 KiB of disk
+    before = sha256_file(work / "big.onnx")
+    rc = main(["optimize", "big.onnx", "-o", "mnt/o.onnx", "--no-verify"])
+    err = capsys.readouterr().err
+    # the pipeline's work folder sits beside the output: the first checkpoint or the save hits ENOSPC
+    assert rc in (1, 2) and "Traceback" not in err
+    assert "no space left" in err.lower() and "mnt/o.onnx" in err
+    assert list(tmpfs.iterdir()) == []                                      # no partial file, no work folder
+    assert sha256_file(work / "big.onnx") == before
+
+
 def test_r34_file_size_limit_is_an_error_not_a_kill(work):
     (work / "g.html").write_text("old")
 
@@ -441,3 +468,43 @@ def test_r38_plugin_op_folders_are_distinct():
 
     assert len({_op_folder(n) for n in ("My/Op", "My_Op", "My:Op")}) == 3
     assert _op_folder("MyOp") == "MyOp"
+
+
+def test_r35_concurrent_plugin_scaffolds_leave_whole_packages(tmp_path):
+    from tests.conftest import save
+    from tests.plugins.plugin_models import unknown_op_model
+
+    handle = api.load(save(unknown_op_model(), tmp_path / "in" / "swizzle.onnx"))
+    sig = api.plugin_signature(handle, "acme::Swizzle", capture=False)
+    alone = api.scaffold_plugin(handle, "acme::Swizzle", "ort-python", tmp_path / "alone", signature=sig)
+    expected = {p.relative_to(alone.root).as_posix(): p.read_bytes() for p in alone.root.rglob("*") if p.is_file()}
+
+    def scaffold(i: int) -> None:
+        for _ in range(3):
+            api.scaffold_plugin(handle, "acme::Swizzle", "ort-python", tmp_path / "out", signature=sig)
+
+    assert _run_threads(scaffold, 4) == []
+    root = tmp_path / "out" / alone.root.name
+    got = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert got == expected                                                   # every file whole, none left over
+
+
+def test_r32_check_fix_output_is_never_a_link_and_a_noop_fix_keeps_what_was_there(work, capsys):
+    """``check --fix -o`` used to resolve the output (following a link) and to delete whatever sat at
+    the output when the fix failed or changed nothing."""
+    outside = work / "victim.onnx"
+    outside.write_bytes(b"precious")
+    os.symlink(outside, work / "fixed.onnx")
+    rc, err = _cli(capsys, "check", "m.onnx", "--engines", "ort", "--fix", "eliminate-identity", "--output",
+                   "fixed.onnx")
+    assert rc == 2
+    assert_user_message(err, "fixed.onnx", "symbolic link")
+    assert outside.read_bytes() == b"precious" and (work / "fixed.onnx").is_symlink()
+    (work / "fixed.onnx").unlink()
+    (work / "fixed.onnx").write_bytes(b"an older result the user keeps")
+    rc, err = _cli(capsys, "check", "m.onnx", "--engines", "ort", "--fix", "eliminate-identity", "--output",
+                   "fixed.onnx")
+    assert rc == 2
+    assert_user_message(err, "changed nothing")
+    assert (work / "fixed.onnx").read_bytes() == b"an older result the user keeps"
+    assert _leftovers(work) == []
