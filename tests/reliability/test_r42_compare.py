@@ -101,3 +101,27 @@ def test_ort_and_openvino_agree_on_the_detector(tmp_path, count):
 def test_outputs_of_other_models_are_compared_in_order():
     c = compare_outputs({"y": np.array([1.0, 2.0])}, {"y": np.array([2.0, 1.0])})
     assert not c and c.outputs["y"].mode == "tolerance"
+
+
+def test_nms_outputs_and_rows_gathered_by_them_are_order_free():
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out"], ["sel"], name="nms"),
+             helper.make_node("Gather", ["sel", "col"], ["box_idx"], name="pick_col", axis=1),
+             helper.make_node("Gather", ["boxes2d", "box_idx"], ["kept"], name="gather_kept", axis=0),
+             helper.make_node("Squeeze", ["boxes", "zero"], ["boxes2d"], name="squeeze"),
+             helper.make_node("Relu", ["boxes2d"], ["plain"], name="not_picked")]
+    g = helper.make_graph(nodes, "nms",
+                          [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 8, 4]),
+                           helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, 8])],
+                          [helper.make_tensor_value_info("sel", TensorProto.INT64, [None, 3]),
+                           helper.make_tensor_value_info("kept", TensorProto.FLOAT, [None, 4]),
+                           helper.make_tensor_value_info("plain", TensorProto.FLOAT, [8, 4])],
+                          [helper.make_tensor("max_out", TensorProto.INT64, [1], [5]),
+                           helper.make_tensor("col", TensorProto.INT64, [], [2]),
+                           helper.make_tensor("zero", TensorProto.INT64, [1], [0])])
+    found = order_free_outputs(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    assert set(found) == {"sel", "kept"} and found["sel"].source == "NonMaxSuppression"
+    sel = np.array([[0, 0, 3], [0, 0, 5], [0, 0, 1]])
+    d = compare_arrays("sel", sel, sel[[1, 0, 2]], order=found["sel"])
+    assert d.match and d.mode.startswith("rows in any order (sorted multisets of rows")
