@@ -26,8 +26,13 @@ def test_integer_outputs_are_judged_by_mismatch_count_not_max_abs():
 
 def test_integer_outputs_stay_exact_when_the_model_is_quantized():
     d = compare_arrays("ids", np.arange(100), np.arange(100), quantized=True)
-    assert d.match and d.mode == "exact"
+    assert d.match and d.mode == "exact" and d.cosine is None
     assert not compare_arrays("ids", np.arange(100), np.arange(100)[::-1], quantized=True).match
+    one_flip = np.arange(200)
+    one_flip[7] = 0                                       # an ArgMax label flipped on a near-tie
+    q = compare_arrays("label", np.arange(200), one_flip, quantized=True)
+    assert q.match and q.mismatches == 1 and "1 of 200 values differ" in q.note
+    assert not compare_arrays("label", np.arange(200), one_flip).match      # fp32 criteria: exact
 
 
 def test_nan_at_the_same_positions_is_equal_and_elsewhere_is_not():
