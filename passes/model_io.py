@@ -342,16 +342,23 @@ def save_result(model: ir.Model, path: Path, *, shown: str | None = None) -> Pat
 
     Inline saving would keep an external tensor's old location (onnx-ir saves
     external tensors as they are), so small external weights are read in first."""
-    from studio.core.save import save_model
 
     external = weight_bytes(model) > EXTERNAL_THRESHOLD
     if not external:
         for v in _initializer_values(model):
             if isinstance(v.const_value, ir.ExternalTensor):
                 v.const_value = ir.tensor(v.const_value.numpy(), name=v.const_value.name or v.name)
+    return save_declared(model, Path(path), external_data=external, shown=shown)
+
+
+def save_declared(model: ir.Model, path: Path, *, external_data: bool | None, shown: str | None = None) -> Path:
+    """``studio.core.save.save_model`` for a model read by :func:`load_ir`: the file declares
+    the map types hidden from onnx-ir again, and carries no trace of the hiding."""
+    from studio.core.save import save_model
+
     record = model.metadata_props.pop(HIDDEN_TYPES_KEY, None)
     try:
-        written = save_model(model, Path(path), external_data=external, shown=shown)
+        written = save_model(model, Path(path), external_data=external_data, shown=shown)
     finally:
         if record is not None:
             model.metadata_props[HIDDEN_TYPES_KEY] = record

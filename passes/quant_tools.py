@@ -385,11 +385,11 @@ def accuracy(reference: list[dict], got: list[dict]) -> tuple[float, float | Non
 
 
 def integer_differences(reference: list[dict], got: list[dict]) -> str | None:
-    """One line naming the first integer/boolean output that differs from fp32 (count and
-    rate of differing values), or None when every one is equal."""
+    """One line naming the first integer/boolean output that differs from fp32 in more than
+    ``studio.core.compare.QUANTIZED_INT_MISMATCH`` of its values (count and rate), or None."""
     for i, (r, g) in enumerate(zip(reference, got)):
         c = compare_outputs(r, g, quantized=True)
-        bad = next((d for d in c.outputs.values() if d.mode == "exact" and not d.match), None)
+        bad = next((d for d in c.outputs.values() if d.mode == "exact" and not d.match), None)   # > 1 % differ
         if bad is not None:
             return (f"integer output '{bad.name[:60]}' differs from fp32 on input set {i + 1}: {bad.note}"
                     if len(reference) > 1 else f"integer output '{bad.name[:60]}' differs from fp32: {bad.note}")

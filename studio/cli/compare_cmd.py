@@ -80,13 +80,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"candidate  {printable(result.candidate.describe())}")
     print(f"inputs     {printable(result.feeds.get('source', ''))}")
     print(f"tolerance  {result.tolerance_note}")
-    rows = [["output", "shape", "max abs", "max rel", "rel L2", "cosine", "top-1", "top-5", "verdict"]]
+    rows = [["output", "shape", "max abs", "max rel", "rel L2", "cosine", "top-1", "top-5", "verdict", "compared as"]]
     for d in result.comparison.outputs.values():
         shape = shape_text(d.ref_shape) if d.ref_shape == d.got_shape else \
             f"{shape_text(d.ref_shape)} vs {shape_text(d.got_shape)}"
         rows.append([printable(d.name, 48), shape, _fmt(d.max_abs), _fmt(d.max_rel), _fmt(d.rel_l2),
                      _fmt(d.cosine, ".6f"), _fmt(d.top1_agreement, ".2f"), _fmt(d.top5_overlap, ".2f"),
-                     "ok" if d.match else "DIFFERS"])
+                     "ok" if d.match else "DIFFERS", _mode(d)])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
@@ -115,3 +115,12 @@ def run(args: argparse.Namespace) -> int:
     if task and task["target"]:
         return 0 if task["target_met"] else 1        # the task target decides, not element-wise tolerances
     return 0 if result.ok else 1
+
+
+def _mode(d) -> str:
+    """How an output was judged: exact integers (with the mismatch count when they differ),
+    rows in any order (TopK/NMS), or values within tolerance."""
+    mode = printable(d.mode.split(";")[0].split(" (")[0], 40)
+    if d.mode == "exact" and d.mismatches:
+        return f"exact, {d.mismatches} differ"
+    return mode

@@ -90,12 +90,10 @@ def write_model_copy(src: Path, dst: Path, *, external: bool | None = None) -> t
         outputs.write_bytes(dst, proto.SerializeToString())
         _remove(stale)
         return (dst,)
-    import onnx_ir as ir
+    from passes.model_io import load_ir, save_declared
 
-    from studio.core.save import save_model
-
-    model = ir.load(src)                     # external tensors read lazily, from the validated locations
-    save_model(model, dst, external_data=external)
+    model = load_ir(src)           # external tensors read lazily, from the validated locations; map types kept
+    save_declared(model, dst, external_data=external)
     if not external:
         _remove(stale)
     return (dst, stale) if external and stale.exists() else (dst,)

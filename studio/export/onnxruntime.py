@@ -216,7 +216,12 @@ def export_onnxruntime(ctx: ExportContext) -> TargetResult:
         except StudioError as exc:
             ort_format = False
             (folder / ORT_NAME).unlink(missing_ok=True)  # scratch: inside the bundle's staging folder
-            notes.append(f"no .ort file: {exc}")
+            optional = [vi.name for vi in (*ctx.source.proto.graph.input, *ctx.source.proto.graph.output,
+                                           *ctx.source.proto.graph.value_info)
+                        if vi.type.WhichOneof("value") == "optional_type"]
+            notes.append(f"no .ort file: the ORT format has no optional types ('{optional[0][:60]}' is one); "
+                         "the .onnx artifact serves" if optional and "type [9]" in str(exc)
+                         else f"no .ort file: {exc}")
     artifacts: list[Artifact] = []
     bench: dict[str, Any] = {}
     data_file = folder / f"{MODEL_NAME}.data"

@@ -113,3 +113,11 @@ def test_sequences_of_maps_keys_equal_values_within_tolerance():
     assert not compare_outputs(ref, {"p": ref["p"], "s": [np.ones(3, np.float32), np.ones(3, np.float32)]})
     extra = compare_outputs({"s": [np.ones(2)]}, {"s": [np.ones(2), np.ones(2)]})
     assert not extra
+
+
+def test_export_an_optional_model_for_onnx_runtime_says_why_there_is_no_ort_file(tmp_path):
+    src = _save(tmp_path, "opt", optional_model())
+    result = api.export(api.load(src), "ort", tmp_path / "out", zip=False)
+    assert result.ok, result.failures
+    notes = " ".join(result.targets[0].notes)
+    assert "the ORT format has no optional types ('opt' is one)" in notes

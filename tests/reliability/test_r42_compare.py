@@ -26,8 +26,13 @@ def test_integer_outputs_are_judged_by_mismatch_count_not_max_abs():
 
 def test_integer_outputs_stay_exact_when_the_model_is_quantized():
     d = compare_arrays("ids", np.arange(100), np.arange(100), quantized=True)
-    assert d.match and d.mode == "exact"
+    assert d.match and d.mode == "exact" and d.cosine is None
     assert not compare_arrays("ids", np.arange(100), np.arange(100)[::-1], quantized=True).match
+    one_flip = np.arange(200)
+    one_flip[7] = 0                                       # an ArgMax label flipped on a near-tie
+    q = compare_arrays("label", np.arange(200), one_flip, quantized=True)
+    assert q.match and q.mismatches == 1 and "1 of 200 values differ" in q.note
+    assert not compare_arrays("label", np.arange(200), one_flip).match      # fp32 criteria: exact
 
 
 def test_nan_at_the_same_positions_is_equal_and_elsewhere_is_not():
@@ -101,3 +106,27 @@ def test_ort_and_openvino_agree_on_the_detector(tmp_path, count):
 def test_outputs_of_other_models_are_compared_in_order():
     c = compare_outputs({"y": np.array([1.0, 2.0])}, {"y": np.array([2.0, 1.0])})
     assert not c and c.outputs["y"].mode == "tolerance"
+
+
+def test_nms_outputs_and_rows_gathered_by_them_are_order_free():
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out"], ["sel"], name="nms"),
+             helper.make_node("Gather", ["sel", "col"], ["box_idx"], name="pick_col", axis=1),
+             helper.make_node("Gather", ["boxes2d", "box_idx"], ["kept"], name="gather_kept", axis=0),
+             helper.make_node("Squeeze", ["boxes", "zero"], ["boxes2d"], name="squeeze"),
+             helper.make_node("Relu", ["boxes2d"], ["plain"], name="not_picked")]
+    g = helper.make_graph(nodes, "nms",
+                          [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 8, 4]),
+                           helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, 8])],
+                          [helper.make_tensor_value_info("sel", TensorProto.INT64, [None, 3]),
+                           helper.make_tensor_value_info("kept", TensorProto.FLOAT, [None, 4]),
+                           helper.make_tensor_value_info("plain", TensorProto.FLOAT, [8, 4])],
+                          [helper.make_tensor("max_out", TensorProto.INT64, [1], [5]),
+                           helper.make_tensor("col", TensorProto.INT64, [], [2]),
+                           helper.make_tensor("zero", TensorProto.INT64, [1], [0])])
+    found = order_free_outputs(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    assert set(found) == {"sel", "kept"} and found["sel"].source == "NonMaxSuppression"
+    sel = np.array([[0, 0, 3], [0, 0, 5], [0, 0, 1]])
+    d = compare_arrays("sel", sel, sel[[1, 0, 2]], order=found["sel"])
+    assert d.match and d.mode.startswith("rows in any order (sorted multisets of rows")

@@ -29,7 +29,7 @@ def _outputs_table(result) -> pd.DataFrame:
                      "max abs": _fmt(d.max_abs), "max rel": _fmt(d.max_rel), "rel L2": _fmt(d.rel_l2),
                      "cosine": _fmt(d.cosine, ".6f"), "top-1": _fmt(d.top1_agreement, ".2f"),
                      "top-5": _fmt(d.top5_overlap, ".2f"), "verdict": "ok" if d.match else "differs",
-                     "note": d.note})
+                     "compared as": d.mode, "note": d.note})
     return pd.DataFrame(rows)
 
 
