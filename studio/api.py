@@ -759,6 +759,30 @@ def add_dataset(project: Project | str, source: str | Path, *, name: str | None 
                 tokenizer=tokenizer, options=options)
 
 
+def add_dataset_upload(project: Project | str, filename: str, data: bytes, **kwargs):
+    """:func:`add_dataset` for bytes uploaded through the browser (a zip, an .npz, a .jsonl or a
+    loader .py): staged in the project's scratch folder, imported, then removed."""
+    from studio.core import outputs
+    from studio.core.paths import safe_name
+
+    p = _project(project)
+    folder = outputs.scratch_dir(p.scratch_dir("upload"), "dataset-")
+    try:
+        name = safe_name(Path(filename.replace("\\", "/")).name, default="dataset.zip")
+        staged = outputs.write_bytes(folder / name, data)
+        kwargs.setdefault("name", Path(name).stem)
+        return add_dataset(p, staged, **kwargs)
+    finally:
+        outputs.remove_scratch(folder)
+
+
+def sample_photos_folder() -> Path:
+    """The free photos that ship with the studio (``sample_models/photos``), to try datasets on."""
+    from sample_models.photos import PHOTO_DIR
+
+    return PHOTO_DIR
+
+
 def dataset(project: Project | str, id_or_name: str):
     from studio.data.project_data import get_dataset
 

@@ -24,6 +24,7 @@ st.set_page_config(page_title="onnx-studio", page_icon="🧩", layout="wide")
 PAGES = {
     "Project": [
         st.Page("views/projects.py", title="Projects", url_path="projects"),
+        st.Page("views/data.py", title="Data", url_path="data"),
     ],
     "Model": [
         st.Page("views/overview.py", title="Overview", url_path="overview", default=True),

@@ -1,0 +1,160 @@
+"""Data: a project's datasets (images, audio, text, tensors, loader scripts), their
+preprocessing and split, a preview of the samples as the model gets them, and task
+metrics of the current model on an engine against the golden outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from studio import api
+from studio.ui import state, widgets
+
+PRESETS = ["from the model", "imagenet", "yolo", "clip", "text-strip", "grayscale", "raw"]
+ENGINES = {"ONNX Runtime": "onnxruntime", "OpenVINO": "openvino", "MNN": "mnn", "LiteRT": "litert"}
+_CONFIRM = "data_confirm_delete"
+
+
+def _add(project, handle) -> None:
+    with st.expander("Add a dataset", expanded=not api.project_datasets(project)):
+        c1, c2, c3 = st.columns([2, 1, 1])
+        name = c1.text_input("Name", key="data_name", placeholder="e.g. val-images")
+        preset = c2.selectbox("Preprocessing", PRESETS, key="data_preset",
+                              help="Image datasets: how pictures become the model's input")
+        split = c3.slider("Calibration part", 0.0, 1.0, 0.5, 0.05, key="data_split",
+                          help="The rest is the evaluation part (fixed seed)")
+        kwargs = {"model": handle, "preset": None if preset == PRESETS[0] else preset,
+                  "calibration_fraction": float(split)}
+        up = st.file_uploader("A zip of images (sub-folders = labels), WAV or .npy files, or one .npz / .jsonl / "
+                              "load_data() .py file", type=["zip", "npz", "jsonl", "py"], key="data_upload")
+        cols = st.columns([1, 1, 3])
+        if cols[0].button("Add upload", disabled=up is None, key="data_add_upload"):
+            ds = widgets.guarded(lambda: api.add_dataset_upload(project, up.name, up.getvalue(),
+                                                                **({"name": name} if name else {}), **kwargs),
+                                 spinner="Importing the samples…")
+            if ds is not None:
+                st.session_state["data_selected"] = ds.id
+                st.rerun()
+        if cols[1].button("Add sample photos", key="data_add_photos",
+                          help="12 free photos (4 subjects) that ship with the studio"):
+            ds = widgets.guarded(lambda: api.add_dataset(project, api.sample_photos_folder(),
+                                                         name=name or "sample-photos", **kwargs),
+                                 spinner="Importing the photos…")
+            if ds is not None:
+                st.session_state["data_selected"] = ds.id
+                st.rerun()
+        widgets.cli_hint(f"onnx-studio data add DIR --project {project.id} --name NAME"
+                         + (f" --preset {preset}" if preset != PRESETS[0] else ""))
+
+
+def _table(project) -> list:
+    rows, found = [], []
+    for row in api.project_datasets(project):
+        ds = widgets.guarded(lambda r=row: api.dataset(project, r.id))
+        if ds is None:
+            continue
+        found.append(ds)
+        rows.append({"name": ds.name, "kind": ds.kind, "samples": len(ds), "skipped": len(ds.skipped),
+                     "calibration": len(ds.calibration), "evaluation": len(ds.evaluation),
+                     "preprocessing": ds.recipe.preset if ds.recipe else "-"})
+    if rows:
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    return found
+
+
+def _displayable(arr: np.ndarray) -> np.ndarray | None:
+    """A preprocessed image tensor back to an 8-bit picture (min-max scaled) for the preview."""
+    a = np.asarray(arr, dtype=np.float32)
+    if a.ndim != 4:
+        return None
+    a = a[0]
+    if a.shape[0] in (1, 3):
+        a = a.transpose(1, 2, 0)
+    lo, hi = float(a.min()), float(a.max())
+    a = (a - lo) / (hi - lo) if hi > lo else np.zeros_like(a)
+    return (a[..., 0] if a.shape[-1] == 1 else a) if a.shape[-1] in (1, 3) else None
+
+
+def _detail(project, ds, handle) -> None:
+    st.subheader(widgets.md_escape(ds.name, 80))
+    st.caption(widgets.md_escape(ds.summary(), 300))
+    if ds.recipe:
+        st.caption("Preprocessing: " + widgets.md_escape(f"{ds.recipe.preset} — {ds.recipe_reason}", 200))
+        st.json(ds.recipe.to_dict(), expanded=False)
+    if ds.skipped:
+        with st.expander(f"{len(ds.skipped)} file(s) skipped"):
+            st.dataframe(pd.DataFrame([{"file": n, "why": w} for n, w in ds.skipped]), hide_index=True)
+    if handle is not None:
+        feeds = widgets.guarded(lambda: api.preview_dataset(ds, handle, count=4), spinner="Preprocessing…")
+        if feeds:
+            st.markdown("**As the model gets them**")
+            cols = st.columns(len(feeds))
+            for col, f in zip(cols, feeds):
+                for name, arr in list(f.items())[:1]:
+                    pic = _displayable(arr) if ds.kind == "image" else None
+                    if pic is not None:
+                        col.image(pic, clamp=True)
+                    col.caption(widgets.md_escape(f"{name}: {arr.dtype}{list(arr.shape)} "
+                                                  f"[{float(np.min(arr)):.3g}, {float(np.max(arr)):.3g}]", 120))
+        _evaluate(project, ds, handle)
+    if st.button("Delete this dataset…", key="data_delete"):
+        st.session_state[_CONFIRM] = ds.id
+    if st.session_state.get(_CONFIRM) == ds.id:
+        st.warning("Delete the dataset, its samples and golden outputs?")
+        yes, no = st.columns(2)
+        if yes.button("Yes, delete", key="data_delete_yes"):
+            if widgets.guarded(lambda: api.remove_dataset(project, ds.id) or True):
+                st.session_state.pop(_CONFIRM, None)
+                st.session_state.pop("data_selected", None)
+                st.rerun()
+        if no.button("Cancel", key="data_delete_no"):
+            st.session_state.pop(_CONFIRM, None)
+            st.rerun()
+
+
+def _evaluate(project, ds, handle) -> None:
+    st.markdown("**Task metrics against the golden outputs**")
+    c1, c2, c3 = st.columns([1, 2, 1])
+    engine = c1.selectbox("Engine", list(ENGINES), key="data_engine")
+    target = c2.text_input("Target", key="data_target", placeholder="top1-agreement>=0.99, map-drop<=0.01 …")
+    if c3.button("Evaluate", key="data_eval", disabled=not ds.evaluation):
+        report = widgets.guarded(lambda: api.evaluate_on_dataset(ds, handle, engine=ENGINES[engine],
+                                                                  target=target or None),
+                                 spinner="Running the evaluation part…")
+        if report is not None:
+            st.session_state["data_report"] = report.to_dict()
+    report = st.session_state.get("data_report")
+    if report and report.get("dataset") == ds.name:
+        rows = [{"output": o["output"], "task": o["task"], "metric": m["metric"], "value": m["value"],
+                 "worst samples": ", ".join(str(i) for i in m["worst_samples"][:5]), "detail": m["detail"]}
+                for o in report["outputs"] for m in o["metrics"]]
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        if report.get("target"):
+            (st.success if report["target_met"] else st.error)(
+                f"Target {widgets.md_escape(report['target'], 80)}: {'met' if report['target_met'] else 'missed'}")
+        for note in report.get("notes", []):
+            st.caption(widgets.md_escape(note, 200))
+    widgets.cli_hint(f"onnx-studio data eval {ds.name} --project {project.id} --model MODEL.onnx "
+                     f"--engine {ENGINES[engine]}" + (f" --target '{target}'" if target else ""))
+
+
+def render() -> None:
+    st.title("Data")
+    project = state.ensure_project()
+    handle = state.current_handle() if state.current_version() is not None else None
+    if handle is None:
+        st.caption("Open a model on the Overview page to see samples as it gets them and to evaluate it.")
+    _add(project, handle)
+    found = _table(project)
+    if not found:
+        st.info("No dataset yet: add a zip of images, a tensor file or a load_data() script, or the sample photos.")
+        return
+    names = {d.id: d.name for d in found}
+    chosen = st.selectbox("Dataset", list(names), format_func=lambda i: names[i], key="data_selected")
+    ds = next(d for d in found if d.id == chosen)
+    _detail(project, ds, handle)
+
+
+if __name__ == "__main__":  # run by st.navigation as a page script
+    render()
