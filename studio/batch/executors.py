@@ -98,13 +98,30 @@ class LocalExecutor:
 
 def _pack_model(files: Mapping[str, Path]) -> bytes:
     """The model file and its external-data files as one tar (names relative to the model)."""
-    model = files["model"]
+    model = Path(files["model"])
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name, path in files.items():
-            arc = "model.onnx" if name == "model" else Path(path).name
+            arc = "model.onnx" if name == "model" else _data_arcname(model, Path(path))
             tar.add(str(path), arcname=arc, recursive=False)
     return buf.getvalue()
+
+
+def _data_arcname(model: Path, data: Path) -> str:
+    """An external-data file under the name the model gives it (relative to the model's folder)."""
+    try:
+        return str(Path(data).absolute().relative_to(model.absolute().parent))
+    except ValueError:
+        return Path(data).name
+
+
+def content_hash(model: Path) -> str:
+    """The loader's content hash (``ModelHandle.sha256``) of an unpacked package, without parsing
+    it: the model file, then every other file of its folder in sorted order."""
+    from studio.core.model import _sha256_files
+
+    others = sorted(f for f in model.parent.rglob("*") if f.is_file() and f != model)
+    return _sha256_files([model, *others])
 
 
 def _model_files(model_path: Path) -> dict[str, Path]:
@@ -122,14 +139,14 @@ def _unpack_checked(blob: bytes, sha256: str, into: Path) -> Path:
     """Worker side: the package's model hashes to ``sha256`` (else refuse); unpacked once."""
     model_dir = into / sha256[:32]
     model = model_dir / "model.onnx"
-    if model.is_file() and hashlib.sha256(model.read_bytes()).hexdigest() == sha256:
+    if model.is_file() and content_hash(model) == sha256:
         return model
     tmp = Path(tempfile.mkdtemp(prefix=".incoming-", dir=into))
     try:
         with tarfile.open(fileobj=io.BytesIO(blob), mode="r") as tar:
             tar.extractall(tmp, filter="data")
         got = tmp / "model.onnx"
-        if not got.is_file() or hashlib.sha256(got.read_bytes()).hexdigest() != sha256:
+        if not got.is_file() or content_hash(got) != sha256:
             raise StudioError("the model that arrived does not match its content hash; refusing it",
                               code="HASH-MISMATCH")
         if model_dir.exists():
@@ -184,6 +201,13 @@ class ClusterSecurity:
     ca_file: str | None = None
     cert: str | None = None
     key: str | None = None
+
+    @classmethod
+    def from_env(cls, ca_file: str | None = None, cert: str | None = None, key: str | None = None) -> ClusterSecurity:
+        """Given values, else ONNX_STUDIO_TLS_CA_FILE / _CERT / _KEY (configuration, like the address)."""
+        env = os.environ.get
+        return cls(ca_file or env("ONNX_STUDIO_TLS_CA_FILE") or None, cert or env("ONNX_STUDIO_TLS_CERT") or None,
+                   key or env("ONNX_STUDIO_TLS_KEY") or None)
 
     def to_dask(self):
         if not (self.ca_file or self.cert):

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from studio import api
+from studio.cli import remote_args
 from studio.cli.common import parse_dims, print_json
 from studio.cli.inputs_args import preprocess_from
 from studio.core.errors import StudioError
@@ -43,6 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bgr", action="store_true")
     p.add_argument("--chart", metavar="FILE.html", help="write the accuracy-vs-latency chart")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    remote_args.add_arguments(p, many=False)
 
 
 def _fmt(x: float | None, spec: str) -> str:
@@ -65,10 +67,24 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"[{i}/{n}] {label}", file=sys.stderr, flush=True)
 
-    report = api.precision(handle, variants=variants, calibration=args.calibration, inputs=args.inputs,
-                           samples=args.samples, target_cosine=args.target_cosine, out_dir=args.out,
-                           dims=parse_dims(args.dim), preprocess=preprocess_from(args), latency_budget_s=args.budget,
-                           on_progress=progress, calibration_method=args.calibration_method)
+    measured = None
+    target = (remote_args.targets_of(args) or [None])[0]
+    if target is not None:
+        if args.out:
+            raise StudioError("--out keeps variant models on this machine; with --target they stay on the target",
+                              code="BAD-OPTION")
+        measured = api.precision_on(target, handle, cluster=args.cluster, tls=remote_args.tls_of(args),
+                                    variants=variants, calibration=args.calibration, inputs=args.inputs,
+                                    samples=args.samples, target_cosine=args.target_cosine,
+                                    dims=parse_dims(args.dim), preprocess=preprocess_from(args),
+                                    latency_budget_s=args.budget, calibration_method=args.calibration_method)
+        report = measured.result
+    else:
+        report = api.precision(handle, variants=variants, calibration=args.calibration, inputs=args.inputs,
+                               samples=args.samples, target_cosine=args.target_cosine, out_dir=args.out,
+                               dims=parse_dims(args.dim), preprocess=preprocess_from(args),
+                               latency_budget_s=args.budget, on_progress=progress,
+                               calibration_method=args.calibration_method)
     if args.chart:
         from studio.precision.charts import tradeoff_figure
 
@@ -76,8 +92,10 @@ def run(args: argparse.Namespace) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         tradeoff_figure(report).write_html(str(out), include_plotlyjs=True)
     if args.json:
-        print_json(report.to_dict())
+        print_json(measured.to_dict() if measured is not None else report.to_dict())
         return 0
+    if measured is not None:
+        print(remote_args.measured_line(measured))
     print(f"model        {printable(handle.name)} ({report.model_kind})")
     print(f"calibration  {printable(report.calibration)}")
     print(f"judged on    {printable(str(report.evaluation.get('source', '')))}; baseline "
