@@ -62,7 +62,8 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "graph_prefers_fast_path",
            "graph_overlays", "graph_view", "inspect", "load", "search_nodes", "write_diff", "write_graph_view",
            "profile", "build_plugin", "plugin_signature", "run_python_op", "scaffold_plugin",
-           "compare", "make_inputs", "precision", "batch", "cluster_targets", "profile_on",
+           "compare", "make_inputs", "precision", "batch", "cluster_targets", "configured_cluster",
+           "profile_on",
            "precision_on"]
 
 
@@ -529,6 +530,14 @@ def batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Sequence[
 
 
 # -- remote targets -------------------------------------------------------------------
+
+def configured_cluster() -> str | None:
+    """The Dask scheduler address from configuration (ONNX_STUDIO_CLUSTER, set by ``serve --cluster``),
+    validated; None when no cluster is configured. Never from a model or an upload."""
+    from studio.batch.executors import cluster_address
+
+    return cluster_address(None)
+
 
 def cluster_targets(cluster: str | None = None, *, tls: tuple[str | None, str | None, str | None] = (None, None, None)
                     ) -> list[str]:

@@ -44,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shared", action="store_true",
                    help="shared deployment: disable opening files by path and custom-op code execution")
     p.add_argument("--max-upload-mb", type=int, default=2048)
+    p.add_argument("--cluster", metavar="ADDR", help="Dask scheduler tcp://HOST:PORT or tls://... for the Batch page "
+                                                     "and Profile targets (sets ONNX_STUDIO_CLUSTER; users never "
+                                                     "type an address)")
 
 
 def server_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
@@ -64,6 +67,10 @@ def server_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]
         env["ONNX_STUDIO_PATH_ROOT"] = str(root)
     if args.shared:
         env["ONNX_STUDIO_SHARED"] = "1"
+    if getattr(args, "cluster", None):
+        from studio.batch.executors import cluster_address
+
+        env["ONNX_STUDIO_CLUSTER"] = cluster_address(args.cluster)
     return cmd, env
 
 
