@@ -557,7 +557,8 @@ def profile_on(targets: Sequence[str], models: Sequence[ModelHandle | tuple[str,
     cluster worker with resource ``target-NAME``, in the studio's sandbox there). Each
     ``Measured`` says who measured it (host, pid, CPU, cores, engine versions, target)."""
     from studio.batch.executors import ClusterSecurity
-    from studio.batch.remote import LOCAL, Measured, measure_on, worker_facts
+    from studio.batch.remote import LOCAL, Measured, measure_on
+    from studio.batch.stages import worker_facts
 
     pairs = [(m.name, m) if isinstance(m, ModelHandle) else (str(m[0]), m[1]) for m in models]
     engine_list = [engines] if isinstance(engines, str) else list(engines)
@@ -580,7 +581,8 @@ def precision_on(target: str, handle: ModelHandle | str | Path, *, cluster: str 
     """``precision`` on the cluster worker offering ``target`` (calibration/inputs files travel
     with the model, hashed); a ``Measured`` labelled with the machine that timed it."""
     from studio.batch.executors import ClusterSecurity
-    from studio.batch.remote import LOCAL, Measured, measure_on, worker_facts
+    from studio.batch.remote import LOCAL, Measured, measure_on
+    from studio.batch.stages import worker_facts
     from studio.core.paths import user_data_path
 
     if target == LOCAL:

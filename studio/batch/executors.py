@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from studio.batch.stages import StageOutcome, StageTask, machine_facts, run_stage
+from studio.batch.stages import StageOutcome, StageTask, run_stage, worker_facts
 from studio.core.errors import StudioError
 
 MAX_ARTIFACT_BYTES = 512 * 2**20       # what one remote task may send back
@@ -184,7 +184,7 @@ def remote_stage(task_dict: dict, blob: bytes) -> dict:
         model = _unpack_checked(blob, task.model_sha256, cache / "models")
     except StudioError as exc:
         return {"outcome": StageOutcome(task.key, task.model_name, task.model_sha256, task.stage, "failed", str(exc),
-                                        worker=machine_facts(), target=task.target).to_dict(), "artifacts": []}
+                                        worker=worker_facts(), target=task.target).to_dict(), "artifacts": []}
     work = Path(tempfile.mkdtemp(prefix="task-", dir=cache))
     try:
         out = work / task.key

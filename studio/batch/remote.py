@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from studio.batch.executors import ClusterSecurity, DaskExecutor, _data_arcname, _model_files, cluster_address, content_hash
-from studio.batch.stages import machine_facts
+from studio.batch.stages import worker_facts
 from studio.core.errors import StudioError
 
 LOCAL = "local"
@@ -46,21 +46,6 @@ class Measured:
 
     def to_dict(self) -> dict:
         return {"target": self.target, "measured_by": dict(self.measured_by), "result": self.result.to_dict()}
-
-
-def worker_facts(target: str | None = None) -> dict:
-    """Machine facts plus the measuring process: pid and, on a Dask worker, its address."""
-    facts = dict(machine_facts())
-    facts["pid"] = os.getpid()
-    try:
-        from distributed import get_worker
-
-        facts["worker"] = get_worker().address
-    except (ImportError, ValueError):
-        facts["worker"] = None
-    if target is not None:
-        facts["target"] = facts.get("target") or target
-    return facts
 
 
 def _pack(entries: Mapping[str, Path]) -> bytes:

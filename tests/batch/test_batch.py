@@ -4,6 +4,7 @@ where they are labelled; a worker killed mid-batch loses nothing; resuming skips
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import onnx
@@ -64,6 +65,13 @@ def test_cluster_matches_local_targets_and_survives_a_lost_worker(tmp_path, dask
                      target="edge", stage_options=opts)
     (row,) = edge.rows
     assert row.outcomes["profile"].status == "ok" and row.outcomes["profile"].worker["target"] == "edge"
+    from distributed import Client
+    with Client(dask_cluster.address, timeout=30, set_as_default=False) as c:
+        edge_addr = next(a for a, w in c.scheduler_info(n_workers=-1)["workers"].items()
+                         if "target-edge" in (w.get("resources") or {}))
+        assert row.outcomes["profile"].worker["pid"] == c.run(os.getpid, workers=[edge_addr])[edge_addr]
+    assert row.outcomes["profile"].worker["worker"] == edge_addr
+    assert "profile ran on" in (tmp_path / "edge" / "batch.html").read_text()
 
     # kill the plain worker while a batch runs: rows are retried on the other worker or say "worker lost"
     import threading
