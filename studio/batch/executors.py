@@ -242,10 +242,13 @@ class DaskExecutor:
             raise StudioError("the cluster executor needs dask.distributed (pip install 'dask[distributed]')") from None
         self.address = cluster_address(address)
         self.retries = max(0, int(retries))
+        dask_security = (security or ClusterSecurity()).to_dask()
+        if self.address.startswith("tls://") and dask_security is None:
+            raise StudioError(f"cannot reach the Dask scheduler at {self.address}: a tls:// scheduler needs TLS "
+                              "settings (--tls-ca-file/--tls-cert/--tls-key or ONNX_STUDIO_TLS_*)", code="NO-CLUSTER")
         try:
-            self.client = Client(self.address, security=(security or ClusterSecurity()).to_dask(),
-                                 timeout=timeout_s, set_as_default=False)
-        except (OSError, TimeoutError) as exc:
+            self.client = Client(self.address, security=dask_security, timeout=timeout_s, set_as_default=False)
+        except (OSError, TimeoutError, TypeError, ValueError) as exc:
             raise StudioError(f"cannot reach the Dask scheduler at {self.address}: {type(exc).__name__}",
                               code="NO-CLUSTER") from None
         self._scattered: dict[str, object] = {}

@@ -29,18 +29,23 @@ def _wait_for(path: Path, timeout: float = 60.0) -> dict:
 
 
 class LoopbackCluster:
-    """``LoopbackCluster(root, workers={"plain": None, "edge": "edge"})``: name -> target (or None)."""
+    """``LoopbackCluster(root, workers={"plain": None, "edge": "edge"})``: name -> target (or None);
+    ``tls=(ca_file, cert, key)`` makes it a tls:// cluster (every member uses that certificate)."""
 
-    def __init__(self, root: Path, workers: dict[str, str | None] | None = None) -> None:
+    def __init__(self, root: Path, workers: dict[str, str | None] | None = None,
+                 tls: tuple[str, str, str] | None = None) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
         self.env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1",
                     "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+        self.tls = tls
+        self._tls_flags = [] if tls is None else ["--tls-ca-file", tls[0], "--tls-cert", tls[1], "--tls-key", tls[2]]
         sched_file = self.root / "scheduler.json"
         self.procs["scheduler"] = subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-             "--no-dashboard", "--scheduler-file", str(sched_file)],
+             "--no-dashboard", "--scheduler-file", str(sched_file),
+             *(["--protocol", "tls", *self._tls_flags] if tls else [])],
             env=self.env, stdout=subprocess.DEVNULL, stderr=open(self.root / "scheduler.log", "w"),
             start_new_session=True)
         try:
@@ -54,7 +59,8 @@ class LoopbackCluster:
             raise
 
     def start_worker(self, name: str, target: str | None = None) -> None:
-        cmd = [sys.executable, "-m", "studio", "worker", "--scheduler", self.address, "--host", "127.0.0.1"]
+        cmd = [sys.executable, "-m", "studio", "worker", "--scheduler", self.address, "--host", "127.0.0.1",
+               *self._tls_flags]
         if target:
             cmd += ["--target", target]
         env = {**self.env, "ONNX_STUDIO_WORKER_CACHE": str(self.root / f"cache-{name}")}
@@ -64,7 +70,10 @@ class LoopbackCluster:
     def wait_workers(self, n: int, timeout: float = 90.0) -> None:
         from distributed import Client
 
-        with Client(self.address, timeout=30, set_as_default=False) as c:
+        from studio.batch.executors import ClusterSecurity
+
+        security = ClusterSecurity(*self.tls).to_dask() if self.tls else None
+        with Client(self.address, timeout=30, set_as_default=False, security=security) as c:
             c.wait_for_workers(n, timeout=timeout)
 
     def kill(self, name: str) -> None:
