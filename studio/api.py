@@ -508,10 +508,11 @@ def batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Sequence[
           cluster: str | None = None, target: str | None = None, retries: int = 1, workers: int | None = None,
           force: bool = False, stage_options: Mapping[str, Mapping] | None = None,
           tls: tuple[str | None, str | None, str | None] = (None, None, None),
-          on_progress: Callable | None = None, on_outcome: Callable | None = None):
+          on_progress: Callable | None = None, on_outcome: Callable | None = None, pool_key: str = "batch"):
     """Run ``stages`` over every model under ``paths`` into ``out_dir`` (resumable; ``force`` reruns),
     on a local pool of sandbox workers or, with ``cluster`` (or ONNX_STUDIO_CLUSTER), on Dask.
-    ``target`` runs profile/precision on the cluster worker with resource ``target-NAME``."""
+    ``target`` runs profile/precision on the cluster worker with resource ``target-NAME``. The local
+    pool's sandbox workers are named after ``pool_key`` (a browser session's) and stopped at the end."""
     from studio.batch.executors import ClusterSecurity, DaskExecutor, LocalExecutor, cluster_address
     from studio.batch.runner import run_batch
 
@@ -520,7 +521,7 @@ def batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Sequence[
         raise StudioError("--target needs a cluster (--cluster tcp://HOST:PORT or ONNX_STUDIO_CLUSTER)",
                           code="BAD-OPTION")
     executor = (DaskExecutor(address, retries=retries, security=ClusterSecurity.from_env(*tls)) if address
-                else LocalExecutor(workers))
+                else LocalExecutor(workers, pool_prefix=pool_key))
     try:
         return run_batch(paths, out_dir, stages=stages, executor=executor, force=force,
                          stage_options={k: dict(v) for k, v in (stage_options or {}).items()}, target=target,

@@ -58,8 +58,10 @@ class LocalExecutor:
 
     name = "local"
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, pool_prefix: str = "batch") -> None:
         self.workers = workers or default_workers()
+        self.pool_prefix = pool_prefix          # a browser session's id: its pools are its own
+        self._keys: list[str] = []
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="batch")
         self._local = threading.local()
         self._n = 0
@@ -70,7 +72,8 @@ class LocalExecutor:
         if not hasattr(self._local, "key"):
             with self._lock:
                 self._n += 1
-                self._local.key = f"batch-{self._n}"
+                self._local.key = f"{self.pool_prefix}:batch-{self._n}"
+                self._keys.append(self._local.key)
         return self._local.key
 
     def submit(self, task: StageTask, files: Mapping[str, Path], out_dir: Path) -> Future:
@@ -84,14 +87,21 @@ class LocalExecutor:
 
         return self._pool.submit(work)
 
-    def cancel(self) -> None:
-        from studio.core.sandbox import shutdown_all
+    def _stop_workers(self) -> None:
+        from studio.core.sandbox import shutdown_pool
 
+        with self._lock:
+            keys = list(self._keys)
+        for key in keys:                # only this executor's sandbox workers, never another session's
+            shutdown_pool(key)
+
+    def cancel(self) -> None:
         self._cancelled.set()
-        shutdown_all()                  # running workers are killed; their tasks end as failed
+        self._stop_workers()            # running workers are killed; their tasks end as failed
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._stop_workers()
 
 
 # ---------------------------------------------------------------------------- Dask

@@ -72,7 +72,8 @@ def _run(paths: list[Path], stages: list[str], engines: list[str], cluster: str 
     out = state.workspace().root / "batch"
     options = {"check": {"engines": engines}, "profile": {"engines": ["ort"]}}
     result = widgets.guarded(lambda: api.batch(paths, out, stages=stages, cluster=cluster, target=target,
-                                               force=force, stage_options=options, on_progress=on_progress))
+                                               force=force, stage_options=options, on_progress=on_progress,
+                                               pool_key=state.session_id()))
     bar.empty()
     if result is not None:
         st.session_state[_RESULT] = result
