@@ -70,7 +70,8 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "UploadedFile", "add_dataset", "add_model", "add_version", "create_project", "delete_project", "duplicate_project",
            "export_project", "get_settings", "import_project", "job", "list_projects", "list_versions", "model_for",
            "open_project", "project_artifacts", "project_datasets", "project_jobs", "project_model", "project_models", "projects_root",
-           "record_artifact", "rename_project", "set_setting", "shared_mode"]
+           "record_artifact", "rename_project", "set_setting", "shared_mode", "batch", "cluster_targets",
+           "configured_cluster", "profile_on", "precision_on"]
 
 
 def load(path: str | Path) -> ModelHandle:
@@ -838,10 +839,11 @@ def batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Sequence[
           cluster: str | None = None, target: str | None = None, retries: int = 1, workers: int | None = None,
           force: bool = False, stage_options: Mapping[str, Mapping] | None = None,
           tls: tuple[str | None, str | None, str | None] = (None, None, None),
-          on_progress: Callable | None = None, on_outcome: Callable | None = None):
+          on_progress: Callable | None = None, on_outcome: Callable | None = None, pool_key: str = "batch"):
     """Run ``stages`` over every model under ``paths`` into ``out_dir`` (resumable; ``force`` reruns),
     on a local pool of sandbox workers or, with ``cluster`` (or ONNX_STUDIO_CLUSTER), on Dask.
-    ``target`` runs profile/precision on the cluster worker with resource ``target-NAME``."""
+    ``target`` runs profile/precision on the cluster worker with resource ``target-NAME``. The local
+    pool's sandbox workers are named after ``pool_key`` (a browser session's) and stopped at the end."""
     from studio.batch.executors import ClusterSecurity, DaskExecutor, LocalExecutor, cluster_address
     from studio.batch.runner import run_batch
 
@@ -849,11 +851,77 @@ def batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Sequence[
     if target and address is None:
         raise StudioError("--target needs a cluster (--cluster tcp://HOST:PORT or ONNX_STUDIO_CLUSTER)",
                           code="BAD-OPTION")
-    executor = (DaskExecutor(address, retries=retries, security=ClusterSecurity(*tls)) if address
-                else LocalExecutor(workers))
+    executor = (DaskExecutor(address, retries=retries, security=ClusterSecurity.from_env(*tls)) if address
+                else LocalExecutor(workers, pool_prefix=pool_key))
     try:
         return run_batch(paths, out_dir, stages=stages, executor=executor, force=force,
                          stage_options={k: dict(v) for k, v in (stage_options or {}).items()}, target=target,
                          on_progress=on_progress, on_outcome=on_outcome)
     finally:
         executor.close()
+
+
+# -- remote targets -------------------------------------------------------------------
+
+def configured_cluster() -> str | None:
+    """The Dask scheduler address from configuration (ONNX_STUDIO_CLUSTER, set by ``serve --cluster``),
+    validated; None when no cluster is configured. Never from a model or an upload."""
+    from studio.batch.executors import cluster_address
+
+    return cluster_address(None)
+
+
+def cluster_targets(cluster: str | None = None, *, tls: tuple[str | None, str | None, str | None] = (None, None, None)
+                    ) -> list[str]:
+    """Names of the remote targets (workers with resource ``target-NAME``) of ``cluster``
+    (or ONNX_STUDIO_CLUSTER)."""
+    from studio.batch.executors import ClusterSecurity
+    from studio.batch.remote import cluster_targets as _targets
+
+    return _targets(cluster, ClusterSecurity.from_env(*tls))
+
+
+def profile_on(targets: Sequence[str], models: Sequence[ModelHandle | tuple[str, ModelHandle]],
+               engines: Sequence[str] | str = ("ort",), options: ProfileOptions | None = None, *,
+               cluster: str | None = None, tls: tuple[str | None, str | None, str | None] = (None, None, None),
+               pool_key: str = "default") -> list:
+    """``profile`` of ``models`` on each target ("local" is this machine; other names run on the
+    cluster worker with resource ``target-NAME``, in the studio's sandbox there). Each
+    ``Measured`` says who measured it (host, pid, CPU, cores, engine versions, target)."""
+    from studio.batch.executors import ClusterSecurity
+    from studio.batch.remote import LOCAL, Measured, measure_on
+    from studio.batch.stages import worker_facts
+
+    pairs = [(m.name, m) if isinstance(m, ModelHandle) else (str(m[0]), m[1]) for m in models]
+    engine_list = [engines] if isinstance(engines, str) else list(engines)
+    out = []
+    for target in dict.fromkeys(targets):
+        if target == LOCAL:
+            out.append(Measured(LOCAL, worker_facts(LOCAL), profile(pairs, engine_list, options, pool_key=pool_key)))
+        else:
+            data = {"inputs_npz": options.inputs_npz, "images_dir": options.images_dir} if options else {}
+            out.append(measure_on("profile", target, [(label, h.path) for label, h in pairs],
+                                  {"engines": engine_list, "options": options}, cluster=cluster,
+                                  data={k: Path(v) for k, v in data.items() if v},
+                                  security=ClusterSecurity.from_env(*tls)))
+    return out
+
+
+def precision_on(target: str, handle: ModelHandle | str | Path, *, cluster: str | None = None,
+                 tls: tuple[str | None, str | None, str | None] = (None, None, None),
+                 calibration: str | Path | None = None, inputs: str | Path | None = None, **kwargs: Any):
+    """``precision`` on the cluster worker offering ``target`` (calibration/inputs files travel
+    with the model, hashed); a ``Measured`` labelled with the machine that timed it."""
+    from studio.batch.executors import ClusterSecurity
+    from studio.batch.remote import LOCAL, Measured, measure_on
+    from studio.batch.stages import worker_facts
+    from studio.core.paths import user_data_path
+
+    if target == LOCAL:
+        return Measured(LOCAL, worker_facts(LOCAL), precision(handle, calibration=calibration, inputs=inputs,
+                                                              **kwargs))
+    data = {"calibration": user_data_path(calibration, label="calibration data") if calibration else None,
+            "inputs": user_data_path(inputs, label="inputs file") if inputs else None}
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("on_progress", "on_tick", "out_dir", "pool_key")}
+    return measure_on("precision", target, [("model", _path_of(handle))], kwargs, data=data, cluster=cluster,
+                      security=ClusterSecurity.from_env(*tls))

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from studio.batch.stages import StageOutcome, StageTask, machine_facts, run_stage
+from studio.batch.stages import StageOutcome, StageTask, run_stage, worker_facts
 from studio.core import outputs
 from studio.core.errors import StudioError
 
@@ -59,8 +59,10 @@ class LocalExecutor:
 
     name = "local"
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, pool_prefix: str = "batch") -> None:
         self.workers = workers or default_workers()
+        self.pool_prefix = pool_prefix          # a browser session's id: its pools are its own
+        self._keys: list[str] = []
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="batch")
         self._local = threading.local()
         self._n = 0
@@ -71,7 +73,8 @@ class LocalExecutor:
         if not hasattr(self._local, "key"):
             with self._lock:
                 self._n += 1
-                self._local.key = f"batch-{self._n}"
+                self._local.key = f"{self.pool_prefix}:batch-{self._n}"
+                self._keys.append(self._local.key)
         return self._local.key
 
     def submit(self, task: StageTask, files: Mapping[str, Path], out_dir: Path) -> Future:
@@ -85,27 +88,51 @@ class LocalExecutor:
 
         return self._pool.submit(work)
 
-    def cancel(self) -> None:
-        from studio.core.sandbox import shutdown_all
+    def _stop_workers(self) -> None:
+        from studio.core.sandbox import shutdown_pool
 
+        with self._lock:
+            keys = list(self._keys)
+        for key in keys:                # only this executor's sandbox workers, never another session's
+            shutdown_pool(key)
+
+    def cancel(self) -> None:
         self._cancelled.set()
-        shutdown_all()                  # running workers are killed; their tasks end as failed
+        self._stop_workers()            # running workers are killed; their tasks end as failed
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._stop_workers()
 
 
 # ---------------------------------------------------------------------------- Dask
 
 def _pack_model(files: Mapping[str, Path]) -> bytes:
     """The model file and its external-data files as one tar (names relative to the model)."""
-    model = files["model"]
+    model = Path(files["model"])
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name, path in files.items():
-            arc = "model.onnx" if name == "model" else Path(path).name
+            arc = "model.onnx" if name == "model" else _data_arcname(model, Path(path))
             tar.add(str(path), arcname=arc, recursive=False)
     return buf.getvalue()
+
+
+def _data_arcname(model: Path, data: Path) -> str:
+    """An external-data file under the name the model gives it (relative to the model's folder)."""
+    try:
+        return str(Path(data).absolute().relative_to(model.absolute().parent))
+    except ValueError:
+        return Path(data).name
+
+
+def content_hash(model: Path) -> str:
+    """The loader's content hash (``ModelHandle.sha256``) of an unpacked package, without parsing
+    it: the model file, then every other file of its folder in sorted order."""
+    from studio.core.model import _sha256_files
+
+    others = sorted(f for f in model.parent.rglob("*") if f.is_file() and f != model)
+    return _sha256_files([model, *others])
 
 
 def _model_files(model_path: Path) -> dict[str, Path]:
@@ -123,14 +150,14 @@ def _unpack_checked(blob: bytes, sha256: str, into: Path) -> Path:
     """Worker side: the package's model hashes to ``sha256`` (else refuse); unpacked once."""
     model_dir = into / sha256[:32]
     model = model_dir / "model.onnx"
-    if model.is_file() and hashlib.sha256(model.read_bytes()).hexdigest() == sha256:
+    if model.is_file() and content_hash(model) == sha256:
         return model
     tmp = Path(tempfile.mkdtemp(prefix=".incoming-", dir=into))
     try:
         with tarfile.open(fileobj=io.BytesIO(blob), mode="r") as tar:
             tar.extractall(tmp, filter="data")
         got = tmp / "model.onnx"
-        if not got.is_file() or hashlib.sha256(got.read_bytes()).hexdigest() != sha256:
+        if not got.is_file() or content_hash(got) != sha256:
             raise StudioError("the model that arrived does not match its content hash; refusing it",
                               code="HASH-MISMATCH")
         if model_dir.exists():
@@ -168,7 +195,7 @@ def remote_stage(task_dict: dict, blob: bytes) -> dict:
         model = _unpack_checked(blob, task.model_sha256, cache / "models")
     except StudioError as exc:
         return {"outcome": StageOutcome(task.key, task.model_name, task.model_sha256, task.stage, "failed", str(exc),
-                                        worker=machine_facts(), target=task.target).to_dict(), "artifacts": []}
+                                        worker=worker_facts(), target=task.target).to_dict(), "artifacts": []}
     work = Path(tempfile.mkdtemp(prefix="task-", dir=cache))
     try:
         out = work / task.key
@@ -185,6 +212,13 @@ class ClusterSecurity:
     ca_file: str | None = None
     cert: str | None = None
     key: str | None = None
+
+    @classmethod
+    def from_env(cls, ca_file: str | None = None, cert: str | None = None, key: str | None = None) -> ClusterSecurity:
+        """Given values, else ONNX_STUDIO_TLS_CA_FILE / _CERT / _KEY (configuration, like the address)."""
+        env = os.environ.get
+        return cls(ca_file or env("ONNX_STUDIO_TLS_CA_FILE") or None, cert or env("ONNX_STUDIO_TLS_CERT") or None,
+                   key or env("ONNX_STUDIO_TLS_KEY") or None)
 
     def to_dask(self):
         if not (self.ca_file or self.cert):
@@ -219,10 +253,13 @@ class DaskExecutor:
             raise StudioError("the cluster executor needs dask.distributed (pip install 'dask[distributed]')") from None
         self.address = cluster_address(address)
         self.retries = max(0, int(retries))
+        dask_security = (security or ClusterSecurity()).to_dask()
+        if self.address.startswith("tls://") and dask_security is None:
+            raise StudioError(f"cannot reach the Dask scheduler at {self.address}: a tls:// scheduler needs TLS "
+                              "settings (--tls-ca-file/--tls-cert/--tls-key or ONNX_STUDIO_TLS_*)", code="NO-CLUSTER")
         try:
-            self.client = Client(self.address, security=(security or ClusterSecurity()).to_dask(),
-                                 timeout=timeout_s, set_as_default=False)
-        except (OSError, TimeoutError) as exc:
+            self.client = Client(self.address, security=dask_security, timeout=timeout_s, set_as_default=False)
+        except (OSError, TimeoutError, TypeError, ValueError) as exc:
             raise StudioError(f"cannot reach the Dask scheduler at {self.address}: {type(exc).__name__}",
                               code="NO-CLUSTER") from None
         self._scattered: dict[str, object] = {}

@@ -53,7 +53,9 @@ def _rows_flat(result: BatchResult) -> list[dict]:
             for k, v in (o.figures if o else {}).items():
                 row[f"{stage}.{k}"] = _clean(v)
             if o and o.worker:
-                row[f"{stage} ran on"] = o.worker.get("target") or o.worker.get("host") or o.worker.get("address")
+                w = o.worker
+                where = w.get("target") or w.get("host") or w.get("address")
+                row[f"{stage} ran on"] = f"{where} ({w['cpu']}, {w.get('cores')} cores)" if w.get("cpu") else where
         flat.append(row)
     return flat
 
@@ -108,7 +110,9 @@ def _plots(result: BatchResult) -> str:
 
 def _html(result: BatchResult, rows: list[dict]) -> str:
     e = html.escape
-    head = ["model", "status", *[c for s in result.stages for c in (s, f"{s} verdict")]]
+    timed = [s for s in result.stages if s in ("profile", "precision") and any(f"{s} ran on" in r for r in rows)]
+    head = ["model", "status", *[c for s in result.stages for c in (s, f"{s} verdict")],
+            *[f"{s} ran on" for s in timed]]       # timings name the machine that measured them
     body = []
     for r in rows:
         cells = []

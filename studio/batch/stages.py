@@ -94,6 +94,21 @@ def machine_facts() -> dict:
             "target": os.environ.get("ONNX_STUDIO_TARGET") or None, "engines": engines}
 
 
+def worker_facts(target: str | None = None) -> dict:
+    """Machine facts plus the measuring process: pid and, on a Dask worker, its address."""
+    facts = dict(machine_facts())
+    facts["pid"] = os.getpid()
+    try:
+        from distributed import get_worker
+
+        facts["worker"] = get_worker().address
+    except (ImportError, ValueError):
+        facts["worker"] = None
+    if target is not None:
+        facts["target"] = facts.get("target") or target
+    return facts
+
+
 def _check(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
     from studio import api
 
@@ -178,7 +193,7 @@ def run_stage(task: StageTask, model_path: Path, out_dir: Path, *, pool_key: str
 
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
-    facts = machine_facts()
+    facts = worker_facts()
     try:
         if task.stage not in _RUNNERS:
             raise StudioError(f"unknown stage {task.stage[:20]!r}; stages: {', '.join(STAGES)}", code="BAD-OPTION")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
+from studio.cli import remote_args
 from studio.cli.common import parse_dims, print_json
 from studio.cli.inputs_args import preprocess_from
 from studio.core import outputs
@@ -46,10 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bgr", action="store_true")
     p.add_argument("--dataset", metavar="NAME", help="a dataset of the --project: calibrate on its calibration part, "
                                                      "judge on its evaluation part by task metrics")
-    p.add_argument("--target", metavar="METRIC>=X", help="task-metric target with --dataset, e.g. "
-                                                        "top1-agreement>=0.99, map-drop<=0.01, cosine>=0.99")
     p.add_argument("--chart", metavar="FILE.html", help="write the accuracy-vs-latency chart")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    remote_args.add_arguments(p, many=False)
 
 
 def _fmt(x: float | None, spec: str) -> str:
@@ -77,8 +77,8 @@ def _run(args: argparse.Namespace) -> int:
         if kept(args) is None:
             raise StudioError("--dataset names a dataset of a project: add --project NAME")
         dataset = api.dataset(kept(args).project, args.dataset)
-    elif args.target:
-        raise StudioError("--target is judged on a dataset: add --project NAME --dataset NAME")
+    elif remote_args.task_target_of(args):
+        raise StudioError("a task-metric --target is judged on a dataset: add --project NAME --dataset NAME")
     if args.chart:
         outputs.register_input(*filter(None, [args.inputs, args.calibration]))
         outputs.check_destination(args.chart)           # before the run: not the input, no link/FIFO/folder
@@ -87,14 +87,31 @@ def _run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"[{i}/{n}] {label}", file=sys.stderr, flush=True)
 
-    report = api.precision(handle, variants=variants, calibration=args.calibration, inputs=args.inputs,
-                           samples=args.samples, target_cosine=args.target_cosine,
-                           out_dir=args.out or (kept(args).job.dir / "variants" if kept(args) else None),
-                           dims=parse_dims(args.dim), preprocess=preprocess_from(args), latency_budget_s=args.budget,
-                           on_progress=progress, calibration_method=args.calibration_method, dataset=dataset,
-                           target=args.target)
+    measured = None
+    target = (remote_args.targets_of(args) or [None])[0]
+    if target is not None:
+        if args.out:
+            raise StudioError("--out keeps variant models on this machine; with --target they stay on the target",
+                              code="BAD-OPTION")
+        if dataset is not None:
+            raise StudioError("--dataset is judged on this machine; run it without a remote --target NAME",
+                              code="BAD-OPTION")
+        measured = api.precision_on(target, handle, cluster=args.cluster, tls=remote_args.tls_of(args),
+                                    variants=variants, calibration=args.calibration, inputs=args.inputs,
+                                    samples=args.samples, target_cosine=args.target_cosine,
+                                    dims=parse_dims(args.dim), preprocess=preprocess_from(args),
+                                    latency_budget_s=args.budget, calibration_method=args.calibration_method)
+        report = measured.result
+    else:
+        report = api.precision(handle, variants=variants, calibration=args.calibration, inputs=args.inputs,
+                               samples=args.samples, target_cosine=args.target_cosine,
+                               out_dir=args.out or (kept(args).job.dir / "variants" if kept(args) else None),
+                               dims=parse_dims(args.dim), preprocess=preprocess_from(args),
+                               latency_budget_s=args.budget, on_progress=progress,
+                               calibration_method=args.calibration_method, dataset=dataset,
+                               target=remote_args.task_target_of(args))
     keep_json(args, "precision.json", report.to_dict(), "precision")
-    for v in report.variants if kept(args) is not None else ():
+    for v in report.variants if kept(args) is not None and measured is None else ():
         if v.path is not None and not v.error and v.name != "fp32" and Path(v.path).is_file() \
                 and Path(v.path).suffix == ".onnx":          # an OpenVINO IR (NNCF) is an artifact, not a version
             kept(args).add_version(v.path, label=f"precision: {v.name}",
@@ -104,8 +121,10 @@ def _run(args: argparse.Namespace) -> int:
 
         outputs.write_html_figure(tradeoff_figure(report), args.chart)
     if args.json:
-        print_json(report.to_dict())
+        print_json(measured.to_dict() if measured is not None else report.to_dict())
         return 0
+    if measured is not None:
+        print(remote_args.measured_line(measured))
     print(f"model        {printable(handle.name)} ({report.model_kind})")
     print(f"calibration  {printable(report.calibration)}")
     print(f"judged on    {printable(str(report.evaluation.get('source', '')))}; baseline "

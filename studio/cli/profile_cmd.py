@@ -12,6 +12,7 @@ from pathlib import Path
 
 from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, with_project
+from studio.cli import remote_args
 from studio.cli.common import parse_dims, print_json
 from studio.cli.inputs_args import add_preprocess_arguments, preprocess_from
 from studio.core import outputs
@@ -73,6 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nsys", action="store_true", help="run under Nsight Systems when nsys is on PATH, else print "
                                                        "the commands to run on a GPU machine (not verified here)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows of the per-op table (default 10)")
+    remote_args.add_arguments(p)
 
 
 def _options(args: argparse.Namespace):  # noqa: ANN202 - profilers.profile.ProfileOptions
@@ -158,6 +160,9 @@ def _run(args: argparse.Namespace) -> int:
     names = [h.name for h in handles]
     labels = [f"{i}:{printable(n, 40)}" if names.count(n) > 1 else printable(n, 60) for i, n in enumerate(names)]
     engines = args.engine or ["ort"]
+    targets = remote_args.targets_of(args)
+    if targets:
+        return _run_on_targets(args, targets, list(zip(labels, handles)), engines, options)
     keep = Path(args.out_dir) if args.out_dir else None
     folder = keep if keep is not None else Path(tempfile.mkdtemp(prefix="onnx-studio-profile-"))
     try:
@@ -183,6 +188,20 @@ def _run(args: argparse.Namespace) -> int:
         if keep is None:
             shutil.rmtree(folder, ignore_errors=True)   # scratch: the temp folder made above
     return 0 if profile.ok else 1
+
+
+def _run_on_targets(args: argparse.Namespace, targets: list[str], models: list, engines: list, options) -> int:
+    """--target/--targets: each target measures the same variants; labelled, then side by side."""
+    measured = api.profile_on(targets, models, engines, options, cluster=args.cluster,
+                              tls=remote_args.tls_of(args), pool_key="cli")
+    if args.json:
+        print_json({"targets": [m.to_dict() for m in measured]})
+    else:
+        for i, m in enumerate(measured):
+            print(("\n" if i else "") + remote_args.measured_line(m))
+            _print(m.result, args.top)
+        remote_args.print_side_by_side(measured)
+    return 0 if all(m.result.ok for m in measured) else 1
 
 
 def _export_traces(profile, dest: Path) -> None:  # noqa: ANN001 - profilers.profile.Profile

@@ -63,6 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                    help="extra Host name the server answers to (a reverse proxy's name); repeatable")
     p.add_argument("--max-upload-mb", type=int, default=2048)
+    p.add_argument("--cluster", metavar="ADDR", help="Dask scheduler tcp://HOST:PORT or tls://... for the Batch page "
+                                                     "and Profile targets (sets ONNX_STUDIO_CLUSTER; users never "
+                                                     "type an address)")
 
 
 def _check_port(host: str, port: int) -> None:
@@ -138,6 +141,10 @@ def server_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]
     if network_mode(args.host, args.shared, args.trust_network)[0]:
         env["ONNX_STUDIO_SHARED"] = "1"
     env[ALLOWED_HOSTS_ENV] = ",".join(sorted(allowed_hosts(args.host, args.allowed_host)))
+    if getattr(args, "cluster", None):
+        from studio.batch.executors import cluster_address
+
+        env["ONNX_STUDIO_CLUSTER"] = cluster_address(args.cluster)
     return cmd, env
 
 

@@ -26,6 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address the worker listens on (default %(default)s)")
     p.add_argument("--nthreads", type=int, default=1, help="tasks at once on this worker (default 1: timing)")
     p.add_argument("--print-command", action="store_true", help="print the dask worker command and exit")
+    p.add_argument("--tls-ca-file", help="TLS CA (PEM) for a tls:// scheduler (passed to dask worker)")
+    p.add_argument("--tls-cert", help="this worker's TLS certificate (PEM)")
+    p.add_argument("--tls-key", help="this worker's TLS private key (PEM)")
 
 
 def command(args: argparse.Namespace) -> list[str]:
@@ -34,6 +37,10 @@ def command(args: argparse.Namespace) -> list[str]:
     address = cluster_address(args.scheduler)
     cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", str(args.nthreads),
            "--host", args.host, "--no-dashboard"]
+    for flag in ("tls_ca_file", "tls_cert", "tls_key"):
+        value = getattr(args, flag, None)
+        if value:
+            cmd += [f"--{flag.replace('_', '-')}", value]
     if args.target:
         if not _TARGET.match(args.target):
             raise StudioError("a target name is letters, digits, '.', '_' or '-' (at most 40)", code="BAD-OPTION")

@@ -45,6 +45,7 @@ PAGES = {
     ],
     "Ship": [
         st.Page("views/export.py", title="Export", url_path="export"),
+        st.Page("views/batch.py", title="Batch", url_path="batch"),
     ],
 }
 

@@ -2,83 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("distributed")
 
-
-def _wait_for(path: Path, timeout: float = 60.0) -> dict:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if path.is_file():
-            try:
-                return json.loads(path.read_text())
-            except json.JSONDecodeError:
-                pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{path.name} never appeared")
-
-
-class Cluster:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.procs: dict[str, subprocess.Popen] = {}
-        env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1",
-               "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
-        self.env = env
-        sched_file = root / "scheduler.json"
-        self.procs["scheduler"] = subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-             "--no-dashboard", "--scheduler-file", str(sched_file)],
-            env=env, stdout=subprocess.DEVNULL, stderr=open(root / "scheduler.log", "w"), start_new_session=True)
-        self.address = _wait_for(sched_file)["address"]
-        self.start_worker("plain")
-        self.start_worker("edge", target="edge")
-        self.wait_workers(2)
-
-    def start_worker(self, name: str, target: str | None = None) -> None:
-        cmd = [sys.executable, "-m", "studio", "worker", "--scheduler", self.address, "--host", "127.0.0.1"]
-        if target:
-            cmd += ["--target", target]
-        env = {**self.env, "ONNX_STUDIO_WORKER_CACHE": str(self.root / f"cache-{name}")}
-        self.procs[name] = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                                            stderr=open(self.root / f"{name}.log", "w"), start_new_session=True)
-
-    def wait_workers(self, n: int, timeout: float = 90.0) -> None:
-        from distributed import Client
-
-        with Client(self.address, timeout=30, set_as_default=False) as c:
-            c.wait_for_workers(n, timeout=timeout)
-
-    def kill(self, name: str) -> None:
-        p = self.procs.pop(name)
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait(10)
-
-    def close(self) -> None:
-        for name in list(self.procs):
-            p = self.procs.pop(name)
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-                p.wait(10)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+from studio.batch.loopback import LoopbackCluster  # noqa: E402
 
 
 @pytest.fixture
 def dask_cluster(tmp_path):
-    cluster = Cluster(tmp_path)
+    cluster = LoopbackCluster(tmp_path / "cluster")
     try:
         yield cluster
     finally:

@@ -4,6 +4,7 @@ where they are labelled; a worker killed mid-batch loses nothing; resuming skips
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import onnx
@@ -64,6 +65,13 @@ def test_cluster_matches_local_targets_and_survives_a_lost_worker(tmp_path, dask
                      target="edge", stage_options=opts)
     (row,) = edge.rows
     assert row.outcomes["profile"].status == "ok" and row.outcomes["profile"].worker["target"] == "edge"
+    from distributed import Client
+    with Client(dask_cluster.address, timeout=30, set_as_default=False) as c:
+        edge_addr = next(a for a, w in c.scheduler_info(n_workers=-1)["workers"].items()
+                         if "target-edge" in (w.get("resources") or {}))
+        assert row.outcomes["profile"].worker["pid"] == c.run(os.getpid, workers=[edge_addr])[edge_addr]
+    assert row.outcomes["profile"].worker["worker"] == edge_addr
+    assert "profile ran on" in (tmp_path / "edge" / "batch.html").read_text()
 
     # kill the plain worker while a batch runs: rows are retried on the other worker or say "worker lost"
     import threading
@@ -86,3 +94,29 @@ def test_bad_cluster_address_and_target_without_cluster_are_one_line_errors(tmp_
     assert "tcp://HOST:PORT" in capsys.readouterr().err
     assert main(["batch", str(path_of("cnn_unfused")), "-o", str(tmp_path / "o"), "--target", "edge"]) == 2
     assert "--target needs a cluster" in capsys.readouterr().err
+
+
+def test_a_batch_stops_only_its_own_sandbox_workers(tmp_path):
+    from studio.core.sandbox import pool_info
+
+    model = api.load(path_of("cnn_unfused"))
+    api.inspect(model, pool_key="other-session")                  # another session's warm worker
+    before = {p["pool"]: p["pid"] for p in pool_info()}
+    assert before.get("other-session")
+    r = api.batch([path_of("cnn_unfused")], tmp_path / "out", stages=["inspect"], pool_key="mine")
+    assert r.ran == 1
+    after = {p["pool"]: p["pid"] for p in pool_info()}
+    assert after.get("other-session") == before["other-session"]
+    assert not [k for k in after if k.startswith("mine:")]       # the batch's own pools are gone
+    # cancelling a batch kills its running workers, never another session's
+    from studio.batch.executors import LocalExecutor
+    from studio.batch.stages import StageTask
+
+    ex = LocalExecutor(1, pool_prefix="mine")
+    ex.submit(StageTask(model.sha256, "cnn_unfused.onnx", "inspect"), {"model": model.path}, tmp_path / "t").result()
+    assert any(k.startswith("mine:") for k in (p["pool"] for p in pool_info()))
+    ex.cancel()
+    ex.close()
+    after = {p["pool"]: p["pid"] for p in pool_info()}
+    assert after.get("other-session") == before["other-session"] and not [k for k in after if k.startswith("mine:")]
+    api.release_session("other-session")

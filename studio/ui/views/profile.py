@@ -70,7 +70,35 @@ def _settings(choice: InputsChoice) -> ProfileOptions | None:
     return widgets.guarded(build)
 
 
-def _run(targets: list[ProfileTarget], engines: list[str], options: ProfileOptions) -> None:
+_MEASURED_BY = "profile_measured_by"
+
+
+def _target_picker() -> str | None:
+    """With a cluster configured (ONNX_STUDIO_CLUSTER / serve --cluster): where to measure."""
+    cluster = widgets.guarded(api.configured_cluster)
+    if not cluster:
+        return None
+    names = widgets.guarded(lambda: api.cluster_targets(cluster)) or []
+    choice = st.selectbox("Measure on", ["local", *names], key="profile_target",
+                          help="a remote target is a cluster worker started with --target NAME")
+    return None if choice == "local" else choice
+
+
+def _run_remote(target: str, targets: list[ProfileTarget], engines: list[str], options: ProfileOptions) -> None:
+    with st.spinner(f"measuring on target {target}…"):
+        measured = widgets.guarded(lambda: api.profile_on([target], [(t.label, t.handle) for t in targets], engines,
+                                                          options)[0])
+    if measured is not None:
+        st.session_state[_RESULT] = measured.result
+        st.session_state[_MEASURED_BY] = measured
+
+
+def _run(targets: list[ProfileTarget], engines: list[str], options: ProfileOptions,
+         remote: str | None = None) -> None:
+    st.session_state.pop(_MEASURED_BY, None)
+    if remote is not None:
+        _run_remote(remote, targets, engines, options)
+        return
     bar = st.progress(0.0, text="starting…")
 
     def on_progress(fraction: float, message: str) -> None:
@@ -91,6 +119,11 @@ def _run(targets: list[ProfileTarget], engines: list[str], options: ProfileOptio
 
 
 def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
+    measured = st.session_state.get(_MEASURED_BY)
+    if measured is not None:
+        f = measured.measured_by
+        st.info(widgets.md_escape(f"Measured on target {measured.target}: {f.get('host')} (worker {f.get('worker')}, "
+                                  f"pid {f.get('pid')}), {f.get('cpu')}, {f.get('cores')} cores", 400))
     m = profile.machine
     load = f"{m.load_before[0]:.2f} → {m.load_after[0]:.2f}" if m.load_before and m.load_after else "?"
     st.caption(widgets.md_escape(
@@ -184,6 +217,7 @@ def render() -> None:
                             key="profile_versions")
     engines = st.multiselect("Engines", list(ENGINE_CHOICES), default=["ort", "ov"], format_func=choice_label,
                              key="profile_engines")
+    remote = _target_picker()
     choice = inputs_picker("profile_inputs", images_label="Images (the first one is used)", with_count=False)
     options = _settings(choice)
     c1, c2, _ = st.columns([1, 1, 4])
@@ -202,7 +236,7 @@ def render() -> None:
                 run_vids.append(vid)
         if targets:
             st.session_state[_VERSIONS_RUN] = run_vids
-            _run(targets, engines, options)
+            _run(targets, engines, options, remote)
     if options is not None and chosen and engines:
         names = [Path(ws.version(vid).path).name for vid in chosen]
         specs = [parse_engine(e) for e in engines]

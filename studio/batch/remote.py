@@ -1,0 +1,189 @@
+"""Profile and precision on a remote target: the Dask worker with resource ``target-NAME``.
+
+The client packs the model(s) and any data files (calibration, inputs) into one tar,
+sends it with its sha256 and each model's sha256; the worker re-hashes the tar and
+every model before running anything, and refuses a mismatch. The measuring runs
+through the facade on the worker, so it still happens inside the studio's sandbox
+worker there. The result comes back with the facts of the process that measured it
+(host, pid, Dask worker address, target name, CPU model, cores, engine versions):
+every figure is labelled with the machine it came from. Target ``local`` runs here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from studio.batch.executors import ClusterSecurity, DaskExecutor, _data_arcname, _model_files, cluster_address, content_hash
+from studio.batch.stages import worker_facts
+from studio.core.errors import StudioError
+
+LOCAL = "local"
+KINDS = ("profile", "precision")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A result (``Profile`` or ``PrecisionReport``) and who measured it."""
+
+    target: str
+    measured_by: dict = field(default_factory=dict)
+    result: Any = None
+
+    @property
+    def label(self) -> str:
+        m = self.measured_by
+        return f"{self.target} ({m.get('host', '?')}, {m.get('cpu', '?')}, {m.get('cores', '?')} cores)"
+
+    def to_dict(self) -> dict:
+        return {"target": self.target, "measured_by": dict(self.measured_by), "result": self.result.to_dict()}
+
+
+def _pack(entries: Mapping[str, Path]) -> bytes:
+    """Files and folders under their arc names in one tar (no links followed)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for arc, path in entries.items():
+            path = Path(path)
+            if path.is_dir():
+                for f in sorted(x for x in path.rglob("*") if x.is_file() and not x.is_symlink()):
+                    tar.add(str(f), arcname=f"{arc}/{f.relative_to(path)}", recursive=False)
+            else:
+                tar.add(str(path), arcname=arc, recursive=False)
+    return buf.getvalue()
+
+
+def _load_sha(path: Path) -> str:
+    from studio.core.model import load
+
+    return load(path).sha256
+
+
+def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[str, str, str]],
+                   data: Mapping[str, str], kwargs: dict) -> dict:
+    """Runs on the Dask worker: verify the package, then profile or precision through the facade.
+
+    ``models``: (label, arc name, sha256); ``data``: keyword -> arc name of a data file or folder.
+    Returns {"measured_by", "result"} or {"error", "code"}; never raises for what arrived."""
+    from studio import api
+
+    facts = worker_facts()
+    if hashlib.sha256(blob).hexdigest() != blob_sha256:
+        return {"error": "the package that arrived does not match its content hash; refusing it",
+                "code": "HASH-MISMATCH", "measured_by": facts}
+    work = Path(tempfile.mkdtemp(prefix="measure-", dir=_cache()))
+    try:
+        with tarfile.open(fileobj=io.BytesIO(blob), mode="r") as tar:
+            tar.extractall(work, filter="data")
+        handles = []
+        for label, arc, sha in models:
+            path = work / arc
+            if not path.is_file() or content_hash(path) != sha:
+                return {"error": f"model {label[:40]} does not match its content hash; refusing it",
+                        "code": "HASH-MISMATCH", "measured_by": facts}
+            handles.append((label, api.load(path)))
+        extra = {k: work / arc for k, arc in data.items()}
+        pool_key = f"remote-{threading.get_ident()}"
+        if kind == "profile":
+            options = kwargs.get("options")
+            if options is not None and extra:      # inputs/images that came with the package
+                from dataclasses import replace
+
+                options = replace(options, **{k: str(v) for k, v in extra.items()})
+            result = api.profile(handles, kwargs.get("engines") or ("ort",), options, pool_key=pool_key)
+        elif kind == "precision":
+            result = api.precision(handles[0][1], **{**kwargs, **extra, "out_dir": None, "pool_key": pool_key})
+        else:
+            return {"error": f"unknown measurement {kind[:20]!r}", "code": "BAD-OPTION", "measured_by": facts}
+        return {"measured_by": facts, "result": result}
+    except StudioError as exc:
+        return {"error": str(exc).splitlines()[0][:300] if str(exc) else "failed", "code": exc.code,
+                "measured_by": facts}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _cache() -> Path:
+    cache = Path(os.environ.get("ONNX_STUDIO_WORKER_CACHE") or Path(tempfile.gettempdir()) / "onnx-studio-worker")
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache
+
+
+def cluster_targets(cluster: str | None = None, security: ClusterSecurity | None = None) -> list[str]:
+    """Target names the cluster's workers offer (resources ``target-NAME``)."""
+    address = _address(cluster)
+    ex = DaskExecutor(address, retries=0, security=security or ClusterSecurity.from_env())
+    try:
+        return ex.targets()
+    finally:
+        ex.close()
+
+
+def _address(cluster: str | None) -> str:
+    address = cluster_address(cluster)
+    if address is None:
+        raise StudioError("--target needs a cluster (--cluster tcp://HOST:PORT or ONNX_STUDIO_CLUSTER)",
+                          code="BAD-OPTION")
+    return address
+
+
+def measure_on(kind: str, target: str, models: Sequence[tuple[str, Path]], kwargs: dict, *,
+               data: Mapping[str, Path] | None = None, cluster: str | None = None,
+               security: ClusterSecurity | None = None, retries: int = 1) -> Measured:
+    """Run ``kind`` (profile/precision) of ``models`` [(label, path)] on the worker offering
+    ``target``; ``data`` are keyword arguments that name files (calibration, inputs) sent along."""
+    if kind not in KINDS:
+        raise StudioError(f"unknown measurement {kind[:20]!r}", code="BAD-OPTION")
+    ex = DaskExecutor(_address(cluster), retries=retries, security=security or ClusterSecurity.from_env())
+    try:
+        known = ex.targets()
+        if target not in known:
+            raise StudioError(f"no worker of the cluster offers target '{target[:40]}' (resource "
+                              f"target-{target[:40]}); known targets: {', '.join(known) or 'none'}", code="NO-TARGET")
+        entries: dict[str, Path] = {}
+        described = []
+        for i, (label, path) in enumerate(models):
+            files = _model_files(Path(path))
+            for name, f in files.items():
+                arc = f"m{i}/model.onnx" if name == "model" else f"m{i}/{_data_arcname(files['model'], Path(f))}"
+                entries[arc] = Path(f)
+            described.append((str(label), f"m{i}/model.onnx", _load_sha(files["model"])))
+        named = {}
+        for key, path in (data or {}).items():
+            if path is None:
+                continue
+            named[key] = f"data/{key}" + ("" if Path(path).is_dir() else Path(path).suffix)
+            entries[named[key]] = Path(path)
+        blob = _pack(entries)
+        fut = ex.client.submit(remote_measure, kind, blob, hashlib.sha256(blob).hexdigest(), described, named,
+                               kwargs, resources={f"target-{target}": 1}, retries=retries, pure=False)
+        try:
+            payload = fut.result()
+        except Exception as exc:  # noqa: BLE001 - KilledWorker, a worker-side crash
+            raise StudioError(f"the {kind} on target '{target[:40]}' did not finish: {type(exc).__name__}: "
+                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''}", code="WORKER-LOST") from None
+    finally:
+        ex.close()
+    if "error" in payload:
+        raise StudioError(f"target '{target[:40]}': {payload['error']}", code=payload.get("code") or "REMOTE")
+    return Measured(target, payload["measured_by"], payload["result"])
+
+
+def side_by_side(measured: Sequence[Measured]) -> list[dict]:
+    """One row per profile variant, one p50/p90 column pair per target (None where it failed)."""
+    rows: dict[str, dict] = {}
+    for m in measured:
+        for v in m.result.variants:
+            row = rows.setdefault(v.id, {"variant": v.id, "label": v.variant.label})
+            row[f"p50 ms @{m.target}"] = round(v.latency.p50_ms, 4) if v.latency else None
+            row[f"p90 ms @{m.target}"] = round(v.latency.p90_ms, 4) if v.latency else None
+    return list(rows.values())

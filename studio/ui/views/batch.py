@@ -1,0 +1,126 @@
+"""Batch: run stages over many models (sample models, this session's models, a folder when
+the server is not shared) on the local pool or the configured Dask cluster, with progress
+and ETA, the result table and the HTML/CSV/JSON report. Results land in one folder of the
+session's workspace, so a rerun skips finished model x stage pairs (unless forced).
+
+The cluster address is configuration only (ONNX_STUDIO_CLUSTER or ``serve --cluster``):
+the page shows it, never asks for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from sample_models.catalog import CATALOG
+from studio import api
+from studio.core.paths import confine
+from studio.ui import state, widgets
+
+_RESULT = "batch_result"
+STAGE_CHOICES = ("inspect", "check", "optimize", "precision", "profile", "export")
+ENGINE_CHOICES = ("onnxruntime", "openvino")
+
+
+def _sources(ws) -> list[Path]:  # noqa: ANN001 - studio.core.workspace.Workspace
+    paths: list[Path] = []
+    names = [m.name for m in CATALOG]
+    samples = st.multiselect("Sample models", names, key="batch_samples")
+    paths += [m.path for m in CATALOG if m.name in samples]
+    versions = {v.id: f"{v.id} · {v.label} · {v.sha256[:8]}" for v in ws.versions}
+    chosen = st.multiselect("This session's models", list(versions), format_func=versions.__getitem__,
+                            key="batch_versions")
+    paths += [h.path for h in (widgets.guarded(lambda vid=vid: ws.handle(vid)) for vid in chosen) if h]
+    if state.shared_mode():
+        st.caption("Folders are not available on a shared server: pick sample models or upload models.")
+    else:
+        typed = st.text_input("Folder of .onnx models (under the server's path root)", key="batch_folder").strip()
+        if typed:
+            folder = widgets.guarded(lambda: confine(typed, state.path_root(), label="folder"))
+            if folder is not None:
+                paths.append(folder)
+    return paths
+
+
+def _executor() -> tuple[str | None, str | None]:
+    """(cluster address or None, target or None); the address comes from configuration only."""
+    cluster = widgets.guarded(api.configured_cluster)
+    if not cluster:
+        st.caption("Executor: the local pool of sandbox workers (no cluster is configured: set "
+                   "ONNX_STUDIO_CLUSTER or start the server with --cluster).")
+        return None, None
+    where = st.radio("Executor", ["local pool", "cluster"], horizontal=True, key="batch_executor")
+    if where != "cluster":
+        return None, None
+    st.caption(widgets.md_escape(f"cluster {cluster} (from the server's configuration)", 200))
+    targets = widgets.guarded(lambda: api.cluster_targets(cluster)) or []
+    target = st.selectbox("Target for profile / precision", ["any worker", *targets], key="batch_target")
+    return cluster, None if target == "any worker" else target
+
+
+def _run(paths: list[Path], stages: list[str], engines: list[str], cluster: str | None, target: str | None,
+         force: bool) -> None:
+    bar = st.progress(0.0, text="starting…")
+
+    def on_progress(done: int, total: int, eta: float | None, outcome) -> None:  # noqa: ANN001
+        eta_text = f" · ETA {eta:.0f} s" if eta is not None and done < total else ""
+        last = f" · {outcome.model} {outcome.stage}: {outcome.status}" if outcome is not None else ""
+        bar.progress(done / max(total, 1), text=widgets.md_escape(f"{done}/{total}{eta_text}{last}", 160))
+
+    out = state.workspace().root / "batch"
+    options = {"check": {"engines": engines}, "profile": {"engines": ["ort"]}}
+    result = widgets.guarded(lambda: api.batch(paths, out, stages=stages, cluster=cluster, target=target,
+                                               force=force, stage_options=options, on_progress=on_progress,
+                                               pool_key=state.session_id()))
+    bar.empty()
+    if result is not None:
+        st.session_state[_RESULT] = result
+
+
+def _table(result) -> pd.DataFrame:  # noqa: ANN001 - studio.batch.runner.BatchResult
+    rows = []
+    for r in result.rows:
+        row = {"model": r.model.name, "status": r.status()}
+        for s in result.stages:
+            o = r.outcomes.get(s)
+            row[s] = o.status if o else (r.model.error or "-")[:80]
+            row[f"{s} verdict"] = o.verdict if o else ""
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _results(result) -> None:  # noqa: ANN001
+    widgets.metric_row([("models", str(len(result.rows))), ("tasks run", str(result.ran)),
+                        ("already finished", str(result.skipped)), ("seconds", f"{result.seconds:.1f}"),
+                        ("executor", result.executor)])
+    st.dataframe(_table(result), hide_index=True, width="stretch", key="batch_table")
+    c1, c2, c3 = st.columns(3)
+    for col, kind, mime in ((c1, "html", "text/html"), (c2, "csv", "text/csv"), (c3, "json", "application/json")):
+        path = result.files.get(kind)
+        if path is not None and Path(path).is_file():
+            col.download_button(f"Download report ({kind.upper()})", Path(path).read_bytes(),
+                                file_name=f"batch.{kind}", mime=mime, key=f"batch_download_{kind}")
+
+
+def render() -> None:
+    st.title("Batch")
+    ws = state.workspace()
+    paths = _sources(ws)
+    stages = st.multiselect("Stages", list(STAGE_CHOICES), default=["inspect", "check"], key="batch_stages")
+    engines = st.multiselect("Engines for check", list(ENGINE_CHOICES), default=["onnxruntime"],
+                             key="batch_engines")
+    cluster, target = _executor()
+    force = st.checkbox("Run finished model x stage pairs again", key="batch_force")
+    if st.button("Run batch", type="primary", key="batch_run", disabled=not paths or not stages):
+        _run(paths, stages, engines or ["onnxruntime"], cluster, target, force)
+    widgets.cli_hint("onnx-studio batch MODELS... --stages " + ",".join(stages or ["inspect"]) + " -o OUT"
+                     + (" --cluster $ONNX_STUDIO_CLUSTER" if cluster else "") + (f" --target {target}" if target else ""))
+    result = st.session_state.get(_RESULT)
+    if result is not None:
+        _results(result)
+
+
+if __name__ == "__main__":  # run by st.navigation as a page script
+    render()
