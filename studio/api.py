@@ -95,7 +95,7 @@ def dim_hints(handle: ModelHandle) -> tuple[DimHint, ...]:
 
 def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHandle]],
             engines: Sequence[str | EngineSpec] | str = ("ort",), options: ProfileOptions | None = None, *,
-            workspace: Workspace | None = None, out_dir: Path | None = None, pool_key: str = "default",
+            workspace: Workspace | ProjectModel | None = None, out_dir: Path | None = None, pool_key: str = "default",
             on_progress: Callable[[float, str], None] | None = None) -> Profile:
     """Latency (cold start, warm percentiles, interleaved ratios), and optionally per-op time,
     memory and sweeps, of every model version on every engine (``profilers.profile``).
@@ -151,7 +151,7 @@ def check(handle: ModelHandle, engines: Sequence[str] | str = ("onnxruntime", "o
                        pool_key=pool_key)
 
 
-def apply_fix(workspace: Workspace, version_id: str, fix: Finding | str, *, verify: bool = True,
+def apply_fix(workspace: Workspace | ProjectModel, version_id: str, fix: Finding | str, *, verify: bool = True,
               options: Mapping[str, Any] | None = None, dims: Mapping[str, int] | None = None,
               pool_key: str = "default") -> Version:
     """Run the fix pass (a pass name, or a finding's ``fix_pass``) through the verifying pipeline
@@ -282,7 +282,7 @@ def diff(handle_a: ModelHandle, handle_b: ModelHandle, *, lineage: object = None
     return diff_graphs(ga, gb, lineage=lineage, model_a=handle_a.proto, model_b=handle_b.proto)
 
 
-def diff_versions(ws: Workspace, a: str, b: str) -> GraphDiff:
+def diff_versions(ws: Workspace | ProjectModel, a: str, b: str) -> GraphDiff:
     """Diff two workspace versions, with the pipeline records that lead from ``a`` to ``b``."""
     return diff(ws.handle(a), ws.handle(b), lineage=lineage_between(ws, a, b))
 
@@ -352,7 +352,7 @@ def optimize(handle: ModelHandle, *, preset: str | None = None, passes: Sequence
                           dump_dir=dump_dir)
 
 
-def add_optimized_version(workspace: Workspace, parent: str, result: PipelineResult, *,
+def add_optimized_version(workspace: Workspace | ProjectModel, parent: str, result: PipelineResult, *,
                           preset: str | None = None, label: str | None = None) -> Version:
     """Save a pipeline's result as a new workspace version whose provenance holds the
     lineage the graph view reads: ``{"pipeline": [...], "preset": ..., "parent": ...}``."""
