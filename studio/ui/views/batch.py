@@ -24,15 +24,25 @@ STAGE_CHOICES = ("inspect", "check", "optimize", "precision", "profile", "export
 ENGINE_CHOICES = ("onnxruntime", "openvino")
 
 
-def _sources(ws) -> list[Path]:  # noqa: ANN001 - studio.core.workspace.Workspace
+def _sources() -> list[Path]:
+    """Sample models, the project's models (each at a version picked here) and, off shared servers, a folder."""
     paths: list[Path] = []
     names = [m.name for m in CATALOG]
     samples = st.multiselect("Sample models", names, key="batch_samples")
     paths += [m.path for m in CATALOG if m.name in samples]
-    versions = {v.id: f"{v.id} · {v.label} · {v.sha256[:8]}" for v in ws.versions}
-    chosen = st.multiselect("This session's models", list(versions), format_func=versions.__getitem__,
+    project = state.project()
+    options: dict[str, tuple] = {}
+    for m in state.models() if project is not None else []:
+        model = widgets.guarded(lambda mid=m.id: api.project_model(project, mid))
+        for v in (model.versions if model is not None else ()):
+            options[f"{m.id}:{v.id}"] = (model, v, f"{m.name} · {v.id} · {v.label} · {v.sha256[:8]}")
+    chosen = st.multiselect("This project's models", list(options), format_func=lambda k: options[k][2],
                             key="batch_versions")
-    paths += [h.path for h in (widgets.guarded(lambda vid=vid: ws.handle(vid)) for vid in chosen) if h]
+    for key in chosen:
+        model, v, _label = options[key]
+        h = widgets.guarded(lambda model=model, v=v: model.handle(v.id))
+        if h is not None:
+            paths.append(h.path)
     if state.shared_mode():
         st.caption("Folders are not available on a shared server: pick sample models or upload models.")
     else:
@@ -69,11 +79,20 @@ def _run(paths: list[Path], stages: list[str], engines: list[str], cluster: str 
         last = f" · {outcome.model} {outcome.stage}: {outcome.status}" if outcome is not None else ""
         bar.progress(done / max(total, 1), text=widgets.md_escape(f"{done}/{total}{eta_text}{last}", 160))
 
-    out = state.workspace().root / "batch"
+    project = state.ensure_project()
+    out = project.root / "artifacts" / "batch"      # one folder per project: a rerun resumes it
     options = {"check": {"engines": engines}, "profile": {"engines": ["ort"]}}
-    result = widgets.guarded(lambda: api.batch(paths, out, stages=stages, cluster=cluster, target=target,
-                                               force=force, stage_options=options, on_progress=on_progress,
-                                               pool_key=state.session_id()))
+
+    def run():
+        with api.job(project, "batch", {"stages": stages, "models": len(paths)}) as j:
+            result = api.batch(paths, out, stages=stages, cluster=cluster, target=target, force=force,
+                               stage_options=options, on_progress=on_progress, pool_key=state.session_id())
+            for kind in ("html", "csv", "json"):
+                if result.files.get(kind):
+                    j.record_artifact(result.files[kind], f"batch report ({kind})")
+            return result
+
+    result = widgets.guarded(run)
     bar.empty()
     if result is not None:
         st.session_state[_RESULT] = result
@@ -106,8 +125,7 @@ def _results(result) -> None:  # noqa: ANN001
 
 def render() -> None:
     st.title("Batch")
-    ws = state.workspace()
-    paths = _sources(ws)
+    paths = _sources()
     stages = st.multiselect("Stages", list(STAGE_CHOICES), default=["inspect", "check"], key="batch_stages")
     engines = st.multiselect("Engines for check", list(ENGINE_CHOICES), default=["onnxruntime"],
                              key="batch_engines")
