@@ -46,7 +46,7 @@ class LoopbackCluster:
             [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
              "--no-dashboard", "--scheduler-file", str(sched_file),
              *(["--protocol", "tls", *self._tls_flags] if tls else [])],
-            env=self.env, stdout=subprocess.DEVNULL, stderr=open(self.root / "scheduler.log", "w"),
+            env=self.env, stdout=subprocess.DEVNULL, stderr=open(self.root / "scheduler.log", "w"),  # scratch: test-cluster logs in its own temp root
             start_new_session=True)
         try:
             self.address = _wait_for(sched_file)["address"]
@@ -65,7 +65,7 @@ class LoopbackCluster:
             cmd += ["--target", target]
         env = {**self.env, "ONNX_STUDIO_WORKER_CACHE": str(self.root / f"cache-{name}")}
         self.procs[name] = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                                            stderr=open(self.root / f"{name}.log", "w"), start_new_session=True)
+                                            stderr=open(self.root / f"{name}.log", "w"), start_new_session=True)  # scratch: test-cluster logs in its own temp root
 
     def wait_workers(self, n: int, timeout: float = 90.0) -> None:
         from distributed import Client

@@ -109,7 +109,7 @@ def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[
         return {"error": str(exc).splitlines()[0][:300] if str(exc) else "failed", "code": exc.code,
                 "measured_by": facts}
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)  # scratch: our temp folder
 
 
 def _cache() -> Path:

@@ -44,9 +44,9 @@ class ProjectRun:
             return None
         dst = self.job.dir / safe_name(src.name, default="artifact")
         if src.is_dir():
-            shutil.copytree(src, dst, symlinks=True)
+            shutil.copytree(src, dst, symlinks=True)  # scratch: into the project job's own artifact folder
         else:
-            shutil.copyfile(src, dst)
+            shutil.copyfile(src, dst)  # scratch: into the project job's own artifact folder
         self.job.record_artifact(dst, kind, model_id=self.model.id, version_id=self.version.id)
         return dst
 

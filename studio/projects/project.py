@@ -169,7 +169,7 @@ class Project:
             for d in tmp.iterdir():
                 try:
                     if time.time() - d.stat().st_mtime > STALE_SCRATCH_S:
-                        shutil.rmtree(d, ignore_errors=True)
+                        shutil.rmtree(d, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
                 except OSError:
                     pass
         return stale
@@ -228,7 +228,7 @@ class Project:
             return self.add_model_file(handle, name=handle.name, label=label,
                                        provenance={"source": "upload", "files": [safe_name(f.name) for f in files]})
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
 
     def delete_model(self, model_id: str) -> None:
         with self.catalog.write() as con:
@@ -244,7 +244,7 @@ class Project:
         if models.is_dir():
             for d in models.iterdir():
                 if d.is_dir() and d.name not in used:
-                    shutil.rmtree(d, ignore_errors=True)
+                    shutil.rmtree(d, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
 
     def handle_for(self, rel_path: str, sha256: str, name: str) -> ModelHandle:
         """The loaded model of a stored version (validated and hashed once per process, then cached)."""
@@ -405,7 +405,7 @@ class ProjectModel:
             path = save_model(model, tmp / "model.onnx")
             return self.add_file(path, label=label, parent=parent, provenance=provenance)
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
 
     def add_upload(self, files: list[UploadedFile], label: str = "original") -> Version:
         tmp = self.project.scratch_dir("upload")
@@ -413,7 +413,7 @@ class ProjectModel:
             return self.add_file(write_upload(files, tmp), label=label,
                                  provenance={"source": "upload", "files": [safe_name(f.name) for f in files]})
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
 
     def job_dir(self, kind: str) -> Path:
         """A new folder for one piece of work's files (profiles, plugin packages, inputs), kept in the

@@ -16,6 +16,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from studio.core import outputs
 from studio.core.errors import StudioError
 from studio.core.paths import safe_child
 from studio.core.uploads import zip_members
@@ -121,9 +122,9 @@ def _copy_tree(project: Project, dest: Path) -> None:
         if item.name in SKIP_IN_ZIP or item.name.startswith(CATALOG):
             continue
         if item.is_dir() and not item.is_symlink():
-            shutil.copytree(item, dest / item.name, symlinks=True)
+            shutil.copytree(item, dest / item.name, symlinks=True)  # scratch: inside the projects root, the studio's own store
         elif item.is_file() and not item.is_symlink():
-            shutil.copy2(item, dest / item.name)
+            shutil.copy2(item, dest / item.name)  # scratch: inside the projects root, the studio's own store
     project.catalog.backup_to(dest / CATALOG)
 
 
@@ -139,7 +140,7 @@ def _adopt(folder: Path, root: Path, name: str | None) -> Project:
                     (pid, _clean_name(name or (row[0] if row else "imported")), now, now))
         con.execute("UPDATE jobs SET state='interrupted', message='copied while running' WHERE state='running'")
     cat.checkpoint()
-    os.rename(folder, root / pid)
+    os.rename(folder, root / pid)  # scratch: inside the projects root, the studio's own store
     project = Project(root / pid)
     project.reconcile()
     return project
@@ -152,14 +153,14 @@ def duplicate_project(project: Project, name: str | None = None) -> Project:
         _copy_tree(project, tmp)
         return _adopt(tmp, root, name or f"{project.name} (copy)")
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
 
 
 def delete_project(project: Project) -> None:
     """Gone at once for readers (one rename), then removed."""
     trash = project.root.parent / f".trash-{new_id()}"
-    os.rename(project.root, trash)
-    shutil.rmtree(trash, ignore_errors=True)
+    os.rename(project.root, trash)  # scratch: inside the projects root, the studio's own store
+    shutil.rmtree(trash, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
 
 
 def export_project(project: Project, out: str | Path) -> Path:
@@ -169,15 +170,14 @@ def export_project(project: Project, out: str | Path) -> Path:
     tmp = root / f".tmp-{new_id()}"
     try:
         _copy_tree(project, tmp)
-        partial = out.with_name(f".{out.name}.partial")
         out.parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+        with outputs.open_output(out, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED,
+                                                                   allowZip64=True) as zf:
             for p in sorted(tmp.rglob("*")):
                 if p.is_file() and not p.is_symlink():
                     zf.write(p, p.relative_to(tmp).as_posix())
-        os.replace(partial, out)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
     return out
 
 
@@ -198,7 +198,7 @@ def import_project(archive: str | Path | bytes, root: str | Path | None = None, 
             for info, rel in members:
                 target = safe_child(tmp, rel)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as src, open(target, "wb") as dst:
+                with zf.open(info) as src, open(target, "wb") as dst:  # scratch: inside the projects root, the studio's own store
                     blob = src.read(info.file_size + 1)
                     if len(blob) > info.file_size:
                         raise StudioError("archive member larger than declared; refusing the archive")
@@ -207,4 +207,4 @@ def import_project(archive: str | Path | bytes, root: str | Path | None = None, 
     except CatalogError as exc:
         raise StudioError(f"the archive's catalog cannot be read ({exc})", code="NOT-A-PROJECT") from None
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # scratch: inside the projects root, the studio's own store

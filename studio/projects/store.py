@@ -55,23 +55,23 @@ def put_model(root: Path, source: ModelHandle) -> tuple[str, str]:
     name = f"{safe_name(source.name, default='model')}.onnx"
     tmp = scratch_dir(root, "model")
     try:
-        shutil.copyfile(source.path, tmp / name)
+        shutil.copyfile(source.path, tmp / name)  # scratch: inside the projects root, the studio's own store
         for f in source.external_files:
             dst = safe_child(tmp, f.relative_to(source.folder.resolve()))
             dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(f, dst)
+            shutil.copyfile(f, dst)  # scratch: inside the projects root, the studio's own store
         stored = load(tmp / name, check=False)
         if stored.sha256 != source.sha256:
             raise StudioError("the stored copy of the model differs from its source (changed while copying?)",
                               code="STORE-MISMATCH")
         _fsync_tree(tmp)
         try:
-            os.rename(tmp, final)
+            os.rename(tmp, final)  # scratch: inside the projects root, the studio's own store
         except OSError:
             if _stored_file(final) is None:    # lost a race with an identical writer: fine
                 raise
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
     return source.sha256, _stored_file(final).relative_to(root).as_posix()
 
 
