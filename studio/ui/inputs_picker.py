@@ -1,6 +1,7 @@
 """The inputs a run uses, picked the same way on every page that runs models:
-seeded random sets, an uploaded .npz of input values, or uploaded images.
-Uploads are saved once (per upload) into the session's workspace."""
+seeded random sets, an uploaded .npz of input values, uploaded images, or one of the
+project's datasets (then task metrics judge the run). Uploads are saved once (per
+upload) into the session's workspace."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from studio.core.input_files import save_image_uploads, save_npz_upload
+from studio import api
 from studio.ui import state, widgets
 
 
@@ -20,6 +22,7 @@ class InputsChoice:
     count: int
     cli_flags: str             # the equivalent CLI options
     ready: bool = True         # False while a file kind is chosen but nothing is uploaded yet
+    dataset: object = None     # a studio.data.datasets.Dataset of the project, when picked
 
 
 def _saved(key: str, files, save) -> Path | None:
@@ -41,7 +44,20 @@ def inputs_picker(key: str, *, images_label: str = "Images", count_label: str = 
                   with_count: bool = True) -> InputsChoice:
     """``with_count=False``: the run uses one input set (profiling): no count box."""
     kinds = ["Random (seeded)", "Input values (.npz)", images_label]
+    project = state.project()
+    datasets = widgets.guarded(lambda: api.project_datasets(project)) if project is not None else None
+    if datasets:
+        kinds.append("Dataset")
     kind = st.radio("Inputs", kinds, horizontal=True, key=f"{key}_kind")
+    if kind == "Dataset" and datasets:
+        names = {d.id: d.name for d in datasets}
+        did = st.selectbox("Dataset (see the Data page)", list(names), format_func=names.__getitem__,
+                           key=f"{key}_dataset")
+        ds = widgets.guarded(lambda: api.dataset(project, did))
+        if ds is None:
+            return InputsChoice(None, None, 1, "", ready=False)
+        return InputsChoice(None, None, max(len(ds.evaluation), 1), f"--project {project.id} --dataset {ds.name}",
+                            dataset=ds)
     if kind == kinds[1]:
         up = st.file_uploader(".npz with one array per input name (NAME/0, NAME/1... for several samples)",
                               type=["npz"], key=f"{key}_npz")

@@ -62,8 +62,17 @@ def render() -> None:
     method = st.selectbox("INT8 calibration method", ["minmax", "entropy", "percentile"], key="precision_method",
                           help="minmax: the full activation range; entropy and percentile clip outliers")
     left, right = st.columns(2)
-    target = left.slider("Accuracy target (worst-output cosine vs fp32)", 0.90, 1.0, 0.99, 0.001,
-                         format="%.3f", key="precision_target")
+    task_target = ""
+    if choice.dataset is not None:
+        task_target = left.text_input("Task-metric target (judged on the dataset's evaluation part)",
+                                      "top1-agreement>=0.99", key="precision_task_target",
+                                      help="e.g. top1-agreement>=0.99, map-drop<=0.01, cosine>=0.99")
+        target = 0.99
+    else:
+        target = left.slider("Accuracy target (worst-output cosine vs fp32)", 0.90, 1.0, 0.99, 0.001,
+                             format="%.3f", key="precision_target")
+        st.caption("Without a dataset the result is a random-input estimate, not a recommendation: add one on "
+                   "the Data page and pick it above.")
     budget = right.number_input("Latency measurement budget (s)", 5, 600, 60, key="precision_budget")
     if not choice.ready:
         st.caption("Upload the calibration data to build INT8 variants with it.")
@@ -74,13 +83,14 @@ def render() -> None:
             bar.progress(min(1.0, i / max(n, 1)), text=label[:120])
 
         def work(on_tick):
-            calibration = choice.inputs or choice.images
+            calibration = None if choice.dataset is not None else (choice.inputs or choice.images)
             with state.job("precision", {"variants": chosen, "method": method, "target": float(target)}) as job:
                 report = api.precision(handle, variants=chosen, calibration=calibration,
                                        samples=choice.count if calibration is None or choice.images else 8,
                                        target_cosine=float(target), out_dir=job.dir,
                                        dims=state.dims(), latency_budget_s=float(budget), pool_key=state.session_id(),
-                                       on_progress=on_progress, on_tick=on_tick, calibration_method=method)
+                                       on_progress=on_progress, on_tick=on_tick, calibration_method=method,
+                                       dataset=choice.dataset, target=task_target or None)
                 job.message = report.summary()[:300]
                 return report
         report = widgets.run_stoppable("Building and measuring variants", work)

@@ -64,7 +64,10 @@ def _settings(choice: InputsChoice) -> ProfileOptions | None:
                               ov_cache=ov_cache, timeout_s=float(timeout), dims=tuple(state.dims().items()),
                               thread_counts=_ints(threads, "thread sweep"), batch_sizes=_ints(batch, "batch sweep"),
                               concurrency=_ints(concurrency, "concurrency sweep"),
-                              inputs_npz=str(choice.inputs) if choice.inputs else None,
+                              inputs_npz=str(choice.inputs) if choice.inputs else (
+                                  str(api.dataset_inputs_file(choice.dataset, state.current_handle(),
+                                                              state.workspace().job_dir("inputs") / "dataset.npz"))
+                                  if choice.dataset is not None else None),
                               images_dir=str(choice.images) if choice.images else None, **amount)
 
     return widgets.guarded(build)

@@ -45,6 +45,16 @@ def _show(result, key: str) -> None:
     st.dataframe(_outputs_table(result), hide_index=True, width="stretch")
     for note in (*result.shape_notes, *result.set_errors):
         st.warning(widgets.md_escape(note, 400))
+    task = (result.extra or {}).get("task")
+    if task:
+        st.markdown("#### Task metrics on the dataset (candidate against the reference's golden outputs)")
+        st.dataframe(pd.DataFrame([{"output": o["output"], "task": o["task"], "metric": m["metric"],
+                                    "value": m["value"], "worst samples": ", ".join(map(str, m["worst_samples"][:5])),
+                                    "detail": m["detail"]} for o in task["outputs"] for m in o["metrics"]]),
+                     hide_index=True, width="stretch", key=f"{key}_task")
+        if task.get("target"):
+            (st.success if task["target_met"] else st.error)(
+                widgets.md_escape(f"Target {task['target']}: {'met' if task['target_met'] else 'missed'}", 200))
     lw = result.layerwise
     if lw is None:
         return
@@ -97,6 +107,8 @@ def render() -> None:
     if layerwise:
         threshold = st.number_input("Layer threshold (relative L2 error; 0 = automatic)", min_value=0.0,
                                     value=0.0, format="%.4f", key="verify_threshold") or None
+    target = st.text_input("Task-metric target (with a dataset)", key="verify_target",
+                           placeholder="top1-agreement>=0.99, map-drop<=0.01 …") if choice.dataset is not None else ""
     ha, hb = ws.handle(a), ws.handle(b)
     if not choice.ready:
         st.caption("Upload the input file to compare on it.")
@@ -105,7 +117,8 @@ def render() -> None:
             return api.compare(ha, hb, engine=engine, engine_b=engine_b, inputs=choice.inputs, images=choice.images,
                                count=choice.count, dims=state.dims(), ov_precision=ov_a, ov_precision_b=ov_b,
                                layerwise=layerwise, layer_threshold=threshold,
-                               labels=(labels[a], labels[b]), pool_key=state.session_id(), on_tick=on_tick)
+                               labels=(labels[a], labels[b]), pool_key=state.session_id(), on_tick=on_tick,
+                               dataset=choice.dataset, target=target or None)
         result = widgets.run_stoppable("Comparing", work)
         if result is not None:
             st.session_state[_RESULT] = result
