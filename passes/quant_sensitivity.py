@@ -127,8 +127,10 @@ def rank_nodes(prepared: Path, qdq: Path, feeds: Feeds, ctx: Any, workdir: Path,
 def fallback(prepared: Prepared, config: StaticConfig, ranges: Ranges, calib: Sequence[Feeds],
              holdout: Sequence[Feeds], reference: list[dict], ranked: Sequence[NodeScore], target: float,
              exclude: Sequence[str], workdir: Path, ctx: Any,
-             on_step: Callable[[FallbackStep], None] | None = None) -> tuple[Path | None, list[str], list[FallbackStep]]:
-    """Keep the worst nodes in float until the held-out cosine meets ``target``.
+             on_step: Callable[[FallbackStep], None] | None = None,
+             judge: Callable[[list[dict], list[dict]], tuple[float, Any]] | None = None,
+             ) -> tuple[Path | None, list[str], list[FallbackStep]]:
+    """Keep the worst nodes in float until the held-out cosine (or ``judge``'s task metric) meets ``target``.
     Returns (model, nodes kept in float, steps); the model is None when even
     excluding every ranked node does not meet the target."""
     steps: list[FallbackStep] = []
@@ -143,7 +145,7 @@ def fallback(prepared: Prepared, config: StaticConfig, ranges: Ranges, calib: Se
         out = workdir / f"fallback-{k}.onnx"
         quantize_static_config(prepared, out, config, ranges, calib, names)
         outputs = ort_outputs(out, holdout, ctx)
-        cos, _ = accuracy(reference, outputs)
+        cos, _ = (judge or accuracy)(reference, outputs)
         if integer_differences(reference, outputs) is not None:
             cos = 0.0                  # an integer output changed: this trial misses, whatever the cosine
         cache[k] = (out, cos)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -450,6 +450,37 @@ def cosine_text(value: float, target: float | None = None) -> str:
             if target is None or value == target or (float(text) >= target) == (value >= target):
                 return text
     return f"{value:.8f}"
+
+
+def task_judge(task: Mapping[str, Any]) -> Callable[[list[dict], list[dict]], tuple[float, float | None]]:
+    """An :func:`accuracy` replacement scoring by a task metric (``studio.data.metrics``) on one
+    output, as "higher is better" (1 - value for error metrics such as mismatch-rate or cer): the
+    INT8 configuration choice and the float-fallback search then stop at the task's target."""
+    from studio.data.metrics import METRICS
+
+    metric, output = METRICS[task["metric"]], task["output"]
+
+    def judge(reference: list[dict], got: list[dict]) -> tuple[float, float | None]:
+        gold = [np.asarray(r[output]) for r in reference if output in r]
+        cand = [np.asarray(g[output]) for g in got if output in g]
+        if len(cand) != len(gold) or not gold:
+            return 0.0, None
+        value = metric.score(output, gold, cand).value
+        if value is None or value != value:
+            return 0.0, None
+        return (float(value) if metric.higher_is_better else 1.0 - float(value)), None
+
+    return judge
+
+
+def load_sets(path: str | Path) -> list[dict]:
+    """Sets saved by ``studio.core.feeds.save_npz`` (``name/i`` keys), in order."""
+    sets: dict[int, dict] = {}
+    with np.load(str(path), allow_pickle=False) as data:
+        for key in data.files:
+            name, _, idx = key.rpartition("/")
+            sets.setdefault(int(idx), {})[name] = data[key]
+    return [sets[i] for i in sorted(sets)]
 
 
 def pick(measured: Sequence[Measured], target: float) -> Measured | None:

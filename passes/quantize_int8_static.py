@@ -103,9 +103,17 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
         warnings.append(d.message() if (d.graph_output or opts.get("degenerate", "float") == "float")
                         else d.message().replace("kept in float", "quantized anyway (degenerate='warn')"))
     exclude = list(dict.fromkeys(exclude))
-    holdout, holdout_source = qt.holdout(calib, src, opts.get("calibration") is None, dims=opts.get("dims"))
-    ctx.set_stage("INT8: fp32 reference outputs")
-    reference = qt.ort_outputs(src, holdout, ctx)
+    task = opts.get("task")     # judged by a task metric on a dataset's evaluation part, against golden outputs
+    if task:
+        holdout, holdout_source = qt.load_sets(task["holdout"]), f"dataset evaluation part ({task['metric']})"
+        reference = qt.load_sets(task["golden"])
+        judge = qt.task_judge(task)
+        target = float(task["threshold"])
+    else:
+        holdout, holdout_source = qt.holdout(calib, src, opts.get("calibration") is None, dims=opts.get("dims"))
+        ctx.set_stage("INT8: fp32 reference outputs")
+        reference = qt.ort_outputs(src, holdout, ctx)
+        judge = qt.accuracy
     measured: list[qt.Measured] = []
     paths: dict[str, Path] = {}
     for cfg in configs:
@@ -115,7 +123,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
             qt.quantize_static_config(prepared, out, cfg, ranges, calib, exclude)
             qt.release_memory()
             outputs = qt.ort_outputs(out, holdout, ctx)
-            cos, top1 = qt.accuracy(reference, outputs)            # float outputs by cosine
+            cos, top1 = judge(reference, outputs)                  # float outputs by cosine (or the task metric)
             changed = qt.integer_differences(reference, outputs)   # integer ones exactly
             if changed is not None:
                 measured.append(qt.Measured(cfg.name, cfg.describe(), None, None, None, cos, top1, changed))
@@ -149,10 +157,10 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
             prepared, workdir / "rank-qdq.onnx", qdq_cfg, ranges, calib, exclude)
         ranked = rank_nodes(prepared.path, qdq_path, holdout[0], ctx, workdir)
         mixed, kept, steps = fallback(prepared, cfg, ranges, calib, holdout, reference, ranked, target, exclude,
-                                      workdir, ctx)
+                                      workdir, ctx, judge=judge)
         if mixed is not None:
             lat2 = qt.measure_latencies({"fp32": src, "mixed": mixed}, holdout[0], ctx, budget_s=30)
-            cos, top1 = qt.accuracy(reference, qt.ort_outputs(mixed, holdout, ctx))
+            cos, top1 = judge(reference, qt.ort_outputs(mixed, holdout, ctx))
             chosen = qt.Measured(f"{cfg.name}-mixed", f"{cfg.describe()}, {len(kept)} layer(s) kept in float",
                                  mixed, lat2["mixed"], lat2["mixed"] / lat2["fp32"], cos, top1, excluded=tuple(kept))
             measured.append(chosen)

@@ -315,6 +315,26 @@ def _max_drop(target) -> float:
     return float(target.threshold)
 
 
+def _task_option(target, golden, eval_feeds: FeedSet, work: Path) -> dict:
+    """``quantize-int8-static``'s ``task`` option: its configuration choice and float-fallback search
+    judge by the target's metric on the evaluation part against the golden outputs (higher is better:
+    error metrics as 1 - value), so int8-mixed stops where the task target is met."""
+    from studio.data.metrics import METRICS
+
+    metric = target.base_metric
+    if target.metric != metric:                                   # map-drop<=d: map50 >= 1 - d
+        threshold = 1.0 - float(target.threshold)
+    elif METRICS[metric].higher_is_better:
+        threshold = float(target.threshold)
+    else:
+        threshold = 1.0 - float(target.threshold)
+    output = _metric_output(golden, metric)
+    holdout = save_npz(list(eval_feeds.sets), work / "task-holdout.npz")
+    gold = save_npz([{output: g[output]} for g in golden.outputs], work / "task-golden.npz")
+    return {"task": {"metric": metric, "output": output, "threshold": threshold, "holdout": str(holdout),
+                     "golden": str(gold)}}
+
+
 def _build_nncf(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet, eval_feeds: FeedSet, golden,
                 target, limits: Limits, pool_key: str) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
     """NNCF INT8 for OpenVINO (``nncf``), or with accuracy control by the task metric (``nncf-accuracy``)."""
@@ -493,8 +513,9 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                      f"calibration {calib.source}; judged on {eval_feeds.source}")
         calib_npz = save_npz(calib.sets, work / "calibration.npz")
         dims_opt = {"dims": dict(eval_feeds.dims)} if eval_feeds.dims else {}
+        task_opt = _task_option(target, golden, eval_feeds, work) if golden is not None and target is not None else {}
         pass_extra = {"quantize-int8-static": {"calibration": str(calib_npz), "target_cosine": target_cosine,
-                                               "method": calibration_method, **dims_opt},
+                                               "method": calibration_method, **dims_opt, **task_opt},
                       "quantize-int8-dynamic": {"target_cosine": target_cosine, **dims_opt},
                       "convert-fp16": dims_opt}
         built: dict[str, tuple[Path, tuple[dict, ...], dict, list[str]]] = {}

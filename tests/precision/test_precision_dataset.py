@@ -57,3 +57,12 @@ def test_without_data_the_report_is_an_estimate(tmp_path):
 def test_cli_dataset_needs_a_project(capsys):
     assert main(["precision", str(path_of("image_classifier")), "--dataset", "photos"]) == 2
     assert "add --project NAME" in capsys.readouterr().err
+
+
+def test_ort_fallback_search_stops_at_the_task_target(project_with_photos, tmp_path):
+    ds = api.dataset(project_with_photos, "photos")
+    report = api.precision(path_of("image_classifier"), variants=["fp32", "int8-mixed"], dataset=ds,
+                           target="top1-agreement>=0.99", latency_budget_s=3, out_dir=tmp_path / "v")
+    mixed = {v.name: v for v in report.variants}["int8-mixed"]
+    assert mixed.task is not None and mixed.task["target_met"] is True, (mixed.error, mixed.notes)
+    assert mixed.meets_target
