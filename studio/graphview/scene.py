@@ -90,12 +90,14 @@ def _visible_at_open(parents: list[int], leaf_parent: list[int], is_open: list[b
 
 def build_scene(graph: GraphModel, hierarchy: Hierarchy, *, title: str | None = None,
                 status: Mapping[int, str] | None = None, status_colors: Mapping[str, str] | None = None,
-                side: Mapping[int, str] | None = None, budget: int = SCENE_BUDGET,
+                side: Mapping[int, str] | None = None, edge_side: Mapping[tuple[int, int, str], str] | None = None,
+                budget: int = SCENE_BUDGET,
                 open_budget: int = OPEN_BUDGET, expanded: tuple[str, ...] = ()) -> tuple[dict, SceneStats]:
     """The JSON scene for ``graph`` (see module doc).
 
     ``status``/``status_colors`` colour nodes by a diff status (node index -> status);
-    ``side`` marks each node "a", "b" or "ab" for the side-by-side diff; ``expanded``
+    ``side`` marks each node "a", "b" or "ab" for the side-by-side diff (``edge_side`` each
+    edge, by (source node, target node, tensor)); ``expanded``
     names groups (by hierarchy key) to open as well at first paint."""
     groups = hierarchy.groups
     counts = hierarchy.visible_counts()
@@ -152,7 +154,12 @@ def build_scene(graph: GraphModel, hierarchy: Hierarchy, *, title: str | None = 
     tensors: dict[str, str] = {}
     for e in proj.edges:
         label = edge_shape(graph, e.tensor) if e.count == 1 else ""
-        edges.append([e.src, e.dst, _t(e.tensor) if e.count == 1 else "", label, e.count])
+        row = [e.src, e.dst, _t(e.tensor) if e.count == 1 else "", label, e.count]
+        if edge_side is not None and e.count == 1:
+            a, b = proj.items[e.src], proj.items[e.dst]
+            if a.kind != GROUP and b.kind != GROUP:
+                row.append(edge_side.get((a.ref, b.ref, e.tensor), "ab"))
+        edges.append(row)
         if e.count == 1 and e.tensor not in tensors:
             info = graph.tensors.get(e.tensor)
             tensors[_t(e.tensor)] = (f"{info.dtype} {label}" if info is not None else label).strip()

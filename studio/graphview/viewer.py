@@ -141,6 +141,20 @@ def graph_page(graph: GraphModel, hierarchy: Hierarchy | None = None, *, title: 
     return viewer_html(scene, title=title or graph.name, notes=all_notes, legend=legend, height=height), stats
 
 
+def _edge_sides(d: GraphDiff) -> dict[tuple[int, int, str], str]:
+    """Each union-graph edge: only before ("a"), only after ("b"), or both ("ab").
+    Union node indices follow ``union_graph``: the second graph's, then the removed nodes."""
+    a_to_u: dict[int, int] = {e.a: e.b for e in d.entries if e.a is not None and e.b is not None}
+    k = len(d.b.nodes)
+    for e in d.entries:
+        if e.status == REMOVED:
+            a_to_u[e.a] = k
+            k += 1
+    in_a = {(a_to_u[e.src], a_to_u[e.dst], e.tensor) for e in d.a.edges if e.src in a_to_u and e.dst in a_to_u}
+    in_b = {(e.src, e.dst, e.tensor) for e in d.b.edges}
+    return {key: ("ab" if key in in_a else "b") for key in in_b} | {key: "a" for key in in_a - in_b}
+
+
 def diff_page(d: GraphDiff, *, side_by_side: bool = True, notes: Sequence[str] = (),
               tables: Sequence[Table] = (), height: int | None = None) -> tuple[str, SceneStats]:
     """The diff in the viewer: the union of both graphs laid out once, drawn as
@@ -151,7 +165,7 @@ def diff_page(d: GraphDiff, *, side_by_side: bool = True, notes: Sequence[str] =
     status = dict(enumerate(u.status))
     side = {k: ("a" if s == REMOVED else "b" if s == ADDED else "ab") for k, s in status.items()}
     scene, stats = build_scene(u.graph, hier, title=f"{d.a.name} → {d.b.name}", status=status,
-                               status_colors=STATUS_COLORS, side=side)
+                               status_colors=STATUS_COLORS, side=side, edge_side=_edge_sides(d))
     panels = ([{"title": f"before: {d.a.name}", "side": "a"}, {"title": f"after: {d.b.name}", "side": "b"}]
               if side_by_side else [{"title": "", "side": ""}])
     legend = _legend([(s, c) for s, c in STATUS_LEGEND if s in (REMOVED, ADDED, CHANGED)], "diff")

@@ -134,7 +134,8 @@
       var e = s.edges[k], a = repOf[e[0]], b = repOf[e[1]];
       if (a === b) continue;
       var key = a + '>' + b, m = edges[key];
-      if (!m) { m = edges[key] = {id: 'e' + elist.length, src: a, dst: b, tensors: [], labels: [], count: 0, raw: []}; elist.push(m); }
+      if (!m) { m = edges[key] = {id: 'e' + elist.length, src: a, dst: b, tensors: [], labels: [], count: 0, raw: [], side: e[5] || 'ab'}; elist.push(m); }
+      else if (m.side !== (e[5] || 'ab')) m.side = 'ab';
       m.count += e[4]; m.raw.push(k);
       if (e[2] && m.tensors.indexOf(e[2]) < 0) { m.tensors.push(e[2]); m.labels.push(e[3]); }
     }
@@ -452,7 +453,7 @@
       var bb = ed.bb;
       if (!inView(bb[0], bb[1], bb[2] - bb[0] + 1, bb[3] - bb[1] + 1)) return;
       var a = self.vis.items[ed.e.src], b = self.vis.items[ed.e.dst];
-      var ghost = ghostOf(self.itemSide(a), p.side) || ghostOf(self.itemSide(b), p.side);
+      var ghost = ghostOf(self.itemSide(a), p.side) || ghostOf(self.itemSide(b), p.side) || ghostOf(ed.e.side, p.side);
       var hot = sel && ed.e.tensors.indexOf(sel) >= 0;
       ctx.strokeStyle = hot ? '#d9480f' : (ghost ? 'rgba(120,120,120,0.18)' : '#6b7280');
       ctx.lineWidth = (hot ? 2.6 : 1.2) / Math.max(k, 0.35);
@@ -506,7 +507,7 @@
         var l = ed.label;
         if (!l || !ed.e.text || !inView(l.x, l.y, l.w, l.h)) return;
         var a = self.vis.items[ed.e.src], bI = self.vis.items[ed.e.dst];
-        var ghost = ghostOf(self.itemSide(a), p.side) || ghostOf(self.itemSide(bI), p.side);
+        var ghost = ghostOf(self.itemSide(a), p.side) || ghostOf(self.itemSide(bI), p.side) || ghostOf(ed.e.side, p.side);
         ctx.globalAlpha = ghost ? 0.2 : 1;
         ctx.fillStyle = 'rgba(250,250,250,0.9)'; ctx.fillRect(l.x, l.y, l.w, l.h);
         ctx.fillStyle = sel && ed.e.tensors.indexOf(sel) >= 0 ? '#d9480f' : '#374151';
