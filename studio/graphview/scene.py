@@ -196,3 +196,24 @@ def build_scene(graph: GraphModel, hierarchy: Hierarchy, *, title: str | None = 
              "tensors": tensors, "open": [i for i, o in enumerate(is_open) if o], "note": note,
              "nodes": len(graph.nodes)}
     return scene, SceneStats(len(leaves), len(out_groups), len(edges), open_level, visible, sealed)
+
+
+def opening_view(scene: dict, open_groups: set[int] | None = None) -> tuple[list[str], set[tuple[str, str]]]:
+    """What the renderer draws for ``open_groups`` (default: the scene's opening set): the
+    visible items ("n<leaf>" or "g<group>", closed groups and leaves under open ones) and the
+    merged edges between them. The same rule as ``web/renderer.js``, for tests and tools."""
+    groups = scene["groups"]
+    is_open = set(scene["open"] if open_groups is None else open_groups) | {0}
+
+    def rep(leaf: int) -> str:
+        g, r = scene["leaves"][leaf]["g"], None
+        while g > 0:
+            if g not in is_open:
+                r = g
+            g = groups[g]["parent"]
+        return f"n{leaf}" if r is None else f"g{r}"
+
+    reps = [rep(i) for i in range(len(scene["leaves"]))]
+    items = list(dict.fromkeys(reps))
+    edges = {(reps[e[0]], reps[e[1]]) for e in scene["edges"] if reps[e[0]] != reps[e[1]]}
+    return items, edges
