@@ -357,13 +357,18 @@
   };
 
   Viewer.prototype.initialView = function () {
-    /* Readable first: fit the width, but never below 60 % (then start at the inputs). */
+    /* Readable first: the whole drawing if it fits at >= 85 %, else 85-100 % starting at
+     * the inputs (the topmost box centred), like Netron; Fit shows everything. */
     var p = this.panels[0], b = this.bounds;
-    var k = Math.min(1.1, (p.w - 20) / b.w, (p.h - 20) / b.h);
-    if (k < 0.6) k = Math.min(1, Math.max(0.6, (p.w - 20) / b.w));
+    var fit = Math.min(1.1, (p.w - 20) / b.w, (p.h - 20) / b.h);
+    var k = fit >= 0.85 ? fit : Math.max(0.85, Math.min(1, (p.w - 20) / b.w));
     this.t.k = k;
-    this.t.x = (p.w - b.w * k) / 2 - b.x * k;
-    if (b.w * k > p.w) this.t.x = 10 - b.x * k;
+    if (b.w * k <= p.w) this.t.x = (p.w - b.w * k) / 2 - b.x * k;
+    else {
+      var top = null;
+      this.boxes.forEach(function (o) { if (!top || o.b.y < top.y) top = o.b; });
+      this.t.x = p.w / 2 - (top.x + top.w / 2) * k;
+    }
     this.t.y = b.h * k <= p.h ? (p.h - b.h * k) / 2 - b.y * k : 10 - b.y * k;
   };
 
@@ -424,7 +429,7 @@
     ctx.translate(t.x, t.y); ctx.scale(k, k);
     var vx0 = -t.x / k, vy0 = -t.y / k, vx1 = (p.w - t.x) / k, vy1 = (p.h - t.y) / k;
     function inView(x, y, w, h) { return x + w >= vx0 && y + h >= vy0 && x <= vx1 && y <= vy1; }
-    var text = 12 * k >= MIN_TEXT_PX, detail = 12 * k >= 8;
+    var text = 12 * k >= MIN_TEXT_PX, detail = 12 * k >= 6.5;
     function label(x, y, w, h, kind, id) {
       var sx = x * k + t.x, sy = y * k + t.y, sw = w * k, sh = h * k;
       if (sx + sw < 0 || sy + sh < 0 || sx > p.w || sy > p.h) return;
