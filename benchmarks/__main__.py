@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["bench_inspect", "bench_worker", "bench_graphview", "bench_passes", "bench_profile",
+BENCHMARKS = ["bench_inspect", "bench_worker", "bench_graphview", "bench_graph_viewer", "bench_passes", "bench_profile",
               "bench_precision", "bench_export"]
 
 
