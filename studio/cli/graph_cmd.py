@@ -38,9 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--search", default=None, help="highlight nodes whose name, op type or tensors contain this")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="value for a symbolic dim, so edges are labelled with numeric shapes (repeatable)")
-    p.add_argument("--renderer", choices=["boxes", "echarts"], default="boxes",
-                   help=".html renderer: 'boxes' (default: op boxes with attributes and weight shapes, ELK "
-                        "layout, expand groups in place, minimap) or 'echarts' (the dot overview, --search/--level)")
+    p.add_argument("--renderer", choices=["auto", "boxes", "echarts"], default="auto",
+                   help=".html renderer: 'boxes' (op boxes with attributes and weight shapes, ELK layout, groups "
+                        "expand in place, minimap) or 'echarts' (the dot overview with overlay tooltips); 'auto' "
+                        "(default): boxes unless --level, --search, --overlay or --overlay-data is given")
 
 # Options of the single-graph view that a diff does not take.
 _NOT_WITH_DIFF = (("focus", "--focus"), ("hops", "--hops"), ("overlay", "--overlay"),
@@ -118,8 +119,10 @@ def run(args: argparse.Namespace) -> int:
 
     dims = parse_dims(args.dim)
     handle = api.load(args.model)
-    boxes = out.suffix.lower() == ".html" and args.renderer == "boxes" and args.focus is None \
-        and args.search is None and args.level is None
+    echarts_only = args.level is not None or args.search is not None or args.overlay is not None \
+        or bool(args.overlay_data)
+    boxes = out.suffix.lower() == ".html" and args.focus is None \
+        and (args.renderer == "boxes" or args.renderer == "auto" and not echarts_only)
     overlay_data = _overlay_data(args.overlay_data, handle.sha256) if args.overlay_data else {}
     overlay = args.overlay or "op type"
     fast = api.graph_prefers_fast_path(handle) and overlay == "op type" and not args.diff and not overlay_data
