@@ -276,12 +276,13 @@ def graph_scene(index: GraphIndex, *, expanded: Collection[str] = ()) -> tuple[d
 
 def graph_viewer_html(index: GraphIndex, *, summary: ModelSummary | None = None, overlay: str | Overlay | None = None,
                       overlay_data: Mapping[str, Any] | None = None, height: int | None = None,
-                      expanded: Collection[str] = (), title: str | None = None) -> str:
+                      expanded: Collection[str] = (), title: str | None = None, focus: str | None = None) -> str:
     """The interactive viewer (ELK layout, canvas, expand in place, minimap) as one
-    self-contained HTML document; ``height`` in px sizes it for an iframe."""
+    self-contained HTML document; ``height`` in px sizes it for an iframe; ``focus``
+    (a node id) opens centred on that node, its groups open."""
     ov = _overlay(index, summary, overlay, overlay_data)
     html, _ = graph_page(index.graph, index.hierarchy, title=title, overlay=ov, height=height,
-                         expanded=tuple(expanded))
+                         expanded=tuple(expanded), focus=focus)
     return html
 
 

@@ -72,9 +72,22 @@ def _t(text: str) -> str:
     return display(text, TEXT)
 
 
-def _ops_summary(graph: GraphModel, hierarchy: Hierarchy, g: int) -> str:
-    hist = Counter(graph.nodes[k].op_type for k in hierarchy.leaves(g) if graph.nodes[k].kind == OP)
-    return ", ".join(f"{op} ×{c}" for op, c in hist.most_common(3))
+def _op_counts(graph: GraphModel, hierarchy: Hierarchy) -> list[Counter]:
+    """Op-type histogram below each group, in O(N + G) (children have larger pre-order indices)."""
+    counts = [Counter() for _ in hierarchy.groups]
+    for g in hierarchy.groups:
+        c = counts[g.index]
+        for k in g.nodes:
+            if graph.nodes[k].kind == OP:
+                c[graph.nodes[k].op_type] += 1
+    for g in reversed(hierarchy.groups):
+        if g.parent != -1:
+            counts[g.parent].update(counts[g.index])
+    return counts
+
+
+def _summary_text(c: Counter) -> str:
+    return ", ".join(f"{op} ×{n}" for op, n in c.most_common(3))
 
 
 def _visible_at_open(parents: list[int], leaf_parent: list[int], is_open: list[bool]) -> int:
@@ -92,13 +105,15 @@ def build_scene(graph: GraphModel, hierarchy: Hierarchy, *, title: str | None = 
                 status: Mapping[int, str] | None = None, status_colors: Mapping[str, str] | None = None,
                 side: Mapping[int, str] | None = None, edge_side: Mapping[tuple[int, int, str], str] | None = None,
                 budget: int = SCENE_BUDGET,
-                open_budget: int = OPEN_BUDGET, expanded: tuple[str, ...] = ()) -> tuple[dict, SceneStats]:
+                open_budget: int = OPEN_BUDGET, expanded: tuple[str, ...] = (),
+                focus: str | None = None) -> tuple[dict, SceneStats]:
     """The JSON scene for ``graph`` (see module doc).
 
     ``status``/``status_colors`` colour nodes by a diff status (node index -> status);
     ``side`` marks each node "a", "b" or "ab" for the side-by-side diff (``edge_side`` each
     edge, by (source node, target node, tensor)); ``expanded``
-    names groups (by hierarchy key) to open as well at first paint."""
+    names groups (by hierarchy key) to open as well at first paint; ``focus`` (a node id)
+    is revealed, centred and selected once drawn."""
     groups = hierarchy.groups
     counts = hierarchy.visible_counts()
     deepest = len(counts) - 1
@@ -109,13 +124,14 @@ def build_scene(graph: GraphModel, hierarchy: Hierarchy, *, title: str | None = 
     # Open groups holding something shipped, in pre-order (parents first); root is local 0.
     used = sorted(proj.open_groups | {0})
     local = {g: i for i, g in enumerate(used)}
+    op_counts = _op_counts(graph, hierarchy)
     out_groups = []
     for g in used:
         grp = groups[g]
         out_groups.append({"key": _t(grp.key), "label": _t(grp.label), "kind": grp.kind,
                            "parent": local.get(grp.parent, -1) if grp.parent != -1 else -1,
                            "size": grp.size, "depth": grp.depth,
-                           "ops": _t(_ops_summary(graph, hierarchy, g)) if g and grp.size <= 50_000 else ""})
+                           "ops": _t(_summary_text(op_counts[g])) if g else ""})
     detail = len(graph.nodes) <= DETAIL_NODES
     leaves = []
     leaf_parent = []
@@ -126,7 +142,7 @@ def build_scene(graph: GraphModel, hierarchy: Hierarchy, *, title: str | None = 
             parent = local[grp.parent]
             sealed += 1
             leaves.append({"kind": "sealed", "key": _t("group:" + grp.key), "op": _t(grp.label),
-                           "name": f"{grp.size:,} nodes", "attrs": [_t(_ops_summary(graph, hierarchy, it.ref))],
+                           "name": f"{grp.size:,} nodes", "attrs": [_t(_summary_text(op_counts[it.ref]))],
                            "w": [], "g": parent, "c": "#777777", "side": "ab"})
         else:
             n = graph.nodes[it.ref]
@@ -194,7 +210,8 @@ def build_scene(graph: GraphModel, hierarchy: Hierarchy, *, title: str | None = 
                 "the Detail view or with --focus/--level on the CLI)")
     scene = {"title": _t(title or graph.name), "groups": out_groups, "leaves": leaves, "edges": edges,
              "tensors": tensors, "open": [i for i, o in enumerate(is_open) if o], "note": note,
-             "nodes": len(graph.nodes)}
+             "nodes": len(graph.nodes),
+             "focus": next((i for i, lf in enumerate(leaves) if focus is not None and lf["key"] == focus), None)}
     return scene, SceneStats(len(leaves), len(out_groups), len(edges), open_level, visible, sealed)
 
 

@@ -131,10 +131,11 @@ def overlay_marks(graph: GraphModel, hierarchy: Hierarchy, scene: dict, overlay:
 
 def graph_page(graph: GraphModel, hierarchy: Hierarchy | None = None, *, title: str | None = None,
                overlay: Overlay | None = None, notes: Sequence[str] = (), height: int | None = None,
-               expanded: tuple[str, ...] = ()) -> tuple[str, SceneStats]:
-    """The viewer document of one model (with an optional overlay as side stripes)."""
+               expanded: tuple[str, ...] = (), focus: str | None = None) -> tuple[str, SceneStats]:
+    """The viewer document of one model (with an optional overlay as side stripes);
+    ``focus`` (a node id) opens centred on that node."""
     hierarchy = hierarchy or build_hierarchy(graph)
-    scene, stats = build_scene(graph, hierarchy, title=title, expanded=expanded)
+    scene, stats = build_scene(graph, hierarchy, title=title, expanded=expanded, focus=focus)
     legend = overlay_marks(graph, hierarchy, scene, overlay) if overlay is not None and overlay.name != "op type" \
         else ""
     all_notes = [*notes, *([scene["note"]] if scene["note"] else [])]

@@ -156,13 +156,16 @@ def _viewer(handle, summary, index, overlays) -> None:
     overlay = c1.selectbox("Side stripe", names, key="graph_viewer_overlay",
                            help="colour a stripe on each box by an overlay (op type: none)")
     memo = st.session_state.get("graph_viewer_memo")
-    key = (state.session_id(), handle.sha256, overlay, id(index), id(state.overlay_data(handle.sha256)))
+    focus = st.session_state.get("selected_node")
+    if focus not in index.ids:
+        focus = None
+    key = (state.session_id(), handle.sha256, overlay, id(index), id(state.overlay_data(handle.sha256)), focus)
     if memo is not None and memo[0] == key:
         html = memo[1]
     else:
         html = widgets.guarded(lambda: api.graph_viewer_html(
             index, summary=summary, overlay=None if overlay == "op type" else overlays[overlay],
-            height=VIEWER_HEIGHT, title=handle.path.name), spinner="Preparing the graph…")
+            height=VIEWER_HEIGHT, title=handle.path.name, focus=focus), spinner="Preparing the graph…")
         if html is None:
             return
         st.session_state["graph_viewer_memo"] = (key, html)
