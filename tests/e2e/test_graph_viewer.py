@@ -179,3 +179,27 @@ def test_graph_page_embeds_the_viewer(studio_server, page, shots, tmp_path):
     assert rects and not _intersections(rects)
     shots(page, "graph-page-viewer")
     assert server.alive()
+
+
+def test_focus_opens_on_a_node_and_hostile_names_stay_text(page, tmp_path):
+    """``focus`` (what the Nodes page's selection or a bookmarked node= passes) opens the
+    node's groups and centres it; a name that is markup is drawn and listed as text."""
+    m = onnx.load(str(DETECTOR))
+    node = next(n for n in m.graph.node if n.name == "/model.22/dfl/Softmax")
+    node.name = '/model.22/dfl/<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+    h = api.load(save(m, tmp_path / "evil.onnx"))
+    index = api.graph_index(h)
+    nid = next(n.id for n in index.graph.nodes if n.op_type == "Softmax")
+    out = tmp_path / "focus.html"
+    out.write_text(api.graph_viewer_html(index, focus=nid), encoding="utf-8")
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    _open(page, out)
+    page.wait_for_function(f"() => __graph.selected() === {nid!r}", timeout=60_000)
+    assert page.evaluate("__graph.isOpen('root/s:model.22/s:dfl')")
+    r = page.evaluate(f"__graph.rectOf({nid!r})")
+    canvas = page.locator(".gv-canvas").first.bounding_box()
+    assert abs(r["x"] + r["w"] / 2 - (canvas["x"] + canvas["width"] / 2)) < 3
+    assert "<img src=x" in page.inner_text(".gv-details")                 # shown as text
+    assert page.evaluate("window.__pwned === undefined") and not dialogs
+    assert page.locator(".gv-details img, .gv-details script").count() == 0

@@ -158,3 +158,9 @@ def test_viewer_page_is_offline_and_keeps_model_text_in_json(tmp_path):
     data = json.loads(html.split('id="gv-data">', 1)[1].split("</script>", 1)[0])
     assert any("<img src=x" in lf["full"] for lf in data["scene"]["leaves"])   # text kept, as data
     assert "http://" not in html.split("<script", 1)[0] and "src=\"http" not in html
+
+
+def test_focus_names_the_leaf_to_reveal(detector):
+    scene, _ = build_scene(detector.graph, detector.hierarchy, focus="/model.22/dfl/Softmax")
+    assert scene["leaves"][scene["focus"]]["key"] == "/model.22/dfl/Softmax"
+    assert build_scene(detector.graph, detector.hierarchy, focus="nope")[0]["focus"] is None

@@ -140,7 +140,7 @@
       if (e[2] && m.tensors.indexOf(e[2]) < 0) { m.tensors.push(e[2]); m.labels.push(e[3]); }
     }
     elist.forEach(function (m) {
-      m.text = m.tensors.length === 1 ? m.labels[0] : (m.tensors.length > 1 ? m.tensors.length + ' tensors' : (m.count > 1 ? '×' + m.count : ''));
+      m.text = m.tensors.length === 1 ? m.labels[0] : (m.tensors.length > 1 ? m.tensors.length + ' tensors' : (m.count > 1 ? m.count + ' tensors' : ''));
     });
     /* open groups with nothing visible inside are drawn as closed boxes */
     var hasChild = {};
