@@ -86,6 +86,27 @@ def _op_counts(graph: GraphModel, hierarchy: Hierarchy) -> list[Counter]:
     return counts
 
 
+_RANK = {"removed": 3, "added": 3, "changed": 2}
+
+
+def _group_marks(hierarchy: Hierarchy, status: Mapping[int, str], colors: Mapping[str, str]) -> dict[int, str]:
+    """Per group, the colour of the most significant diff status below it (none if unchanged),
+    so a closed group shows that something inside changed."""
+    worst: list[str | None] = [None] * len(hierarchy.groups)
+    for g in hierarchy.groups:
+        for k in g.nodes:
+            st = status.get(k)
+            if st in _RANK and (worst[g.index] is None or _RANK[st] > _RANK[worst[g.index]]):
+                worst[g.index] = st
+    for g in reversed(hierarchy.groups):
+        st = worst[g.index]
+        if g.parent != -1 and st is not None:
+            p = worst[g.parent]
+            if p is None or _RANK[st] > _RANK[p]:
+                worst[g.parent] = st
+    return {i: colors[st] for i, st in enumerate(worst) if st is not None and st in colors}
+
+
 def _summary_text(c: Counter) -> str:
     return ", ".join(f"{op} ×{n}" for op, n in c.most_common(3))
 
@@ -125,13 +146,15 @@ def build_scene(graph: GraphModel, hierarchy: Hierarchy, *, title: str | None = 
     used = sorted(proj.open_groups | {0})
     local = {g: i for i, g in enumerate(used)}
     op_counts = _op_counts(graph, hierarchy)
+    group_mark = _group_marks(hierarchy, status, status_colors) if status is not None and status_colors else {}
     out_groups = []
     for g in used:
         grp = groups[g]
         out_groups.append({"key": _t(grp.key), "label": _t(grp.label), "kind": grp.kind,
                            "parent": local.get(grp.parent, -1) if grp.parent != -1 else -1,
                            "size": grp.size, "depth": grp.depth,
-                           "ops": _t(_summary_text(op_counts[g])) if g else ""})
+                           "ops": _t(_summary_text(op_counts[g])) if g else "",
+                           **({"mark": group_mark[g]} if g in group_mark else {})})
     detail = len(graph.nodes) <= DETAIL_NODES
     leaves = []
     leaf_parent = []
@@ -143,7 +166,8 @@ def build_scene(graph: GraphModel, hierarchy: Hierarchy, *, title: str | None = 
             sealed += 1
             leaves.append({"kind": "sealed", "key": _t("group:" + grp.key), "op": _t(grp.label),
                            "name": f"{grp.size:,} nodes", "attrs": [_t(_summary_text(op_counts[it.ref]))],
-                           "w": [], "g": parent, "c": "#777777", "side": "ab"})
+                           "w": [], "g": parent, "c": "#777777", "side": "ab",
+                           **({"mark": group_mark[it.ref]} if it.ref in group_mark else {})})
         else:
             n = graph.nodes[it.ref]
             parent = local[hierarchy.node_group[it.ref]] if hierarchy.node_group[it.ref] != -1 else 0

@@ -164,3 +164,20 @@ def test_focus_names_the_leaf_to_reveal(detector):
     scene, _ = build_scene(detector.graph, detector.hierarchy, focus="/model.22/dfl/Softmax")
     assert scene["leaves"][scene["focus"]]["key"] == "/model.22/dfl/Softmax"
     assert build_scene(detector.graph, detector.hierarchy, focus="nope")[0]["focus"] is None
+
+
+def test_diff_scene_marks_groups_that_hide_changes(tmp_path):
+    from studio.graphview.viewer import diff_page
+
+    from tests.graphview.optimized import fold_conv_bn
+
+    before = api.load(SAMPLES / "cnn_unfused.onnx")
+    opt, records = fold_conv_bn(before.proto)
+    d = api.diff(before, api.load(save(opt, tmp_path / "opt.onnx")), lineage=records)
+    html, _ = diff_page(d)
+    data = json.loads(html.split('id="gv-data">', 1)[1].split("</script>", 1)[0])
+    scene = data["scene"]
+    marked = {g["label"] for g in scene["groups"] if g.get("mark")}
+    assert "layer1/layer1.0" in marked                          # its BatchNormalizations were folded
+    sides = {e[5] for e in scene["edges"] if len(e) > 5}
+    assert sides == {"a", "b", "ab"}                            # before-only, after-only and shared edges

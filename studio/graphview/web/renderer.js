@@ -442,7 +442,8 @@
       if (!inView(b.x, b.y, b.w, b.h)) return;
       var shade = 236 - Math.min(5, f.depth) * 7;
       ctx.fillStyle = 'rgba(' + (shade - 8) + ',' + (shade - 2) + ',' + (shade + 10 > 255 ? 255 : shade + 10) + ',0.55)';
-      ctx.strokeStyle = '#9aa5b4'; ctx.lineWidth = 1 / Math.max(k, 0.5);
+      var fmark = self.model.s.groups[f.it.g].mark;
+      ctx.strokeStyle = fmark || '#9aa5b4'; ctx.lineWidth = (fmark ? 2 : 1) / Math.max(k, 0.5);
       roundRect(ctx, b.x, b.y, b.w, b.h, 6); ctx.fill(); ctx.stroke();
       if (text) {
         ctx.fillStyle = '#2d3a4a'; ctx.font = BOLD; ctx.textBaseline = 'middle';
@@ -491,7 +492,8 @@
       roundRect(ctx, b.x, b.y, b.w, b.h, 4); ctx.fill();
       ctx.save(); roundRect(ctx, b.x, b.y, b.w, b.h, 4); ctx.clip();
       ctx.fillStyle = it.type === 'group' ? '#4a5568' : color; ctx.fillRect(b.x, b.y, b.w, HEAD);
-      if (leaf && leaf.mark) { ctx.fillStyle = leaf.mark; ctx.fillRect(b.x, b.y + HEAD, 5, b.h - HEAD); }
+      var mark = leaf ? leaf.mark : (it.g !== undefined ? self.model.s.groups[it.g].mark : null);
+      if (mark) { ctx.fillStyle = mark; ctx.fillRect(b.x, b.y + HEAD, 5, b.h - HEAD); }
       ctx.restore();
       roundRect(ctx, b.x, b.y, b.w, b.h, 4); ctx.stroke();
       if (text) {
