@@ -101,6 +101,17 @@ def test_expand_in_place_and_click_an_edge_to_its_producer(page, shots, tmp_path
     assert after["h"] > before["h"]
     assert page.evaluate("__graph.rectOf('/model.2/m.0/Add')") is not None             # its members are drawn
     shots(page, "detector-expanded")
+    # Its frame's header collapses it again, in place.
+    gid = page.evaluate(f"__graph.viewer.model.byKey['group:{key}']")
+    head = next(r for r in page.evaluate("__graph.labels()") if r["kind"] == "frame" and r["id"] == gid)
+    c = page.locator(".gv-canvas").first.bounding_box()
+    seq = page.evaluate("__graph.layoutSeq()")
+    page.mouse.click(c["x"] + head["x"] + 4, c["y"] + head["y"] + head["h"] / 2)
+    _settle(page, seq)
+    assert not page.evaluate(f"__graph.isOpen({key!r})")
+    again = page.evaluate(f"__graph.rectOf('group:{key}')")
+    assert abs(again["x"] - before["x"]) < 2 and abs(again["y"] - before["y"]) < 2
+    assert page.evaluate("__graph.rectOf('/model.2/m.0/Add')") is None
     # The skip tensor's producer sits inside the closed group model.6/cv2: a click on the
     # edge's label opens that group, selects the producer and centres it.
     tensor = "/model.6/cv2/act/Mul_output_0"
