@@ -81,6 +81,12 @@ def test_graph_viewer_opens_the_detector_with_numeric_shapes(app):
     shapes = [e[3] for e in scene["edges"] if e[3]]
     assert "1×4×160×160" in shapes and not any("height" in x or "floor" in x for x in shapes)
     assert any("onnx-studio graph yolo_detector.onnx --dim height=320 --dim width=320" in c.value for c in at.code)
+    # An overlay colours a stripe on each box, with its legend.
+    at.selectbox(key="graph_overlay").set_value("FLOPs share").run()
+    data = _viewer_data(at)
+    marked = [lf for lf in data["scene"]["leaves"] if lf.get("mark")]
+    assert len(marked) >= 64 and all("%" in lf["ov"] for lf in marked)
+    assert "FLOPs share" in at.get("iframe")[0].proto.srcdoc.split('id="elk-src"', 1)[0]
 
 
 def test_detail_view_of_a_neighbourhood_and_a_group(app):

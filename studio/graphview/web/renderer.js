@@ -713,6 +713,7 @@
     });
     if (lf.flops) d.appendChild(el('div', 'FLOPs: ' + lf.flops.toLocaleString()));
     if (lf.status) d.appendChild(el('div', 'diff: ' + lf.status));
+    if (lf.ov) d.appendChild(el('div', 'overlay: ' + lf.ov));
     d.appendChild(el('div', lf.key, 'gv-dim'));
   };
 

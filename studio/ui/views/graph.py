@@ -153,8 +153,8 @@ def _overview(handle, summary, index, overlays) -> None:
 def _viewer(handle, summary, index, overlays) -> None:
     names = list(overlays)
     c1, c2 = st.columns([2, 5])
-    overlay = c1.selectbox("Side stripe", names, key="graph_viewer_overlay",
-                           help="colour a stripe on each box by an overlay (op type: none)")
+    overlay = c1.selectbox("Overlay", names, key="graph_overlay",
+                           help="colours a stripe on each box (op type: the boxes' own header colours)")
     memo = st.session_state.get("graph_viewer_memo")
     focus = st.session_state.get("selected_node")
     if focus not in index.ids:
