@@ -82,6 +82,11 @@ def test_detector_opens_readable_with_skip_connections(page, shots, tmp_path):
                    "/model.9/cv2/act/Mul_output_0", "/model.12/cv2/act/Mul_output_0"):
         assert any(tensor in e[2] for e in edges), tensor
     assert any(e[3] == "1×16×20×20" for e in edges)                  # numeric shapes on the edges
+    # Find: Enter jumps to the match, opening the groups that hide it.
+    page.fill(".gv-toolbar input", "softmax")
+    page.press(".gv-toolbar input", "Enter")
+    page.wait_for_function("() => __graph.selected() === '/model.22/dfl/Softmax'", timeout=60_000)
+    assert "axis = 1" in page.inner_text(".gv-details")
     assert not errors
 
 
