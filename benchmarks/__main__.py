@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["bench_inspect", "bench_worker", "bench_graphview", "bench_passes", "bench_profile",
-              "bench_precision", "bench_precision_data", "bench_export", "bench_batch"]
+BENCHMARKS = ["bench_inspect", "bench_worker", "bench_graphview", "bench_graph_viewer", "bench_passes",
+              "bench_profile", "bench_precision", "bench_precision_data", "bench_export", "bench_batch"]
 
 
 def main(argv: list[str]) -> int:

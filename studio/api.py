@@ -19,6 +19,7 @@ from studio.core.findings import Finding, Report
 from studio.core.model import ModelHandle
 from studio.core.model import load as _load
 from studio.core.uploads import UploadedFile
+from studio.core.paths import atomic_write_bytes
 from studio.core.workspace import Version, Workspace
 from studio.graphview.diff import GraphDiff, diff_graphs
 from studio.graphview.diffview import (
@@ -38,6 +39,8 @@ from studio.graphview.lineage import lineage_between
 from studio.graphview.output import Written, format_of, write_graph
 from studio.graphview.overlays import Overlay, OverlayContext, available_overlays
 from studio.graphview.project import auto_level
+from studio.graphview.scene import SceneStats, build_scene
+from studio.graphview.viewer import diff_page, graph_page
 from studio.graphview.view import (
     DETAIL_BUDGET,
     FAST_PATH_NODES,
@@ -63,7 +66,8 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "GraphDiff", "GraphIndex", "GraphView", "ModelHandle", "ModelSummary", "Overlay", "Table", "Workspace",
            "diff", "diff_html", "diff_region_view", "diff_summary", "diff_tables", "diff_versions", "diff_views",
            "graph_dot", "graph_echarts", "graph_html", "graph_index", "graph_legend_html", "graph_levels",
-           "graph_prefers_fast_path",
+           "graph_prefers_fast_path", "graph_scene", "graph_viewer_html", "diff_viewer_html", "write_graph_viewer",
+           "write_diff_viewer",
            "graph_overlays", "graph_view", "inspect", "load", "search_nodes", "write_diff", "write_graph_view",
            "profile", "build_plugin", "plugin_builds_allowed", "plugin_signature", "run_python_op", "scaffold_plugin",
            "compare", "make_inputs", "precision",
@@ -269,6 +273,66 @@ def graph_html(views: GraphView | Sequence[GraphView], title: str | None = None)
 def write_graph_view(view: GraphView, path: str | Path) -> Written:
     """Write a view as .html, .dot or .svg (by suffix; .dot instead of .svg without graphviz)."""
     return write_graph(Path(path), [Panel(view.title, view)], title=view.title)
+
+
+def graph_scene(index: GraphIndex, *, expanded: Collection[str] = ()) -> tuple[dict, SceneStats]:
+    """The browser viewer's data: groups, op boxes (key attributes, weight shapes), shape-labelled
+    edges and the groups open at first paint (at most ~150 items visible)."""
+    return build_scene(index.graph, index.hierarchy, expanded=tuple(expanded))
+
+
+def graph_viewer_html(index: GraphIndex, *, summary: ModelSummary | None = None, overlay: str | Overlay | None = None,
+                      overlay_data: Mapping[str, Any] | None = None, height: int | None = None,
+                      expanded: Collection[str] = (), title: str | None = None, focus: str | None = None) -> str:
+    """The interactive viewer (ELK layout, canvas, expand in place, minimap) as one
+    self-contained HTML document; ``height`` in px sizes it for an iframe; ``focus``
+    (a node id) opens centred on that node, its groups open."""
+    ov = _overlay(index, summary, overlay, overlay_data)
+    html, _ = graph_page(index.graph, index.hierarchy, title=title, overlay=ov, height=height,
+                         expanded=tuple(expanded), focus=focus)
+    return html
+
+
+def _overlay(index: GraphIndex, summary: ModelSummary | None, overlay: str | Overlay | None,
+             overlay_data: Mapping[str, Any] | None) -> Overlay | None:
+    if overlay is None or isinstance(overlay, Overlay):
+        return overlay
+    found = graph_overlays(index, summary, overlay_data)
+    if overlay not in found:
+        raise StudioError(f"no overlay '{overlay[:60]}' for this model; available: {', '.join(sorted(found))}",
+                          code="NO-OVERLAY")
+    return found[overlay]
+
+
+def write_graph_viewer(index: GraphIndex, path: str | Path, *, summary: ModelSummary | None = None,
+                       overlay: str | Overlay | None = None, overlay_data: Mapping[str, Any] | None = None) -> Written:
+    """Write the interactive viewer of the whole model to an .html file."""
+    p = Path(path)
+    if format_of(p) != "html":
+        raise StudioError("the interactive viewer writes .html (use .dot/.svg with a level or --focus)")
+    ov = _overlay(index, summary, overlay, overlay_data)
+    html, stats = graph_page(index.graph, index.hierarchy, overlay=ov)
+    atomic_write_bytes(p, html.encode("utf-8"))
+    return Written(p, "html", stats.leaves,
+                   f"opens at level {stats.open_level} with {stats.visible:,} items; {stats.leaves:,} shipped"
+                   + (f", {stats.sealed:,} groups closed" if stats.sealed else ""))
+
+
+def diff_viewer_html(d: GraphDiff, *, side_by_side: bool = True, height: int | None = None) -> str:
+    """The diff in the viewer: one layout of both graphs, before/after panels with synced
+    pan/zoom (or one panel coloured by status)."""
+    html, _ = diff_page(d, side_by_side=side_by_side, height=height, notes=[summary_line(d)])
+    return html
+
+
+def write_diff_viewer(d: GraphDiff, path: str | Path, *, side_by_side: bool = True) -> Written:
+    """Write the diff viewer (with the op-count, lineage and change tables) to an .html file."""
+    p = Path(path)
+    if format_of(p) != "html":
+        raise StudioError("the interactive diff viewer writes .html")
+    html, stats = diff_page(d, side_by_side=side_by_side, notes=[summary_line(d)], tables=diff_tables(d))
+    atomic_write_bytes(p, html.encode("utf-8"))
+    return Written(p, "html", stats.leaves)
 
 
 # -- diff ---------------------------------------------------------------------------

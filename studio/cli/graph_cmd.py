@@ -36,6 +36,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "profile --per-op --json (time share), compare --layerwise --json (numeric error); "
                         "repeatable")
     p.add_argument("--search", default=None, help="highlight nodes whose name, op type or tensors contain this")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="value for a symbolic dim, so edges are labelled with numeric shapes (repeatable)")
+    p.add_argument("--renderer", choices=["auto", "boxes", "echarts"], default="auto",
+                   help=".html renderer: 'boxes' (op boxes with attributes and weight shapes, ELK layout, groups "
+                        "expand in place, minimap) or 'echarts' (the dot overview with overlay tooltips); 'auto' "
+                        "(default): boxes unless --level, --search, --overlay or --overlay-data is given")
 
 # Options of the single-graph view that a diff does not take.
 _NOT_WITH_DIFF = (("focus", "--focus"), ("hops", "--hops"), ("overlay", "--overlay"),
@@ -109,18 +115,28 @@ def run(args: argparse.Namespace) -> int:
         raise StudioError("--hops must be 0 or more")
     if args.hops is not None and args.focus is None:
         raise StudioError("--hops applies only with --focus", code="BAD-OPTION")
+    from studio.cli.common import parse_dims
+
+    dims = parse_dims(args.dim)
     handle = api.load(args.model)
+    echarts_only = args.level is not None or args.search is not None or args.overlay is not None \
+        or bool(args.overlay_data)
+    boxes = out.suffix.lower() == ".html" and args.focus is None \
+        and (args.renderer == "boxes" or args.renderer == "auto" and not echarts_only)
     overlay_data = _overlay_data(args.overlay_data, handle.sha256) if args.overlay_data else {}
     overlay = args.overlay or "op type"
     fast = api.graph_prefers_fast_path(handle) and overlay == "op type" and not args.diff and not overlay_data
-    summary = None if fast else api.inspect(handle)
+    summary = None if fast else api.inspect(handle, dims)
     if fast:
         print("note: a large model: drawn without shapes and FLOPs (any other --overlay computes them)")
     if args.diff:
         other = api.load(args.diff)
         d = api.diff(handle, other, lineage=_lineage(args.lineage), summary_a=summary,
-                     summary_b=api.inspect(other))
-        written = api.write_diff(d, out, mode=args.diff_mode, level=args.level)
+                     summary_b=api.inspect(other, dims))
+        if boxes:
+            written = api.write_diff_viewer(d, out, side_by_side=args.diff_mode == "side-by-side")
+        else:
+            written = api.write_diff(d, out, mode=args.diff_mode, level=args.level)
         c = d.counts()
         print(f"diff: {c['removed']} removed, {c['added']} added, {c['changed']} changed, "
               f"{c['unchanged']} unchanged")
@@ -134,6 +150,14 @@ def run(args: argparse.Namespace) -> int:
                 overlay = fed[0]
                 print(f"note: colouring by '{printable(overlay, 80)}' (choose with --overlay)")
         _check_overlay(overlay, available)
+        if boxes:
+            written = api.write_graph_viewer(index, out, summary=summary, overlay=overlay, overlay_data=overlay_data)
+            if written.note:
+                print(f"note: {written.note}")
+                from dataclasses import replace
+                written = replace(written, note=None)
+            print(f"wrote {written.path} ({written.format}, {written.items:,} items)")
+            return 0
         budget = None
         if out.suffix.lower() in (".dot", ".svg") and args.focus is None:
             from studio.graphview.dot import SVG_MAX_ITEMS

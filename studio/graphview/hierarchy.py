@@ -11,9 +11,11 @@ Where it comes from, in order:
    is replaced by the node.
 3. **Op-type runs.** Chains of 4+ nodes of one op type (each the only consumer
    of the previous) become one *run* group (``Relu ×37``).
-4. **Depth bands.** A group with more than ``fanout`` children (flat names,
-   huge graphs, 10k graph inputs) is split, recursively, into *band* groups of
-   consecutive depths, so every level stays drawable (R20).
+4. **Depth bands.** A group with more than ``fanout`` children and no real
+   structure (flat names, huge graphs, 10k graph inputs) is split, recursively,
+   into *band* groups of consecutive depths, so every level stays drawable (R20).
+   A group with sub-scopes keeps them: only its loose nodes are banded, and only
+   when they alone exceed ``fanout`` (never "depth 132–158" instead of ``cv2``).
 
 Built in O(N + E) plus sorting children; group keys are stable strings, so a
 UI can remember which groups a user expanded.
@@ -287,17 +289,31 @@ def _build(graph: GraphModel, fanout: int, structured: bool) -> Hierarchy:
     def band(d: _Draft, items: list | None = None) -> None:
         """Split ``d``'s children into depth bands while there are more than ``fanout``;
         ``items`` are the children already sorted (when a band is split again)."""
+        keep_children: dict[str, _Draft] = {}
+        keep_groups: list[_Draft] = []
         if items is None:
             if len(d.nodes) + len(d.children) + len(d.groups) <= fanout:
                 return
-            items = [(depth[k], order[k], k) for k in d.nodes]
-            items += [(depth_of(c), first_of(c, memo), c) for c in d.all_groups()]
+            structure = [c for c in d.all_groups() if c.kind != "run"]
+            if structure:
+                # Real sub-scopes (or bodies) stay as they are: only loose nodes and runs
+                # are banded, and only when they alone are too many.
+                loose = [c for c in d.groups if c.kind == "run"]
+                if len(d.nodes) + len(loose) <= fanout:
+                    return
+                keep_children = d.children
+                keep_groups = [c for c in d.groups if c.kind != "run"]
+                items = [(depth[k], order[k], k) for k in d.nodes]
+                items += [(depth_of(c), first_of(c, memo), c) for c in loose]
+            else:
+                items = [(depth[k], order[k], k) for k in d.nodes]
+                items += [(depth_of(c), first_of(c, memo), c) for c in d.all_groups()]
             items.sort(key=lambda t: (t[0], t[1]))
         if len(items) <= fanout:
             return
         k = min(fanout, math.ceil(len(items) / fanout))
         size = math.ceil(len(items) / k)
-        d.children, d.nodes, d.groups = {}, [], []
+        d.children, d.nodes, d.groups = keep_children, [], list(keep_groups)
         for b in range(0, len(items), size):
             chunk = items[b:b + size]
             lo, hi = chunk[0][0], chunk[-1][0]

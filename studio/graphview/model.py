@@ -73,6 +73,7 @@ class GraphModel:
     tensors: Mapping[str, TensorInfo] = field(repr=False)
     protos: tuple[NodeProto | None, ...] = field(repr=False, compare=False, default=())  # None for graph I/O
     constants: frozenset[str] = field(repr=False, compare=False, default=frozenset())   # initializer names
+    weights: Mapping[str, tuple[int, ...]] = field(repr=False, compare=False, default_factory=dict)  # initializer dims
 
     @cached_property
     def succ(self) -> list[list[int]]:
@@ -121,6 +122,7 @@ def graph_from_proto(model: ModelProto, name: str = "model", summary: ModelSumma
     nodes: list[GNode] = []
     protos: list[NodeProto | None] = []
     constants: set[str] = set()
+    weights: dict[str, tuple[int, ...]] = {}
     edges: list[GEdge] = []
     graphs: list[GraphInfo] = []
     producers: list[dict[str, int]] = []   # per graph: tensor -> producing node
@@ -148,6 +150,10 @@ def graph_from_proto(model: ModelProto, name: str = "model", summary: ModelSumma
         graphs.append(GraphInfo(ref.scope, parent, owner, attr, ref.function))
         g = ref.graph
         init = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
+        for t in g.initializer:
+            weights.setdefault(t.name, tuple(t.dims))
+        for t in g.sparse_initializer:
+            weights.setdefault(t.values.name, tuple(t.dims))
         constants.update(init)
         here = init | {vi.name for vi in g.input}
         formal.append(here)
@@ -211,4 +217,5 @@ def graph_from_proto(model: ModelProto, name: str = "model", summary: ModelSumma
                 if p is not None:
                     edges.append(GEdge(p, k, vi.name))
     log.debug("graph %s: %d nodes, %d edges, %d graphs", name, len(nodes), len(edges), len(graphs))
-    return GraphModel(name, tuple(nodes), tuple(edges), tuple(graphs), tensors, tuple(protos), frozenset(constants))
+    return GraphModel(name, tuple(nodes), tuple(edges), tuple(graphs), tensors, tuple(protos), frozenset(constants),
+                      weights)

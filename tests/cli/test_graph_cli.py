@@ -79,10 +79,29 @@ def test_diff_html_with_lineage(capsys, tmp_path):
     assert "fused by fuse-conv-bn" in page and "Op counts before and after" in page
     side = tmp_path / "side.html"
     assert main(["graph", str(CNN), "--diff", str(after), "--diff-mode", "side-by-side", "-o", str(side)]) == 0
-    assert side.read_text(encoding="utf-8").count('class="chart"') == 2
+    data = json.loads(side.read_text(encoding="utf-8").split('id="gv-data">', 1)[1].split("</script>", 1)[0])
+    assert [p["side"] for p in data["panels"]] == ["a", "b"]             # one layout, two synced panels
+    echarts = tmp_path / "side-echarts.html"
+    assert main(["graph", str(CNN), "--diff", str(after), "--diff-mode", "side-by-side", "--renderer", "echarts",
+                 "-o", str(echarts)]) == 0
+    assert echarts.read_text(encoding="utf-8").count('class="chart"') == 2
     region = tmp_path / "diff.dot"
     assert main(["graph", str(CNN), "--diff", str(after), "-o", str(region)]) == 0
     assert "BatchNormalization" in region.read_text()
+
+
+def test_html_viewer_with_dims_has_numeric_shapes(capsys, tmp_path):
+    out = tmp_path / "yolo.html"
+    assert main(["graph", str(SAMPLES / "yolo_detector.onnx"), "--dim", "height=320", "--dim", "width=320",
+                 "-o", str(out)]) == 0
+    assert "opens at level" in capsys.readouterr().out
+    page = out.read_text(encoding="utf-8")
+    assert "Content-Security-Policy" in page and "ELK" in page
+    assert not re.search(r"""<(script|link|img)[^>]+(src|href)=["']?(https?:)?//""", page)
+    scene = json.loads(page.split('id="gv-data">', 1)[1].split("</script>", 1)[0])["scene"]
+    labels = [e[3] for e in scene["edges"] if e[2]]
+    assert "1×3×320×320" in labels and not [x for x in labels if "height" in x or "floor" in x]
+    assert main(["graph", str(SAMPLES / "yolo_detector.onnx"), "--dim", "height", "-o", str(out)]) == 2
 
 
 def test_errors_are_one_line(capsys, tmp_path):
@@ -106,8 +125,13 @@ def test_huge_model_is_drawn_without_waiting_for_inspect(capsys, tmp_path):
     out = tmp_path / "c.html"
     assert main(["graph", str(model), "-o", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "without shapes and FLOPs" in printed and "drawn as" in printed
+    assert "without shapes and FLOPs" in printed and "groups closed" in printed
     data = json.loads(out.read_text(encoding="utf-8").split('id="gv-data">', 1)[1].split("</script>", 1)[0])
+    assert len(data["scene"]["leaves"]) <= 12_000 and data["scene"]["note"]
+    dots = tmp_path / "c-echarts.html"
+    assert main(["graph", str(model), "--renderer", "echarts", "-o", str(dots)]) == 0
+    assert "drawn as" in capsys.readouterr().out
+    data = json.loads(dots.read_text(encoding="utf-8").split('id="gv-data">', 1)[1].split("</script>", 1)[0])
     assert len(data["panels"][0]["keys"]) <= 12_000
 
 

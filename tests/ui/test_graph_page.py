@@ -15,10 +15,19 @@ from tests.conftest import SAMPLES, current_model, parse_model, save
 from tests.graphview.optimized import fold_conv_bn
 
 
-def _graph(at):
+def _graph(at, mode: str | None = None):
     at.switch_page("views/graph.py").run()
     assert not at.exception, at.exception
+    if mode is not None:
+        at.radio(key="graph_mode").set_value(mode).run()
+        assert not at.exception, at.exception
     return at
+
+
+def _viewer_data(at, i: int = 0) -> dict:
+    """The scene inside the viewer's iframe (the JSON block the renderer draws)."""
+    doc = at.get("iframe")[i].proto.srcdoc
+    return json.loads(doc.split('id="gv-data">', 1)[1].split("</script>", 1)[0])
 
 
 def _chart(at, i: int = 0) -> dict:
@@ -31,7 +40,7 @@ def _items(at, i: int = 0) -> list[dict]:
 
 
 def test_overview_level_overlay_search_and_details(app):
-    at = _graph(app(str(SAMPLES / "cnn_unfused.onnx")).run())
+    at = _graph(app(str(SAMPLES / "cnn_unfused.onnx")).run(), "Overview")
     assert len(_items(at)) == 39                        # the whole model fits: everything drawn
     legend = at.get("html")[0].proto.body
     assert "op type" in legend and "BatchNormalization" in legend and "background:#" in legend
@@ -57,6 +66,27 @@ def test_overview_level_overlay_search_and_details(app):
     assert at.session_state["selected_node"] == "/fc/Gemm"
     assert any(md.value.startswith("### Gemm") for md in at.markdown)
     assert any("onnx-studio graph" in c.value for c in at.code)
+
+
+def test_graph_viewer_opens_the_detector_with_numeric_shapes(app):
+    """The default view is the box viewer: the detector opens at <= ~150 boxes, with its
+    real scopes, Conv attributes and weights, and numeric edge shapes once dims are set."""
+    at = app(str(SAMPLES / "yolo_detector.onnx")).run()
+    at.session_state["onnx_studio_dims"] = {"height": 320, "width": 320}
+    at = _graph(at.run())
+    scene = _viewer_data(at)["scene"]
+    assert any(g["label"] == "model.22" for g in scene["groups"])
+    conv = next(lf for lf in scene["leaves"] if lf["key"] == "/model.0/conv/Conv")
+    assert conv["attrs"][:2] == ["kernel 3×3", "stride 2"] and conv["w"] == ["W ⟨4×3×3×3⟩", "B ⟨4⟩"]
+    shapes = [e[3] for e in scene["edges"] if e[3]]
+    assert "1×4×160×160" in shapes and not any("height" in x or "floor" in x for x in shapes)
+    assert any("onnx-studio graph yolo_detector.onnx --dim height=320 --dim width=320" in c.value for c in at.code)
+    # An overlay colours a stripe on each box, with its legend.
+    at.selectbox(key="graph_overlay").set_value("FLOPs share").run()
+    data = _viewer_data(at)
+    marked = [lf for lf in data["scene"]["leaves"] if lf.get("mark")]
+    assert len(marked) >= 64 and all("%" in lf["ov"] for lf in marked)
+    assert "FLOPs share" in at.get("iframe")[0].proto.srcdoc.split('id="elk-src"', 1)[0]
 
 
 def test_detail_view_of_a_neighbourhood_and_a_group(app):
@@ -88,17 +118,19 @@ def test_diff_of_two_versions_shows_the_removed_batchnorms(app):
     assert all("fused by fuse-conv-bn" in p for p in bn["pass"])
     ops = frames["op type"].set_index("op type")
     assert ops.loc["BatchNormalization", "after"] == "0"
-    removed = [it for it in _items(at) if it["itemStyle"]["color"] == "#e15759"]
-    assert len(removed) == 11
+    data = _viewer_data(at)
+    removed = [lf for lf in data["scene"]["leaves"] if lf.get("status") == "removed"]
+    assert len(removed) == 11 and len(data["panels"]) == 1
     at.radio(key="diff_mode").set_value("side-by-side").run()
-    assert len(at.get("echarts_chart")) == 2
+    panels = _viewer_data(at)["panels"]
+    assert [p["side"] for p in panels] == ["a", "b"]          # one layout, drawn twice
 
 
 def test_hostile_names_on_the_graph_page(app, tmp_path):
     m = parse_model('<ir_version: 8, opset_import: ["" : 17]> g (float[1] x) => (float[1] y) { y = Relu(x) }')
     m.graph.node[0].name = '<script>alert(1)</script>[x](javascript:alert(1))"];\n'
     p = save(m, tmp_path / "evil.onnx")
-    at = _graph(app(str(p)).run())
+    at = _graph(app(str(p)).run(), "Overview")
     at.text_input(key="graph_query").input("script").run()
     at.selectbox(key="graph_match").set_value(at.selectbox(key="graph_match").options[0]).run()
     assert not at.exception
@@ -112,7 +144,7 @@ def test_hostile_names_on_the_graph_page(app, tmp_path):
 @pytest.mark.slow
 def test_huge_model_is_drawn_before_inspect(app, tmp_path):
     """R20: a 60,000-node chain gets an aggregated overview first; shapes and FLOPs on request."""
-    at = _graph(app(str(chain(60_000, tmp_path / "chain.onnx"))).run())
+    at = _graph(app(str(chain(60_000, tmp_path / "chain.onnx"))).run(), "Overview")
     assert 0 < len(_items(at)) <= 12_000
     assert any("drawn as" in i.value for i in at.info)
     assert any("without shapes and FLOPs" in c.value for c in at.caption)

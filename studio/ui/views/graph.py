@@ -1,7 +1,9 @@
-"""Graph: the whole model (an overview aggregated to fit, zoom and pan, click a
-node for its details), a region in detail (a node's neighbourhood or a group,
-drawn by graphviz), and a before/after diff of any two versions. Every view
-is coloured by an overlay and says how to get the same from the CLI."""
+"""Graph: the model as op boxes with attributes and weight shapes (the viewer:
+ELK layout in the browser, groups expand in place, click an edge for its
+producer, minimap), the dot overview aggregated to fit (ECharts), a region in
+detail (graphviz), and a before/after diff of any two versions drawn by the
+viewer with one layout and synced pan/zoom. Every view says how to get the
+same from the CLI."""
 
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from studio import api
 from studio.core.fmt import printable
 from studio.ui import state, widgets
 
-MODES = ("Overview", "Detail", "Diff")
+MODES = ("Graph", "Overview", "Detail", "Diff")
 CHART_HEIGHT = 620
+VIEWER_HEIGHT = 820
 
 
 def _view_key(*parts: object) -> str:
@@ -147,6 +150,31 @@ def _overview(handle, summary, index, overlays) -> None:
         _node_panel(handle, summary, index, selected, "graph")
 
 
+def _viewer(handle, summary, index, overlays) -> None:
+    names = list(overlays)
+    c1, c2 = st.columns([2, 5])
+    overlay = c1.selectbox("Overlay", names, key="graph_overlay",
+                           help="colours a stripe on each box (op type: the boxes' own header colours)")
+    memo = st.session_state.get("graph_viewer_memo")
+    focus = st.session_state.get("selected_node")
+    if focus not in index.ids:
+        focus = None
+    key = (state.session_id(), handle.sha256, overlay, id(index), id(state.overlay_data(handle.sha256)), focus)
+    if memo is not None and memo[0] == key:
+        html = memo[1]
+    else:
+        html = widgets.guarded(lambda: api.graph_viewer_html(
+            index, summary=summary, overlay=None if overlay == "op type" else overlays[overlay],
+            height=VIEWER_HEIGHT, title=handle.path.name, focus=focus), spinner="Preparing the graph…")
+        if html is None:
+            return
+        st.session_state["graph_viewer_memo"] = (key, html)
+    c2.caption(f"{index.nodes:,} nodes · opens at a level of at most ~150 boxes · click a group to expand or "
+               "collapse it in place, an edge to jump to its producer, a node for its attributes; drag to pan, "
+               "wheel to zoom, the minimap to move, Fit to see it all")
+    st.iframe(html, height=VIEWER_HEIGHT + 10)
+
+
 def _detail(handle, summary, index, overlays) -> None:
     region = st.radio("Region", ["Neighbourhood of a node", "A group"], horizontal=True, key="graph_region")
     c1, c2 = st.columns([3, 2])
@@ -223,23 +251,13 @@ def _diff() -> None:
                         ("Changed", str(counts["changed"])), ("Unchanged", str(counts["unchanged"]))])
     if d.passes:
         st.caption("Passes: " + widgets.md_escape(", ".join(d.passes), 300))
-    views = widgets.guarded(lambda: api.diff_views(d, mode), spinner="Laying out…")
-    if not views:
+    html = widgets.guarded(lambda: api.diff_viewer_html(d, side_by_side=mode == "side-by-side",
+                                                        height=VIEWER_HEIGHT), spinner="Laying out…")
+    if html is None:
         return
-    cols = st.columns(len(views))
-    titles = [f"before ({a})", f"after ({b})"] if len(views) == 2 else [f"{a} → {b}, one graph"]
-    for n, (col, view, title) in enumerate(zip(cols, views, titles)):
-        with col:
-            st.markdown(f"**{title}**")
-            if view.note:
-                st.caption(widgets.md_escape(view.note, 300))
-            _legend(view)
-            event = st.echarts_chart(api.graph_echarts(view), on_select="rerun", height=CHART_HEIGHT,
-                                     key=f"diff_chart_{n}_" + _view_key(mkey, mode))
-            picked = _selected_item(event)
-            if picked is not None and picked < len(view):
-                lines = view.tooltip_lines(picked)
-                st.caption(widgets.md_escape(" · ".join(f"{k}: {v}" for k, v in lines), 600))
+    st.caption("One layout of both versions: a matched node sits at the same place on both sides, and pan/zoom "
+               "move both. Removed nodes are ghosted after, added ones before; the stripe is the status.")
+    st.iframe(html, height=VIEWER_HEIGHT + 10)
     tables = api.diff_tables(d)
     for t in tables:
         if t.rows:
@@ -279,7 +297,11 @@ def render() -> None:
             st.rerun()
     mode = st.radio("View", MODES, horizontal=True, key="graph_mode", label_visibility="collapsed")
     overlays = api.graph_overlays(index, summary, state.overlay_data(handle.sha256))
-    if mode == "Overview":
+    if mode == "Graph":
+        _viewer(handle, summary, index, overlays)
+        widgets.cli_hint(f"onnx-studio graph {handle.path.name}"
+                         + "".join(f" --dim {k}={v}" for k, v in (state.dims() or {}).items()) + " -o graph.html")
+    elif mode == "Overview":
         _overview(handle, summary, index, overlays)
         level = st.session_state.get("graph_level")
         ov = st.session_state.get("graph_overlay", "op type")

@@ -1,0 +1,151 @@
+"""The box viewer in Chromium: first paint and pan frame times for 1k, 10k and
+100k-node models (issue: 10k opens in <= 3 s to first paint and pans at >= 30
+fps; a 100k chain opens, aggregated, in <= 5 s).
+
+Per model, in a fresh process: the viewer page is built the way the Graph page
+builds it (graph + hierarchy + scene + HTML; inspect first below 50k nodes, as
+the page does). Then Chromium opens the page: *first paint* is the renderer's
+``window.__graphReady`` (ms after navigation start: parse, ELK layout in its
+worker, first canvas frame); *pan* is a scripted 1.2 s mouse drag during which
+``requestAnimationFrame`` timestamps are recorded (frame interval median/p95 ->
+fps) and every draw is timed. The 10k model is measured twice: as it opens
+(<= ~150 items) and with every group open (all 10k boxes, the flat layout,
+level of detail and culling doing the work). Printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.graph_models import chain, resnet_like
+from benchmarks.harness import print_table, run_snippet
+from benchmarks.models import CACHE
+
+CASES = [("resnet-like 1k", "r1k", lambda p: resnet_like(100, p), None),
+         ("resnet-like 10k", "r10k", lambda p: resnet_like(1000, p), 3.0),
+         ("chain 100k", "chain100k", lambda p: chain(100_000, p), 5.0)]
+
+_SNIPPET = """
+t0 = time.perf_counter(); h = api.load({path!r}); t_load = time.perf_counter() - t0
+t0 = time.perf_counter()
+s = None if api.graph_prefers_fast_path(h) else api.inspect(h)
+t_inspect = time.perf_counter() - t0
+t0 = time.perf_counter(); idx = api.graph_index(h, s); t_index = time.perf_counter() - t0
+t0 = time.perf_counter(); html, stats = graph_page(idx.graph, idx.hierarchy); t_html = time.perf_counter() - t0
+open({html_path!r}, "w", encoding="utf-8").write(html)
+result = dict(nodes=len(idx.graph.nodes), leaves=stats.leaves, visible=stats.visible, sealed=stats.sealed,
+              load=t_load, inspect=t_inspect, index=t_index, html=t_html, mb=len(html) / 1e6)
+"""
+
+_RECORD = """() => {
+  window.__frameTimes = []; window.__drawMs = [];
+  const v = window.__graph.viewer, draw = v.draw.bind(v);
+  v.draw = function () { const t = performance.now(); draw(); window.__drawMs.push(performance.now() - t); };
+  window.__rec = true;
+  const tick = (t) => { window.__frameTimes.push(t); if (window.__rec) requestAnimationFrame(tick); };
+  requestAnimationFrame(tick);
+}"""
+
+
+def _drag(page, seconds: float = 1.2) -> dict:
+    box = page.locator(".gv-canvas").first.bounding_box()
+    cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.evaluate(_RECORD)
+    page.mouse.move(cx, cy)
+    page.mouse.down()
+    steps = 72
+    t_end = time.perf_counter() + seconds
+    for i in range(steps):
+        dx = 250 * ((i % 36) / 36 - 0.5)
+        page.mouse.move(cx + dx, cy + dx * 0.6)
+        left = t_end - time.perf_counter()
+        if left > 0:
+            time.sleep(left / (steps - i))
+    page.mouse.up()
+    page.evaluate("() => { window.__rec = false; }")
+    t = page.evaluate("window.__frameTimes")
+    d = page.evaluate("window.__drawMs")
+    gaps = [b - a for a, b in zip(t, t[1:])] or [0.0]
+    gaps.sort()
+    med = statistics.median(gaps)
+    p95 = gaps[min(len(gaps) - 1, int(len(gaps) * 0.95))]
+    return {"median": med, "p95": p95, "fps": 1000 / med if med else 0.0, "draws": len(d),
+            "draw_max": max(d) if d else 0.0, "draw_med": statistics.median(d) if d else 0.0}
+
+
+def _browser(html: Path, open_all: bool) -> dict | None:
+    try:
+        from playwright.sync_api import sync_playwright
+
+        from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
+    except ImportError:
+        return None
+    exe = chromium_path()
+    if exe is None:
+        return None
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+        page = b.new_page(viewport={"width": 1400, "height": 1000})
+        t = time.perf_counter()
+        page.goto(html.as_uri())
+        page.wait_for_function("() => window.__graphReady", timeout=300_000, polling=50)
+        wall = time.perf_counter() - t
+        first = page.evaluate("window.__graphReady") / 1000
+        layout = page.evaluate("__graph.layoutMs()") / 1000
+        engine = page.evaluate("__graph.engine()")
+        if open_all:
+            seq = page.evaluate("__graph.layoutSeq()")
+            t = time.perf_counter()
+            page.evaluate("() => { const v = __graph.viewer; v.model.s.groups.forEach((g, i) => v.model.open.add(i));"
+                          " v.relayout(null); }")
+            page.wait_for_function(f"() => __graph.layoutSeq() > {seq} && __graph.ready() && "
+                                   "document.querySelector('.gv-status').textContent.indexOf('laying out') < 0",
+                                   timeout=300_000)
+            layout = time.perf_counter() - t
+            page.evaluate("() => __graph.viewer.fit()")
+        page.wait_for_timeout(300)
+        visible = page.evaluate("__graph.visibleCount()")
+        pan = _drag(page)
+        b.close()
+    return {"first": first, "wall": wall, "layout": layout, "engine": engine, "visible": visible, **pan}
+
+
+def main(browser: bool = True) -> list[list]:
+    rows = []
+    tmp = Path(tempfile.mkdtemp(prefix="bench-graph-viewer-"))
+    for label, key, build, goal in CASES:
+        path = CACHE / "graphview" / f"{key}.onnx"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            build(path)
+        html = tmp / f"{key}-viewer.html"
+        run = run_snippet("import json, time\nfrom studio import api\nfrom studio.graphview.viewer import graph_page",
+                          _SNIPPET.format(path=str(path), html_path=str(html)))
+        r = run.result
+        server = r["index"] + r["html"]
+        variants = [("as it opens", False)] + ([("every group open", True)] if key == "r10k" else [])
+        for name, open_all in variants:
+            m = _browser(html, open_all) if browser else None
+            rows.append([f"{label} ({r['nodes']:,} nodes)", name,
+                         f"{r['leaves']:,}" + (f" ({r['sealed']:,} sealed)" if r["sealed"] else ""),
+                         f"{r['inspect']:.2f}", f"{server:.2f}", f"{r['mb']:.1f}",
+                         "n/a" if m is None else f"{m['visible']:,}",
+                         "n/a" if m is None else f"{m['first']:.2f}" if not open_all else "—",
+                         "n/a" if m is None else f"{m['layout']:.2f} ({m['engine']})",
+                         "n/a" if m is None else f"{m['median']:.1f} / {m['p95']:.1f}",
+                         "n/a" if m is None else f"{m['fps']:.0f}",
+                         "n/a" if m is None else f"{m['draw_med']:.1f} / {m['draw_max']:.1f}",
+                         f"<= {goal:g} s, >= 30 fps" if goal else "—"])
+    print_table("Graph viewer in Chromium (first paint: s after navigation; frames: ms; printed, not asserted)",
+                ["model", "view", "leaves shipped", "inspect s", "graph+page build s", "page MB", "visible items",
+                 "first paint s", "layout s", "frame median / p95", "pan fps", "draw median / max ms",
+                 "goal"], rows)
+    return rows
+
+
+if __name__ == "__main__":
+    main(browser="--no-browser" not in sys.argv)

@@ -1,0 +1,882 @@
+/* onnx-studio graph renderer: ELK (elkjs, compound layered layout, in a web worker
+ * when the page allows one) + a canvas drawing with level of detail and culling.
+ * Data: the JSON scene(s) of studio/graphview/scene.py in <script id="gv-data">.
+ * Model text is drawn with fillText and written with textContent only. */
+(function () {
+  'use strict';
+  var DATA = JSON.parse(document.getElementById('gv-data').textContent);
+  var FONT = '12px system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif';
+  var BOLD = 'bold 12px system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif';
+  var SMALL = '10px system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif';
+  var LINE = 15, PADX = 7, HEAD = 18, CHEAD = 22, MIN_TEXT_PX = 6;
+  var ELK_MAX = 1500;           /* above this many visible items: the fast flat layout */
+  var LABEL_MAX = 700;          /* above this many visible edges: no edge labels in the layout */
+  var measureCtx = document.createElement('canvas').getContext('2d');
+  function textW(t, font) { measureCtx.font = font; return measureCtx.measureText(t).width; }
+
+  /* ---------- ELK, in a worker when possible ---------- */
+  function makeEngine() {
+    var engine = {kind: 'main', pending: {}, seq: 0, worker: null, elk: null};
+    function mainElk() { if (!engine.elk) engine.elk = new ELK(); return engine.elk; }
+    try {
+      var src = document.getElementById('elk-src').textContent;
+      var glue = '\n;var __elk=new ELK();self.onmessage=function(e){__elk.layout(e.data.g).then(' +
+        'function(r){self.postMessage({id:e.data.id,g:r});},function(err){self.postMessage({id:e.data.id,' +
+        'err:String(err&&err.message||err)});});};';
+      var url = URL.createObjectURL(new Blob([src, glue], {type: 'text/javascript'}));
+      var w = new Worker(url);
+      w.onmessage = function (e) {
+        var p = engine.pending[e.data.id]; delete engine.pending[e.data.id];
+        if (!p) return;
+        if (e.data.err) p.reject(new Error(e.data.err)); else p.resolve(e.data.g);
+      };
+      w.onerror = function (ev) {
+        ev.preventDefault && ev.preventDefault();
+        engine.kind = 'main'; engine.worker = null;
+        var ps = engine.pending; engine.pending = {};
+        Object.keys(ps).forEach(function (k) { mainElk().layout(ps[k].g).then(ps[k].resolve, ps[k].reject); });
+      };
+      engine.worker = w; engine.kind = 'worker';
+    } catch (e) { engine.kind = 'main'; }
+    engine.layout = function (g) {
+      if (engine.worker) {
+        return new Promise(function (resolve, reject) {
+          var id = ++engine.seq;
+          engine.pending[id] = {resolve: resolve, reject: reject, g: g};
+          engine.worker.postMessage({id: id, g: g});
+        });
+      }
+      return mainElk().layout(g);
+    };
+    return engine;
+  }
+
+  /* ---------- the model side: which groups are open, what is visible ---------- */
+  function Model(scene) {
+    this.s = scene;
+    var groups = scene.groups;
+    this.open = new Set(scene.open);
+    this.initialOpen = scene.open.slice();
+    this.children = groups.map(function () { return []; });
+    this.leavesOf = groups.map(function () { return []; });
+    for (var i = 1; i < groups.length; i++) if (groups[i].parent >= 0) this.children[groups[i].parent].push(i);
+    for (var j = 0; j < scene.leaves.length; j++) this.leavesOf[scene.leaves[j].g].push(j);
+    this.byKey = {};
+    for (var a = 0; a < scene.leaves.length; a++) this.byKey[scene.leaves[a].key] = 'n' + a;
+    for (var b = 0; b < groups.length; b++) this.byKey['group:' + groups[b].key] = 'g' + b;
+    /* tensor -> producer leaf and consumer leaves */
+    this.producer = {}; this.consumers = {};
+    for (var k = 0; k < scene.edges.length; k++) {
+      var e = scene.edges[k], t = e[2];
+      if (!t) continue;
+      this.producer[t] = e[0];
+      (this.consumers[t] = this.consumers[t] || []).push(e[1]);
+    }
+  }
+  Model.prototype.rep = function (leaf) {
+    /* the visible stand-in of a leaf: itself, or its outermost closed ancestor group */
+    var g = this.s.leaves[leaf].g, rep = null, groups = this.s.groups;
+    while (g > 0) { if (!this.open.has(g)) rep = g; g = groups[g].parent; }
+    return rep === null ? 'n' + leaf : 'g' + rep;
+  };
+  Model.prototype.groupVisible = function (g) {
+    var groups = this.s.groups, p = groups[g].parent;
+    while (p > 0) { if (!this.open.has(p)) return false; p = groups[p].parent; }
+    return true;
+  };
+  Model.prototype.reveal = function (leaf) {
+    var g = this.s.leaves[leaf].g, changed = false, groups = this.s.groups;
+    while (g > 0) { if (!this.open.has(g)) { this.open.add(g); changed = true; } g = groups[g].parent; }
+    return changed;
+  };
+
+  function leafLines(leaf) {
+    var lines = [];
+    (leaf.attrs || []).forEach(function (a) { if (a) lines.push(a); });
+    (leaf.w || []).forEach(function (w) { lines.push(w); });
+    return lines;
+  }
+  function groupLines(g) {
+    var lines = [g.size.toLocaleString() + ' nodes'];
+    if (g.ops) lines.push(g.ops);
+    return lines;
+  }
+  function boxSize(title, lines) {
+    var w = textW(title, BOLD) + 2 * PADX + 14;
+    for (var i = 0; i < lines.length; i++) w = Math.max(w, textW(lines[i], FONT) + 2 * PADX);
+    return {w: Math.ceil(Math.max(w, 54)), h: HEAD + lines.length * LINE + (lines.length ? 5 : 0)};
+  }
+
+  /* The visible graph (items + merged edges) for the current open set. */
+  Model.prototype.visible = function () {
+    var s = this.s, self = this, items = {}, order = [], edges = {}, elist = [];
+    function item(id, data) { if (!items[id]) { items[id] = data; order.push(id); } return items[id]; }
+    var groups = s.groups;
+    for (var g = 1; g < groups.length; g++) {
+      if (!this.groupVisible(g)) continue;
+      var gr = groups[g];
+      if (this.open.has(g)) item('g' + g, {id: 'g' + g, type: 'open', g: g, parent: gr.parent, title: gr.label});
+      else {
+        var lines = groupLines(gr), sz = boxSize(gr.label, lines);
+        item('g' + g, {id: 'g' + g, type: 'group', g: g, parent: gr.parent, title: gr.label, lines: lines, w: sz.w, h: sz.h});
+      }
+    }
+    var repOf = new Array(s.leaves.length);
+    for (var i = 0; i < s.leaves.length; i++) {
+      var r = this.rep(i); repOf[i] = r;
+      if (r.charAt(0) === 'n') {
+        var lf = s.leaves[i], ll = leafLines(lf), title = lf.kind === 'input' || lf.kind === 'output' ? lf.full : lf.op;
+        var bs = boxSize(title, ll);
+        item(r, {id: r, type: lf.kind === 'sealed' ? 'sealed' : 'leaf', leaf: i, parent: lf.g, title: title, lines: ll, w: bs.w, h: bs.h});
+      }
+    }
+    for (var k = 0; k < s.edges.length; k++) {
+      var e = s.edges[k], a = repOf[e[0]], b = repOf[e[1]];
+      if (a === b) continue;
+      var key = a + '>' + b, m = edges[key];
+      if (!m) { m = edges[key] = {id: 'e' + elist.length, src: a, dst: b, tensors: [], labels: [], count: 0, raw: [], side: e[5] || 'ab'}; elist.push(m); }
+      else if (m.side !== (e[5] || 'ab')) m.side = 'ab';
+      m.count += e[4]; m.raw.push(k);
+      if (e[2] && m.tensors.indexOf(e[2]) < 0) { m.tensors.push(e[2]); m.labels.push(e[3]); }
+    }
+    elist.forEach(function (m) {
+      m.text = m.tensors.length === 1 ? m.labels[0] : (m.tensors.length > 1 ? m.tensors.length + ' tensors' : (m.count > 1 ? m.count + ' tensors' : ''));
+    });
+    /* open groups with nothing visible inside are drawn as closed boxes */
+    var hasChild = {};
+    order.forEach(function (id) { var it = items[id]; if (it.parent > 0) hasChild[it.parent] = true; });
+    order.forEach(function (id) {
+      var it = items[id];
+      if (it.type === 'open' && !hasChild[it.g]) {
+        var gr = groups[it.g], lines = groupLines(gr), sz = boxSize(gr.label, lines);
+        it.type = 'group'; it.lines = lines; it.w = sz.w; it.h = sz.h;
+      }
+    });
+    return {items: items, order: order, edges: elist};
+  };
+
+  /* ---------- layouts ---------- */
+  var ROOT_OPTS = {
+    'elk.algorithm': 'layered', 'elk.direction': 'DOWN', 'elk.hierarchyHandling': 'INCLUDE_CHILDREN',
+    'elk.layered.spacing.nodeNodeBetweenLayers': '26', 'elk.spacing.nodeNode': '16',
+    'elk.layered.spacing.edgeNodeBetweenLayers': '10', 'elk.spacing.edgeNode': '10', 'elk.spacing.edgeEdge': '6',
+    'elk.spacing.edgeLabel': '2', 'elk.edgeLabels.placement': 'CENTER', 'elk.layered.thoroughness': '2',
+    'elk.layered.nodePlacement.strategy': 'BRANDES_KOEPF', 'elk.layered.nodePlacement.bk.fixedAlignment': 'BALANCED',
+    'elk.json.edgeCoords': 'ROOT', 'elk.json.shapeCoords': 'ROOT', 'elk.padding': '[top=14,left=14,bottom=14,right=14]'
+  };
+  var GROUP_OPTS = {'elk.padding': '[top=' + (CHEAD + 8) + ',left=10,bottom=10,right=10]'};
+
+  function elkGraph(vis) {
+    var nodes = {}, root = {id: 'root', layoutOptions: ROOT_OPTS, children: [], edges: []};
+    nodes[0] = root;
+    vis.order.forEach(function (id) {
+      var it = vis.items[id];
+      var n = it.type === 'open' ? {id: id, layoutOptions: GROUP_OPTS, children: [],
+        labels: [{text: it.title, width: textW(it.title, BOLD) + 30, height: CHEAD}]}
+        : {id: id, width: it.w, height: it.h};
+      if (it.type === 'open') nodes[it.g] = n;
+      it.elk = n;
+    });
+    vis.order.forEach(function (id) {
+      var it = vis.items[id], parent = nodes[it.parent > 0 ? it.parent : 0] || root;
+      parent.children.push(it.elk);
+    });
+    var withLabels = vis.edges.length <= LABEL_MAX;
+    vis.edges.forEach(function (e) {
+      var ed = {id: e.id, sources: [e.src], targets: [e.dst]};
+      if (withLabels && e.text) ed.labels = [{text: e.text, width: Math.ceil(textW(e.text, SMALL)) + 6, height: 13}];
+      root.edges.push(ed);
+    });
+    return root;
+  }
+
+  function readElk(vis, res) {
+    var boxes = {}, edges = [];
+    (function walk(n) {
+      (n.children || []).forEach(function (c) {
+        boxes[c.id] = {x: c.x, y: c.y, w: c.width, h: c.height};
+        walk(c);
+      });
+    })(res);
+    var byId = {};
+    vis.edges.forEach(function (e) { byId[e.id] = e; });
+    (res.edges || []).forEach(function (re) {
+      var e = byId[re.id]; if (!e) return;
+      var pts = [];
+      (re.sections || []).forEach(function (s) {
+        pts.push([s.startPoint.x, s.startPoint.y]);
+        (s.bendPoints || []).forEach(function (b) { pts.push([b.x, b.y]); });
+        pts.push([s.endPoint.x, s.endPoint.y]);
+      });
+      var lab = re.labels && re.labels[0] && re.labels[0].x !== undefined ?
+        {x: re.labels[0].x, y: re.labels[0].y, w: re.labels[0].width, h: re.labels[0].height} : null;
+      edges.push({e: e, pts: pts, label: lab});
+    });
+    return {boxes: boxes, edges: edges, w: res.width, h: res.height};
+  }
+
+  /* Flat layered layout for huge drawings (ELK would take too long): longest-path
+   * layers, one barycenter sweep, straight edges; open groups are not drawn as frames. */
+  function flatLayout(vis) {
+    var ids = vis.order.filter(function (id) { return vis.items[id].type !== 'open'; });
+    var idx = {}; ids.forEach(function (id, i) { idx[id] = i; });
+    var n = ids.length, preds = [], succs = [], indeg = new Int32Array(n), layer = new Int32Array(n);
+    for (var i = 0; i < n; i++) { preds.push([]); succs.push([]); }
+    vis.edges.forEach(function (e) {
+      var a = idx[e.src], b = idx[e.dst]; if (a === undefined || b === undefined) return;
+      succs[a].push(b); preds[b].push(a); indeg[b]++;
+    });
+    var queue = [], head = 0;
+    for (var q = 0; q < n; q++) if (!indeg[q]) queue.push(q);
+    while (head < queue.length) {
+      var u = queue[head++];
+      succs[u].forEach(function (v) { layer[v] = Math.max(layer[v], layer[u] + 1); if (--indeg[v] === 0) queue.push(v); });
+    }
+    var rows = [];
+    for (var r = 0; r < n; r++) (rows[layer[r]] = rows[layer[r]] || []).push(r);
+    var pos = new Float64Array(n), y = 0, boxes = {}, maxW = 0, rowH = [];
+    rows.forEach(function (row) {
+      if (!row) return;
+      row.forEach(function (v) { var p = preds[v]; pos[v] = p.length ? p.reduce(function (s, x) { return s + pos[x]; }, 0) / p.length : 0; });
+      row.sort(function (a, b) { return pos[a] - pos[b]; });
+      var x = 0, h = 0;
+      row.forEach(function (v) { var it = vis.items[ids[v]]; pos[v] = x + it.w / 2; x += it.w + 16; h = Math.max(h, it.h); });
+      maxW = Math.max(maxW, x);
+      rowH.push(h);
+    });
+    /* Deep graphs wrap into side-by-side columns so the drawing is not a thin line. */
+    var perCol = Math.max(40, Math.ceil(Math.sqrt(rows.length * 3)));
+    var colW = maxW + 60, ri = 0;
+    rows.forEach(function (row, li) {
+      if (!row) return;
+      var col = Math.floor(ri / perCol), yy = (ri % perCol) * 0;
+      ri++;
+      row.forEach(function (v) {
+        var it = vis.items[ids[v]];
+        boxes[ids[v]] = {x: col * colW + pos[v] - it.w / 2 + 14, y: 0, w: it.w, h: it.h, row: li % perCol};
+      });
+    });
+    var rowY = [], acc = 14;
+    for (var k = 0; k < perCol; k++) { rowY.push(acc); acc += (rowH[k] || LINE) + 24; }
+    Object.keys(boxes).forEach(function (id) { boxes[id].y = rowY[boxes[id].row] || 0; });
+    var edges = vis.edges.map(function (e) {
+      var a = boxes[e.src], b = boxes[e.dst];
+      if (!a || !b) return null;
+      return {e: e, pts: [[a.x + a.w / 2, a.y + a.h], [b.x + b.w / 2, b.y]], label: null};
+    }).filter(Boolean);
+    return {boxes: boxes, edges: edges, w: colW * Math.ceil(rows.length / perCol), h: acc, flat: true};
+  }
+
+  /* ---------- the viewer ---------- */
+  function Viewer(root, data) {
+    var self = this;
+    this.root = root; this.data = data;
+    this.model = new Model(data.scene);
+    this.panels = [];
+    this.t = {k: 1, x: 0, y: 0};
+    this.selected = null; this.selTensor = null;
+    this.engine = makeEngine();
+    this.layoutSeq = 0; this.layoutMs = 0; this.frameCount = 0; this.frames = []; this.boxes = [];
+    var row = root.querySelector('.gv-panels');
+    data.panels.forEach(function (p, i) {
+      var el = document.createElement('div'); el.className = 'gv-panel';
+      var title = document.createElement('div'); title.className = 'gv-title'; title.textContent = p.title || '';
+      var canvas = document.createElement('canvas'); canvas.className = 'gv-canvas'; canvas.dataset.panel = String(i);
+      el.appendChild(title); el.appendChild(canvas); row.appendChild(el);
+      self.panels.push({el: el, canvas: canvas, side: p.side || null, labels: []});
+    });
+    this.mini = root.querySelector('.gv-minimap');
+    this.details = root.querySelector('.gv-details');
+    this.status = root.querySelector('.gv-status');
+    this.bind();
+    this.resize();
+    window.addEventListener('resize', function () { self.resize(); self.schedule(); });
+  }
+
+  Viewer.prototype.resize = function () {
+    var dpr = window.devicePixelRatio || 1;
+    this.panels.forEach(function (p) {
+      var r = p.canvas.getBoundingClientRect();
+      p.w = r.width; p.h = r.height;
+      p.canvas.width = Math.max(1, Math.round(r.width * dpr)); p.canvas.height = Math.max(1, Math.round(r.height * dpr));
+      p.dpr = dpr;
+    });
+    var mr = this.mini.getBoundingClientRect();
+    this.mini.width = Math.round(mr.width * dpr); this.mini.height = Math.round(mr.height * dpr);
+  };
+
+  Viewer.prototype.relayout = function (anchor) {
+    var self = this, vis = this.model.visible(), seq = ++this.layoutSeq, t0 = performance.now();
+    var count = vis.order.length;
+    this.status.textContent = 'laying out ' + count.toLocaleString() + ' items…';
+    var done = function (lay) {
+      if (seq !== self.layoutSeq) return;
+      self.layoutMs = performance.now() - t0;
+      var before = anchor && self.lay ? self.screenOf(anchor) : null;
+      self.vis = vis; self.lay = lay; self.buildIndex();
+      if (before) {
+        var b = lay.boxes[anchor];
+        if (b) { self.t.x = before.x - b.x * self.t.k; self.t.y = before.y - b.y * self.t.k; }
+      } else if (!self.placed) { self.initialView(); self.placed = true; }
+      self.status.textContent = count.toLocaleString() + ' items · ' + vis.edges.length.toLocaleString() + ' edges · layout ' +
+        Math.round(self.layoutMs) + ' ms' + (lay.flat ? ' (fast flat layout: too many items for ELK)' : ' (ELK, ' + self.engine.kind + ')');
+      self.schedule();
+    };
+    if (count > ELK_MAX) { setTimeout(function () { done(flatLayout(vis)); }, 0); return; }
+    this.engine.layout(elkGraph(vis)).then(function (res) { done(readElk(vis, res)); }, function (err) {
+      if (seq !== self.layoutSeq) return;
+      console.warn('ELK failed, using the flat layout:', err);
+      done(flatLayout(vis));
+    });
+  };
+
+  Viewer.prototype.buildIndex = function () {
+    /* draw lists, sorted: open frames by depth, then leaves */
+    var vis = this.vis, lay = this.lay, frames = [], boxes = [];
+    var groups = this.model.s.groups;
+    vis.order.forEach(function (id) {
+      var it = vis.items[id], b = lay.boxes[id];
+      if (!b) return;
+      if (it.type === 'open') { if (!lay.flat) frames.push({it: it, b: b, depth: groups[it.g].depth}); }
+      else boxes.push({it: it, b: b});
+    });
+    frames.sort(function (a, b) { return a.depth - b.depth; });
+    this.frames = frames; this.boxes = boxes;
+    var minx = Infinity, miny = Infinity, maxx = -Infinity, maxy = -Infinity;
+    boxes.concat(frames).forEach(function (o) {
+      minx = Math.min(minx, o.b.x); miny = Math.min(miny, o.b.y);
+      maxx = Math.max(maxx, o.b.x + o.b.w); maxy = Math.max(maxy, o.b.y + o.b.h);
+    });
+    if (minx === Infinity) { minx = miny = 0; maxx = maxy = 1; }
+    this.bounds = {x: minx, y: miny, w: maxx - minx, h: maxy - miny};
+    this.lay.edges.forEach(function (ed) {
+      var x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+      ed.pts.forEach(function (p) { x0 = Math.min(x0, p[0]); y0 = Math.min(y0, p[1]); x1 = Math.max(x1, p[0]); y1 = Math.max(y1, p[1]); });
+      ed.bb = [x0, y0, x1, y1];
+    });
+  };
+
+  Viewer.prototype.initialView = function () {
+    /* Readable first: the whole drawing if it fits at >= 85 %, else 85-100 % starting at
+     * the inputs (the topmost box centred), like Netron; Fit shows everything. */
+    var p = this.panels[0], b = this.bounds;
+    var fit = Math.min(1.1, (p.w - 20) / b.w, (p.h - 20) / b.h);
+    var k = fit >= 0.85 ? fit : Math.max(0.85, Math.min(1, (p.w - 20) / b.w));
+    this.t.k = k;
+    if (b.w * k <= p.w) this.t.x = (p.w - b.w * k) / 2 - b.x * k;
+    else {
+      var top = null;
+      this.boxes.forEach(function (o) { if (!top || o.b.y < top.y) top = o.b; });
+      this.t.x = p.w / 2 - (top.x + top.w / 2) * k;
+    }
+    this.t.y = b.h * k <= p.h ? (p.h - b.h * k) / 2 - b.y * k : 10 - b.y * k;
+  };
+
+  Viewer.prototype.fit = function () {
+    var p = this.panels[0], b = this.bounds;
+    var k = Math.min(2, (p.w - 20) / b.w, (p.h - 20) / b.h);
+    this.t.k = k; this.t.x = (p.w - b.w * k) / 2 - b.x * k; this.t.y = (p.h - b.h * k) / 2 - b.y * k;
+    this.schedule();
+  };
+
+  Viewer.prototype.screenOf = function (id) {
+    var b = this.lay && this.lay.boxes[id];
+    if (!b) return null;
+    return {x: b.x * this.t.k + this.t.x, y: b.y * this.t.k + this.t.y, w: b.w * this.t.k, h: b.h * this.t.k};
+  };
+
+  Viewer.prototype.schedule = function () {
+    var self = this;
+    if (this.raf) return;
+    this.raf = requestAnimationFrame(function () { self.raf = 0; self.draw(); });
+  };
+
+  function ghostOf(side, panelSide) {
+    return panelSide && side && side !== 'ab' && side !== panelSide;
+  }
+
+  Viewer.prototype.itemSide = function (it) {
+    if (it.type === 'leaf' || it.type === 'sealed') return this.model.s.leaves[it.leaf].side || 'ab';
+    return 'ab';
+  };
+
+  Viewer.prototype.draw = function () {
+    var self = this;
+    this.panels.forEach(function (p) { self.drawPanel(p); });
+    this.drawMini();
+    this.frameCount++;
+    if (!window.__graphReady) {
+      window.__graphReady = performance.now();
+      document.body.dataset.rendered = '1';
+    }
+  };
+
+  function roundRect(ctx, x, y, w, h, r) {
+    ctx.beginPath();
+    ctx.moveTo(x + r, y); ctx.lineTo(x + w - r, y); ctx.quadraticCurveTo(x + w, y, x + w, y + r);
+    ctx.lineTo(x + w, y + h - r); ctx.quadraticCurveTo(x + w, y + h, x + w - r, y + h);
+    ctx.lineTo(x + r, y + h); ctx.quadraticCurveTo(x, y + h, x, y + h - r);
+    ctx.lineTo(x, y + r); ctx.quadraticCurveTo(x, y, x + r, y); ctx.closePath();
+  }
+
+  Viewer.prototype.drawPanel = function (p) {
+    var ctx = p.canvas.getContext('2d'), t = this.t, k = t.k, self = this;
+    ctx.setTransform(p.dpr, 0, 0, p.dpr, 0, 0);
+    ctx.clearRect(0, 0, p.w, p.h);
+    ctx.fillStyle = '#fafafa'; ctx.fillRect(0, 0, p.w, p.h);
+    p.labels = [];
+    if (!this.lay) return;
+    ctx.translate(t.x, t.y); ctx.scale(k, k);
+    var vx0 = -t.x / k, vy0 = -t.y / k, vx1 = (p.w - t.x) / k, vy1 = (p.h - t.y) / k;
+    function inView(x, y, w, h) { return x + w >= vx0 && y + h >= vy0 && x <= vx1 && y <= vy1; }
+    var text = 12 * k >= MIN_TEXT_PX, detail = 12 * k >= 6.5;
+    function label(x, y, w, h, kind, id) {
+      var sx = x * k + t.x, sy = y * k + t.y, sw = w * k, sh = h * k;
+      if (sx + sw < 0 || sy + sh < 0 || sx > p.w || sy > p.h) return;
+      p.labels.push({x: sx, y: sy, w: sw, h: sh, kind: kind, id: id});
+    }
+    if (!text) { this.drawCoarse(ctx, p, inView); return; }
+    /* frames of open groups */
+    this.frames.forEach(function (f) {
+      var b = f.b;
+      if (!inView(b.x, b.y, b.w, b.h)) return;
+      var shade = 236 - Math.min(5, f.depth) * 7;
+      ctx.fillStyle = 'rgba(' + (shade - 8) + ',' + (shade - 2) + ',' + (shade + 10 > 255 ? 255 : shade + 10) + ',0.55)';
+      var fmark = self.model.s.groups[f.it.g].mark;
+      ctx.strokeStyle = fmark || '#9aa5b4'; ctx.lineWidth = (fmark ? 2 : 1) / Math.max(k, 0.5);
+      roundRect(ctx, b.x, b.y, b.w, b.h, 6); ctx.fill(); ctx.stroke();
+      if (text) {
+        ctx.fillStyle = '#2d3a4a'; ctx.font = BOLD; ctx.textBaseline = 'middle';
+        var tt = '− ' + f.it.title, tw = Math.min(textW(tt, BOLD), b.w - 12);
+        ctx.save(); ctx.beginPath(); ctx.rect(b.x, b.y, b.w, CHEAD); ctx.clip();
+        ctx.fillText(tt, b.x + 8, b.y + CHEAD / 2 + 1); ctx.restore();
+        label(b.x + 8, b.y + 3, tw, CHEAD - 6, 'frame', f.it.id);
+      }
+    });
+    /* edges */
+    var sel = this.selTensor, many = this.lay.edges.length > 3000 && k < 0.3;
+    ctx.lineWidth = 1.2 / Math.max(k, 0.35);
+    this.lay.edges.forEach(function (ed) {
+      var bb = ed.bb;
+      if (!inView(bb[0], bb[1], bb[2] - bb[0] + 1, bb[3] - bb[1] + 1)) return;
+      var a = self.vis.items[ed.e.src], b = self.vis.items[ed.e.dst];
+      var ghost = ghostOf(self.itemSide(a), p.side) || ghostOf(self.itemSide(b), p.side) || ghostOf(ed.e.side, p.side);
+      var hot = sel && ed.e.tensors.indexOf(sel) >= 0;
+      ctx.strokeStyle = hot ? '#d9480f' : (ghost ? 'rgba(120,120,120,0.18)' : '#6b7280');
+      ctx.lineWidth = (hot ? 2.6 : 1.2) / Math.max(k, 0.35);
+      var pts = ed.pts;
+      ctx.beginPath(); ctx.moveTo(pts[0][0], pts[0][1]);
+      for (var i = 1; i < pts.length; i++) ctx.lineTo(pts[i][0], pts[i][1]);
+      ctx.stroke();
+      if (!many && pts.length > 1) {
+        var e1 = pts[pts.length - 1], e0 = pts[pts.length - 2], ang = Math.atan2(e1[1] - e0[1], e1[0] - e0[0]);
+        ctx.fillStyle = ctx.strokeStyle; ctx.beginPath(); ctx.moveTo(e1[0], e1[1]);
+        ctx.lineTo(e1[0] - 7 * Math.cos(ang - 0.4), e1[1] - 7 * Math.sin(ang - 0.4));
+        ctx.lineTo(e1[0] - 7 * Math.cos(ang + 0.4), e1[1] - 7 * Math.sin(ang + 0.4)); ctx.fill();
+      }
+    });
+    /* boxes */
+    var selId = this.selected;
+    this.boxes.forEach(function (o) {
+      var b = o.b, it = o.it;
+      if (!inView(b.x, b.y, b.w, b.h)) return;
+      var leaf = it.leaf !== undefined ? self.model.s.leaves[it.leaf] : null;
+      var ghost = ghostOf(self.itemSide(it), p.side);
+      ctx.globalAlpha = ghost ? 0.18 : 1;
+      var color = leaf ? leaf.c : '#4a5568';
+      if (it.type === 'group') {      /* a closed group: stacked card */
+        ctx.fillStyle = '#e2e8f0'; roundRect(ctx, b.x + 3, b.y + 3, b.w, b.h, 4); ctx.fill();
+      }
+      ctx.fillStyle = '#ffffff'; ctx.strokeStyle = it.id === selId ? '#d9480f' : '#4b5563';
+      ctx.lineWidth = (it.id === selId ? 3 : 1) / Math.max(k, 0.5);
+      roundRect(ctx, b.x, b.y, b.w, b.h, 4); ctx.fill();
+      ctx.save(); roundRect(ctx, b.x, b.y, b.w, b.h, 4); ctx.clip();
+      ctx.fillStyle = it.type === 'group' ? '#4a5568' : color; ctx.fillRect(b.x, b.y, b.w, HEAD);
+      var mark = leaf ? leaf.mark : (it.g !== undefined ? self.model.s.groups[it.g].mark : null);
+      if (mark) { ctx.fillStyle = mark; ctx.fillRect(b.x, b.y + HEAD, 5, b.h - HEAD); }
+      ctx.restore();
+      roundRect(ctx, b.x, b.y, b.w, b.h, 4); ctx.stroke();
+      if (text) {
+        ctx.textBaseline = 'middle'; ctx.fillStyle = '#ffffff'; ctx.font = BOLD;
+        var title = (it.type === 'group' ? '+ ' : '') + it.title;
+        ctx.fillText(title, b.x + PADX, b.y + HEAD / 2 + 1);
+        if (detail) {
+          ctx.font = FONT; ctx.fillStyle = '#1f2937';
+          for (var i = 0; i < it.lines.length; i++) ctx.fillText(it.lines[i], b.x + PADX, b.y + HEAD + 3 + LINE * i + LINE / 2);
+        }
+        label(b.x + 1, b.y + 1, b.w - 2, b.h - 2, it.type, it.id);
+      }
+      ctx.globalAlpha = 1;
+    });
+    /* edge labels */
+    if (text && detail) {
+      ctx.font = SMALL; ctx.textBaseline = 'middle';
+      this.lay.edges.forEach(function (ed) {
+        var l = ed.label;
+        if (!l || !ed.e.text || !inView(l.x, l.y, l.w, l.h)) return;
+        var a = self.vis.items[ed.e.src], bI = self.vis.items[ed.e.dst];
+        var ghost = ghostOf(self.itemSide(a), p.side) || ghostOf(self.itemSide(bI), p.side) || ghostOf(ed.e.side, p.side);
+        ctx.globalAlpha = ghost ? 0.2 : 1;
+        ctx.fillStyle = 'rgba(250,250,250,0.9)'; ctx.fillRect(l.x, l.y, l.w, l.h);
+        ctx.fillStyle = sel && ed.e.tensors.indexOf(sel) >= 0 ? '#d9480f' : '#374151';
+        ctx.fillText(ed.e.text, l.x + 3, l.y + l.h / 2 + 0.5);
+        ctx.globalAlpha = 1;
+        label(l.x, l.y, l.w, l.h, 'edge', ed.e.id);
+      });
+    }
+  };
+
+  /* Zoomed out: no text, so no per-box paths, clips or strokes. Boxes are batched into
+   * one path per colour, edges into one path; this is what keeps 10k boxes fluid. */
+  Viewer.prototype.drawCoarse = function (ctx, p, inView) {
+    var self = this, k = this.t.k;
+    ctx.fillStyle = 'rgba(203,213,225,0.45)'; ctx.strokeStyle = '#9aa5b4'; ctx.lineWidth = 1 / k;
+    ctx.beginPath();
+    this.frames.forEach(function (f) { var b = f.b; if (inView(b.x, b.y, b.w, b.h)) ctx.rect(b.x, b.y, b.w, b.h); });
+    ctx.fill(); ctx.stroke();
+    var solid = [], faint = [];
+    this.lay.edges.forEach(function (ed) {
+      var bb = ed.bb;
+      if (!inView(bb[0], bb[1], bb[2] - bb[0] + 1, bb[3] - bb[1] + 1)) return;
+      var ghost = ghostOf(self.itemSide(self.vis.items[ed.e.src]), p.side) ||
+        ghostOf(self.itemSide(self.vis.items[ed.e.dst]), p.side) || ghostOf(ed.e.side, p.side);
+      (ghost ? faint : solid).push(ed.pts);
+    });
+    [[solid, '#6b7280'], [faint, 'rgba(120,120,120,0.18)']].forEach(function (pair) {
+      if (!pair[0].length) return;
+      ctx.strokeStyle = pair[1]; ctx.lineWidth = 1 / k; ctx.beginPath();
+      pair[0].forEach(function (pts) {
+        ctx.moveTo(pts[0][0], pts[0][1]);
+        for (var i = 1; i < pts.length; i++) ctx.lineTo(pts[i][0], pts[i][1]);
+      });
+      ctx.stroke();
+    });
+    var byColor = {}, minPx = 1 / k;
+    this.boxes.forEach(function (o) {
+      var b = o.b, it = o.it;
+      if (!inView(b.x, b.y, b.w, b.h)) return;
+      var leaf = it.leaf !== undefined ? self.model.s.leaves[it.leaf] : null;
+      var key = (leaf ? leaf.c : '#4a5568') + (ghostOf(self.itemSide(it), p.side) ? '|g' : '');
+      (byColor[key] = byColor[key] || []).push(b);
+    });
+    Object.keys(byColor).forEach(function (key) {
+      var parts = key.split('|');
+      ctx.globalAlpha = parts[1] ? 0.18 : 1;
+      ctx.fillStyle = parts[0]; ctx.beginPath();
+      byColor[key].forEach(function (b) { ctx.rect(b.x, b.y, Math.max(b.w, minPx), Math.max(b.h, minPx)); });
+      ctx.fill();
+    });
+    ctx.globalAlpha = 1;
+    if (this.selected && this.lay.boxes[this.selected]) {
+      var sb = this.lay.boxes[this.selected];
+      ctx.strokeStyle = '#d9480f'; ctx.lineWidth = 3 / k; ctx.strokeRect(sb.x, sb.y, sb.w, sb.h);
+    }
+  };
+
+  Viewer.prototype.drawMini = function () {
+    var c = this.mini, ctx = c.getContext('2d'), b = this.bounds, dpr = window.devicePixelRatio || 1;
+    if (!b) return;
+    var W = c.width / dpr, H = c.height / dpr, s = Math.min((W - 8) / b.w, (H - 8) / b.h);
+    var ox = (W - b.w * s) / 2 - b.x * s, oy = (H - b.h * s) / 2 - b.y * s;
+    this.miniT = {s: s, ox: ox, oy: oy};
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, W, H); ctx.fillStyle = 'rgba(255,255,255,0.92)'; ctx.fillRect(0, 0, W, H);
+    ctx.fillStyle = '#cbd5e1';
+    this.frames.forEach(function (f) { if (f.depth === 1) ctx.fillRect(ox + f.b.x * s, oy + f.b.y * s, f.b.w * s, f.b.h * s); });
+    ctx.fillStyle = '#475569';
+    var self = this;
+    if (!this.miniCache || this.miniCache.lay !== this.lay || this.miniCache.W !== W || this.miniCache.H !== H) {
+      /* the drawing only changes with the layout: cache it as an image */
+      var off = document.createElement('canvas'); off.width = c.width; off.height = c.height;
+      var octx = off.getContext('2d'); octx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      var byColor = {};
+      this.boxes.forEach(function (o) {
+        var leaf = o.it.leaf !== undefined ? self.model.s.leaves[o.it.leaf] : null;
+        var col = leaf ? leaf.c : '#475569';
+        (byColor[col] = byColor[col] || []).push(o.b);
+      });
+      Object.keys(byColor).forEach(function (col) {
+        octx.fillStyle = col; octx.beginPath();
+        byColor[col].forEach(function (b) { octx.rect(ox + b.x * s, oy + b.y * s, Math.max(1, b.w * s), Math.max(1, b.h * s)); });
+        octx.fill();
+      });
+      this.miniCache = {lay: this.lay, W: W, H: H, img: off};
+    }
+    ctx.setTransform(1, 0, 0, 1, 0, 0); ctx.drawImage(this.miniCache.img, 0, 0); ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    var p = this.panels[0], t = this.t;
+    ctx.strokeStyle = '#d9480f'; ctx.lineWidth = 1.5;
+    ctx.strokeRect(ox + (-t.x / t.k) * s, oy + (-t.y / t.k) * s, p.w / t.k * s, p.h / t.k * s);
+  };
+
+  /* ---------- interaction ---------- */
+  function distSeg(px, py, a, b) {
+    var dx = b[0] - a[0], dy = b[1] - a[1], L = dx * dx + dy * dy, u = L ? ((px - a[0]) * dx + (py - a[1]) * dy) / L : 0;
+    u = Math.max(0, Math.min(1, u));
+    var x = a[0] + u * dx - px, y = a[1] + u * dy - py;
+    return Math.sqrt(x * x + y * y);
+  }
+
+  Viewer.prototype.hit = function (sx, sy) {
+    var t = this.t, x = (sx - t.x) / t.k, y = (sy - t.y) / t.k, i;
+    if (!this.lay) return null;
+    for (i = this.boxes.length - 1; i >= 0; i--) {
+      var b = this.boxes[i].b;
+      if (x >= b.x && x <= b.x + b.w && y >= b.y && y <= b.y + b.h) return {type: 'item', it: this.boxes[i].it};
+    }
+    var edges = this.lay.edges;
+    for (i = 0; i < edges.length; i++) {
+      var l = edges[i].label;
+      if (l && x >= l.x && x <= l.x + l.w && y >= l.y && y <= l.y + l.h) return {type: 'edge', ed: edges[i]};
+    }
+    var best = null, bd = 6 / t.k;
+    for (i = 0; i < edges.length; i++) {
+      var ed = edges[i], bb = ed.bb;
+      if (x < bb[0] - bd || x > bb[2] + bd || y < bb[1] - bd || y > bb[3] + bd) continue;
+      for (var j = 1; j < ed.pts.length; j++) {
+        var d = distSeg(x, y, ed.pts[j - 1], ed.pts[j]);
+        if (d < bd) { bd = d; best = ed; }
+      }
+    }
+    if (best) return {type: 'edge', ed: best};
+    for (i = this.frames.length - 1; i >= 0; i--) {
+      var f = this.frames[i].b;
+      if (x >= f.x && x <= f.x + f.w && y >= f.y && y <= f.y + CHEAD) return {type: 'frame', it: this.frames[i].it};
+    }
+    return null;
+  };
+
+  Viewer.prototype.toggle = function (g, id) {
+    if (g <= 0) return;
+    if (this.model.open.has(g)) this.model.open.delete(g); else this.model.open.add(g);
+    this.relayout(id);
+  };
+
+  Viewer.prototype.center = function (id, minK) {
+    var b = this.lay && this.lay.boxes[id], p = this.panels[0];
+    if (!b) return;
+    if (minK && this.t.k < minK) this.t.k = minK;
+    this.t.x = p.w / 2 - (b.x + b.w / 2) * this.t.k;
+    this.t.y = p.h / 2 - (b.y + b.h / 2) * this.t.k;
+    this.schedule();
+  };
+
+  /* Show leaf ``leaf`` as itself (opening its groups), centre and select it. */
+  Viewer.prototype.jumpTo = function (leaf, after) {
+    var self = this, id = 'n' + leaf;
+    var go = function () {
+      self.selected = self.model.rep(leaf); self.center(self.selected, 0.8); self.showLeaf(leaf);
+      if (after) after();
+    };
+    if (this.model.reveal(leaf)) {
+      var seq = this.layoutSeq + 1;
+      this.relayout(null);
+      var wait = function () { if (self.layoutSeq === seq && self.vis && self.lay && self.lay.boxes[id]) go(); else setTimeout(wait, 30); };
+      wait();
+    } else go();
+  };
+
+  function el(tag, text, cls) {
+    var e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = text;
+    if (cls) e.className = cls;
+    return e;
+  }
+
+  Viewer.prototype.tensorLink = function (t) {
+    var self = this, a = el('a', t, 'gv-link');
+    a.href = '#'; a.onclick = function (ev) { ev.preventDefault(); self.selectTensor(t); };
+    var shape = this.model.s.tensors[t];
+    var span = el('span'); span.appendChild(a);
+    if (shape) span.appendChild(el('span', ' ' + shape, 'gv-dim'));
+    return span;
+  };
+  Viewer.prototype.leafLink = function (i) {
+    var self = this, lf = this.model.s.leaves[i], a = el('a', lf.full || lf.op, 'gv-link');
+    a.href = '#'; a.onclick = function (ev) { ev.preventDefault(); self.jumpTo(i); };
+    return a;
+  };
+
+  Viewer.prototype.showLeaf = function (i) {
+    var lf = this.model.s.leaves[i], d = this.details, self = this;
+    d.textContent = '';
+    d.dataset.selected = lf.key;
+    var h = el('div', null, 'gv-head'); h.appendChild(el('b', lf.op)); h.appendChild(el('span', '  ' + (lf.full || ''), 'gv-dim'));
+    d.appendChild(h);
+    if (lf.all && lf.all.length) d.appendChild(el('div', lf.all.map(function (a) { return a[0] + ' = ' + a[1]; }).join(' · ')));
+    else if (lf.attrs && lf.attrs.length) d.appendChild(el('div', lf.attrs.join(' · ')));
+    if (lf.w && lf.w.length) d.appendChild(el('div', 'weights: ' + lf.w.join('  ')));
+    [['inputs', lf['in']], ['outputs', lf.out]].forEach(function (pair) {
+      if (!pair[1] || !pair[1].length) return;
+      var row = el('div'); row.appendChild(el('span', pair[0] + ': ', 'gv-dim'));
+      pair[1].forEach(function (t, j) { if (j) row.appendChild(document.createTextNode(' · ')); row.appendChild(self.tensorLink(t)); });
+      d.appendChild(row);
+    });
+    if (lf.flops) d.appendChild(el('div', 'FLOPs: ' + lf.flops.toLocaleString()));
+    if (lf.status) d.appendChild(el('div', 'diff: ' + lf.status));
+    if (lf.ov) d.appendChild(el('div', 'overlay: ' + lf.ov));
+    d.appendChild(el('div', lf.key, 'gv-dim'));
+  };
+
+  Viewer.prototype.selectTensor = function (t) {
+    /* jump to the producer (opening its groups), and show the tensor with its consumers */
+    var self = this, prod = this.model.producer[t];
+    this.selTensor = t;
+    if (prod !== undefined) this.jumpTo(prod, function () { self.selectTensorDetails(t); });
+    else this.selectTensorDetails(t);
+    this.schedule();
+  };
+  Viewer.prototype.selectTensorDetails = function (t) {
+    /* jumpTo shows the producer's details; the tensor's stay on top */
+    var self = this, d = this.details, prod = this.model.producer[t], cons = this.model.consumers[t] || [];
+    var box = el('div', null, 'gv-tensor');
+    var h = el('div', null, 'gv-head'); h.appendChild(el('b', 'tensor ')); h.appendChild(el('span', t));
+    if (this.model.s.tensors[t]) h.appendChild(el('span', '  ' + this.model.s.tensors[t], 'gv-dim'));
+    box.appendChild(h);
+    if (prod !== undefined) { var r = el('div'); r.appendChild(el('span', 'producer: ', 'gv-dim')); r.appendChild(this.leafLink(prod)); box.appendChild(r); }
+    if (cons.length) {
+      var c = el('div'); c.appendChild(el('span', 'consumers: ', 'gv-dim'));
+      cons.slice(0, 40).forEach(function (i, j) { if (j) c.appendChild(document.createTextNode(' · ')); c.appendChild(self.leafLink(i)); });
+      box.appendChild(c);
+    }
+    var old = d.querySelector('.gv-tensor'); if (old) old.remove();
+    d.insertBefore(box, d.firstChild);
+    d.dataset.tensor = t;
+  };
+
+  Viewer.prototype.click = function (sx, sy) {
+    var h = this.hit(sx, sy);
+    if (!h) return;
+    if (h.type === 'item') {
+      var it = h.it;
+      if (it.type === 'group') { this.selected = it.id; this.toggle(it.g, it.id); return; }
+      this.selected = it.id; this.selTensor = null;
+      delete this.details.dataset.tensor;
+      if (it.leaf !== undefined) this.showLeaf(it.leaf);
+      this.schedule();
+    } else if (h.type === 'frame') {
+      this.toggle(h.it.g, h.it.id);
+    } else if (h.type === 'edge') {
+      var e = h.ed.e;
+      if (e.tensors.length) this.selectTensor(e.tensors[0]);
+    }
+  };
+
+  Viewer.prototype.bind = function () {
+    var self = this, drag = null;
+    this.panels.forEach(function (p) {
+      var c = p.canvas;
+      c.addEventListener('wheel', function (ev) {
+        ev.preventDefault();
+        var r = c.getBoundingClientRect(), mx = ev.clientX - r.left, my = ev.clientY - r.top;
+        var f = Math.exp(-ev.deltaY * 0.0015), k = Math.max(0.02, Math.min(4, self.t.k * f));
+        f = k / self.t.k;
+        self.t.x = mx - (mx - self.t.x) * f; self.t.y = my - (my - self.t.y) * f; self.t.k = k;
+        self.schedule();
+      }, {passive: false});
+      c.addEventListener('mousedown', function (ev) {
+        drag = {x: ev.clientX, y: ev.clientY, tx: self.t.x, ty: self.t.y, moved: false, c: c};
+      });
+      c.addEventListener('mousemove', function (ev) {
+        if (drag) return;
+        var r = c.getBoundingClientRect(), h = self.hit(ev.clientX - r.left, ev.clientY - r.top);
+        c.style.cursor = h ? 'pointer' : 'grab';
+      });
+    });
+    window.addEventListener('mousemove', function (ev) {
+      if (!drag) return;
+      var dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
+      if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
+      self.t.x = drag.tx + dx; self.t.y = drag.ty + dy;
+      self.schedule();
+    });
+    window.addEventListener('mouseup', function (ev) {
+      if (!drag) return;
+      var d = drag; drag = null;
+      if (!d.moved) { var r = d.c.getBoundingClientRect(); self.click(ev.clientX - r.left, ev.clientY - r.top); }
+    });
+    var mini = this.mini, mdrag = false;
+    function miniMove(ev) {
+      var r = mini.getBoundingClientRect(), m = self.miniT, p = self.panels[0];
+      if (!m) return;
+      var wx = (ev.clientX - r.left - m.ox) / m.s, wy = (ev.clientY - r.top - m.oy) / m.s;
+      self.t.x = p.w / 2 - wx * self.t.k; self.t.y = p.h / 2 - wy * self.t.k;
+      self.schedule();
+    }
+    mini.addEventListener('mousedown', function (ev) { mdrag = true; miniMove(ev); ev.stopPropagation(); });
+    window.addEventListener('mousemove', function (ev) { if (mdrag) miniMove(ev); });
+    window.addEventListener('mouseup', function () { mdrag = false; });
+    var tb = this.root.querySelector('.gv-toolbar');
+    tb.querySelector('[data-act=fit]').onclick = function () { self.fit(); };
+    tb.querySelector('[data-act=in]').onclick = function () { self.zoomBy(1.25); };
+    tb.querySelector('[data-act=out]').onclick = function () { self.zoomBy(0.8); };
+    tb.querySelector('[data-act=reset]').onclick = function () {
+      self.model.open = new Set(self.model.initialOpen); self.placed = false; self.relayout(null);
+    };
+    var search = tb.querySelector('input'), hits = [], at = 0;
+    search.addEventListener('keydown', function (ev) {
+      if (ev.key !== 'Enter') return;
+      var q = search.value.trim().toLowerCase();
+      if (!q) return;
+      if (!hits.q || hits.q !== q) {
+        hits = []; hits.q = q; at = 0;
+        self.model.s.leaves.forEach(function (lf, i) {
+          if ((lf.full || '').toLowerCase().indexOf(q) >= 0 || (lf.op || '').toLowerCase().indexOf(q) >= 0) hits.push(i);
+        });
+      }
+      self.status.textContent = hits.length + ' match' + (hits.length === 1 ? '' : 'es');
+      if (hits.length) { self.jumpTo(hits[at % hits.length]); at++; }
+    });
+    window.addEventListener('keydown', function (ev) {
+      if (ev.target && ev.target.tagName === 'INPUT') return;
+      if (ev.key === 'f') self.fit();
+    });
+  };
+  Viewer.prototype.zoomBy = function (f) {
+    var p = this.panels[0], mx = p.w / 2, my = p.h / 2, k = Math.max(0.02, Math.min(4, this.t.k * f));
+    f = k / this.t.k; this.t.x = mx - (mx - this.t.x) * f; this.t.y = my - (my - this.t.y) * f; this.t.k = k;
+    this.schedule();
+  };
+
+  /* ---------- start ---------- */
+  var root = document.getElementById('gv-root');
+  var viewer = new Viewer(root, DATA);
+  viewer.relayout(null);
+  if (DATA.scene.focus !== null && DATA.scene.focus !== undefined) {
+    /* opened on a node (the Nodes page's selection, a bookmarked node=): reveal it once drawn */
+    var focusWait = function () { if (viewer.lay) viewer.jumpTo(DATA.scene.focus); else setTimeout(focusWait, 30); };
+    focusWait();
+  }
+  /* What tests and the benchmark read (the renderer's own computed rects, screen px). */
+  window.__graph = {
+    viewer: viewer,
+    labels: function (panel) { return viewer.panels[panel || 0].labels.slice(); },
+    transform: function () { return {k: viewer.t.k, x: viewer.t.x, y: viewer.t.y}; },
+    engine: function () { return viewer.engine.kind; },
+    layoutMs: function () { return viewer.layoutMs; },
+    visibleCount: function () { return viewer.vis ? viewer.vis.order.filter(function (id) { return viewer.vis.items[id].type !== 'open'; }).length : 0; },
+    edges: function () { return viewer.vis ? viewer.vis.edges.map(function (e) { return [e.src, e.dst, e.tensors.slice(), e.text]; }) : []; },
+    rectOf: function (key, panel) {
+      var id = viewer.model.byKey[key]; if (!id) return null;
+      var s = viewer.screenOf(id); if (!s) return null;
+      var r = viewer.panels[panel || 0].canvas.getBoundingClientRect();
+      return {x: s.x + r.left, y: s.y + r.top, w: s.w, h: s.h};
+    },
+    edgeLabelRect: function (tensor, panel) {
+      if (!viewer.lay) return null;
+      var r = viewer.panels[panel || 0].canvas.getBoundingClientRect(), t = viewer.t;
+      for (var i = 0; i < viewer.lay.edges.length; i++) {
+        var ed = viewer.lay.edges[i];
+        if (ed.label && ed.e.tensors.length === 1 && ed.e.tensors[0] === tensor)
+          return {x: ed.label.x * t.k + t.x + r.left, y: ed.label.y * t.k + t.y + r.top, w: ed.label.w * t.k, h: ed.label.h * t.k};
+      }
+      return null;
+    },
+    selected: function () { var id = viewer.selected; if (!id) return null; var it = viewer.vis && viewer.vis.items[id];
+      if (it && it.leaf !== undefined) return viewer.model.s.leaves[it.leaf].key;
+      if (it && it.g !== undefined) return 'group:' + viewer.model.s.groups[it.g].key; return null; },
+    isOpen: function (key) { var id = viewer.model.byKey['group:' + key]; return !!id && viewer.model.open.has(+id.slice(1)); },
+    layoutSeq: function () { return viewer.layoutSeq; },
+    ready: function () { return !!viewer.lay && !viewer.raf; },
+    frames: function () { return viewer.frameCount; }
+  };
+})();
