@@ -219,29 +219,41 @@ def _detail(handle, summary, index, overlays) -> None:
 
 
 def _diff() -> None:
+    """Any two versions of the project: of one model (with the passes between them) or of two models."""
+    project = state.project()
     ws = state.workspace()
-    versions = ws.versions
-    if len(versions) < 2:
+    entries: dict[str, tuple] = {}
+    for m in state.models() if project is not None else []:
+        model = ws if getattr(ws, "id", None) == m.id else widgets.guarded(lambda mid=m.id: api.project_model(project,
+                                                                                                              mid))
+        for v in (model.versions if model is not None else ()):
+            entries[f"{m.id}:{v.id}"] = (model, v, f"{m.name} · {v.id} · {v.label} · {v.sha256[:8]}")
+    if len(entries) < 2:
         st.info("The diff needs two versions: optimize the model, or open another model on the Overview page.")
         return
-    ids = [v.id for v in versions]
-    labels = {v.id: f"{v.id} · {v.label} · {v.sha256[:8]}" for v in versions}
+    keys = list(entries)
     current = state.current_version()
-    b_default = ids.index(current.id) if current and current.id in ids else len(ids) - 1
-    parent = versions[b_default].parent
-    a_default = ids.index(parent) if parent in ids else (0 if b_default else 1)
+    cur_key = f"{getattr(ws, 'id', None)}:{current.id}" if current is not None else None
+    b_default = keys.index(cur_key) if cur_key in keys else len(keys) - 1
+    _, vb, _ = entries[keys[b_default]]
+    parent_key = f"{getattr(ws, 'id', None)}:{vb.parent}" if vb.parent else None
+    a_default = keys.index(parent_key) if parent_key in keys else (0 if b_default else 1)
     c1, c2, c3 = st.columns([2, 2, 2])
-    a = c1.selectbox("Before", ids, index=a_default, key="diff_a", format_func=labels.__getitem__)
-    b = c2.selectbox("After", ids, index=b_default, key="diff_b", format_func=labels.__getitem__)
+    a = c1.selectbox("Before", keys, index=a_default, key="diff_a", format_func=lambda k: entries[k][2])
+    b = c2.selectbox("After", keys, index=b_default, key="diff_b", format_func=lambda k: entries[k][2])
     mode = c3.radio("Mode", ["overlay", "side-by-side"], horizontal=True, key="diff_mode")
     if a == b:
         st.info("Pick two different versions.")
         return
+    (ma, va, _), (mb, vb, _) = entries[a], entries[b]
     memo = st.session_state.setdefault("graph_diff_memo", {})
-    mkey = (a, b, ws.version(a).sha256, ws.version(b).sha256)
+    mkey = (a, b, va.sha256, vb.sha256)
     d = memo.get(mkey)
     if d is None:
-        d = widgets.guarded(lambda: api.diff_versions(ws, a, b), spinner="Matching nodes…")
+        if ma is mb or getattr(ma, "id", 1) == getattr(mb, "id", 2):
+            d = widgets.guarded(lambda: api.diff_versions(ma, va.id, vb.id), spinner="Matching nodes…")
+        else:
+            d = widgets.guarded(lambda: api.diff(ma.handle(va.id), mb.handle(vb.id)), spinner="Matching nodes…")
         if d is None:
             return
         memo.clear()
@@ -269,7 +281,7 @@ def _diff() -> None:
             if reg.note:
                 st.caption(widgets.md_escape(reg.note, 300))
             st.graphviz_chart(api.graph_dot(reg), width="content")
-    pa, pb = ws.handle(a).path.name, ws.handle(b).path.name
+    pa, pb = ma.handle(va.id).path.name, mb.handle(vb.id).path.name
     widgets.cli_hint(f"onnx-studio graph {pa} --diff {pb} --diff-mode {mode} -o diff.html")
 
 
