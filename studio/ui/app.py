@@ -50,7 +50,7 @@ PAGES = {
 }
 
 state.init()
-navigation = st.navigation(PAGES)
+navigation = st.navigation(PAGES, expanded=True)   # every page listed (no "View more" fold)
 navigation.run()
 # After the page: a model or version the page just added (upload, optimize, fix) is listed,
 # page settings are kept in the project, and the URL names what is shown (reload, bookmarks).
