@@ -38,6 +38,8 @@ def normalize_engines(engines: Sequence[str] | str | None) -> tuple[str, ...]:
         return ENGINE_NAMES
     if isinstance(engines, str):
         engines = [e for e in engines.split(",") if e.strip()]
+    if any(str(e).strip().lower() == "all" for e in engines):
+        return ENGINE_NAMES
     out: list[str] = []
     for e in engines:
         name = resolve_engine_name(e)

@@ -49,7 +49,7 @@ __all__ = [
 OutputValue = Any  # np.ndarray | list[OutputValue] | dict[Any, OutputValue] | int | float | str | bool | None
 
 _GRAPH_OPT_LEVELS = ("disable", "basic", "extended", "all")
-_OV_PRECISIONS = ("f32", "bf16", "f16", "default")
+_OV_PRECISIONS = ("f32", "bf16", "f16", "default", "int8")   # int8: MNN weight quantization
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,10 @@ class RunOptions:
     ``workspace_bytes``, ``trt_profile`` (input name -> (min, opt, max) shapes;
     default: exactly the feed shapes).
 
-    Both: ``output_names`` (a subset, in the order wanted).
+    MNN / LiteRT: ``precision`` of the conversion ("f32"; "f16" weights; MNN "int8" weights),
+    ``intra_op_threads``.
+
+    All: ``output_names`` (a subset, in the order wanted).
     """
 
     providers: tuple[str, ...] = ("CPUExecutionProvider",)
@@ -184,7 +187,7 @@ class RunOutput:
 
 @runtime_checkable
 class EngineAdapter(Protocol):
-    name: str      # "onnxruntime" | "openvino" | "tensorrt"
+    name: str      # "onnxruntime" | "openvino" | "tensorrt" | "mnn" | "litert"
     label: str     # "ONNX Runtime"
 
     def available(self) -> Availability: ...
