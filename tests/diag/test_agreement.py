@@ -21,7 +21,7 @@ from studio import api
 from tests.conftest import ONNX_DATA, SAMPLES, backend_models
 from tests.diag.agreement import reality, verdict_ok
 
-ENGINES = ("onnxruntime", "openvino")
+ENGINES = ("onnxruntime", "openvino", "mnn", "litert")
 # Known disagreements (model name -> reason). Empty: the check agrees with reality everywhere.
 KNOWN_DISAGREEMENTS: dict[str, str] = {}
 

@@ -355,6 +355,7 @@ class WorkerEngine:
     label: str = ""
     run_job_name: str = ""
     stage: str = ""
+    pool_suffix: str = ""    # engines with heavy imports (TensorFlow) keep warm workers of their own
 
     def __init__(self) -> None:
         self._availability: Availability | None = None
@@ -383,7 +384,7 @@ class WorkerEngine:
         limits, fresh = self._prepare(options, limits, out_dir)
         args = {"model_path": str(path), **options.to_args()}
         result = run_job(self.run_job_name, args, check_feeds(feeds), stage=self.stage, limits=limits,
-                         out_dir=out_dir, fresh=fresh, pool_key=pool_key, on_tick=on_tick)
+                         out_dir=out_dir, fresh=fresh, pool_key=pool_key + self.pool_suffix, on_tick=on_tick)
         details = dict(result.data.get("details", {}))
         details.update(worker_seconds=round(result.seconds, 4), worker_reused=result.worker_reused,
                        peak_rss_bytes=result.peak_rss_bytes, worker_pid=result.worker_pid)

@@ -50,7 +50,7 @@ INSTALL_CONVERTER = "pip install -e '.[litert]' (tensorflow-cpu, onnx2tf, tf_ker
 _NODE = re.compile(r"ERROR:\s*onnx_op_name:\s*(?P<node>\S+)")
 _NOT_IMPLEMENTED = re.compile(r"ERROR:\s*(?P<op>[\w.]+) OP is not yet implemented")
 # LiteRT's own worker needs room: TensorFlow reserves a large address range at import.
-_MIN_MEMORY = 6 * 2**30
+_MIN_MEMORY = 4 * 2**30
 
 
 def converter_missing() -> str | None:
@@ -73,6 +73,7 @@ class LiteRtEngine(WorkerEngine):
     label = "LiteRT"
     run_job_name = "litert.run"
     stage = "LiteRT"
+    pool_suffix = ":litert"
 
     def _probe(self) -> Availability:
         if not module_present("ai_edge_litert"):
@@ -97,7 +98,7 @@ class LiteRtEngine(WorkerEngine):
         res = run_job("litert.convert", {"model_path": str(path), "out_name": out_path.name, "precision": precision,
                                          "shapes": {k: list(v) for k, v in shapes.items()}},
                       stage="LiteRT conversion", limits=litert_limits(limits), out_dir=out_path.parent,
-                      pool_key=pool_key)
+                      pool_key=pool_key + self.pool_suffix)
         return Conversion.from_data(self.name, res.data, out_path)
 
 

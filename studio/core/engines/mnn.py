@@ -47,6 +47,7 @@ class MnnEngine(WorkerEngine):
     label = "MNN"
     run_job_name = "mnn.run"
     stage = "MNN"
+    pool_suffix = ":mnn"
 
     def _probe(self) -> Availability:
         if not module_present("MNN"):
@@ -66,7 +67,7 @@ class MnnEngine(WorkerEngine):
         path = check_model_file(model_path)
         out_path = Path(out_path).resolve()
         res = run_job("mnn.convert", {"model_path": str(path), "out_name": out_path.name, "precision": precision},
-                      stage="MNN conversion", limits=limits, out_dir=out_path.parent, pool_key=pool_key)
+                      stage="MNN conversion", limits=limits, out_dir=out_path.parent, pool_key=pool_key + self.pool_suffix)
         return Conversion.from_data(self.name, res.data, out_path)
 
 
