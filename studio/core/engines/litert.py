@@ -127,11 +127,14 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
                             "failed_nodes": []}
     started = time.perf_counter()
     error = None
+    # onnx2tf writes back into the file it is given (op names, onnxsim): it only ever sees a copy.
+    private = work.with_name(work.name + ".src.onnx")
+    _private_copy(Path(onnx_path), private)
     with captured_output(log_path):
         try:
             import onnx2tf
 
-            onnx2tf.convert(input_onnx_file_path=str(onnx_path), output_folder_path=str(work), non_verbose=False,
+            onnx2tf.convert(input_onnx_file_path=str(private), output_folder_path=str(work), non_verbose=False,
                             copy_onnx_input_output_names_to_tflite=True, not_use_onnxsim=True,
                             overwrite_input_shape=[f"{n}:{','.join(str(int(d)) for d in s)}"
                                                    for n, s in shapes.items()] or None)
@@ -140,6 +143,7 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
                 raise
             error = f"{type(exc).__name__}: {exc}"
     info["seconds"] = round(time.perf_counter() - started, 4)
+    private.unlink(missing_ok=True)
     log = read_log(log_path)
     log_path.unlink(missing_ok=True)
     info["log"] = log[-4000:]
@@ -166,6 +170,14 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
     shutil.rmtree(work, ignore_errors=True)
     info["ok"] = True
     return info
+
+
+def _private_copy(source: Path, dest: Path) -> None:
+    """A self-contained copy of the model (external data inlined) for onnx2tf to write over."""
+    import onnx
+
+    model = onnx.load_model(str(source), load_external_data=True)
+    onnx.save_model(model, str(dest))
 
 
 def _log_reason(log: str) -> str:
