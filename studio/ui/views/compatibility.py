@@ -1,4 +1,4 @@
-"""Compatibility: will the model run on ONNX Runtime, OpenVINO and TensorRT?
+"""Compatibility: will the model run on ONNX Runtime, OpenVINO, TensorRT, MNN and LiteRT?
 
 Verdict per engine target, an engines x op-type matrix, a filterable per-node
 table, and findings with a one-click fix (the fix pass runs through the
@@ -17,7 +17,8 @@ from studio import api
 from studio.core.findings import Report
 from studio.ui import state, widgets
 
-_ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT"}
+_ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT", "mnn": "MNN",
+            "litert": "LiteRT"}
 _EPS = ["cpu", "cuda", "tensorrt"]
 _BADGE = {"runs": "✅ runs", "runs with warnings": "⚠️ runs with warnings", "fails": "❌ fails", "unknown": "❔ unknown"}
 _ICON = {"error": "🛑", "warning": "⚠️", "info": "ℹ️"}
@@ -35,7 +36,7 @@ def _options() -> tuple[tuple[str, ...], tuple[str, ...], str]:
 
 
 def _cli(handle, engines, eps, trt) -> str:
-    short = {"onnxruntime": "ort", "openvino": "openvino", "tensorrt": "tensorrt"}
+    short = {"onnxruntime": "ort", "openvino": "openvino", "tensorrt": "tensorrt", "mnn": "mnn", "litert": "litert"}
     return (f"onnx-studio check {shlex.quote(handle.path.name)} --engines {','.join(short[e] for e in engines)} "
             f"--ep {','.join(eps)} --trt-version {trt}")
 
