@@ -232,6 +232,53 @@ def _onnx_typed(a: np.ndarray, elem_type: int | None) -> np.ndarray:
     return a.astype(want) if want != a.dtype and want.kind in "iubf" else a
 
 
+def mnn_op_times(mnn_path: Path, feeds: Mapping[str, np.ndarray], *, threads: int, warmup: int,
+                 runs: int) -> tuple[list[dict[str, Any]], list[int]]:
+    """Per-op times from MNN's session callbacks (``runSessionWithCallBackInfo``): one record
+    per MNN op (named after its output tensor) with its time in every profiled run, and the
+    end-to-end ns of those runs. The callbacks cost a Python call per op, so the per-op
+    times carry that overhead (the end-to-end times include it too)."""
+    import MNN
+
+    interp = MNN.Interpreter(str(mnn_path))
+    session = interp.createSession({"numThread": int(threads)})
+    tensors = []
+    for name, a in feeds.items():
+        a = np.ascontiguousarray(np.asarray(a).astype(np.float32 if np.asarray(a).dtype.kind == "f" else np.int32))
+        t = interp.getSessionInput(session, name)
+        interp.resizeTensor(t, tuple(a.shape))
+        tensors.append((name, a))
+    interp.resizeSession(session)
+    for name, a in tensors:
+        kind = MNN.Halide_Type_Float if a.dtype == np.float32 else MNN.Halide_Type_Int
+        interp.getSessionInput(session, name).copyFrom(MNN.Tensor(tuple(a.shape), kind, a,
+                                                                  MNN.Tensor_DimensionType_Caffe))
+    started: dict[str, int] = {}
+    records: dict[str, dict[str, Any]] = {}
+    current: dict[str, int] = {}
+
+    def begin(_tensors, op) -> bool:
+        started[op.getName()] = time.perf_counter_ns()
+        return True
+
+    def end(_tensors, op) -> bool:
+        name = op.getName()
+        current[name] = current.get(name, 0) + time.perf_counter_ns() - started.get(name, time.perf_counter_ns())
+        records.setdefault(name, {"name": name, "op_type": op.getType(), "per_run_us": []})
+        return True
+
+    e2e: list[int] = []
+    for r in range(warmup + runs):
+        current.clear()
+        t0 = time.perf_counter_ns()
+        interp.runSessionWithCallBackInfo(session, begin, end)
+        if r >= warmup:
+            e2e.append(time.perf_counter_ns() - t0)
+            for name, rec in records.items():
+                rec["per_run_us"].append(current.get(name, 0) / 1000)
+    return [r for r in records.values() if len(r["per_run_us"]) == runs], e2e
+
+
 @job("mnn.convert")
 def mnn_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     ctx.set_stage("MNN conversion")
