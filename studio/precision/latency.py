@@ -103,6 +103,10 @@ def measure(items: Sequence[LatencyItem], feeds: Feeds, *, budget_s: float = 60.
                 "options": it.options.to_args()} for it in items]
     from studio.core.sandbox import default_limits
 
+    if any(p["engine"] == "litert" for p in payload):   # onnx2tf imports TensorFlow in the worker
+        from studio.core.engines.litert import litert_limits
+
+        limits = litert_limits(limits)
     memory = (limits or default_limits()).memory_bytes
     total = sum(_size(Path(p["path"])) for p in payload)
     interleave = _SESSION_MEMORY_FACTOR * total + _WORKER_BASE_BYTES <= memory
