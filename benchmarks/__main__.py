@@ -6,7 +6,7 @@ import importlib
 import sys
 
 BENCHMARKS = ["bench_inspect", "bench_worker", "bench_graphview", "bench_passes", "bench_profile",
-              "bench_precision", "bench_export"]
+              "bench_precision", "bench_export", "bench_engines"]
 
 
 def main(argv: list[str]) -> int:
