@@ -75,3 +75,19 @@ def test_fix_input_shapes_uses_the_dims_given_on_the_page(app):
     model = onnx.load(ws.handle(latest.id).path, load_external_data=False)
     dims = [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input]
     assert dims[0][:2] == [2, 7]
+
+
+def test_mnn_and_litert_columns(app):
+    """MNN is checked by default (a real conversion and run); LiteRT is offered, opt-in."""
+    at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
+    at = _goto(at)
+    assert not at.exception
+    picker = at.multiselect(key="compat_engines")
+    assert {"MNN", "LiteRT"} <= set(picker.options) and "mnn" in picker.value and "litert" not in picker.value
+    text = " ".join(m.value for m in at.markdown)
+    assert "**MNN**" in text
+    at = picker.set_value([*picker.value, "litert"]).run()
+    assert not at.exception
+    text = " ".join(m.value for m in at.markdown)
+    assert "**LiteRT**" in text and "❌ fails" not in text
+    assert any("--engines ort,openvino,tensorrt,mnn,litert" in c.value for c in at.code)
