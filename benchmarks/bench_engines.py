@@ -44,18 +44,25 @@ def conversion_rows(name: str, path: Path) -> list[list]:
             if not adapter.available():
                 rows.append([name, engine, "-", "-", adapter.available().reason])
                 continue
-            started = time.perf_counter()
-            if engine == "mnn":
-                conv = adapter.convert(path, Path(tmp) / out, pool_key="bench-engines")
-            else:
-                conv = adapter.convert(path, Path(tmp) / out, shapes={k: v.shape for k, v in feeds.items()},
-                                       pool_key="bench-engines")
-            wall = time.perf_counter() - started
-            run = adapter.run(path, feeds, pool_key="bench-engines") if conv.ok else None
-            rows.append([name, engine, f"{conv.seconds:.2f}" if conv.ok else "failed",
-                         f"{run.details.get('load_ms', 0):.1f}" if run else "-",
-                         f"wall {wall:.1f} s; {conv.command_line[:90]}" if conv.ok else (conv.error or "")[:120]])
+            try:
+                rows.append(_convert_row(name, engine, adapter, path, Path(tmp) / out, feeds))
+            except Exception as exc:  # noqa: BLE001 - a benchmark row, not a crash
+                rows.append([name, engine, "failed", "-", f"{type(exc).__name__}: {str(exc)[:100]}"])
     return rows
+
+
+def _convert_row(name, engine, adapter, path, out, feeds) -> list:
+    """Convert once (converter time), then one adapter run (runtime load time)."""
+    started = time.perf_counter()
+    if engine == "mnn":
+        conv = adapter.convert(path, out, pool_key="bench-engines")
+    else:
+        conv = adapter.convert(path, out, shapes={k: v.shape for k, v in feeds.items()}, pool_key="bench-engines")
+    wall = time.perf_counter() - started
+    run = adapter.run(path, feeds, pool_key="bench-engines") if conv.ok else None
+    return [name, engine, f"{conv.seconds:.2f}" if conv.ok else "failed",
+            f"{run.details.get('load_ms', 0):.1f}" if run else "-",
+            f"wall {wall:.1f} s; {conv.command_line[:90]}" if conv.ok else (conv.error or "")[:120]]
 
 
 def main(budget_s: float = 60.0) -> None:

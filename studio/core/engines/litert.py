@@ -51,6 +51,7 @@ _NODE = re.compile(r"ERROR:\s*onnx_op_name:\s*(?P<node>\S+)")
 _NOT_IMPLEMENTED = re.compile(r"ERROR:\s*(?P<op>[\w.]+) OP is not yet implemented")
 # LiteRT's own worker needs room: TensorFlow reserves a large address range at import.
 _MIN_MEMORY = 4 * 2**30
+_MIN_TIMEOUT_S = 600.0
 
 
 def converter_missing() -> str | None:
@@ -61,11 +62,16 @@ def converter_missing() -> str | None:
 
 
 def litert_limits(limits: Limits | None) -> Limits:
-    """TensorFlow (imported by onnx2tf) reserves several GiB of address space at import."""
+    """TensorFlow (imported by onnx2tf) reserves several GiB of address space at import, and
+    onnx2tf takes minutes on a ResNet-50 on a busy machine (measured: > 120 s at load 11 on 2 CPUs);
+    a hang is still stopped, after ``_MIN_TIMEOUT_S``."""
     from dataclasses import replace
 
-    limits = limits or Limits()
-    return replace(limits, memory_bytes=max(limits.memory_bytes, _MIN_MEMORY))
+    from studio.core.sandbox import default_limits
+
+    limits = limits or default_limits()
+    return replace(limits, memory_bytes=max(limits.memory_bytes, _MIN_MEMORY),
+                   timeout_s=max(limits.timeout_s, _MIN_TIMEOUT_S))
 
 
 class LiteRtEngine(WorkerEngine):
