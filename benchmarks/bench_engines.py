@@ -21,8 +21,8 @@ from pathlib import Path
 from benchmarks.harness import print_table
 from benchmarks.models import build_mobilenetv2, build_resnet50, cached
 
-VARIANTS = ["fp32", "fp32-ov", "fp32-mnn", "fp32-litert", "int8", "int8-ov", "int8-mnn", "fp16-litert"]
-BEST_INT8 = {"onnxruntime": "int8", "openvino": "int8-ov", "mnn": "int8-mnn", "litert": None}
+VARIANTS = ["fp32", "fp32-ov", "fp32-mnn", "fp32-litert", "int8", "int8-ov", "int8-mnn", "int8-litert"]
+BEST_INT8 = {"onnxruntime": "int8", "openvino": "int8-ov", "mnn": "int8-mnn", "litert": "int8-litert"}
 
 
 def _models() -> list[tuple[str, Path]]:

@@ -22,7 +22,7 @@ _ORT_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"
                   "trt": "TensorrtExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
 _OV_PRECISIONS = ("f32", "bf16", "f16", "default")
 _TRT_PRECISIONS = ("f32", "f16", "bf16")
-_CONVERTED_PRECISIONS = {"mnn": ("f32", "f16", "int8"), "litert": ("f32", "f16")}
+_CONVERTED_PRECISIONS = {"mnn": ("f32", "f16", "int8"), "litert": ("f32", "f16", "int8")}
 _HINTS = ("LATENCY", "THROUGHPUT")
 _OPT_LEVELS = ("disable", "basic", "extended", "all")
 

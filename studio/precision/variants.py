@@ -78,6 +78,8 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
     VariantSpec("int8-mnn", "INT8 weights · MNN (weight-only)", "mnn", "int8", (), RunOptions(precision="int8")),
     VariantSpec("fp32-litert", "fp32 · LiteRT", "litert", "fp32", (), RunOptions(precision="f32")),
     VariantSpec("fp16-litert", "fp16 weights · LiteRT", "litert", "fp16", (), RunOptions(precision="f16")),
+    VariantSpec("int8-litert", "INT8 · LiteRT (onnx2tf integer quantization)", "litert", "int8", (),
+                RunOptions(precision="int8")),
     VariantSpec("fp16-trt", "fp16 · TensorRT", "tensorrt", "fp16", (), RunOptions(precision="f16")),
     VariantSpec("int8-trt", "INT8 QDQ · TensorRT", "tensorrt", "int8",
                 (_p("quantize-int8-static", config="qdq-s8s8", fallback=False, require_target=False),),

@@ -15,12 +15,12 @@ its log ("ERROR: onnx_op_name: /GridSample", "ERROR: grid_sampler OP is not yet
 implemented."); both are parsed for the check. The conversion stack (tensorflow-cpu +
 onnx2tf) is the ``litert`` extra: ``pip install -e '.[litert]'``.
 
-Precision: ``f32``; ``f16`` (onnx2tf's float16 file: fp16 weights, fp32 compute on CPU).
+Precision: ``f32``; ``f16`` (onnx2tf's float16 file: fp16 weights, fp32 compute on CPU); ``int8``
+(onnx2tf's integer quantization, float I/O, calibrated on the first run's inputs).
 """
 
 from __future__ import annotations
 
-import glob
 import re
 import time
 from collections.abc import Mapping
@@ -118,17 +118,46 @@ def litert_command(onnx_name: str, out_dir: str, shapes: Mapping[str, Any]) -> l
     return cmd
 
 
+def _calibration_batch(first: np.ndarray, extra: int = 15) -> np.ndarray:
+    """One sample is too few to set activation ranges: add ``extra`` seeded samples drawn with
+    the first one's mean and spread (a range that covers inputs like it)."""
+    rng = np.random.default_rng(0)
+    first = first.astype(np.float32)
+    more = rng.normal(float(first.mean()), float(first.std()) or 1.0, (extra, *first.shape[1:]))
+    return np.concatenate([first, more.astype(np.float32)], axis=0)
+
+
+def _calibration_args(calibration: Mapping[str, np.ndarray] | None, folder: Path) -> list | None:
+    """onnx2tf's representative dataset: one channels-last .npy per float input, mean 0, std 1."""
+    if not calibration:
+        return None
+    out = []
+    for i, (name, batch) in enumerate(calibration.items()):
+        a = np.asarray(batch, dtype=np.float32)
+        a = np.moveaxis(a, 1, -1) if 3 <= a.ndim <= 5 else a
+        path = folder / f"calibration_{i}.npy"
+        np.save(path, np.ascontiguousarray(a))
+        channels = int(a.shape[-1]) if a.ndim > 1 else 1
+        out.append([name, str(path), [0.0] * channels, [1.0] * channels])
+    return out
+
+
 def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str, Any],
-                      precision: str = "f32") -> dict[str, Any]:
-    """Run onnx2tf in this (worker) process; raise :class:`ConversionFailed`."""
+                      precision: str = "f32", calibration: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Run onnx2tf in this (worker) process; raise :class:`ConversionFailed`. ``int8``: onnx2tf's
+    integer quantization (int8 weights and activations, float32 inputs/outputs) calibrated on
+    ``calibration`` (input name -> a batch of samples, ONNX layout)."""
     from studio.core.engines.capture import captured_output, read_log
 
-    if precision not in ("f32", "f16", "default"):
-        raise ValueError(f"LiteRT conversion precision must be f32 or f16, got {precision!r}")
+    if precision not in ("f32", "f16", "int8", "default"):
+        raise ValueError(f"LiteRT conversion precision must be f32, f16 or int8, got {precision!r}")
+    if precision == "int8" and not calibration:
+        raise ValueError("LiteRT int8 conversion needs calibration samples")
     out_path = Path(out_path)
     work = out_path.with_name(out_path.name + ".onnx2tf")
     log_path = out_path.with_name(out_path.name + ".log")
-    info: dict[str, Any] = {"ok": False, "command": litert_command(Path(onnx_path).name, "out", shapes),
+    info: dict[str, Any] = {"ok": False, "command": litert_command(Path(onnx_path).name, "out", shapes)
+                            + (["-oiqt", "-cind", "..."] if precision == "int8" else []),
                             "converter_version": package_version("onnx2tf"), "unsupported_ops": [],
                             "failed_nodes": []}
     started = time.perf_counter()
@@ -140,8 +169,11 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
         try:
             import onnx2tf
 
+            quant = _calibration_args(calibration, private.parent) if precision == "int8" else None
+            extra = {"output_integer_quantized_tflite": True, "custom_input_op_name_np_data_path": quant} \
+                if quant else {}
             onnx2tf.convert(input_onnx_file_path=str(private), output_folder_path=str(work), non_verbose=False,
-                            copy_onnx_input_output_names_to_tflite=True, not_use_onnxsim=True,
+                            copy_onnx_input_output_names_to_tflite=True, not_use_onnxsim=True, **extra,
                             overwrite_input_shape=[f"{n}:{','.join(str(int(d)) for d in s)}"
                                                    for n, s in shapes.items()] or None)
         except BaseException as exc:  # noqa: BLE001 - onnx2tf ends failures with sys.exit
@@ -155,8 +187,9 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
     info["log"] = log[-4000:]
     info["failed_nodes"] = list(dict.fromkeys(m.group("node") for m in _NODE.finditer(log)))
     info["unsupported_ops"] = list(dict.fromkeys(m.group("op") for m in _NOT_IMPLEMENTED.finditer(log)))
-    suffix = "_float16.tflite" if precision == "f16" else "_float32.tflite"
-    found = sorted(glob.glob(str(work / f"*{suffix}")))
+    suffix = {"f16": "_float16.tflite", "int8": "_integer_quant.tflite"}.get(precision, "_float32.tflite")
+    # onnx2tf names its files <input stem><suffix>; "*_integer_quant" would also match "_full_integer_quant"
+    found = [str(p) for p in [work / f"{private.stem}{suffix}"] if p.is_file()]
     if error is not None or not found:
         import shutil
 
@@ -277,7 +310,14 @@ class LiteRtRunner:
         else:
             self.ctx.set_stage("LiteRT conversion (onnx2tf)")
             tflite = Path(self.ctx.scratch) / f"model_{len(self.details.get('conversions', []))}.tflite"
-            conv = convert_to_tflite(self.path, tflite, shapes, str(self.args.get("precision") or "f32"))
+            precision = str(self.args.get("precision") or "f32")
+            calibration = None
+            if precision == "int8":   # the representative dataset: the inputs of this first run
+                calibration = {n: _calibration_batch(np.asarray(feeds[n])) for n in self.input_names
+                               if np.asarray(feeds[n]).dtype.kind == "f" and np.ndim(feeds[n]) >= 1}
+                self.details["calibration"] = ("calibrated on the first run's inputs and 15 random samples with "
+                                               "their mean and spread (no dataset reaches the runner)")
+            conv = convert_to_tflite(self.path, tflite, shapes, precision, calibration)
             conv_ms = conv["seconds"] * 1000
             self.details.setdefault("conversions", []).append(conv["command"])
             self.details.update(convert_ms=round(conv_ms, 3), converter_command=conv["command"],
