@@ -78,3 +78,32 @@ def test_layout_and_name_helpers():
     mapping, how = match_names(["input.1"], ["input_1"])
     assert mapping == {"input.1": "input_1"} and how == "by sanitized name"
     assert match_names(["a", "b"], ["x"]) == ({}, "unmatched")
+
+
+def test_onnx2tf_never_downloads_its_sample_images():
+    """onnx2tf fetches calibration images over HTTPS for 3-channel image models; the studio
+    gives it seeded ones (loopback-only rule)."""
+    _needs("litert")
+    import onnx2tf
+    import onnx2tf.utils.common_functions as common
+
+    from studio.core.engines.litert import _offline, _offline_sample_images
+
+    _offline(onnx2tf)
+    assert common.download_test_image_data is _offline_sample_images
+    assert onnx2tf.onnx2tf.download_test_image_data is _offline_sample_images
+    images = _offline_sample_images()
+    assert images.shape == (20, 128, 128, 3) and images.dtype == np.float32
+
+
+def test_hostile_conv_without_weight_is_a_finding_not_a_crash(tmp_path):
+    _needs("mnn")
+    from diagnostics.compatibility import check_model
+    from studio import api
+    from tests.hostile_models import conv_without_weight
+
+    path = tmp_path / "cw.onnx"
+    onnx.save(conv_without_weight(), str(path))
+    report = check_model(api.load(path), "mnn")
+    v = report.verdict("mnn")
+    assert v.verdict == "fails" and "Conv" in v.summary and "\n" not in v.summary

@@ -169,6 +169,8 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
         try:
             import onnx2tf
 
+            _offline(onnx2tf)
+
             quant = _calibration_args(calibration, private.parent) if precision == "int8" else None
             extra = {"output_integer_quantized_tflite": True, "custom_input_op_name_np_data_path": quant} \
                 if quant else {}
@@ -209,6 +211,23 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
     shutil.rmtree(work, ignore_errors=True)
     info["ok"] = True
     return info
+
+
+def _offline_sample_images() -> np.ndarray:
+    """What onnx2tf would download (20 RGB images, 128x128, NHWC float32 in [0, 1]) for its dummy
+    inference of 3-channel image models: seeded values instead, so a conversion never reaches the
+    network (the studio talks to loopback only)."""
+    return np.random.default_rng(0).random((20, 128, 128, 3), dtype=np.float32)
+
+
+def _offline(onnx2tf_module: Any) -> None:
+    """Replace onnx2tf's sample-data download (GitHub / S3 over HTTPS) by :func:`_offline_sample_images`."""
+    import importlib
+
+    for name in ("onnx2tf.onnx2tf", "onnx2tf.utils.common_functions"):
+        module = importlib.import_module(name)
+        if hasattr(module, "download_test_image_data"):
+            module.download_test_image_data = _offline_sample_images
 
 
 def _private_copy(source: Path, dest: Path) -> None:
