@@ -69,9 +69,10 @@ def litert_limits(limits: Limits | None) -> Limits:
 
     from studio.core.sandbox import default_limits
 
-    limits = limits or default_limits()
-    return replace(limits, memory_bytes=max(limits.memory_bytes, _MIN_MEMORY),
-                   timeout_s=max(limits.timeout_s, _MIN_TIMEOUT_S))
+    if limits is None:    # the default timeout is too short for onnx2tf; a caller's own limit is kept
+        base = default_limits()
+        limits = replace(base, timeout_s=max(base.timeout_s, _MIN_TIMEOUT_S))
+    return replace(limits, memory_bytes=max(limits.memory_bytes, _MIN_MEMORY))
 
 
 class LiteRtEngine(WorkerEngine):
