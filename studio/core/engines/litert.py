@@ -429,9 +429,11 @@ def _typed(a: np.ndarray, elem_type: int | None) -> np.ndarray:
 def litert_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     ctx.set_stage("LiteRT conversion (onnx2tf)")
     out = Path(ctx.out_dir) / Path(str(args["out_name"])).name
+    precision = str(args.get("precision") or "f32")
+    calibration = {n: _calibration_batch(a) for n, a in arrays.items() if a.dtype.kind == "f" and a.ndim >= 1} \
+        if precision == "int8" else None
     try:
-        data = convert_to_tflite(str(args["model_path"]), out, args.get("shapes") or {},
-                                 str(args.get("precision") or "f32"))
+        data = convert_to_tflite(str(args["model_path"]), out, args.get("shapes") or {}, precision, calibration)
     except ConversionFailed as exc:
         data = exc.info
     return JobOutput(data=data)
