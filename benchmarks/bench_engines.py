@@ -65,11 +65,13 @@ def _convert_row(name, engine, adapter, path, out, feeds) -> list:
             f"wall {wall:.1f} s; {conv.command_line[:90]}" if conv.ok else (conv.error or "")[:120]]
 
 
-def main(budget_s: float = 60.0) -> None:
+def main(budget_s: float = 60.0, only: set[str] | None = None) -> None:
     from studio.precision.variants import evaluate_variants
 
     rows, best, conv = [], [], []
     for name, path in _models():
+        if only and name not in only:
+            continue
         conv += conversion_rows(name, path)
         report = evaluate_variants(path, variants=VARIANTS, samples=8, latency_budget_s=budget_s,
                                    on_progress=lambda i, n, label: print(f"  [{name} {i}/{n}] {label}",
@@ -93,5 +95,5 @@ def main(budget_s: float = 60.0) -> None:
                 conv)
 
 
-if __name__ == "__main__":   # python -m benchmarks.bench_engines [BUDGET_S]
-    main(float(sys.argv[1]) if len(sys.argv) > 1 else 60.0)
+if __name__ == "__main__":   # python -m benchmarks.bench_engines [BUDGET_S] [MODEL ...]
+    main(float(sys.argv[1]) if len(sys.argv) > 1 else 60.0, set(sys.argv[2:]) or None)
