@@ -9,6 +9,12 @@ MNN int8 weights (MNNConvert --weightQuantBits 8). LiteRT int8 (onnx2tf full-int
 quantization with a representative dataset) is not built by the studio yet: listed as such.
 
 Run with ``python -m benchmarks bench_engines`` (prints tables; not a test).
+
+Measured here (2 shared CPUs, load ~8; MobileNetV2-like 224x224, p10 ms, one interleaved run): ORT 3.27,
+OpenVINO 3.68, MNN 8.18, LiteRT 3.86 in fp32; best INT8: ORT 1.99 (cos 0.991), OpenVINO 1.98 (0.991),
+LiteRT 2.27 (0.989), MNN weight-only int8 8.31 (0.998: weights only, computed in fp32). Conversion:
+MNNConvert 0.3 s, onnx2tf 108 s. The ResNet-50-like run did not finish within the session here (onnx2tf
+next to OpenVINO segfaulted the shared latency worker; LiteRT now converts in its own worker first).
 """
 
 from __future__ import annotations
