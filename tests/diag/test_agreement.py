@@ -5,7 +5,7 @@ really does (load and run once on seeded feeds, in the worker).
 Measured here (onnxruntime 1.32, openvino 2026.4): 159 models (10 samples + 149 backend
 models), 159/159 agree on ONNX Runtime (114 run, 45 fail) and 159/159 on OpenVINO (142 run,
 17 fail); with MNN 3.6.1 and LiteRT 2.3.0 (onnx2tf 1.29.24): 159/159 on MNN (145 run, 14 fail) and
-159/159 on LiteRT (84 run, 75 fail; onnx2tf refuses many backend-test graphs: sequences, strings,
+159/159 on LiteRT (108 run, 51 fail; onnx2tf refuses many backend-test graphs: sequences, strings,
 control flow, ops at opset < 7). Failures that are real but worth knowing:
 * pytorch-converted/-operator models at ai.onnx opset 1-6: ORT has no kernels before 7;
 * test_expand_shape_model1-3 and test_sequence_model8: the seeded random values of a shape /
