@@ -11,7 +11,8 @@ PYTEST_ARGS ?=
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,litert]'
+	bash scripts/install_litert_converter.sh $(PY)
 	touch $@
 
 install: $(VENV)/.installed

@@ -6,7 +6,8 @@ import importlib
 import sys
 
 BENCHMARKS = ["bench_inspect", "bench_worker", "bench_graphview", "bench_graph_viewer", "bench_passes",
-              "bench_profile", "bench_precision", "bench_precision_data", "bench_export", "bench_batch"]
+              "bench_profile", "bench_precision", "bench_precision_data", "bench_engines", "bench_export",
+              "bench_batch"]
 
 
 def main(argv: list[str]) -> int:

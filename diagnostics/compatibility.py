@@ -5,7 +5,7 @@ Per node and engine target the report holds a status (supported / restricted
 / unsupported / unknown) and per engine target a model-level verdict with how
 it was decided: ONNX Runtime and OpenVINO by a real session in a sandbox
 worker (the kernel registry and ``query_model`` explain *which* node),
-TensorRT by the support table (or the real parser where installed), other ORT
+MNN and LiteRT by a real conversion and run (``converted_check``), TensorRT by the support table (or the real parser where installed), other ORT
 EPs by their tables.
 """
 
@@ -38,6 +38,8 @@ def normalize_engines(engines: Sequence[str] | str | None) -> tuple[str, ...]:
         return ENGINE_NAMES
     if isinstance(engines, str):
         engines = [e for e in engines.split(",") if e.strip()]
+    if any(str(e).strip().lower() == "all" for e in engines):
+        return ENGINE_NAMES
     out: list[str] = []
     for e in engines:
         name = resolve_engine_name(e)
@@ -96,6 +98,11 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
 
             checks[engine] = check_openvino(path, nodes, device=ov_device, run=run, dims=dict(dims or {}), inputs=inputs,
                                             pool_key=pool_key, limits=limits)
+        elif engine in ("mnn", "litert"):
+            from diagnostics.converted_check import check_converted
+
+            checks[engine] = check_converted(engine, path, nodes, run=run, dims=dict(dims or {}), inputs=inputs,
+                                             pool_key=pool_key, limits=limits)
         else:
             from diagnostics.tensorrt_check import check_tensorrt
 

@@ -56,7 +56,8 @@ def cold_rows(profile: Profile) -> list[dict]:
             continue
         c = v.cold
         rows.append({"variant": v.id, "worker start ms": _r(c.worker_start_ms, 2), "import ms": _r(c.import_ms, 2),
-                     "load ms": _r(c.load_ms, 2), "session ms": _r(c.session_ms, 2),
+                     "convert ms": _r(c.convert_ms, 1), "load ms": _r(c.load_ms, 2),
+                     "session ms": _r(c.session_ms, 2),
                      "first inference ms": _r(c.first_inference_ms, 3),
                      "warm inference ms": _r(c.warm_inference_ms, 3),
                      "from cache ms": _r(c.cached_session_ms, 2),

@@ -458,6 +458,24 @@ def ops_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOu
         return JobOutput(data={"kernels": kernels, "runs": runs, "e2e_ns": e2e, "e2e_stat": "mean",
                                "engine_run_ms": None, "trace_file": trace_name, "trace_note": OV_TRACE_NOTE,
                                "details": runner.details})
+    if engine == "mnn":
+        import re
+
+        from studio.core.engines.mnn import convert_to_mnn, mnn_op_times
+
+        mnn_path = Path(ctx.scratch) / "model.mnn"
+        convert_to_mnn(v["model_path"], mnn_path, str(v["engine"].get("precision") or "f32"))
+        with nv.range(f"per-op {v['id']}"):
+            records, e2e = mnn_op_times(mnn_path, feeds, threads=int(v["engine"].get("threads") or 4),
+                                        warmup=warmup, runs=runs)
+        kernels = [{"name": r["name"], "op_type": r["op_type"], "exec_type": "MNN CPU", "per_run_us": r["per_run_us"],
+                    "calls": runs, "original_names": [re.sub(r"_raster_\d+$", "", r["name"])]} for r in records]
+        return JobOutput(data={"kernels": kernels, "runs": runs, "e2e_ns": e2e, "engine_run_ms": None,
+                               "trace_file": None, "trace_note": "MNN session callbacks (runSessionWithCallBackInfo)",
+                               "details": {"threads": int(v["engine"].get("threads") or 4)}})
+    if engine == "litert":
+        raise ValueError("per-op profiling is not available for LiteRT here: the ai_edge_litert Python API has no "
+                         "op profiler (use the benchmark_model tool with --enable_op_profiling on the device)")
     raise ValueError(f"per-op profiling is not available for {engine} here; use trtexec --dumpProfile or nsys "
                      "on a GPU machine")
 

@@ -359,6 +359,10 @@ def _failure(exc: StudioError) -> tuple[str, str]:
 
 def _job_limits(base: Limits, specs: Sequence[EngineSpec]) -> Limits:
     # CUDA reserves huge address ranges: GPU variants run without RLIMIT_AS (the RSS watchdog stays).
+    if any(s.engine == "litert" for s in specs):   # onnx2tf imports TensorFlow in the worker
+        from studio.core.engines.litert import litert_limits
+
+        base = litert_limits(base)
     return replace(base, address_space_limit=False) if any(s.needs_gpu for s in specs) else base
 
 

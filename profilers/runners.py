@@ -330,6 +330,44 @@ class TrtRunner(Runner):
         self._cudart.cudaStreamDestroy(self.stream)
 
 
+# ============================================================================ MNN, LiteRT
+
+class ConvertedRunner(Runner):
+    """MNN or LiteRT: the studio's converter + runtime (``studio.core.engines.mnn`` / ``litert``),
+    converted and loaded before timing; inputs converted once (MNN ``Var`` constants, LiteRT
+    NHWC arrays). ``timings``: ``convert_ms`` (MNNConvert / onnx2tf) and ``session_ms`` (the
+    runtime's load) separately."""
+
+    def __init__(self, model_path: str, spec: Mapping[str, Any], feeds: Mapping[str, np.ndarray], *,
+                 out_dir: Path) -> None:
+        super().__init__()
+        from studio.core.jobs import JobContext
+
+        self.engine = str(spec["engine"])
+        started = time.perf_counter_ns()
+        if self.engine == "mnn":
+            from studio.core.engines.mnn import MnnRunner as Core
+        else:
+            from studio.core.engines.litert import LiteRtRunner as Core
+        self.timings["import_ms"] = _ms(started)
+        scratch = out_dir / f"{self.engine}_{time.perf_counter_ns()}"
+        scratch.mkdir(parents=True, exist_ok=True)
+        ctx = JobContext(scratch=scratch, out_dir=out_dir, cpu_threads=spec.get("threads"))
+        args = {"precision": spec.get("precision") or "f32", "intra_op_threads": spec.get("threads")}
+        with ranges().range(f"{self.engine}: convert + load"):
+            self.core = Core(model_path, args, ctx)
+            self.infer = self.core.bind(feeds)
+        self.call = (self.infer, ())
+        d = self.core.details
+        self.timings.update(convert_ms=d.get("convert_ms"), session_ms=d.get("load_ms"), load_ms=None)
+        self.details = {k: d.get(k) for k in ("threads", "precision_requested", "layout", "names_mapped",
+                                              "converter_command", "convert_ms", "load_ms") if d.get(k) is not None}
+        self.details["precision_effective"] = f"{args['precision']} weights, fp32 compute"
+
+    def close(self) -> None:
+        self.core.close()
+
+
 # ============================================================================ factory
 
 def open_runner(model_path: str, spec: Mapping[str, Any], feeds: Mapping[str, np.ndarray], *, out_dir: Path,
@@ -350,4 +388,6 @@ def open_runner(model_path: str, spec: Mapping[str, Any], feeds: Mapping[str, np
                         hint=hint)
     if engine == "tensorrt":
         return TrtRunner(model_path, spec, feeds, out_dir=out_dir)
+    if engine in ("mnn", "litert"):
+        return ConvertedRunner(model_path, spec, feeds, out_dir=out_dir)
     raise ValueError(f"unknown engine {engine!r}")

@@ -22,6 +22,7 @@ _ORT_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"
                   "trt": "TensorrtExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
 _OV_PRECISIONS = ("f32", "bf16", "f16", "default")
 _TRT_PRECISIONS = ("f32", "f16", "bf16")
+_CONVERTED_PRECISIONS = {"mnn": ("f32", "f16", "int8"), "litert": ("f32", "f16", "int8")}
 _HINTS = ("LATENCY", "THROUGHPUT")
 _OPT_LEVELS = ("disable", "basic", "extended", "all")
 
@@ -30,7 +31,8 @@ _OPT_LEVELS = ("disable", "basic", "extended", "all")
 class EngineSpec:
     """One engine configuration.
 
-    ``engine``: onnxruntime | openvino | tensorrt. ``device``: the ORT execution
+    ``engine``: onnxruntime | openvino | tensorrt | mnn | litert (``precision``: their
+    conversion's weights, f32 / f16 / MNN int8). ``device``: the ORT execution
     provider (cpu, cuda, trt) or the OpenVINO device (CPU). ``precision``:
     OpenVINO's ``INFERENCE_PRECISION_HINT`` (f32 pinned by default; "default"
     lets the plugin choose, bf16 on CPUs that have it) or TensorRT's builder
@@ -57,6 +59,10 @@ class EngineSpec:
         if self.engine == "tensorrt" and self.precision not in _TRT_PRECISIONS:
             raise StudioError(f"TensorRT precision must be one of {', '.join(_TRT_PRECISIONS)}, got "
                               f"{self.precision!r}", code="BAD-OPTION")
+        if self.engine in _CONVERTED_PRECISIONS and self.precision not in _CONVERTED_PRECISIONS[self.engine]:
+            raise StudioError(f"{self.engine} precision must be one of "
+                              f"{', '.join(_CONVERTED_PRECISIONS[self.engine])}, got {self.precision!r}",
+                              code="BAD-OPTION")
         if self.hint is not None and self.hint not in _HINTS:
             raise StudioError(f"performance hint must be LATENCY or THROUGHPUT, got {self.hint!r}", code="BAD-OPTION")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
@@ -73,6 +79,8 @@ class EngineSpec:
             base = "ov" if self.precision == "f32" else f"ov:{self.precision}"
             if self.hint == "THROUGHPUT":
                 base += ":throughput"
+        elif self.engine in _CONVERTED_PRECISIONS:
+            base = self.engine if self.precision == "f32" else f"{self.engine}:{self.precision.replace('f16', 'fp16')}"
         else:
             base = "trt" if self.precision == "f32" else f"trt:{self.precision}"
         return base
@@ -84,6 +92,10 @@ class EngineSpec:
         if self.engine == "openvino":
             return (f"OpenVINO CPU {'default precision' if self.precision == 'default' else self.precision}"
                     + (" throughput hint" if self.hint == "THROUGHPUT" else ""))
+        if self.engine == "mnn":
+            return f"MNN CPU {self.precision}" + (" weights" if self.precision != "f32" else "")
+        if self.engine == "litert":
+            return f"LiteRT CPU {self.precision}" + (" weights" if self.precision != "f32" else "")
         return f"TensorRT {self.precision}"
 
     @property
@@ -114,7 +126,8 @@ class EngineSpec:
 
 def parse_engine(text: str) -> EngineSpec:
     """``ort``, ``ort:cuda``, ``ort:trt``, ``ov``, ``ov:bf16``, ``ov:default``,
-    ``ov:throughput`` (``ov:bf16:throughput``), ``trt``, ``trt:fp16`` (long names
+    ``ov:throughput`` (``ov:bf16:throughput``), ``trt``, ``trt:fp16``, ``mnn``, ``mnn:fp16``,
+    ``mnn:int8``, ``litert``, ``litert:fp16`` (long names
     ``onnxruntime``/``openvino``/``tensorrt`` too)."""
     raw = str(text).strip().lower()
     name, *parts = [p.strip() for p in raw.split(":")]
@@ -133,6 +146,10 @@ def parse_engine(text: str) -> EngineSpec:
         return EngineSpec("onnxruntime", device=variant or "cpu")
     if engine == "openvino":
         return EngineSpec("openvino", precision=precision, hint=hint)
+    if engine in _CONVERTED_PRECISIONS:
+        if "throughput" in parts:
+            raise StudioError("the throughput hint is an OpenVINO setting", code="BAD-OPTION")
+        return EngineSpec(engine, precision=precision, hint=None)
     return EngineSpec("tensorrt", precision=precision, hint=None)
 
 
@@ -167,6 +184,9 @@ def available_engine_specs() -> list[EngineSpec]:
         specs.append(EngineSpec("openvino"))
     if get_engine("tensorrt").available():
         specs.append(EngineSpec("tensorrt", hint=None))
+    for name in _CONVERTED_PRECISIONS:
+        if get_engine(name).available():
+            specs.append(EngineSpec(name, hint=None))
     return specs
 
 

@@ -5,6 +5,9 @@
 set -u
 # ONNX Runtime's C++ headers for the plugin build tests (the pip wheel has none); non-fatal.
 bash "$(dirname "$0")/fetch_ort_headers.sh" || echo "ensure_test_deps: ONNX Runtime headers not fetched" >&2
+# LiteRT's converter (onnx2tf, tf_keras) goes in without its pinned dependencies; non-fatal.
+bash "$(dirname "$0")/install_litert_converter.sh" "${PYTHON:-$(dirname "$0")/../.venv/bin/python}" \
+  || echo "ensure_test_deps: onnx2tf not installed; LiteRT tests will be skipped" >&2
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-liberation fonts-noto-color-emoji)
 command -v dot >/dev/null 2>&1 || need+=(graphviz)

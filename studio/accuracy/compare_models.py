@@ -123,6 +123,12 @@ def _precision_text(engine: str, options: RunOptions, details: Mapping[str, Any]
         return f"{eff}, {'pinned' if asked != 'default' else 'plugin default'}"
     if engine == "onnxruntime":
         return f"graph optimizations {options.graph_optimization_level}"
+    if engine in ("mnn", "litert"):   # converted formats: say how, and how outputs were matched back
+        layout = details.get("layout") or {}
+        moved = [k for k, v in layout.items() if "->" in v]
+        return (f"{options.precision} weights, converted; outputs matched to ONNX names "
+                f"{details.get('names_mapped') or details.get('outputs_mapped') or 'by name'}"
+                + (f"; NHWC layout undone for {', '.join(moved[:4])}" if moved else ""))
     return options.precision + " (not verified here)"
 
 

@@ -128,6 +128,7 @@ def run_sets_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> 
         for item in encoded:
             rekey_arrays(item[1], f"s{i}.", arrs, out_arrays)
         data["sets"].append({"outputs": encoded})
+    data["details"].update(runner.details)   # converted engines learn layout and names on the first run
     runner.close()
     return JobOutput(data=data, arrays=out_arrays)
 
@@ -150,6 +151,11 @@ def run_feed_sets(model_path: Path, engine: str, feed_sets: Sequence[Feeds], *,
             errs.append(None)
             details = {**res.details, "engine_version": res.engine_version}
         return SetRuns(canonical, tuple(outs), tuple(errs), details)
+    if canonical == "litert":   # TensorFlow (onnx2tf) needs room, and a warm worker of its own
+        from studio.core.engines.litert import litert_limits
+
+        limits = litert_limits(limits)
+    pool_key = pool_key + getattr(adapter, "pool_suffix", "")
     args = {"model_path": str(path), "engine": canonical, "options": options.to_args(), "count": len(feed_sets),
             "output_names": list(output_names) if output_names else None}
     try:

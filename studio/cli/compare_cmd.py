@@ -15,7 +15,7 @@ from studio.core.types import shape_text
 NAME = "compare"
 HELP = ("Compare two models (versions) or one model on two engines on the same inputs; exit 1 when outputs "
         "differ beyond tolerance.")
-ENGINES = ("ort", "onnxruntime", "openvino", "ov", "tensorrt", "trt")
+ENGINES = ("ort", "onnxruntime", "openvino", "ov", "tensorrt", "trt", "mnn", "litert", "tflite")
 PRECISIONS = ("f32", "bf16", "f16", "default")
 
 

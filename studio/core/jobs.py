@@ -71,6 +71,10 @@ BUILTIN_JOBS: dict[str, str] = {
     "ov.run": "studio.core.engines.openvino:ov_run_job",
     "ov.info": "studio.core.engines.openvino:ov_info_job",
     "trt.run": "studio.core.engines.tensorrt:trt_run_job",
+    "mnn.run": "studio.core.engines.mnn:mnn_run_job",
+    "mnn.convert": "studio.core.engines.mnn:mnn_convert_job",
+    "litert.run": "studio.core.engines.litert:litert_run_job",
+    "litert.convert": "studio.core.engines.litert:litert_convert_job",
 }
 
 _JOB_MARK = "__studio_job__"

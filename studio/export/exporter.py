@@ -45,6 +45,10 @@ def _runner(target: str) -> Callable[[ExportContext], TargetResult]:
         from studio.export.openvino import export_openvino as fn
     elif target == "tensorrt":
         from studio.export.tensorrt import export_tensorrt as fn
+    elif target == "mnn":
+        from studio.export.mobile import export_mnn as fn
+    elif target == "litert":
+        from studio.export.mobile import export_litert as fn
     else:
         from studio.export.triton import export_triton as fn
     return fn

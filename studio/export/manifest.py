@@ -39,7 +39,9 @@ def tool_versions() -> dict[str, str | None]:
     return {"onnx-studio": __version__, "python": platform.python_version(), "platform": platform.platform(),
             "machine": platform.machine(), "onnx": package_version("onnx"), "onnx-ir": package_version("onnx-ir"),
             "onnxruntime": package_version("onnxruntime", "onnxruntime-gpu"),
-            "openvino": package_version("openvino"), "tensorrt": trt.version if trt.version else None,
+            "openvino": package_version("openvino"), "mnn": package_version("MNN", "mnn"),
+            "ai-edge-litert": package_version("ai-edge-litert"), "onnx2tf": package_version("onnx2tf"),
+            "tensorrt": trt.version if trt.version else None,
             "tensorrt_status": "available" if trt.ok else f"not available: {trt.reason}",
             "tritonclient": package_version("tritonclient"), "protobuf": package_version("protobuf"),
             "numpy": package_version("numpy")}

@@ -15,8 +15,12 @@ from pathlib import Path
 from studio.core.errors import StudioError
 
 TARGETS: tuple[str, ...] = ("onnxruntime", "openvino", "tensorrt", "triton")
+# Device formats, converted by their engines' converters: asked by name or as "mobile" ("all" keeps its meaning).
+MOBILE_TARGETS: tuple[str, ...] = ("mnn", "litert")
+_ORDER: tuple[str, ...] = ("onnxruntime", "openvino", "tensorrt", "mnn", "litert", "triton")
 _ALIASES = {"ort": "onnxruntime", "onnxruntime": "onnxruntime", "ov": "openvino", "openvino": "openvino",
-            "trt": "tensorrt", "tensorrt": "tensorrt", "triton": "triton"}
+            "trt": "tensorrt", "tensorrt": "tensorrt", "triton": "triton", "mnn": "mnn", "litert": "litert",
+            "tflite": "litert"}
 PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "int8")
 OV_PRECISIONS: tuple[str, ...] = ("fp32", "fp16")     # OpenVINO IR weights: as they are, or FP16-compressed
 CALIBRATION_METHODS: tuple[str, ...] = ("minmax", "entropy", "percentile")   # passes.quant_tools.METHODS
@@ -119,14 +123,17 @@ def resolve_targets(targets: str | Iterable[str]) -> tuple[str, ...]:
             if name == "all":
                 wanted.update(TARGETS)
                 continue
+            if name == "mobile":
+                wanted.update(MOBILE_TARGETS)
+                continue
             if name not in _ALIASES:
                 raise StudioError(f"unknown export target '{name[:30]}'; choose from ort, openvino, tensorrt, "
-                                  "triton or all", code="BAD-OPTION")
+                                  "triton, mnn, litert, all or mobile", code="BAD-OPTION")
             wanted.add(_ALIASES[name])
     if not wanted:
         raise StudioError("no export target given; choose from ort, openvino, tensorrt, triton or all",
                           code="BAD-OPTION")
-    return tuple(t for t in TARGETS if t in wanted)
+    return tuple(t for t in _ORDER if t in wanted)
 
 
 def parse_ov_precisions(value: str | Iterable[str]) -> tuple[str, ...]:

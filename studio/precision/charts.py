@@ -10,7 +10,8 @@ __all__ = ["tradeoff_figure"]
 
 _SYMBOLS = {"fp32": "circle", "fp16": "square", "bf16": "diamond", "int8": "triangle-up",
             "int8-mixed": "triangle-down"}   # by variant name first, then by precision
-_COLORS = {"onnxruntime": "#1f77b4", "openvino": "#ff7f0e", "tensorrt": "#2ca02c"}
+_COLORS = {"onnxruntime": "#1f77b4", "openvino": "#ff7f0e", "tensorrt": "#2ca02c", "mnn": "#9467bd",
+           "litert": "#d62728"}
 
 
 def tradeoff_figure(report: PrecisionReport) -> go.Figure:

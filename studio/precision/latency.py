@@ -116,6 +116,21 @@ def _size(path: Path) -> int:
     return total
 
 
+def _pre_convert(model: Path, feeds: Feeds, precision: str, out: Path, pool_key: str) -> str:
+    """ONNX -> .tflite in a LiteRT worker (int8 calibrated on ``feeds``); the path, or the ONNX
+    path back when conversion fails (the latency job then reports the engine's own error)."""
+    from studio.core.engines.litert import litert_limits
+
+    shapes = {n: list(np.shape(v)) for n, v in feeds.items()}
+    try:
+        res = run_job("litert.convert", {"model_path": str(model), "out_name": out.name, "precision": precision,
+                                         "shapes": shapes}, dict(feeds), stage="LiteRT conversion",
+                      limits=litert_limits(None), out_dir=out.parent, pool_key=pool_key + ":litert")
+    except Exception:  # noqa: BLE001 - measured (and reported) by the latency job instead
+        return str(model)
+    return str(out) if res.data.get("ok") and out.is_file() else str(model)
+
+
 def measure(items: Sequence[LatencyItem], feeds: Feeds, *, budget_s: float = 60.0, limits: Limits | None = None,
             pool_key: str = "default", on_tick: Callable[[float], None] | None = None) -> dict[str, Latency]:
     """Median/p90 latency per item (ms), measured in one worker."""
@@ -123,11 +138,25 @@ def measure(items: Sequence[LatencyItem], feeds: Feeds, *, budget_s: float = 60.
                 "options": it.options.to_args()} for it in items]
     from studio.core.sandbox import default_limits
 
+    scratch = None
+    if any(p["engine"] == "litert" for p in payload):
+        # onnx2tf (TensorFlow) next to OpenVINO and MNN in one process segfaulted on a ResNet-50:
+        # convert in a worker of its own first; the shared worker only loads the .tflite.
+        import tempfile
+
+        scratch = tempfile.TemporaryDirectory(prefix="litert-latency-")
+        for p in payload:
+            if p["engine"] == "litert" and p["path"].endswith(".onnx"):
+                p["options"]["onnx_path"] = p["path"]
+                p["path"] = _pre_convert(Path(p["path"]), feeds, p["options"].get("precision") or "f32",
+                                         Path(scratch.name) / f"{len(p['options'])}_{p['key']}.tflite", pool_key)
     memory = (limits or default_limits()).memory_bytes
     total = sum(_size(Path(p["path"])) for p in payload)
     interleave = _SESSION_MEMORY_FACTOR * total + _WORKER_BASE_BYTES <= memory
     res = run_job("precision.latency", {"items": payload, "budget_s": budget_s, "interleave": interleave},
                   pack_sets([feeds]), stage="latency measurement", limits=limits, pool_key=pool_key, on_tick=on_tick)
+    if scratch is not None:
+        scratch.cleanup()
     out = {}
     for it in items:
         r: Mapping[str, Any] = res.data["results"].get(it.key, {"error": "not measured"})

@@ -84,6 +84,15 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
                 RunOptions(precision="f32", openvino_ir=True), builder="nncf"),
     VariantSpec("int8-nncf-aa", "INT8 NNCF accuracy-aware · OpenVINO", "openvino", "int8", (),
                 RunOptions(precision="f32", openvino_ir=True), builder="nncf-accuracy"),
+    # MNN and LiteRT: the conversion sets the precision (MNNConvert --fp16 / --weightQuantBits 8 stores
+    # fp16 / int8 weights, computed in fp32 on x86; onnx2tf's float16 .tflite).
+    VariantSpec("fp32-mnn", "fp32 · MNN", "mnn", "fp32", (), RunOptions(precision="f32")),
+    VariantSpec("fp16-mnn", "fp16 weights · MNN", "mnn", "fp16", (), RunOptions(precision="f16")),
+    VariantSpec("int8-mnn", "INT8 weights · MNN (weight-only)", "mnn", "int8", (), RunOptions(precision="int8")),
+    VariantSpec("fp32-litert", "fp32 · LiteRT", "litert", "fp32", (), RunOptions(precision="f32")),
+    VariantSpec("fp16-litert", "fp16 weights · LiteRT", "litert", "fp16", (), RunOptions(precision="f16")),
+    VariantSpec("int8-litert", "INT8 · LiteRT (onnx2tf integer quantization)", "litert", "int8", (),
+                RunOptions(precision="int8")),
     VariantSpec("fp16-trt", "fp16 · TensorRT", "tensorrt", "fp16", (), RunOptions(precision="f16")),
     VariantSpec("int8-trt", "INT8 QDQ · TensorRT", "tensorrt", "int8",
                 (_p("quantize-int8-static", config="qdq-s8s8", fallback=False, require_target=False),),

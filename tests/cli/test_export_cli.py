@@ -34,7 +34,7 @@ def test_text_report_and_failure_exit_code(capsys, tmp_path):
 
 def test_bad_input_exits_2(capsys, tmp_path):
     model = str(SAMPLES / "cnn_unfused.onnx")
-    assert main(["export", model, "--target", "tflite", "-o", str(tmp_path)]) == 2
+    assert main(["export", model, "--target", "coreml", "-o", str(tmp_path)]) == 2
     assert "unknown export target" in capsys.readouterr().err
     assert main(["export", model, "-o", str(tmp_path), "--shapes", "input=1x3"]) == 2
     err = capsys.readouterr().err

@@ -125,7 +125,7 @@ def _pgid(pid: int) -> int | None:
 def test_get_engine_aliases_and_unknown():
     assert get_engine("ort") is get_engine("onnxruntime") is get_engine("ORT")
     assert get_engine("ov").name == "openvino" and get_engine("trt").name == "tensorrt"
-    assert [e.name for e in all_engines()] == ["onnxruntime", "openvino", "tensorrt"]
+    assert [e.name for e in all_engines()] == ["onnxruntime", "openvino", "tensorrt", "mnn", "litert"]
     assert get_engine("ort").label == "ONNX Runtime"
     with pytest.raises(StudioError) as err:
         resolve_engine_name("tvm")

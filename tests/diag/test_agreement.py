@@ -1,11 +1,13 @@
-"""ORT and OpenVINO verdicts agree with reality: ``check`` on every sample model and every
+"""ORT, OpenVINO, MNN and LiteRT verdicts agree with reality: ``check`` on every sample model and every
 model under the onnx wheel's backend/test/data, compared with what the engine adapter
 really does (load and run once on seeded feeds, in the worker).
 
 Measured here (onnxruntime 1.32, openvino 2026.4): 159 models (10 samples + 149 backend
 models), 159/159 agree on ONNX Runtime (114 run, 41 fail, 4 not run) and 159/159 on OpenVINO
-(142 run, 14 fail, 3 not run). A verdict that ran on inputs the input search found is checked
-by running the engine on those inputs (``ran_on``). Failures that are real but worth knowing:
+(142 run, 14 fail, 3 not run); with MNN 3.6.1 and LiteRT 2.3.0 (onnx2tf 1.29.24): 159/159 on MNN and
+159/159 on LiteRT (onnx2tf refuses many backend-test graphs: sequences, strings, control flow, ops at
+opset < 7). A verdict that ran on inputs the input search found is checked by running the engine on
+those inputs (``ran_on``). Failures that are real but worth knowing:
 * pytorch-converted/-operator models at ai.onnx opset 1-6: ORT has no kernels before 7;
 * test_expand_shape_model1-3 and test_sequence_model8: the seeded random values of a shape /
   split input are invalid for the graph and no searched input fixes them: "not run" (compiles;
@@ -23,7 +25,7 @@ from studio import api
 from tests.conftest import ONNX_DATA, SAMPLES, backend_models
 from tests.diag.agreement import reality, verdict_ok
 
-ENGINES = ("onnxruntime", "openvino")
+ENGINES = ("onnxruntime", "openvino", "mnn", "litert")
 # Known disagreements (model name -> reason). Empty: the check agrees with reality everywhere.
 KNOWN_DISAGREEMENTS: dict[str, str] = {}
 

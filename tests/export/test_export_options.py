@@ -13,7 +13,7 @@ def test_targets_resolve_aliases_and_all():
     assert resolve_targets("all") == ("onnxruntime", "openvino", "tensorrt", "triton")
     assert resolve_targets(["trt", "ort,ov"]) == ("onnxruntime", "openvino", "tensorrt")
     with pytest.raises(StudioError, match="unknown export target"):
-        resolve_targets("tflite")
+        resolve_targets("coreml")
     with pytest.raises(StudioError, match="no export target"):
         resolve_targets(",")
 

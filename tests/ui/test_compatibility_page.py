@@ -89,3 +89,19 @@ def test_not_run_badge_and_inputs_that_ran(app, tmp_path):
         assert not at.exception
         shown = (" ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)).replace("\\", "")
         assert expected in shown and "❌ fails" not in shown
+
+
+def test_mnn_and_litert_columns(app):
+    """MNN is checked by default (a real conversion and run); LiteRT is offered, opt-in."""
+    at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
+    at = _goto(at)
+    assert not at.exception
+    picker = at.multiselect(key="compat_engines")
+    assert {"MNN", "LiteRT"} <= set(picker.options) and "mnn" in picker.value and "litert" not in picker.value
+    text = " ".join(m.value for m in at.markdown)
+    assert "**MNN**" in text
+    at = picker.set_value([*picker.value, "litert"]).run()
+    assert not at.exception
+    text = " ".join(m.value for m in at.markdown)
+    assert "**LiteRT**" in text and "❌ fails" not in text
+    assert any("--engines ort,openvino,tensorrt,mnn,litert" in c.value for c in at.code)

@@ -1,4 +1,4 @@
-"""Engine adapters: ONNX Runtime, OpenVINO, TensorRT (one module each).
+"""Engine adapters: ONNX Runtime, OpenVINO, TensorRT, MNN, LiteRT (one module each).
 
 ``get_engine("ort")`` returns the adapter; every adapter runs its engine in a
 sandbox worker, never in the calling process. Availability is read from package
@@ -13,11 +13,13 @@ from studio.core.errors import StudioError
 __all__ = ["ENGINE_NAMES", "Availability", "EngineAdapter", "RunOptions", "RunOutput", "all_engines",
            "get_engine", "resolve_engine_name"]
 
-ENGINE_NAMES: tuple[str, ...] = ("onnxruntime", "openvino", "tensorrt")
+ENGINE_NAMES: tuple[str, ...] = ("onnxruntime", "openvino", "tensorrt", "mnn", "litert")
 _ALIASES = {
     "onnxruntime": "onnxruntime", "ort": "onnxruntime", "onnx-runtime": "onnxruntime", "onnx_runtime": "onnxruntime",
     "openvino": "openvino", "ov": "openvino",
     "tensorrt": "tensorrt", "trt": "tensorrt",
+    "mnn": "mnn",
+    "litert": "litert", "tflite": "litert", "lite-rt": "litert",
 }
 _instances: dict[str, EngineAdapter] = {}
 
@@ -28,7 +30,7 @@ def resolve_engine_name(name: str) -> str:
     if key not in _ALIASES:
         shown = str(name)[:40]
         raise StudioError(f"unknown engine {shown!r}; valid engines: onnxruntime (ort), openvino (ov), "
-                          "tensorrt (trt)", code="UNKNOWN-ENGINE")
+                          "tensorrt (trt), mnn, litert (tflite)", code="UNKNOWN-ENGINE")
     return _ALIASES[key]
 
 
@@ -44,6 +46,14 @@ def get_engine(name: str) -> EngineAdapter:
             from studio.core.engines.openvino import OpenVinoEngine
 
             adapter = OpenVinoEngine()
+        elif canonical == "mnn":
+            from studio.core.engines.mnn import MnnEngine
+
+            adapter = MnnEngine()
+        elif canonical == "litert":
+            from studio.core.engines.litert import LiteRtEngine
+
+            adapter = LiteRtEngine()
         else:
             from studio.core.engines.tensorrt import TensorRtEngine
 

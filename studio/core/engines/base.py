@@ -50,7 +50,7 @@ __all__ = [
 OutputValue = Any  # np.ndarray | list[OutputValue] | dict[Any, OutputValue] | int | float | str | bool | None
 
 _GRAPH_OPT_LEVELS = ("disable", "basic", "extended", "all")
-_OV_PRECISIONS = ("f32", "bf16", "f16", "default")
+_OV_PRECISIONS = ("f32", "bf16", "f16", "default", "int8")   # int8: MNN weight quantization
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,10 @@ class RunOptions:
     ``workspace_bytes``, ``trt_profile`` (input name -> (min, opt, max) shapes;
     default: exactly the feed shapes).
 
-    Both: ``output_names`` (a subset, in the order wanted).
+    MNN / LiteRT: ``precision`` of the conversion ("f32"; "f16" weights; MNN "int8" weights),
+    ``intra_op_threads``.
+
+    All: ``output_names`` (a subset, in the order wanted).
     """
 
     providers: tuple[str, ...] = ("CPUExecutionProvider",)
@@ -187,7 +190,7 @@ class RunOutput:
 
 @runtime_checkable
 class EngineAdapter(Protocol):
-    name: str      # "onnxruntime" | "openvino" | "tensorrt"
+    name: str      # "onnxruntime" | "openvino" | "tensorrt" | "mnn" | "litert"
     label: str     # "ONNX Runtime"
 
     def available(self) -> Availability: ...
@@ -389,6 +392,7 @@ class WorkerEngine:
     label: str = ""
     run_job_name: str = ""
     stage: str = ""
+    pool_suffix: str = ""    # engines with heavy imports (TensorFlow) keep warm workers of their own
 
     def __init__(self) -> None:
         self._availability: Availability | None = None
@@ -417,7 +421,7 @@ class WorkerEngine:
         limits, fresh = self._prepare(options, limits, out_dir)
         args = {"model_path": str(path), **options.to_args()}
         result = run_job(self.run_job_name, args, check_feeds(feeds), stage=self.stage, limits=limits,
-                         out_dir=out_dir, fresh=fresh, pool_key=pool_key, on_tick=on_tick)
+                         out_dir=out_dir, fresh=fresh, pool_key=pool_key + self.pool_suffix, on_tick=on_tick)
         details = dict(result.data.get("details", {}))
         details.update(worker_seconds=round(result.seconds, 4), worker_reused=result.worker_reused,
                        peak_rss_bytes=result.peak_rss_bytes, worker_pid=result.worker_pid)

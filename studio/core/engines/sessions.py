@@ -209,12 +209,20 @@ class OvRunner:
 
 
 def open_runner(engine: str, path: str | Path, args: Mapping[str, Any], ctx: JobContext) -> Runner:
-    """A runner for ``engine`` ("onnxruntime" | "openvino"); ``args`` is ``RunOptions.to_args()``
+    """A runner for ``engine`` ("onnxruntime" | "openvino" | "mnn" | "litert"); ``args`` is ``RunOptions.to_args()``
     (ORT also reads ``disabled_optimizers``)."""
     if engine == "onnxruntime":
         return OrtRunner(str(path), args, ctx)
     if engine == "openvino":
         return OvRunner(str(path), args, ctx)
+    if engine == "mnn":
+        from studio.core.engines.mnn import MnnRunner
+
+        return MnnRunner(str(path), args, ctx)
+    if engine == "litert":
+        from studio.core.engines.litert import LiteRtRunner
+
+        return LiteRtRunner(str(path), args, ctx)
     raise ValueError(f"engine {engine!r} has no in-worker runner (TensorRT runs through its own job)")
 
 

@@ -1,4 +1,4 @@
-"""Compatibility: will the model run on ONNX Runtime, OpenVINO and TensorRT?
+"""Compatibility: will the model run on ONNX Runtime, OpenVINO, TensorRT, MNN and LiteRT?
 
 Verdict per engine target, an engines x op-type matrix, a filterable per-node
 table, and findings with a one-click fix (the fix pass runs through the
@@ -17,7 +17,9 @@ from studio import api
 from studio.core.findings import Report
 from studio.ui import state, widgets
 
-_ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT"}
+_ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT", "mnn": "MNN",
+            "litert": "LiteRT"}
+_OPT_IN = ("litert",)
 _EPS = ["cpu", "cuda", "tensorrt"]
 _BADGE = {"runs": "✅ runs", "runs with warnings": "⚠️ runs with warnings", "not run": "⏸️ compiles, not run",
           "fails": "❌ fails", "unknown": "❔ unknown"}
@@ -27,8 +29,10 @@ MAX_ROWS = 5000
 
 def _options() -> tuple[tuple[str, ...], tuple[str, ...], str]:
     c1, c2, c3 = st.columns([3, 2, 1])
-    engines = c1.multiselect("Engines", list(_ENGINES), default=list(_ENGINES), format_func=_ENGINES.__getitem__,
-                             key="compat_engines")
+    engines = c1.multiselect("Engines", list(_ENGINES), default=[e for e in _ENGINES if e not in _OPT_IN],
+                             format_func=_ENGINES.__getitem__, key="compat_engines",
+                             help="LiteRT is opt-in: its converter (onnx2tf) loads TensorFlow, tens of seconds "
+                                  "per check")
     eps = c2.multiselect("ONNX Runtime execution providers", _EPS, default=["cpu"], key="compat_eps",
                          help="CPU is always checked; CUDA/TensorRT EPs that are not installed use shipped tables")
     trt = c3.radio("TensorRT", ["10", "11"], horizontal=True, key="compat_trt", format_func=lambda v: f"{v}.x")
@@ -36,7 +40,7 @@ def _options() -> tuple[tuple[str, ...], tuple[str, ...], str]:
 
 
 def _cli(handle, engines, eps, trt) -> str:
-    short = {"onnxruntime": "ort", "openvino": "openvino", "tensorrt": "tensorrt"}
+    short = {"onnxruntime": "ort", "openvino": "openvino", "tensorrt": "tensorrt", "mnn": "mnn", "litert": "litert"}
     return (f"onnx-studio check {shlex.quote(handle.path.name)} --engines {','.join(short[e] for e in engines)} "
             f"--ep {','.join(eps)} --trt-version {trt}")
 

@@ -15,12 +15,14 @@ from studio import api
 from studio.core.errors import StudioError
 from studio.core.paths import confine
 from studio.export.command import cli_command
-from studio.export.options import CALIBRATION_METHODS, ORT_LEVELS, OV_PRECISIONS, TARGETS, parse_shape_spec
+from studio.export.options import (CALIBRATION_METHODS, MOBILE_TARGETS, ORT_LEVELS, OV_PRECISIONS, TARGETS,
+                                   parse_shape_spec)
 from studio.export.views import artifact_rows, bench_rows, target_rows
 from studio.ui import state, widgets
 
 _RESULT = "onnx_studio_export_result"
-_LABELS = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT", "triton": "Triton"}
+_LABELS = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT", "triton": "Triton",
+           "mnn": "MNN (.mnn)", "litert": "LiteRT (.tflite)"}
 MAX_DOWNLOAD_BYTES = 300 * 2**20
 MAX_ARTIFACT_DOWNLOAD_BYTES = 100 * 2**20
 
@@ -194,7 +196,7 @@ def render() -> None:
         return
     handle, version = opened
     c1, c2, c3 = st.columns([3, 2, 2])
-    targets = c1.multiselect("Targets", list(TARGETS), default=list(TARGETS), format_func=_LABELS.__getitem__,
+    targets = c1.multiselect("Targets", list(TARGETS) + list(MOBILE_TARGETS), default=list(TARGETS), format_func=_LABELS.__getitem__,
                              key="exp_targets")
     presets = ["none", *[p["name"] for p in api.list_passes()["presets"]]]
     preset = c2.selectbox("Optimization preset first", presets, key="exp_preset",

@@ -11,8 +11,9 @@ from studio.accuracy.charts import layer_error_figure
 from studio.ui import state, widgets
 from studio.ui.inputs_picker import inputs_picker
 
-ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT"}
-CLI_ENGINE = {"onnxruntime": "ort", "openvino": "openvino", "tensorrt": "trt"}
+ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT", "mnn": "MNN",
+           "litert": "LiteRT"}
+CLI_ENGINE = {"onnxruntime": "ort", "openvino": "openvino", "tensorrt": "trt", "mnn": "mnn", "litert": "litert"}
 OV_PRECISIONS = ["f32", "bf16", "f16", "default"]
 _RESULT = "verify_result"
 

@@ -1,0 +1,105 @@
+"""Four CPU engines side by side: ONNX Runtime, OpenVINO, MNN and LiteRT, fp32 and each
+engine's best INT8 here, on the ResNet-50-like and MobileNetV2-like models, timed in ONE
+interleaved run (the precision flow's latency job: every variant in the same worker, in
+alternating blocks), with cosine vs ORT fp32; plus each converter's time (MNNConvert,
+onnx2tf) and the runtime's load time.
+
+INT8 per engine: ORT static QDQ (studio's quantize-int8-static), OpenVINO on the QDQ model,
+MNN int8 weights (MNNConvert --weightQuantBits 8). LiteRT int8 (onnx2tf full-integer
+quantization with a representative dataset) is not built by the studio yet: listed as such.
+
+Run with ``python -m benchmarks bench_engines`` (prints tables; not a test).
+
+Measured here (2 shared CPUs, load ~8; MobileNetV2-like 224x224, p10 ms, one interleaved run): ORT 3.27,
+OpenVINO 3.68, MNN 8.18, LiteRT 3.86 in fp32; best INT8: ORT 1.99 (cos 0.991), OpenVINO 1.98 (0.991),
+LiteRT 2.27 (0.989), MNN weight-only int8 8.31 (0.998: weights only, computed in fp32). Conversion:
+MNNConvert 0.3 s, onnx2tf 108 s. The ResNet-50-like run did not finish within the session here (onnx2tf
+next to OpenVINO segfaulted the shared latency worker; LiteRT now converts in its own worker first).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.harness import print_table
+from benchmarks.models import build_mobilenetv2, build_resnet50, cached
+
+VARIANTS = ["fp32", "fp32-ov", "fp32-mnn", "fp32-litert", "int8", "int8-ov", "int8-mnn", "int8-litert"]
+BEST_INT8 = {"onnxruntime": "int8", "openvino": "int8-ov", "mnn": "int8-mnn", "litert": "int8-litert"}
+
+
+def _models() -> list[tuple[str, Path]]:
+    return [("resnet50", cached(build_resnet50, "resnet50-trained", trained_like=True)),
+            ("mobilenetv2", cached(build_mobilenetv2, "mobilenetv2"))]
+
+
+def conversion_rows(name: str, path: Path) -> list[list]:
+    import onnx
+
+    from studio.core.engines import get_engine
+    from studio.core.feeds import input_specs, random_feeds
+
+    feeds = random_feeds(input_specs(onnx.load_model(str(path), load_external_data=False)), seed=0)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-engines-") as tmp:
+        for engine, out in (("mnn", "model.mnn"), ("litert", "model.tflite")):
+            adapter = get_engine(engine)
+            if not adapter.available():
+                rows.append([name, engine, "-", "-", adapter.available().reason])
+                continue
+            try:
+                rows.append(_convert_row(name, engine, adapter, path, Path(tmp) / out, feeds))
+            except Exception as exc:  # noqa: BLE001 - a benchmark row, not a crash
+                rows.append([name, engine, "failed", "-", f"{type(exc).__name__}: {str(exc)[:100]}"])
+    return rows
+
+
+def _convert_row(name, engine, adapter, path, out, feeds) -> list:
+    """Convert once (converter time), then one adapter run (runtime load time)."""
+    started = time.perf_counter()
+    if engine == "mnn":
+        conv = adapter.convert(path, out, pool_key="bench-engines")
+    else:
+        conv = adapter.convert(path, out, shapes={k: v.shape for k, v in feeds.items()}, pool_key="bench-engines")
+    wall = time.perf_counter() - started
+    run = adapter.run(path, feeds, pool_key="bench-engines") if conv.ok else None
+    return [name, engine, f"{conv.seconds:.2f}" if conv.ok else "failed",
+            f"{run.details.get('load_ms', 0):.1f}" if run else "-",
+            f"wall {wall:.1f} s; {conv.command_line[:90]}" if conv.ok else (conv.error or "")[:120]]
+
+
+def main(budget_s: float = 60.0, only: set[str] | None = None) -> None:
+    from studio.precision.variants import evaluate_variants
+
+    rows, best, conv = [], [], []
+    for name, path in _models():
+        if only and name not in only:
+            continue
+        conv += conversion_rows(name, path)
+        report = evaluate_variants(path, variants=VARIANTS, samples=8, latency_budget_s=budget_s,
+                                   on_progress=lambda i, n, label: print(f"  [{name} {i}/{n}] {label}",
+                                                                         file=sys.stderr, flush=True))
+        by = {v.name: v for v in report.variants}
+        for v in report.variants:
+            rows.append([name, v.label, "-" if v.latency_ms is None else f"{v.latency_ms:.2f}",
+                         "-" if v.median_ms is None else f"{v.median_ms:.2f}",
+                         "-" if v.ratio is None else f"{v.ratio:.3f}", "-" if v.cosine is None else f"{v.cosine:.5f}",
+                         v.status + (f": {v.error[:60]}" if v.error else "")])
+        for engine, fp32 in (("onnxruntime", "fp32"), ("openvino", "fp32-ov"), ("mnn", "fp32-mnn"),
+                             ("litert", "fp32-litert")):
+            f, q = by.get(fp32), by.get(BEST_INT8[engine]) if BEST_INT8[engine] else None
+            best.append([name, engine, "-" if not f or f.latency_ms is None else f"{f.latency_ms:.2f}",
+                         "not built by the studio" if BEST_INT8[engine] is None else
+                         ("-" if not q or q.latency_ms is None else f"{q.latency_ms:.2f} (cos {q.cosine:.4f})")])
+    print_table("Engines side by side (one interleaved run per model; ms = p10; x = latency / ORT fp32)",
+                ["model", "variant", "ms p10", "median", "x ORT fp32", "cosine", "status"], rows)
+    print_table("fp32 and best INT8 per engine (ms p10)", ["model", "engine", "fp32", "best int8"], best)
+    print_table("Conversion (converter seconds, runtime load ms)", ["model", "engine", "convert s", "load ms", "note"],
+                conv)
+
+
+if __name__ == "__main__":   # python -m benchmarks.bench_engines [BUDGET_S] [MODEL ...]
+    main(float(sys.argv[1]) if len(sys.argv) > 1 else 60.0, set(sys.argv[2:]) or None)

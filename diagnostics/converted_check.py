@@ -1,0 +1,234 @@
+"""MNN and LiteRT checks: convert (MNNConvert / onnx2tf), load, run once on the seeded or
+given inputs and compare with ONNX Runtime -- all in one sandbox worker.
+
+The verdict is the real run's: a model the engine converts and runs "runs"; a conversion
+the converter refuses "fails", with the failing ONNX nodes named where the converter's log
+names them (MNN: "These Op Not Support: ONNX::grid_sampler" -> every node of that op type;
+onnx2tf: "ERROR: onnx_op_name: /GridSample" -> that node, "ERROR: X OP is not yet
+implemented" -> every X node). Inputs are tried as the other engines' checks try them
+(``diagnostics.base.run_candidates``: seeded, then a small image size), so a model the engine
+runs is never called failing because of the studio's own inputs. Outputs that differ from
+ONNX Runtime's (cosine < 0.999) are a warning: the engine runs, but not the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from diagnostics.base import EngineCheck, OutputInfo, first_line, run_candidates, seeded_size_finding, verdict_from
+from diagnostics.node_context import NodeCtx
+from studio.core.errors import WorkerError
+from studio.core.findings import Finding, NodeVerdict
+from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.sandbox import Limits, run_job
+
+__all__ = ["CONVERTED_ENGINES", "check_converted"]
+
+CONVERTED_ENGINES = {"mnn": ("MNN", "MNN", "MNNConvert"), "litert": ("LiteRT", "LITERT", "onnx2tf")}
+_COSINE_MIN = 0.999
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a = a.astype(np.float64).ravel()
+    b = b.astype(np.float64).ravel()
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if na == 0 and nb == 0:
+        return 1.0
+    return float(a @ b / (na * nb)) if na and nb else 0.0
+
+
+@job("diagnostics.converted_check")
+def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
+    import onnx
+
+    from studio.core.engines.conversion import ConversionFailed
+    from studio.core.engines.sessions import open_runner
+    from studio.core.feeds import check_feeds
+
+    engine = str(args["engine"])
+    path = str(args["model_path"])
+    data: dict[str, Any] = {"convert_error": None, "conversion": None, "load_error": None, "run_error": None,
+                            "outputs": None, "feeds_error": None, "feeds_note": None, "compare": [], "layout": {},
+                            "names_mapped": None, "reference_error": None}
+    onnx_model = onnx.load_model(path, load_external_data=False)
+    opts = {"precision": "f32"}
+    ctx.set_stage(f"{engine} conversion")
+    try:
+        runner = open_runner(engine, path, opts, ctx)
+    except ConversionFailed as exc:
+        data["convert_error"], data["conversion"] = str(exc), exc.info
+        return JobOutput(data=data)
+    except Exception as exc:  # noqa: BLE001 - the engine's message is the finding
+        data["load_error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        return JobOutput(data=data)
+    data["version"] = runner.details.get("engine_version")
+    if not args.get("run", True):
+        return JobOutput(data=data)
+    try:
+        candidates = check_feeds(onnx_model, args.get("dims"), args.get("inputs"))
+    except Exception as exc:  # noqa: BLE001
+        data["feeds_error"] = str(exc)[:500]
+        return JobOutput(data=data)
+    ran: dict[str, Any] = {}
+
+    def infer(feeds):
+        try:
+            values = runner.infer(feeds)
+        except ConversionFailed as exc:
+            data["conversion"] = exc.info
+            raise
+        ran["feeds"], ran["values"] = feeds, values
+        return [[n, str(np.asarray(v).dtype), list(np.shape(v)), "tensor"] for n, v in values.items()]
+
+    ctx.set_stage(f"{engine} inference")
+    run_candidates(candidates, infer, data)
+    if data.get("outputs") is None:
+        if data.get("conversion") and not data["conversion"].get("ok"):
+            data["convert_error"] = data["conversion"].get("error") or data.get("run_error")
+        return JobOutput(data=data)
+    data["layout"] = dict(runner.details.get("layout") or {})
+    data["names_mapped"] = runner.details.get("names_mapped") or runner.details.get("outputs_mapped")
+    ctx.set_stage("ONNX Runtime reference")
+    try:
+        reference = open_runner("onnxruntime", path, {"graph_optimization_level": "disable"}, ctx)
+        expected = reference.infer(ran["feeds"])
+    except Exception as exc:  # noqa: BLE001 - no reference: nothing to compare, not the engine's fault
+        data["reference_error"] = first_line(f"{type(exc).__name__}: {exc}", 300)
+        return JobOutput(data=data)
+    for name, want in expected.items():
+        got = ran["values"].get(name)
+        if not isinstance(want, np.ndarray) or want.dtype.kind not in "fiub" or got is None:
+            continue
+        got = np.asarray(got)
+        if got.shape != want.shape:
+            data["compare"].append([name, None, None, f"shape {list(got.shape)} vs ONNX {list(want.shape)}"])
+            continue
+        if want.size == 0:
+            continue
+        finite = np.isfinite(want.astype(np.float64)) & np.isfinite(got.astype(np.float64))
+        cos = _cosine(want[finite], got[finite]) if finite.any() else 1.0
+        diff = float(np.max(np.abs(want[finite].astype(np.float64) - got[finite].astype(np.float64)))) \
+            if finite.any() else 0.0
+        data["compare"].append([name, round(cos, 8), diff, None])
+    return JobOutput(data=data)
+
+
+def _attributed(nodes: Sequence[NodeCtx], conversion: dict | None) -> dict[str, str]:
+    """node id -> reason, from the converter's log."""
+    if not conversion:
+        return {}
+    out: dict[str, str] = {}
+    for op in conversion.get("unsupported_ops") or ():
+        for n in nodes:
+            if n.op_type == op or n.op_type.lower() == str(op).lower():
+                out.setdefault(n.id, f"no conversion for {n.qualified}")
+    for name in conversion.get("failed_nodes") or ():
+        n = next((n for n in nodes if n.name == name), None) or next((n for n in nodes if name in n.outputs), None)
+        if n is not None:
+            why = str(conversion.get("error") or "")
+            why = why.split(" (", 1)[1].rstrip(")") if " (" in why else ""
+            out.setdefault(n.id, "the converter fails at this node" + (f" ({first_line(why, 200)})" if why else ""))
+    return out
+
+
+def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, run: bool = True,
+                    dims: dict[str, int] | None = None, inputs: Path | None = None, pool_key: str = "default",
+                    limits: Limits | None = None) -> EngineCheck:
+    """The check of ``engine`` ("mnn" or "litert") on ``model_path``."""
+    from studio.core.engines import get_engine
+
+    label, prefix, converter = CONVERTED_ENGINES[engine]
+    target = "CPU"
+    result = EngineCheck()
+    adapter = get_engine(engine)
+    availability = adapter.available()
+    if not availability.ok:
+        result.findings.append(Finding(f"{prefix}-NOT-INSTALLED", "info", availability.reason or f"{label} missing",
+                                       engine, target=target, source="package metadata"))
+        result.verdicts.append(verdict_from(engine, target, result.findings, "not checked"))
+        return result
+    result.version = availability.version
+    checked = [n for n in nodes if not n.is_function_call]
+    job_limits = limits
+    if engine == "litert":
+        from studio.core.engines.litert import litert_limits
+
+        job_limits = litert_limits(limits)
+    try:
+        res = run_job("diagnostics.converted_check", {"engine": engine, "model_path": str(model_path), "run": run,
+                                                      "dims": dims or {}, "inputs": str(inputs) if inputs else None},
+                      stage=f"{label} check", pool_key=f"{pool_key}:{engine}", limits=job_limits)
+    except WorkerError as exc:
+        result.findings.append(Finding(f"{prefix}-CRASH", "error", f"{label} {exc.kind}: {first_line(exc)}", engine,
+                                       target=target, fix_hint="the converter or engine process died on this model",
+                                       source="real session"))
+        result.verdicts.append(verdict_from(engine, target, result.findings, "real session", ran=False,
+                                            version=result.version))
+        return result
+    data = res.data
+    result.version = data.get("version") or result.version
+    conversion = data.get("conversion") or {}
+    if conversion.get("converter_version"):
+        result.notes.append(f"{label}: converted with {converter} {conversion['converter_version']}")
+    ran: bool | None = True
+    if data.get("convert_error"):
+        ran = False
+        bad = _attributed(checked, conversion)
+        for node_id, reason in bad.items():
+            n = next(n for n in checked if n.id == node_id)
+            result.findings.append(Finding(f"{prefix}-UNSUPPORTED", "error",
+                                           f"{label} cannot convert node {n.id} ({n.qualified}): {reason}", engine,
+                                           n.id, n.op_type, n.domain, target,
+                                           "rewrite the op into ops the converter supports, or use another engine",
+                                           None, converter))
+        if not bad:
+            result.findings.append(Finding(f"{prefix}-CONVERT-ERROR", "error",
+                                           f"{label} conversion fails: {first_line(data['convert_error'])}", engine,
+                                           target=target, source=converter))
+        for n in checked:
+            status = "unsupported" if n.id in bad else "unknown"
+            result.nodes.append(NodeVerdict(n.id, n.op_type, n.domain, engine, target, status,
+                                            bad.get(n.id, "conversion failed elsewhere"), converter))
+    else:
+        for key, code, stage in (("load_error", "LOAD-ERROR", "load"), ("run_error", "RUN-ERROR", "inference")):
+            if data.get(key):
+                ran = False
+                hint = data.get("feeds_note") if key == "run_error" else None
+                result.findings.append(Finding(f"{prefix}-{code}", "error", f"{label} {stage} fails: "
+                                               f"{first_line(data[key])}", engine, target=target, fix_hint=hint,
+                                               source="real session"))
+        status = "supported" if ran else "unknown"
+        for n in checked:
+            result.nodes.append(NodeVerdict(n.id, n.op_type, n.domain, engine, target, status,
+                                            "converted and ran" if ran else "the model did not run", converter))
+        seeded = seeded_size_finding(engine, label, data, target)
+        if seeded is not None:
+            result.findings.append(seeded)
+        if data.get("feeds_error"):
+            result.findings.append(Finding(f"{prefix}-NOT-RUN", "info", "the model converted but was not run: "
+                                           f"{first_line(data['feeds_error'])}", engine, target=target,
+                                           source="real session"))
+        for name, cos, diff, problem in data.get("compare") or ():
+            if problem or (cos is not None and cos < _COSINE_MIN):
+                what = problem or f"cosine {cos:.6f}, max abs diff {diff:.3g}"
+                result.findings.append(Finding(f"{prefix}-MISMATCH", "warning",
+                                               f"{label} output {name[:80]!r} differs from ONNX Runtime: {what}",
+                                               engine, target=target, fix_hint="compare per layer (compare "
+                                               "--layerwise) before deploying", source="real session"))
+        layout = data.get("layout") or {}
+        if layout:
+            shown = "; ".join(f"{k[:40]}: {v}" for k, v in list(layout.items())[:4])
+            result.notes.append(f"{label}: layout handled before comparing with ONNX Runtime ({shown})")
+        if data.get("names_mapped"):
+            result.notes.append(f"{label}: outputs mapped to ONNX names {data['names_mapped']}")
+        if data.get("reference_error"):
+            result.notes.append(f"{label}: not compared with ONNX Runtime ({data['reference_error']})")
+        if data.get("outputs") is not None:
+            result.outputs = tuple(OutputInfo(n, d, None if s is None else tuple(s), k) for n, d, s, k in data["outputs"])
+    result.verdicts.append(verdict_from(engine, target, result.findings, "real session", version=result.version,
+                                        ran=ran))
+    return result

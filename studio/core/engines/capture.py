@@ -1,0 +1,58 @@
+"""Capture what a converter's C++ code prints (worker side).
+
+MNN's converter and onnx2tf report unsupported ops only on stdout/stderr; the worker's
+own stdout/stderr is a crash log, so the file descriptors are pointed at a file for the
+duration of the conversion and read back.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["captured_output", "strip_ansi"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+@contextmanager
+def captured_output(path: Path) -> Iterator[Path]:
+    """Redirect fds 1 and 2 (and Python's streams) to ``path`` inside the block."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    saved = (os.dup(1), os.dup(2))
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield path
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (*saved, fd):
+            os.close(f)
+
+
+def read_log(path: Path, limit: int = 20_000) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    text = strip_ansi(text)
+    return text if len(text) <= limit else text[-limit:]

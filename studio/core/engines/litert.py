@@ -1,0 +1,455 @@
+"""LiteRT (TFLite) adapter: ONNX -> ``.tflite`` with onnx2tf, then LiteRT's interpreter
+(``ai_edge_litert``) -- all in a sandbox worker.
+
+onnx2tf needs fixed input shapes: the runner converts on the first inference with the
+feeds' shapes (``-ois name:1,3,224,224``) and again if later feeds have other shapes.
+onnx2tf stores 3-D/4-D/5-D tensors channels-last (NCHW -> NHWC): the runner transposes
+inputs to what the converted model declares and outputs back to the shapes ONNX shape
+inference gives, and records what it did in ``details["layout"]`` (a shape that reads the
+same both ways is left as it is and called ambiguous). Names: onnx2tf copies the ONNX
+names into the signature (``-coion``); otherwise names are matched after sanitizing, then
+by position, and ``details["names_mapped"]`` says which.
+
+onnx2tf ends a failed conversion with ``sys.exit(1)`` and names the failing node only in
+its log ("ERROR: onnx_op_name: /GridSample", "ERROR: grid_sampler OP is not yet
+implemented."); both are parsed for the check. The conversion stack (tensorflow-cpu +
+onnx2tf) is the ``litert`` extra: ``pip install -e '.[litert]'``.
+
+Precision: ``f32``; ``f16`` (onnx2tf's float16 file: fp16 weights, fp32 compute on CPU); ``int8``
+(onnx2tf's integer quantization, float I/O, calibrated on the first run's inputs).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from studio.core.engines.base import (
+    Availability,
+    RunOptions,
+    WorkerEngine,
+    encode_outputs,
+    module_present,
+    package_version,
+    require_available,
+)
+from studio.core.engines.conversion import Conversion, ConversionFailed
+from studio.core.engines.layout import channels_last, match_names, to_channels_first, to_channels_last
+from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.sandbox import Limits, run_job
+
+__all__ = ["LiteRtEngine", "LiteRtRunner", "convert_to_tflite", "litert_command", "litert_run_job"]
+
+INSTALL_RUNTIME = "pip install ai-edge-litert"
+INSTALL_CONVERTER = "pip install -e '.[litert]' (tensorflow-cpu, onnx2tf, tf_keras, onnx_graphsurgeon, sng4onnx)"
+_NODE = re.compile(r"ERROR:\s*onnx_op_name:\s*(?P<node>\S+)")
+_NOT_IMPLEMENTED = re.compile(r"ERROR:\s*(?P<op>[\w.]+) OP is not yet implemented")
+# LiteRT's own worker needs room: TensorFlow reserves a large address range at import.
+_MIN_MEMORY = 4 * 2**30
+_MIN_TIMEOUT_S = 600.0
+
+
+def converter_missing() -> str | None:
+    """Why ONNX -> TFLite conversion cannot run here, or None."""
+    missing = [m for m in ("tensorflow", "onnx2tf", "tf_keras", "onnx_graphsurgeon") if not module_present(m)]
+    return f"the ONNX -> TFLite converter is not installed (missing {', '.join(missing)}; " \
+           f"{INSTALL_CONVERTER})" if missing else None
+
+
+def litert_limits(limits: Limits | None) -> Limits:
+    """TensorFlow (imported by onnx2tf) reserves several GiB of address space at import, and
+    onnx2tf takes minutes on a ResNet-50 on a busy machine (measured: > 120 s at load 11 on 2 CPUs);
+    a hang is still stopped, after ``_MIN_TIMEOUT_S``."""
+    from dataclasses import replace
+
+    from studio.core.sandbox import default_limits
+
+    if limits is None:    # the default timeout is too short for onnx2tf; a caller's own limit is kept
+        base = default_limits()
+        limits = replace(base, timeout_s=max(base.timeout_s, _MIN_TIMEOUT_S))
+    return replace(limits, memory_bytes=max(limits.memory_bytes, _MIN_MEMORY))
+
+
+class LiteRtEngine(WorkerEngine):
+    name = "litert"
+    label = "LiteRT"
+    run_job_name = "litert.run"
+    stage = "LiteRT"
+    pool_suffix = ":litert"
+
+    def _probe(self) -> Availability:
+        if not module_present("ai_edge_litert"):
+            return Availability(False, None, f"LiteRT is not installed ({INSTALL_RUNTIME})")
+        missing = converter_missing()
+        if missing:
+            return Availability(False, package_version("ai-edge-litert"), missing)
+        return Availability(True, package_version("ai-edge-litert"), None, ("CPU",))
+
+    def _prepare(self, options: RunOptions, limits: Limits | None,
+                 out_dir: Path | None) -> tuple[Limits | None, bool]:
+        return litert_limits(limits), False
+
+    def convert(self, model_path: Path, out_path: Path, *, shapes: Mapping[str, tuple[int, ...]],
+                precision: str = "f32", limits: Limits | None = None, pool_key: str = "default") -> Conversion:
+        """Convert ``model_path`` at the given input ``shapes`` to ``out_path`` (``.tflite``)."""
+        from studio.core.engines.base import check_model_file
+
+        require_available(self)
+        path = check_model_file(model_path)
+        out_path = Path(out_path).resolve()
+        res = run_job("litert.convert", {"model_path": str(path), "out_name": out_path.name, "precision": precision,
+                                         "shapes": {k: list(v) for k, v in shapes.items()}},
+                      stage="LiteRT conversion", limits=litert_limits(limits), out_dir=out_path.parent,
+                      pool_key=pool_key + self.pool_suffix)
+        return Conversion.from_data(self.name, res.data, out_path)
+
+
+# ============================================================================ worker side
+
+def litert_command(onnx_name: str, out_dir: str, shapes: Mapping[str, Any]) -> list[str]:
+    """The onnx2tf command line equivalent to what the studio runs (recorded in manifests)."""
+    cmd = ["onnx2tf", "-i", onnx_name, "-o", out_dir, "-coion", "-nuo"]
+    if shapes:
+        cmd += ["-ois", *[f"{n}:{','.join(str(int(d)) for d in s)}" for n, s in shapes.items()]]
+    return cmd
+
+
+def _calibration_batch(first: np.ndarray, extra: int = 15) -> np.ndarray:
+    """One sample is too few to set activation ranges: add ``extra`` seeded samples drawn with
+    the first one's mean and spread (a range that covers inputs like it)."""
+    rng = np.random.default_rng(0)
+    first = first.astype(np.float32)
+    more = rng.normal(float(first.mean()), float(first.std()) or 1.0, (extra, *first.shape[1:]))
+    return np.concatenate([first, more.astype(np.float32)], axis=0)
+
+
+def _calibration_args(calibration: Mapping[str, np.ndarray] | None, folder: Path) -> list | None:
+    """onnx2tf's representative dataset: one channels-last .npy per float input, mean 0, std 1."""
+    if not calibration:
+        return None
+    out = []
+    for i, (name, batch) in enumerate(calibration.items()):
+        a = np.asarray(batch, dtype=np.float32)
+        a = np.moveaxis(a, 1, -1) if 3 <= a.ndim <= 5 else a
+        path = folder / f"calibration_{i}.npy"
+        np.save(path, np.ascontiguousarray(a))
+        channels = int(a.shape[-1]) if a.ndim > 1 else 1
+        out.append([name, str(path), [0.0] * channels, [1.0] * channels])
+    return out
+
+
+def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str, Any],
+                      precision: str = "f32", calibration: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Run onnx2tf in this (worker) process; raise :class:`ConversionFailed`. ``int8``: onnx2tf's
+    integer quantization (int8 weights and activations, float32 inputs/outputs) calibrated on
+    ``calibration`` (input name -> a batch of samples, ONNX layout)."""
+    from studio.core.engines.capture import captured_output, read_log
+
+    if precision not in ("f32", "f16", "int8", "default"):
+        raise ValueError(f"LiteRT conversion precision must be f32, f16 or int8, got {precision!r}")
+    if precision == "int8" and not calibration:
+        raise ValueError("LiteRT int8 conversion needs calibration samples")
+    out_path = Path(out_path)
+    work = out_path.with_name(out_path.name + ".onnx2tf")
+    log_path = out_path.with_name(out_path.name + ".log")
+    info: dict[str, Any] = {"ok": False, "command": litert_command(Path(onnx_path).name, "out", shapes)
+                            + (["-oiqt", "-cind", "..."] if precision == "int8" else []),
+                            "converter_version": package_version("onnx2tf"), "unsupported_ops": [],
+                            "failed_nodes": []}
+    started = time.perf_counter()
+    error = None
+    # onnx2tf writes back into the file it is given (op names, onnxsim): it only ever sees a copy.
+    private = work.with_name(work.name + ".src.onnx")
+    _private_copy(Path(onnx_path), private)
+    with captured_output(log_path):
+        try:
+            import onnx2tf
+
+            _offline(onnx2tf)
+
+            quant = _calibration_args(calibration, private.parent) if precision == "int8" else None
+            extra = {"output_integer_quantized_tflite": True, "custom_input_op_name_np_data_path": quant} \
+                if quant else {}
+            onnx2tf.convert(input_onnx_file_path=str(private), output_folder_path=str(work), non_verbose=False,
+                            copy_onnx_input_output_names_to_tflite=True, not_use_onnxsim=True, **extra,
+                            overwrite_input_shape=[f"{n}:{','.join(str(int(d)) for d in s)}"
+                                                   for n, s in shapes.items()] or None)
+        except BaseException as exc:  # noqa: BLE001 - onnx2tf ends failures with sys.exit
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            error = f"{type(exc).__name__}: {exc}"
+    info["seconds"] = round(time.perf_counter() - started, 4)
+    private.unlink(missing_ok=True)
+    log = read_log(log_path)
+    log_path.unlink(missing_ok=True)
+    info["log"] = log[-4000:]
+    info["failed_nodes"] = list(dict.fromkeys(m.group("node") for m in _NODE.finditer(log)))
+    info["unsupported_ops"] = list(dict.fromkeys(m.group("op") for m in _NOT_IMPLEMENTED.finditer(log)))
+    suffix = {"f16": "_float16.tflite", "int8": "_integer_quant.tflite"}.get(precision, "_float32.tflite")
+    # onnx2tf names its files <input stem><suffix>; "*_integer_quant" would also match "_full_integer_quant"
+    found = [str(p) for p in [work / f"{private.stem}{suffix}"] if p.is_file()]
+    if error is not None or not found:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+        if info["unsupported_ops"]:
+            reason = f"onnx2tf has no conversion for {', '.join(info['unsupported_ops'])}"
+        elif info["failed_nodes"]:
+            reason = f"onnx2tf fails at node {info['failed_nodes'][0]}" + _log_reason(log)
+        else:
+            reason = f"onnx2tf fails: {error or 'no .tflite written'}"[:400]
+        info["error"] = reason
+        raise ConversionFailed(reason, info)
+    import shutil
+
+    out_path.unlink(missing_ok=True)
+    shutil.move(found[0], out_path)
+    shutil.rmtree(work, ignore_errors=True)
+    info["ok"] = True
+    return info
+
+
+def _offline_sample_images() -> np.ndarray:
+    """What onnx2tf would download (20 RGB images, 128x128, NHWC float32 in [0, 1]) for its dummy
+    inference of 3-channel image models: seeded values instead, so a conversion never reaches the
+    network (the studio talks to loopback only)."""
+    return np.random.default_rng(0).random((20, 128, 128, 3), dtype=np.float32)
+
+
+def _offline(onnx2tf_module: Any) -> None:
+    """Replace onnx2tf's sample-data download (GitHub / S3 over HTTPS) by :func:`_offline_sample_images`."""
+    import importlib
+
+    for name in ("onnx2tf.onnx2tf", "onnx2tf.utils.common_functions"):
+        module = importlib.import_module(name)
+        if hasattr(module, "download_test_image_data"):
+            module.download_test_image_data = _offline_sample_images
+
+
+def _private_copy(source: Path, dest: Path) -> None:
+    """A self-contained copy of the model (external data inlined) for onnx2tf to write over."""
+    import onnx
+
+    model = onnx.load_model(str(source), load_external_data=True)
+    onnx.save_model(model, str(dest))
+
+
+def _log_reason(log: str) -> str:
+    errs = [ln.strip() for ln in log.splitlines() if re.match(r"\s*\w*(Error|Exception):", ln)]
+    return f" ({errs[-1][:200]})" if errs else ""
+
+
+def onnx_output_shapes(model, shapes: Mapping[str, Any]) -> dict[str, tuple[int, ...] | None]:
+    """Output shapes ONNX shape inference gives with the inputs fixed at ``shapes``."""
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for i in m.graph.input:
+        if i.name in shapes and i.type.HasField("tensor_type"):
+            dims = i.type.tensor_type.shape.dim
+            for d, v in zip(dims, shapes[i.name]):
+                d.ClearField("dim_param")
+                d.dim_value = int(v)
+    out: dict[str, tuple[int, ...] | None] = {o.name: None for o in model.graph.output}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m, data_prop=True)
+    except Exception:  # noqa: BLE001
+        return out
+    for o in inferred.graph.output:
+        dims = o.type.tensor_type.shape.dim
+        if o.type.HasField("tensor_type") and o.type.tensor_type.HasField("shape") and \
+                all(d.HasField("dim_value") for d in dims):
+            out[o.name] = tuple(int(d.dim_value) for d in dims)
+    return out
+
+
+class LiteRtRunner:
+    """onnx2tf once per input-shape set, one LiteRT interpreter, many inferences."""
+
+    engine = "litert"
+
+    def __init__(self, path: str, args: Mapping[str, Any], ctx: JobContext) -> None:
+        import ai_edge_litert
+
+        self.path = Path(path)
+        self.args = dict(args)
+        self.ctx = ctx
+        self.threads = int(args.get("intra_op_threads") or ctx.cpu_threads or 4)
+        self.details: dict[str, Any] = {"engine_version": getattr(ai_edge_litert, "__version__", None)
+                                        or package_version("ai-edge-litert"), "threads": self.threads,
+                                        "precision_requested": str(args.get("precision") or "f32")}
+        self._key: tuple | None = None
+        self.fixed: Path | None = None
+        if self.path.suffix == ".tflite" and args.get("onnx_path"):
+            # an exported .tflite, bound to the ONNX model it came from (names, layout, output types)
+            self.fixed, self.path = self.path, Path(str(args["onnx_path"]))
+        if self.path.suffix == ".tflite":
+            self.model = None
+            self.input_names: list[str] = []
+            self.output_names: list[str] = []
+            self._load(self.path)
+            self.input_names = list(self.sig_inputs)
+            self.output_names = list(self.sig_outputs)
+            self.in_map = {n: n for n in self.input_names}
+            self.out_map = {n: n for n in self.output_names}
+            self.expected: dict[str, Any] = {}
+        else:
+            import onnx
+
+            self.model = onnx.load_model(str(self.path), load_external_data=False)
+            inits = {i.name for i in self.model.graph.initializer}
+            self.input_names = [i.name for i in self.model.graph.input if i.name not in inits]
+            self.output_names = [o.name for o in self.model.graph.output]
+            self.onnx_types = {o.name: o.type.tensor_type.elem_type for o in self.model.graph.output}
+
+    def _load(self, tflite: Path) -> None:
+        from ai_edge_litert.interpreter import Interpreter
+
+        started = time.perf_counter()
+        self.interpreter = Interpreter(model_path=str(tflite), num_threads=self.threads)
+        self.runner = self.interpreter.get_signature_runner()
+        self.sig_inputs = {n: d for n, d in self.runner.get_input_details().items()}
+        self.sig_outputs = {n: d for n, d in self.runner.get_output_details().items()}
+        self.details["load_ms"] = round((time.perf_counter() - started) * 1000, 3)
+
+    def _convert_for(self, feeds: Mapping[str, Any]) -> None:
+        shapes = {n: tuple(int(d) for d in np.shape(feeds[n])) for n in self.input_names}
+        key = tuple(sorted(shapes.items()))
+        if key == self._key:
+            return
+        if self.fixed is not None:
+            if self._key is not None:
+                raise ValueError(f"the exported .tflite has fixed input shapes; got {shapes}")
+            tflite, conv_ms = self.fixed, 0.0
+        else:
+            self.ctx.set_stage("LiteRT conversion (onnx2tf)")
+            tflite = Path(self.ctx.scratch) / f"model_{len(self.details.get('conversions', []))}.tflite"
+            precision = str(self.args.get("precision") or "f32")
+            calibration = None
+            if precision == "int8":   # the representative dataset: the inputs of this first run
+                calibration = {n: _calibration_batch(np.asarray(feeds[n])) for n in self.input_names
+                               if np.asarray(feeds[n]).dtype.kind == "f" and np.ndim(feeds[n]) >= 1}
+                self.details["calibration"] = ("calibrated on the first run's inputs and 15 random samples with "
+                                               "their mean and spread (no dataset reaches the runner)")
+            conv = convert_to_tflite(self.path, tflite, shapes, precision, calibration)
+            conv_ms = conv["seconds"] * 1000
+            self.details.setdefault("conversions", []).append(conv["command"])
+            self.details.update(convert_ms=round(conv_ms, 3), converter_command=conv["command"],
+                                converter_version=conv["converter_version"])
+        self.ctx.set_stage("LiteRT load")
+        self._load(tflite)
+        self.in_map, how_in = match_names(self.input_names, list(self.sig_inputs))
+        self.out_map, how_out = match_names(self.output_names, list(self.sig_outputs))
+        if not self.in_map or not self.out_map:
+            raise RuntimeError("the converted model's inputs/outputs cannot be matched to the ONNX ones "
+                               f"(ONNX {self.input_names[:4]}, TFLite {list(self.sig_inputs)[:4]})")
+        self.details.update(names_mapped=f"inputs {how_in}, outputs {how_out}",
+                            session_ms=round(conv_ms + self.details["load_ms"], 3))
+        self.expected = onnx_output_shapes(self.model, shapes)
+        self._key = key
+        self.ctx.set_stage("LiteRT inference")
+
+    def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
+        missing = [n for n in self.input_names if n not in feeds]
+        if missing:
+            raise KeyError(f"missing feed(s) {', '.join(map(repr, missing[:5]))}")
+        if self.model is not None:
+            self._convert_for(feeds)
+        layout: dict[str, str] = {}
+        kwargs = {}
+        for n in self.input_names:
+            sig = self.in_map[n]
+            detail = self.sig_inputs[sig]
+            a = np.asarray(feeds[n])
+            want = tuple(int(d) for d in detail["shape"])
+            if a.shape != want and channels_last(a.shape) == want:
+                a = to_channels_last(a)
+                layout[n] = "input NC.. -> N..C"
+            elif a.ndim >= 3 and channels_last(a.shape) == a.shape and a.shape[1] != 1:
+                layout[n] = "input shape reads the same in both layouts (ambiguous): fed as is"
+            kwargs[sig] = np.ascontiguousarray(a.astype(detail["dtype"], copy=False))
+        values = self.runner(**kwargs)
+        wanted = names or self.output_names
+        unknown = [n for n in wanted if n not in self.out_map]
+        if unknown:
+            raise KeyError(f"unknown output name(s) {', '.join(map(repr, unknown[:5]))}")
+        out = {}
+        for n in wanted:
+            v = np.asarray(values[self.out_map[n]])
+            expected = self.expected.get(n)
+            if expected is not None and v.shape != expected and channels_last(expected) == v.shape:
+                v = to_channels_first(v)
+                layout[n] = "output N..C -> NC.. (restored)"
+            elif expected is None and v.ndim >= 3:
+                layout[n] = "output layout unknown (no static ONNX shape): returned as LiteRT gives it"
+            elif v.ndim >= 3 and channels_last(v.shape) == v.shape and v.shape[1] != 1:
+                layout[n] = "output shape reads the same in both layouts (ambiguous): returned as is"
+            out[n] = _typed(v, getattr(self, "onnx_types", {}).get(n))
+        self.details["layout"] = layout
+        return out
+
+    def prepare(self, feeds: Mapping[str, Any]) -> None:
+        """Convert (once per input-shape set) and load, before any timed call."""
+        if self.model is not None:
+            self._convert_for(feeds)
+
+    def bind(self, feeds: Mapping[str, Any]) -> Any:
+        """A callable running one inference on ``feeds`` laid out once (the profilers' loop)."""
+        import functools
+
+        self.prepare(feeds)
+        kwargs = {}
+        for n in self.input_names:
+            detail = self.sig_inputs[self.in_map[n]]
+            a = np.asarray(feeds[n])
+            want = tuple(int(d) for d in detail["shape"])
+            if a.shape != want and channels_last(a.shape) == want:
+                a = to_channels_last(a)
+            kwargs[self.in_map[n]] = np.ascontiguousarray(a.astype(detail["dtype"], copy=False))
+        return functools.partial(self.runner, **kwargs)
+
+    def close(self) -> None:
+        self.runner = None
+        self.interpreter = None
+
+
+def _typed(a: np.ndarray, elem_type: int | None) -> np.ndarray:
+    from studio.core.engines.mnn import _onnx_typed
+
+    return _onnx_typed(a, elem_type)
+
+
+@job("litert.convert")
+def litert_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    ctx.set_stage("LiteRT conversion (onnx2tf)")
+    out = Path(ctx.out_dir) / Path(str(args["out_name"])).name
+    precision = str(args.get("precision") or "f32")
+    calibration = {n: _calibration_batch(a) for n, a in arrays.items() if a.dtype.kind == "f" and a.ndim >= 1} \
+        if precision == "int8" else None
+    try:
+        data = convert_to_tflite(str(args["model_path"]), out, args.get("shapes") or {}, precision, calibration)
+    except ConversionFailed as exc:
+        data = exc.info
+    return JobOutput(data=data)
+
+
+@job("litert.run")
+def litert_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    runner = LiteRtRunner(str(args["model_path"]), args, ctx)
+    wanted = args.get("output_names")
+    started = time.perf_counter()
+    outputs = runner.infer(arrays, list(wanted) if wanted else None)
+    first_ms = (time.perf_counter() - started) * 1000 - float(runner.details.get("convert_ms") or 0) \
+        - float(runner.details.get("load_ms") or 0)
+    encoded, out_arrays = encode_outputs(list(outputs), list(outputs.values()))
+    details = {**{k: v for k, v in runner.details.items() if k != "engine_version"},
+               "first_inference_ms": round(max(first_ms, 0.0), 3), "input_names": runner.input_names,
+               "output_names": runner.output_names}
+    return JobOutput(data={"version": runner.details["engine_version"], "outputs": encoded, "details": details},
+                     arrays=out_arrays)

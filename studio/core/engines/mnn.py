@@ -1,0 +1,305 @@
+"""MNN adapter: ONNX -> ``.mnn`` with MNN's converter, then MNN's Module API -- all in a
+sandbox worker.
+
+The converter is called through MNN's C extension (``_tools.mnnconvert``), never through
+the ``mnnconvert`` console script: that wrapper imports a telemetry logger which runs
+``pip install`` and uploads conversion statistics. The extension reports success as
+``True`` even when it printed "Converted Failed!", so success is read from the log and
+the written file. Unsupported ops are listed on one log line ("These Op Not Support:
+ONNX::grid_sampler"); the check maps them to ONNX nodes by op type.
+
+Precision: ``f32`` (default); ``f16`` stores weights in fp16 (``--fp16``); ``int8``
+quantizes weights to 8 bits (``--weightQuantBits 8``). Inputs of integer types are fed
+as int32 (MNN has no int64 tensors) and outputs cast back to the ONNX output types.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from studio.core.engines.base import (
+    Availability,
+    RunOptions,
+    WorkerEngine,
+    encode_outputs,
+    module_present,
+    package_version,
+    require_available,
+)
+from studio.core.engines.conversion import Conversion, ConversionFailed
+from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.sandbox import Limits, run_job
+
+__all__ = ["MnnEngine", "MnnRunner", "convert_to_mnn", "mnn_command", "mnn_convert_job", "mnn_run_job"]
+
+INSTALL = "pip install MNN"
+_UNSUPPORTED = re.compile(r"These Op Not Support:\s*(?P<ops>[^\n]*)")
+
+
+class MnnEngine(WorkerEngine):
+    name = "mnn"
+    label = "MNN"
+    run_job_name = "mnn.run"
+    stage = "MNN"
+    pool_suffix = ":mnn"
+
+    def _probe(self) -> Availability:
+        if not module_present("MNN"):
+            return Availability(False, None, f"MNN is not installed ({INSTALL})")
+        return Availability(True, package_version("MNN", "mnn"), None, ("CPU",))
+
+    def _prepare(self, options: RunOptions, limits: Limits | None,
+                 out_dir: Path | None) -> tuple[Limits | None, bool]:
+        return limits, False
+
+    def convert(self, model_path: Path, out_path: Path, *, precision: str = "f32", limits: Limits | None = None,
+                pool_key: str = "default") -> Conversion:
+        """Convert ``model_path`` to ``out_path`` (a ``.mnn`` file) in a worker."""
+        from studio.core.engines.base import check_model_file
+
+        require_available(self)
+        path = check_model_file(model_path)
+        out_path = Path(out_path).resolve()
+        res = run_job("mnn.convert", {"model_path": str(path), "out_name": out_path.name, "precision": precision},
+                      stage="MNN conversion", limits=limits, out_dir=out_path.parent, pool_key=pool_key + self.pool_suffix)
+        return Conversion.from_data(self.name, res.data, out_path)
+
+
+# ============================================================================ worker side
+
+def mnn_command(onnx_name: str, out_name: str, precision: str = "f32") -> list[str]:
+    """The MNNConvert command line (also recorded in export manifests)."""
+    cmd = ["mnnconvert", "-f", "ONNX", "--modelFile", onnx_name, "--MNNModel", out_name, "--bizCode", "studio"]
+    if precision == "f16":
+        cmd.append("--fp16")
+    elif precision == "int8":
+        cmd += ["--weightQuantBits", "8"]
+    elif precision not in ("f32", "default"):
+        raise ValueError(f"MNN conversion precision must be f32, f16 or int8, got {precision!r}")
+    return cmd
+
+
+def convert_to_mnn(onnx_path: str | Path, out_path: Path, precision: str = "f32") -> dict[str, Any]:
+    """Run MNN's converter in this (worker) process; raise :class:`ConversionFailed`."""
+    import _tools  # MNN's C extension (MNNConvert and the quantizer)
+
+    from studio.core.engines.capture import captured_output, read_log
+
+    out_path = Path(out_path)
+    out_path.unlink(missing_ok=True)
+    cmd = mnn_command(str(onnx_path), str(out_path), precision)
+    log_path = out_path.with_name(out_path.name + ".log")
+    started = time.perf_counter()
+    with captured_output(log_path):
+        _tools.mnnconvert(cmd)
+    seconds = time.perf_counter() - started
+    log = read_log(log_path)
+    log_path.unlink(missing_ok=True)
+    m = _UNSUPPORTED.search(log)
+    unsupported = [op.split("::")[-1] for op in re.split(r"[,\s]+", m.group("ops")) if op] if m else []
+    info = {"ok": False, "command": mnn_command(Path(onnx_path).name, out_path.name, precision),
+            "seconds": round(seconds, 4), "converter_version": package_version("MNN", "mnn"), "log": log[-4000:],
+            "unsupported_ops": unsupported}
+    if "Converted Failed" in log or not out_path.is_file() or out_path.stat().st_size == 0:
+        out_path.unlink(missing_ok=True)
+        reason = (f"MNN has no conversion for {', '.join(unsupported)}" if unsupported else
+                  _last_error_line(log) or "MNN's converter wrote no model")
+        info["error"] = reason
+        raise ConversionFailed(reason, info)
+    info["ok"] = True
+    return info
+
+
+def _last_error_line(log: str) -> str | None:
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    bad = [ln for ln in lines if re.search(r"error|not support|fail|can't|cannot", ln, re.I)]
+    line = (bad or lines or [None])[-1]
+    return re.sub(r"^\[\d\d:\d\d:\d\d\] :\d+: ", "", line) if line else None
+
+
+def _mnn_dtype(F, a: np.ndarray):  # noqa: N803 - MNN.expr
+    if a.dtype == np.uint8:
+        return np.uint8, F.uint8
+    if a.dtype.kind in "iub":
+        return np.int32, F.int
+    return np.float32, F.float
+
+
+class MnnRunner:
+    """One MNN Module (converted once), many inferences."""
+
+    engine = "mnn"
+
+    def __init__(self, path: str, args: Mapping[str, Any], ctx: JobContext) -> None:
+        import MNN
+        import MNN.nn as nn
+
+        self.details: dict[str, Any] = {"engine_version": MNN.version()}
+        source = Path(path)
+        self.onnx_outputs: dict[str, int] = {}
+        if source.suffix == ".mnn":
+            mnn_path, conv = source, None
+        else:
+            import onnx
+
+            model = onnx.load_model(str(source), load_external_data=False)
+            self.onnx_outputs = {o.name: o.type.tensor_type.elem_type for o in model.graph.output}
+            ctx.set_stage("MNN conversion")
+            mnn_path = Path(ctx.scratch) / "model.mnn"
+            conv = convert_to_mnn(source, mnn_path, str(args.get("precision") or "f32"))
+            self.details.update(convert_ms=round(conv["seconds"] * 1000, 3), converter_command=conv["command"])
+        ctx.set_stage("MNN load")
+        threads = int(args.get("intra_op_threads") or ctx.cpu_threads or 4)
+        started = time.perf_counter()
+        runtime = nn.create_runtime_manager(({"backend": "CPU", "numThread": threads, "precision": "high"},))
+        self.module = nn.load_module_from_file(str(mnn_path), [], [], runtime_manager=runtime)
+        info = self.module.get_info()
+        self.input_names = list(info.get("inputNames") or [])
+        self.output_names = list(info.get("outputNames") or [])
+        if self.onnx_outputs and set(self.onnx_outputs) == set(self.output_names):
+            self.output_names = list(self.onnx_outputs)     # ONNX order
+        load_ms = (time.perf_counter() - started) * 1000
+        self.details.update(load_ms=round(load_ms, 3), threads=threads, outputs_mapped="by name",
+                            session_ms=round(load_ms + (conv["seconds"] * 1000 if conv else 0.0), 3),
+                            precision_requested=str(args.get("precision") or "f32"))
+        self._order = list(info.get("outputNames") or [])
+        ctx.set_stage("MNN inference")
+
+    def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
+        import MNN.expr as F
+
+        missing = [n for n in self.input_names if n not in feeds]
+        if missing:
+            raise KeyError(f"missing feed(s) {', '.join(map(repr, missing[:5]))}")
+        inputs = []
+        for n in self.input_names:
+            a = np.asarray(feeds[n])
+            np_type, mnn_type = _mnn_dtype(F, a)
+            a = np.ascontiguousarray(a.astype(np_type, copy=False))
+            inputs.append(F.const(a, list(a.shape), F.NCHW, mnn_type))
+        values = self.module.forward(inputs)
+        if not isinstance(values, (list, tuple)):
+            values = [values]
+        got = {}
+        for name, v in zip(self._order, values):
+            if v.data_format == F.NC4HW4:
+                v = F.convert(v, F.NCHW)
+            got[name] = np.array(v.read(), copy=True)
+        wanted = names or self.output_names
+        unknown = [n for n in wanted if n not in got]
+        if unknown:
+            raise KeyError(f"unknown output name(s) {', '.join(map(repr, unknown[:5]))}")
+        return {n: _onnx_typed(got[n], self.onnx_outputs.get(n)) for n in wanted}
+
+    def bind(self, feeds: Mapping[str, Any]) -> Any:
+        """A callable running one inference on ``feeds`` converted once (the profilers' loop)."""
+        import MNN.expr as F
+
+        inputs = []
+        for n in self.input_names:
+            a = np.asarray(feeds[n])
+            np_type, mnn_type = _mnn_dtype(F, a)
+            a = np.ascontiguousarray(a.astype(np_type, copy=False))
+            inputs.append(F.const(a, list(a.shape), F.NCHW, mnn_type))
+        module = self.module
+
+        def call() -> list:
+            out = module.forward(inputs)
+            return [np.asarray((F.convert(v, F.NCHW) if v.data_format == F.NC4HW4 else v).read())
+                    for v in (out if isinstance(out, (list, tuple)) else [out])]
+        return call
+
+    def close(self) -> None:
+        self.module = None
+
+
+def _onnx_typed(a: np.ndarray, elem_type: int | None) -> np.ndarray:
+    """MNN computes integers in int32: give them back in the ONNX output's type."""
+    if not elem_type:
+        return a
+    try:
+        import onnx
+
+        want = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
+    except Exception:  # noqa: BLE001
+        return a
+    return a.astype(want) if want != a.dtype and want.kind in "iubf" else a
+
+
+def mnn_op_times(mnn_path: Path, feeds: Mapping[str, np.ndarray], *, threads: int, warmup: int,
+                 runs: int) -> tuple[list[dict[str, Any]], list[int]]:
+    """Per-op times from MNN's session callbacks (``runSessionWithCallBackInfo``): one record
+    per MNN op (named after its output tensor) with its time in every profiled run, and the
+    end-to-end ns of those runs. The callbacks cost a Python call per op, so the per-op
+    times carry that overhead (the end-to-end times include it too)."""
+    import MNN
+
+    interp = MNN.Interpreter(str(mnn_path))
+    session = interp.createSession({"numThread": int(threads)})
+    tensors = []
+    for name, a in feeds.items():
+        a = np.ascontiguousarray(np.asarray(a).astype(np.float32 if np.asarray(a).dtype.kind == "f" else np.int32))
+        t = interp.getSessionInput(session, name)
+        interp.resizeTensor(t, tuple(a.shape))
+        tensors.append((name, a))
+    interp.resizeSession(session)
+    for name, a in tensors:
+        kind = MNN.Halide_Type_Float if a.dtype == np.float32 else MNN.Halide_Type_Int
+        interp.getSessionInput(session, name).copyFrom(MNN.Tensor(tuple(a.shape), kind, a,
+                                                                  MNN.Tensor_DimensionType_Caffe))
+    started: dict[str, int] = {}
+    records: dict[str, dict[str, Any]] = {}
+    current: dict[str, int] = {}
+
+    def begin(_tensors, op) -> bool:
+        started[op.getName()] = time.perf_counter_ns()
+        return True
+
+    def end(_tensors, op) -> bool:
+        name = op.getName()
+        current[name] = current.get(name, 0) + time.perf_counter_ns() - started.get(name, time.perf_counter_ns())
+        records.setdefault(name, {"name": name, "op_type": op.getType(), "per_run_us": []})
+        return True
+
+    e2e: list[int] = []
+    for r in range(warmup + runs):
+        current.clear()
+        t0 = time.perf_counter_ns()
+        interp.runSessionWithCallBackInfo(session, begin, end)
+        if r >= warmup:
+            e2e.append(time.perf_counter_ns() - t0)
+            for name, rec in records.items():
+                rec["per_run_us"].append(current.get(name, 0) / 1000)
+    return [r for r in records.values() if len(r["per_run_us"]) == runs], e2e
+
+
+@job("mnn.convert")
+def mnn_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    ctx.set_stage("MNN conversion")
+    out = Path(ctx.out_dir) / Path(str(args["out_name"])).name
+    try:
+        data = convert_to_mnn(str(args["model_path"]), out, str(args.get("precision") or "f32"))
+    except ConversionFailed as exc:
+        data = exc.info
+    return JobOutput(data=data)
+
+
+@job("mnn.run")
+def mnn_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    runner = MnnRunner(str(args["model_path"]), args, ctx)
+    wanted = args.get("output_names")
+    started = time.perf_counter()
+    outputs = runner.infer(arrays, list(wanted) if wanted else None)
+    first_ms = (time.perf_counter() - started) * 1000
+    encoded, out_arrays = encode_outputs(list(outputs), list(outputs.values()))
+    details = {**{k: v for k, v in runner.details.items() if k != "engine_version"},
+               "first_inference_ms": round(first_ms, 3), "input_names": runner.input_names,
+               "output_names": runner.output_names}
+    return JobOutput(data={"version": runner.details["engine_version"], "outputs": encoded, "details": details},
+                     arrays=out_arrays)

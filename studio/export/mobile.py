@@ -1,0 +1,166 @@
+"""MNN (``.mnn``) and LiteRT (``.tflite``) targets: convert the deploy model with the
+engine's converter (in a sandbox worker), reload the file in its own runtime, verify it
+against the original, and write a README with the snippet that loads it on a device.
+
+The converter command line is recorded in the artifact's notes (and so in
+``manifest.json``). A converted file is judged by the converted-engine criterion: every
+output's cosine with the original >= 0.9999 (converters refuse or reorder ops, so
+elementwise fp32 tolerances would call a faithful conversion broken on a float rounding),
+plus the fp32 elementwise tolerance loosened tenfold. ``.tflite`` files have fixed input
+shapes (the verification shapes) and NHWC image inputs; the README says which.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from studio.core.compare import Tolerance
+from studio.core.errors import StudioError
+from studio.core.paths import atomic_write_text
+from studio.core.sandbox import run_job
+from studio.export.context import ExportContext
+from studio.export.reference import Criteria, criteria_for, verify_outputs
+from studio.export.results import ERROR, TargetResult, target_result
+
+__all__ = ["CONVERTED_CRITERIA", "export_litert", "export_mnn"]
+
+CONVERTED = Tolerance(1e-3, 1e-4, 1e-3, min_cosine=0.9999)
+CONVERTED_CRITERIA = Criteria(CONVERTED, True, "converted fp32: cosine >= 0.9999 per output "
+                                               "(and |a-b| <= 1e-4 + 1e-3*rms + 1e-3*|b|)")
+
+_MNN_README = """# MNN model
+
+`model.mnn` was converted from the ONNX model with:
+
+    {command}
+
+and verified here in MNN {version}: {verification}.
+
+Load it (Python, `pip install MNN`; the C++ API `MNN::Express::Module::load` is the same):
+
+```python
+import MNN.nn as nn, MNN.expr as F, numpy as np
+rt = nn.create_runtime_manager(({{"backend": "CPU", "numThread": 4, "precision": "high"}},))
+net = nn.load_module_from_file("model.mnn", {inputs!r}, {outputs!r}, runtime_manager=rt)
+x = np.zeros({shape}, np.float32)   # NCHW, as in ONNX
+y = net.forward([F.const(x, list(x.shape), F.NCHW, F.float)])
+out = F.convert(y[0], F.NCHW).read()   # MNN may return NC4HW4
+```
+On Android/iOS use the MNN AAR / framework and the same Module API (`Module::load`).
+Integer inputs are int32 in MNN (ONNX int64 is narrowed).
+"""
+
+_LITERT_README = """# LiteRT (TFLite) model
+
+`model.tflite` was converted from the ONNX model with onnx2tf:
+
+    {command}
+
+and verified here in LiteRT {version}: {verification}.
+
+Input shapes are fixed at conversion: {shapes}. {layout}
+
+Load it (Python, `pip install ai-edge-litert`; Android: `org.tensorflow.lite.Interpreter`
+with the XNNPACK delegate, which is the default on CPU):
+
+```python
+import numpy as np
+from ai_edge_litert.interpreter import Interpreter
+interpreter = Interpreter(model_path="model.tflite", num_threads=4)
+run = interpreter.get_signature_runner()          # inputs/outputs by ONNX name
+print(run.get_input_details())
+outputs = run(**{{name: np.zeros(d["shape"], d["dtype"]) for name, d in run.get_input_details().items()}})
+```
+"""
+
+
+def _feeds_layout(ctx: ExportContext) -> str:
+    four_d = [n for n, s in ctx.input_shapes.items() if 3 <= len(s) <= 5]
+    if not four_d:
+        return "No input changes layout."
+    return (f"onnx2tf stores {', '.join(four_d[:4])} channels-last (N..C, e.g. NHWC): transpose NCHW data with "
+            "`np.moveaxis(x, 1, -1)`; outputs of rank 3-5 are channels-last too (`np.moveaxis(y, -1, 1)`).")
+
+
+def _verify_run(ctx: ExportContext, engine: str, artifact: Path) -> tuple[dict | None, dict, str | None]:
+    from studio.core.engines.base import check_feeds, decode_outputs
+    from studio.core.engines.litert import litert_limits
+
+    args = {"model_path": str(artifact), "onnx_path": str(ctx.deploy), "precision": "f32",
+            "output_names": [o.name for o in ctx.source.proto.graph.output]}
+    limits = litert_limits(None) if engine == "litert" else None
+    try:
+        res = run_job(f"{engine}.run", args, check_feeds(ctx.reference.feeds), stage=f"{engine} (verify)",
+                      limits=limits, pool_key=f"{ctx.pool_key}:{engine}", on_tick=ctx.on_tick, fresh=ctx.fresh)
+    except StudioError as exc:
+        return None, {}, str(exc)
+    return decode_outputs(res.data, res.arrays), {**res.data.get("details", {}), "version": res.data.get("version")}, \
+        None
+
+
+def _export(ctx: ExportContext, engine: str) -> TargetResult:
+    from studio.core.engines import get_engine
+
+    started = time.perf_counter()
+    adapter = get_engine(engine)
+    availability = adapter.available()
+    if not availability.ok:
+        return TargetResult(engine, ERROR, availability.reason or f"{adapter.label} is not available",
+                            seconds=time.perf_counter() - started)
+    if ctx.deploy_facts.hardware_specific_reason:
+        return TargetResult(engine, ERROR, f"refused for {adapter.label}: {ctx.deploy_facts.hardware_specific_reason}; "
+                            "export the original (un-optimized) model", seconds=time.perf_counter() - started)
+    folder = ctx.bundle / engine
+    folder.mkdir(parents=True, exist_ok=True)
+    name = "model.mnn" if engine == "mnn" else "model.tflite"
+    ctx.progress(engine, f"converting to {name}")
+    if engine == "mnn":
+        conv = adapter.convert(ctx.deploy, folder / name, pool_key=ctx.pool_key)
+    else:
+        conv = adapter.convert(ctx.deploy, folder / name, shapes=ctx.input_shapes, pool_key=ctx.pool_key)
+    notes = [f"converter command: {conv.command_line}", f"converted in {conv.seconds:.2f} s "
+             f"({conv.converter_version or '?'})"]
+    if not conv.ok:
+        return TargetResult(engine, ERROR, f"{adapter.label} could not convert the model: {conv.error}",
+                            notes=tuple(notes), seconds=time.perf_counter() - started)
+    artifact = folder / name
+    ctx.progress(engine, f"verifying {name} in {adapter.label}")
+    outputs, details, error = _verify_run(ctx, engine, artifact)
+    criteria = CONVERTED_CRITERIA if ctx.deploy_precision == "fp32" and not ctx.deploy_facts.quantized else \
+        criteria_for(ctx.deploy_precision, quantized_model=ctx.deploy_facts.quantized)
+    version = details.get("version") or availability.version or ""
+    v = verify_outputs(ctx.reference, outputs, criteria, engine=f"{engine} {version}".strip(),
+                       error=None if error is None else f"{adapter.label} cannot run {name}: {error}")
+    art_notes = [f"command: {conv.command_line}"]
+    layout = details.get("layout") or {}
+    if layout:
+        art_notes.append("layout: " + "; ".join(f"{k[:40]}: {t}" for k, t in list(layout.items())[:6]))
+    if details.get("names_mapped"):
+        art_notes.append(f"names mapped {details['names_mapped']}")
+    label = "MNN model (fp32)" if engine == "mnn" else "LiteRT / TFLite flatbuffer (fp32, fixed input shapes)"
+    art = ctx.artifact(artifact, engine, label, precision=ctx.deploy_precision, portable=True, verification=v,
+                       notes=tuple(art_notes))
+    readme = folder / "README.md"
+    verification = f"{v.status} ({v.message})"
+    if engine == "mnn":
+        first = next(iter(ctx.input_shapes.values()), (1,))
+        atomic_write_text(readme, _MNN_README.format(
+            command=conv.command_line, version=version, verification=verification,
+            inputs=list(ctx.input_shapes), outputs=[o.name for o in ctx.source.proto.graph.output],
+            shape=tuple(first)))
+    else:
+        atomic_write_text(readme, _LITERT_README.format(
+            command=conv.command_line, version=version, verification=verification,
+            shapes=", ".join(f"{n} {list(s)}" for n, s in ctx.input_shapes.items()), layout=_feeds_layout(ctx)))
+    bench = {name: {"convert_ms": round(conv.seconds * 1000, 1), "load_ms": details.get("load_ms"),
+                    "first_inference_ms": details.get("first_inference_ms")}}
+    return target_result(engine, [art], notes, bench, started)
+
+
+def export_mnn(ctx: ExportContext) -> TargetResult:
+    return _export(ctx, "mnn")
+
+
+def export_litert(ctx: ExportContext) -> TargetResult:
+    return _export(ctx, "litert")

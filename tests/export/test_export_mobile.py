@@ -1,0 +1,77 @@
+"""Export parity for the device formats: every sample model that MNN / LiteRT converts is
+exported as ``.mnn`` / ``.tflite``, reloaded in that runtime and matches the original
+(fp32: cosine >= 0.9999 on every output); a model the converter refuses is an error with
+the converter's reason, never a passed artifact.
+
+Measured here (MNN 3.6.1, onnx2tf 1.29.24 + LiteRT 2.3.0), 10 samples: MNN converts 9 and
+8 pass (if_loop: MNN's If returns [1, 1, 16] where ONNX declares [1, 16], an honest
+failure); LiteRT converts 5 and all 5 pass (onnx2tf cannot convert GridSample in these
+forms, If with outer-scope weights, the transformer's Add, or mmdeploy::grid_sampler).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from studio import api
+from studio.core.engines import get_engine
+from studio.export.options import resolve_targets
+from tests.conftest import SAMPLES
+
+# (model, engine) -> why the artifact honestly fails verification after converting.
+KNOWN_FAILURES = {("if_loop", "mnn"): "MNN's If output has an extra unit axis ([1, 1, 16] vs ONNX [1, 16])"}
+
+
+def _available(*engines):
+    missing = [get_engine(e).available() for e in engines]
+    bad = [a.reason for a in missing if not a.ok]
+    if bad:
+        pytest.skip(bad[0])
+
+
+def test_mobile_alias_and_all_keep_their_meaning():
+    assert resolve_targets("mobile") == ("mnn", "litert")
+    assert resolve_targets("all,tflite") == ("onnxruntime", "openvino", "tensorrt", "litert", "triton")
+
+
+def _check(sample: str, tmp_path) -> dict[str, str]:
+    r = api.export(api.load(SAMPLES / f"{sample}.onnx"), "mnn,litert", tmp_path / "out", zip=False,
+                   pool_key="mobile-export")
+    manifest = json.loads((r.bundle / "manifest.json").read_text())
+    seen = {}
+    for t in r.targets:
+        entry = manifest["targets"][t.target]
+        assert any(n.startswith("converter command: ") for n in entry["notes"]), entry["notes"]
+        if t.status == "error" and "could not convert" in t.message:
+            assert not t.artifacts and "\n" not in t.message
+            seen[t.target] = "refused"
+            continue
+        (art,) = t.artifacts
+        assert art.notes[0].startswith("command: ")
+        assert (r.bundle / t.target / "README.md").is_file()
+        readme = (r.bundle / t.target / "README.md").read_text()
+        assert art.notes[0][len("command: "):] in readme
+        if (sample, t.target) in KNOWN_FAILURES:
+            assert t.status == "failed", t.message
+            seen[t.target] = "known failure"
+            continue
+        assert t.status == "passed", t.message
+        cmp = art.verification.comparison
+        assert cmp is not None and all(d.cosine is None or d.cosine >= 0.9999 for d in cmp.outputs.values())
+        seen[t.target] = "passed"
+    return seen
+
+
+def test_cnn_exports_to_both_formats_and_verifies(tmp_path):
+    _available("mnn", "litert")
+    assert _check("cnn_unfused", tmp_path) == {"mnn": "passed", "litert": "passed"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sample", sorted(p.stem for p in SAMPLES.glob("*.onnx")))
+def test_every_sample_model_each_engine_accepts(sample, tmp_path):
+    _available("mnn", "litert")
+    seen = _check(sample, tmp_path)
+    assert set(seen) == {"mnn", "litert"}
