@@ -5,7 +5,8 @@ serve`` runs the app as an ``st.App`` with this middleware in front of Streamlit
 stack. Being ASGI, it sees every request: pages, static files, uploads, health checks
 and the websocket upgrade.
 
-- ``X-Frame-Options: DENY`` and CSP ``frame-ancestors 'none'`` on every response, so no
+- ``X-Frame-Options: DENY`` and CSP ``frame-ancestors 'none'`` on every response (custom-component
+  pages, which the studio frames itself: ``SAMEORIGIN`` / ``'self'``), so no
   other site can frame the studio (clickjacking).
 - Upload requests whose file name is too long for the multipart parser (Streamlit answers
   a bare "400" that the browser shows as "AxiosError") get a shortened name instead: the
@@ -32,6 +33,16 @@ WILDCARD_BINDS = ("0.0.0.0", "::", "")
 SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"x-frame-options", b"DENY"),
     (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+)
+
+# Streamlit draws custom components (the code editor) in iframes served by this same server: those
+# pages may be framed by the studio itself, never by another site.
+COMPONENT_PATHS = ("/component/", "/_stcore/bidi-components/")
+COMPONENT_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"x-frame-options", b"SAMEORIGIN"),
+    (b"content-security-policy", b"frame-ancestors 'self'"),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"same-origin"),
 )
@@ -109,10 +120,13 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-def _with_security_headers(headers: Iterable[tuple[bytes, bytes]] | None) -> list[tuple[bytes, bytes]]:
-    ours = {k for k, _ in SECURITY_HEADERS}
+def _with_security_headers(headers: Iterable[tuple[bytes, bytes]] | None,
+                           path: str = "") -> list[tuple[bytes, bytes]]:
+    chosen = COMPONENT_HEADERS if any(path.startswith(p) or f"{p}" in path for p in COMPONENT_PATHS) \
+        else SECURITY_HEADERS
+    ours = {k for k, _ in chosen}
     kept = [(k, v) for k, v in (headers or ()) if k.lower() not in ours]
-    return kept + list(SECURITY_HEADERS)
+    return kept + list(chosen)
 
 
 def short_upload_name(raw: bytes) -> bytes:
@@ -178,7 +192,8 @@ class BrowserGuard:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] in ("http.response.start", "websocket.accept"):
-                message = {**message, "headers": _with_security_headers(message.get("headers"))}
+                message = {**message, "headers": _with_security_headers(message.get("headers"),
+                                                                        str(scope.get("path", "")))}
             await send(message)
 
         if (scope["type"] == "http" and scope.get("method") == "PUT"

@@ -128,3 +128,13 @@ def test_r43_default_path_root_is_the_import_folder(app, _isolated_workspace):
     at.text_input(key="model_path").input("mine.onnx").run()
     at.button(key="open_path").click().run()
     assert not at.exception and at.metric
+
+
+def test_component_pages_may_be_framed_by_the_studio_only():
+    """Custom components (the code editor) are iframes of this server: 'self', never another site."""
+    from studio.core.webguard import _with_security_headers
+
+    page = dict(_with_security_headers([], "/"))
+    comp = dict(_with_security_headers([(b"x-frame-options", b"ALLOWALL")], "/component/code_editor/index.html"))
+    assert page[b"x-frame-options"] == b"DENY" and page[b"content-security-policy"] == b"frame-ancestors 'none'"
+    assert comp[b"x-frame-options"] == b"SAMEORIGIN" and comp[b"content-security-policy"] == b"frame-ancestors 'self'"
