@@ -27,7 +27,7 @@ def test_page_without_a_model_says_what_to_do(app):
 
 def test_two_engines_one_version(app):
     at = _profile_page(app(str(SAMPLES / "cnn_unfused.onnx")))
-    assert at.multiselect(key="profile_versions").value == ["v0"]
+    assert at.multiselect(key="profile_versions").value == ["m1:v0"]
     assert at.multiselect(key="profile_engines").value == ["ort", "ov"]
     at.button(key="profile_run").click().run()
     assert not at.exception
@@ -48,7 +48,7 @@ def test_two_versions_per_op_and_trace_download(app):
     ws = current_model(at)
     ws.add_file(SAMPLES / "mobilenet_like.onnx", label="second")
     at = _profile_page(at)
-    at.multiselect(key="profile_versions").set_value(["v0", "v1"])
+    at.multiselect(key="profile_versions").set_value(["m1:v0", "m1:v1"])
     at.multiselect(key="profile_engines").set_value(["ort"])
     at.checkbox(key="profile_per_op").check()
     at.run()
@@ -89,7 +89,7 @@ def test_per_op_time_feeds_the_graph_overlay(app):
     ws = current_model(at)
     ws.add_file(SAMPLES / "mobilenet_like.onnx", label="second")
     at = _profile_page(at)
-    at.multiselect(key="profile_versions").set_value(["v0", "v1"])
+    at.multiselect(key="profile_versions").set_value(["m1:v0", "m1:v1"])
     at.multiselect(key="profile_engines").set_value(["ov"])
     at.checkbox(key="profile_per_op").check()
     at.run()

@@ -165,9 +165,10 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
         target = profile.variant(vid).variant.target_index
         if target < len(versions_run) and st.button("Colour the graph by this time", key="profile_to_graph"):
             # The Graph page's documented input: data["node_times"] = {node id: seconds}.
-            state.publish_overlay_data(state.workspace().version(versions_run[target]).sha256, "node_times",
-                                       ops.node_times_s())
-            state.set_current(versions_run[target])
+            mid, vid_run = versions_run[target].split(":", 1)
+            model_run = api.project_model(state.project(), mid)
+            state.publish_overlay_data(model_run.version(vid_run).sha256, "node_times", ops.node_times_s())
+            state.set_model(mid, vid_run)
             st.success(f"On the Graph page, pick the 'time share' overlay ({vid}, version "
                        f"{widgets.md_escape(versions_run[target], 20)}).")
         widgets.metric_row([("per-op sum", f"{ops.per_op_sum_ms:.4f} ms"),
@@ -208,15 +209,23 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
 def render() -> None:
     st.title("Profile")
     ws = state.workspace()
-    versions = ws.versions
-    if not versions:
+    if not ws.versions:
         st.info("Open a model on the Overview page first; every version of it can then be profiled here.")
         return
-    labels = {v.id: f"{v.id} · {v.label} · {v.sha256[:8]}" for v in versions}
+    # Every version of every model of the project: A/B of two versions, or of two models.
+    project = state.project()
+    entries: dict[str, tuple] = {}
+    for m in state.models() if project is not None else []:
+        model = ws if getattr(ws, "id", None) == m.id else widgets.guarded(lambda mid=m.id: api.project_model(project,
+                                                                                                              mid))
+        for v in (model.versions if model is not None else ()):
+            entries[f"{m.id}:{v.id}"] = (model, v, f"{m.name} · {v.id} · {v.label} · {v.sha256[:8]}")
     current = state.current_version()
+    own = [k for k in entries if k.startswith(f"{ws.id}:")]
+    cur_key = f"{ws.id}:{current.id}" if current else own[-1]
     # Default: the original and the version being worked on (the comparison people want first).
-    default = list(dict.fromkeys([versions[0].id, current.id if current else versions[-1].id]))
-    chosen = st.multiselect("Versions", [v.id for v in versions], default=default, format_func=labels.__getitem__,
+    default = list(dict.fromkeys([own[0], cur_key if cur_key in entries else own[-1]]))
+    chosen = st.multiselect("Versions", list(entries), default=default, format_func=lambda k: entries[k][2],
                             key="profile_versions")
     engines = st.multiselect("Engines", list(ENGINE_CHOICES), default=["ort", "ov"], format_func=choice_label,
                              key="profile_engines")
@@ -232,16 +241,18 @@ def render() -> None:
         st.info("Stopped: the running worker was killed.")
     if run and options is not None and chosen and engines:
         targets, run_vids = [], []
-        for vid in chosen:
-            handle = widgets.guarded(lambda vid=vid: ws.handle(vid))
+        for key in chosen:
+            model, v, _label = entries[key]
+            handle = widgets.guarded(lambda model=model, v=v: model.handle(v.id))
             if handle is not None:
-                targets.append(ProfileTarget(f"{vid} {ws.version(vid).label}", handle))
-                run_vids.append(vid)
+                name = key.split(":", 1)[0] if len({k.split(':', 1)[0] for k in chosen}) > 1 else ""
+                targets.append(ProfileTarget(f"{name + ' ' if name else ''}{v.id} {v.label}", handle))
+                run_vids.append(key)
         if targets:
             st.session_state[_VERSIONS_RUN] = run_vids
             _run(targets, engines, options, remote)
     if options is not None and chosen and engines:
-        names = [Path(ws.version(vid).path).name for vid in chosen]
+        names = [Path(entries[k][1].path).name for k in chosen]
         specs = [parse_engine(e) for e in engines]
         widgets.cli_hint(command_line(names, specs, options))
     result = st.session_state.get(_RESULT)
