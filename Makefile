@@ -11,6 +11,11 @@ PYTEST_ARGS ?=
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+# LiteRT's ONNX -> TFLite converter (tensorflow-cpu, onnx2tf): the tests and CI need it, `make run` does not.
+$(VENV)/.litert: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[dev,litert]'
 	bash scripts/install_litert_converter.sh $(PY)
 	touch $@
@@ -23,7 +28,7 @@ samples: install
 run: samples
 	$(VENV)/bin/onnx-studio serve $(SAMPLE) --port $(PORT)
 
-test-deps: install
+test-deps: install $(VENV)/.litert
 	bash scripts/ensure_test_deps.sh
 
 test: test-deps samples
