@@ -16,8 +16,7 @@ import streamlit as st
 
 from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes, human_count
-from studio.inspect.node_details import node_details as _node_details
-from studio.inspect.weights import weight_stats
+from studio import api
 from studio.ui import state
 
 T = TypeVar("T")
@@ -58,9 +57,13 @@ def run_stoppable(label: str, fn: Callable[[Callable[[float], None]], T]) -> T |
     ``run``). Clicking Stop makes Streamlit interrupt this script run at the next
     element update, which ``on_tick`` performs; the sandbox then kills the worker.
     """
-    stop_col, status_col = st.columns([1, 6])
-    stop_col.button("Stop", key=f"stop_{label}", help="Kill the running job")
-    status = status_col.empty()
+    # The Stop button and the progress line live in one placeholder, cleared however the run ends:
+    # a Stop left on the page after the run would be a dead button.
+    slot = st.empty()
+    with slot.container():
+        stop_col, status_col = st.columns([1, 6])
+        stop_col.button("Stop", key=f"stop_{label}", help="Kill the running job")
+        status = status_col.empty()
     started = time.monotonic()
 
     def on_tick(elapsed: float) -> None:
@@ -72,7 +75,7 @@ def run_stoppable(label: str, fn: Callable[[Callable[[float], None]], T]) -> T |
     try:
         return guarded(lambda: fn(on_tick))
     finally:
-        status.empty()
+        slot.empty()
 
 
 def cli_hint(command: str) -> None:
@@ -208,7 +211,7 @@ def _weights(handle, details, key: str) -> None:
     for port in details.inputs:
         if not port.is_weight:
             continue
-        stats = guarded(lambda name=port.name: weight_stats(handle, name))
+        stats = guarded(lambda name=port.name: api.weight_stats(handle, name))
         if stats is None:
             continue
         st.markdown(f"**Weight** {md_escape(stats.name, 120)} — {stats.dtype} {list(stats.shape)}, "
@@ -231,7 +234,7 @@ def node_details(handle, summary, node_id: str, key: str = "nodes") -> bool:
     """Details of one node (as on the Nodes page): header, inputs/outputs with shapes,
     attributes and weight statistics. ``key`` keeps widget keys apart between pages.
     Returns False when the id is not a node of this model."""
-    details = _node_details(handle, summary, node_id)
+    details = api.node_details(handle, summary, node_id)
     if details is None:
         st.info("Select a node to see its details.")
         return False

@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
-from studio.core.findings import Report
+from studio.api import Report
 from studio.ui import state, widgets
 
 _ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT"}
@@ -134,9 +134,8 @@ def _apply(pass_name: str, options: dict, dims: dict[str, int] | None = None) ->
 
 def _dim_values() -> dict[str, int]:
     """Values for the dynamic dims that fix-input-shapes would set (the user edits them)."""
-    from diagnostics.fixes import default_dims
 
-    defaults = default_dims(state.current_handle().path)
+    defaults = api.default_dims(state.current_handle().path)
     if not defaults:
         return {}
     st.caption("Values for **fix-input-shapes**:")
