@@ -939,6 +939,7 @@ _PAGE_EXPORTS: dict[str, tuple[str, str]] = {
     "op_count_diff": ("passes.pipeline", "op_count_diff"),             # (op, before, after) rows
     # Compatibility, plugins
     "default_dims": ("diagnostics.fixes", "default_dims"),             # dims the shape fix proposes
+    "FindingGroup": ("studio.core.findings", "FindingGroup"),         # Report.grouped(): same code and message
     # Profile
     "ProfileOptions": ("profilers.profile", "ProfileOptions"),
     "ProfileTarget": ("profilers.variants", "ProfileTarget"),
