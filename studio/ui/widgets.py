@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from studio.core.errors import StudioError
-from studio.core.fmt import human_bytes, human_count
+from studio.core.fmt import human_bytes, human_count, printable
 from studio import api
 from studio.ui import state
 
@@ -27,6 +27,23 @@ def md_escape(text: str, max_len: int = 300) -> str:
     """Escape Markdown (and the HTML Streamlit would otherwise keep) in model text."""
     text = text if len(text) <= max_len else text[: max_len - 1] + "…"
     return _MD_SPECIAL.sub(r"\\\1", text).replace("\n", " ").replace("\r", " ")
+
+
+def md_code(text: str, max_len: int = 120) -> str:
+    """Model text as a Markdown inline code span. Backslash escapes are not processed inside code, so
+    ``md_escape`` there would show ``fix\\-input\\-shapes``; the span is fenced by more backticks than
+    the text holds instead (CommonMark)."""
+    text = printable(text, max_len)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def plain(text: str, max_len: int = 120) -> str:
+    """Model text for places that are not Markdown (table cells, option labels, metrics, code, file
+    names): printable and capped, never backslash-escaped."""
+    return printable(text, max_len)
 
 
 def show_error(exc: BaseException) -> None:

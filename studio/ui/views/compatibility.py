@@ -182,7 +182,7 @@ def _findings(report: Report) -> None:
             if f.fix_hint:
                 st.caption("What to do: " + widgets.md_escape(f.fix_hint, 300))
             if f.fix_pass:
-                st.caption(f"Fix pass: `{widgets.md_escape(f.fix_pass, 60)}`")
+                st.caption("Fix pass: " + widgets.md_code(f.fix_pass, 60))
             st.caption("Source: " + widgets.md_escape(f.source or "?", 80))
             if len(g.nodes) > 1:
                 st.dataframe(pd.DataFrame({"node": list(g.nodes)}), hide_index=True, width="stretch",

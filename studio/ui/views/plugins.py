@@ -52,7 +52,7 @@ def _signature(handle, op: str):
 
 
 def _show_signature(sig) -> None:
-    st.markdown(f"#### Signature of `{widgets.md_escape(sig.qualified, 120)}`")
+    st.markdown("#### Signature of " + widgets.md_code(sig.qualified, 120))
     st.caption(f"{len(sig.nodes)} node(s) · {'custom op' if sig.custom else 'standard op'} · reference: "
                f"{widgets.md_escape(sig.reference, 200) if sig.reference else 'none registered'}")
     rows = [{"port": f"input {p.index}" + (" (optional)" if p.optional else ""), "name": p.name,
@@ -148,7 +148,7 @@ def _package_section(sig, handle, edited: dict[str, str]) -> None:
     if held and held[:2] == (handle.sha256, sig.qualified):
         scaffold = held[2]
         for p in scaffold.packages:
-            st.markdown(f"**{widgets.md_escape(p.title, 120)}** — `{widgets.md_escape(p.folder, 120)}` "
+            st.markdown(f"**{widgets.md_escape(p.title, 120)}** — {widgets.md_code(p.folder, 120)} "
                         f"({len(p.files)} files)")
             st.caption(widgets.md_escape(p.status, 400))
         st.download_button("Download the plugin packages (zip)", data=api.zip_folder(scaffold.root),
