@@ -956,6 +956,9 @@ _PAGE_EXPORTS: dict[str, tuple[str, str]] = {
     "op_time_treemap": ("profilers.charts", "op_treemap"),
     "memory_timeline": ("profilers.charts", "memory_timeline"),
     "sweep_chart": ("profilers.charts", "sweep_chart"),
+    # Overview
+    "op_histogram_figure": ("studio.inspect.charts", "op_histogram_figure"),
+    "flops_by_op_figure": ("studio.inspect.charts", "flops_by_op_figure"),
     # Verify, Precision
     "layer_error_figure": ("studio.accuracy.charts", "layer_error_figure"),
     "tradeoff_figure": ("studio.precision.charts", "tradeoff_figure"),
