@@ -60,7 +60,7 @@ PAGES = {
 }
 
 state.init()
-navigation = st.navigation(PAGES)
+navigation = st.navigation(PAGES, expanded=True)   # every page listed (collapsed, the menu hides all past ten)
 navigation.run()
 # After the page: a model or version the page just added (upload, optimize, fix) is listed,
 # page settings are kept in the project, and the URL names what is shown (reload, bookmarks).

@@ -191,7 +191,7 @@ def project_sidebar() -> None:
     ws = state.workspace()
     mids = [m.id for m in models]
     # Labels that do not change while the model grows (a changed label unsettles the widget's value).
-    names = {m.id: f"{m.id} · {m.name}" for m in models}
+    names = {m.id: f"{m.id} · {plain(m.name, 60)}" for m in models}
     current_model = ws.id if ws.id is not None else mids[-1]
     mkey = f"model_picker_{len(mids)}"
     st.sidebar.selectbox("Model", mids, index=mids.index(current_model) if current_model in mids else len(mids) - 1,
@@ -202,7 +202,7 @@ def project_sidebar() -> None:
     versions = ws.versions
     current = state.current_version()
     ids = [v.id for v in versions]
-    labels = {v.id: f"{v.id} · {v.label} · {v.sha256[:8]}" for v in versions}
+    labels = {v.id: f"{v.id} · {plain(v.label, 60)} · {v.sha256[:8]}" for v in versions}
     index = ids.index(current.id) if current and current.id in ids else len(ids) - 1
     # Keyed per model and version count so a version added during this run selects itself.
     vkey = f"version_picker_{ws.id}_{len(ids)}"

@@ -40,6 +40,12 @@ def _opens(page, url: str, url_path: str, title: str) -> None:
 
 def test_every_page_opens_from_its_url(studio_server, page):
     server = studio_server()
+    page.goto(server.url)
+    wait_for_app(page)
+    nav = page.locator('[data-testid="stSidebarNav"]')
+    nav.get_by_role("link").first.wait_for()
+    for _, title in _pages():                               # every page is in the menu, none behind "View more"
+        assert nav.get_by_role("link", name=title, exact=True).count() == 1, title
     assert "overview" in [p for p, _ in _pages()]          # the Overview has a URL of its own
     _opens(page, f"{server.url}/", "", "Overview")          # the root shows the Overview
     for url_path, title in _pages():
