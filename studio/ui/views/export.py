@@ -171,9 +171,11 @@ def _report(saved: dict) -> None:
     if result.ok:
         st.success("Every artifact that can run here was reloaded by its engine and verified.")
     st.markdown("#### Targets")
-    st.dataframe(pd.DataFrame(api.export_target_rows(result)), hide_index=True, width="stretch", key="exp_targets_table")
+    st.dataframe(pd.DataFrame(api.export_target_rows(result)), hide_index=True, width="stretch",
+                 key="exp_targets_table")
     st.markdown("#### Artifacts")
-    st.dataframe(pd.DataFrame(api.export_artifact_rows(result)), hide_index=True, width="stretch", key="exp_artifacts_table")
+    st.dataframe(pd.DataFrame(api.export_artifact_rows(result)), hide_index=True, width="stretch",
+                 key="exp_artifacts_table")
     notes = [(t.target, n) for t in result.targets for n in t.notes]
     if notes:
         with st.expander(f"Notes ({len(notes)})"):
@@ -191,7 +193,8 @@ def render() -> None:
         return
     handle, version = opened
     c1, c2, c3 = st.columns([3, 2, 2])
-    targets = c1.multiselect("Targets", list(api.EXPORT_TARGETS), default=list(api.EXPORT_TARGETS), format_func=_LABELS.__getitem__,
+    targets = c1.multiselect("Targets", list(api.EXPORT_TARGETS), default=list(api.EXPORT_TARGETS),
+                             format_func=_LABELS.__getitem__,
                              key="exp_targets")
     presets = ["none", *[p["name"] for p in api.list_passes()["presets"]]]
     preset = c2.selectbox("Optimization preset first", presets, key="exp_preset",
@@ -200,7 +203,8 @@ def render() -> None:
     precision = c3.radio("Precision", ["fp32", "fp16", "int8"], horizontal=True, key="exp_precision",
                          help="fp16: OpenVINO FP16-compressed weights, TensorRT --fp16; int8: QDQ quantization")
     c4, c5 = st.columns(2)
-    ort_level = c4.selectbox("ONNX Runtime optimization level", list(api.ORT_LEVELS), index=api.ORT_LEVELS.index("extended"),
+    ort_level = c4.selectbox("ONNX Runtime optimization level", list(api.ORT_LEVELS),
+                             index=api.ORT_LEVELS.index("extended"),
                              key="exp_ort_level",
                              help="basic/extended: portable ONNX; all: adds NCHWc layout ops for this CPU "
                                   "(hardware-specific)")
@@ -225,11 +229,11 @@ def render() -> None:
     if saved and saved["version"] == version.id:
         _report(saved)
     else:
-        widgets.cli_hint(api.export_command(handle.path.name, targets or list(api.EXPORT_TARGETS), preset=chosen_preset,
-                                     precision=precision, calibration=calibration, shapes=shapes,
-                                     ort_level=ort_level, max_batch=max_batch, ov_precisions=ov_precisions,
-                                     ort_custom_ops=ort_custom_ops, ov_extensions=ov_extensions,
-                                     calibration_method=method))
+        widgets.cli_hint(api.export_command(handle.path.name, targets or list(api.EXPORT_TARGETS),
+                                            preset=chosen_preset, precision=precision, calibration=calibration,
+                                            shapes=shapes, ort_level=ort_level, max_batch=max_batch,
+                                            ov_precisions=ov_precisions, ort_custom_ops=ort_custom_ops,
+                                            ov_extensions=ov_extensions, calibration_method=method))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

@@ -91,8 +91,9 @@ def _run(handle, version, preset, passes, dims, on_failure, verify, options) -> 
             new_version = v.id
             state.set_current(v.id)
     st.session_state[_RESULT] = {"result": result, "source": version.id, "version": new_version,
-                                 "command": api.optimize_command(handle.path.name, preset=preset, passes=passes, dims=dims,
-                                                        on_failure=on_failure, verify=verify, options=options)}
+                                 "command": api.optimize_command(handle.path.name, preset=preset, passes=passes,
+                                                                 dims=dims, on_failure=on_failure, verify=verify,
+                                                                 options=options)}
 
 
 def _download(result) -> None:
@@ -162,7 +163,7 @@ def render() -> None:
         _report(saved)
     else:
         widgets.cli_hint(api.optimize_command(handle.path.name, preset=preset, passes=passes, dims=dims,
-                                     on_failure=on_failure, verify=verify, options=options))
+                                              on_failure=on_failure, verify=verify, options=options))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

@@ -14,8 +14,8 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
-from studio.core.jsonsafe import dumps as json_dumps
 from studio.core.errors import StudioError
+from studio.core.jsonsafe import dumps as json_dumps
 from studio.ui import state, widgets
 from studio.ui.inputs_picker import InputsChoice, inputs_picker
 
@@ -57,11 +57,11 @@ def _settings(choice: InputsChoice) -> api.ProfileOptions | None:
     def build() -> api.ProfileOptions:
         amount = {"duration_s": float(duration)} if mode == "duration" else {"iterations": int(iterations)}
         return api.ProfileOptions(warmup=int(warmup), rounds=int(rounds), per_op=per_op, memory=memory,
-                              ov_cache=ov_cache, timeout_s=float(timeout), dims=tuple(state.dims().items()),
-                              thread_counts=_ints(threads, "thread sweep"), batch_sizes=_ints(batch, "batch sweep"),
-                              concurrency=_ints(concurrency, "concurrency sweep"),
-                              inputs_npz=str(choice.inputs) if choice.inputs else None,
-                              images_dir=str(choice.images) if choice.images else None, **amount)
+                                  ov_cache=ov_cache, timeout_s=float(timeout), dims=tuple(state.dims().items()),
+                                  thread_counts=_ints(threads, "thread sweep"), batch_sizes=_ints(batch, "batch sweep"),
+                                  concurrency=_ints(concurrency, "concurrency sweep"),
+                                  inputs_npz=str(choice.inputs) if choice.inputs else None,
+                                  images_dir=str(choice.images) if choice.images else None, **amount)
 
     return widgets.guarded(build)
 
@@ -148,7 +148,8 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
         st.markdown("#### Ratios against the baseline")
         st.caption("Median of per-round ratios of median latency (< 1: faster than the baseline), with a 95 % "
                    "bootstrap interval over rounds and the interquartile spread of the rounds.")
-        st.dataframe(pd.DataFrame(api.profile_ratio_rows(profile)), hide_index=True, width="stretch", key="profile_ratios")
+        st.dataframe(pd.DataFrame(api.profile_ratio_rows(profile)), hide_index=True, width="stretch",
+                     key="profile_ratios")
         st.markdown("\n".join(f"- **{widgets.md_escape(r.other_id, 60)}**: {widgets.md_escape(r.verdict, 400)}"
                                for r in profile.ratios))
     if any(v.cold for v in profile.variants):
@@ -199,7 +200,8 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
         st.markdown("#### Sweeps")
         for kind in kinds:
             st.plotly_chart(api.sweep_chart(profile, kind), width="stretch", key=f"profile_sweep_{kind}")
-        st.dataframe(pd.DataFrame(api.profile_sweep_rows(profile)), hide_index=True, width="stretch", key="profile_sweeps")
+        st.dataframe(pd.DataFrame(api.profile_sweep_rows(profile)), hide_index=True, width="stretch",
+                     key="profile_sweeps")
     st.download_button("Download profile (JSON)", json_dumps(profile.to_dict(include_samples=True), indent=1),
                        file_name="profile.json", mime="application/json", key="profile_json_download")
 
