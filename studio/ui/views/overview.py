@@ -33,7 +33,7 @@ def _handle_upload(files, n: int) -> None:
         reason = str(exc).splitlines()[0] if isinstance(exc, StudioError) and str(exc) else \
             f"unexpected error ({type(exc).__name__})"
         st.session_state[_UPLOAD_ERROR] = f"{names} was not opened: {reason}"
-        st.session_state["open_model_expanded"] = True      # keep the panel open for the retry
+    _keep_open()                  # the panel stays as it was for the next pick (a retry, or a second model)
     st.session_state[_UPLOADS] = n + 1
     st.rerun()
 
