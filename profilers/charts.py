@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from profilers.ops import OpProfile
 from profilers.profile import Profile
+from studio.core.chart_layout import category_rows, legend_below
 
 __all__ = ["cold_rows", "cold_start_chart", "latency_histogram", "memory_timeline", "op_bar", "op_treemap",
            "ratio_rows", "stats_rows", "sweep_chart", "sweep_rows"]
@@ -82,8 +83,8 @@ def latency_histogram(profile: Profile, bins: int = 60) -> go.Figure:
                           annotation_font_color=color, annotation_yshift=-16 * i,
                           annotation_position="top right" if q == "p50" else "top left")
     fig.update_layout(barmode="overlay", title="Latency per inference (ms)", xaxis_title="ms",
-                      yaxis_title="iterations", height=420, legend={"orientation": "h"})
-    return fig
+                      yaxis_title="iterations", height=420)
+    return legend_below(fig)
 
 
 def cold_start_chart(profile: Profile) -> go.Figure:
@@ -94,9 +95,8 @@ def cold_start_chart(profile: Profile) -> go.Figure:
                         ("session / compile", "session_ms"), ("first inference", "first_inference_ms")):
         fig.add_trace(go.Bar(y=[v.id for v in rows], x=[getattr(v.cold, attr) or 0 for v in rows], name=label,
                              orientation="h"))
-    fig.update_layout(barmode="stack", title="Cold start (ms, fresh worker)", height=120 + 40 * len(rows),
-                      legend={"orientation": "h"})
-    return fig
+    fig.update_layout(barmode="stack", title="Cold start (ms, fresh worker)", xaxis_title="ms")
+    return legend_below(category_rows(fig, len(rows), extra_px=60))
 
 
 def op_bar(ops: OpProfile, top: int = 20) -> go.Figure:
@@ -106,8 +106,8 @@ def op_bar(ops: OpProfile, top: int = 20) -> go.Figure:
                            orientation="h", customdata=[_plain(k.anchor or "(not mapped)", 120) for k in kernels],
                            hovertemplate="%{y}<br>%{x:.4f} ms<br>ONNX node: %{customdata}<extra></extra>"))
     fig.update_layout(title=f"Top {len(kernels)} kernels, {ops.variant_id} (ms per inference)",
-                      height=160 + 22 * len(kernels), xaxis_title="ms")
-    return fig
+                      xaxis_title="ms")
+    return category_rows(fig, len(kernels))
 
 
 def op_treemap(ops: OpProfile, limit: int = 200) -> go.Figure:
@@ -133,9 +133,8 @@ def memory_timeline(profile: Profile) -> go.Figure:
         fig.add_trace(go.Scatter(x=t, y=rss, mode="lines", name=f"{v.id} ({v.memory.leak.verdict})",
                                  customdata=[p[2] for p in v.memory.timeline],
                                  hovertemplate="%{x:.3f} s<br>%{y:.1f} MiB<br>%{customdata}<extra></extra>"))
-    fig.update_layout(title="Worker resident memory (MiB)", xaxis_title="seconds", yaxis_title="MiB", height=380,
-                      legend={"orientation": "h"})
-    return fig
+    fig.update_layout(title="Worker resident memory (MiB)", xaxis_title="seconds", yaxis_title="MiB", height=380)
+    return legend_below(fig)
 
 
 def sweep_rows(profile: Profile) -> list[dict]:
@@ -178,4 +177,4 @@ def sweep_chart(profile: Profile, kind: str) -> go.Figure:
     fig.update_layout(title=f"{kind} sweep: throughput vs latency (p50 solid, p99 dotted)",
                       xaxis_title="throughput (samples/s)", yaxis_title="latency (ms)", height=420,
                       yaxis_type="log" if spread > 5 else "linear")
-    return fig
+    return legend_below(fig)

@@ -989,3 +989,82 @@ def precision_on(target: str, handle: ModelHandle | str | Path, *, cluster: str 
     kwargs = {k: v for k, v in kwargs.items() if k not in ("on_progress", "on_tick", "out_dir", "pool_key")}
     return measure_on("precision", target, [("model", _path_of(handle))], kwargs, data=data, cluster=cluster,
                       security=ClusterSecurity.from_env(*tls))
+
+
+# --- What the pages render with -------------------------------------------------------------------------
+# The pages (studio/ui) import only this facade (tests/test_layering.py). Row builders, chart builders,
+# option tuples and command lines that the CLI also uses live next to the engine code; the names below
+# re-export them for the pages, imported on first use so the CLI does not pay for plotly at start-up.
+# Each entry: page-facing name -> (module, attribute).
+_PAGE_EXPORTS: dict[str, tuple[str, str]] = {
+    # Optimize
+    "optimize_report_rows": ("passes.optimize", "report_rows"),        # table of what each pass did
+    "optimize_command": ("passes.optimize", "cli_command"),            # the equivalent `onnx-studio optimize`
+    "op_count_diff": ("passes.pipeline", "op_count_diff"),             # (op, before, after) rows
+    # Compatibility, plugins
+    "default_dims": ("diagnostics.fixes", "default_dims"),             # dims the shape fix proposes
+    "FindingGroup": ("studio.core.findings", "FindingGroup"),         # Report.grouped(): same code and message
+    # Profile
+    "ProfileOptions": ("profilers.profile", "ProfileOptions"),
+    "ProfileTarget": ("profilers.variants", "ProfileTarget"),
+    "profile_command": ("profilers.profile", "command_line"),           # the equivalent `onnx-studio profile`
+    "parse_engine": ("profilers.variants", "parse_engine"),
+    "engine_label": ("profilers.variants", "choice_label"),
+    "profile_stats_rows": ("profilers.charts", "stats_rows"),
+    "profile_ratio_rows": ("profilers.charts", "ratio_rows"),
+    "profile_cold_rows": ("profilers.charts", "cold_rows"),
+    "profile_sweep_rows": ("profilers.charts", "sweep_rows"),
+    "latency_histogram": ("profilers.charts", "latency_histogram"),
+    "cold_start_chart": ("profilers.charts", "cold_start_chart"),
+    "op_time_bar": ("profilers.charts", "op_bar"),
+    "op_time_treemap": ("profilers.charts", "op_treemap"),
+    "memory_timeline": ("profilers.charts", "memory_timeline"),
+    "sweep_chart": ("profilers.charts", "sweep_chart"),
+    # Overview
+    "op_histogram_figure": ("studio.inspect.charts", "op_histogram_figure"),
+    "flops_by_op_figure": ("studio.inspect.charts", "flops_by_op_figure"),
+    # Verify, Precision
+    "layer_error_figure": ("studio.accuracy.charts", "layer_error_figure"),
+    "tradeoff_figure": ("studio.precision.charts", "tradeoff_figure"),
+    "PRECISION_VARIANTS": ("studio.precision.variants", "VARIANTS"),
+    "default_precision_variants": ("studio.precision.variants", "default_variants"),
+    # Export
+    "EXPORT_TARGETS": ("studio.export.options", "TARGETS"),
+    "MOBILE_TARGETS": ("studio.export.options", "MOBILE_TARGETS"),
+    "OV_PRECISIONS": ("studio.export.options", "OV_PRECISIONS"),
+    "CALIBRATION_METHODS": ("studio.export.options", "CALIBRATION_METHODS"),
+    "ORT_LEVELS": ("studio.export.options", "ORT_LEVELS"),
+    "parse_shape_spec": ("studio.export.options", "parse_shape_spec"),
+    "export_command": ("studio.export.command", "cli_command"),         # the equivalent `onnx-studio export`
+    "export_target_rows": ("studio.export.views", "target_rows"),
+    "export_artifact_rows": ("studio.export.views", "artifact_rows"),
+    "export_bench_rows": ("studio.export.views", "bench_rows"),
+    # Plugins
+    "render_python_impl": ("studio.plugins.scaffold", "render_python_impl"),
+    "zip_folder": ("studio.plugins.scaffold", "zip_folder"),
+    # Nodes (shared widgets)
+    "node_details": ("studio.inspect.node_details", "node_details"),
+    "weight_stats": ("studio.inspect.weights", "weight_stats"),
+    # Inputs picker
+    "save_npz_upload": ("studio.core.input_files", "save_npz_upload"),
+    "save_image_uploads": ("studio.core.input_files", "save_image_uploads"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The page-facing re-exports above, imported on first use (PEP 562)."""
+    target = _PAGE_EXPORTS.get(name)
+    if target is None:
+        raise AttributeError(f"module 'studio.api' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(target[0]), target[1])
+    globals()[name] = value
+    return value
+
+
+def custom_op_names(handle: ModelHandle) -> list[str]:
+    """``domain::op`` of every custom (non-standard) op the model uses, for the Plugins page."""
+    from diagnostics.custom_ops import detect_custom_ops
+
+    return [c.qualified for c in detect_custom_ops(handle.proto)]

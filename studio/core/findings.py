@@ -26,8 +26,10 @@ __all__ = [
     "VERDICTS",
     "EngineVerdict",
     "Finding",
+    "FindingGroup",
     "NodeVerdict",
     "Report",
+    "group_findings",
     "worst_severity",
 ]
 
@@ -132,6 +134,48 @@ class EngineVerdict:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class FindingGroup:
+    """Findings that say the same thing (same code and message) about different nodes or engines.
+
+    A detector with 38 unsupported nodes of one op gets one line "×38" with the nodes listed,
+    not 38 copies of the same sentence."""
+
+    code: str
+    severity: str                      # the worst of the group
+    message: str
+    findings: tuple[Finding, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.findings)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The nodes named by the group, first-seen order, each once."""
+        return tuple(dict.fromkeys(f.node for f in self.findings if f.node))
+
+    @property
+    def engines(self) -> tuple[str, ...]:
+        """``engine (target)`` labels of the group, each once; empty for engine-independent findings."""
+        return tuple(dict.fromkeys(f"{f.engine} ({f.target})" if f.target else f.engine
+                                   for f in self.findings if f.engine))
+
+    @property
+    def first(self) -> Finding:
+        return self.findings[0]
+
+
+def group_findings(findings: Iterable[Finding]) -> tuple[FindingGroup, ...]:
+    """Findings grouped by (code, message), most severe group first; otherwise in the order found."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        groups.setdefault((f.code, f.message), []).append(f)
+    out = [FindingGroup(code, worst_severity(items) or items[0].severity, message, tuple(items))
+           for (code, message), items in groups.items()]
+    return tuple(sorted(out, key=lambda g: _RANK[g.severity]))     # stable: found order within a severity
+
+
 def worst_severity(findings: Iterable[Finding]) -> str | None:
     worst = None
     for f in findings:
@@ -199,6 +243,10 @@ class Report:
         for f in self.findings:
             out[f.code].append(f)
         return dict(out)
+
+    def grouped(self) -> tuple[FindingGroup, ...]:
+        """The findings grouped by (code, message), severity order kept (the Compatibility page's list)."""
+        return group_findings(self.findings)
 
     def fixes(self) -> tuple[str, ...]:
         """Registered passes offered by the findings, most-needed first (errors, then count)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from studio.core.chart_layout import legend_below
 from studio.precision.variants import PrecisionReport
 
 __all__ = ["tradeoff_figure"]
@@ -39,4 +40,4 @@ def tradeoff_figure(report: PrecisionReport) -> go.Figure:
     fig.update_layout(title="Accuracy vs latency (lower-left is faster, higher is more accurate)",
                       xaxis_title="latency / ORT fp32 latency (same run)", yaxis_title="cosine vs fp32 (worst output)",
                       height=460, margin={"l": 60, "r": 20, "t": 50, "b": 50})
-    return fig
+    return legend_below(fig)

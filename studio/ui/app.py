@@ -21,13 +21,23 @@ from studio.ui import state, widgets  # noqa: E402
 
 st.set_page_config(page_title="onnx-studio", page_icon="🧩", layout="wide")
 
+def _landing() -> None:
+    """The app's root URL shows the Overview. Streamlit serves its default page only at the root, so a
+    default Overview would answer its own link, /overview, with "Page not found"; this hidden page is the
+    default instead and every page in the menu keeps its own URL (bookmarks, shared links, reloads)."""
+    from studio.ui.views import overview
+
+    overview.render()
+
+
 PAGES = {
     "Project": [
         st.Page("views/projects.py", title="Projects", url_path="projects"),
         st.Page("views/data.py", title="Data", url_path="data"),
     ],
     "Model": [
-        st.Page("views/overview.py", title="Overview", url_path="overview", default=True),
+        st.Page(_landing, title="Overview", url_path="home", default=True, visibility="hidden"),
+        st.Page("views/overview.py", title="Overview", url_path="overview"),
         st.Page("views/nodes.py", title="Nodes", url_path="nodes"),
         st.Page("views/graph.py", title="Graph", url_path="graph"),
     ],
@@ -50,7 +60,7 @@ PAGES = {
 }
 
 state.init()
-navigation = st.navigation(PAGES, expanded=True)   # every page listed (no "View more" fold)
+navigation = st.navigation(PAGES, expanded=True)   # every page listed (collapsed, the menu hides all past ten)
 navigation.run()
 # After the page: a model or version the page just added (upload, optimize, fix) is listed,
 # page settings are kept in the project, and the URL names what is shown (reload, bookmarks).

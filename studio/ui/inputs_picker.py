@@ -10,7 +10,6 @@ from pathlib import Path
 
 import streamlit as st
 
-from studio.core.input_files import save_image_uploads, save_npz_upload
 from studio import api
 from studio.ui import state, widgets
 
@@ -61,14 +60,14 @@ def inputs_picker(key: str, *, images_label: str = "Images", count_label: str = 
     if kind == kinds[1]:
         up = st.file_uploader(".npz with one array per input name (NAME/0, NAME/1... for several samples)",
                               type=["npz"], key=f"{key}_npz")
-        path = _saved(f"{key}_npz_saved", up, lambda f, folder: save_npz_upload(f.getvalue(), folder))
+        path = _saved(f"{key}_npz_saved", up, lambda f, folder: api.save_npz_upload(f.getvalue(), folder))
         return InputsChoice(path, None, 1, f"{npz_flag} inputs.npz" if path else "", ready=path is not None)
     if kind == kinds[2]:
         ups = st.file_uploader("Images (.png/.jpg/.bmp/.ppm); resized to the model's input, ImageNet "
                                "normalization", type=["png", "jpg", "jpeg", "bmp", "ppm"],
                                accept_multiple_files=True, key=f"{key}_images")
         folder = _saved(f"{key}_images_saved", ups,
-                        lambda fs, d: save_image_uploads([(f.name, f.getvalue()) for f in fs], d))
+                        lambda fs, d: api.save_image_uploads([(f.name, f.getvalue()) for f in fs], d))
         count = len(ups or [])
         return InputsChoice(None, folder, max(count, 1), f"{images_flag} images/" if folder else "",
                             ready=folder is not None)

@@ -15,9 +15,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from studio.core.errors import StudioError
-from studio.core.fmt import human_bytes, human_count
-from studio.inspect.node_details import node_details as _node_details
-from studio.inspect.weights import weight_stats
+from studio.core.fmt import human_bytes, human_count, printable
+from studio import api
 from studio.ui import state
 
 T = TypeVar("T")
@@ -28,6 +27,23 @@ def md_escape(text: str, max_len: int = 300) -> str:
     """Escape Markdown (and the HTML Streamlit would otherwise keep) in model text."""
     text = text if len(text) <= max_len else text[: max_len - 1] + "…"
     return _MD_SPECIAL.sub(r"\\\1", text).replace("\n", " ").replace("\r", " ")
+
+
+def md_code(text: str, max_len: int = 120) -> str:
+    """Model text as a Markdown inline code span. Backslash escapes are not processed inside code, so
+    ``md_escape`` there would show ``fix\\-input\\-shapes``; the span is fenced by more backticks than
+    the text holds instead (CommonMark)."""
+    text = printable(text, max_len)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def plain(text: str, max_len: int = 120) -> str:
+    """Model text for places that are not Markdown (table cells, option labels, metrics, code, file
+    names): printable and capped, never backslash-escaped."""
+    return printable(text, max_len)
 
 
 def show_error(exc: BaseException) -> None:
@@ -58,9 +74,13 @@ def run_stoppable(label: str, fn: Callable[[Callable[[float], None]], T]) -> T |
     ``run``). Clicking Stop makes Streamlit interrupt this script run at the next
     element update, which ``on_tick`` performs; the sandbox then kills the worker.
     """
-    stop_col, status_col = st.columns([1, 6])
-    stop_col.button("Stop", key=f"stop_{label}", help="Kill the running job")
-    status = status_col.empty()
+    # The Stop button and the progress line live in one placeholder, cleared however the run ends:
+    # a Stop left on the page after the run would be a dead button.
+    slot = st.empty()
+    with slot.container():
+        stop_col, status_col = st.columns([1, 6])
+        stop_col.button("Stop", key=f"stop_{label}", help="Kill the running job")
+        status = status_col.empty()
     started = time.monotonic()
 
     def on_tick(elapsed: float) -> None:
@@ -72,7 +92,7 @@ def run_stoppable(label: str, fn: Callable[[Callable[[float], None]], T]) -> T |
     try:
         return guarded(lambda: fn(on_tick))
     finally:
-        status.empty()
+        slot.empty()
 
 
 def cli_hint(command: str) -> None:
@@ -171,7 +191,7 @@ def project_sidebar() -> None:
     ws = state.workspace()
     mids = [m.id for m in models]
     # Labels that do not change while the model grows (a changed label unsettles the widget's value).
-    names = {m.id: f"{m.id} · {m.name}" for m in models}
+    names = {m.id: f"{m.id} · {plain(m.name, 60)}" for m in models}
     current_model = ws.id if ws.id is not None else mids[-1]
     mkey = f"model_picker_{len(mids)}"
     st.sidebar.selectbox("Model", mids, index=mids.index(current_model) if current_model in mids else len(mids) - 1,
@@ -182,7 +202,7 @@ def project_sidebar() -> None:
     versions = ws.versions
     current = state.current_version()
     ids = [v.id for v in versions]
-    labels = {v.id: f"{v.id} · {v.label} · {v.sha256[:8]}" for v in versions}
+    labels = {v.id: f"{v.id} · {plain(v.label, 60)} · {v.sha256[:8]}" for v in versions}
     index = ids.index(current.id) if current and current.id in ids else len(ids) - 1
     # Keyed per model and version count so a version added during this run selects itself.
     vkey = f"version_picker_{ws.id}_{len(ids)}"
@@ -208,7 +228,7 @@ def _weights(handle, details, key: str) -> None:
     for port in details.inputs:
         if not port.is_weight:
             continue
-        stats = guarded(lambda name=port.name: weight_stats(handle, name))
+        stats = guarded(lambda name=port.name: api.weight_stats(handle, name))
         if stats is None:
             continue
         st.markdown(f"**Weight** {md_escape(stats.name, 120)} — {stats.dtype} {list(stats.shape)}, "
@@ -231,7 +251,7 @@ def node_details(handle, summary, node_id: str, key: str = "nodes") -> bool:
     """Details of one node (as on the Nodes page): header, inputs/outputs with shapes,
     attributes and weight statistics. ``key`` keeps widget keys apart between pages.
     Returns False when the id is not a node of this model."""
-    details = _node_details(handle, summary, node_id)
+    details = api.node_details(handle, summary, node_id)
     if details is None:
         st.info("Select a node to see its details.")
         return False

@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
-from studio.core.findings import Report
+from studio.api import Report
 from studio.ui import state, widgets
 
 _ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT", "mnn": "MNN",
@@ -138,9 +138,8 @@ def _apply(pass_name: str, options: dict, dims: dict[str, int] | None = None) ->
 
 def _dim_values() -> dict[str, int]:
     """Values for the dynamic dims that fix-input-shapes would set (the user edits them)."""
-    from diagnostics.fixes import default_dims
 
-    defaults = default_dims(state.current_handle().path)
+    defaults = api.default_dims(state.current_handle().path)
     if not defaults:
         return {}
     st.caption("Values for **fix-input-shapes**:")
@@ -171,17 +170,27 @@ def _findings(report: Report) -> None:
     if not report.findings:
         st.success("No findings.")
         return
-    for f in report.findings:
-        where = " · ".join(widgets.md_escape(x, 80) for x in (f.engine or "any engine", f.target or "", f.node or "")
-                           if x)
-        with st.expander(f"{_ICON[f.severity]} {f.code} — {where}", expanded=f.severity == "error"):
-            st.markdown(widgets.md_escape(f.message, 600))
+    groups = report.grouped()
+    if len(groups) < len(report.findings):
+        st.caption(f"{len(report.findings)} findings in {len(groups)} groups (same code and message); "
+                   "open a group for its nodes.")
+    for i, g in enumerate(groups):
+        f = g.first
+        count = f" ×{g.count}" if g.count > 1 else ""
+        where = [*g.engines] or ["any engine"]
+        if len(g.nodes) == 1:
+            where.append(g.nodes[0])
+        label = " · ".join(widgets.md_escape(x, 80) for x in where[:4]) + (" …" if len(where) > 4 else "")
+        with st.expander(f"{_ICON[g.severity]} {g.code}{count} — {label}", expanded=False):
+            st.markdown(widgets.md_escape(g.message, 600))
             if f.fix_hint:
                 st.caption("What to do: " + widgets.md_escape(f.fix_hint, 300))
             if f.fix_pass:
-                st.caption(f"Fix pass: `{widgets.md_escape(f.fix_pass, 60)}`")
+                st.caption("Fix pass: " + widgets.md_code(f.fix_pass, 60))
             st.caption("Source: " + widgets.md_escape(f.source or "?", 80))
-
+            if len(g.nodes) > 1:
+                st.dataframe(pd.DataFrame({"node": list(g.nodes)}), hide_index=True, width="stretch",
+                             height=min(36 * len(g.nodes) + 38, 320), key=f"compat_group_{i}")
 
 def render() -> None:
     opened = widgets.page_model("Compatibility")

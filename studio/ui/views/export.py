@@ -14,10 +14,6 @@ import streamlit as st
 from studio import api
 from studio.core.errors import StudioError
 from studio.core.paths import confine
-from studio.export.command import cli_command
-from studio.export.options import (CALIBRATION_METHODS, MOBILE_TARGETS, ORT_LEVELS, OV_PRECISIONS, TARGETS,
-                                   parse_shape_spec)
-from studio.export.views import artifact_rows, bench_rows, target_rows
 from studio.ui import state, widgets
 
 _RESULT = "onnx_studio_export_result"
@@ -51,7 +47,7 @@ def _shapes(handle) -> dict:
         text = st.text_input(f"{name[:60]} {dims}"[:120], key=f"exp_shape_{i}", placeholder="MIN:OPT:MAX")
         if text.strip():
             try:
-                shapes.update([parse_shape_spec(f"{name}={text.strip()}")])
+                shapes.update([api.parse_shape_spec(f"{name}={text.strip()}")])
             except StudioError as exc:
                 widgets.show_error(exc)
     return shapes
@@ -122,7 +118,7 @@ def _run(handle, version, targets, preset, precision, calibration, shapes, ort_l
         holder.empty()
     if result is None:
         return
-    st.session_state[_RESULT] = {"result": result, "version": version.id, "command": cli_command(
+    st.session_state[_RESULT] = {"result": result, "version": version.id, "command": api.export_command(
         handle.path.name, targets, preset=preset, precision=precision, calibration=calibration, shapes=shapes,
         ort_level=ort_level, max_batch=max_batch, ov_precisions=ov_precisions, ort_custom_ops=ort_custom_ops,
         ov_extensions=ov_extensions, calibration_method=calibration_method)}
@@ -154,7 +150,7 @@ def _downloads(result) -> None:
 
 
 def _bench_chart(result) -> None:
-    rows = bench_rows(result)
+    rows = api.export_bench_rows(result)
     if not rows:
         return
     st.markdown("#### Timing (indicative)")
@@ -176,9 +172,11 @@ def _report(saved: dict) -> None:
     if result.ok:
         st.success("Every artifact that can run here was reloaded by its engine and verified.")
     st.markdown("#### Targets")
-    st.dataframe(pd.DataFrame(target_rows(result)), hide_index=True, width="stretch", key="exp_targets_table")
+    st.dataframe(pd.DataFrame(api.export_target_rows(result)), hide_index=True, width="stretch",
+                 key="exp_targets_table")
     st.markdown("#### Artifacts")
-    st.dataframe(pd.DataFrame(artifact_rows(result)), hide_index=True, width="stretch", key="exp_artifacts_table")
+    st.dataframe(pd.DataFrame(api.export_artifact_rows(result)), hide_index=True, width="stretch",
+                 key="exp_artifacts_table")
     notes = [(t.target, n) for t in result.targets for n in t.notes]
     if notes:
         with st.expander(f"Notes ({len(notes)})"):
@@ -196,7 +194,8 @@ def render() -> None:
         return
     handle, version = opened
     c1, c2, c3 = st.columns([3, 2, 2])
-    targets = c1.multiselect("Targets", list(TARGETS) + list(MOBILE_TARGETS), default=list(TARGETS), format_func=_LABELS.__getitem__,
+    targets = c1.multiselect("Targets", list(api.EXPORT_TARGETS) + list(api.MOBILE_TARGETS),
+                             default=list(api.EXPORT_TARGETS), format_func=_LABELS.__getitem__,
                              key="exp_targets")
     presets = ["none", *[p["name"] for p in api.list_passes()["presets"]]]
     preset = c2.selectbox("Optimization preset first", presets, key="exp_preset",
@@ -205,19 +204,20 @@ def render() -> None:
     precision = c3.radio("Precision", ["fp32", "fp16", "int8"], horizontal=True, key="exp_precision",
                          help="fp16: OpenVINO FP16-compressed weights, TensorRT --fp16; int8: QDQ quantization")
     c4, c5 = st.columns(2)
-    ort_level = c4.selectbox("ONNX Runtime optimization level", list(ORT_LEVELS), index=ORT_LEVELS.index("extended"),
+    ort_level = c4.selectbox("ONNX Runtime optimization level", list(api.ORT_LEVELS),
+                             index=api.ORT_LEVELS.index("extended"),
                              key="exp_ort_level",
                              help="basic/extended: portable ONNX; all: adds NCHWc layout ops for this CPU "
                                   "(hardware-specific)")
     max_batch = int(c5.number_input("Max batch (Triton, TensorRT profile)", min_value=1, max_value=4096, value=8,
                                     key="exp_max_batch"))
     default_ir = ["fp16"] if precision == "fp16" else ["fp32"]
-    ov_irs = st.multiselect("OpenVINO IRs", list(OV_PRECISIONS), default=default_ir, key=f"exp_ov_irs_{precision}",
+    ov_irs = st.multiselect("OpenVINO IRs", list(api.OV_PRECISIONS), default=default_ir, key=f"exp_ov_irs_{precision}",
                             help="fp32 and/or fp16 (FP16-compressed weights); each IR is verified, the first is "
                                  "model.xml (served by Triton)")
     ov_precisions = ov_irs if ov_irs and ov_irs != default_ir else None
     calibration = _calibration() if precision == "int8" else None
-    method = st.selectbox("INT8 calibration method", list(CALIBRATION_METHODS), key="exp_calibration_method",
+    method = st.selectbox("INT8 calibration method", list(api.CALIBRATION_METHODS), key="exp_calibration_method",
                           help="minmax: the full activation range; entropy and percentile clip outliers") \
         if precision == "int8" else "minmax"
     shapes = _shapes(handle)
@@ -230,11 +230,11 @@ def render() -> None:
     if saved and saved["version"] == version.id:
         _report(saved)
     else:
-        widgets.cli_hint(cli_command(handle.path.name, targets or list(TARGETS), preset=chosen_preset,
-                                     precision=precision, calibration=calibration, shapes=shapes,
-                                     ort_level=ort_level, max_batch=max_batch, ov_precisions=ov_precisions,
-                                     ort_custom_ops=ort_custom_ops, ov_extensions=ov_extensions,
-                                     calibration_method=method))
+        widgets.cli_hint(api.export_command(handle.path.name, targets or list(api.EXPORT_TARGETS),
+                                            preset=chosen_preset, precision=precision, calibration=calibration,
+                                            shapes=shapes, ort_level=ort_level, max_batch=max_batch,
+                                            ov_precisions=ov_precisions, ort_custom_ops=ort_custom_ops,
+                                            ov_extensions=ov_extensions, calibration_method=method))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

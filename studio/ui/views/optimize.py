@@ -9,9 +9,6 @@ import zipfile
 import pandas as pd
 import streamlit as st
 
-from passes.catalog import catalog
-from passes.optimize import cli_command, report_rows
-from passes.pipeline import op_count_diff
 from studio import api
 from studio.ui import state, widgets
 
@@ -94,8 +91,9 @@ def _run(handle, version, preset, passes, dims, on_failure, verify, options) -> 
             new_version = v.id
             state.set_current(v.id)
     st.session_state[_RESULT] = {"result": result, "source": version.id, "version": new_version,
-                                 "command": cli_command(handle.path.name, preset=preset, passes=passes, dims=dims,
-                                                        on_failure=on_failure, verify=verify, options=options)}
+                                 "command": api.optimize_command(handle.path.name, preset=preset, passes=passes,
+                                                                 dims=dims, on_failure=on_failure, verify=verify,
+                                                                 options=options)}
 
 
 def _download(result) -> None:
@@ -128,8 +126,8 @@ def _report(saved: dict) -> None:
                 f"The last verified model is saved as version {saved['version']} (partial, now selected).")
     st.caption("Verified against the original: " + widgets.md_escape(result.reference, 300))
     st.markdown("#### Report")
-    st.dataframe(pd.DataFrame(report_rows(result)), hide_index=True, width="stretch", key="opt_report")
-    diff = op_count_diff(result.ops_before, result.ops_after)
+    st.dataframe(pd.DataFrame(api.optimize_report_rows(result)), hide_index=True, width="stretch", key="opt_report")
+    diff = api.op_count_diff(result.ops_before, result.ops_after)
     if diff:
         st.markdown("#### Op counts that changed")
         st.dataframe(pd.DataFrame([{"op": op, "before": a, "after": b, "change": b - a} for op, a, b in diff]),
@@ -148,7 +146,7 @@ def render() -> None:
     if opened is None:
         return
     handle, version = opened
-    cat = catalog()
+    cat = api.list_passes()
     preset, passes = _choose(cat)
     options = _options(passes, handle)
     dims = _dims(handle)
@@ -164,8 +162,8 @@ def render() -> None:
     if saved and state.current_version() and state.current_version().id in (saved["source"], saved["version"]):
         _report(saved)
     else:
-        widgets.cli_hint(cli_command(handle.path.name, preset=preset, passes=passes, dims=dims,
-                                     on_failure=on_failure, verify=verify, options=options))
+        widgets.cli_hint(api.optimize_command(handle.path.name, preset=preset, passes=passes, dims=dims,
+                                              on_failure=on_failure, verify=verify, options=options))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pandas as pd
-import plotly.express as px
 import streamlit as st
 
 from sample_models.catalog import CATALOG
+from studio.core.errors import StudioError
 from studio.core.types import shape_text
 from studio.core.uploads import UploadedFile
 from studio import api
@@ -18,17 +18,43 @@ def _keep_open() -> None:
     st.session_state["open_model_expanded"] = True
 
 
+_UPLOADS = "uploads_handled"
+_UPLOAD_ERROR = "upload_error"
+
+
+def _handle_upload(files, n: int) -> None:
+    """Import one pick of files as a new model; a rejection is kept for the next run, shown above the panel."""
+    names = ", ".join(f.name for f in files)
+    try:
+        with st.spinner("Importing and validating…"):
+            state.add_upload([UploadedFile(f.name, f.getvalue()) for f in files])
+        st.session_state.pop(_UPLOAD_ERROR, None)
+    except Exception as exc:   # noqa: BLE001 -- shown as one line; Streamlit's control flow is BaseException
+        reason = str(exc).splitlines()[0] if isinstance(exc, StudioError) and str(exc) else \
+            f"unexpected error ({type(exc).__name__})"
+        st.session_state[_UPLOAD_ERROR] = f"{names} was not opened: {reason}"
+    _keep_open()                  # the panel stays as it was for the next pick (a retry, or a second model)
+    st.session_state[_UPLOADS] = n + 1
+    st.rerun()
+
+
+def _upload_error() -> None:
+    rejected = st.session_state.get(_UPLOAD_ERROR)
+    if rejected:
+        st.error(widgets.md_escape(rejected, 600), icon="🚫")
+
+
 def _open_model() -> None:
     upload_tab, sample_tab, path_tab = st.tabs(["Upload", "Sample model", "Path"])
     with upload_tab:
+        # A fresh uploader (new key) after every handled upload: the widget would otherwise keep the files
+        # already handled, and the next pick (a second model, or a retry after a rejected file) would come
+        # together with them ("2 .onnx files uploaded together").
+        n = st.session_state.get(_UPLOADS, 0)
         files = st.file_uploader("ONNX model, with its external-data files or as a .zip bundle",
-                                 accept_multiple_files=True, key="uploader")
+                                 accept_multiple_files=True, key=f"uploader_{n}")
         if files:
-            key = tuple((f.name, f.size, f.file_id) for f in files)
-            if st.session_state.get("last_upload") != key:
-                st.session_state["last_upload"] = key
-                widgets.guarded(lambda: state.add_upload([UploadedFile(f.name, f.getvalue()) for f in files]),
-                                spinner="Importing and validating…")
+            _handle_upload(files, n)
     with sample_tab:
         names = [m.name for m in CATALOG]
         purposes = {m.name: m.purpose for m in CATALOG}
@@ -76,6 +102,7 @@ def render() -> None:
     err = st.session_state.pop("onnx_studio_preload_error", None) or st.session_state.pop("onnx_studio_url_error", None)
     if err:
         widgets.show_error(Exception(err))
+    _upload_error()             # above the panel: visible even when the panel is collapsed
     handle = state.current_handle()
     with st.expander("Open a model", expanded=handle is None or st.session_state.pop("open_model_expanded", False)):
         _open_model()
@@ -123,15 +150,12 @@ def render() -> None:
                                                for c in s.custom_ops))
 
     left, right = st.columns(2)
-    hist = pd.DataFrame([{"op": (f"{o.domain}::" if o.domain else "") + o.op_type, "count": o.count}
-                         for o in s.op_histogram[:30]])
-    if not hist.empty:
-        left.plotly_chart(px.bar(hist, x="count", y="op", orientation="h", title="Op histogram")
-                          .update_layout(yaxis={"autorange": "reversed"}, height=420), width="stretch")
-    flops = pd.DataFrame([{"op": op, "GFLOPs": f / 1e9} for op, f in s.flops.by_op if f > 0][:20])
-    if not flops.empty:
-        right.plotly_chart(px.bar(flops, x="GFLOPs", y="op", orientation="h", title="FLOPs by op type")
-                           .update_layout(yaxis={"autorange": "reversed"}, height=420), width="stretch")
+    hist = api.op_histogram_figure(s)
+    if hist is not None:
+        left.plotly_chart(hist, width="stretch", key="overview_op_histogram")
+    flops = api.flops_by_op_figure(s)
+    if flops is not None:
+        right.plotly_chart(flops, width="stretch", key="overview_flops_by_op")
 
     st.markdown("#### Inputs and outputs")
     io_rows = [{"kind": kind, "name": t.name, "dtype": t.dtype, "shape": shape_text(t.shape, 40)}

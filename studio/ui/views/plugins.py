@@ -25,9 +25,7 @@ _STATUS = {"ok": "✅", "mismatch": "❌", "error": "🛑", "unverified": "❔"}
 
 
 def _pick_op(handle) -> str | None:
-    from diagnostics.custom_ops import detect_custom_ops
-
-    customs = [c.qualified for c in detect_custom_ops(handle.proto)]
+    customs = api.custom_op_names(handle)
     if not customs:
         st.info("No custom ops in this model. You can still scaffold a plugin for any of its ops (for example a "
                 "standard op an engine lacks) by naming it below.")
@@ -54,7 +52,7 @@ def _signature(handle, op: str):
 
 
 def _show_signature(sig) -> None:
-    st.markdown(f"#### Signature of `{widgets.md_escape(sig.qualified, 120)}`")
+    st.markdown("#### Signature of " + widgets.md_code(sig.qualified, 120))
     st.caption(f"{len(sig.nodes)} node(s) · {'custom op' if sig.custom else 'standard op'} · reference: "
                f"{widgets.md_escape(sig.reference, 200) if sig.reference else 'none registered'}")
     rows = [{"port": f"input {p.index}" + (" (optional)" if p.optional else ""), "name": p.name,
@@ -83,9 +81,7 @@ def _code_key(sig, target: str) -> str:
 
 
 def _editor(sig, handle, target: str) -> str:
-    from studio.plugins.scaffold import render_python_impl
-
-    default = render_python_impl(sig, target, model_name=handle.path.name)
+    default = api.render_python_impl(sig, target, model_name=handle.path.name)
     return widgets.code_editor(f"Python body — {_PY[target]}", default, _code_key(sig, target),
                                reset_label="Reset to the generated code",
                                help="Edit, then Run: it runs in a fresh worker, fenced off from the rest of the "
@@ -113,11 +109,9 @@ def _run_section(sig, handle) -> dict[str, str]:
     target = st.radio("Implementation", list(_PY), format_func=_PY.__getitem__, horizontal=True, key="plugin_py_target")
     edited: dict[str, str] = {}
     if state.shared_mode():
-        from studio.plugins.scaffold import render_python_impl
-
         st.info("Running custom-op code is disabled on this shared server (it would run your code on the server). "
                 "Download the package and run it locally with `onnx-studio plugin`.")
-        st.code(render_python_impl(sig, target, model_name=handle.path.name), language="python")
+        st.code(api.render_python_impl(sig, target, model_name=handle.path.name), language="python")
         return edited
     code = _editor(sig, handle, target)
     edited[target] = code
@@ -137,8 +131,6 @@ def _run_section(sig, handle) -> dict[str, str]:
 
 
 def _package_section(sig, handle, edited: dict[str, str]) -> None:
-    from studio.plugins.scaffold import zip_folder
-
     st.markdown("#### Plugin packages")
     targets = st.multiselect("Targets", list(_TARGETS), default=list(_TARGETS), format_func=_TARGETS.__getitem__,
                              key="plugin_targets")
@@ -156,10 +148,10 @@ def _package_section(sig, handle, edited: dict[str, str]) -> None:
     if held and held[:2] == (handle.sha256, sig.qualified):
         scaffold = held[2]
         for p in scaffold.packages:
-            st.markdown(f"**{widgets.md_escape(p.title, 120)}** — `{widgets.md_escape(p.folder, 120)}` "
+            st.markdown(f"**{widgets.md_escape(p.title, 120)}** — {widgets.md_code(p.folder, 120)} "
                         f"({len(p.files)} files)")
             st.caption(widgets.md_escape(p.status, 400))
-        st.download_button("Download the plugin packages (zip)", data=zip_folder(scaffold.root),
+        st.download_button("Download the plugin packages (zip)", data=api.zip_folder(scaffold.root),
                            file_name=f"{scaffold.root.name}-plugins.zip", mime="application/zip", key="plugin_zip")
         buildable = [p.target for p in scaffold.packages if p.target in ("ort-cpp", "openvino-cpp")]
         if buildable and not api.plugin_builds_allowed():

@@ -7,8 +7,6 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
-from studio.precision.charts import tradeoff_figure
-from studio.precision.variants import VARIANTS, default_variants
 from studio.ui import state, widgets
 from studio.ui.inputs_picker import inputs_picker
 
@@ -53,9 +51,9 @@ def render() -> None:
     if opened is None:
         return
     handle, current = opened
-    auto = list(default_variants(handle.proto))
-    chosen = st.multiselect("Variants", list(VARIANTS), default=auto, key="precision_variants",
-                            format_func=lambda n: f"{n} — {VARIANTS[n].label}")
+    auto = list(api.default_precision_variants(handle.proto))
+    chosen = st.multiselect("Variants", list(api.PRECISION_VARIANTS), default=auto, key="precision_variants",
+                            format_func=lambda n: f"{n} — {api.PRECISION_VARIANTS[n].label}")
     st.caption("INT8 calibration data")
     choice = inputs_picker("precision_calib", images_label="Calibration images", count_label="Random calibration sets",
                            default_count=8, npz_flag="--calibration", images_flag="--calibration")
@@ -106,7 +104,7 @@ def render() -> None:
                                      f"{report.evaluation.get('source', '')} · baseline: "
                                      f"{report.evaluation.get('baseline', '')}", 400))
         st.dataframe(_table(report), hide_index=True, width="stretch")
-        st.plotly_chart(tradeoff_figure(report), width="stretch", key="precision_tradeoff")
+        st.plotly_chart(api.tradeoff_figure(report), width="stretch", key="precision_tradeoff")
         for note in report.notes:
             st.warning(widgets.md_escape(note, 400))
         _save_buttons(report, current.id)

@@ -2,7 +2,7 @@
 ratios with their confidence, cold start, per-op time, memory and sweeps.
 
 The page reads widgets, calls ``api.profile`` and renders its result with
-:mod:`profilers.charts`. Stop: any click reruns the script, which interrupts
+the chart builders ``api`` re-exports. Stop: any click reruns the script, which interrupts
 the progress callback; the sandbox then kills the worker.
 """
 
@@ -13,13 +13,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from profilers.charts import (cold_rows, cold_start_chart, latency_histogram, memory_timeline, op_bar, op_treemap,
-                              ratio_rows, stats_rows, sweep_chart, sweep_rows)
-from profilers.profile import ProfileOptions, command_line
-from profilers.variants import ProfileTarget, choice_label, parse_engine
 from studio import api
-from studio.core import jsonsafe
 from studio.core.errors import StudioError
+from studio.core.jsonsafe import dumps as json_dumps
 from studio.ui import state, widgets
 from studio.ui.inputs_picker import InputsChoice, inputs_picker
 
@@ -39,7 +35,7 @@ def _ints(text: str, label: str) -> tuple[int, ...]:
     return values
 
 
-def _settings(choice: InputsChoice) -> ProfileOptions | None:
+def _settings(choice: InputsChoice) -> api.ProfileOptions | None:
     with st.expander("Settings", expanded=False):
         c1, c2, c3, c4 = st.columns(4)
         mode = c1.radio("Measure", ["iterations", "duration"], key="profile_mode", horizontal=True)
@@ -58,17 +54,17 @@ def _settings(choice: InputsChoice) -> ProfileOptions | None:
         batch = s2.text_input("Batch sweep", "", placeholder="1,4,8", key="profile_batch")
         concurrency = s3.text_input("Concurrency sweep", "", placeholder="1,2,4", key="profile_concurrency")
 
-    def build() -> ProfileOptions:
+    def build() -> api.ProfileOptions:
         amount = {"duration_s": float(duration)} if mode == "duration" else {"iterations": int(iterations)}
-        return ProfileOptions(warmup=int(warmup), rounds=int(rounds), per_op=per_op, memory=memory,
-                              ov_cache=ov_cache, timeout_s=float(timeout), dims=tuple(state.dims().items()),
-                              thread_counts=_ints(threads, "thread sweep"), batch_sizes=_ints(batch, "batch sweep"),
-                              concurrency=_ints(concurrency, "concurrency sweep"),
-                              inputs_npz=str(choice.inputs) if choice.inputs else (
-                                  str(api.dataset_inputs_file(choice.dataset, state.current_handle(),
-                                                              state.workspace().job_dir("inputs") / "dataset.npz"))
-                                  if choice.dataset is not None else None),
-                              images_dir=str(choice.images) if choice.images else None, **amount)
+        return api.ProfileOptions(warmup=int(warmup), rounds=int(rounds), per_op=per_op, memory=memory,
+                                  ov_cache=ov_cache, timeout_s=float(timeout), dims=tuple(state.dims().items()),
+                                  thread_counts=_ints(threads, "thread sweep"), batch_sizes=_ints(batch, "batch sweep"),
+                                  concurrency=_ints(concurrency, "concurrency sweep"),
+                                  inputs_npz=str(choice.inputs) if choice.inputs else (
+                                      str(api.dataset_inputs_file(choice.dataset, state.current_handle(),
+                                                                  state.workspace().job_dir("inputs") / "dataset.npz"))
+                                      if choice.dataset is not None else None),
+                                  images_dir=str(choice.images) if choice.images else None, **amount)
 
     return widgets.guarded(build)
 
@@ -87,7 +83,7 @@ def _target_picker() -> str | None:
     return None if choice == "local" else choice
 
 
-def _run_remote(target: str, targets: list[ProfileTarget], engines: list[str], options: ProfileOptions) -> None:
+def _run_remote(target: str, targets: list[api.ProfileTarget], engines: list[str], options: api.ProfileOptions) -> None:
     with st.spinner(f"measuring on target {target}…"):
         measured = widgets.guarded(lambda: api.profile_on([target], [(t.label, t.handle) for t in targets], engines,
                                                           options)[0])
@@ -96,8 +92,8 @@ def _run_remote(target: str, targets: list[ProfileTarget], engines: list[str], o
         st.session_state[_MEASURED_BY] = measured
 
 
-def _run(targets: list[ProfileTarget], engines: list[str], options: ProfileOptions,
-         remote: str | None = None) -> None:
+def _run(targets: list[api.ProfileTarget], engines: list[str], options: api.ProfileOptions,
+         remote: str | None = None, stop_slot=None) -> None:  # noqa: ANN001 - a Streamlit placeholder
     st.session_state.pop(_MEASURED_BY, None)
     if remote is not None:
         _run_remote(remote, targets, engines, options)
@@ -114,9 +110,15 @@ def _run(targets: list[ProfileTarget], engines: list[str], options: ProfileOptio
             return api.profile(targets, engines, options, out_dir=job.dir, pool_key=state.session_id(),
                                on_progress=on_progress)
 
-    result = widgets.guarded(in_job)
-    st.session_state[_RUNNING] = False
-    bar.empty()
+    if stop_slot is not None:
+        stop_slot.button("Stop", key="profile_stop", help="Kill the running profile")
+    try:
+        result = widgets.guarded(in_job)
+        st.session_state[_RUNNING] = False        # stays True when a click interrupts the run
+    finally:
+        bar.empty()
+        if stop_slot is not None:
+            stop_slot.empty()
     if result is not None:
         st.session_state[_RESULT] = result
 
@@ -142,20 +144,21 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
         if not v.ok:
             st.error(widgets.md_escape(f"{v.id} {v.variant.label}: {v.error}", 600), icon="🚫")
     st.markdown("#### Latency")
-    st.dataframe(pd.DataFrame(stats_rows(profile)), hide_index=True, width="stretch", key="profile_stats")
+    st.dataframe(pd.DataFrame(api.profile_stats_rows(profile)), hide_index=True, width="stretch", key="profile_stats")
     if any(v.ok for v in profile.variants):
-        st.plotly_chart(latency_histogram(profile), width="stretch", key="profile_hist")
+        st.plotly_chart(api.latency_histogram(profile), width="stretch", key="profile_hist")
     if profile.ratios:
         st.markdown("#### Ratios against the baseline")
         st.caption("Median of per-round ratios of median latency (< 1: faster than the baseline), with a 95 % "
                    "bootstrap interval over rounds and the interquartile spread of the rounds.")
-        st.dataframe(pd.DataFrame(ratio_rows(profile)), hide_index=True, width="stretch", key="profile_ratios")
+        st.dataframe(pd.DataFrame(api.profile_ratio_rows(profile)), hide_index=True, width="stretch",
+                     key="profile_ratios")
         st.markdown("\n".join(f"- **{widgets.md_escape(r.other_id, 60)}**: {widgets.md_escape(r.verdict, 400)}"
                                for r in profile.ratios))
     if any(v.cold for v in profile.variants):
         st.markdown("#### Cold start")
-        st.plotly_chart(cold_start_chart(profile), width="stretch", key="profile_cold_chart")
-        st.dataframe(pd.DataFrame(cold_rows(profile)), hide_index=True, width="stretch", key="profile_cold")
+        st.plotly_chart(api.cold_start_chart(profile), width="stretch", key="profile_cold_chart")
+        st.dataframe(pd.DataFrame(api.profile_cold_rows(profile)), hide_index=True, width="stretch", key="profile_cold")
     with_ops = [v for v in profile.variants if v.ops is not None]
     if with_ops:
         st.markdown("#### Per-op time")
@@ -178,8 +181,8 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
                             ("mapped to ONNX nodes", f"{ops.mapped_share:.0%}")])
         if ops.sum_exceeds_end_to_end:
             st.caption(widgets.md_escape(ops.overhead_text(), 300))
-        st.plotly_chart(op_bar(ops), width="stretch", key="profile_op_bar")
-        st.plotly_chart(op_treemap(ops), width="stretch", key="profile_op_tree")
+        st.plotly_chart(api.op_time_bar(ops), width="stretch", key="profile_op_bar")
+        st.plotly_chart(api.op_time_treemap(ops), width="stretch", key="profile_op_tree")
         st.dataframe(pd.DataFrame([k.to_dict() for k in ops.kernels]), hide_index=True, width="stretch",
                      key="profile_op_table")
         trace = profile.trace_path(vid)
@@ -191,7 +194,7 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
     with_memory = [v for v in profile.variants if v.memory is not None]
     if with_memory:
         st.markdown("#### Memory")
-        st.plotly_chart(memory_timeline(profile), width="stretch", key="profile_memory_chart")
+        st.plotly_chart(api.memory_timeline(profile), width="stretch", key="profile_memory_chart")
         st.dataframe(pd.DataFrame([{"variant": v.id, "peak RSS MiB": round(v.memory.peak_rss / 2**20, 1),
                                     "model MiB": round(v.memory.model_rss / 2**20, 1),
                                     "leak check": v.memory.leak.verdict, "detail": v.memory.leak.message}
@@ -200,9 +203,10 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
     if kinds:
         st.markdown("#### Sweeps")
         for kind in kinds:
-            st.plotly_chart(sweep_chart(profile, kind), width="stretch", key=f"profile_sweep_{kind}")
-        st.dataframe(pd.DataFrame(sweep_rows(profile)), hide_index=True, width="stretch", key="profile_sweeps")
-    st.download_button("Download profile (JSON)", jsonsafe.dumps(profile.to_dict(include_samples=True), indent=1),
+            st.plotly_chart(api.sweep_chart(profile, kind), width="stretch", key=f"profile_sweep_{kind}")
+        st.dataframe(pd.DataFrame(api.profile_sweep_rows(profile)), hide_index=True, width="stretch",
+                     key="profile_sweeps")
+    st.download_button("Download profile (JSON)", json_dumps(profile.to_dict(include_samples=True), indent=1),
                        file_name="profile.json", mime="application/json", key="profile_json_download")
 
 
@@ -227,7 +231,7 @@ def render() -> None:
     default = list(dict.fromkeys([own[0], cur_key if cur_key in entries else own[-1]]))
     chosen = st.multiselect("Versions", list(entries), default=default, format_func=lambda k: entries[k][2],
                             key="profile_versions")
-    engines = st.multiselect("Engines", list(ENGINE_CHOICES), default=["ort", "ov"], format_func=choice_label,
+    engines = st.multiselect("Engines", list(ENGINE_CHOICES), default=["ort", "ov"], format_func=api.engine_label,
                              key="profile_engines")
     remote = _target_picker()
     choice = inputs_picker("profile_inputs", images_label="Images (the first one is used)", with_count=False)
@@ -235,8 +239,9 @@ def render() -> None:
     c1, c2, _ = st.columns([1, 1, 4])
     run = c1.button("Run profile", type="primary", key="profile_run",
                     disabled=not chosen or not engines or not choice.ready)
-    stop = c2.button("Stop", key="profile_stop")
-    if stop and st.session_state.get(_RUNNING):
+    stop_slot = c2.empty()          # the Stop button exists only while a run is going on
+    if st.session_state.get(_RUNNING):
+        # The previous run was interrupted (Stop, or any other click): its worker was killed.
         st.session_state[_RUNNING] = False
         st.info("Stopped: the running worker was killed.")
     if run and options is not None and chosen and engines:
@@ -246,15 +251,15 @@ def render() -> None:
             handle = widgets.guarded(lambda model=model, v=v: model.handle(v.id))
             if handle is not None:
                 name = key.split(":", 1)[0] if len({k.split(':', 1)[0] for k in chosen}) > 1 else ""
-                targets.append(ProfileTarget(f"{name + ' ' if name else ''}{v.id} {v.label}", handle))
+                targets.append(api.ProfileTarget(f"{name + ' ' if name else ''}{v.id} {v.label}", handle))
                 run_vids.append(key)
         if targets:
             st.session_state[_VERSIONS_RUN] = run_vids
-            _run(targets, engines, options, remote)
+            _run(targets, engines, options, remote, stop_slot)
     if options is not None and chosen and engines:
         names = [Path(entries[k][1].path).name for k in chosen]
-        specs = [parse_engine(e) for e in engines]
-        widgets.cli_hint(command_line(names, specs, options))
+        specs = [api.parse_engine(e) for e in engines]
+        widgets.cli_hint(api.profile_command(names, specs, options))
     result = st.session_state.get(_RESULT)
     if result is not None:
         _results(result)

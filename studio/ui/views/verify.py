@@ -7,7 +7,6 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
-from studio.accuracy.charts import layer_error_figure
 from studio.ui import state, widgets
 from studio.ui.inputs_picker import inputs_picker
 
@@ -65,7 +64,7 @@ def _show(result, key: str) -> None:
                f"{widgets.fmt_bytes(lw.chunk_bytes)}; {lw.unmatched} without a counterpart (fused or renamed); "
                f"{widgets.md_escape(lw.tolerance, 80)}; worker peak {widgets.fmt_bytes(lw.peak_worker_rss_bytes)}")
     if lw.layers:
-        st.plotly_chart(layer_error_figure(lw), width="stretch", key=f"{key}_chart")
+        st.plotly_chart(api.layer_error_figure(lw), width="stretch", key=f"{key}_chart")
         worst = sorted((x for x in lw.layers if x.rel_l2 is not None), key=lambda x: -x.error)[:20]
         st.dataframe(pd.DataFrame([{"layer": x.node, "op": x.op_type, "tensor": x.tensor,
                                     "rel L2": _fmt(x.rel_l2), "cosine": _fmt(x.cosine, ".5f"),
