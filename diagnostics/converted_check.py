@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from diagnostics.base import EngineCheck, OutputInfo, first_line, run_candidates, seeded_size_finding, verdict_from
+from diagnostics.base import (EngineCheck, OutputInfo, first_line, needs_inputs_finding, run_candidates,
+                              seeded_size_finding, verdict_from)
 from diagnostics.node_context import NodeCtx
 from studio.core.errors import WorkerError
 from studio.core.findings import Finding, NodeVerdict
@@ -69,7 +70,7 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     if not args.get("run", True):
         return JobOutput(data=data)
     try:
-        candidates = check_feeds(onnx_model, args.get("dims"), args.get("inputs"))
+        check_feeds(onnx_model, args.get("dims"), args.get("inputs"))
     except Exception as exc:  # noqa: BLE001
         data["feeds_error"] = str(exc)[:500]
         return JobOutput(data=data)
@@ -85,7 +86,7 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         return [[n, str(np.asarray(v).dtype), list(np.shape(v)), "tensor"] for n, v in values.items()]
 
     ctx.set_stage(f"{engine} inference")
-    run_candidates(candidates, infer, data)
+    run_candidates(onnx_model, infer, data, dims=args.get("dims"), inputs=args.get("inputs"))
     if data.get("outputs") is None:
         if data.get("conversion") and not data["conversion"].get("ok"):
             data["convert_error"] = data["conversion"].get("error") or data.get("run_error")
@@ -194,20 +195,26 @@ def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, 
             result.nodes.append(NodeVerdict(n.id, n.op_type, n.domain, engine, target, status,
                                             bad.get(n.id, "conversion failed elsewhere"), converter))
     else:
+        # Converted and loaded, but no input the studio could make ran it: "not run", never "fails" (R39).
+        needs_inputs = bool(data.get("needs_inputs")) and not data.get("load_error")
         for key, code, stage in (("load_error", "LOAD-ERROR", "load"), ("run_error", "RUN-ERROR", "inference")):
+            if key == "run_error" and needs_inputs:
+                ran = None
+                continue
             if data.get(key):
                 ran = False
                 hint = data.get("feeds_note") if key == "run_error" else None
                 result.findings.append(Finding(f"{prefix}-{code}", "error", f"{label} {stage} fails: "
                                                f"{first_line(data[key])}", engine, target=target, fix_hint=hint,
                                                source="real session"))
-        status = "supported" if ran else "unknown"
+        status = "supported" if ran or ran is None else "unknown"
         for n in checked:
             result.nodes.append(NodeVerdict(n.id, n.op_type, n.domain, engine, target, status,
                                             "converted and ran" if ran else "the model did not run", converter))
-        seeded = seeded_size_finding(engine, label, data, target)
-        if seeded is not None:
-            result.findings.append(seeded)
+        for extra in (seeded_size_finding(engine, label, data, target),
+                      needs_inputs_finding(engine, label, data, target)):
+            if extra is not None:
+                result.findings.append(extra)
         if data.get("feeds_error"):
             result.findings.append(Finding(f"{prefix}-NOT-RUN", "info", "the model converted but was not run: "
                                            f"{first_line(data['feeds_error'])}", engine, target=target,
@@ -230,5 +237,5 @@ def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, 
         if data.get("outputs") is not None:
             result.outputs = tuple(OutputInfo(n, d, None if s is None else tuple(s), k) for n, d, s, k in data["outputs"])
     result.verdicts.append(verdict_from(engine, target, result.findings, "real session", version=result.version,
-                                        ran=ran))
+                                        ran=ran, needs_inputs=ran is None and bool(data.get("needs_inputs"))))
     return result

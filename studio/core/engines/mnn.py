@@ -194,6 +194,11 @@ class MnnRunner:
         wanted = names or self.output_names
         unknown = [n for n in wanted if n not in got]
         if unknown:
+            if not got or all(n in self.output_names for n in unknown):
+                # MNN drops outputs whose shape computation failed for these input shapes
+                shapes = ", ".join(f"{k}{list(np.shape(v))}" for k, v in feeds.items())[:200]
+                raise ValueError(f"MNN computed no value for output(s) {', '.join(map(repr, unknown[:5]))}: its "
+                                 f"shape computation failed on input shape(s) {shapes}")
             raise KeyError(f"unknown output name(s) {', '.join(map(repr, unknown[:5]))}")
         return {n: _onnx_typed(got[n], self.onnx_outputs.get(n)) for n in wanted}
 
