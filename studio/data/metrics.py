@@ -135,10 +135,19 @@ class Cosine(Metric):
 class MaxAbsError(Metric):
     name = "max-abs"
     higher_is_better = False
+    detail = "maximum over samples; NaN positions must agree"
 
     def applies_to(self, spec):
         return spec.dtype.startswith(("float", "bfloat"))
 
+    @staticmethod
+    def sample_error(g: np.ndarray, c: np.ndarray) -> float:
+        ok = ~np.isnan(g)
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(g[ok] - c[ok])
+        diff = np.where(np.isinf(g[ok]) & (g[ok] == c[ok]), 0.0, np.nan_to_num(diff, nan=np.inf))
+        return float(diff.max()) if diff.size else 0.0
+
     def score(self, output, golden, cand, labels=None):
         bad = _same_shape(output, self.name, golden, cand)
         if bad:
@@ -146,35 +155,19 @@ class MaxAbsError(Metric):
         per = []
         for g, c in zip(golden, cand):
             g, c = np.asarray(g, np.float64), np.asarray(c, np.float64)
-            if nan_mismatch(g, c):
-                per.append(float("inf"))
-                continue
-            ok = ~np.isnan(g)
-            with np.errstate(invalid="ignore"):
-                diff = np.abs(g[ok] - c[ok])
-            diff = np.where(np.isinf(g[ok]) & (g[ok] == c[ok]), 0.0, np.nan_to_num(diff, nan=np.inf))
-            per.append(float(diff.max()) if diff.size else 0.0)
-        return _result(self.name, output, per, False, value=max(per) if per else None,
-                       detail="maximum over samples; NaN positions must agree")
+            per.append(float("inf") if nan_mismatch(g, c) else self.sample_error(g, c))
+        return _result(self.name, output, per, False, value=max(per) if per else None, detail=self.detail)
 
 
 class MaxRelError(MaxAbsError):
     name = "max-rel"
+    detail = "maximum over samples of |a-b| / |golden| (finite positions); NaN positions must agree"
 
-    def score(self, output, golden, cand, labels=None):
-        bad = _same_shape(output, self.name, golden, cand)
-        if bad:
-            return MetricResult(self.name, output, None, False, detail=bad)
-        per = []
-        for g, c in zip(golden, cand):
-            g, c = np.asarray(g, np.float64), np.asarray(c, np.float64)
-            if nan_mismatch(g, c):
-                per.append(float("inf"))
-                continue
-            ok = np.isfinite(g) & np.isfinite(c)
-            scale = np.maximum(np.abs(g[ok]), 1e-6 * max(1.0, float(np.abs(g[ok]).max(initial=0.0))))
-            per.append(float((np.abs(g[ok] - c[ok]) / scale).max(initial=0.0)))
-        return _result(self.name, output, per, False, value=max(per) if per else None)
+    @staticmethod
+    def sample_error(g: np.ndarray, c: np.ndarray) -> float:
+        ok = np.isfinite(g) & np.isfinite(c)
+        scale = np.maximum(np.abs(g[ok]), 1e-6 * max(1.0, float(np.abs(g[ok]).max(initial=0.0))))
+        return float((np.abs(g[ok] - c[ok]) / scale).max(initial=0.0))
 
 
 class Mismatch(Metric):
