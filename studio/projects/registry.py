@@ -50,7 +50,11 @@ def _clean_name(name: str) -> str:
 
 
 def new_id() -> str:
-    return secrets.token_urlsafe(16)
+    """An unguessable id that never starts with '-' or '_' (a leading '-' reads as an option on a command line)."""
+    while True:
+        pid = secrets.token_urlsafe(16)
+        if pid[0].isalnum():
+            return pid
 
 
 def is_project_id(text: str) -> bool:

@@ -70,6 +70,7 @@ def test_fast_subset_agrees():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)      # four engines x 159 models, two of them converting (MNNConvert, onnx2tf)
 def test_every_sample_and_backend_model_agrees():
     paths = sorted(SAMPLES.glob("*.onnx")) + backend_models()
     counts, disagreements = _agreement(paths)

@@ -296,3 +296,9 @@ def test_datasets_are_copied_into_the_project(tmp_path):
     assert (p.root / row.path / "dataset.json").is_file() and (src / "a.npy").read_bytes() == before
     copy = api.import_project(api.export_project(p, tmp_path / "p.zip"))
     assert api.dataset(copy, "calib").samples == d.samples
+
+
+def test_project_ids_never_read_as_command_line_options():
+    from studio.projects.registry import new_id
+
+    assert all(new_id()[0].isalnum() for _ in range(2000))
