@@ -3,9 +3,9 @@ model under the onnx wheel's backend/test/data, compared with what the engine ad
 really does (load and run once on seeded feeds, in the worker).
 
 Measured here (onnxruntime 1.32, openvino 2026.4): 159 models (10 samples + 149 backend
-models), 159/159 agree on ONNX Runtime (114 run, 41 fail, 4 not run) and 159/159 on OpenVINO
-(142 run, 14 fail, 3 not run); with MNN 3.6.1 and LiteRT 2.3.0 (onnx2tf 1.29.24): 159/159 on MNN and
-159/159 on LiteRT (onnx2tf refuses many backend-test graphs: sequences, strings, control flow, ops at
+models; 161 with the round-2 samples), 161/161 agree on ONNX Runtime (116 run, 45 do not) and 161/161
+on OpenVINO (144 / 17); with MNN 3.6.1 and LiteRT 2.3.0 (onnx2tf 1.29.24): 161/161 on MNN (147 / 14) and
+161/161 on LiteRT (109 / 52) (onnx2tf refuses many backend-test graphs: sequences, strings, control flow, ops at
 opset < 7). A verdict that ran on inputs the input search found is checked by running the engine on
 those inputs (``ran_on``). Failures that are real but worth knowing:
 * pytorch-converted/-operator models at ai.onnx opset 1-6: ORT has no kernels before 7;
