@@ -13,8 +13,10 @@ Run with ``python -m benchmarks bench_engines`` (prints tables; not a test).
 Measured here (2 shared CPUs, load ~8; MobileNetV2-like 224x224, p10 ms, one interleaved run): ORT 3.27,
 OpenVINO 3.68, MNN 8.18, LiteRT 3.86 in fp32; best INT8: ORT 1.99 (cos 0.991), OpenVINO 1.98 (0.991),
 LiteRT 2.27 (0.989), MNN weight-only int8 8.31 (0.998: weights only, computed in fp32). Conversion:
-MNNConvert 0.3 s, onnx2tf 108 s. The ResNet-50-like run did not finish within the session here (onnx2tf
-next to OpenVINO segfaulted the shared latency worker; LiteRT now converts in its own worker first).
+MNNConvert 0.3 s, onnx2tf 108 s. ResNet-50-like (224x224, p10 ms, the machine otherwise idle): fp32 ORT
+23.92, OpenVINO 25.06, LiteRT 39.80, MNN 53.18; INT8: OpenVINO QDQ 4.14 (0.18x, cos 0.983), ORT static 25.77
+(1.10x, cos 0.981), MNN weight-only 52.42; LiteRT full-integer: onnx2tf's integer quantization exceeded the
+worker's 4 GiB (a one-line error; raise --memory-gb). MNNConvert 1.45 s.
 """
 
 from __future__ import annotations
