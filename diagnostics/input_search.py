@@ -119,35 +119,15 @@ def free_axes(specs: tuple[InputSpec, ...], user_dims: Mapping[str, int] | None 
     return out
 
 
-def _scalar_int_constants(model: ModelProto) -> dict[str, int]:
-    from onnx import numpy_helper
-
-    from studio.core.protowalk import iter_graphs
-
-    out: dict[str, int] = {}
-    for ref in iter_graphs(model):
-        tensors = [(t.name, t) for t in ref.graph.initializer]
-        tensors += [(n.output[0], a.t) for n in ref.graph.node if n.op_type == "Constant" and n.output
-                    for a in n.attribute if a.name == "value" and a.HasField("t")]
-        for name, t in tensors:
-            if len(t.dims) > 1 or (t.dims and t.dims[0] != 1) or t.data_location == 1:
-                continue
-            try:
-                arr = numpy_helper.to_array(t)
-            except Exception:  # noqa: BLE001 - a malformed constant is simply not used
-                continue
-            if arr.size == 1 and arr.dtype.kind in "iu":
-                out[name] = int(arr.reshape(-1)[0])
-    return out
-
-
 def compared_constants(model: ModelProto) -> dict[str, tuple[int, ...]]:
     """For integer inputs compared (Equal/Greater/Less..., directly or through Cast/Reshape...,
     in any graph) with integer constants: the values that take each side of the comparison
     (``c`` for Equal; ``c``, ``c + 1``, ``c - 1`` for ordering comparisons), in graph order."""
     from studio.core.protowalk import iter_nodes
 
-    consts = _scalar_int_constants(model)
+    from studio.core.feeds import scalar_int_constants
+
+    consts = scalar_int_constants(model)
     consumers: dict[str, list] = {}
     for ref in iter_nodes(model):
         for i, name in enumerate(ref.node.input):

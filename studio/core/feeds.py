@@ -93,16 +93,20 @@ def _gather_bounds(model: ModelProto) -> dict[str, int]:
 _COMPARE_OPS = {"Equal"}
 
 
-def _constant_scalars(model: ModelProto) -> dict[str, int]:
-    """Integer one-element constants of the main graph (initializers and Constant nodes)."""
+def scalar_int_constants(model: ModelProto) -> dict[str, int]:
+    """Integer one-element constants (initializers and Constant nodes) of every graph, by value name."""
     from onnx import numpy_helper
 
+    from studio.core.protowalk import iter_graphs
+
     out: dict[str, int] = {}
-    tensors = [(t.name, t) for t in model.graph.initializer]
-    tensors += [(n.output[0], a.t) for n in model.graph.node if n.op_type == "Constant" and n.output
-                for a in n.attribute if a.name == "value" and a.HasField("t")]
-    for name, t in tensors:
-        if len(t.dims) <= 1 and (not t.dims or t.dims[0] == 1) and t.data_location != 1:
+    for ref in iter_graphs(model):
+        tensors = [(t.name, t) for t in ref.graph.initializer]
+        tensors += [(n.output[0], a.t) for n in ref.graph.node if n.op_type == "Constant" and n.output
+                    for a in n.attribute if a.name == "value" and a.HasField("t")]
+        for name, t in tensors:
+            if len(t.dims) > 1 or (t.dims and t.dims[0] != 1) or t.data_location == 1:
+                continue
             try:
                 arr = numpy_helper.to_array(t)
             except Exception:  # noqa: BLE001 - a malformed constant is simply not used
@@ -116,7 +120,7 @@ def _compared_values(model: ModelProto) -> dict[str, int]:
     """For integer inputs tested with Equal against a constant (Silero VAD's ``sr == 16000``
     choosing an If branch): that constant. A random value would take a branch the model
     never takes in use, and often fails there."""
-    consts = _constant_scalars(model)
+    consts = scalar_int_constants(model)
     consumers: dict[str, list] = {}
     for n in model.graph.node:
         for i, name in enumerate(n.input):
