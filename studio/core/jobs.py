@@ -73,6 +73,7 @@ BUILTIN_JOBS: dict[str, str] = {
     "trt.run": "studio.core.engines.tensorrt:trt_run_job",
     "mnn.run": "studio.core.engines.mnn:mnn_run_job",
     "mnn.convert": "studio.core.engines.mnn:mnn_convert_job",
+    "mnn.quantize": "studio.core.engines.mnn_quant:mnn_quantize_job",
     "litert.run": "studio.core.engines.litert:litert_run_job",
     "litert.convert": "studio.core.engines.litert:litert_convert_job",
 }

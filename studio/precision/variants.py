@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 
 from studio.accuracy.compare_models import ModelComparison, compare_models
@@ -55,7 +56,7 @@ class VariantSpec:
     precision: str                                # fp32 | fp16 | bf16 | int8
     passes: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()   # pipeline producing the model
     run_options: RunOptions = RunOptions()
-    builder: str = "passes"                       # passes | nncf | nncf-accuracy (OpenVINO-native INT8)
+    builder: str = "passes"    # passes | nncf | nncf-accuracy (OpenVINO-native INT8) | mnn-quant | litert-quant
 
 
 def _p(name: str, **opts: Any) -> tuple[str, tuple[tuple[str, Any], ...]]:
@@ -88,11 +89,16 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
     # fp16 / int8 weights, computed in fp32 on x86; onnx2tf's float16 .tflite).
     VariantSpec("fp32-mnn", "fp32 · MNN", "mnn", "fp32", (), RunOptions(precision="f32")),
     VariantSpec("fp16-mnn", "fp16 weights · MNN", "mnn", "fp16", (), RunOptions(precision="f16")),
-    VariantSpec("int8-mnn", "INT8 weights · MNN (weight-only)", "mnn", "int8", (), RunOptions(precision="int8")),
+    # Full INT8 (activations too), calibrated on the calibration samples (the dataset's calibration part):
+    # MNN's offline quantizer on the MNNConvert model; onnx2tf's integer quantization with those samples
+    # as the representative dataset. Both build an artifact (.mnn / .tflite) that is then run as is.
+    VariantSpec("int8-mnn", "INT8 · MNN (offline quantizer, calibrated)", "mnn", "int8", (),
+                RunOptions(precision="int8"), builder="mnn-quant"),
+    VariantSpec("int8w-mnn", "INT8 weights · MNN (weight-only)", "mnn", "int8", (), RunOptions(precision="int8")),
     VariantSpec("fp32-litert", "fp32 · LiteRT", "litert", "fp32", (), RunOptions(precision="f32")),
     VariantSpec("fp16-litert", "fp16 weights · LiteRT", "litert", "fp16", (), RunOptions(precision="f16")),
-    VariantSpec("int8-litert", "INT8 · LiteRT (onnx2tf integer quantization)", "litert", "int8", (),
-                RunOptions(precision="int8")),
+    VariantSpec("int8-litert", "INT8 · LiteRT (onnx2tf integer quantization, calibrated)", "litert", "int8", (),
+                RunOptions(precision="int8"), builder="litert-quant"),
     VariantSpec("fp16-trt", "fp16 · TensorRT", "tensorrt", "fp16", (), RunOptions(precision="f16")),
     VariantSpec("int8-trt", "INT8 QDQ · TensorRT", "tensorrt", "int8",
                 (_p("quantize-int8-static", config="qdq-s8s8", fallback=False, require_target=False),),
@@ -344,6 +350,39 @@ def _task_option(target, golden, eval_feeds: FeedSet, work: Path) -> dict:
                      "golden": str(gold)}}
 
 
+# How many calibration samples each converter's quantizer is given (text files for MNN, TensorFlow's
+# calibration for onnx2tf: both grow with every sample).
+_CONVERTED_CALIBRATION = {"mnn": 100, "litert": 100}
+
+
+def _build_converted_int8(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet, limits: Limits,
+                          pool_key: str) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
+    """Full INT8 for MNN or LiteRT: the engine's own quantizer calibrated on ``calib``; an artifact."""
+    engine = get_engine(spec.engine)
+    samples = list(calib.sets[:_CONVERTED_CALIBRATION[spec.engine]])
+    if spec.builder == "mnn-quant":
+        conv = engine.quantize(model_path, work / f"{spec.name}.mnn", samples, limits=limits, pool_key=pool_key)
+    else:
+        shapes = {n: tuple(int(d) for d in np.shape(v)) for n, v in samples[0].items()}
+        conv = engine.convert(model_path, work / f"{spec.name}.tflite", shapes=shapes, precision="int8",
+                              calibration=samples, limits=limits, pool_key=pool_key)
+    if not conv.ok or conv.artifact is None:
+        raise StudioError(f"{engine.label} could not build INT8: {conv.error or 'no artifact written'}")
+    source = f"{len(samples)} calibration sample(s) ({calib.source})"
+    details = {"converter_command": conv.command_line, "converter_version": conv.converter_version,
+               "convert_seconds": round(conv.seconds, 3), "calibration": source}
+    lineage = ({"pass": "mnn.quantize" if spec.engine == "mnn" else "onnx2tf.integer_quantization",
+                "tool": f"{spec.engine} {conv.converter_version or '?'}", "seconds": round(conv.seconds, 3)},)
+    return conv.artifact, lineage, details, [f"calibrated on {source}"]
+
+
+def _artifact_options(spec: VariantSpec, path: Path, model_path: Path) -> RunOptions:
+    """A converted artifact (.mnn, .tflite) runs bound to the ONNX model it came from."""
+    if path.suffix in (".mnn", ".tflite"):
+        return dataclasses.replace(spec.run_options, source_model=str(model_path))
+    return spec.run_options
+
+
 def _build_nncf(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet, eval_feeds: FeedSet, golden,
                 target, limits: Limits, pool_key: str) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
     """NNCF INT8 for OpenVINO (``nncf``), or with accuracy control by the task metric (``nncf-accuracy``)."""
@@ -367,12 +406,12 @@ def _build_nncf(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet,
 
 
 def _task_metrics(ds, golden, path: Path, spec: VariantSpec, eval_feeds: FeedSet, target,
-                  pool_key: str) -> tuple[dict | None, bool, str | None]:
+                  pool_key: str, options: RunOptions | None = None) -> tuple[dict | None, bool, str | None]:
     """The variant's task metrics on the dataset's evaluation part (MetricReport as a dict)."""
     from studio.data.evaluate import evaluate
 
     try:
-        report = evaluate(ds, golden, path, engine=spec.engine, options=spec.run_options, target=target,
+        report = evaluate(ds, golden, path, engine=spec.engine, options=options or spec.run_options, target=target,
                           candidate=spec.label, pool_key=pool_key, feeds=list(eval_feeds.sets))
     except StudioError as exc:
         return None, False, f"task metrics could not be computed: {exc}"
@@ -542,7 +581,9 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                 key = spec.passes
                 reuse = next((n for n, (p, *_rest) in built.items() if VARIANTS[n].passes == key), None)
                 plain = built.get("int8")
-                if spec.builder.startswith("nncf"):
+                if spec.builder in ("mnn-quant", "litert-quant"):
+                    built[name] = _build_converted_int8(spec, model_path, work, calib, long_limits, pool_key)
+                elif spec.builder.startswith("nncf"):
                     built[name] = _build_nncf(spec, model_path, work, calib, eval_feeds, golden, target,
                                               long_limits, pool_key)
                 elif not spec.passes:
@@ -565,9 +606,10 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
             spec = VARIANTS[name]
             progress(f"comparing {spec.label} with fp32")
             try:
-                ir = spec.run_options.openvino_ir
+                ir = spec.run_options.openvino_ir or Path(path).suffix in (".mnn", ".tflite")
                 comparisons[name] = compare_models(model_path, path, engine="onnxruntime", engine_b=spec.engine,
-                                                   feeds=eval_feeds, options_b=spec.run_options,
+                                                   feeds=eval_feeds,
+                                                   options_b=_artifact_options(spec, Path(path), model_path),
                                                    labels=("fp32 · ONNX Runtime", spec.label), limits=long_limits,
                                                    pool_key=pool_key, on_tick=on_tick,
                                                    candidate_header=header if ir else None,
@@ -578,7 +620,8 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                                               path=path, error=" ".join(msg.split())[:400])
         progress("measuring latency side by side")
         timed = [n for n in built if n in comparisons]
-        lat = measure([LatencyItem(n, built[n][0], VARIANTS[n].engine, VARIANTS[n].run_options) for n in timed],
+        lat = measure([LatencyItem(n, built[n][0], VARIANTS[n].engine,
+                                   _artifact_options(VARIANTS[n], Path(built[n][0]), model_path)) for n in timed],
                       eval_feeds.sets[0], budget_s=latency_budget_s, limits=long_limits, pool_key=pool_key,
                       on_tick=on_tick) if timed else {}
         base = lat.get("fp32")
@@ -615,7 +658,8 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                 cosine, meets = 1.0, True          # only integer outputs, all equal: nothing approximated
             task = None
             if golden is not None:
-                task, task_meets, task_note = _task_metrics(dataset, golden, path, spec, eval_feeds, target, pool_key)
+                task, task_meets, task_note = _task_metrics(dataset, golden, path, spec, eval_feeds, target, pool_key,
+                                                            _artifact_options(spec, Path(path), model_path))
                 if task_note:
                     notes.append(task_note)
                 if target is not None:

@@ -88,8 +88,9 @@ class RunOptions:
     ``workspace_bytes``, ``trt_profile`` (input name -> (min, opt, max) shapes;
     default: exactly the feed shapes).
 
-    MNN / LiteRT: ``precision`` of the conversion ("f32"; "f16" weights; MNN "int8" weights),
-    ``intra_op_threads``.
+    MNN / LiteRT: ``precision`` of the conversion ("f32"; "f16" weights; "int8": MNN weight-only,
+    LiteRT full integer), ``intra_op_threads``, ``source_model`` (the ONNX file a ``.mnn`` /
+    ``.tflite`` was converted from).
 
     All: ``output_names`` (a subset, in the order wanted).
     """
@@ -110,6 +111,8 @@ class RunOptions:
     workspace_bytes: int | None = None
     trt_profile: tuple[tuple[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]], ...] = ()
     openvino_ir: bool = False       # the file is an OpenVINO IR the studio wrote (NNCF, export), not an upload
+    # a converted artifact (.mnn, .tflite) is run bound to the ONNX model it came from: names, layout, types
+    source_model: str | None = None
 
     def __post_init__(self) -> None:
         # Accept friendlier inputs (lists, dicts) and store hashable tuples.
@@ -174,6 +177,7 @@ class RunOptions:
             "performance_hint": self.performance_hint,
             "workspace_bytes": self.workspace_bytes,
             "openvino_ir": self.openvino_ir,
+            "onnx_path": self.source_model,
             "trt_profile": {name: [list(s) for s in shapes] for name, shapes in self.trt_profile},
         }
 

@@ -43,7 +43,8 @@ class Conversion:
     def command_line(self) -> str:
         import shlex
 
-        return " ".join(shlex.quote(c) for c in self.command)
+        # "&&" joins two steps (MNN int8: convert, then quantize); every other word is quoted
+        return " ".join(c if c == "&&" else shlex.quote(c) for c in self.command)
 
     @classmethod
     def from_data(cls, engine: str, data: dict[str, Any], artifact: Path | None) -> Conversion:

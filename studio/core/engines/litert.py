@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,9 @@ _NOT_IMPLEMENTED = re.compile(r"ERROR:\s*(?P<op>[\w.]+) OP is not yet implemente
 # LiteRT's own worker needs room: TensorFlow reserves a large address range at import.
 _MIN_MEMORY = 4 * 2**30
 _MIN_TIMEOUT_S = 600.0
+_INT8_MEMORY = 12 * 2**30
+# onnx2tf calibrates on every sample given; past this many, more samples mostly cost memory and time.
+MAX_REPRESENTATIVE = 100
 
 
 def converter_missing() -> str | None:
@@ -61,10 +64,12 @@ def converter_missing() -> str | None:
            f"{INSTALL_CONVERTER})" if missing else None
 
 
-def litert_limits(limits: Limits | None) -> Limits:
+def litert_limits(limits: Limits | None, precision: str = "f32") -> Limits:
     """TensorFlow (imported by onnx2tf) reserves several GiB of address space at import, and
     onnx2tf takes minutes on a ResNet-50 on a busy machine (measured: > 120 s at load 11 on 2 CPUs);
-    a hang is still stopped, after ``_MIN_TIMEOUT_S``."""
+    a hang is still stopped, after ``_MIN_TIMEOUT_S``. Integer quantization calibrates inside
+    TensorFlow's converter and outgrew 4 GiB on a ResNet-50: it gets up to ``_INT8_MEMORY``,
+    never more than 60 % of this machine's memory."""
     from dataclasses import replace
 
     from studio.core.sandbox import default_limits
@@ -72,7 +77,19 @@ def litert_limits(limits: Limits | None) -> Limits:
     if limits is None:    # the default timeout is too short for onnx2tf; a caller's own limit is kept
         base = default_limits()
         limits = replace(base, timeout_s=max(base.timeout_s, _MIN_TIMEOUT_S))
-    return replace(limits, memory_bytes=max(limits.memory_bytes, _MIN_MEMORY))
+    floor = _MIN_MEMORY
+    if precision == "int8":
+        floor = max(_MIN_MEMORY, min(_INT8_MEMORY, int(0.6 * _physical_memory())))
+    return replace(limits, memory_bytes=max(limits.memory_bytes, floor))
+
+
+def _physical_memory() -> int:
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return _MIN_MEMORY
 
 
 class LiteRtEngine(WorkerEngine):
@@ -92,21 +109,41 @@ class LiteRtEngine(WorkerEngine):
 
     def _prepare(self, options: RunOptions, limits: Limits | None,
                  out_dir: Path | None) -> tuple[Limits | None, bool]:
-        return litert_limits(limits), False
+        return litert_limits(limits, options.precision), False
 
     def convert(self, model_path: Path, out_path: Path, *, shapes: Mapping[str, tuple[int, ...]],
-                precision: str = "f32", limits: Limits | None = None, pool_key: str = "default") -> Conversion:
-        """Convert ``model_path`` at the given input ``shapes`` to ``out_path`` (``.tflite``)."""
-        from studio.core.engines.base import check_model_file
+                precision: str = "f32", calibration: Sequence[Mapping[str, np.ndarray]] | None = None,
+                limits: Limits | None = None, pool_key: str = "default") -> Conversion:
+        """Convert ``model_path`` at the given input ``shapes`` to ``out_path`` (``.tflite``).
+        ``int8`` is calibrated on ``calibration`` (samples: input name -> array at ``shapes``;
+        onnx2tf's representative dataset), else on the first sample and seeded look-alikes."""
+        from studio.core.engines.base import check_feeds, check_model_file
 
         require_available(self)
         path = check_model_file(model_path)
         out_path = Path(out_path).resolve()
+        arrays: dict[str, np.ndarray] = {}
+        if precision == "int8" and calibration:
+            arrays = representative_batches([check_feeds(s) for s in calibration], shapes)
         res = run_job("litert.convert", {"model_path": str(path), "out_name": out_path.name, "precision": precision,
-                                         "shapes": {k: list(v) for k, v in shapes.items()}},
-                      stage="LiteRT conversion", limits=litert_limits(limits), out_dir=out_path.parent,
-                      pool_key=pool_key + self.pool_suffix)
+                                         "shapes": {k: list(v) for k, v in shapes.items()},
+                                         "calibration": "samples" if arrays else "seeded"},
+                      arrays, stage="LiteRT conversion", limits=litert_limits(limits, precision),
+                      out_dir=out_path.parent, pool_key=pool_key + self.pool_suffix)
         return Conversion.from_data(self.name, res.data, out_path)
+
+
+def representative_batches(samples: Sequence[Mapping[str, np.ndarray]],
+                           shapes: Mapping[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """onnx2tf's representative dataset from calibration samples: per float input, the samples
+    stacked on the batch axis (each sample at the conversion's shape; others are left out)."""
+    out: dict[str, np.ndarray] = {}
+    for name, shape in shapes.items():
+        rows = [np.asarray(s[name], dtype=np.float32) for s in samples
+                if name in s and np.asarray(s[name]).dtype.kind == "f" and tuple(np.shape(s[name])) == tuple(shape)]
+        if rows and len(shape) >= 1:
+            out[name] = np.concatenate(rows[:MAX_REPRESENTATIVE], axis=0)
+    return out
 
 
 # ============================================================================ worker side
@@ -430,8 +467,11 @@ def litert_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContex
     ctx.set_stage("LiteRT conversion (onnx2tf)")
     out = Path(ctx.out_dir) / Path(str(args["out_name"])).name
     precision = str(args.get("precision") or "f32")
-    calibration = {n: _calibration_batch(a) for n, a in arrays.items() if a.dtype.kind == "f" and a.ndim >= 1} \
-        if precision == "int8" else None
+    calibration = None
+    if precision == "int8":     # real samples as given; one first-run sample gets seeded look-alikes
+        given = args.get("calibration") == "samples"
+        calibration = {n: (a.astype(np.float32) if given else _calibration_batch(a)) for n, a in arrays.items()
+                       if a.dtype.kind == "f" and a.ndim >= 1}
     try:
         data = convert_to_tflite(str(args["model_path"]), out, args.get("shapes") or {}, precision, calibration)
     except ConversionFailed as exc:

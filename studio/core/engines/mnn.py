@@ -9,7 +9,8 @@ the written file. Unsupported ops are listed on one log line ("These Op Not Supp
 ONNX::grid_sampler"); the check maps them to ONNX nodes by op type.
 
 Precision: ``f32`` (default); ``f16`` stores weights in fp16 (``--fp16``); ``int8``
-quantizes weights to 8 bits (``--weightQuantBits 8``). Inputs of integer types are fed
+quantizes weights to 8 bits (``--weightQuantBits 8``, weight-only). Full INT8 with calibrated
+activations is :meth:`MnnEngine.quantize` (:mod:`studio.core.engines.mnn_quant`). Inputs of integer types are fed
 as int32 (MNN has no int64 tensors) and outputs cast back to the ONNX output types.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,22 @@ class MnnEngine(WorkerEngine):
         out_path = Path(out_path).resolve()
         res = run_job("mnn.convert", {"model_path": str(path), "out_name": out_path.name, "precision": precision},
                       stage="MNN conversion", limits=limits, out_dir=out_path.parent, pool_key=pool_key + self.pool_suffix)
+        return Conversion.from_data(self.name, res.data, out_path)
+
+    def quantize(self, model_path: Path, out_path: Path, samples: Sequence[Mapping[str, np.ndarray]], *,
+                 method: str = "KL", limits: Limits | None = None, pool_key: str = "default") -> Conversion:
+        """Full INT8 ``.mnn`` (weights and activations) at ``out_path``, calibrated on ``samples``
+        (input name -> array each; see :mod:`studio.core.engines.mnn_quant`)."""
+        from studio.core.engines.base import check_feeds, check_model_file
+        from studio.core.engines.mnn_quant import pack_samples
+
+        require_available(self)
+        path = check_model_file(model_path)
+        out_path = Path(out_path).resolve()
+        arrays = pack_samples([check_feeds(s) for s in samples])
+        res = run_job("mnn.quantize", {"model_path": str(path), "out_name": out_path.name, "method": method},
+                      arrays, stage="MNN int8 quantization", limits=limits, out_dir=out_path.parent,
+                      pool_key=pool_key + self.pool_suffix, fresh=True)   # the quantizer's globals crash later conversions
         return Conversion.from_data(self.name, res.data, out_path)
 
 
@@ -145,6 +162,11 @@ class MnnRunner:
         self.onnx_outputs: dict[str, int] = {}
         if source.suffix == ".mnn":
             mnn_path, conv = source, None
+            if args.get("onnx_path"):     # bound to the ONNX model it came from: output order and types
+                import onnx
+
+                model = onnx.load_model(str(args["onnx_path"]), load_external_data=False)
+                self.onnx_outputs = {o.name: o.type.tensor_type.elem_type for o in model.graph.output}
         else:
             import onnx
 
