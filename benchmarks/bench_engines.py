@@ -5,8 +5,9 @@ alternating blocks), with cosine vs ORT fp32; plus each converter's time (MNNCon
 onnx2tf) and the runtime's load time.
 
 INT8 per engine: ORT static QDQ (studio's quantize-int8-static), OpenVINO on the QDQ model,
-MNN int8 weights (MNNConvert --weightQuantBits 8). LiteRT int8 (onnx2tf full-integer
-quantization with a representative dataset) is not built by the studio yet: listed as such.
+MNN full INT8 (MNN's offline quantizer) and MNN int8 weights (MNNConvert --weightQuantBits 8),
+LiteRT full integer (onnx2tf's integer quantization); every INT8 is calibrated on the same 8
+calibration sets, and "best" is the fastest INT8 of the engine that ran.
 
 Run with ``python -m benchmarks bench_engines`` (prints tables; not a test).
 
@@ -29,8 +30,10 @@ from pathlib import Path
 from benchmarks.harness import print_table
 from benchmarks.models import build_mobilenetv2, build_resnet50, cached
 
-VARIANTS = ["fp32", "fp32-ov", "fp32-mnn", "fp32-litert", "int8", "int8-ov", "int8-mnn", "int8-litert"]
-BEST_INT8 = {"onnxruntime": "int8", "openvino": "int8-ov", "mnn": "int8-mnn", "litert": "int8-litert"}
+VARIANTS = ["fp32", "fp32-ov", "fp32-mnn", "fp32-litert", "int8", "int8-ov", "int8-mnn", "int8w-mnn", "int8-litert"]
+# the INT8 variants of each engine; the best is the fastest that ran
+INT8_OF = {"onnxruntime": ("int8",), "openvino": ("int8-ov",), "mnn": ("int8-mnn", "int8w-mnn"),
+           "litert": ("int8-litert",)}
 
 
 def _models() -> list[tuple[str, Path]]:
@@ -92,10 +95,15 @@ def main(budget_s: float = 60.0, only: set[str] | None = None) -> None:
                          v.status + (f": {v.error[:60]}" if v.error else "")])
         for engine, fp32 in (("onnxruntime", "fp32"), ("openvino", "fp32-ov"), ("mnn", "fp32-mnn"),
                              ("litert", "fp32-litert")):
-            f, q = by.get(fp32), by.get(BEST_INT8[engine]) if BEST_INT8[engine] else None
+            f = by.get(fp32)
+            ran = [by[n] for n in INT8_OF[engine] if n in by and by[n].latency_ms is not None]
+            q = min(ran, key=lambda v: v.latency_ms, default=None)
             best.append([name, engine, "-" if not f or f.latency_ms is None else f"{f.latency_ms:.2f}",
-                         "not built by the studio" if BEST_INT8[engine] is None else
-                         ("-" if not q or q.latency_ms is None else f"{q.latency_ms:.2f} (cos {q.cosine:.4f})")])
+                         "-" if q is None else f"{q.latency_ms:.2f} ({q.name}, cos {q.cosine:.4f})"])
+        for v in (by.get("int8-mnn"), by.get("int8-litert")):
+            if v is not None and v.details.get("convert_seconds") is not None:
+                conv.append([name, f"{v.engine} int8", f"{v.details['convert_seconds']:.2f}", "-",
+                             f"{v.details.get('calibration', '')[:40]}; {v.details['converter_command'][:70]}"])
     print_table("Engines side by side (one interleaved run per model; ms = p10; x = latency / ORT fp32)",
                 ["model", "variant", "ms p10", "median", "x ORT fp32", "cosine", "status"], rows)
     print_table("fp32 and best INT8 per engine (ms p10)", ["model", "engine", "fp32", "best int8"], best)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from studio.core.findings import EngineVerdict, Finding, NodeVerdict
 from studio.core.sandbox import scrub_message
 
-__all__ = ["EngineCheck", "OutputInfo", "first_line", "needs_inputs_finding", "run_candidates", "seeded_size_finding",
+__all__ = ["EngineCheck", "OutputInfo", "first_line", "limit_reached", "needs_inputs_finding", "run_candidates", "seeded_size_finding",
            "verdict_from"]
 
 
@@ -111,3 +111,20 @@ def needs_inputs_finding(engine: str, label: str, data: dict, target: str) -> Fi
                    f"{first_line(engine_message(data.get('run_error') or '', 300), 300)}", engine, target=target,
                    fix_hint="give real inputs with --inputs X.npz, or the sizes it needs with --dim NAME=VALUE "
                    "(INPUT[AXIS]=VALUE for an unnamed dim)", source="real session")
+
+
+def limit_reached(exc, engine: str, label: str, prefix: str, target: str | None) -> tuple[Finding, EngineVerdict] | None:
+    """A check whose worker hit the studio's own time or memory limit (a ``WorkerError`` of kind
+    "timeout" or "memory") has learnt nothing about the engine: the verdict is "unknown", with
+    a finding that says which limit to raise, never "fails". None for a real crash or error."""
+    if getattr(exc, "kind", None) not in ("timeout", "memory"):
+        return None
+    what = "time" if exc.kind == "timeout" else "memory"
+    hint = "raise --timeout" if exc.kind == "timeout" else "raise --memory-gb"
+    finding = Finding(f"{prefix}-LIMIT", "warning", f"{label} not verified: the check reached the studio's {what} "
+                      f"limit ({first_line(exc, 200)})", engine, target=target,
+                      fix_hint=f"{hint} and check again; a busy machine is slower", source="studio limits")
+    verdict = verdict_from(engine, target or "", [], "not checked",
+                           summary=f"not verified: the studio's {what} limit was reached ({hint})")
+    return finding, verdict
+

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from diagnostics.base import (EngineCheck, OutputInfo, first_line, needs_inputs_finding, run_candidates,
+from diagnostics.base import (EngineCheck, OutputInfo, first_line, limit_reached, needs_inputs_finding, run_candidates,
                              seeded_size_finding, verdict_from)
 from diagnostics.custom_ops import lookup
 from diagnostics.node_context import NodeCtx
@@ -390,6 +390,11 @@ def check_onnxruntime(model_path: Path, nodes: Sequence[NodeCtx], *, eps: Sequen
     try:
         registry, available = kernel_registry(pool_key=pool_key, limits=limits)
     except (WorkerError, StudioError) as exc:
+        limit = limit_reached(exc, ENGINE, "ONNX Runtime", "ORT", EP_NAMES["cpu"])
+        if limit is not None:
+            result.findings.append(limit[0])
+            result.verdicts.append(limit[1])
+            return result
         result.findings.append(Finding("ORT-UNAVAILABLE", "error", f"ONNX Runtime cannot be asked: {exc}", ENGINE,
                                        target=EP_NAMES["cpu"], source="kernel registry"))
         result.verdicts.append(verdict_from(ENGINE, EP_NAMES["cpu"], result.findings, "not checked"))
@@ -408,6 +413,7 @@ def check_onnxruntime(model_path: Path, nodes: Sequence[NodeCtx], *, eps: Sequen
 
     # The real session: the final word for the CPU EP.
     ran: bool | None = None
+    limit = None
     try:
         res = run_job("diagnostics.ort_session", {"model_path": str(model_path), "run": run, "dims": dims or {},
                                                   "inputs": str(inputs) if inputs else None},
@@ -432,12 +438,23 @@ def check_onnxruntime(model_path: Path, nodes: Sequence[NodeCtx], *, eps: Sequen
         decided = "real session"
     except WorkerError as exc:
         ran, needs_inputs, data = False, False, {}
-        result.findings.append(Finding("ORT-CRASH", "error", f"ONNX Runtime {exc.kind}: {first_line(exc)}", ENGINE,
-                                       target=cpu, fix_hint="the engine process died on this model; see the node "
-                                       "findings and the lint for the likely cause", source="real session"))
+        limit = limit_reached(exc, ENGINE, "ONNX Runtime", "ORT", cpu)
+        if limit is not None:       # the kernel registry's own errors still decide; the session says nothing
+            ran = None
+            result.findings.append(limit[0])
+        else:
+            result.findings.append(Finding("ORT-CRASH", "error", f"ONNX Runtime {exc.kind}: {first_line(exc)}",
+                                           ENGINE, target=cpu, fix_hint="the engine process died on this model; see "
+                                           "the node findings and the lint for the likely cause",
+                                           source="real session"))
         decided = "real session"
-    result.verdicts.append(verdict_from(ENGINE, cpu, result.findings, decided, version=registry.version, ran=ran,
-                                        needs_inputs=needs_inputs, ran_on=data.get("ran_on")))
+    if limit is not None:
+        registry_errors = any(f.is_error and f.engine == ENGINE for f in result.findings)
+        result.verdicts.append(verdict_from(ENGINE, cpu, result.findings, "not checked", version=registry.version,
+                                            summary=None if registry_errors else limit[1].summary))
+    else:
+        result.verdicts.append(verdict_from(ENGINE, cpu, result.findings, decided, version=registry.version, ran=ran,
+                                            needs_inputs=needs_inputs, ran_on=data.get("ran_on")))
 
     # Other EPs: real registry when the build has them, else the shipped tables.
     def ep_status(ep: str, n: NodeCtx) -> tuple[str, str, bool]:

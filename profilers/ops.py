@@ -447,7 +447,7 @@ def ops_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOu
         for layer in last:
             if not layer["executed"]:
                 continue
-            mean_us = max(0.0, (total_runs * layer["us"] - warmup * before.get(layer["name"], 0.0)) / runs)
+            mean_us = mean_over_profiled_runs(layer["us"], before.get(layer["name"], 0.0), warmup, runs)
             kernels.append({"name": layer["name"], "op_type": layer["layer_type"], "exec_type": layer["exec_type"],
                             "per_run_us": [mean_us] * runs, "calls": runs,
                             "original_names": originals.get(layer["name"])})
@@ -478,6 +478,14 @@ def ops_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOu
                          "op profiler (use the benchmark_model tool with --enable_op_profiling on the device)")
     raise ValueError(f"per-op profiling is not available for {engine} here; use trtexec --dumpProfile or nsys "
                      "on a GPU machine")
+
+
+def mean_over_profiled_runs(average_after_us: float, average_before_us: float, warmup: int, runs: int) -> float:
+    """One layer's mean time over exactly the ``runs`` profiled inferences, from OpenVINO's
+    running averages since compile: ``average_before_us`` after the ``warmup`` inferences,
+    ``average_after_us`` after all ``warmup + runs`` of them."""
+    total = (warmup + runs) * average_after_us - warmup * average_before_us
+    return max(0.0, total / max(runs, 1))
 
 
 # ============================================================================ parent side

@@ -194,12 +194,21 @@ def test_openvino_per_op_sum_and_end_to_end_come_from_the_same_runs(tmp_path):
     """OpenVINO's counters are running averages since compile (warm-up and first runs included):
     taken as they were, the per-op sum was ~7x end-to-end ("overhead -0.746 ms"). The per-op
     means are now over exactly the profiled runs, like end-to-end."""
+    from profilers.ops import mean_over_profiled_runs
+
+    # The arithmetic, exactly: 5 warm-up inferences of 100 us, then 20 profiled ones of 10 us.
+    before = 100.0
+    after = (5 * 100.0 + 20 * 10.0) / 25
+    assert mean_over_profiled_runs(after, before, 5, 20) == pytest.approx(10.0)
+    assert mean_over_profiled_runs(after, 0.0, 0, 25) == pytest.approx(after)   # no warm-up: the average
+    assert mean_over_profiled_runs(1.0, 100.0, 5, 20) == 0.0                     # counters reset: never negative
+    # A real run: how close the sum comes to end-to-end depends on the machine's load (OpenVINO's
+    # per-layer counters include time a preempted thread waits), so only what holds on any machine.
     path = SAMPLES / "mobilenet_like.onnx"
     model = onnx.load(str(path))
     ops = _run_ops(path, model, EngineSpec("openvino"), tmp_path, runs=20)
-    # Far from the old ~7x artefact; on a loaded 2-core box OpenVINO's parallel counters may still sum a
-    # little above end-to-end, which the text then says instead of printing a negative overhead.
-    assert 0.2 < ops.coverage < 2.5, (ops.per_op_sum_ms, ops.end_to_end_ms)
+    assert ops.runs == 20 and ops.per_op_sum_ms > 0 and ops.end_to_end_ms > 0
+    assert ops.kernels and ops.mapped_share > 0.5     # layers attributed to ONNX nodes
     text = ops.overhead_text()
     assert ("exceeds end-to-end" in text) == ops.sum_exceeds_end_to_end
     assert "overhead -" not in text and "-0." not in text
