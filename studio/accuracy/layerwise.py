@@ -43,6 +43,7 @@ from studio.accuracy.runs import pack_sets, unpack_sets
 from studio.core.compare import Tolerance, compare_arrays
 from studio.core.engines import RunOptions, get_engine, resolve_engine_name
 from studio.core.engines.base import check_model_file, require_available
+from studio.core.engines.layout import channels_last, to_channels_first
 from studio.core.errors import StudioError
 from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
@@ -297,16 +298,31 @@ def _from_nchwc(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- one chunk (worker)
 
-def _with_outputs(src: str, names: list[tuple[str, int]], dst: Path) -> Path:
+def _with_outputs(src: str, names: list[tuple[str, int]], dst: Path, *, aliases: bool = False) -> dict[str, str]:
+    """Write ``src`` with ``names`` as extra outputs to ``dst``; the output name of each tensor.
+    ``aliases``: expose each through an Identity with a plain name (``lw_out_N``): onnx2tf refuses
+    signature names like PyTorch's "/layer/Conv_output_0"."""
     model = onnx.load_model(src, load_external_data=False)
     existing = {o.name for o in model.graph.output}
+    taken = {t for n in model.graph.node for t in n.output} | existing | {i.name for i in model.graph.input}
+    mapping: dict[str, str] = {}
     for name, elem_type in names:
-        if name not in existing:
-            model.graph.output.append(onnx.helper.make_tensor_value_info(name, elem_type, None))
-            existing.add(name)
+        if name in existing or name in mapping:
+            mapping.setdefault(name, name)
+            continue
+        out = name
+        if aliases:
+            k = len(mapping)
+            while f"lw_out_{k}" in taken:
+                k += 1
+            out = f"lw_out_{k}"
+            taken.add(out)
+            model.graph.node.append(onnx.helper.make_node("Identity", [name], [out], name=f"{out}_identity"))
+        model.graph.output.append(onnx.helper.make_tensor_value_info(out, elem_type, None))
+        mapping[name] = out
     with open(dst, "wb") as fh:  # scratch: a chunk model in the layer-wise work folder
         fh.write(model.SerializeToString())
-    return dst
+    return mapping
 
 
 def _release_memory() -> None:
@@ -322,6 +338,60 @@ def _release_memory() -> None:
         pass
 
 
+# Engines that may store a tensor channels-last (onnx2tf: NCHW -> NHWC) under the same shape.
+CHANNELS_LAST_ENGINES = ("litert",)
+
+
+def _ambiguous_layout(name: str, ref: np.ndarray, got: np.ndarray, tolerance, quantized: bool):
+    """The comparison with ``got`` read channels-last, when its shape is the same both ways
+    (a 1x16x16x16 tensor): the runner cannot tell which layout it has. None otherwise."""
+    if not 3 <= got.ndim <= 5 or channels_last(got.shape) != got.shape:
+        return None
+    d = compare_arrays(name, ref, to_channels_first(got), tolerance, quantized=quantized)
+    return d if d.rel_l2 is not None and d.ref_shape == d.got_shape else None
+
+
+# Engines whose converter fuses ops under the ONNX tensor names, and the ops it folds into the op before.
+FUSING_ENGINES = ("mnn", "litert")
+_ACTIVATIONS = frozenset({"Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "LeakyRelu", "Elu",
+                          "Selu", "PRelu", "Gelu", "Softplus", "Mish"})
+_FUSED_MIN_ERROR = 1e-3      # below this the tensor matches as it is
+_FUSED_MAX_ERROR = 1e-3      # the fused candidate must match the activation at least this well
+
+
+def activation_successors(model_path: str, tensors: list[str]) -> dict[str, tuple[str, ...]]:
+    """For each tensor read by exactly one node that is an activation, that activation's output
+    (and the next one's, for two activations in a row)."""
+    model = onnx.load_model(model_path, load_external_data=False)
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    out: dict[str, tuple[str, ...]] = {}
+    for t in tensors:
+        chain, cur = [], t
+        for _ in range(2):
+            users = consumers.get(cur, [])
+            if len(users) != 1 or users[0].op_type not in _ACTIVATIONS or not users[0].output:
+                break
+            cur = users[0].output[0]
+            chain.append(cur)
+        if chain:
+            out[t] = tuple(chain)
+    return out
+
+
+def same_values_other_rank(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """``got`` in the reference's shape when it only differs by size-1 axes: MNN keeps fully
+    connected results 4-D ([1, 32, 1, 1] for ONNX's [1, 32]); the values and their order are
+    the same. Any other difference is left for the comparison to report."""
+    if got.shape == ref.shape or got.size != ref.size:
+        return got
+    if [d for d in got.shape if d != 1] != [d for d in ref.shape if d != 1]:
+        return got
+    return got.reshape(ref.shape)
+
+
 def compare_chunk(reference: str, candidate: str, items: list[dict], feeds: Feeds, ctx: JobContext, *,
                   engine_a: str, engine_b: str, options_a: Mapping[str, Any], options_b: Mapping[str, Any],
                   dir_a: Path, dir_b: Path, chunk: int = 0, tolerance: Tolerance | None = None,
@@ -333,13 +403,20 @@ def compare_chunk(reference: str, candidate: str, items: list[dict], feeds: Feed
     sides = (("a", reference, engine_a, options_a, dir_a, "tensor", "ref_type"),
              ("b", candidate, engine_b, options_b, dir_b, "target", "cand_type"))
     values: dict[str, dict[str, Any]] = {}
+    # Converters (MNN, LiteRT) fuse an activation into the op before it and may keep that op's
+    # tensor name for the fused result: the reference also gives the activation's output.
+    after = activation_successors(reference, [it["tensor"] for it in items]) if engine_b in FUSING_ENGINES else {}
     for side, model, engine, opts, folder, tensor_key, type_key in sides:
         ctx.set_stage(f"layer-wise chunk {chunk + 1}: {'reference' if side == 'a' else 'candidate'} on {engine}")
-        path = _with_outputs(model, [(it[tensor_key], it[type_key]) for it in items],
-                             Path(folder) / f"chunk{chunk}-{os.getpid()}.onnx")
+        extra = [(t, it["ref_type"]) for it in items for t in after.get(it["tensor"], ())] if side == "a" else []
+        path = Path(folder) / f"chunk{chunk}-{os.getpid()}.onnx"
+        names = _with_outputs(model, [(it[tensor_key], it[type_key]) for it in items] + extra, path,
+                              aliases=engine == "litert")
         try:
             runner = open_runner(engine, path, opts or {}, ctx)
-            values[side] = runner.infer(feeds, list(dict.fromkeys(it[tensor_key] for it in items)))
+            wanted = list(dict.fromkeys([it[tensor_key] for it in items] + [t for t, _ in extra]))
+            got = runner.infer(feeds, list(dict.fromkeys(names.get(t, t) for t in wanted)))
+            values[side] = {t: got[names.get(t, t)] for t in wanted if names.get(t, t) in got}
             runner.close()
             del runner
         finally:
@@ -352,11 +429,28 @@ def compare_chunk(reference: str, candidate: str, items: list[dict], feeds: Feed
             continue
         if it.get("layout") == "nchwc":
             got = _from_nchwc(np.asarray(got), np.asarray(ref))
+        got = same_values_other_rank(np.asarray(got), np.asarray(ref))
         d = compare_arrays(it["tensor"], ref, got, tolerance, quantized=quantized)
         comparable = d.rel_l2 is not None and d.ref_shape == d.got_shape
+        note = d.note if not comparable else ""
+        if engine_b in CHANNELS_LAST_ENGINES and comparable and d.rel_l2 > _FUSED_MIN_ERROR:
+            flipped = _ambiguous_layout(it["tensor"], np.asarray(ref), np.asarray(got), tolerance, quantized)
+            if flipped is not None and flipped.rel_l2 < d.rel_l2 / 10:
+                d, got = flipped, to_channels_first(np.asarray(got))
+                note = "same shape in both layouts: compared as channels-last (N..C), which matches"
+        for succ in after.get(it["tensor"], ()):
+            if not comparable or d.rel_l2 <= _FUSED_MIN_ERROR or values["a"].get(succ) is None:
+                break
+            fused = compare_arrays(succ, values["a"][succ], got, tolerance, quantized=quantized)
+            if fused.rel_l2 is not None and fused.ref_shape == fused.got_shape and \
+                    fused.rel_l2 < min(_FUSED_MAX_ERROR, d.rel_l2 / 10):
+                d = fused       # the same values as the activation after it: fused, not diverged
+                note = f"{engine_b} fused this op with the next one: its tensor holds {succ[:80]}'s values " \
+                       "(compared with those)"
+                break
         results[it["tensor"]] = {"shape": list(d.ref_shape or ()), "max_abs": d.max_abs,
                                  "rel_l2": d.rel_l2 if comparable and math.isfinite(d.rel_l2) else None,
-                                 "cosine": d.cosine, "note": d.note if not comparable else ""}
+                                 "cosine": d.cosine, "note": note}
     values.clear()
     return results
 
