@@ -11,13 +11,19 @@ calibration sets, and "best" is the fastest INT8 of the engine that ran.
 
 Run with ``python -m benchmarks bench_engines`` (prints tables; not a test).
 
-Measured here (2 shared CPUs, load ~8; MobileNetV2-like 224x224, p10 ms, one interleaved run): ORT 3.27,
-OpenVINO 3.68, MNN 8.18, LiteRT 3.86 in fp32; best INT8: ORT 1.99 (cos 0.991), OpenVINO 1.98 (0.991),
-LiteRT 2.27 (0.989), MNN weight-only int8 8.31 (0.998: weights only, computed in fp32). Conversion:
-MNNConvert 0.3 s, onnx2tf 108 s. ResNet-50-like (224x224, p10 ms, the machine otherwise idle): fp32 ORT
-23.92, OpenVINO 25.06, LiteRT 39.80, MNN 53.18; INT8: OpenVINO QDQ 4.14 (0.18x, cos 0.983), ORT static 25.77
-(1.10x, cos 0.981), MNN weight-only 52.42; LiteRT full-integer: onnx2tf's integer quantization exceeded the
-worker's 4 GiB (a one-line error; raise --memory-gb). MNNConvert 1.45 s.
+Measured here (2 CPUs, AVX-512 VNNI + AMX, 30 s latency budget, p10 ms, one interleaved run per model;
+INT8 calibrated on 8 seeded sets):
+
+ResNet-50-like 224x224: fp32 ORT 25.05, OpenVINO 25.89, LiteRT 42.46, MNN 54.97. Best INT8: OpenVINO QDQ
+4.33 (0.18x of ORT fp32, cos 0.983), LiteRT full integer 6.57 (0.28x, cos 0.979), ORT static 27.66 (1.09x,
+cos 0.981), MNN weight-only 54.27 (cos 0.984); MNN's calibrated full INT8 56.82 (cos 0.978) is no faster
+than its fp32 here (the PyPI wheel's x86 int8 kernels). Conversion: MNNConvert 1.53 s, MNN quantizer
+8.32 s (convert included), onnx2tf integer quantization 214 s; onnx2tf fp32 once exceeded a 4 GiB worker
+(LiteRT conversions now get up to 12 GiB, at most 60 % of the machine's memory).
+
+MobileNetV2-like 224x224: fp32 ORT 2.99, OpenVINO 3.45, LiteRT 3.42, MNN 5.93. Best INT8: OpenVINO 1.82
+(cos 0.991), ORT 1.88 (0.991), LiteRT 2.25 (0.989), MNN weight-only 6.22 (0.998; full INT8 7.14, 0.985).
+Conversion: MNNConvert 0.12 s, onnx2tf 47.5 s fp32 / 44.1 s integer.
 """
 
 from __future__ import annotations

@@ -154,7 +154,7 @@ def run_feed_sets(model_path: Path, engine: str, feed_sets: Sequence[Feeds], *,
     if canonical == "litert":   # TensorFlow (onnx2tf) needs room, and a warm worker of its own
         from studio.core.engines.litert import litert_limits
 
-        limits = litert_limits(limits, options.precision)
+        limits = litert_limits(limits)
     pool_key = pool_key + getattr(adapter, "pool_suffix", "")
     args = {"model_path": str(path), "engine": canonical, "options": options.to_args(), "count": len(feed_sets),
             "output_names": list(output_names) if output_names else None}

@@ -125,7 +125,7 @@ def _pre_convert(model: Path, feeds: Feeds, precision: str, out: Path, pool_key:
     try:
         res = run_job("litert.convert", {"model_path": str(model), "out_name": out.name, "precision": precision,
                                          "shapes": shapes}, dict(feeds), stage="LiteRT conversion",
-                      limits=litert_limits(None, precision), out_dir=out.parent, pool_key=pool_key + ":litert")
+                      limits=litert_limits(None), out_dir=out.parent, pool_key=pool_key + ":litert")
     except Exception:  # noqa: BLE001 - measured (and reported) by the latency job instead
         return str(model)
     return str(out) if res.data.get("ok") and out.is_file() else str(model)

@@ -52,7 +52,7 @@ _NOT_IMPLEMENTED = re.compile(r"ERROR:\s*(?P<op>[\w.]+) OP is not yet implemente
 # LiteRT's own worker needs room: TensorFlow reserves a large address range at import.
 _MIN_MEMORY = 4 * 2**30
 _MIN_TIMEOUT_S = 600.0
-_INT8_MEMORY = 12 * 2**30
+_CONVERT_MEMORY = 12 * 2**30
 # onnx2tf calibrates on every sample given; past this many, more samples mostly cost memory and time.
 MAX_REPRESENTATIVE = 100
 
@@ -64,12 +64,12 @@ def converter_missing() -> str | None:
            f"{INSTALL_CONVERTER})" if missing else None
 
 
-def litert_limits(limits: Limits | None, precision: str = "f32") -> Limits:
+def litert_limits(limits: Limits | None) -> Limits:
     """TensorFlow (imported by onnx2tf) reserves several GiB of address space at import, and
     onnx2tf takes minutes on a ResNet-50 on a busy machine (measured: > 120 s at load 11 on 2 CPUs);
-    a hang is still stopped, after ``_MIN_TIMEOUT_S``. Integer quantization calibrates inside
-    TensorFlow's converter and outgrew 4 GiB on a ResNet-50: it gets up to ``_INT8_MEMORY``,
-    never more than 60 % of this machine's memory."""
+    a hang is still stopped, after ``_MIN_TIMEOUT_S``. Converting a ResNet-50 outgrew 4 GiB
+    (fp32 once, integer quantization always, which calibrates inside TensorFlow's converter):
+    conversions get up to ``_CONVERT_MEMORY``, never more than 60 % of this machine's memory."""
     from dataclasses import replace
 
     from studio.core.sandbox import default_limits
@@ -77,9 +77,7 @@ def litert_limits(limits: Limits | None, precision: str = "f32") -> Limits:
     if limits is None:    # the default timeout is too short for onnx2tf; a caller's own limit is kept
         base = default_limits()
         limits = replace(base, timeout_s=max(base.timeout_s, _MIN_TIMEOUT_S))
-    floor = _MIN_MEMORY
-    if precision == "int8":
-        floor = max(_MIN_MEMORY, min(_INT8_MEMORY, int(0.6 * _physical_memory())))
+    floor = max(_MIN_MEMORY, min(_CONVERT_MEMORY, int(0.6 * _physical_memory())))
     return replace(limits, memory_bytes=max(limits.memory_bytes, floor))
 
 
@@ -109,7 +107,7 @@ class LiteRtEngine(WorkerEngine):
 
     def _prepare(self, options: RunOptions, limits: Limits | None,
                  out_dir: Path | None) -> tuple[Limits | None, bool]:
-        return litert_limits(limits, options.precision), False
+        return litert_limits(limits), False
 
     def convert(self, model_path: Path, out_path: Path, *, shapes: Mapping[str, tuple[int, ...]],
                 precision: str = "f32", calibration: Sequence[Mapping[str, np.ndarray]] | None = None,
@@ -128,7 +126,7 @@ class LiteRtEngine(WorkerEngine):
         res = run_job("litert.convert", {"model_path": str(path), "out_name": out_path.name, "precision": precision,
                                          "shapes": {k: list(v) for k, v in shapes.items()},
                                          "calibration": "samples" if arrays else "seeded"},
-                      arrays, stage="LiteRT conversion", limits=litert_limits(limits, precision),
+                      arrays, stage="LiteRT conversion", limits=litert_limits(limits),
                       out_dir=out_path.parent, pool_key=pool_key + self.pool_suffix)
         return Conversion.from_data(self.name, res.data, out_path)
 
