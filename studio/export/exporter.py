@@ -10,6 +10,7 @@ under a temporary name there, scratch files live beside it and are removed).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -73,14 +74,45 @@ def _run_target(ctx: ExportContext, target: str) -> TargetResult:
 def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Path, *, pool_key: str = "default",
                  on_tick: Callable[[float], None] | None = None,
                  on_progress: Callable[[str, str], None] | None = None) -> ExportResult:
-    """Export ``handle`` to ``out_dir/<model>-<sha8>/`` (+ ``.zip``). The model file is only read."""
+    """Export ``handle`` to ``out_dir/<model>-<sha8>/`` (+ ``.zip``). The model file is only read.
+
+    A model that fails the full check but that ONNX Runtime reads after the repairs it makes
+    itself (node order, duplicated opsets, an old IR version, a contradicted output shape:
+    :mod:`passes.normalize`) is exported from a repaired copy, each repair a note of the bundle;
+    anything else the checker refuses is refused here too."""
+    if handle.check.ok:
+        return _export(handle, (), options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress)
+    import tempfile
+
+    from passes.normalize import normalize_in_worker
+    from studio.core.model import load
+
+    register_input(handle.path, *handle.external_files)
+    with tempfile.TemporaryDirectory(prefix="onnx-studio-repair-") as tmp:
+        normalized = normalize_in_worker(handle.path, Path(tmp), pool_key=pool_key)
+        repaired = handle
+        if normalized.lint:      # under the user's file name: the manifest's source names it
+            copy = normalized.path.with_name(handle.path.name)
+            normalized.path.replace(copy)  # scratch: the repaired copy in this export's temporary folder
+            repaired = dataclasses.replace(load(copy), name=handle.name)
+        require_valid(repaired if repaired.check.ok else handle, "export")
+        notes = tuple(f"input repaired as ONNX Runtime reads it: {line}" for line in normalized.lint) + (
+            f"the bundle is built from the repaired copy (the original {handle.name[:60]} is sha256 "
+            f"{handle.sha256[:12]}, unchanged)",)
+        return _export(repaired, notes, options, out_dir, pool_key=pool_key, on_tick=on_tick,
+                       on_progress=on_progress, named=handle)
+
+
+def _export(handle: ModelHandle, repairs: tuple[str, ...], options: ExportOptions, out_dir: str | Path, *,
+            pool_key: str, on_tick: Callable[[float], None] | None,
+            on_progress: Callable[[str, str], None] | None, named: ModelHandle | None = None) -> ExportResult:
     started = time.perf_counter()
-    require_valid(handle, "export")
     register_input(handle.path, *handle.external_files, *options.plugins, *options.ort_custom_ops,
                    *options.ov_extensions)            # files this run reads: never an output
     shapes = feed_shapes(handle.proto, options.shapes)         # bad --shapes fail before any work
     out = prepare_output(Path(out_dir))
-    name = bundle_name(options.name or handle.name, handle.sha256)
+    named = named or handle                 # the bundle keeps the user's model's name and hash
+    name = bundle_name(options.name or named.name, named.sha256)
     check_final(out / name)                # an old bundle may be replaced; a foreign folder or the input's never
     if options.zip:
         check_destination(out / f"{name}.zip")
@@ -110,7 +142,7 @@ def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Pat
                             fresh=weight_bytes(deploy.path) > FRESH_WORKER_BYTES)
         targets = tuple(_run_target(ctx, t) for t in options.targets)
         graph_html, graph_note = _graph(deploy.handle)
-        notes = deploy.notes + ((graph_note,) if graph_html is None else ())
+        notes = repairs + deploy.notes + ((graph_note,) if graph_html is None else ())
         if graph_html is not None:
             atomic_write_text(staging / "graph.html", graph_html)
         partial = ExportResult(staging, None, targets, {})

@@ -62,6 +62,37 @@ def test_r41_sloppy_graphs_load_inspect_check_and_optimize_like_ort(tmp_path, ca
     assert sha256_file(src) == before
 
 
+@pytest.mark.parametrize("case", sorted(R41_CASES))
+def test_r41_sloppy_graphs_export_from_a_repaired_copy(tmp_path, case):
+    """ONNX Runtime runs these models, so the bundle is built (from a repaired copy, said in its
+    notes and the manifest) and verified, instead of refused; the input stays as it was."""
+    model, lint = R41_CASES[case]
+    src = save(model, tmp_path / "in" / "m.onnx")
+    before = sha256_file(src)
+    handle = api.load(src)
+    result = api.export(handle, "onnxruntime", tmp_path / "bundle", zip=False)
+    assert result.ok, result.failures
+    notes = result.manifest["deploy"]["notes"]
+    assert result.manifest["source"]["name"] == "m.onnx"
+    if not handle.check.ok:       # the loader's check refuses it (unsorted, old IR): exported from a repaired copy
+        assert any(lint in n and n.startswith("input repaired as ONNX Runtime reads it") for n in notes), notes
+        assert any("built from the repaired copy" in n and before[:12] in n for n in notes)
+    assert result.bundle.name.startswith("m-") and before[:8] in result.bundle.name
+    assert sha256_file(src) == before
+    assert not list((tmp_path / "in").glob("*.onnx.*")) and sorted(p.name for p in (tmp_path / "in").iterdir()) == \
+        ["m.onnx"]
+
+
+def test_r41_a_model_onnx_runtime_cannot_read_is_still_refused_by_export(tmp_path):
+    from studio.core.errors import StudioError
+
+    bad = _model([helper.make_node("Relu", ["missing"], ["y"], name="n")])
+    src = save(bad, tmp_path / "in" / "m.onnx")
+    with pytest.raises(StudioError, match="cannot export: the model fails onnx.checker"):
+        api.export(api.load(src), "onnxruntime", tmp_path / "bundle", zip=False)
+    assert not (tmp_path / "bundle").exists()
+
+
 def test_r41_identical_duplicated_opsets_and_dead_inputs_stay_as_they_are(tmp_path):
     dead = [helper.make_tensor_value_info("x", T.FLOAT, [1, 4]), helper.make_tensor_value_info("unused", T.FLOAT, [2])]
     src = save(_model(inputs=dead, opsets=(("", 17), ("", 17))), tmp_path / "in" / "m.onnx")
