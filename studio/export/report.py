@@ -36,19 +36,17 @@ def h(text: object, max_len: int = 400) -> str:
 
 
 def graph_page(handle: ModelHandle) -> tuple[str | None, str]:
-    """(self-contained graph view HTML or None, a note). The same view ``api.graph_html`` draws."""
+    """(self-contained graph view HTML or None, a note): the box viewer ``onnx-studio graph``
+    writes (ELK layout, groups that expand in place, shape-labelled edges), offline."""
     nodes = len(handle.proto.graph.node)
     if nodes > GRAPH_NODE_LIMIT:
         return None, f"graph not embedded ({nodes} nodes): run `onnx-studio graph` on the exported model"
-    from studio.graphview.html import Panel, render_html
     from studio.graphview.index import index_model
-    from studio.graphview.overlays import OverlayContext, available_overlays
-    from studio.graphview.view import overview
+    from studio.graphview.viewer import graph_page as viewer_page
 
     index = index_model(handle)
-    overlay = available_overlays(OverlayContext(index.graph, None, {})).get("op type")
-    view = overview(index.graph, index.hierarchy, overlay=overlay)
-    return render_html([Panel(view.title, view)], title=f"exported model: {view.title}"), "graph.html"
+    html, _ = viewer_page(index.graph, index.hierarchy, title=f"exported model: {handle.name}")
+    return html, "graph.html"
 
 
 def benchmark_rows(manifest: Mapping[str, Any]) -> list[tuple[str, str, Any, Any]]:
