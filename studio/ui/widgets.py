@@ -101,6 +101,51 @@ def cli_hint(command: str) -> None:
         st.code(command, language="bash")
 
 
+# The graph viewer in a same-origin frame; a node the user clicks there comes back to Python as a
+# one-time "node" trigger (a custom component of Streamlit's v2 API: the viewer is one HTML
+# document, so a frame is the simplest host, and this is the little JS no library provides).
+_GRAPH_FRAME_JS = """
+export default function (component) {
+  const { data, parentElement, setTriggerValue } = component;
+  let frame = parentElement.querySelector('iframe');
+  if (!frame) {
+    frame = document.createElement('iframe');
+    frame.setAttribute('sandbox', 'allow-scripts allow-same-origin allow-downloads');
+    frame.setAttribute('title', 'graph viewer');
+    frame.style.cssText = 'width:100%;border:0;display:block';
+    parentElement.appendChild(frame);
+  }
+  frame.style.height = (data.height || 820) + 'px';
+  const onMessage = (ev) => {
+    if (ev.source !== frame.contentWindow || !ev.data || typeof ev.data.gvSelect !== 'string') return;
+    setTriggerValue('node', ev.data.gvSelect);
+  };
+  window.addEventListener('message', onMessage);
+  if (frame.dataset.key !== data.key) { frame.dataset.key = data.key; frame.srcdoc = data.doc; }
+  return () => window.removeEventListener('message', onMessage);
+}
+"""
+
+
+@functools.cache
+def _graph_frame_component():
+    return st.components.v2.component("onnx_studio_graph_frame", html="<div class='gv-host'></div>",
+                                      js=_GRAPH_FRAME_JS, isolate_styles=True)
+
+
+def graph_frame(doc: str, *, height: int, key: str, on_node: Callable[[], None] | None = None) -> str | None:
+    """The viewer document ``doc`` in a frame ``height`` px high; the node id the user just
+    clicked in it (once, on the rerun it causes), else None. ``doc`` is reloaded only when it
+    changes, so pan, zoom and open groups survive the reruns clicks cause."""
+    import hashlib
+
+    digest = hashlib.sha1(doc.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    result = _graph_frame_component()(data={"doc": doc, "key": digest, "height": int(height)}, key=key,
+                                      on_node_change=on_node or (lambda: None))
+    node = getattr(result, "node", None)
+    return node if isinstance(node, str) else None
+
+
 @functools.cache
 def _code_editor_component():
     """The Ace editor component of ``streamlit-code-editor`` (frontend bundled in its wheel, no CDN), or None

@@ -194,6 +194,25 @@ def test_graph_page_embeds_the_viewer(studio_server, page, shots, tmp_path):
     rects = frame.evaluate("__graph.labels()")
     assert rects and not _intersections(rects)
     shots(page, "graph-page-viewer")
+    # A node clicked in the viewer comes back to Python: its panel (attributes, per-engine status)
+    # opens below, and the drawing is not reloaded under the user (same document, same zoom).
+    leaf, key, op = frame.evaluate("""() => { const v = __graph.viewer;
+        for (const r of __graph.labels()) {
+          if (r.kind !== 'leaf') continue;
+          const lf = v.model.s.leaves[v.vis.items[r.id].leaf];
+          if (lf.kind === 'op' && r.w > 20 && r.h > 10) return [r, lf.key, lf.op];
+        } return [null, null, null]; }""")
+    assert leaf is not None
+    k_before = frame.evaluate("__graph.transform().k")
+    frame.evaluate("window.__sameDocument = true")
+    box = frame.locator(".gv-canvas").first.bounding_box()
+    page.mouse.click(box["x"] + leaf["x"] + leaf["w"] / 2, box["y"] + leaf["y"] + leaf["h"] / 2)
+    heading = page.get_by_role("heading", name=f"{op} · {key}", exact=True)
+    heading.first.wait_for(timeout=60_000)
+    assert page.get_by_role("button", name="Neighbourhood in detail").count() == 1
+    assert frame.evaluate("window.__sameDocument === true")                    # not reloaded
+    assert abs(frame.evaluate("__graph.transform().k") - k_before) < 1e-6
+    shots(page, "graph-page-node-panel")
     assert server.alive()
 
 

@@ -24,9 +24,18 @@ def _graph(at, mode: str | None = None):
     return at
 
 
+def _viewer_doc(at, i: int = 0) -> str:
+    """The viewer document: in the Graph view's frame component (clicks come back to Python),
+    or in the diff's plain iframe."""
+    frames = at.get("bidi_component")
+    if frames:
+        return json.loads(frames[i].proto.json)["doc"]
+    return at.get("iframe")[i].proto.srcdoc
+
+
 def _viewer_data(at, i: int = 0) -> dict:
-    """The scene inside the viewer's iframe (the JSON block the renderer draws)."""
-    doc = at.get("iframe")[i].proto.srcdoc
+    """The scene inside the viewer's document (the JSON block the renderer draws)."""
+    doc = _viewer_doc(at, i)
     return json.loads(doc.split('id="gv-data">', 1)[1].split("</script>", 1)[0])
 
 
@@ -86,7 +95,7 @@ def test_graph_viewer_opens_the_detector_with_numeric_shapes(app):
     data = _viewer_data(at)
     marked = [lf for lf in data["scene"]["leaves"] if lf.get("mark")]
     assert len(marked) >= 64 and all("%" in lf["ov"] for lf in marked)
-    assert "FLOPs share" in at.get("iframe")[0].proto.srcdoc.split('id="elk-src"', 1)[0]
+    assert "FLOPs share" in _viewer_doc(at).split('id="elk-src"', 1)[0]
 
 
 def test_detail_view_of_a_neighbourhood_and_a_group(app):
@@ -152,3 +161,5 @@ def test_huge_model_is_drawn_before_inspect(app, tmp_path):
     at.button(key="graph_add_shapes").click().run()
     assert not at.exception
     assert "FLOPs share" in at.selectbox(key="graph_overlay").options
+
+

@@ -692,9 +692,20 @@
   };
   Viewer.prototype.leafLink = function (i) {
     var self = this, lf = this.model.s.leaves[i], a = el('a', lf.full || lf.op, 'gv-link');
-    a.href = '#'; a.onclick = function (ev) { ev.preventDefault(); self.jumpTo(i); };
+    a.href = '#'; a.onclick = function (ev) { ev.preventDefault(); self.jumpTo(i); notifyHost(lf); };
     return a;
   };
+
+  function notifyHost(lf) {
+    /* The studio's Graph page embeds the viewer in a same-origin frame and shows the picked node's
+       panel (compatibility, per-engine status): tell it which node the user picked. Only user
+       clicks notify (a programmatic focus must not start a rerun loop); a file opened on its own,
+       or embedded by another origin (no frameElement), tells nobody. */
+    var frame = null;
+    try { frame = window.frameElement; } catch (e) { frame = null; }
+    if (!frame || !lf || lf.kind === 'sealed' || window.origin === 'null') return;
+    window.parent.postMessage({gvSelect: String(lf.key)}, window.origin);
+  }
 
   Viewer.prototype.showLeaf = function (i) {
     var lf = this.model.s.leaves[i], d = this.details, self = this;
@@ -751,7 +762,7 @@
       if (it.type === 'group') { this.selected = it.id; this.toggle(it.g, it.id); return; }
       this.selected = it.id; this.selTensor = null;
       delete this.details.dataset.tensor;
-      if (it.leaf !== undefined) this.showLeaf(it.leaf);
+      if (it.leaf !== undefined) { this.showLeaf(it.leaf); notifyHost(this.model.s.leaves[it.leaf]); }
       this.schedule();
     } else if (h.type === 'frame') {
       this.toggle(h.it.g, h.it.id);

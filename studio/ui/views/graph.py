@@ -156,7 +156,12 @@ def _viewer(handle, summary, index, overlays) -> None:
     overlay = c1.selectbox("Overlay", names, key="graph_overlay",
                            help="colours a stripe on each box (op type: the boxes' own header colours)")
     memo = st.session_state.get("graph_viewer_memo")
-    focus = st.session_state.get("selected_node")
+    # The viewer opens centred on a node picked elsewhere (search, a link); a node clicked in the
+    # viewer itself only opens its panel below: re-centring would reload the drawing under the user.
+    selected = st.session_state.get("selected_node")
+    if selected != st.session_state.get("graph_viewer_clicked"):
+        st.session_state["graph_viewer_focus"] = selected
+    focus = st.session_state.get("graph_viewer_focus")
     if focus not in index.ids:
         focus = None
     key = (state.session_id(), handle.sha256, overlay, id(index), id(state.overlay_data(handle.sha256)), focus)
@@ -170,9 +175,14 @@ def _viewer(handle, summary, index, overlays) -> None:
             return
         st.session_state["graph_viewer_memo"] = (key, html)
     c2.caption(f"{index.nodes:,} nodes · opens at a level of at most ~150 boxes · click a group to expand or "
-               "collapse it in place, an edge to jump to its producer, a node for its attributes; drag to pan, "
-               "wheel to zoom, the minimap to move, Fit to see it all")
-    st.iframe(html, height=VIEWER_HEIGHT + 10)
+               "collapse it in place, an edge to jump to its producer, a node for its attributes and its panel "
+               "below; drag to pan, wheel to zoom, the minimap to move, Fit to see it all")
+    clicked = widgets.graph_frame(html, height=VIEWER_HEIGHT + 10, key="graph_viewer_frame")
+    if clicked and clicked in index.ids:
+        st.session_state["selected_node"] = st.session_state["graph_viewer_clicked"] = clicked
+    selected = st.session_state.get("selected_node")
+    if selected and selected in index.ids:
+        _node_panel(handle, summary, index, selected, "graph_viewer")
 
 
 def _detail(handle, summary, index, overlays) -> None:
