@@ -1,6 +1,7 @@
 """Precision on real data: a ResNet-50-like classifier calibrated on real photos
 (``sample_models/photos``), every INT8 flavour judged by top-1 agreement with the fp32
-golden outputs, ORT QDQ and NNCF-OpenVINO side by side in one interleaved run.
+golden outputs, ORT QDQ, NNCF-OpenVINO, MNN's offline quantizer and LiteRT's integer
+quantization (both calibrated on the photos' calibration part) side by side in one interleaved run.
 
 Run with ``python -m benchmarks bench_precision_data``. Prints, per variant: latency
 ratio to ORT fp32 with its 95 % interval, top-1 agreement on the evaluation part, whether
@@ -18,7 +19,8 @@ from benchmarks.harness import cpu_banner, print_table
 from benchmarks.models import build_resnet50, cached
 
 TARGET = "top1-agreement>=0.99"
-VARIANTS = ["fp32", "fp32-ov", "int8", "int8-mixed", "int8-nncf", "int8-nncf-aa"]
+VARIANTS = ["fp32", "fp32-ov", "int8", "int8-mixed", "int8-nncf", "int8-nncf-aa", "fp32-mnn", "int8-mnn",
+            "fp32-litert", "int8-litert"]
 
 
 def main() -> None:
