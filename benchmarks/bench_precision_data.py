@@ -6,6 +6,11 @@ quantization (both calibrated on the photos' calibration part) side by side in o
 Run with ``python -m benchmarks bench_precision_data``. Prints, per variant: latency
 ratio to ORT fp32 with its 95 % interval, top-1 agreement on the evaluation part, whether
 it meets ``top1-agreement>=0.99``, and the wall time of the whole precision run.
+
+Measured here (2 CPUs, AVX-512 VNNI + AMX; 6 calibration / 6 evaluation photos): ORT int8 0.37x, top-1
+0.667 (missed); ORT int8-mixed (float fallback searched by the task metric) 0.82x, 1.000 (met); NNCF 0.21x,
+0.833 (missed); NNCF accuracy-aware 0.21x (95 % CI 0.20-0.21), 1.000 (met, recommended); MNN fp32 2.19x, MNN
+full INT8 2.23x, 0.667 (missed); LiteRT fp32 1.66x, LiteRT full integer 0.26x, 0.833 (missed). 1,180 s wall.
 """
 
 from __future__ import annotations
