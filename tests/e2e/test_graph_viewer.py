@@ -209,7 +209,7 @@ def test_graph_page_embeds_the_viewer(studio_server, page, shots, tmp_path):
     page.mouse.click(box["x"] + leaf["x"] + leaf["w"] / 2, box["y"] + leaf["y"] + leaf["h"] / 2)
     heading = page.get_by_role("heading", name=f"{op} · {key}", exact=True)
     heading.first.wait_for(timeout=60_000)
-    assert page.get_by_role("button", name="Neighbourhood in detail").count() == 1
+    page.get_by_role("button", name="Neighbourhood in detail").wait_for(timeout=60_000)   # drawn after the heading
     assert frame.evaluate("window.__sameDocument === true")                    # not reloaded
     assert abs(frame.evaluate("__graph.transform().k") - k_before) < 1e-6
     shots(page, "graph-page-node-panel")
