@@ -28,7 +28,9 @@ def _table(report) -> pd.DataFrame:
 
 
 def _save_buttons(report, parent_id: str) -> None:
-    saveable = [v for v in report.variants if v.path is not None and v.status == "ok"]
+    # ONNX variants only: an OpenVINO IR (NNCF), a .mnn or a .tflite is an engine artifact, not a version
+    saveable = [v for v in report.variants if v.path is not None and v.status == "ok"
+                and str(v.path).endswith(".onnx")]
     if not saveable:
         return
     st.markdown("#### Keep a variant as a workspace version")
