@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from studio.core.findings import EngineVerdict, Finding, NodeVerdict
 from studio.core.sandbox import scrub_message
 
-__all__ = ["EngineCheck", "OutputInfo", "first_line", "limit_reached", "needs_inputs_finding", "run_candidates", "seeded_size_finding",
+__all__ = ["EngineCheck", "OutputInfo", "first_line", "limit_reached", "needs_inputs_finding", "run_candidates",
+           "seeded_size_finding",
            "verdict_from"]
 
 
@@ -113,7 +114,8 @@ def needs_inputs_finding(engine: str, label: str, data: dict, target: str) -> Fi
                    "(INPUT[AXIS]=VALUE for an unnamed dim)", source="real session")
 
 
-def limit_reached(exc, engine: str, label: str, prefix: str, target: str | None) -> tuple[Finding, EngineVerdict] | None:
+def limit_reached(exc, engine: str, label: str, prefix: str,
+                  target: str | None) -> tuple[Finding, EngineVerdict] | None:
     """A check whose worker hit the studio's own time or memory limit (a ``WorkerError`` of kind
     "timeout" or "memory") has learnt nothing about the engine: the verdict is "unknown", with
     a finding that says which limit to raise, never "fails". None for a real crash or error."""

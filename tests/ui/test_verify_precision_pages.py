@@ -67,13 +67,16 @@ def test_precision_page_builds_measures_and_saves(app):
     at.switch_page("views/precision.py").run()
     assert not at.exception
     assert "int8" in at.multiselect(key="precision_variants").value
-    at.multiselect(key="precision_variants").set_value(["fp32", "bf16-ov", "int8"]).run()
+    at.multiselect(key="precision_variants").set_value(["fp32", "bf16-ov", "int8", "int8-mnn"]).run()
     at.number_input(key="precision_calib_count").set_value(4).run()
     at.number_input(key="precision_budget").set_value(5).run()
     at.button(key="precision_run").click().run()
     assert not at.exception, at.exception
     table = at.dataframe[0].value
-    assert list(table["variant"]) == ["fp32", "bf16-ov", "int8"]
+    assert list(table["variant"]) == ["fp32", "bf16-ov", "int8", "int8-mnn"]
+    # a .mnn is an engine artifact, not a model version: no save button for it
+    keys = [b.key for b in at.button]
+    assert "precision_save_int8-mnn" not in keys and "precision_save_int8" in keys
     assert (table[""] == "★ recommended").sum() == 1
     assert len(at.get("plotly_chart")) == 1                      # the trade-off chart
     assert "onnx-studio precision" in _cli_code(at) and "--samples 4" in _cli_code(at)
