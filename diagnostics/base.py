@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from studio.core.findings import EngineVerdict, Finding, NodeVerdict
 from studio.core.sandbox import scrub_message
 
-__all__ = ["EngineCheck", "OutputInfo", "first_line", "limit_reached", "needs_inputs_finding", "run_candidates",
+__all__ = ["EngineCheck", "OutputInfo", "first_line", "limit_reached", "needs_inputs_finding", "recorded_limit",
+           "run_candidates",
            "seeded_size_finding",
            "verdict_from"]
 
@@ -129,4 +130,15 @@ def limit_reached(exc, engine: str, label: str, prefix: str,
     verdict = verdict_from(engine, target or "", [], "not checked",
                            summary=f"not verified: the studio's {what} limit was reached ({hint})")
     return finding, verdict
+
+
+def recorded_limit(result: EngineCheck, exc, engine: str, label: str, prefix: str, target: str | None) -> bool:
+    """Record :func:`limit_reached`'s finding and "unknown" verdict in ``result``; False (nothing
+    recorded) when ``exc`` is a real crash or error."""
+    limit = limit_reached(exc, engine, label, prefix, target)
+    if limit is None:
+        return False
+    result.findings.append(limit[0])
+    result.verdicts.append(limit[1])
+    return True
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from diagnostics.base import (EngineCheck, OutputInfo, first_line, limit_reached, needs_inputs_finding, run_candidates,
+from diagnostics.base import (EngineCheck, OutputInfo, first_line, needs_inputs_finding, recorded_limit, run_candidates,
                               seeded_size_finding, verdict_from)
 from diagnostics.node_context import NodeCtx
 from studio.core.errors import WorkerError
@@ -164,10 +164,7 @@ def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, 
                                                       "dims": dims or {}, "inputs": str(inputs) if inputs else None},
                       stage=f"{label} check", pool_key=f"{pool_key}:{engine}", limits=job_limits)
     except WorkerError as exc:
-        limit = limit_reached(exc, engine, label, prefix, target)
-        if limit is not None:
-            result.findings.append(limit[0])
-            result.verdicts.append(limit[1])
+        if recorded_limit(result, exc, engine, label, prefix, target):
             return result
         result.findings.append(Finding(f"{prefix}-CRASH", "error", f"{label} {exc.kind}: {first_line(exc)}", engine,
                                        target=target, fix_hint="the converter or engine process died on this model",

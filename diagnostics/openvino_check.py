@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from diagnostics.base import (EngineCheck, OutputInfo, first_line, limit_reached, needs_inputs_finding, run_candidates,
+from diagnostics.base import (EngineCheck, OutputInfo, first_line, needs_inputs_finding, recorded_limit, run_candidates,
                              seeded_size_finding, verdict_from)
 from diagnostics.custom_ops import lookup
 from diagnostics.node_context import NodeCtx
@@ -244,10 +244,7 @@ def check_openvino(model_path: Path, nodes: Sequence[NodeCtx], *, device: str = 
                                                "dims": dims or {}, "inputs": str(inputs) if inputs else None},
                       stage="OpenVINO check", pool_key=pool_key, limits=limits)
     except WorkerError as exc:
-        limit = limit_reached(exc, ENGINE, "OpenVINO", "OV", target)
-        if limit is not None:
-            result.findings.append(limit[0])
-            result.verdicts.append(limit[1])
+        if recorded_limit(result, exc, ENGINE, "OpenVINO", "OV", target):
             return result
         result.findings.append(Finding("OV-CRASH", "error", f"OpenVINO {exc.kind}: {first_line(exc)}", ENGINE,
                                        target=target, fix_hint="the engine process died on this model; see the "

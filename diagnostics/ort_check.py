@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from diagnostics.base import (EngineCheck, OutputInfo, first_line, limit_reached, needs_inputs_finding, run_candidates,
-                             seeded_size_finding, verdict_from)
+from diagnostics.base import (EngineCheck, OutputInfo, first_line, limit_reached, needs_inputs_finding,
+                             recorded_limit, run_candidates, seeded_size_finding, verdict_from)
 from diagnostics.custom_ops import lookup
 from diagnostics.node_context import NodeCtx
 from diagnostics.support_tables import ort_cuda_table
@@ -390,10 +390,7 @@ def check_onnxruntime(model_path: Path, nodes: Sequence[NodeCtx], *, eps: Sequen
     try:
         registry, available = kernel_registry(pool_key=pool_key, limits=limits)
     except (WorkerError, StudioError) as exc:
-        limit = limit_reached(exc, ENGINE, "ONNX Runtime", "ORT", EP_NAMES["cpu"])
-        if limit is not None:
-            result.findings.append(limit[0])
-            result.verdicts.append(limit[1])
+        if recorded_limit(result, exc, ENGINE, "ONNX Runtime", "ORT", EP_NAMES["cpu"]):
             return result
         result.findings.append(Finding("ORT-UNAVAILABLE", "error", f"ONNX Runtime cannot be asked: {exc}", ENGINE,
                                        target=EP_NAMES["cpu"], source="kernel registry"))

@@ -177,7 +177,13 @@ def layer_plan_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -
     ref = onnx.load_model(args["reference"], load_external_data=False)
     cand = onnx.load_model(args["candidate"], load_external_data=False)
     shapes = {k: list(v) for k, v in (args.get("feed_shapes") or {}).items()}
-    return JobOutput(data=plan_layers(ref, cand, shapes))
+    plan = plan_layers(ref, cand, shapes)
+    if args.get("engine_b") in FUSING_ENGINES:    # where a converter may have fused the next activation
+        after = activation_successors(ref, [it["tensor"] for it in plan["items"]])
+        for it in plan["items"]:
+            if it["tensor"] in after:
+                it["after"] = list(after[it["tensor"]])
+    return JobOutput(data=plan)
 
 
 def _same_node(node: onnx.NodeProto, other: onnx.NodeProto | None, k: int, ref_tensors: set[str]) -> bool:
@@ -359,10 +365,9 @@ _FUSED_MIN_ERROR = 1e-3      # below this the tensor matches as it is
 _FUSED_MAX_ERROR = 1e-3      # the fused candidate must match the activation at least this well
 
 
-def activation_successors(model_path: str, tensors: list[str]) -> dict[str, tuple[str, ...]]:
+def activation_successors(model: onnx.ModelProto, tensors: list[str]) -> dict[str, tuple[str, ...]]:
     """For each tensor read by exactly one node that is an activation, that activation's output
     (and the next one's, for two activations in a row)."""
-    model = onnx.load_model(model_path, load_external_data=False)
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for n in model.graph.node:
         for i in n.input:
@@ -404,8 +409,9 @@ def compare_chunk(reference: str, candidate: str, items: list[dict], feeds: Feed
              ("b", candidate, engine_b, options_b, dir_b, "target", "cand_type"))
     values: dict[str, dict[str, Any]] = {}
     # Converters (MNN, LiteRT) fuse an activation into the op before it and may keep that op's
-    # tensor name for the fused result: the reference also gives the activation's output.
-    after = activation_successors(reference, [it["tensor"] for it in items]) if engine_b in FUSING_ENGINES else {}
+    # tensor name for the fused result: the reference also gives the activation's output (the plan
+    # names it per item).
+    after = {it["tensor"]: tuple(it["after"]) for it in items if it.get("after")}
     for side, model, engine, opts, folder, tensor_key, type_key in sides:
         ctx.set_stage(f"layer-wise chunk {chunk + 1}: {'reference' if side == 'a' else 'candidate'} on {engine}")
         extra = [(t, it["ref_type"]) for it in items for t in after.get(it["tensor"], ())] if side == "a" else []
@@ -568,7 +574,7 @@ def compare_layers(reference: Path, candidate: Path, *, feeds: Feeds, engine: st
     options_b = options_b or options_a
     feed_shapes = {k: list(np.shape(v)) for k, v in feeds.items() if not isinstance(v, list)}
     plan = run_job("accuracy.layer_plan", {"reference": str(ref_path), "candidate": str(cand_path),
-                                           "feed_shapes": feed_shapes},
+                                           "feed_shapes": feed_shapes, "engine_b": engine_b},
                    stage="layer-wise plan", limits=limits, pool_key=pool_key, on_tick=on_tick).data
     items = plan["items"]
     skipped = int(plan["untyped"])

@@ -350,16 +350,15 @@ def _task_option(target, golden, eval_feeds: FeedSet, work: Path) -> dict:
                      "golden": str(gold)}}
 
 
-# How many calibration samples each converter's quantizer is given (text files for MNN, TensorFlow's
-# calibration for onnx2tf: both grow with every sample).
-_CONVERTED_CALIBRATION = {"mnn": 100, "litert": 100}
-
-
 def _build_converted_int8(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet, limits: Limits,
                           pool_key: str) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
     """Full INT8 for MNN or LiteRT: the engine's own quantizer calibrated on ``calib``; an artifact."""
+    from studio.core.engines.litert import MAX_REPRESENTATIVE
+    from studio.core.engines.mnn_quant import MAX_CALIBRATION_SAMPLES
+
     engine = get_engine(spec.engine)
-    samples = list(calib.sets[:_CONVERTED_CALIBRATION[spec.engine]])
+    cap = MAX_CALIBRATION_SAMPLES if spec.builder == "mnn-quant" else MAX_REPRESENTATIVE   # each quantizer's own
+    samples = list(calib.sets[:cap])
     if spec.builder == "mnn-quant":
         conv = engine.quantize(model_path, work / f"{spec.name}.mnn", samples, limits=limits, pool_key=pool_key)
     else:

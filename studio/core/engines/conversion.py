@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Conversion", "ConversionFailed"]
+__all__ = ["Conversion", "ConversionFailed", "first_run_output"]
 
 
 class ConversionFailed(RuntimeError):
@@ -53,3 +53,27 @@ class Conversion:
                    data.get("converter_version"), data.get("error"), tuple(data.get("unsupported_ops") or ()),
                    tuple(data.get("failed_nodes") or ()), dict(data.get("layout") or {}),
                    str(data.get("log") or "")[-2000:])
+
+
+def first_run_output(runner: Any, args: dict[str, Any], arrays: dict[str, Any], *, setup_in_first_run: bool = False):
+    """Worker side: one inference of an MNN/LiteRT runner as a run job's reply (outputs, version,
+    details). ``setup_in_first_run``: the runner converts and loads on its first inference
+    (LiteRT): that time is taken out of ``first_inference_ms``."""
+    import time
+
+    from studio.core.engines.base import encode_outputs
+    from studio.core.jobs import JobOutput
+
+    wanted = args.get("output_names")
+    started = time.perf_counter()
+    outputs = runner.infer(arrays, list(wanted) if wanted else None)
+    first_ms = (time.perf_counter() - started) * 1000
+    if setup_in_first_run:
+        first_ms -= float(runner.details.get("convert_ms") or 0) + float(runner.details.get("load_ms") or 0)
+    encoded, out_arrays = encode_outputs(list(outputs), list(outputs.values()))
+    details = {**{k: v for k, v in runner.details.items() if k != "engine_version"},
+               "first_inference_ms": round(max(first_ms, 0.0), 3), "input_names": runner.input_names,
+               "output_names": runner.output_names}
+    return JobOutput(data={"version": runner.details["engine_version"], "outputs": encoded, "details": details},
+                     arrays=out_arrays)
+

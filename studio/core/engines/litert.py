@@ -33,12 +33,11 @@ from studio.core.engines.base import (
     Availability,
     RunOptions,
     WorkerEngine,
-    encode_outputs,
     module_present,
     package_version,
     require_available,
 )
-from studio.core.engines.conversion import Conversion, ConversionFailed
+from studio.core.engines.conversion import Conversion, ConversionFailed, first_run_output
 from studio.core.engines.layout import channels_last, match_names, to_channels_first, to_channels_last
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
@@ -72,22 +71,15 @@ def litert_limits(limits: Limits | None) -> Limits:
     conversions get up to ``_CONVERT_MEMORY``, never more than 60 % of this machine's memory."""
     from dataclasses import replace
 
+    import psutil
+
     from studio.core.sandbox import default_limits
 
     if limits is None:    # the default timeout is too short for onnx2tf; a caller's own limit is kept
         base = default_limits()
         limits = replace(base, timeout_s=max(base.timeout_s, _MIN_TIMEOUT_S))
-    floor = max(_MIN_MEMORY, min(_CONVERT_MEMORY, int(0.6 * _physical_memory())))
+    floor = max(_MIN_MEMORY, min(_CONVERT_MEMORY, int(0.6 * psutil.virtual_memory().total)))
     return replace(limits, memory_bytes=max(limits.memory_bytes, floor))
-
-
-def _physical_memory() -> int:
-    import os
-
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return _MIN_MEMORY
 
 
 class LiteRtEngine(WorkerEngine):
@@ -479,15 +471,4 @@ def litert_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContex
 
 @job("litert.run")
 def litert_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    runner = LiteRtRunner(str(args["model_path"]), args, ctx)
-    wanted = args.get("output_names")
-    started = time.perf_counter()
-    outputs = runner.infer(arrays, list(wanted) if wanted else None)
-    first_ms = (time.perf_counter() - started) * 1000 - float(runner.details.get("convert_ms") or 0) \
-        - float(runner.details.get("load_ms") or 0)
-    encoded, out_arrays = encode_outputs(list(outputs), list(outputs.values()))
-    details = {**{k: v for k, v in runner.details.items() if k != "engine_version"},
-               "first_inference_ms": round(max(first_ms, 0.0), 3), "input_names": runner.input_names,
-               "output_names": runner.output_names}
-    return JobOutput(data={"version": runner.details["engine_version"], "outputs": encoded, "details": details},
-                     arrays=out_arrays)
+    return first_run_output(LiteRtRunner(str(args["model_path"]), args, ctx), args, arrays, setup_in_first_run=True)

@@ -28,12 +28,11 @@ from studio.core.engines.base import (
     Availability,
     RunOptions,
     WorkerEngine,
-    encode_outputs,
     module_present,
     package_version,
     require_available,
 )
-from studio.core.engines.conversion import Conversion, ConversionFailed
+from studio.core.engines.conversion import Conversion, ConversionFailed, first_run_output
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 
@@ -82,9 +81,10 @@ class MnnEngine(WorkerEngine):
         path = check_model_file(model_path)
         out_path = Path(out_path).resolve()
         arrays = pack_samples([check_feeds(s) for s in samples])
+        # a one-off worker: the quantizer leaves global state that crashed later conversions
         res = run_job("mnn.quantize", {"model_path": str(path), "out_name": out_path.name, "method": method},
                       arrays, stage="MNN int8 quantization", limits=limits, out_dir=out_path.parent,
-                      pool_key=pool_key + self.pool_suffix, fresh=True)   # the quantizer's globals crash later conversions
+                      pool_key=pool_key + self.pool_suffix, fresh=True)
         return Conversion.from_data(self.name, res.data, out_path)
 
 
@@ -319,14 +319,4 @@ def mnn_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) 
 
 @job("mnn.run")
 def mnn_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    runner = MnnRunner(str(args["model_path"]), args, ctx)
-    wanted = args.get("output_names")
-    started = time.perf_counter()
-    outputs = runner.infer(arrays, list(wanted) if wanted else None)
-    first_ms = (time.perf_counter() - started) * 1000
-    encoded, out_arrays = encode_outputs(list(outputs), list(outputs.values()))
-    details = {**{k: v for k, v in runner.details.items() if k != "engine_version"},
-               "first_inference_ms": round(first_ms, 3), "input_names": runner.input_names,
-               "output_names": runner.output_names}
-    return JobOutput(data={"version": runner.details["engine_version"], "outputs": encoded, "details": details},
-                     arrays=out_arrays)
+    return first_run_output(MnnRunner(str(args["model_path"]), args, ctx), args, arrays)
