@@ -714,9 +714,16 @@ def duplicate_project(project: Project | str, name: str | None = None, root: str
 
 
 def delete_project(project: Project | str, root: str | Path | None = None) -> None:
+    """Remove a project and its files; a damaged one (listed with ``damaged`` set) by its id."""
     from studio.projects import delete_project as _delete
 
-    _delete(_project(project, root))
+    try:
+        target: Project | str = _project(project, root)
+    except StudioError as exc:
+        if exc.code != "BAD-CATALOG":
+            raise
+        target = str(project)
+    _delete(target, root)
 
 
 def export_project(project: Project | str, out: str | Path, root: str | Path | None = None) -> Path:

@@ -79,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
         if not infos:
             print(f"no projects under {printable(str(api.projects_root()), 200)}")
         for i in infos:
+            if i.damaged:
+                print(f"{i.id}  DAMAGED: {printable(i.damaged, 160)} (remove it with `onnx-studio projects rm "
+                      f"{i.id} --yes`, or restore its folder from a backup)")
+                continue
             print(f"{i.id}  {printable(i.name, 50):<50} {i.models} models, {i.versions} versions, {i.jobs} jobs, "
                   f"{human_bytes(i.size_bytes)}, changed {_when(i.updated)}")
         return 0
@@ -99,7 +103,17 @@ def run(args: argparse.Namespace) -> int:
         p = api.import_project(args.archive, name=args.name)
         print(f"imported as {p.id}  {printable(p.name, 120)}")
     elif action == "rm":
-        p = api.open_project(args.project)
+        try:
+            p = api.open_project(args.project)
+        except StudioError as exc:
+            if exc.code != "BAD-CATALOG":
+                raise
+            if not args.yes:                      # a damaged project: removed by its id
+                raise StudioError(f"project {args.project} is damaged ({exc}); add --yes to delete it and all "
+                                  "its files") from None
+            api.delete_project(args.project)
+            print(f"deleted {args.project}")
+            return 0
         if not args.yes:
             raise StudioError(f"this deletes project '{p.name[:60]}' and all its files; add --yes to confirm")
         api.delete_project(p)

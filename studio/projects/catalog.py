@@ -10,6 +10,7 @@ Writers take one lock: a per-file thread lock in this process and SQLite's own
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -52,6 +53,7 @@ CREATE TABLE IF NOT EXISTS settings(
     PRIMARY KEY(scope, key));
 """
 
+_LOG = logging.getLogger(__name__)
 _LOCKS: dict[str, threading.RLock] = {}
 _LOCKS_GUARD = threading.Lock()
 
@@ -81,8 +83,33 @@ class Catalog:
                 con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         else:
             schema = self.one("SELECT value FROM meta WHERE key='schema'")
-            if schema is None or int(schema["value"]) > SCHEMA_VERSION:
-                raise CatalogError("the project catalog is from a newer onnx-studio or damaged", code="BAD-CATALOG")
+            try:
+                version = int(schema["value"]) if schema is not None else None
+            except (TypeError, ValueError):
+                version = None
+            if version is None:
+                raise CatalogError("the project catalog is damaged (no schema version)", code="BAD-CATALOG")
+            if version > SCHEMA_VERSION:
+                raise CatalogError(f"the project catalog is from a newer onnx-studio (schema {version})",
+                                   code="BAD-CATALOG")
+            self.ensure_wal()
+
+    def journal_mode(self) -> str:
+        """The catalog file's journal mode as SQLite reports it ('wal' for every project catalog)."""
+        row = self.one("PRAGMA journal_mode")
+        return str(row[0]).lower() if row is not None else ""
+
+    def ensure_wal(self) -> None:
+        """Put the catalog in WAL mode whatever made the file (a backup copy is DELETE, an imported or
+        hand-copied catalog may be anything): readers then never block the writer. The mode is kept in
+        the file, so this writes only once; a read-only catalog stays as it is, with a log note."""
+        if self.journal_mode() == "wal":
+            return
+        try:
+            with self._lock, closing(self._connect()) as con:
+                con.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError as exc:
+            _LOG.warning("project catalog %s stays in its journal mode: %s", self.path.parent.name, exc)
 
     def _connect(self) -> sqlite3.Connection:
         try:

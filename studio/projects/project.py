@@ -96,6 +96,7 @@ class ProjectInfo:
     versions: int
     jobs: int
     size_bytes: int
+    damaged: str | None = None     # why the project cannot be opened (then the counts are 0)
 
 
 class RunningJob:

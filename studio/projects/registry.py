@@ -71,6 +71,8 @@ def open_project(id_or_name: str, root: str | Path | None = None, *, by_name: bo
     key = str(id_or_name)
     if is_project_id(key) and (r / key / CATALOG).is_file():
         project = Project(r / key)
+    elif is_project_id(key) and _lost_catalog(r / key):
+        raise CatalogError(f"project {key} is damaged: its catalog.sqlite is missing", code="BAD-CATALOG")
     else:
         matches = [p for p in _all(r) if p.name == key] if by_name else []
         if not matches:
@@ -92,25 +94,55 @@ def open_or_create(name: str, root: str | Path | None = None) -> Project:
         return create_project(name, root)
 
 
-def _all(root: Path) -> list[Project]:
-    found = []
+def _scan(root: Path) -> list[Project | ProjectInfo]:
+    """Every project folder under the root: a ``Project``, or a ``ProjectInfo`` with ``damaged`` set
+    (a catalog that cannot be read, or a folder with files but no catalog) -- never silently left out."""
+    found: list[Project | ProjectInfo] = []
     for d in sorted(root.iterdir()):
-        if d.is_dir() and is_project_id(d.name) and (d / CATALOG).is_file():
-            try:
-                found.append(Project(d))
-            except CatalogError:
-                continue
+        if not (is_project_id(d.name) and d.is_dir() and not d.is_symlink()):
+            continue
+        if not (d / CATALOG).is_file():
+            if _lost_catalog(d):
+                found.append(_damaged(d, "its catalog.sqlite is missing"))
+            continue                     # a folder being created (the catalog comes next) or not ours
+        try:
+            found.append(Project(d))
+        except CatalogError as exc:
+            found.append(_damaged(d, str(exc)))
     return found
 
 
+def _lost_catalog(folder: Path) -> bool:
+    """A project folder with stored files but no catalog (an empty one may be a project being created)."""
+    return folder.is_dir() and not folder.is_symlink() and not (folder / CATALOG).is_file() and any(
+        (folder / sub).is_dir() for sub in ("models", "artifacts", "data"))
+
+
+def _damaged(folder: Path, reason: str) -> ProjectInfo:
+    try:
+        changed = folder.stat().st_mtime
+    except OSError:
+        changed = 0.0
+    return ProjectInfo(folder.name, folder.name, changed, changed, 0, 0, 0, 0, damaged=reason[:300])
+
+
+def _all(root: Path) -> list[Project]:
+    return [p for p in _scan(root) if isinstance(p, Project)]
+
+
 def list_projects(root: str | Path | None = None) -> list[ProjectInfo]:
-    """Every readable project under the root, newest change first."""
+    """Every project under the root, newest change first; a damaged one is listed with the reason
+    (``ProjectInfo.damaged``) so a user sees it and can remove or restore it."""
     infos = []
-    for p in _all(_root(root)):
+    for p in _scan(_root(root)):
+        if isinstance(p, ProjectInfo):
+            infos.append(p)
+            continue
         try:
             infos.append(p.info())
-        except (CatalogError, OSError):
-            continue
+        except (CatalogError, StudioError, OSError) as exc:
+            infos.append(_damaged(p.root, str(exc) if isinstance(exc, StudioError) else
+                                  f"its files cannot be read ({(exc.strerror or type(exc).__name__).lower()})"))
     return sorted(infos, key=lambda i: -i.updated)
 
 
@@ -160,10 +192,17 @@ def duplicate_project(project: Project, name: str | None = None) -> Project:
         shutil.rmtree(tmp, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
 
 
-def delete_project(project: Project) -> None:
-    """Gone at once for readers (one rename), then removed."""
-    trash = project.root.parent / f".trash-{new_id()}"
-    os.rename(project.root, trash)  # scratch: inside the projects root, the studio's own store
+def delete_project(project: Project | str, root: str | Path | None = None) -> None:
+    """Gone at once for readers (one rename), then removed. An id names the folder directly, so a
+    damaged project (one whose catalog cannot be read) can be removed too."""
+    if isinstance(project, Project):
+        folder = project.root
+    else:
+        folder = _root(root) / str(project)
+        if not (is_project_id(str(project)) and folder.is_dir() and not folder.is_symlink()):
+            raise StudioError(f"no project '{str(project)[:60]}'", code="NO-PROJECT")
+    trash = folder.parent / f".trash-{new_id()}"
+    os.rename(folder, trash)  # scratch: inside the projects root, the studio's own store
     shutil.rmtree(trash, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
 
 

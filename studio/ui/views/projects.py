@@ -36,8 +36,31 @@ def _zip_bytes(project_id: str) -> bytes:
         return out.read_bytes()
 
 
+def _damaged_row(info) -> None:
+    """A project whose catalog cannot be read: shown with the reason, never hidden; it can be deleted."""
+    pid = info.id
+    with st.container(border=True):
+        st.error(f"Damaged project {pid}: {widgets.md_escape(info.damaged, 300)}. Restore its folder from a backup, "
+                 "or delete it.")
+        if st.button("Delete…", key=f"proj_del_{pid}"):
+            st.session_state[_CONFIRM] = pid
+        if st.session_state.get(_CONFIRM) == pid:
+            st.warning(f"Delete the damaged project {pid} and all its files? This cannot be undone.")
+            yes, no = st.columns([1, 6])
+            if yes.button("Yes, delete", key=f"proj_del_yes_{pid}", type="primary"):
+                st.session_state.pop(_CONFIRM, None)
+                if widgets.guarded(lambda: api.delete_project(pid) or True):
+                    st.rerun()
+            if no.button("Cancel", key=f"proj_del_no_{pid}"):
+                st.session_state.pop(_CONFIRM, None)
+                st.rerun()
+
+
 def _row(info, current: str | None) -> None:
     pid = info.id
+    if info.damaged:
+        _damaged_row(info)
+        return
     with st.container(border=True):
         head, size = st.columns([5, 2])
         mark = " (open)" if pid == current else ""
