@@ -72,7 +72,7 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "profile", "build_plugin", "plugin_builds_allowed", "plugin_signature", "run_python_op", "scaffold_plugin",
            "compare", "make_inputs", "precision",
            "UploadedFile", "add_dataset", "add_model", "add_version", "create_project", "delete_project", "duplicate_project",
-           "export_project", "get_settings", "import_project", "job", "list_projects", "list_versions", "model_for",
+           "export_project", "get_settings", "import_project", "input_run", "job", "list_projects", "list_versions", "model_for",
            "open_project", "project_artifacts", "project_datasets", "project_jobs", "project_model", "project_models", "projects_root",
            "record_artifact", "rename_project", "set_setting", "shared_mode", "batch", "cluster_targets",
            "configured_cluster", "profile_on", "precision_on"]
@@ -656,6 +656,14 @@ def _dataset_parity(result: ExportResult, handle: ModelHandle, ds, target: str |
 # -- projects ---------------------------------------------------------------------------
 # A project keeps models, their version trees, artifacts, jobs and settings on disk
 # (studio.projects; DESIGN.md §8). Functions take a ``Project`` or its id.
+
+def input_run():
+    """A context manager for one request of a long-lived front end (a page's script run): the files it
+    reads stay protected from being overwritten by any output until it ends (``outputs.input_run``)."""
+    from studio.core.outputs import input_run as _run
+
+    return _run()
+
 
 def shared_mode() -> bool:
     """True on a team server (``serve --shared``): no path input, sessions see only their projects."""

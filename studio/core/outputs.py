@@ -43,8 +43,10 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import IO, Any
 
@@ -52,10 +54,14 @@ from studio.core.errors import PathError
 
 # How long a writer waits for another run's commit to the same folder before giving up.
 LOCK_WAIT_S = 120.0
+# Entries past this many are dropped, oldest first, but only those no live run holds (see input_run).
 _MAX_REGISTERED = 4096
 
-_registry: dict[tuple[int, int], str] = {}      # (st_dev, st_ino) -> the path it was registered under
+_registry: OrderedDict[tuple[int, int], str] = OrderedDict()   # (st_dev, st_ino) -> the path registered
+_held: dict[tuple[int, int], int] = {}          # entry -> how many live ``input_run`` scopes hold it
+_process_held: set[tuple[int, int]] = set()     # registered outside any scope: held while the process lives
 _registry_lock = threading.Lock()
+_run_entries: ContextVar[set[tuple[int, int]] | None] = ContextVar("onnx_studio_input_run", default=None)
 _scratch: set[str] = set()                       # folders handed out by scratch_dir (absolute)
 
 
@@ -68,7 +74,13 @@ class OutputError(PathError):
 # -- inputs ---------------------------------------------------------------------------------------
 
 def register_input(*paths: str | Path) -> None:
-    """Mark files this process reads as inputs: no output may replace them (by inode, not by name)."""
+    """Mark files this process reads as inputs: no output may replace them (by inode, not by name).
+
+    An entry is held while the run that registered it is alive: inside ``input_run`` until that
+    scope ends (a page's script run on the server), otherwise for the life of the process (a CLI
+    command, a script). Only entries no live run holds are ever dropped, so a model opened first is
+    still protected after dataset folders have registered thousands of files."""
+    run = _run_entries.get()
     with _registry_lock:
         for p in paths:
             try:
@@ -77,9 +89,45 @@ def register_input(*paths: str | Path) -> None:
                 continue
             if not stat.S_ISREG(st.st_mode):
                 continue
-            if len(_registry) >= _MAX_REGISTERED:
-                _registry.pop(next(iter(_registry)))
-            _registry[(st.st_dev, st.st_ino)] = os.path.realpath(p)
+            key = (st.st_dev, st.st_ino)
+            _registry[key] = os.path.realpath(p)
+            _registry.move_to_end(key)
+            if run is None:
+                _process_held.add(key)
+            elif key not in run:
+                run.add(key)
+                _held[key] = _held.get(key, 0) + 1
+        _trim_locked()
+
+
+def _trim_locked() -> None:
+    """Drop the oldest entries past the cap, skipping every entry a live run holds."""
+    excess = len(_registry) - _MAX_REGISTERED
+    if excess <= 0:
+        return
+    for key in [k for k in _registry if k not in _process_held and not _held.get(k)][:excess]:
+        del _registry[key]
+
+
+@contextmanager
+def input_run() -> Iterator[None]:
+    """One run's scope for ``register_input``: what the run registers is held until the block ends
+    (then it may be dropped past the cap, oldest first). Scopes nest; outside any scope the process
+    is the run. A long-lived server wraps each request (a page's script run) in one."""
+    entries: set[tuple[int, int]] = set()
+    token = _run_entries.set(entries)
+    try:
+        yield
+    finally:
+        _run_entries.reset(token)
+        with _registry_lock:
+            for key in entries:
+                left = _held.get(key, 0) - 1
+                if left > 0:
+                    _held[key] = left
+                else:
+                    _held.pop(key, None)
+            _trim_locked()
 
 
 def _is_input(st: os.stat_result) -> bool:
@@ -93,8 +141,10 @@ def _is_input(st: os.stat_result) -> bool:
     except OSError:
         now = None
     if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
-        with _registry_lock:
-            _registry.pop((st.st_dev, st.st_ino), None)
+        with _registry_lock:           # the file is gone or was replaced: nothing left to protect
+            key = (st.st_dev, st.st_ino)
+            _registry.pop(key, None)
+            _process_held.discard(key)
         return False
     return True
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle, load
+from studio.core.outputs import register_input
 from studio.core.paths import is_within, safe_name
 from studio.core.uploads import UploadedFile, write_upload
 from studio.core.workspace import Version
@@ -261,7 +262,9 @@ class Project:
             h = _HANDLES.get(key)
             if h is not None:
                 _HANDLES.move_to_end(key)
-        if h is None:
+        if h is not None:
+            register_input(h.path, *h.external_files)   # protected in this run too (load registered it once)
+        else:
             h = load(path)
             if h.sha256 != sha256:
                 raise StudioError("a stored model does not match its catalog entry (damaged project)",

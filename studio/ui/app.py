@@ -17,6 +17,7 @@ if str(_ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from studio import api  # noqa: E402
 from studio.ui import state, widgets  # noqa: E402
 
 st.set_page_config(page_title="onnx-studio", page_icon="🧩", layout="wide")
@@ -59,11 +60,14 @@ PAGES = {
     ],
 }
 
-state.init()
-navigation = st.navigation(PAGES, expanded=True)   # every page listed (collapsed, the menu hides all past ten)
-navigation.run()
-# After the page: a model or version the page just added (upload, optimize, fix) is listed,
-# page settings are kept in the project, and the URL names what is shown (reload, bookmarks).
-widgets.project_sidebar()
-state.save_settings()
-state.sync_url()
+# One script run is one run for input protection: the files it reads cannot be overwritten by
+# any output until it ends (past that, they may be dropped from the registry, oldest first).
+with api.input_run():
+    state.init()
+    navigation = st.navigation(PAGES, expanded=True)   # every page listed (collapsed, the menu hides all past ten)
+    navigation.run()
+    # After the page: a model or version the page just added (upload, optimize, fix) is listed,
+    # page settings are kept in the project, and the URL names what is shown (reload, bookmarks).
+    widgets.project_sidebar()
+    state.save_settings()
+    state.sync_url()
