@@ -1,11 +1,15 @@
 """Shared fixtures: an isolated workspace per test, tiny model builders, the
 onnx wheel's backend test models, and helpers asserting RELIABILITY.md's
-universal expectations (one-line message, no absolute paths, input unchanged)."""
+universal expectations (one-line message, no absolute paths, input unchanged).
+Under CI a missing or broken required component fails the run (tests/requirements.py, R55)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import onnx
@@ -14,6 +18,51 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_models"
 ONNX_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
+
+
+def pytest_sessionstart(session) -> None:
+    """Under CI, every required component imports in a fresh interpreter before any test runs,
+    or the run stops here naming each one missing or broken (R55). Once per run (not per xdist
+    worker). ``ONNX_STUDIO_CI_PRECHECK=0`` leaves it to the per-test checks (their own test)."""
+    from tests.requirements import strict
+
+    if hasattr(session.config, "workerinput") or not strict() or os.environ.get("ONNX_STUDIO_CI_PRECHECK") == "0":
+        return
+    res = subprocess.run([sys.executable, "-m", "tests.requirements"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    if res.returncode != 0:
+        lines = [ln for ln in res.stdout.splitlines() if ln.startswith("required component")] or \
+            [f"python -m tests.requirements exited {res.returncode}: {(res.stderr or res.stdout).strip()[-500:]}"]
+        pytest.exit("CI: " + "; ".join(lines), returncode=1)
+
+
+_IMPORTORSKIP = re.compile(r"could not import '([\w.]+)'")
+
+
+def _ci_fails_required_skip(report) -> None:
+    """A skip from ``pytest.importorskip`` of a required component is a failure under CI."""
+    from tests.requirements import component_for_module, message, strict
+
+    if not report.skipped or not isinstance(report.longrepr, tuple):
+        return
+    reason = str(report.longrepr[2])
+    m = _IMPORTORSKIP.search(reason)
+    component = component_for_module(m.group(1)) if m else None
+    if component is not None and strict(component):
+        report.outcome = "failed"
+        report.longrepr = f"CI: {message(component, reason.removeprefix('Skipped: '))}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _ci_fails_required_skip(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _ci_fails_required_skip(outcome.get_result())
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("distributed")
+from tests.requirements import require_module
+
+require_module("distributed")
 
 from studio.batch.loopback import LoopbackCluster  # noqa: E402
 

@@ -13,6 +13,7 @@ from studio import api
 from studio.batch.executors import ClusterSecurity
 from studio.core.errors import StudioError
 from tests.conftest import assert_user_message
+from tests.requirements import require_module
 
 
 def _certificate(folder):
@@ -38,7 +39,7 @@ def test_tls_settings_come_from_flags_or_configuration(monkeypatch):
 
 @pytest.mark.slow
 def test_a_tls_cluster_runs_a_target_profile_only_with_the_certificates(tmp_path, monkeypatch):
-    pytest.importorskip("distributed")
+    require_module("distributed")
     from profilers.profile import ProfileOptions
     from studio.batch.loopback import LoopbackCluster
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from sample_models.catalog import path_of
 from studio.cli import main
 from tests.data.test_datasets import _photo_folder
+from tests.requirements import require_module
 
-pytest.importorskip("skimage.data")
+require_module("skimage.data")
 
 
 def test_data_cli_roundtrip(tmp_path, capsys):

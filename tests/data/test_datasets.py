@@ -15,8 +15,9 @@ from studio.core.errors import StudioError
 from studio.core.preprocess import PRESETS, Recipe, apply_recipe, suggest_recipe
 from studio.data.datasets import dataset_feeds, import_dataset, load_dataset
 from tests.conftest import sha256_file
+from tests.requirements import require_module
 
-skimage_data = pytest.importorskip("skimage.data")
+skimage_data = require_module("skimage.data")
 
 
 def _image_model(shape=(1, 3, 64, 64), dtype=TensorProto.FLOAT, metadata=()):
@@ -145,7 +146,7 @@ def test_jsonl_token_ids_and_raw_text_with_a_tokenizer(tmp_path):
     (f,) = dataset_feeds(ds, _text_model(), part="all")
     assert f["input_ids"].tolist() == [[5, 6, 7]]
 
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = require_module("tokenizers")
     tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0, "hello": 1, "world": 2}, unk_token="[UNK]"))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
     tok.save(str(tmp_path / "tokenizer.json"))

@@ -11,8 +11,9 @@ from studio.data.datasets import import_dataset
 from studio.data.evaluate import evaluate, golden_outputs
 from studio.data.metrics import METRICS, parse_target
 from tests.data.test_datasets import _photo_folder
+from tests.requirements import require_module
 
-pytest.importorskip("skimage.data")
+require_module("skimage.data")
 
 
 def _classifier(path):

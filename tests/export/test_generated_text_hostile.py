@@ -12,13 +12,14 @@ from studio.core.types import TensorInfo
 from studio.export import report, tensorrt, triton
 from tests.plugins.codegen_checks import markdown_structure, python_structure
 from tests.plugins.test_codegen_hostile import HOSTILE
+from tests.requirements import require_module
 
 NAMES = [v for k, v in sorted(HOSTILE.items()) if k not in ("nul",)] + ["in:0,x"]
 
 
 @pytest.mark.parametrize("name", NAMES, ids=range(len(NAMES)))
 def test_triton_config_keeps_names_as_data(name):
-    pytest.importorskip("tritonclient")
+    require_module("tritonclient")
     inputs = (TensorInfo(name, "float32", ("N", 3)),)
     outputs = (TensorInfo(name + "_out}\n}", "float32", ("N", 3)),)
     plan = triton.io_plan(inputs, outputs, 8)

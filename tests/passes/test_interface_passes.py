@@ -4,13 +4,13 @@ interface, the opset, or come from another tool)."""
 from __future__ import annotations
 
 import onnx
-import pytest
 
 from passes.pipeline import run_pipeline
 from passes.registry import make_pass
 from passes.verify import interface_problems
 from tests.conftest import SAMPLES, parse_model, save
 from tests.passes.pass_helpers import check_applies, check_skips, ops
+from tests.requirements import require_module
 
 H13 = '<ir_version: 8, opset_import: ["" : 13]>'
 DYN = '<ir_version: 8, opset_import: ["" : 17]>' + """
@@ -67,7 +67,7 @@ def test_convert_opset_up_and_missing_target(tmp_path):
 
 
 def test_onnxsim_result_is_verified_like_any_pass(tmp_path):
-    pytest.importorskip("onnxsim")
+    require_module("onnxsim")
     r = run_pipeline(SAMPLES / "cnn_unfused.onnx", [make_pass("onnxsim")], tmp_path / "o" / "m.onnx")
     rec = r.records[0]
     assert rec.status == "changed" and rec.verification.ok and rec.verification.numeric_status == "passed"
@@ -78,7 +78,7 @@ def test_onnxsim_result_is_verified_like_any_pass(tmp_path):
 def test_onnxsim_result_that_grows_the_file_is_refused(tmp_path):
     """ConstantOfShape folded into a 256 KiB weight: onnxsim's result is refused, the input kept,
     unless the user raises onnxsim.max_growth."""
-    pytest.importorskip("onnxsim")
+    require_module("onnxsim")
     m = """<ir_version: 8, opset_import: ["" : 17]>
     g (float[256,256] x) => (float[256,256] y) {
         s = Constant <value = int64[2] {256, 256}> ()

@@ -13,9 +13,10 @@ from studio.data.metrics import parse_target
 from studio.precision.nncf_int8 import quantize_openvino
 from tests.conftest import sha256_file
 from tests.data.test_datasets import _photo_folder
+from tests.requirements import require_module
 
-pytest.importorskip("nncf")
-pytest.importorskip("skimage.data")
+require_module("nncf")
+require_module("skimage.data")
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,9 @@ from sample_models.catalog import path_of
 from studio import api
 from studio.cli import main
 from studio.core.errors import StudioError
+from tests.requirements import require_module
 
-pytest.importorskip("nncf")
+require_module("nncf")
 
 
 @pytest.fixture(scope="module")

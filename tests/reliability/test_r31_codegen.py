@@ -25,6 +25,7 @@ from studio.plugins.confine import landlock_abi
 from tests.conftest import SAMPLES, sha256_file
 from tests.plugins.codegen_checks import cmake_commands, python_structure
 from tests.plugins.plugin_models import require_tool
+from tests.requirements import require_module
 
 
 def _model(path: Path, op_type: str, domain: str) -> Path:
@@ -151,7 +152,7 @@ def test_r31_hostile_but_legal_name_still_registers(tmp_path):
 
 def test_r31_build_stops_at_its_timeout_and_leaves_no_process(tmp_path):
     """A CMakeLists.txt that never ends: "timed out", and what it started is gone with the one-off worker."""
-    psutil = pytest.importorskip("psutil")
+    psutil = require_module("psutil")
     require_tool(toolchain.cmake())
     require_tool(toolchain.cxx_compiler())
     require_tool(toolchain.openvino_cmake_dir())

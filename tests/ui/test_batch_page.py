@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import SAMPLES
+from tests.requirements import require_module
 
 
 def _batch_page(at):
@@ -43,7 +44,7 @@ def test_shared_mode_offers_no_folder_and_never_asks_for_a_cluster(app, monkeypa
 
 @pytest.fixture
 def cluster(tmp_path):
-    pytest.importorskip("distributed")
+    require_module("distributed")
     from studio.batch.loopback import LoopbackCluster
 
     c = LoopbackCluster(tmp_path / "cluster")
