@@ -18,6 +18,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import pathlib
 import sys
@@ -30,12 +31,14 @@ from onnx import TensorProto, helper, numpy_helper
 
 try:  # works both as ``sample_models.build`` and when run as a plain script
     from sample_models.catalog import CATALOG, SAMPLE_DIR, get
-    from sample_models.classifier import build_image_classifier
+    from sample_models.classifier import (CAFFE_RECIPE, build_caffe_classifier, build_image_classifier,
+                                          build_imagenet_classifier)
     from sample_models.detector import build_yolo_detector
 except ImportError:  # pragma: no cover
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
     from sample_models.catalog import CATALOG, SAMPLE_DIR, get
-    from sample_models.classifier import build_image_classifier
+    from sample_models.classifier import (CAFFE_RECIPE, build_caffe_classifier, build_image_classifier,
+                                          build_imagenet_classifier)
     from sample_models.detector import build_yolo_detector
 
 __all__ = [
@@ -54,6 +57,8 @@ __all__ = [
     "build_constant_weights",
     "build_yolo_detector",
     "build_image_classifier",
+    "build_caffe_classifier",
+    "build_imagenet_classifier",
     "main",
 ]
 
@@ -708,7 +713,10 @@ BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "constant_weights": build_constant_weights,
     "yolo_detector": build_yolo_detector,
     "image_classifier": build_image_classifier,
+    "caffe_classifier": build_caffe_classifier,
+    "imagenet_classifier": build_imagenet_classifier,
 }
+RECIPES: dict[str, dict] = {"caffe_classifier": CAFFE_RECIPE}
 assert tuple(BUILDERS) == tuple(m.name for m in CATALOG), "BUILDERS must follow CATALOG order"
 
 
@@ -721,6 +729,10 @@ def build_model(name: str) -> onnx.ModelProto:
 def _save(name: str, model: onnx.ModelProto, out_dir: pathlib.Path) -> list[pathlib.Path]:
     entry = get(name)
     path = out_dir / entry.filename
+    recipe = []
+    if entry.recipe_file:
+        recipe = [out_dir / entry.recipe_file]
+        recipe[0].write_text(json.dumps(RECIPES[name], indent=1) + "\n", encoding="utf-8")
     if entry.extra_files:
         (data_file,) = entry.extra_files
         data_path = out_dir / data_file
@@ -735,9 +747,9 @@ def _save(name: str, model: onnx.ModelProto, out_dir: pathlib.Path) -> list[path
             size_threshold=EXTERNAL_DATA_THRESHOLD,
         )
         data_path.chmod(0o644)  # onnx creates the data file 0600
-        return [path, data_path]
+        return [path, data_path, *recipe]
     path.write_bytes(model.SerializeToString())
-    return [path]
+    return [path, *recipe]
 
 
 def build_all(out_dir: pathlib.Path | str, names: Iterable[str] | None = None) -> list[pathlib.Path]:

@@ -27,6 +27,7 @@ class SampleModel:
     opset: int  # default-domain ("ai.onnx") opset version
     runs_on_ort: bool
     extra_files: tuple[str, ...] = ()
+    recipe_file: str = ""          # a preprocessing recipe (JSON) for the model's image input, if it has one
 
     @property
     def path(self) -> pathlib.Path:
@@ -34,8 +35,8 @@ class SampleModel:
 
     @property
     def files(self) -> tuple[str, ...]:
-        """The model file followed by any side files (external data)."""
-        return (self.filename, *self.extra_files)
+        """The model file followed by any side files (external data, a recipe file)."""
+        return (self.filename, *self.extra_files, *((self.recipe_file,) if self.recipe_file else ()))
 
 
 CATALOG: tuple[SampleModel, ...] = (
@@ -123,6 +124,24 @@ CATALOG: tuple[SampleModel, ...] = (
         filename="image_classifier.onnx",
         purpose="Image classifier with an activation-outlier channel: plain INT8 loses top-1 on real images, "
                 "accuracy-aware INT8 keeps it",
+        opset=17,
+        runs_on_ort=True,
+    ),
+    SampleModel(
+        name="caffe_classifier",
+        filename="caffe_classifier.onnx",
+        purpose="Caffe-style 2-class classifier: NHWC float input of BGR pixels 0..255 minus the mean (outside the "
+                "graph), [N,2] softmax; decisions follow the photos' colour statistics, so a wrong recipe changes "
+                "them (caffe_classifier.recipe.json is the right one)",
+        opset=17,
+        runs_on_ort=True,
+        recipe_file="caffe_classifier.recipe.json",
+    ),
+    SampleModel(
+        name="imagenet_classifier",
+        filename="imagenet_classifier.onnx",
+        purpose="1000-class ImageNet-style classifier: NCHW [1,3,224,224] ImageNet-normalized RGB, logits [1,1000]; "
+                "the bundled photos get four different classes",
         opset=17,
         runs_on_ort=True,
     ),

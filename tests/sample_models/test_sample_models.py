@@ -60,7 +60,7 @@ def _run(model: SampleModel, dims: dict[str, int]) -> list[np.ndarray]:
 
 def test_catalog_matches_builders_and_files() -> None:
     assert [m.name for m in CATALOG] == list(build.BUILDERS)
-    assert len({m.name for m in CATALOG}) == len(CATALOG) == 12
+    assert len({m.name for m in CATALOG}) == len(CATALOG) == 14
     assert DEFAULT_SAMPLE in BY_NAME
     for m in CATALOG:
         assert path_of(m.name) == SAMPLE_DIR / m.filename
