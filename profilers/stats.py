@@ -3,8 +3,10 @@ bootstrap confidence interval, and robust growth slopes (leak checks).
 
 Pure numpy, no engine: the profilers call these on timings that came back
 from a worker, and the tests call them on synthetic timings with known
-answers. scipy is not a dependency, so the bootstrap and the regression are
-written here (a dozen lines each).
+answers. scipy is not a runtime dependency, so the bootstrap and the
+regression are written here (a dozen lines each); the bootstrap interval is
+scipy.stats.bootstrap's percentile interval of the median, to the bit, for the
+same generator and resample count (tests/precision/test_ratio_spread.py).
 """
 
 from __future__ import annotations

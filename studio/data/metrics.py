@@ -317,36 +317,49 @@ def rows_to_detections(rows: np.ndarray) -> Detections:
     return Detections(r[:, :4], scores, classes)
 
 
-def average_precision(truth: Detections, pred: Detections, iou: float = 0.5) -> float:
-    """AP50 of ``pred`` against ``truth`` as ground truth, averaged over truth's classes (VOC-style
-    all-point interpolation). 1.0 when both are empty."""
-    classes = np.unique(truth.classes)
-    if classes.size == 0:
-        return 1.0 if len(pred.scores) == 0 else 0.0
+RECALL_POINTS = np.linspace(0.0, 1.0, 101)      # COCO's recall thresholds (0, 0.01, ..., 1)
+
+
+def dataset_ap(truths: Sequence[Detections], preds: Sequence[Detections], iou: float = 0.5) -> float | None:
+    """AP at ``iou`` of ``preds`` against ``truths`` (one pair per image) at dataset level, the COCO
+    definition (pycocotools' COCOeval with iouThrs=[iou], no detection cap): per class, every
+    image's detections are ranked together by score; each one matches the unmatched truth box of
+    its own image with the highest IoU >= ``iou``; precision is made monotone and read at 101
+    recall points. The mean over the classes that have truth boxes; None when no image has one."""
+    classes = np.unique(np.concatenate([np.asarray(t.classes, np.int64) for t in truths] or [np.zeros(0, np.int64)]))
     aps = []
     for c in classes:
-        t = truth.boxes[truth.classes == c]
-        pi = np.nonzero(pred.classes == c)[0]
-        pi = pi[np.argsort(-pred.scores[pi], kind="stable")]
-        if pi.size == 0:
-            aps.append(0.0)
-            continue
-        ious = iou_matrix(pred.boxes[pi], t)
-        used = np.zeros(len(t), bool)
-        tp = np.zeros(len(pi))
-        for k in range(len(pi)):
-            j = int(np.argmax(ious[k])) if len(t) else -1
-            if j >= 0 and ious[k, j] >= iou and not used[j]:
-                used[j] = True
-                tp[k] = 1
-        ctp = np.cumsum(tp)
-        recall = ctp / len(t)
-        precision = ctp / np.arange(1, len(pi) + 1)
-        mrec = np.concatenate([[0.0], recall, [1.0]])
-        mpre = np.concatenate([[1.0], precision, [0.0]])
-        mpre = np.maximum.accumulate(mpre[::-1])[::-1]
-        aps.append(float(np.sum((mrec[1:] - mrec[:-1]) * mpre[1:])))
-    return float(np.mean(aps))
+        scores, hits, n_truth = [], [], 0
+        for t, p in zip(truths, preds):
+            tb = np.asarray(t.boxes, np.float64).reshape(-1, 4)[np.asarray(t.classes) == c]
+            pi = np.nonzero(np.asarray(p.classes) == c)[0]
+            pi = pi[np.argsort(-np.asarray(p.scores)[pi], kind="mergesort")]
+            n_truth += len(tb)
+            ious = iou_matrix(np.asarray(p.boxes, np.float64).reshape(-1, 4)[pi], tb)
+            used = np.zeros(len(tb), bool)
+            for k in range(len(pi)):
+                free = np.where(used | (ious[k] < min(iou, 1 - 1e-10)), -1.0, ious[k])
+                j = int(np.argmax(free)) if len(tb) else -1
+                hit = j >= 0 and free[j] >= 0
+                if hit:
+                    used[j] = True
+                hits.append(hit)
+            scores.extend(np.asarray(p.scores, np.float64)[pi].tolist())
+        if n_truth == 0:
+            continue                          # a class only the candidate has: not averaged (COCO)
+        order = np.argsort(-np.asarray(scores), kind="mergesort")
+        tp = np.cumsum(np.asarray(hits, np.float64)[order])
+        fp = np.cumsum(1.0 - np.asarray(hits, np.float64)[order])
+        recall = tp / n_truth
+        precision = np.maximum.accumulate((tp / (tp + fp + np.spacing(1)))[::-1])[::-1]
+        idx = np.searchsorted(recall, RECALL_POINTS, side="left")
+        aps.append(float(np.mean([precision[i] if i < len(precision) else 0.0 for i in idx])))
+    return float(np.mean(aps)) if aps else None
+
+
+def average_precision(truth: Detections, pred: Detections, iou: float = 0.5) -> float | None:
+    """AP of one image (:func:`dataset_ap` on it alone); None when it has no truth box."""
+    return dataset_ap([truth], [pred], iou)
 
 
 def _is_yolo_head(shape: tuple) -> bool:
@@ -377,15 +390,23 @@ class DetectionMAP(Metric):
     def score(self, output, golden, cand, labels=None):
         if len(golden) != len(cand):
             return MetricResult(self.name, output, None, True, detail="sample counts differ")
-        per = []
+        truths, preds = [], []
         for g, c in zip(golden, cand):
             g, c = np.asarray(g), np.asarray(c)
             if _is_yolo_head(g.shape) and g.shape == c.shape:
                 tg, tc = decode_yolo(g), decode_yolo(c)
             else:
                 tg, tc = rows_to_detections(g), rows_to_detections(c)
-            per.append(average_precision(tg, tc))
-        return _result(self.name, output, per, True, detail="AP50 against the golden boxes")
+            truths.append(tg)
+            preds.append(tc)
+        value = dataset_ap(truths, preds)
+        if value is None:
+            return MetricResult(self.name, output, None, True, detail="n/a: the golden outputs have no boxes "
+                                f"in any of the {len(golden)} samples, so there is nothing to match")
+        per = [float("nan") if ap is None else ap for ap in (average_precision(t, p) for t, p in zip(truths, preds))]
+        return _result(self.name, output, per, True, value=value,
+                       detail="AP50 at dataset level against the golden boxes (COCO: every image's boxes ranked "
+                              "together per class); per-sample values are each image's own AP")
 
 
 # ---------------------------------------------------------------------------- segmentation
@@ -484,7 +505,8 @@ def edit_distance(a: Sequence, b: Sequence) -> int:
 
 class CharErrorRate(Metric):
     """Sequence/CTC heads [N, T, C]: character error rate of the candidate's greedy strings
-    against the golden ones (0 = identical strings)."""
+    against the golden ones (0 = identical strings): Levenshtein distance over the golden
+    length, summed over every string of the dataset (corpus CER, not a mean of ratios)."""
 
     name = "cer"
     higher_is_better = False
@@ -499,18 +521,29 @@ class CharErrorRate(Metric):
             any(k in n for k in ("ctc", "logit", "rec", "char", "text", "softmax", "prob"))
 
     def score(self, output, golden, cand, labels=None):
-        per, exact = [], 0
+        if len(golden) != len(cand):
+            return MetricResult(self.name, output, None, False, detail="sample counts differ")
+        per, exact, total_errors, total_chars = [], 0, 0, 0
         for g, c in zip(golden, cand):
             g, c = np.asarray(g), np.asarray(c)
             if self.time_major:
                 g, c = np.swapaxes(g, 0, 1), np.swapaxes(c, 0, 1)
             gs, cs = ctc_greedy(g), ctc_greedy(c)
+            if len(gs) != len(cs):
+                return MetricResult(self.name, output, None, False,
+                                    detail=f"a sample decodes to {len(cs)} strings, its golden to {len(gs)}")
             errors = sum(edit_distance(a, b) for a, b in zip(gs, cs))
             chars = sum(len(a) for a in gs)
-            exact += all(a == b for a, b in zip(gs, cs))
-            per.append(errors / chars if chars else float(errors > 0))
-        return _result(self.name, output, per, False,
-                       detail=f"{exact} of {len(per)} samples decode to identical strings")
+            total_errors, total_chars = total_errors + errors, total_chars + chars
+            exact += gs == cs
+            # an empty golden string with characters inserted has no rate: NaN (worst), never a default
+            per.append(errors / chars if chars else (0.0 if errors == 0 else float("nan")))
+        detail = f"{exact} of {len(per)} samples decode to identical strings"
+        if total_chars == 0:
+            return MetricResult(self.name, output, None, False, tuple(per), _worst(per, False),
+                                f"n/a: every golden string is empty, and CER divides by the golden length ({detail})")
+        return _result(self.name, output, per, False, value=total_errors / total_chars,
+                       detail=f"{total_errors} edits over {total_chars} golden characters; {detail}")
 
 
 # ---------------------------------------------------------------------------- choosing

@@ -4,6 +4,7 @@ on constructed measurements (no test here depends on timing)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from profilers.stats import paired_ratio, round_medians
 from studio.precision.latency import Latency, ratio_to
@@ -35,6 +36,21 @@ def test_a_noisy_ratio_whose_interval_includes_one_is_no_difference():
     est = paired_ratio(b, o)
     assert est.ci_low < 1.0 < est.ci_high and not est.faster and not est.significant
     assert est.verdict("int8", "fp32").startswith("no significant difference")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_interval_is_scipys_percentile_bootstrap_of_the_median(seed):
+    """Our resampling is scipy.stats.bootstrap's (percentile method, same generator): equal to the bit."""
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 12))
+    b = rng.uniform(8, 12, n)
+    o = b * rng.uniform(0.4, 1.2, n)
+    est = paired_ratio(b, o, resamples=2000, seed=seed)
+    oracle = stats.bootstrap((o / b,), np.median, n_resamples=2000, confidence_level=0.95, method="percentile",
+                             vectorized=True, axis=-1, rng=np.random.default_rng(seed)).confidence_interval
+    assert (est.ci_low, est.ci_high) == (float(oracle.low), float(oracle.high))
+    assert est.ratio == float(np.median(o / b))
 
 
 def test_too_few_rounds_give_no_interval():
