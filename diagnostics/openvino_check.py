@@ -65,10 +65,13 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         ctx.set_stage("OpenVINO partial conversion")
         try:
             partial = fe.convert_partially(fe.load(path))
-            data["unconverted"] = [[op.get_friendly_name(), sorted(n for o in op.outputs() for n in o.get_names())]
-                                   for op in partial.get_ops() if "FrameworkNode" in op.get_type_name()]
-        except Exception:  # noqa: BLE001
-            pass
+            # ONNXFrameworkNode: no conversion rule for the op; NotSupportedONNXNode: its converter failed.
+            data["unconverted"] = [[op.get_friendly_name(), sorted(n for o in op.outputs() for n in o.get_names()),
+                                    "failed" if "NotSupported" in op.get_type_name() else "no-rule"]
+                                   for op in partial.get_ops() if "FrameworkNode" in op.get_type_name()
+                                   or "NotSupported" in op.get_type_name()]
+        except Exception as exc:  # noqa: BLE001 - kept: the report says the unconverted-op list is missing
+            data["partial_error"] = str(exc)[:1000]
         return JobOutput(data=data)
     ctx.set_stage("OpenVINO query_model")
     core = ov.Core()
@@ -83,8 +86,8 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         default = core.compile_model(model, device)
         try:
             data["default_precision"] = str(default.get_property("INFERENCE_PRECISION_HINT"))
-        except Exception:  # noqa: BLE001
-            pass
+        except Exception as exc:  # noqa: BLE001 - kept: the report says the default precision is unknown
+            data["precision_error"] = str(exc)[:500]
         del default
         compiled = core.compile_model(model, device, {"INFERENCE_PRECISION_HINT": "f32"})
     except Exception as exc:  # noqa: BLE001
@@ -195,17 +198,29 @@ def _conversion_findings(data: dict, nodes: Sequence[NodeCtx], target: str) -> l
                                    f"operator {op} (domain {dom or 'ai.onnx'}) not supported by OpenVINO; provide a "
                                    "custom op (the ONNX frontend has no conversion rule)", ENGINE, n.id if n else None, op,
                                    n.domain if n else dom, target, hint, fix, "OpenVINO ONNX frontend"))
-    for friendly, names in data.get("unconverted", []):
+    for friendly, names, *kind in data.get("unconverted", []):
         n = _map_op(nodes, friendly, names)
         if n is not None and n.id not in flagged:
             flagged.add(n.id)
             known = lookup(n.domain, n.op_type)
+            if kind and kind[0] == "failed":
+                out.append(Finding("OV-CONVERT-ERROR", "error", f"OpenVINO cannot convert node {n.id} "
+                                   f"({n.op_type}): its converter fails on this node", ENGINE, n.id, n.op_type,
+                                   n.domain, target, "rewrite the op into a form OpenVINO supports, or use another "
+                                   "engine", known.fix_pass if known else None, "OpenVINO partial conversion"))
+                continue
             out.append(Finding("OV-UNSUPPORTED", "error", f"operator {n.op_type} (domain {n.domain or 'ai.onnx'}) "
                                "not supported by OpenVINO; provide a custom op", ENGINE, n.id, n.op_type, n.domain,
                                target, None, known.fix_pass if known else None, "OpenVINO partial conversion"))
     if not out:
         out.append(Finding("OV-CONVERT-ERROR", "error", f"OpenVINO cannot convert the model: {first_line(raw)}",
                            ENGINE, target=target, source="OpenVINO ONNX frontend"))
+    if data.get("partial_error"):
+        out.append(Finding("OV-PARTIAL-CONVERT", "info",
+                           "OpenVINO's partial conversion failed too, so the list of every unconverted node is "
+                           f"missing: {first_line(data['partial_error'])}", ENGINE, target=target,
+                           fix_hint="fix the first conversion error, then check again: nodes after it were not "
+                           "examined", source="OpenVINO partial conversion"))
     return out
 
 
@@ -309,6 +324,12 @@ def check_openvino(model_path: Path, nodes: Sequence[NodeCtx], *, device: str = 
             result.findings.append(Finding("OV-NOT-RUN", "info", "the model compiled but was not run: "
                                            f"{first_line(data['feeds_error'])}", ENGINE, target=target,
                                            source="real session"))
+        if data.get("precision_error"):
+            result.findings.append(Finding(
+                "OV-PRECISION", "info", f"OpenVINO {device} did not report its default inference precision "
+                f"({first_line(data['precision_error'])}); it may compute in bf16 on this CPU", ENGINE, target=target,
+                fix_hint="set INFERENCE_PRECISION_HINT=f32 (the studio's OpenVINO runs do) when accuracy matters",
+                source="OpenVINO compile"))
         shown = data.get("default_precision") or ""
         shown = (re.findall(r"'([^']+)'", shown) or [shown])[0]
         precision = shown.lower()

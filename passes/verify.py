@@ -307,6 +307,7 @@ class Verifier:
         self._reference: RunSets | None = None
         self.nondeterministic: tuple[str, ...] = ()   # outputs of the original that differ run to run
         self._reference_error: str | None = None
+        self._evaluator_error: str | None = None      # why the evaluator fallback failed, when it was tried
         self.reference_label = "ONNX Runtime CPU, graph optimizations off"
 
     @property
@@ -338,7 +339,8 @@ class Verifier:
                 ref = self._evaluator_reference()
                 usable = [] if ref is None else [i for i, o in enumerate(ref.outputs) if o is not None]
                 if not usable:
-                    self._reference_error = ort_error
+                    self._reference_error = ort_error + (f"; the onnx reference evaluator failed too: "
+                                                         f"{self._evaluator_error}" if self._evaluator_error else "")
                     return None
                 self.reference_label = EVALUATOR_LABEL
             # Drop feed sets the original itself cannot run (e.g. a dim it does not really support).
@@ -358,7 +360,8 @@ class Verifier:
 
         try:
             found = search_runs(self.original, run, self.run_error, dims=self.user_dims)
-        except (WorkerError, StudioError):
+        except (WorkerError, StudioError) as exc:
+            log.info("input search for the reference stopped: %s", exc)    # the seeded error stays the message
             found = None
         if found is None:
             return False
@@ -383,7 +386,8 @@ class Verifier:
                                                             "count": len(self.feed_sets)},
                           _pack(self.feed_sets), stage="reference outputs (onnx reference evaluator)",
                           limits=self.limits, pool_key=self.pool_key)
-        except (WorkerError, StudioError):
+        except (WorkerError, StudioError) as exc:
+            self._evaluator_error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
             return None
         from studio.core.engines.base import decode_output_sets
 

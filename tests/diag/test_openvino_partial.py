@@ -1,0 +1,69 @@
+"""OpenVINO's partial conversion is a finding, whatever happens to it: every node it leaves
+unconverted is named (a converter that fails on a node as well as an op with no rule), and
+when the partial conversion fails too the report says the list is missing (never a silent drop)."""
+
+from __future__ import annotations
+
+import onnx
+from onnx import TensorProto, helper
+
+from studio import api
+
+V = helper.make_tensor_value_info
+
+
+def _save(path, nodes, inputs, outputs, opset=17, domains=()):
+    g = helper.make_graph(nodes, "g", inputs, outputs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset),
+                                            *(helper.make_opsetid(d, 1) for d in domains)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return path
+
+
+def _ov_reality(path) -> tuple[bool, bool]:
+    """(convert fails, convert_partially fails) as OpenVINO itself answers, called directly."""
+    from openvino.frontend import FrontEndManager
+
+    fe = FrontEndManager().load_by_framework("onnx")
+    results = []
+    for fn in (fe.convert, fe.convert_partially):
+        try:
+            fn(fe.load(str(path)))
+            results.append(False)
+        except Exception:  # noqa: BLE001 - the oracle records that it failed
+            results.append(True)
+    return results[0], results[1]
+
+
+def test_a_failed_partial_conversion_is_reported(tmp_path):
+    # A node reads a tensor nothing defines: OpenVINO's frontend refuses to load it at all.
+    path = _save(tmp_path / "undefined.onnx", [helper.make_node("Add", ["x", "q"], ["y"], name="add")],
+                 [V("x", TensorProto.FLOAT, [1, 4])], [V("y", TensorProto.FLOAT, [1, 4])])
+    assert _ov_reality(path) == (True, True)
+    report = api.check(api.load(path), engines=("openvino",))
+    assert report.verdict("openvino").verdict == "fails"
+    [note] = [f for f in report.findings if f.code == "OV-PARTIAL-CONVERT"]
+    assert note.engine == "openvino" and note.severity == "info"
+    assert "partial conversion failed" in note.message and "unconverted" in note.message
+    assert '"q"' in note.message or "q" in note.message.split(":")[-1]
+
+
+def test_every_node_whose_converter_fails_is_named(tmp_path):
+    # Two 5-D GridSamples: OpenVINO has the op but its converter fails on both. Its error message
+    # names only the first (one entry per op type); the partial conversion marks both
+    # (NotSupportedONNXNode), and the report must name both.
+    path = _save(tmp_path / "g5.onnx", [helper.make_node("GridSample", ["x", "g"], ["a"], name="s1"),
+                                        helper.make_node("Relu", ["x"], ["b"], name="r"),
+                                        helper.make_node("GridSample", ["b", "g"], ["c"], name="s2"),
+                                        helper.make_node("Add", ["a", "c"], ["y"], name="add")],
+                 [V("x", TensorProto.FLOAT, [1, 1, 2, 2, 2]), V("g", TensorProto.FLOAT, [1, 2, 2, 2, 3])],
+                 [V("y", TensorProto.FLOAT, None)], opset=20)
+    assert _ov_reality(path) == (True, False)
+    report = api.check(api.load(path), engines=("openvino",))
+    for node in ("s1", "s2"):
+        assert any(f.code == "OV-CONVERT-ERROR" and f.node == node for f in report.findings), node
+        verdict = next(n for n in report.nodes if n.engine == "openvino" and n.node == node)
+        assert verdict.status == "unsupported"
+    assert not any(f.node in ("r", "add") for f in report.findings if f.engine == "openvino")
+    assert not any(f.code == "OV-PARTIAL-CONVERT" for f in report.findings)
