@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
-__all__ = ["COMPONENTS", "Component", "missing", "problems", "require", "require_engine", "require_module",
+__all__ = ["COMPONENTS", "Component", "chromium_path", "missing", "problems", "require", "require_engine", "require_module",
            "strict"]
 
 DEV = "pip install -e '.[dev]'"
@@ -77,14 +77,17 @@ def component_for_module(name: str) -> Component | None:
     return _BY_MODULE.get(name.split(".")[0])
 
 
+def chromium_path() -> str | None:
+    """Debian's chromium (or ONNX_STUDIO_CHROMIUM), driven by Playwright through ``executable_path``."""
+    for cand in (os.environ.get("ONNX_STUDIO_CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium",
+                 shutil.which("chromium-browser")):
+        if cand and Path(cand).exists():
+            return cand
+    return None
+
+
 def _program(name: str) -> str | None:
-    if name == "chromium":
-        for cand in (os.environ.get("ONNX_STUDIO_CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium",
-                     shutil.which("chromium-browser")):
-            if cand and Path(cand).exists():
-                return cand
-        return None
-    return shutil.which(name)
+    return chromium_path() if name == "chromium" else shutil.which(name)
 
 
 def problem(component: Component) -> str | None:

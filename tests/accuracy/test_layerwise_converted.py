@@ -11,8 +11,8 @@ import pytest
 from onnx import numpy_helper
 
 from studio import api
-from studio.core.engines import get_engine
 from tests.conftest import SAMPLES
+from tests.requirements import require_engine
 
 MODEL = SAMPLES / "mobilenet_like.onnx"
 
@@ -32,8 +32,7 @@ def _perturbed(tmp_path, conv_index: int) -> tuple[str, str]:
 
 @pytest.mark.parametrize("engine", ["mnn", "litert"])
 def test_same_model_has_no_diverging_layer_and_a_changed_weight_is_found(engine, tmp_path):
-    if not get_engine(engine).available().ok:
-        pytest.skip(get_engine(engine).available().reason)
+    require_engine(engine)
     same = api.compare(str(MODEL), str(MODEL), engine="ort", engine_b=engine, layerwise=True, count=1)
     lw = same.layerwise
     assert lw.compared >= 20 and lw.first_divergence is None, lw.summary()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -17,6 +16,7 @@ import pytest
 from studio.cli import main
 from tests.conftest import ROOT, SAMPLES, assert_user_message, save
 from tests.graphview.optimized import fold_conv_bn
+from tests.requirements import require
 
 CNN = SAMPLES / "cnn_unfused.onnx"
 
@@ -44,8 +44,8 @@ def test_dot_and_focus(capsys, tmp_path):
     assert len(re.findall(r"^\s*n\d+ \[", focus.read_text(), re.M)) == 4
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz dot is not installed")
 def test_svg(capsys, tmp_path):
+    require("GRAPHVIZ")
     out = tmp_path / "g.svg"
     assert main(["graph", str(CNN), "-o", str(out)]) == 0
     root = ET.fromstring(out.read_text())

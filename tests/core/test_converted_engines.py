@@ -15,14 +15,13 @@ from studio.core.engines.layout import channels_last, match_names
 from studio.core.errors import StudioError
 from studio.core.feeds import input_specs, random_feeds
 from tests.conftest import SAMPLES, sha256_file
+from tests.requirements import require_engine
 
 CONVERTED = ("mnn", "litert")
 
 
 def _needs(engine: str):
-    availability = get_engine(engine).available()
-    if not availability.ok:
-        pytest.skip(availability.reason)
+    require_engine(engine)
 
 
 def _cosine(a, b) -> float:

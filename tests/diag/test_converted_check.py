@@ -4,18 +4,14 @@ mapping said in the notes."""
 
 from __future__ import annotations
 
-import pytest
-
 from studio import api
-from studio.core.engines import get_engine
 from tests.conftest import SAMPLES
+from tests.requirements import require_engine
 
 
 def _needs(*engines):
     for e in engines:
-        a = get_engine(e).available()
-        if not a.ok:
-            pytest.skip(a.reason)
+        require_engine(e)
 
 
 def test_runs_on_both_with_versions_and_layout_note():

@@ -1,8 +1,9 @@
 """Real-browser fixtures: `onnx-studio serve` in a subprocess and Debian's
 headless Chromium driven by Playwright through ``executable_path``.
 
-Without Chromium the browser tests skip, except when ONNX_STUDIO_REQUIRE_BROWSER=1
-(CI sets it), where they fail: CI must run them.
+Without Chromium or Playwright the browser tests skip, except under CI (``CI=true``, or
+ONNX_STUDIO_REQUIRE_BROWSER=1), where they fail naming what is missing: CI must run them
+(tests/requirements.py).
 """
 
 from __future__ import annotations
@@ -19,33 +20,17 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.requirements import chromium_path
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def chromium_path() -> str | None:
-    for cand in (os.environ.get("ONNX_STUDIO_CHROMIUM"), shutil.which("chromium"), "/usr/bin/chromium",
-                 shutil.which("chromium-browser")):
-        if cand and Path(cand).exists():
-            return cand
-    return None
-
-
 def _require_browser() -> str:
-    path = chromium_path()
-    if path is None:
-        msg = "Debian's chromium is not installed (make test-deps installs it)"
-        if os.environ.get("ONNX_STUDIO_REQUIRE_BROWSER") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        if os.environ.get("ONNX_STUDIO_REQUIRE_BROWSER") == "1":
-            pytest.fail("playwright is not installed (pip install -e '.[dev]')")
-        pytest.skip("playwright is not installed")
-    return path
+    from tests.requirements import require
+
+    require("BROWSER")
+    return chromium_path()
 
 
 def free_port() -> int:

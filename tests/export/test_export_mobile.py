@@ -16,9 +16,9 @@ import json
 import pytest
 
 from studio import api
-from studio.core.engines import get_engine
 from studio.export.options import resolve_targets
 from tests.conftest import SAMPLES
+from tests.requirements import require_engine
 
 # (model, engine) -> why the artifact honestly fails verification after converting.
 KNOWN_FAILURES = {("if_loop", "mnn"): "MNN's If output has an extra unit axis ([1, 1, 16] vs ONNX [1, 16])",
@@ -27,10 +27,8 @@ KNOWN_FAILURES = {("if_loop", "mnn"): "MNN's If output has an extra unit axis ([
 
 
 def _available(*engines):
-    missing = [get_engine(e).available() for e in engines]
-    bad = [a.reason for a in missing if not a.ok]
-    if bad:
-        pytest.skip(bad[0])
+    for e in engines:
+        require_engine(e)
 
 
 def test_mobile_alias_and_all_keep_their_meaning():

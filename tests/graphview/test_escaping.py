@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -16,6 +15,7 @@ from studio.graphview.dot import dot_to_svg
 from studio.graphview.echarts import echarts_option
 from studio.graphview.escape import canvas_label, display, dot_string, html_text, json_for_script
 from tests.conftest import parse_model, save
+from tests.requirements import require
 
 SCRIPT = "<script>alert(1)</script>"
 DOT_BREAK = 'x"]; injected [label="pwned'
@@ -96,8 +96,8 @@ def test_dot_is_literal(hostile):
             assert re.match(r"^n\d+( -> n\d+)? \[", s), s[:80]
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz dot is not installed")
 def test_svg_shows_the_names_literally(hostile):
+    require("GRAPHVIZ")
     *_, view = hostile
     svg = dot_to_svg(api.graph_dot(view))
     root = ET.fromstring(svg)

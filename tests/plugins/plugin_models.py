@@ -97,13 +97,13 @@ FOO_CONVERT = ("import numpy as np\n"
 
 
 def require_tool(tool) -> None:
-    """Skip when a build tool is missing here; fail in CI, which must have them all."""
-    import os
+    """Skip when a build tool is missing here; fail in CI, which must have them all (tests/requirements.py)."""
+    from tests.requirements import strict
 
     if tool.ok:
         return
-    if os.environ.get("CI") == "true":
-        pytest.fail(tool.reason)
+    if strict():
+        pytest.fail(f"CI: required build tool missing: {tool.reason}", pytrace=False)
     pytest.skip(tool.reason)
 
 

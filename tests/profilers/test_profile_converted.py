@@ -8,17 +8,15 @@ import pytest
 
 from profilers.variants import EngineSpec, parse_engine, parse_engines
 from studio import api
-from studio.core.engines import get_engine
 from studio.core.errors import StudioError
 from tests.conftest import SAMPLES
 from tests.profilers.test_profile_ops import _run_ops
+from tests.requirements import require_engine
 
 
 def _needs(*engines):
     for e in engines:
-        a = get_engine(e).available()
-        if not a.ok:
-            pytest.skip(a.reason)
+        require_engine(e)
 
 
 def test_specs_round_trip_and_reject_bad_precisions():

@@ -87,6 +87,7 @@ def test_without_ci_the_test_skips_with_the_reason(tmp_path):
     assert "1 skipped" in out and "required component nncf is missing or broken" in out, out[-2000:]
 
 
+@pytest.mark.slow
 def test_pytest_importorskip_of_a_required_module_fails_under_ci(tmp_path):
     """A raw ``pytest.importorskip`` (module level and inside a test) of a required component is
     turned into a failure under CI by tests/conftest.py, and stays a skip otherwise."""
@@ -118,3 +119,24 @@ def test_require_helpers_fail_under_ci_and_skip_otherwise(monkeypatch):
         require_module("nncf")
     with pytest.raises(KeyError, match="no required component"):
         require_module("numpy")           # only declared components are looked up: a typo is not a skip
+
+
+@pytest.mark.slow
+def test_ensure_test_deps_fails_under_ci_when_the_litert_converter_is_broken(tmp_path):
+    """scripts/ensure_test_deps.sh: onnx2tf that does not import is fatal under CI, a note elsewhere."""
+    shim = tmp_path / "o2t"
+    (shim / "onnx2tf").mkdir(parents=True)
+    (shim / "onnx2tf" / "__init__.py").write_text('raise ImportError("onnx2tf is broken (the R55 test)")\n')
+    python = tmp_path / "python"
+    python.write_text(f'#!/usr/bin/env bash\nexec env PYTHONPATH={shim} {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "ONNX_STUDIO_REQUIRE_ALL")}
+    runs = {}
+    for ci in (True, False):
+        runs[ci] = subprocess.run(["bash", str(ROOT / "scripts" / "ensure_test_deps.sh")],
+                                  env={**env, "PYTHON": str(python), **({"CI": "true"} if ci else {})},
+                                  capture_output=True, text=True, timeout=600)
+    assert runs[True].returncode == 1, runs[True].stderr
+    assert "CI: LiteRT's converter does not import (ImportError: onnx2tf is broken (the R55 test)); CI requires it" \
+        in runs[True].stderr
+    assert "LiteRT tests will be skipped" in runs[False].stderr and "CI requires" not in runs[False].stderr
