@@ -5,12 +5,14 @@ Both take the same plain ``StageTask`` and give back the same ``StageOutcome``.
 * ``LocalExecutor``: threads in this process, each with its own pool of sandbox
   workers (``pool_key``), so N tasks run side by side and a crash stays in its worker.
 * ``DaskExecutor``: one Dask task per model x stage on ``tcp://HOST:PORT`` (or TLS).
-  Model files travel by content hash: each is scattered to the cluster once; the
-  worker re-hashes what arrived, keeps it in a local cache and runs the stage in the
-  studio's sandbox worker there. Artifacts come back as bytes with their sha256,
-  checked on arrival. A worker lost mid-task is retried on another (``retries``);
-  after that the row says "worker lost" with the worker's address. A task with a
-  ``target`` needs the worker resource ``target-NAME`` (a deployment machine).
+  Model files travel by content hash: each is scattered to the cluster once and sent
+  again from the client when the worker holding it dies; the worker re-hashes what
+  arrived, keeps it in a local cache and runs the stage in the studio's sandbox worker
+  there. Artifacts come back as bytes with their sha256, checked on arrival. The client
+  owns the retry policy (``studio.batch.retrying``, on a stock scheduler): a task whose
+  worker died runs again up to ``retries`` times, then the row says "worker lost" with
+  the worker's address; a restarted scheduler gets the unfinished tasks again. A task
+  with a ``target`` needs the worker resource ``target-NAME`` (a deployment machine).
 The scheduler address is configuration only (a flag or ONNX_STUDIO_CLUSTER), never
 taken from a model or an upload.
 """
@@ -25,11 +27,12 @@ import tarfile
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+from studio.batch.retrying import LOST_WAIT_S, ClusterJobs, ClusterLost, Input
 from studio.batch.stages import StageOutcome, StageTask, run_stage, worker_facts
 from studio.core import outputs
 from studio.core.errors import StudioError
@@ -246,7 +249,7 @@ class DaskExecutor:
     name = "dask"
 
     def __init__(self, address: str, *, retries: int = 1, security: ClusterSecurity | None = None,
-                 timeout_s: float = 20.0) -> None:
+                 timeout_s: float = 20.0, lost_wait_s: float = LOST_WAIT_S) -> None:
         try:
             from distributed import Client
         except ImportError:
@@ -262,9 +265,7 @@ class DaskExecutor:
         except (OSError, TimeoutError, TypeError, ValueError) as exc:
             raise StudioError(f"cannot reach the Dask scheduler at {self.address}: {type(exc).__name__}",
                               code="NO-CLUSTER") from None
-        self._scattered: dict[str, object] = {}
-        self._futures: list = []
-        self._lock = threading.Lock()
+        self.jobs = ClusterJobs(self.client, retries=self.retries, reconnect_s=timeout_s, lost_wait_s=lost_wait_s)
 
     def workers(self) -> dict[str, dict]:
         """Worker address -> its resources (``target-NAME``) as the scheduler knows them."""
@@ -275,45 +276,39 @@ class DaskExecutor:
         return sorted({r.removeprefix("target-") for res in self.workers().values() for r in res
                        if r.startswith("target-")})
 
-    def _model_future(self, sha: str, files: Mapping[str, Path]):
-        with self._lock:
-            fut = self._scattered.get(sha)
-            if fut is None:
-                fut = self.client.scatter(_pack_model(files), hash=False, broadcast=False)
-                self._scattered[sha] = fut
-            return fut
-
     def submit(self, task: StageTask, files: Mapping[str, Path], out_dir: Path) -> Future:
         if task.target and task.target not in self.targets():
             raise StudioError(f"no worker of the cluster offers target '{task.target[:40]}' (resource "
                               f"target-{task.target[:40]}); known targets: {', '.join(self.targets()) or 'none'}",
                               code="NO-TARGET")
-        blob = self._model_future(task.model_sha256, files)
+        paths = dict(files)
+        self.jobs.add_input(task.model_sha256, lambda: _pack_model(paths))     # packed again if it must be re-sent
         resources = {f"target-{task.target}": 1} if task.target else None
-        dask_future = self.client.submit(remote_stage, task.to_dict(), blob, key=f"{task.stage}-{task.key}",
-                                         retries=self.retries, resources=resources, pure=False)
-        self._futures.append(dask_future)
+        ran = self.jobs.submit(remote_stage, task.to_dict(), Input(task.model_sha256), resources=resources,
+                               label=f"{task.stage}-{task.key}")
         result: Future = Future()
 
-        def done(f) -> None:
+        def done(f: Future) -> None:
             try:
-                payload = f.result()
-            except Exception as exc:  # noqa: BLE001 - KilledWorker, CancelledError, worker-side errors
-                result.set_result(_lost(task, exc, self.retries))
+                got = f.result()
+            except Exception as exc:  # noqa: BLE001 - ClusterLost, CancelledError, worker-side errors
+                result.set_result(_lost(task, exc))
                 return
             try:
-                result.set_result(_land(payload, out_dir))
+                outcome = _land(got.payload, out_dir)
+                result.set_result(replace(outcome, attempts=got.attempts, lost_workers=got.lost_on))
             except Exception as exc:  # noqa: BLE001
                 result.set_result(StageOutcome(task.key, task.model_name, task.model_sha256, task.stage, "error",
                                                f"{type(exc).__name__}: {str(exc)[:200]}", target=task.target))
 
-        dask_future.add_done_callback(done)
+        ran.add_done_callback(done)
         return result
 
     def cancel(self) -> None:
-        self.client.cancel(self._futures, force=True)
+        self.jobs.cancel()
 
     def close(self) -> None:
+        self.jobs.close()
         self.client.close()
 
 
@@ -323,21 +318,19 @@ def _takes_n_workers(client) -> bool:
     return "n_workers" in inspect.signature(client.scheduler_info).parameters
 
 
-def _lost(task: StageTask, exc: BaseException, retries: int) -> StageOutcome:
-    from distributed import KilledWorker
-
-    name = type(exc).__name__
-    if isinstance(exc, KilledWorker) or "KilledWorker" in name:
-        worker = getattr(exc, "last_worker", None)
-        address = getattr(worker, "address", None) or str(worker or "unknown")
-        return StageOutcome(task.key, task.model_name, task.model_sha256, task.stage, "worker lost",
-                            f"worker lost: {address} (tried {retries + 1} time(s))", worker={"address": address},
-                            attempts=retries + 1, target=task.target)
-    if "Cancelled" in name:
+def _lost(task: StageTask, exc: BaseException) -> StageOutcome:
+    """The row of a task that did not finish on the cluster: worker or scheduler lost (run again
+    on resume), cancelled, or the error it raised."""
+    if isinstance(exc, ClusterLost):
+        status = "scheduler lost" if exc.kind == "scheduler" else "worker lost"
+        return StageOutcome(task.key, task.model_name, task.model_sha256, task.stage, status, str(exc),
+                            worker={"address": exc.address}, attempts=max(1, len(exc.lost_on)),
+                            target=task.target, lost_workers=exc.lost_on)
+    if isinstance(exc, CancelledError):
         return StageOutcome(task.key, task.model_name, task.model_sha256, task.stage, "cancelled", "cancelled",
                             target=task.target)
     return StageOutcome(task.key, task.model_name, task.model_sha256, task.stage, "error",
-                        f"{name}: {str(exc)[:200]}", target=task.target)
+                        f"{type(exc).__name__}: {str(exc)[:200]}", target=task.target)
 
 
 def _land(payload: dict, out_dir: Path) -> StageOutcome:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from studio.batch.executors import ClusterSecurity, DaskExecutor, _data_arcname, _model_files, cluster_address, content_hash
+from studio.batch.retrying import ClusterLost
 from studio.batch.stages import worker_facts
 from studio.core.errors import StudioError
 
@@ -164,11 +165,13 @@ def measure_on(kind: str, target: str, models: Sequence[tuple[str, Path]], kwarg
             named[key] = f"data/{key}" + ("" if Path(path).is_dir() else Path(path).suffix)
             entries[named[key]] = Path(path)
         blob = _pack(entries)
-        fut = ex.client.submit(remote_measure, kind, blob, hashlib.sha256(blob).hexdigest(), described, named,
-                               kwargs, resources={f"target-{target}": 1}, retries=retries, pure=False)
+        fut = ex.jobs.submit(remote_measure, kind, blob, hashlib.sha256(blob).hexdigest(), described, named,
+                             kwargs, resources={f"target-{target}": 1}, label=f"{kind}-{target}")
         try:
-            payload = fut.result()
-        except Exception as exc:  # noqa: BLE001 - KilledWorker, a worker-side crash
+            payload = fut.result().payload
+        except ClusterLost as exc:                # retries used up: names the lost worker or scheduler
+            raise StudioError(f"the {kind} on target '{target[:40]}' did not finish: {exc}", code=exc.code) from None
+        except Exception as exc:  # noqa: BLE001 - a worker-side crash
             raise StudioError(f"the {kind} on target '{target[:40]}' did not finish: {type(exc).__name__}: "
                               f"{str(exc).splitlines()[0][:200] if str(exc) else ''}", code="WORKER-LOST") from None
     finally:

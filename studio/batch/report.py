@@ -30,7 +30,7 @@ document.querySelectorAll('table.sortable th').forEach((th, col) => th.addEventL
 </script>"""
 _STYLE = """<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}
 th,td{border:1px solid #ccc;padding:4px 8px;font-size:13px;vertical-align:top}th{cursor:pointer;background:#f3f3f3}
-.ok{background:#e6f4ea}.failed{background:#fde7e9}.error,.worker-lost{background:#fff4ce}</style>"""
+.ok{background:#e6f4ea}.failed{background:#fde7e9}.error,.worker-lost,.scheduler-lost{background:#fff4ce}</style>"""
 
 
 def _clean(v):
@@ -56,6 +56,8 @@ def _rows_flat(result: BatchResult) -> list[dict]:
                 w = o.worker
                 where = w.get("target") or w.get("host") or w.get("address")
                 row[f"{stage} ran on"] = f"{where} ({w['cpu']}, {w.get('cores')} cores)" if w.get("cpu") else where
+            if o and o.lost_workers:
+                row[f"{stage} retried after"] = ", ".join(o.lost_workers)
         flat.append(row)
     return flat
 

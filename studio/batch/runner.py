@@ -25,7 +25,7 @@ from studio.core.outputs import check_destination
 from studio.core.paths import safe_name
 
 STATE_FILE = "batch-state.jsonl"
-FINISHED = ("ok", "failed", "error")          # resuming skips these; "worker lost"/"cancelled" run again
+FINISHED = ("ok", "failed", "error")          # resuming skips these; worker/scheduler lost, cancelled run again
 MODEL_SUFFIXES = (".onnx",)
 MAX_MODELS = 5000
 

@@ -22,7 +22,7 @@ from typing import Any
 from studio.core import outputs
 
 STAGES = ("inspect", "check", "optimize", "precision", "profile", "export")
-STATUSES = ("ok", "failed", "error", "worker lost", "cancelled", "skipped")
+STATUSES = ("ok", "failed", "error", "worker lost", "scheduler lost", "cancelled", "skipped")
 
 
 @dataclass(frozen=True)
@@ -61,16 +61,19 @@ class StageOutcome:
     worker: dict = field(default_factory=dict)   # machine facts of whoever ran it
     attempts: int = 1
     target: str | None = None
+    lost_workers: tuple[str, ...] = ()  # cluster workers that died while running earlier attempts
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["artifacts"] = list(self.artifacts)
+        d["lost_workers"] = list(self.lost_workers)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> StageOutcome:
         d = dict(d)
         d["artifacts"] = tuple(d.get("artifacts") or ())
+        d["lost_workers"] = tuple(d.get("lost_workers") or ())
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 

@@ -22,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", metavar="ADDR", help="Dask scheduler tcp://HOST:PORT (or env ONNX_STUDIO_CLUSTER)")
     p.add_argument("--target", metavar="NAME", help="run profile/precision on the cluster worker with resource "
                                                     "target-NAME")
-    p.add_argument("--retries", type=int, default=1, help="retries of a task whose worker was lost (default 1)")
+    p.add_argument("--retries", type=int, default=1,
+                   help="times a task whose cluster worker died runs again (default 1); then 'worker lost ADDRESS'")
     p.add_argument("--workers", type=int, help="local pool size (default: from cores and memory)")
     p.add_argument("--engines", help="engines for check/profile (comma-separated)")
     p.add_argument("--force", action="store_true", help="run finished model x stage pairs again")
