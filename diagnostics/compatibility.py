@@ -51,10 +51,16 @@ def normalize_engines(engines: Sequence[str] | str | None) -> tuple[str, ...]:
 def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None, *, eps: Sequence[str] = ("cpu",),
                 trt_version: str | int = "10", ov_device: str = "CPU", run: bool = True,
                 dims: Mapping[str, int] | None = None, inputs: str | Path | None = None, pool_key: str = "default",
-                limits: Limits | None = None) -> Report:
+                limits: Limits | None = None, tasks: Mapping[str, str] | None = None) -> Report:
     """Check ``handle`` for the requested engines. Nothing is written but the
     kernel-registry cache; the model file is only read (by path, in workers).
-    ``inputs``: an .npz whose first sample the real runs use instead of seeded inputs."""
+    ``inputs``: an .npz whose first sample the real runs use instead of seeded inputs.
+    ``tasks``: the user's {output: kind} (``studio.data.tasks``): how the converted engines'
+    outputs are compared with ONNX Runtime's."""
+    if tasks:
+        from studio.data.tasks import check_overrides
+
+        check_overrides(handle.proto, tasks)
     if inputs is not None:
         from studio.core.paths import check_regular_file
 
@@ -102,7 +108,7 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
             from diagnostics.converted_check import check_converted
 
             checks[engine] = check_converted(engine, path, nodes, run=run, dims=dict(dims or {}), inputs=inputs,
-                                             pool_key=pool_key, limits=limits)
+                                             pool_key=pool_key, limits=limits, tasks=dict(tasks or {}))
         else:
             from diagnostics.tensorrt_check import check_tensorrt
 

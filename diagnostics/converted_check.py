@@ -7,8 +7,12 @@ names them (MNN: "These Op Not Support: ONNX::grid_sampler" -> every node of tha
 onnx2tf: "ERROR: onnx_op_name: /GridSample" -> that node, "ERROR: X OP is not yet
 implemented" -> every X node). Inputs are tried as the other engines' checks try them
 (``diagnostics.base.run_candidates``: seeded, then a small image size), so a model the engine
-runs is never called failing because of the studio's own inputs. Outputs that differ from
-ONNX Runtime's (cosine < 0.999) are a warning: the engine runs, but not the same numbers.
+runs is never called failing because of the studio's own inputs. Each output is compared with
+ONNX Runtime's by its task (``studio.data.tasks``, the user's ``--task`` choices included):
+detection rows picked by TopK/NMS in any order and judged by AP50 against ONNX Runtime's boxes
+(R42), integer outputs exactly (a mismatch count, never a cosine), other float outputs by cosine
+(with the top-1 agreement of class scores). A difference (cosine < 0.999, AP50 < 0.99, any integer
+mismatch) is a warning: the engine runs, but not the same results.
 """
 
 from __future__ import annotations
@@ -31,15 +35,58 @@ __all__ = ["CONVERTED_ENGINES", "check_converted"]
 
 CONVERTED_ENGINES = {"mnn": ("MNN", "MNN", "MNNConvert"), "litert": ("LiteRT", "LITERT", "onnx2tf")}
 _COSINE_MIN = 0.999
+_AP50_MIN = 0.99
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a = a.astype(np.float64).ravel()
-    b = b.astype(np.float64).ravel()
-    na, nb = np.linalg.norm(a), np.linalg.norm(b)
-    if na == 0 and nb == 0:
-        return 1.0
-    return float(a @ b / (na * nb)) if na and nb else 0.0
+def judge_output(name: str, want: np.ndarray, got: np.ndarray, task=None, order=None) -> dict:
+    """One output of a converted engine against ONNX Runtime's, by the output's task (``task``: a
+    ``studio.data.tasks.OutputTask``; ``order``: rows TopK/NMS picked, ``studio.core.order_free``)."""
+    from studio.core.compare import compare_arrays
+    from studio.data.metrics import DetectionMAP
+
+    d = compare_arrays(name, want, got, order=order, task=task)
+    kind = getattr(task, "kind", "") or ""
+    entry = {"output": name, "task": kind, "mode": d.mode, "cosine": d.cosine, "max_abs": d.max_abs,
+             "top1": d.top1_agreement, "mismatches": d.mismatches, "map50": None, "problem": None}
+    if d.got_shape != d.ref_shape:
+        entry["problem"] = f"shape {list(d.got_shape or ())} vs ONNX {list(d.ref_shape or ())}"
+        return entry
+    if d.mode == "exact" or (d.mode.startswith("rows") and d.ref_dtype.startswith(("int", "uint", "bool"))):
+        if d.mismatches:
+            entry["problem"] = f"{d.mismatches} of {int(np.size(want))} values differ (compared exactly)"
+        return entry
+    spec_shape = tuple(np.shape(want))
+    if kind == "detection" and DetectionMAP().applies_to(_spec(name, want)):
+        ap = DetectionMAP().score(name, [want], [got]).value
+        entry["map50"] = ap
+        if ap is not None and ap < _AP50_MIN:
+            entry["problem"] = (f"detections differ: AP50 {ap:.3f} against ONNX Runtime's boxes "
+                                f"({d.mode.split(' (')[0]}, {spec_shape[-2] if len(spec_shape) > 1 else 1} rows)")
+        return entry
+    if d.cosine is not None and d.cosine < _COSINE_MIN:
+        top1 = f", top-1 agreement {d.top1_agreement:.2f}" if d.top1_agreement is not None else ""
+        entry["problem"] = f"cosine {d.cosine:.6f}, max abs diff {d.max_abs:.3g}{top1}"
+    return entry
+
+
+def _spec(name: str, a: np.ndarray):
+    from studio.data.metrics import OutputSpec
+
+    return OutputSpec(name, str(a.dtype), tuple(np.shape(a)))
+
+
+def _how(entry: dict) -> str:
+    """How an output was judged, for a note: 'detection, rows in any order, AP50 1.000'."""
+    parts = [entry.get("task") or "values", entry["mode"].split(" (")[0].split(";")[0]]
+    if entry.get("map50") is not None:
+        parts.append(f"AP50 {entry['map50']:.3f} against ONNX Runtime's boxes")
+    elif entry.get("cosine") is not None:
+        parts.append(f"cosine {entry['cosine']:.6f}")
+    elif entry["mode"] != "exact" and not entry.get("problem"):
+        parts.append("cosine n/a (no finite values)")
+    if entry.get("top1") is not None:
+        parts.append(f"top-1 agreement {entry['top1']:.2f}")
+    return ", ".join(parts)
 
 
 @job("diagnostics.converted_check")
@@ -100,21 +147,18 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     except Exception as exc:  # noqa: BLE001 - no reference: nothing to compare, not the engine's fault
         data["reference_error"] = first_line(f"{type(exc).__name__}: {exc}", 300)
         return JobOutput(data=data)
+    from studio.data.tasks import order_free_for, output_tasks
+
+    tasks = output_tasks(onnx_model, args.get("tasks") or None)
+    order = order_free_for(onnx_model, tasks)
     for name, want in expected.items():
         got = ran["values"].get(name)
         if not isinstance(want, np.ndarray) or want.dtype.kind not in "fiub" or got is None:
             continue
         got = np.asarray(got)
-        if got.shape != want.shape:
-            data["compare"].append([name, None, None, f"shape {list(got.shape)} vs ONNX {list(want.shape)}"])
+        if want.size == 0 and got.shape == want.shape:
             continue
-        if want.size == 0:
-            continue
-        finite = np.isfinite(want.astype(np.float64)) & np.isfinite(got.astype(np.float64))
-        cos = _cosine(want[finite], got[finite]) if finite.any() else 1.0
-        diff = float(np.max(np.abs(want[finite].astype(np.float64) - got[finite].astype(np.float64)))) \
-            if finite.any() else 0.0
-        data["compare"].append([name, round(cos, 8), diff, None])
+        data["compare"].append(judge_output(name, want, got, tasks.get(name), order.get(name)))
     return JobOutput(data=data)
 
 
@@ -138,8 +182,9 @@ def _attributed(nodes: Sequence[NodeCtx], conversion: dict | None) -> dict[str, 
 
 def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, run: bool = True,
                     dims: dict[str, int] | None = None, inputs: Path | None = None, pool_key: str = "default",
-                    limits: Limits | None = None) -> EngineCheck:
-    """The check of ``engine`` ("mnn" or "litert") on ``model_path``."""
+                    limits: Limits | None = None, tasks: dict[str, str] | None = None) -> EngineCheck:
+    """The check of ``engine`` ("mnn" or "litert") on ``model_path``; ``tasks``: the user's
+    {output: kind} (how outputs are compared with ONNX Runtime's, see the module doc)."""
     from studio.core.engines import get_engine
 
     label, prefix, converter = CONVERTED_ENGINES[engine]
@@ -161,7 +206,8 @@ def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, 
         job_limits = litert_limits(limits)
     try:
         res = run_job("diagnostics.converted_check", {"engine": engine, "model_path": str(model_path), "run": run,
-                                                      "dims": dims or {}, "inputs": str(inputs) if inputs else None},
+                                                      "dims": dims or {}, "inputs": str(inputs) if inputs else None,
+                                                      "tasks": dict(tasks or {})},
                       stage=f"{label} check", pool_key=f"{pool_key}:{engine}", limits=job_limits)
     except WorkerError as exc:
         if recorded_limit(result, exc, engine, label, prefix, target):
@@ -221,13 +267,16 @@ def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, 
             result.findings.append(Finding(f"{prefix}-NOT-RUN", "info", "the model converted but was not run: "
                                            f"{first_line(data['feeds_error'])}", engine, target=target,
                                            source="real session"))
-        for name, cos, diff, problem in data.get("compare") or ():
-            if problem or (cos is not None and cos < _COSINE_MIN):
-                what = problem or f"cosine {cos:.6f}, max abs diff {diff:.3g}"
+        for entry in data.get("compare") or ():
+            name = entry["output"]
+            if entry.get("problem"):
                 result.findings.append(Finding(f"{prefix}-MISMATCH", "warning",
-                                               f"{label} output {name[:80]!r} differs from ONNX Runtime: {what}",
-                                               engine, target=target, fix_hint="compare per layer (compare "
-                                               "--layerwise) before deploying", source="real session"))
+                                               f"{label} output {name[:80]!r} differs from ONNX Runtime: "
+                                               f"{entry['problem']}", engine, target=target,
+                                               fix_hint="compare per layer (compare --layerwise) before deploying",
+                                               source="real session"))
+            elif entry.get("task") in ("detection", "integer") or entry["mode"] != "tolerance":
+                result.notes.append(f"{label}: output {name[:60]!r} judged as {_how(entry)}")
         layout = data.get("layout") or {}
         if layout:
             shown = "; ".join(f"{k[:40]}: {v}" for k, v in list(layout.items())[:4])

@@ -145,14 +145,15 @@ def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHand
 def check(handle: ModelHandle, engines: Sequence[str] | str = ("onnxruntime", "openvino", "tensorrt"), *,
           eps: Sequence[str] = ("cpu",), trt_version: str | int = "10", run: bool = True,
           dims: Mapping[str, int] | None = None, inputs: str | Path | None = None,
-          pool_key: str = "default") -> Report:
+          pool_key: str = "default", tasks: Mapping[str, str] | None = None) -> Report:
     """Compatibility per node and per engine (ONNX Runtime and OpenVINO decided by a real session in a
     worker, TensorRT by its support table), plus lint and custom ops. See docs/findings.md.
-    ``inputs``: an .npz of real inputs for the runs (default: seeded inputs)."""
+    ``inputs``: an .npz of real inputs for the runs (default: seeded inputs). ``tasks``: {output: kind}
+    (see :func:`output_tasks`): how the converted engines' outputs are compared with ONNX Runtime's."""
     from diagnostics.compatibility import check_model
 
     return check_model(handle, engines, eps=eps, trt_version=trt_version, run=run, dims=dims, inputs=inputs,
-                       pool_key=pool_key)
+                       pool_key=pool_key, tasks=tasks)
 
 
 def apply_fix(workspace: Workspace | ProjectModel, version_id: str, fix: Finding | str, *, verify: bool = True,
@@ -514,19 +515,23 @@ def compare(a: ModelHandle | str | Path, b: ModelHandle | str | Path, *, engine:
             ov_precision: str = "f32", ov_precision_b: str | None = None, tolerance=None, layerwise: bool = False,
             layer_threshold: float | None = None, labels: tuple[str, str] | None = None,
             pool_key: str = "default", on_tick=None, dataset=None, dataset_part: str = "evaluation",
-            limit: int | None = None, target: str | None = None):
+            limit: int | None = None, target: str | None = None, tasks: Mapping[str, str] | None = None):
     """Compare model ``a`` on ``engine`` with model ``b`` on ``engine_b`` (default: the same) on the
     same inputs: shapes first, then max abs/rel, L2, cosine, top-1/top-5 agreement per output
     (a ``ModelComparison``, truthy when everything matches). ``layerwise`` adds the first
     diverging layer and per-layer errors (``result.layerwise.node_errors()``). ``dataset``: run on its
     ``dataset_part`` samples and add task metrics of B against A's golden outputs (``result.extra["task"]``),
-    judged by ``target`` when given."""
+    judged by ``target`` when given (refused before any run when it applies to no output). Every output
+    is compared by its task (``tasks``: {output: kind} chosen by the user, see :func:`output_tasks`)."""
     import dataclasses
 
     from studio.accuracy.compare_models import compare_models
     from studio.core.engines import RunOptions
 
     pa, pb = _path_of(a), _path_of(b)
+    if target and dataset is None:
+        raise StudioError("a task-metric target is judged on a dataset: give dataset=", code="BAD-OPTION")
+    _checked_target(target, a if isinstance(a, ModelHandle) else pa, tasks, dataset)
     if dataset is not None and feeds is None:
         from studio.core.feeds import FeedSet
         from studio.data.datasets import dataset_feeds
@@ -544,13 +549,14 @@ def compare(a: ModelHandle | str | Path, b: ModelHandle | str | Path, *, engine:
                           options_b=RunOptions(precision=ov_precision_b or ov_precision), tolerance=tolerance,
                           labels=labels, dims=dims, count=count, pool_key=pool_key, on_tick=on_tick,
                           layerwise=layerwise,
-                          layerwise_options={"layer_threshold": layer_threshold} if layer_threshold else None)
+                          layerwise_options={"layer_threshold": layer_threshold} if layer_threshold else None,
+                          tasks=tasks)
     if dataset is None:
         return result
     from studio.core.engines import resolve_engine_name
 
     task = evaluate_on_dataset(dataset, pa, pb, engine=resolve_engine_name(engine_b or engine), target=target,
-                               part=dataset_part, limit=limit or 64, pool_key=pool_key)
+                               part=dataset_part, limit=limit or 64, pool_key=pool_key, tasks=tasks)
     return dataclasses.replace(result, extra={**dict(result.extra), "task": task.to_dict()})
 
 
@@ -558,15 +564,17 @@ def precision(handle: ModelHandle | str | Path, *, variants=None, calibration: s
               inputs: str | Path | None = None, samples: int = 8, target_cosine: float = 0.99,
               out_dir: str | Path | None = None, dims: Mapping[str, int] | None = None, preprocess=None,
               latency_budget_s: float = 60.0, pool_key: str = "default", on_progress=None, on_tick=None,
-              calibration_method: str = "minmax", dataset=None, target: str | None = None):
+              calibration_method: str = "minmax", dataset=None, target: str | None = None,
+              tasks: Mapping[str, str] | None = None):
     """Build fp16/bf16/INT8 variants, compare each with fp32 and time them side by side; the
     ``PrecisionReport`` recommends the fastest variant meeting ``target_cosine`` that is faster
     than fp32 (fp32 itself when none is). ``calibration_method``: minmax, entropy or percentile.
     With calibration data and no ``inputs``, accuracy is judged on samples held out from it.
     ``dataset`` (see :func:`dataset`): calibrate on its calibration part, judge on its evaluation part
     against stored golden outputs by task metrics; ``target`` (``top1-agreement>=0.99``,
-    ``map-drop<=0.01``...) is then what a variant must meet. Without real data the report says it is a
-    random-input estimate, not a recommendation."""
+    ``map-drop<=0.01``...) is then what a variant must meet; one that applies to no output (with
+    ``tasks``: {output: kind}, see :func:`output_tasks`) is refused before any work. Without real data
+    the report says it is a random-input estimate, not a recommendation."""
     from studio.core.paths import user_data_path
     from studio.data.metrics import parse_target
     from studio.precision.variants import evaluate_variants
@@ -578,7 +586,7 @@ def precision(handle: ModelHandle | str | Path, *, variants=None, calibration: s
                              dims=dims, target_cosine=target_cosine, latency_budget_s=latency_budget_s,
                              pool_key=pool_key, on_progress=on_progress, on_tick=on_tick,
                              calibration_method=calibration_method, dataset=dataset,
-                             target=parse_target(target) if target else None)
+                             target=parse_target(target) if target else None, tasks=tasks)
 # -- export ---------------------------------------------------------------------------
 
 def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Path, *, preset: str | None = None,
@@ -589,14 +597,17 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
            on_tick: Callable[[float], None] | None = None,
            on_progress: Callable[[str, str], None] | None = None,
            ov_precisions: str | Sequence[str] | None = None, ort_custom_ops: Sequence[str | Path] = (),
-           ov_extensions: Sequence[str | Path] = (), dataset=None, target: str | None = None) -> ExportResult:
+           ov_extensions: Sequence[str | Path] = (), dataset=None, target: str | None = None,
+           tasks: Mapping[str, str] | None = None) -> ExportResult:
     """Deployment artifacts for ``targets`` (ort, openvino, tensorrt, triton or all) in
     ``out_dir/<model>-<sha8>/`` (+ ``.zip``): each reloaded by its engine and compared with
     the original, with manifest.json and report.md/.html. ``shapes``: NAME=MIN:OPT:MAX
     specs (or a mapping). ``ov_precisions``: the OpenVINO IRs to write ("fp32", "fp16" or both; default
     from ``precision``). ``ort_custom_ops`` / ``ov_extensions``: custom-op libraries loaded wherever the
     artifact is converted and verified, and shipped in the bundle. ``result.ok`` is False when a verification failed; TensorRT
-    without a GPU is "not verified" (not a failure). The model file is only read."""
+    without a GPU is "not verified" (not a failure). The model file is only read. ``tasks``: {output: kind}
+    (see :func:`output_tasks`): how every artifact's outputs are compared; a dataset ``target`` that applies
+    to no output is refused before any work."""
     from studio.core.paths import user_data_path
     from studio.export.exporter import export_model
     from studio.export.options import ExportOptions
@@ -609,14 +620,19 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
                             plugins=tuple(Path(p) for p in plugins), zip=zip, ov_precisions=ov_precisions,
                             ort_custom_ops=tuple(Path(p) for p in ort_custom_ops),
                             ov_extensions=tuple(Path(p) for p in ov_extensions))
-    result = export_model(handle, options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress)
+    if target and dataset is None:
+        raise StudioError("a task-metric target is judged on a dataset: give dataset= (--dataset NAME)",
+                          code="BAD-OPTION")
+    _checked_target(target, handle, tasks, dataset)
+    result = export_model(handle, options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress,
+                          tasks=tasks)
     if dataset is None:
         return result
-    return _dataset_parity(result, handle, dataset, target, pool_key)
+    return _dataset_parity(result, handle, dataset, target, pool_key, tasks)
 
 
 def _dataset_parity(result: ExportResult, handle: ModelHandle, ds, target: str | None,
-                    pool_key: str) -> ExportResult:
+                    pool_key: str, tasks: Mapping[str, str] | None = None) -> ExportResult:
     """Task metrics of every ONNX / OpenVINO IR artifact against the original's golden outputs on the
     dataset, kept in the bundle (``parity.json``, and ``dataset_parity`` in manifest.json)."""
     import dataclasses
@@ -626,7 +642,7 @@ def _dataset_parity(result: ExportResult, handle: ModelHandle, ds, target: str |
     from studio.data.evaluate import evaluate, golden_outputs
     from studio.data.metrics import parse_target
 
-    golden = golden_outputs(ds, handle.path, limit=64, pool_key=pool_key)
+    golden = golden_outputs(ds, handle.path, limit=64, pool_key=pool_key, tasks=tasks)
     goal = parse_target(target) if target else None
     rows = []
     for t in result.targets:
@@ -901,17 +917,86 @@ def suggest_preprocessing(handle: ModelHandle):
 def evaluate_on_dataset(ds, reference: ModelHandle | str | Path, candidate: ModelHandle | str | Path | None = None,
                         *, engine: str = "onnxruntime", target: str | None = None, part: str = "evaluation",
                         limit: int | None = None, metrics: Mapping[str, Sequence[str]] | None = None,
-                        pool_key: str = "default"):
+                        pool_key: str = "default", tasks: Mapping[str, str] | None = None):
     """Task metrics of ``candidate`` (default: the reference itself) on ``engine`` against the
-    reference's golden outputs on the dataset (computed once and stored with the dataset)."""
+    reference's golden outputs on the dataset (computed once and stored with the dataset).
+    ``tasks``: {output: kind} chosen by the user (see :func:`output_tasks`); a ``target`` that applies
+    to no output is refused before anything runs."""
     from studio.data.evaluate import evaluate, golden_outputs
-    from studio.data.metrics import parse_target
 
     ref = _path_of(reference)
-    golden = golden_outputs(ds, ref, part=part, limit=limit, pool_key=pool_key)
+    goal = _checked_target(target, reference, tasks, ds)
+    golden = golden_outputs(ds, ref, part=part, limit=limit, pool_key=pool_key, tasks=tasks)
     cand = _path_of(candidate) if candidate is not None else ref
-    return evaluate(ds, golden, cand, engine=engine, target=parse_target(target) if target else None,
-                    metrics=metrics, pool_key=pool_key, inputs_model=ref)
+    return evaluate(ds, golden, cand, engine=engine, target=goal, metrics=metrics, pool_key=pool_key,
+                    inputs_model=ref)
+
+
+def _checked_target(target: str | None, model: ModelHandle | str | Path, tasks: Mapping[str, str] | None,
+                    ds=None):
+    """The parsed task-metric ``target``, refused with a one-line error (before any work) when it
+    applies to no output of ``model`` with these tasks, or needs labels ``ds`` lacks."""
+    if not target:
+        return None
+    from studio.data.evaluate import output_specs
+    from studio.data.metrics import parse_target
+    from studio.data.tasks import check_target
+
+    goal = parse_target(target)
+    proto = model.proto if isinstance(model, ModelHandle) else _load(model).proto
+    labels = None if ds is None else any(s.label is not None for s in ds.samples)
+    check_target(goal, output_specs(proto, tasks), has_labels=labels)
+    return goal
+
+
+def output_tasks(handle: ModelHandle, tasks: Mapping[str, str] | None = None, *,
+                 project: Project | str | None = None):
+    """The task of every output (``studio.data.tasks.OutputTask``: kind and the one-line reason),
+    inferred from the graph, then the ``project``'s stored choices, then ``tasks`` {output: kind}."""
+    from studio.data.tasks import output_tasks as _tasks
+
+    stored = stored_output_tasks(project, handle) if project is not None else None
+    return tuple(_tasks(handle.proto, tasks, stored=stored).values())
+
+
+def stored_output_tasks(project: Project | str, handle: ModelHandle) -> dict[str, str]:
+    """The {output: kind} choices the project keeps for the model holding this content."""
+    from studio.data.tasks import SETTING
+
+    found = _project(project).find_content(handle.sha256)
+    return dict(found[0].settings().get(SETTING) or {}) if found else {}
+
+
+def set_output_tasks(project: Project | str, handle: ModelHandle, tasks: Mapping[str, str | None]) -> dict[str, str]:
+    """Store {output: kind} for the model (added to the project when absent); a kind of None or
+    "auto" forgets the choice (back to inference). Returns what is stored now."""
+    from studio.data.tasks import SETTING, check_overrides
+
+    check_overrides(handle.proto, {k: v for k, v in tasks.items() if v and v != "auto"})
+    pm, _version = model_for(project, handle)
+    current = dict(pm.settings().get(SETTING) or {})
+    for output, kind in tasks.items():
+        if kind and kind != "auto":
+            current[output] = kind
+        else:
+            current.pop(output, None)
+    pm.set_setting(SETTING, current or None)
+    return current
+
+
+def task_choices(handle: ModelHandle, tasks: Mapping[str, str] | None = None, *,
+                 project: Project | str | None = None) -> dict[str, str]:
+    """The {output: kind} a run uses: the project's stored choices, then ``tasks`` (which the
+    project then keeps for the next run)."""
+    from studio.data.tasks import check_overrides
+
+    given = dict(tasks or {})
+    check_overrides(handle.proto, given)
+    if project is None:
+        return given
+    if given:
+        return set_output_tasks(project, handle, given)
+    return stored_output_tasks(project, handle)
 # -- batch ----------------------------------------------------------------------------
 
 def batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Sequence[str] = ("inspect", "check"),

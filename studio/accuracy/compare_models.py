@@ -30,7 +30,7 @@ from studio.core.compare import (
 from studio.core.engines import RunOptions, resolve_engine_name
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, make_feeds
-from studio.core.order_free import order_free_outputs
+from studio.data.tasks import order_free_for, output_tasks
 from studio.core.sandbox import Limits
 from studio.core.types import value_info
 
@@ -76,6 +76,7 @@ class ModelComparison:
     set_errors: tuple[str, ...] = ()          # input sets a side could not run
     layerwise: Any = None                     # LayerwiseResult when asked
     extra: Mapping[str, Any] = field(default_factory=dict)
+    tasks: tuple = ()                         # studio.data.tasks.OutputTask per output: how each was judged
 
     def __bool__(self) -> bool:
         return bool(self.comparison) and not self.set_errors
@@ -99,6 +100,7 @@ class ModelComparison:
                 "tolerance": self.tolerance_note, "shape_notes": list(self.shape_notes),
                 "set_errors": list(self.set_errors), "comparison": self.comparison.to_dict(),
                 "layerwise": self.layerwise.to_dict() if self.layerwise is not None else None,
+                "tasks": [t.to_dict() for t in self.tasks],
                 **({"extra": dict(self.extra)} if self.extra else {})}
 
 
@@ -176,11 +178,13 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
                    dims: Mapping[str, int] | None = None, count: int = 2, limits: Limits | None = None,
                    pool_key: str = "default", on_tick: Callable[[float], None] | None = None,
                    layerwise: bool = False, layerwise_options: Mapping[str, Any] | None = None,
-                   candidate_header: onnx.ModelProto | None = None) -> ModelComparison:
+                   candidate_header: onnx.ModelProto | None = None,
+                   tasks: Mapping[str, str] | None = None) -> ModelComparison:
     """Run ``reference`` on ``engine`` and ``candidate`` on ``engine_b`` (default: the same)
-    with the same inputs, and compare every output. ``feeds`` default to ``count``
-    seeded random sets built for the reference. ``layerwise`` adds the first
-    diverging layer (see :mod:`studio.accuracy.layerwise`)."""
+    with the same inputs, and compare every output by its task (``studio.data.tasks``; ``tasks``:
+    {output: kind} chosen by the user): detection rows in any order, integers exactly, class
+    scores with their top-1 agreement. ``feeds`` default to ``count`` seeded random sets built
+    for the reference. ``layerwise`` adds the first diverging layer (see :mod:`studio.accuracy.layerwise`)."""
     engine_a = resolve_engine_name(engine)
     engine_b = resolve_engine_name(engine_b or engine)
     options_a = options or RunOptions()
@@ -204,7 +208,8 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
         why = f"given: rtol {tolerance.rtol:g}, atol {tolerance.atol:g}" + (
             f", cosine >= {tolerance.min_cosine}" if tolerance.min_cosine is not None else "")
     comparisons, set_errors, notes = [], [], []
-    order_free = order_free_outputs(ref_model)      # TopK/NMS rows: same rows in another order are equal
+    decided = output_tasks(ref_model, tasks)
+    order_free = order_free_for(ref_model, decided)  # TopK/NMS rows: same rows in another order are equal
     for i, (a, b) in enumerate(zip(runs_a.outputs, runs_b.outputs)):
         if a is None or b is None:
             side, err = (side_a, runs_a.errors[i]) if a is None else (side_b, runs_b.errors[i])
@@ -213,7 +218,7 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
         if i == 0:
             notes += declared_shape_notes(ref_model, a, side_a.label)
             notes += declared_shape_notes(got_model, b, side_b.label)
-        comparisons.append(compare_outputs(a, b, tol, quantized=quantized, order_free=order_free))
+        comparisons.append(compare_outputs(a, b, tol, quantized=quantized, order_free=order_free, tasks=decided))
     merged = merge_comparisons(comparisons)
     lw = None
     if layerwise:
@@ -226,4 +231,4 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
                             options=options_a, options_b=options_b, tolerance=tol, quantized=quantized,
                             limits=limits, pool_key=pool_key, on_tick=on_tick, **lw_opts)
     return ModelComparison(merged, side_a, side_b, feeds.to_dict(), why, tuple(dict.fromkeys(notes)),
-                           tuple(set_errors), lw)
+                           tuple(set_errors), lw, tasks=tuple(decided.values()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from studio import api
+from studio.cli import task_args
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import parse_dims, parse_options, print_json
 from studio.core.fmt import printable
@@ -39,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", metavar="PASS.KEY=VALUE", dest="options",
                    help="with --fix: a fix pass option, e.g. convert-opset.target=13 (repeatable)")
     p.add_argument("--output", metavar="PATH", help="with --fix: where to save the fixed model (required)")
+    task_args.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON (docs/findings.md)")
 
 
@@ -62,8 +64,9 @@ def _run(args: argparse.Namespace) -> int:
         if kept(args) is not None:
             kept(args).add_version(handle.path, label=f"fix: {', '.join(args.fix)}",
                                    provenance={"fix": list(args.fix), "pipeline": result.lineage()})
+    tasks = task_args.choices(args, handle, kept(args).project if kept(args) is not None else None)
     report = api.check(handle, engines, eps=eps, trt_version=args.trt_version, run=not args.no_run,
-                       dims=parse_dims(args.dim), inputs=args.inputs)
+                       dims=parse_dims(args.dim), inputs=args.inputs, tasks=tasks)
     failed = report.has_errors_for(engines)
     keep_json(args, "check.json", report.to_dict(), "check")
     if args.json:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from studio import api
+from studio.cli import task_args
 from studio.cli.common import parse_dims, print_json
 from studio.cli.inputs_args import add_input_arguments, preprocess_from
 from studio.core import outputs
@@ -36,6 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                      "(B against A's golden outputs)")
     p.add_argument("--target", metavar="METRIC>=X", help="with --dataset: e.g. top1-agreement>=0.99")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    task_args.add_arguments(p)
     add_input_arguments(p)
 
 
@@ -57,17 +59,21 @@ def run(args: argparse.Namespace) -> int:
     if args.inputs or args.images:
         feeds = api.make_inputs(a, inputs=args.inputs, images=args.images, count=args.count, dims=dims,
                                 preprocess=preprocess_from(args))
-    dataset = None
+    dataset = project = None
     if args.dataset:
         if not args.project:
             raise StudioError("--dataset names a dataset of a project: add --project NAME")
-        dataset = api.dataset(api.open_project(args.project), args.dataset)
+        project = api.open_project(args.project)
+        dataset = api.dataset(project, args.dataset)
     elif args.target:
         raise StudioError("--target is judged on a dataset: add --project NAME --dataset NAME")
+    elif args.project:
+        project = api.open_project(args.project)
+    tasks = task_args.choices(args, a, project)
     result = api.compare(a, b, engine=args.engine, engine_b=args.engine_b, feeds=feeds, count=args.count, dims=dims,
                          ov_precision=args.ov_precision, ov_precision_b=args.ov_precision_b,
                          layerwise=args.layerwise, layer_threshold=args.layer_threshold, dataset=dataset,
-                         target=args.target)
+                         target=args.target, tasks=tasks)
     task = result.extra.get("task")
     if args.chart:
         from studio.accuracy.charts import layer_error_figure
@@ -80,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"candidate  {printable(result.candidate.describe())}")
     print(f"inputs     {printable(result.feeds.get('source', ''))}")
     print(f"tolerance  {result.tolerance_note}")
+    for t in result.tasks:
+        print(f"task       {printable(t.text(), 300)}")
     rows = [["output", "shape", "max abs", "max rel", "rel L2", "cosine", "top-1", "top-5", "verdict", "compared as"]]
     for d in result.comparison.outputs.values():
         shape = shape_text(d.ref_shape) if d.ref_shape == d.got_shape else \

@@ -14,6 +14,7 @@ import argparse
 import numpy as np
 
 from studio import api
+from studio.cli import task_args
 from studio.cli.common import print_json
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
@@ -47,6 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     ev.add_argument("--target", help="e.g. top1-agreement>=0.99, map-drop<=0.01, cosine>=0.99")
     ev.add_argument("--part", default="evaluation", choices=["evaluation", "calibration", "all"])
     ev.add_argument("--limit", type=int)
+    task_args.add_arguments(ev)
     rm = sub.add_parser("rm", help="delete a dataset and its golden outputs")
     rm.add_argument("dataset")
     rm.add_argument("--yes", action="store_true", help="required: confirms the deletion")
@@ -107,8 +109,11 @@ def run(args: argparse.Namespace) -> int:
         api.remove_dataset(project, ds.id)
         print(f"removed dataset {printable(ds.name, 80)}")
         return 0
-    report = api.evaluate_on_dataset(ds, api.load(args.model), api.load(args.candidate) if args.candidate else None,
-                                     engine=args.engine, target=args.target, part=args.part, limit=args.limit)
+    reference = api.load(args.model)
+    tasks = task_args.choices(args, reference, project)
+    report = api.evaluate_on_dataset(ds, reference, api.load(args.candidate) if args.candidate else None,
+                                     engine=args.engine, target=args.target, part=args.part, limit=args.limit,
+                                     tasks=tasks)
     if args.json:
         print_json(report.to_dict())
     else:
@@ -118,6 +123,11 @@ def run(args: argparse.Namespace) -> int:
             cells = ", ".join(f"{r.metric} {'n/a' if r.value is None else f'{r.value:.4g}'}" for r in o.results)
             worst = next((r.worst[:3] for r in o.results if r.worst), ())
             print(f"  {printable(o.output, 40)} ({o.task}): {cells}" + (f"; worst samples {list(worst)}" if worst else ""))
+            if o.task_reason:
+                print(f"      task: {printable(o.task_reason, 200)}")
+            for r in o.results:
+                if r.value is None:
+                    print(f"      {r.metric} n/a: {printable(r.detail or 'not computable', 200)}")
         for note in report.notes:
             print(f"  note: {printable(note, 200)}")
         if report.target:

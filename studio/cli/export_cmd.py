@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from studio import api
+from studio.cli import task_args
 from studio.core.errors import StudioError
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import print_json
@@ -38,6 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", metavar="NAME", help="a dataset of the --project: task metrics of every artifact "
                                                      "against the original's golden outputs (parity.json)")
     p.add_argument("--task-target", metavar="METRIC>=X", help="with --dataset: e.g. top1-agreement>=0.99")
+    task_args.add_arguments(p)
     p.add_argument("--calibration-method", choices=("minmax", "entropy", "percentile"), default="minmax",
                    help="int8 activation-range calibration (default minmax; entropy and percentile clip outliers)")
     p.add_argument("--shapes", action="append", metavar="NAME=MIN:OPT:MAX",
@@ -74,12 +76,13 @@ def _run(args: argparse.Namespace) -> int:
         if kept(args) is None:
             raise StudioError("--dataset names a dataset of a project: add --project NAME")
         dataset = api.dataset(kept(args).project, args.dataset)
+    tasks = task_args.choices(args, handle, kept(args).project if kept(args) is not None else None)
     result = api.export(handle, args.target or ["all"], args.output, preset=args.preset, precision=args.precision,
                         calibration=args.calibration, calibration_method=args.calibration_method, shapes=args.shapes or None, name=args.name,
                         ort_level=args.ort_level, ort_format=not args.no_ort_format, max_batch=args.max_batch,
                         plugins=args.plugin, zip=not args.no_zip, on_progress=progress,
                         ov_precisions=args.ov_precisions, ort_custom_ops=args.ort_custom_ops,
-                        ov_extensions=args.ov_extension, dataset=dataset, target=args.task_target)
+                        ov_extensions=args.ov_extension, dataset=dataset, target=args.task_target, tasks=tasks)
     keep_json(args, "export.json", result.to_dict(), "export")
     if kept(args) is not None and result.zip_path is not None:
         kept(args).keep(result.zip_path, "export bundle")

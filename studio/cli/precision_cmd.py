@@ -9,7 +9,7 @@ from pathlib import Path
 
 from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
-from studio.cli import remote_args
+from studio.cli import remote_args, task_args
 from studio.cli.common import parse_dims, print_json
 from studio.cli.inputs_args import preprocess_from
 from studio.core import outputs
@@ -47,6 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bgr", action="store_true")
     p.add_argument("--dataset", metavar="NAME", help="a dataset of the --project: calibrate on its calibration part, "
                                                      "judge on its evaluation part by task metrics")
+    task_args.add_arguments(p)
     p.add_argument("--chart", metavar="FILE.html", help="write the accuracy-vs-latency chart")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     remote_args.add_arguments(p, many=False)
@@ -59,12 +60,12 @@ def _fmt(x: float | None, spec: str) -> str:
 def _target(v) -> str:
     if v.meets_target:
         return "met"
-    return "missed" if v.cosine is not None or v.task else "-"
+    return "missed" if v.cosine is not None or v.task or v.status == "ok" else "-"
 
 
 def _task_value(v) -> str:
     value = (v.task or {}).get("target_value")
-    return "-" if value is None else f"{value:.4g}"
+    return ("n/a" if v.task else "-") if value is None else f"{value:.4g}"
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -87,6 +88,9 @@ def _run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"[{i}/{n}] {label}", file=sys.stderr, flush=True)
 
+    project = kept(args).project if kept(args) is not None else None
+    tasks = task_args.choices(args, handle, project)
+    goal = remote_args.task_target_of(args)
     measured = None
     target = (remote_args.targets_of(args) or [None])[0]
     if target is not None:
@@ -109,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
                                dims=parse_dims(args.dim), preprocess=preprocess_from(args),
                                latency_budget_s=args.budget, on_progress=progress,
                                calibration_method=args.calibration_method, dataset=dataset,
-                               target=remote_args.task_target_of(args))
+                               target=goal, tasks=tasks)
     keep_json(args, "precision.json", report.to_dict(), "precision")
     for v in report.variants if kept(args) is not None and measured is None else ():
         if v.path is not None and not v.error and v.name != "fp32" and Path(v.path).is_file() \
@@ -130,6 +134,8 @@ def _run(args: argparse.Namespace) -> int:
     print(f"judged on    {printable(str(report.evaluation.get('source', '')))}; baseline "
           f"{report.evaluation.get('baseline', '')}")
     print(f"basis        {printable(report.basis, 300)}")
+    if dataset is not None or tasks:
+        task_args.print_tasks(handle, tasks, project)
     task_head = (report.target or "").split(">")[0].split("<")[0]
     rows = [["variant", "engine", "ms (p10)", "median", "x fp32", "95% CI", "cosine", "top-1",
              *([task_head] if task_head else []), "target", "status"]]
@@ -137,7 +143,8 @@ def _run(args: argparse.Namespace) -> int:
         ci = f"{v.ratio_ci[0]:.2f}-{v.ratio_ci[1]:.2f}" if v.ratio_ci else "-"
         rows.append([v.name + (" *" if v.recommended else ""), v.engine, _fmt(v.latency_ms, ".2f"),
                      _fmt(v.median_ms, ".2f"),
-                     _fmt(v.ratio, ".2f"), ci, _fmt(v.cosine, ".5f"), _fmt(v.top1, ".2f"),
+                     _fmt(v.ratio, ".2f"), ci, "n/a" if v.cosine is None and v.status == "ok" else _fmt(v.cosine, ".5f"),
+                     _fmt(v.top1, ".2f"),
                      *([_task_value(v)] if task_head else []), _target(v), v.status if not v.error else "failed"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:

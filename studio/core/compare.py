@@ -88,6 +88,7 @@ class OutputDiff:
     note: str = ""
     mode: str = "tolerance"                    # how it was judged (module doc)
     mismatches: int | None = None              # values that differ (exact) or lie outside the tolerance
+    task: str = ""                             # the output's task (studio.data.tasks), when known
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -166,8 +167,17 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / (na * nb))
 
 
-def _top1(a: np.ndarray, b: np.ndarray) -> float | None:
-    """Agreement of argmax over the last axis, for classifier-like outputs."""
+def _top1(a: np.ndarray, b: np.ndarray, task=None) -> float | None:
+    """Agreement of argmax over the class axis, for classifier-like outputs (``task``: the output's
+    ``studio.data.tasks.OutputTask``; a one-score binary classifier agrees on the side of its threshold,
+    an output of another task has no top-1)."""
+    if task is not None and task.kind != "classification":
+        return None
+    if task is not None and a.shape == b.shape and a.size:
+        if task.threshold is not None:
+            return float(np.mean((a.reshape(-1) > task.threshold) == (b.reshape(-1) > task.threshold)))
+        lead = a.shape[0] if a.ndim > 1 else 1
+        return _top1(a.reshape(lead, -1), b.reshape(lead, -1)) if a.size // lead >= 2 else None
     if a.ndim not in (1, 2) or a.shape[-1] < 2 or a.shape != b.shape:
         return None
     return float(np.mean(np.argmax(a.reshape(-1, a.shape[-1]), -1) == np.argmax(b.reshape(-1, b.shape[-1]), -1)))
@@ -255,12 +265,14 @@ def _align(a: np.ndarray, b: np.ndarray, order: OrderFree) -> tuple[np.ndarray, 
 
 
 def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantized: bool = False,
-                   order: OrderFree | None = None) -> OutputDiff:
+                   order: OrderFree | None = None, task=None) -> OutputDiff:
     """One output: exact for integers/booleans, strings equal, floats within tolerance
-    (NaN-aware); ``order``: rows a TopK/NMS picked, compared in any order."""
+    (NaN-aware); ``order``: rows a TopK/NMS picked, compared in any order; ``task``: the output's
+    ``studio.data.tasks.OutputTask`` (which agreement figures apply). A figure with no value to
+    compute it on (an empty output, only NaN) is None with the reason, never a default."""
     a, b = np.asarray(got), np.asarray(ref)      # a: candidate, b: reference
     base = dict(name=name, ref_shape=tuple(b.shape), got_shape=tuple(a.shape), ref_dtype=b.dtype.name,
-                got_dtype=a.dtype.name)
+                got_dtype=a.dtype.name, task=getattr(task, "kind", "") or "")
     if a.shape != b.shape:
         return OutputDiff(**base, match=False, note=f"shape {list(a.shape)} != reference {list(b.shape)}")
     if b.dtype.kind in "OUS" or a.dtype.kind in "OUS":
@@ -274,8 +286,8 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
     tol = tol or tolerance_for(b.dtype, quantized=quantized)
     mode = mode or ("cosine" if tol.min_cosine is not None else "tolerance")
     if a.size == 0:
-        return OutputDiff(**base, match=True, max_abs=0.0, max_rel=0.0, cosine=1.0, tolerance=tol, mode=mode,
-                          mismatches=0)
+        return OutputDiff(**base, match=True, max_abs=None, max_rel=None, cosine=None, tolerance=tol, mode=mode,
+                          mismatches=0, note="empty output on both sides: no values to compare (cosine n/a)")
     fa, fb = a.astype(np.float64).reshape(-1), b.astype(np.float64).reshape(-1)
     nan_a, nan_b = np.isnan(fa), np.isnan(fb)
     if not np.array_equal(nan_a, nan_b):
@@ -293,7 +305,7 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
     max_rel = float((diff / np.maximum(np.abs(fb), 1e-12)).max()) if diff.size else 0.0
     ref_norm = float(np.linalg.norm(fb))
     rel_l2 = float(np.linalg.norm(fa - fb) / ref_norm) if ref_norm else (0.0 if max_abs == 0 else float("inf"))
-    cos = _cosine(fa, fb)
+    cos = _cosine(fa, fb) if fa.size else None      # only NaN/Inf (equal): no cosine was measured
     rms = float(np.sqrt(np.mean(fb * fb))) if fb.size else 0.0
     atol = max(tol.atol, tol.atol_scale * rms)
     bad = diff > atol + tol.rtol * np.abs(fb)
@@ -301,24 +313,26 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
     ok = inf_ok and not bad.any()
     if tol.min_cosine is not None:
         # Quantized/reduced precision: a few elements may move; the whole must keep its direction.
-        ok = inf_ok and cos >= tol.min_cosine and (quantized or mismatch <= 1e-3)
+        ok = inf_ok and (cos is None or cos >= tol.min_cosine) and (quantized or mismatch <= 1e-3)
     note = ""
     if not inf_ok:
         note = "infinities differ from the reference"
     elif not ok:
-        note = (f"max abs {max_abs:.3g}, max rel {max_rel:.3g}, cosine {cos:.6f}, "
+        note = (f"max abs {max_abs:.3g}, max rel {max_rel:.3g}, cosine {'n/a' if cos is None else f'{cos:.6f}'}, "
                 f"{100 * mismatch:.2f}% of values outside rtol={tol.rtol:g} atol={atol:.3g}")
     return OutputDiff(**base, match=ok, max_abs=max_abs, max_rel=max_rel, rel_l2=rel_l2, cosine=cos,
-                      mismatch_fraction=mismatch, top1_agreement=_top1(a, b), top5_overlap=_top5(a, b),
+                      mismatch_fraction=mismatch, top1_agreement=_top1(a, b, task),
+                      top5_overlap=_top5(a, b) if task is None or task.kind == "classification" else None,
                       tolerance=tol, note=note, mode=mode, mismatches=int(np.count_nonzero(bad)))
 
 
 def compare_outputs(reference: Mapping[str, object], candidate: Mapping[str, object],
                     tol: Tolerance | Mapping[str, Tolerance] | None = None, *, quantized: bool = False,
-                    order_free: Mapping[str, OrderFree] | None = None) -> Comparison:
+                    order_free: Mapping[str, OrderFree] | None = None,
+                    tasks: Mapping[str, object] | None = None) -> Comparison:
     """Compare every reference output (order kept) with the candidate's. ``order_free``
-    (``studio.core.order_free.order_free_outputs`` of the reference model): outputs
-    compared as rows in any order."""
+    (``studio.data.tasks.order_free_for`` of the reference model): outputs compared as rows in
+    any order; ``tasks``: {output: studio.data.tasks.OutputTask}, the figures each output gets."""
     diffs: dict[str, OutputDiff] = {}
     missing = tuple(k for k in reference if k not in candidate)
     extra = tuple(k for k in candidate if k not in reference)
@@ -328,7 +342,8 @@ def compare_outputs(reference: Mapping[str, object], candidate: Mapping[str, obj
         t = tol.get(name) if isinstance(tol, Mapping) else tol
         got = candidate[name]
         if not _structured(ref) and not _structured(got):
-            diffs[name] = compare_arrays(name, ref, got, t, quantized=quantized, order=(order_free or {}).get(name))
+            diffs[name] = compare_arrays(name, ref, got, t, quantized=quantized, order=(order_free or {}).get(name),
+                                         task=(tasks or {}).get(name))
             continue
         # Non-tensor outputs: one entry per element, lengths and keys compared exactly.
         kind = "map" if isinstance(ref, Mapping) else "optional" if ref is None else "sequence"
@@ -374,7 +389,7 @@ def merge_comparisons(comparisons: list[Comparison]) -> Comparison:
             top1_agreement=_worst([d.top1_agreement for d in diffs], mean),
             top5_overlap=_worst([d.top5_overlap for d in diffs], mean), tolerance=base.tolerance,
             note=first_bad.note if first_bad else "", mode=base.mode,
-            mismatches=_worst([d.mismatches for d in diffs], max))
+            mismatches=_worst([d.mismatches for d in diffs], max), task=base.task)
     missing = tuple(dict.fromkeys(m for c in comparisons for m in c.missing))
     extra = tuple(dict.fromkeys(m for c in comparisons for m in c.extra))
     return Comparison(outputs, missing, extra)

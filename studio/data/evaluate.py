@@ -49,9 +49,11 @@ class OutputReport:
     output: str
     task: str
     results: tuple[MetricResult, ...]
+    task_reason: str = ""            # why the output has this task (studio.data.tasks)
 
     def to_dict(self) -> dict:
-        return {"output": self.output, "task": self.task, "metrics": [r.to_dict() for r in self.results]}
+        return {"output": self.output, "task": self.task, "task_reason": self.task_reason,
+                "metrics": [r.to_dict() for r in self.results]}
 
 
 @dataclass(frozen=True)
@@ -88,16 +90,27 @@ class MetricReport:
                 "notes": list(self.notes)}
 
 
-def output_specs(model: onnx.ModelProto) -> tuple[OutputSpec, ...]:
-    """Output name, dtype, shape and producing op type, for choosing metrics."""
+def output_specs(model: onnx.ModelProto, tasks: Mapping[str, str] | None = None, *,
+                 shapes: Mapping[str, tuple] | None = None) -> tuple[OutputSpec, ...]:
+    """Output name, dtype, shape, producing op type and task (``studio.data.tasks``: inferred from
+    the graph, ``tasks`` {output: kind} chosen by the user), for choosing metrics. ``shapes``: real
+    output shapes for the dims the model leaves open."""
     from studio.core.types import value_info
+    from studio.data.tasks import output_tasks
 
     producer = {o: n.op_type for n in model.graph.node for o in n.output}
+    decided = output_tasks(model, tasks, shapes=shapes)
     out = []
     for vi in model.graph.output:
         t = value_info(vi)
-        out.append(OutputSpec(vi.name, t.dtype, tuple(t.shape or ()), producer.get(vi.name)))
+        task = decided.get(vi.name)
+        shape = tuple(task.shape if task is not None and task.shape is not None else t.shape or ())
+        out.append(OutputSpec(vi.name, t.dtype, shape, producer.get(vi.name), task))
     return tuple(out)
+
+
+def _real_shapes(outs: Sequence[Mapping[str, np.ndarray]]) -> dict[str, tuple]:
+    return {k: tuple(np.shape(v)) for k, v in (outs[0] if outs else {}).items()}
 
 
 def _sha256(path: Path) -> str:
@@ -120,14 +133,18 @@ def _run_sets(model_path: Path, engine: str, feeds: Sequence[dict], options: Run
 
 
 def golden_outputs(ds: Dataset, model_path: str | Path, *, part: str = "evaluation", limit: int | None = None,
-                   pool_key: str = "default", refresh: bool = False) -> Golden:
+                   pool_key: str = "default", refresh: bool = False,
+                   tasks: Mapping[str, str] | None = None) -> Golden:
     """The reference outputs of ``model_path`` on ``part`` of ``ds``: read back when stored, else
-    computed once on ORT CPU (optimizations off) and stored beside the dataset."""
+    computed once on ORT CPU (optimizations off) and stored beside the dataset. ``tasks``: the
+    user's {output: kind} choices (the specs carry the decided task of every output)."""
     model_path = Path(model_path)
     sha = _sha256(model_path)
     npz, meta = _golden_paths(ds, sha, part)
     model = onnx.load_model(str(model_path), load_external_data=False)
-    specs = output_specs(model)
+    specs = output_specs(model, tasks)
+    if not ds.part(part)[: limit or None]:
+        return Golden(sha, part, (), (), f"not run: the {part} part of dataset {ds.name[:40]} is empty", specs)
     if npz.is_file() and meta.is_file() and not refresh:
         info = json.loads(meta.read_text(encoding="utf-8"))
         if info.get("limit") == limit:
@@ -136,8 +153,8 @@ def golden_outputs(ds: Dataset, model_path: str | Path, *, part: str = "evaluati
                 for key in data.files:
                     i, _, name = key.partition("/")
                     outs[int(i)][name] = data[key]
-            return Golden(sha, part, tuple(outs), tuple(info["samples"]), info["reference"], specs,
-                          float(info.get("seconds", 0.0)))
+            return Golden(sha, part, tuple(outs), tuple(info["samples"]), info["reference"],
+                          output_specs(model, tasks, shapes=_real_shapes(outs)), float(info.get("seconds", 0.0)))
     refs = ds.part(part)[: limit or None]
     feeds = dataset_feeds(ds, model, part=part, limit=limit)
     started = time.perf_counter()
@@ -156,27 +173,38 @@ def golden_outputs(ds: Dataset, model_path: str | Path, *, part: str = "evaluati
         np.savez(fh, **arrays)  # scratch: into the output file opened above
     atomic_write_text(meta, json.dumps({"model_sha256": sha, "part": part, "samples": [r.index for r in refs],
                                         "reference": reference, "seconds": seconds, "limit": limit}))
-    return Golden(sha, part, outs, tuple(r.index for r in refs), reference, specs, seconds)
+    return Golden(sha, part, outs, tuple(r.index for r in refs), reference,
+                  output_specs(model, tasks, shapes=_real_shapes(outs)), seconds)
 
 
 def score_outputs(golden: Golden, candidate: Sequence[Mapping[str, np.ndarray] | None], *,
                   labels: Sequence[object] | None = None,
                   metrics: Mapping[str, Sequence[str]] | None = None) -> tuple[OutputReport, ...]:
-    """Metrics per output of ``candidate`` (outputs per sample, None for a failed sample)."""
-    from studio.data.metrics import task_of
+    """Metrics per output of ``candidate`` (outputs per sample, None for a failed sample). A metric
+    with no sample to score is n/a with the reason (never a default value)."""
+    from studio.data.metrics import task_info
 
     keep = [i for i, c in enumerate(candidate) if c is not None]
     reports = []
     for spec in golden.specs:
+        chosen = metrics_for(spec, (metrics or {}).get(spec.name))
+        info = task_info(spec)
+        if not chosen:
+            continue
         g = [golden.outputs[i].get(spec.name) for i in keep]
         c = [candidate[i].get(spec.name) for i in keep]
         pairs = [(a, b) for a, b in zip(g, c) if a is not None and b is not None]
         if not pairs:
+            why = ("no sample: the evaluation part is empty" if not golden.outputs else
+                   "no sample ran on the candidate" if not keep else "the candidate does not produce this output")
+            results = tuple(MetricResult(m.name, spec.name, None, m.higher_is_better, detail=why) for m in chosen)
+            reports.append(OutputReport(spec.name, info.kind, results, info.reason))
             continue
+        # pair labels with the samples kept (a sample whose output is missing drops its label too)
+        lab = [labels[i] for i, a, b in zip(keep, g, c) if a is not None and b is not None] if labels else None
         ga, ca = [np.asarray(a) for a, _ in pairs], [np.asarray(b) for _, b in pairs]
-        lab = [labels[i] for i in keep] if labels else None
-        results = tuple(m.score(spec.name, ga, ca, lab) for m in metrics_for(spec, (metrics or {}).get(spec.name)))
-        reports.append(OutputReport(spec.name, task_of(spec), results))
+        results = tuple(m.score(spec.name, ga, ca, lab) for m in chosen)
+        reports.append(OutputReport(spec.name, info.kind, results, info.reason))
     return tuple(reports)
 
 
@@ -191,16 +219,20 @@ def evaluate(ds: Dataset, golden: Golden, model_path: str | Path, *, engine: str
         options = dataclasses.replace(options or RunOptions(), openvino_ir=True)
         if inputs_model is None and feeds is None:
             raise StudioError("an OpenVINO IR is evaluated with the original ONNX model's inputs (inputs_model)")
-    if feeds is None:
-        model = onnx.load_model(str(inputs_model or model_path), load_external_data=False)
-        feeds = dataset_feeds(ds, model, part=golden.part, limit=len(golden.sample_indices))
-    runs = _run_sets(model_path, engine, feeds, options, pool_key)
-    failed = tuple((golden.sample_indices[i], str(e)[:200]) for i, e in enumerate(runs.errors) if e)
+    if not golden.outputs:                   # an empty part: every metric n/a with the reason, nothing run
+        feeds, outs, errors = [], [], []
+    else:
+        if feeds is None:
+            model = onnx.load_model(str(inputs_model or model_path), load_external_data=False)
+            feeds = dataset_feeds(ds, model, part=golden.part, limit=len(golden.sample_indices))
+        runs = _run_sets(model_path, engine, feeds, options, pool_key)
+        outs, errors = runs.outputs, runs.errors
+    failed = tuple((golden.sample_indices[i], str(e)[:200]) for i, e in enumerate(errors) if e)
     by_index = {s.index: s for s in ds.samples}
     labels = [ds.label_index(by_index[i].label) if i in by_index else None for i in golden.sample_indices]
-    reports = score_outputs(golden, runs.outputs, labels=labels if any(v is not None for v in labels) else None,
+    reports = score_outputs(golden, outs, labels=labels if any(v is not None for v in labels) else None,
                             metrics=metrics)
-    notes = []
+    notes = [] if golden.outputs else [f"nothing evaluated: {golden.reference}"]
     if failed:
         notes.append(f"{len(failed)} of {len(feeds)} samples failed on {engine}")
     met = value = None
@@ -208,7 +240,11 @@ def evaluate(ds: Dataset, golden: Golden, model_path: str | Path, *, engine: str
                           failed, target.text() if target else None, None, None, tuple(notes))
     if target is not None:
         r = report.metric(target.base_metric)
-        if r is None:
+        found = [x for o in reports for x in o.results if x.metric == target.base_metric]
+        if r is None and found:
+            notes.append(f"target metric {target.base_metric} is n/a: {found[0].detail or 'not computable'}")
+            met = False
+        elif r is None:
             notes.append(f"target metric {target.base_metric} does not apply to any output")
             met = False
         else:

@@ -18,6 +18,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +33,7 @@ class OutputSpec:
     dtype: str
     shape: tuple = ()
     producer: str | None = None       # op type of the node producing it (TopK, NonMaxSuppression...)
+    task: Any = None                  # studio.data.tasks.OutputTask decided for it (None: from this spec alone)
 
 
 @dataclass(frozen=True)
@@ -200,15 +202,46 @@ def _class_axis_scores(a: np.ndarray) -> np.ndarray:
     return a.reshape(1, -1) if a.ndim == 1 else a.reshape(-1, a.shape[-1])
 
 
-class TopKAgreement(Metric):
-    """Classification: the candidate's top-1 (or its top-5 containing the golden top-1)."""
+def _decided_classes(spec: OutputSpec) -> tuple[str, float | None] | None:
+    """("ids", None) for class ids, ("binary", threshold) for one score, from the output's decided
+    task (studio.data.tasks); None otherwise."""
+    t = spec.task
+    if t is None or getattr(t, "kind", None) != "classification":
+        return None
+    if spec.dtype.startswith(("int", "uint")):
+        return "ids", None
+    if getattr(t, "threshold", None) is not None:
+        return "binary", float(t.threshold)
+    return None
 
-    def __init__(self, k: int = 1) -> None:
+
+def _labels_of(a: np.ndarray, threshold: float | None) -> np.ndarray:
+    """Top-1 class per row: the ids themselves (integer outputs), ``score > threshold`` (one
+    score), else the argmax over the class axis (NaN never wins)."""
+    a = np.asarray(a)
+    if a.dtype.kind in "iub":
+        return a.reshape(-1).astype(np.int64)
+    if threshold is not None:
+        return (np.asarray(a, np.float64).reshape(-1) > threshold).astype(np.int64)
+    s = _class_axis_scores(a)
+    return np.argmax(np.where(np.isnan(s), -np.inf, s), axis=-1)
+
+
+class TopKAgreement(Metric):
+    """Classification: the candidate's top-1 (or its top-5 containing the golden top-1). A binary
+    classifier with one score ([N, 1]) agrees when both sides fall on the same side of its
+    ``threshold``; integer class ids (ArgMax outputs) agree when equal."""
+
+    def __init__(self, k: int = 1, threshold: float | None = None) -> None:
         self.k = k
+        self.threshold = threshold
         self.name = f"top{k}-agreement"
 
     def applies_to(self, spec):
         shape = tuple(spec.shape or ())
+        decided = _decided_classes(spec)
+        if decided is not None:
+            return self.k == 1
         if not spec.dtype.startswith(("float", "bfloat")) or not shape:
             return False
         classes = shape[-1] if len(shape) <= 2 else (shape[1] if all(d == 1 for d in shape[2:]) else None)
@@ -219,18 +252,27 @@ class TopKAgreement(Metric):
         if bad:
             return MetricResult(self.name, output, None, True, detail=bad)
         per = []
+        single = self.threshold is not None or any(np.asarray(g).dtype.kind in "iub" for g in golden)
         for g, c in zip(golden, cand):
+            if single and self.k == 1:
+                per.append(float(np.mean(_labels_of(g, self.threshold) == _labels_of(c, self.threshold))))
+                continue
             gs, cs = _class_axis_scores(g), _class_axis_scores(c)
-            g1 = np.nanargmax(np.where(np.isnan(gs), -np.inf, gs), axis=-1)
+            g1 = np.argmax(np.where(np.isnan(gs), -np.inf, gs), axis=-1)
             ck = np.argsort(-np.where(np.isnan(cs), -np.inf, cs), axis=-1, kind="stable")[:, :self.k]
             per.append(float(np.mean([g1[i] in ck[i] for i in range(len(g1))])))
-        return _result(self.name, output, per, True)
+        how = (f"one score: same side of {self.threshold:g}" if self.threshold is not None
+               else "class ids equal" if single else f"golden top-1 among the candidate's top {self.k}")
+        return _result(self.name, output, per, True, detail=how)
 
 
 class Accuracy(Metric):
     """Classification against labels from the dataset (top-1)."""
 
     name = "top1-accuracy"
+
+    def __init__(self, threshold: float | None = None) -> None:
+        self.threshold = threshold
 
     def applies_to(self, spec):
         return TopKAgreement(1).applies_to(spec)
@@ -243,8 +285,7 @@ class Accuracy(Metric):
             if label is None:
                 per.append(float("nan"))
                 continue
-            cs = _class_axis_scores(c)
-            per.append(float(np.mean(np.argmax(cs, axis=-1) == int(label))))
+            per.append(float(np.mean(_labels_of(c, self.threshold) == int(label))))
         return _result(self.name, output, per, True)
 
 
@@ -384,8 +425,7 @@ class DetectionMAP(Metric):
             return False
         if _is_yolo_head(shape):
             return True
-        rows = spec.producer in ("TopK", "NonMaxSuppression", "Gather", "GatherND", "Concat")
-        return rows and len(shape) >= 2 and shape[-1] in (4, 5, 6, 7)
+        return len(shape) >= 2 and shape[-1] in (4, 5, 6, 7)     # box rows (which outputs: studio.data.tasks)
 
     def score(self, output, golden, cand, labels=None):
         if len(golden) != len(cand):
@@ -515,10 +555,8 @@ class CharErrorRate(Metric):
         self.time_major = time_major
 
     def applies_to(self, spec):
-        shape = tuple(spec.shape or ())
-        n = spec.name.lower()
-        return spec.dtype.startswith("float") and len(shape) == 3 and \
-            any(k in n for k in ("ctc", "logit", "rec", "char", "text", "softmax", "prob"))
+        # [N, T, C] scores; which outputs are sequences is studio.data.tasks' decision
+        return spec.dtype.startswith("float") and len(tuple(spec.shape or ())) == 3
 
     def score(self, output, golden, cand, labels=None):
         if len(golden) != len(cand):
@@ -553,25 +591,23 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
     Cosine(), MaxAbsError(), MaxRelError(), Mismatch(), TopKAgreement(1), TopKAgreement(5), Accuracy(),
     DetectionMAP(), MaskIoU(), RecallAtK(1), RecallAtK(5), CharErrorRate())}
 
-_EMBED = re.compile(r"embed|pooler|sentence|feature|vector|last_hidden", re.I)
-_CLASS = re.compile(r"logit|prob|score|class|pred|output|softmax|fc", re.I)
-
-
 def task_of(spec: OutputSpec) -> str:
-    """classification | detection | segmentation | embedding | sequence | integer | regression."""
-    if spec.dtype.startswith(("int", "uint", "bool")):
-        return "segmentation" if MaskIoU().applies_to(spec) and "mask" in spec.name.lower() else "integer"
-    if DetectionMAP().applies_to(spec):
-        return "detection"
-    if CharErrorRate().applies_to(spec):
-        return "sequence"
-    if MaskIoU().applies_to(spec) and spec.dtype.startswith("float"):
-        return "segmentation"
-    if _EMBED.search(spec.name) and RecallAtK().applies_to(spec):
-        return "embedding"
-    if TopKAgreement(1).applies_to(spec) and _CLASS.search(spec.name) and len(spec.shape or ()) <= 2:
-        return "classification"
-    return "regression"
+    """classification | detection | segmentation | embedding | sequence | integer | regression | other:
+    the task decided for ``spec`` (``spec.task``), else inferred from the spec alone
+    (:func:`studio.data.tasks.infer_task`; with the model, :func:`studio.data.tasks.output_tasks`
+    reads the graph too)."""
+    return task_info(spec).kind
+
+
+def task_info(spec: OutputSpec):
+    """The :class:`studio.data.tasks.OutputTask` of ``spec`` (decided, or inferred from the spec)."""
+    from studio.data.tasks import _Evidence, infer_task
+
+    if spec.task is not None:
+        return spec.task
+    rows = spec.producer in ("TopK", "NonMaxSuppression", "Gather", "GatherND", "Concat")
+    ev = _Evidence(op=spec.producer, order_free=spec.producer if rows else None)
+    return infer_task(spec.name, spec.dtype, spec.shape, ev)
 
 
 _BY_TASK = {
@@ -582,7 +618,19 @@ _BY_TASK = {
     "sequence": ("cer", "cosine"),
     "integer": ("mismatch-rate",),
     "regression": ("cosine", "max-abs", "max-rel"),
+    "other": (),
 }
+
+
+def _bound(metric: Metric, spec: OutputSpec) -> Metric:
+    """The metric as it judges ``spec``: top-1 of a one-score binary classifier at its threshold."""
+    decided = _decided_classes(spec)
+    if decided is not None and decided[0] == "binary":
+        if isinstance(metric, TopKAgreement):
+            return TopKAgreement(metric.k, threshold=decided[1])
+        if isinstance(metric, Accuracy):
+            return Accuracy(threshold=decided[1])
+    return metric
 
 
 def metrics_for(spec: OutputSpec, override: Sequence[str] | None = None) -> tuple[Metric, ...]:
@@ -592,8 +640,11 @@ def metrics_for(spec: OutputSpec, override: Sequence[str] | None = None) -> tupl
     if unknown:
         from studio.core.errors import StudioError
         raise StudioError(f"unknown metric {unknown[0][:40]!r}; known: {', '.join(METRICS)}", code="BAD-OPTION")
-    chosen = tuple(METRICS[n] for n in names)
-    return tuple(m for m in chosen if override or m.applies_to(spec)) or (Cosine(),)
+    chosen = tuple(_bound(METRICS[n], spec) for n in names)
+    found = tuple(m for m in chosen if override or m.applies_to(spec))
+    if found or task_of(spec) == "other":
+        return found
+    return (Mismatch(),) if Mismatch().applies_to(spec) else (Cosine(),) if Cosine().applies_to(spec) else ()
 
 
 # ---------------------------------------------------------------------------- targets

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from studio.core import jsonsafe
@@ -28,7 +28,7 @@ from studio.export.onnxruntime import weight_bytes
 from studio.export.options import ExportOptions
 from studio.export.prepare import prepare_deploy
 from studio.export.reference import (criteria_for, feed_shapes, make_feeds, reference_outputs, searched_reference,
-                                     shapes_of, small_image_shapes)
+                                     shapes_of, small_image_shapes, with_tasks)
 from studio.export.report import graph_page, html_report, markdown_report
 from studio.export.results import ERROR, ExportResult, TargetResult
 
@@ -73,15 +73,18 @@ def _run_target(ctx: ExportContext, target: str) -> TargetResult:
 
 def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Path, *, pool_key: str = "default",
                  on_tick: Callable[[float], None] | None = None,
-                 on_progress: Callable[[str, str], None] | None = None) -> ExportResult:
+                 on_progress: Callable[[str, str], None] | None = None,
+                 tasks: Mapping[str, str] | None = None) -> ExportResult:
     """Export ``handle`` to ``out_dir/<model>-<sha8>/`` (+ ``.zip``). The model file is only read.
+    ``tasks``: the user's {output: kind} (``studio.data.tasks``): how artifacts' outputs are compared.
 
     A model that fails the full check but that ONNX Runtime reads after the repairs it makes
     itself (node order, duplicated opsets, an old IR version, a contradicted output shape:
     :mod:`passes.normalize`) is exported from a repaired copy, each repair a note of the bundle;
     anything else the checker refuses is refused here too."""
     if handle.check.ok:
-        return _export(handle, (), options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress)
+        return _export(handle, (), options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress,
+                       tasks=tasks)
     import tempfile
 
     from passes.normalize import normalize_in_worker
@@ -100,12 +103,13 @@ def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Pat
             f"the bundle is built from the repaired copy (the original {handle.name[:60]} is sha256 "
             f"{handle.sha256[:12]}, unchanged)",)
         return _export(repaired, notes, options, out_dir, pool_key=pool_key, on_tick=on_tick,
-                       on_progress=on_progress, named=handle)
+                       on_progress=on_progress, named=handle, tasks=tasks)
 
 
 def _export(handle: ModelHandle, repairs: tuple[str, ...], options: ExportOptions, out_dir: str | Path, *,
             pool_key: str, on_tick: Callable[[float], None] | None,
-            on_progress: Callable[[str, str], None] | None, named: ModelHandle | None = None) -> ExportResult:
+            on_progress: Callable[[str, str], None] | None, named: ModelHandle | None = None,
+            tasks: Mapping[str, str] | None = None) -> ExportResult:
     started = time.perf_counter()
     register_input(handle.path, *handle.external_files, *options.plugins, *options.ort_custom_ops,
                    *options.ov_extensions)            # files this run reads: never an output
@@ -134,6 +138,7 @@ def _export(handle: ModelHandle, repairs: tuple[str, ...], options: ExportOption
             searched = searched_reference(handle.path, handle.proto, reference, options.shapes, pool_key=pool_key)
             if searched is not None:
                 shapes, reference = {k: tuple(v) for k, v in shapes_of(searched.feeds).items()}, searched
+        reference = with_tasks(reference, handle.proto, tasks)     # every output compared by its task
         ctx = ExportContext(options=options, bundle=staging, work=work, source=handle, deploy=deploy.path,
                             deploy_facts=deploy.facts, deploy_precision=deploy.precision, reference=reference,
                             criteria=criteria_for(deploy.precision, quantized_model=deploy.facts.quantized),

@@ -138,6 +138,16 @@ class Reference:
     error: str | None = None
     engine_error: str | None = None    # ORT's own message for the first failed set (input search)
     order_free: Mapping[str, OrderFree] = dataclasses.field(default_factory=dict)   # TopK/NMS rows
+    tasks: Mapping[str, object] = dataclasses.field(default_factory=dict)   # studio.data.tasks.OutputTask per output
+
+
+def with_tasks(reference: Reference, model: ModelProto, tasks: Mapping[str, str] | None) -> Reference:
+    """``reference`` judging every output by its task (``studio.data.tasks``; ``tasks``: the user's
+    {output: kind}): detection rows in any order, the figures each task has."""
+    from studio.data.tasks import order_free_for, output_tasks
+
+    decided = output_tasks(model, tasks)
+    return dataclasses.replace(reference, order_free=order_free_for(model, decided), tasks=decided)
 
 
 def reference_outputs(original: Path, feeds: Feeds, *, pool_key: str = "default") -> Reference:
@@ -194,7 +204,7 @@ def verify_outputs(reference: Reference, got: Mapping[str, object] | None, crite
         return Verification(NOT_VERIFIED, f"outputs not compared: {reference.error}", engine, criteria.text, None,
                             checker)
     comparison = compare_outputs(reference.outputs, dict(got or {}), criteria.tolerance, quantized=criteria.quantized,
-                                 order_free=reference.order_free)
+                                 order_free=reference.order_free, tasks=reference.tasks)
     status = PASSED if comparison else FAILED
     message = comparison.summary()
     if checker not in (None, "passed"):

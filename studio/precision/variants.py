@@ -214,11 +214,10 @@ class PrecisionReport:
 
     def summary(self) -> str:
         prefix = f"{RANDOM_BASIS}: " if self.is_estimate else ""
-        if self.recommended is None:
-            why = next((v.error for v in self.variants if v.error), None)
-            return prefix + "no variant could be measured" + (f": {why}" if why else "")
-        v = self.variant(self.recommended)
         goal = self.target or f"cosine >= {self.target_cosine}"
+        if self.recommended is None:
+            return prefix + self._no_recommendation(goal)
+        v = self.variant(self.recommended)
         if v.name == "fp32":
             return prefix + f"keep fp32: no reduced-precision variant is both faster than fp32 and meets {goal}"
         from passes.quant_tools import cosine_text
@@ -229,6 +228,24 @@ class PrecisionReport:
         return (prefix + f"recommended: {v.label}: {v.speed_text}, cosine "
                 f"{cosine_text(v.cosine, self.target_cosine)} (target {self.target_cosine:.10g})")
 
+    def _no_recommendation(self, goal: str) -> str:
+        """Why nothing is recommended, in terms of the table above it (never "could not be measured"
+        when variants were measured)."""
+        measured = [v for v in self.variants if v.status == "ok"]
+        if not measured:
+            why = next((v.error for v in self.variants if v.error), None)
+            return "no variant could be measured" + (f": {why}" if why else "")
+        base = next((v for v in measured if v.name == "fp32"), None)
+        if base is None:
+            err = next((v.error for v in self.variants if v.name == "fp32" and v.error), None)
+            return (f"nothing recommended: fp32 (the baseline every variant is measured against) did not run"
+                    + (f" ({err})" if err else "") + f"; {len(measured)} other variant(s) measured")
+        if not base.meets_target:
+            got = _target_text(base, self.target)
+            return (f"nothing recommended: even fp32 misses {goal} (got {got}), so no reduced precision can meet "
+                    f"it; {len(measured)} variant(s) measured: check the target and the output's task")
+        return f"nothing recommended: none of the {len(measured)} measured variant(s) meets {goal}"
+
     def to_dict(self) -> dict:
         return {"summary": self.summary(), "recommended": self.recommended,
                 "best_per_engine": dict(self.best_per_engine), "target_cosine": self.target_cosine,
@@ -238,6 +255,19 @@ class PrecisionReport:
 
 
 RANDOM_BASIS = "random-input estimate, not a recommendation"
+
+
+def _target_text(v: VariantResult, target: str | None) -> str:
+    """The value ``v`` got for the target: the task metric (n/a with its reason), else the cosine."""
+    if target:
+        task = v.task or {}
+        value = task.get("target_value")
+        if value is not None:
+            return f"{value:.4g}"
+        why = next((n for n in task.get("notes", ()) if "target metric" in n), None) or \
+            next((n for n in v.notes if n.startswith("task metrics could not")), "not computed")
+        return f"n/a: {why}"
+    return "n/a" if v.cosine is None else f"{v.cosine:.6f}"
 
 
 def _long_limits(limits: Limits | None, model_bytes: int) -> Limits:
@@ -290,7 +320,7 @@ MAX_DATASET_EVAL = 64      # evaluation samples judged per variant (the golden s
 
 
 def _dataset_feeds(ds, header: onnx.ModelProto, model_path: Path, dims: Mapping[str, int] | None,
-                   pool_key: str) -> tuple[FeedSet, FeedSet, Any]:
+                   pool_key: str, tasks: Mapping[str, str] | None = None) -> tuple[FeedSet, FeedSet, Any]:
     """Calibration and evaluation feeds from the dataset's parts, and the golden outputs."""
     from studio.data.datasets import dataset_feeds
     from studio.data.evaluate import golden_outputs
@@ -304,19 +334,17 @@ def _dataset_feeds(ds, header: onnx.ModelProto, model_path: Path, dims: Mapping[
     cal = dataset_feeds(ds, header, part="calibration", limit=300, dims=dims)
     limit = min(MAX_DATASET_EVAL, len(ds.evaluation))
     ev = dataset_feeds(ds, header, part="evaluation", limit=limit, dims=dims)
-    golden = golden_outputs(ds, model_path, part="evaluation", limit=limit, pool_key=pool_key)
+    golden = golden_outputs(ds, model_path, part="evaluation", limit=limit, pool_key=pool_key, tasks=tasks)
     return (FeedSet(tuple(cal), f"dataset {ds.name[:40]}: {len(cal)} calibration sample(s)"),
             FeedSet(tuple(ev), f"dataset {ds.name[:40]}: {len(ev)} evaluation sample(s)"), golden)
 
 
 def _metric_output(golden, metric: str) -> str:
-    """The output the target's metric judges: the first one it applies to."""
-    from studio.data.metrics import METRICS, metrics_for
+    """The output the target's metric judges: the first one whose task it belongs to."""
+    from studio.data.metrics import Target
+    from studio.data.tasks import check_target
 
-    for spec in golden.specs:
-        if metric in {m.name for m in metrics_for(spec)} or METRICS[metric].applies_to(spec):
-            return spec.name
-    raise StudioError(f"metric {metric} applies to no output of this model", code="BAD-OPTION")
+    return check_target(Target(metric, ">=", 0.0), golden.specs)
 
 
 def _max_drop(target) -> float:
@@ -417,7 +445,8 @@ def _task_metrics(ds, golden, path: Path, spec: VariantSpec, eval_feeds: FeedSet
     note = None
     if target is not None and not report.target_met:
         v = report.target_value
-        note = f"target missed: {target.text()} (got {'n/a' if v is None else f'{v:.4g}'})"
+        why = next((n.split(": ", 1)[-1] for n in report.notes if n.startswith("target metric")), "not computed")
+        note = f"target missed: {target.text()} (got {f'n/a: {why}' if v is None else f'{v:.4g}'})"
     return report.to_dict(), bool(report.target_met), note
 
 
@@ -490,13 +519,16 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                       target_cosine: float = 0.99, latency_budget_s: float = 60.0, limits: Limits | None = None,
                       pool_key: str = "default", on_progress: Callable[[int, int, str], None] | None = None,
                       on_tick: Callable[[float], None] | None = None,
-                      calibration_method: str = "minmax", dataset=None, target=None) -> PrecisionReport:
+                      calibration_method: str = "minmax", dataset=None, target=None,
+                      tasks: Mapping[str, str] | None = None) -> PrecisionReport:
     """Build, verify, compare and time each variant (see module docs).
 
     ``dataset`` (a :class:`studio.data.datasets.Dataset`): calibrate on its calibration part and
     judge every variant on its evaluation part against the stored golden outputs with task
     metrics; ``target`` (a :class:`studio.data.metrics.Target`, e.g. top1-agreement>=0.99) is then
-    what a variant must meet. Without real data the report is a random-input estimate.
+    what a variant must meet, refused before any work when it applies to no output (``tasks``:
+    {output: kind} chosen by the user, see :mod:`studio.data.tasks`). Without real data the report
+    is a random-input estimate.
 
     ``calibration``: an .npz or an image folder for INT8 calibration (else ``samples``
     seeded random sets); ``inputs``: an .npz judged on (else: real samples of the
@@ -522,6 +554,14 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
     if calibration_method not in METHODS:
         raise StudioError(f"calibration method must be one of {', '.join(METHODS)}, got {calibration_method[:20]!r}",
                           code="BAD-OPTION")
+    if target is not None and dataset is None:
+        raise StudioError("a task-metric target needs a dataset to judge it on (--dataset NAME)", code="BAD-OPTION")
+    if target is not None:                   # before any work: a target no output's task has is refused
+        from studio.data.evaluate import output_specs
+        from studio.data.tasks import check_target
+
+        check_target(target, output_specs(header, tasks),
+                     has_labels=any(s.label is not None for s in dataset.samples))
     own = out_dir is None
     work = Path(tempfile.mkdtemp(prefix="onnx-studio-precision-")) if own else Path(out_dir)
     work.mkdir(parents=True, exist_ok=True)
@@ -535,13 +575,11 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
             on_progress(step, steps, label)
         step += 1
 
-    if target is not None and dataset is None:
-        raise StudioError("a task-metric target needs a dataset to judge it on (--dataset NAME)", code="BAD-OPTION")
     try:
         progress("preparing inputs")
         golden = None
         if dataset is not None:
-            calib, eval_feeds, golden = _dataset_feeds(dataset, header, model_path, dims, pool_key)
+            calib, eval_feeds, golden = _dataset_feeds(dataset, header, model_path, dims, pool_key, tasks)
             basis = (f"dataset {dataset.name[:60]}: {len(calib)} calibration / {len(eval_feeds)} evaluation samples, "
                      f"judged against stored golden outputs")
         else:
@@ -612,7 +650,7 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                                                    labels=("fp32 · ONNX Runtime", spec.label), limits=long_limits,
                                                    pool_key=pool_key, on_tick=on_tick,
                                                    candidate_header=header if ir else None,
-                                                   tolerance=QUANTIZED if ir else None)
+                                                   tolerance=QUANTIZED if ir else None, tasks=tasks)
             except Exception as exc:  # noqa: BLE001
                 msg = str(exc) if isinstance(exc, StudioError) else f"{type(exc).__name__}: {exc}"
                 results[name] = VariantResult(name, spec.label, spec.engine, spec.precision, "failed",
@@ -654,7 +692,8 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                 else None
             meets = cosine is not None and cosine >= target_cosine and not cmp.set_errors and not int_bad
             if not diffs and not int_bad and not cmp.set_errors and cmp.comparison:
-                cosine, meets = 1.0, True          # only integer outputs, all equal: nothing approximated
+                meets = True                       # only integer outputs, all equal: nothing approximated
+                notes.append("integer outputs only, all equal to fp32: cosine n/a (no float output to measure)")
             task = None
             if golden is not None:
                 task, task_meets, task_note = _task_metrics(dataset, golden, path, spec, eval_feeds, target, pool_key,

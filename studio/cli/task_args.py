@@ -1,0 +1,45 @@
+"""``--task OUTPUT=KIND`` (repeatable) shared by ``data eval``, ``precision``, ``compare``, ``export`` and
+``check``: the task an output is judged by when the studio's inference (``studio.data.tasks``) is
+wrong. With ``--project`` the choice is stored for the model and reused by later runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from studio import api
+from studio.core.fmt import printable
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from studio.data.tasks import TASKS
+
+    p.add_argument("--task", action="append", dest="tasks", metavar="OUTPUT=KIND",
+                   help=f"the task of an output when the inferred one is wrong ({', '.join(TASKS)}); repeatable; "
+                        "kept in the --project for the next runs (KIND 'auto' forgets it)")
+
+
+def choices(args: argparse.Namespace, handle, project=None) -> dict[str, str]:
+    """The {output: kind} this run uses: the project's stored choices, then ``--task`` (stored)."""
+    from studio.data.tasks import TASKS, parse_task_options
+
+    raw = list(getattr(args, "tasks", None) or ())
+    forget = [r.rpartition("=")[0].strip() for r in raw if r.rpartition("=")[2].strip().lower() == "auto"]
+    given = parse_task_options([r for r in raw if r.rpartition("=")[2].strip().lower() != "auto"])
+    if forget and project is not None:
+        api.set_output_tasks(project, handle, {k: None for k in forget})
+    elif forget:
+        from studio.core.errors import StudioError
+
+        raise StudioError(f"--task OUTPUT=auto forgets a choice stored in a project: add --project "
+                          f"(or give one of {', '.join(TASKS)})", code="BAD-OPTION")
+    return api.task_choices(handle, given, project=project)
+
+
+def print_tasks(handle, tasks: dict[str, str], project=None, *, stream=None) -> None:
+    """One line per output: its task and why (``task  prob: classification ([N, 2] softmax ...)``)."""
+    out = stream or sys.stdout
+    stored = api.stored_output_tasks(project, handle) if project is not None else {}
+    given = {k: v for k, v in tasks.items() if stored.get(k) != v}
+    for t in api.output_tasks(handle, given, project=project):
+        print(f"task       {printable(t.text(), 300)}", file=out)

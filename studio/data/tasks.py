@@ -1,0 +1,465 @@
+"""What each output of a model is for, with the evidence, so every comparison judges it by its task.
+
+A comparison that does not know an output's task judges a 2-class softmax as a regression, a
+detector's TopK rows element by element, and integer class ids by a cosine nobody measured.
+This module decides, per output, one of :data:`TASKS` from the graph (the op producing the
+output: Softmax/LogSoftmax and its axis, Sigmoid, ArgMax, TopK/NonMaxSuppression through the ops
+that only move values, L2 normalization), its dtype and dims, and its name when the graph says
+nothing; every choice comes with a one-line reason ("[N, 2] softmax over the last axis ->
+classification"). The user overrides a choice per output (``--task OUTPUT=KIND``; a project
+keeps it, :func:`stored_tasks`), and the metrics, the precision search, ``compare``, ``check`` on
+the converted engines and export parity all read the same :class:`OutputTask`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import onnx
+
+from studio.core.errors import StudioError
+
+TASKS = ("classification", "detection", "segmentation", "embedding", "sequence", "integer", "regression", "other")
+SETTING = "output_tasks"          # the model setting (project store) holding {output: kind}
+
+# Ops that only carry values to the output (the class axis stays the class axis).
+_PASS = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Cast", "CastLike", "Dropout"})
+_LINEAR = frozenset({"Gemm", "MatMul", "Add", "Conv", "ConvTranspose", "Einsum", "BatchNormalization"})
+_MAX_DEPTH = 32
+
+_CLASS = re.compile(r"logit|prob|score|class|cls|pred|softmax|fc\b|fc_|fc\d|label|category", re.I)
+_EMBED = re.compile(r"embed|pooler|sentence|feature|vector|last_hidden|hidden_state|descriptor", re.I)
+_SEQ = re.compile(r"ctc|char|text|ocr|\brec\b|rec_|_rec|transcri", re.I)
+_SEG = re.compile(r"seg|mask|matte|parsing|semantic", re.I)
+
+
+@dataclass(frozen=True)
+class OutputTask:
+    """The task of one output and why. ``threshold``: the decision point of a single-score binary
+    classifier ([N, 1]: 0.5 after a Sigmoid, 0 for a logit); ``classes``: the class count when known."""
+
+    output: str
+    kind: str
+    reason: str
+    source: str = "inferred"          # inferred | project (stored) | given (this run's --task)
+    classes: int | None = None
+    threshold: float | None = None
+    shape: tuple | None = None        # the output's shape the decision read (declared, inferred or run)
+
+    def text(self) -> str:
+        how = {"project": ", stored in the project", "given": ""}.get(self.source, "")
+        return f"{self.output}: {self.kind} ({self.reason}{how})"
+
+    def to_dict(self) -> dict:
+        return {"output": self.output, "kind": self.kind, "reason": self.reason, "source": self.source,
+                "classes": self.classes, "threshold": self.threshold,
+                "shape": None if self.shape is None else list(self.shape)}
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """What the graph says about one output."""
+
+    op: str | None = None                  # the op producing the values (after pass-through ops)
+    node: str = ""
+    axis: int | None = None                # Softmax/LogSoftmax/ArgMax axis (normalized on its own rank)
+    op_shape: tuple | None = None          # that op's output shape (inferred), when known
+    order_free: str | None = None          # "TopK 'name'" when rows are picked by TopK/NMS
+    l2_normalized: bool = False
+    input_hw: tuple[tuple[int, int], ...] = ()   # (H, W) of the image-like inputs
+    out_shape: tuple | None = None         # the output's shape from ONNX shape inference
+
+
+def _dims(shape) -> str:
+    from studio.core.types import shape_text
+
+    return shape_text(tuple(shape or ()), 16)
+
+
+def _is_int(dtype: str) -> bool:
+    return dtype.startswith(("int", "uint", "bool"))
+
+
+def _is_float(dtype: str) -> bool:
+    return dtype.startswith(("float", "bfloat"))
+
+
+def _single_score(shape: tuple) -> bool:
+    """[N, 1] (or [N, 1, 1]): one score per sample."""
+    return len(shape) >= 2 and all(d == 1 for d in shape[1:])
+
+
+def _squeezed(shape: tuple) -> tuple:
+    """Trailing unit dims dropped ([N, C, 1, 1] → [N, C]); never below rank 1."""
+    s = list(shape)
+    while len(s) > 1 and s[-1] == 1:
+        s.pop()
+    return tuple(s)
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next((int(o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+
+
+def _attr(node: onnx.NodeProto, name: str, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def _value_shapes(model: onnx.ModelProto) -> dict[str, tuple]:
+    """Shapes of the values near the outputs, from the model's value_info and ONNX shape inference."""
+    from studio.core.types import value_info
+
+    shapes: dict[str, tuple] = {}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # noqa: BLE001 - a model shape inference refuses: declared shapes only
+        inferred = model
+    for vi in (*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input):
+        t = value_info(vi)
+        if t.shape is not None and (vi.name not in shapes or _open(shapes[vi.name]) > _open(t.shape)):
+            shapes[vi.name] = tuple(t.shape)
+    return shapes
+
+
+def _open(shape: tuple) -> int:
+    return sum(not isinstance(d, int) for d in shape)
+
+
+def _input_hw(model: onnx.ModelProto, shapes: Mapping[str, tuple]) -> tuple[tuple[int, int], ...]:
+    inits = {t.name for t in model.graph.initializer}
+    out = []
+    for vi in model.graph.input:
+        s = shapes.get(vi.name)
+        if vi.name in inits or not s or len(s) != 4:
+            continue
+        hw = (s[2], s[3]) if s[1] in (1, 3, 4) else (s[1], s[2])      # NCHW, else NHWC
+        if all(isinstance(d, int) for d in hw):
+            out.append(hw)
+    return tuple(out)
+
+
+def _evidence(model: onnx.ModelProto) -> dict[str, _Evidence]:
+    """Per graph output: its producing op (through pass-through ops) and what that op says."""
+    from studio.core.order_free import order_free_outputs
+
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    shapes = _value_shapes(model)
+    hw = _input_hw(model, shapes)
+    picked = order_free_outputs(model)
+    opset = _opset(model)
+    found: dict[str, _Evidence] = {}
+    for out in model.graph.output:
+        name, node, depth = out.name, producer.get(out.name), 0
+        while node is not None and node.op_type in _PASS and node.input and depth < _MAX_DEPTH:
+            name, node, depth = node.input[0], producer.get(node.input[0]), depth + 1
+        free = picked.get(out.name)
+        if node is None:
+            found[out.name] = _Evidence(order_free=free.describe() if free else None, input_hw=hw,
+                                        out_shape=shapes.get(out.name))
+            continue
+        op_shape = shapes.get(node.output[0])
+        axis = None
+        if node.op_type in ("Softmax", "LogSoftmax", "ArgMax", "ArgMin"):
+            default = -1 if node.op_type in ("Softmax", "LogSoftmax") and opset >= 13 else (
+                1 if node.op_type in ("Softmax", "LogSoftmax") else 0)
+            axis = int(_attr(node, "axis", default))
+            rank = len(op_shape) if op_shape is not None else None
+            if node.op_type in ("ArgMax", "ArgMin"):
+                in_shape = shapes.get(node.input[0])
+                rank = len(in_shape) if in_shape is not None else None
+                op_shape = in_shape if in_shape is not None else op_shape
+            if axis < 0 and rank is not None:
+                axis += rank
+        l2 = node.op_type == "LpNormalization" or (node.op_type == "Div" and len(node.input) > 1 and _is_norm(
+            producer, node.input[1]))
+        found[out.name] = _Evidence(node.op_type, node.name or node.op_type, axis, op_shape,
+                                    free.describe() if free else None, l2, hw, shapes.get(out.name))
+    return found
+
+
+def _is_norm(producer: Mapping[str, onnx.NodeProto], name: str) -> bool:
+    """True when ``name`` is an L2 norm (ReduceL2, or Sqrt of a ReduceSumSquare/ReduceSum of squares)."""
+    for _ in range(4):
+        node = producer.get(name)
+        if node is None:
+            return False
+        if node.op_type in ("ReduceL2",):
+            return True
+        if node.op_type == "Sqrt":
+            inner = producer.get(node.input[0])
+            return inner is not None and inner.op_type in ("ReduceSumSquare", "ReduceSum", "ReduceMean")
+        if node.op_type not in ("Clip", "Max", "Add", "Expand", "Identity", "Cast"):
+            return False
+        name = node.input[0]
+    return False
+
+
+def _is_yolo_head(shape: tuple) -> bool:
+    s = tuple(shape or ())
+    if len(s) != 3 or not all(isinstance(d, int) for d in s[1:]):
+        return False
+    small, large = min(s[1], s[2]), max(s[1], s[2])
+    return 5 <= small <= 4 + 1000 and large >= 8 * small
+
+
+def _open_raw_head(shape: tuple, ev: _Evidence) -> bool:
+    """[N, 4 + classes, anchors] with the anchor count left open, concatenated from box and score
+    branches (an exporter's formula the studio does not evaluate)."""
+    if len(shape) != 3 or ev.op != "Concat":
+        return False
+    small = [d for d in shape[1:] if isinstance(d, int)]
+    return len(small) == 1 and 5 <= small[0] <= 4 + 1000
+
+
+def infer_task(name: str, dtype: str, shape: tuple | None, ev: _Evidence | None = None) -> OutputTask:
+    """The task of one output from its dtype, dims, the graph's evidence ``ev`` and its name."""
+    ev = ev or _Evidence()
+    shape = tuple(shape or ())
+    dims = _dims(shape)
+    sq = _squeezed(shape) if shape else ()
+    last = sq[-1] if sq else None
+    what = f"{dtype} {dims}"
+
+    def task(kind: str, reason: str, **kw) -> OutputTask:
+        return OutputTask(name, kind, reason, **kw)
+
+    if dtype.startswith(("seq(", "map(", "optional(")) or dtype in ("string", "undefined"):
+        return task("other", f"{dtype} output: no task metric; compared value by value")
+    if _is_int(dtype):
+        if ev.op in ("ArgMax", "ArgMin"):
+            spatial = [d for d in sq[1:] if d != 1]
+            if len(sq) >= 3 or (len(spatial) >= 2 and all(isinstance(d, int) and d >= 8 for d in spatial)):
+                return task("segmentation", f"{what} from {ev.op} over the class axis → per-pixel labels: "
+                                            "segmentation (mask IoU)")
+            return task("classification", f"{what} from {ev.op} → class ids: classification (top-1 agreement "
+                                          "= equal ids)")
+        if len(shape) == 3 and _SEG.search(name):
+            return task("segmentation", f"{what} label map named '{name[:40]}' → segmentation (mask IoU)")
+        why = f" picked by {ev.order_free}, compared as rows in any order" if ev.order_free else ""
+        return task("integer", f"{what}{why}: compared exactly (mismatch rate)")
+    if not _is_float(dtype):
+        return task("other", f"{dtype} output: no task metric; compared value by value")
+    box_rows = len(shape) >= 2 and isinstance(shape[-1], int) and 4 <= shape[-1] <= 7
+    if ev.order_free and box_rows:
+        return task("detection", f"{what} rows picked by {ev.order_free}, last dim {shape[-1]} → detection "
+                                 "boxes: compared as rows in any order, mAP50 against the reference's boxes")
+    if ev.order_free:
+        return task("regression", f"{what} values picked by {ev.order_free}: compared as rows in any order")
+    if (_is_yolo_head(shape) or _open_raw_head(shape, ev)) and ev.op not in ("Softmax", "LogSoftmax"):
+        return task("detection", f"{what} raw detection head (4 box values + class scores per anchor) → "
+                                 "detection: decoded (score threshold, NMS), mAP50 against the reference's boxes")
+    if ev.op in ("Softmax", "LogSoftmax"):
+        return _softmax_task(name, dtype, shape, ev)
+    if ev.op == "Sigmoid":
+        if _single_score(shape):
+            return task("classification", f"{what} sigmoid score → binary classification (top-1 agreement = "
+                                          "same side of 0.5)", classes=2, threshold=0.5)
+        if len(sq) <= 2 and isinstance(last, int) and last >= 2:
+            return task("classification", f"{what} sigmoid scores over the last axis → (multi-label) "
+                                          "classification: top-1 agreement", classes=last)
+    if ev.l2_normalized and len(sq) in (1, 2):
+        return task("embedding", f"{what} L2-normalized ({ev.op}) → embedding (cosine, recall@k)")
+    if len(sq) == 3 and _SEQ.search(name):
+        return task("sequence", f"{what} per-step scores named '{name[:40]}' → sequence (greedy CTC, CER)")
+    if len(shape) == 4 and isinstance(shape[1], int) and 2 <= shape[1] <= 512 and all(
+            isinstance(d, int) and d >= 8 for d in shape[2:]):
+        hw = tuple(shape[2:])
+        if _SEG.search(name) or ev.op == "Resize" or hw in ev.input_hw or not ev.input_hw:
+            why = ("named '" + name[:40] + "'" if _SEG.search(name) else "upsampled by Resize" if ev.op == "Resize"
+                   else "the input's height x width" if hw in ev.input_hw else "[N, C, H, W] class maps")
+            return task("segmentation", f"{what} {why} → per-pixel classes over axis 1: segmentation (mask IoU)",
+                        classes=shape[1])
+        return task("regression", f"{what} feature map (not the input's size {ev.input_hw[0][0]}x"
+                                  f"{ev.input_hw[0][1]}) → regression (cosine, max abs/rel)")
+    if _EMBED.search(name) and len(sq) in (1, 2, 3) and isinstance(last, int) and last >= 16:
+        return task("embedding", f"{what} named '{name[:40]}' → embedding (cosine, recall@k)")
+    if _single_score(shape) and re.search(r"logit", name, re.I):
+        return task("classification", f"{what} one logit named '{name[:40]}' → binary classification "
+                                      "(top-1 agreement = same sign)", classes=2, threshold=0.0)
+    if _single_score(shape) and re.search(r"prob", name, re.I):
+        return task("classification", f"{what} one probability named '{name[:40]}' → binary classification "
+                                      "(top-1 agreement = same side of 0.5)", classes=2, threshold=0.5)
+    if len(sq) <= 2 and isinstance(last, int) and last >= 2 and _CLASS.search(name):
+        return task("classification", f"{what} class scores named '{name[:40]}' → classification",
+                    classes=last)
+    if len(sq) <= 2 and isinstance(last, int) and last >= 10 and ev.op in _LINEAR:
+        return task("classification", f"{what} scores from {ev.op} (no softmax) → classification by its "
+                                      "logits; set the task to embedding if these are features", classes=last)
+    return task("regression", f"{what}" + (f" from {ev.op}" if ev.op else "")
+                + ": no class axis, boxes or sequence → regression (cosine, max abs/rel)")
+
+
+def _softmax_task(name: str, dtype: str, shape: tuple, ev: _Evidence) -> OutputTask:
+    what = f"{dtype} {_dims(shape)}"
+    op = ev.op.lower()
+    src = tuple(ev.op_shape or shape or ())
+    axis = ev.axis if ev.axis is not None else len(src) - 1
+    trailing_units = bool(src) and all(d == 1 for d in src[axis + 1:])
+    sq = _squeezed(shape) if shape else ()
+    classes = src[axis] if 0 <= axis < len(src) and isinstance(src[axis], int) else None
+    n = f"{classes} " if classes else ""
+    if trailing_units and len(sq) <= 2:
+        where = "the last axis" if axis == len(src) - 1 else f"axis {axis} (trailing dims 1)"
+        return OutputTask(name, "classification", f"{what} {op} over {where} → {n}class probabilities: "
+                                                   "classification", classes=classes)
+    if trailing_units and len(sq) == 3:
+        return OutputTask(name, "sequence", f"{what} {op} over the last axis of [N, T, C] → per-step "
+                                             "classes: sequence (greedy CTC, CER)", classes=classes)
+    if axis == 1 and len(src) == 4:
+        return OutputTask(name, "segmentation", f"{what} {op} over axis 1 of [N, C, H, W] → per-pixel "
+                                                 "classes: segmentation (mask IoU)", classes=classes)
+    return OutputTask(name, "regression", f"{what} {op} over axis {axis}: not a layout the task metrics read "
+                                          "(set the task if it is one)")
+
+
+# ---------------------------------------------------------------------------- models
+
+
+def output_tasks(model: onnx.ModelProto, overrides: Mapping[str, str] | None = None, *,
+                 stored: Mapping[str, str] | None = None,
+                 shapes: Mapping[str, tuple] | None = None) -> dict[str, OutputTask]:
+    """The task of every graph output of ``model`` (in order): inferred from the graph, then the
+    project's ``stored`` choices, then this run's ``overrides`` ({output: kind}). ``shapes``: real
+    output shapes (from a run) for dims the model leaves open."""
+    from studio.core.types import value_info
+
+    check_overrides(model, {**dict(stored or {}), **dict(overrides or {})})
+    ev = _evidence(model)
+    found: dict[str, OutputTask] = {}
+    for vi in model.graph.output:
+        t = value_info(vi)
+        e = ev.get(vi.name)
+        shape = _known(_known(t.shape, e.out_shape if e else None, fill_only=True), (shapes or {}).get(vi.name))
+        inferred = replace(infer_task(vi.name, t.dtype, shape, e), shape=shape)
+        for source, chosen in (("project", stored), ("given", overrides)):
+            kind = (chosen or {}).get(vi.name)
+            if kind and kind != inferred.kind:
+                inferred = _override(inferred, kind, source, t.dtype, shape, ev.get(vi.name))
+            elif kind:
+                inferred = replace(inferred, source=source)
+        found[vi.name] = inferred
+    return found
+
+
+def _known(declared: tuple | None, real: tuple | None, *, fill_only: bool = False) -> tuple | None:
+    """Declared dims with open ones filled from ``real`` (a run's shape, or with ``fill_only`` an
+    inferred one that may itself hold symbolic dims) of the same rank; ``real`` when nothing is declared."""
+    if real is None:
+        return declared
+    if not fill_only:
+        real = tuple(int(d) for d in real)
+    if declared is None or len(declared) != len(real):
+        return tuple(real) if (declared is None or not fill_only) else declared
+    return tuple(d if isinstance(d, int) else (r if isinstance(r, int) or d is None else d)
+                 for d, r in zip(declared, real))
+
+
+def _override(inferred: OutputTask, kind: str, source: str, dtype: str, shape: tuple | None,
+              ev: _Evidence | None) -> OutputTask:
+    who = "set by --task" if source == "given" else "chosen by the user"
+    sq = _squeezed(tuple(shape or ())) if shape else ()
+    threshold = classes = None
+    if kind == "classification" and _single_score(tuple(shape or ())) and _is_float(dtype):
+        threshold = 0.5 if ev is not None and ev.op == "Sigmoid" else 0.0
+        classes = 2
+    elif kind == "classification" and sq and isinstance(sq[-1], int):
+        classes = sq[-1]
+    note = f"; a single score: binary, decided at {threshold:g}" if threshold is not None else ""
+    return OutputTask(inferred.output, kind, f"{who}{note} (inferred: {inferred.kind})", source, classes, threshold,
+                      inferred.shape)
+
+
+def check_overrides(model: onnx.ModelProto, tasks: Mapping[str, str]) -> None:
+    """One-line errors for an unknown output or kind in ``tasks``."""
+    names = [o.name for o in model.graph.output]
+    for output, kind in tasks.items():
+        if output not in names:
+            raise StudioError(f"--task: the model has no output {output[:60]!r}; its outputs: "
+                              f"{', '.join(n[:40] for n in names[:8])}", code="BAD-OPTION")
+        if kind not in TASKS:
+            raise StudioError(f"--task {output[:40]}={str(kind)[:30]}: the task is one of {', '.join(TASKS)}",
+                              code="BAD-OPTION")
+
+
+def parse_task_options(values: Sequence[str] | None) -> dict[str, str]:
+    """``["prob=classification", ...]`` (repeatable ``--task OUTPUT=KIND``) → {output: kind}."""
+    out: dict[str, str] = {}
+    for raw in values or ():
+        output, sep, kind = str(raw).rpartition("=")
+        kind = kind.strip().lower()
+        if not sep or not output.strip():
+            raise StudioError(f"--task takes OUTPUT=KIND (e.g. prob=classification), got {str(raw)[:60]!r}",
+                              code="BAD-OPTION")
+        if kind not in TASKS:
+            raise StudioError(f"--task {output[:40]}={kind[:30]}: the task is one of {', '.join(TASKS)}",
+                              code="BAD-OPTION")
+        out[output.strip()] = kind
+    return out
+
+
+def order_free_for(model: onnx.ModelProto, tasks: Mapping[str, OutputTask] | None = None) -> dict:
+    """``studio.core.order_free.order_free_outputs`` plus the outputs the user says are detection
+    box rows: compared as rows in any order by every comparison."""
+    from studio.core.order_free import OrderFree, order_free_outputs
+    from studio.core.types import value_info
+
+    found = dict(order_free_outputs(model))
+    declared = {o.name: value_info(o).shape for o in model.graph.output}
+    for name, t in (tasks or {}).items():
+        shape = declared.get(name) or ()
+        rows = len(shape) >= 2 and (not isinstance(shape[-1], int) or 4 <= shape[-1] <= 7) \
+            and not _is_yolo_head(shape)
+        if t.kind == "detection" and name not in found and t.source != "inferred" and rows:
+            found[name] = OrderFree("task", "detection rows (the output's task)")
+    return found
+
+
+# ---------------------------------------------------------------------------- targets
+
+
+def metric_names(spec) -> tuple[str, ...]:
+    """The task metrics that judge one output (``studio.data.metrics.metrics_for``), plus the
+    derived targets they allow (map-drop, top1-drop)."""
+    from studio.data.metrics import _DERIVED, metrics_for
+
+    names = tuple(m.name for m in metrics_for(spec))
+    return names + tuple(k for k, (base, _f, _h) in _DERIVED.items() if base in names)
+
+
+def applicable_targets(specs: Sequence) -> tuple[str, ...]:
+    """Target metrics that apply to at least one of ``specs`` (for a page's target picker), in
+    the order of the outputs."""
+    return tuple(dict.fromkeys(n for s in specs for n in metric_names(s)))
+
+
+def check_target(target, specs: Sequence, *, has_labels: bool | None = None) -> str:
+    """The first output ``target`` (a ``studio.data.metrics.Target``) judges; a one-line error
+    before any work when it applies to no output (naming each output's task and why, the metrics
+    that do apply, and how to set the task), or when it needs labels the dataset lacks."""
+    from studio.data.metrics import task_info
+
+    for spec in specs:
+        if target.base_metric in metric_names(spec):
+            if target.base_metric == "top1-accuracy" and has_labels is False:
+                raise StudioError(f"target {target.text()} needs labelled samples (sub-folders named by class); "
+                                  "this dataset has no labels: use top1-agreement instead", code="BAD-OPTION")
+            return spec.name
+    parts = []
+    for spec in list(specs)[:3]:
+        t = task_info(spec)
+        usable = ", ".join(metric_names(spec)) or "none"
+        parts.append(f"'{spec.name[:40]}' is {t.kind} ({t.reason[:140]}; its metrics: {usable})")
+    more = f" and {len(specs) - 3} more output(s)" if len(specs) > 3 else ""
+    first = specs[0].name[:40] if specs else "OUTPUT"
+    raise StudioError(f"target {target.text()} applies to no output of this model: {'; '.join(parts)}{more}. "
+                      f"Choose a target among the metrics that apply, or set the output's task "
+                      f"(--task {first}=KIND)", code="BAD-OPTION")
+
+
+__all__ = ["OutputTask", "SETTING", "TASKS", "applicable_targets", "check_overrides", "check_target", "infer_task",
+           "metric_names", "order_free_for", "output_tasks", "parse_task_options"]
