@@ -96,20 +96,51 @@ def rank_nodes(prepared: Path, qdq: Path, feeds: Feeds, ctx: Any, workdir: Path,
         for tensor, r in res.items():
             errors[tensor] = r["rel_l2"] if r["rel_l2"] is not None else float("inf")
     shutil.rmtree(folder, ignore_errors=True)  # scratch: the probe folder made above
-    ops = quantizable_ops()
+    return _score_nodes(ref, errors, quantizable_ops())
+
+
+# Activations the QDQ quantizer folds into the range of the node before them: part of that node's unit.
+_FOLDED = ("Relu", "Clip")
+
+
+def _score_nodes(ref: onnx.ModelProto, errors: dict[str, float], ops: set[str]) -> list[NodeScore]:
+    """Charge each measured output's error jump to the quantized nodes that caused it.
+
+    A QDQ graph has no Q/DQ between a Conv and its Relu, so the Conv's own output is not
+    measured: the jump at the Relu's output belongs to the unit (Conv, Relu) and is measured
+    from the nearest *measured* tensors upstream, not from zero. The unit's compute op (the Conv)
+    owns it; ``with_neighbours`` floats its producer and folded Relu with it."""
     produced_by = {o: n for n in ref.graph.node for o in n.output}
     added: dict[str, float] = {}
     out_err: dict[str, float] = {}
     kinds: dict[str, str] = {}
+
+    def unit(node: onnx.NodeProto) -> tuple[list[onnx.NodeProto], float]:
+        """The nodes from ``node`` back through unmeasured tensors, and the largest error at the
+        measured tensors feeding them (0 for graph inputs and weights)."""
+        span, base, todo, seen = [], 0.0, [node], set()
+        while todo:
+            n = todo.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            span.append(n)
+            for i in n.input:
+                if i in errors:
+                    base = max(base, errors[i])
+                elif i in produced_by and len(span) < 64:
+                    todo.append(produced_by[i])
+        return span, base
+
     for node in ref.graph.node:
         outs = [errors[o] for o in node.output if o in errors]
         if not outs:
             continue
-        ins = [errors[i] for i in node.input if i in errors]
-        jump = max(max(outs) - (max(ins) if ins else 0.0), 0.0)
-        if node.op_type in ops and node.name:
-            owners = [node]
-        else:
+        span, base = unit(node)
+        jump = max(max(outs) - base, 0.0)
+        quantized = [n for n in span if n.op_type in ops and n.name]
+        owners = [n for n in quantized if n.op_type not in _FOLDED] or quantized
+        if not owners:
             # A float op shows the damage its quantized inputs carry (Tanh after a MatMul whose
             # output was re-quantized): the jump belongs to the nodes that produced them.
             owners = [produced_by[i] for i in node.input
@@ -117,8 +148,9 @@ def rank_nodes(prepared: Path, qdq: Path, feeds: Feeds, ctx: Any, workdir: Path,
         for owner in owners:
             added[owner.name] = added.get(owner.name, 0.0) + jump / len(owners)
             kinds[owner.name] = owner.op_type
+            out_err[owner.name] = max(out_err.get(owner.name, 0.0), max(outs))
         if node.name:
-            out_err[node.name] = max(outs)
+            out_err[node.name] = max(out_err.get(node.name, 0.0), max(outs))
     scores = [NodeScore(name, kinds[name], score, out_err.get(name, 0.0)) for name, score in added.items()]
     scores.sort(key=lambda s: (-s.added_error, -s.output_error))
     return scores

@@ -461,10 +461,12 @@ def task_judge(task: Mapping[str, Any]) -> Callable[[list[dict], list[dict]], tu
     metric, output = METRICS[task["metric"]], task["output"]
 
     def judge(reference: list[dict], got: list[dict]) -> tuple[float, float | None]:
-        gold = [np.asarray(r[output]) for r in reference if output in r]
-        cand = [np.asarray(g[output]) for g in got if output in g]
-        if len(cand) != len(gold) or not gold:
-            return 0.0, None
+        # item i of ``got`` ran on holdout item i and is scored against golden item i, never a neighbour
+        if len(got) != len(reference) or not reference or any(output not in r or output not in g
+                                                              for r, g in zip(reference, got)):
+            return 0.0, None                   # an item without the output: this trial misses
+        gold = [np.asarray(r[output]) for r in reference]
+        cand = [np.asarray(g[output]) for g in got]
         value = metric.score(output, gold, cand).value
         if value is None or value != value:
             return 0.0, None

@@ -4,7 +4,9 @@
 ``nncf.quantize_with_accuracy_control`` additionally keeps the layers that cost
 the most task metric in float until the drop is within ``max_drop``, judged by
 the studio's own task metric against the golden outputs (the validation function
-below). NNCF and OpenVINO are native code working on the user's model: both run
+below). NNCF validates the whole set, single items and ranking subsets; each
+evaluation item therefore carries its index, and is scored against the golden
+output of that index (R51). NNCF and OpenVINO are native code working on the user's model: both run
 in a sandbox worker, and NNCF's telemetry is switched off there (NNCF_CI).
 The result is an OpenVINO IR (xml + bin) in the job's output folder.
 """
@@ -54,6 +56,35 @@ def _read_sets(path: str) -> list[dict[str, np.ndarray]]:
     return [sets[i] for i in sorted(sets)]
 
 
+def _feeds_of(item: tuple[int, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """NNCF's transform: an evaluation item is (index, feeds); the model sees the feeds."""
+    return item[1]
+
+
+def _infer(compiled, feeds: dict[str, np.ndarray], output: str) -> np.ndarray:
+    res = compiled(feeds)
+    by_name = {name: v for k, v in res.items() for name in k.get_names()}
+    return np.asarray(by_name[output] if output in by_name else next(iter(res.values())))
+
+
+def _score(metric, output: str, gold: list[np.ndarray], got: list[np.ndarray]) -> tuple[float | None, list[float]]:
+    """(metric, per-item values) as NNCF wants them: higher is better (error metrics negated);
+    None when the metric cannot be computed on these items. A per-item value that is undefined
+    (an image without golden boxes) is 0 on both the fp32 and the INT8 side: NNCF only ranks
+    items by their difference, and such an item then never looks broken."""
+    r = metric.score(output, gold, got)
+    if r.value is None or np.isnan(r.value):
+        return None, []
+    sign = 1.0 if metric.higher_is_better else -1.0
+    per = [_finite(sign * v) for v in r.per_sample] if len(r.per_sample) == len(got) else []
+    return _finite(sign * float(r.value)), per
+
+
+def _finite(v: float) -> float:
+    """NaN -> 0, +-inf (an error metric's worst) -> +-1e300: NNCF subtracts and sorts these."""
+    return float(np.clip(np.nan_to_num(v, nan=0.0), -1e300, 1e300))
+
+
 @job("precision.nncf")
 def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     os.environ["NNCF_CI"] = "1"            # no telemetry from a worker
@@ -79,28 +110,34 @@ def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         metric = METRICS[args["metric"]]
         output = args["output"]
 
-        def validate(compiled, data) -> tuple[float, list[float]]:
-            got = []
-            for feeds in data:
-                res = compiled(feeds)
-                by_name = {next(iter(k.get_names()), None): v for k, v in res.items()}
-                got.append(np.asarray(by_name.get(output, next(iter(res.values())))))
-            gold = [g[output] for g in golden[:len(got)]]
-            r = metric.score(output, gold, got)
-            value = r.value if metric.higher_is_better else -r.value
-            per = list(r.per_sample) if len(r.per_sample) == len(got) else None
-            if per is not None and not metric.higher_is_better:
-                per = [-v for v in per]
-            return float(value), per
+        per_item = {"ok": True}
 
+        def validate(compiled, data) -> tuple[float, list[float] | None]:
+            # NNCF hands this the validation items as they are (the whole set, one item, or a ranking
+            # subset): each is (index, feeds), and its golden output is looked up by that index.
+            items = list(data)
+            got = [_infer(compiled, feeds, output) for _, feeds in items]
+            gold = [golden[int(i)][output] for i, _ in items]
+            value, per = _score(metric, output, gold, got)
+            if value is None:
+                if len(items) == 1:
+                    # NNCF probes one item to choose its mode: a metric that needs several (recall@k)
+                    # makes it rank layers by output error instead, and then it wants no per-item values.
+                    per_item["ok"] = False
+                raise ValueError(f"{metric.name} cannot be computed on {len(items)} evaluation item(s)")
+            return value, (per or None) if per_item["ok"] else None
+
+        indexed = nncf.Dataset(list(enumerate(evaluation)), _feeds_of)
         ctx.set_stage("NNCF quantize with accuracy control")
+        restorer = nncf.AdvancedAccuracyRestorerParameters(
+            **({"ranking_subset_size": int(args["ranking_subset"])} if args.get("ranking_subset") else {}))
         quantized = nncf.quantize_with_accuracy_control(
-            model, calibration, nncf.Dataset(evaluation), validate, max_drop=float(args["max_drop"]),
-            drop_type=nncf.DropType.ABSOLUTE, subset_size=subset)
-        out["fp32_metric"], _ = validate(core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"}),
-                                         evaluation)
+            model, calibration, indexed, validate, max_drop=float(args["max_drop"]),
+            drop_type=nncf.DropType.ABSOLUTE, subset_size=subset, advanced_accuracy_restorer_parameters=restorer)
+        full = list(enumerate(evaluation))
+        out["fp32_metric"], _ = validate(core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"}), full)
         out["int8_metric"], _ = validate(core.compile_model(quantized, "CPU", {"INFERENCE_PRECISION_HINT": "f32"}),
-                                         evaluation)
+                                         full)
     out["seconds"] = time.perf_counter() - started
     xml = ctx.out_dir / "model_int8.xml"
     ov.save_model(quantized, str(xml), compress_to_fp16=False)  # scratch: the worker's job folder
@@ -111,8 +148,12 @@ def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
 def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: Path, *, mode: str = "basic",
                       evaluation: Sequence[Feeds] | None = None, golden: Sequence[dict[str, np.ndarray]] | None = None,
                       metric: str | None = None, output: str | None = None, max_drop: float = 0.01,
-                      limits: Limits | None = None, pool_key: str = "default") -> NNCFResult:
-    """Quantize ``model_path`` with NNCF for OpenVINO; the IR lands in ``out_dir``."""
+                      ranking_subset: int | None = None, limits: Limits | None = None,
+                      pool_key: str = "default") -> NNCFResult:
+    """Quantize ``model_path`` with NNCF for OpenVINO; the IR lands in ``out_dir``.
+
+    ``ranking_subset``: how many evaluation items (those the INT8 model gets most wrong) NNCF ranks
+    the layers on (NNCF's default, 300, when None); each is scored against its own golden output."""
     if mode not in MODES:
         raise StudioError(f"NNCF mode must be one of {', '.join(MODES)}", code="BAD-OPTION")
     if not calibration:
@@ -126,7 +167,12 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
         if not evaluation or not golden or not metric or not output:
             raise StudioError("accuracy control needs evaluation samples, golden outputs and a metric",
                               code="BAD-INPUT")
-        args.update(evaluation=str(save_npz(list(evaluation), work / "evaluation.npz")),
+        if len(golden) != len(evaluation):
+            raise StudioError(f"accuracy control needs one golden output per evaluation sample: {len(golden)} golden "
+                              f"for {len(evaluation)} samples", code="BAD-INPUT")
+        if ranking_subset is not None and ranking_subset < 1:
+            raise StudioError("the ranking subset needs at least 1 item", code="BAD-OPTION")
+        args.update(evaluation=str(save_npz(list(evaluation), work / "evaluation.npz")), ranking_subset=ranking_subset,
                     golden=str(save_npz([{output: g[output]} for g in golden], work / "golden.npz")),
                     metric=metric, output=output)
     base = limits or default_limits()
