@@ -9,17 +9,15 @@ workers, and the child gets ``PR_SET_PDEATHSIG`` so even a SIGKILL of this proce
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import os
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from studio.core import children
 from studio.core.errors import StudioError
 from studio.core.model import load
 from studio.core.webguard import ALLOWED_HOSTS_ENV, allowed_hosts, is_loopback
@@ -148,44 +146,9 @@ def server_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]
     return cmd, env
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when this process dies, however it dies."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
-
-
 def supervise(proc: subprocess.Popen) -> tuple[int, bool]:
-    """Wait for the child; on SIGTERM/SIGINT/SIGHUP stop it (SIGTERM, SIGKILL after the
-    grace period). Returns its exit code and whether a signal asked us to stop."""
-    stop_at: list[float] = []
-
-    def on_signal(signum, frame) -> None:
-        if not stop_at:
-            stop_at.append(time.monotonic() + STOP_GRACE_S)
-        _signal_group(proc, signal.SIGTERM)
-
-    handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-    previous = {s: signal.signal(s, on_signal) for s in handled}
-    try:
-        while True:
-            try:
-                return proc.wait(timeout=0.1), bool(stop_at)
-            except subprocess.TimeoutExpired:
-                if stop_at and time.monotonic() > stop_at[0]:
-                    _signal_group(proc, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            _signal_group(proc, signal.SIGKILL)
-            proc.wait()
-        for s, h in previous.items():
-            signal.signal(s, h)
+    """Wait for the child; SIGTERM/SIGINT/SIGHUP stop it (SIGKILL after the grace period)."""
+    return children.supervise(proc, STOP_GRACE_S)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -195,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"onnx-studio: {warning}", file=sys.stderr, flush=True)
     shown = "localhost" if args.host == "127.0.0.1" else (f"[{args.host}]" if ":" in args.host else args.host)
     print(f"onnx-studio: serving on http://{shown}:{args.port}", flush=True)
-    proc = subprocess.Popen(cmd, env=env, preexec_fn=_die_with_parent, start_new_session=True)
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=children.die_with_parent, start_new_session=True)
     code, stopped = supervise(proc)
     if stopped:
         return 0

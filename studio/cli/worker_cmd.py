@@ -2,7 +2,9 @@
 
 The same as ``dask worker ADDR --resources target-NAME=1 --nthreads 1``, plus what the
 studio needs on a deployment machine: the target name in ONNX_STUDIO_TARGET (so every
-figure it measures is labelled with it) and a printout of the machine's facts."""
+figure it measures is labelled with it) and a printout of the machine's facts. The dask worker is a
+supervised child (``studio.core.children``): SIGTERM/SIGINT stop it and this command exits with its
+status; a SIGKILL of this command ends it too (R54)."""
 
 from __future__ import annotations
 
@@ -10,14 +12,15 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 
+from studio.core import children
 from studio.core.errors import StudioError
 
 NAME = "worker"
 HELP = "join a Dask cluster as a worker (a remote target for profile/precision/batch)"
 _TARGET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+STOP_GRACE_S = 10.0          # the dask worker's own graceful close (nanny, worker process), then SIGKILL
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -58,5 +61,7 @@ def run(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if args.target:
         env["ONNX_STUDIO_TARGET"] = args.target
-    print(json.dumps({"joining": cmd[3], "target": args.target, "machine": machine_facts()}), file=sys.stderr)
-    return subprocess.call(cmd, env=env)
+    print(json.dumps({"joining": cmd[3], "target": args.target, "machine": machine_facts()}), file=sys.stderr,
+          flush=True)
+    code, _ = children.run_child(cmd, env, grace_s=STOP_GRACE_S)   # SIGTERM/SIGINT reach the dask worker
+    return children.exit_status(code)
