@@ -843,15 +843,18 @@ def job(project: Project | str, kind: str, args: Mapping[str, Any] | None = None
 
 def add_dataset(project: Project | str, source: str | Path, *, name: str | None = None, kind: str = "auto",
                 model: ModelHandle | None = None, preset: str | None = None, calibration_fraction: float = 0.5,
-                seed: int = 0, tokenizer: str | Path | None = None, options: Mapping[str, Any] | None = None):
+                seed: int = 0, tokenizer: str | Path | None = None, options: Mapping[str, Any] | None = None,
+                recipe=None, recipe_reason: str | None = None):
     """Import a folder/zip of images, WAV audio, text, tensors or a data-loader script into the
-    project; ``model`` suggests the preprocessing (``preset`` overrides it: imagenet, yolo, clip,
-    text-strip, grayscale, raw). Unreadable files are skipped and listed."""
+    project; ``model`` suggests the preprocessing (``preset`` overrides it: imagenet, caffe, yolo,
+    clip, text-strip, grayscale, raw; ``recipe``, a :func:`preprocessing_recipe`, overrides both).
+    Unreadable files are skipped and listed."""
     from studio.core.preprocess import preset as _preset
     from studio.data.project_data import add_dataset as _add
 
     return _add(_project(project), source, name=name, kind=kind, model=model.proto if model else None,
-                recipe=_preset(preset) if preset else None, calibration_fraction=calibration_fraction, seed=seed,
+                recipe=recipe if recipe is not None else _preset(preset) if preset else None,
+                recipe_reason=recipe_reason, calibration_fraction=calibration_fraction, seed=seed,
                 tokenizer=tokenizer, options=options)
 
 
@@ -908,10 +911,67 @@ def dataset_inputs_file(ds, handle: ModelHandle, path: str | Path, *, count: int
 
 
 def suggest_preprocessing(handle: ModelHandle):
-    """(recipe, reason) the model suggests for image datasets."""
+    """(recipe, reason) the model suggests for image datasets; the reason names the evidence
+    (input layout and dtype, normalization in the graph, metadata) or says it is a guess."""
     from studio.core.preprocess import suggest_recipe
 
     return suggest_recipe(handle.proto)
+
+
+def preprocessing_recipe(base=None, *, file: str | Path | None = None, changes: Mapping[str, Any] | None = None):
+    """A preprocessing recipe: ``file`` (a JSON recipe file, or a preset name) or else ``base``
+    (default: plain RGB 0..1), with ``changes`` {field: value} on top (strings as typed on the CLI
+    or the page: ``{"color": "BGR", "mean": "103.94,116.78,123.68", "scale": "1"}``). Errors are
+    one line naming the field and its allowed values."""
+    from studio.core.preprocess import PRESETS, Recipe, read_recipe_file, recipe_with
+
+    if file is not None:
+        base = PRESETS[str(file)] if str(file) in PRESETS and not Path(file).is_file() else read_recipe_file(file)
+    return recipe_with(base if base is not None else Recipe(), changes or {})
+
+
+def recipe_from_json(text: str, label: str = "recipe file"):
+    """A recipe from the text of a JSON recipe file (an upload on the page)."""
+    from studio.core.preprocess import recipe_from_json as _parse
+
+    return _parse(text, label)
+
+
+def recipe_fields() -> Mapping[str, str]:
+    """Each recipe field and what it takes (for help texts)."""
+    from studio.core.preprocess import ALLOWED
+
+    return dict(ALLOWED)
+
+
+def recipe_choices() -> Mapping[str, tuple[str, ...]]:
+    """The allowed values of the recipe's choice fields, and the preset names."""
+    from studio.core import preprocess as pp
+
+    return {"preset": tuple(pp.PRESETS), "resize": pp.RESIZE_MODES, "color": pp.COLORS, "layout": pp.LAYOUTS,
+            "dtype": pp.DTYPES, "interpolation": pp.INTERPOLATIONS}
+
+
+def set_dataset_recipe(ds, recipe, *, reason: str = "set by the user"):
+    """Store ``recipe`` as the dataset's preprocessing (image datasets); returns the dataset."""
+    from studio.data.datasets import with_recipe
+
+    return with_recipe(ds, recipe, reason=reason)
+
+
+def dataset_with_recipe(ds, recipe, *, reason: str = "given for this run"):
+    """The dataset with ``recipe`` for one run, not saved (golden outputs are kept per recipe)."""
+    from studio.data.datasets import with_recipe
+
+    return with_recipe(ds, recipe, reason=reason, save=False)
+
+
+def preview_dataset_samples(ds, handle: ModelHandle, count: int = 4, part: str = "all"):
+    """The first ``count`` samples after preprocessing: shape, dtype, per-channel min/max/mean
+    and a thumbnail (:class:`studio.data.preview.PreviewSample`)."""
+    from studio.data.preview import preview_samples
+
+    return preview_samples(ds, handle.proto, count=count, part=part)
 
 
 def evaluate_on_dataset(ds, reference: ModelHandle | str | Path, candidate: ModelHandle | str | Path | None = None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from studio import api
-from studio.cli import task_args
+from studio.cli import recipe_args, task_args
 from studio.cli.common import parse_dims, print_json
 from studio.cli.inputs_args import add_input_arguments, preprocess_from
 from studio.core import outputs
@@ -39,6 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     task_args.add_arguments(p)
     add_input_arguments(p)
+    recipe_args.add_recipe_arguments(p, basic=False, title="preprocessing of the --dataset for this run (with "
+                                                           "--image-size --layout --mean --std --bgr above)")
 
 
 def _fmt(x: float | None, spec: str = ".3g") -> str:
@@ -69,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         raise StudioError("--target is judged on a dataset: add --project NAME --dataset NAME")
     elif args.project:
         project = api.open_project(args.project)
+    dataset = recipe_args.dataset_for_run(args, dataset)
     tasks = task_args.choices(args, a, project)
     result = api.compare(a, b, engine=args.engine, engine_b=args.engine_b, feeds=feeds, count=args.count, dims=dims,
                          ov_precision=args.ov_precision, ov_precision_b=args.ov_precision_b,

@@ -1,20 +1,22 @@
 """onnx-studio data add|list|show|rm|eval --project NAME ...: datasets in a project.
 
-  data add SOURCE --project P [--name N] [--model M.onnx] [--preset yolo] [--kind image] [--split 0.5]
+  data add SOURCE --project P [--name N] [--model M.onnx] [--preset yolo] [--kind image] [--split 0.5] [RECIPE]
   data list --project P
-  data show NAME --project P [--model M.onnx]     (with --model: the first samples as the model gets them)
+  data show NAME --project P [--model M.onnx] [RECIPE]  (with --model: the first samples as the model gets them)
+  data recipe NAME --project P [--model M.onnx [--suggest]] [RECIPE]   (show, or change and save, the recipe)
   data eval NAME --project P --model REF.onnx [--candidate C.onnx] [--engine openvino] [--target top1-agreement>=0.99]
   data rm NAME --project P --yes
+
+RECIPE: --recipe FILE.json|PRESET and/or any field: --resize --image-size --scale --mean --std --color/--bgr
+--layout --dtype --interpolation --pad-value --crop-ratio (on eval and show: for this run only).
 """
 
 from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 from studio import api
-from studio.cli import task_args
+from studio.cli import recipe_args, task_args
 from studio.cli.common import print_json
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
@@ -30,16 +32,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add.add_argument("--name")
     add.add_argument("--kind", default="auto", choices=["auto", "image", "audio", "text", "tensor", "script"])
     add.add_argument("--model", help="the model the data is for (suggests the preprocessing)")
-    add.add_argument("--preset", help="preprocessing preset: imagenet, yolo, clip, text-strip, grayscale, raw")
+    add.add_argument("--preset", help="preprocessing preset: imagenet, caffe, yolo, clip, text-strip, grayscale, raw")
     add.add_argument("--split", type=float, default=0.5, help="calibration fraction (default %(default)s)")
     add.add_argument("--seed", type=int, default=0)
     add.add_argument("--tokenizer", help="tokenizer.json for raw-text datasets")
     add.add_argument("--seq-len", type=int, help="text: token sequence length")
     add.add_argument("--length", type=int, help="audio: samples per clip (crop/pad)")
+    recipe_args.add_recipe_arguments(add)
     sub.add_parser("list", help="the project's datasets")
     show = sub.add_parser("show", help="a dataset's samples, skipped files, recipe and split")
     show.add_argument("dataset")
     show.add_argument("--model", help="preview the first samples as this model gets them")
+    recipe_args.add_recipe_arguments(show, title="preprocessing to preview (not saved)")
+    rec = sub.add_parser("recipe", help="a dataset's preprocessing: show it, or change and save it")
+    rec.add_argument("dataset")
+    rec.add_argument("--model", help="show what this model suggests, and why")
+    rec.add_argument("--suggest", action="store_true", help="with --model: save the model's suggestion")
+    recipe_args.add_recipe_arguments(rec, title="fields to change (saved)")
     ev = sub.add_parser("eval", help="task metrics of a candidate against the reference's golden outputs")
     ev.add_argument("dataset")
     ev.add_argument("--model", required=True, help="the reference (original) model")
@@ -49,31 +58,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     ev.add_argument("--part", default="evaluation", choices=["evaluation", "calibration", "all"])
     ev.add_argument("--limit", type=int)
     task_args.add_arguments(ev)
+    recipe_args.add_recipe_arguments(ev, title="preprocessing for this evaluation (not saved)")
     rm = sub.add_parser("rm", help="delete a dataset and its golden outputs")
     rm.add_argument("dataset")
     rm.add_argument("--yes", action="store_true", help="required: confirms the deletion")
-    for s in (add, sub.choices["list"], show, ev, rm):
+    for s in (add, sub.choices["list"], show, rec, ev, rm):
         s.add_argument("--project", required=True, help="project name or id")
         s.add_argument("--json", action="store_true")
 
 
 def run(args: argparse.Namespace) -> int:
     if not getattr(args, "action", None):
-        raise StudioError("give an action: data add|list|show|eval|rm (see onnx-studio data --help)")
+        raise StudioError("give an action: data add|list|show|recipe|eval|rm (see onnx-studio data --help)")
     project = api.open_project(args.project, create=args.action == "add") if args.action == "add" \
         else api.open_project(args.project)
     if args.action == "add":
         options = {k: v for k, v in (("seq_len", args.seq_len), ("length", args.length)) if v}
         model = api.load(args.model) if args.model else None
+        recipe, reason = _add_recipe(args, model)
         ds = api.add_dataset(project, args.source, name=args.name, kind=args.kind, model=model, preset=args.preset,
                              calibration_fraction=args.split, seed=args.seed, tokenizer=args.tokenizer,
-                             options=options)
+                             options=options, recipe=recipe, recipe_reason=reason)
         if args.json:
             print_json(ds.to_dict())
         else:
             print(printable(ds.summary(), 300))
             if ds.recipe:
-                print(f"preprocessing: {ds.recipe.preset} ({printable(ds.recipe_reason, 200)})")
+                _print_recipe(ds)
             for name, why in ds.skipped[:20]:
                 print(f"skipped    {printable(name, 80)}: {printable(why, 120)}")
             if len(ds.skipped) > 20:
@@ -87,21 +98,24 @@ def run(args: argparse.Namespace) -> int:
             print(f"{d.id}  {d.kind:<7} {printable(d.name, 80)}")
         return 0
     ds = api.dataset(project, args.dataset)
+    if args.action == "recipe":
+        return _recipe(args, ds)
+    if args.action in ("show", "eval"):
+        ds = recipe_args.dataset_for_run(args, ds)
     if args.action == "show":
         data = ds.to_dict()
+        preview = api.preview_dataset_samples(ds, api.load(args.model), count=4) if args.model else ()
         if args.model:
-            feeds = api.preview_dataset(ds, api.load(args.model), count=4)
-            data["preview"] = [{k: {"shape": list(v.shape), "dtype": str(v.dtype), "min": float(np.min(v)),
-                                    "max": float(np.max(v))} for k, v in f.items()} for f in feeds]
+            data["preview"] = [p.to_dict() for p in preview]
         if args.json:
             print_json(data)
         else:
             print(printable(ds.summary(), 300))
             if ds.recipe:
-                print(f"preprocessing: {ds.recipe.to_dict()}")
-            for f in data.get("preview", []):
-                print("preview    " + ", ".join(f"{printable(k, 40)} {v['dtype']}{v['shape']} "
-                                               f"[{v['min']:.3g}, {v['max']:.3g}]" for k, v in f.items()))
+                _print_recipe(ds)
+            for p in preview:
+                print(f"preview    {printable(p.file, 40)}: {printable(p.input, 40)} {p.dtype}{list(p.shape)} "
+                      f"{p.layout} {printable(p.ranges_text(), 200)}")
         return 0
     if args.action == "rm":
         if not args.yes:
@@ -133,3 +147,50 @@ def run(args: argparse.Namespace) -> int:
         if report.target:
             print(f"target {report.target}: {'met' if report.target_met else 'missed'}")
     return 0 if report.target_met in (None, True) else 1
+
+
+def _print_recipe(ds) -> None:
+    print(f"preprocessing: {printable(ds.recipe.describe(), 200)}")
+    print(f"  why: {printable(ds.recipe_reason, 300)}")
+
+
+def _add_recipe(args: argparse.Namespace, model):
+    """(recipe, reason) from the command line for ``data add``, or (None, None) to let the model suggest."""
+    if not recipe_args.given(args):
+        return None, None
+    if args.preset:
+        base, why = api.preprocessing_recipe(file=args.preset), f"preset {args.preset}"
+    elif model is not None:
+        base, why = api.suggest_preprocessing(model)
+        why = f"the model's suggestion ({why})"
+    else:
+        base, why = None, "plain RGB 0..1"
+    recipe = recipe_args.recipe_from_args(args, base)
+    return recipe, f"set on the command line: {recipe_args.given(args)}" + ("" if args.recipe else f", on {why}")
+
+
+def _recipe(args: argparse.Namespace, ds) -> int:
+    """data recipe: show the dataset's recipe (and the model's suggestion), or change and save it."""
+    suggestion = api.suggest_preprocessing(api.load(args.model)) if args.model else None
+    if args.suggest and suggestion is None:
+        raise StudioError("--suggest saves the model's suggestion: add --model M.onnx", code="BAD-OPTION")
+    changed = recipe_args.recipe_from_args(args, suggestion[0] if args.suggest else ds.recipe)
+    if args.suggest or changed is not None:
+        recipe = changed if changed is not None else suggestion[0]
+        reason = (f"the model's suggestion ({suggestion[1]})" if args.suggest and changed is None else
+                  f"set on the command line: {recipe_args.given(args)}" + (", on the model's suggestion"
+                                                                         if args.suggest else ""))
+        ds = api.set_dataset_recipe(ds, recipe, reason=reason)
+    if args.json:
+        print_json({"dataset": ds.name, "recipe": ds.recipe.to_dict() if ds.recipe else None,
+                    "reason": ds.recipe_reason, "saved": args.suggest or changed is not None,
+                    "suggestion": {"recipe": suggestion[0].to_dict(), "reason": suggestion[1]} if suggestion else None})
+        return 0
+    if ds.recipe is None:
+        print(f"{printable(ds.name, 60)}: {ds.kind} samples have no preprocessing recipe")
+    else:
+        _print_recipe(ds)
+    if suggestion is not None:
+        print(f"suggested: {printable(suggestion[0].describe(), 200)}")
+        print(f"  why: {printable(suggestion[1], 400)}")
+    return 0

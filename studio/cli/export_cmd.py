@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from studio import api
-from studio.cli import task_args
+from studio.cli import recipe_args, task_args
 from studio.core.errors import StudioError
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import print_json
@@ -40,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                      "against the original's golden outputs (parity.json)")
     p.add_argument("--task-target", metavar="METRIC>=X", help="with --dataset: e.g. top1-agreement>=0.99")
     task_args.add_arguments(p)
+    recipe_args.add_recipe_arguments(p, title="preprocessing of the --dataset for this run (every recipe field)")
     p.add_argument("--calibration-method", choices=("minmax", "entropy", "percentile"), default="minmax",
                    help="int8 activation-range calibration (default minmax; entropy and percentile clip outliers)")
     p.add_argument("--shapes", action="append", metavar="NAME=MIN:OPT:MAX",
@@ -76,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
         if kept(args) is None:
             raise StudioError("--dataset names a dataset of a project: add --project NAME")
         dataset = api.dataset(kept(args).project, args.dataset)
+    dataset = recipe_args.dataset_for_run(args, dataset)
     tasks = task_args.choices(args, handle, kept(args).project if kept(args) is not None else None)
     result = api.export(handle, args.target or ["all"], args.output, preset=args.preset, precision=args.precision,
                         calibration=args.calibration, calibration_method=args.calibration_method, shapes=args.shapes or None, name=args.name,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
-from studio.cli import remote_args, task_args
+from studio.cli import recipe_args, remote_args, task_args
 from studio.cli.common import parse_dims, print_json
 from studio.cli.inputs_args import preprocess_from
 from studio.core import outputs
@@ -47,6 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bgr", action="store_true")
     p.add_argument("--dataset", metavar="NAME", help="a dataset of the --project: calibrate on its calibration part, "
                                                      "judge on its evaluation part by task metrics")
+    recipe_args.add_recipe_arguments(p, basic=False, title="preprocessing of the --dataset for this run (with "
+                                                           "--image-size --layout --mean --std --bgr above)")
     task_args.add_arguments(p)
     p.add_argument("--chart", metavar="FILE.html", help="write the accuracy-vs-latency chart")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -78,7 +80,8 @@ def _run(args: argparse.Namespace) -> int:
         if kept(args) is None:
             raise StudioError("--dataset names a dataset of a project: add --project NAME")
         dataset = api.dataset(kept(args).project, args.dataset)
-    elif remote_args.task_target_of(args):
+    dataset = recipe_args.dataset_for_run(args, dataset)
+    if dataset is None and remote_args.task_target_of(args):
         raise StudioError("a task-metric --target is judged on a dataset: add --project NAME --dataset NAME")
     if args.chart:
         outputs.register_input(*filter(None, [args.inputs, args.calibration]))

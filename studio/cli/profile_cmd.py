@@ -14,6 +14,7 @@ from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, with_project
 from studio.cli import remote_args
 from studio.cli.common import parse_dims, print_json
+from studio.cli import recipe_args
 from studio.cli.inputs_args import add_preprocess_arguments, preprocess_from
 from studio.core import outputs
 from studio.core.errors import PathError, StudioError
@@ -54,6 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--images", metavar="DIR", help="a folder of images for the model's image input (the first "
                                                    "image is used; other inputs get seeded values)")
     add_preprocess_arguments(p.add_argument_group("image preprocessing (with --images)"))
+    recipe_args.add_recipe_arguments(p, basic=False, title="preprocessing of the --dataset for this run (with "
+                                                           "--image-size --layout --mean --std --bgr above)")
     p.add_argument("--per-op", action="store_true", help="per-op time (ORT profiling JSON, OpenVINO counters)")
     p.add_argument("--per-op-runs", type=int, default=10, metavar="N", help="profiled runs for --per-op")
     p.add_argument("--memory", action="store_true", help="peak RSS, Python allocation sites and a leak check")
@@ -152,9 +155,11 @@ def _run(args: argparse.Namespace) -> int:
             raise StudioError("--dataset names a dataset of a project: add --project NAME")
         if args.inputs or args.images:
             raise StudioError("give --dataset, --inputs or --images, not several")
-        ds = api.dataset(kept(args).project, args.dataset)
+        ds = recipe_args.dataset_for_run(args, api.dataset(kept(args).project, args.dataset))
         npz = api.dataset_inputs_file(ds, handles[0], kept(args).job.dir / "dataset-inputs.npz")
         options = replace(options, inputs_npz=str(npz))
+    else:
+        recipe_args.dataset_for_run(args, None)          # recipe flags without a dataset: an error, not ignored
     if args.trace:
         outputs.check_destination(args.trace)           # before the run: not an input, no link/FIFO/folder
     names = [h.name for h in handles]

@@ -1,18 +1,27 @@
 """Preprocessing as data: how a picture becomes the tensor a model takes.
 
-A recipe is plain, serializable data (resize mode and size, scale, mean/std,
-colour order, layout, dtype), never code, so it can be stored in a project,
-shown, diffed and reused by calibration, verification and profiling alike.
-Presets cover the common families: ImageNet classifiers (resize 256, centre crop,
-ImageNet mean/std), YOLO detectors (letterbox, 0..1, grey padding 114), CLIP,
-text-line recognizers (grey strip, keep aspect, pad right, -1..1) and raw pixels.
-``suggest_recipe`` picks one from what the model says (metadata such as
-``imgsz``/``task``, its input's size, channels and dtype), with the reason.
+A recipe is plain, serializable data (resize mode and size, interpolation, scale,
+mean/std, colour order, layout, dtype, padding, crop ratio), never code, so it can
+be stored in a project, shown, diffed, written to a recipe file and reused by
+calibration, verification and profiling alike. The tensor is
+``(pixel * scale - mean) / std`` per channel, with mean and std in the order the
+model gets the channels (after an RGB -> BGR swap). Presets cover the common
+families: ImageNet classifiers (resize 256, centre crop, ImageNet mean/std), Caffe
+classifiers (BGR pixels 0..255 minus the BGR mean), YOLO detectors (letterbox, 0..1,
+grey padding 114), CLIP, text-line recognizers and raw pixels. Every field can be
+set by name from a string (the CLI, the page) or from JSON (a recipe file), with
+one-line errors naming the field and its allowed values. ``suggest_recipe`` picks
+one from the model's evidence (see :mod:`studio.core.preprocess_suggest`).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import difflib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 
 import numpy as np
 from onnx import ModelProto
@@ -22,8 +31,32 @@ from studio.core.errors import StudioError
 RESIZE_MODES = ("stretch", "letterbox", "center-crop", "keep-height", "none")
 LAYOUTS = ("auto", "NCHW", "NHWC")
 COLORS = ("RGB", "BGR", "L")
+DTYPES = ("auto", "float32", "float16", "float64", "uint8")
+INTERPOLATIONS = ("bilinear", "nearest", "bicubic", "lanczos")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".ppm", ".webp")
 MAX_IMAGE_BYTES = 64 * 2**20
+MAX_RECIPE_FILE_BYTES = 1 * 2**20
+
+#: What each field takes, as said in every error about it.
+ALLOWED: dict[str, str] = {
+    "resize": "one of " + ", ".join(RESIZE_MODES),
+    "size": "HEIGHTxWIDTH such as 224x224 (each 1..16384), or empty for the model's own size",
+    "scale": "a positive number such as 1, 0.0039215686 or 1/255",
+    "mean": "1 or 3 numbers (comma-separated), in the order the model gets the channels",
+    "std": "1 or 3 non-zero numbers (comma-separated), in the order the model gets the channels",
+    "color": "one of RGB, BGR, L (grey)",
+    "layout": "one of auto, NCHW, NHWC",
+    "dtype": "one of " + ", ".join(DTYPES) + " (auto: the model input's type)",
+    "interpolation": "one of " + ", ".join(INTERPOLATIONS),
+    "pad_value": "a number 0..255 (letterbox / keep-height padding, in pixel units)",
+    "crop_ratio": "a number in (0, 1] (center-crop: the short side is resized to size / crop_ratio first)",
+    "preset": "a preset name or custom",
+}
+
+
+def _bad(name: str, value: object) -> StudioError:
+    shown = repr(value)[:40] if not isinstance(value, str) else repr(value[:40])
+    return StudioError(f"{name} must be {ALLOWED[name]}; got {shown}", code="BAD-OPTION")
 
 
 @dataclass(frozen=True)
@@ -37,25 +70,37 @@ class Recipe:
     std: tuple[float, ...] = (1.0, 1.0, 1.0)
     color: str = "RGB"
     layout: str = "auto"
+    dtype: str = "auto"               # the tensor's element type; auto: the model input's
+    interpolation: str = "bilinear"
     pad_value: float = 114.0          # letterbox / keep-height padding, in pixel units (0..255)
     crop_ratio: float = 0.875         # center-crop: resize the short side to size / crop_ratio first
     preset: str = "custom"
 
     def __post_init__(self) -> None:
-        if self.resize not in RESIZE_MODES:
-            raise StudioError(f"resize must be one of {', '.join(RESIZE_MODES)}, got {str(self.resize)[:20]!r}",
-                              code="BAD-OPTION")
-        if self.layout not in LAYOUTS:
-            raise StudioError(f"layout must be one of {', '.join(LAYOUTS)}", code="BAD-OPTION")
-        if self.color not in COLORS:
-            raise StudioError(f"colour order must be one of {', '.join(COLORS)}", code="BAD-OPTION")
-        if self.size is not None and not (len(self.size) == 2 and all(isinstance(v, int) and 1 <= v <= 16384
-                                                                      for v in self.size)):
-            raise StudioError("image size must be HEIGHTxWIDTH, each 1..16384", code="BAD-OPTION")
-        if not self.std or any(s == 0 for s in self.std):
+        for name, allowed in (("resize", RESIZE_MODES), ("layout", LAYOUTS), ("color", COLORS), ("dtype", DTYPES),
+                              ("interpolation", INTERPOLATIONS)):
+            if getattr(self, name) not in allowed:
+                raise _bad(name, getattr(self, name))
+        if self.size is not None and not (isinstance(self.size, tuple) and len(self.size) == 2 and all(
+                isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 16384 for v in self.size)):
+            raise _bad("size", self.size)
+        if not _finite(self.scale) or self.scale <= 0:
+            raise _bad("scale", self.scale)
+        for name in ("mean", "std"):
+            v = getattr(self, name)
+            if not isinstance(v, tuple) or len(v) not in (1, 3) or not all(_finite(x) for x in v):
+                raise _bad(name, v)
+        if any(s == 0 for s in self.std):
             raise StudioError("std values must be non-zero", code="BAD-OPTION")
-        if not 0 < self.crop_ratio <= 1:
+        if not _finite(self.pad_value) or not 0 <= self.pad_value <= 255:
+            raise _bad("pad_value", self.pad_value)
+        if not _finite(self.crop_ratio) or not 0 < self.crop_ratio <= 1:
             raise StudioError("crop ratio must be in (0, 1]", code="BAD-OPTION")
+        if not isinstance(self.preset, str) or not self.preset or len(self.preset) > 40:
+            raise _bad("preset", self.preset)
+        if self.dtype == "uint8" and (self.scale != 1 or any(self.mean) or any(s != 1 for s in self.std)):
+            raise StudioError("dtype uint8 carries the pixels as they are: set scale 1, mean 0 and std 1 "
+                              "(or a float dtype)", code="BAD-OPTION")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -64,23 +109,187 @@ class Recipe:
         return d
 
     @classmethod
-    def from_dict(cls, data: dict) -> Recipe:
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        if known.get("size") is not None:
-            known["size"] = tuple(int(v) for v in known["size"])
-        for k in ("mean", "std"):
-            if k in known:
-                known[k] = tuple(float(v) for v in known[k])
-        for k in ("scale", "pad_value", "crop_ratio"):
-            if k in known:
-                known[k] = float(known[k])
+    def from_dict(cls, data: Mapping) -> Recipe:
+        """A stored recipe (a dataset manifest): known fields parsed and validated, others ignored."""
+        known = {f.name: parse_field(f.name, data[f.name]) for f in fields(cls) if f.name in data}
         return cls(**known)
+
+    def describe(self) -> str:
+        """One line: what the recipe does to a picture."""
+        size = "the model's size" if self.size is None else f"{self.size[0]}x{self.size[1]}"
+        scale = "1" if self.scale == 1 else "1/255" if math.isclose(self.scale, 1 / 255) else f"{self.scale:.6g}"
+        parts = [f"{self.resize} to {size}", self.color, f"x{scale}"]
+        if any(self.mean):
+            parts.append("minus " + ",".join(f"{m:.4g}" for m in self.mean))
+        if any(s != 1 for s in self.std):
+            parts.append("over " + ",".join(f"{s:.4g}" for s in self.std))
+        parts += [f"layout {self.layout}", f"dtype {self.dtype}"]
+        return f"{self.preset}: " + ", ".join(parts)
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# ---------------------------------------------------------------------------- fields by name
+
+def _number(name: str, value: object) -> float:
+    if isinstance(value, bool):
+        raise _bad(name, value)
+    if isinstance(value, (int, float)):
+        out = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            if "/" in text:                         # 1/255
+                num, _, den = text.partition("/")
+                out = float(num) / float(den)
+            else:
+                out = float(text)
+        except (ValueError, ZeroDivisionError):
+            raise _bad(name, value) from None
+    else:
+        raise _bad(name, value)
+    if not math.isfinite(out):
+        raise _bad(name, value)
+    return out
+
+
+def _numbers(name: str, value: object) -> tuple[float, ...]:
+    if isinstance(value, str):
+        items: list = [v for v in value.replace(";", ",").split(",") if v.strip()]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        items = [value]
+    else:
+        raise _bad(name, value)
+    if len(items) not in (1, 3):
+        raise _bad(name, value)
+    return tuple(_number(name, v) for v in items)
+
+
+def _size(value: object) -> tuple[int, int] | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "model", "auto", "none")):
+        return None
+    if isinstance(value, str):
+        parts = value.lower().replace(" ", "").replace(",", "x").split("x")
+    elif isinstance(value, (list, tuple)):
+        parts = list(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        parts = [value, value]
+    else:
+        raise _bad("size", value)
+    if len(parts) == 1:
+        parts = parts * 2
+    try:
+        if len(parts) != 2 or any(isinstance(p, (bool, float)) for p in parts):
+            raise ValueError
+        h, w = (int(p) for p in parts)
+    except (TypeError, ValueError):
+        raise _bad("size", value) from None
+    if not (1 <= h <= 16384 and 1 <= w <= 16384):
+        raise _bad("size", value)
+    return h, w
+
+
+def _choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
+    if not isinstance(value, str):
+        raise _bad(name, value)
+    by_fold = {a.lower(): a for a in allowed}
+    text = value.strip().lower()
+    if name == "color" and text in ("gray", "grey", "grayscale", "greyscale"):
+        text = "l"
+    if text not in by_fold:
+        raise _bad(name, value)
+    return by_fold[text]
+
+
+def parse_field(name: str, value: object):
+    """``value`` (a string from the CLI or the page, or JSON from a file) as recipe field ``name``."""
+    if name == "resize":
+        return _choice(name, value, RESIZE_MODES)
+    if name == "size":
+        return _size(value)
+    if name in ("scale", "pad_value", "crop_ratio"):
+        return _number(name, value)
+    if name in ("mean", "std"):
+        return _numbers(name, value)
+    if name == "color":
+        return _choice(name, value, COLORS)
+    if name == "layout":
+        return _choice(name, value, LAYOUTS)
+    if name == "dtype":
+        return _choice(name, value, DTYPES)
+    if name == "interpolation":
+        return _choice(name, value, INTERPOLATIONS)
+    if name == "preset":
+        if not isinstance(value, str) or not value.strip():
+            raise _bad(name, value)
+        return value.strip()[:40]
+    raise unknown_field(name)
+
+
+def unknown_field(name: object) -> StudioError:
+    text = str(name)[:40]
+    close = difflib.get_close_matches(text.lower().replace("-", "_"), list(ALLOWED), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return StudioError(f"unknown recipe field {text!r}{hint}; fields: {', '.join(ALLOWED)}", code="BAD-OPTION")
+
+
+def recipe_with(base: Recipe, changes: Mapping[str, object]) -> Recipe:
+    """``base`` with the named fields changed (values as strings or JSON). A ``preset`` entry
+    starts from that preset instead. The result is labelled ``custom`` unless it is a preset."""
+    changes = {str(k).replace("-", "_"): v for k, v in changes.items()}
+    for k in changes:
+        if k not in ALLOWED:
+            raise unknown_field(k)
+    if changes.get("preset") not in (None, "", "custom"):
+        base = PRESETS[_choice("preset", changes["preset"], tuple(PRESETS))]
+    parsed = {k: parse_field(k, v) for k, v in changes.items() if k != "preset"}
+    out = replace(base, **parsed)
+    return out if out == PRESETS.get(out.preset) else replace(out, preset="custom")
+
+
+def recipe_from_json(text: str, label: str = "recipe file") -> Recipe:
+    """A recipe from a JSON object of fields (``{"color": "BGR", "mean": [103.94, 116.78, 123.68], ...}``);
+    a ``preset`` field starts from that preset. One-line errors name the bad field."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StudioError(f"{label}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+                          code="BAD-OPTION") from None
+    if isinstance(data, dict) and isinstance(data.get("recipe"), dict) and not set(data) & set(ALLOWED):
+        data = data["recipe"]              # ``data show --json`` / a manifest: {"recipe": {...}, ...}
+    if not isinstance(data, dict):
+        raise StudioError(f"{label}: must be a JSON object of recipe fields ({', '.join(ALLOWED)})",
+                          code="BAD-OPTION")
+    try:
+        return recipe_with(Recipe(), data)
+    except StudioError as exc:
+        raise StudioError(f"{label}: {exc}", code="BAD-OPTION") from None
+
+
+def read_recipe_file(path: str | Path) -> Recipe:
+    """The recipe in a JSON file (see :func:`recipe_from_json`)."""
+    from studio.core.paths import check_regular_file, safe_name
+
+    path = Path(path)
+    check_regular_file(path, max_bytes=MAX_RECIPE_FILE_BYTES, label="recipe file")
+    label = f"recipe file {safe_name(path.name)[:60]}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise StudioError(f"{label}: not UTF-8 text", code="BAD-OPTION") from None
+    return recipe_from_json(text, label)
 
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+CAFFE_BGR_MEAN = (103.939, 116.779, 123.68)      # the ImageNet mean in pixel units, B, G, R
 PRESETS: dict[str, Recipe] = {
     "imagenet": Recipe("center-crop", mean=IMAGENET_MEAN, std=IMAGENET_STD, preset="imagenet"),
+    "caffe": Recipe("center-crop", scale=1.0, mean=CAFFE_BGR_MEAN, color="BGR", preset="caffe"),
     "yolo": Recipe("letterbox", scale=1 / 255.0, pad_value=114.0, preset="yolo"),
     "clip": Recipe("center-crop", mean=(0.48145466, 0.4578275, 0.40821073), std=(0.26862954, 0.26130258, 0.27577711),
                    crop_ratio=1.0, preset="clip"),
@@ -88,6 +297,9 @@ PRESETS: dict[str, Recipe] = {
     "grayscale": Recipe("stretch", color="L", mean=(0.0,), std=(1.0,), preset="grayscale"),
     "raw": Recipe("stretch", scale=1.0, preset="raw"),
 }
+
+
+ALLOWED["preset"] = "one of " + ", ".join(PRESETS) + " or custom"
 
 
 def preset(name: str, **overrides) -> Recipe:
@@ -126,35 +338,11 @@ def image_size_of(shape: tuple, layout: str, recipe: Recipe, hint: tuple[int, in
 
 
 def suggest_recipe(model: ModelProto) -> tuple[Recipe, str]:
-    """A preset for the model's image input and why (metadata, input size, dtype)."""
-    from studio.core.dim_hints import metadata_image_size
-    from studio.core.types import value_info
+    """A recipe for the model's image input and why, from its evidence (graph, metadata, input)."""
+    from studio.core.preprocess_suggest import suggest
 
-    meta = {p.key.strip().lower(): p.value[:200] for p in model.metadata_props}
-    init = {t.name for t in model.graph.initializer}
-    inputs = [value_info(v) for v in model.graph.input if v.name not in init]
-    image = next((t for t in inputs if t.shape is not None and len(t.shape) == 4), None)
-    if image is None:
-        return PRESETS["raw"], "the model has no 4-D image input"
-    if image.dtype == "uint8":
-        return PRESETS["raw"], f"input '{image.name[:40]}' takes uint8 pixels"
-    task = meta.get("task", "").lower()
-    if task in ("detect", "segment", "pose", "obb") or metadata_image_size(model) is not None and "stride" in meta:
-        return PRESETS["yolo"], f"metadata says task={task or 'detect'} (Ultralytics-style): letterbox, 0..1"
-    try:
-        layout = channel_layout(image.shape)
-    except StudioError:
-        return PRESETS["raw"], "the image input's channel axis is unclear"
-    channels = image.shape[1] if layout == "NCHW" else image.shape[3]
-    h = image.shape[2] if layout == "NCHW" else image.shape[1]
-    w = image.shape[3] if layout == "NCHW" else image.shape[2]
-    if isinstance(h, int) and h <= 64 and not isinstance(w, int):
-        return PRESETS["text-strip"], f"input height {h} with a free width: a text-line recognizer"
-    if channels == 1:
-        return PRESETS["grayscale"], "the image input has one channel"
-    if "pixel_values" in image.name and "clip" in (model.producer_name + model.doc_string).lower():
-        return PRESETS["clip"], "a CLIP-style pixel_values input"
-    return PRESETS["imagenet"], "a 3-channel image input (the ImageNet convention; change it if your model differs)"
+    s = suggest(model)
+    return s.recipe, s.reason
 
 
 # ---------------------------------------------------------------------------- applying a recipe
@@ -171,18 +359,29 @@ def load_image(path, color: str):
         raise StudioError("cannot be read as an image") from None
 
 
-def apply_recipe(image, recipe: Recipe, size: tuple[int, int], layout: str, dtype: str,
-                 channels: int | None = None) -> np.ndarray:
-    """The batch-of-one tensor for ``image`` (a Pillow image) under ``recipe``."""
+def _resample(name: str):
     from PIL import Image
 
+    return {"bilinear": Image.BILINEAR, "nearest": Image.NEAREST, "bicubic": Image.BICUBIC,
+            "lanczos": Image.LANCZOS}[name]
+
+
+def apply_recipe(image, recipe: Recipe, size: tuple[int, int], layout: str, dtype: str,
+                 channels: int | None = None) -> np.ndarray:
+    """The batch-of-one tensor for ``image`` (a Pillow image) under ``recipe``; ``dtype`` is the
+    model input's (the recipe's own dtype, when set, wins)."""
+    from PIL import Image
+
+    if recipe.dtype != "auto":
+        dtype = recipe.dtype
+    resample = _resample(recipe.interpolation)
     color = recipe.color if channels != 1 else "L"
     im = image.convert("RGB" if color == "BGR" else color)
     h, w = size
     if recipe.resize == "letterbox":
         r = min(h / im.height, w / im.width)
         nh, nw = max(1, round(im.height * r)), max(1, round(im.width * r))
-        resized = im.resize((nw, nh), Image.BILINEAR)
+        resized = im.resize((nw, nh), resample)
         fill = int(recipe.pad_value) if im.mode == "L" else (int(recipe.pad_value),) * 3
         canvas = Image.new(im.mode, (w, h), fill)
         canvas.paste(resized, ((w - nw) // 2, (h - nh) // 2))
@@ -191,12 +390,12 @@ def apply_recipe(image, recipe: Recipe, size: tuple[int, int], layout: str, dtyp
         short = min(h, w) / recipe.crop_ratio
         r = short / min(im.height, im.width)
         nh, nw = max(h, round(im.height * r)), max(w, round(im.width * r))
-        im = im.resize((nw, nh), Image.BILINEAR)
+        im = im.resize((nw, nh), resample)
         top, left = (nh - h) // 2, (nw - w) // 2
         im = im.crop((left, top, left + w, top + h))
     elif recipe.resize == "keep-height":
         nw = max(1, round(im.width * h / im.height)) if w == -1 else min(w, max(1, round(im.width * h / im.height)))
-        resized = im.resize((nw, h), Image.BILINEAR)
+        resized = im.resize((nw, h), resample)
         if w != -1 and nw < w:
             fill = int(recipe.pad_value) if im.mode == "L" else (int(recipe.pad_value),) * 3
             canvas = Image.new(im.mode, (w, h), fill)
@@ -204,7 +403,7 @@ def apply_recipe(image, recipe: Recipe, size: tuple[int, int], layout: str, dtyp
             resized = canvas
         im = resized
     elif recipe.resize == "stretch" or (im.height, im.width) != (h, w):
-        im = im.resize((w, h), Image.BILINEAR)
+        im = im.resize((w, h), resample)
     arr = np.asarray(im, dtype=np.float32)
     if arr.ndim == 2:
         arr = arr[..., None]

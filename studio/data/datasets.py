@@ -261,9 +261,11 @@ def _text_samples(files: Sequence[Path], root: Path) -> tuple[list[tuple[str, in
 def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | None = None, kind: str = "auto",
                    model: ModelProto | None = None, recipe: Recipe | None = None,
                    calibration_fraction: float = 0.5, seed: int = 0, tokenizer: str | Path | None = None,
-                   options: Mapping[str, object] | None = None, max_samples: int = MAX_SAMPLES) -> Dataset:
+                   options: Mapping[str, object] | None = None, max_samples: int = MAX_SAMPLES,
+                   recipe_reason: str | None = None) -> Dataset:
     """Copy the samples of ``source`` (a folder, a zip, or one .npz/.py/.jsonl file) into a new
-    dataset folder under ``dest_root`` and return it. ``model`` suggests the recipe."""
+    dataset folder under ``dest_root`` and return it. ``model`` suggests the recipe, unless
+    ``recipe`` is given (``recipe_reason``: where it came from)."""
     src = Path(source)
     if not src.exists():
         raise StudioError(f"dataset source '{safe_name(src.name)}' does not exist", code="NOT-FOUND")
@@ -300,7 +302,7 @@ def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | Non
             recipe, reason = suggest_recipe(model) if model is not None else (Recipe(preset="custom"),
                                                                              "no model given: plain 0..1 pixels")
         elif recipe is not None:
-            reason = "given"
+            reason = (recipe_reason or "given")[:300]
         if not samples:
             first = f" (first: {skipped[0][0][:40]}: {skipped[0][1][:80]})" if skipped else ""
             raise StudioError(f"no usable samples in the dataset source{first}")
@@ -386,13 +388,28 @@ def load_dataset(folder: str | Path) -> Dataset:
                    tuple(data.get("classes", ())), dict(data.get("options") or {}))
 
 
-def with_recipe(ds: Dataset, recipe: Recipe) -> Dataset:
-    """The dataset with another recipe, saved."""
+def with_recipe(ds: Dataset, recipe: Recipe, *, reason: str = "set by the user", save: bool = True) -> Dataset:
+    """The dataset with another recipe: saved in its manifest, or (``save=False``) for one run only.
+    Golden outputs are kept per recipe (:func:`recipe_fingerprint`), so neither reuses stale ones."""
     from dataclasses import replace
 
-    new = replace(ds, recipe=recipe, recipe_reason="set by the user")
-    atomic_write_text(ds.folder / MANIFEST, json.dumps(new.to_dict(), indent=1))
+    if ds.kind != "image":
+        raise StudioError(f"dataset {ds.name[:40]} holds {ds.kind} samples; a preprocessing recipe applies to "
+                          "image datasets", code="BAD-OPTION")
+    new = replace(ds, recipe=recipe, recipe_reason=reason[:300])
+    if save:
+        atomic_write_text(ds.folder / MANIFEST, json.dumps(new.to_dict(), indent=1))
     return new
+
+
+def recipe_fingerprint(ds: Dataset) -> str:
+    """A short hash of what the recipe does (not its label): "" for datasets without one."""
+    import hashlib
+
+    if ds.recipe is None:
+        return ""
+    fields = {k: v for k, v in ds.recipe.to_dict().items() if k != "preset"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
 
 
 # ---------------------------------------------------------------------------- feeds

@@ -122,7 +122,10 @@ def _sha256(path: Path) -> str:
 
 
 def _golden_paths(ds: Dataset, sha: str, part: str) -> tuple[Path, Path]:
-    base = ds.folder / "golden" / f"{sha[:32]}-{part}"
+    from studio.data.datasets import recipe_fingerprint
+
+    recipe = recipe_fingerprint(ds)              # other preprocessing, other golden outputs
+    base = ds.folder / "golden" / (f"{sha[:32]}-{part}" + (f"-{recipe}" if recipe else ""))
     return base.with_suffix(".npz"), base.with_suffix(".json")
 
 

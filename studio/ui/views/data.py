@@ -4,14 +4,13 @@ metrics of the current model on an engine against the golden outputs."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from studio import api
-from studio.ui import state, widgets
+from studio.ui import recipe_editor, state, widgets
 
-PRESETS = ["from the model", "imagenet", "yolo", "clip", "text-strip", "grayscale", "raw"]
+PRESETS = ["from the model", *api.recipe_choices()["preset"]]
 ENGINES = {"ONNX Runtime": "onnxruntime", "OpenVINO": "openvino", "MNN": "mnn", "LiteRT": "litert"}
 _CONFIRM = "data_confirm_delete"
 
@@ -21,7 +20,8 @@ def _add(project, handle) -> None:
         c1, c2, c3 = st.columns([2, 1, 1])
         name = c1.text_input("Name", key="data_name", placeholder="e.g. val-images")
         preset = c2.selectbox("Preprocessing", PRESETS, key="data_preset",
-                              help="Image datasets: how pictures become the model's input")
+                              help="Image datasets: how pictures become the model's input (every field can be "
+                                   "edited once the dataset is added)")
         split = c3.slider("Calibration part", 0.0, 1.0, 0.5, 0.05, key="data_split",
                           help="The rest is the evaluation part (fixed seed)")
         kwargs = {"model": handle, "preset": None if preset == PRESETS[0] else preset,
@@ -63,40 +63,15 @@ def _table(project) -> list:
     return found
 
 
-def _displayable(arr: np.ndarray) -> np.ndarray | None:
-    """A preprocessed image tensor back to an 8-bit picture (min-max scaled) for the preview."""
-    a = np.asarray(arr, dtype=np.float32)
-    if a.ndim != 4:
-        return None
-    a = a[0]
-    if a.shape[0] in (1, 3):
-        a = a.transpose(1, 2, 0)
-    lo, hi = float(a.min()), float(a.max())
-    a = (a - lo) / (hi - lo) if hi > lo else np.zeros_like(a)
-    return (a[..., 0] if a.shape[-1] == 1 else a) if a.shape[-1] in (1, 3) else None
-
-
 def _detail(project, ds, handle) -> None:
     st.subheader(widgets.md_escape(ds.name, 80))
     st.caption(widgets.md_escape(ds.summary(), 300))
-    if ds.recipe:
-        st.caption("Preprocessing: " + widgets.md_escape(f"{ds.recipe.preset} — {ds.recipe_reason}", 200))
-        st.json(ds.recipe.to_dict(), expanded=False)
     if ds.skipped:
         with st.expander(f"{len(ds.skipped)} file(s) skipped"):
             st.dataframe(pd.DataFrame([{"file": n, "why": w} for n, w in ds.skipped]), hide_index=True)
+    edited = recipe_editor.edit(ds, handle, project.id) if ds.kind == "image" else None
     if handle is not None:
-        feeds = widgets.guarded(lambda: api.preview_dataset(ds, handle, count=4), spinner="Preprocessing…")
-        if feeds:
-            st.markdown("**As the model gets them**")
-            cols = st.columns(len(feeds))
-            for col, f in zip(cols, feeds):
-                for name, arr in list(f.items())[:1]:
-                    pic = _displayable(arr) if ds.kind == "image" else None
-                    if pic is not None:
-                        col.image(pic, clamp=True)
-                    col.caption(widgets.md_escape(f"{name}: {arr.dtype}{list(arr.shape)} "
-                                                  f"[{float(np.min(arr)):.3g}, {float(np.max(arr)):.3g}]", 120))
+        recipe_editor.preview(ds, handle, edited)
         _evaluate(project, ds, handle)
     if st.button("Delete this dataset…", key="data_delete"):
         st.session_state[_CONFIRM] = ds.id
