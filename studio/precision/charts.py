@@ -29,7 +29,7 @@ def tradeoff_figure(report: PrecisionReport) -> go.Figure:
             marker={"size": [18 if v.recommended else 11 for v in vs], "color": _COLORS.get(engine, "#7f7f7f"),
                     "symbol": [_SYMBOLS.get(v.name, _SYMBOLS.get(v.precision, "circle")) for v in vs],
                     "line": {"width": [3 if v.recommended else 0 for v in vs], "color": "#2ca02c"}},
-            hovertext=[f"{v.label}<br>{v.latency_ms:.2f} ms ({v.speed_text})<br>cosine {v.cosine:.5f}"
+            hovertext=[f"{v.label}<br>p10 {v.latency_p10_ms:.2f} ms ({v.speed_text})<br>cosine {v.cosine:.5f}"
                        + (f"<br>top-1 {v.top1:.2f}" if v.top1 is not None else "")
                        + ("" if v.meets_target else "<br>target missed")
                        + ("<br>recommended" if v.recommended else "") for v in vs],

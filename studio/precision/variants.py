@@ -137,7 +137,7 @@ class VariantResult:
     precision: str
     status: str                              # ok | failed | not verified here
     path: Path | None = None
-    latency_ms: float | None = None          # 10th percentile (see studio.precision.latency)
+    latency_p10_ms: float | None = None      # 10th percentile: other processes only ever add time
     p90_ms: float | None = None
     median_ms: float | None = None
     ratio: float | None = None               # latency / ORT fp32 latency, same run
@@ -154,6 +154,11 @@ class VariantResult:
     lineage: tuple[dict, ...] = ()           # pipeline records (provenance of the model)
     details: Mapping[str, Any] = field(default_factory=dict)
     task: Mapping[str, Any] | None = None     # task metrics on the dataset (MetricReport.to_dict()), if any
+
+    @property
+    def latency_ms(self) -> float | None:
+        """The p10 latency under its former name (JSON keeps ``latency_ms`` too, for old readers)."""
+        return self.latency_p10_ms
 
     @property
     def faster_than_fp32(self) -> bool:
@@ -174,16 +179,17 @@ class VariantResult:
         return f"{self.ratio:.2f}x of fp32 ({spread})"
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in ("name", "label", "engine", "precision", "status", "latency_ms",
+        d = {k: getattr(self, k) for k in ("name", "label", "engine", "precision", "status", "latency_p10_ms",
                                            "median_ms", "p90_ms", "ratio", "cosine", "top1", "top5", "max_abs",
                                            "meets_target", "recommended", "error")}
         d.update(path=self.path.name if self.path else None, faster_than_fp32=self.faster_than_fp32,
                  ratio_ci=[round(x, 4) for x in self.ratio_ci] if self.ratio_ci else None,
                  ratio_rounds=self.ratio_rounds, speed=self.speed_text,
                  notes=list(self.notes), details=dict(self.details), lineage=list(self.lineage), task=self.task)
-        for k in ("latency_ms", "median_ms", "p90_ms", "ratio", "cosine", "max_abs"):
+        for k in ("latency_p10_ms", "median_ms", "p90_ms", "ratio", "cosine", "max_abs"):
             if d[k] is not None:
                 d[k] = round(float(d[k]), 6)
+        d["latency_ms"] = d["latency_p10_ms"]       # deprecated alias of latency_p10_ms (the same p10)
         return d
 
 
@@ -471,7 +477,7 @@ def _speed_note(ratio: float | None, ci: tuple[float, float] | None, rounds: int
 def recommendable(v: VariantResult) -> bool:
     """fp32 (the baseline) when it ran and meets the target; another variant only when it also is
     significantly faster: ratio <= RECOMMEND_MAX_RATIO and its whole interval below 1.0."""
-    if v.status != "ok" or not v.meets_target or v.latency_ms is None:
+    if v.status != "ok" or not v.meets_target or v.latency_p10_ms is None:
         return False
     if v.name == "fp32":
         return True
@@ -712,7 +718,7 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                 notes.append(speed)
             results[name] = VariantResult(
                 name, spec.label, spec.engine, spec.precision, "ok" if latency and not latency.error else "failed",
-                path=path if path != model_path else None, latency_ms=latency.p10_ms if latency else None,
+                path=path if path != model_path else None, latency_p10_ms=latency.p10_ms if latency else None,
                 p90_ms=latency.p90_ms if latency else None, median_ms=latency.median_ms if latency else None,
                 ratio=ratio, ratio_ci=ratio_ci, ratio_rounds=estimate.rounds if estimate is not None else 0,
                 cosine=cosine, top1=top1, top5=top5,
@@ -725,7 +731,7 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
         per_engine: dict[str, str] = {}
         for v in eligible:
             cur = per_engine.get(v.engine)
-            if cur is None or v.latency_ms < results[cur].latency_ms:
+            if cur is None or v.latency_p10_ms < results[cur].latency_p10_ms:
                 per_engine[v.engine] = v.name
         final = tuple(dataclasses.replace(v, recommended=best is not None and v.name == best.name) for v in ordered)
         report_notes = []

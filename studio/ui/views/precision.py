@@ -20,7 +20,8 @@ def _fmt(x, spec):
 def _table(report) -> pd.DataFrame:
     return pd.DataFrame([{
         "variant": v.name, "": "★ recommended" if v.recommended else "", "engine": v.engine,
-        "ms (p10)": _fmt(v.latency_ms, ".2f"), "median ms": _fmt(v.median_ms, ".2f"), "× fp32": _fmt(v.ratio, ".2f"),
+        "ms (p10)": _fmt(v.latency_p10_ms, ".2f"), "median ms": _fmt(v.median_ms, ".2f"),
+        "× fp32": _fmt(v.ratio, ".2f"),
         "95 % CI": f"{v.ratio_ci[0]:.2f}–{v.ratio_ci[1]:.2f}" if v.ratio_ci else "-", "cosine": _fmt(v.cosine, ".5f"),
         "top-1": _fmt(v.top1, ".2f"), "top-5": _fmt(v.top5, ".2f"),
         "target": "met" if v.meets_target else ("missed" if v.cosine is not None else ""),
@@ -38,7 +39,7 @@ def _save_buttons(report, parent_id: str) -> None:
     for i, v in enumerate(saveable):
         if cols[i % len(cols)].button(f"Save {v.name}", key=f"precision_save_{v.name}"):
             provenance = {"source": "precision", "variant": v.name, "engine": v.engine, "precision": v.precision,
-                          "measured": {"latency_ms": v.latency_ms, "ratio_vs_fp32": v.ratio, "cosine": v.cosine,
+                          "measured": {"latency_p10_ms": v.latency_p10_ms, "ratio_vs_fp32": v.ratio, "cosine": v.cosine,
                                        "top1": v.top1, "target_cosine": report.target_cosine},
                           "calibration": report.calibration, "pipeline": list(v.lineage),
                           "choice": v.details.get("chosen")}
