@@ -57,7 +57,7 @@ def judge_output(name: str, want: np.ndarray, got: np.ndarray, task=None, order=
         return entry
     spec_shape = tuple(np.shape(want))
     if kind == "detection" and DetectionMAP().applies_to(_spec(name, want)):
-        ap = DetectionMAP().score(name, [want], [got]).value
+        ap = DetectionMAP(head=getattr(task, "head", None)).score(name, [want], [got]).value
         entry["map50"] = ap
         if ap is not None and ap < _AP50_MIN:
             entry["problem"] = (f"detections differ: AP50 {ap:.3f} against ONNX Runtime's boxes "

@@ -419,6 +419,9 @@ class DetectionMAP(Metric):
 
     name = "map50"
 
+    def __init__(self, head: str | None = None) -> None:
+        self.head = head        # "rows" | "raw" from the output's task (studio.data.tasks); None: by shape
+
     def applies_to(self, spec):
         shape = tuple(spec.shape or ())
         if not spec.dtype.startswith("float"):
@@ -433,7 +436,8 @@ class DetectionMAP(Metric):
         truths, preds = [], []
         for g, c in zip(golden, cand):
             g, c = np.asarray(g), np.asarray(c)
-            if _is_yolo_head(g.shape) and g.shape == c.shape:
+            raw = self.head == "raw" or (self.head is None and _is_yolo_head(g.shape))
+            if raw and g.shape == c.shape:
                 tg, tc = decode_yolo(g), decode_yolo(c)
             else:
                 tg, tc = rows_to_detections(g), rows_to_detections(c)
@@ -624,6 +628,8 @@ _BY_TASK = {
 
 def _bound(metric: Metric, spec: OutputSpec) -> Metric:
     """The metric as it judges ``spec``: top-1 of a one-score binary classifier at its threshold."""
+    if isinstance(metric, DetectionMAP) and getattr(spec.task, "head", None):
+        return DetectionMAP(head=spec.task.head)     # TopK rows [1, 100, 6] are no raw head, whatever their shape
     decided = _decided_classes(spec)
     if decided is not None and decided[0] == "binary":
         if isinstance(metric, TopKAgreement):

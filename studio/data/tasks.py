@@ -47,6 +47,7 @@ class OutputTask:
     classes: int | None = None
     threshold: float | None = None
     shape: tuple | None = None        # the output's shape the decision read (declared, inferred or run)
+    head: str | None = None           # detection: "rows" (boxes picked by TopK/NMS) or "raw" (per-anchor head)
 
     def text(self) -> str:
         how = {"project": ", stored in the project", "given": ""}.get(self.source, "")
@@ -55,7 +56,7 @@ class OutputTask:
     def to_dict(self) -> dict:
         return {"output": self.output, "kind": self.kind, "reason": self.reason, "source": self.source,
                 "classes": self.classes, "threshold": self.threshold,
-                "shape": None if self.shape is None else list(self.shape)}
+                "shape": None if self.shape is None else list(self.shape), "head": self.head}
 
 
 @dataclass(frozen=True)
@@ -247,12 +248,14 @@ def infer_task(name: str, dtype: str, shape: tuple | None, ev: _Evidence | None 
     box_rows = len(shape) >= 2 and isinstance(shape[-1], int) and 4 <= shape[-1] <= 7
     if ev.order_free and box_rows:
         return task("detection", f"{what} rows picked by {ev.order_free}, last dim {shape[-1]} → detection "
-                                 "boxes: compared as rows in any order, mAP50 against the reference's boxes")
+                                 "boxes: compared as rows in any order, mAP50 against the reference's boxes",
+                    head="rows")
     if ev.order_free:
         return task("regression", f"{what} values picked by {ev.order_free}: compared as rows in any order")
     if (_is_yolo_head(shape) or _open_raw_head(shape, ev)) and ev.op not in ("Softmax", "LogSoftmax"):
         return task("detection", f"{what} raw detection head (4 box values + class scores per anchor) → "
-                                 "detection: decoded (score threshold, NMS), mAP50 against the reference's boxes")
+                                 "detection: decoded (score threshold, NMS), mAP50 against the reference's boxes",
+                    head="raw")
     if ev.op in ("Softmax", "LogSoftmax"):
         return _softmax_task(name, dtype, shape, ev)
     if ev.op == "Sigmoid":
@@ -369,9 +372,14 @@ def _override(inferred: OutputTask, kind: str, source: str, dtype: str, shape: t
         classes = 2
     elif kind == "classification" and sq and isinstance(sq[-1], int):
         classes = sq[-1]
-    note = f"; a single score: binary, decided at {threshold:g}" if threshold is not None else ""
+    head = None
+    if kind == "detection":
+        s = tuple(shape or ())
+        head = inferred.head or ("rows" if s and isinstance(s[-1], int) and 4 <= s[-1] <= 7 else "raw")
+    note = f"; a single score: binary, decided at {threshold:g}" if threshold is not None else \
+        f"; {'box rows' if head == 'rows' else 'a raw per-anchor head'}" if head else ""
     return OutputTask(inferred.output, kind, f"{who}{note} (inferred: {inferred.kind})", source, classes, threshold,
-                      inferred.shape)
+                      inferred.shape, head)
 
 
 def check_overrides(model: onnx.ModelProto, tasks: Mapping[str, str]) -> None:
@@ -412,9 +420,8 @@ def order_free_for(model: onnx.ModelProto, tasks: Mapping[str, OutputTask] | Non
     declared = {o.name: value_info(o).shape for o in model.graph.output}
     for name, t in (tasks or {}).items():
         shape = declared.get(name) or ()
-        rows = len(shape) >= 2 and (not isinstance(shape[-1], int) or 4 <= shape[-1] <= 7) \
-            and not _is_yolo_head(shape)
-        if t.kind == "detection" and name not in found and t.source != "inferred" and rows:
+        if t.kind == "detection" and name not in found and t.source != "inferred" and t.head == "rows" \
+                and len(shape) >= 2:
             found[name] = OrderFree("task", "detection rows (the output's task)")
     return found
 
