@@ -137,6 +137,8 @@ def _run(args: argparse.Namespace) -> int:
     print(f"judged on    {printable(str(report.evaluation.get('source', '')))}; baseline "
           f"{report.evaluation.get('baseline', '')}")
     print(f"basis        {printable(report.basis, 300)}")
+    if dataset is not None and dataset.recipe is not None:
+        print(f"preprocess   {printable(dataset.recipe.describe(), 200)} ({printable(dataset.recipe_reason, 200)})")
     if dataset is not None or tasks:
         task_args.print_tasks(handle, tasks, project)
     task_head = (report.target or "").split(">")[0].split("<")[0]

@@ -236,3 +236,22 @@ def test_suggestion_reads_metadata_and_says_when_it_guesses():
     assert recipe.color == "L" and "one channel" in reason
     recipe, reason = _suggest(_model((1, 3, 32, 32), dtype=TensorProto.UINT8))
     assert recipe.scale == 1.0 and "takes uint8" in reason
+
+
+def test_precision_on_a_dataset_takes_the_recipe_of_the_command_line_for_this_run(tmp_path, capsys):
+    """The stored recipe is ImageNet; --recipe FILE makes the golden outputs and the judged inputs Caffe's
+    (golden outputs are kept per recipe), and the dataset keeps its own recipe."""
+    from studio.data.datasets import recipe_fingerprint
+
+    project = api.open_project("r5", create=True)
+    ds = api.add_dataset(project, PHOTO_DIR, name="photos", preset="imagenet")
+    recipe_file = SAMPLE_DIR / "caffe_classifier.recipe.json"
+    assert main(["precision", CAFFE, "--project", "r5", "--dataset", "photos", "--recipe", str(recipe_file),
+                 "--variants", "fp32", "--target", "top1-agreement>=0.99", "--budget", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "preprocess   custom: center-crop to the model's size, BGR, x1, minus 103.9,116.8,123.7" in out
+    assert f"given for this run: --recipe {recipe_file}" in out
+    caffe = api.dataset_with_recipe(ds, api.preprocessing_recipe(file=recipe_file))
+    golden = {p.stem.rsplit("-", 1)[-1] for p in (ds.folder / "golden").glob("*.npz")}
+    assert golden == {recipe_fingerprint(caffe)} != {recipe_fingerprint(ds)}
+    assert api.dataset(project, "photos").recipe.preset == "imagenet"
