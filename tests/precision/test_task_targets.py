@@ -1,0 +1,130 @@
+"""precision --dataset --target top1-agreement>=0.99 on a real 2-class classifier (Caffe-style NHWC,
+[N, 2] softmax) and a 1000-class one, on the bundled photos: judged by top-1 agreement (checked
+against plain onnxruntime), fp32 meets it, the recommendation met it or there is honestly none, and
+a target that applies to no output is refused before any work (R49)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from sample_models.catalog import get, path_of
+from studio import api
+from studio.cli import main
+from studio.core.errors import StudioError
+from studio.data.datasets import dataset_feeds
+
+TARGET = "top1-agreement>=0.99"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("projects")
+    old = os.environ.get("ONNX_STUDIO_PROJECTS_ROOT")
+    os.environ["ONNX_STUDIO_PROJECTS_ROOT"] = str(root)
+    try:
+        p = api.create_project("tasks")
+        photos = api.sample_photos_folder()
+        caffe = path_of("caffe_classifier")
+        recipe = api.preprocessing_recipe(file=caffe.parent / get("caffe_classifier").recipe_file)
+        api.add_dataset(p, photos, name="caffe", model=api.load(caffe), recipe=recipe, calibration_fraction=0.5)
+        api.add_dataset(p, photos, name="imagenet", model=api.load(path_of("imagenet_classifier")),
+                        calibration_fraction=0.5)
+        yield p
+    finally:
+        if old is None:
+            os.environ.pop("ONNX_STUDIO_PROJECTS_ROOT", None)
+        else:
+            os.environ["ONNX_STUDIO_PROJECTS_ROOT"] = old
+
+
+def _top1(path, feeds) -> np.ndarray:
+    """The oracle: argmax of the single output over the class axis, plain onnxruntime."""
+    s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return np.array([int(np.argmax(s.run(None, f)[0].reshape(-1))) for f in feeds])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sample,dataset,classes", [("caffe_classifier", "caffe", 2),
+                                                    ("imagenet_classifier", "imagenet", 1000)])
+def test_precision_judges_by_top1_agreement_and_recommends_honestly(project, tmp_path, sample, dataset, classes):
+    model = path_of(sample)
+    ds = api.dataset(project, dataset)
+    (task,) = api.output_tasks(api.load(model))
+    assert task.kind == "classification" and task.classes == classes, task.text()
+    report = api.precision(model, variants=["fp32", "int8", "int8-dynamic"], dataset=ds, target=TARGET,
+                           latency_budget_s=3, out_dir=tmp_path / "v")
+    by = {v.name: v for v in report.variants}
+    assert report.target == TARGET and not report.is_estimate
+    fp32 = by["fp32"]
+    assert fp32.meets_target and fp32.task["target_value"] == 1.0, (fp32.notes, fp32.task)
+    (out,) = fp32.task["outputs"]
+    assert out["task"] == "classification" and "top1-agreement" in [m["metric"] for m in out["metrics"]]
+    # every judged variant's figure is the top-1 agreement plain onnxruntime gives on the same samples
+    feeds = dataset_feeds(ds, api.load(model).proto, part="evaluation", limit=64)
+    reference = _top1(model, feeds)
+    judged = [v for v in report.variants if v.task is not None and v.path is not None and v.path.suffix == ".onnx"]
+    assert judged, [(v.name, v.status, v.error) for v in report.variants]
+    for v in judged:
+        oracle = float(np.mean(_top1(v.path, feeds) == reference))
+        assert v.task["target_value"] == pytest.approx(oracle), v.name
+        assert v.meets_target == (oracle >= 0.99), (v.name, oracle, v.notes)
+    summary = report.summary()
+    assert "no variant could be measured" not in summary
+    if report.recommended is None:
+        assert summary.startswith("nothing recommended"), summary
+    else:
+        chosen = by[report.recommended]
+        assert chosen.meets_target and chosen.recommended
+        assert report.recommended == "fp32" or "top1-agreement" in summary
+    assert "target missed" not in " ".join(fp32.notes)
+
+
+def test_a_target_no_output_has_is_refused_before_any_work(project, capsys, monkeypatch):
+    monkeypatch.setenv("ONNX_STUDIO_PROJECTS_ROOT", str(project.root.parent))     # the CLI finds the project
+    model = path_of("caffe_classifier")
+    ds = api.dataset(project, "caffe")
+    golden = ds.folder / "golden"
+    before = sorted(golden.iterdir()) if golden.is_dir() else []
+    started = time.perf_counter()
+    with pytest.raises(StudioError) as err:
+        api.precision(model, variants=["fp32", "int8"], dataset=ds, target="top5-agreement>=0.99")
+    msg = str(err.value)
+    assert "\n" not in msg and "applies to no output" in msg and "'prob' is classification" in msg
+    assert "top1-agreement" in msg and "--task prob=KIND" in msg
+    with pytest.raises(StudioError, match="applies to no output"):
+        api.evaluate_on_dataset(ds, model, target="mask-iou>=0.9")
+    with pytest.raises(StudioError, match="applies to no output"):
+        api.compare(model, model, dataset=ds, target="map-drop<=0.01")
+    assert time.perf_counter() - started < 10                    # nothing was built or run
+    assert (sorted(golden.iterdir()) if golden.is_dir() else []) == before      # no golden outputs made
+    code = main(["precision", str(model), "--project", project.id, "--dataset", "caffe",
+                 "--target", "cer<=0.01"])
+    err_text = capsys.readouterr().err
+    assert code == 2 and "target cer<=0.01 applies to no output" in err_text
+
+
+def test_data_eval_task_is_stored_in_the_project_and_reused(project, capsys, monkeypatch):
+    monkeypatch.setenv("ONNX_STUDIO_PROJECTS_ROOT", str(project.root.parent))
+    model = str(path_of("caffe_classifier"))
+    base = ["data", "eval", "caffe", "--project", project.id, "--model", model, "--limit", "2"]
+    assert main([*base, "--task", "prob=regression", "--json"]) == 0
+    import json
+
+    first = json.loads(capsys.readouterr().out)
+    assert first["outputs"][0]["task"] == "regression" and "set by --task" in first["outputs"][0]["task_reason"]
+    assert api.stored_output_tasks(project, api.load(model)) == {"prob": "regression"}
+    assert main([*base, "--json"]) == 0                          # no --task: the stored choice
+    again = json.loads(capsys.readouterr().out)
+    assert again["outputs"][0]["task"] == "regression"
+    assert [m["metric"] for m in again["outputs"][0]["metrics"]] == ["cosine", "max-abs", "max-rel"]
+    assert main([*base, "--task", "prob=auto", "--target", TARGET]) == 0     # forgotten: inferred again
+    out = capsys.readouterr().out
+    assert "(classification)" in out and "softmax over the last axis" in out and "met" in out
+    assert api.stored_output_tasks(project, api.load(model)) == {}
+    assert main([*base, "--task", "prob=classifier"]) == 2
+    assert "the task is one of classification" in capsys.readouterr().err
