@@ -13,6 +13,7 @@ from studio.data.metrics import parse_target
 from studio.precision.nncf_int8 import quantize_openvino
 from tests.conftest import sha256_file
 from tests.data.test_datasets import _photo_folder
+from tests.precision.quantized_layers import ov_quantized_layers
 from tests.requirements import require_module
 
 require_module("nncf")
@@ -43,5 +44,8 @@ def test_plain_int8_misses_and_accuracy_control_meets_top1(setup):
                                 golden=list(golden.outputs), metric="top1-agreement", output="logits", max_drop=0.0)
     report = evaluate(ds, golden, guarded.ir_path, engine="openvino", inputs_model=model, target=target)
     assert report.target_met is True and guarded.int8_metric == pytest.approx(guarded.fp32_metric)
+    # ...by reverting the Conv that reads the outlier channel, not every quantizer (which meets it too)
+    assert ov_quantized_layers(plain.ir_path) == {"/features.0/Conv": True, "/head/Conv": True}
+    assert ov_quantized_layers(guarded.ir_path) == {"/features.0/Conv": True, "/head/Conv": False}
     assert guarded.nncf_version and guarded.ir_path.with_suffix(".bin").is_file()
     assert sha256_file(model) == before

@@ -22,6 +22,7 @@ from studio.data.evaluate import golden_outputs
 from studio.data.metrics import parse_target
 from tests.conftest import sha256_file
 from tests.data.test_datasets import _photo_folder
+from tests.precision.quantized_layers import onnx_quantized_layers, ov_quantized_layers
 
 pytest.importorskip("skimage.data")
 
@@ -100,46 +101,6 @@ def setup(tmp_path_factory):
     return tmp, path, ds, golden
 
 
-# ---------------------------------------------------------------------------- reading the produced models
-
-
-def _ov_quantized_layers(xml) -> dict[str, bool]:
-    """Each Convolution/MatMul of an OpenVINO IR -> whether it is still quantized: a FakeQuantize on
-    its activation input (through shape-only ops) and INT8 weights (not a plain float Constant)."""
-    import openvino as ov
-
-    passthrough = {"Reshape", "Squeeze", "Unsqueeze", "Transpose", "Convert"}
-    out = {}
-    for op in ov.Core().read_model(str(xml)).get_ordered_ops():
-        if op.get_type_name() not in ("Convolution", "MatMul"):
-            continue
-        src = op.input_value(0).get_node()
-        while src.get_type_name() in passthrough:
-            src = src.input_value(0).get_node()
-        weight = op.input_value(1).get_node()
-        act_q = src.get_type_name() == "FakeQuantize"
-        w_q = not (weight.get_type_name() == "Constant" and weight.get_output_element_type(0) == ov.Type.f32)
-        assert act_q == w_q, f"{op.get_friendly_name()}: activation quantized {act_q}, weights {w_q}"
-        name = op.get_friendly_name().split("/")[0]
-        out["fc" if name == "logits" else name] = act_q
-    return out
-
-
-def _onnx_quantized_layers(path) -> dict[str, bool]:
-    """Each Conv/MatMul of a QDQ (or QOperator) ONNX model -> whether it is still quantized."""
-    model = onnx.load(str(path))
-    producer = {o: n for n in model.graph.node for o in n.output}
-    out = {}
-    for node in model.graph.node:
-        if node.op_type in ("QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger"):
-            out[node.name.removesuffix("_quant").split("/")[0]] = True
-        elif node.op_type in ("Conv", "MatMul", "Gemm"):
-            dq = [i in producer and producer[i].op_type == "DequantizeLinear" for i in node.input[:2]]
-            assert dq[0] == dq[1], f"{node.name}: activation quantized {dq[0]}, weights {dq[1]}"
-            out[node.name.split("/")[0]] = dq[0]
-    return out
-
-
 # ---------------------------------------------------------------------------- the tests
 
 
@@ -152,7 +113,7 @@ def test_plain_int8_is_broken_by_the_sensitive_layer(setup):
     tmp, path, ds, golden = setup
     model = onnx.load(path)
     plain = quantize_openvino(path, dataset_feeds(ds, model, part="calibration"), tmp / "plain")
-    assert _ov_quantized_layers(plain.ir_path) == dict.fromkeys(LAYERS, True)
+    assert ov_quantized_layers(plain.ir_path) == dict.fromkeys(LAYERS, True)
     report = evaluate(ds, golden, plain.ir_path, engine="openvino", inputs_model=path,
                       target=parse_target("top1-agreement>=0.99"))
     assert report.target_value is not None and report.target_value <= 0.75
@@ -172,7 +133,7 @@ def test_nncf_accuracy_control_reverts_exactly_the_sensitive_layer(setup):
     r = quantize_openvino(path, dataset_feeds(ds, model, part="calibration"), tmp / "aa", mode="accuracy-control",
                           evaluation=dataset_feeds(ds, model, part="evaluation"), golden=list(golden.outputs),
                           metric="top1-agreement", output="logits", max_drop=0.0, ranking_subset=2)
-    layers = _ov_quantized_layers(r.ir_path)
+    layers = ov_quantized_layers(r.ir_path)
     assert sorted(n for n, q in layers.items() if not q) == [SENSITIVE]
     assert sum(layers.values()) == len(LAYERS) - 1
     assert r.fp32_metric == 1.0 and r.int8_metric == 1.0
@@ -190,7 +151,7 @@ def test_ort_int8_mixed_reverts_exactly_the_sensitive_layer(setup):
                                out_dir=tmp / "ort", latency_budget_s=2.0)
     v = report.variant("int8-mixed")
     assert v.status == "ok" and v.path is not None, (v.error, v.notes)
-    layers = _onnx_quantized_layers(v.path)
+    layers = onnx_quantized_layers(v.path)
     assert set(layers) == set(LAYERS)
     assert sorted(n for n, q in layers.items() if not q) == [SENSITIVE]
     assert sum(layers.values()) == len(LAYERS) - 1
