@@ -18,7 +18,8 @@ from studio.inspect.flops import Cost, node_cost, shape_lookup
 from studio.inspect.memory import MemoryEstimate, peak_activation
 from studio.inspect.params import ParamStats, count_params
 from studio.core.dim_hints import DimHint, dim_hints
-from studio.inspect.shapes import fill_from_run, resolve_table, sandboxed_shapes
+from studio.inspect.edge_shapes import EdgeShapes, FormulaMismatch, pinned_inputs, resolve_edges
+from studio.inspect.shapes import sandboxed_shapes
 
 SCHEMA_VERSION = 1
 STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training"})
@@ -120,6 +121,8 @@ class ModelSummary:
     edges: tuple[TensorInfo, ...] = field(repr=False)
     dim_hints: tuple[DimHint, ...] = ()      # what the model says its dynamic dims should be, with the source
     shape_note: str | None = None            # how open shapes were filled (a real run), or why not
+    formula_mismatches: tuple[FormulaMismatch, ...] = ()   # exporter dim formulas the model contradicts
+    formula_mismatch_count: int = 0
 
     @property
     def custom_domains(self) -> tuple[str, ...]:
@@ -210,26 +213,26 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     model = handle.proto
     dims = dict(dims or {})
     init_names = {t.name for t in model.graph.initializer}
-    declared_inputs = [value_info(vi) for vi in model.graph.input if vi.name not in init_names]
-    input_symbols = {d for t in declared_inputs for d in (t.shape or ()) if isinstance(d, str)}
-    symbolic = any(not t.is_static for t in declared_inputs)
-    # FLOPs and memory need concrete shapes: with symbolic inputs, inference runs
-    # a second time with the user's dims pinned (in the same worker job).
-    symbolic_table, concrete_table = sandboxed_shapes(handle.path, model, dims if symbolic else None,
-                                                      pool_key=pool_key)
+    pinned = pinned_inputs(model, dims)
+    input_symbols = set(pinned.keys)          # named dims, and INPUT[AXIS] for unnamed ones
+    static = not pinned.keys and not pinned.unknown_rank
+    # Shapes on the model as written (the interface keeps its symbols), and with the
+    # inputs pinned at the dims (unset ones at 1, for FLOPs and memory): one worker job.
+    symbolic_table, concrete_table = sandboxed_shapes(
+        handle.path, model, pinned.shapes if (dims or static) else None, static=static, pool_key=pool_key)
     shape_error = symbolic_table.error
     table = symbolic_table.values
     concrete = concrete_table.values if concrete_table is not None else table
-    shape_note = None
+    edges = EdgeShapes(symbolic_table)
     edge_table = table                    # the interface (inputs/outputs) keeps its symbolic dims
-    if dims:
-        # Dims that flow: exporters' dim formulas evaluated, then a real run for what is left.
-        env = {**{s: 1 for s in input_symbols}, **{k: int(v) for k, v in dims.items()}}
-        resolved = resolve_table(symbolic_table, concrete_table, env)
-        if input_symbols <= set(dims):
-            resolved, shape_note = fill_from_run(handle.path, model, resolved, env,
-                                                 total_bytes=handle.total_bytes, pool_key=pool_key)
-        concrete = edge_table = resolved.values
+    if dims or static:
+        # Dims that flow: inference at the pinned inputs, the exporter's formulas as a hint,
+        # one real run to measure what is left and to check every formula it filled.
+        edges = resolve_edges(handle.path, model, symbolic_table, concrete_table, pinned, dims,
+                              total_bytes=handle.total_bytes, pool_key=pool_key)
+        concrete = edge_table = edges.table.values
+        if static:
+            table = edge_table
 
     assumed: set[str] = set()     # every symbolic dim a FLOPs/memory figure had to take as 1
     shape_of = shape_lookup(concrete, dims, assumed)
@@ -311,5 +314,6 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
         local_functions=tuple(f"{d}::{n}" for d, n in sorted(local_fns)),
         check_ok=handle.check.ok, check_message=handle.check.message, shape_inference_error=shape_error,
         nodes=tuple(nodes), edges=tuple(edge_table[k] for k in sorted(edge_table)),
-        dim_hints=dim_hints(model), shape_note=shape_note,
+        dim_hints=dim_hints(model), shape_note=edges.note,
+        formula_mismatches=edges.mismatches, formula_mismatch_count=edges.mismatch_count,
     )
