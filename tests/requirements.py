@@ -60,6 +60,10 @@ COMPONENTS: tuple[Component, ...] = (
     Component("TRITONCLIENT", "tritonclient", ("tritonclient.grpc.model_config_pb2",)),
     Component("ONNXSIM", "onnxsim", ("onnxsim",)),
     Component("PSUTIL", "psutil", ("psutil",)),
+    # the independent oracles of the metric tests (dev extra)
+    Component("PYCOCOTOOLS", "pycocotools", ("pycocotools.cocoeval",)),
+    Component("RAPIDFUZZ", "rapidfuzz", ("rapidfuzz.distance",)),
+    Component("SCIPY", "scipy", ("scipy.stats",)),
 )
 _BY_MODULE = {m.split(".")[0]: c for c in COMPONENTS for m in c.modules}
 _ENGINES = {"mnn": "MNN", "litert": "LITERT_CONVERTER", "openvino": None, "onnxruntime": None, "ort": None}
