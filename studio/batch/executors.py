@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from studio.batch.retrying import LOST_WAIT_S, ClusterJobs, ClusterLost, Input
+from studio.batch.retrying import LOST_WAIT_S, ClusterJobs, ClusterLost, Input, announce_start
 from studio.batch.stages import StageOutcome, StageTask, run_stage, worker_facts
 from studio.core import outputs
 from studio.core.errors import StudioError
@@ -191,6 +191,7 @@ def _collect_artifacts(out_dir: Path, outcome: StageOutcome) -> list[tuple[str, 
 def remote_stage(task_dict: dict, blob: bytes) -> dict:
     """Runs on a Dask worker: check the model's hash, run the stage in the sandbox, return the
     outcome and the artifacts' bytes."""
+    announce_start()                    # from here on, this worker's death costs the task an attempt
     task = StageTask(**task_dict)
     cache = Path(os.environ.get("ONNX_STUDIO_WORKER_CACHE") or Path(tempfile.gettempdir()) / "onnx-studio-worker")
     (cache / "models").mkdir(parents=True, exist_ok=True)

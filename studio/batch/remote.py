@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from studio.batch.executors import ClusterSecurity, DaskExecutor, _data_arcname, _model_files, cluster_address, content_hash
-from studio.batch.retrying import ClusterLost
+from studio.batch.retrying import ClusterLost, announce_start
 from studio.batch.stages import worker_facts
 from studio.core.errors import StudioError
 
@@ -77,6 +77,7 @@ def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[
     Returns {"measured_by", "result"} or {"error", "code"}; never raises for what arrived."""
     from studio import api
 
+    announce_start()
     facts = worker_facts()
     if hashlib.sha256(blob).hexdigest() != blob_sha256:
         return {"error": "the package that arrived does not match its content hash; refusing it",

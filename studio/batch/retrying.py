@@ -7,9 +7,13 @@ that was scattered to a worker dies with it and every task waiting on it comes b
 event (topic "all") names the keys that were running on the dead worker and the
 scattered data it took along, before any of those futures changes state.
 
-* A task that was running on the dead worker has used one attempt. While attempts are
-  left (``retries``), the scheduler's own re-run is the retry; when none are left its
-  future is cancelled and the task ends ``ClusterLost`` naming the worker's address.
+* A task that was running on the dead worker has used one attempt. "Running" means it had
+  started there: the scheduler's list also holds tasks merely queued on that worker, so each
+  task announces its start (``announce_start``, a synchronous event through the scheduler,
+  so it is published before any later death of that worker). A queued task never ran and
+  costs nothing. While attempts are left (``retries``), the scheduler's own re-run is the
+  retry; when none are left its future is cancelled and the task ends ``ClusterLost``
+  naming the worker's address.
 * An input (a model's bytes) is kept as a recipe on the client (``add_input``): when its
   holder dies it is scattered again and the task submitted again under a new key. That
   costs no attempt (the task never ran there); ``MAX_RESENDS`` caps it.
@@ -40,6 +44,7 @@ from studio.core.errors import StudioError
 log = logging.getLogger(__name__)
 
 TOPIC = "all"                 # the scheduler's own cluster events (add-worker, remove-worker)
+STARTED = "onnx-studio-task-started"     # a task's announcement that it has started on a worker
 MAX_RESENDS = 5               # re-sends of one task after lost inputs or a lost scheduler
 LOST_WAIT_S = 60.0            # how long a task no live worker can run waits for one to join
 SCATTER_WAIT_S = 2.0          # one try at placing an input while no worker may be up
@@ -92,6 +97,7 @@ class _Job:
     key: str | None = None
     future: Any = None
     lost_on: list[str] = field(default_factory=list)
+    started_on: str | None = None     # the worker the current attempt announced its start on
     resends: int = 0
     finished: bool = False
     unplaced: bool = False            # waiting for a worker to place its inputs on
@@ -165,13 +171,19 @@ class ClusterJobs:
     def _subscribe(self) -> None:
         self._comm = self.client.scheduler_comm
         self.client.subscribe_topic(TOPIC, self._on_event)
+        self.client.subscribe_topic(STARTED, self._on_started)
 
     def _on_event(self, event) -> None:
         """On the client's event loop: only hand the event over (the scheduler sends it before
         the futures it affects change state, so the supervisor sees it first)."""
-        msg = event[1] if isinstance(event, tuple) and len(event) == 2 else event
+        msg = _message(event)
         if isinstance(msg, dict) and msg.get("action") in ("remove-worker", "add-worker"):
             self._events.put(("event", msg))
+
+    def _on_started(self, event) -> None:
+        msg = _message(event)
+        if isinstance(msg, dict) and isinstance(msg.get("key"), str) and isinstance(msg.get("worker"), str):
+            self._events.put(("started", msg))
 
     def _on_done(self, key: str) -> None:
         self._events.put(("done", key))
@@ -186,6 +198,10 @@ class ClusterJobs:
                 with self._lock:
                     if kind == "event":
                         self._cluster_changed(item)
+                    elif kind == "started":
+                        job = self._jobs.get(item["key"])
+                        if job is not None and not job.finished:
+                            job.started_on = item["worker"]
                     elif kind == "done":
                         self._done(item)
                     self._tick()
@@ -206,8 +222,9 @@ class ClusterJobs:
                 item.future = None                       # sent again at the next launch
         for key in running:
             job = self._jobs.get(key)
-            if job is None or job.finished:
-                continue
+            if job is None or job.finished or job.started_on != worker:
+                continue                                 # only queued there: it never ran, the scheduler re-runs it
+            job.started_on = None
             job.lost_on.append(worker)
             if len(job.lost_on) > self.retries:
                 self._finish(job, exc=self._lost(job, worker))
@@ -377,6 +394,23 @@ class ClusterJobs:
                 job.result.set_exception(exc)
             else:
                 job.result.set_result(value)
+
+
+def announce_start() -> None:
+    """On a Dask worker, first thing in a task: tell the client, through the scheduler and
+    synchronously, that this attempt runs here, so this worker's death counts as one attempt.
+    Best effort: an attempt that could not announce itself is re-run without counting."""
+    try:
+        from distributed import get_client, get_worker
+
+        worker = get_worker()
+        get_client().log_event(STARTED, {"key": str(worker.get_current_task()), "worker": worker.address})
+    except Exception:  # noqa: BLE001 - not on a worker, or the scheduler is going away
+        pass
+
+
+def _message(event):
+    return event[1] if isinstance(event, tuple) and len(event) == 2 else event
 
 
 def _address_of(exc: BaseException) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -55,17 +56,18 @@ def _task_key(dask_key: str) -> str:
     return str(dask_key).split("-")[1]
 
 
-def _freeze_with_work(client, pid: int, address: str) -> set[str]:
-    """SIGSTOP the worker once the scheduler shows it running batch tasks; those tasks' keys.
-    A frozen worker can neither finish a task nor hand one over (stealing needs its reply)."""
-    def frozen_busy():
+def _freeze_running(pid: int, cache: Path) -> set[str]:
+    """SIGSTOP the worker process while it runs a batch task; the keys of the tasks it runs.
+    The evidence is the worker's own scratch folder: a task's ``task-*/KEY`` folder exists from
+    its start until it returns (kill -9 leaves it behind). A frozen worker can neither finish a
+    task nor hand one over (stealing needs its reply)."""
+    def frozen_running():
         os.kill(pid, signal.SIGSTOP)
-        keys = {_task_key(k) for k in client.processing(workers=[address]).get(address, ())
-                if str(k).startswith(tuple(STAGES))}
+        keys = {d.name for d in cache.glob("task-*/*") if d.is_dir()}
         if not keys:
             os.kill(pid, signal.SIGCONT)
         return keys
-    return _wait(frozen_busy, f"worker {address} running a batch task")
+    return _wait(frozen_running, f"worker process {pid} running a batch task")
 
 
 def _outcomes(result):
@@ -91,7 +93,7 @@ def _kill_mid_batch(cluster, tmp_path, retries: int):
                 return
             seen["name"] = _holder(c, procs)
             address, pid = procs[seen["name"]]
-            seen["running"] = _freeze_with_work(c, pid, address)
+            seen["running"] = _freeze_running(pid, cluster.root / f"cache-{seen['name']}")
             seen["done_before"] = done
             os.kill(pid, signal.SIGKILL)
             seen["killed"] = True
@@ -115,11 +117,13 @@ def test_r53_a_killed_worker_process_loses_no_row(tmp_path, nanny):
     rows = _outcomes(result)
     assert len(rows) == len(MODELS) * len(STAGES)
     assert {o.status for o in rows.values()} == {"ok"}, {o.model: (o.stage, o.status, o.verdict) for o in rows.values()}
-    # the mechanism: the scheduler said the victim died with these tasks running; each ran again elsewhere
+    # the mechanism: the task the victim was running when it died ran again elsewhere; the tasks only
+    # queued on it (in the scheduler's list too) never ran there and cost no attempt
     (event,) = [e for e in removed if e["worker"] == victim]
-    assert seen["running"] <= {_task_key(k) for k in event["processing"]}
+    queued = {_task_key(k) for k in event["processing"]} - seen["running"]
+    assert seen["running"] <= {_task_key(k) for k in event["processing"]} and queued
     retried = {k for k, o in rows.items() if o.attempts == 2}
-    assert retried == {_task_key(k) for k in event["processing"]}
+    assert retried == seen["running"]
     for k, o in rows.items():
         if k in retried:
             assert o.lost_workers == (victim,) and o.worker["worker"] != victim and o.worker["pid"] != pid
@@ -132,8 +136,8 @@ def test_r53_retries_zero_names_the_lost_worker_and_other_rows_finish(tmp_path):
         result, victim, _, seen, removed = _kill_mid_batch(cluster, tmp_path, retries=0)
     rows = _outcomes(result)
     (event,) = [e for e in removed if e["worker"] == victim]
-    lost = {_task_key(k) for k in event["processing"]}
-    assert seen["running"] <= lost
+    lost = seen["running"]
+    assert lost <= {_task_key(k) for k in event["processing"]}
     assert {k for k, o in rows.items() if o.status == "worker lost"} == lost
     for k in lost:
         assert rows[k].verdict.startswith(f"worker lost: {victim} died while running it")
@@ -155,7 +159,7 @@ def test_r53_a_late_worker_takes_the_rest_after_the_only_worker_dies(tmp_path):
             def on_progress(done, total, eta, outcome):
                 if seen:
                     return
-                seen["running"] = _freeze_with_work(c, pid, first)
+                seen["running"] = _freeze_running(pid, cluster.root / "cache-first")
                 os.kill(pid, signal.SIGKILL)
                 _wait(lambda: not c.scheduler_info(n_workers=-1)["workers"], "the scheduler seeing no worker")
                 cluster.start_worker("late")                 # joins an empty cluster mid-batch
@@ -171,7 +175,7 @@ def test_r53_a_late_worker_takes_the_rest_after_the_only_worker_dies(tmp_path):
     assert {o.status for o in rows.values()} == {"ok"}
     by_late = {k for k, o in rows.items() if o.worker["worker"] == seen["late"]}
     assert len(by_late) == len(rows) - seen["done_before"] >= len(seen["running"])
-    assert {k for k, o in rows.items() if o.lost_workers == (first,)} >= seen["running"]
+    assert {k for k, o in rows.items() if o.lost_workers == (first,)} == seen["running"]
 
 
 def test_r53_a_restarted_scheduler_gets_the_unfinished_tasks(tmp_path):
