@@ -1044,6 +1044,29 @@ def set_output_tasks(project: Project | str, handle: ModelHandle, tasks: Mapping
     return current
 
 
+def output_task_kinds() -> tuple[str, ...]:
+    """The tasks an output can have (classification, detection, ... other)."""
+    from studio.data.tasks import TASKS
+
+    return TASKS
+
+
+def task_targets(handle: ModelHandle, tasks: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The target metrics that apply to at least one output of ``handle`` with these tasks (what a
+    page offers), e.g. ("top1-agreement", "top1-accuracy", "cosine", "top1-drop")."""
+    from studio.data.evaluate import output_specs
+    from studio.data.tasks import applicable_targets
+
+    return applicable_targets(output_specs(handle.proto, tasks))
+
+
+def target_direction(metric: str) -> str:
+    """">=" for a metric where higher is better (agreement, mAP, cosine), "<=" for errors and drops."""
+    from studio.data.metrics import _DERIVED, METRICS
+
+    return "<=" if metric in _DERIVED or not METRICS[metric].higher_is_better else ">="
+
+
 def task_choices(handle: ModelHandle, tasks: Mapping[str, str] | None = None, *,
                  project: Project | str | None = None) -> dict[str, str]:
     """The {output: kind} a run uses: the project's stored choices, then ``tasks`` (which the

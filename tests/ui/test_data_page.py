@@ -22,7 +22,8 @@ def test_data_page_add_preview_evaluate_delete(app):
     assert list(table["samples"]) == [12] and list(table["preprocessing"]) == ["imagenet"]
     assert any("float32[1, 3, 64, 64]" in c.value.replace("\\", "") for c in at.caption)
     at.selectbox(key="data_engine").set_value("OpenVINO").run()
-    at.text_input(key="data_target").set_value("top1-agreement>=0.99").run()
+    assert at.selectbox(key="data_metric").value == "top1-agreement"       # only targets that apply are offered
+    assert at.number_input(key="data_value_top1-agreement").value == 0.99
     at.button(key="data_eval").click().run()
     assert not at.exception, at.exception
     assert any("met" in s.value for s in at.success)
@@ -42,13 +43,13 @@ def test_verify_and_precision_pick_a_dataset(app):
     at.switch_page("views/verify.py").run()
     assert not at.exception, at.exception
     at.radio(key="verify_inputs_kind").set_value("Dataset").run()
-    at.text_input(key="verify_target").set_value("top1-agreement>=0.99").run()
+    assert at.selectbox(key="verify_metric").value == "top1-agreement"
     at.button(key="verify_run").click().run()
     assert not at.exception, at.exception
     assert any("top1-agreement>=0.99: met" in s.value.replace("\\", "") for s in at.success), [s.value for s in at.success]
     at.switch_page("views/precision.py").run()
     at.radio(key="precision_calib_kind").set_value("Dataset").run()
-    assert at.text_input(key="precision_task_target").value == "top1-agreement>=0.99"
+    assert at.selectbox(key="precision_metric").value == "top1-agreement"
 
 
 def _caffe_ranges(ds, n=4):

@@ -9,6 +9,7 @@ import streamlit as st
 
 from studio import api
 from studio.ui import recipe_editor, state, widgets
+from studio.ui.task_picker import task_flags, target_picker, task_picker
 
 PRESETS = ["from the model", *api.recipe_choices()["preset"]]
 ENGINES = {"ONNX Runtime": "onnxruntime", "OpenVINO": "openvino", "MNN": "mnn", "LiteRT": "litert"}
@@ -90,18 +91,20 @@ def _detail(project, ds, handle) -> None:
 
 def _evaluate(project, ds, handle) -> None:
     st.markdown("**Task metrics against the golden outputs**")
-    c1, c2, c3 = st.columns([1, 2, 1])
+    tasks = task_picker(handle, "data")
+    c1, c3 = st.columns([3, 1])
     engine = c1.selectbox("Engine", list(ENGINES), key="data_engine")
-    target = c2.text_input("Target", key="data_target", placeholder="top1-agreement>=0.99, map-drop<=0.01 …")
+    target = target_picker(handle, tasks, "data", label="Target")
     if c3.button("Evaluate", key="data_eval", disabled=not ds.evaluation):
         report = widgets.guarded(lambda: api.evaluate_on_dataset(ds, handle, engine=ENGINES[engine],
-                                                                  target=target or None),
+                                                                  target=target or None, tasks=tasks),
                                  spinner="Running the evaluation part…")
         if report is not None:
             st.session_state["data_report"] = report.to_dict()
     report = st.session_state.get("data_report")
     if report and report.get("dataset") == ds.name:
-        rows = [{"output": o["output"], "task": o["task"], "metric": m["metric"], "value": m["value"],
+        rows = [{"output": o["output"], "task": o["task"], "metric": m["metric"],
+                 "value": "n/a" if m["value"] is None else m["value"],
                  "worst samples": ", ".join(str(i) for i in m["worst_samples"][:5]), "detail": m["detail"]}
                 for o in report["outputs"] for m in o["metrics"]]
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
@@ -111,7 +114,8 @@ def _evaluate(project, ds, handle) -> None:
         for note in report.get("notes", []):
             st.caption(widgets.md_escape(note, 200))
     widgets.cli_hint(f"onnx-studio data eval {ds.name} --project {project.id} --model MODEL.onnx "
-                     f"--engine {ENGINES[engine]}" + (f" --target '{target}'" if target else ""))
+                     f"--engine {ENGINES[engine]}" + (f" --target '{target}'" if target else "")
+                     + (f" {task_flags(tasks)}" if tasks else ""))
 
 
 def render() -> None:

@@ -9,6 +9,7 @@ import streamlit as st
 from studio import api
 from studio.ui import state, widgets
 from studio.ui.inputs_picker import inputs_picker
+from studio.ui.task_picker import task_flags, target_picker, task_picker
 
 _REPORT = "precision_report"
 
@@ -24,7 +25,10 @@ def _table(report) -> pd.DataFrame:
         "× fp32": _fmt(v.ratio, ".2f"),
         "95 % CI": f"{v.ratio_ci[0]:.2f}–{v.ratio_ci[1]:.2f}" if v.ratio_ci else "-", "cosine": _fmt(v.cosine, ".5f"),
         "top-1": _fmt(v.top1, ".2f"), "top-5": _fmt(v.top5, ".2f"),
-        "target": "met" if v.meets_target else ("missed" if v.cosine is not None else ""),
+        "target": "met" if v.meets_target else ("missed" if v.cosine is not None or v.task or v.status == "ok"
+                                                else ""),
+        "task metric": "" if not v.task else ("n/a" if v.task.get("target_value") is None
+                                              else f"{v.task['target_value']:.4g}"),
         "status": v.status, "notes": " · ".join(v.notes) or (v.error or "")} for v in report.variants])
 
 
@@ -62,12 +66,13 @@ def render() -> None:
                            default_count=8, npz_flag="--calibration", images_flag="--calibration")
     method = st.selectbox("INT8 calibration method", ["minmax", "entropy", "percentile"], key="precision_method",
                           help="minmax: the full activation range; entropy and percentile clip outliers")
-    left, right = st.columns(2)
+    tasks = task_picker(handle, "precision")
     task_target = ""
     if choice.dataset is not None:
-        task_target = left.text_input("Task-metric target (judged on the dataset's evaluation part)",
-                                      "top1-agreement>=0.99", key="precision_task_target",
-                                      help="e.g. top1-agreement>=0.99, map-drop<=0.01, cosine>=0.99")
+        task_target = target_picker(handle, tasks, "precision",
+                                    label="Task-metric target (judged on the dataset's evaluation part)")
+    left, right = st.columns(2)
+    if choice.dataset is not None:
         target = 0.99
     else:
         target = left.slider("Accuracy target (worst-output cosine vs fp32)", 0.90, 1.0, 0.99, 0.001,
@@ -91,7 +96,7 @@ def render() -> None:
                                        target_cosine=float(target), out_dir=job.dir,
                                        dims=state.dims(), latency_budget_s=float(budget), pool_key=state.session_id(),
                                        on_progress=on_progress, on_tick=on_tick, calibration_method=method,
-                                       dataset=choice.dataset, target=task_target or None)
+                                       dataset=choice.dataset, target=task_target or None, tasks=tasks)
                 job.message = report.summary()[:300]
                 return report
         report = widgets.run_stoppable("Building and measuring variants", work)
@@ -115,7 +120,8 @@ def render() -> None:
              choice.cli_flags if choice.inputs or choice.images else
              (f"--samples {choice.count}" if choice.count != 8 else ""),
              f"--calibration-method {method}" if method != "minmax" else "",
-             f"--target-cosine {target:g}" if abs(target - 0.99) > 1e-9 else "", "--out variants/"]
+             f"--target-cosine {target:g}" if abs(target - 0.99) > 1e-9 else "",
+             f"--target '{task_target}'" if task_target else "", task_flags(tasks), "--out variants/"]
     widgets.cli_hint(f"onnx-studio precision {handle.path.name} {' '.join(f for f in flags if f)}")
 
 

@@ -9,6 +9,7 @@ import streamlit as st
 from studio import api
 from studio.ui import state, widgets
 from studio.ui.inputs_picker import inputs_picker
+from studio.ui.task_picker import task_flags, target_picker, task_picker
 
 ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT", "mnn": "MNN",
            "litert": "LiteRT"}
@@ -28,7 +29,8 @@ def _outputs_table(result) -> pd.DataFrame:
                      else f"{list(d.ref_shape or ())} vs {list(d.got_shape or ())}",
                      "max abs": _fmt(d.max_abs), "max rel": _fmt(d.max_rel), "rel L2": _fmt(d.rel_l2),
                      "cosine": _fmt(d.cosine, ".6f"), "top-1": _fmt(d.top1_agreement, ".2f"),
-                     "top-5": _fmt(d.top5_overlap, ".2f"), "verdict": "ok" if d.match else "differs",
+                     "top-5": _fmt(d.top5_overlap, ".2f"), "task": d.task,
+                     "verdict": "ok" if d.match else "differs",
                      "compared as": d.mode, "note": d.note})
     return pd.DataFrame(rows)
 
@@ -49,7 +51,8 @@ def _show(result, key: str) -> None:
     if task:
         st.markdown("#### Task metrics on the dataset (candidate against the reference's golden outputs)")
         st.dataframe(pd.DataFrame([{"output": o["output"], "task": o["task"], "metric": m["metric"],
-                                    "value": m["value"], "worst samples": ", ".join(map(str, m["worst_samples"][:5])),
+                                    "value": "n/a" if m["value"] is None else m["value"],
+                                    "worst samples": ", ".join(map(str, m["worst_samples"][:5])),
                                     "detail": m["detail"]} for o in task["outputs"] for m in o["metrics"]]),
                      hide_index=True, width="stretch", key=f"{key}_task")
         if task.get("target"):
@@ -107,9 +110,10 @@ def render() -> None:
     if layerwise:
         threshold = st.number_input("Layer threshold (relative L2 error; 0 = automatic)", min_value=0.0,
                                     value=0.0, format="%.4f", key="verify_threshold") or None
-    target = st.text_input("Task-metric target (with a dataset)", key="verify_target",
-                           placeholder="top1-agreement>=0.99, map-drop<=0.01 …") if choice.dataset is not None else ""
     ha, hb = ws.handle(a), ws.handle(b)
+    tasks = task_picker(ha, "verify")
+    target = target_picker(ha, tasks, "verify", label="Task-metric target (with a dataset)") \
+        if choice.dataset is not None else ""
     if not choice.ready:
         st.caption("Upload the input file to compare on it.")
     if st.button("Compare", type="primary", key="verify_run", disabled=not choice.ready):
@@ -118,7 +122,7 @@ def render() -> None:
                                count=choice.count, dims=state.dims(), ov_precision=ov_a, ov_precision_b=ov_b,
                                layerwise=layerwise, layer_threshold=threshold,
                                labels=(labels[a], labels[b]), pool_key=state.session_id(), on_tick=on_tick,
-                               dataset=choice.dataset, target=target or None)
+                               dataset=choice.dataset, target=target or None, tasks=tasks)
         result = widgets.run_stoppable("Comparing", work)
         if result is not None:
             st.session_state[_RESULT] = result
@@ -138,6 +142,8 @@ def render() -> None:
         flags.append(choice.cli_flags)
     if layerwise:
         flags.append("--layerwise" + (f" --layer-threshold {threshold:g}" if threshold else ""))
+    if tasks:
+        flags.append(task_flags(tasks))
     widgets.cli_hint(f"onnx-studio compare {ha.path.name} {hb.path.name} {' '.join(flags)}")
 
 
