@@ -20,3 +20,17 @@ def openvino_default_precision() -> str:
 def openvino_reduces_precision_by_default() -> bool:
     """True when OpenVINO, left to itself, computes below float32 here (the check then warns)."""
     return openvino_default_precision() != "f32"
+
+
+def gpu_stack_here() -> str | None:
+    """What of NVIDIA's stack is installed here (TensorRT's module, ONNX Runtime's CUDA provider), or
+    None: asked of the packages themselves, not of the studio's probes, so a test of a CPU-only
+    machine can assert "unavailable" instead of passing whatever the studio said."""
+    import importlib.util
+
+    import onnxruntime as ort
+
+    found = [name for name, here in (("tensorrt", importlib.util.find_spec("tensorrt") is not None),
+                                     ("ORT CUDA", "CUDAExecutionProvider" in ort.get_available_providers()))
+             if here]
+    return ", ".join(found) or None

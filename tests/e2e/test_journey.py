@@ -143,6 +143,7 @@ def test_upload_to_exported_bundle(studio_server, page, shots):
             "onnxruntime": "passed", "openvino": "passed", "tensorrt": "not verified", "triton": "passed"}
         # The exported model is the optimized version (v1): no BatchNormalization left.
         assert "BatchNormalization" not in manifest["source"]["opsets"] and manifest["source"]["name"].endswith(".onnx")
+        assert manifest["files"]
         for f in manifest["files"]:
             assert hashlib.sha256(z.read(f"{top}/{f['path']}")).hexdigest() == f["sha256"]
         assert f"{top}/onnxruntime/model.onnx" in z.namelist() and f"{top}/report.html" in z.namelist()

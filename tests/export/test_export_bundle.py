@@ -85,6 +85,7 @@ def test_zip_holds_the_same_files(cnn_export):
         on_disk = {f"{r.bundle.name}/{p.relative_to(r.bundle).as_posix()}" for p in r.bundle.rglob("*") if p.is_file()}
         assert names == on_disk
         manifest = json.loads(z.read(f"{r.bundle.name}/manifest.json"))
+        assert manifest["files"]
         for f in manifest["files"]:
             assert hashlib.sha256(z.read(f"{r.bundle.name}/{f['path']}")).hexdigest() == f["sha256"]
     # Readable like any file the user writes (temp files were private while written).

@@ -104,8 +104,15 @@ def test_read_stats_files_and_totals(tmp_path):
     assert read_nsys_stats(plan2).kernels == ()
 
 
-def test_run_nsys_missing_binary_is_a_clear_error(tmp_path):
-    assert find_nsys() is None or isinstance(find_nsys(), str)
+def test_run_nsys_missing_binary_is_a_clear_error(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert find_nsys() is None                       # not on PATH: None, not a guess
+    (bin_dir / "nsys").write_text("#!/bin/sh\n")
+    (bin_dir / "nsys").chmod(0o755)
+    assert find_nsys() == str(bin_dir / "nsys")      # on PATH: that executable
+    monkeypatch.undo()
     plan = nsys_plan(["true"], tmp_path, nsys="nsys-does-not-exist-here")
     with pytest.raises(StudioError) as err:
         run_nsys(plan, cwd=tmp_path)

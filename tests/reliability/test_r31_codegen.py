@@ -71,7 +71,9 @@ def test_r31_python_text_in_an_op_type_never_runs(tmp_path):
     sc = api.scaffold_plugin(handle, f"evil.dom::{op_type}", "ort-python,openvino-python,tensorrt",
                              tmp_path / "out")
     folder = sc.root / "ort-python"
-    for path in sc.root.rglob("*.py"):
+    sources = sorted(sc.root.rglob("*.py"))
+    assert sources, "the scaffold wrote no Python file"
+    for path in sources:
         _, called = python_structure(path.read_text())
         assert "open" not in called and "write" not in called, path.name
     readme = (folder / "README.md").read_text()
@@ -106,9 +108,10 @@ def test_r31_build_runs_in_the_sandbox_on_a_copy(tmp_path, monkeypatch):
     assert not result.built and result.message.startswith("build failed:") and "\n" not in result.message
     assert sorted(p.name for p in package.iterdir()) == before
     assert "do-not-leak" not in result.log_tail and "do-not-leak" not in result.message
-    if landlock_abi() > 0:
-        assert not outside.exists()
-        assert result.toolchain["sandbox"]["landlock_abi"] == landlock_abi()
+    if landlock_abi() == 0:       # said, not passed: without Landlock nothing stops the write outside
+        pytest.skip("the kernel has no Landlock: the build's write outside its folder is not blocked here")
+    assert not outside.exists()
+    assert result.toolchain["sandbox"]["landlock_abi"] == landlock_abi() >= 1
 
 
 def test_r31_build_is_refused_on_a_shared_server(tmp_path, monkeypatch):

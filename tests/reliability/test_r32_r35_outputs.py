@@ -227,6 +227,7 @@ def test_r32_export_replaces_its_own_earlier_bundle(work, capsys):
     bundles = [p for p in (work / "out").iterdir() if p.is_dir()]
     assert len(bundles) == 1 and not [p for p in (work / "out").iterdir() if p.name.startswith(".")]
     manifest = json.loads((bundles[0] / "manifest.json").read_text())
+    assert manifest["files"]
     for row in manifest["files"]:
         assert sha256_file(bundles[0] / row["path"]) == row["sha256"]
 
@@ -442,6 +443,7 @@ def test_r35_concurrent_cli_exports_to_one_folder(work):
     assert len(bundles) == 1
     assert not [p.name for p in (work / "out").iterdir() if p.name.startswith(".")]
     manifest = json.loads((bundles[0] / "manifest.json").read_text())
+    assert manifest["files"]
     for row in manifest["files"]:
         assert sha256_file(bundles[0] / row["path"]) == row["sha256"]
 
