@@ -30,6 +30,7 @@ import onnx
 
 from studio.core import jsonsafe
 from studio.core.compare import compare_outputs
+from studio.core.engines.ort_int8 import u8s8_saturates
 from studio.core.errors import StudioError
 from studio.core.feeds import Feeds, load_npz, make_feeds
 
@@ -281,10 +282,15 @@ class StaticConfig:
     def describe(self) -> str:
         return (f"{self.quant_format}, {self.activation} activations, {self.weight} weights "
                 f"{'per channel' if self.per_channel else 'per tensor'}"
-                + (", a Q/DQ pair per consumer" if self.dedicated_qdq else ""))
+                + (", a Q/DQ pair per consumer" if self.dedicated_qdq else "")
+                + (", 7-bit weights (reduce_range: this CPU's u8s8 kernel saturates)" if self.reduce_range() else ""))
+
+    def reduce_range(self) -> bool:
+        """uint8 x int8 on a CPU whose ORT kernel saturates (AVX2 without VNNI) needs 7-bit weights."""
+        return self.activation == "uint8" and self.weight == "int8" and u8s8_saturates()
 
     def to_dict(self) -> dict:
-        return {**self.__dict__, "description": self.describe()}
+        return {**self.__dict__, "reduce_range": self.reduce_range(), "description": self.describe()}
 
 
 # Candidates measured by "auto" (ORT CPU). ORT's own default (QDQ, int8 activations) is
@@ -317,7 +323,8 @@ def quantize_static_config(prepared: Prepared, out: Path, config: StaticConfig, 
     kwargs: dict[str, Any] = dict(
         quant_format=getattr(QuantFormat, config.quant_format), activation_type=_qtype(config.activation),
         weight_type=_qtype(config.weight), per_channel=config.per_channel and prepared.per_channel,
-        nodes_to_exclude=list(exclude), extra_options=extra, use_external_data_format=_big(prepared.path))
+        nodes_to_exclude=list(exclude), extra_options=extra, use_external_data_format=_big(prepared.path),
+        reduce_range=config.reduce_range())
     from onnxruntime.quantization import CalibrationMethod
 
     kwargs["calibrate_method"] = getattr(CalibrationMethod, METHODS[ranges.method])

@@ -24,6 +24,7 @@ from passes.base import Change, PassResult, StudioPass
 from passes.quant_tools import job_context
 from passes.registry import register
 from studio.core.compare import QUANTIZED, Tolerance
+from studio.core.engines.ort_int8 import u8s8_saturates
 from studio.core.errors import StudioError
 
 log = logging.getLogger(__name__)
@@ -76,10 +77,10 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from passes import quant_tools as qt
-    from passes.pipeline import save_ir
+    from passes.model_io import save_result
 
     target = float(opts.get("target_cosine", 0.99))
-    src = save_ir(model, workdir / "src" / "model.onnx")
+    src = save_result(model, workdir / "src" / "model.onnx")
     ctx.set_stage("INT8 dynamic: preparing the model")
     prepared = qt.prepare(src, workdir, per_channel=bool(opts.get("per_channel", False)), min_opset=11)
     bases: dict[str, Path] = {}
@@ -115,7 +116,8 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
                              weight_type=QuantType.QInt8, op_types_to_quantize=opts.get("op_types") or None,
                              nodes_to_exclude=list(opts.get("nodes_to_exclude") or []),
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-                             use_external_data_format=qt._big(base))
+                             use_external_data_format=qt._big(base),
+                             reduce_range=u8s8_saturates())   # u8 activations x s8 weights
             qt.release_memory()
             outputs = qt.ort_outputs(out, holdout, ctx)
             cos, top1 = qt.accuracy(reference, outputs)       # float outputs by cosine
