@@ -144,7 +144,7 @@ class ClusterJobs:
             for name in inputs:
                 self._inputs[name].users += 1
             self._all.append(job)
-            self._launch(job)
+            self._relaunch(job)                          # a refusal ends this task, never the caller's batch
         self._deliver()
         return job.result
 
@@ -303,16 +303,18 @@ class ClusterJobs:
         """Submit the job's next attempt under a fresh key (its inputs placed first)."""
         if self.client.status != "running" and not self._reconnected():
             return
+        key = f"{job.label}-{self._token}-{next(self._n)}"
         try:
             args = tuple(self._input_future(a.name) if isinstance(a, Input) else a for a in job.args)
-        except TimeoutError:                             # no worker to place the inputs on (yet)
-            job.unplaced = True
+            fut = self.client.submit(job.fn, *args, key=key, resources=job.resources, pure=False, retries=0)
+        except Exception as exc:  # noqa: BLE001 - sorted below: no worker yet, or the scheduler going away
+            if not isinstance(exc, TimeoutError) and self.client.status == "running":
+                raise                                    # a real refusal: the task's own row says so
+            job.unplaced = True                          # placed again by _tick once a worker / the scheduler is back
             job.stranded_since = job.stranded_since or time.monotonic()
             self._watch_workers = True
             return
         job.unplaced = False
-        key = f"{job.label}-{self._token}-{next(self._n)}"
-        fut = self.client.submit(job.fn, *args, key=key, resources=job.resources, pure=False, retries=0)
         job.key, job.future = key, fut
         self._jobs[key] = job
         fut.add_done_callback(lambda _f, key=key: self._on_done(key))
@@ -331,9 +333,11 @@ class ClusterJobs:
         if not waiting:
             self._watch_workers = False
             return
+        if self.client.status != "running" and not self._reconnected():
+            return                                       # every task has ended "scheduler lost"
         try:
             workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
-        except Exception:  # noqa: BLE001 - a scheduler going away; the futures will say so
+        except Exception:  # noqa: BLE001 - a scheduler going away: the next tick waits for it
             return
         offered = [set((w.get("resources") or {})) for w in workers.values()]
         now, stranded = time.monotonic(), False
