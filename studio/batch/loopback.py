@@ -127,7 +127,8 @@ class LoopbackCluster:
         return ClusterSecurity(*self.tls).to_dask() if self.tls else None
 
     def kill(self, name: str) -> None:
-        """``kill -9`` everything ``name`` started (its process group)."""
+        """``kill -9`` the process group ``name`` started (a studio worker's dask worker, in its own
+        session, then stops through ``PR_SET_PDEATHSIG``; ``worker_process`` names the real one)."""
         p = self.procs.pop(name)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(p.pid, signal.SIGKILL)
