@@ -128,3 +128,52 @@ def test_data_eval_task_is_stored_in_the_project_and_reused(project, capsys, mon
     assert api.stored_output_tasks(project, api.load(model)) == {}
     assert main([*base, "--task", "prob=classifier"]) == 2
     assert "the task is one of classification" in capsys.readouterr().err
+
+
+def test_integer_only_outputs_get_no_cosine_that_was_never_measured(tmp_path):
+    """R52: an ArgMax-only classifier has no float output: the cosine is n/a with the reason, never 1.0."""
+    import json
+
+    import onnx
+    from onnx import TensorProto as T, helper, numpy_helper as nh
+
+    w = nh.from_array(np.random.default_rng(0).normal(size=(4, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("GlobalAveragePool", ["c"], ["p"]),
+             helper.make_node("Flatten", ["p"], ["f"]), helper.make_node("ArgMax", ["f"], ["cls"], axis=1, keepdims=0)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [1, 3, 16, 16])],
+                          [helper.make_tensor_value_info("cls", T.INT64, [1])], [w])
+    path = tmp_path / "argmax.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    report = api.precision(path, variants=["fp32"], latency_budget_s=1)
+    fp32 = report.variant("fp32")
+    assert fp32.cosine is None and fp32.meets_target
+    assert any("cosine n/a" in n for n in fp32.notes), fp32.notes
+    json.loads(json.dumps(report.to_dict(), default=str, allow_nan=False))
+    result = api.compare(path, path, engine="ort", engine_b="openvino")
+    (diff,) = result.comparison.outputs.values()
+    assert diff.cosine is None and diff.mode == "exact" and diff.task == "classification"
+    assert "cosine" not in result.summary()
+
+
+def test_no_summary_contradicts_its_table():
+    from studio.precision.variants import PrecisionReport, VariantResult
+
+    def v(name, status="ok", meets=False, value=None, notes=(), error=None):
+        task = {"target_value": value, "notes": list(notes)}
+        return VariantResult(name, name, "onnxruntime", "fp32", status, latency_p10_ms=1.0, meets_target=meets,
+                             task=task, error=error)
+
+    def report(*variants):
+        return PrecisionReport(tuple(variants), None, {}, 0.99, "", {}, "cnn", None, target=TARGET,
+                               basis="dataset photos")
+
+    missed = report(v("fp32", value=None, notes=["target metric top1-agreement is n/a: no sample ran"]),
+                    v("int8", value=0.5))
+    text = missed.summary()
+    assert "could not be measured" not in text
+    assert text.startswith("nothing recommended: even fp32 misses top1-agreement>=0.99 (got n/a: target metric")
+    assert "2 variant(s) measured" in text
+    assert report(v("fp32", value=0.9), v("int8", value=0.5)).summary().startswith(
+        "nothing recommended: even fp32 misses top1-agreement>=0.99 (got 0.9)")
+    failed = report(v("fp32", status="failed", error="boom"), v("int8", status="failed", error="boom"))
+    assert failed.summary() == "no variant could be measured: boom"
