@@ -463,9 +463,9 @@ def task_judge(task: Mapping[str, Any]) -> Callable[[list[dict], list[dict]], tu
     """An :func:`accuracy` replacement scoring by a task metric (``studio.data.metrics``) on one
     output, as "higher is better" (1 - value for error metrics such as mismatch-rate or cer): the
     INT8 configuration choice and the float-fallback search then stop at the task's target."""
-    from studio.data.metrics import METRICS
+    from studio.data.metrics import bound_metric
 
-    metric, output = METRICS[task["metric"]], task["output"]
+    metric, output = bound_metric(task["metric"], **dict(task.get("metric_options") or {})), task["output"]
 
     def judge(reference: list[dict], got: list[dict]) -> tuple[float, float | None]:
         # item i of ``got`` ran on holdout item i and is scored against golden item i, never a neighbour

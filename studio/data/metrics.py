@@ -626,17 +626,32 @@ _BY_TASK = {
 }
 
 
-def _bound(metric: Metric, spec: OutputSpec) -> Metric:
-    """The metric as it judges ``spec``: top-1 of a one-score binary classifier at its threshold."""
-    if isinstance(metric, DetectionMAP) and getattr(spec.task, "head", None):
-        return DetectionMAP(head=spec.task.head)     # TopK rows [1, 100, 6] are no raw head, whatever their shape
+def metric_options(spec: OutputSpec) -> dict:
+    """What a metric needs to know of ``spec``'s task beyond its arrays (JSON, for jobs that get the
+    metric by name): a one-score classifier's ``threshold``, a detection output's ``head`` (rows/raw)."""
     decided = _decided_classes(spec)
-    if decided is not None and decided[0] == "binary":
-        if isinstance(metric, TopKAgreement):
-            return TopKAgreement(metric.k, threshold=decided[1])
-        if isinstance(metric, Accuracy):
-            return Accuracy(threshold=decided[1])
+    out = {"threshold": decided[1]} if decided is not None and decided[0] == "binary" else {}
+    if getattr(spec.task, "head", None):
+        out["head"] = spec.task.head
+    return out
+
+
+def bound_metric(name: str, *, threshold: float | None = None, head: str | None = None) -> Metric:
+    """``METRICS[name]`` as it judges one output (``metric_options``): top-1 of a one-score binary
+    classifier at its threshold; detection rows never decoded as a raw head ([1, 100, 6] looks like one)."""
+    metric = METRICS[name]
+    if threshold is not None and isinstance(metric, TopKAgreement):
+        return TopKAgreement(metric.k, threshold=threshold)
+    if threshold is not None and isinstance(metric, Accuracy):
+        return Accuracy(threshold=threshold)
+    if head and isinstance(metric, DetectionMAP):
+        return DetectionMAP(head=head)
     return metric
+
+
+def _bound(metric: Metric, spec: OutputSpec) -> Metric:
+    """The metric as it judges ``spec`` (see :func:`bound_metric`)."""
+    return bound_metric(metric.name, **metric_options(spec)) if metric.name in METRICS else metric
 
 
 def metrics_for(spec: OutputSpec, override: Sequence[str] | None = None) -> tuple[Metric, ...]:

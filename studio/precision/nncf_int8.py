@@ -17,9 +17,10 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -91,7 +92,7 @@ def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     import nncf
     import openvino as ov
 
-    from studio.data.metrics import METRICS
+    from studio.data.metrics import bound_metric
 
     core = ov.Core()
     ctx.set_stage("OpenVINO read for NNCF")
@@ -107,7 +108,7 @@ def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     else:
         evaluation = _read_sets(args["evaluation"])
         golden = _read_sets(args["golden"])
-        metric = METRICS[args["metric"]]
+        metric = bound_metric(args["metric"], **dict(args.get("metric_options") or {}))
         output = args["output"]
 
         per_item = {"ok": True}
@@ -149,8 +150,9 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
                       evaluation: Sequence[Feeds] | None = None, golden: Sequence[dict[str, np.ndarray]] | None = None,
                       metric: str | None = None, output: str | None = None, max_drop: float = 0.01,
                       ranking_subset: int | None = None, limits: Limits | None = None,
-                      pool_key: str = "default") -> NNCFResult:
+                      pool_key: str = "default", metric_options: Mapping[str, Any] | None = None) -> NNCFResult:
     """Quantize ``model_path`` with NNCF for OpenVINO; the IR lands in ``out_dir``.
+    ``metric_options``: how ``metric`` judges ``output`` (``studio.data.metrics.metric_options``).
 
     ``ranking_subset``: how many evaluation items (those the INT8 model gets most wrong) NNCF ranks
     the layers on (NNCF's default, 300, when None); each is scored against its own golden output."""
@@ -174,7 +176,7 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
             raise StudioError("the ranking subset needs at least 1 item", code="BAD-OPTION")
         args.update(evaluation=str(save_npz(list(evaluation), work / "evaluation.npz")), ranking_subset=ranking_subset,
                     golden=str(save_npz([{output: g[output]} for g in golden], work / "golden.npz")),
-                    metric=metric, output=output)
+                    metric=metric, output=output, metric_options=dict(metric_options or {}))
     base = limits or default_limits()
     limits = Limits(timeout_s=max(base.timeout_s, 600.0), memory_bytes=base.memory_bytes,
                     cpu_threads=base.cpu_threads, address_space_limit=base.address_space_limit)

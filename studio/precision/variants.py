@@ -381,7 +381,15 @@ def _task_option(target, golden, eval_feeds: FeedSet, work: Path) -> dict:
     holdout = save_npz(list(eval_feeds.sets), work / "task-holdout.npz")
     gold = save_npz([{output: g[output]} for g in golden.outputs], work / "task-golden.npz")
     return {"task": {"metric": metric, "output": output, "threshold": threshold, "holdout": str(holdout),
-                     "golden": str(gold)}}
+                     "golden": str(gold), "metric_options": _metric_options(golden, output)}}
+
+
+def _metric_options(golden, output: str) -> dict:
+    """How the task metric judges ``output`` (a one-score classifier's threshold, a detection head's
+    layout), for the jobs that get the metric by name."""
+    from studio.data.metrics import metric_options
+
+    return next((metric_options(s) for s in golden.specs if s.name == output), {})
 
 
 def _build_converted_int8(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet, limits: Limits,
@@ -427,7 +435,8 @@ def _build_nncf(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet,
         output = _metric_output(golden, target.base_metric)
         r = quantize_openvino(model_path, calib.sets, work / spec.name, mode="accuracy-control",
                               evaluation=eval_feeds.sets, golden=list(golden.outputs), metric=target.base_metric,
-                              output=output, max_drop=_max_drop(target), limits=limits, pool_key=pool_key)
+                              output=output, max_drop=_max_drop(target), limits=limits, pool_key=pool_key,
+                              metric_options=_metric_options(golden, output))
     else:
         r = quantize_openvino(model_path, calib.sets, work / spec.name, limits=limits, pool_key=pool_key)
     details = {"nncf_version": r.nncf_version, "nncf_seconds": round(r.seconds, 3)}

@@ -220,3 +220,43 @@ def test_sample_models_tasks():
     assert caffe.kind == "classification" and caffe.classes == 2 and "softmax" in caffe.reason
     assert task("imagenet_classifier").classes == 1000
     assert task("yolo_detector").kind == "detection"
+
+
+def test_jobs_that_get_the_metric_by_name_judge_like_the_task():
+    """The INT8 fallback search and NNCF get the metric by name: its options (a one-score classifier's
+    threshold, a detection output's layout) travel with it."""
+    from passes.quant_tools import task_judge
+    from studio.data.metrics import metric_options
+
+    nodes, inits = _trunk(1)
+    m = _model(nodes + [helper.make_node("Sigmoid", ["z"], ["out"])], [_out("out", shape=["N", 1])], inits)
+    options = metric_options(output_specs(m)[0])
+    assert options == {"threshold": 0.5}
+    gold, flipped = [{"out": np.array([[0.4]])}], [{"out": np.array([[0.6]])}]
+    judge = task_judge({"metric": "top1-agreement", "output": "out", "metric_options": options})
+    assert judge(gold, flipped)[0] == 0.0 and judge(gold, gold)[0] == 1.0
+    rows = _topk_rows_spec()
+    assert metric_options(rows) == {"head": "rows"}
+
+
+def _topk_rows_spec():
+    """[1, 100, 6] TopK rows: shaped like a raw head, judged as rows."""
+    x = helper.make_tensor_value_info("x", T.FLOAT, [1, 200, 6])
+    nodes = [helper.make_node("ReduceMax", ["x"], ["s"], axes=[2], keepdims=0),
+             helper.make_node("TopK", ["s", "k"], ["v", "i"], axis=1),
+             helper.make_node("Unsqueeze", ["i", "ax"], ["i3"]), helper.make_node("Tile", ["i3", "rep"], ["i6"]),
+             helper.make_node("GatherElements", ["x", "i6"], ["dets"], axis=1)]
+    inits = [nh.from_array(np.array([100], np.int64), "k"), nh.from_array(np.array([2], np.int64), "ax"),
+             nh.from_array(np.array([1, 1, 6], np.int64), "rep")]
+    return output_specs(_model(nodes, [_out("dets", shape=[1, 100, 6])], inits, inputs=(x,)))[0]
+
+
+def test_topk_rows_shaped_like_a_raw_head_are_matched_as_rows():
+    spec = _topk_rows_spec()
+    assert task_of(spec) == "detection"
+    (metric, *_rest) = metrics_for(spec)
+    xy = rng.uniform(0, 200, (100, 2))
+    rows = np.concatenate([xy, xy + rng.uniform(10, 40, (100, 2)), rng.uniform(0.3, 0.9, (100, 1)),
+                           rng.integers(0, 3, (100, 1))], axis=1)[None].astype(np.float32)
+    shuffled = rows[:, rng.permutation(100)]
+    assert metric.score("dets", [rows], [shuffled]).value == pytest.approx(1.0)
