@@ -177,3 +177,20 @@ def test_no_summary_contradicts_its_table():
         "nothing recommended: even fp32 misses top1-agreement>=0.99 (got 0.9)")
     failed = report(v("fp32", status="failed", error="boom"), v("int8", status="failed", error="boom"))
     assert failed.summary() == "no variant could be measured: boom"
+
+
+def test_an_empty_evaluation_part_is_na_with_the_reason(project):
+    import json
+
+    model = path_of("caffe_classifier")
+    recipe = api.preprocessing_recipe(file=model.parent / get("caffe_classifier").recipe_file)
+    ds = api.add_dataset(project, api.sample_photos_folder(), name="all-calibration", model=api.load(model),
+                         recipe=recipe, calibration_fraction=1.0)
+    assert not ds.evaluation
+    report = api.evaluate_on_dataset(ds, model, target=TARGET)
+    (out,) = report.outputs
+    assert out.task == "classification" and out.results
+    assert all(r.value is None and "evaluation part is empty" in r.detail for r in out.results)
+    assert report.target_met is False and report.samples == 0
+    assert any("n/a" in n for n in report.notes) and any("nothing evaluated" in n for n in report.notes)
+    json.loads(json.dumps(report.to_dict(), allow_nan=False))
