@@ -93,8 +93,15 @@ def inspect(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
 
 def dim_hints(handle: ModelHandle) -> tuple[DimHint, ...]:
     """What the model says its dynamic dims should be (metadata ``imgsz``, a static
-    other side, the dim's name), each with its source; empty where it says nothing."""
+    other side, a Resize/Reshape target, the dim's name), each with its source; empty where it says nothing."""
     return _dim_hints(handle.proto)
+
+
+def input_dim_keys(handle: ModelHandle) -> tuple[str, ...]:
+    """Every free dim of the model's inputs, as ``dims`` keys: its name, or INPUT[AXIS] for an unnamed one."""
+    from studio.inspect.edge_shapes import pinned_inputs
+
+    return pinned_inputs(handle.proto, {}).keys
 
 
 def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHandle]],
@@ -339,17 +346,27 @@ def write_diff_viewer(d: GraphDiff, path: str | Path, *, side_by_side: bool = Tr
 # -- diff ---------------------------------------------------------------------------
 
 def diff(handle_a: ModelHandle, handle_b: ModelHandle, *, lineage: object = None,
-         summary_a: ModelSummary | None = None, summary_b: ModelSummary | None = None) -> GraphDiff:
+         summary_a: ModelSummary | None = None, summary_b: ModelSummary | None = None,
+         dims: Mapping[str, int] | None = None, dims_b: Mapping[str, int] | None = None,
+         pool_key: str = "default") -> GraphDiff:
     """Nodes of ``a`` (before) and ``b`` (after) matched by name and structure, each removed,
-    added, changed or unchanged; ``lineage`` (pipeline records) says which pass did it."""
+    added, changed or unchanged; ``lineage`` (pipeline records) says which pass did it.
+    ``dims`` (the model's dims setting; ``dims_b`` for ``b`` when it differs): edges are labelled
+    with the numeric shapes at those sizes, as on the other pages."""
+    if dims and summary_a is None:
+        summary_a = inspect(handle_a, dims, pool_key=pool_key)
+    if (dims_b if dims_b is not None else dims) and summary_b is None:
+        summary_b = inspect(handle_b, dims_b if dims_b is not None else dims, pool_key=pool_key)
     ga = index_model(handle_a, summary_a).graph
     gb = index_model(handle_b, summary_b).graph
     return diff_graphs(ga, gb, lineage=lineage, model_a=handle_a.proto, model_b=handle_b.proto)
 
 
-def diff_versions(ws: Workspace | ProjectModel, a: str, b: str) -> GraphDiff:
-    """Diff two workspace versions, with the pipeline records that lead from ``a`` to ``b``."""
-    return diff(ws.handle(a), ws.handle(b), lineage=lineage_between(ws, a, b))
+def diff_versions(ws: Workspace | ProjectModel, a: str, b: str, *, dims: Mapping[str, int] | None = None,
+                  pool_key: str = "default") -> GraphDiff:
+    """Diff two workspace versions, with the pipeline records that lead from ``a`` to ``b``
+    (``dims``: the model's dims setting, for numeric edge shapes)."""
+    return diff(ws.handle(a), ws.handle(b), lineage=lineage_between(ws, a, b), dims=dims, pool_key=pool_key)
 
 
 def diff_views(d: GraphDiff, mode: str = OVERLAY, level: int | None = None) -> list[GraphView]:
@@ -598,7 +615,7 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
            on_progress: Callable[[str, str], None] | None = None,
            ov_precisions: str | Sequence[str] | None = None, ort_custom_ops: Sequence[str | Path] = (),
            ov_extensions: Sequence[str | Path] = (), dataset=None, target: str | None = None,
-           tasks: Mapping[str, str] | None = None) -> ExportResult:
+           tasks: Mapping[str, str] | None = None, dims: Mapping[str, int] | None = None) -> ExportResult:
     """Deployment artifacts for ``targets`` (ort, openvino, tensorrt, triton or all) in
     ``out_dir/<model>-<sha8>/`` (+ ``.zip``): each reloaded by its engine and compared with
     the original, with manifest.json and report.md/.html. ``shapes``: NAME=MIN:OPT:MAX
@@ -607,7 +624,8 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
     artifact is converted and verified, and shipped in the bundle. ``result.ok`` is False when a verification failed; TensorRT
     without a GPU is "not verified" (not a failure). The model file is only read. ``tasks``: {output: kind}
     (see :func:`output_tasks`): how every artifact's outputs are compared; a dataset ``target`` that applies
-    to no output is refused before any work."""
+    to no output is refused before any work. ``dims``: the model's dims setting (verification inputs and
+    the TensorRT profile's opt at those sizes; ``shapes`` win where both name an input)."""
     from studio.core.paths import user_data_path
     from studio.export.exporter import export_model
     from studio.export.options import ExportOptions
@@ -615,7 +633,8 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
     options = ExportOptions(targets=(targets,) if isinstance(targets, str) else tuple(targets), preset=preset,
                             precision=precision,
                             calibration=user_data_path(calibration, label="calibration data") if calibration else None,
-                            calibration_method=calibration_method, shapes=shapes or {}, name=name,
+                            calibration_method=calibration_method, shapes=shapes or {}, dims=dict(dims or {}),
+                            name=name,
                             ort_level=ort_level, ort_format=ort_format, max_batch=max_batch,
                             plugins=tuple(Path(p) for p in plugins), zip=zip, ov_precisions=ov_precisions,
                             ort_custom_ops=tuple(Path(p) for p in ort_custom_ops),

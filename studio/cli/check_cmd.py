@@ -11,7 +11,7 @@ import argparse
 from studio import api
 from studio.cli import task_args
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
-from studio.cli.common import parse_dims, parse_options, print_json
+from studio.cli.common import parse_options, print_json
 from studio.core.fmt import printable
 
 NAME = "check"
@@ -47,9 +47,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     from diagnostics.compatibility import normalize_engines
 
+    from studio.cli.dims_args import model_dims
+
     engines = normalize_engines(args.engines)
     eps = tuple(e.strip() for e in args.ep.split(",") if e.strip())
     handle = api.load(args.model)
+    dims = model_dims(args)
     if args.fix:
         from diagnostics.fixes import fix_to_file
         from studio.core.errors import StudioError
@@ -57,7 +60,7 @@ def _run(args: argparse.Namespace) -> int:
         if not args.output:
             raise StudioError("--fix needs --output PATH for the fixed model (the original is never modified)")
         result = fix_to_file(handle.path, args.fix, args.output, options=parse_options(args.options),
-                             dims=parse_dims(args.dim), inputs=args.inputs)
+                             dims=dims, inputs=args.inputs)
         if not args.json:
             print(f"fixed   {result.summary()}; saved {printable(str(args.output))} (verified: {result.reference})")
         handle = api.load(args.output)
@@ -66,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
                                    provenance={"fix": list(args.fix), "pipeline": result.lineage()})
     tasks = task_args.choices(args, handle, kept(args).project if kept(args) is not None else None)
     report = api.check(handle, engines, eps=eps, trt_version=args.trt_version, run=not args.no_run,
-                       dims=parse_dims(args.dim), inputs=args.inputs, tasks=tasks)
+                       dims=dims, inputs=args.inputs, tasks=tasks)
     failed = report.has_errors_for(engines)
     keep_json(args, "check.json", report.to_dict(), "check")
     if args.json:

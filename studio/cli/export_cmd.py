@@ -43,6 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     recipe_args.add_recipe_arguments(p, title="preprocessing of the --dataset for this run (every recipe field)")
     p.add_argument("--calibration-method", choices=("minmax", "entropy", "percentile"), default="minmax",
                    help="int8 activation-range calibration (default minmax; entropy and percentile clip outliers)")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="value of a symbolic input dim (INPUT[AXIS]=VALUE for an unnamed one): the verification "
+                        "inputs and the TensorRT profile's opt use it; with --project it is the model's dims setting "
+                        "(repeatable)")
     p.add_argument("--shapes", action="append", metavar="NAME=MIN:OPT:MAX",
                    help="input shape range (TensorRT profile, OpenVINO bounds; verification uses OPT); "
                         "NAME=SHAPE for a static shape; repeatable")
@@ -79,12 +83,15 @@ def _run(args: argparse.Namespace) -> int:
         dataset = api.dataset(kept(args).project, args.dataset)
     dataset = recipe_args.dataset_for_run(args, dataset)
     tasks = task_args.choices(args, handle, kept(args).project if kept(args) is not None else None)
+    from studio.cli.dims_args import model_dims
+
     result = api.export(handle, args.target or ["all"], args.output, preset=args.preset, precision=args.precision,
                         calibration=args.calibration, calibration_method=args.calibration_method, shapes=args.shapes or None, name=args.name,
                         ort_level=args.ort_level, ort_format=not args.no_ort_format, max_batch=args.max_batch,
                         plugins=args.plugin, zip=not args.no_zip, on_progress=progress,
                         ov_precisions=args.ov_precisions, ort_custom_ops=args.ort_custom_ops,
-                        ov_extensions=args.ov_extension, dataset=dataset, target=args.task_target, tasks=tasks)
+                        ov_extensions=args.ov_extension, dataset=dataset, target=args.task_target, tasks=tasks,
+                        dims=model_dims(args))
     keep_json(args, "export.json", result.to_dict(), "export")
     if kept(args) is not None and result.zip_path is not None:
         kept(args).keep(result.zip_path, "export bundle")

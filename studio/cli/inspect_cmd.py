@@ -7,7 +7,7 @@ import sys
 
 from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, with_project
-from studio.cli.common import parse_dims, print_json
+from studio.cli.common import print_json
 from studio.core.fmt import human_bytes, human_count, printable
 from studio.core.types import shape_text
 
@@ -25,7 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    dims = parse_dims(args.dim)
+    from studio.cli.dims_args import model_dims
+
+    dims = model_dims(args)
     handle = api.load(args.model)
     summary = api.inspect(handle, dims)
     keep_json(args, "summary.json", summary.to_dict(include_nodes=not args.no_nodes), "inspect")
@@ -50,15 +52,19 @@ def _run(args: argparse.Namespace) -> int:
           + ", ".join(f"{d.dtype}: {human_bytes(d.bytes)}" for d in s.params.by_dtype))
     counted = (*s.flops.assumed_dims, *s.flops.unresolved_dims)
     names = printable(", ".join(printable(d) for d in counted), 400)
-    assumed = f"  (counted as 1: {names})" if counted else ""
-    print(f"FLOPs      {human_count(s.flops.flops)}  MACs {human_count(s.flops.macs)}{assumed}")
+    assumed = f"  (unresolved, counted as 1: {names}; set them with --dim NAME=VALUE)" if counted else ""
+    if s.flops.unknown_nodes:
+        assumed += f"  ({s.flops.unknown_nodes} node(s) not counted: shapes unknown)"
+    ge = "≥ " if s.flops.lower_bound else ""          # a figure with unresolved dims is a lower bound, said so
+    print(f"FLOPs      {ge}{human_count(s.flops.flops)}  MACs {ge}{human_count(s.flops.macs)}{assumed}")
     for b in s.flops.branches[:5]:
         print(f"           If {printable(b.node, 120)}: per branch then {human_count(b.then_flops)} / else "
               f"{human_count(b.else_flops)} (the total counts the {b.counted.removesuffix('_branch')} branch)")
     if len(s.flops.branches) > 5:
         print(f"           ... and {len(s.flops.branches) - 5} more If nodes (see --json)")
+    mem_ge = "≥ " if counted or s.memory.unknown_tensors else ""
     print(f"memory     weights {human_bytes(s.memory.weights_bytes)}, peak activations "
-          f"{human_bytes(s.memory.peak_activation_bytes)}")
+          f"{mem_ge}{human_bytes(s.memory.peak_activation_bytes)}")
     for label, items in (("inputs", s.inputs), ("outputs", s.outputs)):
         for t in items:
             print(f"{label:<10} {printable(t.name)}  {t.dtype} {printable(shape_text(t.shape))}")
@@ -71,6 +77,13 @@ def _run(args: argparse.Namespace) -> int:
         print(f"checker    FAILED: {printable(s.check_message or '', 400)}")
     for h in s.dim_hints:
         print(f"dim hint   {printable(h.key, 60)}={h.value} ({printable(h.source, 80)})")
+    if counted and s.dim_hints:
+        flags = " ".join(f"--dim {printable(h.key, 60)}={h.value}" for h in s.dim_hints)
+        print(f"           the model's own size: onnx-studio inspect MODEL {flags}")
+    for m in s.formula_mismatches[:10]:
+        print(f"shapes     wrong exporter formula: {printable(m.text(), 300)}")
+    if s.formula_mismatch_count > 10:
+        print(f"           ... and {s.formula_mismatch_count - 10} more (see --json)")
     if s.shape_note:
         print(f"shapes     {printable(s.shape_note, 200)}")
     if s.shape_inference_error:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
-from studio.cli.common import parse_dims, parse_options, print_json
+from studio.cli.common import parse_options, print_json
 from studio.core import outputs
 from studio.core.errors import StudioError
 from studio.core.fmt import human_count, printable
@@ -67,7 +67,9 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if not args.model or not args.output:
         raise StudioError("optimize needs MODEL and -o OUT (or --list)")
-    dims = parse_dims(args.dim)
+    from studio.cli.dims_args import model_dims
+
+    dims = model_dims(args)
     options = parse_options(args.options)
     names = [n.strip() for n in args.passes.split(",") if n.strip()] if args.passes else None
     if args.passes is not None and not names:

@@ -2,7 +2,8 @@
 
 A detector exported for 320x320 says so in its metadata (Ultralytics writes
 ``imgsz: [320, 320]``), an image input with one free side usually has a static
-other side, and a dim named ``height_320`` carries its value. Seeding, shape
+other side, a graph that resizes (or reshapes) its input to a constant size says
+that size, and a dim named ``height_320`` (or ``640``, ``h=640``) carries its value. Seeding, shape
 fixes, export verification and TensorRT profiles should start from those values,
 not from a silent 224 (or 16 tokens): every value here carries its reason.
 """
@@ -19,6 +20,11 @@ _SIZE_KEYS = ("imgsz", "img_size", "image_size", "input_size", "input_shape", "i
 _MAX_VALUE_CHARS = 200
 _NUM = re.compile(r"\d{1,6}")
 _NAME_NUMBER = re.compile(r"(?:^|[_\-])(\d{2,5})$")
+_NAME_DEFAULT = re.compile(r"^(?:[A-Za-z_]\w{0,40}\s*[=:]\s*)?(\d{1,5})$")    # "640", "height=640", "h: 640"
+_PASS_THROUGH = frozenset({"Cast", "Identity", "Sub", "Div", "Mul", "Add", "Clip", "Relu", "Neg", "Sqrt",
+                           "BatchNormalization", "InstanceNormalization", "DequantizeLinear", "QuantizeLinear"})
+_MAX_WALK = 64
+_MIN_SIDE, _MAX_SIDE = 8, 16384
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,57 @@ def metadata_image_size(model: ModelProto) -> tuple[tuple[int, int], str] | None
     return None
 
 
+def _constant_ints(model: ModelProto) -> dict[str, list[int]]:
+    """Small integer constants (initializers and Constant nodes) by value name."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    out: dict[str, list[int]] = {}
+    ints = {TensorProto.INT64, TensorProto.INT32}
+    tensors = [(t.name, t) for t in model.graph.initializer
+               if t.data_type in ints and t.data_location != TensorProto.EXTERNAL]
+    tensors += [(n.output[0], helper.get_attribute_value(a)) for n in model.graph.node
+                if n.op_type == "Constant" and n.output for a in n.attribute if a.name == "value"
+                and a.t.data_type in ints]
+    for name, t in tensors:
+        if len(t.dims) == 1 and 0 < t.dims[0] <= 8:
+            try:
+                out[name] = [int(v) for v in numpy_helper.to_array(t).ravel()]
+            except (ValueError, TypeError):
+                continue
+    return out
+
+
+def graph_image_size(model: ModelProto, name: str, spatial: tuple[int, int]) -> tuple[tuple[int, int], str] | None:
+    """(height, width) the graph itself fixes for image input ``name``: a Resize to constant ``sizes``
+    or a Reshape to a constant 4-D shape, reached through elementwise steps (normalization)."""
+    consts = _constant_ints(model)
+    consumers: dict[str, list] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    frontier, seen = [name], set()
+    while frontier and len(seen) < _MAX_WALK:
+        value = frontier.pop(0)
+        if value in seen:
+            continue
+        seen.add(value)
+        for n in consumers.get(value, ()):
+            if n.domain not in ("", "ai.onnx") or not n.input or n.input[0] != value:
+                continue
+            target = None
+            if n.op_type == "Resize" and len(n.input) > 3:
+                target, what = consts.get(n.input[3]), "Resize to"
+            elif n.op_type == "Reshape" and len(n.input) > 1:
+                target, what = consts.get(n.input[1]), "Reshape to"
+            if target is not None and len(target) == 4:
+                h, w = target[spatial[0]], target[spatial[1]]
+                if _MIN_SIDE <= h <= _MAX_SIDE and _MIN_SIDE <= w <= _MAX_SIDE:
+                    return (h, w), f"{what} {target} ({(n.name or n.op_type)[:40]})"
+            if n.op_type in _PASS_THROUGH:
+                frontier.extend(o for o in n.output if o)
+    return None
+
+
 def _image_axes(shape: list, elem_is_float: bool) -> tuple[int, int] | None:
     if len(shape) != 4 or not elem_is_float:
         return None
@@ -81,13 +138,16 @@ def dim_hints(model: ModelProto) -> tuple[DimHint, ...]:
         shape = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or None)
                  for d in dims]
         spatial = _image_axes(shape, tt.elem_type in float_types)
+        size = meta
+        if size is None and spatial is not None and any(not isinstance(shape[a], int) for a in spatial):
+            size = graph_image_size(model, vi.name, spatial)
         for axis, d in enumerate(shape):
             if isinstance(d, int):
                 continue
             key = d if isinstance(d, str) else f"{vi.name}[{axis}]"
             if key in seen:
                 continue
-            hint = _hint_for(vi.name, axis, key, shape, spatial, meta)
+            hint = _hint_for(vi.name, axis, key, shape, spatial, size)
             if hint is not None:
                 seen.add(key)
                 hints.append(hint)
@@ -106,6 +166,9 @@ def _hint_for(name: str, axis: int, key: str, shape: list, spatial: tuple[int, i
     m = _NAME_NUMBER.search(key) if isinstance(key, str) and "[" not in key else None
     if m is not None and int(m.group(1)) > 1:
         return DimHint(name, axis, key, int(m.group(1)), "dim name")
+    m = _NAME_DEFAULT.match(key.strip()) if isinstance(key, str) and "[" not in key else None
+    if m is not None and int(m.group(1)) > 1:
+        return DimHint(name, axis, key, int(m.group(1)), "the dim's default in its name")
     return None
 
 

@@ -12,7 +12,8 @@ def cli_command(model_name: str, targets: Sequence[str], output: str = "artifact
                 precision: str = "fp32", calibration: str | None = None,
                 shapes: Mapping[str, ShapeRange] | None = None, ort_level: str = "extended",
                 name: str | None = None, max_batch: int = 8, ov_precisions: Sequence[str] | None = None,
-                ort_custom_ops: Sequence[str] = (), ov_extensions: Sequence[str] = (), calibration_method: str = "minmax") -> str:
+                ort_custom_ops: Sequence[str] = (), ov_extensions: Sequence[str] = (), calibration_method: str = "minmax",
+                dims: Mapping[str, int] | None = None) -> str:
     parts = ["onnx-studio", "export", shlex.quote(model_name)]
     wanted = list(targets)
     parts += ["--target", "all" if len(wanted) == 4 else ",".join(_short(t) for t in wanted)]
@@ -34,6 +35,8 @@ def cli_command(model_name: str, targets: Sequence[str], output: str = "artifact
     for input_name, rng in (shapes or {}).items():
         spec = "x".join(map(str, rng.opt)) if rng.static else rng.text()
         parts += ["--shapes", shlex.quote(f"{input_name}={spec}")]
+    for dim, value in (dims or {}).items():
+        parts += ["--dim", shlex.quote(f"{dim}={value}")]
     if ort_level != "extended":
         parts += ["--ort-level", ort_level]
     if name:

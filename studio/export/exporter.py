@@ -113,7 +113,7 @@ def _export(handle: ModelHandle, repairs: tuple[str, ...], options: ExportOption
     started = time.perf_counter()
     register_input(handle.path, *handle.external_files, *options.plugins, *options.ort_custom_ops,
                    *options.ov_extensions)            # files this run reads: never an output
-    shapes = feed_shapes(handle.proto, options.shapes)         # bad --shapes fail before any work
+    shapes = feed_shapes(handle.proto, options.shapes, options.dims)   # bad --shapes fail before any work
     out = prepare_output(Path(out_dir))
     named = named or handle                 # the bundle keeps the user's model's name and hash
     name = bundle_name(options.name or named.name, named.sha256)
@@ -129,7 +129,7 @@ def _export(handle: ModelHandle, repairs: tuple[str, ...], options: ExportOption
         if on_progress:
             on_progress("prepare", "reference outputs (original on ONNX Runtime, optimizations off)")
         reference = reference_outputs(handle.path, make_feeds(handle.proto, shapes), pool_key=pool_key)
-        small = small_image_shapes(handle.proto, options.shapes) if reference.error else None
+        small = small_image_shapes(handle.proto, options.shapes, options.dims) if reference.error else None
         if small is not None:          # an image model made for small inputs (text recognizers): try them
             retry = reference_outputs(handle.path, make_feeds(handle.proto, small), pool_key=pool_key)
             if retry.error is None:

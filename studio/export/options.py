@@ -164,6 +164,7 @@ class ExportOptions:
     calibration: Path | None = None             # calibration data for int8 (quantize-int8-static)
     calibration_method: str = "minmax"          # minmax | entropy | percentile (int8 calibration)
     shapes: Mapping[str, ShapeRange] = field(default_factory=dict)
+    dims: Mapping[str, int] = field(default_factory=dict)   # the model's dims setting: verification sizes, profile opt
     name: str | None = None                     # bundle / Triton model name (sanitized)
     ort_level: str = "extended"                 # basic | extended (portable) | all (hardware-specific)
     ort_format: bool = True                     # also write the .ort format
@@ -195,6 +196,10 @@ class ExportOptions:
                                   ("queue_delay_us", self.queue_delay_us, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise StudioError(f"{label} must be an integer >= {low}, got {value!r}", code="BAD-OPTION")
+        for key, value in dict(self.dims).items():
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise StudioError(f"dim '{str(key)[:40]}' must be a positive integer, got {value!r}", code="BAD-OPTION")
+        object.__setattr__(self, "dims", dict(self.dims))
         object.__setattr__(self, "targets", resolve_targets(self.targets))
         object.__setattr__(self, "shapes", parse_shapes(self.shapes))
         object.__setattr__(self, "plugins", tuple(Path(p) for p in self.plugins))
@@ -229,7 +234,7 @@ class ExportOptions:
         return {"targets": list(self.targets), "preset": self.preset, "precision": self.precision,
                 "calibration": self.calibration.name if self.calibration else None,
                 "calibration_method": self.calibration_method,
-                "shapes": {k: v.to_dict() for k, v in self.shapes.items()}, "name": self.name,
+                "shapes": {k: v.to_dict() for k, v in self.shapes.items()}, "dims": dict(self.dims), "name": self.name,
                 "ort_level": self.ort_level, "ort_format": self.ort_format, "external_data": self.external_data,
                 "max_batch": self.max_batch, "preferred_batch_sizes": list(self.preferred_batch_sizes or ()),
                 "queue_delay_us": self.queue_delay_us, "instances": self.instances,

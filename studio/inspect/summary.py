@@ -88,6 +88,24 @@ class FlopStats:
     branches: tuple[BranchFlops, ...] = ()  # per If: then / else FLOPs; the total has the larger one
     unknown_dims: tuple[str, ...] = ()     # --dim names that are no dim of this model (ignored)
 
+    @property
+    def lower_bound(self) -> bool:
+        """The figure counts some dims as 1 or leaves nodes out: the real count is at least this."""
+        return bool(self.assumed_dims or self.unresolved_dims or self.unknown_nodes)
+
+    def open_text(self) -> str:
+        """Why the figure is a lower bound ("height and width unresolved, counted as 1"), or ''."""
+        parts = []
+        dims = list(dict.fromkeys((*self.assumed_dims, *self.unresolved_dims)))
+        if dims:
+            shown = dims[:6]
+            names = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+            more = f" (+{len(dims) - 6} more)" if len(dims) > 6 else ""
+            parts.append(f"{names}{more} unresolved, counted as 1")
+        if self.unknown_nodes:
+            parts.append(f"{self.unknown_nodes} node(s) not counted (shapes unknown)")
+        return "; ".join(parts)
+
 
 @dataclass(frozen=True)
 class ModelSummary:
@@ -141,6 +159,10 @@ class ModelSummary:
         d["params"] = self.params.to_dict()
         d["flops"]["by_op"] = [{"op_type": op, "flops": f} for op, f in self.flops.by_op]
         d["flops"]["dims"] = dict(self.flops.dims)
+        d["flops"]["lower_bound"] = self.flops.lower_bound
+        d["flops"]["open"] = self.flops.open_text()
+        d["memory"]["lower_bound"] = bool(self.flops.assumed_dims or self.flops.unresolved_dims
+                                          or self.memory.unknown_tensors)
         d["dim_hints"] = [h.to_dict() for h in self.dim_hints]
         d["metadata"] = [{"key": k, "value": v} for k, v in self.metadata]
         if not include_nodes:
@@ -217,9 +239,10 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     input_symbols = set(pinned.keys)          # named dims, and INPUT[AXIS] for unnamed ones
     static = not pinned.keys and not pinned.unknown_rank
     # Shapes on the model as written (the interface keeps its symbols), and with the
-    # inputs pinned at the dims (unset ones at 1, for FLOPs and memory): one worker job.
-    symbolic_table, concrete_table = sandboxed_shapes(
-        handle.path, model, pinned.shapes if (dims or static) else None, static=static, pool_key=pool_key)
+    # inputs pinned at the dims (unset ones at 1: FLOPs and memory are then a lower bound,
+    # said so): one worker job.
+    symbolic_table, concrete_table = sandboxed_shapes(handle.path, model, pinned.shapes, static=static,
+                                                      pool_key=pool_key)
     shape_error = symbolic_table.error
     table = symbolic_table.values
     concrete = concrete_table.values if concrete_table is not None else table

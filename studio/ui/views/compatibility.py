@@ -41,15 +41,17 @@ def _options() -> tuple[tuple[str, ...], tuple[str, ...], str]:
 
 def _cli(handle, engines, eps, trt) -> str:
     short = {"onnxruntime": "ort", "openvino": "openvino", "tensorrt": "tensorrt", "mnn": "mnn", "litert": "litert"}
+    dims = "".join(f" --dim {shlex.quote(f'{k}={v}')}" for k, v in state.dims().items())
     return (f"onnx-studio check {shlex.quote(handle.path.name)} --engines {','.join(short[e] for e in engines)} "
-            f"--ep {','.join(eps)} --trt-version {trt}")
+            f"--ep {','.join(eps)} --trt-version {trt}{dims}")
 
 
 def _report(handle, engines, eps, trt) -> Report | None:
-    key = (handle.sha256, engines, eps, trt)
+    dims = dict(state.dims())                 # the model's dims setting (Overview): the runs use these sizes
+    key = (handle.sha256, engines, eps, trt, tuple(sorted(dims.items())))
     cache = st.session_state.setdefault("compat_reports", {})
     if key not in cache:
-        report = widgets.guarded(lambda: api.check(handle, engines, eps=eps, trt_version=trt,
+        report = widgets.guarded(lambda: api.check(handle, engines, eps=eps, trt_version=trt, dims=dims or None,
                                                    pool_key=state.session_id()),
                                  spinner="Checking with every engine (in sandboxed workers)…")
         if report is None:
@@ -142,6 +144,7 @@ def _dim_values() -> dict[str, int]:
     defaults = api.default_dims(state.current_handle().path)
     if not defaults:
         return {}
+    defaults.update({k: int(v) for k, v in state.dims().items() if k in defaults})   # the model's dims setting
     st.caption("Values for **fix-input-shapes**:")
     cols = st.columns(min(4, len(defaults)))
     return {name: int(cols[i % len(cols)].number_input(widgets.md_escape(name, 40), min_value=1, value=value, step=1,

@@ -40,8 +40,11 @@ def _shapes(handle) -> dict:
     dynamic = _dynamic_inputs(handle)
     if not dynamic:
         return {}
+    set_dims = ", ".join(f"{k}={v}" for k, v in state.dims().items())
     st.caption("Dynamic inputs: give MIN:OPT:MAX shapes (e.g. 1x3x224x224:4x3x224x224:8x3x224x224) or one static "
-               "shape; empty derives a TensorRT profile from the dims and verifies at batch 1.")
+               "shape; empty derives a TensorRT profile from the dims and verifies at "
+               + (f"the model's dims ({widgets.md_escape(set_dims, 120)}, set on Overview)." if set_dims
+                  else "batch 1."))
     shapes = {}
     for i, (name, dims) in enumerate(dynamic[:16]):
         text = st.text_input(f"{name[:60]} {dims}"[:120], key=f"exp_shape_{i}", placeholder="MIN:OPT:MAX")
@@ -107,7 +110,7 @@ def _run(handle, version, targets, preset, precision, calibration, shapes, ort_l
                 handle, list(targets), job.dir, preset=preset, precision=precision, calibration=calibration,
                 calibration_method=calibration_method, shapes=shapes, ort_level=ort_level, max_batch=max_batch,
                 pool_key=state.session_id(), on_tick=tick, on_progress=progress, ov_precisions=ov_precisions,
-                ort_custom_ops=ort_custom_ops, ov_extensions=ov_extensions)
+                ort_custom_ops=ort_custom_ops, ov_extensions=ov_extensions, dims=dict(state.dims()))
             kept = res.zip_path if res.zip_path is not None else res.bundle
             if kept is not None and Path(kept).exists():
                 job.record_artifact(kept, "export bundle", model_id=ws.id, version_id=version.id)
@@ -121,7 +124,7 @@ def _run(handle, version, targets, preset, precision, calibration, shapes, ort_l
     st.session_state[_RESULT] = {"result": result, "version": version.id, "command": api.export_command(
         handle.path.name, targets, preset=preset, precision=precision, calibration=calibration, shapes=shapes,
         ort_level=ort_level, max_batch=max_batch, ov_precisions=ov_precisions, ort_custom_ops=ort_custom_ops,
-        ov_extensions=ov_extensions, calibration_method=calibration_method)}
+        ov_extensions=ov_extensions, calibration_method=calibration_method, dims=dict(state.dims()))}
 
 
 def _downloads(result) -> None:
@@ -234,7 +237,8 @@ def render() -> None:
                                             preset=chosen_preset, precision=precision, calibration=calibration,
                                             shapes=shapes, ort_level=ort_level, max_batch=max_batch,
                                             ov_precisions=ov_precisions, ort_custom_ops=ort_custom_ops,
-                                            ov_extensions=ov_extensions, calibration_method=method))
+                                            ov_extensions=ov_extensions, calibration_method=method,
+                                            dims=dict(state.dims())))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

@@ -228,6 +228,15 @@ def _detail(handle, summary, index, overlays) -> None:
     widgets.cli_hint(f"onnx-studio graph {handle.path.name}{hint} --overlay '{overlay}' -o region.svg")
 
 
+def _model_dims(project, model) -> dict[str, int]:
+    """A model's dims setting: the current model's as the Overview page holds it, another's as stored."""
+    if getattr(model, "id", None) == getattr(state.workspace(), "id", None):
+        return dict(state.dims())
+    if project is None or getattr(model, "id", None) is None:
+        return {}
+    return {k: int(v) for k, v in (api.get_settings(project, model.id).get("dims") or {}).items()}
+
+
 def _diff() -> None:
     """Any two versions of the project: of one model (with the passes between them) or of two models."""
     project = state.project()
@@ -257,13 +266,16 @@ def _diff() -> None:
         return
     (ma, va, _), (mb, vb, _) = entries[a], entries[b]
     memo = st.session_state.setdefault("graph_diff_memo", {})
-    mkey = (a, b, va.sha256, vb.sha256)
+    dims_a, dims_b = _model_dims(project, ma), _model_dims(project, mb)   # each model's dims setting
+    mkey = (a, b, va.sha256, vb.sha256, tuple(sorted(dims_a.items())), tuple(sorted(dims_b.items())))
     d = memo.get(mkey)
     if d is None:
         if ma is mb or getattr(ma, "id", 1) == getattr(mb, "id", 2):
-            d = widgets.guarded(lambda: api.diff_versions(ma, va.id, vb.id), spinner="Matching nodes…")
+            d = widgets.guarded(lambda: api.diff_versions(ma, va.id, vb.id, dims=dims_a, pool_key=state.session_id()),
+                                spinner="Matching nodes…")
         else:
-            d = widgets.guarded(lambda: api.diff(ma.handle(va.id), mb.handle(vb.id)), spinner="Matching nodes…")
+            d = widgets.guarded(lambda: api.diff(ma.handle(va.id), mb.handle(vb.id), dims=dims_a, dims_b=dims_b,
+                                                 pool_key=state.session_id()), spinner="Matching nodes…")
         if d is None:
             return
         memo.clear()
@@ -292,7 +304,8 @@ def _diff() -> None:
                 st.caption(widgets.md_escape(reg.note, 300))
             st.graphviz_chart(api.graph_dot(reg), width="content")
     pa, pb = ma.handle(va.id).path.name, mb.handle(vb.id).path.name
-    widgets.cli_hint(f"onnx-studio graph {pa} --diff {pb} --diff-mode {mode} -o diff.html")
+    flags = "".join(f" --dim {k}={v}" for k, v in dims_a.items())
+    widgets.cli_hint(f"onnx-studio graph {pa} --diff {pb} --diff-mode {mode}{flags} -o diff.html")
 
 
 def render() -> None:

@@ -75,10 +75,11 @@ def _open_model() -> None:
 
 
 def _dims_inputs(handle) -> None:
-    """Values for the model's symbolic input dims (used for FLOPs and memory)."""
-    init = {t.name for t in handle.proto.graph.initializer}
-    symbolic = sorted({d.dim_param for vi in handle.proto.graph.input if vi.name not in init
-                       for d in vi.type.tensor_type.shape.dim if d.dim_param})
+    """Values for the model's free input dims (named, or INPUT[AXIS] for an unnamed one), used for
+    shapes, FLOPs and memory, and by every other page. A box starts at what the model says
+    (metadata imgsz, a static other side, a Resize target, the dim's name) or stays empty:
+    an unset dim counts as 1 and every figure says so."""
+    symbolic = list(api.input_dim_keys(handle))
     if not symbolic:
         return
     hints = {h.key: h for h in api.dim_hints(handle)}
@@ -89,9 +90,14 @@ def _dims_inputs(handle) -> None:
         cols = st.columns(min(4, len(symbolic)))
         for i, name in enumerate(symbolic[:16]):
             h = hints.get(name)
-            dims[name] = int(cols[i % len(cols)].number_input(
-                name[:40], min_value=1, value=int(dims.get(name, 1)), key=f"dim_{i}_{name[:40]}",
-                help=f"from the model: {h.source}" if h else "the model does not say; 1 until you set it"))
+            value = cols[i % len(cols)].number_input(
+                name[:40], min_value=1, value=int(dims[name]) if name in dims else None, key=f"dim_{i}_{name[:40]}",
+                placeholder="unset (counted as 1)",
+                help=f"from the model: {h.source}" if h else "the model does not say; counted as 1 until you set it")
+            if value is None:
+                dims.pop(name, None)
+            else:
+                dims[name] = int(value)
         if hints:
             st.caption("Suggested by the model: " + ", ".join(
                 widgets.md_escape(f"{h.key}={h.value} ({h.source})", 80) for h in hints.values()))
@@ -121,13 +127,18 @@ def render() -> None:
                + ", ".join(f"{widgets.md_escape(o.domain or 'ai.onnx', 40)} {o.version}"
                            + ("" if o.used else " (unused)") for o in s.opsets))
     nc = s.node_counts
+    counted_as_one = (*s.flops.assumed_dims, *s.flops.unresolved_dims)
     widgets.metric_row([
         ("Nodes", f"{nc.total:,}"),
         ("Params", widgets.fmt_count(s.params.elements)),
         ("Weights", widgets.fmt_bytes(s.params.bytes)),
-        ("FLOPs", widgets.fmt_count(s.flops.flops)),
-        ("Peak activations", widgets.fmt_bytes(s.memory.peak_activation_bytes)),
+        ("FLOPs", ("≥ " if s.flops.lower_bound else "") + widgets.fmt_count(s.flops.flops)),
+        ("Peak activations", ("≥ " if counted_as_one or s.memory.unknown_tensors else "")
+         + widgets.fmt_bytes(s.memory.peak_activation_bytes)),
     ])
+    if s.flops.lower_bound:
+        st.caption("≥: a lower bound — " + widgets.md_escape(s.flops.open_text(), 300)
+                   + (" (set the dims above)" if counted_as_one else ""))
     st.caption(f"{nc.main} nodes in the main graph, {nc.subgraph_nodes} in {nc.subgraphs} subgraphs, "
                f"{nc.function_nodes} in {nc.functions} local functions. File {widgets.fmt_bytes(s.total_bytes)}.")
     if s.flops.branches:
@@ -139,12 +150,12 @@ def render() -> None:
         st.warning("onnx.checker: " + widgets.md_escape(s.check_message or "", 400))
     if s.shape_inference_error:
         st.warning("Shape inference incomplete: " + widgets.md_escape(s.shape_inference_error, 400))
-    counted_as_one = (*s.flops.assumed_dims, *s.flops.unresolved_dims)
-    if counted_as_one:
-        st.caption("FLOPs and memory count these dims as 1 (set them above to resolve): "
-                   + ", ".join(widgets.md_escape(d, 60) for d in counted_as_one[:12]))
     if s.shape_note:
-        st.caption(widgets.md_escape(s.shape_note, 200))
+        st.caption(widgets.md_escape(s.shape_note, 300))
+    if s.formula_mismatches:
+        with st.expander(f"Wrong dim formulas in the file ({s.formula_mismatch_count}): the real sizes are shown"):
+            st.dataframe(pd.DataFrame([m.to_dict() for m in s.formula_mismatches]), hide_index=True,
+                         width="stretch")
     if s.custom_ops:
         st.warning("Custom ops: " + ", ".join(widgets.md_escape(f"{c.domain}::{c.op_type} ×{c.count}", 80)
                                                for c in s.custom_ops))
