@@ -13,6 +13,7 @@ Usage::
     python -m sample_models.build --force    # rebuild every file
     python -m sample_models.build --check    # exit 1 if a committed file differs
     python -m sample_models.build --out DIR [NAME ...]
+    python -m sample_models.build --large-decoder DIR   # ~1.1 G-parameter decoder for benchmarks (4.4 GB)
 """
 
 from __future__ import annotations
@@ -30,15 +31,19 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 try:  # works both as ``sample_models.build`` and when run as a plain script
-    from sample_models.catalog import CATALOG, SAMPLE_DIR, get
+    from sample_models.catalog import ALL_SAMPLES, SAMPLE_DIR, get
     from sample_models.classifier import (CAFFE_RECIPE, build_caffe_classifier, build_image_classifier,
                                           build_imagenet_classifier)
+    from sample_models.decoders import (build_gpt2_decoder, build_gpt2_merged, build_gpt2_with_past,
+                                        build_llama_genai, build_llama_optimum, write_large_decoder)
     from sample_models.detector import build_yolo_detector
 except ImportError:  # pragma: no cover
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-    from sample_models.catalog import CATALOG, SAMPLE_DIR, get
+    from sample_models.catalog import ALL_SAMPLES, SAMPLE_DIR, get
     from sample_models.classifier import (CAFFE_RECIPE, build_caffe_classifier, build_image_classifier,
                                           build_imagenet_classifier)
+    from sample_models.decoders import (build_gpt2_decoder, build_gpt2_merged, build_gpt2_with_past,
+                                        build_llama_genai, build_llama_optimum, write_large_decoder)
     from sample_models.detector import build_yolo_detector
 
 __all__ = [
@@ -715,9 +720,14 @@ BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "image_classifier": build_image_classifier,
     "caffe_classifier": build_caffe_classifier,
     "imagenet_classifier": build_imagenet_classifier,
+    "gpt2_decoder": build_gpt2_decoder,
+    "gpt2_decoder_with_past": build_gpt2_with_past,
+    "gpt2_decoder_merged": build_gpt2_merged,
+    "llama_optimum": build_llama_optimum,
+    "llama_genai": build_llama_genai,
 }
 RECIPES: dict[str, dict] = {"caffe_classifier": CAFFE_RECIPE}
-assert tuple(BUILDERS) == tuple(m.name for m in CATALOG), "BUILDERS must follow CATALOG order"
+assert tuple(BUILDERS) == tuple(m.name for m in ALL_SAMPLES), "BUILDERS must follow the catalog order"
 
 
 def build_model(name: str) -> onnx.ModelProto:
@@ -756,7 +766,7 @@ def build_all(out_dir: pathlib.Path | str, names: Iterable[str] | None = None) -
     """Build the named samples (all by default) into ``out_dir``, overwriting; returns written paths."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    selected = list(names) if names is not None else [m.name for m in CATALOG]
+    selected = list(names) if names is not None else [m.name for m in ALL_SAMPLES]
     written: list[pathlib.Path] = []
     for name in selected:
         written.extend(_save(name, build_model(name), out_dir))
@@ -764,12 +774,12 @@ def build_all(out_dir: pathlib.Path | str, names: Iterable[str] | None = None) -
 
 
 def _missing(out_dir: pathlib.Path) -> list[str]:
-    return [m.name for m in CATALOG if any(not (out_dir / f).exists() for f in m.files)]
+    return [m.name for m in ALL_SAMPLES if any(not (out_dir / f).exists() for f in m.files)]
 
 
 def check(out_dir: pathlib.Path, names: Iterable[str] | None = None) -> list[str]:
     """Return the files in ``out_dir`` that are missing or differ from a fresh build."""
-    selected = list(names) if names is not None else [m.name for m in CATALOG]
+    selected = list(names) if names is not None else [m.name for m in ALL_SAMPLES]
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="onnx-studio-samples-") as tmp:
         tmp_dir = pathlib.Path(tmp)
@@ -790,13 +800,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=pathlib.Path, default=SAMPLE_DIR, help="output directory (default: %(default)s)")
     parser.add_argument("--force", action="store_true", help="rebuild every selected file")
     parser.add_argument("--check", action="store_true", help="build into a temp dir and fail if committed files differ")
+    parser.add_argument("--large-decoder", type=pathlib.Path, metavar="DIR",
+                        help="instead: write the ~1.1 G-parameter LLaMA-shaped decoder (4.4 GB of external data, "
+                             "streamed) into DIR, for benchmarks; not a catalog sample")
+    parser.add_argument("--large-convention", choices=("genai", "optimum"), default="genai",
+                        help="with --large-decoder: the export convention (default: %(default)s)")
+    parser.add_argument("--large-fill", choices=("random", "zeros"), default="random",
+                        help="with --large-decoder: random weights, or a sparse all-zero data file (instant)")
     args = parser.parse_args(argv)
+    if args.large_decoder is not None:
+        path = write_large_decoder(args.large_decoder, convention=args.large_convention, fill=args.large_fill)
+        print(f"wrote {path} and {path.name}.data ({(path.parent / (path.name + '.data')).stat().st_size} bytes)")
+        return 0
     try:
         for n in args.names:
             get(n)
     except KeyError as exc:
         parser.error(str(exc.args[0]))
-    names = args.names or [m.name for m in CATALOG]
+    names = args.names or [m.name for m in ALL_SAMPLES]
 
     if args.check:
         problems = check(args.out, names)

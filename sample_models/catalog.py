@@ -10,7 +10,7 @@ from __future__ import annotations
 import pathlib
 from dataclasses import dataclass
 
-__all__ = ["SampleModel", "CATALOG", "DEFAULT_SAMPLE", "SAMPLE_DIR", "get", "names", "path_of"]
+__all__ = ["SampleModel", "CATALOG", "DECODERS", "ALL_SAMPLES", "DEFAULT_SAMPLE", "SAMPLE_DIR", "get", "names", "path_of"]
 
 SAMPLE_DIR = pathlib.Path(__file__).resolve().parent
 
@@ -28,6 +28,7 @@ class SampleModel:
     runs_on_ort: bool
     extra_files: tuple[str, ...] = ()
     recipe_file: str = ""          # a preprocessing recipe (JSON) for the model's image input, if it has one
+    tags: tuple[str, ...] = ()     # "decoder" (a KV-cache language model), "random-weights" (results mean nothing)
 
     @property
     def path(self) -> pathlib.Path:
@@ -147,12 +148,65 @@ CATALOG: tuple[SampleModel, ...] = (
     ),
 )
 
-_BY_NAME = {m.name: m for m in CATALOG}
+# KV-cache decoders (issue 26). Kept apart from CATALOG, whose every model the generic stages (export all,
+# the edge-shape and fuzz corpora) feed with seeded inputs chosen dim by dim: a decoder needs feeds that
+# keep its cache contract (mask length = past + new tokens), which those do not make yet.
+DECODERS: tuple[SampleModel, ...] = (
+    SampleModel(
+        name="gpt2_decoder",
+        filename="gpt2_decoder.onnx",
+        purpose="GPT-2-style decoder (MHA, learned positions, LayerNorm, GELU), random weights: optimum's "
+                "decoder_model without past inputs (the first step), logits and present.N.key/value out",
+        opset=17,
+        runs_on_ort=True,
+        tags=("decoder", "random-weights"),
+    ),
+    SampleModel(
+        name="gpt2_decoder_with_past",
+        filename="gpt2_decoder_with_past.onnx",
+        purpose="The same GPT-2-style decoder, random weights, as optimum's decoder_with_past_model: "
+                "past_key_values.N.key/value in, present.N out",
+        opset=17,
+        runs_on_ort=True,
+        tags=("decoder", "random-weights"),
+    ),
+    SampleModel(
+        name="gpt2_decoder_merged",
+        filename="gpt2_decoder_merged.onnx",
+        purpose="The same GPT-2-style decoder, random weights, merged as optimum does: an If on use_cache_branch "
+                "over the with-past and no-past graphs, shared weights outside",
+        opset=17,
+        runs_on_ort=True,
+        tags=("decoder", "random-weights"),
+    ),
+    SampleModel(
+        name="llama_optimum",
+        filename="llama_optimum.onnx",
+        purpose="LLaMA-style decoder (RMSNorm, rotary, GQA 6 heads / 2 KV heads, SwiGLU), random weights, in the "
+                "optimum convention (plain ONNX ops, past length 0 for the prefill)",
+        opset=17,
+        runs_on_ort=True,
+        tags=("decoder", "random-weights"),
+    ),
+    SampleModel(
+        name="llama_genai",
+        filename="llama_genai.onnx",
+        purpose="The LLaMA-style decoder, random weights, in the onnxruntime-genai convention: GroupQueryAttention, "
+                "RotaryEmbedding, SkipSimplifiedLayerNormalization, MatMulNBits int4 (block 16)",
+        opset=17,
+        runs_on_ort=True,
+        tags=("decoder", "random-weights"),
+    ),
+)
+
+ALL_SAMPLES: tuple[SampleModel, ...] = CATALOG + DECODERS
+
+_BY_NAME = {m.name: m for m in ALL_SAMPLES}
 
 
 def names() -> tuple[str, ...]:
-    """Catalog names in catalog order."""
-    return tuple(m.name for m in CATALOG)
+    """Names of every sample (CATALOG, then DECODERS) in catalog order."""
+    return tuple(m.name for m in ALL_SAMPLES)
 
 
 def get(name: str) -> SampleModel:
