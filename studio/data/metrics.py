@@ -215,6 +215,17 @@ def _decided_classes(spec: OutputSpec) -> tuple[str, float | None] | None:
     return None
 
 
+def _class_count(cand: Sequence[np.ndarray], threshold: float | None) -> int | None:
+    """How many classes the candidate's output can name: 2 for one thresholded score, the class
+    axis for scores, unknown (None) for integer class ids."""
+    if threshold is not None:
+        return 2
+    first = np.asarray(cand[0]) if len(cand) else None
+    if first is None or first.dtype.kind in "iub" or first.size == 0:
+        return None
+    return int(_class_axis_scores(first).shape[-1])
+
+
 def _labels_of(a: np.ndarray, threshold: float | None) -> np.ndarray:
     """Top-1 class per row: the ids themselves (integer outputs), ``score > threshold`` (one
     score), else the argmax over the class axis (NaN never wins)."""
@@ -280,6 +291,15 @@ class Accuracy(Metric):
     def score(self, output, golden, cand, labels=None):
         if not labels:
             return MetricResult(self.name, output, None, True, detail="the dataset has no labels")
+        classes = _class_count(cand, self.threshold)
+        known = sorted({int(v) for v in labels if v is not None})
+        if classes is not None and known and (known[0] < 0 or known[-1] >= classes):
+            # Labels that name no class of this output (4 photo folders against a 2-class head) would
+            # give an accuracy that means nothing: say so instead of printing a number.
+            return MetricResult(self.name, output, None, True,
+                                detail=f"the dataset's labels ({len(known)} distinct, ids {known[0]}..{known[-1]}) "
+                                       f"are not class ids of this {classes}-class output; name the label folders "
+                                       f"by class id (0..{classes - 1}) or by the model's class names")
         per = []
         for c, label in zip(cand, labels):
             if label is None:
@@ -715,3 +735,40 @@ def parse_target(text: str) -> Target:
         raise StudioError(f"target metric {name!r} is unknown; known: {', '.join([*METRICS, *_DERIVED])}",
                           code="BAD-OPTION")
     return Target(name, op, value)
+
+
+def metric_names(spec) -> tuple[str, ...]:
+    """The task metrics that judge one output (:func:`metrics_for`), plus the
+    derived targets they allow (map-drop, top1-drop)."""
+    names = tuple(m.name for m in metrics_for(spec))
+    return names + tuple(k for k, (base, _f, _h) in _DERIVED.items() if base in names)
+
+
+def applicable_targets(specs: Sequence) -> tuple[str, ...]:
+    """Target metrics that apply to at least one of ``specs`` (for a page's target picker), in
+    the order of the outputs."""
+    return tuple(dict.fromkeys(n for s in specs for n in metric_names(s)))
+
+
+def check_target(target, specs: Sequence, *, has_labels: bool | None = None) -> str:
+    """The first output ``target`` (a :class:`Target`) judges; a one-line error
+    before any work when it applies to no output (naming each output's task and why, the metrics
+    that do apply, and how to set the task), or when it needs labels the dataset lacks."""
+    from studio.core.errors import StudioError
+
+    for spec in specs:
+        if target.base_metric in metric_names(spec):
+            if target.base_metric == "top1-accuracy" and has_labels is False:
+                raise StudioError(f"target {target.text()} needs labelled samples (sub-folders named by class); "
+                                  "this dataset has no labels: use top1-agreement instead", code="BAD-OPTION")
+            return spec.name
+    parts = []
+    for spec in list(specs)[:3]:
+        t = task_info(spec)
+        usable = ", ".join(metric_names(spec)) or "none"
+        parts.append(f"'{spec.name[:40]}' is {t.kind} ({t.reason[:140]}; its metrics: {usable})")
+    more = f" and {len(specs) - 3} more output(s)" if len(specs) > 3 else ""
+    first = specs[0].name[:40] if specs else "OUTPUT"
+    raise StudioError(f"target {target.text()} applies to no output of this model: {'; '.join(parts)}{more}. "
+                      f"Choose a target among the metrics that apply, or set the output's task "
+                      f"(--task {first}=KIND)", code="BAD-OPTION")

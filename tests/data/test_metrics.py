@@ -70,6 +70,16 @@ def test_classification_topk_and_accuracy():
     assert acc.value == pytest.approx((1.0 + float(np.argmax(g[1]) == 3)) / 2)
 
 
+def test_accuracy_is_na_when_the_labels_name_no_class_of_the_output():
+    """R52: 4 photo folders against a 2-class head give no accuracy, with the reason (not 0.33 or 0.5)."""
+    two = np.array([[0.3, 0.7]])
+    rows = [two, two, two, two]
+    acc = METRICS["top1-accuracy"].score("prob", rows, rows, [0, 1, 2, 3])
+    assert acc.value is None and "not class ids of this 2-class output" in acc.detail
+    ok = METRICS["top1-accuracy"].score("prob", rows[:2], rows[:2], [1, 0])
+    assert ok.value == 0.5                                     # by hand: argmax is 1 for both rows
+
+
 def test_nan_by_design_must_sit_at_the_same_positions():
     g = np.array([1.0, np.nan, 3.0, np.inf], np.float32)
     same = g.copy()
