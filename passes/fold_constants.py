@@ -7,7 +7,9 @@ statically known tensors) and adds what onnxsim and onnxslim lack:
 
 * a **size gate**: a folded tensor may not be larger than what it frees (the
   constant inputs only it used) times ``max_growth`` (default 1.0), except for
-  results up to ``min_bytes``. So ``ConstantOfShape``/``Expand``/``Tile``
+  results up to ``min_bytes``, which all together may add no more than
+  ``max_file_growth - 1`` (default 0.1) of the model's initializer bytes plus
+  ``min_bytes``. So ``ConstantOfShape``/``Expand``/``Tile``
   weights and int8-weight dequantization (``DequantizeLinear`` or
   ``Cast(int8)``) stay as they are unless the options ask otherwise —
   onnxsim turns a 9 KB model into 513 MB that way;
@@ -50,11 +52,20 @@ _FOLDED_FROM = "pkg.onnxscript.optimizer.folded_from"
 
 
 class SizePolicy:
-    """Decides whether a folded tensor of ``nbytes`` may replace ``node``."""
+    """Decides whether a folded tensor of ``nbytes`` may replace ``node``.
 
-    def __init__(self, max_growth: float, min_bytes: int) -> None:
+    A fold that frees at least ``nbytes / max_growth`` of constants only it used always
+    may. A smaller fold (up to ``min_bytes``: shape tensors, small tables) draws on one
+    budget for the whole model, ``budget_bytes``, charged with what each such fold adds
+    net: many small folds never add up to more than the budget (a model of shape
+    arithmetic once grew 1.42x from folds each under ``min_bytes``).
+    """
+
+    def __init__(self, max_growth: float, min_bytes: int, budget_bytes: float = math.inf) -> None:
         self.max_growth = max_growth
         self.min_bytes = min_bytes
+        self.budget_bytes = budget_bytes
+        self.spent_bytes = 0
         self.refused: list[str] = []
 
     @staticmethod
@@ -70,12 +81,38 @@ class SizePolicy:
                 total += t.nbytes
         return total
 
-    def allows(self, node: ir.Node, nbytes: int) -> bool:
-        if nbytes <= self.min_bytes or nbytes <= self.max_growth * self.freed_bytes(node):
-            return True
-        self.refused.append(f"{node.op_type} '{node.name or '?'}' kept: folding would add "
-                            f"{nbytes / 2**20:.2f} MiB of constants")
-        return False
+    def allows(self, node: ir.Node, nbytes: int, *, charge: bool = True) -> bool:
+        freed = self.freed_bytes(node)
+        net = nbytes - freed
+        if nbytes <= self.max_growth * freed:
+            ok = True
+        elif nbytes <= self.min_bytes:
+            ok = self.spent_bytes + net <= self.budget_bytes
+            if not ok:
+                self.refused.append(f"{node.op_type} '{node.name or '?'}' kept: the model's folding budget "
+                                    f"({self.budget_bytes / 1024:.1f} KiB) is spent")
+                return False
+        else:
+            self.refused.append(f"{node.op_type} '{node.name or '?'}' kept: folding would add "
+                                f"{nbytes / 2**20:.2f} MiB of constants")
+            return False
+        if ok and charge:
+            self.spent_bytes += net
+        return ok
+
+
+def constant_bytes(model: ir.Model) -> int:
+    """Bytes of every initializer and Constant-node tensor, subgraphs included: what the file mostly is."""
+    from passes.base import all_nodes
+
+    total = sum(v.const_value.nbytes for g in model.graphs() for v in g.initializers.values()
+                if v.const_value is not None)
+    for node in all_nodes(model):
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.TENSOR:
+                    total += attr.value.nbytes
+    return total
 
 
 def _expected_bytes(node: ir.Node) -> int | None:
@@ -154,7 +191,7 @@ def _make_folder(policy: SizePolicy, *, input_size_limit: int, fold_dequantize: 
             if node.op_type == "ConstantOfShape" and not fold_generators:
                 return False
             expected = _expected_bytes(node)
-            if expected is None or not policy.allows(node, expected):
+            if expected is None or not policy.allows(node, expected, charge=False):
                 return False
             return True if node.op_type == "ConstantOfShape" else None
         return None
@@ -245,7 +282,10 @@ class FoldConstants(StudioPass):
         return replace(limits or default_limits(), timeout_s=float(timeout))
 
     def call(self, model: ir.Model) -> PassResult:
-        policy = SizePolicy(float(self.options.get("max_growth", 1.0)), int(self.options.get("min_bytes", 1024)))
+        min_bytes = int(self.options.get("min_bytes", 1024))
+        file_growth = float(self.options.get("max_file_growth", 1.1))
+        budget = max(0.0, file_growth - 1.0) * constant_bytes(model) + min_bytes
+        policy = SizePolicy(float(self.options.get("max_growth", 1.0)), min_bytes, budget)
         folder = _make_folder(policy, input_size_limit=int(self.options.get("input_size_limit", 2**22)),
                               fold_dequantize=bool(self.options.get("fold_dequantize", False)),
                               fold_generators=bool(self.options.get("fold_generators", False)))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from passes.registry import Preset, add_preset
 
-_CLEANUP = ("eliminate-identity", "fold-constants", "eliminate-dead-code", "dedup-initializers", "cse")
+_CLEANUP = ("eliminate-identity", "constants-to-initializers", "fold-constants", "eliminate-dead-code",
+            "dedup-initializers", "cse")
 _FUSE = ("fuse-conv-bn", "fuse-matmul-add", "cancel-transposes", "merge-reshapes")
 _TAIL = ("eliminate-identity", "cse", "eliminate-dead-code")
 

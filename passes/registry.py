@@ -38,6 +38,7 @@ PASS_MODULES: dict[str, str] = {
     "fix-cast-types": "passes.fix_cast_types",
     "rename-duplicate-nodes": "passes.rename_duplicate_nodes",
     "remove-unused-opsets": "passes.remove_unused_opsets",
+    "constants-to-initializers": "passes.constants_to_initializers",
 }
 
 _REGISTRY: dict[str, type[StudioPass]] = {}

@@ -119,3 +119,35 @@ def test_if_with_constant_condition_is_inlined(tmp_path):
     }"""
     check_applies(tmp_path, m, "fold-constants", ["Relu"])
     assert parse_model(m) is not None
+
+
+def test_many_small_folds_share_one_growth_budget(tmp_path):
+    """Each Tile result (1 KiB) is under min_bytes, but 24 of them would grow the file
+    several times over: together they may add only 10 % of the constants plus min_bytes."""
+    n = 24
+    inits = [numpy_helper.from_array(np.array([4], np.int64), "reps")]
+    nodes, prev = [], "x"
+    for i in range(n):
+        inits.append(numpy_helper.from_array(np.full([64], i + 1, np.float32), f"c{i}"))   # 256 B each
+        nodes += [helper.make_node("Tile", [f"c{i}", "reps"], [f"t{i}"]),
+                  helper.make_node("Add", [prev, f"t{i}"], [f"a{i}"])]
+        prev = f"a{i}"
+    nodes.append(helper.make_node("Identity", [prev], ["y"]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [256])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    src = save(model, tmp_path / "in" / "m.onnx")
+    r = run_pipeline(src, [make_pass("fold-constants")], tmp_path / "out" / "m.onnx")
+    rec = r.records[0]
+    assert rec.status == "changed" and rec.verification.numeric_status == "passed"
+    folded_tiles = n - ops(r.output).count("Tile")
+    assert 0 < folded_tiles < n                         # some fold, the budget stops the rest
+    assert any("budget" in note for note in rec.notes)
+    def init_bytes(path):
+        return sum(numpy_helper.to_array(t).nbytes for t in onnx.load(str(path)).graph.initializer)
+
+    before = init_bytes(src)
+    assert init_bytes(r.output) <= 1.1 * before + 1024
+    # Asked for: a larger file is allowed and every Tile folds.
+    asked = run_pipeline(src, [make_pass("fold-constants", max_file_growth=10.0)], tmp_path / "asked" / "m.onnx")
+    assert "Tile" not in ops(asked.output)

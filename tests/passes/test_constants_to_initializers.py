@@ -1,0 +1,42 @@
+"""constants-to-initializers: main-graph Constant nodes become initializers; subgraph
+Constants, graph-output Constants and IR < 4 models keep theirs."""
+
+from __future__ import annotations
+
+import onnx
+
+from tests.passes.pass_helpers import check_applies, check_skips
+
+H = '<ir_version: 8, opset_import: ["" : 17]>'
+
+SHAPE_OPERANDS = H + """
+g (float[2,12] x) => (float[6,4] y) {
+  shp = Constant<value = int64[2] {6, 4}>()
+  one = Constant<value_float = 1.5>()
+  r = Reshape(x, shp)
+  y = Mul(r, one)
+}"""
+
+
+def test_constants_become_initializers(tmp_path):
+    r = check_applies(tmp_path, SHAPE_OPERANDS, "constants-to-initializers", ["Reshape", "Mul"])
+    m = onnx.load(str(r.output))
+    inits = {t.name: onnx.numpy_helper.to_array(t).tolist() for t in m.graph.initializer}
+    assert inits == {"shp": [6, 4], "one": 1.5}      # same names, same values (value_float included)
+    assert r.records[0].counts["constants_lifted"] == 2
+
+
+def test_output_constant_and_subgraph_constants_stay(tmp_path):
+    m = H + """
+    g (float[4] x, bool c) => (float[4] y, int64[2] k) {
+      k = Constant<value = int64[2] {1, 2}>()
+      y = If(c) <then_branch = g1 () => (float[4] t) { two = Constant<value_float = 2.0>()
+                                                        t = Mul(x, two) },
+                 else_branch = g2 () => (float[4] e) { e = Neg(x) }>
+    }"""
+    check_skips(tmp_path, m, "constants-to-initializers")
+
+
+def test_old_ir_keeps_constants(tmp_path):
+    old = SHAPE_OPERANDS.replace("ir_version: 8", "ir_version: 3").replace('"" : 17', '"" : 9')
+    check_skips(tmp_path, old.replace("value_float = 1.5", "value = float {1.5}"), "constants-to-initializers")
