@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from studio.projects import Artifact, Dataset, Job, ModelInfo, Project, ProjectInfo, ProjectModel
 
 __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_overlay_data", "release_session", "export",
-           "optimize", "add_optimized_version", "list_passes",
+           "optimize", "add_optimized_version", "list_passes", "compare_peers",
            "GraphDiff", "GraphIndex", "GraphView", "ModelHandle", "ModelSummary", "Overlay", "Table", "Workspace",
            "diff", "diff_html", "diff_region_view", "diff_summary", "diff_tables", "diff_versions", "diff_views",
            "graph_dot", "graph_echarts", "graph_html", "graph_index", "graph_legend_html", "graph_levels",
@@ -432,6 +432,17 @@ def optimize(handle: ModelHandle, *, preset: str | None = None, passes: Sequence
                           on_failure=on_failure, verify=verify, out_path=out_path, on_progress=on_progress,
                           pool_key=pool_key, time_budget_s=time_budget_s, partial=partial, inputs=inputs,
                           dump_dir=dump_dir)
+
+
+def compare_peers(model: ModelHandle | str | Path, out_dir: str | Path | None = None, *,
+                  timeout_s: float = 300.0) -> tuple:
+    """onnxsim's and onnxslim's node counts on the same model (``optimize --compare-peers``), each run
+    in a fresh sandbox worker with a timeout; a crash or a missing tool is that peer's ``error``.
+    With ``out_dir`` their results are kept there as ``onnxsim.onnx`` / ``onnxslim.onnx``."""
+    from passes.peers import compare_peers as _compare
+
+    path = model.path if isinstance(model, ModelHandle) else Path(model)
+    return _compare(path, out_dir, timeout_s=timeout_s)
 
 
 def add_optimized_version(workspace: Workspace | ProjectModel, parent: str, result: PipelineResult, *,

@@ -1,5 +1,5 @@
 """onnx-studio optimize MODEL -o OUT [--preset NAME | --passes a,b,c] [--dim NAME=VALUE] [--set PASS.KEY=VALUE]
-[--on-failure stop|revert] [--no-verify] [--keep-partial] [--report report.json] [--json];  onnx-studio optimize --list"""
+[--on-failure stop|revert] [--no-verify] [--keep-partial] [--report report.json] [--json] [--compare-peers];  onnx-studio optimize --list"""
 
 from __future__ import annotations
 
@@ -44,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report", help="also write the full report (JSON) to this file")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--list", action="store_true", help="list passes and presets with their descriptions")
+    p.add_argument("--compare-peers", action="store_true",
+                   help="also run onnxsim and onnxslim (sandboxed, with a timeout) and print their node counts "
+                        "beside ours (in the report under 'peers')")
 
 
 def _print_list() -> None:
@@ -87,6 +90,9 @@ def _run(args: argparse.Namespace) -> int:
                           time_budget_s=args.time_budget, partial=partial if args.keep_partial else "none",
                           inputs=args.inputs, dump_dir=args.dump_dir)
     report = result.to_dict()
+    peers = api.compare_peers(handle) if args.compare_peers else ()
+    if peers:
+        report["peers"] = [p.to_dict() for p in peers]
     # A run that did not finish never leaves a file at -o that looks like success.
     report["output"] = str(out if result.ok else partial) if result.output is not None else None
     report["partial"] = not result.ok
@@ -100,6 +106,8 @@ def _run(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         _print_report(result, out if result.ok else result.output)
+        if peers:
+            _print_peers(result, peers)
     if not result.ok:
         print(f"error: {printable(result.summary(), 400)}", file=sys.stderr)
         if result.output is None:
@@ -108,6 +116,13 @@ def _run(args: argparse.Namespace) -> int:
                   f"{printable(partial.name, 100)})", file=sys.stderr)
         return 1
     return 0
+
+
+def _print_peers(result, peers) -> None:
+    ours = sum(result.ops_after.values()) if result.ok else None
+    print("peers      " + "; ".join([f"onnx-studio {ours if ours is not None else '-'} nodes"] + [
+        f"{p.tool} {p.all_nodes} nodes" if p.ok else f"{p.tool}: {printable(p.error, 120)}" for p in peers])
+        + " (all nodes, subgraphs included; peers' results not verified)")
 
 
 def _print_report(result, out: Path | None) -> None:
