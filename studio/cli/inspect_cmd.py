@@ -1,4 +1,4 @@
-"""onnx-studio inspect MODEL [--json] [--dim NAME=VALUE ...]"""
+"""onnx-studio inspect MODEL [--json] [--dim NAME=VALUE ...] [--decoder [--kv-length N --batch B --memory 16GiB]]"""
 
 from __future__ import annotations
 
@@ -22,11 +22,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="value for a symbolic dim, used for FLOPs and memory (repeatable)")
     p.add_argument("--no-nodes", action="store_true", help="with --json: leave out the node and edge lists")
+    from studio.cli import inspect_decoder
+
+    inspect_decoder.add_arguments(p)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from studio.cli import inspect_decoder
     from studio.cli.dims_args import model_dims
 
+    if args.decoder:
+        return inspect_decoder.run(args)
     dims = model_dims(args)
     handle = api.load(args.model)
     summary = api.inspect(handle, dims)
@@ -50,7 +56,7 @@ def _run(args: argparse.Namespace) -> int:
           f"{nc.function_nodes} in {nc.functions} functions)")
     print(f"params     {human_count(s.params.elements)} ({human_bytes(s.params.bytes)})  "
           + ", ".join(f"{d.dtype}: {human_bytes(d.bytes)}" for d in s.params.by_dtype))
-    counted = (*s.flops.assumed_dims, *s.flops.unresolved_dims)
+    counted = s.flops.assumed_dims or s.flops.unresolved_dims     # input dims unset: those, not what follows
     names = printable(", ".join(printable(d) for d in counted), 400)
     assumed = f"  (unresolved, counted as 1: {names}; set them with --dim NAME=VALUE)" if counted else ""
     if s.flops.unknown_nodes:
@@ -79,7 +85,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"dim hint   {printable(h.key, 60)}={h.value} ({printable(h.source, 80)})")
     if counted and s.dim_hints:
         flags = " ".join(f"--dim {printable(h.key, 60)}={h.value}" for h in s.dim_hints)
-        print(f"           the model's own size: onnx-studio inspect MODEL {flags}")
+        print(f"           the model's own size: onnx-studio inspect {printable(str(args.model), 120)} {flags}")
     for m in s.formula_mismatches[:10]:
         print(f"shapes     wrong exporter formula: {printable(m.text(), 300)}")
     if s.formula_mismatch_count > 10:
@@ -88,6 +94,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"shapes     {printable(s.shape_note, 200)}")
     if s.shape_inference_error:
         print(f"shapes     inference incomplete: {printable(s.shape_inference_error, 400)}")
+    decoder = inspect_decoder.hint_line(handle)
+    if decoder:
+        print(decoder)
     return 0
 
 

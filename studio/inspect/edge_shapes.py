@@ -311,7 +311,9 @@ def check_by_run(model_path: Path, model: ModelProto, resolved: Resolved, pinned
                                                   "external": external},
                           stage="ONNX Runtime run for shapes", pool_key=pool_key)
         except StudioError as exc:
-            why = f"a run to measure them failed ({exc})"
+            from studio.core.errors import engine_message
+
+            why = f"a run to measure them failed ({engine_message(exc, 300)})"
     if res is None:
         still_open = len(set(open_values(table, produced)) - varying)
         unchecked = len(hinted - varying)

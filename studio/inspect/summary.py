@@ -96,7 +96,8 @@ class FlopStats:
     def open_text(self) -> str:
         """Why the figure is a lower bound ("height and width unresolved, counted as 1"), or ''."""
         parts = []
-        dims = list(dict.fromkeys((*self.assumed_dims, *self.unresolved_dims)))
+        # With input dims unset, the dims derived from them are no news: the input dims are named.
+        dims = list(self.assumed_dims or self.unresolved_dims)
         if dims:
             shown = dims[:6]
             names = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
