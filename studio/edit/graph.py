@@ -1,0 +1,123 @@
+"""Graph look-ups and upkeep shared by the edit operations: names to values and nodes (with
+a hint when a name is wrong), type inference written back onto the onnx-ir values, cycle and
+dead-code upkeep. Nothing here reads a weight: inference sees external tensors as typed inputs."""
+
+from __future__ import annotations
+
+import difflib
+
+import onnx
+import onnx_ir as ir
+
+from studio.edit.script import EditError, EditOp
+
+
+def all_values(graph: ir.Graph) -> dict[str, ir.Value]:
+    """Every named value of the graph and its subgraphs (inputs, initializers, node outputs)."""
+    return ir.convenience.create_value_mapping(graph, include_subgraphs=True)
+
+
+def main_values(graph: ir.Graph) -> dict[str, ir.Value]:
+    return ir.convenience.create_value_mapping(graph, include_subgraphs=False)
+
+
+def _hint(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=3)
+    return f"; did you mean {', '.join(repr(c[:60]) for c in close)}?" if close else ""
+
+
+def value(graph: ir.Graph, name: str, op: EditOp, *, what: str = "tensor") -> ir.Value:
+    """The main graph's value ``name``, or a one-line error naming the edit and a near name."""
+    values = main_values(graph)
+    v = values.get(name)
+    if v is None:
+        raise EditError(f"{op.where()}: {what} '{name[:80]}' does not exist in the model{_hint(name, list(values))}")
+    return v
+
+
+def node(graph: ir.Graph, name: str, op: EditOp, *, main_only: bool = False) -> ir.Node:
+    """The node called ``name`` (subgraphs too unless ``main_only``), or a one-line error."""
+    nodes = list(graph) if main_only else list(ir.traversal.RecursiveGraphIterator(graph))
+    found = [n for n in nodes if n.name == name]
+    if not found:
+        raise EditError(f"{op.where()}: node '{name[:80]}' does not exist in the model"
+                        f"{_hint(name, [n.name for n in nodes if n.name])}")
+    if len(found) > 1:
+        raise EditError(f"{op.where()}: {len(found)} nodes are called '{name[:80]}'; rename them first "
+                        "(optimize --passes rename-duplicate-nodes)")
+    return found[0]
+
+
+def type_text(v: ir.Value) -> str:
+    dtype = v.dtype.name.lower() if v.dtype is not None else "?"
+    if v.shape is None:
+        return f"{dtype}[?]"
+    return f"{dtype}[{','.join(str(d) for d in v.shape)}]"
+
+
+def _externals_as_inputs(proto: onnx.ModelProto) -> onnx.ModelProto:
+    from passes.verify import _externals_as_inputs as convert
+
+    return convert(proto)
+
+
+def inferred_proto(model: ir.Model, *, strict: bool) -> onnx.ModelProto:
+    """The model as a proto after ONNX shape inference (external weights seen as typed inputs)."""
+    from passes.model_io import to_proto
+
+    proto = _externals_as_inputs(to_proto(model))
+    return onnx.shape_inference.infer_shapes(proto, check_type=strict, strict_mode=strict, data_prop=True)
+
+
+def infer_types(model: ir.Model) -> None:
+    """Fill missing types and shapes of the main graph's values from ONNX shape inference."""
+    try:
+        proto = inferred_proto(model, strict=False)
+    except Exception:  # inference failing here is reported by the final strict check
+        return
+    infos = {vi.name: vi for vi in (*proto.graph.value_info, *proto.graph.output, *proto.graph.input)}
+    for name, v in main_values(model.graph).items():
+        vi = infos.get(name)
+        if vi is None or not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        if v.type is None and tt.elem_type:
+            v.type = ir.TensorType(ir.DataType(tt.elem_type))
+        if v.shape is None and tt.HasField("shape"):
+            v.shape = ir.Shape([d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                                for d in tt.shape.dim])
+
+
+def check_acyclic(model: ir.Model, op: EditOp) -> None:
+    """A graph edit must leave a DAG: the sort fails on a cycle, and the edit is refused."""
+    try:
+        model.graph.sort()
+    except ValueError:
+        raise EditError(f"{op.where()} creates a cycle in the graph (a node would depend on its own output); "
+                        "nothing was written") from None
+
+
+def remove_dead(graph: ir.Graph) -> None:
+    """Remove nodes no graph output needs and initializers nothing reads (main graph)."""
+    while True:
+        outputs = set(graph.outputs)
+        dead = [n for n in graph if all(not o.uses() and o not in outputs for o in n.outputs)]
+        if not dead:
+            break
+        graph.remove(dead, safe=True)
+    for name, v in list(graph.initializers.items()):
+        if not v.uses() and not v.is_graph_output() and not v.is_graph_input():
+            del graph.initializers[name]
+
+
+def unique_name(taken: set[str], base: str) -> str:
+    name, i = base, 1
+    while name in taken:
+        i += 1
+        name = f"{base}_{i}"
+    taken.add(name)
+    return name
+
+
+def node_names(graph: ir.Graph) -> set[str]:
+    return {n.name for n in ir.traversal.RecursiveGraphIterator(graph) if n.name}

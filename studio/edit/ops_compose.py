@@ -1,0 +1,180 @@
+"""Subgraphs and composition: extract the part between chosen tensors, split at a cut into two
+models, merge another model in front of (or after) this one through an I/O map."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from studio.edit import graph as g
+from studio.edit.script import EditError, EditOp
+from studio.edit.state import STRUCTURE, VALUES, EditState
+
+
+def _needed_inputs(graph: ir.Graph, outputs: list[ir.Value], stop: set[ir.Value]) -> list[ir.Value]:
+    """Graph inputs (not initializers) the outputs need when the walk stops at ``stop``, in input order."""
+    seen: set[ir.Value] = set()
+    todo = list(outputs)
+    while todo:
+        v = todo.pop()
+        if v in seen or v in stop:
+            continue
+        seen.add(v)
+        producer = v.producer()
+        if producer is None:
+            continue
+        todo.extend(x for x in producer.inputs if x is not None)
+        for attr in producer.attributes.values():      # outer values read inside subgraphs
+            subs = [attr.value] if attr.type == ir.AttributeType.GRAPH else (
+                list(attr.value) if attr.type == ir.AttributeType.GRAPHS else [])
+            for sub in subs:
+                for n in ir.traversal.RecursiveGraphIterator(sub):
+                    todo.extend(x for x in n.inputs if x is not None and x.graph is graph)
+    return [v for v in graph.inputs if v in seen and not v.is_initializer()]
+
+
+def _model_like(model: ir.Model, graph: ir.Graph) -> ir.Model:
+    return ir.Model(graph, ir_version=model.ir_version, producer_name=model.producer_name,
+                    producer_version=model.producer_version, domain=model.domain, model_version=model.model_version,
+                    functions=list(model.functions.values()), metadata_props=dict(model.metadata_props))
+
+
+def _extract(model: ir.Model, inputs: list[str], outputs: list[str], op: EditOp) -> ir.Model:
+    graph = model.graph
+    g.infer_types(model)            # the new graph's inputs and outputs need their types
+    ins = [g.value(graph, n, op) for n in inputs]
+    outs = [g.value(graph, n, op) for n in outputs]
+    undefined = [v.name for v in _needed_inputs(graph, outs, set(ins)) if v not in ins]
+    if undefined:
+        raise EditError(f"{op.where()}: the cut leaves input '{undefined[0][:80]}' undefined (the outputs need it); "
+                        "add it to the inputs, or cut after it")
+    if not set(ins) <= set(_walked(graph, outs)):
+        unused = [v.name for v in ins if v not in set(_walked(graph, outs))]
+        raise EditError(f"{op.where()}: input '{unused[0][:80]}' is not on any path to the chosen outputs")
+    sub = ir.convenience.extract(graph, ins, outs)
+    return _model_like(model, sub)
+
+
+def _walked(graph: ir.Graph, outputs: list[ir.Value]) -> list[ir.Value]:
+    seen, todo = [], list(outputs)
+    marks: set[ir.Value] = set()
+    while todo:
+        v = todo.pop()
+        if v in marks:
+            continue
+        marks.add(v)
+        seen.append(v)
+        if v.producer() is not None:
+            todo.extend(x for x in v.producer().inputs if x is not None)
+    return seen
+
+
+def extract(state: EditState, op: EditOp) -> None:
+    """Keep only the subgraph between the chosen input and output tensors (onnx-ir's extract)."""
+    before = state.model.graph.num_nodes()
+    state.model = _extract(state.model, list(op.args["inputs"]), list(op.args["outputs"]), op)
+    state.did(STRUCTURE, f"extracted {state.model.graph.num_nodes()} of {before} nodes between "
+              f"{', '.join(op.args['inputs']) or '(no inputs)'} and {', '.join(op.args['outputs'])}")
+
+
+def split(state: EditState, op: EditOp) -> None:
+    """Two models: the original inputs up to the cut tensors, and from the cut (plus any
+    original inputs still needed) to the original outputs."""
+    graph = state.model.graph
+    cut = [g.value(graph, n, op) for n in op.args["cut"]]
+    outs = list(graph.outputs)
+    first_inputs = _needed_inputs(graph, cut, set())
+    second_inputs = cut + [v for v in _needed_inputs(graph, outs, set(cut)) if v not in cut]
+    walked = set(_walked(graph, outs))
+    off = [v.name for v in cut if v not in walked]
+    if off:
+        raise EditError(f"{op.where()}: cut tensor '{off[0][:80]}' is on no path to the outputs")
+    if any(v.is_graph_output() for v in cut) and len(cut) == len(outs):
+        raise EditError(f"{op.where()}: the cut is the model's outputs; nothing is left for the second part")
+    first = _extract(state.model, [v.name for v in first_inputs], [v.name for v in cut], op)
+    second = _extract(state.model, [v.name for v in second_inputs], [v.name for v in outs], op)
+    state.model = first
+    state.extra.append(second)
+    state.did(STRUCTURE, f"split at {', '.join(v.name for v in cut)}: {first.graph.num_nodes()} + "
+              f"{second.graph.num_nodes()} nodes")
+
+
+def _compatible(a: ir.Value, b: ir.Value) -> bool:
+    if a.dtype != b.dtype:
+        return False
+    if a.shape is None or b.shape is None:
+        return True
+    if len(a.shape) != len(b.shape):
+        return False
+    return all(not (isinstance(x, int) and isinstance(y, int)) or x == y for x, y in zip(a.shape, b.shape))
+
+
+def merge(state: EditState, op: EditOp) -> None:
+    """Merge another model with this one: ``before`` (default), the other model's outputs feed this
+    model's inputs as the io_map pairs say; ``after``, this model's outputs feed the other's.
+    Colliding names of the other model get ``prefix`` (default 'merged/')."""
+    from passes.model_io import load_for_passes
+    from studio.core.model import load
+
+    other_path = state.script.path(op.args["model"])
+    other = load_for_passes(load(other_path).path)     # validated like any model (external data paths...)
+    before = op.args.get("position", "before") == "before"
+    first, second = (other, state.model) if before else (state.model, other)
+    g.infer_types(first)
+    g.infer_types(second)
+    for domain in set(first.opset_imports) & set(second.opset_imports):
+        a, b = first.opset_imports[domain], second.opset_imports[domain]
+        if a != b:
+            raise EditError(f"{op.where()}: the models import {domain or 'ai.onnx'} at versions {a} and {b}; convert "
+                            "one first (optimize --passes convert-opset --set convert-opset.target=N)")
+    pairs = []
+    f_out = {v.name: v for v in first.graph.outputs}
+    s_in = {v.name: v for v in second.graph.inputs if not v.is_initializer()}
+    for out_name, in_name in op.args["io_map"]:
+        if out_name not in f_out:
+            raise EditError(f"{op.where()}: '{out_name[:80]}' is not an output of the first model"
+                            f"{g._hint(out_name, list(f_out))}")
+        if in_name not in s_in:
+            raise EditError(f"{op.where()}: '{in_name[:80]}' is not an input of the second model"
+                            f"{g._hint(in_name, list(s_in))}")
+        a, b = f_out[out_name], s_in[in_name]
+        if not _compatible(a, b):
+            raise EditError(f"{op.where()}: the io_map connects '{out_name[:60]}' ({g.type_text(a)}) to "
+                            f"'{in_name[:60]}' ({g.type_text(b)}); the types or shapes do not match")
+        pairs.append((a, b))
+    _prefix_collisions(other, state.model, op.args.get("prefix") or "merged/",
+                       keep={b.name for _, b in pairs} if before else {a.name for a, _ in pairs})
+    fg, sg = first.graph, second.graph
+    f_nodes, s_nodes = list(fg), list(sg)
+    f_inits, s_inits = list(fg.initializers.values()), list(sg.initializers.values())
+    f_inputs, s_inputs = list(fg.inputs), list(sg.inputs)
+    f_outputs, s_outputs = list(fg.outputs), list(sg.outputs)
+    fg.remove(f_nodes)
+    sg.remove(s_nodes)
+    fg.initializers.clear()
+    sg.initializers.clear()
+    fg.inputs.clear(), sg.inputs.clear(), fg.outputs.clear(), sg.outputs.clear()
+    linked_in = {b for _, b in pairs}
+    linked_out = {a for a, _ in pairs}
+    for a, b in pairs:
+        b.replace_all_uses_with(a)
+    merged = ir.Graph(f_inputs + [v for v in s_inputs if v not in linked_in],
+                      [v for v in f_outputs if v not in linked_out] + s_outputs,
+                      nodes=f_nodes + s_nodes, initializers=f_inits + s_inits,
+                      opset_imports={**first.opset_imports, **second.opset_imports}, name=state.model.graph.name)
+    model = _model_like(state.model, merged)
+    for fn in other.functions.values():
+        model.functions[fn.identifier()] = fn
+    state.model = model
+    state.did(VALUES, f"merged {other_path.name} {'before' if before else 'after'} the model "
+              f"({len(f_nodes)} + {len(s_nodes)} nodes, {len(pairs)} connections)")
+
+
+def _prefix_collisions(other: ir.Model, model: ir.Model, prefix: str, keep: set[str]) -> None:
+    taken_values = set(g.all_values(model.graph)) - keep
+    for name, v in g.all_values(other.graph).items():
+        if name in taken_values:
+            v.name = prefix + name
+    taken_nodes = g.node_names(model.graph)
+    for n in ir.traversal.RecursiveGraphIterator(other.graph):
+        if n.name and n.name in taken_nodes:
+            n.name = prefix + n.name

@@ -1,0 +1,115 @@
+"""An edit from start to end: load lazily, apply in memory, check, verify, then (only then) write.
+
+``validate`` is the same path without verification and without writing, so what the UI previews
+and what the CLI refuses are the same answer."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from studio.core.model import ModelHandle
+from studio.edit.apply import Applied, apply_script, load_model
+from studio.edit.script import EditError, EditScript
+from studio.edit.verify import Verification, interface, node_changes, node_list, verify
+
+
+@dataclass(frozen=True)
+class EditResult:
+    """What an edit did: the models written (none for a validation), interface before/after,
+    nodes removed/added, one note per operation, and its verification."""
+
+    ok: bool
+    message: str
+    script: list[dict]
+    notes: tuple[str, ...]
+    kinds: tuple[str, ...]
+    before: dict[str, list[str]]
+    after: tuple[dict[str, list[str]], ...]
+    nodes_removed: tuple[str, ...]
+    nodes_added: tuple[str, ...]
+    verification: Verification | None = None
+    outputs: tuple[Path, ...] = ()
+    seconds: float = 0.0
+    renamed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def interface_changed(self) -> bool:
+        return any(a != self.before for a in self.after)
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "message": self.message, "script": self.script, "notes": list(self.notes),
+                "kinds": list(self.kinds), "interface_changed": self.interface_changed,
+                "before": self.before, "after": list(self.after), "nodes_removed": list(self.nodes_removed),
+                "nodes_added": list(self.nodes_added), "renamed": dict(self.renamed),
+                "verification": self.verification.to_dict() if self.verification else None,
+                "outputs": [str(p) for p in self.outputs], "seconds": round(self.seconds, 3)}
+
+
+def _applied(handle: ModelHandle, script: EditScript) -> tuple[Applied, dict, list]:
+    original = load_model(handle.path)
+    before_nodes = node_list(original)
+    from studio.edit.graph import infer_types
+
+    infer_types(original)
+    before = interface(original)
+    return apply_script(original, script), before, before_nodes
+
+
+def _result(applied: Applied, before: dict, before_nodes: list, script: EditScript, **kw) -> EditResult:
+    after_nodes = [n for m in applied.models for n in node_list(m)]
+    removed, added = node_changes(before_nodes, after_nodes)
+    return EditResult(ok=kw.pop("ok", True), message=kw.pop("message"), script=script.to_list(), notes=applied.notes,
+                      kinds=applied.kinds, before=before, after=tuple(interface(m) for m in applied.models),
+                      nodes_removed=tuple(removed), nodes_added=tuple(added), renamed=applied.renamed, **kw)
+
+
+def validate(handle: ModelHandle, script: EditScript) -> EditResult:
+    """Apply the script in memory and check the result (checker, strict inference); writes nothing.
+    Raises ``EditError`` (one line) when an operation or the result is refused."""
+    started = time.perf_counter()
+    applied, before, before_nodes = _applied(handle, script)
+    return _result(applied, before, before_nodes, script, message="the script applies; the result passes the "
+                   "checker and strict shape inference", seconds=time.perf_counter() - started)
+
+
+def part_paths(out: Path, count: int) -> tuple[Path, ...]:
+    """Where a script's models go: ``OUT``, then ``OUT-stem.part2.onnx`` for a split's second model."""
+    return (out, *(out.with_name(f"{out.stem}.part{i + 1}{out.suffix}") for i in range(1, count)))
+
+
+def edit(handle: ModelHandle, script: EditScript, out_path: str | Path, *, verify_numbers: bool = True,
+         pool_key: str = "default") -> EditResult:
+    """Apply, check, verify, and write the edited model(s) to ``out_path`` (a split's second model
+    beside it). A refused or failed edit raises ``EditError`` and writes nothing."""
+    from passes.model_io import save_result
+    from studio.core.outputs import check_destination, shown_path
+
+    out = Path(out_path)
+    if out.suffix != ".onnx":
+        raise EditError("the output must name a .onnx file")
+    started = time.perf_counter()
+    applied, before, before_nodes = _applied(handle, script)
+    paths = part_paths(out, len(applied.models))
+    for p in paths:
+        check_destination(p, shown=shown_path(p))
+    verification = (verify(handle.path, applied.models, applied.kinds, applied.notes, applied.renamed,
+                           pool_key=pool_key) if verify_numbers else
+                    Verification("skipped: verification turned off", "none", "numbers not compared"))
+    if not verification.ok:
+        raise EditError(f"the edit changes the model's numbers ({verification.message[:240]}); refused, nothing "
+                        "was written")
+    for m, p in zip(applied.models, paths):
+        save_result(m, p, shown=shown_path(p))
+    return _result(applied, before, before_nodes, script, message=f"edited: {len(script.ops)} operations; "
+                   f"verification {verification.status}", verification=verification, outputs=paths,
+                   seconds=time.perf_counter() - started)
+
+
+def provenance(result: EditResult, parent: str) -> dict:
+    """What a project version records of the edit (the script itself: replaying it gives the version)."""
+    return {"edit": {"script": result.script, "notes": list(result.notes),
+                     "verification": result.verification.to_dict() if result.verification else None,
+                     "nodes_removed": list(result.nodes_removed), "nodes_added": list(result.nodes_added)},
+            "parent": parent, "ok": result.ok, "summary": result.message}

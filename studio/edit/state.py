@@ -1,0 +1,34 @@
+"""The model being edited and what the edits did so far (what the report and verification read)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import onnx_ir as ir
+
+from studio.edit.script import EditScript
+
+# How an operation relates to the original's numbers (what verification can check):
+KEEPS = "keeps"          # same values at the same (possibly renamed) outputs: numeric verification
+STRUCTURE = "structure"  # the interface changes, tensors keep their values: reproduced from the original
+VALUES = "values"        # values change on purpose (attributes, dtypes, weights): report only
+
+
+@dataclass
+class EditState:
+    model: ir.Model
+    script: EditScript
+    renamed: dict[str, str] = field(default_factory=dict)   # current tensor name -> the original's name
+    notes: list[str] = field(default_factory=list)          # one line per operation
+    kinds: list[str] = field(default_factory=list)          # KEEPS / STRUCTURE / VALUES per operation
+    extra: list[ir.Model] = field(default_factory=list)     # split: the second model
+
+    def original_name(self, name: str) -> str:
+        return self.renamed.get(name, name)
+
+    def record_rename(self, old: str, new: str) -> None:
+        self.renamed[new] = self.renamed.pop(old, old)
+
+    def did(self, kind: str, note: str) -> None:
+        self.kinds.append(kind)
+        self.notes.append(note)

@@ -1,0 +1,160 @@
+"""Verification and the report of an applied edit.
+
+Three ways, chosen by what the operations promise (``studio.edit.state``):
+- every operation keeps values (renames, identity-like bypasses, inserted Identity): the
+  pipeline's ``passes.verify.Verifier`` against the original, the renamed interface mapped back;
+- the interface changes but tensors keep their values (extract, split, add/remove outputs,
+  delete): the original is run with the edited model's inputs and outputs exposed, and the
+  edited model, fed the original's values at its inputs, must reproduce the original's values
+  at its outputs;
+- values change on purpose (attributes, dtypes, weights, merges): not compared, said so.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx_ir as ir
+
+from studio.edit import graph as g
+from studio.edit.state import KEEPS, STRUCTURE, VALUES
+
+
+@dataclass(frozen=True)
+class Verification:
+    status: str          # "passed" | "failed" | "skipped: <why>"
+    method: str          # "numeric" | "reproduce" | "none"
+    message: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "failed"
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "method": self.method, "message": self.message}
+
+
+def interface(model: ir.Model) -> dict[str, list[str]]:
+    """Inputs and outputs as 'name: dtype[shape]' lines."""
+    return {"inputs": [f"{v.name}: {g.type_text(v)}" for v in model.graph.inputs if not v.is_initializer()],
+            "outputs": [f"{v.name}: {g.type_text(v)}" for v in model.graph.outputs]}
+
+
+def node_changes(before: list[tuple[str, str]], after: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """Nodes removed and added, as 'name (Op)', by (name, op type) with multiplicity."""
+    a, b = Counter(before), Counter(after)
+    removed = [f"{n or '(unnamed)'} ({t})" for (n, t), k in (a - b).items() for _ in range(k)]
+    added = [f"{n or '(unnamed)'} ({t})" for (n, t), k in (b - a).items() for _ in range(k)]
+    return removed, added
+
+
+def node_list(model: ir.Model, renamed_nodes: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    return [(n.name or "", n.op_type) for n in ir.traversal.RecursiveGraphIterator(model.graph)]
+
+
+def _with_original_io(model: ir.Model, renamed: dict[str, str]) -> ir.Model:
+    """A copy whose graph inputs/outputs carry the original's names again (for the Verifier)."""
+    from passes.model_io import from_proto, to_proto
+
+    copy = from_proto(to_proto(model))
+    values = g.all_values(copy.graph)
+    for v in [*copy.graph.inputs, *copy.graph.outputs]:
+        old = renamed.get(v.name)
+        if old and old != v.name:
+            clash = values.get(old)
+            if clash is not None and clash is not v:
+                clash.name = f"{old}__studio_edit_shadow"
+            v.name = old
+    return copy
+
+
+def _checkpoint(model: ir.Model, path: Path, source: Path, workdir: Path):
+    from passes.model_io import Linker, save_checkpoint
+
+    return save_checkpoint(model, path, data_dir=source.parent, linker=Linker(workdir))
+
+
+def verify(source: Path, models: tuple[ir.Model, ...], kinds: tuple[str, ...], notes: tuple[str, ...],
+           renamed: dict[str, str], *, pool_key: str = "default") -> Verification:
+    """Verify the edited models against the original file at ``source`` (see the module doc)."""
+    if VALUES in kinds:
+        first = notes[kinds.index(VALUES)]
+        return Verification("skipped: values change on purpose (" + first[:120] + ")", "none",
+                            "numbers not compared: the script changes values on purpose")
+    with tempfile.TemporaryDirectory(prefix="studio-edit-") as tmp:
+        work = Path(tmp)
+        if all(k == KEEPS for k in kinds) and len(models) == 1:
+            return _numeric(source, models[0], renamed, work, pool_key)
+        return _reproduce(source, models, renamed, work, pool_key)
+
+
+def _numeric(source: Path, model: ir.Model, renamed: dict[str, str], work: Path, pool_key: str) -> Verification:
+    from passes.verify import Verifier
+
+    ckpt = _checkpoint(_with_original_io(model, renamed), work / "candidate.onnx", source, work)
+    result = Verifier(source, pool_key=pool_key).verify(ckpt)
+    status = "passed" if result.ok and result.numeric_status == "passed" else (
+        "failed" if not result.ok else result.numeric_status)
+    return Verification(status, "numeric", result.message)
+
+
+def _reproduce(source: Path, models: tuple[ir.Model, ...], renamed: dict[str, str], work: Path,
+               pool_key: str) -> Verification:
+    """Run the original with the edited models' boundary tensors exposed; each edited model, fed the
+    original's values at its inputs, must give the original's values at its outputs."""
+    from passes.model_io import load_for_passes
+    from passes.verify import run_sets
+    from studio.core.compare import compare_outputs
+    from studio.core.feeds import input_specs, random_feeds
+    from passes.model_io import to_proto
+
+    original = load_for_passes(source)
+    g.infer_types(original)
+    values = g.main_values(original.graph)
+    wanted = []
+    for m in models:
+        for v in [*m.graph.inputs, *m.graph.outputs]:
+            name = renamed.get(v.name, v.name)
+            if name in values and name not in wanted and not values[name].is_initializer():
+                wanted.append(name)
+    have = {v.name for v in original.graph.outputs}
+    for name in wanted:
+        if name not in have and values[name].dtype is not None:
+            original.graph.outputs.append(values[name])
+    exposed = _checkpoint(original, work / "exposed.onnx", source, work)
+    feeds = random_feeds(input_specs(to_proto(original)), seed=0)
+    ref = run_sets(exposed.path, [feeds], full=False, limits=None, pool_key=pool_key, data_dir=exposed.data_dir,
+                   stage="reference tensors (original on ORT, edit boundaries exposed)")
+    if ref.outputs[0] is None:
+        return Verification(f"skipped: ONNX Runtime cannot run the original ({ref.errors[0]})", "reproduce",
+                            "numbers not compared")
+    seen = ref.outputs[0]
+    compared = 0
+    for i, m in enumerate(models):
+        ins = [v for v in m.graph.inputs if not v.is_initializer()]
+        missing = [v.name for v in ins if renamed.get(v.name, v.name) not in seen]
+        if missing:
+            return Verification(f"skipped: input '{missing[0]}' is not a tensor of the original", "reproduce",
+                                "numbers not compared")
+        part_feeds = {v.name: seen[renamed.get(v.name, v.name)] for v in ins}
+        ckpt = _checkpoint(m, work / f"part{i + 1}.onnx", source, work)
+        got = run_sets(ckpt.path, [part_feeds], full=False, limits=None, pool_key=pool_key, data_dir=ckpt.data_dir,
+                       stage="verification (edited model on ORT)")
+        if got.outputs[0] is None:
+            return Verification("failed", "reproduce", f"the edited model cannot run in ONNX Runtime: {got.errors[0]}")
+        expect = {v.name: seen[renamed.get(v.name, v.name)] for v in m.graph.outputs
+                  if renamed.get(v.name, v.name) in seen}
+        if not expect:
+            continue
+        cmp = compare_outputs(expect, {k: got.outputs[0][k] for k in expect})
+        if not cmp:
+            return Verification("failed", "reproduce", f"part {i + 1} does not reproduce the original: {cmp.summary()}")
+        compared += len(expect)
+    if not compared:
+        return Verification("skipped: no output of the edit is a tensor of the original", "reproduce",
+                            "numbers not compared")
+    return Verification("passed", "reproduce", f"{compared} outputs reproduce the original's tensors on the same "
+                        "inputs (ONNX Runtime CPU)")
