@@ -1,0 +1,251 @@
+"""Edit scripts (studio.edit): each result against a plain onnxruntime oracle written here, and
+every bad input refused in one line with the model untouched and nothing written."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from studio import api
+from studio.core.errors import StudioError
+
+DETECTOR = """<ir_version: 8, opset_import: ["" : 17]>
+det (float[1,3,8,8] image) => (float[1,4,8,8] boxes, float[1,4,8,8] scores)
+<float[4,3,3,3] w1 = {%s}, float[4,4,1,1] w2 = {%s}, float[4] b1 = {0.1, -0.2, 0.3, 0.0}> {
+  c1 = Conv <pads = [1,1,1,1]> (image, w1, b1)
+  feat = Relu(c1)
+  same = Identity(feat)
+  head = Conv(same, w2)
+  boxes = Mul(head, head)
+  scores = Sigmoid(head)
+}"""
+
+
+def _floats(n: int, seed: int) -> str:
+    return ", ".join(f"{x:.4f}" for x in np.random.default_rng(seed).normal(size=n))
+
+
+def _named(model: onnx.ModelProto) -> onnx.ModelProto:
+    for i, n in enumerate(model.graph.node):
+        n.name = n.name or f"{n.op_type.lower()}{i}"
+    return model
+
+
+@pytest.fixture()
+def detector(tmp_path):
+    m = _named(onnx.parser.parse_model(DETECTOR % (_floats(108, 1), _floats(16, 2))))
+    path = tmp_path / "det.onnx"
+    onnx.save(m, path)
+    return path
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _run(path_or_proto, feeds):
+    src = path_or_proto.SerializeToString() if isinstance(path_or_proto, onnx.ModelProto) else str(path_or_proto)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
+
+
+def _exposed(path, *names) -> onnx.ModelProto:
+    """The original with inner tensors made outputs by hand (the oracle: onnx.helper, not studio.edit)."""
+    m = onnx.load(path)
+    for n in names:
+        m.graph.output.append(onnx.helper.make_empty_tensor_value_info(n))
+    return m
+
+
+FEEDS = {"image": np.random.default_rng(7).normal(size=(1, 3, 8, 8)).astype(np.float32)}
+
+
+def test_add_output_at_inner_tensor_equals_the_original_intermediate(detector, tmp_path):
+    out = tmp_path / "o" / "debug.onnx"
+    res = api.edit(api.load(detector), [{"op": "add_output", "tensor": "feat"}], out)
+    got = _run(out, FEEDS)
+    want = _run(_exposed(detector, "feat"), FEEDS)
+    np.testing.assert_allclose(got["feat"], want["feat"], rtol=0, atol=0)
+    assert res.after[0]["outputs"][-1] == "feat: float[1,4,8,8]"       # typed by inference
+    assert res.verification.method == "reproduce" and res.verification.status == "passed"
+    onnx.checker.check_model(onnx.load(out), full_check=True)
+
+
+def test_extract_backbone_and_cut_before_post_processing(detector, tmp_path):
+    h = api.load(detector)
+    backbone = tmp_path / "o" / "backbone.onnx"
+    api.edit(h, [{"op": "extract", "inputs": ["image"], "outputs": ["feat"]}], backbone)
+    cut = tmp_path / "o" / "raw_head.onnx"
+    res = api.edit(h, [{"op": "extract", "inputs": ["image"], "outputs": ["head"]}], cut)
+    want = _run(_exposed(detector, "feat", "head"), FEEDS)
+    np.testing.assert_array_equal(_run(backbone, FEEDS)["feat"], want["feat"])
+    np.testing.assert_array_equal(_run(cut, FEEDS)["head"], want["head"])
+    ops = [n.op_type for n in onnx.load(cut).graph.node]
+    assert "Sigmoid" not in ops and "Mul" not in ops, ops
+    assert res.verification.status == "passed" and res.verification.method == "reproduce"
+    assert "sigmoid5 (Sigmoid)" in res.nodes_removed
+
+
+def test_split_parts_run_in_sequence_equal_the_original(detector, tmp_path):
+    out = tmp_path / "o" / "part.onnx"
+    res = api.edit(api.load(detector), [{"op": "split", "cut": ["feat"]}], out)
+    first, second = res.outputs
+    assert second.name == "part.part2.onnx"
+    mid = _run(first, FEEDS)
+    got = _run(second, {"feat": mid["feat"]})
+    want = _run(detector, FEEDS)
+    for k in ("boxes", "scores"):
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-6, atol=1e-6)
+
+
+def test_bypass_identity_is_numerically_verified_and_rename_follows_into_subgraphs(tmp_path):
+    m = _named(onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3] x, bool c) => (float[2,3] y) {
+  a = Relu(x)
+  b = Identity(a)
+  y = If(c) <then_branch = t () => (float[2,3] o) { o = Neg(b) }, else_branch = e () => (float[2,3] o2) { o2 = Abs(b) }>
+}"""))
+    src = tmp_path / "if.onnx"
+    onnx.save(m, src)
+    out = tmp_path / "o" / "if2.onnx"
+    res = api.edit(api.load(src), [{"op": "bypass", "node": "identity1"},
+                                   {"op": "rename", "tensors": {"a": "act", "y": "result"}}], out)
+    assert res.verification.method == "numeric" and res.verification.status == "passed", res.verification
+    edited = onnx.load(out)
+    assert [n.op_type for n in edited.graph.node] == ["Relu", "If"]
+    assert edited.graph.output[0].name == "result"
+    branch_inputs = [i for a in edited.graph.node[1].attribute for n in a.g.node for i in n.input]
+    assert branch_inputs == ["act", "act"]
+    x = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)
+    for c in (True, False):
+        feeds = {"x": x, "c": np.array(c)}
+        np.testing.assert_array_equal(_run(out, feeds)["result"], _run(src, feeds)["y"])
+
+
+def test_merge_preprocessing_in_front_of_a_classifier_equals_running_both(tmp_path):
+    pre = _named(onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+pre (uint8[1,4] raw) => (float[1,4] norm) <float[1] s = {0.5}> {
+  f = Cast <to = 1> (raw)
+  norm = Mul(f, s)
+}"""))
+    cls = _named(onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+cls (float[1,4] input) => (float[1,2] logits) <float[4,2] w = {1.0, -1.0, 0.5, 2.0, -0.5, 1.5, 0.25, 0.0}> {
+  logits = MatMul(input, w)
+}"""))
+    onnx.save(pre, tmp_path / "pre.onnx")
+    onnx.save(cls, tmp_path / "cls.onnx")
+    script = tmp_path / "merge.json"
+    script.write_text(json.dumps([{"op": "merge", "model": "pre.onnx", "io_map": [["norm", "input"]]}]))
+    out = tmp_path / "o" / "merged.onnx"
+    res = api.edit(api.load(tmp_path / "cls.onnx"), api.edit_script(script), out)
+    raw = np.array([[3, 250, 7, 0]], dtype=np.uint8)
+    want = _run(tmp_path / "cls.onnx", {"input": _run(tmp_path / "pre.onnx", {"raw": raw})["norm"]})["logits"]
+    np.testing.assert_allclose(_run(out, {"raw": raw})["logits"], want, rtol=1e-6)
+    assert res.after[0]["inputs"] == ["raw: uint8[1,4]"] and res.before["inputs"] == ["input: float[1,4]"]
+
+
+@pytest.mark.parametrize("script, words", [
+    ([{"op": "bypass", "node": "no_such_node"}], "node 'no_such_node' does not exist"),
+    ([{"op": "add_output", "tensor": "nope"}], "tensor 'nope' does not exist"),
+    ([{"op": "extract", "inputs": ["feat"], "outputs": ["boxes", "c1"]}], "leaves input 'image' undefined"),
+    ([{"op": "rewire", "node": "conv0", "input": 0, "tensor": "head"}], "creates a cycle"),
+    ([{"op": "insert", "tensor": "feat", "op_type": "Cast", "attrs": {"to": "int64"}, "name": "to_int"},
+      {"op": "bypass", "node": "to_int"}], "a bypass needs the same type and shape"),
+    ([{"op": "set_input", "input": "image", "dtype": "float16"}], "strict shape inference"),
+    ([{"op": "merge", "model": "bad_pre.onnx", "io_map": [["norm", "image"]]}], "types or shapes do not match"),
+    ([{"op": "frobnicate"}], "unknown operation 'frobnicate'"),
+])
+def test_bad_edits_are_one_line_errors_and_touch_nothing(detector, tmp_path, script, words):
+    onnx.save(onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+bad (float[1,3,8,8] raw) => (int64[1,3,8,8] norm) { norm = Cast <to = 7> (raw) }"""), tmp_path / "bad_pre.onnx")
+    (tmp_path / "s.json").write_text(json.dumps(script))
+    before = _sha(detector)
+    out = tmp_path / "o" / "x.onnx"
+    with pytest.raises(StudioError) as err:
+        api.edit(api.load(detector), api.edit_script(tmp_path / "s.json"), out)
+    assert words in str(err.value) and "\n" not in str(err.value), str(err.value)
+    assert _sha(detector) == before
+    assert not out.exists() and not out.parent.exists()
+
+
+def test_cli_round_trip_with_project_records_the_script(detector, tmp_path, monkeypatch, capsys):
+    from studio.cli import main
+
+    monkeypatch.setenv("ONNX_STUDIO_PROJECTS_ROOT", str(tmp_path / "projects"))
+    script = [{"op": "rename", "tensors": {"feat": "features"}}, {"op": "add_output", "tensor": "features"}]
+    (tmp_path / "edits.json").write_text(json.dumps(script))
+    out = tmp_path / "o" / "cli.onnx"
+    code = main(["edit", str(detector), "--script", str(tmp_path / "edits.json"), "-o", str(out), "--json",
+                 "--project", "p1"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["ok"] and report["script"] == script
+    assert [o.name for o in onnx.load(out).graph.output] == ["boxes", "scores", "features"]
+    project = api.open_project("p1")
+    pm = api.project_models(project)[0]
+    versions = api.project_model(project, pm.id).versions
+    edited = [v for v in versions if v.id == report["version"]["id"]][0]
+    assert edited.parent == report["version"]["parent"] and edited.provenance["edit"]["script"] == script
+    # the recorded script replays to the same model
+    replay = tmp_path / "o" / "replay.onnx"
+    api.edit(api.load(detector), edited.provenance["edit"]["script"], replay)
+    assert onnx.load(replay).graph == onnx.load(out).graph
+    bad = main(["edit", str(detector), "--script", str(tmp_path / "missing.json"), "-o", str(tmp_path / "y.onnx")])
+    assert bad == 2 and not (tmp_path / "y.onnx").exists()
+
+
+def test_weights_input_shape_and_delete(detector, tmp_path):
+    h = api.load(detector)
+    w2 = np.full((4, 4, 1, 1), 0.25, dtype=np.float32)
+    np.save(tmp_path / "w2.npy", w2)
+    (tmp_path / "s.json").write_text(json.dumps([
+        {"op": "replace_initializer", "name": "w2", "npy": "w2.npy"},
+        {"op": "set_input", "input": "image", "dims": {"0": "N"}},
+        {"op": "delete", "node": "mul4"}]))
+    out = tmp_path / "o" / "w.onnx"
+    res = api.edit(h, api.edit_script(tmp_path / "s.json"), out)
+    assert res.verification.method == "none"              # values change on purpose: said, not compared
+    by_hand = onnx.load(detector)
+    by_hand.graph.initializer[1].CopyFrom(onnx.numpy_helper.from_array(w2, "w2"))
+    batch = {"image": np.concatenate([FEEDS["image"], FEEDS["image"] * 2])}
+    got = _run(out, batch)
+    assert list(got) == ["scores"] and got["scores"].shape == (2, 4, 8, 8)
+    np.testing.assert_allclose(got["scores"][1:], _run(by_hand, {"image": batch["image"][1:]})["scores"], rtol=1e-6)
+    assert res.after[0]["inputs"] == ["image: float[N,3,8,8]"] and "mul4 (Mul)" in res.nodes_removed
+
+
+def test_external_weights_stay_lazy_and_are_not_touched(detector, tmp_path):
+    from passes.model_io import load_for_passes
+    import onnx_ir as ir
+    from studio.edit import parse_ops
+    from studio.edit.apply import apply_script
+
+    folder = tmp_path / "ext"
+    folder.mkdir()
+    m = onnx.load(detector)
+    for t in m.graph.initializer:           # raw bytes, which external data needs
+        t.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(t), t.name))
+    onnx.save(m, folder / "m.onnx", save_as_external_data=True, location="m.data", size_threshold=0)
+    data_sha = _sha(folder / "m.data")
+    script = parse_ops([{"op": "rename", "tensors": {"feat": "f"}}, {"op": "add_output", "tensor": "f"}])
+    applied = apply_script(load_for_passes(folder / "m.onnx"), script)
+    lazy = [v.name for v in applied.models[0].graph.initializers.values()
+            if isinstance(v.const_value, ir.ExternalTensor)]
+    assert sorted(lazy) == ["b1", "w1", "w2"]                     # never read into memory by the edit
+    out = tmp_path / "o" / "ext.onnx"
+    api.edit(api.load(folder / "m.onnx"), script, out)
+    np.testing.assert_array_equal(_run(out, FEEDS)["f"], _run(_exposed(detector, "feat"), FEEDS)["feat"])
+    assert _sha(folder / "m.data") == data_sha
+
+
+def test_validate_writes_nothing_and_previews(detector, tmp_path):
+    res = api.validate_edit_script(api.load(detector), [{"op": "remove_outputs", "outputs": ["boxes"]}])
+    assert res.outputs == () and res.nodes_removed == ("mul4 (Mul)",)
+    assert res.before["outputs"] == ["boxes: float[1,4,8,8]", "scores: float[1,4,8,8]"]
+    assert res.after[0]["outputs"] == ["scores: float[1,4,8,8]"]
