@@ -56,6 +56,8 @@ from studio.inspect.summary import ModelSummary, summarize
 
 if TYPE_CHECKING:
     from passes.pipeline import PipelineResult
+    from studio.inspect.decoder import DecoderSpec
+    from studio.inspect.kv_cache import DecoderReport, KvBudget
     from profilers.profile import Profile, ProfileOptions
     from profilers.variants import EngineSpec, ProfileTarget
     from studio.export.results import ExportResult
@@ -75,7 +77,8 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "export_project", "get_settings", "import_project", "input_run", "job", "list_projects", "list_versions", "model_for",
            "open_project", "project_artifacts", "project_datasets", "project_jobs", "project_model", "project_models", "projects_root",
            "record_artifact", "rename_project", "set_setting", "shared_mode", "batch", "cluster_targets",
-           "configured_cluster", "profile_on", "precision_on", "edit", "validate_edit_script", "edit_script",
+           "configured_cluster", "profile_on", "precision_on", "decoder_spec", "inspect_decoder", "kv_budget",
+           "parse_memory", "edit", "validate_edit_script", "edit_script",
            "add_edited_version"]
 
 
@@ -90,6 +93,63 @@ def inspect(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
 
     Shape inference runs in a sandbox worker of ``pool_key`` (one per browser session)."""
     return summarize(handle, dims, pool_key=pool_key)
+
+
+# -- decoders: the KV cache, read from the graph (DESIGN.md section 12) --------------------------
+
+def _decoder_source(model: ModelHandle | str | Path):
+    """(proto, path): a loaded handle's, or a file parsed without its external data and without
+    hashing (a 4 GB decoder is recognized without reading its weights)."""
+    from studio.core.model import parse_model_file
+
+    if isinstance(model, ModelHandle):
+        return model.proto, model.path
+    path = Path(model).absolute()
+    return parse_model_file(path), path
+
+
+def decoder_spec(model: ModelHandle | str | Path) -> DecoderSpec | None:
+    """The KV-cache decoder ``model`` is (convention optimum / genai / merged-if / onnx-attention, layers,
+    heads, KV heads, head dim, hidden, vocab, context, which present output feeds which past input, KV
+    dtype), or None for a model without a cache. Names, shapes and attributes only, plus a
+    ``genai_config.json`` / ``config.json`` beside the file; a cache whose inputs and outputs do not fit
+    together is a one-line StudioError naming both sides."""
+    from studio.inspect.decoder import recognize
+
+    proto, path = _decoder_source(model)
+    return recognize(proto, folder=path.parent, filename=path.name)
+
+
+def inspect_decoder(model: ModelHandle | str | Path, *, length: int | None = None, batch: int = 1,
+                    memory: int | str | None = None, kv_dtype: str | None = None) -> DecoderReport:
+    """Parameters per block, KV-cache bytes per token and at ``length`` x ``batch`` (default: the context
+    length, 1) per KV dtype, and the KV budget for ``memory`` (bytes or '16GiB'; default: this machine's
+    RAM), with a warning where a runtime would preallocate more. Never reads the weights."""
+    from studio.inspect.kv_cache import decoder_report
+
+    proto, path = _decoder_source(model)
+    spec = decoder_spec(model if isinstance(model, ModelHandle) else path)
+    if spec is None:
+        raise StudioError(f"'{path.name[:80]}' is not a KV-cache decoder: it has no past_key_values.N.key/value "
+                          "inputs nor present.N.key/value outputs", code="NOT-A-DECODER")
+    return decoder_report(proto, spec, length=length, batch=batch, memory=memory, kv_dtype=kv_dtype)
+
+
+def kv_budget(report: DecoderReport, *, memory: int | str | None = None, kv_dtype: str | None = None,
+              batch: int = 1, length: int | None = None) -> KvBudget:
+    """The KV budget of an inspected decoder for another memory size, KV dtype, batch or length
+    (arithmetic only: what the Overview page's calculator calls on every change)."""
+    from studio.inspect.kv_cache import kv_budget as _kv_budget
+
+    return _kv_budget(report.spec, report.weights_bytes, memory=memory, kv_dtype=kv_dtype, batch=batch,
+                      length=length)
+
+
+def parse_memory(text: str | int) -> int:
+    """'16GiB' / '16G' (2**30), '16GB' (10**9), '512MiB' or a byte count, as bytes."""
+    from studio.inspect.kv_cache import parse_memory as _parse
+
+    return _parse(text)
 
 
 def dim_hints(handle: ModelHandle) -> tuple[DimHint, ...]:

@@ -1,4 +1,4 @@
-"""onnx-studio inspect MODEL [--json] [--dim NAME=VALUE ...]"""
+"""onnx-studio inspect MODEL [--json] [--dim NAME=VALUE ...] [--decoder [--kv-length N --batch B --memory 16GiB]]"""
 
 from __future__ import annotations
 
@@ -22,11 +22,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="value for a symbolic dim, used for FLOPs and memory (repeatable)")
     p.add_argument("--no-nodes", action="store_true", help="with --json: leave out the node and edge lists")
+    from studio.cli import inspect_decoder
+
+    inspect_decoder.add_arguments(p)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from studio.cli import inspect_decoder
     from studio.cli.dims_args import model_dims
 
+    if args.decoder:
+        return inspect_decoder.run(args)
     dims = model_dims(args)
     handle = api.load(args.model)
     summary = api.inspect(handle, dims)
@@ -88,6 +94,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"shapes     {printable(s.shape_note, 200)}")
     if s.shape_inference_error:
         print(f"shapes     inference incomplete: {printable(s.shape_inference_error, 400)}")
+    decoder = inspect_decoder.hint_line(handle)
+    if decoder:
+        print(decoder)
     return 0
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from sample_models.catalog import CATALOG
+from sample_models.catalog import ALL_SAMPLES
 from studio.core.errors import StudioError
 from studio.core.types import shape_text
 from studio.core.uploads import UploadedFile
 from studio import api
-from studio.ui import state, widgets
+from studio.ui import decoder_card, state, widgets
 
 
 def _keep_open() -> None:
@@ -56,12 +56,12 @@ def _open_model() -> None:
         if files:
             _handle_upload(files, n)
     with sample_tab:
-        names = [m.name for m in CATALOG]
-        purposes = {m.name: m.purpose for m in CATALOG}
+        names = [m.name for m in ALL_SAMPLES]
+        purposes = {m.name: m.purpose for m in ALL_SAMPLES}
         name = st.selectbox("Sample", names, format_func=lambda n: f"{n} — {purposes[n]}", key="sample_pick",
                             on_change=_keep_open)
         if st.button("Open sample", key="open_sample"):
-            sample = next(m for m in CATALOG if m.name == name)
+            sample = next(m for m in ALL_SAMPLES if m.name == name)
             widgets.guarded(lambda: state.add_model_file(sample.path, label=f"sample {name}"))
     with path_tab:
         if state.shared_mode():
@@ -160,6 +160,7 @@ def render() -> None:
         st.warning("Custom ops: " + ", ".join(widgets.md_escape(f"{c.domain}::{c.op_type} ×{c.count}", 80)
                                                for c in s.custom_ops))
 
+    decoder_card.render(handle)      # KV-cache decoders: architecture, convention, KV budget
     left, right = st.columns(2)
     hist = api.op_histogram_figure(s)
     if hist is not None:
