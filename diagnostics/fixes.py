@@ -92,7 +92,7 @@ def fix_to_file(model_path, names: list[str], output, *, verify: bool = True,
     there would look fixed and get deployed."""
     from passes.pipeline import run_pipeline
     from passes.registry import make_pass
-    from studio.core.outputs import check_destination, register_input, shown_path, staged_files
+    from studio.core.outputs import check_destination, disk_error, register_input, shown_path, staged_files
 
     register_input(model_path)
     label = shown_path(output)
@@ -108,9 +108,12 @@ def fix_to_file(model_path, names: list[str], output, *, verify: bool = True,
         feeds = load_npz(Path(inputs), input_specs(onnx.load_model(str(model_path), load_external_data=False)))
     # The result is staged beside the output and committed only when the fix applied and changed the model:
     # otherwise nothing is written, and nothing that was at the output before is touched.
-    with staged_files(output.parent, shown=str(Path(label).parent), what=label) as stage:
-        result = run_pipeline(Path(model_path).resolve(), passes, stage / output.name, verify=verify,
-                              pool_key=pool_key, dims=dims, feeds=feeds, partial="none")
+    with staged_files(output.parent, shown=label, what=label) as stage:
+        try:
+            result = run_pipeline(Path(model_path).resolve(), passes, stage / output.name, verify=verify,
+                                  pool_key=pool_key, dims=dims, feeds=feeds, partial="none")
+        except StudioError as exc:          # a full or read-only disk: named as the user gave the output
+            raise (disk_error(exc, label) or exc) from None
         if not result.ok:
             raise StudioError(f"fix not applied: {result.summary()}", code="FIX-FAILED")
         if not result.modified:

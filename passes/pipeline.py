@@ -327,121 +327,144 @@ def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *
         labels[partial_path] = shown_path(partial)
     output.parent.mkdir(parents=True, exist_ok=True)
     dims = {**dict(dims or {}), **_fixed_dims(passes)}
-    from studio.core.outputs import remove_scratch, scratch_dir
+    from studio.core.outputs import disk_error, remove_scratch, scratch_dir
 
-    workdir = scratch_dir(output.parent, ".pipeline-")
+    workdir = scratch_dir(output.parent, ".pipeline-", shown=shown)
     try:
-        # What ORT fixes silently (node order, duplicated opsets, old IR, contradicting output
-        # shapes) is repaired in a copy and said as lint; the user's file is only read.
-        source_dir = model_path.parent
-        normalized = normalize_in_worker(model_path, workdir, limits=limits, pool_key=pool_key)
-        lint, model_path = normalized.lint, normalized.path
-        if not (passes and passes[0].accepts_invalid):
-            validate_input(model_path, limits=limits, pool_key=pool_key, full_check=not normalized.checked)
-        model = load_for_passes(model_path)
-        ops_before = count_ops(model)
-        verifier = Verifier(model_path, dims=dims, feeds=feeds, tolerance=tolerance, limits=limits,
-                            pool_key=pool_key) if verify else None
-        ckpt = _Checkpoints(workdir, model_path)
-        records: list[PassRecord] = []
-        stopped: str | None = None
-        interface_fixed = False          # a changes_interface pass was accepted: later checks allow it too
-        io_dtypes_changed = False        # likewise for float input/output dtypes (convert-fp16, keep_io_types=false)
-        for i, p in enumerate(passes):
-            if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
-                records.extend(PassRecord(q.name, "skipped", False, (), {}, 0.0, 0.0, 0, 0, 0, 0, None,
-                                          f"skipped: the time budget of {time_budget_s:g} s was used up")
-                               for q in passes[i:])
-                stopped = p.name
-                break
-            if on_progress:
-                on_progress(i, len(passes), p.name)
-            for inst in instruments:
-                inst.before_pass(p, model)
-            nodes_before, params_before = sum(1 for _ in all_nodes(model)), _param_count(model)
-            declared = _interface(model)
-            t0 = time.perf_counter()
-            try:
-                res: PassResult = _apply(p, model, ckpt, limits, pool_key, nodes_before)
-                model = res.model
-                if not p.changes_interface:
-                    _restore_interface(model, declared, keep_types=p.changes_io_dtypes())
-            except Exception as exc:   # a pass bug must not lose the user's work
-                seconds = time.perf_counter() - t0
-                msg = _scrub(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}",
-                             workdir=workdir, model_dir=source_dir, out_dir=output.parent)
-                model = ckpt.restore()
-                rec = PassRecord(p.name, "error", False, (), {}, seconds, 0.0, nodes_before,
-                                 sum(1 for _ in all_nodes(model)), params_before, _param_count(model), None,
-                                 f"pass '{p.name}' failed: {msg}")
-                records.append(rec)
-                _after(instruments, p, model, rec)
-                if on_failure == "stop":
-                    stopped = p.name
-                    break
-                continue
-            seconds = time.perf_counter() - t0
-            changes = tuple(res.changes) if isinstance(res, PassResult) else ()
-            counts = dict(res.counts) if isinstance(res, PassResult) else {}
-            notes = tuple(getattr(res, "notes", ()))
-            modified = bool(res.modified)
-            verification: VerifyResult | None = None
-            status, message = ("changed" if modified else "unchanged"), ""
-            if modified and verifier is not None:
-                candidate = ckpt.save(model)
-                verification = verifier.verify(candidate, allow_fixed_dims=p.changes_interface or interface_fixed,
-                                               tolerance=p.verify_tolerance, quantized=p.verify_quantized,
-                                               allow_io_dtypes=p.changes_io_dtypes() or io_dtypes_changed)
-                message = verification.message
-                if verification.ok:
-                    ckpt.accept(candidate)
-                else:
-                    model = ckpt.reject(candidate)
-                    status = "reverted" if on_failure == "revert" else "failed"
-                    modified = False
-                    message = _scrub(f"pass '{p.name}' broke the model: {verification.message}", workdir=workdir,
-                                     model_dir=source_dir, out_dir=output.parent)
-            elif modified:
-                ckpt.accept(ckpt.save(model))     # unverified, but a later pass error reverts only that pass
-            if modified and p.changes_interface:
-                interface_fixed = True
-            if modified and p.changes_io_dtypes():
-                io_dtypes_changed = True
-            rec = PassRecord(p.name, status, modified, changes, counts, seconds,
-                             verification.seconds if verification else 0.0, nodes_before,
-                             sum(1 for _ in all_nodes(model)), params_before, _param_count(model),
-                             verification, message, notes, tuple(getattr(res, "warnings", ())),
-                             dict(getattr(res, "details", {}) or {}))
-            records.append(rec)
-            _after(instruments, p, model, rec)
-            if status == "failed":
-                stopped = p.name
-                break
-        if on_progress:
-            on_progress(len(passes), len(passes), "saving")
-        ok = stopped is None and all(r.status in ("changed", "unchanged") for r in records)
-        target = output if ok else partial_path
-        if target is not None:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if any(r.modified for r in records):
-                save_ir(model, target, shown=labels[target])
-            else:
-                _copy_unchanged(model_path, target, labels[target])
-        reference = "not verified (verification turned off)"
-        if verifier is not None:
-            if verifier.reference_error is not None:
-                reference = f"structure only: {verifier.reference_error}"
-            elif verifier.computed:
-                kind = "seeded" if feeds is None else "given"
-                reference = f"{verifier.reference_label}, {len(verifier.feed_sets)} {kind} feed set(s)"
-                if verifier.nondeterministic_note:       # never a pass's fault: said once, for the run
-                    reference += f"; {verifier.nondeterministic_note}"
-            else:
-                reference = "nothing to verify: no pass changed the model"
-        return PipelineResult(target, tuple(records), ok, stopped, dict(ops_before), dict(count_ops(model)),
-                              reference, time.perf_counter() - started, lint)
+        return _run_in(workdir, model_path, passes, output, labels, partial_path, verify=verify,
+                       on_failure=on_failure, dims=dims, feeds=feeds, tolerance=tolerance, limits=limits,
+                       pool_key=pool_key, instruments=instruments, on_progress=on_progress,
+                       time_budget_s=time_budget_s, started=started)
+    except Exception as exc:
+        # The destination's disk is full, read-only or past a file-size limit: the run stops there and
+        # says so (never a pass's failure); the work folder goes with it, so nothing was written.
+        err = disk_error(exc, shown)
+        if err is None:
+            raise
+        raise err from None
     finally:
         remove_scratch(workdir)
+
+
+def _run_in(workdir: Path, model_path: Path, passes: Sequence[StudioPass], output: Path, labels: dict,
+            partial_path: Path | None, *, verify: bool, on_failure: str, dims: dict[str, int],
+            feeds: list[Feeds] | None, tolerance: Tolerance | None, limits: Limits | None, pool_key: str,
+            instruments: Sequence[Instrument], on_progress: Callable[[int, int, str], None] | None,
+            time_budget_s: float | None, started: float) -> PipelineResult:
+    """The body of ``run_pipeline`` in its work folder (see there)."""
+    from studio.core.outputs import disk_error
+
+    # What ORT fixes silently (node order, duplicated opsets, old IR, contradicting output
+    # shapes) is repaired in a copy and said as lint; the user's file is only read.
+    source_dir = model_path.parent
+    normalized = normalize_in_worker(model_path, workdir, limits=limits, pool_key=pool_key)
+    lint, model_path = normalized.lint, normalized.path
+    if not (passes and passes[0].accepts_invalid):
+        validate_input(model_path, limits=limits, pool_key=pool_key, full_check=not normalized.checked)
+    model = load_for_passes(model_path)
+    ops_before = count_ops(model)
+    verifier = Verifier(model_path, dims=dims, feeds=feeds, tolerance=tolerance, limits=limits,
+                        pool_key=pool_key) if verify else None
+    ckpt = _Checkpoints(workdir, model_path)
+    records: list[PassRecord] = []
+    stopped: str | None = None
+    interface_fixed = False          # a changes_interface pass was accepted: later checks allow it too
+    io_dtypes_changed = False        # likewise for float input/output dtypes (convert-fp16, keep_io_types=false)
+    for i, p in enumerate(passes):
+        if time_budget_s is not None and time.perf_counter() - started > time_budget_s:
+            records.extend(PassRecord(q.name, "skipped", False, (), {}, 0.0, 0.0, 0, 0, 0, 0, None,
+                                      f"skipped: the time budget of {time_budget_s:g} s was used up")
+                           for q in passes[i:])
+            stopped = p.name
+            break
+        if on_progress:
+            on_progress(i, len(passes), p.name)
+        for inst in instruments:
+            inst.before_pass(p, model)
+        nodes_before, params_before = sum(1 for _ in all_nodes(model)), _param_count(model)
+        declared = _interface(model)
+        t0 = time.perf_counter()
+        try:
+            res: PassResult = _apply(p, model, ckpt, limits, pool_key, nodes_before)
+            model = res.model
+            if not p.changes_interface:
+                _restore_interface(model, declared, keep_types=p.changes_io_dtypes())
+        except Exception as exc:   # a pass bug must not lose the user's work
+            if disk_error(exc) is not None:
+                raise                  # the work folder's disk, not the pass: run_pipeline says so
+            seconds = time.perf_counter() - t0
+            msg = _scrub(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}",
+                         workdir=workdir, model_dir=source_dir, out_dir=output.parent)
+            model = ckpt.restore()
+            rec = PassRecord(p.name, "error", False, (), {}, seconds, 0.0, nodes_before,
+                             sum(1 for _ in all_nodes(model)), params_before, _param_count(model), None,
+                             f"pass '{p.name}' failed: {msg}")
+            records.append(rec)
+            _after(instruments, p, model, rec)
+            if on_failure == "stop":
+                stopped = p.name
+                break
+            continue
+        seconds = time.perf_counter() - t0
+        changes = tuple(res.changes) if isinstance(res, PassResult) else ()
+        counts = dict(res.counts) if isinstance(res, PassResult) else {}
+        notes = tuple(getattr(res, "notes", ()))
+        modified = bool(res.modified)
+        verification: VerifyResult | None = None
+        status, message = ("changed" if modified else "unchanged"), ""
+        if modified and verifier is not None:
+            candidate = ckpt.save(model)
+            verification = verifier.verify(candidate, allow_fixed_dims=p.changes_interface or interface_fixed,
+                                           tolerance=p.verify_tolerance, quantized=p.verify_quantized,
+                                           allow_io_dtypes=p.changes_io_dtypes() or io_dtypes_changed)
+            message = verification.message
+            if verification.ok:
+                ckpt.accept(candidate)
+            else:
+                model = ckpt.reject(candidate)
+                status = "reverted" if on_failure == "revert" else "failed"
+                modified = False
+                message = _scrub(f"pass '{p.name}' broke the model: {verification.message}", workdir=workdir,
+                                 model_dir=source_dir, out_dir=output.parent)
+        elif modified:
+            ckpt.accept(ckpt.save(model))     # unverified, but a later pass error reverts only that pass
+        if modified and p.changes_interface:
+            interface_fixed = True
+        if modified and p.changes_io_dtypes():
+            io_dtypes_changed = True
+        rec = PassRecord(p.name, status, modified, changes, counts, seconds,
+                         verification.seconds if verification else 0.0, nodes_before,
+                         sum(1 for _ in all_nodes(model)), params_before, _param_count(model),
+                         verification, message, notes, tuple(getattr(res, "warnings", ())),
+                         dict(getattr(res, "details", {}) or {}))
+        records.append(rec)
+        _after(instruments, p, model, rec)
+        if status == "failed":
+            stopped = p.name
+            break
+    if on_progress:
+        on_progress(len(passes), len(passes), "saving")
+    ok = stopped is None and all(r.status in ("changed", "unchanged") for r in records)
+    target = output if ok else partial_path
+    if target is not None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if any(r.modified for r in records):
+            save_ir(model, target, shown=labels[target])
+        else:
+            _copy_unchanged(model_path, target, labels[target])
+    reference = "not verified (verification turned off)"
+    if verifier is not None:
+        if verifier.reference_error is not None:
+            reference = f"structure only: {verifier.reference_error}"
+        elif verifier.computed:
+            kind = "seeded" if feeds is None else "given"
+            reference = f"{verifier.reference_label}, {len(verifier.feed_sets)} {kind} feed set(s)"
+            if verifier.nondeterministic_note:       # never a pass's fault: said once, for the run
+                reference += f"; {verifier.nondeterministic_note}"
+        else:
+            reference = "nothing to verify: no pass changed the model"
+    return PipelineResult(target, tuple(records), ok, stopped, dict(ops_before), dict(count_ops(model)),
+                          reference, time.perf_counter() - started, lint)
 
 
 def _after(instruments: Sequence[Instrument], p: StudioPass, model: ir.Model, rec: PassRecord) -> None:

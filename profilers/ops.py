@@ -423,7 +423,7 @@ def ops_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOu
         path = runner.end_profiling()  # type: ignore[attr-defined]
         if not path:
             raise RuntimeError("ONNX Runtime wrote no profile")
-        events = json.loads(Path(path).read_text())
+        events = _read_ort_profile(Path(path))
         raw, run_ms, nested = aggregate_ort_events(events if isinstance(events, list) else [], runs)
         return JobOutput(data={"kernels": [asdict(r) for r in raw], "runs": runs, "nested": nested,
                                "e2e_ns": e2e, "engine_run_ms": run_ms, "trace_file": Path(path).name,
@@ -513,3 +513,22 @@ def measure_ops(variant: dict[str, Any], arrays: Mapping[str, np.ndarray], model
     return build_op_profile(variant["id"], variant["engine"]["engine"], raw, GraphIndex.from_model(model),
                             int(data["runs"]), e2e_ms, data.get("engine_run_ms"),
                             data.get("trace_file"), data.get("trace_note", ""), notes)
+
+
+def _read_ort_profile(path: Path) -> object:
+    """ONNX Runtime's profile JSON. ORT writes it without checking the write, so a file-size limit
+    (``ulimit -f``) or a full disk leaves it cut short: said as such, not as a JSON syntax error."""
+    import resource
+
+    text = path.read_text()
+    try:
+        return json.loads(text)
+    except ValueError:
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        size = path.stat().st_size
+        if limit != resource.RLIM_INFINITY and size >= limit:
+            raise RuntimeError(f"ONNX Runtime's profile was cut at {size} bytes by the file-size limit (ulimit -f); "
+                               "raise the limit to profile per op") from None
+        raise RuntimeError(f"ONNX Runtime's profile is cut short or not JSON ({size} bytes): the disk may be "
+                           "full") from None
+

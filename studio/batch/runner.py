@@ -11,6 +11,8 @@ plots, CSV, JSON) is written at the end of every run.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,7 +23,7 @@ from pathlib import Path
 from studio.batch.executors import Executor, LocalExecutor, _model_files
 from studio.batch.stages import STAGES, StageOutcome, StageTask, machine_facts
 from studio.core.errors import StudioError
-from studio.core.outputs import check_destination
+from studio.core.outputs import check_destination, disk_error, shown_path, translated
 from studio.core.paths import safe_name
 
 STATE_FILE = "batch-state.jsonl"
@@ -139,7 +141,30 @@ def run_batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Seque
         raise StudioError(f"unknown stage {unknown[0][:20]!r}; stages: {', '.join(STAGES)}" if unknown
                           else "give at least one stage", code="BAD-OPTION")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    state_path = out / STATE_FILE
+    had_state, had_out = state_path.is_file(), os.path.lexists(out)
+    try:
+        return _run_batch(paths, out, stages=stages, executor=executor, force=force, stage_options=stage_options,
+                          target=target, on_progress=on_progress, on_outcome=on_outcome)
+    except Exception as exc:
+        # A full or read-only disk: one line. The append-only state keeps every row finished before it.
+        kept = state_path.is_file() and (had_state or state_path.stat().st_size > 0)
+        err = disk_error(exc, shown_path(out_dir), note=(
+            f"the rows finished so far are kept in {shown_path(state_path)} (run the same command again to "
+            "resume)" if kept else "nothing was written"))
+        if err is None:
+            raise
+        if not kept and not had_out and out.is_dir() and not out.is_symlink():
+            shutil.rmtree(out, ignore_errors=True)      # made by this run, holding nothing finished
+        raise err from None
+
+
+def _run_batch(paths: Sequence[str | Path], out: Path, *, stages: Sequence[str], executor: Executor | None,
+               force: bool, stage_options: dict | None, target: str | None, on_progress: ProgressFn | None,
+               on_outcome: Callable[[BatchModel, StageOutcome], None] | None) -> BatchResult:
+    """The body of ``run_batch`` (see there)."""
+    with translated(shown_path(out)):
+        out.mkdir(parents=True, exist_ok=True)
     models = discover(paths)
     state_path = out / STATE_FILE
     previous = {} if force else _read_state(state_path)

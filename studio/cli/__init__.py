@@ -73,6 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:          # `onnx-studio inspect --json | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:           # a write no command translated itself: a full or read-only disk, a limit
+        from studio.core.outputs import disk_error
+
+        err = disk_error(exc, note="the command stopped there")
+        if err is None:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

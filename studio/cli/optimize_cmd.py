@@ -101,7 +101,12 @@ def _run(args: argparse.Namespace) -> int:
         api.add_optimized_version(kept(args).model, kept(args).version.id, result, preset=args.preset,
                                   label=args.preset or ("passes" if names else "safe"))
     if args.report:
-        outputs.write_json(args.report, report)
+        try:
+            outputs.write_json(args.report, report)
+        except StudioError as exc:          # a full or read-only disk at the report, the model already saved
+            raise (outputs.side_output_failed(exc, outputs.shown_path(args.report),
+                                              f"the model ({outputs.shown_path(out if result.ok else partial)})")
+                   if result.output is not None else None) or exc from None
     if args.json:
         print_json(report)
     else:

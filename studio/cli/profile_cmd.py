@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -170,29 +171,31 @@ def _run(args: argparse.Namespace) -> int:
         return _run_on_targets(args, targets, list(zip(labels, handles)), engines, options)
     keep = Path(args.out_dir) if args.out_dir else None
     folder = keep if keep is not None else Path(tempfile.mkdtemp(prefix="onnx-studio-profile-"))
+    # --out-dir on a full or read-only disk: one line, and the job folder's files written so far go again.
+    guard = outputs.writing_folder(keep) if keep is not None else contextlib.nullcontext()
     try:
-        progress = None
-        if not args.json and sys.stderr.isatty():
-            def progress(fraction: float, message: str) -> None:
-                sys.stderr.write(f"\r{fraction:4.0%} {printable(message, 90):<100}")
-                sys.stderr.flush()
-        profile = api.profile(list(zip(labels, handles)), engines, options, out_dir=folder, pool_key="cli",
-                              on_progress=progress)
-        if progress is not None:
-            sys.stderr.write("\r" + " " * 106 + "\r")
-        keep_json(args, "profile.json", profile.to_dict(include_samples=True), "profile")
-        if args.trace:
-            _export_traces(profile, Path(args.trace))
-        if keep is not None:
-            outputs.write_json(keep / "profile.json", profile.to_dict(include_samples=True), indent=1, default=None)
-        if args.json:
-            print_json(profile.to_dict(include_samples=args.samples))
-        else:
-            _print(profile, args.top)
+        with guard:
+            progress = None
+            if not args.json and sys.stderr.isatty():
+                def progress(fraction: float, message: str) -> None:
+                    sys.stderr.write(f"\r{fraction:4.0%} {printable(message, 90):<100}")
+                    sys.stderr.flush()
+            profile = api.profile(list(zip(labels, handles)), engines, options, out_dir=folder, pool_key="cli",
+                                  on_progress=progress)
+            if progress is not None:
+                sys.stderr.write("\r" + " " * 106 + "\r")
+            keep_json(args, "profile.json", profile.to_dict(include_samples=True), "profile")
+            traced = _export_traces(profile, Path(args.trace)) if args.trace else True
+            if keep is not None:
+                outputs.write_json(keep / "profile.json", profile.to_dict(include_samples=True), indent=1, default=None)
+            if args.json:
+                print_json(profile.to_dict(include_samples=args.samples))
+            else:
+                _print(profile, args.top)
     finally:
         if keep is None:
             shutil.rmtree(folder, ignore_errors=True)   # scratch: the temp folder made above
-    return 0 if profile.ok else 1
+    return 0 if profile.ok and traced else 1
 
 
 def _run_on_targets(args: argparse.Namespace, targets: list[str], models: list, engines: list, options) -> int:
@@ -209,17 +212,21 @@ def _run_on_targets(args: argparse.Namespace, targets: list[str], models: list, 
     return 0 if all(m.result.ok for m in measured) else 1
 
 
-def _export_traces(profile, dest: Path) -> None:  # noqa: ANN001 - profilers.profile.Profile
+def _export_traces(profile, dest: Path) -> bool:  # noqa: ANN001 - profilers.profile.Profile
+    """Write each variant's per-op trace; False (and a note) when none was produced, so nothing was written."""
     traced = [(v.id, profile.trace_path(v.id)) for v in profile.variants]
     traced = [(vid, path) for vid, path in traced if path is not None]
     if not traced:
-        print("note: no per-op trace was produced (see the per-op notes)", file=sys.stderr)
-        return
+        why = next((n for v in profile.variants for n in v.notes if n.startswith("per-op")), "see the per-op notes")
+        print(f"error: no per-op trace was produced, so nothing was written to {printable(str(dest), 200)} "
+              f"({printable(why, 240)})", file=sys.stderr)
+        return False
     for vid, path in traced:
         suffix = dest.suffix or ".json"
         target = dest if len(traced) == 1 else dest.with_name(f"{dest.stem}-{distinct_name(vid)}{suffix}")
         _write_trace(path, target)
         print(f"trace    {vid}: {target}", file=sys.stderr)
+    return True
 
 
 def _ms(x: float | None) -> str:

@@ -69,6 +69,8 @@ class OutputError(PathError):
     """An output destination is not acceptable, or writing it failed (one line, the user's path)."""
 
     code = "BAD-PATH"
+    errno: int | None = None          # the OSError's errno when a write failed (see DISK_ERRNOS)
+    settled: bool = False             # the message already says what was and was not written: kept as is
 
 
 # -- inputs ---------------------------------------------------------------------------------------
@@ -197,10 +199,96 @@ _REASONS = {
 }
 
 
-def describe(exc: OSError, shown: str) -> OutputError:
-    """An OSError of a write as a one-line error naming ``shown``."""
+# Write failures that are the destination's, never the run's: a full disk, a quota, a file-size limit,
+# a read-only file system, no permission. A run that meets one stops (it does not blame a pass or a
+# variant) and says, in one line, what could not be written and that nothing was.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def describe(exc: OSError, shown: str, *, note: str = "nothing was written") -> OutputError:
+    """An OSError of a write as a one-line error naming ``shown``. Every write here is atomic (a temp
+    file renamed into place), so a failed one leaves nothing at the destination: ``note`` says so."""
     reason = _REASONS.get(exc.errno or 0) or (exc.strerror or type(exc).__name__).lower()
-    return OutputError(f"cannot write '{shown}': {reason}")
+    err = OutputError(f"cannot write '{shown}': {reason}; {note}")
+    err.errno = exc.errno
+    return err
+
+
+def disk_error(exc: BaseException, shown: str | None = None, *,
+               note: str = "nothing was written") -> OutputError | None:
+    """``exc`` as the one-line OutputError of a destination that cannot take the write (``DISK_ERRNOS``):
+    an OSError raised anywhere (a library writing by path), or an OutputError this module made. It names
+    ``shown`` (the output as the user gave it) when given, else the file the error names. None for
+    anything else (a bug, a model problem): that stays the run's own error."""
+    code = exc.errno if isinstance(exc, (OSError, OutputError)) else None
+    if code not in DISK_ERRNOS:
+        return None
+    if isinstance(exc, OutputError) and (exc.settled or (shown is None and note == "nothing was written")):
+        return exc
+    if shown is None:
+        shown = shown_path(exc.filename) if isinstance(exc, OSError) and exc.filename else "the output"
+    return describe(OSError(code, os.strerror(code)), shown, note=note)
+
+
+def side_output_failed(exc: BaseException, shown: str, written: str) -> OutputError | None:
+    """A side output (a report, a zip of a bundle) hit a full or read-only disk after the main output
+    was saved: one line naming both, so the user knows what is there (``written``) and what is not."""
+    err = disk_error(exc, shown, note=f"{written} was written, '{shown}' was not")
+    if err is not None:
+        err.settled = True
+    return err
+
+
+@contextmanager
+def writing_folder(folder: str | Path, *, shown: str | None = None, remove_new: bool = True) -> Iterator[None]:
+    """A block that fills ``folder`` file by file (plugin packages, precision variants, a profile's job
+    folder, an export): a full disk, a read-only mount or a file-size limit met by any write inside (the
+    studio's or a library's) stops it with one line naming the folder as the user gave it
+    (``disk_error``), and what the block created there is removed again -- every new file and folder
+    (``remove_new``; else only ``folder`` itself when the block made it and it is empty) -- so the run
+    leaves nothing half written. What existed before is never touched, nor is anything removed on any
+    other error (a concurrent run's files stay)."""
+    label = shown or shown_path(folder)
+    root = Path(os.path.abspath(folder))
+    existed = os.path.lexists(root)
+    before: set[str] = set()
+    if remove_new and existed and root.is_dir() and not root.is_symlink():
+        for dirpath, dirnames, filenames in os.walk(root):
+            before.update(os.path.join(dirpath, n) for n in (*dirnames, *filenames))
+    try:
+        yield
+    except Exception as exc:
+        err = disk_error(exc, label)
+        if err is None:
+            raise
+        if remove_new:
+            _remove_new(root, existed, before)
+        elif not existed:
+            try:
+                os.rmdir(root)
+            except OSError:
+                pass
+        raise err from None
+
+
+def _remove_new(root: Path, existed: bool, before: set[str]) -> None:
+    if not root.is_dir() or root.is_symlink():
+        return
+    if not existed:
+        shutil.rmtree(root, ignore_errors=True)          # the block made the folder: all of it is this run's
+        return
+    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if path not in before:
+                _unlink_quiet(Path(path))
+        for name in dirnames:
+            path = os.path.join(dirpath, name)
+            if path not in before:
+                if os.path.islink(path):
+                    _unlink_quiet(Path(path))
+                else:
+                    shutil.rmtree(path, ignore_errors=True)
 
 
 @contextmanager

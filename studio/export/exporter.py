@@ -19,7 +19,7 @@ from pathlib import Path
 from studio.core import jsonsafe
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle, require_valid
-from studio.core.outputs import check_destination, register_input, remove_scratch
+from studio.core.outputs import check_destination, disk_error, register_input, remove_scratch, writing_folder
 from studio.core.paths import atomic_write_text
 from studio.export.bundle import bundle_name, check_final, finalize, inventory, prepare_output, staging_dir, write_zip
 from studio.export.context import ExportContext
@@ -60,13 +60,16 @@ def _run_target(ctx: ExportContext, target: str) -> TargetResult:
     ctx.progress(target, "starting")
     try:
         result = _runner(target)(ctx)
-    except StudioError as exc:
-        result = TargetResult(target, ERROR, str(exc), seconds=time.perf_counter() - started)
-    except Exception as exc:  # a bug in one target must not cost the user the others
-        first = (str(exc).splitlines() or [""])[0][:200]
-        log.debug("export target %s failed", target, exc_info=True)     # the traceback with -v only
-        result = TargetResult(target, ERROR, f"unexpected error ({type(exc).__name__}): {first}",
-                              seconds=time.perf_counter() - started)
+    except Exception as exc:
+        if disk_error(exc) is not None:
+            raise             # the output folder's disk is full or read-only: the whole export stops
+        if isinstance(exc, StudioError):
+            result = TargetResult(target, ERROR, str(exc), seconds=time.perf_counter() - started)
+        else:                 # a bug in one target must not cost the user the others
+            first = (str(exc).splitlines() or [""])[0][:200]
+            log.debug("export target %s failed", target, exc_info=True)     # the traceback with -v only
+            result = TargetResult(target, ERROR, f"unexpected error ({type(exc).__name__}): {first}",
+                                  seconds=time.perf_counter() - started)
     ctx.progress(target, f"done: {result.status}")
     return result
 
@@ -82,6 +85,15 @@ def export_model(handle: ModelHandle, options: ExportOptions, out_dir: str | Pat
     itself (node order, duplicated opsets, an old IR version, a contradicted output shape:
     :mod:`passes.normalize`) is exported from a repaired copy, each repair a note of the bundle;
     anything else the checker refuses is refused here too."""
+    # A full or read-only disk: one line naming the folder; the staging goes (a concurrent export's bundle stays).
+    with writing_folder(out_dir, remove_new=False):
+        return _export_checked(handle, options, out_dir, pool_key=pool_key, on_tick=on_tick,
+                               on_progress=on_progress, tasks=tasks)
+
+
+def _export_checked(handle: ModelHandle, options: ExportOptions, out_dir: str | Path, *, pool_key: str,
+                    on_tick: Callable[[float], None] | None, on_progress: Callable[[str, str], None] | None,
+                    tasks: Mapping[str, str] | None) -> ExportResult:
     if handle.check.ok:
         return _export(handle, (), options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress,
                        tasks=tasks)
@@ -159,7 +171,13 @@ def _export(handle: ModelHandle, repairs: tuple[str, ...], options: ExportOption
         manifest["files"] = inventory(staging)
         atomic_write_text(staging / "manifest.json", jsonsafe.dumps(manifest, indent=2))
         final = finalize(staging, out / name)
-        zip_path = write_zip(final, out / f"{name}.zip") if options.zip else None
+        try:
+            zip_path = write_zip(final, out / f"{name}.zip") if options.zip else None
+        except StudioError as exc:          # a full disk after the bundle was published: say what is there
+            from studio.core.outputs import shown_path, side_output_failed
+
+            raise side_output_failed(exc, shown_path(Path(out_dir) / f"{name}.zip"),
+                                     f"the bundle ({shown_path(Path(out_dir) / name)})") or exc from None
         return ExportResult(final, zip_path, targets, manifest, time.perf_counter() - started)
     finally:
         remove_scratch(work)

@@ -448,6 +448,15 @@ def scaffold(sig: OpSignature, targets: str | Sequence[str], out_dir: Path, *, m
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise StudioError(f"output folder '{out_dir.name}' is a file; choose a folder", code="BAD-PATH")
+    from studio.core.outputs import writing_folder
+
+    with writing_folder(out_dir):         # a full or read-only disk: one line, and no half package left
+        return _scaffold(sig, targets, out_dir, model_name=model_name, model_sha=model_sha, opsets=opsets,
+                         impl_code=impl_code)
+
+
+def _scaffold(sig: OpSignature, targets: str | Sequence[str], out_dir: Path, *, model_name: str, model_sha: str,
+              opsets: dict[str, int] | None, impl_code: dict[str, str] | None) -> PluginScaffold:
     root = safe_child(out_dir, _op_folder(f"{sig.domain}_{sig.op_type}" if sig.domain else sig.op_type))
     ctx_base = _context(sig, model_name, model_sha, dict(opsets or {}))
     packages = []

@@ -34,6 +34,7 @@ from studio.core.compare import QUANTIZED
 from studio.core.engines import RunOptions, get_engine
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
+from studio.core.outputs import disk_error
 from studio.core.sandbox import Limits, default_limits
 from studio.precision.latency import LatencyItem, measure, ratio_to
 
@@ -550,7 +551,29 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
     calibration data held out from calibration when it is given, 4 fresh random sets
     when it is not). ``calibration_method``: minmax, entropy or percentile.
     Variant models are written under ``out_dir`` (a temporary folder when None,
-    removed afterwards)."""
+    removed afterwards). A full or read-only disk at ``out_dir`` stops the run with one
+    line, and the variants written there so far are removed again (nothing is left half done)."""
+    from studio.core.outputs import writing_folder
+
+    options = dict(variants=variants, calibration=calibration, inputs=inputs, samples=samples, preprocess=preprocess,
+                   dims=dims, target_cosine=target_cosine, latency_budget_s=latency_budget_s, limits=limits,
+                   pool_key=pool_key, on_progress=on_progress, on_tick=on_tick, calibration_method=calibration_method,
+                   dataset=dataset, target=target, tasks=tasks)
+    if out_dir is None:
+        return _evaluate_variants(model_path, out_dir=None, **options)
+    with writing_folder(out_dir):
+        return _evaluate_variants(model_path, out_dir=Path(out_dir), **options)
+
+
+def _evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None, out_dir: Path | None = None,
+                      calibration: Path | None = None, inputs: Path | None = None, samples: int = 8,
+                      preprocess: ImagePreprocess | None = None, dims: Mapping[str, int] | None = None,
+                      target_cosine: float = 0.99, latency_budget_s: float = 60.0, limits: Limits | None = None,
+                      pool_key: str = "default", on_progress: Callable[[int, int, str], None] | None = None,
+                      on_tick: Callable[[float], None] | None = None,
+                      calibration_method: str = "minmax", dataset=None, target=None,
+                      tasks: Mapping[str, str] | None = None) -> PrecisionReport:
+    """The body of ``evaluate_variants``."""
     model_path = Path(model_path)
     header = onnx.load_model(str(model_path), load_external_data=False)
     names = list(variants or default_variants(header))
@@ -650,6 +673,8 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                 else:
                     built[name] = _build(spec, model_path, work, pass_extra, eval_feeds, long_limits, pool_key)
             except Exception as exc:  # noqa: BLE001 - one variant failing must not stop the report
+                if disk_error(exc) is not None:
+                    raise                       # the output folder's disk, not the variant: the run stops
                 msg = str(exc) if isinstance(exc, StudioError) else f"{type(exc).__name__}: {exc}"
                 results[name] = VariantResult(name, spec.label, spec.engine, spec.precision, "failed",
                                               error=" ".join(msg.split())[:400])
@@ -667,6 +692,8 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                                                    candidate_header=header if ir else None,
                                                    tolerance=QUANTIZED if ir else None, tasks=tasks)
             except Exception as exc:  # noqa: BLE001
+                if disk_error(exc) is not None:
+                    raise
                 msg = str(exc) if isinstance(exc, StudioError) else f"{type(exc).__name__}: {exc}"
                 results[name] = VariantResult(name, spec.label, spec.engine, spec.precision, "failed",
                                               path=path, error=" ".join(msg.split())[:400])

@@ -77,10 +77,14 @@ class Catalog:
         if not create and not self.path.is_file():
             raise CatalogError("not a project (no catalog)", code="NO-PROJECT")
         if create:
-            with self._lock, closing(self._connect()) as con:
-                con.execute("PRAGMA journal_mode=WAL")
-                con.executescript(SCHEMA)
-                con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            try:
+                with self._lock, closing(self._connect()) as con:
+                    con.execute("PRAGMA journal_mode=WAL")
+                    con.executescript(SCHEMA)
+                    con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            except sqlite3.DatabaseError as exc:     # a full or read-only projects root, a file-size limit
+                raise CatalogError(f"cannot create the project catalog ({exc}: the disk may be full, read-only "
+                                   "or past a file-size limit); nothing was written", code="CATALOG-WRITE") from None
         else:
             schema = self.one("SELECT value FROM meta WHERE key='schema'")
             try:
@@ -145,13 +149,20 @@ class Catalog:
             except sqlite3.DatabaseError as exc:
                 raise CatalogError(f"the project catalog cannot be written ({exc})", code="BAD-CATALOG") from None
             with closing(con):
-                con.execute("BEGIN IMMEDIATE")
                 try:
-                    yield con
-                except BaseException:
-                    con.execute("ROLLBACK")
-                    raise
-                con.execute("COMMIT")
+                    con.execute("BEGIN IMMEDIATE")
+                    try:
+                        yield con
+                    except BaseException:
+                        if con.in_transaction:
+                            con.execute("ROLLBACK")
+                        raise
+                    con.execute("COMMIT")
+                except sqlite3.OperationalError as exc:   # a full disk or a read-only projects root
+                    if "locked" in str(exc) or "busy" in str(exc):
+                        raise
+                    raise CatalogError(f"the project catalog cannot be written ({exc}); the change was not "
+                                       "saved", code="CATALOG-WRITE") from None
 
     def touch(self, con: sqlite3.Connection) -> None:
         con.execute("UPDATE projects SET updated=?", (time.time(),))
@@ -178,6 +189,10 @@ class Catalog:
 
     def backup_to(self, target: Path) -> None:
         """A consistent copy of the catalog (SQLite's online backup), e.g. for zips and duplicates."""
-        with closing(self._connect()) as src, closing(sqlite3.connect(target)) as dst:
-            src.backup(dst)
-            dst.execute("PRAGMA journal_mode=DELETE")
+        try:
+            with closing(self._connect()) as src, closing(sqlite3.connect(target)) as dst:
+                src.backup(dst)
+                dst.execute("PRAGMA journal_mode=DELETE")
+        except sqlite3.DatabaseError as exc:     # a full disk, a file-size limit, a read-only folder
+            raise CatalogError(f"cannot copy the project catalog ({exc}: the disk may be full, read-only or "
+                               "past a file-size limit); nothing was written", code="CATALOG-WRITE") from None

@@ -128,10 +128,14 @@ class Project:
     @classmethod
     def create(cls, root: Path, name: str) -> Project:
         root.mkdir(parents=True, exist_ok=False)
-        cat = Catalog(root / CATALOG, create=True)
-        now = time.time()
-        with cat.write() as con:
-            con.execute("INSERT INTO projects VALUES (?, ?, ?, ?)", (root.name, name, now, now))
+        try:
+            cat = Catalog(root / CATALOG, create=True)
+            now = time.time()
+            with cat.write() as con:
+                con.execute("INSERT INTO projects VALUES (?, ?, ?, ?)", (root.name, name, now, now))
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)  # scratch: the folder made just above, not yet a project
+            raise
         return cls(root)
 
     def __repr__(self) -> str:

@@ -38,7 +38,8 @@ def default_projects_root() -> Path:
 
 def _root(root: str | Path | None) -> Path:
     r = Path(root).expanduser().resolve() if root else default_projects_root()
-    r.mkdir(parents=True, exist_ok=True)
+    with outputs.translated(outputs.shown_path(r)):
+        r.mkdir(parents=True, exist_ok=True)
     return r
 
 
@@ -152,16 +153,36 @@ def rename_project(project: Project, name: str) -> Project:
 
 
 def _copy_tree(project: Project, dest: Path) -> None:
-    """Files of a project (not its scratch) and a consistent copy of its catalog."""
+    """Files of a project (not its scratch) and a consistent copy of its catalog (in the projects root:
+    a full disk or a file-size limit there is one line, and the copy is removed by the caller)."""
+    with outputs.translated(outputs.shown_path(project.root.parent)):      # the projects root
+        _copy_files(project, dest)
+    project.catalog.backup_to(dest / CATALOG)
+
+
+def _copy_files(project: Project, dest: Path) -> None:
     dest.mkdir(parents=True)
     for item in project.root.iterdir():
         if item.name in SKIP_IN_ZIP or item.name.startswith(CATALOG):
             continue
         if item.is_dir() and not item.is_symlink():
-            shutil.copytree(item, dest / item.name, symlinks=True)  # scratch: inside the projects root, the studio's own store
+            _copy_dir(item, dest / item.name)
         elif item.is_file() and not item.is_symlink():
             shutil.copy2(item, dest / item.name)  # scratch: inside the projects root, the studio's own store
-    project.catalog.backup_to(dest / CATALOG)
+
+
+def _copy_dir(src: Path, dst: Path) -> None:
+    """``shutil.copytree(symlinks=True)`` that lets the first OSError through as it is (copytree gathers
+    them into one ``shutil.Error`` without an errno, so a full disk could not be told apart)."""
+    dst.mkdir()
+    for item in src.iterdir():
+        target = dst / item.name
+        if item.is_symlink():
+            os.symlink(os.readlink(item), target)
+        elif item.is_dir():
+            _copy_dir(item, target)
+        elif item.is_file():
+            shutil.copy2(item, target)  # scratch: inside the projects root, the studio's own store
 
 
 def _adopt(folder: Path, root: Path, name: str | None) -> Project:
@@ -208,17 +229,26 @@ def delete_project(project: Project | str, root: str | Path | None = None) -> No
 
 def export_project(project: Project, out: str | Path) -> Path:
     """The project as one zip (catalog, models, artifacts, data; no scratch)."""
-    out = Path(out).resolve()
+    shown = outputs.shown_path(out)
+    out = outputs.check_destination(out, shown=shown)
     root = project.root.parent
     tmp = root / f".tmp-{new_id()}"
     try:
-        _copy_tree(project, tmp)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with outputs.open_output(out, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED,
-                                                                   allowZip64=True) as zf:
-            for p in sorted(tmp.rglob("*")):
-                if p.is_file() and not p.is_symlink():
-                    zf.write(p, p.relative_to(tmp).as_posix())
+        # Only the catalog is copied first (a consistent snapshot); every other file goes into the zip
+        # straight from the project (content-addressed, written once), so the export needs no second
+        # copy of the models on the projects root's disk.
+        with outputs.translated(outputs.shown_path(root)):
+            tmp.mkdir()
+        project.catalog.backup_to(tmp / CATALOG)
+        with outputs.open_output(out, "wb", shown=shown) as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED,
+                                                                               allowZip64=True) as zf:
+            zf.write(tmp / CATALOG, CATALOG)
+            for p in sorted(project.root.rglob("*")):
+                rel = p.relative_to(project.root)
+                if rel.parts[0] in SKIP_IN_ZIP or rel.parts[0].startswith(CATALOG) or p.is_symlink() \
+                        or not p.is_file() or any(part.startswith(".onnx-studio-") for part in rel.parts):
+                    continue
+                zf.write(p, rel.as_posix())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
     return out
@@ -233,21 +263,29 @@ def import_project(archive: str | Path | bytes, root: str | Path | None = None, 
     if not any(rel.as_posix() == CATALOG for _, rel in members):
         raise StudioError("not an onnx-studio project archive (no catalog.sqlite at its top)", code="NOT-A-PROJECT")
     tmp = r / f".tmp-{new_id()}"
-    tmp.mkdir()
     try:
-        import io
-
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            for info, rel in members:
-                target = safe_child(tmp, rel)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as src, open(target, "wb") as dst:  # scratch: inside the projects root, the studio's own store
-                    blob = src.read(info.file_size + 1)
-                    if len(blob) > info.file_size:
-                        raise StudioError("archive member larger than declared; refusing the archive")
-                    dst.write(blob)
+        with outputs.translated(outputs.shown_path(r)):
+            tmp.mkdir()
+            _unpack(data, members, tmp)
         return _adopt(tmp, r, name)
     except CatalogError as exc:
+        if exc.code == "CATALOG-WRITE":      # the projects root's disk, not the archive
+            raise
         raise StudioError(f"the archive's catalog cannot be read ({exc})", code="NOT-A-PROJECT") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
+
+
+def _unpack(data: bytes, members, tmp: Path) -> None:  # noqa: ANN001 - zip_members' (ZipInfo, Path) pairs
+    """The checked archive members, written under ``tmp``."""
+    import io
+
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        for info, rel in members:
+            target = safe_child(tmp, rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(target, "wb") as dst:  # scratch: inside the projects root, the studio's own store
+                blob = src.read(info.file_size + 1)
+                if len(blob) > info.file_size:
+                    raise StudioError("archive member larger than declared; refusing the archive")
+                dst.write(blob)

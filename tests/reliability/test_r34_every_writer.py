@@ -1,0 +1,178 @@
+"""RELIABILITY R34 for every command that writes: a full disk (a small tmpfs, filled), a read-only
+mount and a file-size limit (``ulimit -f``: RLIMIT_FSIZE with SIGXFSZ ignored, as a shell sets it)
+each give one clean line that names the destination as the user typed it and says nothing was
+written (or, for a resumable batch, what was kept), a non-zero exit, and nothing left at the
+destination. An exit of 0 with nothing saved is a failure (``precision --out`` used to do that).
+
+Full disk and read-only run the CLI in-process; the file-size limit needs its own process.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from studio import api
+from studio.cli import main
+from tests.conftest import ROOT, assert_user_message, sha256_file
+
+pytestmark = pytest.mark.slow
+HANG_GUARD_S = 600
+
+
+def _model(n: int) -> onnx.ModelProto:
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((n, n)).astype("float32"), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+                          "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+# name -> (argv with {D} for the destination folder, RLIMIT_FSIZE bytes that the output exceeds,
+#          the destination as the message must name it)
+WRITERS: dict[str, tuple[list[str], int, str]] = {
+    "optimize -o": (["optimize", "m.onnx", "-o", "{D}/o.onnx"], 100_000, "{D}/o.onnx"),
+    "optimize -o --no-verify": (["optimize", "m.onnx", "-o", "{D}/o.onnx", "--no-verify"], 100_000, "{D}/o.onnx"),
+    "optimize --report": (["optimize", "small.onnx", "-o", "o-small.onnx", "--report", "{D}/r.json"], 3_000,
+                          "{D}/r.json"),
+    "check --fix --output": (["check", "m.onnx", "--engines", "onnxruntime", "--fix", "fold-constants", "--output",
+                              "{D}/f.onnx"], 100_000, "{D}/f.onnx"),
+    "plugin -o": (["plugin", "foo.onnx", "--op", "my.dom::Foo", "--dim", "N=2", "--target", "ort-python", "-o",
+                   "{D}/plug", "--no-run"], 3_000, "{D}/plug"),
+    "precision --out": (["precision", "m.onnx", "--variants", "fp32,fp16", "--budget", "1", "--out", "{D}/var"],
+                        100_000, "{D}/var"),
+    "precision --chart": (["precision", "small.onnx", "--variants", "fp32,fp16", "--budget", "1", "--chart",
+                           "{D}/c.html"], 1_000_000, "{D}/c.html"),
+    "export -o": (["export", "m.onnx", "--target", "ort", "-o", "{D}/exp"], 100_000, "{D}/exp"),
+    "graph -o": (["graph", "m.onnx", "-o", "{D}/g.html"], 100_000, "{D}/g.html"),
+    "compare --chart": (["compare", "small.onnx", "small.onnx", "--layerwise", "--chart", "{D}/c.html"], 1_000_000,
+                        "{D}/c.html"),
+    "profile --trace": (["profile", "small.onnx", "--iterations", "2", "--warmup", "1", "--trace", "{D}/t.json"],
+                        3_000, "{D}/t.json"),
+    "profile --out-dir": (["profile", "small.onnx", "--iterations", "2", "--warmup", "1", "--out-dir", "{D}/p"],
+                          3_000, "{D}/p"),
+    "projects export -o": (["projects", "export", "zipped", "-o", "{D}/p.zip"], 150_000, "{D}/p.zip"),
+    "batch -o": (["batch", "small.onnx", "-o", "{D}/b", "--workers", "1"], 3_000, "{D}/b"),
+    "projects create (root)": (["--projects-root", "{D}/pr", "projects", "create", "x"], 3_000, ""),
+    "check --project (root)": (["--projects-root", "{D}/pr", "check", "small.onnx", "--engines", "onnxruntime",
+                                "--project", "p"], 3_000, ""),
+    "projects import (root)": (["--projects-root", "{D}/pr", "projects", "import", "pz.zip"], 3_000, ""),
+}
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    """The inputs every writer reads, in the current folder (paths are typed as a user would)."""
+    from tests.plugins.plugin_models import custom_op_model
+
+    onnx.save(_model(256), tmp_path / "m.onnx")                 # 256 KiB of weights
+    onnx.save(_model(16), tmp_path / "small.onnx")
+    onnx.save(custom_op_model(), tmp_path / "foo.onnx")
+    monkeypatch.chdir(tmp_path)
+    p = api.create_project("zipped")
+    api.add_model(p, tmp_path / "m.onnx")
+    api.export_project(p, tmp_path / "pz.zip")
+    return tmp_path
+
+
+def _mount(mnt: Path, *options: str) -> None:
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(("size=64k", *options)), "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"mounting a small tmpfs is not permitted here: {proc.stderr.strip()[:200]}")
+
+
+@pytest.fixture(params=["full", "read-only"])
+def mounted(request, work):
+    """``mnt``: a 64 KiB tmpfs, filled to the last byte or read-only."""
+    mnt = work / "mnt"
+    mnt.mkdir()
+    _mount(mnt)
+    try:
+        if request.param == "full":
+            fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
+            try:
+                while True:
+                    os.write(fd, b"\0" * 4096)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+        else:
+            proc = subprocess.run(["mount", "-o", "remount,ro", str(mnt)], capture_output=True, text=True)
+            if proc.returncode != 0:
+                pytest.skip(f"remounting read-only is not permitted here: {proc.stderr.strip()[:200]}")
+        yield request.param, mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _check_message(line: str, name: str, dest: str, condition: str) -> None:
+    assert_user_message(line)
+    assert line.startswith("error: "), line
+    reason = {"full": ("no space left", "disk is full", "disk i/o error"),
+              "read-only": ("read-only",),
+              "fsize": ("file-size limit", "disk i/o error")}[condition]      # SQLite's words for EFBIG
+    low = line.lower()
+    assert any(r in low for r in reason), line
+    if dest:
+        assert dest in line, line
+    if name == "batch -o" and "kept in" in line:
+        assert "run the same command again" in line
+    elif name == "optimize --report":             # a side output: the model was saved first, and it says so
+        assert "the model (o-small.onnx) was written" in line and f"'{dest}' was not" in line, line
+    elif name == "profile --trace" and condition == "fsize" and "no per-op trace" in line:
+        assert "nothing was written" in line       # ORT itself could not write its profile under the limit
+    else:
+        assert "nothing was written" in line, line
+
+
+@pytest.mark.parametrize("name", sorted(WRITERS))
+def test_a_full_or_read_only_destination_is_one_clean_line(mounted, capsys, name):
+    condition, mnt = mounted
+    argv, _limit, dest = WRITERS[name]
+    before = {p.name: sha256_file(p) for p in Path.cwd().glob("*.onnx")}
+    rc = main([a.replace("{D}", "mnt") for a in argv])
+    err = capsys.readouterr().err
+    assert rc != 0, f"{name} exited 0 on a {condition} disk: {err[-500:]}"
+    assert "Traceback" not in err
+    _check_message(err.strip().splitlines()[-1], name, dest.replace("{D}", "mnt"), condition)
+    # Nothing at the destination: no file (an empty folder the run made, e.g. a projects root, holds nothing).
+    left = sorted(p.relative_to(mnt).as_posix() for p in mnt.rglob("*") if not p.is_dir())
+    assert left == (["filler"] if condition == "full" else []), left
+    assert {n: sha256_file(Path(n)) for n in before} == before                 # the inputs untouched
+
+
+def _limited(limit: int):
+    def preexec() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)             # as a shell with `ulimit -f` leaves it
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return preexec
+
+
+@pytest.mark.parametrize("name", sorted(WRITERS))
+def test_a_file_size_limit_is_one_clean_line(work, name):
+    argv, limit, dest = WRITERS[name]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "studio", *[a.replace("{D}", "out") for a in argv]], cwd=work,
+                          env=env, capture_output=True, text=True, timeout=HANG_GUARD_S, preexec_fn=_limited(limit))
+    assert proc.returncode not in (0, -signal.SIGXFSZ), (proc.returncode, proc.stderr[-800:])
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    _check_message(proc.stderr.strip().splitlines()[-1], name, dest.replace("{D}", "out"), "fsize")
+    out = work / "out"
+    files = [p for p in out.rglob("*") if p.is_file()] if out.exists() else []
+    if name == "batch -o" and "kept in" in proc.stderr:     # resumable: the finished rows stay, as it says
+        assert (out / "b" / "batch-state.jsonl").stat().st_size > 0
+    else:
+        assert files == [], files                                      # nothing half written
