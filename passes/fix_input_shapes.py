@@ -108,6 +108,10 @@ class FixInputShapes(StudioPass):
         measured, run_note = measure_open_shapes(model, used)
         if run_note:
             notes.append(run_note)
+        unchecked = _outputs_from_formulas(model, said, used)
+        if unchecked:
+            notes.append(f"{unchecked} output dim(s) taken from the exporter's dim formulas, unchecked (neither "
+                         "inference nor a run could compute them)")
         wrong = _wrong_formulas(model, said, used)
         if wrong:
             shown = "; ".join(wrong[:MAX_NAMED]) + (f" (+{len(wrong) - MAX_NAMED} more)" if len(wrong) > MAX_NAMED
@@ -121,6 +125,26 @@ class FixInputShapes(StudioPass):
         text = ", ".join(f"{k}={v}" for k, v in used.items())
         return result(model, [Change("changed", (), f"inputs {', '.join(fixed_inputs)}: {text}")], notes=notes,
                       dims_fixed=len(used), shapes_measured=measured, formulas_wrong=len(wrong))
+
+
+def _outputs_from_formulas(model: ir.Model, said: dict[str, list[tuple[int, str]]], dims: dict[str, int]) -> int:
+    """Graph-output dims still unknown get the exporter's formula value (the interface keeps a size;
+    the hint is the best there is when no run could measure it). Returns how many."""
+    n = 0
+    for v in model.graph.outputs:
+        if v.shape is None or v.name not in said:
+            continue
+        new = list(v.shape)
+        for axis, formula in said[v.name]:
+            value = evaluate(formula, dims)
+            unknown = axis < len(new) and isinstance(new[axis], ir.SymbolicDim) and (
+                new[axis].value is None or new[axis].value.startswith("unk__"))     # inference's own "don't know"
+            if unknown and value is not None:
+                new[axis] = value
+                n += 1
+        if new != list(v.shape):
+            v.shape = ir.Shape(new)
+    return n
 
 
 def _wrong_formulas(model: ir.Model, said: dict[str, list[tuple[int, str]]], dims: dict[str, int]) -> list[str]:

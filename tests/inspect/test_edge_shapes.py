@@ -247,3 +247,17 @@ def test_fix_input_shapes_leaves_data_dependent_sizes_dynamic(tmp_path):
     y = fixed.graph.output[0].type.tensor_type
     assert not y.HasField("shape") or not all(d.HasField("dim_value") for d in y.shape.dim)
     assert any("keep a dynamic shape" in n for n in result.records[0].notes)
+
+
+def test_fix_input_shapes_keeps_an_output_size_only_the_formula_knows(tmp_path):
+    """A custom op stops inference and no run can measure it: the output keeps the exporter's formula
+    value (the interface needs a size), and the note says it is unchecked."""
+    from tests.inspect.test_dims_flow import _custom_then_formula
+
+    out = tmp_path / "static.onnx"
+    result = api.optimize(api.load(save(_custom_then_formula(), tmp_path / "m.onnx")), passes=["fix-input-shapes"],
+                          out_path=out, dims={"n": 5})
+    assert result.ok, result.summary()
+    y = onnx.load(out).graph.output[0].type.tensor_type.shape.dim
+    assert [d.dim_value for d in y] == [10, 3]
+    assert any("taken from the exporter's dim formulas, unchecked" in n for n in result.records[0].notes)
