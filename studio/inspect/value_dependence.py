@@ -87,8 +87,9 @@ def _walk(nodes, tainted: set[str], shaped: set[str], known: set[str], depth: in
 
 def _body(graph, inputs: list[tuple[bool, bool]], tainted: set[str], shaped: set[str], known: set[str],
           depth: int) -> tuple[list[bool], list[bool]]:
-    """(tainted, shaped) of a body's outputs, given its inputs' and the outer scope's."""
-    t, s = set(tainted), set(shaped)
+    """(tainted, shaped) of a body's outputs, given its inputs' and the outer scope's. The sets are
+    shared, not copied (a graph of many Loops stays linear): ONNX names are unique across scopes."""
+    t, s = tainted, shaped
     for vi, (ti, si) in zip(graph.input, inputs):
         t.discard(vi.name)
         s.discard(vi.name)

@@ -261,3 +261,30 @@ def test_fix_input_shapes_keeps_an_output_size_only_the_formula_knows(tmp_path):
     y = onnx.load(out).graph.output[0].type.tensor_type.shape.dim
     assert [d.dim_value for d in y] == [10, 3]
     assert any("taken from the exporter's dim formulas, unchecked" in n for n in result.records[0].notes)
+
+
+def _loop(trip_from_input: bool) -> onnx.ModelProto:
+    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                              helper.make_node("Add", ["h_in", "h_in"], ["h_out"]),
+                              helper.make_node("Identity", ["h_out"], ["scan"])], "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [2])],
+                             [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [2]),
+                              helper.make_tensor_value_info("scan", TensorProto.FLOAT, [2])])
+    nodes = [helper.make_node("Loop", ["m" if trip_from_input else "three", "yes", "x"], ["h", "trace"], body=body)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])]
+    inits = [numpy_helper.from_array(np.array(True), "yes"), numpy_helper.from_array(np.array(3, np.int64), "three")]
+    if trip_from_input:
+        inputs.append(helper.make_tensor_value_info("m", TensorProto.INT64, []))
+    g = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("h", TensorProto.FLOAT, [2]),
+                                               helper.make_tensor_value_info("trace", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_loops_length_depends_on_values_only_when_its_trip_count_does():
+    from studio.inspect.value_dependence import value_dependent_shapes
+
+    assert value_dependent_shapes(_loop(trip_from_input=False)) == set()
+    assert value_dependent_shapes(_loop(trip_from_input=True)) == {"trace"}    # the state keeps its shape
