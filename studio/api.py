@@ -125,10 +125,11 @@ def inspect_decoder(model: ModelHandle | str | Path, *, length: int | None = Non
     """Parameters per block, KV-cache bytes per token and at ``length`` x ``batch`` (default: the context
     length, 1) per KV dtype, and the KV budget for ``memory`` (bytes or '16GiB'; default: this machine's
     RAM), with a warning where a runtime would preallocate more. Never reads the weights."""
+    from studio.inspect.decoder import recognize
     from studio.inspect.kv_cache import decoder_report
 
     proto, path = _decoder_source(model)
-    spec = decoder_spec(model if isinstance(model, ModelHandle) else path)
+    spec = recognize(proto, folder=path.parent, filename=path.name)
     if spec is None:
         raise StudioError(f"'{path.name[:80]}' is not a KV-cache decoder: it has no past_key_values.N.key/value "
                           "inputs nor present.N.key/value outputs", code="NOT-A-DECODER")
