@@ -370,7 +370,8 @@ def recognize(model: ModelProto, *, folder: Path | None = None, filename: str | 
     if f.get("kv_heads") is None or f.get("head_dim") is None:
         raise DecoderError(f"cache {short(first.input or first.output)} has shape "
                            f"{shape_str(first.past_shape or first.present_shape)}: its KV heads and head dim must be "
-                           "fixed sizes ([batch, kv_heads, length, head_dim]) to size the cache")
+                           "fixed sizes ([batch, kv_heads, length, head_dim]) to size the cache",
+                           code="DECODER-CACHE-SHAPE")
     cache = tuple(c if c.heads is not None else replace(c, heads=f.get("kv_heads")) for c in cache)
     input_ids, logits = _tokens(f, view, model, inputs, present_names, convention)
     f.fill(configs, "hidden", *(("vocab",) if convention != "onnx-attention" else ()))

@@ -329,6 +329,25 @@ def test_cache_mismatch_is_one_line_naming_both_sides(kind, tmp_path, capsys):
     assert sha256_file(path) == before                                   # the model is only read
 
 
+def test_dynamic_kv_heads_need_a_source(tmp_path):
+    """KV heads left symbolic in the cache shapes: an error, unless a config.json beside the model says."""
+    def edit(g):
+        for vi in (*g.input, *g.output):
+            if vi.name.startswith(("past_key_values.", "present.")):
+                vi.type.tensor_type.shape.dim[1].dim_param = "kv_heads"
+    path = _broken(tmp_path, edit)
+    with pytest.raises(StudioError) as exc:
+        api.decoder_spec(path)
+    assert exc.value.code == "DECODER-CACHE-SHAPE" and "past_key_values.0.key" in str(exc.value)
+    assert_user_message(str(exc.value))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "num_attention_heads": 6,
+                                                      "num_key_value_heads": 2, "max_position_embeddings": 4096}))
+    spec = api.decoder_spec(path)
+    assert (spec.kv_heads, spec.heads, spec.context) == (2, 6, 96)      # the graph's rotary table wins for context
+    assert next(f.source for f in spec.facts if f.name == "kv_heads") == "config.json"
+    assert spec.kv_bytes_per_token() == LLAMA_KV and all(c.heads == 2 for c in spec.cache)
+
+
 # ------------------------------------------------------------------ CLI
 
 
