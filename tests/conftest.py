@@ -20,6 +20,21 @@ SAMPLES = ROOT / "sample_models"
 ONNX_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
 
 
+def pytest_configure(config) -> None:
+    """The run's sandbox: projects root, workspace and XDG homes in one temporary folder, set before any
+    fixture or server starts (tests/sandbox.py)."""
+    from tests import sandbox
+
+    sandbox.configure(config, ROOT)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """Fail the run when the suite wrote under the real home's onnx-studio folders or into the checkout."""
+    from tests import sandbox
+
+    sandbox.finish(session, ROOT)
+
+
 def pytest_sessionstart(session) -> None:
     """Under CI, every required component imports in a fresh interpreter before any test runs,
     or the run stops here naming each one missing or broken (R55). Once per run (not per xdist

@@ -10,16 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.servers import StudioServer
 from tests.requirements import chromium_path
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
@@ -33,58 +28,15 @@ def _require_browser() -> str:
     return chromium_path()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, workspace: Path, model: Path | None = None, extra_env: dict | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "studio", "serve", "--port", str(self.port), "--workspace", str(workspace)]
-        if model:
-            cmd.append(str(model))
-        env = {**os.environ, **(extra_env or {})}
-        self.log = open(workspace / "server.log", "wb")
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {(workspace / 'server.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError("server did not start within 90 s")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> None:
-        import signal
-
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        self.log.close()
-
-
 @pytest.fixture
 def studio_server(tmp_path):
-    servers: list[Server] = []
+    """``studio_server(model=None, **env)``: ``onnx-studio serve`` for this test (tests.servers.StudioServer),
+    on the test's own projects root (the one the test's api calls see) and a workspace in its temp folder."""
+    servers: list[StudioServer] = []
 
-    def start(model: Path | None = None, **env: str) -> Server:
+    def start(model: Path | None = None, **env: str) -> StudioServer:
         ws = tmp_path / f"server-ws-{len(servers)}"
-        ws.mkdir()
-        s = Server(ws, model, env)
+        s = StudioServer(ws, model=model, projects_root=Path(os.environ["ONNX_STUDIO_PROJECTS_ROOT"]), env=env)
         servers.append(s)
         return s
 

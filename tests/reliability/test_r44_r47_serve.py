@@ -12,7 +12,7 @@ import pytest
 
 from studio.cli import main
 from tests.conftest import assert_user_message
-from tests.e2e.conftest import free_port
+from tests.servers import free_port
 from tests.reliability.serving import Serve, all_gone, port_bindable, send, wait_until
 
 PORT_FREE_S = 5

@@ -1,0 +1,93 @@
+"""The one way the suite starts ``onnx-studio serve``: as a user would (its own process group,
+``python -m studio serve``), with the test's own projects root and workspace in its environment
+-- named explicitly, so a server started by a module- or session-scoped fixture (before any
+per-test environment exists) never lands in the user's real ~/.local/share/onnx-studio."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+from tests.conftest import ROOT
+
+START_TIMEOUT_S = 90         # a generous bound that only guards a hang at start-up
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class StudioServer:
+    """``onnx-studio serve [MODEL] [ARGS]`` on a free 127.0.0.1 port; ``stop()`` ends it and its children.
+
+    ``projects_root`` defaults to ``<workspace's folder>/projects``: never the environment's (which a
+    fixture outside the test may not have set yet), never the user's home."""
+
+    def __init__(self, workspace: Path, *args: str, model: Path | None = None, projects_root: Path | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        workspace = Path(workspace)
+        workspace.mkdir(parents=True, exist_ok=True)
+        self.workspace = workspace
+        self.projects_root = Path(projects_root) if projects_root else workspace.parent / "projects"
+        self.projects_root.mkdir(parents=True, exist_ok=True)
+        self.log_path = workspace.parent / f"serve-{self.port}.log"
+        self.log = open(self.log_path, "wb")
+        cmd = [sys.executable, "-m", "studio", "serve", "--port", str(self.port), "--workspace", str(workspace),
+               *args, *([str(model)] if model else [])]
+        self.env = {**os.environ, **(env or {}), "ONNX_STUDIO_PROJECTS_ROOT": str(self.projects_root),
+                    "ONNX_STUDIO_WORKSPACE": str(workspace)}
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.log.close()
+                raise RuntimeError(f"serve exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"serve did not start within {START_TIMEOUT_S} s")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def descendants(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def stop(self) -> None:
+        """SIGTERM to the server's group, then SIGKILL to whatever of it (and its children) is left."""
+        procs = [psutil.Process(self.proc.pid), *self.descendants()] if self.proc.poll() is None else []
+        if procs:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(10)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+        for p in procs:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        if self.proc.poll() is None:
+            self.proc.wait(10)
+        if not self.log.closed:
+            self.log.close()
