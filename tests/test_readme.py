@@ -35,7 +35,7 @@ def readme_blocks() -> list[list[tuple[str, int]]]:
     blocks = []
     for block in _BLOCK.findall((ROOT / "README.md").read_text()):
         cmds = []
-        for raw in block.splitlines():
+        for raw in block.replace("\\\n", " ").splitlines():   # a shell line continuation joins two lines
             line = raw.split("  #")[0].strip()
             if _runnable(line):
                 rc = _EXIT.search(raw)
