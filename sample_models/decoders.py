@@ -15,7 +15,8 @@ The graphs follow the two export conventions users bring:
   with ``cos_cache``/``sin_cache``, ``SkipSimplifiedLayerNormalization`` and ``MatMulNBits``
   int4 weights (block 16, symmetric: zero point 8); the past is
   ``[batch_size, kv_heads, past_sequence_length, head_dim]``, the present
-  ``[batch_size, kv_heads, total_sequence_length, head_dim]``.
+  ``[batch_size, kv_heads, total_sequence_length, head_dim]``. ORT's CPU GroupQueryAttention takes one
+  new token per step when batch > 1 and a past is given (a multi-token continuation needs batch 1).
 
 Every weight is random (seeded): these models have no meaning, only structure; results on them
 are labelled "random weights". :func:`write_large_decoder` streams a ~1B-parameter-shaped model
