@@ -74,9 +74,9 @@ def peers_simplify_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     data = {"nodes": len(out.graph.node), "all_nodes": count_all_nodes(out.graph),
             "size_bytes": out.ByteSize(), "seconds": seconds}
     if args.get("out"):
-        Path(args["out"]).parent.mkdir(parents=True, exist_ok=True)
-        large = out.ByteSize() > 1_800_000_000
-        onnx.save(out, args["out"], save_as_external_data=large)
+        from studio.core.save import save_model
+
+        save_model(out, Path(args["out"]))
     return JobOutput(data=data)
 
 
