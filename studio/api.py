@@ -75,7 +75,7 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "compare", "make_inputs", "precision",
            "UploadedFile", "add_dataset", "add_model", "add_version", "create_project", "delete_project", "duplicate_project",
            "export_project", "get_settings", "import_project", "input_run", "job", "list_projects", "list_versions", "model_for",
-           "open_project", "project_artifacts", "project_datasets", "project_jobs", "project_model", "project_models", "projects_root",
+           "open_project", "project_artifacts", "project_for_model", "project_datasets", "project_jobs", "project_model", "project_models", "projects_root",
            "record_artifact", "rename_project", "set_setting", "shared_mode", "batch", "cluster_targets",
            "configured_cluster", "profile_on", "precision_on", "decoder_spec", "inspect_decoder", "kv_budget",
            "parse_memory", "edit", "validate_edit_script", "edit_script",
@@ -858,12 +858,26 @@ def list_projects(root: str | Path | None = None) -> list[ProjectInfo]:
 
 
 def open_project(id_or_name: str, root: str | Path | None = None, *, by_name: bool = True,
-                 create: bool = False) -> Project:
-    """A project by id (or unique name); jobs left running by a dead process are marked interrupted.
-    ``create``: make a project of that name when there is none."""
+                 create: bool = False, unique: bool = False) -> Project:
+    """A project by id (or name: where several share it, the most recently changed one; ``unique``:
+    an error naming their ids, for what renames or removes); jobs left running by a dead process are
+    marked interrupted. ``create``: make a project of that name when there is none."""
     from studio.projects import open_or_create, open_project as _open
 
-    return open_or_create(id_or_name, root) if create else _open(id_or_name, root, by_name=by_name)
+    return open_or_create(id_or_name, root) if create else _open(id_or_name, root, by_name=by_name, unique=unique)
+
+
+def project_for_model(source: str | Path | ModelHandle, root: str | Path | None = None
+                      ) -> tuple[Project, ProjectModel, Version]:
+    """Where a model opened by path lives (``serve MODEL``): the most recently changed project that
+    holds this exact content (by sha256, whatever the projects are named), else a new project named
+    after the model. Never ambiguous: names are labels, the content decides."""
+    from studio.projects import create_project as _create, project_with_content
+
+    handle = source if isinstance(source, ModelHandle) else _load(source)
+    project = project_with_content(handle.sha256, root) or _create(handle.name, root)
+    model, version = project.find_content(handle.sha256) or project.add_model_file(handle)
+    return project, model, version
 
 
 def rename_project(project: Project | str, name: str, root: str | Path | None = None) -> Project:

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         p = api.create_project(args.name)
         print_json({"id": p.id, "name": p.name}) if args.json else print(f"created {p.id}  {printable(p.name, 120)}")
     elif action == "rename":
-        p = api.rename_project(api.open_project(args.project), args.name)
+        p = api.rename_project(api.open_project(args.project, unique=True), args.name)
         print(f"renamed {p.id} to {printable(p.name, 120)}")
     elif action == "export":
         if not args.output.lower().endswith(".zip"):
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"imported as {p.id}  {printable(p.name, 120)}")
     elif action == "rm":
         try:
-            p = api.open_project(args.project)
+            p = api.open_project(args.project, unique=True)      # never the wrong one of two of a name
         except StudioError as exc:
             if exc.code != "BAD-CATALOG":
                 raise

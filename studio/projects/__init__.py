@@ -22,9 +22,11 @@ from studio.projects.registry import (
     list_projects,
     open_or_create,
     open_project,
+    project_with_content,
     rename_project,
 )
 
 __all__ = ["Artifact", "Dataset", "Job", "ModelInfo", "Project", "ProjectInfo", "ProjectModel", "RunningJob",
            "create_project", "default_projects_root", "delete_project", "duplicate_project", "export_project",
-           "import_project", "is_project_id", "list_projects", "open_or_create", "open_project", "rename_project"]
+           "import_project", "is_project_id", "list_projects", "open_or_create", "open_project", "project_with_content",
+           "rename_project"]

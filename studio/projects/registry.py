@@ -66,8 +66,18 @@ def create_project(name: str, root: str | Path | None = None) -> Project:
     return Project.create(_root(root) / new_id(), _clean_name(name))
 
 
-def open_project(id_or_name: str, root: str | Path | None = None, *, by_name: bool = True) -> Project:
-    """A project by id (or, with ``by_name``, by its unique name); stale jobs are reconciled."""
+def _updated(project: Project) -> float:
+    row = project.catalog.one("SELECT updated FROM projects")
+    return float(row["updated"]) if row else 0.0
+
+
+def open_project(id_or_name: str, root: str | Path | None = None, *, by_name: bool = True,
+                 unique: bool = False) -> Project:
+    """A project by id (or, with ``by_name``, by its name); stale jobs are reconciled.
+
+    Names are labels, ids are identity: where several projects share the name, the most recently
+    changed one opens. ``unique`` (for what changes or removes a project by name): that is an error
+    naming the ids instead."""
     r = _root(root)
     key = str(id_or_name)
     if is_project_id(key) and (r / key / CATALOG).is_file():
@@ -78,10 +88,21 @@ def open_project(id_or_name: str, root: str | Path | None = None, *, by_name: bo
         matches = [p for p in _all(r) if p.name == key] if by_name else []
         if not matches:
             raise StudioError(f"no project '{key[:60]}'", code="NO-PROJECT")
-        if len(matches) > 1:
+        if len(matches) > 1 and unique:
             raise StudioError(f"{len(matches)} projects are named '{key[:60]}'; use the id "
                               f"({', '.join(p.id for p in matches)})", code="AMBIGUOUS-PROJECT")
-        project = matches[0]
+        project = max(matches, key=_updated)
+    project.reconcile()
+    return project
+
+
+def project_with_content(sha256: str, root: str | Path | None = None) -> Project | None:
+    """The most recently changed project holding a version with this content (sha256), if any."""
+    holders = [p for p in _all(_root(root)) if p.catalog.one("SELECT 1 FROM versions WHERE sha256=? LIMIT 1",
+                                                              (sha256,)) is not None]
+    if not holders:
+        return None
+    project = max(holders, key=_updated)
     project.reconcile()
     return project
 

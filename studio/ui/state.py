@@ -175,11 +175,11 @@ def _preload() -> None:
         return
     try:
         handle = api.load(path)
-        if shared_mode():
+        if shared_mode():                 # each session its own project: sessions never see each other's
             p = api.create_project(handle.name)
-        else:
-            p = api.open_project(handle.name, create=True)
-        model, version = api.model_for(p, handle)
+            model, version = api.model_for(p, handle)
+        else:                             # the newest project holding this content, else a new one
+            p, model, version = api.project_for_model(handle)
         open_project(p.id, model.id, version.id)
     except StudioError as exc:
         st.session_state["onnx_studio_preload_error"] = str(exc)

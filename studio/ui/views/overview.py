@@ -107,14 +107,15 @@ def render() -> None:
     st.title("Overview")
     err = st.session_state.pop("onnx_studio_preload_error", None) or st.session_state.pop("onnx_studio_url_error", None)
     if err:
-        widgets.show_error(Exception(err))
+        widgets.show_error(StudioError(err))      # a known problem (a link, the preloaded model), said as such
     _upload_error()             # above the panel: visible even when the panel is collapsed
     handle = state.current_handle()
     with st.expander("Open a model", expanded=handle is None or st.session_state.pop("open_model_expanded", False)):
         _open_model()
     handle = state.current_handle()
     if handle is None:
-        st.info("Upload an ONNX model, open a sample, or give a path to begin.")
+        st.info("Upload an ONNX model or open a sample to begin." if state.shared_mode() else
+                "Upload an ONNX model, open a sample, or give a path to begin.")
         return
     _dims_inputs(handle)
     summary = widgets.guarded(lambda: state.summary(handle, state.dims()), spinner="Inspecting the model…")
