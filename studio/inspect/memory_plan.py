@@ -1,0 +1,411 @@
+"""The memory plan: tensor lifetimes in ORT's execution order, an arena with reuse, and what-if orders.
+
+Why: one peak number (:mod:`studio.inspect.memory`) does not say which tensors
+hold the peak or whether another order would lower it. This module
+
+* reproduces onnxruntime's DEFAULT execution order: ``GraphViewer`` runs
+  ``Graph::ReverseDFSFrom`` from the leaf nodes (nodes no other node consumes)
+  with ``NodeCompare`` (node index), emitting a node when it is left, so the
+  highest-index leaf's cone runs first and, within a node, its highest-index
+  producer's cone first. ORT turns ``Constant`` nodes into initializers on load,
+  so they are not scheduled;
+* gives every tensor a lifetime (produced at step i, freed after its last
+  consumer; graph inputs live from the start, graph outputs to the end;
+  initializers are weights, counted apart);
+* simulates an arena with reuse: each activation is placed best-fit in a freed
+  gap (the smallest gap that holds it, like ORT's ``MemPatternPlanner``), else at
+  the end; the arena's size is the plan's figure and "max live bytes" its lower
+  bound;
+* finds a memory-aware order (exact search over the graph's downsets for small
+  graphs, greedy otherwise) and a node order for the file that makes ORT's
+  reverse DFS run it (:func:`file_order_for`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from onnx import GraphProto
+
+ALIGNMENT = 64          # ORT aligns CPU allocations to 64 bytes
+EXACT_MAX_NODES = 18    # exact order search up to this many nodes
+_EXACT_MAX_STATES = 200_000
+
+
+@dataclass(frozen=True)
+class OpNode:
+    """One scheduled node: its index in the file, label and value names."""
+
+    index: int
+    label: str
+    op_type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A graph reduced to what memory planning needs (names, sizes, interface)."""
+
+    nodes: tuple[OpNode, ...]                 # in file order
+    sizes: Mapping[str, int]                  # bytes per value (unknown ones are absent)
+    graph_inputs: tuple[str, ...]
+    graph_outputs: tuple[str, ...]
+    weights_bytes: int = 0
+
+    @property
+    def unknown(self) -> tuple[str, ...]:
+        names = [o for n in self.nodes for o in n.outputs if o and o not in self.sizes]
+        return tuple(names + [i for i in self.graph_inputs if i not in self.sizes])
+
+
+@dataclass(frozen=True)
+class TensorLife:
+    name: str
+    bytes: int
+    start: int          # step that produces it (-1: a graph input)
+    end: int            # last step that reads it (len(order): a graph output)
+    kind: str           # input | activation | output
+    offset: int = -1    # placement in the arena (activations only)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Where memory goes at each step of one execution order."""
+
+    order: tuple[str, ...]                    # node labels in execution order
+    live_bytes: tuple[int, ...]               # bytes live while each step runs (inputs + outputs of the step)
+    peak_bytes: int                           # max live bytes (all tensors: inputs, activations, outputs)
+    peak_step: int
+    peak_node: str | None
+    peak_tensors: tuple[tuple[str, int], ...] # live at the peak, largest first
+    activation_peak_bytes: int                # max live bytes of intermediate tensors only (lower bound)
+    arena_bytes: int                          # best-fit arena for intermediates (what ORT's pattern allocates)
+    weights_bytes: int
+    tensors: tuple[TensorLife, ...]
+    unknown_tensors: tuple[str, ...]          # sizes unknown: counted as 0
+
+    def to_dict(self, *, include_tensors: bool = True) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "tensors"}
+        d["order"] = list(self.order)
+        d["live_bytes"] = list(self.live_bytes)
+        d["peak_tensors"] = [[n, b] for n, b in self.peak_tensors]
+        d["unknown_tensors"] = list(self.unknown_tensors)
+        if include_tensors:
+            d["tensors"] = [t.to_dict() for t in self.tensors]
+        return d
+
+
+# ============================================================================ building a schedule
+
+def schedule_from_graph(graph: GraphProto, size_of: Callable[[str], int | None],
+                        weights_bytes: int = 0) -> Schedule:
+    """The graph's non-Constant nodes with sizes from ``size_of`` (None: unknown)."""
+    constants = {t.name for t in graph.initializer}
+    nodes = []
+    for i, n in enumerate(graph.node):
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+            constants.update(n.output)
+            continue
+        nodes.append(OpNode(i, n.name or f"{n.op_type}_{i}", n.op_type,
+                            tuple(x for x in n.input if x and x not in constants),
+                            tuple(n.output)))
+    inputs = tuple(vi.name for vi in graph.input if vi.name not in constants)
+    outputs = tuple(vo.name for vo in graph.output if vo.name not in constants)
+    sizes: dict[str, int] = {}
+    for name in list(inputs) + [o for n in nodes for o in n.outputs if o]:
+        b = size_of(name)
+        if b is not None:
+            sizes[name] = int(b)
+    return Schedule(tuple(nodes), sizes, inputs, outputs, weights_bytes)
+
+
+# ============================================================================ ORT's order
+
+def _producers(s: Schedule) -> dict[str, int]:
+    return {o: k for k, n in enumerate(s.nodes) for o in n.outputs if o}
+
+
+def _preds(s: Schedule) -> list[list[int]]:
+    prod = _producers(s)
+    return [sorted({prod[x] for x in n.inputs if x in prod}) for n in s.nodes]
+
+
+def ort_order(s: Schedule) -> tuple[int, ...]:
+    """Positions into ``s.nodes`` in onnxruntime's DEFAULT order (ReverseDFSFrom the leaves)."""
+    preds = _preds(s)
+    has_consumer = {p for ps in preds for p in ps}
+    stack: list[tuple[int, bool]] = [(k, False) for k in range(len(s.nodes)) if k not in has_consumer]
+    visited = [False] * len(s.nodes)
+    out: list[int] = []
+    while stack:
+        k, leave = stack.pop()
+        if leave:
+            out.append(k)
+            continue
+        if visited[k]:
+            continue
+        visited[k] = True
+        stack.append((k, True))
+        stack.extend((p, False) for p in preds[k])        # ascending index: the highest is popped first
+    return tuple(out)
+
+
+# ============================================================================ lifetimes and the arena
+
+def _aligned(n: int, alignment: int) -> int:
+    return (n + alignment - 1) // alignment * alignment if alignment > 1 else n
+
+
+def best_fit(lives: Sequence[TensorLife], alignment: int = ALIGNMENT) -> tuple[int, dict[str, int]]:
+    """Place each tensor (in order of ``start``) in the smallest freed gap that holds it, else at the end.
+
+    A block is free after the step of its last reader. Returns (arena bytes, offsets)."""
+    placed: list[tuple[int, int, int]] = []      # (offset, size, end step)
+    offsets: dict[str, int] = {}
+    arena = 0
+    for t in sorted(lives, key=lambda x: (x.start, x.name)):
+        size = _aligned(max(t.bytes, 1), alignment)
+        placed = [b for b in placed if b[2] >= t.start]          # freed before this step: gone
+        placed.sort()
+        best, best_gap, cursor = None, None, 0
+        for off, sz, _ in placed:
+            gap = off - cursor
+            if gap >= size and (best_gap is None or gap < best_gap):
+                best, best_gap = cursor, gap
+            cursor = max(cursor, off + sz)
+        if best is None:
+            best = cursor
+        placed.append((best, size, t.end))
+        offsets[t.name] = best
+        arena = max(arena, best + size)
+    return arena, offsets
+
+
+def plan(s: Schedule, order: Sequence[int] | None = None, alignment: int = ALIGNMENT) -> MemoryPlan:
+    """Lifetimes, live bytes per step, the peak and the best-fit arena for one order."""
+    order = tuple(ort_order(s) if order is None else order)
+    step_of = {k: i for i, k in enumerate(order)}
+    end = len(order)
+    outputs = set(s.graph_outputs)
+    last: dict[str, int] = {}
+    for k in order:
+        for x in s.nodes[k].inputs:
+            last[x] = step_of[k]
+    lives: list[TensorLife] = []
+    for name in s.graph_inputs:
+        lives.append(TensorLife(name, s.sizes.get(name, 0), -1, end if name in outputs else last.get(name, -1),
+                                "input"))
+    for k in order:
+        for o in s.nodes[k].outputs:
+            if not o:
+                continue
+            kind = "output" if o in outputs else "activation"
+            lives.append(TensorLife(o, s.sizes.get(o, 0), step_of[k],
+                                    end if o in outputs else last.get(o, step_of[k]), kind))
+    inter = [t for t in lives if t.kind == "activation"]
+    arena, offsets = best_fit(inter, alignment)
+    lives = [TensorLife(t.name, t.bytes, t.start, t.end, t.kind, offsets.get(t.name, -1)) for t in lives]
+    live, act = [], []
+    for i in range(end):
+        here = [t for t in lives if t.start <= i <= t.end]
+        live.append(sum(t.bytes for t in here))
+        act.append(sum(t.bytes for t in here if t.kind == "activation"))
+    if not live:
+        live = [sum(t.bytes for t in lives)]
+        act = [0]
+    peak_step = max(range(len(live)), key=lambda i: (live[i], -i))
+    at_peak = sorted(((t.name, t.bytes) for t in lives if t.start <= peak_step <= t.end),
+                     key=lambda x: (-x[1], x[0]))
+    labels = tuple(s.nodes[k].label for k in order)
+    return MemoryPlan(labels, tuple(live), live[peak_step], peak_step, labels[peak_step] if labels else None,
+                      tuple(at_peak), max(act), arena, s.weights_bytes, tuple(lives), s.unknown)
+
+
+# ============================================================================ what-if: a memory-aware order
+
+def _step_costs(s: Schedule):
+    """Per node: bytes it allocates, and for each input the consumer count (to know when it frees)."""
+    prod = _producers(s)
+    consumers: dict[str, set[int]] = {}
+    for k, n in enumerate(s.nodes):
+        for x in n.inputs:
+            consumers.setdefault(x, set()).add(k)
+    keep = set(s.graph_outputs)
+    return prod, consumers, keep
+
+
+def _frees(s: Schedule, k: int, done: set[int] | frozenset[int], consumers, keep) -> int:
+    """Bytes freed after node k runs, given the nodes already ``done`` (k not among them)."""
+    freed = 0
+    for x in set(s.nodes[k].inputs):
+        if x in keep:
+            continue
+        if consumers.get(x, set()) - set(done) <= {k}:
+            freed += s.sizes.get(x, 0)
+    for o in s.nodes[k].outputs:
+        if o and o not in keep and not consumers.get(o):
+            freed += s.sizes.get(o, 0)
+    return freed
+
+
+def _alloc(s: Schedule, k: int) -> int:
+    return sum(s.sizes.get(o, 0) for o in s.nodes[k].outputs if o)
+
+
+def memory_order(s: Schedule) -> tuple[int, ...]:
+    """A topological order with a low peak of live bytes: exact for small graphs, greedy otherwise."""
+    if len(s.nodes) <= EXACT_MAX_NODES:
+        exact = _exact_order(s)
+        if exact is not None:
+            return exact
+    return _greedy_order(s)
+
+
+def _greedy_order(s: Schedule) -> tuple[int, ...]:
+    """Among ready nodes, run the one whose net growth (allocates minus frees) is lowest; ties: file order."""
+    preds = _preds(s)
+    _, consumers, keep = _step_costs(s)
+    waiting = [len(p) for p in preds]
+    succ: list[list[int]] = [[] for _ in s.nodes]
+    for k, ps in enumerate(preds):
+        for p in ps:
+            succ[p].append(k)
+    ready = [k for k in range(len(s.nodes)) if waiting[k] == 0]
+    done: set[int] = set()
+    out: list[int] = []
+    while ready:
+        k = min(ready, key=lambda r: (_alloc(s, r) - _frees(s, r, done, consumers, keep), _alloc(s, r), r))
+        ready.remove(k)
+        out.append(k)
+        done.add(k)
+        for c in succ[k]:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                ready.append(c)
+    return tuple(out)
+
+
+def _exact_order(s: Schedule) -> tuple[int, ...] | None:
+    """Minimum peak over all topological orders: Dijkstra-like search over downsets (max, not sum)."""
+    preds = _preds(s)
+    _, consumers, keep = _step_costs(s)
+    n = len(s.nodes)
+    pmask = [sum(1 << p for p in ps) for ps in preds]
+    base = sum(s.sizes.get(i, 0) for i in s.graph_inputs)
+
+    def live_after(mask: int) -> int:
+        done = {k for k in range(n) if mask >> k & 1}
+        total = 0
+        for name in s.graph_inputs:
+            if name in keep or consumers.get(name, set()) - done:
+                total += s.sizes.get(name, 0)
+        for k in done:
+            for o in s.nodes[k].outputs:
+                if o and (o in keep or consumers.get(o, set()) - done):
+                    total += s.sizes.get(o, 0)
+        return total
+
+    full = (1 << n) - 1
+    best: dict[int, int] = {0: base}
+    parent: dict[int, tuple[int, int]] = {}
+    heap = [(base, 0)]
+    live_cache: dict[int, int] = {0: base}
+    while heap:
+        peak, mask = heapq.heappop(heap)
+        if mask == full:
+            out = []
+            while mask:
+                prev, k = parent[mask]
+                out.append(k)
+                mask = prev
+            return tuple(reversed(out))
+        if peak > best.get(mask, peak):
+            continue
+        for k in range(n):
+            if mask >> k & 1 or pmask[k] & ~mask:
+                continue
+            nxt = mask | 1 << k
+            during = live_cache[mask] + _alloc(s, k)
+            cand = max(peak, during)
+            if cand < best.get(nxt, 1 << 62):
+                if nxt not in live_cache:
+                    if len(live_cache) > _EXACT_MAX_STATES:
+                        return None
+                    live_cache[nxt] = live_after(nxt)
+                best[nxt] = cand
+                parent[nxt] = (mask, k)
+                heapq.heappush(heap, (cand, nxt))
+    return None
+
+
+def file_order_for(s: Schedule, target: Sequence[int]) -> tuple[int, ...]:
+    """A topological node order for the file such that ORT's reverse DFS runs close to ``target``.
+
+    ORT pops a node's highest-index producer first, so the producer that should run first must be
+    written last: a post-order DFS from the leaves that visits producers latest-in-target first."""
+    pos = {k: i for i, k in enumerate(target)}
+    preds = _preds(s)
+    has_consumer = {p for ps in preds for p in ps}
+    leaves = sorted((k for k in range(len(s.nodes)) if k not in has_consumer), key=lambda k: -pos[k])
+    visited = [False] * len(s.nodes)
+    out: list[int] = []
+    for leaf in leaves:
+        stack: list[tuple[int, bool]] = [(leaf, False)]
+        while stack:
+            k, leave = stack.pop()
+            if leave:
+                out.append(k)
+                continue
+            if visited[k]:
+                continue
+            visited[k] = True
+            stack.append((k, True))
+            # visited first = the producer latest in target: push it last
+            stack.extend((p, False) for p in sorted(preds[k], key=lambda p: pos[p]))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Reordering:
+    """The what-if: ORT's order as written, and the best file order found for memory."""
+
+    before: MemoryPlan
+    after: MemoryPlan
+    file_order: tuple[int, ...]     # positions into the schedule's nodes, to write in this order
+    target_peak_bytes: int          # peak of the memory-aware order itself (the best a scheduler could do)
+
+    @property
+    def improves(self) -> bool:
+        return (self.after.peak_bytes, self.after.arena_bytes) < (self.before.peak_bytes, self.before.arena_bytes)
+
+    def to_dict(self) -> dict:
+        return {"before": self.before.to_dict(include_tensors=False),
+                "after": self.after.to_dict(include_tensors=False), "improves": self.improves,
+                "target_peak_bytes": self.target_peak_bytes}
+
+
+def reorder_for_memory(s: Schedule) -> Reordering:
+    """Candidates (the memory-aware order written as is, and as ORT's DFS needs it): the one whose
+    ORT order has the lowest (peak, arena) wins; the file order as written when none is lower."""
+    before = plan(s)
+    target = memory_order(s)
+    target_plan = plan(s, target)
+    best_order, best_plan = tuple(range(len(s.nodes))), before
+    for cand in (file_order_for(s, target), target):
+        rs = _reindexed(s, cand)
+        p = plan(rs)
+        if (p.peak_bytes, p.arena_bytes) < (best_plan.peak_bytes, best_plan.arena_bytes):
+            best_order, best_plan = tuple(cand), p
+    return Reordering(before, best_plan, best_order, target_plan.peak_bytes)
+
+
+def _reindexed(s: Schedule, file_order: Sequence[int]) -> Schedule:
+    nodes = tuple(OpNode(i, s.nodes[k].label, s.nodes[k].op_type, s.nodes[k].inputs, s.nodes[k].outputs)
+                  for i, k in enumerate(file_order))
+    return Schedule(nodes, s.sizes, s.graph_inputs, s.graph_outputs, s.weights_bytes)
