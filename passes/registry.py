@@ -39,6 +39,7 @@ PASS_MODULES: dict[str, str] = {
     "rename-duplicate-nodes": "passes.rename_duplicate_nodes",
     "remove-unused-opsets": "passes.remove_unused_opsets",
     "constants-to-initializers": "passes.constants_to_initializers",
+    "reorder-for-memory": "passes.reorder_for_memory",
 }
 
 _REGISTRY: dict[str, type[StudioPass]] = {}

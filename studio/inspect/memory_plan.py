@@ -169,7 +169,7 @@ def best_fit(lives: Sequence[TensorLife], alignment: int = ALIGNMENT) -> tuple[i
     placed: list[tuple[int, int, int]] = []      # (offset, size, end step)
     offsets: dict[str, int] = {}
     arena = 0
-    for t in sorted(lives, key=lambda x: (x.start, x.name)):
+    for t in sorted(lives, key=lambda x: x.start):      # stable: production order within a step
         size = _aligned(max(t.bytes, 1), alignment)
         placed = [b for b in placed if b[2] >= t.start]          # freed before this step: gone
         placed.sort()
