@@ -51,7 +51,19 @@ def _extract(model: ir.Model, inputs: list[str], outputs: list[str], op: EditOp)
         unused = [v.name for v in ins if v not in set(_walked(graph, outs))]
         raise EditError(f"{op.where()}: input '{unused[0][:80]}' is not on any path to the chosen outputs")
     sub = ir.convenience.extract(graph, ins, outs)
+    _keep_order(graph, sub)
     return _model_like(model, sub)
+
+
+def _keep_order(graph: ir.Graph, sub: ir.Graph) -> None:
+    """Initializers in the original's order: onnx-ir's extract collects them in a set, so without
+    this the same script wrote a differently ordered file on each run (UI and CLI must agree)."""
+    order = {name: i for i, name in enumerate(graph.initializers)}
+    values = sorted(sub.initializers.values(), key=lambda v: order.get(v.name, len(order)))
+    for v in values:
+        sub.initializers.pop(v.name)
+    for v in values:
+        sub.register_initializer(v)
 
 
 def _walked(graph: ir.Graph, outputs: list[ir.Value]) -> list[ir.Value]:

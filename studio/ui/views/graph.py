@@ -14,7 +14,7 @@ import streamlit as st
 
 from studio import api
 from studio.core.fmt import printable
-from studio.ui import state, widgets
+from studio.ui import edit_panel, state, widgets
 
 MODES = ("Graph", "Overview", "Detail", "Diff")
 CHART_HEIGHT = 620
@@ -93,6 +93,7 @@ def _node_panel(handle, summary, index, node_id: str, key: str) -> None:
     c1.button("Neighbourhood in detail", key=f"{key}_to_detail", on_click=_to_detail, kwargs={"node": node_id})
     if c2.button("Open on the Nodes page", key=f"{key}_to_nodes"):
         st.switch_page("views/nodes.py")
+    edit_panel.node_edit(handle, summary, node_id, key)
 
 
 def _overview(handle, summary, index, overlays) -> None:
@@ -330,6 +331,7 @@ def render() -> None:
         if c2.button("Add shapes and FLOPs", key="graph_add_shapes"):
             st.session_state.setdefault("graph_with_shapes", set()).add(handle.sha256)
             st.rerun()
+    edit_panel.last_edit()
     mode = st.radio("View", MODES, horizontal=True, key="graph_mode", label_visibility="collapsed")
     overlays = api.graph_overlays(index, summary, state.overlay_data(handle.sha256))
     if mode == "Graph":

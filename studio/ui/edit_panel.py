@@ -1,0 +1,242 @@
+"""Edit actions on the Graph page's node panel (DESIGN.md §13): each builds the same edit script
+``onnx-studio edit --script`` takes, previews it (``api.validate_edit_script``: what it removes
+and changes, checked, nothing written), then applies it (``api.edit``, verified against the
+original) into a new project version whose provenance holds the script. "Show as script" gives
+the JSON and the equivalent CLI command, so a click and a script are one thing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from typing import Any
+
+import streamlit as st
+
+from studio import api
+from studio.core.fmt import printable
+from studio.ui import state, widgets
+
+ACTIONS = ("Bypass", "Delete with what follows", "Rename", "Add output here", "Edit an attribute", "Extract from here")
+ATTR_TYPES = ("keep / infer", "INT", "FLOAT", "STRING", "INTS", "FLOATS", "STRINGS")
+NEW_ATTR = "(a new attribute)"
+_PREVIEW = "graph_edit_preview"
+_DONE = "graph_edit_done"
+
+
+def _k(key: str, node_id: str, what: str) -> str:
+    """Widget keys per node: another node's panel starts from its own names."""
+    return f"{key}_edit_{hashlib.sha1(node_id.encode()).hexdigest()[:10]}_{what}"
+
+
+def _value(text: str) -> Any:
+    """An attribute value as typed: JSON (``[1, 1]``, ``0.5``, ``"x"``), else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def main_tensors(summary) -> list[str]:
+    """Tensor names of the main graph a cut may name: graph inputs, then every node output."""
+    names = [t.name for t in summary.inputs]
+    seen = set(names)
+    for n in summary.nodes:
+        if n.scope:
+            continue
+        for o in n.outputs:
+            if o and o not in seen:
+                seen.add(o)
+                names.append(o)
+    return names
+
+
+def _build(action: str, details, summary, node_id: str, key: str) -> list[dict] | None:
+    """The script the action's fields describe, or None (with a caption) until they describe one."""
+    info = details.info
+    name = info.name
+    outs = [p.name for p in details.outputs if p.name]
+    if action in ("Bypass", "Delete with what follows", "Edit an attribute") and not name:
+        st.caption("This node has no name, and edits name the node they change: rename it first "
+                   "(Rename, or optimize --passes name-nodes).")
+        return None
+    if action == "Bypass":
+        st.caption("Deletes the node; its one data input takes the place of its output (same type and shape). "
+                   "Identity-like nodes are verified numerically against the original.")
+        return [{"op": "bypass", "node": name}]
+    if action == "Delete with what follows":
+        st.caption("Deletes the node and every node downstream of it; outputs they made are removed.")
+        return [{"op": "delete", "node": name}]
+    if action == "Rename":
+        new_node = st.text_input("Node name", value=name, key=_k(key, node_id, "rename_node"))
+        tensors = {}
+        for i, o in enumerate(outs):
+            new = st.text_input(f"Output tensor {i}", value=o, key=_k(key, node_id, f"rename_t{i}"))
+            if new and new != o:
+                tensors[o] = new
+        op: dict[str, Any] = {"op": "rename"}
+        if tensors:
+            op["tensors"] = tensors
+        if new_node and new_node != name and name:
+            op["nodes"] = {name: new_node}
+        if len(op) == 1:
+            st.caption("Change a name to build the edit (every reference follows, subgraphs included).")
+            return None
+        return [op]
+    if action == "Add output here":
+        if not outs:
+            return None
+        tensor = outs[0] if len(outs) == 1 else st.selectbox("Tensor", outs, key=_k(key, node_id, "out_tensor"))
+        st.caption(f"Makes {printable(tensor, 80)} a graph output (type and shape inferred); the result is checked "
+                   "to reproduce the original's values there.")
+        return [{"op": "add_output", "tensor": tensor}]
+    if action == "Edit an attribute":
+        have = [a.name for a in details.attributes]
+        pick = st.selectbox("Attribute", [*have, NEW_ATTR], key=_k(key, node_id, "attr_pick"))
+        attr = st.text_input("New attribute's name", key=_k(key, node_id, "attr_name")) if pick == NEW_ATTR else pick
+        if not attr:
+            return None
+        if pick != NEW_ATTR and st.checkbox("Remove it (the op's default applies)", key=_k(key, node_id, "attr_rm")):
+            return [{"op": "remove_attr", "node": name, "name": attr}]
+        current = next((a.value for a in details.attributes if a.name == attr), "")
+        text = st.text_input("Value (JSON: 1, 0.5, [1, 1], \"text\")", value=current,
+                             key=_k(key, node_id, f"attr_value_{attr}"))
+        kind = st.selectbox("Type", ATTR_TYPES, key=_k(key, node_id, "attr_type"))
+        if not text:
+            return None
+        op = {"op": "set_attr", "node": name, "name": attr, "value": _value(text)}
+        if kind != ATTR_TYPES[0]:
+            op["type"] = kind
+        return [op]
+    # Extract: the tensors of a cut, this node's outputs by default.
+    tensors = main_tensors(summary)
+    inputs = st.multiselect("Cut inputs (become the new model's inputs)", tensors,
+                            default=[t.name for t in summary.inputs if t.name in tensors],
+                            key=_k(key, node_id, "cut_inputs"), format_func=lambda s: printable(s, 100))
+    outputs = st.multiselect("Cut outputs (become its outputs)", tensors, default=[o for o in outs if o in tensors],
+                             key=_k(key, node_id, "cut_outputs"), format_func=lambda s: printable(s, 100))
+    if not outputs:
+        st.caption("Pick at least one output tensor.")
+        return None
+    return [{"op": "extract", "inputs": list(inputs), "outputs": list(outputs)}]
+
+
+def script_json(ops: list[dict]) -> str:
+    """The script as ``edit --script`` reads it."""
+    return json.dumps(ops, indent=1)
+
+
+def cli_command(model_name: str, project: str | None = None) -> str:
+    where = f" --project {shlex.quote(project)}" if project else ""
+    return f"onnx-studio edit {shlex.quote(model_name)} --script edits.json -o edited.onnx{where}"
+
+
+def _preview_key(handle, ops: list[dict]) -> str:
+    return handle.sha256 + json.dumps(ops, sort_keys=True)
+
+
+def _show_preview(result) -> None:
+    st.success("Preview: " + widgets.md_escape(result.message, 300))
+    for note in result.notes:
+        st.markdown("- " + widgets.md_escape(note, 300))
+    st.markdown(f"**Removes {len(result.nodes_removed)} nodes**" + (": " + widgets.md_escape(
+        ", ".join(result.nodes_removed[:40]), 1500) if result.nodes_removed else ""))
+    if result.nodes_added:
+        st.markdown(f"**Adds {len(result.nodes_added)} nodes**: "
+                    + widgets.md_escape(", ".join(result.nodes_added[:40]), 1500))
+    _interface(result)
+
+
+def _interface(result) -> None:
+    after = {k: [x for part in result.after for x in part[k]] for k in ("inputs", "outputs")}
+    for kind in ("inputs", "outputs"):
+        if after[kind] != result.before[kind]:
+            st.markdown(f"**{kind.capitalize()}**: " + widgets.md_escape(", ".join(result.before[kind]), 600)
+                        + " → " + widgets.md_escape(", ".join(after[kind]), 600))
+
+
+def _apply(handle, version, ops: list[dict]) -> None:
+    """Apply, verify and keep the result as a new version (selected); the report survives the rerun."""
+    ws = state.workspace()
+
+    def run():
+        with state.job("edit", {"script": ops}) as job:
+            res = api.edit(handle, ops, job.dir / f"{handle.name}.onnx", pool_key=state.session_id())
+            job.message = res.message[:300]
+        label = "edit: " + ", ".join(o["op"] for o in ops)
+        return res, api.add_edited_version(ws, version.id, res, label=label[:60], job_id=job.id)
+
+    done = widgets.guarded(run, spinner="Applying and verifying the edit…")
+    if done is None:
+        return
+    result, new = done
+    st.session_state.pop(_PREVIEW, None)
+    st.session_state[_DONE] = {"result": result, "version": new.id, "parent": version.id, "script": ops}
+    state.set_current(new.id)
+    st.rerun()
+
+
+def node_edit(handle, summary, node_id: str, key: str) -> None:
+    """The node panel's Edit section: pick an action, preview it, apply it, or see it as a script."""
+    version = state.current_version()
+    details = api.node_details(handle, summary, node_id)
+    if details is None:
+        return
+    st.markdown("#### Edit this node")
+    action = st.radio("Edit action", ACTIONS, index=None, horizontal=True, key=f"{key}_edit_action")
+    if action is None:
+        st.caption("Pick an edit: it is previewed first, then applied as a new version (verified against this one).")
+        return
+    ops = _build(action, details, summary, node_id, key)
+    if ops is None:
+        return
+    pkey = _preview_key(handle, ops)
+    c1, c2, c3 = st.columns([1, 2, 2])
+    if c1.button("Preview", key=f"{key}_edit_preview", type="secondary"):
+        result = widgets.guarded(lambda: api.validate_edit_script(handle, ops), spinner="Checking the edit…")
+        st.session_state[_PREVIEW] = (pkey, result) if result is not None else None
+    saved = st.session_state.get(_PREVIEW)
+    previewed = saved is not None and saved[0] == pkey
+    if c2.button("Apply as a new version", key=f"{key}_edit_apply", type="primary", disabled=not previewed,
+                 help="Preview the edit first" if not previewed else "verified against this version, then saved"):
+        _apply(handle, version, ops)
+    show = c3.toggle("Show as script", key=f"{key}_edit_script")
+    if previewed:
+        _show_preview(saved[1])
+    if show:
+        st.code(script_json(ops), language="json")
+        project = state.project()
+        st.code(cli_command(handle.path.name, getattr(project, "name", None)), language="bash")
+
+
+def _to_diff() -> None:
+    st.session_state["graph_mode"] = "Diff"
+    for k in ("diff_a", "diff_b"):           # the diff opens on the new version against its parent
+        st.session_state.pop(k, None)
+
+
+def _undo(parent: str) -> None:
+    state.set_current(parent)
+    st.session_state.pop(_DONE, None)
+
+
+def last_edit() -> None:
+    """The report of the edit just applied: the version, its verification, what changed; undo, diff."""
+    done = st.session_state.get(_DONE)
+    if not done:
+        return
+    result = done["result"]
+    v = result.verification
+    st.success(f"Saved as version {done['version']} (now selected; its parent is {done['parent']}). "
+               + widgets.md_escape(result.message, 300))
+    if v is not None:
+        (st.error if not v.ok else st.info)(f"Verification {widgets.md_escape(v.status, 60)} "
+                                            f"({widgets.md_escape(v.method, 30)}): {widgets.md_escape(v.message, 400)}")
+    if result.nodes_removed:
+        st.markdown(f"**Removed {len(result.nodes_removed)} nodes**: "
+                    + widgets.md_escape(", ".join(result.nodes_removed[:40]), 1500))
+    _interface(result)
+    c1, c2, c3 = st.columns(3)
+    c1.button("See it in the diff", key="graph_edit_to_diff", on_click=_to_diff)
+    c2.button("Undo (select the parent)", key="graph_edit_undo", on_click=_undo, args=(done["parent"],))
+    c3.button("Dismiss", key="graph_edit_dismiss", on_click=lambda: st.session_state.pop(_DONE, None))
