@@ -155,7 +155,7 @@ def run_batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Seque
         if err is None:
             raise
         if not kept and not had_out and out.is_dir() and not out.is_symlink():
-            shutil.rmtree(out, ignore_errors=True)      # made by this run, holding nothing finished
+            shutil.rmtree(out, ignore_errors=True)  # scratch: the output folder this run made, nothing finished in it
         raise err from None
 
 

@@ -199,7 +199,7 @@ def _copy_dir(src: Path, dst: Path) -> None:
     for item in src.iterdir():
         target = dst / item.name
         if item.is_symlink():
-            os.symlink(os.readlink(item), target)
+            os.symlink(os.readlink(item), target)  # scratch: inside the projects root, the studio's own store
         elif item.is_dir():
             _copy_dir(item, target)
         elif item.is_file():
