@@ -109,14 +109,10 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
 
 def _infer_once(compiled, onnx_model, feeds) -> list:
     """One inference; the outputs described as [name, dtype, shape, kind] in ONNX order."""
-    inputs = {}
-    for i, port in enumerate(compiled.inputs):
-        match = next((n for n in port.get_names() if n in feeds), None)
-        if match is None:
-            raise KeyError(f"no feed for OpenVINO input {sorted(port.get_names())[:2]}")
-        inputs[i] = feeds[match]
+    from studio.core.engines.sessions import openvino_inputs
+
     request = compiled.create_infer_request()
-    request.infer(inputs)
+    request.infer(openvino_inputs(list(compiled.inputs), feeds))
     outs = []
     onnx_names = [o.name for o in onnx_model.graph.output]
     by_name = {}

@@ -24,7 +24,26 @@ import numpy as np
 
 from studio.core.jobs import JobContext
 
-__all__ = ["Runner", "open_runner", "measure_latency"]
+__all__ = ["Runner", "open_runner", "measure_latency", "openvino_inputs"]
+
+
+def openvino_inputs(ports: list, feeds: Mapping[str, Any]) -> dict[int, Any]:
+    """Feeds by OpenVINO input index: by tensor name; then, for parameters OpenVINO renamed (a
+    sequence folded away hands a parameter its output's name: ONNX ``Y`` becomes ``out``), the
+    unmatched feeds in graph order, when exactly as many remain and each shape fits the port."""
+    import openvino as ov
+
+    matched = {i: next((n for n in p.get_names() if n in feeds), None) for i, p in enumerate(ports)}
+    loose = [i for i, n in matched.items() if n is None]
+    rest = [n for n in feeds if n not in matched.values()]
+    if loose and len(rest) == len(loose) and all(
+            ports[i].get_partial_shape().compatible(ov.PartialShape(list(np.shape(feeds[n]))))
+            for i, n in zip(loose, rest)):
+        matched.update(zip(loose, rest))
+    missing = [sorted(ports[i].get_names())[:3] or i for i, n in matched.items() if n is None]
+    if missing:
+        raise KeyError(f"missing feed for model input {missing[0]}")
+    return {i: feeds[n] for i, n in matched.items()}
 
 
 class Runner(Protocol):
@@ -174,6 +193,7 @@ class OvRunner:
             effective = None
         self.request = self.compiled.create_infer_request()
         self.inputs = [(i, set(p.get_names())) for i, p in enumerate(self.compiled.inputs)]
+        self.input_ports = list(self.compiled.inputs)
         self.input_names = [sorted(n)[0] if n else f"#{i}" for i, n in self.inputs]
         ports = list(self.compiled.outputs)
         by_name: dict[str, int] = {}
@@ -190,13 +210,7 @@ class OvRunner:
                         "compile_ms": round(compile_ms, 3), "session_ms": round(read_ms + compile_ms, 3)}
 
     def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
-        inputs = {}
-        for index, port_names in self.inputs:
-            match = next((n for n in port_names if n in feeds), None)
-            if match is None:
-                raise KeyError(f"missing feed for model input {sorted(port_names)[:3] or index}")
-            inputs[index] = feeds[match]
-        self.request.infer(inputs)
+        self.request.infer(openvino_inputs(self.input_ports, feeds))
         wanted = names or self.output_names
         unknown = [n for n in wanted if n not in self.port_of]
         if unknown:
