@@ -32,6 +32,11 @@ from onnx import GraphProto
 ALIGNMENT = 64          # ORT aligns CPU allocations to 64 bytes
 EXACT_MAX_NODES = 18    # exact order search up to this many nodes
 _EXACT_MAX_STATES = 200_000
+# ORT CPU kernels whose output shares input 0's buffer (KernelDefBuilder().Alias(0, 0)) ...
+ALIAS_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+# ... and those that may write into input 0's buffer when it is that input's last use (MayInplace(0, 0)).
+INPLACE_OPS = frozenset({"Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "HardSigmoid", "Tanh", "Softplus",
+                         "Softsign", "ThresholdedRelu"})
 
 
 @dataclass(frozen=True)
@@ -208,14 +213,20 @@ def plan(s: Schedule, order: Sequence[int] | None = None, alignment: int = ALIGN
             kind = "output" if o in outputs else "activation"
             lives.append(TensorLife(o, s.sizes.get(o, 0), step_of[k],
                                     end if o in outputs else last.get(o, step_of[k]), kind))
-    inter = [t for t in lives if t.kind == "activation"]
-    arena, offsets = best_fit(inter, alignment)
-    lives = [TensorLife(t.name, t.bytes, t.start, t.end, t.kind, offsets.get(t.name, -1)) for t in lives]
+    blocks = _blocks(s, order, lives, last)
+    arena, offsets = best_fit(list(blocks.values()), alignment)
+    owner = {t.name: t.name for t in lives}
+    for t in lives:
+        for b in blocks.values():
+            if t.name in b.name.split("|"):
+                owner[t.name] = b.name
+    lives = [TensorLife(t.name, t.bytes, t.start, t.end, t.kind, offsets.get(owner[t.name], -1)) for t in lives]
+    # Live bytes per step count a shared buffer once (an alias or in-place output reuses its input's).
+    phys = [b for b in blocks.values()] + [t for t in lives if t.kind != "activation"]
     live, act = [], []
     for i in range(end):
-        here = [t for t in lives if t.start <= i <= t.end]
-        live.append(sum(t.bytes for t in here))
-        act.append(sum(t.bytes for t in here if t.kind == "activation"))
+        live.append(sum(b.bytes for b in phys if b.start <= i <= b.end))
+        act.append(sum(b.bytes for b in blocks.values() if b.start <= i <= b.end))
     if not live:
         live = [sum(t.bytes for t in lives)]
         act = [0]
@@ -225,6 +236,39 @@ def plan(s: Schedule, order: Sequence[int] | None = None, alignment: int = ALIGN
     labels = tuple(s.nodes[k].label for k in order)
     return MemoryPlan(labels, tuple(live), live[peak_step], peak_step, labels[peak_step] if labels else None,
                       tuple(at_peak), max(act), arena, s.weights_bytes, tuple(lives), s.unknown)
+
+
+def _blocks(s: Schedule, order: Sequence[int], lives: Sequence[TensorLife],
+            last: Mapping[str, int]) -> dict[str, TensorLife]:
+    """Intermediate tensors grouped into buffers: an alias output, or an in-place output at its input's
+    last use, joins its input's buffer (name "a|b", lifetime the union, size the largest)."""
+    by_name = {t.name: t for t in lives}
+    group: dict[str, str] = {}
+    blocks: dict[str, TensorLife] = {}
+    for t in lives:
+        if t.kind == "activation":
+            group[t.name] = t.name
+    for i, k in enumerate(order):
+        n = s.nodes[k]
+        if not n.inputs or not n.outputs or not n.outputs[0] or n.outputs[0] not in group:
+            continue
+        src, out = n.inputs[0], n.outputs[0]
+        if src not in group:
+            continue
+        a, b = by_name[src], by_name[out]
+        if n.op_type in ALIAS_OPS or (n.op_type in INPLACE_OPS and last.get(src) == i and a.bytes == b.bytes):
+            g = group[src]
+            for name, gg in list(group.items()):
+                if gg == out:
+                    group[name] = g
+    members: dict[str, list[TensorLife]] = {}
+    for name, g in group.items():
+        members.setdefault(g, []).append(by_name[name])
+    for ts in members.values():
+        label = "|".join(t.name for t in sorted(ts, key=lambda t: t.start))
+        blocks[label] = TensorLife(label, max(t.bytes for t in ts), min(t.start for t in ts),
+                                   max(t.end for t in ts), "activation")
+    return blocks
 
 
 # ============================================================================ what-if: a memory-aware order
