@@ -136,3 +136,57 @@ def test_reorder_pass_lowers_peak_and_keeps_outputs(tmp_path):
     ya = ort.InferenceSession(str(path_a), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     yb = ort.InferenceSession(str(path_b), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_array_equal(ya, yb)
+
+
+# ---------------------------------------------------------------------------- against what ORT allocates
+
+def _predicted_arena(path) -> int:
+    from studio.core.tensor_safety import itemsize_of
+
+    m = onnx.load(str(path))
+    for v in m.graph.input:                 # symbolic dims at 1, as the measurement feeds them
+        for d in v.type.tensor_type.shape.dim:
+            if not d.HasField("dim_value"):
+                d.dim_value = 1
+    mi = onnx.shape_inference.infer_shapes(m, data_prop=True)
+    vi = {v.name: v for v in list(mi.graph.value_info) + list(mi.graph.input) + list(mi.graph.output)}
+
+    def size(name: str) -> int | None:
+        v = vi.get(name)
+        if v is None or not v.type.tensor_type.HasField("shape"):
+            return None
+        dims = v.type.tensor_type.shape.dim
+        item = itemsize_of(v.type.tensor_type.elem_type)
+        if item is None or not all(d.HasField("dim_value") for d in dims):
+            return None
+        return int(np.prod([d.dim_value for d in dims])) * item
+    s = schedule_from_graph(mi.graph, size)
+    assert not s.unknown
+    return plan(s).arena_bytes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["imagenet_classifier", "mobilenet_like", "cnn_unfused", "caffe_classifier",
+                                  "constant_weights"])
+def test_predicted_arena_matches_ort_pattern_block(name):
+    from sample_models.catalog import path_of
+    from studio.inspect.memory_measure import measure_ort_activations
+
+    path = path_of(name)
+    predicted = _predicted_arena(path)
+    measured = measure_ort_activations(path).pattern_bytes
+    assert predicted > 0 and abs(predicted - measured) <= 0.15 * measured, (predicted, measured)
+
+
+@pytest.mark.slow
+def test_reorder_lowers_ort_measured_peak(tmp_path):
+    from passes.registry import make_pass
+    from studio.inspect.memory_measure import measure_ort_activations
+
+    m, _ = _sizes(_two_branch())
+    a, b = tmp_path / "a.onnx", tmp_path / "b.onnx"
+    onnx.save(m, a)
+    onnx.save(ir.to_proto(make_pass("reorder-for-memory")(ir.from_proto(m)).model), b)
+    before, after = measure_ort_activations(a).pattern_bytes, measure_ort_activations(b).pattern_bytes
+    assert (before, after) == (_predicted_arena(a), _predicted_arena(b))
+    assert after < before
