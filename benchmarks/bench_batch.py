@@ -72,7 +72,7 @@ def _transfer(models: list[Path], address: str) -> tuple[int, float]:
 
 
 def main() -> dict:
-    from studio import api
+    from studio.batch import facade as batch_api
     from studio.batch.loopback import LoopbackCluster
 
     models = _models()
@@ -80,12 +80,13 @@ def main() -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="bench-batch-"))
     rows, figures = [], {}
     t0 = time.perf_counter()
-    local = api.batch(models, tmp / "local", stages=STAGES, workers=WORKERS, stage_options=OPTIONS)
+    local = batch_api.batch(models, tmp / "local", stages=STAGES, workers=WORKERS, stage_options=OPTIONS)
     local_wall = time.perf_counter() - t0
     with LoopbackCluster(tmp / "cluster", {"w1": None, "w2": None}) as cluster:
         nbytes, transfer_s = _transfer(models, cluster.address)
         t0 = time.perf_counter()
-        remote = api.batch(models, tmp / "remote", stages=STAGES, cluster=cluster.address, stage_options=OPTIONS)
+        remote = batch_api.batch(models, tmp / "remote", stages=STAGES, cluster=cluster.address,
+                                 stage_options=OPTIONS)
         remote_wall = time.perf_counter() - t0
     for name, result, wall in (("local pool", local, local_wall), ("loopback Dask", remote, remote_wall)):
         tasks = result.ran

@@ -46,8 +46,7 @@ def _repeats_node_names(model: onnx.ModelProto) -> bool:
 def evaluator_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     """Same protocol as ``passes.reference_outputs`` (per-set outputs or errors)."""
     from diagnostics.reference_ops import reference_evaluator
-    from passes.verify import _unpack
-    from studio.core.engines.base import rekey_arrays
+    from studio.core.engines.base import rekey_arrays, unpack_feed_sets
     from studio.core.engines.base import encode_outputs
 
     ctx.set_stage("reference evaluator")
@@ -56,7 +55,7 @@ def evaluator_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobCon
     names = [o.name for o in model.graph.output]
     data: dict = {"check": None, "sets": []}
     out_arrays: dict[str, np.ndarray] = {}
-    for i, feeds in enumerate(_unpack(arrays, int(args["count"]))):
+    for i, feeds in enumerate(unpack_feed_sets(arrays, int(args["count"]))):
         try:
             values = evaluator.run(None, feeds)
         except Exception as exc:  # noqa: BLE001 - reported per set

@@ -122,13 +122,13 @@ class ConvertFp16(StudioPass):
 
     def call(self, model: ir.Model) -> PassResult:
         from passes import quant_tools as qt
-        from passes.pipeline import save_ir
+        from passes.model_io import save_result
 
         ctx = job_context(self)
         opts = self.options
         with tempfile.TemporaryDirectory(prefix="fp16-", dir=".") as tmp:
             workdir = Path(tmp).resolve()
-            src = save_ir(model, workdir / "src" / "model.onnx")
+            src = save_result(model, workdir / "src" / "model.onnx")
             ctx.set_stage("fp16: converting (onnxruntime.transformers.float16)")
             proto = onnx.load_model(str(src))
             if not any(t.data_type == onnx.TensorProto.FLOAT for t in proto.graph.initializer) and not any(

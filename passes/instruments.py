@@ -14,7 +14,7 @@ from studio.core.paths import safe_name
 
 if TYPE_CHECKING:
     from passes.base import StudioPass
-    from passes.pipeline import PassRecord
+    from passes.records import PassRecord
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class DumpInstrument:
         pass
 
     def after_pass(self, p: StudioPass, model: ir.Model, record: PassRecord) -> None:
-        from passes.pipeline import save_ir
+        from passes.model_io import save_result
 
         self._n += 1
-        save_ir(model, self.folder / f"{self._n:02d}-{safe_name(p.name)}" / "model.onnx")
+        save_result(model, self.folder / f"{self._n:02d}-{safe_name(p.name)}" / "model.onnx")

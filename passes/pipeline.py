@@ -22,10 +22,11 @@ from pathlib import Path
 
 import onnx_ir as ir
 
-from passes.base import Change, PassResult, StudioPass, all_nodes, count_ops
+from passes.base import PassResult, StudioPass, all_nodes, count_ops
 from passes.instruments import Instrument, with_nvtx
 from passes.model_io import Checkpoint, Linker, load_checkpoint, load_for_passes, load_ir, save_checkpoint, save_result
 from passes.normalize import normalize_in_worker
+from passes.records import PassRecord
 from passes.registry import make_pass, preset
 from passes.verify import Verifier, VerifyResult
 from studio.core.compare import Tolerance
@@ -37,38 +38,6 @@ log = logging.getLogger(__name__)
 
 # Above this many nodes every pass runs in a sandbox worker (the hand-off costs a save and a load).
 IN_PROCESS_NODE_LIMIT = 20_000
-
-@dataclass(frozen=True)
-class PassRecord:
-    """What one pass did, in the lineage format the graph diff reads."""
-
-    name: str
-    status: str                    # changed | unchanged | reverted | failed | error | skipped
-    modified: bool                 # whether the pass's change is in the result
-    changes: tuple[Change, ...]
-    counts: Mapping[str, int]
-    seconds: float
-    verify_seconds: float
-    nodes_before: int
-    nodes_after: int
-    params_before: int
-    params_after: int
-    verification: VerifyResult | None
-    message: str = ""
-    notes: tuple[str, ...] = ()    # where the pass did not apply, and why
-    warnings: tuple[str, ...] = ()  # what the user must know (slower than fp32, degenerate ranges...)
-    details: Mapping = field(default_factory=dict)   # the pass's JSON report (measurements, choices)
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "status": self.status, "modified": self.modified,
-                "changes": [c.to_dict() for c in self.changes], "counts": dict(self.counts),
-                "seconds": round(self.seconds, 4), "verify_seconds": round(self.verify_seconds, 4),
-                "nodes_before": self.nodes_before, "nodes_after": self.nodes_after,
-                "params_before": self.params_before, "params_after": self.params_after,
-                "verification": self.verification.to_dict() if self.verification else None,
-                "message": self.message, "notes": list(self.notes), "warnings": list(self.warnings),
-                "details": dict(self.details)}
-
 
 @dataclass(frozen=True)
 class PipelineResult:

@@ -7,7 +7,15 @@ nothing the second time.
 
 from __future__ import annotations
 
-from passes.registry import Preset, add_preset
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    passes: tuple[str, ...]
+
 
 _CLEANUP = ("eliminate-identity", "constants-to-initializers", "fold-constants", "eliminate-dead-code",
             "dedup-initializers", "cse")
@@ -16,24 +24,31 @@ _TAIL = ("eliminate-identity", "cse", "eliminate-dead-code")
 
 SAFE = _CLEANUP + _FUSE + _TAIL
 
-add_preset(Preset(
+BUILTIN: dict[str, Preset] = {}     # name -> preset, in the order the CLI and the page list them
+
+
+def _preset(preset: Preset) -> None:
+    BUILTIN[preset.name] = preset
+
+
+_preset(Preset(
     "safe", "Semantics-preserving cleanup for any engine: no-ops, constants, dead code, duplicates, Conv+BN; "
             "never grows the file.", SAFE))
-add_preset(Preset(
+_preset(Preset(
     "ort", "safe + LayerNormalization/Gelu fusion where the opset allows: ONNX Runtime has single kernels for both.",
     SAFE[:-len(_TAIL)] + ("fuse-layernorm", "fuse-gelu") + _TAIL))
-add_preset(Preset(
+_preset(Preset(
     "openvino", "safe + LayerNormalization/Gelu fusion: fewer nodes for the OpenVINO frontend to convert and match.",
     SAFE[:-len(_TAIL)] + ("fuse-layernorm", "fuse-gelu") + _TAIL))
-add_preset(Preset(
+_preset(Preset(
     "tensorrt", "Static shapes from your --dim values, folded shape subgraphs and LayerNormalization "
                 "(TensorRT's parser and builder prefer all three); results not verified on TensorRT here.",
     ("fix-input-shapes",) + _CLEANUP + _FUSE + ("fuse-layernorm", "fold-constants") + _TAIL))
 
 # Reduced precision (issue #7); each pass measures its own choices on this machine.
-add_preset(Preset("int8", "Static INT8, calibrated; the configuration is chosen by measured latency and accuracy.",
-                  ("quantize-int8-static",)))
-add_preset(Preset("int8-dynamic", "Dynamic INT8 for transformers: weights int8, activations quantized at run time.",
-                  ("quantize-int8-dynamic",)))
-add_preset(Preset("fp16", "float16 weights and compute with float32 inputs/outputs; mistyped Casts repaired.",
-                  ("convert-fp16",)))
+_preset(Preset("int8", "Static INT8, calibrated; the configuration is chosen by measured latency and accuracy.",
+               ("quantize-int8-static",)))
+_preset(Preset("int8-dynamic", "Dynamic INT8 for transformers: weights int8, activations quantized at run time.",
+               ("quantize-int8-dynamic",)))
+_preset(Preset("fp16", "float16 weights and compute with float32 inputs/outputs; mistyped Casts repaired.",
+               ("convert-fp16",)))

@@ -82,11 +82,11 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
     import onnx
 
     from passes import quant_tools as qt
-    from passes.pipeline import save_ir
+    from passes.model_io import save_result
 
     per_channel = bool(opts.get("per_channel", True))
     target = float(opts.get("target_cosine", 0.99))
-    src = save_ir(model, workdir / "src" / "model.onnx")
+    src = save_result(model, workdir / "src" / "model.onnx")
     ctx.set_stage("INT8: preparing the model (shape inference, BatchNormalization folding)")
     prepared = qt.prepare(src, workdir, per_channel=per_channel)
     ctx.set_stage("INT8: calibration")

@@ -7,9 +7,9 @@ the modules so every pass is known without importing it up front.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 
 from passes.base import StudioPass
+from passes.presets import BUILTIN, Preset
 from studio.core.errors import StudioError
 
 # One module per pass (name -> module). Imported on first lookup.
@@ -82,31 +82,18 @@ def known_passes() -> dict[str, type[StudioPass]]:
     return dict(sorted(_REGISTRY.items()))
 
 
-@dataclass(frozen=True)
-class Preset:
-    name: str
-    description: str
-    passes: tuple[str, ...]
-
-
-PRESETS: dict[str, Preset] = {}
+PRESETS: dict[str, Preset] = dict(BUILTIN)
 
 
 def add_preset(preset: Preset) -> None:
     PRESETS[preset.name] = preset
 
 
-def _load_presets() -> None:
-    import passes.presets  # noqa: F401  (registers the built-in presets)
-
-
 def known_presets() -> dict[str, Preset]:
-    _load_presets()
     return dict(PRESETS)
 
 
 def preset(name: str) -> Preset:
-    _load_presets()
     p = PRESETS.get(name)
     if p is None:
         raise StudioError(f"unknown preset '{name[:40]}'; presets: {', '.join(PRESETS) or 'none yet'}",

@@ -27,6 +27,7 @@ import onnx
 from studio.core.compare import Comparison, Tolerance, compare_outputs
 from studio.core.errors import StudioError, WorkerError, engine_message
 from studio.core.dimexpr import evaluate, free_names
+from studio.core.engines.base import pack_feed_sets, unpack_feed_sets
 from studio.core.feeds import Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, input_specs, random_feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.order_free import order_free_outputs
@@ -174,22 +175,6 @@ def full_check_in_worker(model_path: Path, *, limits: Limits | None = None, pool
     return problem
 
 
-def _pack(feed_sets: list[Feeds]) -> dict[str, np.ndarray]:
-    from studio.core.engines.base import check_feeds     # sequence inputs travel item by item
-
-    return {f"{i}\x00{k}": v for i, feeds in enumerate(feed_sets) for k, v in check_feeds(feeds).items()}
-
-
-def _unpack(arrays: Mapping[str, np.ndarray], count: int) -> list[dict[str, object]]:
-    from studio.core.engines.base import unpack_feeds
-
-    sets: list[dict[str, np.ndarray]] = [{} for _ in range(count)]
-    for key, value in arrays.items():
-        i, _, name = key.partition("\x00")
-        sets[int(i)][name] = value
-    return [unpack_feeds(s) for s in sets]
-
-
 @job("passes.reference_outputs")
 def reference_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     """Full check (optional), then ORT CPU with optimizations off on every feed set:
@@ -220,7 +205,7 @@ def reference_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobCon
     names = [o.name for o in session.get_outputs()]
     out_arrays: dict[str, np.ndarray] = {}
     ctx.set_stage("ONNX Runtime inference (verification)")
-    for i, feeds in enumerate(_unpack(arrays, int(args["count"]))):
+    for i, feeds in enumerate(unpack_feed_sets(arrays, int(args["count"]))):
         try:
             values = session.run(names, feeds)
         except Exception as exc:
@@ -274,7 +259,7 @@ def run_sets(model_path: Path, feed_sets: list[Feeds], *, full: bool, limits: Li
     res = run_job("passes.reference_outputs", {"model_path": str(model_path), "count": len(feed_sets),
                                                "data_dir": str(data_dir) if data_dir else "",
                                                "full_check": full, "repeat_first": repeat_first},
-                  _pack(feed_sets), stage=stage, limits=limits, pool_key=pool_key)
+                  pack_feed_sets(feed_sets), stage=stage, limits=limits, pool_key=pool_key)
     outs, errs = decode_output_sets(res.data["sets"], res.arrays)
     return RunSets(outs, errs, res.data.get("check"), tuple(str(n) for n in res.data.get("nondeterministic", ())))
 
@@ -402,7 +387,7 @@ class Verifier:
         try:
             res = run_job("diagnostics.reference_outputs", {"model_path": str(self.original_path),
                                                             "count": len(self.feed_sets)},
-                          _pack(self.feed_sets), stage="reference outputs (onnx reference evaluator)",
+                          pack_feed_sets(self.feed_sets), stage="reference outputs (onnx reference evaluator)",
                           limits=self.limits, pool_key=self.pool_key)
         except (WorkerError, StudioError) as exc:
             self._evaluator_error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__

@@ -76,10 +76,8 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "UploadedFile", "add_dataset", "add_model", "add_version", "create_project", "delete_project", "duplicate_project",
            "export_project", "get_settings", "import_project", "input_run", "job", "list_projects", "list_versions", "model_for",
            "open_project", "project_artifacts", "project_for_model", "project_datasets", "project_jobs", "project_model", "project_models", "projects_root",
-           "record_artifact", "rename_project", "set_setting", "shared_mode", "batch", "cluster_targets",
-           "configured_cluster", "profile_on", "precision_on", "decoder_spec", "inspect_decoder", "kv_budget",
-           "parse_memory", "edit", "validate_edit_script", "edit_script",
-           "add_edited_version"]
+           "record_artifact", "rename_project", "set_setting", "shared_mode", "decoder_spec", "inspect_decoder",
+           "kv_budget", "parse_memory", "edit", "validate_edit_script", "edit_script", "add_edited_version"]
 
 
 def load(path: str | Path) -> ModelHandle:
@@ -1069,7 +1067,7 @@ def dataset_inputs_file(ds, handle: ModelHandle, path: str | Path, *, count: int
 def suggest_preprocessing(handle: ModelHandle):
     """(recipe, reason) the model suggests for image datasets; the reason names the evidence
     (input layout and dtype, normalization in the graph, metadata) or says it is a guess."""
-    from studio.core.preprocess import suggest_recipe
+    from studio.core.preprocess_suggest import suggest_recipe
 
     return suggest_recipe(handle.proto)
 
@@ -1156,7 +1154,7 @@ def _checked_target(target: str | None, model: ModelHandle | str | Path, tasks: 
         return None
     from studio.data.evaluate import output_specs
     from studio.data.metrics import parse_target
-    from studio.data.tasks import check_target
+    from studio.data.metrics import check_target
 
     goal = parse_target(target)
     proto = model.proto if isinstance(model, ModelHandle) else _load(model).proto
@@ -1211,7 +1209,7 @@ def task_targets(handle: ModelHandle, tasks: Mapping[str, str] | None = None) ->
     """The target metrics that apply to at least one output of ``handle`` with these tasks (what a
     page offers), e.g. ("top1-agreement", "top1-accuracy", "cosine", "top1-drop")."""
     from studio.data.evaluate import output_specs
-    from studio.data.tasks import applicable_targets
+    from studio.data.metrics import applicable_targets
 
     return applicable_targets(output_specs(handle.proto, tasks))
 
@@ -1236,104 +1234,59 @@ def task_choices(handle: ModelHandle, tasks: Mapping[str, str] | None = None, *,
     if given:
         return set_output_tasks(project, handle, given)
     return stored_output_tasks(project, handle)
-# -- batch ----------------------------------------------------------------------------
+# --- Thin calls the CLI makes besides the operations above (each delegates; no logic here) ---------------
 
-def batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Sequence[str] = ("inspect", "check"),
-          cluster: str | None = None, target: str | None = None, retries: int = 1, workers: int | None = None,
-          force: bool = False, stage_options: Mapping[str, Mapping] | None = None,
-          tls: tuple[str | None, str | None, str | None] = (None, None, None),
-          on_progress: Callable | None = None, on_outcome: Callable | None = None, pool_key: str = "batch"):
-    """Run ``stages`` over every model under ``paths`` into ``out_dir`` (resumable; ``force`` reruns),
-    on a local pool of sandbox workers or, with ``cluster`` (or ONNX_STUDIO_CLUSTER), on Dask.
-    ``target`` runs profile/precision on the cluster worker with resource ``target-NAME``. The local
-    pool's sandbox workers are named after ``pool_key`` (a browser session's) and stopped at the end."""
-    from studio.batch.executors import ClusterSecurity, DaskExecutor, LocalExecutor, cluster_address
-    from studio.batch.runner import run_batch
+def check_engines(engines: Sequence[str] | str | None) -> tuple[str, ...]:
+    """Engine names of ``--engines`` (aliases such as ort/ov/trt, "all") in canonical form; unknown ones raise."""
+    from diagnostics.compatibility import normalize_engines
 
-    address = cluster_address(cluster)
-    if target and address is None:
-        raise StudioError("--target needs a cluster (--cluster tcp://HOST:PORT or ONNX_STUDIO_CLUSTER)",
-                          code="BAD-OPTION")
-    executor = (DaskExecutor(address, retries=retries, security=ClusterSecurity.from_env(*tls)) if address
-                else LocalExecutor(workers, pool_prefix=pool_key))
-    try:
-        return run_batch(paths, out_dir, stages=stages, executor=executor, force=force,
-                         stage_options={k: dict(v) for k, v in (stage_options or {}).items()}, target=target,
-                         on_progress=on_progress, on_outcome=on_outcome)
-    finally:
-        executor.close()
+    return normalize_engines(engines)
 
 
-# -- remote targets -------------------------------------------------------------------
+def fix_to_file(model_path: str | Path, fixes: Sequence[str], output: str | Path, *,
+                options: Mapping[str, Mapping[str, Any]] | None = None, dims: Mapping[str, int] | None = None,
+                inputs: str | Path | None = None, pool_key: str = "default") -> PipelineResult:
+    """Run the fix passes ``fixes`` on a model file through the verifying pipeline and save the result to
+    ``output`` (nothing is left there when the fix fails or changes nothing); ``check --fix``."""
+    from diagnostics.fixes import fix_to_file as _fix_to_file
 
-def configured_cluster() -> str | None:
-    """The Dask scheduler address from configuration (ONNX_STUDIO_CLUSTER, set by ``serve --cluster``),
-    validated; None when no cluster is configured. Never from a model or an upload."""
-    from studio.batch.executors import cluster_address
-
-    return cluster_address(None)
-
-
-def cluster_targets(cluster: str | None = None, *, tls: tuple[str | None, str | None, str | None] = (None, None, None)
-                    ) -> list[str]:
-    """Names of the remote targets (workers with resource ``target-NAME``) of ``cluster``
-    (or ONNX_STUDIO_CLUSTER)."""
-    from studio.batch.executors import ClusterSecurity
-    from studio.batch.remote import cluster_targets as _targets
-
-    return _targets(cluster, ClusterSecurity.from_env(*tls))
+    return _fix_to_file(model_path, list(fixes), output, options=options, dims=dims, inputs=inputs,
+                        pool_key=pool_key)
 
 
-def profile_on(targets: Sequence[str], models: Sequence[ModelHandle | tuple[str, ModelHandle]],
-               engines: Sequence[str] | str = ("ort",), options: ProfileOptions | None = None, *,
-               cluster: str | None = None, tls: tuple[str | None, str | None, str | None] = (None, None, None),
-               pool_key: str = "default") -> list:
-    """``profile`` of ``models`` on each target ("local" is this machine; other names run on the
-    cluster worker with resource ``target-NAME``, in the studio's sandbox there). Each
-    ``Measured`` says who measured it (host, pid, CPU, cores, engine versions, target)."""
-    from studio.batch.executors import ClusterSecurity
-    from studio.batch.remote import LOCAL, Measured, measure_on
-    from studio.batch.stages import worker_facts
+def plugin_kernel_known(signature) -> bool:  # noqa: ANN001 - studio.plugins.signature.OpSignature
+    """Whether the plugin templates fill in this op's kernel (a complete package, runnable as generated)."""
+    from studio.plugins.scaffold import known_kernel
 
-    pairs = [(m.name, m) if isinstance(m, ModelHandle) else (str(m[0]), m[1]) for m in models]
-    engine_list = [engines] if isinstance(engines, str) else list(engines)
-    out = []
-    for target in dict.fromkeys(targets):
-        if target == LOCAL:
-            out.append(Measured(LOCAL, worker_facts(LOCAL), profile(pairs, engine_list, options, pool_key=pool_key)))
-        else:
-            data = {"inputs_npz": options.inputs_npz, "images_dir": options.images_dir} if options else {}
-            out.append(measure_on("profile", target, [(label, h.path) for label, h in pairs],
-                                  {"engines": engine_list, "options": options}, cluster=cluster,
-                                  data={k: Path(v) for k, v in data.items() if v},
-                                  security=ClusterSecurity.from_env(*tls)))
-    return out
+    return known_kernel(signature)[0] is not None
 
 
-def precision_on(target: str, handle: ModelHandle | str | Path, *, cluster: str | None = None,
-                 tls: tuple[str | None, str | None, str | None] = (None, None, None),
-                 calibration: str | Path | None = None, inputs: str | Path | None = None, **kwargs: Any):
-    """``precision`` on the cluster worker offering ``target`` (calibration/inputs files travel
-    with the model, hashed); a ``Measured`` labelled with the machine that timed it."""
-    from studio.batch.executors import ClusterSecurity
-    from studio.batch.remote import LOCAL, Measured, measure_on
-    from studio.batch.stages import worker_facts
-    from studio.core.paths import user_data_path
+def find_nsys() -> str | None:
+    """The ``nsys`` (Nsight Systems) executable on PATH, or None."""
+    from profilers.nvtx import find_nsys as _find
 
-    if target == LOCAL:
-        return Measured(LOCAL, worker_facts(LOCAL), precision(handle, calibration=calibration, inputs=inputs,
-                                                              **kwargs))
-    data = {"calibration": user_data_path(calibration, label="calibration data") if calibration else None,
-            "inputs": user_data_path(inputs, label="inputs file") if inputs else None}
-    kwargs = {k: v for k, v in kwargs.items() if k not in ("on_progress", "on_tick", "out_dir", "pool_key")}
-    return measure_on("precision", target, [("model", _path_of(handle))], kwargs, data=data, cluster=cluster,
-                      security=ClusterSecurity.from_env(*tls))
+    return _find()
+
+
+def nsys_plan(command: Sequence[str], out_dir: Path, *, nsys: str = "nsys"):
+    """The commands that profile ``command`` under nsys into ``out_dir`` (``profilers.nvtx.NsysPlan``)."""
+    from profilers.nvtx import nsys_plan as _plan
+
+    return _plan(command, out_dir, nsys=nsys)
+
+
+def run_nsys(plan, *, cwd: Path, env: dict[str, str] | None = None):  # noqa: ANN001 - profilers.nvtx.NsysPlan
+    """Run an :func:`nsys_plan` in ``cwd`` and read its kernel statistics (``NsysStats``; not verified here)."""
+    from profilers.nvtx import run_nsys as _run
+
+    return _run(plan, cwd=cwd, env=env)
 
 
 # --- What the pages render with -------------------------------------------------------------------------
-# The pages (studio/ui) import only this facade (tests/test_layering.py). Row builders, chart builders,
-# option tuples and command lines that the CLI also uses live next to the engine code; the names below
-# re-export them for the pages, imported on first use so the CLI does not pay for plotly at start-up.
+# The pages (studio/ui) and the CLI import only this facade (the import-linter contracts in pyproject.toml,
+# tests/test_layering.py). Row builders, chart builders, option tuples, value types and command lines live
+# next to the engine code; the names below re-export them for both front ends, imported on first use so the
+# CLI does not pay for plotly at start-up.
 # Each entry: page-facing name -> (module, attribute).
 _PAGE_EXPORTS: dict[str, tuple[str, str]] = {
     # Optimize
@@ -1342,11 +1295,24 @@ _PAGE_EXPORTS: dict[str, tuple[str, str]] = {
     "op_count_diff": ("passes.pipeline", "op_count_diff"),             # (op, before, after) rows
     # Compatibility, plugins
     "default_dims": ("diagnostics.fixes", "default_dims"),             # dims the shape fix proposes
+    "PYTHON_PLUGIN_TARGETS": ("studio.plugins.runner", "PYTHON_TARGETS"),  # targets run_python_op runs
+    "plugin_targets": ("studio.plugins.scaffold", "expand_targets"),   # --target ort-python,... or all
+    "read_plugin_code": ("studio.plugins.runner", "read_code"),        # a user's .py implementation, checked
+    # Graph
+    "overlay_data_from_json": ("studio.graphview.overlay_files", "overlay_data_from_json"),
+    "DATA_OVERLAYS": ("studio.graphview.overlay_files", "DATA_OVERLAYS"),  # overlay -> the file it needs
+    "SVG_MAX_ITEMS": ("studio.graphview.dot", "SVG_MAX_ITEMS"),       # what a .dot/.svg overview holds
+    # Tasks of outputs (--task OUTPUT=KIND)
+    "OUTPUT_TASKS": ("studio.data.tasks", "TASKS"),
+    "parse_task_options": ("studio.data.tasks", "parse_task_options"),
+    # Inputs
+    "ImagePreprocess": ("studio.core.feeds", "ImagePreprocess"),       # --image-size/--mean/--std/--bgr
     "FindingGroup": ("studio.core.findings", "FindingGroup"),         # Report.grouped(): same code and message
     # Profile
     "ProfileOptions": ("profilers.profile", "ProfileOptions"),
     "ProfileTarget": ("profilers.variants", "ProfileTarget"),
     "profile_command": ("profilers.profile", "command_line"),           # the equivalent `onnx-studio profile`
+    "parse_engines": ("profilers.variants", "parse_engines"),          # --engine specs -> EngineSpec list
     "parse_engine": ("profilers.variants", "parse_engine"),
     "engine_label": ("profilers.variants", "choice_label"),
     "profile_stats_rows": ("profilers.charts", "stats_rows"),

@@ -1,81 +1,261 @@
-"""DESIGN.md §1 import rules, read from the AST: studio.core imports none of the
-layers above it, and only studio.ui imports streamlit."""
+"""The layer picture (docs/architecture.md section 1) kept true by the import-linter contracts in
+pyproject.toml (``[tool.importlinter]``) and by a file-level cycle check read from the AST.
+
+- ``test_contracts_hold`` runs ``lint-imports`` and fails with its report.
+- The contracts count imports inside functions (grimp reads every import statement): checked against
+  the AST, and each contract is shown to break on one injected import it forbids.
+- ``test_no_file_cycles``: no two modules of studio/, passes/, diagnostics/, profilers/ import each
+  other, directly or round a longer loop, counting imports inside functions and under TYPE_CHECKING;
+  a failure lists each loop with file and line of every import in it.
+"""
 
 from __future__ import annotations
 
 import ast
+import copy
+import subprocess
+import sys
+from collections import defaultdict
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import ROOT
 
-UPPER = ("studio.api", "studio.cli", "studio.ui", "studio.export", "studio.inspect", "studio.graphview",
-         "studio.accuracy", "studio.precision",
-         "studio.plugins", "passes", "diagnostics", "profilers")
-
-
-def _imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
+ROOTS = ("studio", "passes", "diagnostics", "profilers")
+CONFIG = ROOT / "pyproject.toml"
 
 
 def _py_files(*parts: str) -> list[Path]:
     return sorted(p for part in parts for p in (ROOT / part).rglob("*.py"))
 
 
-def test_core_imports_no_upper_layer():
-    bad = [(p.relative_to(ROOT), m) for p in _py_files("studio/core") for m in _imports(p)
-           if m.startswith(UPPER)]
-    assert bad == []
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def test_only_ui_imports_streamlit():
-    files = _py_files("studio", "passes", "diagnostics", "profilers")
-    bad = [p.relative_to(ROOT) for p in files if "ui" not in p.relative_to(ROOT).parts
-           and any(m == "streamlit" or m.startswith("streamlit.") for m in _imports(p))]
-    assert bad == []
+# -- import-linter --------------------------------------------------------------------------------
+
+def test_contracts_hold():
+    """Every contract of ``[tool.importlinter]`` is kept (``lint-imports`` exits 0)."""
+    exe = Path(sys.executable).with_name("lint-imports")
+    assert exe.is_file(), "lint-imports is missing: pip install -e '.[dev]' (import-linter)"
+    proc = subprocess.run([str(exe), "--config", str(CONFIG), "--no-cache"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    report = proc.stdout[proc.stdout.find("Contracts"):] + proc.stderr
+    assert proc.returncode == 0, report
+    assert "0 broken" in proc.stdout, report
 
 
-def test_ui_pages_do_not_reach_into_engines():
-    """Pages call the facade and shared modules, not engines or workers directly."""
-    bad = [(p.relative_to(ROOT), m) for p in _py_files("studio/ui") for m in _imports(p)
-           if m.startswith(("onnxruntime", "openvino", "tensorrt", "studio.core.sandbox"))]
-    assert bad == []
+def _graph():
+    import grimp
+
+    return grimp.build_graph(*ROOTS, include_external_packages=True, cache_dir=None)
 
 
-# studio/ui renders; the work goes through the facade (issue 15 item 6). Pages import none of the packages
-# below; of studio.core they may import only leaf modules: value types, formatting, errors, the path/upload
-# checks the widgets apply to what a user types, and the JSON encoder for downloads. studio.core.webguard
-# is the ASGI middleware of the server entry (onnx_studio_server.py), not page logic.
-UI_FORBIDDEN = ("passes", "diagnostics", "profilers", "studio.inspect", "studio.precision", "studio.accuracy",
-                "studio.export", "studio.plugins", "studio.batch", "studio.data", "studio.projects", "studio.core")
-UI_ALLOWED_CORE = tuple(f"studio.core.{m}" for m in ("fmt", "types", "errors", "paths", "uploads", "jsonsafe",
-                                                      "model", "workspace", "webguard"))
+@pytest.fixture(scope="module")
+def graph():
+    return _graph()
 
 
-def _is(module: str, prefixes: tuple[str, ...]) -> bool:
-    return any(module == p or module.startswith(p + ".") for p in prefixes)
+def _function_level_imports(path: Path) -> list[tuple[str, int]]:
+    """(module, line) of each import of a project module inside a function of ``path``."""
+    found = []
+    for fn in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            found += [(n, node.lineno) for n in names if n.split(".")[0] in ROOTS]
+    return found
 
 
-def test_ui_imports_only_the_facade():
-    """No file of studio/ui imports engine-side code, at module level or inside a function."""
-    bad = [(str(p.relative_to(ROOT)), m) for p in _py_files("studio/ui") for m in _imports(p)
-           if _is(m, UI_FORBIDDEN) and not _is(m, UI_ALLOWED_CORE)]
-    assert bad == []
+def test_contracts_see_function_level_imports(graph):
+    """Each import inside a function of the facade and the CLI is an edge of the graph the contracts read."""
+    missing, seen = [], 0
+    for path in [ROOT / "studio/api.py", *_py_files("studio/cli")]:
+        importer = _module_name(path)
+        by_line: dict[int, list[str]] = defaultdict(list)
+        for name, line in _function_level_imports(path):
+            by_line[line].append(name)
+        for line, names in by_line.items():
+            targets = [n for n in names if n in graph.modules]
+            lines = {d["line_number"] for t in targets for d in graph.get_import_details(importer=importer, imported=t)}
+            seen += 1
+            if line not in lines:
+                missing.append(f"{path.relative_to(ROOT)}:{line} {names[-1]}")
+    assert seen >= 40, f"only {seen} function-level imports found: the AST walk is broken"
+    assert missing == []
 
 
-def test_ui_facade_names_resolve():
-    """Every ``api.NAME`` a page uses exists on the facade (a lazy re-export included)."""
+# One import each contract forbids; adding it to the real graph must break that contract (and only the
+# allowed leaf import next to it must not).
+_INJECTED = {
+    "layers": [("studio.core.fmt", "studio.api"), ("studio.api", "studio.batch.runner"),
+               ("studio.inspect.summary", "studio.api")],
+    "capabilities": [("studio.inspect.summary", "passes.pipeline"), ("profilers.stats", "studio.export.bundle"),
+                     ("studio.export.bundle", "studio.precision.variants")],
+    "front-ends": [("studio.cli.check_cmd", "diagnostics.compatibility"), ("studio.ui.app", "studio.core.sandbox"),
+                   ("studio.cli.profile_cmd", "profilers.profile")],
+    "streamlit": [("studio.core.fmt", "streamlit"), ("studio.api", "streamlit")],
+    "pages-engines": [("studio.ui.app", "onnxruntime")],
+}
+
+
+def _contracts():
+    from importlinter.application.use_cases import read_user_options
+    from importlinter.configuration import configure
+    from importlinter.contracts.forbidden import ForbiddenContract
+    from importlinter.contracts.layers import LayersContract
+
+    configure()
+    options = read_user_options(str(CONFIG))
+    classes = {"layers": LayersContract, "forbidden": ForbiddenContract}
+    return {c["id"]: classes[c["type"]](c["name"], options.session_options, c) for c in options.contracts_options}
+
+
+@pytest.mark.parametrize("contract_id", sorted(_INJECTED))
+def test_each_contract_breaks_on_an_import_it_forbids(graph, contract_id):
+    contract = _contracts()[contract_id]
+    assert contract.check(copy.deepcopy(graph), verbose=False).kept, f"{contract_id} is broken on the real graph"
+    for importer, imported in _INJECTED[contract_id]:
+        g = copy.deepcopy(graph)
+        g.add_import(importer=importer, imported=imported, line_number=1, line_contents=f"import {imported}")
+        assert not contract.check(g, verbose=False).kept, f"{contract_id} kept with {importer} -> {imported}"
+
+
+def test_front_ends_may_import_the_leaf_modules(graph):
+    """The allowed studio.core leaves stay allowed (the contract's ignore list matches them)."""
+    contract = _contracts()["front-ends"]
+    g = copy.deepcopy(graph)
+    for importer in ("studio.cli.check_cmd", "studio.ui.app", "studio.cli"):
+        for leaf in ("studio.core.fmt", "studio.core.errors", "studio.core.outputs"):
+            g.add_import(importer=importer, imported=leaf, line_number=1, line_contents=f"import {leaf}")
+    assert contract.check(g, verbose=False).kept
+
+
+# -- file-level cycles, from the AST ------------------------------------------------------------------
+
+def _import_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], list[str]]]:
+    """Module -> modules it imports (every import statement: module level, in functions, under
+    TYPE_CHECKING), and where each edge is written."""
+    files = {_module_name(p): p for p in _py_files(*ROOTS)}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges: dict[str, set[str]] = defaultdict(set)
+    where: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for module, path in files.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str | None] = []
+            if isinstance(node, ast.Import):
+                targets = [resolve(a.name) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                # ``from pkg import mod`` imports the module pkg.mod; ``from mod import name`` the module mod
+                targets = [(f"{base}.{a.name}" if f"{base}.{a.name}" in files else resolve(base)) for a in node.names]
+            for target in targets:
+                at = f"{path.relative_to(ROOT)}:{node.lineno}"
+                if target and target != module and at not in where[(module, target)]:
+                    edges[module].add(target)
+                    where[(module, target)].append(at)
+    return edges, where
+
+
+def _strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm (iterative): the components with more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(edges.get(w, ())))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+def test_cycle_finder_finds_a_cycle():
+    """The check can fail: a loop a -> b -> c -> a (and a separate pair) is found."""
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "x": {"y"}, "y": {"x"}}
+    assert sorted(_strongly_connected(edges)) == [["a", "b", "c"], ["x", "y"]]
+
+
+def test_import_graph_reads_function_level_imports():
+    """An import inside a function is an edge (studio.api imports diagnostics.compatibility only in check())."""
+    edges, where = _import_graph()
+    assert "diagnostics.compatibility" in edges["studio.api"]
+    assert all(":" in w for w in where[("studio.api", "diagnostics.compatibility")])
+    assert sum(len(v) for v in edges.values()) > 1000
+
+
+def test_no_file_cycles():
+    edges, where = _import_graph()
+    lines = []
+    for component in _strongly_connected(edges):
+        inside = set(component)
+        lines.append("cycle: " + " <-> ".join(component))
+        lines += [f"    {a} -> {b}  ({', '.join(where[(a, b)])})" for a in component for b in sorted(edges[a] & inside)]
+    assert lines == [], "\n" + "\n".join(lines)
+
+
+def test_front_end_facade_names_resolve():
+    """Every ``api.NAME`` (``batch_api.NAME``) a page or a CLI command uses exists on studio.api (a lazy
+    re-export included) or studio.batch.facade."""
     import studio.api as api
+    import studio.batch.facade as batch_api
 
-    used = set()
-    for p in _py_files("studio/ui"):
+    used: dict[str, set[str]] = {"api": set(), "batch_api": set()}
+    for p in _py_files("studio/ui", "studio/cli"):
         for node in ast.walk(ast.parse(p.read_text(), str(p))):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "api":
-                used.add(node.attr)
-    missing = sorted(n for n in used if not hasattr(api, n))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in used:
+                used[node.value.id].add(node.attr)
+    assert len(used["api"]) > 50 and len(used["batch_api"]) >= 4
+    missing = sorted(n for n in used["api"] if not hasattr(api, n))
+    missing += sorted(f"batch_api.{n}" for n in used["batch_api"] if not hasattr(batch_api, n))
     assert missing == []

@@ -14,7 +14,7 @@ import json
 import math
 from dataclasses import replace
 
-from studio.batch.runner import BatchResult
+from studio.batch.results import BatchResult
 from studio.core.paths import atomic_write_text
 
 _SORT_JS = """

@@ -17,69 +17,18 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, as_completed
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from studio.batch.executors import Executor, LocalExecutor, _model_files
+from studio.batch.results import BatchModel, BatchResult, BatchRow
 from studio.batch.stages import STAGES, StageOutcome, StageTask, machine_facts
 from studio.core.errors import StudioError
 from studio.core.outputs import check_destination, disk_error, shown_path, translated
-from studio.core.paths import safe_name
 
 STATE_FILE = "batch-state.jsonl"
 FINISHED = ("ok", "failed", "error")          # resuming skips these; worker/scheduler lost, cancelled run again
 MODEL_SUFFIXES = (".onnx",)
 MAX_MODELS = 5000
-
-
-@dataclass(frozen=True)
-class BatchModel:
-    name: str
-    path: Path
-    sha256: str | None = None
-    error: str | None = None          # could not be loaded: the row fails, nothing runs
-
-    @property
-    def folder_name(self) -> str:
-        return f"{safe_name(self.name, max_len=60)}-{(self.sha256 or 'unloadable')[:8]}"
-
-
-@dataclass(frozen=True)
-class BatchRow:
-    model: BatchModel
-    outcomes: dict[str, StageOutcome]
-
-    def status(self) -> str:
-        if self.model.error:
-            return "failed"
-        statuses = {o.status for o in self.outcomes.values()}
-        return "ok" if statuses <= {"ok", "skipped"} else "failed" if "failed" in statuses else \
-            next(iter(statuses - {"ok", "skipped"}), "ok")
-
-
-@dataclass(frozen=True)
-class BatchResult:
-    out_dir: Path
-    stages: tuple[str, ...]
-    rows: tuple[BatchRow, ...]
-    executor: str
-    seconds: float
-    ran: int                        # tasks run this time
-    skipped: int                    # tasks already finished in an earlier run
-    files: dict = field(default_factory=dict)      # report kind -> path
-    machine: dict = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return all(r.status() == "ok" for r in self.rows)
-
-    def to_dict(self) -> dict:
-        return {"out_dir": str(self.out_dir), "stages": list(self.stages), "executor": self.executor,
-                "seconds": round(self.seconds, 3), "ran": self.ran, "skipped": self.skipped,
-                "machine": self.machine, "files": {k: str(v) for k, v in self.files.items()},
-                "rows": [{"model": r.model.name, "sha256": r.model.sha256, "status": r.status(),
-                          "error": r.model.error,
-                          "stages": {s: o.to_dict() for s, o in r.outcomes.items()}} for r in self.rows]}
 
 
 def discover(paths: Sequence[str | Path]) -> list[BatchModel]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from studio import api
+from studio.batch import facade as batch_api
 from studio.cli.common import print_json
 from studio.core.fmt import printable
 
@@ -47,9 +47,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"[{done}/{total}{eta_text}] {printable(outcome.model, 60)} {outcome.stage}: {outcome.status} "
               f"- {printable(outcome.verdict, 120)}", file=sys.stderr)
 
-    result = api.batch(args.paths, args.output, stages=stages, cluster=args.cluster, target=args.target,
-                       retries=args.retries, workers=args.workers, force=args.force, stage_options=options,
-                       tls=(args.tls_ca_file, args.tls_cert, args.tls_key), on_progress=progress)
+    result = batch_api.batch(args.paths, args.output, stages=stages, cluster=args.cluster, target=args.target,
+                             retries=args.retries, workers=args.workers, force=args.force, stage_options=options,
+                             tls=(args.tls_ca_file, args.tls_cert, args.tls_key), on_progress=progress)
     if args.json:
         print_json(result.to_dict())
     else:

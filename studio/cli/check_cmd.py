@@ -45,21 +45,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from diagnostics.compatibility import normalize_engines
-
     from studio.cli.dims_args import model_dims
 
-    engines = normalize_engines(args.engines)
+    engines = api.check_engines(args.engines)
     eps = tuple(e.strip() for e in args.ep.split(",") if e.strip())
     handle = api.load(args.model)
     dims = model_dims(args)
     if args.fix:
-        from diagnostics.fixes import fix_to_file
         from studio.core.errors import StudioError
 
         if not args.output:
             raise StudioError("--fix needs --output PATH for the fixed model (the original is never modified)")
-        result = fix_to_file(handle.path, args.fix, args.output, options=parse_options(args.options),
+        result = api.fix_to_file(handle.path, args.fix, args.output, options=parse_options(args.options),
                              dims=dims, inputs=args.inputs)
         if not args.json:
             print(f"fixed   {result.summary()}; saved {printable(str(args.output))} (verified: {result.reference})")

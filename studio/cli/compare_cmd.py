@@ -79,9 +79,7 @@ def run(args: argparse.Namespace) -> int:
                          target=args.target, tasks=tasks)
     task = result.extra.get("task")
     if args.chart:
-        from studio.accuracy.charts import layer_error_figure
-
-        outputs.write_html_figure(layer_error_figure(result.layerwise), args.chart)
+        outputs.write_html_figure(api.layer_error_figure(result.layerwise), args.chart)
     if args.json:
         print_json(result.to_dict())
         return 0 if result.ok else 1

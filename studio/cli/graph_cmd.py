@@ -64,8 +64,6 @@ def _lineage(path: str | None) -> object:
 
 
 def _overlay_data(paths: list[str], sha256: str) -> dict:
-    from studio.graphview.overlay_files import overlay_data_from_json
-
     data: dict = {}
     for raw in paths:
         p = Path(raw)
@@ -75,7 +73,7 @@ def _overlay_data(paths: list[str], sha256: str) -> dict:
         except (ValueError, UnicodeDecodeError) as exc:
             raise StudioError(f"overlay data file {printable(p.name, 80)} is not JSON ({type(exc).__name__})",
                               code="BAD-OPTION") from None
-        got = overlay_data_from_json(doc, sha256=sha256)
+        got = api.overlay_data_from_json(doc, sha256=sha256)
         for note in got.notes:
             print(f"note: {printable(p.name, 80)}: {printable(note, 300)}")
         for key, value in got.data.items():
@@ -89,9 +87,7 @@ def _overlay_data(paths: list[str], sha256: str) -> dict:
 def _check_overlay(name: str, available: list[str]) -> None:
     if name in available:
         return
-    from studio.graphview.overlay_files import DATA_OVERLAYS
-
-    needs = next((src for ov, src in DATA_OVERLAYS.items() if name == ov or (
+    needs = next((src for ov, src in api.DATA_OVERLAYS.items() if name == ov or (
         ov.startswith("compatibility:") and name.startswith("compatibility:"))), None)
     extra = f" ('{printable(name, 60)}' needs --overlay-data with the output of {needs})" if needs else ""
     raise StudioError(f"no overlay '{printable(name, 60)}' for this model; valid here: "
@@ -160,8 +156,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         budget = None
         if out.suffix.lower() in (".dot", ".svg") and args.focus is None:
-            from studio.graphview.dot import SVG_MAX_ITEMS
-            budget = SVG_MAX_ITEMS
+            budget = api.SVG_MAX_ITEMS
         view = api.graph_view(index=index, summary=summary, level=args.level, focus=args.focus, hops=hops,
                               overlay=overlay, overlay_data=overlay_data, query=args.search or "", budget=budget)
         if view.note:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from studio import api
 from studio.core.errors import StudioError
-from studio.core.feeds import ImagePreprocess
 
 
 def add_input_arguments(p: argparse.ArgumentParser, *, images: bool = True) -> None:
@@ -43,7 +43,7 @@ def _floats(text: str | None, label: str) -> tuple[float, ...] | None:
     return values
 
 
-def preprocess_from(args: argparse.Namespace) -> ImagePreprocess:
+def preprocess_from(args: argparse.Namespace) -> api.ImagePreprocess:
     size = None
     if getattr(args, "image_size", None):
         try:
@@ -61,4 +61,4 @@ def preprocess_from(args: argparse.Namespace) -> ImagePreprocess:
         if any(s == 0 for s in std):
             raise StudioError("--std values must not be 0")
         kwargs["std"] = std
-    return ImagePreprocess(**kwargs)
+    return api.ImagePreprocess(**kwargs)

@@ -140,9 +140,7 @@ def _print_report(result, out: Path | None) -> None:
               f"{printable(verified, 120)}")
         for note in r.notes[:3]:
             print(f"{'':<20} note: {printable(note, 160)}")
-    from passes.pipeline import op_count_diff
-
-    diff = op_count_diff(result.ops_before, result.ops_after)
+    diff = api.op_count_diff(result.ops_before, result.ops_after)
     if diff:
         print("ops        " + ", ".join(f"{printable(op)} {a}->{b}" for op, a, b in diff[:15]))
     print(f"verified   {printable(result.reference, 200)}")

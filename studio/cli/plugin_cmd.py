@@ -51,18 +51,15 @@ def _line(label: str, ok: bool | None, message: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from studio.plugins.runner import PYTHON_TARGETS, read_code
-    from studio.plugins.scaffold import expand_targets, known_kernel
-
-    targets = expand_targets(args.target)
+    targets = api.plugin_targets(args.target)
     handle = api.load(args.model)
     sig = api.plugin_signature(handle, args.op, dims=parse_dims(args.dim))
-    impl_text = read_code(Path(args.impl)) if args.impl else None
+    impl_text = api.read_plugin_code(Path(args.impl)) if args.impl else None
     scaffold = api.scaffold_plugin(handle, args.op, targets, Path(args.output), signature=sig, impl=impl_text)
     runs, builds = [], []
     if not args.no_run:
-        complete = known_kernel(sig)[0] is not None
-        for target in (t for t in targets if t in PYTHON_TARGETS):
+        complete = api.plugin_kernel_known(sig)
+        for target in (t for t in targets if t in api.PYTHON_PLUGIN_TARGETS):
             package = scaffold.package(target)
             body = next(f.path for f in package.files if f.path.endswith(("_op.py", "_extension.py")))
             user_code = impl_text is not None and (("def convert(" in impl_text) == (target == "openvino-python"))

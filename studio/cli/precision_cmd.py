@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from studio import api
+from studio.batch import facade as batch_api
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli import recipe_args, remote_args, task_args
 from studio.cli.common import parse_dims, print_json
@@ -23,11 +24,9 @@ HELP = ("Build fp16 / bf16 / INT8 variants, compare each with fp32 and time them
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_project_argument(p)
-    from studio.precision.variants import VARIANTS
-
     p.add_argument("model", help="path to a .onnx file")
     p.add_argument("--variants", default="auto", metavar="LIST",
-                   help=f"comma-separated, or 'auto' (default). Known: {', '.join(VARIANTS)}")
+                   help=f"comma-separated, or 'auto' (default). Known: {', '.join(api.PRECISION_VARIANTS)}")
     p.add_argument("--calibration", metavar="DIR|X.npz", help="INT8 calibration data: an image folder or an .npz "
                                                               "(default: seeded random inputs)")
     p.add_argument("--calibration-method", choices=("minmax", "entropy", "percentile"), default="minmax",
@@ -103,11 +102,11 @@ def _run(args: argparse.Namespace) -> int:
         if dataset is not None:
             raise StudioError("--dataset is judged on this machine; run it without a remote --target NAME",
                               code="BAD-OPTION")
-        measured = api.precision_on(target, handle, cluster=args.cluster, tls=remote_args.tls_of(args),
-                                    variants=variants, calibration=args.calibration, inputs=args.inputs,
-                                    samples=args.samples, target_cosine=args.target_cosine,
-                                    dims=parse_dims(args.dim), preprocess=preprocess_from(args),
-                                    latency_budget_s=args.budget, calibration_method=args.calibration_method)
+        measured = batch_api.precision_on(target, handle, cluster=args.cluster, tls=remote_args.tls_of(args),
+                                          variants=variants, calibration=args.calibration, inputs=args.inputs,
+                                          samples=args.samples, target_cosine=args.target_cosine,
+                                          dims=parse_dims(args.dim), preprocess=preprocess_from(args),
+                                          latency_budget_s=args.budget, calibration_method=args.calibration_method)
         report = measured.result
     else:
         report = api.precision(handle, variants=variants, calibration=args.calibration, inputs=args.inputs,
@@ -124,9 +123,7 @@ def _run(args: argparse.Namespace) -> int:
             kept(args).add_version(v.path, label=f"precision: {v.name}",
                                    provenance={"precision": v.name, "cosine": v.cosine, "recommended": v.recommended})
     if args.chart:
-        from studio.precision.charts import tradeoff_figure
-
-        outputs.write_html_figure(tradeoff_figure(report), args.chart)
+        outputs.write_html_figure(api.tradeoff_figure(report), args.chart)
     if args.json:
         print_json(measured.to_dict() if measured is not None else report.to_dict())
         return 0

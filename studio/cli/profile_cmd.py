@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from studio import api
+from studio.batch import facade as batch_api
 from studio.cli.project_args import add_project_argument, keep_json, with_project
 from studio.cli import remote_args
 from studio.cli.common import parse_dims, print_json
@@ -82,22 +83,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace):  # noqa: ANN202 - profilers.profile.ProfileOptions
-    from profilers.profile import ProfileOptions
-
     amount: dict = {}
     if args.duration is not None:
         amount = {"duration_s": args.duration}
     elif args.iterations is not None:
         amount = {"iterations": args.iterations}
-    return ProfileOptions(warmup=args.warmup, rounds=args.rounds, per_op=args.per_op or bool(args.trace),
-                          per_op_runs=args.per_op_runs, memory=args.memory, memory_iterations=args.memory_iterations,
-                          batch_sizes=tuple(args.batch or ()), thread_counts=tuple(args.threads or ()),
-                          concurrency=tuple(args.concurrency or ()), sweep_iterations=args.sweep_iterations,
-                          dims=tuple(parse_dims(args.dim).items()),
-                          inputs_npz=str(user_data_path(args.inputs, label="inputs file")) if args.inputs else None,
-                          images_dir=str(user_data_path(args.images, label="image folder")) if args.images else None,
-                          preprocess=preprocess_from(args) if args.images else None, seed=args.seed,
-                          timeout_s=args.timeout, memory_gb=args.memory_gb, ov_cache=args.ov_cache, **amount)
+    return api.ProfileOptions(warmup=args.warmup, rounds=args.rounds, per_op=args.per_op or bool(args.trace),
+                              per_op_runs=args.per_op_runs, memory=args.memory, memory_iterations=args.memory_iterations,
+                              batch_sizes=tuple(args.batch or ()), thread_counts=tuple(args.threads or ()),
+                              concurrency=tuple(args.concurrency or ()), sweep_iterations=args.sweep_iterations,
+                              dims=tuple(parse_dims(args.dim).items()),
+                              inputs_npz=str(user_data_path(args.inputs, label="inputs file")) if args.inputs else None,
+                              images_dir=str(user_data_path(args.images, label="image folder")) if args.images else None,
+                              preprocess=preprocess_from(args) if args.images else None, seed=args.seed,
+                              timeout_s=args.timeout, memory_gb=args.memory_gb, ov_cache=args.ov_cache, **amount)
 
 
 def _write_trace(source: Path, dest: Path) -> None:
@@ -108,17 +107,13 @@ def _nsys(args: argparse.Namespace) -> int | None:
     """--nsys: run under nsys when present (not verified here), else print the commands."""
     import shlex
 
-    from profilers.nvtx import find_nsys, nsys_plan, run_nsys
-    from profilers.profile import command_line
-    from profilers.variants import parse_engines
-
-    flags = shlex.split(command_line(["MODEL"], parse_engines(args.engine or ["ort"]), _options(args),
-                                     full_paths=True))[3:]
+    flags = shlex.split(api.profile_command(["MODEL"], api.parse_engines(args.engine or ["ort"]), _options(args),
+                                            full_paths=True))[3:]
     inner = [sys.executable, "-m", "studio", "profile", *args.models, *flags]
-    nsys = find_nsys()
+    nsys = api.find_nsys()
     out = Path(args.out_dir) if args.out_dir else Path("NSYS_OUT")
     inner += ["--out-dir", str(out / "profile")]      # the profile itself is kept beside the report
-    plan = nsys_plan(inner, out / "nsys", nsys=nsys or "nsys")
+    plan = api.nsys_plan(inner, out / "nsys", nsys=nsys or "nsys")
     if nsys is None:
         print("note: nsys is not on PATH; on a GPU machine with Nsight Systems run (not verified here):",
               file=sys.stderr)
@@ -129,7 +124,7 @@ def _nsys(args: argparse.Namespace) -> int | None:
     (out / "nsys").mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(api.__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    stats = run_nsys(plan, cwd=out / "nsys", env=env)
+    stats = api.run_nsys(plan, cwd=out / "nsys", env=env)
     if args.json:
         print_json({"nsys": stats.to_dict()})
         return 0
@@ -200,8 +195,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_on_targets(args: argparse.Namespace, targets: list[str], models: list, engines: list, options) -> int:
     """--target/--targets: each target measures the same variants; labelled, then side by side."""
-    measured = api.profile_on(targets, models, engines, options, cluster=args.cluster,
-                              tls=remote_args.tls_of(args), pool_key="cli")
+    measured = batch_api.profile_on(targets, models, engines, options, cluster=args.cluster,
+                                    tls=remote_args.tls_of(args), pool_key="cli")
     if args.json:
         print_json({"targets": [m.to_dict() for m in measured]})
     else:

@@ -66,7 +66,7 @@ def measured_line(m) -> str:  # noqa: ANN001 - studio.batch.remote.Measured
 
 
 def print_side_by_side(measured) -> None:  # noqa: ANN001 - list of Measured
-    from studio.batch.remote import side_by_side
+    from studio.batch.facade import side_by_side
 
     rows = side_by_side(measured)
     if len(measured) < 2 or not rows:

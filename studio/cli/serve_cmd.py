@@ -140,7 +140,7 @@ def server_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]
         env["ONNX_STUDIO_SHARED"] = "1"
     env[ALLOWED_HOSTS_ENV] = ",".join(sorted(allowed_hosts(args.host, args.allowed_host)))
     if getattr(args, "cluster", None):
-        from studio.batch.executors import cluster_address
+        from studio.batch.facade import cluster_address
 
         env["ONNX_STUDIO_CLUSTER"] = cluster_address(args.cluster)
     return cmd, env

@@ -12,27 +12,23 @@ from studio.core.fmt import printable
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from studio.data.tasks import TASKS
-
     p.add_argument("--task", action="append", dest="tasks", metavar="OUTPUT=KIND",
-                   help=f"the task of an output when the inferred one is wrong ({', '.join(TASKS)}); repeatable; "
+                   help=f"the task of an output when the inferred one is wrong ({', '.join(api.OUTPUT_TASKS)}); repeatable; "
                         "kept in the --project for the next runs (KIND 'auto' forgets it)")
 
 
 def choices(args: argparse.Namespace, handle, project=None) -> dict[str, str]:
     """The {output: kind} this run uses: the project's stored choices, then ``--task`` (stored)."""
-    from studio.data.tasks import TASKS, parse_task_options
-
     raw = list(getattr(args, "tasks", None) or ())
     forget = [r.rpartition("=")[0].strip() for r in raw if r.rpartition("=")[2].strip().lower() == "auto"]
-    given = parse_task_options([r for r in raw if r.rpartition("=")[2].strip().lower() != "auto"])
+    given = api.parse_task_options([r for r in raw if r.rpartition("=")[2].strip().lower() != "auto"])
     if forget and project is not None:
         api.set_output_tasks(project, handle, {k: None for k in forget})
     elif forget:
         from studio.core.errors import StudioError
 
         raise StudioError(f"--task OUTPUT=auto forgets a choice stored in a project: add --project "
-                          f"(or give one of {', '.join(TASKS)})", code="BAD-OPTION")
+                          f"(or give one of {', '.join(api.OUTPUT_TASKS)})", code="BAD-OPTION")
     return api.task_choices(handle, given, project=project)
 
 

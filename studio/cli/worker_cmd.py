@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> list[str]:
-    from studio.batch.executors import cluster_address
+    from studio.batch.facade import cluster_address
 
     address = cluster_address(args.scheduler)
     cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", str(args.nthreads),
@@ -52,7 +52,7 @@ def command(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from studio.batch.stages import machine_facts
+    from studio.batch.facade import machine_facts
 
     cmd = command(args)
     if args.print_command:

@@ -450,9 +450,22 @@ def _temp_beside(path: Path) -> tuple[int, Path]:
     return fd, Path(tmp)
 
 
-def _file_mode() -> int:
-    from studio.core.paths import current_umask
+def current_umask() -> int:
+    """The process umask, read without changing it where the kernel says it (``/proc/self/status``,
+    Linux 4.7+): ``os.umask`` can only be read by setting it, a race with other threads' files."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)      # the conservative common value while it is read back
+    os.umask(mask)
+    return mask
 
+
+def _file_mode() -> int:
     return 0o666 & ~current_umask()
 
 

@@ -13,6 +13,7 @@ from itertools import islice
 from pathlib import Path
 
 from studio.core.errors import PathError
+from studio.core.outputs import open_output, register_input, write_bytes, write_text
 
 # Default cap for files the studio reads whole (a single-file ONNX is < 2 GiB).
 DEFAULT_MAX_READ_BYTES = 2**31
@@ -98,8 +99,6 @@ def user_data_path(value: str | Path, *, label: str = "input data") -> Path:
     resolved = Path(os.path.normpath(resolved))
     if not resolved.exists():
         raise PathError(f"{label} '{text[:200]}' does not exist")
-    from studio.core.outputs import register_input
-
     register_input(resolved, *(islice(resolved.rglob("*"), 2000) if resolved.is_dir() else ()))   # never an output
     return resolved
 
@@ -142,37 +141,16 @@ def safe_child(out_dir: Path, relative: str | Path) -> Path:
     return target
 
 
-def current_umask() -> int:
-    """The process umask, read without changing it where the kernel says it (``/proc/self/status``,
-    Linux 4.7+): ``os.umask`` can only be read by setting it, a race with other threads' files."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)      # the conservative common value while it is read back
-    os.umask(mask)
-    return mask
-
-
 @contextmanager
 def atomic_writer(target: Path, mode: str = "wb") -> Iterator:
     """Kept for existing callers: ``studio.core.outputs.open_output`` (the one write path)."""
-    from studio.core.outputs import open_output
-
     with open_output(target, mode) as fh:
         yield fh
 
 
 def atomic_write_bytes(target: Path, data: bytes) -> None:
-    from studio.core.outputs import write_bytes
-
     write_bytes(target, data)
 
 
 def atomic_write_text(target: Path, text: str) -> None:
-    from studio.core.outputs import write_text
-
     write_text(target, text)

@@ -10,8 +10,8 @@ families: ImageNet classifiers (resize 256, centre crop, ImageNet mean/std), Caf
 classifiers (BGR pixels 0..255 minus the BGR mean), YOLO detectors (letterbox, 0..1,
 grey padding 114), CLIP, text-line recognizers and raw pixels. Every field can be
 set by name from a string (the CLI, the page) or from JSON (a recipe file), with
-one-line errors naming the field and its allowed values. ``suggest_recipe`` picks
-one from the model's evidence (see :mod:`studio.core.preprocess_suggest`).
+one-line errors naming the field and its allowed values. ``studio.core.preprocess_suggest``
+picks one from the model's evidence (``suggest_recipe``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
-from onnx import ModelProto
 
 from studio.core.errors import StudioError
 
@@ -335,14 +334,6 @@ def image_size_of(shape: tuple, layout: str, recipe: Recipe, hint: tuple[int, in
         raise StudioError("the model's image size is dynamic and it does not say which; give the size "
                           "(HEIGHTxWIDTH) in the preprocessing")
     return int(h), int(w)
-
-
-def suggest_recipe(model: ModelProto) -> tuple[Recipe, str]:
-    """A recipe for the model's image input and why, from its evidence (graph, metadata, input)."""
-    from studio.core.preprocess_suggest import suggest
-
-    s = suggest(model)
-    return s.recipe, s.reason
 
 
 # ---------------------------------------------------------------------------- applying a recipe

@@ -352,3 +352,8 @@ def suggest(model: ModelProto) -> Suggestion:
     return _result(recipe, [*evidence, "no preprocessing metadata"],
                    f"ImageNet mean/std on RGB 0–1 (a guess: change it if your model differs{tail})", guess=True)
 
+
+def suggest_recipe(model: ModelProto) -> tuple[Recipe, str]:
+    """A recipe for the model's image input and why, from its evidence (graph, metadata, input)."""
+    s = suggest(model)
+    return s.recipe, s.reason

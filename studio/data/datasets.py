@@ -29,7 +29,8 @@ from studio.core.errors import StudioError
 from studio.core.feeds import Feeds, InputSpec, choose_dims, input_specs, load_npz
 from studio.core.paths import atomic_write_text, check_regular_file, safe_child, safe_name
 from studio.core.preprocess import (IMAGE_SUFFIXES, MAX_IMAGE_BYTES, Recipe, apply_recipe, channel_layout,
-                                    image_size_of, load_image, suggest_recipe)
+                                    image_size_of, load_image)
+from studio.core.preprocess_suggest import suggest_recipe
 
 KINDS = ("image", "audio", "text", "tensor", "script")
 AUDIO_SUFFIXES = (".wav",)

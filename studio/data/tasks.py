@@ -426,47 +426,5 @@ def order_free_for(model: onnx.ModelProto, tasks: Mapping[str, OutputTask] | Non
     return found
 
 
-# ---------------------------------------------------------------------------- targets
-
-
-def metric_names(spec) -> tuple[str, ...]:
-    """The task metrics that judge one output (``studio.data.metrics.metrics_for``), plus the
-    derived targets they allow (map-drop, top1-drop)."""
-    from studio.data.metrics import _DERIVED, metrics_for
-
-    names = tuple(m.name for m in metrics_for(spec))
-    return names + tuple(k for k, (base, _f, _h) in _DERIVED.items() if base in names)
-
-
-def applicable_targets(specs: Sequence) -> tuple[str, ...]:
-    """Target metrics that apply to at least one of ``specs`` (for a page's target picker), in
-    the order of the outputs."""
-    return tuple(dict.fromkeys(n for s in specs for n in metric_names(s)))
-
-
-def check_target(target, specs: Sequence, *, has_labels: bool | None = None) -> str:
-    """The first output ``target`` (a ``studio.data.metrics.Target``) judges; a one-line error
-    before any work when it applies to no output (naming each output's task and why, the metrics
-    that do apply, and how to set the task), or when it needs labels the dataset lacks."""
-    from studio.data.metrics import task_info
-
-    for spec in specs:
-        if target.base_metric in metric_names(spec):
-            if target.base_metric == "top1-accuracy" and has_labels is False:
-                raise StudioError(f"target {target.text()} needs labelled samples (sub-folders named by class); "
-                                  "this dataset has no labels: use top1-agreement instead", code="BAD-OPTION")
-            return spec.name
-    parts = []
-    for spec in list(specs)[:3]:
-        t = task_info(spec)
-        usable = ", ".join(metric_names(spec)) or "none"
-        parts.append(f"'{spec.name[:40]}' is {t.kind} ({t.reason[:140]}; its metrics: {usable})")
-    more = f" and {len(specs) - 3} more output(s)" if len(specs) > 3 else ""
-    first = specs[0].name[:40] if specs else "OUTPUT"
-    raise StudioError(f"target {target.text()} applies to no output of this model: {'; '.join(parts)}{more}. "
-                      f"Choose a target among the metrics that apply, or set the output's task "
-                      f"(--task {first}=KIND)", code="BAD-OPTION")
-
-
-__all__ = ["OutputTask", "SETTING", "TASKS", "applicable_targets", "check_overrides", "check_target", "infer_task",
-           "metric_names", "order_free_for", "output_tasks", "parse_task_options"]
+__all__ = ["OutputTask", "SETTING", "TASKS", "check_overrides", "infer_task", "order_free_for", "output_tasks",
+           "parse_task_options"]

@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 from studio.core import outputs
-from studio.core.paths import current_umask, distinct_name
+from studio.core.paths import distinct_name
 from studio.export.files import sha256_file
 
 STORE_ABOVE = 16 * 2**20        # weights barely compress: store big files, deflate the rest
@@ -57,7 +57,7 @@ def check_final(final: Path) -> None:
 def publish_modes(path: Path) -> None:
     """Temp files are private (0600) while written; a finished bundle is readable like any
     other file the user writes (umask applied), scripts stay executable."""
-    mask = current_umask()
+    mask = outputs.current_umask()
     if path.is_file():
         os.chmod(path, (0o777 if os.access(path, os.X_OK) else 0o666) & ~mask)
         return

@@ -349,7 +349,7 @@ def _dataset_feeds(ds, header: onnx.ModelProto, model_path: Path, dims: Mapping[
 def _metric_output(golden, metric: str) -> str:
     """The output the target's metric judges: the first one whose task it belongs to."""
     from studio.data.metrics import Target
-    from studio.data.tasks import check_target
+    from studio.data.metrics import check_target
 
     return check_target(Target(metric, ">=", 0.0), golden.specs)
 
@@ -596,7 +596,7 @@ def _evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = Non
         raise StudioError("a task-metric target needs a dataset to judge it on (--dataset NAME)", code="BAD-OPTION")
     if target is not None:                   # before any work: a target no output's task has is refused
         from studio.data.evaluate import output_specs
-        from studio.data.tasks import check_target
+        from studio.data.metrics import check_target
 
         check_target(target, output_specs(header, tasks),
                      has_labels=any(s.label is not None for s in dataset.samples))

@@ -12,6 +12,7 @@ import pytest
 
 from sample_models.catalog import path_of
 from studio import api
+from studio.batch import facade as batch_api
 from studio.cli import main
 from tests.conftest import backend_models, sha256_file
 
@@ -34,7 +35,7 @@ def _summary(result) -> dict:
 def test_local_batch_rows_resume_and_reports(tmp_path):
     models = _models(tmp_path)
     before = {p: sha256_file(p) for p in models}
-    r = api.batch(models, tmp_path / "out", stages=STAGES, stage_options={"check": {"engines": ["onnxruntime"]}})
+    r = batch_api.batch(models, tmp_path / "out", stages=STAGES, stage_options={"check": {"engines": ["onnxruntime"]}})
     by_name = {row.model.name: row for row in r.rows}
     assert by_name["hostile.onnx"].status() == "failed" and "Git LFS" in by_name["hostile.onnx"].model.error
     assert by_name["cnn_unfused.onnx"].outcomes["check"].status == "ok"
@@ -44,7 +45,7 @@ def test_local_batch_rows_resume_and_reports(tmp_path):
     html = (tmp_path / "out" / "batch.html").read_text()
     assert "sortable" in html and "Verdict matrix" in html and "<script>alert" not in html
     assert (tmp_path / "out" / "batch.csv").read_text().count("\n") == 7
-    again = api.batch(models, tmp_path / "out", stages=STAGES, stage_options={"check": {"engines": ["onnxruntime"]}})
+    again = batch_api.batch(models, tmp_path / "out", stages=STAGES, stage_options={"check": {"engines": ["onnxruntime"]}})
     assert again.ran == 0 and again.skipped == 5 * len(STAGES)
     assert {p: sha256_file(p) for p in models} == before
 
@@ -53,16 +54,16 @@ def test_local_batch_rows_resume_and_reports(tmp_path):
 def test_cluster_matches_local_and_targets_run_where_labelled(tmp_path, dask_cluster):
     models = _models(tmp_path)[:3]
     opts = {"check": {"engines": ["onnxruntime"]}, "profile": {"iterations": 20, "rounds": 2, "warmup": 2}}
-    local = api.batch(models, tmp_path / "local", stages=STAGES, stage_options=opts)
-    remote = api.batch(models, tmp_path / "remote", stages=STAGES, cluster=dask_cluster.address, stage_options=opts)
+    local = batch_api.batch(models, tmp_path / "local", stages=STAGES, stage_options=opts)
+    remote = batch_api.batch(models, tmp_path / "remote", stages=STAGES, cluster=dask_cluster.address, stage_options=opts)
     assert remote.executor == "dask" and _summary(remote) == _summary(local)
     optimized = next(r for r in remote.rows if r.model.name == "cnn_unfused.onnx").outcomes["optimize"]
     landed = tmp_path / "remote" / next(r.model.folder_name for r in remote.rows
                                         if r.model.name == "cnn_unfused.onnx") / optimized.artifacts[0]
     onnx.checker.check_model(str(landed))
 
-    edge = api.batch(models[:1], tmp_path / "edge", stages=["profile"], cluster=dask_cluster.address,
-                     target="edge", stage_options=opts)
+    edge = batch_api.batch(models[:1], tmp_path / "edge", stages=["profile"], cluster=dask_cluster.address,
+                           target="edge", stage_options=opts)
     (row,) = edge.rows
     assert row.outcomes["profile"].status == "ok" and row.outcomes["profile"].worker["target"] == "edge"
     from distributed import Client
@@ -89,7 +90,7 @@ def test_a_batch_stops_only_its_own_sandbox_workers(tmp_path):
     api.inspect(model, pool_key="other-session")                  # another session's warm worker
     before = {p["pool"]: p["pid"] for p in pool_info()}
     assert before.get("other-session")
-    r = api.batch([path_of("cnn_unfused")], tmp_path / "out", stages=["inspect"], pool_key="mine")
+    r = batch_api.batch([path_of("cnn_unfused")], tmp_path / "out", stages=["inspect"], pool_key="mine")
     assert r.ran == 1
     after = {p["pool"]: p["pid"] for p in pool_info()}
     assert after.get("other-session") == before["other-session"]

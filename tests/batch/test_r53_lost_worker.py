@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sample_models.catalog import path_of
-from studio import api
+from studio.batch import facade as batch_api
 from studio.batch.executors import DaskExecutor
 from studio.batch.loopback import LoopbackCluster
 from studio.batch.runner import run_batch
@@ -146,7 +146,7 @@ def test_r53_retries_zero_names_the_lost_worker_and_other_rows_finish(tmp_path):
     assert others == {"ok"} and "cancelled" not in {o.status for o in rows.values()}
     assert event["lost_data"], "the victim held models no other worker had: they were sent again"
     # resuming (here on the local pool) runs exactly the lost rows
-    again = api.batch(_models(), tmp_path / "out", stages=STAGES, cluster=None, stage_options=OPTS)
+    again = batch_api.batch(_models(), tmp_path / "out", stages=STAGES, cluster=None, stage_options=OPTS)
     assert again.ran == len(lost) and again.skipped == len(rows) - len(lost)
     assert {o.status for r in again.rows for o in r.outcomes.values()} == {"ok"}
 
@@ -228,5 +228,5 @@ def test_r53_a_scheduler_that_stays_away_ends_the_run_cleanly_and_resume_finishe
     assert {o.status for k, o in rows.items() if k not in lost} == {"ok"}
     assert all("did not come back" in rows[k].verdict and "resume" in rows[k].verdict for k in lost)
     with LoopbackCluster(tmp_path / "cluster2", {"a": None}, stock=True, nanny=False) as cluster:
-        again = api.batch(_models(), tmp_path / "out", stages=STAGES, cluster=cluster.address, stage_options=OPTS)
+        again = batch_api.batch(_models(), tmp_path / "out", stages=STAGES, cluster=cluster.address, stage_options=OPTS)
     assert again.ran == len(lost) and {o.status for r in again.rows for o in r.outcomes.values()} == {"ok"}

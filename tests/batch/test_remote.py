@@ -12,6 +12,7 @@ import pytest
 
 from sample_models.catalog import path_of
 from studio import api
+from studio.batch import facade as batch_api
 from studio.batch.executors import _model_files, _pack_model, remote_stage
 from studio.batch.remote import remote_measure
 from studio.batch.stages import StageTask
@@ -63,10 +64,10 @@ def test_targets_measure_on_the_labelled_worker_side_by_side(dask_cluster, capsy
         workers = c.scheduler_info(n_workers=-1)["workers"]
         (edge_addr,) = [a for a, w in workers.items() if "target-edge" in (w.get("resources") or {})]
         edge_pid = c.run(os.getpid, workers=[edge_addr])[edge_addr]      # the process the scheduler knows
-    assert api.cluster_targets(dask_cluster.address) == ["edge"]
+    assert batch_api.cluster_targets(dask_cluster.address) == ["edge"]
 
     model = api.load(path_of("cnn_unfused"))
-    on_edge, here = api.profile_on(["edge", "local"], [model], ["ort"], _quick(), cluster=dask_cluster.address)
+    on_edge, here = batch_api.profile_on(["edge", "local"], [model], ["ort"], _quick(), cluster=dask_cluster.address)
     assert on_edge.result.ok and here.result.ok
     assert on_edge.measured_by["target"] == "edge" and on_edge.measured_by["worker"] == edge_addr
     assert on_edge.measured_by["pid"] == edge_pid != os.getpid()
@@ -80,8 +81,8 @@ def test_targets_measure_on_the_labelled_worker_side_by_side(dask_cluster, capsy
     assert f"target   edge: measured on" in out and f"pid {edge_pid}" in out and "side by side" in out
 
     # precision on the target: the timing ran there too
-    measured = api.precision_on("edge", model, cluster=dask_cluster.address, variants=["fp32", "fp16"],
-                                latency_budget_s=3.0)
+    measured = batch_api.precision_on("edge", model, cluster=dask_cluster.address, variants=["fp32", "fp16"],
+                                      latency_budget_s=3.0)
     assert measured.measured_by["pid"] == edge_pid and measured.result.variant("fp32").latency_ms is not None
 
     # a target no worker offers: one line naming the known ones

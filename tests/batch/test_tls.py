@@ -10,6 +10,7 @@ import pytest
 
 from sample_models.catalog import path_of
 from studio import api
+from studio.batch import facade as batch_api
 from studio.batch.executors import ClusterSecurity
 from studio.core.errors import StudioError
 from tests.conftest import assert_user_message
@@ -46,13 +47,13 @@ def test_a_tls_cluster_runs_a_target_profile_only_with_the_certificates(tmp_path
     tls = _certificate(tmp_path)
     with LoopbackCluster(tmp_path / "cluster", {"edge": "edge"}, tls=tls) as cluster:
         assert cluster.address.startswith("tls://127.0.0.1:")
-        assert api.cluster_targets(cluster.address, tls=tls) == ["edge"]
+        assert batch_api.cluster_targets(cluster.address, tls=tls) == ["edge"]
         with pytest.raises(StudioError) as refused:            # plain client, tls:// scheduler
-            api.cluster_targets(cluster.address)
+            batch_api.cluster_targets(cluster.address)
         assert_user_message(str(refused.value), "cannot reach the dask scheduler")
         monkeypatch.setenv("ONNX_STUDIO_TLS_CA_FILE", tls[0])
         monkeypatch.setenv("ONNX_STUDIO_TLS_CERT", tls[1])
         monkeypatch.setenv("ONNX_STUDIO_TLS_KEY", tls[2])
-        (m,) = api.profile_on(["edge"], [api.load(path_of("cnn_unfused"))], ["ort"],
-                              ProfileOptions(iterations=5, rounds=2, warmup=1), cluster=cluster.address)
+        (m,) = batch_api.profile_on(["edge"], [api.load(path_of("cnn_unfused"))], ["ort"],
+                                    ProfileOptions(iterations=5, rounds=2, warmup=1), cluster=cluster.address)
         assert m.result.ok and m.measured_by["target"] == "edge" and m.measured_by["worker"].startswith("tls://")

@@ -45,7 +45,8 @@ def test_atomic_writes_get_normal_permissions(tmp_path):
     import stat
 
     from studio.cli import main
-    from studio.core.paths import atomic_write_bytes, atomic_write_text, current_umask
+    from studio.core.outputs import current_umask
+    from studio.core.paths import atomic_write_bytes, atomic_write_text
 
     old = os.umask(0o022)
     try:

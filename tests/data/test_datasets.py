@@ -12,7 +12,8 @@ from onnx import TensorProto, helper
 from PIL import Image
 
 from studio.core.errors import StudioError
-from studio.core.preprocess import PRESETS, Recipe, apply_recipe, suggest_recipe
+from studio.core.preprocess import PRESETS, Recipe, apply_recipe
+from studio.core.preprocess_suggest import suggest_recipe
 from studio.data.datasets import dataset_feeds, import_dataset, load_dataset
 from tests.conftest import sha256_file
 from tests.requirements import require_module

@@ -182,7 +182,7 @@ def _model(shape, leading=(), metadata=(), dtype=TensorProto.FLOAT):
 
 
 def _suggest(model):
-    from studio.core.preprocess import suggest_recipe
+    from studio.core.preprocess_suggest import suggest_recipe
 
     return suggest_recipe(model)
 

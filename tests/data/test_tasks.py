@@ -11,8 +11,8 @@ from onnx import TensorProto as T, helper, numpy_helper as nh
 from studio.core.compare import compare_arrays, compare_outputs
 from studio.core.errors import StudioError
 from studio.data.evaluate import output_specs
-from studio.data.metrics import metrics_for, parse_target, task_of
-from studio.data.tasks import applicable_targets, check_target, order_free_for, output_tasks, parse_task_options
+from studio.data.metrics import applicable_targets, check_target, metrics_for, parse_target, task_of
+from studio.data.tasks import order_free_for, output_tasks, parse_task_options
 
 rng = np.random.default_rng(0)
 X = helper.make_tensor_value_info("x", T.FLOAT, ["N", 3, 32, 32])

@@ -270,6 +270,21 @@ def unpack_feeds(arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
     return out
 
 
+def pack_feed_sets(feed_sets: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """Several feed sets as one array dict for a worker job (``"<set>\x00<input>"`` keys; sequence
+    inputs travel item by item, see :func:`check_feeds`)."""
+    return {f"{i}\x00{k}": v for i, feeds in enumerate(feed_sets) for k, v in check_feeds(feeds).items()}
+
+
+def unpack_feed_sets(arrays: Mapping[str, np.ndarray], count: int) -> list[dict[str, Any]]:
+    """Worker side of :func:`pack_feed_sets`: ``count`` feed sets again."""
+    sets: list[dict[str, np.ndarray]] = [{} for _ in range(count)]
+    for key, value in arrays.items():
+        i, _, name = key.partition("\x00")
+        sets[int(i)][name] = value
+    return [unpack_feeds(s) for s in sets]
+
+
 def package_version(*dist_names: str) -> str | None:
     from importlib import metadata
 

@@ -75,7 +75,7 @@ class MnnEngine(WorkerEngine):
         """Full INT8 ``.mnn`` (weights and activations) at ``out_path``, calibrated on ``samples``
         (input name -> array each; see :mod:`studio.core.engines.mnn_quant`)."""
         from studio.core.engines.base import check_feeds, check_model_file
-        from studio.core.engines.mnn_quant import pack_samples
+        from studio.core.engines.mnn_samples import pack_samples
 
         require_available(self)
         path = check_model_file(model_path)

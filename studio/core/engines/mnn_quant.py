@@ -26,31 +26,15 @@ import numpy as np
 
 from studio.core.engines.base import package_version
 from studio.core.engines.conversion import ConversionFailed
+from studio.core.engines.mnn_samples import unpack_samples
 from studio.core.jobs import JobContext, JobOutput, job
 
-__all__ = ["FEATURE_METHODS", "MAX_CALIBRATION_SAMPLES", "mnn_quant_command", "mnn_quantize_job",
-           "pack_samples", "quantize_mnn", "unpack_samples"]
+__all__ = ["FEATURE_METHODS", "MAX_CALIBRATION_SAMPLES", "mnn_quant_command", "mnn_quantize_job", "quantize_mnn"]
 
 FEATURE_METHODS = ("KL", "ADMM", "EMA")
 # MNN advises 100-1000 samples for KL; each is a text file (1.5 MB for a 224x224 image): 100 at most.
 MAX_CALIBRATION_SAMPLES = 100
 _DONE = "Quantize model done"
-_KEY = re.compile(r"^s(?P<i>\d{1,6})/(?P<name>.*)$", re.S)
-
-
-def pack_samples(samples: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Calibration samples as one flat array mapping (what crosses to the worker)."""
-    return {f"s{i}/{name}": np.asarray(a) for i, s in enumerate(samples) for name, a in s.items()}
-
-
-def unpack_samples(arrays: Mapping[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
-    """The inverse of :func:`pack_samples`, in sample order."""
-    out: dict[int, dict[str, np.ndarray]] = {}
-    for key, a in arrays.items():
-        m = _KEY.match(key)
-        if m:
-            out.setdefault(int(m.group("i")), {})[m.group("name")] = a
-    return [out[i] for i in sorted(out)]
 
 
 def mnn_quant_command(fp32_name: str, out_name: str, config_name: str) -> list[str]:

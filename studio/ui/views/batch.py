@@ -16,6 +16,7 @@ import streamlit as st
 
 from sample_models.catalog import CATALOG
 from studio import api
+from studio.batch import facade as batch_api
 from studio.core.paths import confine
 from studio.ui import state, widgets
 
@@ -56,7 +57,7 @@ def _sources() -> list[Path]:
 
 def _executor() -> tuple[str | None, str | None]:
     """(cluster address or None, target or None); the address comes from configuration only."""
-    cluster = widgets.guarded(api.configured_cluster)
+    cluster = widgets.guarded(batch_api.configured_cluster)
     if not cluster:
         st.caption("Executor: the local pool of sandbox workers (no cluster is configured: set "
                    "ONNX_STUDIO_CLUSTER or start the server with --cluster).")
@@ -65,7 +66,7 @@ def _executor() -> tuple[str | None, str | None]:
     if where != "cluster":
         return None, None
     st.caption(widgets.md_escape(f"cluster {cluster} (from the server's configuration)", 200))
-    targets = widgets.guarded(lambda: api.cluster_targets(cluster)) or []
+    targets = widgets.guarded(lambda: batch_api.cluster_targets(cluster)) or []
     target = st.selectbox("Target for profile / precision", ["any worker", *targets], key="batch_target")
     return cluster, None if target == "any worker" else target
 
@@ -85,8 +86,8 @@ def _run(paths: list[Path], stages: list[str], engines: list[str], cluster: str 
 
     def run():
         with api.job(project, "batch", {"stages": stages, "models": len(paths)}) as j:
-            result = api.batch(paths, out, stages=stages, cluster=cluster, target=target, force=force,
-                               stage_options=options, on_progress=on_progress, pool_key=state.session_id())
+            result = batch_api.batch(paths, out, stages=stages, cluster=cluster, target=target, force=force,
+                                     stage_options=options, on_progress=on_progress, pool_key=state.session_id())
             for kind in ("html", "csv", "json"):
                 if result.files.get(kind):
                     j.record_artifact(result.files[kind], f"batch report ({kind})")
@@ -98,7 +99,7 @@ def _run(paths: list[Path], stages: list[str], engines: list[str], cluster: str 
         st.session_state[_RESULT] = result
 
 
-def _table(result) -> pd.DataFrame:  # noqa: ANN001 - studio.batch.runner.BatchResult
+def _table(result) -> pd.DataFrame:  # noqa: ANN001 - studio.batch.results.BatchResult
     rows = []
     for r in result.rows:
         row = {"model": r.model.name, "status": r.status()}

@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
+from studio.batch import facade as batch_api
 from studio.core.errors import StudioError
 from studio.core.jsonsafe import dumps as json_dumps
 from studio.ui import state, widgets
@@ -74,10 +75,10 @@ _MEASURED_BY = "profile_measured_by"
 
 def _target_picker() -> str | None:
     """With a cluster configured (ONNX_STUDIO_CLUSTER / serve --cluster): where to measure."""
-    cluster = widgets.guarded(api.configured_cluster)
+    cluster = widgets.guarded(batch_api.configured_cluster)
     if not cluster:
         return None
-    names = widgets.guarded(lambda: api.cluster_targets(cluster)) or []
+    names = widgets.guarded(lambda: batch_api.cluster_targets(cluster)) or []
     choice = st.selectbox("Measure on", ["local", *names], key="profile_target",
                           help="a remote target is a cluster worker started with --target NAME")
     return None if choice == "local" else choice
@@ -85,8 +86,8 @@ def _target_picker() -> str | None:
 
 def _run_remote(target: str, targets: list[api.ProfileTarget], engines: list[str], options: api.ProfileOptions) -> None:
     with st.spinner(f"measuring on target {target}…"):
-        measured = widgets.guarded(lambda: api.profile_on([target], [(t.label, t.handle) for t in targets], engines,
-                                                          options)[0])
+        measured = widgets.guarded(lambda: batch_api.profile_on([target], [(t.label, t.handle) for t in targets],
+                                                                engines, options)[0])
     if measured is not None:
         st.session_state[_RESULT] = measured.result
         st.session_state[_MEASURED_BY] = measured

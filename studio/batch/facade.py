@@ -1,0 +1,110 @@
+"""What the front ends call for batch runs and remote targets.
+
+``studio.batch`` is a consumer of the facade, like the CLI: every stage it runs, here or on a
+Dask worker, goes through ``studio.api``. So ``studio.api`` never imports this package (the
+import-linter contracts in pyproject.toml), and the pages and the CLI reach batch runs, remote
+targets and the cluster's configuration through this module only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from studio.batch.executors import ClusterSecurity, DaskExecutor, LocalExecutor, cluster_address
+from studio.batch.remote import LOCAL, Measured, measure_on, side_by_side
+from studio.batch.remote import cluster_targets as _targets
+from studio.batch.results import BatchResult
+from studio.batch.runner import run_batch
+from studio.batch.stages import machine_facts, worker_facts
+from studio.core.errors import StudioError
+from studio.core.model import ModelHandle
+
+if TYPE_CHECKING:
+    from profilers.profile import ProfileOptions
+
+__all__ = ["LOCAL", "Measured", "batch", "cluster_address", "cluster_targets", "configured_cluster", "machine_facts",
+           "precision_on", "profile_on", "side_by_side"]
+
+_TLS = tuple[str | None, str | None, str | None]
+
+
+def batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Sequence[str] = ("inspect", "check"),
+          cluster: str | None = None, target: str | None = None, retries: int = 1, workers: int | None = None,
+          force: bool = False, stage_options: Mapping[str, Mapping] | None = None,
+          tls: _TLS = (None, None, None),
+          on_progress: Callable | None = None, on_outcome: Callable | None = None,
+          pool_key: str = "batch") -> BatchResult:
+    """Run ``stages`` over every model under ``paths`` into ``out_dir`` (resumable; ``force`` reruns),
+    on a local pool of sandbox workers or, with ``cluster`` (or ONNX_STUDIO_CLUSTER), on Dask.
+    ``target`` runs profile/precision on the cluster worker with resource ``target-NAME``. The local
+    pool's sandbox workers are named after ``pool_key`` (a browser session's) and stopped at the end."""
+    address = cluster_address(cluster)
+    if target and address is None:
+        raise StudioError("--target needs a cluster (--cluster tcp://HOST:PORT or ONNX_STUDIO_CLUSTER)",
+                          code="BAD-OPTION")
+    executor = (DaskExecutor(address, retries=retries, security=ClusterSecurity.from_env(*tls)) if address
+                else LocalExecutor(workers, pool_prefix=pool_key))
+    try:
+        return run_batch(paths, out_dir, stages=stages, executor=executor, force=force,
+                         stage_options={k: dict(v) for k, v in (stage_options or {}).items()}, target=target,
+                         on_progress=on_progress, on_outcome=on_outcome)
+    finally:
+        executor.close()
+
+
+def configured_cluster() -> str | None:
+    """The Dask scheduler address from configuration (ONNX_STUDIO_CLUSTER, set by ``serve --cluster``),
+    validated; None when no cluster is configured. Never from a model or an upload."""
+    return cluster_address(None)
+
+
+def cluster_targets(cluster: str | None = None, *, tls: _TLS = (None, None, None)) -> list[str]:
+    """Names of the remote targets (workers with resource ``target-NAME``) of ``cluster``
+    (or ONNX_STUDIO_CLUSTER)."""
+    return _targets(cluster, ClusterSecurity.from_env(*tls))
+
+
+def profile_on(targets: Sequence[str], models: Sequence[ModelHandle | tuple[str, ModelHandle]],
+               engines: Sequence[str] | str = ("ort",), options: ProfileOptions | None = None, *,
+               cluster: str | None = None, tls: _TLS = (None, None, None),
+               pool_key: str = "default") -> list[Measured]:
+    """``api.profile`` of ``models`` on each target ("local" is this machine; other names run on the
+    cluster worker with resource ``target-NAME``, in the studio's sandbox there). Each
+    ``Measured`` says who measured it (host, pid, CPU, cores, engine versions, target)."""
+    from studio import api      # on first use: `worker` and `serve` need only the configuration helpers
+
+    pairs = [(m.name, m) if isinstance(m, ModelHandle) else (str(m[0]), m[1]) for m in models]
+    engine_list = [engines] if isinstance(engines, str) else list(engines)
+    out = []
+    for target in dict.fromkeys(targets):
+        if target == LOCAL:
+            out.append(Measured(LOCAL, worker_facts(LOCAL), api.profile(pairs, engine_list, options,
+                                                                        pool_key=pool_key)))
+        else:
+            data = {"inputs_npz": options.inputs_npz, "images_dir": options.images_dir} if options else {}
+            out.append(measure_on("profile", target, [(label, h.path) for label, h in pairs],
+                                  {"engines": engine_list, "options": options}, cluster=cluster,
+                                  data={k: Path(v) for k, v in data.items() if v},
+                                  security=ClusterSecurity.from_env(*tls)))
+    return out
+
+
+def precision_on(target: str, handle: ModelHandle | str | Path, *, cluster: str | None = None,
+                 tls: _TLS = (None, None, None),
+                 calibration: str | Path | None = None, inputs: str | Path | None = None, **kwargs: Any) -> Measured:
+    """``api.precision`` on the cluster worker offering ``target`` (calibration/inputs files travel
+    with the model, hashed); a ``Measured`` labelled with the machine that timed it."""
+    from studio import api
+    from studio.core.paths import user_data_path
+
+    if target == LOCAL:
+        return Measured(LOCAL, worker_facts(LOCAL), api.precision(handle, calibration=calibration, inputs=inputs,
+                                                                  **kwargs))
+    data = {"calibration": user_data_path(calibration, label="calibration data") if calibration else None,
+            "inputs": user_data_path(inputs, label="inputs file") if inputs else None}
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("on_progress", "on_tick", "out_dir", "pool_key")}
+    path = handle.path if isinstance(handle, ModelHandle) else api.load(handle).path
+    return measure_on("precision", target, [("model", path)], kwargs, data=data, cluster=cluster,
+                      security=ClusterSecurity.from_env(*tls))
