@@ -190,3 +190,18 @@ def test_reorder_lowers_ort_measured_peak(tmp_path):
     before, after = measure_ort_activations(a).pattern_bytes, measure_ort_activations(b).pattern_bytes
     assert (before, after) == (_predicted_arena(a), _predicted_arena(b))
     assert after < before
+
+
+@pytest.mark.slow
+def test_reorder_runs_as_a_verified_pass(tmp_path):
+    from studio import api
+
+    m, _ = _sizes(_two_branch())
+    src = tmp_path / "m.onnx"
+    onnx.save(m, src)
+    r = api.optimize(api.load(src), passes=["reorder-for-memory"], out_path=tmp_path / "out" / "m.onnx")
+    step = next(s for s in r.to_dict()["records"] if s["name"] == "reorder-for-memory")
+    assert step["modified"] and step["verification"]["ok"] and step["verification"]["numeric_status"] == "passed"
+    memory = step["details"]["memory"]
+    assert memory["after"]["peak_bytes"] < memory["before"]["peak_bytes"]
+    assert memory["after"]["order"][:4] == ["s", "q1", "q2", "q3"]
