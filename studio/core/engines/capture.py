@@ -31,6 +31,7 @@ def captured_output(path: Path) -> Iterator[Path]:
             stream.flush()
         except Exception:  # noqa: BLE001
             pass
+    _flush_c_stdio()            # what was printed before the block stays out of the file
     saved = (os.dup(1), os.dup(2))
     fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -43,10 +44,23 @@ def captured_output(path: Path) -> Iterator[Path]:
                 stream.flush()
             except Exception:  # noqa: BLE001
                 pass
+        _flush_c_stdio()        # what C++ printed into stdio's buffer belongs in this file, not after it
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
         for f in (*saved, fd):
             os.close(f)
+
+
+def _flush_c_stdio() -> None:
+    """``fflush(NULL)``: C stdio buffers stdout fully when it is not a terminal (sandbox workers set
+    PYTHONUNBUFFERED, which also unbuffers C stdio; other callers need not), so a converter's last lines
+    (MNN's "Quantize model done!") would otherwise reach the file only after it was read."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):   # no C library to ask (not on Linux/macOS)
+        pass
 
 
 def read_log(path: Path, limit: int = 20_000) -> str:
