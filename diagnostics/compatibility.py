@@ -30,12 +30,22 @@ from studio.inspect.shapes import sandboxed_shapes
 
 log = logging.getLogger(__name__)
 
-__all__ = ["check_model", "normalize_engines"]
+__all__ = ["check_model", "default_engines", "normalize_engines"]
+
+
+def default_engines() -> tuple[str, ...]:
+    """What ``check`` checks when no engine is named: ONNX Runtime, OpenVINO and TensorRT (by table
+    where not installed), plus MNN and LiteRT wherever their stack (runtime and converter) is installed."""
+    from studio.core.engines import get_engine
+
+    return ("onnxruntime", "openvino", "tensorrt") + tuple(e for e in ("mnn", "litert")
+                                                          if get_engine(e).available().ok)
 
 
 def normalize_engines(engines: Sequence[str] | str | None) -> tuple[str, ...]:
+    """Canonical engine names; None (or nothing) is :func:`default_engines`, "all" every engine."""
     if engines is None:
-        return ENGINE_NAMES
+        return default_engines()
     if isinstance(engines, str):
         engines = [e for e in engines.split(",") if e.strip()]
     if any(str(e).strip().lower() == "all" for e in engines):
@@ -45,7 +55,7 @@ def normalize_engines(engines: Sequence[str] | str | None) -> tuple[str, ...]:
         name = resolve_engine_name(e)
         if name not in out:
             out.append(name)
-    return tuple(out) or ENGINE_NAMES
+    return tuple(out) or default_engines()
 
 
 def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None, *, eps: Sequence[str] = ("cpu",),

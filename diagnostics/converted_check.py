@@ -26,6 +26,7 @@ import numpy as np
 from diagnostics.base import (EngineCheck, OutputInfo, first_line, needs_inputs_finding, recorded_limit, run_candidates,
                               seeded_size_finding, verdict_from)
 from diagnostics.node_context import NodeCtx
+from studio.core.engines.conversion import options_note
 from studio.core.errors import WorkerError
 from studio.core.findings import Finding, NodeVerdict
 from studio.core.jobs import JobContext, JobOutput, job
@@ -36,6 +37,7 @@ __all__ = ["CONVERTED_ENGINES", "check_converted"]
 CONVERTED_ENGINES = {"mnn": ("MNN", "MNN", "MNNConvert"), "litert": ("LiteRT", "LITERT", "onnx2tf")}
 _COSINE_MIN = 0.999
 _AP50_MIN = 0.99
+_UNSUPPORTED_HINT = "rewrite the op into ops the converter supports, or use another engine"
 
 
 def judge_output(name: str, want: np.ndarray, got: np.ndarray, task=None, order=None) -> dict:
@@ -138,6 +140,7 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         if data.get("conversion") and not data["conversion"].get("ok"):
             data["convert_error"] = data["conversion"].get("error") or data.get("run_error")
         return JobOutput(data=data)
+    data["search"] = {k: runner.details.get(f"converter_{k}") for k in ("options", "attempts", "advice", "command")}
     data["layout"] = dict(runner.details.get("layout") or {})
     data["names_mapped"] = runner.details.get("names_mapped") or runner.details.get("outputs_mapped")
     ctx.set_stage("ONNX Runtime reference")
@@ -178,6 +181,28 @@ def _attributed(nodes: Sequence[NodeCtx], conversion: dict | None) -> dict[str, 
             why = why.split(" (", 1)[1].rstrip(")") if " (" in why else ""
             out.setdefault(n.id, "the converter fails at this node" + (f" ({first_line(why, 200)})" if why else ""))
     return out
+
+
+def _refusal_hint(converter: str, conversion: dict | None) -> str | None:
+    """A refused conversion's fix hint: the converter's own advice and the options already tried
+    (None when the converter gave none and nothing was tried: the op itself is missing)."""
+    if not conversion:
+        return None
+    advice = [a for a in conversion.get("advice") or () if a]
+    tried = [" ".join(a.get("options") or ()) for a in (conversion.get("attempts") or ())[1:]]
+    if not advice and not tried:
+        return None
+    parts = []
+    if advice:
+        parts.append(f"{converter} advises: " + " ".join(advice[:4]))
+        if converter == "onnx2tf":
+            parts.append("the studio always gives -ois with the run's input shapes")
+    if tried:
+        parts.append(f"the studio tried {', '.join(tried)} without success; convert by hand with the advised options "
+                     "or a parameter-replacement file, or use another engine")
+    else:
+        parts.append("no option it names applies to this model (use another engine, or rewrite the failing node)")
+    return "; ".join(parts)[:900]
 
 
 def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, run: bool = True,
@@ -227,17 +252,20 @@ def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, 
     if data.get("convert_error"):
         ran = False
         bad = _attributed(checked, conversion)
+        hint = _refusal_hint(converter, conversion)
         for node_id, reason in bad.items():
             n = next(n for n in checked if n.id == node_id)
             result.findings.append(Finding(f"{prefix}-UNSUPPORTED", "error",
                                            f"{label} cannot convert node {n.id} ({n.qualified}): {reason}", engine,
-                                           n.id, n.op_type, n.domain, target,
-                                           "rewrite the op into ops the converter supports, or use another engine",
+                                           n.id, n.op_type, n.domain, target, hint or _UNSUPPORTED_HINT,
                                            None, converter))
         if not bad:
             result.findings.append(Finding(f"{prefix}-CONVERT-ERROR", "error",
                                            f"{label} conversion fails: {first_line(data['convert_error'])}", engine,
-                                           target=target, source=converter))
+                                           target=target, fix_hint=hint, source=converter))
+        note = options_note(engine, conversion)
+        if note:
+            result.notes.append(f"{label}: {note}")
         for n in checked:
             status = "unsupported" if n.id in bad else "unknown"
             result.nodes.append(NodeVerdict(n.id, n.op_type, n.domain, engine, target, status,
@@ -259,6 +287,16 @@ def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, 
         for n in checked:
             result.nodes.append(NodeVerdict(n.id, n.op_type, n.domain, engine, target, status,
                                             "converted and ran" if ran else "the model did not run", converter))
+        search = data.get("search") or {}
+        note = options_note(engine, {**search, "ok": True})
+        if note and search.get("options"):
+            command = " ".join(search.get("command") or ())
+            result.findings.append(Finding(f"{prefix}-CONVERTER-OPTIONS", "info", f"{label}: {note}", engine,
+                                           target=target, fix_hint=f"convert with these options: {command}",
+                                           source=converter))
+            result.notes.append(f"{label}: converted with {converter} options {' '.join(search['options'])}")
+        elif note:
+            result.notes.append(f"{label}: {note}")
         for extra in (seeded_size_finding(engine, label, data, target),
                       needs_inputs_finding(engine, label, data, target)):
             if extra is not None:

@@ -209,12 +209,21 @@ def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHand
     return replace(result, out_dir=None) if temporary else result
 
 
-def check(handle: ModelHandle, engines: Sequence[str] | str = ("onnxruntime", "openvino", "tensorrt"), *,
+def default_engines() -> tuple[str, ...]:
+    """The engines :func:`check` checks by default: ONNX Runtime, OpenVINO, TensorRT, and MNN and
+    LiteRT wherever their stack is installed."""
+    from diagnostics.compatibility import default_engines as _default_engines
+
+    return _default_engines()
+
+
+def check(handle: ModelHandle, engines: Sequence[str] | str | None = None, *,
           eps: Sequence[str] = ("cpu",), trt_version: str | int = "10", run: bool = True,
           dims: Mapping[str, int] | None = None, inputs: str | Path | None = None,
           pool_key: str = "default", tasks: Mapping[str, str] | None = None) -> Report:
     """Compatibility per node and per engine (ONNX Runtime and OpenVINO decided by a real session in a
-    worker, TensorRT by its support table), plus lint and custom ops. See docs/findings.md.
+    worker, TensorRT by its support table, MNN and LiteRT by a real conversion and run), plus lint and
+    custom ops. See docs/findings.md. ``engines``: default :func:`default_engines`.
     ``inputs``: an .npz of real inputs for the runs (default: seeded inputs). ``tasks``: {output: kind}
     (see :func:`output_tasks`): how the converted engines' outputs are compared with ONNX Runtime's."""
     from diagnostics.compatibility import check_model

@@ -24,8 +24,9 @@ _MARK = {"runs": "OK  ", "runs with warnings": "WARN", "not run": "NRUN", "fails
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_project_argument(p)
     p.add_argument("model", help="path to a .onnx file (external data next to it)")
-    p.add_argument("--engines", default="onnxruntime,openvino,tensorrt",
-                   help="comma-separated: onnxruntime (ort), openvino (ov), tensorrt (trt), mnn, litert (tflite), or all")
+    p.add_argument("--engines", default=None,
+                   help="comma-separated: onnxruntime (ort), openvino (ov), tensorrt (trt), mnn, litert (tflite), or "
+                   "all (default: ort, openvino, tensorrt, and mnn and litert where installed)")
     p.add_argument("--ep", default="cpu", help="ONNX Runtime execution providers, comma-separated: cpu, cuda, tensorrt "
                    "(not-installed EPs are checked against shipped tables)")
     p.add_argument("--trt-version", default="10", choices=["10", "11"], help="TensorRT support table to use")

@@ -3,7 +3,8 @@ engine's converter (in a sandbox worker), reload the file in its own runtime, ve
 against the original, and write a README with the snippet that loads it on a device.
 
 The converter command line is recorded in the artifact's notes (and so in
-``manifest.json``). A converted file is judged by the converted-engine criterion: every
+``manifest.json``), with the options the converter needed when its defaults were refused or
+gave other numbers than ONNX Runtime on the reference feeds (``engines.conversion.search_options``). A converted file is judged by the converted-engine criterion: every
 output's cosine with the original >= 0.9999 (converters refuse or reorder ops, so
 elementwise fp32 tolerances would call a faithful conversion broken on a float rounding),
 plus the fp32 elementwise tolerance loosened tenfold. ``.tflite`` files have fixed input
@@ -75,8 +76,11 @@ outputs = run(**{{name: np.zeros(d["shape"], d["dtype"]) for name, d in run.get_
 """
 
 
-def _feeds_layout(ctx: ExportContext) -> str:
-    four_d = [n for n, s in ctx.input_shapes.items() if 3 <= len(s) <= 5]
+def _feeds_layout(ctx: ExportContext, options: tuple[str, ...] = ()) -> str:
+    kept = [n for n in ctx.input_shapes if n in options]     # -kat/-kt NAMES: inputs kept in the ONNX layout
+    four_d = [n for n, s in ctx.input_shapes.items() if 3 <= len(s) <= 5 and n not in kept]
+    if kept and not four_d:
+        return f"{', '.join(kept[:4])} keep(s) the ONNX layout (converted with {' '.join(options)})."
     if not four_d:
         return "No input changes layout."
     return (f"onnx2tf stores {', '.join(four_d[:4])} channels-last (N..C, e.g. NHWC): transpose NCHW data with "
@@ -117,12 +121,19 @@ def _export(ctx: ExportContext, engine: str) -> TargetResult:
     ctx.progress(engine, f"converting to {name}")
     if engine == "mnn":
         conv = adapter.convert(ctx.deploy, folder / name, pool_key=ctx.pool_key)
-    else:
-        conv = adapter.convert(ctx.deploy, folder / name, shapes=ctx.input_shapes, pool_key=ctx.pool_key)
+    else:   # fp32: a conversion must match ONNX Runtime on the reference feeds, else onnx2tf's options are tried
+        feeds = ctx.reference.feeds if ctx.reference.feeds and all(
+            tuple(getattr(ctx.reference.feeds.get(n), "shape", ())) == tuple(s)
+            for n, s in ctx.input_shapes.items()) else None
+        conv = adapter.convert(ctx.deploy, folder / name, shapes=ctx.input_shapes, pool_key=ctx.pool_key,
+                               reference=feeds if ctx.deploy_precision == "fp32" else None)
     notes = [f"converter command: {conv.command_line}", f"converted in {conv.seconds:.2f} s "
              f"({conv.converter_version or '?'})"]
+    if conv.search_note:
+        notes.append(f"converter options: {conv.search_note}")
     if not conv.ok:
-        return TargetResult(engine, ERROR, f"{adapter.label} could not convert the model: {conv.error}",
+        advice = f"; {conv.converter_label()} advises: {' '.join(conv.advice[:3])}" if conv.advice else ""
+        return TargetResult(engine, ERROR, f"{adapter.label} could not convert the model: {conv.error}{advice}",
                             notes=tuple(notes), seconds=time.perf_counter() - started)
     artifact = folder / name
     ctx.progress(engine, f"verifying {name} in {adapter.label}")
@@ -133,6 +144,8 @@ def _export(ctx: ExportContext, engine: str) -> TargetResult:
     v = verify_outputs(ctx.reference, outputs, criteria, engine=f"{engine} {version}".strip(),
                        error=None if error is None else f"{adapter.label} cannot run {name}: {error}")
     art_notes = [f"command: {conv.command_line}"]
+    if conv.search_note:
+        art_notes.append(f"converter options: {conv.search_note}")
     layout = details.get("layout") or {}
     if layout:
         art_notes.append("layout: " + "; ".join(f"{k[:40]}: {t}" for k, t in list(layout.items())[:6]))
@@ -152,7 +165,8 @@ def _export(ctx: ExportContext, engine: str) -> TargetResult:
     else:
         atomic_write_text(readme, _LITERT_README.format(
             command=conv.command_line, version=version, verification=verification,
-            shapes=", ".join(f"{n} {list(s)}" for n, s in ctx.input_shapes.items()), layout=_feeds_layout(ctx)))
+            shapes=", ".join(f"{n} {list(s)}" for n, s in ctx.input_shapes.items()),
+            layout=_feeds_layout(ctx, conv.options)))
     bench = {name: {"convert_ms": round(conv.seconds * 1000, 1), "load_ms": details.get("load_ms"),
                     "first_inference_ms": details.get("first_inference_ms")}}
     return target_result(engine, [art], notes, bench, started)

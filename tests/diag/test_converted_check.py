@@ -21,6 +21,8 @@ def test_runs_on_both_with_versions_and_layout_note():
         v = report.verdict(engine)
         assert v.verdict == "runs" and v.decided_by == "real session"
         assert report.tool_versions[engine]
+    # onnx2tf's defaults convert this NCHW model to ONNX Runtime's numbers: no option was tried
+    assert not [f for f in report.findings if f.code.endswith("-CONVERTER-OPTIONS")]
     assert any("LiteRT: layout handled" in n and "N..C" in n for n in report.notes)
     assert any("MNN: outputs mapped to ONNX names" in n for n in report.notes)
     nodes = [n for n in report.nodes if n.engine == "mnn"]
@@ -39,12 +41,16 @@ def test_unsupported_custom_op_is_attributed_to_its_node():
         assert {s for k, s in statuses.items() if k != "/grid_sampler"} == {"unknown"}
 
 
-def test_litert_names_the_node_onnx2tf_stops_at():
+def test_litert_converts_a_channels_last_grid_with_the_option_onnx2tf_names():
+    """onnx2tf stops at /GridSample with its defaults (it takes the [N, D, H, W, 3] grid for NCDHW);
+    its advice (-kat) converts it, and the numbers are ONNX Runtime's (no mismatch)."""
     _needs("litert")
     report = api.check(api.load(SAMPLES / "gridsample_5d.onnx"), "litert")
-    assert report.verdict("litert").verdict == "fails"
-    (f,) = [f for f in report.findings if f.code == "LITERT-UNSUPPORTED"]
-    assert f.node == "/GridSample" and f.op_type == "GridSample"
+    assert report.verdict("litert").verdict == "runs", report.verdict("litert")
+    (f,) = [f for f in report.findings if f.code == "LITERT-CONVERTER-OPTIONS"]
+    assert "fails at node /GridSample" in f.message and "converted with -kat grid" in f.message, f.message
+    assert f.fix_hint.endswith("-kat grid")
+    assert not [f for f in report.findings if f.code in ("LITERT-MISMATCH", "LITERT-UNSUPPORTED")]
 
 
 def test_engines_all_includes_both():

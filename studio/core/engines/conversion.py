@@ -4,15 +4,35 @@ MNN and LiteRT do not read ONNX themselves: a converter (MNNConvert, onnx2tf) wr
 their format first. Both run inside a sandbox worker (they can crash or hang on hostile
 models) and both print their unsupported-op messages rather than raising them; the log is
 kept so the check can attribute a failure to ONNX nodes.
+
+A converter that refuses a model with its defaults often says which of its own options to
+use (onnx2tf: "-kt or -kat" for NHWC inputs, "-onwdt" for NMS heads). :func:`search_options`
+tries those, a bounded number of times in the same worker, as the input search tries inputs;
+what was tried, what the converter advised and the options that worked are recorded
+(``attempts``, ``advice``, ``options``) for the check's finding and the export manifest.
 """
 
 from __future__ import annotations
 
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Conversion", "ConversionFailed", "first_run_output"]
+__all__ = ["Conversion", "ConversionFailed", "OptionSet", "converter_advice", "first_run_output", "outputs_disagree",
+           "search_options"]
+
+# Conversions tried after the defaults, at most, and the seconds the search may spend: onnx2tf takes
+# tens of seconds on small models and minutes on a ResNet-50, inside a worker whose own timeout is 600 s.
+MAX_OPTION_ATTEMPTS = 4
+OPTION_BUDGET_S = 300.0
+# An output whose cosine with ONNX Runtime's is below this is "different numbers" (the check's criterion).
+COSINE_MIN = 0.999
+# Log lines in which a converter recommends one of its options ("use the -kt or -kat option",
+# "try the -onwdt option", "you can try set --weightQuantAsymmetric", "Re-run with --x").
+_ADVICE = re.compile(r"(use the -|try the -|try set -|re-run with -|please try .*-|use -{1,2}\w)", re.I)
 
 
 class ConversionFailed(RuntimeError):
@@ -38,6 +58,9 @@ class Conversion:
     failed_nodes: tuple[str, ...] = ()
     layout: dict[str, Any] = field(default_factory=dict)
     log_tail: str = ""
+    options: tuple[str, ...] = ()          # the converter options that made it convert (empty: its defaults)
+    attempts: tuple[dict[str, Any], ...] = ()   # every option set tried: {"options", "ok", "error"}
+    advice: tuple[str, ...] = ()           # the converter's own recommendations, from its log
 
     @property
     def command_line(self) -> str:
@@ -52,7 +75,33 @@ class Conversion:
                    tuple(data.get("command") or ()), float(data.get("seconds") or 0.0),
                    data.get("converter_version"), data.get("error"), tuple(data.get("unsupported_ops") or ()),
                    tuple(data.get("failed_nodes") or ()), dict(data.get("layout") or {}),
-                   str(data.get("log") or "")[-2000:])
+                   str(data.get("log") or "")[-2000:], tuple(data.get("options") or ()),
+                   tuple(dict(a) for a in data.get("attempts") or ()), tuple(data.get("advice") or ()))
+
+    def converter_label(self) -> str:
+        return {"litert": "onnx2tf", "mnn": "MNNConvert"}.get(self.engine, self.engine)
+
+    @property
+    def search_note(self) -> str | None:
+        """One line for notes and manifests: which options made the converter accept the model."""
+        return options_note(self.engine, {"options": self.options, "attempts": self.attempts, "ok": self.ok})
+
+
+def options_note(engine: str, info: Mapping[str, Any]) -> str | None:
+    """What the option search did, in one line (None when the defaults were used and nothing else tried)."""
+    attempts = list(info.get("attempts") or ())
+    if len(attempts) <= 1:
+        return None
+    tool = {"litert": "onnx2tf", "mnn": "MNNConvert"}.get(engine, engine)
+    first = attempts[0]
+    why = "refused its defaults" if not first.get("converted", first.get("ok")) else \
+        "gave different numbers from ONNX Runtime with its defaults"
+    reason = str(first.get("error") or "")[:160]
+    tried = ", ".join(" ".join(a.get("options") or ()) or "defaults" for a in attempts[1:])
+    if info.get("ok") and info.get("options"):
+        return (f"{tool} {why} ({reason}); converted with {' '.join(info['options'])} "
+                f"(tried {len(attempts) - 1} option set(s): {tried})")
+    return f"{tool} {why} ({reason}); none of the options it recommends helped (tried: {tried})"
 
 
 def first_run_output(runner: Any, args: dict[str, Any], arrays: dict[str, Any], *, setup_in_first_run: bool = False):
@@ -77,3 +126,110 @@ def first_run_output(runner: Any, args: dict[str, Any], arrays: dict[str, Any], 
     return JobOutput(data={"version": runner.details["engine_version"], "outputs": encoded, "details": details},
                      arrays=out_arrays)
 
+
+
+@dataclass(frozen=True)
+class OptionSet:
+    """One set of converter options to try: the flags as the converter's command line spells them
+    (what is reported and recorded), the keyword arguments its Python API takes, and why it is tried."""
+
+    flags: tuple[str, ...]
+    kwargs: Mapping[str, Any]
+    reason: str
+
+
+def converter_advice(log: str) -> list[str]:
+    """The lines of a converter's log that recommend one of its options, de-colored, once each."""
+    out: list[str] = []
+    for line in log.splitlines():
+        text = re.sub(r"\x1b\[[0-9;]*m", "", line).strip()
+        text = re.sub(r"^(ERROR|WARNING|INFO):\s*", "", text)
+        if text and _ADVICE.search(text) and text not in out:
+            out.append(text[:300])
+    return out[:8]
+
+
+def outputs_disagree(expected: Mapping[str, Any], got: Mapping[str, Any]) -> str | None:
+    """Why ``got`` (a converted model's outputs) is not ``expected`` (ONNX Runtime's on the same
+    inputs): a shape that differs or a cosine below :data:`COSINE_MIN`; None when they agree."""
+    import numpy as np
+
+    for name, want in expected.items():
+        if name not in got or not isinstance(want, np.ndarray) or want.dtype.kind not in "fiub":
+            continue
+        have = np.asarray(got[name])
+        if have.shape != want.shape:
+            return f"output {name!r} has shape {list(have.shape)}, ONNX Runtime gives {list(want.shape)}"
+        a, b = want.astype(np.float64).ravel(), have.astype(np.float64).ravel()
+        finite = np.isfinite(a) & np.isfinite(b)
+        cos = cosine(a[finite], b[finite]) if finite.any() else 1.0
+        if cos < COSINE_MIN:
+            return f"output {name!r} differs from ONNX Runtime's (cosine {cos:.4f})"
+    return None
+
+
+def cosine(a: Any, b: Any) -> float:
+    """Cosine similarity of two arrays (1.0 for two zero arrays, 0.0 for one)."""
+    import numpy as np
+
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if na == 0 and nb == 0:
+        return 1.0
+    return float(a @ b / (na * nb)) if na and nb else 0.0
+
+
+def search_options(convert: Callable[[OptionSet], dict[str, Any]],
+                   propose: Callable[[dict[str, Any], bool], Sequence[OptionSet]], *,
+                   judge: Callable[[dict[str, Any]], str | None] | None = None,
+                   first: OptionSet | None = None, max_attempts: int = MAX_OPTION_ATTEMPTS,
+                   budget_s: float = OPTION_BUDGET_S) -> dict[str, Any]:
+    """Worker side: convert with the defaults (or ``first``), and when the converter refuses
+    (``convert`` raises :class:`ConversionFailed`) or ``judge`` finds the result wrong (a reason
+    string), try the option sets ``propose(info, refused)`` suggests, in order, until one converts
+    and passes ``judge``; at most ``max_attempts`` of them, and none that would start after
+    ``budget_s`` (judged by the slowest attempt so far). Returns the winner's info with
+    ``attempts`` (every set tried), ``advice`` and ``options``; raises :class:`ConversionFailed`
+    with the defaults' info (and the attempts) when the model never converts. A conversion that
+    converts but stays wrong with every option keeps the defaults' result (the check reports the
+    difference)."""
+    started = time.perf_counter()
+    attempts: list[dict[str, Any]] = []
+    default = first or OptionSet((), {}, "the converter's defaults")
+
+    def attempt(options: OptionSet) -> tuple[dict[str, Any], bool]:
+        t0 = time.perf_counter()
+        try:
+            info = convert(options)
+            ok, why = True, (judge(info) if judge is not None else None)
+        except ConversionFailed as exc:
+            info, ok, why = dict(exc.info), False, str(exc)
+        attempts.append({"options": list(options.flags), "ok": ok and why is None, "converted": ok,
+                         "error": None if ok and why is None else (why or "")[:400], "reason": options.reason,
+                         "seconds": round(time.perf_counter() - t0, 3)})
+        info["options"] = list(options.flags)
+        return info, ok
+
+    base, converted = attempt(default)
+    base["advice"] = converter_advice(str(base.get("log") or ""))
+    if attempts[0]["ok"]:
+        base["attempts"] = attempts
+        return base
+    tried = {tuple(default.flags)}
+    slowest = attempts[0]["seconds"]
+    for options in propose(base, not converted):
+        if len(attempts) > max_attempts or tuple(options.flags) in tried:
+            continue
+        if time.perf_counter() - started + slowest > budget_s:
+            break
+        tried.add(tuple(options.flags))
+        info, ok = attempt(options)
+        slowest = max(slowest, attempts[-1]["seconds"])
+        if attempts[-1]["ok"]:
+            info.update(attempts=attempts, advice=base["advice"])
+            return info
+    base.update(attempts=attempts)
+    if not converted:
+        raise ConversionFailed(str(base.get("error") or attempts[0]["error"]), base)
+    return base

@@ -15,15 +15,26 @@ its log ("ERROR: onnx_op_name: /GridSample", "ERROR: grid_sampler OP is not yet
 implemented."); both are parsed for the check. The conversion stack (tensorflow-cpu +
 onnx2tf) is the ``litert`` extra: ``pip install -e '.[litert]'``.
 
+Options: onnx2tf ends every failed conversion with its own advice ("if the input OP of ONNX
+before conversion is NHWC ... use the -kt or -kat option", "for models that include
+NonMaxSuppression ... try the -onwdt option", "-b or -ois" for dynamic dims; its help adds
+that -nuo makes errors likely). When it refuses a model, or converts one whose numbers differ
+from ONNX Runtime's on the same inputs (an NHWC input taken for NCHW converts silently wrong),
+:func:`litert_option_sets` proposes those options for this model (``-kat``/``-kt`` for the
+inputs that look channels-last, ``-onwdt`` when the graph has NonMaxSuppression, onnxsim
+instead of ``-nuo``) and :func:`~studio.core.engines.conversion.search_options` tries them
+(``-ois`` at the run's shapes is always given). The command that worked is recorded.
+
 Precision: ``f32``; ``f16`` (onnx2tf's float16 file: fp16 weights, fp32 compute on CPU); ``int8``
 (onnx2tf's integer quantization, float I/O, calibrated on the first run's inputs).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +48,14 @@ from studio.core.engines.base import (
     package_version,
     require_available,
 )
-from studio.core.engines.conversion import Conversion, ConversionFailed, first_run_output
+from studio.core.engines.conversion import (Conversion, ConversionFailed, OptionSet, first_run_output, outputs_disagree,
+                                            search_options)
 from studio.core.engines.layout import channels_last, match_names, to_channels_first, to_channels_last
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 
-__all__ = ["LiteRtEngine", "LiteRtRunner", "convert_to_tflite", "litert_command", "litert_run_job"]
+__all__ = ["LiteRtEngine", "LiteRtRunner", "convert_to_tflite", "litert_command", "litert_option_sets",
+           "litert_run_job"]
 
 INSTALL_RUNTIME = "pip install ai-edge-litert"
 INSTALL_CONVERTER = "pip install -e '.[litert]' (tensorflow-cpu, onnx2tf, tf_keras, onnx_graphsurgeon, sng4onnx)"
@@ -54,6 +67,11 @@ _MIN_TIMEOUT_S = 600.0
 _CONVERT_MEMORY = 12 * 2**30
 # onnx2tf calibrates on every sample given; past this many, more samples mostly cost memory and time.
 MAX_REPRESENTATIVE = 100
+# Job arrays under this prefix are reference inputs (the rest are calibration batches).
+_REFERENCE = "reference:"
+# onnx2tf's Python keyword -> its command-line flag (what is reported and recorded).
+_FLAGS = {"keep_shape_absolutely_input_names": "-kat", "keep_nwc_or_nhwc_or_ndhwc_input_names": "-kt",
+          "output_nms_with_dynamic_tensor": "-onwdt"}
 
 
 def converter_missing() -> str | None:
@@ -103,10 +121,13 @@ class LiteRtEngine(WorkerEngine):
 
     def convert(self, model_path: Path, out_path: Path, *, shapes: Mapping[str, tuple[int, ...]],
                 precision: str = "f32", calibration: Sequence[Mapping[str, np.ndarray]] | None = None,
-                limits: Limits | None = None, pool_key: str = "default") -> Conversion:
+                reference: Mapping[str, np.ndarray] | None = None, limits: Limits | None = None,
+                pool_key: str = "default") -> Conversion:
         """Convert ``model_path`` at the given input ``shapes`` to ``out_path`` (``.tflite``).
         ``int8`` is calibrated on ``calibration`` (samples: input name -> array at ``shapes``;
-        onnx2tf's representative dataset), else on the first sample and seeded look-alikes."""
+        onnx2tf's representative dataset), else on the first sample and seeded look-alikes.
+        ``reference``: inputs at ``shapes`` on which an fp32 result must match ONNX Runtime's
+        (else onnx2tf's layout options are tried, see :func:`convert_to_tflite`)."""
         from studio.core.engines.base import check_feeds, check_model_file
 
         require_available(self)
@@ -115,9 +136,12 @@ class LiteRtEngine(WorkerEngine):
         arrays: dict[str, np.ndarray] = {}
         if precision == "int8" and calibration:
             arrays = representative_batches([check_feeds(s) for s in calibration], shapes)
+        if reference:
+            arrays.update({_REFERENCE + k: v for k, v in check_feeds(reference).items()})
         res = run_job("litert.convert", {"model_path": str(path), "out_name": out_path.name, "precision": precision,
                                          "shapes": {k: list(v) for k, v in shapes.items()},
-                                         "calibration": "samples" if arrays else "seeded"},
+                                         "calibration": "samples" if precision == "int8" and calibration
+                                         else "seeded"},
                       arrays, stage="LiteRT conversion", limits=litert_limits(limits),
                       out_dir=out_path.parent, pool_key=pool_key + self.pool_suffix)
         return Conversion.from_data(self.name, res.data, out_path)
@@ -138,12 +162,71 @@ def representative_batches(samples: Sequence[Mapping[str, np.ndarray]],
 
 # ============================================================================ worker side
 
-def litert_command(onnx_name: str, out_dir: str, shapes: Mapping[str, Any]) -> list[str]:
-    """The onnx2tf command line equivalent to what the studio runs (recorded in manifests)."""
-    cmd = ["onnx2tf", "-i", onnx_name, "-o", out_dir, "-coion", "-nuo"]
+def litert_command(onnx_name: str, out_dir: str, shapes: Mapping[str, Any],
+                   options: Sequence[str] = ()) -> list[str]:
+    """The onnx2tf command line equivalent to what the studio runs (recorded in manifests);
+    ``options``: the flags an option search added (``-onnxsim`` stands for "without -nuo")."""
+    options = list(options)
+    cmd = ["onnx2tf", "-i", onnx_name, "-o", out_dir, "-coion"]
+    if "-onnxsim" not in options:
+        cmd.append("-nuo")
     if shapes:
         cmd += ["-ois", *[f"{n}:{','.join(str(int(d)) for d in s)}" for n, s in shapes.items()]]
-    return cmd
+    return cmd + [o for o in options if o != "-onnxsim"]
+
+
+def _model_facts(onnx_path: str | Path) -> tuple[dict[str, int], bool]:
+    """Each graph input's rank, and whether the graph (or a subgraph, or a local function) has
+    NonMaxSuppression: what :func:`litert_option_sets` bases its proposals on."""
+    import onnx
+
+    model = onnx.load_model(str(onnx_path), load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    ranks = {i.name: len(i.type.tensor_type.shape.dim) for i in model.graph.input
+             if i.name not in inits and i.type.HasField("tensor_type") and i.type.tensor_type.HasField("shape")}
+
+    def ops(graph) -> set[str]:
+        out = set()
+        for n in graph.node:
+            out.add(n.op_type)
+            for a in n.attribute:
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    out |= ops(g)
+        return out
+
+    found = ops(model.graph)
+    for f in model.functions:
+        found |= {n.op_type for n in f.node}
+    return ranks, "NonMaxSuppression" in found
+
+
+def litert_option_sets(shapes: Mapping[str, Sequence[int]], ranks: Mapping[str, int], has_nms: bool,
+                       refused: bool, *, onnxsim: bool = True) -> list[OptionSet]:
+    """The onnx2tf options to try for this model, in order, from onnx2tf's own advice: ``-onwdt``
+    when the graph has NonMaxSuppression (alone, then with the layout options); ``-kat`` then
+    ``-kt`` for the 3-5-D inputs whose shape at the conversion looks channels-last (last axis
+    smaller than axis 1: NHWC images, [1, boxes, 4+classes] detection heads); after a refusal,
+    onnxsim (onnx2tf without ``-nuo``, which its help says makes errors "very" likely)."""
+    nhwc = [n for n, s in shapes.items() if 3 <= ranks.get(n, len(s)) <= 5 and len(s) >= 3
+            and int(s[-1]) < int(s[1])]
+    layout: list[OptionSet] = []
+    if nhwc:
+        why = f"{', '.join(nhwc[:4])} look(s) channels-last; onnx2tf: 'NHWC ... use the -kt or -kat option'"
+        layout = [OptionSet(("-kat", *nhwc), {"keep_shape_absolutely_input_names": nhwc}, why),
+                  OptionSet(("-kt", *nhwc), {"keep_nwc_or_nhwc_or_ndhwc_input_names": nhwc}, why)]
+    out: list[OptionSet] = []
+    if has_nms:
+        nms = OptionSet(("-onwdt",), {"output_nms_with_dynamic_tensor": True},
+                        "NonMaxSuppression in the graph; onnx2tf: 'try the -onwdt option'")
+        out.append(nms)
+        out += [OptionSet(nms.flags + o.flags, {**nms.kwargs, **o.kwargs}, f"{nms.reason}; {o.reason}")
+                for o in layout[:1]]
+    out += layout
+    if refused and onnxsim:
+        out.append(OptionSet(("-onnxsim",), {"not_use_onnxsim": False},
+                             "onnx2tf's help: without onnxsim (-nuo) 'the probability of a conversion error is "
+                             "very high'"))
+    return out
 
 
 def _calibration_batch(first: np.ndarray, extra: int = 15) -> np.ndarray:
@@ -171,20 +254,109 @@ def _calibration_args(calibration: Mapping[str, np.ndarray] | None, folder: Path
 
 
 def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str, Any],
-                      precision: str = "f32", calibration: Mapping[str, np.ndarray] | None = None) -> dict[str, Any]:
+                      precision: str = "f32", calibration: Mapping[str, np.ndarray] | None = None, *,
+                      reference: Mapping[str, np.ndarray] | None = None,
+                      first: Sequence[str] | None = None, search: bool = True) -> dict[str, Any]:
     """Run onnx2tf in this (worker) process; raise :class:`ConversionFailed`. ``int8``: onnx2tf's
     integer quantization (int8 weights and activations, float32 inputs/outputs) calibrated on
-    ``calibration`` (input name -> a batch of samples, ONNX layout)."""
-    from studio.core.engines.capture import captured_output, read_log
+    ``calibration`` (input name -> a batch of samples, ONNX layout).
 
+    When onnx2tf refuses the model, or (fp32, with ``reference`` inputs) converts it to numbers
+    that differ from ONNX Runtime's on those inputs, the options onnx2tf recommends are tried
+    (:func:`litert_option_sets`; ``search=False``: never). ``first``: flags to start from (the
+    ones an earlier conversion of the same model needed). The info says which options worked
+    (``options``), every attempt (``attempts``) and onnx2tf's advice (``advice``)."""
     if precision not in ("f32", "f16", "int8", "default"):
         raise ValueError(f"LiteRT conversion precision must be f32, f16 or int8, got {precision!r}")
     if precision == "int8" and not calibration:
         raise ValueError("LiteRT int8 conversion needs calibration samples")
     out_path = Path(out_path)
+    ranks, has_nms = _model_facts(onnx_path)
+    count = [0]
+
+    def convert(options: OptionSet) -> dict[str, Any]:
+        count[0] += 1
+        target = out_path.with_name(f"{out_path.stem}.try{count[0]}{out_path.suffix}")
+        info = _convert_once(onnx_path, target, shapes, precision, calibration, options)
+        info["artifact"] = str(target)
+        return info
+
+    expected = _onnxruntime_outputs(onnx_path, reference) if reference and precision in ("f32", "default") else None
+
+    def judge(info: dict[str, Any]) -> str | None:
+        """Why the conversion's numbers are not ONNX Runtime's on the reference inputs (None: they are)."""
+        try:
+            got = _tflite_outputs(onnx_path, Path(info["artifact"]), reference or {})
+        except Exception:  # noqa: BLE001 - a run that fails is the runner's to report, not a wrong number
+            return None
+        return outputs_disagree(expected or {}, got)
+
+    def propose(info: dict[str, Any], refused: bool) -> list[OptionSet]:
+        if not search or (refused and info.get("unsupported_ops")):
+            return []   # an op onnx2tf does not implement: no option adds it
+        return litert_option_sets(shapes, ranks, has_nms, refused, onnxsim=_onnxsim_cli() is not None)
+
+    start = None
+    if first:
+        start = next((o for o in litert_option_sets(shapes, ranks, has_nms, True, onnxsim=True)
+                      if list(o.flags) == list(first)), None)
+    info = search_options(convert, propose, judge=judge if expected is not None else None, first=start)
+    import shutil
+
+    out_path.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
+    shutil.move(str(info["artifact"]), out_path)  # scratch: the conversion worker's own job folder
+    for i in range(1, count[0] + 1):
+        out_path.with_name(f"{out_path.stem}.try{i}{out_path.suffix}").unlink(missing_ok=True)  # scratch: job folder
+    info.pop("artifact", None)
+    return info
+
+
+def _onnxsim_cli() -> str | None:
+    """onnx2tf runs onnxsim as a program (``onnxsim IN OUT``): the one next to this interpreter."""
+    import shutil
+    import sys
+
+    here = Path(sys.executable).parent / "onnxsim"
+    return str(here) if here.is_file() else shutil.which("onnxsim")
+
+
+def _onnxruntime_outputs(onnx_path: str | Path, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+    """ONNX Runtime's outputs on ``feeds`` (graph optimizations off): what a conversion must match;
+    None when ONNX Runtime cannot run the model (a custom op): then nothing is compared."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.intra_op_num_threads = 1
+    try:
+        session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
+        names = [o.name for o in session.get_outputs()]
+        wanted = {i.name for i in session.get_inputs()}
+        return dict(zip(names, session.run(names, {k: v for k, v in feeds.items() if k in wanted})))
+    except Exception:  # noqa: BLE001 - no reference, no accuracy search (a refusal is still searched)
+        return None
+
+
+def _tflite_outputs(onnx_path: str | Path, tflite: Path, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The converted model's outputs on ``feeds``, laid out and named as ONNX's (the runner's mapping)."""
+    from studio.core.jobs import JobContext
+
+    ctx = JobContext(scratch=tflite.parent, out_dir=tflite.parent)
+    runner = LiteRtRunner(str(tflite), {"onnx_path": str(onnx_path), "intra_op_threads": 1}, ctx)
+    try:
+        return runner.infer(feeds)
+    finally:
+        runner.close()
+
+
+def _convert_once(onnx_path: str | Path, out_path: Path, shapes: Mapping[str, Any], precision: str,
+                  calibration: Mapping[str, np.ndarray] | None, options: OptionSet) -> dict[str, Any]:
+    """One onnx2tf run with ``options`` (its Python keywords; flags for the recorded command)."""
+    from studio.core.engines.capture import captured_output, read_log
+
     work = out_path.with_name(out_path.name + ".onnx2tf")
     log_path = out_path.with_name(out_path.name + ".log")
-    info: dict[str, Any] = {"ok": False, "command": litert_command(Path(onnx_path).name, "out", shapes)
+    info: dict[str, Any] = {"ok": False, "command": litert_command(Path(onnx_path).name, "out", shapes, options.flags)
                             + (["-oiqt", "-cind", "..."] if precision == "int8" else []),
                             "converter_version": package_version("onnx2tf"), "unsupported_ops": [],
                             "failed_nodes": []}
@@ -193,7 +365,8 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
     # onnx2tf writes back into the file it is given (op names, onnxsim): it only ever sees a copy.
     private = work.with_name(work.name + ".src.onnx")
     _private_copy(Path(onnx_path), private)
-    with captured_output(log_path):
+    kwargs = {"not_use_onnxsim": True, **dict(options.kwargs)}
+    with captured_output(log_path), _onnxsim_on_path(not kwargs["not_use_onnxsim"]):
         try:
             import onnx2tf
 
@@ -203,7 +376,7 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
             extra = {"output_integer_quantized_tflite": True, "custom_input_op_name_np_data_path": quant} \
                 if quant else {}
             onnx2tf.convert(input_onnx_file_path=str(private), output_folder_path=str(work), non_verbose=False,
-                            copy_onnx_input_output_names_to_tflite=True, not_use_onnxsim=True, **extra,
+                            copy_onnx_input_output_names_to_tflite=True, **kwargs, **extra,
                             overwrite_input_shape=[f"{n}:{','.join(str(int(d)) for d in s)}"
                                                    for n, s in shapes.items()] or None)
         except BaseException as exc:  # noqa: BLE001 - onnx2tf ends failures with sys.exit
@@ -220,9 +393,9 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
     suffix = {"f16": "_float16.tflite", "int8": "_integer_quant.tflite"}.get(precision, "_float32.tflite")
     # onnx2tf names its files <input stem><suffix>; "*_integer_quant" would also match "_full_integer_quant"
     found = [str(p) for p in [work / f"{private.stem}{suffix}"] if p.is_file()]
-    if error is not None or not found:
-        import shutil
+    import shutil
 
+    if error is not None or not found:
         shutil.rmtree(work, ignore_errors=True)  # scratch: the conversion worker's own job folder
         if info["unsupported_ops"]:
             reason = f"onnx2tf has no conversion for {', '.join(info['unsupported_ops'])}"
@@ -232,13 +405,31 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
             reason = f"onnx2tf fails: {error or 'no .tflite written'}"[:400]
         info["error"] = reason
         raise ConversionFailed(reason, info)
-    import shutil
-
     out_path.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
     shutil.move(found[0], out_path)  # scratch: the conversion worker's own job folder
     shutil.rmtree(work, ignore_errors=True)  # scratch: the conversion worker's own job folder
     info["ok"] = True
     return info
+
+
+@contextlib.contextmanager
+def _onnxsim_on_path(wanted: bool) -> Iterator[None]:
+    """While onnx2tf runs with onnxsim, the ``onnxsim`` program next to this interpreter comes first
+    on PATH (a worker's PATH need not hold the virtual environment's bin folder)."""
+    import os
+
+    cli = _onnxsim_cli() if wanted else None
+    saved = os.environ.get("PATH")
+    if cli:
+        os.environ["PATH"] = os.pathsep.join([str(Path(cli).parent), saved or ""])
+    try:
+        yield
+    finally:
+        if cli:
+            if saved is None:
+                os.environ.pop("PATH", None)
+            else:
+                os.environ["PATH"] = saved
 
 
 def _offline_sample_images() -> np.ndarray:
@@ -364,11 +555,24 @@ class LiteRtRunner:
                                if np.asarray(feeds[n]).dtype.kind == "f" and np.ndim(feeds[n]) >= 1}
                 self.details["calibration"] = ("calibrated on the first run's inputs and 15 random samples with "
                                                "their mean and spread (no dataset reaches the runner)")
-            conv = convert_to_tflite(self.path, tflite, shapes, precision, calibration)
-            conv_ms = conv["seconds"] * 1000
+            # the first shape set searches onnx2tf's options (fp32: checked against ONNX Runtime on these
+            # inputs); later ones start from what worked, and skip the search once it found nothing
+            started = time.perf_counter()
+            try:
+                conv = convert_to_tflite(self.path, tflite, shapes, precision, calibration,
+                                         reference={n: np.asarray(feeds[n]) for n in self.input_names},
+                                         first=self.details.get("converter_options"),
+                                         search=not self.details.get("converter_search_failed"))
+            except ConversionFailed:
+                self.details["converter_search_failed"] = True
+                raise
+            conv_ms = (time.perf_counter() - started) * 1000
             self.details.setdefault("conversions", []).append(conv["command"])
             self.details.update(convert_ms=round(conv_ms, 3), converter_command=conv["command"],
-                                converter_version=conv["converter_version"])
+                                converter_version=conv["converter_version"],
+                                converter_options=list(conv.get("options") or []),
+                                converter_attempts=list(conv.get("attempts") or []),
+                                converter_advice=list(conv.get("advice") or []))
         self.ctx.set_stage("LiteRT load")
         self._load(tflite)
         self.in_map, how_in = match_names(self.input_names, list(self.sig_inputs))
@@ -457,13 +661,16 @@ def litert_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContex
     ctx.set_stage("LiteRT conversion (onnx2tf)")
     out = Path(ctx.out_dir) / Path(str(args["out_name"])).name
     precision = str(args.get("precision") or "f32")
+    reference = {k[len(_REFERENCE):]: a for k, a in arrays.items() if k.startswith(_REFERENCE)}
+    arrays = {k: a for k, a in arrays.items() if not k.startswith(_REFERENCE)}
     calibration = None
     if precision == "int8":     # real samples as given; one first-run sample gets seeded look-alikes
         given = args.get("calibration") == "samples"
         calibration = {n: (a.astype(np.float32) if given else _calibration_batch(a)) for n, a in arrays.items()
                        if a.dtype.kind == "f" and a.ndim >= 1}
     try:
-        data = convert_to_tflite(str(args["model_path"]), out, args.get("shapes") or {}, precision, calibration)
+        data = convert_to_tflite(str(args["model_path"]), out, args.get("shapes") or {}, precision, calibration,
+                                 reference=reference or None)
     except ConversionFailed as exc:
         data = exc.info
     return JobOutput(data=data)

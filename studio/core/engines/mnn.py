@@ -6,7 +6,9 @@ the ``mnnconvert`` console script: that wrapper imports a telemetry logger which
 ``pip install`` and uploads conversion statistics. The extension reports success as
 ``True`` even when it printed "Converted Failed!", so success is read from the log and
 the written file. Unsupported ops are listed on one log line ("These Op Not Support:
-ONNX::grid_sampler"); the check maps them to ONNX nodes by op type.
+ONNX::grid_sampler"); the check maps them to ONNX nodes by op type. Where a refusal's log
+recommends one of MNNConvert's own flags ("you can try set --X"), that flag is tried
+(``conversion.search_options``) and the advice reaches the check's finding.
 
 Precision: ``f32`` (default); ``f16`` stores weights in fp16 (``--fp16``); ``int8``
 quantizes weights to 8 bits (``--weightQuantBits 8``, weight-only). Full INT8 with calibrated
@@ -32,14 +34,17 @@ from studio.core.engines.base import (
     package_version,
     require_available,
 )
-from studio.core.engines.conversion import Conversion, ConversionFailed, first_run_output
+from studio.core.engines.conversion import (Conversion, ConversionFailed, OptionSet, converter_advice,
+                                            first_run_output, search_options)
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 
-__all__ = ["MnnEngine", "MnnRunner", "convert_to_mnn", "mnn_command", "mnn_convert_job", "mnn_run_job"]
+__all__ = ["MnnEngine", "MnnRunner", "convert_to_mnn", "mnn_command", "mnn_convert_job", "mnn_option_sets",
+           "mnn_run_job"]
 
 INSTALL = "pip install MNN"
 _UNSUPPORTED = re.compile(r"These Op Not Support:\s*(?P<ops>[^\n]*)")
+_FLAG = re.compile(r"(?<![\w-])--(?P<flag>[A-Za-z][A-Za-z0-9]+)\b")
 
 
 class MnnEngine(WorkerEngine):
@@ -102,15 +107,36 @@ def mnn_command(onnx_name: str, out_name: str, precision: str = "f32") -> list[s
     return cmd
 
 
-def convert_to_mnn(onnx_path: str | Path, out_path: Path, precision: str = "f32") -> dict[str, Any]:
-    """Run MNN's converter in this (worker) process; raise :class:`ConversionFailed`."""
+def convert_to_mnn(onnx_path: str | Path, out_path: Path, precision: str = "f32", *,
+                   search: bool = True) -> dict[str, Any]:
+    """Run MNN's converter in this (worker) process; raise :class:`ConversionFailed`. A refusal whose
+    log recommends MNNConvert flags is retried with them (``search=False``: never)."""
+
+    def convert(options: OptionSet) -> dict[str, Any]:
+        return _convert_once(onnx_path, out_path, precision, options.flags)
+
+    def propose(info: dict[str, Any], refused: bool) -> list[OptionSet]:
+        return mnn_option_sets(str(info.get("log") or "")) if search and refused else []
+
+    return search_options(convert, propose)
+
+
+def mnn_option_sets(log: str) -> list[OptionSet]:
+    """The MNNConvert flags a refusal's log recommends ("you can try set --X"), one set each; the
+    flags the studio itself sets (input, output, precision) are never proposed."""
+    flags = list(dict.fromkeys(m.group("flag") for line in converter_advice(log) for m in _FLAG.finditer(line)))
+    return [OptionSet((f"--{f}",), {}, "MNNConvert's log recommends it") for f in flags
+            if f not in ("modelFile", "MNNModel", "bizCode", "framework", "fp16", "weightQuantBits", "prototxt")]
+
+
+def _convert_once(onnx_path: str | Path, out_path: Path, precision: str, flags: Sequence[str] = ()) -> dict[str, Any]:
     import _tools  # MNN's C extension (MNNConvert and the quantizer)
 
     from studio.core.engines.capture import captured_output, read_log
 
     out_path = Path(out_path)
     out_path.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
-    cmd = mnn_command(str(onnx_path), str(out_path), precision)
+    cmd = mnn_command(str(onnx_path), str(out_path), precision) + list(flags)
     log_path = out_path.with_name(out_path.name + ".log")
     started = time.perf_counter()
     with captured_output(log_path):
@@ -120,7 +146,7 @@ def convert_to_mnn(onnx_path: str | Path, out_path: Path, precision: str = "f32"
     log_path.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
     m = _UNSUPPORTED.search(log)
     unsupported = [op.split("::")[-1] for op in re.split(r"[,\s]+", m.group("ops")) if op] if m else []
-    info = {"ok": False, "command": mnn_command(Path(onnx_path).name, out_path.name, precision),
+    info = {"ok": False, "command": mnn_command(Path(onnx_path).name, out_path.name, precision) + list(flags),
             "seconds": round(seconds, 4), "converter_version": package_version("MNN", "mnn"), "log": log[-4000:],
             "unsupported_ops": unsupported}
     if "Converted Failed" in log or not out_path.is_file() or out_path.stat().st_size == 0:
@@ -175,7 +201,10 @@ class MnnRunner:
             ctx.set_stage("MNN conversion")
             mnn_path = Path(ctx.scratch) / "model.mnn"
             conv = convert_to_mnn(source, mnn_path, str(args.get("precision") or "f32"))
-            self.details.update(convert_ms=round(conv["seconds"] * 1000, 3), converter_command=conv["command"])
+            self.details.update(convert_ms=round(conv["seconds"] * 1000, 3), converter_command=conv["command"],
+                                converter_options=list(conv.get("options") or []),
+                                converter_attempts=list(conv.get("attempts") or []),
+                                converter_advice=list(conv.get("advice") or []))
         ctx.set_stage("MNN load")
         threads = int(args.get("intra_op_threads") or ctx.cpu_threads or 4)
         started = time.perf_counter()

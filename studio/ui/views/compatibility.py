@@ -19,7 +19,6 @@ from studio.ui import state, widgets
 
 _ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT", "mnn": "MNN",
             "litert": "LiteRT"}
-_OPT_IN = ("litert",)
 _EPS = ["cpu", "cuda", "tensorrt"]
 _BADGE = {"runs": "✅ runs", "runs with warnings": "⚠️ runs with warnings", "not run": "⏸️ compiles, not run",
           "fails": "❌ fails", "unknown": "❔ unknown"}
@@ -29,10 +28,10 @@ MAX_ROWS = 5000
 
 def _options() -> tuple[tuple[str, ...], tuple[str, ...], str]:
     c1, c2, c3 = st.columns([3, 2, 1])
-    engines = c1.multiselect("Engines", list(_ENGINES), default=[e for e in _ENGINES if e not in _OPT_IN],
+    engines = c1.multiselect("Engines", list(_ENGINES), default=list(api.default_engines()),
                              format_func=_ENGINES.__getitem__, key="compat_engines",
-                             help="LiteRT is opt-in: its converter (onnx2tf) loads TensorFlow, tens of seconds "
-                                  "per check")
+                             help="MNN and LiteRT are checked wherever their stack is installed; LiteRT's converter "
+                                  "(onnx2tf) loads TensorFlow, tens of seconds per check")
     eps = c2.multiselect("ONNX Runtime execution providers", _EPS, default=["cpu"], key="compat_eps",
                          help="CPU is always checked; CUDA/TensorRT EPs that are not installed use shipped tables")
     trt = c3.radio("TensorRT", ["10", "11"], horizontal=True, key="compat_trt", format_func=lambda v: f"{v}.x")
