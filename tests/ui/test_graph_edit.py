@@ -17,6 +17,8 @@ import pytest
 from studio import api
 from tests.conftest import ROOT, SAMPLES, current_model
 
+pytestmark = pytest.mark.slow                # each applies a verified edit and runs the CLI once (~20-45 s)
+
 CNN = SAMPLES / "cnn_unfused.onnx"
 KEY = "graph_viewer"                         # the Graph view's node panel
 
