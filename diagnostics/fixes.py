@@ -8,11 +8,14 @@ finding carries it), fix-input-shapes the dim values (the user gives them).
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from studio.core.errors import StudioError
+from studio.core.paths import safe_name
 from studio.core.findings import Finding
 from studio.core.workspace import Version, Workspace
 
@@ -69,18 +72,23 @@ def apply_fix(workspace: Workspace, version_id: str, fix: Finding | str, *, veri
     pass_ = make_pass(name, **fix_options(name, finding=finding, options=options, dims=dims))
     source = workspace.version(version_id)
     handle = workspace.handle(version_id)
-    out_dir = workspace.job_dir(f"fix-{name}")
-    result = run_pipeline(handle.path, [pass_], out_dir / f"{handle.name}.onnx", verify=verify, pool_key=pool_key,
-                          dims=dims)
-    if not result.ok:
-        raise StudioError(f"fix '{name}' was not applied: {result.summary()}", code="FIX-FAILED")
-    if not result.modified:
-        notes = "; ".join(n for r in result.records for n in r.notes)
-        raise StudioError(f"fix '{name}' changed nothing in version {source.id}" + (f" ({notes})" if notes else ""),
-                          code="FIX-NOOP")
-    provenance = {"fix": name, "options": pass_.options, "finding": finding.to_dict() if finding else None,
-                  "pipeline": result.lineage(), "reference": result.reference}
-    return workspace.add_file(result.output, label=f"fix: {name}", parent=source.id, provenance=provenance)
+    # The fixed model is built in scratch inside the workspace/project and stored as a version: a fix
+    # that fails (or changes nothing) leaves no folder behind and is never listed as an artifact.
+    out_dir = Path(tempfile.mkdtemp(prefix=f"fix-{safe_name(name, max_len=30)}-", dir=workspace.cache_dir()))
+    try:
+        result = run_pipeline(handle.path, [pass_], out_dir / f"{handle.name}.onnx", verify=verify,
+                              pool_key=pool_key, dims=dims)
+        if not result.ok:
+            raise StudioError(f"fix '{name}' was not applied: {result.summary()}", code="FIX-FAILED")
+        if not result.modified:
+            notes = "; ".join(n for r in result.records for n in r.notes)
+            raise StudioError(f"fix '{name}' changed nothing in version {source.id}" + (f" ({notes})" if notes else ""),
+                              code="FIX-NOOP")
+        provenance = {"fix": name, "options": pass_.options, "finding": finding.to_dict() if finding else None,
+                      "pipeline": result.lineage(), "reference": result.reference}
+        return workspace.add_file(result.output, label=f"fix: {name}", parent=source.id, provenance=provenance)
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)  # scratch: made above; the version holds its own copy
 
 
 def fix_to_file(model_path, names: list[str], output, *, verify: bool = True,

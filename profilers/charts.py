@@ -66,6 +66,10 @@ def cold_rows(profile: Profile) -> list[dict]:
     return rows
 
 
+LABEL_PX = 11            # quantile label font size
+LABEL_ROW_PX = 18        # one row of quantile labels per variant (fits an 11-px label and its padding)
+
+
 def latency_histogram(profile: Profile, bins: int = 60) -> go.Figure:
     """Overlaid latency histograms (up to p99.9; the rest is counted in the legend) with p50/p99 lines."""
     fig = go.Figure()
@@ -77,11 +81,14 @@ def latency_histogram(profile: Profile, bins: int = 60) -> go.Figure:
         shown = samples[samples <= cut]
         fig.add_trace(go.Histogram(x=shown, name=f"{v.id} ({int((samples > cut).sum())} beyond p99.9)",
                                    nbinsx=bins, opacity=0.55, marker_color=color))
+        # Each variant's labels get a row of their own, and in it p50's label extends left of its line and
+        # p99's right of its (p50 <= p99): labels never overlap, however close the lines are.
         for q, dash in (("p50", "dash"), ("p99", "dot")):
             value = v.latency.p50_ms if q == "p50" else v.latency.p99_ms
             fig.add_vline(x=value, line_dash=dash, line_color=color, annotation_text=f"{q} {v.id}",
-                          annotation_font_color=color, annotation_yshift=-16 * i,
-                          annotation_position="top right" if q == "p50" else "top left")
+                          annotation_font_color=color, annotation_font_size=LABEL_PX,
+                          annotation_yshift=-LABEL_ROW_PX * i,
+                          annotation_position="top left" if q == "p50" else "top right")
     fig.update_layout(barmode="overlay", title="Latency per inference (ms)", xaxis_title="ms",
                       yaxis_title="iterations", height=420)
     return legend_below(fig)

@@ -87,6 +87,13 @@ INPUT_NAMES: dict[str, tuple[str, ...]] = {
     "Split": ("input", "split"), "Slice": ("data", "starts", "ends", "axes", "steps"),
     "Pad": ("data", "pads", "value"), "PRelu": ("X", "slope"), "Expand": ("input", "shape"),
     "QuantizeLinear": ("x", "scale", "zero_point"), "DequantizeLinear": ("x", "scale", "zero_point"),
+    "TopK": ("X", "K"), "Clip": ("input", "min", "max"), "Tile": ("input", "repeats"),
+    "Unsqueeze": ("data", "axes"), "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes"),
+    "ReduceMean": ("data", "axes"), "ReduceMax": ("data", "axes"), "ReduceMin": ("data", "axes"),
+    "Where": ("condition", "X", "Y"), "Pow": ("X", "Y"), "ConstantOfShape": ("shape",),
+    "Range": ("start", "limit", "delta"),
+    "NonMaxSuppression": ("boxes", "scores", "max_per_class", "iou_threshold", "score_threshold"),
+    "CumSum": ("x", "axis"), "OneHot": ("indices", "depth", "values"), "Upsample": ("X", "scales"),
 }
 MAX_WEIGHTS = 4
 _DTYPES = {v: k.lower() for k, v in AttributeProto.AttributeType.items()}
@@ -189,6 +196,12 @@ def weight_lines(graph: GraphModel, k: int, limit: int = MAX_WEIGHTS) -> tuple[s
         if not t or t not in graph.constants:
             continue
         label = names[pos] if pos < len(names) else f"in{pos}"
+        value = graph.values.get(t)
+        if value is not None:                  # a small constant: its value says more than its shape
+            out.append(f"{label} = {value}")
+            if len(out) >= limit:
+                break
+            continue
         shape = graph.weights.get(t)
         if shape is None:
             info = graph.tensors.get(t)

@@ -87,7 +87,7 @@ def union_graph(d: GraphDiff) -> Union:
     protos = tuple(list(b.protos) + [a.protos[e.a] if a.protos else None for e in d.entries if e.status == REMOVED])
     graphs = graphs or [GraphInfo("", None, None, "", None)]
     g = GraphModel(f"{a.name} → {b.name}", tuple(nodes), tuple(edges), tuple(graphs), tensors, protos,
-                   a.constants | b.constants, {**a.weights, **b.weights})
+                   a.constants | b.constants, {**a.weights, **b.weights}, {**a.values, **b.values})
     ov = Overlay("diff", "categorical", {n.id: s for n, s in zip(nodes, status)}, legend=STATUS_LEGEND,
                  aggregate="worst", description="Diff status; a group shows its most significant change.",
                  details=details)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto
 
 from studio.core.model import ModelHandle
 from studio.core.protowalk import iter_graphs
@@ -74,6 +74,9 @@ class GraphModel:
     protos: tuple[NodeProto | None, ...] = field(repr=False, compare=False, default=())  # None for graph I/O
     constants: frozenset[str] = field(repr=False, compare=False, default=frozenset())   # initializer names
     weights: Mapping[str, tuple[int, ...]] = field(repr=False, compare=False, default_factory=dict)  # initializer dims
+    # The value of each small constant input (an initializer of a few elements: TopK's K, a Reshape's
+    # shape, Clip's bounds) as short text: the box shows "K = 300", not only a shape.
+    values: Mapping[str, str] = field(repr=False, compare=False, default_factory=dict)
 
     @cached_property
     def succ(self) -> list[list[int]]:
@@ -123,6 +126,7 @@ def graph_from_proto(model: ModelProto, name: str = "model", summary: ModelSumma
     protos: list[NodeProto | None] = []
     constants: set[str] = set()
     weights: dict[str, tuple[int, ...]] = {}
+    values: dict[str, str] = {}
     edges: list[GEdge] = []
     graphs: list[GraphInfo] = []
     producers: list[dict[str, int]] = []   # per graph: tensor -> producing node
@@ -152,6 +156,9 @@ def graph_from_proto(model: ModelProto, name: str = "model", summary: ModelSumma
         init = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
         for t in g.initializer:
             weights.setdefault(t.name, tuple(t.dims))
+            text = small_value(t)
+            if text is not None:
+                values.setdefault(t.name, text)
         for t in g.sparse_initializer:
             weights.setdefault(t.values.name, tuple(t.dims))
         constants.update(init)
@@ -218,4 +225,28 @@ def graph_from_proto(model: ModelProto, name: str = "model", summary: ModelSumma
                     edges.append(GEdge(p, k, vi.name))
     log.debug("graph %s: %d nodes, %d edges, %d graphs", name, len(nodes), len(edges), len(graphs))
     return GraphModel(name, tuple(nodes), tuple(edges), tuple(graphs), tensors, tuple(protos), frozenset(constants),
-                      weights)
+                      weights, values)
+
+
+SMALL_VALUE_ELEMENTS = 8         # constants up to this many elements are shown by value
+
+
+def small_value(t: TensorProto) -> str | None:
+    """A small constant's value as short text ("300", "1,-1,64", "0.5"), or None: large, external
+    (the weights are never read here) or of a type that has no short form."""
+    count = 1
+    for d in t.dims:
+        count *= d
+    if count > SMALL_VALUE_ELEMENTS or t.data_location == TensorProto.EXTERNAL or t.data_type in (
+            TensorProto.STRING, TensorProto.UNDEFINED):
+        return None
+    try:
+        from onnx import numpy_helper
+
+        arr = numpy_helper.to_array(t).reshape(-1)
+    except Exception:  # noqa: BLE001 - an odd encoding: the box shows the shape instead
+        return None
+    if arr.size == 0:
+        return "[]"
+    text = ",".join(f"{v:g}" if arr.dtype.kind == "f" else str(v.item() if hasattr(v, "item") else v) for v in arr)
+    return text if len(text) <= 40 else None

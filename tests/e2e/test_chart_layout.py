@@ -91,3 +91,28 @@ def test_profile_and_precision_legends_stay_outside_the_axes(plot):
     figures["precision trade-off"] = api.tradeoff_figure(report)
     for name, fig in figures.items():
         _assert_legend_outside(plot(fig), name)
+
+
+def _label_boxes(pg) -> list:
+    return pg.evaluate(_BOXES, ".annotation-text-g")
+
+
+def test_profile_histogram_labels_never_collide(plot):
+    """p50/p99 labels of every variant: none overlaps another, on a real ORT + OpenVINO profile and on
+    the worst case of the same profile (each p99 a hair above its p50, both variants on one value)."""
+    import dataclasses
+
+    handle = api.load(SAMPLES / "cnn_unfused.onnx")
+    profile = api.profile([handle], ["ort", "ov"], api.ProfileOptions(warmup=1, iterations=20, rounds=2))
+    assert sum(v.ok for v in profile.variants) == 2
+    same = float(profile.variants[0].latency.p50_ms)
+    worst = dataclasses.replace(profile, variants=tuple(
+        dataclasses.replace(v, latency=dataclasses.replace(v.latency, p50_ms=same, p99_ms=same * 1.0001))
+        for v in profile.variants))
+    for name, prof in (("measured", profile), ("worst case", worst)):
+        pg = plot(api.latency_histogram(prof))
+        boxes = _label_boxes(pg)
+        assert len(boxes) == 4, (name, boxes)                          # p50 and p99 of both variants
+        hits = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if _overlaps(a, b)]
+        assert not hits, (name, hits)
+        _assert_legend_outside(pg, f"latency histogram ({name})")

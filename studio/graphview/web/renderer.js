@@ -291,6 +291,9 @@
     this.bind();
     this.resize();
     window.addEventListener('resize', function () { self.resize(); self.schedule(); });
+    if (window.ResizeObserver) {        /* a host page that resizes the frame's content without a resize event */
+      new ResizeObserver(function () { self.resize(); self.schedule(); }).observe(this.panels[0].canvas);
+    }
   }
 
   Viewer.prototype.resize = function () {
@@ -359,9 +362,13 @@
   Viewer.prototype.initialView = function () {
     /* Readable first: the whole drawing if it fits at >= 85 %, else 85-100 % starting at
      * the inputs (the topmost box centred), like Netron; Fit shows everything. */
-    var p = this.panels[0], b = this.bounds;
-    var fit = Math.min(1.1, (p.w - 20) / b.w, (p.h - 20) / b.h);
-    var k = fit >= 0.85 ? fit : Math.max(0.85, Math.min(1, (p.w - 20) / b.w));
+    var p = this.panels[0], b = this.bounds, a = this.freeArea();
+    var fit = Math.min(1.1, (a.w - 20) / b.w, (a.h - 20) / b.h);
+    if (fit >= 0.85) {                  /* all of it, clear of the minimap */
+      this.t.k = fit; this.t.x = a.x + (a.w - b.w * fit) / 2 - b.x * fit; this.t.y = a.y + (a.h - b.h * fit) / 2 - b.y * fit;
+      return;
+    }
+    var k = Math.max(0.85, Math.min(1, (p.w - 20) / b.w));
     this.t.k = k;
     if (b.w * k <= p.w) this.t.x = (p.w - b.w * k) / 2 - b.x * k;
     else {
@@ -372,10 +379,37 @@
     this.t.y = b.h * k <= p.h ? (p.h - b.h * k) / 2 - b.y * k : 10 - b.y * k;
   };
 
+  Viewer.prototype.freeArea = function () {
+    /* The part of the first panel the minimap does not cover: beside it (left) or above it,
+     * whichever lets the drawing be larger. {x, y, w, h} in the panel's pixels. */
+    var p = this.panels[0], b = this.bounds, full = {x: 0, y: 0, w: p.w, h: p.h};
+    var pr = p.canvas.getBoundingClientRect(), mr = this.mini.getBoundingClientRect();
+    var ox = Math.min(pr.right, mr.right) - Math.max(pr.left, mr.left);
+    var oy = Math.min(pr.bottom, mr.bottom) - Math.max(pr.top, mr.top);
+    if (!(ox > 0 && oy > 0)) return full;                       /* no overlap (or no minimap) */
+    var left = {x: 0, y: 0, w: Math.max(40, mr.left - pr.left - 8), h: p.h};
+    var above = {x: 0, y: 0, w: p.w, h: Math.max(40, mr.top - pr.top - 8)};
+    var scale = function (a) { return Math.min((a.w - 20) / b.w, (a.h - 20) / b.h); };
+    return scale(left) >= scale(above) ? left : above;
+  };
+
   Viewer.prototype.fit = function () {
-    var p = this.panels[0], b = this.bounds;
-    var k = Math.min(2, (p.w - 20) / b.w, (p.h - 20) / b.h);
-    this.t.k = k; this.t.x = (p.w - b.w * k) / 2 - b.x * k; this.t.y = (p.h - b.h * k) / 2 - b.y * k;
+    /* The whole drawing, in the area the minimap leaves free. A drawing much taller than wide
+     * (a deep model) would be a thin unreadable column on a wide screen: the first Fit fills the
+     * width instead, starting at the inputs; Fit again shows all of it. */
+    this.resize();                      /* the frame may have been resized since it was drawn */
+    var b = this.bounds, a = this.freeArea();
+    var k = Math.min(2, (a.w - 20) / b.w, (a.h - 20) / b.h);
+    var kw = Math.min(2, (a.w - 20) / b.w);
+    var thin = b.w * k < a.w / 3 && kw > 1.5 * k;
+    if (thin && !this.fitWidth) {
+      this.fitWidth = true;
+      this.t.k = kw; this.t.x = a.x + (a.w - b.w * kw) / 2 - b.x * kw; this.t.y = a.y + 10 - b.y * kw;
+    } else {
+      this.fitWidth = false;
+      this.t.k = k; this.t.x = a.x + (a.w - b.w * k) / 2 - b.x * k; this.t.y = a.y + (a.h - b.h * k) / 2 - b.y * k;
+    }
+    this.fitMode = thin && this.fitWidth ? 'width' : 'all';
     this.schedule();
   };
 
@@ -862,6 +896,13 @@
     viewer: viewer,
     labels: function (panel) { return viewer.panels[panel || 0].labels.slice(); },
     transform: function () { return {k: viewer.t.k, x: viewer.t.x, y: viewer.t.y}; },
+    fitMode: function () { return viewer.fitMode || null; },
+    minimapRect: function () { var r = viewer.mini.getBoundingClientRect(); return {x: r.left, y: r.top, w: r.width, h: r.height}; },
+    drawingRect: function (panel) {
+      var r = viewer.panels[panel || 0].canvas.getBoundingClientRect(), b = viewer.bounds, t = viewer.t;
+      return {x: b.x * t.k + t.x + r.left, y: b.y * t.k + t.y + r.top, w: b.w * t.k, h: b.h * t.k};
+    },
+    canvasRect: function (panel) { var r = viewer.panels[panel || 0].canvas.getBoundingClientRect(); return {x: r.left, y: r.top, w: r.width, h: r.height}; },
     engine: function () { return viewer.engine.kind; },
     layoutMs: function () { return viewer.layoutMs; },
     visibleCount: function () { return viewer.vis ? viewer.vis.order.filter(function (id) { return viewer.vis.items[id].type !== 'open'; }).length : 0; },

@@ -50,9 +50,15 @@ def _report(handle, engines, eps, trt) -> Report | None:
     key = (handle.sha256, engines, eps, trt, tuple(sorted(dims.items())))
     cache = st.session_state.setdefault("compat_reports", {})
     if key not in cache:
-        report = widgets.guarded(lambda: api.check(handle, engines, eps=eps, trt_version=trt, dims=dims or None,
-                                                   pool_key=state.session_id()),
-                                 spinner="Checking with every engine (in sandboxed workers)…")
+        def in_job() -> Report:
+            # A job row in the project (Projects page, Jobs): done with its verdicts, failed, or interrupted.
+            with state.job("check", {"engines": list(engines), "eps": list(eps), "trt": trt, "dims": dims}) as job:
+                found = api.check(handle, engines, eps=eps, trt_version=trt, dims=dims or None,
+                                  pool_key=state.session_id())
+                job.message = "; ".join(f"{v.engine}: {v.verdict}" for v in found.verdicts)[:300]
+                return found
+
+        report = widgets.guarded(in_job, spinner="Checking with every engine (in sandboxed workers)…")
         if report is None:
             return None
         if len(cache) > 16:
@@ -128,9 +134,13 @@ def _apply(pass_name: str, options: dict, dims: dict[str, int] | None = None) ->
     current = state.current_version()
     if current is None:
         return
-    version = widgets.guarded(lambda: api.apply_fix(ws, current.id, pass_name, options=options, dims=dims,
-                                                    pool_key=state.session_id()),
-                              spinner=f"Applying {pass_name} and verifying it against the original…")
+    def in_job():
+        with state.job("fix", {"pass": pass_name, "options": options, "dims": dims or {}}) as job:
+            added = api.apply_fix(ws, current.id, pass_name, options=options, dims=dims, pool_key=state.session_id())
+            job.message = f"saved as {added.id}"
+            return added
+
+    version = widgets.guarded(in_job, spinner=f"Applying {pass_name} and verifying it against the original…")
     if version is not None:
         state.set_current(version.id)
         st.session_state["compat_fixed"] = (pass_name, version.id)

@@ -94,6 +94,8 @@ def _run(handle, version, preset, passes, dims, on_failure, verify, options) -> 
                                  "command": api.optimize_command(handle.path.name, preset=preset, passes=passes,
                                                                  dims=dims, on_failure=on_failure, verify=verify,
                                                                  options=options)}
+    if new_version is not None:
+        st.rerun()         # the header, the sidebar and the URL name the new version, not the one optimized
 
 
 def _download(result) -> None:
