@@ -1,10 +1,11 @@
 """RELIABILITY R34 for every command that writes: a full disk (a small tmpfs, filled), a read-only
-mount and a file-size limit (``ulimit -f``: RLIMIT_FSIZE with SIGXFSZ ignored, as a shell sets it)
+mount, a file-size limit (``ulimit -f``: RLIMIT_FSIZE with SIGXFSZ ignored, as a shell sets it) and
+permission denied (EACCES even for root: a Landlock domain that leaves the destination unwritable)
 each give one clean line that names the destination as the user typed it and says nothing was
 written (or, for a resumable batch, what was kept), a non-zero exit, and nothing left at the
 destination. An exit of 0 with nothing saved is a failure (``precision --out`` used to do that).
 
-Full disk and read-only run the CLI in-process; the file-size limit needs its own process.
+Full disk and read-only run the CLI in-process; the file-size limit and Landlock need their own process.
 """
 
 from __future__ import annotations
@@ -176,3 +177,61 @@ def test_a_file_size_limit_is_one_clean_line(work, name):
         assert (out / "b" / "batch-state.jsonl").stat().st_size > 0
     else:
         assert files == [], files                                      # nothing half written
+
+
+def _denied(allowed: list[Path]):
+    """Permission denied for root too: a Landlock domain (studio.plugins.confine) in which only ``allowed``
+    folders (and /dev/null) can be written; the destination lies outside them, so writes there get EACCES."""
+    def preexec() -> None:
+        from studio.plugins.confine import _landlock
+
+        if not _landlock(allowed, [Path("/dev/null")]):
+            os._exit(97)                                           # the test skips on this exit code
+    return preexec
+
+
+@pytest.fixture
+def outside_tmp(work):
+    """The inputs in a folder outside /tmp (Landlock allows /tmp as a whole: the run's own scratch lives there)."""
+    import shutil
+    import tempfile
+
+    from studio.plugins.confine import landlock_abi
+
+    if landlock_abi() < 1:
+        pytest.skip("this kernel has no Landlock: permission denied cannot be made for root here")
+    folder = Path(tempfile.mkdtemp(prefix="onnx-studio-eacces-", dir="/var/tmp"))
+    try:
+        for f in ("m.onnx", "small.onnx", "foo.onnx", "pz.zip"):
+            shutil.copy(work / f, folder / f)
+        (folder / "out").mkdir()
+        (folder / "denied").mkdir()
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("name", sorted(WRITERS))
+def test_permission_denied_is_one_clean_line(outside_tmp, name):
+    argv, _limit, dest = WRITERS[name]
+    argv = [a.replace("{D}", "denied").replace("o-small.onnx", "out/o-small.onnx") for a in argv]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    allowed = [Path(d) for d in ("/tmp", "/dev/shm", "/proc") if Path(d).is_dir()]      # the run's own scratch
+    proc = subprocess.run([sys.executable, "-m", "studio", *argv], cwd=outside_tmp, env=env, capture_output=True,
+                          text=True, timeout=HANG_GUARD_S,
+                          preexec_fn=_denied([*allowed, outside_tmp / "out"]))
+    if proc.returncode == 97:
+        pytest.skip("Landlock could not be applied here")
+    assert proc.returncode != 0, (proc.returncode, proc.stderr[-800:])
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert_user_message(line)
+    low = line.lower()
+    assert "permission denied" in low or "not permitted" in low or "readonly" in low or "unable to open" in low, line
+    if dest:
+        assert dest.replace("{D}", "denied") in line, line
+    if name == "optimize --report":
+        assert "the model (out/o-small.onnx) was written" in line, line
+    elif not (name == "batch -o" and "kept in" in line):
+        assert "nothing was written" in line, line
+    assert [p for p in (outside_tmp / "denied").rglob("*") if p.is_file()] == []
