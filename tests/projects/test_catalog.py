@@ -60,7 +60,8 @@ def test_models_have_their_own_version_trees(tmp_path):
 def test_ids_are_unguessable_and_names_separate():
     ids = {api.create_project("same name").id for _ in range(5)}
     assert len(ids) == 5 and all(len(i) >= 20 for i in ids)
-    newest = max(api.list_projects(), key=lambda i: i.updated).id
+    time.sleep(0.01)
+    newest = api.rename_project(sorted(ids)[2], "same name").id    # changed last
     assert api.open_project("same name").id == newest           # a name is a label: the newest opens
     with pytest.raises(StudioError) as exc:                       # where it must be one: refused, naming ids
         api.open_project("same name", unique=True)
