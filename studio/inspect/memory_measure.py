@@ -95,8 +95,8 @@ def measure_ort_activations(model_path: str | Path, *, timeout_s: float = 300) -
     cc = _compiler()
     with tempfile.TemporaryDirectory(prefix="studio-memshim-") as tmp:
         src, lib, child = Path(tmp, "shim.c"), Path(tmp, "libshim.so"), Path(tmp, "child.py")
-        src.write_text(_SHIM)
-        child.write_text(_CHILD)
+        src.write_text(_SHIM)      # scratch: a TemporaryDirectory this function made and removes
+        child.write_text(_CHILD)   # scratch: same temporary folder
         built = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(lib), str(src), "-ldl"],
                                capture_output=True, text=True, timeout=120)
         if built.returncode != 0:
