@@ -19,7 +19,7 @@ def test_safe_preset_on_cnn_sample(app):
     at.button(key="opt_run").click().run()
     assert not at.exception, at.exception
     report = _table(at, "pass")
-    assert list(report["pass"])[:2] == ["eliminate-identity", "fold-constants"]
+    assert list(report["pass"])[:3] == ["eliminate-identity", "constants-to-initializers", "fold-constants"]
     fuse = report[report["pass"] == "fuse-conv-bn"].iloc[0]
     assert bool(fuse["changed"]) and fuse["status"] == "changed" and "match" in fuse["verification"]
     ops = _table(at, "op")
