@@ -6,7 +6,7 @@ PORT   ?= 8501
 SAMPLE ?= sample_models/cnn_unfused.onnx
 PYTEST_ARGS ?=
 
-.PHONY: run install samples test test-fast test-deps bench fuzz clean
+.PHONY: run install samples test test-fast test-avx2 test-deps bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ test-deps: install $(VENV)/.litert
 
 test: test-deps samples
 	$(PY) -m pytest -n auto --maxprocesses=4 $(PYTEST_ARGS)
+
+# The CPU-sensitive tests (precision defaults, INT8, OpenVINO precision, GridSample family) on an
+# emulated AVX2-only CPU: qemu-x86_64 -cpu EPYC-Rome (Debian's qemu-user), workers included (R45, R58).
+test-avx2: test-deps samples
+	$(PY) scripts/test_avx2.py $(PYTEST_ARGS)
 
 test-fast: install
 	$(PY) -m pytest -m "not slow and not browser" -x -q $(PYTEST_ARGS)

@@ -292,8 +292,8 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
         return outputs_disagree(expected or {}, got)
 
     def propose(info: dict[str, Any], refused: bool) -> list[OptionSet]:
-        if not search or (refused and info.get("unsupported_ops")):
-            return []   # an op onnx2tf does not implement: no option adds it
+        if not search or (refused and (info.get("unsupported_ops") or not info.get("advice"))):
+            return []   # an op onnx2tf does not implement, or a refusal it gave no advice for: no option helps
         return litert_option_sets(shapes, ranks, has_nms, refused, onnxsim=_onnxsim_cli() is not None)
 
     start = None
