@@ -52,13 +52,27 @@ TESTS = (
     "tests/profilers/test_profile_run.py::test_openvino_precision_and_hint_are_reported",   # OpenVINO precision
     "tests/export/test_export_openvino.py",                 # fp32/fp16 IRs compiled and verified
 )
-# Per-test limit under the emulator: TCG runs vectorized engine code 10-30 times slower than the CPU, so the
-# suite's 300 s (pyproject) would fail tests for being emulated (measured: building the ResNet-50 of
-# test_convert_fp16_on_a_deep_model_is_judged_by_cosine took > 300 s emulated, 14 s natively). A hang still fails.
+# Per-test limit under the emulator: TCG runs vectorized engine code tens of times slower than the CPU, so the
+# suite's 300 s (pyproject) would fail tests for being emulated. A hang still fails.
 EMULATED_TIMEOUT_S = 1800
-# The studio's own worker limit (``ONNX_STUDIO_TIMEOUT_S``, default 120 s) scaled the same way: emulated, loading
-# that fp16 ResNet-50 in ONNX Runtime took longer than 120 s ("raise --timeout").
+# The studio's own worker limit (``ONNX_STUDIO_TIMEOUT_S``, default 120 s) scaled the same way.
 EMULATED_STUDIO_TIMEOUT_S = 1200
+# Left out of the emulated run, said in its output (they still run natively in `make test`): measured here,
+# an fp16 ResNet-50 end to end takes 32 s natively and did not finish in 1800 s emulated (ORT's session load
+# alone passed the studio's 120 s limit).
+# The memory-bomb tests: qemu-user does not apply RLIMIT_AS to itself (setrlimit is accepted and ignored,
+# getrlimit then says unlimited; the preflight shows it), so under the emulator the sandbox's address-space
+# limit is gone and a bomb runs until the host's memory is exhausted and the kernel kills the interpreter:
+# a crash that is the emulator's, not the studio's. They are left out when selected.
+_NO_RLIMIT = "qemu-user ignores RLIMIT_AS: the sandbox's memory limit is not applied under the emulator"
+NOT_EMULATED = {
+    "tests/passes/test_quantization.py::test_convert_fp16_on_a_deep_model_is_judged_by_cosine":
+        "an fp16 ResNet-50 end to end: 32 s natively, > 30 min under TCG",
+    "tests/profilers/test_profile_run.py::test_memory_bomb_ends_with_a_memory_error": _NO_RLIMIT,
+    "tests/core/test_sandbox.py::test_allocation_bomb_is_memory": _NO_RLIMIT,
+    "tests/core/test_sandbox.py::test_engine_style_allocation_message_is_memory": _NO_RLIMIT,
+    "tests/core/test_engines.py::test_runtime_allocation_bombs_are_memory_errors": _NO_RLIMIT,
+}
 # A failure that is a crash of an emulated process, not an assertion.
 _CRASH = re.compile(r"worker '?gw\d+'? crashed|node down|Not properly terminated|Fatal Python error|"
                     r"Segmentation fault|SIGSEGV|SIGILL|SIGBUS|SIGABRT|signal \d+|core dumped|"
@@ -115,6 +129,11 @@ bad = [k for k, v in feats.items() if v and k.startswith("AVX512")] + [c for c i
 if bad or "bf16" in prec.lower() or not feats.get("AVX2"):
     print(f"NOT an AVX2-only CPU: {bad or prec}")
     sys.exit(3)
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (2**40, 2**40))
+kept = resource.getrlimit(resource.RLIMIT_AS)[0] == 2**40
+print("RLIMIT_AS under the emulator: " + ("applied" if kept else "ignored by qemu-user (the sandbox's memory limit "
+      "does not hold here; memory-bomb tests are left out)"))
 # A sandbox worker (started from sys.executable) runs under the emulator too: its command line, as the host sees it.
 from studio.core.sandbox import run_job
 pid = run_job("sandbox.selftest", {"action": "info"}, stage="preflight", pool_key="avx2-preflight").data["pid"]
@@ -190,7 +209,13 @@ def main() -> int:
     junit = Path(args.junit) if args.junit else scratch / "emulated.xml"
     junit.parent.mkdir(parents=True, exist_ok=True)
     junit.unlink(missing_ok=True)
-    rc = run_pytest(emulated, tests, junit, args.workers, extra, EMULATED_TIMEOUT_S)
+    left_out = {t: why for t, why in NOT_EMULATED.items()
+                if any(t == x or ("::" not in x and t.startswith(x.rstrip("/") + ("" if x.endswith(".py") else "/")))
+                       for x in tests)}
+    for tid, why in left_out.items():
+        print(f"test-avx2: not run under the emulator: {tid} ({why}; it runs natively in `make test`)")
+    rc = run_pytest(emulated, tests, junit, args.workers, [*extra, *(f"--deselect={t}" for t in left_out)],
+                    EMULATED_TIMEOUT_S)
     seen = results(junit)
     if not seen:
         print(f"test-avx2: FAILED: pytest under the emulator produced no results (exit {rc})")
@@ -217,7 +242,8 @@ def main() -> int:
     minutes = (time.monotonic() - started) / 60
     counts = {o: sum(1 for v in seen.values() if v[0] == o) for o in ("passed", "failed", "error", "skipped")}
     print(f"\ntest-avx2: {len(seen)} tests under qemu -cpu {CPU} in {minutes:.1f} min: "
-          + ", ".join(f"{n} {o}" for o, n in counts.items() if n))
+          + ", ".join(f"{n} {o}" for o, n in counts.items() if n)
+          + (f"; {len(left_out)} left out (named above)" if left_out else ""))
     for line in emulator_crashes:
         print(f"test-avx2: EMULATOR CRASH (not a studio failure): {line}")
     for tid, message in real.items():
