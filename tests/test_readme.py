@@ -22,12 +22,13 @@ from tests.conftest import ROOT
 _BLOCK = re.compile(r"```bash\n(.*?)```", re.S)
 _EXIT = re.compile(r"#\s*exit\s+(\d+)")
 _PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]{2,}(\.\w+)?$")
+_REAL_VALUES = {"RGB", "BGR", "GRAY", "NCHW", "NHWC"}      # option values written in capitals, not placeholders
 
 
 def _runnable(line: str) -> bool:
     tokens = shlex.split(line)
     return (line.startswith("onnx-studio ") and "[" not in line and tokens[1] != "serve"
-            and not any(_PLACEHOLDER.match(t) for t in tokens[1:]))
+            and not any(_PLACEHOLDER.match(t) and t not in _REAL_VALUES for t in tokens[1:]))
 
 
 def readme_blocks() -> list[list[tuple[str, int]]]:

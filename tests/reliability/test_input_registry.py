@@ -42,9 +42,13 @@ def _refused(path) -> bool:
 
 @pytest.fixture
 def cap():
-    """The cap; afterwards the registry is given back as it was (these tests register thousands of files)."""
+    """The cap, with an empty registry (entries earlier tests in this worker left would fill it); afterwards
+    the registry is given back as it was (these tests register thousands of files)."""
     with outputs._registry_lock:
         before = (dict(outputs._registry), set(outputs._process_held), dict(outputs._held))
+        outputs._registry.clear()
+        outputs._process_held.clear()
+        outputs._held.clear()
     yield outputs._MAX_REGISTERED
     with outputs._registry_lock:
         outputs._registry.clear()
