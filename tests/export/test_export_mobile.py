@@ -12,9 +12,11 @@ forms, If with outer-scope weights, the transformer's Add, or mmdeploy::grid_sam
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 
+from sample_models.catalog import CATALOG
 from studio import api
 from studio.export.options import resolve_targets
 from tests.conftest import SAMPLES
@@ -70,7 +72,9 @@ def test_cnn_exports_to_both_formats_and_verifies(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sample", sorted(p.stem for p in SAMPLES.glob("*.onnx")))
+# The catalog's models; the KV-cache decoders (catalog.DECODERS) need feeds that keep the cache contract,
+# which seeded export feeds do not yet (issue 26, item 3).
+@pytest.mark.parametrize("sample", sorted(pathlib.Path(m.filename).stem for m in CATALOG))
 def test_every_sample_model_each_engine_accepts(sample, tmp_path):
     _available("mnn", "litert")
     seen = _check(sample, tmp_path)
