@@ -37,6 +37,8 @@ try:  # works both as ``sample_models.build`` and when run as a plain script
     from sample_models.decoders import (build_gpt2_decoder, build_gpt2_merged, build_gpt2_with_past,
                                         build_llama_genai, build_llama_optimum, write_large_decoder)
     from sample_models.detector import build_yolo_detector
+    from sample_models.protos import GraphParts
+    from sample_models.protos import sample_model as _model
 except ImportError:  # pragma: no cover
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
     from sample_models.catalog import ALL_SAMPLES, SAMPLE_DIR, get
@@ -45,6 +47,8 @@ except ImportError:  # pragma: no cover
     from sample_models.decoders import (build_gpt2_decoder, build_gpt2_merged, build_gpt2_with_past,
                                         build_llama_genai, build_llama_optimum, write_large_decoder)
     from sample_models.detector import build_yolo_detector
+    from sample_models.protos import GraphParts
+    from sample_models.protos import sample_model as _model
 
 __all__ = [
     "BUILDERS",
@@ -67,8 +71,6 @@ __all__ = [
     "main",
 ]
 
-PRODUCER_NAME = "onnx-studio-samples"
-PRODUCER_VERSION = "1.0"
 EXTERNAL_DATA_THRESHOLD = 1024
 
 F32 = TensorProto.FLOAT
@@ -79,20 +81,14 @@ BOOL = TensorProto.BOOL
 # --------------------------------------------------------------------------- helpers
 
 
-class _Graph:
+class _Graph(GraphParts):
     """Tiny accumulator for nodes/initializers with PyTorch-exporter naming."""
 
     def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.nodes: list[onnx.NodeProto] = []
-        self.initializers: list[onnx.TensorProto] = []
+        super().__init__(seed)
         self._const_counter: dict[str, int] = {}
 
     # -- tensors -----------------------------------------------------------
-    def init(self, name: str, array: np.ndarray) -> str:
-        self.initializers.append(numpy_helper.from_array(np.array(array, order="C"), name))
-        return name
-
     def normal(self, shape: Sequence[int], std: float, mean: float = 0.0) -> np.ndarray:
         return (mean + std * self.rng.standard_normal(tuple(shape))).astype(np.float32)
 
@@ -137,31 +133,38 @@ class _Graph:
         return helper.make_graph(self.nodes, name, list(inputs), list(outputs), initializer=self.initializers)
 
 
-def _model(
-    graph: onnx.GraphProto,
-    opset: int,
-    doc: str,
-    ir_version: int = 8,
-    extra_opsets: Sequence[tuple[str, int]] = (),
-) -> onnx.ModelProto:
-    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in extra_opsets]
-    model = helper.make_model(
-        graph,
-        opset_imports=opsets,
-        producer_name=PRODUCER_NAME,
-        producer_version=PRODUCER_VERSION,
-        doc_string=doc,
-    )
-    model.ir_version = ir_version
-    return model
-
-
 def _vi(name: str, elem_type: int, shape: Sequence[int | str | None] | None) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, elem_type, shape)
 
 
 def _scalar(value, dtype) -> np.ndarray:
     return np.array(value, dtype=dtype)
+
+
+# The two CIFAR-sized CNNs' model docs.
+_CNN_UNFUSED_DOC = (
+    "ResNet-style CNN as exported by PyTorch without BatchNorm folding: Conv->BatchNormalization->Relu "
+    "blocks with residual Adds, leftover Identity/Dropout nodes and a Shape->Gather->Unsqueeze->Concat->"
+    "Reshape flatten chain before a Gemm classifier. Input [batch,3,32,32] -> logits [batch,10]."
+)
+_MOBILENET_DOC = (
+    "MobileNet-like CNN: inverted residual blocks (1x1 expand, depthwise 3x3 Conv with group=channels, "
+    "1x1 linear projection), Clip(0,6) as ReLU6 with min/max initializer inputs, HardSwish, a residual "
+    "Add, GlobalAveragePool, Flatten and a Gemm classifier. Input [batch,3,32,32] -> logits [batch,10]."
+)
+
+
+def _logits_head(g: _Graph, y: str, param: str, node: str, doc: str) -> onnx.ModelProto:
+    """The 32->10 Gemm classifier both CIFAR-sized CNNs end with, and their ``input[batch,3,32,32]`` model."""
+    w = g.init(f"{param}.weight", g.normal((10, 32), 1.0 / math.sqrt(32)))
+    b = g.init(f"{param}.bias", g.normal((10,), 0.05))
+    g.node("Gemm", [y, w, b], node, outputs=["logits"], alpha=1.0, beta=1.0, transB=1)
+    graph = g.graph(
+        "main_graph",
+        [_vi("input", F32, ["batch", 3, 32, 32])],
+        [_vi("logits", F32, ["batch", 10])],
+    )
+    return _model(graph, 17, doc)
 
 
 # ---------------------------------------------------------------- 1. cnn_unfused
@@ -244,21 +247,7 @@ def build_cnn_unfused() -> onnx.ModelProto:
     ratio = g.init("dropout.ratio", _scalar(0.2, np.float32))
     y = g.node("Dropout", [y, ratio], "/dropout/Dropout")  # inference form, ratio input
     y = g.node("Identity", [y], "/Identity_1")
-    w = g.init("fc.weight", g.normal((10, 32), 1.0 / math.sqrt(32)))
-    b = g.init("fc.bias", g.normal((10,), 0.05))
-    g.node("Gemm", [y, w, b], "/fc/Gemm", outputs=["logits"], alpha=1.0, beta=1.0, transB=1)
-    graph = g.graph(
-        "main_graph",
-        [_vi("input", F32, ["batch", 3, 32, 32])],
-        [_vi("logits", F32, ["batch", 10])],
-    )
-    return _model(
-        graph,
-        17,
-        "ResNet-style CNN as exported by PyTorch without BatchNorm folding: Conv->BatchNormalization->Relu "
-        "blocks with residual Adds, leftover Identity/Dropout nodes and a Shape->Gather->Unsqueeze->Concat->"
-        "Reshape flatten chain before a Gemm classifier. Input [batch,3,32,32] -> logits [batch,10].",
-    )
+    return _logits_head(g, y, "fc", "/fc/Gemm", _CNN_UNFUSED_DOC)
 
 
 # ------------------------------------------------------------- 2. mobilenet_like
@@ -316,21 +305,7 @@ def build_mobilenet_like() -> onnx.ModelProto:
     b = g.init("classifier.0.bias", g.normal((32,), 0.05))
     y = g.node("Gemm", [y, w, b], "/classifier/classifier.0/Gemm", alpha=1.0, beta=1.0, transB=1)
     y = g.node("HardSwish", [y], "/classifier/classifier.1/HardSwish")
-    w = g.init("classifier.3.weight", g.normal((10, 32), 1.0 / math.sqrt(32)))
-    b = g.init("classifier.3.bias", g.normal((10,), 0.05))
-    g.node("Gemm", [y, w, b], "/classifier/classifier.3/Gemm", outputs=["logits"], alpha=1.0, beta=1.0, transB=1)
-    graph = g.graph(
-        "main_graph",
-        [_vi("input", F32, ["batch", 3, 32, 32])],
-        [_vi("logits", F32, ["batch", 10])],
-    )
-    return _model(
-        graph,
-        17,
-        "MobileNet-like CNN: inverted residual blocks (1x1 expand, depthwise 3x3 Conv with group=channels, "
-        "1x1 linear projection), Clip(0,6) as ReLU6 with min/max initializer inputs, HardSwish, a residual "
-        "Add, GlobalAveragePool, Flatten and a Gemm classifier. Input [batch,3,32,32] -> logits [batch,10].",
-    )
+    return _logits_head(g, y, "classifier.3", "/classifier/classifier.3/Gemm", _MOBILENET_DOC)
 
 
 # ---------------------------------------------------------- 3. transformer_block
@@ -464,6 +439,18 @@ def build_transformer_block() -> onnx.ModelProto:
 
 _GRID_DOC_TAIL = "Input [1,3,16,16] and grid [1,8,8,2] (normalized xy in [-1,1]) -> output [1,4,8,8]."
 
+# variant -> (op type, domain, attributes, doc): the same bilinear/zeros/align_corners=0 sampler in three spellings.
+_GRID_VARIANTS: dict[str, tuple[str, str, dict[str, int | str], str]] = {
+    "onnx": ("GridSample", "", {"align_corners": 0, "mode": "bilinear", "padding_mode": "zeros"},
+             "Conv+Relu followed by a standard ai.onnx GridSample (mode=bilinear, padding_mode=zeros, align_corners=0). "),
+    "mmdeploy": ("grid_sampler", "mmdeploy", {"interpolation_mode": 0, "padding_mode": 0, "align_corners": 0},
+                 "Conv+Relu followed by mmdeploy's custom mmdeploy::grid_sampler (interpolation_mode=0 bilinear, "
+                 "padding_mode=0 zeros, align_corners=0) as exported by mmdeploy; ONNX Runtime has no kernel for it. "),
+    "com.microsoft": ("GridSample", "com.microsoft", {"align_corners": 0, "mode": "bilinear", "padding_mode": "zeros"},
+                      "Conv+Relu followed by the ONNX Runtime contrib op com.microsoft::GridSample (bilinear, zeros, "
+                      "align_corners=0). "),
+}
+
 
 def _gridsample_net(variant: str) -> onnx.ModelProto:
     g = _Graph(seed=1004)  # same seed: identical weights across the three variants
@@ -471,41 +458,11 @@ def _gridsample_net(variant: str) -> onnx.ModelProto:
     b = g.init("conv.bias", g.normal((4,), 0.05))
     y = g.node("Conv", ["input", w, b], "/conv/Conv", dilations=[1, 1], group=1, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1])
     y = g.node("Relu", [y], "/relu/Relu")
-    extra: list[tuple[str, int]] = []
-    if variant == "onnx":
-        g.node("GridSample", [y, "grid"], "/GridSample", outputs=["output"], align_corners=0, mode="bilinear", padding_mode="zeros")
-        doc = "Conv+Relu followed by a standard ai.onnx GridSample (mode=bilinear, padding_mode=zeros, align_corners=0). "
-    elif variant == "mmdeploy":
-        g.node(
-            "grid_sampler",
-            [y, "grid"],
-            "/grid_sampler",
-            outputs=["output"],
-            domain="mmdeploy",
-            interpolation_mode=0,
-            padding_mode=0,
-            align_corners=0,
-        )
-        extra = [("mmdeploy", 1)]
-        doc = (
-            "Conv+Relu followed by mmdeploy's custom mmdeploy::grid_sampler (interpolation_mode=0 bilinear, "
-            "padding_mode=0 zeros, align_corners=0) as exported by mmdeploy; ONNX Runtime has no kernel for it. "
-        )
-    elif variant == "com.microsoft":
-        g.node(
-            "GridSample",
-            [y, "grid"],
-            "/GridSample",
-            outputs=["output"],
-            domain="com.microsoft",
-            align_corners=0,
-            mode="bilinear",
-            padding_mode="zeros",
-        )
-        extra = [("com.microsoft", 1)]
-        doc = "Conv+Relu followed by the ONNX Runtime contrib op com.microsoft::GridSample (bilinear, zeros, align_corners=0). "
-    else:  # pragma: no cover
+    if variant not in _GRID_VARIANTS:  # pragma: no cover
         raise ValueError(variant)
+    op, domain, attrs, doc = _GRID_VARIANTS[variant]
+    g.node(op, [y, "grid"], f"/{op}", outputs=["output"], domain=domain, **attrs)
+    extra = [(domain, 1)] if domain else []
     graph = g.graph(
         "main_graph",
         [_vi("input", F32, [1, 3, 16, 16]), _vi("grid", F32, [1, 8, 8, 2])],

@@ -40,111 +40,85 @@ class SampleModel:
         return (self.filename, *self.extra_files, *((self.recipe_file,) if self.recipe_file else ()))
 
 
+def _sample(name: str, purpose: str, *, opset: int = 17, runs_on_ort: bool = True, **extra) -> SampleModel:
+    """A catalog entry whose file is ``<name>.onnx`` (every bundled sample's is)."""
+    return SampleModel(name=name, filename=f"{name}.onnx", purpose=purpose, opset=opset, runs_on_ort=runs_on_ort,
+                       **extra)
+
+
+def _decoder(name: str, purpose: str) -> SampleModel:
+    """A random-weights KV-cache decoder (opset 17, runs on ORT)."""
+    return _sample(name, purpose, tags=("decoder", "random-weights"))
+
+
 CATALOG: tuple[SampleModel, ...] = (
-    SampleModel(
-        name="cnn_unfused",
-        filename="cnn_unfused.onnx",
-        purpose="Conv+BN fusion, Identity/Dropout cleanup, Shape->Gather->Unsqueeze->Concat->Reshape folding",
-        opset=17,
-        runs_on_ort=True,
+    _sample(
+        "cnn_unfused",
+        "Conv+BN fusion, Identity/Dropout cleanup, Shape->Gather->Unsqueeze->Concat->Reshape folding",
     ),
-    SampleModel(
-        name="mobilenet_like",
-        filename="mobilenet_like.onnx",
-        purpose="Depthwise conv, Clip-as-ReLU6 and HardSwish activations, inverted residuals",
-        opset=17,
-        runs_on_ort=True,
+    _sample(
+        "mobilenet_like",
+        "Depthwise conv, Clip-as-ReLU6 and HardSwish activations, inverted residuals",
     ),
-    SampleModel(
-        name="transformer_block",
-        filename="transformer_block.onnx",
-        purpose="Attention/LayerNorm/GELU fusion patterns with dynamic batch and sequence (int64 token inputs)",
-        opset=17,
-        runs_on_ort=True,
+    _sample(
+        "transformer_block",
+        "Attention/LayerNorm/GELU fusion patterns with dynamic batch and sequence (int64 token inputs)",
     ),
-    SampleModel(
-        name="gridsample_4d",
-        filename="gridsample_4d.onnx",
-        purpose="Standard 4-D GridSample (bilinear, zeros, align_corners=0) as an op-support baseline",
+    _sample(
+        "gridsample_4d",
+        "Standard 4-D GridSample (bilinear, zeros, align_corners=0) as an op-support baseline",
         opset=16,
-        runs_on_ort=True,
     ),
-    SampleModel(
-        name="gridsample_5d",
-        filename="gridsample_5d.onnx",
-        purpose="Volumetric 5-D GridSample with opset-20 mode names (linear) for backend-support checks",
+    _sample(
+        "gridsample_5d",
+        "Volumetric 5-D GridSample with opset-20 mode names (linear) for backend-support checks",
         opset=20,
-        runs_on_ort=True,
     ),
-    SampleModel(
-        name="mmdeploy_grid_sampler",
-        filename="mmdeploy_grid_sampler.onnx",
-        purpose="Custom mmdeploy::grid_sampler op that ORT cannot run; diagnosis and rewrite to GridSample",
+    _sample(
+        "mmdeploy_grid_sampler",
+        "Custom mmdeploy::grid_sampler op that ORT cannot run; diagnosis and rewrite to GridSample",
         opset=16,
         runs_on_ort=False,
     ),
-    SampleModel(
-        name="com_microsoft_gridsample",
-        filename="com_microsoft_gridsample.onnx",
-        purpose="Contrib com.microsoft::GridSample (ORT-only op); rewrite to the standard GridSample",
+    _sample(
+        "com_microsoft_gridsample",
+        "Contrib com.microsoft::GridSample (ORT-only op); rewrite to the standard GridSample",
         opset=16,
-        runs_on_ort=True,
     ),
-    SampleModel(
-        name="if_loop",
-        filename="if_loop.onnx",
-        purpose="Control flow: If and Loop with outer-scope references, scan output and a nested If",
-        opset=17,
-        runs_on_ort=True,
+    _sample(
+        "if_loop",
+        "Control flow: If and Loop with outer-scope references, scan output and a nested If",
     ),
-    SampleModel(
-        name="external_data",
-        filename="external_data.onnx",
-        purpose="Small MLP whose weights live in an external-data side file",
-        opset=17,
-        runs_on_ort=True,
+    _sample(
+        "external_data",
+        "Small MLP whose weights live in an external-data side file",
         extra_files=("external_data.onnx.data",),
     ),
-    SampleModel(
-        name="constant_weights",
-        filename="constant_weights.onnx",
-        purpose="CNN whose weights are all Constant nodes (no initializers); constant-to-initializer lifting",
-        opset=17,
-        runs_on_ort=True,
+    _sample(
+        "constant_weights",
+        "CNN whose weights are all Constant nodes (no initializers); constant-to-initializer lifting",
     ),
-    SampleModel(
-        name="yolo_detector",
-        filename="yolo_detector.onnx",
-        purpose="YOLOv8-style detector (Ultralytics scopes, C2f/SPPF, decoupled head); dynamic height/width "
-                "with exporter dim formulas and imgsz metadata",
-        opset=17,
-        runs_on_ort=True,
+    _sample(
+        "yolo_detector",
+        "YOLOv8-style detector (Ultralytics scopes, C2f/SPPF, decoupled head); dynamic height/width "
+            "with exporter dim formulas and imgsz metadata",
     ),
-    SampleModel(
-        name="image_classifier",
-        filename="image_classifier.onnx",
-        purpose="Image classifier with an activation-outlier channel: plain INT8 loses top-1 on real images, "
-                "accuracy-aware INT8 keeps it",
-        opset=17,
-        runs_on_ort=True,
+    _sample(
+        "image_classifier",
+        "Image classifier with an activation-outlier channel: plain INT8 loses top-1 on real images, "
+            "accuracy-aware INT8 keeps it",
     ),
-    SampleModel(
-        name="caffe_classifier",
-        filename="caffe_classifier.onnx",
-        purpose="Caffe-style 2-class classifier: NHWC float input of BGR pixels 0..255 minus the mean (outside the "
-                "graph), [N,2] softmax; decisions follow the photos' colour statistics, so a wrong recipe changes "
-                "them (caffe_classifier.recipe.json is the right one)",
-        opset=17,
-        runs_on_ort=True,
+    _sample(
+        "caffe_classifier",
+        "Caffe-style 2-class classifier: NHWC float input of BGR pixels 0..255 minus the mean (outside the "
+            "graph), [N,2] softmax; decisions follow the photos' colour statistics, so a wrong recipe changes "
+            "them (caffe_classifier.recipe.json is the right one)",
         recipe_file="caffe_classifier.recipe.json",
     ),
-    SampleModel(
-        name="imagenet_classifier",
-        filename="imagenet_classifier.onnx",
-        purpose="1000-class ImageNet-style classifier: NCHW [1,3,224,224] ImageNet-normalized RGB, logits [1,1000]; "
-                "the bundled photos get four different classes",
-        opset=17,
-        runs_on_ort=True,
+    _sample(
+        "imagenet_classifier",
+        "1000-class ImageNet-style classifier: NCHW [1,3,224,224] ImageNet-normalized RGB, logits [1,1000]; "
+            "the bundled photos get four different classes",
     ),
 )
 
@@ -152,50 +126,30 @@ CATALOG: tuple[SampleModel, ...] = (
 # the edge-shape and fuzz corpora) feed with seeded inputs chosen dim by dim: a decoder needs feeds that
 # keep its cache contract (mask length = past + new tokens), which those do not make yet.
 DECODERS: tuple[SampleModel, ...] = (
-    SampleModel(
-        name="gpt2_decoder",
-        filename="gpt2_decoder.onnx",
-        purpose="GPT-2-style decoder (MHA, learned positions, LayerNorm, GELU), random weights: optimum's "
-                "decoder_model without past inputs (the first step), logits and present.N.key/value out",
-        opset=17,
-        runs_on_ort=True,
-        tags=("decoder", "random-weights"),
+    _decoder(
+        "gpt2_decoder",
+        "GPT-2-style decoder (MHA, learned positions, LayerNorm, GELU), random weights: optimum's "
+            "decoder_model without past inputs (the first step), logits and present.N.key/value out",
     ),
-    SampleModel(
-        name="gpt2_decoder_with_past",
-        filename="gpt2_decoder_with_past.onnx",
-        purpose="The same GPT-2-style decoder, random weights, as optimum's decoder_with_past_model: "
-                "past_key_values.N.key/value in, present.N out",
-        opset=17,
-        runs_on_ort=True,
-        tags=("decoder", "random-weights"),
+    _decoder(
+        "gpt2_decoder_with_past",
+        "The same GPT-2-style decoder, random weights, as optimum's decoder_with_past_model: "
+            "past_key_values.N.key/value in, present.N out",
     ),
-    SampleModel(
-        name="gpt2_decoder_merged",
-        filename="gpt2_decoder_merged.onnx",
-        purpose="The same GPT-2-style decoder, random weights, merged as optimum does: an If on use_cache_branch "
-                "over the with-past and no-past graphs, shared weights outside",
-        opset=17,
-        runs_on_ort=True,
-        tags=("decoder", "random-weights"),
+    _decoder(
+        "gpt2_decoder_merged",
+        "The same GPT-2-style decoder, random weights, merged as optimum does: an If on use_cache_branch "
+            "over the with-past and no-past graphs, shared weights outside",
     ),
-    SampleModel(
-        name="llama_optimum",
-        filename="llama_optimum.onnx",
-        purpose="LLaMA-style decoder (RMSNorm, rotary, GQA 6 heads / 2 KV heads, SwiGLU), random weights, in the "
-                "optimum convention (plain ONNX ops, past length 0 for the prefill)",
-        opset=17,
-        runs_on_ort=True,
-        tags=("decoder", "random-weights"),
+    _decoder(
+        "llama_optimum",
+        "LLaMA-style decoder (RMSNorm, rotary, GQA 6 heads / 2 KV heads, SwiGLU), random weights, in the "
+            "optimum convention (plain ONNX ops, past length 0 for the prefill)",
     ),
-    SampleModel(
-        name="llama_genai",
-        filename="llama_genai.onnx",
-        purpose="The LLaMA-style decoder, random weights, in the onnxruntime-genai convention: GroupQueryAttention, "
-                "RotaryEmbedding, SkipSimplifiedLayerNormalization, MatMulNBits int4 (block 16)",
-        opset=17,
-        runs_on_ort=True,
-        tags=("decoder", "random-weights"),
+    _decoder(
+        "llama_genai",
+        "The LLaMA-style decoder, random weights, in the onnxruntime-genai convention: GroupQueryAttention, "
+            "RotaryEmbedding, SkipSimplifiedLayerNormalization, MatMulNBits int4 (block 16)",
     ),
 )
 

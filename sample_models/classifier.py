@@ -20,6 +20,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from sample_models.protos import sample_model
+
 
 def build_image_classifier() -> onnx.ModelProto:
     rng = np.random.default_rng(7)
@@ -44,11 +46,8 @@ def build_image_classifier() -> onnx.ModelProto:
                           [numpy_helper.from_array(w1, "features.0.weight"),
                            numpy_helper.from_array(scale, "features.2.scale"),
                            numpy_helper.from_array(w2, "head.weight")])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="onnx-studio-samples",
-                              producer_version="1.0",
-                              doc_string="Image classifier with an activation-outlier channel: plain INT8 loses "
-                                         "top-1, accuracy-aware INT8 keeps it. x[1,3,64,64] -> logits[1,5].")
-    model.ir_version = 8
+    model = sample_model(g, 17, "Image classifier with an activation-outlier channel: plain INT8 loses "
+                                "top-1, accuracy-aware INT8 keeps it. x[1,3,64,64] -> logits[1,5].")
     return model
 
 
@@ -97,12 +96,9 @@ def build_caffe_classifier() -> onnx.ModelProto:
                           [helper.make_tensor_value_info("prob", TensorProto.FLOAT, ["batch", 2])],
                           [numpy_helper.from_array(colour, "colour.weight"), numpy_helper.from_array(fc_w, "fc.weight"),
                            numpy_helper.from_array(fc_b, "fc.bias")])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="onnx-studio-samples",
-                              producer_version="1.0",
-                              doc_string="Caffe-style 2-class classifier: data[N,64,64,3] NHWC, BGR pixels 0..255 "
-                                         "minus the mean 103.939,116.779,123.68 (outside the graph) -> prob[N,2] "
-                                         "softmax (1 = warm and calm, 0 = cool or busy).")
-    model.ir_version = 8
+    model = sample_model(g, 17, "Caffe-style 2-class classifier: data[N,64,64,3] NHWC, BGR pixels 0..255 "
+                                "minus the mean 103.939,116.779,123.68 (outside the graph) -> prob[N,2] "
+                                "softmax (1 = warm and calm, 0 = cool or busy).")
     for key, value in (("mean_values", "103.939,116.779,123.68"), ("color_order", "BGR"),
                        ("names", "{0: 'cool or busy', 1: 'warm and calm'}")):
         model.metadata_props.add(key=key, value=value)
@@ -162,9 +158,6 @@ def build_imagenet_classifier() -> onnx.ModelProto:
                            numpy_helper.from_array(b2, "features.2.bias"),
                            numpy_helper.from_array(mean, "norm.mean"), numpy_helper.from_array(std, "norm.std"),
                            numpy_helper.from_array(fc_w, "fc.weight"), numpy_helper.from_array(fc_b, "fc.bias")])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="onnx-studio-samples",
-                              producer_version="1.0",
-                              doc_string="1000-class ImageNet-style classifier: input[1,3,224,224] ImageNet-normalized "
-                                         "RGB (NCHW) -> logits[1,1000]; the bundled photos get four classes.")
-    model.ir_version = 8
+    model = sample_model(g, 17, "1000-class ImageNet-style classifier: input[1,3,224,224] ImageNet-normalized "
+                                "RGB (NCHW) -> logits[1,1000]; the bundled photos get four classes.")
     return model

@@ -36,11 +36,12 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from sample_models.protos import sample_model
+
 __all__ = ["DecoderShape", "GPT2_TINY", "LLAMA_TINY", "LLAMA_1B", "build_gpt2_decoder", "build_gpt2_with_past",
            "build_gpt2_merged", "build_llama_optimum", "build_llama_genai", "quantize_int4", "write_large_decoder"]
 
 F32, I64, I32, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32, TensorProto.BOOL
-PRODUCER = ("onnx-studio-samples", "1.0")
 MS = "com.microsoft"
 INT4_BLOCK = 16
 
@@ -201,12 +202,11 @@ def _vi(name: str, elem: int, shape: Sequence[int | str]) -> onnx.ValueInfoProto
     return helper.make_tensor_value_info(name, elem, list(shape))
 
 
-def _model(graph: onnx.GraphProto, doc: str, opset: int = 17, ms: bool = False) -> onnx.ModelProto:
-    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(MS, 1)] if ms else [])
-    model = helper.make_model(graph, opset_imports=opsets, producer_name=PRODUCER[0], producer_version=PRODUCER[1],
-                              doc_string=doc)
-    model.ir_version = 8
-    return model
+def _model(t: _Tensors, g: _Graph, io: tuple[list, list], doc: str, ms: bool = False) -> onnx.ModelProto:
+    """The decoder's main graph over ``g``'s nodes and ``t``'s weights (com.microsoft opset 1 with ``ms``)."""
+    ins, outs = io
+    graph = helper.make_graph(g.nodes, "main_graph", ins, outs, list(t.tensors.values()))
+    return sample_model(graph, 17, doc, extra_opsets=[(MS, 1)] if ms else ())
 
 
 def _past_io(s: DecoderShape, past: bool, total: str) -> tuple[list, list]:
@@ -219,6 +219,15 @@ def _past_io(s: DecoderShape, past: bool, total: str) -> tuple[list, list]:
                                ["batch_size", s.kv_heads, "past_sequence_length", s.head_dim]))
             outs.append(_vi(f"present.{i}.{kind}", F32, ["batch_size", s.kv_heads, total, s.head_dim]))
     return ins, outs
+
+
+def _decoder_io(s: DecoderShape, past: bool, total: str) -> tuple[list, list]:
+    """The decoder's inputs (ids, mask over ``total`` positions, position ids, past) and outputs (logits, present)."""
+    ins = [_vi("input_ids", I64, ["batch_size", "sequence_length"]),
+           _vi("attention_mask", I64, ["batch_size", total]),
+           _vi("position_ids", I64, ["batch_size", "sequence_length"])]
+    kv_in, kv_out = _past_io(s, past, total)
+    return ins + kv_in, [_vi("logits", F32, ["batch_size", "sequence_length", s.vocab])] + kv_out
 
 
 # -- pieces of the torch-exported (optimum) graphs ------------------------------------------------
@@ -334,34 +343,28 @@ def _gpt2_graph(t: _Tensors, s: DecoderShape, past: bool) -> _Graph:
 
 
 def _gpt2_io(s: DecoderShape, past: bool) -> tuple[list, list]:
-    total = "past_sequence_length + sequence_length" if past else "sequence_length"
-    ins = [_vi("input_ids", I64, ["batch_size", "sequence_length"]),
-           _vi("attention_mask", I64, ["batch_size", total]),
-           _vi("position_ids", I64, ["batch_size", "sequence_length"])]
-    kv_in, kv_out = _past_io(s, past, total)
-    return ins + kv_in, [_vi("logits", F32, ["batch_size", "sequence_length", s.vocab])] + kv_out
+    return _decoder_io(s, past, "past_sequence_length + sequence_length" if past else "sequence_length")
 
 
 _GPT2_DOC = ("GPT-2-style decoder, random weights ({what}): {s.layers} layers, {s.heads} heads of {s.head_dim}, "
              "hidden {s.hidden}, vocab {s.vocab}, {s.context} learned positions; optimum I/O names.")
 
 
+def _gpt2_single(s: DecoderShape, seed: int, past: bool) -> onnx.ModelProto:
+    t = _Tensors(seed)
+    g = _gpt2_graph(t, s, past=past)
+    what = "decoder with past" if past else "decoder without past"
+    return _model(t, g, _gpt2_io(s, past=past), _GPT2_DOC.format(what=what, s=s))
+
+
 def build_gpt2_decoder(s: DecoderShape = GPT2_TINY, seed: int = 2601) -> onnx.ModelProto:
     """optimum's ``decoder_model.onnx``: the first step (no past inputs), present outputs."""
-    t = _Tensors(seed)
-    g = _gpt2_graph(t, s, past=False)
-    ins, outs = _gpt2_io(s, past=False)
-    return _model(helper.make_graph(g.nodes, "main_graph", ins, outs, list(t.tensors.values())),
-                  _GPT2_DOC.format(what="decoder without past", s=s))
+    return _gpt2_single(s, seed, past=False)
 
 
 def build_gpt2_with_past(s: DecoderShape = GPT2_TINY, seed: int = 2601) -> onnx.ModelProto:
     """optimum's ``decoder_with_past_model.onnx`` (past length 0 works too)."""
-    t = _Tensors(seed)
-    g = _gpt2_graph(t, s, past=True)
-    ins, outs = _gpt2_io(s, past=True)
-    return _model(helper.make_graph(g.nodes, "main_graph", ins, outs, list(t.tensors.values())),
-                  _GPT2_DOC.format(what="decoder with past", s=s))
+    return _gpt2_single(s, seed, past=True)
 
 
 def build_gpt2_merged(s: DecoderShape = GPT2_TINY, seed: int = 2601) -> onnx.ModelProto:
@@ -381,7 +384,7 @@ def build_gpt2_merged(s: DecoderShape = GPT2_TINY, seed: int = 2601) -> onnx.Mod
         for o in outs[1:]]
     graph = helper.make_graph([if_node], "main_graph", ins + [_vi("use_cache_branch", BOOL, [1])], merged_outs,
                               list(t.tensors.values()))
-    return _model(graph, _GPT2_DOC.format(what="merged decoder, If on use_cache_branch", s=s))
+    return sample_model(graph, 17, _GPT2_DOC.format(what="merged decoder, If on use_cache_branch", s=s))
 
 
 # ------------------------------------------------------------------------------ LLaMA
@@ -529,12 +532,8 @@ def _llama_genai_graph(t: _Tensors, s: DecoderShape, int4: bool) -> _Graph:
 
 
 def _llama_io(s: DecoderShape, convention: str) -> tuple[list, list]:
-    total = "total_sequence_length" if convention == "genai" else "past_sequence_length + sequence_length"
-    ins = [_vi("input_ids", I64, ["batch_size", "sequence_length"]),
-           _vi("attention_mask", I64, ["batch_size", total]),
-           _vi("position_ids", I64, ["batch_size", "sequence_length"])]
-    kv_in, kv_out = _past_io(s, True, total)
-    return ins + kv_in, [_vi("logits", F32, ["batch_size", "sequence_length", s.vocab])] + kv_out
+    return _decoder_io(s, True, "total_sequence_length" if convention == "genai"
+                       else "past_sequence_length + sequence_length")
 
 
 _LLAMA_DOC = ("LLaMA-style decoder, random weights ({what}): {s.layers} layers, {s.heads} heads and {s.kv_heads} KV "
@@ -546,19 +545,15 @@ def build_llama_optimum(s: DecoderShape = LLAMA_TINY, seed: int = 2602) -> onnx.
     """optimum's single ``model.onnx`` with past inputs (prefill with past length 0)."""
     t = _Tensors(seed)
     g = _llama_optimum_graph(t, s)
-    ins, outs = _llama_io(s, "optimum")
-    return _model(helper.make_graph(g.nodes, "main_graph", ins, outs, list(t.tensors.values())),
-                  _LLAMA_DOC.format(what="optimum convention", s=s))
+    return _model(t, g, _llama_io(s, "optimum"), _LLAMA_DOC.format(what="optimum convention", s=s))
 
 
 def build_llama_genai(s: DecoderShape = LLAMA_TINY, seed: int = 2602, int4: bool = True) -> onnx.ModelProto:
     """onnxruntime-genai model builder's layout (com.microsoft ops; int4 MatMulNBits by default)."""
     t = _Tensors(seed)
     g = _llama_genai_graph(t, s, int4)
-    ins, outs = _llama_io(s, "genai")
     what = "onnxruntime-genai convention, " + ("MatMulNBits int4 block 16" if int4 else "float32 MatMul")
-    return _model(helper.make_graph(g.nodes, "main_graph", ins, outs, list(t.tensors.values())),
-                  _LLAMA_DOC.format(what=what, s=s), ms=True)
+    return _model(t, g, _llama_io(s, "genai"), _LLAMA_DOC.format(what=what, s=s), ms=True)
 
 
 # ------------------------------------------------------------------------------ the large model
@@ -583,11 +578,9 @@ def write_large_decoder(out_dir: str | Path, *, shape: DecoderShape = LLAMA_1B, 
         g = _llama_genai_graph(t, shape, int4=False)
     else:
         g = _llama_optimum_graph(t, shape)
-    ins, outs = _llama_io(shape, convention)
     doc = _LLAMA_DOC.format(what=f"{convention} convention, ~{_param_count(shape) / 1e9:.1f} G parameters, "
                                  f"{fill} weights", s=shape)
-    model = _model(helper.make_graph(g.nodes, "main_graph", ins, outs, list(t.tensors.values())), doc,
-                   ms=convention == "genai")
+    model = _model(t, g, _llama_io(shape, convention), doc, ms=convention == "genai")
     t.write(out / data_name, fill)
     tmp = model_path.with_suffix(".onnx.tmp")
     tmp.write_bytes(model.SerializeToString())

@@ -16,6 +16,8 @@ import onnx
 import sympy
 from onnx import TensorProto, helper, numpy_helper
 
+from sample_models.protos import GraphParts, sample_model
+
 F32 = TensorProto.FLOAT
 NUM_CLASSES = 4
 REG_MAX = 16
@@ -23,18 +25,12 @@ IMGSZ = 320
 CHANNELS = [4, 8, 16, 24, 32]   # per stage, a fraction of YOLOv8n's so the file stays small
 
 
-class _Det:
+class _Det(GraphParts):
     """Node accumulator tracking each 4-D value's (channels, height, width) as sympy expressions."""
 
     def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
+        super().__init__(seed)
         self.shapes: dict[str, tuple] = {}
-
-    def init(self, name: str, array: np.ndarray) -> str:
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
-        return name
 
     def node(self, op: str, inputs: list[str], name: str, shape: tuple | None = None, n_out: int = 1,
              **attrs) -> list[str]:
@@ -222,13 +218,10 @@ def build_yolo_detector() -> onnx.ModelProto:
         g.nodes, "main_graph",
         [helper.make_tensor_value_info("images", F32, ["batch", 3, "height", "width"])],
         [helper.make_tensor_value_info("output0", F32, ["batch", 4 + NUM_CLASSES, _dim(total)])],
-        initializer=g.inits, value_info=value_info)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="onnx-studio-samples",
-                              producer_version="1.0",
-                              doc_string="YOLOv8-style detector (onnx-studio sample): C2f backbone, SPPF, "
-                                         "FPN/PAN neck, decoupled DFL head. images[batch,3,height,width] -> "
-                                         f"output0[batch,{4 + NUM_CLASSES},anchors].")
-    model.ir_version = 8
+        initializer=g.initializers, value_info=value_info)
+    model = sample_model(graph, 17, "YOLOv8-style detector (onnx-studio sample): C2f backbone, SPPF, "
+                                    "FPN/PAN neck, decoupled DFL head. images[batch,3,height,width] -> "
+                                    f"output0[batch,{4 + NUM_CLASSES},anchors].")
     names = {i: n for i, n in enumerate(["person", "bicycle", "car", "dog"][:NUM_CLASSES])}
     for key, value in [("description", "Ultralytics-style YOLOv8 sample (onnx-studio)"), ("author", "onnx-studio"),
                        ("task", "detect"), ("stride", "32"), ("batch", "1"), ("imgsz", f"[{IMGSZ}, {IMGSZ}]"),
