@@ -1,5 +1,5 @@
 """Batch runs: local pool and a real Dask cluster on loopback give the same rows; targets run
-where they are labelled; resuming skips finished work. A worker killed mid-batch: test_r53_lost_worker.py."""
+where they are labelled; resuming skips finished work. A worker killed mid-batch: test_lost_dask_worker.py."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_cluster_matches_local_and_targets_run_where_labelled(tmp_path, dask_clu
         assert row.outcomes["profile"].worker["pid"] == c.run(os.getpid, workers=[edge_addr])[edge_addr]
     assert row.outcomes["profile"].worker["worker"] == edge_addr
     assert "profile ran on" in (tmp_path / "edge" / "batch.html").read_text()
-    # a worker killed mid-batch: tests/batch/test_r53_lost_worker.py
+    # a worker killed mid-batch: tests/batch/test_lost_dask_worker.py
 
 
 def test_bad_cluster_address_and_target_without_cluster_are_one_line_errors(tmp_path, capsys):

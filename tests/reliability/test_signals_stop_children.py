@@ -1,7 +1,7 @@
 """R54: a signal to a command that starts a child stops the child too; nothing keeps running,
 stays connected or holds a port. ``onnx-studio worker`` (its dask worker: the CLI, the nanny's
 worker process, multiprocessing's helpers) and ``onnx-studio batch`` (its sandbox workers);
-``serve`` is R44 (test_r44_r47_serve.py). Every wait polls a condition under a bound that only
+``serve`` is R44 (test_serve_signals_and_options.py). Every wait polls a condition under a bound that only
 guards a hang."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """R44: signals to `onnx-studio serve` stop its Streamlit child and every sandbox worker,
 and the port is free within 5 s (the spec's bound, polled); with a browser session's workers:
-tests/e2e/test_r43_r44_browser.py. R47: bad server options give
+tests/e2e/test_serve_hardening_browser.py. R47: bad server options give
 one line and exit 2 before anything starts."""
 
 from __future__ import annotations

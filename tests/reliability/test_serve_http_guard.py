@@ -2,7 +2,7 @@
 the websocket upgrade) says it must not be framed; a foreign Host header (DNS rebinding)
 is refused; a non-loopback bind is shared unless trusted; the path root is the workspace's
 own import/ folder, never the folder of all sessions. The Chromium checks (framing, hostile
-upload names) are in tests/e2e/test_r43_r44_browser.py, next to the browser fixtures."""
+upload names) are in tests/e2e/test_serve_hardening_browser.py, next to the browser fixtures."""
 
 from __future__ import annotations
 
