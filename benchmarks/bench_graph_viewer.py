@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.graph_models import chain, resnet_like
-from benchmarks.harness import print_table, run_snippet
-from benchmarks.models import CACHE
+from benchmarks.graph_models import chain, resnet_like, run_graph_cases
+from benchmarks.harness import opened_in_chromium, print_table
 
 CASES = [("resnet-like 1k", "r1k", lambda p: resnet_like(100, p), None),
          ("resnet-like 10k", "r10k", lambda p: resnet_like(1000, p), 3.0),
@@ -36,7 +34,7 @@ s = None if api.graph_prefers_fast_path(h) else api.inspect(h)
 t_inspect = time.perf_counter() - t0
 t0 = time.perf_counter(); idx = api.graph_index(h, s); t_index = time.perf_counter() - t0
 t0 = time.perf_counter(); html, stats = graph_page(idx.graph, idx.hierarchy); t_html = time.perf_counter() - t0
-open({html_path!r}, "w", encoding="utf-8").write(html)
+open({html!r}, "w", encoding="utf-8").write(html)
 result = dict(nodes=len(idx.graph.nodes), leaves=stats.leaves, visible=stats.visible, sealed=stats.sealed,
               load=t_load, inspect=t_inspect, index=t_index, html=t_html, mb=len(html) / 1e6)
 """
@@ -78,22 +76,10 @@ def _drag(page, seconds: float = 1.2) -> dict:
 
 
 def _browser(html: Path, open_all: bool) -> dict | None:
-    try:
-        from playwright.sync_api import sync_playwright
-
-        from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-    except ImportError:
-        return None
-    exe = chromium_path()
-    if exe is None:
-        return None
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
-        page = b.new_page(viewport={"width": 1400, "height": 1000})
-        t = time.perf_counter()
-        page.goto(html.as_uri())
-        page.wait_for_function("() => window.__graphReady", timeout=300_000, polling=50)
-        wall = time.perf_counter() - t
+    with opened_in_chromium(html, "() => window.__graphReady", polling=50) as opened:
+        if opened is None:
+            return None
+        page, wall = opened
         first = page.evaluate("window.__graphReady") / 1000
         layout = page.evaluate("__graph.layoutMs()") / 1000
         engine = page.evaluate("__graph.engine()")
@@ -110,21 +96,13 @@ def _browser(html: Path, open_all: bool) -> dict | None:
         page.wait_for_timeout(300)
         visible = page.evaluate("__graph.visibleCount()")
         pan = _drag(page)
-        b.close()
     return {"first": first, "wall": wall, "layout": layout, "engine": engine, "visible": visible, **pan}
 
 
 def main(browser: bool = True) -> list[list]:
     rows = []
-    tmp = Path(tempfile.mkdtemp(prefix="bench-graph-viewer-"))
-    for label, key, build, goal in CASES:
-        path = CACHE / "graphview" / f"{key}.onnx"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            build(path)
-        html = tmp / f"{key}-viewer.html"
-        run = run_snippet("import json, time\nfrom studio import api\nfrom studio.graphview.viewer import graph_page",
-                          _SNIPPET.format(path=str(path), html_path=str(html)))
+    setup = "import json, time\nfrom studio import api\nfrom studio.graphview.viewer import graph_page"
+    for (label, key, _, goal), html, run in run_graph_cases(CASES, "bench-graph-viewer-", setup, _SNIPPET, "-viewer"):
         r = run.result
         server = r["index"] + r["html"]
         variants = [("as it opens", False)] + ([("every group open", True)] if key == "r10k" else [])

@@ -11,13 +11,10 @@ present, the offline HTML is also opened and timed until ECharts has drawn.
 from __future__ import annotations
 
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-from benchmarks.graph_models import chain, resnet_like
-from benchmarks.harness import print_table, run_snippet
-from benchmarks.models import CACHE
+from benchmarks.graph_models import chain, resnet_like, run_graph_cases
+from benchmarks.harness import opened_in_chromium, print_table
 
 CASES = [("resnet-like, scoped names", "r10k", lambda p: resnet_like(1000, p), 2.0),
          ("chain, flat names", "chain100k", lambda p: chain(100_000, p), 5.0)]
@@ -40,35 +37,14 @@ result = dict(nodes=len(idx.graph.nodes), items=len(v), level=v.projection.level
 
 def _browser_seconds(html: Path) -> float | None:
     """Seconds from opening the offline HTML to ECharts' first 'finished' event."""
-    try:
-        from playwright.sync_api import sync_playwright
-
-        from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-    except ImportError:
-        return None
-    exe = chromium_path()
-    if exe is None:
-        return None
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
-        page = b.new_page(viewport={"width": 1400, "height": 1000})
-        t = time.perf_counter()
-        page.goto(html.as_uri())
-        page.wait_for_function("document.body.dataset.rendered === '1'", timeout=300_000)
-        dt = time.perf_counter() - t
-        b.close()
-    return dt
+    with opened_in_chromium(html, "document.body.dataset.rendered === '1'") as opened:
+        return None if opened is None else opened[1]
 
 
 def main(browser: bool = True) -> list[list]:
     rows = []
-    tmp = Path(tempfile.mkdtemp(prefix="bench-graphview-"))
-    for label, key, build, goal in CASES:
-        path = CACHE / "graphview" / f"{key}.onnx"
-        if not path.exists():
-            build(path)
-        html = tmp / f"{key}.html"
-        run = run_snippet("import json, time\nfrom studio import api", _SNIPPET.format(path=str(path), html=str(html)))
+    setup = "import json, time\nfrom studio import api"
+    for (label, _, _, goal), html, run in run_graph_cases(CASES, "bench-graphview-", setup, _SNIPPET):
         r = run.result
         server = r["index"] + r["view"] + r["spec"]
         b = _browser_seconds(html) if browser else None

@@ -18,33 +18,15 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.harness import print_table
+from benchmarks.models import tiny_relu
 from profilers.latency import runner_loop
 from profilers.runners import open_runner
 from profilers.stats import paired_ratio
 from profilers.variants import parse_engine
 
-try:
-    from benchmarks.harness import print_table
-except ImportError:  # pragma: no cover - run as a plain script
-    def print_table(title: str, header: list[str], rows: list[list]) -> None:
-        print(f"\n## {title}")
-        for row in [header, *rows]:
-            print(" | ".join(str(x) for x in row))
-
 ROUNDS = 200
 TARGET = 1.05
-
-
-def _tiny_model(path: Path) -> Path:
-    import onnx
-    from onnx import TensorProto, helper
-
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
-    onnx.save(model, str(path))
-    return path
 
 
 def _bare(engine: str, runner) -> callable:  # noqa: ANN001
@@ -96,7 +78,7 @@ def main() -> list[list]:
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        tiny = _tiny_model(Path(tmp) / "relu16.onnx")
+        tiny = tiny_relu(Path(tmp) / "relu16.onnx")
         cnn = Path(__file__).resolve().parents[1] / "sample_models" / "cnn_unfused.onnx"
         for model, block in ((tiny, 300), (cnn, 30)):
             feeds = random_feeds(input_specs(onnx.load(str(model), load_external_data=False)))

@@ -14,15 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.harness import print_table
+from benchmarks.models import tiny_relu
 from studio.core.sandbox import Limits, run_job, shutdown_pool
-
-try:
-    from benchmarks.harness import print_table
-except ImportError:  # pragma: no cover - run as a plain script
-    def print_table(title: str, header: list[str], rows: list[list]) -> None:
-        print(f"\n## {title}")
-        for row in [header, *rows]:
-            print(" | ".join(str(x) for x in row))
 
 LIMITS = Limits(timeout_s=120, memory_bytes=3 * 2**30)
 
@@ -38,19 +32,6 @@ def _timed(fn, repeat: int) -> list[float]:
 
 def _ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:.1f}"
-
-
-def _tiny_model(path: Path) -> Path:
-    import onnx
-    from onnx import TensorProto, helper
-
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 9
-    onnx.save(model, str(path))
-    return path
 
 
 def main() -> list[list]:
@@ -81,7 +62,7 @@ def main() -> list[list]:
     with tempfile.TemporaryDirectory() as tmp:
         from studio.core.engines import get_engine
 
-        model = _tiny_model(Path(tmp) / "relu.onnx")
+        model = tiny_relu(Path(tmp) / "relu.onnx")
         feeds = {"x": np.ones((1, 16), np.float32)}
         for engine in ("ort", "ov"):
             adapter = get_engine(engine)

@@ -9,13 +9,45 @@ tensors so shape inference stays cheap; the graph size is what is measured).
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+if TYPE_CHECKING:
+    from benchmarks.harness import ProcessRun
+
 _OPSET = [helper.make_opsetid("", 17)]
+
+
+def cached_graph(key: str, build: Callable[[Path], Path]) -> Path:
+    """``benchmarks/.cache/graphview/<key>.onnx``, written by ``build(path)`` the first time (the graph-view
+    benchmarks share these files)."""
+    from benchmarks.models import CACHE
+
+    path = CACHE / "graphview" / f"{key}.onnx"
+    return path if path.exists() else build(path)
+
+
+GraphCase = tuple[str, str, Callable[[Path], Path], float | None]   # label, cache key, builder, goal (s)
+
+
+def run_graph_cases(cases: Sequence[GraphCase], prefix: str, setup: str, snippet: str,
+                    suffix: str = "") -> Iterator[tuple[GraphCase, Path, ProcessRun]]:
+    """Per case, in a fresh process: ``setup`` then ``snippet`` formatted with the cached model's ``path``
+    and the page's ``html`` path (a fresh ``prefix`` folder, ``<key><suffix>.html``); yields
+    (the case, the html path, the run: its ``result`` and peak RSS)."""
+    from benchmarks.harness import run_snippet
+
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    for case in cases:
+        _, key, build, _ = case
+        path, html = cached_graph(key, build), tmp / f"{key}{suffix}.html"
+        yield case, html, run_snippet(setup, snippet.format(path=str(path), html=str(html)))
 
 
 def _save(graph: onnx.GraphProto, path: Path) -> Path:

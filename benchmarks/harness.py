@@ -8,8 +8,11 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,6 +61,34 @@ def print_table(title: str, header: list[str], rows: list[list]) -> None:
     for r in rows:
         print("| " + " | ".join(str(x).ljust(w) for x, w in zip(r, widths)) + " |")
     sys.stdout.flush()
+
+
+@contextmanager
+def opened_in_chromium(html: Path, ready: str, **wait: Any) -> Iterator[tuple[Any, float] | None]:
+    """The offline page ``html`` in headless Chromium (1400x1000), waited on until the JS ``ready`` holds:
+    yields (the Playwright page, seconds from navigation to ready), or None where Playwright or Chromium is
+    missing. ``wait``: more ``wait_for_function`` options (``polling``). The browser closes on exit."""
+    try:
+        from playwright.sync_api import sync_playwright
+
+        from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
+    except ImportError:
+        yield None
+        return
+    exe = chromium_path()
+    if exe is None:
+        yield None
+        return
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=exe, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            t = time.perf_counter()
+            page.goto(html.as_uri())
+            page.wait_for_function(ready, timeout=300_000, **wait)
+            yield page, time.perf_counter() - t
+        finally:
+            browser.close()
 
 
 INT8_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8",

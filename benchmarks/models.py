@@ -411,3 +411,13 @@ def cached(builder, name: str, seed: int = 0, **kwargs) -> Path:
     if not path.exists():
         builder(path.parent, seed=seed, **kwargs)
     return path
+
+
+def tiny_relu(path: Path) -> Path:
+    """A one-Relu model on ``x[1,16]`` (opset 17, IR 9): the cheapest model a session can run, for overheads."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    onnx.save(model, str(path))
+    return path

@@ -15,56 +15,47 @@ import onnx.parser
 
 _HEAD = '<ir_version: 8, opset_import: ["" : 17]>\n'
 
+
+def _size_reads(k: int, *dims: int) -> str:
+    """The tracer's ``x.size(d)`` for each of ``dims``: Shape, a Gather per dim (index constants ``k<k>``,
+    ``k<k+1>``...), each unsqueezed to 1-D as ``u<d>``."""
+    lines = ["  s = Shape(x)"]
+    for n, d in enumerate(dims):
+        lines += [f"  k{k + n} = Constant<value = int64 {{{d}}}>()", f"  g{d} = Gather<axis = 0>(s, k{k + n})"]
+    lines.append("  ax = Constant<value = int64[1] {0}>()")
+    lines += [f"  u{d} = Unsqueeze(g{d}, ax)" for d in dims]
+    return "\n".join(lines)
+
+
+def _head_split(batch: str, k: int) -> str:
+    """x[batch,6,16] -> [batch,4,6,4]: batch and sequence read from the shape, 4 heads of 4 constant."""
+    return _HEAD + f"""
+agraph (float[{batch},6,16] x) => (float[{batch},4,6,4] y) {{
+{_size_reads(k, 0, 1)}
+  k{k + 2} = Constant<value = int64[1] {{4}}>()
+  k{k + 3} = Constant<value = int64[1] {{4}}>()
+  shp = Concat<axis = 0>(u0, u1, k{k + 2}, k{k + 3})
+  r = Reshape(x, shp)
+  y = Transpose<perm = [0, 2, 1, 3]>(r)
+}}"""
+
+
 MODELS: dict[str, str] = {
     # PyTorch's x.view(x.size(0), -1) on a static batch, then a matmul.
-    "shape_chain_static": _HEAD + """
-agraph (float[2,3,4,4] x, float[48,5] w) => (float[2,5] y) {
-  s = Shape(x)
-  i0 = Constant<value = int64 {0}>()
-  b = Gather<axis = 0>(s, i0)
-  ax = Constant<value = int64[1] {0}>()
-  bu = Unsqueeze(b, ax)
-  m1 = Constant<value = int64[1] {-1}>()
-  shp = Concat<axis = 0>(bu, m1)
+    "shape_chain_static": _HEAD + f"""
+agraph (float[2,3,4,4] x, float[48,5] w) => (float[2,5] y) {{
+{_size_reads(0, 0)}
+  m1 = Constant<value = int64[1] {{-1}}>()
+  shp = Concat<axis = 0>(u0, m1)
   f = Reshape(x, shp)
-  k1 = Constant<value = int64[2] {48, 5}>()
+  k1 = Constant<value = int64[2] {{48, 5}}>()
   we = Expand(w, k1)
   y = MatMul(f, we)
-}""",
+}}""",
     # A transformer's head split: batch and sequence read from the shape, heads and width constant.
-    "attention_heads_static": _HEAD + """
-agraph (float[1,6,16] x) => (float[1,4,6,4] y) {
-  s = Shape(x)
-  k2 = Constant<value = int64 {0}>()
-  b = Gather<axis = 0>(s, k2)
-  k3 = Constant<value = int64 {1}>()
-  t = Gather<axis = 0>(s, k3)
-  ax = Constant<value = int64[1] {0}>()
-  bu = Unsqueeze(b, ax)
-  tu = Unsqueeze(t, ax)
-  k4 = Constant<value = int64[1] {4}>()
-  k5 = Constant<value = int64[1] {4}>()
-  shp = Concat<axis = 0>(bu, tu, k4, k5)
-  r = Reshape(x, shp)
-  y = Transpose<perm = [0, 2, 1, 3]>(r)
-}""",
+    "attention_heads_static": _head_split("1", 2),
     # Same with a dynamic batch: only the static parts may fold.
-    "attention_heads_dynamic": _HEAD + """
-agraph (float[N,6,16] x) => (float[N,4,6,4] y) {
-  s = Shape(x)
-  k6 = Constant<value = int64 {0}>()
-  b = Gather<axis = 0>(s, k6)
-  k7 = Constant<value = int64 {1}>()
-  t = Gather<axis = 0>(s, k7)
-  ax = Constant<value = int64[1] {0}>()
-  bu = Unsqueeze(b, ax)
-  tu = Unsqueeze(t, ax)
-  k8 = Constant<value = int64[1] {4}>()
-  k9 = Constant<value = int64[1] {4}>()
-  shp = Concat<axis = 0>(bu, tu, k8, k9)
-  r = Reshape(x, shp)
-  y = Transpose<perm = [0, 2, 1, 3]>(r)
-}""",
+    "attention_heads_dynamic": _head_split("N", 6),
     # Position ids from Range over a static length, expanded and tiled constants.
     "const_generators": _HEAD + """
 agraph (float[2,8] x) => (float[2,8] y) {
