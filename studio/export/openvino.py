@@ -27,7 +27,7 @@ from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import run_job
 from studio.export.context import ExportContext
 from studio.export.reference import criteria_for, verify_outputs
-from studio.export.results import ERROR, TargetResult, target_result
+from studio.export.results import ERROR, TargetResult, target_result, unless_refused
 
 XML_NAME = "model.xml"
 BIN_NAME = "model.bin"
@@ -92,11 +92,9 @@ def run_ir(ctx: ExportContext, xml: Path, *, runs: int, stage: str) -> tuple[dic
     return decode_outputs(res.data, res.arrays), res.data.get("timing", {}), None
 
 
+@unless_refused("openvino", refusal)
 def export_openvino(ctx: ExportContext) -> TargetResult:
     started = time.perf_counter()
-    refused = refusal(ctx)
-    if refused:
-        return TargetResult("openvino", ERROR, refused, seconds=time.perf_counter() - started)
     folder = ctx.bundle / "openvino"
     folder.mkdir(parents=True, exist_ok=True)
     opts = ctx.options
@@ -189,7 +187,7 @@ def ov_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -
     ctx.set_stage("OpenVINO model read")
     import openvino as ov
 
-    from studio.core.engines.sessions import check_onnx_for_openvino
+    from studio.core.engines.openvino_io import check_onnx_for_openvino
 
     path = str(args["model_path"])
     check_onnx_for_openvino(path)            # ONNX frontend only: convert_model must not pick another

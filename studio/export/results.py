@@ -7,8 +7,10 @@ TensorRT without a GPU) or ``error`` (the engine could not load the artifact).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,3 +161,19 @@ def target_result(target: str, artifacts: list[Artifact], notes: list[str], benc
         status, message = NOT_VERIFIED, "nothing to verify"
     return TargetResult(target, status, message, tuple(artifacts), tuple(notes), bench,
                         time.perf_counter() - started)
+
+
+def unless_refused(target: str, refusal: Callable[[Any], str | None]
+                   ) -> Callable[[Callable[[Any], TargetResult]], Callable[[Any], TargetResult]]:
+    """Wrap a target's export function: a model ``refusal(ctx)`` turns away gets an error result naming why,
+    before any work (and before the target's folder is made)."""
+    def wrap(export: Callable[[Any], TargetResult]) -> Callable[[Any], TargetResult]:
+        @functools.wraps(export)
+        def run(ctx: Any) -> TargetResult:
+            started = time.perf_counter()
+            refused = refusal(ctx)
+            if refused:
+                return TargetResult(target, ERROR, refused, seconds=time.perf_counter() - started)
+            return export(ctx)
+        return run
+    return wrap

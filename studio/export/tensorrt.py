@@ -38,7 +38,7 @@ from studio.export.context import ExportContext
 from studio.export.files import copy_file
 from studio.export.options import ShapeRange
 from studio.export.reference import criteria_for, verify_outputs
-from studio.export.results import ERROR, NOT_VERIFIED, Artifact, TargetResult, Verification
+from studio.export.results import ERROR, NOT_VERIFIED, Artifact, TargetResult, Verification, unless_refused
 
 MODEL_NAME = "model.onnx"
 PLAN_NAME = "model.plan"
@@ -243,11 +243,9 @@ def _trt_ready_onnx(ctx: ExportContext, folder: Path) -> tuple[Path, list[dict],
     return result.output or folder / MODEL_NAME, result.lineage(), result.summary()
 
 
+@unless_refused("tensorrt", refusal)
 def export_tensorrt(ctx: ExportContext) -> TargetResult:
     started = time.perf_counter()
-    refused = refusal(ctx)
-    if refused:
-        return TargetResult("tensorrt", ERROR, refused, seconds=time.perf_counter() - started)
     folder = ctx.bundle / "tensorrt"
     folder.mkdir(parents=True, exist_ok=True)
     opts, facts = ctx.options, ctx.deploy_facts
