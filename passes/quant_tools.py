@@ -407,27 +407,26 @@ def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budg
                       engine: str = "onnxruntime", options: Mapping[str, Mapping] | None = None,
                       feeds_for: Mapping[str, Feeds] | None = None,
                       rounds_out: dict[str, list[float]] | None = None) -> dict[str, float]:
-    """Milliseconds per model (10th percentile), measured in interleaved rounds in this worker.
+    """Milliseconds per model (10th percentile), measured in interleaved rounds in this worker
+    (the studio's one latency loop, :func:`profilers.latency.budgeted_rounds`).
     ``feeds_for``: other feeds for some models (float16 inputs...). ``rounds_out`` receives
     each model's per-round medians (ms), for ratios with their spread (:func:`speed_vs_fp32`)."""
-    from studio.core.engines.sessions import measure_latency, open_runner
+    from profilers.latency import budgeted_rounds
+    from studio.core.engines.sessions import open_runner
 
     runners = {k: open_runner(engine, p, dict((options or {}).get(k, {})), ctx) for k, p in paths.items()}
     try:
         own = dict(feeds_for or {})
-        times = measure_latency({k: (lambda r=r, f=own.get(k, feeds): r.infer(f)) for k, r in runners.items()},
-                                budget_s=budget_s)
+        run = budgeted_rounds({k: (r.infer, (own.get(k, feeds),)) for k, r in runners.items()}, budget_s)
     finally:
         for r in runners.values():
             r.close()
         runners.clear()
         release_memory()
     if rounds_out is not None:
-        from profilers.stats import round_medians
-
-        rounds_out.update({k: [x * 1000 for x in round_medians(v, 3)] for k, v in times.items()})
+        rounds_out.update({k: [float(x) for x in run.round_medians(k)] for k in paths})
     # The 10th percentile: on a shared machine other processes only ever add time.
-    return {k: sorted(v)[int(0.1 * len(v))] * 1000 for k, v in times.items()}
+    return {k: run.stats(k).p10_ms for k in paths}
 
 
 def speed_vs_fp32(rounds: Mapping[str, Sequence[float]], name: str, label: str) -> str | None:

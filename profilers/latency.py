@@ -15,10 +15,19 @@ preallocated list, no IPC and no NVTX call per iteration unless a profiler is
 attached. When several variants share a worker, one untimed iteration starts
 each block so that a variant does not pay for the caches its predecessor
 evicted.
+
+This is the studio's one latency measurement (docs/architecture.md, "One latency
+measurement"): :func:`timed_rounds` is the loop, :class:`LatencyRun` its result.
+The profiler's job here, the precision variants (:mod:`studio.precision.latency`)
+and the quantization passes (:func:`passes.quant_tools.measure_latencies`) each
+open their own runners and hand the bare calls to :func:`warm_up` and
+:func:`timed_rounds`; percentiles and the ratio's bootstrap interval come from
+:mod:`profilers.stats` through :meth:`LatencyRun.stats` and :meth:`LatencyRun.ratio`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -33,15 +42,15 @@ import numpy as np
 
 from profilers.nvtx import ranges
 from profilers.runners import open_runner
-from profilers.stats import LatencyStats, latency_stats
+from profilers.stats import LatencyStats, RatioEstimate, latency_stats, paired_ratio
 from studio.core.engines.base import check_model_file
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ColdStart", "LatencyRun", "RunPlan", "block_sizes", "cold_start", "interleaved_latency", "runner_loop",
-           "timed_loop"]
+__all__ = ["Call", "ColdStart", "LatencyRun", "RunPlan", "block_sizes", "budgeted_rounds", "cold_start", "interleaved_latency",
+           "runner_loop", "timed_loop", "timed_rounds", "warm_up"]
 
 # Share of the job timeout the timed rounds may use (the rest: session creation, warm-up, reply).
 _BUDGET_SHARE = 0.8
@@ -102,6 +111,179 @@ def block_sizes(iterations: int, rounds: int) -> list[int]:
     rounds = max(1, min(rounds, iterations))
     base, extra = divmod(iterations, rounds)
     return [base + (1 if r < extra else 0) for r in range(rounds)]
+
+
+@dataclass(frozen=True)
+class LatencyRun:
+    """What one latency measurement timed, per variant id: the studio's one latency result.
+
+    ``samples_ms[k]``: every timed call of ``k`` in milliseconds, ``rounds_of[k]`` the round
+    each came from, ``warmup_ms[k]`` the warm-up calls (not in the samples); ``order``: the
+    variants' order in each round; ``errors``: variants that could not be opened or run
+    (why). The job-level facts (``details``, ``note``, load averages, NVTX, ``seconds``) are
+    filled by the job that ran the loop."""
+
+    samples_ms: Mapping[str, np.ndarray] = field(repr=False)
+    rounds_of: Mapping[str, np.ndarray] = field(repr=False)
+    warmup_ms: Mapping[str, np.ndarray] = field(repr=False)
+    order: tuple[tuple[str, ...], ...]
+    rounds_planned: int
+    stopped: str | None = None
+    note: str | None = None
+    block_warmup: bool = False
+    details: Mapping[str, dict] = field(default_factory=dict)
+    errors: Mapping[str, str] = field(default_factory=dict)
+    load_before: tuple[float, ...] = (0.0, 0.0, 0.0)
+    load_after: tuple[float, ...] = (0.0, 0.0, 0.0)
+    nvtx_attached: bool = False
+    seconds: float = 0.0
+
+    def measured(self, vid: str) -> bool:
+        """True when ``vid`` has at least one timed call."""
+        return vid in self.samples_ms and self.samples_ms[vid].size > 0
+
+    def stats(self, vid: str) -> LatencyStats:
+        """Percentiles (p10, p50, p90, p99, p99.9), mean, min, max of ``vid``'s samples."""
+        return latency_stats(self.samples_ms[vid])
+
+    @property
+    def rounds_run(self) -> int:
+        """Rounds that timed at least one call (of any variant)."""
+        return max((int(of.max()) + 1 for of in self.rounds_of.values() if of.size), default=0)
+
+    def round_medians(self, vid: str, rounds: int | None = None) -> np.ndarray:
+        """Median latency of ``vid`` in each round 0..rounds-1 (default: the rounds that ran;
+        nan where it has none)."""
+        rounds = self.rounds_run if rounds is None else rounds
+        samples, of = self.samples_ms[vid], self.rounds_of[vid]
+        out = np.full(rounds, np.nan)
+        for r in range(rounds):
+            block = samples[of == r]
+            if block.size:
+                out[r] = float(np.median(block))
+        return out
+
+    def ratio(self, baseline: str, other: str, *, seed: int = 0) -> RatioEstimate | None:
+        """``other / baseline`` from their medians round by round (the machine's drift cancels):
+        the median ratio and its 95 % bootstrap interval; None when no round timed both."""
+        if not (self.measured(baseline) and self.measured(other)):
+            return None
+        try:
+            return paired_ratio(self.round_medians(baseline), self.round_medians(other), seed=seed)
+        except ValueError:
+            return None
+
+    @classmethod
+    def combine(cls, runs: Mapping[str, LatencyRun], errors: Mapping[str, str] | None = None) -> LatencyRun:
+        """Variants timed one after the other (separate runs) as one result; not interleaved, so
+        ``order`` is empty and their ratios carry the machine's drift."""
+        return cls({k: r.samples_ms[k] for k, r in runs.items()}, {k: r.rounds_of[k] for k, r in runs.items()},
+                   {k: r.warmup_ms[k] for k, r in runs.items()}, (),
+                   max((r.rounds_planned for r in runs.values()), default=0),
+                   errors=dict(errors or {}), seconds=sum(r.seconds for r in runs.values()))
+
+    def to_job(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """JSON data and arrays for a :class:`~studio.core.jobs.JobOutput` (read back by :meth:`from_job`)."""
+        ids = list(self.samples_ms)
+        arrays: dict[str, np.ndarray] = {}
+        for i, vid in enumerate(ids):
+            arrays[f"t{i}"] = np.rint(self.samples_ms[vid] * 1e6).astype(np.int64)
+            arrays[f"r{i}"] = np.asarray(self.rounds_of[vid], dtype=np.int32)
+            arrays[f"w{i}"] = np.rint(self.warmup_ms[vid] * 1e6).astype(np.int64)
+        data = {"ids": ids, "details": [dict(self.details.get(vid, {})) for vid in ids],
+                "errors": dict(self.errors), "order": [[ids.index(k) for k in o] for o in self.order],
+                "rounds_planned": self.rounds_planned, "stopped": self.stopped, "note": self.note,
+                "block_warmup": self.block_warmup, "load_before": list(self.load_before),
+                "load_after": list(self.load_after), "nvtx": self.nvtx_attached, "seconds": self.seconds}
+        return data, arrays
+
+    @classmethod
+    def from_job(cls, data: Mapping[str, Any], arrays: Mapping[str, np.ndarray], *,
+                 default_seconds: float = 0.0) -> LatencyRun:
+        """The run a job returned with :meth:`to_job` (nanosecond arrays to milliseconds)."""
+        ids = [str(x) for x in data.get("ids", [])]
+        samples = {vid: arrays[f"t{i}"].astype(np.float64) / 1e6 for i, vid in enumerate(ids)}
+        rounds_of = {vid: arrays[f"r{i}"] for i, vid in enumerate(ids)}
+        warmup = {vid: arrays[f"w{i}"].astype(np.float64) / 1e6 for i, vid in enumerate(ids)}
+        return cls(samples, rounds_of, warmup, tuple(tuple(ids[i] for i in o) for o in data.get("order", [])),
+                   int(data.get("rounds_planned", 0)), data.get("stopped"), data.get("note"),
+                   bool(data.get("block_warmup")), dict(zip(ids, data.get("details", []))),
+                   dict(data.get("errors") or {}), tuple(data.get("load_before", (0, 0, 0))),
+                   tuple(data.get("load_after", (0, 0, 0))), bool(data.get("nvtx")),
+                   float(data.get("seconds", default_seconds)))
+
+
+Call = tuple[Callable[..., Any], tuple]          # a bare call: the function and its positional args
+Hooks = tuple[Callable[[], None], Callable[[], None]]
+
+
+def warm_up(calls: Mapping[str, Call], iterations: int) -> dict[str, list[int]]:
+    """Nanoseconds of ``iterations`` warm-up calls of each variant, one variant after the other
+    (at least one call each: its time is the planner's estimate). Not part of the samples."""
+    return {key: timed_loop(fn, max(1, iterations), args=args) for key, (fn, args) in calls.items()}
+
+
+def timed_rounds(calls: Mapping[str, Call], blocks: Mapping[str, Sequence[int]], *,
+                 warmup_ns: Mapping[str, Sequence[int]] | None = None, block_warmup: bool | None = None,
+                 settle_s: float = 0.0, seed: int | None = 0, deadline: float | None = None, min_rounds: int = 1,
+                 hooks: Mapping[str, Hooks | None] | None = None) -> LatencyRun:
+    """The studio's one latency loop: every variant's ``blocks[key][r]`` timed calls in round ``r``.
+
+    Each round runs a block of every variant; the order within a round is a fresh permutation
+    drawn from ``seed`` (``seed=None``: the order of ``calls``, A, B, A, B...). Before a block:
+    a ``settle_s`` pause (lets the previous engine's spinning threads go idle) and, when
+    ``block_warmup`` (default: more than one variant), one untimed call, so a variant does not
+    pay for the caches its predecessor evicted. After round ``r``, past ``deadline``
+    (``time.monotonic``) and with at least ``min_rounds`` done, the run stops and says so."""
+    ids = list(calls)
+    if not ids:
+        raise ValueError("no variant to time")
+    planned = len(blocks[ids[0]])
+    if planned < 1 or any(len(blocks[k]) != planned for k in ids):
+        raise ValueError("every variant needs the same number of rounds (at least one)")
+    interleaved = len(ids) > 1
+    block_warmup = interleaved if block_warmup is None else block_warmup
+    rng = np.random.default_rng(seed) if seed is not None else None
+    hooks = hooks or {}
+    times: dict[str, list[int]] = {k: [] for k in ids}
+    rounds_of: dict[str, list[int]] = {k: [] for k in ids}
+    order_log: list[tuple[str, ...]] = []
+    stopped = None
+    started = time.monotonic()
+    for r in range(planned):
+        order = [ids[int(i)] for i in rng.permutation(len(ids))] if rng is not None and interleaved else ids
+        for key in order:
+            fn, args = calls[key]
+            if settle_s > 0 and interleaved:
+                time.sleep(settle_s)
+            if block_warmup:
+                fn(*args)
+            n = int(blocks[key][r])
+            times[key].extend(timed_loop(fn, n, hooks.get(key), args))
+            rounds_of[key].extend([r] * n)
+        order_log.append(tuple(order))
+        if deadline is not None and r + 1 < planned and r + 1 >= min_rounds and time.monotonic() > deadline:
+            stopped = f"time budget reached after {r + 1} of {planned} rounds"
+            break
+    warm = warmup_ns or {}
+    return LatencyRun(samples_ms={k: np.asarray(times[k], dtype=np.float64) / 1e6 for k in ids},
+                      rounds_of={k: np.asarray(rounds_of[k], dtype=np.int32) for k in ids},
+                      warmup_ms={k: np.asarray(warm.get(k, ()), dtype=np.float64) / 1e6 for k in ids},
+                      order=tuple(order_log), rounds_planned=planned, stopped=stopped,
+                      block_warmup=block_warmup, seconds=time.monotonic() - started)
+
+
+def budgeted_rounds(calls: Mapping[str, Call], budget_s: float, *, per_round: int = 3, min_rounds: int = 3,
+                    max_rounds: int = 20, settle_s: float = 0.05) -> LatencyRun:
+    """:func:`timed_rounds` sized by a time budget instead of a plan (the precision variants and the
+    quantization passes): one warm-up call per variant, then rounds of ``per_round`` timed calls
+    each, block warm-up on, until ``budget_s`` (counted from here) is spent -- at least
+    ``min_rounds``, at most ``max_rounds``. Short blocks, many rounds: on a shared machine the load
+    changes by the second, and each variant must see the same mix of quiet and busy moments."""
+    deadline = time.monotonic() + budget_s
+    warm = warm_up(calls, 1)
+    return timed_rounds(calls, {k: [per_round] * max_rounds for k in calls}, warmup_ns=warm, block_warmup=True,
+                        settle_s=settle_s, deadline=deadline, min_rounds=min_rounds)
 
 
 @dataclass(frozen=True)
@@ -166,58 +348,35 @@ def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
     load_before = os.getloadavg()
     nv = ranges()
     runners = []
+    ids = [str(v["id"]) for v in args["variants"]]
     try:
         for v in args["variants"]:
             ctx.set_stage(f"{v['label']}: session creation")
             with nv.range(f"session {v['id']}"):
                 runners.append(open_runner(v["model_path"], v["engine"], _feeds_of(v, arrays), out_dir=ctx.out_dir,
                                            cache=bool(v.get("cache"))))
-        warmups: list[list[int]] = []
-        for v, runner in zip(args["variants"], runners):
+        calls = dict(zip(ids, (runner.call for runner in runners)))
+        warmups: dict[str, list[int]] = {}
+        for v, vid in zip(args["variants"], ids):
             ctx.set_stage(f"{v['label']}: warm-up")
             with nv.range(f"warmup {v['id']}"):
-                warmups.append(runner_loop(runner, int(args["warmup"])))
-            if not warmups[-1]:   # no warm-up asked: one call still gives an estimate
-                warmups[-1] = runner_loop(runner, 1)
-        estimates = [float(np.median(w[len(w) // 2:])) / 1e9 for w in warmups]
+                warmups.update(warm_up({vid: calls[vid]}, int(args["warmup"])))
+        estimates = [float(np.median(warmups[vid][len(warmups[vid]) // 2:])) / 1e9 for vid in ids]
         budget = max(deadline - time.monotonic(), 0.0)
         blocks, note = _plan_blocks(args, estimates, budget)
-        count = len(runners)
-        block_warmup = count > 1
-        rng = np.random.default_rng(int(args.get("seed", 0)))
-        times: list[list[int]] = [[] for _ in runners]
-        rounds_of: list[list[int]] = [[] for _ in runners]
-        hooks = [nv.iteration_hooks(f"iteration {v['id']}") for v in args["variants"]]
-        order_log: list[list[int]] = []
-        planned = len(blocks[0])
-        stopped = None
+        hooks = {vid: nv.iteration_hooks(f"iteration {v['id']}") for vid, v in zip(ids, args["variants"])}
         ctx.set_stage("timed iterations")
-        for r in range(planned):
-            order = [int(i) for i in rng.permutation(count)] if count > 1 else [0]
-            for vi in order:
-                if block_warmup:
-                    runners[vi].infer()
-                n = blocks[vi][r]
-                times[vi].extend(runner_loop(runners[vi], n, hooks[vi]))
-                rounds_of[vi].extend([r] * n)
-            order_log.append(order)
-            if time.monotonic() > deadline and r + 1 < planned:
-                stopped = f"time budget reached after {r + 1} of {planned} rounds"
-                break
-        details = [dict(runner.details) for runner in runners]
+        run = timed_rounds(calls, dict(zip(ids, blocks)), warmup_ns=warmups, seed=int(args.get("seed", 0)),
+                           deadline=deadline, hooks=hooks)
+        details = {vid: dict(runner.details) for vid, runner in zip(ids, runners)}
     finally:
         for runner in runners:
             runner.close()
-    out_arrays = {}
-    for vi in range(len(times)):
-        out_arrays[f"t{vi}"] = np.asarray(times[vi], dtype=np.int64)
-        out_arrays[f"r{vi}"] = np.asarray(rounds_of[vi], dtype=np.int32)
-        out_arrays[f"w{vi}"] = np.asarray(warmups[vi], dtype=np.int64)
-    return JobOutput(data={"details": details, "order": order_log, "rounds_planned": planned,
-                           "stopped": stopped, "note": note, "block_warmup": block_warmup,
-                           "load_before": list(load_before), "load_after": list(os.getloadavg()),
-                           "nvtx": nv.attached, "seconds": time.monotonic() - started},
-                     arrays=out_arrays)
+    run = dataclasses.replace(run, details=details, note=note, load_before=tuple(load_before),
+                              load_after=tuple(os.getloadavg()), nvtx_attached=nv.attached,
+                              seconds=time.monotonic() - started)
+    data, out_arrays = run.to_job()
+    return JobOutput(data=data, arrays=out_arrays)
 
 
 def _ort_profile_phases(path: str | None) -> dict[str, float]:
@@ -335,37 +494,6 @@ def cold_start(variant: dict[str, Any], arrays: Mapping[str, np.ndarray], *, out
     return cold, dict(data.get("details", {}))
 
 
-@dataclass(frozen=True)
-class LatencyRun:
-    """What the interleaved latency job measured, per variant id."""
-
-    samples_ms: Mapping[str, np.ndarray] = field(repr=False)
-    rounds_of: Mapping[str, np.ndarray] = field(repr=False)
-    warmup_ms: Mapping[str, np.ndarray] = field(repr=False)
-    details: Mapping[str, dict]
-    order: tuple[tuple[str, ...], ...]
-    rounds_planned: int
-    stopped: str | None
-    note: str | None
-    load_before: tuple[float, float, float]
-    load_after: tuple[float, float, float]
-    nvtx_attached: bool
-    seconds: float
-
-    def stats(self, vid: str) -> LatencyStats:
-        return latency_stats(self.samples_ms[vid])
-
-    def round_medians(self, vid: str, rounds: int) -> np.ndarray:
-        """Median latency of ``vid`` in each round 0..rounds-1 (nan where it has none)."""
-        samples, of = self.samples_ms[vid], self.rounds_of[vid]
-        out = np.full(rounds, np.nan)
-        for r in range(rounds):
-            block = samples[of == r]
-            if block.size:
-                out[r] = float(np.median(block))
-        return out
-
-
 def interleaved_latency(variants: Sequence[dict[str, Any]], arrays: Mapping[str, np.ndarray], plan: RunPlan, *,
                         out_dir: Path, limits: Limits, pool_key: str,
                         on_tick: Callable[[float], None] | None = None) -> LatencyRun:
@@ -379,13 +507,4 @@ def interleaved_latency(variants: Sequence[dict[str, Any]], arrays: Mapping[str,
     args = {"variants": list(variants), "budget_s": budget, **plan.to_args()}
     result = run_job("profile.latency", args, arrays, stage="latency", limits=job_limits, out_dir=out_dir,
                      pool_key=pool_key, on_tick=on_tick)
-    data = result.data
-    ids = [v["id"] for v in variants]
-    samples = {vid: result.arrays[f"t{i}"].astype(np.float64) / 1e6 for i, vid in enumerate(ids)}
-    rounds_of = {vid: result.arrays[f"r{i}"] for i, vid in enumerate(ids)}
-    warmup = {vid: result.arrays[f"w{i}"].astype(np.float64) / 1e6 for i, vid in enumerate(ids)}
-    return LatencyRun(samples, rounds_of, warmup, dict(zip(ids, data.get("details", []))),
-                      tuple(tuple(ids[i] for i in order) for order in data.get("order", [])),
-                      int(data.get("rounds_planned", 0)), data.get("stopped"), data.get("note"),
-                      tuple(data.get("load_before", (0, 0, 0))), tuple(data.get("load_after", (0, 0, 0))),
-                      bool(data.get("nvtx")), float(data.get("seconds", result.seconds)))
+    return LatencyRun.from_job(result.data, result.arrays, default_seconds=result.seconds)

@@ -12,7 +12,7 @@ engine fails its own variant with a one-line error and the caller lives):
    and sweeps (:mod:`profilers.sweeps`) per variant.
 
 Ratios compare every variant with the first one that ran (the baseline),
-round by round, with a 95 % interval (:func:`profilers.stats.paired_ratio`).
+round by round, with a 95 % interval (:meth:`profilers.latency.LatencyRun.ratio`).
 The machine's load average before and after the timed rounds is recorded
 beside the figures. Side files (ORT profiles, synthesized traces, OpenVINO
 cache, TensorRT EP caches) all land in ``out_dir``, the job folder.
@@ -38,7 +38,7 @@ from profilers.inputs import PreparedFeeds, batched_feeds, prepare_feeds
 from profilers.latency import ColdStart, LatencyRun, RunPlan, cold_start, interleaved_latency, variant_args
 from profilers.memory import MemoryProfile
 from profilers.ops import OpProfile
-from profilers.stats import LatencyStats, RatioEstimate, latency_stats, paired_ratio
+from profilers.stats import LatencyStats, RatioEstimate
 from profilers.sweeps import SweepResult, measure_sweep
 from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants, unavailable_reason
 from studio.core.engines import get_engine
@@ -550,7 +550,7 @@ def _store_latency(run: LatencyRun, variants: Sequence[Variant], results: dict[s
             results[v.id].update(error="no timed iterations completed", error_kind="timeout")
             continue
         details = {**results[v.id].get("details", {}), **run.details.get(v.id, {})}
-        results[v.id].update(latency=latency_stats(samples), samples_ms=samples, warmup_ms=run.warmup_ms[v.id],
+        results[v.id].update(latency=run.stats(v.id), samples_ms=samples, warmup_ms=run.warmup_ms[v.id],
                              details=details)
 
 
@@ -561,10 +561,8 @@ def _ratios(variants: Sequence[VariantResult], run: LatencyRun | None) -> tuple[
     base = ok[0]
     rows = []
     for other in ok[1:]:
-        if run is not None:
-            rounds = run.rounds_planned
-            estimate = paired_ratio(run.round_medians(base.id, rounds), run.round_medians(other.id, rounds))
-        else:   # timed one at a time: no pairing, no interval
+        estimate = run.ratio(base.id, other.id) if run is not None else None
+        if estimate is None:   # timed one at a time: no pairing, no interval
             estimate = RatioEstimate(other.latency.p50_ms / base.latency.p50_ms, None, None, 0.0, 0)
         rows.append(RatioRow(base.id, other.id, base.variant.label, other.variant.label, estimate,
                              other.latency.p50_ms / base.latency.p50_ms))

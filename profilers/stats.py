@@ -1,12 +1,12 @@
 """Statistics for honest latency numbers: percentiles, paired ratios with a
 bootstrap confidence interval, and robust growth slopes (leak checks).
 
-Pure numpy, no engine: the profilers call these on timings that came back
-from a worker, and the tests call them on synthetic timings with known
-answers. scipy is not a runtime dependency, so the bootstrap and the
-regression are written here (a dozen lines each); the bootstrap interval is
-scipy.stats.bootstrap's percentile interval of the median, to the bit, for the
-same generator and resample count (tests/precision/test_ratio_spread.py).
+No engine: the profilers call these on timings that came back from a worker
+(through :class:`profilers.latency.LatencyRun`), and the tests call them on
+synthetic timings with known answers. The ratio's interval is
+``scipy.stats.bootstrap``'s percentile interval of the median (a hand-written
+resampling agreed with it only to the last bit or so: the quantile arithmetic
+differs); the regression is a few lines of numpy.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["LatencyStats", "RatioEstimate", "Slope", "latency_stats", "linear_slope", "paired_ratio",
-           "percentile", "round_medians"]
+           "percentile"]
 
 # Percentiles reported for every latency distribution.
 PERCENTILES: tuple[float, ...] = (10.0, 50.0, 90.0, 99.0, 99.9)
@@ -139,9 +139,9 @@ class RatioEstimate:
 
 def paired_ratio(baseline_rounds: Sequence[float], other_rounds: Sequence[float], *, resamples: int = 2000,
                  seed: int = 0) -> RatioEstimate:
-    """Ratio of two variants from their per-round medians (same round order).
-
-    Rounds where either median is not positive are dropped.
+    """Ratio of two variants from their per-round medians (same round order): the median of
+    the per-round ratios and its 95 % bootstrap interval (``resamples``, numpy's generator
+    seeded with ``seed``). Rounds where either median is not positive are dropped.
     """
     base = np.asarray(baseline_rounds, dtype=np.float64)
     other = np.asarray(other_rounds, dtype=np.float64)
@@ -155,21 +155,11 @@ def paired_ratio(baseline_rounds: Sequence[float], other_rounds: Sequence[float]
     q1, q3 = np.percentile(ratios, [25, 75])
     if ratios.size < 3:
         return RatioEstimate(estimate, None, None, float(q3 - q1), int(ratios.size))
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, ratios.size, size=(resamples, ratios.size))
-    boot = np.median(ratios[picks], axis=1)
-    low, high = np.percentile(boot, [2.5, 97.5])
-    return RatioEstimate(estimate, float(low), float(high), float(q3 - q1), int(ratios.size))
+    from scipy.stats import bootstrap     # lazily: only a ratio with an interval needs it
 
-
-def round_medians(samples: Sequence[float], per_round: int) -> list[float]:
-    """Median of each round's block of ``per_round`` consecutive samples (the order
-    :func:`studio.core.engines.sessions.measure_latency` records them in); a shorter last
-    block is a round too."""
-    if per_round < 1:
-        raise ValueError("per_round must be at least 1")
-    values = list(samples)
-    return [float(np.median(values[i:i + per_round])) for i in range(0, len(values), per_round)]
+    ci = bootstrap((ratios,), np.median, n_resamples=resamples, confidence_level=0.95, method="percentile",
+                   vectorized=True, axis=-1, rng=np.random.default_rng(seed)).confidence_interval
+    return RatioEstimate(estimate, float(ci.low), float(ci.high), float(q3 - q1), int(ratios.size))
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,23 @@
 """Latency of several (model, engine, options) pairs, measured side by side in one
-worker: interleaved rounds, so a shared, noisy machine slows every pair alike and
-the ratios stay meaningful. Kept small on purpose; ``profilers/`` owns detailed
-profiling (per-op times, memory), this only answers "how much faster than fp32".
+worker, for "how much faster than fp32". The timing itself is the studio's one
+latency loop (:func:`profilers.latency.budgeted_rounds`, result
+:class:`profilers.latency.LatencyRun`): this module only opens the precision
+variants' runners (ONNX Runtime, OpenVINO, MNN, LiteRT with their precision
+options), converts LiteRT's models first, and falls back to one variant at a time
+when their sessions together would not fit the worker's memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from profilers.stats import RatioEstimate, paired_ratio, round_medians
+from profilers.latency import LatencyRun, budgeted_rounds
 from studio.accuracy.runs import pack_sets, unpack_sets
 from studio.core.engines import RunOptions, resolve_engine_name
 from studio.core.engines.base import check_model_file
@@ -22,14 +26,16 @@ from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 
-__all__ = ["LatencyItem", "Latency", "measure", "ratio_to"]
+__all__ = ["LatencyItem", "measure"]
 
 # Sessions alive at once take about this many times their model files (weights plus ORT's
 # prepacked copies, OpenVINO's compiled blobs); above the worker's memory limit, pairs are
 # measured one after the other instead (less fair on a noisy machine, but they fit).
 _SESSION_MEMORY_FACTOR = 3
 _WORKER_BASE_BYTES = 512 * 2**20
-_PER_ROUND = 3          # timed calls per variant per interleaved round (sessions.measure_latency's default)
+# Interleaved: profilers.latency.budgeted_rounds' defaults (short blocks, many rounds, a pause
+# before each block). One at a time: fewer, longer blocks, no pause.
+_ALONE = {"per_round": 8, "min_rounds": 3, "max_rounds": 5, "settle_s": 0.0}
 
 
 @dataclass(frozen=True)
@@ -40,44 +46,18 @@ class LatencyItem:
     options: RunOptions = RunOptions()
 
 
-@dataclass(frozen=True)
-class Latency:
-    key: str
-    median_ms: float | None
-    p90_ms: float | None
-    samples: int
-    error: str | None = None
-    p10_ms: float | None = None      # what ratios use: other processes only ever add time
-    round_medians_ms: tuple[float, ...] = ()   # per interleaved round: what the ratio's interval comes from
-
-    def to_dict(self) -> dict:
-        d = dict(self.__dict__)
-        d["round_medians_ms"] = [round(x, 5) for x in self.round_medians_ms]
-        return d
-
-
-def ratio_to(baseline: Latency | None, other: Latency | None) -> RatioEstimate | None:
-    """``other / baseline`` from their per-round medians (round by round, so the machine's
-    drift cancels): the median ratio and its 95 % bootstrap interval; None without rounds."""
-    if baseline is None or other is None:
-        return None
-    n = min(len(baseline.round_medians_ms), len(other.round_medians_ms))
-    if n == 0:
-        return None
-    try:
-        return paired_ratio(baseline.round_medians_ms[:n], other.round_medians_ms[:n])
-    except ValueError:
-        return None
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {engine_message(exc, 200)}"
 
 
 @job("precision.latency")
 def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    from studio.core.engines.sessions import latency_summary, measure_latency, open_runner
+    from studio.core.engines.sessions import open_runner
 
     feeds = unpack_sets(arrays, 1)[0]
     items = args["items"]
     budget = float(args.get("budget_s", 60))
-    out: dict[str, Any] = {}
+    errors: dict[str, str] = {}
     runners: dict[str, Any] = {}
 
     def open_one(it: dict) -> Any:
@@ -85,28 +65,36 @@ def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
         return open_runner(it["engine"], it["path"], it["options"], ctx)
 
     if args.get("interleave", True):
-        for it in items:
-            try:
-                runners[it["key"]] = open_one(it)
-            except Exception as exc:  # noqa: BLE001 - one variant failing must not hide the others
-                out[it["key"]] = {"error": f"{type(exc).__name__}: {engine_message(exc, 200)}"}
-        ctx.set_stage(f"latency: measuring {len(runners)} variant(s) in interleaved rounds")
-        times = measure_latency({k: (lambda r=r: r.infer(feeds)) for k, r in runners.items()}, budget_s=budget,
-                                per_round=_PER_ROUND)
-        for k, v in times.items():
-            out[k] = {**latency_summary(v), "round_medians_ms": [x * 1000 for x in round_medians(v, _PER_ROUND)]}
+        try:
+            for it in items:
+                try:
+                    runners[it["key"]] = open_one(it)
+                except Exception as exc:  # noqa: BLE001 - one variant failing must not hide the others
+                    errors[it["key"]] = _error(exc)
+            ctx.set_stage(f"latency: measuring {len(runners)} variant(s) in interleaved rounds")
+            run = budgeted_rounds({k: (r.infer, (feeds,)) for k, r in runners.items()}, budget) if runners \
+                else LatencyRun.combine({})
+        finally:
+            for runner in runners.values():
+                runner.close()
+        run = dataclasses.replace(run, errors=errors)
     else:
+        alone: dict[str, LatencyRun] = {}
         for it in items:
+            runner = None
             try:
                 runner = open_one(it)
                 ctx.set_stage(f"latency: measuring {it['key']}")
-                v = measure_latency({"x": lambda r=runner: r.infer(feeds)}, budget_s=budget / max(len(items), 1),
-                                    per_round=8, max_rounds=5)["x"]
-                out[it["key"]] = {**latency_summary(v), "round_medians_ms": [x * 1000 for x in round_medians(v, 8)]}
-                runner.close()
+                alone[it["key"]] = budgeted_rounds({it["key"]: (runner.infer, (feeds,))},
+                                                   budget / max(len(items), 1), **_ALONE)
             except Exception as exc:  # noqa: BLE001
-                out[it["key"]] = {"error": f"{type(exc).__name__}: {engine_message(exc, 200)}"}
-    return JobOutput(data={"results": out})
+                errors[it["key"]] = _error(exc)
+            finally:
+                if runner is not None:
+                    runner.close()
+        run = LatencyRun.combine(alone, errors)
+    data, out_arrays = run.to_job()
+    return JobOutput(data=data, arrays=out_arrays)
 
 
 def _size(path: Path) -> int:
@@ -132,8 +120,9 @@ def _pre_convert(model: Path, feeds: Feeds, precision: str, out: Path, pool_key:
 
 
 def measure(items: Sequence[LatencyItem], feeds: Feeds, *, budget_s: float = 60.0, limits: Limits | None = None,
-            pool_key: str = "default", on_tick: Callable[[float], None] | None = None) -> dict[str, Latency]:
-    """Median/p90 latency per item (ms), measured in one worker."""
+            pool_key: str = "default", on_tick: Callable[[float], None] | None = None) -> LatencyRun:
+    """Every item timed in one worker (interleaved when their sessions fit in memory together);
+    an item that could not be opened or run is in the run's ``errors``."""
     payload = [{"key": it.key, "path": str(check_model_file(it.path)), "engine": resolve_engine_name(it.engine),
                 "options": it.options.to_args()} for it in items]
     from studio.core.sandbox import default_limits
@@ -157,9 +146,6 @@ def measure(items: Sequence[LatencyItem], feeds: Feeds, *, budget_s: float = 60.
                   pack_sets([feeds]), stage="latency measurement", limits=limits, pool_key=pool_key, on_tick=on_tick)
     if scratch is not None:
         scratch.cleanup()
-    out = {}
-    for it in items:
-        r: Mapping[str, Any] = res.data["results"].get(it.key, {"error": "not measured"})
-        out[it.key] = Latency(it.key, r.get("median_ms"), r.get("p90_ms"), int(r.get("samples", 0)), r.get("error"),
-                              r.get("p10_ms"), tuple(float(x) for x in r.get("round_medians_ms") or ()))
-    return out
+    run = LatencyRun.from_job(res.data, res.arrays, default_seconds=res.seconds)
+    missing = {it.key: "not measured" for it in items if it.key not in run.errors and not run.measured(it.key)}
+    return dataclasses.replace(run, errors={**run.errors, **missing}) if missing else run

@@ -36,7 +36,7 @@ from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
 from studio.core.outputs import disk_error
 from studio.core.sandbox import Limits, default_limits
-from studio.precision.latency import LatencyItem, measure, ratio_to
+from studio.precision.latency import LatencyItem, measure
 
 log = logging.getLogger(__name__)
 
@@ -699,11 +699,11 @@ def _evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = Non
                                               path=path, error=" ".join(msg.split())[:400])
         progress("measuring latency side by side")
         timed = [n for n in built if n in comparisons]
-        lat = measure([LatencyItem(n, built[n][0], VARIANTS[n].engine,
+        run = measure([LatencyItem(n, built[n][0], VARIANTS[n].engine,
                                    _artifact_options(VARIANTS[n], Path(built[n][0]), model_path)) for n in timed],
                       eval_feeds.sets[0], budget_s=latency_budget_s, limits=long_limits, pool_key=pool_key,
-                      on_tick=on_tick) if timed else {}
-        base = lat.get("fp32")
+                      on_tick=on_tick) if timed else None
+        base = run.stats("fp32") if run is not None and run.measured("fp32") else None
         base_ms = base.p10_ms if base is not None else None
         for name in timed:
             spec = VARIANTS[name]
@@ -716,7 +716,8 @@ def _evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = Non
             top1 = min((d.top1_agreement for d in diffs if d.top1_agreement is not None), default=None)
             top5 = min((d.top5_overlap for d in diffs if d.top5_overlap is not None), default=None)
             max_abs = max((d.max_abs for d in diffs if d.max_abs is not None), default=None)
-            latency = lat.get(name)
+            latency = run.stats(name) if run is not None and run.measured(name) else None
+            latency_error = run.errors.get(name) if run is not None else "not measured"
             notes = list(warnings)
             if spec.engine == "openvino":
                 eff = cmp.candidate.precision
@@ -727,7 +728,7 @@ def _evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = Non
                 notes.append("uses ONNX Runtime contrib ops: runs on ONNX Runtime only")
             if cmp.set_errors:
                 notes.append(cmp.set_errors[0])
-            estimate = ratio_to(base, latency) if name != "fp32" else None
+            estimate = run.ratio("fp32", name) if name != "fp32" and run is not None else None
             ratio = estimate.ratio if estimate is not None else (
                 (latency.p10_ms / base_ms) if (latency and latency.p10_ms and base_ms) else None)
             ratio_ci = (estimate.ci_low, estimate.ci_high) if estimate is not None and estimate.ci_low is not None \
@@ -753,13 +754,13 @@ def _evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = Non
             if speed:
                 notes.append(speed)
             results[name] = VariantResult(
-                name, spec.label, spec.engine, spec.precision, "ok" if latency and not latency.error else "failed",
+                name, spec.label, spec.engine, spec.precision, "ok" if latency and not latency_error else "failed",
                 path=path if path != model_path else None, latency_p10_ms=latency.p10_ms if latency else None,
-                p90_ms=latency.p90_ms if latency else None, median_ms=latency.median_ms if latency else None,
+                p90_ms=latency.p90_ms if latency else None, median_ms=latency.p50_ms if latency else None,
                 ratio=ratio, ratio_ci=ratio_ci, ratio_rounds=estimate.rounds if estimate is not None else 0,
                 cosine=cosine, top1=top1, top5=top5,
                 max_abs=max_abs, meets_target=meets, notes=tuple(dict.fromkeys(notes)),
-                error=latency.error if latency else None, lineage=lineage, details=details, task=task)
+                error=latency_error, lineage=lineage, details=details, task=task)
         progress("recommending")
         ordered = [results[n] for n in names if n in results]
         eligible = [v for v in ordered if recommendable(v)]

@@ -8,13 +8,22 @@ import dataclasses
 import numpy as np
 import pytest
 
-from profilers.stats import paired_ratio, round_medians
-from studio.precision.latency import Latency, ratio_to
+from profilers.latency import LatencyRun
+from profilers.stats import paired_ratio
 from studio.precision.variants import VariantResult, recommend, recommendable
 
 
+def _run(samples_ms: dict[str, list[float]], rounds_of: dict[str, list[int]]) -> LatencyRun:
+    return LatencyRun({k: np.asarray(v, dtype=np.float64) for k, v in samples_ms.items()},
+                      {k: np.asarray(v, dtype=np.int32) for k, v in rounds_of.items()},
+                      {k: np.zeros(0) for k in samples_ms}, (),
+                      max((max(v) + 1 for v in rounds_of.values() if v), default=0))
+
+
 def test_round_medians_split_samples_into_rounds():
-    assert round_medians([1, 2, 3, 10, 20, 30, 5], 3) == [2.0, 20.0, 5.0]
+    run = _run({"a": [1, 2, 3, 10, 20, 30, 5]}, {"a": [0, 0, 0, 1, 1, 1, 2]})
+    assert run.round_medians("a").tolist() == [2.0, 20.0, 5.0]
+    assert np.isnan(run.round_medians("a", 4)[3])             # a round it has no sample in
 
 
 def _rounds(ratio_per_round, base=10.0):
@@ -24,8 +33,8 @@ def _rounds(ratio_per_round, base=10.0):
 
 def test_a_consistent_speedup_has_an_interval_below_one():
     b, o = _rounds([0.40, 0.38, 0.41, 0.39, 0.40, 0.42])
-    est = ratio_to(Latency("fp32", 10, 11, 18, round_medians_ms=tuple(b)),
-                   Latency("int8", 4, 5, 18, round_medians_ms=tuple(o)))
+    run = _run({"fp32": b, "int8": o}, {"fp32": list(range(6)), "int8": list(range(6))})
+    est = run.ratio("fp32", "int8")
     assert est is not None and est.faster and est.significant
     assert 0.38 <= est.ci_low <= est.ratio <= est.ci_high <= 0.42
     assert "over 6 rounds" in est.interval_text()
@@ -42,7 +51,7 @@ def test_a_noisy_ratio_whose_interval_includes_one_is_no_difference():
 
 @pytest.mark.parametrize("seed", range(5))
 def test_the_interval_is_scipys_percentile_bootstrap_of_the_median(seed):
-    """Our resampling is scipy.stats.bootstrap's (percentile method, same generator): equal to the bit."""
+    """The interval is scipy.stats.bootstrap's (percentile method, the seeded generator): equal to the bit."""
     stats = pytest.importorskip("scipy.stats")
     rng = np.random.default_rng(seed)
     n = int(rng.integers(3, 12))
@@ -58,7 +67,7 @@ def test_the_interval_is_scipys_percentile_bootstrap_of_the_median(seed):
 def test_too_few_rounds_give_no_interval():
     est = paired_ratio([10.0, 10.0], [4.0, 4.0])
     assert est.ci_low is None and not est.faster
-    assert ratio_to(Latency("a", 1, 1, 1), Latency("b", 1, 1, 1)) is None     # no rounds recorded
+    assert _run({"a": [], "b": [1.0]}, {"a": [], "b": [0]}).ratio("a", "b") is None     # "a" timed nothing
 
 
 def _v(name, ratio, ci, meets=True):
