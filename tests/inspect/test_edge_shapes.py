@@ -1,6 +1,7 @@
 """Every edge shape the studio reports, with the input dims pinned, equals the tensor ONNX Runtime
 produces (R57). The oracle is ONNX Runtime called here: every intermediate value made a graph
-output on a copy, graph optimizations off, the backend cases' own inputs (else seeded ones).
+output on a copy, graph optimizations off, the backend cases' own inputs (else seeded ones); for the
+models ORT has no kernel for, onnx's ReferenceEvaluator (nothing is skipped).
 
 Each model is inspected twice: as written, and with every input dim made symbolic and pinned
 back to the fed size (the path dims set on the Overview page take)."""
