@@ -26,7 +26,7 @@ import numpy as np
 from diagnostics.base import (EngineCheck, OutputInfo, first_line, needs_inputs_finding, recorded_limit, run_candidates,
                               seeded_size_finding, verdict_from)
 from diagnostics.node_context import NodeCtx
-from studio.core.engines.conversion import options_note
+from studio.core.engines.conversion import COSINE_MIN, options_note
 from studio.core.errors import WorkerError
 from studio.core.findings import Finding, NodeVerdict
 from studio.core.jobs import JobContext, JobOutput, job
@@ -35,7 +35,6 @@ from studio.core.sandbox import Limits, run_job
 __all__ = ["CONVERTED_ENGINES", "check_converted"]
 
 CONVERTED_ENGINES = {"mnn": ("MNN", "MNN", "MNNConvert"), "litert": ("LiteRT", "LITERT", "onnx2tf")}
-_COSINE_MIN = 0.999
 _AP50_MIN = 0.99
 _UNSUPPORTED_HINT = "rewrite the op into ops the converter supports, or use another engine"
 
@@ -65,7 +64,7 @@ def judge_output(name: str, want: np.ndarray, got: np.ndarray, task=None, order=
             entry["problem"] = (f"detections differ: AP50 {ap:.3f} against ONNX Runtime's boxes "
                                 f"({d.mode.split(' (')[0]}, {spec_shape[-2] if len(spec_shape) > 1 else 1} rows)")
         return entry
-    if d.cosine is not None and d.cosine < _COSINE_MIN:
+    if d.cosine is not None and d.cosine < COSINE_MIN:
         top1 = f", top-1 agreement {d.top1_agreement:.2f}" if d.top1_agreement is not None else ""
         entry["problem"] = f"cosine {d.cosine:.6f}, max abs diff {d.max_abs:.3g}{top1}"
     return entry

@@ -3,10 +3,10 @@ A ``Comparison`` is truthy when everything matches (Polygraphy's habit); each
 output records the ``mode`` it was judged in:
 
 * ``tolerance`` / ``cosine``: floats, with dtype-aware tolerances (or a cosine
-  criterion for quantized/reduced precision); NaN-aware: NaN positions must
-  match, and NaN at the same positions is equal;
+  criterion for quantized/reduced precision); the figures and the NaN/Inf rules
+  are ``studio.core.closeness``'s (NaN or Inf on one side only fails);
 * ``exact``: integers and booleans, judged by the count and rate of values that
-  differ (never a max-abs: two class ids are not "664 apart");
+  differ (``closeness.count_unequal``; never a max-abs);
 * ``strings``: equal or not;
 * ``rows in any order``: outputs a TopK/NonMaxSuppression picked
   (``studio.core.order_free``): box-like rows (last dim 4..7) matched greedily
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from studio.core.closeness import Closeness, count_unequal, finite_pairs, top_classes
 from studio.core.order_free import OrderFree
 
 
@@ -158,15 +159,6 @@ def _structured(value) -> bool:
     return value is None or isinstance(value, (list, tuple, Mapping))
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    if na == 0.0 and nb == 0.0:
-        return 1.0
-    if na == 0.0 or nb == 0.0:
-        return 0.0
-    return float(np.dot(a, b) / (na * nb))
-
-
 def _top1(a: np.ndarray, b: np.ndarray, task=None) -> float | None:
     """Agreement of argmax over the class axis, for classifier-like outputs (``task``: the output's
     ``studio.data.tasks.OutputTask``; a one-score binary classifier agrees on the side of its threshold,
@@ -180,15 +172,14 @@ def _top1(a: np.ndarray, b: np.ndarray, task=None) -> float | None:
         return _top1(a.reshape(lead, -1), b.reshape(lead, -1)) if a.size // lead >= 2 else None
     if a.ndim not in (1, 2) or a.shape[-1] < 2 or a.shape != b.shape:
         return None
-    return float(np.mean(np.argmax(a.reshape(-1, a.shape[-1]), -1) == np.argmax(b.reshape(-1, b.shape[-1]), -1)))
+    return float(np.mean(top_classes(a.reshape(-1, a.shape[-1])) == top_classes(b.reshape(-1, b.shape[-1]))))
 
 
 def _top5(a: np.ndarray, b: np.ndarray) -> float | None:
     """Mean overlap of the top-5 classes over the last axis, for classifier-like outputs."""
     if a.ndim not in (1, 2) or a.shape[-1] < 10 or a.shape != b.shape or a.dtype.kind not in "fiu":
         return None
-    ta = np.argsort(-a.reshape(-1, a.shape[-1]), axis=-1)[:, :5]
-    tb = np.argsort(-b.reshape(-1, b.shape[-1]), axis=-1)[:, :5]
+    ta, tb = top_classes(a.reshape(-1, a.shape[-1]), 5), top_classes(b.reshape(-1, b.shape[-1]), 5)
     return float(np.mean([len(set(x) & set(y)) / 5 for x, y in zip(ta.tolist(), tb.tolist())]))
 
 
@@ -209,14 +200,10 @@ QUANTIZED_INT_MISMATCH = 0.01
 def _exact(base: dict, a: np.ndarray, b: np.ndarray, mode: str, allowed: float = 0.0) -> OutputDiff:
     """Mismatch count and rate (``allowed``: the rate still accepted): equal values, NaN equal
     to NaN where a float candidate has it."""
-    fa, fb = a.reshape(-1), b.reshape(-1)
-    same = fa == fb
-    if fa.dtype.kind == "f" or fb.dtype.kind == "f":
-        same |= np.isnan(fa.astype(np.float64)) & np.isnan(fb.astype(np.float64))
-    n = int(np.count_nonzero(~same))
-    rate = n / fa.size if fa.size else 0.0
+    n = count_unequal(b, a)
+    rate = n / a.size if a.size else 0.0
     ok = n == 0 or rate <= allowed
-    note = "" if n == 0 else f"{n} of {fa.size} values differ ({100 * rate:.3g}%" + (
+    note = "" if n == 0 else f"{n} of {a.size} values differ ({100 * rate:.3g}%" + (
         f", at most {100 * allowed:g}% may)" if allowed else ")")
     return OutputDiff(**base, match=ok, mismatch_fraction=rate, mismatches=n, tolerance=EXACT, note=note,
                       mode=mode)
@@ -288,27 +275,19 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
     if a.size == 0:
         return OutputDiff(**base, match=True, max_abs=None, max_rel=None, cosine=None, tolerance=tol, mode=mode,
                           mismatches=0, note="empty output on both sides: no values to compare (cosine n/a)")
-    fa, fb = a.astype(np.float64).reshape(-1), b.astype(np.float64).reshape(-1)
-    nan_a, nan_b = np.isnan(fa), np.isnan(fb)
-    if not np.array_equal(nan_a, nan_b):
-        n = int(np.sum(nan_a != nan_b))
+    pairs = finite_pairs(b, a)
+    if pairs.nan_mismatches:
+        n = pairs.nan_mismatches
         return OutputDiff(**base, match=False, tolerance=tol, mode=mode, mismatches=n,
-                          mismatch_fraction=n / fa.size,
+                          mismatch_fraction=n / pairs.size,
                           note=f"NaN at {n} positions that differ from the reference")
-    keep = ~nan_b
-    fa, fb = fa[keep], fb[keep]
-    inf_ok = np.array_equal(np.isinf(fa), np.isinf(fb)) and np.array_equal(fa[np.isinf(fa)], fb[np.isinf(fb)])
-    finite = np.isfinite(fa) & np.isfinite(fb)
-    fa, fb = fa[finite], fb[finite]
-    diff = np.abs(fa - fb)
-    max_abs = float(diff.max()) if diff.size else 0.0
-    max_rel = float((diff / np.maximum(np.abs(fb), 1e-12)).max()) if diff.size else 0.0
-    ref_norm = float(np.linalg.norm(fb))
-    rel_l2 = float(np.linalg.norm(fa - fb) / ref_norm) if ref_norm else (0.0 if max_abs == 0 else float("inf"))
-    cos = _cosine(fa, fb) if fa.size else None      # only NaN/Inf (equal): no cosine was measured
+    inf_ok = not pairs.inf_mismatches
+    fig = Closeness.of(pairs)
+    max_abs, max_rel, cos = fig.max_abs, fig.max_rel, fig.cosine      # cos None: only NaN/Inf (equal)
+    fa, fb = pairs.got, pairs.ref
     rms = float(np.sqrt(np.mean(fb * fb))) if fb.size else 0.0
     atol = max(tol.atol, tol.atol_scale * rms)
-    bad = diff > atol + tol.rtol * np.abs(fb)
+    bad = np.abs(fa - fb) > atol + tol.rtol * np.abs(fb)
     mismatch = float(bad.mean()) if bad.size else 0.0
     ok = inf_ok and not bad.any()
     if tol.min_cosine is not None:
@@ -320,7 +299,7 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
     elif not ok:
         note = (f"max abs {max_abs:.3g}, max rel {max_rel:.3g}, cosine {'n/a' if cos is None else f'{cos:.6f}'}, "
                 f"{100 * mismatch:.2f}% of values outside rtol={tol.rtol:g} atol={atol:.3g}")
-    return OutputDiff(**base, match=ok, max_abs=max_abs, max_rel=max_rel, rel_l2=rel_l2, cosine=cos,
+    return OutputDiff(**base, match=ok, max_abs=max_abs, max_rel=max_rel, rel_l2=fig.rel_l2, cosine=cos,
                       mismatch_fraction=mismatch, top1_agreement=_top1(a, b, task),
                       top5_overlap=_top5(a, b) if task is None or task.kind == "classification" else None,
                       tolerance=tol, note=note, mode=mode, mismatches=int(np.count_nonzero(bad)))

@@ -6,10 +6,10 @@ candidate version x engine) the way the task judges it: top-k agreement for
 classifiers, order-invariant box matching (mAP50 against the reference's boxes)
 for detectors, mask IoU for segmentation, cosine and retrieval recall@k for
 embeddings, greedy CTC strings and character error rate for sequence heads,
-mismatch counts for integer outputs, max abs/rel error for regression. All are
-NaN-aware: NaN positions must agree, and a NaN where the golden has none counts
-as wrong. Every result names its worst samples so a user can look at the input
-that broke.
+mismatch counts for integer outputs, max abs/rel error for regression. Cosine,
+max abs/rel and mismatch counts are ``studio.core.closeness``'s figures and
+NaN/Inf rules (NaN or Inf on one side only scores the worst). Every result names
+its worst samples so a user can look at the input that broke.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from studio.core.closeness import Closeness, closeness, cosine_matrix, count_unequal, top_classes
+from studio.data.tasks import _Evidence, infer_task, is_yolo_head
 
 WORST_SAMPLES = 5
 
@@ -74,13 +77,6 @@ def _result(metric: str, output: str, per_sample: Sequence[float], higher: bool,
     return MetricResult(metric, output, value, higher, ps, _worst(ps, higher), detail)
 
 
-def nan_mismatch(golden: np.ndarray, cand: np.ndarray) -> int:
-    """Positions where exactly one of the two is NaN (float outputs; 0 otherwise)."""
-    if golden.dtype.kind != "f" or cand.dtype.kind != "f":
-        return 0
-    return int(np.count_nonzero(np.isnan(golden) != np.isnan(cand)))
-
-
 # ---------------------------------------------------------------------------- metrics
 
 
@@ -107,6 +103,17 @@ def _same_shape(output: str, metric: str, golden, cand) -> str | None:
     return None
 
 
+def _per_sample(metric: Metric, output: str, golden, cand, figure, pick, detail: str) -> MetricResult:
+    """``figure`` (a :class:`studio.core.closeness.Closeness` score) of every sample, ``pick``
+    (min or max) of them as the value."""
+    bad = _same_shape(output, metric.name, golden, cand)
+    if bad:
+        return MetricResult(metric.name, output, None, metric.higher_is_better, detail=bad)
+    per = [figure(closeness(g, c)) for g, c in zip(golden, cand)]
+    return _result(metric.name, output, per, metric.higher_is_better, value=pick(per) if per else None,
+                   detail=detail)
+
+
 class Cosine(Metric):
     name = "cosine"
 
@@ -114,24 +121,7 @@ class Cosine(Metric):
         return spec.dtype.startswith(("float", "bfloat"))
 
     def score(self, output, golden, cand, labels=None):
-        bad = _same_shape(output, self.name, golden, cand)
-        if bad:
-            return MetricResult(self.name, output, None, True, detail=bad)
-        per = []
-        for g, c in zip(golden, cand):
-            g64, c64 = np.asarray(g, np.float64).ravel(), np.asarray(c, np.float64).ravel()
-            if nan_mismatch(np.asarray(g), np.asarray(c)):
-                per.append(0.0)
-                continue
-            ok = ~np.isnan(g64)
-            g64, c64 = g64[ok], c64[ok]
-            if not (np.isfinite(g64).all() and np.isfinite(c64).all()):
-                per.append(1.0 if np.array_equal(g64, c64) else 0.0)
-                continue
-            ng, nc = np.linalg.norm(g64), np.linalg.norm(c64)
-            per.append(1.0 if ng == nc == 0 else 0.0 if ng == 0 or nc == 0 else float(g64 @ c64 / (ng * nc)))
-        return _result(self.name, output, per, True, value=min(per) if per else None,
-                       detail="minimum over samples")
+        return _per_sample(self, output, golden, cand, lambda c: c.cosine_score, min, "minimum over samples")
 
 
 class MaxAbsError(Metric):
@@ -143,33 +133,21 @@ class MaxAbsError(Metric):
         return spec.dtype.startswith(("float", "bfloat"))
 
     @staticmethod
-    def sample_error(g: np.ndarray, c: np.ndarray) -> float:
-        ok = ~np.isnan(g)
-        with np.errstate(invalid="ignore"):
-            diff = np.abs(g[ok] - c[ok])
-        diff = np.where(np.isinf(g[ok]) & (g[ok] == c[ok]), 0.0, np.nan_to_num(diff, nan=np.inf))
-        return float(diff.max()) if diff.size else 0.0
+    def figure(c: Closeness) -> float:
+        return c.max_abs_score
 
     def score(self, output, golden, cand, labels=None):
-        bad = _same_shape(output, self.name, golden, cand)
-        if bad:
-            return MetricResult(self.name, output, None, False, detail=bad)
-        per = []
-        for g, c in zip(golden, cand):
-            g, c = np.asarray(g, np.float64), np.asarray(c, np.float64)
-            per.append(float("inf") if nan_mismatch(g, c) else self.sample_error(g, c))
-        return _result(self.name, output, per, False, value=max(per) if per else None, detail=self.detail)
+        return _per_sample(self, output, golden, cand, self.figure, max, self.detail)
 
 
 class MaxRelError(MaxAbsError):
     name = "max-rel"
-    detail = "maximum over samples of |a-b| / |golden| (finite positions); NaN positions must agree"
+    detail = ("maximum over samples of |a-b| / |golden| (finite positions, the golden's scale as the floor); "
+              "NaN and Inf positions must agree")
 
     @staticmethod
-    def sample_error(g: np.ndarray, c: np.ndarray) -> float:
-        ok = np.isfinite(g) & np.isfinite(c)
-        scale = np.maximum(np.abs(g[ok]), 1e-6 * max(1.0, float(np.abs(g[ok]).max(initial=0.0))))
-        return float((np.abs(g[ok] - c[ok]) / scale).max(initial=0.0))
+    def figure(c: Closeness) -> float:
+        return c.max_rel_score
 
 
 class Mismatch(Metric):
@@ -187,7 +165,7 @@ class Mismatch(Metric):
             return MetricResult(self.name, output, None, False, detail=bad)
         per, count, total = [], 0, 0
         for g, c in zip(golden, cand):
-            n = int(np.count_nonzero(np.asarray(g) != np.asarray(c)))
+            n = count_unequal(g, c)
             size = max(1, int(np.size(g)))
             per.append(n / size)
             count, total = count + n, total + size
@@ -234,8 +212,7 @@ def _labels_of(a: np.ndarray, threshold: float | None) -> np.ndarray:
         return a.reshape(-1).astype(np.int64)
     if threshold is not None:
         return (np.asarray(a, np.float64).reshape(-1) > threshold).astype(np.int64)
-    s = _class_axis_scores(a)
-    return np.argmax(np.where(np.isnan(s), -np.inf, s), axis=-1)
+    return top_classes(_class_axis_scores(a))[:, 0]
 
 
 class TopKAgreement(Metric):
@@ -269,8 +246,7 @@ class TopKAgreement(Metric):
                 per.append(float(np.mean(_labels_of(g, self.threshold) == _labels_of(c, self.threshold))))
                 continue
             gs, cs = _class_axis_scores(g), _class_axis_scores(c)
-            g1 = np.argmax(np.where(np.isnan(gs), -np.inf, gs), axis=-1)
-            ck = np.argsort(-np.where(np.isnan(cs), -np.inf, cs), axis=-1, kind="stable")[:, :self.k]
+            g1, ck = top_classes(gs)[:, 0], top_classes(cs, self.k)
             per.append(float(np.mean([g1[i] in ck[i] for i in range(len(g1))])))
         how = (f"one score: same side of {self.threshold:g}" if self.threshold is not None
                else "class ids equal" if single else f"golden top-1 among the candidate's top {self.k}")
@@ -423,14 +399,6 @@ def average_precision(truth: Detections, pred: Detections, iou: float = 0.5) -> 
     return dataset_ap([truth], [pred], iou)
 
 
-def _is_yolo_head(shape: tuple) -> bool:
-    s = tuple(shape or ())
-    if len(s) != 3 or not all(isinstance(d, int) for d in s[1:]):
-        return False
-    small, large = min(s[1], s[2]), max(s[1], s[2])
-    return 5 <= small <= 4 + 1000 and large >= 8 * small
-
-
 class DetectionMAP(Metric):
     """Detectors: mAP50 of the candidate's boxes against the golden boxes (order-invariant).
 
@@ -446,7 +414,7 @@ class DetectionMAP(Metric):
         shape = tuple(spec.shape or ())
         if not spec.dtype.startswith("float"):
             return False
-        if _is_yolo_head(shape):
+        if is_yolo_head(shape):
             return True
         return len(shape) >= 2 and shape[-1] in (4, 5, 6, 7)     # box rows (which outputs: studio.data.tasks)
 
@@ -456,7 +424,7 @@ class DetectionMAP(Metric):
         truths, preds = [], []
         for g, c in zip(golden, cand):
             g, c = np.asarray(g), np.asarray(c)
-            raw = self.head == "raw" or (self.head is None and _is_yolo_head(g.shape))
+            raw = self.head == "raw" or (self.head is None and is_yolo_head(g.shape))
             if raw and g.shape == c.shape:
                 tg, tc = decode_yolo(g), decode_yolo(c)
             else:
@@ -530,9 +498,7 @@ class RecallAtK(Metric):
         c = np.stack([np.asarray(x, np.float64).reshape(-1) for x in cand])
         if g.shape != c.shape:
             return MetricResult(self.name, output, None, True, detail="embedding sizes differ")
-        gn = g / np.maximum(np.linalg.norm(g, axis=1, keepdims=True), 1e-12)
-        cn = c / np.maximum(np.linalg.norm(c, axis=1, keepdims=True), 1e-12)
-        sims = np.nan_to_num(cn @ gn.T, nan=-np.inf)
+        sims = np.nan_to_num(cosine_matrix(g, c), nan=-np.inf)
         top = np.argsort(-sims, axis=1, kind="stable")[:, :self.k]
         per = [float(i in top[i]) for i in range(len(g))]
         return _result(self.name, output, per, True)
@@ -625,8 +591,6 @@ def task_of(spec: OutputSpec) -> str:
 
 def task_info(spec: OutputSpec):
     """The :class:`studio.data.tasks.OutputTask` of ``spec`` (decided, or inferred from the spec)."""
-    from studio.data.tasks import _Evidence, infer_task
-
     if spec.task is not None:
         return spec.task
     rows = spec.producer in ("TopK", "NonMaxSuppression", "Gather", "GatherND", "Concat")

@@ -200,7 +200,8 @@ def _is_norm(producer: Mapping[str, onnx.NodeProto], name: str) -> bool:
     return False
 
 
-def _is_yolo_head(shape: tuple) -> bool:
+def is_yolo_head(shape: tuple) -> bool:
+    """[N, 4 + classes, anchors] (or anchors first): the shape of a raw YOLO head."""
     s = tuple(shape or ())
     if len(s) != 3 or not all(isinstance(d, int) for d in s[1:]):
         return False
@@ -252,7 +253,7 @@ def infer_task(name: str, dtype: str, shape: tuple | None, ev: _Evidence | None 
                     head="rows")
     if ev.order_free:
         return task("regression", f"{what} values picked by {ev.order_free}: compared as rows in any order")
-    if (_is_yolo_head(shape) or _open_raw_head(shape, ev)) and ev.op not in ("Softmax", "LogSoftmax"):
+    if (is_yolo_head(shape) or _open_raw_head(shape, ev)) and ev.op not in ("Softmax", "LogSoftmax"):
         return task("detection", f"{what} raw detection head (4 box values + class scores per anchor) → "
                                  "detection: decoded (score threshold, NMS), mAP50 against the reference's boxes",
                     head="raw")
