@@ -23,7 +23,9 @@ from tests.conftest import ROOT
 
 SCRATCH_MODULES = {
     # the sandbox itself: job folders, worker logs, the workers' base folder
-    "studio/core/sandbox.py": "job in/out folders and logs of sandbox workers",
+    "studio/core/sandbox/pool.py": "the workers' base folder (per process; stale ones swept)",
+    "studio/core/sandbox/process.py": "a worker's own folder and log",
+    "studio/core/sandbox/protocol.py": "job in/out folders of sandbox workers",
     "studio/core/worker.py": "runs inside a worker: result arrays into its job folder, /proc writes",
     "studio/core/jobs.py": "job functions run inside workers, in their scratch cwd",
     # build-time tool, not part of a run

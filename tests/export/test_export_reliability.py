@@ -265,7 +265,7 @@ def test_ort_enable_all_model_is_labelled_and_refused_for_openvino(tmp_path):
 def test_side_files_stay_in_the_job_folders(tmp_path, monkeypatch):
     """ORT's optimized_model_filepath and every other engine file land in the bundle's target
     folders; the cwd, HOME and the sandbox's job folders keep nothing."""
-    from studio.core import sandbox
+    from studio.core.sandbox.pool import job_root as sandbox_job_root
 
     cwd = tmp_path / "cwd"
     cwd.mkdir()
@@ -275,7 +275,7 @@ def test_side_files_stay_in_the_job_folders(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     model = conv_model(tmp_path / "m" / "convnet.onnx")
     before = _tree(tmp_path / "m")
-    job_root = Path(sandbox._job_root())
+    job_root = Path(sandbox_job_root())
     workers_before = set(job_root.iterdir())
     r = api.export(api.load(model), "all", tmp_path / "out", pool_key="r27")
     assert r.ok, r.failures

@@ -1,0 +1,145 @@
+"""The resource limits of a sandbox job and where they come from.
+
+Owns :class:`Limits` (wall clock, memory, CPU threads, address-space limit, minimal environment;
+checked when made) and :func:`default_limits`, which reads them from the defaults, a config
+file and the environment. The limits are applied elsewhere: to the child by
+:mod:`studio.core.sandbox.process` (``RLIMIT_AS``, thread variables) and while a job runs by
+:mod:`studio.core.sandbox.protocol` (timeout, resident-memory watchdog).
+
+Configuration (:func:`default_limits`), later sources win:
+
+    1. defaults: ``timeout_s = 120``, ``memory_gb = 3``, ``cpu_threads`` unset;
+    2. the first config file found of: ``$ONNX_STUDIO_CONFIG``,
+       ``./onnx-studio.toml``, ``$XDG_CONFIG_HOME/onnx-studio/config.toml``
+       (``~/.config/onnx-studio/config.toml``)::
+
+           [worker]
+           timeout_s = 300
+           memory_gb = 4
+           cpu_threads = 4
+
+    3. environment: ``ONNX_STUDIO_TIMEOUT_S``, ``ONNX_STUDIO_MEMORY_GB``,
+       ``ONNX_STUDIO_CPU_THREADS``.
+
+    Other knobs (environment only, read where they are used): ``ONNX_STUDIO_MAX_WARM``,
+    ``ONNX_STUDIO_WORKER_IDLE_S`` (:mod:`studio.core.sandbox.pool`), ``ONNX_STUDIO_JOB_DIR`` (parent
+    folder of the per-process job folders; default the system temp dir).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from studio.core.errors import StudioError
+
+GiB = 2**30
+_MIN_MEMORY_BYTES = 512 * 2**20
+_STACK_ALLOWANCE_PER_THREAD = 16 * 2**20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one job (and of the worker that runs it)."""
+
+    timeout_s: float = 120.0            # wall clock per job, from request to reply
+    memory_bytes: int = 3 * GiB         # the worker's memory limit (see the package docs)
+    cpu_threads: int | None = None      # None: engines' defaults; else OMP/MKL/OpenBLAS env + engine threads
+    address_space_limit: bool = True    # RLIMIT_AS on; False for CUDA jobs (CUDA reserves huge address ranges)
+    minimal_env: bool = False           # user code (custom ops): start the worker with an allowlisted environment
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.timeout_s, (int, float)) and math.isfinite(self.timeout_s)
+                and self.timeout_s > 0):
+            raise ValueError(f"timeout_s must be a positive number of seconds, got {self.timeout_s!r}")
+        if not isinstance(self.memory_bytes, int) or self.memory_bytes < _MIN_MEMORY_BYTES:
+            raise ValueError(f"memory_bytes must be an int of at least {_MIN_MEMORY_BYTES} (512 MiB), "
+                             f"got {self.memory_bytes!r}")
+        if self.cpu_threads is not None and (not isinstance(self.cpu_threads, int) or self.cpu_threads < 1):
+            raise ValueError(f"cpu_threads must be a positive int or None, got {self.cpu_threads!r}")
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_bytes / GiB
+
+    @property
+    def address_space_bytes(self) -> int:
+        """The child's ``RLIMIT_AS``: memory plus thread-stack reservations."""
+        threads = self.cpu_threads or os.cpu_count() or 1
+        return self.memory_bytes + _STACK_ALLOWANCE_PER_THREAD * max(threads, 4)
+
+    def worker_key(self) -> tuple[Any, ...]:
+        """What the warm worker was started with; a job with another key needs a new one."""
+        return (self.memory_bytes, self.cpu_threads, self.address_space_limit, self.minimal_env)
+
+
+def _config_files() -> list[Path]:
+    files = []
+    explicit = os.environ.get("ONNX_STUDIO_CONFIG")
+    if explicit:
+        files.append(Path(explicit))
+    files.append(Path.cwd() / "onnx-studio.toml")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    files.append(Path(xdg) / "onnx-studio" / "config.toml")
+    return files
+
+
+def _number(value: Any, source: str, *, integer: bool = False) -> float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = int(value) if integer else float(value)
+        if integer and isinstance(value, float) and not value.is_integer():
+            raise ValueError
+    except (TypeError, ValueError):
+        raise StudioError(f"{source} must be a{'n integer' if integer else ' number'}, got {str(value)[:40]!r}",
+                          code="BAD-CONFIG") from None
+    if not math.isfinite(number) or number <= 0:
+        raise StudioError(f"{source} must be positive, got {str(value)[:40]!r}", code="BAD-CONFIG")
+    return number
+
+
+def default_limits() -> Limits:
+    """Limits from defaults, the first config file found, then the environment.
+
+    See the module docstring for the sources. Invalid values raise
+    :class:`StudioError` (code ``BAD-CONFIG``) naming the setting.
+    """
+    import tomllib
+
+    values: dict[str, tuple[Any, str]] = {}
+    for path in _config_files():
+        try:
+            if not path.is_file():
+                continue
+            with open(path, "rb") as fh:
+                table = tomllib.load(fh).get("worker", {})
+        except OSError:
+            continue
+        except tomllib.TOMLDecodeError as exc:
+            raise StudioError(f"config file {path.name} is not valid TOML: {exc}", code="BAD-CONFIG") from None
+        if not isinstance(table, dict):
+            raise StudioError(f"config file {path.name}: [worker] must be a table", code="BAD-CONFIG")
+        for key in ("timeout_s", "memory_gb", "cpu_threads"):
+            if key in table:
+                values[key] = (table[key], f"{path.name} [worker] {key}")
+        break
+    for key, env in (("timeout_s", "ONNX_STUDIO_TIMEOUT_S"), ("memory_gb", "ONNX_STUDIO_MEMORY_GB"),
+                     ("cpu_threads", "ONNX_STUDIO_CPU_THREADS")):
+        raw = os.environ.get(env)
+        if raw not in (None, ""):
+            values[key] = (raw, env)
+    kwargs: dict[str, Any] = {}
+    if "timeout_s" in values:
+        kwargs["timeout_s"] = _number(*values["timeout_s"])
+    if "memory_gb" in values:
+        gib = _number(*values["memory_gb"])
+        if gib * GiB < _MIN_MEMORY_BYTES:
+            raise StudioError(f"{values['memory_gb'][1]} must be at least 0.5 (GiB)", code="BAD-CONFIG")
+        kwargs["memory_bytes"] = int(gib * GiB)
+    if "cpu_threads" in values:
+        kwargs["cpu_threads"] = int(_number(*values["cpu_threads"], integer=True))
+    return Limits(**kwargs)
