@@ -168,8 +168,11 @@ def count_unequal(ref, got) -> int:
 def top_classes(scores, k: int = 1) -> np.ndarray:
     """The ``k`` best classes of each row of ``scores`` (last axis), best first, [..., C] -> [..., k]:
     NaN never wins, ties go to the lower index."""
-    s = np.asarray(scores).astype(np.float64, copy=False)
-    s = np.where(np.isnan(s), -np.inf, s)
+    s = np.asarray(scores)
+    if s.dtype.kind not in "iubf":           # bfloat16 and other extension dtypes
+        s = s.astype(np.float64)
+    if s.dtype.kind == "f":
+        s = np.where(np.isnan(s), -np.inf, s)
     if k == 1:
         return np.argmax(s, axis=-1)[..., None]
     return np.argsort(-s, axis=-1, kind="stable")[..., :k]

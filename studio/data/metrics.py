@@ -446,7 +446,7 @@ class DetectionMAP(Metric):
 
 class MaskIoU(Metric):
     """Segmentation: mean IoU over classes between golden and candidate label maps
-    (argmax over the class axis of [N, C, H, W] logits, or integer [N, H, W] maps)."""
+    (argmax over the class axis of [N, C, H, W] logits, NaN never winning, or integer [N, H, W] maps)."""
 
     name = "mask-iou"
 
@@ -465,7 +465,7 @@ class MaskIoU(Metric):
         for g, c in zip(golden, cand):
             g, c = np.asarray(g), np.asarray(c)
             if g.dtype.kind == "f":
-                g, c = np.argmax(g, axis=1), np.argmax(c, axis=1)
+                g, c = (top_classes(np.moveaxis(x, 1, -1))[..., 0] for x in (g, c))
             ious = []
             for k in np.union1d(np.unique(g), np.unique(c)):
                 inter = np.count_nonzero((g == k) & (c == k))
@@ -508,11 +508,12 @@ class RecallAtK(Metric):
 
 
 def ctc_greedy(logits: np.ndarray, blank: int = 0) -> list[tuple[int, ...]]:
-    """Greedy CTC decode of [N, T, C] (or [T, C]) scores: argmax, collapse repeats, drop blanks."""
+    """Greedy CTC decode of [N, T, C] (or [T, C]) scores: argmax (NaN never wins), collapse repeats,
+    drop blanks."""
     a = np.asarray(logits)
     a = a[None] if a.ndim == 2 else a
     out = []
-    for row in np.argmax(a, axis=-1):
+    for row in top_classes(a)[..., 0]:
         seq, prev = [], None
         for t in row.tolist():
             if t != prev and t != blank:

@@ -217,3 +217,18 @@ def test_no_other_module_computes_a_cosine_or_a_norm_of_its_own():
     found = {str(p.relative_to(ROOT)) for top in ("studio", "diagnostics", "passes", "profilers")
              for p in (ROOT / top).rglob("*.py") if _computes_cosine(p)}
     assert found - _NOT_YET_MERGED == {"studio/core/closeness.py"}
+
+
+def test_nan_never_wins_in_segmentation_maps_and_ctc_strings():
+    from studio.data.metrics import MaskIoU, ctc_greedy
+
+    logits = np.zeros((1, 3, 8, 8), np.float32)
+    logits[0, 2] = 1.0                       # class 2 everywhere...
+    logits[0, 0, 0, 0] = np.nan              # ...and a NaN score of class 0 at one pixel
+    assert MaskIoU().score("m", [logits], [logits.copy()]).value == 1.0
+    clean = logits.copy()
+    clean[0, 0, 0, 0] = 0.0
+    # numpy's argmax would make that pixel class 0 in one map only: IoU (63/64 + 0) / 2
+    assert MaskIoU().score("m", [clean], [logits]).value == 1.0
+    seq = np.array([[0.1, np.nan, 0.9], [0.8, 0.1, 0.1], [0.1, 0.9, np.nan]], np.float32)
+    assert ctc_greedy(seq) == [(2, 1)]
