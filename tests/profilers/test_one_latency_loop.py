@@ -138,7 +138,8 @@ def test_samples_and_percentiles_are_numpys(monkeypatch):
 
 @pytest.mark.parametrize("seed", [0, 3])
 def test_the_ratio_interval_is_scipys_bootstrap(monkeypatch, seed):
-    stats = pytest.importorskip("scipy.stats")
+    from scipy import stats
+
     run, durations = _measured_run(monkeypatch, seed)
     per_round = {k: np.median(np.asarray(v, dtype=np.float64).reshape(9, 5) / 1e6, axis=1)
                  for k, v in durations.items()}
