@@ -55,7 +55,6 @@ BUDGET_S = 30.0
 MAX_CANDIDATE_BYTES = 64 * 2**20       # one input set; larger candidates are skipped, not generated
 
 _COMPARE_OPS = {"Equal": 0, "Greater": 1, "Less": 1, "GreaterOrEqual": 1, "LessOrEqual": 1}
-_PASS_THROUGH = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand", "Transpose"}
 
 # Run-time errors that depend on the inputs' shapes or values (ONNX Runtime and OpenVINO
 # wordings of Pad/Reshape/Slice/Gather/Conv/Split/Expand/Tile/STFT/Range... failures).
@@ -125,7 +124,7 @@ def compared_constants(model: ModelProto) -> dict[str, tuple[int, ...]]:
     (``c`` for Equal; ``c``, ``c + 1``, ``c - 1`` for ordering comparisons), in graph order."""
     from studio.core.protowalk import iter_nodes
 
-    from studio.core.feeds import scalar_int_constants
+    from studio.core.feeds import scalar_int_constants, value_uses
 
     consts = scalar_int_constants(model)
     consumers: dict[str, list] = {}
@@ -137,21 +136,14 @@ def compared_constants(model: ModelProto) -> dict[str, tuple[int, ...]]:
     for vi in model.graph.input:
         if vi.name in init or vi.type.tensor_type.elem_type not in (2, 3, 4, 5, 6, 7, 12, 13):
             continue
-        frontier, seen, values = [vi.name], set(), []
-        while frontier:
-            name = frontier.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            for n, i in consumers.get(name, []):
-                other = n.input[1 - i] if len(n.input) == 2 and i in (0, 1) else None
-                if n.op_type in _COMPARE_OPS and other in consts:
-                    c = consts[other]
-                    for v in (c,) if not _COMPARE_OPS[n.op_type] else (c, c + 1, c - 1):
-                        if v not in values:
-                            values.append(v)
-                elif n.op_type in _PASS_THROUGH and i == 0:
-                    frontier.extend(n.output)
+        values: list[int] = []
+        for n, i in value_uses(vi.name, consumers):
+            other = n.input[1 - i] if len(n.input) == 2 and i in (0, 1) else None
+            if n.op_type in _COMPARE_OPS and other in consts:
+                c = consts[other]
+                for v in (c,) if not _COMPARE_OPS[n.op_type] else (c, c + 1, c - 1):
+                    if v not in values:
+                        values.append(v)
         if values:
             found[vi.name] = values
     return {k: tuple(v) for k, v in found.items()}

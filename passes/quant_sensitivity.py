@@ -36,6 +36,7 @@ from passes.quant_tools import (
     quantize_static_config,
 )
 from studio.core.feeds import Feeds
+from studio.core.protowalk import reachable
 
 log = logging.getLogger(__name__)
 
@@ -118,19 +119,9 @@ def _score_nodes(ref: onnx.ModelProto, errors: dict[str, float], ops: set[str]) 
     def unit(node: onnx.NodeProto) -> tuple[list[onnx.NodeProto], float]:
         """The nodes from ``node`` back through unmeasured tensors, and the largest error at the
         measured tensors feeding them (0 for graph inputs and weights)."""
-        span, base, todo, seen = [], 0.0, [node], set()
-        while todo:
-            n = todo.pop()
-            if id(n) in seen:
-                continue
-            seen.add(id(n))
-            span.append(n)
-            for i in n.input:
-                if i in errors:
-                    base = max(base, errors[i])
-                elif i in produced_by and len(span) < 64:
-                    todo.append(produced_by[i])
-        return span, base
+        span = reachable([node], lambda n: [produced_by[i] for i in n.input if i not in errors and i in produced_by],
+                         limit=64)
+        return span, max([0.0, *(errors[i] for n in span for i in n.input if i in errors)])
 
     for node in ref.graph.node:
         outs = [errors[o] for o in node.output if o in errors]

@@ -42,6 +42,7 @@ from profilers.runners import open_runner
 from studio.core import jsonsafe
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.paths import safe_name
+from studio.core.protowalk import node_id
 from studio.core.sandbox import Limits, run_job
 
 __all__ = ["GraphIndex", "KernelTime", "OpProfile", "OpTypeTime", "RawKernel", "aggregate_ort_events",
@@ -86,12 +87,7 @@ class GraphIndex:
         by_name: dict[str, int] = {}
         producer: dict[str, int] = {}
         for i, n in enumerate(nodes):
-            base = n.name or f"{n.op_type}_{i}"   # the Nodes page's id for main-graph nodes
-            key, k = base, 1
-            while key in seen:
-                k += 1
-                key = f"{base}#{k}"
-            seen.add(key)
+            key = node_id("", n.name, n.op_type, i, seen)   # the Nodes page's id for main-graph nodes
             keys.append(key)
             by_name.setdefault(key, i)
             by_name.setdefault(n.name or f"{n.op_type}_{i}", i)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import re
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from onnx import ModelProto
+from onnx import ModelProto, NodeProto
 
 from studio.core.dim_hints import dim_hints
 from studio.core.errors import StudioError
@@ -72,22 +72,31 @@ def _gather_bounds(model: ModelProto) -> dict[str, int]:
             consumers.setdefault(name, []).append((n, i))
     bounds: dict[str, int] = {}
     for vi in g.input:
-        frontier, seen = [vi.name], set()
-        while frontier:
-            name = frontier.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            for n, i in consumers.get(name, []):
-                if n.op_type == "Gather" and i == 1 and n.input[0] in init_dims:
-                    axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
-                    table = init_dims[n.input[0]]
-                    if table and -len(table) <= axis < len(table):
-                        size = int(table[axis])
-                        bounds[vi.name] = min(bounds.get(vi.name, size), size)
-                elif n.op_type in _PASS_THROUGH and i == 0:
-                    frontier.extend(n.output)
+        for n, i in value_uses(vi.name, consumers):
+            if n.op_type == "Gather" and i == 1 and n.input[0] in init_dims:
+                axis = next((a.i for a in n.attribute if a.name == "axis"), 0)
+                table = init_dims[n.input[0]]
+                if table and -len(table) <= axis < len(table):
+                    size = int(table[axis])
+                    bounds[vi.name] = min(bounds.get(vi.name, size), size)
     return bounds
+
+
+def value_uses(name: str, consumers: Mapping[str, Sequence[tuple[NodeProto, int]]]
+               ) -> Iterator[tuple[NodeProto, int]]:
+    """Every (node, input position) that reads ``name`` or a value carried on from it unchanged in meaning
+    (the first input of a Cast, Reshape, Unsqueeze...), each value followed once; ``consumers``: value name
+    -> its (node, position) uses."""
+    frontier, seen = [name], set()
+    while frontier:
+        value = frontier.pop()
+        if value in seen:
+            continue
+        seen.add(value)
+        for n, i in consumers.get(value, []):
+            yield n, i
+            if n.op_type in _PASS_THROUGH and i == 0:
+                frontier.extend(n.output)
 
 
 _COMPARE_OPS = {"Equal"}

@@ -7,11 +7,14 @@ they look at ``model.graph.node`` alone, so they all go through here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto
+
+T = TypeVar("T")
 
 # Guard against pathological nesting (a hand-made model can nest thousands deep).
 MAX_DEPTH = 64
@@ -122,11 +125,31 @@ def node_id(scope: str, name: str, op_type: str, index: int, seen: set[str] | No
     ``op_type_index`` for an unnamed node, ``#k`` appended to repeats when ``seen`` is given."""
     local = name or f"{op_type}_{index}"
     base = f"{scope}/{local}" if scope else local
-    if seen is None:
-        return base
-    nid, k = base, 1
-    while nid in seen:
+    return base if seen is None else unique_name(seen, base, "#")
+
+
+def unique_name(taken: set[str], base: str, sep: str = "_") -> str:
+    """``base``, else ``base<sep>2``, ``base<sep>3``...: the first not in ``taken``, which it is added to."""
+    name, k = base, 1
+    while name in taken:
         k += 1
-        nid = f"{base}#{k}"
-    seen.add(nid)
-    return nid
+        name = f"{base}{sep}{k}"
+    taken.add(name)
+    return name
+
+
+def reachable(start: Iterable[T], step: Callable[[T], Iterable[T]], limit: int | None = None) -> list[T]:
+    """Everything reachable from ``start`` through ``step``, each item once (by identity), depth first (the
+    last found first). With ``limit``: once that many are collected, no item is stepped from any more (those
+    already found are still collected)."""
+    out: list[T] = []
+    todo, seen = list(start), set()
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        out.append(item)
+        if limit is None or len(out) < limit:
+            todo.extend(step(item))
+    return out

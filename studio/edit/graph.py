@@ -110,14 +110,5 @@ def remove_dead(graph: ir.Graph) -> None:
             del graph.initializers[name]
 
 
-def unique_name(taken: set[str], base: str) -> str:
-    name, i = base, 1
-    while name in taken:
-        i += 1
-        name = f"{base}_{i}"
-    taken.add(name)
-    return name
-
-
 def node_names(graph: ir.Graph) -> set[str]:
     return {n.name for n in ir.traversal.RecursiveGraphIterator(graph) if n.name}

@@ -3,10 +3,13 @@ edge, rewire an input. Each is a small function over the onnx-ir model, like a p
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import onnx
 import onnx_ir as ir
 
+from studio.core.protowalk import reachable, unique_name
 from studio.edit import graph as g
 from studio.edit.script import EditError, EditOp
 from studio.edit.state import KEEPS, STRUCTURE, VALUES, EditState
@@ -58,14 +61,8 @@ def delete(state: EditState, op: EditOp) -> None:
     """Delete a node and every node downstream of it; outputs they made are removed, dead code follows."""
     graph = state.model.graph
     n = g.node(graph, op.args["node"], op, main_only=True)
-    doomed, todo = [], [n]
-    seen: set[int] = set()
-    while todo:
-        cur = todo.pop()
-        if id(cur) in seen:
-            continue
-        seen.add(id(cur))
-        doomed.append(cur)
+
+    def users(cur: ir.Node) -> Iterator[ir.Node]:
         for o in cur.outputs:
             for use in o.uses():
                 user = use.node
@@ -74,7 +71,9 @@ def delete(state: EditState, op: EditOp) -> None:
                     if owner is None:
                         break
                     user = owner
-                todo.append(user)
+                yield user
+
+    doomed = reachable([n], users)
     made = {o for d in doomed for o in d.outputs}
     lost = [o.name for o in graph.outputs if o in made]
     if len(lost) == len(graph.outputs):
@@ -193,11 +192,11 @@ def insert(state: EditState, op: EditOp) -> None:
         if missing:
             raise EditError(f"{op.where()}: node '{missing[0][:80]}' does not read tensor '{t.name[:80]}'")
     taken = set(g.all_values(graph))
-    out_name = op.args.get("output") or g.unique_name(taken, f"{t.name}_{op_type.lower()}")
+    out_name = op.args.get("output") or unique_name(taken, f"{t.name}_{op_type.lower()}")
     if op.args.get("output") and out_name in taken:
         raise EditError(f"{op.where()}: the output name '{out_name[:80]}' is already a tensor of the model")
     new = ir.Node("", op_type, [t], [_attr(k, v, None, None, op) for k, v in attrs.items()],
-                  name=op.args.get("name") or g.unique_name(g.node_names(graph), f"{op_type}_{t.name}"))
+                  name=op.args.get("name") or unique_name(g.node_names(graph), f"{op_type}_{t.name}"))
     if op.args.get("name") and op.args["name"] in g.node_names(graph):
         raise EditError(f"{op.where()}: the node name '{op.args['name'][:80]}' is already taken")
     y = new.outputs[0]
@@ -208,7 +207,7 @@ def insert(state: EditState, op: EditOp) -> None:
         for i, o in enumerate(graph.outputs):
             if o is t:
                 graph.outputs[i] = y
-        inner = g.unique_name(taken, f"{t.name}_before_{op_type.lower()}")
+        inner = unique_name(taken, f"{t.name}_before_{op_type.lower()}")
         old_name = t.name
         state.record_rename(old_name, inner)      # the inner tensor holds the original's values
         t.name = inner

@@ -24,7 +24,7 @@ hold the peak or whether another order would lower it. This module
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from onnx import GraphProto
@@ -145,19 +145,28 @@ def ort_order(s: Schedule) -> tuple[int, ...]:
     """Positions into ``s.nodes`` in onnxruntime's DEFAULT order (ReverseDFSFrom the leaves)."""
     preds = _preds(s)
     has_consumer = {p for ps in preds for p in ps}
-    stack: list[tuple[int, bool]] = [(k, False) for k in range(len(s.nodes)) if k not in has_consumer]
-    visited = [False] * len(s.nodes)
+    leaves = [k for k in range(len(s.nodes)) if k not in has_consumer]
+    # the last leaf is popped first; ascending preds: the highest index is popped first
+    return _post_order(reversed(leaves), preds.__getitem__, len(s.nodes))
+
+
+def _post_order(roots: Iterable[int], pushed: Callable[[int], Iterable[int]], n: int) -> tuple[int, ...]:
+    """Iterative post-order DFS over producers from each root in turn, each node emitted once; ``pushed(k)``:
+    k's producers in push order (the last pushed is visited first)."""
+    visited = [False] * n
     out: list[int] = []
-    while stack:
-        k, leave = stack.pop()
-        if leave:
-            out.append(k)
-            continue
-        if visited[k]:
-            continue
-        visited[k] = True
-        stack.append((k, True))
-        stack.extend((p, False) for p in preds[k])        # ascending index: the highest is popped first
+    for root in roots:
+        stack: list[tuple[int, bool]] = [(root, False)]
+        while stack:
+            k, leave = stack.pop()
+            if leave:
+                out.append(k)
+                continue
+            if visited[k]:
+                continue
+            visited[k] = True
+            stack.append((k, True))
+            stack.extend((p, False) for p in pushed(k))
     return tuple(out)
 
 
@@ -397,22 +406,8 @@ def file_order_for(s: Schedule, target: Sequence[int]) -> tuple[int, ...]:
     preds = _preds(s)
     has_consumer = {p for ps in preds for p in ps}
     leaves = sorted((k for k in range(len(s.nodes)) if k not in has_consumer), key=lambda k: -pos[k])
-    visited = [False] * len(s.nodes)
-    out: list[int] = []
-    for leaf in leaves:
-        stack: list[tuple[int, bool]] = [(leaf, False)]
-        while stack:
-            k, leave = stack.pop()
-            if leave:
-                out.append(k)
-                continue
-            if visited[k]:
-                continue
-            visited[k] = True
-            stack.append((k, True))
-            # visited first = the producer latest in target: push it last
-            stack.extend((p, False) for p in sorted(preds[k], key=lambda p: pos[p]))
-    return tuple(out)
+    # visited first = the producer latest in target: push it last
+    return _post_order(leaves, lambda k: sorted(preds[k], key=lambda p: pos[p]), len(s.nodes))
 
 
 @dataclass(frozen=True)
