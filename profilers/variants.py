@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from studio.core.choices import comma_items
 from studio.core.engines import get_engine, resolve_engine_name
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
@@ -193,18 +194,12 @@ def available_engine_specs() -> list[EngineSpec]:
 def parse_engines(items: Iterable[str] | str) -> list[EngineSpec]:
     """A list of specs from strings (comma lists allowed); ``all`` expands to
     :func:`available_engine_specs`. Duplicates are dropped, order kept."""
-    if isinstance(items, str):
-        items = [items]
     out: list[EngineSpec] = []
-    for item in items:
-        for part in str(item).split(","):
-            part = part.strip()
-            if not part:
-                continue
-            specs = available_engine_specs() if part.lower() == "all" else [parse_engine(part)]
-            for spec in specs:
-                if spec not in out:
-                    out.append(spec)
+    for part in comma_items(items):
+        specs = available_engine_specs() if part.lower() == "all" else [parse_engine(part)]
+        for spec in specs:
+            if spec not in out:
+                out.append(spec)
     if not out:
         raise StudioError("no engine given; use ort, openvino (ov), tensorrt (trt) or all", code="BAD-OPTION")
     return out

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from studio.core.choices import comma_items
 from studio.core.errors import StudioError
 
 TARGETS: tuple[str, ...] = ("onnxruntime", "openvino", "tensorrt", "triton")
@@ -113,23 +114,18 @@ def parse_shapes(specs: Iterable[str] | Mapping[str, object] | None) -> dict[str
 
 def resolve_targets(targets: str | Iterable[str]) -> tuple[str, ...]:
     """'all', 'ort,openvino', ['trt', 'triton'] -> canonical target names in a fixed order."""
-    items = [targets] if isinstance(targets, str) else list(targets)
     wanted: set[str] = set()
-    for item in items:
-        for raw in str(item).split(","):
-            name = raw.strip().lower()
-            if not name:
-                continue
-            if name == "all":
-                wanted.update(TARGETS)
-                continue
-            if name == "mobile":
-                wanted.update(MOBILE_TARGETS)
-                continue
-            if name not in _ALIASES:
-                raise StudioError(f"unknown export target '{name[:30]}'; choose from ort, openvino, tensorrt, "
-                                  "triton, mnn, litert, all or mobile", code="BAD-OPTION")
-            wanted.add(_ALIASES[name])
+    for name in (raw.lower() for raw in comma_items(targets)):
+        if name == "all":
+            wanted.update(TARGETS)
+            continue
+        if name == "mobile":
+            wanted.update(MOBILE_TARGETS)
+            continue
+        if name not in _ALIASES:
+            raise StudioError(f"unknown export target '{name[:30]}'; choose from ort, openvino, tensorrt, "
+                              "triton, mnn, litert, all or mobile", code="BAD-OPTION")
+        wanted.add(_ALIASES[name])
     if not wanted:
         raise StudioError("no export target given; choose from ort, openvino, tensorrt, triton or all",
                           code="BAD-OPTION")
@@ -138,17 +134,12 @@ def resolve_targets(targets: str | Iterable[str]) -> tuple[str, ...]:
 
 def parse_ov_precisions(value: str | Iterable[str]) -> tuple[str, ...]:
     """'fp32,fp16' / ['fp16'] -> ('fp32', 'fp16') in the order given, duplicates dropped."""
-    items = [value] if isinstance(value, str) else list(value)
     out: list[str] = []
-    for item in items:
-        for raw in str(item).split(","):
-            name = raw.strip().lower()
-            if not name:
-                continue
-            if name not in OV_PRECISIONS:
-                raise StudioError(f"OpenVINO IR precision must be fp32 or fp16, got {name[:20]!r}", code="BAD-OPTION")
-            if name not in out:
-                out.append(name)
+    for name in (raw.lower() for raw in comma_items(value)):
+        if name not in OV_PRECISIONS:
+            raise StudioError(f"OpenVINO IR precision must be fp32 or fp16, got {name[:20]!r}", code="BAD-OPTION")
+        if name not in out:
+            out.append(name)
     if not out:
         raise StudioError("give at least one OpenVINO IR precision: fp32, fp16 or fp32,fp16", code="BAD-OPTION")
     return tuple(out)

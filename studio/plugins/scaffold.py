@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from studio.core.choices import comma_items
 from studio.core.errors import StudioError
 from studio.core.paths import atomic_write_bytes, atomic_write_text, safe_child
 from studio.plugins import codegen
@@ -119,21 +120,16 @@ class PluginScaffold:
 
 
 def expand_targets(target: str | Sequence[str]) -> tuple[str, ...]:
-    items = [target] if isinstance(target, str) else list(target)
     out: list[str] = []
-    for item in items:
-        for t in str(item).split(","):
-            t = t.strip()
-            if not t:
-                continue
-            if t == "all":
-                out.extend(x for x in TARGETS if x not in out)
-            elif t in TARGETS:
-                if t not in out:
-                    out.append(t)
-            else:
-                raise StudioError(f"unknown plugin target '{t[:40]}'; choose from {', '.join(TARGETS)} or all",
-                                  code="BAD-TARGET")
+    for t in comma_items(target):
+        if t == "all":
+            out.extend(x for x in TARGETS if x not in out)
+        elif t in TARGETS:
+            if t not in out:
+                out.append(t)
+        else:
+            raise StudioError(f"unknown plugin target '{t[:40]}'; choose from {', '.join(TARGETS)} or all",
+                              code="BAD-TARGET")
     if not out:
         raise StudioError(f"choose a plugin target: {', '.join(TARGETS)} or all", code="BAD-TARGET")
     return tuple(out)
