@@ -109,7 +109,7 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
 
 def _infer_once(compiled, onnx_model, feeds) -> list:
     """One inference; the outputs described as [name, dtype, shape, kind] in ONNX order."""
-    from studio.core.engines.sessions import openvino_inputs
+    from studio.core.engines.openvino_io import openvino_inputs
 
     request = compiled.create_infer_request()
     request.infer(openvino_inputs(list(compiled.inputs), feeds))

@@ -27,6 +27,7 @@ import onnx
 from studio.core.compare import Comparison, Tolerance, compare_outputs
 from studio.core.errors import StudioError, WorkerError, engine_message
 from studio.core.dimexpr import evaluate, free_names
+from studio.core.engines import sessions
 from studio.core.engines.base import pack_feed_sets, unpack_feed_sets
 from studio.core.feeds import Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, input_specs, random_feeds
 from studio.core.jobs import JobContext, JobOutput, job
@@ -186,28 +187,19 @@ def reference_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobCon
         ctx.set_stage("onnx.checker full check")
         data["check"] = full_check(Path(args["model_path"]))
     ctx.set_stage("ONNX Runtime session creation (verification)")
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     # Verification runs a few inferences per session: packing weights for faster
     # GEMMs costs more than it saves (measured: BERT-large session 1.2-1.7 s -> 0.03 s).
-    so.add_session_config_entry("session.disable_prepacking", "1")
-    so.log_severity_level = 3
-    if ctx.cpu_threads:
-        so.intra_op_num_threads = ctx.cpu_threads
-    if args.get("data_dir"):       # a checkpoint whose external data lives in the original's folder
-        so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(args["data_dir"]))
-        source = Path(args["model_path"]).read_bytes()
-    else:
-        source = str(args["model_path"])
-    session = ort.InferenceSession(source, sess_options=so, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
+    runner = sessions.open_runner("onnxruntime", args["model_path"], {
+        "graph_optimization_level": "disable", "log_severity_level": 3,
+        "extra_session_options": {"session.disable_prepacking": "1"},
+        # a checkpoint whose external data lives in the original's folder
+        "external_data_dir": args.get("data_dir") or None}, ctx)
+    names = runner.output_names
     out_arrays: dict[str, np.ndarray] = {}
     ctx.set_stage("ONNX Runtime inference (verification)")
     for i, feeds in enumerate(unpack_feed_sets(arrays, int(args["count"]))):
         try:
-            values = session.run(names, feeds)
+            values = list(runner.infer(feeds).values())
         except Exception as exc:
             data["sets"].append({"error": f"{type(exc).__name__}: {engine_message(exc, 300)}"})
             continue
@@ -218,10 +210,11 @@ def reference_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobCon
         if i == 0 and args.get("repeat_first"):
             # One more run on the same inputs: outputs that change are the model's own randomness.
             try:
-                again = session.run(names, feeds)
+                again = list(runner.infer(feeds).values())
                 data["nondeterministic"] = [n for n, a, b in zip(names, values, again) if not same_values(a, b)]
             except Exception as exc:
                 data["nondeterministic_error"] = f"{type(exc).__name__}: {engine_message(exc, 200)}"
+    runner.close()
     return JobOutput(data=data, arrays=out_arrays)
 
 

@@ -12,7 +12,7 @@ def openvino_default_precision() -> str:
     "f16" on some ARM ones, "f32" on AVX2-only CPUs."""
     import openvino as ov
 
-    from studio.core.engines.sessions import precision_name
+    from studio.core.engines.openvino_io import precision_name
 
     return precision_name(ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT"))
 

@@ -45,7 +45,7 @@ def test_a_renamed_parameter_is_fed_by_position(n):
 
 def test_position_is_not_guessed_when_the_feeds_do_not_fit():
     """A feed of the wrong shape for the renamed input is still an error naming the input."""
-    from studio.core.engines.sessions import openvino_inputs
+    from studio.core.engines.openvino_io import openvino_inputs
 
     ports = list(ov.Core().compile_model(str(_model(1)), "CPU").inputs)
     feeds = _feeds(_model(1))

@@ -402,21 +402,41 @@ def cpu_count() -> int:
 # ---------------------------------------------------------------------------- shared adapter body
 
 class WorkerEngine:
-    """What every adapter shares: cached availability and one job per run whose
-    result becomes a :class:`RunOutput`. Subclasses set ``name``, ``label``,
-    ``run_job_name``, ``stage`` and implement ``_probe()``; ``_prepare`` may
-    adjust the options/limits/worker freshness of a run."""
+    """What every adapter shares: cached availability, one job per run whose result
+    becomes a :class:`RunOutput`, and a worker-side probe. An adapter declares who it is
+    in its class line, ``class MnnEngine(WorkerEngine, name="mnn", label="MNN",
+    jobs=("mnn.run",), module="MNN", install="pip install MNN")``: its run job (and
+    probe job), the Python module whose presence is read from package metadata, and what
+    to install when it is missing; it implements ``_probe_installed()`` (version,
+    devices, other requirements); ``_prepare`` may adjust the options/limits/worker
+    freshness of a run."""
 
     name: str = ""
     label: str = ""
     run_job_name: str = ""
-    stage: str = ""
+    info_job_name: str = ""
+    stage: str = ""          # the user-facing stage name of a run (the label)
     pool_suffix: str = ""    # engines with heavy imports (TensorFlow) keep warm workers of their own
+    module: str = ""
+    install: str = ""
+
+    def __init_subclass__(cls, *, name: str = "", label: str = "", jobs: tuple[str, ...] = (), module: str = "",
+                          install: str = "", pool_suffix: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if name:
+            cls.name, cls.label, cls.stage, cls.module, cls.install = name, label, label, module, install
+            cls.run_job_name, cls.info_job_name = (tuple(jobs) + ("", ""))[:2]
+            cls.pool_suffix = pool_suffix
 
     def __init__(self) -> None:
         self._availability: Availability | None = None
 
-    def _probe(self) -> Availability:  # pragma: no cover - abstract
+    def _probe(self) -> Availability:
+        if self.module and not module_present(self.module):
+            return Availability(False, None, f"{self.label} is not installed ({self.install})")
+        return self._probe_installed()
+
+    def _probe_installed(self) -> Availability:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def available(self, *, refresh: bool = False) -> Availability:
@@ -426,8 +446,19 @@ class WorkerEngine:
 
     def _prepare(self, options: RunOptions, limits: Limits | None,
                  out_dir: Path | None) -> tuple[Limits | None, bool]:
-        """(limits, fresh worker?) for one run; raise StudioError for bad combinations."""
-        return limits, options.needs_fresh_worker()
+        """(limits, fresh worker?) for one run; raise StudioError for bad combinations. A shared warm
+        worker by default (ONNX Runtime asks a fresh one when a run registers custom ops)."""
+        return limits, False
+
+    def probe(self, *, limits: Limits | None = None, pool_key: str = "default") -> dict[str, Any]:
+        """Version and devices (ORT: execution providers), asked of a worker."""
+        from studio.core.sandbox import run_job
+
+        require_available(self)
+        if not self.info_job_name:
+            raise StudioError(f"{self.label} has no probe job", code="BAD-OPTION")
+        return run_job(self.info_job_name, {}, stage=f"{self.label} probe", limits=limits,
+                       pool_key=pool_key + self.pool_suffix).data
 
     def run(self, model_path: Path, feeds: Mapping[str, np.ndarray], *, options: RunOptions | None = None,
             limits: Limits | None = None, pool_key: str = "default", out_dir: Path | None = None,

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Conversion", "ConversionFailed", "OptionSet", "converter_advice", "first_run_output", "outputs_disagree",
-           "search_options"]
+__all__ = ["Conversion", "ConversionFailed", "ConvertedRunner", "OptionSet", "conversion_output", "converter_advice",
+           "onnx_output_types", "onnx_typed", "outputs_disagree", "search_options"]
 
 # Conversions tried after the defaults, at most, and the seconds the search may spend: onnx2tf takes
 # tens of seconds on small models and minutes on a ResNet-50, inside a worker whose own timeout is 600 s.
@@ -104,27 +104,67 @@ def options_note(engine: str, info: Mapping[str, Any]) -> str | None:
     return f"{tool} {why} ({reason}); none of the options it recommends helped (tried: {tried})"
 
 
-def first_run_output(runner: Any, args: dict[str, Any], arrays: dict[str, Any], *, setup_in_first_run: bool = False):
-    """Worker side: one inference of an MNN/LiteRT runner as a run job's reply (outputs, version,
-    details). ``setup_in_first_run``: the runner converts and loads on its first inference
-    (LiteRT): that time is taken out of ``first_inference_ms``."""
-    import time
+class ConvertedRunner:
+    """What the MNN and LiteRT runners share (the one runner protocol of
+    :mod:`studio.core.engines.sessions`): their converter's record in ``details``, the timings
+    read from it, and the precision they compute in."""
 
-    from studio.core.engines.base import encode_outputs
+    engine = ""
+    details: dict[str, Any]
+    _import_ms: float | None = None
+
+    @property
+    def timings(self) -> dict[str, float | None]:
+        """``convert_ms`` (MNNConvert / onnx2tf) and ``session_ms`` (the runtime's load) separately."""
+        return {"import_ms": self._import_ms, "convert_ms": self.details.get("convert_ms"),
+                "session_ms": self.details.get("load_ms"), "load_ms": None}
+
+    @property
+    def effective_precision(self) -> str | None:
+        return f"{self.details.get('precision_requested') or 'f32'} weights, fp32 compute"
+
+    def prepare(self, feeds: Mapping[str, Any]) -> None:
+        """Nothing to do before the first inference (LiteRT converts here)."""
+
+    def record_conversion(self, conv: Mapping[str, Any], convert_ms: float) -> None:
+        """The converter's command, options search and advice, as the check and manifests read them."""
+        self.details.update(convert_ms=round(convert_ms, 3), converter_command=conv["command"],
+                            converter_options=list(conv.get("options") or []),
+                            converter_attempts=list(conv.get("attempts") or []),
+                            converter_advice=list(conv.get("advice") or []))
+
+
+def conversion_output(convert: Callable[[], dict[str, Any]]) -> Any:
+    """A conversion job's reply (a ``JobOutput``): the converter's info, a refusal's too (the check
+    and the option search read its log, unsupported ops and attempts)."""
     from studio.core.jobs import JobOutput
 
-    wanted = args.get("output_names")
-    started = time.perf_counter()
-    outputs = runner.infer(arrays, list(wanted) if wanted else None)
-    first_ms = (time.perf_counter() - started) * 1000
-    if setup_in_first_run:
-        first_ms -= float(runner.details.get("convert_ms") or 0) + float(runner.details.get("load_ms") or 0)
-    encoded, out_arrays = encode_outputs(list(outputs), list(outputs.values()))
-    details = {**{k: v for k, v in runner.details.items() if k != "engine_version"},
-               "first_inference_ms": round(max(first_ms, 0.0), 3), "input_names": runner.input_names,
-               "output_names": runner.output_names}
-    return JobOutput(data={"version": runner.details["engine_version"], "outputs": encoded, "details": details},
-                     arrays=out_arrays)
+    try:
+        data = convert()
+    except ConversionFailed as exc:
+        data = exc.info
+    return JobOutput(data=data)
+
+
+def onnx_output_types(path: str | Path) -> dict[str, int]:
+    """The ONNX model's outputs, in order, with their element types (a converted model is bound to them)."""
+    import onnx
+
+    model = onnx.load_model(str(path), load_external_data=False)
+    return {o.name: o.type.tensor_type.elem_type for o in model.graph.output}
+
+
+def onnx_typed(a: Any, elem_type: int | None) -> Any:
+    """A converted engine computes integers in int32: give them back in the ONNX output's type."""
+    if not elem_type:
+        return a
+    try:
+        import onnx
+
+        want = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
+    except Exception:  # noqa: BLE001
+        return a
+    return a.astype(want) if want != a.dtype and want.kind in "iubf" else a
 
 
 

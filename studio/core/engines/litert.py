@@ -32,9 +32,10 @@ Precision: ``f32``; ``f16`` (onnx2tf's float16 file: fp16 weights, fp32 compute 
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +49,11 @@ from studio.core.engines.base import (
     package_version,
     require_available,
 )
-from studio.core.engines.conversion import (Conversion, ConversionFailed, OptionSet, first_run_output, outputs_disagree,
-                                            search_options)
+from studio.core.engines import sessions
+from studio.core.engines.conversion import (Conversion, ConversionFailed, ConvertedRunner, OptionSet, conversion_output,
+                                            onnx_typed, outputs_disagree, search_options)
 from studio.core.engines.layout import channels_last, match_names, to_channels_first, to_channels_last
+from studio.core.engines.sessions import elapsed_ms, require_feeds, require_outputs
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 
@@ -100,16 +103,9 @@ def litert_limits(limits: Limits | None) -> Limits:
     return replace(limits, memory_bytes=max(limits.memory_bytes, floor))
 
 
-class LiteRtEngine(WorkerEngine):
-    name = "litert"
-    label = "LiteRT"
-    run_job_name = "litert.run"
-    stage = "LiteRT"
-    pool_suffix = ":litert"
-
-    def _probe(self) -> Availability:
-        if not module_present("ai_edge_litert"):
-            return Availability(False, None, f"LiteRT is not installed ({INSTALL_RUNTIME})")
+class LiteRtEngine(WorkerEngine, name="litert", label="LiteRT", jobs=("litert.run",), module="ai_edge_litert",
+                   install=INSTALL_RUNTIME, pool_suffix=":litert"):
+    def _probe_installed(self) -> Availability:
         missing = converter_missing()
         if missing:
             return Availability(False, package_version("ai-edge-litert"), missing)
@@ -323,26 +319,23 @@ def _onnxsim_cli() -> str | None:
 def _onnxruntime_outputs(onnx_path: str | Path, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray] | None:
     """ONNX Runtime's outputs on ``feeds`` (graph optimizations off): what a conversion must match;
     None when ONNX Runtime cannot run the model (a custom op): then nothing is compared."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.intra_op_num_threads = 1
+    folder = Path(onnx_path).parent
     try:
-        session = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
-        names = [o.name for o in session.get_outputs()]
-        wanted = {i.name for i in session.get_inputs()}
-        return dict(zip(names, session.run(names, {k: v for k, v in feeds.items() if k in wanted})))
+        runner = sessions.open_runner("onnxruntime", onnx_path, {"graph_optimization_level": "disable",
+                                                                 "intra_op_threads": 1},
+                                      JobContext(scratch=folder, out_dir=folder))
+        try:
+            return runner.infer(feeds)
+        finally:
+            runner.close()
     except Exception:  # noqa: BLE001 - no reference, no accuracy search (a refusal is still searched)
         return None
 
 
 def _tflite_outputs(onnx_path: str | Path, tflite: Path, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The converted model's outputs on ``feeds``, laid out and named as ONNX's (the runner's mapping)."""
-    from studio.core.jobs import JobContext
-
     ctx = JobContext(scratch=tflite.parent, out_dir=tflite.parent)
-    runner = LiteRtRunner(str(tflite), {"onnx_path": str(onnx_path), "intra_op_threads": 1}, ctx)
+    runner = sessions.open_runner("litert", tflite, {"onnx_path": str(onnx_path), "intra_op_threads": 1}, ctx)
     try:
         return runner.infer(feeds)
     finally:
@@ -487,14 +480,17 @@ def onnx_output_shapes(model, shapes: Mapping[str, Any]) -> dict[str, tuple[int,
     return out
 
 
-class LiteRtRunner:
-    """onnx2tf once per input-shape set, one LiteRT interpreter, many inferences."""
+class LiteRtRunner(ConvertedRunner):
+    """onnx2tf once per input-shape set (in :meth:`prepare`, or the first inference), one LiteRT
+    interpreter, many inferences."""
 
     engine = "litert"
 
     def __init__(self, path: str, args: Mapping[str, Any], ctx: JobContext) -> None:
+        started = time.perf_counter()
         import ai_edge_litert
 
+        self._import_ms = elapsed_ms(started)
         self.path = Path(path)
         self.args = dict(args)
         self.ctx = ctx
@@ -524,7 +520,8 @@ class LiteRtRunner:
             inits = {i.name for i in self.model.graph.initializer}
             self.input_names = [i.name for i in self.model.graph.input if i.name not in inits]
             self.output_names = [o.name for o in self.model.graph.output]
-            self.onnx_types = {o.name: o.type.tensor_type.elem_type for o in self.model.graph.output}
+        self.onnx_types = {o.name: o.type.tensor_type.elem_type for o in self.model.graph.output} \
+            if self.model is not None else {}
 
     def _load(self, tflite: Path) -> None:
         from ai_edge_litert.interpreter import Interpreter
@@ -566,13 +563,10 @@ class LiteRtRunner:
             except ConversionFailed:
                 self.details["converter_search_failed"] = True
                 raise
-            conv_ms = (time.perf_counter() - started) * 1000
+            conv_ms = elapsed_ms(started)
             self.details.setdefault("conversions", []).append(conv["command"])
-            self.details.update(convert_ms=round(conv_ms, 3), converter_command=conv["command"],
-                                converter_version=conv["converter_version"],
-                                converter_options=list(conv.get("options") or []),
-                                converter_attempts=list(conv.get("attempts") or []),
-                                converter_advice=list(conv.get("advice") or []))
+            self.record_conversion(conv, conv_ms)
+            self.details["converter_version"] = conv["converter_version"]
         self.ctx.set_stage("LiteRT load")
         self._load(tflite)
         self.in_map, how_in = match_names(self.input_names, list(self.sig_inputs))
@@ -586,13 +580,11 @@ class LiteRtRunner:
         self._key = key
         self.ctx.set_stage("LiteRT inference")
 
-    def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
-        missing = [n for n in self.input_names if n not in feeds]
-        if missing:
-            raise KeyError(f"missing feed(s) {', '.join(map(repr, missing[:5]))}")
-        if self.model is not None:
-            self._convert_for(feeds)
-        layout: dict[str, str] = {}
+    def _inputs(self, feeds: Mapping[str, Any], layout: dict[str, str]) -> dict[str, np.ndarray]:
+        """The feeds by signature name, laid out as the converted model declares them (NCHW -> NHWC);
+        what was done is written into ``layout``."""
+        require_feeds(self.input_names, feeds)
+        self.prepare(feeds)
         kwargs = {}
         for n in self.input_names:
             sig = self.in_map[n]
@@ -605,11 +597,14 @@ class LiteRtRunner:
             elif a.ndim >= 3 and channels_last(a.shape) == a.shape and a.shape[1] != 1:
                 layout[n] = "input shape reads the same in both layouts (ambiguous): fed as is"
             kwargs[sig] = np.ascontiguousarray(a.astype(detail["dtype"], copy=False))
+        return kwargs
+
+    def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
+        layout: dict[str, str] = {}
+        kwargs = self._inputs(feeds, layout)
         values = self.runner(**kwargs)
         wanted = names or self.output_names
-        unknown = [n for n in wanted if n not in self.out_map]
-        if unknown:
-            raise KeyError(f"unknown output name(s) {', '.join(map(repr, unknown[:5]))}")
+        require_outputs(wanted, self.out_map)
         out = {}
         for n in wanted:
             v = np.asarray(values[self.out_map[n]])
@@ -621,28 +616,19 @@ class LiteRtRunner:
                 layout[n] = "output layout unknown (no static ONNX shape): returned as LiteRT gives it"
             elif v.ndim >= 3 and channels_last(v.shape) == v.shape and v.shape[1] != 1:
                 layout[n] = "output shape reads the same in both layouts (ambiguous): returned as is"
-            out[n] = _typed(v, getattr(self, "onnx_types", {}).get(n))
+            out[n] = onnx_typed(v, self.onnx_types.get(n))
         self.details["layout"] = layout
         return out
 
     def prepare(self, feeds: Mapping[str, Any]) -> None:
         """Convert (once per input-shape set) and load, before any timed call."""
         if self.model is not None:
+            require_feeds(self.input_names, feeds)
             self._convert_for(feeds)
 
-    def bind(self, feeds: Mapping[str, Any]) -> Any:
+    def bind(self, feeds: Mapping[str, Any]) -> Callable[[], Any]:
         """A callable running one inference on ``feeds`` laid out once (the profilers' loop)."""
-        import functools
-
-        self.prepare(feeds)
-        kwargs = {}
-        for n in self.input_names:
-            detail = self.sig_inputs[self.in_map[n]]
-            a = np.asarray(feeds[n])
-            want = tuple(int(d) for d in detail["shape"])
-            if a.shape != want and channels_last(a.shape) == want:
-                a = to_channels_last(a)
-            kwargs[self.in_map[n]] = np.ascontiguousarray(a.astype(detail["dtype"], copy=False))
+        kwargs = self._inputs(feeds, {})       # converts first: the signature runner exists after it
         return functools.partial(self.runner, **kwargs)
 
     def close(self) -> None:
@@ -668,14 +654,10 @@ def litert_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContex
         given = args.get("calibration") == "samples"
         calibration = {n: (a.astype(np.float32) if given else _calibration_batch(a)) for n, a in arrays.items()
                        if a.dtype.kind == "f" and a.ndim >= 1}
-    try:
-        data = convert_to_tflite(str(args["model_path"]), out, args.get("shapes") or {}, precision, calibration,
-                                 reference=reference or None)
-    except ConversionFailed as exc:
-        data = exc.info
-    return JobOutput(data=data)
+    return conversion_output(lambda: convert_to_tflite(str(args["model_path"]), out, args.get("shapes") or {},
+                                                       precision, calibration, reference=reference or None))
 
 
 @job("litert.run")
 def litert_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    return first_run_output(LiteRtRunner(str(args["model_path"]), args, ctx), args, arrays, setup_in_first_run=True)
+    return sessions.run_once("litert", args, arrays, ctx, "LiteRT")

@@ -18,9 +18,10 @@ as int32 (MNN has no int64 tensors) and outputs cast back to the ONNX output typ
 
 from __future__ import annotations
 
+import functools
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +29,14 @@ import numpy as np
 
 from studio.core.engines.base import (
     Availability,
-    RunOptions,
     WorkerEngine,
-    module_present,
     package_version,
     require_available,
 )
-from studio.core.engines.conversion import (Conversion, ConversionFailed, OptionSet, converter_advice,
-                                            first_run_output, search_options)
+from studio.core.engines import sessions
+from studio.core.engines.conversion import (Conversion, ConversionFailed, ConvertedRunner, OptionSet, conversion_output,
+                                            converter_advice, onnx_output_types, onnx_typed, search_options)
+from studio.core.engines.sessions import elapsed_ms, require_feeds, require_outputs
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 
@@ -47,21 +48,10 @@ _UNSUPPORTED = re.compile(r"These Op Not Support:\s*(?P<ops>[^\n]*)")
 _FLAG = re.compile(r"(?<![\w-])--(?P<flag>[A-Za-z][A-Za-z0-9]+)\b")
 
 
-class MnnEngine(WorkerEngine):
-    name = "mnn"
-    label = "MNN"
-    run_job_name = "mnn.run"
-    stage = "MNN"
-    pool_suffix = ":mnn"
-
-    def _probe(self) -> Availability:
-        if not module_present("MNN"):
-            return Availability(False, None, f"MNN is not installed ({INSTALL})")
+class MnnEngine(WorkerEngine, name="mnn", label="MNN", jobs=("mnn.run",), module="MNN", install=INSTALL,
+                pool_suffix=":mnn"):
+    def _probe_installed(self) -> Availability:
         return Availability(True, package_version("MNN", "mnn"), None, ("CPU",))
-
-    def _prepare(self, options: RunOptions, limits: Limits | None,
-                 out_dir: Path | None) -> tuple[Limits | None, bool]:
-        return limits, False
 
     def convert(self, model_path: Path, out_path: Path, *, precision: str = "f32", limits: Limits | None = None,
                 pool_key: str = "default") -> Conversion:
@@ -174,37 +164,32 @@ def _mnn_dtype(F, a: np.ndarray):  # noqa: N803 - MNN.expr
     return np.float32, F.float
 
 
-class MnnRunner:
+class MnnRunner(ConvertedRunner):
     """One MNN Module (converted once), many inferences."""
 
     engine = "mnn"
 
     def __init__(self, path: str, args: Mapping[str, Any], ctx: JobContext) -> None:
+        started = time.perf_counter()
         import MNN
+        import MNN.expr as F
         import MNN.nn as nn
 
+        self._import_ms = elapsed_ms(started)
+        self._F = F
         self.details: dict[str, Any] = {"engine_version": MNN.version()}
         source = Path(path)
         self.onnx_outputs: dict[str, int] = {}
         if source.suffix == ".mnn":
             mnn_path, conv = source, None
             if args.get("onnx_path"):     # bound to the ONNX model it came from: output order and types
-                import onnx
-
-                model = onnx.load_model(str(args["onnx_path"]), load_external_data=False)
-                self.onnx_outputs = {o.name: o.type.tensor_type.elem_type for o in model.graph.output}
+                self.onnx_outputs = onnx_output_types(args["onnx_path"])
         else:
-            import onnx
-
-            model = onnx.load_model(str(source), load_external_data=False)
-            self.onnx_outputs = {o.name: o.type.tensor_type.elem_type for o in model.graph.output}
+            self.onnx_outputs = onnx_output_types(source)
             ctx.set_stage("MNN conversion")
             mnn_path = Path(ctx.scratch) / "model.mnn"
             conv = convert_to_mnn(source, mnn_path, str(args.get("precision") or "f32"))
-            self.details.update(convert_ms=round(conv["seconds"] * 1000, 3), converter_command=conv["command"],
-                                converter_options=list(conv.get("options") or []),
-                                converter_attempts=list(conv.get("attempts") or []),
-                                converter_advice=list(conv.get("advice") or []))
+            self.record_conversion(conv, conv["seconds"] * 1000)
         ctx.set_stage("MNN load")
         threads = int(args.get("intra_op_threads") or ctx.cpu_threads or 4)
         started = time.perf_counter()
@@ -215,77 +200,49 @@ class MnnRunner:
         self.output_names = list(info.get("outputNames") or [])
         if self.onnx_outputs and set(self.onnx_outputs) == set(self.output_names):
             self.output_names = list(self.onnx_outputs)     # ONNX order
-        load_ms = (time.perf_counter() - started) * 1000
+        load_ms = elapsed_ms(started)
         self.details.update(load_ms=round(load_ms, 3), threads=threads, outputs_mapped="by name",
                             session_ms=round(load_ms + (conv["seconds"] * 1000 if conv else 0.0), 3),
                             precision_requested=str(args.get("precision") or "f32"))
         self._order = list(info.get("outputNames") or [])
         ctx.set_stage("MNN inference")
 
-    def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
-        import MNN.expr as F
-
-        missing = [n for n in self.input_names if n not in feeds]
-        if missing:
-            raise KeyError(f"missing feed(s) {', '.join(map(repr, missing[:5]))}")
+    def _inputs(self, feeds: Mapping[str, Any]) -> list:
+        """The feeds as MNN constants, in the module's input order (integers as int32)."""
+        F = self._F  # noqa: N806 - MNN.expr
+        require_feeds(self.input_names, feeds)
         inputs = []
         for n in self.input_names:
             a = np.asarray(feeds[n])
             np_type, mnn_type = _mnn_dtype(F, a)
             a = np.ascontiguousarray(a.astype(np_type, copy=False))
             inputs.append(F.const(a, list(a.shape), F.NCHW, mnn_type))
-        values = self.module.forward(inputs)
-        if not isinstance(values, (list, tuple)):
-            values = [values]
-        got = {}
-        for name, v in zip(self._order, values):
-            if v.data_format == F.NC4HW4:
-                v = F.convert(v, F.NCHW)
-            got[name] = np.array(v.read(), copy=True)
+        return inputs
+
+    def _forward(self, inputs: list) -> list[np.ndarray]:
+        F = self._F  # noqa: N806 - MNN.expr
+        out = self.module.forward(inputs)
+        return [np.asarray((F.convert(v, F.NCHW) if v.data_format == F.NC4HW4 else v).read())
+                for v in (out if isinstance(out, (list, tuple)) else [out])]
+
+    def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
+        got = {name: np.array(v, copy=True) for name, v in zip(self._order, self._forward(self._inputs(feeds)))}
         wanted = names or self.output_names
         unknown = [n for n in wanted if n not in got]
-        if unknown:
-            if not got or all(n in self.output_names for n in unknown):
-                # MNN drops outputs whose shape computation failed for these input shapes
-                shapes = ", ".join(f"{k}{list(np.shape(v))}" for k, v in feeds.items())[:200]
-                raise ValueError(f"MNN computed no value for output(s) {', '.join(map(repr, unknown[:5]))}: its "
-                                 f"shape computation failed on input shape(s) {shapes}")
-            raise KeyError(f"unknown output name(s) {', '.join(map(repr, unknown[:5]))}")
-        return {n: _onnx_typed(got[n], self.onnx_outputs.get(n)) for n in wanted}
+        if unknown and (not got or all(n in self.output_names for n in unknown)):
+            # MNN drops outputs whose shape computation failed for these input shapes
+            shapes = ", ".join(f"{k}{list(np.shape(v))}" for k, v in feeds.items())[:200]
+            raise ValueError(f"MNN computed no value for output(s) {', '.join(map(repr, unknown[:5]))}: its "
+                             f"shape computation failed on input shape(s) {shapes}")
+        require_outputs(wanted, got)
+        return {n: onnx_typed(got[n], self.onnx_outputs.get(n)) for n in wanted}
 
-    def bind(self, feeds: Mapping[str, Any]) -> Any:
+    def bind(self, feeds: Mapping[str, Any]) -> Callable[[], list[np.ndarray]]:
         """A callable running one inference on ``feeds`` converted once (the profilers' loop)."""
-        import MNN.expr as F
-
-        inputs = []
-        for n in self.input_names:
-            a = np.asarray(feeds[n])
-            np_type, mnn_type = _mnn_dtype(F, a)
-            a = np.ascontiguousarray(a.astype(np_type, copy=False))
-            inputs.append(F.const(a, list(a.shape), F.NCHW, mnn_type))
-        module = self.module
-
-        def call() -> list:
-            out = module.forward(inputs)
-            return [np.asarray((F.convert(v, F.NCHW) if v.data_format == F.NC4HW4 else v).read())
-                    for v in (out if isinstance(out, (list, tuple)) else [out])]
-        return call
+        return functools.partial(self._forward, self._inputs(feeds))
 
     def close(self) -> None:
         self.module = None
-
-
-def _onnx_typed(a: np.ndarray, elem_type: int | None) -> np.ndarray:
-    """MNN computes integers in int32: give them back in the ONNX output's type."""
-    if not elem_type:
-        return a
-    try:
-        import onnx
-
-        want = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
-    except Exception:  # noqa: BLE001
-        return a
-    return a.astype(want) if want != a.dtype and want.kind in "iubf" else a
 
 
 def mnn_op_times(mnn_path: Path, feeds: Mapping[str, np.ndarray], *, threads: int, warmup: int,
@@ -339,13 +296,9 @@ def mnn_op_times(mnn_path: Path, feeds: Mapping[str, np.ndarray], *, threads: in
 def mnn_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     ctx.set_stage("MNN conversion")
     out = Path(ctx.out_dir) / Path(str(args["out_name"])).name
-    try:
-        data = convert_to_mnn(str(args["model_path"]), out, str(args.get("precision") or "f32"))
-    except ConversionFailed as exc:
-        data = exc.info
-    return JobOutput(data=data)
+    return conversion_output(lambda: convert_to_mnn(str(args["model_path"]), out, str(args.get("precision") or "f32")))
 
 
 @job("mnn.run")
 def mnn_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    return first_run_output(MnnRunner(str(args["model_path"]), args, ctx), args, arrays)
+    return sessions.run_once("mnn", args, arrays, ctx, "MNN")

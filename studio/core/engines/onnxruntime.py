@@ -2,17 +2,19 @@
 
 The parent never imports ``onnxruntime``: :meth:`OnnxRuntimeEngine.available`
 reads package metadata, :meth:`OnnxRuntimeEngine.run` sends the ``ort.run`` job.
-The job creates the ``InferenceSession`` from the model *path* (so external data
-resolves next to the model), writes nothing outside the job's scratch and
-output folders (an optimized model or a profile only into ``out_dir``, and
-only when asked), and reports the providers actually used, the session
+The job opens an :class:`OrtRunner` (this engine's implementation of the one runner
+protocol, :mod:`studio.core.engines.sessions`), whose ``InferenceSession`` is created
+from the model *path* (so external data resolves next to the model). It writes nothing
+outside the job's scratch and output folders (an optimized model or a profile only into
+``out_dir``, and only when asked), and reports the providers actually used, the session
 creation time and the first inference time.
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,61 +24,46 @@ from studio.core.engines.base import (
     Availability,
     RunOptions,
     WorkerEngine,
-    encode_outputs,
-    module_present,
     package_version,
-    require_available,
-    unpack_feeds,
 )
+from studio.core.engines import sessions
+from studio.core.engines.sessions import elapsed_ms, require_feeds
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
-from studio.core.sandbox import Limits, run_job
+from studio.core.paths import safe_name
+from studio.core.sandbox import Limits
 
-__all__ = ["OnnxRuntimeEngine", "ort_info_job", "ort_run_job"]
+__all__ = ["OnnxRuntimeEngine", "OrtRunner", "ort_info_job", "ort_run_job"]
 
 # pip distributions that provide the ``onnxruntime`` module.
 _DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml",
                   "onnxruntime-qnn", "ort-nightly", "ort-nightly-gpu")
 
 
-class OnnxRuntimeEngine(WorkerEngine):
-    name = "onnxruntime"
-    label = "ONNX Runtime"
-    run_job_name = "ort.run"
-    stage = "ONNX Runtime"
-
-    def _probe(self) -> Availability:
-        return _probe()
+class OnnxRuntimeEngine(WorkerEngine, name="onnxruntime", label="ONNX Runtime", jobs=("ort.run", "ort.info"),
+                        module="onnxruntime", install="pip install onnxruntime"):
+    def _probe_installed(self) -> Availability:
+        version = package_version(*_DISTRIBUTIONS)
+        devices = ["CPU"]
+        if package_version("onnxruntime-gpu"):
+            devices.append("CUDA")
+        if package_version("onnxruntime-openvino"):
+            devices.append("OpenVINO")
+        if package_version("onnxruntime-directml"):
+            devices.append("DirectML")
+        return Availability(True, version, None, tuple(devices))
 
     def _prepare(self, options: RunOptions, limits: Limits | None,
                  out_dir: Path | None) -> tuple[Limits | None, bool]:
-        """An optimized model or a profile is written into ``out_dir``: it must be given."""
+        """An optimized model or a profile is written into ``out_dir``: it must be given; custom-op
+        registration must not leak into a shared warm worker."""
         if (options.save_optimized_model or options.enable_profiling) and out_dir is None:
             raise StudioError("saving an optimized model or a profile needs an output folder (out_dir)",
                               code="BAD-OPTION")
         return limits, options.needs_fresh_worker()
 
-    def probe(self, *, limits: Limits | None = None, pool_key: str = "default") -> dict[str, Any]:
-        """Version and available execution providers, asked of a worker."""
-        require_available(self)
-        return run_job("ort.info", {}, stage="ONNX Runtime probe", limits=limits, pool_key=pool_key).data
 
-
-def _probe() -> Availability:
-    if not module_present("onnxruntime"):
-        return Availability(False, None, "ONNX Runtime is not installed (pip install onnxruntime)")
-    version = package_version(*_DISTRIBUTIONS)
-    devices = ["CPU"]
-    if package_version("onnxruntime-gpu"):
-        devices.append("CUDA")
-    if package_version("onnxruntime-openvino"):
-        devices.append("OpenVINO")
-    if package_version("onnxruntime-directml"):
-        devices.append("DirectML")
-    return Availability(True, version, None, tuple(devices))
-
-
-# ============================================================================ jobs (worker side)
+# ============================================================================ runner (worker side)
 
 _LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
            "all": "ORT_ENABLE_ALL"}
@@ -91,14 +78,19 @@ def _session_options(ort: Any, args: Mapping[str, Any], ctx: JobContext) -> Any:
         so.intra_op_num_threads = int(intra)
     if args.get("inter_op_threads"):
         so.inter_op_num_threads = int(args["inter_op_threads"])
+    if args.get("log_severity_level") is not None:
+        so.log_severity_level = int(args["log_severity_level"])
     for key, value in (args.get("extra_session_options") or {}).items():
         so.add_session_config_entry(str(key), str(value))
+    if args.get("external_data_dir"):   # a checkpoint whose external data lives in the original's folder
+        so.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                    str(args["external_data_dir"]))
     if args.get("save_optimized_model"):
         name = Path(str(args["save_optimized_model"])).name  # a plain name, inside out_dir only
         so.optimized_model_filepath = str(ctx.out_dir / name)
     if args.get("enable_profiling"):
         so.enable_profiling = True
-        so.profile_file_prefix = str(ctx.out_dir / "ort_profile")
+        so.profile_file_prefix = str(ctx.out_dir / safe_name(str(args.get("profile_name") or "ort_profile")))
     if args.get("use_extensions"):
         from onnxruntime_extensions import get_library_path
 
@@ -108,45 +100,92 @@ def _session_options(ort: Any, args: Mapping[str, Any], ctx: JobContext) -> Any:
     return so
 
 
+def _providers(args: Mapping[str, Any], ctx: JobContext) -> list[Any]:
+    """The provider chain; ``trt_ep_cache``: TensorRT EP engine and timing caches in the job folder (R27)."""
+    providers: list[Any] = []
+    for name in args.get("providers") or ["CPUExecutionProvider"]:
+        if name == "TensorrtExecutionProvider" and args.get("trt_ep_cache"):
+            cache = ctx.out_dir / "trt_cache"
+            cache.mkdir(parents=True, exist_ok=True)
+            providers.append((name, {"trt_engine_cache_enable": True, "trt_engine_cache_path": str(cache),
+                                     "trt_timing_cache_enable": True, "trt_timing_cache_path": str(cache)}))
+        else:
+            providers.append(name)
+    return providers
+
+
+class OrtRunner:
+    """One ``InferenceSession`` (from the model path, so external data resolves next to it; from its
+    bytes with ``external_data_dir``), many ``session.run`` calls.
+
+    ``args``: :meth:`RunOptions.to_args` keys, plus ``disabled_optimizers``, ``log_severity_level``,
+    ``external_data_dir``, ``profile_name`` (the profile file's prefix inside ``out_dir``) and
+    ``trt_ep_cache``."""
+
+    engine = "onnxruntime"
+
+    def __init__(self, path: str, args: Mapping[str, Any], ctx: JobContext) -> None:
+        ctx.set_stage("ONNX Runtime session creation")
+        started = time.perf_counter()
+        import onnxruntime as ort
+
+        self._timings: dict[str, float | None] = {"import_ms": elapsed_ms(started), "load_ms": None}
+        so = _session_options(ort, args, ctx)
+        self.providers_asked = _providers(args, ctx)
+        source: Any = Path(path).read_bytes() if args.get("external_data_dir") else str(path)
+        started = time.perf_counter()
+        self.session = ort.InferenceSession(source, sess_options=so, providers=self.providers_asked,
+                                            disabled_optimizers=list(args.get("disabled_optimizers") or []))
+        # ORT loads inside session creation (the profile's model_loading_uri event separates them)
+        self._timings["session_ms"] = elapsed_ms(started)
+        self._profiling = bool(args.get("enable_profiling"))
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        self.details: dict[str, Any] = {
+            "engine_version": ort.__version__, "providers": self.session.get_providers(),
+            "graph_optimization_level": args.get("graph_optimization_level") or "all",
+            "session_ms": round(self._timings["session_ms"], 3)}
+
+    @property
+    def timings(self) -> dict[str, float | None]:
+        return dict(self._timings)
+
+    @property
+    def effective_precision(self) -> str | None:
+        return "model types"      # ORT computes every op in its tensors' own types
+
+    def prepare(self, feeds: Mapping[str, Any]) -> None:
+        require_feeds(self.input_names, feeds)
+
+    def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
+        require_feeds(self.input_names, feeds)
+        names = names or self.output_names
+        values = self.session.run(names, {n: feeds[n] for n in self.input_names})
+        return dict(zip(names, values))
+
+    def bind(self, feeds: Mapping[str, Any]) -> Callable[[], Any]:
+        require_feeds(self.input_names, feeds)
+        # functools.partial is called in C: no extra Python frame per iteration.
+        return functools.partial(self.session.run, None, {n: feeds[n] for n in self.input_names})
+
+    def end_profiling(self) -> str | None:
+        """The profile JSON's path (None when profiling was not on)."""
+        if not self._profiling or self.session is None:
+            return None
+        self._profiling = False
+        try:
+            return self.session.end_profiling() or None
+        except Exception:  # noqa: BLE001 - profiling was not on
+            return None
+
+    def close(self) -> None:
+        self.end_profiling()
+        self.session = None
+
+
 @job("ort.run")
 def ort_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    ctx.set_stage("ONNX Runtime session creation")
-    import onnxruntime as ort
-
-    so = _session_options(ort, args, ctx)
-    started = time.perf_counter()
-    session = ort.InferenceSession(str(args["model_path"]), sess_options=so,
-                                   providers=list(args.get("providers") or ["CPUExecutionProvider"]))
-    session_ms = (time.perf_counter() - started) * 1000
-    model_outputs = [o.name for o in session.get_outputs()]
-    wanted = args.get("output_names")
-    if wanted:
-        missing = [n for n in wanted if n not in model_outputs]
-        if missing:
-            raise KeyError(f"unknown output name(s) {', '.join(map(repr, missing[:5]))}; the model's outputs are "
-                           f"{', '.join(map(repr, model_outputs[:10]))}")
-    names = list(wanted) if wanted else model_outputs
-    expected = [i.name for i in session.get_inputs()]
-    arrays = unpack_feeds(arrays)            # sequence inputs come back as lists
-    missing_feeds = [n for n in expected if n not in arrays]
-    if missing_feeds:
-        raise KeyError(f"missing feed(s) {', '.join(map(repr, missing_feeds[:5]))}")
-    ctx.set_stage("ONNX Runtime inference")
-    started = time.perf_counter()
-    values = session.run(names, {n: arrays[n] for n in expected})
-    first_ms = (time.perf_counter() - started) * 1000
-    if args.get("enable_profiling"):
-        session.end_profiling()
-    encoded, out_arrays = encode_outputs(names, values)
-    details = {
-        "providers": session.get_providers(),
-        "graph_optimization_level": args.get("graph_optimization_level") or "all",
-        "session_ms": round(session_ms, 3),
-        "first_inference_ms": round(first_ms, 3),
-        "input_names": expected,
-        "output_names": model_outputs,
-    }
-    return JobOutput(data={"version": ort.__version__, "outputs": encoded, "details": details}, arrays=out_arrays)
+    return sessions.run_once("onnxruntime", args, arrays, ctx, "ONNX Runtime")
 
 
 @job("ort.info")

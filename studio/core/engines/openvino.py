@@ -1,13 +1,15 @@
 """OpenVINO adapter: read, compile and infer in a sandbox worker.
 
 The model is read through OpenVINO's **ONNX frontend only**
-(``FrontEndManager().load_by_framework("onnx")``): ``Core.read_model`` would let
-any frontend claim the file (an IR ``.xml``, TFLite, Paddle... uploaded as
-``.onnx``), so a file the ONNX frontend does not accept is refused as "not an
-ONNX model". Compilation pins ``INFERENCE_PRECISION_HINT`` to ``f32`` unless
-asked otherwise (on CPUs with bf16/AMX support OpenVINO would otherwise
-silently compute in bf16); the effective precision is reported. Outputs are
-mapped back to the ONNX graph's output names through OpenVINO's tensor names.
+(``FrontEndManager().load_by_framework("onnx")``, :mod:`~studio.core.engines.openvino_io`):
+``Core.read_model`` would let any frontend claim the file (an IR ``.xml``, TFLite, Paddle...
+uploaded as ``.onnx``), so a file the ONNX frontend does not accept is refused as "not an
+ONNX model". Compilation pins ``INFERENCE_PRECISION_HINT`` to ``f32`` unless asked otherwise
+(on CPUs with bf16/AMX support OpenVINO would otherwise silently compute in bf16); the
+effective precision is reported. Outputs are mapped back to the ONNX graph's output names
+through OpenVINO's tensor names. :class:`OvRunner` is this engine's implementation of the
+one runner protocol (:mod:`studio.core.engines.sessions`); the ``ov.run`` job is one
+inference of it.
 
 Known OpenVINO 2026.4 behaviour (measured): a ``Loop`` whose trip count comes
 from an input is truncated to 32 bits, so 2^62 runs 0 iterations (silently
@@ -17,76 +19,153 @@ wrong) and 2^62-1 runs "forever" (stopped by the sandbox timeout).
 from __future__ import annotations
 
 import time
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from studio.core.engines.base import (
-    Availability,
-    RunOptions,
-    WorkerEngine,
-    encode_outputs,
-    module_present,
-    package_version,
-    require_available,
+from studio.core.engines import sessions
+from studio.core.engines.base import Availability, WorkerEngine, package_version
+from studio.core.engines.openvino_io import (
+    onnx_output_names,
+    openvino_inputs,
+    ov_config,
+    precision_name,
+    read_onnx_model,
+    read_studio_ir,
 )
+from studio.core.engines.sessions import elapsed_ms, require_outputs
 from studio.core.jobs import JobContext, JobOutput, job
-from studio.core.sandbox import Limits, run_job
 
-__all__ = ["OpenVinoEngine", "ov_info_job", "ov_run_job"]
-
-
-class OpenVinoEngine(WorkerEngine):
-    name = "openvino"
-    label = "OpenVINO"
-    run_job_name = "ov.run"
-    stage = "OpenVINO"
-
-    def _probe(self) -> Availability:
-        return _probe()
-
-    def _prepare(self, options: RunOptions, limits: Limits | None,
-                 out_dir: Path | None) -> tuple[Limits | None, bool]:
-        return limits, False
-
-    def probe(self, *, limits: Limits | None = None, pool_key: str = "default") -> dict[str, Any]:
-        """Version and devices (``Core().available_devices``), asked of a worker."""
-        require_available(self)
-        return run_job("ov.info", {}, stage="OpenVINO probe", limits=limits, pool_key=pool_key).data
+__all__ = ["OpenVinoEngine", "OvRunner", "ov_info_job", "ov_run_job"]
 
 
-def _probe() -> Availability:
-    if not module_present("openvino"):
-        return Availability(False, None, "OpenVINO is not installed (pip install openvino)")
-    # Devices need the runtime itself (a worker job, see probe()); CPU is always there.
-    return Availability(True, package_version("openvino", "openvino-nightly"), None, ("CPU",))
+class OpenVinoEngine(WorkerEngine, name="openvino", label="OpenVINO", jobs=("ov.run", "ov.info"),
+                     module="openvino", install="pip install openvino"):
+    def _probe_installed(self) -> Availability:
+        # Devices need the runtime itself (a worker job, see probe()); CPU is always there.
+        return Availability(True, package_version("openvino", "openvino-nightly"), None, ("CPU",))
 
 
-# ============================================================================ jobs (worker side)
+# ============================================================================ runner (worker side)
+
+class OvRunner:
+    """One compiled model and infer request, many inferences.
+
+    ``args``: :meth:`RunOptions.to_args` keys (``device``, ``precision``, ``performance_hint``
+    (LATENCY unless given), ``intra_op_threads``, ``openvino_ir``), plus ``static_shapes`` (input
+    name -> shape: dynamic inputs are reshaped to it before compiling, as ``benchmark_app -shape``
+    does; :attr:`reshaped_to` / :attr:`dynamic_note` say what happened), ``perf_counters``
+    (``PERF_COUNT``) and ``model_cache`` (``CACHE_DIR`` inside the job's ``out_dir``, R27)."""
+
+    engine = "openvino"
+
+    def __init__(self, path: str, args: Mapping[str, Any], ctx: JobContext) -> None:
+        ctx.set_stage("OpenVINO model read")
+        started = time.perf_counter()
+        import openvino as ov
+
+        self._ov = ov
+        self._timings: dict[str, float | None] = {"import_ms": elapsed_ms(started)}
+        started = time.perf_counter()
+        model = read_studio_ir(path) if args.get("openvino_ir") else read_onnx_model(path)
+        self.reshaped_to, self.dynamic_note = _reshape(ov, model, args.get("static_shapes"))
+        read_ms = self._timings["load_ms"] = elapsed_ms(started)
+        ctx.set_stage("OpenVINO compile")
+        precision = args.get("precision") or "f32"
+        cache_dir = None
+        if args.get("model_cache"):   # the model cache stays in the job folder (R27)
+            cache_dir = ctx.out_dir / "ov_cache"
+            cache_dir.mkdir(parents=True, exist_ok=True)
+        config = ov_config(precision=precision, hint=args.get("performance_hint") or "LATENCY",
+                           threads=args.get("intra_op_threads") or ctx.cpu_threads,
+                           perf_counters=bool(args.get("perf_counters")), cache_dir=cache_dir)
+        self.device = str(args.get("device") or "CPU")
+        self.core = ov.Core()
+        started = time.perf_counter()
+        self.compiled = self.core.compile_model(model, self.device, config)
+        compile_ms = self._timings["session_ms"] = elapsed_ms(started)
+        ctx.set_stage("OpenVINO inference")     # an error from here on is not a compile error
+        self._effective = self.compiled_property("INFERENCE_PRECISION_HINT", precision_name)
+        self.request = self.compiled.create_infer_request()
+        self.input_ports = list(self.compiled.inputs)
+        self.input_names = [sorted(p.get_names())[0] if p.get_names() else f"#{i}"
+                            for i, p in enumerate(self.input_ports)]
+        ports = list(self.compiled.outputs)
+        by_name: dict[str, int] = {}
+        for index, port in enumerate(ports):
+            for n in port.get_names():
+                by_name.setdefault(n, index)
+        names = onnx_output_names(str(path))
+        if names is None or len(names) != len(ports):
+            names = [sorted(p.get_names())[0] if p.get_names() else f"output_{i}" for i, p in enumerate(ports)]
+        self.output_names = names
+        self.port_of = {n: by_name.get(n, i) for i, n in enumerate(names)}
+        self.bound_inputs: dict[int, np.ndarray] = {}
+        self.details: dict[str, Any] = {
+            "engine_version": ov.get_version(), "device": self.device, "precision_requested": precision,
+            "precision_effective": self.effective_precision, "read_ms": round(read_ms, 3),
+            "compile_ms": round(compile_ms, 3), "session_ms": round(read_ms + compile_ms, 3)}
+
+    @property
+    def timings(self) -> dict[str, float | None]:
+        return dict(self._timings)
+
+    @property
+    def effective_precision(self) -> str | None:
+        """The compiled model's ``INFERENCE_PRECISION_HINT`` (what it computes in), read once."""
+        return self._effective
+
+    def compiled_property(self, name: str, convert: Callable[[Any], Any] = str) -> Any:
+        """A compiled-model property (None where the device does not report it)."""
+        try:
+            return convert(self.compiled.get_property(name))
+        except Exception:  # noqa: BLE001 - not every device reports every property
+            return None
+
+    def prepare(self, feeds: Mapping[str, Any]) -> None:
+        openvino_inputs(self.input_ports, feeds)
+
+    def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
+        self.request.infer(openvino_inputs(self.input_ports, feeds))
+        wanted = names or self.output_names
+        require_outputs(wanted, self.port_of)
+        return {n: np.array(self.request.get_output_tensor(self.port_of[n]).data, copy=True) for n in wanted}
+
+    def bind(self, feeds: Mapping[str, Any]) -> Callable[[], Any]:
+        """Input tensors set on the request once; the call is ``request.infer()`` (outputs copied
+        to host arrays, as an application gets them)."""
+        self.bound_inputs = {i: np.ascontiguousarray(a) for i, a in openvino_inputs(self.input_ports, feeds).items()}
+        for index, array in self.bound_inputs.items():
+            self.request.set_input_tensor(index, self._ov.Tensor(array))
+        return self.request.infer
+
+    def close(self) -> None:
+        self.request = None
+        self.compiled = None
+
+
+def _reshape(ov: Any, model: Any, shapes: Mapping[str, Any] | None) -> tuple[dict[str, list[int]] | None, str | None]:
+    """Dynamic inputs reshaped to ``shapes``: (input -> shape reshaped to, or None; why not, or None)."""
+    if not shapes:
+        return None, None
+    stand_ins = {n: np.broadcast_to(np.zeros((), np.float32), tuple(int(d) for d in s)) for n, s in shapes.items()}
+    by_index = openvino_inputs(list(model.inputs), stand_ins)
+    names = {id(a): n for n, a in stand_ins.items()}
+    static = {i: list(a.shape) for i, a in by_index.items() if model.inputs[i].get_partial_shape().is_dynamic}
+    if not static:
+        return None, None
+    try:
+        model.reshape({model.inputs[i]: ov.PartialShape(shape) for i, shape in static.items()})
+    except Exception as exc:  # noqa: BLE001 - some graphs cannot be reshaped: run them dynamic
+        return None, (f"could not reshape to the feed shapes ({str(exc).splitlines()[0][:160]}); "
+                      "compiled with dynamic shapes")
+    return {names[id(by_index[i])]: shape for i, shape in static.items()}, None
+
 
 @job("ov.run")
 def ov_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    ctx.set_stage("OpenVINO model read")
-    import openvino as ov
-
-    from studio.core.engines.sessions import OvRunner
-
-    runner = OvRunner(str(args["model_path"]), args, ctx)
-    wanted = args.get("output_names")
-    missing = [n for n in wanted or () if n not in runner.output_names]
-    if missing:
-        raise KeyError(f"unknown output name(s) {', '.join(map(repr, missing[:5]))}")
-    ctx.set_stage("OpenVINO inference")
-    started = time.perf_counter()
-    outputs = runner.infer(arrays, list(wanted) if wanted else None)
-    first_ms = (time.perf_counter() - started) * 1000
-    encoded, out_arrays = encode_outputs(list(outputs), list(outputs.values()))
-    details = {**{k: v for k, v in runner.details.items() if k != "engine_version"},
-               "first_inference_ms": round(first_ms, 3), "input_names": runner.input_names,
-               "output_names": runner.output_names}
-    return JobOutput(data={"version": ov.get_version(), "outputs": encoded, "details": details},
-                     arrays=out_arrays)
+    return sessions.run_once("openvino", args, arrays, ctx, "OpenVINO")
 
 
 @job("ov.info")

@@ -1,243 +1,140 @@
-"""Worker-side runners: one engine session, many inferences (Polygraphy's
+"""The one runner protocol: open a model once, infer many times, report what ran (Polygraphy's
 activate / infer / deactivate idea).
 
-The adapters' ``run`` creates a session per call, which is right for one-off
-runs. Jobs that run a model many times (a comparison over several input sets,
-each chunk of a layer-wise comparison, latency measurement) open a runner once
-inside their worker and call :meth:`infer` repeatedly. Only imported inside
-sandbox workers: it imports the engines.
+Every path that runs a model in a worker gets its runner from :func:`open_runner`: the
+engines' one-shot ``*.run`` jobs (verification, checks), the verification reference
+(``passes.reference_outputs``), layer-wise comparison, accuracy runs, precision latency and
+the profilers (:mod:`profilers.runners` binds the feeds and adds the per-op and memory hooks).
+One implementation per engine lives in its adapter module (``OrtRunner`` in
+:mod:`~studio.core.engines.onnxruntime`, ``OvRunner``, ``TrtRunner``, ``MnnRunner``,
+``LiteRtRunner``); the factory names them in a static table, like the job table of
+:mod:`studio.core.jobs`, so this module imports no engine and no adapter imports it back
+at load time. Only used inside sandbox workers.
 
-OpenVINO is read through its ONNX frontend only and compiled with
-``INFERENCE_PRECISION_HINT`` pinned (``f32`` unless asked), exactly as the
-``ov.run`` job does; the effective precision is reported in ``details``.
+OpenVINO is read through its ONNX frontend only and compiled with ``INFERENCE_PRECISION_HINT``
+pinned (``f32`` unless asked); every runner reports the precision it computed in
+(:attr:`Runner.effective_precision`; OpenVINO's also in ``details["precision_effective"]``).
 """
 
 from __future__ import annotations
 
+import importlib
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from studio.core.jobs import JobContext
+from studio.core.engines.base import encode_outputs, unpack_feeds
+from studio.core.jobs import JobContext, JobOutput
 
-__all__ = ["Runner", "open_runner", "measure_latency", "openvino_inputs"]
-
-
-def openvino_inputs(ports: list, feeds: Mapping[str, Any]) -> dict[int, Any]:
-    """Feeds by OpenVINO input index: by tensor name; then, for parameters OpenVINO renamed (a
-    sequence folded away hands a parameter its output's name: ONNX ``Y`` becomes ``out``), the
-    unmatched feeds in graph order, when exactly as many remain and each shape fits the port."""
-    import openvino as ov
-
-    matched = {i: next((n for n in p.get_names() if n in feeds), None) for i, p in enumerate(ports)}
-    loose = [i for i, n in matched.items() if n is None]
-    rest = [n for n in feeds if n not in matched.values()]
-    if loose and len(rest) == len(loose) and all(
-            ports[i].get_partial_shape().compatible(ov.PartialShape(list(np.shape(feeds[n]))))
-            for i, n in zip(loose, rest)):
-        matched.update(zip(loose, rest))
-    missing = [sorted(ports[i].get_names())[:3] or i for i, n in matched.items() if n is None]
-    if missing:
-        raise KeyError(f"missing feed for model input {missing[0]}")
-    return {i: feeds[n] for i, n in matched.items()}
+__all__ = ["RUNNERS", "Runner", "elapsed_ms", "measure_latency", "open_runner", "require_feeds", "require_outputs",
+           "run_once"]
 
 
 class Runner(Protocol):
+    """An opened model. The constructor ``(path, args, ctx)`` opens it (reads, converts, compiles);
+    ``args`` is :meth:`RunOptions.to_args` plus the engine's own keys (see each runner)."""
+
     engine: str
     input_names: list[str]
     output_names: list[str]
-    details: dict[str, Any]
+    details: dict[str, Any]            # what the engine did (providers, precision, converter, ...)
 
-    def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]: ...
+    @property
+    def timings(self) -> dict[str, float | None]:
+        """``import_ms``, ``load_ms`` (reading the model), ``session_ms`` (compile / session / runtime
+        load), ``convert_ms`` for the converted engines; None where the engine does not separate them."""
+        ...
+
+    @property
+    def effective_precision(self) -> str | None:
+        """The precision the engine computes in, as it reports it ("f32", "bf16", "f16 weights, fp32 compute")."""
+        ...
+
+    def prepare(self, feeds: Mapping[str, Any]) -> None:
+        """Get ready for feeds of these shapes (LiteRT converts here) before anything is timed."""
+        ...
+
+    def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
+        """One inference: output name -> value, in model order (or ``names`` order)."""
+        ...
+
+    def bind(self, feeds: Mapping[str, Any]) -> Callable[[], Any]:
+        """A callable running one inference on ``feeds`` prepared once (the profilers' timing loop);
+        what it returns is the engine's own output object."""
+        ...
 
     def close(self) -> None: ...
 
 
-class OrtRunner:
-    engine = "onnxruntime"
-
-    def __init__(self, path: str, args: Mapping[str, Any], ctx: JobContext) -> None:
-        import onnxruntime as ort
-
-        from studio.core.engines.onnxruntime import _session_options
-
-        so = _session_options(ort, args, ctx)
-        started = time.perf_counter()
-        self.session = ort.InferenceSession(str(path), sess_options=so,
-                                            providers=list(args.get("providers") or ["CPUExecutionProvider"]),
-                                            disabled_optimizers=list(args.get("disabled_optimizers") or []))
-        self.input_names = [i.name for i in self.session.get_inputs()]
-        self.output_names = [o.name for o in self.session.get_outputs()]
-        self.details = {"engine_version": ort.__version__, "providers": self.session.get_providers(),
-                        "graph_optimization_level": args.get("graph_optimization_level") or "all",
-                        "session_ms": round((time.perf_counter() - started) * 1000, 3)}
-
-    def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
-        missing = [n for n in self.input_names if n not in feeds]
-        if missing:
-            raise KeyError(f"missing feed(s) {', '.join(map(repr, missing[:5]))}")
-        names = names or self.output_names
-        values = self.session.run(names, {n: feeds[n] for n in self.input_names})
-        return dict(zip(names, values))
-
-    def close(self) -> None:
-        self.session = None
-
-
-class NotOnnxModel(ValueError):
-    """OpenVINO's ONNX frontend does not accept the file."""
-
-
-def onnx_frontend() -> Any:
-    from openvino.frontend import FrontEndManager
-
-    frontend = FrontEndManager().load_by_framework("onnx")
-    if frontend is None:
-        raise RuntimeError("OpenVINO's ONNX frontend is not available in this installation")
-    return frontend
-
-
-def check_onnx_for_openvino(path: str | Path) -> Any:
-    """The ONNX frontend, after checking it accepts ``path``: no other frontend (IR, TFLite,
-    Paddle...) may ever claim a file given to the studio as ONNX."""
-    frontend = onnx_frontend()
-    if not frontend.supported(str(path)):
-        raise NotOnnxModel(f"{Path(path).name} is not an ONNX model (OpenVINO's ONNX frontend does not accept "
-                           "it); other formats are not read")
-    return frontend
-
-
-def read_onnx_model(path: str | Path) -> Any:
-    """An ``ov.Model`` read through the ONNX frontend only."""
-    frontend = check_onnx_for_openvino(path)
-    return frontend.convert(frontend.load(str(path)))
-
-
-def read_studio_ir(path: str | Path) -> Any:
-    """An ``ov.Model`` from an OpenVINO IR the studio itself wrote (an NNCF result, an export);
-    user files always go through :func:`read_onnx_model`."""
-    import openvino as ov
-
-    xml = Path(path)
-    if xml.suffix != ".xml" or not xml.with_suffix(".bin").is_file():
-        raise ValueError("an OpenVINO IR is an .xml file with its .bin beside it")
-    return ov.Core().read_model(str(xml), str(xml.with_suffix(".bin")))
-
-
-def precision_name(value: Any) -> str:
-    """OpenVINO's element type as text ('f32', 'bf16')."""
-    for attr in ("to_string", "get_type_name"):
-        fn = getattr(value, attr, None)
-        if callable(fn):
-            try:
-                return str(fn())
-            except Exception:  # noqa: BLE001
-                continue
-    return str(value)
-
-
-def onnx_output_names(path: str | Path) -> list[str] | None:
-    """The model's output names in ONNX order (OpenVINO's order may differ)."""
-    try:
-        import onnx
-
-        model = onnx.load(str(path), load_external_data=False)
-        return [o.name for o in model.graph.output]
-    except Exception:  # noqa: BLE001 - fall back to OpenVINO's own order
-        return None
-
-
-def ov_config(*, precision: str = "f32", hint: str | None = None, threads: int | None = None,
-              perf_counters: bool = False, cache_dir: Path | None = None) -> dict[str, Any]:
-    """compile_model config: precision pinned (f32 unless asked; "default" leaves the plugin's
-    choice, bf16 on CPUs that have it), hint, threads, per-layer counters, model cache."""
-    config: dict[str, Any] = {}
-    if precision != "default":
-        config["INFERENCE_PRECISION_HINT"] = precision
-    if hint:
-        config["PERFORMANCE_HINT"] = str(hint)
-    if threads:
-        config["INFERENCE_NUM_THREADS"] = int(threads)
-    if perf_counters:
-        config["PERF_COUNT"] = True
-    if cache_dir is not None:
-        config["CACHE_DIR"] = str(cache_dir)
-    return config
-
-
-class OvRunner:
-    engine = "openvino"
-
-    def __init__(self, path: str, args: Mapping[str, Any], ctx: JobContext) -> None:
-        import openvino as ov
-
-        started = time.perf_counter()
-        model = read_studio_ir(path) if args.get("openvino_ir") else read_onnx_model(path)
-        read_ms = (time.perf_counter() - started) * 1000
-        ctx.set_stage("OpenVINO compile")
-        precision = args.get("precision") or "f32"
-        config = ov_config(precision=precision, hint=args.get("performance_hint") or "LATENCY",
-                           threads=args.get("intra_op_threads") or ctx.cpu_threads)
-        device = str(args.get("device") or "CPU")
-        started = time.perf_counter()
-        self.compiled = ov.Core().compile_model(model, device, config)
-        compile_ms = (time.perf_counter() - started) * 1000
-        ctx.set_stage("OpenVINO inference")     # an error from here on is not a compile error
-        try:
-            effective = precision_name(self.compiled.get_property("INFERENCE_PRECISION_HINT"))
-        except Exception:  # noqa: BLE001 - not every device reports it
-            effective = None
-        self.request = self.compiled.create_infer_request()
-        self.inputs = [(i, set(p.get_names())) for i, p in enumerate(self.compiled.inputs)]
-        self.input_ports = list(self.compiled.inputs)
-        self.input_names = [sorted(n)[0] if n else f"#{i}" for i, n in self.inputs]
-        ports = list(self.compiled.outputs)
-        by_name: dict[str, int] = {}
-        for index, port in enumerate(ports):
-            for n in port.get_names():
-                by_name.setdefault(n, index)
-        names = onnx_output_names(str(path))
-        if names is None or len(names) != len(ports):
-            names = [sorted(p.get_names())[0] if p.get_names() else f"output_{i}" for i, p in enumerate(ports)]
-        self.output_names = names
-        self.port_of = {n: by_name.get(n, i) for i, n in enumerate(names)}
-        self.details = {"engine_version": ov.get_version(), "device": device, "precision_requested": precision,
-                        "precision_effective": effective, "read_ms": round(read_ms, 3),
-                        "compile_ms": round(compile_ms, 3), "session_ms": round(read_ms + compile_ms, 3)}
-
-    def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
-        self.request.infer(openvino_inputs(self.input_ports, feeds))
-        wanted = names or self.output_names
-        unknown = [n for n in wanted if n not in self.port_of]
-        if unknown:
-            raise KeyError(f"unknown output name(s) {', '.join(map(repr, unknown[:5]))}")
-        return {n: np.array(self.request.get_output_tensor(self.port_of[n]).data, copy=True) for n in wanted}
-
-    def close(self) -> None:
-        self.request = None
-        self.compiled = None
+# engine -> "module:class" of its runner (imported on first use, inside the worker)
+RUNNERS: dict[str, str] = {
+    "onnxruntime": "studio.core.engines.onnxruntime:OrtRunner",
+    "openvino": "studio.core.engines.openvino:OvRunner",
+    "tensorrt": "studio.core.engines.tensorrt:TrtRunner",
+    "mnn": "studio.core.engines.mnn:MnnRunner",
+    "litert": "studio.core.engines.litert:LiteRtRunner",
+}
 
 
 def open_runner(engine: str, path: str | Path, args: Mapping[str, Any], ctx: JobContext) -> Runner:
-    """A runner for ``engine`` ("onnxruntime" | "openvino" | "mnn" | "litert"); ``args`` is ``RunOptions.to_args()``
-    (ORT also reads ``disabled_optimizers``)."""
-    if engine == "onnxruntime":
-        return OrtRunner(str(path), args, ctx)
-    if engine == "openvino":
-        return OvRunner(str(path), args, ctx)
-    if engine == "mnn":
-        from studio.core.engines.mnn import MnnRunner
+    """The runner of ``engine`` ("onnxruntime" | "openvino" | "tensorrt" | "mnn" | "litert") with
+    ``path`` opened; ``args`` is ``RunOptions.to_args()`` plus the engine's own keys."""
+    target = RUNNERS.get(engine)
+    if target is None:
+        raise ValueError(f"unknown engine {engine!r}; runners exist for {', '.join(RUNNERS)}")
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)(str(path), args, ctx)
 
-        return MnnRunner(str(path), args, ctx)
-    if engine == "litert":
-        from studio.core.engines.litert import LiteRtRunner
 
-        return LiteRtRunner(str(path), args, ctx)
-    raise ValueError(f"engine {engine!r} has no in-worker runner (TensorRT runs through its own job)")
+# ---------------------------------------------------------------------------- what every runner shares
+
+def elapsed_ms(started: float) -> float:
+    """Milliseconds since ``started`` (a ``time.perf_counter()`` reading)."""
+    return (time.perf_counter() - started) * 1000
+
+
+def require_feeds(input_names: Iterable[str], feeds: Mapping[str, Any]) -> None:
+    missing = [n for n in input_names if n not in feeds]
+    if missing:
+        raise KeyError(f"missing feed(s) {', '.join(map(repr, missing[:5]))}")
+
+
+def require_outputs(wanted: Iterable[str], known: Iterable[str]) -> None:
+    known = list(known)
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise KeyError(f"unknown output name(s) {', '.join(map(repr, unknown[:5]))}; the model's outputs are "
+                       f"{', '.join(map(repr, known[:10]))}")
+
+
+def run_once(engine: str, args: dict[str, Any], arrays: dict[str, np.ndarray], ctx: JobContext,
+             stage: str) -> JobOutput:
+    """An engine's ``*.run`` job: open a runner, one inference, the outputs, version and details
+    (``first_inference_ms`` excludes what :meth:`Runner.prepare` did: LiteRT's conversion)."""
+    feeds = unpack_feeds(arrays)            # sequence inputs come back as lists
+    shapes = {n: list(np.shape(v)) for n, v in feeds.items() if isinstance(v, np.ndarray)}
+    runner = open_runner(engine, args["model_path"], {**args, "input_shapes": shapes}, ctx)
+    try:
+        wanted = args.get("output_names")
+        if wanted:
+            require_outputs(wanted, runner.output_names)
+        runner.prepare(feeds)
+        ctx.set_stage(f"{stage} inference")     # an error from here on is not a compile error
+        started = time.perf_counter()
+        outputs = runner.infer(feeds, list(wanted) if wanted else None)
+        first_ms = elapsed_ms(started)
+        encoded, out_arrays = encode_outputs(list(outputs), list(outputs.values()))
+    finally:
+        runner.close()
+    details = {**{k: v for k, v in runner.details.items() if k != "engine_version"},
+               "first_inference_ms": round(first_ms, 3), "input_names": runner.input_names,
+               "output_names": runner.output_names}
+    return JobOutput(data={"version": runner.details.get("engine_version"), "outputs": encoded,
+                           "details": details}, arrays=out_arrays)
 
 
 def measure_latency(runs: Mapping[str, Callable[[], Any]], *, min_rounds: int = 3, max_rounds: int = 20,

@@ -11,9 +11,11 @@ FP16/BF16 flags when asked -> one optimization profile for dynamic inputs
 (:func:`profile_shapes`) -> ``build_serialized_network`` ->
 ``Runtime.deserialize_cuda_engine`` -> ``create_execution_context`` ->
 ``set_input_shape`` / ``set_tensor_address`` -> ``execute_async_v3`` on a CUDA
-stream. Device memory comes from cuda-python (``cuda.bindings.runtime``, or the
-older ``cuda.cudart``). Outputs with data-dependent shapes (NonZero...) need an
-output allocator and are refused with a clear message.
+stream (:class:`TrtRunner`, this engine's implementation of the one runner
+protocol of :mod:`studio.core.engines.sessions`). Device memory comes from
+cuda-python (``cuda.bindings.runtime``, or the older ``cuda.cudart``). Outputs with
+data-dependent shapes (NonZero...) need an output allocator and are refused with a
+clear message.
 
 CUDA reserves very large virtual address ranges, so the worker for this job runs
 without ``RLIMIT_AS`` (the parent's resident-memory watchdog still applies).
@@ -25,7 +27,7 @@ import glob
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,15 +38,16 @@ from studio.core.engines.base import (
     Availability,
     RunOptions,
     WorkerEngine,
-    encode_outputs,
     module_present,
     package_version,
 )
+from studio.core.engines import sessions
+from studio.core.engines.sessions import elapsed_ms, require_feeds, require_outputs
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, default_limits
 
-__all__ = ["NOT_INSTALLED_REASON", "TensorRtEngine", "profile_shapes", "trt_run_job"]
+__all__ = ["NOT_INSTALLED_REASON", "TensorRtEngine", "TrtRunner", "profile_shapes", "trt_run_job"]
 
 NOT_INSTALLED_REASON = ("TensorRT is not installed (it needs an NVIDIA GPU and NVIDIA's package index); "
                         "install onnx-studio[tensorrt] on a GPU machine")
@@ -54,13 +57,8 @@ _DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11",
 Shape = tuple[int, ...]
 
 
-class TensorRtEngine(WorkerEngine):
-    name = "tensorrt"
-    label = "TensorRT"
-    run_job_name = "trt.run"
-    stage = "TensorRT"
-
-    def _probe(self) -> Availability:
+class TensorRtEngine(WorkerEngine, name="tensorrt", label="TensorRT", jobs=("trt.run",)):
+    def _probe_installed(self) -> Availability:
         return _probe()
 
     def _prepare(self, options: RunOptions, limits: Limits | None,
@@ -164,7 +162,7 @@ def _check_fits(name: str, dims: Shape, shape: Shape, what: str) -> None:
                               f"{d if d >= 0 else 'a size >= 0'}", code="BAD-OPTION")
 
 
-# ============================================================================ job (worker side, not verified)
+# ============================================================================ runner (worker side, not verified)
 
 def _cudart() -> Any:
     try:
@@ -181,13 +179,13 @@ def _cuda_check(result: Any) -> Any:
     return rest[0] if len(rest) == 1 else (tuple(rest) or None)
 
 
-def _build_engine(trt: Any, logger: Any, args: dict, arrays: dict[str, np.ndarray], ctx: JobContext,
+def _build_engine(trt: Any, logger: Any, path: str, args: Mapping[str, Any], ctx: JobContext,
                   precision: str) -> tuple[Any, list[str], dict, float]:
-    """Parse the ONNX, build an engine for one profile around the feeds (not verified here)."""
+    """Parse the ONNX, build an engine for one profile around the feed shapes (not verified here)."""
     builder = trt.Builder(logger)
     network = builder.create_network(0)
     parser = trt.OnnxParser(network, logger)
-    if not parser.parse_from_file(str(args["model_path"])):
+    if not parser.parse_from_file(str(path)):
         errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
         raise RuntimeError("TensorRT's ONNX parser failed: " + ("; ".join(errors[:3]) or "no detail"))
 
@@ -201,7 +199,7 @@ def _build_engine(trt: Any, logger: Any, args: dict, arrays: dict[str, np.ndarra
         config.set_flag(trt.BuilderFlag.BF16)
     input_dims = {network.get_input(i).name: tuple(network.get_input(i).shape) for i in range(network.num_inputs)}
     onnx_outputs = [network.get_output(i).name for i in range(network.num_outputs)]
-    profile_map = profile_shapes(input_dims, {k: v.shape for k, v in arrays.items()}, args.get("trt_profile"))
+    profile_map = profile_shapes(input_dims, dict(args.get("input_shapes") or {}), args.get("trt_profile"))
     if profile_map:
         profile = builder.create_optimization_profile()
         for name, (lo, opt, hi) in profile_map.items():
@@ -216,77 +214,126 @@ def _build_engine(trt: Any, logger: Any, args: dict, arrays: dict[str, np.ndarra
     return runtime.deserialize_cuda_engine(plan), onnx_outputs, profile_map, build_ms
 
 
-@job("trt.run")
-def trt_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    ctx.set_stage("TensorRT parse")
-    import tensorrt as trt
+class TrtRunner:
+    """A TensorRT 10 engine (built from the ONNX file, or a serialized ``.plan``/``.engine`` run as
+    built), one execution context and CUDA stream, many inferences. NOT VERIFIED HERE (no GPU where
+    it was written).
 
-    cudart = _cudart()
-    logger = trt.Logger(trt.Logger.WARNING)
-    for lib in args.get("custom_op_libraries") or []:      # plugin libraries (export bundles ship them)
-        trt.get_plugin_registry().load_library(str(lib))
-    precision = args.get("precision") or "f32"
-    if str(args["model_path"]).endswith((".plan", ".engine")):
-        # A serialized engine (export's build_engine.py wrote it): run it as built.
-        ctx.set_stage("TensorRT deserialize")
-        runtime = trt.Runtime(logger)
-        with open(str(args["model_path"]), "rb") as fh:
-            engine = runtime.deserialize_cuda_engine(fh.read())
-        if engine is None:
-            raise RuntimeError("TensorRT could not deserialize the plan (another GPU or TensorRT version?)")
-        onnx_outputs = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)
-                        if engine.get_tensor_mode(engine.get_tensor_name(i)) != trt.TensorIOMode.INPUT]
-        build_ms, profile_map = 0.0, {}
-    else:
-        engine, onnx_outputs, profile_map, build_ms = _build_engine(trt, logger, args, arrays, ctx, precision)
-    context = engine.create_execution_context()
+    ``args``: ``precision`` (FP16/BF16 builder flags), ``workspace_bytes``, ``trt_profile``
+    overrides, ``custom_op_libraries`` (plugin libraries), ``input_shapes`` (the feeds' shapes: the
+    optimization profile of dynamic inputs). :meth:`bind` allocates device buffers and copies the
+    inputs once, so its call is one ``execute_async_v3`` plus a stream synchronize (GPU compute
+    time, no host copies); :meth:`infer` binds, runs and copies the outputs back."""
 
-    ctx.set_stage("TensorRT inference")
-    names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
-    input_names = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
-    output_names = [n for n in names if engine.get_tensor_mode(n) != trt.TensorIOMode.INPUT]
-    stream = _cuda_check(cudart.cudaStreamCreate())
-    allocations: list[int] = []
-    try:
-        host_inputs = {}
-        for name in input_names:
-            if name not in arrays:
-                raise KeyError(f"missing feed {name!r}")
-            dtype = np.dtype(trt.nptype(engine.get_tensor_dtype(name)))
-            host = np.ascontiguousarray(arrays[name], dtype=dtype)
-            host_inputs[name] = host
-            context.set_input_shape(name, host.shape)
-            ptr = _cuda_check(cudart.cudaMalloc(max(host.nbytes, 1)))
-            allocations.append(ptr)
+    engine = "tensorrt"
+
+    def __init__(self, path: str, args: Mapping[str, Any], ctx: JobContext) -> None:
+        ctx.set_stage("TensorRT parse")
+        started = time.perf_counter()
+        import tensorrt as trt
+
+        self._trt = trt
+        self._cudart = _cudart()
+        self._timings: dict[str, float | None] = {"import_ms": elapsed_ms(started)}
+        self._allocations: list[int] = []
+        self._outputs: dict[str, tuple[np.ndarray, int]] = {}
+        logger = trt.Logger(trt.Logger.WARNING)
+        for lib in args.get("custom_op_libraries") or []:      # plugin libraries (export bundles ship them)
+            trt.get_plugin_registry().load_library(str(lib))
+        self.precision = args.get("precision") or "f32"
+        started = time.perf_counter()
+        if str(path).endswith((".plan", ".engine")):
+            # A serialized engine (export's build_engine.py wrote it): run it as built.
+            ctx.set_stage("TensorRT deserialize")
+            with open(str(path), "rb") as fh:
+                engine = trt.Runtime(logger).deserialize_cuda_engine(fh.read())
+            if engine is None:
+                raise RuntimeError("TensorRT could not deserialize the plan (another GPU or TensorRT version?)")
+            onnx_outputs = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)
+                            if engine.get_tensor_mode(engine.get_tensor_name(i)) != trt.TensorIOMode.INPUT]
+            build_ms, profile_map = 0.0, {}
+        else:
+            engine, onnx_outputs, profile_map, build_ms = _build_engine(trt, logger, path, args, ctx, self.precision)
+        self.engine_obj = engine
+        self.context = engine.create_execution_context()
+        self._timings.update(load_ms=None, session_ms=elapsed_ms(started))
+        ctx.set_stage("TensorRT inference")
+        names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
+        self.input_names = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
+        produced = [n for n in names if engine.get_tensor_mode(n) != trt.TensorIOMode.INPUT]
+        self.output_names = [n for n in onnx_outputs if n in produced]
+        self.stream = _cuda_check(self._cudart.cudaStreamCreate())
+        self.details: dict[str, Any] = {
+            "engine_version": trt.__version__, "precision_requested": self.precision,
+            "build_ms": round(build_ms, 3), "session_ms": round(build_ms, 3),
+            "profile": {k: [list(s) for s in v] for k, v in profile_map.items()}, "verified": False}
+
+    @property
+    def timings(self) -> dict[str, float | None]:
+        return dict(self._timings)
+
+    @property
+    def effective_precision(self) -> str | None:
+        # the builder flags allow lower-precision kernels; TensorRT picks per layer
+        return "f32" if self.precision == "f32" else f"{self.precision} allowed, per layer"
+
+    def prepare(self, feeds: Mapping[str, Any]) -> None:
+        require_feeds(self.input_names, feeds)
+
+    def _alloc(self, nbytes: int) -> int:
+        ptr = _cuda_check(self._cudart.cudaMalloc(max(int(nbytes), 1)))
+        self._allocations.append(ptr)
+        return ptr
+
+    def _free(self) -> None:
+        for ptr in self._allocations:
+            self._cudart.cudaFree(ptr)
+        self._allocations.clear()
+        self._outputs.clear()
+
+    def bind(self, feeds: Mapping[str, Any]) -> Callable[[], Any]:
+        trt, cudart, engine = self._trt, self._cudart, self.engine_obj
+        require_feeds(self.input_names, feeds)
+        self._free()
+        for name in self.input_names:
+            host = np.ascontiguousarray(feeds[name], dtype=np.dtype(trt.nptype(engine.get_tensor_dtype(name))))
+            self.context.set_input_shape(name, host.shape)
+            ptr = self._alloc(host.nbytes)
             _cuda_check(cudart.cudaMemcpy(ptr, host.ctypes.data, host.nbytes,
                                           cudart.cudaMemcpyKind.cudaMemcpyHostToDevice))
-            context.set_tensor_address(name, ptr)
-        host_outputs = {}
-        for name in output_names:
-            shape = tuple(context.get_tensor_shape(name))
+            self.context.set_tensor_address(name, ptr)
+        for name in self.output_names:
+            shape = tuple(self.context.get_tensor_shape(name))
             if any(d < 0 for d in shape):
                 raise RuntimeError(f"output {name!r} has a data-dependent shape; this runner does not support it")
             host = np.empty(shape, dtype=np.dtype(trt.nptype(engine.get_tensor_dtype(name))))
-            ptr = _cuda_check(cudart.cudaMalloc(max(host.nbytes, 1)))
-            allocations.append(ptr)
-            context.set_tensor_address(name, ptr)
-            host_outputs[name] = (host, ptr)
-        started = time.perf_counter()
-        if not context.execute_async_v3(stream_handle=int(stream)):
+            ptr = self._alloc(host.nbytes)
+            self.context.set_tensor_address(name, ptr)
+            self._outputs[name] = (host, ptr)
+        return self._execute
+
+    def _execute(self) -> None:
+        if not self.context.execute_async_v3(stream_handle=int(self.stream)):
             raise RuntimeError("TensorRT execution failed (execute_async_v3 returned False)")
-        _cuda_check(cudart.cudaStreamSynchronize(stream))
-        first_ms = (time.perf_counter() - started) * 1000
-        for host, ptr in host_outputs.values():
+        _cuda_check(self._cudart.cudaStreamSynchronize(self.stream))
+
+    def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
+        wanted = names or self.output_names
+        require_outputs(wanted, self.output_names)
+        self.bind(feeds)()
+        cudart = self._cudart
+        for host, ptr in self._outputs.values():
             _cuda_check(cudart.cudaMemcpy(host.ctypes.data, ptr, host.nbytes,
                                           cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost))
-    finally:
-        for ptr in allocations:
-            cudart.cudaFree(ptr)
-        cudart.cudaStreamDestroy(stream)
-    wanted = args.get("output_names") or [n for n in onnx_outputs if n in host_outputs]
-    encoded, out_arrays = encode_outputs(list(wanted), [host_outputs[n][0] for n in wanted])
-    details = {"precision_requested": precision, "build_ms": round(build_ms, 3), "session_ms": round(build_ms, 3),
-               "first_inference_ms": round(first_ms, 3), "profile": {k: [list(s) for s in v]
-                                                                     for k, v in profile_map.items()},
-               "verified": False}
-    return JobOutput(data={"version": trt.__version__, "outputs": encoded, "details": details}, arrays=out_arrays)
+        return {n: self._outputs[n][0].copy() for n in wanted}
+
+    def close(self) -> None:
+        self._free()
+        if getattr(self, "stream", None) is not None:
+            self._cudart.cudaStreamDestroy(self.stream)
+            self.stream = None
+
+
+@job("trt.run")
+def trt_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    return sessions.run_once("tensorrt", args, arrays, ctx, "TensorRT")

@@ -1,0 +1,118 @@
+"""Reading a user's ONNX file into OpenVINO, and the compile settings every OpenVINO runner uses.
+
+Owns: the ONNX-frontend-only read (no other frontend may claim a file given as ONNX), the studio's
+own IR read, feeds by OpenVINO input index (renamed parameters included), the ``compile_model``
+config (``INFERENCE_PRECISION_HINT`` pinned to f32 unless asked) and OpenVINO's element types as
+text. Worker side only: it imports ``openvino`` inside its functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["NotOnnxModel", "check_onnx_for_openvino", "onnx_frontend", "onnx_output_names", "openvino_inputs",
+           "ov_config", "precision_name", "read_onnx_model", "read_studio_ir"]
+
+
+def openvino_inputs(ports: list, feeds: Mapping[str, Any]) -> dict[int, Any]:
+    """Feeds by OpenVINO input index: by tensor name; then, for parameters OpenVINO renamed (a
+    sequence folded away hands a parameter its output's name: ONNX ``Y`` becomes ``out``), the
+    unmatched feeds in graph order, when exactly as many remain and each shape fits the port."""
+    import openvino as ov
+
+    matched = {i: next((n for n in p.get_names() if n in feeds), None) for i, p in enumerate(ports)}
+    loose = [i for i, n in matched.items() if n is None]
+    rest = [n for n in feeds if n not in matched.values()]
+    if loose and len(rest) == len(loose) and all(
+            ports[i].get_partial_shape().compatible(ov.PartialShape(list(np.shape(feeds[n]))))
+            for i, n in zip(loose, rest)):
+        matched.update(zip(loose, rest))
+    missing = [sorted(ports[i].get_names())[:3] or i for i, n in matched.items() if n is None]
+    if missing:
+        raise KeyError(f"missing feed for model input {missing[0]}")
+    return {i: feeds[n] for i, n in matched.items()}
+
+
+class NotOnnxModel(ValueError):
+    """OpenVINO's ONNX frontend does not accept the file."""
+
+
+def onnx_frontend() -> Any:
+    from openvino.frontend import FrontEndManager
+
+    frontend = FrontEndManager().load_by_framework("onnx")
+    if frontend is None:
+        raise RuntimeError("OpenVINO's ONNX frontend is not available in this installation")
+    return frontend
+
+
+def check_onnx_for_openvino(path: str | Path) -> Any:
+    """The ONNX frontend, after checking it accepts ``path``: no other frontend (IR, TFLite,
+    Paddle...) may ever claim a file given to the studio as ONNX."""
+    frontend = onnx_frontend()
+    if not frontend.supported(str(path)):
+        raise NotOnnxModel(f"{Path(path).name} is not an ONNX model (OpenVINO's ONNX frontend does not accept "
+                           "it); other formats are not read")
+    return frontend
+
+
+def read_onnx_model(path: str | Path) -> Any:
+    """An ``ov.Model`` read through the ONNX frontend only."""
+    frontend = check_onnx_for_openvino(path)
+    return frontend.convert(frontend.load(str(path)))
+
+
+def read_studio_ir(path: str | Path) -> Any:
+    """An ``ov.Model`` from an OpenVINO IR the studio itself wrote (an NNCF result, an export);
+    user files always go through :func:`read_onnx_model`."""
+    import openvino as ov
+
+    xml = Path(path)
+    if xml.suffix != ".xml" or not xml.with_suffix(".bin").is_file():
+        raise ValueError("an OpenVINO IR is an .xml file with its .bin beside it")
+    return ov.Core().read_model(str(xml), str(xml.with_suffix(".bin")))
+
+
+def precision_name(value: Any) -> str:
+    """OpenVINO's element type as text ('f32', 'bf16')."""
+    for attr in ("to_string", "get_type_name"):
+        fn = getattr(value, attr, None)
+        if callable(fn):
+            try:
+                return str(fn())
+            except Exception:  # noqa: BLE001
+                continue
+    return str(value)
+
+
+def onnx_output_names(path: str | Path) -> list[str] | None:
+    """The model's output names in ONNX order (OpenVINO's order may differ)."""
+    try:
+        import onnx
+
+        model = onnx.load(str(path), load_external_data=False)
+        return [o.name for o in model.graph.output]
+    except Exception:  # noqa: BLE001 - fall back to OpenVINO's own order
+        return None
+
+
+def ov_config(*, precision: str = "f32", hint: str | None = None, threads: int | None = None,
+              perf_counters: bool = False, cache_dir: Path | None = None) -> dict[str, Any]:
+    """compile_model config: precision pinned (f32 unless asked; "default" leaves the plugin's
+    choice, bf16 on CPUs that have it), hint, threads, per-layer counters, model cache."""
+    config: dict[str, Any] = {}
+    if precision != "default":
+        config["INFERENCE_PRECISION_HINT"] = precision
+    if hint:
+        config["PERFORMANCE_HINT"] = str(hint)
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = int(threads)
+    if perf_counters:
+        config["PERF_COUNT"] = True
+    if cache_dir is not None:
+        config["CACHE_DIR"] = str(cache_dir)
+    return config
