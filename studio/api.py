@@ -1293,9 +1293,10 @@ def run_nsys(plan, *, cwd: Path, env: dict[str, str] | None = None):  # noqa: AN
 
 # --- What the pages render with -------------------------------------------------------------------------
 # The pages (studio/ui) and the CLI import only this facade (the import-linter contracts in pyproject.toml,
-# tests/test_layering.py). Row builders, chart builders, option tuples, value types and command lines live
-# next to the engine code; the names below re-export them for both front ends, imported on first use so the
-# CLI does not pay for plotly at start-up.
+# tests/test_layering.py). Option tuples, value types, parsers, command lines, and the rows and figures that
+# need a capability's code or that the CLI writes too, live next to the engine code; the names below re-export
+# them for both front ends, imported on first use so the CLI does not pay for plotly at start-up. Tables and
+# figures that only a page shows, built from a result object alone, are the pages' own (studio/ui/*_charts.py).
 # Each entry: page-facing name -> (module, attribute).
 _PAGE_EXPORTS: dict[str, tuple[str, str]] = {
     # Optimize
@@ -1324,19 +1325,6 @@ _PAGE_EXPORTS: dict[str, tuple[str, str]] = {
     "parse_engines": ("profilers.variants", "parse_engines"),          # --engine specs -> EngineSpec list
     "parse_engine": ("profilers.variants", "parse_engine"),
     "engine_label": ("profilers.variants", "choice_label"),
-    "profile_stats_rows": ("profilers.charts", "stats_rows"),
-    "profile_ratio_rows": ("profilers.charts", "ratio_rows"),
-    "profile_cold_rows": ("profilers.charts", "cold_rows"),
-    "profile_sweep_rows": ("profilers.charts", "sweep_rows"),
-    "latency_histogram": ("profilers.charts", "latency_histogram"),
-    "cold_start_chart": ("profilers.charts", "cold_start_chart"),
-    "op_time_bar": ("profilers.charts", "op_bar"),
-    "op_time_treemap": ("profilers.charts", "op_treemap"),
-    "memory_timeline": ("profilers.charts", "memory_timeline"),
-    "sweep_chart": ("profilers.charts", "sweep_chart"),
-    # Overview
-    "op_histogram_figure": ("studio.inspect.charts", "op_histogram_figure"),
-    "flops_by_op_figure": ("studio.inspect.charts", "flops_by_op_figure"),
     # Verify, Precision
     "layer_error_figure": ("studio.accuracy.charts", "layer_error_figure"),
     "tradeoff_figure": ("studio.precision.charts", "tradeoff_figure"),

@@ -10,6 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from studio import api
+from studio.ui import overview_charts, profile_charts
 from tests.conftest import SAMPLES, save
 
 pytestmark = pytest.mark.browser
@@ -74,7 +75,7 @@ def _assert_legend_outside(pg, name: str) -> None:
 def test_every_op_histogram_label_is_drawn(plot, tmp_path):
     summary = api.inspect(api.load(_many_ops(tmp_path / "many_ops.onnx")))
     assert len(summary.op_histogram) == 30
-    pg = plot(api.op_histogram_figure(summary))
+    pg = plot(overview_charts.op_histogram_figure(summary))
     labels = pg.evaluate("() => [...document.querySelectorAll('.ytick text')].map(e => e.textContent)")
     assert sorted(labels) == sorted(UNARY)
     boxes = pg.evaluate(_BOXES, ".ytick text")
@@ -85,8 +86,9 @@ def test_profile_and_precision_legends_stay_outside_the_axes(plot):
     handle = api.load(SAMPLES / "cnn_unfused.onnx")
     options = api.ProfileOptions(warmup=1, iterations=8, rounds=2, memory=True, memory_iterations=10)
     profile = api.profile([handle], ["ort", "ov"], options)
-    figures = {"latency histogram": api.latency_histogram(profile), "cold start": api.cold_start_chart(profile),
-               "memory timeline": api.memory_timeline(profile)}
+    figures = {"latency histogram": profile_charts.latency_histogram(profile),
+               "cold start": profile_charts.cold_start_chart(profile),
+               "memory timeline": profile_charts.memory_timeline(profile)}
     report = api.precision(handle, variants=["fp32", "fp32-ov", "fp16"], samples=2, latency_budget_s=5)
     figures["precision trade-off"] = api.tradeoff_figure(report)
     for name, fig in figures.items():
@@ -110,7 +112,7 @@ def test_profile_histogram_labels_never_collide(plot):
         dataclasses.replace(v, latency=dataclasses.replace(v.latency, p50_ms=same, p99_ms=same * 1.0001))
         for v in profile.variants))
     for name, prof in (("measured", profile), ("worst case", worst)):
-        pg = plot(api.latency_histogram(prof))
+        pg = plot(profile_charts.latency_histogram(prof))
         boxes = _label_boxes(pg)
         assert len(boxes) == 4, (name, boxes)                          # p50 and p99 of both variants
         hits = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if _overlaps(a, b)]

@@ -10,7 +10,7 @@ from studio.core.errors import StudioError
 from studio.core.types import shape_text
 from studio.core.uploads import UploadedFile
 from studio import api
-from studio.ui import decoder_card, state, widgets
+from studio.ui import decoder_card, overview_charts, state, widgets
 
 
 def _keep_open() -> None:
@@ -163,10 +163,10 @@ def render() -> None:
 
     decoder_card.render(handle)      # KV-cache decoders: architecture, convention, KV budget
     left, right = st.columns(2)
-    hist = api.op_histogram_figure(s)
+    hist = overview_charts.op_histogram_figure(s)
     if hist is not None:
         left.plotly_chart(hist, width="stretch", key="overview_op_histogram")
-    flops = api.flops_by_op_figure(s)
+    flops = overview_charts.flops_by_op_figure(s)
     if flops is not None:
         right.plotly_chart(flops, width="stretch", key="overview_flops_by_op")
 

@@ -1,18 +1,24 @@
-"""Tables and plotly figures of a :class:`~profilers.profile.Profile`.
+"""The Profile page's tables and plotly figures of a profile (``api.profile``'s ``Profile``).
 
-Kept out of the Streamlit page so the page stays thin and the figures can be
-tested (and reused by a report) without a browser. Model-derived strings go
-into figures as data (plotly escapes them), never as HTML.
+Presentation only: rows and figures built from the result object the facade returns, for the page
+(and nothing else: the CLI prints the JSON). Kept out of the Streamlit page so the page stays thin
+and the figures can be tested without a browser. Model-derived strings go into figures as data
+(plotly escapes them), never as HTML.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import plotly.graph_objects as go
 
-from profilers.ops import OpProfile
-from profilers.profile import Profile
 from studio.core.chart_layout import category_rows, legend_below
+
+if TYPE_CHECKING:
+    from studio.api import Profile
+
+OpProfile = Any   # a profiled variant's ``ops`` (profilers.ops.OpProfile; pages see it through the Profile only)
 
 __all__ = ["cold_rows", "cold_start_chart", "latency_histogram", "memory_timeline", "op_bar", "op_treemap",
            "ratio_rows", "stats_rows", "sweep_chart", "sweep_rows"]

@@ -7,11 +7,11 @@ import json
 import plotly.io as pio
 from onnx import TensorProto, helper
 
-from profilers.charts import (cold_rows, cold_start_chart, latency_histogram, memory_timeline, op_bar, op_treemap,
-                              ratio_rows, stats_rows, sweep_chart, sweep_rows)
 from profilers.profile import ProfileOptions
 from profilers.variants import EngineSpec
 from studio import api
+from studio.ui.profile_charts import (cold_rows, cold_start_chart, latency_histogram, memory_timeline, op_bar,
+                                      op_treemap, ratio_rows, stats_rows, sweep_chart, sweep_rows)
 from tests.conftest import save
 
 EVIL = '<script>alert(1)</script><a href="javascript:alert(1)">x</a>'

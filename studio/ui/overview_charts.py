@@ -1,13 +1,17 @@
-"""The Overview's charts of a model summary: op histogram and FLOPs by op type, one labelled row
-per op (studio.core.chart_layout)."""
+"""The Overview page's charts of a model summary (``api.inspect``'s ``ModelSummary``): op histogram
+and FLOPs by op type, one labelled row per op (studio.core.chart_layout). Presentation only."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
 from studio.core.chart_layout import category_rows
 from studio.core.fmt import printable
-from studio.inspect.summary import ModelSummary
+
+if TYPE_CHECKING:
+    from studio.api import ModelSummary
 
 
 def _bars(labels: list[str], values: list[float], title: str, x_title: str) -> go.Figure:
