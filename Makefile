@@ -6,7 +6,7 @@ PORT   ?= 8501
 SAMPLE ?= sample_models/cnn_unfused.onnx
 PYTEST_ARGS ?=
 
-.PHONY: run install samples test test-fast test-avx2 test-deps bench fuzz clean
+.PHONY: run install samples test test-fast test-avx2 test-deps bench fuzz sweep clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ test-fast: install
 
 bench: samples
 	$(PY) -m benchmarks
+
+# The whole agreement sweep (check vs. independent reality, 163 models, ~1 h on 2 cores); make test runs a stratified share.
+sweep: test-deps samples
+	CI=true $(PY) -m pytest -s -p no:cacheprovider tests/diag/sweep_agreement.py $(PYTEST_ARGS)
 
 fuzz: test-deps samples
 	ONNX_STUDIO_FUZZ_CASES=1000 $(PY) -m pytest -m fuzz -q $(PYTEST_ARGS)

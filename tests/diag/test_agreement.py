@@ -70,11 +70,10 @@ def test_fast_subset_agrees(tmp_path):
     assert sum(trt.values()) == len(FAST) and trt["supported"] and trt["fails"]   # TensorRT: table verdicts only
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1800)      # the check (five engines, two converting) and four reality children, 163 models
-def test_every_sample_and_backend_model_agrees(tmp_path):
-    paths = sorted(SAMPLES.glob("*.onnx")) + backend_models()
-    tallies, trt = _agreement(paths, tmp_path)
+def sweep_report(paths, work) -> None:
+    """The sweep over ``paths``: per engine, agree / disagree / no claim / not verifiable, printed;
+    every disagreement must be listed in KNOWN_DISAGREEMENTS and at least 90 % of the models verified."""
+    tallies, trt = _agreement(paths, work)
     print(f"\nagreement over {len(paths)} models (check vs. independent reality):")
     for t in tallies.values():
         print("  " + t.line())
@@ -87,6 +86,23 @@ def test_every_sample_and_backend_model_agrees(tmp_path):
     for t in tallies.values():
         assert t.models == len(paths)
         assert t.agree + len(t.disagree) + t.unknown_claims + t.not_verifiable == len(paths)
-        assert t.unknown_claims <= 10, t.unknown_models     # "not run"/"unknown" stay exceptions
+        assert t.unknown_claims <= max(1, len(paths) // 16), t.unknown_models   # "not run"/"unknown" stay exceptions
         assert t.agree >= 0.9 * len(paths), t.line()     # a sweep that verifies little proves little
     assert sum(trt.values()) == len(paths)
+
+
+def stratified_models(every: int = 6) -> list:
+    """Every sample model and every ``every``-th backend model of each corpus folder (node, simple,
+    pytorch-converted, pytorch-operator, light), in name order: each family in every run, one sixth
+    of the cost. The whole corpus: ``make sweep`` (tests/diag/sweep_agreement.py)."""
+    by_folder: dict[str, list] = {}
+    for p in backend_models():
+        by_folder.setdefault(p.parent.parent.name, []).append(p)
+    picked = [p for folder in sorted(by_folder) for p in by_folder[folder][::every]]
+    return sorted(SAMPLES.glob("*.onnx")) + picked
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)      # a hang guard: ~40 models, four engines, two of them converting, loaded machine
+def test_samples_and_a_stratified_share_of_backend_models_agree(tmp_path):
+    sweep_report(stratified_models(), tmp_path)
