@@ -25,7 +25,7 @@ import math
 import re
 import shlex
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["IDENT_PATTERN", "LANGUAGES", "Code", "c_string", "c_text", "cmake_text", "finalizer", "identifier",
@@ -80,6 +80,12 @@ def c_string(text: object) -> Code:
     return Code(f'"{c_text(text)}"')
 
 
+def _escaped(text: object, table: Mapping[str, str], outside: Callable[[str], str]) -> str:
+    """``text`` character by character: ``table``'s escape where it has one, printable ASCII as itself,
+    any other character as ``outside(ch)``."""
+    return "".join(table[ch] if ch in table else ch if " " <= ch <= "~" else outside(ch) for ch in str(text))
+
+
 # ---------------------------------------------------------------------------- Python
 
 _PY_ESCAPES = {"\\": "\\\\", "'": "\\'", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -88,16 +94,12 @@ _PY_ESCAPES = {"\\": "\\\\", "'": "\\'", '"': '\\"', "\n": "\\n", "\r": "\\r", "
 def py_text(text: object) -> str:
     """``text`` for inside a Python string literal (any quotes, docstrings too) or a ``#`` comment: ASCII only,
     quotes and backslashes escaped, everything outside printable ASCII as ``\\x``/``\\u``/``\\U`` escapes."""
-    out: list[str] = []
-    for ch in str(text):
-        if ch in _PY_ESCAPES:
-            out.append(_PY_ESCAPES[ch])
-        elif " " <= ch <= "~":
-            out.append(ch)
-        else:
-            cp = ord(ch)
-            out.append(f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}" if cp < 0x10000 else f"\\U{cp:08x}")
-    return "".join(out)
+    return _escaped(text, _PY_ESCAPES, _py_codepoint)
+
+
+def _py_codepoint(ch: str) -> str:
+    cp = ord(ch)
+    return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}" if cp < 0x10000 else f"\\U{cp:08x}"
 
 
 def py_literal(value: Any) -> Code:
@@ -135,15 +137,7 @@ def cmake_text(text: object) -> str:
     """``text`` for inside a quoted CMake argument or a ``#`` comment: no variable reference (``${}``,
     ``$ENV{}``, ``$<>``), no quote, no line end; characters outside printable ASCII as ``<U+XXXX>``
     (CMake has no numeric escapes)."""
-    out: list[str] = []
-    for ch in str(text):
-        if ch in _CMAKE_ESCAPES:
-            out.append(_CMAKE_ESCAPES[ch])
-        elif " " <= ch <= "~":
-            out.append(ch)
-        else:
-            out.append(f"<U+{ord(ch):04X}>")
-    return "".join(out)
+    return _escaped(text, _CMAKE_ESCAPES, lambda ch: f"<U+{ord(ch):04X}>")
 
 
 # ---------------------------------------------------------------------------- Markdown

@@ -26,8 +26,11 @@ import ctypes
 import logging
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
+
+from studio.core.jobs import JobOutput
 
 log = logging.getLogger(__name__)
 
@@ -179,3 +182,22 @@ def fence_build(folders: Iterable[Path]) -> dict[str, object]:
     allowed = sorted({Path(f).resolve() for f in folders if Path(f).is_dir()})
     files = [Path("/dev/null")] if Path("/dev/null").exists() else []
     return {"landlock_abi": _landlock(allowed, files), "audit_hook": False}
+
+
+def load_confined(ctx: Any, args: Mapping[str, Any], label: str, default_function: str,
+                  preload: Callable[[], None]) -> tuple[Callable[..., Any], dict[str, object]] | JobOutput:
+    """``preload()`` (import the engine: it may read its own files), then shut the worker in
+    (:func:`confine_writes` to its scratch and output folders, no bytecode written) and load
+    ``args["function"]`` (default ``default_function``) from ``args["code_path"]``: the function and the fence
+    applied, or the job's answer when the code does not load."""
+    from studio.plugins.usercode import UserCodeError, load_user_function
+
+    ctx.set_stage(f"{label}: loading the code")
+    preload()
+    sys.dont_write_bytecode = True
+    fence = confine_writes([ctx.scratch.parent, ctx.out_dir])
+    try:
+        fn = load_user_function(Path(args["code_path"]), str(args.get("function") or default_function), label)
+    except UserCodeError as exc:
+        return JobOutput(data={"load_error": str(exc), "samples": [], "model": None, "confinement": fence})
+    return fn, fence

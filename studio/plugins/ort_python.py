@@ -26,7 +26,7 @@ import onnx
 
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.plugins.opgraph import find_nodes, ident, retarget_op, single_node_model
-from studio.plugins.usercode import CallGuard, UserCodeError, load_user_function, short_error
+from studio.plugins.usercode import CallGuard, short_error
 
 __all__ = ["PYOP_DOMAIN", "alias_for", "ort_python_job", "run_with_pyop"]
 
@@ -171,24 +171,22 @@ def run_with_pyop(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext,
     return JobOutput(data=data, arrays=out_arrays)
 
 
+def _import_ort() -> None:
+    """Loaded before the fence (they read their own files only)."""
+    import onnxruntime  # noqa: F401
+    import onnxruntime_extensions  # noqa: F401
+
+
 @job("plugins.ort_python")
 def ort_python_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     """Run the op's Python code (a file) as an ORT Python op, confined, in a one-off worker."""
-    import sys
-
-    from studio.plugins.confine import confine_writes
+    from studio.plugins.confine import load_confined
 
     label = f"custom op `{args['op_type']}`"
-    ctx.set_stage(f"{label}: loading the code")
-    import onnxruntime  # noqa: F401 - loaded before the fence (it reads its own files only)
-    import onnxruntime_extensions  # noqa: F401
-
-    sys.dont_write_bytecode = True
-    fence = confine_writes([ctx.scratch.parent, ctx.out_dir])
-    try:
-        fn = load_user_function(Path(args["code_path"]), str(args.get("function") or "compute"), label)
-    except UserCodeError as exc:
-        return JobOutput(data={"load_error": str(exc), "samples": [], "model": None, "confinement": fence})
+    loaded = load_confined(ctx, args, label, "compute", _import_ort)
+    if isinstance(loaded, JobOutput):
+        return loaded
+    fn, fence = loaded
     out = run_with_pyop(args, arrays, ctx, fn, label)
     out.data["confinement"] = fence
     return out

@@ -9,7 +9,6 @@ the op's name; outputs are checked against the declared dtypes and shapes.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +16,7 @@ import onnx
 
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.plugins.opgraph import find_nodes, single_node_model
-from studio.plugins.usercode import CallGuard, UserCodeError, load_user_function, short_error
+from studio.plugins.usercode import CallGuard, UserCodeError, short_error
 
 __all__ = ["ov_python_job"]
 
@@ -56,24 +55,22 @@ def _compile_run(fe: Any, path: str, feeds: list[np.ndarray], threads: int | Non
     return compiled, [np.array(request.get_output_tensor(i).data, copy=True) for i in range(len(compiled.outputs))]
 
 
+def _import_openvino() -> None:
+    """Loaded before the fence."""
+    import openvino  # noqa: F401
+    import openvino.frontend.onnx  # noqa: F401
+
+
 @job("plugins.ov_python")
 def ov_python_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    import sys
-
-    from studio.plugins.confine import confine_writes
+    from studio.plugins.confine import load_confined
 
     domain, op_type = str(args["domain"]), str(args["op_type"])
     label = f"conversion extension for `{op_type}`"
-    ctx.set_stage(f"{label}: loading the code")
-    import openvino  # noqa: F401 - loaded before the fence
-    import openvino.frontend.onnx  # noqa: F401
-
-    sys.dont_write_bytecode = True
-    fence = confine_writes([ctx.scratch.parent, ctx.out_dir])
-    try:
-        fn = load_user_function(Path(args["code_path"]), str(args.get("function") or "convert"), label)
-    except UserCodeError as exc:
-        return JobOutput(data={"load_error": str(exc), "samples": [], "model": None, "confinement": fence})
+    loaded = load_confined(ctx, args, label, "convert", _import_openvino)
+    if isinstance(loaded, JobOutput):
+        return loaded
+    fn, fence = loaded
     out_dtypes = [o.get("dtype") or "float32" for o in args["outputs"]]
     # Only the output checks of the guard are used here: convert() runs once per node at conversion time.
     guard = CallGuard(fn, label, out_dtypes, [o.get("shapes") or [] for o in args["outputs"]],

@@ -61,24 +61,26 @@ STUDIO_GS_HD inline void cubic_weights(double t, double* wt) {
   wt[3] = ((a * s3 - 5.0 * a) * s3 + 8.0 * a) * s3 - 4.0 * a;
 }
 
+// The 4 bicubic taps around coordinate c along one axis: their indices (padded; -1 outside) and weights.
+STUDIO_GS_HD inline void cubic_taps(double c, int64_t size, int padding, bool align, int64_t* idx, double* wt) {
+  const double b = floor(c);
+  cubic_weights(c - b, wt);
+  for (int t = 0; t < 4; ++t) idx[t] = to_index(pad_coord(b - 1.0 + t, size, padding, align));
+}
+
 // One output value: the (h x w) plane of one (n, c) sampled at the normalised point (gx, gy).
 template <typename T>
 STUDIO_GS_HD inline T sample_point(const T* plane, int64_t h, int64_t w, double gx, double gy, int mode,
                                    int padding, bool align) {
   double ix = unnormalize(gx, w, align), iy = unnormalize(gy, h, align);
   if (mode == kBicubic) {
-    const double bx = floor(ix), by = floor(iy);
+    int64_t xs[4], ys[4];
     double wx[4], wy[4];
-    cubic_weights(ix - bx, wx);
-    cubic_weights(iy - by, wy);
+    cubic_taps(ix, w, padding, align, xs, wx);
+    cubic_taps(iy, h, padding, align, ys, wy);
     double acc = 0.0;
-    for (int j = 0; j < 4; ++j) {
-      const int64_t yy = to_index(pad_coord(by - 1.0 + j, h, padding, align));
-      for (int i = 0; i < 4; ++i) {
-        const int64_t xx = to_index(pad_coord(bx - 1.0 + i, w, padding, align));
-        acc += at(plane, h, w, yy, xx) * wx[i] * wy[j];
-      }
-    }
+    for (int j = 0; j < 4; ++j)
+      for (int i = 0; i < 4; ++i) acc += at(plane, h, w, ys[j], xs[i]) * wx[i] * wy[j];
     return T(acc);
   }
   ix = pad_coord(ix, w, padding, align);
@@ -122,22 +124,15 @@ STUDIO_GS_HD inline T sample_point_3d(const T* vol, int64_t d, int64_t h, int64_
                                       int mode, int padding, bool align) {
   double ix = unnormalize(gx, w, align), iy = unnormalize(gy, h, align), iz = unnormalize(gz, d, align);
   if (mode == kBicubic) {   // 4 x 4 x 4 taps, padding per tap (as the reference does for any rank)
-    const double bx = floor(ix), by = floor(iy), bz = floor(iz);
+    int64_t xs[4], ys[4], zs[4];
     double wx[4], wy[4], wz[4];
-    cubic_weights(ix - bx, wx);
-    cubic_weights(iy - by, wy);
-    cubic_weights(iz - bz, wz);
+    cubic_taps(ix, w, padding, align, xs, wx);
+    cubic_taps(iy, h, padding, align, ys, wy);
+    cubic_taps(iz, d, padding, align, zs, wz);
     double acc = 0.0;
-    for (int k = 0; k < 4; ++k) {
-      const int64_t zz = to_index(pad_coord(bz - 1.0 + k, d, padding, align));
-      for (int j = 0; j < 4; ++j) {
-        const int64_t yy = to_index(pad_coord(by - 1.0 + j, h, padding, align));
-        for (int i = 0; i < 4; ++i) {
-          const int64_t xx = to_index(pad_coord(bx - 1.0 + i, w, padding, align));
-          acc += at3(vol, d, h, w, zz, yy, xx) * wx[i] * wy[j] * wz[k];
-        }
-      }
-    }
+    for (int k = 0; k < 4; ++k)
+      for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < 4; ++i) acc += at3(vol, d, h, w, zs[k], ys[j], xs[i]) * wx[i] * wy[j] * wz[k];
     return T(acc);
   }
   ix = pad_coord(ix, w, padding, align);
