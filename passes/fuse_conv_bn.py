@@ -23,9 +23,9 @@ from onnxscript.rewriter.rules.common._fuse_batchnorm import (
 )
 
 from passes.base import PassResult, StudioPass, result
-from passes.ir_helpers import const_tensor, has_ops, free_initializer_name, int_attr, inferred_shapes, rank_of, unused
+from passes.ir_helpers import const_tensor, free_initializer_name, int_attr, rank_of, unused
 from passes.registry import register
-from passes.rewriting import apply_rules, changes_for, refusal_notes
+from passes.rewriting import changes_for, refusal_notes, rewrite_if_present
 
 FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)
 
@@ -198,10 +198,9 @@ class FuseConvBN(StudioPass):
     summary = "Fold inference BatchNormalization into the preceding Conv, ConvTranspose, Gemm or 2-D MatMul."
 
     def call(self, model: ir.Model) -> PassResult:
-        if not has_ops(model, "BatchNormalization"):
+        outcome = rewrite_if_present(model, ("BatchNormalization",), lambda: [RULES])
+        if outcome is None:
             return result(model, [])
-        with inferred_shapes(model):
-            outcome = apply_rules(model, RULES)
         changes = changes_for(outcome, fused_ops=("BatchNormalization",))
         return result(model, changes, notes=refusal_notes(outcome),
                       batchnorms_fused=sum(a.matched_ops.count("BatchNormalization") for a in outcome.applied))

@@ -20,9 +20,9 @@ from onnxscript.rewriter._basics import MatchResult
 from onnxscript.rewriter._rewrite_rule import RewriteRuleClassBase
 
 from passes.base import PassResult, StudioPass, result
-from passes.ir_helpers import const_array, dtype_of, has_ops, inferred_shapes, opset_version
+from passes.ir_helpers import const_array, dtype_of, opset_version
 from passes.registry import register
-from passes.rewriting import apply_rules, changes_for, refusal_notes
+from passes.rewriting import changes_for, fusion_notes, rewrite_if_present
 
 MIN_OPSET = 20
 FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE)
@@ -98,11 +98,7 @@ class FuseGelu(StudioPass):
     summary = "Fuse decomposed GELU (erf or tanh form) into Gelu (needs opset 20; otherwise says why)."
 
     def call(self, model: ir.Model) -> PassResult:
-        if not has_ops(model, "Erf", "Tanh"):
+        outcome = rewrite_if_present(model, ("Erf", "Tanh"), lambda: [rules(opset_version(model))])
+        if outcome is None:
             return result(model, [])
-        with inferred_shapes(model):
-            outcome = apply_rules(model, rules(opset_version(model)))
-        notes = refusal_notes(outcome)
-        if outcome.count:
-            notes = [*notes, OVERFLOW_NOTE]
-        return result(model, changes_for(outcome), notes=notes, gelus_fused=outcome.count)
+        return result(model, changes_for(outcome), notes=fusion_notes(outcome, OVERFLOW_NOTE), gelus_fused=outcome.count)

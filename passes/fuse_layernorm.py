@@ -23,9 +23,9 @@ from onnxscript.rewriter._basics import MatchResult
 from onnxscript.rewriter._rewrite_rule import RewriteRuleClassBase
 
 from passes.base import PassResult, StudioPass, result
-from passes.ir_helpers import const_array, dtype_of, has_ops, free_initializer_name, inferred_shapes, int_attr, ints_attr, opset_version
+from passes.ir_helpers import const_array, dtype_of, free_initializer_name, int_attr, ints_attr, opset_version
 from passes.registry import register
-from passes.rewriting import apply_rules, changes_for, merge_outcomes, refusal_notes
+from passes.rewriting import changes_for, fusion_notes, rewrite_if_present
 
 MIN_OPSET = 17
 FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.BFLOAT16, ir.DataType.DOUBLE)
@@ -142,11 +142,8 @@ class FuseLayerNorm(StudioPass):
     summary = "Fuse decomposed layer normalization into LayerNormalization (needs opset 17; otherwise says why)."
 
     def call(self, model: ir.Model) -> PassResult:
-        if not has_ops(model, "ReduceMean"):
+        outcome = rewrite_if_present(model, ("ReduceMean",), lambda: rule_phases(opset_version(model)))
+        if outcome is None:
             return result(model, [])
-        with inferred_shapes(model):
-            outcome = merge_outcomes([apply_rules(model, phase) for phase in rule_phases(opset_version(model))])
-        notes = refusal_notes(outcome)
-        if outcome.count:
-            notes = [*notes, OVERFLOW_NOTE]
-        return result(model, changes_for(outcome), notes=notes, layernorms_fused=outcome.count)
+        return result(model, changes_for(outcome), notes=fusion_notes(outcome, OVERFLOW_NOTE),
+                      layernorms_fused=outcome.count)

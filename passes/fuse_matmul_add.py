@@ -19,9 +19,9 @@ from onnxscript.rewriter.rules.common._matmul_add_to_gemm import (
 )
 
 from passes.base import PassResult, StudioPass, result
-from passes.ir_helpers import dtype_of, has_ops, inferred_shapes, opset_version
+from passes.ir_helpers import dtype_of, opset_version
 from passes.registry import register
-from passes.rewriting import apply_rules, changes_for, refusal_notes
+from passes.rewriting import changes_for, refusal_notes, rewrite_if_present
 
 GEMM_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)
 
@@ -88,8 +88,7 @@ class FuseMatMulAdd(StudioPass):
     def call(self, model: ir.Model) -> PassResult:
         if opset_version(model) < 11:
             return result(model, [], notes=[f"opset {opset_version(model)} < 11: Gemm's optional C differs"])
-        if not has_ops(model, "MatMul"):
+        outcome = rewrite_if_present(model, ("MatMul",), lambda: [_rules()])
+        if outcome is None:
             return result(model, [])
-        with inferred_shapes(model):
-            outcome = apply_rules(model, _rules())
         return result(model, changes_for(outcome), notes=refusal_notes(outcome), gemms_created=outcome.count)

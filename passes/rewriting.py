@@ -12,7 +12,7 @@ inherit the name of the matched node of the same op, so the graph diff shows
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import onnx_ir as ir
 
@@ -144,3 +144,23 @@ def merge_outcomes(outcomes: Sequence[RewriteOutcome]) -> RewriteOutcome:
     for o in outcomes:
         refused.update({k: v for k, v in o.refused.items() if k not in done})
     return RewriteOutcome(applied, refused)
+
+
+def rewrite_if_present(model: ir.Model, triggers: Sequence[str],
+                       phases: Callable[[], Sequence[Sequence]]) -> RewriteOutcome | None:
+    """Each rule set of ``phases()`` applied in turn with shapes inferred (one outcome), or None, with no shape
+    inference run, when the model has none of the ``triggers`` ops (a fusion's quick way out)."""
+    from passes.ir_helpers import has_ops, inferred_shapes
+
+    if not has_ops(model, *triggers):
+        return None
+    with inferred_shapes(model):
+        outcomes = [apply_rules(model, rules) for rules in phases()]
+    return outcomes[0] if len(outcomes) == 1 else merge_outcomes(outcomes)
+
+
+def fusion_notes(outcome: RewriteOutcome, fused_note: str = "") -> list[str]:
+    """Why candidates were left alone, then ``fused_note`` (what the fused op does differently) when anything
+    was fused."""
+    notes = refusal_notes(outcome)
+    return [*notes, fused_note] if fused_note and outcome.count else notes
