@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from passes.base import StudioPass
@@ -26,19 +27,32 @@ def default_output(handle: ModelHandle, tag: str) -> Path:
     return folder / f"{safe_name(handle.name, default='model')}.onnx"
 
 
-def optimize_model(handle: ModelHandle, *, preset: str | None = None, passes: Sequence[str] | None = None,
-                   dims: Mapping[str, int] | None = None, pass_options: Mapping[str, Mapping] | None = None,
-                   on_failure: str = "stop", verify: bool = True, out_path: str | Path | None = None,
-                   on_progress: Callable[[int, int, str], None] | None = None,
-                   pool_key: str = "default", time_budget_s: float | None = None,
-                   partial: str | Path = "output", inputs: str | Path | None = None,
-                   dump_dir: str | Path | None = None) -> PipelineResult:
-    """``inputs``: an .npz of real inputs for verification (default: seeded ones);
-    ``dump_dir``: save the model after every pass there (NN-pass/model.onnx), for debugging."""
+@dataclass(frozen=True)
+class OptimizeRequest:
+    """What ``studio.api.optimize`` was asked for (its docstring says what each field does)."""
+
+    preset: str | None = None
+    passes: Sequence[str] | None = None
+    dims: Mapping[str, int] | None = None
+    pass_options: Mapping[str, Mapping] | None = None
+    on_failure: str = "stop"
+    verify: bool = True
+    out_path: str | Path | None = None
+    on_progress: Callable[[int, int, str], None] | None = None
+    pool_key: str = "default"
+    time_budget_s: float | None = None
+    partial: str | Path = "output"
+    inputs: str | Path | None = None        # an .npz of real inputs for verification (default: seeded ones)
+    dump_dir: str | Path | None = None      # the model after every pass there (NN-pass/model.onnx), for debugging
+
+
+def optimize_model(handle: ModelHandle, request: OptimizeRequest) -> PipelineResult:
+    """Choose the passes, route ``dims`` to ``fix-input-shapes``, pick the output and run the pipeline."""
+    preset, passes = request.preset, request.passes
     if not preset and not passes:
         preset = DEFAULT_PRESET
-    dims = {str(k): int(v) for k, v in dict(dims or {}).items()}
-    options = {k: dict(v) for k, v in dict(pass_options or {}).items()}
+    dims = {str(k): int(v) for k, v in dict(request.dims or {}).items()}
+    options = {k: dict(v) for k, v in dict(request.pass_options or {}).items()}
     if dims:
         options.setdefault("fix-input-shapes", {}).setdefault("dims", dims)
     chosen = resolve_user_paths(resolve_passes(preset, list(passes) if passes else None, options))
@@ -47,21 +61,21 @@ def optimize_model(handle: ModelHandle, *, preset: str | None = None, passes: Se
     # Otherwise the pipeline repairs what ONNX Runtime repairs (node order, duplicated opsets, old IR,
     # contradicting output shapes: passes.normalize) and then refuses, with the full check's words,
     # whatever is still invalid.
-    out = Path(out_path) if out_path else default_output(handle, preset or "custom")
+    out = Path(request.out_path) if request.out_path else default_output(handle, preset or "custom")
     feeds = None
-    if inputs:
+    if request.inputs:
         from studio.core.feeds import input_specs, load_npz
         from studio.core.paths import user_data_path
 
-        feeds = load_npz(user_data_path(inputs, label="inputs file"), input_specs(handle.proto))
+        feeds = load_npz(user_data_path(request.inputs, label="inputs file"), input_specs(handle.proto))
     instruments = []
-    if dump_dir:
+    if request.dump_dir:
         from passes.instruments import DumpInstrument
 
-        instruments.append(DumpInstrument(Path(dump_dir).resolve()))
-    return run_pipeline(handle.path, chosen, out, verify=verify, on_failure=on_failure, dims=dims or None,
-                        feeds=feeds, pool_key=pool_key, on_progress=on_progress, time_budget_s=time_budget_s,
-                        partial=partial, instruments=instruments)
+        instruments.append(DumpInstrument(Path(request.dump_dir).resolve()))
+    return run_pipeline(handle.path, chosen, out, verify=request.verify, on_failure=request.on_failure,
+                        dims=dims or None, feeds=feeds, pool_key=request.pool_key, on_progress=request.on_progress,
+                        time_budget_s=request.time_budget_s, partial=request.partial, instruments=instruments)
 
 
 def resolve_user_paths(chosen: Sequence[StudioPass]) -> list[StudioPass]:

@@ -495,12 +495,12 @@ def optimize(handle: ModelHandle, *, preset: str | None = None, passes: Sequence
     ``out_path`` itself, "none": nowhere, ``result.output`` is None, or another path).
     ``inputs``: an .npz of real verification inputs; ``dump_dir``: the model after each pass.
     """
-    from passes.optimize import optimize_model
+    from passes.optimize import OptimizeRequest, optimize_model
 
-    return optimize_model(handle, preset=preset, passes=passes, dims=dims, pass_options=pass_options,
-                          on_failure=on_failure, verify=verify, out_path=out_path, on_progress=on_progress,
-                          pool_key=pool_key, time_budget_s=time_budget_s, partial=partial, inputs=inputs,
-                          dump_dir=dump_dir)
+    return optimize_model(handle, OptimizeRequest(
+        preset=preset, passes=passes, dims=dims, pass_options=pass_options, on_failure=on_failure, verify=verify,
+        out_path=out_path, on_progress=on_progress, pool_key=pool_key, time_budget_s=time_budget_s, partial=partial,
+        inputs=inputs, dump_dir=dump_dir))
 
 
 def compare_peers(model: ModelHandle | str | Path, out_dir: str | Path | None = None, *,
