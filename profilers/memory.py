@@ -41,6 +41,7 @@ from profilers.runners import open_runner
 from profilers.stats import Slope, linear_slope
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
+from studio.core.worker import vm_hwm_bytes
 
 __all__ = ["AllocationSite", "LeakCheck", "MemoryProfile", "RssSampler", "leak_verdict", "measure_memory",
            "memory_profile"]
@@ -98,13 +99,9 @@ class RssSampler:
 
 
 def _peak_hwm() -> int | None:
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    hwm = vm_hwm_bytes()
+    if hwm is not None:
+        return hwm
     try:
         import resource
 

@@ -161,7 +161,9 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def _peak_rss(reset_ok: bool) -> int | None:
+def vm_hwm_bytes() -> int | None:
+    """This process's peak resident memory since start (or since a reset through ``/proc/self/clear_refs``):
+    Linux's ``VmHWM``; None where ``/proc`` does not say."""
     try:
         with open("/proc/self/status") as fh:
             for line in fh:
@@ -169,6 +171,13 @@ def _peak_rss(reset_ok: bool) -> int | None:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
+    return None
+
+
+def _peak_rss(reset_ok: bool) -> int | None:
+    hwm = vm_hwm_bytes()
+    if hwm is not None:
+        return hwm
     if not reset_ok:
         try:
             import resource
