@@ -13,7 +13,7 @@ data: the checks live in ``diagnostics/``.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -219,29 +219,24 @@ class Report:
         return None
 
     def by_engine(self) -> dict[str, list[Finding]]:
-        out: dict[str, list[Finding]] = defaultdict(list)
-        for f in self.findings:
-            out[f.engine or "any"].append(f)
-        return dict(out)
+        return self._by(lambda f: f.engine or "any")
 
     def by_node(self) -> dict[str, list[Finding]]:
-        out: dict[str, list[Finding]] = defaultdict(list)
-        for f in self.findings:
-            if f.node is not None:
-                out[f.node].append(f)
-        return dict(out)
+        return self._by(lambda f: f.node)
 
     def by_op_type(self) -> dict[str, list[Finding]]:
-        out: dict[str, list[Finding]] = defaultdict(list)
-        for f in self.findings:
-            if f.op_type is not None:
-                out[f.op_type].append(f)
-        return dict(out)
+        return self._by(lambda f: f.op_type)
 
     def by_code(self) -> dict[str, list[Finding]]:
+        return self._by(lambda f: f.code)
+
+    def _by(self, key: Callable[[Finding], str | None]) -> dict[str, list[Finding]]:
+        """The findings by ``key`` (in order; those whose key is None left out)."""
         out: dict[str, list[Finding]] = defaultdict(list)
         for f in self.findings:
-            out[f.code].append(f)
+            k = key(f)
+            if k is not None:
+                out[k].append(f)
         return dict(out)
 
     def grouped(self) -> tuple[FindingGroup, ...]:

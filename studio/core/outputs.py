@@ -646,12 +646,7 @@ def publish_folder(staging: Path, final: Path, *, owned: Callable[[Path], bool],
     with folder_lock(final.parent, label):
         st = _check_existing(final, label, folder=True)
         if st is not None:
-            if _inputs_within(final):
-                raise OutputError(f"output folder '{label}' holds the input model or a file this run reads; "
-                                  "it is not replaced: choose another output folder")
-            if not owned(final):
-                raise OutputError(f"output folder '{label}' exists and was not written by onnx-studio; "
-                                  "it is not replaced: move it away or choose another output folder")
+            _refuse_replacing(final, label, owned)
             aside = final.with_name(f".{final.name[:60]}.old-{uuid.uuid4().hex[:10]}")
             with translated(label):
                 os.replace(final, aside)
@@ -668,12 +663,17 @@ def check_publish(final: Path, *, owned: Callable[[Path], bool], shown: str | No
     """``publish_folder``'s refusals, checked before the work starts (nothing is changed)."""
     label = shown or shown_path(final)
     if _check_existing(final, label, folder=True) is not None:
-        if _inputs_within(final):
-            raise OutputError(f"output folder '{label}' holds the input model or a file this run reads; "
-                              "it is not replaced: choose another output folder")
-        if not owned(final):
-            raise OutputError(f"output folder '{label}' exists and was not written by onnx-studio; "
-                              "it is not replaced: move it away or choose another output folder")
+        _refuse_replacing(final, label, owned)
+
+
+def _refuse_replacing(final: Path, label: str, owned: Callable[[Path], bool]) -> None:
+    """An existing output folder is replaced only when onnx-studio wrote it and it holds nothing this run reads."""
+    if _inputs_within(final):
+        raise OutputError(f"output folder '{label}' holds the input model or a file this run reads; "
+                          "it is not replaced: choose another output folder")
+    if not owned(final):
+        raise OutputError(f"output folder '{label}' exists and was not written by onnx-studio; "
+                          "it is not replaced: move it away or choose another output folder")
 
 
 def iter_protected() -> Iterable[str]:

@@ -18,7 +18,7 @@ import secrets
 import shutil
 import wave
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -177,18 +177,18 @@ def _read_labels(folder: Path) -> dict[str, str]:
 
 
 def _check_image(p: Path) -> str | None:
-    try:
-        check_regular_file(p, max_bytes=MAX_IMAGE_BYTES, label="image")
-        load_image(p, "RGB")
-    except StudioError as exc:
-        return str(exc)
-    return None
+    return _read_error(p, MAX_IMAGE_BYTES, "image", lambda: load_image(p, "RGB"))
 
 
 def _check_wav(p: Path) -> str | None:
+    return _read_error(p, MAX_SAMPLE_BYTES, "audio file", lambda: read_wav(p))
+
+
+def _read_error(p: Path, max_bytes: int, label: str, read: Callable[[], object]) -> str | None:
+    """Why the sample ``p`` cannot be used (not a regular file, too large, ``read()`` refuses it), or None."""
     try:
-        check_regular_file(p, max_bytes=MAX_SAMPLE_BYTES, label="audio file")
-        read_wav(p)
+        check_regular_file(p, max_bytes=max_bytes, label=label)
+        read()
     except StudioError as exc:
         return str(exc)
     return None

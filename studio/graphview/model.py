@@ -81,17 +81,18 @@ class GraphModel:
     @cached_property
     def succ(self) -> list[list[int]]:
         """Edge indices out of each node (built on first use; treat as read-only)."""
-        out: list[list[int]] = [[] for _ in self.nodes]
-        for i, e in enumerate(self.edges):
-            out[e.src].append(i)
-        return out
+        return self._edges_at(0)
 
     @cached_property
     def pred(self) -> list[list[int]]:
         """Edge indices into each node (built on first use; treat as read-only)."""
+        return self._edges_at(1)
+
+    def _edges_at(self, end: int) -> list[list[int]]:
+        """Per node, the indices of the edges whose ``end`` (0: src, 1: dst) it is."""
         out: list[list[int]] = [[] for _ in self.nodes]
         for i, e in enumerate(self.edges):
-            out[e.dst].append(i)
+            out[e[end]].append(i)
         return out
 
     def id_map(self) -> dict[str, int]:

@@ -18,6 +18,7 @@ TensorRT cannot run on this machine; their numbers are never guessed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import shutil
 import tempfile
@@ -529,6 +530,21 @@ def _calibration_and_holdout(header: onnx.ModelProto, calibration: Path | None, 
     return calib, held
 
 
+def _under_out_dir(evaluate: Callable[..., PrecisionReport]) -> Callable[..., PrecisionReport]:
+    """Run ``evaluate`` with its ``out_dir`` (when one is given) as a writing folder: a full or read-only disk
+    there stops the run with one line, and what it wrote there so far is removed again."""
+    @functools.wraps(evaluate)
+    def run(model_path: Path, *, out_dir: Path | None = None, **options: Any) -> PrecisionReport:
+        from studio.core.outputs import writing_folder
+
+        if out_dir is None:
+            return evaluate(model_path, out_dir=None, **options)
+        with writing_folder(out_dir):
+            return evaluate(model_path, out_dir=Path(out_dir), **options)
+    return run
+
+
+@_under_out_dir
 def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None, out_dir: Path | None = None,
                       calibration: Path | None = None, inputs: Path | None = None, samples: int = 8,
                       preprocess: ImagePreprocess | None = None, dims: Mapping[str, int] | None = None,
@@ -553,27 +569,6 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
     Variant models are written under ``out_dir`` (a temporary folder when None,
     removed afterwards). A full or read-only disk at ``out_dir`` stops the run with one
     line, and the variants written there so far are removed again (nothing is left half done)."""
-    from studio.core.outputs import writing_folder
-
-    options = dict(variants=variants, calibration=calibration, inputs=inputs, samples=samples, preprocess=preprocess,
-                   dims=dims, target_cosine=target_cosine, latency_budget_s=latency_budget_s, limits=limits,
-                   pool_key=pool_key, on_progress=on_progress, on_tick=on_tick, calibration_method=calibration_method,
-                   dataset=dataset, target=target, tasks=tasks)
-    if out_dir is None:
-        return _evaluate_variants(model_path, out_dir=None, **options)
-    with writing_folder(out_dir):
-        return _evaluate_variants(model_path, out_dir=Path(out_dir), **options)
-
-
-def _evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None, out_dir: Path | None = None,
-                      calibration: Path | None = None, inputs: Path | None = None, samples: int = 8,
-                      preprocess: ImagePreprocess | None = None, dims: Mapping[str, int] | None = None,
-                      target_cosine: float = 0.99, latency_budget_s: float = 60.0, limits: Limits | None = None,
-                      pool_key: str = "default", on_progress: Callable[[int, int, str], None] | None = None,
-                      on_tick: Callable[[float], None] | None = None,
-                      calibration_method: str = "minmax", dataset=None, target=None,
-                      tasks: Mapping[str, str] | None = None) -> PrecisionReport:
-    """The body of ``evaluate_variants``."""
     model_path = Path(model_path)
     header = onnx.load_model(str(model_path), load_external_data=False)
     names = list(variants or default_variants(header))
