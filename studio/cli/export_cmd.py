@@ -9,7 +9,6 @@ import sys
 
 from studio import api
 from studio.cli import recipe_args, task_args
-from studio.core.errors import StudioError
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import print_json
 from studio.core.fmt import human_bytes, printable
@@ -76,12 +75,7 @@ def _run(args: argparse.Namespace) -> int:
         if verbose:
             print(f"  {target:<12} {printable(stage, 120)}", file=sys.stderr, flush=True)
 
-    dataset = None
-    if args.dataset:
-        if kept(args) is None:
-            raise StudioError("--dataset names a dataset of a project: add --project NAME")
-        dataset = api.dataset(kept(args).project, args.dataset)
-    dataset = recipe_args.dataset_for_run(args, dataset)
+    dataset = recipe_args.project_dataset(args)
     tasks = task_args.choices(args, handle, kept(args).project if kept(args) is not None else None)
     from studio.cli.dims_args import model_dims
 

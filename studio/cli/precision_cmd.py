@@ -74,12 +74,7 @@ def _run(args: argparse.Namespace) -> int:
         raise StudioError("--samples must be between 1 and 1024")
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     handle = api.load(args.model)
-    dataset = None
-    if args.dataset:
-        if kept(args) is None:
-            raise StudioError("--dataset names a dataset of a project: add --project NAME")
-        dataset = api.dataset(kept(args).project, args.dataset)
-    dataset = recipe_args.dataset_for_run(args, dataset)
+    dataset = recipe_args.project_dataset(args)
     if dataset is None and remote_args.task_target_of(args):
         raise StudioError("a task-metric --target is judged on a dataset: add --project NAME --dataset NAME")
     if args.chart:

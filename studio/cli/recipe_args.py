@@ -87,6 +87,19 @@ def recipe_from_args(args: argparse.Namespace, base=None):
         raise StudioError(f"{FLAGS[field][0]}: {exc}", code=exc.code) from None
 
 
+def project_dataset(args: argparse.Namespace):
+    """The ``--dataset`` of the ``--project`` (None without ``--dataset``), with the command line's recipe for
+    this run (:func:`dataset_for_run`)."""
+    from studio.cli.project_args import kept
+
+    dataset = None
+    if args.dataset:
+        if kept(args) is None:
+            raise StudioError("--dataset names a dataset of a project: add --project NAME")
+        dataset = api.dataset(kept(args).project, args.dataset)
+    return dataset_for_run(args, dataset)
+
+
 def dataset_for_run(args: argparse.Namespace, dataset):
     """``dataset`` with the command line's recipe for this run (not saved). Extra recipe flags
     without a dataset are an error rather than silently ignored."""
