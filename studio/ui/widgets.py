@@ -67,6 +67,18 @@ def guarded(fn: Callable[[], T], spinner: str | None = None) -> T | None:
         return None
 
 
+def project_versions(ws) -> dict[str, tuple]:  # noqa: ANN001 - the open workspace
+    """Every version of every model of the open project, ``"model:version"`` -> (the model's workspace,
+    the version, its label): the choices of the pages that compare two versions (``ws`` is the open one)."""
+    project = state.project()
+    entries: dict[str, tuple] = {}
+    for m in state.models() if project is not None else []:
+        model = ws if getattr(ws, "id", None) == m.id else guarded(lambda mid=m.id: api.project_model(project, mid))
+        for v in (model.versions if model is not None else ()):
+            entries[f"{m.id}:{v.id}"] = (model, v, f"{m.name} · {v.id} · {v.label} · {v.sha256[:8]}")
+    return entries
+
+
 def run_stoppable(label: str, fn: Callable[[Callable[[float], None]], T]) -> T | None:
     """Run a long job with a progress line and a Stop button.
 

@@ -240,14 +240,8 @@ def _model_dims(project, model) -> dict[str, int]:
 
 def _diff() -> None:
     """Any two versions of the project: of one model (with the passes between them) or of two models."""
-    project = state.project()
-    ws = state.workspace()
-    entries: dict[str, tuple] = {}
-    for m in state.models() if project is not None else []:
-        model = ws if getattr(ws, "id", None) == m.id else widgets.guarded(lambda mid=m.id: api.project_model(project,
-                                                                                                              mid))
-        for v in (model.versions if model is not None else ()):
-            entries[f"{m.id}:{v.id}"] = (model, v, f"{m.name} · {v.id} · {v.label} · {v.sha256[:8]}")
+    project, ws = state.project(), state.workspace()
+    entries = widgets.project_versions(ws)
     if len(entries) < 2:
         st.info("The diff needs two versions: optimize the model, or open another model on the Overview page.")
         return

@@ -218,13 +218,7 @@ def render() -> None:
         st.info("Open a model on the Overview page first; every version of it can then be profiled here.")
         return
     # Every version of every model of the project: A/B of two versions, or of two models.
-    project = state.project()
-    entries: dict[str, tuple] = {}
-    for m in state.models() if project is not None else []:
-        model = ws if getattr(ws, "id", None) == m.id else widgets.guarded(lambda mid=m.id: api.project_model(project,
-                                                                                                              mid))
-        for v in (model.versions if model is not None else ()):
-            entries[f"{m.id}:{v.id}"] = (model, v, f"{m.name} · {v.id} · {v.label} · {v.sha256[:8]}")
+    entries = widgets.project_versions(ws)
     current = state.current_version()
     own = [k for k in entries if k.startswith(f"{ws.id}:")]
     cur_key = f"{ws.id}:{current.id}" if current else own[-1]
