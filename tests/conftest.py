@@ -89,6 +89,16 @@ def _isolated_workspace(tmp_path_factory, monkeypatch):
     yield ws
 
 
+@pytest.fixture(scope="module")
+def module_projects_root(tmp_path_factory):
+    """A projects root for a module-scoped fixture that creates projects: ``_isolated_workspace`` (per
+    test) has not set one yet when such a fixture runs. Tests still see their own per-test root."""
+    with pytest.MonkeyPatch.context() as mp:
+        root = tmp_path_factory.mktemp("projects")
+        mp.setenv("ONNX_STUDIO_PROJECTS_ROOT", str(root))
+        yield root
+
+
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -104,6 +114,18 @@ def save(model: onnx.ModelProto, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save_model(model, str(path))
     return path
+
+
+def ort_reference(model: onnx.ModelProto | Path, feeds: dict) -> dict:
+    """The oracle for a model's outputs: plain onnxruntime on the CPU with graph optimizations off;
+    output name -> value."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    src = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    s = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
 
 
 def assert_user_message(message: str, *needles: str) -> None:
@@ -146,3 +168,32 @@ def current_model(at):
     from studio import api
 
     return api.project_model(at.session_state["onnx_studio_project"], at.session_state["onnx_studio_model"])
+
+
+def open_sample(at, name: str):
+    """Open the catalog sample ``name`` from the Overview page's picker, as a user does."""
+    at.selectbox(key="sample_pick").set_value(name).run()
+    at.button(key="open_sample").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def metrics(at) -> dict[str, str]:
+    """The page's metric tiles, label -> shown value."""
+    return {m.label: m.value for m in at.metric}
+
+
+def table_with(at, column: str):
+    """The page's first dataframe that has ``column`` (the optimize report has 'pass', the op diff 'op')."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def sample_with_photos(app, name: str):
+    """A fresh session with the catalog sample ``name`` open and the sample photos added to its project
+    as the dataset 'photos' (no preprocessing model given); the AppTest and the project id."""
+    from studio import api
+
+    at = open_sample(app().run(), name)
+    pid = at.session_state["onnx_studio_project"]
+    api.add_dataset(pid, api.sample_photos_folder(), name="photos", model=None)
+    return at, pid

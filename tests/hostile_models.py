@@ -15,6 +15,15 @@ def conv_without_weight() -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def dangling_input(name: str = "missing") -> onnx.ModelProto:
+    """One Relu that reads ``name``, which nothing produces: onnx.checker refuses it ("Nodes in a graph
+    must be topologically sorted, however input 'missing' ...")."""
+    g = helper.make_graph([helper.make_node("Relu", [name], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
 def endless_loop(trip_count: int = 2**62 - 1, constant: bool = True) -> onnx.ModelProto:
     """A Loop whose trip count is huge: constant (foldable) or an input."""
     body = helper.make_graph(

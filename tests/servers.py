@@ -1,7 +1,10 @@
-"""The one way the suite starts ``onnx-studio serve``: as a user would (its own process group,
-``python -m studio serve``), with the test's own projects root and workspace in its environment
--- named explicitly, so a server started by a module- or session-scoped fixture (before any
-per-test environment exists) never lands in the user's real ~/.local/share/onnx-studio."""
+"""The suite's one place for the processes it starts and the ports they hold: ``onnx-studio serve``
+started as a user would (``StudioServer``: its own process group, ``python -m studio serve``, with the
+test's own projects root and workspace in its environment -- named explicitly, so a server started by a
+module- or session-scoped fixture, before any per-test environment exists, never lands in the user's
+real ~/.local/share/onnx-studio), any other ``onnx-studio`` command as a user starts it
+(``start_studio``), and the polls that check what they leave behind (children, process groups, ports).
+Every wait polls a condition under a bound that only guards a hang."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import psutil
 
@@ -20,11 +24,80 @@ from tests.conftest import ROOT
 
 START_TIMEOUT_S = 90         # a generous bound that only guards a hang at start-up
 
+T = TypeVar("T")
+
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def port_bindable(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:``port`` any more."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def wait_until(check: Callable[[], T], seconds: float) -> T:
+    """Poll ``check`` for ``seconds`` (the spec's bound, not a performance budget); its first truthy
+    value, or its last (falsy) one when the bound passes."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.1)
+    return check()
+
+
+def start_studio(args: list[str], log) -> subprocess.Popen:
+    """``python -m studio ARGS`` as a user starts it: its own process group (a signal to it goes to it
+    alone), output to ``log``."""
+    return subprocess.Popen([sys.executable, "-m", "studio", *args], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def descendants(proc: subprocess.Popen) -> list[psutil.Process]:
+    try:
+        return psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def all_gone(procs: list[psutil.Process]) -> bool:
+    """Every one of ``procs`` has ended (a zombie counts as ended: its parent has not reaped it yet)."""
+    for p in procs:
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            pass
+    return True
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def assert_group_gone(pid: int, seconds: float = 3) -> None:
+    """The process ``pid`` (a sandbox worker, the leader of its group) and every child of this test
+    process in its group are gone, not even a zombie, within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        alive = [p for p in psutil.Process().children(recursive=True) if p.pid == pid or _pgid(p.pid) == pid]
+        if not alive and not psutil.pid_exists(pid):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"worker {pid} or its group is still alive")
 
 
 class StudioServer:
@@ -68,10 +141,11 @@ class StudioServer:
         return self.proc.poll() is None
 
     def descendants(self) -> list[psutil.Process]:
-        try:
-            return psutil.Process(self.proc.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            return []
+        return descendants(self.proc)
+
+    def send(self, sig: int) -> None:
+        """The signal to the serve process only (as ``kill PID`` does), not its group."""
+        os.kill(self.proc.pid, sig)
 
     def stop(self) -> None:
         """SIGTERM to the server's group, then SIGKILL to whatever of it (and its children) is left."""

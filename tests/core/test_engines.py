@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import psutil
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -22,6 +21,8 @@ from studio.core.engines.tensorrt import NOT_INSTALLED_REASON, profile_shapes, v
 from studio.core.errors import EngineUnavailable, StudioError, WorkerError
 from studio.core.sandbox import Limits
 from tests.conftest import assert_user_message
+from tests.hostile_models import endless_loop
+from tests.servers import assert_group_gone
 
 LIMITS = Limits(timeout_s=30, memory_bytes=2 * 2**30)
 SHORT = Limits(timeout_s=2.5, memory_bytes=2 * 2**30)
@@ -68,24 +69,8 @@ def models(tmp_path_factory) -> dict[str, Path]:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])],
         [numpy_helper.from_array(np.array([2**40], np.int64), "shape")]), d / "cos.onnx")
     # Loop with trip count 2^62: constant, and from an input (R15)
-    body = helper.make_graph(
-        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Add", ["v_in", "one"], ["v_out"])],
-        "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [1])],
-        [numpy_helper.from_array(np.ones(1, np.float32), "one")])
-    loop = helper.make_node("Loop", ["n", "cond", "x"], ["y"], body=body)
-    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
-    y_info = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
-    cond = numpy_helper.from_array(np.array(True), "cond")
-    out["loop_const"] = save(make_model([loop], [x_info], [y_info],
-                                        [cond, numpy_helper.from_array(np.array(2**62, np.int64), "n")]),
-                             d / "loop_const.onnx")
-    out["loop_input"] = save(make_model([loop], [x_info, helper.make_tensor_value_info("n", TensorProto.INT64, [])],
-                                        [y_info], [cond]), d / "loop_input.onnx")
+    out["loop_const"] = save(endless_loop(2**62), d / "loop_const.onnx")
+    out["loop_input"] = save(endless_loop(constant=False), d / "loop_input.onnx")
     # sequence and string outputs (ORT value transport)
     out["seq"] = save(make_model(
         [helper.make_node("Add", ["x", "x"], ["x2"]), helper.make_node("SequenceConstruct", ["x", "x2"], ["seq"]),
@@ -101,23 +86,6 @@ def models(tmp_path_factory) -> dict[str, Path]:
 
 
 FEED = {"x": np.random.RandomState(1).randn(3, 8).astype(np.float32)}
-
-
-def assert_worker_gone(pid: int) -> None:
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        if not psutil.pid_exists(pid) and not [
-                c for c in psutil.Process().children(recursive=True) if _pgid(c.pid) == pid]:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"worker {pid} still alive")
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except ProcessLookupError:
-        return None
 
 
 # ---------------------------------------------------------------------------- registry
@@ -307,7 +275,7 @@ def test_endless_loops_time_out_and_leave_no_process(models):
         assert exc.kind == "timeout", (engine, model, str(exc))
         assert elapsed < SHORT.timeout_s + 60, (engine, model, elapsed)      # a hang guard only (generous on any CPU or load), not a speed expectation
         assert_user_message(str(exc), "timed out after 2.5 s")
-        assert_worker_gone(pids[index])
+        assert_group_gone(pids[index])
 
 
 # ---------------------------------------------------------------------------- TensorRT

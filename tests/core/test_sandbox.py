@@ -21,6 +21,7 @@ from studio.core.errors import StudioError, WorkerError
 from studio.core.jobs import BUILTIN_JOBS, JobContext, job, load_job, resolve_job
 from studio.core.sandbox import Limits, cancel_all, default_limits, pool_info, run_job, scrub_message
 from tests.conftest import assert_user_message
+from tests.servers import assert_group_gone
 
 LIMITS = Limits(timeout_s=20, memory_bytes=2 * 2**30)
 SELFTEST = "sandbox.selftest"
@@ -33,25 +34,6 @@ def selftest(action: str, *, pool: str, limits: Limits = LIMITS, stage: str = "S
 
 def worker_pid(pool: str) -> int:
     return selftest("info", pool=pool).data["pid"]
-
-
-def assert_gone(pid: int) -> None:
-    """The worker and everything in its process group are gone (not even a zombie)."""
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline:
-        alive = [p for p in psutil.Process().children(recursive=True)
-                 if p.pid == pid or _pgid(p.pid) == pid]
-        if not alive and not psutil.pid_exists(pid):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"worker {pid} or its group is still alive")
-
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except ProcessLookupError:
-        return None
 
 
 def assert_next_job_works(pool: str, old_pid: int | None = None) -> None:
@@ -132,7 +114,7 @@ def test_exit_code_is_crashed():
         selftest("exit", pool="crash-exit", args={"code": 3})
     assert err.value.kind == "crashed"
     assert_user_message(str(err.value), "crashed", "exited with code 3")
-    assert_gone(pid)
+    assert_group_gone(pid)
     assert_next_job_works("crash-exit", pid)
 
 
@@ -145,7 +127,7 @@ def test_fatal_signal_is_crashed_and_named(sig):
     assert err.value.kind == "crashed"
     assert err.value.stage == "OpenVINO compile"  # the stage the job announced
     assert_user_message(str(err.value), "OpenVINO compile crashed", sig)
-    assert_gone(pid)
+    assert_group_gone(pid)
     assert_next_job_works(pool, pid)
 
 
@@ -158,7 +140,7 @@ def test_infinite_loop_times_out_and_is_killed():
     assert err.value.kind == "timeout"
     assert 1.4 < elapsed < 1.5 + 60      # a hang guard only (generous on any CPU or load), not a speed expectation
     assert_user_message(str(err.value), "timed out after 1.5 s", "--timeout")
-    assert_gone(pid)
+    assert_group_gone(pid)
     assert_next_job_works("timeout", pid)
 
 
@@ -205,7 +187,7 @@ def test_on_tick_raising_kills_the_worker_and_propagates():
     with pytest.raises(Stop):
         selftest("sleep", pool="tick", args={"seconds": 30}, on_tick=on_tick)
     assert ticks and ticks[-1] < 25       # stopped well before the 30 s sleep ends (no speed expectation)
-    assert_gone(pid)
+    assert_group_gone(pid)
     assert_next_job_works("tick", pid)
 
 
@@ -217,7 +199,7 @@ def test_cancel_all_from_another_thread():
         selftest("sleep", pool="cancel", args={"seconds": 30})
     assert err.value.kind == "cancelled"
     assert time.monotonic() - started < 25     # well before the 30 s sleep ends (no speed expectation)
-    assert_gone(pid)
+    assert_group_gone(pid)
     assert_next_job_works("cancel", pid)
 
 
@@ -232,7 +214,7 @@ def test_warm_reuse_is_fast_and_fresh_is_separate():
     assert all(r.worker_reused and r.worker_pid == first.worker_pid for r in reused)
     fresh = selftest("echo", pool="warm", fresh=True)
     assert fresh.worker_pid != first.worker_pid and fresh.worker_reused is False
-    assert_gone(fresh.worker_pid)  # one-off workers are not kept
+    assert_group_gone(fresh.worker_pid)  # one-off workers are not kept
     again = selftest("echo", pool="warm")
     assert again.worker_pid == first.worker_pid and again.worker_reused is True
 

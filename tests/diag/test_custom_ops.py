@@ -7,7 +7,7 @@ from onnx import helper
 
 from diagnostics.custom_ops import detect_custom_ops, lookup, trt_plugin_available
 from tests.conftest import SAMPLES
-from tests.diag import hostile_models as hm
+from tests.diag import trap_models as hm
 
 
 def test_mmdeploy_sample_is_known_with_its_fix():

@@ -7,7 +7,7 @@ import pytest
 
 from studio import api
 from tests.conftest import assert_user_message, sha256_file
-from tests.diag import hostile_models as hm
+from tests.diag import trap_models as hm
 
 THREE = ("onnxruntime", "openvino", "tensorrt")     # what these traps are about (MNN/LiteRT: their own tests)
 

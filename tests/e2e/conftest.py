@@ -90,3 +90,24 @@ def wait_for_app(page) -> None:
     page.wait_for_selector('[data-testid="stApp"]')
     page.wait_for_function(
         "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=90_000)
+
+
+UPLOADER = '[data-testid="stFileUploader"] input[type="file"]'
+
+
+def open_and_upload(page, url: str, files) -> None:
+    """Open the studio at ``url`` and pick ``files`` (a path, or Playwright file payloads) in the
+    Overview's uploader."""
+    page.goto(url)
+    wait_for_app(page)
+    page.get_by_text("Upload an ONNX model").wait_for()
+    page.locator(UPLOADER).set_input_files(files)
+
+
+def nodes_metric(page, showing: str | None = None, timeout_ms: int = 90_000):
+    """The Overview's Nodes metric once it is on the page (and shows ``showing``, when given)."""
+    nodes = page.locator('[data-testid="stMetric"]').filter(has_text="Nodes")
+    if showing is not None:
+        nodes = nodes.filter(has_text=showing)
+    nodes.wait_for(timeout=timeout_ms)
+    return nodes

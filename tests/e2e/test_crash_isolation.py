@@ -8,7 +8,7 @@ import onnx
 import pytest
 
 from tests.conftest import SAMPLES
-from tests.e2e.conftest import wait_for_app
+from tests.e2e.conftest import nodes_metric, open_and_upload
 from tests.hostile_models import conv_without_weight
 
 pytestmark = pytest.mark.browser
@@ -22,10 +22,7 @@ def _new_page(browser):
 
 
 def _upload(page, url, path):
-    page.goto(url)
-    wait_for_app(page)
-    page.get_by_text("Upload an ONNX model").wait_for()
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
+    open_and_upload(page, url, str(path))
 
 
 def test_engine_crash_in_one_session_leaves_the_other_working(studio_server, browser, shots, tmp_path):
@@ -42,8 +39,7 @@ def test_engine_crash_in_one_session_leaves_the_other_working(studio_server, bro
         _upload(b, server.url, SAMPLES / "cnn_unfused.onnx")
         a.get_by_text("OpenVINO crashed").first.wait_for(timeout=180_000)
         shots(a, "session-a-engine-crashed")
-        nodes = b.locator('[data-testid="stMetric"]').filter(has_text="Nodes")
-        nodes.wait_for(timeout=120_000)
+        nodes = nodes_metric(b, timeout_ms=120_000)
         assert "37" in nodes.inner_text()
         shots(b, "session-b-inspected")
         assert server.alive()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import SAMPLES
-from tests.e2e.conftest import wait_for_app
+from tests.e2e.conftest import nodes_metric, open_and_upload, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -19,17 +19,13 @@ def _open_section(page, tab: str) -> None:
 
 
 def _wait_nodes(page, nodes: str) -> None:
-    page.locator('[data-testid="stMetric"]').filter(has_text="Nodes").filter(has_text=nodes).wait_for(timeout=90_000)
+    nodes_metric(page, nodes)
     wait_for_app(page)
 
 
 def test_profile_two_versions_in_the_browser(studio_server, page, shots):
     server = studio_server()
-    page.goto(server.url)
-    wait_for_app(page)
-    page.get_by_text("Upload an ONNX model").wait_for()
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(
-        str(SAMPLES / "cnn_unfused.onnx"))
+    open_and_upload(page, server.url, str(SAMPLES / "cnn_unfused.onnx"))
     _wait_nodes(page, "37")
     # A second version of the session: a sample model from the catalog.
     _open_section(page, "Sample model")

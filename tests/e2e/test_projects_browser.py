@@ -14,7 +14,7 @@ import pytest
 
 from studio import api
 from tests.conftest import SAMPLES
-from tests.e2e.conftest import wait_for_app
+from tests.e2e.conftest import nodes_metric, open_and_upload, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -22,11 +22,8 @@ CNN = SAMPLES / "cnn_unfused.onnx"
 
 
 def _upload(page, url: str) -> None:
-    page.goto(url)
-    wait_for_app(page)
-    page.get_by_text("Upload an ONNX model").wait_for()
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(CNN))
-    page.locator('[data-testid="stMetric"]').filter(has_text="Nodes").wait_for(timeout=120_000)
+    open_and_upload(page, url, str(CNN))
+    nodes_metric(page, timeout_ms=120_000)
     page.wait_for_function("() => location.search.includes('project=')")
 
 

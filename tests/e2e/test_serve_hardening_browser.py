@@ -9,8 +9,8 @@ import signal
 import pytest
 
 from tests.conftest import SAMPLES
-from tests.e2e.conftest import wait_for_app
-from tests.reliability.serving import Serve, all_gone, port_bindable, send, wait_until
+from tests.e2e.conftest import nodes_metric, open_and_upload, wait_for_app
+from tests.servers import StudioServer, all_gone, port_bindable, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -19,7 +19,7 @@ PORT_FREE_S = 5
 
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory):
-    s = Serve(tmp_path_factory.mktemp("r43e2e") / "ws")
+    s = StudioServer(tmp_path_factory.mktemp("r43e2e") / "ws")
     yield s
     s.stop()
 
@@ -36,29 +36,24 @@ def test_r43_another_site_cannot_frame_the_studio(serve, page):
 @pytest.mark.parametrize("name", ["A" * 5000 + ".onnx", "model\u202exnno.onnx", "two\nlines.onnx",
                                   "quote\"and;semicolon.onnx"])
 def test_r43_hostile_upload_names_import(serve, page, name):
-    page.goto(serve.url)
-    wait_for_app(page)
-    page.get_by_text("Upload an ONNX model").wait_for()
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(
-        files=[{"name": name, "mimeType": "application/octet-stream",
-                "buffer": (SAMPLES / "cnn_unfused.onnx").read_bytes()}])
-    nodes = page.locator('[data-testid="stMetric"]').filter(has_text="Nodes")
-    nodes.wait_for(timeout=90_000)
+    open_and_upload(page, serve.url, [{"name": name, "mimeType": "application/octet-stream",
+                                       "buffer": (SAMPLES / "cnn_unfused.onnx").read_bytes()}])
+    nodes = nodes_metric(page)
     assert "37" in nodes.inner_text()
     wait_for_app(page)            # a handled upload gets a fresh uploader; the old one goes when the run ends
     assert not any("AxiosError" in t for t in page.locator('[data-testid="stFileUploader"]').all_inner_texts())
 
 
 def test_r44_sigterm_while_a_session_has_workers_stops_them_all(tmp_path, page):
-    serve = Serve(tmp_path / "ws", str(SAMPLES / "cnn_unfused.onnx"))
+    serve = StudioServer(tmp_path / "ws", str(SAMPLES / "cnn_unfused.onnx"))
     try:
         page.goto(serve.url)
         wait_for_app(page)
-        page.locator('[data-testid="stMetric"]').filter(has_text="Nodes").wait_for(timeout=90_000)
+        nodes_metric(page)
         procs = serve.descendants()
         workers = [p for p in procs if "studio.core.worker" in " ".join(p.cmdline())]
         assert workers, [p.cmdline()[:4] for p in procs]        # inspect ran in a sandbox worker
-        send(serve, signal.SIGTERM)
+        serve.send(signal.SIGTERM)
         assert wait_until(lambda: port_bindable(serve.port), PORT_FREE_S)
         assert wait_until(lambda: all_gone(procs), PORT_FREE_S), [p.pid for p in procs]
     finally:

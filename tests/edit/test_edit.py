@@ -1,4 +1,4 @@
-"""Edit scripts (studio.edit): each result against a plain onnxruntime oracle written here, and
+"""Edit scripts (studio.edit): each result against a plain onnxruntime oracle (tests.conftest.ort_reference), and
 every bad input refused in one line with the model untouched and nothing written."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import json
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 
 from studio import api
 from studio.core.errors import StudioError
+from tests.conftest import ort_reference
 
 DETECTOR = """<ir_version: 8, opset_import: ["" : 17]>
 det (float[1,3,8,8] image) => (float[1,4,8,8] boxes, float[1,4,8,8] scores)
@@ -48,14 +48,6 @@ def _sha(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _run(path_or_proto, feeds):
-    src = path_or_proto.SerializeToString() if isinstance(path_or_proto, onnx.ModelProto) else str(path_or_proto)
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    s = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
-
-
 def _exposed(path, *names) -> onnx.ModelProto:
     """The original with inner tensors made outputs by hand (the oracle: onnx.helper, not studio.edit)."""
     m = onnx.load(path)
@@ -70,8 +62,8 @@ FEEDS = {"image": np.random.default_rng(7).normal(size=(1, 3, 8, 8)).astype(np.f
 def test_add_output_at_inner_tensor_equals_the_original_intermediate(detector, tmp_path):
     out = tmp_path / "o" / "debug.onnx"
     res = api.edit(api.load(detector), [{"op": "add_output", "tensor": "feat"}], out)
-    got = _run(out, FEEDS)
-    want = _run(_exposed(detector, "feat"), FEEDS)
+    got = ort_reference(out, FEEDS)
+    want = ort_reference(_exposed(detector, "feat"), FEEDS)
     np.testing.assert_allclose(got["feat"], want["feat"], rtol=0, atol=0)
     assert res.after[0]["outputs"][-1] == "feat: float[1,4,8,8]"       # typed by inference
     assert res.verification.method == "reproduce" and res.verification.status == "passed"
@@ -84,9 +76,9 @@ def test_extract_backbone_and_cut_before_post_processing(detector, tmp_path):
     api.edit(h, [{"op": "extract", "inputs": ["image"], "outputs": ["feat"]}], backbone)
     cut = tmp_path / "o" / "raw_head.onnx"
     res = api.edit(h, [{"op": "extract", "inputs": ["image"], "outputs": ["head"]}], cut)
-    want = _run(_exposed(detector, "feat", "head"), FEEDS)
-    np.testing.assert_array_equal(_run(backbone, FEEDS)["feat"], want["feat"])
-    np.testing.assert_array_equal(_run(cut, FEEDS)["head"], want["head"])
+    want = ort_reference(_exposed(detector, "feat", "head"), FEEDS)
+    np.testing.assert_array_equal(ort_reference(backbone, FEEDS)["feat"], want["feat"])
+    np.testing.assert_array_equal(ort_reference(cut, FEEDS)["head"], want["head"])
     ops = [n.op_type for n in onnx.load(cut).graph.node]
     assert "Sigmoid" not in ops and "Mul" not in ops, ops
     assert res.verification.status == "passed" and res.verification.method == "reproduce"
@@ -98,9 +90,9 @@ def test_split_parts_run_in_sequence_equal_the_original(detector, tmp_path):
     res = api.edit(api.load(detector), [{"op": "split", "cut": ["feat"]}], out)
     first, second = res.outputs
     assert second.name == "part.part2.onnx"
-    mid = _run(first, FEEDS)
-    got = _run(second, {"feat": mid["feat"]})
-    want = _run(detector, FEEDS)
+    mid = ort_reference(first, FEEDS)
+    got = ort_reference(second, {"feat": mid["feat"]})
+    want = ort_reference(detector, FEEDS)
     for k in ("boxes", "scores"):
         np.testing.assert_allclose(got[k], want[k], rtol=1e-6, atol=1e-6)
 
@@ -126,7 +118,7 @@ g (float[2,3] x, bool c) => (float[2,3] y) {
     x = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)
     for c in (True, False):
         feeds = {"x": x, "c": np.array(c)}
-        np.testing.assert_array_equal(_run(out, feeds)["result"], _run(src, feeds)["y"])
+        np.testing.assert_array_equal(ort_reference(out, feeds)["result"], ort_reference(src, feeds)["y"])
 
 
 def test_merge_preprocessing_in_front_of_a_classifier_equals_running_both(tmp_path):
@@ -146,8 +138,9 @@ cls (float[1,4] input) => (float[1,2] logits) <float[4,2] w = {1.0, -1.0, 0.5, 2
     out = tmp_path / "o" / "merged.onnx"
     res = api.edit(api.load(tmp_path / "cls.onnx"), api.edit_script(script), out)
     raw = np.array([[3, 250, 7, 0]], dtype=np.uint8)
-    want = _run(tmp_path / "cls.onnx", {"input": _run(tmp_path / "pre.onnx", {"raw": raw})["norm"]})["logits"]
-    np.testing.assert_allclose(_run(out, {"raw": raw})["logits"], want, rtol=1e-6)
+    norm = ort_reference(tmp_path / "pre.onnx", {"raw": raw})["norm"]
+    want = ort_reference(tmp_path / "cls.onnx", {"input": norm})["logits"]
+    np.testing.assert_allclose(ort_reference(out, {"raw": raw})["logits"], want, rtol=1e-6)
     assert res.after[0]["inputs"] == ["raw: uint8[1,4]"] and res.before["inputs"] == ["input: float[1,4]"]
 
 
@@ -214,9 +207,10 @@ def test_weights_input_shape_and_delete(detector, tmp_path):
     by_hand = onnx.load(detector)
     by_hand.graph.initializer[1].CopyFrom(onnx.numpy_helper.from_array(w2, "w2"))
     batch = {"image": np.concatenate([FEEDS["image"], FEEDS["image"] * 2])}
-    got = _run(out, batch)
+    got = ort_reference(out, batch)
     assert list(got) == ["scores"] and got["scores"].shape == (2, 4, 8, 8)
-    np.testing.assert_allclose(got["scores"][1:], _run(by_hand, {"image": batch["image"][1:]})["scores"], rtol=1e-6)
+    np.testing.assert_allclose(got["scores"][1:], ort_reference(by_hand, {"image": batch["image"][1:]})["scores"],
+                               rtol=1e-6)
     assert res.after[0]["inputs"] == ["image: float[N,3,8,8]"] and "mul4 (Mul)" in res.nodes_removed
 
 
@@ -240,7 +234,8 @@ def test_external_weights_stay_lazy_and_are_not_touched(detector, tmp_path):
     assert sorted(lazy) == ["b1", "w1", "w2"]                     # never read into memory by the edit
     out = tmp_path / "o" / "ext.onnx"
     api.edit(api.load(folder / "m.onnx"), script, out)
-    np.testing.assert_array_equal(_run(out, FEEDS)["f"], _run(_exposed(detector, "feat"), FEEDS)["feat"])
+    np.testing.assert_array_equal(ort_reference(out, FEEDS)["f"],
+                                  ort_reference(_exposed(detector, "feat"), FEEDS)["feat"])
     assert _sha(folder / "m.data") == data_sha
 
 

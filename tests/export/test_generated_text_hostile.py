@@ -10,8 +10,7 @@ import pytest
 
 from studio.core.types import TensorInfo
 from studio.export import report, tensorrt, triton
-from tests.plugins.codegen_checks import markdown_structure, python_structure
-from tests.plugins.test_codegen_hostile import HOSTILE
+from tests.plugins.codegen_checks import HOSTILE, markdown_structure, python_structure
 from tests.requirements import require_module
 
 NAMES = [v for k, v in sorted(HOSTILE.items()) if k not in ("nul",)] + ["in:0,x"]

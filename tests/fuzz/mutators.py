@@ -57,29 +57,32 @@ def mutate_input_dims(m: ModelProto, rng: random.Random) -> str:
     return f"dims of {vi.name}"
 
 
+def _pick_node(m: ModelProto, rng: random.Random, *, with_inputs: bool = False):
+    """One node (one draw; only nodes that have inputs when ``with_inputs``), or None when there is none."""
+    nodes = [n for n in _nodes(m) if n.input or not with_inputs]
+    return rng.choice(nodes) if nodes else None
+
+
 def drop_input(m: ModelProto, rng: random.Random) -> str:
-    nodes = [n for n in _nodes(m) if n.input]
-    if not nodes:
+    n = _pick_node(m, rng, with_inputs=True)
+    if n is None:
         return "no inputs"
-    n = rng.choice(nodes)
     del n.input[rng.randrange(len(n.input))]
     return f"dropped input of {n.op_type}"
 
 
 def rename_input(m: ModelProto, rng: random.Random) -> str:
-    nodes = [n for n in _nodes(m) if n.input]
-    if not nodes:
+    n = _pick_node(m, rng, with_inputs=True)
+    if n is None:
         return "no inputs"
-    n = rng.choice(nodes)
     n.input[rng.randrange(len(n.input))] = rng.choice(["missing", n.output[0] if n.output else "x", ""])
     return f"renamed input of {n.op_type}"
 
 
 def change_op(m: ModelProto, rng: random.Random) -> str:
-    nodes = _nodes(m)
-    if not nodes:
+    n = _pick_node(m, rng)
+    if n is None:
         return "no nodes"
-    n = rng.choice(nodes)
     old = n.op_type
     n.op_type = rng.choice(OPS)
     return f"op {old}->{n.op_type}"
@@ -113,10 +116,9 @@ def change_opset(m: ModelProto, rng: random.Random) -> str:
 
 
 def duplicate_node(m: ModelProto, rng: random.Random) -> str:
-    nodes = _nodes(m)
-    if not nodes:
+    n = _pick_node(m, rng)
+    if n is None:
         return "no nodes"
-    n = rng.choice(nodes)
     m.graph.node.insert(rng.randrange(len(m.graph.node) + 1), n)
     return f"duplicated {n.op_type}"
 

@@ -1,17 +1,41 @@
 """Running one pass the way a test should: through the pipeline (so ORT with
 optimizations off compares outputs on seeded inputs), then the full checker,
-then a second run that must change nothing."""
+then a second run that must change nothing. Also the models several pass tests share."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import onnx
+from onnx import TensorProto, helper
 
 from passes.pipeline import PipelineResult, run_pipeline
 from passes.registry import make_pass
 from passes.verify import interface_problems
 from tests.conftest import parse_model, save
+
+
+def mlp(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], width_in: int, width_out: int,
+        batch: int = 4) -> onnx.ModelProto:
+    """x[batch, width_in] -> ``nodes`` -> y[batch, width_out] (opset 17, IR 8): the float MLPs the INT8
+    passes are tried on."""
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, width_in])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, width_out])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+# A Reshape whose target shape is computed from the input's symbolic batch (Shape -> Gather -> Unsqueeze
+# -> Concat): nothing folds while batch is unknown; fixing it (or a static input) makes the subgraph constant.
+BATCH_RESHAPE = '<ir_version: 8, opset_import: ["" : 17]>' + """
+g (float[batch,3,4,4] x) => (float[batch,48] y) <int64 zero = {0}, int64[1] ax = {0}, int64[1] rest = {-1}> {
+  s = Shape(x)
+  b = Gather(s, zero)
+  bu = Unsqueeze(b, ax)
+  shp = Concat<axis=0>(bu, rest)
+  y = Reshape(x, shp)
+}"""
 
 
 def ops(path: Path) -> list[str]:

@@ -16,6 +16,7 @@ from passes.pipeline import run_pipeline
 from passes.registry import make_pass
 from studio.core.engines.ort_int8 import u8s8_saturates
 from tests.conftest import save
+from tests.passes.pass_helpers import mlp
 
 
 def _ort_saturates_qlinear() -> bool:
@@ -48,11 +49,7 @@ def _mlp() -> onnx.ModelProto:
     nodes = [helper.make_node("MatMul", ["x", "w0"], ["h"], name="mm0"),
              helper.make_node("Relu", ["h"], ["r"], name="relu"),
              helper.make_node("MatMul", ["r", "w1"], ["y"], name="mm1")]
-    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    return m
+    return mlp(nodes, inits, 32, 8)
 
 
 def test_static_int8_weights_are_seven_bit_exactly_when_the_kernel_saturates(tmp_path):

@@ -9,18 +9,10 @@ from passes.pipeline import run_pipeline
 from passes.registry import make_pass
 from passes.verify import interface_problems
 from tests.conftest import SAMPLES, parse_model, save
-from tests.passes.pass_helpers import check_applies, check_skips, ops
+from tests.passes.pass_helpers import BATCH_RESHAPE, check_applies, check_skips, ops
 from tests.requirements import require_module
 
 H13 = '<ir_version: 8, opset_import: ["" : 13]>'
-DYN = '<ir_version: 8, opset_import: ["" : 17]>' + """
-g (float[batch,3,4,4] x) => (float[batch,48] y) <int64 zero = {0}, int64[1] ax = {0}, int64[1] rest = {-1}> {
-  s = Shape(x)
-  b = Gather(s, zero)
-  bu = Unsqueeze(b, ax)
-  shp = Concat<axis=0>(bu, rest)
-  y = Reshape(x, shp)
-}"""
 
 
 def _dims(path, kind="input"):
@@ -30,7 +22,7 @@ def _dims(path, kind="input"):
 
 
 def test_fix_input_shapes_then_folding_removes_the_shape_subgraph(tmp_path):
-    r = check_applies(tmp_path, DYN, "fix-input-shapes", options={"dims": {"batch": 2}})
+    r = check_applies(tmp_path, BATCH_RESHAPE, "fix-input-shapes", options={"dims": {"batch": 2}})
     assert _dims(r.output) == [2, 3, 4, 4] and _dims(r.output, "output") == [2, 48]
     folded = run_pipeline(r.output, [make_pass("fold-constants")], tmp_path / "folded" / "m.onnx")
     assert ops(folded.output) == ["Reshape"]
@@ -41,14 +33,15 @@ def test_fix_input_shapes_then_folding_removes_the_shape_subgraph(tmp_path):
 
 
 def test_fix_input_shapes_needs_dims_and_names_unknown_ones(tmp_path):
-    r = check_skips(tmp_path, DYN, "fix-input-shapes")
+    r = check_skips(tmp_path, BATCH_RESHAPE, "fix-input-shapes")
     assert "no dims given" in r.records[0].notes[0]
-    r = check_skips(tmp_path / "unknown", DYN, "fix-input-shapes", options={"dims": {"sequence": 8}})
+    r = check_skips(tmp_path / "unknown", BATCH_RESHAPE, "fix-input-shapes", options={"dims": {"sequence": 8}})
     assert "'sequence' is not a dim of any input" in r.records[0].notes[0]
 
 
 def test_fix_input_shapes_rejects_bad_values(tmp_path):
-    r = run_pipeline(save(parse_model(DYN), tmp_path / "m.onnx"), [make_pass("fix-input-shapes", dims={"batch": 0})],
+    r = run_pipeline(save(parse_model(BATCH_RESHAPE), tmp_path / "m.onnx"),
+                     [make_pass("fix-input-shapes", dims={"batch": 0})],
                      tmp_path / "o" / "m.onnx")
     assert r.records[0].status == "error" and "positive integer" in r.records[0].message
 

@@ -34,6 +34,20 @@ _CPP_TOKEN = re.compile(r"""
 """, re.S | re.X)
 
 
+# Model text that would break out of every language the plugin templates write (the key says which).
+HOSTILE = {
+    "cmake": 'X"\n);execute_process(COMMAND touch /tmp/pwned)\n#',
+    "python": "x');open('/etc/hostname').read();('\"\"\"\nimport os; os.system('id') #",
+    "comment": "*/ int evil(); /* \\",
+    "shell": "${CMAKE_COMMAND}$ENV{HOME}$(id)`id`$<1:x>@v@;",
+    "nul": "a\x00b\x00",
+    "long": "L" * 5000,
+    "rtl": "\u202eevil\u2066😀",
+    "markdown": "](javascript:alert(1))<script>|x|&#8238;*_`code`_\r\n# h\n```\n",
+    "splice": "trail\\",
+}
+
+
 def cpp_structure(text: str) -> list[str]:
     """The token stream of a C/C++/CUDA source with identifiers, literals and numbers abstracted."""
     if "\x00" in text:

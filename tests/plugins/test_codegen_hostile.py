@@ -22,21 +22,10 @@ import pytest
 from studio.plugins import codegen, toolchain
 from studio.plugins.scaffold import TARGETS, scaffold
 from studio.plugins.signature import AttributeSpec, OpSample, OpSignature, PortSpec
-from tests.plugins.codegen_checks import (bash_words, cmake_commands, cpp_strings, cpp_structure, markdown_structure,
-                                          python_structure)
+from tests.plugins.codegen_checks import (HOSTILE, bash_words, cmake_commands, cpp_strings, cpp_structure,
+                                          markdown_structure, python_structure)
 from tests.plugins.plugin_models import require_tool
 
-HOSTILE = {
-    "cmake": 'X"\n);execute_process(COMMAND touch /tmp/pwned)\n#',
-    "python": "x');open('/etc/hostname').read();('\"\"\"\nimport os; os.system('id') #",
-    "comment": "*/ int evil(); /* \\",
-    "shell": "${CMAKE_COMMAND}$ENV{HOME}$(id)`id`$<1:x>@v@;",
-    "nul": "a\x00b\x00",
-    "long": "L" * 5000,
-    "rtl": "\u202eevil\u2066😀",
-    "markdown": "](javascript:alert(1))<script>|x|&#8238;*_`code`_\r\n# h\n```\n",
-    "splice": "trail\\",
-}
 CPP_SUFFIXES = (".cc", ".cpp", ".hpp", ".h", ".cu")
 
 

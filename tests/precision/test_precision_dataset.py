@@ -15,22 +15,11 @@ require_module("nncf")
 
 
 @pytest.fixture(scope="module")
-def project_with_photos(tmp_path_factory):
-    import os
-
-    root = tmp_path_factory.mktemp("projects")
-    old = os.environ.get("ONNX_STUDIO_PROJECTS_ROOT")
-    os.environ["ONNX_STUDIO_PROJECTS_ROOT"] = str(root)
-    try:
-        project = api.create_project("photos-demo")
-        api.add_dataset(project, path_of("image_classifier").parent / "photos", name="photos",
-                        model=api.load(path_of("image_classifier")), calibration_fraction=0.5)
-        yield project
-    finally:
-        if old is None:
-            os.environ.pop("ONNX_STUDIO_PROJECTS_ROOT", None)
-        else:
-            os.environ["ONNX_STUDIO_PROJECTS_ROOT"] = old
+def project_with_photos(module_projects_root):
+    project = api.create_project("photos-demo")
+    api.add_dataset(project, path_of("image_classifier").parent / "photos", name="photos",
+                    model=api.load(path_of("image_classifier")), calibration_fraction=0.5)
+    return project
 
 
 def test_task_target_decides_and_accuracy_aware_nncf_meets_it(project_with_photos, tmp_path):

@@ -5,7 +5,6 @@ a target that applies to no output is refused before any work (R49)."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -22,24 +21,15 @@ TARGET = "top1-agreement>=0.99"
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    root = tmp_path_factory.mktemp("projects")
-    old = os.environ.get("ONNX_STUDIO_PROJECTS_ROOT")
-    os.environ["ONNX_STUDIO_PROJECTS_ROOT"] = str(root)
-    try:
-        p = api.create_project("tasks")
-        photos = api.sample_photos_folder()
-        caffe = path_of("caffe_classifier")
-        recipe = api.preprocessing_recipe(file=caffe.parent / get("caffe_classifier").recipe_file)
-        api.add_dataset(p, photos, name="caffe", model=api.load(caffe), recipe=recipe, calibration_fraction=0.5)
-        api.add_dataset(p, photos, name="imagenet", model=api.load(path_of("imagenet_classifier")),
-                        calibration_fraction=0.5)
-        yield p
-    finally:
-        if old is None:
-            os.environ.pop("ONNX_STUDIO_PROJECTS_ROOT", None)
-        else:
-            os.environ["ONNX_STUDIO_PROJECTS_ROOT"] = old
+def project(module_projects_root):
+    p = api.create_project("tasks")
+    photos = api.sample_photos_folder()
+    caffe = path_of("caffe_classifier")
+    recipe = api.preprocessing_recipe(file=caffe.parent / get("caffe_classifier").recipe_file)
+    api.add_dataset(p, photos, name="caffe", model=api.load(caffe), recipe=recipe, calibration_fraction=0.5)
+    api.add_dataset(p, photos, name="imagenet", model=api.load(path_of("imagenet_classifier")),
+                    calibration_fraction=0.5)
+    return p
 
 
 def _top1(path, feeds) -> np.ndarray:

@@ -17,17 +17,17 @@ import pytest
 from studio.cli.serve_cmd import network_mode
 from studio.core.webguard import allowed_hosts
 from tests.conftest import parse_model, save
-from tests.reliability.serving import Serve
+from tests.servers import StudioServer
 
 
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory):
-    s = Serve(tmp_path_factory.mktemp("r43") / "ws", "--allowed-host", "studio.example.org")
+    s = StudioServer(tmp_path_factory.mktemp("r43") / "ws", "--allowed-host", "studio.example.org")
     yield s
     s.stop()
 
 
-def _get(serve: Serve, path: str, host: str | None = "default") -> http.client.HTTPResponse:
+def _get(serve: StudioServer, path: str, host: str | None = "default") -> http.client.HTTPResponse:
     conn = http.client.HTTPConnection("127.0.0.1", serve.port, timeout=30)
     if host == "default":
         conn.request("GET", path)
@@ -76,7 +76,7 @@ def test_r43_own_names_and_allowed_hosts_are_served(serve, host):
     assert _get(serve, "/_stcore/health", host.format(port=serve.port)).status == 200
 
 
-def _upgrade(serve: Serve, host: str) -> bytes:
+def _upgrade(serve: StudioServer, host: str) -> bytes:
     key = base64.b64encode(os.urandom(16)).decode()
     request = (f"GET /_stcore/stream HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: streamlit\r\n"

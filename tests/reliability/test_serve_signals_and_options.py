@@ -12,19 +12,18 @@ import pytest
 
 from studio.cli import main
 from tests.conftest import assert_user_message
-from tests.servers import free_port
-from tests.reliability.serving import Serve, all_gone, port_bindable, send, wait_until
+from tests.servers import StudioServer, all_gone, free_port, port_bindable, wait_until
 
 PORT_FREE_S = 5
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 def test_r44_a_signal_to_serve_ends_the_child_and_frees_the_port(tmp_path, sig):
-    serve = Serve(tmp_path / "ws")
+    serve = StudioServer(tmp_path / "ws")
     try:
         children = serve.descendants()
         assert children, "serve runs the server in a child process"
-        send(serve, sig)
+        serve.send(sig)
         assert wait_until(lambda: port_bindable(serve.port), PORT_FREE_S), "port still bound 5 s after the signal"
         assert wait_until(lambda: all_gone(children), PORT_FREE_S), [p.cmdline()[:3] for p in children]
         serve.proc.wait(PORT_FREE_S)

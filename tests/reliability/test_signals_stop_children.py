@@ -8,30 +8,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 
-import psutil
 import pytest
 
 from sample_models.catalog import path_of
-from tests.conftest import ROOT
-from tests.reliability.serving import all_gone, port_bindable, wait_until
+from tests.servers import all_gone, descendants, port_bindable, start_studio, wait_until
 
 BOUND_S = 30
-
-
-def _start(args: list[str], log) -> subprocess.Popen:
-    """The command as a user starts it (its own process group; the signal goes to it alone)."""
-    return subprocess.Popen([sys.executable, "-m", "studio", *args], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-
-
-def _descendants(proc: subprocess.Popen) -> list[psutil.Process]:
-    try:
-        return psutil.Process(proc.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
 
 
 @pytest.mark.slow
@@ -44,11 +27,11 @@ def test_r54_a_signal_to_worker_stops_its_dask_worker(tmp_path, sig):
 
     with LoopbackCluster(tmp_path / "cluster", {}) as cluster, open(tmp_path / "worker.log", "wb") as log, \
             Client(cluster.address, timeout=30, set_as_default=False) as c:
-        proc = _start(["worker", "--scheduler", cluster.address], log)
+        proc = start_studio(["worker", "--scheduler", cluster.address], log)
         try:
             c.wait_for_workers(1, timeout=90)
             ((address, info),) = c.scheduler_info(n_workers=-1)["workers"].items()
-            children = _descendants(proc)
+            children = descendants(proc)
             pids = {p.pid for p in children}
             assert c.run(os.getpid)[address] in pids, "the connected worker process is the wrapper's descendant"
             ports = {int(a.rsplit(":", 1)[1]) for a in (address, info["nanny"])}
@@ -62,7 +45,7 @@ def test_r54_a_signal_to_worker_stops_its_dask_worker(tmp_path, sig):
             # exits with its child: the dask worker closes cleanly (0) on SIGTERM
             assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 0)
         finally:
-            for p in [*_descendants(proc)]:
+            for p in [*descendants(proc)]:
                 p.kill()
             if proc.poll() is None:
                 proc.kill()
@@ -72,13 +55,13 @@ def test_r54_a_signal_to_worker_stops_its_dask_worker(tmp_path, sig):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
 def test_r54_a_signal_to_batch_stops_its_sandbox_workers(tmp_path, sig):
     with open(tmp_path / "batch.log", "wb") as log:
-        proc = _start(["batch", str(path_of("cnn_unfused")), str(path_of("mobilenet_like")), "-o",
+        proc = start_studio(["batch", str(path_of("cnn_unfused")), str(path_of("mobilenet_like")), "-o",
                        str(tmp_path / "out"), "--stages", "check", "--engines", "onnxruntime,openvino", "--workers",
                        "1", "--force"], log)
         try:
-            assert wait_until(lambda: _descendants(proc), 120), "the batch starts a sandbox worker"
+            assert wait_until(lambda: descendants(proc), 120), "the batch starts a sandbox worker"
             os.kill(proc.pid, signal.SIGSTOP)            # frozen mid-run: it cannot finish before the signal
-            children = _descendants(proc)
+            children = descendants(proc)
             assert children and proc.poll() is None
             os.kill(proc.pid, sig)
             os.kill(proc.pid, signal.SIGCONT)
@@ -86,7 +69,7 @@ def test_r54_a_signal_to_batch_stops_its_sandbox_workers(tmp_path, sig):
             assert wait_until(lambda: all_gone(children), BOUND_S), [p.cmdline()[:3] for p in children]
             assert not (tmp_path / "out" / "batch.json").exists(), "the batch was stopped mid-run"
         finally:
-            for p in _descendants(proc):
+            for p in descendants(proc):
                 p.kill()
             if proc.poll() is None:
                 proc.kill()

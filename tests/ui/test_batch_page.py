@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, metrics
 from tests.requirements import require_module
 
 
@@ -12,10 +12,6 @@ def _batch_page(at):
     at.switch_page("views/batch.py").run()
     assert not at.exception
     return at
-
-
-def _metrics(at) -> dict:
-    return {m.label: m.value for m in at.metric}
 
 
 def test_local_batch_table_report_and_a_rerun_skips_finished_work(app):
@@ -27,11 +23,11 @@ def test_local_batch_table_report_and_a_rerun_skips_finished_work(app):
     table = at.dataframe[0].value
     assert sorted(table["model"]) == ["cnn_unfused.onnx", "if_loop.onnx"]
     assert set(table["inspect"]) == {"ok"} and "check verdict" in table.columns
-    assert _metrics(at)["tasks run"] == "4" and _metrics(at)["already finished"] == "0"
+    assert metrics(at)["tasks run"] == "4" and metrics(at)["already finished"] == "0"
     assert {b.label for b in at.get("download_button")} >= {"Download report (HTML)", "Download report (CSV)"}
     at.button(key="batch_run").click().run()
     assert not at.exception
-    assert _metrics(at)["tasks run"] == "0" and _metrics(at)["already finished"] == "4"
+    assert metrics(at)["tasks run"] == "0" and metrics(at)["already finished"] == "4"
     assert list(at.dataframe[0].value["inspect"]) == list(table["inspect"])
 
 

@@ -80,7 +80,7 @@ def test_not_run_badge_and_inputs_that_ran(app, tmp_path):
     model the input search ran says on which inputs."""
     import onnx
 
-    from tests.reliability.test_seeded_input_verdicts import framed_by_7, silero_like
+    from tests.seeded_input_models import framed_by_7, silero_like
 
     for build, expected in ((framed_by_7, "⏸️ compiles, not run"), (silero_like, "ran on input float32[1, 512]")):
         path = tmp_path / f"{build.__name__}.onnx"

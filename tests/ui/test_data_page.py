@@ -4,12 +4,12 @@ gets them, evaluate on OpenVINO against a top-1 target, delete after confirmatio
 from __future__ import annotations
 
 from studio import api
+from tests.conftest import open_sample, sample_with_photos, table_with
 
 
 def test_data_page_add_preview_evaluate_delete(app):
     at = app().run()
-    at.selectbox(key="sample_pick").set_value("image_classifier").run()
-    at.button(key="open_sample").click().run()
+    open_sample(at, "image_classifier")
     assert not at.exception, at.exception
     at.switch_page("views/data.py").run()
     assert not at.exception, at.exception
@@ -27,7 +27,7 @@ def test_data_page_add_preview_evaluate_delete(app):
     at.button(key="data_eval").click().run()
     assert not at.exception, at.exception
     assert any("met" in s.value for s in at.success)
-    metrics = next(d.value for d in at.dataframe if "metric" in d.value.columns)
+    metrics = table_with(at, "metric")
     assert "top1-agreement" in set(metrics["metric"])
     at.button(key="data_delete").click().run()
     at.button(key="data_delete_yes").click().run()
@@ -35,11 +35,7 @@ def test_data_page_add_preview_evaluate_delete(app):
 
 
 def test_verify_and_precision_pick_a_dataset(app):
-    at = app().run()
-    at.selectbox(key="sample_pick").set_value("image_classifier").run()
-    at.button(key="open_sample").click().run()
-    pid = at.session_state["onnx_studio_project"]
-    api.add_dataset(pid, api.sample_photos_folder(), name="photos", model=None)
+    at, _ = sample_with_photos(app, "image_classifier")
     at.switch_page("views/verify.py").run()
     assert not at.exception, at.exception
     at.radio(key="verify_inputs_kind").set_value("Dataset").run()
@@ -67,21 +63,26 @@ def _caffe_ranges(ds, n=4):
 
 
 def _preview(at):
-    return next(d.value for d in at.dataframe if "channel" in d.value.columns)
+    return table_with(at, "channel")
 
 
-def test_data_page_caffe_recipe_entered_field_by_field_saved_and_previewed(app):
-    import pytest
-
-    at = app().run()
-    at.selectbox(key="sample_pick").set_value("caffe_classifier").run()
-    at.button(key="open_sample").click().run()
+def _caffe_photos_on_the_data_page(app):
+    """The caffe sample open, its photos added on the Data page with the imagenet preset; the AppTest,
+    the project id and the dataset's row."""
+    at = open_sample(app().run(), "caffe_classifier")
     at.switch_page("views/data.py").run()
     at.selectbox(key="data_preset").set_value("imagenet").run()
     at.button(key="data_add_photos").click().run()
     assert not at.exception, at.exception
     pid = at.session_state["onnx_studio_project"]
     (row,) = api.project_datasets(pid)
+    return at, pid, row
+
+
+def test_data_page_caffe_recipe_entered_field_by_field_saved_and_previewed(app):
+    import pytest
+
+    at, pid, row = _caffe_photos_on_the_data_page(app)
     assert list(at.dataframe[0].value["preprocessing"]) == ["imagenet"]
     table = _preview(at)                      # ImageNet normalization: about -2.1..2.6
     assert table["min"].min() > -2.2 and table["max"].max() < 2.7 and list(table["channel"][:3]) == ["R", "G", "B"]
@@ -114,14 +115,7 @@ def test_data_page_caffe_recipe_entered_field_by_field_saved_and_previewed(app):
 
 
 def test_data_page_uses_the_models_suggestion(app):
-    at = app().run()
-    at.selectbox(key="sample_pick").set_value("caffe_classifier").run()
-    at.button(key="open_sample").click().run()
-    at.switch_page("views/data.py").run()
-    at.selectbox(key="data_preset").set_value("imagenet").run()
-    at.button(key="data_add_photos").click().run()
-    pid = at.session_state["onnx_studio_project"]
-    (row,) = api.project_datasets(pid)
+    at, pid, row = _caffe_photos_on_the_data_page(app)
     at.button(key=f"rcp_suggest_{row.id}").click().run()
     assert at.selectbox(key=f"rcp_color_{row.id}").value == "BGR"
     at.button(key=f"rcp_save_{row.id}").click().run()

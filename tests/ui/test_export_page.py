@@ -3,11 +3,7 @@ artifacts table, download buttons and the equivalent CLI command; failures first
 
 from __future__ import annotations
 
-from tests.conftest import SAMPLES, current_model
-
-
-def _table(at, column: str):
-    return next(d.value for d in at.dataframe if column in d.value.columns)
+from tests.conftest import SAMPLES, current_model, table_with
 
 
 def test_export_all_from_the_page(app):
@@ -21,10 +17,10 @@ def test_export_all_from_the_page(app):
     assert not at.exception, at.exception
     assert not at.error
     assert any("verified" in s.value for s in at.success)
-    targets = _table(at, "target")
+    targets = table_with(at, "target")
     assert list(targets["target"]) == ["onnxruntime", "openvino", "tensorrt", "triton"]
     assert "not verified" in targets[targets["target"] == "tensorrt"].iloc[0]["status"]
-    arts = _table(at, "file")
+    arts = table_with(at, "file")
     assert "onnxruntime/model.onnx" in set(arts["file"]) and "openvino/model.xml" in set(arts["file"])
     labels = [b.label for b in at.get("download_button")]
     assert any(label.startswith("Download the bundle") for label in labels)
@@ -63,5 +59,5 @@ def test_both_openvino_irs_from_the_page(app):
     assert any("--ov-precisions fp32,fp16" in c.value for c in at.code)
     at.button(key="exp_run").click().run()
     assert not at.exception, at.exception
-    arts = _table(at, "file")
+    arts = table_with(at, "file")
     assert {"openvino/model.xml", "openvino/model_fp16.xml"} <= set(arts["file"])

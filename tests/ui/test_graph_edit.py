@@ -11,11 +11,10 @@ import sys
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 
 from studio import api
-from tests.conftest import ROOT, SAMPLES, current_model
+from tests.conftest import ROOT, SAMPLES, current_model, ort_reference
 
 pytestmark = pytest.mark.slow                # each applies a verified edit and runs the CLI once (~20-45 s)
 
@@ -74,14 +73,6 @@ def _same_graph(a: onnx.ModelProto, b: onnx.ModelProto) -> None:
     assert a.graph.SerializeToString(deterministic=True) == b.graph.SerializeToString(deterministic=True)
 
 
-def _run(model, feeds) -> dict:
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    src = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    s = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
-
-
 def _feeds(path) -> dict:
     m = onnx.load(path)
     x = m.graph.input[0]
@@ -118,8 +109,8 @@ def test_bypass_previews_the_removed_node_and_versions_the_script(app, tmp_path)
     # Round trip: the shown script through the CLI gives the same graph as the UI's version.
     _same_graph(_cli(CNN, script, tmp_path), edited)
     feeds = _feeds(CNN)
-    for k, want in _run(CNN, feeds).items():
-        np.testing.assert_array_equal(_run(edited, feeds)[k], want)
+    for k, want in ort_reference(CNN, feeds).items():
+        np.testing.assert_array_equal(ort_reference(edited, feeds)[k], want)
 
 
 def _fill(at, action: str) -> None:
@@ -167,8 +158,8 @@ def test_every_action_round_trips_between_ui_script_and_cli(app, tmp_path, actio
     else:                     # the cut's output holds the original's intermediate values (ORT, exposed by hand)
         orig = onnx.load(CNN)
         orig.graph.output.append(onnx.helper.make_empty_tensor_value_info("/relu/Relu_output_0"))
-        want = _run(orig, feeds)["/relu/Relu_output_0"]
-        np.testing.assert_array_equal(_run(edited, feeds)["/relu/Relu_output_0"], want)
+        want = ort_reference(orig, feeds)["/relu/Relu_output_0"]
+        np.testing.assert_array_equal(ort_reference(edited, feeds)["/relu/Relu_output_0"], want)
         if op == "extract":
             assert [o.name for o in edited.graph.output] == ["/relu/Relu_output_0"]
             assert v.provenance["edit"]["verification"]["method"] == "reproduce"

@@ -3,12 +3,8 @@ report table and a new, selected version whose provenance holds the lineage."""
 
 from __future__ import annotations
 
-from tests.conftest import SAMPLES, current_model, parse_model, save
-
-
-def _table(at, column: str):
-    """The dataframe that has ``column`` (the report has 'pass', the op diff 'op')."""
-    return next(d.value for d in at.dataframe if column in d.value.columns)
+from tests.conftest import SAMPLES, current_model, parse_model, save, table_with
+from tests.hostile_models import dangling_input
 
 
 def test_safe_preset_on_cnn_sample(app):
@@ -18,11 +14,11 @@ def test_safe_preset_on_cnn_sample(app):
     assert at.selectbox(key="opt_preset").value == "safe"
     at.button(key="opt_run").click().run()
     assert not at.exception, at.exception
-    report = _table(at, "pass")
+    report = table_with(at, "pass")
     assert list(report["pass"])[:3] == ["eliminate-identity", "constants-to-initializers", "fold-constants"]
     fuse = report[report["pass"] == "fuse-conv-bn"].iloc[0]
     assert bool(fuse["changed"]) and fuse["status"] == "changed" and "match" in fuse["verification"]
-    ops = _table(at, "op")
+    ops = table_with(at, "op")
     bn = ops[ops["op"] == "BatchNormalization"].iloc[0]
     assert bn["before"] == 7 and bn["after"] == 0
     assert any("Saved as version v1" in i.value for i in at.info)
@@ -46,7 +42,7 @@ def test_custom_passes_with_an_option(app, tmp_path):
     at.number_input(key="opt_target").set_value(18).run()
     at.button(key="opt_run").click().run()
     assert not at.exception
-    report = _table(at, "pass")
+    report = table_with(at, "pass")
     assert list(report["status"]) == ["changed", "changed"]
     assert any("--set convert-opset.target=18" in c.value for c in at.code)
     assert current_model(at).version("v1").provenance["passes"] == [
@@ -54,12 +50,7 @@ def test_custom_passes_with_an_option(app, tmp_path):
 
 
 def test_invalid_model_is_refused_with_the_checker_message(app, tmp_path):
-    m = parse_model('<ir_version: 8, opset_import: ["" : 17]> g (float[1] x) => (float[1] y) { y = Relu(x) }')
-    m.graph.node[0].input[0] = "missing"
-    import onnx
-
-    p = tmp_path / "bad.onnx"
-    onnx.save(m, p)
+    p = save(dangling_input("missing"), tmp_path / "bad.onnx")
     at = app(str(p)).run()
     at.switch_page("views/optimize.py").run()
     at.button(key="opt_run").click().run()

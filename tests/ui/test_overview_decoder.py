@@ -6,10 +6,7 @@ import onnx
 from onnx import numpy_helper
 
 from sample_models.catalog import path_of
-
-
-def _metrics(at) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+from tests.conftest import metrics
 
 
 def _texts(items) -> list[str]:
@@ -24,7 +21,7 @@ def _weights(name: str) -> int:
 def test_decoder_card_and_budget_calculator(app):
     at = app(str(path_of("llama_genai"))).run()
     assert not at.exception
-    m = _metrics(at)
+    m = metrics(at)
     assert (m["Layers"], m["Heads / KV heads"], m["Head dim"], m["Hidden"], m["Vocabulary"], m["Context"]) == (
         "3", "6 / 2", "8", "48", "320", "96")
     assert any("onnxruntime-genai" in c for c in _texts(at.caption))
@@ -37,7 +34,7 @@ def test_decoder_card_and_budget_calculator(app):
     at.number_input(key="kv_batch").set_value(30).run()
     memory = int(0.001 * 2**30)
     tokens = (memory - _weights("llama_genai")) // 384
-    m = _metrics(at)
+    m = metrics(at)
     assert m["Max batch at 96 tokens"] == str(tokens // 96)
     assert m["Max length at batch 30"] == str(min(tokens // 30, 96))
     assert m["KV cache"] == "1.1 MiB"                            # 30 x 96 x 384 B
@@ -45,18 +42,18 @@ def test_decoder_card_and_budget_calculator(app):
     assert any("preallocates the KV cache for max_length 96" in w for w in warnings)
     assert any("at most batch" in w for w in warnings)
     at.selectbox(key="kv_dtype").set_value("int8").run()
-    assert _metrics(at)["Max batch at 96 tokens"] == str((memory - _weights("llama_genai")) // 96 // 96)
+    assert metrics(at)["Max batch at 96 tokens"] == str((memory - _weights("llama_genai")) // 96 // 96)
     assert not at.exception
 
 
 def test_merged_decoder_convention_and_no_section_for_other_models(app):
     at = app(str(path_of("gpt2_decoder_merged"))).run()
     assert not at.exception
-    assert _metrics(at)["Heads / KV heads"] == "4 / 4"
+    assert metrics(at)["Heads / KV heads"] == "4 / 4"
     assert any("optimum merged" in c for c in _texts(at.caption))
     assert any("branch input" in c and "use_cache_branch" in c for c in _texts(at.caption))
     at = app(str(path_of("cnn_unfused"))).run()
-    assert not at.exception and "Layers" not in _metrics(at) and "Nodes" in _metrics(at)
+    assert not at.exception and "Layers" not in metrics(at) and "Nodes" in metrics(at)
 
 
 def test_broken_cache_is_shown_as_one_error(app, tmp_path):
@@ -69,4 +66,4 @@ def test_broken_cache_is_shown_as_one_error(app, tmp_path):
     assert not at.exception
     errors = _texts(at.error)
     assert any("past_key_values.0.key" in e and "present.0.key" in e and "KV heads 2 vs 4" in e for e in errors)
-    assert "Nodes" in _metrics(at)                               # the rest of the page still renders
+    assert "Nodes" in metrics(at)                               # the rest of the page still renders

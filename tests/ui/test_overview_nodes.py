@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import onnx
-
-from tests.conftest import SAMPLES, parse_model, save
-
-
-def _metrics(at) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+from tests.conftest import SAMPLES, metrics, open_sample, parse_model, save
+from tests.hostile_models import dangling_input
 
 
 def test_overview_shows_preloaded_model(app):
     at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
     assert not at.exception
-    m = _metrics(at)
+    m = metrics(at)
     assert m["Nodes"] == "37" and m["Params"].endswith("K")
     assert any("Op histogram" in str(c.proto.spec) for c in at.get("plotly_chart"))
 
@@ -22,10 +17,9 @@ def test_overview_shows_preloaded_model(app):
 def test_open_sample_from_picker(app):
     at = app().run()
     assert not at.exception and not at.metric
-    at.selectbox(key="sample_pick").set_value("if_loop").run()
-    at.button(key="open_sample").click().run()
+    open_sample(at, "if_loop")
     assert not at.exception
-    assert _metrics(at)["Nodes"] == "22"
+    assert metrics(at)["Nodes"] == "22"
     assert any("count the larger branch" in c.value and "then" in c.value for c in at.caption)
 
 
@@ -53,7 +47,7 @@ def test_path_inside_root_opens(app, tmp_path):
     at = app(ONNX_STUDIO_PATH_ROOT=str(root)).run()
     at.text_input(key="model_path").input("models/cnn.onnx").run()
     at.button(key="open_path").click().run()
-    assert _metrics(at)["Nodes"] == "37"
+    assert metrics(at)["Nodes"] == "37"
 
 
 def test_shared_mode_disables_path_input(app):
@@ -101,10 +95,7 @@ def test_broken_model_shows_error_not_crash(app, tmp_path):
 
 
 def test_checker_failure_is_a_warning(app, tmp_path):
-    m = parse_model('<ir_version: 8, opset_import: ["" : 17]> g (float[1] x) => (float[1] y) { y = Relu(x) }')
-    m.graph.node[0].input[0] = "missing_input"
-    p = tmp_path / "m.onnx"
-    onnx.save(m, p)
+    p = save(dangling_input("missing_input"), tmp_path / "m.onnx")
     at = app(str(p)).run()
     assert not at.exception
     assert any("checker" in w.value for w in at.warning)

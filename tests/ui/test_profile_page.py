@@ -17,6 +17,21 @@ def _profile_page(at):
     return at.run()
 
 
+def _two_versions_per_op(app, engine: str):
+    """The CNN and a second version (mobilenet_like) profiled per op on ``engine`` from the page."""
+    at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
+    ws = current_model(at)
+    ws.add_file(SAMPLES / "mobilenet_like.onnx", label="second")
+    at = _profile_page(at)
+    at.multiselect(key="profile_versions").set_value(["m1:v0", "m1:v1"])
+    at.multiselect(key="profile_engines").set_value([engine])
+    at.checkbox(key="profile_per_op").check()
+    at.run()
+    at.button(key="profile_run").click().run()
+    assert not at.exception
+    return at
+
+
 def _charts(at) -> str:
     return " ".join(str(c.proto.spec) for c in at.get("plotly_chart"))
 
@@ -47,16 +62,7 @@ def test_two_engines_one_version(app):
 
 
 def test_two_versions_per_op_and_trace_download(app):
-    at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
-    ws = current_model(at)
-    ws.add_file(SAMPLES / "mobilenet_like.onnx", label="second")
-    at = _profile_page(at)
-    at.multiselect(key="profile_versions").set_value(["m1:v0", "m1:v1"])
-    at.multiselect(key="profile_engines").set_value(["ort"])
-    at.checkbox(key="profile_per_op").check()
-    at.run()
-    at.button(key="profile_run").click().run()
-    assert not at.exception
+    at = _two_versions_per_op(app, "ort")
     stats = at.dataframe[0].value
     assert list(stats["variant"]) == ["t0-ort", "t1-ort"]
     assert list(at.dataframe[1].value["variant"]) == ["t1-ort"]
@@ -89,15 +95,7 @@ def test_bad_sweep_values_are_reported(app):
 
 
 def test_per_op_time_feeds_the_graph_overlay(app):
-    at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
-    ws = current_model(at)
-    ws.add_file(SAMPLES / "mobilenet_like.onnx", label="second")
-    at = _profile_page(at)
-    at.multiselect(key="profile_versions").set_value(["m1:v0", "m1:v1"])
-    at.multiselect(key="profile_engines").set_value(["ov"])
-    at.checkbox(key="profile_per_op").check()
-    at.run()
-    at.button(key="profile_run").click().run()
+    at = _two_versions_per_op(app, "ov")
     at.selectbox(key="profile_ops_variant").set_value("t0-ov").run()
     at.button(key="profile_to_graph").click().run()
     assert not at.exception

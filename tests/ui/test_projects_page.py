@@ -5,18 +5,7 @@ page renames/duplicates/deletes (after confirmation), and --shared sessions see 
 from __future__ import annotations
 
 from studio import api
-from tests.conftest import SAMPLES
-
-
-def _open_sample(at, name: str):
-    at.selectbox(key="sample_pick").set_value(name).run()
-    at.button(key="open_sample").click().run()
-    assert not at.exception, at.exception
-    return at
-
-
-def _metrics(at) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+from tests.conftest import SAMPLES, metrics, open_sample
 
 
 def _reload(app, at, **env):
@@ -28,8 +17,8 @@ def _reload(app, at, **env):
 
 
 def test_reload_restores_project_model_and_version(app):
-    at = _open_sample(app().run(), "if_loop")
-    _open_sample(at, "cnn_unfused")
+    at = open_sample(app().run(), "if_loop")
+    open_sample(at, "cnn_unfused")
     pid = at.session_state["onnx_studio_project"]
     assert api.open_project(pid).name == "if_loop"       # a project made for an upload is named after it
     # Two models in one project, each with its own version tree.
@@ -38,14 +27,14 @@ def test_reload_restores_project_model_and_version(app):
     assert at.sidebar.selectbox(key="model_picker_2").value == "m2"
     # Pick the first model in the sidebar: its own version list.
     at.sidebar.selectbox(key="model_picker_2").set_value("m1").run()
-    assert _metrics(at)["Nodes"] == "22"
+    assert metrics(at)["Nodes"] == "22"
     assert [o for o in at.sidebar.selectbox(key="version_picker_m1_1").options] == ["v0 · sample if_loop · "
                                                                                     + api.project_model(pid, "m1")
                                                                                     .version("v0").sha256[:8]]
     again = _reload(app, at)
     assert not again.exception
     assert again.session_state["onnx_studio_project"] == pid and again.session_state["onnx_studio_model"] == "m1"
-    assert _metrics(again)["Nodes"] == "22"
+    assert metrics(again)["Nodes"] == "22"
 
 
 def test_page_settings_persist_across_pages_and_reloads(app):
@@ -65,7 +54,7 @@ def test_page_settings_persist_across_pages_and_reloads(app):
 
 
 def test_projects_page_rename_duplicate_delete(app):
-    at = _open_sample(app().run(), "if_loop")
+    at = open_sample(app().run(), "if_loop")
     pid = at.session_state["onnx_studio_project"]
     at.switch_page("views/projects.py").run()
     assert not at.exception, at.exception
@@ -87,7 +76,7 @@ def test_projects_page_rename_duplicate_delete(app):
 
 
 def test_shared_sessions_see_only_their_projects(app):
-    a = _open_sample(app(ONNX_STUDIO_SHARED="1").run(), "if_loop")
+    a = open_sample(app(ONNX_STUDIO_SHARED="1").run(), "if_loop")
     pa = a.session_state["onnx_studio_project"]
     b = app(ONNX_STUDIO_SHARED="1").run()
     b.switch_page("views/projects.py").run()
@@ -100,7 +89,7 @@ def test_shared_sessions_see_only_their_projects(app):
     guessed.run()
     assert "onnx_studio_project" not in guessed.session_state
     linked = _reload(app, a, ONNX_STUDIO_SHARED="1")
-    assert linked.session_state["onnx_studio_project"] == pa and _metrics(linked)["Nodes"] == "22"
+    assert linked.session_state["onnx_studio_project"] == pa and metrics(linked)["Nodes"] == "22"
 
 
 def test_path_input_cannot_open_a_projects_file(app):
@@ -115,7 +104,7 @@ def test_path_input_cannot_open_a_projects_file(app):
 
 
 def test_the_selected_node_travels_in_the_url(app):
-    at = _open_sample(app().run(), "cnn_unfused")
+    at = open_sample(app().run(), "cnn_unfused")
     at.query_params["node"] = "conv_0"
     again = _reload(app, at)
     assert again.session_state["selected_node"] == "conv_0"

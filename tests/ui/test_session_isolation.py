@@ -5,25 +5,19 @@ from __future__ import annotations
 
 from studio import api
 from studio.core.sandbox import pool_info, run_job
-from tests.conftest import SAMPLES
-
-
-def _metrics(at) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+from tests.conftest import SAMPLES, metrics, open_sample
 
 
 def test_two_sessions_do_not_share_models(app):
     a = app().run()
     b = app().run()
-    a.selectbox(key="sample_pick").set_value("if_loop").run()
-    a.button(key="open_sample").click().run()
-    assert _metrics(a)["Nodes"] == "22"
+    open_sample(a, "if_loop")
+    assert metrics(a)["Nodes"] == "22"
     b.run()
     assert not b.metric                          # B still has no model
-    b.selectbox(key="sample_pick").set_value("cnn_unfused").run()
-    b.button(key="open_sample").click().run()
+    open_sample(b, "cnn_unfused")
     a.run()
-    assert _metrics(a)["Nodes"] == "22" and _metrics(b)["Nodes"] == "37"
+    assert metrics(a)["Nodes"] == "22" and metrics(b)["Nodes"] == "37"
     pa, pb = a.session_state["onnx_studio_project"], b.session_state["onnx_studio_project"]
     assert pa != pb
     assert [m.versions for m in api.project_models(pa)] == [1] and [m.versions for m in api.project_models(pb)] == [1]
@@ -40,7 +34,7 @@ def test_same_file_name_different_content_is_not_confused(app, tmp_path):
     shutil.copy(SAMPLES / "if_loop.onnx", two)
     a = app(str(one)).run()
     b = app(str(two)).run()
-    assert _metrics(a)["Nodes"] == "37" and _metrics(b)["Nodes"] == "22"
+    assert metrics(a)["Nodes"] == "37" and metrics(b)["Nodes"] == "22"
 
 
 def test_ended_session_releases_workers_and_keeps_the_project():

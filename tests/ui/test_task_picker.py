@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from sample_models.catalog import path_of
 from studio import api
+from tests.conftest import sample_with_photos
 
 
 def _metric_options(at, key):
@@ -12,11 +13,7 @@ def _metric_options(at, key):
 
 
 def test_precision_page_offers_only_applicable_targets_and_keeps_the_chosen_task(app):
-    at = app().run()
-    at.selectbox(key="sample_pick").set_value("caffe_classifier").run()
-    at.button(key="open_sample").click().run()
-    pid = at.session_state["onnx_studio_project"]
-    api.add_dataset(pid, api.sample_photos_folder(), name="photos", model=None)
+    at, pid = sample_with_photos(app, "caffe_classifier")
     at.switch_page("views/precision.py").run()
     assert not at.exception, at.exception
     at.radio(key="precision_calib_kind").set_value("Dataset").run()

@@ -1,4 +1,5 @@
-"""RELIABILITY R18/R19 models, built in code (ONNX text where the parser allows)."""
+"""RELIABILITY R18/R19 models: shape traps and unknown ops for the diagnostics, built in code (ONNX text
+where the parser allows). Models that break engines or tools are in tests/hostile_models.py."""
 
 from __future__ import annotations
 
