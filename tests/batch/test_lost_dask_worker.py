@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from studio.batch import facade as batch_api
 from studio.batch.executors import DaskExecutor
 from studio.batch.loopback import LoopbackCluster
 from studio.batch.runner import run_batch
+from tests.servers import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -36,13 +36,21 @@ def _models():
 
 
 def _wait(condition, what: str, timeout: float = POLL_S):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = condition()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"never happened: {what}")
+    got = wait_until(condition, timeout)
+    if not got:
+        raise AssertionError(f"never happened: {what}")
+    return got
+
+
+def _run_on(cluster, tmp_path, on_progress, **executor_options):
+    """The batch through a DaskExecutor on ``cluster``; its result and the worker removals it saw."""
+    ex = DaskExecutor(cluster.address, **executor_options)
+    try:
+        result = run_batch(_models(), tmp_path / "out", stages=STAGES, executor=ex, stage_options=OPTS,
+                           on_progress=on_progress)
+        return result, list(ex.jobs.removed)
+    finally:
+        ex.close()
 
 
 def _client(cluster):
@@ -97,13 +105,7 @@ def _kill_mid_batch(cluster, tmp_path, retries: int):
             seen["done_before"] = done
             os.kill(pid, signal.SIGKILL)
             seen["killed"] = True
-        ex = DaskExecutor(cluster.address, retries=retries)
-        try:
-            result = run_batch(_models(), tmp_path / "out", stages=STAGES, executor=ex, stage_options=OPTS,
-                               on_progress=on_progress)
-            removed = list(ex.jobs.removed)
-        finally:
-            ex.close()
+        result, removed = _run_on(cluster, tmp_path, on_progress, retries=retries)
     assert seen.get("killed") and seen["running"], "the victim was killed while it ran batch tasks"
     return result, *procs[seen["name"]], seen, removed
 
@@ -165,12 +167,7 @@ def test_r53_a_late_worker_takes_the_rest_after_the_only_worker_dies(tmp_path):
                 cluster.start_worker("late")                 # joins an empty cluster mid-batch
                 seen["late"] = cluster.worker_process("late")[0]
                 seen["done_before"] = done
-            ex = DaskExecutor(cluster.address, retries=1)
-            try:
-                result = run_batch(_models(), tmp_path / "out", stages=STAGES, executor=ex, stage_options=OPTS,
-                                   on_progress=on_progress)
-            finally:
-                ex.close()
+            result, _ = _run_on(cluster, tmp_path, on_progress, retries=1)
     rows = _outcomes(result)
     assert {o.status for o in rows.values()} == {"ok"}
     by_late = {k for k, o in rows.items() if o.worker["worker"] == seen["late"]}
@@ -195,12 +192,7 @@ def test_r53_a_restarted_scheduler_gets_the_unfinished_tasks(tmp_path):
             cluster.start_scheduler()                        # the same address
             cluster.start_worker("c")
             seen["after"] = cluster.worker_process("c")[0]
-        ex = DaskExecutor(cluster.address, retries=1, timeout_s=30)
-        try:
-            result = run_batch(_models(), tmp_path / "out", stages=STAGES, executor=ex, stage_options=OPTS,
-                               on_progress=on_progress)
-        finally:
-            ex.close()
+        result, _ = _run_on(cluster, tmp_path, on_progress, retries=1, timeout_s=30)
     rows = _outcomes(result)
     assert {o.status for o in rows.values()} == {"ok"}, {o.model: (o.stage, o.status, o.verdict) for o in rows.values()}
     on_new = {k for k, o in rows.items() if o.worker["worker"] == seen["after"]}
@@ -216,12 +208,7 @@ def test_r53_a_scheduler_that_stays_away_ends_the_run_cleanly_and_resume_finishe
             if not seen:
                 seen["done_before"] = done
                 cluster.kill_scheduler()
-        ex = DaskExecutor(cluster.address, retries=1, timeout_s=3)
-        try:
-            result = run_batch(_models(), tmp_path / "out", stages=STAGES, executor=ex, stage_options=OPTS,
-                               on_progress=on_progress)
-        finally:
-            ex.close()
+        result, _ = _run_on(cluster, tmp_path, on_progress, retries=1, timeout_s=3)
     rows = _outcomes(result)
     lost = {k for k, o in rows.items() if o.status == "scheduler lost"}
     assert len(lost) == len(rows) - seen["done_before"] > 0

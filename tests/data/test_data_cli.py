@@ -6,14 +6,14 @@ import json
 
 from sample_models.catalog import path_of
 from studio.cli import main
-from tests.data.test_datasets import _photo_folder
+from tests.photos import photo_folder
 from tests.requirements import require_module
 
 require_module("skimage.data")
 
 
 def test_data_cli_roundtrip(tmp_path, capsys):
-    photos = _photo_folder(tmp_path / "photos", n_per_class=2)
+    photos = photo_folder(tmp_path / "photos", n_per_class=2)
     (photos / "junk.jpg").write_bytes(b"junk")
     model = str(path_of("image_classifier"))
     assert main(["data", "add", str(photos), "--project", "p1", "--name", "real", "--model", model]) == 0
@@ -36,7 +36,7 @@ def test_data_cli_roundtrip(tmp_path, capsys):
 
 
 def test_compare_on_a_dataset_reports_task_metrics(tmp_path, capsys):
-    photos = _photo_folder(tmp_path / "photos", n_per_class=2)
+    photos = photo_folder(tmp_path / "photos", n_per_class=2)
     model = str(path_of("image_classifier"))
     assert main(["data", "add", str(photos), "--project", "p2", "--name", "real", "--model", model]) == 0
     capsys.readouterr()
@@ -48,7 +48,7 @@ def test_compare_on_a_dataset_reports_task_metrics(tmp_path, capsys):
 
 
 def test_profile_times_on_a_dataset_sample(tmp_path, capsys):
-    photos = _photo_folder(tmp_path / "photos", n_per_class=1)
+    photos = photo_folder(tmp_path / "photos", n_per_class=1)
     model = str(path_of("image_classifier"))
     assert main(["data", "add", str(photos), "--project", "p3", "--name", "real", "--model", model]) == 0
     capsys.readouterr()
@@ -59,7 +59,7 @@ def test_profile_times_on_a_dataset_sample(tmp_path, capsys):
 
 
 def test_export_parity_on_a_dataset(tmp_path, capsys):
-    photos = _photo_folder(tmp_path / "photos", n_per_class=1)
+    photos = photo_folder(tmp_path / "photos", n_per_class=1)
     model = str(path_of("image_classifier"))
     assert main(["data", "add", str(photos), "--project", "p4", "--name", "real", "--model", model,
                  "--split", "0.4"]) == 0

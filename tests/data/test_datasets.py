@@ -16,6 +16,7 @@ from studio.core.preprocess import PRESETS, Recipe, apply_recipe
 from studio.core.preprocess_suggest import suggest_recipe
 from studio.data.datasets import dataset_feeds, import_dataset, load_dataset
 from tests.conftest import sha256_file
+from tests.photos import photo_folder
 from tests.requirements import require_module
 
 skimage_data = require_module("skimage.data")
@@ -31,22 +32,8 @@ def _image_model(shape=(1, 3, 64, 64), dtype=TensorProto.FLOAT, metadata=()):
     return m
 
 
-def _photo_folder(root, n_per_class=3):
-    """Real photos from scikit-image, with crops and flips for variety, in class folders."""
-    photos = {"cat": skimage_data.chelsea(), "coffee": skimage_data.coffee(), "rocket": skimage_data.rocket()}
-    for cls, img in photos.items():
-        (root / cls).mkdir(parents=True)
-        for i in range(n_per_class):
-            h, w = img.shape[:2]
-            crop = img[i * h // 10: h - i * h // 12, i * w // 9: w - i * w // 11]
-            if i % 2:
-                crop = crop[:, ::-1]
-            Image.fromarray(np.ascontiguousarray(crop)).save(root / cls / f"{i}.{'png' if i % 2 else 'jpg'}")
-    return root
-
-
 def test_image_folder_with_labels_skips_unreadable_and_splits_deterministically(tmp_path):
-    src = _photo_folder(tmp_path / "photos")
+    src = photo_folder(tmp_path / "photos")
     (src / "cat" / "broken.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
     (src / "notes.txt").write_text("hello")
     before = {p: sha256_file(p) for p in src.rglob("*") if p.is_file()}
@@ -71,7 +58,7 @@ def test_yolo_models_get_letterbox_zero_to_one(tmp_path):
                                                               ("stride", "32")])
     recipe, reason = suggest_recipe(model)
     assert recipe.preset == "yolo" and "letterbox" in reason
-    src = _photo_folder(tmp_path / "photos", n_per_class=1)
+    src = photo_folder(tmp_path / "photos", n_per_class=1)
     ds = import_dataset(src, tmp_path / "data", model=model)
     (x,) = [f["x"] for f in dataset_feeds(ds, model, part="all")[:1]]
     assert x.shape == (1, 3, 96, 128)

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 from studio.data.datasets import import_dataset
 from studio.data.evaluate import evaluate, golden_outputs
 from studio.data.metrics import METRICS, parse_target
-from tests.data.test_datasets import _photo_folder
+from tests.photos import photo_folder
 from tests.requirements import require_module
 
 require_module("skimage.data")
@@ -58,7 +58,7 @@ def _topk_detector(path):
 
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory):
-    return _photo_folder(tmp_path_factory.mktemp("photos") / "p", n_per_class=2)
+    return photo_folder(tmp_path_factory.mktemp("photos") / "p", n_per_class=2)
 
 
 def test_golden_once_then_openvino_judged_by_top1(photos, tmp_path):

@@ -7,7 +7,7 @@ import ast
 import pytest
 
 from tests.conftest import ROOT, SAMPLES
-from tests.e2e.conftest import wait_for_app
+from tests.e2e.conftest import UPLOADER, nodes_metric, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -54,8 +54,8 @@ def test_every_page_opens_from_its_url(studio_server, page):
     # A bookmark with the project in it (what the address bar shows once a model is open).
     page.goto(server.url)
     wait_for_app(page)
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(SAMPLES / "cnn_unfused.onnx"))
-    page.locator('[data-testid="stMetric"]').filter(has_text="Nodes").wait_for(timeout=120_000)
+    page.locator(UPLOADER).set_input_files(str(SAMPLES / "cnn_unfused.onnx"))
+    nodes_metric(page, timeout_ms=120_000)
     page.wait_for_function("() => location.search.includes('project=')")
     query = page.url.split("?", 1)[1]
     for url_path, title in _pages():

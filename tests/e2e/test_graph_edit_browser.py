@@ -10,11 +10,10 @@ import time
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 
 from studio import api
-from tests.conftest import SAMPLES, save
+from tests.conftest import SAMPLES, ort_reference, save
 from tests.e2e.conftest import wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -80,14 +79,6 @@ def _versions():
     return api.project_model(p.id, m.id)
 
 
-def _run(model, feeds) -> dict:
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    src = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    s = ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
-
-
 def test_bypass_diff_and_add_output_from_the_graph_page(studio_server, page, shots, tmp_path):
     src = _detector_with_a_stray_identity(tmp_path)
     server = studio_server(src)
@@ -135,8 +126,8 @@ def test_bypass_diff_and_add_output_from_the_graph_page(studio_server, page, sho
     feeds = {"images": np.random.default_rng(5).uniform(size=(1, 3, 64, 64)).astype(np.float32)}
     exposed = onnx.load(src)
     exposed.graph.output.append(onnx.helper.make_empty_tensor_value_info(tensor))
-    want = _run(exposed, feeds)
-    got = _run(ws.handle("v2").path, feeds)
+    want = ort_reference(exposed, feeds)
+    got = ort_reference(ws.handle("v2").path, feeds)
     assert [o.name for o in onnx.load(ws.handle("v2").path).graph.output] == ["output0", tensor]
     np.testing.assert_allclose(got[tensor], want[tensor], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got["output0"], want["output0"], rtol=1e-5, atol=1e-5)

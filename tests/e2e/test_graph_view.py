@@ -14,7 +14,7 @@ import pytest
 from benchmarks.graph_models import resnet_like
 from studio import api
 from tests.conftest import SAMPLES, parse_model, save
-from tests.e2e.conftest import wait_for_app
+from tests.e2e.conftest import UPLOADER, nodes_metric, wait_for_app
 from tests.graphview.optimized import fold_conv_bn
 
 pytestmark = pytest.mark.browser
@@ -96,8 +96,8 @@ def test_diff_page_shows_the_removed_batchnorms(studio_server, page, shots, tmp_
     page.goto(server.url)
     wait_for_app(page)
     page.get_by_text("Open a model").first.click()
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(optimized))
-    page.locator('[data-testid="stMetric"]').filter(has_text="Nodes").filter(has_text="26").wait_for(timeout=90_000)
+    page.locator(UPLOADER).set_input_files(str(optimized))
+    nodes_metric(page, "26")
     page.get_by_role("link", name="Graph", exact=True).click()
     page.get_by_role("heading", name="Graph").wait_for()
     page.get_by_text("Diff", exact=True).click()

@@ -17,7 +17,7 @@ import zipfile
 import pytest
 
 from tests.conftest import SAMPLES
-from tests.e2e.conftest import wait_for_app
+from tests.e2e.conftest import nodes_metric, open_and_upload, wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -59,13 +59,9 @@ def _wait_version(page, vid: str) -> None:
 
 def test_upload_to_exported_bundle(studio_server, page, shots):
     server = studio_server()
-    page.goto(server.url)
-    wait_for_app(page)
-
     # 1. Upload the CNN and see the overview.
-    page.get_by_text("Upload an ONNX model").wait_for()
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(SAMPLES / "cnn_unfused.onnx"))
-    page.locator('[data-testid="stMetric"]').filter(has_text="Nodes").filter(has_text="37").wait_for(timeout=90_000)
+    open_and_upload(page, server.url, str(SAMPLES / "cnn_unfused.onnx"))
+    nodes_metric(page, "37")
     page.get_by_text("Op histogram").first.wait_for()
     shots(page, "01-overview")
 

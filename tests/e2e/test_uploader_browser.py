@@ -10,13 +10,13 @@ import pytest
 
 from studio import api
 from tests.conftest import SAMPLES
-from tests.e2e.conftest import wait_for_app
+from tests.e2e.conftest import UPLOADER, nodes_metric, wait_for_app
 
 pytestmark = pytest.mark.browser
 
 
 def _pick(page, path) -> None:
-    page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
+    page.locator(UPLOADER).set_input_files(str(path))
     wait_for_app(page)
 
 
@@ -52,7 +52,7 @@ def test_rejection_then_two_models(studio_server, page, tmp_path):
     _error(page).wait_for()                                   # visible, one line
     assert "\n" not in _error(page).inner_text().replace("🚫", "").strip()
     _pick(page, SAMPLES / "cnn_unfused.onnx")                 # the retry comes alone
-    page.locator('[data-testid="stMetric"]').filter(has_text="Nodes").wait_for(timeout=120_000)
+    nodes_metric(page, timeout_ms=120_000)
     assert "uploaded together" not in page.locator("body").inner_text()
     assert _error(page).count() == 0
     # With a model open the panel is collapsed; a rejection there is still in sight.

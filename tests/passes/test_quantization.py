@@ -14,6 +14,7 @@ from passes.fix_cast_types import repair_cast_types
 from passes.pipeline import run_pipeline
 from passes.registry import make_pass
 from tests.conftest import SAMPLES, parse_model, save, sha256_file
+from tests.passes.pass_helpers import mlp
 
 
 def _ops(path) -> list[str]:
@@ -203,11 +204,7 @@ def _outlier_model() -> onnx.ModelProto:
              helper.make_node("MatMul", ["o", "w1"], ["h1"], name="mm1"),
              helper.make_node("Tanh", ["h1"], ["t1"], name="tanh1"),
              helper.make_node("MatMul", ["t1", "w2"], ["y"], name="mm2")]
-    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    return m
+    return mlp(nodes, inits, 64, 16)
 
 
 def test_fallback_keeps_the_damaging_layer_in_float(tmp_path):

@@ -22,13 +22,9 @@ from tests.plugins.plugin_models import OP, require_tool, scaffold_all_modes
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def modes(tmp_path_factory):
-    return scaffold_all_modes(tmp_path_factory.mktemp("modes"), rank=4, samples=18, targets="ort-cpp,openvino-cpp")
-
-
-@pytest.mark.parametrize("target", ["openvino-cpp", "ort-cpp"])
-def test_cpp_package_builds_and_matches_every_mode(modes, target):
+def _built_and_checked(modes, target: str, samples: int):
+    """Build the scaffold's ``target`` package here and check the library against the reference: every
+    one of ``samples`` one-node models and the whole model match. The package folder and the build."""
     require_tool(toolchain.cmake())
     require_tool(toolchain.cxx_compiler())
     require_tool(toolchain.openvino_cmake_dir() if target == "openvino-cpp" else toolchain.ort_include_dir())
@@ -38,8 +34,19 @@ def test_cpp_package_builds_and_matches_every_mode(modes, target):
     assert built.built, built.message + "\n" + built.log_tail
     check = check_library(handle, sig, target, folder / built.library)
     assert check, check.message
-    assert len(check.samples) == 18 and all(s.ok for s in check.samples)
-    assert check.model["ok"] and len(check.model["outputs"]) == 18
+    assert len(check.samples) == samples and all(s.ok for s in check.samples)
+    assert check.model["ok"] and len(check.model["outputs"]) == samples
+    return folder, built, check
+
+
+@pytest.fixture(scope="module")
+def modes(tmp_path_factory):
+    return scaffold_all_modes(tmp_path_factory.mktemp("modes"), rank=4, samples=18, targets="ort-cpp,openvino-cpp")
+
+
+@pytest.mark.parametrize("target", ["openvino-cpp", "ort-cpp"])
+def test_cpp_package_builds_and_matches_every_mode(modes, target):
+    _, _, check = _built_and_checked(modes, target, samples=18)
     # bilinear + zeros, align_corners 0 and 1: exact to float32 rounding.
     exact = [s for s in check.samples if "_m0_p0_" in s.node]
     assert exact, [s.node for s in check.samples]
@@ -82,17 +89,7 @@ def test_cpp_package_handles_5d_in_every_mode(modes5, target):
     import subprocess
     import sys
 
-    require_tool(toolchain.cmake())
-    require_tool(toolchain.cxx_compiler())
-    require_tool(toolchain.openvino_cmake_dir() if target == "openvino-cpp" else toolchain.ort_include_dir())
-    handle, sig, scaffold = modes5
-    folder = scaffold.root.parent / scaffold.package(target).folder
-    built = build_package(folder, target)
-    assert built.built, built.message + "\n" + built.log_tail
-    check = check_library(handle, sig, target, folder / built.library)
-    assert check, check.message
-    assert len(check.samples) == 12 and all(s.ok for s in check.samples)
-    assert check.model["ok"] and len(check.model["outputs"]) == 12
+    folder, built, _ = _built_and_checked(modes5, target, samples=12)
     script = "test_extension.py" if target == "openvino-cpp" else "test_op.py"
     proc = subprocess.run([sys.executable, script, str(folder / built.library)], cwd=folder, capture_output=True,
                           text=True, timeout=300)

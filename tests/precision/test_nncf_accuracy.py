@@ -12,7 +12,7 @@ from studio.data.evaluate import evaluate, golden_outputs
 from studio.data.metrics import parse_target
 from studio.precision.nncf_int8 import quantize_openvino
 from tests.conftest import sha256_file
-from tests.data.test_datasets import _photo_folder
+from tests.photos import photo_folder
 from tests.precision.quantized_layers import ov_quantized_layers
 from tests.requirements import require_module
 
@@ -24,7 +24,7 @@ require_module("skimage.data")
 def setup(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("nncf")
     model = path_of("image_classifier")
-    ds = import_dataset(_photo_folder(tmp / "photos", n_per_class=4), tmp / "data", model=onnx.load(model),
+    ds = import_dataset(photo_folder(tmp / "photos", n_per_class=4), tmp / "data", model=onnx.load(model),
                         calibration_fraction=0.5)
     return tmp, model, ds, golden_outputs(ds, model)
 

@@ -21,7 +21,7 @@ from studio.data.datasets import dataset_feeds, import_dataset
 from studio.data.evaluate import golden_outputs
 from studio.data.metrics import parse_target
 from tests.conftest import sha256_file
-from tests.data.test_datasets import _photo_folder
+from tests.photos import photo_folder
 from tests.precision.quantized_layers import onnx_quantized_layers, ov_quantized_layers
 
 pytest.importorskip("skimage.data")
@@ -77,7 +77,7 @@ def setup(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("sensitive")
     trunk = _model()
-    ds = import_dataset(_photo_folder(tmp / "photos", n_per_class=4), tmp / "data", model=trunk,
+    ds = import_dataset(photo_folder(tmp / "photos", n_per_class=4), tmp / "data", model=trunk,
                         calibration_fraction=0.5)
     order = (*ds.calibration, *ds.evaluation)
     feeds = dataset_feeds(ds, trunk, part="calibration") + dataset_feeds(ds, trunk, part="evaluation")

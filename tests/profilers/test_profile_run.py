@@ -21,6 +21,7 @@ from studio.core.errors import StudioError
 from studio.core.sandbox import pool_info
 from studio.core.workspace import Workspace
 from tests.conftest import SAMPLES, assert_user_message, save, sha256_file
+from tests.hostile_models import endless_loop
 from tests.engine_facts import gpu_stack_here, openvino_default_precision
 
 FAST = ProfileOptions(warmup=2, iterations=40, rounds=8)
@@ -241,20 +242,7 @@ def test_memory_bomb_ends_with_a_memory_error(tmp_path):
 
 def test_endless_loop_ends_with_a_timeout(tmp_path):
     """R15: Loop with trip count 2^62: each variant stops at its time limit, the caller lives."""
-    body = helper.make_graph(
-        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Add", ["v_in", "one"], ["v_out"])],
-        "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
-         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [1])],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [1])],
-        [numpy_helper.from_array(np.ones(1, np.float32), "one")])
-    path = save(_model([helper.make_node("Loop", ["n", "cond", "x"], ["y"], body=body)],
-                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
-                       [numpy_helper.from_array(np.array(True), "cond"),
-                        numpy_helper.from_array(np.array(2**62, np.int64), "n")]), tmp_path / "loop.onnx")
+    path = save(endless_loop(2**62), tmp_path / "loop.onnx")
     started = time.monotonic()
     profile = api.profile([api.load(path)], ["ort", "ov"], ProfileOptions(warmup=1, iterations=5, timeout_s=2),
                           out_dir=tmp_path / "job", pool_key="test-profile-loops")
