@@ -194,30 +194,18 @@ def outputs_disagree(expected: Mapping[str, Any], got: Mapping[str, Any]) -> str
     inputs): a shape that differs or a cosine below :data:`COSINE_MIN`; None when they agree."""
     import numpy as np
 
+    from studio.core.closeness import closeness
+
     for name, want in expected.items():
         if name not in got or not isinstance(want, np.ndarray) or want.dtype.kind not in "fiub":
             continue
         have = np.asarray(got[name])
         if have.shape != want.shape:
             return f"output {name!r} has shape {list(have.shape)}, ONNX Runtime gives {list(want.shape)}"
-        a, b = want.astype(np.float64).ravel(), have.astype(np.float64).ravel()
-        finite = np.isfinite(a) & np.isfinite(b)
-        cos = cosine(a[finite], b[finite]) if finite.any() else 1.0
+        cos = closeness(want, have).cosine_score     # NaN/Inf on one side only: 0.0 (closeness's rules)
         if cos < COSINE_MIN:
             return f"output {name!r} differs from ONNX Runtime's (cosine {cos:.4f})"
     return None
-
-
-def cosine(a: Any, b: Any) -> float:
-    """Cosine similarity of two arrays (1.0 for two zero arrays, 0.0 for one)."""
-    import numpy as np
-
-    a = np.asarray(a, dtype=np.float64).ravel()
-    b = np.asarray(b, dtype=np.float64).ravel()
-    na, nb = np.linalg.norm(a), np.linalg.norm(b)
-    if na == 0 and nb == 0:
-        return 1.0
-    return float(a @ b / (na * nb)) if na and nb else 0.0
 
 
 def search_options(convert: Callable[[OptionSet], dict[str, Any]],

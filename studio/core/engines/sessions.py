@@ -19,7 +19,6 @@ pinned (``f32`` unless asked); every runner reports the precision it computed in
 from __future__ import annotations
 
 import importlib
-import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -30,7 +29,7 @@ import numpy as np
 from studio.core.engines.base import encode_outputs, unpack_feeds
 from studio.core.jobs import JobContext, JobOutput
 
-__all__ = ["RUNNERS", "Runner", "elapsed_ms", "measure_latency", "open_runner", "require_feeds", "require_outputs",
+__all__ = ["RUNNERS", "Runner", "elapsed_ms", "open_runner", "require_feeds", "require_outputs",
            "run_once"]
 
 
@@ -137,38 +136,3 @@ def run_once(engine: str, args: dict[str, Any], arrays: dict[str, np.ndarray], c
                            "details": details}, arrays=out_arrays)
 
 
-def measure_latency(runs: Mapping[str, Callable[[], Any]], *, min_rounds: int = 3, max_rounds: int = 20,
-                    per_round: int = 3, budget_s: float = 60.0, settle_s: float = 0.05) -> dict[str, list[float]]:
-    """Seconds per call for each callable, in interleaved rounds: each round gives every
-    variant a short block (one untimed call to warm its caches, then ``per_round`` timed
-    ones). Short blocks, many rounds: on a shared machine the load changes by the second,
-    and each variant must see the same mix of quiet and busy moments. A pause before each
-    block lets the previous engine's spinning threads go idle. Rounds continue until the
-    budget is spent (at least ``min_rounds``, at most ``max_rounds``)."""
-    times: dict[str, list[float]] = {k: [] for k in runs}
-    started = time.perf_counter()
-    for r in range(max_rounds):
-        for fn in runs.values():
-            if r == 0:
-                fn()                          # first call: lazy initialisation, not timed
-        for key, fn in runs.items():
-            if len(runs) > 1:
-                time.sleep(settle_s)
-            fn()
-            for _ in range(per_round):
-                t0 = time.perf_counter()
-                fn()
-                times[key].append(time.perf_counter() - t0)
-        if r + 1 >= min_rounds and time.perf_counter() - started > budget_s:
-            break
-    return times
-
-
-def latency_summary(samples: list[float]) -> dict[str, float]:
-    """Median, p90 and p10 in ms. On a shared machine other processes only ever add time, so
-    the low end (p10) is the model's own speed and is what ratios between variants use."""
-    ordered = sorted(samples)
-    return {"median_ms": statistics.median(ordered) * 1000,
-            "p90_ms": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] * 1000,
-            "p10_ms": ordered[int(0.1 * len(ordered))] * 1000,
-            "min_ms": ordered[0] * 1000, "samples": len(ordered)}
