@@ -74,14 +74,14 @@ def sweep_report(paths, work) -> None:
     """The sweep over ``paths``: per engine, agree / disagree / no claim / not verifiable, printed;
     every disagreement must be listed in KNOWN_DISAGREEMENTS and at least 90 % of the models verified."""
     tallies, trt = _agreement(paths, work)
-    print(f"\nagreement over {len(paths)} models (check vs. independent reality):")
+    lines = [f"agreement over {len(paths)} models (check vs. independent reality):"]
     for t in tallies.values():
-        print("  " + t.line())
-        for d in t.disagree:
-            print(f"    {d[0]}: check says {d[1]} ({d[2][:90]}); reality: {d[3][:90]}")
-        for name, verdict, real in t.unknown_models:
-            print(f"    {name}: check says {verdict!r}; reality: {real[:90]}")
-    print(f"  tensorrt: not verifiable here (no GPU): {dict(trt)} by the support table")
+        lines.append("  " + t.line())
+        lines += [f"    {d[0]}: check says {d[1]} ({d[2][:90]}); reality: {d[3][:90]}" for d in t.disagree]
+        lines += [f"    {name}: check says {verdict!r}; reality: {real[:90]}" for name, verdict, real in t.unknown_models]
+    lines.append(f"  tensorrt: not verifiable here (no GPU): {dict(trt)} by the support table")
+    print("\n" + "\n".join(lines))
+    (work / "agreement.txt").write_text("\n".join(lines) + "\n")     # kept in pytest's basetemp for the record
     assert _unexplained(tallies) == []
     for t in tallies.values():
         assert t.models == len(paths)
