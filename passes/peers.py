@@ -83,7 +83,8 @@ def peers_simplify_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
 def run_peer(tool: str, src: str | Path, out: str | Path | None = None, *, timeout_s: float = 300.0,
              pool_key: str = "peers") -> PeerResult:
     """One peer on one model file, in a fresh sandbox worker; any failure is ``error``, one line."""
-    from studio.core.sandbox import WorkerError, default_limits, run_job
+    from studio.core.errors import WorkerError
+    from studio.core.sandbox import default_limits, run_job
 
     if tool not in PEERS:
         return PeerResult(tool, False, error=f"unknown peer '{tool}'; peers: {', '.join(PEERS)}")
