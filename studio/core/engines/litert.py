@@ -636,10 +636,6 @@ class LiteRtRunner(ConvertedRunner):
         self.interpreter = None
 
 
-def _typed(a: np.ndarray, elem_type: int | None) -> np.ndarray:
-    from studio.core.engines.mnn import _onnx_typed
-
-    return _onnx_typed(a, elem_type)
 
 
 @job("litert.convert")
