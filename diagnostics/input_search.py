@@ -28,6 +28,8 @@ from onnx import ModelProto
 
 from studio.core.feeds import (
     _SEQ_NAMES,
+    formula_names,
+    plain_dim_names,
     Feeds,
     InputSpec,
     check_feeds,
@@ -104,6 +106,7 @@ def free_axes(specs: tuple[InputSpec, ...], user_dims: Mapping[str, int] | None 
     """``{dim key: kind}`` of every free dim the user did not set; kind is batch (a leading dim
     that is not sequence-named), image (a float image's height/width) or sequence (the rest)."""
     user = dict(user_dims or {})
+    plain = plain_dim_names(specs)
     out: dict[str, str] = {}
     for s in specs:
         spatial = image_axes(s)
@@ -111,8 +114,8 @@ def free_axes(specs: tuple[InputSpec, ...], user_dims: Mapping[str, int] | None 
             if isinstance(d, int):
                 continue
             key = d if isinstance(d, str) else unnamed_dim_key(s.name, i)
-            if key in user or key in out:
-                continue
+            if key in user or key in out or (isinstance(d, str) and formula_names(d, plain) is not None):
+                continue      # a formula of other dims (past + sequence) follows from them
             named_seq = isinstance(d, str) and bool(_SEQ_NAMES.search(d))
             out[key] = ("batch" if i == 0 and not named_seq else "image" if i in spatial else "sequence")
     return out

@@ -211,20 +211,57 @@ def image_axes(spec: InputSpec) -> tuple[int, ...]:
     return ()
 
 
+def plain_dim_names(specs: tuple[InputSpec, ...]) -> frozenset[str]:
+    """The named input dims that are plain names (``batch_size``, ``past_sequence_length``)."""
+    return frozenset(d for s in specs for d in (s.shape or ()) if isinstance(d, str) and _PLAIN_DIM.match(d))
+
+
+def formula_names(dim: str, plain: frozenset[str]) -> frozenset[str] | None:
+    """The dims ``dim`` is a formula of (``past_sequence_length + sequence_length`` in every
+    optimum decoder's attention mask, ``2*s0``) when all of them are plain dims of the inputs
+    (``plain``), else None (a plain name, or a label such as ``batch-size``). A formula's value follows
+    from the others and is never chosen on its own, else the feeds contradict each other."""
+    from studio.core.dimexpr import free_names
+
+    if _PLAIN_DIM.match(dim):
+        return None
+    names = free_names(dim)
+    return names if names and names <= plain else None
+
+
+_PLAIN_DIM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _default_dim(spec: InputSpec, axis: int, name: str, spatial: set[int] | frozenset[int]) -> int:
+    hinted = spec.hint(axis)
+    return (hinted if hinted is not None
+            else 1 if axis == 0 and not _SEQ_NAMES.search(name) else IMAGE_SIDE if axis in spatial
+            else 16 if _SEQ_NAMES.search(name) or axis == 1 else 32)
+
+
 def choose_dims(specs: tuple[InputSpec, ...], dims: Mapping[str, int] | None = None) -> dict[str, int]:
     """Concrete values for every symbolic dim: the user's, else what the model says
     (metadata ``imgsz``, the static other side, the dim's name: ``dim_hints``), else 1
     for a leading (batch) dim, 224 for an image's height and width, 16 for
-    sequence-like names and 32 for anything else."""
+    sequence-like names and 32 for anything else. A dim written as a formula of other dims
+    (``past_sequence_length + sequence_length``) is evaluated from their values."""
+    from studio.core.dimexpr import evaluate
+
     chosen = dict(dims or {})
+    plain = plain_dim_names(specs)
+    formulas: dict[str, tuple[InputSpec, int, frozenset[str]]] = {}
     for s in specs:
         spatial = image_axes(s)
         for i, d in enumerate(s.shape or ()):
             if isinstance(d, str) and d not in chosen:
-                hinted = s.hint(i)
-                chosen[d] = (hinted if hinted is not None
-                             else 1 if i == 0 and not _SEQ_NAMES.search(d) else IMAGE_SIDE if i in spatial
-                             else 16 if _SEQ_NAMES.search(d) or i == 1 else 32)
+                names = formula_names(d, plain)
+                if names is not None:
+                    formulas.setdefault(d, (s, i, names))
+                else:
+                    chosen[d] = _default_dim(s, i, d, spatial)
+    for d, (s, i, _names) in formulas.items():
+        value = evaluate(d, chosen)
+        chosen[d] = value if value is not None and value > 0 else _default_dim(s, i, d, image_axes(s))
     return chosen
 
 
