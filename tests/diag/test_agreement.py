@@ -26,7 +26,11 @@ from tests.requirements import require_engine
 
 CHECKED = (*ENGINES, "tensorrt")
 # (model, engine) -> why the check's verdict and reality differ. Empty: they agree everywhere.
-KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {}
+_SEQ1 = ("onnx2tf converts the attention MatMul at sequence length 1 (reality's recipe: every unknown dim 1) and "
+         "refuses it at 16 (the check's default); `check --dim sequence_length=1` says runs: the verdicts are for "
+         "different shapes, each right for its own")
+KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
+    (name, "litert"): _SEQ1 for name in ("gpt2_decoder", "gpt2_decoder_with_past", "llama_optimum")}
 
 FAST = [SAMPLES / f"{n}.onnx" for n in ("gridsample_5d", "mmdeploy_grid_sampler", "com_microsoft_gridsample",
                                          "if_loop", "external_data")] + [
