@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from profilers.latency import LatencyRun
 from studio.accuracy.compare_models import ModelComparison, compare_models
 from studio.core.compare import QUANTIZED
 from studio.core.engines import RunOptions, get_engine
@@ -544,6 +545,337 @@ def _under_out_dir(evaluate: Callable[..., PrecisionReport]) -> Callable[..., Pr
     return run
 
 
+# A built variant: (model or artifact, lineage, pass details, warnings).
+Built = tuple[Path, tuple[dict, ...], dict, list[str]]
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every step of one evaluation shares, so each step's signature says only what it adds."""
+    model_path: Path
+    header: onnx.ModelProto
+    work: Path                       # where variant models are written (a temp folder when the caller gave none)
+    limits: Limits                   # the long limits building variants needs (see _long_limits)
+    pool_key: str
+    on_tick: Callable[[float], None] | None
+    tasks: Mapping[str, str] | None
+    dataset: Any                     # studio.data.datasets.Dataset or None
+    target: Any                      # studio.data.metrics.Target or None
+    target_cosine: float
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """The feeds every variant is calibrated and judged on, and what the report says they are."""
+    calib: FeedSet
+    eval_feeds: FeedSet
+    golden: Any                      # the dataset's golden outputs, None without a dataset
+    basis: str
+
+
+class _Progress:
+    """``on_progress(step, steps, label)`` counted step by step, and its final "done" call."""
+
+    def __init__(self, on_progress: Callable[[int, int, str], None] | None, steps: int) -> None:
+        self.on_progress, self.steps, self.step = on_progress, steps, 0
+
+    def __call__(self, label: str) -> None:
+        if self.on_progress:
+            self.on_progress(self.step, self.steps, label)
+        self.step += 1
+
+    def done(self) -> None:
+        if self.on_progress:
+            self.on_progress(self.steps, self.steps, "done")
+
+
+def _variant_names(header: onnx.ModelProto, variants: Sequence[str] | None) -> list[str]:
+    """The variants to build: "auto" expanded, unknown names refused, fp32 always first (every ratio's baseline)."""
+    names = list(variants or default_variants(header))
+    if "auto" in names:
+        names = list(dict.fromkeys([*default_variants(header), *[n for n in names if n != "auto"]]))
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise StudioError(f"unknown variant(s) {', '.join(unknown)[:80]}; choose from {', '.join(VARIANTS)}",
+                          code="BAD-OPTION")
+    if "fp32" not in names:
+        names.insert(0, "fp32")              # the baseline every ratio is measured against
+    return names
+
+
+def _check_options(header: onnx.ModelProto, target_cosine: float, calibration_method: str, dataset: Any,
+                   target: Any, tasks: Mapping[str, str] | None) -> None:
+    """Refuse bad options before any work: a wrong one should cost a line, not a half-built report."""
+    if not 0.0 < target_cosine <= 1.0:
+        raise StudioError("the target cosine must be in (0, 1]", code="BAD-OPTION")
+    from passes.quant_tools import METHODS
+
+    if calibration_method not in METHODS:
+        raise StudioError(f"calibration method must be one of {', '.join(METHODS)}, got {calibration_method[:20]!r}",
+                          code="BAD-OPTION")
+    if target is not None and dataset is None:
+        raise StudioError("a task-metric target needs a dataset to judge it on (--dataset NAME)", code="BAD-OPTION")
+    if target is not None:                   # before any work: a target no output's task has is refused
+        from studio.data.evaluate import output_specs
+        from studio.data.metrics import check_target
+
+        check_target(target, output_specs(header, tasks),
+                     has_labels=any(s.label is not None for s in dataset.samples))
+
+
+def _prepare_inputs(ctx: _Context, calibration: Path | None, inputs: Path | None, samples: int,
+                    dims: Mapping[str, int] | None, preprocess: ImagePreprocess | None) -> _Inputs:
+    """Calibration and evaluation feeds: the dataset's parts (with golden outputs) when there is one, else the
+    user's data with a held-out part, else seeded random inputs (and the basis then says "estimate")."""
+    if ctx.dataset is not None:
+        calib, eval_feeds, golden = _dataset_feeds(ctx.dataset, ctx.header, ctx.model_path, dims, ctx.pool_key,
+                                                   ctx.tasks)
+        basis = (f"dataset {ctx.dataset.name[:60]}: {len(calib)} calibration / {len(eval_feeds)} evaluation samples, "
+                 f"judged against stored golden outputs")
+        return _Inputs(calib, eval_feeds, golden, basis)
+    calib, held_out = _calibration_and_holdout(ctx.header, calibration, samples, dims, preprocess,
+                                               split=inputs is None)
+    if inputs is not None:
+        eval_feeds = make_feeds(ctx.header, inputs=Path(inputs))
+    elif held_out is not None:
+        eval_feeds = held_out            # real inputs the calibration never saw
+    else:
+        eval_feeds = make_feeds(ctx.header, count=4, dims=dims, seed=1000)
+    if len(eval_feeds) > 16:
+        eval_feeds = FeedSet(eval_feeds.sets[:16], eval_feeds.source + " (first 16)", eval_feeds.dims)
+    basis = (f"{RANDOM_BASIS} (seeded random inputs: add a dataset, or give calibration data)"
+             if calibration is None and inputs is None else
+             f"calibration {calib.source}; judged on {eval_feeds.source}")
+    return _Inputs(calib, eval_feeds, None, basis)
+
+
+def _pass_options(ctx: _Context, inp: _Inputs, calibration_method: str) -> dict[str, dict[str, Any]]:
+    """Each pass's options from this run (calibration file, targets, dims, the task metric), written under
+    ``ctx.work`` where a pass needs a file."""
+    calib_npz = save_npz(inp.calib.sets, ctx.work / "calibration.npz")
+    dims_opt = {"dims": dict(inp.eval_feeds.dims)} if inp.eval_feeds.dims else {}
+    task_opt = _task_option(ctx.target, inp.golden, inp.eval_feeds, ctx.work) \
+        if inp.golden is not None and ctx.target is not None else {}
+    return {"quantize-int8-static": {"calibration": str(calib_npz), "target_cosine": ctx.target_cosine,
+                                     "method": calibration_method, **dims_opt, **task_opt},
+            "quantize-int8-dynamic": {"target_cosine": ctx.target_cosine, **dims_opt},
+            "convert-fp16": dims_opt}
+
+
+def _failed(spec: VariantSpec, exc: Exception, path: Path | None = None) -> VariantResult:
+    """One variant's failure as its row of the report; a disk error at the output folder stops the whole run."""
+    if disk_error(exc) is not None:
+        raise exc                       # the output folder's disk, not the variant: the run stops
+    msg = str(exc) if isinstance(exc, StudioError) else f"{type(exc).__name__}: {exc}"
+    return VariantResult(spec.name, spec.label, spec.engine, spec.precision, "failed", path=path,
+                         error=" ".join(msg.split())[:400])
+
+
+def _build_one(ctx: _Context, inp: _Inputs, spec: VariantSpec, built: Mapping[str, Built],
+               pass_extra: Mapping[str, Mapping[str, Any]]) -> Built:
+    """One variant's model: the engine's own quantizer, NNCF, the original, a model already built by the same
+    pipeline, plain INT8 standing in for int8-mixed when it meets the target alone, or the pass pipeline."""
+    reuse = next((n for n in built if VARIANTS[n].passes == spec.passes), None)
+    plain = built.get("int8")
+    if spec.builder in ("mnn-quant", "litert-quant"):
+        return _build_converted_int8(spec, ctx.model_path, ctx.work, inp.calib, ctx.limits, ctx.pool_key)
+    if spec.builder.startswith("nncf"):
+        return _build_nncf(spec, ctx.model_path, ctx.work, inp.calib, inp.eval_feeds, inp.golden, ctx.target,
+                           ctx.limits, ctx.pool_key)
+    if not spec.passes:
+        return ctx.model_path, (), {}, []
+    if reuse is not None:
+        return built[reuse]
+    if spec.name == "int8-mixed" and plain is not None and plain[2].get("target_met"):
+        # Plain INT8 meets the target on its own: no layer needs float fallback.
+        return (plain[0], plain[1], plain[2], [
+            *[w for w in plain[3] if not w.startswith("target missed")],
+            "plain INT8 meets the target: no layer needed float fallback (the int8 model)"])
+    return _build(spec, ctx.model_path, ctx.work, pass_extra, inp.eval_feeds, ctx.limits, ctx.pool_key)
+
+
+def _build_variants(ctx: _Context, inp: _Inputs, names: Sequence[str], pass_extra: Mapping[str, Mapping[str, Any]],
+                    progress: _Progress) -> tuple[dict[str, Built], dict[str, VariantResult]]:
+    """Build every variant whose engine runs here; the others are "not verified here" and a failed build is a
+    "failed" row, so one variant never stops the report."""
+    built: dict[str, Built] = {}
+    results: dict[str, VariantResult] = {}
+    for name in names:
+        spec = VARIANTS[name]
+        progress(f"building {spec.label}")
+        engine = get_engine(spec.engine)
+        avail = engine.available()
+        if not avail.ok:
+            results[name] = VariantResult(name, spec.label, spec.engine, spec.precision, "not verified here",
+                                          notes=(avail.reason or f"{engine.label} is not available here",))
+            continue
+        try:
+            built[name] = _build_one(ctx, inp, spec, built, pass_extra)
+        except Exception as exc:  # noqa: BLE001 - one variant failing must not stop the report
+            results[name] = _failed(spec, exc)
+    return built, results
+
+
+def _compare_variants(ctx: _Context, inp: _Inputs, built: Mapping[str, Built], results: dict[str, VariantResult],
+                      progress: _Progress) -> dict[str, ModelComparison]:
+    """Verify each built variant against the original on ORT fp32 on the evaluation feeds (a failure is its row
+    in ``results``); converted artifacts are compared with the quantized tolerance."""
+    comparisons: dict[str, ModelComparison] = {}
+    for name, (path, _lineage, _details, _warn) in built.items():
+        spec = VARIANTS[name]
+        progress(f"comparing {spec.label} with fp32")
+        try:
+            ir = spec.run_options.openvino_ir or Path(path).suffix in (".mnn", ".tflite")
+            comparisons[name] = compare_models(ctx.model_path, path, engine="onnxruntime", engine_b=spec.engine,
+                                               feeds=inp.eval_feeds,
+                                               options_b=_artifact_options(spec, Path(path), ctx.model_path),
+                                               labels=("fp32 · ONNX Runtime", spec.label), limits=ctx.limits,
+                                               pool_key=ctx.pool_key, on_tick=ctx.on_tick,
+                                               candidate_header=ctx.header if ir else None,
+                                               tolerance=QUANTIZED if ir else None, tasks=ctx.tasks)
+        except Exception as exc:  # noqa: BLE001
+            results[name] = _failed(spec, exc, path=path)
+    return comparisons
+
+
+def _measure_latency(ctx: _Context, inp: _Inputs, built: Mapping[str, Built], timed: Sequence[str],
+                     budget_s: float) -> LatencyRun | None:
+    """Time the verified variants side by side in one worker (interleaved rounds), so every ratio to fp32 comes
+    from the same run; None when nothing is left to time."""
+    if not timed:
+        return None
+    return measure([LatencyItem(n, built[n][0], VARIANTS[n].engine,
+                                _artifact_options(VARIANTS[n], Path(built[n][0]), ctx.model_path)) for n in timed],
+                   inp.eval_feeds.sets[0], budget_s=budget_s, limits=ctx.limits, pool_key=ctx.pool_key,
+                   on_tick=ctx.on_tick)
+
+
+def _engine_notes(spec: VariantSpec, details: Mapping[str, Any], cmp: ModelComparison) -> list[str]:
+    """What the engine actually did (OpenVINO's effective precision, contrib ops), and a feed set that failed."""
+    notes = []
+    if spec.engine == "openvino":
+        eff = cmp.candidate.precision
+        notes.append(f"OpenVINO computed in {eff}")
+        if spec.precision == "bf16" and not eff.startswith("bf16"):
+            notes.append("this CPU has no bf16 support in OpenVINO; bf16 ran as " + eff.split(",")[0])
+    if spec.engine == "onnxruntime" and details.get("runs_on") == ["onnxruntime"]:
+        notes.append("uses ONNX Runtime contrib ops: runs on ONNX Runtime only")
+    if cmp.set_errors:
+        notes.append(cmp.set_errors[0])
+    return notes
+
+
+@dataclass(frozen=True)
+class _Agreement:
+    """How a variant's outputs agree with fp32: float outputs by cosine, top-1/top-5 and max abs (the worst
+    output decides), integer/boolean ones (ids passed through, masks) exactly."""
+    cosine: float | None
+    top1: float | None
+    top5: float | None
+    max_abs: float | None
+    floats: int                      # float outputs compared
+    int_bad: tuple[Any, ...]         # integer outputs that differ from fp32
+
+
+def _agreement(cmp: ModelComparison) -> _Agreement:
+    """The worst agreement over the variant's outputs (see :class:`_Agreement`)."""
+    diffs = [d for d in cmp.comparison.outputs.values() if d.cosine is not None]
+    int_bad = tuple(d for d in cmp.comparison.outputs.values() if d.mode == "exact" and not d.match)
+    return _Agreement(min((d.cosine for d in diffs), default=None),
+                      min((d.top1_agreement for d in diffs if d.top1_agreement is not None), default=None),
+                      min((d.top5_overlap for d in diffs if d.top5_overlap is not None), default=None),
+                      max((d.max_abs for d in diffs if d.max_abs is not None), default=None), len(diffs), int_bad)
+
+
+def _speed(run: LatencyRun | None, name: str, latency: Any, base_ms: float | None
+           ) -> tuple[float | None, tuple[float, float] | None, int]:
+    """The ratio to fp32 with its interval and rounds from the interleaved run (the plain ratio of p10s when the
+    run has no estimate); fp32 itself has no interval."""
+    estimate = run.ratio("fp32", name) if name != "fp32" and run is not None else None
+    ratio = estimate.ratio if estimate is not None else (
+        (latency.p10_ms / base_ms) if (latency and latency.p10_ms and base_ms) else None)
+    ratio_ci = (estimate.ci_low, estimate.ci_high) if estimate is not None and estimate.ci_low is not None \
+        else None
+    return ratio, ratio_ci, estimate.rounds if estimate is not None else 0
+
+
+def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: ModelComparison,
+                   run: LatencyRun | None, base_ms: float | None) -> VariantResult:
+    """One variant's row: agreement with fp32, its latency and ratio with the interval, and whether it meets the
+    target (the task metric when a dataset and target judge it, else the cosine); the notes say why not."""
+    from passes.quant_tools import cosine_text
+
+    spec = VARIANTS[name]
+    path, lineage, details, warnings = entry
+    agree = _agreement(cmp)
+    latency = run.stats(name) if run is not None and run.measured(name) else None
+    latency_error = run.errors.get(name) if run is not None else "not measured"
+    notes = list(warnings) + _engine_notes(spec, details, cmp)
+    ratio, ratio_ci, rounds = _speed(run, name, latency, base_ms)
+    meets = agree.cosine is not None and agree.cosine >= ctx.target_cosine and not cmp.set_errors \
+        and not agree.int_bad
+    if not agree.floats and not agree.int_bad and not cmp.set_errors and cmp.comparison:
+        meets = True                       # only integer outputs, all equal: nothing approximated
+        notes.append("integer outputs only, all equal to fp32: cosine n/a (no float output to measure)")
+    task = None
+    if inp.golden is not None:
+        task, task_meets, task_note = _task_metrics(ctx.dataset, inp.golden, path, spec, inp.eval_feeds, ctx.target,
+                                                    ctx.pool_key, _artifact_options(spec, Path(path), ctx.model_path))
+        if task_note:
+            notes.append(task_note)
+        if ctx.target is not None:
+            meets = task_meets             # the task metric decides, not the cosine
+    if agree.int_bad:
+        notes.append(f"integer output '{agree.int_bad[0].name[:60]}' differs from fp32: {agree.int_bad[0].note}")
+    if agree.cosine is not None and agree.cosine < ctx.target_cosine and name != "fp32" and ctx.target is None:
+        notes.append(f"target missed: cosine {cosine_text(agree.cosine, ctx.target_cosine)} < "
+                     f"{ctx.target_cosine:.10g}")
+    speed = _speed_note(ratio, ratio_ci, rounds) if name != "fp32" else None
+    if speed:
+        notes.append(speed)
+    return VariantResult(
+        name, spec.label, spec.engine, spec.precision, "ok" if latency and not latency_error else "failed",
+        path=path if path != ctx.model_path else None, latency_p10_ms=latency.p10_ms if latency else None,
+        p90_ms=latency.p90_ms if latency else None, median_ms=latency.p50_ms if latency else None,
+        ratio=ratio, ratio_ci=ratio_ci, ratio_rounds=rounds, cosine=agree.cosine, top1=agree.top1, top5=agree.top5,
+        max_abs=agree.max_abs, meets_target=meets, notes=tuple(dict.fromkeys(notes)),
+        error=latency_error, lineage=lineage, details=details, task=task)
+
+
+def _recommendation(names: Sequence[str], results: Mapping[str, VariantResult]
+                    ) -> tuple[tuple[VariantResult, ...], VariantResult | None, dict[str, str]]:
+    """The rows in the order asked for, marked with the recommendation, the recommended one, and the fastest
+    recommendable variant on each engine."""
+    ordered = [results[n] for n in names if n in results]
+    eligible = [v for v in ordered if recommendable(v)]
+    best = recommend(ordered)
+    per_engine: dict[str, str] = {}
+    for v in eligible:
+        cur = per_engine.get(v.engine)
+        if cur is None or v.latency_p10_ms < results[cur].latency_p10_ms:
+            per_engine[v.engine] = v.name
+    final = tuple(dataclasses.replace(v, recommended=best is not None and v.name == best.name) for v in ordered)
+    return final, best, per_engine
+
+
+def _report(ctx: _Context, inp: _Inputs, final: tuple[VariantResult, ...], best: VariantResult | None,
+            per_engine: Mapping[str, str], own: bool) -> PrecisionReport:
+    """The report: the rows (without paths when the folder was a temporary one, removed afterwards), the
+    evaluation's basis and a note on fp16 on ORT's CPU provider when it was not faster."""
+    fp16 = next((v for v in final if v.name == "fp16"), None)
+    report_notes = []
+    if fp16 is not None and fp16.ratio and fp16.ratio >= 1.0:
+        report_notes.append("ONNX Runtime's CPU provider has no fast fp16 path (most fp16 ops run through "
+                            "Casts): fp16 is for GPU targets")
+    if own:
+        final = tuple(dataclasses.replace(v, path=None) for v in final)
+    return PrecisionReport(final, best.name if best else None, per_engine, ctx.target_cosine, inp.calib.source,
+                           {**inp.eval_feeds.to_dict(), "baseline": "fp32 on ONNX Runtime CPU, default graph "
+                                                                    "optimizations"},
+                           model_kind(ctx.header), None if own else ctx.work, tuple(report_notes), inp.basis,
+                           ctx.target.text() if ctx.target is not None else None)
+
+
 @_under_out_dir
 def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None, out_dir: Path | None = None,
                       calibration: Path | None = None, inputs: Path | None = None, samples: int = 8,
@@ -571,214 +903,30 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
     line, and the variants written there so far are removed again (nothing is left half done)."""
     model_path = Path(model_path)
     header = onnx.load_model(str(model_path), load_external_data=False)
-    names = list(variants or default_variants(header))
-    if "auto" in names:
-        names = list(dict.fromkeys([*default_variants(header), *[n for n in names if n != "auto"]]))
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown:
-        raise StudioError(f"unknown variant(s) {', '.join(unknown)[:80]}; choose from {', '.join(VARIANTS)}",
-                          code="BAD-OPTION")
-    if "fp32" not in names:
-        names.insert(0, "fp32")              # the baseline every ratio is measured against
-    if not 0.0 < target_cosine <= 1.0:
-        raise StudioError("the target cosine must be in (0, 1]", code="BAD-OPTION")
-    from passes.quant_tools import METHODS, cosine_text
-
-    if calibration_method not in METHODS:
-        raise StudioError(f"calibration method must be one of {', '.join(METHODS)}, got {calibration_method[:20]!r}",
-                          code="BAD-OPTION")
-    if target is not None and dataset is None:
-        raise StudioError("a task-metric target needs a dataset to judge it on (--dataset NAME)", code="BAD-OPTION")
-    if target is not None:                   # before any work: a target no output's task has is refused
-        from studio.data.evaluate import output_specs
-        from studio.data.metrics import check_target
-
-        check_target(target, output_specs(header, tasks),
-                     has_labels=any(s.label is not None for s in dataset.samples))
+    names = _variant_names(header, variants)
+    _check_options(header, target_cosine, calibration_method, dataset, target, tasks)
     own = out_dir is None
     work = Path(tempfile.mkdtemp(prefix="onnx-studio-precision-")) if own else Path(out_dir)
     work.mkdir(parents=True, exist_ok=True)
-    long_limits = _long_limits(limits, _model_bytes(model_path))
-    steps = len(names) * 2 + 2
-    step = 0
-
-    def progress(label: str) -> None:
-        nonlocal step
-        if on_progress:
-            on_progress(step, steps, label)
-        step += 1
-
+    ctx = _Context(model_path, header, work, _long_limits(limits, _model_bytes(model_path)), pool_key, on_tick,
+                   tasks, dataset, target, target_cosine)
+    progress = _Progress(on_progress, len(names) * 2 + 2)
     try:
         progress("preparing inputs")
-        golden = None
-        if dataset is not None:
-            calib, eval_feeds, golden = _dataset_feeds(dataset, header, model_path, dims, pool_key, tasks)
-            basis = (f"dataset {dataset.name[:60]}: {len(calib)} calibration / {len(eval_feeds)} evaluation samples, "
-                     f"judged against stored golden outputs")
-        else:
-            calib, held_out = _calibration_and_holdout(header, calibration, samples, dims, preprocess,
-                                                       split=inputs is None)
-            if inputs is not None:
-                eval_feeds = make_feeds(header, inputs=Path(inputs))
-            elif held_out is not None:
-                eval_feeds = held_out            # real inputs the calibration never saw
-            else:
-                eval_feeds = make_feeds(header, count=4, dims=dims, seed=1000)
-            if len(eval_feeds) > 16:
-                eval_feeds = FeedSet(eval_feeds.sets[:16], eval_feeds.source + " (first 16)", eval_feeds.dims)
-            basis = (f"{RANDOM_BASIS} (seeded random inputs: add a dataset, or give calibration data)"
-                     if calibration is None and inputs is None else
-                     f"calibration {calib.source}; judged on {eval_feeds.source}")
-        calib_npz = save_npz(calib.sets, work / "calibration.npz")
-        dims_opt = {"dims": dict(eval_feeds.dims)} if eval_feeds.dims else {}
-        task_opt = _task_option(target, golden, eval_feeds, work) if golden is not None and target is not None else {}
-        pass_extra = {"quantize-int8-static": {"calibration": str(calib_npz), "target_cosine": target_cosine,
-                                               "method": calibration_method, **dims_opt, **task_opt},
-                      "quantize-int8-dynamic": {"target_cosine": target_cosine, **dims_opt},
-                      "convert-fp16": dims_opt}
-        built: dict[str, tuple[Path, tuple[dict, ...], dict, list[str]]] = {}
-        results: dict[str, VariantResult] = {}
-        for name in names:
-            spec = VARIANTS[name]
-            progress(f"building {spec.label}")
-            engine = get_engine(spec.engine)
-            avail = engine.available()
-            if not avail.ok:
-                results[name] = VariantResult(name, spec.label, spec.engine, spec.precision, "not verified here",
-                                              notes=(avail.reason or f"{engine.label} is not available here",))
-                continue
-            try:
-                key = spec.passes
-                reuse = next((n for n, (p, *_rest) in built.items() if VARIANTS[n].passes == key), None)
-                plain = built.get("int8")
-                if spec.builder in ("mnn-quant", "litert-quant"):
-                    built[name] = _build_converted_int8(spec, model_path, work, calib, long_limits, pool_key)
-                elif spec.builder.startswith("nncf"):
-                    built[name] = _build_nncf(spec, model_path, work, calib, eval_feeds, golden, target,
-                                              long_limits, pool_key)
-                elif not spec.passes:
-                    built[name] = (model_path, (), {}, [])
-                elif reuse is not None:
-                    built[name] = built[reuse]
-                elif name == "int8-mixed" and plain is not None and plain[2].get("target_met"):
-                    # Plain INT8 meets the target on its own: no layer needs float fallback.
-                    built[name] = (plain[0], plain[1], plain[2], [
-                        *[w for w in plain[3] if not w.startswith("target missed")],
-                        "plain INT8 meets the target: no layer needed float fallback (the int8 model)"])
-                else:
-                    built[name] = _build(spec, model_path, work, pass_extra, eval_feeds, long_limits, pool_key)
-            except Exception as exc:  # noqa: BLE001 - one variant failing must not stop the report
-                if disk_error(exc) is not None:
-                    raise                       # the output folder's disk, not the variant: the run stops
-                msg = str(exc) if isinstance(exc, StudioError) else f"{type(exc).__name__}: {exc}"
-                results[name] = VariantResult(name, spec.label, spec.engine, spec.precision, "failed",
-                                              error=" ".join(msg.split())[:400])
-        comparisons: dict[str, ModelComparison] = {}
-        for name, (path, _lineage, _details, _warn) in built.items():
-            spec = VARIANTS[name]
-            progress(f"comparing {spec.label} with fp32")
-            try:
-                ir = spec.run_options.openvino_ir or Path(path).suffix in (".mnn", ".tflite")
-                comparisons[name] = compare_models(model_path, path, engine="onnxruntime", engine_b=spec.engine,
-                                                   feeds=eval_feeds,
-                                                   options_b=_artifact_options(spec, Path(path), model_path),
-                                                   labels=("fp32 · ONNX Runtime", spec.label), limits=long_limits,
-                                                   pool_key=pool_key, on_tick=on_tick,
-                                                   candidate_header=header if ir else None,
-                                                   tolerance=QUANTIZED if ir else None, tasks=tasks)
-            except Exception as exc:  # noqa: BLE001
-                if disk_error(exc) is not None:
-                    raise
-                msg = str(exc) if isinstance(exc, StudioError) else f"{type(exc).__name__}: {exc}"
-                results[name] = VariantResult(name, spec.label, spec.engine, spec.precision, "failed",
-                                              path=path, error=" ".join(msg.split())[:400])
+        inp = _prepare_inputs(ctx, calibration, inputs, samples, dims, preprocess)
+        built, results = _build_variants(ctx, inp, names, _pass_options(ctx, inp, calibration_method), progress)
+        comparisons = _compare_variants(ctx, inp, built, results, progress)
         progress("measuring latency side by side")
         timed = [n for n in built if n in comparisons]
-        run = measure([LatencyItem(n, built[n][0], VARIANTS[n].engine,
-                                   _artifact_options(VARIANTS[n], Path(built[n][0]), model_path)) for n in timed],
-                      eval_feeds.sets[0], budget_s=latency_budget_s, limits=long_limits, pool_key=pool_key,
-                      on_tick=on_tick) if timed else None
+        run = _measure_latency(ctx, inp, built, timed, latency_budget_s)
         base = run.stats("fp32") if run is not None and run.measured("fp32") else None
-        base_ms = base.p10_ms if base is not None else None
         for name in timed:
-            spec = VARIANTS[name]
-            path, lineage, details, warnings = built[name]
-            cmp = comparisons[name]
-            # Float outputs are judged by cosine; integer/boolean ones (ids passed through, masks) exactly.
-            diffs = [d for d in cmp.comparison.outputs.values() if d.cosine is not None]
-            int_bad = [d for d in cmp.comparison.outputs.values() if d.mode == "exact" and not d.match]
-            cosine = min((d.cosine for d in diffs), default=None)
-            top1 = min((d.top1_agreement for d in diffs if d.top1_agreement is not None), default=None)
-            top5 = min((d.top5_overlap for d in diffs if d.top5_overlap is not None), default=None)
-            max_abs = max((d.max_abs for d in diffs if d.max_abs is not None), default=None)
-            latency = run.stats(name) if run is not None and run.measured(name) else None
-            latency_error = run.errors.get(name) if run is not None else "not measured"
-            notes = list(warnings)
-            if spec.engine == "openvino":
-                eff = cmp.candidate.precision
-                notes.append(f"OpenVINO computed in {eff}")
-                if spec.precision == "bf16" and not eff.startswith("bf16"):
-                    notes.append("this CPU has no bf16 support in OpenVINO; bf16 ran as " + eff.split(",")[0])
-            if spec.engine == "onnxruntime" and details.get("runs_on") == ["onnxruntime"]:
-                notes.append("uses ONNX Runtime contrib ops: runs on ONNX Runtime only")
-            if cmp.set_errors:
-                notes.append(cmp.set_errors[0])
-            estimate = run.ratio("fp32", name) if name != "fp32" and run is not None else None
-            ratio = estimate.ratio if estimate is not None else (
-                (latency.p10_ms / base_ms) if (latency and latency.p10_ms and base_ms) else None)
-            ratio_ci = (estimate.ci_low, estimate.ci_high) if estimate is not None and estimate.ci_low is not None \
-                else None
-            meets = cosine is not None and cosine >= target_cosine and not cmp.set_errors and not int_bad
-            if not diffs and not int_bad and not cmp.set_errors and cmp.comparison:
-                meets = True                       # only integer outputs, all equal: nothing approximated
-                notes.append("integer outputs only, all equal to fp32: cosine n/a (no float output to measure)")
-            task = None
-            if golden is not None:
-                task, task_meets, task_note = _task_metrics(dataset, golden, path, spec, eval_feeds, target, pool_key,
-                                                            _artifact_options(spec, Path(path), model_path))
-                if task_note:
-                    notes.append(task_note)
-                if target is not None:
-                    meets = task_meets             # the task metric decides, not the cosine
-            if int_bad:
-                notes.append(f"integer output '{int_bad[0].name[:60]}' differs from fp32: {int_bad[0].note}")
-            if cosine is not None and cosine < target_cosine and name != "fp32" and target is None:
-                notes.append(f"target missed: cosine {cosine_text(cosine, target_cosine)} < {target_cosine:.10g}")
-            speed = _speed_note(ratio, ratio_ci, estimate.rounds if estimate is not None else 0) \
-                if name != "fp32" else None
-            if speed:
-                notes.append(speed)
-            results[name] = VariantResult(
-                name, spec.label, spec.engine, spec.precision, "ok" if latency and not latency_error else "failed",
-                path=path if path != model_path else None, latency_p10_ms=latency.p10_ms if latency else None,
-                p90_ms=latency.p90_ms if latency else None, median_ms=latency.p50_ms if latency else None,
-                ratio=ratio, ratio_ci=ratio_ci, ratio_rounds=estimate.rounds if estimate is not None else 0,
-                cosine=cosine, top1=top1, top5=top5,
-                max_abs=max_abs, meets_target=meets, notes=tuple(dict.fromkeys(notes)),
-                error=latency_error, lineage=lineage, details=details, task=task)
+            results[name] = _judge_variant(ctx, inp, name, built[name], comparisons[name], run,
+                                           base.p10_ms if base is not None else None)
         progress("recommending")
-        ordered = [results[n] for n in names if n in results]
-        eligible = [v for v in ordered if recommendable(v)]
-        best = recommend(ordered)
-        per_engine: dict[str, str] = {}
-        for v in eligible:
-            cur = per_engine.get(v.engine)
-            if cur is None or v.latency_p10_ms < results[cur].latency_p10_ms:
-                per_engine[v.engine] = v.name
-        final = tuple(dataclasses.replace(v, recommended=best is not None and v.name == best.name) for v in ordered)
-        report_notes = []
-        if "fp16" in results and results["fp16"].ratio and results["fp16"].ratio >= 1.0:
-            report_notes.append("ONNX Runtime's CPU provider has no fast fp16 path (most fp16 ops run through "
-                                "Casts): fp16 is for GPU targets")
-        if own:
-            final = tuple(dataclasses.replace(v, path=None) for v in final)
-        return PrecisionReport(final, best.name if best else None, per_engine, target_cosine, calib.source,
-                               {**eval_feeds.to_dict(), "baseline": "fp32 on ONNX Runtime CPU, default graph "
-                                                                    "optimizations"},
-                               model_kind(header), None if own else work, tuple(report_notes), basis,
-                               target.text() if target is not None else None)
+        final, best, per_engine = _recommendation(names, results)
+        return _report(ctx, inp, final, best, per_engine, own)
     finally:
-        if on_progress:
-            on_progress(steps, steps, "done")
+        progress.done()
         if own:
             shutil.rmtree(work, ignore_errors=True)  # scratch: the temp folder made above (own)
