@@ -346,15 +346,17 @@ class _Steps:
         self.done += self.weight
 
 
-def _reraise_cancel(exc: WorkerError) -> None:
-    if exc.kind == "cancelled":
+def _reraise_cancel(exc: StudioError) -> None:
+    """Stop (a cancelled worker) ends the whole profile; any other failure is the step's own."""
+    if isinstance(exc, WorkerError) and exc.kind == "cancelled":
         raise exc
 
 
-def _failure(exc: StudioError) -> tuple[str, str]:
+def _failed(exc: StudioError) -> dict[str, str]:
+    """A failure as the variant's ``error`` and ``error_kind`` fields."""
     kind = exc.kind if isinstance(exc, WorkerError) else ("unavailable" if exc.code == "ENGINE-UNAVAILABLE"
                                                          else "error")
-    return str(exc), kind
+    return {"error": str(exc), "error_kind": kind}
 
 
 def _job_limits(base: Limits, specs: Sequence[EngineSpec]) -> Limits:
@@ -376,159 +378,251 @@ def run_profile(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec],
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    job = _plan(targets, engines, options, out_dir, pool_key, on_progress)
+    warnings = _feed_warnings(job.prepared)
+    results: _Results = {v.id: {"variant": v} for v in job.variants}
+    _cold_starts(job, results)
+    timing = _warm_latency(job, results, warnings)
+    for v in job.variants:
+        if "latency" in results[v.id]:
+            _extras(job, v, results[v.id])
+    final = tuple(VariantResult(**r) for r in results.values())
+    ratios = _ratios(final, timing.run if timing.interleaved else None)
+    if on_progress is not None:
+        on_progress(1.0, "done")
+    machine = _machine_info(timing)
+    warnings.extend(_busy_warnings(machine))
+    feeds = tuple(f"{t.label}: {p.source}" for t, p in zip(targets, job.prepared))
+    return Profile(final, ratios, machine, options, feeds, time.perf_counter() - started, timing.interleaved,
+                   timing.rounds, tuple(warnings), out_dir)
+
+
+_Results = dict[str, dict[str, Any]]   # variant id -> the VariantResult fields gathered so far
+_Tick = Callable[[float], None] | None
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every step of one profile shares, resolved once: the variants, their worker arguments
+    and feeds, the limits, and where side files go."""
+
+    targets: Sequence[ProfileTarget]
+    variants: Sequence[Variant]
+    options: ProfileOptions
+    out_dir: Path
+    pool_key: str
+    limits: Limits
+    prepared: Sequence[PreparedFeeds]
+    vargs: Mapping[str, dict[str, Any]]
+    arrays: Mapping[str, np.ndarray]
+    steps: _Steps
+
+    def arrays_for(self, variants: Sequence[Variant]) -> dict[str, np.ndarray]:
+        """The feed arrays the given variants' jobs read (a worker gets only its own)."""
+        return _subset_many(self.arrays, self.vargs, variants)
+
+    def limits_for(self, variants: Sequence[Variant]) -> Limits:
+        """The worker limits for a job over ``variants`` (GPU and LiteRT variants need looser ones)."""
+        return _job_limits(self.limits, [v.engine for v in variants])
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """The outcome of step 2: the shared run (None when variants were timed alone or none could run)."""
+
+    run: LatencyRun | None = None
+    interleaved: bool = False
+    rounds: int = 0
+    load: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    nvtx_attached: bool = False
+
+
+def _plan(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec], options: ProfileOptions, out_dir: Path,
+          pool_key: str, on_progress: Progress | None) -> _Job:
+    """Resolve the variants and make their feeds once per version, so that every later step runs the
+    same jobs on the same inputs (versions that take the same inputs get identical feeds)."""
     limits = options.limits()
     variants = make_variants(targets, engines)
-    warnings: list[str] = []
-
-    # Feeds: once per version; versions that take the same inputs get identical feeds.
     npz = Path(options.inputs_npz) if options.inputs_npz else None
     images = Path(options.images_dir) if options.images_dir else None
-    prepared: list[PreparedFeeds] = [prepare_feeds(t.handle, dims=dict(options.dims), seed=options.seed, npz=npz,
-                                                   images=images, preprocess=options.preprocess)
-                                     for t in targets]
-    if len({p.signature() for p in prepared}) > 1:
-        warnings.append("the versions take different inputs (names, dtypes or shapes); each got its own feeds")
-
+    prepared = [prepare_feeds(t.handle, dims=dict(options.dims), seed=options.seed, npz=npz, images=images,
+                              preprocess=options.preprocess) for t in targets]
     per_variant_steps = 1 + options.per_op + options.memory + len(options.sweeps)
     steps = _Steps(len(variants) * per_variant_steps + 3, on_progress)
-    results: dict[str, dict[str, Any]] = {v.id: {"variant": v} for v in variants}
     arrays: dict[str, np.ndarray] = {}
-    vargs: dict[str, dict[str, Any]] = {}
-    for i, v in enumerate(variants):
-        vargs[v.id] = variant_args(v.id, v.label, targets[v.target_index].path, v.engine.to_args(),
-                                   prepared[v.target_index].feeds, i, arrays,
-                                   cache=options.ov_cache and v.engine.engine == "openvino")
+    vargs = {v.id: variant_args(v.id, v.label, targets[v.target_index].path, v.engine.to_args(),
+                                prepared[v.target_index].feeds, i, arrays,
+                                cache=options.ov_cache and v.engine.engine == "openvino")
+             for i, v in enumerate(variants)}
+    return _Job(targets, variants, options, out_dir, pool_key, limits, prepared, vargs, arrays, steps)
 
-    # 1. cold start (the preflight)
-    for v in variants:
+
+def _feed_warnings(prepared: Sequence[PreparedFeeds]) -> list[str]:
+    """Versions with different inputs cannot share feeds: say so, since it weakens the comparison."""
+    if len({p.signature() for p in prepared}) > 1:
+        return ["the versions take different inputs (names, dtypes or shapes); each got its own feeds"]
+    return []
+
+
+def _cold_starts(job: _Job, results: _Results) -> None:
+    """Step 1, also the preflight: a variant that cannot start here is marked failed, so the timed
+    rounds leave it out instead of failing as a whole."""
+    for v in job.variants:
         reason = unavailable_reason(v.engine)
         if reason:
             results[v.id].update(error=reason, error_kind="unavailable")
-            steps.finish()
-            continue
-        tick = steps.start(f"{v.label}: cold start")
-        try:
-            cold, details = cold_start(vargs[v.id], _subset(arrays, vargs[v.id]), out_dir=out_dir,
-                                       limits=_job_limits(limits, [v.engine]), pool_key=pool_key, on_tick=tick)
-            if options.ov_cache and v.engine.engine == "openvino":
-                again, _ = cold_start(vargs[v.id], _subset(arrays, vargs[v.id]), out_dir=out_dir,
-                                      limits=limits, pool_key=pool_key, on_tick=tick)
-                cold = replace(cold, cached_session_ms=again.session_ms)
-            results[v.id].update(cold=cold, details=details)
-        except WorkerError as exc:
-            _reraise_cancel(exc)
-            results[v.id].update(zip(("error", "error_kind"), _failure(exc)))
-        except StudioError as exc:
-            results[v.id].update(zip(("error", "error_kind"), _failure(exc)))
-        steps.finish()
+        else:
+            results[v.id].update(_cold_start(job, v, job.steps.start(f"{v.label}: cold start")))
+        job.steps.finish()
 
-    # 2. warm latency, interleaved
-    runnable = [v for v in variants if "error" not in results[v.id]]
+
+def _cold_start(job: _Job, v: Variant, tick: _Tick) -> dict[str, Any]:
+    """One variant's cold start in a fresh worker (twice with the OpenVINO cache, to show the cached
+    compile); a failure becomes the variant's error, except Stop, which ends the profile."""
+    try:
+        cold, details = cold_start(job.vargs[v.id], job.arrays_for([v]), out_dir=job.out_dir,
+                                   limits=job.limits_for([v]), pool_key=job.pool_key, on_tick=tick)
+        if job.options.ov_cache and v.engine.engine == "openvino":
+            again, _ = cold_start(job.vargs[v.id], job.arrays_for([v]), out_dir=job.out_dir, limits=job.limits,
+                                  pool_key=job.pool_key, on_tick=tick)
+            cold = replace(cold, cached_session_ms=again.session_ms)
+        return {"cold": cold, "details": details}
+    except StudioError as exc:
+        _reraise_cancel(exc)
+        return _failed(exc)
+
+
+def _warm_latency(job: _Job, results: _Results, warnings: list[str]) -> _Timing:
+    """Step 2: time every variant that started, interleaved in one worker so that the ratios are paired
+    round by round; if that shared run fails, each variant is timed alone (and the report says so)."""
+    runnable = [v for v in job.variants if "error" not in results[v.id]]
+    if not runnable:
+        return _Timing()
     interleaved = len(runnable) > 1
-    run: LatencyRun | None = None
-    rounds = 0
-    machine_load: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
-    nvtx_attached = False
-    if runnable:
-        tick = steps.start("timed rounds" if interleaved else f"{runnable[0].label}: timed iterations", weight=3)
+    tick = job.steps.start("timed rounds" if interleaved else f"{runnable[0].label}: timed iterations", weight=3)
+    try:
+        run = _timed(job, runnable, tick)
+    except WorkerError as exc:
+        _reraise_cancel(exc)
+        if interleaved:
+            timing = _timed_one_at_a_time(job, runnable, results, warnings, tick, exc)
+        else:
+            results[runnable[0].id].update(_failed(exc))
+            timing = _Timing()
+    else:
+        _store_latency(run, runnable, results)
+        warnings.extend(w for w in (run.note, run.stopped) if w)
+        timing = _Timing(run, interleaved, run.rounds_planned if run.stopped is None else len(run.order),
+                         (run.load_before, run.load_after), run.nvtx_attached)
+    job.steps.finish()
+    return timing
+
+
+def _timed(job: _Job, variants: Sequence[Variant], tick: _Tick) -> LatencyRun:
+    """The warm latency job (:mod:`profilers.latency`) over ``variants`` in one worker."""
+    return interleaved_latency([job.vargs[v.id] for v in variants], job.arrays_for(variants), job.options.plan(),
+                               out_dir=job.out_dir, limits=job.limits_for(variants), pool_key=job.pool_key,
+                               on_tick=tick)
+
+
+def _timed_one_at_a_time(job: _Job, runnable: Sequence[Variant], results: _Results, warnings: list[str],
+                         tick: _Tick, failure: WorkerError) -> _Timing:
+    """The fallback of step 2: one worker per variant, so one bad variant cannot sink the others;
+    ratios are then unpaired (they include machine drift)."""
+    warnings.append(f"the interleaved run failed ({failure}); variants were timed one at a time, so "
+                    "their ratios include machine drift")
+    load: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    for v in runnable:
         try:
-            run = interleaved_latency([vargs[v.id] for v in runnable], _subset_many(arrays, vargs, runnable),
-                                      options.plan(), out_dir=out_dir,
-                                      limits=_job_limits(limits, [v.engine for v in runnable]),
-                                      pool_key=pool_key, on_tick=tick)
-            _store_latency(run, runnable, results)
-            rounds = run.rounds_planned if run.stopped is None else len(run.order)
-            machine_load = (run.load_before, run.load_after)
-            nvtx_attached = run.nvtx_attached
-            warnings.extend(w for w in (run.note, run.stopped) if w)
-        except WorkerError as exc:
-            _reraise_cancel(exc)
-            if not interleaved:
-                results[runnable[0].id].update(zip(("error", "error_kind"), _failure(exc)))
-            else:
-                warnings.append(f"the interleaved run failed ({exc}); variants were timed one at a time, so "
-                                "their ratios include machine drift")
-                interleaved = False
-                for v in runnable:
-                    try:
-                        single = interleaved_latency([vargs[v.id]], _subset(arrays, vargs[v.id]), options.plan(),
-                                                     out_dir=out_dir, limits=_job_limits(limits, [v.engine]),
-                                                     pool_key=pool_key, on_tick=tick)
-                        _store_latency(single, [v], results)
-                        machine_load = (single.load_before, single.load_after)
-                        warnings.extend(w for w in (single.note, single.stopped) if w)
-                    except WorkerError as inner:
-                        _reraise_cancel(inner)
-                        results[v.id].update(zip(("error", "error_kind"), _failure(inner)))
-        steps.finish()
-
-    # 3. per-op, memory, sweeps
-    for v in variants:
-        if "latency" not in results[v.id]:
+            single = _timed(job, [v], tick)
+        except WorkerError as inner:
+            _reraise_cancel(inner)
+            results[v.id].update(_failed(inner))
             continue
-        target = targets[v.target_index]
-        notes: list[str] = list(results[v.id].get("notes", ()))
-        vlimits = _job_limits(limits, [v.engine])
-        if options.per_op:
-            tick = steps.start(f"{v.label}: per-op")
-            try:
-                results[v.id]["ops"] = ops_mod.measure_ops(vargs[v.id], _subset(arrays, vargs[v.id]),
-                                                           target.handle.proto, warmup=min(options.warmup, 5),
-                                                           runs=options.per_op_runs, out_dir=out_dir, limits=vlimits,
-                                                           pool_key=pool_key, on_tick=tick)
-            except StudioError as exc:
-                if isinstance(exc, WorkerError):
-                    _reraise_cancel(exc)
-                notes.append(f"per-op: {exc}")
-            steps.finish()
-        if options.memory:
-            tick = steps.start(f"{v.label}: memory")
-            try:
-                results[v.id]["memory"] = memory_mod.measure_variant_memory(
-                    vargs[v.id], _subset(arrays, vargs[v.id]), warmup=min(options.warmup, 5),
-                    iterations=options.memory_iterations, out_dir=out_dir, limits=vlimits, pool_key=pool_key,
-                    on_tick=tick)
-            except StudioError as exc:
-                if isinstance(exc, WorkerError):
-                    _reraise_cancel(exc)
-                notes.append(f"memory: {exc}")
-            steps.finish()
-        sweeps: list[SweepResult] = []
-        for kind, values in options.sweeps:
-            tick = steps.start(f"{v.label}: {kind} sweep")
-            try:
-                points = []
-                for value in values:
-                    feeds = batched_feeds(target.handle, prepared[v.target_index], value, seed=options.seed,
-                                          from_npz=npz is not None or images is not None) if kind == "batch" \
-                        else dict(prepared[v.target_index].feeds)
-                    points.append((value, feeds))
-                sweeps.append(measure_sweep(vargs[v.id], kind, points, warmup=min(options.warmup, 5),
-                                            iterations=options.sweep_iterations, out_dir=out_dir, limits=vlimits,
-                                            pool_key=pool_key, on_tick=tick))
-            except StudioError as exc:
-                if isinstance(exc, WorkerError):
-                    _reraise_cancel(exc)
-                sweeps.append(SweepResult(v.id, kind, (), {}, error=str(exc)))
-            steps.finish()
-        results[v.id]["sweeps"] = tuple(sweeps)
-        results[v.id]["notes"] = tuple(notes)
+        _store_latency(single, [v], results)
+        load = (single.load_before, single.load_after)
+        warnings.extend(w for w in (single.note, single.stopped) if w)
+    return _Timing(load=load)
 
-    final = tuple(VariantResult(**r) for r in results.values())
-    ratios = _ratios(final, run if interleaved else None)
-    if on_progress is not None:
-        on_progress(1.0, "done")
-    machine = MachineInfo(_cpu_model(), _cpu_count(), tuple(machine_load[0]), tuple(machine_load[1]),
-                          platform.python_version(),
-                          {name: get_engine(name).available().version for name in ("onnxruntime", "openvino",
-                                                                                    "tensorrt")},
-                          nvtx_attached)
-    if machine.busy:
-        warnings.append(f"the machine was busy (load average {max(machine.load_before[:1] + machine.load_after[:1]):.1f}"
-                        f" on {machine.cpu_count} CPUs): absolute numbers are pessimistic; the interleaved ratios "
-                        "are the figures to trust")
-    return Profile(final, ratios, machine, options, tuple(f"{t.label}: {p.source}" for t, p in zip(targets, prepared)),
-                   time.perf_counter() - started, interleaved, rounds, tuple(warnings), out_dir)
+
+def _extras(job: _Job, v: Variant, result: dict[str, Any]) -> None:
+    """Step 3, the optional per-op, memory and sweeps of a timed variant; each failure is a note (or
+    a failed sweep) on the variant, never its error, since its latency stands."""
+    notes: list[str] = list(result.get("notes", ()))
+    if job.options.per_op:
+        ops = _noted(job, f"{v.label}: per-op", "per-op", notes, lambda tick: _per_op(job, v, tick))
+        if ops is not None:
+            result["ops"] = ops
+    if job.options.memory:
+        memory = _noted(job, f"{v.label}: memory", "memory", notes, lambda tick: _memory(job, v, tick))
+        if memory is not None:
+            result["memory"] = memory
+    result["sweeps"] = tuple(_sweep(job, v, kind, values) for kind, values in job.options.sweeps)
+    result["notes"] = tuple(notes)
+
+
+def _noted(job: _Job, message: str, what: str, notes: list[str], measure: Callable[[_Tick], Any]) -> Any:
+    """Run one optional measurement as a progress step; its failure is appended to ``notes``."""
+    tick = job.steps.start(message)
+    try:
+        value = measure(tick)
+    except StudioError as exc:
+        _reraise_cancel(exc)
+        notes.append(f"{what}: {exc}")
+        value = None
+    job.steps.finish()
+    return value
+
+
+def _per_op(job: _Job, v: Variant, tick: _Tick) -> OpProfile:
+    """Per-op time from the engine's own profiler (:mod:`profilers.ops`)."""
+    return ops_mod.measure_ops(job.vargs[v.id], job.arrays_for([v]), job.targets[v.target_index].handle.proto,
+                               warmup=min(job.options.warmup, 5), runs=job.options.per_op_runs, out_dir=job.out_dir,
+                               limits=job.limits_for([v]), pool_key=job.pool_key, on_tick=tick)
+
+
+def _memory(job: _Job, v: Variant, tick: _Tick) -> MemoryProfile:
+    """Peak and steady memory of the variant's worker (:mod:`profilers.memory`)."""
+    return memory_mod.measure_variant_memory(job.vargs[v.id], job.arrays_for([v]), warmup=min(job.options.warmup, 5),
+                                             iterations=job.options.memory_iterations, out_dir=job.out_dir,
+                                             limits=job.limits_for([v]), pool_key=job.pool_key, on_tick=tick)
+
+
+def _sweep(job: _Job, v: Variant, kind: str, values: Sequence[int]) -> SweepResult:
+    """One sweep (threads, batch or concurrency) as a progress step; a batch sweep rebuilds the feeds
+    per size. A failure is the sweep's error, so the other sweeps still run."""
+    tick = job.steps.start(f"{v.label}: {kind} sweep")
+    target, prepared = job.targets[v.target_index], job.prepared[v.target_index]
+    from_files = bool(job.options.inputs_npz) or bool(job.options.images_dir)
+    try:
+        points = [(value, batched_feeds(target.handle, prepared, value, seed=job.options.seed, from_npz=from_files)
+                   if kind == "batch" else dict(prepared.feeds)) for value in values]
+        result = measure_sweep(job.vargs[v.id], kind, points, warmup=min(job.options.warmup, 5),
+                               iterations=job.options.sweep_iterations, out_dir=job.out_dir,
+                               limits=job.limits_for([v]), pool_key=job.pool_key, on_tick=tick)
+    except StudioError as exc:
+        _reraise_cancel(exc)
+        result = SweepResult(v.id, kind, (), {}, error=str(exc))
+    job.steps.finish()
+    return result
+
+
+def _machine_info(timing: _Timing) -> MachineInfo:
+    """The machine beside the figures: CPU, load during the timed rounds and engine versions."""
+    return MachineInfo(_cpu_model(), _cpu_count(), tuple(timing.load[0]), tuple(timing.load[1]),
+                       platform.python_version(),
+                       {name: get_engine(name).available().version for name in ("onnxruntime", "openvino",
+                                                                                 "tensorrt")},
+                       timing.nvtx_attached)
+
+
+def _busy_warnings(machine: MachineInfo) -> list[str]:
+    """A loaded machine inflates absolute numbers; the interleaved ratios still hold."""
+    if not machine.busy:
+        return []
+    return [f"the machine was busy (load average {max(machine.load_before[:1] + machine.load_after[:1]):.1f}"
+            f" on {machine.cpu_count} CPUs): absolute numbers are pessimistic; the interleaved ratios "
+            "are the figures to trust"]
 
 
 def _subset(arrays: Mapping[str, np.ndarray], vargs: Mapping[str, Any]) -> dict[str, np.ndarray]:
