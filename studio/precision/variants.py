@@ -247,7 +247,7 @@ class PrecisionReport:
         base = next((v for v in measured if v.name == "fp32"), None)
         if base is None:
             err = next((v.error for v in self.variants if v.name == "fp32" and v.error), None)
-            return (f"nothing recommended: fp32 (the baseline every variant is measured against) did not run"
+            return ("nothing recommended: fp32 (the baseline every variant is measured against) did not run"
                     + (f" ({err})" if err else "") + f"; {len(measured)} other variant(s) measured")
         if not base.meets_target:
             got = _target_text(base, self.target)
