@@ -95,9 +95,9 @@ def sweep_report(paths, work) -> None:
     assert sum(trt.values()) == len(paths)
 
 
-def stratified_models(every: int = 6) -> list:
+def stratified_models(every: int = 12) -> list:
     """Every sample model and every ``every``-th backend model of each corpus folder (node, simple,
-    pytorch-converted, pytorch-operator, light), in name order: each family in every run, one sixth
+    pytorch-converted, pytorch-operator, light), in name order: each family in every run, one twelfth
     of the cost. The whole corpus: ``make sweep`` (tests/diag/sweep_agreement.py)."""
     by_folder: dict[str, list] = {}
     for p in backend_models():
@@ -107,6 +107,6 @@ def stratified_models(every: int = 6) -> list:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1500)      # a hang guard: ~40 models, four engines, two of them converting, loaded machine
+@pytest.mark.timeout(1500)      # a hang guard: ~30 models, four engines, two of them converting, loaded machine
 def test_samples_and_a_stratified_share_of_backend_models_agree(tmp_path):
     sweep_report(stratified_models(), tmp_path)
