@@ -30,7 +30,11 @@ _SEQ1 = ("onnx2tf converts the attention MatMul at sequence length 1 (reality's 
          "refuses it at 16 (the check's default); `check --dim sequence_length=1` says runs: the verdicts are for "
          "different shapes, each right for its own")
 KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
-    (name, "litert"): _SEQ1 for name in ("gpt2_decoder", "gpt2_decoder_with_past", "llama_optimum")}
+    **{(name, "litert"): _SEQ1 for name in ("gpt2_decoder", "gpt2_decoder_with_past", "llama_optimum")},
+    # the check's seeded feeds do not yet keep a merged decoder's cache contract (issue 26 item 3): with
+    # use_cache_branch False beside a past of 8 and a mask of 24, MNN's worker is killed; reality given those
+    # same feeds crashes too (checked by hand), and runs at its own all-ones dims
+    ("gpt2_decoder_merged", "mnn"): "a use_cache_branch=False feed beside a non-empty past crashes MNN itself"}
 
 FAST = [SAMPLES / f"{n}.onnx" for n in ("gridsample_5d", "mmdeploy_grid_sampler", "com_microsoft_gridsample",
                                          "if_loop", "external_data")] + [
