@@ -53,18 +53,30 @@ __all__ = ["Call", "ColdStart", "LatencyRun", "RunPlan", "block_sizes", "budgete
            "runner_loop", "timed_loop", "timed_rounds", "warm_up"]
 
 # Share of the job timeout the timed rounds may use (the rest: session creation, warm-up, reply).
-_BUDGET_SHARE = 0.8
+_BUDGET_SHARE = 0.8     # of a job's time limit: what the timed rounds are planned to fill
+_HARD_SHARE = 0.9       # of it: where they stop even mid-block (the rest is the reply's margin)
+
+
+Call = tuple[Callable[..., Any], tuple]          # a bare call: the function and its positional args
+Hooks = tuple[Callable[[], None], Callable[[], None]]
 
 
 def timed_loop(fn: Callable[..., Any], iterations: int,
-               hooks: tuple[Callable[[], None], Callable[[], None]] | None = None, args: tuple = ()) -> list[int]:
+               hooks: tuple[Callable[[], None], Callable[[], None]] | None = None, args: tuple = (), *,
+               stop_ns: int | None = None) -> list[int]:
     """Nanoseconds of each of ``iterations`` back-to-back calls ``fn(*args)`` (``perf_counter_ns``).
+
+    ``stop_ns`` (a ``perf_counter_ns`` reading) ends the loop early, after the call that passes it:
+    the caller's hard time limit, so a run whose estimate was too low returns fewer samples
+    instead of being killed with none.
 
     ``hooks`` (NVTX push/pop) wrap each call when a profiler is attached; the
     loops without hooks are kept separate so the common case pays nothing.
     ``args`` are passed positionally (ORT: ``session.run, (None, feeds)``): a
     direct call with two arguments is measurably cheaper than a ``partial``."""
     clock = time.perf_counter_ns
+    if stop_ns is not None:
+        return _timed_loop_until(fn, iterations, hooks, args, stop_ns)
     out = [0] * iterations
     if hooks is None:
         # One clock read per iteration: iteration i lasts from stamp i to stamp i+1 (the loop's
@@ -94,6 +106,26 @@ def timed_loop(fn: Callable[..., Any], iterations: int,
             fn(*args)
             out[i] = clock() - start
             pop()
+    return out
+
+
+def _timed_loop_until(fn: Callable[..., Any], iterations: int, hooks: Hooks | None, args: tuple,
+                      stop_ns: int) -> list[int]:
+    """:func:`timed_loop` with a stop time (one comparison more per call, kept out of the plain loops)."""
+    clock = time.perf_counter_ns
+    push, pop = hooks if hooks is not None else (None, None)
+    out: list[int] = []
+    for _ in range(iterations):
+        if push is not None:
+            push()
+        start = clock()
+        fn(*args)
+        end = clock()
+        out.append(end - start)
+        if pop is not None:
+            pop()
+        if end > stop_ns:
+            break
     return out
 
 
@@ -213,9 +245,6 @@ class LatencyRun:
                    float(data.get("seconds", default_seconds)))
 
 
-Call = tuple[Callable[..., Any], tuple]          # a bare call: the function and its positional args
-Hooks = tuple[Callable[[], None], Callable[[], None]]
-
 
 def warm_up(calls: Mapping[str, Call], iterations: int) -> dict[str, list[int]]:
     """Nanoseconds of ``iterations`` warm-up calls of each variant, one variant after the other
@@ -226,7 +255,7 @@ def warm_up(calls: Mapping[str, Call], iterations: int) -> dict[str, list[int]]:
 def timed_rounds(calls: Mapping[str, Call], blocks: Mapping[str, Sequence[int]], *,
                  warmup_ns: Mapping[str, Sequence[int]] | None = None, block_warmup: bool | None = None,
                  settle_s: float = 0.0, seed: int | None = 0, deadline: float | None = None, min_rounds: int = 1,
-                 hooks: Mapping[str, Hooks | None] | None = None) -> LatencyRun:
+                 hooks: Mapping[str, Hooks | None] | None = None, hard_deadline: float | None = None) -> LatencyRun:
     """The studio's one latency loop: every variant's ``blocks[key][r]`` timed calls in round ``r``.
 
     Each round runs a block of every variant; the order within a round is a fresh permutation
@@ -234,7 +263,9 @@ def timed_rounds(calls: Mapping[str, Call], blocks: Mapping[str, Sequence[int]],
     a ``settle_s`` pause (lets the previous engine's spinning threads go idle) and, when
     ``block_warmup`` (default: more than one variant), one untimed call, so a variant does not
     pay for the caches its predecessor evicted. After round ``r``, past ``deadline``
-    (``time.monotonic``) and with at least ``min_rounds`` done, the run stops and says so."""
+    (``time.monotonic``) and with at least ``min_rounds`` done, the run stops and says so.
+    ``hard_deadline`` (``time.monotonic``) stops it even inside a block: the job's own time limit,
+    which a run planned from a too-low warm-up estimate would otherwise overrun."""
     ids = list(calls)
     if not ids:
         raise ValueError("no variant to time")
@@ -250,18 +281,30 @@ def timed_rounds(calls: Mapping[str, Call], blocks: Mapping[str, Sequence[int]],
     order_log: list[tuple[str, ...]] = []
     stopped = None
     started = time.monotonic()
+    stop_ns = (None if hard_deadline is None
+               else time.perf_counter_ns() + int(max(hard_deadline - started, 0.0) * 1e9))
     for r in range(planned):
         order = [ids[int(i)] for i in rng.permutation(len(ids))] if rng is not None and interleaved else ids
+        ran: list[str] = []
+        cut = False
         for key in order:
             fn, args = calls[key]
             if settle_s > 0 and interleaved:
                 time.sleep(settle_s)
             if block_warmup:
                 fn(*args)
-            n = int(blocks[key][r])
-            times[key].extend(timed_loop(fn, n, hooks.get(key), args))
-            rounds_of[key].extend([r] * n)
-        order_log.append(tuple(order))
+            planned_n = int(blocks[key][r])
+            block = timed_loop(fn, planned_n, hooks.get(key), args, stop_ns=stop_ns)
+            times[key].extend(block)
+            rounds_of[key].extend([r] * len(block))
+            ran.append(key)
+            if stop_ns is not None and time.perf_counter_ns() > stop_ns:
+                cut = len(block) < planned_n or len(ran) < len(order) or r + 1 < planned
+                break
+        order_log.append(tuple(ran))
+        if cut:
+            stopped = f"time limit reached during round {r + 1} of {planned}; the run was cut there"
+            break
         if deadline is not None and r + 1 < planned and r + 1 >= min_rounds and time.monotonic() > deadline:
             stopped = f"time budget reached after {r + 1} of {planned} rounds"
             break
@@ -345,6 +388,7 @@ def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
     """Open every variant, warm each up, then time interleaved rounds (see the module docs)."""
     started = time.monotonic()
     deadline = started + float(args["budget_s"])
+    hard_deadline = started + float(args.get("hard_budget_s", args["budget_s"]))
     load_before = os.getloadavg()
     nv = ranges()
     runners = []
@@ -367,7 +411,7 @@ def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
         hooks = {vid: nv.iteration_hooks(f"iteration {v['id']}") for vid, v in zip(ids, args["variants"])}
         ctx.set_stage("timed iterations")
         run = timed_rounds(calls, dict(zip(ids, blocks)), warmup_ns=warmups, seed=int(args.get("seed", 0)),
-                           deadline=deadline, hooks=hooks)
+                           deadline=deadline, hooks=hooks, hard_deadline=hard_deadline)
         details = {vid: dict(runner.details) for vid, runner in zip(ids, runners)}
     finally:
         for runner in runners:
@@ -504,7 +548,7 @@ def interleaved_latency(variants: Sequence[dict[str, Any]], arrays: Mapping[str,
     budget = timeout * _BUDGET_SHARE
     job_limits = Limits(timeout_s=timeout, memory_bytes=limits.memory_bytes, cpu_threads=limits.cpu_threads,
                         address_space_limit=limits.address_space_limit)
-    args = {"variants": list(variants), "budget_s": budget, **plan.to_args()}
+    args = {"variants": list(variants), "budget_s": budget, "hard_budget_s": timeout * _HARD_SHARE, **plan.to_args()}
     result = run_job("profile.latency", args, arrays, stage="latency", limits=job_limits, out_dir=out_dir,
                      pool_key=pool_key, on_tick=on_tick)
     return LatencyRun.from_job(result.data, result.arrays, default_seconds=result.seconds)

@@ -101,6 +101,29 @@ def test_the_deadline_stops_after_the_minimum_rounds(monkeypatch):
     assert run.stopped == "time budget reached after 3 of 20 rounds"
 
 
+def test_the_hard_deadline_cuts_a_block_that_would_overrun_the_job(monkeypatch):
+    """A block planned from a too-low estimate stops at the hard limit, inside the block, with the
+    samples it has (a job killed at its time limit would return none). Virtual time: each call
+    lasts 0.3 s, the limit is 1 s away, so A's fourth call is the last and B never runs."""
+    import time as real
+
+    clock, log = _VirtualClock(), []
+    _fake_time(monkeypatch, clock)
+    calls = {"A": (_fake("A", log, clock, [300_000_000] * 100), ()),
+             "B": (_fake("B", log, clock, [300_000_000] * 100), ())}
+    run = timed_rounds(calls, {"A": [10] * 3, "B": [10] * 3}, seed=None, block_warmup=False,
+                       hard_deadline=real.monotonic() + 1.0)
+    assert log == ["A"] * 4
+    assert run.samples_ms["A"].tolist() == [300.0] * 4 and run.samples_ms["B"].size == 0
+    assert run.order == (("A",),)
+    assert run.stopped == "time limit reached during round 1 of 3; the run was cut there"
+    # A limit that is never reached changes nothing.
+    log.clear()
+    run = timed_rounds(calls, {"A": [2] * 3, "B": [2] * 3}, seed=None, block_warmup=False,
+                       hard_deadline=real.monotonic() + 3600)
+    assert log == ["A", "A", "B", "B"] * 3 and run.stopped is None
+
+
 def test_uneven_rounds_are_refused():
     with pytest.raises(ValueError, match="same number of rounds"):
         timed_rounds({"A": (print, ()), "B": (print, ())}, {"A": [1, 1], "B": [1]})
