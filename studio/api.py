@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_overlay_data", "release_session", "export",
            "optimize", "add_optimized_version", "list_passes", "compare_peers",
            "GraphDiff", "GraphIndex", "GraphView", "ModelHandle", "ModelSummary", "Overlay", "Table", "Workspace",
-           "diff", "diff_html", "diff_region_view", "diff_summary", "diff_tables", "diff_versions", "diff_views",
+           "diff", "diff_html", "diff_region_view", "diff_tables", "diff_versions", "diff_views",
            "graph_dot", "graph_echarts", "graph_html", "graph_index", "graph_legend_html", "graph_levels",
            "graph_prefers_fast_path", "graph_scene", "graph_viewer_html", "diff_viewer_html", "write_graph_viewer",
            "write_diff_viewer",
@@ -451,10 +451,6 @@ def diff_region_view(d: GraphDiff, hops: int = 1) -> GraphView:
 def diff_tables(d: GraphDiff) -> list[Table]:
     """Op counts before/after, pass lineage counts, and the changed nodes."""
     return [op_count_table(d), lineage_table(d), changes_table(d)]
-
-
-def diff_summary(d: GraphDiff) -> str:
-    return summary_line(d)
 
 
 def diff_html(d: GraphDiff, mode: str = OVERLAY, level: int | None = None) -> str:

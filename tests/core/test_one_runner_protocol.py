@@ -299,3 +299,19 @@ def test_tensorrt_runner_is_in_the_table_and_imports_tensorrt_lazily():
     assert proc.stdout.strip() == "False", proc.stderr[-2000:]
     with pytest.raises(ValueError, match="unknown engine 'nope'"):
         sessions.open_runner("nope", "m.onnx", {}, JobContext(scratch=Path("."), out_dir=Path(".")))
+
+
+def test_converted_precision_labels_say_what_each_converters_file_computes_in():
+    """MNN's ``--weightQuantBits 8`` is weight-only; onnx2tf's ``_integer_quant`` file quantizes the
+    activations too (its docs: float32 I/O, int8 inside). The label a profile shows follows the file."""
+    from studio.core.engines.litert import LiteRtRunner
+    from studio.core.engines.mnn import MnnRunner
+
+    def label(cls, precision):
+        runner = object.__new__(cls)          # only the label is under test: no conversion
+        runner.details = {"precision_requested": precision}
+        return runner.effective_precision
+
+    assert label(MnnRunner, "int8") == "int8 weights, fp32 compute"
+    assert label(LiteRtRunner, "int8") == "int8 weights and activations, float32 I/O"
+    assert label(LiteRtRunner, "f16") == label(MnnRunner, "f16") == "f16 weights, fp32 compute"

@@ -119,9 +119,13 @@ class ConvertedRunner:
         return {"import_ms": self._import_ms, "convert_ms": self.details.get("convert_ms"),
                 "session_ms": self.details.get("load_ms"), "load_ms": None}
 
+    # What each requested precision computes in, when the converter's file is not "<p> weights, fp32 compute".
+    precision_labels: dict[str, str] = {}
+
     @property
     def effective_precision(self) -> str | None:
-        return f"{self.details.get('precision_requested') or 'f32'} weights, fp32 compute"
+        requested = self.details.get("precision_requested") or "f32"
+        return self.precision_labels.get(requested, f"{requested} weights, fp32 compute")
 
     def prepare(self, feeds: Mapping[str, Any]) -> None:
         """Nothing to do before the first inference (LiteRT converts here)."""

@@ -484,6 +484,9 @@ class LiteRtRunner(ConvertedRunner):
     """onnx2tf once per input-shape set (in :meth:`prepare`, or the first inference), one LiteRT
     interpreter, many inferences."""
 
+    # onnx2tf's "_integer_quant" file quantizes activations too (float32 only at the I/O).
+    precision_labels = {"int8": "int8 weights and activations, float32 I/O"}
+
     engine = "litert"
 
     def __init__(self, path: str, args: Mapping[str, Any], ctx: JobContext) -> None:
