@@ -35,6 +35,19 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     sandbox.finish(session, ROOT)
 
 
+@pytest.hookimpl(trylast=True)          # after -m / -k have deselected theirs
+def pytest_collection_modifyitems(config, items) -> None:
+    """A test marked ``covered_by("<name>")`` checks a subset of test ``<name>`` (the fast tier's
+    share of a sweep). When ``<name>`` runs in the same session it checks that subset too, so the
+    subset is deselected (reported as such, never skipped)."""
+    names = {item.originalname for item in items}
+    covered = [item for item in items
+               if (m := item.get_closest_marker("covered_by")) is not None and m.args and m.args[0] in names]
+    if covered:
+        config.hook.pytest_deselected(items=covered)
+        items[:] = [item for item in items if item not in covered]
+
+
 def pytest_sessionstart(session) -> None:
     """Under CI, every required component imports in a fresh interpreter before any test runs,
     or the run stops here naming each one missing or broken (R55). Once per run (not per xdist

@@ -68,6 +68,7 @@ def _unexplained(tallies):
             if (d[0], engine) not in KNOWN_DISAGREEMENTS]
 
 
+@pytest.mark.covered_by("test_samples_and_a_stratified_share_of_backend_models_agree")   # its models are in that one
 @pytest.mark.timeout(900)       # a hang guard: four engines, two of them converting, on a loaded machine
 def test_fast_subset_agrees(tmp_path):
     tallies, trt = _agreement(FAST, tmp_path)
@@ -96,18 +97,20 @@ def sweep_report(paths, work) -> None:
         assert t.agree + len(t.disagree) + t.unknown_claims + t.not_verifiable == len(paths)
         assert t.unknown_claims <= max(1, len(paths) // 16), t.unknown_models   # "not run"/"unknown" stay exceptions
         assert t.agree >= 0.9 * len(paths), t.line()     # a sweep that verifies little proves little
+        assert t.supported_ran and t.fails_failed, t.line()     # both outcomes on every engine
     assert sum(trt.values()) == len(paths)
 
 
 def stratified_models(every: int = 12) -> list:
     """Every sample model and every ``every``-th backend model of each corpus folder (node, simple,
-    pytorch-converted, pytorch-operator, light), in name order: each family in every run, one twelfth
-    of the cost. The whole corpus: ``make sweep`` (tests/diag/sweep_agreement.py)."""
+    pytorch-converted, pytorch-operator, light), in name order, and the fast tier's backend models:
+    each family in every run, one twelfth of the cost. The whole corpus: ``make sweep`` (tests/diag/sweep_agreement.py)."""
     by_folder: dict[str, list] = {}
     for p in backend_models():
         by_folder.setdefault(p.parent.parent.name, []).append(p)
-    picked = [p for folder in sorted(by_folder) for p in by_folder[folder][::every]]
-    return sorted(SAMPLES.glob("*.onnx")) + picked
+    picked = {p for folder in sorted(by_folder) for p in by_folder[folder][::every]}
+    picked |= {p for p in FAST if p.is_relative_to(ONNX_DATA)}     # the fast tier's models are always in
+    return sorted(SAMPLES.glob("*.onnx")) + sorted(picked)
 
 
 @pytest.mark.slow
