@@ -7,12 +7,15 @@ meanwhile. The pass searches a memory-aware order (exact for small graphs,
 greedy otherwise) and writes the main graph's nodes so that ORT's DFS runs
 it; it changes nothing unless the predicted peak (or arena) of ORT's order
 drops. Only the top-level node order changes: the computation is the same,
-which verification checks like every pass.
+which verification checks like every pass. Option ``sizes`` (value name -> bytes)
+sizes the values whose shapes are not static (``api.memory_reorder`` passes the
+memory plan's, at the dims the user chose).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import onnx_ir as ir
 
@@ -34,8 +37,10 @@ def _nbytes(value: ir.Value | None) -> int | None:
     return int(math.prod(dims) * item)
 
 
-def schedule_of(graph: ir.Graph) -> tuple[Schedule, list[ir.Node]]:
-    """The graph's schedule (Constant nodes left out, as ORT folds them into initializers)."""
+def schedule_of(graph: ir.Graph, known: Mapping[str, int] | None = None) -> tuple[Schedule, list[ir.Node]]:
+    """The graph's schedule (Constant nodes left out, as ORT folds them into initializers); ``known``:
+    bytes of values whose shape is not static (the memory plan's, at the dims the user chose)."""
+    known = known or {}
     init = set(graph.initializers)
     nodes: list[ir.Node] = []
     ops: list[OpNode] = []
@@ -49,15 +54,17 @@ def schedule_of(graph: ir.Graph) -> tuple[Schedule, list[ir.Node]]:
         outs = tuple(v.name or "" for v in node.outputs)
         for v in node.outputs:
             b = _nbytes(v)
+            b = known.get(v.name or "") if b is None else b
             if v.name and b is not None:
-                sizes[v.name] = b
+                sizes[v.name] = int(b)
         ops.append(OpNode(len(nodes), node.name or f"{node.op_type}_{len(nodes)}", node.op_type, ins, outs))
         nodes.append(node)
     inputs = tuple(v.name for v in graph.inputs if v.name not in constants)
     for v in graph.inputs:
         b = _nbytes(v)
+        b = known.get(v.name or "") if b is None else b
         if b is not None:
-            sizes[v.name] = b
+            sizes[v.name] = int(b)
     outputs = tuple(v.name for v in graph.outputs if v.name)
     return Schedule(tuple(ops), sizes, inputs, outputs), nodes
 
@@ -72,12 +79,14 @@ class ReorderForMemory(StudioPass):
 
     def call(self, model: ir.Model) -> PassResult:
         graph = model.graph
-        schedule, nodes = schedule_of(graph)
+        schedule, nodes = schedule_of(graph, self.options.get("sizes"))
         if len(nodes) < 3:
             return result(model, [], notes=["fewer than three nodes: nothing to reorder"])
         if schedule.unknown:
             return result(model, [], notes=[f"{len(schedule.unknown)} tensors have no static size "
-                                             "(run fix-input-shapes first): order left as written"])
+                                             "(give their sizes with the sizes option, as "
+                                             "api.memory_reorder does, or run fix-input-shapes first): "
+                                             "order left as written"])
         r = reorder_for_memory(schedule)
         if not r.improves:
             return result(model, [], notes=[f"ORT's order already peaks at {r.before.peak_bytes} bytes; "

@@ -58,6 +58,8 @@ if TYPE_CHECKING:
     from passes.pipeline import PipelineResult
     from studio.inspect.decoder import DecoderSpec
     from studio.inspect.kv_cache import DecoderReport, KvBudget
+    from studio.inspect.memory_report import MemoryReport
+    from passes.memory_whatif import MemoryReorder
     from profilers.profile import Profile, ProfileOptions
     from profilers.variants import EngineSpec, ProfileTarget
     from studio.export.results import ExportResult
@@ -77,7 +79,7 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "export_project", "get_settings", "import_project", "input_run", "job", "list_projects", "list_versions", "model_for",
            "open_project", "project_artifacts", "project_for_model", "project_datasets", "project_jobs", "project_model", "project_models", "projects_root",
            "record_artifact", "rename_project", "set_setting", "shared_mode", "decoder_spec", "inspect_decoder",
-           "kv_budget", "parse_memory", "edit", "validate_edit_script", "edit_script", "add_edited_version"]
+           "kv_budget", "parse_memory", "memory_plan", "memory_reorder", "edit", "validate_edit_script", "edit_script", "add_edited_version"]
 
 
 def load(path: str | Path) -> ModelHandle:
@@ -149,6 +151,28 @@ def parse_memory(text: str | int) -> int:
     from studio.inspect.kv_cache import parse_memory as _parse
 
     return _parse(text)
+
+
+# -- the memory plan (issue 25 item 3) --------------------------------------------------------------
+
+def memory_plan(handle: ModelHandle, dims: Mapping[str, int] | None = None, *, measure: bool = False,
+                pool_key: str = "default") -> MemoryReport:
+    """Every tensor's lifetime in ORT's execution order at ``dims`` (unset ones as the seeded inputs take
+    them; a decoder's past length is its ``past_sequence_length`` dim), live bytes per step, the peak
+    with its op and tensors, the best-fit arena, the KV cache's share, and with ``measure`` the block
+    ORT really allocates (a child process on the same inputs) beside the prediction."""
+    from studio.inspect.memory_report import memory_report
+
+    return memory_report(handle, dims, measure=measure, pool_key=pool_key)
+
+
+def memory_reorder(handle: ModelHandle, out_path: str | Path, dims: Mapping[str, int] | None = None, *,
+                   measure: bool = True, pool_key: str = "default") -> MemoryReorder:
+    """The what-if: ``reorder-for-memory`` as a verified pass written to ``out_path``, with the predicted
+    (and, with ``measure``, ORT's measured) peak before and after at the same dims."""
+    from passes.memory_whatif import memory_reorder as _reorder
+
+    return _reorder(handle, out_path, dims, measure=measure, pool_key=pool_key)
 
 
 def dim_hints(handle: ModelHandle) -> tuple[DimHint, ...]:

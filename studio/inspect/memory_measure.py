@@ -20,8 +20,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 _SHIM = r"""
 #define _GNU_SOURCE
@@ -60,8 +63,12 @@ sess = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
 types = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(int64)": np.int64,
          "tensor(int32)": np.int32, "tensor(float16)": np.float16, "tensor(bool)": np.bool_,
          "tensor(uint8)": np.uint8, "tensor(int8)": np.int8}
-feeds = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], types.get(i.type, np.float32))
-         for i in sess.get_inputs()}
+if len(sys.argv) > 2:             # the caller's feeds (the dims the plan was made at)
+    with np.load(sys.argv[2], allow_pickle=False) as data:
+        feeds = {k: data[k] for k in data.files}
+else:
+    feeds = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], types.get(i.type, np.float32))
+             for i in sess.get_inputs()}
 sess.run(None, feeds)             # first run: traces the plan, builds the memory pattern
 shim.studio_shim_arm(1)
 sess.run(None, feeds)             # second run: one block for the pattern, then the outputs
@@ -90,19 +97,25 @@ def _compiler() -> str:
     return cc
 
 
-def measure_ort_activations(model_path: str | Path, *, timeout_s: float = 300) -> OrtActivationMeasure:
-    """ORT's activation block for ``model_path`` (symbolic input dims at 1), in a child process."""
+def measure_ort_activations(model_path: str | Path, *, feeds: Mapping[str, np.ndarray] | None = None,
+                            timeout_s: float = 300) -> OrtActivationMeasure:
+    """ORT's activation block for ``model_path`` run on ``feeds`` (default: zeros, symbolic input dims
+    at 1), in a child process."""
     cc = _compiler()
     with tempfile.TemporaryDirectory(prefix="studio-memshim-") as tmp:
         src, lib, child = Path(tmp, "shim.c"), Path(tmp, "libshim.so"), Path(tmp, "child.py")
         src.write_text(_SHIM)      # scratch: a TemporaryDirectory this function made and removes
         child.write_text(_CHILD)   # scratch: same temporary folder
+        extra = []
+        if feeds is not None:
+            extra = [str(Path(tmp, "feeds.npz"))]
+            np.savez(extra[0], **{k: np.asarray(v) for k, v in feeds.items()})  # scratch: same folder
         built = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(lib), str(src), "-ldl"],
                                capture_output=True, text=True, timeout=120)
         if built.returncode != 0:
             raise MeasureUnavailable(f"could not build the allocation shim: {built.stderr.strip()[-200:]}")
         env = dict(os.environ, LD_PRELOAD=str(lib), OMP_NUM_THREADS="1")
-        run = subprocess.run([sys.executable, str(child), str(Path(model_path).resolve())], env=env,
+        run = subprocess.run([sys.executable, str(child), str(Path(model_path).resolve()), *extra], env=env,
                              capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
     if run.returncode != 0:
         last = (run.stderr.strip().splitlines() or ["no output"])[-1][:300]

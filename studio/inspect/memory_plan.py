@@ -1,7 +1,9 @@
 """The memory plan: tensor lifetimes in ORT's execution order, an arena with reuse, and what-if orders.
 
-Why: one peak number (:mod:`studio.inspect.memory`) does not say which tensors
-hold the peak or whether another order would lower it. This module
+Why: one peak number does not say which tensors hold the peak or whether
+another order would lower it. This module is the studio's one memory model:
+the summary's peak (:class:`MemoryEstimate`, :func:`estimate`) is this plan's
+peak. It
 
 * reproduces onnxruntime's DEFAULT execution order: ``GraphViewer`` runs
   ``Graph::ReverseDFSFrom`` from the leaf nodes (nodes no other node consumes)
@@ -11,7 +13,12 @@ hold the peak or whether another order would lower it. This module
   so they are not scheduled;
 * gives every tensor a lifetime (produced at step i, freed after its last
   consumer; graph inputs live from the start, graph outputs to the end;
-  initializers are weights, counted apart);
+  initializers, and nodes computed from weights alone, are weights, counted
+  apart; an output that ORT's kernel writes into its input's buffer -- an alias
+  (Reshape...) or an in-place op at that input's last use -- shares the buffer);
+* while an If/Loop/Scan node runs, the peak of its largest body (planned the
+  same way, recursively; one iteration) sits on top of the outer tensors, which
+  the bodies' reads of outer values keep alive;
 * simulates an arena with reuse: each activation is placed best-fit in a freed
   gap (the smallest gap that holds it, like ORT's ``MemPatternPlanner``), else at
   the end; the arena's size is the plan's figure and "max live bytes" its lower
@@ -25,9 +32,11 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from onnx import GraphProto
+
+from studio.core.protowalk import MAX_DEPTH, subgraphs_of
 
 ALIGNMENT = 64          # ORT aligns CPU allocations to 64 bytes
 EXACT_MAX_NODES = 18    # exact order search up to this many nodes
@@ -48,6 +57,8 @@ class OpNode:
     op_type: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    body_bytes: int = 0              # peak of its largest body (If/Loop/Scan), live while it runs
+    body_node: str | None = None     # the node at that body's peak ("/if/then_branch/r1")
 
 
 @dataclass(frozen=True)
@@ -106,20 +117,82 @@ class MemoryPlan:
         return d
 
 
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """The summary's memory figures: the plan's peak (what ``inspect`` and the Overview show)."""
+
+    weights_bytes: int
+    peak_activation_bytes: int
+    peak_after_node: str | None
+    unknown_tensors: int       # activations whose size is unknown (not counted)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    @classmethod
+    def of(cls, p: MemoryPlan, unknown_tensors: int | None = None) -> MemoryEstimate:
+        return cls(p.weights_bytes, p.peak_bytes, p.peak_node,
+                   len(p.unknown_tensors) if unknown_tensors is None else unknown_tensors)
+
+
 # ============================================================================ building a schedule
 
-def schedule_from_graph(graph: GraphProto, size_of: Callable[[str], int | None],
-                        weights_bytes: int = 0) -> Schedule:
-    """The graph's non-Constant nodes with sizes from ``size_of`` (None: unknown)."""
+def _weight_only(graph: GraphProto, constants: set[str]) -> set[str]:
+    """Outputs of nodes computed from weights alone (ConstantOfShape of a constant shape, a Transpose of
+    a weight...): ORT folds them into initializers at its default level, so they are weights too."""
+    graph_inputs = {vi.name for vi in graph.input} - constants
+    out = set(constants)
+    for n in graph.node:
+        if all(not x or x in out for x in n.input) and not set(n.input) & graph_inputs \
+                and n.op_type not in ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                                      "Multinomial") and not any(True for _ in subgraphs_of(n)):
+            out.update(n.output)
+    return out
+
+
+def _outer_reads(node, depth: int) -> list[str]:
+    """Names a node's bodies read at any depth (ORT's implicit inputs): live until the node has run."""
+    out: list[str] = []
+    if depth >= MAX_DEPTH:
+        return out
+    for _, body in subgraphs_of(node):
+        local = {vi.name for vi in body.input} | {t.name for t in body.initializer} \
+            | {o for n in body.node for o in n.output}
+        for n in body.node:
+            out.extend(x for x in list(n.input) + _outer_reads(n, depth + 1) if x and x not in local)
+        out.extend(vo.name for vo in body.output if vo.name not in local)
+    return out
+
+
+def schedule_from_graph(graph: GraphProto, size_of: Callable[[str], int | None], weights_bytes: int = 0, *,
+                        fold_weights: bool = True, scope: str = "", depth: int = 0,
+                        unknown: list[str] | None = None) -> Schedule:
+    """The graph's non-Constant nodes with sizes from ``size_of`` (None: unknown). ``fold_weights``:
+    nodes computed from weights alone are weights, not scheduled (ORT's constant folding). Each node
+    with bodies carries its largest body's peak; names inside bodies are labelled ``scope/node``.
+    ``unknown`` collects the names without a size, bodies' included."""
     constants = {t.name for t in graph.initializer}
-    nodes = []
-    for i, n in enumerate(graph.node):
+    for n in graph.node:
         if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
             constants.update(n.output)
+    if fold_weights:
+        constants = _weight_only(graph, constants)
+    nodes = []
+    for i, n in enumerate(graph.node):
+        if set(n.output) <= constants:
             continue
-        nodes.append(OpNode(i, n.name or f"{n.op_type}_{i}", n.op_type,
-                            tuple(x for x in n.input if x and x not in constants),
-                            tuple(n.output)))
+        label = n.name or f"{n.op_type}_{i}"
+        body_bytes, body_node = 0, None
+        if depth < MAX_DEPTH:
+            for attr, body in subgraphs_of(n):
+                where = f"{scope}/{label}/{attr}"
+                bp = plan(schedule_from_graph(body, size_of, fold_weights=fold_weights, scope=where,
+                                              depth=depth + 1, unknown=unknown), alignment=1)
+                if bp.peak_bytes > body_bytes:
+                    body_bytes, body_node = bp.peak_bytes, bp.peak_node or where
+        reads = tuple(dict.fromkeys(x for x in list(n.input) + _outer_reads(n, depth) if x and x not in constants))
+        nodes.append(OpNode(i, f"{scope}/{label}" if scope else label, n.op_type, reads, tuple(n.output),
+                            body_bytes, body_node))
     inputs = tuple(vi.name for vi in graph.input if vi.name not in constants)
     outputs = tuple(vo.name for vo in graph.output if vo.name not in constants)
     sizes: dict[str, int] = {}
@@ -127,7 +200,27 @@ def schedule_from_graph(graph: GraphProto, size_of: Callable[[str], int | None],
         b = size_of(name)
         if b is not None:
             sizes[name] = int(b)
+        elif unknown is not None:
+            unknown.append(name)
     return Schedule(tuple(nodes), sizes, inputs, outputs, weights_bytes)
+
+
+def graph_plan(graph: GraphProto, resolved_shape: Callable[[str], tuple[int, ...] | None],
+               elem_type: Callable[[str], int | None], weights_bytes: int = 0) -> tuple[MemoryPlan, int]:
+    """The plan of a model's main graph from resolved shapes and element types, and how many tensors
+    (bodies' included) have no known size (counted as 0)."""
+    from studio.core.tensor_safety import packed_nbytes
+    from studio.inspect.flops import numel
+
+    def size_of(name: str) -> int | None:
+        shape, et = resolved_shape(name), elem_type(name)
+        if shape is None or et is None:
+            return None
+        return packed_nbytes(et, numel(shape))
+
+    unknown: list[str] = []
+    p = plan(schedule_from_graph(graph, size_of, weights_bytes, unknown=unknown), alignment=ALIGNMENT)
+    return p, len(unknown)
 
 
 # ============================================================================ ORT's order
@@ -233,17 +326,26 @@ def plan(s: Schedule, order: Sequence[int] | None = None, alignment: int = ALIGN
     # Live bytes per step count a shared buffer once (an alias or in-place output reuses its input's).
     phys = [b for b in blocks.values()] + [t for t in lives if t.kind != "activation"]
     live, act = [], []
+    in_body: dict[int, str | None] = {}       # steps whose peak is inside a body
     for i in range(end):
-        live.append(sum(b.bytes for b in phys if b.start <= i <= b.end))
+        now = sum(b.bytes for b in phys if b.start <= i <= b.end)
+        node = s.nodes[order[i]]
+        if node.body_bytes:
+            # a body runs before its node's outputs exist: what is live then, plus the body's peak
+            before = now - sum(b.bytes for b in phys if b.start == i)
+            if before + node.body_bytes > now:
+                now, in_body[i] = before + node.body_bytes, node.body_node
+        live.append(now)
         act.append(sum(b.bytes for b in blocks.values() if b.start <= i <= b.end))
     if not live:
         live = [sum(t.bytes for t in lives)]
         act = [0]
     peak_step = max(range(len(live)), key=lambda i: (live[i], -i))
-    at_peak = sorted(((t.name, t.bytes) for t in lives if t.start <= peak_step <= t.end),
-                     key=lambda x: (-x[1], x[0]))
+    at_peak = sorted(((t.name, t.bytes) for t in lives if t.start <= peak_step <= t.end
+                      and not (peak_step in in_body and t.start == peak_step)), key=lambda x: (-x[1], x[0]))
     labels = tuple(s.nodes[k].label for k in order)
-    return MemoryPlan(labels, tuple(live), live[peak_step], peak_step, labels[peak_step] if labels else None,
+    peak_node = in_body[peak_step] if peak_step in in_body else labels[peak_step] if labels else None
+    return MemoryPlan(labels, tuple(live), live[peak_step], peak_step, peak_node,
                       tuple(at_peak), max(act), arena, s.weights_bytes, tuple(lives), s.unknown)
 
 
@@ -265,7 +367,7 @@ def _blocks(s: Schedule, order: Sequence[int], lives: Sequence[TensorLife],
         if src not in group:
             continue
         a, b = by_name[src], by_name[out]
-        if n.op_type in ALIAS_OPS or (n.op_type in INPLACE_OPS and last.get(src) == i and a.bytes == b.bytes):
+        if a.bytes == b.bytes and (n.op_type in ALIAS_OPS or (n.op_type in INPLACE_OPS and last.get(src) == i)):
             g = group[src]
             for name, gg in list(group.items()):
                 if gg == out:
@@ -445,6 +547,5 @@ def reorder_for_memory(s: Schedule) -> Reordering:
 
 
 def _reindexed(s: Schedule, file_order: Sequence[int]) -> Schedule:
-    nodes = tuple(OpNode(i, s.nodes[k].label, s.nodes[k].op_type, s.nodes[k].inputs, s.nodes[k].outputs)
-                  for i, k in enumerate(file_order))
+    nodes = tuple(replace(s.nodes[k], index=i) for i, k in enumerate(file_order))
     return Schedule(nodes, s.sizes, s.graph_inputs, s.graph_outputs, s.weights_bytes)

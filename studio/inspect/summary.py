@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from onnx import defs
 
@@ -15,7 +15,7 @@ from studio.core.model import ModelHandle
 from studio.core.protowalk import iter_graphs, node_id, subgraphs_of
 from studio.core.types import TensorInfo, value_info
 from studio.inspect.flops import Cost, node_cost, shape_lookup
-from studio.inspect.memory import MemoryEstimate, peak_activation
+from studio.inspect.memory_plan import MemoryEstimate, MemoryPlan, graph_plan
 from studio.inspect.params import ParamStats, count_params
 from studio.core.dim_hints import DimHint, dim_hints
 from studio.inspect.edge_shapes import EdgeShapes, FormulaMismatch, pinned_inputs, resolve_edges
@@ -142,6 +142,8 @@ class ModelSummary:
     shape_note: str | None = None            # how open shapes were filled (a real run), or why not
     formula_mismatches: tuple[FormulaMismatch, ...] = ()   # exporter dim formulas the model contradicts
     formula_mismatch_count: int = 0
+    # Lifetimes, live bytes per step and the arena behind ``memory`` (api.memory_plan; not in to_dict)
+    memory_plan: MemoryPlan | None = field(default=None, repr=False, compare=False)
 
     @property
     def custom_domains(self) -> tuple[str, ...]:
@@ -151,7 +153,8 @@ class ModelSummary:
         return next((n for n in self.nodes if n.id == node_id), None)
 
     def to_dict(self, *, include_nodes: bool = True) -> dict:
-        d = asdict(self)
+        d = asdict(replace(self, memory_plan=None))
+        d.pop("memory_plan")
         d["node_counts"]["total"] = self.node_counts.total
         d["custom_domains"] = list(self.custom_domains)
         d["inputs"] = [t.to_dict() for t in self.inputs]
@@ -311,7 +314,9 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
             custom.append(OpCount(dom, op, c))
 
     params = count_params(model)
-    memory = peak_activation(model.graph, shape_of, concrete, params.bytes)
+    plan, unknown_sizes = graph_plan(model.graph, shape_of,
+                                     lambda n: concrete[n].elem_type if n in concrete else None, params.bytes)
+    memory = MemoryEstimate.of(plan, unknown_sizes)
     known_dims = input_symbols | {d for t in concrete.values() for d in (t.shape or ()) if isinstance(d, str)} \
         | {d for t in table.values() for d in (t.shape or ()) if isinstance(d, str)}
     inputs = tuple(table.get(vi.name) or value_info(vi) for vi in model.graph.input if vi.name not in init_names)
@@ -334,7 +339,7 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
                         dims, tuple(sorted(input_symbols - set(dims))),
                         tuple(sorted(assumed - input_symbols))[:20], branches,
                         tuple(sorted(k for k in dims if k not in known_dims))),
-        memory=memory, custom_ops=tuple(custom),
+        memory=memory, memory_plan=plan, custom_ops=tuple(custom),
         local_functions=tuple(f"{d}::{n}" for d, n in sorted(local_fns)),
         check_ok=handle.check.ok, check_message=handle.check.message, shape_inference_error=shape_error,
         nodes=tuple(nodes), edges=tuple(edge_table[k] for k in sorted(edge_table)),

@@ -1,0 +1,108 @@
+"""onnx-studio memory MODEL [--dim NAME=VALUE ...] [--json] [--no-measure] [--reorder [-o OUT]] [--top N]
+
+The memory plan: every tensor's lifetime in ORT's execution order, the peak with its op and tensors,
+the best-fit arena beside what ORT really allocates, the KV cache's share for a decoder (its past
+length is a dim: --dim past_sequence_length=128), and with --reorder the memory-aware node order as a
+verified pass, with the peak before and after."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from studio import api
+from studio.cli.common import print_json
+from studio.cli.dims_args import model_dims
+from studio.core.errors import StudioError
+from studio.core.fmt import human_bytes, printable
+
+NAME = "memory"
+HELP = "The memory plan: tensor lifetimes, the peak and its tensors, ORT's measured arena, the reorder what-if."
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="path to a .onnx file (external data next to it)")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="value for a symbolic dim (repeatable; INPUT[AXIS]=VALUE for an unnamed one); a decoder's "
+                        "KV cache is sized by its past length, e.g. --dim past_sequence_length=128")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--no-measure", action="store_true",
+                   help="skip the measurement of what ORT allocates (a child process; needs a C compiler)")
+    p.add_argument("--reorder", action="store_true",
+                   help="also run reorder-for-memory (a verified pass) and show the peak before and after")
+    p.add_argument("-o", "--output", help="with --reorder: where to keep the reordered model (default: not kept)")
+    p.add_argument("--top", type=int, default=8, metavar="N", help="tensors at the peak to list (default 8)")
+
+
+def _mib(n: int | None) -> str:
+    return human_bytes(n) if n is not None else "?"
+
+
+def _print_report(r, top: int, title: str = "") -> None:
+    d = r.to_dict()
+    ge = "≥ " if d["lower_bound"] else ""
+    dims = ", ".join(f"{printable(k, 60)}={v}" for k, v in d["dims"].items())
+    print(f"{title}model      {printable(d['model'])}" + (f"  at {printable(dims, 300)}" if dims else ""))
+    print(f"{title}peak       {ge}{_mib(d['peak_bytes'])} at step {d['peak_step'] + 1} of {len(d['order'])}: "
+          f"{printable(d['peak_node'] or '-', 160)}")
+    print(f"{title}arena      {ge}{_mib(d['arena_bytes'])} best-fit for intermediates (max live "
+          f"{_mib(d['activation_peak_bytes'])}); weights {_mib(d['weights_bytes'])}")
+    for m in r.measured:
+        if m.measured_bytes is None:
+            print(f"{title}measured   {m.engine}: not measured ({printable(m.error or '', 200)})")
+        else:
+            print(f"{title}measured   {m.engine}: {_mib(m.measured_bytes)} (predicted {_mib(m.predicted_bytes)}, "
+                  f"{m.relative_error * 100:+.1f} %)")
+    if r.kv_cache:
+        kv = r.kv_cache
+        print(f"{title}KV cache   past {_mib(kv.past_bytes)} ({len(kv.past_inputs)} inputs at "
+              f"{printable(kv.past_length_dim, 60)}={kv.past_length}), present {_mib(kv.present_bytes)}")
+    for name, nbytes in r.plan.peak_tensors[:top]:
+        print(f"{title}  at peak  {_mib(nbytes):>10}  {printable(name, 160)}")
+    if len(r.plan.peak_tensors) > top:
+        print(f"{title}           ... and {len(r.plan.peak_tensors) - top} more (--top N, or --json)")
+    for note in r.notes:
+        print(f"{title}note       {printable(note, 300)}")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.top < 0:
+        raise StudioError("--top must be 0 or more")
+    if args.output and not args.reorder:
+        raise StudioError("-o/--output keeps the reordered model: give it with --reorder")
+    dims = model_dims(args)
+    handle = api.load(args.model)
+    measure = not args.no_measure
+    if not args.reorder:
+        report = api.memory_plan(handle, dims, measure=measure)
+        if args.json:
+            print_json(report.to_dict())
+        else:
+            _print_report(report, args.top)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="studio-reorder-") as tmp:
+        out = Path(args.output) if args.output else Path(tmp, "reordered.onnx")
+        r = api.memory_reorder(handle, out, dims, measure=measure)
+        if args.json:
+            d = r.to_dict()
+            if not args.output:
+                d["output"] = None          # the temporary copy is gone when the command ends
+            print_json(d)
+        else:
+            _print_report(r.before, args.top)
+            print(f"reorder    {'verified' if r.verified else 'NOT verified'}: {printable(r.verification, 200)}")
+            for note in r.notes:
+                print(f"reorder    {printable(note, 300)}")
+            if r.after is not None:
+                b, a = r.before, r.after
+                print(f"reorder    predicted peak {_mib(b.peak_bytes)} -> {_mib(a.peak_bytes)}, arena "
+                      f"{_mib(b.plan.arena_bytes)} -> {_mib(a.plan.arena_bytes)}")
+                for mb, ma in zip(b.measured, a.measured):
+                    if mb.measured_bytes is not None and ma.measured_bytes is not None:
+                        print(f"reorder    measured {mb.engine} {_mib(mb.measured_bytes)} -> {_mib(ma.measured_bytes)}")
+                if args.output:
+                    print(f"reorder    written to {printable(str(out), 200)}")
+            else:
+                print("reorder    no lower-peak order found: the model is left as it is")
+    return 0 if (r.after is not None or not r.modified) else 1

@@ -1,0 +1,168 @@
+"""The memory plan a user sees (``api.memory_plan``): the plan at the dims an engine really runs,
+ORT's measured activation block beside the prediction, and the KV cache's share for decoders.
+
+Why here: the plan itself (:mod:`studio.inspect.memory_plan`) works on sizes; this module picks
+the sizes. Unset dims take the values the studio's seeded feeds take (``choose_dims``: the model's
+hints, 16 for sequence-like names, 224 for image sides...), so the plan, the summary's figure at
+those dims and the measurement all describe the same run. A decoder's past inputs are graph
+inputs like any other: their past length is a dim (``past_sequence_length``), set with ``dims``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from studio.core.errors import StudioError
+from studio.core.model import ModelHandle
+from studio.inspect.memory_plan import MemoryPlan
+
+ORT_MEASURE_WHAT = ("ORT's memory-pattern block (all planned intermediates), CPU arena off, graph optimizations "
+                    "off, second run")
+
+
+@dataclass(frozen=True)
+class MeasuredMemory:
+    """What one engine allocated for activations, beside the plan's figure for the same thing."""
+
+    engine: str
+    what: str
+    predicted_bytes: int
+    measured_bytes: int | None = None
+    error: str | None = None          # why there is no measurement (no compiler, the engine failed)
+
+    @property
+    def relative_error(self) -> float | None:
+        if not self.measured_bytes:
+            return None
+        return (self.predicted_bytes - self.measured_bytes) / self.measured_bytes
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "relative_error": self.relative_error}
+
+
+@dataclass(frozen=True)
+class KvCacheMemory:
+    """The KV cache at the plan's dims: the past inputs the model reads, the present outputs it writes."""
+
+    past_length_dim: str
+    past_length: int | None
+    past_bytes: int
+    present_bytes: int
+    past_inputs: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "past_inputs": list(self.past_inputs)}
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """The memory plan of one model at concrete dims."""
+
+    model: str
+    dims: tuple[tuple[str, int], ...]         # every free input dim, at the value the plan used
+    plan: MemoryPlan
+    unknown_tensors: int                      # tensors whose size is unknown (counted as 0: a lower bound)
+    measured: tuple[MeasuredMemory, ...] = ()
+    kv_cache: KvCacheMemory | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.plan.peak_bytes
+
+    def to_dict(self, *, include_tensors: bool = False) -> dict:
+        p = self.plan
+        return {"model": self.model, "dims": dict(self.dims), "peak_bytes": p.peak_bytes,
+                "peak_step": p.peak_step, "peak_node": p.peak_node,
+                "peak_tensors": [{"name": n, "bytes": b} for n, b in p.peak_tensors],
+                "activation_peak_bytes": p.activation_peak_bytes, "arena_bytes": p.arena_bytes,
+                "weights_bytes": p.weights_bytes, "order": list(p.order), "live_bytes": list(p.live_bytes),
+                "unknown_tensors": self.unknown_tensors, "lower_bound": bool(self.unknown_tensors),
+                "measured": [m.to_dict() for m in self.measured],
+                "kv_cache": self.kv_cache.to_dict() if self.kv_cache else None, "notes": list(self.notes),
+                **({"tensors": [t.to_dict() for t in p.tensors]} if include_tensors else {})}
+
+
+def plan_feeds(handle: ModelHandle, dims: Mapping[str, int] | None = None
+               ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """Seeded feeds at ``dims`` (unset dims as every run of the studio sets them) and every free
+    input dim at the value those feeds have (named dims by name, unnamed ones as INPUT[AXIS])."""
+    from studio.core.feeds import choose_dims, input_specs, random_feeds, unnamed_dim_key
+
+    specs = input_specs(handle.proto)
+    given = dict(dims or {})
+    feeds = random_feeds(specs, choose_dims(specs, given))
+    chosen: dict[str, int] = {}
+    for s in specs:
+        value = feeds.get(s.name)
+        if s.shape is None or not isinstance(value, np.ndarray):
+            continue
+        for axis, d in enumerate(s.shape):
+            if isinstance(d, int) or axis >= value.ndim:
+                continue
+            chosen[d if isinstance(d, str) else unnamed_dim_key(s.name, axis)] = int(value.shape[axis])
+    return feeds, chosen
+
+
+def _kv_cache(handle: ModelHandle, plan: MemoryPlan, dims: Mapping[str, int]
+              ) -> tuple[KvCacheMemory | None, str | None]:
+    from studio.inspect.decoder import recognize
+
+    try:
+        spec = recognize(handle.proto, folder=handle.path.parent, filename=handle.path.name)
+    except StudioError as exc:
+        return None, f"KV cache not separated: {exc}"
+    if spec is None or not spec.has_past:
+        return None, None
+    size = {t.name: t.bytes for t in plan.tensors}
+    past = tuple(c.input for c in spec.cache if c.input)
+    dim = spec.past_length_dim
+    length = dims.get(dim) if isinstance(dim, str) else int(dim) if isinstance(dim, int) else None
+    return KvCacheMemory(str(dim), length, sum(size.get(n, 0) for n in past),
+                         sum(size.get(c.output, 0) for c in spec.cache if c.output), past), None
+
+
+def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *, measure: bool = False,
+                  pool_key: str = "default", timeout_s: float = 300) -> MemoryReport:
+    """The plan at ``dims`` (the same shape resolution as ``inspect``), with ORT's measured block when
+    ``measure`` (a child process on the same seeded feeds) and the KV cache's bytes for a decoder."""
+    from studio.inspect.summary import summarize
+
+    feeds, chosen = plan_feeds(handle, dims)
+    summary = summarize(handle, chosen, pool_key=pool_key)
+    plan = summary.memory_plan
+    assert plan is not None               # summarize always plans
+    notes: list[str] = []
+    unset = sorted(set(chosen) - set(dims or {}))
+    if unset:
+        notes.append("dims not given, taken as the studio's seeded inputs take them: "
+                      + ", ".join(f"{k}={chosen[k]}" for k in unset[:12]) + (" ..." if len(unset) > 12 else ""))
+    if summary.memory.unknown_tensors:
+        notes.append(f"{summary.memory.unknown_tensors} tensor(s) have no known size and count as 0: "
+                     "the peak is a lower bound")
+    kv, kv_note = _kv_cache(handle, plan, chosen)
+    if kv_note:
+        notes.append(kv_note)
+    measured: tuple[MeasuredMemory, ...] = ()
+    if measure:
+        measured = (measure_ort(handle, feeds, plan, timeout_s=timeout_s),)
+    return MemoryReport(handle.name, tuple(sorted(chosen.items())), plan, summary.memory.unknown_tensors,
+                        measured, kv, tuple(notes))
+
+
+def measure_ort(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan: MemoryPlan, *,
+                timeout_s: float = 300) -> MeasuredMemory:
+    """ORT's pattern block on ``feeds`` against the plan's best-fit arena (the same quantity)."""
+    from studio.inspect.memory_measure import MeasureUnavailable, measure_ort_activations
+
+    try:
+        m = measure_ort_activations(handle.path, feeds=feeds, timeout_s=timeout_s)
+    except (MeasureUnavailable, RuntimeError, OSError) as exc:
+        return MeasuredMemory("onnxruntime", ORT_MEASURE_WHAT, plan.arena_bytes, None, " ".join(str(exc).split())[:300])
+    except Exception as exc:  # noqa: BLE001 - a timeout or a broken child is this measurement's error
+        return MeasuredMemory("onnxruntime", ORT_MEASURE_WHAT, plan.arena_bytes, None,
+                              f"{type(exc).__name__}: {' '.join(str(exc).split())[:280]}")
+    return MeasuredMemory("onnxruntime", ORT_MEASURE_WHAT, plan.arena_bytes, m.pattern_bytes)
