@@ -583,14 +583,20 @@ def _is_script(script: Any) -> bool:
 
 def add_edited_version(model: ProjectModel | Workspace, parent: str, result: Any, *, label: str = "edit",
                        job_id: str | None = None) -> Version:
-    """The edited model as a new version whose provenance records the script (undo: select ``parent``)."""
+    """The edited model as a new version whose provenance records the script (undo: select ``parent``).
+    A split's later parts become versions too (children of ``parent``, labelled ``... part N``); the
+    first part is returned."""
     from studio.edit import provenance
 
     if not result.outputs:
         raise StudioError("the edit wrote no model to keep", code="NO-RESULT")
     kwargs = {"job_id": job_id} if job_id is not None else {}
-    return model.add_file(result.outputs[0], label=label, parent=parent, provenance=provenance(result, parent),
-                          **kwargs)
+    first = model.add_file(result.outputs[0], label=label, parent=parent, provenance=provenance(result, parent),
+                           **kwargs)
+    for i, path in enumerate(result.outputs[1:], 2):
+        model.add_file(path, label=f"{label[:50]} part {i}", parent=parent,
+                       provenance={**provenance(result, parent), "part": i}, **kwargs)
+    return first
 
 
 # ---------------------------------------------------------------------------- custom-op plugins
@@ -1369,6 +1375,7 @@ _PAGE_EXPORTS: dict[str, tuple[str, str]] = {
     "weight_stats": ("studio.inspect.weights", "weight_stats"),
     # Inputs picker
     "save_npz_upload": ("studio.core.input_files", "save_npz_upload"),
+    "save_npy_upload": ("studio.core.input_files", "save_npy_upload"),
     "save_image_uploads": ("studio.core.input_files", "save_image_uploads"),
 }
 

@@ -26,6 +26,17 @@ def save_npz_upload(data: bytes, folder: Path) -> Path:
     return target
 
 
+def save_npy_upload(data: bytes, folder: Path, name: str = "weights.npy") -> Path:
+    """An uploaded .npy (an edit's new initializer values), checked by its magic, saved in ``folder``."""
+    if len(data) > MAX_NPZ_BYTES:
+        raise StudioError(f".npy file is {len(data) / 2**30:.1f} GiB, over the {MAX_NPZ_BYTES // 2**30} GiB limit")
+    if not data.startswith(b"\x93NUMPY"):
+        raise StudioError("the file is not an .npy (save it with numpy.save)")
+    target = Path(folder) / (Path(str(name)).stem[:60].replace("/", "_") + ".npy")
+    atomic_write_bytes(target, data)
+    return target
+
+
 def save_image_uploads(files: list[tuple[str, bytes]], folder: Path) -> Path:
     """Uploaded images saved as ``images/img0000.png``...; returns the folder."""
     if not files:

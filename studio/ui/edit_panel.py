@@ -17,7 +17,10 @@ from studio import api
 from studio.core.fmt import printable
 from studio.ui import state, widgets
 
-ACTIONS = ("Bypass", "Delete with what follows", "Rename", "Add output here", "Edit an attribute", "Extract from here")
+ACTIONS = ("Bypass", "Delete with what follows", "Rename", "Add output here", "Edit an attribute", "Insert after",
+           "Replace a weight (.npy)", "Extract from here")
+INSERT_TYPES = ("Identity", "Cast", "Transpose")           # studio.edit.script.INSERTABLE
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")
 ATTR_TYPES = ("keep / infer", "INT", "FLOAT", "STRING", "INTS", "FLOATS", "STRINGS")
 NEW_ATTR = "(a new attribute)"
 _PREVIEW = "graph_edit_preview"
@@ -108,6 +111,10 @@ def _build(action: str, details, summary, node_id: str, key: str) -> list[dict] 
         if kind != ATTR_TYPES[0]:
             op["type"] = kind
         return [op]
+    if action == "Insert after":
+        return _insert(summary, outs, node_id, key)
+    if action == "Replace a weight (.npy)":
+        return _replace_weight(details, node_id, key)
     # Extract: the tensors of a cut, this node's outputs by default.
     tensors = main_tensors(summary)
     inputs = st.multiselect("Cut inputs (become the new model's inputs)", tensors,
@@ -119,6 +126,60 @@ def _build(action: str, details, summary, node_id: str, key: str) -> list[dict] 
         st.caption("Pick at least one output tensor.")
         return None
     return [{"op": "extract", "inputs": list(inputs), "outputs": list(outputs)}]
+
+
+def _insert(summary, outs: list[str], node_id: str, key: str) -> list[dict] | None:
+    """An Identity, Cast or Transpose on one of the node's outputs, before all (or the chosen) readers."""
+    if not outs:
+        return None
+    tensor = outs[0] if len(outs) == 1 else st.selectbox("On tensor", outs, key=_k(key, node_id, "ins_tensor"))
+    op_type = st.selectbox("Node", INSERT_TYPES, key=_k(key, node_id, "ins_type"))
+    op: dict[str, Any] = {"op": "insert", "tensor": tensor, "op_type": op_type}
+    if op_type == "Cast":
+        op["attrs"] = {"to": st.selectbox("To", DTYPES, index=1, key=_k(key, node_id, "ins_cast"))}
+    elif op_type == "Transpose":
+        text = st.text_input("perm (JSON list, empty: reverse the axes)", key=_k(key, node_id, "ins_perm"))
+        perm = _value(text) if text else None
+        if perm is not None:
+            if not isinstance(perm, list) or not all(isinstance(x, int) for x in perm):
+                st.caption("perm is a list of axes, like [0, 2, 3, 1].")
+                return None
+            op["attrs"] = {"perm": perm}
+    readers = [n.name for n in summary.nodes if not n.scope and n.name and tensor in n.inputs]
+    if len(readers) > 1:
+        chosen = st.multiselect("Only before these readers (empty: all)", readers,
+                                key=_k(key, node_id, "ins_readers"))
+        if chosen:
+            op["consumers"] = list(chosen)
+    st.caption("Inserted on the edge: the readers take the new node's output (an Identity keeps the numbers, "
+               "and is verified so).")
+    return [op]
+
+
+def _replace_weight(details, node_id: str, key: str) -> list[dict] | None:
+    """One of the node's weights replaced by an uploaded .npy of the same dtype and shape."""
+    weights = [p for p in details.inputs if p.is_weight and p.name]
+    if not weights:
+        st.caption("This node reads no initializer.")
+        return None
+    names = [p.name for p in weights]
+    name = names[0] if len(names) == 1 else st.selectbox("Weight", names, key=_k(key, node_id, "w_name"),
+                                                         format_func=lambda s: printable(s, 100))
+    port = weights[names.index(name)]
+    st.caption(f"{printable(name, 100)} is {port.dtype}{port.shape}: the .npy must have the same dtype and shape.")
+    up = st.file_uploader(".npy file (numpy.save)", type=["npy"], key=_k(key, node_id, "w_npy"))
+    if up is None:
+        return None
+    memo_key = _k(key, node_id, "w_saved")
+    ident = (up.name, up.size, up.file_id)
+    memo = st.session_state.get(memo_key)
+    if not memo or memo[0] != ident:
+        path = widgets.guarded(lambda: api.save_npy_upload(up.getvalue(), state.workspace().job_dir("edit-npy"),
+                                                           up.name))
+        if path is None:
+            return None
+        st.session_state[memo_key] = memo = (ident, str(path))
+    return [{"op": "replace_initializer", "name": name, "npy": memo[1]}]
 
 
 def script_json(ops: list[dict]) -> str:
@@ -148,11 +209,13 @@ def _show_preview(result) -> None:
 
 
 def _interface(result) -> None:
-    after = {k: [x for part in result.after for x in part[k]] for k in ("inputs", "outputs")}
-    for kind in ("inputs", "outputs"):
-        if after[kind] != result.before[kind]:
-            st.markdown(f"**{kind.capitalize()}**: " + widgets.md_escape(", ".join(result.before[kind]), 600)
-                        + " → " + widgets.md_escape(", ".join(after[kind]), 600))
+    """Inputs and outputs before → after, where they change (a split: each part's own)."""
+    for i, after in enumerate(result.after):
+        part = f"Part {i + 1} " if len(result.after) > 1 else ""
+        for kind in ("inputs", "outputs"):
+            if after[kind] != result.before[kind]:
+                st.markdown(f"**{part + kind if part else kind.capitalize()}**: " + widgets.md_escape(", ".join(result.before[kind]), 600)
+                            + " → " + widgets.md_escape(", ".join(after[kind]), 600))
 
 
 def _apply(handle, version, ops: list[dict]) -> None:
@@ -190,6 +253,12 @@ def node_edit(handle, summary, node_id: str, key: str) -> None:
     ops = _build(action, details, summary, node_id, key)
     if ops is None:
         return
+    preview_apply(handle, version, ops, key)
+
+
+def preview_apply(handle, version, ops: list[dict], key: str) -> None:
+    """Preview (what the script removes and changes, checked, nothing written), then Apply as a new
+    version; "Show as script" gives the JSON and the CLI command (the node and model panels share it)."""
     pkey = _preview_key(handle, ops)
     c1, c2, c3 = st.columns([1, 2, 2])
     if c1.button("Preview", key=f"{key}_edit_preview", type="secondary"):
@@ -236,6 +305,8 @@ def last_edit() -> None:
         st.markdown(f"**Removed {len(result.nodes_removed)} nodes**: "
                     + widgets.md_escape(", ".join(result.nodes_removed[:40]), 1500))
     _interface(result)
+    if st.toggle("Show the applied edit as script", key="graph_edit_done_script"):
+        st.code(script_json(done["script"]), language="json")
     c1, c2, c3 = st.columns(3)
     c1.button("See it in the diff", key="graph_edit_to_diff", on_click=_to_diff)
     c2.button("Undo (select the parent)", key="graph_edit_undo", on_click=_undo, args=(done["parent"],))

@@ -154,10 +154,23 @@ cls (float[1,4] input) => (float[1,2] logits) <float[4,2] w = {1.0, -1.0, 0.5, 2
     ([{"op": "set_input", "input": "image", "dtype": "float16"}], "strict shape inference"),
     ([{"op": "merge", "model": "bad_pre.onnx", "io_map": [["norm", "image"]]}], "types or shapes do not match"),
     ([{"op": "frobnicate"}], "unknown operation 'frobnicate'"),
+    ([{"op": "rename", "tensors": {"feet": "x"}}], "tensor 'feet' does not exist in the model; did you mean 'feat'"),
+    ([{"op": "rename", "tensors": {"feat": "head"}}], "'head' is already a tensor"),
+    ([{"op": "set_attr", "node": "conv9", "name": "group", "value": 2}], "node 'conv9' does not exist"),
+    ([{"op": "remove_attr", "node": "conv0", "name": "padz"}], "has no attribute 'padz'"),
+    ([{"op": "insert", "tensor": "feat", "op_type": "Identity", "consumers": ["sigmoid5"]}],
+     "does not read tensor 'feat'"),
+    ([{"op": "remove_outputs", "outputs": ["logits"]}], "'logits' is not a graph output"),
+    ([{"op": "replace_initializer", "name": "w2", "npy": "w_bad.npy"}], "give the same dtype and shape"),
+    ([{"op": "split", "cut": ["nope"]}], "tensor 'nope' does not exist"),
+    ([{"op": "add_opset", "domain": "", "version": 13}], "already imports ai.onnx at version 17"),
+    ([{"op": "merge", "model": "bad_pre.onnx", "io_map": [["norm", "imag"]]}], "'imag' is not an input"),
+    ([{"op": "split", "cut": ["feat"]}, {"op": "rename", "nodes": {"conv0": "c"}}], "must be the script's last"),
 ])
 def test_bad_edits_are_one_line_errors_and_touch_nothing(detector, tmp_path, script, words):
     onnx.save(onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
 bad (float[1,3,8,8] raw) => (int64[1,3,8,8] norm) { norm = Cast <to = 7> (raw) }"""), tmp_path / "bad_pre.onnx")
+    np.save(tmp_path / "w_bad.npy", np.zeros((4, 4), dtype=np.float32))
     (tmp_path / "s.json").write_text(json.dumps(script))
     before = _sha(detector)
     out = tmp_path / "o" / "x.onnx"
@@ -244,3 +257,21 @@ def test_validate_writes_nothing_and_previews(detector, tmp_path):
     assert res.outputs == () and res.nodes_removed == ("mul4 (Mul)",)
     assert res.before["outputs"] == ["boxes: float[1,4,8,8]", "scores: float[1,4,8,8]"]
     assert res.after[0]["outputs"] == ["scores: float[1,4,8,8]"]
+
+
+def test_uploaded_npy_replaces_a_weight(detector, tmp_path):
+    """The UI's weight upload (api.save_npy_upload) gives the path the script names; a non-.npy is refused."""
+    import io
+
+    with pytest.raises(StudioError, match="not an .npy"):
+        api.save_npy_upload(b"PK\x03\x04 a zip", tmp_path)
+    w2 = np.random.default_rng(5).normal(size=(4, 4, 1, 1)).astype(np.float32)
+    buf = io.BytesIO()
+    np.save(buf, w2)
+    saved = api.save_npy_upload(buf.getvalue(), tmp_path / "up", "../w2 new.npy")
+    assert saved.parent == tmp_path / "up" and saved.suffix == ".npy"
+    out = tmp_path / "o" / "w.onnx"
+    api.edit(api.load(detector), [{"op": "replace_initializer", "name": "w2", "npy": str(saved)}], out)
+    by_hand = onnx.load(detector)
+    by_hand.graph.initializer[1].CopyFrom(onnx.numpy_helper.from_array(w2, "w2"))
+    np.testing.assert_array_equal(ort_reference(out, FEEDS)["scores"], ort_reference(by_hand, FEEDS)["scores"])

@@ -163,3 +163,166 @@ def test_every_action_round_trips_between_ui_script_and_cli(app, tmp_path, actio
         if op == "extract":
             assert [o.name for o in edited.graph.output] == ["/relu/Relu_output_0"]
             assert v.provenance["edit"]["verification"]["method"] == "reproduce"
+
+
+def _cli_parts(src, script: list[dict], tmp_path) -> list[onnx.ModelProto]:
+    """The script through the real CLI; every model it wrote (a split's second part beside OUT)."""
+    first = _cli(src, script, tmp_path)
+    part2 = tmp_path / "cli" / "edited.part2.onnx"
+    return [first, *([onnx.load(part2)] if part2.exists() else [])]
+
+
+def test_insert_after_keeps_the_numbers_and_round_trips(app, tmp_path):
+    at = _panel(app, CNN, "/relu/Relu")
+    at.radio(key=f"{KEY}_edit_action").set_value("Insert after").run()
+    assert not at.exception, at.exception
+    script = _script(at)
+    assert script == [{"op": "insert", "tensor": "/relu/Relu_output_0", "op_type": "Identity"}]
+    ws, v, _ = _apply(at)
+    assert v.provenance["edit"]["verification"] == {**v.provenance["edit"]["verification"], "method": "numeric",
+                                                   "status": "passed"}
+    edited = onnx.load(ws.handle(v.id).path)
+    assert [n.op_type for n in edited.graph.node].count("Identity") == \
+        [n.op_type for n in onnx.load(CNN).graph.node].count("Identity") + 1
+    _same_graph(_cli(CNN, script, tmp_path), edited)
+    # The applied edit is shown as script too (what the report offers after the rerun).
+    at.toggle(key="graph_edit_done_script").set_value(True).run()
+    assert script in [json.loads(c.value) for c in at.code if c.language == "json"]
+
+
+MODEL_KEY = "graph_model"
+
+
+def _model_panel(app):
+    at = app(str(CNN)).run()
+    at.switch_page("views/graph.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _model_script(at) -> list[dict]:
+    at.toggle(key=f"{MODEL_KEY}_edit_script").set_value(True).run()
+    codes = [json.loads(c.value) for c in at.code if c.language == "json"]
+    assert len(codes) == 1, codes
+    return codes[0]
+
+
+def _model_apply(at):
+    parent = at.session_state["onnx_studio_version"]
+    at.button(key=f"{MODEL_KEY}_edit_preview").click().run()
+    assert not at.exception and not [e.value for e in at.error], [e.value for e in at.error]
+    at.button(key=f"{MODEL_KEY}_edit_apply").click().run()
+    assert not at.exception and not [e.value for e in at.error], [e.value for e in at.error]
+    ws = current_model(at)
+    return ws, ws.version(at.session_state["onnx_studio_version"]), parent
+
+
+def test_split_at_a_cut_from_the_model_panel_gives_two_versions_that_chain_to_the_original(app, tmp_path):
+    at = _model_panel(app)
+    at.radio(key=f"{MODEL_KEY}_action").set_value("Split at a cut").run()
+    at.multiselect(key=f"{MODEL_KEY}_split_cut").set_value(["/relu/Relu_output_0"]).run()
+    assert not at.exception, at.exception
+    at.button(key=f"{MODEL_KEY}_edit_preview").click().run()
+    texts = [m.value for m in at.markdown]
+    assert any(t.startswith("**Part 1 outputs**") and t.endswith("Relu\\_output\\_0\\: float\\[batch,16,32,32\\]")
+               for t in texts), texts
+    assert any(t.startswith("**Part 2 inputs**") and "→ /relu/Relu\\_output" in t for t in texts), texts
+    script = _model_script(at)
+    assert script == [{"op": "split", "cut": ["/relu/Relu_output_0"]}]
+    ws, first, parent = _model_apply(at)
+    second = next(v for v in ws.versions if v.parent == parent and v.provenance.get("part") == 2)
+    assert first.provenance["edit"]["verification"]["method"] == "reproduce"
+    assert first.provenance["edit"]["verification"]["status"] == "passed"
+    a, b = onnx.load(ws.handle(first.id).path), onnx.load(ws.handle(second.id).path)
+    cli_a, cli_b = _cli_parts(CNN, script, tmp_path)
+    _same_graph(cli_a, a)
+    _same_graph(cli_b, b)
+    feeds = _feeds(CNN)                                     # oracle: the parts in sequence = the original
+    mid = ort_reference(a, feeds)
+    out = ort_reference(b, {i.name: mid[i.name] for i in b.graph.input})
+    np.testing.assert_allclose(out["logits"], ort_reference(CNN, feeds)["logits"], rtol=1e-5, atol=1e-6)
+
+
+def _preprocessing(tmp_path):
+    """x -> x * 0.5 - 0.25, float32[batch,3,32,32] (the classifier's input)."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 3, 32, 32])
+    y = helper.make_tensor_value_info("normalized", TensorProto.FLOAT, ["batch", 3, 32, 32])
+    g = helper.make_graph([helper.make_node("Mul", ["image", "scale"], ["scaled"], name="pre_mul"),
+                           helper.make_node("Sub", ["scaled", "shift"], ["normalized"], name="pre_sub")],
+                          "pre", [x], [y], [helper.make_tensor("scale", TensorProto.FLOAT, [], [0.5]),
+                                            helper.make_tensor("shift", TensorProto.FLOAT, [], [0.25])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=onnx.load(CNN).ir_version)
+    path = tmp_path / "pre.onnx"
+    onnx.save(m, path)
+    return path
+
+
+@pytest.mark.parametrize("action", ["Merge a model in front", "Change an input", "Add an opset or domain"])
+def test_model_panel_actions_round_trip_between_ui_script_and_cli(app, tmp_path, action):
+    at = _model_panel(app)
+    if action == "Merge a model in front":
+        api.add_model(at.session_state["onnx_studio_project"], _preprocessing(tmp_path), label="pre")
+        at.run()
+    at.radio(key=f"{MODEL_KEY}_action").set_value(action).run()
+    assert not at.exception, at.exception
+    if action == "Merge a model in front":
+        pick = next(s for s in at.selectbox if s.key == f"{MODEL_KEY}_merge_model")
+        wire = next(s for s in at.selectbox if s.key.startswith(f"{MODEL_KEY}_merge_{pick.value}_"))
+        wire.set_value("normalized").run()
+    elif action == "Change an input":
+        next(t for t in at.text_input if t.key == f"{MODEL_KEY}_in_shape_input").set_value("[2, 3, 32, 32]").run()
+    else:
+        at.text_input(key=f"{MODEL_KEY}_op_domain").set_value("ai.onnx.ml").run()
+        at.number_input(key=f"{MODEL_KEY}_op_version").set_value(3).run()
+    script = _model_script(at)
+    ws, v, parent = _model_apply(at)
+    assert v.parent == parent and v.provenance["edit"]["script"] == script
+    edited = onnx.load(ws.handle(v.id).path)
+    _same_graph(_cli(CNN, script, tmp_path), edited)
+    feeds = _feeds(CNN)
+    if action == "Merge a model in front":
+        assert script == [{"op": "merge", "model": script[0]["model"], "io_map": [["normalized", "input"]]}]
+        assert [i.name for i in edited.graph.input] == ["image"]
+        want = ort_reference(CNN, {"input": feeds["input"] * np.float32(0.5) - np.float32(0.25)})["logits"]
+        np.testing.assert_allclose(ort_reference(edited, {"image": feeds["input"]})["logits"], want, rtol=1e-5,
+                                   atol=1e-6)
+    elif action == "Change an input":
+        assert script == [{"op": "set_input", "input": "input", "shape": [2, 3, 32, 32]}]
+        assert [d.dim_value for d in edited.graph.input[0].type.tensor_type.shape.dim] == [2, 3, 32, 32]
+        two = {"input": np.concatenate([feeds["input"]] * 2)}
+        np.testing.assert_allclose(ort_reference(edited, two)["logits"], ort_reference(CNN, two)["logits"],
+                                   rtol=1e-5, atol=1e-6)
+    else:
+        assert script == [{"op": "add_opset", "domain": "ai.onnx.ml", "version": 3}]
+        assert {(o.domain, o.version) for o in edited.opset_import} >= {("ai.onnx.ml", 3), ("", 17)}
+
+
+def test_remove_outputs_previews_the_nodes_it_removes(app, tmp_path):
+    """Add an output at the stem (node panel), then remove 'logits' (model panel): the preview lists
+    exactly the nodes only 'logits' needed (oracle: a walk up from the stem over the original's protos);
+    removing every output is refused in the preview, in one line."""
+    at = _panel(app, CNN, "/relu/Relu")
+    at.radio(key=f"{KEY}_edit_action").set_value("Add output here").run()
+    _apply(at)
+    at.radio(key=f"{MODEL_KEY}_action").set_value("Remove outputs").run()
+    at.multiselect(key=f"{MODEL_KEY}_rm_outputs").set_value(["logits"]).run()
+    at.button(key=f"{MODEL_KEY}_edit_preview").click().run()
+    assert not at.exception and not [e.value for e in at.error], [e.value for e in at.error]
+    graph = onnx.load(CNN).graph
+    producer = {o: n for n in graph.node for o in n.output}
+    keep, todo = set(), ["/relu/Relu_output_0"]
+    while todo:
+        n = producer.get(todo.pop())
+        if n is not None and n.name not in keep:
+            keep.add(n.name)
+            todo.extend(n.input)
+    gone = [n.name for n in graph.node if n.name not in keep]
+    shown = next(m.value for m in at.markdown if m.value.startswith("**Removes "))
+    assert shown.startswith(f"**Removes {len(gone)} nodes**") and gone, (shown, gone)
+    assert all(name in shown.replace("\\", "") for name in gone), (shown, gone)
+    at.multiselect(key=f"{MODEL_KEY}_rm_outputs").set_value(["logits", "/relu/Relu_output_0"]).run()
+    at.button(key=f"{MODEL_KEY}_edit_preview").click().run()
+    assert [e.value for e in at.error] and "at least one output" in at.error[0].value
+    assert at.button(key=f"{MODEL_KEY}_edit_apply").disabled

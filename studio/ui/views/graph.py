@@ -14,7 +14,7 @@ import streamlit as st
 
 from studio import api
 from studio.core.fmt import printable
-from studio.ui import edit_panel, state, widgets
+from studio.ui import edit_model, edit_panel, state, widgets
 
 MODES = ("Graph", "Overview", "Detail", "Diff")
 CHART_HEIGHT = 620
@@ -184,6 +184,8 @@ def _viewer(handle, summary, index, overlays) -> None:
     selected = st.session_state.get("selected_node")
     if selected and selected in index.ids:
         _node_panel(handle, summary, index, selected, "graph_viewer")
+    if summary is not None:
+        edit_model.model_edit(handle, summary)
 
 
 def _detail(handle, summary, index, overlays) -> None:
