@@ -30,7 +30,7 @@ import onnx
 
 from studio.core import jsonsafe
 from studio.core.compare import compare_outputs
-from studio.core.engines.ort_int8 import u8s8_saturates
+from studio.core.engines.ort_int8 import machine_int8_choice
 from studio.core.errors import StudioError
 from studio.core.feeds import Feeds, load_npz, make_feeds
 
@@ -287,7 +287,7 @@ class StaticConfig:
 
     def reduce_range(self) -> bool:
         """uint8 x int8 on a CPU whose ORT kernel saturates (AVX2 without VNNI) needs 7-bit weights."""
-        return self.activation == "uint8" and self.weight == "int8" and u8s8_saturates()
+        return self.activation == "uint8" and self.weight == "int8" and machine_int8_choice().reduce_range
 
     def to_dict(self) -> dict:
         return {**self.__dict__, "reduce_range": self.reduce_range(), "description": self.describe()}

@@ -23,13 +23,13 @@ import onnx_ir as ir
 from passes.base import Change, PassResult, StudioPass
 from passes.quant_tools import job_context
 from passes.registry import register
+from passes.transformer_fusion import MODEL_TYPES, contrib_fused_ops, fuse_file, names_of
 from studio.core.compare import QUANTIZED, Tolerance
-from studio.core.engines.ort_int8 import u8s8_saturates
+from studio.core.engines.ort_int8 import machine_int8_choice
 from studio.core.errors import StudioError
 
 log = logging.getLogger(__name__)
 
-_MODEL_TYPES = ("bert", "bart", "gpt2", "t5", "vit", "clip", "unet")
 
 
 @register
@@ -43,33 +43,26 @@ class QuantizeInt8Dynamic(StudioPass):
     verify_tolerance: ClassVar[Tolerance | None] = QUANTIZED
     verify_quantized: ClassVar[bool] = True
 
-    # Options: fuse ("auto" | "on" | "off"), model_type ("bert"...), num_heads/hidden_size (0: detect),
-    # per_channel, target_cosine, samples (random accuracy sets), dims (values of symbolic input dims
+    # Options: fuse ("auto" | "on" | "off"), model_type ("auto": read from the graph | "bert"...),
+    # num_heads/hidden_size (0: detect), disable_fusions (FusionOptions switches), per_channel ("auto": from
+    # the CPU, studio.core.engines.ort_int8.int8_kernel_choice; reduce_range always is), target_cosine, samples (random accuracy sets), dims (values of symbolic input dims
     # for those sets and the latency measurement), op_types (default: ORT's list), nodes_to_exclude.
     def call(self, model: ir.Model) -> PassResult:
         fuse = str(self.options.get("fuse", "auto"))
         if fuse not in ("auto", "on", "off"):
             raise StudioError("fuse must be auto, on or off", code="BAD-OPTION")
-        model_type = str(self.options.get("model_type", "bert"))
-        if model_type not in _MODEL_TYPES:
-            raise StudioError(f"model_type must be one of {', '.join(_MODEL_TYPES)}", code="BAD-OPTION")
+        model_type = str(self.options.get("model_type", "auto"))
+        if model_type not in MODEL_TYPES:
+            raise StudioError(f"model_type must be one of {', '.join(MODEL_TYPES)}", code="BAD-OPTION")
         with tempfile.TemporaryDirectory(prefix="int8dyn-", dir=".") as tmp:
             return _run(model, Path(tmp).resolve(), self.options, fuse, model_type, job_context(self))
 
 
 def _fuse(src: Path, out: Path, model_type: str, opts: dict) -> tuple[Path | None, dict]:
-    from onnxruntime.transformers.optimizer import optimize_model
-
-    m = optimize_model(str(src), model_type=model_type, num_heads=int(opts.get("num_heads", 0)),
-                       hidden_size=int(opts.get("hidden_size", 0)), opt_level=0, use_gpu=False)
-    stats = {k: v for k, v in m.get_fused_operator_statistics().items() if v}
-    if not any(stats.get(k) for k in ("Attention", "MultiHeadAttention", "SkipLayerNormalization",
-                                      "LayerNormalization", "BiasGelu", "Gelu", "FastGelu",
-                                      "EmbedLayerNormalization", "SkipSimplifiedLayerNormalization")):
-        return None, stats
-    # scratch: worker: its job folder
-    m.save_model_to_file(str(out), use_external_data_format=m.model.ByteSize() > 1_800_000_000)
-    return out, stats
+    """The ``fuse-transformers`` pass's fusion (one implementation), on the prepared file."""
+    fusion = fuse_file(src, out, model_type=model_type, num_heads=int(opts.get("num_heads", 0)),
+                       hidden_size=int(opts.get("hidden_size", 0)), disable=names_of(opts.get("disable_fusions")))
+    return fusion.path, fusion.to_dict()
 
 
 def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str, ctx) -> PassResult:
@@ -82,9 +75,13 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
     target = float(opts.get("target_cosine", 0.99))
     src = save_result(model, workdir / "src" / "model.onnx")
     ctx.set_stage("INT8 dynamic: preparing the model")
-    prepared = qt.prepare(src, workdir, per_channel=bool(opts.get("per_channel", False)), min_opset=11)
+    kernels = machine_int8_choice()                  # per_channel / reduce_range for this CPU, and why
+    asked = opts.get("per_channel", "auto")
+    per_channel = kernels.per_channel if asked in ("auto", None) else bool(asked)
+    prepared = qt.prepare(src, workdir, per_channel=per_channel, min_opset=11)
     bases: dict[str, Path] = {}
     fusion_stats: dict = {}
+    already = contrib_fused_ops(onnx.load_model(str(prepared.path), load_external_data=False))
     if fuse in ("auto", "off"):
         bases["plain"] = prepared.path
     if fuse in ("auto", "on"):
@@ -96,9 +93,11 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
         qt.release_memory()
         if fused is not None:
             bases["fused"] = fused
-        elif fuse == "on":
+        elif fuse == "on" and not already:
             raise StudioError(f"the {model_type} transformer optimizer found nothing to fuse in this model; "
                               "use fuse=off", code="NOTHING-TO-FUSE")
+        elif fuse == "on":
+            bases["plain"] = prepared.path      # fused before (fuse-transformers): quantize it as it is
     header = onnx.load_model(str(src), load_external_data=False)
     from studio.core.feeds import make_feeds
 
@@ -107,17 +106,19 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
     measured, paths = [], {}
     for key, base in bases.items():
         name = "dynamic" if key == "plain" else "fused-dynamic"
-        desc = ("dynamic INT8 (MatMulInteger/DynamicQuantizeMatMul)" if key == "plain"
-                else "transformer fusions + dynamic INT8 (QAttention, DynamicQuantizeMatMul; ONNX Runtime only)")
+        desc = ("dynamic INT8 of the already-fused graph (QAttention, DynamicQuantizeMatMul; ONNX Runtime only)"
+                if key == "plain" and already else "dynamic INT8 (MatMulInteger/DynamicQuantizeMatMul)"
+                if key == "plain" else
+                "transformer fusions + dynamic INT8 (QAttention, DynamicQuantizeMatMul; ONNX Runtime only)")
         ctx.set_stage(f"INT8 dynamic: quantizing ({desc})")
         out = workdir / f"{name}.onnx"
         try:
-            quantize_dynamic(str(base), str(out), per_channel=bool(opts.get("per_channel", False)),
+            quantize_dynamic(str(base), str(out), per_channel=prepared.per_channel,
                              weight_type=QuantType.QInt8, op_types_to_quantize=opts.get("op_types") or None,
                              nodes_to_exclude=list(opts.get("nodes_to_exclude") or []),
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
                              use_external_data_format=qt._big(base),
-                             reduce_range=u8s8_saturates())   # u8 activations x s8 weights
+                             reduce_range=kernels.reduce_range)   # u8 activations x s8 weights
             qt.release_memory()
             outputs = qt.ort_outputs(out, holdout, ctx)
             cos, top1 = qt.accuracy(reference, outputs)       # float outputs by cosine
@@ -152,15 +153,17 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
     result = qt.load_result(chosen.path)
     details = {"chosen": chosen.to_dict(), "target_cosine": target, "fp32_latency_ms": round(lat["fp32"], 3),
                "candidates": [m.to_dict() for m in measured], "fusions": fusion_stats,
-               "preprocess": list(prepared.steps), "accuracy_inputs": f"{len(holdout)} random sets (seed 1000)",
+               "preprocess": list(prepared.steps),
+               "int8_kernels": {**kernels.to_dict(), "per_channel": prepared.per_channel,
+                                "per_channel_source": "option" if asked not in ("auto", None) else "cpu"}, "accuracy_inputs": f"{len(holdout)} random sets (seed 1000)",
                "engine": "onnxruntime (CPU, default graph optimizations)",
-               "runs_on": ["onnxruntime"] if chosen.name == "fused-dynamic" else ["onnxruntime", "openvino"]}
+               "runs_on": ["onnxruntime"] if chosen.name == "fused-dynamic" or already
+               else ["onnxruntime", "openvino"]}
     ops = {n.op_type for n in result.graph}
     changes = [Change("replaced", (), f"{chosen.description}: {chosen.ratio:.2f}x of fp32 latency, cosine "
                                       f"{chosen.cosine:.4f}; ops now {', '.join(sorted(ops))[:300]}")]
     counts = {"configurations_measured": len(measured),
               "integer_matmuls": sum(1 for n in result.graph if n.op_type in (
                   "MatMulInteger", "DynamicQuantizeMatMul", "QAttention", "MatMulIntegerToFloat")),
-              "fused_ops": sum(v for v in fusion_stats.values() if isinstance(v, int)) if chosen.name != "dynamic"
-              else 0}
+              "fused_ops": sum((fusion_stats.get("fused") or {}).values()) if chosen.name != "dynamic" else 0}
     return PassResult(result, True, tuple(changes), counts, warnings=tuple(warnings), details=details)

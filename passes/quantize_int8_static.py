@@ -52,7 +52,8 @@ class QuantizeInt8Static(StudioPass):
 
     # Options (JSON): config ("auto" | a name of passes.quant_tools.STATIC_CONFIGS), calibration
     # (.npz file or image folder), samples (random sets when no calibration data), method
-    # (minmax | entropy | percentile), per_channel, target_cosine, fallback, nodes_to_exclude, dims,
+    # (minmax | entropy | percentile), per_channel ("auto": from the CPU, ort_int8.int8_kernel_choice),
+    # target_cosine, fallback, nodes_to_exclude, dims,
     # degenerate ("float": keep tensors with degenerate ranges in float | "warn"), qdq_only (only QDQ
     # configurations: what OpenVINO and TensorRT accept; export sets it), require_target (True: fail when
     # no configuration, with fallback if on, meets target_cosine; False: keep the most accurate one and
@@ -84,7 +85,11 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
     from passes import quant_tools as qt
     from passes.model_io import save_result
 
-    per_channel = bool(opts.get("per_channel", True))
+    from studio.core.engines.ort_int8 import machine_int8_choice
+
+    kernels = machine_int8_choice()             # per_channel / reduce_range for this CPU, and why
+    asked = opts.get("per_channel", "auto")
+    per_channel = kernels.per_channel if asked in ("auto", None) else bool(asked)
     target = float(opts.get("target_cosine", 0.99))
     src = save_result(model, workdir / "src" / "model.onnx")
     ctx.set_stage("INT8: preparing the model (shape inference, BatchNormalization folding)")
@@ -197,6 +202,9 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
         "degenerate_ranges": [d.to_dict() for d in degenerate], "excluded_nodes": exclude + list(kept),
         "fallback_steps": [s.to_dict() for s in steps], "ranked_layers": [r.to_dict() for r in ranked[:50]],
         "engine": "onnxruntime (CPU, default graph optimizations)",
+        "int8_kernels": {**kernels.to_dict(), "per_channel": prepared.per_channel,
+                         "per_channel_source": "option" if asked not in ("auto", None) else "cpu",
+                         "reduce_range_applies_to": "uint8 activations x int8 weights"},
     }
     detail = (f"{chosen.description}: {chosen.ratio:.2f}x of fp32 latency, cosine {qt.cosine_text(chosen.cosine)} "
               f"({holdout_source})")

@@ -29,6 +29,7 @@ PASS_MODULES: dict[str, str] = {
     "merge-reshapes": "passes.merge_reshapes",
     "fuse-layernorm": "passes.fuse_layernorm",
     "fuse-gelu": "passes.fuse_gelu",
+    "fuse-transformers": "passes.fuse_transformers",
     "fix-input-shapes": "passes.fix_input_shapes",
     "convert-opset": "passes.convert_opset",
     "onnxsim": "passes.onnxsim_pass",
