@@ -45,7 +45,8 @@ class QuantizeInt8Dynamic(StudioPass):
 
     # Options: fuse ("auto" | "on" | "off"), model_type ("auto": read from the graph | "bert"...),
     # num_heads/hidden_size (0: detect), disable_fusions (FusionOptions switches), per_channel ("auto": from
-    # the CPU, studio.core.engines.ort_int8.int8_kernel_choice; reduce_range always is), target_cosine, samples (random accuracy sets), dims (values of symbolic input dims
+    # the CPU, studio.core.engines.ort_int8.int8_kernel_choice; reduce_range always is), target_cosine,
+    # samples (random accuracy sets), dims (values of symbolic input dims
     # for those sets and the latency measurement), op_types (default: ORT's list), nodes_to_exclude.
     def call(self, model: ir.Model) -> PassResult:
         fuse = str(self.options.get("fuse", "auto"))
@@ -155,7 +156,8 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
                "candidates": [m.to_dict() for m in measured], "fusions": fusion_stats,
                "preprocess": list(prepared.steps),
                "int8_kernels": {**kernels.to_dict(), "per_channel": prepared.per_channel,
-                                "per_channel_source": "option" if asked not in ("auto", None) else "cpu"}, "accuracy_inputs": f"{len(holdout)} random sets (seed 1000)",
+                                "per_channel_source": "option" if asked not in ("auto", None) else "cpu"},
+               "accuracy_inputs": f"{len(holdout)} random sets (seed 1000)",
                "engine": "onnxruntime (CPU, default graph optimizations)",
                "runs_on": ["onnxruntime"] if chosen.name == "fused-dynamic" or already
                else ["onnxruntime", "openvino"]}

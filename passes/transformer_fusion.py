@@ -93,6 +93,16 @@ def detect_model_type(model: onnx.ModelProto) -> ModelType:
     return ModelType("bert", "LayerNorm/GELU patterns without attention: bert-style fusions of those")
 
 
+def is_transformer(model: onnx.ModelProto) -> bool:
+    """Attention-bearing and MatMul-bound (more weighted MatMul/Gemm than Conv, and Softmax or a fused
+    attention op): what NNCF's ``ModelType.TRANSFORMER`` is for. A CNN with a Softmax head is not."""
+    ops = _ops(model.graph)
+    inits = {t.name for t in model.graph.initializer}
+    weighted = sum(1 for n in model.graph.node if n.op_type in ("MatMul", "Gemm") and any(i in inits for i in n.input))
+    attention = ops["Softmax"] or ops.keys() & {"Attention", "MultiHeadAttention", "GroupQueryAttention"}
+    return bool(attention) and (weighted > ops["Conv"] or bool(ops.keys() & {"Attention", "MultiHeadAttention"}))
+
+
 def fusion_switches(disable: Iterable[str] = (), enable: Iterable[str] = ()) -> dict[str, bool]:
     """FusionOptions switches (name -> on) after the user's ``disable``/``enable`` lists."""
     disable, enable = set(disable), set(enable)

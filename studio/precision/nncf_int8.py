@@ -46,6 +46,7 @@ class NNCFResult:
     nncf_version: str
     openvino_version: str
     notes: tuple[str, ...] = ()
+    model_type: str | None = None     # "transformer": NNCF's ModelType.TRANSFORMER scheme was used
 
 
 def _read_sets(path: str) -> list[dict[str, np.ndarray]]:
@@ -101,10 +102,12 @@ def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     started = time.perf_counter()
     calibration = nncf.Dataset(calib)
     subset = min(len(calib), 300)
-    out = {"nncf_version": nncf.__version__, "openvino_version": ov.get_version()}
+    out = {"nncf_version": nncf.__version__, "openvino_version": ov.get_version(), "model_type": args.get("model_type")}
+    # Transformers: NNCF's transformer scheme (no quantizers on LayerNorm/Softmax/GELU inputs, SmoothQuant).
+    kind = {"model_type": nncf.ModelType.TRANSFORMER} if args.get("model_type") == "transformer" else {}
     if args["mode"] == "basic":
         ctx.set_stage("NNCF quantize")
-        quantized = nncf.quantize(model, calibration, subset_size=subset)
+        quantized = nncf.quantize(model, calibration, subset_size=subset, **kind)
     else:
         evaluation = _read_sets(args["evaluation"])
         golden = _read_sets(args["golden"])
@@ -134,7 +137,8 @@ def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
             **({"ranking_subset_size": int(args["ranking_subset"])} if args.get("ranking_subset") else {}))
         quantized = nncf.quantize_with_accuracy_control(
             model, calibration, indexed, validate, max_drop=float(args["max_drop"]),
-            drop_type=nncf.DropType.ABSOLUTE, subset_size=subset, advanced_accuracy_restorer_parameters=restorer)
+            drop_type=nncf.DropType.ABSOLUTE, subset_size=subset, advanced_accuracy_restorer_parameters=restorer,
+            **kind)
         full = list(enumerate(evaluation))
         out["fp32_metric"], _ = validate(core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"}), full)
         out["int8_metric"], _ = validate(core.compile_model(quantized, "CPU", {"INFERENCE_PRECISION_HINT": "f32"}),
@@ -150,9 +154,12 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
                       evaluation: Sequence[Feeds] | None = None, golden: Sequence[dict[str, np.ndarray]] | None = None,
                       metric: str | None = None, output: str | None = None, max_drop: float = 0.01,
                       ranking_subset: int | None = None, limits: Limits | None = None,
-                      pool_key: str = "default", metric_options: Mapping[str, Any] | None = None) -> NNCFResult:
+                      pool_key: str = "default", metric_options: Mapping[str, Any] | None = None,
+                      model_type: str = "auto") -> NNCFResult:
     """Quantize ``model_path`` with NNCF for OpenVINO; the IR lands in ``out_dir``.
     ``metric_options``: how ``metric`` judges ``output`` (``studio.data.metrics.metric_options``).
+    ``model_type``: "transformer" (NNCF's ``ModelType.TRANSFORMER``), "default", or "auto": transformer
+    when the graph is attention-bearing and MatMul-bound (``passes.transformer_fusion.is_transformer``).
 
     ``ranking_subset``: how many evaluation items (those the INT8 model gets most wrong) NNCF ranks
     the layers on (NNCF's default, 300, when None); each is scored against its own golden output."""
@@ -160,10 +167,21 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
         raise StudioError(f"NNCF mode must be one of {', '.join(MODES)}", code="BAD-OPTION")
     if not calibration:
         raise StudioError("NNCF needs calibration samples", code="BAD-INPUT")
+    if model_type not in ("auto", "transformer", "default"):
+        raise StudioError("NNCF model_type must be auto, transformer or default", code="BAD-OPTION")
+    if model_type == "auto" and Path(model_path).suffix.lower() != ".onnx":
+        model_type = "default"                  # an OpenVINO IR: its graph is not read here
+    if model_type == "auto":
+        import onnx
+
+        from passes.transformer_fusion import is_transformer
+
+        header = onnx.load_model(str(model_path), load_external_data=False)
+        model_type = "transformer" if is_transformer(header) else "default"
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="studio-nncf-"))
-    args: dict = {"model_path": str(model_path), "mode": mode, "max_drop": max_drop,
+    args: dict = {"model_path": str(model_path), "mode": mode, "max_drop": max_drop, "model_type": model_type,
                   "calibration": str(save_npz(list(calibration), work / "calibration.npz"))}
     if mode == "accuracy-control":
         if not evaluation or not golden or not metric or not output:
@@ -192,4 +210,5 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
         shutil.rmtree(work, ignore_errors=True)  # scratch: our temp folder
     d = res.data
     return NNCFResult(mode, out_dir / d["ir"], float(d["seconds"]), metric, d.get("fp32_metric"),
-                      d.get("int8_metric"), d["nncf_version"], d["openvino_version"])
+                      d.get("int8_metric"), d["nncf_version"], d["openvino_version"],
+                      model_type=d.get("model_type"))
