@@ -59,8 +59,9 @@ def _remove_outputs(summary) -> list[dict] | None:
 
 
 def _split(summary) -> list[dict] | None:
-    cut = st.multiselect("Cut tensors (the first part's outputs, the second part's inputs)",
-                         edit_panel.main_tensors(summary), key=f"{KEY}_split_cut",
+    cut = st.multiselect("Cut tensors (the first part's outputs, the second part's inputs; or click nodes in the "
+                         "drawing and \"Add its outputs to the cut\")",
+                         edit_panel.main_tensors(summary), key=edit_panel.CUT_KEY,
                          format_func=lambda s: printable(s, 100))
     if not cut:
         st.caption("Pick the tensors to cut at; both parts become versions (the second as 'part 2'), and each "
@@ -109,7 +110,8 @@ def _opset() -> list[dict] | None:
 
 def model_edit(handle, summary) -> None:
     """The Graph page's "Edit the model" section: pick an action, then preview / apply / show as script."""
-    with st.expander("Edit the model: inputs, outputs, split, merge, opsets"):
+    with st.expander("Edit the model: inputs, outputs, split, merge, opsets",
+                     expanded=st.session_state.get(f"{KEY}_action") is not None):
         action = st.radio("Model edit", ACTIONS, index=None, horizontal=True, key=f"{KEY}_action")
         if action is None:
             st.caption("Node edits (bypass, delete, rename, insert, attributes, weights, extract) are in the panel "

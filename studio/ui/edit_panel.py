@@ -246,6 +246,11 @@ def node_edit(handle, summary, node_id: str, key: str) -> None:
     if details is None:
         return
     st.markdown("#### Edit this node")
+    outs = [p.name for p in details.outputs if p.name]
+    if outs and not details.info.scope:
+        st.button("Add its outputs to the cut", key=f"{key}_edit_to_cut", on_click=add_to_cut, args=(outs,),
+                  help="Collects the tensors of a cut node by node as you click them in the drawing; the cut is "
+                       "split in the model panel below (Edit the model → Split at a cut)")
     action = st.radio("Edit action", ACTIONS, index=None, horizontal=True, key=f"{key}_edit_action")
     if action is None:
         st.caption("Pick an edit: it is previewed first, then applied as a new version (verified against this one).")
@@ -276,6 +281,16 @@ def preview_apply(handle, version, ops: list[dict], key: str) -> None:
         st.code(script_json(ops), language="json")
         project = state.project()
         st.code(cli_command(handle.path.name, getattr(project, "name", None)), language="bash")
+
+
+CUT_KEY = "graph_model_split_cut"         # the model panel's split picker (studio.ui.edit_model)
+
+
+def add_to_cut(tensors: list[str]) -> None:
+    """Append tensors to the split picker (a callback: it runs before the picker is drawn again)."""
+    have = list(st.session_state.get(CUT_KEY) or [])
+    st.session_state[CUT_KEY] = have + [t for t in tensors if t not in have]
+    st.session_state["graph_model_action"] = "Split at a cut"
 
 
 def _to_diff() -> None:

@@ -218,10 +218,12 @@ def _model_apply(at):
 
 
 def test_split_at_a_cut_from_the_model_panel_gives_two_versions_that_chain_to_the_original(app, tmp_path):
-    at = _model_panel(app)
-    at.radio(key=f"{MODEL_KEY}_action").set_value("Split at a cut").run()
-    at.multiselect(key=f"{MODEL_KEY}_split_cut").set_value(["/relu/Relu_output_0"]).run()
+    # The cut collected by clicking a node in the drawing, then "Add its outputs to the cut".
+    at = _panel(app, CNN, "/relu/Relu")
+    at.button(key=f"{KEY}_edit_to_cut").click().run()
     assert not at.exception, at.exception
+    assert at.radio(key=f"{MODEL_KEY}_action").value == "Split at a cut"
+    assert at.multiselect(key=f"{MODEL_KEY}_split_cut").value == ["/relu/Relu_output_0"]
     at.button(key=f"{MODEL_KEY}_edit_preview").click().run()
     texts = [m.value for m in at.markdown]
     assert any(t.startswith("**Part 1 outputs**") and t.endswith("Relu\\_output\\_0\\: float\\[batch,16,32,32\\]")
@@ -322,7 +324,76 @@ def test_remove_outputs_previews_the_nodes_it_removes(app, tmp_path):
     shown = next(m.value for m in at.markdown if m.value.startswith("**Removes "))
     assert shown.startswith(f"**Removes {len(gone)} nodes**") and gone, (shown, gone)
     assert all(name in shown.replace("\\", "") for name in gone), (shown, gone)
-    at.multiselect(key=f"{MODEL_KEY}_rm_outputs").set_value(["logits", "/relu/Relu_output_0"]).run()
+    script = _model_script(at)
+    assert script == [{"op": "remove_outputs", "outputs": ["logits"]}]
+    ws, v, parent = _model_apply(at)
+    edited = onnx.load(ws.handle(v.id).path)
+    assert sorted(n.name for n in edited.graph.node) == sorted(keep)
+    _same_graph(_cli(ws.handle(parent).path, script, tmp_path), edited)
+    at.multiselect(key=f"{MODEL_KEY}_rm_outputs").set_value(["/relu/Relu_output_0"]).run()
     at.button(key=f"{MODEL_KEY}_edit_preview").click().run()
     assert [e.value for e in at.error] and "at least one output" in at.error[0].value
     assert at.button(key=f"{MODEL_KEY}_edit_apply").disabled
+
+
+@pytest.mark.parametrize("remove", [False, True])
+def test_attribute_edits_round_trip_and_match_the_edit_by_hand(app, tmp_path, remove):
+    """Set BatchNormalization's epsilon, or remove its (training-only) momentum; oracle: the same change made
+    with onnx.helper on the original, run on ORT."""
+    at = _panel(app, CNN, "/bn1/BatchNormalization")
+    at.radio(key=f"{KEY}_edit_action").set_value("Edit an attribute").run()
+    pick = next(s for s in at.selectbox if s.label == "Attribute")
+    if remove:
+        pick.set_value("momentum").run()
+        next(c for c in at.checkbox if c.label.startswith("Remove it")).check().run()
+    else:
+        next(t for t in at.text_input if t.label.startswith("Value")).set_value("0.25").run()
+    script = _script(at)
+    want_op = ({"op": "remove_attr", "node": "/bn1/BatchNormalization", "name": "momentum"} if remove else
+               {"op": "set_attr", "node": "/bn1/BatchNormalization", "name": "epsilon", "value": 0.25})
+    assert script == [want_op]
+    ws, v, _ = _apply(at)
+    edited = onnx.load(ws.handle(v.id).path)
+    _same_graph(_cli(CNN, script, tmp_path), edited)
+    by_hand = onnx.load(CNN)
+    bn = next(n for n in by_hand.graph.node if n.name == "/bn1/BatchNormalization")
+    keep = [a for a in bn.attribute if a.name != ("momentum" if remove else "epsilon")]
+    del bn.attribute[:]
+    bn.attribute.extend(keep + ([] if remove else [onnx.helper.make_attribute("epsilon", 0.25)]))
+    feeds = _feeds(CNN)
+    np.testing.assert_allclose(ort_reference(edited, feeds)["logits"], ort_reference(by_hand, feeds)["logits"],
+                               rtol=1e-6, atol=1e-7)
+    if not remove:    # the change is real: epsilon 0.25 moves the logits away from the original's
+        assert not np.allclose(ort_reference(edited, feeds)["logits"], ort_reference(CNN, feeds)["logits"])
+
+
+def test_replace_a_weight_from_an_uploaded_npy_round_trips(app, tmp_path):
+    """The node panel's weight upload: the script names the saved .npy, the CLI reads the same file and
+    writes the same graph; oracle: the initializer replaced with onnx.numpy_helper, run on ORT."""
+    import io
+
+    at = _panel(app, CNN, "/conv1/Conv")
+    at.radio(key=f"{KEY}_edit_action").set_value("Replace a weight (.npy)").run()
+    conv = next(n for n in onnx.load(CNN).graph.node if n.name == "/conv1/Conv")
+    inits = {t.name: t for t in onnx.load(CNN).graph.initializer}
+    weight = next(x for x in conv.input if x in inits)
+    pick = [s for s in at.selectbox if s.label == "Weight"]
+    if pick:
+        pick[0].set_value(weight).run()
+    new = np.random.default_rng(11).normal(size=list(inits[weight].dims)).astype(np.float32)
+    buf = io.BytesIO()
+    np.save(buf, new)
+    at.file_uploader[0].set_value(("w.npy", buf.getvalue(), "application/octet-stream")).run()
+    assert not at.exception, at.exception
+    script = _script(at)
+    assert script[0]["op"] == "replace_initializer" and script[0]["name"] == weight
+    np.testing.assert_array_equal(np.load(script[0]["npy"]), new)
+    ws, v, _ = _apply(at)
+    assert v.provenance["edit"]["verification"]["method"] == "none"       # values change on purpose: said so
+    edited = onnx.load(ws.handle(v.id).path)
+    _same_graph(_cli(CNN, script, tmp_path), edited)
+    by_hand = onnx.load(CNN)
+    target = next(t for t in by_hand.graph.initializer if t.name == weight)
+    target.CopyFrom(onnx.numpy_helper.from_array(new, weight))
+    feeds = _feeds(CNN)
+    np.testing.assert_array_equal(ort_reference(edited, feeds)["logits"], ort_reference(by_hand, feeds)["logits"])
