@@ -35,6 +35,7 @@ PASS_MODULES: dict[str, str] = {
     "onnxsim": "passes.onnxsim_pass",
     "quantize-int8-static": "passes.quantize_int8_static",
     "quantize-int8-dynamic": "passes.quantize_int8_dynamic",
+    "quantize-weight-only": "passes.quantize_weight_only",
     "convert-fp16": "passes.convert_fp16",
     "fix-cast-types": "passes.fix_cast_types",
     "rename-duplicate-nodes": "passes.rename_duplicate_nodes",

@@ -48,7 +48,7 @@ from studio.core.sandbox import GiB, Limits, default_limits
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MachineInfo", "Profile", "ProfileOptions", "Progress", "RatioRow", "VariantResult", "command_line",
+__all__ = ["MachineInfo", "Profile", "machine_facts", "ProfileOptions", "Progress", "RatioRow", "VariantResult", "command_line",
            "run_profile"]
 
 Progress = Callable[[float, str], None]   # (fraction 0..1, message); may raise to stop the profile
@@ -614,6 +614,12 @@ def _machine_info(timing: _Timing) -> MachineInfo:
                        {name: get_engine(name).available().version for name in ("onnxruntime", "openvino",
                                                                                  "tensorrt")},
                        timing.nvtx_attached)
+
+
+def machine_facts(load_before: Sequence[float] = (), load_after: Sequence[float] = (),
+                  nvtx_attached: bool = False) -> MachineInfo:
+    """The machine beside figures measured elsewhere (the generation profile): CPU, load, engine versions."""
+    return _machine_info(_Timing(load=(tuple(load_before), tuple(load_after)), nvtx_attached=nvtx_attached))
 
 
 def _busy_warnings(machine: MachineInfo) -> list[str]:

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from studio.inspect.memory_report import MemoryReport
     from passes.memory_whatif import MemoryReorder
     from profilers.profile import Profile, ProfileOptions
+    from profilers.generation_profile import GenerationOptions, GenerationProfile
     from profilers.variants import EngineSpec, ProfileTarget
     from studio.export.results import ExportResult
     from studio.projects import Artifact, Dataset, Job, ModelInfo, Project, ProjectInfo, ProjectModel
@@ -73,7 +74,7 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "graph_prefers_fast_path", "graph_scene", "graph_viewer_html", "diff_viewer_html", "write_graph_viewer",
            "write_diff_viewer",
            "graph_overlays", "graph_view", "inspect", "load", "search_nodes", "write_diff", "write_graph_view",
-           "profile", "build_plugin", "plugin_builds_allowed", "plugin_signature", "run_python_op", "scaffold_plugin",
+           "profile", "profile_generation", "build_plugin", "plugin_builds_allowed", "plugin_signature", "run_python_op", "scaffold_plugin",
            "compare", "make_inputs", "precision",
            "UploadedFile", "add_dataset", "add_model", "add_version", "create_project", "delete_project", "duplicate_project",
            "export_project", "get_settings", "import_project", "input_run", "job", "list_projects", "list_versions", "model_for",
@@ -205,22 +206,8 @@ def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHand
     from dataclasses import replace
 
     from profilers.profile import ProfileOptions, run_profile
-    from profilers.variants import EngineSpec, ProfileTarget, parse_engines
 
-    chosen: list[ProfileTarget] = []
-    for item in targets:
-        if isinstance(item, ProfileTarget):
-            chosen.append(item)
-        elif isinstance(item, ModelHandle):
-            chosen.append(ProfileTarget(item.name, item))
-        else:
-            label, handle = item
-            chosen.append(ProfileTarget(str(label), handle))
-    specs: list[EngineSpec] = []
-    for item in [engines] if isinstance(engines, str) else engines:
-        for spec in [item] if isinstance(item, EngineSpec) else parse_engines(item):
-            if spec not in specs:
-                specs.append(spec)
+    chosen, specs = _profile_targets(targets), _engine_specs(engines)
     temporary = out_dir is None and workspace is None
     folder = Path(out_dir) if out_dir is not None else (
         workspace.job_dir("profile") if workspace is not None else Path(tempfile.mkdtemp(prefix="onnx-studio-profile-")))
@@ -231,6 +218,55 @@ def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHand
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)  # scratch: the temp folder made above
     return replace(result, out_dir=None) if temporary else result
+
+
+def _profile_targets(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHandle]]) -> list[ProfileTarget]:
+    from profilers.variants import ProfileTarget
+
+    chosen: list[ProfileTarget] = []
+    for item in targets:
+        if isinstance(item, ProfileTarget):
+            chosen.append(item)
+        elif isinstance(item, ModelHandle):
+            chosen.append(ProfileTarget(item.name, item))
+        else:
+            label, handle = item
+            chosen.append(ProfileTarget(str(label), handle))
+    return chosen
+
+
+def _engine_specs(engines: Sequence[str | EngineSpec] | str) -> list[EngineSpec]:
+    from profilers.variants import EngineSpec, parse_engines
+
+    specs: list[EngineSpec] = []
+    for item in [engines] if isinstance(engines, str) else engines:
+        for spec in [item] if isinstance(item, EngineSpec) else parse_engines(item):
+            if spec not in specs:
+                specs.append(spec)
+    return specs
+
+
+def profile_generation(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHandle]],
+                       engines: Sequence[str | EngineSpec] | str = ("ort",),
+                       options: GenerationOptions | None = None, *, out_dir: Path | None = None,
+                       pool_key: str = "default",
+                       on_progress: Callable[[float, str], None] | None = None) -> GenerationProfile:
+    """A KV-cache decoder's generation profile (``profilers.generation_profile``): greedy generations
+    with the cache fed back (present -> past), per prompt length and batch, every version on every
+    engine interleaved: TTFT, decode p50/p99, tokens/s, latency against position, peak memory.
+    Raises a one-line ``StudioError`` for a model that is no decoder or a prompt beyond its context."""
+    import shutil
+    import tempfile
+
+    from profilers.generation_profile import GenerationOptions, run_generation
+
+    folder = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="onnx-studio-generate-"))
+    try:
+        return run_generation(_profile_targets(targets), _engine_specs(engines), options or GenerationOptions(),
+                              out_dir=folder, pool_key=pool_key, on_progress=on_progress)
+    finally:
+        if out_dir is None:
+            shutil.rmtree(folder, ignore_errors=True)  # scratch: the temp folder made above
 
 
 def default_engines() -> tuple[str, ...]:
@@ -738,7 +774,8 @@ def precision(handle: ModelHandle | str | Path, *, variants=None, calibration: s
               out_dir: str | Path | None = None, dims: Mapping[str, int] | None = None, preprocess=None,
               latency_budget_s: float = 60.0, pool_key: str = "default", on_progress=None, on_tick=None,
               calibration_method: str = "minmax", dataset=None, target: str | None = None,
-              tasks: Mapping[str, str] | None = None):
+              tasks: Mapping[str, str] | None = None, weight_options: Mapping[str, Any] | None = None,
+              generation_steps: int = 8):
     """Build fp16/bf16/INT8 variants, compare each with fp32 and time them side by side; the
     ``PrecisionReport`` recommends the fastest variant meeting ``target_cosine`` that is faster
     than fp32 (fp32 itself when none is). ``calibration_method``: minmax, entropy or percentile.
@@ -747,7 +784,10 @@ def precision(handle: ModelHandle | str | Path, *, variants=None, calibration: s
     against stored golden outputs by task metrics; ``target`` (``top1-agreement>=0.99``,
     ``map-drop<=0.01``...) is then what a variant must meet; one that applies to no output (with
     ``tasks``: {output: kind}, see :func:`output_tasks`) is refused before any work. Without real data
-    the report says it is a random-input estimate, not a recommendation."""
+    the report says it is a random-input estimate, not a recommendation. Weight-only variants (int4,
+    int8-weights, int4-ov, int8-weights-ov) take ``weight_options`` (block_size, symmetric,
+    accuracy_level, ratio); a KV-cache decoder is judged over ``generation_steps`` greedy tokens
+    (next-token agreement and KL with fp32; a text ``dataset`` gives the prompts)."""
     from studio.core.paths import user_data_path
     from studio.data.metrics import parse_target
     from studio.precision.variants import evaluate_variants
@@ -759,7 +799,8 @@ def precision(handle: ModelHandle | str | Path, *, variants=None, calibration: s
                              dims=dims, target_cosine=target_cosine, latency_budget_s=latency_budget_s,
                              pool_key=pool_key, on_progress=on_progress, on_tick=on_tick,
                              calibration_method=calibration_method, dataset=dataset,
-                             target=parse_target(target) if target else None, tasks=tasks)
+                             target=parse_target(target) if target else None, tasks=tasks,
+                             weight_options=weight_options, generation_steps=generation_steps)
 # -- export ---------------------------------------------------------------------------
 
 def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Path, *, preset: str | None = None,
@@ -1348,6 +1389,8 @@ _PAGE_EXPORTS: dict[str, tuple[str, str]] = {
     "ProfileOptions": ("profilers.profile", "ProfileOptions"),
     "ProfileTarget": ("profilers.variants", "ProfileTarget"),
     "profile_command": ("profilers.profile", "command_line"),           # the equivalent `onnx-studio profile`
+    "GenerationOptions": ("profilers.generation_profile", "GenerationOptions"),   # profile --generate
+    "generation_command": ("profilers.generation_profile", "generation_command"),
     "parse_engines": ("profilers.variants", "parse_engines"),          # --engine specs -> EngineSpec list
     "parse_engine": ("profilers.variants", "parse_engine"),
     "engine_label": ("profilers.variants", "choice_label"),

@@ -345,6 +345,21 @@ def test_nncf_accuracy_control_keywords():
     assert nncf.DropType.ABSOLUTE is not None and "subset_size" in inspect.signature(nncf.quantize).parameters
 
 
+def test_weight_only_quantizer_keywords():
+    """passes/quantize_weight_only.py calls ORT's MatMulNBitsQuantizer / DefaultWeightOnlyQuantConfig with these
+    keywords (bits=8 included) and ``model.save_model_to_file``; studio/precision/nncf_weights.py calls
+    ``nncf.compress_weights`` with mode/group_size/ratio and the INT4/INT8 modes by these names."""
+    import nncf
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+
+    want = {"bits", "block_size", "is_symmetric", "accuracy_level", "nodes_to_exclude", "algo_config"}
+    assert want <= set(inspect.signature(MatMulNBitsQuantizer.__init__).parameters)
+    assert {"bits", "block_size", "is_symmetric", "accuracy_level"} <= set(
+        inspect.signature(DefaultWeightOnlyQuantConfig.__init__).parameters)
+    assert {"mode", "group_size", "ratio"} <= set(inspect.signature(nncf.compress_weights).parameters)
+    assert {"INT4_SYM", "INT4_ASYM", "INT8_SYM", "INT8_ASYM"} <= set(nncf.CompressWeightsMode.__members__)
+
+
 # -- Streamlit ---------------------------------------------------------------------------------------
 
 def test_streamlit_app_and_components_v2():

@@ -49,6 +49,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     recipe_args.add_recipe_arguments(p, basic=False, title="preprocessing of the --dataset for this run (with "
                                                            "--image-size --layout --mean --std --bgr above)")
     task_args.add_arguments(p)
+    w = p.add_argument_group("weight-only variants (int4, int8-weights, int4-ov, int8-weights-ov) and decoders")
+    w.add_argument("--block-size", default="auto", metavar="N|auto",
+                   help="int4/int8 block (NNCF group) size: 16..256, auto = largest of 128..16 dividing every K")
+    w.add_argument("--asymmetric", action="store_true", help="asymmetric blocks (a zero point each; NNCF INT4_ASYM)")
+    w.add_argument("--accuracy-level", type=int, default=0, choices=(0, 1, 2, 3, 4),
+                   help="MatMulNBits compute type: 0 unset, 1 fp32, 2 fp16, 3 bf16, 4 int8 activations")
+    w.add_argument("--ratio", type=float, default=1.0, help="NNCF: share of layers in int4 (the rest int8)")
+    w.add_argument("--steps", type=int, default=8, metavar="N",
+                   help="decoders: greedy tokens generated per prompt to judge agreement and KL (default 8)")
     p.add_argument("--chart", metavar="FILE.html", help="write the accuracy-vs-latency chart")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     remote_args.add_arguments(p, many=False)
@@ -67,6 +76,13 @@ def _target(v) -> str:
 def _task_value(v) -> str:
     value = (v.task or {}).get("target_value")
     return ("n/a" if v.task else "-") if value is None else f"{value:.4g}"
+
+
+def _weight_options(args: argparse.Namespace) -> dict:
+    opts = {"block_size": args.block_size, "accuracy_level": args.accuracy_level, "ratio": args.ratio}
+    if args.asymmetric:
+        opts["symmetric"] = False
+    return opts
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -110,7 +126,8 @@ def _run(args: argparse.Namespace) -> int:
                                dims=parse_dims(args.dim), preprocess=preprocess_from(args),
                                latency_budget_s=args.budget, on_progress=progress,
                                calibration_method=args.calibration_method, dataset=dataset,
-                               target=goal, tasks=tasks)
+                               target=goal, tasks=tasks, weight_options=_weight_options(args),
+                               generation_steps=args.steps)
     keep_json(args, "precision.json", report.to_dict(), "precision")
     for v in report.variants if kept(args) is not None and measured is None else ():
         if v.path is not None and not v.error and v.name != "fp32" and Path(v.path).is_file() \
@@ -149,6 +166,10 @@ def _run(args: argparse.Namespace) -> int:
     for v in report.variants:
         for note in (*v.notes, *([v.error] if v.error else [])):
             print(f"  {v.name}: {printable(note, 300)}")
+    for v in report.variants:
+        for e in v.matmul_errors[:5]:
+            print(f"  {v.name}: MatMul {printable(e['node'], 80)}  relative L2 {e['rel_l2']:.3g}  "
+                  f"(adds {e['added']:.3g})")
     for note in report.notes:
         print(f"note: {printable(note, 300)}")
     if report.out_dir:

@@ -1,5 +1,6 @@
 """onnx-studio profile MODEL [MODEL2 ...] [--engine ort,ov|all] [--iterations N | --duration S] [--per-op]
-[--memory] [--threads 1,2] [--batch 1,4] [--concurrency 1,2] [--json] [--trace out.json] [--nsys]"""
+[--memory] [--threads 1,2] [--batch 1,4] [--concurrency 1,2] [--json] [--trace out.json] [--nsys]
+[--generate --prompt-lengths 16,64 --new-tokens 32]"""
 
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory", action="store_true", help="peak RSS, Python allocation sites and a leak check")
     p.add_argument("--memory-iterations", type=int, default=200, metavar="N", help="iterations of the leak check")
     p.add_argument("--threads", type=_int_list, metavar="1,2,...", help="sweep intra-op thread counts")
-    p.add_argument("--batch", type=_int_list, metavar="1,4,...", help="sweep batch sizes (dynamic first dim)")
+    p.add_argument("--batch", type=_int_list, metavar="1,4,...", help="sweep batch sizes (dynamic first dim); with "
+                                                                        "--generate: the generation's batch sizes")
     p.add_argument("--concurrency", type=_int_list, metavar="1,2,...", help="sweep requests in flight")
     p.add_argument("--sweep-iterations", type=int, default=30, metavar="N", help="iterations per sweep point")
     p.add_argument("--ov-cache", action="store_true", help="OpenVINO model cache (in the job folder); cold start "
@@ -80,6 +82,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                        "the commands to run on a GPU machine (not verified here)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows of the per-op table (default 10)")
     remote_args.add_arguments(p)
+    from studio.cli import profile_generate
+
+    profile_generate.add_arguments(p)
 
 
 def _options(args: argparse.Namespace):  # noqa: ANN202 - profilers.profile.ProfileOptions
@@ -136,6 +141,10 @@ def _nsys(args: argparse.Namespace) -> int | None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.generate:               # a decoder's generation loop (studio/cli/profile_generate.py)
+        from studio.cli import profile_generate
+
+        return profile_generate.run(args)
     if args.nsys:
         code = _nsys(args)
         if code is not None:

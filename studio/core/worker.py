@@ -161,6 +161,12 @@ def _reset_peak_rss() -> bool:
         return False
 
 
+def reset_peak_rss() -> bool:
+    """Reset this process's ``VmHWM`` to its current resident memory (a job measuring the peak of one
+    phase, as the generation profile does per case); False where Linux's ``clear_refs`` is not there."""
+    return _reset_peak_rss()
+
+
 def vm_hwm_bytes() -> int | None:
     """This process's peak resident memory since start (or since a reset through ``/proc/self/clear_refs``):
     Linux's ``VmHWM``; None where ``/proc`` does not say."""

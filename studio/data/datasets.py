@@ -538,6 +538,31 @@ def _tokenizer(ds: Dataset):
         raise StudioError(f"tokenizer.json cannot be loaded ({type(exc).__name__})") from None
 
 
+def text_token_ids(ds: Dataset, *, part: str = "evaluation", limit: int | None = None,
+                   key: str = "input_ids") -> list[list[int]]:
+    """The token ids of a text dataset's samples, unpadded (a decoder's prompts): a .jsonl line's ``key``
+    list (or ``ids``/``tokens``), a raw line encoded with the dataset's tokenizer.json."""
+    if ds.kind != "text":
+        raise StudioError(f"dataset {ds.name[:40]} holds {ds.kind} samples; decoder prompts need a text dataset",
+                          code="BAD-INPUT")
+    out: list[list[int]] = []
+    tok = None
+    for ref in ds.part(part)[: limit or None]:
+        path = ds.folder / ref.file
+        line = path.read_text(encoding="utf-8", errors="replace").splitlines()[ref.line or 0]
+        if path.suffix.lower() == ".jsonl":
+            obj = json.loads(line)
+            ids = next((obj[k] for k in (key, "ids", "tokens") if isinstance(obj, dict) and k in obj), None)
+            if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+                raise _sample_error(ds, ref, f"no '{key[:40]}' list of integer token ids in the line")
+        else:
+            tok = tok or _tokenizer(ds)
+            ids = list(tok.encode(line).ids)
+        if ids:
+            out.append([int(i) for i in ids])
+    return out
+
+
 def _image_spec(specs: Sequence[InputSpec]) -> InputSpec:
     for s in specs:
         if s.kind == "tensor" and s.shape is not None and len(s.shape) == 4:

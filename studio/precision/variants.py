@@ -59,7 +59,7 @@ class VariantSpec:
     precision: str                                # fp32 | fp16 | bf16 | int8
     passes: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()   # pipeline producing the model
     run_options: RunOptions = RunOptions()
-    builder: str = "passes"    # passes | nncf | nncf-accuracy (OpenVINO-native INT8) | mnn-quant | litert-quant
+    builder: str = "passes"    # passes | nncf | nncf-accuracy (OpenVINO-native INT8) | nncf-weights | mnn-quant | ...
 
 
 def _p(name: str, **opts: Any) -> tuple[str, tuple[tuple[str, Any], ...]]:
@@ -88,6 +88,16 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
                 RunOptions(precision="f32", openvino_ir=True), builder="nncf"),
     VariantSpec("int8-nncf-aa", "INT8 NNCF accuracy-aware · OpenVINO", "openvino", "int8", (),
                 RunOptions(precision="f32", openvino_ir=True), builder="nncf-accuracy"),
+    # Weight-only (decoders, LLMs): MatMul weights in int4/int8 blocks, activations float. ORT's
+    # MatMulNBitsQuantizer (com.microsoft MatMulNBits, ONNX Runtime only) and NNCF compress_weights.
+    VariantSpec("int4", "int4 weights (MatMulNBits) · ONNX Runtime", "onnxruntime", "int4",
+                (_p("quantize-weight-only", bits=4),)),
+    VariantSpec("int8-weights", "int8 weights (MatMulNBits) · ONNX Runtime", "onnxruntime", "int8",
+                (_p("quantize-weight-only", bits=8),)),
+    VariantSpec("int4-ov", "int4 weights NNCF compress_weights · OpenVINO", "openvino", "int4", (),
+                RunOptions(precision="f32", openvino_ir=True), builder="nncf-weights"),
+    VariantSpec("int8-weights-ov", "int8 weights NNCF compress_weights · OpenVINO", "openvino", "int8", (),
+                RunOptions(precision="f32", openvino_ir=True), builder="nncf-weights"),
     # MNN and LiteRT: the conversion sets the precision (MNNConvert --fp16 / --weightQuantBits 8 stores
     # fp16 / int8 weights, computed in fp32 on x86; onnx2tf's float16 .tflite).
     VariantSpec("fp32-mnn", "fp32 · MNN", "mnn", "fp32", (), RunOptions(precision="f32")),
@@ -157,6 +167,10 @@ class VariantResult:
     lineage: tuple[dict, ...] = ()           # pipeline records (provenance of the model)
     details: Mapping[str, Any] = field(default_factory=dict)
     task: Mapping[str, Any] | None = None     # task metrics on the dataset (MetricReport.to_dict()), if any
+    # decoders: next-token agreement / KL over a greedy generation (GenerationAgreement.to_dict()) and, for
+    # weight-only variants, each quantized MatMul's output error vs fp32 (worst first)
+    generation: Mapping[str, Any] | None = None
+    matmul_errors: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def latency_ms(self) -> float | None:
@@ -188,7 +202,9 @@ class VariantResult:
         d.update(path=self.path.name if self.path else None, faster_than_fp32=self.faster_than_fp32,
                  ratio_ci=[round(x, 4) for x in self.ratio_ci] if self.ratio_ci else None,
                  ratio_rounds=self.ratio_rounds, speed=self.speed_text,
-                 notes=list(self.notes), details=dict(self.details), lineage=list(self.lineage), task=self.task)
+                 notes=list(self.notes), details=dict(self.details), lineage=list(self.lineage), task=self.task,
+                 generation=dict(self.generation) if self.generation else None,
+                 matmul_errors=[dict(e) for e in self.matmul_errors])
         for k in ("latency_p10_ms", "median_ms", "p90_ms", "ratio", "cosine", "max_abs"):
             if d[k] is not None:
                 d[k] = round(float(d[k]), 6)
@@ -562,6 +578,8 @@ class _Context:
     dataset: Any                     # studio.data.datasets.Dataset or None
     target: Any                      # studio.data.metrics.Target or None
     target_cosine: float
+    weight_options: Mapping[str, Any] = field(default_factory=dict)   # weight-only: block/group size, ratio...
+    prompts: Any = None              # decoders: the text dataset the generation is judged on (else seeded ids)
 
 
 @dataclass(frozen=True)
@@ -659,7 +677,14 @@ def _pass_options(ctx: _Context, inp: _Inputs, calibration_method: str) -> dict[
     return {"quantize-int8-static": {"calibration": str(calib_npz), "target_cosine": ctx.target_cosine,
                                      "method": calibration_method, **dims_opt, **task_opt},
             "quantize-int8-dynamic": {"target_cosine": ctx.target_cosine, **dims_opt},
+            "quantize-weight-only": _weight_pass_options(ctx.weight_options),
             "convert-fp16": dims_opt}
+
+
+def _weight_pass_options(opts: Mapping[str, Any]) -> dict[str, Any]:
+    from studio.precision.weight_only import weight_pass_options
+
+    return weight_pass_options(opts)
 
 
 def _failed(spec: VariantSpec, exc: Exception, path: Path | None = None) -> VariantResult:
@@ -679,6 +704,11 @@ def _build_one(ctx: _Context, inp: _Inputs, spec: VariantSpec, built: Mapping[st
     plain = built.get("int8")
     if spec.builder in ("mnn-quant", "litert-quant"):
         return _build_converted_int8(spec, ctx.model_path, ctx.work, inp.calib, ctx.limits, ctx.pool_key)
+    if spec.builder == "nncf-weights":
+        from studio.precision.weight_only import build_nncf_weights
+
+        return build_nncf_weights(spec.name, ctx.model_path, ctx.header, ctx.work, ctx.weight_options, ctx.limits,
+                                  ctx.pool_key)
     if spec.builder.startswith("nncf"):
         return _build_nncf(spec, ctx.model_path, ctx.work, inp.calib, inp.eval_feeds, inp.golden, ctx.target,
                            ctx.limits, ctx.pool_key)
@@ -884,7 +914,8 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                       pool_key: str = "default", on_progress: Callable[[int, int, str], None] | None = None,
                       on_tick: Callable[[float], None] | None = None,
                       calibration_method: str = "minmax", dataset=None, target=None,
-                      tasks: Mapping[str, str] | None = None) -> PrecisionReport:
+                      tasks: Mapping[str, str] | None = None, weight_options: Mapping[str, Any] | None = None,
+                      generation_steps: int = 8) -> PrecisionReport:
     """Build, verify, compare and time each variant (see module docs).
 
     ``dataset`` (a :class:`studio.data.datasets.Dataset`): calibrate on its calibration part and
@@ -898,19 +929,32 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
     seeded random sets); ``inputs``: an .npz judged on (else: real samples of the
     calibration data held out from calibration when it is given, 4 fresh random sets
     when it is not). ``calibration_method``: minmax, entropy or percentile.
+    A KV-cache decoder is also judged over ``generation_steps`` greedy tokens (next-token agreement, KL;
+    a text ``dataset`` gives the prompts, see :mod:`studio.precision.weight_only`); ``weight_options``
+    (block_size, symmetric, accuracy_level, ratio) shape the weight-only int4/int8 variants.
     Variant models are written under ``out_dir`` (a temporary folder when None,
     removed afterwards). A full or read-only disk at ``out_dir`` stops the run with one
     line, and the variants written there so far are removed again (nothing is left half done)."""
     model_path = Path(model_path)
     header = onnx.load_model(str(model_path), load_external_data=False)
     names = _variant_names(header, variants)
+    from studio.precision.weight_only import check_weight_options, decoder_of
+
+    weight_options = check_weight_options(weight_options)
+    decoder = decoder_of(header, model_path)
+    prompts_from = None
+    if decoder is not None and dataset is not None and dataset.kind == "text":
+        if target is not None:
+            raise StudioError("a decoder is judged by next-token agreement and KL over a generation; a task-metric "
+                              "--target does not apply to it", code="BAD-OPTION")
+        prompts_from, dataset = dataset, None       # the text gives the prompts; feeds stay the cache-aware ones
     _check_options(header, target_cosine, calibration_method, dataset, target, tasks)
     own = out_dir is None
     work = Path(tempfile.mkdtemp(prefix="onnx-studio-precision-")) if own else Path(out_dir)
     work.mkdir(parents=True, exist_ok=True)
     ctx = _Context(model_path, header, work, _long_limits(limits, _model_bytes(model_path)), pool_key, on_tick,
-                   tasks, dataset, target, target_cosine)
-    progress = _Progress(on_progress, len(names) * 2 + 2)
+                   tasks, dataset, target, target_cosine, weight_options, prompts_from)
+    progress = _Progress(on_progress, len(names) * 2 + 2 + (decoder is not None))
     try:
         progress("preparing inputs")
         inp = _prepare_inputs(ctx, calibration, inputs, samples, dims, preprocess)
@@ -923,9 +967,16 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
         for name in timed:
             results[name] = _judge_variant(ctx, inp, name, built[name], comparisons[name], run,
                                            base.p10_ms if base is not None else None)
+        extra_notes: tuple[str, ...] = ()
+        if decoder is not None:
+            from studio.precision.weight_only import judge_decoder
+
+            progress("judging the decoder over a greedy generation")
+            extra_notes = judge_decoder(ctx, decoder, inp.eval_feeds.sets[0], built, results, generation_steps)
         progress("recommending")
         final, best, per_engine = _recommendation(names, results)
-        return _report(ctx, inp, final, best, per_engine, own)
+        report = _report(ctx, inp, final, best, per_engine, own)
+        return dataclasses.replace(report, notes=report.notes + extra_notes) if extra_notes else report
     finally:
         progress.done()
         if own:

@@ -20,8 +20,11 @@ if TYPE_CHECKING:
 
 OpProfile = Any   # a profiled variant's ``ops`` (profilers.ops.OpProfile; pages see it through the Profile only)
 
-__all__ = ["cold_rows", "cold_start_chart", "latency_histogram", "memory_timeline", "op_bar", "op_treemap",
+__all__ = ["cold_rows", "cold_start_chart", "decode_position_chart", "generation_ratio_rows", "generation_rows",
+           "latency_histogram", "memory_length_chart", "memory_timeline", "op_bar", "op_treemap",
            "ratio_rows", "stats_rows", "sweep_chart", "sweep_rows"]
+
+GenerationProfile = Any   # api.profile_generation's result (profilers.generation_profile.GenerationProfile)
 
 
 def _plain(text: str, limit: int = 60) -> str:
@@ -190,4 +193,66 @@ def sweep_chart(profile: Profile, kind: str) -> go.Figure:
     fig.update_layout(title=f"{kind} sweep: throughput vs latency (p50 solid, p99 dotted)",
                       xaxis_title="throughput (samples/s)", yaxis_title="latency (ms)", height=420,
                       yaxis_type="log" if spread > 5 else "linear")
+    return legend_below(fig)
+
+
+# ---------------------------------------------------------------------------- generation (KV-cache decoders)
+
+def generation_rows(result: GenerationProfile) -> list[dict]:
+    """One row per variant x case: TTFT, decode p50/p99, tokens/s, peak memory, the KV cache at the end."""
+    rows = []
+    for v in result.variants:
+        if v.error:
+            rows.append({"variant": v.id, "engine": v.variant.engine.label, "status": f"{v.error_kind}: {v.error}"})
+            continue
+        for c in v.cases:
+            rows.append({"variant": v.id, "engine": v.variant.engine.label, "prompt": c.prompt_length,
+                         "batch": c.batch, "status": "ok" if c.ok else c.error,
+                         "TTFT ms": _r(c.ttft.p50_ms) if c.ttft else None,
+                         "decode p50 ms": _r(c.decode.p50_ms) if c.decode else None,
+                         "decode p99 ms": _r(c.decode.p99_ms) if c.decode else None,
+                         "tokens/s": _r(c.tokens_per_s, 1), "end-to-end tokens/s": _r(c.e2e_tokens_per_s, 1),
+                         "peak RSS MiB": _r(c.peak_rss / 2**20, 1) if c.peak_rss else None,
+                         "KV cache KiB": _r(c.kv_cache_bytes / 2**10, 1) if c.kv_cache_bytes else None,
+                         "generations": c.generations})
+    return rows
+
+
+def generation_ratio_rows(result: GenerationProfile) -> list[dict]:
+    rows = []
+    for r in result.ratios:
+        rows.append({"variant": r.other_id, "vs baseline": r.baseline_id, "prompt": r.prompt_length,
+                     "batch": r.batch, "TTFT ratio": _r(r.ttft.ratio) if r.ttft else None,
+                     "TTFT 95% CI": r.ttft.interval_text() if r.ttft else None,
+                     "decode ratio": _r(r.decode.ratio) if r.decode else None,
+                     "decode 95% CI": r.decode.interval_text() if r.decode else None,
+                     "same tokens": r.tokens_agree})
+    return rows
+
+
+def decode_position_chart(result: GenerationProfile) -> go.Figure:
+    """Median decode latency against the past length it read, one line per variant x case."""
+    fig = go.Figure()
+    for v in result.variants:
+        for c in v.cases:
+            if not c.decode_by_position_ms:
+                continue
+            fig.add_trace(go.Scatter(x=list(c.past_lengths[1:]), y=list(c.decode_by_position_ms), mode="lines+markers",
+                                     name=_plain(f"{v.id} prompt {c.prompt_length} batch {c.batch}")))
+    fig.update_layout(title="Decode latency against position (median per step)", xaxis_title="past length (tokens)",
+                      yaxis_title="ms per token", height=400)
+    return legend_below(fig)
+
+
+def memory_length_chart(result: GenerationProfile) -> go.Figure:
+    """Resident memory of the worker against the positions held in the cache, one line per variant x case."""
+    fig = go.Figure()
+    for v in result.variants:
+        for c in v.cases:
+            if not c.rss_by_length:
+                continue
+            fig.add_trace(go.Scatter(x=[x for x, _ in c.rss_by_length], y=[b / 2**20 for _, b in c.rss_by_length],
+                                     mode="lines", name=_plain(f"{v.id} prompt {c.prompt_length} batch {c.batch}")))
+    fig.update_layout(title="Memory against length (resident MiB after each token)",
+                      xaxis_title="positions in the cache", yaxis_title="MiB", height=400)
     return legend_below(fig)

@@ -29,7 +29,38 @@ def _table(report) -> pd.DataFrame:
                                                 else ""),
         "task metric": "" if not v.task else ("n/a" if v.task.get("target_value") is None
                                               else f"{v.task['target_value']:.4g}"),
+        "next-token agreement": _fmt((v.generation or {}).get("next_token_agreement"), ".4f"),
+        "KL (nats)": _fmt((v.generation or {}).get("mean_kl"), ".3g"),
         "status": v.status, "notes": " · ".join(v.notes) or (v.error or "")} for v in report.variants])
+
+
+_WEIGHT_ONLY = ("int4", "int8-weights", "int4-ov", "int8-weights-ov")
+
+
+def _weight_options(chosen: list[str]) -> dict:
+    """Block size, symmetry, accuracy level and NNCF ratio for the weight-only variants (when one is chosen)."""
+    if not any(n in _WEIGHT_ONLY for n in chosen):
+        return {}
+    with st.expander("Weight-only int4 / int8 options", expanded=False):
+        a, b, c, d = st.columns(4)
+        block = a.selectbox("Block (group) size", ["auto", "16", "32", "64", "128", "256"], key="precision_block",
+                            help="auto: the largest of 128/64/32/16 dividing every MatMul's K")
+        symmetric = b.checkbox("Symmetric", value=True, key="precision_symmetric")
+        level = c.selectbox("Accuracy level (ORT)", [0, 1, 2, 3, 4], key="precision_level",
+                            help="MatMulNBits compute type: 0 unset, 1 fp32, 2 fp16, 3 bf16, 4 int8")
+        ratio = d.slider("int4 ratio (NNCF)", 0.1, 1.0, 1.0, 0.05, key="precision_ratio")
+    return {"block_size": block, "symmetric": symmetric, "accuracy_level": int(level), "ratio": float(ratio)}
+
+
+def _matmul_errors(report) -> None:
+    """Which quantized MatMul hurts: each weight-only variant's per-MatMul output error, worst first."""
+    for v in report.variants:
+        if v.matmul_errors:
+            with st.expander(f"{v.name}: error of each quantized MatMul vs fp32 (worst first)"):
+                st.dataframe(pd.DataFrame([{"MatMul": e["node"], "relative L2": f"{e['rel_l2']:.4g}",
+                                            "added over earlier MatMuls": f"{e['added']:.4g}",
+                                            "cosine": _fmt(e.get("cosine"), ".5f")} for e in v.matmul_errors]),
+                             hide_index=True, width="stretch")
 
 
 def _save_buttons(report, parent_id: str) -> None:
@@ -79,6 +110,7 @@ def render() -> None:
                              format="%.3f", key="precision_target")
         st.caption("Without a dataset the result is a random-input estimate, not a recommendation: add one on "
                    "the Data page and pick it above.")
+    weight_options = _weight_options(chosen)
     budget = right.number_input("Latency measurement budget (s)", 5, 600, 60, key="precision_budget")
     if not choice.ready:
         st.caption("Upload the calibration data to build INT8 variants with it.")
@@ -96,7 +128,8 @@ def render() -> None:
                                        target_cosine=float(target), out_dir=job.dir,
                                        dims=state.dims(), latency_budget_s=float(budget), pool_key=state.session_id(),
                                        on_progress=on_progress, on_tick=on_tick, calibration_method=method,
-                                       dataset=choice.dataset, target=task_target or None, tasks=tasks)
+                                       dataset=choice.dataset, target=task_target or None, tasks=tasks,
+                                       weight_options=weight_options or None)
                 job.message = report.summary()[:300]
                 return report
         report = widgets.run_stoppable("Building and measuring variants", work)
@@ -112,6 +145,7 @@ def render() -> None:
                                      f"{report.evaluation.get('source', '')} · baseline: "
                                      f"{report.evaluation.get('baseline', '')}", 400))
         st.dataframe(_table(report), hide_index=True, width="stretch")
+        _matmul_errors(report)
         st.plotly_chart(api.tradeoff_figure(report), width="stretch", key="precision_tradeoff")
         for note in report.notes:
             st.warning(widgets.md_escape(note, 400))

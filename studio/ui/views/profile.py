@@ -1,5 +1,6 @@
 """Profile: versions x engines side by side — latency percentiles, interleaved
-ratios with their confidence, cold start, per-op time, memory and sweeps.
+ratios with their confidence, cold start, per-op time, memory and sweeps; for a KV-cache
+decoder also its generation (studio/ui/generation_section.py).
 
 The page reads widgets, calls ``api.profile`` and renders its result with
 the chart builders ``api`` re-exports. Stop: any click reruns the script, which interrupts
@@ -17,7 +18,7 @@ from studio import api
 from studio.batch import facade as batch_api
 from studio.core.errors import StudioError
 from studio.core.jsonsafe import dumps as json_dumps
-from studio.ui import profile_charts, state, widgets
+from studio.ui import generation_section, profile_charts, state, widgets
 from studio.ui.inputs_picker import InputsChoice, inputs_picker
 
 _RESULT = "profile_result"
@@ -258,6 +259,7 @@ def render() -> None:
     result = st.session_state.get(_RESULT)
     if result is not None:
         _results(result)
+    generation_section.render(entries, chosen, engines)    # KV-cache decoders only
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

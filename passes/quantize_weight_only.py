@@ -1,0 +1,137 @@
+"""quantize-weight-only: MatMul with a constant [K, N] weight  ⇒  com.microsoft MatMulNBits (int4 or int8 blocks).
+
+Weight-only quantization, the way decoders are served on CPUs: each eligible
+MatMul's weight is stored in blocks of ``block_size`` values along K, 4 (or 8)
+bits a value with one float scale (and, asymmetric, one zero point) per block;
+activations stay float. ONNX Runtime's ``MatMulNBitsQuantizer`` does the
+rewrite (Olive and onnxruntime-genai's model builder use the same one), so the
+output tensors keep their names and a layer-wise comparison with fp32 lines up
+MatMul by MatMul. ``accuracy_level`` is MatMulNBits' compute type (0 unset,
+1 fp32, 2 fp16, 3 bf16, 4 int8 activations). The result runs on ONNX Runtime
+only (MatMulNBits is a contrib op). OpenVINO's own weight compression is NNCF's
+``compress_weights`` on the OpenVINO model (:mod:`studio.precision.nncf_weights`).
+
+Eligible: a MatMul whose second input is a 2-D float initializer (what the
+quantizer itself accepts); :func:`eligible_matmuls` counts them without
+running anything.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import ClassVar
+
+import onnx
+import onnx_ir as ir
+
+from passes.base import Change, PassResult, StudioPass
+from passes.quant_tools import job_context
+from passes.registry import register
+from studio.core.compare import QUANTIZED, Tolerance
+from studio.core.errors import StudioError
+
+__all__ = ["ACCURACY_LEVELS", "BLOCK_SIZES", "QuantizeWeightOnly", "auto_block_size", "eligible_matmuls"]
+
+BLOCK_SIZES = (16, 32, 64, 128, 256)
+ACCURACY_LEVELS = (0, 1, 2, 3, 4)
+_FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
+
+
+def eligible_matmuls(model: onnx.ModelProto) -> list[tuple[str, int, int]]:
+    """(node name, K, N) of every main-graph MatMul with a 2-D float initializer as its weight."""
+    inits = {t.name: t for t in model.graph.initializer}
+    out = []
+    for n in model.graph.node:
+        if n.op_type != "MatMul" or n.domain not in ("", "ai.onnx") or len(n.input) < 2:
+            continue
+        w = inits.get(n.input[1])
+        if w is not None and len(w.dims) == 2 and w.data_type in _FLOATS:
+            out.append((n.name, int(w.dims[0]), int(w.dims[1])))
+    return out
+
+
+def auto_block_size(ks: Iterable[int], largest: int = 128) -> int:
+    """The largest block (<= ``largest``, >= 16) that divides every K, so no block is padded; 32 when
+    none does (the quantizer then pads the last block)."""
+    ks = list(ks)
+    for b in (b for b in reversed(BLOCK_SIZES) if b <= largest):
+        if ks and all(k % b == 0 for k in ks):
+            return b
+    return 32
+
+
+@register
+class QuantizeWeightOnly(StudioPass):
+    """MatMul with a constant [K, N] weight  ⇒  com.microsoft MatMulNBits (int4/int8 blocks, float activations)."""
+
+    name = "quantize-weight-only"
+    summary = ("Weight-only int4/int8 (ONNX Runtime MatMulNBitsQuantizer): MatMul weights in blocks of 4 or 8 bits "
+               "with a scale per block, activations float; for decoders/LLMs. Runs on ONNX Runtime only.")
+    calls_engines = True
+    verify_tolerance: ClassVar[Tolerance | None] = QUANTIZED
+    verify_quantized: ClassVar[bool] = True
+
+    # Options: bits (4 | 8), block_size ("auto" | 16..256), symmetric (bool), accuracy_level (0..4),
+    # nodes_to_exclude (MatMul names kept float).
+    def call(self, model: ir.Model) -> PassResult:
+        bits = int(self.options.get("bits", 4))
+        if bits not in (4, 8):
+            raise StudioError(f"bits must be 4 or 8, got {bits}", code="BAD-OPTION")
+        level = int(self.options.get("accuracy_level", 0))
+        if level not in ACCURACY_LEVELS:
+            raise StudioError(f"accuracy_level must be one of {', '.join(map(str, ACCURACY_LEVELS))}, got {level}",
+                              code="BAD-OPTION")
+        block = self.options.get("block_size", "auto")
+        if block != "auto" and int(block) not in BLOCK_SIZES:
+            raise StudioError(f"block_size must be auto or one of {', '.join(map(str, BLOCK_SIZES))}, got {block}",
+                              code="BAD-OPTION")
+        with tempfile.TemporaryDirectory(prefix="wq-", dir=".") as tmp:
+            return _run(model, Path(tmp).resolve(), bits, block, bool(self.options.get("symmetric", True)), level,
+                        [str(n) for n in self.options.get("nodes_to_exclude") or []], job_context(self))
+
+
+def model_file_bytes(path: Path) -> int:
+    """A saved model's bytes, its external data included."""
+    return sum(p.stat().st_size for p in path.parent.iterdir() if p.is_file() and p.name.startswith(path.name))
+
+
+def _run(model: ir.Model, work: Path, bits: int, block, symmetric: bool, level: int, exclude: list[str],
+         ctx) -> PassResult:
+    from onnxruntime.quantization.matmul_nbits_quantizer import (DefaultWeightOnlyQuantConfig,
+                                                                 MatMulNBitsQuantizer)
+
+    from passes import quant_tools as qt
+    from passes.model_io import save_result
+
+    src = save_result(model, work / "src" / "model.onnx")
+    proto = onnx.load_model(str(src))
+    eligible = [e for e in eligible_matmuls(proto) if e[0] not in set(exclude)]
+    if not eligible:
+        raise StudioError("no MatMul with a constant 2-D weight to quantize (weight-only quantization needs "
+                          "MatMul weights stored as initializers)", code="NOTHING-TO-QUANTIZE")
+    block_size = auto_block_size(k for _, k, _ in eligible) if block == "auto" else int(block)
+    ctx.set_stage(f"weight-only int{bits}: MatMulNBitsQuantizer (block {block_size})")
+    cfg = DefaultWeightOnlyQuantConfig(block_size=block_size, is_symmetric=symmetric,
+                                       accuracy_level=level or None, bits=bits)
+    quantizer = MatMulNBitsQuantizer(proto, bits=bits, block_size=block_size, is_symmetric=symmetric,
+                                     accuracy_level=level or None, nodes_to_exclude=exclude, algo_config=cfg)
+    quantizer.process()
+    out = work / "quantized.onnx"
+    quantizer.model.save_model_to_file(str(out), use_external_data_format=quantizer.model.model.ByteSize()
+                                       > 1_800_000_000)
+    del quantizer, proto
+    qt.release_memory()
+    result = qt.load_result(out)
+    quantized = [n for n in result.graph if n.op_type == "MatMulNBits"]
+    changes = [Change("replaced", tuple(e[0] for e in eligible),
+                      f"{len(quantized)} MatMul -> MatMulNBits ({bits}-bit, block {block_size}, "
+                      f"{'symmetric' if symmetric else 'asymmetric'}, accuracy level {level})")]
+    details = {"weight_only": {"bits": bits, "block_size": block_size, "symmetric": symmetric,
+                               "accuracy_level": level, "eligible_matmuls": len(eligible),
+                               "quantized_matmuls": len(quantized), "excluded": exclude,
+                               "quantized_outputs": [n.outputs[0].name for n in quantized],
+                               "size_ratio": round(model_file_bytes(out) / max(1, model_file_bytes(src)), 4)},
+               "runs_on": ["onnxruntime"]}
+    return PassResult(result, bool(quantized), tuple(changes), {"matmulnbits": len(quantized)}, details=details)

@@ -1,0 +1,532 @@
+"""Generation profile of KV-cache decoders: time to first token, per-token decode latency, tokens/s and
+peak memory, per prompt length and batch, for every (version x engine) variant, A/B interleaved.
+
+Steps (each a sandbox job, :mod:`profilers.generation_jobs`):
+
+1. every target is recognized as a decoder (``DecoderSpec``, graph only) and its loop contract read
+   (:func:`profilers.generation.contract_of`); each case must fit the context;
+2. one worker opens every variant and times greedy generations of each case in interleaved rounds
+   (:func:`profilers.latency.timed_rounds`); if that shared worker dies, each variant is timed alone;
+3. optionally, a fresh worker per variant measures peak memory per case (``VmHWM``) and resident
+   memory after every token.
+
+Figures (:class:`CaseResult`): TTFT is the prefill step (its feeds, the model call and the argmax of the
+first token); a decode step is one token after that; both as :class:`~profilers.stats.LatencyStats`.
+``tokens_per_s`` = batch x 1000 / decode p50 (the decode rate of the batch; per sequence: 1000 / p50);
+``e2e_tokens_per_s`` = batch x new tokens x 1000 / the median whole generation (prefill included).
+Ratios of TTFT and decode latency against the first variant are paired round by round
+(:meth:`profilers.latency.LatencyRun.ratio`); the tokens each variant generated are compared too.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from profilers import generation_jobs  # noqa: F401 - registers the profile.generate* jobs
+from profilers.generation import GenerationContract, contract_of, prompt_ids
+from profilers.latency import LatencyRun
+from profilers.profile import MachineInfo, machine_facts
+from profilers.stats import LatencyStats, RatioEstimate, latency_stats
+from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants, unavailable_reason
+from studio.core.errors import StudioError, WorkerError
+from studio.core.sandbox import GiB, Limits, default_limits, run_job
+from studio.inspect.decoder import DecoderSpec, recognize
+from studio.inspect.decoder_cache import short
+
+__all__ = ["CaseResult", "GenerationOptions", "GenerationProfile", "GenerationRatio", "GenerationVariant",
+           "decoder_contract", "generation_command", "run_generation"]
+
+GENERATION_ENGINES = ("onnxruntime", "openvino")
+Progress = Callable[[float, str], None]
+_BUDGET_SHARE, _HARD_SHARE = 0.8, 0.9      # of a job's time limit, as the latency job plans
+
+
+def _ints(values: Sequence[int], name: str, low: int = 1) -> tuple[int, ...]:
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < low:
+            raise StudioError(f"{name} must be integers >= {low}, got {v!r}", code="BAD-OPTION")
+        out.append(int(v))
+    if not out:
+        raise StudioError(f"give at least one {name.rstrip('s')}", code="BAD-OPTION")
+    return tuple(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    """What to generate: prompts of each length x batch, ``new_tokens`` tokens each, ``generations``
+    timed generations per variant and case (one per interleaved round) after ``warmup`` untimed ones."""
+
+    prompt_lengths: tuple[int, ...] = (16, 64)
+    new_tokens: int = 32
+    batch_sizes: tuple[int, ...] = (1,)
+    generations: int = 5
+    warmup: int = 1
+    seed: int = 0
+    io_binding: bool = True                 # ONNX Runtime: keep the cache as OrtValues between steps
+    memory: bool = True                     # peak memory per case in a fresh worker per variant
+    timeout_s: float | None = None          # per job step; None: the worker default
+    memory_gb: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prompt_lengths", _ints(self.prompt_lengths, "prompt lengths"))
+        object.__setattr__(self, "batch_sizes", _ints(self.batch_sizes, "batch sizes"))
+        for name, low in (("new_tokens", 2), ("generations", 1), ("warmup", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise StudioError(f"{name.replace('_', ' ')} must be an integer >= {low}, got {value!r}",
+                                  code="BAD-OPTION")
+        for name in ("timeout_s", "memory_gb"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise StudioError(f"{name} must be a positive number", code="BAD-OPTION")
+
+    @property
+    def cases(self) -> tuple[tuple[int, int], ...]:
+        """(prompt length, batch) of every case, lengths first."""
+        return tuple((p, b) for p in self.prompt_lengths for b in self.batch_sizes)
+
+    def limits(self) -> Limits:
+        base = default_limits()
+        return Limits(timeout_s=float(self.timeout_s or base.timeout_s),
+                      memory_bytes=int(self.memory_gb * GiB) if self.memory_gb else base.memory_bytes,
+                      cpu_threads=base.cpu_threads)
+
+    def to_dict(self) -> dict:
+        return {"prompt_lengths": list(self.prompt_lengths), "new_tokens": self.new_tokens,
+                "batch_sizes": list(self.batch_sizes), "generations": self.generations, "warmup": self.warmup,
+                "seed": self.seed, "io_binding": self.io_binding, "memory": self.memory,
+                "timeout_s": self.timeout_s, "memory_gb": self.memory_gb}
+
+
+def _r(x: float | None, digits: int = 5) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), digits)
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One variant on one case (prompt length x batch)."""
+
+    prompt_length: int
+    batch: int
+    new_tokens: int
+    ttft: LatencyStats | None = None
+    decode: LatencyStats | None = None
+    generation: LatencyStats | None = None       # whole generations (prefill + decode steps)
+    decode_by_position_ms: tuple[float, ...] = ()   # median decode step per past length
+    past_lengths: tuple[int, ...] = ()           # what the loop fed: 0 (prefill), then P, P+1, ...
+    tokens: tuple[tuple[int, ...], ...] = ()     # generated ids per sequence
+    deterministic: bool = True                   # every timed generation gave the same tokens
+    generations: int = 0
+    peak_rss: int | None = None
+    peak_source: str | None = None
+    rss_by_length: tuple[tuple[int, int], ...] = ()   # (total positions, resident bytes) after each token
+    kv_cache_bytes: int | None = None            # the cache at the last step, from the DecoderSpec
+    error: str | None = None
+    steps_ms: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False, compare=False)
+    rounds_of: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32), repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.decode is not None
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Decode rate of the batch: batch x 1000 / decode p50 (ms)."""
+        return self.batch * 1000.0 / self.decode.p50_ms if self.decode and self.decode.p50_ms > 0 else None
+
+    @property
+    def e2e_tokens_per_s(self) -> float | None:
+        g = self.generation
+        return self.batch * self.new_tokens * 1000.0 / g.p50_ms if g and g.p50_ms > 0 else None
+
+    @property
+    def key(self) -> str:
+        return f"p{self.prompt_length}b{self.batch}"
+
+    def to_dict(self) -> dict:
+        return {"prompt_length": self.prompt_length, "batch": self.batch, "new_tokens": self.new_tokens,
+                "ok": self.ok, "error": self.error, "generations": self.generations,
+                "ttft_ms": _r(self.ttft.p50_ms) if self.ttft else None,
+                "ttft": self.ttft.to_dict() if self.ttft else None,
+                "decode_p50_ms": _r(self.decode.p50_ms) if self.decode else None,
+                "decode_p99_ms": _r(self.decode.p99_ms) if self.decode else None,
+                "decode": self.decode.to_dict() if self.decode else None,
+                "generation": self.generation.to_dict() if self.generation else None,
+                "tokens_per_s": _r(self.tokens_per_s, 2), "tokens_per_s_per_sequence":
+                    _r(self.tokens_per_s / self.batch, 2) if self.tokens_per_s else None,
+                "e2e_tokens_per_s": _r(self.e2e_tokens_per_s, 2),
+                "decode_by_position_ms": [_r(x) for x in self.decode_by_position_ms],
+                "past_lengths": list(self.past_lengths), "tokens": [list(t) for t in self.tokens],
+                "deterministic": self.deterministic, "peak_rss": self.peak_rss, "peak_source": self.peak_source,
+                "rss_by_length": [list(x) for x in self.rss_by_length], "kv_cache_bytes": self.kv_cache_bytes}
+
+
+@dataclass(frozen=True)
+class GenerationVariant:
+    variant: Variant
+    cases: tuple[CaseResult, ...] = ()
+    error: str | None = None
+    error_kind: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    baseline_rss: int | None = None
+    opened_rss: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.cases) and all(c.ok for c in self.cases)
+
+    @property
+    def id(self) -> str:
+        return self.variant.id
+
+    def case(self, prompt_length: int, batch: int) -> CaseResult | None:
+        return next((c for c in self.cases if (c.prompt_length, c.batch) == (prompt_length, batch)), None)
+
+    def to_dict(self) -> dict:
+        return {"variant": self.variant.to_dict(), "ok": self.ok, "error": self.error, "error_kind": self.error_kind,
+                "details": {str(k): v for k, v in self.details.items()}, "baseline_rss": self.baseline_rss,
+                "opened_rss": self.opened_rss, "cases": [c.to_dict() for c in self.cases]}
+
+
+@dataclass(frozen=True)
+class GenerationRatio:
+    """``other`` vs ``baseline`` on one case: TTFT and decode ratios (< 1: other is faster), paired by
+    round, and whether both generated the same tokens."""
+
+    prompt_length: int
+    batch: int
+    baseline_id: str
+    other_id: str
+    ttft: RatioEstimate | None
+    decode: RatioEstimate | None
+    tokens_agree: bool
+    first_difference: int | None      # the first token index where they differ (any sequence)
+
+    def to_dict(self) -> dict:
+        return {"prompt_length": self.prompt_length, "batch": self.batch, "baseline": self.baseline_id,
+                "other": self.other_id, "ttft": self.ttft.to_dict() if self.ttft else None,
+                "decode": self.decode.to_dict() if self.decode else None, "tokens_agree": self.tokens_agree,
+                "first_difference": self.first_difference}
+
+
+@dataclass(frozen=True)
+class GenerationProfile:
+    """The result of :func:`run_generation` (and of ``api.profile_generation``)."""
+
+    variants: tuple[GenerationVariant, ...]
+    ratios: tuple[GenerationRatio, ...]
+    options: GenerationOptions
+    decoders: tuple[dict, ...]               # per target: convention, layers, KV bytes per token, context
+    prompts: Mapping[str, tuple[tuple[int, ...], ...]]   # case key -> the prompt's ids
+    machine: MachineInfo
+    interleaved: bool
+    seconds: float
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.variants) and all(v.ok for v in self.variants)
+
+    def variant(self, variant_id: str) -> GenerationVariant:
+        for v in self.variants:
+            if v.id == variant_id:
+                return v
+        raise KeyError(variant_id)
+
+    def to_dict(self) -> dict:
+        return {"kind": "generation", "ok": self.ok, "seconds": round(self.seconds, 3),
+                "interleaved": self.interleaved, "options": self.options.to_dict(), "decoders": list(self.decoders),
+                "prompts": {k: [list(r) for r in v] for k, v in self.prompts.items()},
+                "machine": self.machine.to_dict(), "warnings": list(self.warnings),
+                "variants": [v.to_dict() for v in self.variants], "ratios": [r.to_dict() for r in self.ratios],
+                "definitions": {"ttft_ms": "p50 of the prefill step (feeds, model call, argmax of the first token)",
+                                "decode_p50_ms": "p50 of one decode step (one token per sequence)",
+                                "tokens_per_s": "batch x 1000 / decode_p50_ms",
+                                "e2e_tokens_per_s": "batch x new_tokens x 1000 / median generation ms",
+                                "peak_rss": "the worker's resident high-water mark over one generation (VmHWM)"}}
+
+
+# ============================================================================ orchestration
+
+def decoder_contract(target: ProfileTarget) -> tuple[DecoderSpec, GenerationContract]:
+    """The target's decoder spec and loop contract, or one error line naming what is missing."""
+    handle = target.handle
+    name = handle.path.name
+    spec = recognize(handle.proto, folder=handle.path.parent, filename=name)
+    if spec is None:
+        raise StudioError(f"{short(name, 80)} is not a KV-cache decoder: it has no past_key_values.N.key/value "
+                          "inputs and present.N.key/value outputs, which a generation profile needs (profile it "
+                          "without --generate)", code="GENERATE-NOT-DECODER")
+    return spec, contract_of(handle.proto, spec, name)
+
+
+def _check_cases(name: str, contract: GenerationContract, options: GenerationOptions) -> None:
+    if contract.context is None:
+        return
+    for p in options.prompt_lengths:
+        need = contract.positions_needed(p, options.new_tokens)
+        if need > contract.context:
+            fit = contract.context - options.new_tokens + 1
+            what = (f"prompt length {p} is longer than the context of {short(name, 60)} ({contract.context} positions)"
+                    if p > contract.context else
+                    f"prompt length {p} + {options.new_tokens} new tokens needs {need} positions, but the context of "
+                    f"{short(name, 60)} is {contract.context}")
+            hint = f"use prompt lengths up to {fit}" if fit >= 1 else "use fewer new tokens"
+            raise StudioError(f"{what}: {hint} (or fewer new tokens)", code="GENERATE-CONTEXT")
+
+
+def _vargs(v: Variant, target: ProfileTarget, contract: GenerationContract) -> dict[str, Any]:
+    from studio.core.engines.base import check_model_file
+
+    return {"id": v.id, "label": v.label, "model_path": str(check_model_file(target.path)),
+            "engine": v.engine.to_args(), "contract": contract.to_args()}
+
+
+def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec], options: GenerationOptions, *,
+                   out_dir: Path, pool_key: str = "default", on_progress: Progress | None = None) -> GenerationProfile:
+    """Generation profile of every target on every engine; see the module docstring for the steps."""
+    if not targets:
+        raise StudioError("nothing to profile: give at least one model", code="BAD-OPTION")
+    if not engines:
+        raise StudioError("no engine given", code="BAD-OPTION")
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    specs, contracts = [], []
+    for t in targets:
+        spec, contract = decoder_contract(t)
+        _check_cases(t.path.name, contract, options)
+        specs.append(spec)
+        contracts.append(contract)
+    vocab = min((c.vocab for c in contracts if c.vocab), default=None)
+    if vocab is None:
+        raise StudioError(f"{short(targets[0].path.name, 60)}: the vocabulary size is not in the graph (no "
+                          "embedding table, no fixed logits dim): prompts cannot be drawn", code="GENERATE-VOCAB")
+    variants = make_variants(targets, engines)
+    results: dict[str, dict[str, Any]] = {v.id: {"variant": v} for v in variants}
+    runnable = []
+    for v in variants:
+        reason = unavailable_reason(v.engine)
+        if v.engine.engine not in GENERATION_ENGINES:
+            reason = f"the generation loop runs on ONNX Runtime and OpenVINO, not {v.engine.label}"
+        elif v.engine.needs_gpu:
+            reason = reason or "the generation profile is verified on CPU only; GPU providers are not offered"
+        if reason:
+            results[v.id].update(error=reason, error_kind="unavailable")
+        else:
+            runnable.append(v)
+    arrays = {f"prompt{i}": prompt_ids(vocab, b, p, options.seed) for i, (p, b) in enumerate(options.cases)}
+    vargs = {v.id: _vargs(v, targets[v.target_index], contracts[v.target_index]) for v in runnable}
+    limits = options.limits()
+    warnings: list[str] = []
+    progress = on_progress or (lambda fraction, message: None)
+    progress(0.05, "timed generations")
+    timing = _timed(runnable, vargs, arrays, options, limits, out_dir, pool_key, warnings, results)
+    if options.memory:
+        for i, v in enumerate(runnable):
+            if "error" in results[v.id]:
+                continue
+            progress(0.5 + 0.5 * i / max(len(runnable), 1), f"{v.label}: memory")
+            _memory(v, vargs[v.id], arrays, options, limits, out_dir, pool_key, results[v.id], specs[v.target_index])
+    final = tuple(_variant_result(results[v.id], options) for v in variants)
+    ratios = _ratios(final, options)
+    progress(1.0, "done")
+    decoders = tuple({"target": t.label, "convention": s.convention, "layers": s.layers, "heads": s.heads,
+                      "kv_heads": s.kv_heads, "head_dim": s.head_dim, "vocab": s.vocab, "context": s.context,
+                      "kv_bytes_per_token": s.kv_bytes_per_token(), "kv_dtype": s.kv_dtype}
+                     for t, s in zip(targets, specs))
+    machine = machine_facts(timing.get("load_before", ()), timing.get("load_after", ()), bool(timing.get("nvtx")))
+    prompts = {f"p{p}b{b}": tuple(tuple(int(x) for x in row) for row in arrays[f"prompt{i}"])
+               for i, (p, b) in enumerate(options.cases)}
+    return GenerationProfile(final, ratios, options, decoders, prompts, machine, bool(timing.get("interleaved")),
+                             time.perf_counter() - started, tuple(warnings))
+
+
+def _job_limits(limits: Limits, n_variants: int, options: GenerationOptions) -> Limits:
+    timeout = limits.timeout_s * max(1, n_variants) * max(1, len(options.cases))
+    return replace(limits, timeout_s=timeout)
+
+
+def _timed(runnable: Sequence[Variant], vargs: Mapping[str, dict], arrays: Mapping[str, np.ndarray],
+           options: GenerationOptions, limits: Limits, out_dir: Path, pool_key: str, warnings: list[str],
+           results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Step 2: one shared worker (interleaved); if it dies, one worker per variant."""
+    if not runnable:
+        return {}
+    try:
+        data = _generate(runnable, vargs, arrays, options, limits, out_dir, pool_key)
+        _store(data, runnable, results)
+        return {**data.data, "interleaved": len(runnable) > 1}
+    except WorkerError as exc:
+        if exc.kind == "cancelled":
+            raise
+        if len(runnable) == 1:
+            results[runnable[0].id].update(error=str(exc), error_kind=exc.kind)
+            return {}
+        warnings.append(f"the shared generation worker failed ({exc}); variants were timed one at a time, so "
+                        "their ratios include the machine's drift")
+    last: dict[str, Any] = {}
+    for v in runnable:
+        try:
+            single = _generate([v], vargs, arrays, options, limits, out_dir, pool_key)
+        except WorkerError as exc:
+            if exc.kind == "cancelled":
+                raise
+            results[v.id].update(error=str(exc), error_kind=exc.kind)
+            continue
+        _store(single, [v], results)
+        last = dict(single.data)
+    return last
+
+
+def _generate(variants: Sequence[Variant], vargs: Mapping[str, dict], arrays: Mapping[str, np.ndarray],
+              options: GenerationOptions, limits: Limits, out_dir: Path, pool_key: str) -> Any:
+    job_limits = _job_limits(limits, len(variants), options)
+    args = {"variants": [vargs[v.id] for v in variants], "cases": [list(c) for c in options.cases],
+            "new_tokens": options.new_tokens, "generations": options.generations, "warmup": options.warmup,
+            "seed": options.seed, "io_binding": options.io_binding,
+            "budget_s": job_limits.timeout_s * _BUDGET_SHARE, "hard_budget_s": job_limits.timeout_s * _HARD_SHARE}
+    return run_job("profile.generate", args, dict(arrays), stage="timed generations", limits=job_limits,
+                   out_dir=out_dir, pool_key=pool_key)
+
+
+def _store(result: Any, variants: Sequence[Variant], results: dict[str, dict[str, Any]]) -> None:
+    data = result.data
+    for v in variants:
+        r = results[v.id]
+        if v.id in data.get("errors", {}):
+            r.update(error=data["errors"][v.id], error_kind="error")
+            continue
+        r["details"] = dict(data.get("details", {}).get(v.id, {}))
+        cases = r.setdefault("cases", {})
+        for ci, case in enumerate(data.get("cases", [])):
+            if v.id not in case.get("ids", []):
+                continue
+            key = f"c{ci}_{v.id}"
+            steps = result.arrays[f"{key}_steps"].astype(np.float64) / 1e6
+            cases[ci] = {"steps_ms": steps, "rounds_of": result.arrays[f"{key}_rounds"],
+                         "tokens": result.arrays[f"{key}_tokens"],
+                         "past_lengths": tuple(case["past_lengths"][v.id]),
+                         "deterministic": bool(case.get("deterministic", {}).get(v.id, True)),
+                         "stopped": case.get("stopped")}
+
+
+def _memory(v: Variant, vargs: dict, arrays: Mapping[str, np.ndarray], options: GenerationOptions, limits: Limits,
+            out_dir: Path, pool_key: str, result: dict[str, Any], spec: DecoderSpec) -> None:
+    """Step 3: peak memory per case in a fresh worker; a failure is a note on the cases, not an error."""
+    try:
+        mem = run_job("profile.generate_memory", {"variant": vargs, "cases": [list(c) for c in options.cases],
+                                                  "new_tokens": options.new_tokens, "io_binding": options.io_binding},
+                      dict(arrays), stage=f"{v.label} (generation memory)",
+                      limits=replace(limits, timeout_s=limits.timeout_s * max(1, len(options.cases))),
+                      out_dir=out_dir, fresh=True, pool_key=pool_key)
+    except WorkerError as exc:
+        if exc.kind == "cancelled":
+            raise
+        result["memory_error"] = f"memory: {exc}"
+        return
+    result["baseline_rss"] = int(mem.data["baseline_rss"])
+    result["opened_rss"] = int(mem.data["opened_rss"])
+    for peak in mem.data["peaks"]:
+        ci = int(peak["case"])
+        p, b = options.cases[ci]
+        rss = mem.arrays[f"c{ci}_rss"]
+        case = result.setdefault("cases", {}).setdefault(ci, {})
+        case.update(peak_rss=int(peak["peak_rss"]), peak_source=str(peak["peak_source"]),
+                    rss_by_length=tuple((p + i, int(x)) for i, x in enumerate(rss)),
+                    kv_cache_bytes=spec.kv_bytes_per_token() * b * (p + options.new_tokens - 1))
+
+
+def _variant_result(r: dict[str, Any], options: GenerationOptions) -> GenerationVariant:
+    v: Variant = r["variant"]
+    if "error" in r:
+        return GenerationVariant(v, error=r["error"], error_kind=r.get("error_kind"), details=r.get("details", {}))
+    cases = []
+    for ci, (p, b) in enumerate(options.cases):
+        c = r.get("cases", {}).get(ci, {})
+        cases.append(_case_result(p, b, options.new_tokens, c, r.get("memory_error")))
+    return GenerationVariant(v, tuple(cases), details=r.get("details", {}), baseline_rss=r.get("baseline_rss"),
+                             opened_rss=r.get("opened_rss"))
+
+
+def _case_result(p: int, b: int, n: int, c: Mapping[str, Any], memory_error: str | None) -> CaseResult:
+    steps = c.get("steps_ms")
+    memory = {k: c[k] for k in ("peak_rss", "peak_source", "rss_by_length", "kv_cache_bytes") if k in c}
+    if steps is None or steps.shape[0] == 0:
+        return CaseResult(p, b, n, error=c.get("stopped") or "no timed generation completed", **memory)
+    decode = steps[:, 1:]
+    by_position = tuple(float(x) for x in np.median(decode, axis=0)) if decode.size else ()
+    tokens = tuple(tuple(int(x) for x in row) for row in c["tokens"])
+    return CaseResult(p, b, n, ttft=latency_stats(steps[:, 0]),
+                      decode=latency_stats(decode.reshape(-1)) if decode.size else None,
+                      generation=latency_stats(steps.sum(axis=1)), decode_by_position_ms=by_position,
+                      past_lengths=tuple(c.get("past_lengths", ())), tokens=tokens,
+                      deterministic=bool(c.get("deterministic", True)), generations=int(steps.shape[0]),
+                      steps_ms=steps, rounds_of=c["rounds_of"],
+                      **memory)
+
+
+def _pair(base: CaseResult, other: CaseResult, base_id: str, other_id: str, what: str) -> RatioEstimate | None:
+    """``other / base`` of TTFT ("ttft") or decode ("decode"), round by round through :class:`LatencyRun`."""
+    def samples(c: CaseResult) -> tuple[np.ndarray, np.ndarray]:
+        if what == "ttft":
+            return c.steps_ms[:, 0], c.rounds_of
+        n = c.steps_ms.shape[1] - 1
+        return c.steps_ms[:, 1:].reshape(-1), np.repeat(c.rounds_of, n)
+    (bs, br), (os_, or_) = samples(base), samples(other)
+    if bs.size == 0 or os_.size == 0:
+        return None
+    run = LatencyRun({base_id: bs, other_id: os_}, {base_id: br, other_id: or_},
+                     {base_id: np.zeros(0), other_id: np.zeros(0)}, (), int(max(br.max(), or_.max())) + 1)
+    return run.ratio(base_id, other_id)
+
+
+def _ratios(variants: Sequence[GenerationVariant], options: GenerationOptions) -> tuple[GenerationRatio, ...]:
+    ok = [v for v in variants if v.error is None and v.cases]
+    if len(ok) < 2:
+        return ()
+    base = ok[0]
+    rows = []
+    for other in ok[1:]:
+        for p, b in options.cases:
+            bc, oc = base.case(p, b), other.case(p, b)
+            if bc is None or oc is None or not bc.ok or not oc.ok:
+                continue
+            a, o = np.array(bc.tokens), np.array(oc.tokens)
+            diff = np.nonzero((a != o).any(axis=0))[0] if a.shape == o.shape else np.array([0])
+            rows.append(GenerationRatio(p, b, base.id, other.id, _pair(bc, oc, base.id, other.id, "ttft"),
+                                        _pair(bc, oc, base.id, other.id, "decode"), diff.size == 0,
+                                        int(diff[0]) if diff.size else None))
+    return tuple(rows)
+
+
+def generation_command(model_names: Sequence[str], engines: Sequence[EngineSpec], options: GenerationOptions) -> str:
+    """The ``onnx-studio profile --generate`` command that reproduces a generation profile."""
+    import shlex
+
+    d = GenerationOptions()
+    parts = ["onnx-studio", "profile", *(shlex.quote(n) for n in model_names), "--generate",
+             "--engine", ",".join(e.key for e in engines),
+             "--prompt-lengths", ",".join(map(str, options.prompt_lengths)), "--new-tokens", str(options.new_tokens),
+             "--batch", ",".join(map(str, options.batch_sizes))]
+    if options.generations != d.generations:
+        parts += ["--generations", str(options.generations)]
+    if options.seed != d.seed:
+        parts += ["--seed", str(options.seed)]
+    if not options.io_binding:
+        parts.append("--no-io-binding")
+    if not options.memory:
+        parts.append("--no-generation-memory")
+    if options.timeout_s:
+        parts += ["--timeout", f"{options.timeout_s:g}"]
+    if options.memory_gb:
+        parts += ["--memory-gb", f"{options.memory_gb:g}"]
+    return " ".join(parts)

@@ -1,0 +1,123 @@
+"""``onnx-studio profile MODEL [MODEL2 ...] --generate [--prompt-lengths 16,64] [--new-tokens 32] [--batch 1]
+[--generations 5] [--engine ort,ov] [--json]``: a KV-cache decoder's generation profile (greedy decoding
+with the cache fed back): time to first token, decode p50/p99, tokens/s and peak memory per prompt length
+and batch, the variants interleaved, with ratios against the first one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from studio import api
+from studio.cli.common import print_json
+from studio.cli.project_args import keep_json
+from studio.core import outputs
+from studio.core.fmt import human_bytes, printable
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text[:40]!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError("values must be positive integers")
+    return values
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("generation (KV-cache decoders; --batch gives the batch sizes)")
+    g.add_argument("--generate", action="store_true",
+                   help="profile a greedy generation loop with the KV cache: TTFT, decode p50/p99, tokens/s, "
+                        "peak memory per prompt length and batch")
+    g.add_argument("--prompt-lengths", type=_ints, metavar="16,64", help="with --generate: prompt lengths "
+                                                                         "(default 16,64)")
+    g.add_argument("--new-tokens", type=int, default=32, metavar="N",
+                   help="with --generate: tokens generated per sequence, the first by the prefill (default 32)")
+    g.add_argument("--generations", type=int, default=5, metavar="N",
+                   help="with --generate: timed generations per variant and case, one per interleaved round "
+                        "(default 5)")
+    g.add_argument("--no-io-binding", action="store_true",
+                   help="with --generate: ONNX Runtime copies the cache through numpy each step (default: I/O "
+                        "binding keeps it as OrtValues)")
+    g.add_argument("--no-generation-memory", action="store_true",
+                   help="with --generate: skip the peak-memory pass (a fresh worker per variant)")
+
+
+def _options(args: argparse.Namespace):  # noqa: ANN202 - profilers.generation_profile.GenerationOptions
+    return api.GenerationOptions(prompt_lengths=tuple(args.prompt_lengths or (16, 64)), new_tokens=args.new_tokens,
+                                 batch_sizes=tuple(args.batch or (1,)), generations=args.generations,
+                                 seed=args.seed, io_binding=not args.no_io_binding,
+                                 memory=not args.no_generation_memory, timeout_s=args.timeout,
+                                 memory_gb=args.memory_gb)
+
+
+def run(args: argparse.Namespace) -> int:
+    options = _options(args)
+    handles = [api.load(m) for m in args.models]
+    names = [h.name for h in handles]
+    labels = [f"{i}:{printable(n, 40)}" if names.count(n) > 1 else printable(n, 60) for i, n in enumerate(names)]
+    progress = None
+    if not args.json and sys.stderr.isatty():
+        def progress(fraction: float, message: str) -> None:
+            sys.stderr.write(f"\r{fraction:4.0%} {printable(message, 90):<100}")
+            sys.stderr.flush()
+    keep = Path(args.out_dir) if args.out_dir else None
+    result = api.profile_generation(list(zip(labels, handles)), args.engine or ["ort"], options, out_dir=keep,
+                                    pool_key="cli", on_progress=progress)
+    if progress is not None:
+        sys.stderr.write("\r" + " " * 106 + "\r")
+    data = result.to_dict()
+    keep_json(args, "generation.json", data, "profile")
+    if keep is not None:
+        outputs.write_json(keep / "generation.json", data, indent=1, default=None)
+    if args.json:
+        print_json(data)
+    else:
+        _print(result)
+    return 0 if result.ok else 1
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else (f"{x:.3f}" if x < 100 else f"{x:.1f}")
+
+
+def _print(result) -> None:  # noqa: ANN001 - profilers.generation_profile.GenerationProfile
+    o = result.options
+    print(f"generate {len(result.variants)} variant(s), {o.new_tokens} new tokens, {o.generations} timed generations "
+          f"each, {'interleaved' if result.interleaved else 'not interleaved'}; greedy, KV cache fed back")
+    for d in result.decoders:
+        print(f"decoder  {printable(d['target'], 60)}: {d['convention']}, {d['layers']} layers, KV "
+              f"{d['kv_bytes_per_token']} B per token, context {d['context'] or '?'}")
+    m = result.machine
+    print(f"machine  {printable(m.cpu, 60)}, {m.cpu_count} CPUs"
+          + (f", load {m.load_before[0]:.2f} -> {m.load_after[0]:.2f}" if m.load_before and m.load_after else ""))
+    for w in result.warnings:
+        print(f"warning  {printable(w, 300)}")
+    print(f"\n{'variant':<34} {'prompt':>6} {'batch':>5} {'TTFT':>8} {'dec p50':>8} {'dec p99':>8} {'tok/s':>9} "
+          f"{'peak RSS':>10} {'KV cache':>9}   (ms)")
+    for v in result.variants:
+        name = printable(v.id, 34)
+        if v.error:
+            print(f"{name:<34} FAILED ({v.error_kind}): {printable(v.error, 300)}")
+            continue
+        for c in v.cases:
+            if not c.ok:
+                print(f"{name:<34} {c.prompt_length:>6} {c.batch:>5} FAILED: {printable(c.error or '', 200)}")
+                continue
+            print(f"{name:<34} {c.prompt_length:>6} {c.batch:>5} {_ms(c.ttft.p50_ms):>8} {_ms(c.decode.p50_ms):>8} "
+                  f"{_ms(c.decode.p99_ms):>8} {c.tokens_per_s or 0:>9.1f} "
+                  f"{human_bytes(c.peak_rss) if c.peak_rss else '-':>10} "
+                  f"{human_bytes(c.kv_cache_bytes) if c.kv_cache_bytes else '-':>9}")
+        if v.details.get("io_binding"):
+            print(f"  {v.id}: ONNX Runtime I/O binding (the cache stays in OrtValues between steps)")
+    if result.ratios:
+        print(f"\nratios vs {result.ratios[0].baseline_id} (median of per-round ratios, 95 % CI; < 1 is faster)")
+        for r in result.ratios:
+            parts = []
+            for what, est in (("TTFT", r.ttft), ("decode", r.decode)):
+                if est is not None:
+                    parts.append(f"{what} {est.ratio:.3f} ({printable(est.interval_text(), 60)})")
+            same = "same tokens" if r.tokens_agree else f"tokens differ from index {r.first_difference}"
+            print(f"  {r.other_id:<24} prompt {r.prompt_length} batch {r.batch}: {'; '.join(parts)}; {same}")
