@@ -56,3 +56,19 @@ def test_invalid_model_is_refused_with_the_checker_message(app, tmp_path):
     at.button(key="opt_run").click().run()
     assert not at.exception
     assert any("cannot optimize" in e.value for e in at.error)
+
+
+def test_ort_transformers_preset_from_the_page(app):
+    """The preset list comes from studio.api: ort-transformers is offered and fuses the sample transformer."""
+    at = app(str(SAMPLES / "transformer_block.onnx")).run()
+    at.switch_page("views/optimize.py").run()
+    assert any(o.startswith("ort-transformers — ") for o in at.selectbox(key="opt_preset").options)
+    at.selectbox(key="opt_preset").set_value("ort-transformers").run()
+    at.button(key="opt_run").click().run()
+    assert not at.exception, at.exception
+    report = table_with(at, "pass")
+    fuse = report[report["pass"] == "fuse-transformers"].iloc[0]
+    assert fuse["status"] == "changed" and "match" in fuse["verification"]
+    ops = table_with(at, "op")
+    assert ops[ops["op"] == "Attention"].iloc[0]["after"] == 1
+    assert ops[ops["op"] == "Softmax"].iloc[0]["after"] == 0
