@@ -9,8 +9,10 @@ compute. Doing the same makes node counts comparable and lets the later passes
 Uses onnx-ir's constant-to-tensor conversion, limited to the main graph: a
 ``Constant`` inside an ``If``/``Loop`` body stays (some engines refuse
 subgraph initializers), and so does one that is a graph output (its name is
-the interface) or that has a sparse value. Models of IR version < 4 keep theirs
-(initializers had to be graph inputs then).
+the interface) or that has a sparse value. A model of IR version < 4 (initializers had
+to be graph inputs then: the opset-9 backend models) is raised to IR version 4 first,
+which changes nothing else (IR 4 reads every IR 3 file the same way); with
+``upgrade_ir=False`` it keeps its Constant nodes.
 """
 
 from __future__ import annotations
@@ -32,11 +34,12 @@ class ConstantsToInitializers(StudioPass):
     summary = "Turn the main graph's Constant nodes into initializers (as onnxsim/onnxslim do); no value changes."
 
     def call(self, model: ir.Model) -> PassResult:
-        if model.ir_version is not None and model.ir_version < 4:
+        notes: list[str] = []
+        old_ir = model.ir_version is not None and model.ir_version < 4
+        if old_ir and not self.options.get("upgrade_ir", True):
             return result(model, [], notes=["IR version < 4: initializers must also be graph inputs; kept"])
         graph = model.graph
         lifted: list[str] = []
-        notes: list[str] = []
         for node in list(graph):
             if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
                 continue
@@ -62,4 +65,7 @@ class ConstantsToInitializers(StudioPass):
             graph.remove(node, safe=True)
             lifted.append(label)
         changes = [Change("replaced", tuple(lifted), "Constant node -> initializer")] if lifted else []
+        if lifted and old_ir:
+            notes.append(f"IR version {model.ir_version} raised to 4 (initializers need not be graph inputs)")
+            model.ir_version = 4
         return result(model, changes, notes=notes, constants_lifted=len(lifted))

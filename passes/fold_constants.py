@@ -15,6 +15,9 @@ statically known tensors) and adds what onnxsim and onnxslim lack:
   onnxsim turns a 9 KB model into 513 MB that way;
 * generator ops (``Expand``, ``Tile``, ``Range``, ``ConstantOfShape``) are
   sized *before* evaluation, so a 4 TiB ``Expand`` is never allocated;
+* shape vectors with dynamic dims that a Reshape or Expand reads become constants
+  (``0`` copies the input's dim, ``1`` keeps it; ``passes.shape_values``), so the
+  tracer's ``Shape→Gather→Unsqueeze→Concat`` chains go even with a dynamic batch;
 * control flow is never evaluated (a constant-foldable ``Loop`` with trip
   count 2^62 is left alone; an ``If`` with a constant condition is inlined),
   and the whole pass runs in a sandbox worker with a timeout and a memory
@@ -293,6 +296,11 @@ class FoldConstants(StudioPass):
         inits_before = {id(v) for g in model.graphs() for v in g.initializers.values()}
         annotations = _snapshot_annotations(model)
         outputs_before = [id(v) for v in model.graph.outputs]
+        from passes.ir_helpers import inferred_shapes
+        from passes.shape_values import resolve_shape_vectors
+
+        with inferred_shapes(model):     # value-info-driven: dims ONNX inference knows count as static
+            resolved = resolve_shape_vectors(model, lambda node, nbytes: policy.allows(node, nbytes))
         with _patched_evaluator():
             fold = folder(model)
         RemoveUnusedNodesPass()(model)
@@ -309,9 +317,10 @@ class FoldConstants(StudioPass):
         changes = list(tracker.changes(removed_kind="removed", detail="folded into constants"))
         inits_after = [v for g in model.graphs() for v in g.initializers.values()]
         new_inits = [v for v in inits_after if id(v) not in inits_before]
-        if fold.modified and not changes:
+        if (fold.modified or resolved) and not changes:
             changes.append(Change("changed", (), "inputs re-pointed to equivalent values"))
         return result(model, changes, notes=policy.refused,
                       nodes_folded=sum(len(c.nodes) for c in changes if c.kind == "removed"),
+                      shape_vectors_resolved=len(resolved),
                       initializers_added=len(new_inits),
                       initializers_removed=len(inits_before) - (len(inits_after) - len(new_inits)))

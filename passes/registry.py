@@ -26,6 +26,7 @@ PASS_MODULES: dict[str, str] = {
     "fuse-conv-bn": "passes.fuse_conv_bn",
     "fuse-matmul-add": "passes.fuse_matmul_add",
     "cancel-transposes": "passes.cancel_transposes",
+    "cancel-round-trips": "passes.cancel_round_trips",
     "merge-reshapes": "passes.merge_reshapes",
     "fuse-layernorm": "passes.fuse_layernorm",
     "fuse-gelu": "passes.fuse_gelu",

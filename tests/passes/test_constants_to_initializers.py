@@ -1,5 +1,5 @@
 """constants-to-initializers: main-graph Constant nodes become initializers; subgraph
-Constants, graph-output Constants and IR < 4 models keep theirs."""
+Constants and graph-output Constants keep theirs; an IR < 4 model is raised to IR 4."""
 
 from __future__ import annotations
 
@@ -37,6 +37,17 @@ def test_output_constant_and_subgraph_constants_stay(tmp_path):
     check_skips(tmp_path, m, "constants-to-initializers")
 
 
-def test_old_ir_keeps_constants(tmp_path):
-    old = SHAPE_OPERANDS.replace("ir_version: 8", "ir_version: 3").replace('"" : 17', '"" : 9')
-    check_skips(tmp_path, old.replace("value_float = 1.5", "value = float {1.5}"), "constants-to-initializers")
+OLD_IR = SHAPE_OPERANDS.replace("ir_version: 8", "ir_version: 3").replace('"" : 17', '"" : 9').replace(
+    "value_float = 1.5", "value = float {1.5}")
+
+
+def test_old_ir_is_raised_to_4_and_lifted(tmp_path):
+    """IR 3 (the opset-9 backend models): the Constants go (2 of 4 nodes) and the file says IR 4."""
+    r = check_applies(tmp_path, OLD_IR, "constants-to-initializers", ["Reshape", "Mul"])
+    m = onnx.load(str(r.output))
+    assert m.ir_version == 4 and [i.name for i in m.graph.input] == ["x"]
+    assert any("raised to 4" in n for n in r.records[0].notes)
+
+
+def test_old_ir_keeps_constants_when_asked(tmp_path):
+    check_skips(tmp_path, OLD_IR, "constants-to-initializers", options={"upgrade_ir": False})
