@@ -9,16 +9,16 @@ candidate's argmax equals fp32's, **KL** the mean of KL(p_fp32 || p_candidate) i
 **Perplexity** (fp32's and the candidate's, over the prompt's own next tokens) is computed only
 for prompts from a text dataset, and is labelled meaningless when the model carries random
 weights (the sample decoders say so in their doc string; a perplexity near the vocabulary size
-means the same). Both models run in one sandbox worker through the runner protocol; only
-per-position figures come back.
+means the same). Both models run in one sandbox worker through the runner protocol, stepped by the
+generation profiler's contract and stepper (:mod:`profilers.generation`: names, dtypes, present ->
+past); only per-position figures come back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -27,11 +27,9 @@ from studio.core.engines import RunOptions
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
-from studio.core.types import np_dtype
 from studio.inspect.decoder import DecoderSpec
 
-__all__ = ["GenerationAgreement", "Prompts", "decoder_prompts", "generation_agreement", "has_random_weights",
-           "step_feeds"]
+__all__ = ["GenerationAgreement", "Prompts", "decoder_prompts", "generation_agreement", "has_random_weights"]
 
 MAX_PROMPT_TOKENS = 32
 
@@ -111,59 +109,34 @@ def decoder_prompts(spec: DecoderSpec, *, dataset=None, count: int = 4, length: 
 
 # ---------------------------------------------------------------------------- the loop (worker)
 
-def step_feeds(spec: DecoderSpec, dtypes: Mapping[str, str], tokens: Sequence[int], past_len: int,
-               past: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
-    """One step's feeds for batch 1: the new ``tokens`` after ``past_len`` cached ones, the mask over all of
-    them, their positions, the cache (empty at prefill) and, merged-if, the branch flag."""
-    n = len(tokens)
-    feeds: dict[str, np.ndarray] = {}
-
-    def put(name: str | None, value: np.ndarray) -> None:
-        if name and name in dtypes:
-            feeds[name] = value.astype(np_dtype_name(dtypes[name]))
-
-    put(spec.input_ids, np.asarray([tokens]))
-    put(spec.attention_mask, np.ones((1, past_len + n)))
-    put(spec.position_ids, np.arange(past_len, past_len + n)[None])
-    if spec.use_cache_branch:
-        put(spec.use_cache_branch, np.asarray(past_len > 0))
-    for c in spec.cache:
-        if not c.input or c.input not in dtypes:
-            continue
-        if past is not None and c.input in past:
-            feeds[c.input] = past[c.input]
-        else:
-            shape = [1, c.heads or 1, 0, c.head_dim or 1] if spec.cache_layout == "bnsh" else \
-                [1, 0, c.heads or 1, c.head_dim or 1]
-            feeds[c.input] = np.zeros(shape, np_dtype_name(dtypes[c.input]))
+def _feeds(contract, ids: Sequence[int], past: int) -> dict[str, np.ndarray]:
+    """One step's feeds for batch 1 besides the cache (the stepper adds it): the new ids after ``past`` cached
+    ones, the mask over all of them, their positions and, merged-if, the branch flag."""
+    c = contract
+    n = len(ids)
+    feeds = {c.input_ids: np.asarray([ids], dtype=c.ids_dtype)}
+    if c.attention_mask:
+        feeds[c.attention_mask] = np.ones((1, past + n), dtype=c.mask_dtype)
+    if c.position_ids:
+        positions = np.arange(past, past + n, dtype=c.positions_dtype)
+        feeds[c.position_ids] = positions if c.positions_rank == 1 else positions[None]
+    if c.use_cache_branch:
+        feeds[c.use_cache_branch] = np.array([past > 0])
     return feeds
 
 
-def np_dtype_name(name: str) -> np.dtype:
-    return np.dtype({"float32": np.float32, "float16": np.float16, "int64": np.int64, "int32": np.int32,
-                     "bool": np.bool_}.get(name, name))
+class _Teacher:
+    """One model's cached decoding (the generation profiler's stepper): feed tokens, get their logits rows."""
 
+    def __init__(self, runner, contract) -> None:
+        from profilers.generation import PlainStepper
 
-class _Stepper:
-    """One model's cached decoding: feed tokens, get the logits rows of those tokens."""
-
-    def __init__(self, runner, spec: DecoderSpec, dtypes: Mapping[str, str]) -> None:
-        self.runner, self.spec, self.dtypes = runner, spec, dtypes
-        self.past: dict[str, np.ndarray] | None = None
-        self.seen: list[int] = []
+        self.stepper, self.contract, self.seen = PlainStepper(runner, contract), contract, 0
 
     def feed(self, tokens: Sequence[int]) -> np.ndarray:
-        spec = self.spec
-        if spec.has_past:
-            feeds = step_feeds(spec, self.dtypes, tokens, len(self.seen), self.past)
-            out = self.runner.infer(feeds)
-            self.past = {c.input: np.asarray(out[c.output]) for c in spec.cache if c.input and c.output in out}
-            logits = np.asarray(out[spec.logits])[0, -len(tokens):]
-        else:                                   # no cache: the whole sequence every step
-            feeds = step_feeds(spec, self.dtypes, [*self.seen, *tokens], 0, None)
-            logits = np.asarray(self.runner.infer(feeds)[spec.logits])[0, -len(tokens):]
-        self.seen.extend(int(t) for t in tokens)
-        return logits.astype(np.float64)
+        logits = self.stepper.step(_feeds(self.contract, tokens, self.seen), self.seen == 0, 1)
+        self.seen += len(tokens)
+        return _log_softmax(np.asarray(logits, np.float64)[0, -len(tokens):])
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
@@ -173,10 +146,10 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
 
 @job("precision.generation_agreement")
 def generation_agreement_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
+    from profilers.generation import GenerationContract
     from studio.core.engines.sessions import open_runner
 
-    spec = _spec_from(args["spec"])
-    dtypes = args["dtypes"]
+    contract = GenerationContract.from_args(args["contract"])
     steps = int(args["steps"])
     ctx.set_stage("fp32 decoder (ONNX Runtime) for generation agreement")
     ref = open_runner("onnxruntime", args["reference"], {"graph_optimization_level": "all"}, ctx)
@@ -186,10 +159,9 @@ def generation_agreement_job(args: dict, arrays: dict, ctx: JobContext) -> JobOu
     generated = []
     try:
         for prompt in args["prompts"]:
-            a, b = _Stepper(ref, spec, dtypes), _Stepper(cand, spec, dtypes)
+            a, b = _Teacher(ref, contract), _Teacher(cand, contract)
             ctx.set_stage("generation agreement: prefill")
-            ra, rb = a.feed(prompt), b.feed(prompt)
-            la, lb = _log_softmax(ra), _log_softmax(rb)
+            la, lb = a.feed(prompt), b.feed(prompt)
             nxt = np.asarray(prompt[1:], np.int64)          # the prompt's own next tokens (perplexity)
             rows["ref_nll"].extend((-la[np.arange(len(nxt)), nxt]).tolist())
             rows["cand_nll"].extend((-lb[np.arange(len(nxt)), nxt]).tolist())
@@ -198,30 +170,17 @@ def generation_agreement_job(args: dict, arrays: dict, ctx: JobContext) -> JobOu
                 rows["ref_top"].extend(la.argmax(-1).tolist())
                 rows["cand_top"].extend(lb.argmax(-1).tolist())
                 rows["kl"].extend((np.exp(la) * (la - lb)).sum(-1).tolist())
-                tok = int(la[-1].argmax())
+                tok = int(la[-1].argmax())                  # fp32's greedy token, fed to both
                 tokens.append(tok)
                 if step == steps - 1:
                     break
                 ctx.set_stage(f"generation agreement: decode step {step + 1}")
-                la, lb = _log_softmax(a.feed([tok])), _log_softmax(b.feed([tok]))
+                la, lb = a.feed([tok]), b.feed([tok])
             generated.append(tokens)
     finally:
         ref.close()
         cand.close()
-    return JobOutput(data={"generated": generated, "details": {k: v for k, v in cand.details.items()
-                                                               if isinstance(v, (str, int, float, bool))}},
-                     arrays={k: np.asarray(v) for k, v in rows.items()})
-
-
-def _spec_from(d: Mapping[str, Any]) -> DecoderSpec:
-    """The DecoderSpec fields the loop uses, rebuilt in the worker from JSON."""
-    from studio.inspect.decoder_cache import CacheEntry
-
-    cache = tuple(CacheEntry(c["layer"], c["kind"], c["input"], c["output"], c["heads"], c["head_dim"], c["dtype"],
-                             None, None) for c in d["cache"])
-    fields = {k: d.get(k) for k in DecoderSpec.__dataclass_fields__}
-    fields.update(cache=cache, runtime=None, facts=(), notes=())
-    return DecoderSpec(**fields)
+    return JobOutput(data={"generated": generated}, arrays={k: np.asarray(v) for k, v in rows.items()})
 
 
 def generation_agreement(reference: Path, candidate: Path, spec: DecoderSpec, prompts: Prompts, *,
@@ -238,19 +197,12 @@ def generation_agreement(reference: Path, candidate: Path, spec: DecoderSpec, pr
     if spec.context and longest + steps > spec.context:
         raise StudioError(f"prompt ({longest} tokens) plus {steps} steps exceeds the model's context of "
                           f"{spec.context} positions", code="BAD-OPTION")
-    header = onnx.load_model(str(reference), load_external_data=False)
-    inits = {t.name for t in header.graph.initializer}
-    dtypes = {i.name: np_dtype(i.type.tensor_type.elem_type).name for i in header.graph.input if i.name not in inits}
-    d = spec.to_dict()
-    args = {"reference": str(Path(reference).resolve()), "candidate": str(Path(candidate).resolve()), "engine": engine,
-            "options": (options or RunOptions()).to_args(), "prompts": [list(p) for p in prompts.ids],
-            "steps": int(steps), "dtypes": dtypes,
-            "spec": {**{k: d[k] for k in ("convention", "layers", "heads", "kv_heads", "head_dim", "value_head_dim",
-                                          "hidden", "vocab", "context", "kv_dtype", "input_ids", "attention_mask",
-                                          "position_ids", "use_cache_branch", "logits", "past_length_dim",
-                                          "cache_layout", "attention", "positions", "norm", "weights")},
-                     "cache": [{k: c[k] for k in ("layer", "kind", "input", "output", "heads", "head_dim", "dtype")}
-                               for c in d["cache"]]}}
+    from profilers.generation import contract_of
+
+    contract = contract_of(onnx.load_model(str(reference), load_external_data=False), spec, Path(reference).name)
+    args = {"reference": str(Path(reference).resolve()), "candidate": str(Path(candidate).resolve()),
+            "engine": engine, "options": (options or RunOptions()).to_args(), "contract": contract.to_args(),
+            "prompts": [list(p) for p in prompts.ids], "steps": int(steps)}
     res = run_job("precision.generation_agreement", args, stage="generation agreement", limits=limits,
                   pool_key=pool_key)
     a = res.arrays
