@@ -18,6 +18,7 @@ import onnx_ir as ir
 from passes.base import Change, PassResult, StudioPass, labels
 from passes.registry import register
 from passes.transformer_fusion import fuse_file, names_of
+from studio.core.errors import StudioError
 
 
 @register
@@ -42,9 +43,17 @@ def _run(model: ir.Model, workdir: Path, opts: dict) -> PassResult:
     from passes.model_io import save_result
 
     src = save_result(model, workdir / "src" / "model.onnx")
-    fusion = fuse_file(src, workdir / "fused" / "model.onnx", model_type=str(opts.get("model_type", "auto")),
-                       num_heads=int(opts.get("num_heads", 0)), hidden_size=int(opts.get("hidden_size", 0)),
-                       disable=names_of(opts.get("disable")), enable=names_of(opts.get("enable")))
+    try:
+        fusion = fuse_file(src, workdir / "fused" / "model.onnx", model_type=str(opts.get("model_type", "auto")),
+                           num_heads=int(opts.get("num_heads", 0)), hidden_size=int(opts.get("hidden_size", 0)),
+                           disable=names_of(opts.get("disable")), enable=names_of(opts.get("enable")))
+    except StudioError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - ORT's optimizer on an unusual graph: a clear error, not a traceback
+        first = (str(exc).splitlines() or [""])[0][:200]
+        raise StudioError(f"onnxruntime's transformer optimizer failed on this model ({type(exc).__name__}: "
+                          f"{first}); try --set fuse-transformers.model_type=... or disable a fusion",
+                          code="FUSION-FAILED") from None
     details = fusion.to_dict()
     if fusion.path is None:
         return PassResult(model, False, (), {}, (fusion.note,), details=details)
@@ -60,4 +69,5 @@ def _run(model: ir.Model, workdir: Path, opts: dict) -> PassResult:
     counts = {f"fused_{op}": n for op, n in fusion.fused.items()}
     counts.update(nodes_removed=len(removed), nodes_added=len(added))
     warnings = ("the fused ops are com.microsoft contrib ops: this model now runs on ONNX Runtime only",)
-    return PassResult(result, True, tuple(changes), counts, warnings=warnings, details=details)
+    notes = (fusion.note,) if fusion.note else ()
+    return PassResult(result, True, tuple(changes), counts, notes, warnings=warnings, details=details)

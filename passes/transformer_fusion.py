@@ -157,6 +157,10 @@ def fuse_file(src: Path, out: Path, *, model_type: str = "auto", num_heads: int 
     m = optimize_model(str(src), model_type=model_type, num_heads=int(num_heads), hidden_size=int(hidden_size),
                        optimization_options=_fusion_options(model_type, switches), opt_level=0, use_gpu=False)
     stats = {k: int(v) for k, v in m.get_fused_operator_statistics().items() if v}
+    undone = unfuse_onnx_domain_extensions(m.model)
+    for op, n in undone.items():
+        stats[op] = stats.get(op, 0) - n
+    stats = {k: v for k, v in stats.items() if v > 0}
     fused = {k: v - before[k] for k, v in stats.items() if v > before[k]}
     if not fused:
         done = ", ".join(f"{n} {op}" for op, n in sorted(already.items()))
@@ -168,7 +172,46 @@ def fuse_file(src: Path, out: Path, *, model_type: str = "auto", num_heads: int 
     out.parent.mkdir(parents=True, exist_ok=True)
     # scratch: worker: the pass's temporary folder
     m.save_model_to_file(str(out), use_external_data_format=m.model.ByteSize() > 1_800_000_000)
-    return Fusion(out, model_type, reason, stats, fused, switches)
+    note = (f"{', '.join(f'{n} {op}' for op, n in undone.items())} left decomposed: ONNX Runtime registers that op "
+            "in the ONNX domain, where onnx.checker does not know it" if undone else "")
+    return Fusion(out, model_type, reason, stats, fused, switches, note)
+
+
+def unfuse_onnx_domain_extensions(model: onnx.ModelProto) -> dict[str, int]:
+    """ORT's ``SimplifiedLayerNormalization`` (RMSNorm) sits in the *ONNX* domain, which onnx.checker
+    refuses; a standalone one (not merged into com.microsoft SkipSimplifiedLayerNormalization) is
+    written back as ``x / sqrt(mean(x^2) + eps) * gamma`` over the last axis. Returns op -> count."""
+    from onnx import helper
+
+    if onnx.defs.has("SimplifiedLayerNormalization", ""):
+        return {}
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
+    graph, done = model.graph, 0
+    nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type != "SimplifiedLayerNormalization" or node.domain not in ("", "ai.onnx") \
+                or int(attrs.get("axis", -1)) != -1 or len(node.output) != 1:
+            nodes.append(node)
+            continue
+        x, gamma, y, p = node.input[0], node.input[1], node.output[0], f"{node.name or node.output[0]}/rms"
+        eps = helper.make_tensor(f"{p}/eps", onnx.TensorProto.FLOAT, [], [float(attrs.get("epsilon", 1e-5))])
+        graph.initializer.append(eps)
+        mean = [helper.make_node("ReduceMean", [f"{p}/sq"], [f"{p}/mean"], f"{p}/ReduceMean", axes=[-1], keepdims=1)]
+        if opset >= 18:
+            graph.initializer.append(helper.make_tensor(f"{p}/axes", onnx.TensorProto.INT64, [1], [-1]))
+            mean = [helper.make_node("ReduceMean", [f"{p}/sq", f"{p}/axes"], [f"{p}/mean"], f"{p}/ReduceMean",
+                                     keepdims=1)]
+        nodes += [helper.make_node("Mul", [x, x], [f"{p}/sq"], f"{p}/Square"), *mean,
+                  helper.make_node("Add", [f"{p}/mean", f"{p}/eps"], [f"{p}/var"], f"{p}/AddEps"),
+                  helper.make_node("Sqrt", [f"{p}/var"], [f"{p}/std"], f"{p}/Sqrt"),
+                  helper.make_node("Div", [x, f"{p}/std"], [f"{p}/normed"], f"{p}/Div"),
+                  helper.make_node("Mul", [f"{p}/normed", gamma], [y], f"{p}/Scale")]
+        done += 1
+    if done:
+        del graph.node[:]
+        graph.node.extend(nodes)
+    return {"SimplifiedLayerNormalization": done} if done else {}
 
 
 def contrib_fused_ops(model: onnx.ModelProto) -> dict[str, int]:

@@ -74,6 +74,30 @@ def test_preset_fuses_what_ort_fuses_and_keeps_the_outputs(tmp_path):
     assert not again.modified and "already fused" in " ".join(_fuse_record(again).notes)
 
 
+@pytest.mark.slow
+def test_rmsnorm_decoder_fuses_and_passes_the_checker(tmp_path):
+    """LLaMA-style: ORT's SkipSimplifiedLayerNormalization (com.microsoft) is kept; its standalone
+    SimplifiedLayerNormalization lives in the ONNX domain, which onnx.checker refuses, so it is written
+    back as plain ops, and the result still computes what the original does."""
+    src = SAMPLES / "llama_optimum.onnx"
+    expected = _oracle_stats(src, "gpt2")
+    assert expected.get("SimplifiedLayerNormalization") and expected.get("SkipSimplifiedLayerNormalization")
+    r = api.optimize(api.load(src), preset="ort-transformers", out_path=tmp_path / "m.onnx")
+    assert r.ok, [(x.name, x.status, x.message) for x in r.records]
+    rec = _fuse_record(r)
+    assert rec.details["model_type"] == "gpt2"
+    assert rec.details["fused"] == {"SkipSimplifiedLayerNormalization": expected["SkipSimplifiedLayerNormalization"]}
+    assert any("SimplifiedLayerNormalization left decomposed" in n for n in rec.notes), rec.notes
+    out = onnx.load(str(r.output))
+    onnx.checker.check_model(out, full_check=True)
+    assert not [n for n in out.graph.node if n.op_type == "SimplifiedLayerNormalization"]
+    feeds = api.make_inputs(api.load(src), count=1).sets[0]
+    want = ort_reference(src, feeds)
+    got = ort_reference(r.output, feeds)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-3, atol=1e-4)
+
+
 def test_no_transformer_pattern_is_a_noop_with_a_note(tmp_path):
     src = SAMPLES / "cnn_unfused.onnx"
     r = api.optimize(api.load(src), passes=["fuse-transformers"], out_path=tmp_path / "m.onnx")
