@@ -266,3 +266,20 @@ def test_bad_weight_options_are_refused_before_any_work(tmp_path):
         with pytest.raises(StudioError, match=word):
             api.precision(api.load(model), variants=["fp32", "int4"], weight_options=opts, out_dir=tmp_path / "o")
         assert not any((tmp_path / "o").glob("int4*"))
+
+
+def test_cli_weight_only_options_and_generation_in_json(tmp_path, capsys):
+    from studio.cli import main
+
+    model = path_of("llama_optimum")
+    assert main(["precision", str(model), "--variants", "fp32,int8-weights", "--block-size", "32", "--steps", "2",
+                 "--budget", "3", "--out", str(tmp_path / "v"), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    v = next(x for x in d["variants"] if x["name"] == "int8-weights")
+    assert v["details"]["weight_only"]["block_size"] == 32 and v["details"]["weight_only"]["bits"] == 8
+    assert v["generation"]["steps"] == 2 and v["generation"]["random_weights"] is True
+    assert len(v["matmul_errors"]) == len(_eligible(onnx.load(model)))
+    q = onnx.load(tmp_path / "v" / "int8-weights" / model.name)
+    assert {helper.get_attribute_value(a) for n in q.graph.node if n.op_type == "MatMulNBits"
+            for a in n.attribute if a.name == "block_size"} == {32}
+    assert any("greedy steps" in n for n in d["notes"])

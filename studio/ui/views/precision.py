@@ -52,6 +52,15 @@ def _weight_options(chosen: list[str]) -> dict:
     return {"block_size": block, "symmetric": symmetric, "accuracy_level": int(level), "ratio": float(ratio)}
 
 
+def _weight_flags(opts: dict) -> str:
+    """The CLI flags of the weight-only options that differ from the defaults."""
+    flags = [f"--block-size {opts['block_size']}" if opts.get("block_size", "auto") != "auto" else "",
+             "--asymmetric" if opts.get("symmetric") is False else "",
+             f"--accuracy-level {opts['accuracy_level']}" if opts.get("accuracy_level") else "",
+             f"--ratio {opts['ratio']:g}" if opts.get("ratio", 1.0) != 1.0 else ""]
+    return " ".join(f for f in flags if f)
+
+
 def _matmul_errors(report) -> None:
     """Which quantized MatMul hurts: each weight-only variant's per-MatMul output error, worst first."""
     for v in report.variants:
@@ -155,7 +164,8 @@ def render() -> None:
              (f"--samples {choice.count}" if choice.count != 8 else ""),
              f"--calibration-method {method}" if method != "minmax" else "",
              f"--target-cosine {target:g}" if abs(target - 0.99) > 1e-9 else "",
-             f"--target '{task_target}'" if task_target else "", task_flags(tasks), "--out variants/"]
+             f"--target '{task_target}'" if task_target else "", task_flags(tasks), _weight_flags(weight_options),
+             "--out variants/"]
     widgets.cli_hint(f"onnx-studio precision {handle.path.name} {' '.join(f for f in flags if f)}")
 
 
