@@ -97,6 +97,7 @@ def generate_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> 
         for ci, (length, batch) in enumerate(args["cases"]):
             prompt = _prompt(arrays, ci)
             gens: dict[str, GreedyGeneration] = {}
+            case_errors: dict[str, str] = {}
             for vid in list(steppers):
                 if vid in errors:
                     continue
@@ -104,12 +105,13 @@ def generate_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> 
                 gen = GreedyGeneration(steppers[vid], contract, prompt, int(args["new_tokens"]))
                 ctx.set_stage(f"{variants[vid]['label']}: warm-up, prompt {length} x batch {batch}")
                 try:
-                    warm_up({vid: (gen, ())}, int(args["warmup"]))
-                except Exception as exc:  # noqa: BLE001 - e.g. an engine refusing a shape
-                    errors[vid] = f"prompt {length} x batch {batch}: {_line(exc)}"
+                    warm_up({vid: (gen, ())}, max(1, int(args["warmup"])))
+                except Exception as exc:  # noqa: BLE001 - e.g. an engine refusing a shape: this case only
+                    case_errors[vid] = _line(exc)
                     continue
                 gens[vid] = gen
-            case: dict[str, Any] = {"prompt_length": length, "batch": batch, "ids": list(gens)}
+            case: dict[str, Any] = {"prompt_length": length, "batch": batch, "ids": list(gens),
+                                    "errors": case_errors}
             if gens:
                 ctx.set_stage(f"timed generations, prompt {length} x batch {batch}")
                 hooks = {vid: _hooks(g, nv.iteration_hooks(f"generation {vid}")) for vid, g in gens.items()}
@@ -161,7 +163,11 @@ def generate_memory_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobConte
             ctx.set_stage(f"{v['label']}: memory, prompt {length} x batch {batch}")
             gen = GreedyGeneration(stepper, contract, _prompt(arrays, ci), int(args["new_tokens"]), rss=True)
             reset = reset_peak_rss()
-            gen()
+            try:
+                gen()
+            except Exception as exc:  # noqa: BLE001 - the timed job reports this case's error
+                peaks.append({"case": ci, "error": _line(exc)})
+                continue
             peak = vm_hwm_bytes() if reset else None
             out_arrays[f"c{ci}_rss"] = gen.rss_bytes.copy()
             peaks.append({"case": ci, "peak_rss": int(peak) if peak else int(gen.rss_bytes.max()),

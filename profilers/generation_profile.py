@@ -178,6 +178,7 @@ class GenerationVariant:
     details: Mapping[str, Any] = field(default_factory=dict)
     baseline_rss: int | None = None
     opened_rss: int | None = None
+    notes: tuple[str, ...] = ()         # a memory pass that could not run, and why
 
     @property
     def ok(self) -> bool:
@@ -193,7 +194,7 @@ class GenerationVariant:
     def to_dict(self) -> dict:
         return {"variant": self.variant.to_dict(), "ok": self.ok, "error": self.error, "error_kind": self.error_kind,
                 "details": {str(k): v for k, v in self.details.items()}, "baseline_rss": self.baseline_rss,
-                "opened_rss": self.opened_rss, "cases": [c.to_dict() for c in self.cases]}
+                "opened_rss": self.opened_rss, "notes": list(self.notes), "cases": [c.to_dict() for c in self.cases]}
 
 
 @dataclass(frozen=True)
@@ -408,6 +409,8 @@ def _store(result: Any, variants: Sequence[Variant], results: dict[str, dict[str
         r["details"] = dict(data.get("details", {}).get(v.id, {}))
         cases = r.setdefault("cases", {})
         for ci, case in enumerate(data.get("cases", [])):
+            if v.id in case.get("errors", {}):
+                cases[ci] = {"error": case["errors"][v.id]}
             if v.id not in case.get("ids", []):
                 continue
             key = f"c{ci}_{v.id}"
@@ -437,6 +440,8 @@ def _memory(v: Variant, vargs: dict, arrays: Mapping[str, np.ndarray], options: 
     result["opened_rss"] = int(mem.data["opened_rss"])
     for peak in mem.data["peaks"]:
         ci = int(peak["case"])
+        if "error" in peak:
+            continue
         p, b = options.cases[ci]
         rss = mem.arrays[f"c{ci}_rss"]
         case = result.setdefault("cases", {}).setdefault(ci, {})
@@ -452,16 +457,18 @@ def _variant_result(r: dict[str, Any], options: GenerationOptions) -> Generation
     cases = []
     for ci, (p, b) in enumerate(options.cases):
         c = r.get("cases", {}).get(ci, {})
-        cases.append(_case_result(p, b, options.new_tokens, c, r.get("memory_error")))
+        cases.append(_case_result(p, b, options.new_tokens, c))
     return GenerationVariant(v, tuple(cases), details=r.get("details", {}), baseline_rss=r.get("baseline_rss"),
-                             opened_rss=r.get("opened_rss"))
+                             opened_rss=r.get("opened_rss"),
+                             notes=(r["memory_error"],) if r.get("memory_error") else ())
 
 
-def _case_result(p: int, b: int, n: int, c: Mapping[str, Any], memory_error: str | None) -> CaseResult:
+def _case_result(p: int, b: int, n: int, c: Mapping[str, Any]) -> CaseResult:
     steps = c.get("steps_ms")
     memory = {k: c[k] for k in ("peak_rss", "peak_source", "rss_by_length", "kv_cache_bytes") if k in c}
     if steps is None or steps.shape[0] == 0:
-        return CaseResult(p, b, n, error=c.get("stopped") or "no timed generation completed", **memory)
+        return CaseResult(p, b, n, error=c.get("error") or c.get("stopped") or "no timed generation completed",
+                          **memory)
     decode = steps[:, 1:]
     by_position = tuple(float(x) for x in np.median(decode, axis=0)) if decode.size else ()
     tokens = tuple(tuple(int(x) for x in row) for row in c["tokens"])

@@ -13,6 +13,7 @@ from studio import api
 from studio.cli.common import print_json
 from studio.cli.project_args import keep_json
 from studio.core import outputs
+from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes, printable
 
 
@@ -53,7 +54,19 @@ def _options(args: argparse.Namespace):  # noqa: ANN202 - profilers.generation_p
                                  memory_gb=args.memory_gb)
 
 
+# profile flags a generation profile does not use: refused rather than silently ignored
+_NOT_WITH_GENERATE = (("inputs", "--inputs"), ("images", "--images"), ("dataset", "--dataset"), ("trace", "--trace"),
+                      ("per_op", "--per-op"), ("memory", "--memory"), ("threads", "--threads"),
+                      ("concurrency", "--concurrency"), ("nsys", "--nsys"), ("duration", "--duration"),
+                      ("iterations", "--iterations"), ("target", "--target"), ("targets", "--targets"))
+
+
 def run(args: argparse.Namespace) -> int:
+    given = [flag for name, flag in _NOT_WITH_GENERATE if getattr(args, name, None)]
+    if given:
+        raise StudioError(f"{given[0]} does not apply to --generate (a generation profile draws seeded prompts, "
+                          "runs locally and reports its own memory); drop it or profile without --generate",
+                          code="BAD-OPTION")
     options = _options(args)
     handles = [api.load(m) for m in args.models]
     names = [h.name for h in handles]
@@ -110,6 +123,8 @@ def _print(result) -> None:  # noqa: ANN001 - profilers.generation_profile.Gener
                   f"{_ms(c.decode.p99_ms):>8} {c.tokens_per_s or 0:>9.1f} "
                   f"{human_bytes(c.peak_rss) if c.peak_rss else '-':>10} "
                   f"{human_bytes(c.kv_cache_bytes) if c.kv_cache_bytes else '-':>9}")
+        for note in v.notes:
+            print(f"  {v.id}: {printable(note, 300)}")
         if v.details.get("io_binding"):
             print(f"  {v.id}: ONNX Runtime I/O binding (the cache stays in OrtValues between steps)")
     if result.ratios:

@@ -58,7 +58,7 @@ def _generation(path: Path, engine: str, prompt: np.ndarray, new_tokens: int, *,
     return GreedyGeneration(make_stepper(runner, contract, io_binding=io_binding), contract, prompt, new_tokens), runner
 
 
-@pytest.mark.parametrize("name", ["gpt2_decoder_with_past", "gpt2_decoder_merged", "llama_optimum"])
+@pytest.mark.parametrize("name", ["gpt2_decoder_with_past", "gpt2_decoder_merged", "llama_optimum", "llama_genai"])
 @pytest.mark.parametrize("io_binding", [True, False])
 def test_tokens_equal_the_reference_loop_and_the_past_grows_by_one(name, io_binding, tmp_path):
     path = SAMPLES / f"{name}.onnx"
@@ -173,6 +173,13 @@ def test_cli_json_fields_are_present_and_consistent(capsys):
     assert [(r["other"], r["prompt_length"], r["batch"]) for r in ratios] == [
         ("t0-ov", 4, 1), ("t0-ov", 4, 2), ("t0-ov", 9, 1), ("t0-ov", 9, 2)]
     assert all(r["decode"]["rounds"] == 2 and r["ttft"]["rounds"] == 2 for r in ratios)
+
+
+def test_flags_a_generation_does_not_use_are_refused(capsys):
+    from studio.cli import main
+
+    code = main(["profile", str(SAMPLES / "llama_optimum.onnx"), "--generate", "--per-op"])
+    assert code == 2 and "--per-op does not apply to --generate" in capsys.readouterr().err
 
 
 def test_generation_command_round_trips_the_options():
