@@ -27,6 +27,7 @@ from profilers.latency import timed_rounds, warm_up
 from profilers.nvtx import ranges
 from profilers.runners import runner_args
 from studio.core.engines import sessions
+from studio.core.errors import engine_message
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.worker import reset_peak_rss, vm_hwm_bytes
 
@@ -43,8 +44,8 @@ def _open(v: Mapping[str, Any], ctx: JobContext) -> Any:
 
 
 def _line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300] if text else ''}"
+    """One line naming the failure (an engine's multi-line message reduced as every job's is)."""
+    return f"{type(exc).__name__}: {engine_message(str(exc).strip())[:300]}"
 
 
 def _prompt(arrays: Mapping[str, np.ndarray], case: int) -> np.ndarray:

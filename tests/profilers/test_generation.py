@@ -167,7 +167,8 @@ def test_cli_json_fields_are_present_and_consistent(capsys):
             assert len(c["decode_by_position_ms"]) == 4
             assert c["kv_cache_bytes"] == 384 * b * (p + 4)
             assert [x[0] for x in c["rss_by_length"]] == [p, p + 1, p + 2, p + 3, p + 4]
-            assert c["peak_rss"] >= max(x[1] for x in c["rss_by_length"]) and c["peak_source"] == "VmHWM"
+            assert c["peak_rss"] >= max(x[1] for x in c["rss_by_length"])
+            assert c["peak_source"] in ("VmHWM", "RSS after each token")     # the latter where /proc says nothing
         assert v["opened_rss"] > v["baseline_rss"] > 0
     ratios = data["ratios"]
     assert [(r["other"], r["prompt_length"], r["batch"]) for r in ratios] == [
