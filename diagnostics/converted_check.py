@@ -96,7 +96,7 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
 
     from studio.core.engines.conversion import ConversionFailed
     from studio.core.engines.sessions import open_runner
-    from studio.core.feeds import check_feeds
+    from diagnostics.input_search import validate_inputs
 
     engine = str(args["engine"])
     path = str(args["model_path"])
@@ -118,7 +118,7 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     if not args.get("run", True):
         return JobOutput(data=data)
     try:
-        check_feeds(onnx_model, args.get("dims"), args.get("inputs"))
+        validate_inputs(onnx_model, args.get("dims"), args.get("inputs"))
     except Exception as exc:  # noqa: BLE001
         data["feeds_error"] = str(exc)[:500]
         return JobOutput(data=data)

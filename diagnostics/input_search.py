@@ -40,8 +40,9 @@ from studio.core.feeds import (
     unnamed_dim_key,
 )
 
-__all__ = ["NEEDS_INPUTS", "Recipe", "SearchOutcome", "candidate_feeds", "compared_constants", "describe_inputs",
-           "free_axes", "input_dependent", "recipe_feeds", "run_search", "search_recipes", "search_runs", "studio_chosen"]
+__all__ = ["NEEDS_INPUTS", "Recipe", "SearchOutcome", "candidate_feeds", "check_user_inputs", "compared_constants",
+           "decoder_candidates", "describe_inputs", "free_axes", "input_dependent", "recipe_feeds", "run_search",
+           "search_recipes", "search_runs", "studio_chosen", "validate_inputs"]
 
 # What a model that compiles but ran on no input the studio tried is (verdict summary).
 NEEDS_INPUTS = "compiles; not run: needs inputs (give --inputs or --dim)"
@@ -207,6 +208,51 @@ class Candidate:
     feeds: Feeds
     note: str                          # the hint shown when a run fails on these feeds
     recipe: Recipe | None              # None: the user's .npz
+    before: tuple[tuple[str, Feeds], ...] = ()   # (label, feeds) that must run first: a decoder's prefill step
+    label: str | None = None           # what ``feeds`` are ("decode step (past length 8, 1 new token(s))")
+
+
+def decoder_candidates(model: ModelProto, dims: Mapping[str, int] | None = None) -> list[Candidate] | None:
+    """A KV-cache decoder's seeded set: its prefill step (past 0) run before its decode step (past > 0),
+    both keeping the cache contract (``studio.inspect.decoder_feeds``); None for a model that is no
+    decoder, or whose cache does not fit together (then the plain seeded feeds are used)."""
+    from studio.inspect.decoder import DecoderError, recognize
+    from studio.inspect.decoder_feeds import decoder_steps
+
+    try:
+        spec = recognize(model)
+        steps = decoder_steps(model, spec, dims=dims) if spec is not None else None
+    except DecoderError:
+        return None
+    if not steps:
+        return None
+    note = ("run on the decoder's " + " and ".join(s.label for s in steps) +
+            "; for other sizes set --dim NAME=VALUE, or give real inputs with --inputs X.npz")
+    last = steps[-1]
+    return [Candidate(last.feeds, note, Recipe(dict(dims or {})), tuple((s.label, s.feeds) for s in steps[:-1]),
+                      last.label)]
+
+
+def check_user_inputs(model: ModelProto, feeds: Feeds) -> None:
+    """Raise one ``DecoderError`` line when a user's inputs for a decoder break its cache contract."""
+    from studio.inspect.decoder import DecoderError, recognize
+    from studio.inspect.decoder_feeds import check_step
+
+    try:
+        spec = recognize(model)
+    except DecoderError:
+        return
+    if spec is not None:
+        check_step(spec, feeds)
+
+
+def validate_inputs(model: ModelProto, dims: Mapping[str, int] | None = None,
+                    inputs: str | Path | None = None) -> None:
+    """What the check jobs run before any inference: the seeded (or the user's) feeds can be made,
+    and a user's inputs for a decoder keep its cache contract; raises with the one-line reason."""
+    for feeds, _note in check_feeds(model, dims, inputs):
+        if inputs:
+            check_user_inputs(model, feeds)
 
 
 def candidate_feeds(model: ModelProto, dims: Mapping[str, int] | None = None,
@@ -218,6 +264,9 @@ def candidate_feeds(model: ModelProto, dims: Mapping[str, int] | None = None,
 
     specs = input_specs(model)
     user = dict(dims or {})
+    decoder = None if inputs else decoder_candidates(model, user)
+    if decoder is not None:              # its steps decide: other sizes would break the cache contract
+        return decoder, lambda: iter(())
     first = check_feeds(model, user, inputs)
     recipes: list[Recipe | None] = [None] if inputs else [Recipe(user)]
     if not inputs and len(first) > 1:
@@ -288,20 +337,26 @@ def run_search(model: ModelProto, infer: Callable[[Feeds], Any], *, dims: Mappin
         nonlocal last_error
         out.tries += 1
         out.tried.append(feeds_text(c.feeds))
+        step = None
         try:
-            out.outputs = infer(c.feeds)
+            for step, feeds in (*c.before, (c.label, c.feeds)):
+                out.outputs = infer(feeds)
         except Exception as exc:  # noqa: BLE001 - the engine's message is the finding
-            last_error = f"{type(exc).__name__}: {exc}"[:2000]
+            last_error = (f"{step}: " if c.before and step else "") + f"{type(exc).__name__}: {exc}"[:2000]
             if out.first_error is None:
                 out.first_error, out.first_note = last_error, c.note
             return False
         out.ran_on = {"inputs": describe_inputs(c.feeds), **(c.recipe.to_dict() if c.recipe else {}),
                       "tries": out.tries}
+        if c.before:
+            out.ran_on["steps"] = [label for label, _ in c.before] + [c.label]
         return True
 
     for c in seeded:
         if attempt(c):
             return out
+    if seeded and seeded[0].label:       # a decoder's steps keep its cache contract: their failure is the verdict
+        return out
     if out.first_error is None or not chosen or not input_dependent(out.first_error):
         return out
     out.searched = True

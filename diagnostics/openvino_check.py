@@ -47,7 +47,7 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     import openvino as ov
     from openvino.frontend import FrontEndManager
 
-    from studio.core.feeds import check_feeds
+    from diagnostics.input_search import validate_inputs
 
     path = str(args["model_path"])
     device = str(args.get("device") or "CPU")
@@ -97,7 +97,7 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         return JobOutput(data=data)
     try:
         onnx_model = onnx.load_model(path, load_external_data=False)
-        check_feeds(onnx_model, args.get("dims"), args.get("inputs"))
+        validate_inputs(onnx_model, args.get("dims"), args.get("inputs"))
     except Exception as exc:  # noqa: BLE001
         data["feeds_error"] = str(exc)[:500]
         return JobOutput(data=data)

@@ -255,7 +255,7 @@ def ort_session_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     """Create a session (CPU EP, default options) and run it once on seeded feeds."""
     import onnx
 
-    from studio.core.feeds import check_feeds
+    from diagnostics.input_search import validate_inputs
 
     ctx.set_stage("ONNX Runtime session creation")
     import onnxruntime as ort
@@ -274,7 +274,7 @@ def ort_session_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         return JobOutput(data=data)
     model = onnx.load_model(str(args["model_path"]), load_external_data=False)
     try:
-        check_feeds(model, args.get("dims"), args.get("inputs"))
+        validate_inputs(model, args.get("dims"), args.get("inputs"))
     except Exception as exc:  # noqa: BLE001
         data["feeds_error"] = str(exc)[:500]
         return JobOutput(data=data)

@@ -273,6 +273,16 @@ def _alternative_dims(dims: Mapping[str, int]) -> dict[str, int]:
     return {k: (2 if v == 1 else max(2, v // 2 + 1)) for k, v in dims.items()}
 
 
+def _decoder_spec(model: onnx.ModelProto):
+    """The model's ``DecoderSpec`` when it is a KV-cache decoder whose cache fits together, else None."""
+    from studio.inspect.decoder import DecoderError, recognize
+
+    try:
+        return recognize(model)
+    except DecoderError:
+        return None
+
+
 class Verifier:
     """Checks candidates against one original. Reference outputs are computed once."""
 
@@ -289,8 +299,18 @@ class Verifier:
         specs = input_specs(self.original)
         self.seeded = feeds is None             # the studio chose the inputs (an input search may change them)
         self.run_error: str | None = None       # the original's first ORT error on them, as the engine said it
+        decoder = _decoder_spec(self.original)
         if feeds is not None:
             self.feed_sets = list(feeds)
+            if decoder is not None:
+                from studio.inspect.decoder_feeds import check_step
+
+                for f in self.feed_sets:
+                    check_step(decoder, f)      # a user's mask of the wrong length: one line naming both sides
+        elif decoder is not None:               # prefill and decode steps that keep the KV-cache contract
+            from studio.inspect.decoder_feeds import verification_steps
+
+            self.feed_sets = [s.feeds for s in verification_steps(self.original, decoder, self.user_dims)]
         else:
             chosen = choose_dims(specs, self.user_dims)
             self.feed_sets = [random_feeds(specs, chosen, seed=0)]
