@@ -30,10 +30,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--level", type=int, help="hierarchy level to draw (default: the deepest that fits)")
     p.add_argument("--overlay", default=None,
                    help="colour by: 'op type' (default), 'FLOPs share', and with --overlay-data "
-                        "'compatibility: ENGINE TARGET', 'time share' or 'numeric error'")
+                        "'compatibility: ENGINE TARGET', 'time share', 'numeric error' or 'live memory'")
     p.add_argument("--overlay-data", metavar="JSON", action="append", default=[],
                    help="feed overlays from a file another command wrote: check --json (engine support), "
-                        "profile --per-op --json (time share), compare --layerwise --json (numeric error); "
+                        "profile --per-op --json (time share), compare --layerwise --json (numeric error), "
+                        "memory --json (live memory); "
                         "repeatable")
     p.add_argument("--search", default=None, help="highlight nodes whose name, op type or tensors contain this")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",

@@ -8,6 +8,7 @@ The same ``data`` keys the UI's pages publish for the Graph page
 * ``profile --json --per-op``               -> ``data["node_times"]``    (seconds per node, as
   ``OpsProfile.node_times_s``), from the variant of this model (by sha8) or the first with per-op times
 * ``compare --layerwise --json``            -> ``data["node_errors"]``   (as ``LayerwiseResult.node_errors``)
+* ``memory --json``                         -> ``data["node_memory"]``   (bytes live per node, the memory plan)
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ __all__ = ["DATA_OVERLAYS", "OverlayFileData", "overlay_data_from_json"]
 # Overlay names that exist only with data, and which file provides it.
 DATA_OVERLAYS = {"compatibility: <engine> <target>": "check --json",
                  "time share": "profile --per-op --json",
-                 "numeric error": "compare --layerwise --json"}
+                 "numeric error": "compare --layerwise --json",
+                 "live memory": "memory --json"}
 
 
 @dataclass
@@ -94,7 +96,10 @@ def overlay_data_from_json(doc: object, *, sha256: str | None = None) -> Overlay
             raise StudioError("the compare file has no layer-wise errors; compare with --layerwise",
                               code="BAD-OPTION")
         result.data["node_errors"] = _numbers(lw.get("node_errors"))
+    elif "node_live_bytes" in doc and "live_bytes" in doc:
+        result.kind = "memory"
+        result.data["node_memory"] = _numbers(doc.get("node_live_bytes"))
     else:
-        raise StudioError("unrecognised overlay data: expected the JSON of check --json, profile --json or "
-                          "compare --layerwise --json", code="BAD-OPTION")
+        raise StudioError("unrecognised overlay data: expected the JSON of check --json, profile --json, "
+                          "compare --layerwise --json or memory --json", code="BAD-OPTION")
     return result

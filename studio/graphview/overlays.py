@@ -15,6 +15,7 @@ and providers that read these ``data`` keys when present::
     data["compatibility"] = {engine: {node_id: "supported"|"partial"|"unsupported"|"unknown"}}
     data["node_times"]    = {node_id: seconds}          # from a per-op profile
     data["node_errors"]   = {node_id: float}            # layer-wise comparison error
+    data["node_memory"]   = {node_id: bytes}            # bytes live while the node runs (memory plan)
 
 A feature with other data registers its own provider with ``register_overlay``
 or builds an ``Overlay`` directly (``compatibility_overlay``,
@@ -102,6 +103,10 @@ def format_value(v: Value | None, kind: str, unit: str) -> str:
     v = float(v)
     if unit == "%":
         return f"{v:.3g}%" if abs(v) >= 0.001 or v == 0 else f"{v:.2e}%"
+    if unit == "B":
+        from studio.core.fmt import human_bytes
+
+        return human_bytes(v)
     a = abs(v)
     text = f"{v:.3g}" if 1e-3 <= a < 1e6 or a == 0 else f"{v:.3e}"
     return f"{text} {unit}".strip()
@@ -220,6 +225,12 @@ def error_overlay(errors: Mapping[str, float], name: str = "numeric error", unit
                    scale="log", description="Error against the reference, per node output; groups show the max.")
 
 
+def memory_overlay(live: Mapping[str, float], name: str = "live memory") -> Overlay:
+    """Bytes live while each node runs (the memory plan); groups show their largest."""
+    return Overlay(name, "numeric", {k: float(v) for k, v in live.items()}, unit="B", aggregate="max",
+                   description="Bytes live while the node runs (memory plan, ORT's order); groups show the max.")
+
+
 # -- providers -----------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -275,6 +286,8 @@ def _from_data(ctx: OverlayContext) -> Iterable[Overlay]:
         yield time_share_overlay(ctx.data["node_times"])
     if ctx.data.get("node_errors"):
         yield error_overlay(ctx.data["node_errors"])
+    if ctx.data.get("node_memory"):
+        yield memory_overlay(ctx.data["node_memory"])
 
 
 register_overlay("model", _builtin)

@@ -105,6 +105,7 @@ class MemoryPlan:
     weights_bytes: int
     tensors: tuple[TensorLife, ...]
     unknown_tensors: tuple[str, ...]          # sizes unknown: counted as 0
+    steps: tuple[int, ...] = ()               # each step's node: its index in the graph's node list
 
     def to_dict(self, *, include_tensors: bool = True) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k != "tensors"}
@@ -112,6 +113,7 @@ class MemoryPlan:
         d["live_bytes"] = list(self.live_bytes)
         d["peak_tensors"] = [[n, b] for n, b in self.peak_tensors]
         d["unknown_tensors"] = list(self.unknown_tensors)
+        d["steps"] = list(self.steps)
         if include_tensors:
             d["tensors"] = [t.to_dict() for t in self.tensors]
         return d
@@ -315,28 +317,26 @@ def plan(s: Schedule, order: Sequence[int] | None = None, alignment: int = ALIGN
             kind = "output" if o in outputs else "activation"
             lives.append(TensorLife(o, s.sizes.get(o, 0), step_of[k],
                                     end if o in outputs else last.get(o, step_of[k]), kind))
-    blocks = _blocks(s, order, lives, last)
+    blocks, owner = _blocks(s, order, lives, last)
     arena, offsets = best_fit(list(blocks.values()), alignment)
-    owner = {t.name: t.name for t in lives}
-    for t in lives:
-        for b in blocks.values():
-            if t.name in b.name.split("|"):
-                owner[t.name] = b.name
-    lives = [TensorLife(t.name, t.bytes, t.start, t.end, t.kind, offsets.get(owner[t.name], -1)) for t in lives]
-    # Live bytes per step count a shared buffer once (an alias or in-place output reuses its input's).
-    phys = [b for b in blocks.values()] + [t for t in lives if t.kind != "activation"]
-    live, act = [], []
+    lives = [TensorLife(t.name, t.bytes, t.start, t.end, t.kind, offsets.get(owner.get(t.name, t.name), -1))
+             for t in lives]
+    # Live bytes per step count a shared buffer once (an alias or in-place output shares its input's).
+    phys = list(blocks.values()) + [t for t in lives if t.kind != "activation"]
+    live = _per_step(phys, end)
+    act = _per_step(list(blocks.values()), end)
+    born = [0] * end                             # bytes of the buffers a step creates
+    for b in phys:
+        if 0 <= b.start < end:
+            born[b.start] += b.bytes
     in_body: dict[int, str | None] = {}       # steps whose peak is inside a body
     for i in range(end):
-        now = sum(b.bytes for b in phys if b.start <= i <= b.end)
         node = s.nodes[order[i]]
         if node.body_bytes:
             # a body runs before its node's outputs exist: what is live then, plus the body's peak
-            before = now - sum(b.bytes for b in phys if b.start == i)
-            if before + node.body_bytes > now:
-                now, in_body[i] = before + node.body_bytes, node.body_node
-        live.append(now)
-        act.append(sum(b.bytes for b in blocks.values() if b.start <= i <= b.end))
+            before = live[i] - born[i]
+            if before + node.body_bytes > live[i]:
+                live[i], in_body[i] = before + node.body_bytes, node.body_node
     if not live:
         live = [sum(t.bytes for t in lives)]
         act = [0]
@@ -346,40 +346,56 @@ def plan(s: Schedule, order: Sequence[int] | None = None, alignment: int = ALIGN
     labels = tuple(s.nodes[k].label for k in order)
     peak_node = in_body[peak_step] if peak_step in in_body else labels[peak_step] if labels else None
     return MemoryPlan(labels, tuple(live), live[peak_step], peak_step, peak_node,
-                      tuple(at_peak), max(act), arena, s.weights_bytes, tuple(lives), s.unknown)
+                      tuple(at_peak), max(act), arena, s.weights_bytes, tuple(lives), s.unknown,
+                      tuple(s.nodes[k].index for k in order))
+
+
+def _per_step(items: Sequence[TensorLife], steps: int) -> list[int]:
+    """Bytes live at each step (an item is live from its start to its end step, both included)."""
+    delta = [0] * (steps + 1)
+    for t in items:
+        lo, hi = max(t.start, 0), min(t.end, steps - 1)
+        if lo <= hi:
+            delta[lo] += t.bytes
+            delta[hi + 1] -= t.bytes
+    out, run = [], 0
+    for i in range(steps):
+        run += delta[i]
+        out.append(run)
+    return out
 
 
 def _blocks(s: Schedule, order: Sequence[int], lives: Sequence[TensorLife],
-            last: Mapping[str, int]) -> dict[str, TensorLife]:
+            last: Mapping[str, int]) -> tuple[dict[str, TensorLife], dict[str, str]]:
     """Intermediate tensors grouped into buffers: an alias output, or an in-place output at its input's
-    last use, joins its input's buffer (name "a|b", lifetime the union, size the largest)."""
+    last use, joins its input's buffer. Returns the buffers (name "a|b", lifetime the union, size the
+    largest) and each tensor's buffer. (Measured: ORT's pattern with a freed-buffer reuse of the same
+    size on top, as its planner does without patterns, over-predicts transformer samples by 10-100 %.)"""
     by_name = {t.name: t for t in lives}
-    group: dict[str, str] = {}
-    blocks: dict[str, TensorLife] = {}
-    for t in lives:
-        if t.kind == "activation":
-            group[t.name] = t.name
+    root: dict[str, str] = {}                   # tensor -> the first tensor of its buffer
+    members: dict[str, list[str]] = {}
     for i, k in enumerate(order):
         n = s.nodes[k]
-        if not n.inputs or not n.outputs or not n.outputs[0] or n.outputs[0] not in group:
-            continue
-        src, out = n.inputs[0], n.outputs[0]
-        if src not in group:
-            continue
-        a, b = by_name[src], by_name[out]
-        if a.bytes == b.bytes and (n.op_type in ALIAS_OPS or (n.op_type in INPLACE_OPS and last.get(src) == i)):
-            g = group[src]
-            for name, gg in list(group.items()):
-                if gg == out:
-                    group[name] = g
-    members: dict[str, list[TensorLife]] = {}
-    for name, g in group.items():
-        members.setdefault(g, []).append(by_name[name])
-    for ts in members.values():
-        label = "|".join(t.name for t in sorted(ts, key=lambda t: t.start))
+        for j, o in enumerate(n.outputs):
+            t = by_name.get(o) if o else None
+            if t is None or t.kind != "activation" or o in root:
+                continue
+            src = n.inputs[0] if n.inputs else None
+            if j == 0 and src in root and by_name[src].bytes == t.bytes and (
+                    n.op_type in ALIAS_OPS or (n.op_type in INPLACE_OPS and last.get(src) == i)):
+                root[o] = root[src]
+                members[root[src]].append(o)
+            else:
+                root[o], members[o] = o, [o]
+    blocks: dict[str, TensorLife] = {}
+    owner: dict[str, str] = {}
+    for names in members.values():
+        ts = sorted((by_name[m] for m in names), key=lambda t: t.start)
+        label = "|".join(t.name for t in ts)
         blocks[label] = TensorLife(label, max(t.bytes for t in ts), min(t.start for t in ts),
                                    max(t.end for t in ts), "activation")
-    return blocks
+        owner.update((m, label) for m in names)
+    return blocks, owner
 
 
 # ============================================================================ what-if: a memory-aware order

@@ -68,10 +68,15 @@ class MemoryReport:
     measured: tuple[MeasuredMemory, ...] = ()
     kv_cache: KvCacheMemory | None = None
     notes: tuple[str, ...] = ()
+    step_nodes: tuple[str, ...] = ()          # node id (as the summary and the graph name it) of each step
 
     @property
     def peak_bytes(self) -> int:
         return self.plan.peak_bytes
+
+    def node_live_bytes(self) -> dict[str, int]:
+        """Bytes live while each node runs, by node id: the Graph page's "live memory" overlay."""
+        return dict(zip(self.step_nodes, self.plan.live_bytes))
 
     def to_dict(self, *, include_tensors: bool = False) -> dict:
         p = self.plan
@@ -83,6 +88,7 @@ class MemoryReport:
                 "unknown_tensors": self.unknown_tensors, "lower_bound": bool(self.unknown_tensors),
                 "measured": [m.to_dict() for m in self.measured],
                 "kv_cache": self.kv_cache.to_dict() if self.kv_cache else None, "notes": list(self.notes),
+                "node_live_bytes": self.node_live_bytes(),
                 **({"tensors": [t.to_dict() for t in p.tensors]} if include_tensors else {})}
 
 
@@ -129,6 +135,7 @@ def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
                   pool_key: str = "default", timeout_s: float = 300) -> MemoryReport:
     """The plan at ``dims`` (the same shape resolution as ``inspect``), with ORT's measured block when
     ``measure`` (a child process on the same seeded feeds) and the KV cache's bytes for a decoder."""
+    from studio.core.protowalk import node_id
     from studio.inspect.summary import summarize
 
     feeds, chosen = plan_feeds(handle, dims)
@@ -149,8 +156,10 @@ def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     measured: tuple[MeasuredMemory, ...] = ()
     if measure:
         measured = (measure_ort(handle, feeds, plan, timeout_s=timeout_s),)
+    seen: set[str] = set()
+    ids = [node_id("", n.name, n.op_type, i, seen) for i, n in enumerate(handle.proto.graph.node)]
     return MemoryReport(handle.name, tuple(sorted(chosen.items())), plan, summary.memory.unknown_tensors,
-                        measured, kv, tuple(notes))
+                        measured, kv, tuple(notes), tuple(ids[i] for i in plan.steps))
 
 
 def measure_ort(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan: MemoryPlan, *,

@@ -10,8 +10,6 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from onnx import helper as h
-from onnx import TensorProto as T
 
 from studio.inspect.memory_plan import TensorLife, best_fit, ort_order, plan, schedule_from_graph
 
@@ -71,22 +69,10 @@ def test_best_fit_takes_the_smallest_gap():
     assert off_first["u"] == 600 and arena_first == 950     # fits no gap: the arena grows
 
 
-def _two_branch(c: int = 4, hw: int = 32, wide: int = 8) -> onnx.ModelProto:
-    """Two parallel branches from one stem into a Concat; written so that ORT runs the branch
-    with the large output first (its output stays alive while the other branch runs)."""
-    nodes, inits = [], []
-    rng = np.random.RandomState(0)
+def _two_branch() -> onnx.ModelProto:
+    from tests.memory_models import two_branch
 
-    def conv(x: str, y: str, cin: int, cout: int) -> None:
-        inits.append(onnx.numpy_helper.from_array((rng.randn(cout, cin, 1, 1) * 0.1).astype(np.float32), f"w_{y}"))
-        nodes.append(h.make_node("Conv", [x, f"w_{y}"], [y], name=y))
-    conv("x", "s", 3, c)
-    conv("s", "q1", c, c * wide); conv("q1", "q2", c * wide, c * wide); conv("q2", "q3", c * wide, c)
-    conv("s", "p1", c, c * wide); conv("p1", "p2", c * wide, c * wide); conv("p2", "p3", c * wide, c * wide)
-    nodes.append(h.make_node("Concat", ["p3", "q3"], ["y"], name="cat", axis=1))
-    g = h.make_graph(nodes, "branches", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, hw, hw])],
-                     [h.make_tensor_value_info("y", T.FLOAT, [1, c * wide + c, hw, hw])], inits)
-    return onnx.shape_inference.infer_shapes(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+    return two_branch()
 
 
 def _ort_profiled_order(path, tmp_path) -> list[str]:

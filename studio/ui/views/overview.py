@@ -10,7 +10,7 @@ from studio.core.errors import StudioError
 from studio.core.types import shape_text
 from studio.core.uploads import UploadedFile
 from studio import api
-from studio.ui import decoder_card, overview_charts, state, widgets
+from studio.ui import decoder_card, memory_panel, overview_charts, state, widgets
 
 
 def _keep_open() -> None:
@@ -170,6 +170,7 @@ def render() -> None:
     if flops is not None:
         right.plotly_chart(flops, width="stretch", key="overview_flops_by_op")
 
+    memory_panel.render(handle)      # live bytes over the schedule, the peak's tensors, the reorder what-if
     st.markdown("#### Inputs and outputs")
     io_rows = [{"kind": kind, "name": t.name, "dtype": t.dtype, "shape": shape_text(t.shape, 40)}
                for kind, items in (("input", s.inputs), ("output", s.outputs)) for t in items]
