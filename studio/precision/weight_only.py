@@ -82,7 +82,10 @@ def build_nncf_weights(name: str, model_path: Path, header: onnx.ModelProto, wor
     r = compress_openvino(model_path, work / name, mode=mode, group_size=group, ratio=float(opts.get("ratio", 1.0)),
                           limits=limits, pool_key=pool_key)
     if not r.constants:
-        raise StudioError(f"NNCF {mode} compressed no weight of this model (no MatMul/Gather with constant weights)")
+        where = ("its MatMuls sit inside If branches (a merged decoder), which NNCF does not compress: compress the "
+                 "decoder and the decoder-with-past separately" if any(n.op_type == "If" for n in header.graph.node)
+                 else "no MatMul/Gather with constant weights")
+        raise StudioError(f"NNCF {mode} compressed no weight of this model: {where}")
     from passes.quantize_weight_only import model_file_bytes
 
     size = r.ir_path.stat().st_size + r.ir_path.with_suffix(".bin").stat().st_size

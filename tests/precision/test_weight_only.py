@@ -283,3 +283,23 @@ def test_cli_weight_only_options_and_generation_in_json(tmp_path, capsys):
     assert {helper.get_attribute_value(a) for n in q.graph.node if n.op_type == "MatMulNBits"
             for a in n.attribute if a.name == "block_size"} == {32}
     assert any("greedy steps" in n for n in d["notes"])
+
+
+def test_merged_decoder_matmuls_inside_if_branches_are_quantized(tmp_path):
+    """optimum's merged decoder keeps its weights outside the If and its MatMuls inside both branches."""
+    from passes.pipeline import run_pipeline
+    from passes.registry import make_pass
+
+    src = path_of("gpt2_decoder_merged")
+    m = onnx.load(src)
+    weights = {t.name for t in m.graph.initializer if len(t.dims) == 2 and t.data_type == onnx.TensorProto.FLOAT}
+
+    def branch_nodes(model):
+        return [n for node in model.graph.node if node.op_type == "If" for a in node.attribute for n in a.g.node]
+
+    want = sorted(n.output[0] for n in branch_nodes(m) if n.op_type == "MatMul" and n.input[1] in weights)
+    assert len(want) > 4 and not any(n.op_type == "MatMul" and n.input[1] in weights for n in m.graph.node)
+    r = run_pipeline(src, [make_pass("quantize-weight-only", bits=4)], tmp_path / "m.onnx", on_failure="stop")
+    assert r.ok, r.summary()
+    q = onnx.load(tmp_path / "m.onnx")
+    assert sorted(n.output[0] for n in branch_nodes(q) if n.op_type == "MatMulNBits") == want
