@@ -56,6 +56,7 @@ from studio.inspect.summary import ModelSummary, summarize
 
 if TYPE_CHECKING:
     from passes.pipeline import PipelineResult
+    from passes.merge_decoders import MergeResult
     from studio.inspect.decoder import DecoderSpec
     from studio.inspect.kv_cache import DecoderReport, KvBudget
     from studio.inspect.memory_report import MemoryReport
@@ -80,7 +81,7 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "export_project", "get_settings", "import_project", "input_run", "job", "list_projects", "list_versions", "model_for",
            "open_project", "project_artifacts", "project_for_model", "project_datasets", "project_jobs", "project_model", "project_models", "projects_root",
            "record_artifact", "rename_project", "set_setting", "shared_mode", "decoder_spec", "inspect_decoder",
-           "kv_budget", "parse_memory", "memory_plan", "memory_reorder", "edit", "validate_edit_script", "edit_script", "add_edited_version"]
+           "kv_budget", "merge_decoders", "parse_memory", "memory_plan", "memory_reorder", "edit", "validate_edit_script", "edit_script", "add_edited_version"]
 
 
 def load(path: str | Path) -> ModelHandle:
@@ -145,6 +146,18 @@ def kv_budget(report: DecoderReport, *, memory: int | str | None = None, kv_dtyp
 
     return _kv_budget(report.spec, report.weights_bytes, memory=memory, kv_dtype=kv_dtype, batch=batch,
                       length=length)
+
+
+def merge_decoders(decoder: str | Path, with_past: str | Path, output: str | Path, *, verify: bool = True,
+                   dims: Mapping[str, int] | None = None, pool_key: str = "default") -> MergeResult:
+    """One model from a decoder and its decoder-with-past (either order), under an ``If`` on
+    ``use_cache_branch`` (optimum's merged convention), weights deduplicated by content, written to
+    ``output``; with ``verify``, ONNX Runtime runs a prefill step (against the decoder) and a decode
+    step (against the decoder with past) and every output must be equal. A pair whose inputs, outputs
+    or cache do not fit together is a one-line StudioError naming both sides."""
+    from passes.merge_decoders import merge_decoders as _merge
+
+    return _merge(decoder, with_past, output, verify=verify, pool_key=pool_key, dims=dims)
 
 
 def parse_memory(text: str | int) -> int:

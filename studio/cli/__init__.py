@@ -18,8 +18,8 @@ from studio import __version__
 from studio.core.errors import StudioError
 
 # Order is the order of `onnx-studio --help`.
-COMMANDS = ["inspect", "memory", "graph", "check", "optimize", "edit", "compare", "precision", "profile", "plugin", "export",
-            "batch", "worker", "serve", "projects", "data"]
+COMMANDS = ["inspect", "memory", "graph", "check", "optimize", "merge", "edit", "compare", "precision", "profile", "plugin",
+            "export", "batch", "worker", "serve", "projects", "data"]
 # Commands that read or write projects (they also take --projects-root after the command name).
 PROJECT_COMMANDS = {"inspect", "check", "optimize", "edit", "precision", "profile", "export", "serve", "projects", "data",
                     "compare"}
