@@ -65,6 +65,7 @@ class GenerationContract:
     positions_dtype: str = "int64"
     positions_rank: int = 2
     use_cache_branch: str | None = None
+    branch_rank: int = 1                # use_cache_branch: [1] in optimum's exports, a scalar in some others
     vocab: int | None = None
     context: int | None = None
 
@@ -111,6 +112,8 @@ def contract_of(model: ModelProto, spec: DecoderSpec, name: str = "the model") -
 
     pos = inputs.get(spec.position_ids or "")
     rank = len(pos.type.tensor_type.shape.dim) if pos is not None else 2
+    flag = inputs.get(spec.use_cache_branch or "")
+    branch_rank = len(flag.type.tensor_type.shape.dim) if flag is not None else 1
     cache = tuple((c.input, c.output, int(c.heads or spec.kv_heads), int(c.head_dim or spec.head_dim))
                   for c in spec.cache if c.input)
     return GenerationContract(
@@ -118,7 +121,7 @@ def contract_of(model: ModelProto, spec: DecoderSpec, name: str = "the model") -
         cache_dtype=dtype(cache[0][0], spec.kv_dtype), seq_axis=2 if spec.cache_layout == "bnsh" else 1,
         attention_mask=spec.attention_mask, mask_dtype=dtype(spec.attention_mask, "int64"),
         position_ids=spec.position_ids, positions_dtype=dtype(spec.position_ids, "int64"), positions_rank=rank,
-        use_cache_branch=spec.use_cache_branch, vocab=spec.vocab, context=spec.context)
+        use_cache_branch=spec.use_cache_branch, branch_rank=branch_rank, vocab=spec.vocab, context=spec.context)
 
 
 def prompt_ids(vocab: int, batch: int, length: int, seed: int = 0) -> np.ndarray:
@@ -245,7 +248,8 @@ class GreedyGeneration:
         total = self.length + self.new_tokens
         c = contract
         self._mask = np.ones((self.batch, total), dtype=c.mask_dtype) if c.attention_mask else None
-        self._flags = ({c.use_cache_branch: np.array([False])}, {c.use_cache_branch: np.array([True])}) \
+        shape = (1,) * c.branch_rank
+        self._flags = ({c.use_cache_branch: np.full(shape, False)}, {c.use_cache_branch: np.full(shape, True)}) \
             if c.use_cache_branch else ({}, {})
 
     def start(self) -> None:

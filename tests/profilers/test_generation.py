@@ -199,3 +199,21 @@ def test_unsupported_engine_is_the_variant_error_not_a_number(tmp_path):
     ort_v, mnn_v = result.variants
     assert ort_v.ok and ort_v.cases[0].tokens and not result.ok
     assert mnn_v.error_kind == "unavailable" and "ONNX Runtime and OpenVINO" in mnn_v.error
+
+
+def test_a_scalar_use_cache_branch_is_fed_as_a_scalar(tmp_path):
+    """Some merged exports declare ``use_cache_branch`` as a scalar: the loop feeds the rank declared."""
+    model = onnx.load(str(SAMPLES / "gpt2_decoder_merged.onnx"))
+    flag = next(i for i in model.graph.input if i.name == "use_cache_branch")
+    flag.type.tensor_type.shape.ClearField("dim")
+    path = tmp_path / "merged_scalar_flag.onnx"
+    onnx.save(model, str(path))
+    assert contract_of(model, recognize(model)).branch_rank == 0
+    prompt = prompt_ids(288, 1, 5, seed=2)
+    gen, runner = _generation(path, "onnxruntime", prompt, 5, io_binding=True, tmp=tmp_path)
+    try:
+        gen()
+    finally:
+        runner.close()
+    expected, _ = reference_greedy(SAMPLES / "gpt2_decoder_merged.onnx", prompt, 5)
+    np.testing.assert_array_equal(gen.tokens, expected)
