@@ -972,7 +972,15 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
             from studio.precision.weight_only import judge_decoder
 
             progress("judging the decoder over a greedy generation")
-            extra_notes = judge_decoder(ctx, decoder, inp.eval_feeds.sets[0], built, results, generation_steps)
+            cands = [(n, VARIANTS[n].engine, Path(built[n][0]),
+                      _artifact_options(VARIANTS[n], Path(built[n][0]), ctx.model_path), built[n][2])
+                     for n, row in results.items() if n != "fp32" and n in built and row.status == "ok"]
+            judged, extra_notes = judge_decoder(ctx.model_path, ctx.header, decoder, ctx.prompts,
+                                                inp.eval_feeds.sets[0], cands, generation_steps,
+                                                limits=ctx.limits, pool_key=ctx.pool_key)
+            for n, (gen, errors, notes) in judged.items():
+                results[n] = dataclasses.replace(results[n], generation=gen, matmul_errors=errors,
+                                                 notes=tuple(dict.fromkeys(results[n].notes + notes)))
         progress("recommending")
         final, best, per_engine = _recommendation(names, results)
         report = _report(ctx, inp, final, best, per_engine, own)

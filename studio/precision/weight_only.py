@@ -15,7 +15,7 @@ its ``added`` figure is its error minus the worst error among the MatMuls before
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,50 +129,44 @@ def decoder_of(header: onnx.ModelProto, model_path: Path):
     return spec if spec is not None and spec.logits and spec.input_ids else None
 
 
-def judge_decoder(ctx: Any, spec: Any, feeds: Mapping[str, Any], built: Mapping[str, tuple],
-                  results: dict, steps: int) -> tuple[str, ...]:
-    """Add generation agreement (and per-MatMul errors for weight-only ONNX variants) to each judged variant's
-    row in ``results``; a variant whose generation cannot be judged gets a note, not a failure. Returns the
-    report's notes (where the prompts came from, random weights)."""
-    import dataclasses
-
+def judge_decoder(model_path: Path, header: onnx.ModelProto, spec: Any, prompts_from: Any, feeds: Mapping[str, Any],
+                  candidates: Sequence[tuple[str, str, Path, Any, Mapping[str, Any]]], steps: int, *,
+                  limits: Limits, pool_key: str) -> tuple[dict[str, tuple], tuple[str, ...]]:
+    """Generation agreement (and per-MatMul errors for weight-only ONNX variants) of each candidate
+    ``(name, engine, path, run options, pass details)`` on ONNX Runtime or OpenVINO: {name: (generation dict or
+    None, per-MatMul errors, notes)}; a candidate whose generation cannot be judged gets a note, not a failure.
+    Also the report's notes (where the prompts came from, random weights)."""
     from studio.precision.generation_agreement import decoder_prompts, generation_agreement, has_random_weights
-    from studio.precision.variants import VARIANTS, _artifact_options
 
-    prompts = decoder_prompts(spec, dataset=ctx.prompts)
-    random_weights = has_random_weights(ctx.header)
-    for name, row in list(results.items()):
-        spec_v = VARIANTS[name]
-        if name == "fp32" or name not in built or row.status != "ok" or spec_v.engine not in ("onnxruntime",
-                                                                                               "openvino"):
+    prompts = decoder_prompts(spec, dataset=prompts_from)
+    random_weights = has_random_weights(header)
+    judged: dict[str, tuple] = {}
+    for name, engine, path, options, details in candidates:
+        if engine not in ("onnxruntime", "openvino"):
             continue
-        path, _lineage, details, _warn = built[name]
-        notes = list(row.notes)
+        notes: list[str] = []
         generation = None
         errors: tuple = ()
         try:
-            generation = generation_agreement(
-                ctx.model_path, Path(path), spec, prompts, engine=spec_v.engine,
-                options=_artifact_options(spec_v, Path(path), ctx.model_path), steps=steps,
-                random_weights=random_weights, limits=ctx.limits, pool_key=ctx.pool_key).to_dict()
+            generation = generation_agreement(model_path, Path(path), spec, prompts, engine=engine, options=options,
+                                              steps=steps, random_weights=random_weights, limits=limits,
+                                              pool_key=pool_key).to_dict()
             notes.append(generation["summary"])
         except Exception as exc:  # noqa: BLE001 - one variant's generation must not stop the report
             notes.append(f"generation agreement could not be computed: {' '.join(str(exc).split())[:300]}")
         outs = (details.get("weight_only") or {}).get("quantized_outputs")
-        if outs and spec_v.engine == "onnxruntime":
+        if outs and engine == "onnxruntime":
             try:
-                errors = matmul_errors(ctx.model_path, Path(path), list(outs), feeds, limits=ctx.limits,
-                                       pool_key=ctx.pool_key)
+                errors = matmul_errors(model_path, Path(path), list(outs), feeds, limits=limits, pool_key=pool_key)
                 if errors:
                     notes.append(f"worst MatMul: '{errors[0]['node'][:80]}' relative L2 {errors[0]['rel_l2']:.3g} "
                                  f"({len(errors)} quantized MatMuls compared)")
             except Exception as exc:  # noqa: BLE001
                 notes.append(f"per-MatMul error could not be computed: {' '.join(str(exc).split())[:300]}")
-        results[name] = dataclasses.replace(row, generation=generation, matmul_errors=errors,
-                                            notes=tuple(dict.fromkeys(notes)))
+        judged[name] = (generation, errors, tuple(notes))
     out = [f"decoder ({spec.convention}): judged by next-token agreement and KL with fp32 over {steps} greedy "
            f"steps after {prompts.source}"]
     if random_weights:
         out.append("the model has random weights: generation figures measure quantization error only "
                    "(perplexity not meaningful)")
-    return tuple(out)
+    return judged, tuple(out)
