@@ -69,14 +69,34 @@ def inferred_proto(model: ir.Model, *, strict: bool) -> onnx.ModelProto:
     return onnx.shape_inference.infer_shapes(proto, check_type=strict, strict_mode=strict, data_prop=True)
 
 
+def _symbolic_infos(model: ir.Model) -> dict[str, onnx.ValueInfoProto]:
+    """Types from ONNX Runtime's symbolic shape inference, which knows the com.microsoft ops (attention,
+    skip-norms) that ONNX inference leaves untyped; {} where it cannot run."""
+    from passes.model_io import to_proto
+
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        proto = SymbolicShapeInference.infer_shapes(_externals_as_inputs(to_proto(model)), auto_merge=True)
+    except Exception:  # noqa: BLE001 - an optional second opinion; the strict check still decides
+        return {}
+    return {vi.name: vi for vi in (*proto.graph.value_info, *proto.graph.output)}
+
+
 def infer_types(model: ir.Model) -> None:
-    """Fill missing types and shapes of the main graph's values from ONNX shape inference."""
+    """Fill missing types and shapes of the main graph's values from ONNX shape inference (and, for
+    values it leaves untyped behind ops outside the ONNX domain, ONNX Runtime's symbolic inference)."""
     try:
         proto = inferred_proto(model, strict=False)
     except Exception:  # inference failing here is reported by the final strict check
         return
     infos = {vi.name: vi for vi in (*proto.graph.value_info, *proto.graph.output, *proto.graph.input)}
-    for name, v in main_values(model.graph).items():
+    values = main_values(model.graph)
+    untyped = [n for n, v in values.items() if v.type is None and not _typed(infos.get(n))]
+    if untyped and any(n.domain not in ("", "ai.onnx") for n in model.graph):
+        extra = _symbolic_infos(model)
+        infos.update({n: extra[n] for n in untyped if _typed(extra.get(n))})
+    for name, v in values.items():
         vi = infos.get(name)
         if vi is None or not vi.type.HasField("tensor_type"):
             continue
@@ -86,6 +106,10 @@ def infer_types(model: ir.Model) -> None:
         if v.shape is None and tt.HasField("shape"):
             v.shape = ir.Shape([d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
                                 for d in tt.shape.dim])
+
+
+def _typed(vi: onnx.ValueInfoProto | None) -> bool:
+    return vi is not None and vi.type.HasField("tensor_type") and bool(vi.type.tensor_type.elem_type)
 
 
 def check_acyclic(model: ir.Model, op: EditOp) -> None:

@@ -87,6 +87,7 @@ def set_input(state: EditState, op: EditOp) -> None:
     if dtype_changed:
         v.type = ir.TensorType(_dtype(op.args["dtype"], op))
     inputs = set(graph.inputs)
+    old_outputs = {o: o.shape for o in graph.outputs}
     for other in g.main_values(graph).values():      # re-infer everything downstream
         if other in inputs or other.is_initializer():
             continue
@@ -94,7 +95,14 @@ def set_input(state: EditState, op: EditOp) -> None:
         if dtype_changed and not other.is_graph_output():
             other.type = None
     g.infer_types(state.model)
-    state.did(VALUES, f"input '{name}' {before} -> {g.type_text(v)}")
+    # Ops ONNX inference does not know (com.microsoft's) leave outputs unshaped, which the checker refuses:
+    # their rank is kept, fixed sizes left open (they may have changed), named dims kept.
+    stale = [o for o in graph.outputs if o.shape is None and old_outputs.get(o) is not None]
+    for o in stale:
+        o.shape = ir.Shape([d.value if isinstance(d, ir.SymbolicDim) else None for d in old_outputs[o]])
+    state.did(VALUES, f"input '{name}' {before} -> {g.type_text(v)}" + (
+        f"; {len(stale)} outputs not re-inferred (ops outside ONNX inference), their fixed sizes left open"
+        if stale else ""))
 
 
 def replace_initializer(state: EditState, op: EditOp) -> None:

@@ -55,11 +55,16 @@ def node_list(model: ir.Model, renamed_nodes: dict[str, str] | None = None) -> l
     return [(n.name or "", n.op_type) for n in ir.traversal.RecursiveGraphIterator(model.graph)]
 
 
-def _with_original_io(model: ir.Model, renamed: dict[str, str]) -> ir.Model:
-    """A copy whose graph inputs/outputs carry the original's names again (for the Verifier)."""
+def _with_original_io(model: ir.Model, renamed: dict[str, str], source: Path) -> ir.Model:
+    """A copy whose graph inputs/outputs carry the original's names again (for the Verifier). Its
+    external tensors are the source's (only value-keeping edits come here), so they are read from the
+    source's folder: the proto round trip keeps their relative locations, not where they lie."""
+    from onnx_ir import external_data as ir_external
+
     from passes.model_io import from_proto, to_proto
 
     copy = from_proto(to_proto(model))
+    ir_external.set_base_dir(copy.graph, str(source.parent))
     values = g.all_values(copy.graph)
     for v in [*copy.graph.inputs, *copy.graph.outputs]:
         old = renamed.get(v.name)
@@ -94,7 +99,7 @@ def verify(source: Path, models: tuple[ir.Model, ...], kinds: tuple[str, ...], n
 def _numeric(source: Path, model: ir.Model, renamed: dict[str, str], work: Path, pool_key: str) -> Verification:
     from passes.verify import Verifier
 
-    ckpt = _checkpoint(_with_original_io(model, renamed), work / "candidate.onnx", source, work)
+    ckpt = _checkpoint(_with_original_io(model, renamed, source), work / "candidate.onnx", source, work)
     result = Verifier(source, pool_key=pool_key).verify(ckpt)
     status = "passed" if result.ok and result.numeric_status == "passed" else (
         "failed" if not result.ok else result.numeric_status)

@@ -275,3 +275,52 @@ def test_uploaded_npy_replaces_a_weight(detector, tmp_path):
     by_hand = onnx.load(detector)
     by_hand.graph.initializer[1].CopyFrom(onnx.numpy_helper.from_array(w2, "w2"))
     np.testing.assert_array_equal(ort_reference(out, FEEDS)["scores"], ort_reference(by_hand, FEEDS)["scores"])
+
+
+@pytest.fixture(scope="module")
+def genai_decoder(tmp_path_factory):
+    """A tiny onnxruntime-genai LLaMA with external weights: com.microsoft ops (GroupQueryAttention,
+    SkipSimplifiedLayerNormalization, RotaryEmbedding) that ONNX inference does not type."""
+    from sample_models.decoders import LLAMA_TINY, write_large_decoder
+
+    return write_large_decoder(tmp_path_factory.mktemp("genai"), shape=LLAMA_TINY, convention="genai")
+
+
+def _decoder_feeds(shape, batch: int = 1, seq: int = 3, past: int = 2) -> dict:
+    rng = np.random.default_rng(4)
+    feeds = {"input_ids": rng.integers(0, shape.vocab, (batch, seq), dtype=np.int64),
+             "attention_mask": np.ones((batch, past + seq), dtype=np.int64),
+             "position_ids": np.tile(np.arange(past, past + seq, dtype=np.int64), (batch, 1))}
+    for i in range(shape.layers):
+        for kind in ("key", "value"):
+            feeds[f"past_key_values.{i}.{kind}"] = rng.normal(
+                size=(batch, shape.kv_heads, past, shape.head_dim)).astype(np.float32)
+    return feeds
+
+
+def test_contrib_op_decoder_with_external_data_renames_adds_outputs_and_fixes_dims(genai_decoder, tmp_path,
+                                                                                     monkeypatch):
+    """Run from another folder: a value-keeping edit is verified against weights read from the model's own
+    folder (the verification's copy once looked for model.onnx.data in the working directory); an output
+    behind com.microsoft ops gets its type (ONNX Runtime's symbolic inference) and the original's values
+    (oracle: the tensor exposed by hand, plain ORT); an input dim fixed keeps the outputs' ranks."""
+    from sample_models.decoders import LLAMA_TINY
+
+    monkeypatch.chdir(tmp_path)
+    h = api.load(genai_decoder)
+    feeds = _decoder_feeds(LLAMA_TINY)
+    want = ort_reference(genai_decoder, feeds)
+    res = api.edit(h, [{"op": "rename", "tensors": {"logits": "scores"}}], tmp_path / "o" / "r.onnx")
+    assert (res.verification.method, res.verification.status) == ("numeric", "passed"), res.verification
+    np.testing.assert_array_equal(ort_reference(tmp_path / "o" / "r.onnx", feeds)["scores"], want["logits"])
+    inner = "/model/layers.1/attn/o_proj/MatMul/output_0"
+    res = api.edit(h, [{"op": "add_output", "tensor": inner}], tmp_path / "o" / "a.onnx")
+    assert res.verification.status == "passed"
+    assert res.after[0]["outputs"][-1] == f"{inner}: float[batch_size,sequence_length,{LLAMA_TINY.hidden}]"
+    np.testing.assert_array_equal(ort_reference(tmp_path / "o" / "a.onnx", feeds)[inner],
+                                  ort_reference(_exposed(genai_decoder, inner), feeds)[inner])
+    res = api.edit(h, [{"op": "set_input", "input": "input_ids", "dims": {"sequence_length": 3}}],
+                   tmp_path / "o" / "s.onnx")
+    outs = {o.name: o for o in onnx.load(tmp_path / "o" / "s.onnx", load_external_data=False).graph.output}
+    assert len(outs["logits"].type.tensor_type.shape.dim) == 3
+    np.testing.assert_array_equal(ort_reference(tmp_path / "o" / "s.onnx", feeds)["logits"], want["logits"])
