@@ -131,7 +131,7 @@ def _reshape_then_squeeze(node: ir.Node) -> list[int] | None:
 
 @register
 class CancelRoundTrips(StudioPass):
-    """Cast there and back (lossless), Squeeze∘Unsqueeze on the same axes  ⇒  removed; Reshape+(Un)Squeeze  ⇒  one Reshape."""
+    """Lossless Cast there and back, Squeeze∘Unsqueeze on the same axes  ⇒  removed; Reshape+Squeeze  ⇒  Reshape."""
 
     name = "cancel-round-trips"
     summary = "Remove op pairs that undo each other (lossless Cast round trips, Unsqueeze/Squeeze) and merge " \

@@ -19,7 +19,8 @@ class Preset:
 
 _CLEANUP = ("eliminate-identity", "constants-to-initializers", "fold-constants", "eliminate-dead-code",
             "dedup-initializers", "cse")
-_FUSE = ("fuse-conv-bn", "fuse-matmul-add", "cancel-transposes", "cancel-round-trips", "merge-reshapes")
+_FUSE = ("fuse-conv-bn", "fuse-conv-scale", "fuse-matmul-add", "cancel-transposes", "cancel-round-trips",
+         "merge-reshapes")
 _TAIL = ("eliminate-identity", "cse", "eliminate-dead-code")
 
 SAFE = _CLEANUP + _FUSE + _TAIL

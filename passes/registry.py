@@ -24,6 +24,7 @@ PASS_MODULES: dict[str, str] = {
     "dedup-initializers": "passes.dedup_initializers",
     "cse": "passes.cse",
     "fuse-conv-bn": "passes.fuse_conv_bn",
+    "fuse-conv-scale": "passes.fuse_conv_scale",
     "fuse-matmul-add": "passes.fuse_matmul_add",
     "cancel-transposes": "passes.cancel_transposes",
     "cancel-round-trips": "passes.cancel_round_trips",

@@ -49,9 +49,6 @@ class Dim:
         return self.name is not None and self.name == other.name
 
 
-Item = "int | Dim"
-
-
 @dataclass(frozen=True)
 class Vector:
     items: tuple          # of Item

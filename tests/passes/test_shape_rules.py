@@ -153,3 +153,61 @@ def test_pairs_on_different_axes_stay(tmp_path):
       y = Squeeze(a, a2)
     }"""
     check_skips(tmp_path, m, "cancel-round-trips")
+
+
+def test_shape_vector_inside_a_loop_body(tmp_path):
+    # The body reshapes its carried value by its own dynamic dim 0: Shape, Gather, Unsqueeze, Concat
+    # (4 nodes) become one Constant node [0, -1] inside the body (no subgraph initializers).
+    m = H + """
+    g (float[N,3] x, int64 n) => (float[N,3] y)
+      <bool t = {1}, int64 zero = {0}, int64[1] ax = {0}, int64[1] m1 = {-1}> {
+      y = Loop(n, t, x) <body = body (int64 i, bool cin, float[N,3] acc) => (bool cout, float[N,3] out) {
+        cout = Identity(cin)
+        s = Shape(acc)
+        b = Gather(s, zero)
+        bu = Unsqueeze(b, ax)
+        shp = Concat<axis=0>(bu, m1)
+        r = Reshape(acc, shp)
+        out = Relu(r)
+      }>
+    }"""
+    r = check_applies(tmp_path, m, "fold-constants", ["Loop"])
+    body = onnx.load(str(r.output)).graph.node[0].attribute[0].g
+    assert [n.op_type for n in body.node] == ["Identity", "Constant", "Reshape", "Relu"]
+    assert onnx.numpy_helper.to_array(body.node[1].attribute[0].t).tolist() == [0, -1]
+    x = np.arange(-6, 6, dtype=np.float32).reshape(4, 3)
+    _same_as_original(tmp_path, r, {"x": x, "n": np.array(2, np.int64)})
+
+
+def _conv_model(scale_shape: list[int], scale: np.ndarray, op: str = "Mul", group: int = 1,
+                x_channels: int = 4) -> onnx.ModelProto:
+    """x[1,C,5,5] -> op(x, s) -> Conv(3x3, pads 1, group) -> y: the scale on the Conv's input."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((6, 4 // group, 3, 3)).astype(np.float32), "w")
+    s = numpy_helper.from_array(scale.astype(np.float32).reshape(scale_shape), "s")
+    nodes = [helper.make_node(op, ["x", "s"], ["xs"]),
+             helper.make_node("Conv", ["xs", "w"], ["y"], pads=[1, 1, 1, 1], group=group)]
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, x_channels, 5, 5])
+    graph = helper.make_graph(nodes, "g", [x_info],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 5, 5])], [w, s])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_per_channel_scale_moves_into_the_conv_weights(tmp_path):
+    # Mul by [C,1,1] before a padded Conv, and Div by [1,C,1,1] before a grouped one: 2 nodes -> Conv each.
+    x = np.random.default_rng(4).standard_normal((1, 4, 5, 5)).astype(np.float32)
+    for tag, model in (("mul", _conv_model([4, 1, 1], np.array([0.5, 2.0, -1.0, 3.0]))),
+                       ("div", _conv_model([1, 4, 1, 1], np.array([0.25, 4.0, -2.0, 8.0]), op="Div", group=2))):
+        r = check_applies(tmp_path / tag, model, "fuse-conv-scale", ["Conv"])
+        assert r.records[0].counts["scales_fused"] == 1
+        (a,), (b,) = _run(tmp_path / tag / "in-a" / "m.onnx", {"x": x}), _run(r.output, {"x": x})
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_scale_that_broadcasts_channels_or_is_zero_stays(tmp_path):
+    # x has 1 channel that the [4,1,1] scale broadcasts to 4: moving it would change the Conv's input.
+    check_skips(tmp_path / "bcast", _conv_model([4, 1, 1], np.array([1.0, 2.0, 3.0, 4.0]), x_channels=1),
+                "fuse-conv-scale")
+    check_skips(tmp_path / "zero", _conv_model([4, 1, 1], np.array([1.0, 0.0, 3.0, 4.0])), "fuse-conv-scale")
