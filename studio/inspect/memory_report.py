@@ -93,14 +93,27 @@ class MemoryReport:
 
 
 def plan_feeds(handle: ModelHandle, dims: Mapping[str, int] | None = None
-               ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-    """Seeded feeds at ``dims`` (unset dims as every run of the studio sets them) and every free
-    input dim at the value those feeds have (named dims by name, unnamed ones as INPUT[AXIS])."""
+               ) -> tuple[dict[str, np.ndarray], dict[str, int], str | None]:
+    """Seeded feeds at ``dims`` (unset dims as every run of the studio sets them; a decoder with past
+    inputs: its decode step, one new token after the past length given, the cache contract kept), every
+    free input dim at the value those feeds have (named dims by name, unnamed ones as INPUT[AXIS]), and
+    which decoder step it is."""
     from studio.core.feeds import choose_dims, input_specs, random_feeds, unnamed_dim_key
+    from studio.inspect.decoder import recognize
+    from studio.inspect.decoder_feeds import decoder_steps
 
     specs = input_specs(handle.proto)
     given = dict(dims or {})
-    feeds = random_feeds(specs, choose_dims(specs, given))
+    try:
+        spec = recognize(handle.proto, folder=handle.path.parent, filename=handle.path.name)
+    except StudioError:
+        spec = None                   # a broken cache contract: plain seeded feeds (the report says why)
+    step = None
+    if spec is not None and spec.has_past:
+        step = decoder_steps(handle.proto, spec, dims=given)[-1]
+        feeds = dict(step.feeds)
+    else:
+        feeds = random_feeds(specs, choose_dims(specs, given))
     chosen: dict[str, int] = {}
     for s in specs:
         value = feeds.get(s.name)
@@ -110,7 +123,12 @@ def plan_feeds(handle: ModelHandle, dims: Mapping[str, int] | None = None
             if isinstance(d, int) or axis >= value.ndim:
                 continue
             chosen[d if isinstance(d, str) else unnamed_dim_key(s.name, axis)] = int(value.shape[axis])
-    return feeds, chosen
+    return feeds, chosen, (f"the decoder's {step.label}" if step is not None else None)
+
+
+def _formula_keys(dims: Mapping[str, int]) -> set[str]:
+    """Dims written as formulas of others (``past_sequence_length + sequence_length``): not the user's to set."""
+    return {k for k in dims if any(op in k for op in "+-*/ ")}
 
 
 def _kv_cache(handle: ModelHandle, plan: MemoryPlan, dims: Mapping[str, int]
@@ -127,8 +145,12 @@ def _kv_cache(handle: ModelHandle, plan: MemoryPlan, dims: Mapping[str, int]
     past = tuple(c.input for c in spec.cache if c.input)
     dim = spec.past_length_dim
     length = dims.get(dim) if isinstance(dim, str) else int(dim) if isinstance(dim, int) else None
+    note = None
+    if length is not None and spec.context and length >= spec.context:
+        note = (f"the past length {length} leaves no room in the model's context of {spec.context} positions: "
+                f"set {dim} below {spec.context}")
     return KvCacheMemory(str(dim), length, sum(size.get(n, 0) for n in past),
-                         sum(size.get(c.output, 0) for c in spec.cache if c.output), past), None
+                         sum(size.get(c.output, 0) for c in spec.cache if c.output), past), note
 
 
 def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *, measure: bool = False,
@@ -138,12 +160,12 @@ def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     from studio.core.protowalk import node_id
     from studio.inspect.summary import summarize
 
-    feeds, chosen = plan_feeds(handle, dims)
+    feeds, chosen, step = plan_feeds(handle, dims)
     summary = summarize(handle, chosen, pool_key=pool_key)
     plan = summary.memory_plan
     assert plan is not None               # summarize always plans
-    notes: list[str] = []
-    unset = sorted(set(chosen) - set(dims or {}))
+    notes: list[str] = [f"planned at {step}"] if step else []
+    unset = sorted(k for k in set(chosen) - set(dims or {}) if not (step and k in _formula_keys(chosen)))
     if unset:
         notes.append("dims not given, taken as the studio's seeded inputs take them: "
                       + ", ".join(f"{k}={chosen[k]}" for k in unset[:12]) + (" ..." if len(unset) > 12 else ""))
@@ -170,8 +192,14 @@ def measure_ort(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan: Memo
     try:
         m = measure_ort_activations(handle.path, feeds=feeds, timeout_s=timeout_s)
     except (MeasureUnavailable, RuntimeError, OSError) as exc:
-        return MeasuredMemory("onnxruntime", ORT_MEASURE_WHAT, plan.arena_bytes, None, " ".join(str(exc).split())[:300])
+        return MeasuredMemory("onnxruntime", ORT_MEASURE_WHAT, plan.arena_bytes, None, _line(exc, handle))
     except Exception as exc:  # noqa: BLE001 - a timeout or a broken child is this measurement's error
         return MeasuredMemory("onnxruntime", ORT_MEASURE_WHAT, plan.arena_bytes, None,
-                              f"{type(exc).__name__}: {' '.join(str(exc).split())[:280]}")
+                              f"{type(exc).__name__}: {_line(exc, handle)}")
     return MeasuredMemory("onnxruntime", ORT_MEASURE_WHAT, plan.arena_bytes, m.pattern_bytes)
+
+
+def _line(exc: BaseException, handle: ModelHandle) -> str:
+    """One line without the model's absolute path (its file name instead)."""
+    text = " ".join(str(exc).split()).replace(str(handle.path.resolve()), handle.path.name)
+    return text.replace(str(handle.path), handle.path.name)[:300]

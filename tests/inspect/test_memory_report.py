@@ -55,11 +55,13 @@ def _kv_bytes_by_hand(spec, past: int) -> int:
 def test_decoder_plan_includes_the_kv_cache_at_the_given_past_length():
     h = api.load(SAMPLES / "llama_optimum.onnx")
     spec = api.decoder_spec(h)
-    short, long = (api.memory_plan(h, {"past_sequence_length": n}, measure=True) for n in (8, 128))
-    for r, past in ((short, 8), (long, 128)):
+    short, long = (api.memory_plan(h, {"past_sequence_length": n}, measure=True) for n in (16, 64))
+    for r, past in ((short, 16), (long, 64)):
         dims = dict(r.dims)
-        assert dims["past_sequence_length"] == past
-        assert dims["past_sequence_length + sequence_length"] == past + dims["sequence_length"]
+        # the decode step: one new token after the past, the mask over both (the cache contract)
+        assert dims["past_sequence_length"] == past and dims["sequence_length"] == 1
+        assert dims["past_sequence_length + sequence_length"] == past + 1
+        assert any("decode step (past length" in n for n in r.notes)
         assert r.kv_cache is not None and r.kv_cache.past_length == past
         assert r.kv_cache.past_bytes == _kv_bytes_by_hand(spec, past) > 0
         lives = {t.name: t for t in r.plan.tensors}
@@ -69,6 +71,8 @@ def test_decoder_plan_includes_the_kv_cache_at_the_given_past_length():
         assert m.error is None and abs(m.relative_error) <= 0.15, (past, m)
     assert long.peak_bytes > short.peak_bytes
     assert long.measured[0].measured_bytes > short.measured[0].measured_bytes   # the run saw the longer past
+    over = api.memory_plan(h, {"past_sequence_length": 96})               # the sample's context is 96
+    assert any("no room in the model's context of 96" in n for n in over.notes)
 
 
 def _ort(path, x):

@@ -45,10 +45,10 @@ def test_decoder_kv_cache_at_the_past_length_of_the_dims(app):
     at = app(str(path_of("llama_optimum"))).run(timeout=120)
     assert not at.exception
     box = next(n for n in at.number_input if n.label == "past_sequence_length")
-    box.set_value(128).run(timeout=120)
+    box.set_value(64).run(timeout=120)
     at.checkbox(key="memory_measure").uncheck().run(timeout=120)
     at.button(key="memory_plan_run").click().run(timeout=120)
     assert not at.exception, at.exception
-    # 3 layers x (key, value) x [1, 2 heads, 128, 8] float32, by hand
-    assert metrics(at)["KV cache (past)"] == "48.0 KiB"
-    assert any("6 past inputs at past_sequence_length=128" in c for c in _texts(at.caption))
+    # 3 layers x (key, value) x [1, 2 heads, 64, 8] float32, by hand
+    assert metrics(at)["KV cache (past)"] == "24.0 KiB"
+    assert any("6 past inputs at past_sequence_length=64" in c for c in _texts(at.caption))
