@@ -22,9 +22,10 @@ from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 
 if TYPE_CHECKING:
+    from profilers.generation_profile import GenerationOptions
     from profilers.profile import ProfileOptions
 
-__all__ = ["LOCAL", "Measured", "batch", "cluster_address", "cluster_targets", "configured_cluster", "machine_facts",
+__all__ = ["LOCAL", "Measured", "batch", "generate_on", "cluster_address", "cluster_targets", "configured_cluster", "machine_facts",
            "precision_on", "profile_on", "side_by_side"]
 
 _TLS = tuple[str | None, str | None, str | None]
@@ -87,6 +88,28 @@ def profile_on(targets: Sequence[str], models: Sequence[ModelHandle | tuple[str,
             out.append(measure_on("profile", target, [(label, h.path) for label, h in pairs],
                                   {"engines": engine_list, "options": options}, cluster=cluster,
                                   data={k: Path(v) for k, v in data.items() if v},
+                                  security=ClusterSecurity.from_env(*tls)))
+    return out
+
+
+def generate_on(targets: Sequence[str], models: Sequence[ModelHandle | tuple[str, ModelHandle]],
+                engines: Sequence[str] | str = ("ort",), options: GenerationOptions | None = None, *,
+                cluster: str | None = None, tls: _TLS = (None, None, None),
+                pool_key: str = "default") -> list[Measured]:
+    """``api.profile_generation`` (a decoder's generation profile) of ``models`` on each target, as
+    :func:`profile_on` does for ``api.profile``; each ``Measured`` says who measured it."""
+    from studio import api
+
+    pairs = [(m.name, m) if isinstance(m, ModelHandle) else (str(m[0]), m[1]) for m in models]
+    engine_list = [engines] if isinstance(engines, str) else list(engines)
+    out = []
+    for target in dict.fromkeys(targets):
+        if target == LOCAL:
+            out.append(Measured(LOCAL, worker_facts(LOCAL), api.profile_generation(pairs, engine_list, options,
+                                                                                   pool_key=pool_key)))
+        else:
+            out.append(measure_on("generate", target, [(label, h.path) for label, h in pairs],
+                                  {"engines": engine_list, "options": options}, cluster=cluster,
                                   security=ClusterSecurity.from_env(*tls)))
     return out
 

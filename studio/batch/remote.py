@@ -29,12 +29,12 @@ from studio.batch.stages import worker_facts
 from studio.core.errors import StudioError
 
 LOCAL = "local"
-KINDS = ("profile", "precision")
+KINDS = ("profile", "precision", "generate")
 
 
 @dataclass(frozen=True)
 class Measured:
-    """A result (``Profile`` or ``PrecisionReport``) and who measured it."""
+    """A result (``Profile``, ``GenerationProfile`` or ``PrecisionReport``) and who measured it."""
 
     target: str
     measured_by: dict = field(default_factory=dict)
@@ -102,6 +102,9 @@ def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[
 
                 options = replace(options, **{k: str(v) for k, v in extra.items()})
             result = api.profile(handles, kwargs.get("engines") or ("ort",), options, pool_key=pool_key)
+        elif kind == "generate":         # a decoder's generation profile (profile --generate)
+            result = api.profile_generation(handles, kwargs.get("engines") or ("ort",), kwargs.get("options"),
+                                            pool_key=pool_key)
         elif kind == "precision":
             result = api.precision(handles[0][1], **{**kwargs, **extra, "out_dir": None, "pool_key": pool_key})
         else:

@@ -1,5 +1,5 @@
 """``onnx-studio profile MODEL [MODEL2 ...] --generate [--prompt-lengths 16,64] [--new-tokens 32] [--batch 1]
-[--generations 5] [--engine ort,ov] [--json]``: a KV-cache decoder's generation profile (greedy decoding
+[--generations 5] [--engine ort,ov] [--target NAME] [--json]``: a KV-cache decoder's generation profile (greedy decoding
 with the cache fed back): time to first token, decode p50/p99, tokens/s and peak memory per prompt length
 and batch, the variants interleaved, with ratios against the first one."""
 
@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 from studio import api
+from studio.batch import facade as batch_api
+from studio.cli import remote_args
 from studio.cli.common import print_json
 from studio.cli.project_args import keep_json
 from studio.core import outputs
@@ -58,14 +60,14 @@ def _options(args: argparse.Namespace):  # noqa: ANN202 - profilers.generation_p
 _NOT_WITH_GENERATE = (("inputs", "--inputs"), ("images", "--images"), ("dataset", "--dataset"), ("trace", "--trace"),
                       ("per_op", "--per-op"), ("memory", "--memory"), ("threads", "--threads"),
                       ("concurrency", "--concurrency"), ("nsys", "--nsys"), ("duration", "--duration"),
-                      ("iterations", "--iterations"), ("target", "--target"), ("targets", "--targets"))
+                      ("iterations", "--iterations"))
 
 
 def run(args: argparse.Namespace) -> int:
     given = [flag for name, flag in _NOT_WITH_GENERATE if getattr(args, name, None)]
     if given:
         raise StudioError(f"{given[0]} does not apply to --generate (a generation profile draws seeded prompts, "
-                          "runs locally and reports its own memory); drop it or profile without --generate",
+                          "and reports its own memory); drop it or profile without --generate",
                           code="BAD-OPTION")
     options = _options(args)
     handles = [api.load(m) for m in args.models]
@@ -76,6 +78,17 @@ def run(args: argparse.Namespace) -> int:
         def progress(fraction: float, message: str) -> None:
             sys.stderr.write(f"\r{fraction:4.0%} {printable(message, 90):<100}")
             sys.stderr.flush()
+    targets = remote_args.targets_of(args)
+    if targets:                     # --target/--targets: the same generation profile on each machine
+        measured = batch_api.generate_on(targets, list(zip(labels, handles)), args.engine or ["ort"], options,
+                                         cluster=args.cluster, tls=remote_args.tls_of(args), pool_key="cli")
+        if args.json:
+            print_json({"targets": [m.to_dict() for m in measured]})
+        else:
+            for i, m in enumerate(measured):
+                print(("\n" if i else "") + remote_args.measured_line(m))
+                _print(m.result)
+        return 0 if all(m.result.ok for m in measured) else 1
     keep = Path(args.out_dir) if args.out_dir else None
     result = api.profile_generation(list(zip(labels, handles)), args.engine or ["ort"], options, out_dir=keep,
                                     pool_key="cli", on_progress=progress)
