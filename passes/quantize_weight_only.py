@@ -129,8 +129,10 @@ def _run(model: ir.Model, work: Path, bits: int, block, symmetric: bool, level: 
     proto = onnx.load_model(str(src))
     eligible = [e for e in eligible_matmuls(proto) if e[0] not in set(exclude)]
     if not eligible:
-        raise StudioError("no MatMul with a constant 2-D weight to quantize (weight-only quantization needs "
-                          "MatMul weights stored as initializers)", code="NOTHING-TO-QUANTIZE")
+        done = sum(1 for n in all_nodes(model) if n.op_type == "MatMulNBits")
+        raise StudioError(f"the model's {done} MatMuls already hold N-bit weights (MatMulNBits): nothing left to "
+                          "quantize" if done else "no MatMul with a constant 2-D weight to quantize (weight-only "
+                          "quantization needs MatMul weights stored as initializers)", code="NOTHING-TO-QUANTIZE")
     block_size = auto_block_size(k for _, k, _ in eligible) if block == "auto" else int(block)
     ctx.set_stage(f"weight-only int{bits}: MatMulNBitsQuantizer (block {block_size})")
     cfg = DefaultWeightOnlyQuantConfig(block_size=block_size, is_symmetric=symmetric,

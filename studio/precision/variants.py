@@ -958,6 +958,11 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
     try:
         progress("preparing inputs")
         inp = _prepare_inputs(ctx, calibration, inputs, samples, dims, preprocess)
+        if decoder is not None and calibration is None and inputs is None and ctx.dataset is None:
+            from studio.precision.weight_only import decoder_feed_sets
+
+            calib, eval_feeds = decoder_feed_sets(header, decoder, dims, samples)
+            inp = dataclasses.replace(inp, calib=calib, eval_feeds=eval_feeds)
         built, results = _build_variants(ctx, inp, names, _pass_options(ctx, inp, calibration_method), progress)
         comparisons = _compare_variants(ctx, inp, built, results, progress)
         progress("measuring latency side by side")

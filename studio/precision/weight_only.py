@@ -170,3 +170,20 @@ def judge_decoder(model_path: Path, header: onnx.ModelProto, spec: Any, prompts_
         out.append("the model has random weights: generation figures measure quantization error only "
                    "(perplexity not meaningful)")
     return judged, tuple(out)
+
+
+def decoder_feed_sets(header: onnx.ModelProto, spec: Any, dims: Mapping[str, int] | None, samples: int) -> tuple:
+    """Seeded calibration and evaluation sets of a decoder that keep its KV-cache contract (a prefill and a
+    decode step per seed, :mod:`studio.inspect.decoder_feeds`): random feeds drawn dim by dim give a mask
+    that does not fit the cache (a merged decoder's branch flag beside a non-empty past), which the
+    verification refuses and no generation loop ever produces."""
+    from studio.core.feeds import FeedSet
+    from studio.inspect.decoder_feeds import decoder_steps
+
+    def sets(seeds) -> tuple:
+        return tuple(step.feeds for seed in seeds for step in decoder_steps(header, spec, dims=dims, seed=seed))
+
+    rounds = max(1, (samples + 1) // 2)
+    calib = FeedSet(sets(range(0, 10 * rounds, 10)), f"{rounds} seeded prefill + decode step pair(s) (seed 0)")
+    evaluation = FeedSet(sets([1000]), "a seeded prefill and decode step (seed 1000): the KV-cache contract kept")
+    return calib, evaluation

@@ -182,9 +182,9 @@ def test_per_matmul_error_equals_plain_onnxruntime_outputs(run):
     eligible = _eligible(header)
     assert {e["tensor"] for e in v.matmul_errors} == set(eligible)
     assert [e["rel_l2"] for e in v.matmul_errors] == sorted((e["rel_l2"] for e in v.matmul_errors), reverse=True)
-    from studio.core.feeds import make_feeds                     # the evaluation's seeded inputs (set 0)
+    from studio.inspect.decoder_feeds import decoder_steps       # the evaluation's seeded prefill step
 
-    feeds = make_feeds(header, count=4, seed=1000).sets[0]
+    feeds = decoder_steps(header, seed=1000)[0].feeds
     worst, best = v.matmul_errors[0], v.matmul_errors[-1]
 
     def with_outputs(m: onnx.ModelProto) -> onnx.ModelProto:
@@ -303,3 +303,11 @@ def test_merged_decoder_matmuls_inside_if_branches_are_quantized(tmp_path):
     assert r.ok, r.summary()
     q = onnx.load(tmp_path / "m.onnx")
     assert sorted(n.output[0] for n in branch_nodes(q) if n.op_type == "MatMulNBits") == want
+
+
+def test_genai_decoder_already_in_int4_says_so():
+    report = api.precision(api.load(path_of("llama_genai")), variants=["fp32", "int4"], latency_budget_s=2.0)
+    v = report.variant("int4")
+    header = onnx.load(path_of("llama_genai"), load_external_data=False)
+    done = sum(n.op_type == "MatMulNBits" for n in header.graph.node)
+    assert v.status == "failed" and f"{done} MatMuls already hold N-bit weights" in v.error and "\n" not in v.error
