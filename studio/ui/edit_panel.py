@@ -320,9 +320,9 @@ def last_edit() -> None:
         st.markdown(f"**Removed {len(result.nodes_removed)} nodes**: "
                     + widgets.md_escape(", ".join(result.nodes_removed[:40]), 1500))
     _interface(result)
-    if st.toggle("Show the applied edit as script", key="graph_edit_done_script"):
-        st.code(script_json(done["script"]), language="json")
-    c1, c2, c3 = st.columns(3)
+    c1, c2, c3, c4 = st.columns(4)
     c1.button("See it in the diff", key="graph_edit_to_diff", on_click=_to_diff)
     c2.button("Undo (select the parent)", key="graph_edit_undo", on_click=_undo, args=(done["parent"],))
     c3.button("Dismiss", key="graph_edit_dismiss", on_click=lambda: st.session_state.pop(_DONE, None))
+    if c4.toggle("Show as script", key="graph_edit_done_script", help="the applied edit, as edit --script reads it"):
+        st.code(script_json(done["script"]), language="json")

@@ -58,6 +58,8 @@ def _click_node(page, frame, key: str) -> None:
     frame.press(".gv-toolbar input", "Enter")
     frame.wait_for_function(f"() => __graph.selected() === {key!r} && __graph.ready()", timeout=60_000)
     page.wait_for_timeout(300)
+    frame.frame_element().scroll_into_view_if_needed()       # reports above the viewer may push it down
+    page.wait_for_timeout(300)
     r = frame.evaluate(f"__graph.rectOf({key!r})")
     box = frame.frame_element().bounding_box()
     page.mouse.click(box["x"] + r["x"] + r["w"] / 2, box["y"] + r["y"] + r["h"] / 2)
