@@ -109,7 +109,8 @@ def matmul_errors(reference: Path, candidate: Path, quantized_outputs: list[str]
                             pool_key=pool_key)
     wanted = set(quantized_outputs)
     rows, worst_before = [], 0.0
-    for layer in sorted((x for x in result.layers if x.tensor in wanted), key=lambda x: x.index):
+    for layer in sorted((x for x in result.layers if x.tensor in wanted and x.op_type == "MatMul"),
+                        key=lambda x: x.index):     # main-graph MatMuls (If-branch tensors are not markable)
         err = layer.error
         rows.append({"node": layer.node, "tensor": layer.tensor, "rel_l2": err, "cosine": layer.cosine,
                      "added": max(0.0, err - worst_before), "order": layer.index})
@@ -161,6 +162,10 @@ def judge_decoder(model_path: Path, header: onnx.ModelProto, spec: Any, prompts_
                 if errors:
                     notes.append(f"worst MatMul: '{errors[0]['node'][:80]}' relative L2 {errors[0]['rel_l2']:.3g} "
                                  f"({len(errors)} quantized MatMuls compared)")
+                if len(errors) < len(outs):
+                    notes.append(f"per-MatMul error: {len(outs) - len(errors)} of {len(outs)} quantized MatMuls not "
+                                 "compared (inside If branches, or fused away): the layer-wise comparison marks "
+                                 "main-graph tensors only")
             except Exception as exc:  # noqa: BLE001
                 notes.append(f"per-MatMul error could not be computed: {' '.join(str(exc).split())[:300]}")
         judged[name] = (generation, errors, tuple(notes))
