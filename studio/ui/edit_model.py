@@ -14,7 +14,7 @@ from studio import api
 from studio.core.fmt import printable
 from studio.ui import edit_panel, state, widgets
 
-ACTIONS = ("Change an input", "Remove outputs", "Split at a cut", "Merge a model in front", "Add an opset or domain")
+ACTIONS = ("Change an input", "Remove outputs", "Split at a cut", "Merge a model", "Add an opset or domain")
 KEY = "graph_model"
 KEEP = "(keep)"
 UNCONNECTED = "(not connected)"
@@ -77,8 +77,10 @@ def _merge(summary, handle) -> list[dict] | None:
         st.caption("Add the model to put in front (a pre-processing model) to this project on the Overview page "
                    "first; it is then offered here.")
         return None
-    pick = st.selectbox("Model in front (its outputs feed this model's inputs)", list(choices),
-                        format_func=lambda k: choices[k][2], key=f"{KEY}_merge_model")
+    pick = st.selectbox("The other model", list(choices), format_func=lambda k: choices[k][2],
+                        key=f"{KEY}_merge_model")
+    after = st.radio("It goes", ("in front (its outputs feed this model)", "after (this model's outputs feed it)"),
+                     horizontal=True, key=f"{KEY}_merge_position").startswith("after")
     model, version, _ = choices[pick]
     other = widgets.guarded(lambda: model.handle(version.id))
     if other is None:
@@ -86,17 +88,21 @@ def _merge(summary, handle) -> list[dict] | None:
     other_summary = widgets.guarded(lambda: state.summary(other, {}), spinner="Reading the other model…")
     if other_summary is None:
         return None
-    outs = [UNCONNECTED, *[t.name for t in other_summary.outputs]]
+    feeding, fed = (summary, other_summary) if after else (other_summary, summary)
+    outs = [UNCONNECTED, *[t.name for t in feeding.outputs]]
     pairs = []
-    for t in summary.inputs:
+    for t in fed.inputs:
         src = st.selectbox(f"{printable(t.name, 60)} ({t.dtype}{_shape_text(t)}) takes", outs,
-                           key=f"{KEY}_merge_{pick}_{t.name}", format_func=lambda s: printable(s, 100))
+                           key=f"{KEY}_merge_{pick}_{int(after)}_{t.name}", format_func=lambda s: printable(s, 100))
         if src != UNCONNECTED:
             pairs.append([src, t.name])
     if not pairs:
-        st.caption("Connect at least one output of the other model to an input of this one.")
+        st.caption("Connect at least one output of the first model to an input of the second.")
         return None
-    return [{"op": "merge", "model": str(other.path), "io_map": pairs}]
+    op: dict[str, Any] = {"op": "merge", "model": str(other.path), "io_map": pairs}
+    if after:
+        op["position"] = "after"
+    return [op]
 
 
 def _opset() -> list[dict] | None:
@@ -123,7 +129,7 @@ def model_edit(handle, summary) -> None:
             ops = _remove_outputs(summary)
         elif action == "Split at a cut":
             ops = _split(summary)
-        elif action == "Merge a model in front":
+        elif action == "Merge a model":
             ops = _merge(summary, handle)
         else:
             ops = _opset()

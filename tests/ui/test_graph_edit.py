@@ -261,18 +261,33 @@ def _preprocessing(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("action", ["Merge a model in front", "Change an input", "Add an opset or domain"])
+def _postprocessing(tmp_path):
+    """logits -> Softmax, float32[batch,10] (after the classifier)."""
+    m = onnx.parser.parse_model(f"""<ir_version: {onnx.load(CNN).ir_version}, opset_import: ["" : 17]>
+post (float[batch,10] scores) => (float[batch,10] probs) {{ probs = Softmax <axis = 1> (scores) }}""")
+    path = tmp_path / "post.onnx"
+    onnx.save(m, path)
+    return path
+
+
+@pytest.mark.parametrize("action", ["Merge a model in front", "Merge a model after", "Change an input",
+                                    "Add an opset or domain"])
 def test_model_panel_actions_round_trip_between_ui_script_and_cli(app, tmp_path, action):
     at = _model_panel(app)
-    if action == "Merge a model in front":
-        api.add_model(at.session_state["onnx_studio_project"], _preprocessing(tmp_path), label="pre")
+    merging = action.startswith("Merge")
+    if merging:
+        other = _preprocessing(tmp_path) if action.endswith("front") else _postprocessing(tmp_path)
+        api.add_model(at.session_state["onnx_studio_project"], other, label="other")
         at.run()
-    at.radio(key=f"{MODEL_KEY}_action").set_value(action).run()
+    at.radio(key=f"{MODEL_KEY}_action").set_value("Merge a model" if merging else action).run()
     assert not at.exception, at.exception
-    if action == "Merge a model in front":
+    if merging:
         pick = next(s for s in at.selectbox if s.key == f"{MODEL_KEY}_merge_model")
-        wire = next(s for s in at.selectbox if s.key.startswith(f"{MODEL_KEY}_merge_{pick.value}_"))
-        wire.set_value("normalized").run()
+        after = action.endswith("after")
+        if after:
+            at.radio(key=f"{MODEL_KEY}_merge_position").set_value("after (this model's outputs feed it)").run()
+        wire = next(s for s in at.selectbox if s.key.startswith(f"{MODEL_KEY}_merge_{pick.value}_{int(after)}_"))
+        wire.set_value("logits" if after else "normalized").run()
     elif action == "Change an input":
         next(t for t in at.text_input if t.key == f"{MODEL_KEY}_in_shape_input").set_value("[2, 3, 32, 32]").run()
     else:
@@ -290,6 +305,14 @@ def test_model_panel_actions_round_trip_between_ui_script_and_cli(app, tmp_path,
         want = ort_reference(CNN, {"input": feeds["input"] * np.float32(0.5) - np.float32(0.25)})["logits"]
         np.testing.assert_allclose(ort_reference(edited, {"image": feeds["input"]})["logits"], want, rtol=1e-5,
                                    atol=1e-6)
+    elif action == "Merge a model after":
+        assert script == [{"op": "merge", "model": script[0]["model"], "io_map": [["logits", "scores"]],
+                           "position": "after"}]
+        assert [o.name for o in edited.graph.output] == ["probs"]
+        logits = ort_reference(CNN, feeds)["logits"]
+        want = np.exp(logits - logits.max(1, keepdims=True))
+        np.testing.assert_allclose(ort_reference(edited, feeds)["probs"], want / want.sum(1, keepdims=True),
+                                   rtol=1e-5, atol=1e-6)
     elif action == "Change an input":
         assert script == [{"op": "set_input", "input": "input", "shape": [2, 3, 32, 32]}]
         assert [d.dim_value for d in edited.graph.input[0].type.tensor_type.shape.dim] == [2, 3, 32, 32]
