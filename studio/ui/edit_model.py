@@ -37,7 +37,7 @@ def _change_input(summary) -> list[dict] | None:
     dtype = st.selectbox("Dtype", (KEEP, *edit_panel.DTYPES), key=f"{KEY}_in_dtype_{name}")
     op: dict[str, Any] = {"op": "set_input", "input": name}
     if text and text != _shape_text(t):
-        shape = edit_panel._value(text)
+        shape = edit_panel.json_value(text)
         if not isinstance(shape, list):
             st.caption("The shape is a JSON list, like [1, 3, 224, 224] or [\"batch\", 3, 224, 224].")
             return None

@@ -32,7 +32,7 @@ def _k(key: str, node_id: str, what: str) -> str:
     return f"{key}_edit_{hashlib.sha1(node_id.encode()).hexdigest()[:10]}_{what}"
 
 
-def _value(text: str) -> Any:
+def json_value(text: str) -> Any:
     """An attribute value as typed: JSON (``[1, 1]``, ``0.5``, ``"x"``), else the text itself."""
     try:
         return json.loads(text)
@@ -107,7 +107,7 @@ def _build(action: str, details, summary, node_id: str, key: str) -> list[dict] 
         kind = st.selectbox("Type", ATTR_TYPES, key=_k(key, node_id, "attr_type"))
         if not text:
             return None
-        op = {"op": "set_attr", "node": name, "name": attr, "value": _value(text)}
+        op = {"op": "set_attr", "node": name, "name": attr, "value": json_value(text)}
         if kind != ATTR_TYPES[0]:
             op["type"] = kind
         return [op]
@@ -139,7 +139,7 @@ def _insert(summary, outs: list[str], node_id: str, key: str) -> list[dict] | No
         op["attrs"] = {"to": st.selectbox("To", DTYPES, index=1, key=_k(key, node_id, "ins_cast"))}
     elif op_type == "Transpose":
         text = st.text_input("perm (JSON list, empty: reverse the axes)", key=_k(key, node_id, "ins_perm"))
-        perm = _value(text) if text else None
+        perm = json_value(text) if text else None
         if perm is not None:
             if not isinstance(perm, list) or not all(isinstance(x, int) for x in perm):
                 st.caption("perm is a list of axes, like [0, 2, 3, 1].")
