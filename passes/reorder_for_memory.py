@@ -37,6 +37,15 @@ def _nbytes(value: ir.Value | None) -> int | None:
     return int(math.prod(dims) * item)
 
 
+def _weight_only(node: ir.Node, constants: set[str]) -> bool:
+    """Computed from weights alone (ConstantOfShape of a constant shape...): ORT folds it; not scheduled."""
+    return (bool(node.outputs) and not node.op_type.startswith("Random") and node.op_type != "Multinomial"
+            and not any(isinstance(a, (ir.Graph,)) or getattr(a, "type", None) in (ir.AttributeType.GRAPH,
+                                                                                   ir.AttributeType.GRAPHS)
+                        for a in node.attributes.values())
+            and all(v is None or (v.name in constants) for v in node.inputs))
+
+
 def schedule_of(graph: ir.Graph, known: Mapping[str, int] | None = None) -> tuple[Schedule, list[ir.Node]]:
     """The graph's schedule (Constant nodes left out, as ORT folds them into initializers); ``known``:
     bytes of values whose shape is not static (the memory plan's, at the dims the user chose)."""
@@ -49,6 +58,9 @@ def schedule_of(graph: ir.Graph, known: Mapping[str, int] | None = None) -> tupl
     for node in graph:
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
             constants.update(v.name for v in node.outputs)
+            continue
+        if _weight_only(node, constants):      # weights, as the memory plan counts them
+            constants.update(v.name for v in node.outputs if v.name)
             continue
         ins = tuple(v.name for v in node.inputs if v is not None and v.name and v.name not in constants)
         outs = tuple(v.name or "" for v in node.outputs)

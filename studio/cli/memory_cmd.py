@@ -52,8 +52,10 @@ def _print_report(r, top: int, title: str = "") -> None:
         if m.measured_bytes is None:
             print(f"{title}measured   {m.engine}: not measured ({printable(m.error or '', 200)})")
         else:
-            print(f"{title}measured   {m.engine}: {_mib(m.measured_bytes)} (predicted {_mib(m.predicted_bytes)}, "
-                  f"{m.relative_error * 100:+.1f} %)")
+            extra = "" if m.predicted_bytes == r.plan.arena_bytes else \
+                " for that run: optimizations off, the nodes computed from weights run too"
+            print(f"{title}measured   {m.engine}: {_mib(m.measured_bytes)} (predicted {_mib(m.predicted_bytes)}"
+                  f"{extra}, {m.relative_error * 100:+.1f} %)")
     if r.kv_cache:
         kv = r.kv_cache
         print(f"{title}KV cache   past {_mib(kv.past_bytes)} ({len(kv.past_inputs)} inputs at "
@@ -91,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
             print_json(d)
         else:
             _print_report(r.before, args.top)
-            print(f"reorder    {'verified' if r.verified else 'NOT verified'}: {printable(r.verification, 200)}")
+            if r.modified:
+                print(f"reorder    {'verified' if r.verified else 'NOT verified'}: {printable(r.verification, 200)}")
             for note in r.notes:
                 print(f"reorder    {printable(note, 300)}")
             if r.after is not None:

@@ -208,9 +208,11 @@ def schedule_from_graph(graph: GraphProto, size_of: Callable[[str], int | None],
 
 
 def graph_plan(graph: GraphProto, resolved_shape: Callable[[str], tuple[int, ...] | None],
-               elem_type: Callable[[str], int | None], weights_bytes: int = 0) -> tuple[MemoryPlan, int]:
+               elem_type: Callable[[str], int | None], weights_bytes: int = 0, *,
+               fold_weights: bool = True) -> tuple[MemoryPlan, int]:
     """The plan of a model's main graph from resolved shapes and element types, and how many tensors
-    (bodies' included) have no known size (counted as 0)."""
+    (bodies' included) have no known size (counted as 0). ``fold_weights=False``: nodes computed from
+    weights alone run as ORT runs them with its optimizations off."""
     from studio.core.tensor_safety import packed_nbytes
     from studio.inspect.flops import numel
 
@@ -221,7 +223,8 @@ def graph_plan(graph: GraphProto, resolved_shape: Callable[[str], tuple[int, ...
         return packed_nbytes(et, numel(shape))
 
     unknown: list[str] = []
-    p = plan(schedule_from_graph(graph, size_of, weights_bytes, unknown=unknown), alignment=ALIGNMENT)
+    p = plan(schedule_from_graph(graph, size_of, weights_bytes, unknown=unknown, fold_weights=fold_weights),
+             alignment=ALIGNMENT)
     return p, len(unknown)
 
 

@@ -20,7 +20,7 @@ from studio.core.model import ModelHandle
 from studio.inspect.memory_plan import MemoryPlan
 
 ORT_MEASURE_WHAT = ("ORT's memory-pattern block (all planned intermediates), CPU arena off, graph optimizations "
-                    "off, second run")
+                    "off (nodes computed from weights alone run too), second run")
 
 
 @dataclass(frozen=True)
@@ -177,16 +177,40 @@ def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
         notes.append(kv_note)
     measured: tuple[MeasuredMemory, ...] = ()
     if measure:
-        measured = (measure_ort(handle, feeds, plan, timeout_s=timeout_s),)
+        measured = (measure_ort(handle, feeds, _unoptimized(handle, summary, plan), timeout_s=timeout_s),)
     seen: set[str] = set()
     ids = [node_id("", n.name, n.op_type, i, seen) for i, n in enumerate(handle.proto.graph.node)]
     return MemoryReport(handle.name, tuple(sorted(chosen.items())), plan, summary.memory.unknown_tensors,
                         measured, kv, tuple(notes), tuple(ids[i] for i in plan.steps))
 
 
+def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
+    """The plan of the run the measurement makes (ORT's optimizations off): nodes computed from weights
+    alone (a ConstantOfShape of a weight's shape, a Transpose of one) then run each time and their outputs
+    are activations; ``plan`` itself when the model has none."""
+    from studio.core.protowalk import subgraphs_of
+    from studio.inspect.memory_plan import graph_plan
+
+    graph = handle.proto.graph
+    consts = {t.name for t in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    if not any(n.op_type != "Constant" and all(not x or x in consts for x in n.input)
+               and not any(True for _ in subgraphs_of(n)) for n in graph.node):
+        return plan
+    table = {t.name: t for t in summary.edges}
+
+    def shape(name: str):
+        t = table.get(name)
+        return t.shape if t is not None and t.shape is not None and all(isinstance(d, int) for d in t.shape) \
+            else None
+
+    p, _ = graph_plan(graph, shape, lambda n: table[n].elem_type if n in table else None, plan.weights_bytes,
+                      fold_weights=False)
+    return p
+
+
 def measure_ort(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan: MemoryPlan, *,
                 timeout_s: float = 300) -> MeasuredMemory:
-    """ORT's pattern block on ``feeds`` against the plan's best-fit arena (the same quantity)."""
+    """ORT's pattern block on ``feeds`` against the best-fit arena of ``plan`` (the same quantity)."""
     from studio.inspect.memory_measure import MeasureUnavailable, measure_ort_activations
 
     try:

@@ -103,3 +103,26 @@ def test_reorder_of_a_dynamic_model_takes_the_plan_sizes(tmp_path):
     # sizes at N=2 come from the plan (the pass alone sees no static size and would leave the order)
     assert dict(r.before.dims) == {"N": 2} and r.before.peak_bytes == 2 * 3 * BIG
     assert r.modified and r.verified and r.after.peak_bytes == 2 * (2 * BIG + 2 * STEM)
+
+
+def test_weights_computed_at_run_time_are_measured_not_planned(tmp_path):
+    """A Transpose of a weight: ORT's default level folds it (the plan counts it as a weight), the
+    measured run has optimizations off and computes it each time (its prediction includes it)."""
+    from onnx import TensorProto as T
+    from onnx import helper as oh
+    from onnx import numpy_helper
+
+    w = numpy_helper.from_array(np.random.RandomState(0).randn(256, 64).astype(np.float32), "W")
+    g = oh.make_graph([oh.make_node("Transpose", ["W"], ["Wt"], name="t"),
+                       oh.make_node("MatMul", ["x", "Wt"], ["m"], name="mm"),
+                       oh.make_node("Relu", ["m"], ["r"], name="relu"), oh.make_node("Neg", ["r"], ["y"], name="neg")],
+                      "g", [oh.make_tensor_value_info("x", T.FLOAT, [4, 64])],
+                      [oh.make_tensor_value_info("y", T.FLOAT, [4, 256])], [w])
+    model = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
+    model.ir_version = 8
+    r = api.memory_plan(api.load(_save(model, tmp_path / "wt.onnx")), measure=True)
+    # the plan: x (1 KiB) + m (4 KiB) at mm, Relu in place into m, r + y (8 KiB) at neg; Wt is a weight
+    assert r.plan.order == ("mm", "relu", "neg") and r.plan.arena_bytes == 4 * 256 * 4
+    assert r.plan.live_bytes == (1024 + 4096, 4096, 8192) and r.plan.peak_node == "neg"
+    (m,) = r.measured
+    assert m.predicted_bytes == 256 * 64 * 4 + 4 * 256 * 4 == m.measured_bytes     # Wt (64 KiB) + m
