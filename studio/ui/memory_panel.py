@@ -44,10 +44,14 @@ def render(handle) -> None:
                                  spinner="Planning memory…")
         held = {"key": key, "report": report} if report is not None else {}
         st.session_state[_RESULT] = held
+        if report is not None:           # once per plan: the Graph page's view memo sees one change
+            state.publish_overlay_data(handle.sha256, "node_memory", report.node_live_bytes())
     if c2.button("Try a memory-aware order", key="memory_reorder_run"):
         what_if = widgets.guarded(lambda: _reorder(handle, dims, measure), spinner="Reordering and verifying…")
         held = {"key": key, "report": what_if.before, "reorder": what_if} if what_if is not None else {}
         st.session_state[_RESULT] = held
+        if what_if is not None:
+            state.publish_overlay_data(handle.sha256, "node_memory", what_if.before.node_live_bytes())
     if held.get("key") != key:
         st.caption("Every tensor's lifetime in ONNX Runtime's execution order at the dims above (unset ones as "
                    "the seeded inputs take them), the peak and the tensors that make it, and whether another "
@@ -55,7 +59,6 @@ def render(handle) -> None:
         return
     report, what_if = held["report"], held.get("reorder")
     _show(report, what_if)
-    state.publish_overlay_data(handle.sha256, "node_memory", report.node_live_bytes())
     flags = " ".join(f"--dim {k}={v}" for k, v in dims.items())
     widgets.cli_hint(f"onnx-studio memory {handle.path.name} {flags}{' --reorder' if what_if else ''}"
                      f"{'' if measure else ' --no-measure'}".replace("  ", " ").strip())
