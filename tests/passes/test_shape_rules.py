@@ -53,12 +53,14 @@ def test_dynamic_batch_reshape_target_becomes_a_constant_with_a_copied_dim(tmp_p
 
 def test_static_dim_from_inferred_shapes_and_copied_batch(tmp_path):
     # An attention head split on a dynamic batch: Shape(h)[1] is 6 only by shape inference (h is an
-    # intermediate), Shape(h)[0] is h's own batch. 7 nodes -> Relu, Reshape, Transpose with [0, 6, 4, 4].
+    # intermediate); Shape(x)[0] is N, which inference carries to h's dim 0 (the same symbol), so it is a
+    # copy. 8 nodes -> Relu, Reshape, Transpose with [0, 6, 4, 4].
     m = H + """
     g (float[N,6,16] x) => (float[N,4,6,4] y) <int64[1] i0 = {0}, int64[1] i1 = {1}, int64[2] hw = {4, 4}> {
       h = Relu(x)
       s = Shape(h)
-      b = Gather(s, i0)
+      sx = Shape(x)
+      b = Gather(sx, i0)
       t = Gather(s, i1)
       shp = Concat<axis=0>(b, t, hw)
       r = Reshape(h, shp)
