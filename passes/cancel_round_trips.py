@@ -214,8 +214,7 @@ def _shape_value(node: ir.Node, inner: ir.Node, shape: ir.TensorProtocol, main: 
     if main:
         graph.register_initializer(value)
         return value
-    const = ir.Node("", "Constant", [], [ir.AttrTensor("value", shape)], num_outputs=1, name=f"{name}_const")
-    const.outputs[0].name = name
+    const = ir.Node("", "Constant", [], [ir.AttrTensor("value", shape)], num_outputs=1)   # names: the graph's
     graph.insert_before(node, const)
     return const.outputs[0]
 

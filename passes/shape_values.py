@@ -199,9 +199,7 @@ def _constant_input(graph, node: ir.Node, values: list[int], main: bool) -> ir.V
                          type=ir.TensorType(ir.DataType.INT64), const_value=tensor)
         graph.register_initializer(value)
         return value
-    const = ir.Node("", "Constant", [], [ir.AttrTensor("value", tensor)], num_outputs=1,
-                    name=f"{node.name or 'shape'}_resolved")
-    const.outputs[0].name = f"{node.name or 'shape'}_resolved_value"
+    const = ir.Node("", "Constant", [], [ir.AttrTensor("value", tensor)], num_outputs=1)   # names: the graph's
     const.outputs[0].type = ir.TensorType(ir.DataType.INT64)
     const.outputs[0].shape = ir.Shape(tensor.shape)
     graph.insert_before(node, const)
