@@ -141,6 +141,7 @@ def _run(model: ir.Model, work: Path, bits: int, block, symmetric: bool, level: 
                                      accuracy_level=level or None, nodes_to_exclude=exclude, algo_config=cfg)
     quantizer.process()
     out = work / "quantized.onnx"
+    # scratch: worker: the pass's temporary folder (read back just below)
     quantizer.model.save_model_to_file(str(out), use_external_data_format=quantizer.model.model.ByteSize()
                                        > 1_800_000_000)
     del quantizer, proto
