@@ -27,8 +27,8 @@ from studio.export.manifest import build_manifest
 from studio.export.onnxruntime import weight_bytes
 from studio.export.options import ExportOptions
 from studio.export.prepare import prepare_deploy
-from studio.export.reference import (criteria_for, feed_shapes, make_feeds, reference_outputs, searched_reference,
-                                     shapes_of, small_image_shapes, with_tasks)
+from studio.export.reference import (criteria_for, decoder_feeds, feed_shapes, make_feeds, reference_outputs,
+                                     searched_reference, shapes_of, small_image_shapes, with_tasks)
 from studio.export.report import graph_page, html_report, markdown_report
 from studio.export.results import ERROR, ExportResult, TargetResult
 
@@ -140,7 +140,11 @@ def _export(handle: ModelHandle, repairs: tuple[str, ...], options: ExportOption
         deploy = prepare_deploy(handle, options, work, pool_key=pool_key)
         if on_progress:
             on_progress("prepare", "reference outputs (original on ONNX Runtime, optimizations off)")
-        reference = reference_outputs(handle.path, make_feeds(handle.proto, shapes), pool_key=pool_key)
+        decoder = decoder_feeds(handle.proto, options.shapes, options.dims)     # a decoder's decode step
+        if decoder is not None:
+            shapes = {k: tuple(v) for k, v in shapes_of(decoder).items()}
+        reference = reference_outputs(handle.path, decoder if decoder is not None else make_feeds(handle.proto, shapes),
+                                      pool_key=pool_key)
         small = small_image_shapes(handle.proto, options.shapes, options.dims) if reference.error else None
         if small is not None:          # an image model made for small inputs (text recognizers): try them
             retry = reference_outputs(handle.path, make_feeds(handle.proto, small), pool_key=pool_key)

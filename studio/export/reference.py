@@ -121,6 +121,24 @@ def bound_shapes(model: ModelProto, shapes: Mapping[str, ShapeRange]) -> dict[st
     return out
 
 
+def decoder_feeds(model: ModelProto, shapes: Mapping[str, ShapeRange],
+                  dims: Mapping[str, int] | None = None) -> Feeds | None:
+    """A KV-cache decoder's decode step (past > 0, one new token, a mask of past + 1 ones, the next
+    position; ``use_cache_branch`` True), the feeds every artifact is verified on, when the user gave no
+    ``--shapes`` (else theirs rule); None for any other model. Seeded feeds drawn dim by dim would give
+    a mask that is not past + new long, which engines refuse or crash on."""
+    if shapes:
+        return None
+    from studio.inspect.decoder import DecoderError, recognize
+    from studio.inspect.decoder_feeds import decoder_steps
+
+    try:
+        spec = recognize(model)
+        return decoder_steps(model, spec, dims=dims)[-1].feeds if spec is not None else None
+    except DecoderError:
+        return None
+
+
 def make_feeds(model: ModelProto, shapes_by_input: Mapping[str, tuple[int, ...]], seed: int = 0) -> Feeds:
     """Seeded random feeds with exactly these shapes (dtype ranges as in studio.core.feeds)."""
     specs = tuple(dataclasses.replace(s, shape=tuple(shapes_by_input[s.name])) if s.name in shapes_by_input else s
