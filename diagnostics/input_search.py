@@ -216,13 +216,14 @@ def decoder_candidates(model: ModelProto, dims: Mapping[str, int] | None = None)
     """A KV-cache decoder's seeded set: its prefill step (past 0) run before its decode step (past > 0),
     both keeping the cache contract (``studio.inspect.decoder_feeds``); None for a model that is no
     decoder, or whose cache does not fit together (then the plain seeded feeds are used)."""
-    from studio.inspect.decoder import DecoderError, recognize
+    from studio.core.errors import StudioError
+    from studio.inspect.decoder import recognize
     from studio.inspect.decoder_feeds import decoder_steps
 
     try:
         spec = recognize(model)
         steps = decoder_steps(model, spec, dims=dims) if spec is not None else None
-    except DecoderError:
+    except StudioError:              # a cache that does not fit, sizes too large: the plain seeded feeds
         return None
     if not steps:
         return None

@@ -79,6 +79,8 @@ def _run(args: argparse.Namespace) -> int:
         if v.ran_on and v.ran_on.get("inputs"):
             shown = ", ".join(f"{k} {t}" for k, t in list(v.ran_on["inputs"].items())[:6])
             print(f"          ran on {printable(shown, 200)}")
+            if v.ran_on.get("steps"):       # a KV-cache decoder: its prefill ran before this decode step
+                print(f"          steps  {printable(' then '.join(v.ran_on['steps']), 200)}")
     if report.findings:
         print("findings")
     for f in report.findings:

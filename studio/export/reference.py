@@ -129,13 +129,13 @@ def decoder_feeds(model: ModelProto, shapes: Mapping[str, ShapeRange],
     a mask that is not past + new long, which engines refuse or crash on."""
     if shapes:
         return None
-    from studio.inspect.decoder import DecoderError, recognize
+    from studio.inspect.decoder import recognize
     from studio.inspect.decoder_feeds import decoder_steps
 
     try:
         spec = recognize(model)
         return decoder_steps(model, spec, dims=dims)[-1].feeds if spec is not None else None
-    except DecoderError:
+    except StudioError:              # a cache that does not fit, sizes too large: the plain seeded feeds
         return None
 
 

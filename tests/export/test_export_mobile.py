@@ -73,7 +73,8 @@ def test_cnn_exports_to_both_formats_and_verifies(tmp_path):
 
 @pytest.mark.slow
 # The catalog's models; the KV-cache decoders (catalog.DECODERS), verified on their decode step, are exported
-# in tests/export/test_export_decoder.py (the merged GPT-2 to MNN; LiteRT refuses their If or attention).
+# in tests/export/test_export_decoder.py (the merged GPT-2 to MNN; measured by hand: LiteRT converts
+# gpt2_decoder_with_past at its decode step and verifies, and refuses the merged model's If).
 @pytest.mark.parametrize("sample", sorted(pathlib.Path(m.filename).stem for m in CATALOG))
 def test_every_sample_model_each_engine_accepts(sample, tmp_path):
     _available("mnn", "litert")

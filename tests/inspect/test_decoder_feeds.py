@@ -161,3 +161,12 @@ def test_check_with_a_users_wrong_mask_says_so(tmp_path):
     messages = [f.message for f in report.findings if f.engine == "onnxruntime"]
     assert any("attention mask attention_mask has length 3" in m and "must be 9" in m for m in messages), messages
     assert report.verdict("onnxruntime").verdict != "runs"
+
+
+def test_check_cli_names_the_steps(capsys):
+    from studio.cli import main
+
+    assert main(["check", str(SAMPLES / "gpt2_decoder_with_past.onnx"), "--engines", "onnxruntime"]) == 0
+    out = capsys.readouterr().out
+    assert ("steps  prefill step (past length 0, 8 new token(s)) then decode step (past length 8, 1 new token(s))"
+            in out), out
