@@ -54,6 +54,7 @@ def _run(model: ir.Model, workdir: Path, opts: dict) -> PassResult:
         raise StudioError(f"onnxruntime's transformer optimizer failed on this model ({type(exc).__name__}: "
                           f"{first}); try --set fuse-transformers.model_type=... or disable a fusion",
                           code="FUSION-FAILED") from None
+    qt.release_memory()                 # the optimizer's copies of the weights are gone: hand the pages back
     details = fusion.to_dict()
     if fusion.path is None:
         return PassResult(model, False, (), {}, (fusion.note,), details=details)

@@ -83,9 +83,9 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
     bases: dict[str, Path] = {}
     fusion_stats: dict = {}
     already = contrib_fused_ops(onnx.load_model(str(prepared.path), load_external_data=False))
-    if fuse in ("auto", "off"):
-        bases["plain"] = prepared.path
-    if fuse in ("auto", "on"):
+    if fuse in ("auto", "off") or already:
+        bases["plain"] = prepared.path      # fused before (fuse-transformers): quantized as it is
+    if fuse in ("auto", "on") and not already:
         ctx.set_stage("INT8 dynamic: transformer fusions (onnxruntime.transformers.optimizer)")
         try:
             fused, fusion_stats = _fuse(prepared.path, workdir / "fused.onnx", model_type, opts)
@@ -94,11 +94,9 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
         qt.release_memory()
         if fused is not None:
             bases["fused"] = fused
-        elif fuse == "on" and not already:
+        elif fuse == "on":
             raise StudioError(f"the {model_type} transformer optimizer found nothing to fuse in this model; "
                               "use fuse=off", code="NOTHING-TO-FUSE")
-        elif fuse == "on":
-            bases["plain"] = prepared.path      # fused before (fuse-transformers): quantize it as it is
     header = onnx.load_model(str(src), load_external_data=False)
     from studio.core.feeds import make_feeds
 

@@ -75,6 +75,28 @@ def test_preset_fuses_what_ort_fuses_and_keeps_the_outputs(tmp_path):
 
 
 @pytest.mark.slow
+def test_freshly_initialised_layernorms_still_fuse(tmp_path):
+    """LayerNorm gamma = 1 and beta = 0 (a model at initialisation, the benchmark BERT): nothing before the
+    fusions may simplify Mul-by-1 / Add-of-0 away, or ORT's LayerNorm, SkipLayerNorm and Attention
+    patterns (anchored on them) no longer match."""
+    from onnx import numpy_helper
+
+    m = onnx.load(str(SAMPLES / "transformer_block.onnx"))
+    for t in m.graph.initializer:
+        if "LayerNorm" in t.name and t.name.endswith((".weight", ".bias")):
+            arr = numpy_helper.to_array(t)
+            fill = np.ones_like(arr) if t.name.endswith(".weight") else np.zeros_like(arr)
+            t.CopyFrom(numpy_helper.from_array(fill, t.name))
+    src = tmp_path / "init.onnx"
+    onnx.save(m, str(src))
+    expected = _oracle_stats(src, "bert")
+    assert expected.get("Attention") and expected.get("SkipLayerNormalization")
+    r = api.optimize(api.load(src), preset="ort-transformers", dims={"batch": 1, "sequence": 16},
+                     out_path=tmp_path / "m.onnx")
+    assert r.ok and _fuse_record(r).details["fused"] == expected
+
+
+@pytest.mark.slow
 def test_rmsnorm_decoder_fuses_and_passes_the_checker(tmp_path):
     """LLaMA-style: ORT's SkipSimplifiedLayerNormalization (com.microsoft) is kept; its standalone
     SimplifiedLayerNormalization lives in the ONNX domain, which onnx.checker refuses, so it is written
