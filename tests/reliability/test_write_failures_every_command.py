@@ -45,6 +45,8 @@ def _model(n: int) -> onnx.ModelProto:
 WRITERS: dict[str, tuple[list[str], int, str]] = {
     "optimize -o": (["optimize", "m.onnx", "-o", "{D}/o.onnx"], 100_000, "{D}/o.onnx"),
     "optimize -o --no-verify": (["optimize", "m.onnx", "-o", "{D}/o.onnx", "--no-verify"], 100_000, "{D}/o.onnx"),
+    "merge-decoders -o": (["merge-decoders", "gpt2_decoder.onnx", "gpt2_decoder_with_past.onnx", "-o",
+                           "{D}/merged.onnx"], 100_000, "{D}/merged.onnx"),
     "optimize --report": (["optimize", "small.onnx", "-o", "o-small.onnx", "--report", "{D}/r.json"], 3_000,
                           "{D}/r.json"),
     "check --fix --output": (["check", "m.onnx", "--engines", "onnxruntime", "--fix", "fold-constants", "--output",
@@ -80,6 +82,8 @@ def work(tmp_path, monkeypatch):
     onnx.save(_model(256), tmp_path / "m.onnx")                 # 256 KiB of weights
     onnx.save(_model(16), tmp_path / "small.onnx")
     onnx.save(custom_op_model(), tmp_path / "foo.onnx")
+    for decoder in ("gpt2_decoder.onnx", "gpt2_decoder_with_past.onnx"):    # merge-decoders' pair
+        (tmp_path / decoder).write_bytes((ROOT / "sample_models" / decoder).read_bytes())
     monkeypatch.chdir(tmp_path)
     p = api.create_project("zipped")
     api.add_model(p, tmp_path / "m.onnx")
@@ -202,7 +206,7 @@ def outside_tmp(work):
         pytest.skip("this kernel has no Landlock: permission denied cannot be made for root here")
     folder = Path(tempfile.mkdtemp(prefix="onnx-studio-eacces-", dir="/var/tmp"))
     try:
-        for f in ("m.onnx", "small.onnx", "foo.onnx", "pz.zip"):
+        for f in ("m.onnx", "small.onnx", "foo.onnx", "pz.zip", "gpt2_decoder.onnx", "gpt2_decoder_with_past.onnx"):
             shutil.copy(work / f, folder / f)
         (folder / "out").mkdir()
         (folder / "denied").mkdir()
