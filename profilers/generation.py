@@ -8,9 +8,9 @@ neither.
 
 Pieces, smallest first:
 
-* :class:`GenerationContract`: the names, dtypes and cache layout the loop needs, read once from the
-  model's ``DecoderSpec`` in the parent and sent to the worker as JSON (the worker never re-reads the
-  graph);
+* :class:`~studio.inspect.decoder_contract.GenerationContract`: the names, dtypes and cache layout the
+  loop needs, read once from the model's ``DecoderSpec`` in the parent and sent to the worker as JSON (the
+  worker never re-reads the graph); its ``step_feeds`` builds each step's feeds besides the cache;
 * a *stepper* per engine holds the cache between steps: :class:`BoundOrtStepper` keeps the presents as
   ONNX Runtime ``OrtValue``s and binds them as the next step's past through ``session.io_binding()``
   (no copy of the cache per step); :class:`PlainStepper` works with any runner of the one runner
@@ -29,99 +29,14 @@ model must address P + N - 1 positions.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from onnx import ModelProto
 
-from studio.core.errors import StudioError
-from studio.core.types import dtype_name
-from studio.inspect.decoder import DecoderSpec
-from studio.inspect.decoder_cache import graph_inputs, short
+from studio.inspect.decoder_contract import GenerationContract
 
-__all__ = ["BoundOrtStepper", "GenerationContract", "GreedyGeneration", "PlainStepper", "contract_of",
-           "make_stepper", "prompt_ids"]
-
-
-@dataclass(frozen=True)
-class GenerationContract:
-    """What the loop feeds and reads, by name (JSON-able: :meth:`to_args` / :meth:`from_args`).
-
-    ``cache``: (past input, present output, KV heads, head dim) per cache tensor; ``seq_axis``: the
-    cache's length axis (2 for [batch, heads, length, head_dim], 1 for [batch, length, heads, head_dim]);
-    ``positions_rank``: 2 for ``position_ids`` [batch, length], 1 for ``cache_position`` [length]."""
-
-    input_ids: str
-    ids_dtype: str
-    logits: str
-    cache: tuple[tuple[str, str, int, int], ...]
-    cache_dtype: str
-    seq_axis: int
-    attention_mask: str | None = None
-    mask_dtype: str = "int64"
-    position_ids: str | None = None
-    positions_dtype: str = "int64"
-    positions_rank: int = 2
-    use_cache_branch: str | None = None
-    branch_rank: int = 1                # use_cache_branch: [1] in optimum's exports, a scalar in some others
-    vocab: int | None = None
-    context: int | None = None
-
-    def to_args(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_args(cls, data: Mapping[str, Any]) -> GenerationContract:
-        d = dict(data)
-        d["cache"] = tuple(tuple(c) for c in d["cache"])
-        return cls(**d)
-
-    def positions_needed(self, prompt_length: int, new_tokens: int) -> int:
-        """Positions a generation of ``new_tokens`` after a prompt of ``prompt_length`` addresses."""
-        return prompt_length + new_tokens - 1
-
-
-def contract_of(model: ModelProto, spec: DecoderSpec, name: str = "the model") -> GenerationContract:
-    """The loop's contract of a recognized decoder; one ``StudioError`` line naming what is missing
-    (no past inputs, no token ids, no logits, an input the loop has no value for)."""
-    label = short(name, 80)
-    if spec.input_ids is None:
-        raise StudioError(f"{label} is a KV-cache model without token ids (no input_ids input): the generation "
-                          "loop needs a token decoder", code="GENERATE-NOT-DECODER")
-    if spec.logits is None:
-        raise StudioError(f"{label} has no logits output: the generation loop picks each token from the logits",
-                          code="GENERATE-NOT-DECODER")
-    if not spec.has_past:
-        raise StudioError(f"{label} has present.N outputs but no past_key_values.N inputs (the first model of a "
-                          "decoder pair): generate with the decoder-with-past or the merged model",
-                          code="GENERATE-NO-PAST")
-    inputs = {vi.name: vi for vi in graph_inputs(model)}
-    known = {spec.input_ids, spec.attention_mask, spec.position_ids, spec.use_cache_branch,
-             *(c.input for c in spec.cache)}
-    unknown = [n for n in inputs if n not in known]
-    if unknown:
-        raise StudioError(f"{label} has input {short(unknown[0], 60)} the generation loop has no value for (it feeds "
-                          "input_ids, attention_mask, position_ids, use_cache_branch and the past caches)",
-                          code="GENERATE-UNKNOWN-INPUT")
-
-    def dtype(name: str | None, default: str) -> str:
-        vi = inputs.get(name or "")
-        return dtype_name(vi.type.tensor_type.elem_type) if vi is not None else default
-
-    pos = inputs.get(spec.position_ids or "")
-    rank = len(pos.type.tensor_type.shape.dim) if pos is not None else 2
-    flag = inputs.get(spec.use_cache_branch or "")
-    branch_rank = len(flag.type.tensor_type.shape.dim) if flag is not None else 1
-    cache = tuple((c.input, c.output, int(c.heads or spec.kv_heads), int(c.head_dim or spec.head_dim))
-                  for c in spec.cache if c.input)
-    return GenerationContract(
-        input_ids=spec.input_ids, ids_dtype=dtype(spec.input_ids, "int64"), logits=spec.logits, cache=cache,
-        cache_dtype=dtype(cache[0][0], spec.kv_dtype), seq_axis=2 if spec.cache_layout == "bnsh" else 1,
-        attention_mask=spec.attention_mask, mask_dtype=dtype(spec.attention_mask, "int64"),
-        position_ids=spec.position_ids, positions_dtype=dtype(spec.position_ids, "int64"), positions_rank=rank,
-        use_cache_branch=spec.use_cache_branch, branch_rank=branch_rank, vocab=spec.vocab, context=spec.context)
+__all__ = ["BoundOrtStepper", "GreedyGeneration", "PlainStepper", "make_stepper", "prompt_ids"]
 
 
 def prompt_ids(vocab: int, batch: int, length: int, seed: int = 0) -> np.ndarray:
@@ -246,11 +161,7 @@ class GreedyGeneration:
         self._rss = _rss_reader() if rss else None
         self._recording = False
         total = self.length + self.new_tokens
-        c = contract
-        self._mask = np.ones((self.batch, total), dtype=c.mask_dtype) if c.attention_mask else None
-        shape = (1,) * c.branch_rank
-        self._flags = ({c.use_cache_branch: np.full(shape, False)}, {c.use_cache_branch: np.full(shape, True)}) \
-            if c.use_cache_branch else ({}, {})
+        self._mask = np.ones((self.batch, total), dtype=contract.mask_dtype) if contract.attention_mask else None
 
     def start(self) -> None:
         self._recording = True
@@ -259,17 +170,7 @@ class GreedyGeneration:
         self._recording = False
 
     def _feeds(self, ids: np.ndarray, past: int) -> dict[str, np.ndarray]:
-        c = self.contract
-        feeds = {c.input_ids: ids}
-        n = ids.shape[1]
-        if self._mask is not None:
-            feeds[c.attention_mask] = np.ascontiguousarray(self._mask[:, :past + n])
-        if c.position_ids:
-            positions = np.arange(past, past + n, dtype=c.positions_dtype)
-            feeds[c.position_ids] = (positions if c.positions_rank == 1
-                                     else np.ascontiguousarray(np.broadcast_to(positions, (self.batch, n))))
-        feeds.update(self._flags[past > 0])
-        return feeds
+        return self.contract.step_feeds(ids, past, mask=self._mask)
 
     def __call__(self) -> None:
         clock = time.perf_counter_ns

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from profilers.generation import GenerationContract, GreedyGeneration, make_stepper
+from profilers.generation import GreedyGeneration, make_stepper
 from profilers.latency import timed_rounds, warm_up
 from profilers.nvtx import ranges
 from profilers.runners import runner_args
@@ -30,6 +30,7 @@ from studio.core.engines import sessions
 from studio.core.errors import engine_message
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.worker import reset_peak_rss, vm_hwm_bytes
+from studio.inspect.decoder_contract import GenerationContract
 
 __all__ = ["generate_job", "generate_memory_job"]
 

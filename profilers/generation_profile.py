@@ -4,7 +4,7 @@ peak memory, per prompt length and batch, for every (version x engine) variant, 
 Steps (each a sandbox job, :mod:`profilers.generation_jobs`):
 
 1. every target is recognized as a decoder (``DecoderSpec``, graph only) and its loop contract read
-   (:func:`profilers.generation.contract_of`); each case must fit the context;
+   (:func:`studio.inspect.decoder_contract.contract_of`); each case must fit the context;
 2. one worker opens every variant and times greedy generations of each case in interleaved rounds
    (:func:`profilers.latency.timed_rounds`); if that shared worker dies, each variant is timed alone;
 3. optionally, a fresh worker per variant measures peak memory per case (``VmHWM``) and resident
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from profilers import generation_jobs  # noqa: F401 - registers the profile.generate* jobs
-from profilers.generation import GenerationContract, contract_of, prompt_ids
+from profilers.generation import prompt_ids
 from profilers.generation_results import (CaseResult, GenerationOptions, GenerationProfile, GenerationRatio,
                                           GenerationVariant)
 from profilers.latency import LatencyRun
@@ -36,6 +36,7 @@ from studio.core.errors import StudioError, WorkerError
 from studio.core.sandbox import Limits, run_job
 from studio.inspect.decoder import DecoderSpec, recognize
 from studio.inspect.decoder_cache import short
+from studio.inspect.decoder_contract import GenerationContract, contract_of
 
 __all__ = ["CaseResult", "GenerationOptions", "GenerationProfile", "GenerationRatio", "GenerationVariant",
            "decoder_contract", "generation_command", "run_generation"]

@@ -20,6 +20,7 @@ from onnx import ModelProto
 from studio.core.feeds import Feeds, InputSpec, input_specs, random_feeds, unnamed_dim_key
 from studio.inspect.decoder import DecoderError, DecoderSpec, recognize
 from studio.inspect.decoder_cache import short
+from studio.inspect.decoder_contract import GenerationContract, describe_contract
 
 __all__ = ["DecoderStep", "check_step", "decoder_steps", "past_length_of", "verification_steps"]
 
@@ -94,13 +95,16 @@ def decoder_steps(model: ModelProto, spec: DecoderSpec | None = None, *, dims: M
     else:
         past = int(user.get(past_key, prompt)) if past_key else prompt
         plan = [("prefill", 0, prompt), ("decode", max(past, 1), fixed_seq or 1)]
-    return tuple(_step(spec, specs, user, name, batch, past, seq, batch_key, seq_key, past_key, seed + i)
+    contract = describe_contract(model, spec)
+    return tuple(_step(spec, contract, specs, user, name, batch, past, seq, batch_key, seq_key, past_key, seed + i)
                  for i, (name, past, seq) in enumerate(plan))
 
 
-def _step(spec: DecoderSpec, specs: tuple[InputSpec, ...], user: Mapping[str, int], name: str, batch: int,
-          past: int, seq: int, batch_key: str | None, seq_key: str | None, past_key: str | None,
-          seed: int) -> DecoderStep:
+def _step(spec: DecoderSpec, contract: GenerationContract, specs: tuple[InputSpec, ...], user: Mapping[str, int],
+          name: str, batch: int, past: int, seq: int, batch_key: str | None, seq_key: str | None,
+          past_key: str | None, seed: int) -> DecoderStep:
+    """Random feeds for the step's dims, then its token ids drawn in the vocabulary and the rest of the step
+    (mask, positions, branch flag) from the contract's one builder of step feeds."""
     by_name = {s.name: s for s in specs}
     mask = by_name.get(spec.attention_mask or "")
     chosen = dict(user)
@@ -116,20 +120,12 @@ def _step(spec: DecoderSpec, specs: tuple[InputSpec, ...], user: Mapping[str, in
     feeds = random_feeds(specs, chosen, seed=seed)
     rng = np.random.default_rng(seed + 7919)
     ids = by_name.get(spec.input_ids or "")
-    if ids is not None and spec.vocab:
-        arr = feeds[ids.name]
-        feeds[ids.name] = rng.integers(0, spec.vocab, size=np.shape(arr)).astype(np.asarray(arr).dtype)
-    if mask is not None:
-        arr = np.asarray(feeds[mask.name])
-        feeds[mask.name] = np.ones(arr.shape, arr.dtype)
-    if pos is not None:
-        arr = np.asarray(feeds[pos.name])
-        start = past if name == "decode" else 0
-        feeds[pos.name] = np.broadcast_to(np.arange(start, start + arr.shape[-1] if arr.ndim else start + 1,
-                                                    dtype=arr.dtype), arr.shape).copy()
-    if spec.use_cache_branch and spec.use_cache_branch in feeds:
-        arr = np.asarray(feeds[spec.use_cache_branch])
-        feeds[spec.use_cache_branch] = np.full(arr.shape, past > 0, dtype=arr.dtype)
+    if ids is not None:
+        arr = np.asarray(feeds[ids.name])
+        tokens = rng.integers(0, spec.vocab, size=arr.shape).astype(arr.dtype) if spec.vocab else arr
+    else:
+        tokens = np.zeros((batch, seq), np.int64)      # no token ids: only their batch and length count
+    feeds.update(contract.step_feeds(tokens, past))
     step = DecoderStep(name, batch, past, seq, feeds)
     check_step(spec, feeds)
     return step

@@ -10,8 +10,9 @@ candidate's argmax equals fp32's, **KL** the mean of KL(p_fp32 || p_candidate) i
 for prompts from a text dataset, and is labelled meaningless when the model carries random
 weights (the sample decoders say so in their doc string; a perplexity near the vocabulary size
 means the same). Both models run in one sandbox worker through the runner protocol, stepped by the
-generation profiler's contract and stepper (:mod:`profilers.generation`: names, dtypes, present ->
-past); only per-position figures come back.
+decoder's contract (:mod:`studio.inspect.decoder_contract`: names, dtypes, each step's feeds) and
+the generation profiler's stepper (:mod:`profilers.generation`: present -> past); only
+per-position figures come back.
 """
 
 from __future__ import annotations
@@ -109,22 +110,6 @@ def decoder_prompts(spec: DecoderSpec, *, dataset=None, count: int = 4, length: 
 
 # ---------------------------------------------------------------------------- the loop (worker)
 
-def _feeds(contract, ids: Sequence[int], past: int) -> dict[str, np.ndarray]:
-    """One step's feeds for batch 1 besides the cache (the stepper adds it): the new ids after ``past`` cached
-    ones, the mask over all of them, their positions and, merged-if, the branch flag."""
-    c = contract
-    n = len(ids)
-    feeds = {c.input_ids: np.asarray([ids], dtype=c.ids_dtype)}
-    if c.attention_mask:
-        feeds[c.attention_mask] = np.ones((1, past + n), dtype=c.mask_dtype)
-    if c.position_ids:
-        positions = np.arange(past, past + n, dtype=c.positions_dtype)
-        feeds[c.position_ids] = positions if c.positions_rank == 1 else positions[None]
-    if c.use_cache_branch:
-        feeds[c.use_cache_branch] = np.array([past > 0])
-    return feeds
-
-
 class _Teacher:
     """One model's cached decoding (the generation profiler's stepper): feed tokens, get their logits rows."""
 
@@ -134,7 +119,7 @@ class _Teacher:
         self.stepper, self.contract, self.seen = PlainStepper(runner, contract), contract, 0
 
     def feed(self, tokens: Sequence[int]) -> np.ndarray:
-        logits = self.stepper.step(_feeds(self.contract, tokens, self.seen), self.seen == 0, 1)
+        logits = self.stepper.step(self.contract.step_feeds([tokens], self.seen), self.seen == 0, 1)
         self.seen += len(tokens)
         return _log_softmax(np.asarray(logits, np.float64)[0, -len(tokens):])
 
@@ -146,8 +131,8 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
 
 @job("precision.generation_agreement")
 def generation_agreement_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
-    from profilers.generation import GenerationContract
     from studio.core.engines.sessions import open_runner
+    from studio.inspect.decoder_contract import GenerationContract
 
     contract = GenerationContract.from_args(args["contract"])
     steps = int(args["steps"])
@@ -197,7 +182,7 @@ def generation_agreement(reference: Path, candidate: Path, spec: DecoderSpec, pr
     if spec.context and longest + steps > spec.context:
         raise StudioError(f"prompt ({longest} tokens) plus {steps} steps exceeds the model's context of "
                           f"{spec.context} positions", code="BAD-OPTION")
-    from profilers.generation import contract_of
+    from studio.inspect.decoder_contract import contract_of
 
     contract = contract_of(onnx.load_model(str(reference), load_external_data=False), spec, Path(reference).name)
     args = {"reference": str(Path(reference).resolve()), "candidate": str(Path(candidate).resolve()),

@@ -170,3 +170,24 @@ def test_check_cli_names_the_steps(capsys):
     out = capsys.readouterr().out
     assert ("steps  prefill step (past length 0, 8 new token(s)) then decode step (past length 8, 1 new token(s))"
             in out), out
+
+
+def test_one_builder_of_step_feeds_follows_the_declared_ranks():
+    """The contract's ``step_feeds`` (the one builder the seeded steps, the generation loop and the generation
+    agreement share): hand-computed feeds for a rank 1 ``cache_position`` and a scalar branch flag, and for
+    rank 2 positions at batch 2 sliced from a preallocated mask."""
+    from studio.inspect.decoder_contract import GenerationContract
+
+    c = GenerationContract(input_ids="ids", ids_dtype="int32", logits="logits", cache=(), cache_dtype="float32",
+                           seq_axis=2, attention_mask="mask", position_ids="pos", positions_rank=1,
+                           use_cache_branch="flag", branch_rank=0)
+    f = c.step_feeds([[5]], 7)
+    assert f["ids"].dtype == np.int32 and f["ids"].tolist() == [[5]]
+    assert f["mask"].dtype == np.int64 and f["mask"].tolist() == [[1] * 8]
+    assert f["pos"].tolist() == [7] and f["flag"].shape == () and bool(f["flag"]) is True
+    assert bool(c.step_feeds([[1, 2, 3]], 0)["flag"]) is False
+    two = GenerationContract(input_ids="ids", ids_dtype="int64", logits="logits", cache=(), cache_dtype="float32",
+                             seq_axis=2, attention_mask="mask", position_ids="pos")
+    buffer = np.ones((2, 16), np.int64)
+    g = two.step_feeds(np.array([[4], [9]]), 5, mask=buffer)
+    assert g["mask"].shape == (2, 6) and g["pos"].tolist() == [[5], [5]] and "flag" not in g

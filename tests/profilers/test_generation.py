@@ -13,13 +13,14 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from profilers.generation import GenerationContract, GreedyGeneration, contract_of, make_stepper, prompt_ids
+from profilers.generation import GreedyGeneration, make_stepper, prompt_ids
 from profilers.latency import timed_rounds, warm_up
 from studio import api
 from studio.core.engines import sessions
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext
 from studio.inspect.decoder import recognize
+from studio.inspect.decoder_contract import GenerationContract, contract_of
 from tests.conftest import SAMPLES
 
 
