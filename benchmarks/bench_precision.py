@@ -9,6 +9,10 @@ Ratios are to ORT fp32 with default optimizations, measured in the same run, on
 Goals (issue #7): ResNet-50 INT8 <= 0.40x at cosine >= 0.98; MobileNetV2 INT8
 <= 0.50x; BERT best variant <= 0.46x at cosine >= 0.99; no recommended variant
 slower than fp32; layer-wise peak memory < 2x a plain inference run.
+Issue 25 (``python -m benchmarks.bench_precision 60 transformer-int8``): BERT-base-like INT8 of the
+ort-transformers graph <= 0.30x ORT fp32 on VNNI/AMX, <= 0.40x on AVX2-only, at cosine >= 0.99. Measured
+on a 2-core AVX2-only EPYC (ORT 1.32, 1x128, one run): fused fp32 1.02x, dynamic INT8 0.65x unfused /
+0.62x fused (cos 0.9994), static QDQ u8s8 of the fused graph 0.80x (cos 0.998): not met.
 """
 
 from __future__ import annotations
