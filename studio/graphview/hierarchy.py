@@ -11,7 +11,13 @@ Where it comes from, in order:
    is replaced by the node.
 3. **Op-type runs.** Chains of 4+ nodes of one op type (each the only consumer
    of the previous) become one *run* group (``Relu ×37``).
-4. **Depth bands.** A group with more than ``fanout`` children and no real
+4. **Repeats.** Sibling scopes named ``<prefix><index>`` (``layers.0`` … ``layers.31``)
+   with consecutive indices, each feeding the next, whose subtrees have the same
+   structure (op types and internal wiring, names ignored: a Weisfeiler-Lehman
+   hash) become one *repeat* group (``layers.0–31 ×32``) holding them; a member
+   that differs stays beside it and the repeat's ``note`` names it
+   (``differs: layers.31``).
+5. **Depth bands.** A group with more than ``fanout`` children and no real
    structure (flat names, huge graphs, 10k graph inputs) is split, recursively,
    into *band* groups of consecutive depths, so every level stays drawable (R20).
    A group with sub-scopes keeps them: only its loose nodes are banded, and only
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 
 from studio.graphview.model import OP, GraphModel
@@ -35,6 +42,9 @@ log = logging.getLogger(__name__)
 FANOUT = 40           # most children a group shows before it is split into bands
 RUN_MIN = 4           # shortest op-type chain folded into a run group
 MAX_SCOPE_DEPTH = 16  # name components beyond this are ignored
+REPEAT_MIN = 2        # fewest identical indexed siblings folded into a repeat group
+WL_ROUNDS = 3         # Weisfeiler-Lehman refinement rounds of the structure signature
+_INDEXED = re.compile(r"^(.*?)(\d+)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,13 +52,14 @@ class Group:
     index: int
     key: str                      # stable path, e.g. "s:layer1/s:layer1.0"; never model text alone
     label: str                    # display text (model-derived: escape when rendering)
-    kind: str                     # root | scope | control | subgraph | function | run | band
+    kind: str                     # root | scope | control | subgraph | function | run | repeat | band
     parent: int                   # -1 for the root
     depth: int                    # root is 0
     groups: tuple[int, ...]       # child groups, in dataflow order
     nodes: tuple[int, ...]        # child nodes (GNode.index), in dataflow order
     size: int                     # nodes below (all levels)
     first: int                    # smallest topological position below (orders siblings)
+    note: str = ""                # repeat: the indexed siblings left out because they differ
 
 
 @dataclass(frozen=True)
@@ -108,10 +119,11 @@ class Hierarchy:
 
 
 class _Draft:
-    __slots__ = ("key", "label", "kind", "children", "nodes", "groups")
+    __slots__ = ("key", "label", "kind", "children", "nodes", "groups", "note")
 
     def __init__(self, key: str, label: str, kind: str) -> None:
         self.key, self.label, self.kind = key, label, kind
+        self.note = ""
         self.children: dict[str, _Draft] = {}   # scope children by name
         self.nodes: list[int] = []
         self.groups: list[_Draft] = []          # non-scope child groups
@@ -264,6 +276,8 @@ def _build(graph: GraphModel, fanout: int, structured: bool) -> Hierarchy:
             d.nodes = [k for k in d.nodes if k not in taken]
 
     runs(root)
+    if structured:
+        _repeats(graph, root)
 
     # Freeze: assign indices depth-first, order children by dataflow, split wide groups.
     groups: list[Group | None] = []
@@ -341,10 +355,87 @@ def _build(graph: GraphModel, fanout: int, structured: bool) -> Hierarchy:
         for k in nodes:
             node_group[k] = idx
         groups[idx] = Group(idx, d.key, d.label, d.kind, parent, level, tuple(child_idx), tuple(nodes), size,
-                            first_of(d, memo))
+                            first_of(d, memo), d.note)
         return idx, size
 
     freeze(root, -1, 0)
     return Hierarchy(tuple(groups), tuple(node_group), tuple(order), tuple(depth),
                      flat_names=not any_scoped)
 
+
+
+def _draft_leaves(d: _Draft) -> list[int]:
+    out: list[int] = []
+    stack = [d]
+    while stack:
+        x = stack.pop()
+        out.extend(x.nodes)
+        stack.extend(x.all_groups())
+    return out
+
+
+def structure_signature(graph: GraphModel, members: list[int]) -> tuple:
+    """A name-free signature of the subgraph on ``members``: the sorted multiset of
+    Weisfeiler-Lehman labels (op type, domain, fed from / feeding outside, then
+    ``WL_ROUNDS`` rounds of the neighbours' labels along internal edges). Two
+    structurally identical layers get equal signatures whatever their names."""
+    inside = set(members)
+    preds = {k: [graph.edges[e].src for e in graph.pred[k]] for k in members}
+    succs = {k: [graph.edges[e].dst for e in graph.succ[k]] for k in members}
+    label = {}
+    for k in members:
+        n = graph.nodes[k]
+        # Whether, not how often, a node is fed from / feeds outside: the last layer feeds
+        # one final norm where the others feed the next layer's norm and residual.
+        ext_in = any(p not in inside for p in preds[k])
+        ext_out = any(v not in inside for v in succs[k])
+        label[k] = hash((n.kind, n.op_type, n.domain, ext_in, ext_out))
+    for _ in range(WL_ROUNDS):
+        label = {k: hash((label[k], tuple(sorted(label[p] for p in preds[k] if p in inside)),
+                          tuple(sorted(label[v] for v in succs[k] if v in inside)))) for k in members}
+    return len(members), tuple(sorted(label.values()))
+
+
+def _repeats(graph: GraphModel, d: _Draft) -> None:
+    """Fold stacks of identical indexed sibling scopes of ``d`` (and below) into repeat
+    groups. A stack is a run of consecutive indices of one structure signature where
+    each member feeds the next (decoder layers; not parallel per-scale heads), each
+    member at least ``RUN_MIN`` nodes (a 3-node Conv block says more drawn than folded)."""
+    for c in d.all_groups():
+        _repeats(graph, c)
+    families: dict[str, list[tuple[int, str, _Draft]]] = {}
+    for name, c in d.children.items():
+        m = _INDEXED.match(name)
+        if m and c.kind == "scope":
+            families.setdefault(m.group(1), []).append((int(m.group(2)), name, c))
+    for prefix, fam in families.items():
+        if len(fam) < REPEAT_MIN:
+            continue
+        fam.sort(key=lambda t: t[0])
+        leaves = [_draft_leaves(t[2]) for t in fam]
+        sigs = [structure_signature(graph, lv) if len(lv) >= RUN_MIN else None for lv in leaves]
+        stacks: list[list[int]] = []
+        for j in range(len(fam)):
+            if sigs[j] is not None and stacks and stacks[-1][-1] == j - 1 and fam[j][0] == fam[j - 1][0] + 1 \
+                    and sigs[j] == sigs[j - 1] and _feeds(graph, leaves[j - 1], leaves[j]):
+                stacks[-1].append(j)
+            else:
+                stacks.append([j])
+        for st in stacks:
+            if len(st) < REPEAT_MIN:
+                continue
+            lo, hi = fam[st[0]], fam[st[-1]]
+            rep = _Draft(f"{d.key}/x:{lo[1]}", f"{prefix}{lo[0]}–{hi[0]} ×{len(st)}", "repeat")
+            odd = [fam[j][1] for j in (st[0] - 1, st[-1] + 1) if 0 <= j < len(fam) and sigs[j] != sigs[st[0]]]
+            if odd:
+                rep.note = "differs: " + ", ".join(odd)
+            for j in st:
+                rep.groups.append(fam[j][2])
+                del d.children[fam[j][1]]
+            d.groups.append(rep)
+
+
+def _feeds(graph: GraphModel, a: list[int], b: list[int]) -> bool:
+    """Whether a node of ``b`` consumes a tensor made in ``a``."""
+    src = set(a)
+    return any(graph.edges[e].src in src for k in b for e in graph.pred[k])

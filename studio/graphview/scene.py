@@ -154,6 +154,7 @@ def build_scene(graph: GraphModel, hierarchy: Hierarchy, *, title: str | None = 
                            "parent": local.get(grp.parent, -1) if grp.parent != -1 else -1,
                            "size": grp.size, "depth": grp.depth,
                            "ops": _t(_summary_text(op_counts[g])) if g else "",
+                           **({"note": _t(grp.note)} if grp.note else {}),
                            **({"mark": group_mark[g]} if g in group_mark else {})})
     detail = len(graph.nodes) <= DETAIL_NODES
     leaves = []
@@ -216,14 +217,16 @@ def build_scene(graph: GraphModel, hierarchy: Hierarchy, *, title: str | None = 
             break
     is_open = [i == 0 or depths[i] < open_level or out_groups[i]["key"] in keys for i in range(len(out_groups))]
     visible = _visible_at_open(parents, leaf_parent, is_open)
-    # Tiny groups (a SiLU's Sigmoid and Mul) say more open than as a box, while it fits.
+    # Tiny groups (a SiLU's Sigmoid and Mul) say more open than as a box, and an open repeat
+    # shows its first member's contents (the others stay listed as boxes), while it fits.
     direct_leaves = Counter(leaf_parent)
     child_groups = Counter(parents[1:])
+    first_member = {p: i for i, p in reversed(list(enumerate(parents))) if i and out_groups[p]["kind"] == "repeat"}
     reach = [True] + [False] * (len(out_groups) - 1)
     for i in range(1, len(out_groups)):
         p = parents[i]
         reach[i] = reach[p] and is_open[p]
-        if reach[i] and not is_open[i] and out_groups[i]["size"] <= TINY_GROUP:
+        if reach[i] and not is_open[i] and (out_groups[i]["size"] <= TINY_GROUP or first_member.get(p) == i):
             delta = direct_leaves[i] + child_groups[i] - 1
             if visible + delta <= open_budget:
                 is_open[i] = True

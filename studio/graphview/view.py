@@ -83,6 +83,8 @@ class GraphView:
             g = self.hierarchy.groups[it.ref]
             lines.append(("group", g.label))
             lines.append(("kind", f"{g.kind} · {g.size:,} nodes"))
+            if g.note:
+                lines.append(("note", g.note))
             hist = Counter(self.graph.nodes[k].op_type for k in self.hierarchy.leaves(it.ref)
                            if self.graph.nodes[k].kind not in (INPUT, OUTPUT))
             if hist:
