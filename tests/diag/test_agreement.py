@@ -95,11 +95,14 @@ def sweep_report(paths, work) -> None:
     print("\n" + "\n".join(lines))
     (work / "agreement.txt").write_text("\n".join(lines) + "\n")     # kept in pytest's basetemp for the record
     assert _unexplained(tallies) == []
-    for t in tallies.values():
+    for engine, t in tallies.items():
         assert t.models == len(paths)
         assert t.agree + len(t.disagree) + t.unknown_claims + t.not_verifiable == len(paths)
         assert t.unknown_claims <= max(1, len(paths) // 16), t.unknown_models   # "not run"/"unknown" stay exceptions
-        assert t.agree >= 0.9 * len(paths), t.line()     # a sweep that verifies little proves little
+        # A sweep that verifies little proves little: agreements plus the disagreements listed with a cause
+        # measured by hand (both sides ran and were compared) cover at least 90 % of the models.
+        explained = sum(1 for d in t.disagree if (d[0], engine) in KNOWN_DISAGREEMENTS)
+        assert t.agree + explained >= 0.9 * len(paths), t.line()
         assert t.supported_ran and t.fails_failed, t.line()     # both outcomes on every engine
     assert sum(trt.values()) == len(paths)
 
