@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any
 
 from studio.core import jsonsafe
 from studio.core.errors import StudioError
+
+
+def positive_ints(text: str) -> list[int]:
+    """An argparse type: comma-separated positive integers ("1,2,4"), or a usage error naming the text."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text[:40]!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError("values must be positive integers")
+    return values
 
 
 def parse_dims(items: list[str] | None) -> dict[str, int]:

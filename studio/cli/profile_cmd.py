@@ -16,7 +16,7 @@ from studio import api
 from studio.batch import facade as batch_api
 from studio.cli.project_args import add_project_argument, keep_json, with_project
 from studio.cli import remote_args
-from studio.cli.common import parse_dims, print_json
+from studio.cli.common import parse_dims, positive_ints, print_json
 from studio.cli import recipe_args
 from studio.cli.inputs_args import add_preprocess_arguments, preprocess_from
 from studio.core import outputs
@@ -27,16 +27,6 @@ from studio.core.paths import distinct_name, user_data_path
 NAME = "profile"
 HELP = ("Latency (cold start, p50..p99.9, interleaved ratios), per-op time, memory and sweeps of one or more "
         "models on ONNX Runtime, OpenVINO and TensorRT.")
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text[:40]!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError("values must be positive integers")
-    return values
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -64,10 +54,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-op-runs", type=int, default=10, metavar="N", help="profiled runs for --per-op")
     p.add_argument("--memory", action="store_true", help="peak RSS, Python allocation sites and a leak check")
     p.add_argument("--memory-iterations", type=int, default=200, metavar="N", help="iterations of the leak check")
-    p.add_argument("--threads", type=_int_list, metavar="1,2,...", help="sweep intra-op thread counts")
-    p.add_argument("--batch", type=_int_list, metavar="1,4,...", help="sweep batch sizes (dynamic first dim); with "
+    p.add_argument("--threads", type=positive_ints, metavar="1,2,...", help="sweep intra-op thread counts")
+    p.add_argument("--batch", type=positive_ints, metavar="1,4,...", help="sweep batch sizes (dynamic first dim); with "
                                                                         "--generate: the generation's batch sizes")
-    p.add_argument("--concurrency", type=_int_list, metavar="1,2,...", help="sweep requests in flight")
+    p.add_argument("--concurrency", type=positive_ints, metavar="1,2,...", help="sweep requests in flight")
     p.add_argument("--sweep-iterations", type=int, default=30, metavar="N", help="iterations per sweep point")
     p.add_argument("--ov-cache", action="store_true", help="OpenVINO model cache (in the job folder); cold start "
                                                            "is measured again with a warm cache")

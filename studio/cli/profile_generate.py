@@ -12,21 +12,11 @@ from pathlib import Path
 from studio import api
 from studio.batch import facade as batch_api
 from studio.cli import remote_args
-from studio.cli.common import print_json
+from studio.cli.common import positive_ints, print_json
 from studio.cli.project_args import keep_json
 from studio.core import outputs
 from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes, printable
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text[:40]!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError("values must be positive integers")
-    return values
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--generate", action="store_true",
                    help="profile a greedy generation loop with the KV cache: TTFT, decode p50/p99, tokens/s, "
                         "peak memory per prompt length and batch")
-    g.add_argument("--prompt-lengths", type=_ints, metavar="16,64", help="with --generate: prompt lengths "
+    g.add_argument("--prompt-lengths", type=positive_ints, metavar="16,64", help="with --generate: prompt lengths "
                                                                          "(default 16,64)")
     g.add_argument("--new-tokens", type=int, default=32, metavar="N",
                    help="with --generate: tokens generated per sequence, the first by the prefill (default 32)")
