@@ -12,7 +12,7 @@ import onnx_ir as ir
 from passes.base import Change, PassResult, StudioPass
 from passes.model_io import Checkpoint, Linker, load_checkpoint, save_checkpoint
 from studio.core.jobs import JobContext, JobOutput, job
-from studio.core.sandbox import Limits, run_job
+from studio.core.sandbox import Limits, run_job, scaled_to_model
 
 
 def run_pass_in_worker(p: StudioPass, model: ir.Model, workdir: Path, *, data_dir: Path,
@@ -27,7 +27,7 @@ def run_pass_in_worker(p: StudioPass, model: ir.Model, workdir: Path, *, data_di
     out_dir.mkdir(parents=True, exist_ok=True)
     res = run_job("passes.run_pass", {"name": p.name, "options": p.options, **src.to_args(),
                                       "work_dir": str(workdir)},
-                  stage=f"pass {p.name}", limits=p.worker_limits(limits), out_dir=out_dir, pool_key=pool_key,
+                  stage=f"pass {p.name}", limits=pass_limits(p, model, limits), out_dir=out_dir, pool_key=pool_key,
                   fresh=False)
     changes = tuple(Change(c["kind"], tuple(c["nodes"]), c.get("detail", "")) for c in res.data["changes"])
     result_model = load_checkpoint(Checkpoint.from_args({"model_path": str(out_dir / "model.onnx"),
@@ -37,6 +37,23 @@ def run_pass_in_worker(p: StudioPass, model: ir.Model, workdir: Path, *, data_di
                       tuple(str(n) for n in res.data.get("notes", ())),
                       warnings=tuple(str(w) for w in res.data.get("warnings", ())),
                       details=dict(res.data.get("details", {})))
+
+
+def pass_limits(p: StudioPass, model: ir.Model, limits: Limits | None) -> Limits:
+    """The pass's own limits (a fold timeout) over the caller's; when nobody set any, the defaults
+    scaled to the model's weights: ORT's transformer optimizer and the quantizers hold several
+    copies of them, and a 440 MB BERT died at the 3 GiB default."""
+    from passes.fold_constants import constant_bytes
+
+    chosen = p.worker_limits(limits)
+    if limits is not None:
+        return chosen if chosen is not None else limits
+    scaled = scaled_to_model(None, constant_bytes(model))
+    if chosen is None:
+        return scaled
+    from dataclasses import replace
+
+    return replace(chosen, memory_bytes=max(chosen.memory_bytes, scaled.memory_bytes))
 
 
 @job("passes.run_pass")

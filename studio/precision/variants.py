@@ -37,7 +37,7 @@ from studio.core.engines import RunOptions, get_engine
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
 from studio.core.outputs import disk_error
-from studio.core.sandbox import Limits, default_limits
+from studio.core.sandbox import Limits, scaled_to_model
 from studio.precision.latency import LatencyItem, measure
 
 log = logging.getLogger(__name__)
@@ -296,20 +296,9 @@ def _target_text(v: VariantResult, target: str | None) -> str:
 
 
 def _long_limits(limits: Limits | None, model_bytes: int) -> Limits:
-    """Building variants holds a few copies of the weights at once (the quantizer's input and
-    output, ORT sessions with prepacked weights): the worker gets 3 GiB plus 6x the model, up to
-    half of this machine's memory, and 15 minutes per job, unless the caller set limits."""
-    if limits is not None:
-        return limits
-    base = default_limits()
-    try:
-        import psutil
-
-        ceiling = int(psutil.virtual_memory().total * 0.5)
-    except Exception:  # noqa: BLE001
-        ceiling = 8 * 2**30
-    memory = max(base.memory_bytes, min(ceiling, 3 * 2**30 + 6 * model_bytes))
-    return dataclasses.replace(base, timeout_s=max(base.timeout_s, 900.0), memory_bytes=memory)
+    """Building variants holds a few copies of the weights at once: the model-scaled limits
+    (:func:`studio.core.sandbox.scaled_to_model`) and 15 minutes per job, unless the caller set limits."""
+    return scaled_to_model(limits, model_bytes, min_timeout_s=900.0)
 
 
 def _model_bytes(path: Path) -> int:

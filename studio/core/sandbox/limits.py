@@ -39,6 +39,7 @@ from studio.core.errors import StudioError
 GiB = 2**30
 _MIN_MEMORY_BYTES = 512 * 2**20
 _STACK_ALLOWANCE_PER_THREAD = 16 * 2**20
+_SCALE_FROM_BYTES = 512 * 2**20
 
 
 @dataclass(frozen=True)
@@ -143,3 +144,30 @@ def default_limits() -> Limits:
     if "cpu_threads" in values:
         kwargs["cpu_threads"] = int(_number(*values["cpu_threads"], integer=True))
     return Limits(**kwargs)
+
+
+def scaled_to_model(limits: Limits | None, model_bytes: int, *, copies: int = 6,
+                    min_timeout_s: float | None = None) -> Limits:
+    """Limits for a job that holds a few copies of a model's weights at once (a quantizer's input and
+    output, ORT's transformer optimizer, sessions with prepacked weights): ``limits`` when the caller set
+    them; else the defaults raised to 3 GiB plus ``copies`` times the model (whole GiB, so that models of
+    about one size share warm workers), up to half of this machine's memory, so that a 440 MB BERT is
+    not killed at the 3 GiB default. Never lowers a configured limit; below 512 MiB of copies the
+    defaults stand."""
+    if limits is not None:
+        return limits
+    from dataclasses import replace
+
+    base = default_limits()
+    try:
+        import psutil
+
+        ceiling = int(psutil.virtual_memory().total * 0.5)
+    except Exception:  # noqa: BLE001 - no psutil or no /proc: a fixed ceiling
+        ceiling = 8 * GiB
+    extra = copies * max(0, int(model_bytes))
+    memory = base.memory_bytes
+    if extra > _SCALE_FROM_BYTES:      # small models keep the default (and its warm workers)
+        memory = max(memory, min(ceiling, math.ceil((3 * GiB + extra) / GiB) * GiB))
+    timeout = base.timeout_s if min_timeout_s is None else max(base.timeout_s, float(min_timeout_s))
+    return replace(base, timeout_s=timeout, memory_bytes=memory)
