@@ -28,7 +28,7 @@ from studio.core import outputs
 from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import Feeds, save_npz
 from studio.core.jobs import JobContext, JobOutput, job
-from studio.core.sandbox import Limits, default_limits, run_job
+from studio.core.sandbox import Limits, model_bytes_on_disk, run_job, scaled_to_model
 
 MODES = ("basic", "accuracy-control")
 
@@ -195,7 +195,7 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
         args.update(evaluation=str(save_npz(list(evaluation), work / "evaluation.npz")), ranking_subset=ranking_subset,
                     golden=str(save_npz([{output: g[output]} for g in golden], work / "golden.npz")),
                     metric=metric, output=output, metric_options=dict(metric_options or {}))
-    base = limits or default_limits()
+    base = scaled_to_model(limits, model_bytes_on_disk(model_path))   # NNCF holds a few copies of the weights
     limits = Limits(timeout_s=max(base.timeout_s, 600.0), memory_bytes=base.memory_bytes,
                     cpu_threads=base.cpu_threads, address_space_limit=base.address_space_limit)
     try:

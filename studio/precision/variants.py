@@ -37,7 +37,7 @@ from studio.core.engines import RunOptions, get_engine
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
 from studio.core.outputs import disk_error
-from studio.core.sandbox import Limits, scaled_to_model
+from studio.core.sandbox import Limits, model_bytes_on_disk, scaled_to_model
 from studio.precision.latency import LatencyItem, measure
 
 log = logging.getLogger(__name__)
@@ -299,14 +299,6 @@ def _long_limits(limits: Limits | None, model_bytes: int) -> Limits:
     """Building variants holds a few copies of the weights at once: the model-scaled limits
     (:func:`studio.core.sandbox.scaled_to_model`) and 15 minutes per job, unless the caller set limits."""
     return scaled_to_model(limits, model_bytes, min_timeout_s=900.0)
-
-
-def _model_bytes(path: Path) -> int:
-    total = path.stat().st_size
-    for extra in path.parent.iterdir():
-        if extra.is_file() and extra != path and extra.suffix in (".data", ".bin", ".weights", ""):
-            total += extra.stat().st_size
-    return total
 
 
 def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[str, Mapping[str, Any]],
@@ -941,7 +933,7 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
     own = out_dir is None
     work = Path(tempfile.mkdtemp(prefix="onnx-studio-precision-")) if own else Path(out_dir)
     work.mkdir(parents=True, exist_ok=True)
-    ctx = _Context(model_path, header, work, _long_limits(limits, _model_bytes(model_path)), pool_key, on_tick,
+    ctx = _Context(model_path, header, work, _long_limits(limits, model_bytes_on_disk(model_path)), pool_key, on_tick,
                    tasks, dataset, target, target_cosine, weight_options, prompts_from)
     progress = _Progress(on_progress, len(names) * 2 + 2 + (decoder is not None))
     try:

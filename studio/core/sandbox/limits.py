@@ -171,3 +171,17 @@ def scaled_to_model(limits: Limits | None, model_bytes: int, *, copies: int = 6,
         memory = max(memory, min(ceiling, math.ceil((3 * GiB + extra) / GiB) * GiB))
     timeout = base.timeout_s if min_timeout_s is None else max(base.timeout_s, float(min_timeout_s))
     return replace(base, timeout_s=timeout, memory_bytes=memory)
+
+
+def model_bytes_on_disk(path: str | Path) -> int:
+    """The model file and the weight files beside it (``.data``, ``.bin``, ``.weights``, no suffix): what
+    a job that loads it holds, for :func:`scaled_to_model`."""
+    path = Path(path)
+    try:
+        total = path.stat().st_size
+        for extra in path.parent.iterdir():
+            if extra.is_file() and extra != path and extra.suffix in (".data", ".bin", ".weights", ""):
+                total += extra.stat().st_size
+    except OSError:
+        return 0                        # unreadable here: the job that opens it names the problem
+    return total
