@@ -1,7 +1,7 @@
 """onnx-studio memory MODEL [--dim NAME=VALUE ...] [--json] [--no-measure] [--reorder [-o OUT]] [--top N]
 
 The memory plan: every tensor's lifetime in ORT's execution order, the peak with its op and tensors,
-the best-fit arena beside what ORT really allocates, the KV cache's share for a decoder (its past
+the best-fit arena beside what ORT and OpenVINO really allocate, the KV cache's share for a decoder (its past
 length is a dim: --dim past_sequence_length=128), and with --reorder the memory-aware node order as a
 verified pass, with the peak before and after."""
 
@@ -18,7 +18,8 @@ from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes, printable
 
 NAME = "memory"
-HELP = "The memory plan: tensor lifetimes, the peak and its tensors, ORT's measured arena, the reorder what-if."
+HELP = ("The memory plan: tensor lifetimes, the peak and its tensors, ORT's and OpenVINO's measured "
+        "activation memory, the reorder what-if.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,7 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "KV cache is sized by its past length, e.g. --dim past_sequence_length=128")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--no-measure", action="store_true",
-                   help="skip the measurement of what ORT allocates (a child process; needs a C compiler)")
+                   help="skip the measurement of what ORT and OpenVINO allocate (a child process each; needs a "
+                        "C compiler)")
     p.add_argument("--reorder", action="store_true",
                    help="also run reorder-for-memory (a verified pass) and show the peak before and after")
     p.add_argument("-o", "--output", help="with --reorder: where to keep the reordered model (default: not kept)")
@@ -54,8 +56,9 @@ def _print_report(r, top: int, title: str = "") -> None:
         else:
             extra = "" if m.predicted_bytes == r.plan.arena_bytes else \
                 " for that run: optimizations off, the nodes computed from weights run too"
+            err = f"{m.relative_error * 100:+.1f} %" if m.relative_error is not None else "error n/a"
             print(f"{title}measured   {m.engine}: {_mib(m.measured_bytes)} (predicted {_mib(m.predicted_bytes)}"
-                  f"{extra}, {m.relative_error * 100:+.1f} %)")
+                  f"{extra}, {err})")
     if r.kv_cache:
         kv = r.kv_cache
         print(f"{title}KV cache   past {_mib(kv.past_bytes)} ({len(kv.past_inputs)} inputs at "

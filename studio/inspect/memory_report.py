@@ -1,5 +1,6 @@
 """The memory plan a user sees (``api.memory_plan``): the plan at the dims an engine really runs,
-ORT's measured activation block beside the prediction, and the KV cache's share for decoders.
+what ORT and OpenVINO really allocate for activations beside the prediction, and the KV cache's
+share for decoders.
 
 Why here: the plan itself (:mod:`studio.inspect.memory_plan`) works on sizes; this module picks
 the sizes. Unset dims take the values the studio's seeded feeds take (``choose_dims``: the model's
@@ -10,7 +11,7 @@ inputs like any other: their past length is a dim (``past_sequence_length``), se
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,11 @@ from studio.inspect.memory_plan import MemoryPlan
 
 ORT_MEASURE_WHAT = ("ORT's memory-pattern block (all planned intermediates), CPU arena off, graph optimizations "
                     "off (nodes computed from weights alone run too), second run")
+OV_MEASURE_WHAT = ("OpenVINO CPU's intermediate-tensor workspace (MemorySolver over its fused graph; tensors "
+                   "computed in place into an input or output and weights are apart), static shapes at the plan's "
+                   "dims, 1 stream, f32, re-allocated after release_memory()")
+OV_DYNAMIC_WHAT = ("OpenVINO CPU's peak aligned bytes of intermediates in one inference, the model compiled with its "
+                   "dynamic shapes (it does not compile at the plan's dims), 1 stream, f32, after release_memory()")
 
 
 @dataclass(frozen=True)
@@ -155,8 +161,9 @@ def _kv_cache(handle: ModelHandle, plan: MemoryPlan, dims: Mapping[str, int]
 
 def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *, measure: bool = False,
                   pool_key: str = "default", timeout_s: float = 300) -> MemoryReport:
-    """The plan at ``dims`` (the same shape resolution as ``inspect``), with ORT's measured block when
-    ``measure`` (a child process on the same seeded feeds) and the KV cache's bytes for a decoder."""
+    """The plan at ``dims`` (the same shape resolution as ``inspect``), with ORT's and OpenVINO's measured
+    activation memory when ``measure`` (a child process each, on the same seeded feeds; a failure is that
+    engine's one-line error) and the KV cache's bytes for a decoder."""
     from studio.core.protowalk import node_id
     from studio.inspect.summary import summarize
 
@@ -177,7 +184,8 @@ def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
         notes.append(kv_note)
     measured: tuple[MeasuredMemory, ...] = ()
     if measure:
-        measured = (measure_ort(handle, feeds, _unoptimized(handle, summary, plan), timeout_s=timeout_s),)
+        measured = (measure_ort(handle, feeds, _unoptimized(handle, summary, plan), timeout_s=timeout_s),
+                    measure_openvino(handle, feeds, plan, timeout_s=timeout_s))
     seen: set[str] = set()
     ids = [node_id("", n.name, n.op_type, i, seen) for i, n in enumerate(handle.proto.graph.node)]
     return MemoryReport(handle.name, tuple(sorted(chosen.items())), plan, summary.memory.unknown_tensors,
@@ -211,16 +219,41 @@ def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
 def measure_ort(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan: MemoryPlan, *,
                 timeout_s: float = 300) -> MeasuredMemory:
     """ORT's pattern block on ``feeds`` against the best-fit arena of ``plan`` (the same quantity)."""
-    from studio.inspect.memory_measure import MeasureUnavailable, measure_ort_activations
+    from studio.inspect.memory_measure import measure_ort_activations
+
+    def run() -> tuple[int, str]:
+        m = measure_ort_activations(handle.path, feeds=feeds, timeout_s=timeout_s)
+        return m.pattern_bytes, ORT_MEASURE_WHAT
+
+    return _measured("onnxruntime", ORT_MEASURE_WHAT, plan.arena_bytes, run, handle)
+
+
+def measure_openvino(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan: MemoryPlan, *,
+                     timeout_s: float = 300) -> MeasuredMemory:
+    """OpenVINO CPU's intermediate workspace at the shapes of ``feeds`` against the plan's best-fit arena
+    (OpenVINO folds the nodes computed from weights alone, as the plan does; it fuses and computes in
+    place where ORT does not, which the error shows)."""
+    from studio.inspect.memory_measure import measure_openvino_activations
+
+    def run() -> tuple[int, str]:
+        m = measure_openvino_activations(handle.path, feeds=feeds, timeout_s=timeout_s)
+        return m.workspace_bytes, OV_MEASURE_WHAT if m.static_shapes else OV_DYNAMIC_WHAT
+
+    return _measured("openvino", OV_MEASURE_WHAT, plan.arena_bytes, run, handle)
+
+
+def _measured(engine: str, what: str, predicted: int, run: Callable[[], tuple[int, str]],
+              handle: ModelHandle) -> MeasuredMemory:
+    """One engine's measurement, or its one-line error (never an exception: the report still shows)."""
+    from studio.inspect.memory_measure import MeasureUnavailable
 
     try:
-        m = measure_ort_activations(handle.path, feeds=feeds, timeout_s=timeout_s)
+        measured, what = run()
     except (MeasureUnavailable, RuntimeError, OSError) as exc:
-        return MeasuredMemory("onnxruntime", ORT_MEASURE_WHAT, plan.arena_bytes, None, _line(exc, handle))
+        return MeasuredMemory(engine, what, predicted, None, _line(exc, handle))
     except Exception as exc:  # noqa: BLE001 - a timeout or a broken child is this measurement's error
-        return MeasuredMemory("onnxruntime", ORT_MEASURE_WHAT, plan.arena_bytes, None,
-                              f"{type(exc).__name__}: {_line(exc, handle)}")
-    return MeasuredMemory("onnxruntime", ORT_MEASURE_WHAT, plan.arena_bytes, m.pattern_bytes)
+        return MeasuredMemory(engine, what, predicted, None, f"{type(exc).__name__}: {_line(exc, handle)}")
+    return MeasuredMemory(engine, what, predicted, measured)
 
 
 def _line(exc: BaseException, handle: ModelHandle) -> str:

@@ -1,6 +1,7 @@
 """The memory plan's figure and tables (``api.memory_plan``'s ``MemoryReport``): live bytes over ORT's
-execution order with the peak marked, the tensors at the peak, ORT's measured block beside the
-prediction. Presentation only; model-derived names go into figures as data (plotly escapes them)."""
+execution order with the peak marked, the tensors at the peak, each engine's measured activation
+memory beside the prediction. Presentation only; model-derived names go into figures as data (plotly
+escapes them)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The Overview page's "Memory plan" section: live bytes over ORT's execution order with the peak
-marked, the tensors at the peak, ORT's measured block beside the prediction, the KV cache's share
-for a decoder, the reorder what-if, and the Graph page's "live memory" overlay.
+marked, the tensors at the peak, ORT's and OpenVINO's measured activation memory beside the
+prediction, the KV cache's share for a decoder, the reorder what-if, and the Graph page's "live memory" overlay.
 
 A section of its own (not inline in the page) so the Overview stays one call per part; it calls
 only ``studio.api`` and draws with ``memory_charts``."""
@@ -35,9 +35,11 @@ def render(handle) -> None:
     dims = dict(state.dims())
     key = _key(handle, dims)
     c1, c2, c3 = st.columns([1, 1, 2])
-    measure = c3.checkbox("Measure what ONNX Runtime allocates", value=True, key="memory_measure",
-                          help="a child process runs the model twice with ORT's arena off and records its "
-                               "activation block (Linux with a C compiler)")
+    measure = c3.checkbox("Measure what ONNX Runtime and OpenVINO allocate", value=True, key="memory_measure",
+                          help="a child process per engine records the aligned blocks it allocates for "
+                               "intermediate tensors: ORT's memory-pattern block (arena off, second run), "
+                               "OpenVINO CPU's workspace (re-allocated after release_memory); Linux with a C "
+                               "compiler")
     held = st.session_state.get(_RESULT) or {}
     if c1.button("Plan memory", key="memory_plan_run"):
         report = widgets.guarded(lambda: api.memory_plan(handle, dims, measure=measure, pool_key=state.session_id()),

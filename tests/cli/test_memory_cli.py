@@ -36,6 +36,7 @@ def test_text_view_with_the_measurement(capsys, model):
     out = capsys.readouterr().out
     assert "peak       384.0 KiB at step 6 of 8: q2" in out
     assert "measured   onnxruntime: 400.0 KiB (predicted 400.0 KiB, +0.0 %)" in out
+    assert "measured   openvino: 400.0 KiB (predicted 400.0 KiB, +0.0 %)" in out     # its workspace, one line
     assert "... and 1 more" in out
 
 
