@@ -197,6 +197,7 @@ def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
     alone (a ConstantOfShape of a weight's shape, a Transpose of one) then run each time and their outputs
     are activations; ``plan`` itself when the model has none."""
     from studio.core.protowalk import subgraphs_of
+    from studio.core.types import value_info
     from studio.inspect.memory_plan import graph_plan
 
     graph = handle.proto.graph
@@ -211,8 +212,13 @@ def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
         return t.shape if t is not None and t.shape is not None and all(isinstance(d, int) for d in t.shape) \
             else None
 
+    static = table
+    if any(isinstance(d, str) or d is None for vi in graph.input for d in (value_info(vi).shape or ())):
+        from studio.inspect.shapes import sandboxed_shapes      # ORT's load-time shapes keep the symbols
+
+        static = sandboxed_shapes(handle.path, handle.proto, None)[0].values
     p, _ = graph_plan(graph, shape, lambda n: table[n].elem_type if n in table else None, plan.weights_bytes,
-                      fold_weights=False)
+                      fold_weights=False, static_shape=lambda n: static[n].shape if n in static else None)
     return p
 
 

@@ -115,7 +115,7 @@ def infer_shapes(model: ModelProto, folder: Path | None = None,
     try:
         inferred = onnx.shape_inference.infer_shapes(prepared, check_type=False, strict_mode=False,
                                                      data_prop=True)
-        return inferred, None
+        return with_contrib_shapes(inferred), None
     except Exception as exc:  # onnx raises InferenceError, ValidationError, RuntimeError...
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
         log.info("shape inference failed: %s", first)
@@ -124,6 +124,55 @@ def infer_shapes(model: ModelProto, folder: Path | None = None,
                                                      data_prop=False), f"{type(exc).__name__}: {first}"
         except Exception:
             return model, f"{type(exc).__name__}: {first}"
+
+
+CONTRIB_DOMAINS = frozenset({"com.microsoft"})
+
+
+def with_contrib_shapes(inferred: ModelProto) -> ModelProto:
+    """``inferred`` with the main graph's shapes ONNX inference cannot know -- outputs of ONNX Runtime's
+    contrib ops (GroupQueryAttention, MatMulNBits, RotaryEmbedding, SkipSimplifiedLayerNormalization...)
+    and what follows them -- filled in by ONNX Runtime's own symbolic shape inference, which implements
+    those ops' shape rules. Only values ONNX left without a full shape are added; on any failure the
+    model comes back as it was."""
+    if not any(n.domain in CONTRIB_DOMAINS for n in inferred.graph.node):
+        return inferred
+    try:
+        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+        logging.getLogger("onnxruntime.tools.symbolic_shape_infer").setLevel(logging.CRITICAL)
+        extra = SymbolicShapeInference.infer_shapes(inferred, auto_merge=True, guess_output_rank=False)
+    except Exception as exc:  # noqa: BLE001 - a helper's failure leaves ONNX's shapes as they are
+        log.info("symbolic shape inference failed: %s", str(exc)[:200])
+        return inferred
+    if extra is None:
+        return inferred
+
+    def full(vi) -> bool:
+        t = vi.type.tensor_type
+        return vi.type.WhichOneof("value") == "tensor_type" and t.elem_type != 0 and t.HasField("shape") and all(
+            d.HasField("dim_value") or d.dim_param for d in t.shape.dim)
+
+    have = {vi.name: vi for vi in [*inferred.graph.value_info, *inferred.graph.output]}
+    out = ModelProto()
+    out.CopyFrom(inferred)
+    index = {vi.name: i for i, vi in enumerate(out.graph.value_info)}
+    outputs = {vo.name: vo for vo in out.graph.output}
+    for vi in extra.graph.value_info:
+        old = have.get(vi.name)
+        if not full(vi) or (old is not None and full(old)):
+            continue
+        if vi.name in outputs:
+            outputs[vi.name].type.CopyFrom(vi.type)
+        elif vi.name in index:
+            out.graph.value_info[index[vi.name]].CopyFrom(vi)
+        else:
+            out.graph.value_info.append(vi)
+    for vo in extra.graph.output:
+        old = have.get(vo.name)
+        if full(vo) and vo.name in outputs and not (old is not None and full(old)):
+            outputs[vo.name].type.CopyFrom(vo.type)
+    return out
 
 
 def shape_table(inferred: ModelProto, error: str | None = None) -> ShapeTable:
