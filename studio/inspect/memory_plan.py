@@ -10,7 +10,9 @@ peak. It
   with ``NodeCompare`` (node index), emitting a node when it is left, so the
   highest-index leaf's cone runs first and, within a node, its highest-index
   producer's cone first. ORT turns ``Constant`` nodes into initializers on load,
-  so they are not scheduled;
+  so they are not scheduled; a node it has no CPU kernel for (HardSwish...) runs
+  as its function body, appended after the graph's nodes
+  (:mod:`studio.inspect.ort_functions`);
 * gives every tensor a lifetime (produced at step i, freed after its last
   consumer; graph inputs live from the start, graph outputs to the end;
   initializers, and nodes computed from weights alone, are weights, counted
@@ -43,7 +45,7 @@ import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from onnx import GraphProto
+from onnx import GraphProto, NodeProto
 
 from studio.core.protowalk import MAX_DEPTH, subgraphs_of
 
@@ -201,12 +203,15 @@ def declared_types(graph: GraphProto) -> dict[str, StaticType]:
 def schedule_from_graph(graph: GraphProto, size_of: Callable[[str], int | None], weights_bytes: int = 0, *,
                         fold_weights: bool = True, scope: str = "", depth: int = 0,
                         unknown: list[str] | None = None,
-                        static_of: Callable[[str], StaticType | None] | None = None) -> Schedule:
+                        static_of: Callable[[str], StaticType | None] | None = None,
+                        expanded: Mapping[int, Sequence[NodeProto]] | None = None) -> Schedule:
     """The graph's non-Constant nodes with sizes from ``size_of`` (None: unknown). ``fold_weights``:
     nodes computed from weights alone are weights, not scheduled (ORT's constant folding). Each node
     with bodies carries its largest body's peak; names inside bodies are labelled ``scope/node``.
     ``unknown`` collects the names without a size, bodies' included. ``static_of``: ORT's load-time
-    type of a value (default: what the graph declares, :func:`declared_types`)."""
+    type of a value (default: what the graph declares, :func:`declared_types`). ``expanded``: nodes ORT
+    runs as their function body (:mod:`studio.inspect.ort_functions`), by index: the body's nodes are
+    scheduled after the graph's, as ORT appends them, each keeping its node's index."""
     if static_of is None:
         static_of = declared_types(graph).get
     constants = {t.name for t in graph.initializer}
@@ -216,10 +221,15 @@ def schedule_from_graph(graph: GraphProto, size_of: Callable[[str], int | None],
     if fold_weights:
         constants = _weight_only(graph, constants)
     nodes = []
-    for i, n in enumerate(graph.node):
-        if set(n.output) <= constants:
+    expanded = expanded or {}
+    inlined = [(i, j, b) for i in sorted(expanded) for j, b in enumerate(expanded[i])]
+    items = [(i, n, None) for i, n in enumerate(graph.node)] + [(i, b, j) for i, j, b in inlined]
+    for i, n, j in items:
+        if (j is None and i in expanded) or set(n.output) <= constants:
             continue
         label = n.name or f"{n.op_type}_{i}"
+        if j is not None:
+            label = f"{graph.node[i].name or f'{graph.node[i].op_type}_{i}'}/{n.op_type}_{j}"
         body_bytes, body_node = 0, None
         if depth < MAX_DEPTH:
             for attr, body in subgraphs_of(n):
@@ -251,15 +261,40 @@ def schedule_from_graph(graph: GraphProto, size_of: Callable[[str], int | None],
 def graph_plan(graph: GraphProto, resolved_shape: Callable[[str], tuple[int, ...] | None],
                elem_type: Callable[[str], int | None], weights_bytes: int = 0, *,
                fold_weights: bool = True,
-               static_shape: Callable[[str], tuple[int | str | None, ...] | None] | None = None
-               ) -> tuple[MemoryPlan, int]:
+               static_shape: Callable[[str], tuple[int | str | None, ...] | None] | None = None,
+               opset: int | None = None) -> tuple[MemoryPlan, int]:
     """The plan of a model's main graph from resolved shapes and element types, and how many tensors
     (bodies' included) have no known size (counted as 0). ``fold_weights=False``: nodes computed from
     weights alone run as ORT runs them with its optimizations off. ``static_shape``: the shape ORT
     sees when it loads the file (symbols kept), which decides its buffer reuse; default: the graph's
-    declared value_info."""
+    declared value_info. ``opset``: the model's default-domain opset, to expand the nodes ORT runs as
+    their function body (HardSwish...); None: nodes as written."""
     from studio.core.tensor_safety import itemsize_of, packed_nbytes
     from studio.inspect.flops import numel
+    from studio.inspect.ort_functions import expansions
+
+    declared = declared_types(graph)
+    exp = expansions(graph.node, opset, resolved_shape,
+                     static_shape or (lambda n: declared.get(n, (None, None))[0]), elem_type)
+    if exp:
+        shapes = {k: v for e in exp.values() for k, v in e.shapes.items()}
+        statics = {k: v for e in exp.values() for k, v in e.static.items()}
+        elems = {k: v for e in exp.values() for k, v in e.elem_types.items()}
+        outer_shape, outer_elem, outer_static = resolved_shape, elem_type, static_shape
+
+        def resolved_shape(name: str):  # noqa: F811 - the body's intermediates first
+            if name in shapes:
+                got = shapes[name]
+                return got if got is not None and all(isinstance(d, int) for d in got) else None
+            return outer_shape(name)
+
+        def elem_type(name: str):  # noqa: F811
+            return elems[name] if name in elems else outer_elem(name)
+
+        def static_shape(name: str):  # noqa: F811
+            if name in statics:
+                return statics[name]
+            return outer_static(name) if outer_static is not None else declared.get(name, (None, None))[0]
 
     static_of = None
     if static_shape is not None:
@@ -275,7 +310,8 @@ def graph_plan(graph: GraphProto, resolved_shape: Callable[[str], tuple[int, ...
 
     unknown: list[str] = []
     p = plan(schedule_from_graph(graph, size_of, weights_bytes, unknown=unknown, fold_weights=fold_weights,
-                                 static_of=static_of), alignment=ALIGNMENT)
+                                 static_of=static_of, expanded={i: e.nodes for i, e in exp.items()}),
+             alignment=ALIGNMENT)
     return p, len(unknown)
 
 

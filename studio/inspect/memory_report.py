@@ -218,7 +218,8 @@ def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
 
         static = sandboxed_shapes(handle.path, handle.proto, None)[0].values
     p, _ = graph_plan(graph, shape, lambda n: table[n].elem_type if n in table else None, plan.weights_bytes,
-                      fold_weights=False, static_shape=lambda n: static[n].shape if n in static else None)
+                      fold_weights=False, static_shape=lambda n: static[n].shape if n in static else None,
+                      opset=next((o.version for o in handle.proto.opset_import if o.domain in ("", "ai.onnx")), None))
     return p
 
 

@@ -317,7 +317,8 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     # ORT decides its buffer reuse on the shapes it infers at load time (symbols kept): the table as written
     plan, unknown_sizes = graph_plan(model.graph, shape_of,
                                      lambda n: concrete[n].elem_type if n in concrete else None, params.bytes,
-                                     static_shape=lambda n: table[n].shape if n in table else None)
+                                     static_shape=lambda n: table[n].shape if n in table else None,
+                                     opset=opset_of.get("", opset_of.get("ai.onnx")))
     memory = MemoryEstimate.of(plan, unknown_sizes)
     known_dims = input_symbols | {d for t in concrete.values() for d in (t.shape or ()) if isinstance(d, str)} \
         | {d for t in table.values() for d in (t.shape or ()) if isinstance(d, str)}

@@ -355,3 +355,32 @@ def test_contrib_op_shapes_come_from_ort_shape_rules():
     ran = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"x": np.zeros((1, 3, 16), np.float32)})[0]
     assert filled["mm"] == list(ran.shape) == [1, 3, 8]
+
+
+def test_an_op_without_an_ort_kernel_is_planned_as_its_function_body(tmp_path):
+    """ORT has no CPU kernel for HardSwish: it inlines HardSigmoid + Mul, and the HardSigmoid's output
+    (not in place: Mul still reads a) is a planned tensor. By hand: a, hs, h of 4 KiB each -> 12 KiB
+    (8 KiB for the node as written)."""
+    from onnx import TensorProto as T
+    from onnx import helper as oh
+
+    from studio.inspect.memory_plan import graph_plan
+
+    m = _model([oh.make_node("Neg", ["x"], ["a"], name="n"), oh.make_node("HardSwish", ["a"], ["h"], name="hs"),
+                oh.make_node("Neg", ["h"], ["y"], name="out")],
+               [oh.make_tensor_value_info("x", T.FLOAT, [1024])], [oh.make_tensor_value_info("y", T.FLOAT, [1024])])
+    mi = onnx.shape_inference.infer_shapes(m)
+    vi = {v.name: v for v in list(mi.graph.value_info) + list(mi.graph.input) + list(mi.graph.output)}
+
+    def shape(name):
+        return tuple(d.dim_value for d in vi[name].type.tensor_type.shape.dim) if name in vi else None
+
+    def elem(name):
+        return vi[name].type.tensor_type.elem_type if name in vi else None
+
+    as_written, _ = graph_plan(mi.graph, shape, elem)
+    inlined, unknown = graph_plan(mi.graph, shape, elem, opset=17)
+    assert as_written.arena_bytes == 8192 and unknown == 0
+    assert inlined.order == ("n", "hs/HardSigmoid_0", "hs/Mul_1", "out")
+    assert inlined.steps == (0, 1, 1, 2)                      # the body's nodes keep their node's index
+    assert inlined.arena_bytes == 12288 == _measured(m, tmp_path)
