@@ -15,6 +15,9 @@ on a 2-core AVX2-only EPYC (ORT 1.32, 1x128, one run): fused fp32 1.02x, dynamic
 0.62x fused (cos 0.9994), static QDQ u8s8 of the fused graph 0.80x (cos 0.998): not met. On a 2-core
 AVX-512 VNNI/BF16 EPYC (same run, 20 rounds): ORT dynamic INT8 0.39x unfused / 0.43x fused, OpenVINO fp32
 0.52x, OpenVINO NNCF INT8 (ModelType.TRANSFORMER) 0.309x (CI 0.30-0.32, cos 0.9995): at the 0.30x goal's edge.
+Issue 26 item 5 (``python -m benchmarks.bench_precision 60 trained-decoder``): the trained char_gpt2_decoder on its
+held-out text (4 prompts x 8 steps, 156 positions): perplexity fp32 10.93 (vocab 48), int4 12.01 (agreement 0.776,
+KL 0.052), int8-weights 10.92 (agreement 1.000, KL 0.0002); the random-weights GPT-2: 1.5e4, labelled so.
 """
 
 from __future__ import annotations
@@ -247,6 +250,41 @@ def layerwise_rows() -> list[list]:
     return rows
 
 
+def trained_decoder_rows(steps: int = 8) -> list[list]:
+    """Weight-only variants of the one trained sample decoder (char_gpt2_decoder, issue 26 item 5): next-token
+    agreement with fp32, mean KL and held-out perplexity (the prompts: its held-out text through its
+    tokenizer.json), against gpt2_decoder_with_past (random weights) on the same prompts for contrast."""
+    import tempfile
+
+    from sample_models.catalog import SAMPLE_DIR, get, path_of
+    from studio import api
+    from studio.data.datasets import import_dataset
+
+    tokenizer, heldout = (SAMPLE_DIR / f for f in get("char_gpt2_decoder").side_files)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-trained-") as tmp:
+        src = Path(tmp) / "text"
+        src.mkdir()
+        (src / "heldout.txt").write_bytes(heldout.read_bytes())
+        ds = import_dataset(src, Path(tmp) / "data", tokenizer=tokenizer, calibration_fraction=0.5, name="heldout")
+        for name in ("char_gpt2_decoder", "gpt2_decoder_with_past"):
+            report = api.precision(api.load(path_of(name)), variants=["fp32", "int4", "int8-weights"],
+                                   out_dir=Path(tmp) / name, latency_budget_s=3.0, dataset=ds, generation_steps=steps)
+            for v in ("int4", "int8-weights"):
+                g = report.variant(v).generation
+                rows.append([name, v, "random weights" if g["random_weights"] else "trained",
+                             f"{g['next_token_agreement']:.4f}", f"{g['positions']}", f"{g['mean_kl']:.3g}",
+                             f"{g['perplexity_fp32']:.4g}", f"{g['perplexity']:.4g}"])
+    return rows
+
+
+def print_trained_decoder() -> None:
+    print_table("Weight-only decoder variants vs fp32 (ORT, MatMulNBits block 16 / int8 weights; held-out text, "
+                "4 prompts x 8 greedy steps; perplexity over the prompts' own next tokens)",
+                ["model", "variant", "weights", "next-token agreement", "positions", "mean KL nats",
+                 "perplexity fp32", "perplexity variant"], trained_decoder_rows())
+
+
 def print_transformer_int8(budget_s: float = 60.0) -> None:
     rows, fusions, choice = transformer_int8_rows(budget_s)
     print(f"\n{choice}")
@@ -260,6 +298,9 @@ def print_transformer_int8(budget_s: float = 60.0) -> None:
 def main(budget_s: float = 60.0, only: set[str] | None = None) -> None:
     if only == {"transformer-int8"}:
         print_transformer_int8(budget_s)
+        return
+    if only == {"trained-decoder"}:
+        print_trained_decoder()
         return
     rows, verdicts, configs = precision_rows(budget_s, only)
     print_table("Precision variants (ratio = latency / ORT fp32 default, same run; cosine vs ORT fp32)",
@@ -277,5 +318,5 @@ def main(budget_s: float = 60.0, only: set[str] | None = None) -> None:
                 ["run", "peak worker RSS MB", "x plain", "work", "seconds"], layerwise_rows())
 
 
-if __name__ == "__main__":   # python -m benchmarks.bench_precision [BUDGET_S] [MODEL ... | transformer-int8]
+if __name__ == "__main__":   # python -m benchmarks.bench_precision [BUDGET_S] [MODEL ... | transformer-int8 | trained-decoder]
     main(float(sys.argv[1]) if len(sys.argv) > 1 else 60.0, set(sys.argv[2:]) or None)

@@ -37,6 +37,7 @@ try:  # works both as ``sample_models.build`` and when run as a plain script
     from sample_models.decoders import (build_gpt2_decoder, build_gpt2_merged, build_gpt2_with_past,
                                         build_llama_genai, build_llama_optimum, write_large_decoder)
     from sample_models.detector import build_yolo_detector
+    from sample_models.trained_decoder import build_char_gpt2, heldout_text, tokenizer_json
     from sample_models.protos import GraphParts
     from sample_models.protos import sample_model as _model
 except ImportError:  # pragma: no cover
@@ -47,6 +48,7 @@ except ImportError:  # pragma: no cover
     from sample_models.decoders import (build_gpt2_decoder, build_gpt2_merged, build_gpt2_with_past,
                                         build_llama_genai, build_llama_optimum, write_large_decoder)
     from sample_models.detector import build_yolo_detector
+    from sample_models.trained_decoder import build_char_gpt2, heldout_text, tokenizer_json
     from sample_models.protos import GraphParts
     from sample_models.protos import sample_model as _model
 
@@ -682,8 +684,14 @@ BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "gpt2_decoder_merged": build_gpt2_merged,
     "llama_optimum": build_llama_optimum,
     "llama_genai": build_llama_genai,
+    "char_gpt2_decoder": build_char_gpt2,
 }
 RECIPES: dict[str, dict] = {"caffe_classifier": CAFFE_RECIPE}
+# Text side files by sample (file name -> writer), in the catalog entry's side_files order.
+SIDE_FILES: dict[str, dict[str, Callable[[], str]]] = {
+    "char_gpt2_decoder": {"char_gpt2_decoder.tokenizer.json": tokenizer_json,
+                          "char_gpt2_decoder.heldout.txt": heldout_text},
+}
 assert tuple(BUILDERS) == tuple(m.name for m in ALL_SAMPLES), "BUILDERS must follow the catalog order"
 
 
@@ -700,6 +708,10 @@ def _save(name: str, model: onnx.ModelProto, out_dir: pathlib.Path) -> list[path
     if entry.recipe_file:
         recipe = [out_dir / entry.recipe_file]
         recipe[0].write_text(json.dumps(RECIPES[name], indent=1) + "\n", encoding="utf-8")
+    assert tuple(SIDE_FILES.get(name, {})) == entry.side_files, name
+    for side, write in SIDE_FILES.get(name, {}).items():
+        recipe.append(out_dir / side)
+        recipe[-1].write_text(write(), encoding="utf-8")
     if entry.extra_files:
         (data_file,) = entry.extra_files
         data_path = out_dir / data_file

@@ -28,7 +28,9 @@ class SampleModel:
     runs_on_ort: bool
     extra_files: tuple[str, ...] = ()
     recipe_file: str = ""          # a preprocessing recipe (JSON) for the model's image input, if it has one
-    tags: tuple[str, ...] = ()     # "decoder" (a KV-cache language model), "random-weights" (results mean nothing)
+    tags: tuple[str, ...] = ()     # "decoder" (a KV-cache language model), "random-weights" (results mean nothing),
+                                   # "trained" (perplexity means something)
+    side_files: tuple[str, ...] = ()   # written beside the model by the build (a tokenizer, a held-out text)
 
     @property
     def path(self) -> pathlib.Path:
@@ -37,7 +39,7 @@ class SampleModel:
     @property
     def files(self) -> tuple[str, ...]:
         """The model file followed by any side files (external data, a recipe file)."""
-        return (self.filename, *self.extra_files, *((self.recipe_file,) if self.recipe_file else ()))
+        return (self.filename, *self.extra_files, *((self.recipe_file,) if self.recipe_file else ()), *self.side_files)
 
 
 def _sample(name: str, purpose: str, *, opset: int = 17, runs_on_ort: bool = True, **extra) -> SampleModel:
@@ -150,6 +152,13 @@ DECODERS: tuple[SampleModel, ...] = (
         "llama_genai",
         "The LLaMA-style decoder, random weights, in the onnxruntime-genai convention: GroupQueryAttention, "
             "RotaryEmbedding, SkipSimplifiedLayerNormalization, MatMulNBits int4 (block 16)",
+    ),
+    _sample(
+        "char_gpt2_decoder",
+        "GPT-2-style character-level decoder, trained (closed-form character bigrams on CPython's pydoc_data "
+            "prose), optimum with-past I/O; its tokenizer.json and held-out text lines beside it, for perplexity",
+        tags=("decoder", "trained"),
+        side_files=("char_gpt2_decoder.tokenizer.json", "char_gpt2_decoder.heldout.txt"),
     ),
 )
 

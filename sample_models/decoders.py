@@ -19,8 +19,10 @@ The graphs follow the two export conventions users bring:
   new token per step when batch > 1 and a past is given (a multi-token continuation needs batch 1).
 
 Every weight is random (seeded): these models have no meaning, only structure; results on them
-are labelled "random weights". :func:`write_large_decoder` streams a ~1B-parameter-shaped model
-(TinyLlama-1.1B sizes, > 2 GiB of external data) to disk without ever holding its weights in memory.
+are labelled "random weights" (the one trained sample, :mod:`sample_models.trained_decoder`, passes its
+trained weights to :func:`build_gpt2_with_past_weights`). :func:`write_large_decoder` streams a
+~1B-parameter-shaped model (TinyLlama-1.1B sizes, > 2 GiB of external data) to disk without ever holding
+its weights in memory.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from onnx import TensorProto, helper, numpy_helper
 from sample_models.protos import sample_model
 
 __all__ = ["DecoderShape", "GPT2_TINY", "LLAMA_TINY", "LLAMA_1B", "build_gpt2_decoder", "build_gpt2_with_past",
-           "build_gpt2_merged", "build_llama_optimum", "build_llama_genai", "quantize_int4", "write_large_decoder"]
+           "build_gpt2_with_past_weights", "build_gpt2_merged", "build_llama_optimum", "build_llama_genai",
+           "quantize_int4", "write_large_decoder"]
 
 F32, I64, I32, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32, TensorProto.BOOL
 MS = "com.microsoft"
@@ -365,6 +368,17 @@ def build_gpt2_decoder(s: DecoderShape = GPT2_TINY, seed: int = 2601) -> onnx.Mo
 def build_gpt2_with_past(s: DecoderShape = GPT2_TINY, seed: int = 2601) -> onnx.ModelProto:
     """optimum's ``decoder_with_past_model.onnx`` (past length 0 works too)."""
     return _gpt2_single(s, seed, past=True)
+
+
+def build_gpt2_with_past_weights(weights: dict[str, np.ndarray], s: DecoderShape, doc: str,
+                                 seed: int = 2604) -> onnx.ModelProto:
+    """The with-past GPT-2 graph of :func:`build_gpt2_with_past` over given weights (initializer name ->
+    array, e.g. trained ones; ``onnx::MatMul_2048`` is the LM head [hidden, vocab]); a weight not given
+    is drawn as there. ``doc`` is the model's doc string."""
+    t = _Tensors(seed)
+    for name, value in weights.items():
+        t.array(name, np.asarray(value, np.float32))
+    return _model(t, _gpt2_graph(t, s, past=True), _gpt2_io(s, past=True), doc)
 
 
 def build_gpt2_merged(s: DecoderShape = GPT2_TINY, seed: int = 2601) -> onnx.ModelProto:

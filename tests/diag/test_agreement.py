@@ -37,7 +37,9 @@ _EMPTY_PAST = ("LiteRT's XNNPack delegate cannot reshape to the prefill step's e
                "check runs and reality (past length 1) does not; the decode step runs on both")
 KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
     ("gpt2_decoder", "litert"): _SEQ1,
-    **{(name, "litert"): _EMPTY_PAST for name in ("gpt2_decoder_with_past", "llama_optimum")}}
+    # char_gpt2_decoder is gpt2_decoder_with_past's graph over trained weights: the same check verdict (prefill:
+    # XNNPack fails to reshape) and reality (past length 1: runs), measured on both side by side
+    **{(name, "litert"): _EMPTY_PAST for name in ("gpt2_decoder_with_past", "llama_optimum", "char_gpt2_decoder")}}
 
 FAST = [SAMPLES / f"{n}.onnx" for n in ("gridsample_5d", "mmdeploy_grid_sampler", "com_microsoft_gridsample",
                                          "if_loop", "external_data")] + [

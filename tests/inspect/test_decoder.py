@@ -45,10 +45,13 @@ EXPECTED = {
                           heads_from="output projection"),
     "llama_genai": dict(LLAMA, convention="genai", has_past=True, kv=LLAMA_KV, attention="GroupQueryAttention",
                         heads_from="GroupQueryAttention num_heads"),
+    "char_gpt2_decoder": dict(GPT2, hidden=64, head_dim=16, vocab=48, convention="optimum", has_past=True,
+                              kv=2 * 2 * 4 * 16 * 4, heads_from="output projection"),
 }
 CONTEXT_FROM = {"gpt2": "position embedding transformer.wpe.weight [64, 32]",
                 "llama_optimum": "rotary table model.rotary_emb.cos_cached [96, 8]",
-                "llama_genai": "rotary cache cos_cache [96, 4]"}
+                "llama_genai": "rotary cache cos_cache [96, 4]",
+                "char_gpt2_decoder": "position embedding transformer.wpe.weight [64, 64]"}
 
 
 def _check_facts(spec, exp: dict) -> None:

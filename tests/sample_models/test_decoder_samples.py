@@ -63,11 +63,11 @@ def test_prefill_then_decode_step_reads_the_cache(name):
     vocab = sess.get_outputs()[0].shape[-1]
     ids = _ids(vocab)
     pre = _run(sess, _feeds(sess, ids, 0))
-    kv = sess.get_inputs()[3].shape[1]
-    assert pre["logits"].shape == (B, S, vocab) and pre["present.0.key"].shape == (B, kv, S, 8)
+    kv, hd = sess.get_inputs()[3].shape[1], sess.get_inputs()[3].shape[3]
+    assert pre["logits"].shape == (B, S, vocab) and pre["present.0.key"].shape == (B, kv, S, hd)
     nxt = pre["logits"][:, -1].argmax(-1)[:, None].astype(np.int64)
     step = _run(sess, _feeds(sess, nxt, S, _as_past(pre)))
-    assert step["present.0.value"].shape == (B, kv, S + 1, 8) and step["logits"].shape == (B, 1, vocab)
+    assert step["present.0.value"].shape == (B, kv, S + 1, hd) and step["logits"].shape == (B, 1, vocab)
     # the decode step equals recomputing the whole sequence: the cache carries the prompt
     full = _run(sess, _feeds(sess, np.concatenate([ids, nxt], 1), 0))
     np.testing.assert_allclose(step["logits"][:, 0], full["logits"][:, -1], rtol=1e-4, atol=1e-4)
