@@ -36,8 +36,11 @@ __all__ = ["generate_job", "generate_memory_job"]
 
 
 def _open(v: Mapping[str, Any], ctx: JobContext) -> Any:
-    """The variant's runner, compiled for dynamic shapes (every step has other shapes)."""
+    """The variant's runner, compiled for dynamic shapes (every step has other shapes); an OpenVINO IR
+    variant is read as an IR, its output names taken from its source ONNX model."""
     args = runner_args(v["engine"], {})
+    if v.get("openvino_ir"):        # an OpenVINO IR bound to its source ONNX model (names, output order)
+        args.update(openvino_ir=True, onnx_path=v["onnx_path"])
     return sessions.open_runner(str(v["engine"]["engine"]), v["model_path"], args,
                                 JobContext(scratch=ctx.scratch, out_dir=ctx.out_dir,
                                            cpu_threads=v["engine"].get("threads"),

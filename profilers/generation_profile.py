@@ -75,11 +75,32 @@ def _check_cases(name: str, contract: GenerationContract, options: GenerationOpt
             raise StudioError(f"{what}: {hint} (or fewer new tokens)", code="GENERATE-CONTEXT")
 
 
+def _contract_names(contract: GenerationContract) -> tuple[list[str], list[str]]:
+    """The inputs and outputs the loop feeds and reads, by name."""
+    inputs = [n for n in (contract.input_ids, contract.attention_mask, contract.position_ids,
+                          contract.use_cache_branch) if n] + [c[0] for c in contract.cache]
+    return inputs, [n for n in (contract.logits,) if n] + [c[1] for c in contract.cache]
+
+
+def _check_ir_target(t: ProfileTarget, contract: GenerationContract, engines: Sequence[EngineSpec]) -> None:
+    """An OpenVINO IR target: run on OpenVINO, and holding every name its source decoder is stepped by."""
+    from studio.core.engines.openvino_ir import check_ir_matches
+
+    if not any(e.engine == "openvino" for e in engines):
+        raise StudioError(f"{short(t.openvino_ir.xml.name, 60)} is an OpenVINO IR: it runs on OpenVINO only; "
+                          "add --engine ov", code="BAD-OPTION")
+    check_ir_matches(t.openvino_ir, *_contract_names(contract), t.path.name)
+
+
 def _vargs(v: Variant, target: ProfileTarget, contract: GenerationContract) -> dict[str, Any]:
     from studio.core.engines.base import check_model_file
 
-    return {"id": v.id, "label": v.label, "model_path": str(check_model_file(target.path)),
-            "engine": v.engine.to_args(), "contract": contract.to_args()}
+    source = str(check_model_file(target.path))
+    out = {"id": v.id, "label": v.label, "model_path": source, "engine": v.engine.to_args(),
+           "contract": contract.to_args()}
+    if target.openvino_ir is not None:     # the IR runs; its source ONNX gives the output names (source_model)
+        out.update(model_path=str(target.openvino_ir.xml), openvino_ir=True, onnx_path=source)
+    return out
 
 
 def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec], options: GenerationOptions, *,
@@ -96,6 +117,8 @@ def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpe
     for t in targets:
         spec, contract = decoder_contract(t)
         _check_cases(t.path.name, contract, options)
+        if t.openvino_ir is not None:
+            _check_ir_target(t, contract, engines)
         specs.append(spec)
         contracts.append(contract)
     vocab = min((c.vocab for c in contracts if c.vocab), default=None)

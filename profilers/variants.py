@@ -14,6 +14,7 @@ from pathlib import Path
 from studio.core.choices import comma_items
 from studio.core.engines import get_engine, resolve_engine_name
 from studio.core.errors import StudioError
+from studio.core.engines.openvino_ir import IrFile
 from studio.core.model import ModelHandle
 
 __all__ = ["EngineSpec", "ProfileTarget", "Variant", "available_engine_specs", "choice_label", "parse_engine",
@@ -207,10 +208,14 @@ def parse_engines(items: Iterable[str] | str) -> list[EngineSpec]:
 
 @dataclass(frozen=True)
 class ProfileTarget:
-    """A model version to profile: a label the user recognises and its loaded handle."""
+    """A model version to profile: a label the user recognises and its loaded handle.
+
+    ``openvino_ir``: an OpenVINO IR of this ONNX model (an NNCF int4 result) that OpenVINO runs in its
+    place; the ONNX handle still gives the names and the decoder contract (only OpenVINO variants are made)."""
 
     label: str
     handle: ModelHandle
+    openvino_ir: IrFile | None = None
 
     @property
     def path(self) -> Path:
@@ -238,10 +243,13 @@ class Variant:
 
 
 def make_variants(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec]) -> list[Variant]:
-    """Versions x engines, version-major (v0·ort, v0·ov, v1·ort, ...)."""
+    """Versions x engines, version-major (v0·ort, v0·ov, v1·ort, ...); an OpenVINO IR target on
+    OpenVINO engines only."""
     variants = []
     for ti, target in enumerate(targets):
         for spec in engines:
-            variants.append(Variant(f"t{ti}-{spec.key}", ti, target.label, target.handle.name,
-                                    target.handle.short_sha, spec))
+            if target.openvino_ir is not None and spec.engine != "openvino":
+                continue
+            name = target.openvino_ir.xml.name if target.openvino_ir is not None else target.handle.name
+            variants.append(Variant(f"t{ti}-{spec.key}", ti, target.label, name, target.handle.short_sha, spec))
     return variants

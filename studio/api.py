@@ -75,7 +75,7 @@ __all__ = ["Finding", "Report", "Version", "apply_fix", "check", "compatibility_
            "graph_prefers_fast_path", "graph_scene", "graph_viewer_html", "diff_viewer_html", "write_graph_viewer",
            "write_diff_viewer",
            "graph_overlays", "graph_view", "inspect", "load", "search_nodes", "write_diff", "write_graph_view",
-           "profile", "profile_generation", "build_plugin", "plugin_builds_allowed", "plugin_signature", "run_python_op", "scaffold_plugin",
+           "profile", "profile_generation", "openvino_ir_target", "build_plugin", "plugin_builds_allowed", "plugin_signature", "run_python_op", "scaffold_plugin",
            "compare", "make_inputs", "precision",
            "UploadedFile", "add_dataset", "add_model", "add_version", "create_project", "delete_project", "duplicate_project",
            "export_project", "get_settings", "import_project", "input_run", "job", "list_projects", "list_versions", "model_for",
@@ -221,6 +221,9 @@ def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHand
     from profilers.profile import ProfileOptions, run_profile
 
     chosen, specs = _profile_targets(targets), _engine_specs(engines)
+    if any(t.openvino_ir is not None for t in chosen):
+        raise StudioError("an OpenVINO IR is profiled by its generation loop only (profile --generate, "
+                          "api.profile_generation); profile its ONNX model otherwise", code="BAD-OPTION")
     temporary = out_dir is None and workspace is None
     folder = Path(out_dir) if out_dir is not None else (
         workspace.job_dir("profile") if workspace is not None else Path(tempfile.mkdtemp(prefix="onnx-studio-profile-")))
@@ -257,6 +260,19 @@ def _engine_specs(engines: Sequence[str | EngineSpec] | str) -> list[EngineSpec]
             if spec not in specs:
                 specs.append(spec)
     return specs
+
+
+def openvino_ir_target(xml: str | Path, source: ModelHandle, label: str | None = None) -> ProfileTarget:
+    """An OpenVINO IR (``.xml`` + ``.bin``, e.g. NNCF int4 ``compress_weights``) of the ONNX decoder ``source``
+    as a generation-profile target: OpenVINO runs the IR, ``source`` gives its decoder contract and output
+    names. The IR is checked first (:mod:`studio.core.engines.openvino_ir`): a missing or truncated ``.bin``,
+    a file that is no IR, is one ``StudioError`` line; names ``source`` has and the IR lacks are refused when
+    profiled."""
+    from profilers.variants import ProfileTarget
+    from studio.core.engines.openvino_ir import read_ir
+
+    ir = read_ir(xml)
+    return ProfileTarget(label or ir.xml.name, source, openvino_ir=ir)
 
 
 def profile_generation(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHandle]],

@@ -31,7 +31,9 @@ HELP = ("Latency (cold start, p50..p99.9, interleaved ratios), per-op time, memo
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_project_argument(p)
-    p.add_argument("models", nargs="+", metavar="MODEL", help="one or more .onnx files (versions to compare)")
+    p.add_argument("models", nargs="+", metavar="MODEL",
+                   help="one or more .onnx files (versions to compare); with --generate also an OpenVINO IR .xml, "
+                        "run on OpenVINO bound to the first .onnx (its decoder)")
     p.add_argument("--engine", action="append", metavar="SPEC",
                    help="ort, ort:cuda, ort:trt, openvino/ov, ov:bf16, ov:default, ov:throughput (OpenVINO's "
                         "THROUGHPUT hint), tensorrt/trt, trt:fp16, or all; repeat or comma-separate (default: ort)")

@@ -1,7 +1,8 @@
-"""``onnx-studio profile MODEL [MODEL2 ...] --generate [--prompt-lengths 16,64] [--new-tokens 32] [--batch 1]
+"""``onnx-studio profile MODEL [MODEL2 ...] [IR.xml ...] --generate [--prompt-lengths 16,64] [--new-tokens 32] [--batch 1]
 [--generations 5] [--engine ort,ov] [--target NAME] [--json]``: a KV-cache decoder's generation profile (greedy decoding
 with the cache fed back): time to first token, decode p50/p99, tokens/s and peak memory per prompt length
-and batch, the variants interleaved, with ratios against the first one."""
+and batch, the variants interleaved, with ratios against the first one. An OpenVINO IR (``.xml`` beside its
+``.bin``, e.g. NNCF int4) is run on OpenVINO bound to the first ONNX model given (its decoder contract)."""
 
 from __future__ import annotations
 
@@ -60,15 +61,26 @@ def run(args: argparse.Namespace) -> int:
                           "and reports its own memory); drop it or profile without --generate",
                           code="BAD-OPTION")
     options = _options(args)
-    handles = [api.load(m) for m in args.models]
-    names = [h.name for h in handles]
+    irs = [m for m in args.models if str(m).lower().endswith(".xml")]
+    models = [m for m in args.models if m not in irs]
+    if irs and not models:
+        raise StudioError("an OpenVINO IR (.xml) is profiled bound to the ONNX decoder it came from: list that "
+                          ".onnx first, e.g. profile decoder.onnx decoder_int4.xml --generate --engine ov",
+                          code="BAD-OPTION")
+    handles = [api.load(m) for m in models]
+    names = [h.name for h in handles] + [Path(m).name for m in irs]
     labels = [f"{i}:{printable(n, 40)}" if names.count(n) > 1 else printable(n, 60) for i, n in enumerate(names)]
+    chosen = list(zip(labels, handles)) + [api.openvino_ir_target(m, handles[0], labels[len(handles) + i])
+                                           for i, m in enumerate(irs)]
     progress = None
     if not args.json and sys.stderr.isatty():
         def progress(fraction: float, message: str) -> None:
             sys.stderr.write(f"\r{fraction:4.0%} {printable(message, 90):<100}")
             sys.stderr.flush()
     targets = remote_args.targets_of(args)
+    if targets and irs:
+        raise StudioError("an OpenVINO IR (.xml) is profiled on this machine only; drop --target or the .xml",
+                          code="BAD-OPTION")
     if targets:                     # --target/--targets: the same generation profile on each machine
         measured = batch_api.generate_on(targets, list(zip(labels, handles)), args.engine or ["ort"], options,
                                          cluster=args.cluster, tls=remote_args.tls_of(args), pool_key="cli")
@@ -80,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
                 _print(m.result)
         return 0 if all(m.result.ok for m in measured) else 1
     keep = Path(args.out_dir) if args.out_dir else None
-    result = api.profile_generation(list(zip(labels, handles)), args.engine or ["ort"], options, out_dir=keep,
+    result = api.profile_generation(chosen, args.engine or ["ort"], options, out_dir=keep,
                                     pool_key="cli", on_progress=progress)
     if progress is not None:
         sys.stderr.write("\r" + " " * 106 + "\r")

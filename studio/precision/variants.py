@@ -135,11 +135,29 @@ def model_kind(model: onnx.ModelProto) -> str:
 def default_variants(model: onnx.ModelProto) -> tuple[str, ...]:
     """What "auto" builds: fp32 on both engines, OpenVINO bf16, fp16, and the INT8 flavour
     that fits the model (dynamic for transformers; otherwise static, static with float
-    fallback, and the OpenVINO twin)."""
+    fallback, and the OpenVINO twin). A KV-cache decoder (:func:`studio.inspect.decoder.recognize`)
+    adds int4 weight-only, what decoders are shipped in: ORT MatMulNBits, and NNCF ``compress_weights``
+    where OpenVINO is installed."""
     base = ("fp32", "fp32-ov", "bf16-ov", "fp16")
-    if model_kind(model) == "transformer":
-        return base + ("int8-dynamic",)
-    return base + ("int8", "int8-mixed", "int8-ov")
+    kind = base + (("int8-dynamic",) if model_kind(model) == "transformer" else ("int8", "int8-mixed", "int8-ov"))
+    convention = _decoder_convention(model)
+    if convention is None or any(n.op_type == "MatMulNBits" for n in model.graph.node):
+        return kind                      # not a decoder, or its weights are N-bit already (a genai build)
+    # NNCF compresses no MatMul inside If branches, where a merged decoder keeps them
+    ov = convention != "merged-if" and bool(get_engine("openvino").available())
+    return kind + ("int4",) + (("int4-ov",) if ov else ())
+
+
+def _decoder_convention(model: onnx.ModelProto) -> str | None:
+    """The convention of a KV-cache decoder with input ids and logits, else None (a broken cache contract
+    is judged like any model)."""
+    from studio.inspect.decoder import recognize
+
+    try:
+        spec = recognize(model)
+    except StudioError:
+        return None
+    return spec.convention if spec is not None and spec.logits and spec.input_ids else None
 
 
 @dataclass(frozen=True)

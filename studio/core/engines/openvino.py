@@ -53,7 +53,8 @@ class OvRunner:
     """One compiled model and infer request, many inferences.
 
     ``args``: :meth:`RunOptions.to_args` keys (``device``, ``precision``, ``performance_hint``
-    (LATENCY unless given), ``intra_op_threads``, ``openvino_ir``), plus ``static_shapes`` (input
+    (LATENCY unless given), ``intra_op_threads``, ``openvino_ir``, ``onnx_path``: an IR's source ONNX
+    model, whose output names and order the runner reports), plus ``static_shapes`` (input
     name -> shape: dynamic inputs are reshaped to it before compiling, as ``benchmark_app -shape``
     does; :attr:`reshaped_to` / :attr:`dynamic_note` say what happened), ``perf_counters``
     (``PERF_COUNT``) and ``model_cache`` (``CACHE_DIR`` inside the job's ``out_dir``, R27)."""
@@ -96,7 +97,7 @@ class OvRunner:
         for index, port in enumerate(ports):
             for n in port.get_names():
                 by_name.setdefault(n, index)
-        names = onnx_output_names(str(path))
+        names = onnx_output_names(str(args.get("onnx_path") or path))   # an IR: its source ONNX model's order
         if names is None or len(names) != len(ports):
             names = [sorted(p.get_names())[0] if p.get_names() else f"output_{i}" for i, p in enumerate(ports)]
         self.output_names = names

@@ -67,8 +67,9 @@ def read_onnx_model(path: str | Path) -> Any:
 
 
 def read_studio_ir(path: str | Path) -> Any:
-    """An ``ov.Model`` from an OpenVINO IR the studio itself wrote (an NNCF result, an export);
-    user files always go through :func:`read_onnx_model`."""
+    """An ``ov.Model`` from an OpenVINO IR the studio itself wrote (an NNCF result, an export) or a user's IR
+    the parent checked first (:func:`studio.core.engines.openvino_ir.read_ir`: .bin present and long enough,
+    no DTD); user files given as ONNX always go through :func:`read_onnx_model`."""
     import openvino as ov
 
     xml = Path(path)
