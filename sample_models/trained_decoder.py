@@ -4,7 +4,9 @@ Corpus: the English prose of the Python Language Reference topics that ship with
 (``pydoc_data.topics``, the text behind ``help("if")``; PSF License 2.0, permissive, not public
 domain: no public-domain English text ships in the installed packages). Code blocks, grammar
 rules and heading underlines are dropped; topics ``sorted(topics)[i]`` with ``i % 8 == 3`` are held
-out as the evaluation text, the rest train the model.
+out as the evaluation text, the rest train the model. The extract (CPython 3.11.7's topics) is
+committed as ``texts/python_reference_prose.jsonl.gz`` with the PSF licence beside it, so the sample
+does not change with the interpreter that builds it.
 
 Training is closed-form and deterministic (numpy, float64, well under a second): the model is a
 character bigram model in GPT-2 clothing. Each character's embedding is a seeded code with zero mean
@@ -20,9 +22,11 @@ merges = one token per character, lowercasing) and the held-out lines for a text
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -38,6 +42,8 @@ CHAR_GPT2 = DecoderShape(layers=2, hidden=64, heads=4, kv_heads=4, intermediate=
                          context=64)
 TOKENIZER_FILE = "char_gpt2_decoder.tokenizer.json"
 HELDOUT_FILE = "char_gpt2_decoder.heldout.txt"
+# The prose extracted from CPython 3.11.7's pydoc_data.topics (PSF License 2.0; see texts/LICENSE-PSF.txt).
+CORPUS_FILE = Path(__file__).with_name("texts") / "python_reference_prose.jsonl.gz"
 HELDOUT_LINES = 24
 LINE_CHARS = 72
 SMOOTHING = 0.5
@@ -62,13 +68,29 @@ def _prose(text: str) -> list[str]:
     return [re.sub(r"\s+", " ", p.translate(_QUOTES).lower()) for p in paragraphs if len(p) > 40]
 
 
-def corpus() -> tuple[str, list[str]]:
-    """(training text, held-out paragraphs) from the stdlib's ``pydoc_data.topics``."""
+def extract_corpus() -> list[tuple[bool, str]]:
+    """(held out, paragraph) from the running interpreter's ``pydoc_data.topics``: how
+    :data:`CORPUS_FILE` was made (CPython 3.11.7). The build reads the committed file, never this:
+    each CPython release regenerates its topics, and the sample must not change with the interpreter."""
     from pydoc_data.topics import topics
 
+    return [(i % 8 == 3, p) for i, key in enumerate(sorted(topics)) for p in _prose(topics[key])]
+
+
+def write_corpus(path: Path = CORPUS_FILE) -> None:
+    """Rewrite :data:`CORPUS_FILE` from this interpreter (``python -m sample_models.trained_decoder``)."""
+    rows = "".join(json.dumps({"held_out": h, "text": t}) + "\n" for h, t in extract_corpus())
+    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
+        gz.write(rows.encode())
+
+
+def corpus() -> tuple[str, list[str]]:
+    """(training text, held-out paragraphs) from the committed extract :data:`CORPUS_FILE`."""
     train, held = [], []
-    for i, key in enumerate(sorted(topics)):
-        (held if i % 8 == 3 else train).extend(_prose(topics[key]))
+    with gzip.open(CORPUS_FILE, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            (held if row["held_out"] else train).append(row["text"])
     return " ".join(train), held
 
 
@@ -145,3 +167,7 @@ def heldout_text(lines: int = HELDOUT_LINES, width: int = LINE_CHARS) -> str:
         if len(out) >= lines:
             break
     return "\n".join(out[:lines]) + "\n"
+
+
+if __name__ == "__main__":      # rewrite the committed corpus extract from this interpreter
+    write_corpus()
