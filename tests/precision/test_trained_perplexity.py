@@ -37,15 +37,19 @@ def _nll(path, ids: list[int]) -> np.ndarray:
     return -logp[np.arange(n - 1), ids[1:]]
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("trained")
-    entry = get(NAME)
-    tokenizer, heldout = (SAMPLE_DIR / f for f in entry.side_files)
+def _heldout_dataset(tmp):
+    """The sample's held-out text as a text dataset through its tokenizer.json, and the text file."""
+    tokenizer, heldout = (SAMPLE_DIR / f for f in get(NAME).side_files)
     src = tmp / "text"
     src.mkdir()
     (src / "heldout.txt").write_bytes(heldout.read_bytes())
-    ds = import_dataset(src, tmp / "data", tokenizer=tokenizer, calibration_fraction=0.5, name="heldout")
+    return import_dataset(src, tmp / "data", tokenizer=tokenizer, calibration_fraction=0.5, name="heldout"), heldout
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("trained")
+    ds, heldout = _heldout_dataset(tmp)
     model = path_of(NAME)
     before = sha256_file(model)
     report = api.precision(api.load(model), variants=["fp32", "int4", "int8-weights"], out_dir=tmp / "variants",
@@ -86,12 +90,7 @@ def test_perplexity_equals_plain_onnxruntime_and_is_far_below_the_vocabulary(run
 
 def test_random_weights_sample_perplexity_stays_labelled(tmp_path):
     """The same held-out text through the same tokenizer on a random-weights GPT-2 (vocab 288 holds ids < 48)."""
-    entry = get(NAME)
-    tokenizer, heldout = (SAMPLE_DIR / f for f in entry.side_files)
-    src = tmp_path / "text"
-    src.mkdir()
-    (src / "heldout.txt").write_bytes(heldout.read_bytes())
-    ds = import_dataset(src, tmp_path / "data", tokenizer=tokenizer, calibration_fraction=0.5, name="heldout")
+    ds, _heldout = _heldout_dataset(tmp_path)
     report = api.precision(api.load(path_of("gpt2_decoder_with_past")), variants=["fp32", "int4"],
                            out_dir=tmp_path / "variants", latency_budget_s=2.0, dataset=ds, generation_steps=2)
     gen = report.variant("int4").generation
