@@ -119,6 +119,25 @@ def mnn_option_sets(log: str) -> list[OptionSet]:
             if f not in ("modelFile", "MNNModel", "bizCode", "framework", "fp16", "weightQuantBits", "prototxt")]
 
 
+def _convert_where_it_can_load(onnx_path: Path, out_path: Path, precision: str) -> dict[str, Any]:
+    """:func:`convert_to_mnn` in this process, unless TensorFlow is loaded here first: MNN's converter
+    extension then aborts the whole process as it loads (``import tensorflow; import _tools``: SIGABRT,
+    seen with TF 2.x and MNN 3.x). The studio's own workers never mix the two (``:mnn`` and ``:litert``
+    pools); a process that already holds TensorFlow (a notebook, a test session) converts in the
+    engine's worker pool instead, with the same result."""
+    import sys
+
+    if "tensorflow" not in sys.modules or "_tools" in sys.modules:
+        return convert_to_mnn(onnx_path, out_path, precision)
+    conv = MnnEngine().convert(onnx_path, out_path, precision=precision)
+    info = {"command": list(conv.command), "options": list(conv.options), "attempts": list(conv.attempts),
+            "advice": list(conv.advice), "seconds": conv.seconds, "log": conv.log_tail,
+            "unsupported_ops": list(conv.unsupported_ops)}
+    if not conv.ok:
+        raise ConversionFailed(conv.error or "MNN conversion failed", info)
+    return info
+
+
 def _convert_once(onnx_path: str | Path, out_path: Path, precision: str, flags: Sequence[str] = ()) -> dict[str, Any]:
     import _tools  # MNN's C extension (MNNConvert and the quantizer)
 
@@ -188,7 +207,7 @@ class MnnRunner(ConvertedRunner):
             self.onnx_outputs = onnx_output_types(source)
             ctx.set_stage("MNN conversion")
             mnn_path = Path(ctx.scratch) / "model.mnn"
-            conv = convert_to_mnn(source, mnn_path, str(args.get("precision") or "f32"))
+            conv = _convert_where_it_can_load(source, mnn_path, str(args.get("precision") or "f32"))
             self.record_conversion(conv, conv["seconds"] * 1000)
         ctx.set_stage("MNN load")
         threads = int(args.get("intra_op_threads") or ctx.cpu_threads or 4)
