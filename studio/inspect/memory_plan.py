@@ -542,7 +542,7 @@ def ort_buffers(s: Schedule, order: Sequence[int], lives: Sequence[TensorLife]
                 pass
             elif n.domain == "" and j == 0 and src and n.op_type in ALIAS_OPS:
                 reuse = root.get(src, src)
-            elif n.domain == "" and j == 0 and src in produced and n.op_type in INPLACE_OPS \
+            elif n.domain == "" and j == 0 and src in root and n.op_type in INPLACE_OPS \
                     and use.get(root[src]) == 1 and same_static_size(s.static.get(src), s.static.get(o)):
                 reuse = root[src]
             else:
