@@ -16,6 +16,10 @@ import pytest
 from studio import api
 from studio.core.engines import get_engine
 from tests.conftest import ONNX_DATA
+from tests.engine_facts import openvino_reduces_precision_by_default
+
+# "with warnings" only where OpenVINO computes below f32 by default (OV-PRECISION), as it reports for this CPU.
+OV_RUNS = "runs with warnings" if openvino_reduces_precision_by_default() else "runs"
 
 
 def _model(n: int):
@@ -36,7 +40,7 @@ def test_a_renamed_parameter_is_fed_by_position(n):
     feeds = _feeds(path)
     names = {nm for port in ov.Core().read_model(str(path)).inputs for nm in port.get_names()}
     assert set(feeds) - names and "out" in names          # the premise: OpenVINO really renamed an input
-    assert api.check(api.load(path), ["openvino"]).verdict("openvino").verdict == "runs"
+    assert api.check(api.load(path), ["openvino"]).verdict("openvino").verdict == OV_RUNS
     got = get_engine("openvino").run(path, feeds).outputs
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
     assert list(got) == ["out"]
