@@ -51,9 +51,11 @@ def _check(model: ir.Model, which: str) -> None:
                             "nothing was written") from None
 
 
-def apply_script(model: ir.Model, script: EditScript) -> Applied:
-    """Run every operation on ``model`` (changed in place; load a fresh one per run)."""
-    state = EditState(model, script)
+def apply_script(model: ir.Model, script: EditScript, *, verify: bool = True,
+                 pool_key: str = "default") -> Applied:
+    """Run every operation on ``model`` (changed in place; load a fresh one per run). ``verify``: a merge
+    runs its two parts and the merged model in ONNX Runtime and is refused when they disagree."""
+    state = EditState(model, script, verify=verify, pool_key=pool_key)
     for op in script.ops:
         try:
             OPERATIONS[op.kind](state, op)

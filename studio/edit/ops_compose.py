@@ -3,11 +3,16 @@ models, merge another model in front of (or after) this one through an I/O map."
 
 from __future__ import annotations
 
+import re
+import tempfile
+from pathlib import Path
+
 import onnx_ir as ir
 
+from studio.core.protowalk import unique_name
 from studio.edit import graph as g
 from studio.edit.script import EditError, EditOp
-from studio.edit.state import STRUCTURE, VALUES, EditState
+from studio.edit.state import SEQUENCE, STRUCTURE, VALUES, EditState
 
 
 def _needed_inputs(graph: ir.Graph, outputs: list[ir.Value], stop: set[ir.Value]) -> list[ir.Value]:
@@ -153,39 +158,115 @@ def merge(state: EditState, op: EditOp) -> None:
             raise EditError(f"{op.where()}: the io_map connects '{out_name[:60]}' ({g.type_text(a)}) to "
                             f"'{in_name[:60]}' ({g.type_text(b)}); the types or shapes do not match")
         pairs.append((a, b))
-    _prefix_collisions(other, state.model, op.args.get("prefix") or "merged/",
+    prefix = op.args.get("prefix") or "merged/"
+    _prefix_collisions(other, state.model, prefix,
                        keep={b.name for _, b in pairs} if before else {a.name for a, _ in pairs})
+    shared, renamed_fns = _functions_apart(other, state.model, prefix)
     fg, sg = first.graph, second.graph
-    f_nodes, s_nodes = list(fg), list(sg)
-    f_inits, s_inits = list(fg.initializers.values()), list(sg.initializers.values())
-    f_inputs, s_inputs = list(fg.inputs), list(sg.inputs)
-    f_outputs, s_outputs = list(fg.outputs), list(sg.outputs)
-    fg.remove(f_nodes)
-    sg.remove(s_nodes)
-    fg.initializers.clear()
-    sg.initializers.clear()
-    fg.inputs.clear(), sg.inputs.clear(), fg.outputs.clear(), sg.outputs.clear()
-    linked_in = {b for _, b in pairs}
-    linked_out = {a for a, _ in pairs}
-    for a, b in pairs:
-        b.replace_all_uses_with(a)
-    merged = ir.Graph(f_inputs + [v for v in s_inputs if v not in linked_in],
-                      [v for v in f_outputs if v not in linked_out] + s_outputs,
-                      nodes=f_nodes + s_nodes, initializers=f_inits + s_inits,
-                      opset_imports={**first.opset_imports, **second.opset_imports}, name=state.model.graph.name)
-    model = _model_like(state.model, merged)
-    for fn in other.functions.values():
-        model.functions[fn.identifier()] = fn
+    with tempfile.TemporaryDirectory(prefix="studio-merge-") as tmp:
+        parts = _snapshot(first, second, Path(tmp)) if state.verify else None
+        f_nodes, s_nodes = list(fg), list(sg)
+        f_inits, s_inits = list(fg.initializers.values()), list(sg.initializers.values())
+        f_inputs, s_inputs = list(fg.inputs), list(sg.inputs)
+        f_outputs, s_outputs = list(fg.outputs), list(sg.outputs)
+        fg.remove(f_nodes)
+        sg.remove(s_nodes)
+        fg.initializers.clear()
+        sg.initializers.clear()
+        fg.inputs.clear(), sg.inputs.clear(), fg.outputs.clear(), sg.outputs.clear()
+        linked_in = {b for _, b in pairs}
+        linked_out = {a for a, _ in pairs}
+        io_names = [(a.name, b.name) for a, b in pairs]
+        for a, b in pairs:
+            b.replace_all_uses_with(a)
+        merged = ir.Graph(f_inputs + [v for v in s_inputs if v not in linked_in],
+                          [v for v in f_outputs if v not in linked_out] + s_outputs,
+                          nodes=f_nodes + s_nodes, initializers=f_inits + s_inits,
+                          opset_imports={**first.opset_imports, **second.opset_imports}, name=state.model.graph.name)
+        model = _model_like(state.model, merged)
+        for fn in other.functions.values():
+            model.functions.setdefault(fn.identifier(), fn)     # a clash left is the same function
+        check = None
+        if parts is not None:
+            from studio.edit.verify import sequence
+
+            check = sequence(*parts, model, io_names, Path(tmp), pool_key=state.pool_key)
+            if not check.ok:
+                raise EditError(f"{op.where()}: the merged model does not compute the two models run in sequence "
+                                f"({check.message[:200]}); refused, nothing was written")
     state.model = model
-    state.did(VALUES, f"merged {other_path.name} {'before' if before else 'after'} the model "
-              f"({len(f_nodes)} + {len(s_nodes)} nodes, {len(pairs)} connections)")
+    fn_note = "".join([f"; {len(renamed_fns)} local functions of {other_path.name} renamed apart "
+                       f"({', '.join(renamed_fns[:3])})" if renamed_fns else "",
+                       f"; {len(shared)} identical local functions shared" if shared else ""])
+    state.did(SEQUENCE if check is not None and check.status == "passed" else VALUES,
+              f"merged {other_path.name} {'before' if before else 'after'} the model "
+              f"({len(f_nodes)} + {len(s_nodes)} nodes, {len(pairs)} connections){fn_note}"
+              + (f"; {check.message}" if check is not None else ""))
+
+
+def _snapshot(first: ir.Model, second: ir.Model, work: Path) -> tuple:
+    """The two parts as checkpoints before they are joined (the oracle's inputs: each run on its own)."""
+    from passes.model_io import Linker, save_checkpoint
+
+    linker = Linker(work)
+    return tuple(save_checkpoint(m, work / f"part{i}.onnx", data_dir=work, linker=linker)
+                 for i, m in enumerate((first, second), 1))
+
+
+def _function_bytes(fn: ir.Function) -> bytes:
+    proto = ir.serde.serialize_function(fn)
+    proto.doc_string = ""
+    return proto.SerializeToString(deterministic=True)
+
+
+def _calls(model: ir.Model):
+    """Every node of the model: its graphs, their subgraphs and its local functions' bodies."""
+    yield from ir.traversal.RecursiveGraphIterator(model.graph)
+    for fn in model.functions.values():
+        yield from ir.traversal.RecursiveGraphIterator(fn)
+
+
+def _functions_apart(other: ir.Model, model: ir.Model, prefix: str) -> tuple[list[str], list[str]]:
+    """The other model's local functions that clash with this model's by (domain, name, overload): shared
+    when their bodies are the same, renamed (every call in the other model followed) when not. Until a
+    fixed point: a function whose body calls a renamed one is no longer the same function."""
+    taken = {(d, n) for d, n, _ in (*model.functions, *other.functions)}
+    stem = re.sub(r"\W+", "_", prefix).strip("_") or "merged"
+    renamed: list[str] = []
+    while True:
+        clash = [k for k in other.functions if k in model.functions
+                 and _function_bytes(other.functions[k]) != _function_bytes(model.functions[k])]
+        if not clash:
+            break
+        new_ids = {}
+        for key in clash:
+            fn = other.functions.pop(key)
+            k, name = 1, f"{stem}_{fn.name}"
+            while (fn.domain, name) in taken:
+                k += 1
+                name = f"{stem}_{fn.name}_{k}"
+            taken.add((fn.domain, name))
+            fn.name = name
+            other.functions[fn.identifier()] = fn
+            new_ids[key] = name
+            renamed.append(f"{key[0]}.{key[1]} -> {name}")
+        for n in _calls(other):
+            new = new_ids.get((n.domain, n.op_type, n.overload))
+            if new is not None:
+                n.op_type = new
+    shared = [k for k in other.functions if k in model.functions]      # the same body: one copy is kept
+    return [f"{d}.{n}" for d, n, _ in shared], renamed
 
 
 def _prefix_collisions(other: ir.Model, model: ir.Model, prefix: str, keep: set[str]) -> None:
+    """The other model's values (inputs, initializers, node outputs, subgraphs') and node names that this
+    model also uses get ``prefix``, and stay unique if the prefixed name is taken too."""
     taken_values = set(g.all_values(model.graph)) - keep
-    for name, v in g.all_values(other.graph).items():
+    other_values = g.all_values(other.graph)
+    used = set(taken_values) | set(other_values)
+    for name, v in other_values.items():
         if name in taken_values:
-            v.name = prefix + name
+            v.name = unique_name(used, prefix + name)
     taken_nodes = g.node_names(model.graph)
     for n in ir.traversal.RecursiveGraphIterator(other.graph):
         if n.name and n.name in taken_nodes:

@@ -47,14 +47,15 @@ class EditResult:
                 "outputs": [str(p) for p in self.outputs], "seconds": round(self.seconds, 3)}
 
 
-def _applied(handle: ModelHandle, script: EditScript) -> tuple[Applied, dict, list]:
+def _applied(handle: ModelHandle, script: EditScript, *, verify_numbers: bool = True,
+             pool_key: str = "default") -> tuple[Applied, dict, list]:
     original = load_model(handle.path)
     before_nodes = node_list(original)
     from studio.edit.graph import infer_types
 
     infer_types(original)
     before = interface(original)
-    return apply_script(original, script), before, before_nodes
+    return apply_script(original, script, verify=verify_numbers, pool_key=pool_key), before, before_nodes
 
 
 def _result(applied: Applied, before: dict, before_nodes: list, script: EditScript, **kw) -> EditResult:
@@ -90,7 +91,7 @@ def edit(handle: ModelHandle, script: EditScript, out_path: str | Path, *, verif
     if out.suffix != ".onnx":
         raise EditError("the output must name a .onnx file")
     started = time.perf_counter()
-    applied, before, before_nodes = _applied(handle, script)
+    applied, before, before_nodes = _applied(handle, script, verify_numbers=verify_numbers, pool_key=pool_key)
     paths = part_paths(out, len(applied.models))
     for p in paths:
         check_destination(p, shown=shown_path(p))

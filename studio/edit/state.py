@@ -12,6 +12,7 @@ from studio.edit.script import EditScript
 KEEPS = "keeps"          # same values at the same (possibly renamed) outputs: numeric verification
 STRUCTURE = "structure"  # the interface changes, tensors keep their values: reproduced from the original
 VALUES = "values"        # values change on purpose (attributes, dtypes, weights): report only
+SEQUENCE = "sequence"    # a merge: checked when applied against its two parts run in sequence
 
 
 @dataclass
@@ -22,6 +23,8 @@ class EditState:
     notes: list[str] = field(default_factory=list)          # one line per operation
     kinds: list[str] = field(default_factory=list)          # KEEPS / STRUCTURE / VALUES per operation
     extra: list[ir.Model] = field(default_factory=list)     # split: the second model
+    verify: bool = True                                     # merges run their parts to check the join
+    pool_key: str = "default"
 
     def original_name(self, name: str) -> str:
         return self.renamed.get(name, name)

@@ -20,7 +20,7 @@ from pathlib import Path
 import onnx_ir as ir
 
 from studio.edit import graph as g
-from studio.edit.state import KEEPS, STRUCTURE, VALUES
+from studio.edit.state import KEEPS, SEQUENCE, STRUCTURE, VALUES
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,13 @@ def _checkpoint(model: ir.Model, path: Path, source: Path, workdir: Path):
 def verify(source: Path, models: tuple[ir.Model, ...], kinds: tuple[str, ...], notes: tuple[str, ...],
            renamed: dict[str, str], *, pool_key: str = "default") -> Verification:
     """Verify the edited models against the original file at ``source`` (see the module doc)."""
+    if SEQUENCE in kinds:
+        checked = [n for n, k in zip(notes, kinds) if k == SEQUENCE]
+        if set(kinds) <= {KEEPS, SEQUENCE}:
+            return Verification("passed", "sequence", "; ".join(n.split("; ")[-1] for n in checked)[:400])
+        return Verification("skipped: the merge was checked against its parts in sequence; the script's other "
+                            "operations change values or the interface", "sequence",
+                            "numbers of the other operations not compared")
     if VALUES in kinds:
         first = notes[kinds.index(VALUES)]
         return Verification("skipped: values change on purpose (" + first[:120] + ")", "none",
@@ -163,3 +170,54 @@ def _reproduce(source: Path, models: tuple[ir.Model, ...], renamed: dict[str, st
                             "numbers not compared")
     return Verification("passed", "reproduce", f"{compared} outputs reproduce the original's tensors on the same "
                         "inputs (ONNX Runtime CPU)")
+
+
+def sequence(first, second, merged: ir.Model, io_map: list[tuple[str, str]], work: Path, *,
+             pool_key: str = "default") -> Verification:
+    """A merge against its oracle: the first part run on seeded inputs, its outputs fed through ``io_map``
+    into the second part, and the merged model on the same inputs must give both parts' outputs by name.
+    ``first`` and ``second`` are checkpoints of the parts taken just before they were joined."""
+    import onnx
+
+    from passes.model_io import Linker, save_checkpoint
+    from passes.verify import run_sets
+    from studio.core.compare import compare_outputs
+    from studio.core.feeds import input_specs, random_feeds
+
+    ckpt = save_checkpoint(merged, work / "merged.onnx", data_dir=work, linker=Linker(work))
+    feeds = random_feeds(input_specs(onnx.load(str(ckpt.path), load_external_data=False)), seed=0)
+
+    def run(c, f: dict, what: str):
+        res = run_sets(c.path, [f], full=False, limits=None, pool_key=pool_key, data_dir=c.data_dir,
+                       stage=f"merge check ({what} on ORT)")
+        return res.outputs[0], res.errors[0]
+
+    def inputs_of(c) -> list[str]:
+        m = onnx.load(str(c.path), load_external_data=False)
+        inits = {t.name for t in m.graph.initializer}
+        return [i.name for i in m.graph.input if i.name not in inits]
+
+    got_first, err = run(first, {k: feeds[k] for k in inputs_of(first) if k in feeds}, "first part")
+    if got_first is None:
+        return Verification(f"skipped: ONNX Runtime cannot run the first part ({err})", "sequence",
+                            "numbers not compared")
+    link = {b: a for a, b in io_map}
+    second_feeds = {k: got_first[link[k]] if k in link else feeds.get(k) for k in inputs_of(second)}
+    got_second, err = run(second, {k: v for k, v in second_feeds.items() if v is not None}, "second part")
+    if got_second is None:
+        return Verification(f"skipped: ONNX Runtime cannot run the second part ({err})", "sequence",
+                            "numbers not compared")
+    got, err = run(ckpt, feeds, "merged model")
+    if got is None:
+        return Verification("failed", "sequence", f"the merged model cannot run in ONNX Runtime: {err}")
+    want = {**{k: v for k, v in got_first.items() if k not in {a for a, _ in io_map}}, **got_second}
+    missing = [k for k in want if k not in got]
+    if missing:
+        return Verification("failed", "sequence", f"output '{missing[0][:80]}' of the parts is not an output of "
+                            "the merged model")
+    cmp = compare_outputs(want, {k: got[k] for k in want})
+    if not cmp:
+        return Verification("failed", "sequence", f"the merged model differs from its parts run in sequence: "
+                            f"{cmp.summary()}")
+    return Verification("passed", "sequence", f"{len(want)} outputs equal the two parts run in sequence "
+                        "(ONNX Runtime CPU)")
