@@ -14,6 +14,8 @@ RECIPE: --recipe FILE.json|PRESET and/or any field: --resize --image-size --scal
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 from studio import api
 from studio.cli import recipe_args, task_args
@@ -27,10 +29,16 @@ HELP = "datasets in a project: add (images, audio, text, tensors, loader scripts
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION")
-    add = sub.add_parser("add", help="import a folder, zip, .npz/.jsonl/.txt file or a load_data() script")
+    add = sub.add_parser("add", help="import a folder, zip, .npz/.jsonl/.txt file or a load_data() script",
+                         description="Import samples into a project. A data-loader script (--kind script) is "
+                                     "Python code: it is EXECUTED AS YOU, with your rights (its reads are not "
+                                     "fenced), so give --kind script only for a file you trust. --kind auto never "
+                                     "runs anything: a .py file in a folder or zip is listed as ignored.")
     add.add_argument("source")
     add.add_argument("--name")
-    add.add_argument("--kind", default="auto", choices=["auto", "image", "audio", "text", "tensor", "script"])
+    add.add_argument("--kind", default="auto", choices=["auto", "image", "audio", "text", "tensor", "script"],
+                     help="auto (default): images, audio, tensors or text, never a .py file; script: execute the "
+                          "one .py file's load_data() as you (only for code you trust)")
     add.add_argument("--model", help="the model the data is for (suggests the preprocessing)")
     add.add_argument("--preset", help="preprocessing preset: imagenet, caffe, yolo, clip, text-strip, grayscale, raw")
     add.add_argument("--split", type=float, default=0.5, help="calibration fraction (default %(default)s)")
@@ -76,6 +84,9 @@ def run(args: argparse.Namespace) -> int:
         options = {k: v for k, v in (("seq_len", args.seq_len), ("length", args.length)) if v}
         model = api.load(args.model) if args.model else None
         recipe, reason = _add_recipe(args, model)
+        if args.kind == "script":
+            print(f"note: executing the data-loader script in {printable(Path(args.source).name, 120)} as you",
+                  file=sys.stderr)
         ds = api.add_dataset(project, args.source, name=args.name, kind=args.kind, model=model, preset=args.preset,
                              calibration_fraction=args.split, seed=args.seed, tokenizer=args.tokenizer,
                              options=options, recipe=recipe, recipe_reason=reason)
@@ -85,10 +96,7 @@ def run(args: argparse.Namespace) -> int:
             print(printable(ds.summary(), 300))
             if ds.recipe:
                 _print_recipe(ds)
-            for name, why in ds.skipped[:20]:
-                print(f"skipped    {printable(name, 80)}: {printable(why, 120)}")
-            if len(ds.skipped) > 20:
-                print(f"skipped    ... and {len(ds.skipped) - 20} more (see --json)")
+            _print_skipped(ds)
         return 0
     if args.action == "list":
         rows = api.project_datasets(project)
@@ -113,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
             print(printable(ds.summary(), 300))
             if ds.recipe:
                 _print_recipe(ds)
+            _print_skipped(ds)
             for p in preview:
                 print(f"preview    {printable(p.file, 40)}: {printable(p.input, 40)} {p.dtype}{list(p.shape)} "
                       f"{p.layout} {printable(p.ranges_text(), 200)}")
@@ -147,6 +156,13 @@ def run(args: argparse.Namespace) -> int:
         if report.target:
             print(f"target {report.target}: {'met' if report.target_met else 'missed'}")
     return 0 if report.target_met in (None, True) else 1
+
+
+def _print_skipped(ds) -> None:
+    for name, why in ds.skipped[:20]:
+        print(f"skipped    {printable(name, 80)}: {printable(why, 120)}")
+    if len(ds.skipped) > 20:
+        print(f"skipped    ... and {len(ds.skipped) - 20} more (see --json)")
 
 
 def _print_recipe(ds) -> None:

@@ -8,7 +8,9 @@ files are copied in (a zip is validated before anything is unpacked); unreadable
 files are listed and skipped with a count. Kinds: images (PNG/JPEG/BMP/WebP),
 audio (PCM WAV), text (JSONL of token ids, or raw lines with a ``tokenizer.json``),
 tensors (.npz/.npy) and a data-loader script (``load_data()`` yielding feed dicts,
-Polygraphy's convention) that runs in the sandbox worker.
+Polygraphy's convention) that runs in the sandbox worker, and only when the user
+chose the script kind: ``auto`` never picks a .py file (a stray ``setup.py`` beside
+images is listed as ignored), since a loader script is the user's code, executed as them.
 """
 
 from __future__ import annotations
@@ -107,14 +109,25 @@ class Dataset:
 
 # ---------------------------------------------------------------------------- import
 
+#: Why a .py file beside the samples is not used: code runs only when the user chose a script dataset (R65).
+PY_IGNORED = "ignored: a .py file is never run unless you choose the script kind (--kind script)"
+
+
 def _kind_of(files: Sequence[Path]) -> str:
+    """The kind the files hold. Never "script": a .py file is code, and code runs only when the
+    user says so (``--kind script``); a stray one beside images is listed as ignored."""
     suffixes = {p.suffix.lower() for p in files}
-    for kind, group in (("script", (".py",)), ("image", IMAGE_SUFFIXES), ("audio", AUDIO_SUFFIXES),
+    for kind, group in (("image", IMAGE_SUFFIXES), ("audio", AUDIO_SUFFIXES),
                         ("tensor", TENSOR_SUFFIXES), ("text", TEXT_SUFFIXES)):
         if suffixes & set(group):
             return kind
+    scripts = [p for p in files if p.suffix.lower() == ".py"]
+    if scripts:
+        raise StudioError(f"'{safe_name(scripts[0].name)}' is a data-loader script and no samples were found "
+                          "beside it; a script runs (as you, with your rights) only when you choose it: "
+                          "add --kind script", code="BAD-OPTION")
     raise StudioError("no samples found: give images (png/jpg/bmp/webp), WAV audio, .jsonl/.txt text, "
-                      ".npz/.npy tensors or a data-loader .py script")
+                      ".npz/.npy tensors, or a data-loader .py script with --kind script")
 
 
 def _walk(folder: Path, limit: int) -> list[Path]:
@@ -325,8 +338,11 @@ def _collect(kind: str, src_root: Path, files: Sequence[Path], into: Path, label
              max_samples: int) -> tuple[list[SampleRef], list[tuple[str, str]]]:
     samples: list[SampleRef] = []
     skipped: list[tuple[str, str]] = []
+    if kind != "script":
+        skipped = [(p.relative_to(src_root).as_posix()[:200], PY_IGNORED) for p in files if p.suffix.lower() == ".py"]
     if kind == "text":
-        found, skipped = _text_samples(files, src_root)
+        found, text_skipped = _text_samples(files, src_root)
+        skipped += text_skipped
         copied: dict[str, str] = {}
         for rel, line, label in found[:max_samples]:
             if rel not in copied:
@@ -348,8 +364,8 @@ def _collect(kind: str, src_root: Path, files: Sequence[Path], into: Path, label
     check = {"image": _check_image, "audio": _check_wav, "tensor": _check_tensor}[kind]
     for p in files:
         rel = p.relative_to(src_root)
-        if p.name in ("labels.json", "labels.csv"):
-            continue
+        if p.name in ("labels.json", "labels.csv") or p.suffix.lower() == ".py":
+            continue              # a .py was listed as ignored above
         if p.suffix.lower() not in suffixes:
             skipped.append((rel.as_posix()[:200], f"not a {kind} file ({p.suffix or 'no suffix'})"))
             continue

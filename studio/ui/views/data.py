@@ -14,6 +14,9 @@ from studio.ui.task_picker import task_flags, target_picker, task_picker
 PRESETS = ["from the model", *api.recipe_choices()["preset"]]
 ENGINES = {"ONNX Runtime": "onnxruntime", "OpenVINO": "openvino", "MNN": "mnn", "LiteRT": "litert"}
 _CONFIRM = "data_confirm_delete"
+KINDS = ["auto", "image", "audio", "text", "tensor", "script"]
+KIND_LABELS = {"auto": "auto (never runs code)", "image": "image", "audio": "audio", "text": "text",
+               "tensor": "tensor", "script": "script (executes the .py)"}
 
 
 def _add(project, handle) -> None:
@@ -25,10 +28,20 @@ def _add(project, handle) -> None:
                                    "edited once the dataset is added)")
         split = c3.slider("Calibration part", 0.0, 1.0, 0.5, 0.05, key="data_split",
                           help="The rest is the evaluation part (fixed seed)")
-        kwargs = {"model": handle, "preset": None if preset == PRESETS[0] else preset,
-                  "calibration_fraction": float(split)}
         up = st.file_uploader("A zip of images (sub-folders = labels), WAV or .npy files, or one .npz / .jsonl / "
                               "load_data() .py file", type=["zip", "npz", "jsonl", "py"], key="data_upload")
+        kind = st.selectbox("Kind", KINDS, key="data_kind", format_func=KIND_LABELS.get,
+                            help="auto never runs code: a .py file in a zip is listed as ignored. A data-loader "
+                                 "script runs only when you choose the script kind here.")
+        if kind == "script":
+            st.warning(f"**{widgets.md_escape(up.name if up is not None else 'the uploaded .py file', 80)}** will be "
+                       "executed as the studio's user, with its rights (its reads are not fenced): choose this "
+                       "only for code you trust.")
+        elif up is not None and up.name.lower().endswith(".py"):
+            st.info("A .py file is a data-loader script: it runs only if you choose the kind "
+                    "'script (executes the .py)'.")
+        kwargs = {"model": handle, "preset": None if preset == PRESETS[0] else preset,
+                  "calibration_fraction": float(split), "kind": kind}
         cols = st.columns([1, 1, 3])
         if cols[0].button("Add upload", disabled=up is None, key="data_add_upload"):
             ds = widgets.guarded(lambda: api.add_dataset_upload(project, up.name, up.getvalue(),
@@ -40,7 +53,7 @@ def _add(project, handle) -> None:
         if cols[1].button("Add sample photos", key="data_add_photos",
                           help="12 free photos (4 subjects) that ship with the studio"):
             ds = widgets.guarded(lambda: api.add_dataset(project, api.sample_photos_folder(),
-                                                         name=name or "sample-photos", **kwargs),
+                                                         name=name or "sample-photos", **{**kwargs, "kind": "auto"}),
                                  spinner="Importing the photos…")
             if ds is not None:
                 st.session_state["data_selected"] = ds.id
