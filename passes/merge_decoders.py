@@ -7,13 +7,15 @@ Every value and node inside a branch gets the branch's prefix (``with_past/``, `
 graph is in SSA form across its subgraphs (no branch value shadows an outer one). The merge is verified:
 ONNX Runtime runs the pair and the merged model on a prefill step (``use_cache_branch`` False, empty
 past, against the decoder) and a decode step (True, a past of 8, against the decoder-with-past), and
-every output must be equal. Two decoders whose inputs, outputs or cache do not fit together are a
-one-line error naming both sides.
+every output must be equal, or the merge is refused before anything is written. Two decoders whose
+inputs, outputs or cache do not fit together, or that come from two exports (vocabulary, hidden size,
+cache layout, weights that are not the same), are a one-line error naming both sides.
 """
 
 from __future__ import annotations
 
 import hashlib
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -144,6 +146,43 @@ def _opsets(a: ModelProto, b: ModelProto) -> list:
     return [helper.make_opsetid(d, v) for d, v in versions.items()]
 
 
+# Facts two halves of one export share (DecoderSpec fields): a difference means two exports.
+_SAME_EXPORT = (("vocab", "vocabulary"), ("hidden", "hidden size"), ("layers", "layers"), ("heads", "attention heads"),
+                ("kv_heads", "KV heads"), ("head_dim", "head dim"), ("value_head_dim", "value head dim"),
+                ("kv_dtype", "cache dtype"), ("cache_layout", "cache layout"), ("positions", "positions"),
+                ("norm", "norm"))
+# Weights of at least this many bytes are the model's (matrices, embeddings, norms of real sizes); smaller
+# tensors are shape constants an exporter may fold differently in the two graphs.
+SHARED_WEIGHT_BYTES = 1024
+
+
+def _same_export(decoder: ModelProto, with_past: ModelProto) -> None:
+    """The two must be halves of one export: the same architecture facts (vocabulary, hidden size, cache
+    layout...) and the same weights, each weight of the one found by content in the other. Verification
+    alone cannot see this: each branch is compared with its own half, so two unrelated decoders pass it."""
+    d_spec, p_spec = recognize(decoder), recognize(with_past)
+    for attr, label in _SAME_EXPORT:
+        a, b = getattr(d_spec, attr, None), getattr(p_spec, attr, None)
+        if a is not None and b is not None and a != b:
+            raise DecoderError(f"the decoder and the decoder with past come from different exports: {label} {a} in "
+                               f"the decoder but {b} in the decoder with past; give the two files of one export",
+                               code="MERGE-EXPORTS")
+    logits = [(value_info(vi).shape or (None,))[-1] for m in (decoder, with_past) for vi in m.graph.output
+              if vi.name == (p_spec.logits or "logits")]
+    if len(logits) == 2 and all(isinstance(x, int) for x in logits) and logits[0] != logits[1]:
+        raise DecoderError(f"the decoder and the decoder with past come from different exports: logits of size "
+                           f"{logits[0]} in the decoder but {logits[1]} in the decoder with past", code="MERGE-EXPORTS")
+    for one, other, which, where in ((decoder, with_past, "decoder", "decoder with past"),
+                                     (with_past, decoder, "decoder with past", "decoder")):
+        have = {_content_key(t) for t in other.graph.initializer}
+        for t in one.graph.initializer:
+            size = len(t.raw_data) or t.ByteSize()
+            if size >= SHARED_WEIGHT_BYTES and _content_key(t) not in have:
+                raise DecoderError(f"the decoder and the decoder with past come from different exports: weight "
+                                   f"{short(t.name)} ({size} bytes) of the {which} is not in the {where} (the two "
+                                   "halves of one export share every weight)", code="MERGE-EXPORTS")
+
+
 # ------------------------------------------------------------------------------ the merge
 
 
@@ -193,6 +232,7 @@ def merge_decoder_protos(decoder: ModelProto, with_past: ModelProto) -> tuple[Mo
     ``{"initializers": n, "initializers_before": n, "bytes_saved": b}``."""
     decoder, with_past, spec = _roles(decoder, with_past)
     _check_pair(decoder, with_past)
+    _same_export(decoder, with_past)
     opsets = _opsets(with_past, decoder)
     merged_inits: list[TensorProto] = []
     by_content: dict[tuple, str] = {}
@@ -298,11 +338,21 @@ def merge_decoders(decoder_path: str | Path, with_past_path: str | Path, output:
     small = merged.ByteSize() < _IN_MEMORY_CHECK_BYTES
     if small:
         _checked(merged)
+    steps: tuple[MergeStep, ...] = ()
+    if verify:          # verified in a scratch copy first: a merge that differs from the pair is never written
+        with tempfile.TemporaryDirectory(prefix="studio-merge-decoders-") as tmp:
+            scratch = save_model(merged, Path(tmp) / "merged.onnx", shown="the merged model (scratch)")
+            if not small:
+                _checked(str(scratch))   # by path: a model over 2 GiB cannot be checked as one protobuf
+            steps = _verify(scratch, d_path, p_path, merged, decoder, pool_key=pool_key, dims=dims)
+        bad = next((s for s in steps if not s.ok), None)
+        if bad is not None:
+            raise StudioError(f"the merged model differs from the {bad.against} on the {bad.label} "
+                              f"({bad.summary[:200]}); refused, nothing was written", code="MERGE-MISMATCH")
     written = save_model(merged, Path(output))
-    if not small:
-        _checked(str(written))           # by path: a model over 2 GiB cannot be checked as one protobuf
+    if not small and not verify:
+        _checked(str(written))
     spec = recognize(merged)
-    steps = _verify(written, d_path, p_path, merged, decoder, pool_key=pool_key, dims=dims) if verify else ()
     return MergeResult(str(written), spec.convention if spec else "?", counts["initializers"],
                        counts["initializers_before"], counts["bytes_saved"], steps, bool(verify),
                        round(time.monotonic() - start, 3))

@@ -1,6 +1,7 @@
 """``onnx-studio merge-decoders DECODER WITH_PAST -o MERGED.onnx [--no-verify] [--dim NAME=VALUE] [--json]``:
 one model from a decoder and its decoder-with-past under an ``If`` on ``use_cache_branch`` (optimum's
-merged convention), verified on a prefill and a decode step; exit 1 when the merged model's outputs differ."""
+merged convention), verified on a prefill and a decode step before it is written; a pair from two exports, or a
+merged model whose outputs differ, is refused in one line (exit 2) and nothing is written."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from studio.core.fmt import human_bytes, printable
 
 NAME = "merge-decoders"
 HELP = ("Merge a decoder and its decoder-with-past into one model (If on use_cache_branch, weights shared), "
-        "verified on a prefill and a decode step; exit 1 when the merged outputs differ.")
+        "verified on a prefill and a decode step before it is written; two exports (vocabulary, sizes, weights) "
+        "or outputs that differ are refused, nothing written.")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -143,18 +143,30 @@ def test_a_pair_that_does_not_fit_is_one_line_naming_both_sides(tmp_path, capsys
     assert err.startswith("error: the decoder's outputs") and err.count("\n") == 1
 
 
-def test_different_weights_are_kept_apart(tmp_path):
-    """A with-past model with other weights (seed): nothing is shared by content, names that clash get the
-    branch's prefix, and the merged model still equals each of the pair on its own step."""
-    d = _save(build_gpt2_decoder(seed=5), tmp_path / "d.onnx")
-    result = api.merge_decoders(d, WITH_PAST, tmp_path / "m.onnx")
-    assert result.ok and result.bytes_saved < 4096 and result.initializers > 1.8 * 29
-    names = [t.name for t in onnx.load(str(tmp_path / "m.onnx")).graph.initializer]
-    assert len(names) == len(set(names)) and any(n.startswith("no_past/") for n in names)
+def test_two_exports_are_refused_in_one_line_naming_what_differs(tmp_path):
+    """Halves of two different exports (issue 31: vocab 32 vs 16 was accepted and called verified, since each
+    branch equals its own half): different vocabularies, hidden sizes or weights are refused, nothing written."""
+    from dataclasses import replace
+
+    from sample_models.decoders import GPT2_TINY
+
+    out = tmp_path / "o" / "m.onnx"
+    cases = [(build_gpt2_decoder(replace(GPT2_TINY, vocab=32)), build_gpt2_with_past(replace(GPT2_TINY, vocab=16)),
+              ("different exports", "vocabulary 32 in the decoder but 16")),
+             (build_gpt2_decoder(replace(GPT2_TINY, hidden=48, heads=6)), build_gpt2_with_past(),
+              ("different exports", "hidden size 48")),
+             (build_gpt2_decoder(seed=5), build_gpt2_with_past(), ("different exports", "weight", "is not in the"))]
+    for i, (d, p, needles) in enumerate(cases):
+        with pytest.raises(StudioError) as e:
+            api.merge_decoders(_save(d, tmp_path / f"d{i}.onnx"), _save(p, tmp_path / f"p{i}.onnx"), out)
+        assert_user_message(str(e.value), *needles)
+        assert e.value.code == "MERGE-EXPORTS"
+    assert not out.parent.exists()
 
 
-def test_verification_catches_swapped_branches(tmp_path, monkeypatch):
-    """Branches swapped (the no-past graph on use_cache_branch True): the decode step must not pass."""
+def test_verification_refuses_swapped_branches_and_writes_nothing(tmp_path, monkeypatch):
+    """Branches swapped (the no-past graph on use_cache_branch True): the decode step differs, so the merge
+    is refused in one line and nothing is written (it was written and reported with exit 1)."""
     import passes.merge_decoders as md
 
     real = md.merge_decoder_protos
@@ -169,7 +181,7 @@ def test_verification_catches_swapped_branches(tmp_path, monkeypatch):
         return model, counts
 
     monkeypatch.setattr(md, "merge_decoder_protos", swapped)
-    result = api.merge_decoders(DECODER, WITH_PAST, tmp_path / "m.onnx")
-    steps = {s.name: s for s in result.steps}
-    assert steps["prefill"].ok                  # with an empty past both graphs compute the same
-    assert not steps["decode"].ok and not result.ok, steps["decode"]
+    with pytest.raises(StudioError) as e:
+        api.merge_decoders(DECODER, WITH_PAST, tmp_path / "o" / "m.onnx")
+    assert_user_message(str(e.value), "differs from the decoder with past", "decode", "refused")
+    assert e.value.code == "MERGE-MISMATCH" and not (tmp_path / "o").exists()
