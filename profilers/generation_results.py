@@ -19,18 +19,26 @@ import numpy as np
 from profilers.profile import MachineInfo
 from profilers.stats import LatencyStats, RatioEstimate
 from profilers.variants import Variant
+from studio.core.bounds import OutOfRange, bounded_int, number_text
 from studio.core.errors import StudioError
 from studio.core.sandbox import GiB, Limits, default_limits
 
 __all__ = ["CaseResult", "GenerationOptions", "GenerationProfile", "GenerationRatio", "GenerationVariant"]
 
 
-def _ints(values: Sequence[int], name: str, low: int = 1) -> tuple[int, ...]:
+# The tokens one case may feed (prompt length x batch): 2^24 int64 ids are 128 MiB per input, far beyond any
+# decoder's context; 10^9 would be 7.45 GiB allocated before the model says no (a context the model does not
+# declare is not checked against it).
+MAX_CASE_TOKENS = 2**24
+MAX_GENERATIONS = 10_000
+
+
+def _ints(values: Sequence[int], name: str, low: int = 1, high: int = MAX_CASE_TOKENS) -> tuple[int, ...]:
     out = []
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < low:
-            raise StudioError(f"{name} must be integers >= {low}, got {v!r}", code="BAD-OPTION")
-        out.append(int(v))
+            raise StudioError(f"{name} must be integers >= {low}, got {number_text(v)}", code="BAD-OPTION")
+        out.append(bounded_int(int(v), f"each of the {name}", low, high))
     if not out:
         raise StudioError(f"give at least one {name.rstrip('s')}", code="BAD-OPTION")
     return tuple(dict.fromkeys(out))
@@ -55,11 +63,18 @@ class GenerationOptions:
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompt_lengths", _ints(self.prompt_lengths, "prompt lengths"))
         object.__setattr__(self, "batch_sizes", _ints(self.batch_sizes, "batch sizes"))
-        for name, low in (("new_tokens", 2), ("generations", 1), ("warmup", 0)):
+        for name, low, high in (("new_tokens", 2, MAX_CASE_TOKENS), ("generations", 1, MAX_GENERATIONS),
+                                ("warmup", 0, MAX_GENERATIONS)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise StudioError(f"{name.replace('_', ' ')} must be an integer >= {low}, got {value!r}",
+                raise StudioError(f"{name.replace('_', ' ')} must be an integer >= {low}, got {number_text(value)}",
                                   code="BAD-OPTION")
+            bounded_int(value, name.replace("_", " "), low, high)
+        longest = max(self.prompt_lengths) + self.new_tokens
+        if longest * max(self.batch_sizes) > MAX_CASE_TOKENS:
+            raise OutOfRange(f"prompt length {max(self.prompt_lengths):,} + {self.new_tokens:,} new tokens at batch "
+                             f"{max(self.batch_sizes):,} is {number_text(longest * max(self.batch_sizes))} tokens: "
+                             f"a case may hold at most {MAX_CASE_TOKENS:,} (2^24) tokens")
         for name in ("timeout_s", "memory_gb"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):

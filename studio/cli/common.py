@@ -5,21 +5,44 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from studio.core import jsonsafe
+from studio.core.bounds import MAX_DIM, OutOfRange, bounded_int
 from studio.core.errors import StudioError
 
 
 def positive_ints(text: str) -> list[int]:
-    """An argparse type: comma-separated positive integers ("1,2,4"), or a usage error naming the text."""
+    """An argparse type: comma-separated integers from 1 to 2^31 - 1 ("1,2,4"), or a usage error naming
+    the text and the domain (before any work: 10^400 is not a size to try)."""
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text[:40]!r}") from None
-    if not values or any(v < 1 for v in values):
+    if not values:
         raise argparse.ArgumentTypeError("values must be positive integers")
+    for v in values:
+        try:
+            bounded_int(v, "each value", 1, MAX_DIM)
+        except OutOfRange as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
     return values
+
+
+def bounded(low: int = 1, high: int = MAX_DIM) -> Callable[[str], int]:
+    """An argparse type: one integer in ``low..high``, else a usage error naming the domain."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}") from None
+        try:
+            return bounded_int(value, "it", low, high)
+        except OutOfRange as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.__name__ = "integer"      # argparse names the type in its own messages
+    return parse
 
 
 def parse_dims(items: list[str] | None) -> dict[str, int]:
@@ -30,11 +53,10 @@ def parse_dims(items: list[str] | None) -> dict[str, int]:
         if not sep or not name:
             raise StudioError(f"--dim expects NAME=VALUE, got '{item[:60]}'")
         try:
-            dims[name] = int(value)
+            parsed = int(value)
         except ValueError:
-            raise StudioError(f"--dim {name}: '{value[:30]}' is not an integer") from None
-        if dims[name] <= 0:
-            raise StudioError(f"--dim {name}: value must be positive")
+            raise StudioError(f"--dim {name[:60]}: '{value[:30]}' is not an integer") from None
+        dims[name] = bounded_int(parsed, f"--dim {name[:60]}", 1, MAX_DIM)
     return dims
 
 

@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from studio import api
-from studio.cli.common import print_json
+from studio.cli.common import bounded, print_json
 from studio.cli.project_args import keep_json
 from studio.core.fmt import human_bytes, human_count, printable
 
@@ -21,8 +21,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--decoder", action="store_true",
                    help="the KV-cache decoder view: convention, layers, heads, KV bytes per token, KV budget "
                         "(reads no weights)")
-    g.add_argument("--kv-length", type=int, metavar="N", help="with --decoder: tokens per sequence (default: context)")
-    g.add_argument("--batch", type=int, default=1, metavar="B", help="with --decoder: sequences (default: 1)")
+    g.add_argument("--kv-length", type=bounded(), metavar="N",
+                   help="with --decoder: tokens per sequence, 1 to 2^31-1 (default: context)")
+    g.add_argument("--batch", type=bounded(), default=1, metavar="B",
+                   help="with --decoder: sequences, 1 to 2^31-1 (default: 1)")
     g.add_argument("--memory", metavar="SIZE", help="with --decoder: memory for weights + KV cache, e.g. 16GiB, "
                                                      "16GB, 512MiB (default: this machine's RAM)")
     g.add_argument("--kv-dtype", choices=sorted(_KV_DTYPES), help="with --decoder: budget at this KV dtype "

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
+from studio.core.bounds import MAX_DIM, OutOfRange, bounded_int
 from studio.core.errors import StudioError
 from studio.core.types import Dim, dtype_name, value_info
 from studio.inspect.decoder_cache import (CacheEntry, DecoderError, cache_entries, cache_io, cache_layout,
@@ -208,6 +209,11 @@ def _o_proj_width(view: _View, present_value: str) -> int | None:
 # ------------------------------------------------------------------------------ recognition
 
 
+# The facts that are sizes, each from 1 to 2^31 - 1 (a head dim of 0 divides by zero, 0 KV heads budget nothing).
+_SIZES = {"layers": "layer count", "heads": "head count", "kv_heads": "KV head count", "head_dim": "head dim",
+          "hidden": "hidden size", "vocab": "vocabulary", "context": "context length"}
+
+
 class _Facts:
     """The values found so far, each with its first source."""
 
@@ -219,6 +225,11 @@ class _Facts:
     def set(self, name: str, value, source: str, *, override: bool = False) -> None:
         if value is None or (name in self.values and not override):
             return
+        if name in _SIZES:
+            try:
+                bounded_int(value, f"the decoder's {_SIZES[name]}", 1, MAX_DIM)
+            except OutOfRange as exc:    # a 0 head dim or KV heads, a context of 10^400: no size to budget with
+                raise OutOfRange(f"{exc} (from {short(source, 80)})") from None
         if override:
             self.items = [f for f in self.items if f.name != name]
         self.values[name] = value
@@ -373,6 +384,14 @@ def recognize(model: ModelProto, *, folder: Path | None = None, filename: str | 
                            "fixed sizes ([batch, kv_heads, length, head_dim]) to size the cache",
                            code="DECODER-CACHE-SHAPE")
     cache = tuple(c if c.heads is not None else replace(c, heads=f.get("kv_heads")) for c in cache)
+    for c in cache:              # every entry, values too: a value head dim of 0 sizes nothing either
+        for what, v in (("KV head count", c.heads), ("head dim", c.head_dim)):
+            if v is not None:
+                try:
+                    bounded_int(v, f"the decoder's {what}", 1, MAX_DIM)
+                except OutOfRange as exc:
+                    raise OutOfRange(f"{exc} (cache {short(c.input or c.output, 60)} "
+                                     f"{shape_str(c.past_shape or c.present_shape)})") from None
     input_ids, logits = _tokens(f, view, model, inputs, present_names, convention)
     f.fill(configs, "hidden", *(("vocab",) if convention != "onnx-attention" else ()))
     hidden, head_dim = f.get("hidden"), f.get("head_dim")

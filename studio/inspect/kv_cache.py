@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 
 from onnx import ModelProto
 
+from studio.core.bounds import MAX_DIM, MAX_MEMORY_BYTES, OutOfRange, bounded_int
 from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes
 from studio.core.protowalk import iter_graphs
@@ -186,18 +187,21 @@ def block_params(model: ModelProto, spec: DecoderSpec) -> tuple[BlockParams, ...
 
 
 def parse_memory(text: str | int) -> int:
-    """'16GiB', '16G' (GiB), '16GB' (10^9), '512MiB', '1.5T', or a plain byte count."""
+    """'16GiB', '16G' (GiB), '16GB' (10^9), '512MiB', '1.5T', or a plain byte count, from 1 byte to
+    2^63 - 1 bytes (else one line naming the domain: 10^400 bytes is not a size)."""
     if isinstance(text, int):
-        if text <= 0:
-            raise StudioError(f"memory must be positive, not {text}")
-        return text
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*", str(text), re.IGNORECASE)
+        return bounded_int(text, "memory (bytes)", 1, MAX_MEMORY_BYTES)
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*", str(text)[:200], re.IGNORECASE)
     if not m:
         raise StudioError(f"memory '{str(text)[:40]}' is not a size: write it like 16GiB, 16GB, 512MiB or 8G")
     value, unit, suffix = float(m.group(1)), m.group(2).upper(), m.group(3).lower()
     power = " KMGT".index(unit) if unit else 0
     base = 1000 if suffix == "b" and unit else 1024
-    size = int(value * base ** power)
+    scaled = value * base ** power
+    if not math.isfinite(scaled) or scaled > MAX_MEMORY_BYTES:
+        raise OutOfRange(f"memory '{str(text)[:24]}{'…' if len(str(text)) > 24 else ''}' is out of range: it must be "
+                         "from 1 byte to 2^63 - 1 bytes (8 EiB)")
+    size = int(scaled)
     if size <= 0:
         raise StudioError(f"memory '{str(text)[:40]}' must be more than 0 bytes")
     return size
@@ -233,11 +237,8 @@ def kv_budget(spec: DecoderSpec, weights_bytes: int, *, memory: int | str | None
               batch: int = 1, length: int | None = None) -> KvBudget:
     """The largest batch x length whose cache fits ``memory`` (default: this machine's RAM) beside the
     weights, at ``kv_dtype`` (default: the model's)."""
-    if batch < 1:
-        raise StudioError(f"batch must be at least 1, not {batch}")
-    length = length or spec.context or DEFAULT_LENGTH
-    if length < 1:
-        raise StudioError(f"length must be at least 1, not {length}")
+    batch = bounded_int(batch, "batch", 1, MAX_DIM)
+    length = bounded_int(length if length is not None else spec.context or DEFAULT_LENGTH, "KV length", 1, MAX_DIM)
     source = "given" if memory is not None else "this machine's RAM"
     mem = parse_memory(memory) if memory is not None else machine_memory()
     dtype = kv_dtype or spec.kv_dtype

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from studio.core.bounds import OutOfRange
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.inspect.memory_plan import MemoryPlan
@@ -112,6 +113,8 @@ def plan_feeds(handle: ModelHandle, dims: Mapping[str, int] | None = None
     given = dict(dims or {})
     try:
         spec = recognize(handle.proto, folder=handle.path.parent, filename=handle.path.name)
+    except OutOfRange:
+        raise                         # a head dim of 0, a context of 10^400: one line before any work
     except StudioError:
         spec = None                   # a broken cache contract: plain seeded feeds (the report says why)
     step = None
