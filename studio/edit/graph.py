@@ -26,9 +26,11 @@ def _hint(name: str, known: list[str]) -> str:
     return f"; did you mean {', '.join(repr(c[:60]) for c in close)}?" if close else ""
 
 
-def value(graph: ir.Graph, name: str, op: EditOp, *, what: str = "tensor") -> ir.Value:
-    """The main graph's value ``name``, or a one-line error naming the edit and a near name."""
-    values = main_values(graph)
+def value(graph: ir.Graph, name: str, op: EditOp, *, what: str = "tensor",
+          values: dict[str, ir.Value] | None = None) -> ir.Value:
+    """The main graph's value ``name``, or a one-line error naming the edit and a near name (``values``:
+    the graph's mapping when the caller looks up many names, so each is not a scan of the graph)."""
+    values = main_values(graph) if values is None else values
     v = values.get(name)
     if v is None:
         raise EditError(f"{op.where()}: {what} '{name[:80]}' does not exist in the model{_hint(name, list(values))}")

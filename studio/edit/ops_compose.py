@@ -43,21 +43,50 @@ def _model_like(model: ir.Model, graph: ir.Graph) -> ir.Model:
                     functions=list(model.functions.values()), metadata_props=dict(model.metadata_props))
 
 
-def _extract(model: ir.Model, inputs: list[str], outputs: list[str], op: EditOp) -> ir.Model:
+def _extract(model: ir.Model, inputs: list[str], outputs: list[str], op: EditOp, *, separate: bool = True) -> ir.Model:
     graph = model.graph
     g.infer_types(model)            # the new graph's inputs and outputs need their types
-    ins = [g.value(graph, n, op) for n in inputs]
-    outs = [g.value(graph, n, op) for n in outputs]
+    values = g.main_values(graph)
+    ins = [g.value(graph, n, op, values=values) for n in inputs]
+    outs = [g.value(graph, n, op, values=values) for n in outputs]
     undefined = [v.name for v in _needed_inputs(graph, outs, set(ins)) if v not in ins]
     if undefined:
         raise EditError(f"{op.where()}: the cut leaves input '{undefined[0][:80]}' undefined (the outputs need it); "
                         "add it to the inputs, or cut after it")
-    if not set(ins) <= set(_walked(graph, outs)):
-        unused = [v.name for v in ins if v not in set(_walked(graph, outs))]
+    walked = set(_walked(graph, outs, stop=set(ins)))
+    unused = [v.name for v in ins if v not in walked]
+    if unused:
         raise EditError(f"{op.where()}: input '{unused[0][:80]}' is not on any path to the chosen outputs")
+    if separate:
+        _check_separates(ins, walked, op)
     sub = ir.convenience.extract(graph, ins, outs)
     _keep_order(graph, sub)
     return _model_like(model, sub)
+
+
+def _check_separates(ins: list[ir.Value], kept: set[ir.Value], op: EditOp) -> None:
+    """A cut separates the graph when no chosen input is computed (through nodes left out) from the kept
+    part: from another chosen input or a value a kept node makes. Otherwise the extracted model takes as
+    a free input what the original derives from its other inputs, and its numbers mean nothing. One walk
+    up from the inputs, with one visited set: linear in the graph."""
+    chosen = set(ins)
+    seen: set[ir.Value] = set()
+    for x in ins:
+        producer = x.producer()
+        todo = [(v, producer) for v in (producer.inputs if producer is not None else ()) if v is not None]
+        while todo:
+            v, via = todo.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in chosen or (v in kept and v.producer() is not None):
+                raise EditError(f"{op.where()}: the cut does not separate the graph: input '{x.name[:60]}' is computed "
+                                f"from '{v.name[:60]}' (through node '{(via.name or via.op_type)[:60]}', left out of "
+                                "the part), which the part also reads; cut at one of them only, or keep the nodes "
+                                "between them")
+            p = v.producer()
+            if p is not None:
+                todo.extend((u, via) for u in p.inputs if u is not None)
 
 
 def _keep_order(graph: ir.Graph, sub: ir.Graph) -> None:
@@ -71,16 +100,18 @@ def _keep_order(graph: ir.Graph, sub: ir.Graph) -> None:
         sub.register_initializer(v)
 
 
-def _walked(graph: ir.Graph, outputs: list[ir.Value]) -> list[ir.Value]:
+def _walked(graph: ir.Graph, outputs: list[ir.Value], stop: set[ir.Value] | None = None) -> list[ir.Value]:
+    """Values the outputs are computed from, walking up (not past ``stop``): linear in the graph."""
     seen, todo = [], list(outputs)
     marks: set[ir.Value] = set()
+    stop = stop or set()
     while todo:
         v = todo.pop()
         if v in marks:
             continue
         marks.add(v)
         seen.append(v)
-        if v.producer() is not None:
+        if v.producer() is not None and v not in stop:
             todo.extend(x for x in v.producer().inputs if x is not None)
     return seen
 
@@ -108,7 +139,8 @@ def split(state: EditState, op: EditOp) -> None:
     if any(v.is_graph_output() for v in cut) and len(cut) == len(outs):
         raise EditError(f"{op.where()}: the cut is the model's outputs; nothing is left for the second part")
     first = _extract(state.model, [v.name for v in first_inputs], [v.name for v in cut], op)
-    second = _extract(state.model, [v.name for v in second_inputs], [v.name for v in outs], op)
+    # the second part takes the cut and the original inputs still needed: consistent when run after the first
+    second = _extract(state.model, [v.name for v in second_inputs], [v.name for v in outs], op, separate=False)
     state.model = first
     state.extra.append(second)
     state.did(STRUCTURE, f"split at {', '.join(v.name for v in cut)}: {first.graph.num_nodes()} + "

@@ -117,12 +117,14 @@ def rename(state: EditState, op: EditOp) -> None:
     picked = [(values[old], new) for old, new in tensors.items()]
     for v, _ in picked:          # two steps: a swap (a->b, b->a) must not collide half-way
         v.name = f"\0{v.name}"
-    for (v, new), old in zip(picked, tensors):
+    for v, new in picked:
         v.name = new
-        state.record_rename(old, new)
+    state.record_renames(dict(tensors))
     for node_, new in zip(targets, nodes.values()):
         node_.name = new
-    state.did(KEEPS, f"renamed {len(tensors)} tensors and {len(nodes)} nodes")
+    io = [f"{old} -> {new}" for (v, new), old in zip(picked, tensors) if v.is_graph_input() or v.is_graph_output()]
+    state.did(KEEPS, f"renamed {len(tensors)} tensors and {len(nodes)} nodes" + (
+        f"; interface change, graph inputs/outputs renamed: {', '.join(io[:6])}" if io else ""))
 
 
 def _attr(name: str, value, existing: ir.Attr | None, type_name: str | None, op: EditOp) -> ir.Attr:

@@ -30,7 +30,14 @@ class EditState:
         return self.renamed.get(name, name)
 
     def record_rename(self, old: str, new: str) -> None:
-        self.renamed[new] = self.renamed.pop(old, old)
+        self.record_renames({old: new})
+
+    def record_renames(self, pairs: dict[str, str]) -> None:
+        """Several renames at once: a swap (a -> b, b -> a) maps each new name to its own original."""
+        origins = {new: self.renamed.get(old, old) for old, new in pairs.items()}
+        for old in pairs:
+            self.renamed.pop(old, None)
+        self.renamed.update(origins)
 
     def did(self, kind: str, note: str) -> None:
         self.kinds.append(kind)

@@ -65,14 +65,16 @@ def _with_original_io(model: ir.Model, renamed: dict[str, str], source: Path) ->
 
     copy = from_proto(to_proto(model))
     ir_external.set_base_dir(copy.graph, str(source.parent))
+    io = list(dict.fromkeys([*copy.graph.inputs, *copy.graph.outputs]))
+    targets = [(v, renamed.get(v.name, v.name)) for v in io]
+    for i, (v, _) in enumerate(targets):       # two steps: a swap (boxes <-> scores) must not collide half-way
+        v.name = f"\0studio_edit_io{i}"
     values = g.all_values(copy.graph)
-    for v in [*copy.graph.inputs, *copy.graph.outputs]:
-        old = renamed.get(v.name)
-        if old and old != v.name:
-            clash = values.get(old)
-            if clash is not None and clash is not v:
-                clash.name = f"{old}__studio_edit_shadow"
-            v.name = old
+    for v, old in targets:
+        clash = values.get(old)
+        if clash is not None and clash is not v:
+            clash.name = f"{old}__studio_edit_shadow"
+        v.name = old
     return copy
 
 

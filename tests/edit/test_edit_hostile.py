@@ -104,3 +104,73 @@ def test_merge_of_models_at_different_opsets_is_refused(tmp_path):
     with pytest.raises(StudioError) as err:
         _merge(tmp_path, a, _weighted("B", "u", "v", -0.5), [["y", "u"]])
     assert_user_message(str(err.value), "ai.onnx at versions 13 and 17", "convert")
+
+
+DETECTOR = """<ir_version: 8, opset_import: ["" : 17]>
+det (float[1,3,8,8] image) => (float[1,4,8,8] boxes, float[1,4,8,8] scores)
+<float[4,3,3,3] w1 = {%s}, float[4,4,1,1] w2 = {%s}> {
+  c1 = Conv <pads = [1,1,1,1]> (image, w1)
+  feat = Relu(c1)
+  head = Conv(feat, w2)
+  boxes = Mul(head, head)
+  scores = Sigmoid(head)
+}"""
+
+
+@pytest.fixture()
+def detector(tmp_path):
+    rng = np.random.default_rng(1)
+    text = DETECTOR % tuple(", ".join(f"{x:.4f}" for x in rng.normal(size=n)) for n in (108, 16))
+    m = onnx.parser.parse_model(text)
+    for i, n in enumerate(m.graph.node):
+        n.name = f"{n.op_type.lower()}{i}"
+    path = tmp_path / "det.onnx"
+    onnx.save(m, path)
+    return path
+
+
+FEEDS = {"image": np.random.default_rng(7).normal(size=(1, 3, 8, 8)).astype(np.float32)}
+
+
+def test_swapping_two_output_names_is_a_rename_verified_by_name(detector, tmp_path):
+    out = tmp_path / "o" / "swapped.onnx"
+    res = api.edit(api.load(detector), [{"op": "rename", "tensors": {"boxes": "scores", "scores": "boxes"}}], out)
+    want, got = ort_reference(detector, FEEDS), ort_reference(out, FEEDS)
+    np.testing.assert_array_equal(got["scores"], want["boxes"])          # by name: the values moved with it
+    np.testing.assert_array_equal(got["boxes"], want["scores"])
+    assert res.verification.status == "passed" and res.verification.method == "numeric", res.verification
+    assert res.interface_changed and "interface" in res.notes[0] and "boxes -> scores" in res.notes[0]
+
+
+def _diamond(path) -> None:
+    """x -> a = Relu(x) -> t = Exp(a); y = Add(a, t): t is computed from a, which y also reads."""
+    m = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+dia (float[2,3] x) => (float[2,3] y) {
+  a = Relu(x)
+  t = Exp(a)
+  y = Add(a, t)
+}""")
+    for i, n in enumerate(m.graph.node):
+        n.name = f"{n.op_type.lower()}{i}"
+    onnx.save(m, path)
+
+
+@pytest.mark.parametrize("inputs, words", [
+    (["x", "t"], ("'t'", "does not separate", "'a'", "exp1")),     # t made from the kept part's own a
+    (["a", "t"], ("'t'", "does not separate", "'a'")),              # t made from the other chosen input
+])
+def test_an_extract_whose_cut_does_not_separate_the_graph_is_refused(tmp_path, inputs, words):
+    _diamond(tmp_path / "dia.onnx")
+    out = tmp_path / "o" / "part.onnx"
+    with pytest.raises(StudioError) as err:
+        api.edit(api.load(tmp_path / "dia.onnx"), [{"op": "extract", "inputs": inputs, "outputs": ["y"]}], out)
+    assert_user_message(str(err.value), *words)
+    assert not out.parent.exists()
+
+
+def test_an_extract_whose_cut_separates_is_written(tmp_path):
+    _diamond(tmp_path / "dia.onnx")
+    out = tmp_path / "o" / "part.onnx"
+    api.edit(api.load(tmp_path / "dia.onnx"), [{"op": "extract", "inputs": ["a"], "outputs": ["y"]}], out)
+    a = np.abs(X)
+    np.testing.assert_allclose(ort_reference(out, {"a": a})["y"], a + np.exp(a), rtol=1e-6)
