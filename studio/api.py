@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from studio.core.dim_hints import DimHint
+from studio.core.dim_hints import DerivedDim, DimHint
 from studio.core.dim_hints import dim_hints as _dim_hints
 from studio.core.errors import StudioError
 from studio.core.findings import Finding, Report
@@ -196,10 +196,21 @@ def dim_hints(handle: ModelHandle) -> tuple[DimHint, ...]:
 
 
 def input_dim_keys(handle: ModelHandle) -> tuple[str, ...]:
-    """Every free dim of the model's inputs, as ``dims`` keys: its name, or INPUT[AXIS] for an unnamed one."""
+    """Every free dim of the model's inputs, as ``dims`` keys: its name, or INPUT[AXIS] for an unnamed one.
+    A derived dim (``past_sequence_length + sequence_length``: :func:`derived_dims`) is not free: its
+    parts set it."""
     from studio.inspect.edge_shapes import pinned_inputs
 
-    return pinned_inputs(handle.proto, {}).keys
+    derived = {d.key for d in derived_dims(handle)}
+    return tuple(k for k in pinned_inputs(handle.proto, {}).keys if k not in derived)
+
+
+def derived_dims(handle: ModelHandle) -> tuple[DerivedDim, ...]:
+    """The input dims written as formulas of other input dims (an optimum decoder's
+    ``past_sequence_length + sequence_length``): computed from their parts, never set on their own."""
+    from studio.core.dim_hints import model_derived_dims
+
+    return model_derived_dims(handle.proto)
 
 
 def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHandle]],
@@ -647,17 +658,22 @@ def _is_script(script: Any) -> bool:
 
 
 def add_edited_version(model: ProjectModel | Workspace, parent: str, result: Any, *, label: str = "edit",
-                       job_id: str | None = None) -> Version:
+                       job_id: str | None = None, source_sha256: str | None = None) -> Version:
     """The edited model as a new version whose provenance records the script (undo: select ``parent``).
     A split's later parts become versions too (children of ``parent``, labelled ``... part N``); the
-    first part is returned."""
+    first part is returned. In a project, an edit that changes no byte is refused as "same as vN" (R63)
+    and ``source_sha256`` (the content edited) must be ``parent``'s (R59)."""
     from studio.edit import provenance
+    from studio.projects import ProjectModel as _ProjectModel
 
     if not result.outputs:
         raise StudioError("the edit wrote no model to keep", code="NO-RESULT")
-    kwargs = {"job_id": job_id} if job_id is not None else {}
+    kwargs: dict[str, Any] = {"job_id": job_id} if job_id is not None else {}
+    if isinstance(model, _ProjectModel):
+        kwargs.update(refuse_same=True, source_sha256=source_sha256)
     first = model.add_file(result.outputs[0], label=label, parent=parent, provenance=provenance(result, parent),
                            **kwargs)
+    kwargs.pop("refuse_same", None)           # a later part may equal another version: it is still a part
     for i, path in enumerate(result.outputs[1:], 2):
         model.add_file(path, label=f"{label[:50]} part {i}", parent=parent,
                        provenance={**provenance(result, parent), "part": i}, **kwargs)
@@ -1051,9 +1067,14 @@ def model_for(project: Project | str, source: str | Path | ModelHandle) -> tuple
 
 
 def add_version(model: ProjectModel, source: str | Path | ModelHandle, *, label: str, parent: str | None,
-                provenance: dict | None = None, job_id: str | None = None) -> Version:
-    """Store a model file as a new version of ``model`` (content-addressed, written once)."""
-    return model.add_file(source, label=label, parent=parent, provenance=provenance, job_id=job_id)
+                provenance: dict | None = None, job_id: str | None = None, source_sha256: str | None = None,
+                refuse_same: bool = False) -> Version:
+    """Store a model file as a new version of ``model`` (content-addressed, written once). A result derived
+    from a model (a precision variant) passes ``source_sha256``, the content it was computed on: unless
+    that is ``parent``'s, nothing is saved (``WrongSourceError``, R59). ``refuse_same``: a byte-identical
+    version is refused as "same as vN" (``SameContentError``, R63)."""
+    return model.add_file(source, label=label, parent=parent, provenance=provenance, job_id=job_id,
+                          source_sha256=source_sha256, refuse_same=refuse_same)
 
 
 def list_versions(model: ProjectModel) -> tuple[Version, ...]:
@@ -1147,10 +1168,19 @@ def dataset(project: Project | str, id_or_name: str):
     return get_dataset(_project(project), id_or_name)
 
 
-def remove_dataset(project: Project | str, id_or_name: str) -> None:
+def remove_dataset(project: Project | str, id_or_name: str) -> str | None:
+    """Delete the dataset (its row and its own folder). A damaged row that points outside the
+    project is removed and nothing is deleted; the returned note says so (None otherwise)."""
     from studio.data.project_data import remove_dataset as _rm
 
-    _rm(_project(project), id_or_name)
+    return _rm(_project(project), id_or_name)
+
+
+def dataset_damage(project: Project | str, row) -> str | None:
+    """Why a dataset row (:func:`project_datasets`) does not point at the project's own folder, or None."""
+    from studio.data.project_data import dataset_damage as _damage
+
+    return _damage(_project(project), row)
 
 
 def preview_dataset(ds, handle: ModelHandle, count: int = 4, part: str = "all") -> list[dict]:

@@ -5,15 +5,27 @@ A detector exported for 320x320 says so in its metadata (Ultralytics writes
 other side, a graph that resizes (or reshapes) its input to a constant size says
 that size, and a dim named ``height_320`` (or ``640``, ``h=640``) carries its value. Seeding, shape
 fixes, export verification and TensorRT profiles should start from those values,
-not from a silent 224 (or 16 tokens): every value here carries its reason.
+not from a silent 224 (or 16 tokens): every value here carries its reason and where it came from
+(``origin``: metadata, graph, sibling axis, name rule).
+
+Never made up (issue 32 item 5): exporters name the dims they know nothing about (tf2onnx ``unk__214``,
+paddle2onnx ``p2o.DynamicDimension.0``, torch dynamo ``s0``, ``Addoutput_dim_0``): the number in such a
+name is a counter, not a size (magika's ``unk__214`` was proposed as 214). A float 4-D tensor is an image
+only when its free axes are not named for a sequence and the tensor is no cache: a GPT-2 decoder's
+``past_key_values [batch, 4, past_sequence_length, 8]`` has 4 heads, not 4 channels, and its head size 8
+is no "static width" of the past length. A dim written as a formula of other input dims
+(``past_sequence_length + sequence_length``) is derived: computed from its parts, never set on its own.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from onnx import ModelProto
+
+from studio.core.errors import StudioError
 
 _SIZE_KEYS = ("imgsz", "img_size", "image_size", "input_size", "input_shape", "imgsize", "image_shape",
               "resolution")
@@ -26,6 +38,20 @@ _PASS_THROUGH = frozenset({"Cast", "Identity", "Sub", "Div", "Mul", "Add", "Clip
 _MAX_WALK = 64
 _MIN_SIDE, _MAX_SIDE = 8, 16384
 
+# Names exporters give dims they know nothing about: a counter, never a size.
+_AUTO_NAME = re.compile(
+    r"^(?:unk__\d+"                              # tf2onnx, ONNX/ORT symbolic shape inference
+    r"|p2o\.DynamicDimension\.\d+"               # paddle2onnx
+    r"|DynamicDimension\.\d+"
+    r"|[su]\d+"                                  # torch dynamo symbols (s0, s77; u0 unbacked)
+    r"|\w*_dim_\d+"                              # torch.onnx's TorchScript path (Addoutput_dim_0)
+    r"|\?|-1|None|N/A|dynamic|unk|unknown)$", re.I)
+# A free axis named like this is a sequence (tokens, time, cache), never an image's height or width.
+_SEQ_AXIS = re.compile(r"seq|len|token|time|step|frame|word|past|total|cache|context|position", re.I)
+# A tensor named like this carries a decoder's or an RNN's state, never an image.
+_STATE_INPUT = re.compile(r"past|present|cache|key|value|state|hidden|\bh0\b|\bc0\b|kv", re.I)
+ORIGINS = ("metadata", "graph", "sibling axis", "name rule")
+
 
 @dataclass(frozen=True)
 class DimHint:
@@ -36,9 +62,17 @@ class DimHint:
     key: str            # the dim's name, or INPUT[AXIS] for an unnamed dim
     value: int
     source: str         # "metadata imgsz=[320, 320]", "static width 320", "dim name"
+    origin: str = "name rule"   # one of ORIGINS: where the value came from
 
     def to_dict(self) -> dict:
-        return {"input": self.input, "axis": self.axis, "dim": self.key, "value": self.value, "source": self.source}
+        return {"input": self.input, "axis": self.axis, "dim": self.key, "value": self.value, "source": self.source,
+                "origin": self.origin}
+
+
+def is_auto_name(dim: object) -> bool:
+    """True for a dim name an exporter made up (``unk__214``, ``p2o.DynamicDimension.0``, ``s0``,
+    ``Addoutput_dim_0``, ``?``): it says nothing about the size, and its number is a counter."""
+    return isinstance(dim, str) and bool(_AUTO_NAME.match(dim.strip()))
 
 
 def metadata_image_size(model: ModelProto) -> tuple[tuple[int, int], str] | None:
@@ -109,14 +143,17 @@ def graph_image_size(model: ModelProto, name: str, spatial: tuple[int, int]) -> 
     return None
 
 
-def _image_axes(shape: list, elem_is_float: bool) -> tuple[int, int] | None:
-    if len(shape) != 4 or not elem_is_float:
+def image_axes(name: str, shape: Sequence, is_float: bool) -> tuple[int, int] | None:
+    """The (height, width) axes of a float NCHW/NHWC image input (1, 3 or 4 channels), else None.
+
+    Not an image: a tensor named as a cache or state (``past_key_values.0.key [batch, 4, past, 8]``:
+    4 heads, not 4 channels), or one whose free axes are named for a sequence (``past_sequence_length``)."""
+    if len(shape) != 4 or not is_float or _STATE_INPUT.search(name or ""):
         return None
-    if shape[1] in (1, 3, 4):
-        return (2, 3)
-    if shape[3] in (1, 3, 4):
-        return (1, 2)
-    return None
+    axes = (2, 3) if shape[1] in (1, 3, 4) else (1, 2) if shape[3] in (1, 3, 4) else None
+    if axes is None or any(isinstance(shape[a], str) and _SEQ_AXIS.search(shape[a]) for a in axes):
+        return None
+    return axes
 
 
 def dim_hints(model: ModelProto) -> tuple[DimHint, ...]:
@@ -137,7 +174,7 @@ def dim_hints(model: ModelProto) -> tuple[DimHint, ...]:
         dims = list(tt.shape.dim)
         shape = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or None)
                  for d in dims]
-        spatial = _image_axes(shape, tt.elem_type in float_types)
+        spatial = image_axes(vi.name, shape, tt.elem_type in float_types)
         size = meta
         if size is None and spatial is not None and any(not isinstance(shape[a], int) for a in spatial):
             size = graph_image_size(model, vi.name, spatial)
@@ -159,18 +196,88 @@ def _hint_for(name: str, axis: int, key: str, shape: list, spatial: tuple[int, i
     if spatial is not None and axis in spatial:
         side = spatial.index(axis)
         if meta is not None:
-            return DimHint(name, axis, key, meta[0][side], meta[1])
+            origin = "graph" if meta[1].startswith(("Resize", "Reshape")) else "metadata"
+            return DimHint(name, axis, key, meta[0][side], meta[1], origin)
         other = shape[spatial[1 - side]]
         if isinstance(other, int) and other >= 8:
-            return DimHint(name, axis, key, other, f"static {'width' if side == 0 else 'height'} {other}")
-    m = _NAME_NUMBER.search(key) if isinstance(key, str) and "[" not in key else None
+            return DimHint(name, axis, key, other, f"static {'width' if side == 0 else 'height'} {other}",
+                           "sibling axis")
+    if "[" in key or is_auto_name(key):
+        return None                      # an exporter's counter (unk__214) is no size
+    m = _NAME_NUMBER.search(key)
     if m is not None and int(m.group(1)) > 1:
-        return DimHint(name, axis, key, int(m.group(1)), "dim name")
-    m = _NAME_DEFAULT.match(key.strip()) if isinstance(key, str) and "[" not in key else None
+        return DimHint(name, axis, key, int(m.group(1)), "dim name", "name rule")
+    m = _NAME_DEFAULT.match(key.strip())
     if m is not None and int(m.group(1)) > 1:
-        return DimHint(name, axis, key, int(m.group(1)), "the dim's default in its name")
+        return DimHint(name, axis, key, int(m.group(1)), "the dim's default in its name", "name rule")
     return None
 
 
 def hints_by_key(model: ModelProto) -> dict[str, DimHint]:
     return {h.key: h for h in dim_hints(model)}
+
+
+# ---------------------------------------------------------------------------- derived dims
+
+_PLAIN_DIM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class DerivedDim:
+    """An input dim written as a formula of other input dims (``past_sequence_length + sequence_length``
+    on an optimum decoder's attention mask, ``2*s0``): its value follows from ``parts``."""
+
+    key: str
+    parts: tuple[str, ...]
+
+    def value(self, dims: Mapping[str, int]) -> int | None:
+        from studio.core.dimexpr import evaluate
+
+        return evaluate(self.key, dims)
+
+    def to_dict(self) -> dict:
+        return {"dim": self.key, "parts": list(self.parts)}
+
+
+def derived_dims(names: Sequence[object]) -> tuple[DerivedDim, ...]:
+    """The derived dims among the input dim names ``names``: formulas whose every name is a plain dim
+    of the inputs (a label such as ``batch-size`` or a formula over unknown names is a name of its own)."""
+    from studio.core.dimexpr import free_names
+
+    plain = {d for d in names if isinstance(d, str) and _PLAIN_DIM.match(d)}
+    out: dict[str, DerivedDim] = {}
+    for d in names:
+        if not isinstance(d, str) or d in plain or d in out:
+            continue
+        parts = free_names(d)
+        if parts and parts <= plain:
+            out[d] = DerivedDim(d, tuple(sorted(parts)))
+    return tuple(out.values())
+
+
+def model_derived_dims(model: ModelProto) -> tuple[DerivedDim, ...]:
+    """:func:`derived_dims` over the dims of ``model``'s inputs."""
+    init = {t.name for t in model.graph.initializer}
+    names = [d.dim_param for vi in model.graph.input if vi.name not in init
+             and vi.type.WhichOneof("value") == "tensor_type" for d in vi.type.tensor_type.shape.dim
+             if d.dim_param]
+    return derived_dims(names)
+
+
+def resolve_derived(derived: Sequence[DerivedDim], given: Mapping[str, int], in_use: Mapping[str, int]
+                    ) -> dict[str, int]:
+    """Values of the derived dims from their parts' values ``in_use`` (the user's and the defaults), and a
+    one-line error when the user ``given`` a derived dim a value its parts contradict (ONNX Runtime
+    would stop at the first Add with a truncated message)."""
+    out: dict[str, int] = {}
+    for d in derived:
+        value = d.value(in_use)
+        if d.key in given and value is not None and int(given[d.key]) != value:
+            parts = ", ".join(f"{p}={in_use[p]}" for p in d.parts if p in in_use)
+            unset = [p for p in d.parts if p not in given]
+            how = (f"set {' and '.join(unset)} instead" if unset else f"set it to {value} or leave it out")
+            raise StudioError(f"dim '{d.key[:80]}' is derived from {', '.join(d.parts)}: it is {value} at {parts}, "
+                              f"not {int(given[d.key])}; {how}", code="BAD-DIM")
+        if value is not None and value > 0:
+            out[d.key] = value
+    return out

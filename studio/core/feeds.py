@@ -200,15 +200,11 @@ IMAGE_SIDE = 224
 
 
 def image_axes(spec: InputSpec) -> tuple[int, ...]:
-    """The spatial axes of a float NCHW/NHWC image input (1, 3 or 4 channels), else ()."""
-    shape = spec.shape or ()
-    if len(shape) != 4 or not spec.dtype.startswith(("float", "bfloat")):
-        return ()
-    if shape[1] in (1, 3, 4):
-        return (2, 3)
-    if shape[3] in (1, 3, 4):
-        return (1, 2)
-    return ()
+    """The spatial axes of a float NCHW/NHWC image input (1, 3 or 4 channels), else () (one rule:
+    ``studio.core.dim_hints.image_axes``; a KV cache or a sequence-named axis is no image)."""
+    from studio.core.dim_hints import image_axes as _axes
+
+    return _axes(spec.name, tuple(spec.shape or ()), spec.dtype.startswith(("float", "bfloat"))) or ()
 
 
 def plain_dim_names(specs: tuple[InputSpec, ...]) -> frozenset[str]:
@@ -245,23 +241,23 @@ def choose_dims(specs: tuple[InputSpec, ...], dims: Mapping[str, int] | None = N
     for a leading (batch) dim, 224 for an image's height and width, 16 for
     sequence-like names and 32 for anything else. A dim written as a formula of other dims
     (``past_sequence_length + sequence_length``) is evaluated from their values."""
-    from studio.core.dimexpr import evaluate
+    from studio.core.dim_hints import derived_dims, resolve_derived
 
-    chosen = dict(dims or {})
-    plain = plain_dim_names(specs)
-    formulas: dict[str, tuple[InputSpec, int, frozenset[str]]] = {}
+    given = dict(dims or {})
+    chosen = dict(given)
+    derived = {d.key: d for d in derived_dims([x for s in specs for x in (s.shape or ())])}
+    where: dict[str, tuple[InputSpec, int]] = {}
     for s in specs:
         spatial = image_axes(s)
         for i, d in enumerate(s.shape or ()):
-            if isinstance(d, str) and d not in chosen:
-                names = formula_names(d, plain)
-                if names is not None:
-                    formulas.setdefault(d, (s, i, names))
-                else:
-                    chosen[d] = _default_dim(s, i, d, spatial)
-    for d, (s, i, _names) in formulas.items():
-        value = evaluate(d, chosen)
-        chosen[d] = value if value is not None and value > 0 else _default_dim(s, i, d, image_axes(s))
+            if isinstance(d, str) and d in derived:
+                where.setdefault(d, (s, i))
+            elif isinstance(d, str) and d not in chosen:
+                chosen[d] = _default_dim(s, i, d, spatial)
+    values = resolve_derived(tuple(derived.values()), given, chosen)     # a contradiction: one line
+    for d, (s, i) in where.items():
+        if d not in chosen:
+            chosen[d] = values.get(d) or _default_dim(s, i, d, image_axes(s))
     return chosen
 
 

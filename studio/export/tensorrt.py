@@ -61,11 +61,11 @@ IMAGE_MAX_FACTOR = 2
 
 
 def _image_axes(info: TensorInfo) -> tuple[int, ...]:
-    """Spatial axes of a float NCHW/NHWC image input (1, 3 or 4 channels), else ()."""
-    shape = info.shape or ()
-    if len(shape) != 4 or not info.dtype.startswith(("float", "bfloat")):
-        return ()
-    return (2, 3) if shape[1] in (1, 3, 4) else (1, 2) if shape[3] in (1, 3, 4) else ()
+    """Spatial axes of a float NCHW/NHWC image input (1, 3 or 4 channels), else () (the one rule:
+    ``studio.core.dim_hints.image_axes``)."""
+    from studio.core.dim_hints import image_axes
+
+    return image_axes(info.name, tuple(info.shape or ()), info.dtype.startswith(("float", "bfloat"))) or ()
 
 
 def derive_profiles(inputs: Sequence[TensorInfo], shapes: Mapping[str, ShapeRange],

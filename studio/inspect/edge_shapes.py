@@ -48,9 +48,12 @@ class PinnedInputs:
 
 
 def pinned_inputs(model: ModelProto, dims: Mapping[str, int] | None) -> PinnedInputs:
+    from studio.core.dim_hints import model_derived_dims, resolve_derived
     from studio.core.feeds import unnamed_dim_key
 
     dims = dict(dims or {})
+    # a derived dim (past + sequence) takes its parts' value; one the user contradicts is a one-line error
+    dims = {**resolve_derived(model_derived_dims(model), dims, dims), **dims}
     init = {t.name for t in model.graph.initializer}
     shapes: dict[str, tuple[int, ...]] = {}
     keys: list[str] = []
