@@ -658,22 +658,17 @@ def _is_script(script: Any) -> bool:
 
 
 def add_edited_version(model: ProjectModel | Workspace, parent: str, result: Any, *, label: str = "edit",
-                       job_id: str | None = None, source_sha256: str | None = None) -> Version:
+                       job_id: str | None = None) -> Version:
     """The edited model as a new version whose provenance records the script (undo: select ``parent``).
     A split's later parts become versions too (children of ``parent``, labelled ``... part N``); the
-    first part is returned. In a project, an edit that changes no byte is refused as "same as vN" (R63)
-    and ``source_sha256`` (the content edited) must be ``parent``'s (R59)."""
+    first part is returned."""
     from studio.edit import provenance
-    from studio.projects import ProjectModel as _ProjectModel
 
     if not result.outputs:
         raise StudioError("the edit wrote no model to keep", code="NO-RESULT")
-    kwargs: dict[str, Any] = {"job_id": job_id} if job_id is not None else {}
-    if isinstance(model, _ProjectModel):
-        kwargs.update(refuse_same=True, source_sha256=source_sha256)
+    kwargs = {"job_id": job_id} if job_id is not None else {}
     first = model.add_file(result.outputs[0], label=label, parent=parent, provenance=provenance(result, parent),
                            **kwargs)
-    kwargs.pop("refuse_same", None)           # a later part may equal another version: it is still a part
     for i, path in enumerate(result.outputs[1:], 2):
         model.add_file(path, label=f"{label[:50]} part {i}", parent=parent,
                        provenance={**provenance(result, parent), "part": i}, **kwargs)
@@ -1168,19 +1163,10 @@ def dataset(project: Project | str, id_or_name: str):
     return get_dataset(_project(project), id_or_name)
 
 
-def remove_dataset(project: Project | str, id_or_name: str) -> str | None:
-    """Delete the dataset (its row and its own folder). A damaged row that points outside the
-    project is removed and nothing is deleted; the returned note says so (None otherwise)."""
+def remove_dataset(project: Project | str, id_or_name: str) -> None:
     from studio.data.project_data import remove_dataset as _rm
 
-    return _rm(_project(project), id_or_name)
-
-
-def dataset_damage(project: Project | str, row) -> str | None:
-    """Why a dataset row (:func:`project_datasets`) does not point at the project's own folder, or None."""
-    from studio.data.project_data import dataset_damage as _damage
-
-    return _damage(_project(project), row)
+    _rm(_project(project), id_or_name)
 
 
 def preview_dataset(ds, handle: ModelHandle, count: int = 4, part: str = "all") -> list[dict]:

@@ -99,11 +99,17 @@ def run(args: argparse.Namespace) -> int:
             _print_skipped(ds)
         return 0
     if args.action == "list":
-        rows = api.project_datasets(project)
+        rows = [(d, api.dataset_damage(project, d)) for d in api.project_datasets(project)]
         if args.json:
-            print_json([{"id": d.id, "name": d.name, "kind": d.kind} for d in rows])
-        for d in rows if not args.json else ():
-            print(f"{d.id}  {d.kind:<7} {printable(d.name, 80)}")
+            print_json([{"id": d.id, "name": d.name, "kind": d.kind, "damaged": why} for d, why in rows])
+        for d, why in rows if not args.json else ():
+            print(f"{d.id}  {d.kind:<7} {printable(d.name, 80)}" + (f"  DAMAGED: {printable(why, 160)}" if why else ""))
+        return 0
+    if args.action == "rm":
+        if not args.yes:
+            raise StudioError("data rm deletes the dataset and its golden outputs; add --yes to confirm")
+        note = api.remove_dataset(project, args.dataset)
+        print(f"removed dataset {printable(args.dataset, 80)}" + (f": {printable(note, 300)}" if note else ""))
         return 0
     ds = api.dataset(project, args.dataset)
     if args.action == "recipe":
@@ -125,12 +131,6 @@ def run(args: argparse.Namespace) -> int:
             for p in preview:
                 print(f"preview    {printable(p.file, 40)}: {printable(p.input, 40)} {p.dtype}{list(p.shape)} "
                       f"{p.layout} {printable(p.ranges_text(), 200)}")
-        return 0
-    if args.action == "rm":
-        if not args.yes:
-            raise StudioError("data rm deletes the dataset and its golden outputs; add --yes to confirm")
-        api.remove_dataset(project, ds.id)
-        print(f"removed dataset {printable(ds.name, 80)}")
         return 0
     reference = api.load(args.model)
     tasks = task_args.choices(args, reference, project)

@@ -28,6 +28,7 @@ import numpy as np
 from onnx import ModelProto
 
 from studio.core.errors import StudioError
+from studio.core.fmt import printable
 from studio.core.feeds import Feeds, InputSpec, choose_dims, input_specs, load_npz
 from studio.core.paths import atomic_write_text, check_regular_file, safe_child, safe_name
 from studio.core.preprocess import (IMAGE_SUFFIXES, MAX_IMAGE_BYTES, Recipe, apply_recipe, channel_layout,
@@ -388,21 +389,53 @@ def _collect(kind: str, src_root: Path, files: Sequence[Path], into: Path, label
 
 # ---------------------------------------------------------------------------- reading back
 
+def contained(folder: Path, rel: str, what: str) -> Path:
+    """``folder / rel`` for a path read from a manifest, resolved (links followed, ``..`` collapsed) and
+    refused unless it stays inside ``folder`` (R66): a damaged or hand-edited manifest reads nothing outside."""
+    raw = str(rel)
+    root = Path(folder).resolve()
+    bad = (not raw or "\x00" in raw or raw.startswith(("/", "\\")) or (len(raw) > 1 and raw[1] == ":")
+           or any(part == ".." for part in PurePosixPath(raw.replace("\\", "/")).parts))
+    try:
+        target = (root / raw).resolve() if not bad else root
+    except (OSError, RuntimeError):
+        bad, target = True, root
+    if bad or target == root or not target.is_relative_to(root):
+        raise StudioError(f"the dataset is damaged: its manifest's {what} ({printable(raw, 60)}) points outside "
+                          "the dataset folder; nothing was read. Import the dataset again", code="BAD-CATALOG")
+    return target
+
+
 def load_dataset(folder: str | Path) -> Dataset:
-    """The dataset stored in ``folder`` (written by :func:`import_dataset`)."""
+    """The dataset stored in ``folder`` (written by :func:`import_dataset`). Sample paths in the
+    manifest are checked to be plain relative names here, and resolved inside the folder at each read."""
     folder = Path(folder)
-    manifest = folder / MANIFEST
+    manifest = contained(folder, MANIFEST, "manifest")
     try:
         check_regular_file(manifest, max_bytes=64 * 2**20, label="dataset manifest")
         data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise StudioError("the dataset manifest is corrupt; import the dataset again") from None
-    samples = tuple(SampleRef(int(s["index"]), str(s["file"]), s.get("label"), s.get("line")) for s in data["samples"])
-    return Dataset(str(data["id"]), str(data["name"]), str(data["kind"]), folder, samples,
-                   tuple((d["source"], d["reason"]) for d in data.get("skipped", [])),
-                   Recipe.from_dict(data["recipe"]) if data.get("recipe") else None, data.get("recipe_reason", ""),
-                   tuple(data.get("calibration", ())), tuple(data.get("evaluation", ())),
-                   tuple(data.get("classes", ())), dict(data.get("options") or {}))
+        samples = tuple(SampleRef(int(s["index"]), str(s["file"]), None if s.get("label") is None else str(s["label"]),
+                                  None if s.get("line") is None else int(s["line"])) for s in data["samples"])
+        ds = Dataset(str(data["id"]), str(data["name"]), str(data["kind"]), folder, samples,
+                     tuple((str(d["source"]), str(d["reason"])) for d in data.get("skipped", [])),
+                     Recipe.from_dict(data["recipe"]) if data.get("recipe") else None,
+                     str(data.get("recipe_reason", "")), tuple(int(i) for i in data.get("calibration", ())),
+                     tuple(int(i) for i in data.get("evaluation", ())), tuple(str(c) for c in data.get("classes", ())),
+                     dict(data.get("options") or {}))
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError,
+            RecursionError):
+        raise StudioError("the dataset manifest is corrupt; import the dataset again", code="BAD-CATALOG") from None
+    for ref in ds.samples:
+        if (not ref.file or ref.file.startswith(("/", "\\")) or "\x00" in ref.file
+                or any(part == ".." for part in PurePosixPath(ref.file.replace("\\", "/")).parts)):
+            raise StudioError(f"the dataset is damaged: sample {ref.index}'s file ({printable(ref.file, 60)}) "
+                              "points outside the dataset folder; import the dataset again", code="BAD-CATALOG")
+    return ds
+
+
+def sample_path(ds: Dataset, ref: SampleRef) -> Path:
+    """The file of sample ``ref``, resolved inside the dataset's folder (never a link out of it)."""
+    return contained(ds.folder, ref.file, f"sample {ref.index} file")
 
 
 def with_recipe(ds: Dataset, recipe: Recipe, *, reason: str = "set by the user", save: bool = True) -> Dataset:
@@ -479,7 +512,7 @@ def dataset_feeds(ds: Dataset, model: ModelProto, *, part: str = "evaluation", l
     out: list[Feeds] = []
     tok = None
     for i, ref in enumerate(refs):
-        path = ds.folder / ref.file
+        path = sample_path(ds, ref)
         if ds.kind == "image":
             spec = _image_spec(specs)
             layout = channel_layout(spec.shape, ds.recipe.layout if ds.recipe else "auto")
@@ -549,7 +582,7 @@ def _tokenizer(ds: Dataset):
     except ImportError:
         raise StudioError("raw-text datasets need the tokenizers package (pip install tokenizers)") from None
     try:
-        return Tokenizer.from_file(str(ds.folder / str(name)))
+        return Tokenizer.from_file(str(contained(ds.folder, str(name), "tokenizer")))
     except Exception as exc:  # noqa: BLE001 - the library raises plain Exceptions for bad files
         raise StudioError(f"tokenizer.json cannot be loaded ({type(exc).__name__})") from None
 
@@ -564,7 +597,7 @@ def text_token_ids(ds: Dataset, *, part: str = "evaluation", limit: int | None =
     out: list[list[int]] = []
     tok = None
     for ref in ds.part(part)[: limit or None]:
-        path = ds.folder / ref.file
+        path = sample_path(ds, ref)
         line = path.read_text(encoding="utf-8", errors="replace").splitlines()[ref.line or 0]
         if path.suffix.lower() == ".jsonl":
             obj = json.loads(line)
@@ -598,7 +631,7 @@ def _hw_hint(spec: InputSpec, chosen: Mapping[str, int], layout: str) -> tuple[i
 def _tensor_feeds(ds: Dataset, refs: Sequence[SampleRef], specs: Sequence[InputSpec]) -> list[Feeds]:
     out: list[Feeds] = []
     for ref in refs:
-        path = ds.folder / ref.file
+        path = sample_path(ds, ref)
         if path.suffix.lower() == ".npz":
             try:
                 out.extend(load_npz(path, tuple(specs)))

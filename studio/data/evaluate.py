@@ -122,10 +122,13 @@ def _sha256(path: Path) -> str:
 
 
 def _golden_paths(ds: Dataset, sha: str, part: str) -> tuple[Path, Path]:
-    from studio.data.datasets import recipe_fingerprint
+    from studio.data.datasets import contained, recipe_fingerprint
 
     recipe = recipe_fingerprint(ds)              # other preprocessing, other golden outputs
-    base = ds.folder / "golden" / (f"{sha[:32]}-{part}" + (f"-{recipe}" if recipe else ""))
+    golden = ds.folder / "golden"
+    if golden.is_symlink():
+        contained(ds.folder, "golden", "golden outputs folder")      # a link out: refused, never read
+    base = golden / (f"{sha[:32]}-{part}" + (f"-{recipe}" if recipe else ""))
     return base.with_suffix(".npz"), base.with_suffix(".json")
 
 

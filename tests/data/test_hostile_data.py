@@ -107,3 +107,89 @@ def test_data_page_runs_a_script_only_on_the_explicit_choice_with_a_warning(app)
     at.selectbox(key="data_kind").set_value("script").run()
     assert not at.exception, at.exception
     assert any("will be executed as the studio's user" in w.value for w in at.warning)
+
+
+# ---------------------------------------------------------------------------- R66: containment by resolved paths
+
+def _project_with_photos(tmp_path, capsys, project: str) -> tuple[Path, str]:
+    from studio import api
+
+    photos = _four_photos(tmp_path / "photos")
+    rc, out, err = _cli(capsys, "data", "add", str(photos), "--project", project, "--name", "pics")
+    assert rc == 0, err
+    p = api.open_project(project)
+    (row,) = api.project_datasets(p)
+    return p.root, row.id
+
+
+def _victim(folder: Path, dataset: Path) -> Path:
+    """A user's folder outside the project: precious.txt beside a copy of the dataset's manifest
+    (what the old code then read as the project's data, and deleted)."""
+    folder.mkdir()
+    (folder / "precious.txt").write_text("irreplaceable")
+    (folder / "dataset.json").write_bytes((dataset / "dataset.json").read_bytes())
+    return folder
+
+
+def _set_row_path(root: Path, ds_id: str, path: str) -> None:
+    con = sqlite3.connect(root / "catalog.sqlite")
+    with con:
+        con.execute("UPDATE datasets SET path=? WHERE id=?", (path, ds_id))
+    con.close()
+
+
+@pytest.mark.parametrize("how", ["dotdot", "absolute", "symlink"])
+def test_a_catalog_row_pointing_outside_is_damaged_and_rm_deletes_nothing_outside(tmp_path, capsys, how):
+    root, ds_id = _project_with_photos(tmp_path, capsys, f"r66{how}")
+    victim = _victim(root.parent / f"sibling-{how}", root / "data" / ds_id)   # beside the project
+    if how == "dotdot":
+        _set_row_path(root, ds_id, f"data/../../{victim.name}")
+    elif how == "absolute":
+        _set_row_path(root, ds_id, str(victim))
+    else:                                                     # the row is intact; its folder is a link out
+        import shutil
+        shutil.rmtree(root / "data" / ds_id)
+        (root / "data" / ds_id).symlink_to(victim, target_is_directory=True)
+    rc, out, err = _cli(capsys, "data", "show", "pics", "--project", f"r66{how}")
+    assert rc == 2 and "dataset 'pics' is damaged" in err and "nothing was read" in err
+    assert len(err.strip().splitlines()) == 1
+    rc, out, err = _cli(capsys, "data", "list", "--project", f"r66{how}")
+    assert rc == 0 and "DAMAGED" in out
+    rc, out, err = _cli(capsys, "data", "rm", "pics", "--project", f"r66{how}", "--yes")
+    assert rc == 0, err
+    assert "no file was deleted" in out
+    assert (victim / "precious.txt").read_text() == "irreplaceable" and (victim / "dataset.json").exists()
+    rc, out, err = _cli(capsys, "data", "list", "--project", f"r66{how}", "--json")
+    assert json.loads(out) == []
+
+
+def test_rm_of_an_intact_dataset_deletes_only_its_own_folder(tmp_path, capsys):
+    root, ds_id = _project_with_photos(tmp_path, capsys, "r66ok")
+    assert (root / "data" / ds_id / "dataset.json").exists()
+    rc, out, err = _cli(capsys, "data", "rm", "pics", "--project", "r66ok", "--yes")
+    assert rc == 0 and out.strip() == "removed dataset pics"
+    assert not (root / "data" / ds_id).exists() and (root / "catalog.sqlite").exists()
+
+
+@pytest.mark.parametrize("how", ["dotdot", "symlink"])
+def test_a_manifest_sample_pointing_outside_is_refused_before_reading(tmp_path, capsys, how):
+    from sample_models.catalog import path_of
+
+    root, ds_id = _project_with_photos(tmp_path, capsys, f"r66m{how}")
+    folder = root / "data" / ds_id
+    outside = tmp_path / "outside.png"
+    Image.fromarray(skimage_data.coffee()).save(outside)
+    manifest = json.loads((folder / "dataset.json").read_text())
+    if how == "dotdot":
+        manifest["samples"][0]["file"] = "../../../../outside.png"
+        (folder / "dataset.json").write_text(json.dumps(manifest))
+    else:                                       # every sample a link out: whichever one a command reads first
+        for ref in manifest["samples"]:
+            (folder / ref["file"]).unlink()
+            (folder / ref["file"]).symlink_to(outside)
+    model = str(path_of("image_classifier"))
+    for argv in (["data", "show", "pics", "--model", model], ["data", "eval", "pics", "--model", model, "--part", "all"],
+                 ["profile", model, "--dataset", "pics", "--iterations", "1", "--rounds", "1"]):
+        rc, out, err = _cli(capsys, *argv, "--project", f"r66m{how}")
+        assert rc == 2 and "the dataset is damaged" in err and "points outside the dataset folder" in err, (argv, err)
+        assert len(err.strip().splitlines()) == 1
