@@ -1062,14 +1062,9 @@ def model_for(project: Project | str, source: str | Path | ModelHandle) -> tuple
 
 
 def add_version(model: ProjectModel, source: str | Path | ModelHandle, *, label: str, parent: str | None,
-                provenance: dict | None = None, job_id: str | None = None, source_sha256: str | None = None,
-                refuse_same: bool = False) -> Version:
-    """Store a model file as a new version of ``model`` (content-addressed, written once). A result derived
-    from a model (a precision variant) passes ``source_sha256``, the content it was computed on: unless
-    that is ``parent``'s, nothing is saved (``WrongSourceError``, R59). ``refuse_same``: a byte-identical
-    version is refused as "same as vN" (``SameContentError``, R63)."""
-    return model.add_file(source, label=label, parent=parent, provenance=provenance, job_id=job_id,
-                          source_sha256=source_sha256, refuse_same=refuse_same)
+                provenance: dict | None = None, job_id: str | None = None) -> Version:
+    """Store a model file as a new version of ``model`` (content-addressed, written once)."""
+    return model.add_file(source, label=label, parent=parent, provenance=provenance, job_id=job_id)
 
 
 def list_versions(model: ProjectModel) -> tuple[Version, ...]:
@@ -1163,10 +1158,19 @@ def dataset(project: Project | str, id_or_name: str):
     return get_dataset(_project(project), id_or_name)
 
 
-def remove_dataset(project: Project | str, id_or_name: str) -> None:
+def remove_dataset(project: Project | str, id_or_name: str) -> str | None:
+    """Delete the dataset (its row and its own folder). A damaged row that points outside the
+    project is removed and nothing is deleted; the returned note says so (None otherwise)."""
     from studio.data.project_data import remove_dataset as _rm
 
-    _rm(_project(project), id_or_name)
+    return _rm(_project(project), id_or_name)
+
+
+def dataset_damage(project: Project | str, row) -> str | None:
+    """Why a dataset row (:func:`project_datasets`) does not point at the project's own folder, or None."""
+    from studio.data.project_data import dataset_damage as _damage
+
+    return _damage(_project(project), row)
 
 
 def preview_dataset(ds, handle: ModelHandle, count: int = 4, part: str = "all") -> list[dict]:
