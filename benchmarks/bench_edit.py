@@ -14,6 +14,12 @@ Rows, each in a fresh process (wall time of the edit, peak RSS = VmHWM):
 * reference: ``onnx.load`` with its weights + the same edit on the proto + ``onnx.save_model`` with
   external data, what a script (or a tool that loads the model) does.
 Target: the studio's process within 2x the file size (it holds no weight it does not touch).
+
+``--scaling`` (issue 31 item 8): removing, bypassing and extracting on code-built chains of 2k-100k nodes
+(``x -> N Neg -> long``, ``x -> Relu -> short``), each operation timed alone (the model loaded and typed
+before the clock starts) and as ``validate`` (load, apply, checker, strict inference); the ratio to the
+previous size is printed beside the ratio of sizes: linear work keeps the two close. Figures are of
+code-built models, not the corpus.
 """
 
 from __future__ import annotations
@@ -88,5 +94,68 @@ def main(reference: bool = True) -> list[list]:
     return rows
 
 
+SIZES = (2_000, 8_000, 32_000, 100_000)
+
+
+def _chain_model(path: Path, n: int) -> None:
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Neg", ["x" if i == 0 else f"c{i - 1}"], [f"c{i}" if i < n - 1 else "long"],
+                              name=f"neg{i}") for i in range(n)]
+    nodes.append(helper.make_node("Relu", ["x"], ["short"], name="relu"))
+    vi = [helper.make_tensor_value_info(k, TensorProto.FLOAT, [2, 3]) for k in ("x", "long", "short")]
+    onnx.save(helper.make_model(helper.make_graph(nodes, "chain", vi[:1], vi[1:]), ir_version=8,
+                                opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def _scripts(n: int) -> dict[str, list[dict]]:
+    return {"remove_outputs (whole chain dead)": [{"op": "remove_outputs", "outputs": ["long"]}],
+            "delete (last node, chain dead)": [{"op": "delete", "node": f"neg{n - 1}"}],
+            "bypass (middle node)": [{"op": "bypass", "node": f"neg{n // 2}"}],
+            "extract (second half)": [{"op": "extract", "inputs": [f"c{n // 2}"], "outputs": ["long"]}]}
+
+
+def scaling(sizes: tuple[int, ...] = SIZES) -> list[list]:
+    """Seconds per operation alone and per validate, over chain sizes, with the growth ratio."""
+    import time
+
+    from studio import api
+    from studio.edit import graph as g
+    from studio.edit.apply import OPERATIONS, load_model
+    from studio.edit.script import parse_ops
+    from studio.edit.state import EditState
+
+    times: dict[str, list[tuple[float, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-edit-scaling-") as tmp:
+        for n in sizes:
+            path = Path(tmp) / f"chain{n}.onnx"
+            _chain_model(path, n)
+            for name, raw in _scripts(n).items():
+                script = parse_ops(raw)
+                model = load_model(path)
+                g.infer_types(model)            # the types the op needs, before the clock
+                state = EditState(model, script, verify=False)
+                t0 = time.perf_counter()
+                OPERATIONS[script.ops[0].kind](state, script.ops[0])
+                op_s = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                api.validate_edit_script(api.load(path), raw)
+                times.setdefault(name, []).append((op_s, time.perf_counter() - t0))
+            path.unlink()
+    rows = []
+    for name, per in times.items():
+        for i, (n, (op_s, val_s)) in enumerate(zip(sizes, per)):
+            grow = "" if i == 0 else f"{op_s / max(per[i - 1][0], 1e-9):.1f}x / {val_s / per[i - 1][1]:.1f}x " \
+                                      f"(size {n / sizes[i - 1]:.1f}x)"
+            rows.append([name, f"{n:,}", f"{op_s:.3f}", f"{val_s:.2f}", grow])
+    print_table("Edit operations on code-built chains (operation alone / validate: load, apply, checker, strict "
+                "inference)", ["operation", "nodes", "op s", "validate s", "growth op / validate"], rows)
+    return rows
+
+
 if __name__ == "__main__":
-    main(reference="--no-reference" not in sys.argv)
+    if "--scaling" in sys.argv:
+        scaling(tuple(int(x) for x in sys.argv[sys.argv.index("--scaling") + 1:]) or SIZES)
+    else:
+        main(reference="--no-reference" not in sys.argv)

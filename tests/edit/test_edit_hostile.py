@@ -174,3 +174,43 @@ def test_an_extract_whose_cut_separates_is_written(tmp_path):
     api.edit(api.load(tmp_path / "dia.onnx"), [{"op": "extract", "inputs": ["a"], "outputs": ["y"]}], out)
     a = np.abs(X)
     np.testing.assert_allclose(ort_reference(out, {"a": a})["y"], a + np.exp(a), rtol=1e-6)
+
+
+def _chain(path, n: int) -> None:
+    """x -> n Neg nodes -> long; x -> Relu -> short: removing 'long' leaves a dead chain of n nodes."""
+    nodes = [helper.make_node("Neg", ["x" if i == 0 else f"c{i - 1}"], [f"c{i}" if i < n - 1 else "long"],
+                              name=f"neg{i}") for i in range(n)]
+    nodes.append(helper.make_node("Relu", ["x"], ["short"], name="relu"))
+    vi = [helper.make_tensor_value_info(k, TensorProto.FLOAT, [2, 3]) for k in ("x", "long", "short")]
+    onnx.save(helper.make_model(helper.make_graph(nodes, "chain", vi[:1], vi[1:]), ir_version=8,
+                                opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+@pytest.mark.parametrize("script", [[{"op": "remove_outputs", "outputs": ["long"]}],
+                                    [{"op": "delete", "node": "neg299"}]])
+def test_removing_a_chain_is_one_sweep_with_one_scan_of_the_graph(tmp_path, monkeypatch, script):
+    """The mechanism behind linear-time removal: one dead-code sweep per operation, and that sweep iterates
+    the graph once (it rescanned the graph once per removed layer: 300 scans here)."""
+    import onnx_ir as ir
+
+    from studio.edit import graph as g
+
+    _chain(tmp_path / "chain.onnx", 300)
+    scans, sweeps = [0], []
+    real_iter, real_sweep = ir.Graph.__iter__, g.remove_dead
+
+    def counting_iter(self):
+        scans[0] += 1
+        return real_iter(self)
+
+    def spy(graph):
+        before = scans[0]
+        removed = real_sweep(graph)
+        sweeps.append(scans[0] - before)
+        return removed
+
+    monkeypatch.setattr(ir.Graph, "__iter__", counting_iter)
+    monkeypatch.setattr(g, "remove_dead", spy)
+    res = api.validate_edit_script(api.load(tmp_path / "chain.onnx"), script)
+    assert sweeps == [1], sweeps
+    assert len(res.nodes_removed) == 300 and res.after[0]["outputs"] == ["short: float[2,3]"]
