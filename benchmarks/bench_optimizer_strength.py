@@ -1,5 +1,9 @@
 """Optimizer strength: the studio's better preset (``ort`` or ``safe``) against onnxsim and onnxslim.
 
+By default over the real third-party corpus (``benchmarks.optimizer_corpus``: nodes, correctness, file
+size, ORT_ENABLE_ALL latency and ORT's fused ops per model; kept-aside models on their own line).
+``--synthetic`` runs the round-3 table below, labelled as code-built and backend models:
+
 For the onnx wheel's backend models (``light/`` and the ``simple/``,
 ``pytorch-converted/``, ``pytorch-operator/`` models with more than 3 nodes; this
 wheel ships no ``node/`` models with weights worth optimizing), the sample models
@@ -266,7 +270,8 @@ def _cell(run: ToolRun) -> str:
     return f"{run.nodes}{mark}{grow}"
 
 
-def main(big: bool = False, only: str = "", json_path: str = "", timeout_s: float = 300.0) -> list[Row]:
+def synthetic(big: bool = False, only: str = "", json_path: str = "", timeout_s: float = 300.0) -> list[Row]:
+    """The round-3 table over code-built and backend models (labelled as such; not the ground)."""
     models = backend_models() + sample_models() + structure_models()
     if not big:
         models = [m for m in models if m[0] not in BIG_LIGHT]
@@ -299,7 +304,268 @@ def main(big: bool = False, only: str = "", json_path: str = "", timeout_s: floa
     return rows
 
 
+# ============================================================================ the real corpus (the ground)
+
+CORPUS_OUT = CACHE / "bench_optimizer_strength" / "corpus"
+# The four onnx "light" models whose ConstantOfShape weights both peers fold into 240-575 MB files (T3):
+# the peers cost minutes and GiBs there; --big measures them too.
+CORPUS_BIG = frozenset({"onnx_light_vgg19", "onnx_light_bvlc_alexnet", "onnx_light_zfnet512",
+                        "onnx_light_densenet121"})
+
+
+@dataclass
+class CorpusRow:
+    """One corpus model: nodes (all graphs), correctness, bytes per tool; ORT latency and fusions."""
+
+    name: str
+    kept_aside: bool
+    nodes: dict[str, int | None] = field(default_factory=dict)      # raw / onnxsim / onnxslim / studio
+    correct: dict[str, bool | None] = field(default_factory=dict)
+    bytes: dict[str, int | None] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    preset: str = ""
+    latency_ratio: float | None = None        # studio / raw at ORT_ENABLE_ALL, interleaved (paired median)
+    latency_ci: tuple[float | None, float | None] = (None, None)
+    fused_raw: dict[str, int] = field(default_factory=dict)
+    fused_studio: dict[str, int] = field(default_factory=dict)
+    ort_nodes: tuple[int | None, int | None] = (None, None)     # nodes of the graph ORT runs: raw, studio
+
+
+def _all_nodes(path: Path) -> int:
+    import onnx
+
+    from passes.peers import count_all_nodes
+
+    return count_all_nodes(onnx.load(str(path), load_external_data=False).graph)
+
+
+def _ort_all(path: Path, feeds: dict) -> list:
+    """Outputs of plain ORT at its default session options (ORT_ENABLE_ALL), non-tensor outputs as they come."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    names = {i.name for i in sess.get_inputs()}
+    return sess.run(None, {k: v for k, v in feeds.items() if k in names})
+
+
+def _same_any(a: list, b: list) -> bool:
+    """Shapes first (T4), then values; sequences and maps (T8) element by element."""
+    from passes.verify import same_values
+
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, (list, dict, tuple)) or isinstance(y, (list, dict, tuple)):
+            if not same_values(x, y):
+                return False
+            continue
+        if not _same([np.asarray(x)], [np.asarray(y)]):
+            return False
+    return True
+
+
+def _corpus_models(only: str, big: bool) -> list[tuple[str, Path, bool, object]]:
+    """(name, path, kept_aside, manifest entry or None): the manifest when present, else the cache folder."""
+    try:
+        from benchmarks.corpus import corpus_dir, load_manifest
+
+        manifest = load_manifest()
+        folder = corpus_dir()
+        out = [(n, folder / m.filename, m.kept_aside, m) for n, m in manifest.items()]
+    except Exception:        # before the manifest: whatever the fetch script put in the cache
+        folder = Path.home() / ".cache" / "onnx-studio" / "corpus"
+        out = [(p.stem, p, False, None) for p in sorted(folder.glob("*.onnx"))]
+    out = [o for o in out if o[1].is_file() and (big or o[0] not in CORPUS_BIG) and (not only or only in o[0])]
+    return out
+
+
+def _corpus_feeds(path: Path, entry, seed: int) -> dict:
+    if entry is not None:
+        from benchmarks.corpus.feeds import feeds_for
+
+        return feeds_for(entry, path, seed=seed)
+    return _feeds(path)
+
+
+def _save_npz(feeds: dict, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **feeds)
+    return path
+
+
+def _studio_corpus(src: Path, out: Path, inputs: Path) -> tuple[str, Path | None, str]:
+    """The better of the ``ort`` and ``safe`` presets (nodes, then bytes), verified on the manifest's inputs."""
+    from studio import api
+
+    best: tuple[tuple[int, int], str, Path] | None = None
+    notes = []
+    for preset in PRESETS:
+        dst = out / f"studio-{preset}" / "model.onnx"
+        try:
+            r = api.optimize(api.load(src), preset=preset, out_path=dst, partial="none", inputs=inputs)
+        except Exception as exc:
+            notes.append(f"{preset}: {type(exc).__name__}: {str(exc)[:80]}")
+            continue
+        if not r.ok or r.output is None:
+            notes.append(f"{preset}: {r.summary()[:80]}")
+            continue
+        key = (_all_nodes(dst), _file_bytes(dst))
+        if best is None or key < best[0]:
+            best = (key, preset, dst)
+    return (best[1], best[2], "; ".join(notes)) if best else ("", None, "; ".join(notes))
+
+
+def _latency(raw: Path, opt: Path, feeds: dict, out: Path) -> tuple[float | None, tuple]:
+    """studio / raw at ORT's default session options, interleaved in one worker (profilers.latency)."""
+    from dataclasses import replace
+
+    from profilers.latency import RunPlan, interleaved_latency, variant_args
+    from profilers.variants import EngineSpec
+    from studio.core.sandbox.limits import default_limits
+
+    spec = EngineSpec("onnxruntime", threads=1).to_args()
+    arrays: dict = {}
+    variants = [variant_args("raw", "raw", raw, spec, feeds, 0, arrays),
+                variant_args("studio", "studio", opt, spec, feeds, 1, arrays)]
+    run = interleaved_latency(variants, arrays, RunPlan(warmup=5, iterations=None, duration_s=6.0, rounds=12),
+                              out_dir=out, limits=replace(default_limits(), timeout_s=120.0), pool_key="bench-latency")
+    est = run.ratio("raw", "studio")
+    return (est.ratio, (est.ci_low, est.ci_high)) if est else (None, (None, None))
+
+
+def measure_corpus(name: str, src: Path, kept_aside: bool, entry, timeout_s: float) -> CorpusRow:
+    from passes.ort_fusions import ort_fusions
+    from passes.peers import run_peer
+
+    out = CORPUS_OUT / name
+    row = CorpusRow(name, kept_aside)
+    feeds = _corpus_feeds(src, entry, 0)
+    feeds2 = _corpus_feeds(src, entry, 1)
+    ref, ref2 = _ort_all(src, feeds), _ort_all(src, feeds2)
+    row.nodes["raw"], row.bytes["raw"], row.correct["raw"] = _all_nodes(src), _file_bytes(src), True
+    paths: dict[str, Path | None] = {}
+    for tool in ("onnxsim", "onnxslim"):
+        dst = out / tool / "model.onnx"
+        p = run_peer(tool, src, dst, timeout_s=timeout_s)
+        paths[tool] = dst if p.ok else None
+        if not p.ok:
+            row.notes[tool] = p.error[:100]
+    row.preset, paths["studio"], note = _studio_corpus(src, out, _save_npz(feeds, out / "inputs.npz"))
+    if note:
+        row.notes["studio"] = note
+    for tool, path in paths.items():
+        if path is None:
+            row.nodes[tool], row.correct[tool], row.bytes[tool] = None, None, None
+            continue
+        row.nodes[tool], row.bytes[tool] = _all_nodes(path), _file_bytes(path)
+        try:
+            row.correct[tool] = _same_any(ref, _ort_all(path, feeds)) and _same_any(ref2, _ort_all(path, feeds2))
+            if not row.correct[tool]:
+                row.notes[tool] = "outputs differ from the raw model on ORT"
+        except Exception as exc:
+            row.correct[tool] = False
+            row.notes[tool] = f"does not run on ORT: {type(exc).__name__}: {str(exc)[:80]}"
+    if paths["studio"] is not None:
+        try:
+            row.latency_ratio, row.latency_ci = _latency(src, paths["studio"], feeds, out / "latency")
+        except Exception as exc:
+            row.notes["latency"] = f"{type(exc).__name__}: {str(exc)[:80]}"
+        try:
+            a = ort_fusions(src, out / "fused-raw")
+            b = ort_fusions(paths["studio"], out / "fused-studio", data_dir=paths["studio"].parent)
+            row.fused_raw, row.fused_studio, row.ort_nodes = dict(a.fused), dict(b.fused), (a.nodes, b.nodes)
+        except Exception as exc:
+            row.notes["fusions"] = f"{type(exc).__name__}: {str(exc)[:80]}"
+    return row
+
+
+def usable_peer(row: CorpusRow, tool: str) -> bool:
+    """A peer result that counts: produced, correct on ORT, not grown past the size cap (T3)."""
+    n, b = row.nodes.get(tool), row.bytes.get(tool)
+    grew = b is not None and b > MAX_GROWTH * row.bytes["raw"] and b - row.bytes["raw"] > 64 * 1024
+    return n is not None and row.correct.get(tool) is True and not grew
+
+
+def best_peer(row: CorpusRow) -> int | None:
+    counts = [row.nodes[t] for t in ("onnxsim", "onnxslim") if usable_peer(row, t)]
+    return min(counts) if counts else None
+
+
+def lost_fusions(row: CorpusRow) -> dict[str, tuple[int, int]]:
+    return {op: (n, row.fused_studio.get(op, 0)) for op, n in row.fused_raw.items() if row.fused_studio.get(op, 0) < n}
+
+
+def corpus_totals(rows: list[CorpusRow], label: str) -> list:
+    """at-or-below / strictly-below the best usable peer, wrong results, slower than raw, fusions lost."""
+    studio_ok = [r for r in rows if r.nodes.get("studio") is not None and r.correct.get("studio")]
+    with_peer = [r for r in rows if best_peer(r) is not None]
+    at_or_below = sum(1 for r in with_peer if r in studio_ok and r.nodes["studio"] <= best_peer(r))
+    below = sum(1 for r in with_peer if r in studio_ok and r.nodes["studio"] < best_peer(r))
+    wrong = {t: sum(1 for r in rows if r.correct.get(t) is False) for t in ("onnxsim", "onnxslim", "studio")}
+    slower = sum(1 for r in rows if r.latency_ci[0] is not None and r.latency_ci[0] > 1.0)
+    lost = sum(1 for r in rows if lost_fusions(r))
+    return [label, len(rows), len(with_peer), f"{at_or_below}/{len(with_peer)}",
+            f"{below}/{len(with_peer)} ({100 * below / max(1, len(with_peer)):.0f} %)",
+            f"{wrong['studio']} / {wrong['onnxsim']} / {wrong['onnxslim']}", slower, lost,
+            len(rows) - len(studio_ok)]
+
+
+def _ncell(row: CorpusRow, tool: str) -> str:
+    n = row.nodes.get(tool)
+    if n is None:
+        return "fail"
+    mark = "" if row.correct.get(tool) else " WRONG"
+    b, raw = row.bytes.get(tool) or 0, row.bytes["raw"] or 1
+    grow = f" x{b / raw:.1f}" if b > MAX_GROWTH * raw and b - raw > 64 * 1024 else ""
+    return f"{n}{mark}{grow}"
+
+
+def main(big: bool = False, only: str = "", json_path: str = "", timeout_s: float = 300.0) -> list[CorpusRow]:
+    rows = []
+    for name, path, aside, entry in _corpus_models(only, big):
+        t = time.perf_counter()
+        try:
+            rows.append(measure_corpus(name, path, aside, entry, timeout_s))
+        except Exception as exc:       # one model's trouble never ends the table
+            print(f"{name}: not measured ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
+            continue
+        print(f"  {name}: {time.perf_counter() - t:.0f} s", flush=True)
+    table = []
+    for r in rows:
+        bp = best_peer(r)
+        lat = "-" if r.latency_ratio is None else f"{r.latency_ratio:.2f} [{r.latency_ci[0]:.2f}-{r.latency_ci[1]:.2f}]" \
+            if r.latency_ci[0] is not None else f"{r.latency_ratio:.2f}"
+        lost = lost_fusions(r)
+        table.append([r.name + (" (kept aside)" if r.kept_aside else ""), r.nodes["raw"], _ncell(r, "onnxsim"),
+                      _ncell(r, "onnxslim"), _ncell(r, "studio") + f" {r.preset}",
+                      "-" if bp is None else ("<" if r.nodes.get("studio") is not None and r.nodes["studio"] < bp
+                                              else "=" if r.nodes.get("studio") == bp else ">"),
+                      f"{(r.bytes['raw'] or 0) / 2**20:.2f} / {(r.bytes.get('studio') or 0) / 2**20:.2f}", lat,
+                      f"{r.ort_nodes[0]} / {r.ort_nodes[1]}",
+                      f"{sum(r.fused_raw.values())} / {sum(r.fused_studio.values())}",
+                      ", ".join(f"{k} {a}->{b}" for k, (a, b) in lost.items()) or "-"])
+    print_table("Optimizer strength on the real corpus: nodes in all graphs (WRONG: outputs differ from the raw "
+                "model on plain ORT at two seeded input sets of the manifest's shapes; xN: the file grew N times); "
+                "latency studio/raw at ORT_ENABLE_ALL, interleaved (profilers.latency), paired median [95 % CI]; "
+                "ORT's fused ops (ORT_ENABLE_ALL's saved graph) raw / studio",
+                ["model", "raw", "onnxsim", "onnxslim", "studio (preset)", "vs best peer", "MB raw/studio",
+                 "latency studio/raw", "ORT runs raw/studio", "fused raw/studio", "fusions lost"], table)
+    tuned = [r for r in rows if not r.kept_aside]
+    aside = [r for r in rows if r.kept_aside]
+    totals = [corpus_totals(tuned, "tuned on")] + ([corpus_totals(aside, "kept aside")] if aside else [])
+    print_table("Totals (peer usable = correct and grown <= 1.1x; goals: at or below on every model, strictly below "
+                "on >= 30 %, none wrong, none slower (CI low > 1), no ORT fusion lost)",
+                ["models", "n", "with a usable peer", "studio <= best peer", "studio < best peer",
+                 "wrong studio/sim/slim", "slower than raw", "ORT fusions lost", "studio failed"], totals)
+    if json_path:
+        Path(json_path).write_text(json.dumps([vars(r) for r in rows], default=str, indent=1))
+    return rows
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
-    main(big="--big" in args, only=args[args.index("--only") + 1] if "--only" in args else "",
-         json_path=args[args.index("--json") + 1] if "--json" in args else "")
+    run = synthetic if "--synthetic" in args else main
+    run(big="--big" in args, only=args[args.index("--only") + 1] if "--only" in args else "",
+        json_path=args[args.index("--json") + 1] if "--json" in args else "")

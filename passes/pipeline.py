@@ -353,8 +353,12 @@ def _run_in(workdir: Path, model_path: Path, passes: Sequence[StudioPass], outpu
         nodes_before, params_before = sum(1 for _ in all_nodes(model)), _param_count(model)
         declared = _interface(model)
         t0 = time.perf_counter()
+        chosen: tuple | None = None      # a candidate pass's verified pick: (checkpoint, verification)
         try:
-            res: PassResult = _apply(p, model, ckpt, limits, pool_key, nodes_before)
+            if getattr(p, "candidates", ()):
+                res, chosen = _choose_candidate(p, model, ckpt, verifier, limits, pool_key, nodes_before)
+            else:
+                res = _apply(p, model, ckpt, limits, pool_key, nodes_before)
             model = res.model
             if not p.changes_interface:
                 _restore_interface(model, declared, keep_types=p.changes_io_dtypes())
@@ -381,7 +385,11 @@ def _run_in(workdir: Path, model_path: Path, passes: Sequence[StudioPass], outpu
         modified = bool(res.modified)
         verification: VerifyResult | None = None
         status, message = ("changed" if modified else "unchanged"), ""
-        if modified and verifier is not None:
+        if modified and chosen is not None:
+            ckpt.accept(chosen[0])           # verified (and fusion-checked) when it was chosen
+            verification = chosen[1]
+            message = verification.message
+        elif modified and verifier is not None:
             candidate = ckpt.save(model)
             verification = verifier.verify(candidate, allow_fixed_dims=p.changes_interface or interface_fixed,
                                            tolerance=p.verify_tolerance, quantized=p.verify_quantized,
@@ -453,6 +461,98 @@ def _apply(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, limits: Limits | 
 
     return run_pass_in_worker(p, model, ckpt.folder("worker"), data_dir=ckpt.data_dir, linker=ckpt.linker,
                               limits=limits, pool_key=pool_key)
+
+
+def _const_bytes(model: ir.Model) -> int:
+    """Bytes of the model's constant tensors (initializers and Constant values, subgraphs too): the
+    file size that matters between two candidates, without serializing either."""
+    total = 0
+    for g in model.graphs():
+        total += sum(v.const_value.nbytes for v in g.initializers.values() if v.const_value is not None)
+    for n in all_nodes(model):
+        if n.op_type == "Constant":
+            for a in n.attributes.values():
+                if isinstance(a.value, ir.TensorProtocol):
+                    total += a.value.nbytes
+    return total
+
+
+def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifier: Verifier | None,
+                      limits: Limits | None, pool_key: str, node_count: int) -> tuple[PassResult, tuple | None]:
+    """Run each of ``p.candidates`` (passes, e.g. onnxsim and onnxslim) on ``model``; keep the one with the
+    fewest nodes, then the fewest constant bytes, among those that are smaller than ``model``, pass the
+    verification and cost ONNX Runtime none of its own fusions (``passes.ort_fusions``). Returns the
+    result and (checkpoint, verification) of the pick, or ``model`` unchanged and None. Peers are never
+    kept unverified: with verification off, or without reference outputs, nothing is kept."""
+    from passes.base import result
+    from passes.ort_fusions import ort_fusions
+    from passes.registry import make_pass
+    from studio.core.errors import WorkerError
+
+    if verifier is None:
+        return result(model, [], notes=[f"{p.name}: candidates are kept only verified; verification is off"]), None
+    base = (node_count, _const_bytes(model))
+    declared = _interface(model)
+    notes: list[str] = []
+    picks: list[tuple[tuple[int, int], str, PassResult, Checkpoint, VerifyResult]] = []
+    base_fusions = None
+    for name in p.candidates:
+        sub = make_pass(name, **dict(p.options))
+        try:
+            r = _apply(sub, model, ckpt, limits, pool_key, node_count)
+        except Exception as exc:     # the peer crashed, timed out or ran out of memory: that candidate only
+            notes.append(f"{name}: failed ({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]})")
+            continue
+        notes.extend(f"{name}: {n}" for n in r.notes)
+        if not r.modified:
+            notes.append(f"{name}: no change")
+            continue
+        size = (sum(1 for _ in all_nodes(r.model)), _const_bytes(r.model))
+        if size >= base:
+            notes.append(f"{name}: not smaller ({size[0]} nodes vs {base[0]})")
+            continue
+        _restore_interface(r.model, declared)     # as for any pass: the declared interface stays (T4)
+        cand = ckpt.save(r.model)
+        v = verifier.verify(cand)
+        if v.ok and verifier.reference_error is not None:
+            v = VerifyResult(False, v.interface_ok, v.checker_ok, None, v.numeric_status,
+                             "outputs not compared (" + verifier.reference_error[:120] + ")", v.seconds)
+        if not v.ok:
+            notes.append(f"{name}: refused, {v.message[:200]}")
+            ckpt._drop(cand)
+            continue
+        try:
+            if base_fusions is None:
+                last = ckpt.last_good
+                base_fusions = ort_fusions(last.path, ckpt.folder("fusions"), data_dir=last.data_dir, limits=limits,
+                                           pool_key=pool_key)
+            theirs = ort_fusions(cand.path, ckpt.folder("fusions"), data_dir=cand.data_dir, limits=limits,
+                                 pool_key=pool_key)
+            lost = base_fusions.lost_to(theirs)
+        except (WorkerError, StudioError) as exc:
+            lost, theirs = {}, None
+            notes.append(f"{name}: ONNX Runtime's fusions not compared ({str(exc).splitlines()[0][:120]})")
+        # A fused op type with fewer nodes is a loss unless ORT's own graph got smaller with it (a folded
+        # Transpose no longer needs FusedMatMul); Attention or LayerNorm lost grows ORT's graph.
+        if lost and theirs is not None and base_fusions is not None and theirs.nodes >= base_fusions.nodes:
+            notes.append(f"{name}: refused, costs ONNX Runtime its fusions: " + ", ".join(
+                f"{op} {a} -> {b}" for op, (a, b) in lost.items()) +
+                f" (ORT runs {theirs.nodes} nodes vs {base_fusions.nodes})")
+            ckpt._drop(cand)
+            continue
+        notes.append(f"{name}: verified, {size[0]} nodes" + (
+            f"; ORT runs {theirs.nodes} nodes vs {base_fusions.nodes}" if theirs and base_fusions else ""))
+        picks.append((size, name, r, cand, v))
+    if not picks:
+        return result(model, [], notes=notes), None
+    picks.sort(key=lambda t: t[0])
+    size, name, r, cand, v = picks[0]
+    for other in picks[1:]:
+        ckpt._drop(other[3])
+    notes.append(f"kept {name}'s result ({size[0]} nodes, from {base[0]})")
+    r = PassResult(r.model, True, r.changes, dict(r.counts), tuple(notes)[:20], r.warnings,
+                   {**dict(r.details), "chosen": name})
+    return r, (cand, v)
 
 
 def op_count_diff(before: Mapping[str, int], after: Mapping[str, int]) -> list[tuple[str, int, int]]:

@@ -35,16 +35,22 @@ def _preset(preset: Preset) -> None:
 _preset(Preset(
     "safe", "Semantics-preserving cleanup for any engine: no-ops, constants, dead code, duplicates, Conv+BN; "
             "never grows the file.", SAFE))
+# Deployment presets start from the best verified peer result (onnxsim, onnxslim: the smallest that
+# passes verification and keeps ONNX Runtime's fusions), then apply the studio's own rules on top.
+_PEERS = ("best-of-peers",)
 _preset(Preset(
-    "ort", "safe + LayerNormalization/Gelu fusion where the opset allows: ONNX Runtime has single kernels for both.",
-    SAFE[:-len(_TAIL)] + ("fuse-layernorm", "fuse-gelu") + _TAIL))
+    "ort", "The smallest verified onnxsim/onnxslim result, then safe + LayerNormalization/Gelu fusion where the "
+           "opset allows: ONNX Runtime has single kernels for both.",
+    _PEERS + SAFE[:-len(_TAIL)] + ("fuse-layernorm", "fuse-gelu") + _TAIL))
 _preset(Preset(
-    "openvino", "safe + LayerNormalization/Gelu fusion: fewer nodes for the OpenVINO frontend to convert and match.",
-    SAFE[:-len(_TAIL)] + ("fuse-layernorm", "fuse-gelu") + _TAIL))
+    "openvino", "The smallest verified onnxsim/onnxslim result, then safe + LayerNormalization/Gelu fusion: fewer "
+                "nodes for the OpenVINO frontend to convert and match.",
+    _PEERS + SAFE[:-len(_TAIL)] + ("fuse-layernorm", "fuse-gelu") + _TAIL))
 _preset(Preset(
-    "tensorrt", "Static shapes from your --dim values, folded shape subgraphs and LayerNormalization "
-                "(TensorRT's parser and builder prefer all three); results not verified on TensorRT here.",
-    ("fix-input-shapes",) + _CLEANUP + _FUSE + ("fuse-layernorm", "fold-constants") + _TAIL))
+    "tensorrt", "Static shapes from your --dim values, the smallest verified onnxsim/onnxslim result, folded shape "
+                "subgraphs and LayerNormalization (TensorRT's parser and builder prefer all three); results not "
+                "verified on TensorRT here.",
+    ("fix-input-shapes",) + _PEERS + _CLEANUP + _FUSE + ("fuse-layernorm", "fold-constants") + _TAIL))
 # No cleanup before the fusions: ORT's optimizer removes Identity itself, and the studio's
 # eliminate-identity drops Mul-by-1 / Add-of-0, which erases the LayerNorm gamma/beta and the bias Adds
 # ORT's patterns anchor on (a BERT with initial weights then fuses only its GELUs).

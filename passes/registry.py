@@ -35,6 +35,8 @@ PASS_MODULES: dict[str, str] = {
     "fix-input-shapes": "passes.fix_input_shapes",
     "convert-opset": "passes.convert_opset",
     "onnxsim": "passes.onnxsim_pass",
+    "onnxslim": "passes.onnxsim_pass",
+    "best-of-peers": "passes.onnxsim_pass",
     "quantize-int8-static": "passes.quantize_int8_static",
     "quantize-int8-dynamic": "passes.quantize_int8_dynamic",
     "quantize-weight-only": "passes.quantize_weight_only",
