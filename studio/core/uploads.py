@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import stat
 import zipfile
+import zlib
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path, PurePosixPath
 
 from studio.core.errors import ModelLoadError
-from studio.core.paths import atomic_write_bytes, safe_child, safe_name
+from studio.core.paths import atomic_write_bytes, atomic_writer, safe_child, safe_name
 
 MAX_ZIP_MEMBERS = 1000
 MAX_UNPACKED_BYTES = 8 * 2**30
 MAX_RATIO = 200           # refuse members compressed more than 200:1 (zip bombs)
+#: Below this many unpacked bytes in all, the whole-archive ratio is not judged (small text compresses well).
+TOTAL_RATIO_FLOOR = 16 * 2**20
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -29,9 +33,25 @@ class UploadedFile:
     data: bytes
 
 
+@dataclass(frozen=True)
+class ZipLimits:
+    """What an archive may unpack to: members, bytes per member and in all, and the compression
+    ratio per member and over the whole archive (300 members of 1 MiB from a 0.36 MB zip pass a
+    per-member check alone)."""
+
+    max_members: int = MAX_ZIP_MEMBERS
+    max_member_bytes: int = MAX_UNPACKED_BYTES
+    max_total_bytes: int = MAX_UNPACKED_BYTES
+    max_ratio: int = MAX_RATIO
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
 def _safe_member_path(name: str) -> PurePosixPath:
     p = PurePosixPath(name.replace("\\", "/"))
-    if (not name or name.startswith("/") or "\x00" in name or any(part == ".." for part in p.parts)
+    if (not name or name.startswith(("/", "\\")) or "\x00" in name or any(part == ".." for part in p.parts)
             or (len(name) > 1 and name[1] == ":")):
         raise ModelLoadError(f"archive member '{safe_name(name)}' has an unsafe path (absolute or '..'); "
                              "refusing the archive")
@@ -41,14 +61,23 @@ def _safe_member_path(name: str) -> PurePosixPath:
     return PurePosixPath(*parts)
 
 
-def _zip_members(data: bytes) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
+def _open_zip(source: bytes | Path) -> tuple[zipfile.ZipFile, int]:
+    """The archive opened from bytes or a file (never read whole into memory), and its size."""
     try:
-        zf = zipfile.ZipFile(BytesIO(data))
-    except zipfile.BadZipFile:
-        raise ModelLoadError("corrupt zip archive") from None
+        if isinstance(source, (bytes, bytearray)):
+            return zipfile.ZipFile(BytesIO(source)), len(source)
+        return zipfile.ZipFile(Path(source)), Path(source).stat().st_size
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError):
+        raise ModelLoadError("corrupt zip archive (not a readable zip file)") from None
+    except OSError as exc:
+        raise ModelLoadError(f"the zip archive cannot be read ({exc.strerror or type(exc).__name__})") from None
+
+
+def _check_members(zf: zipfile.ZipFile, archive_bytes: int,
+                   limits: ZipLimits) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
     infos = zf.infolist()
-    if len(infos) > MAX_ZIP_MEMBERS:
-        raise ModelLoadError(f"archive has {len(infos)} members, over the limit of {MAX_ZIP_MEMBERS}")
+    if len(infos) > limits.max_members:
+        raise ModelLoadError(f"archive has {len(infos)} members, over the limit of {limits.max_members}")
     total = 0
     out = []
     for info in infos:
@@ -56,37 +85,65 @@ def _zip_members(data: bytes) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
         if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
             raise ModelLoadError(f"archive member '{safe_name(info.filename)}' is a link or special file; "
                                  "refusing the archive")
+        rel = _safe_member_path(info.filename)
         if info.is_dir():
             continue
+        if info.file_size > limits.max_member_bytes:
+            raise ModelLoadError(f"archive member '{safe_name(info.filename)}' unpacks to "
+                                 f"{_gib(info.file_size)}, over the limit of {_gib(limits.max_member_bytes)} "
+                                 "per member; refusing the archive")
         total += info.file_size
-        if total > MAX_UNPACKED_BYTES:
-            raise ModelLoadError("archive unpacks to more than 8 GiB; refusing it (zip bomb?)")
-        if info.compress_size and info.file_size / info.compress_size > MAX_RATIO and info.file_size > 2**20:
+        if total > limits.max_total_bytes:
+            raise ModelLoadError(f"archive unpacks to more than {_gib(limits.max_total_bytes)}; refusing it "
+                                 "(zip bomb?)")
+        if info.compress_size and info.file_size / info.compress_size > limits.max_ratio and info.file_size > 2**20:
             raise ModelLoadError(f"archive member '{safe_name(info.filename)}' is compressed "
                                  f"{info.file_size // info.compress_size}:1; refusing it (zip bomb?)")
-        out.append((info, _safe_member_path(info.filename)))
+        out.append((info, rel))
+    if total > TOTAL_RATIO_FLOOR and total > limits.max_ratio * max(archive_bytes, 1):
+        raise ModelLoadError(f"archive of {archive_bytes / 1e6:.2f} MB unpacks to {_gib(total)} "
+                             f"({total // max(archive_bytes, 1)}:1 over the whole archive, limit "
+                             f"{limits.max_ratio}:1); refusing it (zip bomb?)")
     return out
 
 
-def zip_members(data: bytes) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
-    """The members of a zip with safe relative paths; refuses links, '..', absolute paths and bombs."""
-    return _zip_members(data)
+def zip_members(data: bytes | Path, limits: ZipLimits = ZipLimits()) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
+    """The members of a zip with safe relative paths; refuses links, '..', absolute and backslash
+    paths, and bombs (per member and over the whole archive)."""
+    zf, size = _open_zip(data)
+    with zf:
+        return _check_members(zf, size, limits)
 
 
-def unpack_zip(data: bytes, dest: Path) -> list[Path]:
+def unpack_zip(data: bytes | Path, dest: Path, limits: ZipLimits = ZipLimits()) -> list[Path]:
     """Unpack a zip archive's regular files into ``dest``, validating every member first
-    (no absolute or '..' paths, links, bombs or lying sizes). Returns the files written."""
-    members = _zip_members(data)
+    (no absolute, '..' or backslash paths, links, bombs or lying sizes). Members are streamed
+    (never held whole in memory); a CRC error or a corrupt member is one line. Returns the files."""
+    zf, size = _open_zip(data)
     written: list[Path] = []
-    with zipfile.ZipFile(BytesIO(data)) as zf:
-        for info, rel in members:
-            with zf.open(info) as src:
-                # Read at most the declared size + 1 so a lying header cannot inflate more.
-                blob = src.read(info.file_size + 1)
-            if len(blob) > info.file_size:
-                raise ModelLoadError("archive member larger than declared; refusing the archive")
+    with zf:
+        for info, rel in _check_members(zf, size, limits):
             target = safe_child(dest, rel)
-            atomic_write_bytes(target, blob)
+            name = safe_name(info.filename)
+            try:
+                with zf.open(info) as src, atomic_writer(target) as dst:
+                    left = info.file_size
+                    while True:
+                        # Read at most the declared size + 1 so a lying header cannot inflate more.
+                        chunk = src.read(min(_CHUNK, left + 1))
+                        if not chunk:
+                            break
+                        left -= len(chunk)
+                        if left < 0:
+                            raise ModelLoadError(f"archive member '{name}' is larger than declared; "
+                                                 "refusing the archive")
+                        dst.write(chunk)
+            except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+                why = "CRC error" if "CRC" in str(exc) else "corrupt data"
+                raise ModelLoadError(f"archive member '{name}' is corrupt ({why}); refusing the archive") from None
+            except (NotImplementedError, RuntimeError):     # an unknown compression method, a password
+                raise ModelLoadError(f"archive member '{name}' is encrypted or uses an unsupported "
+                                     "compression; refusing the archive") from None
             written.append(target)
     return written
 

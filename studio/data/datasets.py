@@ -146,10 +146,15 @@ def _walk(folder: Path, limit: int) -> list[Path]:
 
 
 def _unpack_zip(path: Path, into: Path) -> Path:
-    from studio.core.uploads import unpack_zip
+    """The archive's members unpacked (streamed) into ``into``: each at most a sample's size, 8 GiB and
+    200:1 in all, paths that climb out refused (:mod:`studio.core.uploads`)."""
+    from studio.core.uploads import MAX_UNPACKED_BYTES, ZipLimits, unpack_zip
 
-    check_regular_file(path, max_bytes=8 * 2**30, label="dataset archive")
-    unpack_zip(path.read_bytes(), into)
+    check_regular_file(path, max_bytes=MAX_UNPACKED_BYTES, label="dataset archive")
+    try:
+        unpack_zip(path, into, ZipLimits(max_members=2 * MAX_SAMPLES + 10, max_member_bytes=MAX_SAMPLE_BYTES))
+    except StudioError as exc:
+        raise StudioError(f"dataset archive '{safe_name(path.name)}': {exc}", code=exc.code) from None
     return into
 
 

@@ -193,3 +193,73 @@ def test_a_manifest_sample_pointing_outside_is_refused_before_reading(tmp_path, 
         rc, out, err = _cli(capsys, *argv, "--project", f"r66m{how}")
         assert rc == 2 and "the dataset is damaged" in err and "points outside the dataset folder" in err, (argv, err)
         assert len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------------- archives (item 6)
+
+def _assert_refused(capsys, project: str, source: Path, *needles: str) -> str:
+    from studio import api
+
+    rc, out, err = _cli(capsys, "data", "add", str(source), "--project", project)
+    assert rc == 2, (out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for n in needles:
+        assert n in err, err
+    p = api.open_project(project)
+    assert api.project_datasets(p) == []
+    left = [x for x in (p.root / "data").rglob("*")] if (p.root / "data").exists() else []
+    assert left == [], left                         # nothing half-unpacked stays in the project
+    return err
+
+
+def test_a_lying_zip_is_one_line(tmp_path, capsys):
+    z = tmp_path / "lying.zip"
+    z.write_bytes(b"PK\x03\x04" + b"\x00" * 200)
+    _assert_refused(capsys, "zip1", z, "corrupt zip archive")
+
+
+def test_a_crc_error_is_one_line(tmp_path, capsys):
+    photos = _four_photos(tmp_path / "photos")
+    z = tmp_path / "crc.zip"
+    with zipfile.ZipFile(z, "w", zipfile.ZIP_STORED) as zf:
+        for p in sorted(photos.iterdir()):
+            zf.write(p, p.name)
+    blob = bytearray(z.read_bytes())
+    info = zipfile.ZipFile(z).infolist()[1]
+    blob[info.header_offset + 30 + len(info.filename) + 100] ^= 0xFF      # one byte of the member's data
+    z.write_bytes(bytes(blob))
+    _assert_refused(capsys, "zip2", z, "is corrupt (CRC error)", info.filename)
+
+
+def test_a_huge_declared_member_is_refused_before_reading(tmp_path, capsys):
+    """A sparse archive's member declares 1 GiB (stored, so its ratio is 1:1): refused by the
+    per-member limit from the central directory, before a byte is read or allocated."""
+    z = tmp_path / "sparse.zip"
+    with zipfile.ZipFile(z, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("big.npy", b"\x00" * 64)
+    blob = bytearray(z.read_bytes())
+    cd = blob.rindex(b"PK\x01\x02")
+    blob[cd + 20: cd + 28] = (2**30).to_bytes(4, "little") * 2        # compressed and uncompressed size
+    z.write_bytes(bytes(blob))
+    _assert_refused(capsys, "zip3", z, "big.npy", "unpacks to 1.0 GiB", "limit of 256 MiB per member")
+
+
+def test_many_small_members_are_refused_by_the_total_ratio(tmp_path, capsys):
+    z = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        for i in range(300):
+            zf.writestr(f"s{i:03d}.npy", b"\x00" * 2**20)             # exactly 1 MiB each: per-member check passes
+    assert z.stat().st_size < 0.4e6
+    _assert_refused(capsys, "zip4", z, "unpacks to 300 MiB", "over the whole archive", "limit 200:1")
+
+
+@pytest.mark.parametrize("member", ["../escape.png", "/abs/escape.png", "..\\escape.png", "a\\..\\..\\escape.png",
+                                    "C:\\escape.png", "\\escape.png"])
+def test_archive_member_paths_that_climb_out_are_refused(tmp_path, capsys, member):
+    photos = _four_photos(tmp_path / "photos")
+    z = tmp_path / "climb.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.write(photos / "cat.png", "cat.png")
+        zf.writestr(member, (photos / "coffee.png").read_bytes())
+    _assert_refused(capsys, "zip5", z, "unsafe path")
+    assert not list(tmp_path.rglob("escape.png"))
