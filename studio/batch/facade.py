@@ -16,7 +16,7 @@ from studio.batch.executors import ClusterSecurity, DaskExecutor, LocalExecutor,
 from studio.batch.remote import LOCAL, Measured, measure_on, side_by_side
 from studio.batch.remote import cluster_targets as _targets
 from studio.batch.results import BatchResult
-from studio.batch.runner import run_batch
+from studio.batch.runner import run_batch, skipped_summary
 from studio.batch.stages import machine_facts, worker_facts
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from profilers.profile import ProfileOptions
 
 __all__ = ["LOCAL", "Measured", "batch", "generate_on", "cluster_address", "cluster_targets", "configured_cluster", "machine_facts",
-           "precision_on", "profile_on", "side_by_side"]
+           "precision_on", "profile_on", "side_by_side", "skipped_summary"]
 
 _TLS = tuple[str | None, str | None, str | None]
 

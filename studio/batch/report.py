@@ -15,6 +15,7 @@ import math
 from dataclasses import replace
 
 from studio.batch.results import BatchResult
+from studio.core.fmt import spreadsheet_safe
 from studio.core.paths import atomic_write_text
 
 _SORT_JS = """
@@ -67,10 +68,10 @@ def _csv(rows: list[dict]) -> str:
     for r in rows:
         cols.extend(k for k in r if k not in cols)
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=cols)
-    w.writeheader()
+    w = csv.writer(buf)
+    w.writerow([spreadsheet_safe(c) for c in cols])          # column names carry figure keys: also neutralized
     for r in rows:
-        w.writerow({k: ("" if v is None else v) for k, v in r.items()})
+        w.writerow([spreadsheet_safe("" if r.get(c) is None else r.get(c)) for c in cols])
     return buf.getvalue()
 
 
@@ -78,7 +79,8 @@ def _plots(result: BatchResult) -> str:
     import plotly.graph_objects as go
 
     parts = []
-    names = [r.model.name[:40] for r in result.rows]
+    esc = html.escape                # plotly renders label text as HTML (its tags, links): model names are escaped
+    names = [esc(r.model.name[:40]) for r in result.rows]
     engines = sorted({k.split(":", 1)[1] for r in result.rows for o in r.outcomes.values()
                       for k in o.figures if k.startswith("verdict:")})
     if engines:
@@ -87,12 +89,13 @@ def _plots(result: BatchResult) -> str:
               for e in engines] for r in result.rows]
         text = [[(r.outcomes.get("check").figures if r.outcomes.get("check") else {}).get(f"verdict:{e}", "")
                  for e in engines] for r in result.rows]
-        fig = go.Figure(go.Heatmap(z=z, x=engines, y=names, text=text, texttemplate="%{text}", zmin=0, zmax=2,
+        fig = go.Figure(go.Heatmap(z=z, x=[esc(x) for x in engines], y=names, text=text, texttemplate="%{text}",
+                                   zmin=0, zmax=2,
                                    colorscale=[[0, "#f28b82"], [0.5, "#fdd663"], [1, "#81c995"]], showscale=False))
         fig.update_layout(title="Verdict matrix (model x engine)", height=200 + 22 * len(names),
                           margin={"l": 220})
         parts.append(fig)
-    lat = [(r.model.name[:40], k.split(":", 1)[1], v) for r in result.rows
+    lat = [(esc(r.model.name[:40]), esc(k.split(":", 1)[1]), v) for r in result.rows
            for o in [r.outcomes.get("profile")] if o for k, v in o.figures.items() if k.startswith("p50_ms:")]
     if lat:
         fig = go.Figure()
@@ -100,7 +103,7 @@ def _plots(result: BatchResult) -> str:
             fig.add_bar(name=eng, x=[n for n, e, _ in lat if e == eng], y=[v for _, e, v in lat if e == eng])
         fig.update_layout(title="Latency p50 (ms)", barmode="group", legend={"orientation": "h", "y": -0.3})
         parts.append(fig)
-    sizes = [(r.model.name[:40], o.figures.get("bytes_before"), o.figures.get("bytes_after"))
+    sizes = [(esc(r.model.name[:40]), o.figures.get("bytes_before"), o.figures.get("bytes_after"))
              for r in result.rows for o in [r.outcomes.get("optimize")] if o and o.figures.get("bytes_after")]
     if sizes:
         fig = go.Figure([go.Bar(name="before", x=[s[0] for s in sizes], y=[s[1] for s in sizes]),
@@ -121,7 +124,7 @@ def _html(result: BatchResult, rows: list[dict]) -> str:
         for c in head:
             v = r.get(c, "")
             cls = str(v).replace(" ", "-") if c in ("status", *result.stages) else ""
-            cells.append(f'<td class="{e(cls)}">{e(str(v if v is not None else ""))[:400]}</td>')
+            cells.append(f'<td class="{e(cls)}">{e(str(v if v is not None else "")[:400])}</td>')  # cut, then escape
         body.append("<tr>" + "".join(cells) + "</tr>")
     m = result.machine
     return ("<!doctype html><html><head><meta charset='utf-8'><title>onnx-studio batch</title>" + _STYLE +

@@ -46,6 +46,7 @@ class BatchResult:
     skipped: int                    # tasks already finished in an earlier run
     files: dict = field(default_factory=dict)      # report kind -> path
     machine: dict = field(default_factory=dict)
+    passed_over: tuple[tuple[str, str], ...] = ()   # (path, reason): what the folder scan did not run
 
     @property
     def ok(self) -> bool:
@@ -55,6 +56,7 @@ class BatchResult:
         return {"out_dir": str(self.out_dir), "stages": list(self.stages), "executor": self.executor,
                 "seconds": round(self.seconds, 3), "ran": self.ran, "skipped": self.skipped,
                 "machine": self.machine, "files": {k: str(v) for k, v in self.files.items()},
+                "passed_over": [{"path": p, "reason": r} for p, r in self.passed_over],
                 "rows": [{"model": r.model.name, "sha256": r.model.sha256, "status": r.status(),
                           "error": r.model.error,
                           "stages": {s: o.to_dict() for s, o in r.outcomes.items()}} for r in self.rows]}

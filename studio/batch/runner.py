@@ -13,16 +13,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 from studio.batch.executors import Executor, LocalExecutor, _model_files
 from studio.batch.results import BatchModel, BatchResult, BatchRow
 from studio.batch.stages import STAGES, StageOutcome, StageTask, machine_facts
 from studio.core.errors import StudioError
+from studio.core.fmt import printable
 from studio.core.outputs import check_destination, disk_error, shown_path, translated
 
 STATE_FILE = "batch-state.jsonl"
@@ -31,20 +34,86 @@ MODEL_SUFFIXES = (".onnx",)
 MAX_MODELS = 5000
 
 
-def discover(paths: Sequence[str | Path]) -> list[BatchModel]:
-    """The models named by ``paths`` (files, or folders searched for *.onnx), each loaded once."""
+@dataclass(frozen=True)
+class Found:
+    """What a scan of the batch's paths found: the models, and what it passed over and why."""
+
+    models: list[BatchModel]
+    skipped: tuple[tuple[str, str], ...] = ()        # (name as shown, reason)
+
+
+def _scan(folder: Path, out: Path | None, found: list[Path], skipped: list[tuple[str, str]]) -> None:
+    """``*.onnx`` regular files under ``folder``, links never followed (a link, a FIFO, a device or a socket
+    named ``.onnx`` is passed over unopened: opening a FIFO would wait forever), empty files passed over,
+    and the batch's own output folder never entered (its artifacts are not inputs of the next run)."""
+    stack = [folder]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError as exc:
+            skipped.append((str(d), f"unreadable folder ({(exc.strerror or type(exc).__name__).lower()})"))
+            continue
+        subdirs = []
+        for e in entries:
+            path = Path(e.path)
+            if e.is_symlink():
+                if e.name.endswith(MODEL_SUFFIXES) or e.is_dir():
+                    skipped.append((str(path), _link_reason(path, folder)))
+                continue
+            if e.is_dir(follow_symlinks=False):
+                if out is not None and path.resolve() == out:
+                    skipped.append((str(path), "the batch's own output folder"))
+                else:
+                    subdirs.append(path)
+                continue
+            if not e.name.endswith(MODEL_SUFFIXES):
+                continue
+            st = e.stat(follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):
+                skipped.append((str(path), f"{_kind(st.st_mode)}, not a regular file"))
+            elif st.st_size == 0:
+                skipped.append((str(path), "empty file"))
+            else:
+                found.append(path)
+            if len(found) > MAX_MODELS:
+                raise StudioError(f"more than {MAX_MODELS} models; split the batch", code="TOO-LARGE")
+        stack.extend(reversed(subdirs))
+
+
+def _link_reason(path: Path, folder: Path) -> str:
+    try:
+        target = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return "broken link"
+    inside = target.is_relative_to(folder.resolve())
+    return "link, not followed" if inside else "link out of the folder, not followed"
+
+
+def _kind(mode: int) -> str:
+    return ("FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else
+            "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special file")
+
+
+def discover(paths: Sequence[str | Path], out_dir: str | Path | None = None) -> Found:
+    """The models named by ``paths`` (files, or folders searched for *.onnx), each loaded once.
+    Files named on the command line are the user's choice and always tried; in folders, what cannot be
+    a model is passed over and listed in ``Found.skipped``."""
     from studio.core.model import load
 
+    out = Path(out_dir).resolve() if out_dir is not None else None
     found: list[Path] = []
+    skipped: list[tuple[str, str]] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found.extend(sorted(x for x in p.rglob("*.onnx") if x.is_file() and not x.is_symlink()))
+            _scan(p, out, found, skipped)
         else:
             found.append(p)
         if len(found) > MAX_MODELS:
             raise StudioError(f"more than {MAX_MODELS} models; split the batch", code="TOO-LARGE")
     if not found:
-        raise StudioError("no models to run: give .onnx files or folders that hold them", code="NOT-FOUND")
+        raise StudioError("no models to run: give .onnx files or folders that hold them"
+                          + (f" ({skipped_summary(skipped)})" if skipped else ""), code="NOT-FOUND")
     names = [p.name for p in found]
     models, seen = [], set()
     for p in found:
@@ -59,7 +128,20 @@ def discover(paths: Sequence[str | Path]) -> list[BatchModel]:
             continue
         seen.add(h.sha256)
         models.append(BatchModel(name, p, h.sha256))
-    return models
+    return Found(models, tuple(skipped))
+
+
+def skipped_summary(skipped: Sequence[tuple[str, str]], examples: int = 3) -> str:
+    """One line for everything a scan passed over: a count per reason, with the first few names."""
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in skipped:
+        by_reason.setdefault(reason, []).append(name)
+    parts = []
+    for reason, names in by_reason.items():
+        shown = ", ".join(printable(Path(n).name, 40) for n in names[:examples])
+        more = f", +{len(names) - examples} more" if len(names) > examples else ""
+        parts.append(f"{reason}: {len(names)} ({shown}{more})")
+    return f"skipped {len(skipped)} item(s): " + "; ".join(parts)
 
 
 def _read_state(path: Path) -> dict[str, StageOutcome]:
@@ -114,7 +196,8 @@ def _run_batch(paths: Sequence[str | Path], out: Path, *, stages: Sequence[str],
     """The body of ``run_batch`` (see there)."""
     with translated(shown_path(out)):
         out.mkdir(parents=True, exist_ok=True)
-    models = discover(paths)
+    scan = discover(paths, out)
+    models = scan.models
     state_path = out / STATE_FILE
     previous = {} if force else _read_state(state_path)
     own = executor is None
@@ -166,7 +249,7 @@ def _run_batch(paths: Sequence[str | Path], out: Path, *, stages: Sequence[str],
     rows = tuple(BatchRow(m, {s: outcomes[(m.folder_name, s)] for s in stages if (m.folder_name, s) in outcomes})
                  for m in models)
     result = BatchResult(out, tuple(stages), rows, executor.name, time.perf_counter() - started,
-                         len(pending), skipped, machine=machine_facts())
+                         len(pending), skipped, machine=machine_facts(), passed_over=scan.skipped)
     from studio.batch.report import write_reports
 
     return write_reports(result)

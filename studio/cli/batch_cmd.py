@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
         for row in result.rows:
             cells = "  ".join(f"{s}={row.outcomes[s].status}" for s in result.stages if s in row.outcomes)
             print(f"{row.status():<12} {printable(row.model.name, 50):<50} {cells or printable(row.model.error or '')}")
+        if result.passed_over:
+            print(f"{printable(batch_api.skipped_summary(result.passed_over), 600)}", file=sys.stderr)
         print(f"{len(result.rows)} model(s), {result.ran} task(s) run, {result.skipped} already finished, "
               f"{result.seconds:.1f} s on the {result.executor} executor; report: {result.files.get('html')}")
     return 0 if result.ok else 1

@@ -27,3 +27,15 @@ def printable(text: str, max_len: int = 200) -> str:
     control characters escaped, length capped."""
     out = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
     return out if len(out) <= max_len else out[: max_len - 1] + "…"
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(cell: object) -> object:
+    """A CSV cell a spreadsheet shows as text, never runs: a string that begins with ``= + - @``, a tab or a
+    carriage return gets a leading single quote (OWASP's CSV-injection rule). A model named
+    ``+cmd;calc.onnx`` or ``@SUM(1+1).onnx`` would otherwise be a formula. Numbers stay numbers."""
+    if isinstance(cell, str) and cell.startswith(FORMULA_STARTS):
+        return "'" + cell
+    return cell
