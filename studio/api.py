@@ -658,17 +658,22 @@ def _is_script(script: Any) -> bool:
 
 
 def add_edited_version(model: ProjectModel | Workspace, parent: str, result: Any, *, label: str = "edit",
-                       job_id: str | None = None) -> Version:
+                       job_id: str | None = None, source_sha256: str | None = None) -> Version:
     """The edited model as a new version whose provenance records the script (undo: select ``parent``).
     A split's later parts become versions too (children of ``parent``, labelled ``... part N``); the
-    first part is returned."""
+    first part is returned. In a project, an edit that changes no byte is refused as "same as vN" (R63)
+    and ``source_sha256`` (the content edited) must be ``parent``'s (R59)."""
     from studio.edit import provenance
+    from studio.projects import ProjectModel as _ProjectModel
 
     if not result.outputs:
         raise StudioError("the edit wrote no model to keep", code="NO-RESULT")
-    kwargs = {"job_id": job_id} if job_id is not None else {}
+    kwargs: dict[str, Any] = {"job_id": job_id} if job_id is not None else {}
+    if isinstance(model, _ProjectModel):
+        kwargs.update(refuse_same=True, source_sha256=source_sha256)
     first = model.add_file(result.outputs[0], label=label, parent=parent, provenance=provenance(result, parent),
                            **kwargs)
+    kwargs.pop("refuse_same", None)           # a later part may equal another version: it is still a part
     for i, path in enumerate(result.outputs[1:], 2):
         model.add_file(path, label=f"{label[:50]} part {i}", parent=parent,
                        provenance={**provenance(result, parent), "part": i}, **kwargs)
@@ -1062,9 +1067,14 @@ def model_for(project: Project | str, source: str | Path | ModelHandle) -> tuple
 
 
 def add_version(model: ProjectModel, source: str | Path | ModelHandle, *, label: str, parent: str | None,
-                provenance: dict | None = None, job_id: str | None = None) -> Version:
-    """Store a model file as a new version of ``model`` (content-addressed, written once)."""
-    return model.add_file(source, label=label, parent=parent, provenance=provenance, job_id=job_id)
+                provenance: dict | None = None, job_id: str | None = None, source_sha256: str | None = None,
+                refuse_same: bool = False) -> Version:
+    """Store a model file as a new version of ``model`` (content-addressed, written once). A result derived
+    from a model (a precision variant) passes ``source_sha256``, the content it was computed on: unless
+    that is ``parent``'s, nothing is saved (``WrongSourceError``, R59). ``refuse_same``: a byte-identical
+    version is refused as "same as vN" (``SameContentError``, R63)."""
+    return model.add_file(source, label=label, parent=parent, provenance=provenance, job_id=job_id,
+                          source_sha256=source_sha256, refuse_same=refuse_same)
 
 
 def list_versions(model: ProjectModel) -> tuple[Version, ...]:

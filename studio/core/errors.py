@@ -31,6 +31,22 @@ class StudioError(Exception):
         return {"code": self.code, "message": str(self)}
 
 
+class SameContentError(StudioError):
+    """A new version would be byte-identical to one the model already has (R63): said as "same as vN"."""
+
+    code = "SAME-CONTENT"
+
+    def __init__(self, message: str, *, version: str) -> None:
+        super().__init__(message)
+        self.version = version
+
+
+class WrongSourceError(StudioError):
+    """A result computed on one model's file offered as a version of another (R59): refused."""
+
+    code = "WRONG-SOURCE"
+
+
 class ModelLoadError(StudioError):
     """The file is not a loadable ONNX model (empty, truncated, wrong format...)."""
 

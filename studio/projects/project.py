@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from studio.core.errors import StudioError
+from studio.core.errors import SameContentError, StudioError, WrongSourceError
 from studio.core.model import ModelHandle, load
 from studio.core.outputs import register_input
 from studio.core.paths import is_within, safe_name
@@ -381,16 +381,40 @@ class ProjectModel:
             raise StudioError(f"no version '{safe_name(str(vid))}' of model '{self.name[:60]}'", code="NO-VERSION")
         return self._version(r)
 
+    def version_with_content(self, sha256: str) -> Version | None:
+        """This model's first version with this content, if any."""
+        r = self.project.catalog.one("SELECT * FROM versions WHERE model_id=? AND sha256=? ORDER BY seq LIMIT 1",
+                                     (self.id, sha256))
+        return None if r is None else self._version(r)
+
     def handle(self, vid: str) -> ModelHandle:
         v = self.version(vid)
         return self.project.handle_for(v.path, v.sha256, self.name)
 
     def add_file(self, source: str | Path | ModelHandle, label: str = "original", parent: str | None = None,
-                 provenance: dict | None = None, *, job_id: str | None = None) -> Version:
-        """Store a model file (only read) as a new version of this model."""
+                 provenance: dict | None = None, *, job_id: str | None = None, source_sha256: str | None = None,
+                 refuse_same: bool = False) -> Version:
+        """Store a model file (only read) as a new version of this model. ``source_sha256``: the content the
+        file was computed from (a precision variant, an edit), which must be ``parent``'s, or nothing is
+        saved (R59: another model's result is never filed here). ``refuse_same``: a file byte-identical
+        to a version of this model is refused as "same as vN" (R63), not stored as a silent duplicate."""
         handle = source if isinstance(source, ModelHandle) else load(source)
         if parent is not None:
-            self.version(parent)
+            base = self.version(parent)
+            if source_sha256 is not None and source_sha256 != base.sha256:
+                raise WrongSourceError(
+                    f"not saved: this result was computed on another model (sha256 {source_sha256[:12]}), not on "
+                    f"{parent} of '{safe_name(self.name)[:60]}' (sha256 {base.sha256[:12]}); run it again on "
+                    f"this version", code="WRONG-SOURCE")
+        elif source_sha256 is not None:
+            raise WrongSourceError("not saved: a derived result needs the version it was computed on as its parent",
+                                   code="WRONG-SOURCE")
+        if refuse_same:
+            same = self.version_with_content(handle.sha256)
+            if same is not None:
+                raise SameContentError(
+                    f"no new version: the result is byte-identical to {same.id} ({safe_name(same.label)[:40]}) of "
+                    f"'{safe_name(self.name)[:60]}' — same as {same.id}, sha256 {same.sha256[:12]}", version=same.id)
         sha, rel = put_model(self.root, handle)
         with self.project.catalog.write() as con:
             n = con.execute("SELECT count(*) FROM versions WHERE model_id=?", (self.id,)).fetchone()[0]

@@ -227,14 +227,17 @@ def _apply(handle, version, ops: list[dict]) -> None:
             res = api.edit(handle, ops, job.dir / f"{handle.name}.onnx", pool_key=state.session_id())
             job.message = res.message[:300]
         label = "edit: " + ", ".join(o["op"] for o in ops)
-        return res, api.add_edited_version(ws, version.id, res, label=label[:60], job_id=job.id)
+        return res, api.add_edited_version(ws, version.id, res, label=label[:60], job_id=job.id,
+                                           source_sha256=handle.sha256)
 
     done = widgets.guarded(run, spinner="Applying and verifying the edit…")
     if done is None:
         return
     result, new = done
-    st.session_state.pop(_PREVIEW, None)
-    st.session_state[_DONE] = {"result": result, "version": new.id, "parent": version.id, "script": ops}
+    state.drop_result(_PREVIEW)
+    # the banner belongs to the version the edit made (selected next), of this model and project only
+    state.keep_result(_DONE, {"result": result, "version": new.id, "parent": version.id, "script": ops},
+                      version=new)
     state.set_current(new.id)
     st.rerun()
 
@@ -268,8 +271,11 @@ def preview_apply(handle, version, ops: list[dict], key: str) -> None:
     c1, c2, c3 = st.columns([1, 2, 2])
     if c1.button("Preview", key=f"{key}_edit_preview", type="secondary"):
         result = widgets.guarded(lambda: api.validate_edit_script(handle, ops), spinner="Checking the edit…")
-        st.session_state[_PREVIEW] = (pkey, result) if result is not None else None
-    saved = st.session_state.get(_PREVIEW)
+        if result is None:
+            state.drop_result(_PREVIEW)
+        else:
+            state.keep_result(_PREVIEW, (pkey, result), {"ops": ops})
+    saved = state.bound_result(_PREVIEW, {"ops": ops})
     previewed = saved is not None and saved[0] == pkey
     if c2.button("Apply as a new version", key=f"{key}_edit_apply", type="primary", disabled=not previewed,
                  help="Preview the edit first" if not previewed else "verified against this version, then saved"):
@@ -301,12 +307,13 @@ def _to_diff() -> None:
 
 def _undo(parent: str) -> None:
     state.set_current(parent)
-    st.session_state.pop(_DONE, None)
+    state.drop_result(_DONE)
 
 
 def last_edit() -> None:
-    """The report of the edit just applied: the version, its verification, what changed; undo, diff."""
-    done = st.session_state.get(_DONE)
+    """The report of the edit just applied: the version, its verification, what changed; undo, diff.
+    Shown only on the version the edit made (this project, this model): never on another's page."""
+    done = state.bound_result(_DONE)
     if not done:
         return
     result = done["result"]
@@ -323,6 +330,6 @@ def last_edit() -> None:
     c1, c2, c3, c4 = st.columns(4)
     c1.button("See it in the diff", key="graph_edit_to_diff", on_click=_to_diff)
     c2.button("Undo (select the parent)", key="graph_edit_undo", on_click=_undo, args=(done["parent"],))
-    c3.button("Dismiss", key="graph_edit_dismiss", on_click=lambda: st.session_state.pop(_DONE, None))
+    c3.button("Dismiss", key="graph_edit_dismiss", on_click=lambda: state.drop_result(_DONE))
     if c4.toggle("Show as script", key="graph_edit_done_script", help="the applied edit, as edit --script reads it"):
         st.code(script_json(done["script"]), language="json")

@@ -53,6 +53,8 @@ def render(entries: dict, chosen: list[str], engines: list[str]) -> None:
         batch_sizes=_ints(batch, "batch sizes"), generations=int(generations)))
     run = st.button("Run generation profile", key="profile_generate_run",
                     disabled=options is None or not chosen or not engines)
+    settings = {"versions": [(k, entries[k][1].sha256) for k in chosen if k in entries], "engines": list(engines),
+                "options": repr(options)}
     if run and options is not None:
         targets = []
         for key in chosen:
@@ -67,11 +69,11 @@ def render(entries: dict, chosen: list[str], engines: list[str]) -> None:
 
         result = widgets.guarded(in_job, spinner="generating…") if targets else None
         if result is not None:
-            st.session_state[_RESULT] = result
+            state.keep_result(_RESULT, result, settings)
     if options is not None and chosen and engines:
         widgets.cli_hint(api.generation_command([Path(entries[k][1].path).name for k in chosen],
                                                 [api.parse_engine(e) for e in engines], options))
-    result = st.session_state.get(_RESULT)
+    result = state.bound_result(_RESULT, settings)     # this model, these versions and options only
     if result is not None:
         _results(result)
 

@@ -23,6 +23,11 @@ class InputsChoice:
     ready: bool = True         # False while a file kind is chosen but nothing is uploaded yet
     dataset: object = None     # a studio.data.datasets.Dataset of the project, when picked
 
+    def settings(self) -> dict:
+        """What of this choice decides a run's result (part of the result's key, ``state.keep_result``)."""
+        return {"inputs": str(self.inputs) if self.inputs else None, "images": str(self.images) if self.images else None,
+                "count": self.count, "dataset": getattr(self.dataset, "id", None)}
+
 
 def _saved(key: str, files, save) -> Path | None:
     """Save an upload once; the path is remembered per upload identity."""

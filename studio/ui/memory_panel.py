@@ -40,18 +40,18 @@ def render(handle) -> None:
                                "intermediate tensors: ORT's memory-pattern block (arena off, second run), "
                                "OpenVINO CPU's workspace (re-allocated after release_memory); Linux with a C "
                                "compiler")
-    held = st.session_state.get(_RESULT) or {}
+    held = state.bound_result(_RESULT) or {}          # this project's model, version and dims only
     if c1.button("Plan memory", key="memory_plan_run"):
         report = widgets.guarded(lambda: api.memory_plan(handle, dims, measure=measure, pool_key=state.session_id()),
                                  spinner="Planning memory…")
         held = {"key": key, "report": report} if report is not None else {}
-        st.session_state[_RESULT] = held
+        state.keep_result(_RESULT, held)
         if report is not None:           # once per plan: the Graph page's view memo sees one change
             state.publish_overlay_data(handle.sha256, "node_memory", report.node_live_bytes())
     if c2.button("Try a memory-aware order", key="memory_reorder_run"):
         what_if = widgets.guarded(lambda: _reorder(handle, dims, measure), spinner="Reordering and verifying…")
         held = {"key": key, "report": what_if.before, "reorder": what_if} if what_if is not None else {}
-        st.session_state[_RESULT] = held
+        state.keep_result(_RESULT, held)
         if what_if is not None:
             state.publish_overlay_data(handle.sha256, "node_memory", what_if.before.node_live_bytes())
     if held.get("key") != key:

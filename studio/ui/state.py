@@ -14,6 +14,7 @@ import json
 import os
 import uuid
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
@@ -47,6 +48,13 @@ PERSISTED_WIDGETS = (
     "diff_mode",
 )
 SETTINGS_PREFIX = "ui:"
+# Widgets whose value belongs to one model (dims, KV budget, export shapes, edits): dropped when another
+# model opens, so the next model's boxes start from its own stored values or hints, never the last model's.
+MODEL_WIDGET_PREFIXES = ("dim_", "opt_dim_", "kv_", "exp_shape_", "profile_gen_", "graph_edit_", "nodes_edit_",
+                         "graph_viewer_edit_", "verify_a", "verify_b",
+                         "graph_model_", "compat_dim_", "precision_task_", "verify_task_", "data_task_",
+                         "precision_metric", "verify_metric", "data_metric", "precision_value_", "verify_value_",
+                         "data_value_")
 
 
 class _Lifetime:
@@ -119,6 +127,7 @@ def open_project(project_id: str, model_id: str | None = None, version_id: str |
     st.session_state[_MODEL] = model_id if model_id in ids else (ids[-1] if ids else None)
     st.session_state[_CURRENT] = version_id
     st.session_state.pop("selected_node", None)
+    _switched()
 
 
 def close_project() -> None:
@@ -228,10 +237,27 @@ def models() -> list:
 
 
 def set_model(model_id: str, version_id: str | None = None) -> None:
+    """Open another model of the project: from here on (this run included) its own dims and widgets."""
     save_settings()
     st.session_state[_MODEL] = model_id
     st.session_state[_CURRENT] = version_id
     st.session_state.pop("selected_node", None)
+    _switched()
+
+
+def _switched() -> None:
+    """Another model (or project) is current: from here on, this run included, its own dims and widget
+    values; the next run restores the model's saved widget values (``restore_settings``)."""
+    _forget_model_widgets()
+    st.session_state.pop(_RESTORED, None)
+    p, mid = project(), st.session_state.get(_MODEL)
+    st.session_state["onnx_studio_dims"] = _model_dims(api.get_settings(p, mid) if p is not None and mid else {})
+
+
+def _forget_model_widgets() -> None:
+    for key in list(st.session_state):
+        if key in PERSISTED_WIDGETS or (isinstance(key, str) and key.startswith(MODEL_WIDGET_PREFIXES)):
+            st.session_state.pop(key, None)
 
 
 def _add(source, label: str) -> Version:
@@ -311,10 +337,9 @@ def restore_settings() -> None:
     settings = api.get_settings(p, scope[1])
     saved = {k.removeprefix(SETTINGS_PREFIX): v for k, v in settings.items() if k.startswith(SETTINGS_PREFIX)}
     if st.session_state.get(_RESTORED) != scope:      # another model: its values, not the last model's
-        for key in PERSISTED_WIDGETS:
-            st.session_state.pop(key, None)
+        _forget_model_widgets()
         st.session_state[_RESTORED] = scope
-        st.session_state["onnx_studio_dims"] = dict(settings.get("dims") or {})
+        st.session_state["onnx_studio_dims"] = _model_dims(settings)
     st.session_state[_SAVED] = saved
     for key, value in saved.items():
         if key in PERSISTED_WIDGETS and key not in st.session_state:
@@ -364,8 +389,27 @@ def summary(handle: ModelHandle, dims: dict[str, int] | None = None):
 
 
 def dims() -> dict[str, int]:
-    """User-set values for symbolic dims of the current model (kept in the project)."""
+    """Values for the symbolic dims of the current model, the one set every page and command uses: the
+    project's stored dims for this model id, else what the model says (``api.dim_hints``); never another
+    model's (they are replaced whenever another model opens, ``restore_settings``)."""
     return st.session_state.setdefault("onnx_studio_dims", {})
+
+
+def _model_dims(settings: dict) -> dict[str, int]:
+    """The dims a model opens with: its stored ones, then its own hints for the dims it leaves unset."""
+    out = {k: int(v) for k, v in (settings.get("dims") or {}).items()}
+    handle = None
+    try:
+        handle = current_handle()
+    except StudioError:
+        pass
+    if handle is not None:
+        try:
+            for h in api.dim_hints(handle):
+                out.setdefault(h.key, int(h.value))
+        except (StudioError, ValueError, TypeError):
+            pass                     # no hint is a fine answer: the box stays empty (counted as 1)
+    return out
 
 
 @st.cache_resource(max_entries=8, ttl=3600, show_spinner=False)
@@ -397,3 +441,74 @@ def publish_overlay_data(sha256: str, key: str, value: object) -> None:
 
 def overlay_data(sha256: str) -> dict | None:
     return st.session_state.get(_OVERLAY_DATA, {}).get(sha256)
+
+
+# -- results bound to what produced them (R59) ----------------------------------------------------
+_RESULTS = "onnx_studio_results"
+
+
+@dataclass(frozen=True)
+class ResultKey:
+    """What a page's result was computed on: project, model, version, that version's content, and the
+    settings of the run (dims always, plus the page's: dataset, engine, target...). A result is shown
+    only while the key of what is on screen is equal, so nothing of one model reaches another's page."""
+
+    project: str | None
+    model: str | None
+    version: str | None
+    sha256: str | None
+    settings: str = "{}"
+
+    def same_model(self, other: ResultKey) -> bool:
+        return (self.project, self.model, self.version, self.sha256) == (
+            other.project, other.model, other.version, other.sha256)
+
+
+def _canonical(settings: dict | None) -> str:
+    return json.dumps(settings or {}, sort_keys=True, default=str)
+
+
+def result_key(settings: dict | None = None, *, version: Version | None = None,
+               project_only: bool = False) -> ResultKey:
+    """The key of what is on screen now (``version``: another version of the current model than the
+    selected one, e.g. the version an edit just made; ``project_only``: a result of the whole project,
+    such as a batch, bound to the project and its settings only)."""
+    if project_only:
+        return ResultKey(st.session_state.get(_PROJECT), None, None, None, _canonical(settings))
+    v = version if version is not None else current_version()
+    return ResultKey(st.session_state.get(_PROJECT), st.session_state.get(_MODEL), v.id if v else None,
+                     v.sha256 if v else None, _canonical({"dims": dict(sorted(dims().items())), **(settings or {})}))
+
+
+def keep_result(name: str, value: object, settings: dict | None = None, *, version: Version | None = None,
+                project_only: bool = False) -> ResultKey:
+    """Keep a page's result under ``name`` with the key of what produced it; returns that key."""
+    key = result_key(settings, version=version, project_only=project_only)
+    st.session_state.setdefault(_RESULTS, {})[name] = (key, value)
+    return key
+
+
+def held_result(name: str) -> tuple[ResultKey, object] | None:
+    """The result kept under ``name`` with its key, whatever is on screen (for a save: its source)."""
+    return st.session_state.get(_RESULTS, {}).get(name)
+
+
+def bound_result(name: str, settings: dict | None = None, *, version: Version | None = None,
+                 project_only: bool = False):
+    """The result kept under ``name`` when it was computed on what is on screen (same project, model,
+    version, content and settings), else None: the page then offers to run."""
+    held = held_result(name)
+    if held is None or held[0] != result_key(settings, version=version, project_only=project_only):
+        return None
+    return held[1]
+
+
+def result_is_stale(name: str, settings: dict | None = None, *, version: Version | None = None,
+                    project_only: bool = False) -> bool:
+    """A result is kept under ``name`` but for another model, version or settings (said as such, not shown)."""
+    held = held_result(name)
+    return held is not None and held[0] != result_key(settings, version=version, project_only=project_only)
+
+
+def drop_result(name: str) -> None:
+    st.session_state.get(_RESULTS, {}).pop(name, None)

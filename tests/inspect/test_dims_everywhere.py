@@ -109,7 +109,7 @@ def test_export_page_verifies_at_the_dims(app, model_path):
     assert any("--dim height=640 --dim width=640" in c.value for c in at.code)
     at.button(key="exp_run").click().run()
     assert not at.exception, at.exception
-    result = at.session_state["onnx_studio_export_result"]["result"]
+    result = at.session_state["onnx_studio_results"]["onnx_studio_export_result"][1]["result"]
     assert result.manifest["verification"]["input_shapes"] == {"images": [1, 3, 640, 640]}
 
 

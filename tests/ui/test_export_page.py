@@ -26,7 +26,7 @@ def test_export_all_from_the_page(app):
     assert any(label.startswith("Download the bundle") for label in labels)
     assert "Download the report (HTML)" in labels and "onnxruntime/model.onnx" in labels
     assert any("--shapes input=1x3x32x32:2x3x32x32:4x3x32x32" in c.value for c in at.code)
-    result = at.session_state["onnx_studio_export_result"]["result"]
+    result = at.session_state["onnx_studio_results"]["onnx_studio_export_result"][1]["result"]
     assert result.manifest["verification"]["input_shapes"] == {"input": [2, 3, 32, 32]}
     # The bundle lives in this session's workspace.
     ws = current_model(at)

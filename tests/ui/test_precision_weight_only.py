@@ -30,7 +30,7 @@ def test_precision_page_int4_on_a_decoder(app):
     assert any("quantized MatMul" in e.label for e in at.expander)
     code = " ".join(c.value for c in at.code)
     assert "--variants fp32,int4" in code and "--block-size 16" in code and "--asymmetric" in code
-    _, report = at.session_state["precision_report"]
+    _, (_, report) = at.session_state["onnx_studio_results"]["precision_report"]
     path = report.variant("int4").path
     q = onnx.load(path)
     nbits = [n for n in q.graph.node if n.op_type == "MatMulNBits"]

@@ -72,7 +72,7 @@ def _executor() -> tuple[str | None, str | None]:
 
 
 def _run(paths: list[Path], stages: list[str], engines: list[str], cluster: str | None, target: str | None,
-         force: bool) -> None:
+         force: bool, settings: dict) -> None:
     bar = st.progress(0.0, text="starting…")
 
     def on_progress(done: int, total: int, eta: float | None, outcome) -> None:  # noqa: ANN001
@@ -96,7 +96,7 @@ def _run(paths: list[Path], stages: list[str], engines: list[str], cluster: str 
     result = widgets.guarded(run)
     bar.empty()
     if result is not None:
-        st.session_state[_RESULT] = result
+        state.keep_result(_RESULT, result, settings, project_only=True)
 
 
 def _table(result) -> pd.DataFrame:  # noqa: ANN001 - studio.batch.results.BatchResult
@@ -132,11 +132,15 @@ def render() -> None:
                              key="batch_engines")
     cluster, target = _executor()
     force = st.checkbox("Run finished model x stage pairs again", key="batch_force")
+    settings = {"paths": [str(p) for p in paths or ()], "stages": list(stages), "engines": list(engines),
+                "cluster": bool(cluster), "target": target, "force": bool(force)}
     if st.button("Run batch", type="primary", key="batch_run", disabled=not paths or not stages):
-        _run(paths, stages, engines or ["onnxruntime"], cluster, target, force)
-    widgets.cli_hint("onnx-studio batch MODELS... --stages " + ",".join(stages or ["inspect"]) + " -o OUT"
+        _run(paths, stages, engines or ["onnxruntime"], cluster, target, force, settings)
+    widgets.cli_hint("onnx-studio batch MODELS... --stages " + ",".join(stages or ["inspect"])
+                     + (" --engines " + ",".join(engines) if engines and engines != ["onnxruntime"] else "")
+                     + (" --force" if force else "") + " -o OUT"
                      + (" --cluster $ONNX_STUDIO_CLUSTER" if cluster else "") + (f" --target {target}" if target else ""))
-    result = st.session_state.get(_RESULT)
+    result = state.bound_result(_RESULT, settings, project_only=True)    # this project and these settings only
     if result is not None:
         _results(result)
 

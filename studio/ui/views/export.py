@@ -121,10 +121,10 @@ def _run(handle, version, targets, preset, precision, calibration, shapes, ort_l
         holder.empty()
     if result is None:
         return
-    st.session_state[_RESULT] = {"result": result, "version": version.id, "command": api.export_command(
+    state.keep_result(_RESULT, {"result": result, "version": version.id, "command": api.export_command(
         handle.path.name, targets, preset=preset, precision=precision, calibration=calibration, shapes=shapes,
         ort_level=ort_level, max_batch=max_batch, ov_precisions=ov_precisions, ort_custom_ops=ort_custom_ops,
-        ov_extensions=ov_extensions, calibration_method=calibration_method, dims=dict(state.dims()))}
+        ov_extensions=ov_extensions, calibration_method=calibration_method, dims=dict(state.dims()))})
 
 
 def _downloads(result) -> None:
@@ -229,8 +229,8 @@ def render() -> None:
     if st.button("Export", type="primary", key="exp_run", disabled=not targets):
         _run(handle, version, targets, chosen_preset, precision, calibration, shapes, ort_level, max_batch,
              ov_precisions, ort_custom_ops, ov_extensions, calibration_method=method)
-    saved = st.session_state.get(_RESULT)
-    if saved and saved["version"] == version.id:
+    saved = state.bound_result(_RESULT)             # this project's model and version only
+    if saved:
         _report(saved)
     else:
         widgets.cli_hint(api.export_command(handle.path.name, targets or list(api.EXPORT_TARGETS),

@@ -81,19 +81,21 @@ def _run(handle, version, preset, passes, dims, on_failure, verify, options) -> 
     bar.empty()
     if result is None:
         return
-    new_version = None
+    new_version, made = None, None
     if result.modified:
         # A run that stopped early still offers its last verified model, labelled as partial.
         label = (preset or "custom") + ("" if result.ok else " (partial)")
         v = widgets.guarded(lambda: api.add_optimized_version(ws, version.id, result, preset=preset or "custom",
                                                               label=label))
         if v is not None:
-            new_version = v.id
+            new_version, made = v.id, v
             state.set_current(v.id)
-    st.session_state[_RESULT] = {"result": result, "source": version.id, "version": new_version,
-                                 "command": api.optimize_command(handle.path.name, preset=preset, passes=passes,
-                                                                 dims=dims, on_failure=on_failure, verify=verify,
-                                                                 options=options)}
+    # bound to the version it made (else the one optimized), of this model and project only
+    state.keep_result(_RESULT, {"result": result, "source": version.id, "version": new_version,
+                                "command": api.optimize_command(handle.path.name, preset=preset, passes=passes,
+                                                                dims=dims, on_failure=on_failure, verify=verify,
+                                                                options=options)},
+                      version=made or version)
     if new_version is not None:
         st.rerun()         # the header, the sidebar and the URL name the new version, not the one optimized
 
@@ -160,8 +162,8 @@ def render() -> None:
                             key="opt_verify")
     if st.button("Run", type="primary", key="opt_run", disabled=preset is None and not passes):
         _run(handle, version, preset, passes, dims, on_failure, verify, options)
-    saved = st.session_state.get(_RESULT)
-    if saved and state.current_version() and state.current_version().id in (saved["source"], saved["version"]):
+    saved = state.bound_result(_RESULT)
+    if saved:
         _report(saved)
     else:
         widgets.cli_hint(api.optimize_command(handle.path.name, preset=preset, passes=passes, dims=dims,

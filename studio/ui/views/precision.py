@@ -72,7 +72,7 @@ def _matmul_errors(report) -> None:
                              hide_index=True, width="stretch")
 
 
-def _save_buttons(report, parent_id: str) -> None:
+def _save_buttons(report, parent_id: str, source_sha256: str) -> None:
     # ONNX variants only: an OpenVINO IR (NNCF), a .mnn or a .tflite is an engine artifact, not a version
     saveable = [v for v in report.variants if v.path is not None and v.status == "ok"
                 and str(v.path).endswith(".onnx")]
@@ -87,8 +87,10 @@ def _save_buttons(report, parent_id: str) -> None:
                                        "top1": v.top1, "target_cosine": report.target_cosine},
                           "calibration": report.calibration, "pipeline": list(v.lineage),
                           "choice": v.details.get("chosen")}
-            saved = widgets.guarded(lambda v=v: state.workspace().add_file(
-                v.path, label=f"{v.name}", parent=parent_id, provenance=provenance))
+            # the content the report was computed on must be this version's: the project refuses otherwise
+            saved = widgets.guarded(lambda v=v: api.add_version(
+                state.workspace(), v.path, label=f"{v.name}", parent=parent_id, provenance=provenance,
+                source_sha256=source_sha256, refuse_same=True))
             if saved is not None:
                 st.success(widgets.md_escape(f"saved as {saved.id} · {saved.label}", 200))
 
@@ -123,6 +125,9 @@ def render() -> None:
     budget = right.number_input("Latency measurement budget (s)", 5, 600, 60, key="precision_budget")
     if not choice.ready:
         st.caption("Upload the calibration data to build INT8 variants with it.")
+    settings = {"variants": list(chosen), "calibration": choice.settings(), "method": method, "target": float(target),
+                "task_target": task_target, "tasks": str(tasks), "budget": float(budget),
+                "weight_options": weight_options}
     if st.button("Build and measure", type="primary", key="precision_run", disabled=not chosen or not choice.ready):
         bar = st.progress(0.0, text="starting")
 
@@ -144,10 +149,12 @@ def render() -> None:
         report = widgets.run_stoppable("Building and measuring variants", work)
         bar.empty()
         if report is not None:
-            st.session_state[_REPORT] = (current.id, report)
-    stored = st.session_state.get(_REPORT)
-    if stored is not None and stored[0] == current.id:
-        report = stored[1]
+            state.keep_result(_REPORT, (handle.sha256, report), settings)
+    stored = state.bound_result(_REPORT, settings)
+    if stored is None and state.result_is_stale(_REPORT, settings):
+        st.info("No result for this model, version and these settings yet: press Build and measure.")
+    if stored is not None:
+        source_sha256, report = stored
         (st.success if report.recommended and report.recommended != "fp32" else st.info)(
             widgets.md_escape(report.summary(), 400))
         st.caption(widgets.md_escape(f"calibration: {report.calibration} · judged on: "
@@ -158,7 +165,7 @@ def render() -> None:
         st.plotly_chart(api.tradeoff_figure(report), width="stretch", key="precision_tradeoff")
         for note in report.notes:
             st.warning(widgets.md_escape(note, 400))
-        _save_buttons(report, current.id)
+        _save_buttons(report, current.id, source_sha256)
     flags = [f"--variants {','.join(chosen)}" if chosen and chosen != auto else "",
              choice.cli_flags if choice.inputs or choice.images else
              (f"--samples {choice.count}" if choice.count != 8 else ""),

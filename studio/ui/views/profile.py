@@ -240,6 +240,8 @@ def render() -> None:
         # The previous run was interrupted (Stop, or any other click): its worker was killed.
         st.session_state[_RUNNING] = False
         st.info("Stopped: the running worker was killed.")
+    settings = {"versions": [(k, entries[k][1].sha256) for k in chosen if k in entries], "engines": list(engines),
+                "remote": remote, "options": repr(options), "inputs": choice.settings()}
     if run and options is not None and chosen and engines:
         targets, run_vids = [], []
         for key in chosen:
@@ -251,14 +253,21 @@ def render() -> None:
                 run_vids.append(key)
         if targets:
             st.session_state[_VERSIONS_RUN] = run_vids
+            st.session_state.pop(_RESULT, None)
             _run(targets, engines, options, remote, stop_slot)
+            if st.session_state.get(_RESULT) is not None:    # bound to the versions, engines and options run
+                state.keep_result(_RESULT, (st.session_state.pop(_RESULT), st.session_state.get(_MEASURED_BY),
+                                            run_vids), settings)
     if options is not None and chosen and engines:
         names = [Path(entries[k][1].path).name for k in chosen]
         specs = [api.parse_engine(e) for e in engines]
         widgets.cli_hint(api.profile_command(names, specs, options))
-    result = st.session_state.get(_RESULT)
-    if result is not None:
+    bound = state.bound_result(_RESULT, settings)      # run on this model's page with these settings only
+    if bound is not None:
+        result, st.session_state[_MEASURED_BY], st.session_state[_VERSIONS_RUN] = bound
         _results(result)
+    elif state.result_is_stale(_RESULT, settings):
+        st.info("No profile for this model, these versions and settings yet: press Run profile.")
     generation_section.render(entries, chosen, engines)    # KV-cache decoders only
 
 

@@ -116,6 +116,9 @@ def render() -> None:
         if choice.dataset is not None else ""
     if not choice.ready:
         st.caption("Upload the input file to compare on it.")
+    settings = {"a": a, "b": b, "sha_a": ha.sha256, "sha_b": hb.sha256, "engine": engine, "engine_b": engine_b,
+                "ov": [ov_a, ov_b], "inputs": choice.settings(), "layerwise": layerwise, "threshold": threshold,
+                "tasks": str(tasks), "target": target}
     if st.button("Compare", type="primary", key="verify_run", disabled=not choice.ready):
         def work(on_tick):
             return api.compare(ha, hb, engine=engine, engine_b=engine_b, inputs=choice.inputs, images=choice.images,
@@ -125,12 +128,14 @@ def render() -> None:
                                dataset=choice.dataset, target=target or None, tasks=tasks)
         result = widgets.run_stoppable("Comparing", work)
         if result is not None:
-            st.session_state[_RESULT] = result
+            state.keep_result(_RESULT, result, settings)
             if result.layerwise is not None:      # per-node error: the Graph page's "numeric error" overlay
                 state.publish_overlay_data(ha.sha256, "node_errors", result.layerwise.node_errors())
-    result = st.session_state.get(_RESULT)
+    result = state.bound_result(_RESULT, settings)     # computed on what is on screen, else not shown
     if result is not None:
         _show(result, "verify")
+    elif state.result_is_stale(_RESULT, settings):
+        st.info("No comparison for this model, version and these settings yet: press Compare.")
     flags = [f"--engine {CLI_ENGINE[engine]}"]
     if engine_b != engine:
         flags.append(f"--engine-b {CLI_ENGINE[engine_b]}")
