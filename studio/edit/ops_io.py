@@ -3,6 +3,8 @@ dtype (inference re-run), replace an initializer from .npy, add an opset import.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx_ir as ir
 
@@ -107,6 +109,7 @@ def set_input(state: EditState, op: EditOp) -> None:
 
 def replace_initializer(state: EditState, op: EditOp) -> None:
     """Replace an initializer's values from a .npy file of the same dtype and shape."""
+    from studio.core.npy_header import NpyError, load_npy
     from studio.core.paths import check_regular_file
 
     graph = state.model.graph
@@ -115,15 +118,23 @@ def replace_initializer(state: EditState, op: EditOp) -> None:
     if v is None:
         raise EditError(f"{op.where()}: '{name[:80]}' is not an initializer{g._hint(name, list(graph.initializers))}")
     path = state.script.path(op.args["npy"])
-    try:
-        check_regular_file(path, max_bytes=None, label=".npy file")
-        array = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise EditError(f"{op.where()}: cannot read '{path.name[:80]}' as .npy ({str(exc).splitlines()[0][:120]})") \
-            from None
     old = v.const_value
     want_dtype = old.dtype if old is not None else v.dtype
     want_shape = list(old.shape) if old is not None else list(v.shape or [])
+    if want_dtype is None or any(not isinstance(d, int) for d in want_shape):
+        raise EditError(f"{op.where()}: initializer '{name[:80]}' has no fixed dtype and shape to check a .npy "
+                        "against")
+    limit = math.ceil(math.prod(want_shape) * want_dtype.itemsize)     # the file holds exactly the initializer
+    label = (f"{op.where()}: '{path.name[:80]}' (for initializer '{name[:60]}', "
+             f"{want_dtype.name.lower()}{want_shape})")
+    try:
+        check_regular_file(path, max_bytes=None, label=".npy file")
+        array = load_npy(path, label, max_bytes=limit)
+    except OSError as exc:
+        raise EditError(f"{op.where()}: cannot read '{path.name[:80]}' as .npy ({str(exc).splitlines()[0][:120]})") \
+            from None
+    except NpyError as exc:
+        raise EditError(f"{exc}; give a .npy of the initializer's dtype and shape") from None
     if ir.DataType.from_numpy(array.dtype) != want_dtype or list(array.shape) != want_shape:
         raise EditError(f"{op.where()}: '{path.name[:80]}' is {array.dtype}{list(array.shape)} but initializer "
                         f"'{name[:80]}' is {want_dtype.name.lower()}{want_shape}; give the same dtype and shape")

@@ -89,6 +89,86 @@ def _type_ok(kind: str, value: Any) -> bool:
     return isinstance(value, {_STR: str, _LIST: list, _MAP: dict, _BOOL: bool}[kind])
 
 
+# Bounds on a script's data (R64): an edit script is a few levels deep (list, operation, field, a list
+# value), its integers go into ONNX int64 fields, its names into UTF-8 protobuf strings.
+MAX_DEPTH = 32
+MAX_ITEMS = 1_000_000                     # values in all (YAML aliases can multiply a small text)
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def _json_depth(text: str) -> int:
+    """The deepest nesting of [ and { outside double-quoted strings, without recursion (numpy over the
+    bytes): what lets a script nested thousands deep be refused before a parser recurses into it."""
+    import re
+
+    import numpy as np
+
+    body = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text).encode("utf-8", "surrogatepass")
+    b = np.frombuffer(body, dtype=np.uint8)
+    step = np.isin(b, (ord("["), ord("{"))).astype(np.int32) - np.isin(b, (ord("]"), ord("}"))).astype(np.int32)
+    return int(np.cumsum(step).max(initial=0))
+
+
+def _where(index: int | None, kind: str | None, path: str) -> str:
+    head = f"edit #{index}" + (f" ({kind})" if kind else "") if index is not None else "the edit script"
+    return f"{head}: {path}" if path else head
+
+
+def _check_data(raw: Any) -> None:
+    """Every value of the decoded script is JSON data, at most MAX_DEPTH deep and MAX_ITEMS in all, its
+    integers fit int64 and its text is valid UTF-8 (no lone surrogate): one line naming the operation and
+    the field otherwise. Iterative, so no input can exhaust the stack."""
+    ops = raw.get("ops") if isinstance(raw, dict) and "ops" in raw else raw
+    todo: list[tuple[Any, int, int | None, str | None, str]] = []
+    if isinstance(ops, list):
+        for i, op in enumerate(ops):
+            kind = op.get("op") if isinstance(op, dict) and isinstance(op.get("op"), str) else None
+            todo.append((op, 1, i + 1, kind if kind in SCHEMA else None, ""))
+    else:
+        todo.append((raw, 0, None, None, ""))
+    seen = 0
+    while todo:
+        value, depth, index, kind, path = todo.pop()
+        seen += 1
+        if seen > MAX_ITEMS:
+            raise EditError(f"the edit script holds more than {MAX_ITEMS:,} values; split it")
+        if depth > MAX_DEPTH:
+            raise EditError(f"{_where(index, kind, path)} is nested more than {MAX_DEPTH} levels deep")
+        if isinstance(value, bool) or value is None or isinstance(value, float):
+            continue
+        if isinstance(value, int):
+            if not INT64[0] <= value <= INT64[1]:
+                from studio.core.bounds import number_text
+
+                raise EditError(f"{_where(index, kind, path or 'a value')} is {number_text(value)}, beyond int64 "
+                                "(the range of an ONNX integer)")
+            continue
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise EditError(f"{_where(index, kind, path or 'a value')} holds text that is not valid UTF-8 (a lone "
+                                "UTF-16 surrogate); ONNX names are UTF-8 text") from None
+            continue
+        if isinstance(value, list):
+            todo.extend((v, depth + 1, index, kind, path or "a value") for v in value)
+            continue
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    raise EditError(f"{_where(index, kind, path)} has a key of type {type(k).__name__}; keys are "
+                                    "names (text)")
+                try:
+                    k.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise EditError(f"{_where(index, kind, path)} has a key that is not valid UTF-8 (a lone UTF-16 "
+                                    "surrogate); ONNX names are UTF-8 text") from None
+                todo.append((v, depth + 1, index, kind, path or f"'{k[:40]}'"))
+            continue
+        raise EditError(f"{_where(index, kind, path or 'a value')} is a {type(value).__name__}, not JSON data "
+                        "(text, number, true/false, null, list or object)")
+
+
 def _check_op(raw: Any, index: int) -> EditOp:
     if not isinstance(raw, dict) or not isinstance(raw.get("op"), str):
         raise EditError(f"edit #{index}: each operation is an object with an \"op\" field (one of "
@@ -133,10 +213,11 @@ def _check_op(raw: Any, index: int) -> EditOp:
 
 def parse_ops(raw: Any, *, base_dir: Path | None = None) -> EditScript:
     """A script from already-decoded data: a list of operations, or ``{"ops": [...]}``."""
-    if isinstance(raw, dict) and "ops" in raw:
-        raw = raw["ops"]
     if isinstance(raw, EditScript):
         return raw
+    _check_data(raw)
+    if isinstance(raw, dict) and "ops" in raw:
+        raw = raw["ops"]
     if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)) or not raw:
         raise EditError("an edit script is a non-empty list of operations ([{\"op\": ...}, ...])")
     ops = tuple(_check_op(r, i + 1) for i, r in enumerate(raw))
@@ -148,20 +229,32 @@ def parse_ops(raw: Any, *, base_dir: Path | None = None) -> EditScript:
 
 def parse_text(text: str, *, yaml_ok: bool = True, base_dir: Path | None = None) -> EditScript:
     """A script from JSON text (YAML too when PyYAML is installed and ``yaml_ok``)."""
+    depth = _json_depth(text)
+    if depth > MAX_DEPTH:
+        raise EditError(f"the edit script is nested {depth} levels deep; an edit script needs a few (at most "
+                        f"{MAX_DEPTH})")
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise EditError(f"the edit script is nested too deeply to read (at most {MAX_DEPTH} levels)") from None
     except ValueError as exc:
+        msg = getattr(exc, "msg", None) or (str(exc).splitlines() or ["parse error"])[0][:120]
+        where = f" at line {exc.lineno}" if hasattr(exc, "lineno") else ""
         if not yaml_ok:
-            raise EditError(f"the edit script is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+            raise EditError(f"the edit script is not valid JSON ({msg}{where})") from None
         try:
             import yaml
         except ImportError:
-            raise EditError(f"the edit script is not valid JSON ({exc.msg} at line {exc.lineno}); "
-                            "YAML scripts need PyYAML") from None
+            raise EditError(f"the edit script is not valid JSON ({msg}{where}); YAML scripts need PyYAML") from None
         try:
             data = yaml.safe_load(text)
+        except RecursionError:
+            raise EditError(f"the edit script is nested too deeply to read (at most {MAX_DEPTH} levels)") from None
         except yaml.YAMLError as yexc:
             first = (str(yexc).splitlines() or ["parse error"])[0]
+            raise EditError(f"the edit script is neither JSON nor YAML ({first[:120]})") from None
+        except (ValueError, TypeError, OverflowError) as yexc:     # a YAML scalar Python cannot convert
+            first = (str(yexc).splitlines() or [type(yexc).__name__])[0]
             raise EditError(f"the edit script is neither JSON nor YAML ({first[:120]})") from None
     return parse_ops(data, base_dir=base_dir)
 

@@ -214,3 +214,85 @@ def test_removing_a_chain_is_one_sweep_with_one_scan_of_the_graph(tmp_path, monk
     res = api.validate_edit_script(api.load(tmp_path / "chain.onnx"), script)
     assert sweeps == [1], sweeps
     assert len(res.nodes_removed) == 300 and res.after[0]["outputs"] == ["short: float[2,3]"]
+
+
+def _script_error(tmp_path, model, text: str, name: str = "s.json") -> str:
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    out = tmp_path / "o" / "x.onnx"
+    with pytest.raises(StudioError) as err:
+        api.edit(api.load(model), api.edit_script(tmp_path / name), out)
+    assert not out.parent.exists()
+    return str(err.value)
+
+
+@pytest.mark.parametrize("name", ["s.json", "s.yaml"])
+def test_a_script_nested_thousands_deep_is_one_line(detector, tmp_path, name):
+    deep = '[{"op": "set_attr", "node": "conv0", "name": "x", "value": ' + "[" * 5000 + "]" * 5000 + "}]"
+    assert_user_message(_script_error(tmp_path, detector, deep, name), "nested 5002 levels deep", "at most 32")
+
+
+def test_a_yaml_script_nested_deep_by_indentation_is_one_line(detector, tmp_path):
+    lines = ["- op: set_attr", "  node: conv0", "  name: x", "  value:"]
+    lines += [" " * (4 + 2 * i) + "a:" for i in range(1200)] + [" " * 2406 + "1"]
+    message = _script_error(tmp_path, detector, "\n".join(lines), "s.yaml")
+    assert_user_message(message, "nested")
+
+
+@pytest.mark.parametrize("op, words", [
+    ({"op": "add_opset", "domain": "custom", "version": 2**70}, ("edit #1 (add_opset)", "'version'", "beyond int64")),
+    ({"op": "set_attr", "node": "conv0", "name": "group", "value": [1, -(2**64)]},
+     ("edit #1 (set_attr)", "'value'", "beyond int64")),
+    ({"op": "set_input", "input": "image", "shape": [1, 3, 10**30, 8]}, ("'shape'", "31-digit number", "int64")),
+    ({"op": "rename", "tensors": {"feat": "f\ud800"}}, ("edit #1 (rename)", "'tensors'", "not valid UTF-8",
+                                                        "surrogate")),
+    ({"op": "rename", "nodes": {"conv0\udcff": "c"}}, ("edit #1 (rename)", "not valid UTF-8")),
+])
+def test_integers_beyond_int64_and_lone_surrogates_are_one_line_naming_the_field(detector, tmp_path, op, words):
+    text = json.dumps([op])               # json escapes the surrogate as \\ud800: valid UTF-8 text on disk
+    message = _script_error(tmp_path, detector, text)
+    assert_user_message(message, *words)
+    message.encode("utf-8")               # the message itself can be printed
+
+
+def test_a_script_that_is_not_utf8_is_one_line(detector, tmp_path):
+    (tmp_path / "s.json").write_bytes(b'[{"op": "rename", "tensors": {"feat": "f\xff"}}]')
+    with pytest.raises(StudioError) as err:
+        api.edit_script(tmp_path / "s.json")
+    assert_user_message(str(err.value), "not UTF-8")
+
+
+def _npy_header_only(path, shape, descr="<f4", extra: bytes = b"\0" * 64):
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": descr, "fortran_order": False, "shape": shape})
+    path.write_bytes(buf.getvalue() + extra)
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda p: _npy_header_only(p, (2**31,)), ("8.0 GiB", "over the limit of 64 bytes", "'w2'")),      # 8 GiB
+    (lambda p: _npy_header_only(p, (2**40,)), ("4.0 TiB", "over the limit of 64 bytes")),               # 4 TiB lie
+    (lambda p: _npy_header_only(p, (4, 4, 1, 1), extra=b"\0" * 10), ("truncated", "64 bytes")),
+    (lambda p: np.save(p, np.array([{"a": 1}] * 16, dtype=object), allow_pickle=True), ("pickled",)),
+    (lambda p: np.save(p, np.array(["abcd"] * 16)), ("text or records",)),
+    (lambda p: np.save(p, np.zeros((4, 4, 1, 1), np.complex64)), ("complex",)),
+    (lambda p: p.write_bytes(b"\x93NUMPY\x01\x00\xff\xffjunk"), ("not a readable .npy",)),
+])
+def test_hostile_weight_npy_is_refused_from_its_header_before_any_allocation(detector, tmp_path, monkeypatch, make,
+                                                                            words):
+    """The mechanism: np.load is never reached, so nothing sized by the header is allocated."""
+    make(tmp_path / "w.npy")
+    monkeypatch.setattr(np, "load", lambda *a, **k: pytest.fail("np.load reached"))
+    message = _script_error(tmp_path, detector, json.dumps([{"op": "replace_initializer", "name": "w2",
+                                                               "npy": "w.npy"}]))
+    assert_user_message(message, "edit #1 (replace_initializer)", *words)
+
+
+def test_a_good_weight_npy_still_replaces_the_initializer(detector, tmp_path):
+    w = np.random.default_rng(0).normal(size=(4, 4, 1, 1)).astype(np.float32)
+    np.save(tmp_path / "w.npy", np.asfortranarray(w))
+    (tmp_path / "s.json").write_text(json.dumps([{"op": "replace_initializer", "name": "w2", "npy": "w.npy"}]))
+    out = tmp_path / "o" / "new.onnx"
+    api.edit(api.load(detector), api.edit_script(tmp_path / "s.json"), out)
+    got = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(out).graph.initializer}
+    np.testing.assert_array_equal(got["w2"], w)
