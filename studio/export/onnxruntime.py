@@ -140,6 +140,20 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 3) if values else None
 
 
+def timed_median_ms(fn: Any, args: tuple, runs: int) -> tuple[float | None, int]:
+    """Median (ms) and count of ``runs`` back-to-back calls ``fn(*args)``, timed by the studio's one latency
+    loop (``profilers.latency.timed_rounds``: one variant, one round; the caller's first run was the warm-up),
+    so an exported artifact's latency is measured as the profiler and the precision flow measure theirs."""
+    from profilers.latency import timed_rounds
+
+    if runs <= 0:
+        return None, 0
+    run = timed_rounds({"artifact": (fn, tuple(args))}, {"artifact": [int(runs)]}, seed=None)
+    if not run.measured("artifact"):
+        return None, 0
+    return round(run.stats("artifact").p50_ms, 3), int(run.samples_ms["artifact"].size)
+
+
 def run_artifact(ctx: ExportContext, path: Path, *, level: str, config: dict[str, str] | None = None,
                  runs: int = 1, session_runs: int = 1, stage: str) -> tuple[dict | None, dict, str | None]:
     """Load ``path`` in ORT in a worker, run the reference feeds, time it.
@@ -367,15 +381,11 @@ def ort_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
     t0 = time.perf_counter()
     values = session.run(names, feeds)
     first_ms = (time.perf_counter() - t0) * 1000
-    latencies = []
-    for _ in range(max(0, int(args.get("runs") or 0))):
-        t0 = time.perf_counter()
-        session.run(names, feeds)
-        latencies.append((time.perf_counter() - t0) * 1000)
+    median_ms, runs = timed_median_ms(session.run, (names, feeds), max(0, int(args.get("runs") or 0)))
     encoded, out_arrays = encode_outputs(names, values)
     timing = {"version": ort.__version__, "session_ms": _median(session_times),
               "session_ms_all": [round(t, 3) for t in session_times], "first_inference_ms": round(first_ms, 3),
-              "latency_ms_median": _median(latencies), "runs": len(latencies)}
+              "latency_ms_median": median_ms, "runs": runs}
     return JobOutput(data={"outputs": encoded, "timing": timing}, arrays=out_arrays)
 
 

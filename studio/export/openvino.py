@@ -15,7 +15,6 @@ Note ``save_model`` compresses weights to FP16 by default; FP32 export passes
 
 from __future__ import annotations
 
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import run_job
 from studio.export.context import ExportContext
+from studio.export.onnxruntime import timed_median_ms
 from studio.export.reference import criteria_for, verify_outputs
 from studio.export.results import ERROR, TargetResult, target_result, unless_refused
 
@@ -272,14 +272,9 @@ def ov_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> Jo
         wanted = [(_names(p) or [f"output_{i}"])[0] for i, p in enumerate(compiled.outputs)]
         by_name = {n: i for i, n in enumerate(wanted)}
     values = [np.array(request.get_output_tensor(by_name[n]).data, copy=True) for n in wanted]
-    latencies = []
-    for _ in range(max(0, int(args.get("runs") or 0))):
-        t0 = time.perf_counter()
-        request.infer(inputs)
-        latencies.append((time.perf_counter() - t0) * 1000)
+    median_ms, runs = timed_median_ms(request.infer, (inputs,), max(0, int(args.get("runs") or 0)))
     encoded, out_arrays = encode_outputs(wanted, values)
     timing = {"version": ov.get_version(), "read_ms": round(read_ms, 3), "compile_ms": round(compile_ms, 3),
               "session_ms": round(read_ms + compile_ms, 3), "first_inference_ms": round(first_ms, 3),
-              "latency_ms_median": round(statistics.median(latencies), 3) if latencies else None,
-              "runs": len(latencies)}
+              "latency_ms_median": median_ms, "runs": runs}
     return JobOutput(data={"outputs": encoded, "timing": timing}, arrays=out_arrays)
