@@ -163,6 +163,8 @@ def _top1(a: np.ndarray, b: np.ndarray, task=None) -> float | None:
     """Agreement of argmax over the class axis, for classifier-like outputs (``task``: the output's
     ``studio.data.tasks.OutputTask``; a one-score binary classifier agrees on the side of its threshold,
     an output of another task has no top-1)."""
+    if task is not None and task.kind == "language-model" and a.shape == b.shape and a.ndim >= 2 and a.size:
+        return float(np.mean(top_classes(a.reshape(-1, a.shape[-1])) == top_classes(b.reshape(-1, b.shape[-1]))))
     if task is not None and task.kind != "classification":
         return None
     if task is not None and a.shape == b.shape and a.size:

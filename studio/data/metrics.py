@@ -253,6 +253,30 @@ class TopKAgreement(Metric):
         return _result(self.name, output, per, True, detail=how)
 
 
+class NextTokenAgreement(Metric):
+    """Language-model logits [batch, positions, vocabulary]: the share of positions where the candidate's
+    most likely next token is the golden one (argmax over the vocabulary, NaN never winning)."""
+
+    name = "next-token-agreement"
+
+    def applies_to(self, spec):
+        shape = tuple(spec.shape or ())
+        return spec.dtype.startswith(("float", "bfloat")) and len(shape) >= 2 and isinstance(shape[-1], int) \
+            and shape[-1] >= 2
+
+    def score(self, output, golden, cand, labels=None):
+        bad = _same_shape(output, self.name, golden, cand)
+        if bad:
+            return MetricResult(self.name, output, None, True, detail=bad)
+        per, positions = [], 0
+        for g, c in zip(golden, cand):
+            g, c = np.asarray(g), np.asarray(c)
+            tg, tc = top_classes(g.reshape(-1, g.shape[-1]))[:, 0], top_classes(c.reshape(-1, c.shape[-1]))[:, 0]
+            positions += tg.size
+            per.append(float(np.mean(tg == tc)) if tg.size else float("nan"))
+        return _result(self.name, output, per, True, detail=f"argmax over the vocabulary at {positions} positions")
+
+
 class Accuracy(Metric):
     """Classification against labels from the dataset (top-1)."""
 
@@ -454,6 +478,8 @@ class MaskIoU(Metric):
         shape = tuple(spec.shape or ())
         if spec.dtype.startswith(("int", "uint")) and len(shape) == 3:
             return True
+        if getattr(spec.task, "kind", None) == "segmentation" and len(shape) == 4 and shape[1] == 1:
+            return spec.dtype.startswith("float")       # a one-channel probability map (text detectors)
         return spec.dtype.startswith("float") and len(shape) == 4 and isinstance(shape[1], int) \
             and 2 <= shape[1] <= 512 and all(isinstance(d, int) and d >= 8 for d in shape[2:])
 
@@ -464,7 +490,9 @@ class MaskIoU(Metric):
         per = []
         for g, c in zip(golden, cand):
             g, c = np.asarray(g), np.asarray(c)
-            if g.dtype.kind == "f":
+            if g.dtype.kind == "f" and g.ndim == 4 and g.shape[1] == 1:     # probability map: mask at 0.5
+                g, c = (np.asarray(x[:, 0] > 0.5, np.int64) for x in (g, c))
+            elif g.dtype.kind == "f":
                 g, c = (top_classes(np.moveaxis(x, 1, -1))[..., 0] for x in (g, c))
             ious = []
             for k in np.union1d(np.unique(g), np.unique(c)):
@@ -580,7 +608,7 @@ class CharErrorRate(Metric):
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Cosine(), MaxAbsError(), MaxRelError(), Mismatch(), TopKAgreement(1), TopKAgreement(5), Accuracy(),
-    DetectionMAP(), MaskIoU(), RecallAtK(1), RecallAtK(5), CharErrorRate())}
+    DetectionMAP(), MaskIoU(), RecallAtK(1), RecallAtK(5), CharErrorRate(), NextTokenAgreement())}
 
 def task_of(spec: OutputSpec) -> str:
     """classification | detection | segmentation | embedding | sequence | integer | regression | other:
@@ -605,6 +633,7 @@ _BY_TASK = {
     "segmentation": ("mask-iou",),
     "embedding": ("cosine", "recall@1", "recall@5"),
     "sequence": ("cer", "cosine"),
+    "language-model": ("next-token-agreement", "cosine"),
     "integer": ("mismatch-rate",),
     "regression": ("cosine", "max-abs", "max-rel"),
     "other": (),

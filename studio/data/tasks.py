@@ -21,18 +21,28 @@ import onnx
 
 from studio.core.errors import StudioError
 
-TASKS = ("classification", "detection", "segmentation", "embedding", "sequence", "integer", "regression", "other")
+TASKS = ("classification", "detection", "segmentation", "embedding", "sequence", "language-model", "integer",
+         "regression", "other")
 SETTING = "output_tasks"          # the model setting (project store) holding {output: kind}
 
 # Ops that only carry values to the output (the class axis stays the class axis).
 _PASS = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Cast", "CastLike", "Dropout"})
 _LINEAR = frozenset({"Gemm", "MatMul", "Add", "Conv", "ConvTranspose", "Einsum", "BatchNormalization"})
 _MAX_DEPTH = 32
+# ai.onnx.ml classifiers: their first output is the class label of each row.
+_ML_CLASSIFIERS = frozenset({"LinearClassifier", "SVMClassifier", "TreeEnsembleClassifier"})
+# Recurrent ops: per-step scores after one, over an image, are a CTC text recogniser's.
+_RECURRENT = frozenset({"LSTM", "GRU", "RNN", "DynamicQuantizeLSTM"})
+# Ops that reduce probabilities to a probability (Silero VAD averages its per-frame sigmoid).
+_PROB_REDUCE = frozenset({"ReduceMean", "ReduceMax", "ReduceMin"})
+_RECURRENT_WALK = 24               # nodes walked back from an output looking for a recurrent layer
 
 _CLASS = re.compile(r"logit|prob|score|class|cls|pred|softmax|fc\b|fc_|fc\d|label|category", re.I)
 _EMBED = re.compile(r"embed|pooler|sentence|feature|vector|last_hidden|hidden_state|descriptor", re.I)
 _SEQ = re.compile(r"ctc|char|text|ocr|\brec\b|rec_|_rec|transcri", re.I)
 _SEG = re.compile(r"seg|mask|matte|parsing|semantic", re.I)
+_TOKEN_INPUT = re.compile(r"input_ids|token_ids|^tokens?$", re.I)
+_LOGITS = re.compile(r"logit|lm_head|lm_logits|next_token", re.I)
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,10 @@ class _Evidence:
     l2_normalized: bool = False
     input_hw: tuple[tuple[int, int], ...] = ()   # (H, W) of the image-like inputs
     out_shape: tuple | None = None         # the output's shape from ONNX shape inference
+    token_input: bool = False              # an integer input indexes an embedding table (token ids)
+    image_input: bool = False              # a float NCHW/NHWC image input (studio.core.dim_hints.image_axes)
+    recurrent: str | None = None           # the recurrent op (LSTM...) the output's scores come after
+    via: str = ""                          # how the op was reached ("in both If branches", "mean of")
 
 
 def _dims(shape) -> str:
@@ -144,6 +158,70 @@ def _input_hw(model: onnx.ModelProto, shapes: Mapping[str, tuple]) -> tuple[tupl
     return tuple(out)
 
 
+def _through_pass(producer: Mapping[str, onnx.NodeProto], name: str) -> tuple[onnx.NodeProto | None, str]:
+    """The node making ``name``'s values through pass-through ops, and which of its outputs carries them."""
+    node, depth = producer.get(name), 0
+    while node is not None and node.op_type in _PASS and node.input and depth < _MAX_DEPTH:
+        name = node.input[0]
+        node, depth = producer.get(name), depth + 1
+    return node, name
+
+
+def _final_op(graph: onnx.GraphProto, name: str, depth: int = 0,
+              outer: Mapping[str, onnx.NodeProto] | None = None) -> tuple[str | None, str]:
+    """The op that makes the values of ``name`` in ``graph``, looking through pass-through ops, into both
+    branches of an If (Silero VAD's whole net sits in nested Ifs) and through a mean/max of probabilities
+    (its per-frame sigmoid averaged): (op, how it was reached). ``outer``: the enclosing graphs' producers
+    (a branch reads their values)."""
+    producer = {**(outer or {}), **{o: n for n in graph.node for o in n.output if o}}
+    node, value = _through_pass(producer, name)
+    if node is None or depth > 8:
+        return None, ""
+    if node.op_type in _PROB_REDUCE and node.input:
+        inner, how = _final_op(graph, node.input[0], depth + 1, outer)
+        if inner == "Sigmoid":
+            return "Sigmoid", f"{node.op_type} of a Sigmoid" + (f", {how}" if how else "")
+    if node.op_type == "If":
+        k = list(node.output).index(value)
+        found = {_final_op(a.g, a.g.output[k].name, depth + 1, producer) for a in node.attribute
+                 if a.name in ("then_branch", "else_branch") and len(a.g.output) > k}
+        ops = {op for op, _how in found}
+        if len(ops) == 1 and None not in ops:
+            hows = sorted(h for _op, h in found if h)
+            return ops.pop(), "in both If branches" + (f": {hows[0]}" if hows else "")
+    return node.op_type, ""
+
+
+def _recurrent_before(producer: Mapping[str, onnx.NodeProto], name: str) -> str | None:
+    """The recurrent op (LSTM, GRU...) within a few nodes upstream of ``name``, else None."""
+    frontier, seen = [name], set()
+    while frontier and len(seen) < _RECURRENT_WALK:
+        node = producer.get(frontier.pop(0))
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op_type in _RECURRENT:
+            return node.op_type
+        frontier.extend(i for i in node.input if i)
+    return None
+
+
+def _inputs_kind(model: onnx.ModelProto) -> tuple[bool, bool]:
+    """(token ids among the inputs, an image among the inputs)."""
+    from studio.core.dim_hints import image_axes
+    from studio.core.feeds import input_specs
+
+    try:
+        specs = input_specs(model)
+    except Exception:  # noqa: BLE001 - an input the feeds cannot describe: no evidence from it
+        return False, False
+    tokens = any(s.role == "token_ids" or (s.dtype.startswith("int") and _TOKEN_INPUT.search(s.name))
+                 for s in specs)
+    image = any(image_axes(s.name, tuple(s.shape or ()), s.dtype.startswith(("float", "bfloat")))
+                for s in specs if s.shape is not None)
+    return tokens, image
+
+
 def _evidence(model: onnx.ModelProto) -> dict[str, _Evidence]:
     """Per graph output: its producing op (through pass-through ops) and what that op says."""
     from studio.core.order_free import order_free_outputs
@@ -153,6 +231,7 @@ def _evidence(model: onnx.ModelProto) -> dict[str, _Evidence]:
     hw = _input_hw(model, shapes)
     picked = order_free_outputs(model)
     opset = _opset(model)
+    tokens, image = _inputs_kind(model)
     found: dict[str, _Evidence] = {}
     for out in model.graph.output:
         name, node, depth = out.name, producer.get(out.name), 0
@@ -161,7 +240,13 @@ def _evidence(model: onnx.ModelProto) -> dict[str, _Evidence]:
         free = picked.get(out.name)
         if node is None:
             found[out.name] = _Evidence(order_free=free.describe() if free else None, input_hw=hw,
-                                        out_shape=shapes.get(out.name))
+                                        out_shape=shapes.get(out.name), token_input=tokens, image_input=image)
+            continue
+        final, via = _final_op(model.graph, out.name)
+        if final is not None and final != node.op_type and final == "Sigmoid":
+            found[out.name] = _Evidence("Sigmoid", node.name or node.op_type, None, shapes.get(node.output[0]),
+                                        free.describe() if free else None, False, hw, shapes.get(out.name),
+                                        tokens, image, None, via)
             continue
         op_shape = shapes.get(node.output[0])
         axis = None
@@ -178,8 +263,11 @@ def _evidence(model: onnx.ModelProto) -> dict[str, _Evidence]:
                 axis += rank
         l2 = node.op_type == "LpNormalization" or (node.op_type == "Div" and len(node.input) > 1 and _is_norm(
             producer, node.input[1]))
+        recurrent = _recurrent_before(producer, out.name) if image and node.op_type in (_LINEAR | {
+            "MatMulInteger", "Softmax", "LogSoftmax"}) else None
         found[out.name] = _Evidence(node.op_type, node.name or node.op_type, axis, op_shape,
-                                    free.describe() if free else None, l2, hw, shapes.get(out.name))
+                                    free.describe() if free else None, l2, hw, shapes.get(out.name), tokens,
+                                    image, recurrent)
     return found
 
 
@@ -240,6 +328,9 @@ def infer_task(name: str, dtype: str, shape: tuple | None, ev: _Evidence | None 
                                             "segmentation (mask IoU)")
             return task("classification", f"{what} from {ev.op} → class ids: classification (top-1 agreement "
                                           "= equal ids)")
+        if ev.op in _ML_CLASSIFIERS:
+            return task("classification", f"{what} class labels of ai.onnx.ml {ev.op} → classification (top-1 "
+                                          "agreement = equal labels)")
         if len(shape) == 3 and _SEG.search(name):
             return task("segmentation", f"{what} label map named '{name[:40]}' → segmentation (mask IoU)")
         why = f" picked by {ev.order_free}, compared as rows in any order" if ev.order_free else ""
@@ -253,6 +344,15 @@ def infer_task(name: str, dtype: str, shape: tuple | None, ev: _Evidence | None 
                     head="rows")
     if ev.order_free:
         return task("regression", f"{what} values picked by {ev.order_free}: compared as rows in any order")
+    if ev.token_input and len(shape) == 3 and isinstance(shape[-1], int) and shape[-1] >= 2 \
+            and not _EMBED.search(name) and (_LOGITS.search(name) or ev.op not in (None, "LayerNormalization",
+                                                                                   "Add", "SkipLayerNormalization")):
+        return task("language-model", f"{what} [batch, positions, vocabulary {shape[-1]}] scores of a model fed "
+                                      "token ids → language-model logits: next-token agreement (argmax per "
+                                      "position), perplexity on a text dataset", classes=shape[-1])
+    if ev.recurrent and len(sq) in (2, 3) and ev.op not in ("Sigmoid",):
+        return task("sequence", f"{what} per-step scores after {ev.recurrent} over an image input → CTC text "
+                                "recognition: sequence (greedy CTC, CER; the declared shape may differ from the run's)")
     if (is_yolo_head(shape) or _open_raw_head(shape, ev)) and ev.op not in ("Softmax", "LogSoftmax"):
         return task("detection", f"{what} raw detection head (4 box values + class scores per anchor) → "
                                  "detection: decoded (score threshold, NMS), mAP50 against the reference's boxes",
@@ -260,9 +360,14 @@ def infer_task(name: str, dtype: str, shape: tuple | None, ev: _Evidence | None 
     if ev.op in ("Softmax", "LogSoftmax"):
         return _softmax_task(name, dtype, shape, ev)
     if ev.op == "Sigmoid":
-        if _single_score(shape):
-            return task("classification", f"{what} sigmoid score → binary classification (top-1 agreement = "
+        via = f" ({ev.via})" if ev.via else ""
+        if _single_score(shape) or len(shape) == 1:
+            what_one = "one probability per frame" if len(shape) == 1 else "sigmoid score"
+            return task("classification", f"{what} {what_one}{via} → binary classification (top-1 agreement = "
                                           "same side of 0.5)", classes=2, threshold=0.5)
+        if len(shape) == 4 and shape[1] == 1:
+            return task("segmentation", f"{what} one-channel sigmoid probability map [N, 1, H, W]{via} → mask at "
+                                        "0.5: segmentation (mask IoU)", classes=2, threshold=0.5)
         if len(sq) <= 2 and isinstance(last, int) and last >= 2:
             return task("classification", f"{what} sigmoid scores over the last axis → (multi-label) "
                                           "classification: top-1 agreement", classes=last)
