@@ -80,9 +80,12 @@ def delete(state: EditState, op: EditOp) -> None:
         raise EditError(f"{op.where()}: deleting node '{n.name[:80]}' would remove every graph output; "
                         "extract the part you want instead")
     graph.outputs[:] = [o for o in graph.outputs if o not in made]
+    before = len(graph)
     graph.remove(doomed, safe=True)
     g.remove_dead(graph)
+    fed = before - len(doomed) - len(graph)    # nodes left with no reader: the count agrees with "Removes N nodes"
     state.did(STRUCTURE, f"deleted node '{n.name}' and {len(doomed) - 1} nodes after it"
+              + (f", and {fed} nodes before it that only fed them" if fed > 0 else "")
               + (f"; outputs removed: {', '.join(lost)}" if lost else ""))
 
 

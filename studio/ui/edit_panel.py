@@ -196,26 +196,71 @@ def _preview_key(handle, ops: list[dict]) -> str:
     return handle.sha256 + json.dumps(ops, sort_keys=True)
 
 
-def _show_preview(result) -> None:
+LIST_SHOWN = 40          # names listed in a preview; the rest are counted ("and N more"), never cut silently
+
+
+def name_list(names, shown: int = LIST_SHOWN) -> str:
+    """``a, b, c and N more``: every name counted, the first ``shown`` listed (the CLI prints them all)."""
+    names = list(names)
+    head = ", ".join(printable(n, 160) for n in names[:shown])
+    return head + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def verification_text(v) -> str:
+    """The verification as one full sentence: its status and message whole, the method only when there
+    was one (never a stray "(none)")."""
+    method = f" ({printable(v.method, 30)})" if v.method and v.method != "none" else ""
+    return f"Verification {printable(v.status, 400)}{method}: {printable(v.message, 600)}"
+
+
+def numeric_interface(lines: list[str], shapes: dict) -> list[str]:
+    """``name: dtype[shape]`` lines with the numeric shape at the model's dims where the summary (run at
+    those dims) knows the tensor, instead of the exporter's formulas (``((height - 1)//2) + 1``)."""
+    out = []
+    for line in lines:
+        name, sep, typed = line.rpartition(": ")
+        t = shapes.get(name) if sep else None
+        if t is not None and t.shape is not None and all(isinstance(d, int) for d in t.shape):
+            out.append(f"{name}: {typed.partition('[')[0]}[{','.join(str(d) for d in t.shape)}]")
+        else:
+            out.append(line)
+    return out
+
+
+def _shapes_at_dims(handle) -> dict:
+    """Tensor name -> TensorInfo of the model at its dims, when dims are set (else none: symbols stay)."""
+    if not state.dims():
+        return {}
+    summary = widgets.guarded(lambda: state.summary(handle, state.dims()))
+    if summary is None:
+        return {}
+    return {t.name: t for t in (*summary.inputs, *summary.outputs, *summary.edges)}   # edges: inferred at the dims
+
+
+def _show_preview(result, shapes: dict | None = None) -> None:
     st.success("Preview: " + widgets.md_escape(result.message, 300))
     for note in result.notes:
-        st.markdown("- " + widgets.md_escape(note, 300))
+        st.markdown("- " + widgets.md_escape(note, 600))
     st.markdown(f"**Removes {len(result.nodes_removed)} nodes**" + (": " + widgets.md_escape(
-        ", ".join(result.nodes_removed[:40]), 1500) if result.nodes_removed else ""))
+        name_list(result.nodes_removed), 8000) if result.nodes_removed else ""))
     if result.nodes_added:
         st.markdown(f"**Adds {len(result.nodes_added)} nodes**: "
-                    + widgets.md_escape(", ".join(result.nodes_added[:40]), 1500))
-    _interface(result)
+                    + widgets.md_escape(name_list(result.nodes_added), 8000))
+    _interface(result, shapes)
 
 
-def _interface(result) -> None:
-    """Inputs and outputs before → after, where they change (a split: each part's own)."""
+def _interface(result, shapes: dict | None = None) -> None:
+    """Inputs and outputs before → after, where they change (a split: each part's own); numeric shapes
+    at the model's dims where they are set."""
+    shapes = shapes or {}
+    before = {k: numeric_interface(v, shapes) for k, v in result.before.items()}
     for i, after in enumerate(result.after):
         part = f"Part {i + 1} " if len(result.after) > 1 else ""
         for kind in ("inputs", "outputs"):
             if after[kind] != result.before[kind]:
-                st.markdown(f"**{part + kind if part else kind.capitalize()}**: " + widgets.md_escape(", ".join(result.before[kind]), 600)
-                            + " → " + widgets.md_escape(", ".join(after[kind]), 600))
+                st.markdown(f"**{part + kind if part else kind.capitalize()}**: "
+                            + widgets.md_escape(", ".join(before[kind]), 2000)
+                            + " → " + widgets.md_escape(", ".join(numeric_interface(after[kind], shapes)), 2000))
 
 
 def _apply(handle, version, ops: list[dict]) -> None:
@@ -282,7 +327,7 @@ def preview_apply(handle, version, ops: list[dict], key: str) -> None:
         _apply(handle, version, ops)
     show = c3.toggle("Show as script", key=f"{key}_edit_script")
     if previewed:
-        _show_preview(saved[1])
+        _show_preview(saved[1], _shapes_at_dims(handle))
     if show:
         st.code(script_json(ops), language="json")
         project = state.project()
@@ -321,11 +366,10 @@ def last_edit() -> None:
     st.success(f"Saved as version {done['version']} (now selected; its parent is {done['parent']}). "
                + widgets.md_escape(result.message, 300))
     if v is not None:
-        (st.error if not v.ok else st.info)(f"Verification {widgets.md_escape(v.status, 60)} "
-                                            f"({widgets.md_escape(v.method, 30)}): {widgets.md_escape(v.message, 400)}")
+        (st.error if not v.ok else st.info)(widgets.md_escape(verification_text(v), 1200))
     if result.nodes_removed:
         st.markdown(f"**Removed {len(result.nodes_removed)} nodes**: "
-                    + widgets.md_escape(", ".join(result.nodes_removed[:40]), 1500))
+                    + widgets.md_escape(name_list(result.nodes_removed), 8000))
     _interface(result)
     c1, c2, c3, c4 = st.columns(4)
     c1.button("See it in the diff", key="graph_edit_to_diff", on_click=_to_diff)

@@ -1,0 +1,80 @@
+"""Edits tell the whole truth on the Graph page (issue 33 item 3): the delete note counts every node
+it removes (consistent with "Removes N nodes"), lists say "and N more" instead of stopping, shapes are
+numbers when the model's dims are set, and the verification line is whole, without a stray "(none)".
+
+Oracles: the graph itself walked with plain onnx (which nodes still reach a kept output), and the
+decoder's shapes worked out by hand from its dims (present = past + sequence)."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+
+from studio import api
+from studio.ui import edit_panel
+from tests.conftest import SAMPLES
+
+DECODER = SAMPLES / "gpt2_decoder_with_past.onnx"
+
+
+def _kept_by_hand(model: onnx.ModelProto, outputs: set[str]) -> int:
+    """Nodes of the main graph on a path to one of ``outputs`` (a reverse walk over plain onnx)."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    seen: set[int] = set()
+    todo = [producer[o] for o in outputs if o in producer]
+    while todo:
+        n = todo.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        todo += [producer[i] for i in n.input if i in producer]
+    return len(seen)
+
+
+def test_delete_note_counts_what_the_preview_removes():
+    m = onnx.load(DECODER)
+    kept = {o.name for o in m.graph.output} - {"logits"}
+    removed_by_hand = len(m.graph.node) - _kept_by_hand(m, kept)
+    result = api.validate_edit_script(api.load(DECODER), [{"op": "delete", "node": "/lm_head/MatMul"}])
+    assert len(result.nodes_removed) == removed_by_hand == 37
+    (note,) = result.notes
+    # was: "deleted node '/lm_head/MatMul' and 0 nodes after it" beside "Removes 37 nodes"
+    assert "and 0 nodes after it, and 36 nodes before it that only fed them" in note
+
+
+def test_lists_are_complete_and_the_verification_is_one_whole_sentence():
+    names = [f"n{i}" for i in range(100)]
+    assert edit_panel.name_list(names) == ", ".join(names[:40]) + " and 60 more"
+    assert edit_panel.name_list(names[:3]) == "n0, n1, n2"
+    from studio.edit.verify import Verification
+
+    status = ("skipped: values change on purpose (input 'images' float[batch,3,height,width] pinned to "
+              "float[1,3,640,640])")
+    text = edit_panel.verification_text(Verification(status, "none", "numbers not compared: the script changes "
+                                                                     "values on purpose"))
+    assert text == f"Verification {status}: numbers not compared: the script changes values on purpose"
+    assert "(none)" not in text and "…" not in text
+    assert "(numeric)" in edit_panel.verification_text(Verification("passed", "numeric", "max abs diff 0"))
+
+
+@pytest.mark.slow
+def test_delete_preview_on_the_page_is_whole_and_numeric(app):
+    """The Graph page's preview of a delete on the decoder, its dims set to batch 1, sequence 5, past 7:
+    every removed node counted (the list ends "and N more"), the outputs' shapes as numbers."""
+    at = app(str(DECODER)).run()
+    at.session_state["onnx_studio_dims"] = {"batch_size": 1, "sequence_length": 5, "past_sequence_length": 7}
+    at.switch_page("views/graph.py").run()
+    node = next(n.id for n in api.graph_index(api.load(DECODER)).graph.nodes if n.name == "/lm_head/MatMul")
+    at.session_state["selected_node"] = node
+    at.run()
+    at.radio(key="graph_viewer_edit_action").set_value("Delete with what follows").run()
+    at.button(key="graph_viewer_edit_preview").click().run()
+    assert not at.exception, at.exception
+    text = " ".join(m.value for m in at.markdown).replace("\\", "")
+    assert "Removes 37 nodes" in text and "and 36 nodes before it that only fed them" in text
+    removed = api.validate_edit_script(api.load(DECODER), [{"op": "delete", "node": "/lm_head/MatMul"}]).nodes_removed
+    shown = text[text.index("Removes 37 nodes"):]
+    assert all(name in shown for name in removed)                       # 37 < 40: every one listed
+    # outputs before -> after at the dims: numbers (1, 5, 7 + 5 = 12), not the exporter's formula
+    assert "logits: float[1,5,288]" in text and "present.0.key: float[1,4,12,8]" in text
+    assert "past_sequence_length + sequence_length" not in text
