@@ -19,7 +19,7 @@ class Preset:
 
 _CLEANUP = ("eliminate-identity", "constants-to-initializers", "fold-constants", "eliminate-dead-code",
             "dedup-initializers", "cse")
-_FUSE = ("fuse-conv-bn", "fuse-conv-scale", "fuse-matmul-add", "cancel-transposes", "cancel-round-trips",
+_FUSE = ("fuse-conv-bn", "fuse-conv-scale", "fuse-conv-affine", "fuse-hardswish", "fuse-matmul-add", "cancel-transposes", "cancel-round-trips",
          "merge-reshapes")
 _TAIL = ("eliminate-identity", "cse", "eliminate-dead-code")
 

@@ -25,6 +25,8 @@ PASS_MODULES: dict[str, str] = {
     "cse": "passes.cse",
     "fuse-conv-bn": "passes.fuse_conv_bn",
     "fuse-conv-scale": "passes.fuse_conv_scale",
+    "fuse-hardswish": "passes.fuse_hardswish",
+    "fuse-conv-affine": "passes.fuse_conv_affine",
     "fuse-matmul-add": "passes.fuse_matmul_add",
     "cancel-transposes": "passes.cancel_transposes",
     "cancel-round-trips": "passes.cancel_round_trips",

@@ -1,0 +1,59 @@
+"""fuse-conv-affine: a per-output-channel Mul/Add/Sub after a Conv folded into its weights and bias
+(paddle2onnx's folded BatchNorm). Weights, bias and outputs worked out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper
+
+from tests.passes.pass_helpers import check_applies, ops, run_one
+
+X = np.array([[[[1.0, 2.0], [3.0, 4.0]]]], np.float32)
+
+
+def _model(tail: str, *, bias: bool = True, consts: str = "", extra: str = "") -> str:
+    b = ", float[2] b = {1.0, -1.0}" if bias else ""
+    conv = "c = Conv(x, w, b)" if bias else "c = Conv(x, w)"
+    return ('<ir_version: 8, opset_import: ["" : 12]>\n'
+            f"g (float[1,1,2,2] x) => (float[1,2,2,2] y{extra and ', float[1,2,2,2] z'}) "
+            f"<float[2,1,1,1] w = {{2.0, 3.0}}{b}{consts}> {{\n  {conv}\n  {tail}\n{extra}}}")
+
+
+def _run(path):
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": X})[0]
+
+
+def _weights(path) -> dict[str, list]:
+    return {t.name: numpy_helper.to_array(t).reshape(-1).tolist() for t in onnx.load(str(path)).graph.initializer}
+
+
+def test_mul_then_add_fold_into_weights_and_bias(tmp_path):
+    text = _model("m = Mul(c, s)\n  y = Add(m, t)",
+                  consts=", float[2,1,1] s = {10.0, 100.0}, float[1,2,1,1] t = {0.5, 0.25}")
+    r = check_applies(tmp_path, text, "fuse-conv-affine", ["Conv"])
+    assert r.records[0].counts["affine_fused"] == 2
+    # By hand: channel 0: (2x + 1)·10 + 0.5 = 20x + 10.5; channel 1: (3x - 1)·100 + 0.25 = 300x - 99.75.
+    got = _weights(r.output)
+    assert got["w"] == [20.0, 300.0] and got["b"] == [10.5, -99.75]
+    expected = np.stack([20 * X[0, 0] + 10.5, 300 * X[0, 0] - 99.75])[None]
+    np.testing.assert_allclose(_run(r.output), expected, rtol=1e-6)
+
+
+def test_sub_without_a_bias_adds_one(tmp_path):
+    r = check_applies(tmp_path, _model("y = Sub(c, t)", bias=False, consts=", float[2,1,1] t = {1.0, 2.0}"),
+                      "fuse-conv-affine", ["Conv"])
+    biases = [v for k, v in _weights(r.output).items() if k != "w"]
+    assert biases == [[-1.0, -2.0]]
+    np.testing.assert_allclose(_run(r.output), np.stack([2 * X[0, 0] - 1, 3 * X[0, 0] - 2])[None], rtol=1e-6)
+
+
+def test_not_per_channel_or_shared_is_left_alone(tmp_path):
+    # A scale along the width axis is not per output channel.
+    r = run_one(tmp_path, _model("y = Mul(c, s)", consts=", float[1,1,1,2] s = {10.0, 100.0}"), "fuse-conv-affine")
+    assert r.records[0].status == "unchanged" and ops(r.output) == ["Conv", "Mul"]
+    # The Conv's output also feeds another output: folding would change it.
+    r = run_one(tmp_path, _model("y = Mul(c, s)", consts=", float[2,1,1] s = {10.0, 100.0}", extra="  z = Relu(c)\n"),
+                "fuse-conv-affine", tag="b")
+    assert r.records[0].status == "unchanged" and ops(r.output) == ["Conv", "Mul", "Relu"]

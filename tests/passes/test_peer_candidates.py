@@ -1,0 +1,252 @@
+"""onnxsim and onnxslim as verified candidates (best-of-peers in the deployment presets).
+
+Oracles: the peer libraries called directly, plain onnxruntime on the raw model, node and byte counts
+worked out by hand. The corpus tests run the traps of /work/shared/corpus/MODELS.md §5 on the real
+models: T4 (onnxslim rewrites ddddocr's output to the declared, wrong shape), T7 (onnxsim breaks the
+outer-scope references of silero_vad_half's If bodies), T3 (minilm's int8 weights folded to fp32, 4x).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.parser
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from passes.ort_fusions import OrtFusions, fused_counts, ort_fusions
+from passes.peers import count_all_nodes
+from passes.pipeline import run_pipeline
+from passes.registry import make_pass
+from tests.conftest import parse_model, save
+
+# 9 nodes; both peers fold the shape chain (Shape..Concat: 7 nodes) into a constant: Reshape + Relu.
+SHAPE_CHAIN = '<ir_version: 8, opset_import: ["" : 17]>' + """
+g (float[2,3,4,4] x) => (float[2,48] y) {
+  s = Shape(x)
+  i0 = Constant<value = int64 {0}>()
+  b = Gather<axis = 0>(s, i0)
+  ax = Constant<value = int64[1] {0}>()
+  bu = Unsqueeze(b, ax)
+  m1 = Constant<value = int64[1] {-1}>()
+  shp = Concat<axis = 0>(bu, m1)
+  r = Reshape(x, shp)
+  y = Relu(r)
+}"""
+
+
+def _raw_ort(path: Path, feeds: dict) -> list:
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def test_best_of_peers_keeps_the_smallest_verified_candidate(tmp_path):
+    import onnxsim
+    import onnxslim
+
+    src = save(parse_model(SHAPE_CHAIN), tmp_path / "in" / "m.onnx")
+    sim, _ = onnxsim.simplify(onnx.load(str(src)), check_n=0)
+    slim = onnxslim.slim(onnx.load(str(src)))
+    best_peer = min(count_all_nodes(sim.graph), count_all_nodes(slim.graph))
+    assert best_peer == 2                                  # by hand: Reshape(x, const) -> Relu
+    r = run_pipeline(src, [make_pass("best-of-peers")], tmp_path / "out" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and rec.status == "changed" and rec.verification is not None and rec.verification.ok, rec
+    assert rec.details["chosen"] in ("onnxsim", "onnxslim")
+    assert any(n.startswith("onnxsim: verified") for n in rec.notes), rec.notes
+    assert any(n.startswith("onnxslim: verified") for n in rec.notes), rec.notes
+    out = onnx.load(str(r.output))
+    assert count_all_nodes(out.graph) == best_peer
+    x = np.random.default_rng(0).random((2, 3, 4, 4), dtype=np.float32)
+    np.testing.assert_array_equal(_raw_ort(r.output, {"x": x})[0], _raw_ort(src, {"x": x})[0])
+    # Nothing smaller to find the second time: the input is kept, so presets stay idempotent.
+    again = run_pipeline(r.output, [make_pass("best-of-peers")], tmp_path / "again" / "m.onnx")
+    assert not again.modified and any("not smaller" in n or "no change" in n for n in again.records[0].notes)
+
+
+def test_peers_are_never_kept_unverified(tmp_path):
+    src = save(parse_model(SHAPE_CHAIN), tmp_path / "in" / "m.onnx")
+    r = run_pipeline(src, [make_pass("best-of-peers")], tmp_path / "out" / "m.onnx", verify=False)
+    assert not r.modified and "verification is off" in r.records[0].notes[0]
+
+
+def _constant_of_shape_weights(side: int) -> onnx.ModelProto:
+    """x[2,side] -> Identity -> MatMul(ConstantOfShape([side,side]) = 0.02) -> Identity -> y: a few hundred
+    bytes on disk, side*side*4 bytes once the weight is folded (the onnx "light" models' T3)."""
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [side, side])
+    nodes = [helper.make_node("Identity", ["x"], ["a"]),
+             helper.make_node("ConstantOfShape", ["shape"], ["w"],
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.02])),
+             helper.make_node("MatMul", ["a", "w"], ["b"]), helper.make_node("Identity", ["b"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, side])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, side])], [shape])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("tool", ["onnxslim", "onnxsim"])
+def test_a_fold_that_inflates_the_file_is_capped_not_kept(tool, tmp_path):
+    import onnxslim
+
+    side = 1024                                  # folded: 1024*1024*4 = 4 MiB against a file under 1 KB
+    src = save(_constant_of_shape_weights(side), tmp_path / "in" / "m.onnx")
+    assert src.stat().st_size < 1024
+    plain = onnxslim.slim(onnx.load(str(src)))   # the oracle: the peer alone inflates the file
+    assert plain.ByteSize() > side * side * 4
+    r = run_pipeline(src, [make_pass(tool)], tmp_path / "out" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok, rec.message
+    assert r.output.stat().st_size < 64 * 1024 + src.stat().st_size      # the size cap held
+    assert any("folds capped" in n for n in rec.notes), rec.notes
+    out = onnx.load(str(r.output))
+    assert "ConstantOfShape" in [n.op_type for n in out.graph.node]   # the weight stays a 0.02 fill
+    if rec.status == "changed":                                       # the Identity pair went: 4 -> 2 nodes
+        assert len(out.graph.node) == 2
+
+
+def test_ort_fusions_count_what_onnxruntime_fused():
+    # A decomposed LayerNorm (x - mean) / sqrt(var + eps) * g + b over the last axis: ORT's
+    # LayerNormFusion makes one LayerNormalization of these 9 nodes at ORT_ENABLE_ALL.
+    text = '<ir_version: 8, opset_import: ["" : 17]>' + """
+g (float[2,8,16] x) => (float[2,8,16] y) <float eps = {1e-5}, float two = {2.0}> {
+  m = ReduceMean<axes = [-1]>(x)
+  d = Sub(x, m)
+  p = Pow(d, two)
+  v = ReduceMean<axes = [-1]>(p)
+  ve = Add(v, eps)
+  s = Sqrt(ve)
+  n = Div(d, s)
+  ng = Mul(n, gm)
+  y = Add(ng, bt)
+}"""
+    model = onnx.parser.parse_model(text)       # the weights are added below, before any check
+    model.graph.initializer.extend(helper.make_tensor(n, TensorProto.FLOAT, [16], np.linspace(0.5, 1.5, 16))
+                                   for n in ("gm", "bt"))
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = save(model, Path(d) / "ln.onnx")
+        got = ort_fusions(path, Path(d) / "fusions")
+    assert got.fused.get("LayerNormalization") == 1 and got.nodes == 1
+    counts, total = fused_counts(model)
+    assert total == 9 and not counts
+    # lost_to: by hand, a type whose count drops, and only those.
+    before = OrtFusions({"Attention": 2, "FusedConv": 3}, 40)
+    assert before.lost_to(OrtFusions({"Attention": 1, "FusedConv": 5}, 50)) == {"Attention": (2, 1)}
+    assert before.lost_to(OrtFusions({"Attention": 2, "FusedConv": 3}, 30)) == {}
+
+
+def test_onnxslim_without_a_default_opset_runs_without_shape_inference(tmp_path):
+    """T8: an ai.onnx.ml-only model (no default-domain import): onnxslim's shape inference returns None;
+    the pass runs it with no_shape_infer and its result is verified, non-tensor output included."""
+    from onnx import helper as h
+
+    node = h.make_node("Normalizer", ["x"], ["y"], domain="ai.onnx.ml", norm="L1")
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+                     [h.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("ai.onnx.ml", 1)])
+    m.ir_version = 8
+    src = save(m, tmp_path / "in" / "m.onnx")
+    r = run_pipeline(src, [make_pass("onnxslim")], tmp_path / "out" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and rec.status in ("changed", "unchanged"), (rec.status, rec.message)
+    assert not any("returned no model" in n for n in rec.notes), rec.notes
+
+
+# ---------------------------------------------------------------------------- the real corpus
+
+def _corpus(name: str):
+    from tests.corpus import corpus_feeds, corpus_model
+
+    return corpus_model(name), corpus_feeds(name)
+
+
+def _peer_nodes(path: Path, feeds: dict, ref: list) -> dict[str, int]:
+    """Nodes of each peer's result that is correct on plain ORT (shapes, then values) and not grown past 1.1x."""
+    import onnxsim
+    import onnxslim
+
+    out = {}
+    size = path.stat().st_size
+    for tool in ("onnxsim", "onnxslim"):
+        try:
+            m = onnxsim.simplify(onnx.load(str(path)), check_n=0)[0] if tool == "onnxsim" \
+                else onnxslim.slim(onnx.load(str(path)))
+            got = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+        except Exception:
+            continue
+        same = all(np.asarray(a).shape == np.asarray(b).shape and np.allclose(a, b, rtol=1e-3, atol=1e-4)
+                   for a, b in zip(ref, got))
+        if same and m.ByteSize() <= max(1.1 * size, size + 64 * 1024):
+            out[tool] = count_all_nodes(m.graph)
+    return out
+
+
+def _optimize(tmp_path: Path, path: Path, feeds: dict):
+    from studio import api
+
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, **feeds)
+    r = api.optimize(api.load(path), preset="ort", out_path=tmp_path / "out" / "m.onnx", inputs=inputs)
+    assert r.ok, r.summary()
+    return r
+
+
+def _ort_default(path: Path, feeds: dict) -> list:
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["rapidocr_ppocrv4_rec", "rapidocr_ppocrv4_det", "minilm_l6_v2_int8"])
+def test_corpus_studio_at_or_below_the_best_correct_peer(name, tmp_path):
+    path, feeds = _corpus(name)
+    ref = _ort_default(path, feeds)
+    peers = _peer_nodes(path, feeds, ref)
+    r = _optimize(tmp_path, path, feeds)
+    ours = count_all_nodes(onnx.load(str(r.output), load_external_data=False).graph)
+    assert peers and ours <= min(peers.values()), (ours, peers)
+    for a, b in zip(ref, _ort_default(r.output, feeds)):     # the oracle: plain ORT on the raw model
+        assert np.asarray(a).shape == np.asarray(b).shape
+        np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-4)
+    size_in = path.stat().st_size
+    assert sum(f.stat().st_size for f in r.output.parent.iterdir() if f.is_file()) <= 1.1 * size_in + 65536
+
+
+@pytest.mark.slow
+def test_corpus_t4_onnxslim_declared_shape_refused(tmp_path):
+    """ddddocr int8: '387' is declared [1, seqlen] but is [W/8, 1, 8210]; onnxslim reshapes it to the
+    declaration. The studio compares shapes first: onnxslim's candidate is refused, the shape is kept."""
+    import onnxslim
+
+    path, feeds = _corpus("ddddocr_common_old_int8")
+    ref = _ort_default(path, feeds)
+    slim = onnxslim.slim(onnx.load(str(path)))        # the trap, as the fact sheet measured it
+    got = ort.InferenceSession(slim.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert got[0].shape != ref[0].shape and got[0].size == ref[0].size
+    r = _optimize(tmp_path, path, feeds)
+    rec = next(x for x in r.records if x.name == "best-of-peers")
+    assert not any(n.startswith("onnxslim: verified") for n in rec.notes), rec.notes
+    out = _ort_default(r.output, feeds)
+    assert out[0].shape == ref[0].shape
+    np.testing.assert_allclose(out[0], ref[0], rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_corpus_t7_onnxsim_broken_if_refused(tmp_path):
+    """silero_vad_half: onnxsim breaks outer-scope references of the If bodies (T7); onnxslim does not.
+    The studio keeps onnxslim's verified result, so it ends at or below the only correct peer."""
+    path, feeds = _corpus("silero_vad_half")
+    ref = _ort_default(path, feeds)
+    peers = _peer_nodes(path, feeds, ref)
+    assert "onnxsim" not in peers and "onnxslim" in peers
+    r = _optimize(tmp_path, path, feeds)
+    rec = next(x for x in r.records if x.name == "best-of-peers")
+    assert any(n.startswith("onnxsim: refused") or n.startswith("onnxsim: failed") for n in rec.notes), rec.notes
+    assert count_all_nodes(onnx.load(str(r.output)).graph) <= peers["onnxslim"]
+    for a, b in zip(ref, _ort_default(r.output, feeds)):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
