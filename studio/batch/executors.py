@@ -234,14 +234,96 @@ class ClusterSecurity:
 
 
 def cluster_address(explicit: str | None) -> str | None:
-    """The scheduler address from the flag, else ONNX_STUDIO_CLUSTER; validated as tcp:// or tls://."""
+    """The scheduler address from the flag, else ONNX_STUDIO_CLUSTER; validated as tcp:// or tls://
+    with a host and a port in range (``tcp://[::1`` is refused here, before any connection)."""
     address = explicit or os.environ.get("ONNX_STUDIO_CLUSTER") or None
     if address is None:
         return None
+    shape = f"cluster address must look like tcp://HOST:PORT or tls://HOST:PORT, got {address[:60]!r}"
     if not address.startswith(("tcp://", "tls://")) or len(address) > 200 or any(c in address for c in " \n\"'"):
-        raise StudioError(f"cluster address must look like tcp://HOST:PORT or tls://HOST:PORT, got {address[:60]!r}",
-                          code="BAD-OPTION")
+        raise StudioError(shape, code="BAD-OPTION")
+    try:
+        from distributed.comm.addressing import parse_address, parse_host_port
+
+        host, port = parse_host_port(parse_address(address)[1])
+    except ImportError:
+        return address              # DaskExecutor says that dask.distributed is missing
+    except (ValueError, TypeError):
+        raise StudioError(shape, code="BAD-OPTION") from None
+    if not host or not 0 < int(port) < 65536:
+        raise StudioError(shape, code="BAD-OPTION")
     return address
+
+
+CLUSTER_TIMEOUT_S = 20.0
+MAX_CLUSTER_TIMEOUT_S = 3600.0
+
+
+def cluster_timeout_s() -> float:
+    """Seconds a scheduler has to accept a connection and answer Dask's handshake: env
+    ONNX_STUDIO_CLUSTER_TIMEOUT_S (configuration, like the address), else 20."""
+    raw = os.environ.get("ONNX_STUDIO_CLUSTER_TIMEOUT_S")
+    if not raw:
+        return CLUSTER_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= MAX_CLUSTER_TIMEOUT_S:
+        raise StudioError(f"ONNX_STUDIO_CLUSTER_TIMEOUT_S must be seconds in (0, {MAX_CLUSTER_TIMEOUT_S:.0f}], "
+                          f"got {raw[:20]!r}", code="BAD-OPTION")
+    return value
+
+
+def probe_scheduler(address: str, security=None, timeout_s: float | None = None) -> None:  # noqa: ANN001
+    """Connect to ``address`` and read the peer's Dask handshake, all within ``timeout_s``; else one line
+    naming the address. Dask's own connect waits without a limit for that handshake (a port that accepts
+    and never answers hung a batch past 300 s) and reads another protocol's bytes as a frame length (an
+    HTTP reply became a 3 EiB allocation); this probe runs first, in its own thread and event loop, so
+    nothing of Dask's client is made for an address that is not a scheduler."""
+    import asyncio
+    import queue
+
+    timeout = cluster_timeout_s() if timeout_s is None else float(timeout_s)
+    args = security.get_connection_args("client") if security is not None else {}
+    silent = f"no Dask scheduler answered at {address} within {timeout:g} s"
+    answers: queue.Queue = queue.Queue()
+
+    async def hello() -> None:
+        from distributed.comm import connect
+
+        comm = await asyncio.wait_for(connect(address, timeout=timeout, **args), timeout)
+        comm.abort()
+
+    def run() -> None:
+        try:
+            asyncio.run(hello())
+            answers.put(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, which words it
+            answers.put(exc)
+
+    threading.Thread(target=run, name="scheduler-probe", daemon=True).start()
+    try:
+        exc = answers.get(timeout=timeout + 10)      # the thread's own limit ends it first; this guards a stuck loop
+    except queue.Empty:
+        raise StudioError(silent, code="NO-CLUSTER") from None
+    if exc is None:
+        return
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        raise StudioError(silent, code="NO-CLUSTER") from None
+    if isinstance(exc, OSError) and "Timed out trying to connect" in str(exc):
+        cause = exc.__cause__ or exc.__context__
+        why = f" ({(cause.strerror or type(cause).__name__).lower()})" if isinstance(cause, OSError) and \
+            getattr(cause, "strerror", None) else ""
+        raise StudioError(f"{silent}{why}", code="NO-CLUSTER") from None
+    if isinstance(exc, (MemoryError, ValueError, TypeError, KeyError, IndexError, UnicodeError)) or \
+            type(exc).__name__ in ("CommClosedError", "ExtraData", "UnpackValueError", "FormatError", "StackError"):
+        raise StudioError(f"no Dask scheduler answered at {address}: something else answers there (not Dask's "
+                          "protocol); check the address and port", code="NO-CLUSTER") from None
+    if isinstance(exc, OSError):
+        raise StudioError(f"no Dask scheduler answered at {address}: {(exc.strerror or str(exc) or type(exc).__name__)[:120]}",
+                          code="NO-CLUSTER") from None
+    raise StudioError(f"no Dask scheduler answered at {address}: {type(exc).__name__}", code="NO-CLUSTER") from None
 
 
 class DaskExecutor:
@@ -250,7 +332,7 @@ class DaskExecutor:
     name = "dask"
 
     def __init__(self, address: str, *, retries: int = 1, security: ClusterSecurity | None = None,
-                 timeout_s: float = 20.0, lost_wait_s: float = LOST_WAIT_S) -> None:
+                 timeout_s: float | None = None, lost_wait_s: float = LOST_WAIT_S) -> None:
         try:
             from distributed import Client
         except ImportError:
@@ -261,11 +343,13 @@ class DaskExecutor:
         if self.address.startswith("tls://") and dask_security is None:
             raise StudioError(f"cannot reach the Dask scheduler at {self.address}: a tls:// scheduler needs TLS "
                               "settings (--tls-ca-file/--tls-cert/--tls-key or ONNX_STUDIO_TLS_*)", code="NO-CLUSTER")
+        timeout_s = cluster_timeout_s() if timeout_s is None else timeout_s
+        probe_scheduler(self.address, dask_security, timeout_s)      # bounded: a silent or foreign port is one line
         try:
             self.client = Client(self.address, security=dask_security, timeout=timeout_s, set_as_default=False)
-        except (OSError, TimeoutError, TypeError, ValueError) as exc:
-            raise StudioError(f"cannot reach the Dask scheduler at {self.address}: {type(exc).__name__}",
-                              code="NO-CLUSTER") from None
+        except (OSError, TimeoutError, TypeError, ValueError, MemoryError) as exc:
+            raise StudioError(f"no Dask scheduler answered at {self.address} within {timeout_s:g} s "
+                              f"({type(exc).__name__})", code="NO-CLUSTER") from None
         self.jobs = ClusterJobs(self.client, retries=self.retries, reconnect_s=timeout_s, lost_wait_s=lost_wait_s)
 
     def workers(self) -> dict[str, dict]:

@@ -19,7 +19,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, help="output folder (report, state, artifacts)")
     p.add_argument("--stages", default="inspect,check",
                    help="comma-separated: inspect, check, optimize, precision, profile, export (default %(default)s)")
-    p.add_argument("--cluster", metavar="ADDR", help="Dask scheduler tcp://HOST:PORT (or env ONNX_STUDIO_CLUSTER)")
+    p.add_argument("--cluster", metavar="ADDR", help="Dask scheduler tcp://HOST:PORT (or env ONNX_STUDIO_CLUSTER); "
+                                                     "it must answer within ONNX_STUDIO_CLUSTER_TIMEOUT_S seconds "
+                                                     "(default 20)")
     p.add_argument("--target", metavar="NAME", help="run profile/precision on the cluster worker with resource "
                                                     "target-NAME")
     p.add_argument("--retries", type=int, default=1,

@@ -22,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser, *, many: bool = True) -> None:
     if many:
         g.add_argument("--targets", metavar="A,B", help="comma-separated targets, side by side (e.g. edge,local)")
     g.add_argument("--cluster", metavar="ADDR", help="Dask scheduler tcp://HOST:PORT or tls://... "
-                                                     "(default: env ONNX_STUDIO_CLUSTER)")
+                                                     "(default: env ONNX_STUDIO_CLUSTER); it must answer within "
+                                                     "ONNX_STUDIO_CLUSTER_TIMEOUT_S seconds (default 20)")
     g.add_argument("--tls-ca-file", help="TLS CA (default: env ONNX_STUDIO_TLS_CA_FILE)")
     g.add_argument("--tls-cert", help="TLS client certificate (default: env ONNX_STUDIO_TLS_CERT)")
     g.add_argument("--tls-key", help="TLS client key (default: env ONNX_STUDIO_TLS_KEY)")
