@@ -258,6 +258,9 @@ def recipe_from_json(text: str, label: str = "recipe file") -> Recipe:
     except json.JSONDecodeError as exc:
         raise StudioError(f"{label}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
                           code="BAD-OPTION") from None
+    except (RecursionError, ValueError):       # nested thousands deep; an integer of more than 4,300 digits
+        raise StudioError(f"{label}: not a recipe (nested too deeply or a number too long to read)",
+                          code="BAD-OPTION") from None
     if isinstance(data, dict) and isinstance(data.get("recipe"), dict) and not set(data) & set(ALLOWED):
         data = data["recipe"]              # ``data show --json`` / a manifest: {"recipe": {...}, ...}
     if not isinstance(data, dict):

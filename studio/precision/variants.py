@@ -189,6 +189,9 @@ class VariantResult:
     # weight-only variants, each quantized MatMul's output error vs fp32 (worst first)
     generation: Mapping[str, Any] | None = None
     matmul_errors: tuple[Mapping[str, Any], ...] = ()
+    # the precision the variant asked for, where the engine reported computing in another one here
+    # (OpenVINO bf16 on a CPU without bf16 computes f32): the row is then named for what runs
+    asked_precision: str | None = None
 
     @property
     def latency_ms(self) -> float | None:
@@ -222,7 +225,7 @@ class VariantResult:
                  ratio_rounds=self.ratio_rounds, speed=self.speed_text,
                  notes=list(self.notes), details=dict(self.details), lineage=list(self.lineage), task=self.task,
                  generation=dict(self.generation) if self.generation else None,
-                 matmul_errors=[dict(e) for e in self.matmul_errors])
+                 matmul_errors=[dict(e) for e in self.matmul_errors], asked_precision=self.asked_precision)
         for k in ("latency_p10_ms", "median_ms", "p90_ms", "ratio", "cosine", "max_abs"):
             if d[k] is not None:
                 d[k] = round(float(d[k]), 6)
@@ -506,6 +509,8 @@ def recommendable(v: VariantResult) -> bool:
     significantly faster: ratio <= RECOMMEND_MAX_RATIO and its whole interval below 1.0."""
     if v.status != "ok" or not v.meets_target or v.latency_p10_ms is None:
         return False
+    if v.asked_precision is not None:
+        return False               # not what its name says on this CPU (a copy of another row): never offered
     if v.name == "fp32":
         return True
     return v.ratio is not None and v.ratio <= RECOMMEND_MAX_RATIO and v.faster_than_fp32
@@ -779,6 +784,32 @@ def _measure_latency(ctx: _Context, inp: _Inputs, built: Mapping[str, Built], ti
                    on_tick=ctx.on_tick)
 
 
+_OV_COMPUTES = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
+
+
+def computed_precision(spec: VariantSpec, reported: str | None) -> str:
+    """The precision ``spec`` computes in on this machine, from the engine's own report: OpenVINO's
+    compiled ``INFERENCE_PRECISION_HINT`` as the comparison read it ("f32, pinned"). An OpenVINO bf16
+    variant on a CPU without bf16 (AVX2 only) computes f32; other variants compute what they are built as."""
+    if spec.engine != "openvino" or spec.precision not in ("bf16", "fp16") or not reported:
+        return spec.precision
+    return _OV_COMPUTES.get(reported.split(",")[0].strip().lower(), spec.precision)
+
+
+def named_for_what_runs(result: VariantResult, computed: str) -> VariantResult:
+    """``result`` labelled with the precision the engine computes in when that is not the one asked
+    (``asked_precision`` kept; :func:`recommendable` never offers such a row: it repeats another)."""
+    spec = VARIANTS.get(result.name)
+    if spec is None or computed == spec.precision:
+        return result
+    engine = spec.label.split(" · ")[-1]
+    note = (f"{spec.precision} asked, but {engine} computes {computed} on this CPU (its own report): "
+            f"named for what runs and not recommended")
+    return dataclasses.replace(result, label=f"{computed} · {engine} ({spec.precision} not supported here)",
+                               precision=computed, asked_precision=spec.precision,
+                               notes=tuple(dict.fromkeys((note, *result.notes))))
+
+
 def _engine_notes(spec: VariantSpec, details: Mapping[str, Any], cmp: ModelComparison) -> list[str]:
     """What the engine actually did (OpenVINO's effective precision, contrib ops), and a feed set that failed."""
     notes = []
@@ -862,13 +893,14 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
     speed = _speed_note(ratio, ratio_ci, rounds) if name != "fp32" else None
     if speed:
         notes.append(speed)
-    return VariantResult(
+    return named_for_what_runs(VariantResult(
         name, spec.label, spec.engine, spec.precision, "ok" if latency and not latency_error else "failed",
         path=path if path != ctx.model_path else None, latency_p10_ms=latency.p10_ms if latency else None,
         p90_ms=latency.p90_ms if latency else None, median_ms=latency.p50_ms if latency else None,
         ratio=ratio, ratio_ci=ratio_ci, ratio_rounds=rounds, cosine=agree.cosine, top1=agree.top1, top5=agree.top5,
         max_abs=agree.max_abs, meets_target=meets, notes=tuple(dict.fromkeys(notes)),
-        error=latency_error, lineage=lineage, details=details, task=task)
+        error=latency_error, lineage=lineage, details=details, task=task),
+        computed_precision(spec, cmp.candidate.precision if spec.engine == "openvino" else None))
 
 
 def _recommendation(names: Sequence[str], results: Mapping[str, VariantResult]
