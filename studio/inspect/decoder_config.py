@@ -29,7 +29,7 @@ def _read_json(path: Path) -> dict | None:
     try:
         check_regular_file(path, max_bytes=CONFIG_MAX_BYTES, label="config file")
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (StudioError, OSError, ValueError, UnicodeDecodeError):
+    except (StudioError, OSError, ValueError, UnicodeDecodeError, RecursionError):   # nested thousands deep too
         return None
     return data if isinstance(data, dict) else None
 
