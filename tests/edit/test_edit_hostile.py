@@ -57,6 +57,20 @@ def test_merge_of_two_models_with_same_named_local_functions_computes_a_then_b(t
     assert res.verification.status == "passed" and res.verification.method == "sequence", res.verification
 
 
+def test_merge_after_keeps_the_functions_apart_too(tmp_path):
+    """position 'after': the edited model runs first, the other model's function must stay its own."""
+    a = _fn_model("A", "x", "y", "Add", 1.0)
+    b = _fn_model("B", "u", "v", "Mul", 3.0)
+    onnx.save(b, tmp_path / "second.onnx")
+    onnx.save(a, tmp_path / "first.onnx")
+    (tmp_path / "m.json").write_text(json.dumps([{"op": "merge", "model": "second.onnx", "io_map": [["y", "u"]],
+                                                  "position": "after"}]))
+    out = tmp_path / "o" / "merged.onnx"
+    res = api.edit(api.load(tmp_path / "first.onnx"), api.edit_script(tmp_path / "m.json"), out)
+    np.testing.assert_allclose(ort_reference(out, {"x": X})["v"], (X + 1) * 3, rtol=1e-6)
+    assert res.verification.method == "sequence" and "renamed apart" in res.notes[0]
+
+
 def test_merge_shares_an_identical_function_once(tmp_path):
     a = _fn_model("A", "x", "y", "Add", 1.0)
     b = _fn_model("B", "u", "v", "Add", 1.0)
@@ -186,9 +200,12 @@ def _chain(path, n: int) -> None:
                                 opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
-@pytest.mark.parametrize("script", [[{"op": "remove_outputs", "outputs": ["long"]}],
-                                    [{"op": "delete", "node": "neg299"}]])
-def test_removing_a_chain_is_one_sweep_with_one_scan_of_the_graph(tmp_path, monkeypatch, script):
+@pytest.mark.parametrize("script, removed, outputs", [
+    ([{"op": "remove_outputs", "outputs": ["long"]}], 300, ["short: float[2,3]"]),
+    ([{"op": "delete", "node": "neg299"}], 300, ["short: float[2,3]"]),
+    ([{"op": "bypass", "node": "neg150"}], 1, ["long: float[2,3]", "short: float[2,3]"]),
+])
+def test_removing_a_chain_is_one_sweep_with_one_scan_of_the_graph(tmp_path, monkeypatch, script, removed, outputs):
     """The mechanism behind linear-time removal: one dead-code sweep per operation, and that sweep iterates
     the graph once (it rescanned the graph once per removed layer: 300 scans here)."""
     import onnx_ir as ir
@@ -213,7 +230,7 @@ def test_removing_a_chain_is_one_sweep_with_one_scan_of_the_graph(tmp_path, monk
     monkeypatch.setattr(g, "remove_dead", spy)
     res = api.validate_edit_script(api.load(tmp_path / "chain.onnx"), script)
     assert sweeps == [1], sweeps
-    assert len(res.nodes_removed) == 300 and res.after[0]["outputs"] == ["short: float[2,3]"]
+    assert len(res.nodes_removed) == removed and res.after[0]["outputs"] == outputs
 
 
 def _script_error(tmp_path, model, text: str, name: str = "s.json") -> str:
