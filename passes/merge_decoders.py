@@ -183,6 +183,27 @@ def _same_export(decoder: ModelProto, with_past: ModelProto) -> None:
                                    "halves of one export share every weight)", code="MERGE-EXPORTS")
 
 
+def _functions(decoder: ModelProto, with_past: ModelProto) -> list[onnx.FunctionProto]:
+    """The local functions both branches call, once: the same (domain, name, overload) must be the same
+    function in the two halves of one export, or the merged model would run one body for both."""
+    found: dict[tuple[str, str, str], onnx.FunctionProto] = {}
+    for m, which in ((with_past, "decoder with past"), (decoder, "decoder")):
+        for f in m.functions:
+            key = (f.domain, f.name, getattr(f, "overload", ""))
+            if key in found:
+                a, b = onnx.FunctionProto(), onnx.FunctionProto()
+                a.CopyFrom(found[key])
+                b.CopyFrom(f)
+                a.doc_string = b.doc_string = ""
+                if a.SerializeToString(deterministic=True) != b.SerializeToString(deterministic=True):
+                    raise DecoderError(f"the decoder and the decoder with past come from different exports: local "
+                                       f"function {short(f.domain + '.' + f.name)} has another body in the {which}",
+                                       code="MERGE-EXPORTS")
+                continue
+            found[key] = f
+    return list(found.values())
+
+
 # ------------------------------------------------------------------------------ the merge
 
 
@@ -267,6 +288,7 @@ def merge_decoder_protos(decoder: ModelProto, with_past: ModelProto) -> tuple[Mo
                               merged_inits)
     merged = helper.make_model(graph, opset_imports=opsets, producer_name="onnx-studio merge-decoders",
                                ir_version=max(decoder.ir_version, with_past.ir_version))
+    merged.functions.extend(_functions(decoder, with_past))
     merged.doc_string = (f"decoder and decoder-with-past merged under If({BRANCH_INPUT}) ({spec.layers} layers): "
                          "with past = then-branch, without = else-branch")
     for p in with_past.metadata_props:

@@ -185,3 +185,34 @@ def test_verification_refuses_swapped_branches_and_writes_nothing(tmp_path, monk
         api.merge_decoders(DECODER, WITH_PAST, tmp_path / "o" / "m.onnx")
     assert_user_message(str(e.value), "differs from the decoder with past", "decode", "refused")
     assert e.value.code == "MERGE-MISMATCH" and not (tmp_path / "o").exists()
+
+
+def _with_scale_function(model, factor: float):
+    """The logits go through a local function local.scale (logits * factor), as an export with functions."""
+    from onnx import TensorProto, helper
+
+    (producer,) = [n for n in model.graph.node if "logits" in n.output]
+    producer.output[list(producer.output).index("logits")] = "logits_pre"
+    model.graph.node.append(helper.make_node("scale", ["logits_pre"], ["logits"], domain="local", name="scale"))
+    c = helper.make_node("Constant", [], ["c"], value=helper.make_tensor("c", TensorProto.FLOAT, [], [factor]))
+    fn = helper.make_function("local", "scale", ["a"], ["b"], [c, helper.make_node("Mul", ["a", "c"], ["b"])],
+                              [helper.make_opsetid("", 17)])
+    model.functions.append(fn)
+    model.opset_import.append(helper.make_opsetid("local", 1))
+    return model
+
+
+def test_local_functions_of_the_pair_are_carried_once_or_refused_when_they_differ(tmp_path):
+    d = _save(_with_scale_function(build_gpt2_decoder(), 1.0), tmp_path / "d.onnx")
+    p = _save(_with_scale_function(build_gpt2_with_past(), 1.0), tmp_path / "p.onnx")
+    result = api.merge_decoders(d, p, tmp_path / "o" / "m.onnx")
+    merged = onnx.load(str(tmp_path / "o" / "m.onnx"))
+    assert result.ok and [f.name for f in merged.functions] == ["scale"]
+    want = _run(_session(p), _hand_feeds(3, 1, 0))["logits"]
+    got = _run(_session(tmp_path / "o" / "m.onnx"), _hand_feeds(3, 1, 0))["logits"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    other = _save(_with_scale_function(build_gpt2_with_past(), 2.0), tmp_path / "p2.onnx")
+    with pytest.raises(StudioError) as e:
+        api.merge_decoders(d, other, tmp_path / "o2" / "m.onnx")
+    assert_user_message(str(e.value), "different exports", "local function local.scale")
+    assert not (tmp_path / "o2").exists()
