@@ -21,6 +21,7 @@ import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, result
 from passes.registry import register
+from studio.core.fmt import human_bytes
 from studio.inspect.memory_plan import OpNode, Schedule, reorder_for_memory
 
 
@@ -101,14 +102,14 @@ class ReorderForMemory(StudioPass):
                                              "order left as written"])
         r = reorder_for_memory(schedule)
         if not r.improves:
-            return result(model, [], notes=[f"ORT's order already peaks at {r.before.peak_bytes} bytes; "
+            return result(model, [], notes=[f"ORT's order already peaks at {human_bytes(r.before.peak_bytes)}; "
                                              "no order found that lowers it"])
         constants = [n for n in graph if n not in set(nodes)]
         everything = list(graph)
         graph.remove(everything, safe=False)
         graph.extend(constants + [nodes[k] for k in r.file_order])
-        detail = (f"predicted peak {r.before.peak_bytes} → {r.after.peak_bytes} bytes, arena "
-                  f"{r.before.arena_bytes} → {r.after.arena_bytes} bytes")
+        detail = (f"predicted peak {human_bytes(r.before.peak_bytes)} → {human_bytes(r.after.peak_bytes)}, arena "
+                  f"{human_bytes(r.before.arena_bytes)} → {human_bytes(r.after.arena_bytes)}")
         res = result(model, [Change("changed", tuple(r.after.order), detail)], reordered=len(nodes))
         return PassResult(res.model, res.modified, res.changes, res.counts, res.notes, res.warnings,
                           {"memory": r.to_dict()})

@@ -42,7 +42,7 @@ def render(handle) -> None:
     st.caption(f"{s.attention_kind} attention ({widgets.md_escape(s.attention, 40)}), {s.positions} positions, "
                f"{s.norm}, weights {widgets.md_escape(s.weights, 80)}; KV cache {s.kv_dtype} "
                f"[batch, KV heads, length, head dim], {len(s.cache)} tensors"
-               + (f"; branch input `{widgets.md_escape(s.use_cache_branch, 60)}`" if s.use_cache_branch else "")
+               + (f"; branch input {widgets.md_code(s.use_cache_branch, 60)}" if s.use_cache_branch else "")
                + ("" if s.has_past else "; no past inputs (the first step of a decoder pair)"))
     for note in s.notes:
         st.warning(widgets.md_escape(note, 300))

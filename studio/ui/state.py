@@ -260,15 +260,31 @@ def _forget_model_widgets() -> None:
             st.session_state.pop(key, None)
 
 
+_NOTICE = "onnx_studio_notice"
+
+
 def _add(source, label: str) -> Version:
-    """A new model in the current project; a project made for it is named after the model."""
+    """A new model in the current project; a project made for it is named after the model. A file whose
+    content the project already holds (the same upload twice) opens that model and version instead of
+    a silent duplicate, and says so ("same as m1 v0", R63)."""
     fresh = project() is None
     p = ensure_project()
     model, version = api.add_model(p, source, label=label)
-    if fresh:
+    found = p.find_content(version.sha256)
+    if found is not None and found[0].id != model.id:
+        p.delete_model(model.id)               # the copy just made: the content stays, stored once
+        model, version = found
+        st.session_state[_NOTICE] = (f"This file is the same as {model.id} · {model.name[:60]} {version.id} "
+                                     f"(sha256 {version.sha256[:12]}): opened it instead of adding a duplicate.")
+    elif fresh:
         api.rename_project(p, model.name)
     set_model(model.id, version.id)
     return version
+
+
+def pop_notice() -> str | None:
+    """A one-time note for the page (e.g. "same as m1 v0" after an upload the project already held)."""
+    return st.session_state.pop(_NOTICE, None)
 
 
 def add_upload(files) -> Version:

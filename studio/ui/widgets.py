@@ -29,6 +29,48 @@ def md_escape(text: str, max_len: int = 300) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text).replace("\n", " ").replace("\r", " ")
 
 
+_CLI_ONLY_ADVICE = (
+    (re.compile(r"raise --timeout( or simplify the model)?"),
+     "the page runs with the default time limit (for more, run the equivalent CLI command with --timeout SECONDS)"
+     r"\1"),
+)
+
+
+def for_page(text: str) -> str:
+    """Engine and sandbox messages are written for the CLI; advice a page user cannot follow ("raise
+    --timeout") is said as what they can do here instead."""
+    for pattern, instead in _CLI_ONLY_ADVICE:
+        text = pattern.sub(instead, text)
+    return text
+
+
+def metric_text(value) -> str:  # noqa: ANN001 - a float, an int or None
+    """A metric value as shown: "n/a" for none, else 6 significant digits (0.9999999999999988 -> 1)."""
+    if value is None:
+        return "n/a"
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _perfect(metric: str, value) -> bool:  # noqa: ANN001
+    """The value is the best the metric has (agreement 1, a drop or error of 0) at 6 significant digits."""
+    if not isinstance(value, (int, float)):
+        return False
+    try:
+        higher = api.target_direction(metric) == ">="
+    except (KeyError, StudioError):
+        return False
+    return float(f"{value:.6g}") == (1.0 if higher else 0.0)
+
+
+def task_metric_rows(outputs) -> list[dict]:  # noqa: ANN001 - the task report's "outputs" list
+    """The rows of a task-metric table (Verify, Data): values rounded, and the worst samples listed only
+    where some sample falls short (an agreement of 1.0 has no worst samples to name)."""
+    return [{"output": o["output"], "task": o["task"], "metric": m["metric"], "value": metric_text(m["value"]),
+             "worst samples": "" if _perfect(m["metric"], m["value"])
+             else ", ".join(str(i) for i in (m.get("worst_samples") or [])[:5]), "detail": m["detail"]}
+            for o in outputs for m in o["metrics"]]
+
+
 def md_code(text: str, max_len: int = 120) -> str:
     """Model text as a Markdown inline code span. Backslash escapes are not processed inside code, so
     ``md_escape`` there would show ``fix\\-input\\-shapes``; the span is fenced by more backticks than

@@ -157,3 +157,45 @@ def test_dims_belong_to_the_model(app, tmp_path):
     assert at.session_state["onnx_studio_dims"] == {"height": 300, "width": 300}
     assert api.get_settings(pid, first)["dims"] == {"height": 300, "width": 300}
     assert api.get_settings(pid, model_b.id).get("dims") in (None, {"height": 1280, "width": 1280})
+
+
+def test_the_same_file_twice_opens_the_model_it_already_is(app):
+    """R63: opening (or uploading) a file the project already holds makes no duplicate model: the page
+    says "same as m1 v0" and that model is open."""
+    at = open_sample(app().run(), "cnn_unfused")
+    open_sample(at, "mobilenet_like")
+    open_sample(at, "cnn_unfused")
+    pid = at.session_state["onnx_studio_project"]
+    assert [m.name for m in api.project_models(pid)] == ["cnn_unfused", "mobilenet_like"]
+    assert at.session_state["onnx_studio_model"] == "m1"
+    at.run()
+    assert any("same as m1" in i.value.replace("\\", "") for i in at.info), [i.value for i in at.info]
+
+
+@pytest.mark.slow
+def test_edit_banner_stays_on_the_version_it_made(app):
+    """The "Saved as version v1 ... Undo / See it in the diff" banner of an edit on one model is not
+    shown on another model's Graph page (nor its Undo button), and is back on the edited version."""
+    from tests.ui.test_graph_edit import KEY, _apply, _node_id
+
+    cnn = SAMPLES / "cnn_unfused.onnx"
+    at = open_sample(app().run(), "cnn_unfused")
+    first = at.session_state["onnx_studio_model"]
+    at.switch_page("views/graph.py").run()
+    at.session_state["selected_node"] = _node_id(cnn, "/relu/Relu")
+    at.run()
+    at.radio(key=f"{KEY}_edit_action").set_value("Insert after").run()
+    _apply(at)
+    banner = [s.value for s in at.success if s.value.startswith("Saved as version v1")]
+    assert banner and "graph_edit_undo" in [b.key for b in at.button]
+
+    at.switch_page("views/overview.py").run()
+    open_sample(at, "mobilenet_like")
+    at.switch_page("views/graph.py").run()
+    assert not at.exception, at.exception
+    assert not [s.value for s in at.success if s.value.startswith("Saved as version")]
+    assert "graph_edit_undo" not in [b.key for b in at.button]
+    _pick_model(at, first)
+    at.switch_page("views/graph.py").run()
+    assert at.session_state["onnx_studio_version"] in (None, "v1")     # the newest version: the edit's
+    assert [s.value for s in at.success if s.value.startswith("Saved as version v1")] == banner

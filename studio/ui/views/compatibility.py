@@ -74,7 +74,7 @@ def _verdicts(report: Report) -> None:
         with col.container(border=True):
             st.markdown(f"**{widgets.md_escape(_ENGINES.get(v.engine, v.engine))}** · {widgets.md_escape(v.target)}")
             st.markdown(f"### {_BADGE[v.verdict]}")
-            st.caption(f"{widgets.md_escape(v.decided_by)} · {widgets.md_escape(v.summary, 200)}")
+            st.caption(f"{widgets.md_escape(v.decided_by)} · {widgets.md_escape(widgets.for_page(v.summary), 300)}")
             if v.ran_on and v.ran_on.get("inputs"):
                 shown = ", ".join(f"{k} {t}" for k, t in list(v.ran_on["inputs"].items())[:6])
                 st.caption(f"ran on {widgets.md_escape(shown, 200)}")
@@ -194,7 +194,7 @@ def _findings(report: Report) -> None:
             where.append(g.nodes[0])
         label = " · ".join(widgets.md_escape(x, 80) for x in where[:4]) + (" …" if len(where) > 4 else "")
         with st.expander(f"{_ICON[g.severity]} {g.code}{count} — {label}", expanded=False):
-            st.markdown(widgets.md_escape(g.message, 600))
+            st.markdown(widgets.md_escape(widgets.for_page(g.message), 600))
             if f.fix_hint:
                 st.caption("What to do: " + widgets.md_escape(f.fix_hint, 300))
             if f.fix_pass:

@@ -108,19 +108,16 @@ def _evaluate(project, ds, handle) -> None:
     c1, c3 = st.columns([3, 1])
     engine = c1.selectbox("Engine", list(ENGINES), key="data_engine")
     target = target_picker(handle, tasks, "data", label="Target")
+    settings = {"dataset": ds.id, "engine": engine, "target": target, "tasks": str(tasks)}
     if c3.button("Evaluate", key="data_eval", disabled=not ds.evaluation):
         report = widgets.guarded(lambda: api.evaluate_on_dataset(ds, handle, engine=ENGINES[engine],
                                                                   target=target or None, tasks=tasks),
                                  spinner="Running the evaluation part…")
         if report is not None:
-            st.session_state["data_report"] = report.to_dict()
-    report = st.session_state.get("data_report")
+            state.keep_result("data_report", report.to_dict(), settings)
+    report = state.bound_result("data_report", settings)     # this model, version, dataset and settings only
     if report and report.get("dataset") == ds.name:
-        rows = [{"output": o["output"], "task": o["task"], "metric": m["metric"],
-                 "value": "n/a" if m["value"] is None else m["value"],
-                 "worst samples": ", ".join(str(i) for i in m["worst_samples"][:5]), "detail": m["detail"]}
-                for o in report["outputs"] for m in o["metrics"]]
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        st.dataframe(pd.DataFrame(widgets.task_metric_rows(report["outputs"])), hide_index=True, width="stretch")
         if report.get("target"):
             (st.success if report["target_met"] else st.error)(
                 f"Target {widgets.md_escape(report['target'], 80)}: {'met' if report['target_met'] else 'missed'}")

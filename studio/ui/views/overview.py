@@ -42,6 +42,9 @@ def _upload_error() -> None:
     rejected = st.session_state.get(_UPLOAD_ERROR)
     if rejected:
         st.error(widgets.md_escape(rejected, 600), icon="🚫")
+    notice = state.pop_notice()
+    if notice:
+        st.info(widgets.md_escape(notice, 400))
 
 
 def _open_model() -> None:

@@ -50,11 +50,8 @@ def _show(result, key: str) -> None:
     task = (result.extra or {}).get("task")
     if task:
         st.markdown("#### Task metrics on the dataset (candidate against the reference's golden outputs)")
-        st.dataframe(pd.DataFrame([{"output": o["output"], "task": o["task"], "metric": m["metric"],
-                                    "value": "n/a" if m["value"] is None else m["value"],
-                                    "worst samples": ", ".join(map(str, m["worst_samples"][:5])),
-                                    "detail": m["detail"]} for o in task["outputs"] for m in o["metrics"]]),
-                     hide_index=True, width="stretch", key=f"{key}_task")
+        st.dataframe(pd.DataFrame(widgets.task_metric_rows(task["outputs"])), hide_index=True, width="stretch",
+                     key=f"{key}_task")
         if task.get("target"):
             (st.success if task["target_met"] else st.error)(
                 widgets.md_escape(f"Target {task['target']}: {'met' if task['target_met'] else 'missed'}", 200))
