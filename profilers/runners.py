@@ -165,6 +165,7 @@ def _report(core: Any, spec: Mapping[str, Any], cache: bool) -> dict[str, Any]:
         prop = core.compiled_property
         return {"device": core.device, "precision_requested": core.details["precision_requested"],
                 "precision_effective": core.effective_precision,
+                "execution_precisions": core.details.get("execution_precisions"),
                 "performance_hint": prop("PERFORMANCE_HINT", str), "threads": prop("INFERENCE_NUM_THREADS", int),
                 "streams": prop("NUM_STREAMS", str), "optimal_requests": prop("OPTIMAL_NUMBER_OF_INFER_REQUESTS", int),
                 "reshaped_to": core.reshaped_to, "dynamic_shapes": core.dynamic_note,

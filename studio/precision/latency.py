@@ -59,10 +59,14 @@ def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
     budget = float(args.get("budget_s", 60))
     errors: dict[str, str] = {}
     runners: dict[str, Any] = {}
+    details: dict[str, dict] = {}          # what each engine reported (OpenVINO: its execution precisions)
 
     def open_one(it: dict) -> Any:
         ctx.set_stage(f"latency: opening {it['key']} on {it['engine']}")
-        return open_runner(it["engine"], it["path"], it["options"], ctx)
+        runner = open_runner(it["engine"], it["path"], it["options"], ctx)
+        reported = getattr(runner, "details", None) or {}
+        details[it["key"]] = {k: reported[k] for k in ("precision_effective", "execution_precisions") if k in reported}
+        return runner
 
     if args.get("interleave", True):
         try:
@@ -77,7 +81,7 @@ def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
         finally:
             for runner in runners.values():
                 runner.close()
-        run = dataclasses.replace(run, errors=errors)
+        run = dataclasses.replace(run, errors=errors, details=details)
     else:
         alone: dict[str, LatencyRun] = {}
         for it in items:
@@ -92,7 +96,7 @@ def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
             finally:
                 if runner is not None:
                     runner.close()
-        run = LatencyRun.combine(alone, errors)
+        run = dataclasses.replace(LatencyRun.combine(alone, errors), details=details)
     data, out_arrays = run.to_job()
     return JobOutput(data=data, arrays=out_arrays)
 

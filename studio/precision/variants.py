@@ -787,13 +787,21 @@ def _measure_latency(ctx: _Context, inp: _Inputs, built: Mapping[str, Built], ti
 _OV_COMPUTES = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
 
 
-def computed_precision(spec: VariantSpec, reported: str | None) -> str:
+def computed_precision(spec: VariantSpec, reported: str | None, executed: Mapping[str, int] | None = None) -> str:
     """The precision ``spec`` computes in on this machine, from the engine's own report: OpenVINO's
-    compiled ``INFERENCE_PRECISION_HINT`` as the comparison read it ("f32, pinned"). An OpenVINO bf16
-    variant on a CPU without bf16 (AVX2 only) computes f32; other variants compute what they are built as."""
-    if spec.engine != "openvino" or spec.precision not in ("bf16", "fp16") or not reported:
+    compiled ``INFERENCE_PRECISION_HINT`` as the comparison read it ("f32, pinned") and the runtime model's
+    execution precisions (``executed``: {"f32": 38, "u8": 10...}). An OpenVINO bf16 variant on a CPU without
+    bf16 (AVX2 only) computes f32; an OpenVINO INT8 variant none of whose ops executes in i8/u8 computes in
+    float. Weight-only variants say "weights" in their names and other engines report nothing to read:
+    they are what they are built as."""
+    if spec.engine != "openvino":
         return spec.precision
-    return _OV_COMPUTES.get(reported.split(",")[0].strip().lower(), spec.precision)
+    if spec.precision in ("bf16", "fp16") and reported:
+        return _OV_COMPUTES.get(reported.split(",")[0].strip().lower(), spec.precision)
+    if spec.precision == "int8" and spec.builder != "nncf-weights" and executed:
+        if not any(executed.get(k) for k in ("i8", "u8")):
+            return "bf16" if executed.get("bf16") else "fp32"
+    return spec.precision
 
 
 def named_for_what_runs(result: VariantResult, computed: str) -> VariantResult:
@@ -803,7 +811,9 @@ def named_for_what_runs(result: VariantResult, computed: str) -> VariantResult:
     if spec is None or computed == spec.precision:
         return result
     engine = spec.label.split(" · ")[-1]
-    note = (f"{spec.precision} asked, but {engine} computes {computed} on this CPU (its own report): "
+    executed = result.details.get("execution_precisions") if isinstance(result.details, Mapping) else None
+    said = f"; its runtime ops execute in {', '.join(f'{k} {v}' for k, v in executed.items())}" if executed else ""
+    note = (f"{spec.precision} asked, but {engine} computes {computed} on this CPU (its own report{said}): "
             f"named for what runs and not recommended")
     return dataclasses.replace(result, label=f"{computed} · {engine} ({spec.precision} not supported here)",
                                precision=computed, asked_precision=spec.precision,
@@ -868,6 +878,8 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
     spec = VARIANTS[name]
     path, lineage, details, warnings = entry
     agree = _agreement(cmp)
+    # the engine's own report of what it executes in (OpenVINO's runtime model), from the timing run
+    executed = dict((run.details.get(name) or {}).get("execution_precisions") or {}) if run is not None else {}
     latency = run.stats(name) if run is not None and run.measured(name) else None
     latency_error = run.errors.get(name) if run is not None else "not measured"
     notes = list(warnings) + _engine_notes(spec, details, cmp)
@@ -899,8 +911,9 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
         p90_ms=latency.p90_ms if latency else None, median_ms=latency.p50_ms if latency else None,
         ratio=ratio, ratio_ci=ratio_ci, ratio_rounds=rounds, cosine=agree.cosine, top1=agree.top1, top5=agree.top5,
         max_abs=agree.max_abs, meets_target=meets, notes=tuple(dict.fromkeys(notes)),
-        error=latency_error, lineage=lineage, details=details, task=task),
-        computed_precision(spec, cmp.candidate.precision if spec.engine == "openvino" else None))
+        error=latency_error, lineage=lineage, details={**details, **({"execution_precisions": executed} if executed
+                                                                     else {})}, task=task),
+        computed_precision(spec, cmp.candidate.precision if spec.engine == "openvino" else None, executed))
 
 
 def _recommendation(names: Sequence[str], results: Mapping[str, VariantResult]

@@ -33,6 +33,20 @@ def test_bf16_variant_precision_is_the_engines_report(report, computed):
     assert computed_precision(VARIANTS["fp16"], report) == "fp16"
 
 
+def test_int8_variant_is_int8_only_where_the_runtime_model_executes_int8():
+    spec = VARIANTS["int8-ov"]
+    assert computed_precision(spec, "f32, pinned", {"f32": 30, "u8": 10, "i8": 6, "i32": 2}) == "int8"
+    assert computed_precision(spec, "f32, pinned", {"f32": 40, "i32": 2}) == "fp32"      # dequantized: float
+    assert computed_precision(spec, "bf16, pinned", {"f32": 10, "bf16": 30}) == "bf16"
+    assert computed_precision(spec, "f32, pinned", None) == "int8"                       # no report: as built
+    # weight-only variants say "weights" in their names: int8 weights, float compute is what they are
+    assert computed_precision(VARIANTS["int8-weights-ov"], "f32, pinned", {"f32": 40}) == "int8"
+    row = _row("int8-ov", 0.5, details={"execution_precisions": {"f32": 40, "i32": 2}})
+    named = named_for_what_runs(row, computed_precision(spec, "f32, pinned", {"f32": 40, "i32": 2}))
+    assert named.precision == "fp32" and named.asked_precision == "int8" and not recommendable(named)
+    assert any("execute in f32 40, i32 2" in n for n in named.notes)
+
+
 def test_bf16_that_computes_f32_is_named_for_what_runs_and_never_recommended():
     fp32 = _row("fp32", 1.0)
     fp32_ov = _row("fp32-ov", 0.99)
@@ -52,23 +66,29 @@ def test_bf16_that_computes_f32_is_named_for_what_runs_and_never_recommended():
     assert same == bf16 and recommendable(same)
 
 
-def _openvino_bf16_report(path) -> str:
+def _openvino_report(path, hint: str) -> tuple[str, dict[str, int]]:
+    """OpenVINO's own report, by a plain compile_model: the compiled precision hint and how many runtime ops
+    execute in each precision."""
+    import collections
+
     import openvino as ov
 
-    from studio.core.engines.openvino_io import precision_name
-
     core = ov.Core()
-    compiled = core.compile_model(core.read_model(str(path)), "CPU", {"INFERENCE_PRECISION_HINT": "bf16"})
-    return precision_name(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    compiled = core.compile_model(core.read_model(str(path)), "CPU", {"INFERENCE_PRECISION_HINT": hint})
+    counts = collections.Counter(op.get_rt_info()["runtimePrecision"].astype(str)
+                                 for op in compiled.get_runtime_model().get_ops()
+                                 if "runtimePrecision" in op.get_rt_info())
+    return compiled.get_property("INFERENCE_PRECISION_HINT").to_string(), dict(counts)
 
 
 def test_precision_flow_labels_bf16_as_openvino_computes_it_here(tmp_path):
     from studio import api
 
     src = SAMPLES / "cnn_unfused.onnx"
-    report = _openvino_bf16_report(src)               # the engine's own word, asked directly
+    report, _ = _openvino_report(src, "bf16")          # the engine's own word, asked directly
     expected = {"bf16": "bf16", "f32": "fp32", "f16": "fp16"}[report]
-    result = api.precision(src, variants=["fp32-ov", "bf16-ov"], samples=2, out_dir=tmp_path, latency_budget_s=3)
+    result = api.precision(src, variants=["fp32-ov", "bf16-ov", "int8-ov"], samples=2, out_dir=tmp_path,
+                           latency_budget_s=3)
     row = result.variant("bf16-ov")
     assert row.status == "ok", row.error
     assert row.precision == expected, (row.label, report)
@@ -80,3 +100,10 @@ def test_precision_flow_labels_bf16_as_openvino_computes_it_here(tmp_path):
     # where OpenVINO's own default is f32 (tests.engine_facts), a bf16 request computes f32 too
     if not openvino_reduces_precision_by_default():
         assert row.precision == "fp32" and not row.recommended
+    # the INT8 QDQ row: int8 exactly where OpenVINO's runtime model executes ops in i8/u8
+    q = result.variant("int8-ov")
+    assert q.status == "ok", q.error
+    _hint, executed = _openvino_report(q.path, "f32")
+    assert q.details["execution_precisions"] == executed
+    int8_here = any(executed.get(k) for k in ("i8", "u8"))
+    assert (q.precision == "int8") == int8_here and (q.asked_precision is None) == int8_here, (q.label, executed)

@@ -27,6 +27,7 @@ import numpy as np
 from studio.core.engines import sessions
 from studio.core.engines.base import Availability, WorkerEngine, package_version
 from studio.core.engines.openvino_io import (
+    execution_precisions,
     onnx_output_names,
     openvino_inputs,
     ov_config,
@@ -105,7 +106,8 @@ class OvRunner:
         self.bound_inputs: dict[int, np.ndarray] = {}
         self.details: dict[str, Any] = {
             "engine_version": ov.get_version(), "device": self.device, "precision_requested": precision,
-            "precision_effective": self.effective_precision, "read_ms": round(read_ms, 3),
+            "precision_effective": self.effective_precision, "execution_precisions": execution_precisions(self.compiled),
+            "read_ms": round(read_ms, 3),
             "compile_ms": round(compile_ms, 3), "session_ms": round(read_ms + compile_ms, 3)}
 
     @property

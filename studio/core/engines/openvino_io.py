@@ -90,6 +90,27 @@ def precision_name(value: Any) -> str:
     return str(value)
 
 
+def execution_precisions(compiled: Any) -> dict[str, int]:
+    """How many of the compiled model's runtime ops execute in each precision (``runtimePrecision`` of
+    ``get_runtime_model()``: f32, bf16, i8, u8...): the engine's own report of what it computes in on
+    this machine; {} where the device does not report it."""
+    counts: dict[str, int] = {}
+    try:
+        ops = compiled.get_runtime_model().get_ops()
+    except Exception:  # noqa: BLE001 - not every device has a runtime model
+        return counts
+    for op in ops:
+        info = op.get_rt_info()
+        if "runtimePrecision" not in info:
+            continue
+        try:
+            name = str(info["runtimePrecision"].astype(str))
+        except Exception:  # noqa: BLE001
+            name = str(info["runtimePrecision"])
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 def onnx_output_names(path: str | Path) -> list[str] | None:
     """The model's output names in ONNX order (OpenVINO's order may differ)."""
     try:
