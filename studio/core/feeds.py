@@ -11,7 +11,6 @@ position ids a range).
 from __future__ import annotations
 
 import re
-import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -420,52 +419,79 @@ def feed_sets(specs: tuple[InputSpec, ...], count: int, dims: Mapping[str, int] 
     return [random_feeds(specs, dims, seed + i) for i in range(count)]
 
 
-def load_npz(path: Path, specs: tuple[InputSpec, ...]) -> list[Feeds]:
+def load_npz(path: Path, specs: tuple[InputSpec, ...], *, max_bytes: int | None = None) -> list[Feeds]:
     """Feeds from a user .npz: keys are input names (one sample), or 'name/0', 'name/1'...
-    for several samples. Never unpickles; dtypes and ranks are checked."""
-    check_regular_file(Path(path), max_bytes=8 * 2**30, label="inputs file")
+    for several samples. Never unpickles; every array's header is checked against its input (rank,
+    static dims, numeric dtype) and a memory limit before anything is allocated
+    (:func:`studio.core.tensor_safety.load_npz`); object, string, complex-for-real and truncated
+    arrays and a corrupt archive are one line."""
     from studio.core.outputs import register_input
+    from studio.core.tensor_safety import MAX_ARRAY_BYTES
+    from studio.core.tensor_safety import load_npz as read_arrays
 
+    check_regular_file(Path(path), max_bytes=8 * 2**30, label="inputs file")
     register_input(path)                # a file this run reads: never an output
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, zipfile.BadZipFile) as exc:
-        raise StudioError(f"inputs file is not a readable .npz ({type(exc).__name__}); save it with "
-                          "numpy.savez") from None
     by_name = {s.name: s for s in specs}
+
+    def split(key: str) -> tuple[str, str]:
+        name, _, idx = key.rpartition("/") if "/" in key and key.rpartition("/")[2].isdigit() else (key, "", "0")
+        return name, idx
+
+    def check(key: str, header) -> None:  # noqa: ANN001 - tensor_safety.ArrayHeader
+        name, _ = split(key)
+        if name not in by_name:
+            raise StudioError(f"inputs file has '{key[:60]}', which is not an input of the model "
+                              f"(inputs: {', '.join(sorted(by_name))[:200]})")
+        check_array_header(by_name[name], header.shape, header.dtype, "the file gives")
+
+    arrays = read_arrays(Path(path), label="inputs file", max_bytes=max_bytes or 2 * MAX_ARRAY_BYTES, check=check)
     samples: dict[int, Feeds] = {}
-    with data:
-        for key in data.files:
-            name, _, idx = key.rpartition("/") if "/" in key and key.rpartition("/")[2].isdigit() else (key, "", "0")
-            if name not in by_name:
-                raise StudioError(f"inputs file has '{key[:60]}', which is not an input of the model "
-                                  f"(inputs: {', '.join(sorted(by_name))[:200]})")
-            try:
-                arr = data[key]
-            except ValueError:
-                raise StudioError(f"input '{key[:60]}' in the inputs file is an object array; "
-                                  "only numeric arrays are read (pickles are never loaded)") from None
-            spec = by_name[name]
-            if spec.shape is not None and arr.ndim != len(spec.shape):
-                raise StudioError(f"input '{name[:60]}' needs rank {len(spec.shape)}, the file gives {arr.ndim}")
-            for d, n in zip(spec.shape or (), arr.shape, strict=False):
-                if isinstance(d, int) and d != n:
-                    raise StudioError(f"input '{name[:60]}' needs shape {list(spec.shape)}, "
-                                      f"the file gives {list(arr.shape)}")
-            if arr.dtype.name != spec.dtype and spec.dtype != "bfloat16":
-                arr = _cast_checked(arr, spec)
-            samples.setdefault(int(idx), {})[name] = arr
+    for key, arr in arrays.items():
+        name, idx = split(key)
+        spec = by_name[name]
+        if arr.dtype.name != spec.dtype and spec.dtype != "bfloat16":
+            arr = _cast_checked(arr, spec)
+        samples.setdefault(int(idx), {})[name] = arr
     missing = [s.name for s in specs if any(s.name not in f for f in samples.values())]
     if not samples or missing:
         raise StudioError(f"inputs file lacks {', '.join(missing)[:200] or 'every input'}")
     return [samples[i] for i in sorted(samples)]
 
 
-def _cast_checked(arr: np.ndarray, spec: InputSpec) -> np.ndarray:
+def check_array_header(spec: InputSpec, shape: tuple[int, ...], dtype: np.dtype, gives: str,
+                       batch_axis_optional: bool = False) -> None:
+    """Refuse, before any allocation, an array of ``shape``/``dtype`` that ``spec``'s input cannot
+    take: another rank, another static dim, a complex value for a real input, a float for an integer
+    one. ``batch_axis_optional``: a sample may lack the leading batch axis (it is added)."""
+    name = spec.name[:60]
+    if spec.shape is not None:
+        want = list(spec.shape)
+        got = list(shape)
+        if batch_axis_optional and len(got) == len(want) - 1:
+            got = [1, *got]
+        if len(got) != len(want):
+            raise StudioError(f"input '{name}' needs rank {len(want)} {want}, {gives} shape {list(shape)}",
+                              code="BAD-INPUT")
+        for d, n in zip(want, got):
+            if isinstance(d, int) and d >= 0 and d != n:
+                raise StudioError(f"input '{name}' needs shape {want}, {gives} {list(shape)}", code="BAD-INPUT")
+    _check_cast(spec, np.dtype(dtype), gives)
+
+
+def _check_cast(spec: InputSpec, have: np.dtype, gives: str) -> None:
+    if spec.dtype == "bfloat16":
+        return
     target = np.dtype(spec.dtype)
-    if arr.dtype.kind == "f" and target.kind in "iub":
-        raise StudioError(f"input '{spec.name[:60]}' needs {spec.dtype}, the file gives {arr.dtype.name}")
-    return arr.astype(target)
+    if have.kind == "c" and target.kind != "c":
+        raise StudioError(f"input '{spec.name[:60]}' needs {spec.dtype}, {gives} complex {have.name}; refusing "
+                          "rather than dropping the imaginary part", code="BAD-INPUT")
+    if have.kind == "f" and target.kind in "iub":
+        raise StudioError(f"input '{spec.name[:60]}' needs {spec.dtype}, {gives} {have.name}", code="BAD-INPUT")
+
+
+def _cast_checked(arr: np.ndarray, spec: InputSpec) -> np.ndarray:
+    _check_cast(spec, arr.dtype, "the file gives")
+    return arr.astype(np.dtype(spec.dtype))
 
 
 @dataclass(frozen=True)

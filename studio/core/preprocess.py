@@ -100,6 +100,7 @@ class Recipe:
         if self.dtype == "uint8" and (self.scale != 1 or any(self.mean) or any(s != 1 for s in self.std)):
             raise StudioError("dtype uint8 carries the pixels as they are: set scale 1, mean 0 and std 1 "
                               "(or a float dtype)", code="BAD-OPTION")
+        check_recipe_range(self, "float32" if self.dtype == "auto" else self.dtype)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -124,6 +125,34 @@ class Recipe:
             parts.append("over " + ",".join(f"{s:.4g}" for s in self.std))
         parts += [f"layout {self.layout}", f"dtype {self.dtype}"]
         return f"{self.preset}: " + ", ".join(parts)
+
+
+def check_recipe_range(recipe: Recipe, dtype: str) -> None:
+    """Refuse a recipe whose numbers cannot be carried in ``dtype`` (the tensor's element type):
+    a std that is 0 there (1e-320 in float32), a scale that underflows to 0, or a pixel 0..255 whose
+    ``(pixel * scale - mean) / std`` (or a step of it) overflows to inf. Checked when a recipe is
+    made or saved (float32 unless it names its dtype) and again against the model input's own type."""
+    if recipe.dtype != "auto":
+        dtype = recipe.dtype
+    dt = np.dtype(dtype)
+    if dt.kind != "f":
+        return
+    fmax = float(np.finfo(dt).max)
+    if float(dt.type(recipe.scale)) == 0:
+        raise StudioError(f"scale {recipe.scale:.3g} is 0 in {dt.name}: every pixel would become 0; give a scale "
+                          f"of at least {float(np.finfo(dt).smallest_subnormal):.3g}", code="BAD-OPTION")
+    channels = max(len(recipe.mean), len(recipe.std))
+    for c in range(channels):
+        mean, std = recipe.mean[c % len(recipe.mean)], recipe.std[c % len(recipe.std)]
+        if float(dt.type(std)) == 0:
+            raise StudioError(f"std {std:.3g} is 0 in {dt.name}: the tensor would be "
+                              "inf; give a std a pixel can be divided by", code="BAD-OPTION")
+        for pixel in (0.0, 255.0, float(recipe.pad_value)):
+            steps = (pixel * recipe.scale, pixel * recipe.scale - mean, (pixel * recipe.scale - mean) / std)
+            if not all(math.isfinite(v) and abs(v) <= fmax for v in steps):
+                raise StudioError(f"the recipe overflows {dt.name}: pixel {pixel:g} x "
+                                  f"scale {recipe.scale:.3g} - mean {mean:.3g} / std {std:.3g} is beyond "
+                                  f"{fmax:.3g}; give numbers that keep the tensor finite", code="BAD-OPTION")
 
 
 def _finite(x: object) -> bool:

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import os
 import stat
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import numpy as np
 from onnx import ModelProto, TensorProto, helper
 
-from studio.core.errors import UnsafeModelError
+from studio.core.errors import StudioError, UnsafeModelError
 from studio.core.protowalk import iter_tensors
 
 ALLOWED_EXTERNAL_KEYS = frozenset({"location", "offset", "length", "checksum", "basepath"})
@@ -212,3 +214,166 @@ def validate_tensors(model: ModelProto, model_dir: Path | None) -> TensorScan:
                                    f"but holds {held} values")
         inline += (nbytes or 0)
     return TensorScan(tuple(refs), external, inline, count)
+
+
+# ---------------------------------------------------------------------------- .npy / .npz files from users
+#
+# A user's array file is read header first: its dtype must be numbers (an object array is a
+# pickle, never loaded; strings and records are refused), and shape x itemsize must fit both a
+# memory limit and the bytes the file really holds, all before anything is allocated. A caller's
+# ``check`` sees (name, header) in between, to hold the shape against the model's input.
+
+MAX_ARRAY_BYTES = 2 * 2**30
+_MAX_NPY_HEADER = 10_000
+
+
+@dataclass(frozen=True)
+class ArrayHeader:
+    """What an .npy header declares."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    fortran: bool
+    nbytes: int
+
+
+def _size_text(n: int) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} bytes"
+
+
+def read_npy_header(fh, available: int, *, label: str, max_bytes: int = MAX_ARRAY_BYTES) -> ArrayHeader:
+    """The header of the .npy stream ``fh`` (``available`` bytes long), checked: numeric dtype, shape x
+    itemsize within ``max_bytes`` and within the data the stream holds. Leaves ``fh`` at the data."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = fmt.read_array_header_1_0(fh, max_header_size=_MAX_NPY_HEADER)
+        elif version == (2, 0):
+            shape, fortran, dtype = fmt.read_array_header_2_0(fh, max_header_size=_MAX_NPY_HEADER)
+        else:
+            raise StudioError(f"{label} uses .npy format version {version[0]}.{version[1]}; save it with numpy.save",
+                              code="BAD-INPUT")
+    except StudioError:
+        raise
+    except (ValueError, TypeError, OSError, EOFError, SyntaxError, MemoryError, RecursionError,
+            zipfile.BadZipFile, zlib.error):
+        raise StudioError(f"{label} is not a readable .npy (its header is damaged); save it with numpy.save",
+                          code="BAD-INPUT") from None
+    dtype = np.dtype(dtype)
+    if dtype.hasobject:
+        raise StudioError(f"{label} holds Python objects (a pickle); only numeric arrays are read and pickles are "
+                          "never loaded", code="BAD-INPUT")
+    if dtype.kind in "SU":
+        raise StudioError(f"{label} holds strings ({dtype.str}); only numeric arrays are read", code="BAD-INPUT")
+    if dtype.kind not in "biufc" or dtype.fields is not None or dtype.subdtype is not None:
+        raise StudioError(f"{label} holds {dtype.str} records; only plain numeric arrays are read", code="BAD-INPUT")
+    elements = 1
+    for d in shape:
+        elements *= int(d)
+    nbytes = elements * dtype.itemsize
+    if nbytes > max_bytes:
+        raise StudioError(f"{label} declares shape {list(shape)} {dtype.name} = {_size_text(nbytes)}, over the "
+                          f"{_size_text(max_bytes)} memory limit for one array; nothing was allocated",
+                          code="TOO-LARGE")
+    try:
+        held = available - fh.tell()
+    except (OSError, AttributeError):
+        held = available
+    if held < nbytes:
+        raise StudioError(f"{label} is truncated: its header declares {_size_text(nbytes)} of data "
+                          f"({list(shape)} {dtype.name}), the file holds {_size_text(max(held, 0))}", code="BAD-INPUT")
+    return ArrayHeader(tuple(int(d) for d in shape), dtype, bool(fortran), nbytes)
+
+
+def read_npy_data(fh, header: ArrayHeader, *, label: str) -> np.ndarray:
+    """The array whose checked ``header`` was just read from ``fh``: exactly ``nbytes`` read into one
+    buffer (a short read is 'truncated'), in native byte order."""
+    buf = bytearray(header.nbytes)
+    view, got = memoryview(buf), 0
+    while got < header.nbytes:
+        n = fh.readinto(view[got:])
+        if not n:
+            raise StudioError(f"{label} is truncated: {_size_text(got)} of {_size_text(header.nbytes)} of data",
+                              code="BAD-INPUT")
+        got += n
+    arr = np.frombuffer(buf, header.dtype).reshape(header.shape, order="F" if header.fortran else "C")
+    return arr if header.dtype.isnative else arr.astype(header.dtype.newbyteorder("="))
+
+
+def load_npy(path: Path, *, label: str, max_bytes: int = MAX_ARRAY_BYTES, check=None) -> np.ndarray:
+    """A user's .npy, header first (:func:`read_npy_header`); ``check(header)`` may refuse it before
+    anything is allocated (the model's input shape). Never unpickles."""
+    from studio.core.paths import check_regular_file
+
+    st = check_regular_file(Path(path), max_bytes=None, label=label)
+    try:
+        with open(path, "rb") as fh:
+            header = read_npy_header(fh, st.st_size, label=label, max_bytes=max_bytes)
+            if check is not None:
+                check(header)
+            return read_npy_data(fh, header, label=label)
+    except OSError as exc:
+        raise StudioError(f"{label} cannot be read ({exc.strerror or type(exc).__name__})", code="BAD-INPUT") from None
+
+
+def load_npz(path: Path, *, label: str, max_bytes: int = MAX_ARRAY_BYTES, check=None) -> dict[str, np.ndarray]:
+    """A user's .npz, every member header first: each array and all of them together within
+    ``max_bytes``; ``check(key, header)`` may refuse one before it is allocated. A lying or
+    corrupt archive (CRC error) is one line. Never unpickles."""
+    out: dict[str, np.ndarray] = {}
+
+    def visit(key: str, header: ArrayHeader, fh, item: str) -> None:  # noqa: ANN001 - a zip member stream
+        if check is not None:
+            check(key, header)
+        out[key] = read_npy_data(fh, header, label=item)
+
+    _walk_npz(Path(path), label, max_bytes, visit)
+    return out
+
+
+def npz_headers(path: Path, *, label: str, max_bytes: int = MAX_ARRAY_BYTES) -> dict[str, ArrayHeader]:
+    """Every member header of an .npz, checked as :func:`load_npz` does, without reading the data."""
+    out: dict[str, ArrayHeader] = {}
+    _walk_npz(Path(path), label, max_bytes, lambda key, header, fh, item: out.__setitem__(key, header))
+    return out
+
+
+def _walk_npz(path: Path, label: str, max_bytes: int, visit) -> None:  # noqa: ANN001 - visit(key, header, fh, item)
+    from studio.core.paths import check_regular_file
+
+    check_regular_file(path, max_bytes=None, label=label)
+    total = 0
+    key = ""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = [i for i in zf.infolist() if not i.is_dir()]
+            if len(infos) > 10_000:
+                raise StudioError(f"{label} holds {len(infos)} arrays, over the limit of 10000", code="TOO-LARGE")
+            if not infos:
+                raise StudioError(f"{label} holds no arrays", code="BAD-INPUT")
+            for info in infos:
+                key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+                item = f"{label}, array '{key[:60]}'"
+                with zf.open(info) as fh:
+                    header = read_npy_header(fh, info.file_size, label=item, max_bytes=max_bytes - total)
+                    total += header.nbytes
+                    visit(key, header, fh, item)
+    except StudioError as exc:
+        if exc.code == "TOO-LARGE" and total > 0 and "memory limit" in str(exc):
+            raise StudioError(f"{exc} (all arrays of the file together: {_size_text(max_bytes)})",
+                              code="TOO-LARGE") from None
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        why = "a CRC error" if "CRC" in str(exc) else "corrupt data"
+        where = f" in array '{key[:60]}'" if key else ""
+        raise StudioError(f"{label} is not a readable .npz ({why}{where}); save it with numpy.savez",
+                          code="BAD-INPUT") from None
+    except (NotImplementedError, RuntimeError, ValueError):
+        raise StudioError(f"{label} is not a readable .npz (encrypted or an unsupported compression)",
+                          code="BAD-INPUT") from None
+    except OSError as exc:
+        raise StudioError(f"{label} cannot be read ({exc.strerror or type(exc).__name__})", code="BAD-INPUT") from None

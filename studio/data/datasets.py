@@ -19,7 +19,6 @@ import json
 import secrets
 import shutil
 import wave
-import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -29,7 +28,7 @@ from onnx import ModelProto
 
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
-from studio.core.feeds import Feeds, InputSpec, choose_dims, input_specs, load_npz
+from studio.core.feeds import Feeds, InputSpec, check_array_header, choose_dims, input_specs, load_npz
 from studio.core.paths import atomic_write_text, check_regular_file, safe_child, safe_name
 from studio.core.preprocess import (IMAGE_SUFFIXES, MAX_IMAGE_BYTES, Recipe, apply_recipe, channel_layout,
                                     image_size_of, load_image)
@@ -41,6 +40,12 @@ TEXT_SUFFIXES = (".jsonl", ".txt")
 TENSOR_SUFFIXES = (".npz", ".npy")
 MAX_SAMPLES = 10_000
 MAX_SAMPLE_BYTES = 256 * 2**20
+#: Memory one sample may take once decoded (its arrays, or an image while it is preprocessed).
+SAMPLE_MEMORY_BYTES = 2 * 2**30
+#: JSON nesting a JSONL sample may have (a [1, seq] token list is 3 deep); deeper is refused, never recursed.
+MAX_JSON_DEPTH = 32
+#: Bytes per value while an image is preprocessed: the uint8 picture, ~3 float32 working copies, the output.
+_IMAGE_WORK_BYTES = 1 + 3 * 4
 MANIFEST = "dataset.json"
 SCHEMA = 1
 
@@ -214,15 +219,20 @@ def _read_error(p: Path, max_bytes: int, label: str, read: Callable[[], object])
 
 
 def _check_tensor(p: Path) -> str | None:
+    """Why the .npy/.npz ``p`` cannot be a sample, from its headers alone (numeric dtype, shape x
+    itemsize within the sample memory budget and within the file), or None."""
+    from studio.core.tensor_safety import npz_headers, read_npy_header
+
     try:
-        check_regular_file(p, max_bytes=MAX_SAMPLE_BYTES, label="tensor file")
-        with open(p, "rb") as fh:
-            if p.suffix.lower() == ".npy":
-                np.lib.format.read_magic(fh)
-            else:
-                with zipfile.ZipFile(fh):
-                    pass
-    except (StudioError, ValueError, zipfile.BadZipFile, OSError):
+        st = check_regular_file(p, max_bytes=MAX_SAMPLE_BYTES, label="tensor file")
+        if p.suffix.lower() == ".npy":
+            with open(p, "rb") as fh:
+                read_npy_header(fh, st.st_size, label="the file", max_bytes=SAMPLE_MEMORY_BYTES)
+        else:
+            npz_headers(p, label="the file", max_bytes=SAMPLE_MEMORY_BYTES)
+    except StudioError as exc:
+        return str(exc)
+    except OSError:
         return "not a readable .npy/.npz file"
     return None
 
@@ -264,18 +274,41 @@ def _text_samples(files: Sequence[Path], root: Path) -> tuple[list[tuple[str, in
             label = None
             if p.suffix.lower() == ".jsonl":
                 try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError:
-                    skipped.append((f"{rel}:{i + 1}", "not valid JSON"))
+                    obj = json_line(line)
+                except StudioError as exc:
+                    skipped.append((f"{rel}:{i + 1}", str(exc)))
                     continue
-                if not isinstance(obj, dict):
-                    skipped.append((f"{rel}:{i + 1}", "not a JSON object"))
-                    continue
-                label = None if obj.get("label") is None else str(obj["label"])
+                label = None if obj.get("label") is None else str(obj["label"])[:200]
             found.append((rel, i, label))
             if len(found) > MAX_SAMPLES:
                 raise StudioError(f"more than {MAX_SAMPLES} text samples", code="TOO-LARGE")
     return found, skipped
+
+
+def json_depth(text: str) -> int:
+    """How deeply ``text``'s JSON nests (brackets outside strings), counted without parsing, so a
+    line nested thousands of levels deep is refused instead of hitting Python's recursion limit."""
+    import re
+
+    bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text).encode("utf-8", "surrogateescape")
+    b = np.frombuffer(bare, np.uint8)
+    steps = (b == ord("[")).astype(np.int32) + (b == ord("{")) - (b == ord("]")) - (b == ord("}"))
+    return int(np.cumsum(steps).max(initial=0)) if steps.size else 0
+
+
+def json_line(line: str) -> dict:
+    """One JSONL line as an object: its nesting checked (:data:`MAX_JSON_DEPTH`) before it is parsed.
+    The error says what is wrong with the line ("not valid JSON"); callers name the line."""
+    depth = json_depth(line)
+    if depth > MAX_JSON_DEPTH:
+        raise StudioError(f"JSON nested {depth} levels deep, over the limit of {MAX_JSON_DEPTH}", code="BAD-INPUT")
+    try:
+        obj = json.loads(line)
+    except (json.JSONDecodeError, RecursionError, ValueError):
+        raise StudioError("not valid JSON", code="BAD-INPUT") from None
+    if not isinstance(obj, dict):
+        raise StudioError("not a JSON object", code="BAD-INPUT")
+    return obj
 
 
 def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | None = None, kind: str = "auto",
@@ -324,7 +357,7 @@ def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | Non
         elif recipe is not None:
             reason = (recipe_reason or "given")[:300]
         if not samples:
-            first = f" (first: {skipped[0][0][:40]}: {skipped[0][1][:80]})" if skipped else ""
+            first = f" (first: {skipped[0][0][:40]}: {skipped[0][1][:240]})" if skipped else ""
             raise StudioError(f"no usable samples in the dataset source{first}")
         cal, ev = _split([s.index for s in samples], calibration_fraction, seed)
         classes = tuple(sorted({s.label for s in samples if s.label is not None and not s.label.lstrip('-').isdigit()}))
@@ -486,12 +519,29 @@ def _fit_shape(ds: Dataset, ref: SampleRef, spec: InputSpec, arr: np.ndarray) ->
             if isinstance(d, int) and d != n:
                 raise _sample_error(ds, ref, f"input '{spec.name[:40]}' expects {list(spec.shape)}, "
                                              f"got {list(arr.shape)}")
+    if arr.dtype.kind not in "biufc":
+        raise _sample_error(ds, ref, f"input '{spec.name[:40]}' gets {arr.dtype.str} values; only numbers are read")
     want = np.dtype(spec.dtype)
     if arr.dtype != want:
-        if arr.dtype.kind == "f" and want.kind in "iub":
-            raise _sample_error(ds, ref, f"input '{spec.name[:40]}' expects {spec.dtype}, got {arr.dtype.name}")
+        try:
+            check_array_header(spec, arr.shape, arr.dtype, "the sample gives")
+        except StudioError as exc:
+            raise _sample_error(ds, ref, str(exc)) from None
         arr = arr.astype(want)
     return arr
+
+
+def _json_array(ds: Dataset, ref: SampleRef, spec: InputSpec, value: object) -> np.ndarray:
+    """A JSONL field as an array: ragged rows, strings and integers beyond 64 bits are one line."""
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError, OverflowError, RecursionError):
+        raise _sample_error(ds, ref, f"input '{spec.name[:40]}' is ragged: its rows have different lengths "
+                                     "(a tensor needs rows of one length)") from None
+    if arr.dtype.kind not in "biuf":
+        what = "strings" if arr.dtype.kind in "SU" else "values that are not numbers or beyond 64-bit integers"
+        raise _sample_error(ds, ref, f"input '{spec.name[:40]}' holds {what}; only numbers are read")
+    return _fit_shape(ds, ref, spec, arr)
 
 
 def _seq_len(ds: Dataset, spec: InputSpec, chosen: Mapping[str, int]) -> int:
@@ -525,10 +575,15 @@ def dataset_feeds(ds: Dataset, model: ModelProto, *, part: str = "evaluation", l
             recipe = ds.recipe or Recipe()
             size = image_size_of(spec.shape, layout, recipe, hint)
             channels = spec.shape[1] if layout == "NCHW" else spec.shape[3]
+            if i == 0:
+                _check_recipe_for(ds, recipe, spec)
+            _check_image_budget(ds, ref, spec, size, channels)
             try:
                 img = load_image(path, "RGB")
             except StudioError as exc:
                 raise _sample_error(ds, ref, str(exc)) from None
+            if size[1] == -1:          # keep-height: the width follows this picture
+                _check_image_budget(ds, ref, spec, (size[0], max(1, round(img.width * size[0] / img.height))), channels)
             arr = apply_recipe(img, recipe, size, layout, spec.dtype, channels if isinstance(channels, int) else None)
             feeds = {spec.name: _fit_shape(ds, ref, spec, arr)}
         elif ds.kind == "audio":
@@ -542,12 +597,15 @@ def dataset_feeds(ds: Dataset, model: ModelProto, *, part: str = "evaluation", l
             feeds = {spec.name: _fit_shape(ds, ref, spec, data.astype(np.float32))}
         else:  # text
             feeds = {}
-            line = path.read_text(encoding="utf-8", errors="replace").splitlines()[ref.line or 0]
+            line = _text_line(ds, ref, path)
             if path.suffix.lower() == ".jsonl":
-                obj = json.loads(line)
+                try:
+                    obj = json_line(line)
+                except StudioError as exc:
+                    raise _sample_error(ds, ref, f"line {(ref.line or 0) + 1}: {exc}") from None
                 for s in specs:
                     if s.name in obj:
-                        feeds[s.name] = _fit_shape(ds, ref, s, np.asarray(obj[s.name]))
+                        feeds[s.name] = _json_array(ds, ref, s, obj[s.name])
             else:
                 if tok is None:
                     tok = _tokenizer(ds)
@@ -578,6 +636,45 @@ def dataset_feeds(ds: Dataset, model: ModelProto, *, part: str = "evaluation", l
     return out
 
 
+def _text_line(ds: Dataset, ref: SampleRef, path: Path) -> str:
+    """The sample's line of its text file (the file's size bounded again: it may have changed)."""
+    try:
+        check_regular_file(path, max_bytes=MAX_SAMPLE_BYTES, label="text file")
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        return lines[ref.line or 0]
+    except StudioError as exc:
+        raise _sample_error(ds, ref, str(exc)) from None
+    except (IndexError, OSError):
+        raise _sample_error(ds, ref, f"line {(ref.line or 0) + 1} is not in the file any more; import the "
+                                     "dataset again") from None
+
+
+def _check_recipe_for(ds: Dataset, recipe: Recipe, spec: InputSpec) -> None:
+    """The recipe's numbers against the model input's own type (float16 overflows sooner)."""
+    from studio.core.preprocess import check_recipe_range
+
+    try:
+        check_recipe_range(recipe, spec.dtype if spec.dtype in ("float16", "float32", "float64") else "float32")
+    except StudioError as exc:
+        raise StudioError(f"dataset {ds.name[:40]}, input '{spec.name[:40]}' ({spec.dtype}): {exc}",
+                          code="BAD-OPTION") from None
+
+
+def _check_image_budget(ds: Dataset, ref: SampleRef, spec: InputSpec, size: tuple[int, int], channels: object) -> None:
+    """Refuse, before decoding or allocating, an image size whose preprocessing would not fit one
+    sample's memory budget (16384x16384 on a dynamic model: about 13 GiB of working copies)."""
+    h, w = size
+    if w == -1:
+        return
+    c = channels if isinstance(channels, int) and channels > 0 else 3
+    itemsize = np.dtype(spec.dtype).itemsize if spec.dtype != "bfloat16" else 2
+    need = h * w * c * (_IMAGE_WORK_BYTES + itemsize)
+    if need > SAMPLE_MEMORY_BYTES:
+        raise _sample_error(ds, ref, f"image size {h}x{w} needs about {need / 2**30:.1f} GiB to preprocess one "
+                                     f"sample ({c} channels, {spec.dtype}), over the {SAMPLE_MEMORY_BYTES / 2**30:.0f} "
+                                     "GiB memory budget of a sample; give a smaller --image-size")
+
+
 def _tokenizer(ds: Dataset):
     name = ds.options.get("tokenizer")
     if not name:
@@ -603,9 +700,12 @@ def text_token_ids(ds: Dataset, *, part: str = "evaluation", limit: int | None =
     tok = None
     for ref in ds.part(part)[: limit or None]:
         path = sample_path(ds, ref)
-        line = path.read_text(encoding="utf-8", errors="replace").splitlines()[ref.line or 0]
+        line = _text_line(ds, ref, path)
         if path.suffix.lower() == ".jsonl":
-            obj = json.loads(line)
+            try:
+                obj = json_line(line)
+            except StudioError as exc:
+                raise _sample_error(ds, ref, f"line {(ref.line or 0) + 1}: {exc}") from None
             ids = next((obj[k] for k in (key, "ids", "tokens") if isinstance(obj, dict) and k in obj), None)
             if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
                 raise _sample_error(ds, ref, f"no '{key[:40]}' list of integer token ids in the line")
@@ -639,12 +739,25 @@ def _tensor_feeds(ds: Dataset, refs: Sequence[SampleRef], specs: Sequence[InputS
         path = sample_path(ds, ref)
         if path.suffix.lower() == ".npz":
             try:
-                out.extend(load_npz(path, tuple(specs)))
+                out.extend(load_npz(path, tuple(specs), max_bytes=SAMPLE_MEMORY_BYTES))
             except StudioError as exc:
                 raise _sample_error(ds, ref, str(exc)) from None
         else:
             if len(specs) != 1:
                 raise _sample_error(ds, ref, f"a .npy sample feeds one input; the model has {len(specs)}")
-            arr = np.load(path, allow_pickle=False)
-            out.append({specs[0].name: _fit_shape(ds, ref, specs[0], arr)})
+            out.append({specs[0].name: _fit_shape(ds, ref, specs[0], _read_npy_sample(ds, ref, path, specs[0]))})
     return out
+
+
+def _read_npy_sample(ds: Dataset, ref: SampleRef, path: Path, spec: InputSpec) -> np.ndarray:
+    """A .npy sample read header first: numeric, within the sample budget and the file, and of a
+    shape and type the input takes, before anything is allocated (never unpickled)."""
+    from studio.core.tensor_safety import load_npy
+
+    def fits(header) -> None:  # noqa: ANN001 - tensor_safety.ArrayHeader
+        check_array_header(spec, header.shape, header.dtype, "the sample gives", batch_axis_optional=True)
+
+    try:
+        return load_npy(path, label="the file", max_bytes=SAMPLE_MEMORY_BYTES, check=fits)
+    except StudioError as exc:
+        raise _sample_error(ds, ref, str(exc)) from None

@@ -263,3 +263,189 @@ def test_archive_member_paths_that_climb_out_are_refused(tmp_path, capsys, membe
         zf.writestr(member, (photos / "coffee.png").read_bytes())
     _assert_refused(capsys, "zip5", z, "unsafe path")
     assert not list(tmp_path.rglob("escape.png"))
+
+
+# ---------------------------------------------------------------------------- samples bounded before use (item 6)
+
+def _model(path: Path, *, dtype=None, shape=("N", 4), text: bool = False, image_hw=None) -> Path:
+    """A tiny model: float x[N,4] -> Relu; text: int64 input_ids[1,seq] -> Cast float; image: x[1,3,H,W]."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    if text:
+        nodes = [helper.make_node("Cast", ["input_ids"], ["y"], to=TensorProto.FLOAT)]
+        ins = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "seq"])]
+        outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "seq"])]
+    elif image_hw is not None:
+        elem = dtype or TensorProto.FLOAT
+        nodes = [helper.make_node("ReduceMean", ["x"], ["y"], keepdims=0, axes=[2, 3])]
+        ins = [helper.make_tensor_value_info("x", elem, [1, 3, *image_hw])]
+        outs = [helper.make_tensor_value_info("y", elem, [1, 3])]
+    else:
+        nodes = [helper.make_node("Relu", ["x"], ["y"])]
+        ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))]
+        outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))]
+    m = helper.make_model(helper.make_graph(nodes, "g", ins, outs), opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(m, path)
+    return path
+
+
+def _npy_header_only(path: Path, shape: tuple, descr: str = "<f4", data: bytes = b"\0" * 16) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": descr, "fortran_order": False, "shape": shape})
+    blob = buf.getvalue() + data
+    if path is not None:
+        path.write_bytes(blob)
+    return blob
+
+
+def _hostile_npy(kind: str, path: Path) -> None:
+    if kind == "object":
+        np.save(path, np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+    elif kind == "string":
+        np.save(path, np.array([["a", "b", "c", "d"]]))
+    elif kind == "complex":
+        np.save(path, np.ones((1, 4), np.complex64))
+    elif kind == "truncated":
+        np.save(path, np.ones((64, 4), np.float32))
+        path.write_bytes(path.read_bytes()[:-100])
+    elif kind == "4TiB":
+        _npy_header_only(path, (2**38, 4))                       # 2^40 float32 = 4 TiB claimed, 16 bytes held
+    elif kind == "8GiB-npz":
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("x.npy", _npy_header_only(None, (2**29, 4)))   # 8 GiB claimed
+    else:
+        raise AssertionError(kind)
+
+
+NPY_CASES = {  # kind: (file name, what the one line must say)
+    "object": ("s.npy", "holds Python objects (a pickle)"),
+    "string": ("s.npy", "holds strings (<U1)"),
+    "truncated": ("s.npy", "is truncated: its header declares 1 KiB of data"),
+    "4TiB": ("s.npy", "declares shape [274877906944, 4] float32 = 4 TiB, over the 2 GiB memory limit"),
+    "8GiB-npz": ("s.npz", "declares shape [536870912, 4] float32 = 8 GiB, over the 2 GiB memory limit"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NPY_CASES))
+def test_hostile_tensor_files_are_refused_at_add_in_one_line(tmp_path, capsys, kind):
+    name, needle = NPY_CASES[kind]
+    src = tmp_path / "t"
+    src.mkdir()
+    _hostile_npy(kind, src / name)
+    rc, out, err = _cli(capsys, "data", "add", str(src), "--project", f"np{kind}", "--kind", "tensor")
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "no usable samples" in err and needle in err, err
+
+
+FEED_COMMANDS = (("data", "show", "d", "--model", "{m}"), ("data", "eval", "d", "--model", "{m}", "--part", "all"),
+                 ("profile", "{m}", "--dataset", "d", "--iterations", "1", "--rounds", "1"))
+
+
+def _feed_refused(capsys, project: str, model: Path, *needles: str) -> None:
+    for argv in FEED_COMMANDS:
+        rc, out, err = _cli(capsys, *(a.format(m=model) for a in argv), "--project", project)
+        assert rc == 2, (argv, out, err)
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
+        for n in needles:
+            assert n in err, (argv, err)
+
+
+@pytest.mark.parametrize("kind", sorted(NPY_CASES) + ["complex"])
+def test_hostile_tensor_samples_are_refused_on_show_eval_and_profile(tmp_path, capsys, kind):
+    """A dataset whose sample files were replaced after import (an older studio's, or damaged):
+    each use ends in one line naming the sample, the problem and the limit, before allocation."""
+    from studio import api
+
+    name, needle = NPY_CASES.get(kind, ("s.npy", "input 'x' needs float32, the sample gives complex complex64; "
+                                                 "refusing rather than dropping the imaginary part"))
+    src = tmp_path / "t"
+    src.mkdir()
+    good = {"x": np.ones((1, 4), np.float32)}
+    np.savez(src / "s.npz", **good) if name.endswith(".npz") else np.save(src / "s.npy", good["x"])
+    project = f"feed{kind}"
+    rc, out, err = _cli(capsys, "data", "add", str(src), "--project", project, "--name", "d")
+    assert rc == 0, err
+    ds = api.dataset(api.open_project(project), "d")
+    _hostile_npy(kind, ds.folder / ds.samples[0].file)
+    model = _model(tmp_path / "m.onnx")
+    _feed_refused(capsys, project, model, "dataset d, sample 0", needle)
+
+
+def test_a_complex_sample_is_refused_not_cast(tmp_path):
+    """The mechanism: a complex .npy for a float input is refused (the old code cast it to its real part)."""
+    from studio.core.errors import StudioError
+    from studio.data.datasets import dataset_feeds, import_dataset
+    import onnx
+
+    src = tmp_path / "t"
+    src.mkdir()
+    np.save(src / "c.npy", np.array([[1 + 2j, 3, 4, 5]], np.complex64))
+    ds = import_dataset(src, tmp_path / "data")
+    assert len(ds) == 1                                      # numbers: imported, judged against the input when fed
+    with pytest.raises(StudioError, match="complex complex64; refusing"):
+        dataset_feeds(ds, onnx.load(_model(tmp_path / "m.onnx")), part="all")
+
+
+@pytest.mark.parametrize("case", ["nested", "ragged", "strings", "beyond-int64"])
+def test_hostile_jsonl_samples_are_refused_in_one_line(tmp_path, capsys, case):
+    from studio import api
+
+    src = tmp_path / "j"
+    src.mkdir()
+    (src / "ids.jsonl").write_text(json.dumps({"input_ids": [[1, 2, 3]]}) + "\n")
+    project = f"jsonl{case}"
+    rc, out, err = _cli(capsys, "data", "add", str(src), "--project", project, "--name", "d")
+    assert rc == 0, err
+    line, needle = {
+        "nested": ('{"input_ids": ' + "[" * 5000 + "]" * 5000 + "}", "JSON nested 5001 levels deep, over the limit of 32"),
+        "ragged": ('{"input_ids": [[1, 2], [3]]}', "input 'input_ids' is ragged"),
+        "strings": ('{"input_ids": [["a", "b"]]}', "input 'input_ids' holds strings"),
+        "beyond-int64": ('{"input_ids": [[1, 100000000000000000000000]]}', "beyond 64-bit integers"),
+    }[case]
+    ds = api.dataset(api.open_project(project), "d")
+    (ds.folder / ds.samples[0].file).write_text(line + "\n")
+    _feed_refused(capsys, project, _model(tmp_path / "m.onnx", text=True), "dataset d, sample 0", needle)
+    if case == "nested":                                     # and at import: listed as skipped with the limit
+        (src / "ids.jsonl").write_text(line + "\n" + json.dumps({"input_ids": [[4, 5]]}) + "\n")
+        rc, out, err = _cli(capsys, "data", "add", str(src), "--project", project, "--name", "d2")
+        assert rc == 0 and "1 text sample(s), 1 skipped" in out and "ids.jsonl:1: JSON nested 5001 levels" in out
+
+
+# ---------------------------------------------------------------------------- recipes and image sizes (item 6)
+
+@pytest.mark.parametrize("flag,value,needle", [("--std", "1e-320", "std 1e-320 is 0 in float32"),
+                                               ("--scale", "1e38", "the recipe overflows float32")])
+def test_a_recipe_that_would_feed_inf_is_refused_at_save(tmp_path, capsys, flag, value, needle):
+    root, ds_id = _project_with_photos(tmp_path, capsys, f"rec{flag[2:]}")
+    manifest = (root / "data" / ds_id / "dataset.json").read_bytes()
+    rc, out, err = _cli(capsys, "data", "recipe", "pics", "--project", f"rec{flag[2:]}", flag, value)
+    assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1
+    assert (root / "data" / ds_id / "dataset.json").read_bytes() == manifest
+
+
+def test_a_recipe_that_overflows_a_float16_input_is_refused_when_fed(tmp_path, capsys):
+    """std 0.001 keeps float32 finite (255000) but not float16 (max 65504): refused against the model's input."""
+    from onnx import TensorProto
+
+    root, ds_id = _project_with_photos(tmp_path, capsys, "rec16")
+    rc, out, err = _cli(capsys, "data", "recipe", "pics", "--project", "rec16", "--scale", "1", "--std", "0.001")
+    assert rc == 0, err
+    fp16 = _model(tmp_path / "fp16.onnx", dtype=TensorProto.FLOAT16, image_hw=(32, 32))
+    rc, out, err = _cli(capsys, "data", "show", "pics", "--project", "rec16", "--model", str(fp16))
+    assert rc == 2 and "input 'x' (float16): the recipe overflows float16" in err
+
+
+def test_an_image_size_beyond_the_memory_budget_is_refused_before_allocating(tmp_path, capsys):
+    root, ds_id = _project_with_photos(tmp_path, capsys, "img16k")
+    dyn = _model(tmp_path / "dyn.onnx", image_hw=("H", "W"))
+    rc, out, err = _cli(capsys, "data", "show", "pics", "--project", "img16k", "--model", str(dyn),
+                        "--image-size", "16384x16384")
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "image size 16384x16384 needs about 12.8 GiB to preprocess one sample (3 channels, float32), over " \
+           "the 2 GiB memory budget" in err
+    rc, out, err = _cli(capsys, "data", "show", "pics", "--project", "img16k", "--model", str(dyn),
+                        "--image-size", "48x64")
+    assert rc == 0 and "float32[1, 3, 48, 64]" in out
