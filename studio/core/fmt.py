@@ -6,6 +6,10 @@ from __future__ import annotations
 def human_bytes(n: float | None) -> str:
     if n is None:
         return "?"
+    if isinstance(n, int) and abs(n) >= 1 << 1000:        # beyond any float: shown by its digits, no OverflowError
+        from studio.core.bounds import number_text
+
+        return f"{number_text(n)} B"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

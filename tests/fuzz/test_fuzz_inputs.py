@@ -318,3 +318,11 @@ def test_a_recipe_nested_thousands_deep_or_with_a_5000_digit_number_is_one_line(
     with pytest.raises(StudioError) as err:
         api.preprocessing_recipe(file=tmp_path / "r.json")
     assert "\n" not in str(err.value) and "recipe" in str(err.value)
+
+
+def test_a_byte_count_beyond_any_float_is_shown_by_its_digits():
+    """Found by the decoder-spec fuzz (seed 418: a cache of 2^62-sized dims made kv_budget's message divide a
+    300-digit integer into a float: OverflowError)."""
+    from studio.core.fmt import human_bytes
+
+    assert human_bytes(10**400) == "a 401-digit number B" and human_bytes(3 * 2**30) == "3.0 GiB"
