@@ -53,7 +53,9 @@ def pinned_inputs(model: ModelProto, dims: Mapping[str, int] | None) -> PinnedIn
 
     dims = dict(dims or {})
     # a derived dim (past + sequence) takes its parts' value; one the user contradicts is a one-line error
-    dims = {**resolve_derived(model_derived_dims(model), dims, dims), **dims}
+    derived = model_derived_dims(model)
+    in_use = {**{part: 1 for d in derived for part in d.parts}, **dims}      # an unset part counts as 1
+    dims = {**resolve_derived(derived, dims, in_use), **dims}
     init = {t.name for t in model.graph.initializer}
     shapes: dict[str, tuple[int, ...]] = {}
     keys: list[str] = []

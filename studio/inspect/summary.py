@@ -17,7 +17,7 @@ from studio.core.types import TensorInfo, value_info
 from studio.inspect.flops import Cost, node_cost, shape_lookup
 from studio.inspect.memory_plan import MemoryEstimate, MemoryPlan, graph_plan
 from studio.inspect.params import ParamStats, count_params
-from studio.core.dim_hints import DimHint, dim_hints
+from studio.core.dim_hints import DimHint, dim_hints, model_derived_dims, resolve_derived
 from studio.inspect.edge_shapes import EdgeShapes, FormulaMismatch, pinned_inputs, resolve_edges
 from studio.inspect.shapes import sandboxed_shapes
 
@@ -240,7 +240,10 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     dims = dict(dims or {})
     init_names = {t.name for t in model.graph.initializer}
     pinned = pinned_inputs(model, dims)
-    input_symbols = set(pinned.keys)          # named dims, and INPUT[AXIS] for unnamed ones
+    # a derived dim (past + sequence) is its parts' value, never one to set: not listed as unset
+    derived = model_derived_dims(model)
+    dims = {**resolve_derived(derived, dims, dims), **dims}
+    input_symbols = set(pinned.keys) - {d.key for d in derived}   # named dims, and INPUT[AXIS] for unnamed ones
     static = not pinned.keys and not pinned.unknown_rank
     # Shapes on the model as written (the interface keeps its symbols), and with the
     # inputs pinned at the dims (unset ones at 1: FLOPs and memory are then a lower bound,

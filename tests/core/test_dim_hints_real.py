@@ -122,7 +122,11 @@ def test_derived_dim_is_computed_from_its_parts_and_not_a_free_input():
     assert derived.parts == ("past_sequence_length", "sequence_length")
     assert derived.key not in api.input_dim_keys(handle)
     assert {"past_sequence_length", "sequence_length", "batch_size"} <= set(api.input_dim_keys(handle))
+    unset = api.inspect(handle, {})
+    assert derived.key not in unset.flops.assumed_dims        # never offered as a dim to set
+    assert {"past_sequence_length", "sequence_length"} <= set(unset.flops.assumed_dims)
     s = api.inspect(handle, {"batch_size": 1, "past_sequence_length": 3, "sequence_length": 4})
+    assert not s.flops.assumed_dims and not s.flops.unresolved_dims
     shapes = {e.name: e.shape for e in s.edges}
     assert shapes["attention_mask"] == (1, 7)
     # the same dims feed a plain onnxruntime run: the mask is past + sequence
