@@ -82,7 +82,8 @@ def _save_buttons(report, parent_id: str, source_sha256: str) -> None:
     cols = st.columns(min(4, len(saveable)))
     for i, v in enumerate(saveable):
         if cols[i % len(cols)].button(f"Save {v.name}", key=f"precision_save_{v.name}"):
-            provenance = {"source": "precision", "variant": v.name, "engine": v.engine, "precision": v.precision,
+            provenance = {"source": "precision", "source_sha256": source_sha256, "variant": v.name,
+                          "engine": v.engine, "precision": v.precision,
                           "measured": {"latency_p10_ms": v.latency_p10_ms, "ratio_vs_fp32": v.ratio, "cosine": v.cosine,
                                        "top1": v.top1, "target_cosine": report.target_cosine},
                           "calibration": report.calibration, "pipeline": list(v.lineage),
