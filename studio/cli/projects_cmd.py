@@ -79,12 +79,15 @@ def run(args: argparse.Namespace) -> int:
         if not infos:
             print(f"no projects under {printable(str(api.projects_root()), 200)}")
         for i in infos:
-            if i.damaged:
+            if i.damaged:                 # SQLite calls the catalog corrupt (or it has no schema, or is gone)
                 print(f"{i.id}  DAMAGED: {printable(i.damaged, 160)} (remove it with `onnx-studio projects rm "
                       f"{i.id} --yes`, or restore its folder from a backup)")
                 continue
+            if i.unreadable:              # permissions, a failing disk, a busy lock: nothing to delete for
+                print(f"{i.id}  CANNOT BE READ HERE: {printable(i.unreadable, 200)}")
+                continue
             print(f"{i.id}  {printable(i.name, 50):<50} {i.models} models, {i.versions} versions, {i.jobs} jobs, "
-                  f"{human_bytes(i.size_bytes)}, changed {_when(i.updated)}")
+                  f"{human_bytes(i.size_bytes)}, changed {_when(i.updated)}" + ("  (read-only)" if i.read_only else ""))
         return 0
     if action == "show":
         _show(api.open_project(args.project), args.json)

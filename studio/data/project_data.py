@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import time
 from pathlib import Path, PurePosixPath
 
 from studio.core.errors import StudioError
@@ -30,14 +29,15 @@ DATA_DIR = "data"
 def add_dataset(project, source: str | Path, **kwargs) -> Dataset:
     """Import ``source`` into the project (kwargs as :func:`import_dataset`)."""
     name = kwargs.pop("name", None) or Path(source).stem or "dataset"
+    project.require_writable()                 # a read-only project: one line before anything is imported
+    taken = f"the project already has a dataset named {name[:60]!r}; choose another name"
     if any(d.name == name for d in project.datasets()):
-        raise StudioError(f"the project already has a dataset named {name[:60]!r}; choose another name",
-                          code="EXISTS")
+        raise StudioError(taken, code="EXISTS")
     ds = import_dataset(source, project.root / DATA_DIR, name=name, **kwargs)
     rel = ds.folder.relative_to(project.root).as_posix()
-    with project.catalog.write() as con:
-        con.execute("INSERT INTO datasets VALUES (?, ?, ?, ?, ?)", (ds.id, ds.name, ds.kind, rel, time.time()))
-        project.catalog.touch(con)
+    if not project.insert_dataset(ds.id, ds.name, ds.kind, rel):   # another process took the name meanwhile
+        shutil.rmtree(ds.folder, ignore_errors=True)  # scratch: the folder this call imported just above
+        raise StudioError(taken, code="EXISTS")
     return ds
 
 

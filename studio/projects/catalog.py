@@ -4,13 +4,21 @@ once (``store.py``), so a crash at any point leaves a catalog that names only
 complete files; a job row is written before its job starts and closed after.
 
 Writers take one lock: a per-file thread lock in this process and SQLite's own
-``BEGIN IMMEDIATE`` write lock across processes (busy wait up to 30 s).
+``BEGIN IMMEDIATE`` write lock across processes (busy wait up to 30 s, then one line naming
+the processes that hold the catalog open, never a raw "database is locked").
+
+A catalog in a folder this process cannot write (a read-only mount, a folder of another user)
+opens read-only (SQLite ``mode=ro``, else ``immutable=1`` when the WAL's shared-memory file
+cannot be made): every read works, every write is refused in one line. Only a file SQLite
+itself calls corrupt (``SQLITE_NOTADB``/``SQLITE_CORRUPT``) or one without a schema is
+"damaged"; a permission or I/O error is "cannot be read", never advice to delete (R66).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -18,8 +26,10 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from studio.core.errors import StudioError
+from studio.core.fmt import printable
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 30.0
@@ -64,7 +74,76 @@ def _lock_for(path: Path) -> threading.RLock:
 
 
 class CatalogError(StudioError):
-    """The catalog cannot be read (not a project, or a damaged file)."""
+    """The catalog cannot be used: not a project (NO-PROJECT), a damaged file (BAD-CATALOG), a file this
+    process may not read (UNREADABLE), a read-only project written to (READ-ONLY), another process's write
+    lock held past the wait (CATALOG-BUSY), or a disk that refused a write (CATALOG-WRITE)."""
+
+
+MAX_BUSY_S = 3600.0
+
+
+def busy_timeout_s() -> float:
+    """How long a write waits for another process's write lock: env ONNX_STUDIO_CATALOG_BUSY_S, else 30 s."""
+    raw = os.environ.get("ONNX_STUDIO_CATALOG_BUSY_S")
+    if not raw:
+        return BUSY_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= MAX_BUSY_S:
+        raise StudioError(f"ONNX_STUDIO_CATALOG_BUSY_S must be seconds in (0, {MAX_BUSY_S:.0f}], got {raw[:20]!r}",
+                          code="BAD-OPTION")
+    return value
+
+
+def error_kind(exc: sqlite3.Error) -> str:
+    """What an SQLite error means for a user: 'busy' (another writer), 'corrupt' (the file itself),
+    'unreadable' (permissions, a read-only or failing disk), 'full' (no space, a file-size limit), 'other'."""
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    text = str(exc).lower()
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in text or "busy" in text:
+        return "busy"
+    if name.startswith(("SQLITE_NOTADB", "SQLITE_CORRUPT", "SQLITE_FORMAT")) or "not a database" in text \
+            or "malformed" in text:
+        return "corrupt"
+    if name.startswith(("SQLITE_FULL", "SQLITE_TOOBIG")) or "full" in text:
+        return "full"
+    if name.startswith(("SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_READONLY", "SQLITE_IOERR", "SQLITE_AUTH")) \
+            or "unable to open" in text or "readonly" in text or "disk i/o" in text:
+        return "unreadable"
+    return "other"
+
+
+def folder_read_only(folder: Path) -> str | None:
+    """Why this process cannot write into ``folder`` ('read-only file system', 'permission denied'), or None."""
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "read-only file system"
+    except OSError:
+        pass
+    return None if os.access(folder, os.W_OK | os.X_OK) else "permission denied"
+
+
+def holders(path: Path, limit: int = 3) -> str:
+    """The other processes that hold ``path`` open (pid and command), for a busy-lock message; '' if none seen."""
+    import psutil
+
+    target = str(Path(path).resolve())
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if proc.pid == os.getpid():
+            continue
+        try:
+            if any(f.path == target for f in proc.open_files()):
+                args = [Path(a).name if "/" in a else a for a in (proc.info.get("cmdline") or [])[:4]]
+                cmd = printable(" ".join(" ".join(args).split()), 60)     # no folders: names only
+                found.append(f"pid {proc.pid}" + (f": {cmd}" if cmd else ""))
+        except (psutil.Error, OSError):
+            continue
+        if len(found) >= limit:
+            break
+    return ", ".join(found)
 
 
 class Catalog:
@@ -74,8 +153,11 @@ class Catalog:
     def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = Path(path)
         self._lock = _lock_for(self.path)
+        self._immutable = False
         if not create and not self.path.is_file():
             raise CatalogError("not a project (no catalog)", code="NO-PROJECT")
+        self.read_only = None if create else (folder_read_only(self.path.parent) or
+                                              (None if os.access(self.path, os.W_OK) else "permission denied"))
         if create:
             try:
                 with self._lock, closing(self._connect()) as con:
@@ -96,7 +178,8 @@ class Catalog:
             if version > SCHEMA_VERSION:
                 raise CatalogError(f"the project catalog is from a newer onnx-studio (schema {version})",
                                    code="BAD-CATALOG")
-            self.ensure_wal()
+            if not self.read_only:
+                self.ensure_wal()
 
     def journal_mode(self) -> str:
         """The catalog file's journal mode as SQLite reports it ('wal' for every project catalog)."""
@@ -116,16 +199,59 @@ class Catalog:
             _LOG.warning("project catalog %s stays in its journal mode: %s", self.path.parent.name, exc)
 
     def _connect(self) -> sqlite3.Connection:
+        busy = busy_timeout_s()
         try:
-            con = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            con = self._open(busy)
         except sqlite3.Error as exc:
-            raise CatalogError(f"cannot open the project catalog ({exc})", code="BAD-CATALOG") from None
+            raise self._error(exc, "cannot open the project catalog") from None
         con.row_factory = sqlite3.Row
         con.execute("PRAGMA foreign_keys=ON")
         con.execute("PRAGMA trusted_schema=OFF")     # an imported catalog is data, never code
         con.execute("PRAGMA synchronous=NORMAL")     # WAL + NORMAL: durable across process crashes
-        con.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        con.execute(f"PRAGMA busy_timeout={int(busy * 1000)}")
         return con
+
+    def _open(self, busy: float) -> sqlite3.Connection:
+        """Read-write; read-only (``mode=ro``) where this process cannot write the folder; ``immutable=1``
+        where even that fails because a WAL catalog's shared-memory file cannot be created there."""
+        if not self.read_only:
+            return sqlite3.connect(self.path, timeout=busy, isolation_level=None)
+        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+        if not self._immutable:
+            try:
+                con = sqlite3.connect(uri, uri=True, timeout=busy, isolation_level=None)
+                con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                return con
+            except sqlite3.Error as exc:
+                if error_kind(exc) != "unreadable":
+                    raise
+            self._immutable = True
+        return sqlite3.connect(uri + "&immutable=1", uri=True, timeout=busy, isolation_level=None)
+
+    def _error(self, exc: sqlite3.Error, what: str) -> CatalogError:
+        """One line for an SQLite error, with the code that says what it means (see ``CatalogError``)."""
+        kind = error_kind(exc)
+        if kind == "busy":
+            who = holders(self.path)
+            return CatalogError(f"project {self.path.parent.name} is busy: another process is writing its catalog"
+                                f" ({who or 'not visible from here'}) and kept the lock past {busy_timeout_s():g} s;"
+                                " nothing was changed; try again when it ends", code="CATALOG-BUSY")
+        if kind == "corrupt":
+            return CatalogError(f"{what} ({exc}): the file is damaged", code="BAD-CATALOG")
+        if kind == "full":
+            return CatalogError(f"the project catalog cannot be written ({exc}: the disk may be full or past a "
+                                "file-size limit); the change was not saved", code="CATALOG-WRITE")
+        if kind == "unreadable":
+            why = folder_read_only(self.path.parent) or str(exc)
+            return CatalogError(f"{what} ({why}); check the permissions and mount of the projects root",
+                                code="UNREADABLE")
+        return CatalogError(f"{what} ({exc})", code="BAD-CATALOG")
+
+    def refuse_if_read_only(self) -> None:
+        """A one-line refusal before any write to a project that is open read-only."""
+        if self.read_only:
+            raise CatalogError(f"project {self.path.parent.name} is open read-only ({self.read_only}: its folder "
+                               "cannot be written here); nothing was changed", code="READ-ONLY")
 
     # -- reading -------------------------------------------------------------------
     def rows(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
@@ -133,7 +259,7 @@ class Catalog:
             with closing(self._connect()) as con:
                 return con.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise CatalogError(f"the project catalog cannot be read ({exc})", code="BAD-CATALOG") from None
+            raise self._error(exc, "the project catalog cannot be read") from None
 
     def one(self, sql: str, params: tuple = ()) -> sqlite3.Row | None:
         found = self.rows(sql, params)
@@ -143,11 +269,9 @@ class Catalog:
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction under the writer lock (committed on success, rolled back otherwise)."""
+        self.refuse_if_read_only()
         with self._lock:
-            try:
-                con = self._connect()
-            except sqlite3.DatabaseError as exc:
-                raise CatalogError(f"the project catalog cannot be written ({exc})", code="BAD-CATALOG") from None
+            con = self._connect()
             with closing(con):
                 try:
                     con.execute("BEGIN IMMEDIATE")
@@ -158,9 +282,9 @@ class Catalog:
                             con.execute("ROLLBACK")
                         raise
                     con.execute("COMMIT")
-                except sqlite3.OperationalError as exc:   # a full disk or a read-only projects root
-                    if "locked" in str(exc) or "busy" in str(exc):
-                        raise
+                except sqlite3.OperationalError as exc:   # a full disk, a read-only root, another writer
+                    if error_kind(exc) in ("busy", "corrupt"):
+                        raise self._error(exc, "the project catalog cannot be written") from None
                     raise CatalogError(f"the project catalog cannot be written ({exc}); the change was not "
                                        "saved", code="CATALOG-WRITE") from None
 
@@ -184,6 +308,7 @@ class Catalog:
 
     def checkpoint(self) -> None:
         """Fold the WAL into the main file (before a copy or a move)."""
+        self.refuse_if_read_only()
         with self._lock, closing(self._connect()) as con:
             con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 

@@ -97,7 +97,9 @@ class ProjectInfo:
     versions: int
     jobs: int
     size_bytes: int
-    damaged: str | None = None     # why the project cannot be opened (then the counts are 0)
+    damaged: str | None = None     # why the catalog is corrupt (then the counts are 0)
+    unreadable: str | None = None  # why it cannot be read here (permissions, a failing disk): not damaged
+    read_only: bool = False        # opened read-only (a read-only mount, another user's folder)
 
 
 class RunningJob:
@@ -157,13 +159,24 @@ class Project:
                                   " (SELECT count(*) FROM jobs) AS j")
         size = sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file() and not p.is_symlink())
         return ProjectInfo(self.id, row["name"] if row else self.id, row["created"] if row else 0.0,
-                           row["updated"] if row else 0.0, counts["m"], counts["v"], counts["j"], size)
+                           row["updated"] if row else 0.0, counts["m"], counts["v"], counts["j"], size,
+                           read_only=self.read_only)
+
+    @property
+    def read_only(self) -> bool:
+        """Open read-only: its folder cannot be written by this process (reads work, writes refuse)."""
+        return bool(self.catalog.read_only)
+
+    def require_writable(self) -> None:
+        """One line before any work that would write into a read-only project."""
+        self.catalog.refuse_if_read_only()
 
     def reconcile(self) -> list[str]:
         """After a crash: jobs whose process is gone become interrupted; scratch is swept.
         Returns the ids of jobs marked interrupted."""
-        stale = [r["id"] for r in self.catalog.rows("SELECT id, pid, proc_start, token FROM jobs WHERE state='running'")
-                 if not liveness.owner_alive(r["pid"], r["proc_start"], r["token"])]
+        stale = self._stale_jobs()
+        if self.read_only:                 # nothing can be written: jobs() shows them interrupted all the same
+            return stale
         if stale:
             with self.catalog.write() as con:
                 for jid in stale:
@@ -315,11 +328,18 @@ class Project:
         with self.catalog.write() as con:
             con.execute("UPDATE jobs SET state=?, ended=?, message=? WHERE id=?", (state, time.time(), message, jid))
 
+    def _stale_jobs(self) -> list[str]:
+        return [r["id"] for r in self.catalog.rows("SELECT id, pid, proc_start, token FROM jobs WHERE state='running'")
+                if not liveness.owner_alive(r["pid"], r["proc_start"], r["token"])]
+
     def jobs(self, *, reconcile: bool = True) -> list[Job]:
-        if reconcile:
-            self.reconcile()
-        return [Job(r["id"], r["kind"], r["state"], r["started"], r["ended"], json.loads(r["args"] or "{}"),
-                    r["model_id"], r["version_id"], r["message"])
+        stale = set(self.reconcile()) if reconcile else set()
+        if not self.read_only:
+            stale = set()                  # reconcile wrote them as interrupted
+        gone = ("interrupted", "the process running it ended before it finished")
+        return [Job(r["id"], r["kind"], gone[0] if r["id"] in stale else r["state"], r["started"], r["ended"],
+                    json.loads(r["args"] or "{}"), r["model_id"], r["version_id"],
+                    r["message"] or (gone[1] if r["id"] in stale else None))
                 for r in self.catalog.rows("SELECT * FROM jobs ORDER BY started, id")]
 
     def record_artifact(self, path: str | Path, kind: str, *, job_id: str | None = None, model_id: str | None = None,
@@ -341,6 +361,18 @@ class Project:
         return [Artifact(r["job_id"], r["model_id"], r["version_id"], r["kind"], r["name"], r["path"], r["created"],
                          json.loads(r["meta"] or "{}"))
                 for r in self.catalog.rows(sql, (model_id,) if model_id else ())]
+
+    def insert_dataset(self, dataset_id: str, name: str, kind: str, rel_path: str) -> bool:
+        """Add a dataset row unless the name is taken: the check and the insert are one write transaction
+        (SQLite's write lock), so of two concurrent ``data add --name dup`` one wins. False when taken."""
+        with self.catalog.write() as con:
+            cur = con.execute("INSERT INTO datasets SELECT ?, ?, ?, ?, ? WHERE NOT EXISTS "
+                              "(SELECT 1 FROM datasets WHERE name=?)",
+                              (dataset_id, name, kind, rel_path, time.time(), name))
+            if cur.rowcount != 1:
+                return False
+            self.catalog.touch(con)
+        return True
 
     def datasets(self) -> list[Dataset]:
         return [Dataset(r["id"], r["name"], r["kind"], r["path"], r["created"])

@@ -8,24 +8,29 @@ Ids are unguessable (``secrets.token_urlsafe``): on a shared server the id is th
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import secrets
 import shutil
+import tempfile
 import time
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from studio.core import outputs
 from studio.core.errors import StudioError
 from studio.core.paths import safe_child
 from studio.core.uploads import zip_members
-from studio.projects.catalog import Catalog, CatalogError
+from studio.projects.catalog import Catalog, CatalogError, folder_read_only
 from studio.projects.project import CATALOG, Project, ProjectInfo
 
 ID_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 SKIP_IN_ZIP = ("tmp", "cache")
 MAX_NAME = 120
+LOCK_FILE = ".onnx-studio-projects.lock"
 
 
 def default_projects_root() -> Path:
@@ -63,7 +68,29 @@ def is_project_id(text: str) -> bool:
 
 
 def create_project(name: str, root: str | Path | None = None) -> Project:
-    return Project.create(_root(root) / new_id(), _clean_name(name))
+    r = _root(root)
+    why = folder_read_only(r)
+    if why:
+        raise CatalogError(f"cannot create project '{_clean_name(name)[:60]}': the projects root "
+                           f"{outputs.shown_path(r)} cannot be written ({why}); its projects open read-only",
+                           code="READ-ONLY")
+    return Project.create(r / new_id(), _clean_name(name))
+
+
+@contextmanager
+def _root_lock(root: Path) -> Iterator[None]:
+    """Across processes (``flock`` on a lock file in the root): one finds-or-creates a project name at a
+    time, so two first uses of ``--project shared`` at once make one project, not two of that name."""
+    path = root / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise outputs.describe(exc, outputs.shown_path(path)) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)                        # closing drops the lock
 
 
 def _updated(project: Project) -> float:
@@ -85,9 +112,13 @@ def open_project(id_or_name: str, root: str | Path | None = None, *, by_name: bo
     elif is_project_id(key) and _lost_catalog(r / key):
         raise CatalogError(f"project {key} is damaged: its catalog.sqlite is missing", code="BAD-CATALOG")
     else:
-        matches = [p for p in _all(r) if p.name == key] if by_name else []
+        scanned = _scan(r) if by_name else []
+        matches = [p for p in scanned if isinstance(p, Project) and p.name == key]
         if not matches:
-            raise StudioError(f"no project '{key[:60]}'", code="NO-PROJECT")
+            unread = [p.id for p in scanned if isinstance(p, ProjectInfo) and p.unreadable]
+            hint = (f" ({len(unread)} project(s) under the root cannot be read here: {', '.join(unread[:3])})"
+                    if unread else "")
+            raise StudioError(f"no project '{key[:60]}'{hint}", code="NO-PROJECT")
         if len(matches) > 1 and unique:
             raise StudioError(f"{len(matches)} projects are named '{key[:60]}'; use the id "
                               f"({', '.join(p.id for p in matches)})", code="AMBIGUOUS-PROJECT")
@@ -108,12 +139,24 @@ def project_with_content(sha256: str, root: str | Path | None = None) -> Project
 
 
 def open_or_create(name: str, root: str | Path | None = None) -> Project:
+    """The project of that name or id; a new one when there is none. The look-up and the creation hold
+    the root's lock, so concurrent first uses agree on one project."""
     try:
         return open_project(name, root)
     except StudioError as exc:
         if exc.code != "NO-PROJECT":
             raise
-        return create_project(name, root)
+    r = _root(root)
+    why = folder_read_only(r)
+    if why:
+        return create_project(name, r)         # the one-line refusal (a read-only root makes nothing)
+    with _root_lock(r):
+        try:
+            return open_project(name, r)       # made by another process while this one waited
+        except StudioError as exc:
+            if exc.code != "NO-PROJECT":
+                raise
+        return create_project(name, r)
 
 
 def _scan(root: Path) -> list[Project | ProjectInfo]:
@@ -130,7 +173,7 @@ def _scan(root: Path) -> list[Project | ProjectInfo]:
         try:
             found.append(Project(d))
         except CatalogError as exc:
-            found.append(_damaged(d, str(exc)))
+            found.append(_damaged(d, str(exc)) if exc.code == "BAD-CATALOG" else _unreadable(d, str(exc)))
     return found
 
 
@@ -148,6 +191,15 @@ def _damaged(folder: Path, reason: str) -> ProjectInfo:
     return ProjectInfo(folder.name, folder.name, changed, changed, 0, 0, 0, 0, damaged=reason[:300])
 
 
+def _unreadable(folder: Path, reason: str) -> ProjectInfo:
+    """A project this process cannot read now (permissions, a busy or failing disk): not damaged."""
+    try:
+        changed = folder.stat().st_mtime
+    except OSError:
+        changed = 0.0
+    return ProjectInfo(folder.name, folder.name, changed, changed, 0, 0, 0, 0, unreadable=reason[:300])
+
+
 def _all(root: Path) -> list[Project]:
     return [p for p in _scan(root) if isinstance(p, Project)]
 
@@ -162,9 +214,11 @@ def list_projects(root: str | Path | None = None) -> list[ProjectInfo]:
             continue
         try:
             infos.append(p.info())
-        except (CatalogError, StudioError, OSError) as exc:
-            infos.append(_damaged(p.root, str(exc) if isinstance(exc, StudioError) else
-                                  f"its files cannot be read ({(exc.strerror or type(exc).__name__).lower()})"))
+        except CatalogError as exc:
+            infos.append(_damaged(p.root, str(exc)) if exc.code == "BAD-CATALOG" else _unreadable(p.root, str(exc)))
+        except (StudioError, OSError) as exc:
+            infos.append(_unreadable(p.root, str(exc) if isinstance(exc, StudioError) else
+                                     f"its files cannot be read ({(exc.strerror or type(exc).__name__).lower()})"))
     return sorted(infos, key=lambda i: -i.updated)
 
 
@@ -243,6 +297,10 @@ def delete_project(project: Project | str, root: str | Path | None = None) -> No
         folder = _root(root) / str(project)
         if not (is_project_id(str(project)) and folder.is_dir() and not folder.is_symlink()):
             raise StudioError(f"no project '{str(project)[:60]}'", code="NO-PROJECT")
+    why = folder_read_only(folder.parent)
+    if why:
+        raise CatalogError(f"project {folder.name} cannot be removed: the projects root cannot be written ({why});"
+                           " nothing was deleted", code="READ-ONLY")
     trash = folder.parent / f".trash-{new_id()}"
     os.rename(folder, trash)  # scratch: inside the projects root, the studio's own store
     shutil.rmtree(trash, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
@@ -253,13 +311,14 @@ def export_project(project: Project, out: str | Path) -> Path:
     shown = outputs.shown_path(out)
     out = outputs.check_destination(out, shown=shown)
     root = project.root.parent
-    tmp = root / f".tmp-{new_id()}"
+    # A read-only project's catalog snapshot goes to the system's temp folder (it is small); else beside it.
+    tmp = Path(tempfile.mkdtemp(prefix="onnx-studio-export-")) if project.read_only else root / f".tmp-{new_id()}"
     try:
         # Only the catalog is copied first (a consistent snapshot); every other file goes into the zip
         # straight from the project (content-addressed, written once), so the export needs no second
         # copy of the models on the projects root's disk.
         with outputs.translated(outputs.shown_path(root)):
-            tmp.mkdir()
+            tmp.mkdir(exist_ok=project.read_only)
         project.catalog.backup_to(tmp / CATALOG)
         with outputs.open_output(out, "wb", shown=shown) as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED,
                                                                                allowZip64=True) as zf:
