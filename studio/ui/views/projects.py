@@ -61,6 +61,10 @@ def _row(info, current: str | None) -> None:
     if info.damaged:
         _damaged_row(info)
         return
+    if getattr(info, "unreadable", None):     # permissions, a failing disk, a busy lock: nothing to delete for
+        with st.container(border=True):
+            st.warning(f"Project {pid} cannot be read here: {widgets.md_escape(info.unreadable, 300)}")
+        return
     with st.container(border=True):
         head, size = st.columns([5, 2])
         mark = " (open)" if pid == current else ""
