@@ -318,6 +318,9 @@ def infer_task(name: str, dtype: str, shape: tuple | None, ev: _Evidence | None 
     def task(kind: str, reason: str, **kw) -> OutputTask:
         return OutputTask(name, kind, reason, **kw)
 
+    if dtype.startswith("seq(map(") and ev.op == "ZipMap":
+        return task("classification", f"{dtype} class probabilities per row as maps (ai.onnx.ml ZipMap) → "
+                                      "classification; compared value by value")
     if dtype.startswith(("seq(", "map(", "optional(")) or dtype in ("string", "undefined"):
         return task("other", f"{dtype} output: no task metric; compared value by value")
     if _is_int(dtype):

@@ -1,7 +1,7 @@
 """Dim hints that are never made up (issue 32 item 5), on real third-party models and the sample decoders.
 
-Oracles: the corpus fact sheet (what a human states about each model's inputs: ``/work/shared/corpus/MODELS.md``,
-the project manifest once ``tests/corpus.py`` is in), the exporters' own naming conventions (tf2onnx ``unk__N``,
+Oracles: the corpus manifest (what a person states about each model's inputs and dims:
+``benchmarks/corpus/manifest.toml``), the exporters' own naming conventions (tf2onnx ``unk__N``,
 paddle2onnx ``p2o.DynamicDimension.N``, torch dynamo ``sN``, TorchScript ``<Op>output_dim_N``), and plain
 onnxruntime runs of the decoders at the chosen dims. Before this change magika's ``unk__214`` was proposed as
 214 "(dim name)", the GPT-2 decoders' ``past_sequence_length`` as 8 / 16 ("static width": the head size of the
@@ -9,9 +9,6 @@ same tensor), and a wrong ``past_sequence_length + sequence_length`` ended in a 
 """
 
 from __future__ import annotations
-
-import os
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -24,59 +21,31 @@ from studio.core.dim_hints import ORIGINS, dim_hints, is_auto_name, model_derive
 from studio.core.errors import StudioError
 from studio.core.feeds import choose_dims, input_specs, random_feeds
 from tests.conftest import SAMPLES
+from tests.corpus import corpus_manifest, corpus_model, corpus_params
 
-CORPUS_DIR = Path(os.environ.get("ONNX_STUDIO_CORPUS", Path.home() / ".cache/onnx-studio/corpus"))
-
-
-def corpus_path(name: str) -> Path:
-    """A corpus model by its stable name (``tests.corpus.corpus_model`` when the manifest is in)."""
-    try:
-        from tests.corpus import corpus_model  # type: ignore[import-not-found]
-    except ImportError:
-        path = CORPUS_DIR / name
-        assert path.is_file(), f"corpus model {name} missing: run `make corpus` (fetches into {CORPUS_DIR})"
-        return path
-    return Path(corpus_model(name.removesuffix(".onnx")))
+_NEVER_HINTED = frozenset({"batch", "state", "kv_length", "derived", "channels"})
 
 
-# What a human can state for sure about each corpus model's free input dims (MODELS.md §2, §6, §7):
-# {dim key: (low, high)} a hint must fall in; a dim absent here must get no hint at all when its name is
-# an exporter's counter. "imgsz 320" is the Ultralytics export size; OCR lines are 48 (PP-OCR) / 64
-# (ddddocr) high and wider than high.
-CORPUS_FACTS: dict[str, dict[str, tuple[int, int]]] = {
-    "nudenet_320n.onnx": {"height": (320, 320), "width": (320, 320)},
-    "ddddocr_common_old_int8.onnx": {"image_width": (32, 4096)},
-    "ddddocr_common.onnx": {"image_width": (32, 4096)},
-    "ddddocr_common_det.onnx": {},
-    "rapidocr_ppocrv4_det.onnx": {},
-    "rapidocr_ppocrv4_rec.onnx": {"x[2]": (48, 48)},
-    "rapidocr_ppocr_mobile_v2_cls.onnx": {"x[2]": (48, 48)},
-    "magika_standard_v3_3.onnx": {},
-    "silero_vad.onnx": {}, "silero_vad_op18_ifless.onnx": {}, "silero_vad_half.onnx": {},
-    "silero_vad_16k_op15.onnx": {}, "silero_vad_16k_sequence.onnx": {}, "silero_vad_openvino_16k.onnx": {},
-    "minilm_l6_v2_int8.onnx": {}, "ort_logreg_iris.onnx": {},
-}
-CORPUS_FACTS.update({f"onnx_light_{n}.onnx": {} for n in (
-    "bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet", "vgg19",
-    "zfnet512")})
-
-
-@pytest.mark.parametrize("name", sorted(CORPUS_FACTS))
-def test_hints_on_every_corpus_model_agree_with_the_facts(name):
-    model = onnx.load(str(corpus_path(name)), load_external_data=False)
-    facts = CORPUS_FACTS[name]
+@pytest.mark.parametrize("name", corpus_params(kept_aside=None))
+def test_hints_on_every_corpus_model_agree_with_the_manifest(name):
+    """No hint contradicts what a person states about the model (benchmarks/corpus/manifest.toml): no
+    exporter counter read as a size, no hint on a batch/state/derived dim, a size from metadata or the graph
+    equal to the stated input shape, a sibling-axis size only on an image's height or width."""
+    m = corpus_manifest()[name]
+    model = onnx.load(str(corpus_model(name)), load_external_data=False)
     for h in dim_hints(model):
         assert not is_auto_name(h.key), f"{name}: the exporter's counter {h.key} read as {h.value}"
         assert h.origin in ORIGINS and h.source, h
-        if h.key in facts:
-            low, high = facts[h.key]
-            assert low <= h.value <= high, f"{name}: {h.key}={h.value} ({h.source}) contradicts {facts[h.key]}"
-        else:
-            pytest.fail(f"{name}: hint {h.key}={h.value} ({h.source}) on a dim the model says nothing about")
+        meaning = m.dims.get(h.key)
+        assert meaning not in _NEVER_HINTED, f"{name}: {h.key} is a {meaning} dim, hinted {h.value} ({h.source})"
+        if h.origin in ("metadata", "graph"):
+            assert h.value == m.inputs[h.input][h.axis], (name, h, m.inputs[h.input])
+        if h.origin == "sibling axis":
+            assert meaning in (None, "height", "width"), (name, h, meaning)
 
 
 def test_tf2onnx_unk_dim_is_no_size_magika():
-    model = onnx.load(str(corpus_path("magika_standard_v3_3.onnx")), load_external_data=False)
+    model = onnx.load(str(corpus_model("magika_standard_v3_3")), load_external_data=False)
     assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "unk__214"
     assert dim_hints(model) == ()
     dims = choose_dims(input_specs(model))
@@ -97,8 +66,8 @@ def test_exporter_auto_names_are_never_sizes(auto):
 
 
 def test_paddle_unnamed_and_minus_one_dims_get_no_made_up_hint():
-    for name in ("rapidocr_ppocrv4_det.onnx", "rapidocr_ppocrv4_rec.onnx", "rapidocr_ppocr_mobile_v2_cls.onnx"):
-        model = onnx.load(str(corpus_path(name)), load_external_data=False)
+    for name in ("rapidocr_ppocrv4_det", "rapidocr_ppocrv4_rec", "rapidocr_ppocr_mobile_v2_cls"):
+        model = onnx.load(str(corpus_model(name)), load_external_data=False)
         assert dim_hints(model) == (), name
 
 
@@ -187,6 +156,6 @@ def test_every_hint_says_where_it_came_from():
     hints = dim_hints(model)
     assert {h.origin for h in hints} == {"metadata"} and all("imgsz" in h.source for h in hints)
     assert all(h.to_dict()["origin"] == "metadata" for h in hints)
-    ddddocr = onnx.load(str(corpus_path("ddddocr_common_old_int8.onnx")), load_external_data=False)
+    ddddocr = onnx.load(str(corpus_model("ddddocr_common_old_int8")), load_external_data=False)
     (h,) = dim_hints(ddddocr)
     assert h.origin == "sibling axis" and h.source == "static height 64"

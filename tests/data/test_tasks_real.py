@@ -1,11 +1,11 @@
-"""Task inference for every output kind of the real corpus (issue 32 item 6), judged against what a human
-states about each output (``/work/shared/corpus/MODELS.md``; the project manifest once ``tests/corpus.py`` is
-in), and language-model logits on the sample decoders.
+"""Task inference for every output kind of the real corpus (issue 32 item 6), judged against what a person
+states about each output (the corpus manifest, ``benchmarks/corpus/manifest.toml``), and language-model
+logits on the sample decoders.
 
 Before this change an LLM's logits [batch, seq, vocab] were "regression", the PP-OCR text detector's
 probability map "regression", ddddocr's CTC head (declared [1, seqlen], really [T, 1, 8210]) "regression",
-Silero VAD's speech probability "regression" and the iris classifier's labels "integer".
-Oracles: the fact sheet; numpy argmax / thresholds on plain onnxruntime outputs for the metrics.
+Silero VAD's speech probability "regression" and the iris classifier's probabilities "other".
+Oracles: the manifest; numpy argmax / thresholds on plain onnxruntime outputs for the metrics.
 """
 
 from __future__ import annotations
@@ -20,59 +20,30 @@ from studio.data.evaluate import output_specs
 from studio.data.metrics import METRICS, metrics_for
 from studio.data.tasks import output_tasks
 from tests.conftest import SAMPLES
-from tests.core.test_dim_hints_real import corpus_path
-
-_VAD = {"output": "classification", "stateN": "regression"}
-# {model: {output: kind}}: what each output is, as a human states it (MODELS.md §1, §2, §6).
-FACTS: dict[str, dict[str, str]] = {
-    "nudenet_320n.onnx": {"output0": "detection"},                        # YOLOv8 head [b, 4+18, S]
-    "ddddocr_common_det.onnx": {"output": "detection"},                   # YOLOX [1, 3549, 4+1+1]
-    "ddddocr_common_old_int8.onnx": {"387": "sequence"},                  # CNN + BiLSTM + CTC
-    "ddddocr_common.onnx": {"387": "sequence"},
-    "rapidocr_ppocrv4_det.onnx": {"sigmoid_0.tmp_0": "segmentation"},     # DBNet probability map
-    "rapidocr_ppocrv4_rec.onnx": {"softmax_11.tmp_0": "sequence"},        # SVTR CTC over 6625 chars
-    "rapidocr_ppocr_mobile_v2_cls.onnx": {"save_infer_model/scale_0.tmp_1": "classification"},
-    "magika_standard_v3_3.onnx": {"target_label": "classification"},      # 214 content types
-    "silero_vad.onnx": _VAD, "silero_vad_op18_ifless.onnx": _VAD, "silero_vad_half.onnx": _VAD,
-    "silero_vad_16k_op15.onnx": _VAD, "silero_vad_openvino_16k.onnx": _VAD,
-    "silero_vad_16k_sequence.onnx": {"speech_probs": "classification", "hn": "regression", "cn": "regression"},
-    "minilm_l6_v2_int8.onnx": {"last_hidden_state": "embedding"},
-    "ort_logreg_iris.onnx": {"label": "classification", "probabilities": "other"},
-}
-FACTS.update({f"onnx_light_{n}.onnx": {"*": "classification"} for n in (
-    "bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet", "squeezenet", "vgg19",
-    "zfnet512")})
+from tests.corpus import ACCEPTED_TASKS, corpus_manifest, corpus_model
 
 
-def _kept_aside() -> frozenset[str]:
-    """Models the corpus manifest keeps aside (never tuned on), when the manifest is in."""
-    try:
-        import tests.corpus as corpus  # type: ignore[import-not-found]
-    except ImportError:
-        return frozenset()
-    names = getattr(corpus, "KEPT_ASIDE", None) or (corpus.kept_aside() if hasattr(corpus, "kept_aside") else ())
-    return frozenset(n if str(n).endswith(".onnx") else f"{n}.onnx" for n in names)
-
-
-def test_task_inference_matches_the_human_facts_over_the_corpus(capsys):
-    aside = _kept_aside()
-    tally = {"tuned": [0, 0], "kept aside": [0, 0]}
-    wrong: list[str] = []
-    for name, facts in sorted(FACTS.items()):
-        model = onnx.load(str(corpus_path(name)), load_external_data=False)
-        part = "kept aside" if name in aside else "tuned"
-        for out, t in output_tasks(model).items():
-            want = facts.get(out, facts.get("*"))
-            assert want is not None, f"{name}: no fact for output {out}"
-            ok = t.kind == want
-            tally[part][0 if ok else 1] += 1
+def test_task_inference_matches_the_manifest_over_the_corpus(capsys):
+    """Every output of every corpus model (benchmarks/corpus/manifest.toml: what a person states each output
+    is) against the inferred task, counted right/wrong; the kept-aside models are reported on their own line."""
+    tally = {False: [0, 0], True: [0, 0]}
+    wrong: dict[bool, list[str]] = {False: [], True: []}
+    for name, m in corpus_manifest().items():
+        model = onnx.load(str(corpus_model(name)), load_external_data=False)
+        inferred = output_tasks(model)
+        assert set(inferred) == set(m.outputs), name
+        for out, t in inferred.items():
+            ok = t.kind in ACCEPTED_TASKS[m.outputs[out]]
+            tally[m.kept_aside][0 if ok else 1] += 1
             if not ok:
-                wrong.append(f"{part}: {name} {out}: {t.kind} ({t.reason[:100]}), fact {want}")
+                wrong[m.kept_aside].append(f"{name} {out}: {t.kind} ({t.reason[:100]}), fact {m.outputs[out]}")
     with capsys.disabled():
-        for part, (right, bad) in tally.items():
-            print(f"\ntask inference vs the corpus facts ({part}): {right} right, {bad} wrong")
-    assert not [w for w in wrong if w.startswith("tuned")], wrong
-    assert tally["tuned"][0] >= 30
+        for aside, label in ((False, "tuned on"), (True, "kept aside")):
+            right, bad = tally[aside]
+            print(f"\ntask inference vs the manifest ({label}): {right} of {right + bad} outputs right"
+                  + (f"; wrong: {wrong[aside]}" if bad else ""))
+    assert wrong[False] == []
+    assert tally[False][0] >= 27           # 20 tuned-on models, 27 outputs (manifest of 25 models)
 
 
 @pytest.mark.parametrize("sample", ["gpt2_decoder", "gpt2_decoder_with_past", "gpt2_decoder_merged",
@@ -120,7 +91,7 @@ def test_next_token_agreement_is_argmax_per_position_on_a_real_decoder_run():
 
 
 def test_text_detector_probability_map_is_judged_as_a_mask():
-    path = corpus_path("rapidocr_ppocrv4_det.onnx")
+    path = corpus_model("rapidocr_ppocrv4_det")
     model = onnx.load(str(path), load_external_data=False)
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(0).random((1, 3, 96, 128), dtype=np.float32)
@@ -139,7 +110,7 @@ def test_text_detector_probability_map_is_judged_as_a_mask():
 
 
 def test_ddddocr_ctc_head_is_a_sequence_whatever_its_declared_shape():
-    path = corpus_path("ddddocr_common_old_int8.onnx")
+    path = corpus_model("ddddocr_common_old_int8")
     model = onnx.load(str(path), load_external_data=False)
     declared = [d.dim_param or d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]
     assert declared == [1, "seqlen"]
@@ -154,7 +125,7 @@ def test_ddddocr_ctc_head_is_a_sequence_whatever_its_declared_shape():
 
 
 def test_silero_speech_probability_inside_nested_ifs_is_a_binary_score():
-    model = onnx.load(str(corpus_path("silero_vad.onnx")), load_external_data=False)
+    model = onnx.load(str(corpus_model("silero_vad")), load_external_data=False)
     assert len(model.graph.node) == 5                    # the whole net sits inside If bodies
     t = output_tasks(model)["output"]
     assert t.kind == "classification" and t.threshold == 0.5 and "If branches" in t.reason
