@@ -82,7 +82,7 @@ def _run(args: argparse.Namespace) -> int:
     if not s.check_ok:
         print(f"checker    FAILED: {printable(s.check_message or '', 400)}")
     for h in s.dim_hints:
-        print(f"dim hint   {printable(h.key, 60)}={h.value} ({printable(h.source, 80)})")
+        print(f"dim hint   {printable(h.key, 60)}={h.value} ({h.origin}: {printable(h.source, 80)})")
     if counted and s.dim_hints:
         flags = " ".join(f"--dim {printable(h.key, 60)}={h.value}" for h in s.dim_hints)
         print(f"           the model's own size: onnx-studio inspect {printable(str(args.model), 120)} {flags}")

@@ -159,3 +159,12 @@ def test_every_hint_says_where_it_came_from():
     ddddocr = onnx.load(str(corpus_model("ddddocr_common_old_int8")), load_external_data=False)
     (h,) = dim_hints(ddddocr)
     assert h.origin == "sibling axis" and h.source == "static height 64"
+
+
+def test_cli_inspect_says_where_each_hint_came_from(capsys):
+    from studio.cli import main
+
+    assert main(["inspect", str(SAMPLES / "yolo_detector.onnx")]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("dim hint")]
+    assert lines == ["dim hint   height=320 (metadata: metadata imgsz=[320, 320])",
+                     "dim hint   width=320 (metadata: metadata imgsz=[320, 320])"]
