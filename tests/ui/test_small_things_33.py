@@ -71,3 +71,27 @@ def test_reorder_what_if_speaks_in_mib(tmp_path):
     from studio.core.fmt import human_bytes
 
     assert f"peaks at {human_bytes(what_if.before.peak_bytes)}" in said      # e.g. 144.0 KiB, was 147456 bytes
+
+
+def test_data_page_takes_loose_images_as_they_are():
+    """Loose .png/.jpg picks (no zip first) become one image dataset with every picked file, two of the
+    same name included; a zip or .npz goes to the import as it is."""
+    from studio.ui.views.data import LOOSE, _one_upload
+
+    class Picked:                                  # what Streamlit's uploader hands the page
+        def __init__(self, path: Path, name: str | None = None) -> None:
+            self.name, self._data = name or path.name, path.read_bytes()
+
+        def getvalue(self) -> bytes:
+            return self._data
+
+    assert {"jpg", "jpeg", "png"} <= set(LOOSE)
+    folders = sorted(d for d in Path(api.sample_photos_folder()).iterdir() if d.is_dir())
+    picks = [Picked(sorted(d.iterdir())[0]) for d in folders]          # 0.png of each subject: one name
+    assert len({p.name for p in picks}) == 1 and len(picks) == 4
+    up = _one_upload(picks)
+    p = api.create_project("loose")
+    ds = api.add_dataset_upload(p, up.name, up.data)
+    assert ds.kind == "image" and len(ds.calibration) + len(ds.evaluation) == 4
+    zipped = _one_upload([type("Z", (), {"name": "x.zip", "getvalue": lambda self: b"PK"})()])
+    assert (zipped.name, zipped.data) == ("x.zip", b"PK")

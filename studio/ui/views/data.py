@@ -4,6 +4,11 @@ metrics of the current model on an engine against the golden outputs."""
 
 from __future__ import annotations
 
+import io
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
@@ -19,6 +24,37 @@ KIND_LABELS = {"auto": "auto (never runs code)", "image": "image", "audio": "aud
                "tensor": "tensor", "script": "script (executes the .py)"}
 
 
+LOOSE = ["jpg", "jpeg", "png", "bmp", "ppm", "webp", "wav", "npy"]      # files a dataset takes as they are
+
+
+@dataclass(frozen=True)
+class _Upload:
+    name: str
+    data: bytes
+
+
+def _one_upload(files) -> _Upload | None:  # noqa: ANN001 - Streamlit UploadedFile objects
+    """The pick as one upload for the data import: a zip/npz/jsonl/py as it is; loose images, WAV or .npy
+    files packed into one flat zip (the import reads a zip of samples; no label folders: unlabelled)."""
+    if not files:
+        return None
+    if len(files) == 1 and Path(files[0].name).suffix.lower().lstrip(".") not in LOOSE:
+        return _Upload(files[0].name, files[0].getvalue())
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        seen: set[str] = set()
+        for f in files:
+            given = Path(Path(f.name.replace("\\", "/")).name or "sample")
+            name, k = given.name, 1
+            while name in seen:                 # two picks of the same name: both kept (0-2.png)
+                k += 1
+                name = f"{given.stem}-{k}{given.suffix}"
+            seen.add(name)
+            z.writestr(name, f.getvalue())
+    stem = Path(files[0].name).stem if len(files) == 1 else "images"
+    return _Upload(f"{stem}.zip", buf.getvalue())
+
+
 def _add(project, handle) -> None:
     with st.expander("Add a dataset", expanded=not api.project_datasets(project)):
         c1, c2, c3 = st.columns([2, 1, 1])
@@ -28,8 +64,11 @@ def _add(project, handle) -> None:
                                    "edited once the dataset is added)")
         split = c3.slider("Calibration part", 0.0, 1.0, 0.5, 0.05, key="data_split",
                           help="The rest is the evaluation part (fixed seed)")
-        up = st.file_uploader("A zip of images (sub-folders = labels), WAV or .npy files, or one .npz / .jsonl / "
-                              "load_data() .py file", type=["zip", "npz", "jsonl", "py"], key="data_upload")
+        ups = st.file_uploader("Images (.jpg/.png/...), WAV or .npy files as they are, a zip of them (sub-folders = "
+                               "labels), or one .npz / .jsonl / load_data() .py file",
+                               type=["zip", "npz", "jsonl", "py", *LOOSE], accept_multiple_files=True,
+                               key="data_upload")
+        up = _one_upload(ups or [])
         kind = st.selectbox("Kind", KINDS, key="data_kind", format_func=KIND_LABELS.get,
                             help="auto never runs code: a .py file in a zip is listed as ignored. A data-loader "
                                  "script runs only when you choose the script kind here.")
@@ -44,7 +83,7 @@ def _add(project, handle) -> None:
                   "calibration_fraction": float(split), "kind": kind}
         cols = st.columns([1, 1, 3])
         if cols[0].button("Add upload", disabled=up is None, key="data_add_upload"):
-            ds = widgets.guarded(lambda: api.add_dataset_upload(project, up.name, up.getvalue(),
+            ds = widgets.guarded(lambda: api.add_dataset_upload(project, up.name, up.data,
                                                                 **({"name": name} if name else {}), **kwargs),
                                  spinner="Importing the samples…")
             if ds is not None:
