@@ -329,6 +329,7 @@ class CorpusRow:
     fused_raw: dict[str, int] = field(default_factory=dict)
     fused_studio: dict[str, int] = field(default_factory=dict)
     ort_nodes: tuple[int | None, int | None] = (None, None)     # nodes of the graph ORT runs: raw, studio
+    slower: bool = False       # both interleaved runs put the 95 % interval of studio/raw above 1
 
 
 def _all_nodes(path: Path) -> int:
@@ -469,7 +470,12 @@ def measure_corpus(name: str, src: Path, kept_aside: bool, entry, timeout_s: flo
             row.notes[tool] = f"does not run on ORT: {type(exc).__name__}: {str(exc)[:80]}"
     if paths["studio"] is not None:
         try:
-            row.latency_ratio, row.latency_ci = _latency(src, paths["studio"], feeds, out / "latency")
+            # Two interleaved runs: on a shared machine one run's interval can sit above 1 by drift alone;
+            # a real slowdown shows in both. The row keeps the run with the higher ratio (the worse case).
+            runs = [_latency(src, paths["studio"], feeds, out / f"latency{i}") for i in range(2)]
+            slower = all(ci[0] is not None and ci[0] > 1.0 for _, ci in runs)
+            row.latency_ratio, row.latency_ci = max(runs, key=lambda r: r[0] or 0.0)
+            row.slower = slower
         except Exception as exc:
             row.notes["latency"] = f"{type(exc).__name__}: {str(exc)[:80]}"
         try:
@@ -494,7 +500,13 @@ def best_peer(row: CorpusRow) -> int | None:
 
 
 def lost_fusions(row: CorpusRow) -> dict[str, tuple[int, int]]:
-    return {op: (n, row.fused_studio.get(op, 0)) for op, n in row.fused_raw.items() if row.fused_studio.get(op, 0) < n}
+    """What the studio's result costs ORT (``passes.ort_fusions.OrtFusions.costs``): a key fusion with fewer
+    nodes, or another fused op with fewer nodes while ORT's graph did not shrink."""
+    from passes.ort_fusions import OrtFusions
+
+    if row.ort_nodes[0] is None or row.ort_nodes[1] is None:
+        return {}
+    return OrtFusions(row.fused_raw, row.ort_nodes[0]).costs(OrtFusions(row.fused_studio, row.ort_nodes[1]))
 
 
 def corpus_totals(rows: list[CorpusRow], label: str) -> list:
@@ -504,12 +516,16 @@ def corpus_totals(rows: list[CorpusRow], label: str) -> list:
     at_or_below = sum(1 for r in with_peer if r in studio_ok and r.nodes["studio"] <= best_peer(r))
     below = sum(1 for r in with_peer if r in studio_ok and r.nodes["studio"] < best_peer(r))
     wrong = {t: sum(1 for r in rows if r.correct.get(t) is False) for t in ("onnxsim", "onnxslim", "studio")}
-    slower = sum(1 for r in rows if r.latency_ci[0] is not None and r.latency_ci[0] > 1.0)
+    slower = sum(1 for r in rows if r.slower)
     lost = sum(1 for r in rows if lost_fusions(r))
+    # Against every correct peer result, the inflated ones too (T3: the studio refuses those on purpose).
+    any_peer = [(r, min(r.nodes[t] for t in ("onnxsim", "onnxslim") if r.correct.get(t) and r.nodes.get(t) is not None))
+                for r in rows if any(r.correct.get(t) and r.nodes.get(t) is not None for t in ("onnxsim", "onnxslim"))]
+    vs_any = sum(1 for r, n in any_peer if r in studio_ok and r.nodes["studio"] <= n)
     return [label, len(rows), len(with_peer), f"{at_or_below}/{len(with_peer)}",
             f"{below}/{len(with_peer)} ({100 * below / max(1, len(with_peer)):.0f} %)",
             f"{wrong['studio']} / {wrong['onnxsim']} / {wrong['onnxslim']}", slower, lost,
-            len(rows) - len(studio_ok)]
+            len(rows) - len(studio_ok), f"{vs_any}/{len(any_peer)}"]
 
 
 def _ncell(row: CorpusRow, tool: str) -> str:
@@ -538,6 +554,7 @@ def main(big: bool = False, only: str = "", json_path: str = "", timeout_s: floa
         lat = "-" if r.latency_ratio is None else f"{r.latency_ratio:.2f} [{r.latency_ci[0]:.2f}-{r.latency_ci[1]:.2f}]" \
             if r.latency_ci[0] is not None else f"{r.latency_ratio:.2f}"
         lost = lost_fusions(r)
+        lat += " SLOWER" if r.slower else ""
         table.append([r.name + (" (kept aside)" if r.kept_aside else ""), r.nodes["raw"], _ncell(r, "onnxsim"),
                       _ncell(r, "onnxslim"), _ncell(r, "studio") + f" {r.preset}",
                       "-" if bp is None else ("<" if r.nodes.get("studio") is not None and r.nodes["studio"] < bp
@@ -548,7 +565,8 @@ def main(big: bool = False, only: str = "", json_path: str = "", timeout_s: floa
                       ", ".join(f"{k} {a}->{b}" for k, (a, b) in lost.items()) or "-"])
     print_table("Optimizer strength on the real corpus: nodes in all graphs (WRONG: outputs differ from the raw "
                 "model on plain ORT at two seeded input sets of the manifest's shapes; xN: the file grew N times); "
-                "latency studio/raw at ORT_ENABLE_ALL, interleaved (profilers.latency), paired median [95 % CI]; "
+                "latency studio/raw at ORT_ENABLE_ALL, interleaved (profilers.latency), paired median [95 % CI], the worse "
+                "of two runs (SLOWER: both intervals above 1); "
                 "ORT's fused ops (ORT_ENABLE_ALL's saved graph) raw / studio",
                 ["model", "raw", "onnxsim", "onnxslim", "studio (preset)", "vs best peer", "MB raw/studio",
                  "latency studio/raw", "ORT runs raw/studio", "fused raw/studio", "fusions lost"], table)
@@ -556,9 +574,10 @@ def main(big: bool = False, only: str = "", json_path: str = "", timeout_s: floa
     aside = [r for r in rows if r.kept_aside]
     totals = [corpus_totals(tuned, "tuned on")] + ([corpus_totals(aside, "kept aside")] if aside else [])
     print_table("Totals (peer usable = correct and grown <= 1.1x; goals: at or below on every model, strictly below "
-                "on >= 30 %, none wrong, none slower (CI low > 1), no ORT fusion lost)",
+                "on >= 30 %, none wrong, none slower (both runs' CI above 1), no ORT fusion lost)",
                 ["models", "n", "with a usable peer", "studio <= best peer", "studio < best peer",
-                 "wrong studio/sim/slim", "slower than raw", "ORT fusions lost", "studio failed"], totals)
+                 "wrong studio/sim/slim", "slower than raw", "ORT fusions lost", "studio failed",
+                 "studio <= any correct peer (grown too)"], totals)
     if json_path:
         Path(json_path).write_text(json.dumps([vars(r) for r in rows], default=str, indent=1))
     return rows

@@ -3,8 +3,10 @@
 A rewrite with fewer ONNX nodes is no optimization when ORT then fuses less: a folded
 Attention or LayerNorm pattern that ORT's matcher no longer recognizes runs as a dozen
 kernels instead of one. So a candidate's fused-op counts are read from the graph ORT
-itself saves (``SessionOptions.optimized_model_filepath``) and compared with its input's;
-any fused op type whose count drops refuses the candidate. Runs in a sandbox worker.
+itself saves (``SessionOptions.optimized_model_filepath``) and compared with its input's
+(``OrtFusions.costs``): a key fusion (attention, normalization, GELU) whose count drops refuses
+the candidate, and so does any other fused op whose count drops while ORT's graph does not get
+smaller. Runs in a sandbox worker.
 """
 
 from __future__ import annotations
@@ -29,6 +31,16 @@ FUSED_OPS = frozenset({
     "NhwcConv", "QGemm", "QLinearConv",
 })
 
+# The fusions a rewrite must never cost ORT: attention, normalization and GELU kernels replace a dozen
+# nodes each. The others (FusedConv, FusedMatMul...) fold an activation or a transpose into a neighbour;
+# one may disappear because the rewrite removed what it fused (a Transpose folded into the weights).
+KEY_FUSIONS = frozenset({
+    "Attention", "MultiHeadAttention", "GroupQueryAttention", "PackedAttention", "QAttention",
+    "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "EmbedLayerNormalization",
+    "LayerNormalization", "SimplifiedLayerNormalization", "BiasGelu", "FastGelu", "Gelu", "QuickGelu",
+    "GemmFastGelu", "BiasSoftmax", "BiasSplitGelu", "RotaryEmbedding", "MatMulNBits",
+})
+
 _SAVED = "ort_optimized.onnx"
 
 
@@ -43,6 +55,14 @@ class OrtFusions:
         """Fused op types with fewer nodes in ``other`` than here: (here, there)."""
         return {op: (n, other.fused.get(op, 0)) for op, n in sorted(self.fused.items())
                 if other.fused.get(op, 0) < n}
+
+    def costs(self, other: OrtFusions) -> dict[str, tuple[int, int]]:
+        """What going from this graph to ``other`` costs ORT: every key fusion (attention, normalization,
+        GELU) with fewer nodes, and any other fused op with fewer nodes unless ORT's graph got smaller."""
+        lost = self.lost_to(other)
+        if other.nodes < self.nodes:
+            return {op: v for op, v in lost.items() if op in KEY_FUSIONS}
+        return lost
 
 
 def fused_counts(proto) -> tuple[Counter, int]:

@@ -528,13 +528,11 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
                                            pool_key=pool_key)
             theirs = ort_fusions(cand.path, ckpt.folder("fusions"), data_dir=cand.data_dir, limits=limits,
                                  pool_key=pool_key)
-            lost = base_fusions.lost_to(theirs)
+            lost = base_fusions.costs(theirs)
         except (WorkerError, StudioError) as exc:
             lost, theirs = {}, None
             notes.append(f"{name}: ONNX Runtime's fusions not compared ({str(exc).splitlines()[0][:120]})")
-        # A fused op type with fewer nodes is a loss unless ORT's own graph got smaller with it (a folded
-        # Transpose no longer needs FusedMatMul); Attention or LayerNorm lost grows ORT's graph.
-        if lost and theirs is not None and base_fusions is not None and theirs.nodes >= base_fusions.nodes:
+        if lost and theirs is not None and base_fusions is not None:
             notes.append(f"{name}: refused, costs ONNX Runtime its fusions: " + ", ".join(
                 f"{op} {a} -> {b}" for op, (a, b) in lost.items()) +
                 f" (ORT runs {theirs.nodes} nodes vs {base_fusions.nodes})")

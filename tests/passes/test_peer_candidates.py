@@ -139,6 +139,10 @@ g (float[2,8,16] x) => (float[2,8,16] y) <float eps = {1e-5}, float two = {2.0}>
     before = OrtFusions({"Attention": 2, "FusedConv": 3}, 40)
     assert before.lost_to(OrtFusions({"Attention": 1, "FusedConv": 5}, 50)) == {"Attention": (2, 1)}
     assert before.lost_to(OrtFusions({"Attention": 2, "FusedConv": 3}, 30)) == {}
+    # costs: a key fusion lost always counts; another fused op only when ORT's graph did not shrink.
+    assert before.costs(OrtFusions({"Attention": 1, "FusedConv": 3}, 30)) == {"Attention": (2, 1)}
+    assert before.costs(OrtFusions({"Attention": 2, "FusedConv": 2}, 39)) == {}
+    assert before.costs(OrtFusions({"Attention": 2, "FusedConv": 2}, 40)) == {"FusedConv": (3, 2)}
 
 
 def test_onnxslim_without_a_default_opset_runs_without_shape_inference(tmp_path):
