@@ -40,6 +40,7 @@ ACCEPTED_TASKS: dict[str, frozenset[str]] = {
     "recurrent-state": frozenset({"other", "regression", "state"}),
     "image": frozenset({"regression", "image"}),
     "keypoints": frozenset({"regression", "detection", "keypoints"}),
+    "passthrough": frozenset({"other", "integer", "segmentation"}),    # an input handed back unchanged (a mask)
 }
 DIM_MEANINGS = frozenset({"batch", "sequence", "time", "height", "width", "kv_length", "state", "channels", "derived"})
 

@@ -1,6 +1,7 @@
 """Inputs for a corpus model from its manifest facts: the stated shapes, dtypes read from the graph.
 
-Floats are U[0,1) (seeded), integers uniform within the manifest's ``ranges`` (default 0..9), booleans
+Floats are U[0,1) (seeded), integers (and floats given a range, such as magika v1's byte values) uniform
+within the manifest's ``ranges`` (integers default to 0..9), booleans
 true, and ``values`` fix scalar inputs such as silero's ``sr``: inputs outside what a person said is
 valid would take another branch or index out of a table, so the run would measure nothing real.
 """
@@ -36,7 +37,7 @@ def feeds_for(model: CorpusModel, path: Path, seed: int = 0) -> dict[str, np.nda
             feeds[name] = np.full(shape, model.values[name], dtype=dtype)
         elif dtype == np.bool_:
             feeds[name] = np.ones(shape, dtype=bool)
-        elif np.issubdtype(dtype, np.integer):
+        elif name in model.ranges or np.issubdtype(dtype, np.integer):
             lo, hi = model.ranges.get(name, (0, 9))
             feeds[name] = rng.integers(lo, hi + 1, size=shape).astype(dtype)
         else:
