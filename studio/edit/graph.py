@@ -87,7 +87,11 @@ def _symbolic_infos(model: ir.Model) -> dict[str, onnx.ValueInfoProto]:
 
 def infer_types(model: ir.Model) -> None:
     """Fill missing types and shapes of the main graph's values from ONNX shape inference (and, for
-    values it leaves untyped behind ops outside the ONNX domain, ONNX Runtime's symbolic inference)."""
+    values it leaves untyped behind ops outside the ONNX domain, ONNX Runtime's symbolic inference). With
+    nothing to fill (every value typed and shaped, as after a first operation) no inference runs: on a
+    large graph it is most of an operation's time (a 32k-node extract: 6 of 10.6 s)."""
+    if all(v.type is not None and v.shape is not None for v in main_values(model.graph).values()):
+        return
     try:
         proto = inferred_proto(model, strict=False)
     except Exception:  # inference failing here is reported by the final strict check
