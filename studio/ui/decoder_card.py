@@ -47,15 +47,15 @@ def render(handle) -> None:
     for note in s.notes:
         st.warning(widgets.md_escape(note, 300))
     left, right = st.columns(2)
-    left.dataframe(pd.DataFrame([{"block": b.block, "params": b.params, "bytes": widgets.fmt_bytes(b.bytes),
+    widgets.dataframe(where=left, data=pd.DataFrame([{"block": b.block, "params": b.params, "bytes": widgets.fmt_bytes(b.bytes),
                                   "tensors": b.tensors} for b in report.blocks]),
                    hide_index=True, width="stretch", key="decoder_blocks")
-    right.dataframe(pd.DataFrame([{"KV dtype": k.dtype, "per token": widgets.fmt_bytes(k.bytes_per_token),
+    widgets.dataframe(where=right, data=pd.DataFrame([{"KV dtype": k.dtype, "per token": widgets.fmt_bytes(k.bytes_per_token),
                                    f"at {report.length} tokens": widgets.fmt_bytes(k.bytes)} for k in report.kv]),
                     hide_index=True, width="stretch", key="decoder_kv")
     _calculator(handle, report)
     with st.expander("Where each fact comes from"):
-        st.dataframe(pd.DataFrame([{"fact": f.name, "value": f.value, "source": f.source} for f in s.facts]),
+        widgets.dataframe(pd.DataFrame([{"fact": f.name, "value": f.value, "source": f.source} for f in s.facts]),
                      hide_index=True, width="stretch", key="decoder_facts")
 
 

@@ -87,10 +87,10 @@ def _results(result) -> None:  # noqa: ANN001 - profilers.generation_profile.Gen
     for v in result.variants:
         if v.error:
             st.error(widgets.md_escape(f"{v.id} {v.variant.label}: {v.error}", 600), icon="🚫")
-    st.dataframe(pd.DataFrame(profile_charts.generation_rows(result)), hide_index=True, width="stretch",
+    widgets.dataframe(pd.DataFrame(profile_charts.generation_rows(result)), hide_index=True, width="stretch",
                  key="profile_generation_table")
     if result.ratios:
-        st.dataframe(pd.DataFrame(profile_charts.generation_ratio_rows(result)), hide_index=True, width="stretch",
+        widgets.dataframe(pd.DataFrame(profile_charts.generation_ratio_rows(result)), hide_index=True, width="stretch",
                      key="profile_generation_ratios")
     if any(c.decode_by_position_ms for v in result.variants for c in v.cases):
         st.plotly_chart(profile_charts.decode_position_chart(result), width="stretch", key="profile_gen_position")

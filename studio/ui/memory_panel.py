@@ -81,9 +81,9 @@ def _show(report, what_if) -> None:
     st.plotly_chart(memory_charts.live_bytes_figure(report, compare=after), width="stretch",
                     key="memory_live_bytes")
     st.markdown("Tensors at the peak")
-    st.dataframe(pd.DataFrame(memory_charts.peak_tensor_rows(report)), hide_index=True, width="stretch")
+    widgets.dataframe(pd.DataFrame(memory_charts.peak_tensor_rows(report)), hide_index=True, width="stretch")
     if report.measured:
-        st.dataframe(pd.DataFrame(memory_charts.measured_rows(report)), hide_index=True, width="stretch")
+        widgets.dataframe(pd.DataFrame(memory_charts.measured_rows(report)), hide_index=True, width="stretch")
     if report.kv_cache:
         kv = report.kv_cache
         st.caption(f"KV cache: {len(kv.past_inputs)} past inputs at {widgets.md_escape(kv.past_length_dim, 60)}="
@@ -97,7 +97,7 @@ def _show(report, what_if) -> None:
             st.success(f"Reordered ({verdict}): predicted peak {widgets.fmt_bytes(p.peak_bytes)} → "
                        f"{widgets.fmt_bytes(after.peak_bytes)}, arena {widgets.fmt_bytes(p.arena_bytes)} → "
                        f"{widgets.fmt_bytes(after.plan.arena_bytes)}. Keep it with the CLI command below (-o OUT).")
-            st.dataframe(pd.DataFrame(memory_charts.measured_rows(after)), hide_index=True, width="stretch")
+            widgets.dataframe(pd.DataFrame(memory_charts.measured_rows(after)), hide_index=True, width="stretch")
         else:
             st.info("No node order with a lower peak was found (" + verdict + "): "
                     + widgets.md_escape("; ".join(what_if.notes) or what_if.verification, 300))

@@ -160,4 +160,4 @@ def preview(ds, handle, recipe=None) -> None:
              "channel": c.channel, "min": round(c.min, 4), "max": round(c.max, 4), "mean": round(c.mean, 4)}
             for s in samples for c in s.channels]
     if rows:
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        widgets.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")

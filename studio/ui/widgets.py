@@ -44,6 +44,29 @@ def for_page(text: str) -> str:
     return text
 
 
+def arrow_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with every column that mixes kinds of values (numbers and text, lists and None) as text:
+    Arrow, which draws Streamlit's tables, takes one type per column and logs ArrowInvalid otherwise."""
+    out = frame
+    for col in frame.columns:
+        values = frame[col]
+        if values.dtype != object:
+            continue
+        kinds = {type(v) for v in values if v is not None and not (isinstance(v, float) and v != v)}
+        if len(kinds) > 1 or any(k in (list, tuple, dict, set) for k in kinds):
+            if out is frame:
+                out = frame.copy()
+            out[col] = ["" if v is None else str(v) for v in values]
+    return out
+
+
+def dataframe(data, *, where=None, **kwargs):  # noqa: ANN001, ANN201 - rows, a DataFrame or a Styler
+    """``st.dataframe`` (or ``where.dataframe``, a column) through the one table helper: mixed columns as text."""
+    if not hasattr(data, "to_html") or isinstance(data, pd.DataFrame):     # a Styler passes as it is
+        data = arrow_safe(data if isinstance(data, pd.DataFrame) else pd.DataFrame(data))
+    return (where or st).dataframe(data, **kwargs)
+
+
 def metric_text(value) -> str:  # noqa: ANN001 - a float, an int or None
     """A metric value as shown: "n/a" for none, else 6 significant digits (0.9999999999999988 -> 1)."""
     if value is None:
@@ -361,11 +384,11 @@ def node_details(handle, summary, node_id: str, key: str = "nodes") -> bool:
                + ("FLOPs ?" if info.flops is None else f"{fmt_count(info.flops)}FLOPs"))
     left, right = st.columns(2)
     left.markdown("**Inputs**")
-    left.dataframe(pd.DataFrame([p.__dict__ for p in details.inputs]), hide_index=True, width="stretch")
+    dataframe(pd.DataFrame([p.__dict__ for p in details.inputs]), where=left, hide_index=True, width="stretch")
     right.markdown("**Outputs**")
-    right.dataframe(pd.DataFrame([p.__dict__ for p in details.outputs]), hide_index=True, width="stretch")
+    dataframe(pd.DataFrame([p.__dict__ for p in details.outputs]), where=right, hide_index=True, width="stretch")
     if details.attributes:
         st.markdown("**Attributes**")
-        st.dataframe(pd.DataFrame([a.__dict__ for a in details.attributes]), hide_index=True, width="stretch")
+        dataframe(pd.DataFrame([a.__dict__ for a in details.attributes]), hide_index=True, width="stretch")
     _weights(handle, details, key)
     return True

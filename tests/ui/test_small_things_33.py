@@ -95,3 +95,29 @@ def test_data_page_takes_loose_images_as_they_are():
     assert ds.kind == "image" and len(ds.calibration) + len(ds.evaluation) == 4
     zipped = _one_upload([type("Z", (), {"name": "x.zip", "getvalue": lambda self: b"PK"})()])
     assert (zipped.name, zipped.data) == ("x.zip", b"PK")
+
+
+def test_tables_with_mixed_columns_reach_arrow_as_text():
+    """The one table helper: a column mixing numbers and text (a metric's value or "n/a", an attribute's
+    int or list) is text before Arrow sees it; pyarrow itself refuses the raw frame (the oracle)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    raw = pd.DataFrame({"value": [0.5, "n/a", 3], "attr": [[1, 1], 2, None], "name": ["a", "b", "c"],
+                        "n": [1, 2, 3]})
+    with pytest.raises((pa.ArrowInvalid, pa.ArrowTypeError)):
+        pa.Table.from_pandas(raw)
+    safe = widgets.arrow_safe(raw)
+    table = pa.Table.from_pandas(safe)
+    assert table.column("value").to_pylist() == ["0.5", "n/a", "3"]
+    assert table.column("attr").to_pylist() == ["[1, 1]", "2", ""]
+    assert safe["n"].tolist() == [1, 2, 3] and safe is not raw and raw["value"].tolist() == [0.5, "n/a", 3]
+
+
+def test_every_page_table_goes_through_the_helper():
+    from tests.conftest import ROOT
+
+    found = [f"{p.name}:{i}" for p in (ROOT / "studio" / "ui").rglob("*.py") if p.name != "widgets.py"
+             for i, line in enumerate(p.read_text().splitlines(), 1) if ".dataframe(" in line
+             and "widgets.dataframe(" not in line]
+    assert not found, found

@@ -115,7 +115,7 @@ def _results(result) -> None:  # noqa: ANN001
     widgets.metric_row([("models", str(len(result.rows))), ("tasks run", str(result.ran)),
                         ("already finished", str(result.skipped)), ("seconds", f"{result.seconds:.1f}"),
                         ("executor", result.executor)])
-    st.dataframe(_table(result), hide_index=True, width="stretch", key="batch_table")
+    widgets.dataframe(_table(result), hide_index=True, width="stretch", key="batch_table")
     c1, c2, c3 = st.columns(3)
     for col, kind, mime in ((c1, "html", "text/html"), (c2, "csv", "text/csv"), (c3, "json", "application/json")):
         path = result.files.get(kind)

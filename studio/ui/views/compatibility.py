@@ -101,7 +101,7 @@ def _matrix(report: Report) -> None:
         return "background-color: #d1e7dd" if value else ""
 
     st.markdown("#### Engines × op types")
-    st.dataframe(frame.style.map(color, subset=[c for c in frame.columns if c != "op type"]), hide_index=True,
+    widgets.dataframe(frame.style.map(color, subset=[c for c in frame.columns if c != "op type"]), hide_index=True,
                  width="stretch")
 
 
@@ -125,7 +125,7 @@ def _nodes(report: Report) -> None:
         if len(rows) >= MAX_ROWS:
             break
     st.caption(f"{len(rows)} of {len(report.nodes)} node × engine rows")
-    st.dataframe(pd.DataFrame(rows, columns=["node", "op", "engine", "status", "reason", "source"]),
+    widgets.dataframe(pd.DataFrame(rows, columns=["node", "op", "engine", "status", "reason", "source"]),
                  hide_index=True, width="stretch", height=min(400, 40 + 35 * max(1, len(rows))))
 
 
@@ -201,7 +201,7 @@ def _findings(report: Report) -> None:
                 st.caption("Fix pass: " + widgets.md_code(f.fix_pass, 60))
             st.caption("Source: " + widgets.md_escape(f.source or "?", 80))
             if len(g.nodes) > 1:
-                st.dataframe(pd.DataFrame({"node": list(g.nodes)}), hide_index=True, width="stretch",
+                widgets.dataframe(pd.DataFrame({"node": list(g.nodes)}), hide_index=True, width="stretch",
                              height=min(36 * len(g.nodes) + 38, 320), key=f"compat_group_{i}")
 
 def render() -> None:

@@ -112,7 +112,7 @@ def _table(project) -> list:
                      "calibration": len(ds.calibration), "evaluation": len(ds.evaluation),
                      "preprocessing": ds.recipe.preset if ds.recipe else "-"})
     if rows:
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        widgets.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     return found
 
 
@@ -121,7 +121,7 @@ def _detail(project, ds, handle) -> None:
     st.caption(widgets.md_escape(ds.summary(), 300))
     if ds.skipped:
         with st.expander(f"{len(ds.skipped)} file(s) skipped"):
-            st.dataframe(pd.DataFrame([{"file": n, "why": w} for n, w in ds.skipped]), hide_index=True)
+            widgets.dataframe(pd.DataFrame([{"file": n, "why": w} for n, w in ds.skipped]), hide_index=True)
     edited = recipe_editor.edit(ds, handle, project.id) if ds.kind == "image" else None
     if handle is not None:
         recipe_editor.preview(ds, handle, edited)
@@ -156,7 +156,7 @@ def _evaluate(project, ds, handle) -> None:
             state.keep_result("data_report", report.to_dict(), settings)
     report = state.bound_result("data_report", settings)     # this model, version, dataset and settings only
     if report and report.get("dataset") == ds.name:
-        st.dataframe(pd.DataFrame(widgets.task_metric_rows(report["outputs"])), hide_index=True, width="stretch")
+        widgets.dataframe(pd.DataFrame(widgets.task_metric_rows(report["outputs"])), hide_index=True, width="stretch")
         if report.get("target"):
             (st.success if report["target_met"] else st.error)(
                 f"Target {widgets.md_escape(report['target'], 80)}: {'met' if report['target_met'] else 'missed'}")

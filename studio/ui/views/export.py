@@ -162,7 +162,7 @@ def _bench_chart(result) -> None:
     fig = go.Figure(go.Bar(x=labels, y=[r["session creation ms"] or 0 for r in rows], name="session creation ms"))
     fig.update_layout(height=300, margin={"t": 20, "b": 20}, yaxis_title="session creation, ms")
     st.plotly_chart(fig, width="stretch", key="exp_bench_chart")
-    st.dataframe(df, hide_index=True, width="stretch", key="exp_bench_table")
+    widgets.dataframe(df, hide_index=True, width="stretch", key="exp_bench_table")
     speed = result.manifest.get("benchmarks", {}).get("onnxruntime", {}).get("session_speedup")
     if speed:
         st.caption(f"ONNX Runtime session creation: {speed}× faster than the original with ORT defaults.")
@@ -175,10 +175,10 @@ def _report(saved: dict) -> None:
     if result.ok:
         st.success("Every artifact that can run here was reloaded by its engine and verified.")
     st.markdown("#### Targets")
-    st.dataframe(pd.DataFrame(api.export_target_rows(result)), hide_index=True, width="stretch",
+    widgets.dataframe(pd.DataFrame(api.export_target_rows(result)), hide_index=True, width="stretch",
                  key="exp_targets_table")
     st.markdown("#### Artifacts")
-    st.dataframe(pd.DataFrame(api.export_artifact_rows(result)), hide_index=True, width="stretch",
+    widgets.dataframe(pd.DataFrame(api.export_artifact_rows(result)), hide_index=True, width="stretch",
                  key="exp_artifacts_table")
     notes = [(t.target, n) for t in result.targets for n in t.notes]
     if notes:

@@ -293,7 +293,7 @@ def _diff() -> None:
     for t in tables:
         if t.rows:
             st.markdown(f"#### {widgets.md_escape(t.caption, 120)}")
-            st.dataframe(pd.DataFrame(list(t.rows), columns=list(t.header)), hide_index=True, width="stretch")
+            widgets.dataframe(pd.DataFrame(list(t.rows), columns=list(t.header)), hide_index=True, width="stretch")
     with st.expander("Changed region in detail (graphviz)"):
         reg = widgets.guarded(lambda: api.diff_region_view(d))
         if reg is not None:

@@ -44,7 +44,7 @@ def render() -> None:
     ops = c2.multiselect("Op types", op_types, key="node_ops")
     table = _node_table(summary, query, ops)
     st.caption(f"{len(table)} of {len(summary.nodes)} nodes" + (" (first 5,000 shown)" if len(table) >= MAX_ROWS else ""))
-    event = st.dataframe(table, hide_index=True, width="stretch", on_select="rerun",
+    event = widgets.dataframe(table, hide_index=True, width="stretch", on_select="rerun",
                          selection_mode="single-row", key="node_table", height=360)
     rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
     if rows:

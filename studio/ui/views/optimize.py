@@ -130,11 +130,11 @@ def _report(saved: dict) -> None:
                 f"The last verified model is saved as version {saved['version']} (partial, now selected).")
     st.caption("Verified against the original: " + widgets.md_escape(result.reference, 300))
     st.markdown("#### Report")
-    st.dataframe(pd.DataFrame(api.optimize_report_rows(result)), hide_index=True, width="stretch", key="opt_report")
+    widgets.dataframe(pd.DataFrame(api.optimize_report_rows(result)), hide_index=True, width="stretch", key="opt_report")
     diff = api.op_count_diff(result.ops_before, result.ops_after)
     if diff:
         st.markdown("#### Op counts that changed")
-        st.dataframe(pd.DataFrame([{"op": op, "before": a, "after": b, "change": b - a} for op, a, b in diff]),
+        widgets.dataframe(pd.DataFrame([{"op": op, "before": a, "after": b, "change": b - a} for op, a, b in diff]),
                      hide_index=True, width="stretch", key="opt_ops")
     with st.expander("What each pass changed"):
         for r in result.records:

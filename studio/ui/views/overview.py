@@ -158,7 +158,7 @@ def render() -> None:
         st.caption(widgets.md_escape(s.shape_note, 300))
     if s.formula_mismatches:
         with st.expander(f"Wrong dim formulas in the file ({s.formula_mismatch_count}): the real sizes are shown"):
-            st.dataframe(pd.DataFrame([m.to_dict() for m in s.formula_mismatches]), hide_index=True,
+            widgets.dataframe(pd.DataFrame([m.to_dict() for m in s.formula_mismatches]), hide_index=True,
                          width="stretch")
     if s.custom_ops:
         st.warning("Custom ops: " + ", ".join(widgets.md_escape(f"{c.domain}::{c.op_type} ×{c.count}", 80)
@@ -177,16 +177,16 @@ def render() -> None:
     st.markdown("#### Inputs and outputs")
     io_rows = [{"kind": kind, "name": t.name, "dtype": t.dtype, "shape": shape_text(t.shape, 40)}
                for kind, items in (("input", s.inputs), ("output", s.outputs)) for t in items]
-    st.dataframe(pd.DataFrame(io_rows), hide_index=True, width="stretch")
+    widgets.dataframe(pd.DataFrame(io_rows), hide_index=True, width="stretch")
     st.markdown("#### Parameters by dtype")
-    st.dataframe(pd.DataFrame([{"dtype": d.dtype, "tensors": d.tensors, "elements": d.elements,
+    widgets.dataframe(pd.DataFrame([{"dtype": d.dtype, "tensors": d.tensors, "elements": d.elements,
                                 "bytes": widgets.fmt_bytes(d.bytes)} for d in s.params.by_dtype]),
                  hide_index=True, width="stretch")
     st.caption(f"{s.params.initializers} initializers, {s.params.constant_nodes} Constant nodes, "
                f"{s.params.generated} generated (ConstantOfShape).")
     if s.metadata:
         with st.expander("Metadata"):
-            st.dataframe(pd.DataFrame([{"key": k, "value": v} for k, v in s.metadata]), hide_index=True)
+            widgets.dataframe(pd.DataFrame([{"key": k, "value": v} for k, v in s.metadata]), hide_index=True)
     dim_flags = " ".join(f"--dim {k}={v}" for k, v in state.dims().items())
     widgets.cli_hint(f"onnx-studio inspect {handle.path.name} {dim_flags}".strip())
 

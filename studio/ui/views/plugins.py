@@ -61,10 +61,10 @@ def _show_signature(sig) -> None:
     rows += [{"port": f"output {p.index}", "name": p.name, "dtype": p.dtype or "?",
               "shapes": ", ".join(str(list(s)) if s else "?" for s in p.shapes), "from": ", ".join(p.sources)}
              for p in sig.outputs]
-    st.dataframe(pd.DataFrame(rows, columns=["port", "name", "dtype", "shapes", "from"]), hide_index=True,
+    widgets.dataframe(pd.DataFrame(rows, columns=["port", "name", "dtype", "shapes", "from"]), hide_index=True,
                  width="stretch")
     if sig.attributes:
-        st.dataframe(pd.DataFrame([{"attribute": a.name, "type": a.type, "values seen": ", ".join(map(str, a.values)),
+        widgets.dataframe(pd.DataFrame([{"attribute": a.name, "type": a.type, "values seen": ", ".join(map(str, a.values)),
                                     "nodes": f"{a.nodes_with}/{a.nodes_total}"} for a in sig.attributes]),
                      hide_index=True, width="stretch")
     st.caption(f"{len(sig.samples)} sample(s) captured from the model"
@@ -93,7 +93,7 @@ def _show_run(result) -> None:
     text = f"{icon} {widgets.md_escape(result.message, 600)}"
     (st.success if result.status == "ok" else st.warning if result.status == "unverified" else st.error)(text)
     if result.samples:
-        st.dataframe(pd.DataFrame([{"node": s.node, "ok": s.ok, "max abs": s.max_abs, "result": s.summary}
+        widgets.dataframe(pd.DataFrame([{"node": s.node, "ok": s.ok, "max abs": s.max_abs, "result": s.summary}
                                    for s in result.samples]), hide_index=True, width="stretch")
     if result.model:
         st.caption("Whole model vs. reference: " + widgets.md_escape(result.model.get("summary", ""), 300))

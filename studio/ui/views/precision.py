@@ -66,7 +66,7 @@ def _matmul_errors(report) -> None:
     for v in report.variants:
         if v.matmul_errors:
             with st.expander(f"{v.name}: error of each quantized MatMul vs fp32 (worst first)"):
-                st.dataframe(pd.DataFrame([{"MatMul": e["node"], "relative L2": f"{e['rel_l2']:.4g}",
+                widgets.dataframe(pd.DataFrame([{"MatMul": e["node"], "relative L2": f"{e['rel_l2']:.4g}",
                                             "added over earlier MatMuls": f"{e['added']:.4g}",
                                             "cosine": _fmt(e.get("cosine"), ".5f")} for e in v.matmul_errors]),
                              hide_index=True, width="stretch")
@@ -161,7 +161,7 @@ def render() -> None:
         st.caption(widgets.md_escape(f"calibration: {report.calibration} · judged on: "
                                      f"{report.evaluation.get('source', '')} · baseline: "
                                      f"{report.evaluation.get('baseline', '')}", 400))
-        st.dataframe(_table(report), hide_index=True, width="stretch")
+        widgets.dataframe(_table(report), hide_index=True, width="stretch")
         _matmul_errors(report)
         st.plotly_chart(api.tradeoff_figure(report), width="stretch", key="precision_tradeoff")
         for note in report.notes:

@@ -146,21 +146,21 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
         if not v.ok:
             st.error(widgets.md_escape(f"{v.id} {v.variant.label}: {v.error}", 600), icon="🚫")
     st.markdown("#### Latency")
-    st.dataframe(pd.DataFrame(profile_charts.stats_rows(profile)), hide_index=True, width="stretch", key="profile_stats")
+    widgets.dataframe(pd.DataFrame(profile_charts.stats_rows(profile)), hide_index=True, width="stretch", key="profile_stats")
     if any(v.ok for v in profile.variants):
         st.plotly_chart(profile_charts.latency_histogram(profile), width="stretch", key="profile_hist")
     if profile.ratios:
         st.markdown("#### Ratios against the baseline")
         st.caption("Median of per-round ratios of median latency (< 1: faster than the baseline), with a 95 % "
                    "bootstrap interval over rounds and the interquartile spread of the rounds.")
-        st.dataframe(pd.DataFrame(profile_charts.ratio_rows(profile)), hide_index=True, width="stretch",
+        widgets.dataframe(pd.DataFrame(profile_charts.ratio_rows(profile)), hide_index=True, width="stretch",
                      key="profile_ratios")
         st.markdown("\n".join(f"- **{widgets.md_escape(r.other_id, 60)}**: {widgets.md_escape(r.verdict, 400)}"
                                for r in profile.ratios))
     if any(v.cold for v in profile.variants):
         st.markdown("#### Cold start")
         st.plotly_chart(profile_charts.cold_start_chart(profile), width="stretch", key="profile_cold_chart")
-        st.dataframe(pd.DataFrame(profile_charts.cold_rows(profile)), hide_index=True, width="stretch", key="profile_cold")
+        widgets.dataframe(pd.DataFrame(profile_charts.cold_rows(profile)), hide_index=True, width="stretch", key="profile_cold")
     with_ops = [v for v in profile.variants if v.ops is not None]
     if with_ops:
         st.markdown("#### Per-op time")
@@ -185,7 +185,7 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
             st.caption(widgets.md_escape(ops.overhead_text(), 300))
         st.plotly_chart(profile_charts.op_bar(ops), width="stretch", key="profile_op_bar")
         st.plotly_chart(profile_charts.op_treemap(ops), width="stretch", key="profile_op_tree")
-        st.dataframe(pd.DataFrame([k.to_dict() for k in ops.kernels]), hide_index=True, width="stretch",
+        widgets.dataframe(pd.DataFrame([k.to_dict() for k in ops.kernels]), hide_index=True, width="stretch",
                      key="profile_op_table")
         trace = profile.trace_path(vid)
         if trace is not None:
@@ -197,7 +197,7 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
     if with_memory:
         st.markdown("#### Memory")
         st.plotly_chart(profile_charts.memory_timeline(profile), width="stretch", key="profile_memory_chart")
-        st.dataframe(pd.DataFrame([{"variant": v.id, "peak RSS MiB": round(v.memory.peak_rss / 2**20, 1),
+        widgets.dataframe(pd.DataFrame([{"variant": v.id, "peak RSS MiB": round(v.memory.peak_rss / 2**20, 1),
                                     "model MiB": round(v.memory.model_rss / 2**20, 1),
                                     "leak check": v.memory.leak.verdict, "detail": v.memory.leak.message}
                                    for v in with_memory]), hide_index=True, width="stretch", key="profile_mem_table")
@@ -206,7 +206,7 @@ def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
         st.markdown("#### Sweeps")
         for kind in kinds:
             st.plotly_chart(profile_charts.sweep_chart(profile, kind), width="stretch", key=f"profile_sweep_{kind}")
-        st.dataframe(pd.DataFrame(profile_charts.sweep_rows(profile)), hide_index=True, width="stretch",
+        widgets.dataframe(pd.DataFrame(profile_charts.sweep_rows(profile)), hide_index=True, width="stretch",
                      key="profile_sweeps")
     st.download_button("Download profile (JSON)", json_dumps(profile.to_dict(include_samples=True), indent=1),
                        file_name="profile.json", mime="application/json", key="profile_json_download")

@@ -121,11 +121,11 @@ def _current_details(project) -> None:
             for v in api.list_versions(api.project_model(project, m.id)):
                 rows.append({"model": m.name, "model id": m.id, "version": v.id, "label": v.label,
                              "parent": v.parent or "", "sha256": v.sha256[:12], "created": _when(v.created)})
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="proj_versions")
+        widgets.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="proj_versions")
     jobs = api.project_jobs(project)
     if jobs:
         st.markdown("**Jobs**")
-        st.dataframe(pd.DataFrame([{"job": j.id, "kind": j.kind, "state": j.state, "started": _when(j.started),
+        widgets.dataframe(pd.DataFrame([{"job": j.id, "kind": j.kind, "state": j.state, "started": _when(j.started),
                                     "ended": _when(j.ended), "message": (j.message or "")[:200]} for j in jobs]),
                      hide_index=True, width="stretch", key="proj_jobs")
         if any(j.state == "interrupted" for j in jobs):
@@ -134,7 +134,7 @@ def _current_details(project) -> None:
     artifacts = api.project_artifacts(project)
     if artifacts:
         st.markdown("**Artifacts**")
-        st.dataframe(pd.DataFrame([{"kind": a.kind, "name": a.name, "job": a.job_id or "", "model": a.model_id or "",
+        widgets.dataframe(pd.DataFrame([{"kind": a.kind, "name": a.name, "job": a.job_id or "", "model": a.model_id or "",
                                     "created": _when(a.created)} for a in artifacts]),
                      hide_index=True, width="stretch", key="proj_artifacts")
 

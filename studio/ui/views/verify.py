@@ -44,13 +44,13 @@ def _show(result, key: str) -> None:
                                  f"{result.candidate.describe()}", 400))
     st.caption(widgets.md_escape(f"inputs: {result.feeds.get('source', '')} · tolerance: {result.tolerance_note}",
                                  400))
-    st.dataframe(_outputs_table(result), hide_index=True, width="stretch")
+    widgets.dataframe(_outputs_table(result), hide_index=True, width="stretch")
     for note in (*result.shape_notes, *result.set_errors):
         st.warning(widgets.md_escape(note, 400))
     task = (result.extra or {}).get("task")
     if task:
         st.markdown("#### Task metrics on the dataset (candidate against the reference's golden outputs)")
-        st.dataframe(pd.DataFrame(widgets.task_metric_rows(task["outputs"])), hide_index=True, width="stretch",
+        widgets.dataframe(pd.DataFrame(widgets.task_metric_rows(task["outputs"])), hide_index=True, width="stretch",
                      key=f"{key}_task")
         if task.get("target"):
             (st.success if task["target_met"] else st.error)(
@@ -66,7 +66,7 @@ def _show(result, key: str) -> None:
     if lw.layers:
         st.plotly_chart(api.layer_error_figure(lw), width="stretch", key=f"{key}_chart")
         worst = sorted((x for x in lw.layers if x.rel_l2 is not None), key=lambda x: -x.error)[:20]
-        st.dataframe(pd.DataFrame([{"layer": x.node, "op": x.op_type, "tensor": x.tensor,
+        widgets.dataframe(pd.DataFrame([{"layer": x.node, "op": x.op_type, "tensor": x.tensor,
                                     "rel L2": _fmt(x.rel_l2), "cosine": _fmt(x.cosine, ".5f"),
                                     "matched by": x.matched_by, "candidate node": x.candidate_node or ""}
                                    for x in worst]), hide_index=True, width="stretch")
