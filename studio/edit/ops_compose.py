@@ -233,7 +233,8 @@ def merge(state: EditState, op: EditOp) -> None:
     state.did(SEQUENCE if check is not None and check.status == "passed" else VALUES,
               f"merged {other_path.name} {'before' if before else 'after'} the model "
               f"({len(f_nodes)} + {len(s_nodes)} nodes, {len(pairs)} connections){fn_note}"
-              + (f"; {check.message}" if check is not None else ""))
+              + ("" if check is None else f"; {check.message}" if check.status == "passed" else
+                 f"; merge check {check.status}"))
 
 
 def _snapshot(first: ir.Model, second: ir.Model, work: Path) -> tuple:

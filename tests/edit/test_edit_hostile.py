@@ -313,3 +313,15 @@ def test_a_good_weight_npy_still_replaces_the_initializer(detector, tmp_path):
     api.edit(api.load(detector), api.edit_script(tmp_path / "s.json"), out)
     got = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(out).graph.initializer}
     np.testing.assert_array_equal(got["w2"], w)
+
+
+def test_a_merge_with_a_random_part_is_not_refused_but_says_it_was_not_compared(tmp_path):
+    a = _weighted("A", "x", "y", 2.0)
+    b = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+rnd (float[2,3] u) => (float[2,3] v) {
+  n = RandomNormalLike(u)
+  v = Add(u, n)
+}""")
+    res, out = _merge(tmp_path, a, b, [["y", "u"]])
+    assert res.verification.status.startswith("skipped") and "nondeterministic" in res.notes[0], res.notes
+    assert out.exists()
