@@ -55,6 +55,19 @@ def _one_upload(files) -> _Upload | None:  # noqa: ANN001 - Streamlit UploadedFi
     return _Upload(f"{stem}.zip", buf.getvalue())
 
 
+def _scripts_in(up: _Upload) -> list[str]:
+    """The .py file(s) a script dataset would execute: the upload itself, or the .py members of its zip."""
+    if up.name.lower().endswith(".py"):
+        return [up.name]
+    if up.name.lower().endswith(".zip"):
+        try:
+            with zipfile.ZipFile(io.BytesIO(up.data)) as z:
+                return [n for n in z.namelist() if n.lower().endswith(".py")] or [f"no .py file in {up.name}"]
+        except zipfile.BadZipFile:
+            return [up.name]
+    return [up.name]
+
+
 def _add(project, handle) -> None:
     with st.expander("Add a dataset", expanded=not api.project_datasets(project)):
         c1, c2, c3 = st.columns([2, 1, 1])
@@ -73,7 +86,8 @@ def _add(project, handle) -> None:
                             help="auto never runs code: a .py file in a zip is listed as ignored. A data-loader "
                                  "script runs only when you choose the script kind here.")
         if kind == "script":
-            st.warning(f"**{widgets.md_escape(up.name if up is not None else 'the uploaded .py file', 80)}** will be "
+            named = ", ".join(_scripts_in(up)[:3]) if up is not None else ""
+            st.warning(f"**{widgets.md_escape(named or 'the uploaded .py file', 120)}** will be "
                        "executed as the studio's user, with its rights (its reads are not fenced): choose this "
                        "only for code you trust.")
         elif up is not None and up.name.lower().endswith(".py"):
