@@ -52,7 +52,7 @@ bench: samples
 
 # One table per capability over the real corpus (kept-aside models apart); JSON under benchmarks/.cache/.
 bench-real: samples corpus
-	$(PY) -m benchmarks bench_real
+	$(PY) -m benchmarks.bench_real $(BENCH_REAL_ARGS)
 
 # The whole agreement sweep (check vs. independent reality, 163 models, ~1 h on 2 cores); make test runs a stratified share.
 sweep: test-deps samples
