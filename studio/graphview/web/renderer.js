@@ -8,7 +8,7 @@
   var FONT = '12px system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif';
   var BOLD = 'bold 12px system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif';
   var SMALL = '10px system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif';
-  var LINE = 15, PADX = 7, HEAD = 18, CHEAD = 22, MIN_TEXT_PX = 6;
+  var LINE = 15, PADX = 7, HEAD = 18, CHEAD = 22, MIN_TEXT_PX = 6, MARK_PILL = 8;
   var ELK_MAX = 1500;           /* above this many visible items: the fast flat layout */
   var LABEL_MAX = 700;          /* above this many visible edges: no edge labels in the layout */
   var measureCtx = document.createElement('canvas').getContext('2d');
@@ -527,7 +527,11 @@
       ctx.save(); roundRect(ctx, b.x, b.y, b.w, b.h, 4); ctx.clip();
       ctx.fillStyle = it.type === 'group' ? '#4a5568' : color; ctx.fillRect(b.x, b.y, b.w, HEAD);
       var mark = leaf ? leaf.mark : (it.g !== undefined ? self.model.s.groups[it.g].mark : null);
-      if (mark) { ctx.fillStyle = mark; ctx.fillRect(b.x, b.y + HEAD, 5, b.h - HEAD); }
+      if (mark) {
+        ctx.fillStyle = mark;
+        /* the stripe on the body; a box without one (a pill: Sigmoid, Mul) gets it over its whole height */
+        if (b.h - HEAD >= 4) ctx.fillRect(b.x, b.y + HEAD, 5, b.h - HEAD); else ctx.fillRect(b.x, b.y, MARK_PILL, b.h);
+      }
       ctx.restore();
       roundRect(ctx, b.x, b.y, b.w, b.h, 4); ctx.stroke();
       if (text) {
@@ -590,7 +594,8 @@
       var b = o.b, it = o.it;
       if (!inView(b.x, b.y, b.w, b.h)) return;
       var leaf = it.leaf !== undefined ? self.model.s.leaves[it.leaf] : null;
-      var key = (leaf ? leaf.c : '#4a5568') + (ghostOf(self.itemSide(it), p.side) ? '|g' : '');
+      /* zoomed out, a box is its overlay's colour (the mark) where it has one, else its op's */
+      var key = (leaf ? (leaf.mark || leaf.c) : '#4a5568') + (ghostOf(self.itemSide(it), p.side) ? '|g' : '');
       (byColor[key] = byColor[key] || []).push(b);
     });
     Object.keys(byColor).forEach(function (key) {
@@ -626,7 +631,7 @@
       var byColor = {};
       this.boxes.forEach(function (o) {
         var leaf = o.it.leaf !== undefined ? self.model.s.leaves[o.it.leaf] : null;
-        var col = leaf ? leaf.c : '#475569';
+        var col = leaf ? (leaf.mark || leaf.c) : '#475569';
         (byColor[col] = byColor[col] || []).push(o.b);
       });
       Object.keys(byColor).forEach(function (col) {
@@ -929,6 +934,11 @@
     isOpen: function (key) { var id = viewer.model.byKey['group:' + key]; return !!id && viewer.model.open.has(+id.slice(1)); },
     layoutSeq: function () { return viewer.layoutSeq; },
     ready: function () { return !!viewer.lay && !viewer.raf; },
-    frames: function () { return viewer.frameCount; }
+    frames: function () { return viewer.frameCount; },
+    pixel: function (x, y, panel) {       /* the canvas colour at screen point (x, y), '#rrggbb' */
+      var c = viewer.panels[panel || 0].canvas, r = c.getBoundingClientRect(), dpr = window.devicePixelRatio || 1;
+      var d = c.getContext('2d').getImageData(Math.round((x - r.left) * dpr), Math.round((y - r.top) * dpr), 1, 1).data;
+      return '#' + [d[0], d[1], d[2]].map(function (v) { return (v < 16 ? '0' : '') + v.toString(16); }).join('');
+    }
   };
 })();
