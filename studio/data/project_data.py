@@ -33,7 +33,11 @@ def add_dataset(project, source: str | Path, **kwargs) -> Dataset:
     taken = f"the project already has a dataset named {name[:60]!r}; choose another name"
     if any(d.name == name for d in project.datasets()):
         raise StudioError(taken, code="EXISTS")
-    ds = import_dataset(source, project.root / DATA_DIR, name=name, **kwargs)
+    data_root = project.root / DATA_DIR
+    if data_root.is_symlink() or not is_within(data_root, project.root):
+        raise StudioError("the project's data folder is a link out of the project (a damaged project); "
+                          "nothing was imported", code="BAD-CATALOG")
+    ds = import_dataset(source, data_root, name=name, **kwargs)
     rel = ds.folder.relative_to(project.root).as_posix()
     if not project.insert_dataset(ds.id, ds.name, ds.kind, rel):   # another process took the name meanwhile
         shutil.rmtree(ds.folder, ignore_errors=True)  # scratch: the folder this call imported just above

@@ -449,3 +449,16 @@ def test_an_image_size_beyond_the_memory_budget_is_refused_before_allocating(tmp
     rc, out, err = _cli(capsys, "data", "show", "pics", "--project", "img16k", "--model", str(dyn),
                         "--image-size", "48x64")
     assert rc == 0 and "float32[1, 3, 48, 64]" in out
+
+
+def test_data_add_never_writes_through_a_data_folder_linked_out(tmp_path, capsys):
+    import shutil
+
+    root, ds_id = _project_with_photos(tmp_path, capsys, "r66add")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    shutil.rmtree(root / "data")
+    (root / "data").symlink_to(outside, target_is_directory=True)
+    rc, out, err = _cli(capsys, "data", "add", str(tmp_path / "photos"), "--project", "r66add", "--name", "again")
+    assert rc == 2 and "data folder is a link out of the project" in err
+    assert list(outside.iterdir()) == []
