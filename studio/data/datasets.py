@@ -337,7 +337,8 @@ def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | Non
             src_root = _unpack_zip(src, staging / "unpacked")
             src_files = _walk(src_root, max_samples * 2 + 10)
         else:
-            src_root, src_files = src.parent, [src]
+            real = src.resolve() if src.is_symlink() else src   # the file the user named, never a link copied in
+            src_root, src_files = real.parent, [real]
         if kind == "auto":
             kind = _kind_of(src_files)
         if kind not in KINDS:

@@ -462,3 +462,20 @@ def test_data_add_never_writes_through_a_data_folder_linked_out(tmp_path, capsys
     rc, out, err = _cli(capsys, "data", "add", str(tmp_path / "photos"), "--project", "r66add", "--name", "again")
     assert rc == 2 and "data folder is a link out of the project" in err
     assert list(outside.iterdir()) == []
+
+
+def test_a_single_file_named_through_a_link_is_copied_not_linked(tmp_path, capsys):
+    """The user names a link to their .npy: its content is copied in, so the dataset holds no link out."""
+    from studio import api
+
+    real = tmp_path / "real.npy"
+    np.save(real, np.ones((1, 4), np.float32))
+    link = tmp_path / "link.npy"
+    link.symlink_to(real)
+    rc, out, err = _cli(capsys, "data", "add", str(link), "--project", "lnk", "--name", "d")
+    assert rc == 0, err
+    ds = api.dataset(api.open_project("lnk"), "d")
+    stored = ds.folder / ds.samples[0].file
+    assert not stored.is_symlink() and np.load(stored).tolist() == [[1, 1, 1, 1]]
+    rc, out, err = _cli(capsys, "data", "show", "d", "--project", "lnk", "--model", str(_model(tmp_path / "m.onnx")))
+    assert rc == 0 and "float32[1, 4]" in out, err
