@@ -479,3 +479,24 @@ def test_a_single_file_named_through_a_link_is_copied_not_linked(tmp_path, capsy
     assert not stored.is_symlink() and np.load(stored).tolist() == [[1, 1, 1, 1]]
     rc, out, err = _cli(capsys, "data", "show", "d", "--project", "lnk", "--model", str(_model(tmp_path / "m.onnx")))
     assert rc == 0 and "float32[1, 4]" in out, err
+
+
+@pytest.mark.parametrize("kind,needle", [("object", "holds Python objects (a pickle)"),
+                                         ("8GiB", "float32 = 8 GiB, over the"),
+                                         ("crc", "is not a readable .npz (a CRC error in array 'x')")])
+def test_an_inputs_npz_is_read_header_first_too(tmp_path, capsys, kind, needle):
+    """--inputs goes through the same reader (feeds.load_npz -> tensor_safety.load_npz)."""
+    model = _model(tmp_path / "m.onnx")
+    f = tmp_path / "in.npz"
+    if kind == "object":
+        np.savez(f, x=np.array([{"a": 1}], dtype=object))
+    elif kind == "8GiB":
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("x.npy", _npy_header_only(None, (2**29, 4)))
+    else:
+        np.savez(f, x=np.arange(4096, dtype=np.float32).reshape(1024, 4))
+        blob = bytearray(f.read_bytes())
+        blob[200] ^= 0xFF                                   # inside the stored member's data
+        f.write_bytes(bytes(blob))
+    rc, out, err = _cli(capsys, "profile", str(model), "--inputs", str(f), "--iterations", "1", "--rounds", "1")
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
