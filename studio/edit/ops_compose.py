@@ -118,10 +118,18 @@ def _walked(graph: ir.Graph, outputs: list[ir.Value], stop: set[ir.Value] | None
 
 def extract(state: EditState, op: EditOp) -> None:
     """Keep only the subgraph between the chosen input and output tensors (onnx-ir's extract)."""
+    choice = op.args.get("metadata", "keep")
+    if choice not in ("keep", "drop"):
+        raise EditError(f"{op.where()}: metadata is 'keep' or 'drop' (the source model's metadata properties)")
     before = state.model.graph.num_nodes()
     state.model = _extract(state.model, list(op.args["inputs"]), list(op.args["outputs"]), op)
+    props = list(state.model.metadata_props)
+    if choice == "drop":
+        state.model.metadata_props.clear()
+    said = (f"; the source's metadata {'kept' if choice == 'keep' else 'dropped'} ({len(props)} properties: "
+            f"{', '.join(props[:6])}{' ...' if len(props) > 6 else ''})") if props else ""
     state.did(STRUCTURE, f"extracted {state.model.graph.num_nodes()} of {before} nodes between "
-              f"{', '.join(op.args['inputs']) or '(no inputs)'} and {', '.join(op.args['outputs'])}")
+              f"{', '.join(op.args['inputs']) or '(no inputs)'} and {', '.join(op.args['outputs'])}" + said)
 
 
 def split(state: EditState, op: EditOp) -> None:

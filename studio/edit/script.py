@@ -40,7 +40,7 @@ SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
     "remove_outputs": {"outputs": (_LIST, True)},
     "set_input": {"input": (_STR, True), "shape": (_LIST, False), "dims": (_MAP, False), "dtype": (_STR, False)},
     "replace_initializer": {"name": (_STR, True), "npy": (_STR, True)},
-    "extract": {"inputs": (_LIST, True), "outputs": (_LIST, True)},
+    "extract": {"inputs": (_LIST, True), "outputs": (_LIST, True), "metadata": (_STR, False)},
     "split": {"cut": (_LIST, True)},
     "merge": {"model": (_STR, True), "io_map": (_LIST, True), "position": (_STR, False), "prefix": (_STR, False)},
     "add_opset": {"domain": (_STR, True), "version": (_INT, True)},

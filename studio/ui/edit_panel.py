@@ -125,7 +125,17 @@ def _build(action: str, details, summary, node_id: str, key: str) -> list[dict] 
     if not outputs:
         st.caption("Pick at least one output tensor.")
         return None
-    return [{"op": "extract", "inputs": list(inputs), "outputs": list(outputs)}]
+    op: dict[str, Any] = {"op": "extract", "inputs": list(inputs), "outputs": list(outputs)}
+    meta = [k for k, _ in getattr(summary, "metadata", ())]
+    if meta:        # the source's metadata (task, imgsz...) may not describe the part: the user says
+        choice = st.radio(f"The source's metadata ({len(meta)} properties: {printable(', '.join(meta[:6]), 120)})",
+                          ["keep", "drop"], index=None, horizontal=True, key=_k(key, node_id, "cut_metadata"),
+                          help="keep: the part carries the source's properties (task, imgsz...); drop: none")
+        if choice is None:
+            st.caption("Choose whether the extracted part keeps the source's metadata.")
+            return None
+        op["metadata"] = choice
+    return [op]
 
 
 def _insert(summary, outs: list[str], node_id: str, key: str) -> list[dict] | None:

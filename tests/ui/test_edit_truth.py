@@ -78,3 +78,42 @@ def test_delete_preview_on_the_page_is_whole_and_numeric(app):
     # outputs before -> after at the dims: numbers (1, 5, 7 + 5 = 12), not the exporter's formula
     assert "logits: float[1,5,288]" in text and "present.0.key: float[1,4,12,8]" in text
     assert "past_sequence_length + sequence_length" not in text
+
+
+def test_extract_says_what_happens_to_the_source_metadata(tmp_path):
+    """The extracted part of the detector keeps or drops its 7 metadata properties (task=detect, imgsz...)
+    as the script says, and the note names them; a cut that leaves a graph input unused is refused."""
+    det = api.load(SAMPLES / "yolo_detector.onnx")
+    source = {p.key: p.value for p in det.proto.metadata_props}
+    assert source["task"] == "detect" and len(source) == 7
+    cut = {"op": "extract", "inputs": ["images"], "outputs": ["/model.1/act/Mul_output_0"]}
+    kept = api.edit(det, [cut], tmp_path / "kept.onnx")
+    dropped = api.edit(det, [{**cut, "metadata": "drop"}], tmp_path / "dropped.onnx")
+    assert {p.key: p.value for p in onnx.load(kept.outputs[0]).metadata_props} == source
+    assert not onnx.load(dropped.outputs[0]).metadata_props
+    assert "metadata kept (7 properties: description, author, task" in kept.notes[0]
+    assert "metadata dropped (7 properties" in dropped.notes[0]
+    with pytest.raises(Exception, match="metadata is 'keep' or 'drop'"):
+        api.validate_edit_script(det, [{**cut, "metadata": "maybe"}])
+    with pytest.raises(Exception, match="'images' is not on any path to the chosen outputs"):
+        api.validate_edit_script(det, [{"op": "extract", "inputs": ["images", "/model.0/act/Mul_output_0"],
+                                        "outputs": ["/model.1/act/Mul_output_0"]}])
+
+
+@pytest.mark.slow
+def test_extract_on_the_page_asks_about_the_metadata(app):
+    det = SAMPLES / "yolo_detector.onnx"
+    at = app(str(det)).run()
+    at.switch_page("views/graph.py").run()
+    at.session_state["selected_node"] = next(n.id for n in api.graph_index(api.load(det)).graph.nodes
+                                             if n.name == "/model.1/act/Mul")
+    at.run()
+    at.radio(key="graph_viewer_edit_action").set_value("Extract from here").run()
+    assert not at.exception, at.exception
+    assert "graph_viewer_edit_preview" not in [b.key for b in at.button]        # no silent default
+    (choice,) = [r for r in at.radio if r.label.startswith("The source's metadata (7 properties")]
+    choice.set_value("drop").run()
+    at.button(key="graph_viewer_edit_preview").click().run()
+    assert not at.exception, at.exception
+    text = " ".join(m.value for m in at.markdown).replace("\\", "")
+    assert "metadata dropped (7 properties" in text
