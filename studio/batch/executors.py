@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Protocol
 
 from studio.batch.retrying import LOST_WAIT_S, ClusterJobs, ClusterLost, Input, announce_start
-from studio.batch.stages import StageOutcome, StageTask, run_stage, worker_facts
+from studio.batch.stages import NOT_WRITTEN, StageOutcome, StageTask, run_stage, worker_facts
 from studio.core import outputs
 from studio.core.errors import StudioError
 
@@ -102,6 +102,10 @@ class LocalExecutor:
     def cancel(self) -> None:
         self._cancelled.set()
         self._stop_workers()            # running workers are killed; their tasks end as failed
+
+    def stop_starting(self) -> None:
+        """Queued tasks end 'cancelled' (a resume runs them); running ones finish as they would."""
+        self._cancelled.set()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -383,8 +387,11 @@ class DaskExecutor:
                 outcome = _land(got.payload, out_dir)
                 result.set_result(replace(outcome, attempts=got.attempts, lost_workers=got.lost_on))
             except Exception as exc:  # noqa: BLE001
-                result.set_result(StageOutcome(task.key, task.model_name, task.model_sha256, task.stage, "error",
-                                               f"{type(exc).__name__}: {str(exc)[:200]}", target=task.target))
+                disk = outputs.disk_error(exc)     # the output folder took no more: the batch stops there
+                result.set_result(StageOutcome(task.key, task.model_name, task.model_sha256, task.stage,
+                                               NOT_WRITTEN if disk else "error",
+                                               str(disk)[:300] if disk else f"{type(exc).__name__}: {str(exc)[:200]}",
+                                               {"errno": disk.errno} if disk else {}, target=task.target))
 
         ran.add_done_callback(done)
         return result

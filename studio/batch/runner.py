@@ -10,6 +10,7 @@ plots, CSV, JSON) is written at the end of every run.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from studio.batch.executors import Executor, LocalExecutor, _model_files
 from studio.batch.results import BatchModel, BatchResult, BatchRow
-from studio.batch.stages import STAGES, StageOutcome, StageTask, machine_facts
+from studio.batch.stages import NOT_WRITTEN, STAGES, StageOutcome, StageTask, machine_facts
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
 from studio.core.outputs import check_destination, disk_error, shown_path, translated
@@ -190,6 +191,31 @@ def run_batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Seque
         raise err from None
 
 
+def _settle(executor: Executor, by_future: dict, failed: Future, state, outcomes: dict,
+            lock: threading.Lock) -> None:
+    """After a task's output could not be written: start nothing more, let the running tasks end (none
+    writes into the folder after the run has stopped), and keep the rows that finished (best effort: the
+    same disk may refuse them too); queued tasks end 'cancelled', so a resume runs them."""
+    stop = getattr(executor, "stop_starting", None)
+    (stop or executor.cancel)()
+    for other, (m, task) in by_future.items():
+        if other is failed:
+            continue
+        try:
+            o = other.result()
+        except Exception:  # noqa: BLE001 - not finished: a resume runs it
+            continue
+        if o.status not in FINISHED:
+            continue
+        try:
+            with lock:
+                state.write(json.dumps(o.to_dict(), default=str) + "\n")
+                state.flush()
+                outcomes[(m.folder_name, task.stage)] = o
+        except OSError:
+            return
+
+
 def _run_batch(paths: Sequence[str | Path], out: Path, *, stages: Sequence[str], executor: Executor | None,
                force: bool, stage_options: dict | None, target: str | None, on_progress: ProgressFn | None,
                on_outcome: Callable[[BatchModel, StageOutcome], None] | None) -> BatchResult:
@@ -233,6 +259,10 @@ def _run_batch(paths: Sequence[str | Path], out: Path, *, stages: Sequence[str],
                 except Exception as exc:  # noqa: BLE001 - the executor itself failed on this task
                     o = StageOutcome(task.key, m.name, m.sha256 or "", task.stage, "error",
                                      f"{type(exc).__name__}: {str(exc)[:200]}", target=task.target)
+                if o.status == NOT_WRITTEN:     # the output folder takes no more: stop, resumable from here
+                    _settle(executor, by_future, fut, state, outcomes, lock)
+                    code = int(o.figures.get("errno") or errno.ENOSPC)
+                    raise OSError(code, os.strerror(code))
                 with lock:
                     outcomes[(m.folder_name, task.stage)] = o
                     state.write(json.dumps(o.to_dict(), default=str) + "\n")

@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from studio.core import outputs
+from studio.core.errors import StudioError
 
 STAGES = ("inspect", "check", "optimize", "precision", "profile", "export")
-STATUSES = ("ok", "failed", "error", "worker lost", "scheduler lost", "cancelled", "skipped")
+STATUSES = ("ok", "failed", "error", "worker lost", "scheduler lost", "cancelled", "skipped", "not written")
+NOT_WRITTEN = "not written"     # the output folder took no more (full, read-only, `ulimit -f`): the batch stops
 
 
 @dataclass(frozen=True)
@@ -188,24 +190,37 @@ _RUNNERS = {"inspect": _inspect, "check": _check, "optimize": _optimize, "precis
             "profile": _profile, "export": _export}
 
 
+def _failed(exc: BaseException) -> tuple[str, str, dict, list]:
+    """A refused task is a failed row; one whose artifacts the output folder could not take (a full or
+    read-only disk, a file-size limit) is NOT_WRITTEN, with the errno, so the batch stops there and a
+    resume runs it again (a 'failed' row would count as finished)."""
+    from studio.core.outputs import disk_error
+
+    disk = disk_error(exc)
+    if disk is not None:
+        return NOT_WRITTEN, str(disk)[:300], {"errno": disk.errno}, []
+    if isinstance(exc, StudioError):
+        return "failed", str(exc).splitlines()[0][:300] if str(exc) else "failed", {}, []
+    return "error", f"{type(exc).__name__}: {str(exc)[:200]}", {}, []
+
+
 def run_stage(task: StageTask, model_path: Path, out_dir: Path, *, pool_key: str = "batch") -> StageOutcome:
     """Run one task on the model at ``model_path``; artifacts land in ``out_dir``. Never raises
     for what the model or an engine does: the outcome says failed/error with one line."""
     from studio import api
-    from studio.core.errors import StudioError
 
     started = time.perf_counter()
-    out_dir.mkdir(parents=True, exist_ok=True)
     facts = worker_facts()
     try:
+        out_dir.mkdir(parents=True, exist_ok=True)
         if task.stage not in _RUNNERS:
             raise StudioError(f"unknown stage {task.stage[:20]!r}; stages: {', '.join(STAGES)}", code="BAD-OPTION")
         handle = api.load(model_path)
         if handle.sha256 != task.model_sha256:
             raise StudioError("the model's content does not match the task's hash; refusing it", code="HASH-MISMATCH")
         status, verdict, figures, files = _RUNNERS[task.stage](handle, dict(task.options), pool_key, out_dir)
-    except StudioError as exc:
-        status, verdict, figures, files = "failed", str(exc).splitlines()[0][:300] if str(exc) else "failed", {}, []
+    except (StudioError, OSError) as exc:
+        status, verdict, figures, files = _failed(exc)
     except Exception as exc:  # noqa: BLE001 - a batch row, never a dead batch
         where = traceback.extract_tb(exc.__traceback__)[-1]
         status, verdict = "error", f"{type(exc).__name__}: {str(exc)[:200]} (in {Path(where.filename).name})"

@@ -6,6 +6,8 @@ and batch, the variants interleaved, with ratios against the first one. An OpenV
 
 from __future__ import annotations
 
+import contextlib
+
 import argparse
 import sys
 from pathlib import Path
@@ -92,14 +94,17 @@ def run(args: argparse.Namespace) -> int:
                 _print(m.result)
         return 0 if all(m.result.ok for m in measured) else 1
     keep = Path(args.out_dir) if args.out_dir else None
-    result = api.profile_generation(chosen, args.engine or ["ort"], options, out_dir=keep,
-                                    pool_key="cli", on_progress=progress)
-    if progress is not None:
-        sys.stderr.write("\r" + " " * 106 + "\r")
-    data = result.to_dict()
-    keep_json(args, "generation.json", data, "profile")
-    if keep is not None:
-        outputs.write_json(keep / "generation.json", data, indent=1, default=None)
+    # --out-dir on a full or read-only disk or past `ulimit -f`: one line naming it, and what this run wrote
+    # there goes again (as profile --out-dir does).
+    with outputs.writing_folder(keep) if keep is not None else contextlib.nullcontext():
+        result = api.profile_generation(chosen, args.engine or ["ort"], options, out_dir=keep,
+                                        pool_key="cli", on_progress=progress)
+        if progress is not None:
+            sys.stderr.write("\r" + " " * 106 + "\r")
+        data = result.to_dict()
+        keep_json(args, "generation.json", data, "profile")
+        if keep is not None:
+            outputs.write_json(keep / "generation.json", data, indent=1, default=None)
     if args.json:
         print_json(data)
     else:

@@ -577,7 +577,7 @@ def staged_files(folder: str | Path, *, shown: str | None = None, what: str | No
     label = shown or shown_path(dest)
     _check_parent(Path(os.path.abspath(dest)), label)
     dest = Path(os.path.realpath(dest))
-    with translated(label):
+    with translated(what or label):         # the file the user named, where there is one
         stage = Path(tempfile.mkdtemp(prefix=".onnx-studio-stage-", dir=dest))
     try:
         with translated(what or label):     # the library's writes into the stage: ENOSPC, EFBIG...

@@ -85,19 +85,25 @@ def edit(handle: ModelHandle, script: EditScript, out_path: str | Path, *, verif
     """Apply, check, verify, and write the edited model(s) to ``out_path`` (a split's second model
     beside it). A refused or failed edit raises ``EditError`` and writes nothing."""
     from passes.model_io import save_result
-    from studio.core.outputs import check_destination, shown_path
+    from studio.core.outputs import check_destination, disk_error, shown_path
 
     out = Path(out_path)
     if out.suffix != ".onnx":
         raise EditError("the output must name a .onnx file")
     started = time.perf_counter()
-    applied, before, before_nodes = _applied(handle, script, verify_numbers=verify_numbers, pool_key=pool_key)
-    paths = part_paths(out, len(applied.models))
-    for p in paths:
-        check_destination(p, shown=shown_path(p))
-    verification = (verify(handle.path, applied.models, applied.kinds, applied.notes, applied.renamed,
-                           pool_key=pool_key) if verify_numbers else
-                    Verification("skipped: verification turned off", "none", "numbers not compared"))
+    try:        # a merge's or the verification's scratch copy past `ulimit -f` or on a full disk: the run stops
+        applied, before, before_nodes = _applied(handle, script, verify_numbers=verify_numbers, pool_key=pool_key)
+        paths = part_paths(out, len(applied.models))
+        for p in paths:
+            check_destination(p, shown=shown_path(p))
+        verification = (verify(handle.path, applied.models, applied.kinds, applied.notes, applied.renamed,
+                               pool_key=pool_key) if verify_numbers else
+                        Verification("skipped: verification turned off", "none", "numbers not compared"))
+    except OSError as exc:
+        err = disk_error(exc, shown_path(out))
+        if err is None:
+            raise
+        raise err from None
     if not verification.ok:
         raise EditError(f"the edit changes the model's numbers ({verification.message[:240]}); refused, nothing "
                         "was written")

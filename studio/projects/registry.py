@@ -30,7 +30,6 @@ from studio.projects.project import CATALOG, Project, ProjectInfo
 ID_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 SKIP_IN_ZIP = ("tmp", "cache")
 MAX_NAME = 120
-LOCK_FILE = ".onnx-studio-projects.lock"
 
 
 def default_projects_root() -> Path:
@@ -79,13 +78,12 @@ def create_project(name: str, root: str | Path | None = None) -> Project:
 
 @contextmanager
 def _root_lock(root: Path) -> Iterator[None]:
-    """Across processes (``flock`` on a lock file in the root): one finds-or-creates a project name at a
-    time, so two first uses of ``--project shared`` at once make one project, not two of that name."""
-    path = root / LOCK_FILE
+    """Across processes (``flock`` on the root folder itself: no lock file is left behind): one finds-or-creates
+    a project name at a time, so two first uses of ``--project shared`` at once make one project, not two."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        raise outputs.describe(exc, outputs.shown_path(path)) from None
+        raise outputs.describe(exc, outputs.shown_path(root)) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -10,6 +10,7 @@ Full disk and read-only run the CLI in-process; the file-size limit and Landlock
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import signal
@@ -71,7 +72,30 @@ WRITERS: dict[str, tuple[list[str], int, str]] = {
     "check --project (root)": (["--projects-root", "{D}/pr", "check", "small.onnx", "--engines", "onnxruntime",
                                 "--project", "p"], 3_000, ""),
     "projects import (root)": (["--projects-root", "{D}/pr", "projects", "import", "pz.zip"], 3_000, ""),
+    # commands added since round 2 (issue 31 item 10)
+    "edit -o": (["edit", "m.onnx", "--script", "rename.json", "-o", "{D}/e.onnx"], 100_000, "{D}/e.onnx"),
+    "edit merge -o": (["edit", "m.onnx", "--script", "merge.json", "-o", "{D}/mg.onnx"], 100_000, "{D}/mg.onnx"),
+    "memory --reorder -o": (["memory", "m.onnx", "--reorder", "-o", "{D}/r.onnx"], 100_000, "{D}/r.onnx"),
+    "profile --generate --out-dir": (["profile", "gpt2_decoder_merged.onnx", "--generate", "--prompt-lengths", "4",
+                                      "--new-tokens", "2", "--generations", "1", "--no-generation-memory",
+                                      "--out-dir", "{D}/g"], 1_000, "{D}/g"),
+    "data add (root)": (["--projects-root", "{D}/pr", "data", "add", "photos", "--project", "p", "--name", "d"],
+                        3_000, ""),
+    "batch --stages optimize -o": (["batch", "m.onnx", "-o", "{D}/b", "--stages", "optimize", "--workers", "1"],
+                                   3_000, "{D}/b"),
 }
+INPUTS = ("m.onnx", "small.onnx", "foo.onnx", "pz.zip", "gpt2_decoder.onnx", "gpt2_decoder_with_past.onnx",
+          "gpt2_decoder_merged.onnx", "other.onnx", "rename.json", "merge.json")
+
+
+def _other(n: int) -> onnx.ModelProto:
+    """A model that can follow ``_model(n)`` in an edit script's merge (y -> x2 -> z)."""
+    g = helper.make_graph([helper.make_node("Relu", ["x2"], ["z"])], "g2",
+                          [helper.make_tensor_value_info("x2", TensorProto.FLOAT, [1, n])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, n])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
 
 
 @pytest.fixture
@@ -82,8 +106,16 @@ def work(tmp_path, monkeypatch):
     onnx.save(_model(256), tmp_path / "m.onnx")                 # 256 KiB of weights
     onnx.save(_model(16), tmp_path / "small.onnx")
     onnx.save(custom_op_model(), tmp_path / "foo.onnx")
-    for decoder in ("gpt2_decoder.onnx", "gpt2_decoder_with_past.onnx"):    # merge-decoders' pair
+    for decoder in ("gpt2_decoder.onnx", "gpt2_decoder_with_past.onnx", "gpt2_decoder_merged.onnx"):
         (tmp_path / decoder).write_bytes((ROOT / "sample_models" / decoder).read_bytes())
+    onnx.save(_other(256), tmp_path / "other.onnx")
+    (tmp_path / "rename.json").write_text(json.dumps([{"op": "rename", "tensors": {"h": "hidden"}}]))
+    (tmp_path / "merge.json").write_text(json.dumps([{"op": "merge", "model": "other.onnx", "io_map": [["y", "x2"]],
+                                                      "position": "after"}]))
+    (tmp_path / "photos").mkdir()
+    for cls in ("astronaut", "chelsea", "coffee", "rocket"):               # data add's images
+        (tmp_path / "photos" / f"{cls}.png").write_bytes((ROOT / "sample_models" / "photos" / cls / "0.png")
+                                                         .read_bytes())
     monkeypatch.chdir(tmp_path)
     p = api.create_project("zipped")
     api.add_model(p, tmp_path / "m.onnx")
@@ -133,7 +165,7 @@ def _check_message(line: str, name: str, dest: str, condition: str) -> None:
     assert any(r in low for r in reason), line
     if dest:
         assert dest in line, line
-    if name == "batch -o" and "kept in" in line:
+    if name.startswith("batch") and "kept in" in line:
         assert "run the same command again" in line
     elif name == "optimize --report":             # a side output: the model was saved first, and it says so
         assert "the model (o-small.onnx) was written" in line and f"'{dest}' was not" in line, line
@@ -177,7 +209,7 @@ def test_a_file_size_limit_is_one_clean_line(work, name):
     _check_message(proc.stderr.strip().splitlines()[-1], name, dest.replace("{D}", "out"), "fsize")
     out = work / "out"
     files = [p for p in out.rglob("*") if p.is_file()] if out.exists() else []
-    if name == "batch -o" and "kept in" in proc.stderr:     # resumable: the finished rows stay, as it says
+    if name.startswith("batch") and "kept in" in proc.stderr:   # resumable: the finished rows stay, as it says
         assert (out / "b" / "batch-state.jsonl").stat().st_size > 0
     else:
         assert files == [], files                                      # nothing half written
@@ -206,8 +238,9 @@ def outside_tmp(work):
         pytest.skip("this kernel has no Landlock: permission denied cannot be made for root here")
     folder = Path(tempfile.mkdtemp(prefix="onnx-studio-eacces-", dir="/var/tmp"))
     try:
-        for f in ("m.onnx", "small.onnx", "foo.onnx", "pz.zip", "gpt2_decoder.onnx", "gpt2_decoder_with_past.onnx"):
+        for f in INPUTS:
             shutil.copy(work / f, folder / f)
+        shutil.copytree(work / "photos", folder / "photos")
         (folder / "out").mkdir()
         (folder / "denied").mkdir()
         yield folder
@@ -236,6 +269,6 @@ def test_permission_denied_is_one_clean_line(outside_tmp, name):
         assert dest.replace("{D}", "denied") in line, line
     if name == "optimize --report":
         assert "the model (out/o-small.onnx) was written" in line, line
-    elif not (name == "batch -o" and "kept in" in line):
+    elif not (name.startswith("batch") and "kept in" in line):
         assert "nothing was written" in line, line
     assert [p for p in (outside_tmp / "denied").rglob("*") if p.is_file()] == []
