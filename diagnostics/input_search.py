@@ -28,8 +28,6 @@ from onnx import ModelProto
 
 from studio.core.feeds import (
     _SEQ_NAMES,
-    formula_names,
-    plain_dim_names,
     Feeds,
     InputSpec,
     check_feeds,
@@ -106,8 +104,10 @@ def recipe_feeds(specs: tuple[InputSpec, ...], recipe: Recipe, *, seed: int = 0)
 def free_axes(specs: tuple[InputSpec, ...], user_dims: Mapping[str, int] | None = None) -> dict[str, str]:
     """``{dim key: kind}`` of every free dim the user did not set; kind is batch (a leading dim
     that is not sequence-named), image (a float image's height/width) or sequence (the rest)."""
+    from studio.core.dim_hints import derived_dims
+
     user = dict(user_dims or {})
-    plain = plain_dim_names(specs)
+    derived = {d.key for d in derived_dims([x for s in specs for x in (s.shape or ())])}
     out: dict[str, str] = {}
     for s in specs:
         spatial = image_axes(s)
@@ -115,7 +115,7 @@ def free_axes(specs: tuple[InputSpec, ...], user_dims: Mapping[str, int] | None 
             if isinstance(d, int):
                 continue
             key = d if isinstance(d, str) else unnamed_dim_key(s.name, i)
-            if key in user or key in out or (isinstance(d, str) and formula_names(d, plain) is not None):
+            if key in user or key in out or key in derived:
                 continue      # a formula of other dims (past + sequence) follows from them
             named_seq = isinstance(d, str) and bool(_SEQ_NAMES.search(d))
             out[key] = ("batch" if i == 0 and not named_seq else "image" if i in spatial else "sequence")

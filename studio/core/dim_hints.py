@@ -1,19 +1,20 @@
 """What a model says about the size of its dynamic dims.
 
 A detector exported for 320x320 says so in its metadata (Ultralytics writes
-``imgsz: [320, 320]``), an image input with one free side usually has a static
-other side, a graph that resizes (or reshapes) its input to a constant size says
+``imgsz: [320, 320]``), a graph that resizes (or reshapes) its input to a constant size says
 that size, and a dim named ``height_320`` (or ``640``, ``h=640``) carries its value. Seeding, shape
 fixes, export verification and TensorRT profiles should start from those values,
 not from a silent 224 (or 16 tokens): every value here carries its reason and where it came from
-(``origin``: metadata, graph, sibling axis, name rule).
+(``origin``: metadata, graph, name rule).
 
 Never made up (issue 32 item 5): exporters name the dims they know nothing about (tf2onnx ``unk__214``,
 paddle2onnx ``p2o.DynamicDimension.0``, torch dynamo ``s0``, ``Addoutput_dim_0``): the number in such a
 name is a counter, not a size (magika's ``unk__214`` was proposed as 214). A float 4-D tensor is an image
 only when its free axes are not named for a sequence and the tensor is no cache: a GPT-2 decoder's
 ``past_key_values [batch, 4, past_sequence_length, 8]`` has 4 heads, not 4 channels, and its head size 8
-is no "static width" of the past length. A dim written as a formula of other input dims
+is no "static width" of the past length. Nor is an image's static side a size for its free side: a text-line
+recogniser fixes its height (PP-OCR 48, ddddocr 64) and leaves its width free because lines differ in length.
+A dim written as a formula of other input dims
 (``past_sequence_length + sequence_length``) is derived: computed from its parts, never set on its own.
 """
 
@@ -50,7 +51,7 @@ _AUTO_NAME = re.compile(
 _SEQ_AXIS = re.compile(r"seq|len|token|time|step|frame|word|past|total|cache|context|position", re.I)
 # A tensor named like this carries a decoder's or an RNN's state, never an image.
 _STATE_INPUT = re.compile(r"past|present|cache|key|value|state|hidden|\bh0\b|\bc0\b|kv", re.I)
-ORIGINS = ("metadata", "graph", "sibling axis", "name rule")
+ORIGINS = ("metadata", "graph", "name rule")
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class DimHint:
     axis: int
     key: str            # the dim's name, or INPUT[AXIS] for an unnamed dim
     value: int
-    source: str         # "metadata imgsz=[320, 320]", "static width 320", "dim name"
+    source: str         # "metadata imgsz=[320, 320]", "Resize to [1, 3, 224, 224] (resize)", "dim name"
     origin: str = "name rule"   # one of ORIGINS: where the value came from
 
     def to_dict(self) -> dict:
@@ -198,10 +199,6 @@ def _hint_for(name: str, axis: int, key: str, shape: list, spatial: tuple[int, i
         if meta is not None:
             origin = "graph" if meta[1].startswith(("Resize", "Reshape")) else "metadata"
             return DimHint(name, axis, key, meta[0][side], meta[1], origin)
-        other = shape[spatial[1 - side]]
-        if isinstance(other, int) and other >= 8:
-            return DimHint(name, axis, key, other, f"static {'width' if side == 0 else 'height'} {other}",
-                           "sibling axis")
     if "[" in key or is_auto_name(key):
         return None                      # an exporter's counter (unk__214) is no size
     m = _NAME_NUMBER.search(key)

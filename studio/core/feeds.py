@@ -206,27 +206,6 @@ def image_axes(spec: InputSpec) -> tuple[int, ...]:
     return _axes(spec.name, tuple(spec.shape or ()), spec.dtype.startswith(("float", "bfloat"))) or ()
 
 
-def plain_dim_names(specs: tuple[InputSpec, ...]) -> frozenset[str]:
-    """The named input dims that are plain names (``batch_size``, ``past_sequence_length``)."""
-    return frozenset(d for s in specs for d in (s.shape or ()) if isinstance(d, str) and _PLAIN_DIM.match(d))
-
-
-def formula_names(dim: str, plain: frozenset[str]) -> frozenset[str] | None:
-    """The dims ``dim`` is a formula of (``past_sequence_length + sequence_length`` in every
-    optimum decoder's attention mask, ``2*s0``) when all of them are plain dims of the inputs
-    (``plain``), else None (a plain name, or a label such as ``batch-size``). A formula's value follows
-    from the others and is never chosen on its own, else the feeds contradict each other."""
-    from studio.core.dimexpr import free_names
-
-    if _PLAIN_DIM.match(dim):
-        return None
-    names = free_names(dim)
-    return names if names and names <= plain else None
-
-
-_PLAIN_DIM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
 def _default_dim(spec: InputSpec, axis: int, name: str, spatial: set[int] | frozenset[int]) -> int:
     hinted = spec.hint(axis)
     return (hinted if hinted is not None
