@@ -10,7 +10,7 @@ import onnx_ir as ir
 
 from studio.edit import graph as g
 from studio.edit.script import EditError, EditOp
-from studio.edit.state import KEEPS, STRUCTURE, VALUES, EditState
+from studio.edit.state import KEEPS, PINNED, STRUCTURE, VALUES, EditState
 
 
 def add_output(state: EditState, op: EditOp) -> None:
@@ -102,7 +102,8 @@ def set_input(state: EditState, op: EditOp) -> None:
     stale = [o for o in graph.outputs if o.shape is None and old_outputs.get(o) is not None]
     for o in stale:
         o.shape = ir.Shape([d.value if isinstance(d, ir.SymbolicDim) else None for d in old_outputs[o]])
-    state.did(VALUES, f"input '{name}' {before} -> {g.type_text(v)}" + (
+    # Pinning free dims changes no value: verified at the pinned sizes (verify._pinned_dims); a dtype is a value
+    state.did(VALUES if dtype_changed else PINNED, f"input '{name}' {before} -> {g.type_text(v)}" + (
         f"; {len(stale)} outputs not re-inferred (ops outside ONNX inference), their fixed sizes left open"
         if stale else ""))
 

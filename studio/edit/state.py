@@ -13,6 +13,7 @@ KEEPS = "keeps"          # same values at the same (possibly renamed) outputs: n
 STRUCTURE = "structure"  # the interface changes, tensors keep their values: reproduced from the original
 VALUES = "values"        # values change on purpose (attributes, dtypes, weights): report only
 SEQUENCE = "sequence"    # a merge: checked when applied against its two parts run in sequence
+PINNED = "pinned"        # an input's free dims pinned to sizes: verified numerically at those sizes
 
 
 @dataclass

@@ -20,7 +20,7 @@ from pathlib import Path
 import onnx_ir as ir
 
 from studio.edit import graph as g
-from studio.edit.state import KEEPS, SEQUENCE, STRUCTURE, VALUES
+from studio.edit.state import KEEPS, PINNED, SEQUENCE, STRUCTURE, VALUES
 
 
 @dataclass(frozen=True)
@@ -98,21 +98,71 @@ def verify(source: Path, models: tuple[ir.Model, ...], kinds: tuple[str, ...], n
         first = notes[kinds.index(VALUES)]
         return Verification("skipped: values change on purpose (" + first[:120] + ")", "none",
                             "numbers not compared: the script changes values on purpose")
+    dims: dict[str, int] | None = {}
+    if PINNED in kinds:
+        dims = _pinned_dims(source, models[0], renamed) if set(kinds) <= {KEEPS, PINNED} and len(models) == 1 \
+            else None
+        if dims is None:
+            first = notes[kinds.index(PINNED)]
+            return Verification("skipped: an input's shape changes beyond pinning its free dims (" + first[:200] + ")",
+                                "none", "numbers not compared: a pin of free dims alone is verified at its sizes")
     with tempfile.TemporaryDirectory(prefix="studio-edit-") as tmp:
         work = Path(tmp)
-        if all(k == KEEPS for k in kinds) and len(models) == 1:
-            return _numeric(source, models[0], renamed, work, pool_key)
+        if all(k in (KEEPS, PINNED) for k in kinds) and len(models) == 1:
+            return _numeric(source, models[0], renamed, work, pool_key, dims=dims or None)
         return _reproduce(source, models, renamed, work, pool_key)
 
 
-def _numeric(source: Path, model: ir.Model, renamed: dict[str, str], work: Path, pool_key: str) -> Verification:
+def _pinned_dims(source: Path, model: ir.Model, renamed: dict[str, str]) -> dict[str, int] | None:
+    """The sizes the edit pinned, as ``dims`` of the original (its named free dims -> the edited model's
+    numbers), or None when a change is not a pin of a named dim (a fixed size changed, an unnamed dim)."""
+    import onnx
+
+    original = {i.name: i for i in onnx.load(str(source), load_external_data=False).graph.input}
+    dims: dict[str, int] = {}
+    for v in model.graph.inputs:
+        if v.is_initializer():
+            continue
+        before = original.get(renamed.get(v.name, v.name))
+        if before is None or v.shape is None:
+            continue
+        old = list(before.type.tensor_type.shape.dim)
+        new = list(v.shape)
+        if len(old) != len(new):
+            return None
+        for d_old, d_new in zip(old, new):
+            size = d_new if isinstance(d_new, int) else None
+            if d_old.HasField("dim_value"):
+                if size != d_old.dim_value:
+                    return None
+            elif size is not None:
+                if not d_old.dim_param or dims.get(d_old.dim_param, size) != size:
+                    return None
+                dims[d_old.dim_param] = size
+    return dims
+
+
+def _numeric(source: Path, model: ir.Model, renamed: dict[str, str], work: Path, pool_key: str,
+             dims: dict[str, int] | None = None) -> Verification:
     from passes.verify import Verifier
 
     ckpt = _checkpoint(_with_original_io(model, renamed, source), work / "candidate.onnx", source, work)
-    result = Verifier(source, pool_key=pool_key).verify(ckpt)
+    result = Verifier(source, dims=dims, pool_key=pool_key).verify(ckpt, allow_fixed_dims=bool(dims))
+    if dims and not result.interface_ok and result.checker_ok and result.numeric_status == "passed":
+        # a pin: the numbers agree at the pinned sizes; what inference then declared elsewhere is said, not hidden
+        numbers = result.numeric.summary() if result.numeric is not None else "the outputs match"
+        return Verification("passed", "numeric", f"at {', '.join(f'{k}={v}' for k, v in dims.items())}: {numbers}; "
+                                                 f"the edited model's inferred interface differs: {result.message}")
+    if dims and not result.ok:
+        # a pin not shown equal at its sizes (outputs left open by inference, a run that fails there): said,
+        # as before the pin was verified, not refused
+        return Verification(f"skipped: the pinned model was not shown equal at "
+                            f"{', '.join(f'{k}={v}' for k, v in dims.items())} ({result.message[:200]})", "none",
+                            "numbers not compared")
     status = "passed" if result.ok and result.numeric_status == "passed" else (
         "failed" if not result.ok else result.numeric_status)
-    return Verification(status, "numeric", result.message)
+    return Verification(status, "numeric", (f"at {', '.join(f'{k}={v}' for k, v in dims.items())}: " if dims else "")
+                        + result.message)
 
 
 def _reproduce(source: Path, models: tuple[ir.Model, ...], renamed: dict[str, str], work: Path,

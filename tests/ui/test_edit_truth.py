@@ -117,3 +117,22 @@ def test_extract_on_the_page_asks_about_the_metadata(app):
     assert not at.exception, at.exception
     text = " ".join(m.value for m in at.markdown).replace("\\", "")
     assert "metadata dropped (7 properties" in text
+
+
+def test_pinning_a_free_dim_is_verified_at_the_pinned_size(tmp_path):
+    """Pinning the detector's height and width to 640 changes no value: verified numerically at 640 (was
+    "skipped: values change on purpose"); the oracle is plain ORT on the original and the edit at 640."""
+    import numpy as np
+
+    from tests.conftest import ort_reference
+
+    det = SAMPLES / "yolo_detector.onnx"
+    res = api.edit(api.load(det), [{"op": "set_input", "input": "images", "dims": {"height": 640, "width": 640}}],
+                   tmp_path / "pinned.onnx")
+    v = res.verification
+    assert (v.status, v.method) == ("passed", "numeric") and v.message.startswith("at height=640, width=640")
+    edited = onnx.load(res.outputs[0])
+    assert [d.dim_value or d.dim_param for d in edited.graph.input[0].type.tensor_type.shape.dim] == \
+        ["batch", 3, 640, 640]
+    x = {"images": np.random.default_rng(0).random((1, 3, 640, 640), dtype=np.float32)}
+    np.testing.assert_array_equal(ort_reference(res.outputs[0], x)["output0"], ort_reference(det, x)["output0"])
