@@ -44,12 +44,12 @@ class MemoryReorder:
 
 
 def memory_reorder(handle: ModelHandle, out_path: str | Path, dims: Mapping[str, int] | None = None, *,
-                   measure: bool = True, pool_key: str = "default", timeout_s: float = 300) -> MemoryReorder:
+                   measure: bool = True, pool_key: str = "default", timeout_s: float = 120) -> MemoryReorder:
     """Plan ``handle``, run the reorder pass (sizes from that plan, verified against the original on the
     plan's seeded inputs), write it to ``out_path``, and plan/measure the result at the same dims."""
     from passes.optimize import OptimizeRequest, optimize_model
 
-    before = memory_report(handle, dims, measure=measure, pool_key=pool_key, timeout_s=timeout_s)
+    before = memory_report(handle, dims, measure=measure, pool_key=pool_key, timeout_s=timeout_s, engine_graph=False)
     chosen = dict(before.dims)
     sizes = {t.name: t.bytes for t in before.plan.tensors}
     result = optimize_model(handle, OptimizeRequest(passes=[PASS], dims=chosen, pass_options={PASS: {"sizes": sizes}},
@@ -62,5 +62,5 @@ def memory_reorder(handle: ModelHandle, out_path: str | Path, dims: Mapping[str,
     after = None
     if modified and verified and result.ok and result.output is not None:
         after = memory_report(load_model(result.output), chosen, measure=measure, pool_key=pool_key,
-                              timeout_s=timeout_s)
+                              timeout_s=timeout_s, engine_graph=False)
     return MemoryReorder(before, after, modified, verified, line, result.output if result.ok else None, notes)

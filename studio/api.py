@@ -170,23 +170,28 @@ def parse_memory(text: str | int) -> int:
 # -- the memory plan (issue 25 item 3) --------------------------------------------------------------
 
 def memory_plan(handle: ModelHandle, dims: Mapping[str, int] | None = None, *, measure: bool = False,
-                pool_key: str = "default") -> MemoryReport:
+                pool_key: str = "default", engine_graph: bool | None = None,
+                measure_timeout_s: float = 120.0) -> MemoryReport:
     """Every tensor's lifetime in ORT's execution order at ``dims`` (unset ones as the seeded inputs take
     them; a decoder's past length is its ``past_sequence_length`` dim), live bytes per step, the peak
     with its op and tensors, the best-fit arena, the KV cache's share, and with ``measure`` the block
-    ORT really allocates (a child process on the same inputs) beside the prediction."""
+    ORT really allocates (a child process on the same inputs) beside the prediction. ``engine_graph``
+    (default: ``measure``): also the plan of ORT as users run it, over the graph ORT optimizes at its
+    default level; each engine child is stopped after ``measure_timeout_s`` ("too large to measure")."""
     from studio.inspect.memory_report import memory_report
 
-    return memory_report(handle, dims, measure=measure, pool_key=pool_key)
+    return memory_report(handle, dims, measure=measure, pool_key=pool_key, engine_graph=engine_graph,
+                         timeout_s=measure_timeout_s)
 
 
 def memory_reorder(handle: ModelHandle, out_path: str | Path, dims: Mapping[str, int] | None = None, *,
-                   measure: bool = True, pool_key: str = "default") -> MemoryReorder:
+                   measure: bool = True, pool_key: str = "default",
+                   measure_timeout_s: float = 120.0) -> MemoryReorder:
     """The what-if: ``reorder-for-memory`` as a verified pass written to ``out_path``, with the predicted
     (and, with ``measure``, ORT's measured) peak before and after at the same dims."""
     from passes.memory_whatif import memory_reorder as _reorder
 
-    return _reorder(handle, out_path, dims, measure=measure, pool_key=pool_key)
+    return _reorder(handle, out_path, dims, measure=measure, pool_key=pool_key, timeout_s=measure_timeout_s)
 
 
 def dim_hints(handle: ModelHandle) -> tuple[DimHint, ...]:

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from studio import api
-from studio.cli.common import print_json
+from studio.cli.common import bounded, print_json
 from studio.cli.dims_args import model_dims
 from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes, printable
@@ -35,6 +35,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also run reorder-for-memory (a verified pass) and show the peak before and after")
     p.add_argument("-o", "--output", help="with --reorder: where to keep the reordered model (default: not kept)")
     p.add_argument("--top", type=int, default=8, metavar="N", help="tensors at the peak to list (default 8)")
+    p.add_argument("--measure-timeout", type=bounded(1, 86_400), default=120, metavar="S",
+                   help="seconds each engine's measurement (and ORT's optimized graph) may take before it is "
+                        "stopped as too large to measure (default 120; the engines run side by side)")
+    p.add_argument("--no-engine-graph", action="store_true",
+                   help="skip the plan over ORT's optimized graph (ORT as users run it: ORT_ENABLE_ALL)")
 
 
 def _mib(n: int | None) -> str:
@@ -50,11 +55,21 @@ def _print_report(r, top: int, title: str = "") -> None:
           f"{printable(d['peak_node'] or '-', 160)}")
     print(f"{title}arena      {ge}{_mib(d['arena_bytes'])} best-fit for intermediates (max live "
           f"{_mib(d['activation_peak_bytes'])}); weights {_mib(d['weights_bytes'])}")
+    for e in r.engine_plans:
+        if e.plan is None:
+            print(f"{title}as run     {e.engine} (ORT_ENABLE_ALL): not planned ({printable(e.error or '', 200)})")
+            continue
+        changed = ", ".join(f"{printable(op, 40)} {a}->{b}" for op, a, b in e.op_changes[:5])
+        print(f"{title}as run     {e.engine} (ORT_ENABLE_ALL, its optimized graph of {e.nodes} nodes, {e.source_nodes} "
+              f"as written): arena {_mib(e.plan.arena_bytes)}, peak {_mib(e.plan.peak_bytes)} at "
+              f"{printable(e.plan.peak_node or '-', 80)}" + (f"; ops {changed}" if changed else ""))
     for m in r.measured:
         if m.measured_bytes is None:
             print(f"{title}measured   {m.engine}: not measured ({printable(m.error or '', 200)})")
         else:
-            extra = "" if m.predicted_bytes == r.plan.arena_bytes else \
+            as_run = r.engine_plans and m.engine == "onnxruntime"
+            extra = " by the plan over ORT's optimized graph (default options)" if as_run else "" \
+                if m.predicted_bytes == r.plan.arena_bytes else \
                 " for that run: optimizations off, the nodes computed from weights run too"
             err = f"{m.relative_error * 100:+.1f} %" if m.relative_error is not None else "error n/a"
             print(f"{title}measured   {m.engine}: {_mib(m.measured_bytes)} (predicted {_mib(m.predicted_bytes)}"
@@ -80,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
     handle = api.load(args.model)
     measure = not args.no_measure
     if not args.reorder:
-        report = api.memory_plan(handle, dims, measure=measure)
+        report = api.memory_plan(handle, dims, measure=measure, engine_graph=not args.no_engine_graph,
+                                 measure_timeout_s=args.measure_timeout)
         if args.json:
             print_json(report.to_dict())
         else:
@@ -88,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="studio-reorder-") as tmp:
         out = Path(args.output) if args.output else Path(tmp, "reordered.onnx")
-        r = api.memory_reorder(handle, out, dims, measure=measure)
+        r = api.memory_reorder(handle, out, dims, measure=measure, measure_timeout_s=args.measure_timeout)
         if args.json:
             d = r.to_dict()
             if not args.output:

@@ -101,7 +101,9 @@ import numpy as np, onnxruntime as ort
 so = ort.SessionOptions()
 so.enable_cpu_mem_arena = False
 so.enable_mem_pattern = True
-so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+import os
+so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, os.environ.get("STUDIO_MEASURE_ORT_LEVEL",
+                                                                                 "ORT_DISABLE_ALL"))
 so.intra_op_num_threads = 1
 sess = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
 types = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(int64)": np.int64,
@@ -185,7 +187,7 @@ def _compiler(engine: str) -> str:
 
 
 def _run_child(source: str, engine: str, model_path: str | Path, feeds: Mapping[str, np.ndarray] | None,
-               timeout_s: float) -> subprocess.CompletedProcess:
+               timeout_s: float, env_extra: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run ``source`` on the model (and the feeds, as an .npz) in a child with the shim preloaded."""
     cc = _compiler(engine)
     with tempfile.TemporaryDirectory(prefix="studio-memshim-") as tmp:
@@ -200,7 +202,8 @@ def _run_child(source: str, engine: str, model_path: str | Path, feeds: Mapping[
                                capture_output=True, text=True, timeout=120)
         if built.returncode != 0:
             raise MeasureUnavailable(f"could not build the allocation shim: {built.stderr.strip()[-200:]}")
-        env = dict(os.environ, LD_PRELOAD=str(lib), OMP_NUM_THREADS="1", ORT_DISABLE_TELEMETRY="1")
+        env = dict(os.environ, LD_PRELOAD=str(lib), OMP_NUM_THREADS="1", ORT_DISABLE_TELEMETRY="1",
+                   **(env_extra or {}))
         return subprocess.run([sys.executable, str(child), str(Path(model_path).resolve()), *extra], env=env,
                               capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
 
@@ -213,10 +216,12 @@ def _last_json(run: subprocess.CompletedProcess, engine: str):
 
 
 def measure_ort_activations(model_path: str | Path, *, feeds: Mapping[str, np.ndarray] | None = None,
-                            timeout_s: float = 300) -> OrtActivationMeasure:
+                            timeout_s: float = 300, optimized: bool = False) -> OrtActivationMeasure:
     """ORT's activation block for ``model_path`` run on ``feeds`` (default: zeros, symbolic input dims
-    at 1), in a child process."""
-    sizes = tuple(_last_json(_run_child(_ORT_CHILD, "ORT", model_path, feeds, timeout_s), "ORT"))
+    at 1), in a child process; ``optimized``: at ORT's default graph optimization level (ORT_ENABLE_ALL),
+    as users run it, else with the optimizations off (the graph as written)."""
+    level = {"STUDIO_MEASURE_ORT_LEVEL": "ORT_ENABLE_ALL"} if optimized else None
+    sizes = tuple(_last_json(_run_child(_ORT_CHILD, "ORT", model_path, feeds, timeout_s, level), "ORT"))
     return OrtActivationMeasure(sizes[0] if sizes else 0, sizes)
 
 

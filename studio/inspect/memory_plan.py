@@ -41,6 +41,7 @@ peak. It
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -59,6 +60,9 @@ ALIAS_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
 # (Neg, Exp, Add, Mul, Dropout, Gelu... are not in place).
 INPLACE_OPS = frozenset({"Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "Tanh", "Softplus",
                          "Softsign", "ThresholdedRelu", "Shrink", "Clip", "Cast", "Softmax", "LogSoftmax"})
+# Kernels of other domains that may write output 0 into input k (MayInplace(k, 0)): the fused Conv's "Sum"
+# input (Conv + Add fused by ORT's optimizer, plain and NCHWc).
+INPLACE_INPUT = {("com.microsoft", "FusedConv"): 3, ("com.microsoft.nchwc", "Conv"): 3}
 # A load-time type as ORT's planner sees it: the dims (int, a symbol, None unknown) and bytes per element.
 StaticType = tuple[tuple[int | str | None, ...] | None, int | None]
 
@@ -262,13 +266,14 @@ def graph_plan(graph: GraphProto, resolved_shape: Callable[[str], tuple[int, ...
                elem_type: Callable[[str], int | None], weights_bytes: int = 0, *,
                fold_weights: bool = True,
                static_shape: Callable[[str], tuple[int | str | None, ...] | None] | None = None,
-               opset: int | None = None) -> tuple[MemoryPlan, int]:
+               opset: int | None = None, file_order: bool = False) -> tuple[MemoryPlan, int]:
     """The plan of a model's main graph from resolved shapes and element types, and how many tensors
     (bodies' included) have no known size (counted as 0). ``fold_weights=False``: nodes computed from
     weights alone run as ORT runs them with its optimizations off. ``static_shape``: the shape ORT
     sees when it loads the file (symbols kept), which decides its buffer reuse; default: the graph's
     declared value_info. ``opset``: the model's default-domain opset, to expand the nodes ORT runs as
-    their function body (HardSwish...); None: nodes as written."""
+    their function body (HardSwish...); None: nodes as written. ``file_order``: run the nodes in the
+    file's order (a graph ORT wrote in its execution order, :mod:`studio.inspect.ort_optimized`)."""
     from studio.core.tensor_safety import itemsize_of, packed_nbytes
     from studio.inspect.flops import numel
     from studio.inspect.ort_functions import expansions
@@ -309,9 +314,9 @@ def graph_plan(graph: GraphProto, resolved_shape: Callable[[str], tuple[int, ...
         return packed_nbytes(et, numel(shape))
 
     unknown: list[str] = []
-    p = plan(schedule_from_graph(graph, size_of, weights_bytes, unknown=unknown, fold_weights=fold_weights,
-                                 static_of=static_of, expanded={i: e.nodes for i, e in exp.items()}),
-             alignment=ALIGNMENT)
+    sched = schedule_from_graph(graph, size_of, weights_bytes, unknown=unknown, fold_weights=fold_weights,
+                                static_of=static_of, expanded={i: e.nodes for i, e in exp.items()})
+    p = plan(sched, tuple(range(len(sched.nodes))) if file_order else None, alignment=ALIGNMENT)
     return p, len(unknown)
 
 
@@ -361,36 +366,79 @@ def _aligned(n: int, alignment: int) -> int:
     return (n + alignment - 1) // alignment * alignment if alignment > 1 else n
 
 
-def best_fit(lives: Sequence[TensorLife], alignment: int = ALIGNMENT) -> tuple[int, dict[str, int]]:
+def best_fit(lives: Sequence[TensorLife], alignment: int = ALIGNMENT,
+             work: list[int] | None = None) -> tuple[int, dict[str, int]]:
     """ORT's ``MemPatternPlanner::TraceAllocation``: each tensor (in order of ``start``) goes to the gap
-    that wastes least -- between live blocks, or the free tail below the arena's size so far -- else
-    right after the last live block (growing the arena). A block is free after the step of its last
-    reader; an empty tensor takes no block. Returns (arena bytes, offsets)."""
-    live: list[tuple[int, int, int]] = []      # (offset, size, end step), sorted by offset
+    that wastes least -- between live blocks (the lowest such gap on a tie), or the free tail below the
+    arena's size so far when it wastes strictly less -- else right after the last live block (growing
+    the arena). A block is free after the step of its last reader; an empty tensor takes no block.
+    Returns (arena bytes, offsets).
+
+    Near-linear (issue 31 item 8): the gaps are kept sorted by (size, offset) and the live blocks by
+    offset and by end, so a placement or a release costs O(log n) searches instead of a scan of every
+    live block (a 20,000-input fan-in was quadratic). ``work``: a one-item counter the searches add to."""
     offsets: dict[str, int] = {}
     arena = 0
+    starts: list[int] = []                  # live blocks' offsets, sorted
+    size_at: dict[int, int] = {}            # live block offset -> size
+    ending: list[tuple[int, int]] = []      # heap of (end step, offset)
+    gaps: list[tuple[int, int]] = []        # free gaps between live blocks: (size, offset), sorted
+    gap_at: dict[int, int] = {}             # gap offset -> size
+    ops = 0
+
+    def add_gap(off: int, size: int) -> None:
+        if size > 0:
+            bisect.insort(gaps, (size, off))
+            gap_at[off] = size
+
+    def drop_gap(off: int) -> int:
+        size = gap_at.pop(off, 0)
+        if size:
+            del gaps[bisect.bisect_left(gaps, (size, off))]
+        return size
+
+    def last_end() -> int:
+        return starts[-1] + size_at[starts[-1]] if starts else 0
+
     for t in sorted(lives, key=lambda x: x.start):      # stable: production order within a step
         size = _aligned(t.bytes, alignment)
-        live = [b for b in live if b[2] >= t.start]          # freed before this step: gone
+        while ending and ending[0][0] < t.start:        # freed before this step: its space joins its gaps
+            _, off = heapq.heappop(ending)
+            i = bisect.bisect_left(starts, off)
+            sz = size_at.pop(off)
+            del starts[i]
+            ops += 1
+            lo = starts[i - 1] + size_at[starts[i - 1]] if i > 0 else 0
+            drop_gap(lo)
+            drop_gap(off + sz)
+            if i < len(starts):                         # a block above: one gap from lo to it
+                add_gap(lo, starts[i] - lo)
+            # else: the removed block was the last one; the space above lo is the tail
         if size <= 0:
             offsets[t.name] = 0
             continue
-        best, waste, current = None, None, 0
-        for off, sz, _ in live:
-            if off >= current:
-                gap = off - current
-                if gap >= size and (waste is None or gap - size < waste):
-                    best, waste = current, gap - size
-            current = max(current, off + sz)
-        tail = arena - current
-        if tail >= size and (waste is None or tail - size < waste):
-            best = current
+        ops += 1
+        j = bisect.bisect_left(gaps, (size, -1))
+        current = last_end()
+        best = None
+        if j < len(gaps):
+            gsize, goff = gaps[j]
+            best, waste = goff, gsize - size
+            tail = arena - current
+            if tail >= size and tail - size < waste:
+                best = None
         if best is None:
-            best = current
-        live.append((best, size, t.end))
-        live.sort()
+            best = current                               # the tail, or the end (growing the arena)
+        else:
+            gsize = drop_gap(best)
+            add_gap(best + size, gsize - size)
+        bisect.insort(starts, best)
+        size_at[best] = size
+        heapq.heappush(ending, (t.end, best))
         offsets[t.name] = best
         arena = max(arena, best + size)
+    if work is not None:
+        work[0] += ops
     return arena, offsets
 
 
@@ -495,6 +543,23 @@ def same_static_size(a: StaticType | None, b: StaticType | None) -> bool:
     return all(x is not None and x == y and x != "" for x, y in zip(a[0], b[0]))
 
 
+def _inplace_input(n: OpNode, explicit: Sequence[str]) -> str:
+    """The input node ``n`` may compute its output 0 into ("" when none)."""
+    if n.domain == "":
+        return explicit[0] if explicit and n.op_type in INPLACE_OPS else ""
+    k = INPLACE_INPUT.get((n.domain, n.op_type))
+    return explicit[k] if k is not None and len(explicit) > k else ""
+
+
+def _static_key(st: StaticType | None) -> tuple | None:
+    """A hashable key equal for two types exactly when :func:`same_static_size` holds; None: never reused."""
+    if st is None or st[0] is None or not st[0] or st[1] is None:
+        return None
+    if any(d is None or d == "" for d in st[0]):
+        return None
+    return (st[1], tuple(st[0]))
+
+
 def ort_buffers(s: Schedule, order: Sequence[int], lives: Sequence[TensorLife]
                 ) -> tuple[dict[str, TensorLife], dict[str, str]]:
     """The buffers ORT's pattern holds, as its allocation planner decides them for this order
@@ -529,7 +594,9 @@ def ort_buffers(s: Schedule, order: Sequence[int], lives: Sequence[TensorLife]
     for o in outputs:
         use[o] = use.get(o, 0) + 1
     root: dict[str, str] = {}
-    freelist: list[str] = []          # most recently freed first
+    # freed buffers by static type (ORT's SameSize compares exactly these), most recently freed last: a
+    # lookup is one dict access, not a scan of every freed buffer (near-linear, issue 31 item 8)
+    freed: dict[tuple, list[str]] = {}
     for i, k in enumerate(order):
         n = s.nodes[k]
         explicit = n.args or n.inputs
@@ -542,16 +609,13 @@ def ort_buffers(s: Schedule, order: Sequence[int], lives: Sequence[TensorLife]
                 pass
             elif n.domain == "" and j == 0 and src and n.op_type in ALIAS_OPS:
                 reuse = root.get(src, src)
-            elif n.domain == "" and j == 0 and src in root and n.op_type in INPLACE_OPS \
-                    and use.get(root[src]) == 1 and same_static_size(s.static.get(src), s.static.get(o)):
-                reuse = root[src]
+            elif j == 0 and (into := _inplace_input(n, explicit)) in root and use.get(root[into]) == 1 \
+                    and same_static_size(s.static.get(into), s.static.get(o)):
+                reuse = root[into]
             else:
-                need = s.static.get(o)
-                if need is not None and need[0]:
-                    for f, r in enumerate(freelist):
-                        if same_static_size(s.static.get(r), need):
-                            reuse = freelist.pop(f)
-                            break
+                key = _static_key(s.static.get(o))
+                if key is not None and freed.get(key):
+                    reuse = freed[key].pop()
             root[o] = o if reuse is None else reuse
             if reuse is not None and reuse in use:
                 use[reuse] += use.get(o, 0)
@@ -559,8 +623,8 @@ def ort_buffers(s: Schedule, order: Sequence[int], lives: Sequence[TensorLife]
             r = root.get(x)
             if r is not None and r in produced and r not in outputs:
                 use[r] -= 1
-                if use[r] == 0:
-                    freelist.insert(0, r)
+                if use[r] == 0 and (key := _static_key(s.static.get(r))) is not None:
+                    freed.setdefault(key, []).append(r)
     step_of = {o: i for i, k in enumerate(order) for o in s.nodes[k].outputs if o}
     release: dict[str, int] = {}
     for i, k in enumerate(order):
@@ -596,20 +660,6 @@ def _step_costs(s: Schedule):
     return prod, consumers, keep
 
 
-def _frees(s: Schedule, k: int, done: set[int] | frozenset[int], consumers, keep) -> int:
-    """Bytes freed after node k runs, given the nodes already ``done`` (k not among them)."""
-    freed = 0
-    for x in set(s.nodes[k].inputs):
-        if x in keep:
-            continue
-        if consumers.get(x, set()) - set(done) <= {k}:
-            freed += s.sizes.get(x, 0)
-    for o in s.nodes[k].outputs:
-        if o and o not in keep and not consumers.get(o):
-            freed += s.sizes.get(o, 0)
-    return freed
-
-
 def _alloc(s: Schedule, k: int) -> int:
     return sum(s.sizes.get(o, 0) for o in s.nodes[k].outputs if o)
 
@@ -623,27 +673,59 @@ def memory_order(s: Schedule) -> tuple[int, ...]:
     return _greedy_order(s)
 
 
-def _greedy_order(s: Schedule) -> tuple[int, ...]:
-    """Among ready nodes, run the one whose net growth (allocates minus frees) is lowest; ties: file order."""
+def _greedy_order(s: Schedule, work: list[int] | None = None) -> tuple[int, ...]:
+    """Among ready nodes, run the one whose net growth (allocates minus frees) is lowest; ties: file order.
+
+    Near-linear (issue 31 item 8): a ready node's frees only grow as other nodes run (an input is freed by
+    its last remaining reader), so the ready nodes sit in a heap and a node is pushed again only when one
+    of its inputs comes down to it as the last reader; a 20,000-input fan-in was quadratic (every step
+    re-costed every ready node against the set of nodes done). ``work``: a one-item counter of heap pushes."""
     preds = _preds(s)
     _, consumers, keep = _step_costs(s)
+    n = len(s.nodes)
+    remaining = {x: len(c) for x, c in consumers.items()}       # readers of x not yet run
+    done = [False] * n
+    alloc = [_alloc(s, k) for k in range(n)]
+    dead = [sum(s.sizes.get(o, 0) for o in s.nodes[k].outputs if o and o not in keep and not consumers.get(o))
+            for k in range(n)]
+    frees_now = [dead[k] + sum(s.sizes.get(x, 0) for x in set(s.nodes[k].inputs)
+                               if x not in keep and remaining.get(x) == 1) for k in range(n)]
     waiting = [len(p) for p in preds]
     succ: list[list[int]] = [[] for _ in s.nodes]
     for k, ps in enumerate(preds):
         for p in ps:
             succ[p].append(k)
-    ready = [k for k in range(len(s.nodes)) if waiting[k] == 0]
-    done: set[int] = set()
+    heap: list[tuple[int, int, int]] = []
+    pushes = 0
+
+    def push(k: int) -> None:
+        nonlocal pushes
+        pushes += 1
+        heapq.heappush(heap, (alloc[k] - frees_now[k], alloc[k], k))
+
+    for k in range(n):
+        if waiting[k] == 0:
+            push(k)
     out: list[int] = []
-    while ready:
-        k = min(ready, key=lambda r: (_alloc(s, r) - _frees(s, r, done, consumers, keep), _alloc(s, r), r))
-        ready.remove(k)
+    while heap:
+        net, _, k = heapq.heappop(heap)
+        if done[k] or net != alloc[k] - frees_now[k]:
+            continue                                   # run already, or re-pushed at a lower cost
         out.append(k)
-        done.add(k)
+        done[k] = True
+        for x in set(s.nodes[k].inputs):
+            remaining[x] -= 1
+            if remaining[x] == 1 and x not in keep:    # its one reader left now frees it
+                last = next(c for c in consumers[x] if not done[c])
+                frees_now[last] += s.sizes.get(x, 0)
+                if waiting[last] == 0:
+                    push(last)
         for c in succ[k]:
             waiting[c] -= 1
             if waiting[c] == 0:
-                ready.append(c)
+                push(c)
+    if work is not None:
+        work[0] += pushes
     return tuple(out)
 
 

@@ -11,18 +11,24 @@ inputs like any other: their past length is a dim (``past_sequence_length``), se
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from studio.core.bounds import OutOfRange
-from studio.core.errors import StudioError
+from studio.core.errors import StudioError, WorkerError
 from studio.core.model import ModelHandle
 from studio.inspect.memory_plan import MemoryPlan
 
 ORT_MEASURE_WHAT = ("ORT's memory-pattern block (all planned intermediates), CPU arena off, graph optimizations "
                     "off (nodes computed from weights alone run too), second run")
+ORT_DEFAULT_WHAT = ("ORT's memory-pattern block as users run it: default session options (graph optimizations "
+                    "ORT_ENABLE_ALL, memory patterns on), second run; the CPU arena off so the block is seen exactly "
+                    "(with it on, the arena holds the same block in a region rounded up)")
+ORT_OFF_ENGINE = "onnxruntime (optimizations off)"
+MISS_TOLERANCE = 0.15            # a plan further off an engine's measurement than this says why
+MEASURE_TIMEOUT_S = 120.0        # per engine measurement (they run side by side): "too large to measure in N s"
 OV_MEASURE_WHAT = ("OpenVINO CPU's intermediate-tensor workspace (MemorySolver over its fused graph; tensors "
                    "computed in place into an input or output and weights are apart), static shapes at the plan's "
                    "dims, 1 stream, f32, re-allocated after release_memory()")
@@ -65,6 +71,31 @@ class KvCacheMemory:
 
 
 @dataclass(frozen=True)
+class EngineGraphPlan:
+    """The plan over the graph an engine really runs (ORT's optimized graph at its default level), and
+    how that graph differs from the model as written: what makes the two plans differ."""
+
+    engine: str
+    what: str
+    plan: MemoryPlan | None
+    nodes: int = 0                             # nodes of the engine's graph (main graph)
+    source_nodes: int = 0                      # nodes of the model as written
+    op_changes: tuple[tuple[str, int, int], ...] = ()   # (op, as written, in the engine's graph) where they differ
+    untyped: tuple[str, ...] = ()              # engine-graph values without a load-time shape: never reused
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        p = self.plan
+        return {"engine": self.engine, "what": self.what, "error": self.error, "nodes": self.nodes,
+                "source_nodes": self.source_nodes,
+                "op_changes": [{"op": op, "written": a, "engine": b} for op, a, b in self.op_changes],
+                "untyped": len(self.untyped), "untyped_examples": list(self.untyped[:8]),
+                **({"arena_bytes": p.arena_bytes, "peak_bytes": p.peak_bytes, "peak_node": p.peak_node,
+                    "activation_peak_bytes": p.activation_peak_bytes,
+                    "peak_tensors": [{"name": n, "bytes": b} for n, b in p.peak_tensors[:16]]} if p else {})}
+
+
+@dataclass(frozen=True)
 class MemoryReport:
     """The memory plan of one model at concrete dims."""
 
@@ -76,6 +107,7 @@ class MemoryReport:
     kv_cache: KvCacheMemory | None = None
     notes: tuple[str, ...] = ()
     step_nodes: tuple[str, ...] = ()          # node id (as the summary and the graph name it) of each step
+    engine_plans: tuple[EngineGraphPlan, ...] = ()   # the plan over ORT's optimized graph (as users run it)
 
     @property
     def peak_bytes(self) -> int:
@@ -96,6 +128,7 @@ class MemoryReport:
                 "measured": [m.to_dict() for m in self.measured],
                 "kv_cache": self.kv_cache.to_dict() if self.kv_cache else None, "notes": list(self.notes),
                 "node_live_bytes": self.node_live_bytes(),
+                "engine_plans": [e.to_dict() for e in self.engine_plans],
                 **({"tensors": [t.to_dict() for t in p.tensors]} if include_tensors else {})}
 
 
@@ -163,10 +196,14 @@ def _kv_cache(handle: ModelHandle, plan: MemoryPlan, dims: Mapping[str, int]
 
 
 def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *, measure: bool = False,
-                  pool_key: str = "default", timeout_s: float = 300) -> MemoryReport:
+                  pool_key: str = "default", timeout_s: float = MEASURE_TIMEOUT_S,
+                  engine_graph: bool | None = None) -> MemoryReport:
     """The plan at ``dims`` (the same shape resolution as ``inspect``), with ORT's and OpenVINO's measured
-    activation memory when ``measure`` (a child process each, on the same seeded feeds; a failure is that
-    engine's one-line error) and the KV cache's bytes for a decoder."""
+    activation memory when ``measure`` (a child process each, side by side, on the same seeded feeds, each
+    stopped after ``timeout_s``; a failure is that engine's one-line error) and the KV cache's bytes for a
+    decoder. ``engine_graph`` (default: ``measure``): also plan ORT as users run it, over the graph ORT
+    optimizes at its default level (:mod:`studio.inspect.ort_optimized`); then ``measured`` is ORT at its
+    default options, OpenVINO, and ORT with its optimizations off (the plan of the graph as written)."""
     from studio.core.protowalk import node_id
     from studio.inspect.summary import summarize
 
@@ -185,14 +222,86 @@ def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     kv, kv_note = _kv_cache(handle, plan, chosen)
     if kv_note:
         notes.append(kv_note)
+    engines: tuple[EngineGraphPlan, ...] = ()
+    if measure if engine_graph is None else engine_graph:
+        engines = (ort_engine_plan(handle, feeds, pool_key=pool_key, timeout_s=timeout_s),)
     measured: tuple[MeasuredMemory, ...] = ()
     if measure:
-        measured = (measure_ort(handle, feeds, _unoptimized(handle, summary, plan), timeout_s=timeout_s),
-                    measure_openvino(handle, feeds, plan, timeout_s=timeout_s))
+        measured = _measure_all(handle, feeds, _unoptimized(handle, summary, plan), plan,
+                                engines[0] if engines else None, timeout_s)
+        notes.extend(_miss_notes(measured, engines))
     seen: set[str] = set()
     ids = [node_id("", n.name, n.op_type, i, seen) for i, n in enumerate(handle.proto.graph.node)]
     return MemoryReport(handle.name, tuple(sorted(chosen.items())), plan, summary.memory.unknown_tensors,
-                        measured, kv, tuple(notes), tuple(ids[i] for i in plan.steps))
+                        measured, kv, tuple(notes), tuple(ids[i] for i in plan.steps), engines)
+
+
+def _measure_all(handle: ModelHandle, feeds: Mapping[str, np.ndarray], unoptimized: MemoryPlan, plan: MemoryPlan,
+                 engine: EngineGraphPlan | None, timeout_s: float) -> tuple[MeasuredMemory, ...]:
+    """Every engine's measurement in its own child, side by side (each within ``timeout_s``): ORT as users
+    run it (with an engine plan), OpenVINO, and ORT with its optimizations off (first without one)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        off = pool.submit(measure_ort, handle, feeds, unoptimized, timeout_s=timeout_s)
+        ov = pool.submit(measure_openvino, handle, feeds, plan, timeout_s=timeout_s)
+        if engine is None:
+            return off.result(), ov.result()
+        default = pool.submit(measure_ort, handle, feeds, engine.plan, timeout_s=timeout_s, optimized=True)
+        off_m = off.result()
+        return default.result(), ov.result(), MeasuredMemory(ORT_OFF_ENGINE, off_m.what, off_m.predicted_bytes,
+                                                             off_m.measured_bytes, off_m.error)
+
+
+def ort_engine_plan(handle: ModelHandle, feeds: Mapping[str, np.ndarray], *, pool_key: str = "default",
+                    timeout_s: float = MEASURE_TIMEOUT_S) -> EngineGraphPlan:
+    """The plan over ORT's optimized graph, with the op counts that changed and the values it leaves
+    untyped; a failure (ORT refuses the model, the time limit) is the view's one-line error."""
+    from collections import Counter
+
+    from studio.inspect.ort_optimized import OPTIMIZED_WHAT, optimized_plan
+
+    engine = "onnxruntime"
+    try:
+        p, og, _ = optimized_plan(handle, feeds, pool_key=pool_key, timeout_s=timeout_s)
+    except WorkerError as exc:
+        why = f"too large to plan in {timeout_s:g} s" if exc.kind == "timeout" else _line(exc, handle)
+        return EngineGraphPlan(engine, OPTIMIZED_WHAT, None, error=why)
+    except (StudioError, OSError, RuntimeError, ValueError) as exc:
+        return EngineGraphPlan(engine, OPTIMIZED_WHAT, None, error=_line(exc, handle))
+
+    def ops(nodes) -> Counter:
+        return Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}" for n in nodes)
+
+    a, b = ops(handle.proto.graph.node), ops(og.model.graph.node)
+    a.pop("Constant", None)
+    b.pop("Constant", None)
+    changes = tuple(sorted(((op, a[op], b[op]) for op in set(a) | set(b) if a[op] != b[op]),
+                           key=lambda x: (-abs(x[2] - x[1]), x[0])))
+    typed = {vi.name for vi in [*og.model.graph.value_info, *og.model.graph.input, *og.model.graph.output]}
+    untyped = tuple(o for n in og.model.graph.node for o in n.output if o and o not in typed)
+    return EngineGraphPlan(engine, OPTIMIZED_WHAT, p, og.nodes, og.source_nodes, changes, untyped)
+
+
+def _miss_notes(measured: Sequence[MeasuredMemory], engines: Sequence[EngineGraphPlan]) -> list[str]:
+    """Where the plan over ORT's graph misses ORT's block by more than 15 %: what differs and why."""
+    out = []
+    for e in engines:
+        if e.error:
+            out.append(f"ORT as users run it (ORT_ENABLE_ALL) not planned: {e.error}")
+    m = next((m for m in measured if m.engine == "onnxruntime"), None)
+    e = next((e for e in engines if e.plan is not None), None)
+    if m is None or e is None or m.relative_error is None or abs(m.relative_error) <= MISS_TOLERANCE:
+        return out
+    fused = ", ".join(f"{op} {x}->{y}" for op, x, y in e.op_changes[:6])
+    peak = ", ".join(f"{n} {b // 1024} KiB" for n, b in e.plan.peak_tensors[:4])
+    why = (f"{len(e.untyped)} value(s) of ORT's graph have no load-time shape (made by its fusions, e.g. "
+           f"{', '.join(e.untyped[:3])}): ORT may reuse buffers for them that the plan keeps apart, or the "
+           "reverse" if e.untyped else "every value of ORT's graph has a load-time shape: the difference is in "
+           "ORT's reuse or in-place rules for the ops listed")
+    out.append(f"the plan over ORT's optimized graph is {m.relative_error * 100:+.0f} % off ORT's block: ORT "
+               f"changed the ops {fused or '(none)'}; at the plan's peak ({e.plan.peak_node}): {peak}; {why}")
+    return out
 
 
 def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
@@ -226,20 +335,23 @@ def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
     return p
 
 
-def measure_ort(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan: MemoryPlan, *,
-                timeout_s: float = 300) -> MeasuredMemory:
-    """ORT's pattern block on ``feeds`` against the best-fit arena of ``plan`` (the same quantity)."""
+def measure_ort(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan: MemoryPlan | None, *,
+                timeout_s: float = MEASURE_TIMEOUT_S, optimized: bool = False) -> MeasuredMemory:
+    """ORT's pattern block on ``feeds`` against the best-fit arena of ``plan`` (the same quantity);
+    ``optimized``: ORT at its default options (``plan`` is then the plan over its optimized graph)."""
     from studio.inspect.memory_measure import measure_ort_activations
 
-    def run() -> tuple[int, str]:
-        m = measure_ort_activations(handle.path, feeds=feeds, timeout_s=timeout_s)
-        return m.pattern_bytes, ORT_MEASURE_WHAT
+    what = ORT_DEFAULT_WHAT if optimized else ORT_MEASURE_WHAT
 
-    return _measured("onnxruntime", ORT_MEASURE_WHAT, plan.arena_bytes, run, handle)
+    def run() -> tuple[int, str]:
+        m = measure_ort_activations(handle.path, feeds=feeds, timeout_s=timeout_s, optimized=optimized)
+        return m.pattern_bytes, what
+
+    return _measured("onnxruntime", what, plan.arena_bytes if plan is not None else 0, run, handle, timeout_s)
 
 
 def measure_openvino(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan: MemoryPlan, *,
-                     timeout_s: float = 300) -> MeasuredMemory:
+                     timeout_s: float = MEASURE_TIMEOUT_S) -> MeasuredMemory:
     """OpenVINO CPU's intermediate workspace at the shapes of ``feeds`` against the plan's best-fit arena
     (OpenVINO folds the nodes computed from weights alone, as the plan does; it fuses and computes in
     place where ORT does not, which the error shows)."""
@@ -249,16 +361,23 @@ def measure_openvino(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan:
         m = measure_openvino_activations(handle.path, feeds=feeds, timeout_s=timeout_s)
         return m.workspace_bytes, OV_MEASURE_WHAT if m.static_shapes else OV_DYNAMIC_WHAT
 
-    return _measured("openvino", OV_MEASURE_WHAT, plan.arena_bytes, run, handle)
+    return _measured("openvino", OV_MEASURE_WHAT, plan.arena_bytes, run, handle, timeout_s)
 
 
 def _measured(engine: str, what: str, predicted: int, run: Callable[[], tuple[int, str]],
-              handle: ModelHandle) -> MeasuredMemory:
-    """One engine's measurement, or its one-line error (never an exception: the report still shows)."""
+              handle: ModelHandle, timeout_s: float) -> MeasuredMemory:
+    """One engine's measurement, or its one-line error (never an exception: the report still shows); a
+    child past ``timeout_s`` is stopped: "too large to measure in N s"."""
+    import subprocess
+
     from studio.inspect.memory_measure import MeasureUnavailable
 
     try:
         measured, what = run()
+    except subprocess.TimeoutExpired:
+        return MeasuredMemory(engine, what, predicted, None,
+                              f"too large to measure in {timeout_s:g} s (the engine's child was stopped; "
+                              "allow longer with --measure-timeout)")
     except (MeasureUnavailable, RuntimeError, OSError) as exc:
         return MeasuredMemory(engine, what, predicted, None, _line(exc, handle))
     except Exception as exc:  # noqa: BLE001 - a timeout or a broken child is this measurement's error

@@ -23,7 +23,7 @@ def test_plan_by_hand_and_what_ort_allocates(tmp_path):
     from studio.inspect.memory_measure import measure_ort_activations
 
     path = _save(two_branch(), tmp_path / "m.onnx")
-    r = api.memory_plan(api.load(path), measure=True)
+    r = api.memory_plan(api.load(path), measure=True, engine_graph=False)     # the graph as written only
     assert r.peak_bytes == 3 * BIG and r.plan.peak_node == "q2"          # p3, q1, q2 live at q2
     assert [n for n, _ in r.plan.peak_tensors] == ["p3", "q1", "q2"]
     assert r.plan.order == ("s", "p1", "p2", "p3", "q1", "q2", "q3", "cat")    # ORT's reverse DFS
@@ -55,7 +55,8 @@ def _kv_bytes_by_hand(spec, past: int) -> int:
 def test_decoder_plan_includes_the_kv_cache_at_the_given_past_length():
     h = api.load(SAMPLES / "llama_optimum.onnx")
     spec = api.decoder_spec(h)
-    short, long = (api.memory_plan(h, {"past_sequence_length": n}, measure=True) for n in (16, 64))
+    short, long = (api.memory_plan(h, {"past_sequence_length": n}, measure=True, engine_graph=False)
+                   for n in (16, 64))
     for r, past in ((short, 16), (long, 64)):
         dims = dict(r.dims)
         # the decode step: one new token after the past, the mask over both (the cache contract)
@@ -120,7 +121,7 @@ def test_weights_computed_at_run_time_are_measured_not_planned(tmp_path):
                       [oh.make_tensor_value_info("y", T.FLOAT, [4, 256])], [w])
     model = oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)])
     model.ir_version = 8
-    r = api.memory_plan(api.load(_save(model, tmp_path / "wt.onnx")), measure=True)
+    r = api.memory_plan(api.load(_save(model, tmp_path / "wt.onnx")), measure=True, engine_graph=False)
     # the plan: x (1 KiB) + m (4 KiB) at mm, Relu in place into m, r + y (8 KiB) at neg; Wt is a weight
     assert r.plan.order == ("mm", "relu", "neg") and r.plan.arena_bytes == 4 * 256 * 4
     assert r.plan.live_bytes == (1024 + 4096, 4096, 8192) and r.plan.peak_node == "neg"

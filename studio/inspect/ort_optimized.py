@@ -1,0 +1,203 @@
+"""The memory plan of ONNX Runtime as users run it: default session options (graph optimizations at
+ORT_ENABLE_ALL, memory patterns on), planned over the graph ORT itself optimized.
+
+Why this way: ORT's fusions (Conv+activation, QuickGelu, SkipLayerNormalization, Attention...) and, on
+x86, its NCHWc layout (blocked Conv, ReorderInput/ReorderOutput) change which tensors exist, their sizes
+and which buffers are shared; no rule list here could follow them. So ORT writes its own optimized graph
+(``SessionOptions.optimized_model_filepath``, at its default level, in a sandboxed worker) and the studio's
+planner (:mod:`studio.inspect.memory_plan`) runs over that graph:
+
+* the order is the file's: ORT writes the optimized graph in its execution order (its topological order
+  of the in-memory graph, which it plans with);
+* the sizes are the shapes ORT produces for every value of that graph in one run at the plan's feeds
+  (contrib and NCHWc ops included, which no shape inference here knows);
+* the load-time types that decide buffer reuse are what ORT writes as the optimized graph's value_info:
+  the source file is given ORT's own load-time inference as value_info first (symbols kept), so every
+  value that survives the fusions keeps its type; a value a fusion made (an NCHWc reorder) has none,
+  as in ORT's memory, and is not reused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from onnx import ModelProto
+
+from studio.core.jobs import JobContext, JobOutput, job
+
+OPTIMIZED_WHAT = ("the plan over the graph ONNX Runtime optimized at its default level (ORT_ENABLE_ALL: fusions, "
+                  "NCHWc layout), in its execution order, sizes from one run of that graph")
+
+
+@dataclass(frozen=True)
+class OptimizedGraph:
+    """ORT's optimized graph (weights stripped) and what one run of it produced."""
+
+    model: ModelProto                                  # initializers kept by name and dims, no data
+    shapes: Mapping[str, tuple[int, ...]]              # every value ORT produced, by name
+    dtypes: Mapping[str, str]
+    source_nodes: int                                  # nodes of the model as written (main graph)
+
+    @property
+    def nodes(self) -> int:
+        return len(self.model.graph.node)
+
+
+def _with_load_types(model: ModelProto, static: Mapping[str, tuple[list, int]]) -> ModelProto:
+    """A copy whose value_info is ORT's load-time inference (dims with symbols, element type)."""
+    from onnx import helper
+
+    out = ModelProto()
+    out.CopyFrom(model)
+    named = {vi.name for vi in [*out.graph.input, *out.graph.output]}
+    del out.graph.value_info[:]
+    for name, (dims, elem) in static.items():
+        if name in named or not elem:
+            continue
+        shape = None if dims is None else [d if isinstance(d, (int, str)) else None for d in dims]
+        out.graph.value_info.append(helper.make_tensor_value_info(name, int(elem), shape))
+    return out
+
+
+def _stripped(model: ModelProto) -> ModelProto:
+    """The graph without weight data (names, types and dims kept): what planning needs, small to send."""
+    from studio.core.protowalk import iter_graphs
+
+    out = ModelProto()
+    out.CopyFrom(model)
+    for ref in iter_graphs(out):
+        for t in ref.graph.initializer:
+            for f in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data",
+                      "string_data"):
+                t.ClearField(f)
+            del t.external_data[:]
+            t.data_location = 0
+        for n in ref.graph.node:
+            if n.op_type == "Constant":
+                for a in n.attribute:
+                    if a.t.ByteSize():
+                        for f in ("raw_data", "float_data", "int32_data", "int64_data", "double_data"):
+                            a.t.ClearField(f)
+    return out
+
+
+def _without_dangling_inputs(model: ModelProto, fed: set[str]) -> ModelProto:
+    """ORT writes an IR 3 model's inputs back even where its folding removed the initializer behind one
+    (``conv4_b_0__SHAPE``): an input nothing reads, nothing fills and nobody feeds is dropped."""
+    from studio.core.protowalk import iter_graphs
+
+    read = {x for ref in iter_graphs(model) for n in ref.graph.node for x in n.input}
+    inits = {t.name for t in model.graph.initializer}
+    keep = [vi for vi in model.graph.input if vi.name in fed or vi.name in inits or vi.name in read]
+    if len(keep) != len(model.graph.input):
+        del model.graph.input[:]
+        model.graph.input.extend(keep)
+    return model
+
+
+@job("inspect.ort_optimized")
+def ort_optimized_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
+    """ORT's optimized graph of ``model_path`` at its default level, and the shapes of every value of
+    that graph in one run on ``arrays`` (the plan's feeds)."""
+    import onnx
+    import onnxruntime as ort
+
+    from studio.inspect.edge_shapes import measure_shapes
+
+    path = Path(args["model_path"])
+    model = onnx.load_model(str(path), load_external_data=False)
+    if args.get("external"):
+        onnx.load_external_data_for_model(model, str(path.parent))
+    typed = _with_load_types(model, {k: (v[0], v[1]) for k, v in args.get("static", {}).items()})
+    ctx.set_stage("ONNX Runtime optimizing the graph (ORT_ENABLE_ALL)")
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.optimized_model_filepath = str(Path(ctx.scratch) / "optimized.onnx")
+    ort.InferenceSession(typed.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    optimized = _without_dangling_inputs(onnx.load_model(so.optimized_model_filepath), set(arrays))
+    ctx.set_stage("ONNX Runtime run of its optimized graph for shapes")
+    names = [o for n in optimized.graph.node for o in n.output if o]
+    shapes = measure_shapes(optimized, dict(arrays), names)
+    blob = np.frombuffer(_stripped(optimized).SerializeToString(), dtype=np.uint8)
+    return JobOutput(data={"shapes": {n: list(s) for n, (s, _) in shapes.items()},
+                           "dtypes": {n: d for n, (_, d) in shapes.items()}, "source_nodes": len(model.graph.node)},
+                     arrays={"model": blob})
+
+
+def optimized_graph(model_path: Path, model: ModelProto, feeds: Mapping[str, np.ndarray],
+                    static: Mapping[str, tuple[tuple | None, int]], *, pool_key: str = "default",
+                    timeout_s: float | None = None) -> OptimizedGraph:
+    """ORT's optimized graph of the model and its value shapes at ``feeds`` (a sandboxed worker).
+    ``static``: ORT's load-time types (dims with symbols, ONNX element type) by value name."""
+    from onnx import TensorProto
+
+    from studio.core.sandbox import default_limits, run_job
+
+    limits = default_limits()
+    if timeout_s is not None:
+        from dataclasses import replace
+
+        limits = replace(limits, timeout_s=float(timeout_s))
+    external = any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer)
+    res = run_job("inspect.ort_optimized",
+                  {"model_path": str(model_path), "external": external,
+                   "static": {k: [list(v[0]) if v[0] is not None else None, int(v[1])] for k, v in static.items()}},
+                  {k: np.asarray(v) for k, v in feeds.items()},
+                  stage="ONNX Runtime's optimized graph", pool_key=pool_key, limits=limits)
+    opt = ModelProto()
+    opt.ParseFromString(res.arrays["model"].tobytes())
+    return OptimizedGraph(opt, {k: tuple(v) for k, v in res.data["shapes"].items()}, dict(res.data["dtypes"]),
+                          int(res.data["source_nodes"]))
+
+
+def load_types(handle) -> dict[str, tuple[tuple | None, int]]:  # noqa: ANN001 - studio.core.model.ModelHandle
+    """ORT's load-time types of the model's values (its shape inference with the symbols kept)."""
+    from studio.inspect.shapes import sandboxed_shapes
+
+    table = sandboxed_shapes(handle.path, handle.proto, None)[0].values
+    return {n: (t.shape, int(t.elem_type)) for n, t in table.items() if t.elem_type}
+
+
+def optimized_plan(handle, feeds: Mapping[str, np.ndarray], *, pool_key: str = "default",  # noqa: ANN001
+                   timeout_s: float | None = None):
+    """(the plan over ORT's optimized graph at ``feeds``, that graph, tensors without a size)."""
+    from onnx import helper
+
+    from studio.core.tensor_safety import itemsize_of
+    from studio.inspect.memory_plan import declared_types, graph_plan
+
+    og = optimized_graph(handle.path, handle.proto, feeds, load_types(handle), pool_key=pool_key,
+                         timeout_s=timeout_s)
+    shapes = dict(og.shapes)
+    elems: dict[str, int] = {}
+    for name, dt in og.dtypes.items():
+        try:
+            elems[name] = int(helper.np_dtype_to_tensor_dtype(np.dtype(dt)))
+        except (TypeError, ValueError, KeyError):
+            pass
+    for name, value in feeds.items():
+        arr = np.asarray(value)
+        shapes[name] = tuple(arr.shape)
+        elems.setdefault(name, int(helper.np_dtype_to_tensor_dtype(arr.dtype)))
+    graph = og.model.graph
+    weights = sum((itemsize_of(t.data_type) or 0) * int(np.prod(t.dims, dtype=np.int64)) for t in graph.initializer)
+    opset = next((o.version for o in og.model.opset_import if o.domain in ("", "ai.onnx")), None)
+    declared = declared_types(graph)
+    inits = {t.name for t in graph.initializer}
+    fixed = all(declared.get(vi.name, (None, None))[0] is not None
+                and all(isinstance(d, int) for d in declared[vi.name][0]) for vi in graph.input if vi.name not in inits)
+
+    def static(name: str):
+        if name in declared:
+            return declared[name][0]
+        # a value ORT's fusions made (an NCHWc reorder) has no value_info; with every input dim fixed, ORT
+        # knows every shape at load (its folding resolves the shape computations): the run's shape is it
+        return shapes.get(name) if fixed else None
+
+    plan, unknown = graph_plan(graph, shapes.get, elems.get, int(weights), opset=opset, file_order=True,
+                               static_shape=static)
+    return plan, og, unknown
