@@ -23,13 +23,15 @@ the run. Results go to ``benchmarks/.cache/bench_real/<table>.json`` (gitignored
 tables; ``--out DIR`` names another folder.
 
 ``python -m benchmarks bench_real [--tables inspect,hints,...] [--only SUBSTR] [--aside-only]
-[--timeout S] [--out DIR]``
+[--timeout S] [--out DIR]``; ``--report``: print the tables again from the JSON written (each row is
+written as it is measured, so a stopped run keeps its rows).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -253,11 +255,16 @@ def run_cell(table: str, name: str, timeout_s: float) -> dict:
     """One cell in a child process: its result, or {"error": one line} (timeout, crash, exception)."""
     t = time.perf_counter()
     env = dict(os.environ, PYTHONWARNINGS="ignore")
+    # Its own process group: a cell over its limit is stopped with the workers it started.
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_real", "--cell", table, name], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
     try:
-        proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_real", "--cell", table, name], cwd=ROOT,
-                              capture_output=True, text=True, timeout=timeout_s, env=env)
+        stdout, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         return {"error": f"over the {timeout_s:.0f} s limit", "seconds": round(time.perf_counter() - t, 1)}
+    proc.stdout, proc.stderr = stdout, stderr                      # type: ignore[assignment]
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)), None)
     if line is None:
         tail = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines() if ln.strip()]
@@ -495,14 +502,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             r = run_cell(table, name, limit)
             rows.append((name, aside, r))
             print(f"  {table} {name}: {r.get('seconds')} s{' ' + r['error'] if 'error' in r else ''}", flush=True)
+            _write(table, rows, limit, t0, complete=False)       # a stopped run keeps what it measured
         summary = REPORTS[table](rows)
-        results[table] = {"seconds": round(time.perf_counter() - t0, 1), "limit_s": limit, **summary,
-                          "rows": [{"model": n, "kept_aside": a, **r} for n, a, r in rows]}
-        (OUT / f"{table}.json").write_text(json.dumps(results[table], indent=1, default=str))
+        results[table] = _write(table, rows, limit, t0, complete=True, summary=summary)
     return results
+
+
+def _write(table: str, rows: list, limit: float, t0: float, *, complete: bool, summary: dict | None = None) -> dict:
+    data = {"complete": complete, "seconds": round(time.perf_counter() - t0, 1), "limit_s": limit, **(summary or {}),
+            "rows": [{"model": n, "kept_aside": a, **r} for n, a, r in rows]}
+    (OUT / f"{table}.json").write_text(json.dumps(data, indent=1, default=str))
+    return data
+
+
+def report_from_json(folder: Path) -> None:
+    """``--report``: print the tables again from the JSON a run wrote (a stopped run's rows included)."""
+    for table in TABLES:
+        path = folder / f"{table}.json"
+        if path.is_file():
+            data = json.loads(path.read_text())
+            rows = [(r.pop("model"), r.pop("kept_aside"), r) for r in data["rows"]]
+            print(f"\n# {table}: {len(rows)} models{'' if data.get('complete') else ' (run stopped before the end)'}")
+            REPORTS[table](rows)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--cell"]:
         sys.exit(_child(sys.argv[2], sys.argv[3]))
+    if "--report" in sys.argv:
+        report_from_json(Path(_arg(sys.argv, "--out")).resolve() if "--out" in sys.argv else OUT)
+        sys.exit(0)
     main()
