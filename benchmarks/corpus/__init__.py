@@ -33,7 +33,9 @@ ACCEPTED_TASKS: dict[str, frozenset[str]] = {
     "detection": frozenset({"detection"}),
     "embedding": frozenset({"embedding"}),
     "ctc": frozenset({"sequence"}),
-    "logits": frozenset({"sequence", "logits", "language-model"}),
+    # LM scores: per position [batch, seq, vocab] (a sequence), or one decoding step's [batch, vocab]
+    # distribution over the next token, which is a classification whose top-1 is the next token.
+    "logits": frozenset({"sequence", "logits", "language-model", "classification"}),
     "mask": frozenset({"segmentation"}),
     "regression": frozenset({"regression"}),
     "vad-probability": frozenset({"classification"}),
