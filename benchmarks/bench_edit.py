@@ -17,7 +17,7 @@ Target: the studio's process within 2x the file size (it holds no weight it does
 
 ``--scaling`` (issue 31 item 8): removing, bypassing and extracting on code-built chains of 2k-100k nodes
 (``x -> N Neg -> long``, ``x -> Relu -> short``), each operation timed alone (the model loaded and typed
-before the clock starts) and as ``validate`` (load, apply, checker, strict inference); the ratio to the
+before the clock starts; the best of two runs) and as ``validate`` (load, apply, checker, strict inference); the ratio to the
 previous size is printed beside the ratio of sizes: linear work keeps the two close. Figures are of
 code-built models, not the corpus.
 """
@@ -95,6 +95,7 @@ def main(reference: bool = True) -> list[list]:
 
 
 SIZES = (2_000, 8_000, 32_000, 100_000)
+REPEATS = 2
 
 
 def _chain_model(path: Path, n: int) -> None:
@@ -133,12 +134,14 @@ def scaling(sizes: tuple[int, ...] = SIZES) -> list[list]:
             _chain_model(path, n)
             for name, raw in _scripts(n).items():
                 script = parse_ops(raw)
-                model = load_model(path)
-                g.infer_types(model)            # the types the op needs, before the clock
-                state = EditState(model, script, verify=False)
-                t0 = time.perf_counter()
-                OPERATIONS[script.ops[0].kind](state, script.ops[0])
-                op_s = time.perf_counter() - t0
+                op_s = float("inf")
+                for _ in range(REPEATS):            # the best of REPEATS: the machine is shared
+                    model = load_model(path)
+                    g.infer_types(model)            # the types the op needs, before the clock
+                    state = EditState(model, script, verify=False)
+                    t0 = time.perf_counter()
+                    OPERATIONS[script.ops[0].kind](state, script.ops[0])
+                    op_s = min(op_s, time.perf_counter() - t0)
                 t0 = time.perf_counter()
                 api.validate_edit_script(api.load(path), raw)
                 times.setdefault(name, []).append((op_s, time.perf_counter() - t0))
@@ -149,6 +152,9 @@ def scaling(sizes: tuple[int, ...] = SIZES) -> list[list]:
             grow = "" if i == 0 else f"{op_s / max(per[i - 1][0], 1e-9):.1f}x / {val_s / per[i - 1][1]:.1f}x " \
                                       f"(size {n / sizes[i - 1]:.1f}x)"
             rows.append([name, f"{n:,}", f"{op_s:.3f}", f"{val_s:.2f}", grow])
+        if len(per) > 1:
+            rows.append([name, f"{sizes[0]:,} -> {sizes[-1]:,}", "", "", f"{per[-1][0] / max(per[0][0], 1e-9):.0f}x / "
+                         f"{per[-1][1] / per[0][1]:.0f}x (size {sizes[-1] / sizes[0]:.0f}x)"])
     print_table("Edit operations on code-built chains (operation alone / validate: load, apply, checker, strict "
                 "inference)", ["operation", "nodes", "op s", "validate s", "growth op / validate"], rows)
     return rows
