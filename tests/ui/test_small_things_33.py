@@ -121,3 +121,18 @@ def test_every_page_table_goes_through_the_helper():
              for i, line in enumerate(p.read_text().splitlines(), 1) if ".dataframe(" in line
              and "widgets.dataframe(" not in line]
     assert not found, found
+
+
+def test_precision_cli_hint_has_the_budget_the_page_runs_with(app):
+    """The Equivalent CLI command says --budget when the page's budget is not the default, and the real
+    CLI parser reads the same budget back."""
+    import shlex
+
+    from studio.cli import build_parser
+
+    at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
+    at.switch_page("views/precision.py").run()
+    at.number_input(key="precision_budget").set_value(7).run()
+    (hint,) = [c.value for c in at.code if c.value.startswith("onnx-studio precision")]
+    args = build_parser().parse_args(shlex.split(hint)[1:])
+    assert args.budget == 7.0 and "--budget 7" in hint

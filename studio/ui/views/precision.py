@@ -173,6 +173,7 @@ def render() -> None:
              f"--calibration-method {method}" if method != "minmax" else "",
              f"--target-cosine {target:g}" if abs(target - 0.99) > 1e-9 else "",
              f"--target '{task_target}'" if task_target else "", task_flags(tasks), _weight_flags(weight_options),
+             f"--budget {float(budget):g}" if float(budget) != 60 else "",
              "--out variants/"]
     widgets.cli_hint(f"onnx-studio precision {handle.path.name} {' '.join(f for f in flags if f)}")
 
