@@ -27,7 +27,7 @@ from studio.batch.results import BatchModel, BatchResult, BatchRow
 from studio.batch.stages import NOT_WRITTEN, STAGES, StageOutcome, StageTask, machine_facts
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
-from studio.core.outputs import check_destination, disk_error, shown_path, translated
+from studio.core.outputs import check_destination, check_folder, disk_error, shown_path
 
 STATE_FILE = "batch-state.jsonl"
 FINISHED = ("ok", "failed", "error")          # resuming skips these; worker/scheduler lost, cancelled run again
@@ -220,8 +220,7 @@ def _run_batch(paths: Sequence[str | Path], out: Path, *, stages: Sequence[str],
                force: bool, stage_options: dict | None, target: str | None, on_progress: ProgressFn | None,
                on_outcome: Callable[[BatchModel, StageOutcome], None] | None) -> BatchResult:
     """The body of ``run_batch`` (see there)."""
-    with translated(shown_path(out)):
-        out.mkdir(parents=True, exist_ok=True)
+    check_folder(out, shown=shown_path(out))          # a FIFO, a file or a device there: one line
     scan = discover(paths, out)
     models = scan.models
     state_path = out / STATE_FILE

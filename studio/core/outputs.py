@@ -251,6 +251,10 @@ def writing_folder(folder: str | Path, *, shown: str | None = None, remove_new: 
     label = shown or shown_path(folder)
     root = Path(os.path.abspath(folder))
     existed = os.path.lexists(root)
+    if existed and not root.is_dir():        # a FIFO, a device, a file: refused before the block runs
+        mode = os.lstat(root).st_mode
+        raise OutputError(f"output '{label}' exists and is {'a file' if stat.S_ISREG(mode) else _kind(mode)}, "
+                          "not a folder")
     before: set[str] = set()
     if remove_new and existed and root.is_dir() and not root.is_symlink():
         for dirpath, dirnames, filenames in os.walk(root):
