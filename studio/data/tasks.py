@@ -35,6 +35,7 @@ _ML_CLASSIFIERS = frozenset({"LinearClassifier", "SVMClassifier", "TreeEnsembleC
 _RECURRENT = frozenset({"LSTM", "GRU", "RNN", "DynamicQuantizeLSTM"})
 # Ops that reduce probabilities to a probability (Silero VAD averages its per-frame sigmoid).
 _PROB_REDUCE = frozenset({"ReduceMean", "ReduceMax", "ReduceMin"})
+_ID_PICKS = frozenset({"Gather", "Slice", "GatherElements", "Squeeze"})   # ids taken from ids are still ids
 _RECURRENT_WALK = 24               # nodes walked back from an output looking for a recurrent layer
 
 _CLASS = re.compile(r"logit|prob|score|class|cls|pred|softmax|fc\b|fc_|fc\d|label|category", re.I)
@@ -42,6 +43,8 @@ _EMBED = re.compile(r"embed|pooler|sentence|feature|vector|last_hidden|hidden_st
 _SEQ = re.compile(r"ctc|char|text|ocr|\brec\b|rec_|_rec|transcri", re.I)
 _SEG = re.compile(r"seg|mask|matte|parsing|semantic", re.I)
 _TOKEN_INPUT = re.compile(r"input_ids|token_ids|^tokens?$", re.I)
+# Outputs handed back to the next call (an RNN's hidden state, a KV cache): state, not features.
+_STATE_OUT = re.compile(r"state|^hidden(_out)?$|^[hc]n?$|^[hc]_?out$|present|cache", re.I)
 _LOGITS = re.compile(r"logit|lm_head|lm_logits|next_token", re.I)
 
 
@@ -82,6 +85,7 @@ class _Evidence:
     input_hw: tuple[tuple[int, int], ...] = ()   # (H, W) of the image-like inputs
     out_shape: tuple | None = None         # the output's shape from ONNX shape inference
     token_input: bool = False              # an integer input indexes an embedding table (token ids)
+    vocab: tuple[int, ...] = ()            # row counts of the tables integer inputs index (vocabulary sizes)
     image_input: bool = False              # a float NCHW/NHWC image input (studio.core.dim_hints.image_axes)
     recurrent: str | None = None           # the recurrent op (LSTM...) the output's scores come after
     via: str = ""                          # how the op was reached ("in both If branches", "mean of")
@@ -206,6 +210,39 @@ def _recurrent_before(producer: Mapping[str, onnx.NodeProto], name: str) -> str 
     return None
 
 
+def _vocab_sizes(model: onnx.ModelProto) -> tuple[int, ...]:
+    """Row counts of the tables (initializers or Constant nodes) that integer inputs index with Gather: the
+    vocabularies of a text model (a decoder step's target vocabulary sits in a Constant)."""
+    from studio.core.feeds import value_uses
+
+    g = model.graph
+    tables = {t.name: list(t.dims) for t in g.initializer}
+    tables.update({n.output[0]: list(a.t.dims) for n in g.node if n.op_type == "Constant" and n.output
+                   for a in n.attribute if a.name == "value" and a.HasField("t")})
+    consumers: dict[str, list] = {}
+    for n in g.node:
+        for i, name in enumerate(n.input):
+            consumers.setdefault(name, []).append((n, i))
+    ints = [vi.name for vi in g.input if vi.type.tensor_type.elem_type in (onnx.TensorProto.INT64,
+                                                                           onnx.TensorProto.INT32)]
+    sizes: set[int] = set()
+    frontier, seen = list(ints), set()
+    while frontier and len(seen) < 256:
+        value = frontier.pop()
+        if value in seen:
+            continue
+        seen.add(value)
+        for n, i in value_uses(value, consumers):
+            if n.op_type == "Gather" and i == 1 and n.input[0] in tables:
+                dims = tables[n.input[0]]
+                axis = int(_attr(n, "axis", 0))
+                if len(dims) >= 2 and -len(dims) <= axis < len(dims):
+                    sizes.add(int(dims[axis]))
+            elif n.op_type in _ID_PICKS and i == 0:
+                frontier.extend(o for o in n.output if o)      # ids picked from ids (a decoder's last token)
+    return tuple(sorted(sizes))
+
+
 def _inputs_kind(model: onnx.ModelProto) -> tuple[bool, bool]:
     """(token ids among the inputs, an image among the inputs)."""
     from studio.core.dim_hints import image_axes
@@ -232,6 +269,8 @@ def _evidence(model: onnx.ModelProto) -> dict[str, _Evidence]:
     picked = order_free_outputs(model)
     opset = _opset(model)
     tokens, image = _inputs_kind(model)
+    vocab = _vocab_sizes(model)
+    tokens = tokens or bool(vocab)
     found: dict[str, _Evidence] = {}
     for out in model.graph.output:
         name, node, depth = out.name, producer.get(out.name), 0
@@ -240,13 +279,14 @@ def _evidence(model: onnx.ModelProto) -> dict[str, _Evidence]:
         free = picked.get(out.name)
         if node is None:
             found[out.name] = _Evidence(order_free=free.describe() if free else None, input_hw=hw,
-                                        out_shape=shapes.get(out.name), token_input=tokens, image_input=image)
+                                        out_shape=shapes.get(out.name), token_input=tokens, vocab=vocab,
+                                        image_input=image)
             continue
         final, via = _final_op(model.graph, out.name)
         if final is not None and final != node.op_type and final == "Sigmoid":
             found[out.name] = _Evidence("Sigmoid", node.name or node.op_type, None, shapes.get(node.output[0]),
                                         free.describe() if free else None, False, hw, shapes.get(out.name),
-                                        tokens, image, None, via)
+                                        tokens, vocab, image, None, via)
             continue
         op_shape = shapes.get(node.output[0])
         axis = None
@@ -267,7 +307,7 @@ def _evidence(model: onnx.ModelProto) -> dict[str, _Evidence]:
             "MatMulInteger", "Softmax", "LogSoftmax"}) else None
         found[out.name] = _Evidence(node.op_type, node.name or node.op_type, axis, op_shape,
                                     free.describe() if free else None, l2, hw, shapes.get(out.name), tokens,
-                                    image, recurrent)
+                                    vocab, image, recurrent)
     return found
 
 
@@ -347,12 +387,15 @@ def infer_task(name: str, dtype: str, shape: tuple | None, ev: _Evidence | None 
                     head="rows")
     if ev.order_free:
         return task("regression", f"{what} values picked by {ev.order_free}: compared as rows in any order")
-    if ev.token_input and len(shape) == 3 and isinstance(shape[-1], int) and shape[-1] >= 2 \
-            and not _EMBED.search(name) and (_LOGITS.search(name) or ev.op not in (None, "LayerNormalization",
-                                                                                   "Add", "SkipLayerNormalization")):
-        return task("language-model", f"{what} [batch, positions, vocabulary {shape[-1]}] scores of a model fed "
-                                      "token ids → language-model logits: next-token agreement (argmax per "
-                                      "position), perplexity on a text dataset", classes=shape[-1])
+    over_vocab = isinstance(last, int) and last >= 2 and last in ev.vocab and len(sq) in (2, 3) \
+        and ev.op not in ("Sigmoid",)
+    named = ev.token_input and len(shape) == 3 and isinstance(shape[-1], int) and bool(_LOGITS.search(name))
+    if (over_vocab or named) and not _EMBED.search(name):
+        why = (f"over the vocabulary of {last} its token ids index" if over_vocab
+               else f"named '{name[:40]}', of a model fed token ids")
+        return task("language-model", f"{what} next-token scores {why} → language-model logits: next-token "
+                                      "agreement (argmax per position), perplexity on a text dataset",
+                    classes=shape[-1] if isinstance(shape[-1], int) else None)
     if ev.recurrent and len(sq) in (2, 3) and ev.op not in ("Sigmoid",):
         return task("sequence", f"{what} per-step scores after {ev.recurrent} over an image input → CTC text "
                                 "recognition: sequence (greedy CTC, CER; the declared shape may differ from the run's)")
@@ -390,6 +433,18 @@ def infer_task(name: str, dtype: str, shape: tuple | None, ev: _Evidence | None 
                                   f"{ev.input_hw[0][1]}) → regression (cosine, max abs/rel)")
     if _EMBED.search(name) and len(sq) in (1, 2, 3) and isinstance(last, int) and last >= 16:
         return task("embedding", f"{what} named '{name[:40]}' → embedding (cosine, recall@k)")
+    if _STATE_OUT.search(name):
+        return task("regression", f"{what} named '{name[:40]}': a recurrent state or cache handed to the next "
+                                  "call → regression (cosine, max abs/rel)")
+    if ev.token_input and len(sq) == 3 and isinstance(last, int) and last >= 16:
+        return task("embedding", f"{what} per-token hidden states of a model fed token ids → embedding (cosine)")
+    if len(shape) == 4 and shape[1] == 1 and shape[2] == 1 and isinstance(shape[3], int) and shape[3] >= 16:
+        return task("embedding", f"{what} a pooled [N, 1, 1, C] feature vector (NHWC) → embedding (cosine, "
+                                 "recall@k)")
+    if ev.image_input and len(shape) == 3 and isinstance(shape[-1], int) and shape[-1] >= 2 and (
+            _LOGITS.search(name) or _SEQ.search(name)):
+        return task("sequence", f"{what} per-step scores named '{name[:40]}' over an image input → CTC text "
+                                "recognition: sequence (greedy CTC, CER)")
     if _single_score(shape) and re.search(r"logit", name, re.I):
         return task("classification", f"{what} one logit named '{name[:40]}' → binary classification "
                                       "(top-1 agreement = same sign)", classes=2, threshold=0.0)
@@ -455,6 +510,21 @@ def output_tasks(model: onnx.ModelProto, overrides: Mapping[str, str] | None = N
             elif kind:
                 inferred = replace(inferred, source=source)
         found[vi.name] = inferred
+    return _sibling_heads(found)
+
+
+def _sibling_heads(found: dict[str, OutputTask]) -> dict[str, OutputTask]:
+    """An inferred [N, anchors, K] output beside a raw detection head over the same anchors is part of that
+    head (PicoDet/GFL: class scores [1, 130, 10] beside box-distribution bins [1, 130, 32])."""
+    anchors = {t.shape[1]: t.output for t in found.values() if t.kind == "detection" and t.head == "raw"
+               and t.shape is not None and len(t.shape) == 3 and isinstance(t.shape[1], int)}
+    for name, t in found.items():
+        s = t.shape
+        if t.source == "inferred" and t.kind == "regression" and s is not None and len(s) == 3 \
+                and isinstance(s[1], int) and s[1] in anchors:
+            found[name] = replace(t, kind="detection", head="raw",
+                                  reason=f"{t.reason.split(':')[0]} over the {s[1]} anchors of detection head "
+                                         f"'{anchors[s[1]][:40]}' → part of that head: detection")
     return found
 
 
