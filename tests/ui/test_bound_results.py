@@ -199,3 +199,18 @@ def test_edit_banner_stays_on_the_version_it_made(app):
     at.switch_page("views/graph.py").run()
     assert at.session_state["onnx_studio_version"] in (None, "v1")     # the newest version: the edit's
     assert [s.value for s in at.success if s.value.startswith("Saved as version v1")] == banner
+
+
+def test_kv_budget_length_belongs_to_the_decoder(app):
+    """The KV budget's length and batch start from the open decoder (llama_genai: context 96), and the next
+    decoder opened (gpt2_decoder_with_past) starts from its own, never "length 96 is beyond the model's
+    context" carried over."""
+    at = open_sample(app().run(), "llama_genai")
+    assert at.number_input(key="kv_length").value == 96
+    at.number_input(key="kv_batch").set_value(3).run()
+    open_sample(at, "gpt2_decoder_with_past")
+    at.run()
+    context = {m.label: m.value for m in at.metric}["Context"]
+    assert at.number_input(key="kv_length").value == int(context) != 96
+    assert at.number_input(key="kv_batch").value == 1
+    assert not [w.value for w in at.warning if "beyond the model's context" in w.value]
