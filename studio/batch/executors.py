@@ -280,11 +280,13 @@ def cluster_timeout_s() -> float:
 
 
 def probe_scheduler(address: str, security=None, timeout_s: float | None = None) -> None:  # noqa: ANN001
-    """Connect to ``address`` and read the peer's Dask handshake, all within ``timeout_s``; else one line
-    naming the address. Dask's own connect waits without a limit for that handshake (a port that accepts
-    and never answers hung a batch past 300 s) and reads another protocol's bytes as a frame length (an
-    HTTP reply became a 3 EiB allocation); this probe runs first, in its own thread and event loop, so
-    nothing of Dask's client is made for an address that is not a scheduler."""
+    """Connect to ``address``, read the peer's Dask handshake and ask who it is (``identity``), each step
+    within ``timeout_s``; else one line naming the address. Dask's own connect waits without a limit for
+    that handshake (a port that accepts and never answers hung a batch past 300 s) and reads another
+    protocol's bytes as a frame length (an HTTP reply became a 3 EiB allocation); a worker's port given
+    for the scheduler's failed in Client with a TypeError and a 10 s wait in its ``__del__``. This probe
+    runs first, in its own thread and event loop, so nothing of Dask's client is made for an address
+    that is not a scheduler."""
     import asyncio
     import queue
 
@@ -293,26 +295,35 @@ def probe_scheduler(address: str, security=None, timeout_s: float | None = None)
     silent = f"no Dask scheduler answered at {address} within {timeout:g} s"
     answers: queue.Queue = queue.Queue()
 
-    async def hello() -> None:
+    async def hello() -> object:
         from distributed.comm import connect
 
         comm = await asyncio.wait_for(connect(address, timeout=timeout, **args), timeout)
-        comm.abort()
+        try:            # who answers: a scheduler, or a Dask worker's port given by mistake
+            await asyncio.wait_for(comm.write({"op": "identity", "reply": True}), timeout)
+            info = await asyncio.wait_for(comm.read(), timeout)
+        finally:
+            comm.abort()
+        return info.get("type") if isinstance(info, dict) else None
 
     def run() -> None:
         try:
-            asyncio.run(hello())
-            answers.put(None)
+            answers.put(("type", asyncio.run(hello())))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller, which words it
-            answers.put(exc)
+            answers.put(("error", exc))
 
     threading.Thread(target=run, name="scheduler-probe", daemon=True).start()
     try:
-        exc = answers.get(timeout=timeout + 10)      # the thread's own limit ends it first; this guards a stuck loop
+        kind, got = answers.get(timeout=timeout * 3 + 10)    # the thread's own limits end it first
     except queue.Empty:
         raise StudioError(silent, code="NO-CLUSTER") from None
-    if exc is None:
-        return
+    if kind == "type":
+        if got == "Scheduler":
+            return
+        what = "a Dask worker" if got == "Worker" else f"a Dask {str(got)[:30]}" if got else "not a Dask scheduler"
+        raise StudioError(f"no Dask scheduler answered at {address}: that port is {what}; give the scheduler's "
+                          "address (dask scheduler prints it, default port 8786)", code="NO-CLUSTER")
+    exc = got
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
         raise StudioError(silent, code="NO-CLUSTER") from None
     if isinstance(exc, OSError) and "Timed out trying to connect" in str(exc):

@@ -146,12 +146,21 @@ def test_malformed_addresses_are_refused_before_any_connection(address, capsys, 
     assert_user_message(line, "cluster address must look like tcp://HOST:PORT")
 
 
-def test_the_probe_passes_a_real_scheduler_and_bad_timeouts_are_refused(tmp_path, monkeypatch):
-    """The stock ``dask scheduler`` answers the probe (the check cannot refuse the real thing)."""
+def test_the_probe_passes_a_real_scheduler_and_bad_timeouts_are_refused(tmp_path, monkeypatch, capsys):
+    """The stock ``dask scheduler`` answers the probe (the check cannot refuse the real thing); a stock
+    ``dask worker``'s port given as the cluster is one line saying so (it was a TypeError, then a 10 s
+    wait and an 'Exception ignored in Client.__del__' traceback at exit)."""
     from studio.batch.loopback import LoopbackCluster
 
-    with LoopbackCluster(tmp_path / "cluster", workers={}) as cluster:
+    with LoopbackCluster(tmp_path / "cluster", workers={"w": None}, stock=True) as cluster:
         probe_scheduler(cluster.address, None, 10)
+        worker, _pid = cluster.worker_process("w")
+        with pytest.raises(StudioError) as refused:
+            probe_scheduler(worker, None, 10)
+        assert_user_message(str(refused.value), f"no Dask scheduler answered at {worker}", "a Dask worker")
+        monkeypatch.chdir(tmp_path)
+        rc, _ = _run_bounded(["batch", str(path_of("cnn_unfused")), "-o", "out", "--cluster", worker])
+        assert rc == 2 and "that port is a Dask worker" in capsys.readouterr().err
     for bad in ("0", "-1", "nan", "1e400", "soon"):
         monkeypatch.setenv("ONNX_STUDIO_CLUSTER_TIMEOUT_S", bad)
         with pytest.raises(StudioError, match="ONNX_STUDIO_CLUSTER_TIMEOUT_S"):
