@@ -29,6 +29,8 @@ ENV = "ONNX_STUDIO_CORPUS"
 # What the manifest's output facts may be judged as by the studio's task inference (studio.data.tasks.TASKS).
 ACCEPTED_TASKS: dict[str, frozenset[str]] = {
     "classification": frozenset({"classification"}),
+    # one class distribution per time step ([time, batch, C]): per-step classes, read as a sequence too
+    "step-classification": frozenset({"classification", "sequence"}),
     "label": frozenset({"classification", "integer"}),
     "detection": frozenset({"detection"}),
     "embedding": frozenset({"embedding"}),
