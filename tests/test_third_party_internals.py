@@ -329,6 +329,10 @@ def test_onnxsim_and_onnxslim_calls(tmp_path):
     assert ok is True and [n.op_type for n in simplified.graph.node] == ["Relu"]
     slim = onnxslim.slim(m)
     assert isinstance(slim, onnx.ModelProto) and [n.op_type for n in slim.graph.node] == ["Relu"]
+    # passes/onnxsim_pass.run_tool: the fold-size limits of the second, size-capped try, and onnxslim
+    # without shape inference for a model with no default-domain opset (T8).
+    assert [n.op_type for n in onnxslim.slim(m, size_threshold=1024, no_shape_infer=True).graph.node] == ["Relu"]
+    assert [n.op_type for n in onnxsim.simplify(m, check_n=0, tensor_size_threshold="1024B")[0].graph.node] == ["Relu"]
     from studio.core.engines.litert import _onnxsim_cli
 
     assert _onnxsim_cli() is not None, "the onnxsim program is not next to this interpreter nor on PATH"
