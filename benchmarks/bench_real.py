@@ -237,7 +237,7 @@ def cell_precision(name: str) -> dict:
     npz = OUT / "inputs" / f"{name}.npz"
     npz.parent.mkdir(parents=True, exist_ok=True)
     np.savez(npz, **_feeds(name))
-    rep = api.precision(api.load(path), inputs=npz, samples=2, latency_budget_s=15.0,
+    rep = api.precision(api.load(path), inputs=npz, samples=2, latency_budget_s=5.0,
                         out_dir=OUT / "precision" / name)
     rec = rep.variant(rep.recommended) if rep.recommended else None
     return {"recommended": rep.recommended, "ratio": None if rec is None else rec.ratio,
