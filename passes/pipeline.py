@@ -499,7 +499,10 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
     for name in p.candidates:
         sub = make_pass(name, **dict(p.options))
         try:
-            r = _apply(sub, model, ckpt, limits, pool_key, node_count)
+            # A worker pass works on its own copy; an in-process one gets a fresh load of the last verified
+            # model, so a refused candidate leaves nothing behind in ``model``.
+            in_worker = sub.calls_engines or node_count > IN_PROCESS_NODE_LIMIT
+            r = _apply(sub, model if in_worker else ckpt.restore(), ckpt, limits, pool_key, node_count)
         except Exception as exc:     # the peer crashed, timed out or ran out of memory: that candidate only
             notes.append(f"{name}: failed ({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]})")
             continue

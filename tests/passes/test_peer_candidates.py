@@ -275,3 +275,67 @@ def test_corpus_t3_minilm_dequantizing_folds_refused(tmp_path):
     assert count_all_nodes(out.graph) <= count_all_nodes(onnx.load(str(path)).graph)
     for a, b in zip(ref, _ort_default(r.output, feeds)):
         np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-4)
+
+
+
+def test_a_candidate_that_costs_ort_its_layernorm_is_refused(tmp_path, monkeypatch):
+    """A candidate with fewer nodes and the same values that ORT can no longer fuse: Pow(d, 2) -> Mul(d, d)
+    (ORT's LayerNormFusion matches Pow only: 1 LayerNormalization before, 9 nodes after, checked here on
+    ORT's own saved graph) and the trailing Identity dropped. Verified alone, refused as a candidate."""
+    import onnx_ir as ir
+
+    from passes import registry
+    from passes.base import Change, StudioPass, result
+    from passes.ir_helpers import forward, is_onnx_op
+    from passes.registry import register
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))     # the test passes go with the test
+
+    @register
+    class UnfuseLN(StudioPass):
+        name = "test-unfuse-layernorm"
+
+        def call(self, model):
+            g = model.graph
+            for node in list(g):
+                if is_onnx_op(node, "Pow"):
+                    d = node.inputs[0]
+                    mul = ir.Node("", "Mul", [d, d], num_outputs=1)
+                    g.insert_before(node, mul)
+                    mul.outputs[0].type, mul.outputs[0].shape = node.outputs[0].type, node.outputs[0].shape
+                    forward(node, mul.outputs[0], node.outputs[0])
+                elif is_onnx_op(node, "Identity"):
+                    forward(node, node.inputs[0], node.outputs[0])
+            return result(model, [Change("changed", ("Pow",), "unfused")])
+
+    @register
+    class Choose(StudioPass):
+        name = "test-choose-unfused"
+        candidates = ("test-unfuse-layernorm",)
+
+    text = '<ir_version: 8, opset_import: ["" : 17]>' + """
+g (float[2,8,16] x) => (float[2,8,16] y) <float eps = {1e-5}, float two = {2.0}> {
+  m = ReduceMean<axes = [-1]>(x)
+  d = Sub(x, m)
+  p = Pow(d, two)
+  v = ReduceMean<axes = [-1]>(p)
+  ve = Add(v, eps)
+  s = Sqrt(ve)
+  n = Div(d, s)
+  ng = Mul(n, gm)
+  y0 = Add(ng, bt)
+  y = Identity(y0)
+}"""
+    model = onnx.parser.parse_model(text)
+    model.graph.initializer.extend(helper.make_tensor(n, TensorProto.FLOAT, [16], np.linspace(0.5, 1.5, 16))
+                                   for n in ("gm", "bt"))
+    src = save(model, tmp_path / "in" / "m.onnx")
+    alone = run_pipeline(src, [make_pass("test-unfuse-layernorm")], tmp_path / "alone" / "m.onnx")
+    assert alone.ok and alone.records[0].status == "changed"          # verified: the values are the same
+    assert ort_fusions(alone.output, tmp_path / "f1").fused.get("LayerNormalization", 0) == 0
+    assert ort_fusions(src, tmp_path / "f0").fused["LayerNormalization"] == 1
+    r = run_pipeline(src, [make_pass("test-choose-unfused")], tmp_path / "out" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and not r.modified, rec.notes
+    assert any("costs ONNX Runtime its fusions: LayerNormalization 1 -> 0" in n for n in rec.notes), rec.notes
+    assert len(onnx.load(str(r.output)).graph.node) == 10
