@@ -339,6 +339,7 @@ def render() -> None:
         level = st.session_state.get("graph_level")
         ov = st.session_state.get("graph_overlay", "op type")
         widgets.cli_hint(f"onnx-studio graph {handle.path.name}" + (f" --level {level}" if level else "")
+                         + "".join(f" --dim {k}={v}" for k, v in (state.dims() or {}).items())
                          + f" --overlay '{ov}' -o graph.html")
     elif mode == "Detail":
         _detail(handle, summary, index, overlays)
