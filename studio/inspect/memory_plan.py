@@ -266,14 +266,16 @@ def graph_plan(graph: GraphProto, resolved_shape: Callable[[str], tuple[int, ...
                elem_type: Callable[[str], int | None], weights_bytes: int = 0, *,
                fold_weights: bool = True,
                static_shape: Callable[[str], tuple[int | str | None, ...] | None] | None = None,
-               opset: int | None = None, file_order: bool = False) -> tuple[MemoryPlan, int]:
+               opset: int | None = None, file_order: bool = False,
+               run_order: Sequence[str] = ()) -> tuple[MemoryPlan, int]:
     """The plan of a model's main graph from resolved shapes and element types, and how many tensors
     (bodies' included) have no known size (counted as 0). ``fold_weights=False``: nodes computed from
     weights alone run as ORT runs them with its optimizations off. ``static_shape``: the shape ORT
     sees when it loads the file (symbols kept), which decides its buffer reuse; default: the graph's
     declared value_info. ``opset``: the model's default-domain opset, to expand the nodes ORT runs as
     their function body (HardSwish...); None: nodes as written. ``file_order``: run the nodes in the
-    file's order (a graph ORT wrote in its execution order, :mod:`studio.inspect.ort_optimized`)."""
+    file's order (a graph ORT wrote, :mod:`studio.inspect.ort_optimized`); ``run_order``: node names in
+    the order ORT's profile saw them run, which wins where it names every scheduled node."""
     from studio.core.tensor_safety import itemsize_of, packed_nbytes
     from studio.inspect.flops import numel
     from studio.inspect.ort_functions import expansions
@@ -316,7 +318,11 @@ def graph_plan(graph: GraphProto, resolved_shape: Callable[[str], tuple[int, ...
     unknown: list[str] = []
     sched = schedule_from_graph(graph, size_of, weights_bytes, unknown=unknown, fold_weights=fold_weights,
                                 static_of=static_of, expanded={i: e.nodes for i, e in exp.items()})
-    p = plan(sched, tuple(range(len(sched.nodes))) if file_order else None, alignment=ALIGNMENT)
+    order = tuple(range(len(sched.nodes))) if file_order else None
+    rank = {name: i for i, name in enumerate(run_order)}
+    if rank and all(n.label in rank for n in sched.nodes):
+        order = tuple(sorted(range(len(sched.nodes)), key=lambda k: rank[sched.nodes[k].label]))
+    p = plan(sched, order, alignment=ALIGNMENT)
     return p, len(unknown)
 
 

@@ -297,10 +297,11 @@ def _miss_notes(measured: Sequence[MeasuredMemory], engines: Sequence[EngineGrap
     peak = ", ".join(f"{n} {b // 1024} KiB" for n, b in e.plan.peak_tensors[:4])
     why = (f"{len(e.untyped)} value(s) of ORT's graph have no load-time shape (made by its fusions, e.g. "
            f"{', '.join(e.untyped[:3])}): ORT may reuse buffers for them that the plan keeps apart, or the "
-           "reverse" if e.untyped else "every value of ORT's graph has a load-time shape: the difference is in "
-           "ORT's reuse or in-place rules for the ops listed")
+           "reverse" if e.untyped else "every value of ORT's graph has a load-time shape: ORT shares or computes "
+           "in place some of the tensors at the peak where the plan's rules keep them apart (or the reverse)")
     out.append(f"the plan over ORT's optimized graph is {m.relative_error * 100:+.0f} % off ORT's block: ORT "
-               f"changed the ops {fused or '(none)'}; at the plan's peak ({e.plan.peak_node}): {peak}; {why}")
+               f"changed the ops {fused or '(none: it runs the graph as written)'}; at the plan's peak "
+               f"({e.plan.peak_node}): {peak}; {why}")
     return out
 
 
