@@ -237,18 +237,21 @@ def models() -> list:
 
 
 def set_model(model_id: str, version_id: str | None = None) -> None:
-    """Open another model of the project: from here on (this run included) its own dims and widgets."""
+    """Open another model of the project (or another version of this one): from here on its own dims;
+    its widgets start from its own values on the next run (a page that switches mid-run reruns)."""
+    same = model_id == st.session_state.get(_MODEL)
     save_settings()
     st.session_state[_MODEL] = model_id
     st.session_state[_CURRENT] = version_id
     st.session_state.pop("selected_node", None)
-    _switched()
+    if not same:
+        _switched()
 
 
 def _switched() -> None:
-    """Another model (or project) is current: from here on, this run included, its own dims and widget
-    values; the next run restores the model's saved widget values (``restore_settings``)."""
-    _forget_model_widgets()
+    """Another model (or project) is current: its own dims from here on; its widget values are put back
+    at the start of the next run (``restore_settings`` sees another scope and drops the last model's,
+    before any widget is drawn: a widget drawn in this run cannot lose its state mid-run)."""
     st.session_state.pop(_RESTORED, None)
     p, mid = project(), st.session_state.get(_MODEL)
     st.session_state["onnx_studio_dims"] = _model_dims(api.get_settings(p, mid) if p is not None and mid else {})

@@ -65,7 +65,8 @@ def _open_model() -> None:
                             on_change=_keep_open)
         if st.button("Open sample", key="open_sample"):
             sample = next(m for m in ALL_SAMPLES if m.name == name)
-            widgets.guarded(lambda: state.add_model_file(sample.path, label=f"sample {name}"))
+            if widgets.guarded(lambda: state.add_model_file(sample.path, label=f"sample {name}")) is not None:
+                st.rerun()         # the new model's own dims and widget values, drawn from the start
     with path_tab:
         if state.shared_mode():
             st.info("Opening files by path is disabled on this shared server; upload the model instead.")
@@ -74,7 +75,8 @@ def _open_model() -> None:
                        "workspace's `import/` folder.")
             typed = st.text_input("Model path", key="model_path", on_change=_keep_open)
             if st.button("Open path", key="open_path") and typed:
-                widgets.guarded(lambda: state.open_path(typed))
+                if widgets.guarded(lambda: state.open_path(typed)) is not None:
+                    st.rerun()
 
 
 def _dims_inputs(handle) -> None:
