@@ -72,6 +72,8 @@ def _print_report(r, top: int, title: str = "") -> None:
                 if m.predicted_bytes == r.plan.arena_bytes else \
                 " for that run: optimizations off, the nodes computed from weights run too"
             err = f"{m.relative_error * 100:+.1f} %" if m.relative_error is not None else "error n/a"
+            if m.predicted_bytes is None:
+                extra, err = "; no plan of ORT's optimized graph to compare it with", "error n/a"
             print(f"{title}measured   {m.engine}: {_mib(m.measured_bytes)} (predicted {_mib(m.predicted_bytes)}"
                   f"{extra}, {err})")
     if r.kv_cache:

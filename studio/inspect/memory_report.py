@@ -42,13 +42,13 @@ class MeasuredMemory:
 
     engine: str
     what: str
-    predicted_bytes: int
+    predicted_bytes: int | None             # None: no plan to compare with (ORT's optimized graph not planned)
     measured_bytes: int | None = None
     error: str | None = None          # why there is no measurement (no compiler, the engine failed)
 
     @property
     def relative_error(self) -> float | None:
-        if not self.measured_bytes:
+        if not self.measured_bytes or self.predicted_bytes is None:
             return None
         return (self.predicted_bytes - self.measured_bytes) / self.measured_bytes
 
@@ -348,7 +348,7 @@ def measure_ort(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan: Memo
         m = measure_ort_activations(handle.path, feeds=feeds, timeout_s=timeout_s, optimized=optimized)
         return m.pattern_bytes, what
 
-    return _measured("onnxruntime", what, plan.arena_bytes if plan is not None else 0, run, handle, timeout_s)
+    return _measured("onnxruntime", what, plan.arena_bytes if plan is not None else None, run, handle, timeout_s)
 
 
 def measure_openvino(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan: MemoryPlan, *,
@@ -365,7 +365,7 @@ def measure_openvino(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan:
     return _measured("openvino", OV_MEASURE_WHAT, plan.arena_bytes, run, handle, timeout_s)
 
 
-def _measured(engine: str, what: str, predicted: int, run: Callable[[], tuple[int, str]],
+def _measured(engine: str, what: str, predicted: int | None, run: Callable[[], tuple[int, str]],
               handle: ModelHandle, timeout_s: float) -> MeasuredMemory:
     """One engine's measurement, or its one-line error (never an exception: the report still shows); a
     child past ``timeout_s`` is stopped: "too large to measure in N s"."""
