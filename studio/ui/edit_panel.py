@@ -216,11 +216,11 @@ def name_list(names, shown: int = LIST_SHOWN) -> str:
     return head + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
-def verification_text(v) -> str:
+def verification_text(v, esc=printable) -> str:  # noqa: ANN001 - a Verification; esc: md_escape on a page
     """The verification as one full sentence: its status and message whole, the method only when there
-    was one (never a stray "(none)")."""
-    method = f" ({printable(v.method, 30)})" if v.method and v.method != "none" else ""
-    return f"Verification {printable(v.status, 400)}{method}: {printable(v.message, 600)}"
+    was one (never a stray "(none)"); ``esc`` applies to the model-derived parts only."""
+    method = f" ({esc(v.method, 30)})" if v.method and v.method != "none" else ""
+    return f"Verification {esc(v.status, 400)}{method}: {esc(v.message, 600)}"
 
 
 def numeric_interface(lines: list[str], shapes: dict) -> list[str]:
@@ -376,7 +376,7 @@ def last_edit() -> None:
     st.success(f"Saved as version {done['version']} (now selected; its parent is {done['parent']}). "
                + widgets.md_escape(result.message, 300))
     if v is not None:
-        (st.error if not v.ok else st.info)(widgets.md_escape(verification_text(v), 1200))
+        (st.error if not v.ok else st.info)(verification_text(v, widgets.md_escape))
     if result.nodes_removed:
         st.markdown(f"**Removed {len(result.nodes_removed)} nodes**: "
                     + widgets.md_escape(name_list(result.nodes_removed), 8000))
