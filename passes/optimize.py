@@ -122,22 +122,14 @@ def report_rows(result: PipelineResult) -> list[dict]:
 def cli_command(model_name: str, *, preset: str | None = None, passes: Sequence[str] | None = None,
                 dims: Mapping[str, int] | None = None, on_failure: str = "stop", verify: bool = True,
                 output: str | None = None, options: Mapping[str, Mapping] | None = None) -> str:
-    """The ``onnx-studio optimize`` command line that does the same as a UI run."""
-    import shlex
+    """The ``onnx-studio optimize`` command line that does the same as a UI run (one builder for every
+    page's hint: ``studio.core.cli_hints``)."""
+    from studio.core.cli_hints import cli_command as build
 
-    parts = ["onnx-studio", "optimize", shlex.quote(model_name), "-o",
-             shlex.quote(output or f"{Path(model_name).stem}-{preset or 'optimized'}.onnx")]
-    if passes:
-        parts += ["--passes", ",".join(passes)]
-    else:
-        parts += ["--preset", preset or DEFAULT_PRESET]
-    for k, v in (dims or {}).items():
-        parts += ["--dim", shlex.quote(f"{k}={v}")]
-    for name, opts in (options or {}).items():
-        for key, value in opts.items():
-            parts += ["--set", shlex.quote(f"{name}.{key}={json.dumps(value)}")]
-    if on_failure != "stop":
-        parts += ["--on-failure", on_failure]
-    if not verify:
-        parts.append("--no-verify")
-    return " ".join(parts)
+    return build("optimize", [model_name], [
+        ("-o", output or f"{Path(model_name).stem}-{preset or 'optimized'}.onnx"),
+        ("--passes", list(passes) if passes else None), ("--preset", None if passes else preset or DEFAULT_PRESET),
+        ("--dim", dict(dims or {})),
+        *(("--set", f"{name}.{key}={json.dumps(value)}") for name, opts in (options or {}).items()
+          for key, value in opts.items()),
+        ("--on-failure", on_failure if on_failure != "stop" else None), ("--no-verify", not verify)])

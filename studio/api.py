@@ -1471,6 +1471,7 @@ _PAGE_EXPORTS: dict[str, tuple[str, str]] = {
     "ORT_LEVELS": ("studio.export.options", "ORT_LEVELS"),
     "parse_shape_spec": ("studio.export.options", "parse_shape_spec"),
     "export_command": ("studio.export.command", "cli_command"),         # the equivalent `onnx-studio export`
+    "cli_command": ("studio.core.cli_hints", "cli_command"),           # any page's Equivalent CLI command
     "export_target_rows": ("studio.export.views", "target_rows"),
     "export_artifact_rows": ("studio.export.views", "artifact_rows"),
     "export_bench_rows": ("studio.export.views", "bench_rows"),

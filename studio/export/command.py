@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping, Sequence
 
 from studio.export.options import ShapeRange
@@ -14,36 +13,20 @@ def cli_command(model_name: str, targets: Sequence[str], output: str = "artifact
                 name: str | None = None, max_batch: int = 8, ov_precisions: Sequence[str] | None = None,
                 ort_custom_ops: Sequence[str] = (), ov_extensions: Sequence[str] = (), calibration_method: str = "minmax",
                 dims: Mapping[str, int] | None = None) -> str:
-    parts = ["onnx-studio", "export", shlex.quote(model_name)]
+    """The ``onnx-studio export`` command the page runs (built by the one hint builder)."""
+    from studio.core.cli_hints import cli_command as build
+
     wanted = list(targets)
-    parts += ["--target", "all" if len(wanted) == 4 else ",".join(_short(t) for t in wanted)]
-    parts += ["-o", shlex.quote(output)]
-    if preset:
-        parts += ["--preset", shlex.quote(preset)]
-    if precision != "fp32":
-        parts += ["--precision", precision]
-    if ov_precisions:
-        parts += ["--ov-precisions", ",".join(ov_precisions)]
-    if calibration:
-        parts += ["--calibration", shlex.quote(calibration)]
-    for lib in ort_custom_ops:
-        parts += ["--ort-custom-ops", shlex.quote(lib)]
-    for lib in ov_extensions:
-        parts += ["--ov-extension", shlex.quote(lib)]
-    if precision == "int8" and calibration_method != "minmax":
-        parts += ["--calibration-method", calibration_method]
-    for input_name, rng in (shapes or {}).items():
-        spec = "x".join(map(str, rng.opt)) if rng.static else rng.text()
-        parts += ["--shapes", shlex.quote(f"{input_name}={spec}")]
-    for dim, value in (dims or {}).items():
-        parts += ["--dim", shlex.quote(f"{dim}={value}")]
-    if ort_level != "extended":
-        parts += ["--ort-level", ort_level]
-    if name:
-        parts += ["--name", shlex.quote(name)]
-    if max_batch != 8:
-        parts += ["--max-batch", str(max_batch)]
-    return " ".join(parts)
+    return build("export", [model_name], [
+        ("--target", "all" if len(wanted) == 4 else ",".join(_short(t) for t in wanted)), ("-o", output),
+        ("--preset", preset or None), ("--precision", precision if precision != "fp32" else None),
+        ("--ov-precisions", list(ov_precisions or ()) or None), ("--calibration", calibration or None),
+        *(("--ort-custom-ops", lib) for lib in ort_custom_ops), *(("--ov-extension", lib) for lib in ov_extensions),
+        ("--calibration-method", calibration_method
+         if precision == "int8" and calibration_method != "minmax" else None),
+        *(("--shapes", f"{n}={'x'.join(map(str, r.opt)) if r.static else r.text()}") for n, r in (shapes or {}).items()),
+        ("--dim", dict(dims or {})), ("--ort-level", ort_level if ort_level != "extended" else None),
+        ("--name", name or None), ("--max-batch", max_batch if max_batch != 8 else None)])
 
 
 def _short(target: str) -> str:

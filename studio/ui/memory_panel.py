@@ -61,9 +61,8 @@ def render(handle) -> None:
         return
     report, what_if = held["report"], held.get("reorder")
     _show(report, what_if)
-    flags = " ".join(f"--dim {k}={v}" for k, v in dims.items())
-    widgets.cli_hint(f"onnx-studio memory {handle.path.name} {flags}{' --reorder' if what_if else ''}"
-                     f"{'' if measure else ' --no-measure'}".replace("  ", " ").strip())
+    widgets.cli_hint(api.cli_command("memory", [handle.path.name], [("--dim", dims), ("--reorder", bool(what_if)),
+                                                                    ("--no-measure", not measure)]))
 
 
 def _show(report, what_if) -> None:

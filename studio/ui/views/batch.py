@@ -136,10 +136,11 @@ def render() -> None:
                 "cluster": bool(cluster), "target": target, "force": bool(force)}
     if st.button("Run batch", type="primary", key="batch_run", disabled=not paths or not stages):
         _run(paths, stages, engines or ["onnxruntime"], cluster, target, force, settings)
-    widgets.cli_hint("onnx-studio batch MODELS... --stages " + ",".join(stages or ["inspect"])
-                     + (" --engines " + ",".join(engines) if engines and engines != ["onnxruntime"] else "")
-                     + (" --force" if force else "") + " -o OUT"
-                     + (" --cluster $ONNX_STUDIO_CLUSTER" if cluster else "") + (f" --target {target}" if target else ""))
+    widgets.cli_hint(api.cli_command(
+        "batch", [str(p) for p in paths] if paths and len(paths) <= 3 else ["MODELS..."],
+        [("--stages", list(stages) or ["inspect"]), ("--engines", engines if engines != ["onnxruntime"] else None),
+         ("--force", bool(force)), ("-o", "OUT"), ("--target", target or None)],
+        raw="--cluster $ONNX_STUDIO_CLUSTER" if cluster else ""))
     result = state.bound_result(_RESULT, settings, project_only=True)    # this project and these settings only
     if result is not None:
         _results(result)

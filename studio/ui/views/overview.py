@@ -189,8 +189,7 @@ def render() -> None:
     if s.metadata:
         with st.expander("Metadata"):
             widgets.dataframe(pd.DataFrame([{"key": k, "value": v} for k, v in s.metadata]), hide_index=True)
-    dim_flags = " ".join(f"--dim {k}={v}" for k, v in state.dims().items())
-    widgets.cli_hint(f"onnx-studio inspect {handle.path.name} {dim_flags}".strip())
+    widgets.cli_hint(api.cli_command("inspect", [handle.path.name], [("--dim", state.dims())]))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

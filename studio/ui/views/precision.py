@@ -9,7 +9,7 @@ import streamlit as st
 from studio import api
 from studio.ui import state, widgets
 from studio.ui.inputs_picker import inputs_picker
-from studio.ui.task_picker import task_flags, target_picker, task_picker
+from studio.ui.task_picker import target_picker, task_picker
 
 _REPORT = "precision_report"
 
@@ -52,13 +52,12 @@ def _weight_options(chosen: list[str]) -> dict:
     return {"block_size": block, "symmetric": symmetric, "accuracy_level": int(level), "ratio": float(ratio)}
 
 
-def _weight_flags(opts: dict) -> str:
-    """The CLI flags of the weight-only options that differ from the defaults."""
-    flags = [f"--block-size {opts['block_size']}" if opts.get("block_size", "auto") != "auto" else "",
-             "--asymmetric" if opts.get("symmetric") is False else "",
-             f"--accuracy-level {opts['accuracy_level']}" if opts.get("accuracy_level") else "",
-             f"--ratio {opts['ratio']:g}" if opts.get("ratio", 1.0) != 1.0 else ""]
-    return " ".join(f for f in flags if f)
+def _weight_flags(opts: dict) -> list[tuple[str, object]]:
+    """The CLI options of the weight-only choices that differ from the defaults."""
+    return [("--block-size", opts["block_size"] if opts.get("block_size", "auto") != "auto" else None),
+            ("--asymmetric", opts.get("symmetric") is False),
+            ("--accuracy-level", opts.get("accuracy_level") or None),
+            ("--ratio", opts["ratio"] if opts.get("ratio", 1.0) != 1.0 else None)]
 
 
 def _matmul_errors(report) -> None:
@@ -167,15 +166,15 @@ def render() -> None:
         for note in report.notes:
             st.warning(widgets.md_escape(note, 400))
         _save_buttons(report, current.id, source_sha256)
-    flags = [f"--variants {','.join(chosen)}" if chosen and chosen != auto else "",
-             choice.cli_flags if choice.inputs or choice.images else
-             (f"--samples {choice.count}" if choice.count != 8 else ""),
-             f"--calibration-method {method}" if method != "minmax" else "",
-             f"--target-cosine {target:g}" if abs(target - 0.99) > 1e-9 else "",
-             f"--target '{task_target}'" if task_target else "", task_flags(tasks), _weight_flags(weight_options),
-             f"--budget {float(budget):g}" if float(budget) != 60 else "",
-             "--out variants/"]
-    widgets.cli_hint(f"onnx-studio precision {handle.path.name} {' '.join(f for f in flags if f)}")
+    raw = choice.cli_flags if choice.inputs or choice.images else ""
+    options = [("--dim", state.dims()), ("--variants", chosen if chosen and chosen != auto else None),
+               ("--samples", choice.count if not raw and choice.count != 8 else None),
+               ("--calibration-method", method if method != "minmax" else None),
+               ("--target-cosine", float(target) if abs(target - 0.99) > 1e-9 else None),
+               ("--target", task_target or None), ("--task", tasks), *_weight_flags(weight_options),
+               ("--budget", float(budget) if float(budget) != 60 else None), ("--out", "variants/")]
+    widgets.cli_hint(api.cli_command("precision", [handle.path.name], options,
+                                     raw=raw))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script
