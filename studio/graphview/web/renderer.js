@@ -394,22 +394,15 @@
   };
 
   Viewer.prototype.fit = function () {
-    /* The whole drawing, in the area the minimap leaves free. A drawing much taller than wide
-     * (a deep model) would be a thin unreadable column on a wide screen: the first Fit fills the
-     * width instead, starting at the inputs; Fit again shows all of it. */
+    /* The whole drawing, every box of it, in the area the minimap leaves free: that is what Fit
+     * promises (issue 33: on a detector or a decoder a "fill the width first" Fit showed only the
+     * top part). A deep model then reads as a narrow column; the opening view and zoom are for
+     * reading, Fit is for seeing all of it. */
     this.resize();                      /* the frame may have been resized since it was drawn */
     var b = this.bounds, a = this.freeArea();
     var k = Math.min(2, (a.w - 20) / b.w, (a.h - 20) / b.h);
-    var kw = Math.min(2, (a.w - 20) / b.w);
-    var thin = b.w * k < a.w / 3 && kw > 1.5 * k;
-    if (thin && !this.fitWidth) {
-      this.fitWidth = true;
-      this.t.k = kw; this.t.x = a.x + (a.w - b.w * kw) / 2 - b.x * kw; this.t.y = a.y + 10 - b.y * kw;
-    } else {
-      this.fitWidth = false;
-      this.t.k = k; this.t.x = a.x + (a.w - b.w * k) / 2 - b.x * k; this.t.y = a.y + (a.h - b.h * k) / 2 - b.y * k;
-    }
-    this.fitMode = thin && this.fitWidth ? 'width' : 'all';
+    this.t.k = k; this.t.x = a.x + (a.w - b.w * k) / 2 - b.x * k; this.t.y = a.y + (a.h - b.h * k) / 2 - b.y * k;
+    this.fitMode = 'all';
     this.schedule();
   };
 
