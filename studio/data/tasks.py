@@ -46,6 +46,9 @@ _TOKEN_INPUT = re.compile(r"input_ids|token_ids|^tokens?$", re.I)
 # Outputs handed back to the next call (an RNN's hidden state, a KV cache): state, not features.
 _STATE_OUT = re.compile(r"state|^hidden(_out)?$|^[hc]n?$|^[hc]_?out$|present|cache", re.I)
 _LOGITS = re.compile(r"logit|lm_head|lm_logits|next_token", re.I)
+# 1-D detection heads ([N, slots, 3] of score, centre, width: events found along a signal) are named so.
+_DETECT = re.compile(r"detect|\bdet\b|_det|det_|box|proposal|interval", re.I)
+_SCORE_OPS = frozenset({"Softmax", "LogSoftmax", "Sigmoid"})   # turn a sibling output's scores into probabilities
 
 
 @dataclass(frozen=True)
@@ -405,6 +408,15 @@ def infer_task(name: str, dtype: str, shape: tuple | None, ev: _Evidence | None 
                     head="raw")
     if ev.op in ("Softmax", "LogSoftmax"):
         return _softmax_task(name, dtype, shape, ev)
+    positions = shape[1] if len(shape) == 3 and shape[-1] == 1 else shape[-1] if len(shape) == 3 and shape[1] == 1 \
+        else None           # [N, L, 1] or [N, 1, L]: one channel over a time/space axis
+    if positions is not None and positions != 1 and (not isinstance(positions, int) or positions >= 8) \
+            and _SEG.search(name):
+        sig = ev.op == "Sigmoid"
+        at = "probabilities at 0.5" if sig else "logits at 0"
+        return task("segmentation", f"{what} one channel per position over a time/space axis, named "
+                                    f"'{name[:40]}' → a 1-D mask of {at}: segmentation",
+                    classes=2, threshold=0.5 if sig else 0.0)
     if ev.op == "Sigmoid":
         via = f" ({ev.via})" if ev.via else ""
         if _single_score(shape) or len(shape) == 1:
@@ -454,6 +466,10 @@ def infer_task(name: str, dtype: str, shape: tuple | None, ev: _Evidence | None 
     if len(sq) <= 2 and isinstance(last, int) and last >= 2 and _CLASS.search(name):
         return task("classification", f"{what} class scores named '{name[:40]}' → classification",
                     classes=last)
+    if len(shape) == 3 and shape[-1] == 3 and isinstance(shape[1], int) and 2 <= shape[1] <= 1000 \
+            and _DETECT.search(name):
+        return task("detection", f"{what} {shape[1]} slots x (score, centre, width) named '{name[:40]}' → 1-D "
+                                 "detection (events along a signal); no 1-D mAP: compared by cosine")
     if len(sq) <= 2 and isinstance(last, int) and last >= 10 and ev.op in _LINEAR:
         return task("classification", f"{what} scores from {ev.op} (no softmax) → classification by its "
                                       "logits; set the task to embedding if these are features", classes=last)
@@ -510,7 +526,32 @@ def output_tasks(model: onnx.ModelProto, overrides: Mapping[str, str] | None = N
             elif kind:
                 inferred = replace(inferred, source=source)
         found[vi.name] = inferred
-    return _sibling_heads(found)
+    return _scores_of_siblings(model, _sibling_heads(found))
+
+
+def _scores_of_siblings(model: onnx.ModelProto, found: dict[str, OutputTask]) -> dict[str, OutputTask]:
+    """An output a sibling output's Softmax/LogSoftmax/Sigmoid reads (``logits`` beside ``probs =
+    softmax(logits)``) has that sibling's task: its scores decide the same classes (a Sigmoid's 0.5 is a
+    logit's 0)."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    values = {}
+    for vi in model.graph.output:
+        _node, value = _through_pass(producer, vi.name)
+        values.setdefault(value, vi.name)
+    for vi in model.graph.output:
+        node, _value = _through_pass(producer, vi.name)
+        if node is None or node.op_type not in _SCORE_OPS or not node.input:
+            continue
+        scores = values.get(_through_pass(producer, node.input[0])[1])
+        sib, t = found[vi.name], found.get(scores) if scores else None
+        if t is None or scores == vi.name or t.source != "inferred" or t.kind != "regression" \
+                or sib.kind in ("regression", "other"):
+            continue
+        threshold = 0.0 if sib.threshold is not None and node.op_type == "Sigmoid" else sib.threshold
+        found[scores] = replace(t, kind=sib.kind, classes=sib.classes, threshold=threshold, head=sib.head,
+                                reason=f"{t.reason.split(':')[0].split(' from ')[0]}: the scores sibling output "
+                                       f"'{vi.name[:40]}' takes {node.op_type} of → its task, {sib.kind}")
+    return found
 
 
 def _sibling_heads(found: dict[str, OutputTask]) -> dict[str, OutputTask]:

@@ -260,3 +260,50 @@ def test_topk_rows_shaped_like_a_raw_head_are_matched_as_rows():
                            rng.integers(0, 3, (100, 1))], axis=1)[None].astype(np.float32)
     shuffled = rows[:, rng.permutation(100)]
     assert metric.score("dets", [rows], [shuffled]).value == pytest.approx(1.0)
+
+
+def _signal_heads(*, det_name: str = "detection", mask_name: str = "segmentation", sigmoid: bool = False):
+    """A code-built 1-D signal head (the brainmaze spindle detector's layout): features [N, L, 8] -> a
+    per-position one-channel mask [N, L, 1] and 30 slots x (score, centre, width) [N, 30, 3]."""
+    s = helper.make_tensor_value_info("s", T.FLOAT, ["N", "L", 8])
+    wm = nh.from_array(rng.normal(size=(8, 1)).astype(np.float32), "wm")
+    wd = nh.from_array(rng.normal(size=(8, 3)).astype(np.float32), "wd")
+    nodes = [helper.make_node("MatMul", ["s", "wm"], ["m0"]),
+             helper.make_node("Sigmoid" if sigmoid else "Identity", ["m0"], [mask_name]),
+             helper.make_node("ReduceMean", ["s"], ["pool"], axes=[1], keepdims=1),          # [N, 1, 8]
+             helper.make_node("Expand", ["pool", "slots"], ["pe"]),                            # [N, 30, 8]
+             helper.make_node("MatMul", ["pe", "wd"], [det_name])]
+    slots = nh.from_array(np.array([1, 30, 8], np.int64), "slots")
+    return _model(nodes, [_out(det_name, shape=["N", 30, 3]), _out(mask_name, shape=["N", "L", 1])],
+                  [wm, wd, slots], inputs=(s,), opset=13)
+
+
+def test_one_dimensional_mask_and_detection_slots_of_a_signal_head():
+    """Before: both regression. A one-channel per-position map named as a mask is a mask at the logit's 0 (at
+    0.5 after a Sigmoid); [N, slots, 3] named a detection is 1-D detection (score, centre, width)."""
+    tasks = output_tasks(_signal_heads())
+    assert tasks["segmentation"].kind == "segmentation" and tasks["segmentation"].threshold == 0.0
+    assert tasks["detection"].kind == "detection" and "30 slots" in tasks["detection"].reason
+    assert output_tasks(_signal_heads(sigmoid=True))["segmentation"].threshold == 0.5
+    # the same shapes without the names: no evidence, still regression (xyz points, keypoints [N, 17, 3])
+    plain = output_tasks(_signal_heads(det_name="points", mask_name="y"))
+    assert plain["points"].kind == "regression" and plain["y"].kind == "regression"
+
+
+def test_logits_beside_their_softmax_output_take_its_task():
+    """Before: [T, N, 4] logits next to probs = softmax(logits) were regression while probs was per-step
+    classes; the scores a sibling output's Softmax reads decide the same classes."""
+    s = helper.make_tensor_value_info("s", T.FLOAT, ["T", "N", 16])
+    w = nh.from_array(rng.normal(size=(16, 4)).astype(np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["s", "w"], ["logits"]),
+             helper.make_node("Softmax", ["logits"], ["probs"], axis=2)]
+    model = _model(nodes, [_out("logits", shape=["T", "N", 4]), _out("probs", shape=["T", "N", 4])], [w],
+                   inputs=(s,), opset=13)
+    tasks = output_tasks(model)
+    assert tasks["probs"].kind == "sequence"
+    assert tasks["logits"].kind == "sequence" and tasks["logits"].classes == 4 and "'probs'" in tasks["logits"].reason
+    # alone, the same logits stay regression (nothing says they are scores)
+    alone = _model(nodes[:1], [_out("logits", shape=["T", "N", 4])], [w], inputs=(s,), opset=13)
+    assert output_tasks(alone)["logits"].kind == "regression"
+    # a user's choice is kept
+    assert output_tasks(model, {"logits": "regression"})["logits"].kind == "regression"
