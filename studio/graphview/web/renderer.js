@@ -707,6 +707,20 @@
     } else go();
   };
 
+  /* Show group ``g`` open (its ancestors too), centre and select its frame: how search reaches a
+   * repeat group (``layers.0–2 ×3``) or a scope by its name. */
+  Viewer.prototype.jumpToGroup = function (g) {
+    var self = this, id = 'g' + g, groups = this.model.s.groups, changed = false, p = g;
+    while (p > 0) { if (!this.model.open.has(p)) { this.model.open.add(p); changed = true; } p = groups[p].parent; }
+    var go = function () { self.selected = id; self.center(id, 0.5); };
+    if (changed) {
+      var seq = this.layoutSeq + 1;
+      this.relayout(null);
+      var wait = function () { if (self.layoutSeq === seq && self.vis && self.lay && self.lay.boxes[id]) go(); else setTimeout(wait, 30); };
+      wait();
+    } else go();
+  };
+
   function el(tag, text, cls) {
     var e = document.createElement(tag);
     if (text !== undefined && text !== null) e.textContent = text;
@@ -862,12 +876,24 @@
       if (!q) return;
       if (!hits.q || hits.q !== q) {
         hits = []; hits.q = q; at = 0;
+        /* groups first (a decoder's repeat ``layers.0–2 ×3``, a scope), by label or key, then nodes */
+        var groups = self.model.s.groups, ng = 0;
+        for (var g = 1; g < groups.length; g++) {
+          if ((groups[g].label || '').toLowerCase().indexOf(q) >= 0 || (groups[g].key || '').toLowerCase().indexOf(q) >= 0) {
+            hits.push('g' + g); ng++;
+          }
+        }
         self.model.s.leaves.forEach(function (lf, i) {
           if ((lf.full || '').toLowerCase().indexOf(q) >= 0 || (lf.op || '').toLowerCase().indexOf(q) >= 0) hits.push(i);
         });
+        hits.groups = ng;
       }
-      self.status.textContent = hits.length + ' match' + (hits.length === 1 ? '' : 'es');
-      if (hits.length) { self.jumpTo(hits[at % hits.length]); at++; }
+      self.status.textContent = hits.length + ' match' + (hits.length === 1 ? '' : 'es')
+        + (hits.groups ? ' (' + hits.groups + ' group' + (hits.groups === 1 ? '' : 's') + ' first)' : '');
+      if (hits.length) {
+        var h = hits[at % hits.length]; at++;
+        if (typeof h === 'string') self.jumpToGroup(+h.slice(1)); else self.jumpTo(h);
+      }
     });
     window.addEventListener('keydown', function (ev) {
       if (ev.target && ev.target.tagName === 'INPUT') return;
