@@ -95,11 +95,10 @@ def viewer_html(scene: dict, *, title: str, panels: Sequence[Mapping[str, str]] 
         f"<title>{html_text(title, 120)}</title><style>{_CSS}</style></head><body>"
         f'<div id="gv-root"{style}>'
         f'<div class="gv-header"><h1>{html_text(title, 160)}</h1>{note_html}{legend}</div>'
-        '<div class="gv-toolbar"><button data-act="fit" title="fit to screen (f); a tall drawing fills the width '
-        'first, Fit again shows all of it">Fit</button>'
+        '<div class="gv-toolbar"><button data-act="fit" title="fit all of the drawing to the screen (f)">Fit</button>'
         '<button data-act="in" title="zoom in">+</button><button data-act="out" title="zoom out">−</button>'
         '<button data-act="reset" title="back to the opening level">Reset</button>'
-        '<input type="search" placeholder="Find a node or op type (Enter: next)" autocomplete="off">'
+        '<input type="search" placeholder="Find a group, node or op type (Enter: next)" autocomplete="off">'
         '<span class="gv-hint">click a group: expand/collapse · click an edge: its producer · drag: pan · '
         'wheel: zoom</span><span class="gv-status"></span></div>'
         '<div class="gv-panels"></div><canvas class="gv-minimap"></canvas>'
