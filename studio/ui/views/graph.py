@@ -332,15 +332,13 @@ def render() -> None:
     overlays = api.graph_overlays(index, summary, state.overlay_data(handle.sha256))
     if mode == "Graph":
         _viewer(handle, summary, index, overlays)
-        widgets.cli_hint(f"onnx-studio graph {handle.path.name}"
-                         + "".join(f" --dim {k}={v}" for k, v in (state.dims() or {}).items()) + " -o graph.html")
+        widgets.cli_hint(api.cli_command("graph", [handle.path.name], [("--dim", state.dims()), ("-o", "graph.html")]))
     elif mode == "Overview":
         _overview(handle, summary, index, overlays)
         level = st.session_state.get("graph_level")
         ov = st.session_state.get("graph_overlay", "op type")
-        widgets.cli_hint(f"onnx-studio graph {handle.path.name}" + (f" --level {level}" if level else "")
-                         + "".join(f" --dim {k}={v}" for k, v in (state.dims() or {}).items())
-                         + f" --overlay '{ov}' -o graph.html")
+        widgets.cli_hint(api.cli_command("graph", [handle.path.name], [
+            ("--level", level or None), ("--dim", state.dims()), ("--overlay", ov), ("-o", "graph.html")]))
     elif mode == "Detail":
         _detail(handle, summary, index, overlays)
     else:

@@ -9,7 +9,7 @@ import streamlit as st
 from studio import api
 from studio.ui import state, widgets
 from studio.ui.inputs_picker import inputs_picker
-from studio.ui.task_picker import task_flags, target_picker, task_picker
+from studio.ui.task_picker import target_picker, task_picker
 
 ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT", "mnn": "MNN",
            "litert": "LiteRT"}
@@ -133,20 +133,12 @@ def render() -> None:
         _show(result, "verify")
     elif state.result_is_stale(_RESULT, settings):
         st.info("No comparison for this model, version and these settings yet: press Compare.")
-    flags = [f"--engine {CLI_ENGINE[engine]}"]
-    if engine_b != engine:
-        flags.append(f"--engine-b {CLI_ENGINE[engine_b]}")
-    if engine == "openvino" and ov_a != "f32":
-        flags.append(f"--ov-precision {ov_a}")
-    if engine_b == "openvino" and ov_b != "f32":
-        flags.append(f"--ov-precision-b {ov_b}")
-    if choice.cli_flags:
-        flags.append(choice.cli_flags)
-    if layerwise:
-        flags.append("--layerwise" + (f" --layer-threshold {threshold:g}" if threshold else ""))
-    if tasks:
-        flags.append(task_flags(tasks))
-    widgets.cli_hint(f"onnx-studio compare {ha.path.name} {hb.path.name} {' '.join(flags)}")
+    widgets.cli_hint(api.cli_command("compare", [ha.path.name, hb.path.name], [
+        ("--engine", CLI_ENGINE[engine]), ("--engine-b", CLI_ENGINE[engine_b] if engine_b != engine else None),
+        ("--ov-precision", ov_a if engine == "openvino" and ov_a != "f32" else None),
+        ("--ov-precision-b", ov_b if engine_b == "openvino" and ov_b != "f32" else None),
+        ("--layerwise", bool(layerwise)), ("--layer-threshold", float(threshold) if layerwise and threshold else None),
+        ("--task", tasks or {})], raw=choice.cli_flags or ""))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script
