@@ -348,6 +348,7 @@ def merge_decoders(decoder_path: str | Path, with_past_path: str | Path, output:
     and a decode step (``verify``). Neither input is modified; only ``output`` (and its .data when the
     weights exceed the protobuf limit) is written."""
     from studio.core.model import load
+    from studio.core.outputs import shown_path
     from studio.core.save import save_model
 
     start = time.monotonic()
@@ -363,7 +364,8 @@ def merge_decoders(decoder_path: str | Path, with_past_path: str | Path, output:
     steps: tuple[MergeStep, ...] = ()
     if verify:          # verified in a scratch copy first: a merge that differs from the pair is never written
         with tempfile.TemporaryDirectory(prefix="studio-merge-decoders-") as tmp:
-            scratch = save_model(merged, Path(tmp) / "merged.onnx", shown="the merged model (scratch)")
+            scratch = save_model(merged, Path(tmp) / "merged.onnx",   # named as the user's output: the same
+                                 shown=f"{shown_path(Path(output))} (its verification copy)")  # limits apply
             if not small:
                 _checked(str(scratch))   # by path: a model over 2 GiB cannot be checked as one protobuf
             steps = _verify(scratch, d_path, p_path, merged, decoder, pool_key=pool_key, dims=dims)

@@ -56,6 +56,8 @@ def genai_config(folder: Path | None, filename: str | None) -> tuple[RuntimeConf
     share = search.get("past_present_share_buffer")
     rc = RuntimeConfig("genai_config.json", _int(model.get("context_length")), _int(search.get("max_length")),
                        share if isinstance(share, bool) else None)
+    if rc.context_length is None and rc.max_length is None and rc.past_present_share_buffer is None:
+        rc = None                            # says nothing the studio reads (e.g. 'model' is not an object)
     return rc, {"heads": _int(decoder.get("num_attention_heads")), "kv_heads": _int(decoder.get("num_key_value_heads")),
                 "hidden": _int(decoder.get("hidden_size")), "context": _int(model.get("context_length")),
                 "vocab": _int(model.get("vocab_size"))}

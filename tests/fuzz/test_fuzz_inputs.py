@@ -15,6 +15,7 @@ import copy
 import json
 import os
 import random
+import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -301,13 +302,21 @@ def test_fuzz_recipes(tmp_path):
     _campaign("recipes", _one_recipe, tmp_path)
 
 
+@pytest.mark.parametrize("recursion_limit", [None, 20_000], ids=["default-limit", "raised-limit"])
 @pytest.mark.parametrize("file", ["genai_config.json", "config.json"])
-def test_a_runtime_config_nested_thousands_deep_beside_a_decoder_is_ignored(tmp_path, file):
+def test_a_runtime_config_nested_thousands_deep_beside_a_decoder_is_ignored(tmp_path, file, recursion_limit):
     """Found by the decoder-spec fuzz (RecursionError from json.loads in decoder_config): the file is not
-    a config the studio can read, so the graph's own facts are used."""
+    a config the studio can read, so the graph's own facts are used. With a raised recursion limit (CI's
+    workers had one) the JSON parses, but its ``model`` is not an object: still no runtime config."""
     (tmp_path / "model.onnx").write_bytes((SAMPLES / "llama_genai.onnx").read_bytes())
     (tmp_path / file).write_text('{"model_type": "llama", "model": ' + "[" * 5000 + "]" * 5000 + "}")
-    spec = api.decoder_spec(tmp_path / "model.onnx")
+    before = sys.getrecursionlimit()
+    try:
+        if recursion_limit:
+            sys.setrecursionlimit(recursion_limit)
+        spec = api.decoder_spec(tmp_path / "model.onnx")
+    finally:
+        sys.setrecursionlimit(before)
     assert spec is not None and spec.runtime is None and spec.layers == 3
 
 
