@@ -5,7 +5,7 @@ Per node and engine target the report holds a status (supported / restricted
 / unsupported / unknown) and per engine target a model-level verdict with how
 it was decided: ONNX Runtime and OpenVINO by a real session in a sandbox
 worker (the kernel registry and ``query_model`` explain *which* node),
-MNN and LiteRT by a real conversion and run (``converted_check``), TensorRT by the support table (or the real parser where installed), other ORT
+every converted engine of the table (MNN, LiteRT, ncnn) by a real conversion and run (``converted_check``), TensorRT by the support table (or the real parser where installed), other ORT
 EPs by their tables.
 """
 
@@ -21,7 +21,7 @@ from diagnostics.base import EngineCheck
 from diagnostics.custom_ops import detect_custom_ops
 from diagnostics.lint import full_check_finding, lint_model, output_shape_findings
 from diagnostics.node_context import collect_nodes
-from studio.core.engines import ENGINE_NAMES, resolve_engine_name
+from studio.core.engines import ENGINE_NAMES, ENGINES, engine_row, resolve_engine_name
 from studio.core.engines.base import package_version
 from studio.core.findings import Finding, Report, dedupe
 from studio.core.model import ModelHandle
@@ -34,12 +34,14 @@ __all__ = ["check_model", "default_engines", "normalize_engines"]
 
 
 def default_engines() -> tuple[str, ...]:
-    """What ``check`` checks when no engine is named: ONNX Runtime, OpenVINO and TensorRT (by table
-    where not installed), plus MNN and LiteRT wherever their stack (runtime and converter) is installed."""
+    """What ``check`` checks when no engine is named: the engine table's rows marked ``default_check``,
+    native ones always (TensorRT by table where not installed), converted ones (MNN, LiteRT) wherever
+    their stack (runtime and converter) is installed."""
     from studio.core.engines import get_engine
 
-    return ("onnxruntime", "openvino", "tensorrt") + tuple(e for e in ("mnn", "litert")
-                                                          if get_engine(e).available().ok)
+    rows = [r for r in ENGINES if r.default_check]
+    return tuple(r.name for r in rows if not r.converted) + tuple(
+        r.name for r in rows if r.converted and get_engine(r.name).available().ok)
 
 
 def normalize_engines(engines: Sequence[str] | str | None) -> tuple[str, ...]:
@@ -114,7 +116,7 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
 
             checks[engine] = check_openvino(path, nodes, device=ov_device, run=run, dims=dict(dims or {}), inputs=inputs,
                                             pool_key=pool_key, limits=limits)
-        elif engine in ("mnn", "litert"):
+        elif engine_row(engine).converted:       # every converted engine: a real conversion and run
             from diagnostics.converted_check import check_converted
 
             checks[engine] = check_converted(engine, path, nodes, run=run, dims=dict(dims or {}), inputs=inputs,

@@ -1,4 +1,4 @@
-"""MNN and LiteRT checks: convert (MNNConvert / onnx2tf), load, run once on the seeded or
+"""The converted engines' check (MNN, LiteRT, ncnn: the table's converted rows): convert (MNNConvert / onnx2tf / pnnx), load, run once on the seeded or
 given inputs and compare with ONNX Runtime -- all in one sandbox worker.
 
 The verdict is the real run's: a model the engine converts and runs "runs"; a conversion
@@ -27,6 +27,7 @@ from diagnostics.base import (EngineCheck, OutputInfo, first_line, needs_inputs_
                               seeded_size_finding, verdict_from)
 from diagnostics.node_context import NodeCtx
 from studio.core.engines.conversion import COSINE_MIN, options_note
+from studio.core.engines.table import engine_rows
 from studio.core.errors import WorkerError
 from studio.core.findings import Finding, NodeVerdict
 from studio.core.jobs import JobContext, JobOutput, job
@@ -34,7 +35,8 @@ from studio.core.sandbox import Limits, run_job
 
 __all__ = ["CONVERTED_ENGINES", "check_converted"]
 
-CONVERTED_ENGINES = {"mnn": ("MNN", "MNN", "MNNConvert"), "litert": ("LiteRT", "LITERT", "onnx2tf")}
+# engine -> (label, finding-code prefix, converter), from the engine table's converted rows
+CONVERTED_ENGINES = {r.name: (r.label, r.code, r.converter) for r in engine_rows("converted")}
 _AP50_MIN = 0.99
 _UNSUPPORTED_HINT = "rewrite the op into ops the converter supports, or use another engine"
 
@@ -207,9 +209,9 @@ def _refusal_hint(converter: str, conversion: dict | None) -> str | None:
 def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, run: bool = True,
                     dims: dict[str, int] | None = None, inputs: Path | None = None, pool_key: str = "default",
                     limits: Limits | None = None, tasks: dict[str, str] | None = None) -> EngineCheck:
-    """The check of ``engine`` ("mnn" or "litert") on ``model_path``; ``tasks``: the user's
+    """The check of a converted ``engine`` (a row of kind "converted": mnn, litert, ncnn) on ``model_path``; ``tasks``: the user's
     {output: kind} (how outputs are compared with ONNX Runtime's, see the module doc)."""
-    from studio.core.engines import get_engine
+    from studio.core.engines import engine_limits, get_engine
 
     label, prefix, converter = CONVERTED_ENGINES[engine]
     target = "CPU"
@@ -223,11 +225,7 @@ def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, 
         return result
     result.version = availability.version
     checked = [n for n in nodes if not n.is_function_call]
-    job_limits = limits
-    if engine == "litert":
-        from studio.core.engines.litert import litert_limits
-
-        job_limits = litert_limits(limits)
+    job_limits = engine_limits(engine, limits)       # the row's own needs (LiteRT: TensorFlow's room)
     try:
         res = run_job("diagnostics.converted_check", {"engine": engine, "model_path": str(model_path), "run": run,
                                                       "dims": dims or {}, "inputs": str(inputs) if inputs else None,

@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from studio.core.engines.table import engine_jobs
+
 __all__ = [
     "ALLOWED_PACKAGES",
     "BUILTIN_JOBS",
@@ -66,16 +68,7 @@ ALLOWED_PACKAGES: tuple[str, ...] = ("studio", "passes", "diagnostics", "profile
 # importing their module in the parent. Others register with @job at import time.
 BUILTIN_JOBS: dict[str, str] = {
     "sandbox.selftest": "studio.core.jobs:selftest_job",
-    "ort.run": "studio.core.engines.onnxruntime:ort_run_job",
-    "ort.info": "studio.core.engines.onnxruntime:ort_info_job",
-    "ov.run": "studio.core.engines.openvino:ov_run_job",
-    "ov.info": "studio.core.engines.openvino:ov_info_job",
-    "trt.run": "studio.core.engines.tensorrt:trt_run_job",
-    "mnn.run": "studio.core.engines.mnn:mnn_run_job",
-    "mnn.convert": "studio.core.engines.mnn:mnn_convert_job",
-    "mnn.quantize": "studio.core.engines.mnn_quant:mnn_quantize_job",
-    "litert.run": "studio.core.engines.litert:litert_run_job",
-    "litert.convert": "studio.core.engines.litert:litert_convert_job",
+    **engine_jobs(),        # every engine's run/convert/probe jobs, from its row (studio.core.engines.table)
 }
 
 _JOB_MARK = "__studio_job__"

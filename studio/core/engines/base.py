@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from studio.core.engines.table import engine_row
 from studio.core.errors import EngineUnavailable, StudioError
 from studio.core.paths import check_regular_file
 from studio.core.sandbox import Limits
@@ -403,13 +404,13 @@ def cpu_count() -> int:
 
 class WorkerEngine:
     """What every adapter shares: cached availability, one job per run whose result
-    becomes a :class:`RunOutput`, and a worker-side probe. An adapter declares who it is
-    in its class line, ``class MnnEngine(WorkerEngine, name="mnn", label="MNN",
-    jobs=("mnn.run",), module="MNN", install="pip install MNN")``: its run job (and
-    probe job), the Python module whose presence is read from package metadata, and what
-    to install when it is missing; it implements ``_probe_installed()`` (version,
-    devices, other requirements); ``_prepare`` may adjust the options/limits/worker
-    freshness of a run."""
+    becomes a :class:`RunOutput`, and a worker-side probe. An adapter names its row of
+    :mod:`studio.core.engines.table` in its class line, ``class MnnEngine(WorkerEngine,
+    engine="mnn")``, and reads who it is from there: label, run job (and probe job), the
+    Python module whose presence is read from package metadata, what to install when it
+    is missing, its worker pool; it implements ``_probe_installed()`` (version, devices,
+    other requirements); ``_prepare`` may adjust the options/limits/worker freshness of a
+    run."""
 
     name: str = ""
     label: str = ""
@@ -420,13 +421,15 @@ class WorkerEngine:
     module: str = ""
     install: str = ""
 
-    def __init_subclass__(cls, *, name: str = "", label: str = "", jobs: tuple[str, ...] = (), module: str = "",
-                          install: str = "", pool_suffix: str = "", **kwargs: Any) -> None:
+    def __init_subclass__(cls, *, engine: str = "", **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if name:
-            cls.name, cls.label, cls.stage, cls.module, cls.install = name, label, label, module, install
-            cls.run_job_name, cls.info_job_name = (tuple(jobs) + ("", ""))[:2]
-            cls.pool_suffix = pool_suffix
+        if engine:
+            row = engine_row(engine)
+            if row is None or row.name != engine:
+                raise ValueError(f"no row {engine!r} in studio.core.engines.table")
+            cls.name, cls.label, cls.stage, cls.module, cls.install = row.name, row.label, row.label, row.module, \
+                row.install
+            cls.run_job_name, cls.info_job_name, cls.pool_suffix = row.run_job, row.info_job, row.pool
 
     def __init__(self) -> None:
         self._availability: Availability | None = None

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studio.core.engines.table import engine_row
+
 __all__ = ["Conversion", "ConversionFailed", "ConvertedRunner", "OptionSet", "conversion_output", "converter_advice",
            "onnx_output_types", "onnx_typed", "outputs_disagree", "search_options"]
 
@@ -79,7 +81,7 @@ class Conversion:
                    tuple(dict(a) for a in data.get("attempts") or ()), tuple(data.get("advice") or ()))
 
     def converter_label(self) -> str:
-        return {"litert": "onnx2tf", "mnn": "MNNConvert"}.get(self.engine, self.engine)
+        return converter_name(self.engine)
 
     @property
     def search_note(self) -> str | None:
@@ -87,12 +89,18 @@ class Conversion:
         return options_note(self.engine, {"options": self.options, "attempts": self.attempts, "ok": self.ok})
 
 
+def converter_name(engine: str) -> str:
+    """The converter a converted engine's row names (``MNNConvert``, ``onnx2tf``, ``pnnx``)."""
+    row = engine_row(engine)
+    return row.converter if row is not None and row.converter else engine
+
+
 def options_note(engine: str, info: Mapping[str, Any]) -> str | None:
     """What the option search did, in one line (None when the defaults were used and nothing else tried)."""
     attempts = list(info.get("attempts") or ())
     if len(attempts) <= 1:
         return None
-    tool = {"litert": "onnx2tf", "mnn": "MNNConvert"}.get(engine, engine)
+    tool = converter_name(engine)
     first = attempts[0]
     why = "refused its defaults" if not first.get("converted", first.get("ok")) else \
         "gave different numbers from ONNX Runtime with its defaults"

@@ -103,8 +103,7 @@ def litert_limits(limits: Limits | None) -> Limits:
     return replace(limits, memory_bytes=max(limits.memory_bytes, floor))
 
 
-class LiteRtEngine(WorkerEngine, name="litert", label="LiteRT", jobs=("litert.run",), module="ai_edge_litert",
-                   install=INSTALL_RUNTIME, pool_suffix=":litert"):
+class LiteRtEngine(WorkerEngine, engine="litert"):
     def _probe_installed(self) -> Availability:
         missing = converter_missing()
         if missing:

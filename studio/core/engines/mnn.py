@@ -48,8 +48,7 @@ _UNSUPPORTED = re.compile(r"These Op Not Support:\s*(?P<ops>[^\n]*)")
 _FLAG = re.compile(r"(?<![\w-])--(?P<flag>[A-Za-z][A-Za-z0-9]+)\b")
 
 
-class MnnEngine(WorkerEngine, name="mnn", label="MNN", jobs=("mnn.run",), module="MNN", install=INSTALL,
-                pool_suffix=":mnn"):
+class MnnEngine(WorkerEngine, engine="mnn"):
     def _probe_installed(self) -> Availability:
         return Availability(True, package_version("MNN", "mnn"), None, ("CPU",))
 

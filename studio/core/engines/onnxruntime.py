@@ -40,8 +40,7 @@ _DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onn
                   "onnxruntime-qnn", "ort-nightly", "ort-nightly-gpu")
 
 
-class OnnxRuntimeEngine(WorkerEngine, name="onnxruntime", label="ONNX Runtime", jobs=("ort.run", "ort.info"),
-                        module="onnxruntime", install="pip install onnxruntime"):
+class OnnxRuntimeEngine(WorkerEngine, engine="onnxruntime"):
     def _probe_installed(self) -> Availability:
         version = package_version(*_DISTRIBUTIONS)
         devices = ["CPU"]

@@ -41,8 +41,7 @@ from studio.core.jobs import JobContext, JobOutput, job
 __all__ = ["OpenVinoEngine", "OvRunner", "ov_info_job", "ov_run_job"]
 
 
-class OpenVinoEngine(WorkerEngine, name="openvino", label="OpenVINO", jobs=("ov.run", "ov.info"),
-                     module="openvino", install="pip install openvino"):
+class OpenVinoEngine(WorkerEngine, engine="openvino"):
     def _probe_installed(self) -> Availability:
         # Devices need the runtime itself (a worker job, see probe()); CPU is always there.
         return Availability(True, package_version("openvino", "openvino-nightly"), None, ("CPU",))

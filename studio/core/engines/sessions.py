@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from studio.core.engines.base import encode_outputs, unpack_feeds
+from studio.core.engines.table import ENGINES
 from studio.core.jobs import JobContext, JobOutput
 
 __all__ = ["RUNNERS", "Runner", "elapsed_ms", "open_runner", "require_feeds", "require_outputs",
@@ -69,18 +70,12 @@ class Runner(Protocol):
     def close(self) -> None: ...
 
 
-# engine -> "module:class" of its runner (imported on first use, inside the worker)
-RUNNERS: dict[str, str] = {
-    "onnxruntime": "studio.core.engines.onnxruntime:OrtRunner",
-    "openvino": "studio.core.engines.openvino:OvRunner",
-    "tensorrt": "studio.core.engines.tensorrt:TrtRunner",
-    "mnn": "studio.core.engines.mnn:MnnRunner",
-    "litert": "studio.core.engines.litert:LiteRtRunner",
-}
+# engine -> "module:class" of its runner (imported on first use, inside the worker), from the engine table
+RUNNERS: dict[str, str] = {row.name: row.runner for row in ENGINES if row.runner}
 
 
 def open_runner(engine: str, path: str | Path, args: Mapping[str, Any], ctx: JobContext) -> Runner:
-    """The runner of ``engine`` ("onnxruntime" | "openvino" | "tensorrt" | "mnn" | "litert") with
+    """The runner of ``engine`` (a canonical name of :mod:`studio.core.engines.table`) with
     ``path`` opened; ``args`` is ``RunOptions.to_args()`` plus the engine's own keys."""
     target = RUNNERS.get(engine)
     if target is None:

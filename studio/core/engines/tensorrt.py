@@ -57,7 +57,7 @@ _DISTRIBUTIONS = ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11",
 Shape = tuple[int, ...]
 
 
-class TensorRtEngine(WorkerEngine, name="tensorrt", label="TensorRT", jobs=("trt.run",)):
+class TensorRtEngine(WorkerEngine, engine="tensorrt"):
     def _probe_installed(self) -> Availability:
         return _probe()
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from studio.core.errors import WorkerError
-from studio.core.jobs import resolve_job
+from studio.core import jobs   # a module: studio.core.jobs reads the engine table, whose package imports this
 from studio.core.sandbox.limits import Limits, default_limits
 from studio.core.sandbox.messages import (
     describe_exit,
@@ -106,7 +106,7 @@ def run_job(name: str, args: dict[str, Any] | None = None, arrays: Mapping[str, 
     """
     limits = limits or default_limits()
     try:
-        target = resolve_job(name)
+        target = jobs.resolve_job(name)
     except KeyError as exc:
         raise WorkerError(f"{stage}: {exc.args[0]}", kind="error", stage=stage) from None
     try:
