@@ -330,6 +330,12 @@ class CorpusRow:
     fused_studio: dict[str, int] = field(default_factory=dict)
     ort_nodes: tuple[int | None, int | None] = (None, None)     # nodes of the graph ORT runs: raw, studio
     slower: bool = False       # both interleaved runs put the 95 % interval of studio/raw above 1
+    # The same for each correct peer result: nodes of the graph ORT runs, its fused ops, and studio/peer at
+    # ORT_ENABLE_ALL in the same interleaved runs (the worse run's ratio and 95 % CI; slower: both CIs above 1).
+    ort_nodes_peer: dict[str, int | None] = field(default_factory=dict)
+    fused_peer: dict[str, dict[str, int]] = field(default_factory=dict)
+    latency_vs_peer: dict[str, tuple[float | None, float | None, float | None]] = field(default_factory=dict)
+    slower_than_peer: dict[str, bool] = field(default_factory=dict)
 
 
 def _all_nodes(path: Path) -> int:
@@ -418,8 +424,10 @@ def _studio_corpus(src: Path, out: Path, inputs: Path) -> tuple[str, Path | None
     return (best[1], best[2], "; ".join(notes)) if best else ("", None, "; ".join(notes))
 
 
-def _latency(raw: Path, opt: Path, feeds: dict, out: Path) -> tuple[float | None, tuple]:
-    """studio / raw at ORT's default session options, interleaved in one worker (profilers.latency)."""
+def _latency(raw: Path, opt: Path, feeds: dict, out: Path,
+             peers: dict[str, Path] | None = None) -> dict[str, tuple[float | None, float | None, float | None]]:
+    """studio / raw and studio / each peer at ORT's default session options, all interleaved in one worker
+    (profilers.latency): {"raw": (ratio, ci low, ci high), "<peer>": (...)}."""
     from dataclasses import replace
 
     from profilers.latency import RunPlan, interleaved_latency, variant_args
@@ -430,10 +438,16 @@ def _latency(raw: Path, opt: Path, feeds: dict, out: Path) -> tuple[float | None
     arrays: dict = {}
     variants = [variant_args("raw", "raw", raw, spec, feeds, 0, arrays),
                 variant_args("studio", "studio", opt, spec, feeds, 1, arrays)]
-    run = interleaved_latency(variants, arrays, RunPlan(warmup=5, iterations=None, duration_s=6.0, rounds=12),
+    for i, (tool, path) in enumerate(sorted((peers or {}).items())):
+        variants.append(variant_args(tool, tool, path, spec, feeds, 2 + i, arrays))
+    run = interleaved_latency(variants, arrays, RunPlan(warmup=5, iterations=None,
+                                                        duration_s=3.0 * len(variants), rounds=12),
                               out_dir=out, limits=replace(default_limits(), timeout_s=120.0), pool_key="bench-latency")
-    est = run.ratio("raw", "studio")
-    return (est.ratio, (est.ci_low, est.ci_high)) if est else (None, (None, None))
+    out_ratios: dict[str, tuple[float | None, float | None, float | None]] = {}
+    for base in ["raw", *sorted(peers or {})]:
+        est = run.ratio(base, "studio")
+        out_ratios[base] = (est.ratio, est.ci_low, est.ci_high) if est else (None, None, None)
+    return out_ratios
 
 
 def measure_corpus(name: str, src: Path, kept_aside: bool, entry, timeout_s: float) -> CorpusRow:
@@ -469,19 +483,29 @@ def measure_corpus(name: str, src: Path, kept_aside: bool, entry, timeout_s: flo
             row.correct[tool] = False
             row.notes[tool] = f"does not run on ORT: {type(exc).__name__}: {str(exc)[:80]}"
     if paths["studio"] is not None:
+        peers = {t: p for t, p in paths.items() if t != "studio" and p is not None and row.correct.get(t)}
         try:
             # Two interleaved runs: on a shared machine one run's interval can sit above 1 by drift alone;
             # a real slowdown shows in both. The row keeps the run with the higher ratio (the worse case).
-            runs = [_latency(src, paths["studio"], feeds, out / f"latency{i}") for i in range(2)]
-            slower = all(ci[0] is not None and ci[0] > 1.0 for _, ci in runs)
-            row.latency_ratio, row.latency_ci = max(runs, key=lambda r: r[0] or 0.0)
-            row.slower = slower
+            # The correct peers run in the same rounds, so studio/peer is measured the same way.
+            runs = [_latency(src, paths["studio"], feeds, out / f"latency{i}", peers) for i in range(2)]
+            for base in ["raw", *peers]:
+                pair = [r[base] for r in runs]
+                slower = all(p[1] is not None and p[1] > 1.0 for p in pair)
+                worst = max(pair, key=lambda p: p[0] or 0.0)
+                if base == "raw":
+                    row.latency_ratio, row.latency_ci, row.slower = worst[0], (worst[1], worst[2]), slower
+                else:
+                    row.latency_vs_peer[base], row.slower_than_peer[base] = worst, slower
         except Exception as exc:
             row.notes["latency"] = f"{type(exc).__name__}: {str(exc)[:80]}"
         try:
             a = ort_fusions(src, out / "fused-raw")
             b = ort_fusions(paths["studio"], out / "fused-studio", data_dir=paths["studio"].parent)
             row.fused_raw, row.fused_studio, row.ort_nodes = dict(a.fused), dict(b.fused), (a.nodes, b.nodes)
+            for tool, path in peers.items():
+                f = ort_fusions(path, out / f"fused-{tool}", data_dir=path.parent)
+                row.fused_peer[tool], row.ort_nodes_peer[tool] = dict(f.fused), f.nodes
         except Exception as exc:
             row.notes["fusions"] = f"{type(exc).__name__}: {str(exc)[:80]}"
     return row
@@ -497,6 +521,43 @@ def usable_peer(row: CorpusRow, tool: str) -> bool:
 def best_peer(row: CorpusRow) -> int | None:
     counts = [row.nodes[t] for t in ("onnxsim", "onnxslim") if usable_peer(row, t)]
     return min(counts) if counts else None
+
+
+# The rule the optimizer is judged by (printed with the table, stated in docs/architecture.md): what the
+# engine runs decides, the file breaks ties. Each result's key is (nodes of the graph ORT runs at
+# ORT_ENABLE_ALL, nodes in the file); the best usable peer is the one with the smallest key; the studio is
+# below it when its key is smaller, at when equal, above when larger -- and above whatever the counts when
+# it measures slower than that peer (studio/peer's 95 % interval above 1 in both interleaved runs). A file
+# with fewer nodes that costs ORT a fusion (ORT runs more nodes) is above; a file with more nodes that keeps
+# a fusion the peer cost ORT (PP-OCRv6: onnxsim's result loses ORT 13 Gelu fusions) is below.
+ENGINE_RULE = ("judged by what the engine runs: key = (nodes ORT runs at ORT_ENABLE_ALL, nodes in the file), "
+               "smaller is better; above whatever the counts when studio/peer latency's 95 % CI is above 1 in "
+               "both interleaved runs; the raw-node verdict is shown beside it")
+
+
+def _engine_key(row: CorpusRow, tool: str) -> tuple[int, int] | None:
+    ort_n = row.ort_nodes[1] if tool == "studio" else row.ort_nodes_peer.get(tool)
+    n = row.nodes.get(tool)
+    return None if ort_n is None or n is None else (ort_n, n)
+
+
+def engine_verdict(row: CorpusRow) -> tuple[str, str | None]:
+    """("below" | "at" | "above" | "-", the peer compared with) by ``ENGINE_RULE``; "-" when no usable
+    peer; where ORT's graphs could not be measured the raw count decides."""
+    bp = best_peer(row)
+    if bp is None:
+        return "-", None
+    if row.nodes.get("studio") is None or not row.correct.get("studio"):
+        return "above", None                     # no result, or a wrong one, is never at or below a peer
+    peers = [(k, t) for t in ("onnxsim", "onnxslim") if usable_peer(row, t) and (k := _engine_key(row, t))]
+    mine = _engine_key(row, "studio")
+    if not peers or mine is None:
+        n = row.nodes["studio"]
+        return ("below" if n < bp else "at" if n == bp else "above"), None
+    key, tool = min(peers)
+    if row.slower_than_peer.get(tool) or mine > key:
+        return "above", tool
+    return ("below" if mine < key else "at"), tool
 
 
 def lost_fusions(row: CorpusRow) -> dict[str, tuple[int, int]]:
