@@ -12,6 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-deps 'pnnx==20261020'   # ncnn's converter (a binary; its torch requirement is for PyTorch input)
 	touch $@
 
 # LiteRT's ONNX -> TFLite converter (tensorflow-cpu, onnx2tf): the tests and CI need it, `make run` does not.

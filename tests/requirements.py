@@ -49,6 +49,8 @@ COMPONENTS: tuple[Component, ...] = (
     Component("NNCF", "nncf", ("nncf",)),
     Component("DISTRIBUTED", "distributed (Dask)", ("distributed",)),
     Component("MNN", "MNN", ("MNN", "MNN.nn", "MNN.expr", "_tools")),
+    Component("NCNN", "ncnn (and its converter pnnx)", ("ncnn",),
+              install="make install (pip install ncnn; pip install --no-deps pnnx)"),
     Component("LITERT", "LiteRT runtime (ai_edge_litert)", ("ai_edge_litert", "ai_edge_litert.interpreter")),
     Component("LITERT_CONVERTER", "the LiteRT converter (onnx2tf, tf_keras, tensorflow)",
               ("tensorflow", "tf_keras", "onnx_graphsurgeon", "onnx2tf"), install=LITERT),
@@ -66,7 +68,7 @@ COMPONENTS: tuple[Component, ...] = (
     Component("SCIPY", "scipy", ("scipy.stats",)),
 )
 _BY_MODULE = {m.split(".")[0]: c for c in COMPONENTS for m in c.modules}
-_ENGINES = {"mnn": "MNN", "litert": "LITERT_CONVERTER", "openvino": None, "onnxruntime": None, "ort": None}
+_ENGINES = {"mnn": "MNN", "ncnn": "NCNN", "litert": "LITERT_CONVERTER", "openvino": None, "onnxruntime": None, "ort": None}
 
 
 def strict(component: Component | None = None) -> bool:

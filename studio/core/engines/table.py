@@ -104,6 +104,14 @@ ENGINES: tuple[EngineRow, ...] = (
               pool=":litert", limits=f"{_ENG}.litert:litert_limits", converter="onnx2tf", code="LITERT",
               channels_last=True, export_label="LiteRT (.tflite)",
               notes=("converted at fixed input shapes (NHWC)", "onnx2tf imports TensorFlow: several GiB")),
+    EngineRow("ncnn", "ncnn", (), "converted", ("f32", "f16"), True, ".ncnn.param",
+              "pip install ncnn; pip install --no-deps pnnx (the converter binary; its torch dependency is "
+              "not needed for ONNX)", module="ncnn",
+              adapter=f"{_ENG}.ncnn:NcnnEngine", runner=f"{_ENG}.ncnn:NcnnRunner",
+              jobs=(("ncnn.run", f"{_ENG}.ncnn:ncnn_run_job"), ("ncnn.convert", f"{_ENG}.ncnn:ncnn_convert_job")),
+              pool=":ncnn", converter="pnnx", code="NCNN", export_label="ncnn (.param/.bin)",
+              default_check=False,      # opt-in (--engines ncnn / all): the default check's output stays as it was
+              notes=("converted by pnnx at fixed input shapes", "CPU only here (no Vulkan)")),
 )
 
 

@@ -1,0 +1,95 @@
+"""ncnn, the sixth engine, added through the engine table (issue 34 item 5): a real pnnx conversion
+and ncnn run against a plain onnxruntime call, its check's per-node verdicts from a real conversion,
+and the table driving the CLI's engine choices and ``api.engines()``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from tests.requirements import require_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+MOBILENET = ROOT / "sample_models" / "mobilenet_like.onnx"      # code-built sample: Conv, HardSwish, Gemm
+TRANSFORMER = ROOT / "sample_models" / "transformer_block.onnx"  # code-built sample: Gather embeddings
+
+
+@pytest.fixture(scope="module")
+def ncnn_here():
+    require_engine("ncnn")
+
+
+def _plain_ort(path: Path, feeds: dict) -> dict:
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+
+
+def test_ncnn_f32_and_f16_against_plain_onnxruntime(ncnn_here, tmp_path):
+    from studio.core.engines import RunOptions, get_engine
+
+    model = tmp_path / "user" / "m.onnx"
+    model.parent.mkdir()
+    shutil.copy(MOBILENET, model)
+    before = sorted(p.name for p in model.parent.iterdir())
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    want = _plain_ort(model, {"input": x})["logits"]
+    f32 = get_engine("ncnn").run(model, {"input": x}, options=RunOptions(precision="f32"))
+    f16 = get_engine("ncnn").run(model, {"input": x}, options=RunOptions(precision="f16"))
+    got32, got16 = f32.outputs["logits"], f16.outputs["logits"]
+    assert got32.shape == want.shape == (1, 10) and got32.dtype == np.float32
+    err32, err16 = float(np.abs(got32 - want).max()), float(np.abs(got16 - want).max())
+    assert err32 < 1e-4                       # fp32 storage and arithmetic pinned (measured 7e-7)
+    assert 1e-5 < err16 < 5e-2               # fp16 storage really used: the numbers move, a little (1e-3)
+    assert int(np.argmax(got16)) == int(np.argmax(want))
+    # the mechanism: pnnx converted at the feed shapes with fp16 weights only when asked, in a folder of its own
+    assert f32.details["converter_command"][:3] == ["pnnx", "model.onnx", "inputshape=[1,3,32,32]f32"]
+    assert "fp16=0" in f32.details["converter_command"] and "fp16=1" in f16.details["converter_command"]
+    assert f32.details["convert_ms"] > 0 and f32.engine == "ncnn"
+    assert sorted(p.name for p in model.parent.iterdir()) == before     # nothing written beside the user's file
+
+
+def test_ncnn_runner_protocol_converts_once_per_shape(ncnn_here, tmp_path):
+    """The one runner protocol: prepare converts for the feed shapes, bind/infer reuse it; a new shape
+    converts again (pnnx works at fixed shapes)."""
+    from studio.core.engines.sessions import RUNNERS, open_runner
+    from studio.core.jobs import JobContext
+
+    assert RUNNERS["ncnn"] == "studio.core.engines.ncnn:NcnnRunner"
+    ctx = JobContext(scratch=tmp_path, out_dir=tmp_path)
+    runner = open_runner("ncnn", MOBILENET, {"precision": "f32"}, ctx)    # dynamic batch: converts on prepare
+    assert runner.input_names == ["input"] and runner.output_names == ["logits"]
+    assert runner.effective_precision == "f32"
+    x1 = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    runner.prepare({"input": x1})
+    first = runner.details["converter_command"]
+    out = runner.infer({"input": x1})["logits"]
+    np.testing.assert_allclose(out, _plain_ort(MOBILENET, {"input": x1})["logits"], atol=1e-4)
+    bound = runner.bind({"input": x1})
+    np.testing.assert_allclose(bound()["logits"], out, atol=0)
+    assert runner.details["converter_command"] is first                   # no second conversion
+    runner.close()
+
+
+def test_ncnn_check_names_the_nodes_pnnx_leaves_unlowered(ncnn_here):
+    """transformer_block's embedding Gathers stay ncnn-less layers after pnnx: the check fails naming
+    exactly those ONNX nodes (oracle: ncnn's own layer registry and the model's Gather nodes)."""
+    import ncnn
+
+    from diagnostics.compatibility import check_model
+    from studio.core.model import load as load_model
+
+    assert ncnn.layer_to_index("Gather") == -1 and ncnn.layer_to_index("Convolution") >= 0
+    report = check_model(load_model(TRANSFORMER), ["ncnn"])
+    verdict = next(v for v in report.verdicts if v.engine == "ncnn")
+    assert verdict.verdict == "fails" and verdict.decided_by == "real session"
+    flagged = {f.node for f in report.findings if f.code == "NCNN-UNSUPPORTED" and f.op_type == "Gather"}
+    gathers = {n.name for n in onnx.load(str(TRANSFORMER)).graph.node if n.op_type == "Gather"}
+    assert flagged and flagged <= gathers
+    runs = check_model(load_model(MOBILENET), ["ncnn"])
+    assert next(v for v in runs.verdicts if v.engine == "ncnn").verdict == "runs"
