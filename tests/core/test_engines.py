@@ -93,7 +93,7 @@ FEED = {"x": np.random.RandomState(1).randn(3, 8).astype(np.float32)}
 def test_get_engine_aliases_and_unknown():
     assert get_engine("ort") is get_engine("onnxruntime") is get_engine("ORT")
     assert get_engine("ov").name == "openvino" and get_engine("trt").name == "tensorrt"
-    assert [e.name for e in all_engines()] == ["onnxruntime", "openvino", "tensorrt", "mnn", "litert"]
+    assert [e.name for e in all_engines()] == ["onnxruntime", "openvino", "tensorrt", "mnn", "litert", "ncnn"]
     assert get_engine("ort").label == "ONNX Runtime"
     with pytest.raises(StudioError) as err:
         resolve_engine_name("tvm")
