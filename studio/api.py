@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from studio.core.dim_hints import DerivedDim, DimHint
 from studio.core.dim_hints import dim_hints as _dim_hints
+from studio.core.engines.table import ENGINES as _ENGINE_ROWS
 from studio.core.errors import StudioError
 from studio.core.findings import Finding, Report
 from studio.core.model import ModelHandle
@@ -1486,6 +1487,12 @@ _PAGE_EXPORTS: dict[str, tuple[str, str]] = {
     "save_npy_upload": ("studio.core.input_files", "save_npy_upload"),
     "save_image_uploads": ("studio.core.input_files", "save_image_uploads"),
 }
+
+
+def engines() -> list[dict[str, Any]]:
+    """Every engine the studio knows, one plain row each (studio/core/engines/table.py): name, label,
+    aliases, kind, precisions, suffix, install... The CLI's engine choices and the pages' labels read it."""
+    return [row.to_dict() for row in _ENGINE_ROWS]
 
 
 def __getattr__(name: str) -> Any:
