@@ -41,7 +41,7 @@ from profilers.ops import OpProfile
 from profilers.stats import LatencyStats, RatioEstimate
 from profilers.sweeps import SweepResult, measure_sweep
 from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants, unavailable_reason
-from studio.core.engines import get_engine
+from studio.core.engines import engine_limits, get_engine
 from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import ImagePreprocess
 from studio.core.sandbox import GiB, Limits, default_limits
@@ -361,10 +361,8 @@ def _failed(exc: StudioError) -> dict[str, str]:
 
 def _job_limits(base: Limits, specs: Sequence[EngineSpec]) -> Limits:
     # CUDA reserves huge address ranges: GPU variants run without RLIMIT_AS (the RSS watchdog stays).
-    if any(s.engine == "litert" for s in specs):   # onnx2tf imports TensorFlow in the worker
-        from studio.core.engines.litert import litert_limits
-
-        base = litert_limits(base)
+    for engine in dict.fromkeys(s.engine for s in specs):   # a row's own needs (LiteRT: TensorFlow's room)
+        base = engine_limits(engine, base)
     return replace(base, address_space_limit=False) if any(s.needs_gpu for s in specs) else base
 
 

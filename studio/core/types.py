@@ -71,16 +71,28 @@ def shape_text(shape: tuple[Dim, ...] | None, max_dim_chars: int = 24) -> str:
     return "[" + ", ".join(parts) + "]"
 
 
+# Dim "names" that are placeholders for "unknown", not symbols: paddle2onnx writes ``?`` on every free axis of
+# an OCR input ([-1, 3, '?', '?']: height and width differ), so reading them as one shared symbol would pin
+# both axes to one size. ONNX Runtime and OpenVINO do not tie such axes either.
+_PLACEHOLDER_DIMS = frozenset({"", "?", "-1", "none", "n/a", "unk", "unknown", "dynamic"})
+
+
+def is_placeholder_dim(name: str) -> bool:
+    """True for a dim_param that means "any size" (``?``, ``-1``, ``unknown``…): each axis is its own dim."""
+    return name.strip().lower() in _PLACEHOLDER_DIMS
+
+
 def _dims(tensor_type) -> tuple[Dim, ...] | None:
     """Dims of a tensor type. A negative ``dim_value`` (paddle2onnx and old exporters write
-    -1 for "any size") is read as an unknown dim, as ONNX Runtime and OpenVINO read it."""
+    -1 for "any size") is read as an unknown dim, as ONNX Runtime and OpenVINO read it; so is a
+    placeholder name (:func:`is_placeholder_dim`)."""
     if not tensor_type.HasField("shape"):
         return None
     dims: list[Dim] = []
     for d in tensor_type.shape.dim:
         if d.HasField("dim_value"):
             dims.append(int(d.dim_value) if d.dim_value >= 0 else None)
-        elif d.HasField("dim_param") and d.dim_param:
+        elif d.HasField("dim_param") and d.dim_param and not is_placeholder_dim(d.dim_param):
             dims.append(d.dim_param[:1024])
         else:
             dims.append(None)
