@@ -56,6 +56,11 @@ def _print_report(r, top: int, title: str = "") -> None:
     print(f"{title}arena      {ge}{_mib(d['arena_bytes'])} best-fit for intermediates (max live "
           f"{_mib(d['activation_peak_bytes'])}); weights {_mib(d['weights_bytes'])}")
     for e in r.engine_plans:
+        if e.engine == "openvino":
+            print(f"{title}compiled   " + (f"openvino: not planned ({printable(e.error or '', 200)})" if e.plan is None
+                  else f"{printable(e.what, 300)}: workspace {_mib(e.plan.arena_bytes)}, peak {_mib(e.plan.peak_bytes)} "
+                       f"at {printable(e.plan.peak_node or '-', 80)}"))
+            continue
         if e.plan is None:
             print(f"{title}as run     {e.engine} (ORT_ENABLE_ALL): not planned ({printable(e.error or '', 200)})")
             continue
@@ -68,7 +73,9 @@ def _print_report(r, top: int, title: str = "") -> None:
             print(f"{title}measured   {m.engine}: not measured ({printable(m.error or '', 200)})")
         else:
             as_run = r.engine_plans and m.engine == "onnxruntime"
-            extra = " by the plan over ORT's optimized graph (default options)" if as_run else "" \
+            compiled = any(e.engine == "openvino" and e.plan is not None for e in r.engine_plans)
+            extra = " by the plan over ORT's optimized graph (default options)" if as_run else \
+                " by the plan of OpenVINO's compiled graph" if compiled and m.engine == "openvino" else "" \
                 if m.predicted_bytes == r.plan.arena_bytes else \
                 " for that run: optimizations off, the nodes computed from weights run too"
             err = f"{m.relative_error * 100:+.1f} %" if m.relative_error is not None else "error n/a"

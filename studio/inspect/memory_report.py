@@ -224,11 +224,18 @@ def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
         notes.append(kv_note)
     engines: tuple[EngineGraphPlan, ...] = ()
     if measure if engine_graph is None else engine_graph:
-        engines = (ort_engine_plan(handle, feeds, pool_key=pool_key, timeout_s=timeout_s),)
+        engines = (ort_engine_plan(handle, feeds, pool_key=pool_key, timeout_s=timeout_s),
+                   ov_engine_plan(handle, feeds, pool_key=pool_key, timeout_s=timeout_s))
     measured: tuple[MeasuredMemory, ...] = ()
     if measure:
-        measured = _measure_all(handle, feeds, _unoptimized(handle, summary, plan), plan,
+        ov = next((e for e in engines if e.engine == "openvino" and e.plan is not None), None)
+        measured = _measure_all(handle, feeds, _unoptimized(handle, summary, plan), plan if ov is None else ov.plan,
                                 engines[0] if engines else None, timeout_s)
+        if ov is not None:
+            from dataclasses import replace
+
+            measured = tuple(replace(m, what=f"{m.what}; predicted {ov.what}") if m.engine == "openvino" else m
+                             for m in measured)
         notes.extend(_miss_notes(measured, engines))
     seen: set[str] = set()
     ids = [node_id("", n.name, n.op_type, i, seen) for i, n in enumerate(handle.proto.graph.node)]
@@ -284,15 +291,26 @@ def ort_engine_plan(handle: ModelHandle, feeds: Mapping[str, np.ndarray], *, poo
 
 
 def _miss_notes(measured: Sequence[MeasuredMemory], engines: Sequence[EngineGraphPlan]) -> list[str]:
-    """Where the plan over ORT's graph misses ORT's block by more than 15 %: what differs and why."""
+    """Where the plan over an engine's graph misses that engine's measurement by more than 15 %: what
+    differs and why, in words a user can act on."""
     out = []
     for e in engines:
         if e.error:
-            out.append(f"ORT as users run it (ORT_ENABLE_ALL) not planned: {e.error}")
+            out.append(f"ORT as users run it (ORT_ENABLE_ALL) not planned: {e.error}" if e.engine == "onnxruntime"
+                       else f"OpenVINO's compiled graph not planned: {e.error}")
+    ov_m = next((m for m in measured if m.engine == "openvino"), None)
+    ov_e = next((e for e in engines if e.engine == "openvino" and e.plan is not None), None)
+    if ov_m is not None and ov_e is not None:
+        out.extend(_ov_miss_note(ov_m, ov_e))
     m = next((m for m in measured if m.engine == "onnxruntime"), None)
-    e = next((e for e in engines if e.plan is not None), None)
+    e = next((e for e in engines if e.engine == "onnxruntime" and e.plan is not None), None)
     if m is None or e is None or m.relative_error is None or abs(m.relative_error) <= MISS_TOLERANCE:
         return out
+    if m.measured_bytes and e.plan.activation_peak_bytes <= m.measured_bytes < e.plan.arena_bytes:
+        out.append(f"the plan's max live bytes ({e.plan.activation_peak_bytes // 1024} KiB, the least any "
+                   f"placement needs) is not above ORT's block ({m.measured_bytes // 1024} KiB): the plan's "
+                   "best-fit simulation leaves gaps between the tensors that ORT's placement does not; expect "
+                   "a block between the max live bytes and the plan's arena")
     fused = ", ".join(f"{op} {x}->{y}" for op, x, y in e.op_changes[:6])
     peak = ", ".join(f"{n} {b // 1024} KiB" for n, b in e.plan.peak_tensors[:4])
     why = (f"{len(e.untyped)} value(s) of ORT's graph have no load-time shape (made by its fusions, e.g. "
@@ -303,6 +321,52 @@ def _miss_notes(measured: Sequence[MeasuredMemory], engines: Sequence[EngineGrap
                f"changed the ops {fused or '(none: it runs the graph as written)'}; at the plan's peak "
                f"({e.plan.peak_node}): {peak}; {why}")
     return out
+
+
+def ov_engine_plan(handle: ModelHandle, feeds: Mapping[str, np.ndarray], *, pool_key: str = "default",
+                   timeout_s: float = MEASURE_TIMEOUT_S) -> EngineGraphPlan:
+    """The plan over the graph OpenVINO compiled for CPU at the feeds' shapes (:mod:`studio.inspect.ov_compiled`);
+    a failure (OpenVINO refuses the model, the time limit) is the view's one-line error."""
+    from studio.inspect.ov_compiled import compiled_graph, compiled_plan
+
+    engine = "openvino"
+    what = "the plan over the graph OpenVINO compiled for CPU"
+    try:
+        g = compiled_graph(handle.path, feeds, pool_key=pool_key, timeout_s=timeout_s)
+        p = compiled_plan(g.ops)
+    except WorkerError as exc:
+        why = f"too large to plan in {timeout_s:g} s" if exc.kind == "timeout" else _line(exc, handle)
+        return EngineGraphPlan(engine, what, None, error=why)
+    except (StudioError, OSError, RuntimeError, ValueError, KeyError) as exc:
+        return EngineGraphPlan(engine, what, None, error=_line(exc, handle))
+    kinds = {op.name: op.kind for op in g.ops}
+    nodes = sum(kinds.get(n) not in ("Input", "Output") for n in p.order)
+    what = (f"as compiled by OpenVINO {g.version}: the plan over its CPU runtime graph ({nodes} nodes after its "
+            "fusions, its layouts and in-place ops; ov::MemorySolver over its edges), "
+            + ("static shapes at the plan's dims" if g.static_shapes else
+               "compiled with its dynamic shapes (it does not compile at the plan's dims)") + ", 1 stream, f32")
+    untyped = tuple(dict.fromkeys(p.unknown_tensors))
+    return EngineGraphPlan(engine, what, p, nodes, len(handle.proto.graph.node), (), untyped)
+
+
+def _ov_miss_note(m: MeasuredMemory, e: EngineGraphPlan) -> list[str]:
+    """Why the plan of OpenVINO's compiled graph misses its workspace by more than 15 %."""
+    err = m.relative_error
+    if err is None or abs(err) <= MISS_TOLERANCE or e.plan is None:
+        return []
+    peak = ", ".join(f"{n[:60]} {b // 1024} KiB" for n, b in e.plan.peak_tensors[:3])
+    if e.untyped or m.what == OV_DYNAMIC_WHAT:
+        why = ("OpenVINO compiled the model with dynamic shapes, so it allocates per inference and the plan's "
+               "static workspace does not apply: give every dim (--dim) so it compiles at static shapes")
+    elif err < 0:
+        why = ("OpenVINO allocated more than its compiled graph's tensors need: scratch buffers of its kernels "
+               "(oneDNN scratchpads, a Loop/If body's own memory) that the runtime graph does not show, or an "
+               "in-place edge it resolved with a copy; expect the measured figure")
+    else:
+        why = ("OpenVINO computes in place some of the tensors the plan keeps apart (an Eltwise, Split or "
+               "Concatenation it lays out as a view); expect the measured figure")
+    return [f"the plan of OpenVINO's compiled graph is {err * 100:+.0f} % off its workspace; at the plan's peak "
+            f"({e.plan.peak_node}): {peak or '-'}; {why}"]
 
 
 def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
