@@ -77,9 +77,10 @@ def _function_level_imports(path: Path) -> list[tuple[str, int]]:
 
 
 def test_contracts_see_function_level_imports(graph):
-    """Each import inside a function of the facade and the CLI is an edge of the graph the contracts read."""
+    """Each import inside a function (of any module: the facade has none left, the rest are few) is an edge
+    of the graph the contracts read."""
     missing, seen = [], 0
-    for path in [ROOT / "studio/api.py", *_py_files("studio/cli")]:
+    for path in _py_files(*ROOTS):
         importer = _module_name(path)
         by_line: dict[int, list[str]] = defaultdict(list)
         for name, line in _function_level_imports(path):
@@ -90,7 +91,7 @@ def test_contracts_see_function_level_imports(graph):
             seen += 1
             if line not in lines:
                 missing.append(f"{path.relative_to(ROOT)}:{line} {names[-1]}")
-    assert seen >= 40, f"only {seen} function-level imports found: the AST walk is broken"
+    assert seen >= 20, f"only {seen} function-level imports found: the AST walk is broken"
     assert missing == []
 
 
@@ -98,10 +99,12 @@ def test_contracts_see_function_level_imports(graph):
 # allowed leaf import next to it must not).
 _INJECTED = {
     "layers": [("studio.core.fmt", "studio.api"), ("studio.api", "studio.batch.runner"),
+               ("studio.facade.inspect", "studio.api"), ("studio.inspect.summary", "studio.facade.graph"),
                ("studio.inspect.summary", "studio.api")],
     "capabilities": [("studio.inspect.summary", "passes.pipeline"), ("profilers.stats", "studio.export.bundle"),
                      ("studio.export.bundle", "studio.precision.variants")],
     "front-ends": [("studio.cli.check_cmd", "diagnostics.compatibility"), ("studio.ui.app", "studio.core.sandbox"),
+                   ("studio.cli.check_cmd", "studio.facade.check"), ("studio.ui.app", "studio.facade.graph"),
                    ("studio.cli.profile_cmd", "profilers.profile")],
     "streamlit": [("studio.core.fmt", "streamlit"), ("studio.api", "streamlit")],
     "pages-engines": [("studio.ui.app", "onnxruntime")],
@@ -227,10 +230,17 @@ def test_cycle_finder_finds_a_cycle():
 
 
 def test_import_graph_reads_function_level_imports():
-    """An import inside a function is an edge (studio.api imports diagnostics.compatibility only in check())."""
+    """An import inside a function is an edge (each one the AST finds, whatever module it sits in)."""
     edges, where = _import_graph()
-    assert "diagnostics.compatibility" in edges["studio.api"]
-    assert all(":" in w for w in where[("studio.api", "diagnostics.compatibility")])
+    found: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for p in _py_files(*ROOTS):
+        for name, line in _function_level_imports(p):
+            found[(_module_name(p), line)].append(name)
+    assert len(found) >= 20
+    for (importer, line), names in found.items():
+        hits = [n for n in names if n in edges[importer]]
+        assert hits, (importer, line, names)
+        assert all(":" in w for w in where[(importer, hits[0])])
     assert sum(len(v) for v in edges.values()) > 1000
 
 

@@ -1,0 +1,72 @@
+"""Edit scripts: parsed, validated in memory, applied with verification, kept as versions.
+
+A room of the facade (``studio.api`` names it; docs/architecture.md section 1)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TYPE_CHECKING
+
+from studio.core.errors import StudioError
+from studio.core.model import ModelHandle
+from studio.core.workspace import Version, Workspace
+from studio.edit import edit as _edit, EditScript, load_script, parse_ops, provenance, validate
+from studio.projects import ProjectModel as _ProjectModel
+
+if TYPE_CHECKING:
+    from studio.projects import ProjectModel
+
+__all__ = [
+    "edit_script", "validate_edit_script", "edit", "add_edited_version",
+]
+
+
+def edit_script(source: str | Path | Sequence[Mapping] | Mapping) -> Any:
+    """An edit script (``studio.edit.EditScript``) from a .json/.yaml file, or from already-decoded
+    operations (``[{"op": "rename", ...}]``); each operation's fields are checked here."""
+    if isinstance(source, (str, Path)):
+        return load_script(source)
+    return parse_ops(source)
+
+
+def validate_edit_script(handle: ModelHandle, script: Any) -> Any:
+    """Apply a script in memory and check the result (names exist, no cycle, full checker, strict
+    shape inference); writes nothing. Returns the preview (``EditResult``: interface before/after,
+    nodes removed/added) or raises a one-line ``StudioError``."""
+    return validate(handle, edit_script(script) if not _is_script(script) else script)
+
+
+def edit(handle: ModelHandle, script: Any, out_path: str | Path, *, verify: bool = True,
+         pool_key: str = "default") -> Any:
+    """Apply an edit script and write the result to ``out_path`` (a split's second model beside it as
+    ``OUT.part2.onnx``): checked, verified against the original (numbers where the edit keeps them,
+    the original's tensors at a cut), written only then; the input is only read."""
+    return _edit(handle, edit_script(script) if not _is_script(script) else script, out_path,
+                 verify_numbers=verify, pool_key=pool_key)
+
+
+def _is_script(script: Any) -> bool:
+
+    return isinstance(script, EditScript)
+
+
+def add_edited_version(model: ProjectModel | Workspace, parent: str, result: Any, *, label: str = "edit",
+                       job_id: str | None = None, source_sha256: str | None = None) -> Version:
+    """The edited model as a new version whose provenance records the script (undo: select ``parent``).
+    A split's later parts become versions too (children of ``parent``, labelled ``... part N``); the
+    first part is returned. In a project, an edit that changes no byte is refused as "same as vN" (R63)
+    and ``source_sha256`` (the content edited) must be ``parent``'s (R59)."""
+    if not result.outputs:
+        raise StudioError("the edit wrote no model to keep", code="NO-RESULT")
+    kwargs: dict[str, Any] = {"job_id": job_id} if job_id is not None else {}
+    if isinstance(model, _ProjectModel):
+        kwargs.update(refuse_same=True, source_sha256=source_sha256)
+    first = model.add_file(result.outputs[0], label=label, parent=parent, provenance=provenance(result, parent),
+                           **kwargs)
+    kwargs.pop("refuse_same", None)           # a later part may equal another version: it is still a part
+    for i, path in enumerate(result.outputs[1:], 2):
+        model.add_file(path, label=f"{label[:50]} part {i}", parent=parent,
+                       provenance={**provenance(result, parent), "part": i}, **kwargs)
+    return first
+

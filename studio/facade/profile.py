@@ -1,0 +1,133 @@
+"""Latency profiles (per engine, per op, generation) and Nsight Systems runs.
+
+A room of the facade (``studio.api`` names it; docs/architecture.md section 1)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from profilers.generation_profile import generation_command, GenerationOptions, run_generation
+from profilers.nvtx import find_nsys as _find, nsys_plan as _plan, run_nsys as _run
+from profilers.profile import command_line as profile_command, Profile, ProfileOptions, run_profile
+from profilers.variants import (
+    choice_label as engine_label,
+    EngineSpec,
+    parse_engine,
+    parse_engines,
+    ProfileTarget,
+)
+from studio.core.engines.openvino_ir import read_ir
+from studio.core.errors import StudioError
+from studio.core.model import ModelHandle
+from studio.core.workspace import Workspace
+
+if TYPE_CHECKING:
+    from profilers.generation_profile import GenerationProfile
+    from studio.projects import ProjectModel
+
+__all__ = [
+    "Profile", "profile", "openvino_ir_target", "profile_generation", "find_nsys", "nsys_plan", "run_nsys",
+    "ProfileOptions", "ProfileTarget", "profile_command", "GenerationOptions", "generation_command",
+    "parse_engines", "parse_engine", "engine_label",
+]
+
+
+def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHandle]],
+            engines: Sequence[str | EngineSpec] | str = ("ort",), options: ProfileOptions | None = None, *,
+            workspace: Workspace | ProjectModel | None = None, out_dir: Path | None = None, pool_key: str = "default",
+            on_progress: Callable[[float, str], None] | None = None) -> Profile:
+    """Latency (cold start, warm percentiles, interleaved ratios), and optionally per-op time,
+    memory and sweeps, of every model version on every engine (``profilers.profile``).
+
+    ``engines``: specs such as "ort", "ov", "ov:bf16", "trt", or "all". Side files (ORT
+    profiles, traces, caches) go to ``out_dir``, else to a job folder of ``workspace``,
+    else to a temporary folder removed afterwards. ``on_progress(fraction, message)``
+    may raise to stop: the running worker is killed and the exception propagates.
+    """
+    chosen, specs = _profile_targets(targets), _engine_specs(engines)
+    if any(t.openvino_ir is not None for t in chosen):
+        raise StudioError("an OpenVINO IR is profiled by its generation loop only (profile --generate, "
+                          "api.profile_generation); profile its ONNX model otherwise", code="BAD-OPTION")
+    temporary = out_dir is None and workspace is None
+    folder = Path(out_dir) if out_dir is not None else (
+        workspace.job_dir("profile") if workspace is not None else Path(tempfile.mkdtemp(prefix="onnx-studio-profile-")))
+    try:
+        result = run_profile(chosen, specs, options or ProfileOptions(), out_dir=folder, pool_key=pool_key,
+                             on_progress=on_progress)
+    finally:
+        if temporary:
+            shutil.rmtree(folder, ignore_errors=True)  # scratch: the temp folder made above
+    return replace(result, out_dir=None) if temporary else result
+
+
+def _profile_targets(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHandle]]) -> list[ProfileTarget]:
+
+    chosen: list[ProfileTarget] = []
+    for item in targets:
+        if isinstance(item, ProfileTarget):
+            chosen.append(item)
+        elif isinstance(item, ModelHandle):
+            chosen.append(ProfileTarget(item.name, item))
+        else:
+            label, handle = item
+            chosen.append(ProfileTarget(str(label), handle))
+    return chosen
+
+
+def _engine_specs(engines: Sequence[str | EngineSpec] | str) -> list[EngineSpec]:
+
+    specs: list[EngineSpec] = []
+    for item in [engines] if isinstance(engines, str) else engines:
+        for spec in [item] if isinstance(item, EngineSpec) else parse_engines(item):
+            if spec not in specs:
+                specs.append(spec)
+    return specs
+
+
+def openvino_ir_target(xml: str | Path, source: ModelHandle, label: str | None = None) -> ProfileTarget:
+    """An OpenVINO IR (``.xml`` + ``.bin``, e.g. NNCF int4 ``compress_weights``) of the ONNX decoder ``source``
+    as a generation-profile target: OpenVINO runs the IR, ``source`` gives its decoder contract and output
+    names. The IR is checked first (:mod:`studio.core.engines.openvino_ir`): a missing or truncated ``.bin``,
+    a file that is no IR, is one ``StudioError`` line; names ``source`` has and the IR lacks are refused when
+    profiled."""
+    ir = read_ir(xml)
+    return ProfileTarget(label or ir.xml.name, source, openvino_ir=ir)
+
+
+def profile_generation(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHandle]],
+                       engines: Sequence[str | EngineSpec] | str = ("ort",),
+                       options: GenerationOptions | None = None, *, out_dir: Path | None = None,
+                       pool_key: str = "default",
+                       on_progress: Callable[[float, str], None] | None = None) -> GenerationProfile:
+    """A KV-cache decoder's generation profile (``profilers.generation_profile``): greedy generations
+    with the cache fed back (present -> past), per prompt length and batch, every version on every
+    engine interleaved: TTFT, decode p50/p99, tokens/s, latency against position, peak memory.
+    Raises a one-line ``StudioError`` for a model that is no decoder or a prompt beyond its context."""
+    folder = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="onnx-studio-generate-"))
+    try:
+        return run_generation(_profile_targets(targets), _engine_specs(engines), options or GenerationOptions(),
+                              out_dir=folder, pool_key=pool_key, on_progress=on_progress)
+    finally:
+        if out_dir is None:
+            shutil.rmtree(folder, ignore_errors=True)  # scratch: the temp folder made above
+
+
+def find_nsys() -> str | None:
+    """The ``nsys`` (Nsight Systems) executable on PATH, or None."""
+    return _find()
+
+
+def nsys_plan(command: Sequence[str], out_dir: Path, *, nsys: str = "nsys"):
+    """The commands that profile ``command`` under nsys into ``out_dir`` (``profilers.nvtx.NsysPlan``)."""
+    return _plan(command, out_dir, nsys=nsys)
+
+
+def run_nsys(plan, *, cwd: Path, env: dict[str, str] | None = None):  # noqa: ANN001 - profilers.nvtx.NsysPlan
+    """Run an :func:`nsys_plan` in ``cwd`` and read its kernel statistics (``NsysStats``; not verified here)."""
+    return _run(plan, cwd=cwd, env=env)
+
