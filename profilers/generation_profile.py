@@ -330,24 +330,17 @@ def _ratios(variants: Sequence[GenerationVariant], options: GenerationOptions) -
 
 
 def generation_command(model_names: Sequence[str], engines: Sequence[EngineSpec], options: GenerationOptions) -> str:
-    """The ``onnx-studio profile --generate`` command that reproduces a generation profile."""
-    import shlex
+    """The ``onnx-studio profile --generate`` command that reproduces a generation profile (built by the
+    one hint builder, ``studio.core.cli_hints``)."""
+    from studio.core.cli_hints import cli_command
 
     d = GenerationOptions()
-    parts = ["onnx-studio", "profile", *(shlex.quote(n) for n in model_names), "--generate",
-             "--engine", ",".join(e.key for e in engines),
-             "--prompt-lengths", ",".join(map(str, options.prompt_lengths)), "--new-tokens", str(options.new_tokens),
-             "--batch", ",".join(map(str, options.batch_sizes))]
-    if options.generations != d.generations:
-        parts += ["--generations", str(options.generations)]
-    if options.seed != d.seed:
-        parts += ["--seed", str(options.seed)]
-    if not options.io_binding:
-        parts.append("--no-io-binding")
-    if not options.memory:
-        parts.append("--no-generation-memory")
-    if options.timeout_s:
-        parts += ["--timeout", f"{options.timeout_s:g}"]
-    if options.memory_gb:
-        parts += ["--memory-gb", f"{options.memory_gb:g}"]
-    return " ".join(parts)
+    return cli_command("profile", list(model_names), [
+        ("--generate", True), ("--engine", ",".join(e.key for e in engines)),
+        ("--prompt-lengths", [str(n) for n in options.prompt_lengths]), ("--new-tokens", str(options.new_tokens)),
+        ("--batch", [str(n) for n in options.batch_sizes]),
+        ("--generations", options.generations if options.generations != d.generations else None),
+        ("--seed", options.seed if options.seed != d.seed else None),
+        ("--no-io-binding", not options.io_binding), ("--no-generation-memory", not options.memory),
+        ("--timeout", float(options.timeout_s) if options.timeout_s else None),
+        ("--memory-gb", float(options.memory_gb) if options.memory_gb else None)])

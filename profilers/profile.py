@@ -667,66 +667,50 @@ def _ratios(variants: Sequence[VariantResult], run: LatencyRun | None) -> tuple[
     return tuple(rows)
 
 
-def _preprocess_flags(pre: ImagePreprocess | None) -> list[str]:
+def _preprocess_flags(pre: ImagePreprocess | None) -> list[tuple[str, object]]:
     """The image options (``studio.cli.inputs_args``) that differ from the defaults."""
     if pre is None:
         return []
-    base, out = ImagePreprocess(), []
-    if pre.size:
-        out += ["--image-size", f"{pre.size[0]}x{pre.size[1]}"]
-    if pre.layout != base.layout:
-        out += ["--layout", pre.layout]
-    for flag, value, default in (("--mean", pre.mean, base.mean), ("--std", pre.std, base.std)):
-        if tuple(value) != tuple(default):
-            out += [flag, ",".join(f"{v:g}" for v in value)]
-    if pre.bgr:
-        out.append("--bgr")
-    return out
+    base = ImagePreprocess()
+    return [("--image-size", f"{pre.size[0]}x{pre.size[1]}" if pre.size else None),
+            ("--layout", pre.layout if pre.layout != base.layout else None),
+            *((flag, ",".join(f"{v:g}" for v in value) if tuple(value) != tuple(default) else None)
+              for flag, value, default in (("--mean", pre.mean, base.mean), ("--std", pre.std, base.std))),
+            ("--bgr", bool(pre.bgr))]
 
 
 def command_line(model_names: Sequence[str], engines: Sequence[EngineSpec], options: ProfileOptions, *,
                  full_paths: bool = False) -> str:
     """The ``onnx-studio profile`` command that reproduces a profile (the UI's CLI hint shows
-    file names only; ``full_paths`` keeps the inputs file's path as given)."""
-    import shlex
+    file names only; ``full_paths`` keeps the inputs file's path as given). Built by the one hint
+    builder, ``studio.core.cli_hints``."""
+    from studio.core.cli_hints import cli_command
 
-    parts = ["onnx-studio", "profile", *(shlex.quote(n) for n in model_names),
-             "--engine", ",".join(e.key for e in engines)]
-    defaults = ProfileOptions()
-    if options.duration_s is not None:
-        parts += ["--duration", f"{options.duration_s:g}"]
-    elif options.iterations != defaults.iterations:
-        parts += ["--iterations", str(options.iterations)]
-    for flag, value, default in (("--warmup", options.warmup, defaults.warmup),
-                                 ("--rounds", options.rounds, defaults.rounds),
-                                 ("--seed", options.seed, defaults.seed)):
-        if value != default:
-            parts += [flag, str(value)]
-    if options.per_op:
-        parts.append("--per-op")
-        if options.per_op_runs != defaults.per_op_runs:
-            parts += ["--per-op-runs", str(options.per_op_runs)]
-    if options.memory:
-        parts.append("--memory")
-        if options.memory_iterations != defaults.memory_iterations:
-            parts += ["--memory-iterations", str(options.memory_iterations)]
-    if options.sweeps and options.sweep_iterations != defaults.sweep_iterations:
-        parts += ["--sweep-iterations", str(options.sweep_iterations)]
-    for flag, values in (("--threads", options.thread_counts), ("--batch", options.batch_sizes),
-                         ("--concurrency", options.concurrency)):
-        if values:
-            parts += [flag, ",".join(str(v) for v in values)]
-    for name, value in options.dims:
-        parts += ["--dim", shlex.quote(f"{name}={value}")]
-    if options.inputs_npz:
-        parts += ["--inputs", shlex.quote(options.inputs_npz if full_paths else Path(options.inputs_npz).name)]
+    d = ProfileOptions()
+    images = None
     if options.images_dir:
-        parts += ["--images", shlex.quote(options.images_dir if full_paths else Path(options.images_dir).name + "/")]
-        parts += _preprocess_flags(options.preprocess)
-    if options.ov_cache:
-        parts.append("--ov-cache")
-    if options.timeout_s:
-        parts += ["--timeout", f"{options.timeout_s:g}"]
-    if options.memory_gb:
-        parts += ["--memory-gb", f"{options.memory_gb:g}"]
-    return " ".join(parts)
+        images = options.images_dir if full_paths else Path(options.images_dir).name + "/"
+    return cli_command("profile", list(model_names), [
+        ("--engine", ",".join(e.key for e in engines)),
+        ("--duration", options.duration_s),
+        ("--iterations", options.iterations
+         if options.duration_s is None and options.iterations != d.iterations else None),
+        *((flag, value if value != default else None) for flag, value, default in (
+            ("--warmup", options.warmup, d.warmup), ("--rounds", options.rounds, d.rounds),
+            ("--seed", options.seed, d.seed))),
+        ("--per-op", bool(options.per_op)),
+        ("--per-op-runs", options.per_op_runs if options.per_op and options.per_op_runs != d.per_op_runs else None),
+        ("--memory", bool(options.memory)),
+        ("--memory-iterations", options.memory_iterations
+         if options.memory and options.memory_iterations != d.memory_iterations else None),
+        ("--sweep-iterations", options.sweep_iterations
+         if options.sweeps and options.sweep_iterations != d.sweep_iterations else None),
+        ("--threads", list(options.thread_counts)), ("--batch", list(options.batch_sizes)),
+        ("--concurrency", list(options.concurrency)),
+        ("--dim", dict(options.dims)),
+        ("--inputs", (options.inputs_npz if full_paths else Path(options.inputs_npz).name)
+         if options.inputs_npz else None),
+        ("--images", images), *(_preprocess_flags(options.preprocess) if images else ()),
+        ("--ov-cache", bool(options.ov_cache)),
+        ("--timeout", float(options.timeout_s) if options.timeout_s else None),
+        ("--memory-gb", float(options.memory_gb) if options.memory_gb else None)])

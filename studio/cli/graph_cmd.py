@@ -27,6 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --diff and .html: one union graph, or both graphs side by side")
     p.add_argument("--focus", metavar="NODE", help="draw the neighbourhood of this node (id or name)")
     p.add_argument("--hops", type=int, default=None, help="with --focus: how many edges away (default 2)")
+    p.add_argument("--group", metavar="KEY", help="draw this group of the hierarchy (its key, as the Graph page's "
+                   "Detail view names it), opened one level")
     p.add_argument("--level", type=int, help="hierarchy level to draw (default: the deepest that fits)")
     p.add_argument("--overlay", default=None,
                    help="colour by: 'op type' (default), 'FLOPs share', and with --overlay-data "
@@ -45,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default): boxes unless --level, --search, --overlay or --overlay-data is given")
 
 # Options of the single-graph view that a diff does not take.
-_NOT_WITH_DIFF = (("focus", "--focus"), ("hops", "--hops"), ("overlay", "--overlay"),
+_NOT_WITH_DIFF = (("focus", "--focus"), ("hops", "--hops"), ("group", "--group"), ("overlay", "--overlay"),
                   ("overlay_data", "--overlay-data"), ("search", "--search"))
 
 
@@ -112,13 +114,15 @@ def run(args: argparse.Namespace) -> int:
         raise StudioError("--hops must be 0 or more")
     if args.hops is not None and args.focus is None:
         raise StudioError("--hops applies only with --focus", code="BAD-OPTION")
+    if args.group is not None and args.focus is not None:
+        raise StudioError("--group and --focus each choose the region to draw: give one", code="BAD-OPTION")
     from studio.cli.common import parse_dims
 
     dims = parse_dims(args.dim)
     handle = api.load(args.model)
     echarts_only = args.level is not None or args.search is not None or args.overlay is not None \
         or bool(args.overlay_data)
-    boxes = out.suffix.lower() == ".html" and args.focus is None \
+    boxes = out.suffix.lower() == ".html" and args.focus is None and args.group is None \
         and (args.renderer == "boxes" or args.renderer == "auto" and not echarts_only)
     overlay_data = _overlay_data(args.overlay_data, handle.sha256) if args.overlay_data else {}
     overlay = args.overlay or "op type"
@@ -156,9 +160,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {written.path} ({written.format}, {written.items:,} items)")
             return 0
         budget = None
-        if out.suffix.lower() in (".dot", ".svg") and args.focus is None:
+        if out.suffix.lower() in (".dot", ".svg") and args.focus is None and args.group is None:
             budget = api.SVG_MAX_ITEMS
         view = api.graph_view(index=index, summary=summary, level=args.level, focus=args.focus, hops=hops,
+                              group=args.group,
                               overlay=overlay, overlay_data=overlay_data, query=args.search or "", budget=budget)
         if view.note:
             print(f"note: {printable(view.note, 400)}")

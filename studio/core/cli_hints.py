@@ -34,8 +34,8 @@ def cli_command(subcommand: str, positionals: Sequence[str] = (), options: Seque
                 raw: str = "") -> str:
     """``onnx-studio <subcommand> <positionals> <options>``, every word quoted for a POSIX shell.
 
-    ``raw`` is appended as it is: flags already built and quoted by another module's own builder (the
-    inputs picker's ``--calibration``/``--mean`` set), so they are not formatted a second way here."""
+    ``raw`` is appended as it is, for words the shell must expand (Batch's ``--cluster $ONNX_STUDIO_CLUSTER``);
+    every option with a value the page knows goes through ``options``."""
     words = ["onnx-studio", *subcommand.split(), *positionals]
     words += [w for flag, value in options for w in _words(flag, value)]
     text = " ".join(shlex.quote(w) for w in words)

@@ -90,5 +90,6 @@ def _calculator(handle, report) -> None:
     for w in budget.warnings:
         st.warning(widgets.md_escape(w, 400))
     dtype_flag = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int8": "int8", "int4": "int4"}.get(dtype)
-    widgets.cli_hint(f"onnx-studio inspect {handle.path.name} --decoder --kv-length {length} --batch {batch} "
-                     f"--memory {gib:g}GiB" + (f" --kv-dtype {dtype_flag}" if dtype_flag and dtype != s.kv_dtype else ""))
+    widgets.cli_hint(api.cli_command("inspect", [handle.path.name], [
+        ("--decoder", True), ("--kv-length", length), ("--batch", batch), ("--memory", f"{float(gib)!r}GiB"),
+        ("--kv-dtype", dtype_flag if dtype_flag and dtype != s.kv_dtype else None)]))

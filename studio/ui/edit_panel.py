@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 from typing import Any
 
 import streamlit as st
@@ -198,8 +197,9 @@ def script_json(ops: list[dict]) -> str:
 
 
 def cli_command(model_name: str, project: str | None = None) -> str:
-    where = f" --project {shlex.quote(project)}" if project else ""
-    return f"onnx-studio edit {shlex.quote(model_name)} --script edits.json -o edited.onnx{where}"
+    """The ``edit`` command that applies the shown script (saved as edits.json) to this model."""
+    return api.cli_command("edit", [model_name], [("--script", "edits.json"), ("-o", "edited.onnx"),
+                                                  ("--project", project or None)])
 
 
 def _preview_key(handle, ops: list[dict]) -> str:

@@ -19,7 +19,7 @@ class InputsChoice:
     inputs: Path | None        # an .npz
     images: Path | None        # a folder of images
     count: int
-    cli_flags: str             # the equivalent CLI options
+    cli_options: tuple = ()    # the equivalent CLI options, (flag, value) pairs for api.cli_command
     ready: bool = True         # False while a file kind is chosen but nothing is uploaded yet
     dataset: object = None     # a studio.data.datasets.Dataset of the project, when picked
 
@@ -59,14 +59,14 @@ def inputs_picker(key: str, *, images_label: str = "Images", count_label: str = 
                            key=f"{key}_dataset")
         ds = widgets.guarded(lambda: api.dataset(project, did))
         if ds is None:
-            return InputsChoice(None, None, 1, "", ready=False)
-        return InputsChoice(None, None, max(len(ds.evaluation), 1), f"--project {project.id} --dataset {ds.name}",
-                            dataset=ds)
+            return InputsChoice(None, None, 1, ready=False)
+        return InputsChoice(None, None, max(len(ds.evaluation), 1),
+                            (("--project", project.id), ("--dataset", ds.name)), dataset=ds)
     if kind == kinds[1]:
         up = st.file_uploader(".npz with one array per input name (NAME/0, NAME/1... for several samples)",
                               type=["npz"], key=f"{key}_npz")
         path = _saved(f"{key}_npz_saved", up, lambda f, folder: api.save_npz_upload(f.getvalue(), folder))
-        return InputsChoice(path, None, 1, f"{npz_flag} inputs.npz" if path else "", ready=path is not None)
+        return InputsChoice(path, None, 1, ((npz_flag, "inputs.npz" if path else None),), ready=path is not None)
     if kind == kinds[2]:
         ups = st.file_uploader("Images (.png/.jpg/.bmp/.ppm); resized to the model's input, ImageNet "
                                "normalization", type=["png", "jpg", "jpeg", "bmp", "ppm"],
@@ -74,9 +74,9 @@ def inputs_picker(key: str, *, images_label: str = "Images", count_label: str = 
         folder = _saved(f"{key}_images_saved", ups,
                         lambda fs, d: api.save_image_uploads([(f.name, f.getvalue()) for f in fs], d))
         count = len(ups or [])
-        return InputsChoice(None, folder, max(count, 1), f"{images_flag} images/" if folder else "",
+        return InputsChoice(None, folder, max(count, 1), ((images_flag, "images/" if folder else None),),
                             ready=folder is not None)
     if not with_count:
-        return InputsChoice(None, None, 1, "")
+        return InputsChoice(None, None, 1)
     count = int(st.number_input(count_label, min_value=1, max_value=64, value=default_count, key=f"{key}_count"))
-    return InputsChoice(None, None, count, f"--count {count}" if count != 2 else "")
+    return InputsChoice(None, None, count, (("--count", count if count != 2 else None),))

@@ -70,16 +70,12 @@ def _changes(ds_id: str) -> dict[str, str]:
     return {f: st.session_state.get(_key(f, ds_id), "") for f in (*CHOICE_FIELDS, *TEXT_FIELDS)}
 
 
-def cli_flags(recipe) -> str:
-    """The recipe as ``data recipe`` flags."""
+def cli_options(recipe) -> list[tuple[str, str]]:
+    """The recipe as ``data recipe`` options (for the one hint builder; an empty size is left out)."""
     texts = field_texts(recipe)
-    parts = []
-    for field in ("resize", "size", "scale", "mean", "std", "color", "layout", "dtype", "interpolation",
-                  "pad_value", "crop_ratio"):
-        if field == "size" and not texts[field]:
-            continue
-        parts.append(f"{FLAG.get(field, '--' + field)} {texts[field]}")
-    return " ".join(parts)
+    return [(FLAG.get(field, "--" + field), texts[field])
+            for field in ("resize", "size", "scale", "mean", "std", "color", "layout", "dtype", "interpolation",
+                          "pad_value", "crop_ratio")]
 
 
 def _fields(recipe) -> dict:
@@ -139,7 +135,8 @@ def edit(ds, handle, project_id: str) -> object | None:
     if changed:
         st.caption("Unsaved changes: the preview below uses them; evaluations use the saved recipe.")
     if edited is not None:
-        widgets.cli_hint(f"onnx-studio data recipe {ds.name} --project {project_id} {cli_flags(edited)}")
+        widgets.cli_hint(api.cli_command("data recipe", [ds.name], [("--project", project_id),
+                                                                    *cli_options(edited)]))
     return edited
 
 

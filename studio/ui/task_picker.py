@@ -59,8 +59,3 @@ def target_picker(handle, tasks: dict[str, str], key: str, *, label: str = "Task
     value = c2.number_input(f"{metric} {op}", min_value=0.0, value=0.99 if op == ">=" else 0.01, step=0.001,
                             format="%.4g", key=f"{key}_value_{metric}")
     return f"{metric}{op}{value:g}"
-
-
-def task_flags(tasks: dict[str, str]) -> str:
-    """The CLI flags of the choices (for the page's command hint)."""
-    return " ".join(f"--task '{k}={v}'" for k, v in tasks.items())

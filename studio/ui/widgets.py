@@ -8,6 +8,7 @@ import functools
 import re
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pandas as pd
@@ -170,6 +171,15 @@ def run_stoppable(label: str, fn: Callable[[Callable[[float], None]], T]) -> T |
         return guarded(lambda: fn(on_tick))
     finally:
         slot.empty()
+
+
+def hint_file_names(name_a: str, id_a: str, name_b: str, id_b: str) -> tuple[str, str]:
+    """The file names a two-model command hint gives its models: their own, or, where two versions are
+    stored under one name, ``<stem>-<version>.onnx`` each (``graph X --diff X`` would diff a file with itself)."""
+    if name_a != name_b:
+        return name_a, name_b
+    stem = Path(name_a).stem
+    return f"{stem}-{id_a}.onnx", f"{stem}-{id_b}.onnx"
 
 
 def cli_hint(command: str) -> None:

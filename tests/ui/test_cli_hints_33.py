@@ -4,7 +4,9 @@ back; for Overview and Optimize the command, run through ``studio.cli.main``, gi
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import shlex
 import shutil
 from collections import Counter
@@ -44,13 +46,50 @@ def test_builder_quotes_every_word_and_drops_defaults():
         7.0, "fp16,int8", True, 1.0, None)
 
 
+def _hand_typed_commands(path: Path) -> list[str]:
+    """String literals (f-string parts included, docstrings not) that begin a command line by hand:
+    ``"onnx-studio <sub> ..."`` or the word ``"onnx-studio"`` opening a word list."""
+    tree = ast.parse(path.read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+    return [f"{shown}:{n.lineno}: {n.value[:60]!r}" for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+            and n.value.lstrip().startswith("onnx-studio ")]
+
+
 def test_no_page_formats_its_own_hint():
-    """One implementation: every hint a page shows is built by a function below the pages."""
-    built_here = [f"{p.relative_to(ROOT)}:{i}" for p in (ROOT / "studio" / "ui").rglob("*.py")
-                  for i, line in enumerate(p.read_text().splitlines(), 1)
-                  if "cli_hint(f\"onnx-studio" in line or "cli_hint(\"onnx-studio" in line]
-    pages_done = ("precision.py", "batch.py", "overview.py", "memory_panel.py", "verify.py")
-    assert not [b for b in built_here if b.split(":")[0].endswith(pages_done)], built_here
+    """One implementation: no file of studio/ui types a command line (every hint a page shows is built
+    by api.cli_command or a builder that calls it), and no page quotes words by hand."""
+    ui = sorted((ROOT / "studio" / "ui").rglob("*.py"))
+    assert len(ui) > 20 and any(p.name == "compatibility.py" for p in ui)
+    assert not [hit for p in ui for hit in _hand_typed_commands(p)]
+    assert not [str(p.relative_to(ROOT)) for p in ui if re.search(r"^\s*import shlex|\bshlex\.", p.read_text(), re.M)]
+
+
+def test_the_check_finds_a_hand_typed_hint(tmp_path):
+    """The check above is not blind: a hint typed the way the Compatibility page typed it is found."""
+    probe = tmp_path / "probe.py"
+    probe.write_text('def f(h):\n    """onnx-studio check MODEL (a docstring is prose)."""\n'
+                     '    return (f"onnx-studio check {h} --engines ort "\n            f"--ep cpu")\n')
+    assert [h.split(": ", 1)[1] for h in _hand_typed_commands(probe)] == ["'onnx-studio check '"]
+
+
+def test_every_command_builder_of_the_facade_uses_the_one_builder(monkeypatch):
+    """Optimize, Export, Profile and generation hints come from their own modules' functions; each of
+    those formats its words through studio.core.cli_hints (a spy on it sees every call)."""
+    from studio import api
+    from studio.core import cli_hints
+
+    seen: list[str] = []
+    real = cli_hints.cli_command
+    monkeypatch.setattr(cli_hints, "cli_command", lambda sub, *a, **k: seen.append(sub) or real(sub, *a, **k))
+    api.optimize_command("m.onnx", preset="default")
+    api.export_command("m.onnx", ["onnxruntime"])
+    api.profile_command(["m.onnx"], api.parse_engines("ort"), api.ProfileOptions())
+    api.generation_command(["m.onnx"], api.parse_engines("ort"), api.GenerationOptions())
+    assert seen == ["optimize", "export", "profile", "profile"]
 
 
 def test_precision_hint_has_the_dims_and_options_the_page_runs_with(app):

@@ -8,7 +8,7 @@ All logic is in ``diagnostics/`` behind ``api.check`` / ``api.apply_fix``.
 
 from __future__ import annotations
 
-import shlex
+import json
 
 import pandas as pd
 import streamlit as st
@@ -38,11 +38,23 @@ def _options() -> tuple[tuple[str, ...], tuple[str, ...], str]:
     return tuple(engines or _ENGINES), tuple(eps or ["cpu"]), trt
 
 
+def _check_options(engines, eps, trt, dims) -> list[tuple[str, object]]:
+    """The options of the check the page runs (and re-runs after a fix), for the one hint builder."""
+    return [("--engines", [{"onnxruntime": "ort"}.get(e, e) for e in engines]), ("--ep", list(eps)),
+            ("--trt-version", trt if trt != "10" else None), ("--dim", dict(dims))]
+
+
 def _cli(handle, engines, eps, trt) -> str:
-    short = {"onnxruntime": "ort", "openvino": "openvino", "tensorrt": "tensorrt", "mnn": "mnn", "litert": "litert"}
-    dims = "".join(f" --dim {shlex.quote(f'{k}={v}')}" for k, v in state.dims().items())
-    return (f"onnx-studio check {shlex.quote(handle.path.name)} --engines {','.join(short[e] for e in engines)} "
-            f"--ep {','.join(eps)} --trt-version {trt}{dims}")
+    return api.cli_command("check", [handle.path.name], _check_options(engines, eps, trt, state.dims()))
+
+
+def _fix_cli(handle, name: str, options: dict, dims: dict[str, int], engines, eps, trt) -> str:
+    """What the fix button runs: the fix with its options (values as JSON, as ``--set`` reads them), at the
+    fix's dims for fix-input-shapes, then the page's check of the result."""
+    return api.cli_command("check", [handle.path.name], [
+        *_check_options(engines, eps, trt, dims if name == "fix-input-shapes" else state.dims()),
+        ("--fix", name), *(("--set", f"{name}.{k}={json.dumps(v)}") for k, v in options.items()),
+        ("--output", "fixed.onnx")])
 
 
 def _report(handle, engines, eps, trt) -> Report | None:
@@ -161,7 +173,7 @@ def _dim_values() -> dict[str, int]:
             for i, (name, value) in enumerate(defaults.items())}
 
 
-def _findings(report: Report) -> None:
+def _findings(report: Report, checked: tuple) -> None:
     st.markdown("#### Findings")
     fixes = report.fixes()
     if fixes:
@@ -174,11 +186,8 @@ def _findings(report: Report) -> None:
             if cols[i % len(cols)].button(f"Fix: {name}", key=f"compat_fix_{name}", type="primary",
                                           help=f"options: {hint}" if hint else None):
                 _apply(name, options, dims if name == "fix-input-shapes" else None)
-        cli = [f"--fix {name}" + "".join(f" --set {name}.{k}={v}" for k, v in report.fix_options(name).items())
-               for name in fixes]
-        cli += [f"--dim {shlex.quote(f'{k}={v}')}" for k, v in dims.items()]
-        widgets.cli_hint(f"onnx-studio check {shlex.quote(state.current_handle().path.name)} "
-                         + " ".join(cli) + " --output fixed.onnx")
+        widgets.cli_hint("\n".join(_fix_cli(state.current_handle(), name, report.fix_options(name), dims, *checked)
+                                   for name in fixes))
     if not report.findings:
         st.success("No findings.")
         return
@@ -222,7 +231,7 @@ def render() -> None:
     _verdicts(report)
     for note in report.notes:
         st.caption("ℹ️ " + widgets.md_escape(note, 300))
-    _findings(report)
+    _findings(report, (engines, eps, trt))
     _matrix(report)
     _nodes(report)
     widgets.cli_hint(_cli(handle, engines, eps, trt))

@@ -14,7 +14,7 @@ import streamlit as st
 
 from studio import api
 from studio.ui import recipe_editor, state, widgets
-from studio.ui.task_picker import task_flags, target_picker, task_picker
+from studio.ui.task_picker import target_picker, task_picker
 
 PRESETS = ["from the model", *api.recipe_choices()["preset"]]
 ENGINES = {"ONNX Runtime": "onnxruntime", "OpenVINO": "openvino", "MNN": "mnn", "LiteRT": "litert"}
@@ -111,8 +111,10 @@ def _add(project, handle) -> None:
             if ds is not None:
                 st.session_state["data_selected"] = ds.id
                 st.rerun()
-        widgets.cli_hint(f"onnx-studio data add DIR --project {project.id} --name NAME"
-                         + (f" --preset {preset}" if preset != PRESETS[0] else ""))
+        widgets.cli_hint(api.cli_command("data add", [up.name if up is not None else "DIR"], [
+            ("--project", project.id), ("--name", name or None), ("--kind", kind if kind != "auto" else None),
+            ("--model", handle.path.name if handle is not None else None), ("--preset", kwargs["preset"]),
+            ("--split", float(split) if float(split) != 0.5 else None)]))
 
 
 def _table(project) -> list:
@@ -176,9 +178,9 @@ def _evaluate(project, ds, handle) -> None:
                 f"Target {widgets.md_escape(report['target'], 80)}: {'met' if report['target_met'] else 'missed'}")
         for note in report.get("notes", []):
             st.caption(widgets.md_escape(note, 200))
-    widgets.cli_hint(f"onnx-studio data eval {ds.name} --project {project.id} --model MODEL.onnx "
-                     f"--engine {ENGINES[engine]}" + (f" --target '{target}'" if target else "")
-                     + (f" {task_flags(tasks)}" if tasks else ""))
+    widgets.cli_hint(api.cli_command("data eval", [ds.name], [
+        ("--project", project.id), ("--model", handle.path.name), ("--engine", ENGINES[engine]),
+        ("--target", target or None), ("--task", dict(tasks or {}))]))
 
 
 def render() -> None:

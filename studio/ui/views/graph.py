@@ -205,7 +205,7 @@ def _detail(handle, summary, index, overlays) -> None:
         gkey = c1.selectbox("Group", keys, key="graph_group_pick", format_func=lambda k: labels[k][:120])
         view = widgets.guarded(lambda: api.graph_view(index=index, summary=summary, group=gkey,
                                                       overlay=overlays[overlay]))
-        hint = ""
+        region_options = [("--group", gkey)]
     else:
         default = st.session_state.get("selected_node") or next(
             (n.id for n in index.graph.nodes if n.kind == "op"), "")
@@ -215,7 +215,7 @@ def _detail(handle, summary, index, overlays) -> None:
         hops = st.slider("Hops", 0, 10, 2, key="graph_hops")
         view = widgets.guarded(lambda: api.graph_view(index=index, summary=summary, focus=focus, hops=hops,
                                                       overlay=overlays[overlay]))
-        hint = f" --focus '{focus[:80]}' --hops {hops}"
+        region_options = [("--focus", focus), ("--hops", hops if focus else None)]
     if view is None:
         return
     if view.note:
@@ -228,7 +228,8 @@ def _detail(handle, summary, index, overlays) -> None:
     if pick:
         st.session_state["selected_node"] = pick
         _node_panel(handle, summary, index, pick, "graph_detail")
-    widgets.cli_hint(f"onnx-studio graph {handle.path.name}{hint} --overlay '{overlay}' -o region.svg")
+    widgets.cli_hint(api.cli_command("graph", [handle.path.name], [
+        *region_options, ("--overlay", overlay), ("--dim", state.dims()), ("-o", "region.svg")]))
 
 
 def _model_dims(project, model) -> dict[str, int]:
@@ -300,9 +301,9 @@ def _diff() -> None:
             if reg.note:
                 st.caption(widgets.md_escape(reg.note, 300))
             st.graphviz_chart(api.graph_dot(reg), width="content")
-    pa, pb = ma.handle(va.id).path.name, mb.handle(vb.id).path.name
-    flags = "".join(f" --dim {k}={v}" for k, v in dims_a.items())
-    widgets.cli_hint(f"onnx-studio graph {pa} --diff {pb} --diff-mode {mode}{flags} -o diff.html")
+    pa, pb = widgets.hint_file_names(ma.handle(va.id).path.name, va.id, mb.handle(vb.id).path.name, vb.id)
+    widgets.cli_hint(api.cli_command("graph", [pa], [
+        ("--diff", pb), ("--diff-mode", mode if mode != "overlay" else None), ("--dim", dims_a), ("-o", "diff.html")]))
 
 
 def render() -> None:
@@ -338,7 +339,8 @@ def render() -> None:
         level = st.session_state.get("graph_level")
         ov = st.session_state.get("graph_overlay", "op type")
         widgets.cli_hint(api.cli_command("graph", [handle.path.name], [
-            ("--level", level or None), ("--dim", state.dims()), ("--overlay", ov), ("-o", "graph.html")]))
+            ("--level", level or None), ("--dim", state.dims()), ("--overlay", ov),
+            ("--search", st.session_state.get("graph_query") or None), ("-o", "graph.html")]))
     elif mode == "Detail":
         _detail(handle, summary, index, overlays)
     else:

@@ -8,8 +8,6 @@ behind the facade; running user code is off on a shared server.
 
 from __future__ import annotations
 
-import shlex
-
 import pandas as pd
 import streamlit as st
 
@@ -125,8 +123,8 @@ def _run_section(sig, handle) -> dict[str, str]:
     if result is not None:
         _show_run(result)
     file_name = f"{sig.ident}_{'op' if target == 'ort-python' else 'extension'}.py"
-    widgets.cli_hint(f"onnx-studio plugin {shlex.quote(handle.path.name)} --op {shlex.quote(sig.qualified)} "
-                     f"--target {target} --impl {file_name} -o plugins")
+    widgets.cli_hint(api.cli_command("plugin", [handle.path.name], [
+        ("--op", sig.qualified), ("--target", target), ("--impl", file_name), ("-o", "plugins")]))
     return edited
 
 
@@ -170,8 +168,11 @@ def _package_section(sig, handle, edited: dict[str, str]) -> None:
                 (st.success if b else st.error)(f"{b.target}: {widgets.md_escape(b.message, 500)}")
                 if b.log_tail and not b.built:
                     st.code(b.log_tail, language="text")
-    widgets.cli_hint(f"onnx-studio plugin {shlex.quote(handle.path.name)} --op {shlex.quote(sig.qualified)} "
-                     f"--target {','.join(targets)} -o plugins --build")
+    # The page writes the packages (no Python run: that is the section above) and builds the C++ ones.
+    builds = api.plugin_builds_allowed() and any(t in ("ort-cpp", "openvino-cpp") for t in targets)
+    widgets.cli_hint(api.cli_command("plugin", [handle.path.name], [
+        ("--op", sig.qualified), ("--target", list(targets)), ("-o", "plugins"), ("--no-run", True),
+        ("--build", builds)]))
 
 
 def render() -> None:

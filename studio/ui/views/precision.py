@@ -166,15 +166,14 @@ def render() -> None:
         for note in report.notes:
             st.warning(widgets.md_escape(note, 400))
         _save_buttons(report, current.id, source_sha256)
-    raw = choice.cli_flags if choice.inputs or choice.images else ""
+    given = choice.cli_options if choice.inputs or choice.images else ()
     options = [("--dim", state.dims()), ("--variants", chosen if chosen and chosen != auto else None),
-               ("--samples", choice.count if not raw and choice.count != 8 else None),
+               ("--samples", choice.count if not given and choice.count != 8 else None),
                ("--calibration-method", method if method != "minmax" else None),
                ("--target-cosine", float(target) if abs(target - 0.99) > 1e-9 else None),
                ("--target", task_target or None), ("--task", tasks), *_weight_flags(weight_options),
-               ("--budget", float(budget) if float(budget) != 60 else None), ("--out", "variants/")]
-    widgets.cli_hint(api.cli_command("precision", [handle.path.name], options,
-                                     raw=raw))
+               ("--budget", float(budget) if float(budget) != 60 else None), ("--out", "variants/"), *given]
+    widgets.cli_hint(api.cli_command("precision", [handle.path.name], options))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

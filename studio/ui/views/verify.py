@@ -133,12 +133,14 @@ def render() -> None:
         _show(result, "verify")
     elif state.result_is_stale(_RESULT, settings):
         st.info("No comparison for this model, version and these settings yet: press Compare.")
-    widgets.cli_hint(api.cli_command("compare", [ha.path.name, hb.path.name], [
-        ("--engine", CLI_ENGINE[engine]), ("--engine-b", CLI_ENGINE[engine_b] if engine_b != engine else None),
+    names = widgets.hint_file_names(ha.path.name, a, hb.path.name, b) if a != b else (ha.path.name, hb.path.name)
+    widgets.cli_hint(api.cli_command("compare", list(names), [
+        ("--dim", state.dims()), ("--engine", CLI_ENGINE[engine]),
+        ("--engine-b", CLI_ENGINE[engine_b] if engine_b != engine else None),
         ("--ov-precision", ov_a if engine == "openvino" and ov_a != "f32" else None),
         ("--ov-precision-b", ov_b if engine_b == "openvino" and ov_b != "f32" else None),
         ("--layerwise", bool(layerwise)), ("--layer-threshold", float(threshold) if layerwise and threshold else None),
-        ("--task", tasks or {})], raw=choice.cli_flags or ""))
+        ("--task", tasks or {}), *choice.cli_options]))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script
