@@ -403,77 +403,94 @@ OV_TRACE_NOTE = ("synthesized from OpenVINO per-layer counters of the last run: 
 
 @job("profile.ops")
 def ops_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    """Per-op counters of one variant over ``runs`` runs after ``warmup``."""
+    """Per-op counters of one variant over ``runs`` runs after ``warmup``, by the engine's row of
+    :data:`PER_OP`; an engine without one is "not available" with its reason."""
     v = args["variant"]
     engine = v["engine"]["engine"]
     warmup, runs = int(args["warmup"]), max(1, int(args["runs"]))
     feeds = {name: arrays[key] for name, key in v["feeds"]}
     tag = safe_name(str(v["id"]), default="variant")
-    nv = ranges()
     ctx.set_stage(f"{v['label']}: per-op profiling")
-    if engine == "onnxruntime":
-        runner = open_runner(v["model_path"], v["engine"], feeds, out_dir=ctx.out_dir, profile_tag=tag)
-        timed_loop(runner.infer, warmup)
-        with nv.range(f"per-op {v['id']}"):
-            e2e = timed_loop(runner.infer, runs)
-        path = runner.end_profiling()  # type: ignore[attr-defined]
-        if not path:
-            raise RuntimeError("ONNX Runtime wrote no profile")
-        events = _read_ort_profile(Path(path))
-        raw, run_ms, nested = aggregate_ort_events(events if isinstance(events, list) else [], runs)
-        return JobOutput(data={"kernels": [asdict(r) for r in raw], "runs": runs, "nested": nested,
-                               "e2e_ns": e2e, "engine_run_ms": run_ms, "trace_file": Path(path).name,
-                               "trace_note": "ONNX Runtime profile (chrome-trace format), warm-up runs included",
-                               "details": runner.details})
-    if engine == "openvino":
-        # OpenVINO's CPU counters are running *averages* over every inference since compile (warm-up
-        # and the slow first runs included), not the last inference's times: summed as they were,
-        # they exceeded end-to-end several times over. The mean over exactly the profiled runs is
-        # (N * avg_N - W * avg_W) / runs, W inferences before them and N after; end-to-end is the
-        # mean of the same runs.
-        runner = open_runner(v["model_path"], v["engine"], feeds, out_dir=ctx.out_dir, perf_counters=True)
-        timed_loop(runner.infer, warmup)
-        before = {c["name"]: c["us"] for c in runner.layer_counters() if c["executed"]} if warmup else {}  # type: ignore[attr-defined]
-        with nv.range(f"per-op {v['id']}"):
-            e2e = timed_loop(runner.infer, runs)
-        last = runner.layer_counters()  # type: ignore[attr-defined]
-        total_runs = warmup + runs
-        kernels = []
-        originals = runner.original_names()  # type: ignore[attr-defined]
-        for layer in last:
-            if not layer["executed"]:
-                continue
-            mean_us = mean_over_profiled_runs(layer["us"], before.get(layer["name"], 0.0), warmup, runs)
-            kernels.append({"name": layer["name"], "op_type": layer["layer_type"], "exec_type": layer["exec_type"],
-                            "per_run_us": [mean_us] * runs, "calls": runs,
-                            "original_names": originals.get(layer["name"])})
-        trace_name = f"ov_layers_{tag}.json"
-        means = {k["name"]: k["per_run_us"][0] for k in kernels}
-        shown = [{**c, "us": means.get(c["name"], 0.0)} for c in last]
-        (ctx.out_dir / trace_name).write_text(jsonsafe.dumps(synthesize_trace(shown, originals, OV_TRACE_NOTE)))  # scratch: worker: its job out folder
-        return JobOutput(data={"kernels": kernels, "runs": runs, "e2e_ns": e2e, "e2e_stat": "mean",
-                               "engine_run_ms": None, "trace_file": trace_name, "trace_note": OV_TRACE_NOTE,
-                               "details": runner.details})
-    if engine == "mnn":
-        import re
+    measure = PER_OP.get(engine)
+    if measure is None:
+        raise ValueError(NO_PER_OP.get(engine) or f"per-op profiling is not available for {engine} here: the studio "
+                         "has no per-op profiler for it (profile end to end instead)")
+    return measure(v, feeds, tag, warmup, runs, ctx, ranges())
 
-        from studio.core.engines.mnn import convert_to_mnn, mnn_op_times
 
-        mnn_path = Path(ctx.scratch) / "model.mnn"
-        convert_to_mnn(v["model_path"], mnn_path, str(v["engine"].get("precision") or "f32"))
-        with nv.range(f"per-op {v['id']}"):
-            records, e2e = mnn_op_times(mnn_path, feeds, threads=int(v["engine"].get("threads") or 4),
-                                        warmup=warmup, runs=runs)
-        kernels = [{"name": r["name"], "op_type": r["op_type"], "exec_type": "MNN CPU", "per_run_us": r["per_run_us"],
-                    "calls": runs, "original_names": [re.sub(r"_raster_\d+$", "", r["name"])]} for r in records]
-        return JobOutput(data={"kernels": kernels, "runs": runs, "e2e_ns": e2e, "engine_run_ms": None,
-                               "trace_file": None, "trace_note": "MNN session callbacks (runSessionWithCallBackInfo)",
-                               "details": {"threads": int(v["engine"].get("threads") or 4)}})
-    if engine == "litert":
-        raise ValueError("per-op profiling is not available for LiteRT here: the ai_edge_litert Python API has no "
-                         "op profiler (use the benchmark_model tool with --enable_op_profiling on the device)")
-    raise ValueError(f"per-op profiling is not available for {engine} here; use trtexec --dumpProfile or nsys "
-                     "on a GPU machine")
+def _ort_ops(v: dict, feeds: dict, tag: str, warmup: int, runs: int, ctx: JobContext, nv: Any) -> JobOutput:
+    runner = open_runner(v["model_path"], v["engine"], feeds, out_dir=ctx.out_dir, profile_tag=tag)
+    timed_loop(runner.infer, warmup)
+    with nv.range(f"per-op {v['id']}"):
+        e2e = timed_loop(runner.infer, runs)
+    path = runner.end_profiling()  # type: ignore[attr-defined]
+    if not path:
+        raise RuntimeError("ONNX Runtime wrote no profile")
+    events = _read_ort_profile(Path(path))
+    raw, run_ms, nested = aggregate_ort_events(events if isinstance(events, list) else [], runs)
+    return JobOutput(data={"kernels": [asdict(r) for r in raw], "runs": runs, "nested": nested,
+                           "e2e_ns": e2e, "engine_run_ms": run_ms, "trace_file": Path(path).name,
+                           "trace_note": "ONNX Runtime profile (chrome-trace format), warm-up runs included",
+                           "details": runner.details})
+
+
+def _ov_ops(v: dict, feeds: dict, tag: str, warmup: int, runs: int, ctx: JobContext, nv: Any) -> JobOutput:
+    # OpenVINO's CPU counters are running *averages* over every inference since compile (warm-up
+    # and the slow first runs included), not the last inference's times: summed as they were,
+    # they exceeded end-to-end several times over. The mean over exactly the profiled runs is
+    # (N * avg_N - W * avg_W) / runs, W inferences before them and N after; end-to-end is the
+    # mean of the same runs.
+    runner = open_runner(v["model_path"], v["engine"], feeds, out_dir=ctx.out_dir, perf_counters=True)
+    timed_loop(runner.infer, warmup)
+    before = {c["name"]: c["us"] for c in runner.layer_counters() if c["executed"]} if warmup else {}  # type: ignore[attr-defined]
+    with nv.range(f"per-op {v['id']}"):
+        e2e = timed_loop(runner.infer, runs)
+    last = runner.layer_counters()  # type: ignore[attr-defined]
+    total_runs = warmup + runs
+    kernels = []
+    originals = runner.original_names()  # type: ignore[attr-defined]
+    for layer in last:
+        if not layer["executed"]:
+            continue
+        mean_us = mean_over_profiled_runs(layer["us"], before.get(layer["name"], 0.0), warmup, runs)
+        kernels.append({"name": layer["name"], "op_type": layer["layer_type"], "exec_type": layer["exec_type"],
+                        "per_run_us": [mean_us] * runs, "calls": runs,
+                        "original_names": originals.get(layer["name"])})
+    trace_name = f"ov_layers_{tag}.json"
+    means = {k["name"]: k["per_run_us"][0] for k in kernels}
+    shown = [{**c, "us": means.get(c["name"], 0.0)} for c in last]
+    (ctx.out_dir / trace_name).write_text(jsonsafe.dumps(synthesize_trace(shown, originals, OV_TRACE_NOTE)))  # scratch: worker: its job out folder
+    return JobOutput(data={"kernels": kernels, "runs": runs, "e2e_ns": e2e, "e2e_stat": "mean",
+                           "engine_run_ms": None, "trace_file": trace_name, "trace_note": OV_TRACE_NOTE,
+                           "details": runner.details})
+
+
+def _mnn_ops(v: dict, feeds: dict, tag: str, warmup: int, runs: int, ctx: JobContext, nv: Any) -> JobOutput:
+    import re
+
+    from studio.core.engines.mnn import convert_to_mnn, mnn_op_times
+
+    mnn_path = Path(ctx.scratch) / "model.mnn"
+    convert_to_mnn(v["model_path"], mnn_path, str(v["engine"].get("precision") or "f32"))
+    with nv.range(f"per-op {v['id']}"):
+        records, e2e = mnn_op_times(mnn_path, feeds, threads=int(v["engine"].get("threads") or 4),
+                                    warmup=warmup, runs=runs)
+    kernels = [{"name": r["name"], "op_type": r["op_type"], "exec_type": "MNN CPU", "per_run_us": r["per_run_us"],
+                "calls": runs, "original_names": [re.sub(r"_raster_\d+$", "", r["name"])]} for r in records]
+    return JobOutput(data={"kernels": kernels, "runs": runs, "e2e_ns": e2e, "engine_run_ms": None,
+                           "trace_file": None, "trace_note": "MNN session callbacks (runSessionWithCallBackInfo)",
+                           "details": {"threads": int(v["engine"].get("threads") or 4)}})
+
+
+# engine -> its per-op profiler (worker side); an engine of the table without a row here reads
+# "not available" with the reason below (or a generic one)
+PER_OP = {"onnxruntime": _ort_ops, "openvino": _ov_ops, "mnn": _mnn_ops}
+NO_PER_OP = {
+    "litert": "per-op profiling is not available for LiteRT here: the ai_edge_litert Python API has no op profiler "
+              "(use the benchmark_model tool with --enable_op_profiling on the device)",
+    "tensorrt": "per-op profiling is not available for tensorrt here; use trtexec --dumpProfile or nsys on a GPU "
+                "machine",
+}
 
 
 def mean_over_profiled_runs(average_after_us: float, average_before_us: float, warmup: int, runs: int) -> float:

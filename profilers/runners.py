@@ -29,6 +29,7 @@ import numpy as np
 
 from profilers.nvtx import NvtxRanges, ranges
 from studio.core.engines import sessions
+from studio.core.engines.table import engine_row
 from studio.core.jobs import JobContext
 from studio.core.paths import safe_name
 
@@ -196,7 +197,7 @@ def open_runner(model_path: str, spec: Mapping[str, Any], feeds: Mapping[str, np
         raise ValueError(f"unknown engine {engine!r}")
     args = runner_args(spec, feeds, profile_tag=profile_tag, perf_counters=perf_counters, cache=cache, hint=hint)
     scratch = Path(out_dir)
-    if engine in ("mnn", "litert"):     # the converted model stays in the job folder
+    if engine_row(engine).converted:     # the converted model stays in the job folder
         scratch = Path(out_dir) / f"{engine}_{time.perf_counter_ns()}"
         scratch.mkdir(parents=True, exist_ok=True)
     stages = _StageRanges(ranges())

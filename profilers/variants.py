@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from studio.core.choices import comma_items
-from studio.core.engines import get_engine, resolve_engine_name
+from studio.core.engines import ENGINES, engine_row, get_engine, resolve_engine_name
 from studio.core.errors import StudioError
 from studio.core.engines.openvino_ir import IrFile
 from studio.core.model import ModelHandle
@@ -24,7 +24,8 @@ _ORT_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"
                   "trt": "TensorrtExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
 _OV_PRECISIONS = ("f32", "bf16", "f16", "default")
 _TRT_PRECISIONS = ("f32", "f16", "bf16")
-_CONVERTED_PRECISIONS = {"mnn": ("f32", "f16", "int8"), "litert": ("f32", "f16", "int8")}
+# converted engine -> the precisions its conversion offers (the engine table's rows)
+_CONVERTED_PRECISIONS = {r.name: r.precisions for r in ENGINES if r.converted}
 _HINTS = ("LATENCY", "THROUGHPUT")
 _OPT_LEVELS = ("disable", "basic", "extended", "all")
 
@@ -33,8 +34,8 @@ _OPT_LEVELS = ("disable", "basic", "extended", "all")
 class EngineSpec:
     """One engine configuration.
 
-    ``engine``: onnxruntime | openvino | tensorrt | mnn | litert (``precision``: their
-    conversion's weights, f32 / f16 / MNN int8). ``device``: the ORT execution
+    ``engine``: onnxruntime | openvino | tensorrt | a converted engine of the table (mnn, litert,
+    ncnn; ``precision``: their conversion's, f32 / f16 / int8 where the row offers it). ``device``: the ORT execution
     provider (cpu, cuda, trt) or the OpenVINO device (CPU). ``precision``:
     OpenVINO's ``INFERENCE_PRECISION_HINT`` (f32 pinned by default; "default"
     lets the plugin choose, bf16 on CPUs that have it) or TensorRT's builder
@@ -94,10 +95,8 @@ class EngineSpec:
         if self.engine == "openvino":
             return (f"OpenVINO CPU {'default precision' if self.precision == 'default' else self.precision}"
                     + (" throughput hint" if self.hint == "THROUGHPUT" else ""))
-        if self.engine == "mnn":
-            return f"MNN CPU {self.precision}" + (" weights" if self.precision != "f32" else "")
-        if self.engine == "litert":
-            return f"LiteRT CPU {self.precision}" + (" weights" if self.precision != "f32" else "")
+        if self.engine in _CONVERTED_PRECISIONS:
+            return f"{engine_row(self.engine).label} CPU {self.precision}" + (" weights" if self.precision != "f32" else "")
         return f"TensorRT {self.precision}"
 
     @property
@@ -186,8 +185,8 @@ def available_engine_specs() -> list[EngineSpec]:
         specs.append(EngineSpec("openvino"))
     if get_engine("tensorrt").available():
         specs.append(EngineSpec("tensorrt", hint=None))
-    for name in _CONVERTED_PRECISIONS:
-        if get_engine(name).available():
+    for name in _CONVERTED_PRECISIONS:     # the converted rows in the defaults (ncnn: asked by name)
+        if engine_row(name).default_check and get_engine(name).available():
             specs.append(EngineSpec(name, hint=None))
     return specs
 

@@ -27,7 +27,7 @@ from studio.core.compare import (
     compare_outputs,
     merge_comparisons,
 )
-from studio.core.engines import RunOptions, resolve_engine_name
+from studio.core.engines import RunOptions, engine_row, resolve_engine_name
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, make_feeds
 from studio.data.tasks import order_free_for, output_tasks
@@ -125,7 +125,7 @@ def _precision_text(engine: str, options: RunOptions, details: Mapping[str, Any]
         return f"{eff}, {'pinned' if asked != 'default' else 'plugin default'}"
     if engine == "onnxruntime":
         return f"graph optimizations {options.graph_optimization_level}"
-    if engine in ("mnn", "litert"):   # converted formats: say how, and how outputs were matched back
+    if engine_row(engine).converted:   # converted formats: say how, and how outputs were matched back
         layout = details.get("layout") or {}
         moved = [k for k, v in layout.items() if "->" in v]
         return (f"{options.precision} weights, converted; outputs matched to ONNX names "

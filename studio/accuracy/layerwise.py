@@ -41,7 +41,7 @@ import onnx
 
 from studio.accuracy.runs import pack_sets, unpack_sets
 from studio.core.compare import Tolerance, compare_arrays
-from studio.core.engines import RunOptions, get_engine, resolve_engine_name
+from studio.core.engines import ENGINES, RunOptions, engine_row, get_engine, resolve_engine_name
 from studio.core.engines.base import check_model_file, require_available
 from studio.core.engines.layout import channels_last, to_channels_first
 from studio.core.errors import StudioError
@@ -304,6 +304,11 @@ def _from_nchwc(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- one chunk (worker)
 
+# Engines whose converter refuses ONNX-style tensor names as outputs (onnx2tf's signature names): the marked
+# tensors leave through Identity nodes with plain names.
+PLAIN_NAME_ENGINES = tuple(r.name for r in ENGINES if r.channels_last)
+
+
 def _with_outputs(src: str, names: list[tuple[str, int]], dst: Path, *, aliases: bool = False) -> dict[str, str]:
     """Write ``src`` with ``names`` as extra outputs to ``dst``; the output name of each tensor.
     ``aliases``: expose each through an Identity with a plain name (``lw_out_N``): onnx2tf refuses
@@ -344,8 +349,8 @@ def _release_memory() -> None:
         pass
 
 
-# Engines that may store a tensor channels-last (onnx2tf: NCHW -> NHWC) under the same shape.
-CHANNELS_LAST_ENGINES = ("litert",)
+# Engines that may store a tensor channels-last (onnx2tf: NCHW -> NHWC) under the same shape (their row says so).
+CHANNELS_LAST_ENGINES = tuple(r.name for r in ENGINES if r.channels_last)
 
 
 def _ambiguous_layout(name: str, ref: np.ndarray, got: np.ndarray, tolerance, quantized: bool):
@@ -358,7 +363,7 @@ def _ambiguous_layout(name: str, ref: np.ndarray, got: np.ndarray, tolerance, qu
 
 
 # Engines whose converter fuses ops under the ONNX tensor names, and the ops it folds into the op before.
-FUSING_ENGINES = ("mnn", "litert")
+FUSING_ENGINES = tuple(r.name for r in ENGINES if r.converted and r.fuses_ops)     # from the engine table
 _ACTIVATIONS = frozenset({"Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "LeakyRelu", "Elu",
                           "Selu", "PRelu", "Gelu", "Softplus", "Mish"})
 _FUSED_MIN_ERROR = 1e-3      # below this the tensor matches as it is
@@ -417,7 +422,7 @@ def compare_chunk(reference: str, candidate: str, items: list[dict], feeds: Feed
         extra = [(t, it["ref_type"]) for it in items for t in after.get(it["tensor"], ())] if side == "a" else []
         path = Path(folder) / f"chunk{chunk}-{os.getpid()}.onnx"
         names = _with_outputs(model, [(it[tensor_key], it[type_key]) for it in items] + extra, path,
-                              aliases=engine == "litert")
+                              aliases=engine in PLAIN_NAME_ENGINES)
         try:
             runner = open_runner(engine, path, opts or {}, ctx)
             wanted = list(dict.fromkeys([it[tensor_key] for it in items] + [t for t, _ in extra]))
@@ -564,7 +569,7 @@ def compare_layers(reference: Path, candidate: Path, *, feeds: Feeds, engine: st
     engine_a = resolve_engine_name(engine)
     engine_b = resolve_engine_name(engine_b or engine)
     for name in (engine_a, engine_b):
-        if name == "tensorrt":
+        if engine_row(name).kind == "table":
             raise StudioError("layer-wise comparison runs on ONNX Runtime and OpenVINO; TensorRT marks outputs "
                               "at build time (use Polygraphy with --trt-outputs on a GPU machine)",
                               code="UNSUPPORTED")

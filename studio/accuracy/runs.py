@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from studio.core.engines import RunOptions, get_engine, resolve_engine_name
+from studio.core.engines import RunOptions, engine_limits, engine_row, get_engine, resolve_engine_name
 from studio.core.engines.base import (
     check_model_file,
     decode_output_sets,
@@ -143,7 +143,7 @@ def run_feed_sets(model_path: Path, engine: str, feed_sets: Sequence[Feeds], *,
     require_available(adapter)
     options = options or RunOptions()
     path = check_model_file(model_path)
-    if canonical == "tensorrt":
+    if engine_row(canonical).kind == "table":    # TensorRT: one run per set (an engine built per shape)
         outs, errs, details = [], [], {}
         for feeds in feed_sets:
             res = adapter.run(path, feeds, options=options, limits=limits, pool_key=pool_key, on_tick=on_tick)
@@ -151,10 +151,7 @@ def run_feed_sets(model_path: Path, engine: str, feed_sets: Sequence[Feeds], *,
             errs.append(None)
             details = {**res.details, "engine_version": res.engine_version}
         return SetRuns(canonical, tuple(outs), tuple(errs), details)
-    if canonical == "litert":   # TensorFlow (onnx2tf) needs room, and a warm worker of its own
-        from studio.core.engines.litert import litert_limits
-
-        limits = litert_limits(limits)
+    limits = engine_limits(canonical, limits)    # the row's needs (LiteRT: TensorFlow's room), its own pool below
     pool_key = pool_key + getattr(adapter, "pool_suffix", "")
     args = {"model_path": str(path), "engine": canonical, "options": options.to_args(), "count": len(feed_sets),
             "output_names": list(output_names) if output_names else None}

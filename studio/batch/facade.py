@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from studio.batch.executors import ClusterSecurity, DaskExecutor, LocalExecutor, cluster_address
 from studio.batch.remote import LOCAL, Measured, measure_on, side_by_side
@@ -20,6 +20,7 @@ from studio.batch.runner import run_batch, skipped_summary
 from studio.batch.stages import machine_facts, worker_facts
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
+from studio.core.requests import PrecisionRequest
 
 if TYPE_CHECKING:
     from profilers.generation_profile import GenerationOptions
@@ -114,20 +115,29 @@ def generate_on(targets: Sequence[str], models: Sequence[ModelHandle | tuple[str
     return out
 
 
-def precision_on(target: str, handle: ModelHandle | str | Path, *, cluster: str | None = None,
-                 tls: _TLS = (None, None, None),
-                 calibration: str | Path | None = None, inputs: str | Path | None = None, **kwargs: Any) -> Measured:
-    """``api.precision`` on the cluster worker offering ``target`` (calibration/inputs files travel
-    with the model, hashed); a ``Measured`` labelled with the machine that timed it."""
+def precision_on(target: str, handle: ModelHandle | str | Path, request: PrecisionRequest, *,
+                 cluster: str | None = None, tls: _TLS = (None, None, None), dataset=None,
+                 out_dir: str | Path | None = None, pool_key: str = "default", on_progress: Callable | None = None,
+                 on_tick: Callable | None = None) -> Measured:
+    """``request`` run on ``target``: "local" runs ``api.precision`` here (with ``dataset``, ``out_dir`` and the
+    callbacks); another name ships the whole request (``to_dict``) with its calibration/inputs files, hashed,
+    to the cluster worker offering it, which rebuilds the same request and runs it there. A
+    ``Measured`` labelled with the machine that timed it."""
     from studio import api
     from studio.core.paths import user_data_path
 
     if target == LOCAL:
-        return Measured(LOCAL, worker_facts(LOCAL), api.precision(handle, calibration=calibration, inputs=inputs,
-                                                                  **kwargs))
-    data = {"calibration": user_data_path(calibration, label="calibration data") if calibration else None,
-            "inputs": user_data_path(inputs, label="inputs file") if inputs else None}
-    kwargs = {k: v for k, v in kwargs.items() if k not in ("on_progress", "on_tick", "out_dir", "pool_key")}
+        return Measured(LOCAL, worker_facts(LOCAL), api.precision(
+            handle, request, dataset=dataset, out_dir=out_dir, pool_key=pool_key, on_progress=on_progress,
+            on_tick=on_tick))
+    if out_dir is not None:
+        raise StudioError("--out keeps variant models on this machine; with --target they stay on the target",
+                          code="BAD-OPTION")
+    if request.dataset is not None or dataset is not None:
+        raise StudioError("--dataset is judged on this machine; run it without a remote --target NAME",
+                          code="BAD-OPTION")
+    data = {"calibration": user_data_path(request.calibration, label="calibration data") if request.calibration
+            else None, "inputs": user_data_path(request.inputs, label="inputs file") if request.inputs else None}
     path = handle.path if isinstance(handle, ModelHandle) else api.load(handle).path
-    return measure_on("precision", target, [("model", path)], kwargs, data=data, cluster=cluster,
-                      security=ClusterSecurity.from_env(*tls))
+    return measure_on("precision", target, [("model", path)], {"request": request.to_dict()}, data=data,
+                      cluster=cluster, security=ClusterSecurity.from_env(*tls))

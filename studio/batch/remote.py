@@ -27,6 +27,7 @@ from studio.batch.executors import ClusterSecurity, DaskExecutor, _data_arcname,
 from studio.batch.retrying import ClusterLost, announce_start
 from studio.batch.stages import worker_facts
 from studio.core.errors import StudioError
+from studio.core.requests import PrecisionRequest
 
 LOCAL = "local"
 KINDS = ("profile", "precision", "generate")
@@ -105,8 +106,9 @@ def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[
         elif kind == "generate":         # a decoder's generation profile (profile --generate)
             result = api.profile_generation(handles, kwargs.get("engines") or ("ort",), kwargs.get("options"),
                                             pool_key=pool_key)
-        elif kind == "precision":
-            result = api.precision(handles[0][1], **{**kwargs, **extra, "out_dir": None, "pool_key": pool_key})
+        elif kind == "precision":      # the whole request, rebuilt here; its files are the ones that came along
+            request = PrecisionRequest.from_dict(kwargs.get("request") or {})
+            result = api.precision(handles[0][1], request, files=extra, pool_key=pool_key)
         else:
             return {"error": f"unknown measurement {kind[:20]!r}", "code": "BAD-OPTION", "measured_by": facts}
         return {"measured_by": facts, "result": result}

@@ -21,6 +21,7 @@ from typing import Any
 
 from studio.core import outputs
 from studio.core.errors import StudioError
+from studio.core.requests import PrecisionRequest
 
 STAGES = ("inspect", "check", "optimize", "precision", "profile", "export")
 STATUSES = ("ok", "failed", "error", "worker lost", "scheduler lost", "cancelled", "skipped", "not written")
@@ -151,8 +152,9 @@ def _optimize(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, d
 def _precision(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
     from studio import api
 
-    r = api.precision(handle, variants=opts.get("variants"), out_dir=out / "precision",
-                      latency_budget_s=float(opts.get("latency_budget_s", 20.0)), pool_key=pool_key)
+    request = PrecisionRequest(variants=opts.get("variants"),
+                               latency_budget_s=float(opts.get("latency_budget_s", 20.0)))
+    r = api.precision(handle, request, out_dir=out / "precision", pool_key=pool_key)
     figures = {"recommended": r.recommended}
     for v in r.variants:
         if getattr(v, "ratio", None) is not None:

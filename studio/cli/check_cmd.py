@@ -25,8 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_project_argument(p)
     p.add_argument("model", help="path to a .onnx file (external data next to it)")
     p.add_argument("--engines", default=None,
-                   help="comma-separated: onnxruntime (ort), openvino (ov), tensorrt (trt), mnn, litert (tflite), or "
-                   "all (default: ort, openvino, tensorrt, and mnn and litert where installed)")
+                   help="comma-separated: " + ", ".join(f"{r['name']} ({r['aliases'][0]})" if r["aliases"] else
+                                                         r["name"] for r in api.engines()) +
+                   ", or all (default: ort, openvino, tensorrt, and mnn and litert where installed)")
     p.add_argument("--ep", default="cpu", help="ONNX Runtime execution providers, comma-separated: cpu, cuda, tensorrt "
                    "(not-installed EPs are checked against shipped tables)")
     p.add_argument("--trt-version", default="10", choices=["10", "11"], help="TensorRT support table to use")

@@ -16,7 +16,8 @@ from studio.core.types import shape_text
 NAME = "compare"
 HELP = ("Compare two models (versions) or one model on two engines on the same inputs; exit 1 when outputs "
         "differ beyond tolerance.")
-ENGINES = ("ort", "onnxruntime", "openvino", "ov", "tensorrt", "trt", "mnn", "litert", "tflite")
+# every engine of the table, each with its aliases (api.engines(): studio/core/engines/table.py)
+ENGINES = tuple(dict.fromkeys(n for row in api.engines() for n in (row["cli"], row["name"], *row["aliases"])))
 PRECISIONS = ("f32", "bf16", "f16", "default")
 
 

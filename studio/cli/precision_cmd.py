@@ -16,6 +16,7 @@ from studio.cli.inputs_args import preprocess_from
 from studio.core import outputs
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
+from studio.core.requests import PrecisionRequest
 
 NAME = "precision"
 HELP = ("Build fp16 / bf16 / INT8 variants, compare each with fp32 and time them side by side; recommend the "
@@ -36,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                      "calibration data held out from calibration, else 4 random sets)")
     p.add_argument("--target-cosine", type=float, default=0.99, metavar="C",
                    help="accuracy target: worst-output cosine vs fp32 (default 0.99)")
+    p.add_argument("--goal", metavar="METRIC>=X", help="with --dataset: the task-metric goal a variant must meet, "
+                                                       "e.g. top1-agreement>=0.99, map-drop<=0.01")
     p.add_argument("--out", metavar="DIR", help="keep the variant models in DIR (default: not kept)")
     p.add_argument("--budget", type=float, default=60.0, metavar="S", help="seconds for latency measurement")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="value of a symbolic input dim")
@@ -78,21 +81,28 @@ def _task_value(v) -> str:
     return ("n/a" if v.task else "-") if value is None else f"{value:.4g}"
 
 
-def _weight_options(args: argparse.Namespace) -> dict:
-    opts = {"block_size": args.block_size, "accuracy_level": args.accuracy_level, "ratio": args.ratio}
-    if args.asymmetric:
-        opts["symmetric"] = False
-    return opts
-
-
-def _run(args: argparse.Namespace) -> int:
+def request_of(args: argparse.Namespace, dataset=None, tasks: dict | None = None,
+               goal: str | None = None) -> PrecisionRequest:
+    """The one ``PrecisionRequest`` these flags ask for, run here or on a ``--target`` alike."""
     if args.samples < 1 or args.samples > 1024:
         raise StudioError("--samples must be between 1 and 1024")
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    return PrecisionRequest(variants=None if variants in ([], ["auto"]) else variants, calibration=args.calibration,
+                            calibration_method=args.calibration_method, samples=args.samples, inputs=args.inputs,
+                            target_cosine=args.target_cosine, goal=goal,
+                            dataset=dataset.name if dataset is not None else None, tasks=tasks or {},
+                            dims=parse_dims(args.dim), preprocess=preprocess_from(args).to_dict(),
+                            latency_budget_s=args.budget, block_size=args.block_size,
+                            symmetric=not args.asymmetric, accuracy_level=args.accuracy_level, ratio=args.ratio,
+                            generation_steps=args.steps)
+
+
+def _run(args: argparse.Namespace) -> int:
     handle = api.load(args.model)
     dataset = recipe_args.project_dataset(args)
-    if dataset is None and remote_args.task_target_of(args):
-        raise StudioError("a task-metric --target is judged on a dataset: add --project NAME --dataset NAME")
+    goal = remote_args.goal_of(args)
+    if dataset is None and goal:
+        raise StudioError("a task-metric --goal is judged on a dataset: add --project NAME --dataset NAME")
     if args.chart:
         outputs.register_input(*filter(None, [args.inputs, args.calibration]))
         outputs.check_destination(args.chart)           # before the run: not the input, no link/FIFO/folder
@@ -103,37 +113,22 @@ def _run(args: argparse.Namespace) -> int:
 
     project = kept(args).project if kept(args) is not None else None
     tasks = task_args.choices(args, handle, project)
-    goal = remote_args.task_target_of(args)
-    measured = None
-    target = (remote_args.targets_of(args) or [None])[0]
-    if target is not None:
-        if args.out:
-            raise StudioError("--out keeps variant models on this machine; with --target they stay on the target",
-                              code="BAD-OPTION")
-        if dataset is not None:
-            raise StudioError("--dataset is judged on this machine; run it without a remote --target NAME",
-                              code="BAD-OPTION")
-        measured = batch_api.precision_on(target, handle, cluster=args.cluster, tls=remote_args.tls_of(args),
-                                          variants=variants, calibration=args.calibration, inputs=args.inputs,
-                                          samples=args.samples, target_cosine=args.target_cosine,
-                                          dims=parse_dims(args.dim), preprocess=preprocess_from(args),
-                                          latency_budget_s=args.budget, calibration_method=args.calibration_method)
-        report = measured.result
-    else:
-        report = api.precision(handle, variants=variants, calibration=args.calibration, inputs=args.inputs,
-                               samples=args.samples, target_cosine=args.target_cosine,
-                               out_dir=args.out or (kept(args).job.dir / "variants" if kept(args) else None),
-                               dims=parse_dims(args.dim), preprocess=preprocess_from(args),
-                               latency_budget_s=args.budget, on_progress=progress,
-                               calibration_method=args.calibration_method, dataset=dataset,
-                               target=goal, tasks=tasks, weight_options=_weight_options(args),
-                               generation_steps=args.steps)
+    request = request_of(args, dataset, tasks, goal)
+    named = remote_args.targets_of(args)
+    target = (named or [batch_api.LOCAL])[0]
+    here = target == batch_api.LOCAL
+    measured = batch_api.precision_on(target, handle, request, cluster=args.cluster, tls=remote_args.tls_of(args),
+                                      dataset=dataset, on_progress=progress,
+                                      out_dir=args.out or (kept(args).job.dir / "variants" if kept(args) and here
+                                                           else None))
+    report = measured.result
+    measured = measured if named else None      # --target NAME (local too) prints who measured it
     keep_json(args, "precision.json", report.to_dict(), "precision")
-    for v in report.variants if kept(args) is not None and measured is None else ():
+    for v in report.variants if kept(args) is not None and here else ():
         if v.path is not None and not v.error and v.name != "fp32" and Path(v.path).is_file() \
                 and Path(v.path).suffix == ".onnx":          # an OpenVINO IR (NNCF) is an artifact, not a version
             kept(args).add_version(v.path, label=f"precision: {v.name}",
-                                   provenance={"precision": v.name, "cosine": v.cosine, "recommended": v.recommended})
+                                   provenance=report.provenance(v.name, handle.sha256))
     if args.chart:
         outputs.write_html_figure(api.tradeoff_figure(report), args.chart)
     if args.json:

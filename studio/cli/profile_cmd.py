@@ -260,7 +260,7 @@ def _print(profile, top: int) -> None:  # noqa: ANN001, C901 - one report, read 
     for v in profile.variants:
         precision = v.details.get("precision_effective")
         if precision:
-            print(f"  {v.id}: OpenVINO precision requested {v.details.get('precision_requested')}, "
+            print(f"  {v.id}: precision requested {v.details.get('precision_requested')}, "
                   f"effective {precision}")
         if v.details.get("fallback"):
             print(f"  {v.id}: {printable(str(v.details['fallback']), 200)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
@@ -14,11 +15,9 @@ _TARGET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 
 def add_arguments(p: argparse.ArgumentParser, *, many: bool = True) -> None:
     g = p.add_argument_group("remote targets (a Dask cluster)")
-    g.add_argument("--target", action="append", metavar="NAME|METRIC>=X",
-                   help="NAME: measure on the cluster worker with resource target-NAME ('local': this machine)"
-                        + ("; repeat to compare targets side by side" if many else "")
-                        + ". METRIC>=X (with --dataset): the task-metric target a variant must meet, e.g. "
-                          "top1-agreement>=0.99, map-drop<=0.01")
+    g.add_argument("--target", action="append", metavar="NAME",
+                   help="measure on the cluster worker with resource target-NAME ('local': this machine)"
+                        + ("; repeat to compare targets side by side" if many else ""))
     if many:
         g.add_argument("--targets", metavar="A,B", help="comma-separated targets, side by side (e.g. edge,local)")
     g.add_argument("--cluster", metavar="ADDR", help="Dask scheduler tcp://HOST:PORT or tls://... "
@@ -32,19 +31,28 @@ def add_arguments(p: argparse.ArgumentParser, *, many: bool = True) -> None:
 _COMPARISON = re.compile(r"[<>]=?")
 
 
-def task_target_of(args: argparse.Namespace) -> str | None:
-    """The ``--target`` that is a task-metric goal (``top1-agreement>=0.99``): target names never hold < or >."""
+def _given(args: argparse.Namespace) -> list[str]:
     raw = args.target if isinstance(args.target, list) else ([args.target] if args.target else [])
-    goals = [t for t in raw if t and _COMPARISON.search(t)]
+    return [t for t in raw if t]
+
+
+def goal_of(args: argparse.Namespace) -> str | None:
+    """``--goal METRIC>=X``, the task-metric goal. The old spelling ``--target METRIC>=X`` still works, with a
+    deprecation line: ``--target`` names a machine (target names never hold < or >)."""
+    old = [t for t in _given(args) if _COMPARISON.search(t)]
+    if old:
+        print("note: '--target METRIC>=X' is deprecated: write --goal METRIC>=X (--target names a machine)",
+              file=sys.stderr)
+    goals = [*([args.goal] if getattr(args, "goal", None) else []), *old]
     if len(goals) > 1:
-        raise StudioError("give one task-metric --target (METRIC>=X)", code="BAD-OPTION")
+        raise StudioError("give one task-metric --goal (METRIC>=X)", code="BAD-OPTION")
     return goals[0] if goals else None
 
 
 def targets_of(args: argparse.Namespace) -> list[str]:
-    """The remote targets asked for, in order, without repeats (empty: run here as before)."""
-    raw = args.target if isinstance(args.target, list) else ([args.target] if args.target else [])
-    raw = [t for t in raw if t and not _COMPARISON.search(t)]
+    """The remote targets asked for, in order, without repeats (empty: run here as before). Where the
+    command has a ``--goal``, a ``--target`` with < or > is that goal's old spelling (see :func:`goal_of`)."""
+    raw = [t for t in _given(args) if not (hasattr(args, "goal") and _COMPARISON.search(t))]
     raw = [*raw, *(getattr(args, "targets", None) or "").split(",")]
     names = [t.strip() for t in raw if t and t.strip()]
     for t in names:

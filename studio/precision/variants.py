@@ -246,6 +246,7 @@ class PrecisionReport:
     notes: tuple[str, ...] = ()
     basis: str = ""                  # "dataset NAME: ..." or "random-input estimate, not a recommendation"
     target: str | None = None        # the task-metric target when a dataset judged the variants
+    request: Any = None              # the PrecisionRequest it ran (studio.precision.run); not in to_dict
 
     @property
     def is_estimate(self) -> bool:
@@ -291,6 +292,19 @@ class PrecisionReport:
             return (f"nothing recommended: even fp32 misses {goal} (got {got}), so no reduced precision can meet "
                     f"it; {len(measured)} variant(s) measured: check the target and the output's task")
         return f"nothing recommended: none of the {len(measured)} measured variant(s) meets {goal}"
+
+    def provenance(self, variant: str, source_sha256: str | None) -> dict[str, Any]:
+        """What a version kept from ``variant`` records, whoever keeps it (the CLI's ``--project`` run, the
+        page's Save): the request that built it, its measured result, and the pass ``pipeline`` the lineage
+        view reads. ``source_sha256``: the model the report was computed on."""
+        v = self.variant(variant)
+        return {"source": "precision", "source_sha256": source_sha256, "variant": v.name, "engine": v.engine,
+                "precision": v.precision, "recommended": v.recommended,
+                "request": self.request.to_dict() if self.request is not None else None,
+                "measured": {"latency_p10_ms": v.latency_p10_ms, "ratio_vs_fp32": v.ratio, "cosine": v.cosine,
+                             "top1": v.top1, "meets_target": v.meets_target, "task": v.task,
+                             "target_cosine": self.target_cosine, "goal": self.target},
+                "calibration": self.calibration, "pipeline": list(v.lineage), "choice": v.details.get("chosen")}
 
     def to_dict(self) -> dict:
         return {"summary": self.summary(), "recommended": self.recommended,

@@ -17,6 +17,7 @@ from studio.batch.executors import _model_files, _pack_model, remote_stage
 from studio.batch.remote import remote_measure
 from studio.batch.stages import StageTask
 from studio.cli import main
+from studio.core.requests import PrecisionRequest
 from tests.conftest import assert_user_message
 
 QUICK = ["--iterations", "5", "--rounds", "2", "--warmup", "1"]
@@ -81,8 +82,8 @@ def test_targets_measure_on_the_labelled_worker_side_by_side(dask_cluster, capsy
     assert f"target   edge: measured on" in out and f"pid {edge_pid}" in out and "side by side" in out
 
     # precision on the target: the timing ran there too
-    measured = batch_api.precision_on("edge", model, cluster=dask_cluster.address, variants=["fp32", "fp16"],
-                                      latency_budget_s=3.0)
+    measured = batch_api.precision_on("edge", model, PrecisionRequest(variants=("fp32", "fp16"), latency_budget_s=3.0),
+                                      cluster=dask_cluster.address)
     assert measured.measured_by["pid"] == edge_pid and measured.result.variant("fp32").latency_ms is not None
 
     # a target no worker offers: one line naming the known ones
@@ -90,3 +91,42 @@ def test_targets_measure_on_the_labelled_worker_side_by_side(dask_cluster, capsy
                  *QUICK]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert_user_message(err, "no worker of the cluster offers target 'gpu'", "known targets: edge")
+
+
+@pytest.mark.slow
+def test_precision_on_a_target_runs_the_whole_request(dask_cluster, capsys, tmp_path):
+    """Issue 34: ``precision --target NAME`` passed the worker a subset of its options (no weight-only
+    options, generation steps or tasks): the same flags here and on target edge built different int8-weights
+    models. Now the whole request travels (JSON) with its calibration file; the worker rebuilds the very
+    request (``report.request``) and builds and judges the same variants as a run here."""
+    import json
+
+    import numpy as np
+
+    model = path_of("transformer_block")
+    feeds = api.make_inputs(api.load(model), count=3)
+    calib = tmp_path / "calibration.npz"
+    np.savez(calib, **{f"{k}/{i}": v for i, fs in enumerate(feeds.sets) for k, v in fs.items()})
+    argv = ["precision", str(model), "--variants", "fp32,int8-weights", "--block-size", "16", "--asymmetric",
+            "--accuracy-level", "4", "--steps", "3", "--calibration", str(calib), "--samples", "3",
+            "--target-cosine", "0.999", "--budget", "0.5", "--json"]
+    assert main(argv) == 0
+    here = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--target", "edge", "--cluster", dask_cluster.address]) == 0
+    there = json.loads(capsys.readouterr().out)
+    assert there["target"] == "edge" and there["measured_by"]["target"] == "edge"
+    there = there["result"]
+    wo = {r["name"]: r["details"].get("weight_only") for r in here["variants"]}["int8-weights"]
+    assert (wo["block_size"], wo["symmetric"], wo["accuracy_level"]) == (16, False, 4)
+    assert here["calibration"] == there["calibration"] and "calibration.npz" in here["calibration"]
+    for a, b in zip(here["variants"], there["variants"], strict=True):
+        assert (a["name"], a["status"], a["cosine"], a["meets_target"], a["details"]) == \
+            (b["name"], b["status"], b["cosine"], b["meets_target"], b["details"])
+
+    # the API door: what the worker ran is the request that was sent, field for field
+    request = PrecisionRequest(variants=("fp32", "int8-weights"), calibration=str(calib), samples=3,
+                               block_size="16", symmetric=False, accuracy_level=4, generation_steps=3,
+                               target_cosine=0.999, latency_budget_s=0.5, tasks={"last_hidden_state": "embedding"},
+                               dims={"batch": 1})
+    measured = batch_api.precision_on("edge", api.load(model), request, cluster=dask_cluster.address)
+    assert measured.measured_by["target"] == "edge" and measured.result.request == request

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
+from studio.core.requests import PrecisionRequest
 from studio.ui import state, widgets
 from studio.ui.inputs_picker import inputs_picker
 from studio.ui.task_picker import target_picker, task_picker
@@ -52,14 +53,6 @@ def _weight_options(chosen: list[str]) -> dict:
     return {"block_size": block, "symmetric": symmetric, "accuracy_level": int(level), "ratio": float(ratio)}
 
 
-def _weight_flags(opts: dict) -> list[tuple[str, object]]:
-    """The CLI options of the weight-only choices that differ from the defaults."""
-    return [("--block-size", opts["block_size"] if opts.get("block_size", "auto") != "auto" else None),
-            ("--asymmetric", opts.get("symmetric") is False),
-            ("--accuracy-level", opts.get("accuracy_level") or None),
-            ("--ratio", opts["ratio"] if opts.get("ratio", 1.0) != 1.0 else None)]
-
-
 def _matmul_errors(report) -> None:
     """Which quantized MatMul hurts: each weight-only variant's per-MatMul output error, worst first."""
     for v in report.variants:
@@ -81,12 +74,7 @@ def _save_buttons(report, parent_id: str, source_sha256: str) -> None:
     cols = st.columns(min(4, len(saveable)))
     for i, v in enumerate(saveable):
         if cols[i % len(cols)].button(f"Save {v.name}", key=f"precision_save_{v.name}"):
-            provenance = {"source": "precision", "source_sha256": source_sha256, "variant": v.name,
-                          "engine": v.engine, "precision": v.precision,
-                          "measured": {"latency_p10_ms": v.latency_p10_ms, "ratio_vs_fp32": v.ratio, "cosine": v.cosine,
-                                       "top1": v.top1, "target_cosine": report.target_cosine},
-                          "calibration": report.calibration, "pipeline": list(v.lineage),
-                          "choice": v.details.get("chosen")}
+            provenance = report.provenance(v.name, source_sha256)     # the same as the CLI's --project run
             # the content the report was computed on must be this version's: the project refuses otherwise
             saved = widgets.guarded(lambda v=v: api.add_version(
                 state.workspace(), v.path, label=f"{v.name}", parent=parent_id, provenance=provenance,
@@ -125,6 +113,13 @@ def render() -> None:
     budget = right.number_input("Latency measurement budget (s)", 5, 600, 60, key="precision_budget")
     if not choice.ready:
         st.caption("Upload the calibration data to build INT8 variants with it.")
+    calibration = None if choice.dataset is not None else (choice.inputs or choice.images)
+    request = PrecisionRequest(variants=None if chosen == auto else chosen, calibration=calibration,
+                               calibration_method=method,
+                               samples=choice.count if calibration is None or choice.images else 8,
+                               target_cosine=float(target), goal=task_target or None,
+                               dataset=choice.dataset.name if choice.dataset is not None else None, tasks=tasks,
+                               dims=state.dims(), latency_budget_s=float(budget), **weight_options)
     settings = {"variants": list(chosen), "calibration": choice.settings(), "method": method, "target": float(target),
                 "task_target": task_target, "tasks": str(tasks), "budget": float(budget),
                 "weight_options": weight_options}
@@ -135,15 +130,9 @@ def render() -> None:
             bar.progress(min(1.0, i / max(n, 1)), text=label[:120])
 
         def work(on_tick):
-            calibration = None if choice.dataset is not None else (choice.inputs or choice.images)
             with state.job("precision", {"variants": chosen, "method": method, "target": float(target)}) as job:
-                report = api.precision(handle, variants=chosen, calibration=calibration,
-                                       samples=choice.count if calibration is None or choice.images else 8,
-                                       target_cosine=float(target), out_dir=job.dir,
-                                       dims=state.dims(), latency_budget_s=float(budget), pool_key=state.session_id(),
-                                       on_progress=on_progress, on_tick=on_tick, calibration_method=method,
-                                       dataset=choice.dataset, target=task_target or None, tasks=tasks,
-                                       weight_options=weight_options or None)
+                report = api.precision(handle, request, dataset=choice.dataset, out_dir=job.dir,
+                                       pool_key=state.session_id(), on_progress=on_progress, on_tick=on_tick)
                 job.message = report.summary()[:300]
                 return report
         report = widgets.run_stoppable("Building and measuring variants", work)
@@ -167,12 +156,9 @@ def render() -> None:
             st.warning(widgets.md_escape(note, 400))
         _save_buttons(report, current.id, source_sha256)
     given = choice.cli_options if choice.inputs or choice.images else ()
-    options = [("--dim", state.dims()), ("--variants", chosen if chosen and chosen != auto else None),
-               ("--samples", choice.count if not given and choice.count != 8 else None),
-               ("--calibration-method", method if method != "minmax" else None),
-               ("--target-cosine", float(target) if abs(target - 0.99) > 1e-9 else None),
-               ("--target", task_target or None), ("--task", tasks), *_weight_flags(weight_options),
-               ("--budget", float(budget) if float(budget) != 60 else None), ("--out", "variants/"), *given]
+    # the request prints its own options; the picker names the uploaded files, a dataset needs its project
+    options = [("--project", state.project().id if request.dataset else None), *request.cli_options(files=False),
+               ("--out", "variants/"), *given]
     widgets.cli_hint(api.cli_command("precision", [handle.path.name], options))
 
 
