@@ -375,7 +375,7 @@ def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
     are activations; ``plan`` itself when the model has none."""
     from studio.core.protowalk import subgraphs_of
     from studio.core.types import value_info
-    from studio.inspect.memory_plan import graph_plan
+    from studio.inspect.memory_plan import as_ort_loads, file_symbols, graph_plan
 
     graph = handle.proto.graph
     consts = {t.name for t in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
@@ -394,8 +394,10 @@ def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
         from studio.inspect.shapes import sandboxed_shapes      # ORT's load-time shapes keep the symbols
 
         static = sandboxed_shapes(handle.path, handle.proto, None)[0].values
+    symbols = file_symbols(handle.proto)
     p, _ = graph_plan(graph, shape, lambda n: table[n].elem_type if n in table else None, plan.weights_bytes,
-                      fold_weights=False, static_shape=lambda n: static[n].shape if n in static else None,
+                      fold_weights=False,
+                      static_shape=lambda n: as_ort_loads(static[n].shape, symbols) if n in static else None,
                       opset=next((o.version for o in handle.proto.opset_import if o.domain in ("", "ai.onnx")), None))
     return p
 

@@ -170,11 +170,14 @@ def optimized_graph(model_path: Path, model: ModelProto, feeds: Mapping[str, np.
 
 
 def load_types(handle) -> dict[str, tuple[tuple | None, int]]:  # noqa: ANN001 - studio.core.model.ModelHandle
-    """ORT's load-time types of the model's values (its shape inference with the symbols kept)."""
+    """ORT's load-time types of the model's values (its shape inference with the file's symbols kept;
+    a dim name the inference made up is unnamed, as in ORT: :func:`memory_plan.file_symbols`)."""
+    from studio.inspect.memory_plan import as_ort_loads, file_symbols
     from studio.inspect.shapes import sandboxed_shapes
 
     table = sandboxed_shapes(handle.path, handle.proto, None)[0].values
-    return {n: (t.shape, int(t.elem_type)) for n, t in table.items() if t.elem_type}
+    symbols = file_symbols(handle.proto)
+    return {n: (as_ort_loads(t.shape, symbols), int(t.elem_type)) for n, t in table.items() if t.elem_type}
 
 
 def optimized_plan(handle, feeds: Mapping[str, np.ndarray], *, pool_key: str = "default",  # noqa: ANN001

@@ -15,7 +15,7 @@ from studio.core.model import ModelHandle
 from studio.core.protowalk import iter_graphs, node_id, subgraphs_of
 from studio.core.types import TensorInfo, value_info
 from studio.inspect.flops import Cost, node_cost, shape_lookup
-from studio.inspect.memory_plan import MemoryEstimate, MemoryPlan, graph_plan
+from studio.inspect.memory_plan import MemoryEstimate, MemoryPlan, as_ort_loads, file_symbols, graph_plan
 from studio.inspect.params import ParamStats, count_params
 from studio.core.dim_hints import DimHint, dim_hints, model_derived_dims, resolve_derived
 from studio.inspect.edge_shapes import EdgeShapes, FormulaMismatch, pinned_inputs, resolve_edges
@@ -317,10 +317,13 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
             custom.append(OpCount(dom, op, c))
 
     params = count_params(model)
-    # ORT decides its buffer reuse on the shapes it infers at load time (symbols kept): the table as written
+    # ORT decides its buffer reuse on the shapes it infers at load time (the file's symbols kept, a name the
+    # inference made up unnamed): the table as written
+    symbols = file_symbols(model)
     plan, unknown_sizes = graph_plan(model.graph, shape_of,
                                      lambda n: concrete[n].elem_type if n in concrete else None, params.bytes,
-                                     static_shape=lambda n: table[n].shape if n in table else None,
+                                     static_shape=lambda n: as_ort_loads(table[n].shape, symbols) if n in table
+                                     else None,
                                      opset=opset_of.get("", opset_of.get("ai.onnx")))
     memory = MemoryEstimate.of(plan, unknown_sizes)
     known_dims = input_symbols | {d for t in concrete.values() for d in (t.shape or ()) if isinstance(d, str)} \
