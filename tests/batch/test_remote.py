@@ -82,7 +82,8 @@ def test_targets_measure_on_the_labelled_worker_side_by_side(dask_cluster, capsy
     assert f"target   edge: measured on" in out and f"pid {edge_pid}" in out and "side by side" in out
 
     # precision on the target: the timing ran there too
-    measured = batch_api.precision_on("edge", model, PrecisionRequest(variants=("fp32", "fp16"), latency_budget_s=3.0),
+    measured = batch_api.precision_on("edge", model, PrecisionRequest(variants=("fp32", "fp16"),
+                                                                      latency_budget_s=3.0),
                                       cluster=dask_cluster.address)
     assert measured.measured_by["pid"] == edge_pid and measured.result.variant("fp32").latency_ms is not None
 
