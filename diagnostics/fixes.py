@@ -86,7 +86,10 @@ def apply_fix(workspace: Workspace, version_id: str, fix: Finding | str, *, veri
                               code="FIX-NOOP")
         provenance = {"fix": name, "options": pass_.options, "finding": finding.to_dict() if finding else None,
                       "pipeline": result.lineage(), "reference": result.reference}
-        return workspace.add_file(result.output, label=f"fix: {name}", parent=source.id, provenance=provenance)
+        # a fixed model byte-identical to a version the model has is "same as vN" in a project (R63)
+        same = {} if isinstance(workspace, Workspace) else {"refuse_same": True}
+        return workspace.add_file(result.output, label=f"fix: {name}", parent=source.id, provenance=provenance,
+                                  **same)
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)  # scratch: made above; the version holds its own copy
 

@@ -101,8 +101,11 @@ def add_version(workspace: Workspace, parent: str, result: PipelineResult, *, pr
     names = [r.name for r in result.records]
     provenance = {"pipeline": result.lineage(), "preset": preset, "parent": parent, "passes": names,
                   "ok": result.ok, "reference": result.reference, "summary": result.summary()}
+    # A project refuses a result byte-identical to one of the model's versions as "same as vN" (R63): the
+    # same preset run again on a version it already made. The session workspace of the old API keeps all.
+    same = {} if isinstance(workspace, Workspace) else {"refuse_same": True}
     return workspace.add_file(result.output, label=label or (preset or "optimized"), parent=parent,
-                              provenance=provenance)
+                              provenance=provenance, **same)
 
 
 def report_rows(result: PipelineResult) -> list[dict]:

@@ -11,7 +11,7 @@ from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import parse_options, print_json
 from studio.core import outputs
-from studio.core.errors import StudioError
+from studio.core.errors import SameContentError, StudioError
 from studio.core.fmt import human_count, printable
 
 NAME = "optimize"
@@ -98,8 +98,11 @@ def _run(args: argparse.Namespace) -> int:
     report["partial"] = not result.ok
     keep_json(args, "optimize.json", report, "optimize")
     if kept(args) is not None and result.ok and result.output is not None:
-        api.add_optimized_version(kept(args).model, kept(args).version.id, result, preset=args.preset,
-                                  label=args.preset or ("passes" if names else "safe"))
+        try:
+            api.add_optimized_version(kept(args).model, kept(args).version.id, result, preset=args.preset,
+                                      label=args.preset or ("passes" if names else "safe"))
+        except SameContentError as exc:     # R63: the project has this result already; -o is still the result
+            print(f"note: {printable(str(exc), 300)}", file=sys.stderr)
     if args.report:
         try:
             outputs.write_json(args.report, report)

@@ -11,6 +11,7 @@ under a temporary name there, scratch files live beside it and are removed).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -30,6 +31,7 @@ from studio.export.prepare import prepare_deploy
 from studio.export.reference import (criteria_for, decoder_feeds, feed_shapes, make_feeds, reference_outputs,
                                      searched_reference, shapes_of, small_image_shapes, with_tasks)
 from studio.export.report import graph_page, html_report, markdown_report
+from studio.export.options import CONVERTED_TARGETS
 from studio.export.results import ERROR, ExportResult, TargetResult
 
 log = logging.getLogger(__name__)
@@ -46,10 +48,10 @@ def _runner(target: str) -> Callable[[ExportContext], TargetResult]:
         from studio.export.openvino import export_openvino as fn
     elif target == "tensorrt":
         from studio.export.tensorrt import export_tensorrt as fn
-    elif target == "mnn":
-        from studio.export.mobile import export_mnn as fn
-    elif target == "litert":
-        from studio.export.mobile import export_litert as fn
+    elif target in CONVERTED_TARGETS:       # every converted row of the engine table: one converted target
+        from studio.export.mobile import export_converted
+
+        return functools.partial(export_converted, engine=target)
     else:
         from studio.export.triton import export_triton as fn
     return fn
