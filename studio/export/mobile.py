@@ -1,5 +1,5 @@
-"""MNN (``.mnn``) and LiteRT (``.tflite``) targets: convert the deploy model with the
-engine's converter (in a sandbox worker), reload the file in its own runtime, verify it
+"""Converted targets (the engine table's converted rows: MNN ``.mnn``, LiteRT ``.tflite``, ncnn ``.ncnn.param``):
+convert the deploy model with the engine's converter (in a sandbox worker), reload the file in its own runtime, verify it
 against the original, and write a README with the snippet that loads it on a device.
 
 The converter command line is recorded in the artifact's notes (and so in
@@ -23,6 +23,8 @@ from studio.core.sandbox import run_job
 from studio.export.context import ExportContext
 from studio.export.reference import Criteria, criteria_for, verify_outputs
 from studio.export.results import ERROR, TargetResult, target_result
+from studio.core.engines.table import engine_row
+from studio.core.engines import engine_limits
 
 __all__ = ["CONVERTED_CRITERIA", "export_litert", "export_mnn"]
 
@@ -76,6 +78,20 @@ outputs = run(**{{name: np.zeros(d["shape"], d["dtype"]) for name, d in run.get_
 """
 
 
+_LABELS = {"mnn": "MNN model (fp32)", "litert": "LiteRT / TFLite flatbuffer (fp32, fixed input shapes)"}
+_README = """# {label} model
+
+{files} converted from the ONNX model with:
+
+    {command}
+
+and verified here in {label} {version}: {verification}.
+
+Input shapes are fixed at conversion: {shapes}. Install: {install}.
+
+{snippet}"""
+
+
 def _feeds_layout(ctx: ExportContext, options: tuple[str, ...] = ()) -> str:
     kept = [n for n in ctx.input_shapes if n in options]     # -kat/-kt NAMES: inputs kept in the ONNX layout
     four_d = [n for n, s in ctx.input_shapes.items() if 3 <= len(s) <= 5 and n not in kept]
@@ -93,7 +109,7 @@ def _verify_run(ctx: ExportContext, engine: str, artifact: Path) -> tuple[dict |
 
     args = {"model_path": str(artifact), "onnx_path": str(ctx.deploy), "precision": "f32",
             "output_names": [o.name for o in ctx.source.proto.graph.output]}
-    limits = litert_limits(None) if engine == "litert" else None
+    limits = engine_limits(engine, None)     # the row's own needs (LiteRT: TensorFlow's room)
     try:
         res = run_job(f"{engine}.run", args, check_feeds(ctx.reference.feeds), stage=f"{engine} (verify)",
                       limits=limits, pool_key=f"{ctx.pool_key}:{engine}", on_tick=ctx.on_tick, fresh=ctx.fresh)
@@ -117,16 +133,15 @@ def _export(ctx: ExportContext, engine: str) -> TargetResult:
                             "export the original (un-optimized) model", seconds=time.perf_counter() - started)
     folder = ctx.bundle / engine
     folder.mkdir(parents=True, exist_ok=True)
-    name = "model.mnn" if engine == "mnn" else "model.tflite"
+    row = engine_row(engine)
+    name = "model" + row.suffix
     ctx.progress(engine, f"converting to {name}")
-    if engine == "mnn":
-        conv = adapter.convert(ctx.deploy, folder / name, pool_key=ctx.pool_key)
-    else:   # fp32: a conversion must match ONNX Runtime on the reference feeds, else onnx2tf's options are tried
-        feeds = ctx.reference.feeds if ctx.reference.feeds and all(
-            tuple(getattr(ctx.reference.feeds.get(n), "shape", ())) == tuple(s)
-            for n, s in ctx.input_shapes.items()) else None
-        conv = adapter.convert(ctx.deploy, folder / name, shapes=ctx.input_shapes, pool_key=ctx.pool_key,
-                               reference=feeds if ctx.deploy_precision == "fp32" else None)
+    # fp32: a conversion must match ONNX Runtime on the reference feeds (LiteRT: else onnx2tf's options are tried)
+    feeds = ctx.reference.feeds if ctx.reference.feeds and all(
+        tuple(getattr(ctx.reference.feeds.get(n), "shape", ())) == tuple(s)
+        for n, s in ctx.input_shapes.items()) else None
+    conv = adapter.export_convert(ctx.deploy, folder, shapes=ctx.input_shapes, pool_key=ctx.pool_key,
+                                  reference=feeds if ctx.deploy_precision == "fp32" else None)
     notes = [f"converter command: {conv.command_line}", f"converted in {conv.seconds:.2f} s "
              f"({conv.converter_version or '?'})"]
     if conv.search_note:
@@ -151,12 +166,21 @@ def _export(ctx: ExportContext, engine: str) -> TargetResult:
         art_notes.append("layout: " + "; ".join(f"{k[:40]}: {t}" for k, t in list(layout.items())[:6]))
     if details.get("names_mapped"):
         art_notes.append(f"names mapped {details['names_mapped']}")
-    label = "MNN model (fp32)" if engine == "mnn" else "LiteRT / TFLite flatbuffer (fp32, fixed input shapes)"
-    art = ctx.artifact(artifact, engine, label, precision=ctx.deploy_precision, portable=True, verification=v,
-                       notes=tuple(art_notes))
+    label = _LABELS.get(engine) or f"{row.export_label} (fp32, fixed input shapes)"
+    companions = tuple(p for p in sorted(folder.iterdir()) if p != artifact and p.name != "README.md")
+    art = ctx.artifact(artifact, engine, label, companions=companions, precision=ctx.deploy_precision, portable=True,
+                       verification=v, notes=tuple(art_notes))
     readme = folder / "README.md"
     verification = f"{v.status} ({v.message})"
-    if engine == "mnn":
+    if engine not in _LABELS:     # a converted row without a README of its own here: the generic one
+        snippet = getattr(adapter, "deploy_snippet", None)
+        atomic_write_text(readme, _README.format(
+            label=row.label, files=", ".join(p.name for p in (artifact, *companions)), command=conv.command_line,
+            version=version, verification=verification, install=row.install,
+            shapes=", ".join(f"{n} {list(s)}" for n, s in ctx.input_shapes.items()),
+            snippet=snippet(list(ctx.input_shapes), [o.name for o in ctx.source.proto.graph.output]) if snippet
+            else ""))
+    elif engine == "mnn":
         first = next(iter(ctx.input_shapes.values()), (1,))
         atomic_write_text(readme, _MNN_README.format(
             command=conv.command_line, version=version, verification=verification,
@@ -170,6 +194,11 @@ def _export(ctx: ExportContext, engine: str) -> TargetResult:
     bench = {name: {"convert_ms": round(conv.seconds * 1000, 1), "load_ms": details.get("load_ms"),
                     "first_inference_ms": details.get("first_inference_ms")}}
     return target_result(engine, [art], notes, bench, started)
+
+
+def export_converted(ctx: ExportContext, engine: str) -> TargetResult:
+    """The export target of a converted row of the engine table (mnn, litert, ncnn)."""
+    return _export(ctx, engine)
 
 
 def export_mnn(ctx: ExportContext) -> TargetResult:

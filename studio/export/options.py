@@ -13,15 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from studio.core.choices import comma_items
+from studio.core.engines.table import ENGINES
 from studio.core.errors import StudioError
 
 TARGETS: tuple[str, ...] = ("onnxruntime", "openvino", "tensorrt", "triton")
-# Device formats, converted by their engines' converters: asked by name or as "mobile" ("all" keeps its meaning).
-MOBILE_TARGETS: tuple[str, ...] = ("mnn", "litert")
-_ORDER: tuple[str, ...] = ("onnxruntime", "openvino", "tensorrt", "mnn", "litert", "triton")
-_ALIASES = {"ort": "onnxruntime", "onnxruntime": "onnxruntime", "ov": "openvino", "openvino": "openvino",
-            "trt": "tensorrt", "tensorrt": "tensorrt", "triton": "triton", "mnn": "mnn", "litert": "litert",
-            "tflite": "litert"}
+# Device formats, converted by their engines' converters (the engine table's converted rows with an export
+# label): each asked by name; "mobile" is those in the defaults (mnn, litert); "all" keeps its meaning.
+CONVERTED_TARGETS: tuple[str, ...] = tuple(r.name for r in ENGINES if r.converted and r.export_label)
+MOBILE_TARGETS: tuple[str, ...] = tuple(r.name for r in ENGINES if r.name in CONVERTED_TARGETS and r.default_check)
+_ORDER: tuple[str, ...] = ("onnxruntime", "openvino", "tensorrt", *CONVERTED_TARGETS, "triton")
+_ALIASES = {**{a.lower(): r.name for r in ENGINES if r.name in TARGETS or r.name in CONVERTED_TARGETS
+               for a in (r.name, *r.aliases)}, "triton": "triton"}
 PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "int8")
 OV_PRECISIONS: tuple[str, ...] = ("fp32", "fp16")     # OpenVINO IR weights: as they are, or FP16-compressed
 CALIBRATION_METHODS: tuple[str, ...] = ("minmax", "entropy", "percentile")   # passes.quant_tools.METHODS
@@ -124,7 +126,7 @@ def resolve_targets(targets: str | Iterable[str]) -> tuple[str, ...]:
             continue
         if name not in _ALIASES:
             raise StudioError(f"unknown export target '{name[:30]}'; choose from ort, openvino, tensorrt, "
-                              "triton, mnn, litert, all or mobile", code="BAD-OPTION")
+                              f"triton, {', '.join(CONVERTED_TARGETS)}, all or mobile", code="BAD-OPTION")
         wanted.add(_ALIASES[name])
     if not wanted:
         raise StudioError("no export target given; choose from ort, openvino, tensorrt, triton or all",

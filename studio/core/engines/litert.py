@@ -114,6 +114,13 @@ class LiteRtEngine(WorkerEngine, engine="litert"):
                  out_dir: Path | None) -> tuple[Limits | None, bool]:
         return litert_limits(limits), False
 
+    def export_convert(self, model_path: Path, folder: Path, *, shapes: Mapping[str, tuple[int, ...]],
+                       reference: Mapping[str, np.ndarray] | None = None, pool_key: str = "default") -> Conversion:
+        """The export's fp32 conversion into ``folder`` (``model.tflite`` at ``shapes``; ``reference``: feeds
+        at ``shapes`` it must match ONNX Runtime on, else onnx2tf's options are tried)."""
+        return self.convert(model_path, Path(folder) / "model.tflite", shapes=shapes, reference=reference,
+                            pool_key=pool_key)
+
     def convert(self, model_path: Path, out_path: Path, *, shapes: Mapping[str, tuple[int, ...]],
                 precision: str = "f32", calibration: Sequence[Mapping[str, np.ndarray]] | None = None,
                 reference: Mapping[str, np.ndarray] | None = None, limits: Limits | None = None,

@@ -64,6 +64,11 @@ class MnnEngine(WorkerEngine, engine="mnn"):
                       stage="MNN conversion", limits=limits, out_dir=out_path.parent, pool_key=pool_key + self.pool_suffix)
         return Conversion.from_data(self.name, res.data, out_path)
 
+    def export_convert(self, model_path: Path, folder: Path, *, shapes: Mapping[str, tuple[int, ...]],
+                       reference: Mapping[str, np.ndarray] | None = None, pool_key: str = "default") -> Conversion:
+        """The export's fp32 conversion into ``folder`` (``model.mnn``; MNN keeps shapes dynamic)."""
+        return self.convert(model_path, Path(folder) / "model.mnn", pool_key=pool_key)
+
     def quantize(self, model_path: Path, out_path: Path, samples: Sequence[Mapping[str, np.ndarray]], *,
                  method: str = "KL", limits: Limits | None = None, pool_key: str = "default") -> Conversion:
         """Full INT8 ``.mnn`` (weights and activations) at ``out_path``, calibrated on ``samples``

@@ -86,6 +86,26 @@ class NcnnEngine(WorkerEngine, engine="ncnn"):
                       pool_key=pool_key + self.pool_suffix)
         return Conversion.from_data(self.name, res.data, out_dir / "model.ncnn.param")
 
+    def export_convert(self, model_path: Path, folder: Path, *, shapes: Mapping[str, tuple[int, ...]],
+                       reference: Mapping[str, np.ndarray] | None = None, pool_key: str = "default") -> Conversion:
+        """The export's fp32 conversion into ``folder``: ``model.ncnn.param`` (the artifact), ``.bin`` and
+        ``model.ncnn.json`` (blob <-> ONNX names) beside it."""
+        return self.convert(model_path, folder, shapes=shapes, pool_key=pool_key)
+
+    @staticmethod
+    def deploy_snippet(inputs: list[str], outputs: list[str]) -> str:
+        """How a device loads the exported files (the export README)."""
+        io = ", ".join(f"in{i} <- {n!r}" for i, n in enumerate(inputs[:4]))
+        return ("Load it (Python, `pip install ncnn`; the C++ API `ncnn::Net` is the same; Android/iOS: the ncnn "
+                "prebuilt libraries):\n\n```python\nimport ncnn, numpy as np\nnet = ncnn.Net()\n"
+                "net.opt.use_fp16_storage = net.opt.use_fp16_arithmetic = False   # as verified here (fp32)\n"
+                "net.load_param(\"model.ncnn.param\"); net.load_model(\"model.ncnn.bin\")\n"
+                "with net.create_extractor() as ex:\n"
+                "    ex.input(\"in0\", ncnn.Mat(x, batch_index=0).clone())   # x: the ONNX input, NCHW\n"
+                "    _, out0 = ex.extract(\"out0\")\n    y = out0.numpy(batch_index=0)\n```\n\n"
+                f"Blobs: {io}; outputs out0.. in the ONNX order {outputs[:4]!r} (model.ncnn.json lists them, "
+                "with the inputs that carry a batch axis).\n")
+
 
 # ============================================================================ worker side
 
