@@ -180,6 +180,27 @@ def load_types(handle) -> dict[str, tuple[tuple | None, int]]:  # noqa: ANN001 -
     return {n: (as_ort_loads(t.shape, symbols), int(t.elem_type)) for n, t in table.items() if t.elem_type}
 
 
+def _made_types(graph, declared: Mapping[str, tuple], shapes: Mapping[str, tuple[int, ...]]  # noqa: ANN001
+                ) -> dict[str, tuple]:
+    """Load-time shapes of the 4-D values ORT's NCHWc layout made (``com.microsoft.nchwc`` ops: no
+    value_info in the file ORT writes), as its shape inference for those ops gives them: the batch dim
+    copied from the node's first input (a symbol stays that symbol), the channels known, the spatial
+    dims known where the input's are. Without them every such value was "never the same size": on an
+    image model with a symbolic batch the plan reused none of them and was +29 % over ORT's block
+    (captcha CRNN)."""
+    out: dict[str, tuple] = {}
+    for n in graph.node:
+        if n.domain != "com.microsoft.nchwc" or not n.input:
+            continue
+        src = declared[n.input[0]][0] if n.input[0] in declared else out.get(n.input[0])
+        for o in n.output:
+            run = shapes.get(o)
+            if not o or o in declared or run is None or src is None or len(src) != 4 or len(run) != 4:
+                continue
+            out[o] = (src[0], run[1], *(r if isinstance(d, int) else None for d, r in zip(src[2:], run[2:])))
+    return out
+
+
 def optimized_plan(handle, feeds: Mapping[str, np.ndarray], *, pool_key: str = "default",  # noqa: ANN001
                    timeout_s: float | None = None):
     """(the plan over ORT's optimized graph at ``feeds``, that graph, tensors without a size)."""
@@ -209,12 +230,14 @@ def optimized_plan(handle, feeds: Mapping[str, np.ndarray], *, pool_key: str = "
     fixed = all(declared.get(vi.name, (None, None))[0] is not None
                 and all(isinstance(d, int) for d in declared[vi.name][0]) for vi in graph.input if vi.name not in inits)
 
+    made = _made_types(graph, declared, shapes)
+
     def static(name: str):
         if name in declared:
             return declared[name][0]
         # a value ORT's fusions made (an NCHWc reorder) has no value_info; with every input dim fixed, ORT
         # knows every shape at load (its folding resolves the shape computations): the run's shape is it
-        return shapes.get(name) if fixed else None
+        return shapes.get(name) if fixed else made.get(name)
 
     plan, unknown = graph_plan(graph, shapes.get, elems.get, int(weights), opset=opset, file_order=True,
                                static_shape=static, run_order=og.order)
