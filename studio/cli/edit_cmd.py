@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from studio import api
 from studio.cli.common import print_json
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
+from studio.core import outputs
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
 
@@ -29,6 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     script = api.edit_script(args.script)
     handle = api.load(args.model)
+    k = kept(args)
+    version = None
     if args.check_only:
         result = api.validate_edit_script(handle, script)
     else:
@@ -36,18 +41,38 @@ def _run(args: argparse.Namespace) -> int:
             raise StudioError("edit needs -o OUT.onnx (or --check-only)")
         if Path(args.output).suffix != ".onnx":
             raise StudioError("-o must name a .onnx file")
-        result = api.edit(handle, script, args.output, verify=not args.no_verify)
+        if k is None:
+            result = api.edit(handle, script, args.output, verify=not args.no_verify)
+        else:
+            result, version = _edit_kept(k, handle, script, args)
     report = result.to_dict()
-    keep_json(args, "edit.json", report, "edit")
-    k = kept(args)
-    if k is not None and result.outputs:
-        version = api.add_edited_version(k.model, k.version.id, result, job_id=k.job.id)
+    if version is not None:
         report["version"] = {"id": version.id, "parent": k.version.id}
+    keep_json(args, "edit.json", report, "edit")
     if args.json:
         print_json(report)
     else:
         _print(result, report)
     return 0
+
+
+def _edit_kept(k, handle, script, args: argparse.Namespace):
+    """With --project the edit is written in the project's scratch and kept as a version first; -o is
+    written only then. An edit the project refuses (byte-identical to a version: "same as vN", R63) leaves
+    nothing at -o (the writer rule: nothing written on a refusal)."""
+    out = Path(args.output)
+    if out.parent.is_dir():             # a bad -o is said before any work (a missing folder is made only at the end)
+        outputs.check_destination(out)
+    staging = k.project.scratch_dir("edit")            # <project>/tmp/edit-*, swept when the project opens
+    try:
+        result = api.edit(handle, script, staging / out.name, verify=not args.no_verify)
+        version = api.add_edited_version(k.model, k.version.id, result, job_id=k.job.id)
+        # every file the edit wrote (a split's parts, external data beside them), under the same names
+        for f in sorted(p for p in staging.iterdir() if p.is_file()):
+            outputs.copy_file(f, out.with_name(f.name))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # scratch: the project's own staging folder made above
+    return replace(result, outputs=tuple(out.with_name(p.name) for p in result.outputs)), version
 
 
 def _print(result, report: dict) -> None:
