@@ -36,6 +36,10 @@ from studio.batch.retrying import LOST_WAIT_S, ClusterJobs, ClusterLost, Input, 
 from studio.batch.stages import NOT_WRITTEN, StageOutcome, StageTask, run_stage, worker_facts
 from studio.core import outputs
 from studio.core.errors import StudioError
+from studio.core.sandbox import shutdown_pool
+from studio.core.model import _sha256_files
+from studio.core.model import load
+from studio.core.paths import safe_child
 
 MAX_ARTIFACT_BYTES = 512 * 2**20       # what one remote task may send back
 
@@ -92,8 +96,6 @@ class LocalExecutor:
         return self._pool.submit(work)
 
     def _stop_workers(self) -> None:
-        from studio.core.sandbox import shutdown_pool
-
         with self._lock:
             keys = list(self._keys)
         for key in keys:                # only this executor's sandbox workers, never another session's
@@ -136,16 +138,12 @@ def _data_arcname(model: Path, data: Path) -> str:
 def content_hash(model: Path) -> str:
     """The loader's content hash (``ModelHandle.sha256``) of an unpacked package, without parsing
     it: the model file, then every other file of its folder in sorted order."""
-    from studio.core.model import _sha256_files
-
     others = sorted(f for f in model.parent.rglob("*") if f.is_file() and f != model)
     return _sha256_files([model, *others])
 
 
 def _model_files(model_path: Path) -> dict[str, Path]:
     """The model and every external-data file it names (validated by the loader first)."""
-    from studio.core.model import load
-
     handle = load(model_path)
     files = {"model": handle.path}
     for i, f in enumerate(sorted(set(handle.external_files))):
@@ -438,8 +436,6 @@ def _lost(task: StageTask, exc: BaseException) -> StageOutcome:
 
 def _land(payload: dict, out_dir: Path) -> StageOutcome:
     """Client side: write the returned artifacts under ``out_dir``'s parent, checking each hash."""
-    from studio.core.paths import safe_child
-
     outcome = StageOutcome.from_dict(payload["outcome"])
     base = out_dir.parent
     for rel, data, sha in payload.get("artifacts", []):

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from studio.batch.executors import ClusterSecurity
 
 DASK = [sys.executable, "-m", "dask"]          # the stock ``dask`` command of this interpreter
 
@@ -122,8 +123,6 @@ class LoopbackCluster:
             c.wait_for_workers(n, timeout=timeout)
 
     def _security(self):
-        from studio.batch.executors import ClusterSecurity
-
         return ClusterSecurity(*self.tls).to_dask() if self.tls else None
 
     def kill(self, name: str) -> None:

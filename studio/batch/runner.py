@@ -28,6 +28,8 @@ from studio.batch.stages import NOT_WRITTEN, STAGES, StageOutcome, StageTask, ma
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
 from studio.core.outputs import check_destination, check_folder, disk_error, shown_path
+from studio.core.model import load
+from studio.batch.report import write_reports
 
 STATE_FILE = "batch-state.jsonl"
 FINISHED = ("ok", "failed", "error")          # resuming skips these; worker/scheduler lost, cancelled run again
@@ -100,8 +102,6 @@ def discover(paths: Sequence[str | Path], out_dir: str | Path | None = None) -> 
     """The models named by ``paths`` (files, or folders searched for *.onnx), each loaded once.
     Files named on the command line are the user's choice and always tried; in folders, what cannot be
     a model is passed over and listed in ``Found.skipped``."""
-    from studio.core.model import load
-
     out = Path(out_dir).resolve() if out_dir is not None else None
     found: list[Path] = []
     skipped: list[tuple[str, str]] = []
@@ -279,6 +279,5 @@ def _run_batch(paths: Sequence[str | Path], out: Path, *, stages: Sequence[str],
                  for m in models)
     result = BatchResult(out, tuple(stages), rows, executor.name, time.perf_counter() - started,
                          len(pending), skipped, machine=machine_facts(), passed_over=scan.skipped)
-    from studio.batch.report import write_reports
 
     return write_reports(result)

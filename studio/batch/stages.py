@@ -22,6 +22,9 @@ from typing import Any
 from studio.core import outputs
 from studio.core.errors import StudioError
 from studio.core.requests import PrecisionRequest
+from studio.core.engines import get_engine
+from studio import api
+from studio.core.outputs import disk_error
 
 STAGES = ("inspect", "check", "optimize", "precision", "profile", "export")
 STATUSES = ("ok", "failed", "error", "worker lost", "scheduler lost", "cancelled", "skipped", "not written")
@@ -82,8 +85,6 @@ class StageOutcome:
 
 def machine_facts() -> dict:
     """CPU model, core count and engine versions of this machine (tags every figure)."""
-    from studio.core.engines import get_engine
-
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
@@ -116,8 +117,6 @@ def worker_facts(target: str | None = None) -> dict:
 
 
 def _check(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    from studio import api
-
     engines = opts.get("engines") or ["onnxruntime", "openvino"]
     report = api.check(handle, engines, pool_key=pool_key)
     figures = {f"verdict:{v.engine}": v.verdict for v in report.verdicts}
@@ -129,8 +128,6 @@ def _check(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict
 
 
 def _inspect(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    from studio import api
-
     s = api.inspect(handle, opts.get("dims") or None, pool_key=pool_key)
     figures = {"nodes": s.node_counts.total, "params": s.params.elements, "flops": s.flops.flops,
                "bytes": s.total_bytes, "opset": next((o.version for o in s.opsets if o.domain in ("", "ai.onnx")), None)}
@@ -138,8 +135,6 @@ def _inspect(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, di
 
 
 def _optimize(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    from studio import api
-
     target = out / "optimized.onnx"
     r = api.optimize(handle, preset=opts.get("preset") or "safe", out_path=target, pool_key=pool_key)
     before, after = sum(r.ops_before.values()), sum(r.ops_after.values())
@@ -150,8 +145,6 @@ def _optimize(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, d
 
 
 def _precision(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    from studio import api
-
     request = PrecisionRequest(variants=opts.get("variants"),
                                latency_budget_s=float(opts.get("latency_budget_s", 20.0)))
     r = api.precision(handle, request, out_dir=out / "precision", pool_key=pool_key)
@@ -164,7 +157,6 @@ def _precision(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, 
 
 def _profile(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
     from profilers.profile import ProfileOptions
-    from studio import api
 
     options = ProfileOptions(iterations=int(opts.get("iterations", 50)), warmup=int(opts.get("warmup", 5)),
                              rounds=int(opts.get("rounds", 5)))
@@ -180,8 +172,6 @@ def _profile(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, di
 
 
 def _export(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    from studio import api
-
     r = api.export(handle, opts.get("targets") or ["ort"], out / "export", zip=False, pool_key=pool_key)
     status = "ok" if r.ok else "failed"
     verdict = "verified" if r.ok else (r.failures[0] if r.failures else "failed")
@@ -196,8 +186,6 @@ def _failed(exc: BaseException) -> tuple[str, str, dict, list]:
     """A refused task is a failed row; one whose artifacts the output folder could not take (a full or
     read-only disk, a file-size limit) is NOT_WRITTEN, with the errno, so the batch stops there and a
     resume runs it again (a 'failed' row would count as finished)."""
-    from studio.core.outputs import disk_error
-
     disk = disk_error(exc)
     if disk is not None:
         return NOT_WRITTEN, str(disk)[:300], {"errno": disk.errno}, []
@@ -209,8 +197,6 @@ def _failed(exc: BaseException) -> tuple[str, str, dict, list]:
 def run_stage(task: StageTask, model_path: Path, out_dir: Path, *, pool_key: str = "batch") -> StageOutcome:
     """Run one task on the model at ``model_path``; artifacts land in ``out_dir``. Never raises
     for what the model or an engine does: the outcome says failed/error with one line."""
-    from studio import api
-
     started = time.perf_counter()
     facts = worker_facts()
     try:

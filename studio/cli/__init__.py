@@ -16,6 +16,7 @@ import sys
 
 from studio import __version__
 from studio.core.errors import StudioError
+from studio.core.outputs import disk_error
 
 # Order is the order of `onnx-studio --help`.
 COMMANDS = ["inspect", "memory", "graph", "check", "optimize", "merge", "edit", "compare", "precision", "profile", "plugin",
@@ -74,7 +75,6 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as exc:           # a write no command translated itself: a full or read-only disk, a limit
-        from studio.core.outputs import disk_error
 
         err = disk_error(exc, note="the command stopped there")
         if err is None:

@@ -12,6 +12,7 @@ from studio.cli import recipe_args, task_args
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import print_json
 from studio.core.fmt import human_bytes, printable
+from studio.cli.dims_args import model_dims
 
 NAME = "export"
 HELP = ("Write deployment artifacts (ONNX Runtime, OpenVINO, TensorRT, Triton), each reloaded and verified, "
@@ -77,7 +78,6 @@ def _run(args: argparse.Namespace) -> int:
 
     dataset = recipe_args.project_dataset(args)
     tasks = task_args.choices(args, handle, kept(args).project if kept(args) is not None else None)
-    from studio.cli.dims_args import model_dims
 
     result = api.export(handle, args.target or ["all"], args.output, preset=args.preset, precision=args.precision,
                         calibration=args.calibration, calibration_method=args.calibration_method, shapes=args.shapes or None, name=args.name,

@@ -10,6 +10,8 @@ from studio.cli.project_args import add_project_argument, keep_json, with_projec
 from studio.cli.common import print_json
 from studio.core.fmt import human_bytes, human_count, printable
 from studio.core.types import shape_text
+from studio.cli import inspect_decoder
+from studio.cli.dims_args import model_dims
 
 NAME = "inspect"
 HELP = "Summarize a model: opsets, node counts, ops, I/O, params, FLOPs, memory, custom ops."
@@ -22,15 +24,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="value for a symbolic dim, used for FLOPs and memory (repeatable)")
     p.add_argument("--no-nodes", action="store_true", help="with --json: leave out the node and edge lists")
-    from studio.cli import inspect_decoder
 
     inspect_decoder.add_arguments(p)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from studio.cli import inspect_decoder
-    from studio.cli.dims_args import model_dims
-
     if args.decoder:
         return inspect_decoder.run(args)
     dims = model_dims(args)

@@ -13,6 +13,7 @@ from studio.cli.common import parse_options, print_json
 from studio.core import outputs
 from studio.core.errors import SameContentError, StudioError
 from studio.core.fmt import human_count, printable
+from studio.cli.dims_args import model_dims
 
 NAME = "optimize"
 HELP = "Run verified optimization passes (a preset or a list) and save the result."
@@ -70,7 +71,6 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if not args.model or not args.output:
         raise StudioError("optimize needs MODEL and -o OUT (or --list)")
-    from studio.cli.dims_args import model_dims
 
     dims = model_dims(args)
     options = parse_options(args.options)

@@ -13,6 +13,7 @@ import argparse
 
 from studio import api
 from studio.core.errors import StudioError
+from studio.cli.project_args import kept
 
 #: recipe field -> (flag, argparse dest, help)
 FLAGS: dict[str, tuple[str, str, str]] = {
@@ -90,8 +91,6 @@ def recipe_from_args(args: argparse.Namespace, base=None):
 def project_dataset(args: argparse.Namespace):
     """The ``--dataset`` of the ``--project`` (None without ``--dataset``), with the command line's recipe for
     this run (:func:`dataset_for_run`)."""
-    from studio.cli.project_args import kept
-
     dataset = None
     if args.dataset:
         if kept(args) is None:

@@ -21,6 +21,7 @@ from studio.core import children
 from studio.core.errors import StudioError
 from studio.core.model import load
 from studio.core.webguard import ALLOWED_HOSTS_ENV, allowed_hosts, is_loopback
+from studio.batch.facade import cluster_address
 
 NAME = "serve"
 HELP = "Serve the studio in the browser (http://localhost:8501 by default)."
@@ -140,8 +141,6 @@ def server_command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]
         env["ONNX_STUDIO_SHARED"] = "1"
     env[ALLOWED_HOSTS_ENV] = ",".join(sorted(allowed_hosts(args.host, args.allowed_host)))
     if getattr(args, "cluster", None):
-        from studio.batch.facade import cluster_address
-
         env["ONNX_STUDIO_CLUSTER"] = cluster_address(args.cluster)
     return cmd, env
 

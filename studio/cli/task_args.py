@@ -9,6 +9,7 @@ import sys
 
 from studio import api
 from studio.core.fmt import printable
+from studio.core.errors import StudioError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,8 +26,6 @@ def choices(args: argparse.Namespace, handle, project=None) -> dict[str, str]:
     if forget and project is not None:
         api.set_output_tasks(project, handle, {k: None for k in forget})
     elif forget:
-        from studio.core.errors import StudioError
-
         raise StudioError(f"--task OUTPUT=auto forgets a choice stored in a project: add --project "
                           f"(or give one of {', '.join(api.OUTPUT_TASKS)})", code="BAD-OPTION")
     return api.task_choices(handle, given, project=project)

@@ -16,6 +16,8 @@ import sys
 
 from studio.core import children
 from studio.core.errors import StudioError
+from studio.batch.facade import cluster_address
+from studio.batch.facade import machine_facts
 
 NAME = "worker"
 HELP = "join a Dask cluster as a worker (a remote target for profile/precision/batch)"
@@ -35,8 +37,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def command(args: argparse.Namespace) -> list[str]:
-    from studio.batch.facade import cluster_address
-
     address = cluster_address(args.scheduler)
     cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", str(args.nthreads),
            "--host", args.host, "--no-dashboard"]
@@ -52,8 +52,6 @@ def command(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from studio.batch.facade import machine_facts
-
     cmd = command(args)
     if args.print_command:
         print(" ".join(cmd))

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from onnx import ModelProto
 
 from studio.core.errors import StudioError
+from studio.core.dimexpr import evaluate
+from studio.core.dimexpr import free_names
 
 _SIZE_KEYS = ("imgsz", "img_size", "image_size", "input_size", "input_shape", "imgsize", "image_shape",
               "resolution")
@@ -228,8 +230,6 @@ class DerivedDim:
     parts: tuple[str, ...]
 
     def value(self, dims: Mapping[str, int]) -> int | None:
-        from studio.core.dimexpr import evaluate
-
         return evaluate(self.key, dims)
 
     def to_dict(self) -> dict:
@@ -239,8 +239,6 @@ class DerivedDim:
 def derived_dims(names: Sequence[object]) -> tuple[DerivedDim, ...]:
     """The derived dims among the input dim names ``names``: formulas whose every name is a plain dim
     of the inputs (a label such as ``batch-size`` or a formula over unknown names is a name of its own)."""
-    from studio.core.dimexpr import free_names
-
     plain = {d for d in names if isinstance(d, str) and _PLAIN_DIM.match(d)}
     out: dict[str, DerivedDim] = {}
     for d in names:

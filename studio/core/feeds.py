@@ -22,6 +22,14 @@ from studio.core.dim_hints import dim_hints
 from studio.core.errors import StudioError
 from studio.core.paths import check_regular_file
 from studio.core.types import Dim, TensorInfo, np_dtype, value_info
+from studio.core.protowalk import iter_graphs
+from studio.core.dim_hints import image_axes as _axes
+from studio.core.dim_hints import derived_dims, resolve_derived
+from studio.core.errors import engine_message
+from studio.core.outputs import register_input
+from studio.core.tensor_safety import MAX_ARRAY_BYTES
+from studio.core.tensor_safety import load_npz as read_arrays
+from studio.core.outputs import open_output
 
 Feeds = dict[str, object]       # name -> np.ndarray, or list[np.ndarray] for sequence inputs
 
@@ -105,7 +113,6 @@ def scalar_int_constants(model: ModelProto) -> dict[str, int]:
     """Integer one-element constants (initializers and Constant nodes) of every graph, by value name."""
     from onnx import numpy_helper
 
-    from studio.core.protowalk import iter_graphs
 
     out: dict[str, int] = {}
     for ref in iter_graphs(model):
@@ -201,8 +208,6 @@ IMAGE_SIDE = 224
 def image_axes(spec: InputSpec) -> tuple[int, ...]:
     """The spatial axes of a float NCHW/NHWC image input (1, 3 or 4 channels), else () (one rule:
     ``studio.core.dim_hints.image_axes``; a KV cache or a sequence-named axis is no image)."""
-    from studio.core.dim_hints import image_axes as _axes
-
     return _axes(spec.name, tuple(spec.shape or ()), spec.dtype.startswith(("float", "bfloat"))) or ()
 
 
@@ -219,8 +224,6 @@ def choose_dims(specs: tuple[InputSpec, ...], dims: Mapping[str, int] | None = N
     for a leading (batch) dim, 224 for an image's height and width, 16 for
     sequence-like names and 32 for anything else. A dim written as a formula of other dims
     (``past_sequence_length + sequence_length``) is evaluated from their values."""
-    from studio.core.dim_hints import derived_dims, resolve_derived
-
     given = dict(dims or {})
     chosen = dict(given)
     derived = {d.key: d for d in derived_dims([x for s in specs for x in (s.shape or ())])}
@@ -374,8 +377,6 @@ def check_feeds(model: ModelProto, dims: Mapping[str, int] | None = None,
 
 def retried_note(first_error: tuple[str, str], feeds: Feeds) -> str:
     """What a run that needed the second feed set says: where it ran and why the first failed."""
-    from studio.core.errors import engine_message
-
     return (f"ran on {feeds_text(feeds)} after failing on the first seeded size "
             f"({engine_message(first_error[0], 200)})")
 
@@ -404,10 +405,6 @@ def load_npz(path: Path, specs: tuple[InputSpec, ...], *, max_bytes: int | None 
     static dims, numeric dtype) and a memory limit before anything is allocated
     (:func:`studio.core.tensor_safety.load_npz`); object, string, complex-for-real and truncated
     arrays and a corrupt archive are one line."""
-    from studio.core.outputs import register_input
-    from studio.core.tensor_safety import MAX_ARRAY_BYTES
-    from studio.core.tensor_safety import load_npz as read_arrays
-
     check_regular_file(Path(path), max_bytes=8 * 2**30, label="inputs file")
     register_input(path)                # a file this run reads: never an output
     by_name = {s.name: s for s in specs}
@@ -644,7 +641,6 @@ def save_npz(sets: list[Feeds] | tuple[Feeds, ...], path: Path) -> Path:
             if isinstance(value, list):
                 raise StudioError(f"input '{name[:60]}' is a sequence; it cannot be saved as an .npz")
             arrays[f"{name}/{i}"] = np.asarray(value)
-    from studio.core.outputs import open_output
 
     path = Path(path)
     with open_output(path, "wb") as fh:

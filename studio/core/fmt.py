@@ -1,13 +1,13 @@
 """Human-readable numbers for the CLI, the UI and reports."""
 
 from __future__ import annotations
+from studio.core.bounds import number_text
 
 
 def human_bytes(n: float | None) -> str:
     if n is None:
         return "?"
     if isinstance(n, int) and abs(n) >= 1 << 1000:        # beyond any float: shown by its digits, no OverflowError
-        from studio.core.bounds import number_text
 
         return f"{number_text(n)} B"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

@@ -22,6 +22,7 @@ from studio.core.paths import check_regular_file
 from studio.core.sniff import sniff_bytes, zip_member_names
 from studio.core.tensor_safety import TensorScan, validate_tensors
 from studio.core.utf8check import first_invalid_text
+from studio.core.outputs import register_input
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +173,6 @@ def load(path: str | Path, *, check: bool = True) -> ModelHandle:
         digest = _sha256_files(files)
     except OSError as exc:
         raise ModelLoadError(f"cannot read model files ({exc.strerror})") from None
-    from studio.core.outputs import register_input
 
     register_input(*files)          # no output of this process may replace the model or its weights
     result = _basic_check(p) if check else CheckResult(True)

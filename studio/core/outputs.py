@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from studio.core.errors import PathError
+from studio.core import jsonsafe
 
 # How long a writer waits for another run's commit to the same folder before giving up.
 LOCK_WAIT_S = 120.0
@@ -524,8 +525,6 @@ def write_text(target: str | Path, text: str, *, shown: str | None = None) -> Pa
 def write_json(target: str | Path, obj: Any, *, shown: str | None = None, indent: int | None = 2,
                default: Callable[[Any], Any] | None = str) -> Path:
     """Valid JSON (non-finite numbers become null: studio.core.jsonsafe), encoded whole, then written atomically."""
-    from studio.core import jsonsafe
-
     kwargs = {"default": default} if default is not None else {}
     return write_text(target, jsonsafe.dumps(obj, indent=indent, **kwargs), shown=shown)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from studio.core.errors import StudioError
+from studio.core.paths import check_regular_file, safe_name
 
 RESIZE_MODES = ("stretch", "letterbox", "center-crop", "keep-height", "none")
 LAYOUTS = ("auto", "NCHW", "NHWC")
@@ -303,8 +304,6 @@ def recipe_from_json(text: str, label: str = "recipe file") -> Recipe:
 
 def read_recipe_file(path: str | Path) -> Recipe:
     """The recipe in a JSON file (see :func:`recipe_from_json`)."""
-    from studio.core.paths import check_regular_file, safe_name
-
     path = Path(path)
     check_regular_file(path, max_bytes=MAX_RECIPE_FILE_BYTES, label="recipe file")
     label = f"recipe file {safe_name(path.name)[:60]}"

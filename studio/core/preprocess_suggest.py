@@ -22,6 +22,8 @@ from onnx import ModelProto, TensorProto, numpy_helper
 
 from studio.core.errors import StudioError
 from studio.core.preprocess import IMAGENET_MEAN, PRESETS, Recipe, channel_layout, recipe_from_json
+from studio.core.dim_hints import metadata_image_size
+from studio.core.types import shape_text, value_info
 
 _MAX_CONST = 64                      # constants read for evidence: per-channel vectors, never weights
 _NUM = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -280,9 +282,6 @@ def _dim_denotation_layout(vi) -> str | None:
 
 def suggest(model: ModelProto) -> Suggestion:
     """The recipe for the model's image input, from its evidence; a guess only when there is none."""
-    from studio.core.dim_hints import metadata_image_size
-    from studio.core.types import shape_text, value_info
-
     meta = {p.key.strip().lower(): p.value[:200] for p in model.metadata_props}
     names = {p.key.strip().lower(): p.key.strip() for p in model.metadata_props}
     init = {t.name for t in model.graph.initializer}

@@ -22,6 +22,7 @@ from onnx import ModelProto, TensorProto, helper
 
 from studio.core.errors import StudioError, UnsafeModelError
 from studio.core.protowalk import iter_tensors
+from studio.core.paths import check_regular_file
 
 ALLOWED_EXTERNAL_KEYS = frozenset({"location", "offset", "length", "checksum", "basepath"})
 # Anything declaring more than this many elements is refused outright (2^40 = 1 Ti).
@@ -307,8 +308,6 @@ def read_npy_data(fh, header: ArrayHeader, *, label: str) -> np.ndarray:
 def load_npy(path: Path, *, label: str, max_bytes: int = MAX_ARRAY_BYTES, check=None) -> np.ndarray:
     """A user's .npy, header first (:func:`read_npy_header`); ``check(header)`` may refuse it before
     anything is allocated (the model's input shape). Never unpickles."""
-    from studio.core.paths import check_regular_file
-
     st = check_regular_file(Path(path), max_bytes=None, label=label)
     try:
         with open(path, "rb") as fh:
@@ -343,7 +342,6 @@ def npz_headers(path: Path, *, label: str, max_bytes: int = MAX_ARRAY_BYTES) -> 
 
 
 def _walk_npz(path: Path, label: str, max_bytes: int, visit) -> None:  # noqa: ANN001 - visit(key, header, fh, item)
-    from studio.core.paths import check_regular_file
 
     check_regular_file(path, max_bytes=None, label=label)
     total = 0

@@ -29,6 +29,7 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable
+from studio.core.errors import engine_message
 
 # Engines call these "Failed to allocate memory", "std::bad_alloc"...; they mean
 # the address-space limit was hit, which the parent reports as kind "memory".
@@ -39,8 +40,6 @@ _MEMORY_MARKERS = ("bad_alloc", "failed to allocate", "cannot allocate memory",
 def _engine_message(message: str) -> str:
     """The failed job's one line (``studio.core.errors.engine_message``, imported late: the
     worker sets its resource limits before importing anything of the studio)."""
-    from studio.core.errors import engine_message
-
     return engine_message(message)
 
 

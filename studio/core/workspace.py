@@ -30,6 +30,7 @@ from studio.core.errors import StudioError
 from studio.core.model import ModelHandle, load
 from studio.core.paths import atomic_write_text, safe_name
 from studio.core.uploads import UploadedFile, write_upload
+from studio.core.save import save_model
 
 log = logging.getLogger(__name__)
 
@@ -164,8 +165,6 @@ class Workspace:
     def add_model(self, model, label: str, parent: str | None, provenance: dict | None = None,
                   *, name: str | None = None) -> Version:
         """Save a derived ModelProto (or onnx_ir Model) as a new version."""
-        from studio.core.save import save_model
-
         with self._lock:
             vid, folder = self._new_dir(label)
             base = safe_name(name or (self.handle(parent).name if parent else "model"))

@@ -20,6 +20,8 @@ from studio.core.errors import StudioError, WorkerError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.paths import check_regular_file
 from studio.core.sandbox import Limits, default_limits, run_job
+from studio.plugins.confine import confine_writes
+from studio.plugins.usercode import UserCodeError, load_user_function, short_error
 
 MAX_SCRIPT_BYTES = 1 * 2**20
 MAX_YIELD_BYTES = 2**30
@@ -28,9 +30,6 @@ DEFAULT_TIMEOUT_S = 120.0
 
 @job("data.loader_script")
 def loader_script_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
-    from studio.plugins.confine import confine_writes
-    from studio.plugins.usercode import UserCodeError, load_user_function, short_error
-
     confine_writes([ctx.scratch.parent, ctx.out_dir])
     limit, total = int(args["limit"]), 0
     try:

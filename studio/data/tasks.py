@@ -20,6 +20,11 @@ from dataclasses import dataclass, replace
 import onnx
 
 from studio.core.errors import StudioError
+from studio.core.types import shape_text, value_info
+from studio.core.feeds import value_uses
+from studio.core.dim_hints import image_axes
+from studio.core.feeds import input_specs
+from studio.core.order_free import OrderFree, order_free_outputs
 
 TASKS = ("classification", "detection", "segmentation", "embedding", "sequence", "language-model", "integer",
          "regression", "other")
@@ -95,8 +100,6 @@ class _Evidence:
 
 
 def _dims(shape) -> str:
-    from studio.core.types import shape_text
-
     return shape_text(tuple(shape or ()), 16)
 
 
@@ -134,8 +137,6 @@ def _attr(node: onnx.NodeProto, name: str, default=None):
 
 def _value_shapes(model: onnx.ModelProto) -> dict[str, tuple]:
     """Shapes of the values near the outputs, from the model's value_info and ONNX shape inference."""
-    from studio.core.types import value_info
-
     shapes: dict[str, tuple] = {}
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
@@ -216,8 +217,6 @@ def _recurrent_before(producer: Mapping[str, onnx.NodeProto], name: str) -> str 
 def _vocab_sizes(model: onnx.ModelProto) -> tuple[int, ...]:
     """Row counts of the tables (initializers or Constant nodes) that integer inputs index with Gather: the
     vocabularies of a text model (a decoder step's target vocabulary sits in a Constant)."""
-    from studio.core.feeds import value_uses
-
     g = model.graph
     tables = {t.name: list(t.dims) for t in g.initializer}
     tables.update({n.output[0]: list(a.t.dims) for n in g.node if n.op_type == "Constant" and n.output
@@ -248,9 +247,6 @@ def _vocab_sizes(model: onnx.ModelProto) -> tuple[int, ...]:
 
 def _inputs_kind(model: onnx.ModelProto) -> tuple[bool, bool]:
     """(token ids among the inputs, an image among the inputs)."""
-    from studio.core.dim_hints import image_axes
-    from studio.core.feeds import input_specs
-
     try:
         specs = input_specs(model)
     except Exception:  # noqa: BLE001 - an input the feeds cannot describe: no evidence from it
@@ -264,8 +260,6 @@ def _inputs_kind(model: onnx.ModelProto) -> tuple[bool, bool]:
 
 def _evidence(model: onnx.ModelProto) -> dict[str, _Evidence]:
     """Per graph output: its producing op (through pass-through ops) and what that op says."""
-    from studio.core.order_free import order_free_outputs
-
     producer = {o: n for n in model.graph.node for o in n.output if o}
     shapes = _value_shapes(model)
     hw = _input_hw(model, shapes)
@@ -509,8 +503,6 @@ def output_tasks(model: onnx.ModelProto, overrides: Mapping[str, str] | None = N
     """The task of every graph output of ``model`` (in order): inferred from the graph, then the
     project's ``stored`` choices, then this run's ``overrides`` ({output: kind}). ``shapes``: real
     output shapes (from a run) for dims the model leaves open."""
-    from studio.core.types import value_info
-
     check_overrides(model, {**dict(stored or {}), **dict(overrides or {})})
     ev = _evidence(model)
     found: dict[str, OutputTask] = {}
@@ -633,9 +625,6 @@ def parse_task_options(values: Sequence[str] | None) -> dict[str, str]:
 def order_free_for(model: onnx.ModelProto, tasks: Mapping[str, OutputTask] | None = None) -> dict:
     """``studio.core.order_free.order_free_outputs`` plus the outputs the user says are detection
     box rows: compared as rows in any order by every comparison."""
-    from studio.core.order_free import OrderFree, order_free_outputs
-    from studio.core.types import value_info
-
     found = dict(order_free_outputs(model))
     declared = {o.name: value_info(o).shape for o in model.graph.output}
     for name, t in (tasks or {}).items():

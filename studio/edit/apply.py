@@ -15,6 +15,9 @@ from studio.edit import graph as g
 from studio.edit import ops_compose, ops_io, ops_nodes
 from studio.edit.script import EditError, EditOp, EditScript
 from studio.edit.state import EditState
+from passes.model_io import to_proto
+from studio.core.errors import engine_message
+from passes.model_io import load_for_passes
 
 OPERATIONS: dict[str, Callable[[EditState, EditOp], None]] = {
     "bypass": ops_nodes.bypass, "delete": ops_nodes.delete, "rename": ops_nodes.rename,
@@ -37,9 +40,6 @@ class Applied:
 
 def _check(model: ir.Model, which: str) -> None:
     """The full checker and strict shape inference, external weights seen as typed inputs (not read)."""
-    from passes.model_io import to_proto
-    from studio.core.errors import engine_message
-
     proto = g._externals_as_inputs(to_proto(model))
     for stage, run in (("strict shape inference", lambda: onnx.shape_inference.infer_shapes(
                            proto, check_type=True, strict_mode=True, data_prop=True)),
@@ -74,6 +74,4 @@ def apply_script(model: ir.Model, script: EditScript, *, verify: bool = True,
 
 def load_model(path: Path) -> ir.Model:
     """The model as onnx-ir with its external weights left on disk (passes' loader)."""
-    from passes.model_io import load_for_passes
-
     return load_for_passes(path)

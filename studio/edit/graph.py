@@ -10,6 +10,8 @@ import onnx
 import onnx_ir as ir
 
 from studio.edit.script import EditError, EditOp
+from passes.verify import _externals_as_inputs as convert
+from passes.model_io import to_proto
 
 
 def all_values(graph: ir.Graph) -> dict[str, ir.Value]:
@@ -58,15 +60,11 @@ def type_text(v: ir.Value) -> str:
 
 
 def _externals_as_inputs(proto: onnx.ModelProto) -> onnx.ModelProto:
-    from passes.verify import _externals_as_inputs as convert
-
     return convert(proto)
 
 
 def inferred_proto(model: ir.Model, *, strict: bool) -> onnx.ModelProto:
     """The model as a proto after ONNX shape inference (external weights seen as typed inputs)."""
-    from passes.model_io import to_proto
-
     proto = _externals_as_inputs(to_proto(model))
     return onnx.shape_inference.infer_shapes(proto, check_type=strict, strict_mode=strict, data_prop=True)
 
@@ -74,8 +72,6 @@ def inferred_proto(model: ir.Model, *, strict: bool) -> onnx.ModelProto:
 def _symbolic_infos(model: ir.Model) -> dict[str, onnx.ValueInfoProto]:
     """Types from ONNX Runtime's symbolic shape inference, which knows the com.microsoft ops (attention,
     skip-norms) that ONNX inference leaves untyped; {} where it cannot run."""
-    from passes.model_io import to_proto
-
     try:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 

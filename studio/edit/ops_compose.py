@@ -13,6 +13,9 @@ from studio.core.protowalk import unique_name
 from studio.edit import graph as g
 from studio.edit.script import EditError, EditOp
 from studio.edit.state import SEQUENCE, STRUCTURE, VALUES, EditState
+from passes.model_io import load_for_passes
+from studio.core.model import load
+from passes.model_io import Linker, save_checkpoint
 
 
 def _needed_inputs(graph: ir.Graph, outputs: list[ir.Value], stop: set[ir.Value]) -> list[ir.Value]:
@@ -169,9 +172,6 @@ def merge(state: EditState, op: EditOp) -> None:
     """Merge another model with this one: ``before`` (default), the other model's outputs feed this
     model's inputs as the io_map pairs say; ``after``, this model's outputs feed the other's.
     Colliding names of the other model get ``prefix`` (default 'merged/')."""
-    from passes.model_io import load_for_passes
-    from studio.core.model import load
-
     other_path = state.script.path(op.args["model"])
     other = load_for_passes(load(other_path).path)     # validated like any model (external data paths...)
     before = op.args.get("position", "before") == "before"
@@ -247,8 +247,6 @@ def merge(state: EditState, op: EditOp) -> None:
 
 def _snapshot(first: ir.Model, second: ir.Model, work: Path) -> tuple:
     """The two parts as checkpoints before they are joined (the oracle's inputs: each run on its own)."""
-    from passes.model_io import Linker, save_checkpoint
-
     linker = Linker(work)
     return tuple(save_checkpoint(m, work / f"part{i}.onnx", data_dir=work, linker=linker)
                  for i, m in enumerate((first, second), 1))

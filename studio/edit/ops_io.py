@@ -11,6 +11,8 @@ import onnx_ir as ir
 from studio.edit import graph as g
 from studio.edit.script import EditError, EditOp
 from studio.edit.state import KEEPS, PINNED, STRUCTURE, VALUES, EditState
+from studio.core.npy_header import NpyError, load_npy
+from studio.core.paths import check_regular_file
 
 
 def add_output(state: EditState, op: EditOp) -> None:
@@ -110,9 +112,6 @@ def set_input(state: EditState, op: EditOp) -> None:
 
 def replace_initializer(state: EditState, op: EditOp) -> None:
     """Replace an initializer's values from a .npy file of the same dtype and shape."""
-    from studio.core.npy_header import NpyError, load_npy
-    from studio.core.paths import check_regular_file
-
     graph = state.model.graph
     name = op.args["name"]
     v = graph.initializers.get(name)

@@ -13,6 +13,8 @@ from studio.core.model import ModelHandle
 from studio.edit.apply import Applied, apply_script, load_model
 from studio.edit.script import EditError, EditScript
 from studio.edit.verify import Verification, interface, node_changes, node_list, verify
+from passes.model_io import save_result
+from studio.core.outputs import check_destination, disk_error, shown_path
 
 
 @dataclass(frozen=True)
@@ -84,9 +86,6 @@ def edit(handle: ModelHandle, script: EditScript, out_path: str | Path, *, verif
          pool_key: str = "default") -> EditResult:
     """Apply, check, verify, and write the edited model(s) to ``out_path`` (a split's second model
     beside it). A refused or failed edit raises ``EditError`` and writes nothing."""
-    from passes.model_io import save_result
-    from studio.core.outputs import check_destination, disk_error, shown_path
-
     out = Path(out_path)
     if out.suffix != ".onnx":
         raise EditError("the output must name a .onnx file")

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from studio.core.errors import StudioError
+from studio.core.bounds import number_text
+from studio.core.paths import check_regular_file, user_data_path
 
 
 class EditError(StudioError):
@@ -138,8 +140,6 @@ def _check_data(raw: Any) -> None:
             continue
         if isinstance(value, int):
             if not INT64[0] <= value <= INT64[1]:
-                from studio.core.bounds import number_text
-
                 raise EditError(f"{_where(index, kind, path or 'a value')} is {number_text(value)}, beyond int64 "
                                 "(the range of an ONNX integer)")
             continue
@@ -261,8 +261,6 @@ def parse_text(text: str, *, yaml_ok: bool = True, base_dir: Path | None = None)
 
 def load_script(path: str | Path) -> EditScript:
     """A script from a .json/.yaml file; relative paths inside it are read from its folder."""
-    from studio.core.paths import check_regular_file, user_data_path
-
     p = user_data_path(path, label="edit script")
     check_regular_file(p, max_bytes=16 * 2**20, label="edit script")
     try:

@@ -21,6 +21,13 @@ import onnx_ir as ir
 
 from studio.edit import graph as g
 from studio.edit.state import KEEPS, PINNED, SEQUENCE, STRUCTURE, VALUES
+from passes.model_io import from_proto, to_proto
+from passes.model_io import Linker, save_checkpoint
+from passes.verify import Verifier
+from passes.model_io import load_for_passes
+from passes.verify import run_sets
+from studio.core.compare import compare_outputs
+from studio.core.feeds import input_specs, random_feeds
 
 
 @dataclass(frozen=True)
@@ -61,7 +68,6 @@ def _with_original_io(model: ir.Model, renamed: dict[str, str], source: Path) ->
     source's folder: the proto round trip keeps their relative locations, not where they lie."""
     from onnx_ir import external_data as ir_external
 
-    from passes.model_io import from_proto, to_proto
 
     copy = from_proto(to_proto(model))
     ir_external.set_base_dir(copy.graph, str(source.parent))
@@ -79,8 +85,6 @@ def _with_original_io(model: ir.Model, renamed: dict[str, str], source: Path) ->
 
 
 def _checkpoint(model: ir.Model, path: Path, source: Path, workdir: Path):
-    from passes.model_io import Linker, save_checkpoint
-
     return save_checkpoint(model, path, data_dir=source.parent, linker=Linker(workdir))
 
 
@@ -144,8 +148,6 @@ def _pinned_dims(source: Path, model: ir.Model, renamed: dict[str, str]) -> dict
 
 def _numeric(source: Path, model: ir.Model, renamed: dict[str, str], work: Path, pool_key: str,
              dims: dict[str, int] | None = None) -> Verification:
-    from passes.verify import Verifier
-
     ckpt = _checkpoint(_with_original_io(model, renamed, source), work / "candidate.onnx", source, work)
     result = Verifier(source, dims=dims, pool_key=pool_key).verify(ckpt, allow_fixed_dims=bool(dims))
     if dims and not result.interface_ok and result.checker_ok and result.numeric_status == "passed":
@@ -169,12 +171,6 @@ def _reproduce(source: Path, models: tuple[ir.Model, ...], renamed: dict[str, st
                pool_key: str) -> Verification:
     """Run the original with the edited models' boundary tensors exposed; each edited model, fed the
     original's values at its inputs, must give the original's values at its outputs."""
-    from passes.model_io import load_for_passes
-    from passes.verify import run_sets
-    from studio.core.compare import compare_outputs
-    from studio.core.feeds import input_specs, random_feeds
-    from passes.model_io import to_proto
-
     original = load_for_passes(source)
     g.infer_types(original)
     values = g.main_values(original.graph)
@@ -231,10 +227,6 @@ def sequence(first, second, merged: ir.Model, io_map: list[tuple[str, str]], wor
     ``first`` and ``second`` are checkpoints of the parts taken just before they were joined."""
     import onnx
 
-    from passes.model_io import Linker, save_checkpoint
-    from passes.verify import run_sets
-    from studio.core.compare import compare_outputs
-    from studio.core.feeds import input_specs, random_feeds
 
     ckpt = save_checkpoint(merged, work / "merged.onnx", data_dir=work, linker=Linker(work))
     feeds = random_feeds(input_specs(onnx.load(str(ckpt.path), load_external_data=False)), seed=0)

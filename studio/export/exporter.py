@@ -33,6 +33,9 @@ from studio.export.reference import (criteria_for, decoder_feeds, feed_shapes, m
 from studio.export.report import graph_page, html_report, markdown_report
 from studio.export.options import CONVERTED_TARGETS
 from studio.export.results import ERROR, ExportResult, TargetResult
+from passes.normalize import normalize_in_worker
+from studio.core.model import load
+from studio.core.outputs import shown_path, side_output_failed
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +104,6 @@ def _export_checked(handle: ModelHandle, options: ExportOptions, out_dir: str | 
                        tasks=tasks)
     import tempfile
 
-    from passes.normalize import normalize_in_worker
-    from studio.core.model import load
 
     register_input(handle.path, *handle.external_files)
     with tempfile.TemporaryDirectory(prefix="onnx-studio-repair-") as tmp:
@@ -180,7 +181,6 @@ def _export(handle: ModelHandle, repairs: tuple[str, ...], options: ExportOption
         try:
             zip_path = write_zip(final, out / f"{name}.zip") if options.zip else None
         except StudioError as exc:          # a full disk after the bundle was published: say what is there
-            from studio.core.outputs import shown_path, side_output_failed
 
             raise side_output_failed(exc, shown_path(Path(out_dir) / f"{name}.zip"),
                                      f"the bundle ({shown_path(Path(out_dir) / name)})") or exc from None

@@ -24,6 +24,9 @@ from typing import Any
 from studio.core.engines.base import package_version
 from studio.export.context import ExportContext
 from studio.export.results import TargetResult, json_safe
+from studio import __version__
+from studio.core.engines.tensorrt import TensorRtEngine
+from studio.export.facts import model_facts
 
 FORMAT = "onnx-studio-export/1"
 BENCH_NOTE = ("Measured by the export's own verification jobs on this machine (CPU, one sandbox worker): session "
@@ -32,9 +35,6 @@ BENCH_NOTE = ("Measured by the export's own verification jobs on this machine (C
 
 
 def tool_versions() -> dict[str, str | None]:
-    from studio import __version__
-    from studio.core.engines.tensorrt import TensorRtEngine
-
     trt = TensorRtEngine().available()
     return {"onnx-studio": __version__, "python": platform.python_version(), "platform": platform.platform(),
             "machine": platform.machine(), "onnx": package_version("onnx"), "onnx-ir": package_version("onnx-ir"),
@@ -51,7 +51,6 @@ def build_manifest(ctx: ExportContext, targets: tuple[TargetResult, ...], files:
                    failures: tuple[str, ...], *, bundle_name: str, notes: tuple[str, ...], graph: str | None,
                    reports: dict[str, str]) -> dict[str, Any]:
     src, facts = ctx.source, ctx.deploy_facts
-    from studio.export.facts import model_facts
 
     source_facts = model_facts(src.proto)
     return json_safe({

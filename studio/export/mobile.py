@@ -25,6 +25,9 @@ from studio.export.reference import Criteria, criteria_for, verify_outputs
 from studio.export.results import ERROR, TargetResult, target_result
 from studio.core.engines.table import engine_row
 from studio.core.engines import engine_limits
+from studio.core.engines.base import check_feeds, decode_outputs
+from studio.core.engines.litert import litert_limits
+from studio.core.engines import get_engine
 
 __all__ = ["CONVERTED_CRITERIA", "export_litert", "export_mnn"]
 
@@ -104,9 +107,6 @@ def _feeds_layout(ctx: ExportContext, options: tuple[str, ...] = ()) -> str:
 
 
 def _verify_run(ctx: ExportContext, engine: str, artifact: Path) -> tuple[dict | None, dict, str | None]:
-    from studio.core.engines.base import check_feeds, decode_outputs
-    from studio.core.engines.litert import litert_limits
-
     args = {"model_path": str(artifact), "onnx_path": str(ctx.deploy), "precision": "f32",
             "output_names": [o.name for o in ctx.source.proto.graph.output]}
     limits = engine_limits(engine, None)     # the row's own needs (LiteRT: TensorFlow's room)
@@ -120,8 +120,6 @@ def _verify_run(ctx: ExportContext, engine: str, artifact: Path) -> tuple[dict |
 
 
 def _export(ctx: ExportContext, engine: str) -> TargetResult:
-    from studio.core.engines import get_engine
-
     started = time.perf_counter()
     adapter = get_engine(engine)
     availability = adapter.available()

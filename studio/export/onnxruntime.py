@@ -37,6 +37,12 @@ from studio.export.context import ExportContext
 from studio.export.files import has_external_tensors
 from studio.export.reference import verify_outputs
 from studio.export.results import ERROR, Artifact, TargetResult, Verification, target_result
+from studio.export.files import external_locations
+from studio.core.engines.base import decode_outputs
+from studio.core.engines.base import check_feeds
+from passes.verify import full_check_in_worker
+from studio.export.customops import ship
+from studio.core.engines.base import encode_outputs, unpack_feeds
 
 MODEL_NAME = "model.onnx"
 ORT_NAME = "model.ort"
@@ -104,7 +110,6 @@ def weight_bytes(model_path: Path) -> int:
     """Bytes of the model file plus its external data files (what ORT has to read)."""
     import onnx
 
-    from studio.export.files import external_locations
 
     proto = onnx.load_model(str(model_path), load_external_data=False)
     files = {model_path.parent / loc for loc in external_locations(proto)}
@@ -165,14 +170,11 @@ def run_artifact(ctx: ExportContext, path: Path, *, level: str, config: dict[str
                       fresh=ctx.fresh)
     except StudioError as exc:
         return None, {}, str(exc)
-    from studio.core.engines.base import decode_outputs
 
     return decode_outputs(res.data, res.arrays), res.data.get("timing", {}), None
 
 
 def _feeds(ctx: ExportContext) -> dict[str, np.ndarray]:
-    from studio.core.engines.base import check_feeds
-
     return check_feeds(ctx.reference.feeds)
 
 
@@ -195,7 +197,6 @@ def export_onnxruntime(ctx: ExportContext) -> TargetResult:
     external, ort_format, size_notes = external_decision(size, requested=opts.external_data,
                                                          source_external=source_external, ort_format=opts.ort_format)
     notes.extend(size_notes)
-    from passes.verify import full_check_in_worker
 
     level = opts.ort_level
     model_file = folder / MODEL_NAME
@@ -276,8 +277,6 @@ def export_onnxruntime(ctx: ExportContext) -> TargetResult:
     doc = session_options_doc(level, bool(companions), profiles, portable,
                               {name: figures for name, figures in bench.items() if name in PROFILES})
     if opts.ort_custom_ops:
-        from studio.export.customops import ship
-
         names, libs = ship(ctx, opts.ort_custom_ops, folder / "custom_ops", "ort-custom-ops",
                            "ONNX Runtime custom-op library (register_custom_ops_library before loading)")
         artifacts.extend(libs)
@@ -358,7 +357,6 @@ def ort_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
     for the outputs and ``runs`` more times for the latency."""
     import onnxruntime as ort
 
-    from studio.core.engines.base import encode_outputs, unpack_feeds
 
     ctx.set_stage("ONNX Runtime session creation")
     session_times = []

@@ -28,6 +28,12 @@ from studio.export.context import ExportContext
 from studio.export.onnxruntime import timed_median_ms
 from studio.export.reference import criteria_for, verify_outputs
 from studio.export.results import ERROR, TargetResult, target_result, unless_refused
+from studio.export.reference import bound_shapes
+from studio.core.nontensor import tensor_only_refusal
+from studio.core.engines.base import check_feeds, decode_outputs
+from studio.export.customops import ship
+from studio.core.engines.openvino_io import check_onnx_for_openvino
+from studio.core.engines.base import encode_outputs
 
 XML_NAME = "model.xml"
 BIN_NAME = "model.bin"
@@ -35,16 +41,12 @@ BIN_NAME = "model.bin"
 
 def ov_input_shapes(ctx: ExportContext) -> dict[str, list[list[int] | None]]:
     """Per constrained input, per axis [min, max] (equal: static; None: dynamic)."""
-    from studio.export.reference import bound_shapes
-
     bounds = bound_shapes(ctx.source.proto, ctx.options.shapes)
     return {name: [None if b is None else [b[0], b[1]] for b in axes] for name, axes in bounds.items()}
 
 
 def refusal(ctx: ExportContext) -> str | None:
     """Why the deploy model must not go to OpenVINO, or None."""
-    from studio.core.nontensor import tensor_only_refusal
-
     nontensor = tensor_only_refusal(ctx.source.proto, "OpenVINO")
     if nontensor:
         return f"refused for OpenVINO: {nontensor}"
@@ -80,8 +82,6 @@ def ov_extensions(ctx: ExportContext) -> list[str]:
 
 def run_ir(ctx: ExportContext, xml: Path, *, runs: int, stage: str) -> tuple[dict | None, dict, str | None]:
     """Read the IR back in a worker, compile for CPU (f32), run the feeds, time it."""
-    from studio.core.engines.base import check_feeds, decode_outputs
-
     args = {"xml_path": str(xml), "output_names": [o.name for o in ctx.source.proto.graph.output], "runs": runs,
             "extensions": ov_extensions(ctx)}
     try:
@@ -142,8 +142,6 @@ def export_openvino(ctx: ExportContext) -> TargetResult:
             ctx.shared["openvino"] = {"xml": xml, "bin": bin_, "precision": precision,
                                       "inputs": info.get("inputs", []), "ok": v.ok}
     if opts.ov_extensions:
-        from studio.export.customops import ship
-
         names, libs = ship(ctx, opts.ov_extensions, folder / "extensions", "openvino-extension",
                            "OpenVINO extension (core.add_extension before read_model)")
         artifacts.extend(libs)
@@ -187,7 +185,6 @@ def ov_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -
     ctx.set_stage("OpenVINO model read")
     import openvino as ov
 
-    from studio.core.engines.openvino_io import check_onnx_for_openvino
 
     path = str(args["model_path"])
     check_onnx_for_openvino(path)            # ONNX frontend only: convert_model must not pick another
@@ -229,7 +226,6 @@ def ov_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> Jo
     """Read an IR the studio wrote, compile for CPU in f32, run the feeds, time it."""
     import openvino as ov
 
-    from studio.core.engines.base import encode_outputs
 
     ctx.set_stage("OpenVINO IR read")
     core = ov.Core()

@@ -30,6 +30,13 @@ from studio.core.feeds import (Feeds, choose_dims, concrete_shape, input_specs, 
 from studio.core.order_free import OrderFree, order_free_outputs
 from studio.export.options import ShapeRange
 from studio.export.results import FAILED, PASSED, Verification
+from studio.inspect.decoder import recognize
+from studio.inspect.decoder_feeds import decoder_steps
+from studio.data.tasks import order_free_for, output_tasks
+from passes.verify import Verifier
+from diagnostics.input_search import search_runs
+from passes.verify import run_sets
+from studio.export.results import ERROR, NOT_VERIFIED
 
 FP16_TOLERANCE = Tolerance(1e-2, 1e-3, 1e-2, min_cosine=0.999)
 
@@ -129,8 +136,6 @@ def decoder_feeds(model: ModelProto, shapes: Mapping[str, ShapeRange],
     a mask that is not past + new long, which engines refuse or crash on."""
     if shapes:
         return None
-    from studio.inspect.decoder import recognize
-    from studio.inspect.decoder_feeds import decoder_steps
 
     try:
         spec = recognize(model)
@@ -162,8 +167,6 @@ class Reference:
 def with_tasks(reference: Reference, model: ModelProto, tasks: Mapping[str, str] | None) -> Reference:
     """``reference`` judging every output by its task (``studio.data.tasks``; ``tasks``: the user's
     {output: kind}): detection rows in any order, the figures each task has."""
-    from studio.data.tasks import order_free_for, output_tasks
-
     decided = output_tasks(model, tasks)
     return dataclasses.replace(reference, order_free=order_free_for(model, decided), tasks=decided)
 
@@ -171,8 +174,6 @@ def with_tasks(reference: Reference, model: ModelProto, tasks: Mapping[str, str]
 def reference_outputs(original: Path, feeds: Feeds, *, pool_key: str = "default") -> Reference:
     """The original on ORT CPU, optimizations off (evaluator fallback for custom ops),
     computed in a sandbox worker."""
-    from passes.verify import Verifier
-
     verifier = Verifier(original, feeds=[feeds], pool_key=pool_key)
     ref = verifier.reference()
     if ref is None or not ref.outputs:
@@ -187,9 +188,6 @@ def searched_reference(original: Path, model: ModelProto, failed: Reference, sha
     """The original could not run on the seeded inputs: the input search's sets
     (``diagnostics.input_search``; sizes of inputs the user gave with ``--shapes`` stay), the
     first it runs on as the reference; None when none runs or the failure is not the inputs'."""
-    from diagnostics.input_search import search_runs
-    from passes.verify import run_sets
-
     fixed: dict[str, int] = {}
     for s in input_specs(model):
         rng = shapes.get(s.name)
@@ -214,8 +212,6 @@ def searched_reference(original: Path, model: ModelProto, failed: Reference, sha
 def verify_outputs(reference: Reference, got: Mapping[str, object] | None, criteria: Criteria, *,
                    engine: str, error: str | None = None, checker: str | None = None) -> Verification:
     """Compare an artifact's outputs with the reference and say so in one line."""
-    from studio.export.results import ERROR, NOT_VERIFIED
-
     if error is not None:
         return Verification(ERROR, error, engine, criteria.text, None, checker)
     if reference.outputs is None:

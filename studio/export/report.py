@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from studio.core.model import ModelHandle
+from studio.graphview.index import index_model
+from studio.graphview.viewer import graph_page as viewer_page
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|<>~#&$])")  # what breaks tables, links, emphasis, HTML, entities, math
 STATUS_ICON = {"passed": "✅", "failed": "❌", "error": "❌", "not verified": "⚠️"}
@@ -41,8 +43,6 @@ def graph_page(handle: ModelHandle) -> tuple[str | None, str]:
     nodes = len(handle.proto.graph.node)
     if nodes > GRAPH_NODE_LIMIT:
         return None, f"graph not embedded ({nodes} nodes): run `onnx-studio graph` on the exported model"
-    from studio.graphview.index import index_model
-    from studio.graphview.viewer import graph_page as viewer_page
 
     index = index_model(handle)
     html, _ = viewer_page(index.graph, index.hierarchy, title=f"exported model: {handle.name}")

@@ -39,6 +39,12 @@ from studio.export.files import copy_file
 from studio.export.options import ShapeRange
 from studio.export.reference import criteria_for, verify_outputs
 from studio.export.results import ERROR, NOT_VERIFIED, Artifact, TargetResult, Verification, unless_refused
+from studio.core.dim_hints import image_axes
+from diagnostics.node_context import collect_nodes
+from diagnostics.tensorrt_check import node_status
+from studio.export.onnxruntime import run_artifact
+from studio.core.engines.base import RunOptions
+from studio.export.results import target_result
 
 MODEL_NAME = "model.onnx"
 PLAN_NAME = "model.plan"
@@ -63,8 +69,6 @@ IMAGE_MAX_FACTOR = 2
 def _image_axes(info: TensorInfo) -> tuple[int, ...]:
     """Spatial axes of a float NCHW/NHWC image input (1, 3 or 4 channels), else () (the one rule:
     ``studio.core.dim_hints.image_axes``)."""
-    from studio.core.dim_hints import image_axes
-
     return image_axes(info.name, tuple(info.shape or ()), info.dtype.startswith(("float", "bfloat"))) or ()
 
 
@@ -214,8 +218,6 @@ def table_unsupported_ops(model_path: Path, version: str | int = "10") -> list[s
     ONNX Runtime runs these ops, so the verification on ONNX Runtime passes."""
     import onnx
 
-    from diagnostics.node_context import collect_nodes
-    from diagnostics.tensorrt_check import node_status
 
     proto = onnx.load_model(str(model_path), load_external_data=False)
     found: list[str] = []
@@ -258,7 +260,6 @@ def export_tensorrt(ctx: ExportContext) -> TargetResult:
     ctx.shared["tensorrt_pipeline"] = lineage
     notes.append(f"tensorrt preset: {summary}")
     ctx.progress("tensorrt", "verifying the TensorRT-ready ONNX on ONNX Runtime")
-    from studio.export.onnxruntime import run_artifact
 
     outputs, timing, error = run_artifact(ctx, model, level="disable", stage="ONNX Runtime (verify TensorRT ONNX)")
     if error is not None and facts.custom_ops:
@@ -338,8 +339,6 @@ def _build_and_verify(ctx: ExportContext, folder: Path, config: dict, artifacts:
     with the TensorRT adapter and compare with the original."""
     from dataclasses import replace
 
-    from studio.core.engines.base import RunOptions
-    from studio.export.results import target_result
 
     ctx.progress("tensorrt", "building the engine (build_engine.py)")
     limits = replace(default_limits(), address_space_limit=False, timeout_s=max(default_limits().timeout_s, 1800))

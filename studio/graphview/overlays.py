@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from studio.graphview.model import OP, GraphModel
 from studio.inspect.summary import ModelSummary
+from studio.core.fmt import human_bytes
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +105,6 @@ def format_value(v: Value | None, kind: str, unit: str) -> str:
     if unit == "%":
         return f"{v:.3g}%" if abs(v) >= 0.001 or v == 0 else f"{v:.2e}%"
     if unit == "B":
-        from studio.core.fmt import human_bytes
-
         return human_bytes(v)
     a = abs(v)
     text = f"{v:.3g}" if 1e-3 <= a < 1e6 or a == 0 else f"{v:.3e}"

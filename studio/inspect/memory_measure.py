@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from studio.core.errors import engine_message
 
 _SHIM = r"""
 #define _GNU_SOURCE
@@ -229,8 +230,6 @@ def measure_openvino_activations(model_path: str | Path, *, feeds: Mapping[str, 
                                  timeout_s: float = 300) -> OvActivationMeasure:
     """OpenVINO CPU's intermediate-tensor workspace for ``model_path`` compiled at the shapes of ``feeds``
     (default: zeros, dynamic dims at 1; one thread, one stream, f32 inference precision), in a child."""
-    from studio.core.errors import engine_message
-
     d = _last_json(_run_child(_OV_CHILD, "OpenVINO", model_path, feeds, timeout_s), "OpenVINO")
     if "error" in d:
         raise RuntimeError(f"OpenVINO could not run the model for the memory measurement: "

@@ -34,6 +34,8 @@ import numpy as np
 
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.inspect.memory_plan import MemoryPlan, TensorLife
+from studio.core.telemetry import quiet_third_party_telemetry
+from studio.core.sandbox import default_limits, run_job
 
 OV_ALIGNMENT = 32           # MemoryManagerStatic solves in 32-byte units
 _ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i64": 8, "u64": 8, "i32": 4, "u32": 4, "i16": 2, "u16": 2,
@@ -246,8 +248,6 @@ def _op_rows(compiled) -> list[dict]:  # noqa: ANN001 - openvino.CompiledModel
 def ov_compiled_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     """OpenVINO's runtime graph of ``model_path`` compiled for CPU at the shapes of ``arrays`` (the plan's
     feeds), with the settings the workspace measurement uses (one stream, one thread, f32)."""
-    from studio.core.telemetry import quiet_third_party_telemetry
-
     quiet_third_party_telemetry()
     import openvino as ov
 
@@ -273,7 +273,6 @@ def compiled_graph(model_path: Path, feeds: Mapping[str, np.ndarray], *, pool_ke
     """OpenVINO's compiled graph of the model at the shapes of ``feeds`` (a sandboxed worker)."""
     from dataclasses import replace
 
-    from studio.core.sandbox import default_limits, run_job
 
     limits = default_limits()
     if timeout_s is not None:

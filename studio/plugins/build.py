@@ -38,6 +38,9 @@ from studio.plugins.opgraph import find_nodes, single_node_model
 from studio.plugins.runner import OpRunResult, _job_args, _result
 from studio.plugins.signature import OpSignature
 from studio.plugins.usercode import short_error
+from studio.plugins.confine import fence_build
+from studio.plugins.runner import _worker_message
+from studio.plugins.confine import confine_writes
 
 __all__ = ["BUILDABLE", "BuildResult", "build_package", "builds_allowed", "cmake_build_job", "native_check_job"]
 
@@ -169,8 +172,6 @@ def build_package(package_dir: Path, target: str, *, timeout_s: float = BUILD_TI
 def cmake_build_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     """Worker side: copy the sources into scratch, fence writes (Landlock), configure and build there, hand the
     library back through ``ctx.out_dir``."""
-    from studio.plugins.confine import fence_build
-
     work = ctx.scratch / "src"
     _copy_sources(Path(str(args["source"])), work)
     # the job's folder, the results folder and the worker's own folder (its HOME: CMake's user package registry)
@@ -212,8 +213,6 @@ def check_library(handle: ModelHandle, sig: OpSignature, target: str, library: P
         res = run_job("plugins.native_check", args, arrays, stage=label, limits=limits, fresh=True,
                       pool_key=pool_key, on_tick=on_tick)
     except WorkerError as exc:
-        from studio.plugins.runner import _worker_message
-
         return OpRunResult(sig.qualified, target, "error", _worker_message(exc, label, limits),
                            seconds=time.perf_counter() - started, reference=sig.reference)
     return _result(sig, target, res.data, res.arrays, time.perf_counter() - started)
@@ -272,7 +271,6 @@ def _ov_runner(library: str, threads: int | None, scratch: Path) -> Callable[[on
 def native_check_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     import sys
 
-    from studio.plugins.confine import confine_writes
 
     target, library = str(args["target"]), str(args["library"])
     domain, op_type = str(args["domain"]), str(args["op_type"])

@@ -20,6 +20,7 @@ from onnx import numpy_helper
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.plugins.opgraph import attr_values, find_nodes, truncate_before
 from studio.plugins.reference import get_reference
+from studio.plugins.ort_python import run_with_pyop
 
 __all__ = ["capture_job"]
 
@@ -98,8 +99,6 @@ def capture_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
 
     data: dict[str, Any] = {"samples": samples, "notes": notes, "model": None, "found": len(found)}
     if args.get("run_model") and reference is not None and samples and samples[0]["outputs"]:
-        from studio.plugins.ort_python import run_with_pyop
-
         out_specs = samples[0]["outputs"]
 
         def ref_fn(*inputs: np.ndarray, **attrs: Any) -> Any:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from studio.core.jobs import JobOutput
+from studio.plugins.usercode import UserCodeError, load_user_function
 
 log = logging.getLogger(__name__)
 
@@ -190,8 +191,6 @@ def load_confined(ctx: Any, args: Mapping[str, Any], label: str, default_functio
     (:func:`confine_writes` to its scratch and output folders, no bytecode written) and load
     ``args["function"]`` (default ``default_function``) from ``args["code_path"]``: the function and the fence
     applied, or the job's answer when the code does not load."""
-    from studio.plugins.usercode import UserCodeError, load_user_function
-
     ctx.set_stage(f"{label}: loading the code")
     preload()
     sys.dont_write_bytecode = True

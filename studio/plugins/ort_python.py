@@ -27,6 +27,8 @@ import onnx
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.plugins.opgraph import find_nodes, ident, retarget_op, single_node_model
 from studio.plugins.usercode import CallGuard, short_error
+from studio.plugins.opgraph import attr_values
+from studio.plugins.confine import load_confined
 
 __all__ = ["PYOP_DOMAIN", "alias_for", "ort_python_job", "run_with_pyop"]
 
@@ -66,8 +68,6 @@ class _Aliases:
         self.by_key: dict[str, str] = {}
 
     def __call__(self, node: onnx.NodeProto) -> str:
-        from studio.plugins.opgraph import attr_values
-
         attrs = {**self.defaults, **{k: v for k, v in attr_values(node).items() if v not in ("<graph>", "<tensor>")}}
         key = json.dumps(attrs, sort_keys=True, default=str)
         alias = self.by_key.get(key)
@@ -180,8 +180,6 @@ def _import_ort() -> None:
 @job("plugins.ort_python")
 def ort_python_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     """Run the op's Python code (a file) as an ORT Python op, confined, in a one-off worker."""
-    from studio.plugins.confine import load_confined
-
     label = f"custom op `{args['op_type']}`"
     loaded = load_confined(ctx, args, label, "compute", _import_ort)
     if isinstance(loaded, JobOutput):

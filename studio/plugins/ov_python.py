@@ -17,6 +17,8 @@ import onnx
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.plugins.opgraph import find_nodes, single_node_model
 from studio.plugins.usercode import CallGuard, UserCodeError, short_error
+from studio.plugins.confine import load_confined
+from studio.plugins.usercode import _user_line
 
 __all__ = ["ov_python_job"]
 
@@ -63,8 +65,6 @@ def _import_openvino() -> None:
 
 @job("plugins.ov_python")
 def ov_python_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    from studio.plugins.confine import load_confined
-
     domain, op_type = str(args["domain"]), str(args["op_type"])
     label = f"conversion extension for `{op_type}`"
     loaded = load_confined(ctx, args, label, "convert", _import_openvino)
@@ -82,7 +82,6 @@ def ov_python_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) ->
         try:
             return _outputs_of(fn(node))
         except BaseException as exc:  # noqa: BLE001 - reported with the op's name, never through OpenVINO's text
-            from studio.plugins.usercode import _user_line
 
             line = _user_line(exc, str(args["code_path"]))
             failure["error"] = failure["error"] or (f"{label} raised {short_error(exc)}"

@@ -23,6 +23,10 @@ from studio.core.model import ModelHandle
 from studio.core.paths import check_regular_file
 from studio.core.sandbox import Limits, default_limits, run_job
 from studio.plugins.signature import OpSignature, collect_signature
+from studio.plugins.reference import get_reference
+import studio.plugins.ort_python
+import studio.plugins.ov_python
+from studio.plugins.usercode import _shape_ok, describe_array
 
 __all__ = ["NOT_COMPARED", "PYTHON_TARGETS", "OpRunResult", "SampleResult", "read_code", "run_python_op"]
 
@@ -87,8 +91,6 @@ def read_code(code_or_path: str | Path) -> str:
 
 
 def _job_args(sig: OpSignature, handle: ModelHandle) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    from studio.plugins.reference import get_reference
-
     ref = get_reference(sig.domain, sig.op_type)
     # Nodes pass their own attributes; a reference's defaults fill the ones a node leaves out (for other ops
     # the function's own keyword defaults apply).
@@ -144,8 +146,6 @@ def run_python_op(handle: ModelHandle, op: str, impl_code_or_path: str | Path, *
                     cpu_threads=base.cpu_threads, minimal_env=True)
     args, arrays = _job_args(sig, handle)
     args.update(run_model=bool(run_model and sig.model_outputs is not None), function=function)
-    import studio.plugins.ort_python  # noqa: F401 - registers the jobs
-    import studio.plugins.ov_python  # noqa: F401
 
     folder = Path(tempfile.mkdtemp(prefix="studio-op-"))
     started = time.perf_counter()
@@ -169,8 +169,6 @@ NOT_COMPARED = "ran, not compared (no reference)"
 
 def _declared_mismatch(sig: OpSignature, got: dict[str, np.ndarray]) -> str | None:
     """Without a reference output, the outputs must still have the signature's dtype and one of its shapes."""
-    from studio.plugins.usercode import _shape_ok, describe_array
-
     if len(got) != len(sig.outputs):
         return f"{len(got)} output(s), declared {len(sig.outputs)}"
     for j, port in enumerate(sig.outputs):

@@ -36,6 +36,9 @@ from studio.plugins.codegen import Code, identifier
 from studio.plugins.opgraph import ident as make_ident
 from studio.plugins.reference import get_reference
 from studio.plugins.signature import OpSignature
+from diagnostics import reference_ops as r
+from studio import __version__
+from studio.core.outputs import writing_folder
 
 __all__ = ["TARGETS", "PluginFile", "PluginPackage", "PluginScaffold", "expand_targets", "known_kernel",
            "render_python_impl", "scaffold", "zip_folder"]
@@ -268,7 +271,6 @@ def _grid_sample_numpy() -> str:
     """The reference's own GridSample code (any rank), as source to write into a standalone Python op."""
     import inspect
 
-    from diagnostics import reference_ops as r
 
     parts = [f"_MODE_ALIASES = {r._MODE_ALIASES!r}\n_PADDINGS = {r._PADDINGS!r}"]
     parts += [inspect.getsource(fn).rstrip() for fn in (r._unnormalize, r._reflect, r._pad_coord, r._fetch, r._gather,
@@ -277,8 +279,6 @@ def _grid_sample_numpy() -> str:
 
 
 def _context(sig: OpSignature, model_name: str, model_sha: str, opsets: dict[str, int]) -> dict[str, Any]:
-    from studio import __version__
-
     kernel, style = known_kernel(sig)
     gs_numpy = _grid_sample_numpy() if kernel == "grid_sample" else ""
     inputs, outputs = _ports(sig, False), _ports(sig, True)
@@ -444,7 +444,6 @@ def scaffold(sig: OpSignature, targets: str | Sequence[str], out_dir: Path, *, m
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise StudioError(f"output folder '{out_dir.name}' is a file; choose a folder", code="BAD-PATH")
-    from studio.core.outputs import writing_folder
 
     with writing_folder(out_dir):         # a full or read-only disk: one line, and no half package left
         return _scaffold(sig, targets, out_dir, model_name=model_name, model_sha=model_sha, opsets=opsets,

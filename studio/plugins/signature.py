@@ -26,6 +26,10 @@ from studio.core.sandbox import Limits, run_job
 from studio.core.types import Dim
 from studio.plugins.opgraph import find_nodes, ident, norm_domain
 from studio.plugins.reference import get_reference
+from studio.plugins.opgraph import attr_values
+from studio.inspect.shapes import sandboxed_shapes
+import studio.plugins.capture
+from studio.core.feeds import input_specs, random_feeds
 
 log = logging.getLogger(__name__)
 
@@ -187,8 +191,6 @@ def resolve_op(model: onnx.ModelProto, text: str) -> tuple[str, str]:
 # ---------------------------------------------------------------------------- static facts
 
 def _attributes(nodes: list[onnx.NodeProto]) -> tuple[AttributeSpec, ...]:
-    from studio.plugins.opgraph import attr_values
-
     seen: dict[str, tuple[str, list[Any], int]] = {}
     for n in nodes:
         values = attr_values(n)
@@ -247,7 +249,6 @@ def collect_signature(handle: ModelHandle, op: str, *, capture: bool = True, dim
     outs: dict[int, dict[str, list]] = {}
     notes: list[str] = []
 
-    from studio.inspect.shapes import sandboxed_shapes
 
     table, _ = sandboxed_shapes(handle.path.resolve(), model, None, pool_key=pool_key)
     if table.error:
@@ -286,9 +287,6 @@ def collect_signature(handle: ModelHandle, op: str, *, capture: bool = True, dim
 def _capture(handle: ModelHandle, domain: str, op_type: str, ins: dict, outs: dict, dims: Mapping[str, int] | None,
              max_nodes: int, pool_key: str, limits: Limits | None, seed: int, has_reference: bool,
              other_customs: set[tuple[str, str]]) -> tuple[list[OpSample], dict, dict | None, list[str]]:
-    import studio.plugins.capture  # noqa: F401 - registers the job
-    from studio.core.feeds import input_specs, random_feeds
-
     notes: list[str] = []
     try:
         feeds = random_feeds(input_specs(handle.proto), dims, seed=seed)

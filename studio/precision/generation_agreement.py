@@ -29,6 +29,10 @@ from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 from studio.inspect.decoder import DecoderSpec
+from studio.data.datasets import text_token_ids
+from profilers.generation import PlainStepper
+from studio.inspect.decoder_contract import GenerationContract
+from studio.inspect.decoder_contract import contract_of
 
 __all__ = ["GenerationAgreement", "Prompts", "decoder_prompts", "generation_agreement", "has_random_weights"]
 
@@ -88,8 +92,6 @@ def decoder_prompts(spec: DecoderSpec, *, dataset=None, count: int = 4, length: 
     each cut to ``MAX_PROMPT_TOKENS``), else ``count`` seeded random prompts of ``length`` ids. Ids the
     model's vocabulary cannot hold are refused with both sizes named."""
     if dataset is not None:
-        from studio.data.datasets import text_token_ids
-
         ids = text_token_ids(dataset, part="evaluation", limit=count, key=spec.input_ids or "input_ids")
         if not ids:
             raise StudioError(f"dataset {dataset.name[:40]} has no non-empty text in its evaluation part",
@@ -114,8 +116,6 @@ class _Teacher:
     """One model's cached decoding (the generation profiler's stepper): feed tokens, get their logits rows."""
 
     def __init__(self, runner, contract) -> None:
-        from profilers.generation import PlainStepper
-
         self.stepper, self.contract, self.seen = PlainStepper(runner, contract), contract, 0
 
     def feed(self, tokens: Sequence[int]) -> np.ndarray:
@@ -132,7 +132,6 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
 @job("precision.generation_agreement")
 def generation_agreement_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     from studio.core.engines.sessions import open_runner
-    from studio.inspect.decoder_contract import GenerationContract
 
     contract = GenerationContract.from_args(args["contract"])
     steps = int(args["steps"])
@@ -182,7 +181,6 @@ def generation_agreement(reference: Path, candidate: Path, spec: DecoderSpec, pr
     if spec.context and longest + steps > spec.context:
         raise StudioError(f"prompt ({longest} tokens) plus {steps} steps exceeds the model's context of "
                           f"{spec.context} positions", code="BAD-OPTION")
-    from studio.inspect.decoder_contract import contract_of
 
     contract = contract_of(onnx.load_model(str(reference), load_external_data=False), spec, Path(reference).name)
     args = {"reference": str(Path(reference).resolve()), "candidate": str(Path(candidate).resolve()),

@@ -25,6 +25,8 @@ from studio.core.errors import engine_message
 from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
+from studio.core.engines.litert import litert_limits
+from studio.core.sandbox import default_limits
 
 __all__ = ["LatencyItem", "measure"]
 
@@ -111,8 +113,6 @@ def _size(path: Path) -> int:
 def _pre_convert(model: Path, feeds: Feeds, precision: str, out: Path, pool_key: str) -> str:
     """ONNX -> .tflite in a LiteRT worker (int8 calibrated on ``feeds``); the path, or the ONNX
     path back when conversion fails (the latency job then reports the engine's own error)."""
-    from studio.core.engines.litert import litert_limits
-
     shapes = {n: list(np.shape(v)) for n, v in feeds.items()}
     try:
         res = run_job("litert.convert", {"model_path": str(model), "out_name": out.name, "precision": precision,
@@ -129,7 +129,6 @@ def measure(items: Sequence[LatencyItem], feeds: Feeds, *, budget_s: float = 60.
     an item that could not be opened or run is in the run's ``errors``."""
     payload = [{"key": it.key, "path": str(check_model_file(it.path)), "engine": resolve_engine_name(it.engine),
                 "options": it.options.to_args()} for it in items]
-    from studio.core.sandbox import default_limits
 
     scratch = None
     if any(p["engine"] == "litert" for p in payload):

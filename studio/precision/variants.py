@@ -33,7 +33,7 @@ import onnx
 from profilers.latency import LatencyRun
 from studio.accuracy.compare_models import ModelComparison, compare_models
 from studio.core.compare import QUANTIZED
-from studio.core.engines import RunOptions, get_engine
+from studio.core.engines import ENGINES, RunOptions, get_engine
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
 from studio.core.outputs import disk_error
@@ -112,6 +112,9 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
     VariantSpec("fp16-litert", "fp16 weights · LiteRT", "litert", "fp16", (), RunOptions(precision="f16")),
     VariantSpec("int8-litert", "INT8 · LiteRT (onnx2tf integer quantization, calibrated)", "litert", "int8", (),
                 RunOptions(precision="int8"), builder="litert-quant"),
+    # every other converted row of the engine table (ncnn): its conversion's fp32 and fp16, from the row
+    *(VariantSpec(f"fp{p[1:]}-{r.name}", f"fp{p[1:]} · {r.label}", r.name, f"fp{p[1:]}", (), RunOptions(precision=p))
+      for r in ENGINES if r.converted and r.name not in ("mnn", "litert") for p in r.precisions if p in ("f32", "f16")),
     VariantSpec("fp16-trt", "fp16 · TensorRT", "tensorrt", "fp16", (), RunOptions(precision="f16")),
     VariantSpec("int8-trt", "INT8 QDQ · TensorRT", "tensorrt", "int8",
                 (_p("quantize-int8-static", config="qdq-s8s8", fallback=False, require_target=False),),

@@ -23,6 +23,12 @@ import onnx
 
 from studio.core.errors import StudioError
 from studio.core.sandbox import Limits
+from studio.precision.nncf_weights import compress_openvino
+from studio.accuracy.layerwise import compare_layers
+from studio.inspect.decoder import recognize
+from studio.precision.generation_agreement import decoder_prompts, generation_agreement, has_random_weights
+from studio.core.feeds import FeedSet
+from studio.inspect.decoder_feeds import decoder_steps
 
 __all__ = ["NNCF_MODES", "WEIGHT_OPTION_KEYS", "build_nncf_weights", "check_weight_options", "matmul_errors",
            "weight_pass_options"]
@@ -73,8 +79,6 @@ def _block_size(header: onnx.ModelProto, opts: Mapping[str, Any]) -> int:
 def build_nncf_weights(name: str, model_path: Path, header: onnx.ModelProto, work: Path, opts: Mapping[str, Any],
                        limits: Limits, pool_key: str) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
     """An NNCF weight-compressed OpenVINO IR for variant ``name``: (IR, lineage, details, warnings)."""
-    from studio.precision.nncf_weights import compress_openvino
-
     mode = NNCF_MODES[name]
     if mode == "INT4_SYM" and opts.get("symmetric") is False:
         mode = "INT4_ASYM"
@@ -103,8 +107,6 @@ def matmul_errors(reference: Path, candidate: Path, quantized_outputs: list[str]
                   limits: Limits, pool_key: str) -> tuple[dict[str, Any], ...]:
     """Each quantized MatMul's output error against fp32 on ``feeds`` (relative L2, cosine, and the error it adds
     over the worst MatMul before it), worst first; outputs the comparison could not match are left out."""
-    from studio.accuracy.layerwise import compare_layers
-
     result = compare_layers(reference, candidate, feeds=dict(feeds), quantized=True, limits=limits,
                             pool_key=pool_key)
     wanted = set(quantized_outputs)
@@ -121,8 +123,6 @@ def matmul_errors(reference: Path, candidate: Path, quantized_outputs: list[str]
 def decoder_of(header: onnx.ModelProto, model_path: Path):
     """The model's DecoderSpec when it is a KV-cache decoder with input ids and logits (judged by generation),
     else None; a decoder whose cache contract is broken is judged like any model (its check says why)."""
-    from studio.inspect.decoder import recognize
-
     try:
         spec = recognize(header, folder=Path(model_path).parent, filename=Path(model_path).name)
     except StudioError:
@@ -137,8 +137,6 @@ def judge_decoder(model_path: Path, header: onnx.ModelProto, spec: Any, prompts_
     ``(name, engine, path, run options, pass details)`` on ONNX Runtime or OpenVINO: {name: (generation dict or
     None, per-MatMul errors, notes)}; a candidate whose generation cannot be judged gets a note, not a failure.
     Also the report's notes (where the prompts came from, random weights)."""
-    from studio.precision.generation_agreement import decoder_prompts, generation_agreement, has_random_weights
-
     prompts = decoder_prompts(spec, dataset=prompts_from)
     random_weights = has_random_weights(header)
     judged: dict[str, tuple] = {}
@@ -182,9 +180,6 @@ def decoder_feed_sets(header: onnx.ModelProto, spec: Any, dims: Mapping[str, int
     decode step per seed, :mod:`studio.inspect.decoder_feeds`): random feeds drawn dim by dim give a mask
     that does not fit the cache (a merged decoder's branch flag beside a non-empty past), which the
     verification refuses and no generation loop ever produces."""
-    from studio.core.feeds import FeedSet
-    from studio.inspect.decoder_feeds import decoder_steps
-
     def sets(seeds) -> tuple:
         return tuple(step.feeds for seed in seeds for step in decoder_steps(header, spec, dims=dims, seed=seed))
 

@@ -36,6 +36,7 @@ from studio.core.workspace import Version
 from studio.projects import liveness
 from studio.projects.catalog import Catalog
 from studio.projects.store import artifact_dir, put_model, scratch_dir
+from studio.core.save import save_model
 
 CATALOG = "catalog.sqlite"
 JOB_STATES = ("running", "done", "failed", "interrupted")
@@ -462,8 +463,6 @@ class ProjectModel:
     def add_model(self, model, label: str, parent: str | None, provenance: dict | None = None,
                   *, name: str | None = None) -> Version:
         """Save a derived ModelProto (or onnx_ir Model) as a new version."""
-        from studio.core.save import save_model
-
         tmp = self.project.scratch_dir("save")
         try:
             path = save_model(model, tmp / "model.onnx")

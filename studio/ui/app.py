@@ -19,6 +19,7 @@ import streamlit as st  # noqa: E402
 
 from studio import api  # noqa: E402
 from studio.ui import state, widgets  # noqa: E402
+from studio.ui.views import overview
 
 st.set_page_config(page_title="onnx-studio", page_icon="🧩", layout="wide")
 
@@ -26,8 +27,6 @@ def _landing() -> None:
     """The app's root URL shows the Overview. Streamlit serves its default page only at the root, so a
     default Overview would answer its own link, /overview, with "Page not found"; this hidden page is the
     default instead and every page in the menu keeps its own URL (bookmarks, shared links, reloads)."""
-    from studio.ui.views import overview
-
     overview.render()
 
 

@@ -23,6 +23,7 @@ from studio import api
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.core.workspace import Version, default_root
+from studio.core.paths import confine, is_within
 
 _SESSION = "onnx_studio_session"
 _LIFETIME = "onnx_studio_lifetime"
@@ -302,8 +303,6 @@ def add_model_file(path: str | Path, label: str = "original") -> Version:
 def open_path(typed: str) -> Version:
     """A model by path (local mode): inside the path root, and never a file of a project (the
     projects root holds every project; by path one could reach another's models)."""
-    from studio.core.paths import confine, is_within
-
     path = confine(typed, path_root(), label="model path")
     if is_within(path, api.projects_root()):
         raise StudioError("that path is inside the projects folder; open projects on the Projects page",

@@ -40,6 +40,7 @@ from typing import Any
 from studio.core.errors import WorkerError
 from studio.core.sandbox.limits import Limits
 from studio.core.sandbox.messages import describe_exit, scrub_message
+import studio
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +103,6 @@ def _in_spawner_thread(fn: Callable[[], Any]) -> Any:
 
 
 def _studio_root() -> str:
-    import studio
-
     return str(Path(studio.__file__).resolve().parent.parent)
 
 

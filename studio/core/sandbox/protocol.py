@@ -38,6 +38,7 @@ from studio.core.sandbox.messages import (
 )
 from studio.core.sandbox.pool import Pool, evict_idle, get_pool, job_root
 from studio.core.sandbox.process import TICK_S, Worker
+from studio.core.expansion import model_size_note
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +263,6 @@ def _size_note(request: dict) -> str:
     path = (request.get("args") or {}).get("model_path")
     if not path:
         return ""
-    from studio.core.expansion import model_size_note
 
     return model_size_note(Path(str(path)))
 
