@@ -465,6 +465,7 @@ def task_judge(task: Mapping[str, Any]) -> Callable[[list[dict], list[dict]], tu
     from studio.data.metrics import bound_metric
 
     metric, output = bound_metric(task["metric"], **dict(task.get("metric_options") or {})), task["output"]
+    labels = task.get("labels")      # holdout item i's true class id (top1-accuracy, accuracy-drop), or None
 
     def judge(reference: list[dict], got: list[dict]) -> tuple[float, float | None]:
         # item i of ``got`` ran on holdout item i and is scored against golden item i, never a neighbour
@@ -473,7 +474,7 @@ def task_judge(task: Mapping[str, Any]) -> Callable[[list[dict], list[dict]], tu
             return 0.0, None                   # an item without the output: this trial misses
         gold = [np.asarray(r[output]) for r in reference]
         cand = [np.asarray(g[output]) for g in got]
-        value = metric.score(output, gold, cand).value
+        value = metric.score(output, gold, cand, labels).value
         if value is None or value != value:
             return 0.0, None
         return (float(value) if metric.higher_is_better else 1.0 - float(value)), None

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["LatencyStats", "RatioEstimate", "Slope", "latency_stats", "linear_slope", "paired_ratio",
-           "percentile"]
+__all__ = ["LatencyStats", "RatioEstimate", "Slope", "bootstrap_interval", "latency_stats", "linear_slope",
+           "paired_ratio", "percentile"]
 
 # Percentiles reported for every latency distribution.
 PERCENTILES: tuple[float, ...] = (10.0, 50.0, 90.0, 99.0, 99.9)
@@ -155,11 +155,27 @@ def paired_ratio(baseline_rounds: Sequence[float], other_rounds: Sequence[float]
     q1, q3 = np.percentile(ratios, [25, 75])
     if ratios.size < 3:
         return RatioEstimate(estimate, None, None, float(q3 - q1), int(ratios.size))
-    from scipy.stats import bootstrap     # lazily: only a ratio with an interval needs it
+    low, high = bootstrap_interval(ratios, np.median, resamples=resamples, seed=seed)
+    return RatioEstimate(estimate, low, high, float(q3 - q1), int(ratios.size))
 
-    ci = bootstrap((ratios,), np.median, n_resamples=resamples, confidence_level=0.95, method="percentile",
+
+def bootstrap_interval(values: Sequence[float] | np.ndarray, statistic=np.mean, *, resamples: int = 2000,
+                       seed: int = 0, confidence: float = 0.95) -> tuple[float, float]:
+    """The ``confidence`` interval of ``statistic`` (a vectorized numpy reduction: np.mean, np.median) over
+    ``values``: ``scipy.stats.bootstrap``'s percentile method, numpy's generator seeded with ``seed``. The one
+    bootstrap of the studio: latency ratios (:func:`paired_ratio`) and task metrics over samples
+    (``studio.data.metrics``: top-1 accuracy, its drop from fp32). Values all equal give that value twice
+    (what scipy's percentile method gives too, without its 2,000 resamples)."""
+    from scipy.stats import bootstrap     # lazily: only a figure with an interval needs it
+
+    data = np.asarray(values, dtype=np.float64)
+    if data.size == 0:
+        raise ValueError("bootstrap interval of an empty sample")
+    if np.all(data == data.flat[0]):      # no spread: the interval is the value
+        return float(data.flat[0]), float(data.flat[0])
+    ci = bootstrap((data,), statistic, n_resamples=resamples, confidence_level=confidence, method="percentile",
                    vectorized=True, axis=-1, rng=np.random.default_rng(seed)).confidence_interval
-    return RatioEstimate(estimate, float(ci.low), float(ci.high), float(q3 - q1), int(ratios.size))
+    return float(ci.low), float(ci.high)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ try:  # works both as ``sample_models.build`` and when run as a plain script
     from sample_models.decoders import (build_gpt2_decoder, build_gpt2_merged, build_gpt2_with_past,
                                         build_llama_genai, build_llama_optimum, write_large_decoder)
     from sample_models.detector import build_yolo_detector
+    from sample_models.digits import GOLDEN_FILE, build_digits_classifier, golden_jsonl
     from sample_models.trained_decoder import build_char_gpt2, heldout_text, tokenizer_json
     from sample_models.protos import GraphParts
     from sample_models.protos import sample_model as _model
@@ -48,6 +49,7 @@ except ImportError:  # pragma: no cover
     from sample_models.decoders import (build_gpt2_decoder, build_gpt2_merged, build_gpt2_with_past,
                                         build_llama_genai, build_llama_optimum, write_large_decoder)
     from sample_models.detector import build_yolo_detector
+    from sample_models.digits import GOLDEN_FILE, build_digits_classifier, golden_jsonl
     from sample_models.trained_decoder import build_char_gpt2, heldout_text, tokenizer_json
     from sample_models.protos import GraphParts
     from sample_models.protos import sample_model as _model
@@ -679,6 +681,7 @@ BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "image_classifier": build_image_classifier,
     "caffe_classifier": build_caffe_classifier,
     "imagenet_classifier": build_imagenet_classifier,
+    "digits_classifier": build_digits_classifier,
     "gpt2_decoder": build_gpt2_decoder,
     "gpt2_decoder_with_past": build_gpt2_with_past,
     "gpt2_decoder_merged": build_gpt2_merged,
@@ -691,6 +694,7 @@ RECIPES: dict[str, dict] = {"caffe_classifier": CAFFE_RECIPE}
 SIDE_FILES: dict[str, dict[str, Callable[[], str]]] = {
     "char_gpt2_decoder": {"char_gpt2_decoder.tokenizer.json": tokenizer_json,
                           "char_gpt2_decoder.heldout.txt": heldout_text},
+    "digits_classifier": {GOLDEN_FILE: golden_jsonl},
 }
 assert tuple(BUILDERS) == tuple(m.name for m in ALL_SAMPLES), "BUILDERS must follow the catalog order"
 

@@ -29,7 +29,7 @@ class SampleModel:
     extra_files: tuple[str, ...] = ()
     recipe_file: str = ""          # a preprocessing recipe (JSON) for the model's image input, if it has one
     tags: tuple[str, ...] = ()     # "decoder" (a KV-cache language model), "random-weights" (results mean nothing),
-                                   # "trained" (perplexity means something)
+                                   # "trained" (real weights: perplexity / accuracy mean something)
     side_files: tuple[str, ...] = ()   # written beside the model by the build (a tokenizer, a held-out text)
 
     @property
@@ -121,6 +121,14 @@ CATALOG: tuple[SampleModel, ...] = (
         "imagenet_classifier",
         "1000-class ImageNet-style classifier: NCHW [1,3,224,224] ImageNet-normalized RGB, logits [1,1000]; "
             "the bundled photos get four different classes",
+    ),
+    _sample(
+        "digits_classifier",
+        "Handwritten-digit MLP trained on scikit-learn's load_digits (real 8x8 digits, raw pixels 0..16); its "
+            "golden set of 500 held-out digits with true labels (+300 training digits to calibrate) beside it, "
+            "for INT8 judged by top-1 accuracy",
+        tags=("trained",),
+        side_files=("digits_classifier.golden.jsonl",),
     ),
 )
 

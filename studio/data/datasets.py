@@ -6,7 +6,8 @@ why, the preprocessing recipe (data, see :mod:`studio.core.preprocess`) and a fi
 split into calibration and evaluation parts. Imports never touch the source:
 files are copied in (a zip is validated before anything is unpacked); unreadable
 files are listed and skipped with a count. Kinds: images (PNG/JPEG/BMP/WebP),
-audio (PCM WAV), text (JSONL of token ids, or raw lines with a ``tokenizer.json``),
+audio (PCM WAV), text (JSONL feed dicts or token ids, or raw lines with a ``tokenizer.json``; a JSONL
+line's ``label`` and ``part``: a golden set whose every line names its part keeps that split),
 tensors (.npz/.npy) and a data-loader script (``load_data()`` yielding feed dicts,
 Polygraphy's convention) that runs in the sandbox worker, and only when the user
 chose the script kind: ``auto`` never picks a .py file (a stray ``setup.py`` beside
@@ -47,6 +48,7 @@ MAX_JSON_DEPTH = 32
 #: Bytes per value while an image is preprocessed: the uint8 picture, ~3 float32 working copies, the output.
 _IMAGE_WORK_BYTES = 1 + 3 * 4
 MANIFEST = "dataset.json"
+PARTS = ("calibration", "evaluation")
 SCHEMA = 1
 
 
@@ -175,6 +177,15 @@ def _split(indices: Sequence[int], calibration_fraction: float, seed: int) -> tu
     return cal, ev
 
 
+def _parts_split(parts: Mapping[int, str], count: int) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The split the samples name themselves (every one a ``part``, both parts present), else None (a
+    seeded random split then): a golden set keeps its held-out samples out of calibration."""
+    if len(parts) != count or set(parts.values()) != set(PARTS):
+        return None
+    return (tuple(i for i, p in sorted(parts.items()) if p == "calibration"),
+            tuple(i for i, p in sorted(parts.items()) if p == "evaluation"))
+
+
 def _read_labels(folder: Path) -> dict[str, str]:
     """labels.json ({file: label}) or labels.csv (file,label) beside the samples, if any."""
     for name in ("labels.json", "labels.csv"):
@@ -260,8 +271,10 @@ def read_wav(path: Path) -> tuple[np.ndarray, int]:
     return data, rate
 
 
-def _text_samples(files: Sequence[Path], root: Path) -> tuple[list[tuple[str, int, str | None]], list[tuple[str, str]]]:
-    """(file, line, label) per usable line; (name, reason) per unusable one."""
+def _text_samples(files: Sequence[Path], root: Path
+                  ) -> tuple[list[tuple[str, int, str | None, str | None]], list[tuple[str, str]]]:
+    """(file, line, label, part) per usable line; (name, reason) per unusable one. A .jsonl line may name
+    its ``part`` (calibration or evaluation): a golden set keeps its split (:func:`_parts_split`)."""
     found, skipped = [], []
     for p in files:
         if p.suffix.lower() not in TEXT_SUFFIXES or p.name.startswith("labels."):
@@ -271,7 +284,7 @@ def _text_samples(files: Sequence[Path], root: Path) -> tuple[list[tuple[str, in
         for i, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines()):
             if not line.strip():
                 continue
-            label = None
+            label = part = None
             if p.suffix.lower() == ".jsonl":
                 try:
                     obj = json_line(line)
@@ -279,7 +292,11 @@ def _text_samples(files: Sequence[Path], root: Path) -> tuple[list[tuple[str, in
                     skipped.append((f"{rel}:{i + 1}", str(exc)))
                     continue
                 label = None if obj.get("label") is None else str(obj["label"])[:200]
-            found.append((rel, i, label))
+                part = None if obj.get("part") is None else str(obj["part"])[:40]
+                if part is not None and part not in PARTS:
+                    skipped.append((f"{rel}:{i + 1}", f"part {part!r} is not one of {', '.join(PARTS)}"))
+                    continue
+            found.append((rel, i, label, part))
             if len(found) > MAX_SAMPLES:
                 raise StudioError(f"more than {MAX_SAMPLES} text samples", code="TOO-LARGE")
     return found, skipped
@@ -344,7 +361,7 @@ def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | Non
         if kind not in KINDS:
             raise StudioError(f"dataset kind must be one of {', '.join(KINDS)}", code="BAD-OPTION")
         labels = _read_labels(src_root) if src.is_dir() or src.suffix.lower() == ".zip" else {}
-        samples, skipped = _collect(kind, src_root, src_files, files_root, labels, max_samples)
+        samples, skipped, parts = _collect(kind, src_root, src_files, files_root, labels, max_samples)
         opts = dict(options or {})
         if tokenizer is not None:
             tok = Path(tokenizer)
@@ -360,7 +377,7 @@ def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | Non
         if not samples:
             first = f" (first: {skipped[0][0][:40]}: {skipped[0][1][:240]})" if skipped else ""
             raise StudioError(f"no usable samples in the dataset source{first}")
-        cal, ev = _split([s.index for s in samples], calibration_fraction, seed)
+        cal, ev = _parts_split(parts, len(samples)) or _split([s.index for s in samples], calibration_fraction, seed)
         classes = tuple(sorted({s.label for s in samples if s.label is not None and not s.label.lstrip('-').isdigit()}))
         ds = Dataset(ds_id, (name or src.stem or "dataset")[:80], kind, folder, tuple(samples), tuple(skipped),
                      recipe if kind == "image" else None, reason, cal, ev, classes, opts)
@@ -375,8 +392,10 @@ def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | Non
 
 
 def _collect(kind: str, src_root: Path, files: Sequence[Path], into: Path, labels: Mapping[str, str],
-             max_samples: int) -> tuple[list[SampleRef], list[tuple[str, str]]]:
+             max_samples: int) -> tuple[list[SampleRef], list[tuple[str, str]], dict[int, str]]:
+    """The samples copied into ``into``, what was skipped and why, and the part each sample named (JSONL)."""
     samples: list[SampleRef] = []
+    parts: dict[int, str] = {}
     skipped: list[tuple[str, str]] = []
     if kind != "script":
         skipped = [(p.relative_to(src_root).as_posix()[:200], PY_IGNORED) for p in files if p.suffix.lower() == ".py"]
@@ -384,14 +403,16 @@ def _collect(kind: str, src_root: Path, files: Sequence[Path], into: Path, label
         found, text_skipped = _text_samples(files, src_root)
         skipped += text_skipped
         copied: dict[str, str] = {}
-        for rel, line, label in found[:max_samples]:
+        for rel, line, label, part in found[:max_samples]:
             if rel not in copied:
                 target = safe_child(into, PurePosixPath(*[safe_name(p, default="_") for p in PurePosixPath(rel).parts]))
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src_root / rel, target, follow_symlinks=False)  # scratch: into our staging
                 copied[rel] = target.relative_to(into.parent).as_posix()
+            if part is not None:
+                parts[len(samples)] = part
             samples.append(SampleRef(len(samples), copied[rel], label, line))
-        return samples, skipped
+        return samples, skipped, parts
     if kind == "script":
         from studio.data.loader_script import run_loader_script
 
@@ -399,7 +420,7 @@ def _collect(kind: str, src_root: Path, files: Sequence[Path], into: Path, label
         if len(scripts) != 1:
             raise StudioError(f"a data-loader dataset is one .py file defining load_data(); found {len(scripts)}")
         count = run_loader_script(scripts[0], into, limit=max_samples)
-        return [SampleRef(i, f"samples/{i:05d}.npz") for i in range(count)], []
+        return [SampleRef(i, f"samples/{i:05d}.npz") for i in range(count)], [], {}
     suffixes = {"image": IMAGE_SUFFIXES, "audio": AUDIO_SUFFIXES, "tensor": TENSOR_SUFFIXES}[kind]
     check = {"image": _check_image, "audio": _check_wav, "tensor": _check_tensor}[kind]
     for p in files:
@@ -423,7 +444,7 @@ def _collect(kind: str, src_root: Path, files: Sequence[Path], into: Path, label
         # ImageFolder convention: the parent folder names the class; labels.json wins.
         label = labels.get(rel.as_posix()) or labels.get(p.name) or (rel.parts[0] if len(rel.parts) > 1 else None)
         samples.append(SampleRef(len(samples), target.relative_to(into.parent).as_posix(), label))
-    return samples, skipped
+    return samples, skipped, parts
 
 
 # ---------------------------------------------------------------------------- reading back

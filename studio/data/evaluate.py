@@ -42,6 +42,12 @@ class Golden:
     reference: str                   # "onnxruntime CPU, graph optimizations off (1.32.0)"
     specs: tuple[OutputSpec, ...]
     seconds: float = 0.0
+    labels: tuple[int | None, ...] = ()   # each sample's true class id from the dataset (None: unlabelled)
+
+    @property
+    def labelled(self) -> list[int | None] | None:
+        """The true labels in sample order for the metrics that need them, None when no sample has one."""
+        return list(self.labels) if any(v is not None for v in self.labels) else None
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,12 @@ def output_specs(model: onnx.ModelProto, tasks: Mapping[str, str] | None = None,
     return tuple(out)
 
 
+def sample_labels(ds: Dataset, indices: Sequence[int]) -> tuple[int | None, ...]:
+    """The true class id of each sample index (``Dataset.label_index``), None where it has no label."""
+    by_index = {s.index: s for s in ds.samples}
+    return tuple(ds.label_index(by_index[i].label) if i in by_index else None for i in indices)
+
+
 def _real_shapes(outs: Sequence[Mapping[str, np.ndarray]]) -> dict[str, tuple]:
     return {k: tuple(np.shape(v)) for k, v in (outs[0] if outs else {}).items()}
 
@@ -160,7 +172,8 @@ def golden_outputs(ds: Dataset, model_path: str | Path, *, part: str = "evaluati
                     i, _, name = key.partition("/")
                     outs[int(i)][name] = data[key]
             return Golden(sha, part, tuple(outs), tuple(info["samples"]), info["reference"],
-                          output_specs(model, tasks, shapes=_real_shapes(outs)), float(info.get("seconds", 0.0)))
+                          output_specs(model, tasks, shapes=_real_shapes(outs)), float(info.get("seconds", 0.0)),
+                          sample_labels(ds, info["samples"]))
     refs = ds.part(part)[: limit or None]
     feeds = dataset_feeds(ds, model, part=part, limit=limit)
     started = time.perf_counter()
@@ -180,7 +193,8 @@ def golden_outputs(ds: Dataset, model_path: str | Path, *, part: str = "evaluati
     atomic_write_text(meta, json.dumps({"model_sha256": sha, "part": part, "samples": [r.index for r in refs],
                                         "reference": reference, "seconds": seconds, "limit": limit}))
     return Golden(sha, part, outs, tuple(r.index for r in refs), reference,
-                  output_specs(model, tasks, shapes=_real_shapes(outs)), seconds)
+                  output_specs(model, tasks, shapes=_real_shapes(outs)), seconds,
+                  sample_labels(ds, [r.index for r in refs]))
 
 
 def score_outputs(golden: Golden, candidate: Sequence[Mapping[str, np.ndarray] | None], *,
@@ -234,8 +248,7 @@ def evaluate(ds: Dataset, golden: Golden, model_path: str | Path, *, engine: str
         runs = _run_sets(model_path, engine, feeds, options, pool_key)
         outs, errors = runs.outputs, runs.errors
     failed = tuple((golden.sample_indices[i], str(e)[:200]) for i, e in enumerate(errors) if e)
-    by_index = {s.index: s for s in ds.samples}
-    labels = [ds.label_index(by_index[i].label) if i in by_index else None for i in golden.sample_indices]
+    labels = list(sample_labels(ds, golden.sample_indices))
     reports = score_outputs(golden, outs, labels=labels if any(v is not None for v in labels) else None,
                             metrics=metrics)
     notes = [] if golden.outputs else [f"nothing evaluated: {golden.reference}"]

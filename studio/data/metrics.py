@@ -6,7 +6,9 @@ candidate version x engine) the way the task judges it: top-k agreement for
 classifiers, order-invariant box matching (mAP50 against the reference's boxes)
 for detectors, mask IoU for segmentation, cosine and retrieval recall@k for
 embeddings, greedy CTC strings and character error rate for sequence heads,
-mismatch counts for integer outputs, max abs/rel error for regression. Cosine,
+mismatch counts for integer outputs, max abs/rel error for regression; with a
+labelled dataset, top-1 accuracy against the true labels and its drop from fp32,
+each with a 95 % bootstrap interval over samples (the field's INT8 standard). Cosine,
 max abs/rel and mismatch counts are ``studio.core.closeness``'s figures and
 NaN/Inf rules (NaN or Inf on one side only scores the worst). Every result names
 its worst samples so a user can look at the input that broke.
@@ -14,6 +16,7 @@ its worst samples so a user can look at the input that broke.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
@@ -22,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from profilers.stats import bootstrap_interval
 from studio.core.closeness import Closeness, closeness, cosine_matrix, count_unequal, top_classes
 from studio.data.tasks import _Evidence, infer_task, is_yolo_head
 
@@ -50,13 +54,15 @@ class MetricResult:
     per_sample: tuple[float, ...] = ()
     worst: tuple[int, ...] = ()         # sample indices, worst first
     detail: str = ""
+    ci: tuple[float, float] | None = None   # 95 % bootstrap interval over samples (accuracy, its drop)
 
     def to_dict(self) -> dict:
         def clean(v):
             return None if v is None or not math.isfinite(v) else float(v)
         return {"metric": self.metric, "output": self.output, "value": clean(self.value),
                 "higher_is_better": self.higher_is_better, "worst_samples": list(self.worst),
-                "per_sample": [clean(v) for v in self.per_sample], "detail": self.detail}
+                "per_sample": [clean(v) for v in self.per_sample], "detail": self.detail,
+                "ci": [clean(v) for v in self.ci] if self.ci else None}
 
 
 def _worst(per_sample: Sequence[float], higher_is_better: bool) -> tuple[int, ...]:
@@ -277,8 +283,43 @@ class NextTokenAgreement(Metric):
         return _result(self.name, output, per, True, detail=f"argmax over the vocabulary at {positions} positions")
 
 
+def _labels_problem(cand: Sequence[np.ndarray], labels: Sequence[object] | None, threshold: float | None
+                    ) -> str | None:
+    """Why the dataset's labels cannot judge this output (none; ids that name no class of it), or None."""
+    if not labels or all(v is None for v in labels):
+        return "the dataset has no labels"
+    classes = _class_count(cand, threshold)
+    known = sorted({int(v) for v in labels if v is not None})
+    if classes is not None and known and (known[0] < 0 or known[-1] >= classes):
+        # Labels that name no class of this output (4 photo folders against a 2-class head) would
+        # give an accuracy that means nothing: say so instead of printing a number.
+        return (f"the dataset's labels ({len(known)} distinct, ids {known[0]}..{known[-1]}) are not class ids of "
+                f"this {classes}-class output; name the label folders by class id (0..{classes - 1}) or by the "
+                "model's class names")
+    return None
+
+
+def _correct(outputs: Sequence[np.ndarray], labels: Sequence[object], threshold: float | None) -> np.ndarray:
+    """Per sample, the share of its rows whose top-1 class is the sample's true label (NaN: no label)."""
+    return np.asarray([float("nan") if label is None else float(np.mean(_labels_of(o, threshold) == int(label)))
+                       for o, label in zip(outputs, labels)], np.float64)
+
+
+def _interval(per_sample: np.ndarray) -> tuple[float, float] | None:
+    """The 95 % bootstrap interval of the mean over the labelled samples (``profilers.stats``, the one
+    bootstrap; seeded, so a report reads the same twice); None with fewer than 2 samples."""
+    vals = per_sample[~np.isnan(per_sample)]
+    return bootstrap_interval(vals, np.mean, seed=0) if vals.size >= 2 else None
+
+
+def _ci_text(ci: tuple[float, float] | None, n: int) -> str:
+    return (f"95 % CI {ci[0]:.4f}–{ci[1]:.4f} (bootstrap over {n} samples)" if ci is not None
+            else "no interval (fewer than 2 labelled samples)")
+
+
 class Accuracy(Metric):
-    """Classification against labels from the dataset (top-1)."""
+    """Classification against the dataset's true labels (top-1), with its 95 % bootstrap interval over
+    samples: the field's INT8 standard is accuracy on a labelled golden set, not agreement with fp32."""
 
     name = "top1-accuracy"
 
@@ -289,24 +330,45 @@ class Accuracy(Metric):
         return TopKAgreement(1).applies_to(spec)
 
     def score(self, output, golden, cand, labels=None):
-        if not labels:
-            return MetricResult(self.name, output, None, True, detail="the dataset has no labels")
-        classes = _class_count(cand, self.threshold)
-        known = sorted({int(v) for v in labels if v is not None})
-        if classes is not None and known and (known[0] < 0 or known[-1] >= classes):
-            # Labels that name no class of this output (4 photo folders against a 2-class head) would
-            # give an accuracy that means nothing: say so instead of printing a number.
-            return MetricResult(self.name, output, None, True,
-                                detail=f"the dataset's labels ({len(known)} distinct, ids {known[0]}..{known[-1]}) "
-                                       f"are not class ids of this {classes}-class output; name the label folders "
-                                       f"by class id (0..{classes - 1}) or by the model's class names")
-        per = []
-        for c, label in zip(cand, labels):
-            if label is None:
-                per.append(float("nan"))
-                continue
-            per.append(float(np.mean(_labels_of(c, self.threshold) == int(label))))
-        return _result(self.name, output, per, True)
+        problem = _labels_problem(cand, labels, self.threshold)
+        if problem:
+            return MetricResult(self.name, output, None, True, detail=problem)
+        per = _correct(cand, labels, self.threshold)
+        n = int(np.count_nonzero(~np.isnan(per)))
+        ci = _interval(per)
+        r = _result(self.name, output, per.tolist(), True,
+                    detail=f"{float(np.nansum(per)):g} of {n} labelled samples right; {_ci_text(ci, n)}")
+        return dataclasses.replace(r, ci=ci)
+
+
+class AccuracyDrop(Metric):
+    """fp32's top-1 accuracy minus the candidate's, both against the dataset's true labels on the same
+    samples (the golden outputs are fp32's): the field's INT8 criterion ("drop under 1 %"). Per sample
+    +1 where only fp32 is right, -1 where only the candidate is; the interval is the paired bootstrap of
+    those differences."""
+
+    name = "accuracy-drop"
+    higher_is_better = False
+
+    def __init__(self, threshold: float | None = None) -> None:
+        self.threshold = threshold
+
+    def applies_to(self, spec):
+        return TopKAgreement(1).applies_to(spec)
+
+    def score(self, output, golden, cand, labels=None):
+        problem = _labels_problem(cand, labels, self.threshold) or _same_shape(output, self.name, golden, cand)
+        if problem:
+            return MetricResult(self.name, output, None, False, detail=problem)
+        ref, got = _correct(golden, labels, self.threshold), _correct(cand, labels, self.threshold)
+        per = ref - got
+        n = int(np.count_nonzero(~np.isnan(per)))
+        ci = _interval(per)
+        r = _result(self.name, output, per.tolist(), False,
+                    detail=f"fp32 {float(np.nanmean(ref)):.4f} -> {float(np.nanmean(got)):.4f} on {n} labelled "
+                           f"samples ({int(np.nansum(per > 0))} lost, {int(np.nansum(per < 0))} gained); "
+                           f"{_ci_text(ci, n)}")
+        return dataclasses.replace(r, ci=ci)
 
 
 # ---------------------------------------------------------------------------- detection
@@ -608,7 +670,7 @@ class CharErrorRate(Metric):
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Cosine(), MaxAbsError(), MaxRelError(), Mismatch(), TopKAgreement(1), TopKAgreement(5), Accuracy(),
-    DetectionMAP(), MaskIoU(), RecallAtK(1), RecallAtK(5), CharErrorRate(), NextTokenAgreement())}
+    AccuracyDrop(), DetectionMAP(), MaskIoU(), RecallAtK(1), RecallAtK(5), CharErrorRate(), NextTokenAgreement())}
 
 def task_of(spec: OutputSpec) -> str:
     """classification | detection | segmentation | embedding | sequence | integer | regression | other:
@@ -628,7 +690,7 @@ def task_info(spec: OutputSpec):
 
 
 _BY_TASK = {
-    "classification": ("top1-agreement", "top5-agreement", "top1-accuracy", "cosine"),
+    "classification": ("top1-agreement", "top5-agreement", "top1-accuracy", "accuracy-drop", "cosine"),
     "detection": ("map50", "cosine"),
     "segmentation": ("mask-iou",),
     "embedding": ("cosine", "recall@1", "recall@5"),
@@ -656,8 +718,8 @@ def bound_metric(name: str, *, threshold: float | None = None, head: str | None 
     metric = METRICS[name]
     if threshold is not None and isinstance(metric, TopKAgreement):
         return TopKAgreement(metric.k, threshold=threshold)
-    if threshold is not None and isinstance(metric, Accuracy):
-        return Accuracy(threshold=threshold)
+    if threshold is not None and isinstance(metric, (Accuracy, AccuracyDrop)):
+        return type(metric)(threshold=threshold)
     if head and isinstance(metric, DetectionMAP):
         return DetectionMAP(head=head)
     return metric
@@ -683,6 +745,9 @@ def metrics_for(spec: OutputSpec, override: Sequence[str] | None = None) -> tupl
 
 
 # ---------------------------------------------------------------------------- targets
+
+#: Metrics judged against the dataset's true labels (a target on one needs labelled samples).
+LABELLED = ("top1-accuracy", "accuracy-drop")
 
 _TARGET = re.compile(r"^\s*([a-z0-9@\-]+)\s*(>=|<=|>|<)\s*([0-9.eE+\-]+)\s*$")
 _DERIVED = {"map-drop": ("map50", lambda v: 1.0 - v, False), "top1-drop": ("top1-agreement", lambda v: 1.0 - v, False)}
@@ -752,7 +817,7 @@ def check_target(target, specs: Sequence, *, has_labels: bool | None = None) -> 
 
     for spec in specs:
         if target.base_metric in metric_names(spec):
-            if target.base_metric == "top1-accuracy" and has_labels is False:
+            if target.base_metric in LABELLED and has_labels is False:
                 raise StudioError(f"target {target.text()} needs labelled samples (sub-folders named by class); "
                                   "this dataset has no labels: use top1-agreement instead", code="BAD-OPTION")
             return spec.name

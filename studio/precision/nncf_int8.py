@@ -69,12 +69,14 @@ def _infer(compiled, feeds: dict[str, np.ndarray], output: str) -> np.ndarray:
     return np.asarray(by_name[output] if output in by_name else next(iter(res.values())))
 
 
-def _score(metric, output: str, gold: list[np.ndarray], got: list[np.ndarray]) -> tuple[float | None, list[float]]:
+def _score(metric, output: str, gold: list[np.ndarray], got: list[np.ndarray],
+           labels: list | None = None) -> tuple[float | None, list[float]]:
     """(metric, per-item values) as NNCF wants them: higher is better (error metrics negated);
     None when the metric cannot be computed on these items. A per-item value that is undefined
     (an image without golden boxes) is 0 on both the fp32 and the INT8 side: NNCF only ranks
-    items by their difference, and such an item then never looks broken."""
-    r = metric.score(output, gold, got)
+    items by their difference, and such an item then never looks broken. ``labels``: the items'
+    true class ids, for the metrics judged against labels (top1-accuracy, accuracy-drop)."""
+    r = metric.score(output, gold, got, labels)
     if r.value is None or np.isnan(r.value):
         return None, []
     sign = 1.0 if metric.higher_is_better else -1.0
@@ -113,6 +115,7 @@ def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         golden = _read_sets(args["golden"])
         metric = bound_metric(args["metric"], **dict(args.get("metric_options") or {}))
         output = args["output"]
+        labels = args.get("labels")          # evaluation item i's true class id, or None: no labels
 
         per_item = {"ok": True}
 
@@ -122,7 +125,7 @@ def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
             items = list(data)
             got = [_infer(compiled, feeds, output) for _, feeds in items]
             gold = [golden[int(i)][output] for i, _ in items]
-            value, per = _score(metric, output, gold, got)
+            value, per = _score(metric, output, gold, got, [labels[int(i)] for i, _ in items] if labels else None)
             if value is None:
                 if len(items) == 1:
                     # NNCF probes one item to choose its mode: a metric that needs several (recall@k)
@@ -155,9 +158,10 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
                       metric: str | None = None, output: str | None = None, max_drop: float = 0.01,
                       ranking_subset: int | None = None, limits: Limits | None = None,
                       pool_key: str = "default", metric_options: Mapping[str, Any] | None = None,
-                      model_type: str = "auto") -> NNCFResult:
+                      model_type: str = "auto", labels: Sequence[int | None] | None = None) -> NNCFResult:
     """Quantize ``model_path`` with NNCF for OpenVINO; the IR lands in ``out_dir``.
-    ``metric_options``: how ``metric`` judges ``output`` (``studio.data.metrics.metric_options``).
+    ``metric_options``: how ``metric`` judges ``output`` (``studio.data.metrics.metric_options``);
+    ``labels``: each evaluation sample's true class id, for a metric judged against labels.
     ``model_type``: "transformer" (NNCF's ``ModelType.TRANSFORMER``), "default", or "auto": transformer
     when the graph is attention-bearing and MatMul-bound (``passes.transformer_fusion.is_transformer``).
 
@@ -194,7 +198,8 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
             raise StudioError("the ranking subset needs at least 1 item", code="BAD-OPTION")
         args.update(evaluation=str(save_npz(list(evaluation), work / "evaluation.npz")), ranking_subset=ranking_subset,
                     golden=str(save_npz([{output: g[output]} for g in golden], work / "golden.npz")),
-                    metric=metric, output=output, metric_options=dict(metric_options or {}))
+                    metric=metric, output=output, metric_options=dict(metric_options or {}),
+                    labels=[None if v is None else int(v) for v in labels] if labels else None)
     base = scaled_to_model(limits, model_bytes_on_disk(model_path))   # NNCF holds a few copies of the weights
     limits = Limits(timeout_s=max(base.timeout_s, 600.0), memory_bytes=base.memory_bytes,
                     cpu_threads=base.cpu_threads, address_space_limit=base.address_space_limit)

@@ -50,7 +50,8 @@ def test_two_class_softmax_is_classification_whatever_its_name():
     assert "[N, 2] softmax over the last axis" in t.reason and t.reason.endswith("classification")
     spec = output_specs(m)[0]
     assert task_of(spec) == "classification"
-    assert [x.name for x in metrics_for(spec)] == ["top1-agreement", "top1-accuracy", "cosine"]   # no top-5 of 2
+    assert [x.name for x in metrics_for(spec)] == ["top1-agreement", "top1-accuracy", "accuracy-drop",
+                                                  "cosine"]   # no top-5 of 2
     assert "top1-agreement" in applicable_targets([spec]) and "top5-agreement" not in applicable_targets([spec])
 
 

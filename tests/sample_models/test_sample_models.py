@@ -60,7 +60,7 @@ def _run(model: SampleModel, dims: dict[str, int]) -> list[np.ndarray]:
 
 def test_catalog_matches_builders_and_files() -> None:
     assert [m.name for m in ALL_SAMPLES] == list(build.BUILDERS)
-    assert len({m.name for m in ALL_SAMPLES}) == len(ALL_SAMPLES) == 20 and len(CATALOG) == 14
+    assert len({m.name for m in ALL_SAMPLES}) == len(ALL_SAMPLES) == 21 and len(CATALOG) == 15
     assert DEFAULT_SAMPLE in BY_NAME
     # decoders are labelled as such and as random weights but the one trained; no other sample is a decoder
     assert all({"decoder", "random-weights"} <= set(m.tags) for m in DECODERS if m.name != "char_gpt2_decoder")
