@@ -17,7 +17,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from studio.core.cli_hints import cli_command
-from studio.core.engines.table import ENGINES as _ENGINE_ROWS
 from studio.core.errors import StudioError
 from studio.core.findings import Finding, FindingGroup, Report
 from studio.core.model import ModelHandle
@@ -78,6 +77,7 @@ if TYPE_CHECKING:
         evaluate_on_dataset, output_tasks, stored_output_tasks, set_output_tasks, output_task_kinds,
         task_targets, target_direction, task_choices, OUTPUT_TASKS, parse_task_options,
     )
+    from studio.facade.engines import engines
     from studio.facade.charts import (
         layer_error_figure, tradeoff_figure,
     )
@@ -141,6 +141,7 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "stored_output_tasks", "set_output_tasks", "output_task_kinds", "task_targets", "target_direction",
         "task_choices", "OUTPUT_TASKS", "parse_task_options",
     ),
+    "engines": ("engines",),
     "charts": (
         "layer_error_figure", "tradeoff_figure",
     ),
@@ -149,12 +150,6 @@ _ROOM_OF = {name: room for room, names in _ROOMS.items() for name in names}
 
 __all__ = ["Finding", "FindingGroup", "ModelHandle", "Report", "StudioError", "UploadedFile", "Version",
            "Workspace", "cli_command", *_ROOM_OF]
-
-
-def engines() -> list[dict[str, Any]]:
-    """Every engine the studio knows, one plain row each (studio/core/engines/table.py): name, label,
-    aliases, kind, precisions, suffix, install... The CLI's engine choices and the pages' labels read it."""
-    return [row.to_dict() for row in _ENGINE_ROWS]
 
 
 def __getattr__(name: str) -> Any:
