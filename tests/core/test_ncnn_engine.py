@@ -124,3 +124,52 @@ def test_layerwise_first_divergence_runs_on_ncnn(ncnn_here):
     lw = res.layerwise
     assert lw is not None and lw.first_divergence is None
     assert lw.compared >= 20          # mobilenet_like: 26 tensors compared, none without a counterpart
+
+
+def test_ncnn_export_bundle_reloads_in_plain_ncnn(ncnn_here, tmp_path, capsys):
+    """The ncnn export target: a verified .param/.bin bundle (+ the blob map) that plain ncnn, driven
+    only by the files, runs to plain onnxruntime's numbers."""
+    import ncnn
+
+    from studio.cli import main
+
+    model = tmp_path / "user" / "m.onnx"
+    model.parent.mkdir()
+    shutil.copy(MOBILENET, model)
+    assert main(["export", str(model), "--target", "ncnn", "--out", str(tmp_path / "out"), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    target = next(t for t in res["targets"] if t["target"] == "ncnn")
+    art = target["artifacts"][0]
+    assert target["status"] == "passed" and art["verification"]["status"] == "passed"
+    assert art["path"] == "ncnn/model.ncnn.param"
+    assert art["companions"] == ["ncnn/model.ncnn.bin", "ncnn/model.ncnn.json"]
+    folder = next((tmp_path / "out").glob("m-*/ncnn"))
+    assert "ncnn.Net" in (folder / "README.md").read_text()
+    io = json.loads((folder / "model.ncnn.json").read_text())
+    (name, blob, batch), = io["inputs"]
+    (out_name, out_blob, out_batch), = io["outputs"]
+    assert (name, out_name) == ("input", "logits")
+    x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    net = ncnn.Net()
+    net.opt.use_fp16_storage = net.opt.use_fp16_packed = net.opt.use_fp16_arithmetic = False
+    assert net.load_param(str(folder / "model.ncnn.param")) == 0 and net.load_model(str(folder / "model.ncnn.bin")) == 0
+    with net.create_extractor() as ex:
+        ex.input(blob, ncnn.Mat(x, batch_index=0).clone() if batch else ncnn.Mat(x).clone())
+        _, mat = ex.extract(out_blob)
+        got = np.array(mat.numpy(batch_index=0) if out_batch else mat.numpy(), copy=True)
+    np.testing.assert_allclose(got.reshape(1, 10), _plain_ort(MOBILENET, {"input": x})["logits"], atol=1e-4)
+    assert sorted(p.name for p in model.parent.iterdir()) == ["m.onnx"]
+
+
+@pytest.mark.slow
+def test_precision_runs_ncnn_fp32_and_fp16_against_ort_fp32(ncnn_here, capsys):
+    """precision's variants for ncnn come from its row (f32, f16): both judged against ORT's fp32; fp16
+    storage moves the numbers a little, fp32 does not (pinned)."""
+    from studio.cli import main
+
+    assert main(["precision", str(MOBILENET), "--variants", "fp32,fp32-ncnn,fp16-ncnn", "--json"]) in (0, 1)
+    rows = {v["name"]: v for v in json.loads(capsys.readouterr().out)["variants"]}
+    assert rows["fp32-ncnn"]["engine"] == rows["fp16-ncnn"]["engine"] == "ncnn"
+    assert rows["fp32-ncnn"]["status"] == rows["fp16-ncnn"]["status"] == "ok"
+    assert rows["fp32-ncnn"]["max_abs"] < 1e-4 < rows["fp16-ncnn"]["max_abs"] < 5e-2
+    assert rows["fp16-ncnn"]["cosine"] > 0.999

@@ -17,8 +17,7 @@ from studio import api
 from studio.api import Report
 from studio.ui import state, widgets
 
-_ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT", "mnn": "MNN",
-            "litert": "LiteRT"}
+_ENGINES = {row["name"]: row["label"] for row in api.engines()}      # the engine table's rows
 _EPS = ["cpu", "cuda", "tensorrt"]
 _BADGE = {"runs": "✅ runs", "runs with warnings": "⚠️ runs with warnings", "not run": "⏸️ compiles, not run",
           "fails": "❌ fails", "unknown": "❔ unknown"}

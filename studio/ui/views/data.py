@@ -17,7 +17,7 @@ from studio.ui import recipe_editor, state, widgets
 from studio.ui.task_picker import target_picker, task_picker
 
 PRESETS = ["from the model", *api.recipe_choices()["preset"]]
-ENGINES = {"ONNX Runtime": "onnxruntime", "OpenVINO": "openvino", "MNN": "mnn", "LiteRT": "litert"}
+ENGINES = {row["label"]: row["name"] for row in api.engines() if row["kind"] != "table"}   # runs here
 _CONFIRM = "data_confirm_delete"
 KINDS = ["auto", "image", "audio", "text", "tensor", "script"]
 KIND_LABELS = {"auto": "auto (never runs code)", "image": "image", "audio": "audio", "text": "text",

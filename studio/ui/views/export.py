@@ -17,8 +17,7 @@ from studio.core.paths import confine
 from studio.ui import state, widgets
 
 _RESULT = "onnx_studio_export_result"
-_LABELS = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT", "triton": "Triton",
-           "mnn": "MNN (.mnn)", "litert": "LiteRT (.tflite)"}
+_LABELS = {**{row["name"]: row["export_label"] or row["label"] for row in api.engines()}, "triton": "Triton"}
 MAX_DOWNLOAD_BYTES = 300 * 2**20
 MAX_ARTIFACT_DOWNLOAD_BYTES = 100 * 2**20
 
@@ -197,7 +196,8 @@ def render() -> None:
         return
     handle, version = opened
     c1, c2, c3 = st.columns([3, 2, 2])
-    targets = c1.multiselect("Targets", list(api.EXPORT_TARGETS) + list(api.MOBILE_TARGETS),
+    converted = [row["name"] for row in api.engines() if row["kind"] == "converted" and row["export_label"]]
+    targets = c1.multiselect("Targets", list(api.EXPORT_TARGETS) + converted,
                              default=list(api.EXPORT_TARGETS), format_func=_LABELS.__getitem__,
                              key="exp_targets")
     presets = ["none", *[p["name"] for p in api.list_passes()["presets"]]]

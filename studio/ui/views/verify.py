@@ -11,9 +11,8 @@ from studio.ui import state, widgets
 from studio.ui.inputs_picker import inputs_picker
 from studio.ui.task_picker import target_picker, task_picker
 
-ENGINES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO", "tensorrt": "TensorRT", "mnn": "MNN",
-           "litert": "LiteRT"}
-CLI_ENGINE = {"onnxruntime": "ort", "openvino": "openvino", "tensorrt": "trt", "mnn": "mnn", "litert": "litert"}
+ENGINES = {row["name"]: row["label"] for row in api.engines()}      # the engine table's rows
+CLI_ENGINE = {row["name"]: row["cli"] for row in api.engines()}
 OV_PRECISIONS = ["f32", "bf16", "f16", "default"]
 _RESULT = "verify_result"
 
