@@ -10,12 +10,15 @@ from __future__ import annotations
 import pytest
 
 from studio import api
-from tests.conftest import open_sample
+from tests.conftest import ROOT, open_sample
 
 pytestmark = pytest.mark.slow
 
-PAGES = ["overview", "nodes", "graph", "compatibility", "verify", "plugins", "optimize", "precision", "profile",
-         "export", "data"]
+# Every page of studio/ui/views (a new page is switched too, without editing this list).
+PAGES = sorted(p.stem for p in (ROOT / "studio" / "ui" / "views").glob("*.py") if not p.stem.startswith("_"))
+# Pages about the project rather than the open model: Data (its datasets), Batch (folders of models),
+# Projects (its listing names every model of the project, by design).
+PROJECT_PAGES = ("data", "batch", "projects")
 KINDS = ("markdown", "caption", "info", "success", "warning", "error", "title", "header", "subheader", "code",
          "text", "metric", "exception", "json")
 
@@ -46,17 +49,25 @@ def _second(at, pid):
     return at
 
 
+def test_every_page_is_switched():
+    assert len(PAGES) >= 13 and {"batch", "projects", "overview", "precision"} <= set(PAGES)
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_no_page_shows_the_previous_models_name(app, page):
     at, pid, _ = _two_models(app)
     at.switch_page(f"views/{page}.py").run()
     assert not at.exception, at.exception
-    assert "cnn_unfused" in _text(at) or page in ("data",)          # the first model is on its own page
+    assert "cnn_unfused" in _text(at) or page in ("data", "batch")  # the first model is on its own page
     _second(at, pid).switch_page(f"views/{page}.py").run()
     assert not at.exception, at.exception
     text = _text(at)
+    if page == "projects":        # the project's listing: both models, each once, the second one included
+        (models,) = [d.value for d in at.dataframe if "model id" in d.value.columns]
+        assert sorted(models["model"]) == ["cnn_unfused", "mobilenet_like"], models
+        return
     assert "cnn_unfused" not in text, page
-    if page != "data":
+    if page not in PROJECT_PAGES:
         assert "mobilenet_like" in text, page                          # ...and the second one on its page
 
 
