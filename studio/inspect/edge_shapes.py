@@ -12,6 +12,7 @@ Runtime produces 60), and a static model written from them breaks TopK at run ti
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,16 @@ from onnx import ModelProto, TensorProto
 
 from studio.core.types import TensorInfo, value_info
 from studio.inspect.shapes import ShapeTable
+from studio.core.dim_hints import model_derived_dims, resolve_derived
+from studio.core.feeds import unnamed_dim_key
+from studio.core.dimexpr import evaluate
+from studio.core.errors import StudioError
+from studio.core.feeds import input_specs, random_feeds
+from studio.core.sandbox import run_job
+from studio.inspect.value_dependence import value_dependent_shapes
+from studio.inspect.if_branches import MAX_FORCED_IFS, agree, forced, measurable, value_chosen_ifs
+from studio.core.errors import engine_message
+from studio.inspect.shapes import declared_table
 
 MAX_RUN_FILL_BYTES = 1536 * 2**20    # weights read into the worker to measure shapes by a run
 MAX_NAMED_MISMATCHES = 50            # wrong formulas kept by name (the count is always exact)
@@ -48,9 +59,6 @@ class PinnedInputs:
 
 
 def pinned_inputs(model: ModelProto, dims: Mapping[str, int] | None) -> PinnedInputs:
-    from studio.core.dim_hints import model_derived_dims, resolve_derived
-    from studio.core.feeds import unnamed_dim_key
-
     dims = dict(dims or {})
     # a derived dim (past + sequence) takes its parts' value; one the user contradicts is a one-line error
     derived = model_derived_dims(model)
@@ -121,8 +129,6 @@ class Resolved:
 
 
 def _formula_value(dim, env: Mapping[str, int]) -> int | None:
-    from studio.core.dimexpr import evaluate
-
     return evaluate(dim, env) if isinstance(dim, str) else None
 
 
@@ -220,9 +226,6 @@ def measure_shapes(model: ModelProto, feeds: Mapping, names: list[str]) -> dict[
 
 def run_feeds(model: ModelProto, pinned: PinnedInputs, dims: Mapping[str, int], seed: int = 0):
     """Seeded inputs of exactly the pinned shapes (the studio's usual value ranges per input)."""
-    from studio.core.errors import StudioError
-    from studio.core.feeds import input_specs, random_feeds
-
     feeds = random_feeds(input_specs(model), pinned.env(dims), seed=seed)
     for name, shape in pinned.shapes.items():
         got = getattr(feeds.get(name), "shape", None)
@@ -243,6 +246,8 @@ def run_shapes_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     model = onnx.load_model(str(path), load_external_data=False)
     pinned = PinnedInputs({k: tuple(v) for k, v in args["input_shapes"].items()}, tuple(args["keys"]), ())
     feeds = run_feeds(model, pinned, args["dims"])
+    if args.get("forced_ifs"):              # one combination of value-chosen If branches (if_branches.py)
+        model = forced(model, {int(k): bool(v) for k, v in args["forced_ifs"].items()})
     if args.get("external"):
         onnx.load_external_data_for_model(model, str(path.parent))
     ctx.set_stage("ONNX Runtime run for shapes")
@@ -273,24 +278,72 @@ def _typed(name: str, dtype: str | None) -> TensorInfo:
     return TensorInfo(name, dtype or "undefined", None, "tensor", int(elem))
 
 
+def settle_if_branches(model_path: Path, model: ModelProto, pinned: PinnedInputs, dims: Mapping[str, int],
+                       inferred: set[str], names: set[str], table: ShapeTable, *,
+                       pool_key: str = "default") -> tuple[ShapeTable, set[str], str | None]:
+    """Measure ``names`` (shapes that vary with the input values) under every combination of the
+    value-chosen Ifs' branches (:mod:`studio.inspect.if_branches`): the shapes all runs agree on are
+    settled. Returns the table with them, their names, and a note; nothing changes when no If chooses."""
+    varying = value_dependent_shapes(model, inferred)
+    ifs = value_chosen_ifs(model, varying)
+    if not ifs or len(ifs) > MAX_FORCED_IFS:
+        return table, set(), None
+    wanted = measurable(model, ifs, inferred, names)
+    if not wanted:
+        return table, set(), None
+    external = any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer)
+    runs, failed = [], 0
+    for values in itertools.product((True, False), repeat=len(ifs)):
+        try:
+            res = run_job("inspect.run_shapes", {"model_path": str(model_path), "names": sorted(wanted),
+                                                  "dims": pinned.env(dims), "keys": list(pinned.keys),
+                                                  "input_shapes": {k: list(v) for k, v in pinned.shapes.items()},
+                                                  "external": external,
+                                                  "forced_ifs": {str(i): v for i, v in zip(ifs, values)}},
+                          stage="ONNX Runtime runs of each If branch", pool_key=pool_key)
+        except StudioError:          # this branch cannot run at these shapes (Silero's 8 kHz one at 512
+            failed += 1               # samples): no input value reaches it here
+            continue
+        runs.append({n: tuple(int(d) for d in sh) for n, sh in res.data["shapes"].items()})
+    if not runs:
+        return table, set(), None               # the ordinary note (left open) stands
+    result = agree(runs, wanted)
+    values = dict(table.values)
+    for name, shape in result.settled.items():
+        old = values.get(name) or _typed(name, None)
+        values[name] = TensorInfo(old.name, old.dtype, shape, old.kind, old.elem_type)
+    total = result.runs + failed
+    where = (f"each of its {total} branch combinations" if not failed else
+             f"the {result.runs} of its {total} branch combinations that run at these shapes")
+    note = (f"{len(result.settled)} shape(s) after an If chosen by the input values measured in {where}"
+            + (": the same in all" if result.runs > 1 else ""))
+    if result.differ:
+        note += f"; {len(result.differ)} differ between branches (left open)"
+    return ShapeTable(values, table.error), set(result.settled), note
+
+
 def check_by_run(model_path: Path, model: ModelProto, resolved: Resolved, pinned: PinnedInputs,
                  dims: Mapping[str, int], *, total_bytes: int, pool_key: str = "default") -> EdgeShapes:
     """One real ONNX Runtime run at the pinned inputs measures the main graph's values that
     inference left open and those a formula filled in; the run's shapes win, and every
     formula they contradict is named. Values whose shape depends on the input *values*
     (NonZero, an Expand to a fed shape) are not measured: seeded data would make their size up."""
-    from studio.core.errors import StudioError
-    from studio.core.sandbox import run_job
-    from studio.inspect.value_dependence import value_dependent_shapes
-
     table = resolved.table
     produced = {o for n in model.graph.node for o in n.output if o} | {o.name for o in model.graph.output}
     hinted = set(resolved.hinted) & produced
     inferred = {n for n, t in table.values.items() if t.is_static} - hinted      # pinned inference computed them
     varying = value_dependent_shapes(model, inferred) & produced
+    parts: list[str] = []
+    open_varying = set(open_values(table, varying)) | (hinted & varying)
+    if open_varying and pinned.complete and total_bytes <= MAX_RUN_FILL_BYTES:
+        table, settled, note = settle_if_branches(model_path, model, pinned, dims, inferred, open_varying, table,
+                                                  pool_key=pool_key)
+        varying -= settled
+        hinted -= settled
+        if note:
+            parts.append(note)
     todo = sorted((set(open_values(table, produced)) | hinted) - varying)
     mismatches = list(resolved.mismatches)
-    parts: list[str] = []
     varying_shown = len(set(open_values(table, varying)) | (hinted & varying))
     if varying_shown:
         parts.append(f"{varying_shown} shape(s) depend on the input values (not measured: left open or as declared)")
@@ -316,8 +369,6 @@ def check_by_run(model_path: Path, model: ModelProto, resolved: Resolved, pinned
                                                   "external": external},
                           stage="ONNX Runtime run for shapes", pool_key=pool_key)
         except StudioError as exc:
-            from studio.core.errors import engine_message
-
             why = f"a run to measure them failed ({engine_message(exc, 300)})"
     if res is None:
         still_open = len(set(open_values(table, produced)) - varying)
@@ -353,8 +404,6 @@ def resolve_edges(model_path: Path, model: ModelProto, symbolic: ShapeTable, con
                   pool_key: str = "default") -> EdgeShapes:
     """Pinned inference, formulas as a hint, the run as the judge (see the module doc).
     ``symbolic``: inference on the model as written, which keeps the exporter's formulas."""
-    from studio.inspect.shapes import declared_table
-
     said = dict(declared_table(model).values)
     for name, info in symbolic.values.items():   # inference's own symbols and numbers, else what the file says
         old = said.get(name)
