@@ -42,6 +42,8 @@ RANGED = {
     "dask": "(dask[distributed], released together) the scheduler's remove-worker event (processing-tasks, lost-scattered-tasks), "
                    "Client.subscribe_topic/log_event/scheduler_comm, Worker.get_current_task",
     "MNN": "the private C extension _tools: mnnconvert(argv) and mnnquant(argv), and their log lines",
+    "ncnn": "Net.opt.use_fp16_*, Mat(array, batch_index=0) borrowing the array, Mat.numpy(fmt, batch_index=), "
+            "layer_to_index; with pnnx's binary, its inputshape= CLI and the *_ncnn.py it writes (batch_index=0)",
 }
 PINNED_BY_SCRIPT = {"onnx2tf": "onnx2tf.convert keywords, download_test_image_data (patched), output names, "
                                "log lines", "tf_keras": "onnx2tf's Keras"}
@@ -86,6 +88,45 @@ def test_installed_versions_are_in_the_tested_ranges():
         elif importlib.metadata.version(dist) != pin.group(1):
             problems.append(f"{dist} {importlib.metadata.version(dist)} is installed, the script pins {pin.group(1)}")
     assert problems == []
+
+
+# -- ncnn and pnnx ---------------------------------------------------------------------------------
+
+def test_pnnx_cli_and_ncnn_python_api(tmp_path):
+    """What studio/core/engines/ncnn.py relies on: pnnx's binary (no torch) converts at the given
+    shapes and names blobs in0/out0 in ONNX order with batch_index=0 in its script; ncnn loads the
+    files, and a Mat made from an array borrows it (the adapter clones)."""
+    from tests.requirements import require_engine
+
+    require_engine("ncnn")
+    import ncnn
+
+    from studio.core.engines.conversion import ConversionFailed
+    from studio.core.engines.ncnn import convert_to_ncnn, pnnx_binary
+
+    assert pnnx_binary() is not None
+    model = onnx.load(str(_conv_relu(tmp_path / "m.onnx")))
+    model.ir_version = 8            # pnnx's bundled ONNX Runtime (1.30) reads IR <= 13: a newer one is refused
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    info = convert_to_ncnn(tmp_path / "m.onnx", tmp_path, {"x": (1, 3, 4, 4)})
+    assert info["command"][2:] == ["inputshape=[1,3,4,4]f32", "fp16=0"]
+    assert info["io"] == {"inputs": [["x", "in0", True]], "outputs": [["y", "out0", True]]}
+    net = ncnn.Net()
+    net.opt.use_fp16_storage = net.opt.use_fp16_packed = net.opt.use_fp16_arithmetic = False
+    assert net.load_param(str(tmp_path / "model.ncnn.param")) == 0
+    assert net.load_model(str(tmp_path / "model.ncnn.bin")) == 0
+    x = np.arange(-24, 24, dtype=np.float32).reshape(1, 3, 4, 4)
+    with net.create_extractor() as ex:
+        ex.input("in0", ncnn.Mat(x, batch_index=0).clone())
+        rc, out = ex.extract("out0")
+        y = np.array(out.numpy(batch_index=0), copy=True)
+    assert rc == 0 and y.shape == (1, 3, 4, 4)
+    np.testing.assert_array_equal(y, np.maximum(x, 0))      # identity 1x1 conv then Relu
+    assert ncnn.layer_to_index("Convolution") >= 0 and ncnn.layer_to_index("Tensor.to") == -1
+    model.ir_version = 14
+    onnx.save(model, str(tmp_path / "ir14.onnx"))
+    with pytest.raises(ConversionFailed, match="Unsupported model IR version: 14"):
+        convert_to_ncnn(tmp_path / "ir14.onnx", tmp_path / "ir14", {"x": (1, 3, 4, 4)})
 
 
 # -- MNN: the private C extension ``_tools`` ------------------------------------------------------

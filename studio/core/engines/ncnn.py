@@ -225,8 +225,11 @@ def _convert_in(onnx_path: Path, out_dir: Path, shapes: Mapping[str, tuple[int, 
 
 
 def _last_line(log: str) -> str:
+    """The log's gist: its last line that says what failed (its end: pnnx prefixes C++ signatures)."""
     lines = [ln.strip() for ln in log.splitlines() if ln.strip() and not ln.startswith("#")]
-    return f": {lines[-1][:200]}" if lines else ""
+    bad = [ln for ln in lines if re.search(r"unsupported|not supported|failed|error", ln, re.I)]
+    line = (bad or lines or [""])[-1]
+    return f": {'...' + line[-200:] if len(line) > 200 else line}" if line else ""
 
 
 def _static_shapes(model: Any, names: list[str]) -> dict[str, tuple[int, ...]] | None:
