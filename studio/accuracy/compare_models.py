@@ -33,6 +33,7 @@ from studio.core.feeds import FeedSet, make_feeds
 from studio.data.tasks import order_free_for, output_tasks
 from studio.core.sandbox import Limits
 from studio.core.types import value_info
+from studio.accuracy.layerwise import compare_layers
 
 log = logging.getLogger(__name__)
 
@@ -222,8 +223,6 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
     merged = merge_comparisons(comparisons)
     lw = None
     if layerwise:
-        from studio.accuracy.layerwise import compare_layers
-
         lw_opts = dict(layerwise_options or {})
         if tol is REDUCED_PRECISION and not lw_opts.get("layer_threshold"):
             lw_opts["layer_threshold"] = 0.05       # fp16/bf16 layers drift less than INT8 ones

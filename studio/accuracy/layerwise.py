@@ -49,6 +49,7 @@ from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 from studio.core.types import np_dtype
+from studio.core.model import load
 
 log = logging.getLogger(__name__)
 
@@ -506,8 +507,6 @@ def layer_prepare_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext
 
 def _prepare(model_path: Path, parent: Path, side: str, limits: Limits | None, pool_key: str,
              on_tick: Callable[[float], None] | None) -> Path:
-    from studio.core.model import load
-
     load(model_path)            # validated (external-data paths, sizes) before a worker reads it
     res = run_job("accuracy.layer_prepare", {"model": str(model_path), "folder": str(parent / side)},
                   stage="layer-wise preparation", limits=limits, pool_key=pool_key, on_tick=on_tick)

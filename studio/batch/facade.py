@@ -21,6 +21,8 @@ from studio.batch.stages import machine_facts, worker_facts
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.core.requests import PrecisionRequest
+from studio import api
+from studio.core.paths import user_data_path
 
 if TYPE_CHECKING:
     from profilers.generation_profile import GenerationOptions
@@ -75,8 +77,6 @@ def profile_on(targets: Sequence[str], models: Sequence[ModelHandle | tuple[str,
     """``api.profile`` of ``models`` on each target ("local" is this machine; other names run on the
     cluster worker with resource ``target-NAME``, in the studio's sandbox there). Each
     ``Measured`` says who measured it (host, pid, CPU, cores, engine versions, target)."""
-    from studio import api      # on first use: `worker` and `serve` need only the configuration helpers
-
     pairs = [(m.name, m) if isinstance(m, ModelHandle) else (str(m[0]), m[1]) for m in models]
     engine_list = [engines] if isinstance(engines, str) else list(engines)
     out = []
@@ -99,8 +99,6 @@ def generate_on(targets: Sequence[str], models: Sequence[ModelHandle | tuple[str
                 pool_key: str = "default") -> list[Measured]:
     """``api.profile_generation`` (a decoder's generation profile) of ``models`` on each target, as
     :func:`profile_on` does for ``api.profile``; each ``Measured`` says who measured it."""
-    from studio import api
-
     pairs = [(m.name, m) if isinstance(m, ModelHandle) else (str(m[0]), m[1]) for m in models]
     engine_list = [engines] if isinstance(engines, str) else list(engines)
     out = []
@@ -123,9 +121,6 @@ def precision_on(target: str, handle: ModelHandle | str | Path, request: Precisi
     callbacks); another name ships the whole request (``to_dict``) with its calibration/inputs files, hashed,
     to the cluster worker offering it, which rebuilds the same request and runs it there. A
     ``Measured`` labelled with the machine that timed it."""
-    from studio import api
-    from studio.core.paths import user_data_path
-
     if target == LOCAL:
         return Measured(LOCAL, worker_facts(LOCAL), api.precision(
             handle, request, dataset=dataset, out_dir=out_dir, pool_key=pool_key, on_progress=on_progress,

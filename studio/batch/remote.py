@@ -28,6 +28,8 @@ from studio.batch.retrying import ClusterLost, announce_start
 from studio.batch.stages import worker_facts
 from studio.core.errors import StudioError
 from studio.core.requests import PrecisionRequest
+from studio.core.model import load
+from studio import api
 
 LOCAL = "local"
 KINDS = ("profile", "precision", "generate")
@@ -65,8 +67,6 @@ def _pack(entries: Mapping[str, Path]) -> bytes:
 
 
 def _load_sha(path: Path) -> str:
-    from studio.core.model import load
-
     return load(path).sha256
 
 
@@ -76,8 +76,6 @@ def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[
 
     ``models``: (label, arc name, sha256); ``data``: keyword -> arc name of a data file or folder.
     Returns {"measured_by", "result"} or {"error", "code"}; never raises for what arrived."""
-    from studio import api
-
     announce_start()
     facts = worker_facts()
     if hashlib.sha256(blob).hexdigest() != blob_sha256:

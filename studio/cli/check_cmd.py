@@ -13,6 +13,8 @@ from studio.cli import task_args
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import parse_options, print_json
 from studio.core.fmt import printable
+from studio.cli.dims_args import model_dims
+from studio.core.errors import StudioError
 
 NAME = "check"
 HELP = ("Will the model run on ONNX Runtime, OpenVINO and TensorRT? Per-node verdicts, custom ops, lint and "
@@ -47,15 +49,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from studio.cli.dims_args import model_dims
-
     engines = api.check_engines(args.engines)
     eps = tuple(e.strip() for e in args.ep.split(",") if e.strip())
     handle = api.load(args.model)
     dims = model_dims(args)
     if args.fix:
-        from studio.core.errors import StudioError
-
         if not args.output:
             raise StudioError("--fix needs --output PATH for the fixed model (the original is never modified)")
         result = api.fix_to_file(handle.path, args.fix, args.output, options=parse_options(args.options),

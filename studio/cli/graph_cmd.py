@@ -12,6 +12,7 @@ from studio import api
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
 from studio.core.paths import check_regular_file
+from studio.cli.common import parse_dims
 
 NAME = "graph"
 HELP = ("Draw the graph: a self-contained interactive .html (zoom, pan, search, details), .dot or .svg; "
@@ -116,7 +117,6 @@ def run(args: argparse.Namespace) -> int:
         raise StudioError("--hops applies only with --focus", code="BAD-OPTION")
     if args.group is not None and args.focus is not None:
         raise StudioError("--group and --focus each choose the region to draw: give one", code="BAD-OPTION")
-    from studio.cli.common import parse_dims
 
     dims = parse_dims(args.dim)
     handle = api.load(args.model)

@@ -23,6 +23,8 @@ from studio.core import outputs
 from studio.core.errors import PathError, StudioError
 from studio.core.fmt import human_bytes, printable
 from studio.core.paths import distinct_name, user_data_path
+from studio.cli import profile_generate
+from studio.cli.project_args import kept
 
 NAME = "profile"
 HELP = ("Latency (cold start, p50..p99.9, interleaved ratios), per-op time, memory and sweeps of one or more "
@@ -74,7 +76,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                        "the commands to run on a GPU machine (not verified here)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows of the per-op table (default 10)")
     remote_args.add_arguments(p)
-    from studio.cli import profile_generate
 
     profile_generate.add_arguments(p)
 
@@ -134,7 +135,6 @@ def _nsys(args: argparse.Namespace) -> int | None:
 
 def _run(args: argparse.Namespace) -> int:
     if args.generate:               # a decoder's generation loop (studio/cli/profile_generate.py)
-        from studio.cli import profile_generate
 
         return profile_generate.run(args)
     if args.nsys:
@@ -146,7 +146,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.dataset:
         from dataclasses import replace
 
-        from studio.cli.project_args import kept
 
         if kept(args) is None:
             raise StudioError("--dataset names a dataset of a project: add --project NAME")

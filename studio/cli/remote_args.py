@@ -9,6 +9,7 @@ import sys
 
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
+from studio.batch.facade import side_by_side
 
 _TARGET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 
@@ -75,7 +76,6 @@ def measured_line(m) -> str:  # noqa: ANN001 - studio.batch.remote.Measured
 
 
 def print_side_by_side(measured) -> None:  # noqa: ANN001 - list of Measured
-    from studio.batch.facade import side_by_side
 
     rows = side_by_side(measured)
     if len(measured) < 2 or not rows:

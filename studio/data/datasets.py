@@ -34,6 +34,12 @@ from studio.core.paths import atomic_write_text, check_regular_file, safe_child,
 from studio.core.preprocess import (IMAGE_SUFFIXES, MAX_IMAGE_BYTES, Recipe, apply_recipe, channel_layout,
                                     image_size_of, load_image)
 from studio.core.preprocess_suggest import suggest_recipe
+from studio.core.uploads import MAX_UNPACKED_BYTES, ZipLimits, unpack_zip
+from studio.core.tensor_safety import npz_headers, read_npy_header
+from studio.data.loader_script import run_loader_script
+from studio.core.feeds import random_feeds
+from studio.core.preprocess import check_recipe_range
+from studio.core.tensor_safety import load_npy
 
 KINDS = ("image", "audio", "text", "tensor", "script")
 AUDIO_SUFFIXES = (".wav",)
@@ -155,8 +161,6 @@ def _walk(folder: Path, limit: int) -> list[Path]:
 def _unpack_zip(path: Path, into: Path) -> Path:
     """The archive's members unpacked (streamed) into ``into``: each at most a sample's size, 8 GiB and
     200:1 in all, paths that climb out refused (:mod:`studio.core.uploads`)."""
-    from studio.core.uploads import MAX_UNPACKED_BYTES, ZipLimits, unpack_zip
-
     check_regular_file(path, max_bytes=MAX_UNPACKED_BYTES, label="dataset archive")
     try:
         unpack_zip(path, into, ZipLimits(max_members=2 * MAX_SAMPLES + 10, max_member_bytes=MAX_SAMPLE_BYTES))
@@ -232,8 +236,6 @@ def _read_error(p: Path, max_bytes: int, label: str, read: Callable[[], object])
 def _check_tensor(p: Path) -> str | None:
     """Why the .npy/.npz ``p`` cannot be a sample, from its headers alone (numeric dtype, shape x
     itemsize within the sample memory budget and within the file), or None."""
-    from studio.core.tensor_safety import npz_headers, read_npy_header
-
     try:
         st = check_regular_file(p, max_bytes=MAX_SAMPLE_BYTES, label="tensor file")
         if p.suffix.lower() == ".npy":
@@ -414,8 +416,6 @@ def _collect(kind: str, src_root: Path, files: Sequence[Path], into: Path, label
             samples.append(SampleRef(len(samples), copied[rel], label, line))
         return samples, skipped, parts
     if kind == "script":
-        from studio.data.loader_script import run_loader_script
-
         scripts = [p for p in files if p.suffix.lower() == ".py"]
         if len(scripts) != 1:
             raise StudioError(f"a data-loader dataset is one .py file defining load_data(); found {len(scripts)}")
@@ -577,8 +577,6 @@ def dataset_feeds(ds: Dataset, model: ModelProto, *, part: str = "evaluation", l
                   dims: Mapping[str, int] | None = None) -> list[Feeds]:
     """Feed dicts for ``part`` of the dataset, preprocessed for ``model``. Inputs the
     samples do not give are seeded as everywhere else in the studio."""
-    from studio.core.feeds import random_feeds
-
     specs = input_specs(model)
     chosen = choose_dims(specs, dims)
     refs = ds.part(part)[: limit or None]
@@ -673,8 +671,6 @@ def _text_line(ds: Dataset, ref: SampleRef, path: Path) -> str:
 
 def _check_recipe_for(ds: Dataset, recipe: Recipe, spec: InputSpec) -> None:
     """The recipe's numbers against the model input's own type (float16 overflows sooner)."""
-    from studio.core.preprocess import check_recipe_range
-
     try:
         check_recipe_range(recipe, spec.dtype if spec.dtype in ("float16", "float32", "float64") else "float32")
     except StudioError as exc:
@@ -774,8 +770,6 @@ def _tensor_feeds(ds: Dataset, refs: Sequence[SampleRef], specs: Sequence[InputS
 def _read_npy_sample(ds: Dataset, ref: SampleRef, path: Path, spec: InputSpec) -> np.ndarray:
     """A .npy sample read header first: numeric, within the sample budget and the file, and of a
     shape and type the input takes, before anything is allocated (never unpickled)."""
-    from studio.core.tensor_safety import load_npy
-
     def fits(header) -> None:  # noqa: ANN001 - tensor_safety.ArrayHeader
         check_array_header(spec, header.shape, header.dtype, "the sample gives", batch_axis_optional=True)
 

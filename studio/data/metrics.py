@@ -28,6 +28,7 @@ import numpy as np
 from profilers.stats import bootstrap_interval
 from studio.core.closeness import Closeness, closeness, cosine_matrix, count_unequal, top_classes
 from studio.data.tasks import _Evidence, infer_task, is_yolo_head
+from studio.core.errors import StudioError
 
 WORST_SAMPLES = 5
 
@@ -735,7 +736,6 @@ def metrics_for(spec: OutputSpec, override: Sequence[str] | None = None) -> tupl
     names = tuple(override) if override else _BY_TASK[task_of(spec)]
     unknown = [n for n in names if n not in METRICS]
     if unknown:
-        from studio.core.errors import StudioError
         raise StudioError(f"unknown metric {unknown[0][:40]!r}; known: {', '.join(METRICS)}", code="BAD-OPTION")
     chosen = tuple(_bound(METRICS[n], spec) for n in names)
     found = tuple(m for m in chosen if override or m.applies_to(spec))
@@ -783,8 +783,6 @@ class Target:
 
 def parse_target(text: str) -> Target:
     """``top1-agreement>=0.99`` -> Target; a clear error naming the known metrics otherwise."""
-    from studio.core.errors import StudioError
-
     m = _TARGET.match(text or "")
     if not m:
         raise StudioError(f"target {text[:60]!r} is not METRIC>=VALUE or METRIC<=VALUE "
@@ -813,8 +811,6 @@ def check_target(target, specs: Sequence, *, has_labels: bool | None = None) -> 
     """The first output ``target`` (a :class:`Target`) judges; a one-line error
     before any work when it applies to no output (naming each output's task and why, the metrics
     that do apply, and how to set the task), or when it needs labels the dataset lacks."""
-    from studio.core.errors import StudioError
-
     for spec in specs:
         if target.base_metric in metric_names(spec):
             if target.base_metric in LABELLED and has_labels is False:

@@ -36,6 +36,7 @@ from studio.export.results import ERROR, ExportResult, TargetResult
 from passes.normalize import normalize_in_worker
 from studio.core.model import load
 from studio.core.outputs import shown_path, side_output_failed
+from studio.export.mobile import export_converted
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,6 @@ def _runner(target: str) -> Callable[[ExportContext], TargetResult]:
     elif target == "tensorrt":
         from studio.export.tensorrt import export_tensorrt as fn
     elif target in CONVERTED_TARGETS:       # every converted row of the engine table: one converted target
-        from studio.export.mobile import export_converted
 
         return functools.partial(export_converted, engine=target)
     else:

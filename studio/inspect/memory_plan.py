@@ -48,7 +48,11 @@ from dataclasses import dataclass, field, replace
 
 from onnx import GraphProto, NodeProto
 
-from studio.core.protowalk import MAX_DEPTH, subgraphs_of
+from studio.core.protowalk import MAX_DEPTH, iter_graphs, subgraphs_of
+from studio.core.tensor_safety import itemsize_of, packed_nbytes
+from studio.core.types import value_info
+from studio.inspect.flops import numel
+from studio.inspect.ort_functions import expansions
 
 ALIGNMENT = 256         # ORT sizes every planned tensor with kAllocAlignment (256 bytes) in its pattern
 EXACT_MAX_NODES = 18    # exact order search up to this many nodes
@@ -193,9 +197,6 @@ def _outer_reads(node, depth: int) -> list[str]:
 def declared_types(graph: GraphProto) -> dict[str, StaticType]:
     """The static types a graph declares (inputs, outputs, value_info): what ORT's planner compares
     when the file has been through shape inference."""
-    from studio.core.tensor_safety import itemsize_of
-    from studio.core.types import value_info
-
     out: dict[str, StaticType] = {}
     for vi in [*graph.input, *graph.output, *graph.value_info]:
         if vi.type.WhichOneof("value") == "tensor_type":
@@ -212,8 +213,6 @@ def file_symbols(model) -> frozenset[str]:  # noqa: ANN001 - onnx.ModelProto
     symbolic input) ORT leaves the dim unnamed, and an unnamed dim is never "the same size": ORT's
     planner does not reuse between such tensors. A plan that kept the made-up names shared buffers ORT
     keeps apart (paddle2onnx's OCR recognisers: +16.7 % over ORT's block)."""
-    from studio.core.protowalk import iter_graphs
-
     out: set[str] = set()
     for ref in iter_graphs(model):
         g = ref.graph
@@ -303,10 +302,6 @@ def graph_plan(graph: GraphProto, resolved_shape: Callable[[str], tuple[int, ...
     their function body (HardSwish...); None: nodes as written. ``file_order``: run the nodes in the
     file's order (a graph ORT wrote, :mod:`studio.inspect.ort_optimized`); ``run_order``: node names in
     the order ORT's profile saw them run, which wins where it names every scheduled node."""
-    from studio.core.tensor_safety import itemsize_of, packed_nbytes
-    from studio.inspect.flops import numel
-    from studio.inspect.ort_functions import expansions
-
     declared = declared_types(graph)
     exp = expansions(graph.node, opset, resolved_shape,
                      static_shape or (lambda n: declared.get(n, (None, None))[0]), elem_type)

@@ -20,6 +20,20 @@ from studio.core.bounds import OutOfRange
 from studio.core.errors import StudioError, WorkerError
 from studio.core.model import ModelHandle
 from studio.inspect.memory_plan import MemoryPlan
+from studio.core.feeds import choose_dims, input_specs, random_feeds, unnamed_dim_key
+from studio.inspect.decoder import recognize
+from studio.inspect.decoder_feeds import decoder_steps
+from studio.core.protowalk import node_id
+from studio.inspect.summary import summarize
+from studio.inspect.ort_optimized import OPTIMIZED_WHAT, optimized_plan
+from studio.inspect.ov_compiled import compiled_graph, compiled_plan
+from studio.core.protowalk import subgraphs_of
+from studio.core.types import value_info
+from studio.inspect.memory_plan import as_ort_loads, file_symbols, graph_plan
+from studio.inspect.shapes import sandboxed_shapes
+from studio.inspect.memory_measure import measure_ort_activations
+from studio.inspect.memory_measure import measure_openvino_activations
+from studio.inspect.memory_measure import MeasureUnavailable
 
 ORT_MEASURE_WHAT = ("ORT's memory-pattern block (all planned intermediates), CPU arena off, graph optimizations "
                     "off (nodes computed from weights alone run too), second run")
@@ -138,10 +152,6 @@ def plan_feeds(handle: ModelHandle, dims: Mapping[str, int] | None = None
     inputs: its decode step, one new token after the past length given, the cache contract kept), every
     free input dim at the value those feeds have (named dims by name, unnamed ones as INPUT[AXIS]), and
     which decoder step it is."""
-    from studio.core.feeds import choose_dims, input_specs, random_feeds, unnamed_dim_key
-    from studio.inspect.decoder import recognize
-    from studio.inspect.decoder_feeds import decoder_steps
-
     specs = input_specs(handle.proto)
     given = dict(dims or {})
     try:
@@ -175,8 +185,6 @@ def _formula_keys(dims: Mapping[str, int]) -> set[str]:
 
 def _kv_cache(handle: ModelHandle, plan: MemoryPlan, dims: Mapping[str, int]
               ) -> tuple[KvCacheMemory | None, str | None]:
-    from studio.inspect.decoder import recognize
-
     try:
         spec = recognize(handle.proto, folder=handle.path.parent, filename=handle.path.name)
     except StudioError as exc:
@@ -204,9 +212,6 @@ def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     decoder. ``engine_graph`` (default: ``measure``): also plan ORT as users run it, over the graph ORT
     optimizes at its default level (:mod:`studio.inspect.ort_optimized`); then ``measured`` is ORT at its
     default options, OpenVINO, and ORT with its optimizations off (the plan of the graph as written)."""
-    from studio.core.protowalk import node_id
-    from studio.inspect.summary import summarize
-
     feeds, chosen, step = plan_feeds(handle, dims)
     summary = summarize(handle, chosen, pool_key=pool_key)
     plan = summary.memory_plan
@@ -266,7 +271,6 @@ def ort_engine_plan(handle: ModelHandle, feeds: Mapping[str, np.ndarray], *, poo
     untyped; a failure (ORT refuses the model, the time limit) is the view's one-line error."""
     from collections import Counter
 
-    from studio.inspect.ort_optimized import OPTIMIZED_WHAT, optimized_plan
 
     engine = "onnxruntime"
     try:
@@ -327,8 +331,6 @@ def ov_engine_plan(handle: ModelHandle, feeds: Mapping[str, np.ndarray], *, pool
                    timeout_s: float = MEASURE_TIMEOUT_S) -> EngineGraphPlan:
     """The plan over the graph OpenVINO compiled for CPU at the feeds' shapes (:mod:`studio.inspect.ov_compiled`);
     a failure (OpenVINO refuses the model, the time limit) is the view's one-line error."""
-    from studio.inspect.ov_compiled import compiled_graph, compiled_plan
-
     engine = "openvino"
     what = "the plan over the graph OpenVINO compiled for CPU"
     try:
@@ -373,10 +375,6 @@ def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
     """The plan of the run the measurement makes (ORT's optimizations off): nodes computed from weights
     alone (a ConstantOfShape of a weight's shape, a Transpose of one) then run each time and their outputs
     are activations; ``plan`` itself when the model has none."""
-    from studio.core.protowalk import subgraphs_of
-    from studio.core.types import value_info
-    from studio.inspect.memory_plan import as_ort_loads, file_symbols, graph_plan
-
     graph = handle.proto.graph
     consts = {t.name for t in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
     if not any(n.op_type != "Constant" and all(not x or x in consts for x in n.input)
@@ -391,8 +389,6 @@ def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
 
     static = table
     if any(isinstance(d, str) or d is None for vi in graph.input for d in (value_info(vi).shape or ())):
-        from studio.inspect.shapes import sandboxed_shapes      # ORT's load-time shapes keep the symbols
-
         static = sandboxed_shapes(handle.path, handle.proto, None)[0].values
     symbols = file_symbols(handle.proto)
     p, _ = graph_plan(graph, shape, lambda n: table[n].elem_type if n in table else None, plan.weights_bytes,
@@ -406,8 +402,6 @@ def measure_ort(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan: Memo
                 timeout_s: float = MEASURE_TIMEOUT_S, optimized: bool = False) -> MeasuredMemory:
     """ORT's pattern block on ``feeds`` against the best-fit arena of ``plan`` (the same quantity);
     ``optimized``: ORT at its default options (``plan`` is then the plan over its optimized graph)."""
-    from studio.inspect.memory_measure import measure_ort_activations
-
     what = ORT_DEFAULT_WHAT if optimized else ORT_MEASURE_WHAT
 
     def run() -> tuple[int, str]:
@@ -422,8 +416,6 @@ def measure_openvino(handle: ModelHandle, feeds: Mapping[str, np.ndarray], plan:
     """OpenVINO CPU's intermediate workspace at the shapes of ``feeds`` against the plan's best-fit arena
     (OpenVINO folds the nodes computed from weights alone, as the plan does; it fuses and computes in
     place where ORT does not, which the error shows)."""
-    from studio.inspect.memory_measure import measure_openvino_activations
-
     def run() -> tuple[int, str]:
         m = measure_openvino_activations(handle.path, feeds=feeds, timeout_s=timeout_s)
         return m.workspace_bytes, OV_MEASURE_WHAT if m.static_shapes else OV_DYNAMIC_WHAT
@@ -437,7 +429,6 @@ def _measured(engine: str, what: str, predicted: int | None, run: Callable[[], t
     child past ``timeout_s`` is stopped: "too large to measure in N s"."""
     import subprocess
 
-    from studio.inspect.memory_measure import MeasureUnavailable
 
     try:
         measured, what = run()

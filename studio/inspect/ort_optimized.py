@@ -29,6 +29,13 @@ import numpy as np
 from onnx import ModelProto
 
 from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.protowalk import iter_graphs
+from studio.inspect.edge_shapes import measure_shapes
+from studio.core.sandbox import default_limits, run_job
+from studio.inspect.memory_plan import as_ort_loads, file_symbols
+from studio.inspect.shapes import sandboxed_shapes
+from studio.core.tensor_safety import itemsize_of
+from studio.inspect.memory_plan import declared_types, graph_plan
 
 OPTIMIZED_WHAT = ("the plan over the graph ONNX Runtime optimized at its default level (ORT_ENABLE_ALL: fusions, "
                   "NCHWc layout), in its execution order, sizes from one run of that graph")
@@ -67,8 +74,6 @@ def _with_load_types(model: ModelProto, static: Mapping[str, tuple[list, int]]) 
 
 def _stripped(model: ModelProto) -> ModelProto:
     """The graph without weight data (names, types and dims kept): what planning needs, small to send."""
-    from studio.core.protowalk import iter_graphs
-
     out = ModelProto()
     out.CopyFrom(model)
     for ref in iter_graphs(out):
@@ -90,8 +95,6 @@ def _stripped(model: ModelProto) -> ModelProto:
 def _without_dangling_inputs(model: ModelProto, fed: set[str]) -> ModelProto:
     """ORT writes an IR 3 model's inputs back even where its folding removed the initializer behind one
     (``conv4_b_0__SHAPE``): an input nothing reads, nothing fills and nobody feeds is dropped."""
-    from studio.core.protowalk import iter_graphs
-
     read = {x for ref in iter_graphs(model) for n in ref.graph.node for x in n.input}
     inits = {t.name for t in model.graph.initializer}
     keep = [vi for vi in model.graph.input if vi.name in fed or vi.name in inits or vi.name in read]
@@ -108,7 +111,6 @@ def ort_optimized_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     import onnx
     import onnxruntime as ort
 
-    from studio.inspect.edge_shapes import measure_shapes
 
     path = Path(args["model_path"])
     model = onnx.load_model(str(path), load_external_data=False)
@@ -150,7 +152,6 @@ def optimized_graph(model_path: Path, model: ModelProto, feeds: Mapping[str, np.
     ``static``: ORT's load-time types (dims with symbols, ONNX element type) by value name."""
     from onnx import TensorProto
 
-    from studio.core.sandbox import default_limits, run_job
 
     limits = default_limits()
     if timeout_s is not None:
@@ -172,9 +173,6 @@ def optimized_graph(model_path: Path, model: ModelProto, feeds: Mapping[str, np.
 def load_types(handle) -> dict[str, tuple[tuple | None, int]]:  # noqa: ANN001 - studio.core.model.ModelHandle
     """ORT's load-time types of the model's values (its shape inference with the file's symbols kept;
     a dim name the inference made up is unnamed, as in ORT: :func:`memory_plan.file_symbols`)."""
-    from studio.inspect.memory_plan import as_ort_loads, file_symbols
-    from studio.inspect.shapes import sandboxed_shapes
-
     table = sandboxed_shapes(handle.path, handle.proto, None)[0].values
     symbols = file_symbols(handle.proto)
     return {n: (as_ort_loads(t.shape, symbols), int(t.elem_type)) for n, t in table.items() if t.elem_type}
@@ -206,8 +204,6 @@ def optimized_plan(handle, feeds: Mapping[str, np.ndarray], *, pool_key: str = "
     """(the plan over ORT's optimized graph at ``feeds``, that graph, tensors without a size)."""
     from onnx import helper
 
-    from studio.core.tensor_safety import itemsize_of
-    from studio.inspect.memory_plan import declared_types, graph_plan
 
     og = optimized_graph(handle.path, handle.proto, feeds, load_types(handle), pool_key=pool_key,
                          timeout_s=timeout_s)

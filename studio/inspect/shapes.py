@@ -21,6 +21,8 @@ from studio.core.protowalk import iter_graphs
 from studio.core.sandbox import run_job
 from studio.core.tensor_safety import validate_tensors
 from studio.core.types import TensorInfo, type_info
+from studio.core.types import dtype_name
+from studio.core.errors import StudioError
 
 log = logging.getLogger(__name__)
 
@@ -193,8 +195,6 @@ def shape_table(inferred: ModelProto, error: str | None = None) -> ShapeTable:
 
 
 def _initializer_info(t: TensorProto) -> TensorInfo:
-    from studio.core.types import dtype_name
-
     return TensorInfo(t.name, dtype_name(t.data_type), tuple(int(d) for d in t.dims), "tensor", t.data_type)
 
 
@@ -242,8 +242,6 @@ def sandboxed_shapes(model_path: Path, model: ModelProto, input_shapes: Mapping[
     """(symbolic, concrete-or-None) tables computed in a worker; declared shapes
     and the worker's error message when inference itself dies. ``static``: the model
     has no free input dims (one pinned inference serves as both)."""
-    from studio.core.errors import StudioError
-
     pinned = None if input_shapes is None else {k: [int(d) for d in v] for k, v in input_shapes.items()}
     try:
         res = run_job("inspect.shapes", {"model_path": str(model_path), "input_shapes": pinned,

@@ -29,6 +29,8 @@ from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import Feeds, save_npz
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, model_bytes_on_disk, run_job, scaled_to_model
+from studio.data.metrics import bound_metric
+from passes.transformer_fusion import is_transformer
 
 MODES = ("basic", "accuracy-control")
 
@@ -95,7 +97,6 @@ def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     import nncf
     import openvino as ov
 
-    from studio.data.metrics import bound_metric
 
     core = ov.Core()
     ctx.set_stage("OpenVINO read for NNCF")
@@ -178,7 +179,6 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
     if model_type == "auto":
         import onnx
 
-        from passes.transformer_fusion import is_transformer
 
         header = onnx.load_model(str(model_path), load_external_data=False)
         model_type = "transformer" if is_transformer(header) else "default"
