@@ -31,6 +31,12 @@ SHAPE_ONLY = frozenset({
     "ConcatFromSequence", "Attention", "RotaryEmbedding", "Gelu", "FastGelu", "BiasGelu", "QuickGelu",
     "SkipLayerNormalization", "SimplifiedLayerNormalization", "FusedConv", "FusedMatMul", "NhwcConv",
     "DynamicQuantizeLinear", "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
+    # ONNX Runtime's quantized and fused contrib ops (onnxruntime.quantization, its transformers optimizer):
+    # their output shapes follow the float op they stand for
+    "DynamicQuantizeLSTM", "DynamicQuantizeMatMul", "MatMulInteger16", "MatMulIntegerToFloat", "QGemm",
+    "QLinearAveragePool", "QLinearGlobalAveragePool", "QLinearConcat", "QLinearSoftmax", "QAttention",
+    "MatMulNBits", "EmbedLayerNormalization", "SkipSimplifiedLayerNormalization", "MultiHeadAttention",
+    "BiasAdd", "BiasSplitGelu",
 })
 
 # Ops whose output shape follows from the *values* of these inputs (and the others' shapes).
