@@ -680,10 +680,10 @@ def _preprocess_flags(pre: ImagePreprocess | None) -> list[tuple[str, object]]:
 
 
 def command_line(model_names: Sequence[str], engines: Sequence[EngineSpec], options: ProfileOptions, *,
-                 full_paths: bool = False) -> str:
+                 full_paths: bool = False, target: str | None = None) -> str:
     """The ``onnx-studio profile`` command that reproduces a profile (the UI's CLI hint shows
-    file names only; ``full_paths`` keeps the inputs file's path as given). Built by the one hint
-    builder, ``studio.core.cli_hints``."""
+    file names only; ``full_paths`` keeps the inputs file's path as given; ``target``: the cluster
+    worker it was measured on). Built by the one hint builder, ``studio.core.cli_hints``."""
     from studio.core.cli_hints import cli_command
 
     d = ProfileOptions()
@@ -713,4 +713,4 @@ def command_line(model_names: Sequence[str], engines: Sequence[EngineSpec], opti
         ("--images", images), *(_preprocess_flags(options.preprocess) if images else ()),
         ("--ov-cache", bool(options.ov_cache)),
         ("--timeout", float(options.timeout_s) if options.timeout_s else None),
-        ("--memory-gb", float(options.memory_gb) if options.memory_gb else None)])
+        ("--memory-gb", float(options.memory_gb) if options.memory_gb else None), ("--target", target)])

@@ -71,8 +71,8 @@ def render(entries: dict, chosen: list[str], engines: list[str]) -> None:
         if result is not None:
             state.keep_result(_RESULT, result, settings)
     if options is not None and chosen and engines:
-        widgets.cli_hint(api.generation_command([Path(entries[k][1].path).name for k in chosen],
-                                                [api.parse_engine(e) for e in engines], options))
+        names = widgets.hint_file_names([(Path(entries[k][1].path).name, k) for k in chosen])
+        widgets.cli_hint(api.generation_command(names, [api.parse_engine(e) for e in engines], options))
     result = state.bound_result(_RESULT, settings)     # this model, these versions and options only
     if result is not None:
         _results(result)

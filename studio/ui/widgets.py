@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -173,13 +173,13 @@ def run_stoppable(label: str, fn: Callable[[Callable[[float], None]], T]) -> T |
         slot.empty()
 
 
-def hint_file_names(name_a: str, id_a: str, name_b: str, id_b: str) -> tuple[str, str]:
-    """The file names a two-model command hint gives its models: their own, or, where two versions are
-    stored under one name, ``<stem>-<version>.onnx`` each (``graph X --diff X`` would diff a file with itself)."""
-    if name_a != name_b:
-        return name_a, name_b
-    stem = Path(name_a).stem
-    return f"{stem}-{id_a}.onnx", f"{stem}-{id_b}.onnx"
+def hint_file_names(files: Sequence[tuple[str, str]]) -> list[str]:
+    """The file names a command hint gives the versions it runs, from ``(stored file name, version key)``
+    pairs: their own names, or ``<stem>-<key>.onnx`` where versions are stored under one name (an optimized
+    version keeps its parent's: ``graph X --diff X`` would diff a file with itself)."""
+    names = [name for name, _ in files]
+    return [f"{Path(name).stem}-{key.replace(':', '-')}.onnx" if names.count(name) > 1 else name
+            for name, key in files]
 
 
 def cli_hint(command: str) -> None:

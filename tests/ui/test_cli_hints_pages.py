@@ -257,3 +257,28 @@ def test_verify_two_versions_hint_names_them_apart_with_the_dims(app):
     args = _parse(hint, "compare")
     assert (args.a, args.b) == ("cnn_unfused-v0.onnx", "cnn_unfused-v1.onnx")
     assert _dims(args) == dict(at.session_state["onnx_studio_dims"]) != {}
+
+
+def test_hint_file_names_tell_versions_stored_under_one_name_apart():
+    from studio.ui import widgets
+
+    assert widgets.hint_file_names([("a.onnx", "v0"), ("b.onnx", "v1")]) == ["a.onnx", "b.onnx"]
+    assert widgets.hint_file_names([("m.onnx", "m1:v0"), ("m.onnx", "m1:v1"), ("x.onnx", "m2:v0")]) == [
+        "m-m1-v0.onnx", "m-m1-v1.onnx", "x.onnx"]
+
+
+def test_profile_hint_names_each_version_and_carries_the_page_options(app):
+    """Profile's default pick after an optimize is v0 and v1, stored under one file name: the hint said
+    `profile cnn_unfused.onnx cnn_unfused.onnx`, one file twice."""
+    at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
+    at.switch_page("views/optimize.py").run()
+    at.button(key="opt_run").click().run()
+    at.switch_page("views/profile.py").run()
+    at.number_input(key="profile_iterations").set_value(25).run()
+    assert not at.exception, at.exception
+    assert at.multiselect(key="profile_versions").value == ["m1:v0", "m1:v1"]
+    (hint,) = _hints(at, "onnx-studio profile")
+    args = _parse(hint, "profile")
+    assert args.models == ["cnn_unfused-v0.onnx", "cnn_unfused-v1.onnx"]
+    assert [e.key for e in api.parse_engines(args.engine)] == ["ort", "ov"] and args.iterations == 25
+    assert _dims(args) == dict(at.session_state["onnx_studio_dims"])

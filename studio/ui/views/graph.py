@@ -301,7 +301,9 @@ def _diff() -> None:
             if reg.note:
                 st.caption(widgets.md_escape(reg.note, 300))
             st.graphviz_chart(api.graph_dot(reg), width="content")
-    pa, pb = widgets.hint_file_names(ma.handle(va.id).path.name, va.id, mb.handle(vb.id).path.name, vb.id)
+    same_model = getattr(ma, "id", 1) == getattr(mb, "id", 2)
+    pa, pb = widgets.hint_file_names([(ma.handle(va.id).path.name, va.id if same_model else a),
+                                      (mb.handle(vb.id).path.name, vb.id if same_model else b)])
     widgets.cli_hint(api.cli_command("graph", [pa], [
         ("--diff", pb), ("--diff-mode", mode if mode != "overlay" else None), ("--dim", dims_a), ("-o", "diff.html")]))
 

@@ -259,9 +259,11 @@ def render() -> None:
                 state.keep_result(_RESULT, (st.session_state.pop(_RESULT), st.session_state.get(_MEASURED_BY),
                                             run_vids), settings)
     if options is not None and chosen and engines:
-        names = [Path(entries[k][1].path).name for k in chosen]
+        several_models = len({k.split(":")[0] for k in chosen}) > 1
+        names = widgets.hint_file_names([(Path(entries[k][1].path).name, k if several_models else entries[k][1].id)
+                                         for k in chosen])
         specs = [api.parse_engine(e) for e in engines]
-        widgets.cli_hint(api.profile_command(names, specs, options))
+        widgets.cli_hint(api.profile_command(names, specs, options, target=remote))
     bound = state.bound_result(_RESULT, settings)      # run on this model's page with these settings only
     if bound is not None:
         result, st.session_state[_MEASURED_BY], st.session_state[_VERSIONS_RUN] = bound

@@ -132,7 +132,7 @@ def render() -> None:
         _show(result, "verify")
     elif state.result_is_stale(_RESULT, settings):
         st.info("No comparison for this model, version and these settings yet: press Compare.")
-    names = widgets.hint_file_names(ha.path.name, a, hb.path.name, b) if a != b else (ha.path.name, hb.path.name)
+    names = widgets.hint_file_names([(ha.path.name, a), (hb.path.name, b)]) if a != b else [ha.path.name] * 2
     widgets.cli_hint(api.cli_command("compare", list(names), [
         ("--dim", state.dims()), ("--engine", CLI_ENGINE[engine]),
         ("--engine-b", CLI_ENGINE[engine_b] if engine_b != engine else None),
