@@ -7,6 +7,8 @@ needs real inputs -- is not an error), 1 at least one, 2 usage/input errors.
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
+from pathlib import Path
 
 from studio import api
 from studio.cli import task_args
@@ -56,14 +58,17 @@ def _run(args: argparse.Namespace) -> int:
     if args.fix:
         if not args.output:
             raise StudioError("--fix needs --output PATH for the fixed model (the original is never modified)")
-        result = api.fix_to_file(handle.path, args.fix, args.output, options=parse_options(args.options),
-                             dims=dims, inputs=args.inputs)
+        k = kept(args)
+        # with --project the fixed model is kept first and -o written after: "same as vN" writes nothing
+        with k.staged(args.output) if k is not None else nullcontext(Path(args.output)) as target:
+            result = api.fix_to_file(handle.path, args.fix, target, options=parse_options(args.options),
+                                     dims=dims, inputs=args.inputs)
+            if k is not None:
+                k.add_version(target, label=f"fix: {', '.join(args.fix)}", refuse_same=True,
+                              provenance={"fix": list(args.fix), "pipeline": result.lineage()})
         if not args.json:
             print(f"fixed   {result.summary()}; saved {printable(str(args.output))} (verified: {result.reference})")
         handle = api.load(args.output)
-        if kept(args) is not None:
-            kept(args).add_version(handle.path, label=f"fix: {', '.join(args.fix)}",
-                                   provenance={"fix": list(args.fix), "pipeline": result.lineage()})
     tasks = task_args.choices(args, handle, kept(args).project if kept(args) is not None else None)
     report = api.check(handle, engines, eps=eps, trt_version=args.trt_version, run=not args.no_run,
                        dims=dims, inputs=args.inputs, tasks=tasks)

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
 from studio import api
 from studio.cli.common import print_json
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
-from studio.core import outputs
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
 
@@ -57,21 +55,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _edit_kept(k, handle, script, args: argparse.Namespace):
-    """With --project the edit is written in the project's scratch and kept as a version first; -o is
-    written only then. An edit the project refuses (byte-identical to a version: "same as vN", R63) leaves
-    nothing at -o (the writer rule: nothing written on a refusal)."""
+    """With --project the edit is kept as a version before -o is written (``ProjectRun.staged``): an edit
+    the project refuses (byte-identical to a version: "same as vN", R63) leaves nothing at -o."""
     out = Path(args.output)
-    if out.parent.is_dir():             # a bad -o is said before any work (a missing folder is made only at the end)
-        outputs.check_destination(out)
-    staging = k.project.scratch_dir("edit")            # <project>/tmp/edit-*, swept when the project opens
-    try:
-        result = api.edit(handle, script, staging / out.name, verify=not args.no_verify)
+    with k.staged(out) as staged:
+        result = api.edit(handle, script, staged, verify=not args.no_verify)
         version = api.add_edited_version(k.model, k.version.id, result, job_id=k.job.id)
-        # every file the edit wrote (a split's parts, external data beside them), under the same names
-        for f in sorted(p for p in staging.iterdir() if p.is_file()):
-            outputs.copy_file(f, out.with_name(f.name))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)  # scratch: the project's own staging folder made above
     return replace(result, outputs=tuple(out.with_name(p.name) for p in result.outputs)), version
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from studio import api
+from studio.core import outputs
 from studio.core.fmt import printable
 from studio.core.paths import atomic_write_text, safe_name
 
@@ -50,9 +51,27 @@ class ProjectRun:
         self.job.record_artifact(dst, kind, model_id=self.model.id, version_id=self.version.id)
         return dst
 
-    def add_version(self, path: str | Path, label: str, provenance: dict | None = None):
+    def add_version(self, path: str | Path, label: str, provenance: dict | None = None, *,
+                    refuse_same: bool = False):
         return api.add_version(self.model, path, label=label, parent=self.version.id, provenance=provenance,
-                               job_id=self.job.id)
+                               job_id=self.job.id, refuse_same=refuse_same)
+
+    @contextmanager
+    def staged(self, output: str | Path) -> Iterator[Path]:
+        """Where a command writes a model it keeps as a version: the project's scratch, under -o's name.
+        -o (and what was written beside it: a split's parts, external data) is written only when the block
+        ends without an error, so a version the project refuses ("same as vN", R63) leaves nothing at -o,
+        not even a new folder (the writer rule: nothing written on a refusal)."""
+        out = Path(output)
+        if out.parent.is_dir():             # a bad -o is said before any work
+            outputs.check_destination(out)
+        staging = self.project.scratch_dir("out")        # <project>/tmp/out-*, swept when the project opens
+        try:
+            yield staging / out.name
+            for f in sorted(p for p in staging.iterdir() if p.is_file()):
+                outputs.copy_file(f, out.with_name(f.name))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # scratch: the project's own staging folder made above
 
 
 @contextmanager

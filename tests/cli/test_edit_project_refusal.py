@@ -47,3 +47,20 @@ def test_without_a_project_the_edit_writes_o_as_before(tmp_path):
     out = tmp_path / "plain.onnx"
     assert main(["edit", str(SAMPLES / "cnn_unfused.onnx"), "--script", str(script), "-o", str(out)]) == 0
     assert out.exists() and api.load(out).sha256 != api.load(SAMPLES / "cnn_unfused.onnx").sha256
+
+
+def test_check_fix_into_a_project_twice_is_same_as_v1_and_writes_nothing(tmp_path, capsys):
+    """`check --fix --project` run again on the original: the fixed model is byte-identical to v1, so the
+    project refuses it ("same as v1") and -o is not written; before, v2 was filed with v1's bytes."""
+    p = api.create_project("fix refusal")
+    args = ["check", str(SAMPLES / "transformer_block.onnx"), "--engines", "ort", "--fix", "fix-input-shapes",
+            "--dim", "batch=2", "--dim", "sequence=7", "--project", p.id]
+    first, second = tmp_path / "one.onnx", tmp_path / "new" / "two.onnx"
+    assert main([*args, "--output", str(first)]) == 0
+    (info,) = api.project_models(p.id)
+    model = api.project_model(p.id, info.id)
+    assert [v.id for v in model.versions] == ["v0", "v1"] and api.load(first).sha256 == model.version("v1").sha256
+    capsys.readouterr()
+    assert main([*args, "--output", str(second)]) == 2
+    assert "same as v1" in capsys.readouterr().err
+    assert not second.parent.exists() and [v.id for v in model.versions] == ["v0", "v1"]
