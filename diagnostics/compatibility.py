@@ -5,7 +5,7 @@ Per node and engine target the report holds a status (supported / restricted
 / unsupported / unknown) and per engine target a model-level verdict with how
 it was decided: ONNX Runtime and OpenVINO by a real session in a sandbox
 worker (the kernel registry and ``query_model`` explain *which* node),
-every converted engine of the table (MNN, LiteRT, ncnn) by a real conversion and run (``converted_check``), TensorRT by the support table (or the real parser where installed), other ORT
+every converted engine of the table (MNN, LiteRT, ...) by a real conversion and run (``converted_check``), TensorRT by the support table (or the real parser where installed), other ORT
 EPs by their tables.
 """
 

@@ -1,4 +1,4 @@
-"""The converted engines' check (MNN, LiteRT, ncnn: the table's converted rows): convert (MNNConvert / onnx2tf / pnnx), load, run once on the seeded or
+"""The converted engines' check (the engine table's converted rows: MNN, LiteRT, ...): convert (MNNConvert / onnx2tf / ...), load, run once on the seeded or
 given inputs and compare with ONNX Runtime -- all in one sandbox worker.
 
 The verdict is the real run's: a model the engine converts and runs "runs"; a conversion
@@ -209,7 +209,7 @@ def _refusal_hint(converter: str, conversion: dict | None) -> str | None:
 def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, run: bool = True,
                     dims: dict[str, int] | None = None, inputs: Path | None = None, pool_key: str = "default",
                     limits: Limits | None = None, tasks: dict[str, str] | None = None) -> EngineCheck:
-    """The check of a converted ``engine`` (a row of kind "converted": mnn, litert, ncnn) on ``model_path``; ``tasks``: the user's
+    """The check of a converted ``engine`` (a row of kind "converted") on ``model_path``; ``tasks``: the user's
     {output: kind} (how outputs are compared with ONNX Runtime's, see the module doc)."""
     from studio.core.engines import engine_limits, get_engine
 

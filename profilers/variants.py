@@ -35,7 +35,7 @@ class EngineSpec:
     """One engine configuration.
 
     ``engine``: onnxruntime | openvino | tensorrt | a converted engine of the table (mnn, litert,
-    ncnn; ``precision``: their conversion's, f32 / f16 / int8 where the row offers it). ``device``: the ORT execution
+    ...; ``precision``: their conversion's, f32 / f16 / int8 where the row offers it). ``device``: the ORT execution
     provider (cpu, cuda, trt) or the OpenVINO device (CPU). ``precision``:
     OpenVINO's ``INFERENCE_PRECISION_HINT`` (f32 pinned by default; "default"
     lets the plugin choose, bf16 on CPUs that have it) or TensorRT's builder
@@ -185,7 +185,7 @@ def available_engine_specs() -> list[EngineSpec]:
         specs.append(EngineSpec("openvino"))
     if get_engine("tensorrt").available():
         specs.append(EngineSpec("tensorrt", hint=None))
-    for name in _CONVERTED_PRECISIONS:     # the converted rows in the defaults (ncnn: asked by name)
+    for name in _CONVERTED_PRECISIONS:     # the converted rows in the defaults (others: asked by name)
         if engine_row(name).default_check and get_engine(name).available():
             specs.append(EngineSpec(name, hint=None))
     return specs

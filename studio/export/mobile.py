@@ -1,4 +1,4 @@
-"""Converted targets (the engine table's converted rows: MNN ``.mnn``, LiteRT ``.tflite``, ncnn ``.ncnn.param``):
+"""Converted targets (the engine table's converted rows with an export label: MNN ``.mnn``, LiteRT ``.tflite``, ...):
 convert the deploy model with the engine's converter (in a sandbox worker), reload the file in its own runtime, verify it
 against the original, and write a README with the snippet that loads it on a device.
 
@@ -195,7 +195,7 @@ def _export(ctx: ExportContext, engine: str) -> TargetResult:
 
 
 def export_converted(ctx: ExportContext, engine: str) -> TargetResult:
-    """The export target of a converted row of the engine table (mnn, litert, ncnn)."""
+    """The export target of a converted row of the engine table."""
     return _export(ctx, engine)
 
 

@@ -112,7 +112,7 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
     VariantSpec("fp16-litert", "fp16 weights · LiteRT", "litert", "fp16", (), RunOptions(precision="f16")),
     VariantSpec("int8-litert", "INT8 · LiteRT (onnx2tf integer quantization, calibrated)", "litert", "int8", (),
                 RunOptions(precision="int8"), builder="litert-quant"),
-    # every other converted row of the engine table (ncnn): its conversion's fp32 and fp16, from the row
+    # every other converted row of the engine table: its conversion's fp32 and fp16, from the row
     *(VariantSpec(f"fp{p[1:]}-{r.name}", f"fp{p[1:]} · {r.label}", r.name, f"fp{p[1:]}", (), RunOptions(precision=p))
       for r in ENGINES if r.converted and r.name not in ("mnn", "litert") for p in r.precisions if p in ("f32", "f16")),
     VariantSpec("fp16-trt", "fp16 · TensorRT", "tensorrt", "fp16", (), RunOptions(precision="f16")),
