@@ -44,6 +44,7 @@ from studio.core.compare import Tolerance, compare_arrays
 from studio.core.engines import ENGINES, RunOptions, engine_row, get_engine, resolve_engine_name
 from studio.core.engines.base import check_model_file, require_available
 from studio.core.engines.layout import channels_last, to_channels_first
+from studio.core.engines import sessions
 from studio.core.errors import StudioError
 from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
@@ -409,7 +410,6 @@ def compare_chunk(reference: str, candidate: str, items: list[dict], feeds: Feed
                   quantized: bool = False) -> dict[str, dict]:
     """Worker side: mark ``items`` as outputs in both models, run the reference, then the
     candidate, and return metrics per reference tensor (no arrays leave this function)."""
-    from studio.core.engines.sessions import open_runner
 
     sides = (("a", reference, engine_a, options_a, dir_a, "tensor", "ref_type"),
              ("b", candidate, engine_b, options_b, dir_b, "target", "cand_type"))
@@ -425,7 +425,7 @@ def compare_chunk(reference: str, candidate: str, items: list[dict], feeds: Feed
         names = _with_outputs(model, [(it[tensor_key], it[type_key]) for it in items] + extra, path,
                               aliases=engine in PLAIN_NAME_ENGINES)
         try:
-            runner = open_runner(engine, path, opts or {}, ctx)
+            runner = sessions.open_runner(engine, path, opts or {}, ctx)
             wanted = list(dict.fromkeys([it[tensor_key] for it in items] + [t for t, _ in extra]))
             got = runner.infer(feeds, list(dict.fromkeys(names.get(t, t) for t in wanted)))
             values[side] = {t: got[names.get(t, t)] for t in wanted if names.get(t, t) in got}

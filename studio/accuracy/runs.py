@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from studio.core.engines import RunOptions, engine_limits, engine_row, get_engine, resolve_engine_name
+from studio.core.engines import RunOptions, engine_limits, engine_row, get_engine, resolve_engine_name, sessions
 from studio.core.engines.base import (
     check_model_file,
     decode_output_sets,
@@ -108,11 +108,10 @@ def _first_line(exc: BaseException) -> str:
 
 @job("accuracy.run_sets")
 def run_sets_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    from studio.core.engines.sessions import open_runner
 
     engine = str(args["engine"])
     ctx.set_stage(f"{engine} session creation")
-    runner = open_runner(engine, args["model_path"], args.get("options") or {}, ctx)
+    runner = sessions.open_runner(engine, args["model_path"], args.get("options") or {}, ctx)
     names = args.get("output_names") or None
     data: dict[str, Any] = {"details": {**runner.details, "input_names": runner.input_names,
                                         "output_names": runner.output_names}, "sets": []}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from studio.core import cli_hints
 from studio.export.options import ShapeRange
 
 
@@ -14,10 +15,8 @@ def cli_command(model_name: str, targets: Sequence[str], output: str = "artifact
                 ort_custom_ops: Sequence[str] = (), ov_extensions: Sequence[str] = (), calibration_method: str = "minmax",
                 dims: Mapping[str, int] | None = None) -> str:
     """The ``onnx-studio export`` command the page runs (built by the one hint builder)."""
-    from studio.core.cli_hints import cli_command as build
-
     wanted = list(targets)
-    return build("export", [model_name], [
+    return cli_hints.cli_command("export", [model_name], [
         ("--target", "all" if len(wanted) == 4 else ",".join(_short(t) for t in wanted)), ("-o", output),
         ("--preset", preset or None), ("--precision", precision if precision != "fp32" else None),
         ("--ov-precisions", list(ov_precisions or ()) or None), ("--calibration", calibration or None),

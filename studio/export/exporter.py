@@ -25,7 +25,10 @@ from studio.core.paths import atomic_write_text
 from studio.export.bundle import bundle_name, check_final, finalize, inventory, prepare_output, staging_dir, write_zip
 from studio.export.context import ExportContext
 from studio.export.manifest import build_manifest
-from studio.export.onnxruntime import weight_bytes
+from studio.export.onnxruntime import export_onnxruntime, weight_bytes
+from studio.export.openvino import export_openvino
+from studio.export.tensorrt import export_tensorrt
+from studio.export.triton import export_triton
 from studio.export.options import ExportOptions
 from studio.export.prepare import prepare_deploy
 from studio.export.reference import (criteria_for, decoder_feeds, feed_shapes, make_feeds, reference_outputs,
@@ -45,19 +48,16 @@ log = logging.getLogger(__name__)
 FRESH_WORKER_BYTES = 256 * 2**20
 
 
-def _runner(target: str) -> Callable[[ExportContext], TargetResult]:
-    if target == "onnxruntime":
-        from studio.export.onnxruntime import export_onnxruntime as fn
-    elif target == "openvino":
-        from studio.export.openvino import export_openvino as fn
-    elif target == "tensorrt":
-        from studio.export.tensorrt import export_tensorrt as fn
-    elif target in CONVERTED_TARGETS:       # every converted row of the engine table: one converted target
+# the native targets' exporters; every converted row of the engine table is one converted target
+_NATIVE: dict[str, Callable[[ExportContext], TargetResult]] = {
+    "onnxruntime": export_onnxruntime, "openvino": export_openvino, "tensorrt": export_tensorrt,
+    "triton": export_triton}
 
+
+def _runner(target: str) -> Callable[[ExportContext], TargetResult]:
+    if target in CONVERTED_TARGETS:
         return functools.partial(export_converted, engine=target)
-    else:
-        from studio.export.triton import export_triton as fn
-    return fn
+    return _NATIVE.get(target, export_triton)
 
 
 def _run_target(ctx: ExportContext, target: str) -> TargetResult:

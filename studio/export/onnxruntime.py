@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from profilers import latency
 from studio.core import jsonsafe
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
@@ -149,11 +150,10 @@ def timed_median_ms(fn: Any, args: tuple, runs: int) -> tuple[float | None, int]
     """Median (ms) and count of ``runs`` back-to-back calls ``fn(*args)``, timed by the studio's one latency
     loop (``profilers.latency.timed_rounds``: one variant, one round; the caller's first run was the warm-up),
     so an exported artifact's latency is measured as the profiler and the precision flow measure theirs."""
-    from profilers.latency import timed_rounds
 
     if runs <= 0:
         return None, 0
-    run = timed_rounds({"artifact": (fn, tuple(args))}, {"artifact": [int(runs)]}, seed=None)
+    run = latency.timed_rounds({"artifact": (fn, tuple(args))}, {"artifact": [int(runs)]}, seed=None)
     if not run.measured("artifact"):
         return None, 0
     return round(run.stats("artifact").p50_ms, 3), int(run.samples_ms["artifact"].size)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from studio.core.engines import RunOptions
+from studio.core.engines import RunOptions, sessions
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
@@ -131,14 +131,13 @@ def _log_softmax(x: np.ndarray) -> np.ndarray:
 
 @job("precision.generation_agreement")
 def generation_agreement_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
-    from studio.core.engines.sessions import open_runner
 
     contract = GenerationContract.from_args(args["contract"])
     steps = int(args["steps"])
     ctx.set_stage("fp32 decoder (ONNX Runtime) for generation agreement")
-    ref = open_runner("onnxruntime", args["reference"], {"graph_optimization_level": "all"}, ctx)
+    ref = sessions.open_runner("onnxruntime", args["reference"], {"graph_optimization_level": "all"}, ctx)
     ctx.set_stage(f"candidate decoder ({args['engine']}) for generation agreement")
-    cand = open_runner(args["engine"], args["candidate"], args["options"], ctx)
+    cand = sessions.open_runner(args["engine"], args["candidate"], args["options"], ctx)
     rows: dict[str, list] = {"ref_top": [], "cand_top": [], "kl": [], "ref_nll": [], "cand_nll": []}
     generated = []
     try:

@@ -19,7 +19,7 @@ import numpy as np
 
 from profilers.latency import LatencyRun, budgeted_rounds
 from studio.accuracy.runs import pack_sets, unpack_sets
-from studio.core.engines import RunOptions, resolve_engine_name
+from studio.core.engines import RunOptions, resolve_engine_name, sessions
 from studio.core.engines.base import check_model_file
 from studio.core.errors import engine_message
 from studio.core.feeds import Feeds
@@ -54,7 +54,6 @@ def _error(exc: BaseException) -> str:
 
 @job("precision.latency")
 def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    from studio.core.engines.sessions import open_runner
 
     feeds = unpack_sets(arrays, 1)[0]
     items = args["items"]
@@ -65,7 +64,7 @@ def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
 
     def open_one(it: dict) -> Any:
         ctx.set_stage(f"latency: opening {it['key']} on {it['engine']}")
-        runner = open_runner(it["engine"], it["path"], it["options"], ctx)
+        runner = sessions.open_runner(it["engine"], it["path"], it["options"], ctx)
         reported = getattr(runner, "details", None) or {}
         details[it["key"]] = {k: reported[k] for k in ("precision_effective", "execution_precisions") if k in reported}
         return runner
