@@ -32,6 +32,7 @@ from profilers.latency import LatencyRun
 from profilers.profile import machine_facts
 from profilers.stats import RatioEstimate, latency_stats
 from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants, unavailable_reason
+from studio.core import cli_hints
 from studio.core.errors import StudioError, WorkerError
 from studio.core.sandbox import Limits, run_job
 from studio.inspect.decoder import DecoderSpec, recognize
@@ -332,10 +333,8 @@ def _ratios(variants: Sequence[GenerationVariant], options: GenerationOptions) -
 def generation_command(model_names: Sequence[str], engines: Sequence[EngineSpec], options: GenerationOptions) -> str:
     """The ``onnx-studio profile --generate`` command that reproduces a generation profile (built by the
     one hint builder, ``studio.core.cli_hints``)."""
-    from studio.core.cli_hints import cli_command
-
     d = GenerationOptions()
-    return cli_command("profile", list(model_names), [
+    return cli_hints.cli_command("profile", list(model_names), [
         ("--generate", True), ("--engine", ",".join(e.key for e in engines)),
         ("--prompt-lengths", [str(n) for n in options.prompt_lengths]), ("--new-tokens", str(options.new_tokens)),
         ("--batch", [str(n) for n in options.batch_sizes]),

@@ -42,6 +42,7 @@ from profilers.stats import LatencyStats, RatioEstimate
 from profilers.sweeps import SweepResult, measure_sweep
 from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants, unavailable_reason
 from studio.core.engines import engine_limits, get_engine
+from studio.core import cli_hints
 from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import ImagePreprocess
 from studio.core.sandbox import GiB, Limits, default_limits
@@ -684,13 +685,11 @@ def command_line(model_names: Sequence[str], engines: Sequence[EngineSpec], opti
     """The ``onnx-studio profile`` command that reproduces a profile (the UI's CLI hint shows
     file names only; ``full_paths`` keeps the inputs file's path as given; ``target``: the cluster
     worker it was measured on). Built by the one hint builder, ``studio.core.cli_hints``."""
-    from studio.core.cli_hints import cli_command
-
     d = ProfileOptions()
     images = None
     if options.images_dir:
         images = options.images_dir if full_paths else Path(options.images_dir).name + "/"
-    return cli_command("profile", list(model_names), [
+    return cli_hints.cli_command("profile", list(model_names), [
         ("--engine", ",".join(e.key for e in engines)),
         ("--duration", options.duration_s),
         ("--iterations", options.iterations
