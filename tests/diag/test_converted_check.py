@@ -56,4 +56,4 @@ def test_litert_converts_a_channels_last_grid_with_the_option_onnx2tf_names():
 def test_engines_all_includes_both():
     from diagnostics.compatibility import normalize_engines
 
-    assert normalize_engines("ort,openvino,tensorrt,mnn,litert") == normalize_engines("all")
+    assert normalize_engines("ort,openvino,tensorrt,mnn,litert,ncnn") == normalize_engines("all")   # every row
