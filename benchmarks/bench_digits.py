@@ -64,6 +64,10 @@ def main() -> None:
                 f"true labels, {len(ds.calibration)} calibration digits; target {TARGET} (* = recommended)",
                 ["variant", "engine", "top-1 acc.", "95% CI", "drop", "95% CI", "x fp32", "95% CI", "target",
                  "status"], rows)
+    for v in report.variants:                  # accuracy in words, and the per-CPU-kind verdict (issue 35 item 1)
+        for note in v.notes:
+            if note.startswith(("top-1 accuracy", "no faster than")):
+                print(f"  {v.name}: {note}")
     print(f"recommendation: {report.summary()}")
     print(f"wall time of the whole precision run: {wall:.1f} s")
 

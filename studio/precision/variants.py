@@ -10,7 +10,10 @@ medians over the interleaved rounds, its median and 95 % bootstrap interval
 (``ratio_ci``). The recommendation is the fastest variant that meets the accuracy
 target, is at least 5% faster than fp32 (``RECOMMEND_MAX_RATIO``) *and* whose
 interval lies wholly below 1.0 (an interval that includes 1.0 is "no
-significant difference", never a reason to change precision); when none is,
+significant difference", never a reason to change precision); a reduced-precision
+variant must also beat its own engine's fp32 variant timed in the same run
+(``engine_gain_note``: OpenVINO INT8 no faster than OpenVINO fp32 on an AVX2-only
+CPU is not recommended there, the note names the CPU kind); when none is,
 fp32 is recommended and the report says why. TensorRT variants are listed as "not verified here" when
 TensorRT cannot run on this machine; their numbers are never guessed.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import platform
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +38,7 @@ from profilers.latency import LatencyRun
 from studio.accuracy.compare_models import ModelComparison, compare_models
 from studio.core.compare import QUANTIZED
 from studio.core.engines import ENGINES, RunOptions, get_engine
+from studio.core.engines.ort_int8 import cpu_flags, int8_kernel_choice
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
 from studio.core.outputs import disk_error
@@ -195,6 +200,9 @@ class VariantResult:
     # the precision the variant asked for, where the engine reported computing in another one here
     # (OpenVINO bf16 on a CPU without bf16 computes f32): the row is then named for what runs
     asked_precision: str | None = None
+    # the engine's own fp32 variant this reduced-precision one is no faster than in the same run (its reason is
+    # a note, naming this CPU's kind): never recommended here, whatever its ratio to ORT fp32
+    no_gain_over: str | None = None
 
     @property
     def latency_ms(self) -> float | None:
@@ -228,7 +236,8 @@ class VariantResult:
                  ratio_rounds=self.ratio_rounds, speed=self.speed_text,
                  notes=list(self.notes), details=dict(self.details), lineage=list(self.lineage), task=self.task,
                  generation=dict(self.generation) if self.generation else None,
-                 matmul_errors=[dict(e) for e in self.matmul_errors], asked_precision=self.asked_precision)
+                 matmul_errors=[dict(e) for e in self.matmul_errors], asked_precision=self.asked_precision,
+                 no_gain_over=self.no_gain_over)
         for k in ("latency_p10_ms", "median_ms", "p90_ms", "ratio", "cosine", "max_abs"):
             if d[k] is not None:
                 d[k] = round(float(d[k]), 6)
@@ -489,21 +498,23 @@ def _build_nncf(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet,
 
 
 def _task_metrics(ds, golden, path: Path, spec: VariantSpec, eval_feeds: FeedSet, target,
-                  pool_key: str, options: RunOptions | None = None) -> tuple[dict | None, bool, str | None]:
-    """The variant's task metrics on the dataset's evaluation part (MetricReport as a dict)."""
+                  pool_key: str, options: RunOptions | None = None) -> tuple[dict | None, bool, list[str]]:
+    """The variant's task metrics on the dataset's evaluation part (MetricReport as a dict), whether it meets
+    the target, and its notes: the accuracy against true labels with its interval (a labelled dataset), the
+    missed target."""
     from studio.data.evaluate import evaluate
 
     try:
         report = evaluate(ds, golden, path, engine=spec.engine, options=options or spec.run_options, target=target,
                           candidate=spec.label, pool_key=pool_key, feeds=list(eval_feeds.sets))
     except StudioError as exc:
-        return None, False, f"task metrics could not be computed: {exc}"
-    note = None
+        return None, False, [f"task metrics could not be computed: {exc}"]
+    notes = [report.accuracy_text()] if report.accuracy_text() else []
     if target is not None and not report.target_met:
         v = report.target_value
         why = next((n.split(": ", 1)[-1] for n in report.notes if n.startswith("target metric")), "not computed")
-        note = f"target missed: {target.text()} (got {f'n/a: {why}' if v is None else f'{v:.4g}'})"
-    return report.to_dict(), bool(report.target_met), note
+        notes.append(f"target missed: {target.text()} (got {f'n/a: {why}' if v is None else f'{v:.4g}'})")
+    return report.to_dict(), bool(report.target_met), notes
 
 
 def _speed_note(ratio: float | None, ci: tuple[float, float] | None, rounds: int) -> str | None:
@@ -524,6 +535,54 @@ def _speed_note(ratio: float | None, ci: tuple[float, float] | None, rounds: int
     return None
 
 
+# Each engine's own fp32 row: a reduced-precision variant on that engine has to beat it, not only ORT fp32.
+ENGINE_FP32 = {"openvino": "fp32-ov", "mnn": "fp32-mnn", "litert": "fp32-litert"}
+
+# What an int8 dot product costs on each CPU kind (studio.core.engines.ort_int8's isa), for the reason.
+_INT8_ON = {
+    "avx2": "AVX2 without VNNI/AMX: an int8 dot product takes vpmaddubsw + vpmaddwd, at best about twice the fp32 "
+            "FMA rate, and quantize/dequantize steps eat that",
+    "vnni": "VNNI: int8 dot products accumulate in int32 in one instruction; here the model's int8 part is too "
+            "small for that to show",
+    "amx": "AMX: int8 tiles; here the model's int8 part is too small for that to show",
+}
+
+
+def cpu_kind(flags: Sequence[str] | None = None, cpuid: Mapping[str, bool] | None = None) -> str:
+    """This CPU's kind for a reason (amx | vnni | avx2 | arm | unknown): the OS's ``flags``, less those the CPU
+    itself denies (``cpuid``: numpy's ``__cpu_features__``): under an emulator (``make test-avx2``'s qemu-user)
+    /proc/cpuinfo is the host's, while the emulated CPU has no AVX-512."""
+    flags = set(cpu_flags() if flags is None else flags)
+    feats = cpuid if cpuid is not None else \
+        getattr(getattr(getattr(np, "_core", None), "_multiarray_umath", None), "__cpu_features__", {})
+    if feats.get("AVX512F") is False:
+        flags = {f for f in flags if not f.startswith("avx512")}
+    if feats.get("AVX512VNNI") is False:
+        flags.discard("avx512_vnni")
+    return int8_kernel_choice(flags, platform.machine()).isa
+
+
+def engine_gain_note(name: str, run: LatencyRun | None, isa: str | None = None) -> str | None:
+    """Why reduced-precision variant ``name`` is not recommended on this CPU kind: it is no faster than its own
+    engine's fp32 variant timed in the same run, by the rule it must meet against ORT fp32 (at least 5 % faster,
+    :data:`RECOMMEND_MAX_RATIO`, and the 95 % interval of their per-round ratio wholly below 1.0), e.g.
+    OpenVINO INT8 on an AVX2-only CPU. None when it is faster, or its engine's fp32 was not timed.
+    ``isa``: the CPU kind (amx | vnni | avx2 | ...), this machine's when None."""
+    spec = VARIANTS[name]
+    twin = ENGINE_FP32.get(spec.engine)
+    if spec.precision == "fp32" or twin is None or twin == name or run is None:
+        return None
+    est = run.ratio(twin, name)
+    if est is None or est.ci_high is None or (est.ci_high < 1.0 and est.ratio <= RECOMMEND_MAX_RATIO):
+        return None
+    if isa is None:
+        isa = cpu_kind()
+    kind = _INT8_ON.get(isa, f"CPU kind {isa}") if spec.precision.startswith("int") else f"CPU kind {isa}"
+    return (f"no faster than {VARIANTS[twin].label} on this CPU ({est.ratio:.2f}x of it, 95 % CI "
+            f"{est.ci_low:.2f}–{est.ci_high:.2f} over {est.rounds} rounds; {kind}): not recommended here, "
+            f"{twin} is the {spec.engine} choice")
+
+
 def recommendable(v: VariantResult) -> bool:
     """fp32 (the baseline) when it ran and meets the target; another variant only when it also is
     significantly faster: ratio <= RECOMMEND_MAX_RATIO and its whole interval below 1.0."""
@@ -531,6 +590,8 @@ def recommendable(v: VariantResult) -> bool:
         return False
     if v.asked_precision is not None:
         return False               # not what its name says on this CPU (a copy of another row): never offered
+    if v.no_gain_over is not None:
+        return False               # no faster than its own engine's fp32 on this CPU kind (engine_gain_note)
     if v.name == "fp32":
         return True
     return v.ratio is not None and v.ratio <= RECOMMEND_MAX_RATIO and v.faster_than_fp32
@@ -911,10 +972,9 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
         notes.append("integer outputs only, all equal to fp32: cosine n/a (no float output to measure)")
     task = None
     if inp.golden is not None:
-        task, task_meets, task_note = _task_metrics(ctx.dataset, inp.golden, path, spec, inp.eval_feeds, ctx.target,
+        task, task_meets, task_notes = _task_metrics(ctx.dataset, inp.golden, path, spec, inp.eval_feeds, ctx.target,
                                                     ctx.pool_key, _artifact_options(spec, Path(path), ctx.model_path))
-        if task_note:
-            notes.append(task_note)
+        notes.extend(task_notes)
         if ctx.target is not None:
             meets = task_meets             # the task metric decides, not the cosine
     if agree.int_bad:
@@ -925,6 +985,9 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
     speed = _speed_note(ratio, ratio_ci, rounds) if name != "fp32" else None
     if speed:
         notes.append(speed)
+    gain = engine_gain_note(name, run)
+    if gain:
+        notes.append(gain)
     return named_for_what_runs(VariantResult(
         name, spec.label, spec.engine, spec.precision, "ok" if latency and not latency_error else "failed",
         path=path if path != ctx.model_path else None, latency_p10_ms=latency.p10_ms if latency else None,
@@ -932,7 +995,8 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
         ratio=ratio, ratio_ci=ratio_ci, ratio_rounds=rounds, cosine=agree.cosine, top1=agree.top1, top5=agree.top5,
         max_abs=agree.max_abs, meets_target=meets, notes=tuple(dict.fromkeys(notes)),
         error=latency_error, lineage=lineage, details={**details, **({"execution_precisions": executed} if executed
-                                                                     else {})}, task=task),
+                                                                     else {})}, task=task,
+        no_gain_over=ENGINE_FP32[spec.engine] if gain else None),
         computed_precision(spec, cmp.candidate.precision if spec.engine == "openvino" else None, executed))
 
 

@@ -49,6 +49,8 @@ def test_precision_reports_true_accuracy_and_accuracy_aware_int8_keeps_the_drop(
     acc = _metric(fp32, "top1-accuracy")
     assert acc["value"] == pytest.approx(ref.mean(), abs=1e-9) and len(acc["per_sample"]) == 500
     assert acc["ci"][0] < acc["value"] < acc["ci"][1]
+    # the row says it in words too (the CLI and the page print a variant's notes)
+    assert any(n.startswith(f"top-1 accuracy {ref.mean():.3f} (95 % CI {acc['ci'][0]:.3f}–") for n in fp32.notes)
 
     int8 = by["int8"]                     # ORT QDQ/QOperator: its own file, run by plain onnxruntime
     if int8.status == "ok":
