@@ -110,7 +110,7 @@ def test_pnnx_cli_and_ncnn_python_api(tmp_path):
     onnx.save(model, str(tmp_path / "m.onnx"))
     info = convert_to_ncnn(tmp_path / "m.onnx", tmp_path, {"x": (1, 3, 4, 4)})
     assert info["command"][2:] == ["inputshape=[1,3,4,4]f32", "fp16=0"]
-    assert info["io"] == {"inputs": [["x", "in0", True]], "outputs": [["y", "out0", True]]}
+    assert info["io"] == {"inputs": [["x", "in0", 0]], "outputs": [["y", "out0", 0]]}     # batch axis 0
     net = ncnn.Net()
     net.opt.use_fp16_storage = net.opt.use_fp16_packed = net.opt.use_fp16_arithmetic = False
     assert net.load_param(str(tmp_path / "model.ncnn.param")) == 0

@@ -148,15 +148,15 @@ def test_ncnn_export_bundle_reloads_in_plain_ncnn(ncnn_here, tmp_path, capsys):
     io = json.loads((folder / "model.ncnn.json").read_text())
     (name, blob, batch), = io["inputs"]
     (out_name, out_blob, out_batch), = io["outputs"]
-    assert (name, out_name) == ("input", "logits")
+    assert (name, out_name, batch, out_batch) == ("input", "logits", 0, 0)
     x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
     net = ncnn.Net()
     net.opt.use_fp16_storage = net.opt.use_fp16_packed = net.opt.use_fp16_arithmetic = False
     assert net.load_param(str(folder / "model.ncnn.param")) == 0 and net.load_model(str(folder / "model.ncnn.bin")) == 0
     with net.create_extractor() as ex:
-        ex.input(blob, ncnn.Mat(x, batch_index=0).clone() if batch else ncnn.Mat(x).clone())
+        ex.input(blob, ncnn.Mat(x, batch_index=batch).clone())
         _, mat = ex.extract(out_blob)
-        got = np.array(mat.numpy(batch_index=0) if out_batch else mat.numpy(), copy=True)
+        got = np.array(mat.numpy(batch_index=out_batch), copy=True)
     np.testing.assert_allclose(got.reshape(1, 10), _plain_ort(MOBILENET, {"input": x})["logits"], atol=1e-4)
     assert sorted(p.name for p in model.parent.iterdir()) == ["m.onnx"]
 
@@ -173,3 +173,18 @@ def test_precision_runs_ncnn_fp32_and_fp16_against_ort_fp32(ncnn_here, capsys):
     assert rows["fp32-ncnn"]["status"] == rows["fp16-ncnn"]["status"] == "ok"
     assert rows["fp32-ncnn"]["max_abs"] < 1e-4 < rows["fp16-ncnn"]["max_abs"] < 5e-2
     assert rows["fp16-ncnn"]["cosine"] > 0.999
+
+
+def test_ncnn_real_model_without_a_batch_axis(ncnn_here):
+    """oww_alexa (openWakeWord, real corpus): pnnx marks no batch axis (batch_index=233) on its [1, 16, 96]
+    input; the blob map must still carry the output (the first parser missed it: 'unknown output name 13')
+    and the values must be plain onnxruntime's."""
+    from studio.core.engines import get_engine
+    from tests.corpus import corpus_model
+
+    path = corpus_model("oww_alexa")
+    feeds = {"onnx::Flatten_0": np.random.default_rng(4).random((1, 16, 96)).astype(np.float32)}
+    got = get_engine("ncnn").run(path, feeds).outputs["13"]
+    want = _plain_ort(path, feeds)["13"]
+    assert got.shape == want.shape == (1, 1)
+    np.testing.assert_allclose(got, want, atol=1e-5)

@@ -44,6 +44,7 @@ from studio.core.sandbox import Limits, run_job
 __all__ = ["NcnnEngine", "NcnnRunner", "convert_to_ncnn", "ncnn_convert_job", "ncnn_run_job", "pnnx_binary"]
 
 PNNX_TIMEOUT_S = 600.0        # one conversion; the worker's own limit still applies around it
+NO_BATCH = 233                # ncnn's "no batch axis" batch_index
 IO_FILE = "model.ncnn.json"   # blob <-> ONNX name mapping beside an exported .param/.bin
 _PNNX_TO_ONNX = {"Tensor.to": "Cast", "Tensor.index": "Gather", "torch.gather": "GatherElements",
                  "Tensor.expand": "Expand", "torch.where": "Where", "Tensor.slice": "Slice"}
@@ -136,13 +137,25 @@ def _link_model(onnx_path: Path, folder: Path) -> Path:
 
 
 def _io_map(script: str, onnx_inputs: list[str], onnx_outputs: list[str]) -> dict[str, Any]:
-    """Blob names and batch axes from pnnx's ``*_ncnn.py``, matched to the ONNX names by order."""
-    ins = re.findall(r'ex\.input\("(\w+)",\s*ncnn\.Mat\(\w+\.numpy\(\)(,\s*batch_index=0)?', script)
+    """Blob names and batch axes from pnnx's ``*_ncnn.py``, matched to the ONNX names by order: each
+    [ONNX name, blob, batch_index] (the axis ncnn drops and ``numpy()`` puts back; 233 means none)."""
+    ins = re.findall(r'ex\.input\("(\w+)",\s*ncnn\.Mat\(\w+\.numpy\(\)(?:,\s*batch_index=(\d+))?', script)
     extracts = dict((var, blob) for var, blob in re.findall(r'_,\s*(\w+)\s*=\s*ex\.extract\("(\w+)"\)', script))
-    outs = [(extracts[var], bool(b)) for var, b in re.findall(r'(\w+)\.numpy\((batch_index=0)?\)', script)
+    outs = [(extracts[var], b) for var, b in re.findall(r'(\w+)\.numpy\((?:batch_index=(\d+))?\)', script)
             if var in extracts]
-    return {"inputs": [[n, blob, bool(b)] for n, (blob, b) in zip(onnx_inputs, ins)],
-            "outputs": [[n, blob, b] for n, (blob, b) in zip(onnx_outputs, outs)]}
+    if len(ins) != len(onnx_inputs):        # a script this parser does not read: pnnx's names, no batch axis
+        ins = [(f"in{i}", "") for i in range(len(onnx_inputs))]
+    if len(outs) != len(onnx_outputs):
+        outs = [(f"out{i}", "") for i in range(len(onnx_outputs))]
+    return {"inputs": [[n, blob, int(b or NO_BATCH)] for n, (blob, b) in zip(onnx_inputs, ins)],
+            "outputs": [[n, blob, int(b or NO_BATCH)] for n, (blob, b) in zip(onnx_outputs, outs)]}
+
+
+def _batch_index(value: Any) -> int:
+    """An io entry's batch axis (older maps said True/False)."""
+    if isinstance(value, bool):
+        return 0 if value else NO_BATCH
+    return int(value)
 
 
 def unknown_layers(param: Path) -> list[str]:
@@ -204,9 +217,11 @@ def _convert_in(onnx_path: Path, out_dir: Path, shapes: Mapping[str, tuple[int, 
     param, bin_ = work / "model.ncnn.param", work / "model.ncnn.bin"
     if rc is None:
         info["error"] = f"pnnx did not finish within {timeout_s:.0f} s"
-    elif rc < 0 or rc > 128:
-        info["error"] = f"pnnx crashed on this model (signal {-rc if rc < 0 else rc - 128})" + _last_line(log)
-    elif rc != 0 or not param.is_file() or not bin_.is_file():
+    elif rc < 0:
+        info["error"] = f"pnnx crashed on this model (signal {-rc})" + _last_line(log)
+    elif rc != 0:
+        info["error"] = f"pnnx refused the model (exit {rc})" + _last_line(log)
+    elif not param.is_file() or not bin_.is_file():
         info["error"] = f"pnnx wrote no ncnn model (exit {rc})" + _last_line(log)
     else:
         unknown = unknown_layers(param)
@@ -287,8 +302,8 @@ class NcnnRunner(ConvertedRunner):
             self.io = json.loads(io_file.read_text()) if io_file.is_file() else None
             self._load(source, source.with_name(source.name[: -len(".param")] + ".bin"))
             if self.io is None:
-                self.io = {"inputs": [[b, b, True] for b in self.net.input_names()],
-                           "outputs": [[b, b, True] for b in self.net.output_names()]}
+                self.io = {"inputs": [[b, b, 0] for b in self.net.input_names()],
+                           "outputs": [[b, b, 0] for b in self.net.output_names()]}
             if self.onnx_path is None:
                 self.input_names = [n for n, _, _ in self.io["inputs"]]
                 self.output_names = [n for n, _, _ in self.io["outputs"]]
@@ -352,7 +367,7 @@ class NcnnRunner(ConvertedRunner):
             a = np.asarray(feeds[name])
             a = np.ascontiguousarray(a.astype(np.int32 if a.dtype.kind in "iub" else np.float32, copy=False))
             # clone: a Mat made from an array only borrows its memory
-            mats.append((blob, (ncnn.Mat(a, batch_index=0) if batch else ncnn.Mat(a)).clone()))
+            mats.append((blob, ncnn.Mat(a, batch_index=_batch_index(batch)).clone()))
         return mats
 
     def _run(self, mats: list[tuple[str, Any]]) -> dict[str, np.ndarray]:
@@ -365,7 +380,7 @@ class NcnnRunner(ConvertedRunner):
                 if rc != 0:
                     raise ValueError(f"ncnn computed no value for output {name!r} (extract returned {rc})")
                 fmt = "i" if self.onnx_types.get(name) in _INTEGER_TYPES else ""
-                got[name] = np.array(mat.numpy(fmt, batch_index=0) if batch else mat.numpy(fmt), copy=True)
+                got[name] = np.array(mat.numpy(fmt, batch_index=_batch_index(batch)), copy=True)
         return got
 
     def _shaped(self, name: str, a: np.ndarray) -> np.ndarray:
