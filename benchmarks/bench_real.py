@@ -464,7 +464,7 @@ def report_optimizer(rows) -> dict:
                        wrong, slower])
     print_table("optimizer totals (the goal is judged by engine; by nodes beside it)",
                 ["models", "n", "failed", "with a usable peer", "<= peer by nodes", "< peer by nodes",
-                 "<= peer by engine", "< peer by engine", "studio wrong", "slower than raw (both CIs > 1)"], totals)
+                 "<= peer by engine", "< peer by engine", "studio wrong", "slower than raw (both runs, past the A/A control)"], totals)
     print(f"rule: {ENGINE_RULE}")
     return {"totals": totals, "rule": ENGINE_RULE}
 
