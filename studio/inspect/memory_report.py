@@ -25,12 +25,9 @@ from studio.inspect.decoder import recognize
 from studio.inspect.decoder_feeds import decoder_steps
 from studio.core.protowalk import node_id
 from studio.inspect.summary import summarize
-from studio.inspect.ort_optimized import OPTIMIZED_WHAT, optimized_plan
+from studio.inspect.ort_optimized import OPTIMIZED_WHAT, load_types, optimized_plan
 from studio.inspect.ov_compiled import compiled_graph, compiled_plan
-from studio.core.protowalk import subgraphs_of
-from studio.core.types import value_info
-from studio.inspect.memory_plan import as_ort_loads, file_symbols, graph_plan
-from studio.inspect.shapes import sandboxed_shapes
+from studio.inspect.memory_plan import graph_plan
 from studio.inspect.memory_measure import measure_ort_activations
 from studio.inspect.memory_measure import measure_openvino_activations
 from studio.inspect.memory_measure import MeasureUnavailable
@@ -374,12 +371,9 @@ def _ov_miss_note(m: MeasuredMemory, e: EngineGraphPlan) -> list[str]:
 def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
     """The plan of the run the measurement makes (ORT's optimizations off): nodes computed from weights
     alone (a ConstantOfShape of a weight's shape, a Transpose of one) then run each time and their outputs
-    are activations; ``plan`` itself when the model has none."""
+    are activations. Buffer reuse follows ORT's load-time types (:func:`ort_optimized.load_types`: no shapes
+    computed from values), which may differ from the summary's shapes: planned each time."""
     graph = handle.proto.graph
-    consts = {t.name for t in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
-    if not any(n.op_type != "Constant" and all(not x or x in consts for x in n.input)
-               and not any(True for _ in subgraphs_of(n)) for n in graph.node):
-        return plan
     table = {t.name: t for t in summary.edges}
 
     def shape(name: str):
@@ -387,13 +381,9 @@ def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
         return t.shape if t is not None and t.shape is not None and all(isinstance(d, int) for d in t.shape) \
             else None
 
-    static = table
-    if any(isinstance(d, str) or d is None for vi in graph.input for d in (value_info(vi).shape or ())):
-        static = sandboxed_shapes(handle.path, handle.proto, None)[0].values
-    symbols = file_symbols(handle.proto)
+    static = load_types(handle)
     p, _ = graph_plan(graph, shape, lambda n: table[n].elem_type if n in table else None, plan.weights_bytes,
-                      fold_weights=False,
-                      static_shape=lambda n: as_ort_loads(static[n].shape, symbols) if n in static else None,
+                      fold_weights=False, static_shape=lambda n: static[n][0] if n in static else None,
                       opset=next((o.version for o in handle.proto.opset_import if o.domain in ("", "ai.onnx")), None))
     return p
 

@@ -107,16 +107,19 @@ def pin_inputs(view: ModelProto, shapes: Mapping[str, Sequence[int]]) -> None:
 
 
 def infer_shapes(model: ModelProto, folder: Path | None = None,
-                 input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[ModelProto, str | None]:
+                 input_shapes: Mapping[str, Sequence[int]] | None = None, *,
+                 data_prop: bool = True) -> tuple[ModelProto, str | None]:
     """Run ONNX shape inference (with data propagation). Returns the inferred
     model (or the input on failure) and the error text, if any. ``input_shapes``
-    pins the inputs (:func:`pin_inputs`) so every shape inference can reach comes out concrete."""
+    pins the inputs (:func:`pin_inputs`) so every shape inference can reach comes out concrete.
+    ``data_prop=False``: no shapes computed from values (Shape -> Concat -> Reshape), as ONNX Runtime
+    infers them when it loads a model (the memory plan's load-time types)."""
     prepared = shape_inference_view(model, folder)
     if input_shapes is not None:
         pin_inputs(prepared, input_shapes)
     try:
         inferred = onnx.shape_inference.infer_shapes(prepared, check_type=False, strict_mode=False,
-                                                     data_prop=True)
+                                                     data_prop=data_prop)
         return with_contrib_shapes(inferred), None
     except Exception as exc:  # onnx raises InferenceError, ValidationError, RuntimeError...
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
@@ -228,7 +231,7 @@ def shapes_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         concrete = _table_to_json(shape_table(*infer_shapes(model, path.parent, input_shapes=pinned)))
     if args.get("static") and concrete is not None:
         return JobOutput(data={"symbolic": concrete, "concrete": concrete})
-    inferred, error = infer_shapes(model, path.parent)
+    inferred, error = infer_shapes(model, path.parent, data_prop=bool(args.get("data_prop", True)))
     return JobOutput(data={"symbolic": _table_to_json(shape_table(inferred, error)), "concrete": concrete})
 
 
@@ -238,14 +241,16 @@ def declared_table(model: ModelProto) -> ShapeTable:
 
 
 def sandboxed_shapes(model_path: Path, model: ModelProto, input_shapes: Mapping[str, Sequence[int]] | None,
-                     *, static: bool = False, pool_key: str = "default") -> tuple[ShapeTable, ShapeTable | None]:
+                     *, static: bool = False, pool_key: str = "default",
+                     data_prop: bool = True) -> tuple[ShapeTable, ShapeTable | None]:
     """(symbolic, concrete-or-None) tables computed in a worker; declared shapes
     and the worker's error message when inference itself dies. ``static``: the model
-    has no free input dims (one pinned inference serves as both)."""
+    has no free input dims (one pinned inference serves as both). ``data_prop=False``: the
+    symbolic table without shapes computed from values (:func:`infer_shapes`)."""
     pinned = None if input_shapes is None else {k: [int(d) for d in v] for k, v in input_shapes.items()}
     try:
         res = run_job("inspect.shapes", {"model_path": str(model_path), "input_shapes": pinned,
-                                         "static": bool(static)},
+                                         "static": bool(static), "data_prop": bool(data_prop)},
                       stage="shape inference", pool_key=pool_key)
     except StudioError as exc:
         fallback = declared_table(model)
