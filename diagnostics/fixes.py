@@ -17,6 +17,7 @@ from typing import Any
 from studio.core.errors import StudioError
 from studio.core.paths import safe_name
 from studio.core.findings import Finding
+from studio.core.requests import OptimizeRequest
 from studio.core.workspace import Version, Workspace
 
 __all__ = ["apply_fix", "default_dims", "fix_name", "fix_options", "fix_to_file"]
@@ -65,26 +66,25 @@ def apply_fix(workspace: Workspace, version_id: str, fix: Finding | str, *, veri
               options: Mapping[str, Any] | None = None, dims: Mapping[str, int] | None = None,
               pool_key: str = "default") -> Version:
     from passes.pipeline import run_pipeline
-    from passes.registry import make_pass
 
     name = fix_name(fix)
     finding = fix if isinstance(fix, Finding) else None
-    pass_ = make_pass(name, **fix_options(name, finding=finding, options=options, dims=dims))
+    opts = fix_options(name, finding=finding, options=options, dims=dims)
+    request = OptimizeRequest(passes=[name], pass_options={name: opts}, dims=dims or {}, verify=verify)
     source = workspace.version(version_id)
     handle = workspace.handle(version_id)
     # The fixed model is built in scratch inside the workspace/project and stored as a version: a fix
     # that fails (or changes nothing) leaves no folder behind and is never listed as an artifact.
     out_dir = Path(tempfile.mkdtemp(prefix=f"fix-{safe_name(name, max_len=30)}-", dir=workspace.cache_dir()))
     try:
-        result = run_pipeline(handle.path, [pass_], out_dir / f"{handle.name}.onnx", verify=verify,
-                              pool_key=pool_key, dims=dims)
+        result = run_pipeline(handle.path, request, out_dir / f"{handle.name}.onnx", pool_key=pool_key)
         if not result.ok:
             raise StudioError(f"fix '{name}' was not applied: {result.summary()}", code="FIX-FAILED")
         if not result.modified:
             notes = "; ".join(n for r in result.records for n in r.notes)
             raise StudioError(f"fix '{name}' changed nothing in version {source.id}" + (f" ({notes})" if notes else ""),
                               code="FIX-NOOP")
-        provenance = {"fix": name, "options": pass_.options, "finding": finding.to_dict() if finding else None,
+        provenance = {"fix": name, "options": opts, "finding": finding.to_dict() if finding else None,
                       "pipeline": result.lineage(), "reference": result.reference}
         # a fixed model byte-identical to a version the model has is "same as vN" in a project (R63)
         same = {} if isinstance(workspace, Workspace) else {"refuse_same": True}
@@ -102,27 +102,21 @@ def fix_to_file(model_path, names: list[str], output, *, verify: bool = True,
     Nothing is left at ``output`` when the fix fails or changes nothing: a file
     there would look fixed and get deployed."""
     from passes.pipeline import run_pipeline
-    from passes.registry import make_pass
     from studio.core.outputs import check_destination, disk_error, register_input, shown_path, staged_files
 
     register_input(model_path)
     label = shown_path(output)
     output = check_destination(output, shown=label)     # never the input, never through a link
     check_destination(output.with_name(output.name + ".data"), shown=label + ".data")
-    passes = [make_pass(n, **fix_options(n, options=(options or {}).get(n), dims=dims)) for n in names]
-    feeds = None
-    if inputs:                                  # verify on the user's real inputs
-        import onnx
-
-        from studio.core.feeds import input_specs, load_npz
-
-        feeds = load_npz(Path(inputs), input_specs(onnx.load_model(str(model_path), load_external_data=False)))
+    # verified on the user's real inputs when given (the pipeline reads the request's .npz)
+    request = OptimizeRequest(passes=list(names), dims=dims or {}, verify=verify, inputs=inputs,
+                              pass_options={n: fix_options(n, options=(options or {}).get(n), dims=dims) for n in names})
     # The result is staged beside the output and committed only when the fix applied and changed the model:
     # otherwise nothing is written, and nothing that was at the output before is touched.
     with staged_files(output.parent, shown=label, what=label) as stage:
         try:
-            result = run_pipeline(Path(model_path).resolve(), passes, stage / output.name, verify=verify,
-                                  pool_key=pool_key, dims=dims, feeds=feeds, partial="none")
+            result = run_pipeline(Path(model_path).resolve(), request, stage / output.name, pool_key=pool_key,
+                                  partial="none")
         except StudioError as exc:          # a full or read-only disk: named as the user gave the output
             raise (disk_error(exc, label) or exc) from None
         if not result.ok:

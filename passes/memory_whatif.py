@@ -47,13 +47,14 @@ def memory_reorder(handle: ModelHandle, out_path: str | Path, dims: Mapping[str,
                    measure: bool = True, pool_key: str = "default", timeout_s: float = 120) -> MemoryReorder:
     """Plan ``handle``, run the reorder pass (sizes from that plan, verified against the original on the
     plan's seeded inputs), write it to ``out_path``, and plan/measure the result at the same dims."""
-    from passes.optimize import OptimizeRequest, optimize_model
+    from passes.optimize import optimize_model
+    from studio.core.requests import OptimizeRequest
 
     before = memory_report(handle, dims, measure=measure, pool_key=pool_key, timeout_s=timeout_s, engine_graph=False)
     chosen = dict(before.dims)
     sizes = {t.name: t.bytes for t in before.plan.tensors}
-    result = optimize_model(handle, OptimizeRequest(passes=[PASS], dims=chosen, pass_options={PASS: {"sizes": sizes}},
-                                                    out_path=out_path, pool_key=pool_key, partial="none"))
+    result = optimize_model(handle, OptimizeRequest(passes=[PASS], dims=chosen, pass_options={PASS: {"sizes": sizes}}),
+                            out_path=out_path, pool_key=pool_key, partial="none")
     rec = next((r for r in result.records if r.name == PASS), None)
     modified = bool(rec and rec.modified)
     verified = bool(rec and rec.verification is not None and rec.verification.ok)

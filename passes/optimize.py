@@ -1,25 +1,24 @@
 """Optimizing a loaded model: the glue between the facade, the pipeline and the workspace.
 
-Chooses the passes (a preset, default ``safe``, or names), routes ``dims`` to
-``fix-input-shapes``, picks an output folder, runs the pipeline, and saves a
-result as a workspace version with its lineage.
+Runs an ``OptimizeRequest`` (``studio.core.requests``: what was asked, built once by the CLI, the Optimize
+page or batch) on a loaded model in an output folder, and saves a result as a workspace version with its
+lineage and the request.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
-from passes.base import StudioPass
-from passes.pipeline import PipelineResult, resolve_passes, run_pipeline
+from passes.instruments import DumpInstrument
+from passes.pipeline import PipelineResult, request_passes, run_pipeline
 from studio.core.model import ModelHandle, require_valid
 from studio.core.paths import safe_name
+from studio.core.requests import OptimizeRequest
 from studio.core.workspace import Version, Workspace, default_root
 
-DEFAULT_PRESET = "safe"
+__all__ = ["add_version", "cli_command", "optimize_model", "report_rows"]
 
 
 def default_output(handle: ModelHandle, tag: str) -> Path:
@@ -27,69 +26,21 @@ def default_output(handle: ModelHandle, tag: str) -> Path:
     return folder / f"{safe_name(handle.name, default='model')}.onnx"
 
 
-@dataclass(frozen=True)
-class OptimizeRequest:
-    """What ``studio.api.optimize`` was asked for (its docstring says what each field does)."""
-
-    preset: str | None = None
-    passes: Sequence[str] | None = None
-    dims: Mapping[str, int] | None = None
-    pass_options: Mapping[str, Mapping] | None = None
-    on_failure: str = "stop"
-    verify: bool = True
-    out_path: str | Path | None = None
-    on_progress: Callable[[int, int, str], None] | None = None
-    pool_key: str = "default"
-    time_budget_s: float | None = None
-    partial: str | Path = "output"
-    inputs: str | Path | None = None        # an .npz of real inputs for verification (default: seeded ones)
-    dump_dir: str | Path | None = None      # the model after every pass there (NN-pass/model.onnx), for debugging
-
-
-def optimize_model(handle: ModelHandle, request: OptimizeRequest) -> PipelineResult:
-    """Choose the passes, route ``dims`` to ``fix-input-shapes``, pick the output and run the pipeline."""
-    preset, passes = request.preset, request.passes
-    if not preset and not passes:
-        preset = DEFAULT_PRESET
-    dims = {str(k): int(v) for k, v in dict(request.dims or {}).items()}
-    options = {k: dict(v) for k, v in dict(request.pass_options or {}).items()}
-    if dims:
-        options.setdefault("fix-input-shapes", {}).setdefault("dims", dims)
-    chosen = resolve_user_paths(resolve_passes(preset, list(passes) if passes else None, options))
+def optimize_model(handle: ModelHandle, request: OptimizeRequest, *, out_path: str | Path | None = None,
+                   on_progress: Callable[[int, int, str], None] | None = None, pool_key: str = "default",
+                   partial: str | Path = "output", dump_dir: str | Path | None = None) -> PipelineResult:
+    """Run ``request`` on ``handle``: the output (default: a new job folder), ``partial`` and ``dump_dir``
+    (the model after every pass there, NN-pass/model.onnx) are where this call writes, not what was asked."""
+    chosen = request_passes(request)
     if chosen and chosen[0].accepts_invalid:
         require_valid(handle, "optimize")
     # Otherwise the pipeline repairs what ONNX Runtime repairs (node order, duplicated opsets, old IR,
     # contradicting output shapes: passes.normalize) and then refuses, with the full check's words,
     # whatever is still invalid.
-    out = Path(request.out_path) if request.out_path else default_output(handle, preset or "custom")
-    feeds = None
-    if request.inputs:
-        from studio.core.feeds import input_specs, load_npz
-        from studio.core.paths import user_data_path
-
-        feeds = load_npz(user_data_path(request.inputs, label="inputs file"), input_specs(handle.proto))
-    instruments = []
-    if request.dump_dir:
-        from passes.instruments import DumpInstrument
-
-        instruments.append(DumpInstrument(Path(request.dump_dir).resolve()))
-    return run_pipeline(handle.path, chosen, out, verify=request.verify, on_failure=request.on_failure,
-                        dims=dims or None, feeds=feeds, pool_key=request.pool_key, on_progress=request.on_progress,
-                        time_budget_s=request.time_budget_s, partial=request.partial, instruments=instruments)
-
-
-def resolve_user_paths(chosen: Sequence[StudioPass]) -> list[StudioPass]:
-    """Path-valued pass options (``quantize-int8-static.calibration``...) made absolute here, where
-    the user's relative path means something (passes run in workers with their own cwd);
-    a missing path is an error now, naming the option, not a pass failure later."""
-    from studio.core.paths import user_data_path
-
-    for p in chosen:
-        for key in p.path_options:
-            value = p.options.get(key)
-            if value not in (None, ""):
-                p.options[key] = str(user_data_path(value, label=f"{p.name}.{key}"))
-    return list(chosen)
+    out = Path(out_path) if out_path else default_output(handle, request.preset or "custom")
+    instruments = [DumpInstrument(Path(dump_dir).resolve())] if dump_dir else []
+    return run_pipeline(handle.path, request, out, passes=chosen, pool_key=pool_key, on_progress=on_progress,
+                        partial=partial, instruments=instruments)
 
 
 def add_version(workspace: Workspace, parent: str, result: PipelineResult, *, preset: str | None = None,
@@ -100,7 +51,8 @@ def add_version(workspace: Workspace, parent: str, result: PipelineResult, *, pr
         raise StudioError("the pipeline produced no model to save", code="NO-RESULT")
     names = [r.name for r in result.records]
     provenance = {"pipeline": result.lineage(), "preset": preset, "parent": parent, "passes": names,
-                  "ok": result.ok, "reference": result.reference, "summary": result.summary()}
+                  "ok": result.ok, "reference": result.reference, "summary": result.summary(),
+                  "request": result.request.to_dict() if result.request is not None else None}
     # A project refuses a result byte-identical to one of the model's versions as "same as vN" (R63): the
     # same preset run again on a version it already made. The session workspace of the old API keeps all.
     same = {} if isinstance(workspace, Workspace) else {"refuse_same": True}
@@ -122,17 +74,8 @@ def report_rows(result: PipelineResult) -> list[dict]:
     return rows
 
 
-def cli_command(model_name: str, *, preset: str | None = None, passes: Sequence[str] | None = None,
-                dims: Mapping[str, int] | None = None, on_failure: str = "stop", verify: bool = True,
-                output: str | None = None, options: Mapping[str, Mapping] | None = None) -> str:
-    """The ``onnx-studio optimize`` command line that does the same as a UI run (one builder for every
-    page's hint: ``studio.core.cli_hints``)."""
-    from studio.core.cli_hints import cli_command as build
-
-    return build("optimize", [model_name], [
-        ("-o", output or f"{Path(model_name).stem}-{preset or 'optimized'}.onnx"),
-        ("--passes", list(passes) if passes else None), ("--preset", None if passes else preset or DEFAULT_PRESET),
-        ("--dim", dict(dims or {})),
-        *(("--set", f"{name}.{key}={json.dumps(value)}") for name, opts in (options or {}).items()
-          for key, value in opts.items()),
-        ("--on-failure", on_failure if on_failure != "stop" else None), ("--no-verify", not verify)])
+def cli_command(model_name: str, request: OptimizeRequest | None = None, *, output: str | None = None,
+                **fields) -> str:
+    """The ``onnx-studio optimize`` command line of ``request`` (or of the request ``fields`` make): the
+    request prints it (``OptimizeRequest.command``, through ``studio.core.cli_hints``)."""
+    return (request or OptimizeRequest(**fields)).command(model_name, output)

@@ -17,7 +17,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import onnx_ir as ir
@@ -31,7 +31,9 @@ from passes.registry import make_pass, preset
 from passes.verify import Verifier, VerifyResult
 from studio.core.compare import Tolerance
 from studio.core.errors import StudioError
-from studio.core.feeds import Feeds
+from studio.core.feeds import Feeds, npz_feeds
+from studio.core.paths import user_data_path
+from studio.core.requests import OptimizeRequest
 from studio.core.sandbox import Limits
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,7 @@ class PipelineResult:
     reference: str = ""                      # how numbers were verified ("ORT CPU, optimizations off" / why not)
     seconds: float = 0.0
     lint: tuple[str, ...] = ()               # what was repaired in the input as ORT reads it (passes.normalize)
+    request: OptimizeRequest | None = None   # what was asked (provenance of a kept result; not in to_dict)
 
     @property
     def modified(self) -> bool:
@@ -259,25 +262,69 @@ def _restore_interface(model: ir.Model, before: list[tuple[str | None, object, o
             v.shape = shape
 
 
-def run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *,
-                 verify: bool = True, on_failure: str = "stop", dims: Mapping[str, int] | None = None,
-                 feeds: list[Feeds] | None = None, tolerance: Tolerance | None = None,
-                 limits: Limits | None = None, pool_key: str = "default",
+def request_passes(request: OptimizeRequest) -> list[StudioPass]:
+    """The pass objects ``request`` names (its preset or its passes, with their options and its dims routed
+    to ``fix-input-shapes``), path-valued options made absolute here (``resolve_user_paths``)."""
+    return resolve_user_paths(resolve_passes(request.preset if not request.passes else None,
+                                             list(request.passes or ()) or None, request.options))
+
+
+def resolve_user_paths(chosen: Sequence[StudioPass]) -> list[StudioPass]:
+    """Path-valued pass options (``quantize-int8-static.calibration``...) made absolute here, where
+    the user's relative path means something (passes run in workers with their own cwd);
+    a missing path is an error now, naming the option, not a pass failure later."""
+    for p in chosen:
+        for key in p.path_options:
+            value = p.options.get(key)
+            if value not in (None, ""):
+                p.options[key] = str(user_data_path(value, label=f"{p.name}.{key}"))
+    return list(chosen)
+
+
+def run_pipeline(model_path: Path, request: OptimizeRequest, output: Path, *,
+                 passes: Sequence[StudioPass] | None = None, feeds: list[Feeds] | None = None,
+                 tolerance: Tolerance | None = None, limits: Limits | None = None, pool_key: str = "default",
                  instruments: Sequence[Instrument] = (),
                  on_progress: Callable[[int, int, str], None] | None = None,
-                 time_budget_s: float | None = None, partial: str | Path = "output") -> PipelineResult:
-    """Run ``passes`` on the model at ``model_path`` and save the result to ``output``.
+                 partial: str | Path = "output") -> PipelineResult:
+    """Run what ``request`` asks (``studio.core.requests.OptimizeRequest``: passes, dims, verification,
+    on-failure, time budget, real inputs) on the model at ``model_path`` and save the result to ``output``.
 
-    ``on_failure``: "stop" keeps the last verified model and stops; "revert"
-    undoes the failing pass and continues. ``time_budget_s``: passes that would
-    start after this many seconds are skipped (status "skipped"); passes that run
-    in workers are also bounded by the worker timeout. The input file is only read.
-    ``partial``: where the last verified model goes when the result is not ok:
-    "output" (``output`` itself; the UI offers it labelled partial), "none"
-    (nothing is written, ``result.output`` is None) or another path.
+    Every door builds the request (CLI, pages, batch, fixes, export, precision variants); the rest are
+    arguments of this call, not of what was asked: ``passes``, the objects already resolved from the
+    request (or built in code: ``run_passes``); ``feeds``, inputs already in memory (else the request's
+    .npz); ``partial``: where the last verified model goes when the result is not ok: "output" (``output``
+    itself; the UI offers it labelled partial), "none" (nothing is written, ``result.output`` is None) or
+    another path. ``on_failure`` "stop" keeps the last verified model and stops; "revert" undoes the
+    failing pass and continues. Passes that would start after ``time_budget_s`` are skipped (status
+    "skipped"); passes in workers are also bounded by the worker timeout. The input file is only read.
+    The result carries the request (``PipelineResult.request``).
     """
-    if on_failure not in ("stop", "revert"):
-        raise StudioError("on_failure must be 'stop' or 'revert'", code="BAD-OPTION")
+    passes = list(passes) if passes is not None else request_passes(request)
+    if feeds is None and request.inputs:
+        feeds = npz_feeds(request.inputs, model_path)
+    result = _run_pipeline(model_path, passes, output, verify=request.verify, on_failure=request.on_failure,
+                           dims=dict(request.dims), feeds=feeds, tolerance=tolerance, limits=limits,
+                           pool_key=pool_key, instruments=instruments, on_progress=on_progress,
+                           time_budget_s=request.time_budget_s, partial=partial)
+    return replace(result, request=request)
+
+
+def run_passes(model_path: Path, passes: Sequence[StudioPass], output: Path, *, verify: bool = True,
+               on_failure: str = "stop", dims: Mapping[str, int] | None = None,
+               time_budget_s: float | None = None, **call) -> PipelineResult:
+    """Pass objects built in code (tests, a plugin's own instances) run as the request naming them."""
+    request = OptimizeRequest(passes=tuple(p.name for p in passes) or None, dims=dims or {}, verify=verify,
+                              on_failure=on_failure, time_budget_s=time_budget_s)
+    return run_pipeline(model_path, request, output, passes=passes, **call)
+
+
+def _run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, *, verify: bool,
+                  on_failure: str, dims: Mapping[str, int], feeds: list[Feeds] | None,
+                  tolerance: Tolerance | None, limits: Limits | None, pool_key: str,
+                  instruments: Sequence[Instrument], on_progress: Callable[[int, int, str], None] | None,
+                  time_budget_s: float | None, partial: str | Path) -> PipelineResult:
+    """The body of ``run_pipeline`` (see there)."""
     started = time.perf_counter()
     instruments = with_nvtx(instruments)        # NVTX range per pass when nsys is attached
     model_path = Path(model_path).resolve()     # workers run in a scratch cwd
@@ -563,4 +610,5 @@ def op_count_diff(before: Mapping[str, int], after: Mapping[str, int]) -> list[t
     return sorted(rows, key=lambda r: -abs(r[1] - r[2]))
 
 
-__all__ = ["PassRecord", "PipelineResult", "op_count_diff", "resolve_passes", "run_pipeline", "save_ir"]
+__all__ = ["PassRecord", "PipelineResult", "op_count_diff", "request_passes", "resolve_passes",
+           "resolve_user_paths", "run_passes", "run_pipeline", "save_ir"]

@@ -21,7 +21,7 @@ from typing import Any
 
 from studio.core import outputs
 from studio.core.errors import StudioError
-from studio.core.requests import PrecisionRequest
+from studio.core.requests import OptimizeRequest, PrecisionRequest
 from studio.core.engines import get_engine
 from studio import api
 from studio.core.outputs import disk_error
@@ -135,8 +135,9 @@ def _inspect(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, di
 
 
 def _optimize(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
+    """The stage's options are an ``OptimizeRequest``'s ``to_dict`` form ({} = the ``safe`` preset)."""
     target = out / "optimized.onnx"
-    r = api.optimize(handle, preset=opts.get("preset") or "safe", out_path=target, pool_key=pool_key)
+    r = api.optimize(handle, OptimizeRequest.from_dict(opts), out_path=target, pool_key=pool_key)
     before, after = sum(r.ops_before.values()), sum(r.ops_after.values())
     figures = {"nodes_before": before, "nodes_after": after, "bytes_before": handle.total_bytes,
                "bytes_after": target.stat().st_size if target.exists() else None}

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
-from studio.cli.common import parse_options, print_json
+from studio.cli.common import parse_dims, parse_options, print_json
 from studio.core import outputs
 from studio.core.errors import SameContentError, StudioError
+from studio.core.requests import OptimizeRequest
 from studio.core.fmt import human_count, printable
 from studio.cli.dims_args import model_dims
 
@@ -62,6 +63,16 @@ def _print_list() -> None:
         print(f"  {p['name']:<20} {p['summary']}" + (f"  [{', '.join(flags)}]" if flags else ""))
 
 
+def request_of(args: argparse.Namespace, dims: dict[str, int] | None = None) -> OptimizeRequest:
+    """The one ``OptimizeRequest`` these flags ask for (``dims``: ``--dim`` merged with the project's)."""
+    names = [n.strip() for n in args.passes.split(",") if n.strip()] if args.passes else None
+    if args.passes is not None and not names:
+        raise StudioError("--passes is empty; give pass names separated by commas (see --list)")
+    return OptimizeRequest(preset=args.preset, passes=names, dims=parse_dims(args.dim) if dims is None else dims,
+                           pass_options=parse_options(args.options), on_failure=args.on_failure,
+                           verify=not args.no_verify, time_budget_s=args.time_budget, inputs=args.inputs)
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.list:
         if args.json:
@@ -72,11 +83,8 @@ def _run(args: argparse.Namespace) -> int:
     if not args.model or not args.output:
         raise StudioError("optimize needs MODEL and -o OUT (or --list)")
 
-    dims = model_dims(args)
-    options = parse_options(args.options)
-    names = [n.strip() for n in args.passes.split(",") if n.strip()] if args.passes else None
-    if args.passes is not None and not names:
-        raise StudioError("--passes is empty; give pass names separated by commas (see --list)")
+    request = request_of(args, model_dims(args))
+    names = request.passes
     handle = api.load(args.model)
     out = Path(args.output)
     if out.suffix != ".onnx":
@@ -85,10 +93,8 @@ def _run(args: argparse.Namespace) -> int:
         outputs.register_input(*filter(None, [args.inputs]))
         outputs.check_destination(args.report)          # before the run: not the input, no link/FIFO/folder
     partial = out.with_name(out.stem + ".partial.onnx")
-    result = api.optimize(handle, preset=args.preset, passes=names, dims=dims, pass_options=options,
-                          on_failure=args.on_failure, verify=not args.no_verify, out_path=out,
-                          time_budget_s=args.time_budget, partial=partial if args.keep_partial else "none",
-                          inputs=args.inputs, dump_dir=args.dump_dir)
+    result = api.optimize(handle, request, out_path=out, partial=partial if args.keep_partial else "none",
+                          dump_dir=args.dump_dir)
     report = result.to_dict()
     peers = api.compare_peers(handle) if args.compare_peers else ()
     if peers:

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from onnx import ModelProto, NodeProto
+from onnx import ModelProto, NodeProto, load_model
 
 from studio.core.dim_hints import dim_hints
 from studio.core.errors import StudioError
-from studio.core.paths import check_regular_file
+from studio.core.paths import check_regular_file, user_data_path
 from studio.core.types import Dim, TensorInfo, np_dtype, value_info
 from studio.core.protowalk import iter_graphs
 from studio.core.dim_hints import image_axes as _axes
@@ -432,6 +432,15 @@ def load_npz(path: Path, specs: tuple[InputSpec, ...], *, max_bytes: int | None 
     if not samples or missing:
         raise StudioError(f"inputs file lacks {', '.join(missing)[:200] or 'every input'}")
     return [samples[i] for i in sorted(samples)]
+
+
+def npz_feeds(inputs: str | Path, model: ModelProto | str | Path) -> list[Feeds]:
+    """The feed sets of a user's .npz for ``model`` (a proto, or a file read without its weights): the one
+    npz-to-feeds step of a verifying pipeline (optimize, a fix). ``inputs`` is a path as the user gave it,
+    made absolute here (workers run in their own folder); a missing file is one line naming it."""
+    if not isinstance(model, ModelProto):
+        model = load_model(str(model), load_external_data=False)
+    return load_npz(user_data_path(inputs, label="inputs file"), input_specs(model))
 
 
 def check_array_header(spec: InputSpec, shape: tuple[int, ...], dtype: np.dtype, gives: str,

@@ -9,19 +9,24 @@ What is *not* in a request is where and how this process runs it: the output fol
 progress callbacks, a dataset already opened from a project (the request names it). Those are arguments
 of the call that runs the request, so a request means the same thing on every machine.
 
-A leaf module (stdlib and ``studio.core.errors`` only): the front ends may import it.
+A leaf module (stdlib, ``studio.core.errors`` and ``studio.core.cli_hints`` only): the front ends may import it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from pathlib import PurePath
 from typing import Any, TypeVar
 
+from studio.core import cli_hints
 from studio.core.errors import StudioError
 
-__all__ = ["PrecisionRequest", "request_from_dict"]
+__all__ = ["DEFAULT_PRESET", "OptimizeRequest", "PrecisionRequest", "request_from_dict"]
+
+DEFAULT_PRESET = "safe"         # what optimize runs when neither a preset nor passes are named
 
 R = TypeVar("R")
 
@@ -109,6 +114,10 @@ class PrecisionRequest:
     def from_dict(cls, data: Mapping[str, Any]) -> PrecisionRequest:
         return request_from_dict(cls, data)
 
+    def command(self, model: str, *, files: bool = True) -> str:
+        """``onnx-studio precision MODEL ...``: the command line that builds this request."""
+        return cli_hints.cli_command("precision", [model], self.cli_options(files=files))
+
     def cli_options(self, *, files: bool = True) -> list[tuple[str, object]]:
         """The ``onnx-studio precision`` options that build this request (defaults left out), for
         ``api.cli_command``. ``files=False`` leaves out ``--calibration``/``--inputs`` (a page names its
@@ -136,6 +145,98 @@ class PrecisionRequest:
                 ("--accuracy-level", self.accuracy_level or None),
                 ("--ratio", self.ratio if self.ratio != d.ratio else None),
                 ("--steps", self.generation_steps if self.generation_steps != d.generation_steps else None)]
+
+
+def _number(value: float) -> str:
+    """A float as the CLI reads it back exactly (``900`` rather than ``900.0``, all digits when needed)."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
+
+
+def _frozen_options(value: Mapping | Any) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+    """{pass: {key: value}} as sorted pairs of sorted pairs (JSON values, lists as tuples)."""
+    items = value.items() if isinstance(value, Mapping) else (value or ())
+    return tuple(sorted((str(name), _pairs(opts)) for name, opts in items))
+
+
+@dataclass(frozen=True)
+class OptimizeRequest:
+    """``optimize``: run a preset (default ``safe``) or named passes, verifying after every modifying pass.
+
+    ``dims`` fix symbolic dims for the verification feeds and are what ``fix-input-shapes`` specializes;
+    ``pass_options`` are ``{pass: {key: value}}`` (``--set PASS.KEY=VALUE``, JSON values); ``on_failure``:
+    "stop" keeps the last verified model, "revert" undoes the failing pass and goes on; ``time_budget_s``
+    skips passes that would start later; ``inputs`` is an .npz of real verification inputs (a path as the
+    user gave it). Where the result goes (``-o``, ``--keep-partial``, ``--dump-dir``) is the call's."""
+
+    preset: str | None = None
+    passes: tuple[str, ...] | None = None
+    dims: tuple[tuple[str, int], ...] = ()
+    pass_options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    on_failure: str = "stop"
+    verify: bool = True
+    time_budget_s: float | None = None
+    inputs: str | None = None
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        if isinstance(self.passes, str):
+            raise StudioError("passes must be a list of pass names, not one string", code="BAD-REQUEST")
+        passes = tuple(str(p) for p in self.passes) if self.passes else None
+        preset = str(self.preset) if self.preset else None
+        if preset and passes:
+            raise StudioError("give either a preset or a list of passes", code="BAD-OPTION")
+        put(self, "passes", passes)
+        put(self, "preset", preset if preset or passes else DEFAULT_PRESET)
+        put(self, "dims", _pairs(self.dims, int))
+        put(self, "pass_options", _frozen_options(self.pass_options))
+        if self.on_failure not in ("stop", "revert"):
+            raise StudioError("on_failure must be 'stop' or 'revert'", code="BAD-OPTION")
+        put(self, "verify", bool(self.verify))
+        put(self, "time_budget_s", None if self.time_budget_s is None else float(self.time_budget_s))
+        put(self, "inputs", str(self.inputs) if self.inputs not in (None, "") else None)
+
+    @property
+    def options(self) -> dict[str, dict[str, Any]]:
+        """``pass_options`` as ``{pass: {key: value}}`` (``passes.registry.make_pass`` keywords), with
+        ``dims`` routed to ``fix-input-shapes`` unless its own ``dims`` option was given."""
+        out = {name: {k: _plain(v) for k, v in opts} for name, opts in self.pass_options}
+        if self.dims:
+            out.setdefault("fix-input-shapes", {}).setdefault("dims", dict(self.dims))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able; ``OptimizeRequest.from_dict(r.to_dict()) == r``."""
+        return {"preset": self.preset, "passes": list(self.passes) if self.passes else None,
+                "dims": dict(self.dims),
+                "pass_options": {name: {k: _plain(v) for k, v in opts} for name, opts in self.pass_options},
+                "on_failure": self.on_failure, "verify": self.verify, "time_budget_s": self.time_budget_s,
+                "inputs": self.inputs}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OptimizeRequest:
+        return request_from_dict(cls, data)
+
+    def cli_options(self, *, files: bool = True) -> list[tuple[str, object]]:
+        """The ``onnx-studio optimize`` options that build this request (defaults left out but the preset,
+        which is always named); ``files=False`` leaves out ``--inputs``."""
+        return [("--passes", list(self.passes) if self.passes else None),
+                ("--preset", None if self.passes else self.preset),
+                ("--dim", dict(self.dims)),
+                *(("--set", f"{name}.{key}={json.dumps(_plain(value))}") for name, opts in self.pass_options
+                  for key, value in opts),
+                ("--on-failure", self.on_failure if self.on_failure != "stop" else None),
+                ("--no-verify", not self.verify),
+                ("--time-budget", None if self.time_budget_s is None else _number(self.time_budget_s)),
+                ("--inputs", self.inputs if files else None)]
+
+    def command(self, model: str, output: str | None = None, *, files: bool = True,
+                extra: Sequence[tuple[str, object]] = ()) -> str:
+        """``onnx-studio optimize MODEL -o OUT ...``: the command line that builds this request (the
+        "equivalent CLI command" of the Optimize page). ``output`` defaults to ``<stem>-<preset>.onnx``;
+        ``extra``: options of the call, not of the request (``--keep-partial``, ``--project``)."""
+        out = output or f"{PurePath(model).stem}-{self.preset or 'optimized'}.onnx"
+        return cli_hints.cli_command("optimize", [model], [("-o", out), *self.cli_options(files=files), *extra])
 
 
 def request_from_dict(cls: type[R], data: Mapping[str, Any]) -> R:

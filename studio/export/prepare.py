@@ -23,6 +23,7 @@ from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.core.model import load as load_model
 from studio.core.paths import safe_name, user_data_path
+from studio.core.requests import OptimizeRequest
 from studio.export.facts import ModelFacts, model_facts
 from studio.export.options import ExportOptions
 
@@ -96,11 +97,11 @@ def prepare_deploy(handle: ModelHandle, options: ExportOptions, work: Path, *, p
     if not names:
         return Deploy(handle.path, handle, facts, precision, (), tuple(notes), ())
     from passes.pipeline import run_pipeline
-    from passes.registry import make_pass
 
-    passes = [make_pass(n, **_pass_options(n, options)) for n in names]
+    request = OptimizeRequest(passes=list(names), pass_options={n: _pass_options(n, options) for n in names},
+                              on_failure="revert")
     out = work / "deploy" / f"{safe_name(handle.name, default='model', max_len=60)}.onnx"
-    result = run_pipeline(handle.path, passes, out, verify=True, on_failure="revert", pool_key=pool_key)
+    result = run_pipeline(handle.path, request, out, pool_key=pool_key)
     if result.output is None or not result.output.exists():
         raise StudioError(f"the passes before export produced no model: {result.summary()}", code="NO-RESULT")
     failed = [r for r in result.records if r.status in ("reverted", "failed", "error", "skipped")]

@@ -32,6 +32,7 @@ from studio.core.engines.tensorrt import TensorRtEngine
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.paths import atomic_write_text, safe_name
+from studio.core.requests import OptimizeRequest
 from studio.core.sandbox import default_limits, run_job
 from studio.core.types import TensorInfo
 from studio.export.context import ExportContext
@@ -231,17 +232,16 @@ def table_unsupported_ops(model_path: Path, version: str | int = "10") -> list[s
 
 def _trt_ready_onnx(ctx: ExportContext, folder: Path) -> tuple[Path, list[dict], str]:
     """The ``tensorrt`` preset on the deploy model, verified pass by pass (a failing pass is undone)."""
-    from passes.pipeline import resolve_passes, run_pipeline
+    from passes.pipeline import run_pipeline
 
     static_dims: dict[str, int] = {}
     for i in ctx.deploy_facts.inputs:
         rng = ctx.options.shapes.get(i.name)
         if rng is not None and rng.static and i.shape:
             static_dims.update({d: v for d, v in zip(i.shape, rng.opt) if isinstance(d, str)})
-    options = {"fix-input-shapes": {"dims": static_dims}} if static_dims else {}
-    passes = resolve_passes("tensorrt", None, options)
-    result = run_pipeline(ctx.deploy, passes, folder / MODEL_NAME, verify=True, on_failure="revert",
-                          dims=static_dims or None, pool_key=ctx.pool_key)
+    # the request routes static_dims to fix-input-shapes
+    request = OptimizeRequest(preset="tensorrt", dims=static_dims, on_failure="revert")
+    result = run_pipeline(ctx.deploy, request, folder / MODEL_NAME, pool_key=ctx.pool_key)
     return result.output or folder / MODEL_NAME, result.lineage(), result.summary()
 
 

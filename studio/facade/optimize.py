@@ -4,7 +4,7 @@ A room of the facade (``studio.api`` names it; docs/architecture.md section 1)."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,12 +15,13 @@ from passes.optimize import (
     add_version,
     cli_command as optimize_command,
     optimize_model,
-    OptimizeRequest,
     report_rows as optimize_report_rows,
 )
 from passes.peers import compare_peers as _compare
 from passes.pipeline import op_count_diff
+from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
+from studio.core.requests import OptimizeRequest
 from studio.core.workspace import Version, Workspace
 
 if TYPE_CHECKING:
@@ -41,27 +42,24 @@ def list_passes() -> dict:
     return catalog()
 
 
-def optimize(handle: ModelHandle, *, preset: str | None = None, passes: Sequence[str] | None = None,
-             dims: Mapping[str, int] | None = None, pass_options: Mapping[str, Mapping] | None = None,
-             on_failure: str = "stop", verify: bool = True, out_path: str | Path | None = None,
-             on_progress: Callable[[int, int, str], None] | None = None,
-             pool_key: str = "default", time_budget_s: float | None = None,
-             partial: str | Path = "output", inputs: str | Path | None = None,
-             dump_dir: str | Path | None = None) -> PipelineResult:
-    """Run a preset (default ``safe``) or named passes, verifying after every modifying pass.
+def optimize(handle: ModelHandle, request: OptimizeRequest | None = None, *, out_path: str | Path | None = None,
+             on_progress: Callable[[int, int, str], None] | None = None, pool_key: str = "default",
+             partial: str | Path = "output", dump_dir: str | Path | None = None, **fields) -> PipelineResult:
+    """Run an ``OptimizeRequest`` (``studio.core.requests``; default preset ``safe``), verifying after every
+    modifying pass. ``fields`` instead of ``request``: the request's own fields (``preset=``, ``passes=``,
+    ``dims=``...), made into the one request here; an unknown one is refused (BAD-REQUEST).
 
-    ``dims`` fix symbolic dims for verification feeds and are what ``fix-input-shapes``
-    specializes. The result is written to ``out_path`` (default: a new job folder in
-    the workspace root); the input file is only read. Refuses models that fail
-    ``onnx.checker`` (R17). ``time_budget_s`` skips passes that would start later.
-    ``partial``: where the last verified model goes when the result is not ok ("output":
-    ``out_path`` itself, "none": nowhere, ``result.output`` is None, or another path).
-    ``inputs``: an .npz of real verification inputs; ``dump_dir``: the model after each pass.
+    Where it writes is the call's: ``out_path`` (default: a new job folder in the workspace root; the
+    input file is only read); ``partial``, where the last verified model goes when the result is not ok
+    ("output": ``out_path`` itself, "none": nowhere, ``result.output`` is None, or another path);
+    ``dump_dir``, the model after each pass. Refuses models that fail ``onnx.checker`` (R17).
     """
-    return optimize_model(handle, OptimizeRequest(
-        preset=preset, passes=passes, dims=dims, pass_options=pass_options, on_failure=on_failure, verify=verify,
-        out_path=out_path, on_progress=on_progress, pool_key=pool_key, time_budget_s=time_budget_s, partial=partial,
-        inputs=inputs, dump_dir=dump_dir))
+    if request is not None and fields:
+        raise StudioError(f"give a request or its fields, not both ({', '.join(sorted(fields))[:80]})",
+                          code="BAD-REQUEST")
+    request = request if request is not None else OptimizeRequest.from_dict(fields)
+    return optimize_model(handle, request, out_path=out_path, on_progress=on_progress, pool_key=pool_key,
+                          partial=partial, dump_dir=dump_dir)
 
 
 def compare_peers(model: ModelHandle | str | Path, out_dir: str | Path | None = None, *,

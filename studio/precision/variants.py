@@ -42,6 +42,7 @@ from studio.core.engines.ort_int8 import cpu_flags, int8_kernel_choice
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
 from studio.core.outputs import disk_error
+from studio.core.requests import OptimizeRequest
 from studio.core.sandbox import Limits, model_bytes_on_disk, scaled_to_model
 from studio.precision.latency import LatencyItem, measure
 
@@ -352,10 +353,10 @@ def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[st
            eval_feeds: FeedSet, limits: Limits, pool_key: str) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
     """Run the variant's pipeline; (model, lineage, pass details, warnings)."""
     from passes.pipeline import run_pipeline
-    from passes.registry import make_pass
 
-    passes = [make_pass(name, **{**dict(opts), **dict(extra.get(name, {}))}) for name, opts in spec.passes]
-    result = run_pipeline(model_path, passes, out_dir / spec.name / model_path.name, on_failure="stop",
+    request = OptimizeRequest(passes=[name for name, _ in spec.passes],
+                              pass_options={name: {**dict(opts), **dict(extra.get(name, {}))} for name, opts in spec.passes})
+    result = run_pipeline(model_path, request, out_dir / spec.name / model_path.name,
                           feeds=list(eval_feeds.sets[:2]), limits=limits, pool_key=pool_key)
     if not result.ok:
         raise StudioError(result.summary())

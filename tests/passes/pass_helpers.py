@@ -9,7 +9,7 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, helper
 
-from passes.pipeline import PipelineResult, run_pipeline
+from passes.pipeline import PipelineResult, run_passes
 from passes.registry import make_pass
 from passes.verify import interface_problems
 from tests.conftest import parse_model, save
@@ -46,7 +46,7 @@ def run_one(tmp_path: Path, model: str | onnx.ModelProto, name: str, *, options:
             dims: dict | None = None, tag: str = "a") -> PipelineResult:
     proto = parse_model(model) if isinstance(model, str) else model
     src = save(proto, tmp_path / f"in-{tag}" / "m.onnx")
-    return run_pipeline(src, [make_pass(name, **(options or {}))], tmp_path / f"out-{tag}" / "m.onnx", dims=dims)
+    return run_passes(src, [make_pass(name, **(options or {}))], tmp_path / f"out-{tag}" / "m.onnx", dims=dims)
 
 
 def check_applies(tmp_path: Path, model: str | onnx.ModelProto, name: str, expected_ops: list[str] | None = None,
@@ -67,7 +67,7 @@ def check_applies(tmp_path: Path, model: str | onnx.ModelProto, name: str, expec
     result = onnx.load(str(r.output))
     if not make_pass(name).changes_interface:
         assert interface_problems(original, result) == []
-    again = run_pipeline(r.output, [make_pass(name, **(options or {}))], tmp_path / "out-again" / "m.onnx",
+    again = run_passes(r.output, [make_pass(name, **(options or {}))], tmp_path / "out-again" / "m.onnx",
                          dims=dims)
     assert again.records[0].status == "unchanged", again.records[0].changes
     return r

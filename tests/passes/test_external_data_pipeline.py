@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import passes.model_io as model_io
-from passes.pipeline import resolve_passes, run_pipeline
+from passes.pipeline import resolve_passes, run_passes
 from tests.conftest import sha256_file
 
 
@@ -47,7 +47,7 @@ def test_safe_preset_on_external_data(tmp_path, monkeypatch, inline_limit):
     src = _external_model(tmp_path / "user")
     data = tmp_path / "user" / "m.onnx.data"
     before = (sha256_file(src), sha256_file(data), data.stat().st_mtime_ns)
-    r = run_pipeline(src, resolve_passes("safe"), tmp_path / "out" / "m.onnx")
+    r = run_passes(src, resolve_passes("safe"), tmp_path / "out" / "m.onnx")
     assert r.ok, [(x.name, x.status, x.message) for x in r.records]
     changed = {x.name for x in r.records if x.modified}
     assert {"fold-constants", "fuse-conv-bn"} <= changed

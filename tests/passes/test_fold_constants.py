@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from passes.pipeline import run_pipeline
+from passes.pipeline import run_passes
 from passes.registry import make_pass
 from studio.core.sandbox import Limits
 from tests.conftest import parse_model, save
@@ -63,7 +63,7 @@ def test_growth_is_refused_constant_of_shape_expand_and_int8_dequantize(tmp_path
     notes = " ".join(r.records[0].notes)
     assert "Expand" in notes and "MiB" in notes
     # Asked for: dequantization folds (and the weights become float32, 4x larger).
-    asked = run_pipeline(tmp_path / "in-skip" / "m.onnx",
+    asked = run_passes(tmp_path / "in-skip" / "m.onnx",
                          [make_pass("fold-constants", fold_dequantize=True, max_growth=4.0)],
                          tmp_path / "asked" / "m.onnx")
     assert asked.records[0].status == "changed" and "DequantizeLinear" not in ops(asked.output)
@@ -93,7 +93,7 @@ def test_runaway_loop_is_never_evaluated(tmp_path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     src = save(model, tmp_path / "loop" / "m.onnx")
     started = time.monotonic()
-    r = run_pipeline(src, [make_pass("fold-constants")], tmp_path / "out" / "m.onnx",
+    r = run_passes(src, [make_pass("fold-constants")], tmp_path / "out" / "m.onnx",
                      limits=Limits(timeout_s=5))
     assert time.monotonic() - started < 60      # a hang guard only (generous on any CPU or load), not a speed expectation
     rec = r.records[0]
@@ -130,7 +130,7 @@ def test_many_small_folds_share_one_growth_budget(tmp_path):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     src = save(model, tmp_path / "in" / "m.onnx")
-    r = run_pipeline(src, [make_pass("fold-constants")], tmp_path / "out" / "m.onnx")
+    r = run_passes(src, [make_pass("fold-constants")], tmp_path / "out" / "m.onnx")
     rec = r.records[0]
     assert rec.status == "changed" and rec.verification.numeric_status == "passed"
     folded_tiles = n - ops(r.output).count("Tile")
@@ -142,5 +142,5 @@ def test_many_small_folds_share_one_growth_budget(tmp_path):
     before = init_bytes(src)
     assert init_bytes(r.output) <= 1.1 * before + 1024
     # Asked for: a larger file is allowed and every Tile folds.
-    asked = run_pipeline(src, [make_pass("fold-constants", max_file_growth=10.0)], tmp_path / "asked" / "m.onnx")
+    asked = run_passes(src, [make_pass("fold-constants", max_file_growth=10.0)], tmp_path / "asked" / "m.onnx")
     assert "Tile" not in ops(asked.output)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import onnx
 
-from passes.pipeline import run_pipeline
+from passes.pipeline import run_passes
 from passes.registry import make_pass
 from passes.verify import interface_problems
 from tests.conftest import SAMPLES, parse_model, save
@@ -24,7 +24,7 @@ def _dims(path, kind="input"):
 def test_fix_input_shapes_then_folding_removes_the_shape_subgraph(tmp_path):
     r = check_applies(tmp_path, BATCH_RESHAPE, "fix-input-shapes", options={"dims": {"batch": 2}})
     assert _dims(r.output) == [2, 3, 4, 4] and _dims(r.output, "output") == [2, 48]
-    folded = run_pipeline(r.output, [make_pass("fold-constants")], tmp_path / "folded" / "m.onnx")
+    folded = run_passes(r.output, [make_pass("fold-constants")], tmp_path / "folded" / "m.onnx")
     assert ops(folded.output) == ["Reshape"]
     # The interface changed exactly as asked, nothing else.
     original = onnx.load(str(tmp_path / "in-a" / "m.onnx"))
@@ -40,7 +40,7 @@ def test_fix_input_shapes_needs_dims_and_names_unknown_ones(tmp_path):
 
 
 def test_fix_input_shapes_rejects_bad_values(tmp_path):
-    r = run_pipeline(save(parse_model(BATCH_RESHAPE), tmp_path / "m.onnx"),
+    r = run_passes(save(parse_model(BATCH_RESHAPE), tmp_path / "m.onnx"),
                      [make_pass("fix-input-shapes", dims={"batch": 0})],
                      tmp_path / "o" / "m.onnx")
     assert r.records[0].status == "error" and "positive integer" in r.records[0].message
@@ -55,13 +55,13 @@ def test_convert_opset_up_and_missing_target(tmp_path):
     assert onnx.load(str(r.output)).opset_import[0].version == 18
     assert "ReduceMean" in ops(r.output)
     assert "ai.onnx opset 13 -> 18" in r.records[0].changes[0].detail
-    err = run_pipeline(tmp_path / "in-a" / "m.onnx", [make_pass("convert-opset")], tmp_path / "e" / "m.onnx")
+    err = run_passes(tmp_path / "in-a" / "m.onnx", [make_pass("convert-opset")], tmp_path / "e" / "m.onnx")
     assert err.records[0].status == "error" and "needs a target opset" in err.records[0].message
 
 
 def test_onnxsim_result_is_verified_like_any_pass(tmp_path):
     require_module("onnxsim")
-    r = run_pipeline(SAMPLES / "cnn_unfused.onnx", [make_pass("onnxsim")], tmp_path / "o" / "m.onnx")
+    r = run_passes(SAMPLES / "cnn_unfused.onnx", [make_pass("onnxsim")], tmp_path / "o" / "m.onnx")
     rec = r.records[0]
     assert rec.status == "changed" and rec.verification.ok and rec.verification.numeric_status == "passed"
     assert "BatchNormalization" not in ops(r.output)
@@ -79,10 +79,10 @@ def test_onnxsim_result_that_grows_the_file_is_refused(tmp_path):
         y = Mul(x, c)
     }"""
     src = save(parse_model(m), tmp_path / "in" / "m.onnx")
-    r = run_pipeline(src, [make_pass("onnxsim")], tmp_path / "o" / "m.onnx")
+    r = run_passes(src, [make_pass("onnxsim")], tmp_path / "o" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "unchanged" and not rec.modified
     assert any("kept the input" in w for w in rec.warnings)
     assert (tmp_path / "o" / "m.onnx").stat().st_size < 2 * src.stat().st_size
-    grown = run_pipeline(src, [make_pass("onnxsim", max_growth=1e6)], tmp_path / "g" / "m.onnx")
+    grown = run_passes(src, [make_pass("onnxsim", max_growth=1e6)], tmp_path / "g" / "m.onnx")
     assert grown.records[0].status == "changed" and "ConstantOfShape" not in ops(grown.output)

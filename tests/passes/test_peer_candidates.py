@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 
 from passes.ort_fusions import OrtFusions, fused_counts, ort_fusions
 from passes.peers import count_all_nodes
-from passes.pipeline import run_pipeline
+from passes.pipeline import run_passes
 from passes.registry import make_pass
 from tests.conftest import parse_model, save
 
@@ -53,7 +53,7 @@ def test_best_of_peers_keeps_the_smallest_verified_candidate(tmp_path):
     slim = onnxslim.slim(onnx.load(str(src)))
     best_peer = min(count_all_nodes(sim.graph), count_all_nodes(slim.graph))
     assert best_peer == 2                                  # by hand: Reshape(x, const) -> Relu
-    r = run_pipeline(src, [make_pass("best-of-peers")], tmp_path / "out" / "m.onnx")
+    r = run_passes(src, [make_pass("best-of-peers")], tmp_path / "out" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "changed" and rec.verification is not None and rec.verification.ok, rec
     assert rec.details["chosen"] in ("onnxsim", "onnxslim")
@@ -64,13 +64,13 @@ def test_best_of_peers_keeps_the_smallest_verified_candidate(tmp_path):
     x = np.random.default_rng(0).random((2, 3, 4, 4), dtype=np.float32)
     np.testing.assert_array_equal(_raw_ort(r.output, {"x": x})[0], _raw_ort(src, {"x": x})[0])
     # Nothing smaller to find the second time: the input is kept, so presets stay idempotent.
-    again = run_pipeline(r.output, [make_pass("best-of-peers")], tmp_path / "again" / "m.onnx")
+    again = run_passes(r.output, [make_pass("best-of-peers")], tmp_path / "again" / "m.onnx")
     assert not again.modified and any("not smaller" in n or "no change" in n for n in again.records[0].notes)
 
 
 def test_peers_are_never_kept_unverified(tmp_path):
     src = save(parse_model(SHAPE_CHAIN), tmp_path / "in" / "m.onnx")
-    r = run_pipeline(src, [make_pass("best-of-peers")], tmp_path / "out" / "m.onnx", verify=False)
+    r = run_passes(src, [make_pass("best-of-peers")], tmp_path / "out" / "m.onnx", verify=False)
     assert not r.modified and "verification is off" in r.records[0].notes[0]
 
 
@@ -98,7 +98,7 @@ def test_a_fold_that_inflates_the_file_is_capped_not_kept(tool, tmp_path):
     assert src.stat().st_size < 1024
     plain = onnxslim.slim(onnx.load(str(src)))   # the oracle: the peer alone inflates the file
     assert plain.ByteSize() > side * side * 4
-    r = run_pipeline(src, [make_pass(tool)], tmp_path / "out" / "m.onnx")
+    r = run_passes(src, [make_pass(tool)], tmp_path / "out" / "m.onnx")
     rec = r.records[0]
     assert r.ok, rec.message
     assert r.output.stat().st_size < 64 * 1024 + src.stat().st_size      # the size cap held
@@ -156,7 +156,7 @@ def test_onnxslim_without_a_default_opset_runs_without_shape_inference(tmp_path)
     m = h.make_model(g, opset_imports=[h.make_opsetid("ai.onnx.ml", 1)])
     m.ir_version = 8
     src = save(m, tmp_path / "in" / "m.onnx")
-    r = run_pipeline(src, [make_pass("onnxslim")], tmp_path / "out" / "m.onnx")
+    r = run_passes(src, [make_pass("onnxslim")], tmp_path / "out" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status in ("changed", "unchanged"), (rec.status, rec.message)
     assert not any("returned no model" in n for n in rec.notes), rec.notes
@@ -330,11 +330,11 @@ g (float[2,8,16] x) => (float[2,8,16] y) <float eps = {1e-5}, float two = {2.0}>
     model.graph.initializer.extend(helper.make_tensor(n, TensorProto.FLOAT, [16], np.linspace(0.5, 1.5, 16))
                                    for n in ("gm", "bt"))
     src = save(model, tmp_path / "in" / "m.onnx")
-    alone = run_pipeline(src, [make_pass("test-unfuse-layernorm")], tmp_path / "alone" / "m.onnx")
+    alone = run_passes(src, [make_pass("test-unfuse-layernorm")], tmp_path / "alone" / "m.onnx")
     assert alone.ok and alone.records[0].status == "changed"          # verified: the values are the same
     assert ort_fusions(alone.output, tmp_path / "f1").fused.get("LayerNormalization", 0) == 0
     assert ort_fusions(src, tmp_path / "f0").fused["LayerNormalization"] == 1
-    r = run_pipeline(src, [make_pass("test-choose-unfused")], tmp_path / "out" / "m.onnx")
+    r = run_passes(src, [make_pass("test-choose-unfused")], tmp_path / "out" / "m.onnx")
     rec = r.records[0]
     assert r.ok and not r.modified, rec.notes
     assert any("costs ONNX Runtime its fusions: LayerNormalization 1 -> 0" in n for n in rec.notes), rec.notes
@@ -357,6 +357,6 @@ g (float[1,2,4,4] x) => (float[1,2,4,4] y) <float r2 = {1.4142135}, float one = 
 }"""
     src = save(parse_model(text), tmp_path / "in" / "m.onnx")
     assert ort_fusions(src, tmp_path / "f0").fused.get("Gelu") == 1
-    r = run_pipeline(src, [make_pass("fuse-conv-scale")], tmp_path / "out" / "m.onnx")
+    r = run_passes(src, [make_pass("fuse-conv-scale")], tmp_path / "out" / "m.onnx")
     assert r.ok and r.records[0].status == "unchanged"
     assert ort_fusions(r.output, tmp_path / "f1").fused.get("Gelu") == 1

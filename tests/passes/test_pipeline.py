@@ -8,7 +8,7 @@ import onnx_ir as ir
 import pytest
 
 from passes.base import Change, StudioPass, result
-from passes.pipeline import resolve_passes, run_pipeline
+from passes.pipeline import resolve_passes, run_passes
 from passes.registry import make_pass
 from passes.verify import interface_problems
 from studio.core.errors import StudioError
@@ -58,7 +58,7 @@ def _ops(path) -> list[str]:
 
 def test_stop_on_failure_keeps_last_verified_model(model_path, tmp_path):
     before = sha256_file(model_path)
-    r = run_pipeline(model_path, [make_pass("eliminate-dead-code"), BreakSemantics(), make_pass("eliminate-dead-code")],
+    r = run_passes(model_path, [make_pass("eliminate-dead-code"), BreakSemantics(), make_pass("eliminate-dead-code")],
                      tmp_path / "out" / "m.onnx", on_failure="stop")
     assert not r.ok and r.stopped_at == "test-break-semantics"
     assert [x.status for x in r.records] == ["changed", "failed"]
@@ -68,7 +68,7 @@ def test_stop_on_failure_keeps_last_verified_model(model_path, tmp_path):
 
 
 def test_revert_on_failure_continues(model_path, tmp_path):
-    r = run_pipeline(model_path, [BreakSemantics(), make_pass("eliminate-dead-code")], tmp_path / "o" / "m.onnx",
+    r = run_passes(model_path, [BreakSemantics(), make_pass("eliminate-dead-code")], tmp_path / "o" / "m.onnx",
                      on_failure="revert")
     assert [x.status for x in r.records] == ["reverted", "changed"] and r.stopped_at is None
     assert _ops(r.output) == ["Relu", "Abs"]
@@ -76,14 +76,14 @@ def test_revert_on_failure_continues(model_path, tmp_path):
 
 
 def test_pass_exception_is_a_record_not_a_crash(model_path, tmp_path):
-    r = run_pipeline(model_path, [Explode(), make_pass("eliminate-dead-code")], tmp_path / "o" / "m.onnx",
+    r = run_passes(model_path, [Explode(), make_pass("eliminate-dead-code")], tmp_path / "o" / "m.onnx",
                      on_failure="revert")
     assert r.records[0].status == "error" and "boom" in r.records[0].message
     assert r.records[1].status == "changed"
 
 
 def test_interface_change_is_caught(model_path, tmp_path):
-    r = run_pipeline(model_path, [RenameInput()], tmp_path / "o" / "m.onnx")
+    r = run_passes(model_path, [RenameInput()], tmp_path / "o" / "m.onnx")
     assert r.records[0].status == "failed" and "names" in r.records[0].message
 
 
@@ -98,13 +98,13 @@ def test_interface_problems_symbolic_dims():
 def test_unverifiable_model_is_labelled(tmp_path):
     m = parse_model("""<ir_version: 8, opset_import: ["" : 17, "custom" : 1]>
     g (float[2] x) => (float[2] y) { dead = Neg(x) y = custom.Thing(x) }""")
-    r = run_pipeline(save(m, tmp_path / "m.onnx"), [make_pass("eliminate-dead-code")], tmp_path / "o" / "m.onnx")
+    r = run_passes(save(m, tmp_path / "m.onnx"), [make_pass("eliminate-dead-code")], tmp_path / "o" / "m.onnx")
     assert r.records[0].verification.numeric_status.startswith("skipped")
     assert "structure only" in r.reference
 
 
 def test_lineage_format(model_path, tmp_path):
-    r = run_pipeline(model_path, [make_pass("eliminate-dead-code")], tmp_path / "o" / "m.onnx")
+    r = run_passes(model_path, [make_pass("eliminate-dead-code")], tmp_path / "o" / "m.onnx")
     rec = r.lineage()[0]
     assert rec["name"] == "eliminate-dead-code" and rec["modified"] is True
     assert rec["changes"][0]["kind"] == "removed" and rec["changes"][0]["nodes"]
@@ -118,7 +118,7 @@ def test_resolve_passes_errors():
 
 
 def test_time_budget_skips_the_rest(model_path, tmp_path):
-    r = run_pipeline(model_path, [make_pass("eliminate-dead-code"), make_pass("cse")], tmp_path / "o" / "m.onnx",
+    r = run_passes(model_path, [make_pass("eliminate-dead-code"), make_pass("cse")], tmp_path / "o" / "m.onnx",
                      time_budget_s=0.0)
     assert [x.status for x in r.records] == ["skipped", "skipped"] and not r.ok
     assert "time budget" in r.records[0].message and r.output.exists()

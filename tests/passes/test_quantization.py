@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from passes.fix_cast_types import repair_cast_types
-from passes.pipeline import run_pipeline
+from passes.pipeline import run_passes
 from passes.registry import make_pass
 from tests.conftest import SAMPLES, parse_model, save, sha256_file
 from tests.passes.pass_helpers import mlp
@@ -33,7 +33,7 @@ def _cos(a, b) -> float:
 def test_static_int8_measures_configurations_and_verifies(tmp_path):
     src = SAMPLES / "cnn_unfused.onnx"
     before = sha256_file(src)
-    r = run_pipeline(src, [make_pass("quantize-int8-static", samples=4, budget_s=5)], tmp_path / "q" / "m.onnx")
+    r = run_passes(src, [make_pass("quantize-int8-static", samples=4, budget_s=5)], tmp_path / "q" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "changed", rec.message
     assert rec.verification.ok and rec.verification.numeric.min_cosine >= 0.98
@@ -93,7 +93,7 @@ def test_degenerate_output_range_stays_float_and_is_reported(tmp_path):
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     assert np.abs(reference).max() > 0.05 and not np.any(_run(naive, feeds)[0])   # every value reads as 0
 
-    r = run_pipeline(src, [make_pass("quantize-int8-static", calibration=str(calib), config="qdq-u8s8",
+    r = run_passes(src, [make_pass("quantize-int8-static", calibration=str(calib), config="qdq-u8s8",
                                      budget_s=3)], tmp_path / "q" / "m.onnx")
     rec = r.records[0]
     assert rec.status == "changed", rec.message
@@ -106,7 +106,7 @@ def test_degenerate_output_range_stays_float_and_is_reported(tmp_path):
 
 def test_dynamic_int8_on_a_transformer_block(tmp_path):
     src = SAMPLES / "transformer_block.onnx"
-    r = run_pipeline(src, [make_pass("quantize-int8-dynamic", budget_s=5)], tmp_path / "d" / "m.onnx")
+    r = run_passes(src, [make_pass("quantize-int8-dynamic", budget_s=5)], tmp_path / "d" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "changed", rec.message
     names = {c["name"] for c in rec.details["candidates"]}
@@ -141,7 +141,7 @@ def test_fix_cast_types_repairs_what_converters_leave(text, expected_to, tmp_pat
     with pytest.raises(Exception, match="Type"):
         ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     src = save(model, tmp_path / "bad.onnx")
-    r = run_pipeline(src, [make_pass("fix-cast-types")], tmp_path / "fixed" / "m.onnx", verify=False)
+    r = run_passes(src, [make_pass("fix-cast-types")], tmp_path / "fixed" / "m.onnx", verify=False)
     rec = r.records[0]
     assert rec.status == "changed" and rec.counts["casts_retargeted"] == 1
     fixed = onnx.load(str(r.output))
@@ -152,7 +152,7 @@ def test_fix_cast_types_repairs_what_converters_leave(text, expected_to, tmp_pat
     y = _run(r.output, feeds)[0]
     want = feeds["x"] + (np.cumsum(feeds["ids"], axis=1) if "CumSum" in text else feeds["ids"])
     assert np.allclose(y, want, atol=1e-2)
-    again = run_pipeline(r.output, [make_pass("fix-cast-types")], tmp_path / "again" / "m.onnx", verify=False)
+    again = run_passes(r.output, [make_pass("fix-cast-types")], tmp_path / "again" / "m.onnx", verify=False)
     assert again.records[0].status == "unchanged"
     assert repair_cast_types(parse_model(
         '<ir_version: 8, opset_import: ["" : 17]> g (int64[2] i) => (float[2] y) { y = Cast<to=1>(i) }')) == []
@@ -176,7 +176,7 @@ def test_convert_fp16_keeps_io_types_and_says_whether_it_is_faster(tmp_path):
       top, idx = TopK(y, k)
     }''' % ", ".join(f"{v:.4f}" for v in np.random.default_rng(0).standard_normal(256) / 4)
     src = save(parse_model(text), tmp_path / "m.onnx")
-    r = run_pipeline(src, [make_pass("convert-fp16", budget_s=3)], tmp_path / "h" / "m.onnx")
+    r = run_passes(src, [make_pass("convert-fp16", budget_s=3)], tmp_path / "h" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "changed", rec.message
     m = onnx.load(str(r.output))
@@ -209,7 +209,7 @@ def _outlier_model() -> onnx.ModelProto:
 
 def test_fallback_keeps_the_damaging_layer_in_float(tmp_path):
     src = save(_outlier_model(), tmp_path / "mlp.onnx")
-    r = run_pipeline(src, [make_pass("quantize-int8-static", config="qdq-u8s8", target_cosine=0.995, budget_s=3)],
+    r = run_passes(src, [make_pass("quantize-int8-static", config="qdq-u8s8", target_cosine=0.995, budget_s=3)],
                      tmp_path / "q" / "m.onnx")
     rec = r.records[0]
     assert rec.status == "changed", rec.message
@@ -234,7 +234,7 @@ def test_convert_fp16_on_a_deep_model_is_judged_by_cosine(tmp_path):
     from benchmarks.models import build_resnet50
 
     src = build_resnet50(tmp_path / "r50", trained_like=True)
-    r = run_pipeline(src, [make_pass("convert-fp16", measure=False)], tmp_path / "h" / "m.onnx")
+    r = run_passes(src, [make_pass("convert-fp16", measure=False)], tmp_path / "h" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "changed", rec.message
     numeric = rec.verification.numeric
@@ -260,7 +260,7 @@ def test_convert_fp16_on_detector_and_prequantized_structures(tmp_path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     src = save(model, tmp_path / "in" / "m.onnx")
-    r = run_pipeline(src, [make_pass("convert-fp16", measure=False)], tmp_path / "h" / "m.onnx")
+    r = run_passes(src, [make_pass("convert-fp16", measure=False)], tmp_path / "h" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "changed", rec.message
     out = onnx.load(str(r.output))
@@ -275,7 +275,7 @@ def test_convert_fp16_without_keep_io_types_feeds_float16_and_verifies(tmp_path)
     from passes.verify import interface_problems
 
     src = SAMPLES / "mobilenet_like.onnx"
-    r = run_pipeline(src, [make_pass("convert-fp16", keep_io_types="false", measure=True, budget_s=2)],
+    r = run_passes(src, [make_pass("convert-fp16", keep_io_types="false", measure=True, budget_s=2)],
                      tmp_path / "h" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "changed", rec.message
@@ -298,7 +298,7 @@ def test_static_int8_calibration_methods(tmp_path, method):
     from tests.export.conftest import conv_model
 
     src = conv_model(tmp_path / "m" / "c.onnx", channels=16, batch=1)
-    r = run_pipeline(src, [make_pass("quantize-int8-static", method=method, samples=4, budget_s=1,
+    r = run_passes(src, [make_pass("quantize-int8-static", method=method, samples=4, budget_s=1,
                                      target_cosine=0.9, config="qdq-u8s8")], tmp_path / "h" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "changed", rec.message
@@ -314,14 +314,14 @@ def test_int8_without_fallback_can_report_a_missed_target(tmp_path):
     assert cosine_text(0.99986, 0.9999) == "0.99986" and cosine_text(0.95, 0.99) == "0.9500"
     assert cosine_text(0.99991, 0.9999) == "0.99991"
     src = SAMPLES / "cnn_unfused.onnx"
-    r = run_pipeline(src, [make_pass("quantize-int8-static", fallback=False, require_target=False, samples=4,
+    r = run_passes(src, [make_pass("quantize-int8-static", fallback=False, require_target=False, samples=4,
                                      budget_s=1, target_cosine=0.9999999, config="qdq-u8s8")],
                      tmp_path / "h" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "changed", rec.message
     assert rec.details["target_met"] is False
     assert any(w.startswith("target missed") for w in rec.warnings)
-    r = run_pipeline(src, [make_pass("quantize-int8-static", fallback=False, samples=4, budget_s=1,
+    r = run_passes(src, [make_pass("quantize-int8-static", fallback=False, samples=4, budget_s=1,
                                      target_cosine=0.9999999, config="qdq-u8s8")], tmp_path / "h2" / "m.onnx")
     assert not r.ok and "no INT8 configuration reaches cosine 1e" not in r.records[0].message
     assert "reaches cosine 0.9999999" in r.records[0].message

@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from passes.pipeline import resolve_passes, run_pipeline
+from passes.pipeline import resolve_passes, run_passes
 from passes.registry import make_pass
 from passes.verify import interface_problems
 from studio import api
@@ -92,11 +92,11 @@ PASSES = ["eliminate-identity", "fold-constants", "eliminate-dead-code", "dedup-
 
 
 def _check(src, out, passes):
-    r = run_pipeline(src, passes, out)
+    r = run_passes(src, passes, out)
     assert r.ok, [(x.name, x.status, x.message) for x in r.records]
     onnx.checker.check_model(str(r.output), full_check=True)
     assert interface_problems(onnx.load(str(src)), onnx.load(str(r.output))) == []
-    again = run_pipeline(r.output, [make_pass(p.name, **p.options) for p in passes], out.parent / "again" / "m.onnx")
+    again = run_passes(r.output, [make_pass(p.name, **p.options) for p in passes], out.parent / "again" / "m.onnx")
     assert not again.modified, [(x.name, x.changes) for x in again.records if x.modified]
     return r
 
@@ -151,7 +151,7 @@ def test_r17_passes_refuse_invalid_graphs(case, tmp_path):
     assert_user_message(str(err.value), "cannot optimize")
     assert "onnx.checker" in str(err.value) or "no outputs" in str(err.value)
     with pytest.raises(StudioError):          # the pipeline itself refuses too (not only the facade)
-        run_pipeline(src, resolve_passes("safe"), tmp_path / "out2" / "m.onnx")
+        run_passes(src, resolve_passes("safe"), tmp_path / "out2" / "m.onnx")
     assert sha256_file(src) == before
     assert not (tmp_path / "out" / "m.onnx").exists() and not (tmp_path / "out2" / "m.onnx").exists()
 
@@ -170,7 +170,7 @@ def test_r14_expand_bomb_is_neither_folded_nor_allowed_to_take_the_studio_down(t
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])], [one, shp])
     src = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8),
                tmp_path / "in" / "m.onnx")
-    r = run_pipeline(src, resolve_passes("safe"), tmp_path / "out" / "m.onnx",
+    r = run_passes(src, resolve_passes("safe"), tmp_path / "out" / "m.onnx",
                      limits=Limits(timeout_s=30, memory_bytes=2 * 2**30))
     fold = next(x for x in r.records if x.name == "fold-constants")
     assert fold.status == "unchanged" and any("Expand" in n and "MiB" in n for n in fold.notes)

@@ -7,7 +7,7 @@ import onnx_ir as ir
 import pytest
 
 from passes.base import Change, StudioPass, result
-from passes.pipeline import run_pipeline
+from passes.pipeline import run_passes
 from tests.conftest import parse_model, save
 
 MODEL = """<ir_version: 8, opset_import: ["" : 17]>
@@ -35,6 +35,6 @@ class BreakBranch(StudioPass):
 @pytest.mark.parametrize("op", ["Relu", "Abs"])
 def test_a_broken_branch_is_caught_whichever_branch(tmp_path, op):
     src = save(parse_model(MODEL), tmp_path / "in" / "m.onnx")
-    res = run_pipeline(src, [BreakBranch(op=op)], tmp_path / "out" / "m.onnx")
+    res = run_passes(src, [BreakBranch(op=op)], tmp_path / "out" / "m.onnx")
     assert not res.ok
     assert res.records[0].status == "failed"

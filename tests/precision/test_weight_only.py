@@ -287,7 +287,7 @@ def test_cli_weight_only_options_and_generation_in_json(tmp_path, capsys):
 
 def test_merged_decoder_matmuls_inside_if_branches_are_quantized(tmp_path):
     """optimum's merged decoder keeps its weights outside the If and its MatMuls inside both branches."""
-    from passes.pipeline import run_pipeline
+    from passes.pipeline import run_passes
     from passes.registry import make_pass
 
     src = path_of("gpt2_decoder_merged")
@@ -299,7 +299,7 @@ def test_merged_decoder_matmuls_inside_if_branches_are_quantized(tmp_path):
 
     want = sorted(n.output[0] for n in branch_nodes(m) if n.op_type == "MatMul" and n.input[1] in weights)
     assert len(want) > 4 and not any(n.op_type == "MatMul" and n.input[1] in weights for n in m.graph.node)
-    r = run_pipeline(src, [make_pass("quantize-weight-only", bits=4)], tmp_path / "m.onnx", on_failure="stop")
+    r = run_passes(src, [make_pass("quantize-weight-only", bits=4)], tmp_path / "m.onnx", on_failure="stop")
     assert r.ok, r.summary()
     q = onnx.load(tmp_path / "m.onnx")
     assert sorted(n.output[0] for n in branch_nodes(q) if n.op_type == "MatMulNBits") == want

@@ -15,7 +15,7 @@ from onnx import TensorProto as T
 from onnx import helper
 from onnx import numpy_helper as nh
 
-from passes.pipeline import resolve_passes, run_pipeline
+from passes.pipeline import resolve_passes, run_passes
 from passes.registry import make_pass
 from passes.verify import Verifier
 from tests.conftest import save, sha256_file
@@ -109,7 +109,7 @@ def test_r36_onnxsim_result_keeps_random_ops(op):
 def test_r36_safe_preset_keeps_random_ops_and_says_the_model_is_nondeterministic(tmp_path, op):
     src = save(_model(op), tmp_path / "in" / "m.onnx")
     before = sha256_file(src)
-    r = run_pipeline(src, resolve_passes("safe"), tmp_path / "out" / "m.onnx")
+    r = run_passes(src, resolve_passes("safe"), tmp_path / "out" / "m.onnx")
     assert r.ok, r.summary()
     assert _random_ops(onnx.load(str(r.output))) == _random_ops(onnx.load(str(src)))
     assert "the model is nondeterministic: output 'y' differs between two runs of the original" in r.reference
@@ -219,7 +219,7 @@ def _same_ieee(a: np.ndarray, b: np.ndarray) -> bool:
 def test_r37_conv_bn_fusion_refused_where_ieee_results_would_change(tmp_path, case, params, reason):
     gamma, beta, mean, var, eps = params
     src = save(_conv_bn(gamma, beta, mean, var, eps), tmp_path / case / "m.onnx")
-    r = run_pipeline(src, [make_pass("fuse-conv-bn")], tmp_path / case / "out" / "m.onnx")
+    r = run_passes(src, [make_pass("fuse-conv-bn")], tmp_path / case / "out" / "m.onnx")
     rec = r.records[0]
     assert rec.status == "unchanged", (rec.status, rec.message)
     assert any(reason in n for n in rec.notes), rec.notes
@@ -228,7 +228,7 @@ def test_r37_conv_bn_fusion_refused_where_ieee_results_would_change(tmp_path, ca
 
 def test_r37_conv_bn_with_negative_zeros_fuses_and_keeps_every_value(tmp_path):
     src = save(_conv_bn([-1.0, 1.0], [-0.0, -0.0], [0.0, -0.0], [1.0, 1.0]), tmp_path / "m.onnx")
-    r = run_pipeline(src, [make_pass("fuse-conv-bn")], tmp_path / "out" / "m.onnx")
+    r = run_passes(src, [make_pass("fuse-conv-bn")], tmp_path / "out" / "m.onnx")
     assert r.records[0].status == "changed", r.records[0].message
     assert [n.op_type for n in onnx.load(str(r.output)).graph.node] == ["Conv"]
     assert _same_ieee(_ort(src), _ort(r.output))

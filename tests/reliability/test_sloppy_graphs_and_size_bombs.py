@@ -217,7 +217,7 @@ def test_r46_every_pass_runs_in_a_worker_on_large_models(tmp_path, monkeypatch):
     monkeypatch.setattr(worker_pass, "run_pass_in_worker", spy)
     monkeypatch.setattr(pipeline, "IN_PROCESS_NODE_LIMIT", 100)
     src = save(_wide_concat(200), tmp_path / "in" / "m.onnx")
-    r = pipeline.run_pipeline(src, [make_pass("eliminate-dead-code"), make_pass("cse")], tmp_path / "o" / "m.onnx")
+    r = pipeline.run_passes(src, [make_pass("eliminate-dead-code"), make_pass("cse")], tmp_path / "o" / "m.onnx")
     assert seen == ["eliminate-dead-code", "cse"]
     assert r.ok and r.records[1].counts["nodes_removed"] == 199
 

@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from passes.pipeline import resolve_passes, run_pipeline
+from passes.pipeline import resolve_passes, run_passes
 from studio import api
 from studio.accuracy.runs import explain_engine_error
 from studio.core.errors import StudioError, engine_message
@@ -38,7 +38,7 @@ def test_minus_one_dim_value_is_an_unknown_dim():
 
 def test_minus_one_dim_model_optimizes_and_verifies(tmp_path):
     src = save(_minus_one_batch_model(), tmp_path / "cls.onnx")
-    res = run_pipeline(src, resolve_passes("safe"), tmp_path / "out.onnx")
+    res = run_passes(src, resolve_passes("safe"), tmp_path / "out.onnx")
     assert res.ok, [r.message for r in res.records]
     assert res.reference.startswith("ONNX Runtime"), res.reference
 
@@ -65,7 +65,7 @@ def test_zipmap_model_optimizes_and_keeps_its_map_outputs(tmp_path):
     src = save(_zipmap_model(), tmp_path / "rf.onnx")
     before = sha256_file(src)
     out = tmp_path / "out" / "rf.onnx"
-    result = run_pipeline(src, resolve_passes("safe"), out)
+    result = run_passes(src, resolve_passes("safe"), out)
     assert result.ok, result.summary()
     got = onnx.load(out)
     assert got.graph.output[1].type.WhichOneof("value") == "sequence_type"
@@ -120,9 +120,9 @@ def test_check_finds_a_real_window_and_names_the_inputs_that_ran(tmp_path):
 def test_optimize_verifies_on_the_inputs_the_search_found(tmp_path):
     src = save(parse_model(SILERO_LIKE.replace("b = Identity(input)", "c = Identity(input)\n b = Identity(c)")),
                tmp_path / "vad.onnx")
-    res = run_pipeline(src, resolve_passes("safe"), tmp_path / "out.onnx")
+    res = run_passes(src, resolve_passes("safe"), tmp_path / "out.onnx")
     assert res.reference.startswith("ONNX Runtime") and "searched inputs (input float32[1, 512]" in res.reference
-    res = run_pipeline(src, resolve_passes("safe"), tmp_path / "out2.onnx", dims={"input[1]": 512})
+    res = run_passes(src, resolve_passes("safe"), tmp_path / "out2.onnx", dims={"input[1]": 512})
     assert res.reference.startswith("ONNX Runtime") and "searched" not in res.reference, res.reference
 
 

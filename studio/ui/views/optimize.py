@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
+from studio.core.requests import OptimizeRequest
 from studio.ui import state, widgets
 
 _RESULT = "onnx_studio_optimize_result"
@@ -59,7 +60,8 @@ def _dims(handle) -> dict[str, int]:
     return {k: v for k, v in dims.items() if k in symbolic}
 
 
-def _run(handle, version, preset, passes, dims, on_failure, verify, options) -> None:
+def _run(handle, version, request: OptimizeRequest) -> None:
+    preset, passes, dims = request.preset, request.passes, dict(request.dims)
     ws = state.workspace()
     bar = st.progress(0.0, text="Starting…")
 
@@ -69,11 +71,10 @@ def _run(handle, version, preset, passes, dims, on_failure, verify, options) -> 
     def in_job():
         # The job row is written before the run and closed after: a server killed mid-run leaves it
         # "interrupted" in the project, never "done".
-        with state.job("optimize", {"preset": preset, "passes": passes, "dims": dims, "on_failure": on_failure,
-                                    "verify": verify}) as job:
-            res = api.optimize(handle, preset=preset, passes=passes, dims=dims, pass_options=options,
-                               on_failure=on_failure, verify=verify, out_path=job.dir / f"{handle.name}.onnx",
-                               on_progress=progress, pool_key=state.session_id(), time_budget_s=TIME_BUDGET_S)
+        with state.job("optimize", {"preset": preset, "passes": passes, "dims": dims,
+                                    "on_failure": request.on_failure, "verify": request.verify}) as job:
+            res = api.optimize(handle, request, out_path=job.dir / f"{handle.name}.onnx", on_progress=progress,
+                               pool_key=state.session_id())
             job.message = res.summary()[:300]
             return res
 
@@ -92,9 +93,7 @@ def _run(handle, version, preset, passes, dims, on_failure, verify, options) -> 
             state.set_current(v.id)
     # bound to the version it made (else the one optimized), of this model and project only
     state.keep_result(_RESULT, {"result": result, "source": version.id, "version": new_version,
-                                "command": api.optimize_command(handle.path.name, preset=preset, passes=passes,
-                                                                dims=dims, on_failure=on_failure, verify=verify,
-                                                                options=options)},
+                                "command": request.command(handle.path.name)},
                       version=made or version)
     if new_version is not None:
         st.rerun()         # the header, the sidebar and the URL name the new version, not the one optimized
@@ -160,14 +159,20 @@ def render() -> None:
                             help="stop: keep the last verified model; revert: undo that pass and continue")
     verify = right.checkbox("Verify after every modifying pass (ONNX Runtime, optimizations off)", value=True,
                             key="opt_verify")
+    request = page_request(preset, passes, dims, on_failure, verify, options)
     if st.button("Run", type="primary", key="opt_run", disabled=preset is None and not passes):
-        _run(handle, version, preset, passes, dims, on_failure, verify, options)
+        _run(handle, version, request)
     saved = state.bound_result(_RESULT)
     if saved:
         _report(saved)
     else:
-        widgets.cli_hint(api.optimize_command(handle.path.name, preset=preset, passes=passes, dims=dims,
-                                              on_failure=on_failure, verify=verify, options=options))
+        widgets.cli_hint(request.command(handle.path.name))
+
+
+def page_request(preset, passes, dims, on_failure, verify, options) -> OptimizeRequest:
+    """The one request the page runs and prints (its hint is ``request.command``)."""
+    return OptimizeRequest(preset=preset, passes=passes or None, dims=dims, pass_options=options,
+                           on_failure=on_failure, verify=verify, time_budget_s=TIME_BUDGET_S)
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script
