@@ -47,8 +47,8 @@ def test_builder_quotes_every_word_and_drops_defaults():
 
 
 def _hand_typed_commands(path: Path) -> list[str]:
-    """String literals (f-string parts included, docstrings not) that begin a command line by hand:
-    ``"onnx-studio <sub> ..."`` or the word ``"onnx-studio"`` opening a word list."""
+    """String literals (f-string parts included, docstrings not) that begin a command line by hand,
+    ``"onnx-studio <sub> ..."`` (prose that names a command mid-sentence is not one)."""
     tree = ast.parse(path.read_text())
     docs = {id(n.body[0].value) for n in ast.walk(tree)
             if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
