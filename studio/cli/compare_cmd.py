@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--project", metavar="NAME", help="the project holding --dataset")
     p.add_argument("--dataset", metavar="NAME", help="run on a dataset's evaluation samples and add task metrics "
                                                      "(B against A's golden outputs)")
-    p.add_argument("--target", metavar="METRIC>=X", help="with --dataset: e.g. top1-agreement>=0.99")
+    task_args.add_goal_argument(p)
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     task_args.add_arguments(p)
     add_input_arguments(p)
@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.count < 1 or args.count > 256:
         raise StudioError("--count must be between 1 and 256")
     dims = parse_dims(args.dim)
+    goal = task_args.goal(args)
     a, b = api.load(args.a), api.load(args.b)
     if args.chart:
         outputs.register_input(*filter(None, [args.inputs]))
@@ -68,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
             raise StudioError("--dataset names a dataset of a project: add --project NAME")
         project = api.open_project(args.project)
         dataset = api.dataset(project, args.dataset)
-    elif args.target:
-        raise StudioError("--target is judged on a dataset: add --project NAME --dataset NAME")
+    elif goal:
+        raise StudioError("--goal is judged on a dataset: add --project NAME --dataset NAME")
     elif args.project:
         project = api.open_project(args.project)
     dataset = recipe_args.dataset_for_run(args, dataset)
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     result = api.compare(a, b, engine=args.engine, engine_b=args.engine_b, feeds=feeds, count=args.count, dims=dims,
                          ov_precision=args.ov_precision, ov_precision_b=args.ov_precision_b,
                          layerwise=args.layerwise, layer_threshold=args.layer_threshold, dataset=dataset,
-                         target=args.target, tasks=tasks)
+                         target=goal, tasks=tasks)
     task = result.extra.get("task")
     if args.chart:
         outputs.write_html_figure(api.layer_error_figure(result.layerwise), args.chart)

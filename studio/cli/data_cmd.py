@@ -4,7 +4,7 @@
   data list --project P
   data show NAME --project P [--model M.onnx] [RECIPE]  (with --model: the first samples as the model gets them)
   data recipe NAME --project P [--model M.onnx [--suggest]] [RECIPE]   (show, or change and save, the recipe)
-  data eval NAME --project P --model REF.onnx [--candidate C.onnx] [--engine openvino] [--target top1-agreement>=0.99]
+  data eval NAME --project P --model REF.onnx [--candidate C.onnx] [--engine openvino] [--goal top1-agreement>=0.99]
   data rm NAME --project P --yes
 
 RECIPE: --recipe FILE.json|PRESET and/or any field: --resize --image-size --scale --mean --std --color/--bgr
@@ -62,7 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     ev.add_argument("--model", required=True, help="the reference (original) model")
     ev.add_argument("--candidate", help="the version to judge (default: the reference on --engine)")
     ev.add_argument("--engine", default="onnxruntime")
-    ev.add_argument("--target", help="e.g. top1-agreement>=0.99, map-drop<=0.01, cosine>=0.99")
+    task_args.add_goal_argument(ev, help="the task-metric goal, e.g. top1-agreement>=0.99, map-drop<=0.01, "
+                                         "cosine>=0.99")
     ev.add_argument("--part", default="evaluation", choices=["evaluation", "calibration", "all"])
     ev.add_argument("--limit", type=int)
     task_args.add_arguments(ev)
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     reference = api.load(args.model)
     tasks = task_args.choices(args, reference, project)
     report = api.evaluate_on_dataset(ds, reference, api.load(args.candidate) if args.candidate else None,
-                                     engine=args.engine, target=args.target, part=args.part, limit=args.limit,
+                                     engine=args.engine, target=task_args.goal(args), part=args.part, limit=args.limit,
                                      tasks=tasks)
     if args.json:
         print_json(report.to_dict())

@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", metavar="DIR", help="calibration data for int8 (images or .npz)")
     p.add_argument("--dataset", metavar="NAME", help="a dataset of the --project: task metrics of every artifact "
                                                      "against the original's golden outputs (parity.json)")
-    p.add_argument("--task-target", metavar="METRIC>=X", help="with --dataset: e.g. top1-agreement>=0.99")
+    task_args.add_goal_argument(p, old="--task-target")
     task_args.add_arguments(p)
     recipe_args.add_recipe_arguments(p, title="preprocessing of the --dataset for this run (every recipe field)")
     p.add_argument("--calibration-method", choices=("minmax", "entropy", "percentile"), default="minmax",
@@ -84,7 +84,7 @@ def _run(args: argparse.Namespace) -> int:
                         ort_level=args.ort_level, ort_format=not args.no_ort_format, max_batch=args.max_batch,
                         plugins=args.plugin, zip=not args.no_zip, on_progress=progress,
                         ov_precisions=args.ov_precisions, ort_custom_ops=args.ort_custom_ops,
-                        ov_extensions=args.ov_extension, dataset=dataset, target=args.task_target, tasks=tasks,
+                        ov_extensions=args.ov_extension, dataset=dataset, target=task_args.goal(args), tasks=tasks,
                         dims=model_dims(args))
     keep_json(args, "export.json", result.to_dict(), "export")
     if kept(args) is not None and result.zip_path is not None:

@@ -18,6 +18,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "kept in the --project for the next runs (KIND 'auto' forgets it)")
 
 
+def add_goal_argument(p: argparse.ArgumentParser, *, old: str = "--target",
+                      help: str = "with --dataset: the task-metric goal, e.g. top1-agreement>=0.99") -> None:
+    """``--goal METRIC>=X``, the task-metric goal, named alike on every command (``--target`` names a machine
+    where a command has one). ``old``: the command's former spelling, still read (hidden), with a note."""
+    p.add_argument("--goal", metavar="METRIC>=X", help=help)
+    p.add_argument(old, dest="old_goal", metavar="METRIC>=X", help=argparse.SUPPRESS)
+    p.set_defaults(old_goal_flag=old)
+
+
+def goal(args: argparse.Namespace) -> str | None:
+    """The goal ``--goal`` (or its old spelling, with a one-line deprecation note on stderr) gives."""
+    old = getattr(args, "old_goal", None)
+    if old:
+        flag = getattr(args, "old_goal_flag", "--target")
+        print(f"note: '{flag} METRIC>=X' is deprecated: write --goal METRIC>=X", file=sys.stderr)
+        if getattr(args, "goal", None):
+            raise StudioError(f"give one task-metric goal: --goal, not both --goal and {flag}", code="BAD-OPTION")
+    return getattr(args, "goal", None) or old or None
+
+
 def choices(args: argparse.Namespace, handle, project=None) -> dict[str, str]:
     """The {output: kind} this run uses: the project's stored choices, then ``--task`` (stored)."""
     raw = list(getattr(args, "tasks", None) or ())

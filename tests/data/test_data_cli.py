@@ -24,7 +24,7 @@ def test_data_cli_roundtrip(tmp_path, capsys):
     assert main(["data", "show", "real", "--project", "p1", "--model", model]) == 0
     assert "float32[1, 3, 64, 64]" in capsys.readouterr().out
     assert main(["data", "eval", "real", "--project", "p1", "--model", model, "--engine", "openvino",
-                 "--target", "top1-agreement>=0.99"]) == 0
+                 "--goal", "top1-agreement>=0.99"]) == 0
     out = capsys.readouterr().out
     assert "logits (classification): top1-agreement 1" in out and "target top1-agreement>=0.99: met" in out
     assert main(["data", "add", str(photos), "--project", "p1", "--name", "real"]) == 2
@@ -41,7 +41,7 @@ def test_compare_on_a_dataset_reports_task_metrics(tmp_path, capsys):
     assert main(["data", "add", str(photos), "--project", "p2", "--name", "real", "--model", model]) == 0
     capsys.readouterr()
     assert main(["compare", model, model, "--engine-b", "openvino", "--project", "p2", "--dataset", "real",
-                 "--target", "top1-agreement>=0.99"]) == 0
+                 "--goal", "top1-agreement>=0.99"]) == 0
     out = capsys.readouterr().out
     assert "dataset real" in out and "task       logits (classification): top1-agreement 1" in out
     assert "target     top1-agreement>=0.99: met" in out
@@ -65,7 +65,7 @@ def test_export_parity_on_a_dataset(tmp_path, capsys):
                  "--split", "0.4"]) == 0
     capsys.readouterr()
     assert main(["export", model, "--target", "ort", "--target", "openvino", "-o", str(tmp_path / "out"),
-                 "--project", "p4", "--dataset", "real", "--task-target", "top1-agreement>=0.99"]) == 0
+                 "--project", "p4", "--dataset", "real", "--goal", "top1-agreement>=0.99"]) == 0
     out = capsys.readouterr().out
     assert "task metrics of every artifact" in out and "all met" in out
     bundle = next((tmp_path / "out").glob("*/parity.json"))

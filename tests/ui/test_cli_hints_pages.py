@@ -137,7 +137,7 @@ def test_data_hints_name_the_project_model_dataset_and_recipe(app):
     args = _parse(evaluate, "data", "eval")
     assert (args.dataset, args.project, args.model, args.engine) == ("my photos", pid, "image_classifier.onnx",
                                                                      "onnxruntime")
-    assert args.target == "top1-agreement>=0.99"
+    assert args.goal == "top1-agreement>=0.99" and args.old_goal is None     # the goal is --goal on every command
     (recipe,) = _hints(at, "onnx-studio data recipe")
     args = _parse(recipe, "data", "recipe")
     ds = api.dataset(pid, api.project_datasets(pid)[0].id)

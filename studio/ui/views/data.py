@@ -180,7 +180,7 @@ def _evaluate(project, ds, handle) -> None:
             st.caption(widgets.md_escape(note, 200))
     widgets.cli_hint(api.cli_command("data eval", [ds.name], [
         ("--project", project.id), ("--model", handle.path.name), ("--engine", ENGINES[engine]),
-        ("--target", target or None), ("--task", dict(tasks or {}))]))
+        ("--goal", target or None), ("--task", dict(tasks or {}))]))
 
 
 def render() -> None:

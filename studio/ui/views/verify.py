@@ -139,7 +139,7 @@ def render() -> None:
         ("--ov-precision", ov_a if engine == "openvino" and ov_a != "f32" else None),
         ("--ov-precision-b", ov_b if engine_b == "openvino" and ov_b != "f32" else None),
         ("--layerwise", bool(layerwise)), ("--layer-threshold", float(threshold) if layerwise and threshold else None),
-        ("--task", tasks or {}), *choice.cli_options]))
+        ("--task", tasks or {}), ("--goal", target if choice.dataset else None), *choice.cli_options]))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script
