@@ -37,8 +37,10 @@ test-deps: install $(VENV)/.litert corpus
 corpus: install
 	$(PY) -m benchmarks.corpus
 
+# --dist worksteal: a worker that runs dry takes the queued tests of one still busy with a long test (plain
+# `load` leaves the chunk queued behind tests/diag/test_agreement.py's LiteRT case waiting for it).
 test: test-deps samples
-	$(PY) -m pytest -n auto --maxprocesses=4 $(PYTEST_ARGS)
+	$(PY) -m pytest -n auto --maxprocesses=4 --dist worksteal $(PYTEST_ARGS)
 
 # The CPU-sensitive tests (precision defaults, INT8, OpenVINO precision, GridSample family) on an
 # emulated AVX2-only CPU: qemu-x86_64 -cpu EPYC-Rome (Debian's qemu-user), workers included (R45, R58).
