@@ -157,3 +157,24 @@ def label_diff(before: dict[str, str], model: ir.Model, detail: str) -> list[Cha
 
 def labels(model: ir.Model) -> dict[str, str]:
     return {node_label(n): n.op_type for n in all_nodes(model)}
+
+
+# name -> pass class, filled by ``@register`` as each pass module loads (passes.registry looks them up and
+# imports the modules by name: the pass modules import this module, never the registry, so no cycle)
+_PASSES: dict[str, type[StudioPass]] = {}
+
+
+def register_in(table: dict[str, type[StudioPass]], cls: type[StudioPass]) -> type[StudioPass]:
+    """Add ``cls`` to ``table`` under ``cls.name``; a second class under one name is refused."""
+    if not cls.name:
+        raise TypeError(f"{cls.__name__} has no name")
+    existing = table.get(cls.name)
+    if existing is not None and existing.__qualname__ != cls.__qualname__:
+        raise TypeError(f"pass name {cls.name!r} registered twice ({existing.__qualname__}, {cls.__qualname__})")
+    table[cls.name] = cls
+    return cls
+
+
+def register(cls: type[StudioPass]) -> type[StudioPass]:
+    """Class decorator: make a pass available under ``cls.name``."""
+    return register_in(_PASSES, cls)

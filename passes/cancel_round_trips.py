@@ -23,7 +23,7 @@ import onnx_ir as ir
 from passes.base import Change, PassResult, StudioPass, node_label, result
 from passes.ir_helpers import (can_forward, const_array, dtype_of, forward, free_initializer_name, graphs_of,
                                int_attr, ints_attr, is_onnx_op, rank_of)
-from passes.registry import register
+from passes.base import register
 
 D = ir.DataType
 _FLOATS_FROM_SMALL_INTS = {D.FLOAT16, D.BFLOAT16, D.FLOAT, D.DOUBLE}

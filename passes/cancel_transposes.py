@@ -16,7 +16,7 @@ from onnxscript.rewriter.rules.common._basic_rules import TransposeTranspose
 
 from passes.base import PassResult, StudioPass, result
 from passes.ir_helpers import can_forward, has_ops, const_array, forward
-from passes.registry import register
+from passes.base import register
 from passes.rewriting import apply_rules, changes_for, refusal_notes
 
 # Ops that apply a function to each element independently (attributes allowed).

@@ -21,7 +21,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import LiftConstantsToInitializersPass
 
 from passes.base import Change, PassResult, StudioPass, node_label, result
-from passes.registry import register
+from passes.base import register
 
 _LIFT = LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)
 

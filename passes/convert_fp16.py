@@ -26,7 +26,7 @@ import onnx_ir as ir
 from passes.base import Change, PassResult, StudioPass
 from passes.fix_cast_types import repair_cast_types, topological_sort
 from passes.quant_tools import job_context
-from passes.registry import register
+from passes.base import register
 from studio.core.compare import REDUCED_PRECISION, Tolerance
 from studio.core.errors import StudioError
 

@@ -14,7 +14,7 @@ import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, label_diff, labels, result
 from passes.ir_helpers import opset_version
-from passes.registry import register
+from passes.base import register
 from studio.core.errors import StudioError
 
 

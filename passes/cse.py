@@ -17,7 +17,7 @@ from passes.base import Change, PassResult, StudioPass, node_label, result
 from passes.ir_helpers import (can_replace, drop_orphaned_initializers, graphs_of, opset_version, replace_value,
                                rewire_inputs)
 from passes.nondeterministic import is_pure
-from passes.registry import register
+from passes.base import register
 
 _TENSOR_ATTR_LIMIT = 4096     # elements; larger tensor attributes are not compared
 

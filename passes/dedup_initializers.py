@@ -12,7 +12,7 @@ import numpy as np
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, node_label, result
-from passes.registry import register
+from passes.base import register
 
 _SAMPLES = 64
 

@@ -6,7 +6,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 from passes.base import ChangeTracker, PassResult, StudioPass, result
-from passes.registry import register
+from passes.base import register
 
 
 @register

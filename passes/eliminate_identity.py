@@ -32,7 +32,7 @@ from passes.ir_helpers import (
     rank_of,
     unused,
 )
-from passes.registry import register
+from passes.base import register
 
 INT_MAX_ENDS = 2**31 - 1    # exporters write INT_MAX / INT64_MAX for "to the end"
 

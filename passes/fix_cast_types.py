@@ -26,7 +26,7 @@ import onnx_ir as ir
 from onnx import TensorProto
 
 from passes.base import Change, PassResult, StudioPass
-from passes.registry import register
+from passes.base import register
 
 log = logging.getLogger(__name__)
 

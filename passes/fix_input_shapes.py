@@ -23,7 +23,7 @@ from onnx_ir.passes.common import ShapeInferencePass
 
 from passes.base import Change, PassResult, StudioPass, result
 from passes.ir_helpers import graphs_of
-from passes.registry import register
+from passes.base import register
 from studio.core.dimexpr import evaluate, free_names
 from studio.core.errors import StudioError
 

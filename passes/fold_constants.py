@@ -41,7 +41,7 @@ from onnx_ir.passes.common import RemoveUnusedNodesPass
 from passes.base import Change, ChangeTracker, PassResult, StudioPass, result
 from passes.ir_helpers import const_array, const_tensor, is_onnx_op
 from passes.nondeterministic import PURE_DOMAINS, nondeterministic_reason
-from passes.registry import register
+from passes.base import register
 from studio.core.sandbox import Limits
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, node_label, result
 from passes.ir_helpers import can_forward, const_tensor, forward, free_initializer_name, graphs_of, is_onnx_op
-from passes.registry import register
+from passes.base import register
 
 _FLOATS = (np.float32, np.float64, np.float16)
 

@@ -24,7 +24,7 @@ from onnxscript.rewriter.rules.common._fuse_batchnorm import (
 
 from passes.base import PassResult, StudioPass, result
 from passes.ir_helpers import const_tensor, free_initializer_name, int_attr, rank_of, unused
-from passes.registry import register
+from passes.base import register
 from passes.rewriting import changes_for, refusal_notes, rewrite_if_present
 
 FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)

@@ -19,7 +19,7 @@ import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, node_label, result
 from passes.ir_helpers import const_tensor, graphs_of, int_attr, is_onnx_op, rank_of
-from passes.registry import register
+from passes.base import register
 
 _FLOATS = (np.float32, np.float64, np.float16)
 

@@ -21,7 +21,7 @@ from onnxscript.rewriter._rewrite_rule import RewriteRuleClassBase
 
 from passes.base import PassResult, StudioPass, result
 from passes.ir_helpers import const_array, dtype_of, opset_version
-from passes.registry import register
+from passes.base import register
 from passes.rewriting import changes_for, fusion_notes, rewrite_if_present
 
 MIN_OPSET = 20

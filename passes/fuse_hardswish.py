@@ -17,7 +17,7 @@ import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, node_label, result
 from passes.ir_helpers import const_array, drop_orphaned_initializers, graphs_of, is_onnx_op, opset_version, rank_of
-from passes.registry import register
+from passes.base import register
 
 _FLOATS = (np.float16, np.float32, np.float64)
 

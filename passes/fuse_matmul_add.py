@@ -20,7 +20,7 @@ from onnxscript.rewriter.rules.common._matmul_add_to_gemm import (
 
 from passes.base import PassResult, StudioPass, result
 from passes.ir_helpers import dtype_of, opset_version
-from passes.registry import register
+from passes.base import register
 from passes.rewriting import changes_for, refusal_notes, rewrite_if_present
 
 GEMM_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)

@@ -16,7 +16,7 @@ from pathlib import Path
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, labels
-from passes.registry import register
+from passes.base import register
 from passes.transformer_fusion import fuse_file, names_of
 from studio.core.errors import StudioError
 

@@ -11,7 +11,7 @@ import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, node_label, result
 from passes.gridsample_rewrite import graphs_with_nodes, mode_name, swap_node
-from passes.registry import register
+from passes.base import register
 
 
 def _attr(node: ir.Node, name: str, default):

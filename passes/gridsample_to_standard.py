@@ -12,7 +12,7 @@ from passes.gridsample_rewrite import (
     raise_to_gridsample_opset,
     swap_node,
 )
-from passes.registry import register
+from passes.base import register
 
 
 def _attr(node: ir.Node, name: str, default):

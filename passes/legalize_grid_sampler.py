@@ -12,7 +12,7 @@ from passes.gridsample_rewrite import (
     raise_to_gridsample_opset,
     swap_node,
 )
-from passes.registry import register
+from passes.base import register
 
 # torch.nn.functional.grid_sample enums, as mmcv/mmdeploy export them.
 _INTERPOLATION = {0: "bilinear", 1: "nearest", 2: "bicubic"}

@@ -18,7 +18,7 @@ from onnxscript.rewriter._rewrite_rule import RewriteRuleClassBase
 
 from passes.base import PassResult, StudioPass, result
 from passes.ir_helpers import const_array, free_initializer_name, has_ops, int_attr, ints_attr
-from passes.registry import register
+from passes.base import register
 from passes.rewriting import apply_rules, changes_for, refusal_notes
 
 SHAPE_ONLY = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")

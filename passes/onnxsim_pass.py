@@ -22,7 +22,7 @@ import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, all_nodes, count_ops, label_diff, labels, result
 from passes.nondeterministic import random_op_counts
-from passes.registry import register
+from passes.base import register
 
 # Below this, growth is noise (a folded shape tensor), not a file-size problem.
 _GROWTH_FLOOR_BYTES = 64 * 1024

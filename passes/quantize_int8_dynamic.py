@@ -22,7 +22,7 @@ import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass
 from passes.quant_tools import job_context
-from passes.registry import register
+from passes.base import register
 from passes.transformer_fusion import MODEL_TYPES, contrib_fused_ops, fuse_file, names_of
 from studio.core.compare import QUANTIZED, Tolerance
 from studio.core.engines.ort_int8 import machine_int8_choice

@@ -31,7 +31,7 @@ import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass
 from passes.quant_tools import job_context
-from passes.registry import register
+from passes.base import register
 from studio.core.compare import QUANTIZED, Tolerance
 from studio.core.errors import StudioError
 

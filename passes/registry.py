@@ -1,14 +1,14 @@
 """Passes by name, and presets as explicit ordered lists of names.
 
-A pass module registers its class with ``@register``; ``PASS_MODULES`` lists
-the modules so every pass is known without importing it up front.
+A pass module registers its class with ``passes.base.register`` (it never imports this module);
+``PASS_MODULES`` lists the modules so every pass is known without importing it up front.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from passes.base import StudioPass
+from passes.base import _PASSES, StudioPass, register_in
 from passes.presets import BUILTIN, Preset
 from studio.core.errors import StudioError
 
@@ -50,18 +50,12 @@ PASS_MODULES: dict[str, str] = {
     "reorder-for-memory": "passes.reorder_for_memory",
 }
 
-_REGISTRY: dict[str, type[StudioPass]] = {}
+_REGISTRY: dict[str, type[StudioPass]] = _PASSES     # the pass modules' ``@register`` (passes.base) fills it
 
 
 def register(cls: type[StudioPass]) -> type[StudioPass]:
-    """Class decorator: make a pass available under ``cls.name``."""
-    if not cls.name:
-        raise TypeError(f"{cls.__name__} has no name")
-    existing = _REGISTRY.get(cls.name)
-    if existing is not None and existing.__qualname__ != cls.__qualname__:
-        raise TypeError(f"pass name {cls.name!r} registered twice ({existing.__qualname__}, {cls.__qualname__})")
-    _REGISTRY[cls.name] = cls
-    return cls
+    """Class decorator for a pass defined outside ``PASS_MODULES`` (a test's): into this registry."""
+    return register_in(_REGISTRY, cls)
 
 
 def _load_all() -> None:

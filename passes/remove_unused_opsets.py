@@ -6,7 +6,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedOpsetsPass
 
 from passes.base import Change, PassResult, StudioPass, result
-from passes.registry import register
+from passes.base import register
 
 
 @register

@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, result
-from passes.registry import register
+from passes.base import register
 
 
 @register

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, result
-from passes.registry import register
+from passes.base import register
 from studio.core.fmt import human_bytes
 from studio.inspect.memory_plan import OpNode, Schedule, reorder_for_memory
 

@@ -5,7 +5,8 @@ pyproject.toml (``[tool.importlinter]``) and by a file-level cycle check read fr
 - The contracts count imports inside functions (grimp reads every import statement): checked against
   the AST, and each contract is shown to break on one injected import it forbids.
 - ``test_no_file_cycles``: no two modules of studio/, passes/, diagnostics/, profilers/ import each
-  other, directly or round a longer loop, counting imports inside functions and under TYPE_CHECKING;
+  other, directly or round a longer loop, counting imports inside functions, under TYPE_CHECKING and by
+  name through ``importlib.import_module`` (the strings a module hands it: passes.registry's table);
   a failure lists each loop with file and line of every import in it.
 """
 
@@ -16,6 +17,7 @@ import copy
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -175,7 +177,46 @@ def _import_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], list[str
                 if target and target != module and at not in where[(module, target)]:
                     edges[module].add(target)
                     where[(module, target)].append(at)
+    _add_string_imports(files, edges, where)
     return edges, where
+
+
+def _named_modules(tree: ast.Module, files: Collection[str]) -> list[tuple[str, int]]:
+    """(module, line) of each string naming a project module: ``pkg.mod`` or ``pkg.mod:attr``, a constant or
+    an f-string of the module's own string constants (the engine table's f"{_ENG}.onnxruntime:OrtRunner")."""
+    consts = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+              and isinstance(n.value.value, str) for t in n.targets if isinstance(t, ast.Name)}
+
+    def text(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            parts = [v.value if isinstance(v, ast.Constant) else consts.get(getattr(v.value, "id", ""))
+                     for v in node.values]
+            return "".join(parts) if all(isinstance(p, str) for p in parts) else None
+        return None
+
+    found = [(text(n), n.lineno) for n in ast.walk(tree) if isinstance(n, (ast.Constant, ast.JoinedStr))]
+    return [(t.partition(":")[0], line) for t, line in found if t and t.partition(":")[0] in files]
+
+
+def _add_string_imports(files: dict[str, Path], edges: dict[str, set[str]],
+                        where: dict[tuple[str, str], list[str]]) -> None:
+    """``importlib.import_module(name)`` is an import too: a module that calls it imports every project module
+    a string names in it or in a module of its own package it imports (the tables it reads: passes.registry's
+    PASS_MODULES, the engine table's "module:attr" rows read by sessions.py)."""
+    trees = {m: ast.parse(p.read_text(), str(p)) for m, p in files.items()}
+    for module, tree in trees.items():
+        if not any(isinstance(n, ast.Call) and ast.unparse(n.func).endswith("import_module") for n in ast.walk(tree)):
+            continue
+        package = module.rpartition(".")[0]
+        sources = [module, *(m for m in sorted(edges[module]) if m.rpartition(".")[0] == package)]
+        for source in sources:
+            for target, line in _named_modules(trees[source], files):
+                at = f"{files[source].relative_to(ROOT)}:{line} (string)"
+                if target != module and at not in where[(module, target)]:
+                    edges[module].add(target)
+                    where[(module, target)].append(at)
 
 
 def _strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -244,8 +285,41 @@ def test_import_graph_reads_function_level_imports():
     assert sum(len(v) for v in edges.values()) > 1000
 
 
+def test_import_graph_follows_importlib_strings():
+    """A module importing others by name is an edge to each: the registry to every pass module, sessions.py
+    to every engine's runner module (a pass importing the registry back would be a cycle)."""
+    edges, where = _import_graph()
+    assert {"passes.fold_constants", "passes.convert_fp16"} <= edges["passes.registry"]
+    assert any(w.endswith("(string)") for w in where[("passes.registry", "passes.fold_constants")])
+    assert "studio.core.engines.onnxruntime" in edges["studio.core.engines.sessions"]
+    for module in ("passes.fold_constants", "passes.convert_fp16"):
+        assert "passes.registry" not in edges[module]
+
+
+# Open (issue 34): the one runner factory, sessions.open_runner, imports each engine's module by the name in
+# the engine table, and each engine module's ``*.run`` job goes back through that factory (test_one_runner_protocol
+# holds every run to it). Breaking it means the run jobs leave the engine modules (one generic run job beside the
+# factory) or the factory leaves sessions.py; until then the cycle test leaves out these string edges, and
+# test_the_runner_factory_cycle_is_still_open fails (strict xfail) the day they are gone, to drop this exemption.
+_OPEN_STRING_CYCLE = "studio.core.engines.sessions"
+
+
+def _without_open_cycle(edges: dict[str, set[str]], where: dict[tuple[str, str], list[str]]) -> dict[str, set[str]]:
+    out = {m: set(t) for m, t in edges.items()}
+    out[_OPEN_STRING_CYCLE] = {t for t in edges.get(_OPEN_STRING_CYCLE, ())
+                               if not all(w.endswith("(string)") for w in where[(_OPEN_STRING_CYCLE, t)])}
+    return out
+
+
+@pytest.mark.xfail(strict=True, reason="open: sessions.open_runner <-> the engine modules' run jobs (see above)")
+def test_the_runner_factory_cycle_is_still_open():
+    edges, _ = _import_graph()
+    assert not [c for c in _strongly_connected(edges) if _OPEN_STRING_CYCLE in c]
+
+
 def test_no_file_cycles():
     edges, where = _import_graph()
+    edges = _without_open_cycle(edges, where)
     lines = []
     for component in _strongly_connected(edges):
         inside = set(component)
