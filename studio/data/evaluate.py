@@ -27,6 +27,11 @@ from studio.core import outputs
 from studio.core.paths import atomic_write_text
 from studio.data.datasets import Dataset, dataset_feeds
 from studio.data.metrics import MetricResult, OutputSpec, Target, metrics_for
+from studio.core.types import value_info
+from studio.data.tasks import output_tasks
+from studio.data.datasets import contained, recipe_fingerprint
+from studio.accuracy.runs import run_feed_sets
+from studio.data.metrics import task_info
 
 REFERENCE_OPTIONS = RunOptions(graph_optimization_level="disable")
 
@@ -115,9 +120,6 @@ def output_specs(model: onnx.ModelProto, tasks: Mapping[str, str] | None = None,
     """Output name, dtype, shape, producing op type and task (``studio.data.tasks``: inferred from
     the graph, ``tasks`` {output: kind} chosen by the user), for choosing metrics. ``shapes``: real
     output shapes for the dims the model leaves open."""
-    from studio.core.types import value_info
-    from studio.data.tasks import output_tasks
-
     producer = {o: n.op_type for n in model.graph.node for o in n.output}
     decided = output_tasks(model, tasks, shapes=shapes)
     out = []
@@ -148,8 +150,6 @@ def _sha256(path: Path) -> str:
 
 
 def _golden_paths(ds: Dataset, sha: str, part: str) -> tuple[Path, Path]:
-    from studio.data.datasets import contained, recipe_fingerprint
-
     recipe = recipe_fingerprint(ds)              # other preprocessing, other golden outputs
     golden = ds.folder / "golden"
     if golden.is_symlink():
@@ -159,8 +159,6 @@ def _golden_paths(ds: Dataset, sha: str, part: str) -> tuple[Path, Path]:
 
 
 def _run_sets(model_path: Path, engine: str, feeds: Sequence[dict], options: RunOptions | None, pool_key: str):
-    from studio.accuracy.runs import run_feed_sets
-
     return run_feed_sets(model_path, engine, feeds, options=options, pool_key=pool_key)
 
 
@@ -216,8 +214,6 @@ def score_outputs(golden: Golden, candidate: Sequence[Mapping[str, np.ndarray] |
                   metrics: Mapping[str, Sequence[str]] | None = None) -> tuple[OutputReport, ...]:
     """Metrics per output of ``candidate`` (outputs per sample, None for a failed sample). A metric
     with no sample to score is n/a with the reason (never a default value)."""
-    from studio.data.metrics import task_info
-
     keep = [i for i, c in enumerate(candidate) if c is not None]
     reports = []
     for spec in golden.specs:

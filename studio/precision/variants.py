@@ -45,6 +45,26 @@ from studio.core.outputs import disk_error
 from studio.core.requests import OptimizeRequest
 from studio.core.sandbox import Limits, model_bytes_on_disk, scaled_to_model
 from studio.precision.latency import LatencyItem, measure
+from studio.inspect.decoder import recognize
+from passes.quant_tools import cosine_text
+from studio.data.datasets import dataset_feeds
+from studio.data.evaluate import golden_outputs
+from studio.data.metrics import Target
+from studio.data.metrics import check_target
+from studio.data.metrics import METRICS
+from studio.data.metrics import metric_options
+from studio.core.engines.litert import MAX_REPRESENTATIVE
+from studio.core.engines.mnn_quant import MAX_CALIBRATION_SAMPLES
+from studio.precision.nncf_int8 import quantize_openvino
+from studio.data.evaluate import evaluate
+from studio.core.outputs import writing_folder
+from passes.quant_tools import METHODS
+from studio.data.evaluate import output_specs
+from studio.precision.weight_only import weight_pass_options
+from studio.precision.weight_only import build_nncf_weights
+from studio.precision.weight_only import check_weight_options, decoder_of
+from studio.precision.weight_only import decoder_feed_sets
+from studio.precision.weight_only import judge_decoder
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +180,6 @@ def default_variants(model: onnx.ModelProto) -> tuple[str, ...]:
 def _decoder_convention(model: onnx.ModelProto) -> str | None:
     """The convention of a KV-cache decoder with input ids and logits, else None (a broken cache contract
     is judged like any model)."""
-    from studio.inspect.decoder import recognize
-
     try:
         spec = recognize(model)
     except StudioError:
@@ -280,7 +298,6 @@ class PrecisionReport:
         v = self.variant(self.recommended)
         if v.name == "fp32":
             return prefix + f"keep fp32: no reduced-precision variant is both faster than fp32 and meets {goal}"
-        from passes.quant_tools import cosine_text
 
         if self.target and v.task:
             return (prefix + f"recommended: {v.label}: {v.speed_text}, {self.target.split('>')[0].split('<')[0]} "
@@ -378,9 +395,6 @@ MAX_DATASET_EVAL = 500
 def _dataset_feeds(ds, header: onnx.ModelProto, model_path: Path, dims: Mapping[str, int] | None,
                    pool_key: str, tasks: Mapping[str, str] | None = None) -> tuple[FeedSet, FeedSet, Any]:
     """Calibration and evaluation feeds from the dataset's parts, and the golden outputs."""
-    from studio.data.datasets import dataset_feeds
-    from studio.data.evaluate import golden_outputs
-
     if not ds.calibration:
         raise StudioError(f"dataset {ds.name[:40]} has no calibration part; add it with a calibration fraction > 0",
                           code="BAD-INPUT")
@@ -397,16 +411,11 @@ def _dataset_feeds(ds, header: onnx.ModelProto, model_path: Path, dims: Mapping[
 
 def _metric_output(golden, metric: str) -> str:
     """The output the target's metric judges: the first one whose task it belongs to."""
-    from studio.data.metrics import Target
-    from studio.data.metrics import check_target
-
     return check_target(Target(metric, ">=", 0.0), golden.specs)
 
 
 def _max_drop(target) -> float:
     """NNCF's absolute max drop for a target met by the reference itself (agreement = 1, error = 0)."""
-    from studio.data.metrics import METRICS
-
     if target.metric != target.base_metric:                 # map-drop<=d, top1-drop<=d
         return float(target.threshold)
     if METRICS[target.base_metric].higher_is_better:
@@ -418,8 +427,6 @@ def _task_option(target, golden, eval_feeds: FeedSet, work: Path) -> dict:
     """``quantize-int8-static``'s ``task`` option: its configuration choice and float-fallback search
     judge by the target's metric on the evaluation part against the golden outputs (higher is better:
     error metrics as 1 - value), so int8-mixed stops where the task target is met."""
-    from studio.data.metrics import METRICS
-
     metric = target.base_metric
     if target.metric != metric:                                   # map-drop<=d: map50 >= 1 - d
         threshold = 1.0 - float(target.threshold)
@@ -438,17 +445,12 @@ def _task_option(target, golden, eval_feeds: FeedSet, work: Path) -> dict:
 def _metric_options(golden, output: str) -> dict:
     """How the task metric judges ``output`` (a one-score classifier's threshold, a detection head's
     layout), for the jobs that get the metric by name."""
-    from studio.data.metrics import metric_options
-
     return next((metric_options(s) for s in golden.specs if s.name == output), {})
 
 
 def _build_converted_int8(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet, limits: Limits,
                           pool_key: str) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
     """Full INT8 for MNN or LiteRT: the engine's own quantizer calibrated on ``calib``; an artifact."""
-    from studio.core.engines.litert import MAX_REPRESENTATIVE
-    from studio.core.engines.mnn_quant import MAX_CALIBRATION_SAMPLES
-
     engine = get_engine(spec.engine)
     cap = MAX_CALIBRATION_SAMPLES if spec.builder == "mnn-quant" else MAX_REPRESENTATIVE   # each quantizer's own
     samples = list(calib.sets[:cap])
@@ -478,8 +480,6 @@ def _artifact_options(spec: VariantSpec, path: Path, model_path: Path) -> RunOpt
 def _build_nncf(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet, eval_feeds: FeedSet, golden,
                 target, limits: Limits, pool_key: str) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
     """NNCF INT8 for OpenVINO (``nncf``), or with accuracy control by the task metric (``nncf-accuracy``)."""
-    from studio.precision.nncf_int8 import quantize_openvino
-
     if spec.builder == "nncf-accuracy":
         if golden is None or target is None:
             raise StudioError("accuracy-aware NNCF needs a dataset and a task-metric target (--dataset, --target)")
@@ -503,8 +503,6 @@ def _task_metrics(ds, golden, path: Path, spec: VariantSpec, eval_feeds: FeedSet
     """The variant's task metrics on the dataset's evaluation part (MetricReport as a dict), whether it meets
     the target, and its notes: the accuracy against true labels with its interval (a labelled dataset), the
     missed target."""
-    from studio.data.evaluate import evaluate
-
     try:
         report = evaluate(ds, golden, path, engine=spec.engine, options=options or spec.run_options, target=target,
                           candidate=spec.label, pool_key=pool_key, feeds=list(eval_feeds.sets))
@@ -639,8 +637,6 @@ def _under_out_dir(evaluate: Callable[..., PrecisionReport]) -> Callable[..., Pr
     there stops the run with one line, and what it wrote there so far is removed again."""
     @functools.wraps(evaluate)
     def run(model_path: Path, *, out_dir: Path | None = None, **options: Any) -> PrecisionReport:
-        from studio.core.outputs import writing_folder
-
         if out_dir is None:
             return evaluate(model_path, out_dir=None, **options)
         with writing_folder(out_dir):
@@ -713,7 +709,6 @@ def _check_options(header: onnx.ModelProto, target_cosine: float, calibration_me
     """Refuse bad options before any work: a wrong one should cost a line, not a half-built report."""
     if not 0.0 < target_cosine <= 1.0:
         raise StudioError("the target cosine must be in (0, 1]", code="BAD-OPTION")
-    from passes.quant_tools import METHODS
 
     if calibration_method not in METHODS:
         raise StudioError(f"calibration method must be one of {', '.join(METHODS)}, got {calibration_method[:20]!r}",
@@ -721,8 +716,6 @@ def _check_options(header: onnx.ModelProto, target_cosine: float, calibration_me
     if target is not None and dataset is None:
         raise StudioError("a task-metric target needs a dataset to judge it on (--dataset NAME)", code="BAD-OPTION")
     if target is not None:                   # before any work: a target no output's task has is refused
-        from studio.data.evaluate import output_specs
-        from studio.data.metrics import check_target
 
         check_target(target, output_specs(header, tasks),
                      has_labels=any(s.label is not None for s in dataset.samples))
@@ -769,8 +762,6 @@ def _pass_options(ctx: _Context, inp: _Inputs, calibration_method: str) -> dict[
 
 
 def _weight_pass_options(opts: Mapping[str, Any]) -> dict[str, Any]:
-    from studio.precision.weight_only import weight_pass_options
-
     return weight_pass_options(opts)
 
 
@@ -792,8 +783,6 @@ def _build_one(ctx: _Context, inp: _Inputs, spec: VariantSpec, built: Mapping[st
     if spec.builder in ("mnn-quant", "litert-quant"):
         return _build_converted_int8(spec, ctx.model_path, ctx.work, inp.calib, ctx.limits, ctx.pool_key)
     if spec.builder == "nncf-weights":
-        from studio.precision.weight_only import build_nncf_weights
-
         return build_nncf_weights(spec.name, ctx.model_path, ctx.header, ctx.work, ctx.weight_options, ctx.limits,
                                   ctx.pool_key)
     if spec.builder.startswith("nncf"):
@@ -956,8 +945,6 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
                    run: LatencyRun | None, base_ms: float | None) -> VariantResult:
     """One variant's row: agreement with fp32, its latency and ratio with the interval, and whether it meets the
     target (the task metric when a dataset and target judge it, else the cosine); the notes say why not."""
-    from passes.quant_tools import cosine_text
-
     spec = VARIANTS[name]
     path, lineage, details, warnings = entry
     agree = _agreement(cmp)
@@ -1068,7 +1055,6 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
     model_path = Path(model_path)
     header = onnx.load_model(str(model_path), load_external_data=False)
     names = _variant_names(header, variants)
-    from studio.precision.weight_only import check_weight_options, decoder_of
 
     weight_options = check_weight_options(weight_options)
     decoder = decoder_of(header, model_path)
@@ -1089,8 +1075,6 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
         progress("preparing inputs")
         inp = _prepare_inputs(ctx, calibration, inputs, samples, dims, preprocess)
         if decoder is not None and calibration is None and inputs is None and ctx.dataset is None:
-            from studio.precision.weight_only import decoder_feed_sets
-
             calib, eval_feeds = decoder_feed_sets(header, decoder, dims, samples)
             inp = dataclasses.replace(inp, calib=calib, eval_feeds=eval_feeds)
         built, results = _build_variants(ctx, inp, names, _pass_options(ctx, inp, calibration_method), progress)
@@ -1104,8 +1088,6 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                                            base.p10_ms if base is not None else None)
         extra_notes: tuple[str, ...] = ()
         if decoder is not None:
-            from studio.precision.weight_only import judge_decoder
-
             progress("judging the decoder over a greedy generation")
             cands = [(n, VARIANTS[n].engine, Path(built[n][0]),
                       _artifact_options(VARIANTS[n], Path(built[n][0]), ctx.model_path), built[n][2])
