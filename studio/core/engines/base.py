@@ -195,7 +195,7 @@ class RunOutput:
 
 @runtime_checkable
 class EngineAdapter(Protocol):
-    name: str      # "onnxruntime" | "openvino" | "tensorrt" | "mnn" | "litert"
+    name: str      # a canonical name of studio.core.engines.table ("onnxruntime", "mnn", ...)
     label: str     # "ONNX Runtime"
 
     def available(self) -> Availability: ...
