@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from studio.core.engines.table import engine_row
+from studio.core.jobs import JobOutput
+from studio.core.closeness import closeness
 
 __all__ = ["Conversion", "ConversionFailed", "ConvertedRunner", "OptionSet", "conversion_output", "converter_advice",
            "onnx_output_types", "onnx_typed", "outputs_disagree", "search_options"]
@@ -149,8 +151,6 @@ class ConvertedRunner:
 def conversion_output(convert: Callable[[], dict[str, Any]]) -> Any:
     """A conversion job's reply (a ``JobOutput``): the converter's info, a refusal's too (the check
     and the option search read its log, unsupported ops and attempts)."""
-    from studio.core.jobs import JobOutput
-
     try:
         data = convert()
     except ConversionFailed as exc:
@@ -206,7 +206,6 @@ def outputs_disagree(expected: Mapping[str, Any], got: Mapping[str, Any]) -> str
     inputs): a shape that differs or a cosine below :data:`COSINE_MIN`; None when they agree."""
     import numpy as np
 
-    from studio.core.closeness import closeness
 
     for name, want in expected.items():
         if name not in got or not isinstance(want, np.ndarray) or want.dtype.kind not in "fiub":

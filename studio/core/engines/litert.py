@@ -56,6 +56,9 @@ from studio.core.engines.layout import channels_last, match_names, to_channels_f
 from studio.core.engines.sessions import elapsed_ms, require_feeds, require_outputs
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
+from studio.core.sandbox import default_limits
+from studio.core.engines.base import check_feeds, check_model_file
+from studio.core.engines.capture import captured_output, read_log
 
 __all__ = ["LiteRtEngine", "LiteRtRunner", "convert_to_tflite", "litert_command", "litert_option_sets",
            "litert_run_job"]
@@ -94,7 +97,6 @@ def litert_limits(limits: Limits | None) -> Limits:
 
     import psutil
 
-    from studio.core.sandbox import default_limits
 
     if limits is None:    # the default timeout is too short for onnx2tf; a caller's own limit is kept
         base = default_limits()
@@ -130,8 +132,6 @@ class LiteRtEngine(WorkerEngine, engine="litert"):
         onnx2tf's representative dataset), else on the first sample and seeded look-alikes.
         ``reference``: inputs at ``shapes`` on which an fp32 result must match ONNX Runtime's
         (else onnx2tf's layout options are tried, see :func:`convert_to_tflite`)."""
-        from studio.core.engines.base import check_feeds, check_model_file
-
         require_available(self)
         path = check_model_file(model_path)
         out_path = Path(out_path).resolve()
@@ -351,8 +351,6 @@ def _tflite_outputs(onnx_path: str | Path, tflite: Path, feeds: Mapping[str, np.
 def _convert_once(onnx_path: str | Path, out_path: Path, shapes: Mapping[str, Any], precision: str,
                   calibration: Mapping[str, np.ndarray] | None, options: OptionSet) -> dict[str, Any]:
     """One onnx2tf run with ``options`` (its Python keywords; flags for the recorded command)."""
-    from studio.core.engines.capture import captured_output, read_log
-
     work = out_path.with_name(out_path.name + ".onnx2tf")
     log_path = out_path.with_name(out_path.name + ".log")
     info: dict[str, Any] = {"ok": False, "command": litert_command(Path(onnx_path).name, "out", shapes, options.flags)

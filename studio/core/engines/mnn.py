@@ -39,6 +39,9 @@ from studio.core.engines.conversion import (Conversion, ConversionFailed, Conver
 from studio.core.engines.sessions import elapsed_ms, require_feeds, require_outputs
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
+from studio.core.engines.base import check_feeds, check_model_file
+from studio.core.engines.mnn_samples import pack_samples
+from studio.core.engines.capture import captured_output, read_log
 
 __all__ = ["MnnEngine", "MnnRunner", "convert_to_mnn", "mnn_command", "mnn_convert_job", "mnn_option_sets",
            "mnn_run_job"]
@@ -55,8 +58,6 @@ class MnnEngine(WorkerEngine, engine="mnn"):
     def convert(self, model_path: Path, out_path: Path, *, precision: str = "f32", limits: Limits | None = None,
                 pool_key: str = "default") -> Conversion:
         """Convert ``model_path`` to ``out_path`` (a ``.mnn`` file) in a worker."""
-        from studio.core.engines.base import check_model_file
-
         require_available(self)
         path = check_model_file(model_path)
         out_path = Path(out_path).resolve()
@@ -73,9 +74,6 @@ class MnnEngine(WorkerEngine, engine="mnn"):
                  method: str = "KL", limits: Limits | None = None, pool_key: str = "default") -> Conversion:
         """Full INT8 ``.mnn`` (weights and activations) at ``out_path``, calibrated on ``samples``
         (input name -> array each; see :mod:`studio.core.engines.mnn_quant`)."""
-        from studio.core.engines.base import check_feeds, check_model_file
-        from studio.core.engines.mnn_samples import pack_samples
-
         require_available(self)
         path = check_model_file(model_path)
         out_path = Path(out_path).resolve()
@@ -145,7 +143,6 @@ def _convert_where_it_can_load(onnx_path: Path, out_path: Path, precision: str) 
 def _convert_once(onnx_path: str | Path, out_path: Path, precision: str, flags: Sequence[str] = ()) -> dict[str, Any]:
     import _tools  # MNN's C extension (MNNConvert and the quantizer)
 
-    from studio.core.engines.capture import captured_output, read_log
 
     out_path = Path(out_path)
     out_path.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder

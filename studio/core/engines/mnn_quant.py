@@ -28,6 +28,8 @@ from studio.core.engines.base import package_version
 from studio.core.engines.conversion import ConversionFailed
 from studio.core.engines.mnn_samples import unpack_samples
 from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.engines.capture import captured_output, read_log
+from studio.core.engines.mnn import convert_to_mnn
 
 __all__ = ["FEATURE_METHODS", "MAX_CALIBRATION_SAMPLES", "mnn_quant_command", "mnn_quantize_job", "quantize_mnn"]
 
@@ -68,8 +70,6 @@ def quantize_mnn(onnx_path: str | Path, out_path: Path, samples: Sequence[Mappin
     ``samples`` (input name -> array, the model's own layout). Raises :class:`ConversionFailed`."""
     import _tools  # MNN's C extension
 
-    from studio.core.engines.capture import captured_output, read_log
-    from studio.core.engines.mnn import convert_to_mnn
 
     if method not in FEATURE_METHODS:
         raise ValueError(f"MNN feature quantization method must be one of {', '.join(FEATURE_METHODS)}")
