@@ -9,6 +9,7 @@ import difflib
 import onnx
 import onnx_ir as ir
 
+from studio.core.ort_symbolic import symbolic_shapes
 from studio.edit.script import EditError, EditOp
 from passes.verify import _externals_as_inputs as convert
 from passes.model_io import to_proto
@@ -72,11 +73,8 @@ def inferred_proto(model: ir.Model, *, strict: bool) -> onnx.ModelProto:
 def _symbolic_infos(model: ir.Model) -> dict[str, onnx.ValueInfoProto]:
     """Types from ONNX Runtime's symbolic shape inference, which knows the com.microsoft ops (attention,
     skip-norms) that ONNX inference leaves untyped; {} where it cannot run."""
-    try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-
-        proto = SymbolicShapeInference.infer_shapes(_externals_as_inputs(to_proto(model)), auto_merge=True)
-    except Exception:  # noqa: BLE001 - an optional second opinion; the strict check still decides
+    proto = symbolic_shapes(_externals_as_inputs(to_proto(model)), auto_merge=True)
+    if proto is None:            # an optional second opinion; the strict check still decides
         return {}
     return {vi.name: vi for vi in (*proto.graph.value_info, *proto.graph.output)}
 

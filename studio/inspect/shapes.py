@@ -17,6 +17,7 @@ import onnx
 from onnx import ModelProto, TensorProto
 
 from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.ort_symbolic import symbolic_shapes
 from studio.core.protowalk import iter_graphs
 from studio.core.sandbox import run_job
 from studio.core.tensor_safety import validate_tensors
@@ -142,14 +143,7 @@ def with_contrib_shapes(inferred: ModelProto) -> ModelProto:
     model comes back as it was."""
     if not any(n.domain in CONTRIB_DOMAINS for n in inferred.graph.node):
         return inferred
-    try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-
-        logging.getLogger("onnxruntime.tools.symbolic_shape_infer").setLevel(logging.CRITICAL)
-        extra = SymbolicShapeInference.infer_shapes(inferred, auto_merge=True, guess_output_rank=False)
-    except Exception as exc:  # noqa: BLE001 - a helper's failure leaves ONNX's shapes as they are
-        log.info("symbolic shape inference failed: %s", str(exc)[:200])
-        return inferred
+    extra = symbolic_shapes(inferred, auto_merge=True, guess_output_rank=False)
     if extra is None:
         return inferred
 
