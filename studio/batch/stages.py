@@ -157,7 +157,7 @@ def _precision(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, 
 
 
 def _profile(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    from profilers.profile import ProfileOptions
+    from profilers.profile import ProfileOptions  # start-up: 18 modules only a profile stage needs
 
     options = ProfileOptions(iterations=int(opts.get("iterations", 50)), warmup=int(opts.get("warmup", 5)),
                              rounds=int(opts.get("rounds", 5)))

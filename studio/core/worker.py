@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy  # noqa: F401  - loaded before "ready" so the first job is not charged for it
 
-    from studio.core import jobs  # noqa: F401
+    from studio.core import jobs  # noqa: F401 - start-up: loaded under the limits just applied, before "ready"
 
     requests: queue.Queue[bytes] = queue.Queue()
 
@@ -197,7 +197,7 @@ def _handle(request: dict, *, send: Callable[[dict], None], home: str,
             memory_bytes: int | None, cpu_threads: int | None) -> dict[str, Any]:
     import numpy as np
 
-    from studio.core import jobs
+    from studio.core import jobs  # start-up: main() loads it under the worker's limits, before "ready"
 
     job_dir = Path(request["dir"])
     scratch = job_dir / "scratch"

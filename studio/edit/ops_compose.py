@@ -228,7 +228,7 @@ def merge(state: EditState, op: EditOp) -> None:
             model.functions.setdefault(fn.identifier(), fn)     # a clash left is the same function
         check = None
         if parts is not None:
-            from studio.edit.verify import sequence
+            from studio.edit.verify import sequence  # cycle: the studio.edit package imports this module
 
             check = sequence(*parts, model, io_names, Path(tmp), pool_key=state.pool_key)
             if not check.ok:

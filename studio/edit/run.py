@@ -53,7 +53,7 @@ def _applied(handle: ModelHandle, script: EditScript, *, verify_numbers: bool = 
              pool_key: str = "default") -> tuple[Applied, dict, list]:
     original = load_model(handle.path)
     before_nodes = node_list(original)
-    from studio.edit.graph import infer_types
+    from studio.edit.graph import infer_types  # cycle: the studio.edit package imports this module
 
     infer_types(original)
     before = interface(original)

@@ -43,7 +43,7 @@ class Deploy:
 
 
 def pass_registered(name: str) -> bool:
-    from passes.registry import PASS_MODULES, known_passes
+    from passes.registry import PASS_MODULES, known_passes  # heavy: passes import onnx_ir (~0.3 s)
 
     return name in PASS_MODULES or name in known_passes()
 
@@ -62,7 +62,7 @@ def _pass_options(name: str, options: ExportOptions) -> dict:
 
 def choose_passes(options: ExportOptions, facts: ModelFacts) -> tuple[list[str], str, list[str]]:
     """(pass names, resulting precision, notes) for the preset and the precision."""
-    from passes.registry import preset
+    from passes.registry import preset  # heavy: passes import onnx_ir (~0.3 s)
 
     names: list[str] = list(preset(options.preset).passes) if options.preset else []
     notes: list[str] = []
@@ -96,7 +96,7 @@ def prepare_deploy(handle: ModelHandle, options: ExportOptions, work: Path, *, p
     names, precision, notes = choose_passes(options, facts)
     if not names:
         return Deploy(handle.path, handle, facts, precision, (), tuple(notes), ())
-    from passes.pipeline import run_pipeline
+    from passes.pipeline import run_pipeline  # heavy: passes import onnx_ir (~0.3 s)
 
     request = OptimizeRequest(passes=list(names), pass_options={n: _pass_options(n, options) for n in names},
                               on_failure="revert")

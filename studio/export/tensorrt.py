@@ -232,7 +232,7 @@ def table_unsupported_ops(model_path: Path, version: str | int = "10") -> list[s
 
 def _trt_ready_onnx(ctx: ExportContext, folder: Path) -> tuple[Path, list[dict], str]:
     """The ``tensorrt`` preset on the deploy model, verified pass by pass (a failing pass is undone)."""
-    from passes.pipeline import run_pipeline
+    from passes.pipeline import run_pipeline  # heavy: passes import onnx_ir (~0.3 s)
 
     static_dims: dict[str, int] = {}
     for i in ctx.deploy_facts.inputs:

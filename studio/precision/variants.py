@@ -369,7 +369,7 @@ def _long_limits(limits: Limits | None, model_bytes: int) -> Limits:
 def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[str, Mapping[str, Any]],
            eval_feeds: FeedSet, limits: Limits, pool_key: str) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
     """Run the variant's pipeline; (model, lineage, pass details, warnings)."""
-    from passes.pipeline import run_pipeline
+    from passes.pipeline import run_pipeline  # heavy: passes import onnx_ir (~0.3 s)
 
     request = OptimizeRequest(passes=[name for name, _ in spec.passes],
                               pass_options={name: {**dict(opts), **dict(extra.get(name, {}))} for name, opts in spec.passes})

@@ -40,7 +40,7 @@ NNCF_MODES = {"int4-ov": "INT4_SYM", "int8-weights-ov": "INT8_ASYM"}
 
 def check_weight_options(opts: Mapping[str, Any] | None) -> dict[str, Any]:
     """The weight-only options, refused before any work when unknown or out of range."""
-    from passes.quantize_weight_only import ACCURACY_LEVELS, BLOCK_SIZES
+    from passes.quantize_weight_only import ACCURACY_LEVELS, BLOCK_SIZES  # heavy: passes import onnx_ir (~0.3 s)
 
     opts = dict(opts or {})
     unknown = [k for k in opts if k not in WEIGHT_OPTION_KEYS]
@@ -70,7 +70,7 @@ def weight_pass_options(opts: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _block_size(header: onnx.ModelProto, opts: Mapping[str, Any]) -> int:
-    from passes.quantize_weight_only import auto_block_size, eligible_matmuls
+    from passes.quantize_weight_only import auto_block_size, eligible_matmuls  # heavy: passes import onnx_ir (~0.3 s)
 
     block = opts.get("block_size", "auto")
     return auto_block_size(k for _, k, _ in eligible_matmuls(header)) if block == "auto" else int(block)
@@ -90,7 +90,7 @@ def build_nncf_weights(name: str, model_path: Path, header: onnx.ModelProto, wor
                  "decoder and the decoder-with-past separately" if any(n.op_type == "If" for n in header.graph.node)
                  else "no MatMul/Gather with constant weights")
         raise StudioError(f"NNCF {mode} compressed no weight of this model: {where}")
-    from passes.quantize_weight_only import model_file_bytes
+    from passes.quantize_weight_only import model_file_bytes  # heavy: passes import onnx_ir (~0.3 s)
 
     size = r.ir_path.stat().st_size + r.ir_path.with_suffix(".bin").stat().st_size
     ratio = round(size / max(1, model_file_bytes(Path(model_path))), 4)

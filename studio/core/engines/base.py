@@ -455,7 +455,7 @@ class WorkerEngine:
 
     def probe(self, *, limits: Limits | None = None, pool_key: str = "default") -> dict[str, Any]:
         """Version and devices (ORT: execution providers), asked of a worker."""
-        from studio.core.sandbox import run_job
+        from studio.core.sandbox import run_job  # cycle: studio.core.sandbox imports this module
 
         require_available(self)
         if not self.info_job_name:
@@ -466,7 +466,7 @@ class WorkerEngine:
     def run(self, model_path: Path, feeds: Mapping[str, np.ndarray], *, options: RunOptions | None = None,
             limits: Limits | None = None, pool_key: str = "default", out_dir: Path | None = None,
             on_tick: Callable[[float], None] | None = None) -> RunOutput:
-        from studio.core.sandbox import run_job
+        from studio.core.sandbox import run_job  # cycle: studio.core.sandbox imports this module
 
         require_available(self)
         options = options or RunOptions()
