@@ -11,8 +11,8 @@ index, output layouts and precisions), so the plan is made over that graph, the 
   dim padded to its block);
 * tensors that share memory form one cluster: all readers of one output; an in-place output (a
   ``Reshape``; a ``Convolution`` with a fused sum writes into the sum input; a ``Split`` or
-  ``Concatenation`` along the outermost non-1 axis are views of one buffer; an ``Eltwise``/``Subgraph``
-  writes into input 0 when every input's producer has that one reader, input 0 does not come from a
+  ``Concatenation`` along the outermost non-1 axis in memory order (its layout) are views of one buffer;
+  an ``Eltwise``/``Subgraph``/``Softmax`` writes into input 0 when every input's producer has that one reader, input 0 does not come from a
   graph input and the shapes match). OpenVINO resolves the conflicts of in-place edges by inserting
   ``Reorder`` copies, which the compiled graph shows;
 * a cluster that touches a graph input or output has its own allocation, outside the workspace;
@@ -40,7 +40,10 @@ from studio.core.sandbox import default_limits, run_job
 OV_ALIGNMENT = 32           # MemoryManagerStatic solves in 32-byte units
 _ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i64": 8, "u64": 8, "i32": 4, "u32": 4, "i16": 2, "u16": 2,
              "i8": 1, "u8": 1, "boolean": 1, "u1": 1, "i4": 1, "u4": 1, "f8e4m3": 1, "f8e5m2": 1}
-_NOT_STEPS = frozenset({"Const"})
+# Layer types whose output may be written into input 0 (single readers, same shape): the plugin's
+# canBeInPlace. Softmax: measured on the real OCR recognisers (FullyConnected -> Softmax -> output: the
+# logits are not in OpenVINO's workspace).
+INPLACE_KINDS = frozenset({"Eltwise", "Subgraph", "Softmax"})
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,17 @@ def memory_solver(boxes: Sequence[tuple[int, int, int, int]]) -> tuple[int, dict
 
 def _axis_changed(a: Sequence[int], b: Sequence[int]) -> int | None:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+
+
+def _outer_ones(shape: Sequence[int], axis: int, layout: str) -> bool:
+    """Whether every dim laid out before ``axis`` in memory is 1: then the parts along ``axis`` are
+    contiguous slices of one buffer (a Concat or Split computed in place). ``layout``: the dims in
+    memory order (``acdb``: channels last, so a channel concat is not contiguous)."""
+    order = list(dict.fromkeys(c.lower() for c in layout if c.isalpha()))
+    axes = [ord(c) - ord("a") for c in order]
+    if sorted(axes) != list(range(len(shape))):
+        axes = list(range(len(shape)))
+    return all(shape[d] == 1 for d in axes[:axes.index(axis)])
 
 
 def compiled_plan(ops: Sequence[CompiledOp]) -> MemoryPlan:
@@ -146,16 +160,16 @@ def compiled_plan(ops: Sequence[CompiledOp]) -> MemoryPlan:
         elif op.kind == "Split" and data:
             src = by_name[data[0][0]].shapes[data[0][1]]
             axis = _axis_changed(src or (), shape0 or ()) if src and shape0 else None
-            if axis is not None and all(d == 1 for d in src[:axis]):
+            if axis is not None and _outer_ones(src, axis, op.layouts[0] if op.layouts else ""):
                 for j in range(len(op.shapes)):
                     join((op.name, j), data[0])
         elif op.kind == "Concatenation" and data and shape0:
             first = by_name[data[0][0]].shapes[data[0][1]]
             axis = _axis_changed(shape0, first or ()) if first else None
-            if axis is not None and all(d == 1 for d in shape0[:axis]):
+            if axis is not None and _outer_ones(shape0, axis, op.layouts[0] if op.layouts else ""):
                 for src in data:
                     join(src, out0)
-        elif op.kind in ("Eltwise", "Subgraph") and op.inputs and op.inputs[0] in size and shape0 is not None:
+        elif op.kind in INPLACE_KINDS and op.inputs and op.inputs[0] in size and shape0 is not None:
             src = op.inputs[0]
             if by_name[src[0]].kind != "Input" and all(edges_out(p) == 1 for p, _ in data) \
                     and len(readers.get(out0, ())) == 1 and by_name[src[0]].shapes[src[1]] == shape0 \
