@@ -86,5 +86,6 @@ def test_memory_json_and_text_carry_the_as_run_view(capsys):
     assert main(["memory", str(path), "--no-measure"]) == 0
     out = capsys.readouterr().out
     assert "as run     onnxruntime (ORT_ENABLE_ALL, its optimized graph of" in out
+    assert "compiled   as compiled by OpenVINO " in out                  # the plan of OpenVINO's own graph
     assert main(["memory", str(path), "--no-measure", "--no-engine-graph"]) == 0
     assert "as run" not in capsys.readouterr().out
