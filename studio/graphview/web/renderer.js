@@ -429,12 +429,23 @@
 
   Viewer.prototype.draw = function () {
     var self = this;
+    this.lastDrawAt = performance.now();
     this.panels.forEach(function (p) { self.drawPanel(p); });
     this.drawMini();
     this.frameCount++;
-    if (!window.__graphReady) {
-      window.__graphReady = performance.now();
-      document.body.dataset.rendered = '1';
+    if (this.lay && !this.paintPending && !window.__graphReady) {
+      /* First paint = the first frame that shows the laid-out graph (issue 35: the first draw runs
+       * before ELK has answered and shows an empty canvas). The draw above ran inside a rAF
+       * callback; the next rAF callback runs after that frame was presented, so the marker is the
+       * time the boxes were on screen. ``__graphPaint`` says what that frame showed. */
+      var lay = this.lay, drawn = this.panels[0].labels.length, drawnAt = this.lastDrawAt;
+      this.paintPending = true;
+      requestAnimationFrame(function () {
+        window.__graphPaint = {layoutSeq: self.layoutSeq, items: self.boxes.length, labels: drawn,
+                               layoutMs: self.layoutMs, drawnAt: drawnAt, flat: !!lay.flat};
+        window.__graphReady = performance.now();
+        document.body.dataset.rendered = '1';
+      });
     }
   };
 

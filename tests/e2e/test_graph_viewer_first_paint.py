@@ -1,0 +1,50 @@
+"""First paint means the laid-out graph on screen (issue 35).
+
+``window.__graphReady`` is what the benchmark reports as first paint and what tests wait on. It used to
+be set by the first draw, which runs (from the canvas's ResizeObserver) before ELK has answered: an
+empty canvas. A setter installed before the page's scripts captures the drawing at the very moment the
+marker is set: a layout exists, boxes were drawn at their laid-out positions (the renderer's own label
+rects), and the canvas pixels at those boxes are painted, not the background."""
+
+from __future__ import annotations
+
+import pytest
+
+from studio import api
+from tests.conftest import SAMPLES
+
+pytestmark = pytest.mark.browser
+
+# Runs before renderer.js: when the marker is assigned, read the drawing as it is at that instant.
+_CAPTURE = """(() => {
+  let value;
+  Object.defineProperty(window, '__graphReady', {configurable: true, get: () => value, set: (v) => {
+    const g = window.__graph, v0 = g && g.viewer;
+    const leaves = g ? g.labels(0).filter((l) => l.kind === 'leaf' || l.kind === 'group') : [];
+    const px = leaves.slice(0, 5).map((l) => g.pixel(l.x + l.w / 2, l.y + 4, 0));
+    window.__atReady = {hasLayout: !!(v0 && v0.lay), frames: g ? g.frames() : -1, drawn: leaves.length,
+                        boxes: v0 && v0.boxes ? v0.boxes.length : 0, pixels: px,
+                        rects: leaves.slice(0, 5).map((l) => [l.x, l.y, l.w, l.h])};
+    value = v;
+  }});
+})()"""
+
+
+def test_first_paint_marker_waits_for_the_laid_out_drawing(page, tmp_path):
+    h = api.load(SAMPLES / "yolo_detector.onnx")
+    html = api.write_graph_viewer(api.graph_index(h, None), tmp_path / "detector.html").path
+    page.add_init_script(_CAPTURE)
+    page.route("**/*", lambda r: r.abort() if not r.request.url.startswith(("file:", "blob:")) else r.continue_())
+    page.goto(html.as_uri())
+    page.wait_for_function("() => window.__graphReady && window.__graph.ready()", timeout=120_000)
+    at = page.evaluate("window.__atReady")
+    assert at["hasLayout"], f"marker set before any layout existed: {at}"
+    assert at["drawn"] > 0 and at["boxes"] > 0, f"marker set on a frame with no boxes drawn: {at}"
+    # The boxes drawn are where the layout put them now (the same rects the renderer reports after it settled).
+    for (x, y, w, hh), px in zip(at["rects"], at["pixels"]):
+        assert px != "#fafafa", f"box at ({x:.0f},{y:.0f}) not painted when the marker was set: {at}"
+    paint = page.evaluate("window.__graphPaint")
+    assert paint["items"] == at["boxes"] and paint["labels"] > 0 and paint["drawnAt"] <= page.evaluate(
+        "window.__graphReady")
+    # The marker came after the layout finished, not with the empty first draw.
+    assert page.evaluate("__graph.layoutMs()") > 0
