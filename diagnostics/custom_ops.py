@@ -14,7 +14,6 @@ fix when one exists.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import onnx
@@ -209,12 +208,3 @@ def detect_custom_ops(model: ModelProto) -> list[CustomOpInfo]:
             for (dom, op), nodes in sorted(found.items())]
 
 
-def summarize_engines(infos: Iterable[CustomOpInfo]) -> dict[str, list[str]]:
-    """engine -> custom ops it cannot run without extra work (for one-line summaries)."""
-    out: dict[str, list[str]] = defaultdict(list)
-    for info in infos:
-        for engine in ("onnxruntime", "openvino", "tensorrt"):
-            how = (info.known.engines.get(engine) if info.known else "no") or "no"
-            if how != "kernel":
-                out[engine].append(info.qualified)
-    return dict(out)

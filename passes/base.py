@@ -52,15 +52,12 @@ class PassResult(_IrPassResult):
 class StudioPass(InPlacePass):
     """Base of every registered pass. Subclasses set ``name`` and implement ``call``.
 
-    ``needs_weights``: the pass reads tensor values (folding, fusion), so the
-    pipeline must hand it a model with weights reachable (onnx-ir maps them lazily).
     ``changes_interface``: the pass may legitimately specialise input/output
     shapes (``fix-input-shapes``); verification then allows that.
     """
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""          # one line for UIs: what and why
-    needs_weights: ClassVar[bool] = True
     changes_interface: ClassVar[bool] = False
     calls_engines: ClassVar[bool] = False   # runs an engine/onnxsim: run it in a worker
     # Verification of this pass's result: None keeps the pipeline's tolerance; quantization and

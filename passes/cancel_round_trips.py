@@ -136,7 +136,6 @@ class CancelRoundTrips(StudioPass):
     name = "cancel-round-trips"
     summary = "Remove op pairs that undo each other (lossless Cast round trips, Unsqueeze/Squeeze) and merge " \
               "a Squeeze/Unsqueeze into the Reshape before it."
-    needs_weights = False
 
     def call(self, model: ir.Model) -> PassResult:
         from passes.ir_helpers import inferred_shapes

@@ -102,7 +102,6 @@ class CancelTransposes(StudioPass):
 
     name = "cancel-transposes"
     summary = "Remove Transpose pairs that cancel, also across elementwise ops; merge two Transposes into one."
-    needs_weights = False
 
     def call(self, model: ir.Model) -> PassResult:
         if not has_ops(model, "Transpose"):

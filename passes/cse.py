@@ -65,7 +65,6 @@ class CommonSubexpressionElimination(StudioPass):
 
     name = "cse"
     summary = "Merge duplicate computations (same op, same inputs, same attributes); random ops are never merged."
-    needs_weights = False
 
     def call(self, model: ir.Model) -> PassResult:
         merged: list[Change] = []

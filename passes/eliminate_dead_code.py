@@ -15,7 +15,6 @@ class EliminateDeadCode(StudioPass):
 
     name = "eliminate-dead-code"
     summary = "Remove nodes and initializers that no graph output depends on."
-    needs_weights = False
 
     def call(self, model: ir.Model) -> PassResult:
         tracker = ChangeTracker(model)

@@ -206,7 +206,6 @@ class FixCastTypes(StudioPass):
 
     name = "fix-cast-types"
     summary = "Repair Casts left mistyped by float16 converters (the model fails to load with a Type Error)."
-    needs_weights = False
     calls_engines = True        # ONNX type inference is native code: a hostile model must not crash the studio
     accepts_invalid = True      # a mistyped Cast is exactly what the full check refuses
 

@@ -67,7 +67,6 @@ class FixInputShapes(StudioPass):
     name = "fix-input-shapes"
     summary = "Make dynamic dims static with the values you give (--dim NAME=VALUE); helps TensorRT and folding."
     changes_interface = True
-    needs_weights = True          # one ONNX Runtime run measures the shapes inference cannot compute
     calls_engines = True          # ...in a sandbox worker
 
     def call(self, model: ir.Model) -> PassResult:

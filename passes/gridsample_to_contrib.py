@@ -30,7 +30,6 @@ class GridSampleToContrib(StudioPass):
     name = "gridsample-to-contrib"
     summary = ("Replace 4-D standard GridSample by ONNX Runtime's contrib GridSample, which older ORT CUDA "
                "builds run on the GPU (ORT-only: OpenVINO and TensorRT do not accept the contrib op).")
-    needs_weights = False
 
     def call(self, model: ir.Model) -> PassResult:
         changes: list[Change] = []

@@ -26,7 +26,6 @@ class GridSampleToStandard(StudioPass):
 
     name = "gridsample-to-standard"
     summary = "Replace ONNX Runtime's contrib GridSample by the standard ai.onnx GridSample (opset >= 16)."
-    needs_weights = False
 
     def call(self, model: ir.Model) -> PassResult:
         targets = [(g, n) for g, n in graphs_with_nodes(model)

@@ -32,7 +32,6 @@ class LegalizeGridSampler(StudioPass):
     name = "legalize-grid-sampler"
     summary = ("Replace mmdeploy/mmcv grid_sampler by the standard GridSample (raising the ai.onnx opset to 16 "
                "when lower), so ONNX Runtime, OpenVINO and TensorRT run it without a custom-op library.")
-    needs_weights = True
 
     def call(self, model: ir.Model) -> PassResult:
         targets = [(g, n) for g, n in graphs_with_nodes(model)

@@ -123,7 +123,6 @@ class MergeReshapes(StudioPass):
 
     name = "merge-reshapes"
     summary = "Merge chains of shape-only ops ending in a Reshape to a constant shape, and Unsqueeze pairs."
-    needs_weights = False
 
     def call(self, model: ir.Model) -> PassResult:
         from passes.ir_helpers import inferred_shapes

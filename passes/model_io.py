@@ -186,22 +186,6 @@ def _has_map(tp: onnx.TypeProto) -> bool:
     return False
 
 
-def map_typed_values(proto: onnx.ModelProto) -> list[tuple[str, str]]:
-    """(name, type) of every declared value whose type holds a map, in every graph.
-
-    onnx-ir, which the passes rewrite, has no map types (scikit-learn classifiers
-    exported with ZipMap): :func:`hide_map_types` keeps them out of its sight."""
-    from studio.core.protowalk import iter_graphs
-    from studio.core.types import type_info
-
-    found: list[tuple[str, str]] = []
-    for ref in iter_graphs(proto):
-        for vi in (*ref.graph.input, *ref.graph.output, *ref.graph.value_info):
-            if _has_map(vi.type):
-                found.append((vi.name, type_info(vi.name, vi.type).dtype))
-    return found
-
-
 # metadata_props key under which hidden map types travel with the model (checkpoints, worker passes).
 HIDDEN_TYPES_KEY = "onnx_studio.hidden_map_types"
 

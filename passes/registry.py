@@ -87,10 +87,6 @@ def known_passes() -> dict[str, type[StudioPass]]:
 PRESETS: dict[str, Preset] = dict(BUILTIN)
 
 
-def add_preset(preset: Preset) -> None:
-    PRESETS[preset.name] = preset
-
-
 def known_presets() -> dict[str, Preset]:
     return dict(PRESETS)
 

@@ -16,7 +16,6 @@ class RemoveInitializersFromInputs(StudioPass):
     name = "remove-initializers-from-inputs"
     summary = ("Stop listing initializers as graph inputs (IR < 4 style), so they are constants that folding, "
                "fusion and engines can rely on.")
-    needs_weights = False
 
     def call(self, model: ir.Model) -> PassResult:
         listed = [v.name for g in model.graphs() for v in g.inputs if v in set(g.initializers.values())]

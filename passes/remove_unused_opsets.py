@@ -15,7 +15,6 @@ class RemoveUnusedOpsets(StudioPass):
 
     name = "remove-unused-opsets"
     summary = "Drop opset imports of domains no node uses (some converters refuse unknown domains)."
-    needs_weights = False
 
     def call(self, model: ir.Model) -> PassResult:
         before = dict(model.opset_imports)

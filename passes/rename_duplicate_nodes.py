@@ -19,7 +19,6 @@ class RenameDuplicateNodes(StudioPass):
 
     name = "rename-duplicate-nodes"
     summary = "Give repeated node names a unique suffix (ONNX Runtime refuses two nodes with the same name)."
-    needs_weights = False
 
     def call(self, model: ir.Model) -> PassResult:
         changes: list[Change] = []

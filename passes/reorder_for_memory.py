@@ -112,7 +112,6 @@ class ReorderForMemory(StudioPass):
 
     name = "reorder-for-memory"
     summary = "Write the nodes in an order that lowers ORT's peak activation memory (same computation)."
-    needs_weights = False
 
     def call(self, model: ir.Model) -> PassResult:
         graph = model.graph

@@ -26,7 +26,7 @@ import shutil
 import tarfile
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -445,12 +445,6 @@ def _land(payload: dict, out_dir: Path) -> StageOutcome:
         target.parent.mkdir(parents=True, exist_ok=True)
         outputs.write_bytes(target, data)
     return outcome
-
-
-def iter_done(futures: list[Future]) -> Iterator[Future]:
-    from concurrent.futures import as_completed
-
-    yield from as_completed(futures)
 
 
 ProgressFn = Callable[[int, int, float | None, StageOutcome], None]

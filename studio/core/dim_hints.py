@@ -212,10 +212,6 @@ def _hint_for(name: str, axis: int, key: str, shape: list, spatial: tuple[int, i
     return None
 
 
-def hints_by_key(model: ModelProto) -> dict[str, DimHint]:
-    return {h.key: h for h in dim_hints(model)}
-
-
 # ---------------------------------------------------------------------------- derived dims
 
 _PLAIN_DIM = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

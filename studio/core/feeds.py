@@ -25,7 +25,6 @@ from studio.core.types import Dim, TensorInfo, np_dtype, value_info
 from studio.core.protowalk import iter_graphs
 from studio.core.dim_hints import image_axes as _axes
 from studio.core.dim_hints import derived_dims, resolve_derived
-from studio.core.errors import engine_message
 from studio.core.outputs import register_input
 from studio.core.tensor_safety import MAX_ARRAY_BYTES
 from studio.core.tensor_safety import load_npz as read_arrays
@@ -56,14 +55,6 @@ class InputSpec:
     def to_dict(self) -> dict:
         return {"name": self.name, "dtype": self.dtype, "kind": self.kind, "role": self.role,
                 "shape": None if self.shape is None else list(self.shape), "low": self.low, "high": self.high}
-
-
-@dataclass(frozen=True)
-class FeedPlan:
-    """Specs plus the concrete dims chosen for symbolic ones (reported to the user)."""
-
-    specs: tuple[InputSpec, ...]
-    dims: Mapping[str, int] = field(default_factory=dict)
 
 
 MAX_RANK = 64        # NumPy arrays (and so every feed) have at most 64 dimensions (R38)
@@ -112,7 +103,6 @@ _COMPARE_OPS = {"Equal"}
 def scalar_int_constants(model: ModelProto) -> dict[str, int]:
     """Integer one-element constants (initializers and Constant nodes) of every graph, by value name."""
     from onnx import numpy_helper
-
 
     out: dict[str, int] = {}
     for ref in iter_graphs(model):
@@ -373,12 +363,6 @@ def check_feeds(model: ModelProto, dims: Mapping[str, int] | None = None,
         other = random_feeds(specs, {**user, **small}, seed=0)
         out.append((other, seeded_inputs_note(other) + tail))
     return out
-
-
-def retried_note(first_error: tuple[str, str], feeds: Feeds) -> str:
-    """What a run that needed the second feed set says: where it ran and why the first failed."""
-    return (f"ran on {feeds_text(feeds)} after failing on the first seeded size "
-            f"({engine_message(first_error[0], 200)})")
 
 
 def small_image_dims(specs: tuple[InputSpec, ...], user: Mapping[str, int]) -> dict[str, int]:

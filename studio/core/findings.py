@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from studio.core import jsonsafe
@@ -227,9 +227,6 @@ class Report:
     def by_op_type(self) -> dict[str, list[Finding]]:
         return self._by(lambda f: f.op_type)
 
-    def by_code(self) -> dict[str, list[Finding]]:
-        return self._by(lambda f: f.code)
-
     def _by(self, key: Callable[[Finding], str | None]) -> dict[str, list[Finding]]:
         """The findings by ``key`` (in order; those whose key is None left out)."""
         out: dict[str, list[Finding]] = defaultdict(list)
@@ -302,9 +299,6 @@ class Report:
                    nodes=tuple(NodeVerdict(**n) for n in data.get("nodes", [])),
                    engines=tuple(data.get("engines", [])), seconds=float(data.get("seconds", 0.0)),
                    notes=tuple(data.get("notes", [])), tool_versions=dict(data.get("tool_versions", {})))
-
-    def with_findings(self, extra: Iterable[Finding]) -> Report:
-        return replace(self, findings=dedupe((*self.findings, *extra)))
 
 
 def dedupe(findings: Iterable[Finding]) -> tuple[Finding, ...]:

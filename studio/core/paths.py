@@ -44,20 +44,6 @@ def distinct_name(name: str, *, default: str = "model", max_len: int = 80) -> st
     return f"{cleaned[:max(1, max_len - 9)]}-{digest}"
 
 
-def display_path(path: Path | str, root: Path | None = None) -> str:
-    """A path for messages: relative to ``root`` when inside it, else the base name.
-
-    Messages never carry absolute server paths.
-    """
-    p = Path(path)
-    if root is not None:
-        try:
-            return str(p.resolve().relative_to(root.resolve()))
-        except (ValueError, OSError):
-            pass
-    return p.name or str(p)
-
-
 def check_regular_file(path: Path, *, max_bytes: int | None = DEFAULT_MAX_READ_BYTES,
                        label: str = "file") -> os.stat_result:
     """Refuse devices, FIFOs, sockets, directories, missing files and oversize files.

@@ -27,9 +27,6 @@ class EditState:
     verify: bool = True                                     # merges run their parts to check the join
     pool_key: str = "default"
 
-    def original_name(self, name: str) -> str:
-        return self.renamed.get(name, name)
-
     def record_rename(self, old: str, new: str) -> None:
         self.record_renames({old: new})
 

@@ -117,9 +117,3 @@ def _remove(path: Path) -> None:
         pass
 
 
-def copy_artifact_files(files: tuple[Path, ...], dst_dir: Path, names: tuple[str, ...] | None = None) -> tuple[Path, ...]:
-    """Copy files the studio wrote itself (an IR's .xml/.bin, a plan) under new or same names."""
-    out = []
-    for i, f in enumerate(files):
-        out.append(copy_file(f, dst_dir / (names[i] if names else f.name)))
-    return tuple(out)

@@ -254,10 +254,6 @@ def unregister_overlay(name: str) -> None:
     _PROVIDERS.pop(name, None)
 
 
-def provider_names() -> list[str]:
-    return list(_PROVIDERS)
-
-
 def available_overlays(ctx: OverlayContext) -> dict[str, Overlay]:
     """Every overlay the registered providers can make for this context, by name.
     A failing provider is logged and skipped: one bad feature never blanks the graph."""

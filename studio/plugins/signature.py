@@ -56,10 +56,6 @@ class AttributeSpec:
     def default(self) -> Any:
         return self.values[0] if self.values else None
 
-    @property
-    def on_every_node(self) -> bool:
-        return self.nodes_with == self.nodes_total
-
     def to_dict(self) -> dict:
         return {"name": self.name, "type": self.type, "values": list(self.values), "nodes_with": self.nodes_with,
                 "nodes_total": self.nodes_total}
@@ -248,7 +244,6 @@ def collect_signature(handle: ModelHandle, op: str, *, capture: bool = True, dim
     ins: dict[int, dict[str, list]] = {}
     outs: dict[int, dict[str, list]] = {}
     notes: list[str] = []
-
 
     table, _ = sandboxed_shapes(handle.path.resolve(), model, None, pool_key=pool_key)
     if table.error:

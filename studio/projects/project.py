@@ -206,11 +206,6 @@ class Project:
             raise StudioError(f"no model '{safe_name(str(model_id))}' in project '{self.name[:60]}'", code="NO-MODEL")
         return ProjectModel(self, row["id"], row["name"])
 
-    def find_model(self, name_or_id: str) -> ProjectModel | None:
-        row = self.catalog.one("SELECT id FROM models WHERE id=? OR name=? ORDER BY created LIMIT 1",
-                               (name_or_id, name_or_id))
-        return None if row is None else self.model(row["id"])
-
     def find_content(self, sha256: str) -> tuple[ProjectModel, Version] | None:
         """The first version (of any model) with this content, if the project holds it."""
         row = self.catalog.one("SELECT model_id, id FROM versions WHERE sha256=? ORDER BY seq LIMIT 1", (sha256,))
