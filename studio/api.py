@@ -34,7 +34,7 @@ if TYPE_CHECKING:
         graph_prefers_fast_path, graph_levels, search_nodes, graph_overlays, graph_view, graph_echarts,
         graph_dot, graph_legend_html, graph_html, write_graph_view, graph_scene, graph_viewer_html,
         write_graph_viewer, diff_viewer_html, write_diff_viewer, diff, diff_versions, diff_views,
-        diff_region_view, diff_tables, diff_html, write_diff, overlay_data_from_json, DATA_OVERLAYS,
+        diff_region_view, diff_tables, write_diff, overlay_data_from_json, DATA_OVERLAYS,
         SVG_MAX_ITEMS,
     )
     from studio.facade.check import (
@@ -95,7 +95,7 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "graph_index", "graph_prefers_fast_path", "graph_levels", "search_nodes", "graph_overlays",
         "graph_view", "graph_echarts", "graph_dot", "graph_legend_html", "graph_html", "write_graph_view",
         "graph_scene", "graph_viewer_html", "write_graph_viewer", "diff_viewer_html", "write_diff_viewer",
-        "diff", "diff_versions", "diff_views", "diff_region_view", "diff_tables", "diff_html", "write_diff",
+        "diff", "diff_versions", "diff_views", "diff_region_view", "diff_tables", "write_diff",
         "overlay_data_from_json", "DATA_OVERLAYS", "SVG_MAX_ITEMS",
     ),
     "check": (

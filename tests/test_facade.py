@@ -75,11 +75,11 @@ def test_unknown_name_is_an_attribute_error():
 
 
 def test_cli_help_loads_no_capability_it_does_not_need():
-    """``onnx-studio --help`` (the parser of every command) imports no engine, no plotly, no pass module
+    """``onnx-studio --help`` (the parser of every command) imports no engine, no plotly, no onnx_ir (passes)
     and no room beyond those whose option tuples the parser shows."""
     code = ("import sys, studio.cli; studio.cli.build_parser()\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('onnxruntime', 'openvino', 'tensorflow', "
-            "'torch', 'plotly', 'onnx_ir', 'passes', 'streamlit') or m.startswith('studio.facade.')))")
+            "'torch', 'plotly', 'onnx_ir', 'streamlit') or m.startswith('studio.facade.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     loaded = eval(out)  # noqa: S307 - a list of module names printed above
     assert [m for m in loaded if not m.startswith("studio.facade.")] == []

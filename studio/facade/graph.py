@@ -56,7 +56,7 @@ __all__ = [
     "graph_prefers_fast_path", "graph_levels", "search_nodes", "graph_overlays", "graph_view",
     "graph_echarts", "graph_dot", "graph_legend_html", "graph_html", "write_graph_view", "graph_scene",
     "graph_viewer_html", "write_graph_viewer", "diff_viewer_html", "write_diff_viewer", "diff",
-    "diff_versions", "diff_views", "diff_region_view", "diff_tables", "diff_html", "write_diff",
+    "diff_versions", "diff_views", "diff_region_view", "diff_tables", "write_diff",
     "overlay_data_from_json", "DATA_OVERLAYS", "SVG_MAX_ITEMS",
 ]
 
@@ -257,11 +257,6 @@ def diff_tables(d: GraphDiff) -> list[Table]:
     """Op counts before/after, pass lineage counts, and the changed nodes."""
     return [op_count_table(d), lineage_table(d), changes_table(d)]
 
-
-def diff_html(d: GraphDiff, mode: str = OVERLAY, level: int | None = None) -> str:
-    """The diff as a self-contained HTML page: graphs coloured by status, op counts, changes."""
-    return render_html(diff_panels(d, mode, level=level), title=f"diff {d.a.name} → {d.b.name}",
-                       notes=[summary_line(d)], tables=diff_tables(d))
 
 
 def write_diff(d: GraphDiff, path: str | Path, mode: str = OVERLAY, level: int | None = None) -> Written:

@@ -46,7 +46,6 @@ from studio.core.requests import OptimizeRequest
 from studio.core.sandbox import Limits, model_bytes_on_disk, scaled_to_model
 from studio.precision.latency import LatencyItem, measure
 from studio.inspect.decoder import recognize
-from passes.quant_tools import cosine_text
 from studio.data.datasets import dataset_feeds
 from studio.data.evaluate import golden_outputs
 from studio.data.metrics import Target
@@ -58,7 +57,6 @@ from studio.core.engines.mnn_quant import MAX_CALIBRATION_SAMPLES
 from studio.precision.nncf_int8 import quantize_openvino
 from studio.data.evaluate import evaluate
 from studio.core.outputs import writing_folder
-from passes.quant_tools import METHODS
 from studio.data.evaluate import output_specs
 from studio.precision.weight_only import weight_pass_options
 from studio.precision.weight_only import build_nncf_weights
@@ -302,6 +300,8 @@ class PrecisionReport:
         if self.target and v.task:
             return (prefix + f"recommended: {v.label}: {v.speed_text}, {self.target.split('>')[0].split('<')[0]} "
                     f"{v.task.get('target_value')} (target {self.target})")
+        from passes.quant_tools import cosine_text  # start-up: ~60 ms the CLI parser would pay (it reads VARIANTS)
+
         return (prefix + f"recommended: {v.label}: {v.speed_text}, cosine "
                 f"{cosine_text(v.cosine, self.target_cosine)} (target {self.target_cosine:.10g})")
 
@@ -710,6 +710,8 @@ def _check_options(header: onnx.ModelProto, target_cosine: float, calibration_me
     if not 0.0 < target_cosine <= 1.0:
         raise StudioError("the target cosine must be in (0, 1]", code="BAD-OPTION")
 
+    from passes.quant_tools import METHODS  # start-up: ~60 ms the CLI parser would pay (it reads VARIANTS)
+
     if calibration_method not in METHODS:
         raise StudioError(f"calibration method must be one of {', '.join(METHODS)}, got {calibration_method[:20]!r}",
                           code="BAD-OPTION")
@@ -969,6 +971,8 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
     if agree.int_bad:
         notes.append(f"integer output '{agree.int_bad[0].name[:60]}' differs from fp32: {agree.int_bad[0].note}")
     if agree.cosine is not None and agree.cosine < ctx.target_cosine and name != "fp32" and ctx.target is None:
+        from passes.quant_tools import cosine_text  # start-up: ~60 ms the CLI parser would pay (it reads VARIANTS)
+
         notes.append(f"target missed: cosine {cosine_text(agree.cosine, ctx.target_cosine)} < "
                      f"{ctx.target_cosine:.10g}")
     speed = _speed_note(ratio, ratio_ci, rounds) if name != "fp32" else None
