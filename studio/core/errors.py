@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 
+from studio.core.error_codes import ErrorCode
+
 
 class StudioError(Exception):
-    """A user-facing error with a stable machine-readable ``code``."""
+    """A user-facing error with a stable machine-readable ``code`` (an :class:`ErrorCode`; docs/errors.md)."""
 
-    code: str = "STUDIO-ERROR"
+    code: str = ErrorCode.STUDIO_ERROR
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         # One line only: collapse newlines so a model-supplied string cannot
@@ -34,7 +36,7 @@ class StudioError(Exception):
 class SameContentError(StudioError):
     """A new version would be byte-identical to one the model already has (R63): said as "same as vN"."""
 
-    code = "SAME-CONTENT"
+    code = ErrorCode.SAME_CONTENT
 
     def __init__(self, message: str, *, version: str) -> None:
         super().__init__(message)
@@ -44,37 +46,37 @@ class SameContentError(StudioError):
 class WrongSourceError(StudioError):
     """A result computed on one model's file offered as a version of another (R59): refused."""
 
-    code = "WRONG-SOURCE"
+    code = ErrorCode.WRONG_SOURCE
 
 
 class ModelLoadError(StudioError):
     """The file is not a loadable ONNX model (empty, truncated, wrong format...)."""
 
-    code = "LOAD-ERROR"
+    code = ErrorCode.LOAD_ERROR
 
 
 class UnsafeModelError(ModelLoadError):
     """The model points outside its folder or declares impossible sizes."""
 
-    code = "UNSAFE-MODEL"
+    code = ErrorCode.UNSAFE_MODEL
 
 
 class PathError(StudioError):
     """A path given by a user is not acceptable (device, FIFO, outside root...)."""
 
-    code = "BAD-PATH"
+    code = ErrorCode.BAD_PATH
 
 
 class EngineUnavailable(StudioError):
     """An engine is not installed or cannot run here; the message says why."""
 
-    code = "ENGINE-UNAVAILABLE"
+    code = ErrorCode.ENGINE_UNAVAILABLE
 
 
 class WorkerError(StudioError):
     """A sandboxed job crashed, timed out, hit its memory limit or raised."""
 
-    code = "WORKER-ERROR"
+    code = ErrorCode.WORKER_ERROR
 
     def __init__(self, message: str, *, kind: str = "error", stage: str = "job",
                  code: str | None = None) -> None:
