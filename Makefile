@@ -6,7 +6,7 @@ PORT   ?= 8501
 SAMPLE ?= sample_models/cnn_unfused.onnx
 PYTEST_ARGS ?=
 
-.PHONY: run install samples test test-fast test-avx2 test-deps bench bench-real corpus fuzz sweep clean
+.PHONY: run install samples test test-fast test-avx2 test-deps bench bench-deps bench-real corpus fuzz sweep clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,13 @@ test-fast: install
 
 bench: samples
 	$(PY) -m benchmarks
+
+# Netron and Model Explorer for benchmarks/bench_viewers.py (the viewers side by side) only: their own venv,
+# never needed by `make test`; without it `make bench` prints one line and skips that table.
+VIEWERS_VENV = benchmarks/.cache/viewers-venv
+bench-deps:
+	$(PYTHON) -m venv $(VIEWERS_VENV)
+	$(VIEWERS_VENV)/bin/pip install --quiet 'netron==9.3.3' 'ai-edge-model-explorer==0.1.34' 'model-explorer-onnx==0.4.2'
 
 # One table per capability over the real corpus (kept-aside models apart); JSON under benchmarks/.cache/.
 bench-real: samples corpus
