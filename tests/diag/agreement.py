@@ -16,6 +16,11 @@ the recipe's inputs returned every ONNX output. Anything else is "failed", with 
 A converter that refuses a model gets one more try with what its own error message advises
 (onnx2tf: its default onnxsim, ``-kat`` for 3-5-D inputs, ``-onwdt`` for NonMaxSuppression): a
 model that converts that way is one LiteRT runs (the message says with which options).
+
+Two shortcuts keep LiteRT's side affordable without changing its answer: a recipe with the input
+shapes of an earlier recipe of the same model reuses that conversion (onnx2tf reads the shapes, not
+the values: the same file, or the same refusal), and onnx2tf stops once its float32 file is written
+(reality runs that file; the float16 copy it writes next cost about as much as the float32 one).
 """
 
 from __future__ import annotations
@@ -35,7 +40,10 @@ import numpy as np
 ENGINES = ("onnxruntime", "openvino", "mnn", "litert")
 ROOT = Path(__file__).resolve().parents[2]
 STUDIO_PACKAGES = ("studio", "diagnostics", "passes", "profilers")     # never imported by the reality side
+# Per model, in CPU seconds of the child and its programs (onnx2tf runs onnxsim): a loaded machine stretches
+# the wall clock, not the work. A child that hangs without computing (a deadlock) is stopped at WALL_FACTOR x.
 TIMEOUT_S = {"onnxruntime": 60.0, "openvino": 60.0, "mnn": 60.0, "litert": 240.0}
+WALL_FACTOR = 6
 # glibc's words when the engine corrupted its heap: the process aborts, or hangs in the allocator
 HEAP_CORRUPTION = ("double free or corruption", "free(): invalid", "corrupted size vs. prev_size", "malloc(): ")
 WORDS = np.array(["monday", "Tuesday", "the", "STOP", "a", "mix of words"], dtype=object)
@@ -224,12 +232,38 @@ def _offline_images() -> np.ndarray:
     return np.random.default_rng(0).random((20, 128, 128, 3), dtype=np.float32)
 
 
+class _Float32Written(Exception):
+    """Raised at onnx2tf's float16 conversion, which comes after its float32 file is complete."""
+
+
+def _stop_before_float16() -> None:
+    """Make every TFLite converter's ``convert`` raise :class:`_Float32Written` when asked for float16
+    weights (onnx2tf's second file): reality runs the float32 one only. Idempotent."""
+    import tensorflow as tf
+    from tensorflow.lite.python import lite
+
+    def float32_only(convert):
+        def wrapped(self, *args, **kwargs):
+            if tf.float16 in (getattr(self.target_spec, "supported_types", None) or ()):
+                raise _Float32Written
+            return convert(self, *args, **kwargs)
+
+        wrapped.agreement_float32_only = True
+        return wrapped
+
+    for cls in list(vars(lite).values()):
+        if isinstance(cls, type) and issubclass(cls, lite.TFLiteConverterBase) and "convert" in vars(cls) \
+                and not getattr(vars(cls)["convert"], "agreement_float32_only", False):
+            cls.convert = float32_only(vars(cls)["convert"])
+
+
 def _onnx2tf(src: Path, out: Path, shapes: list[str], log: _Redirect, **options) -> str | None:
     """One ``onnx2tf.convert``; None when it wrote the float32 .tflite, else its error."""
     import shutil
 
     import onnx2tf
 
+    _stop_before_float16()
     shutil.rmtree(out, ignore_errors=True)
     error = None
     with log:
@@ -237,6 +271,8 @@ def _onnx2tf(src: Path, out: Path, shapes: list[str], log: _Redirect, **options)
             onnx2tf.convert(input_onnx_file_path=str(src), output_folder_path=str(out), non_verbose=True,
                             copy_onnx_input_output_names_to_tflite=True, overwrite_input_shape=shapes or None,
                             **options)
+        except _Float32Written:
+            pass
         except BaseException as exc:  # noqa: BLE001 - onnx2tf ends its failures with sys.exit
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -255,15 +291,17 @@ def _ops(graph) -> set[str]:
     return found
 
 
-def run_litert(path: Path, model, feeds: dict, work: Path) -> str | None:
-    """onnx2tf as the studio records its command (``-coion -nuo -ois``); when it refuses the model, with
-    what its own error and help advise: its default onnxsim (its help: ``-nuo`` makes errors likely), then
-    also ``-kat`` for the 3-5-D inputs ("NHWC or an irregular channel arrangement ... use the -kt or -kat
-    option"); ``-onwdt`` for a graph with NonMaxSuppression."""
+# (model path, input shapes) -> (tflite folder, note, refusal) of this child's current model: a recipe with
+# the shapes of an earlier one converts to the same file or is refused the same way (onnx2tf reads no values)
+_CONVERSIONS: dict[tuple[str, tuple[str, ...]], tuple[Path, str | None, RuntimeError | None]] = {}
+
+
+def _convert_litert(path: Path, model, feeds: dict, shapes: list[str], work: Path, out: Path) -> str | None:
+    """onnx2tf on a copy of ``path`` into ``out`` (see :func:`run_litert`): None, or a note naming the
+    advice it took; RuntimeError when every way fails."""
     import importlib
 
     import onnx
-    from ai_edge_litert.interpreter import Interpreter
 
     for name in ("onnx2tf.onnx2tf", "onnx2tf.utils.common_functions"):
         module = importlib.import_module(name)
@@ -271,8 +309,6 @@ def run_litert(path: Path, model, feeds: dict, work: Path) -> str | None:
             module.download_test_image_data = _offline_images
     src = work / "model.onnx"         # onnx2tf writes into the file it is given: a copy, external data inlined
     onnx.save_model(onnx.load_model(str(path), load_external_data=True), str(src))
-    out = work / "tflite"
-    shapes = [f"{n}:{','.join(str(d) for d in a.shape)}" for n, a in feeds.items() if a.ndim]
     log = _Redirect(work / "onnx2tf.log")
     error = _onnx2tf(src, out, shapes, log, not_use_onnxsim=True)
     note = None
@@ -290,6 +326,29 @@ def run_litert(path: Path, model, feeds: dict, work: Path) -> str | None:
                 break
         else:
             raise RuntimeError(f"onnx2tf: {error}")
+    return note
+
+
+def run_litert(path: Path, model, feeds: dict, work: Path) -> str | None:
+    """onnx2tf as the studio records its command (``-coion -nuo -ois``); when it refuses the model, with
+    what its own error and help advise: its default onnxsim (its help: ``-nuo`` makes errors likely), then
+    also ``-kat`` for the 3-5-D inputs ("NHWC or an irregular channel arrangement ... use the -kt or -kat
+    option"); ``-onwdt`` for a graph with NonMaxSuppression."""
+    shapes = [f"{n}:{','.join(str(d) for d in a.shape)}" for n, a in feeds.items() if a.ndim]
+    key = (str(path), tuple(shapes))
+    if key not in _CONVERSIONS:
+        if all(k[0] != key[0] for k in _CONVERSIONS):
+            _CONVERSIONS.clear()                 # a new model: an earlier model's conversions are not reused
+        out = work / f"tflite{len(_CONVERSIONS)}"
+        try:
+            _CONVERSIONS[key] = (out, _convert_litert(path, model, feeds, shapes, work, out), None)
+        except RuntimeError as exc:
+            _CONVERSIONS[key] = (out, None, exc)
+    out, note, refused = _CONVERSIONS[key]
+    if refused is not None:
+        raise RuntimeError(str(refused))
+    from ai_edge_litert.interpreter import Interpreter
+
     runner = Interpreter(model_path=str(out / "model_float32.tflite"), num_threads=1).get_signature_runner()
     rng = np.random.default_rng(1)
     given = list(feeds.values())
@@ -358,11 +417,12 @@ def reality(engine: str, paths: Sequence[Path], work: Path) -> dict[Path, Outcom
         first = True
         while pending:
             current = pending[0]
-            deadline = time.monotonic() + TIMEOUT_S[engine] + (120 if first else 0)   # + the engine's imports
+            budget = TIMEOUT_S[engine] + (120 if first else 0)   # + the engine's imports
             first = False
+            spent, wall_end = _cpu_seconds(proc.pid), time.monotonic() + WALL_FACTOR * budget
             line = ""
-            while time.monotonic() < deadline and not line:
-                if selector.select(timeout=max(0.0, deadline - time.monotonic())):
+            while not line and _cpu_seconds(proc.pid) - spent < budget and time.monotonic() < wall_end:
+                if selector.select(timeout=min(2.0, max(0.0, wall_end - time.monotonic()))):
                     line = proc.stdout.readline()
                     if not line:
                         break                                      # EOF: the child died
@@ -380,7 +440,8 @@ def reality(engine: str, paths: Sequence[Path], work: Path) -> dict[Path, Outcom
             if heap is not None:       # aborted, or hung in the allocator after it: a crash either way
                 results[current] = Outcome(False, f"{engine} corrupted its heap: {heap}")
             elif hung:
-                results[current] = Outcome(None, f"not verifiable: {engine} took over {TIMEOUT_S[engine]:.0f} s")
+                results[current] = Outcome(None, f"not verifiable: {engine} took over {TIMEOUT_S[engine]:.0f} s "
+                                                 f"of CPU (or {WALL_FACTOR}x that on the clock)")
             else:
                 results[current] = Outcome(False, f"{engine} crashed the process (exit {proc.returncode})")
             pending.pop(0)
@@ -389,6 +450,25 @@ def reality(engine: str, paths: Sequence[Path], work: Path) -> dict[Path, Outcom
         proc.wait()
         selector.close()
     return results
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds used by process ``pid`` and its descendants, running or finished (0 once it is gone)."""
+    import psutil
+
+    try:
+        procs = [psutil.Process(pid)]
+        procs += procs[0].children(recursive=True)
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
 
 
 def _heap_corruption(scratch: Path) -> str | None:
