@@ -49,6 +49,47 @@ class NNCFResult:
     openvino_version: str
     notes: tuple[str, ...] = ()
     model_type: str | None = None     # "transformer": NNCF's ModelType.TRANSFORMER scheme was used
+    float_layers: tuple[str, ...] = ()  # layers NNCF was told to leave in float (the transformer guard)
+    guard_cosine: tuple[float, ...] = ()  # calibration cosine vs fp32: full INT8, then guarded (when it ran)
+
+
+# Issue 35: on the real all-MiniLM-L6-v2 encoder NNCF's transformer scheme reached cosine 0.9897 vs fp32
+# (1x128) -- under the 0.99 bound -- and the FFN down-projections (the MatMul after GELU, whose input has
+# the widest range) were the cause: left in float, cosine 0.9963 (6 of 36 FC layers).
+GUARD_COSINE = 0.99
+
+
+def ffn_down_projections(model) -> list[str]:
+    """Friendly names of the MatMuls with a constant 2-D weight that contracts at least twice what it
+    produces (K >= 2N): a transformer's FFN down-projection (and a classifier head, harmless in float)."""
+    names = []
+    for op in model.get_ordered_ops():
+        if op.get_type_name() != "MatMul":
+            continue
+        w = op.input_value(1)
+        src = w.get_node()
+        if src.get_type_name() == "Convert":
+            src = src.input_value(0).get_node()
+        shape = w.get_partial_shape()
+        if src.get_type_name() != "Constant" or not shape.is_static or len(shape) != 2:
+            continue
+        k, n = (shape[1].get_length(), shape[0].get_length()) if op.get_transpose_b() else \
+            (shape[0].get_length(), shape[1].get_length())
+        if k >= 2 * n:
+            names.append(op.get_friendly_name())
+    return names
+
+
+def _cosine(core, reference, candidate, sets: list[dict[str, np.ndarray]]) -> float:
+    """Worst cosine over ``sets`` of the candidate's first output vs the reference's, both compiled f32."""
+    a, b = (core.compile_model(m, "CPU", {"INFERENCE_PRECISION_HINT": "f32"}) for m in (reference, candidate))
+    worst = 1.0
+    for feeds in sets:
+        x = np.asarray(a(feeds)[0], np.float64).ravel()
+        y = np.asarray(b(feeds)[0], np.float64).ravel()
+        denom = float(np.linalg.norm(x) * np.linalg.norm(y))
+        worst = min(worst, float(x @ y / denom) if denom else float(np.array_equal(x, y)))
+    return worst
 
 
 def _read_sets(path: str) -> list[dict[str, np.ndarray]]:
@@ -110,7 +151,9 @@ def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     kind = {"model_type": nncf.ModelType.TRANSFORMER} if args.get("model_type") == "transformer" else {}
     if args["mode"] == "basic":
         ctx.set_stage("NNCF quantize")
-        quantized = nncf.quantize(model, calibration, subset_size=subset, **kind)
+        quantized = nncf.quantize(model.clone() if kind else model, calibration, subset_size=subset, **kind)
+        if kind:                        # the clone: ``model`` stays the fp32 reference of the guard
+            quantized = _guarded(core, nncf, model, quantized, calib, subset, kind, args, out, ctx)
     else:
         evaluation = _read_sets(args["evaluation"])
         golden = _read_sets(args["golden"])
@@ -154,17 +197,40 @@ def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     return JobOutput(data=out)
 
 
+def _guarded(core, nncf, model, quantized, calib, subset: int, kind: dict, args: dict, out: dict, ctx: JobContext):
+    """The transformer guard: when the full INT8 model's worst cosine vs fp32 on (up to 8) calibration
+    samples is under ``guard_cosine``, quantize again with the FFN down-projections left in float and keep
+    that. ``out`` records the cosine(s) (full INT8, then guarded when it ran) and the float layers."""
+    floor = float(args.get("guard_cosine", GUARD_COSINE))
+    probe = calib[:8]
+    full = _cosine(core, model, quantized, probe)
+    layers = ffn_down_projections(model)
+    out["guard_cosine"] = [full]
+    if full >= floor or not layers:
+        return quantized
+    ctx.set_stage("NNCF quantize, FFN down-projections in float")
+    guarded = nncf.quantize(model.clone(), calibration_dataset=nncf.Dataset(calib), subset_size=subset,
+                            ignored_scope=nncf.IgnoredScope(names=layers, validate=False), **kind)
+    out["guard_cosine"].append(_cosine(core, model, guarded, probe))
+    out["float_layers"] = layers
+    return guarded
+
+
 def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: Path, *, mode: str = "basic",
                       evaluation: Sequence[Feeds] | None = None, golden: Sequence[dict[str, np.ndarray]] | None = None,
                       metric: str | None = None, output: str | None = None, max_drop: float = 0.01,
                       ranking_subset: int | None = None, limits: Limits | None = None,
                       pool_key: str = "default", metric_options: Mapping[str, Any] | None = None,
-                      model_type: str = "auto", labels: Sequence[int | None] | None = None) -> NNCFResult:
+                      model_type: str = "auto", labels: Sequence[int | None] | None = None,
+                      guard_cosine: float = GUARD_COSINE) -> NNCFResult:
     """Quantize ``model_path`` with NNCF for OpenVINO; the IR lands in ``out_dir``.
     ``metric_options``: how ``metric`` judges ``output`` (``studio.data.metrics.metric_options``);
     ``labels``: each evaluation sample's true class id, for a metric judged against labels.
     ``model_type``: "transformer" (NNCF's ``ModelType.TRANSFORMER``), "default", or "auto": transformer
     when the graph is attention-bearing and MatMul-bound (``passes.transformer_fusion.is_transformer``).
+
+    ``guard_cosine``: basic mode on a transformer: below this worst cosine vs fp32 on the calibration samples,
+    the FFN down-projections stay in float (``_guarded``; the result's ``float_layers``/``guard_cosine``).
 
     ``ranking_subset``: how many evaluation items (those the INT8 model gets most wrong) NNCF ranks
     the layers on (NNCF's default, 300, when None); each is scored against its own golden output."""
@@ -186,6 +252,7 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="studio-nncf-"))
     args: dict = {"model_path": str(model_path), "mode": mode, "max_drop": max_drop, "model_type": model_type,
+                  "guard_cosine": float(guard_cosine),
                   "calibration": str(save_npz(list(calibration), work / "calibration.npz"))}
     if mode == "accuracy-control":
         if not evaluation or not golden or not metric or not output:
@@ -216,4 +283,5 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
     d = res.data
     return NNCFResult(mode, out_dir / d["ir"], float(d["seconds"]), metric, d.get("fp32_metric"),
                       d.get("int8_metric"), d["nncf_version"], d["openvino_version"],
-                      model_type=d.get("model_type"))
+                      model_type=d.get("model_type"), float_layers=tuple(d.get("float_layers") or ()),
+                      guard_cosine=tuple(float(c) for c in d.get("guard_cosine") or ()))
