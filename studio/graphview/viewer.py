@@ -104,7 +104,7 @@ def viewer_html(scene: dict, *, title: str, panels: Sequence[Mapping[str, str]] 
         '<div class="gv-panels"></div><canvas class="gv-minimap"></canvas>'
         '<div class="gv-details">Click a node for its attributes and tensors.</div></div>'
         + "".join(table_html(t) for t in tables)
-        + f'<script id="elk-src">{elk_js()}</script>'
+        + f'<script id="elk-src" type="text/x-elk">{elk_js()}</script>'   # the worker's source; run here only as fallback
         + f'<script type="application/json" id="gv-data">{json_for_script(data)}</script>'
         + f"<script>{renderer_js()}</script></body></html>\n"
     )

@@ -48,3 +48,28 @@ def test_first_paint_marker_waits_for_the_laid_out_drawing(page, tmp_path):
         "window.__graphReady")
     # The marker came after the layout finished, not with the empty first draw.
     assert page.evaluate("__graph.layoutMs()") > 0
+
+
+def test_elk_runs_only_in_the_worker_and_falls_back_to_the_main_thread(browser, tmp_path):
+    """The page ships ELK's 1.6 MB as the worker's source text, not run on the main thread (it competed with
+    the worker parsing the same); where no worker can start, the main thread runs it and lays out with ELK."""
+    h = api.load(SAMPLES / "yolo_detector.onnx")
+    html = api.write_graph_viewer(api.graph_index(h, None), tmp_path / "detector.html").path
+    for no_worker in (False, True):
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        if no_worker:
+            page.add_init_script("window.Worker = function () { throw new Error('no workers here'); };")
+        page.goto(html.as_uri())
+        page.wait_for_function("() => window.__graphReady && window.__graph.ready()", timeout=120_000)
+        engine = page.evaluate("__graph.engine()")
+        elk_on_main = page.evaluate("typeof ELK !== 'undefined'")
+        status = page.evaluate("document.querySelector('.gv-status').textContent")
+        context.close()
+        assert not errors
+        if no_worker:
+            assert engine == "main" and elk_on_main and "(ELK, main)" in status, status
+        else:
+            assert engine == "worker" and not elk_on_main and "(ELK, worker)" in status, status
