@@ -21,7 +21,7 @@ from typing import Any
 
 from studio.core import outputs
 from studio.core.errors import StudioError
-from studio.core.requests import OptimizeRequest, PrecisionRequest
+from studio.core.requests import CheckRequest, OptimizeRequest, PrecisionRequest
 from studio.core.engines import get_engine
 from studio import api
 from studio.core.outputs import disk_error
@@ -117,8 +117,9 @@ def worker_facts(target: str | None = None) -> dict:
 
 
 def _check(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    engines = opts.get("engines") or ["onnxruntime", "openvino"]
-    report = api.check(handle, engines, pool_key=pool_key)
+    """The stage's options are a ``CheckRequest``'s ``to_dict`` form (engines default: ORT and OpenVINO)."""
+    request = CheckRequest.from_dict({**opts, "engines": opts.get("engines") or ["onnxruntime", "openvino"]})
+    report = api.check(handle, request, pool_key=pool_key)
     figures = {f"verdict:{v.engine}": v.verdict for v in report.verdicts}
     failing = [v.engine for v in report.verdicts if v.verdict == "fails"]
     path = out / "check.json"

@@ -13,10 +13,11 @@ from pathlib import Path
 from studio import api
 from studio.cli import task_args
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
-from studio.cli.common import parse_options, print_json
+from studio.cli.common import parse_dims, parse_options, print_json
 from studio.core.fmt import printable
 from studio.cli.dims_args import model_dims
 from studio.core.errors import StudioError
+from studio.core.requests import CheckRequest
 
 NAME = "check"
 HELP = ("Will the model run on ONNX Runtime, OpenVINO and TensorRT? Per-node verdicts, custom ops, lint and "
@@ -50,9 +51,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON (docs/findings.md)")
 
 
+def request_of(args: argparse.Namespace, dims: dict[str, int] | None = None,
+               tasks: dict[str, str] | None = None) -> CheckRequest:
+    """The one ``CheckRequest`` these flags ask for (``dims``: ``--dim`` merged with the project's;
+    ``tasks``: ``--task`` with the project's choices)."""
+    return CheckRequest(engines=api.check_engines(args.engines) if args.engines else None,
+                        eps=[e.strip() for e in args.ep.split(",") if e.strip()], trt_version=args.trt_version,
+                        run=not args.no_run, dims=parse_dims(args.dim) if dims is None else dims,
+                        inputs=args.inputs, tasks=tasks or {})
+
+
 def _run(args: argparse.Namespace) -> int:
     engines = api.check_engines(args.engines)
-    eps = tuple(e.strip() for e in args.ep.split(",") if e.strip())
     handle = api.load(args.model)
     dims = model_dims(args)
     if args.fix:
@@ -70,8 +80,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"fixed   {result.summary()}; saved {printable(str(args.output))} (verified: {result.reference})")
         handle = api.load(args.output)
     tasks = task_args.choices(args, handle, kept(args).project if kept(args) is not None else None)
-    report = api.check(handle, engines, eps=eps, trt_version=args.trt_version, run=not args.no_run,
-                       dims=dims, inputs=args.inputs, tasks=tasks)
+    report = api.check(handle, request_of(args, dims, tasks))
     failed = report.has_errors_for(engines)
     keep_json(args, "check.json", report.to_dict(), "check")
     if args.json:

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from studio.core import cli_hints
 from studio.core.errors import StudioError
 
-__all__ = ["DEFAULT_PRESET", "OptimizeRequest", "PrecisionRequest", "request_from_dict"]
+__all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "request_from_dict"]
 
 DEFAULT_PRESET = "safe"         # what optimize runs when neither a preset nor passes are named
 
@@ -237,6 +237,58 @@ class OptimizeRequest:
         ``extra``: options of the call, not of the request (``--keep-partial``, ``--project``)."""
         out = output or f"{PurePath(model).stem}-{self.preset or 'optimized'}.onnx"
         return cli_hints.cli_command("optimize", [model], [("-o", out), *self.cli_options(files=files), *extra])
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """``check``: will the model run on these engines? ``engines`` None: the default set (``--engines``
+    omitted); ``eps``: ONNX Runtime execution providers; ``run`` False: sessions only (``--no-run``);
+    ``dims``/``inputs``: the test run's sizes or real .npz inputs (a path as the user gave it); ``tasks``:
+    {output: kind} for comparing the converted engines' outputs. A fix before the check (``--fix``) is an
+    ``OptimizeRequest`` of its own."""
+
+    engines: tuple[str, ...] | None = None
+    eps: tuple[str, ...] = ("cpu",)
+    trt_version: str = "10"
+    run: bool = True
+    dims: tuple[tuple[str, int], ...] = ()
+    inputs: str | None = None
+    tasks: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        for name in ("engines", "eps"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                value = [v.strip() for v in value.split(",") if v.strip()]
+            put(self, name, tuple(str(v) for v in value) if value else (None if name == "engines" else ("cpu",)))
+        put(self, "trt_version", str(self.trt_version))
+        put(self, "run", bool(self.run))
+        put(self, "dims", _pairs(self.dims, int))
+        put(self, "inputs", str(self.inputs) if self.inputs not in (None, "") else None)
+        put(self, "tasks", _pairs(self.tasks, str))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able; ``CheckRequest.from_dict(r.to_dict()) == r``."""
+        return {"engines": list(self.engines) if self.engines else None, "eps": list(self.eps),
+                "trt_version": self.trt_version, "run": self.run, "dims": dict(self.dims), "inputs": self.inputs,
+                "tasks": dict(self.tasks)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CheckRequest:
+        return request_from_dict(cls, data)
+
+    def cli_options(self, *, files: bool = True, dims: bool = True) -> list[tuple[str, object]]:
+        """The ``onnx-studio check`` options that build this request (defaults left out); ``dims=False``
+        leaves ``--dim`` to the caller (a fix's own dims)."""
+        return [("--engines", [{"onnxruntime": "ort"}.get(e, e) for e in self.engines] if self.engines else None),
+                ("--ep", list(self.eps)), ("--trt-version", self.trt_version if self.trt_version != "10" else None),
+                ("--no-run", not self.run), ("--dim", dict(self.dims) if dims else None),
+                ("--inputs", self.inputs if files else None), ("--task", dict(self.tasks))]
+
+    def command(self, model: str, *, files: bool = True) -> str:
+        """``onnx-studio check MODEL ...``: the command line that builds this request."""
+        return cli_hints.cli_command("check", [model], self.cli_options(files=files))
 
 
 def request_from_dict(cls: type[R], data: Mapping[str, Any]) -> R:

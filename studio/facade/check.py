@@ -12,6 +12,7 @@ from diagnostics.compatibility import check_model, default_engines as _default_e
 from diagnostics.fixes import apply_fix as _apply_fix, default_dims, fix_to_file as _fix_to_file
 from studio.core.findings import Finding, Report
 from studio.core.model import ModelHandle
+from studio.core.requests import CheckRequest
 from studio.core.workspace import Version, Workspace
 
 if TYPE_CHECKING:
@@ -29,15 +30,22 @@ def default_engines() -> tuple[str, ...]:
     return _default_engines()
 
 
-def check(handle: ModelHandle, engines: Sequence[str] | str | None = None, *,
+def check(handle: ModelHandle, engines: CheckRequest | Sequence[str] | str | None = None, *,
           eps: Sequence[str] = ("cpu",), trt_version: str | int = "10", run: bool = True,
           dims: Mapping[str, int] | None = None, inputs: str | Path | None = None,
           pool_key: str = "default", tasks: Mapping[str, str] | None = None) -> Report:
     """Compatibility per node and per engine (ONNX Runtime and OpenVINO decided by a real session in a
     worker, TensorRT by its support table, MNN and LiteRT by a real conversion and run), plus lint and
-    custom ops. See docs/findings.md. ``engines``: default :func:`default_engines`.
-    ``inputs``: an .npz of real inputs for the runs (default: seeded inputs). ``tasks``: {output: kind}
-    (see :func:`output_tasks`): how the converted engines' outputs are compared with ONNX Runtime's."""
+    custom ops. See docs/findings.md. ``engines``: a ``CheckRequest`` (``studio.core.requests``: what the
+    CLI, the Compatibility page and batch build), or the engines (default :func:`default_engines`) with
+    the other options as keywords. ``inputs``: an .npz of real inputs for the runs (default: seeded
+    inputs). ``tasks``: {output: kind} (see :func:`output_tasks`): how the converted engines' outputs are
+    compared with ONNX Runtime's."""
+    if isinstance(engines, CheckRequest):
+        r = engines
+        return check_model(handle, list(r.engines) if r.engines else None, eps=r.eps, trt_version=r.trt_version,
+                           run=r.run, dims=dict(r.dims) or None, inputs=r.inputs, pool_key=pool_key,
+                           tasks=dict(r.tasks) or None)
     return check_model(handle, engines, eps=eps, trt_version=trt_version, run=run, dims=dims, inputs=inputs,
                        pool_key=pool_key, tasks=tasks)
 

@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
+from studio.core.requests import CheckRequest
 from studio.api import Report
 from studio.ui import state, widgets
 
@@ -37,14 +38,17 @@ def _options() -> tuple[tuple[str, ...], tuple[str, ...], str]:
     return tuple(engines or _ENGINES), tuple(eps or ["cpu"]), trt
 
 
+def page_request(engines, eps, trt, dims) -> CheckRequest:
+    """The check the page runs (and re-runs after a fix): its hint is this request's command."""
+    return CheckRequest(engines=engines, eps=eps, trt_version=trt, dims=dims)
+
+
 def _check_options(engines, eps, trt, dims) -> list[tuple[str, object]]:
-    """The options of the check the page runs (and re-runs after a fix), for the one hint builder."""
-    return [("--engines", [{"onnxruntime": "ort"}.get(e, e) for e in engines]), ("--ep", list(eps)),
-            ("--trt-version", trt if trt != "10" else None), ("--dim", dict(dims))]
+    return page_request(engines, eps, trt, dims).cli_options()
 
 
 def _cli(handle, engines, eps, trt) -> str:
-    return api.cli_command("check", [handle.path.name], _check_options(engines, eps, trt, state.dims()))
+    return page_request(engines, eps, trt, state.dims()).command(handle.path.name)
 
 
 def _fix_cli(handle, name: str, options: dict, dims: dict[str, int], engines, eps, trt) -> str:
@@ -64,8 +68,7 @@ def _report(handle, engines, eps, trt) -> Report | None:
         def in_job() -> Report:
             # A job row in the project (Projects page, Jobs): done with its verdicts, failed, or interrupted.
             with state.job("check", {"engines": list(engines), "eps": list(eps), "trt": trt, "dims": dims}) as job:
-                found = api.check(handle, engines, eps=eps, trt_version=trt, dims=dims or None,
-                                  pool_key=state.session_id())
+                found = api.check(handle, page_request(engines, eps, trt, dims), pool_key=state.session_id())
                 job.message = "; ".join(f"{v.engine}: {v.verdict}" for v in found.verdicts)[:300]
                 return found
 
