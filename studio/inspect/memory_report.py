@@ -320,7 +320,7 @@ def _miss_notes(measured: Sequence[MeasuredMemory], engines: Sequence[EngineGrap
            "in place some of the tensors at the peak where the plan's rules keep them apart (or the reverse)")
     out.append(f"the plan over ORT's optimized graph is {m.relative_error * 100:+.0f} % off ORT's block: ORT "
                f"changed the ops {fused or '(none: it runs the graph as written)'}; at the plan's peak "
-               f"({e.plan.peak_node}): {peak}; {why}")
+               f"({e.plan.peak_node}): {peak}; {why}; plan with the measured block")
     return out
 
 
