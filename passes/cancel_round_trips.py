@@ -4,7 +4,8 @@
   int8→int32, bool→anything...) is ``x``; ``Cast(Cast(x, T1), T2)`` with T0→T1 and T0→T2
   both exact is ``Cast(x, T2)``.
 * ``Squeeze(Unsqueeze(x, a), a)`` is ``x``; so is ``Unsqueeze(Squeeze(x, a), a)`` (the
-  Squeeze only runs when those dims are 1). Axes are compared after normalizing
+  Squeeze only runs when those dims are 1), and ``Unsqueeze(ReduceMean(x, a, keepdims=0), a)`` where the
+  dims ``a`` are statically 1 (Mean/Max/Min/Sum/Prod of one value is that value). Axes are compared after normalizing
   negative ones, each against the rank it refers to.
 * ``Squeeze``/``Unsqueeze`` of a ``Reshape`` to a constant shape (no ``0`` entries) is
   one Reshape to the shape with those 1-dims removed/inserted.
@@ -86,10 +87,34 @@ def _cast_pair(node: ir.Node) -> tuple[str, ir.Value] | None:
     return None
 
 
+# A reduction over axes of length 1 returns each value itself: with keepdims=0 it is a Squeeze of them.
+_SIZE_ONE_REDUCES = ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd")
+
+
+def _reduce_as_squeeze(node: ir.Node) -> ir.Node | None:
+    """The producer of ``node``'s input when it is a keepdims=0 reduction over explicit axes that are all
+    statically 1 long (an exporter's mean over a 1-wide axis: Silero VAD's output), i.e. a Squeeze."""
+    inner = next((p for op in _SIZE_ONE_REDUCES if (p := _producer(node, op)) is not None), None)
+    if inner is None or int_attr(inner, "keepdims", 1) != 0:
+        return None
+    x, axes = inner.inputs[0], _axes(inner)
+    rank = rank_of(x)
+    if not axes or rank is None:
+        return None                      # no axes: every axis (or none, with noop_with_empty_axes)
+    n = _norm(axes, rank)
+    if n is None or any(not 0 <= a < rank or x.shape[a] != 1 for a in n):
+        return None
+    return inner
+
+
 def _squeeze_pair(node: ir.Node) -> tuple[str, ir.Value] | None:
-    """Squeeze(Unsqueeze(x, a), a) or Unsqueeze(Squeeze(x, a), a)  ->  x."""
+    """Squeeze(Unsqueeze(x, a), a) or Unsqueeze(Squeeze(x, a), a)  ->  x; a reduction over 1-long axes
+    without keepdims counts as the Squeeze."""
     first_op = "Unsqueeze" if node.op_type == "Squeeze" else "Squeeze"
     inner = _producer(node, first_op)
+    if inner is None and node.op_type == "Unsqueeze":
+        inner = _reduce_as_squeeze(node)
+        first_op = inner.op_type if inner is not None else first_op
     if inner is None:
         return None
     x, mid = inner.inputs[0], inner.outputs[0]

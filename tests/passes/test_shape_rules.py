@@ -157,6 +157,44 @@ def test_pairs_on_different_axes_stay(tmp_path):
     check_skips(tmp_path, m, "cancel-round-trips")
 
 
+def test_a_mean_over_a_one_long_axis_then_unsqueeze_is_the_value(tmp_path):
+    # Silero VAD's tail: ReduceMean over axis 1 of [1, 1] without keepdims, then Unsqueeze at 1: x itself
+    # (the mean of one value); a ReduceSum over a 3-long axis, and one with keepdims, stay. 6 nodes -> 4.
+    m = H + """
+    g (float[1,1] x, float[2,3] w) => (float[1,1] y, float[2,1] z, float[1,1] k) {
+      e = Relu(x)
+      r = ReduceMean<axes = [1], keepdims = 0>(e)
+      y = Unsqueeze(r, a1)
+      s = ReduceSum<keepdims = 0>(w, a1)
+      z = Unsqueeze(s, a1)
+      k = ReduceMean<axes = [1], keepdims = 1>(x)
+    }"""
+    m = m.replace("{\n      e =", "<int64[1] a1 = {1}> {\n      e =", 1)
+    r = check_applies(tmp_path, m, "cancel-round-trips", ["Relu", "ReduceSum", "Unsqueeze", "ReduceMean"])
+    rng = np.random.default_rng(3)
+    _same_as_original(tmp_path, r, {"x": rng.standard_normal((1, 1)).astype(np.float32),
+                                    "w": rng.standard_normal((2, 3)).astype(np.float32)})
+
+
+def test_silero_vad_openvino_tail_reaches_onnxsim_as_ort_runs_it(tmp_path):
+    """Real: silero_vad_openvino_16k (bench_real optimizer: the one tuned-on model above its peer by what
+    ORT runs, 29 vs onnxsim's 27): its ReduceMean/Unsqueeze tail goes, and the result computes the same."""
+    from studio import api
+    from tests.corpus import corpus_model
+
+    src = corpus_model("silero_vad_openvino_16k")
+    out = tmp_path / "opt.onnx"
+    res = api.optimize(api.load(src), preset="ort", out_path=out)
+    assert res.ok
+    ops = [n.op_type for n in onnx.load(str(out)).graph.node]
+    assert "ReduceMean" not in ops and "ReduceMean" in [n.op_type for n in onnx.load(str(src)).graph.node]
+    rng = np.random.default_rng(4)
+    feeds = {"input": rng.standard_normal((1, 576)).astype(np.float32),
+             "state": rng.standard_normal((2, 1, 128)).astype(np.float32)}
+    for a, b in zip(_run(src, feeds), _run(out, feeds)):      # the preset's Conv folds round by ~1 ulp
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
 def test_shape_vector_inside_a_loop_body(tmp_path):
     # The body reshapes its carried value by its own dynamic dim 0: Shape, Gather, Unsqueeze, Concat
     # (4 nodes) become one Constant node [0, -1] inside the body (no subgraph initializers).
