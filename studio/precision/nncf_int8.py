@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from studio.core import outputs
+from studio.core.closeness import cosine_similarity
 from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import Feeds, save_npz
 from studio.core.jobs import JobContext, JobOutput, job
@@ -85,10 +86,7 @@ def _cosine(core, reference, candidate, sets: list[dict[str, np.ndarray]]) -> fl
     a, b = (core.compile_model(m, "CPU", {"INFERENCE_PRECISION_HINT": "f32"}) for m in (reference, candidate))
     worst = 1.0
     for feeds in sets:
-        x = np.asarray(a(feeds)[0], np.float64).ravel()
-        y = np.asarray(b(feeds)[0], np.float64).ravel()
-        denom = float(np.linalg.norm(x) * np.linalg.norm(y))
-        worst = min(worst, float(x @ y / denom) if denom else float(np.array_equal(x, y)))
+        worst = min(worst, cosine_similarity(a(feeds)[0], b(feeds)[0]))
     return worst
 
 

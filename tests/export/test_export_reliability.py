@@ -211,9 +211,11 @@ def test_large_model_path_with_a_lowered_limit(tmp_path, monkeypatch):
     import studio.core.save as core_save
     import studio.export.files as files
     import studio.export.onnxruntime as ort_target
+    import studio.export.triton as triton_target
 
     for mod, attr in ((ort_target, "EXTERNAL_DATA_THRESHOLD"), (ort_target, "ORT_FORMAT_LIMIT"),
-                      (files, "EXTERNAL_DATA_THRESHOLD"), (core_save, "EXTERNAL_DATA_THRESHOLD")):
+                      (files, "EXTERNAL_DATA_THRESHOLD"), (core_save, "EXTERNAL_DATA_THRESHOLD"),
+                      (triton_target, "EXTERNAL_DATA_THRESHOLD")):     # each module's own name (module-level imports)
         monkeypatch.setattr(mod, attr, 4096)
     model = conv_model(tmp_path / "m" / "convnet.onnx", channels=64)
     r = api.export(api.load(model), ["ort", "triton"], tmp_path / "out")

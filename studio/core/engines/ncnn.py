@@ -124,15 +124,15 @@ def _link_model(onnx_path: Path, folder: Path) -> Path:
 
     folder.mkdir(parents=True, exist_ok=True)
     link = folder / "model.onnx"
-    link.unlink(missing_ok=True)
-    os.symlink(onnx_path, link)
+    link.unlink(missing_ok=True)  # scratch: pnnx's own temporary folder
+    os.symlink(onnx_path, link)  # scratch: pnnx's own temporary folder
     model = onnx.load_model(str(onnx_path), load_external_data=False)
     for t in model.graph.initializer:
         for entry in t.external_data:
             if entry.key == "location" and "/" not in entry.value and entry.value not in ("model.onnx", ""):
                 target = folder / entry.value
                 if not target.exists():
-                    os.symlink(onnx_path.parent / entry.value, target)
+                    os.symlink(onnx_path.parent / entry.value, target)  # scratch: pnnx's own temporary folder
     return link
 
 
@@ -182,7 +182,7 @@ def convert_to_ncnn(onnx_path: str | Path, out_dir: Path, shapes: Mapping[str, t
     try:
         return _convert_in(Path(onnx_path).resolve(), Path(out_dir), shapes, precision, work, timeout_s)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)  # scratch: the temporary folder made above
 
 
 def _convert_in(onnx_path: Path, out_dir: Path, shapes: Mapping[str, tuple[int, ...]], precision: str, work: Path,
@@ -233,8 +233,8 @@ def _convert_in(onnx_path: Path, out_dir: Path, shapes: Mapping[str, tuple[int, 
     script = work / "model_ncnn.py"
     io = _io_map(script.read_text(errors="replace") if script.is_file() else "", [i.name for i in inputs], outputs)
     for src, dst in ((param, "model.ncnn.param"), (bin_, "model.ncnn.bin")):
-        os.replace(src, out_dir / dst)
-    (out_dir / IO_FILE).write_text(json.dumps(io))
+        os.replace(src, out_dir / dst)  # scratch: the conversion worker's own job folder
+    (out_dir / IO_FILE).write_text(json.dumps(io))  # scratch: the conversion worker's own job folder
     info.update(ok=True, io=io)
     return info
 
