@@ -38,7 +38,7 @@ from studio.core.feeds import (
     unnamed_dim_key,
 )
 
-__all__ = ["NEEDS_INPUTS", "Recipe", "SearchOutcome", "candidate_feeds", "check_user_inputs", "compared_constants",
+__all__ = ["NEEDS_INPUTS", "InputRecipe", "SearchOutcome", "candidate_feeds", "check_user_inputs", "compared_constants",
            "decoder_candidates", "describe_inputs", "free_axes", "input_dependent", "recipe_feeds", "run_search",
            "search_recipes", "search_runs", "studio_chosen", "validate_inputs"]
 
@@ -83,7 +83,7 @@ def input_dependent(message: object) -> bool:
 
 
 @dataclass(frozen=True)
-class Recipe:
+class InputRecipe:
     """How one input set is made: dim values (symbolic names or ``INPUT[AXIS]`` keys) and the
     value of searched integer inputs; the rest is :func:`studio.core.feeds.random_feeds`, seed 0."""
 
@@ -94,7 +94,7 @@ class Recipe:
         return {"dims": dict(self.dims), "values": dict(self.values)}
 
 
-def recipe_feeds(specs: tuple[InputSpec, ...], recipe: Recipe, *, seed: int = 0) -> Feeds:
+def recipe_feeds(specs: tuple[InputSpec, ...], recipe: InputRecipe, *, seed: int = 0) -> Feeds:
     """The feeds of ``recipe`` (reproducible: the same recipe gives the same arrays)."""
     fixed = tuple(replace(s, low=recipe.values[s.name], high=recipe.values[s.name] + 1, role="compared")
                   if s.name in recipe.values else s for s in specs)
@@ -162,7 +162,7 @@ def studio_chosen(model: ModelProto, dims: Mapping[str, int] | None = None, inpu
     return bool(free_axes(specs, dims)) or any(s.dtype.startswith(("int", "uint", "bool")) for s in specs)
 
 
-def search_recipes(model: ModelProto, dims: Mapping[str, int] | None = None) -> list[Recipe]:
+def search_recipes(model: ModelProto, dims: Mapping[str, int] | None = None) -> list[InputRecipe]:
     """The input sets tried after the seeded ones, most likely first: for each size level
     (seeded, then SEQUENCE_SIZES / IMAGE_SIZES for free dims) every combination of compared
     values, then batch 2; at most MAX_TRIES, none equal to the seeded set."""
@@ -180,7 +180,7 @@ def search_recipes(model: ModelProto, dims: Mapping[str, int] | None = None) -> 
         if level and level not in levels:
             levels.append(level)
     batch = [k for k, kind in axes.items() if kind == "batch"]
-    out: list[Recipe] = []
+    out: list[InputRecipe] = []
     seen = {(tuple(sorted(user.items())), ())}
     plans = [(lv, combo, {}) for lv in levels for combo in combos]
     plans += [(lv, combos[0], {k: b for k in batch}) for b in BATCH_SIZES for lv in levels] if batch else []
@@ -191,7 +191,7 @@ def search_recipes(model: ModelProto, dims: Mapping[str, int] | None = None) -> 
         if key in seen:
             continue
         seen.add(key)
-        out.append(Recipe(chosen, values))
+        out.append(InputRecipe(chosen, values))
         if len(out) >= MAX_TRIES:
             break
     return out
@@ -207,7 +207,7 @@ def describe_inputs(feeds: Feeds) -> dict[str, str]:
 class Candidate:
     feeds: Feeds
     note: str                          # the hint shown when a run fails on these feeds
-    recipe: Recipe | None              # None: the user's .npz
+    recipe: InputRecipe | None              # None: the user's .npz
     before: tuple[tuple[str, Feeds], ...] = ()   # (label, feeds) that must run first: a decoder's prefill step
     label: str | None = None           # what ``feeds`` are ("decode step (past length 8, 1 new token(s))")
 
@@ -230,7 +230,7 @@ def decoder_candidates(model: ModelProto, dims: Mapping[str, int] | None = None)
     note = ("run on the decoder's " + " and ".join(s.label for s in steps) +
             "; for other sizes set --dim NAME=VALUE, or give real inputs with --inputs X.npz")
     last = steps[-1]
-    return [Candidate(last.feeds, note, Recipe(dict(dims or {})), tuple((s.label, s.feeds) for s in steps[:-1]),
+    return [Candidate(last.feeds, note, InputRecipe(dict(dims or {})), tuple((s.label, s.feeds) for s in steps[:-1]),
                       last.label)]
 
 
@@ -269,9 +269,9 @@ def candidate_feeds(model: ModelProto, dims: Mapping[str, int] | None = None,
     if decoder is not None:              # its steps decide: other sizes would break the cache contract
         return decoder, lambda: iter(())
     first = check_feeds(model, user, inputs)
-    recipes: list[Recipe | None] = [None] if inputs else [Recipe(user)]
+    recipes: list[InputRecipe | None] = [None] if inputs else [InputRecipe(user)]
     if not inputs and len(first) > 1:
-        recipes.append(Recipe({**user, **small_image_dims(specs, user)}))
+        recipes.append(InputRecipe({**user, **small_image_dims(specs, user)}))
     seeded = [Candidate(f, note, r) for (f, note), r in zip(first, recipes)]
 
     def more() -> Iterator[Candidate]:
@@ -372,12 +372,12 @@ def run_search(model: ModelProto, infer: Callable[[Feeds], Any], *, dims: Mappin
 
 
 @dataclass(frozen=True)
-class Found:
+class WorkingInputs:
     """The first searched input set the original ran on, with its outputs."""
 
     feeds: Feeds
     outputs: Any
-    recipe: Recipe
+    recipe: InputRecipe
     tries: int
 
     @property
@@ -386,7 +386,7 @@ class Found:
 
 
 def search_runs(model: ModelProto, run: Callable[[list[Feeds]], Sequence[Any]], first_error: str | None, *,
-                dims: Mapping[str, int] | None = None, chunk: int = 4, budget_s: float = BUDGET_S) -> Found | None:
+                dims: Mapping[str, int] | None = None, chunk: int = 4, budget_s: float = BUDGET_S) -> WorkingInputs | None:
     """The host-side search of export's reference and optimize's verification: when the seeded
     run failed with an input-dependent ``first_error`` and the studio chose the inputs, run the
     search sets ``chunk`` at a time (``run(sets)`` gives one output per set, None where it failed)
@@ -396,7 +396,7 @@ def search_runs(model: ModelProto, run: Callable[[list[Feeds]], Sequence[Any]], 
     specs = input_specs(model)
     deadline = time.monotonic() + budget_s
     tries = 0
-    pending: list[tuple[Recipe, Feeds]] = []
+    pending: list[tuple[InputRecipe, Feeds]] = []
     recipes = search_recipes(model, dims)
     for i, recipe in enumerate(recipes):
         try:
@@ -408,7 +408,7 @@ def search_runs(model: ModelProto, run: Callable[[list[Feeds]], Sequence[Any]], 
             for (rec, feeds), out in zip(pending, outputs):
                 tries += 1
                 if out is not None:
-                    return Found(feeds, out, rec, tries)
+                    return WorkingInputs(feeds, out, rec, tries)
             pending = []
             if time.monotonic() > deadline:
                 break

@@ -339,7 +339,7 @@ def quantize_static_config(prepared: Prepared, out: Path, config: StaticConfig, 
 # ---------------------------------------------------------------------------- measuring candidates
 
 @dataclass(frozen=True)
-class Measured:
+class QuantCandidate:
     name: str
     description: str
     path: Path | None
@@ -492,7 +492,7 @@ def load_sets(path: str | Path) -> list[dict]:
     return [sets[i] for i in sorted(sets)]
 
 
-def pick(measured: Sequence[Measured], target: float) -> Measured | None:
+def pick(measured: Sequence[QuantCandidate], target: float) -> QuantCandidate | None:
     """The fastest candidate that meets the accuracy target."""
     ok = [m for m in measured if m.error is None and m.cosine is not None and m.cosine >= target
           and m.latency_ms is not None]

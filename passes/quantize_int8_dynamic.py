@@ -123,12 +123,12 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
             cos, top1 = qt.accuracy(reference, outputs)       # float outputs by cosine
             changed = qt.integer_differences(reference, outputs)   # integer ones exactly
             if changed is not None:
-                measured.append(qt.Measured(name, desc, None, None, None, cos, top1, changed))
+                measured.append(qt.QuantCandidate(name, desc, None, None, None, cos, top1, changed))
                 continue
             paths[name] = out
-            measured.append(qt.Measured(name, desc, out, None, None, cos, top1))
+            measured.append(qt.QuantCandidate(name, desc, out, None, None, cos, top1))
         except Exception as exc:  # noqa: BLE001
-            measured.append(qt.Measured(name, desc, None, None, None, None, None,
+            measured.append(qt.QuantCandidate(name, desc, None, None, None, None, None,
                                         f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"))
     if not paths:
         raise StudioError(f"dynamic INT8 quantization failed: {measured[0].error}")
@@ -136,7 +136,7 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
     rounds: dict[str, list[float]] = {}
     lat = qt.measure_latencies({"fp32": src, **paths}, holdout[0], ctx, budget_s=float(opts.get("budget_s", 60)),
                                rounds_out=rounds)
-    measured = [m if m.path is None else qt.Measured(m.name, m.description, m.path, lat[m.name],
+    measured = [m if m.path is None else qt.QuantCandidate(m.name, m.description, m.path, lat[m.name],
                                                      lat[m.name] / lat["fp32"], m.cosine, m.top1) for m in measured]
     ctx.set_stage("INT8 dynamic: choosing a configuration")
     chosen = qt.pick(measured, target)

@@ -119,7 +119,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
         ctx.set_stage("INT8: fp32 reference outputs")
         reference = qt.ort_outputs(src, holdout, ctx)
         judge = qt.accuracy
-    measured: list[qt.Measured] = []
+    measured: list[qt.QuantCandidate] = []
     paths: dict[str, Path] = {}
     for cfg in configs:
         ctx.set_stage(f"INT8: quantizing ({cfg.describe()})")
@@ -131,13 +131,13 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
             cos, top1 = judge(reference, outputs)                  # float outputs by cosine (or the task metric)
             changed = qt.integer_differences(reference, outputs)   # integer ones exactly
             if changed is not None:
-                measured.append(qt.Measured(cfg.name, cfg.describe(), None, None, None, cos, top1, changed))
+                measured.append(qt.QuantCandidate(cfg.name, cfg.describe(), None, None, None, cos, top1, changed))
                 continue
             paths[cfg.name] = out
-            measured.append(qt.Measured(cfg.name, cfg.describe(), out, None, None, cos, top1))
+            measured.append(qt.QuantCandidate(cfg.name, cfg.describe(), out, None, None, cos, top1))
         except Exception as exc:  # noqa: BLE001 - one failing configuration must not stop the others
             msg = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
-            measured.append(qt.Measured(cfg.name, cfg.describe(), None, None, None, None, None, msg))
+            measured.append(qt.QuantCandidate(cfg.name, cfg.describe(), None, None, None, None, None, msg))
     if not paths:
         raise StudioError(f"INT8 quantization failed for every configuration: {measured[0].error}")
     ctx.set_stage("INT8: measuring latency (fp32 and each configuration)")
@@ -145,7 +145,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
     lat = qt.measure_latencies({"fp32": src, **paths}, holdout[0], ctx, budget_s=float(opts.get("budget_s", 60)),
                                rounds_out=rounds)
     fp32_ms = lat["fp32"]
-    measured = [m if m.path is None else qt.Measured(m.name, m.description, m.path, lat[m.name],
+    measured = [m if m.path is None else qt.QuantCandidate(m.name, m.description, m.path, lat[m.name],
                                                      lat[m.name] / fp32_ms, m.cosine, m.top1)
                 for m in measured]
     ctx.set_stage("INT8: choosing a configuration")
@@ -166,7 +166,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
         if mixed is not None:
             lat2 = qt.measure_latencies({"fp32": src, "mixed": mixed}, holdout[0], ctx, budget_s=30)
             cos, top1 = judge(reference, qt.ort_outputs(mixed, holdout, ctx))
-            chosen = qt.Measured(f"{cfg.name}-mixed", f"{cfg.describe()}, {len(kept)} layer(s) kept in float",
+            chosen = qt.QuantCandidate(f"{cfg.name}-mixed", f"{cfg.describe()}, {len(kept)} layer(s) kept in float",
                                  mixed, lat2["mixed"], lat2["mixed"] / lat2["fp32"], cos, top1, excluded=tuple(kept))
             measured.append(chosen)
     if chosen is None:

@@ -20,7 +20,7 @@ from passes.base import Change, node_label
 
 
 @dataclasses.dataclass
-class Applied:
+class RuleApplication:
     rule: str
     matched: tuple[str, ...]             # labels of the matched nodes (before)
     matched_ops: tuple[str, ...]
@@ -46,7 +46,7 @@ class _Collector:
 class _Recording:
     """A RewriteRule that records what it rewrote (delegates everything else)."""
 
-    def __init__(self, rule, applied: list[Applied], collector: _Collector) -> None:
+    def __init__(self, rule, applied: list[RuleApplication], collector: _Collector) -> None:
         self._rule = rule
         self._applied = applied
         self._collector = collector
@@ -62,14 +62,14 @@ class _Recording:
                                        tracer=tracer if tracer is not None else self._collector)
         if delta is not None and tracer is None:
             nodes = list(delta.match.nodes)
-            self._applied.append(Applied(str(self._rule) if self._rule.name else type(self._rule).__name__,
+            self._applied.append(RuleApplication(str(self._rule) if self._rule.name else type(self._rule).__name__,
                                          tuple(node_label(n) for n in nodes), tuple(n.op_type for n in nodes),
                                          tuple(n.name or "" for n in nodes), list(delta.new_nodes),
                                          [v for n in nodes for v in n.inputs if v is not None]))
         return delta
 
 
-def _drop_orphaned_initializers(applied: list[Applied]) -> None:
+def _drop_orphaned_initializers(applied: list[RuleApplication]) -> None:
     """Weights only the replaced nodes used (BatchNormalization statistics...) go with them."""
     from passes.ir_helpers import drop_orphaned_initializers
 
@@ -79,7 +79,7 @@ def _drop_orphaned_initializers(applied: list[Applied]) -> None:
 
 @dataclasses.dataclass
 class RewriteOutcome:
-    applied: list[Applied]
+    applied: list[RuleApplication]
     refused: dict[str, str]            # node label -> why the rule did not apply
 
     @property
@@ -93,7 +93,7 @@ def apply_rules(model: ir.Model, rules: Sequence) -> RewriteOutcome:
 
     from passes.ir_helpers import preserved_annotations
 
-    applied: list[Applied] = []
+    applied: list[RuleApplication] = []
     collector = _Collector()
     with preserved_annotations(model):
         RewriteRuleSet([_Recording(r, applied, collector) for r in rules]).apply_to_model(model)

@@ -45,7 +45,7 @@ from studio.core.paths import safe_name
 from studio.core.protowalk import node_id
 from studio.core.sandbox import Limits, run_job
 
-__all__ = ["GraphIndex", "KernelTime", "OpProfile", "OpTypeTime", "RawKernel", "aggregate_ort_events",
+__all__ = ["OpNodeIndex", "KernelTime", "OpProfile", "OpTypeTime", "RawKernel", "aggregate_ort_events",
            "attribute", "build_op_profile", "measure_ops"]
 
 _NO_COST_OPS = {"Constant"}
@@ -69,7 +69,7 @@ _ENGINE_OP_ALIASES: dict[str, set[str]] = {
 # ============================================================================ graph index
 
 @dataclass(frozen=True)
-class GraphIndex:
+class OpNodeIndex:
     """The main graph's nodes, addressable by name, key and output tensor."""
 
     keys: tuple[str, ...]
@@ -80,7 +80,7 @@ class GraphIndex:
     first_input_producer: tuple[int | None, ...]
 
     @classmethod
-    def from_model(cls, model: ModelProto) -> GraphIndex:
+    def from_model(cls, model: ModelProto) -> OpNodeIndex:
         nodes = list(model.graph.node)
         keys: list[str] = []
         seen: set[str] = set()
@@ -248,7 +248,7 @@ def _op_matches(kernel_op: str, onnx_op: str) -> bool:
     return o in _ENGINE_OP_ALIASES.get(k, set())
 
 
-def attribute(kernels: Sequence[RawKernel], graph: GraphIndex, runs: int
+def attribute(kernels: Sequence[RawKernel], graph: OpNodeIndex, runs: int
               ) -> tuple[list[KernelTime], dict[str, float], tuple[str, ...]]:
     """Map kernels to ONNX nodes: (kernel times, per-node ms, nodes no kernel ran)."""
     runs = max(runs, 1)
@@ -316,7 +316,7 @@ def attribute(kernels: Sequence[RawKernel], graph: GraphIndex, runs: int
     return out, per_node, unassigned
 
 
-def build_op_profile(variant_id: str, engine: str, raw: Sequence[RawKernel], graph: GraphIndex, runs: int,
+def build_op_profile(variant_id: str, engine: str, raw: Sequence[RawKernel], graph: OpNodeIndex, runs: int,
                      end_to_end_ms: float, engine_run_ms: float | None, trace_file: str | None,
                      trace_note: str = "", notes: Sequence[str] = ()) -> OpProfile:
     kernels, per_node, unassigned = attribute(raw, graph, runs)
@@ -523,7 +523,7 @@ def measure_ops(variant: dict[str, Any], arrays: Mapping[str, np.ndarray], model
                      "their time is counted in the control-flow node")
     if data.get("engine_run_ms") is not None:
         notes.append("ONNX Runtime's own model_run time is shown beside the measured end-to-end time")
-    return build_op_profile(variant["id"], variant["engine"]["engine"], raw, GraphIndex.from_model(model),
+    return build_op_profile(variant["id"], variant["engine"]["engine"], raw, OpNodeIndex.from_model(model),
                             int(data["runs"]), e2e_ms, data.get("engine_run_ms"),
                             data.get("trace_file"), data.get("trace_note", ""), notes)
 

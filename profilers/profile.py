@@ -49,7 +49,7 @@ from studio.core.sandbox import GiB, Limits, default_limits
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MachineInfo", "Profile", "machine_facts", "ProfileOptions", "Progress", "RatioRow", "VariantResult", "command_line",
+__all__ = ["MachineInfo", "Profile", "machine_facts", "ProfileOptions", "Progress", "RatioRow", "VariantProfile", "command_line",
            "run_profile"]
 
 Progress = Callable[[float, str], None]   # (fraction 0..1, message); may raise to stop the profile
@@ -150,7 +150,7 @@ class ProfileOptions:
 
 
 @dataclass(frozen=True)
-class VariantResult:
+class VariantProfile:
     """Everything measured for one (version, engine) variant."""
 
     variant: Variant
@@ -259,7 +259,7 @@ class MachineInfo:
 class Profile:
     """The result of :func:`run_profile` (and of ``api.profile``)."""
 
-    variants: tuple[VariantResult, ...]
+    variants: tuple[VariantProfile, ...]
     ratios: tuple[RatioRow, ...]
     machine: MachineInfo
     options: ProfileOptions
@@ -275,10 +275,10 @@ class Profile:
         return bool(self.variants) and all(v.ok for v in self.variants)
 
     @property
-    def baseline(self) -> VariantResult | None:
+    def baseline(self) -> VariantProfile | None:
         return next((v for v in self.variants if v.ok), None)
 
-    def variant(self, variant_id: str) -> VariantResult:
+    def variant(self, variant_id: str) -> VariantProfile:
         for v in self.variants:
             if v.id == variant_id:
                 return v
@@ -385,7 +385,7 @@ def run_profile(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec],
     for v in job.variants:
         if "latency" in results[v.id]:
             _extras(job, v, results[v.id])
-    final = tuple(VariantResult(**r) for r in results.values())
+    final = tuple(VariantProfile(**r) for r in results.values())
     ratios = _ratios(final, timing.run if timing.interleaved else None)
     if on_progress is not None:
         on_progress(1.0, "done")
@@ -396,12 +396,12 @@ def run_profile(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec],
                    timing.rounds, tuple(warnings), out_dir)
 
 
-_Results = dict[str, dict[str, Any]]   # variant id -> the VariantResult fields gathered so far
+_Results = dict[str, dict[str, Any]]   # variant id -> the VariantProfile fields gathered so far
 _Tick = Callable[[float], None] | None
 
 
 @dataclass(frozen=True)
-class _Job:
+class _ProfileRun:
     """What every step of one profile shares, resolved once: the variants, their worker arguments
     and feeds, the limits, and where side files go."""
 
@@ -437,7 +437,7 @@ class _Timing:
 
 
 def _plan(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec], options: ProfileOptions, out_dir: Path,
-          pool_key: str, on_progress: Progress | None) -> _Job:
+          pool_key: str, on_progress: Progress | None) -> _ProfileRun:
     """Resolve the variants and make their feeds once per version, so that every later step runs the
     same jobs on the same inputs (versions that take the same inputs get identical feeds)."""
     limits = options.limits()
@@ -453,7 +453,7 @@ def _plan(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec], optio
                                 prepared[v.target_index].feeds, i, arrays,
                                 cache=options.ov_cache and v.engine.engine == "openvino")
              for i, v in enumerate(variants)}
-    return _Job(targets, variants, options, out_dir, pool_key, limits, prepared, vargs, arrays, steps)
+    return _ProfileRun(targets, variants, options, out_dir, pool_key, limits, prepared, vargs, arrays, steps)
 
 
 def _feed_warnings(prepared: Sequence[PreparedFeeds]) -> list[str]:
@@ -463,7 +463,7 @@ def _feed_warnings(prepared: Sequence[PreparedFeeds]) -> list[str]:
     return []
 
 
-def _cold_starts(job: _Job, results: _Results) -> None:
+def _cold_starts(job: _ProfileRun, results: _Results) -> None:
     """Step 1, also the preflight: a variant that cannot start here is marked failed, so the timed
     rounds leave it out instead of failing as a whole."""
     for v in job.variants:
@@ -475,7 +475,7 @@ def _cold_starts(job: _Job, results: _Results) -> None:
         job.steps.finish()
 
 
-def _cold_start(job: _Job, v: Variant, tick: _Tick) -> dict[str, Any]:
+def _cold_start(job: _ProfileRun, v: Variant, tick: _Tick) -> dict[str, Any]:
     """One variant's cold start in a fresh worker (twice with the OpenVINO cache, to show the cached
     compile); a failure becomes the variant's error, except Stop, which ends the profile."""
     try:
@@ -491,7 +491,7 @@ def _cold_start(job: _Job, v: Variant, tick: _Tick) -> dict[str, Any]:
         return _failed(exc)
 
 
-def _warm_latency(job: _Job, results: _Results, warnings: list[str]) -> _Timing:
+def _warm_latency(job: _ProfileRun, results: _Results, warnings: list[str]) -> _Timing:
     """Step 2: time every variant that started, interleaved in one worker so that the ratios are paired
     round by round; if that shared run fails, each variant is timed alone (and the report says so)."""
     runnable = [v for v in job.variants if "error" not in results[v.id]]
@@ -517,14 +517,14 @@ def _warm_latency(job: _Job, results: _Results, warnings: list[str]) -> _Timing:
     return timing
 
 
-def _timed(job: _Job, variants: Sequence[Variant], tick: _Tick) -> LatencyRun:
+def _timed(job: _ProfileRun, variants: Sequence[Variant], tick: _Tick) -> LatencyRun:
     """The warm latency job (:mod:`profilers.latency`) over ``variants`` in one worker."""
     return interleaved_latency([job.vargs[v.id] for v in variants], job.arrays_for(variants), job.options.plan(),
                                out_dir=job.out_dir, limits=job.limits_for(variants), pool_key=job.pool_key,
                                on_tick=tick)
 
 
-def _timed_one_at_a_time(job: _Job, runnable: Sequence[Variant], results: _Results, warnings: list[str],
+def _timed_one_at_a_time(job: _ProfileRun, runnable: Sequence[Variant], results: _Results, warnings: list[str],
                          tick: _Tick, failure: WorkerError) -> _Timing:
     """The fallback of step 2: one worker per variant, so one bad variant cannot sink the others;
     ratios are then unpaired (they include machine drift)."""
@@ -544,7 +544,7 @@ def _timed_one_at_a_time(job: _Job, runnable: Sequence[Variant], results: _Resul
     return _Timing(load=load)
 
 
-def _extras(job: _Job, v: Variant, result: dict[str, Any]) -> None:
+def _extras(job: _ProfileRun, v: Variant, result: dict[str, Any]) -> None:
     """Step 3, the optional per-op, memory and sweeps of a timed variant; each failure is a note (or
     a failed sweep) on the variant, never its error, since its latency stands."""
     notes: list[str] = list(result.get("notes", ()))
@@ -560,7 +560,7 @@ def _extras(job: _Job, v: Variant, result: dict[str, Any]) -> None:
     result["notes"] = tuple(notes)
 
 
-def _noted(job: _Job, message: str, what: str, notes: list[str], measure: Callable[[_Tick], Any]) -> Any:
+def _noted(job: _ProfileRun, message: str, what: str, notes: list[str], measure: Callable[[_Tick], Any]) -> Any:
     """Run one optional measurement as a progress step; its failure is appended to ``notes``."""
     tick = job.steps.start(message)
     try:
@@ -573,21 +573,21 @@ def _noted(job: _Job, message: str, what: str, notes: list[str], measure: Callab
     return value
 
 
-def _per_op(job: _Job, v: Variant, tick: _Tick) -> OpProfile:
+def _per_op(job: _ProfileRun, v: Variant, tick: _Tick) -> OpProfile:
     """Per-op time from the engine's own profiler (:mod:`profilers.ops`)."""
     return ops_mod.measure_ops(job.vargs[v.id], job.arrays_for([v]), job.targets[v.target_index].handle.proto,
                                warmup=min(job.options.warmup, 5), runs=job.options.per_op_runs, out_dir=job.out_dir,
                                limits=job.limits_for([v]), pool_key=job.pool_key, on_tick=tick)
 
 
-def _memory(job: _Job, v: Variant, tick: _Tick) -> MemoryProfile:
+def _memory(job: _ProfileRun, v: Variant, tick: _Tick) -> MemoryProfile:
     """Peak and steady memory of the variant's worker (:mod:`profilers.memory`)."""
     return memory_mod.measure_variant_memory(job.vargs[v.id], job.arrays_for([v]), warmup=min(job.options.warmup, 5),
                                              iterations=job.options.memory_iterations, out_dir=job.out_dir,
                                              limits=job.limits_for([v]), pool_key=job.pool_key, on_tick=tick)
 
 
-def _sweep(job: _Job, v: Variant, kind: str, values: Sequence[int]) -> SweepResult:
+def _sweep(job: _ProfileRun, v: Variant, kind: str, values: Sequence[int]) -> SweepResult:
     """One sweep (threads, batch or concurrency) as a progress step; a batch sweep rebuilds the feeds
     per size. A failure is the sweep's error, so the other sweeps still run."""
     tick = job.steps.start(f"{v.label}: {kind} sweep")
@@ -653,7 +653,7 @@ def _store_latency(run: LatencyRun, variants: Sequence[Variant], results: dict[s
                              details=details)
 
 
-def _ratios(variants: Sequence[VariantResult], run: LatencyRun | None) -> tuple[RatioRow, ...]:
+def _ratios(variants: Sequence[VariantProfile], run: LatencyRun | None) -> tuple[RatioRow, ...]:
     ok = [v for v in variants if v.ok]
     if len(ok) < 2:
         return ()

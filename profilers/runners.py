@@ -33,7 +33,7 @@ from studio.core.engines.table import engine_row
 from studio.core.jobs import JobContext
 from studio.core.paths import safe_name
 
-__all__ = ["Runner", "open_runner", "runner_args"]
+__all__ = ["BoundRunner", "open_runner", "runner_args"]
 
 
 def runner_args(spec: Mapping[str, Any], feeds: Mapping[str, np.ndarray], *, profile_tag: str | None = None,
@@ -72,7 +72,7 @@ class _StageRanges:
         self.handle = None
 
 
-class Runner:
+class BoundRunner:
     """An opened model with its feeds bound: ``infer()`` runs one inference; ``call`` is the
     same as (function, args) for the timing loop; ``details`` and ``timings`` go into the profile."""
 
@@ -183,7 +183,7 @@ def _report(core: Any, spec: Mapping[str, Any], cache: bool) -> dict[str, Any]:
 
 def open_runner(model_path: str, spec: Mapping[str, Any], feeds: Mapping[str, np.ndarray], *, out_dir: Path,
                 profile_tag: str | None = None, perf_counters: bool = False, cache: bool = False,
-                hint: str | None = None) -> Runner:
+                hint: str | None = None) -> BoundRunner:
     """Open ``model_path`` on the engine of ``spec`` (an :meth:`EngineSpec.to_args` dict) with
     ``feeds`` bound.
 
@@ -206,7 +206,7 @@ def open_runner(model_path: str, spec: Mapping[str, Any], feeds: Mapping[str, np
         core = sessions.open_runner(engine, model_path, args, ctx)
         try:
             stages({"stage": f"{engine}: bind"})
-            return Runner(core, feeds, spec, cache=cache)
+            return BoundRunner(core, feeds, spec, cache=cache)
         except BaseException:
             core.close()
             raise

@@ -87,7 +87,7 @@ class _Input:
 
 
 @dataclass(eq=False)
-class _Job:
+class _TrackedJob:
     fn: Callable
     args: tuple
     resources: dict | None
@@ -116,10 +116,10 @@ class ClusterJobs:
         self._token = uuid.uuid4().hex[:8]
         self._n = itertools.count(1)
         self._lock = threading.RLock()
-        self._jobs: dict[str, _Job] = {}      # current Dask key -> its job
-        self._all: list[_Job] = []
+        self._jobs: dict[str, _TrackedJob] = {}      # current Dask key -> its job
+        self._all: list[_TrackedJob] = []
         self._inputs: dict[str, _Input] = {}
-        self._ready: list[tuple[_Job, Any, BaseException | None]] = []
+        self._ready: list[tuple[_TrackedJob, Any, BaseException | None]] = []
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._watch_workers = False
         self._closed = threading.Event()
@@ -139,7 +139,7 @@ class ClusterJobs:
         """Run ``fn(*args)`` on the cluster (``Input`` arguments become the input's cluster copy).
         The future gives ``Ran`` or raises ``ClusterLost`` or the task's own exception."""
         inputs = tuple(a.name for a in args if isinstance(a, Input))
-        job = _Job(fn, args, dict(resources) if resources else None, label, Future(), inputs)
+        job = _TrackedJob(fn, args, dict(resources) if resources else None, label, Future(), inputs)
         with self._lock:
             for name in inputs:
                 self._inputs[name].users += 1
@@ -259,7 +259,7 @@ class ClusterJobs:
             return
         self._finish(job, value=Ran(payload, tuple(job.lost_on), job.resends))
 
-    def _resend(self, job: _Job, *, scheduler_lost: bool) -> None:
+    def _resend(self, job: _TrackedJob, *, scheduler_lost: bool) -> None:
         """Its inputs or the scheduler were lost before it could finish: submit it again."""
         if job.resends >= MAX_RESENDS:
             self._finish(job, exc=ClusterLost(f"worker lost: the task's data was lost {job.resends + 1} times "
@@ -293,13 +293,13 @@ class ClusterJobs:
             self._subscribe()
         return True
 
-    def _relaunch(self, job: _Job) -> None:
+    def _relaunch(self, job: _TrackedJob) -> None:
         try:
             self._launch(job)
         except Exception as exc:  # noqa: BLE001 - a closed client, a refused submission
             self._finish(job, exc=exc)
 
-    def _launch(self, job: _Job) -> None:
+    def _launch(self, job: _TrackedJob) -> None:
         """Submit the job's next attempt under a fresh key (its inputs placed first)."""
         if self.client.status != "running" and not self._reconnected():
             return
@@ -361,19 +361,19 @@ class ClusterJobs:
 
     # -- endings -------------------------------------------------------------------------
 
-    def _lost(self, job: _Job, worker: str) -> ClusterLost:
+    def _lost(self, job: _TrackedJob, worker: str) -> ClusterLost:
         runs = len(job.lost_on)
         return ClusterLost(f"worker lost: {worker} died while running it ({runs} run(s); --retries {self.retries})",
                            kind="worker", address=worker, lost_on=tuple(job.lost_on))
 
-    def _cancel_future(self, job: _Job) -> None:
+    def _cancel_future(self, job: _TrackedJob) -> None:
         if job.future is not None and not job.future.done():
             try:
                 job.future.cancel(force=True)
             except Exception:  # noqa: BLE001 - a closed client: nothing left to cancel
                 pass
 
-    def _finish(self, job: _Job, value: Any = None, exc: BaseException | None = None) -> None:
+    def _finish(self, job: _TrackedJob, value: Any = None, exc: BaseException | None = None) -> None:
         if job.finished:
             return
         job.finished = True

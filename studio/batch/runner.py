@@ -38,7 +38,7 @@ MAX_MODELS = 5000
 
 
 @dataclass(frozen=True)
-class Found:
+class BatchScan:
     """What a scan of the batch's paths found: the models, and what it passed over and why."""
 
     models: list[BatchModel]
@@ -98,10 +98,10 @@ def _kind(mode: int) -> str:
             "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special file")
 
 
-def discover(paths: Sequence[str | Path], out_dir: str | Path | None = None) -> Found:
+def discover(paths: Sequence[str | Path], out_dir: str | Path | None = None) -> BatchScan:
     """The models named by ``paths`` (files, or folders searched for *.onnx), each loaded once.
     Files named on the command line are the user's choice and always tried; in folders, what cannot be
-    a model is passed over and listed in ``Found.skipped``."""
+    a model is passed over and listed in ``BatchScan.skipped``."""
     out = Path(out_dir).resolve() if out_dir is not None else None
     found: list[Path] = []
     skipped: list[tuple[str, str]] = []
@@ -129,7 +129,7 @@ def discover(paths: Sequence[str | Path], out_dir: str | Path | None = None) -> 
             continue
         seen.add(h.sha256)
         models.append(BatchModel(name, p, h.sha256))
-    return Found(models, tuple(skipped))
+    return BatchScan(models, tuple(skipped))
 
 
 def skipped_summary(skipped: Sequence[tuple[str, str]], examples: int = 3) -> str:

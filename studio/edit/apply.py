@@ -29,7 +29,7 @@ OPERATIONS: dict[str, Callable[[EditState, EditOp], None]] = {
 
 
 @dataclass(frozen=True)
-class Applied:
+class AppliedEdits:
     """The edited model(s), in memory, and what each operation did."""
 
     models: tuple[ir.Model, ...]
@@ -52,7 +52,7 @@ def _check(model: ir.Model, which: str) -> None:
 
 
 def apply_script(model: ir.Model, script: EditScript, *, verify: bool = True,
-                 pool_key: str = "default") -> Applied:
+                 pool_key: str = "default") -> AppliedEdits:
     """Run every operation on ``model`` (changed in place; load a fresh one per run). ``verify``: a merge
     runs its two parts and the merged model in ONNX Runtime and is refused when they disagree."""
     state = EditState(model, script, verify=verify, pool_key=pool_key)
@@ -69,7 +69,7 @@ def apply_script(model: ir.Model, script: EditScript, *, verify: bool = True,
     for i, m in enumerate(models):
         g.infer_types(m)            # new values (an inserted node's output, a cut's inputs) get their types
         _check(m, "model" if len(models) == 1 else f"model part {i + 1}")
-    return Applied(models, tuple(state.notes), tuple(state.kinds), dict(state.renamed))
+    return AppliedEdits(models, tuple(state.notes), tuple(state.kinds), dict(state.renamed))
 
 
 def load_model(path: Path) -> ir.Model:

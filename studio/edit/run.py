@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from studio.core.model import ModelHandle
-from studio.edit.apply import Applied, apply_script, load_model
+from studio.edit.apply import AppliedEdits, apply_script, load_model
 from studio.edit.script import EditError, EditScript
-from studio.edit.verify import Verification, interface, node_changes, node_list, verify
+from studio.edit.verify import EditVerification, interface, node_changes, node_list, verify
 from passes.model_io import save_result
 from studio.core.outputs import check_destination, disk_error, shown_path
 
@@ -31,7 +31,7 @@ class EditResult:
     after: tuple[dict[str, list[str]], ...]
     nodes_removed: tuple[str, ...]
     nodes_added: tuple[str, ...]
-    verification: Verification | None = None
+    verification: EditVerification | None = None
     outputs: tuple[Path, ...] = ()
     seconds: float = 0.0
     renamed: dict[str, str] = field(default_factory=dict)
@@ -50,7 +50,7 @@ class EditResult:
 
 
 def _applied(handle: ModelHandle, script: EditScript, *, verify_numbers: bool = True,
-             pool_key: str = "default") -> tuple[Applied, dict, list]:
+             pool_key: str = "default") -> tuple[AppliedEdits, dict, list]:
     original = load_model(handle.path)
     before_nodes = node_list(original)
     from studio.edit.graph import infer_types  # cycle: the studio.edit package imports this module
@@ -60,7 +60,7 @@ def _applied(handle: ModelHandle, script: EditScript, *, verify_numbers: bool = 
     return apply_script(original, script, verify=verify_numbers, pool_key=pool_key), before, before_nodes
 
 
-def _result(applied: Applied, before: dict, before_nodes: list, script: EditScript, **kw) -> EditResult:
+def _result(applied: AppliedEdits, before: dict, before_nodes: list, script: EditScript, **kw) -> EditResult:
     after_nodes = [n for m in applied.models for n in node_list(m)]
     removed, added = node_changes(before_nodes, after_nodes)
     return EditResult(ok=kw.pop("ok", True), message=kw.pop("message"), script=script.to_list(), notes=applied.notes,
@@ -97,7 +97,7 @@ def edit(handle: ModelHandle, script: EditScript, out_path: str | Path, *, verif
             check_destination(p, shown=shown_path(p))
         verification = (verify(handle.path, applied.models, applied.kinds, applied.notes, applied.renamed,
                                pool_key=pool_key) if verify_numbers else
-                        Verification("skipped: verification turned off", "none", "numbers not compared"))
+                        EditVerification("skipped: verification turned off", "none", "numbers not compared"))
     except OSError as exc:
         err = disk_error(exc, shown_path(out))
         if err is None:

@@ -31,7 +31,7 @@ from studio.projects import (
 )
 
 if TYPE_CHECKING:
-    from studio.projects import Artifact, Dataset, Job, ModelInfo, ProjectInfo, ProjectModel
+    from studio.projects import DatasetEntry, Job, ModelInfo, ProjectArtifact, ProjectInfo, ProjectModel
 
 __all__ = [
     "input_run", "shared_mode", "projects_root", "create_project", "list_projects", "open_project",
@@ -165,17 +165,18 @@ def list_versions(model: ProjectModel) -> tuple[Version, ...]:
 
 
 def record_artifact(project: Project | str, path: str | Path, kind: str, *, job_id: str | None = None,
-                    model_id: str | None = None, version_id: str | None = None, meta: dict | None = None) -> Artifact:
+                    model_id: str | None = None, version_id: str | None = None, meta: dict | None = None
+                    ) -> ProjectArtifact:
     """Name a file or folder inside the project as a kept result (export bundle, report, profile...)."""
     return project_of(project).record_artifact(path, kind, job_id=job_id, model_id=model_id, version_id=version_id,
                                              meta=meta)
 
 
-def project_artifacts(project: Project | str, model_id: str | None = None) -> list[Artifact]:
+def project_artifacts(project: Project | str, model_id: str | None = None) -> list[ProjectArtifact]:
     return project_of(project).artifacts(model_id)
 
 
-def project_datasets(project: Project | str) -> list[Dataset]:
+def project_datasets(project: Project | str) -> list[DatasetEntry]:
     """The project's datasets (catalog rows; :func:`dataset` opens one)."""
     return project_of(project).datasets()
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from onnx import AttributeProto, ModelProto, TensorProto
 
-from studio.graphview.lineage import Change, describe, lineage_index
+from studio.graphview.lineage import LineageChange, describe, lineage_index
 from studio.graphview.model import OP, GNode, GraphModel
 from studio.graphview.order import topo_depth
 
@@ -44,7 +44,7 @@ class NodeDiff:
     a: int | None                  # node index in the first graph
     b: int | None                  # node index in the second graph
     reasons: tuple[str, ...] = ()  # what changed ("attributes: epsilon", "renamed" ...)
-    lineage: tuple[Change, ...] = ()
+    lineage: tuple[LineageChange, ...] = ()
     matched_by: str = ""           # io | name | output | structure
 
 
@@ -362,8 +362,8 @@ def diff_graphs(a: GraphModel, b: GraphModel, *, lineage: object = None,
     init_a, init_b = _initializers(model_a), _initializers(model_b)
     index = lineage_index(lineage)
 
-    def lin(*names: str) -> tuple[Change, ...]:
-        seen: list[Change] = []
+    def lin(*names: str) -> tuple[LineageChange, ...]:
+        seen: list[LineageChange] = []
         for n in names:
             for c in index.get(n, ()):
                 if c not in seen:

@@ -30,7 +30,7 @@ MAX_NAME = 4096
 
 
 @dataclass(frozen=True)
-class Change:
+class LineageChange:
     pass_name: str
     kind: str                 # removed | added | fused | replaced | changed
     nodes: tuple[str, ...]
@@ -38,26 +38,26 @@ class Change:
 
 
 @dataclass(frozen=True)
-class PassRecord:
+class LineagePass:
     name: str
     modified: bool
-    changes: tuple[Change, ...]
+    changes: tuple[LineageChange, ...]
 
 
-def parse_pipeline(records: object) -> tuple[PassRecord, ...]:
+def parse_pipeline(records: object) -> tuple[LineagePass, ...]:
     """Validated pass records; anything that does not fit the format is skipped."""
     if not isinstance(records, (list, tuple)):
         if records is not None:
             log.warning("pipeline lineage is not a list; ignored")
         return ()
-    out: list[PassRecord] = []
+    out: list[LineagePass] = []
     budget = MAX_CHANGES
     for rec in records[:MAX_RECORDS]:
         if not isinstance(rec, Mapping) or not isinstance(rec.get("name"), str):
             log.warning("pipeline record without a name; skipped")
             continue
         name = rec["name"][:200]
-        changes: list[Change] = []
+        changes: list[LineageChange] = []
         for ch in rec.get("changes") or ():
             if budget <= 0:
                 break
@@ -66,15 +66,15 @@ def parse_pipeline(records: object) -> tuple[PassRecord, ...]:
                 continue
             nodes = tuple(n[:MAX_NAME] for n in (ch.get("nodes") or ()) if isinstance(n, str))
             detail = ch.get("detail")
-            changes.append(Change(name, ch["kind"], nodes, detail[:500] if isinstance(detail, str) else ""))
+            changes.append(LineageChange(name, ch["kind"], nodes, detail[:500] if isinstance(detail, str) else ""))
             budget -= 1
-        out.append(PassRecord(name, bool(rec.get("modified", bool(changes))), tuple(changes)))
+        out.append(LineagePass(name, bool(rec.get("modified", bool(changes))), tuple(changes)))
     return tuple(out)
 
 
-def lineage_index(records: object) -> dict[str, list[Change]]:
+def lineage_index(records: object) -> dict[str, list[LineageChange]]:
     """Node name -> the changes that name it, in pipeline order."""
-    index: dict[str, list[Change]] = {}
+    index: dict[str, list[LineageChange]] = {}
     for rec in parse_pipeline(records):
         for ch in rec.changes:
             for n in ch.nodes:
@@ -82,7 +82,7 @@ def lineage_index(records: object) -> dict[str, list[Change]]:
     return index
 
 
-def describe(changes: list[Change]) -> str:
+def describe(changes: list[LineageChange]) -> str:
     """'fused by fuse-conv-bn (BatchNormalization folded into Conv); ...'."""
     return "; ".join(f"{c.kind} by {c.pass_name}" + (f" ({c.detail})" if c.detail else "") for c in changes)
 

@@ -68,7 +68,7 @@ class Job:
 
 
 @dataclass(frozen=True)
-class Artifact:
+class ProjectArtifact:
     job_id: str | None
     model_id: str | None
     version_id: str | None
@@ -80,7 +80,7 @@ class Artifact:
 
 
 @dataclass(frozen=True)
-class Dataset:
+class DatasetEntry:
     id: str
     name: str
     kind: str
@@ -114,7 +114,7 @@ class RunningJob:
         self.message: str | None = None
 
     def record_artifact(self, path: str | Path, kind: str, *, model_id: str | None = None,
-                        version_id: str | None = None, meta: dict | None = None) -> Artifact:
+                        version_id: str | None = None, meta: dict | None = None) -> ProjectArtifact:
         return self.project.record_artifact(path, kind, job_id=self.id, model_id=model_id, version_id=version_id,
                                             meta=meta)
 
@@ -339,11 +339,11 @@ class Project:
                 for r in self.catalog.rows("SELECT * FROM jobs ORDER BY started, id")]
 
     def record_artifact(self, path: str | Path, kind: str, *, job_id: str | None = None, model_id: str | None = None,
-                        version_id: str | None = None, meta: dict | None = None) -> Artifact:
+                        version_id: str | None = None, meta: dict | None = None) -> ProjectArtifact:
         p = Path(path).resolve()
         if not is_within(p, self.root):
             raise StudioError("an artifact must be inside its project folder", code="ARTIFACT-OUTSIDE")
-        a = Artifact(job_id, model_id, version_id, kind, p.name, str(p.relative_to(self.root)), time.time(),
+        a = ProjectArtifact(job_id, model_id, version_id, kind, p.name, str(p.relative_to(self.root)), time.time(),
                      meta or {})
         with self.catalog.write() as con:
             con.execute("INSERT INTO artifacts(job_id, model_id, version_id, kind, name, path, created, meta) "
@@ -352,9 +352,9 @@ class Project:
             self.catalog.touch(con)
         return a
 
-    def artifacts(self, model_id: str | None = None) -> list[Artifact]:
+    def artifacts(self, model_id: str | None = None) -> list[ProjectArtifact]:
         sql = "SELECT * FROM artifacts" + (" WHERE model_id=?" if model_id else "") + " ORDER BY seq"
-        return [Artifact(r["job_id"], r["model_id"], r["version_id"], r["kind"], r["name"], r["path"], r["created"],
+        return [ProjectArtifact(r["job_id"], r["model_id"], r["version_id"], r["kind"], r["name"], r["path"], r["created"],
                          json.loads(r["meta"] or "{}"))
                 for r in self.catalog.rows(sql, (model_id,) if model_id else ())]
 
@@ -370,8 +370,8 @@ class Project:
             self.catalog.touch(con)
         return True
 
-    def datasets(self) -> list[Dataset]:
-        return [Dataset(r["id"], r["name"], r["kind"], r["path"], r["created"])
+    def datasets(self) -> list[DatasetEntry]:
+        return [DatasetEntry(r["id"], r["name"], r["kind"], r["path"], r["created"])
                 for r in self.catalog.rows("SELECT * FROM datasets ORDER BY created")]
 
     def scratch_dir(self, kind: str) -> Path:

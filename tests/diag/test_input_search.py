@@ -8,7 +8,7 @@ import pytest
 
 from diagnostics.input_search import (
     MAX_TRIES,
-    Recipe,
+    InputRecipe,
     compared_constants,
     free_axes,
     input_dependent,
@@ -74,7 +74,7 @@ def test_sizes_values_and_bounds():
     assert compared_constants(model) == {"sr": (16000, 16001, 15999, 8000)}
     recipes = search_recipes(model)
     assert 0 < len(recipes) <= MAX_TRIES and len(set(map(repr, recipes))) == len(recipes)
-    assert Recipe({}, {}) not in recipes                      # never the seeded set again
+    assert InputRecipe({}, {}) not in recipes                      # never the seeded set again
     lengths = [r.dims.get("input[1]") for r in recipes]
     assert {512, 1024, 4096, 16000} <= set(lengths)
     assert {320, 640} <= {r.dims.get("H") for r in recipes}
@@ -86,7 +86,7 @@ def test_sizes_values_and_bounds():
 
 def test_recipe_rebuilds_the_same_feeds():
     specs = input_specs(parse_model(VAD))
-    recipe = Recipe({"input[1]": 512, "H": 32, "W": 32}, {"sr": 8000})
+    recipe = InputRecipe({"input[1]": 512, "H": 32, "W": 32}, {"sr": 8000})
     a, b = recipe_feeds(specs, recipe), recipe_feeds(specs, recipe)
     assert a["input"].shape == (1, 512) and int(a["sr"]) == 8000 and a["image"].shape == (1, 3, 32, 32)
     assert all(np.array_equal(a[k], b[k]) for k in a)

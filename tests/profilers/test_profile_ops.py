@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from profilers.latency import variant_args
-from profilers.ops import GraphIndex, RawKernel, aggregate_ort_events, attribute, measure_ops
+from profilers.ops import OpNodeIndex, RawKernel, aggregate_ort_events, attribute, measure_ops
 from profilers.variants import EngineSpec
 from studio.core.feeds import input_specs, random_feeds
 from studio.core.sandbox import Limits
@@ -56,7 +56,7 @@ g (float[1,3,8,8] x) => (float[1,3,8,8] y) <float[3,3,3,3] w, float[3] scale, fl
 
 
 def _graph():
-    return GraphIndex.from_model(onnx.parser.parse_model(MODEL))
+    return OpNodeIndex.from_model(onnx.parser.parse_model(MODEL))
 
 
 def test_graph_index_keys_like_the_nodes_page():

@@ -15,7 +15,7 @@ import onnx
 import pytest
 from onnx import helper as h
 
-from diagnostics.input_search import NEEDS_INPUTS, Recipe, recipe_feeds, search_recipes
+from diagnostics.input_search import NEEDS_INPUTS, InputRecipe, recipe_feeds, search_recipes
 from studio import api
 from studio.core.engines import get_engine
 from studio.core.errors import StudioError
@@ -63,7 +63,7 @@ def test_r39_search_finds_inputs_that_run_and_the_engines_agree(tmp_path, name):
         assert v.verdict in RUNS, (engine, v.summary)
         assert v.ran_on["inputs"] == expected
         # Reality: the engine runs the model on the reported inputs, and fails on the seeded ones.
-        feeds = recipe_feeds(specs, Recipe(v.ran_on["dims"], v.ran_on["values"]))
+        feeds = recipe_feeds(specs, InputRecipe(v.ran_on["dims"], v.ran_on["values"]))
         assert _really_runs(engine, path, feeds), engine
         assert not _really_runs(engine, path, seeded), engine
         seeded_size = [f for f in report.findings if f.code == "SEEDED-SIZE" and f.engine == engine]
