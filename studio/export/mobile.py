@@ -17,16 +17,12 @@ import time
 from pathlib import Path
 
 from studio.core.compare import Tolerance
-from studio.core.errors import StudioError
 from studio.core.paths import atomic_write_text
-from studio.core.sandbox import run_job
+from studio.export.artifact_run import run_artifact_file
 from studio.export.context import ExportContext
 from studio.export.reference import Criteria, criteria_for, verify_outputs
 from studio.export.results import ERROR, TargetResult, target_result
 from studio.core.engines.table import engine_row
-from studio.core.engines import engine_limits
-from studio.core.engines.base import check_feeds, decode_outputs
-from studio.core.engines.litert import litert_limits
 from studio.core.engines import get_engine
 
 __all__ = ["CONVERTED_CRITERIA", "export_litert", "export_mnn"]
@@ -107,16 +103,12 @@ def _feeds_layout(ctx: ExportContext, options: tuple[str, ...] = ()) -> str:
 
 
 def _verify_run(ctx: ExportContext, engine: str, artifact: Path) -> tuple[dict | None, dict, str | None]:
-    args = {"model_path": str(artifact), "onnx_path": str(ctx.deploy), "precision": "f32",
+    """The converted file in its own runtime, through the engine's runner and the one latency loop
+    (:mod:`studio.export.artifact_run`: the row's pool and limits), bound to the ONNX model it came from."""
+    args = {"onnx_path": str(ctx.deploy), "precision": "f32",
             "output_names": [o.name for o in ctx.source.proto.graph.output]}
-    limits = engine_limits(engine, None)     # the row's own needs (LiteRT: TensorFlow's room)
-    try:
-        res = run_job(f"{engine}.run", args, check_feeds(ctx.reference.feeds), stage=f"{engine} (verify)",
-                      limits=limits, pool_key=f"{ctx.pool_key}:{engine}", on_tick=ctx.on_tick, fresh=ctx.fresh)
-    except StudioError as exc:
-        return None, {}, str(exc)
-    return decode_outputs(res.data, res.arrays), {**res.data.get("details", {}), "version": res.data.get("version")}, \
-        None
+    done = run_artifact_file(ctx, engine, artifact, args, runs=ctx.options.bench_runs, stage=f"{engine} (verify)")
+    return done.outputs, {**done.details, **done.timing}, done.error
 
 
 def _export(ctx: ExportContext, engine: str) -> TargetResult:
@@ -190,7 +182,8 @@ def _export(ctx: ExportContext, engine: str) -> TargetResult:
             shapes=", ".join(f"{n} {list(s)}" for n, s in ctx.input_shapes.items()),
             layout=_feeds_layout(ctx, conv.options)))
     bench = {name: {"convert_ms": round(conv.seconds * 1000, 1), "load_ms": details.get("load_ms"),
-                    "first_inference_ms": details.get("first_inference_ms")}}
+                    "first_inference_ms": details.get("first_inference_ms"),
+                    "latency_ms_median": details.get("latency_ms_median"), "runs": details.get("runs")}}
     return target_result(engine, [art], notes, bench, started)
 
 

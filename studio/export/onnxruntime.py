@@ -19,7 +19,6 @@ load) is shipped too, for servers where latency matters more than start-up.
 
 from __future__ import annotations
 
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -27,23 +26,21 @@ from typing import Any
 import numpy as np
 import onnx
 
-from profilers import latency
 from studio.core import jsonsafe
+from studio.core.engines.sessions import open_runner
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.paths import atomic_write_text
 from studio.core.sandbox import run_job
 from studio.core.save import EXTERNAL_DATA_THRESHOLD
+from studio.export.artifact_run import run_artifact_file
 from studio.export.context import ExportContext
 from studio.export.files import has_external_tensors
 from studio.export.reference import verify_outputs
 from studio.export.results import ERROR, Artifact, TargetResult, Verification, target_result
 from studio.export.files import external_locations
-from studio.core.engines.base import decode_outputs
-from studio.core.engines.base import check_feeds
 from passes.verify import full_check_in_worker
 from studio.export.customops import ship
-from studio.core.engines.base import encode_outputs, unpack_feeds
 
 MODEL_NAME = "model.onnx"
 ORT_NAME = "model.ort"
@@ -142,40 +139,20 @@ def external_decision(size: int, *, requested: bool | None, source_external: boo
     return external, ort_format, notes
 
 
-def _median(values: list[float]) -> float | None:
-    return round(statistics.median(values), 3) if values else None
-
-
-def timed_median_ms(fn: Any, args: tuple, runs: int) -> tuple[float | None, int]:
-    """Median (ms) and count of ``runs`` back-to-back calls ``fn(*args)``, timed by the studio's one latency
-    loop (``profilers.latency.timed_rounds``: one variant, one round; the caller's first run was the warm-up),
-    so an exported artifact's latency is measured as the profiler and the precision flow measure theirs."""
-
-    if runs <= 0:
-        return None, 0
-    run = latency.timed_rounds({"artifact": (fn, tuple(args))}, {"artifact": [int(runs)]}, seed=None)
-    if not run.measured("artifact"):
-        return None, 0
-    return round(run.stats("artifact").p50_ms, 3), int(run.samples_ms["artifact"].size)
-
-
 def run_artifact(ctx: ExportContext, path: Path, *, level: str, config: dict[str, str] | None = None,
                  runs: int = 1, session_runs: int = 1, stage: str) -> tuple[dict | None, dict, str | None]:
-    """Load ``path`` in ORT in a worker, run the reference feeds, time it.
-    Returns (outputs or None, timing, error message or None)."""
-    args = {"model_path": str(path), "level": level, "providers": list(PROVIDERS), "config": dict(config or {}),
-            "runs": runs, "session_runs": session_runs, "custom_ops": custom_op_libraries(ctx)}
-    try:
-        res = run_job("export.ort_run", args, _feeds(ctx), stage=stage, pool_key=ctx.pool_key, on_tick=ctx.on_tick,
-                      fresh=ctx.fresh)
-    except StudioError as exc:
-        return None, {}, str(exc)
-
-    return decode_outputs(res.data, res.arrays), res.data.get("timing", {}), None
+    """Load ``path`` in ORT in a worker (the engine's runner, :mod:`studio.export.artifact_run`), run the
+    reference feeds, time it in the one latency loop. Returns (outputs or None, timing, error message or None)."""
+    done = run_artifact_file(ctx, "onnxruntime", path, ort_runner_args(ctx, level, config), runs=runs,
+                             session_runs=session_runs, stage=stage)
+    return done.outputs, done.timing, done.error
 
 
-def _feeds(ctx: ExportContext) -> dict[str, np.ndarray]:
-    return check_feeds(ctx.reference.feeds)
+def ort_runner_args(ctx: ExportContext, level: str, config: dict[str, str] | None = None) -> dict[str, Any]:
+    """The ORT runner's arguments for a load profile: its optimization level and session config entries,
+    the CPU provider, the custom-op libraries (what ``session_options.json`` tells a deployment)."""
+    return {"graph_optimization_level": level, "providers": list(PROVIDERS), "extra_session_options": dict(config or {}),
+            "custom_op_libraries": custom_op_libraries(ctx), "log_severity_level": 3}
 
 
 def export_onnxruntime(ctx: ExportContext) -> TargetResult:
@@ -309,82 +286,37 @@ def custom_op_libraries(ctx: ExportContext) -> list[str]:
     return [str(Path(p).resolve()) for p in ctx.options.ort_custom_ops]
 
 
-def _ort_options(ort: Any, level: str, config: dict | None, ctx: JobContext, libs: list | None = None) -> Any:
-    so = ort.SessionOptions()
-    for lib in libs or []:     # custom ops: registered before the model is read
-        so.register_custom_ops_library(str(lib))
-    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, LEVELS[level])
-    so.log_severity_level = 3
-    if ctx.cpu_threads:
-        so.intra_op_num_threads = ctx.cpu_threads
-    for key, value in (config or {}).items():
-        so.add_session_config_entry(str(key), str(value))
-    return so
-
-
 @job("export.ort_save")
 def ort_save_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    """Let ONNX Runtime write its optimized graph (and the .ort format) into ``ctx.out_dir`` only."""
-    import onnxruntime as ort
-
-    ctx.set_stage("ONNX Runtime optimization")
+    """Let ONNX Runtime write its optimized graph (and the .ort format) into ``ctx.out_dir`` only: an ORT
+    runner opened with ``save_optimized_model`` (the one runner protocol), closed at once."""
     source = str(args["model_path"])
-    written = []
+    written, version = [], None
+    base = {"graph_optimization_level": str(args["level"]), "providers": list(PROVIDERS), "log_severity_level": 3,
+            "custom_op_libraries": list(args.get("custom_ops") or [])}
     if args.get("onnx_name"):
-        onnx_path = ctx.out_dir / Path(str(args["onnx_name"])).name
+        name = Path(str(args["onnx_name"])).name
         config = {}
         if args.get("external"):
-            config["session.optimized_model_external_initializers_file_name"] = f"{onnx_path.name}.data"
+            config["session.optimized_model_external_initializers_file_name"] = f"{name}.data"
             config["session.optimized_model_external_initializers_min_size_in_bytes"] = str(
                 int(args.get("min_external_bytes") or 1024))
-        so = _ort_options(ort, str(args["level"]), config, ctx, args.get("custom_ops"))
-        so.optimized_model_filepath = str(onnx_path)
-        ort.InferenceSession(source, sess_options=so, providers=list(PROVIDERS))
-        written.append(onnx_path.name)
+        version = _save(source, {**base, "extra_session_options": config, "save_optimized_model": name}, ctx)
+        written.append(name)
     if args.get("ort_name"):
         ctx.set_stage("ONNX Runtime .ort conversion")
-        ort_path = ctx.out_dir / Path(str(args["ort_name"])).name
-        so = _ort_options(ort, str(args["level"]), {"session.save_model_format": "ORT"}, ctx, args.get("custom_ops"))
-        so.optimized_model_filepath = str(ort_path)
-        ort.InferenceSession(source, sess_options=so, providers=list(PROVIDERS))
-        written.append(ort_path.name)
-    return JobOutput(data={"version": ort.__version__, "written": written})
+        name = Path(str(args["ort_name"])).name
+        version = _save(source, {**base, "extra_session_options": {"session.save_model_format": "ORT"},
+                                 "save_optimized_model": name}, ctx)
+        written.append(name)
+    return JobOutput(data={"version": version, "written": written})
 
 
-@job("export.ort_run")
-def ort_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    """Create the session ``session_runs`` times (timing), then run the feeds once
-    for the outputs and ``runs`` more times for the latency."""
-    import onnxruntime as ort
+def _save(source: str, runner_args: dict[str, Any], ctx: JobContext) -> str | None:
+    """Open (and so optimize and save) ``source`` once; ORT's version."""
+    runner = open_runner("onnxruntime", source, runner_args, ctx)
+    runner.close()
+    return runner.details.get("engine_version")
 
 
-    ctx.set_stage("ONNX Runtime session creation")
-    session_times = []
-    session = None
-    for _ in range(max(1, int(args.get("session_runs") or 1))):
-        session = None
-        so = _ort_options(ort, str(args.get("level") or "disable"), args.get("config"), ctx, args.get("custom_ops"))
-        t0 = time.perf_counter()
-        session = ort.InferenceSession(str(args["model_path"]), sess_options=so,
-                                       providers=list(args.get("providers") or PROVIDERS))
-        session_times.append((time.perf_counter() - t0) * 1000)
-    assert session is not None
-    names = [o.name for o in session.get_outputs()]
-    arrays = unpack_feeds(arrays)            # sequence inputs come back as lists
-    feeds = {i.name: arrays[i.name] for i in session.get_inputs() if i.name in arrays}
-    missing = [i.name for i in session.get_inputs() if i.name not in arrays]
-    if missing:
-        raise KeyError(f"missing feed(s) {', '.join(map(repr, missing[:5]))}")
-    ctx.set_stage("ONNX Runtime inference")
-    t0 = time.perf_counter()
-    values = session.run(names, feeds)
-    first_ms = (time.perf_counter() - t0) * 1000
-    median_ms, runs = timed_median_ms(session.run, (names, feeds), max(0, int(args.get("runs") or 0)))
-    encoded, out_arrays = encode_outputs(names, values)
-    timing = {"version": ort.__version__, "session_ms": _median(session_times),
-              "session_ms_all": [round(t, 3) for t in session_times], "first_inference_ms": round(first_ms, 3),
-              "latency_ms_median": median_ms, "runs": runs}
-    return JobOutput(data={"outputs": encoded, "timing": timing}, arrays=out_arrays)
-
-
-__all__ = ["export_onnxruntime", "ort_run_job", "ort_save_job", "run_artifact", "session_options_doc"]
+__all__ = ["export_onnxruntime", "ort_runner_args", "ort_save_job", "run_artifact", "session_options_doc"]

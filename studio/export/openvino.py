@@ -25,15 +25,13 @@ from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import run_job
 from studio.export.context import ExportContext
-from studio.export.onnxruntime import timed_median_ms
+from studio.export.artifact_run import run_artifact_file
 from studio.export.reference import criteria_for, verify_outputs
 from studio.export.results import ERROR, TargetResult, target_result, unless_refused
 from studio.export.reference import bound_shapes
 from studio.core.nontensor import tensor_only_refusal
-from studio.core.engines.base import check_feeds, decode_outputs
 from studio.export.customops import ship
 from studio.core.engines.openvino_io import check_onnx_for_openvino
-from studio.core.engines.base import encode_outputs
 
 XML_NAME = "model.xml"
 BIN_NAME = "model.bin"
@@ -81,15 +79,12 @@ def ov_extensions(ctx: ExportContext) -> list[str]:
 
 
 def run_ir(ctx: ExportContext, xml: Path, *, runs: int, stage: str) -> tuple[dict | None, dict, str | None]:
-    """Read the IR back in a worker, compile for CPU (f32), run the feeds, time it."""
-    args = {"xml_path": str(xml), "output_names": [o.name for o in ctx.source.proto.graph.output], "runs": runs,
-            "extensions": ov_extensions(ctx)}
-    try:
-        res = run_job("export.ov_run", args, check_feeds(ctx.reference.feeds), stage=stage, pool_key=ctx.pool_key,
-                      on_tick=ctx.on_tick, fresh=ctx.fresh)
-    except StudioError as exc:
-        return None, {}, str(exc)
-    return decode_outputs(res.data, res.arrays), res.data.get("timing", {}), None
+    """Read the IR back in a worker with OpenVINO's runner (compiled for CPU in f32, as ``profile`` compiles it),
+    run the feeds, time it in the one latency loop (:mod:`studio.export.artifact_run`)."""
+    args = {"openvino_ir": True, "onnx_path": str(ctx.deploy), "precision": "f32",
+            "output_names": [o.name for o in ctx.source.proto.graph.output], "extensions": ov_extensions(ctx)}
+    done = run_artifact_file(ctx, "openvino", xml, args, runs=runs, stage=stage)
+    return done.outputs, done.timing, done.error
 
 
 @unless_refused("openvino", refusal)
@@ -219,58 +214,3 @@ def ov_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -
     outs = [{"name": (_names(p) or [f"#{i}"])[0], "shape": str(p.get_partial_shape()),
              "type": str(p.get_element_type())} for i, p in enumerate(model.outputs)]
     return JobOutput(data={"version": ov.get_version(), "inputs": ports, "outputs": outs})
-
-
-@job("export.ov_run")
-def ov_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    """Read an IR the studio wrote, compile for CPU in f32, run the feeds, time it."""
-    import openvino as ov
-
-
-    ctx.set_stage("OpenVINO IR read")
-    core = ov.Core()
-    for lib in args.get("extensions") or []:    # custom ops: the extension the IR was converted with
-        ctx.set_stage("OpenVINO add_extension")
-        core.add_extension(str(lib))
-    t0 = time.perf_counter()
-    model = core.read_model(str(args["xml_path"]))
-    read_ms = (time.perf_counter() - t0) * 1000
-    ctx.set_stage("OpenVINO compile")
-    config: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "f32"}
-    if ctx.cpu_threads:
-        config["INFERENCE_NUM_THREADS"] = int(ctx.cpu_threads)
-    t0 = time.perf_counter()
-    try:
-        compiled = core.compile_model(model, "CPU", config)
-    except Exception as exc:  # noqa: BLE001
-        _reraise(exc)
-    compile_ms = (time.perf_counter() - t0) * 1000
-    inputs = {}
-    for i, port in enumerate(compiled.inputs):
-        match = next((n for n in _names(port) if n in arrays), None)
-        if match is None:
-            raise KeyError(f"missing feed for IR input {_names(port)[:3] or i}")
-        inputs[i] = arrays[match]
-    request = compiled.create_infer_request()
-    ctx.set_stage("OpenVINO inference")
-    t0 = time.perf_counter()
-    try:
-        request.infer(inputs)
-    except Exception as exc:  # noqa: BLE001
-        _reraise(exc)
-    first_ms = (time.perf_counter() - t0) * 1000
-    by_name: dict[str, int] = {}
-    for i, port in enumerate(compiled.outputs):
-        for n in _names(port):
-            by_name.setdefault(n, i)
-    wanted = list(args.get("output_names") or [])
-    if not wanted or any(n not in by_name for n in wanted):
-        wanted = [(_names(p) or [f"output_{i}"])[0] for i, p in enumerate(compiled.outputs)]
-        by_name = {n: i for i, n in enumerate(wanted)}
-    values = [np.array(request.get_output_tensor(by_name[n]).data, copy=True) for n in wanted]
-    median_ms, runs = timed_median_ms(request.infer, (inputs,), max(0, int(args.get("runs") or 0)))
-    encoded, out_arrays = encode_outputs(wanted, values)
-    timing = {"version": ov.get_version(), "read_ms": round(read_ms, 3), "compile_ms": round(compile_ms, 3),
-              "session_ms": round(read_ms + compile_ms, 3), "first_inference_ms": round(first_ms, 3),
-              "latency_ms_median": median_ms, "runs": runs}
-    return JobOutput(data={"outputs": encoded, "timing": timing}, arrays=out_arrays)

@@ -44,7 +44,7 @@ from studio.core.dim_hints import image_axes
 from diagnostics.node_context import collect_nodes
 from diagnostics.tensorrt_check import node_status
 from studio.export.onnxruntime import run_artifact
-from studio.core.engines.base import RunOptions
+from studio.export.artifact_run import run_artifact_file
 from studio.export.results import target_result
 
 MODEL_NAME = "model.onnx"
@@ -360,14 +360,15 @@ def _build_and_verify(ctx: ExportContext, folder: Path, config: dict, artifacts:
     artifacts.append(ctx.artifact(folder / SCRIPT_NAME, "build-script", "build_engine.py (TensorRT Python API)"))
     ctx.progress("tensorrt", "verifying the engine")
     libs = tuple(str(folder / p) for p in config["plugins"])
-    engine = TensorRtEngine()
-    try:
-        out = engine.run(plan, ctx.reference.feeds, options=RunOptions(custom_op_libraries=libs),
-                         pool_key=ctx.pool_key, on_tick=ctx.on_tick)
-        v = verify_outputs(ctx.reference, out.outputs, criteria, engine=f"tensorrt {out.engine_version}")
-        bench = {PLAN_NAME: {"first_inference_ms": out.details.get("first_inference_ms")}}
-    except StudioError as exc:
-        v = verify_outputs(ctx.reference, None, criteria, engine="tensorrt", error=f"TensorRT cannot run the plan: {exc}")
+    done = run_artifact_file(ctx, "tensorrt", plan, {"custom_op_libraries": list(libs)}, runs=ctx.options.bench_runs,
+                             stage="TensorRT (verify the plan)")
+    if done.error is None:
+        v = verify_outputs(ctx.reference, done.outputs, criteria, engine=f"tensorrt {done.timing.get('version')}")
+        bench = {PLAN_NAME: {k: done.timing.get(k) for k in ("session_ms", "first_inference_ms", "latency_ms_median",
+                                                              "runs") if done.timing.get(k) is not None}}
+    else:
+        v = verify_outputs(ctx.reference, None, criteria, engine="tensorrt",
+                           error=f"TensorRT cannot run the plan: {done.error}")
         bench = {}
     precision = "int8" if ctx.deploy_facts.quantized else ctx.options.precision
     artifacts.append(ctx.artifact(plan, "tensorrt-plan", "TensorRT engine (specific to this GPU and TensorRT version)",

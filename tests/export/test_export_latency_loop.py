@@ -1,8 +1,9 @@
-"""Export's artifact latency goes through the studio's one latency loop (issue 32 item 7): the ORT and
-OpenVINO run jobs hand their bare call to ``profilers.latency.timed_rounds`` instead of plain median loops
-of their own, and the timing record keeps its fields (``export --json`` / the manifest's benchmarks).
+"""Export's artifact latency goes through the studio's one latency loop (issue 32 item 7; issue 34 item 1:
+through the engine's runner too): export's one run job, ``export.run``, hands the runner's bound call to
+``profilers.latency.timed_rounds`` instead of plain median loops of its own, and the timing record keeps its
+fields (``export --json`` / the manifest's benchmarks).
 
-Mechanism: the jobs run in this process with ``timed_rounds`` wrapped by a spy; the spy sees one variant,
+Mechanism: the job runs in this process with ``timed_rounds`` wrapped by a spy; the spy sees one variant,
 one round of ``runs`` calls of the session's own ``run`` / the request's ``infer``. Oracle for the value:
 the median of the samples the loop returned (numpy), and the outputs of a plain onnxruntime run."""
 
@@ -17,7 +18,7 @@ from studio.core.jobs import JobContext
 from tests.conftest import SAMPLES
 
 ORT_FIELDS = {"version", "session_ms", "session_ms_all", "first_inference_ms", "latency_ms_median", "runs"}
-OV_FIELDS = {"version", "read_ms", "compile_ms", "session_ms", "first_inference_ms", "latency_ms_median", "runs"}
+OV_FIELDS = ORT_FIELDS | {"read_ms", "compile_ms"}
 
 
 @pytest.fixture
@@ -39,17 +40,19 @@ def _feeds():
 
 
 def test_ort_artifact_timing_calls_the_one_loop(spy, tmp_path):
-    from studio.export.onnxruntime import ort_run_job
+    from studio.export.artifact_run import artifact_run_job
 
     path = SAMPLES / "cnn_unfused.onnx"
-    out = ort_run_job({"model_path": str(path), "runs": 7, "session_runs": 1, "level": "disable"}, _feeds(),
-                      JobContext(tmp_path, tmp_path))
+    out = artifact_run_job({"engine": "onnxruntime", "model_path": str(path), "runs": 7, "session_runs": 1,
+                            "runner_args": {"graph_optimization_level": "disable"}}, _feeds(),
+                           JobContext(tmp_path, tmp_path))
     timing = out.data["timing"]
     assert set(timing) == ORT_FIELDS
     (call,) = spy
     assert call["blocks"] == {"artifact": [7]}
     (fn,) = call["fns"].values()
-    assert getattr(fn, "__name__", "") == "run" and isinstance(fn.__self__, ort.InferenceSession)
+    run = getattr(fn, "func", fn)          # the ORT runner's bound call: partial(session.run, None, feeds)
+    assert getattr(run, "__name__", "") == "run" and isinstance(run.__self__, ort.InferenceSession)
     samples = call["run"].samples_ms["artifact"]
     assert timing["runs"] == samples.size == 7
     assert timing["latency_ms_median"] == round(float(np.median(samples)), 3)
@@ -61,11 +64,12 @@ def test_ort_artifact_timing_calls_the_one_loop(spy, tmp_path):
 def test_ov_artifact_timing_calls_the_one_loop(spy, tmp_path):
     import openvino as ov
 
-    from studio.export.openvino import ov_run_job
+    from studio.export.artifact_run import artifact_run_job
 
     xml = tmp_path / "model.xml"
     ov.save_model(ov.convert_model(str(SAMPLES / "cnn_unfused.onnx")), str(xml), compress_to_fp16=False)
-    out = ov_run_job({"xml_path": str(xml), "runs": 5}, _feeds(), JobContext(tmp_path, tmp_path))
+    out = artifact_run_job({"engine": "openvino", "model_path": str(xml), "runs": 5,
+                            "runner_args": {"openvino_ir": True}}, _feeds(), JobContext(tmp_path, tmp_path))
     timing = out.data["timing"]
     assert set(timing) == OV_FIELDS
     (call,) = spy
@@ -78,19 +82,17 @@ def test_ov_artifact_timing_calls_the_one_loop(spy, tmp_path):
 
 
 def test_no_timing_runs_no_loop(spy, tmp_path):
-    from studio.export.onnxruntime import ort_run_job
+    from studio.export.artifact_run import artifact_run_job
 
-    out = ort_run_job({"model_path": str(SAMPLES / "cnn_unfused.onnx"), "runs": 0}, _feeds(),
-                      JobContext(tmp_path, tmp_path))
+    out = artifact_run_job({"engine": "onnxruntime", "model_path": str(SAMPLES / "cnn_unfused.onnx"), "runs": 0},
+                           _feeds(), JobContext(tmp_path, tmp_path))
     assert spy == [] and out.data["timing"]["latency_ms_median"] is None and out.data["timing"]["runs"] == 0
 
 
 def test_export_modules_keep_no_latency_loop_of_their_own():
     import inspect
 
-    import studio.export.onnxruntime as ort_export
-    import studio.export.openvino as ov_export
+    import studio.export.artifact_run as artifact_run
 
-    for module, job in ((ort_export, ort_export.ort_run_job), (ov_export, ov_export.ov_run_job)):
-        src = inspect.getsource(job)
-        assert "latencies" not in src and "statistics.median" not in src, module.__name__
+    src = inspect.getsource(artifact_run)
+    assert "latencies" not in src and "statistics.median" not in src and "np.median" not in src

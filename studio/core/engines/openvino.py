@@ -57,7 +57,8 @@ class OvRunner:
     model, whose output names and order the runner reports), plus ``static_shapes`` (input
     name -> shape: dynamic inputs are reshaped to it before compiling, as ``benchmark_app -shape``
     does; :attr:`reshaped_to` / :attr:`dynamic_note` say what happened), ``perf_counters``
-    (``PERF_COUNT``) and ``model_cache`` (``CACHE_DIR`` inside the job's ``out_dir``, R27)."""
+    (``PERF_COUNT``), ``model_cache`` (``CACHE_DIR`` inside the job's ``out_dir``, R27) and ``extensions``
+    (OpenVINO extension libraries for custom ops, added before the model is read)."""
 
     engine = "openvino"
 
@@ -68,8 +69,12 @@ class OvRunner:
 
         self._ov = ov
         self._timings: dict[str, float | None] = {"import_ms": elapsed_ms(started)}
+        self.core = ov.Core()
+        for lib in args.get("extensions") or []:     # custom ops: the extension an exported IR was converted with
+            self.core.add_extension(str(lib))
         started = time.perf_counter()
-        model = read_studio_ir(path) if args.get("openvino_ir") else read_onnx_model(path)
+        model = (read_studio_ir(path, self.core) if args.get("openvino_ir")
+                 else read_onnx_model(path, args.get("extensions")))
         self.reshaped_to, self.dynamic_note = _reshape(ov, model, args.get("static_shapes"))
         read_ms = self._timings["load_ms"] = elapsed_ms(started)
         ctx.set_stage("OpenVINO compile")
@@ -82,7 +87,6 @@ class OvRunner:
                            threads=args.get("intra_op_threads") or ctx.cpu_threads,
                            perf_counters=bool(args.get("perf_counters")), cache_dir=cache_dir)
         self.device = str(args.get("device") or "CPU")
-        self.core = ov.Core()
         started = time.perf_counter()
         self.compiled = self.core.compile_model(model, self.device, config)
         compile_ms = self._timings["session_ms"] = elapsed_ms(started)

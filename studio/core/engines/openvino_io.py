@@ -60,22 +60,25 @@ def check_onnx_for_openvino(path: str | Path) -> Any:
     return frontend
 
 
-def read_onnx_model(path: str | Path) -> Any:
-    """An ``ov.Model`` read through the ONNX frontend only."""
+def read_onnx_model(path: str | Path, extensions: list[str] | None = None) -> Any:
+    """An ``ov.Model`` read through the ONNX frontend only (with the custom-op ``extensions`` libraries)."""
     frontend = check_onnx_for_openvino(path)
+    for lib in extensions or []:
+        frontend.add_extension(str(lib))
     return frontend.convert(frontend.load(str(path)))
 
 
-def read_studio_ir(path: str | Path) -> Any:
+def read_studio_ir(path: str | Path, core: Any = None) -> Any:
     """An ``ov.Model`` from an OpenVINO IR the studio itself wrote (an NNCF result, an export) or a user's IR
     the parent checked first (:func:`studio.core.engines.openvino_ir.read_ir`: .bin present and long enough,
-    no DTD); user files given as ONNX always go through :func:`read_onnx_model`."""
+    no DTD); user files given as ONNX always go through :func:`read_onnx_model`. ``core``: the runner's own
+    (its extensions added), else a fresh one."""
     import openvino as ov
 
     xml = Path(path)
     if xml.suffix != ".xml" or not xml.with_suffix(".bin").is_file():
         raise ValueError("an OpenVINO IR is an .xml file with its .bin beside it")
-    return ov.Core().read_model(str(xml), str(xml.with_suffix(".bin")))
+    return (core or ov.Core()).read_model(str(xml), str(xml.with_suffix(".bin")))
 
 
 def precision_name(value: Any) -> str:
