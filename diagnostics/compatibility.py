@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from diagnostics.base import EngineCheck
 from diagnostics.custom_ops import detect_custom_ops
 from diagnostics.lint import full_check_finding, lint_model, output_shape_findings
 from diagnostics.node_context import collect_nodes
 from studio.core.engines import ENGINE_NAMES, ENGINES, engine_row, resolve_engine_name
+from studio.core.engines.table import engine_rows
 from studio.core.engines.base import package_version
 from studio.core.findings import Finding, Report, dedupe
 from studio.core.model import ModelHandle
@@ -58,6 +60,69 @@ def normalize_engines(engines: Sequence[str] | str | None) -> tuple[str, ...]:
         if name not in out:
             out.append(name)
     return tuple(out) or default_engines()
+
+
+@dataclass(frozen=True)
+class _CheckArgs:
+    """What every engine's check may use (each takes its part)."""
+
+    nodes: Any
+    opsets: dict[str, int]
+    eps: Sequence[str]
+    run: bool
+    dims: dict[str, int]
+    inputs: str | Path | None
+    pool_key: str
+    limits: Limits | None
+    trt_major: str
+    ov_device: str
+    tasks: dict[str, str]
+
+
+def _check_ort(engine: str, path: Path, a: _CheckArgs) -> EngineCheck:
+    from diagnostics.ort_check import check_onnxruntime
+
+    return check_onnxruntime(path, a.nodes, eps=a.eps, run=a.run, dims=a.dims, inputs=a.inputs, pool_key=a.pool_key,
+                             limits=a.limits, trt_version=a.trt_major)
+
+
+def _check_ov(engine: str, path: Path, a: _CheckArgs) -> EngineCheck:
+    from diagnostics.openvino_check import check_openvino
+
+    return check_openvino(path, a.nodes, device=a.ov_device, run=a.run, dims=a.dims, inputs=a.inputs,
+                          pool_key=a.pool_key, limits=a.limits)
+
+
+def _check_converted(engine: str, path: Path, a: _CheckArgs) -> EngineCheck:
+    """Every converted row: a real conversion and run."""
+    from diagnostics.converted_check import check_converted
+
+    return check_converted(engine, path, a.nodes, run=a.run, dims=a.dims, inputs=a.inputs, pool_key=a.pool_key,
+                           limits=a.limits, tasks=a.tasks)
+
+
+def _check_by_table(engine: str, path: Path, a: _CheckArgs) -> EngineCheck:
+    """A "table" row (TensorRT without a GPU): its support table, or its real parser where installed."""
+    from diagnostics.tensorrt_check import check_tensorrt
+
+    return check_tensorrt(path, a.nodes, a.opsets, version=a.trt_major, pool_key=a.pool_key, limits=a.limits)
+
+
+CheckFn = Callable[[str, Path, _CheckArgs], EngineCheck]
+# This layer's per-engine table: a native engine's own check (its session, kernel registry, query_model) ...
+ENGINE_CHECKS: dict[str, CheckFn] = {"onnxruntime": _check_ort, "openvino": _check_ov}
+# ... else the check of its row's kind.
+KIND_CHECKS: dict[str, CheckFn] = {"converted": _check_converted, "table": _check_by_table}
+
+
+def engine_check(engine: str) -> CheckFn:
+    """The check of ``engine`` (a canonical name): its own, else its kind's."""
+    row = engine_row(engine)
+    found = ENGINE_CHECKS.get(engine) or KIND_CHECKS.get(row.kind if row is not None else "")
+    if found is None:
+        raise ValueError(f"no compatibility check for engine {engine!r} (kind "
+                         f"{row.kind if row is not None else '?'}): add one to ENGINE_CHECKS")
+    return found
 
 
 def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None, *, eps: Sequence[str] = ("cpu",),
@@ -105,29 +170,12 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
 
     checks: dict[str, EngineCheck] = {}
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    how = _CheckArgs(nodes, opsets, eps, run, dict(dims or {}), inputs, pool_key, limits, trt_major, ov_device,
+                     dict(tasks or {}))
     for engine in chosen:
-        if engine == "onnxruntime":
-            from diagnostics.ort_check import check_onnxruntime
-
-            checks[engine] = check_onnxruntime(path, nodes, eps=eps, run=run, dims=dict(dims or {}), inputs=inputs,
-                                               pool_key=pool_key, limits=limits, trt_version=trt_major)
-        elif engine == "openvino":
-            from diagnostics.openvino_check import check_openvino
-
-            checks[engine] = check_openvino(path, nodes, device=ov_device, run=run, dims=dict(dims or {}), inputs=inputs,
-                                            pool_key=pool_key, limits=limits)
-        elif engine_row(engine).converted:       # every converted engine: a real conversion and run
-            from diagnostics.converted_check import check_converted
-
-            checks[engine] = check_converted(engine, path, nodes, run=run, dims=dict(dims or {}), inputs=inputs,
-                                             pool_key=pool_key, limits=limits, tasks=dict(tasks or {}))
-        else:
-            from diagnostics.tensorrt_check import check_tensorrt
-
-            checks[engine] = check_tensorrt(path, nodes, opsets, version=trt_major, pool_key=pool_key,
-                                            limits=limits)
-    # Declared outputs vs a real run (the first engine that ran the model).
-    for engine in ("onnxruntime", "openvino"):
+        checks[engine] = engine_check(engine)(engine, path, how)
+    # Declared outputs vs a real run (the first native engine that ran the model).
+    for engine in (r.name for r in engine_rows("native")):
         c = checks.get(engine)
         if c is not None and c.outputs:
             findings.extend(output_shape_findings(model, c.outputs, engine))
