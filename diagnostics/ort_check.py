@@ -44,7 +44,7 @@ from studio.core.errors import StudioError, WorkerError
 from studio.core.findings import Finding, NodeVerdict
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.paths import atomic_write_text
-from studio.core.sandbox import Limits, run_job
+from studio.core.sandbox import Limits, run_job, session_limits
 
 log = logging.getLogger(__name__)
 
@@ -414,7 +414,7 @@ def check_onnxruntime(model_path: Path, nodes: Sequence[NodeCtx], *, eps: Sequen
     try:
         res = run_job("diagnostics.ort_session", {"model_path": str(model_path), "run": run, "dims": dims or {},
                                                   "inputs": str(inputs) if inputs else None},
-                      stage="ONNX Runtime session", pool_key=pool_key, limits=limits)
+                      stage="ONNX Runtime session", pool_key=pool_key, limits=session_limits(limits, model_path))
         data = res.data
         # Compiled, but no input the studio could make ran it (or none could be made): "not run".
         needs_inputs = bool(data.get("needs_inputs") or data.get("feeds_error")) and not data.get("session_error")

@@ -32,7 +32,7 @@ from studio.core.engines.base import pack_feed_sets, unpack_feed_sets
 from studio.core.feeds import Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, input_specs, random_feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.order_free import order_free_outputs
-from studio.core.sandbox import Limits, run_job
+from studio.core.sandbox import Limits, run_job, session_limits
 from studio.core.types import value_info
 
 if TYPE_CHECKING:
@@ -252,7 +252,8 @@ def run_sets(model_path: Path, feed_sets: list[Feeds], *, full: bool, limits: Li
     res = run_job("passes.reference_outputs", {"model_path": str(model_path), "count": len(feed_sets),
                                                "data_dir": str(data_dir) if data_dir else "",
                                                "full_check": full, "repeat_first": repeat_first},
-                  pack_feed_sets(feed_sets), stage=stage, limits=limits, pool_key=pool_key)
+                  pack_feed_sets(feed_sets), stage=stage, limits=session_limits(limits, model_path, data_dir),
+                  pool_key=pool_key)
     outs, errs = decode_output_sets(res.data["sets"], res.arrays)
     return RunSets(outs, errs, res.data.get("check"), tuple(str(n) for n in res.data.get("nondeterministic", ())))
 

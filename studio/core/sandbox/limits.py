@@ -173,15 +173,32 @@ def scaled_to_model(limits: Limits | None, model_bytes: int, *, copies: int = 6,
     return replace(base, timeout_s=timeout, memory_bytes=memory)
 
 
+def session_limits(limits: Limits | None, model_path: str | Path, data_dir: str | Path | None = None) -> Limits:
+    """Limits for a job that holds one engine session of the model at ``model_path`` (a check's session,
+    verification's reference or candidate run): its weights once, as ONNX Runtime holds them (prepacking
+    frees each original), on top of the defaults. ``data_dir``: where a pipeline checkpoint's unchanged
+    weights live when not beside it. Without this the 3 GiB default refuses every model over ~2.5 GiB of
+    weights ("exceeded the worker memory limit") and verification falls back to structure only."""
+    held = model_bytes_on_disk(model_path)
+    if data_dir is not None and Path(data_dir).resolve() != Path(model_path).resolve().parent:
+        held += _weight_files_bytes(Path(data_dir))
+    return scaled_to_model(limits, held, copies=1)
+
+
 def model_bytes_on_disk(path: str | Path) -> int:
     """The model file and the weight files beside it (``.data``, ``.bin``, ``.weights``, no suffix): what
     a job that loads it holds, for :func:`scaled_to_model`."""
     path = Path(path)
     try:
-        total = path.stat().st_size
-        for extra in path.parent.iterdir():
-            if extra.is_file() and extra != path and extra.suffix in (".data", ".bin", ".weights", ""):
-                total += extra.stat().st_size
+        return path.stat().st_size + _weight_files_bytes(path.parent, but=path)
     except OSError:
         return 0                        # unreadable here: the job that opens it names the problem
-    return total
+
+
+def _weight_files_bytes(folder: Path, but: Path | None = None) -> int:
+    """The weight-like files of ``folder`` (``.data``, ``.bin``, ``.weights``, no suffix)."""
+    try:
+        return sum(f.stat().st_size for f in folder.iterdir()
+                   if f.is_file() and f != but and f.suffix in (".data", ".bin", ".weights", ""))
+    except OSError:
+        return 0
