@@ -119,20 +119,34 @@ def model_flavor(model: onnx.ModelProto) -> str:
     return "fp32"
 
 
+def _ov_precision(options: RunOptions, details: Mapping[str, Any]) -> str:
+    eff = details.get("precision_effective") or "?"
+    return f"{eff}, {'pinned' if options.precision != 'default' else 'plugin default'}"
+
+
+def _ort_precision(options: RunOptions, details: Mapping[str, Any]) -> str:
+    return f"graph optimizations {options.graph_optimization_level}"
+
+
+def _converted_precision(options: RunOptions, details: Mapping[str, Any]) -> str:
+    """Converted formats: say how, and how outputs were matched back."""
+    layout = details.get("layout") or {}
+    moved = [k for k, v in layout.items() if "->" in v]
+    return (f"{options.precision} weights, converted; outputs matched to ONNX names "
+            f"{details.get('names_mapped') or details.get('outputs_mapped') or 'by name'}"
+            + (f"; NHWC layout undone for {', '.join(moved[:4])}" if moved else ""))
+
+
+PrecisionText = Callable[[RunOptions, Mapping[str, Any]], str]
+# This layer's per-engine table of how a side's precision is described: an engine's own, else its row's kind's.
+PRECISION_TEXT: dict[str, PrecisionText] = {"openvino": _ov_precision, "onnxruntime": _ort_precision}
+KIND_PRECISION_TEXT: dict[str, PrecisionText] = {"converted": _converted_precision}
+
+
 def _precision_text(engine: str, options: RunOptions, details: Mapping[str, Any]) -> str:
-    if engine == "openvino":
-        eff = details.get("precision_effective") or "?"
-        asked = options.precision
-        return f"{eff}, {'pinned' if asked != 'default' else 'plugin default'}"
-    if engine == "onnxruntime":
-        return f"graph optimizations {options.graph_optimization_level}"
-    if engine_row(engine).converted:   # converted formats: say how, and how outputs were matched back
-        layout = details.get("layout") or {}
-        moved = [k for k, v in layout.items() if "->" in v]
-        return (f"{options.precision} weights, converted; outputs matched to ONNX names "
-                f"{details.get('names_mapped') or details.get('outputs_mapped') or 'by name'}"
-                + (f"; NHWC layout undone for {', '.join(moved[:4])}" if moved else ""))
-    return options.precision + " (not verified here)"
+    row = engine_row(engine)
+    text = PRECISION_TEXT.get(engine) or KIND_PRECISION_TEXT.get(row.kind if row is not None else "")
+    return text(options, details) if text is not None else options.precision + " (not verified here)"
 
 
 def choose_tolerance(ref: Side, got: Side, options: Sequence[RunOptions]) -> tuple[Tolerance | None, bool, str]:
