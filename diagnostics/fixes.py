@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.paths import safe_name
 from studio.core.findings import Finding
@@ -27,11 +28,11 @@ def fix_name(fix: Finding | str) -> str:
     if isinstance(fix, Finding):
         if not fix.fix_pass:
             raise StudioError(f"finding {fix.code} has no automatic fix; {fix.fix_hint or 'see its message'}",
-                              code="NO-FIX")
+                              code=ErrorCode.NO_FIX)
         return fix.fix_pass
     name = str(fix).strip()
     if not name:
-        raise StudioError("name a fix pass (e.g. legalize-grid-sampler)", code="NO-FIX")
+        raise StudioError("name a fix pass (e.g. legalize-grid-sampler)", code=ErrorCode.NO_FIX)
     return name
 
 
@@ -44,7 +45,7 @@ def fix_options(name: str, *, finding: Finding | None = None, options: Mapping[s
         opts.setdefault("dims", dict(dims or {}))
         if not opts["dims"]:
             raise StudioError("fix-input-shapes needs a value for each dynamic dim to fix (--dim NAME=VALUE, or the "
-                              "dim boxes next to the Fix button)", code="BAD-OPTION")
+                              "dim boxes next to the Fix button)", code=ErrorCode.BAD_OPTION)
     if name == "convert-opset" and "target" not in opts:
         from diagnostics.lint import FIX_TARGET_OPSET
 
@@ -79,11 +80,11 @@ def apply_fix(workspace: Workspace, version_id: str, fix: Finding | str, *, veri
     try:
         result = run_pipeline(handle.path, request, out_dir / f"{handle.name}.onnx", pool_key=pool_key)
         if not result.ok:
-            raise StudioError(f"fix '{name}' was not applied: {result.summary()}", code="FIX-FAILED")
+            raise StudioError(f"fix '{name}' was not applied: {result.summary()}", code=ErrorCode.FIX_FAILED)
         if not result.modified:
             notes = "; ".join(n for r in result.records for n in r.notes)
             raise StudioError(f"fix '{name}' changed nothing in version {source.id}" + (f" ({notes})" if notes else ""),
-                              code="FIX-NOOP")
+                              code=ErrorCode.FIX_NOOP)
         provenance = {"fix": name, "options": opts, "finding": finding.to_dict() if finding else None,
                       "pipeline": result.lineage(), "reference": result.reference}
         # a fixed model byte-identical to a version the model has is "same as vN" in a project (R63)
@@ -120,11 +121,11 @@ def fix_to_file(model_path, names: list[str], output, *, verify: bool = True,
         except StudioError as exc:          # a full or read-only disk: named as the user gave the output
             raise (disk_error(exc, label) or exc) from None
         if not result.ok:
-            raise StudioError(f"fix not applied: {result.summary()}", code="FIX-FAILED")
+            raise StudioError(f"fix not applied: {result.summary()}", code=ErrorCode.FIX_FAILED)
         if not result.modified:
             notes = "; ".join(n for r in result.records for n in r.notes)
             raise StudioError("the fix changed nothing, so no file was written" + (f" ({notes})" if notes else ""),
-                              code="FIX-NOOP")
+                              code=ErrorCode.FIX_NOOP)
     from dataclasses import replace
 
     return replace(result, output=output)

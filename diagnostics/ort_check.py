@@ -40,6 +40,7 @@ from diagnostics.node_context import NodeCtx
 from diagnostics.support_tables import ort_cuda_table
 from studio.core import jsonsafe
 from studio.core.engines.base import package_version
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.findings import Finding, NodeVerdict
 from studio.core.jobs import JobContext, JobOutput, job
@@ -65,7 +66,7 @@ def normalize_eps(eps: Iterable[str]) -> tuple[str, ...]:
         key = {"trt": "tensorrt", "gpu": "cuda"}.get(key, key)
         if key not in EP_NAMES:
             raise StudioError(f"unknown execution provider {str(ep)[:30]!r}; choose from cpu, cuda, tensorrt",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         if key not in out:
             out.append(key)
     return tuple(out)

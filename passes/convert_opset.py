@@ -15,6 +15,7 @@ import onnx_ir as ir
 from passes.base import Change, PassResult, StudioPass, label_diff, labels, result
 from passes.ir_helpers import opset_version
 from passes.base import register
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 
@@ -30,11 +31,11 @@ class ConvertOpset(StudioPass):
         target = self.options.get("target")
         if target is None:
             raise StudioError("convert-opset needs a target opset (option target=N, e.g. --set convert-opset.target=17)",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         target = int(target)
         latest = onnx.defs.onnx_opset_version()
         if not 7 <= target <= latest:
-            raise StudioError(f"convert-opset: target {target} is outside 7..{latest}", code="BAD-OPTION")
+            raise StudioError(f"convert-opset: target {target} is outside 7..{latest}", code=ErrorCode.BAD_OPTION)
         current = opset_version(model)
         if current == target:
             return result(model, [])
@@ -45,7 +46,7 @@ class ConvertOpset(StudioPass):
         got = opset_version(converted)
         if got != target:
             raise StudioError(f"convert-opset: the ONNX version converters could not convert opset {current} to "
-                              f"{target}; the model is unchanged", code="CONVERT-FAILED")
+                              f"{target}; the model is unchanged", code=ErrorCode.CONVERT_FAILED)
         changes = [Change("changed", (), f"ai.onnx opset {current} -> {target}")]
         min_ir = onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", target)])
         if converted.ir_version < min_ir:    # opset N needs IR >= M; an old IR with a new opset fails the checker

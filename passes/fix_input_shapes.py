@@ -25,6 +25,7 @@ from passes.base import Change, PassResult, StudioPass, result
 from passes.ir_helpers import graphs_of
 from passes.base import register
 from studio.core.dimexpr import evaluate, free_names
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 MAX_NAMED = 3                     # wrong formulas named in the notes (all are counted)
@@ -73,7 +74,7 @@ class FixInputShapes(StudioPass):
         dims = {str(k): v for k, v in dict(self.options.get("dims") or {}).items()}
         for k, v in dims.items():
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise StudioError(f"fix-input-shapes: dim '{k[:40]}' must be a positive integer", code="BAD-OPTION")
+                raise StudioError(f"fix-input-shapes: dim '{k[:40]}' must be a positive integer", code=ErrorCode.BAD_OPTION)
         if not dims:
             return result(model, [], notes=["no dims given: nothing to fix (use --dim NAME=VALUE)"])
         declared = {d.value for v in model.graph.inputs if v.shape is not None

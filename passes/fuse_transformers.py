@@ -18,6 +18,7 @@ import onnx_ir as ir
 from passes.base import Change, PassResult, StudioPass, labels
 from passes.base import register
 from passes.transformer_fusion import fuse_file, names_of
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 
@@ -53,7 +54,7 @@ def _run(model: ir.Model, workdir: Path, opts: dict) -> PassResult:
         first = (str(exc).splitlines() or [""])[0][:200]
         raise StudioError(f"onnxruntime's transformer optimizer failed on this model ({type(exc).__name__}: "
                           f"{first}); try --set fuse-transformers.model_type=... or disable a fusion",
-                          code="FUSION-FAILED") from None
+                          code=ErrorCode.FUSION_FAILED) from None
     qt.release_memory()                 # the optimizer's copies of the weights are gone: hand the pages back
     details = fusion.to_dict()
     if fusion.path is None:

@@ -25,6 +25,7 @@ import onnx
 from onnx import GraphProto, ModelProto, TensorProto, helper
 
 from studio.core.compare import Comparison, Tolerance, compare_outputs
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.types import value_info
 from studio.inspect.decoder import DecoderError, DecoderSpec, recognize
@@ -87,15 +88,15 @@ def _roles(a: ModelProto, b: ModelProto) -> tuple[ModelProto, ModelProto, Decode
         spec = recognize(m)
         if spec is None:
             raise DecoderError(f"the {which} model is not a KV-cache decoder (no present.N.key/value outputs): give a "
-                               "decoder and its decoder-with-past", code="MERGE-NOT-DECODER")
+                               "decoder and its decoder-with-past", code=ErrorCode.MERGE_NOT_DECODER)
         if spec.convention == "merged-if":
             raise DecoderError(f"the {which} model is already merged (an If on {spec.use_cache_branch}): give the "
-                               "decoder and the decoder-with-past it was made of", code="MERGE-ALREADY")
+                               "decoder and the decoder-with-past it was made of", code=ErrorCode.MERGE_ALREADY)
         specs.append(spec)
     if specs[0].has_past == specs[1].has_past:
         kind = "past inputs" if specs[0].has_past else "no past inputs"
         raise DecoderError(f"both models have {kind}: a merge needs one decoder without past_key_values inputs and "
-                           "one with them", code="MERGE-ROLES")
+                           "one with them", code=ErrorCode.MERGE_ROLES)
     return (a, b, specs[1]) if specs[1].has_past else (b, a, specs[0])
 
 
@@ -105,18 +106,18 @@ def _check_pair(decoder: ModelProto, with_past: ModelProto) -> None:
     p_in = {vi.name: value_info(vi) for vi in graph_inputs(with_past)}
     if BRANCH_INPUT in p_in or BRANCH_INPUT in d_in:
         raise DecoderError(f"an input is already named {BRANCH_INPUT}: the models look merged already",
-                           code="MERGE-ALREADY")
+                           code=ErrorCode.MERGE_ALREADY)
     missing = [n for n in d_in if n not in p_in]
     if missing:
         raise DecoderError(f"decoder input {short(missing[0])} is not an input of the decoder with past "
                            f"({', '.join(short(n, 30) for n in list(p_in)[:6])}): the two must come from one export",
-                           code="MERGE-INPUTS")
+                           code=ErrorCode.MERGE_INPUTS)
     for name, info in d_in.items():
         if info.dtype != p_in[name].dtype or (info.shape and p_in[name].shape and
                                               len(info.shape) != len(p_in[name].shape)):
             raise DecoderError(f"input {short(name)} is {info.dtype}[rank {len(info.shape or ())}] in the decoder but "
                                f"{p_in[name].dtype}[rank {len(p_in[name].shape or ())}] in the decoder with past",
-                               code="MERGE-INPUTS")
+                               code=ErrorCode.MERGE_INPUTS)
     d_out = [value_info(vi) for vi in decoder.graph.output]
     p_out = [value_info(vi) for vi in with_past.graph.output]
     if [o.name for o in d_out] != [o.name for o in p_out]:
@@ -126,11 +127,11 @@ def _check_pair(decoder: ModelProto, with_past: ModelProto) -> None:
                 else "the outputs come in another order")
         raise DecoderError(f"the decoder's outputs ({', '.join(short(o.name, 30) for o in d_out[:4])}...) do not match "
                            f"the decoder with past's ({', '.join(short(o.name, 30) for o in p_out[:4])}...): {side}",
-                           code="MERGE-OUTPUTS")
+                           code=ErrorCode.MERGE_OUTPUTS)
     for a, b in zip(d_out, p_out):
         if a.dtype != b.dtype:
             raise DecoderError(f"output {short(a.name)} is {a.dtype} in the decoder but {b.dtype} in the decoder with "
-                               "past", code="MERGE-OUTPUTS")
+                               "past", code=ErrorCode.MERGE_OUTPUTS)
 
 
 def _opsets(a: ModelProto, b: ModelProto) -> list:
@@ -141,7 +142,7 @@ def _opsets(a: ModelProto, b: ModelProto) -> list:
             if dom in versions and versions[dom] != o.version:
                 raise DecoderError(f"opset {dom or 'ai.onnx'} is {versions[dom]} in the decoder but {o.version} in the "
                                    f"{which}: convert one to the other's opset first (optimize --passes convert-opset)",
-                                   code="MERGE-OPSET")
+                                   code=ErrorCode.MERGE_OPSET)
             versions[dom] = o.version
     return [helper.make_opsetid(d, v) for d, v in versions.items()]
 
@@ -166,12 +167,12 @@ def _same_export(decoder: ModelProto, with_past: ModelProto) -> None:
         if a is not None and b is not None and a != b:
             raise DecoderError(f"the decoder and the decoder with past come from different exports: {label} {a} in "
                                f"the decoder but {b} in the decoder with past; give the two files of one export",
-                               code="MERGE-EXPORTS")
+                               code=ErrorCode.MERGE_EXPORTS)
     logits = [(value_info(vi).shape or (None,))[-1] for m in (decoder, with_past) for vi in m.graph.output
               if vi.name == (p_spec.logits or "logits")]
     if len(logits) == 2 and all(isinstance(x, int) for x in logits) and logits[0] != logits[1]:
         raise DecoderError(f"the decoder and the decoder with past come from different exports: logits of size "
-                           f"{logits[0]} in the decoder but {logits[1]} in the decoder with past", code="MERGE-EXPORTS")
+                           f"{logits[0]} in the decoder but {logits[1]} in the decoder with past", code=ErrorCode.MERGE_EXPORTS)
     for one, other, which, where in ((decoder, with_past, "decoder", "decoder with past"),
                                      (with_past, decoder, "decoder with past", "decoder")):
         have = {_content_key(t) for t in other.graph.initializer}
@@ -180,7 +181,7 @@ def _same_export(decoder: ModelProto, with_past: ModelProto) -> None:
             if size >= SHARED_WEIGHT_BYTES and _content_key(t) not in have:
                 raise DecoderError(f"the decoder and the decoder with past come from different exports: weight "
                                    f"{short(t.name)} ({size} bytes) of the {which} is not in the {where} (the two "
-                                   "halves of one export share every weight)", code="MERGE-EXPORTS")
+                                   "halves of one export share every weight)", code=ErrorCode.MERGE_EXPORTS)
 
 
 def _functions(decoder: ModelProto, with_past: ModelProto) -> list[onnx.FunctionProto]:
@@ -198,7 +199,7 @@ def _functions(decoder: ModelProto, with_past: ModelProto) -> list[onnx.Function
                 if a.SerializeToString(deterministic=True) != b.SerializeToString(deterministic=True):
                     raise DecoderError(f"the decoder and the decoder with past come from different exports: local "
                                        f"function {short(f.domain + '.' + f.name)} has another body in the {which}",
-                                       code="MERGE-EXPORTS")
+                                       code=ErrorCode.MERGE_EXPORTS)
                 continue
             found[key] = f
     return list(found.values())
@@ -210,7 +211,7 @@ def _functions(decoder: ModelProto, with_past: ModelProto) -> list[onnx.Function
 def _content_key(t: TensorProto) -> tuple:
     if t.data_location == TensorProto.EXTERNAL:
         raise StudioError(f"initializer {short(t.name)} is still in external data: load the models with their "
-                          "weights before merging", code="MERGE-EXTERNAL")
+                          "weights before merging", code=ErrorCode.MERGE_EXTERNAL)
     body = TensorProto()
     body.CopyFrom(t)
     body.name = ""
@@ -338,7 +339,7 @@ def _checked(model: ModelProto | str) -> None:
         onnx.checker.check_model(model, full_check=False)
     except onnx.checker.ValidationError as exc:
         raise StudioError(f"the merged model does not pass the ONNX checker: {str(exc).splitlines()[0][:300]}",
-                          code="MERGE-INVALID") from None
+                          code=ErrorCode.MERGE_INVALID) from None
 
 
 def merge_decoders(decoder_path: str | Path, with_past_path: str | Path, output: str | Path, *,
@@ -372,7 +373,7 @@ def merge_decoders(decoder_path: str | Path, with_past_path: str | Path, output:
         bad = next((s for s in steps if not s.ok), None)
         if bad is not None:
             raise StudioError(f"the merged model differs from the {bad.against} on the {bad.label} "
-                              f"({bad.summary[:200]}); refused, nothing was written", code="MERGE-MISMATCH")
+                              f"({bad.summary[:200]}); refused, nothing was written", code=ErrorCode.MERGE_MISMATCH)
     written = save_model(merged, Path(output))
     if not small and not verify:
         _checked(str(written))

@@ -32,6 +32,7 @@ import onnx
 import onnx_ir as ir
 from onnx_ir import external_data as ir_external
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 log = logging.getLogger(__name__)
@@ -298,7 +299,7 @@ def load_for_passes(path: Path) -> ir.Model:
             root = root.__cause__
         reason = (str(root).splitlines() or [type(root).__name__])[0][:200]
         raise StudioError(f"cannot optimize: onnx-ir cannot read the model ({reason})",
-                          code="UNSUPPORTED-MODEL") from exc
+                          code=ErrorCode.UNSUPPORTED_MODEL) from exc
 
 
 def load_checkpoint(ckpt: Checkpoint) -> ir.Model:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from passes.instruments import DumpInstrument
 from passes.pipeline import PipelineResult, request_passes, run_pipeline
+from studio.core.error_codes import ErrorCode
 from studio.core.model import ModelHandle, require_valid
 from studio.core.paths import safe_name
 from studio.core.requests import OptimizeRequest
@@ -48,7 +49,7 @@ def add_version(workspace: Workspace, parent: str, result: PipelineResult, *, pr
     from studio.core.errors import StudioError
 
     if result.output is None or not result.output.exists():
-        raise StudioError("the pipeline produced no model to save", code="NO-RESULT")
+        raise StudioError("the pipeline produced no model to save", code=ErrorCode.NO_RESULT)
     names = [r.name for r in result.records]
     provenance = {"pipeline": result.lineage(), "preset": preset, "parent": parent, "passes": names,
                   "ok": result.ok, "reference": result.reference, "summary": result.summary(),

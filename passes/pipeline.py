@@ -30,6 +30,7 @@ from passes.records import PassRecord
 from passes.registry import make_pass, preset
 from passes.verify import Verifier, VerifyResult
 from studio.core.compare import Tolerance
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.feeds import Feeds, npz_feeds
 from studio.core.paths import user_data_path
@@ -88,7 +89,7 @@ def resolve_passes(preset_name: str | None = None, names: Sequence[str] | None =
                    options: Mapping[str, Mapping] | None = None) -> list[StudioPass]:
     """Pass instances from a preset name or explicit names (one of them)."""
     if bool(preset_name) == bool(names):
-        raise StudioError("give either a preset or a list of passes", code="BAD-OPTION")
+        raise StudioError("give either a preset or a list of passes", code=ErrorCode.BAD_OPTION)
     chosen = list(preset(preset_name).passes) if preset_name else list(names or [])
     opts = options or {}
     return [make_pass(n, **dict(opts.get(n, {}))) for n in chosen]
@@ -164,11 +165,11 @@ def validate_input(model_path: Path, *, limits: Limits | None = None, pool_key: 
 
     proto = onnx.load_model(str(model_path), load_external_data=False)
     if not proto.graph.output:
-        raise StudioError("cannot optimize: the model's graph has no outputs (empty graph)", code="INVALID-MODEL")
+        raise StudioError("cannot optimize: the model's graph has no outputs (empty graph)", code=ErrorCode.INVALID_MODEL)
     problem = full_check_in_worker(Path(model_path), limits=limits, pool_key=pool_key) if full_check else None
     if problem:
         raise StudioError(f"cannot optimize: the model fails the onnx.checker full check ({problem}); "
-                          "fix the model first", code="INVALID-MODEL")
+                          "fix the model first", code=ErrorCode.INVALID_MODEL)
 
 
 def _check_output_path(model_path: Path, output: Path) -> None:

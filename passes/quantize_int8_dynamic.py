@@ -26,6 +26,7 @@ from passes.base import register
 from passes.transformer_fusion import MODEL_TYPES, contrib_fused_ops, fuse_file, names_of
 from studio.core.compare import QUANTIZED, Tolerance
 from studio.core.engines.ort_int8 import machine_int8_choice
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 log = logging.getLogger(__name__)
@@ -51,10 +52,10 @@ class QuantizeInt8Dynamic(StudioPass):
     def call(self, model: ir.Model) -> PassResult:
         fuse = str(self.options.get("fuse", "auto"))
         if fuse not in ("auto", "on", "off"):
-            raise StudioError("fuse must be auto, on or off", code="BAD-OPTION")
+            raise StudioError("fuse must be auto, on or off", code=ErrorCode.BAD_OPTION)
         model_type = str(self.options.get("model_type", "auto"))
         if model_type not in MODEL_TYPES:
-            raise StudioError(f"model_type must be one of {', '.join(MODEL_TYPES)}", code="BAD-OPTION")
+            raise StudioError(f"model_type must be one of {', '.join(MODEL_TYPES)}", code=ErrorCode.BAD_OPTION)
         with tempfile.TemporaryDirectory(prefix="int8dyn-", dir=".") as tmp:
             return _run(model, Path(tmp).resolve(), self.options, fuse, model_type, job_context(self))
 
@@ -96,7 +97,7 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
             bases["fused"] = fused
         elif fuse == "on":
             raise StudioError(f"the {model_type} transformer optimizer found nothing to fuse in this model; "
-                              "use fuse=off", code="NOTHING-TO-FUSE")
+                              "use fuse=off", code=ErrorCode.NOTHING_TO_FUSE)
     header = onnx.load_model(str(src), load_external_data=False)
     from studio.core.feeds import make_feeds
 
@@ -144,7 +145,7 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
         best = max((m for m in measured if m.path is not None and m.cosine is not None), key=lambda m: m.cosine)
         raise StudioError(f"dynamic INT8 does not reach cosine {target:.10g} (best: {best.name}, cosine "
                           f"{qt.cosine_text(best.cosine, target)}); lower the target or exclude sensitive nodes",
-                          code="INT8-ACCURACY")
+                          code=ErrorCode.INT8_ACCURACY)
     # Speed claims rest on the ratio's spread over the interleaved rounds, not on one figure.
     warnings = [w for w in [qt.speed_vs_fp32(rounds, chosen.name, "dynamic INT8")] if w]
     warnings += [w for m in measured if m is not chosen and m.path is not None

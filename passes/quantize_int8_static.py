@@ -33,6 +33,7 @@ from passes.base import Change, PassResult, StudioPass
 from passes.quant_tools import job_context
 from passes.base import register
 from studio.core.compare import QUANTIZED, Tolerance
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class QuantizeInt8Static(StudioPass):
         config = str(opts.get("config", "auto"))
         if config != "auto" and config not in STATIC_CONFIGS:
             raise StudioError(f"unknown INT8 configuration {config[:40]!r}; choose auto or one of "
-                              f"{', '.join(STATIC_CONFIGS)}", code="BAD-OPTION")
+                              f"{', '.join(STATIC_CONFIGS)}", code=ErrorCode.BAD_OPTION)
         names = AUTO_CANDIDATES if config == "auto" else (config,)
         if opts.get("qdq_only"):
             # QOperator models (QLinearConv...) run on ONNX Runtime only: OpenVINO's frontend fails on
@@ -73,7 +74,7 @@ class QuantizeInt8Static(StudioPass):
             names = tuple(n for n in names if STATIC_CONFIGS[n].quant_format == "QDQ")
             if not names:
                 raise StudioError(f"INT8 configuration {config!r} is QOperator, but only QDQ was asked for",
-                                  code="BAD-OPTION")
+                                  code=ErrorCode.BAD_OPTION)
         with tempfile.TemporaryDirectory(prefix="int8-", dir=".") as tmp:
             return _run(model, Path(tmp).resolve(), [STATIC_CONFIGS[n] for n in names], opts,
                         job_context(self))
@@ -180,7 +181,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
         else:
             raise StudioError(f"no INT8 configuration reaches cosine {target:.10g} on held-out inputs (best: "
                               f"{best.name}, cosine {qt.cosine_text(best.cosine, target)}); lower the target, give "
-                              "real calibration data, or keep fp32", code="INT8-ACCURACY")
+                              "real calibration data, or keep fp32", code=ErrorCode.INT8_ACCURACY)
     if getattr(chosen, "quant_format", None) == "QOperator" or "qop" in chosen.name:
         warnings.append(f"{chosen.name} is a QOperator model: it runs on ONNX Runtime only (OpenVINO and TensorRT "
                         "need QDQ; choose a qdq-* configuration or qdq_only for them)")

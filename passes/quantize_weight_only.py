@@ -30,6 +30,7 @@ from passes.base import Change, PassResult, StudioPass, all_nodes
 from passes.quant_tools import job_context
 from passes.base import register
 from studio.core.compare import QUANTIZED, Tolerance
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 __all__ = ["ACCURACY_LEVELS", "BLOCK_SIZES", "INT4_WEIGHTS", "QuantizeWeightOnly", "auto_block_size", "eligible_matmuls"]
@@ -98,15 +99,15 @@ class QuantizeWeightOnly(StudioPass):
     def call(self, model: ir.Model) -> PassResult:
         bits = int(self.options.get("bits", 4))
         if bits not in (4, 8):
-            raise StudioError(f"bits must be 4 or 8, got {bits}", code="BAD-OPTION")
+            raise StudioError(f"bits must be 4 or 8, got {bits}", code=ErrorCode.BAD_OPTION)
         level = int(self.options.get("accuracy_level", 0))
         if level not in ACCURACY_LEVELS:
             raise StudioError(f"accuracy_level must be one of {', '.join(map(str, ACCURACY_LEVELS))}, got {level}",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         block = self.options.get("block_size", "auto")
         if block != "auto" and int(block) not in BLOCK_SIZES:
             raise StudioError(f"block_size must be auto or one of {', '.join(map(str, BLOCK_SIZES))}, got {block}",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         with tempfile.TemporaryDirectory(prefix="wq-", dir=".") as tmp:
             return _run(model, Path(tmp).resolve(), bits, block, bool(self.options.get("symmetric", True)), level,
                         [str(n) for n in self.options.get("nodes_to_exclude") or []], job_context(self))
@@ -132,7 +133,7 @@ def _run(model: ir.Model, work: Path, bits: int, block, symmetric: bool, level: 
         done = sum(1 for n in all_nodes(model) if n.op_type == "MatMulNBits")
         raise StudioError(f"the model's {done} MatMuls already hold N-bit weights (MatMulNBits): nothing left to "
                           "quantize" if done else "no MatMul with a constant 2-D weight to quantize (weight-only "
-                          "quantization needs MatMul weights stored as initializers)", code="NOTHING-TO-QUANTIZE")
+                          "quantization needs MatMul weights stored as initializers)", code=ErrorCode.NOTHING_TO_QUANTIZE)
     block_size = auto_block_size(k for _, k, _ in eligible) if block == "auto" else int(block)
     ctx.set_stage(f"weight-only int{bits}: MatMulNBitsQuantizer (block {block_size})")
     cfg = DefaultWeightOnlyQuantConfig(block_size=block_size, is_symmetric=symmetric,

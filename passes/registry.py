@@ -10,6 +10,7 @@ import importlib
 
 from passes.base import _PASSES, StudioPass, register_in
 from passes.presets import BUILTIN, Preset
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 # One module per pass (name -> module). Imported on first lookup.
@@ -71,7 +72,7 @@ def pass_class(name: str) -> type[StudioPass]:
     cls = _REGISTRY.get(name)
     if cls is None:
         raise StudioError(f"unknown pass '{name[:60]}'; known passes: {', '.join(sorted(known_passes()))}",
-                          code="UNKNOWN-PASS")
+                          code=ErrorCode.UNKNOWN_PASS)
     return cls
 
 
@@ -95,5 +96,5 @@ def preset(name: str) -> Preset:
     p = PRESETS.get(name)
     if p is None:
         raise StudioError(f"unknown preset '{name[:40]}'; presets: {', '.join(PRESETS) or 'none yet'}",
-                          code="UNKNOWN-PRESET")
+                          code=ErrorCode.UNKNOWN_PRESET)
     return p

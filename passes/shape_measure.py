@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 import onnx_ir as ir
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 MAX_MEASURE_BYTES = 1536 * 2**20     # weights loaded into the worker to measure shapes
@@ -71,7 +72,7 @@ def measure_open_shapes(model: ir.Model, dims: Mapping[str, int]) -> tuple[int, 
         by_name[name].shape = ir.Shape(list(shape))
     problem = _load_check(model)
     if problem:
-        raise StudioError(problem, code="FIX-FAILED")
+        raise StudioError(problem, code=ErrorCode.FIX_FAILED)
     return len(measured), f"{len(measured)} shape(s) measured by an ONNX Runtime run at the fixed dims"
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import onnx
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ def fusion_switches(disable: Iterable[str] = (), enable: Iterable[str] = ()) -> 
     disable, enable = set(disable), set(enable)
     bad = sorted((disable | enable) - set(SWITCHES))
     if bad:
-        raise StudioError(f"unknown fusion {bad[0][:40]!r}; fusions: {', '.join(SWITCHES)}", code="BAD-OPTION")
+        raise StudioError(f"unknown fusion {bad[0][:40]!r}; fusions: {', '.join(SWITCHES)}", code=ErrorCode.BAD_OPTION)
     return {s: (s in enable) or (s not in disable and s not in _OFF_BY_DEFAULT) for s in SWITCHES}
 
 
@@ -139,7 +140,7 @@ def fuse_file(src: Path, out: Path, *, model_type: str = "auto", num_heads: int 
     from onnxruntime.transformers.optimizer import optimize_model
 
     if model_type not in MODEL_TYPES:
-        raise StudioError(f"model_type must be one of {', '.join(MODEL_TYPES)}", code="BAD-OPTION")
+        raise StudioError(f"model_type must be one of {', '.join(MODEL_TYPES)}", code=ErrorCode.BAD_OPTION)
     switches = fusion_switches(disable, enable)
     header = onnx.load_model(str(src), load_external_data=False)
     before = _ops(header.graph)

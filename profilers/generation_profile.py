@@ -33,6 +33,7 @@ from profilers.profile import machine_facts
 from profilers.stats import RatioEstimate, latency_stats
 from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants, unavailable_reason
 from studio.core import cli_hints
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.sandbox import Limits, run_job
 from studio.inspect.decoder import DecoderSpec, recognize
@@ -57,7 +58,7 @@ def decoder_contract(target: ProfileTarget) -> tuple[DecoderSpec, GenerationCont
     if spec is None:
         raise StudioError(f"{short(name, 80)} is not a KV-cache decoder: it has no past_key_values.N.key/value "
                           "inputs and present.N.key/value outputs, which a generation profile needs (profile it "
-                          "without --generate)", code="GENERATE-NOT-DECODER")
+                          "without --generate)", code=ErrorCode.GENERATE_NOT_DECODER)
     return spec, contract_of(handle.proto, spec, name)
 
 
@@ -73,7 +74,7 @@ def _check_cases(name: str, contract: GenerationContract, options: GenerationOpt
                     f"prompt length {p} + {options.new_tokens} new tokens needs {need} positions, but the context of "
                     f"{short(name, 60)} is {contract.context}")
             hint = f"use prompt lengths up to {fit}" if fit >= 1 else "use fewer new tokens"
-            raise StudioError(f"{what}: {hint} (or fewer new tokens)", code="GENERATE-CONTEXT")
+            raise StudioError(f"{what}: {hint} (or fewer new tokens)", code=ErrorCode.GENERATE_CONTEXT)
 
 
 def _contract_names(contract: GenerationContract) -> tuple[list[str], list[str]]:
@@ -89,7 +90,7 @@ def _check_ir_target(t: ProfileTarget, contract: GenerationContract, engines: Se
 
     if not any(e.engine == "openvino" for e in engines):
         raise StudioError(f"{short(t.openvino_ir.xml.name, 60)} is an OpenVINO IR: it runs on OpenVINO only; "
-                          "add --engine ov", code="BAD-OPTION")
+                          "add --engine ov", code=ErrorCode.BAD_OPTION)
     check_ir_matches(t.openvino_ir, *_contract_names(contract), t.path.name)
 
 
@@ -108,9 +109,9 @@ def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpe
                    out_dir: Path, pool_key: str = "default", on_progress: Progress | None = None) -> GenerationProfile:
     """Generation profile of every target on every engine; see the module docstring for the steps."""
     if not targets:
-        raise StudioError("nothing to profile: give at least one model", code="BAD-OPTION")
+        raise StudioError("nothing to profile: give at least one model", code=ErrorCode.BAD_OPTION)
     if not engines:
-        raise StudioError("no engine given", code="BAD-OPTION")
+        raise StudioError("no engine given", code=ErrorCode.BAD_OPTION)
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -125,7 +126,7 @@ def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpe
     vocab = min((c.vocab for c in contracts if c.vocab), default=None)
     if vocab is None:
         raise StudioError(f"{short(targets[0].path.name, 60)}: the vocabulary size is not in the graph (no "
-                          "embedding table, no fixed logits dim): prompts cannot be drawn", code="GENERATE-VOCAB")
+                          "embedding table, no fixed logits dim): prompts cannot be drawn", code=ErrorCode.GENERATE_VOCAB)
     variants = make_variants(targets, engines)
     results: dict[str, dict[str, Any]] = {v.id: {"variant": v} for v in variants}
     runnable = []

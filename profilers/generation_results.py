@@ -20,6 +20,7 @@ from profilers.profile import MachineInfo
 from profilers.stats import LatencyStats, RatioEstimate
 from profilers.variants import Variant
 from studio.core.bounds import OutOfRange, bounded_int, number_text
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.sandbox import GiB, Limits, default_limits
 
@@ -37,10 +38,10 @@ def _ints(values: Sequence[int], name: str, low: int = 1, high: int = MAX_CASE_T
     out = []
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < low:
-            raise StudioError(f"{name} must be integers >= {low}, got {number_text(v)}", code="BAD-OPTION")
+            raise StudioError(f"{name} must be integers >= {low}, got {number_text(v)}", code=ErrorCode.BAD_OPTION)
         out.append(bounded_int(int(v), f"each of the {name}", low, high))
     if not out:
-        raise StudioError(f"give at least one {name.rstrip('s')}", code="BAD-OPTION")
+        raise StudioError(f"give at least one {name.rstrip('s')}", code=ErrorCode.BAD_OPTION)
     return tuple(dict.fromkeys(out))
 
 
@@ -68,7 +69,7 @@ class GenerationOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise StudioError(f"{name.replace('_', ' ')} must be an integer >= {low}, got {number_text(value)}",
-                                  code="BAD-OPTION")
+                                  code=ErrorCode.BAD_OPTION)
             bounded_int(value, name.replace("_", " "), low, high)
         longest = max(self.prompt_lengths) + self.new_tokens
         if longest * max(self.batch_sizes) > MAX_CASE_TOKENS:
@@ -78,7 +79,7 @@ class GenerationOptions:
         for name in ("timeout_s", "memory_gb"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise StudioError(f"{name} must be a positive number", code="BAD-OPTION")
+                raise StudioError(f"{name} must be a positive number", code=ErrorCode.BAD_OPTION)
 
     @property
     def cases(self) -> tuple[tuple[int, int], ...]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.feeds import ImagePreprocess, choose_dims, input_specs, load_npz, make_feeds, random_feeds
 from studio.core.model import ModelHandle
@@ -33,7 +34,7 @@ def _tensor_feeds(feeds: Mapping[str, object]) -> dict[str, np.ndarray]:
     for name, value in feeds.items():
         if not isinstance(value, np.ndarray):
             raise StudioError(f"input '{name[:60]}' is a sequence or map; profiling supports tensor inputs only",
-                              code="BAD-FEEDS")
+                              code=ErrorCode.BAD_FEEDS)
         if value.dtype.hasobject:
             value = value.astype(str)
         out[name] = value
@@ -65,7 +66,7 @@ def batched_feeds(handle: ModelHandle, prepared: PreparedFeeds, batch: int, *, s
                   from_npz: bool = False) -> dict[str, np.ndarray]:
     """``prepared`` with leading dim ``batch``; the model's inputs must have a dynamic first dim."""
     if batch < 1:
-        raise StudioError("batch sizes must be positive", code="BAD-OPTION")
+        raise StudioError("batch sizes must be positive", code=ErrorCode.BAD_OPTION)
     specs = input_specs(handle.proto)
     dims = dict(prepared.dims)
     unnamed: set[str] = set()
@@ -73,12 +74,12 @@ def batched_feeds(handle: ModelHandle, prepared: PreparedFeeds, batch: int, *, s
         shape = spec.shape or ()
         if not shape:
             raise StudioError(f"input '{spec.name[:60]}' has no batch dimension (rank 0 or unknown rank); "
-                              "a batch sweep needs a dynamic first dim", code="BAD-OPTION")
+                              "a batch sweep needs a dynamic first dim", code=ErrorCode.BAD_OPTION)
         first = shape[0]
         if isinstance(first, int):
             if first != batch:
                 raise StudioError(f"input '{spec.name[:60]}' has a fixed first dim {first}; a batch sweep needs "
-                                  "a dynamic batch dim (re-export with dynamic_axes)", code="BAD-OPTION")
+                                  "a dynamic batch dim (re-export with dynamic_axes)", code=ErrorCode.BAD_OPTION)
         elif isinstance(first, str):
             dims[first] = batch
         else:

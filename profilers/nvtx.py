@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.sandbox import scrub_message
 
@@ -121,7 +122,7 @@ def find_nsys() -> str | None:
 def nsys_plan(command: Sequence[str], out_dir: Path, *, nsys: str = "nsys") -> NsysPlan:
     """Commands that profile ``command`` under nsys with NVTX and CUDA tracing into ``out_dir``."""
     if not command:
-        raise StudioError("nsys needs a command to profile", code="BAD-OPTION")
+        raise StudioError("nsys needs a command to profile", code=ErrorCode.BAD_OPTION)
     out_dir = Path(out_dir)
     report_base = out_dir / "report"
     stats_prefix = out_dir / "stats"
@@ -266,10 +267,10 @@ def run_nsys(plan: NsysPlan, *, cwd: Path, timeout_s: float = 3600, env: dict[st
             proc = subprocess.run(list(cmd), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
         except FileNotFoundError:
             raise StudioError("nsys is not on PATH; install Nsight Systems or run the printed commands on a "
-                              "GPU machine", code="NSYS-MISSING") from None
+                              "GPU machine", code=ErrorCode.NSYS_MISSING) from None
         except subprocess.TimeoutExpired:
-            raise StudioError(f"{label} timed out after {timeout_s:.0f} s", code="NSYS-FAILED") from None
+            raise StudioError(f"{label} timed out after {timeout_s:.0f} s", code=ErrorCode.NSYS_FAILED) from None
         if proc.returncode != 0:
             tail = scrub_message((proc.stderr or proc.stdout or "")[-2000:], (cwd,))[-300:]
-            raise StudioError(f"{label} failed (exit {proc.returncode}): {tail}", code="NSYS-FAILED")
+            raise StudioError(f"{label} failed (exit {proc.returncode}): {tail}", code=ErrorCode.NSYS_FAILED)
     return read_nsys_stats(plan)

@@ -43,6 +43,7 @@ from profilers.sweeps import SweepResult, measure_sweep
 from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants, unavailable_reason
 from studio.core.engines import engine_limits, get_engine
 from studio.core import cli_hints
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import ImagePreprocess
 from studio.core.sandbox import GiB, Limits, default_limits
@@ -59,7 +60,7 @@ def _positive_ints(values: Sequence[int] | None, name: str) -> tuple[int, ...]:
     out = []
     for v in values or ():
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
-            raise StudioError(f"{name} must be positive integers, got {v!r}", code="BAD-OPTION")
+            raise StudioError(f"{name} must be positive integers, got {v!r}", code=ErrorCode.BAD_OPTION)
         out.append(int(v))
     return tuple(dict.fromkeys(out))
 
@@ -104,21 +105,21 @@ class ProfileOptions:
             low = 0 if name == "warmup" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise StudioError(f"{name.replace('_', ' ')} must be an integer >= {low}, got {value!r}",
-                                  code="BAD-OPTION")
+                                  code=ErrorCode.BAD_OPTION)
         if self.iterations is not None and (isinstance(self.iterations, bool) or not isinstance(self.iterations, int)
                                             or self.iterations < 1):
-            raise StudioError(f"iterations must be a positive integer, got {self.iterations!r}", code="BAD-OPTION")
+            raise StudioError(f"iterations must be a positive integer, got {self.iterations!r}", code=ErrorCode.BAD_OPTION)
         if self.inputs_npz and self.images_dir:
-            raise StudioError("give either an .npz inputs file or an image folder, not both", code="BAD-OPTION")
+            raise StudioError("give either an .npz inputs file or an image folder, not both", code=ErrorCode.BAD_OPTION)
         if self.iterations is None and self.duration_s is None:
-            raise StudioError("give iterations or a duration", code="BAD-OPTION")
+            raise StudioError("give iterations or a duration", code=ErrorCode.BAD_OPTION)
         if self.duration_s is not None and not (isinstance(self.duration_s, (int, float))
                                                 and math.isfinite(self.duration_s) and self.duration_s > 0):
-            raise StudioError("duration must be a positive number of seconds", code="BAD-OPTION")
+            raise StudioError("duration must be a positive number of seconds", code=ErrorCode.BAD_OPTION)
         for name in ("timeout_s", "memory_gb"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise StudioError(f"{name} must be a positive number", code="BAD-OPTION")
+                raise StudioError(f"{name} must be a positive number", code=ErrorCode.BAD_OPTION)
 
     def plan(self) -> RunPlan:
         return RunPlan(warmup=self.warmup, iterations=self.iterations, duration_s=self.duration_s,
@@ -355,7 +356,7 @@ def _reraise_cancel(exc: StudioError) -> None:
 
 def _failed(exc: StudioError) -> dict[str, str]:
     """A failure as the variant's ``error`` and ``error_kind`` fields."""
-    kind = exc.kind if isinstance(exc, WorkerError) else ("unavailable" if exc.code == "ENGINE-UNAVAILABLE"
+    kind = exc.kind if isinstance(exc, WorkerError) else ("unavailable" if exc.code == ErrorCode.ENGINE_UNAVAILABLE
                                                          else "error")
     return {"error": str(exc), "error_kind": kind}
 
@@ -371,9 +372,9 @@ def run_profile(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec],
                 out_dir: Path, pool_key: str = "default", on_progress: Progress | None = None) -> Profile:
     """Profile every target on every engine; see the module docstring for the steps."""
     if not targets:
-        raise StudioError("nothing to profile: give at least one model", code="BAD-OPTION")
+        raise StudioError("nothing to profile: give at least one model", code=ErrorCode.BAD_OPTION)
     if not engines:
-        raise StudioError("no engine given", code="BAD-OPTION")
+        raise StudioError("no engine given", code=ErrorCode.BAD_OPTION)
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,7 @@ from profilers.latency import runner_loop, timed_loop
 from profilers.nvtx import ranges
 from profilers.runners import open_runner
 from profilers.stats import LatencyStats, latency_stats
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
@@ -201,7 +202,7 @@ def measure_sweep(variant: dict[str, Any], kind: str, points: Sequence[tuple[int
                   on_tick: Callable[[float], None] | None = None) -> SweepResult:
     """Run one sweep: ``points`` are (value, feeds) pairs (feeds differ per batch size)."""
     if kind not in SWEEP_KINDS:
-        raise StudioError(f"unknown sweep {kind!r}; use threads, batch or concurrency", code="BAD-OPTION")
+        raise StudioError(f"unknown sweep {kind!r}; use threads, batch or concurrency", code=ErrorCode.BAD_OPTION)
     arrays: dict[str, np.ndarray] = {}
     point_args = []
     for pi, (value, feeds) in enumerate(points):

@@ -15,6 +15,7 @@ from studio.core.choices import comma_items
 from studio.core.engines import ENGINES, engine_row, get_engine, resolve_engine_name
 from studio.core.errors import StudioError
 from studio.core.engines.openvino_ir import IrFile
+from studio.core.error_codes import ErrorCode
 from studio.core.model import ModelHandle
 
 __all__ = ["EngineSpec", "ProfileTarget", "Variant", "available_engine_specs", "choice_label", "parse_engine",
@@ -55,23 +56,23 @@ class EngineSpec:
         object.__setattr__(self, "engine", resolve_engine_name(self.engine))
         if self.engine == "onnxruntime" and self.device not in _ORT_PROVIDERS:
             raise StudioError(f"unknown ONNX Runtime device {self.device!r}; use cpu, cuda or trt",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         if self.engine == "openvino" and self.precision not in _OV_PRECISIONS:
             raise StudioError(f"OpenVINO precision must be one of {', '.join(_OV_PRECISIONS)}, got "
-                              f"{self.precision!r}", code="BAD-OPTION")
+                              f"{self.precision!r}", code=ErrorCode.BAD_OPTION)
         if self.engine == "tensorrt" and self.precision not in _TRT_PRECISIONS:
             raise StudioError(f"TensorRT precision must be one of {', '.join(_TRT_PRECISIONS)}, got "
-                              f"{self.precision!r}", code="BAD-OPTION")
+                              f"{self.precision!r}", code=ErrorCode.BAD_OPTION)
         if self.engine in _CONVERTED_PRECISIONS and self.precision not in _CONVERTED_PRECISIONS[self.engine]:
             raise StudioError(f"{self.engine} precision must be one of "
                               f"{', '.join(_CONVERTED_PRECISIONS[self.engine])}, got {self.precision!r}",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         if self.hint is not None and self.hint not in _HINTS:
-            raise StudioError(f"performance hint must be LATENCY or THROUGHPUT, got {self.hint!r}", code="BAD-OPTION")
+            raise StudioError(f"performance hint must be LATENCY or THROUGHPUT, got {self.hint!r}", code=ErrorCode.BAD_OPTION)
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
-            raise StudioError(f"threads must be a positive integer, got {self.threads!r}", code="BAD-OPTION")
+            raise StudioError(f"threads must be a positive integer, got {self.threads!r}", code=ErrorCode.BAD_OPTION)
         if self.opt_level not in _OPT_LEVELS:
-            raise StudioError(f"opt level must be one of {', '.join(_OPT_LEVELS)}", code="BAD-OPTION")
+            raise StudioError(f"opt level must be one of {', '.join(_OPT_LEVELS)}", code=ErrorCode.BAD_OPTION)
 
     @property
     def key(self) -> str:
@@ -137,19 +138,19 @@ def parse_engine(text: str) -> EngineSpec:
     rest = [p for p in parts if p not in ("latency", "throughput", "")]
     if len(rest) > 1:
         raise StudioError(f"engine spec {str(text)[:40]!r} has too many parts; e.g. ov:bf16:throughput",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     variant = rest[0] if rest else ""
     precision = {"fp32": "f32", "fp16": "f16", "": "f32"}.get(variant, variant)
     if engine == "onnxruntime":
         if "throughput" in parts:
             raise StudioError("the throughput hint is an OpenVINO setting; use a concurrency sweep for ONNX Runtime",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         return EngineSpec("onnxruntime", device=variant or "cpu")
     if engine == "openvino":
         return EngineSpec("openvino", precision=precision, hint=hint)
     if engine in _CONVERTED_PRECISIONS:
         if "throughput" in parts:
-            raise StudioError("the throughput hint is an OpenVINO setting", code="BAD-OPTION")
+            raise StudioError("the throughput hint is an OpenVINO setting", code=ErrorCode.BAD_OPTION)
         return EngineSpec(engine, precision=precision, hint=None)
     return EngineSpec("tensorrt", precision=precision, hint=None)
 
@@ -201,7 +202,7 @@ def parse_engines(items: Iterable[str] | str) -> list[EngineSpec]:
             if spec not in out:
                 out.append(spec)
     if not out:
-        raise StudioError("no engine given; use ort, openvino (ov), tensorrt (trt) or all", code="BAD-OPTION")
+        raise StudioError("no engine given; use ort, openvino (ov), tensorrt (trt) or all", code=ErrorCode.BAD_OPTION)
     return out
 
 

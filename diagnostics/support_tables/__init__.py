@@ -7,6 +7,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 HERE = Path(__file__).resolve().parent
@@ -17,7 +18,7 @@ def normalize_trt_version(version: str | int) -> str:
     major = str(version).strip().lower().removesuffix(".x").split(".")[0]
     if major not in TENSORRT_VERSIONS:
         raise StudioError(f"unknown TensorRT version {str(version)[:20]!r}; tables exist for "
-                          f"{', '.join(v + '.x' for v in TENSORRT_VERSIONS)}", code="BAD-OPTION")
+                          f"{', '.join(v + '.x' for v in TENSORRT_VERSIONS)}", code=ErrorCode.BAD_OPTION)
     return major
 
 

@@ -45,6 +45,7 @@ from studio.core.engines import ENGINES, RunOptions, engine_row, get_engine, res
 from studio.core.engines.base import check_model_file, require_available
 from studio.core.engines.layout import channels_last, to_channels_first
 from studio.core.engines import sessions
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
@@ -571,7 +572,7 @@ def compare_layers(reference: Path, candidate: Path, *, feeds: Feeds, engine: st
         if engine_row(name).kind == "table":
             raise StudioError("layer-wise comparison runs on ONNX Runtime and OpenVINO; TensorRT marks outputs "
                               "at build time (use Polygraphy with --trt-outputs on a GPU machine)",
-                              code="UNSUPPORTED")
+                              code=ErrorCode.UNSUPPORTED)
         require_available(get_engine(name))
     ref_path, cand_path = check_model_file(reference), check_model_file(candidate)
     options_a = options or RunOptions()

@@ -25,6 +25,7 @@ from studio.core.engines.base import (
     rekey_arrays,
     require_available,
 )
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError, engine_message
 from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
@@ -160,7 +161,7 @@ def run_feed_sets(model_path: Path, engine: str, feed_sets: Sequence[Feeds], *,
     except WorkerError as exc:
         friendly = explain_engine_error(str(exc), adapter.label, Path(model_path).name)
         if friendly:
-            raise StudioError(friendly, code="UNSUPPORTED-OP") from None
+            raise StudioError(friendly, code=ErrorCode.UNSUPPORTED_OP) from None
         raise
     outs, errs = decode_output_sets(res.data["sets"], res.arrays)
     return SetRuns(canonical, outs, errs, dict(res.data.get("details", {})), res.peak_rss_bytes)

@@ -35,6 +35,7 @@ from typing import Protocol
 from studio.batch.retrying import LOST_WAIT_S, ClusterJobs, ClusterLost, Input, announce_start
 from studio.batch.stages import NOT_WRITTEN, StageOutcome, StageTask, run_stage, worker_facts
 from studio.core import outputs
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.sandbox import shutdown_pool
 from studio.core.model import _sha256_files
@@ -164,7 +165,7 @@ def _unpack_checked(blob: bytes, sha256: str, into: Path) -> Path:
         got = tmp / "model.onnx"
         if not got.is_file() or content_hash(got) != sha256:
             raise StudioError("the model that arrived does not match its content hash; refusing it",
-                              code="HASH-MISMATCH")
+                              code=ErrorCode.HASH_MISMATCH)
         if model_dir.exists():
             shutil.rmtree(model_dir)  # scratch: the worker's own model cache entry, re-made below
         tmp.rename(model_dir)
@@ -243,7 +244,7 @@ def cluster_address(explicit: str | None) -> str | None:
         return None
     shape = f"cluster address must look like tcp://HOST:PORT or tls://HOST:PORT, got {address[:60]!r}"
     if not address.startswith(("tcp://", "tls://")) or len(address) > 200 or any(c in address for c in " \n\"'"):
-        raise StudioError(shape, code="BAD-OPTION")
+        raise StudioError(shape, code=ErrorCode.BAD_OPTION)
     try:
         from distributed.comm.addressing import parse_address, parse_host_port
 
@@ -251,9 +252,9 @@ def cluster_address(explicit: str | None) -> str | None:
     except ImportError:
         return address              # DaskExecutor says that dask.distributed is missing
     except (ValueError, TypeError):
-        raise StudioError(shape, code="BAD-OPTION") from None
+        raise StudioError(shape, code=ErrorCode.BAD_OPTION) from None
     if not host or not 0 < int(port) < 65536:
-        raise StudioError(shape, code="BAD-OPTION")
+        raise StudioError(shape, code=ErrorCode.BAD_OPTION)
     return address
 
 
@@ -273,7 +274,7 @@ def cluster_timeout_s() -> float:
         value = float("nan")
     if not 0 < value <= MAX_CLUSTER_TIMEOUT_S:
         raise StudioError(f"ONNX_STUDIO_CLUSTER_TIMEOUT_S must be seconds in (0, {MAX_CLUSTER_TIMEOUT_S:.0f}], "
-                          f"got {raw[:20]!r}", code="BAD-OPTION")
+                          f"got {raw[:20]!r}", code=ErrorCode.BAD_OPTION)
     return value
 
 
@@ -314,29 +315,29 @@ def probe_scheduler(address: str, security=None, timeout_s: float | None = None)
     try:
         kind, got = answers.get(timeout=timeout * 3 + 10)    # the thread's own limits end it first
     except queue.Empty:
-        raise StudioError(silent, code="NO-CLUSTER") from None
+        raise StudioError(silent, code=ErrorCode.NO_CLUSTER) from None
     if kind == "type":
         if got == "Scheduler":
             return
         what = "a Dask worker" if got == "Worker" else f"a Dask {str(got)[:30]}" if got else "not a Dask scheduler"
         raise StudioError(f"no Dask scheduler answered at {address}: that port is {what}; give the scheduler's "
-                          "address (dask scheduler prints it, default port 8786)", code="NO-CLUSTER")
+                          "address (dask scheduler prints it, default port 8786)", code=ErrorCode.NO_CLUSTER)
     exc = got
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
-        raise StudioError(silent, code="NO-CLUSTER") from None
+        raise StudioError(silent, code=ErrorCode.NO_CLUSTER) from None
     if isinstance(exc, OSError) and "Timed out trying to connect" in str(exc):
         cause = exc.__cause__ or exc.__context__
         why = f" ({(cause.strerror or type(cause).__name__).lower()})" if isinstance(cause, OSError) and \
             getattr(cause, "strerror", None) else ""
-        raise StudioError(f"{silent}{why}", code="NO-CLUSTER") from None
+        raise StudioError(f"{silent}{why}", code=ErrorCode.NO_CLUSTER) from None
     if isinstance(exc, (MemoryError, ValueError, TypeError, KeyError, IndexError, UnicodeError)) or \
             type(exc).__name__ in ("CommClosedError", "ExtraData", "UnpackValueError", "FormatError", "StackError"):
         raise StudioError(f"no Dask scheduler answered at {address}: something else answers there (not Dask's "
-                          "protocol); check the address and port", code="NO-CLUSTER") from None
+                          "protocol); check the address and port", code=ErrorCode.NO_CLUSTER) from None
     if isinstance(exc, OSError):
         raise StudioError(f"no Dask scheduler answered at {address}: {(exc.strerror or str(exc) or type(exc).__name__)[:120]}",
-                          code="NO-CLUSTER") from None
-    raise StudioError(f"no Dask scheduler answered at {address}: {type(exc).__name__}", code="NO-CLUSTER") from None
+                          code=ErrorCode.NO_CLUSTER) from None
+    raise StudioError(f"no Dask scheduler answered at {address}: {type(exc).__name__}", code=ErrorCode.NO_CLUSTER) from None
 
 
 class DaskExecutor:
@@ -355,14 +356,14 @@ class DaskExecutor:
         dask_security = (security or ClusterSecurity()).to_dask()
         if self.address.startswith("tls://") and dask_security is None:
             raise StudioError(f"cannot reach the Dask scheduler at {self.address}: a tls:// scheduler needs TLS "
-                              "settings (--tls-ca-file/--tls-cert/--tls-key or ONNX_STUDIO_TLS_*)", code="NO-CLUSTER")
+                              "settings (--tls-ca-file/--tls-cert/--tls-key or ONNX_STUDIO_TLS_*)", code=ErrorCode.NO_CLUSTER)
         timeout_s = cluster_timeout_s() if timeout_s is None else timeout_s
         probe_scheduler(self.address, dask_security, timeout_s)      # bounded: a silent or foreign port is one line
         try:
             self.client = Client(self.address, security=dask_security, timeout=timeout_s, set_as_default=False)
         except (OSError, TimeoutError, TypeError, ValueError, MemoryError) as exc:
             raise StudioError(f"no Dask scheduler answered at {self.address} within {timeout_s:g} s "
-                              f"({type(exc).__name__})", code="NO-CLUSTER") from None
+                              f"({type(exc).__name__})", code=ErrorCode.NO_CLUSTER) from None
         self.jobs = ClusterJobs(self.client, retries=self.retries, reconnect_s=timeout_s, lost_wait_s=lost_wait_s)
 
     def workers(self) -> dict[str, dict]:
@@ -378,7 +379,7 @@ class DaskExecutor:
         if task.target and task.target not in self.targets():
             raise StudioError(f"no worker of the cluster offers target '{task.target[:40]}' (resource "
                               f"target-{task.target[:40]}); known targets: {', '.join(self.targets()) or 'none'}",
-                              code="NO-TARGET")
+                              code=ErrorCode.NO_TARGET)
         paths = dict(files)
         self.jobs.add_input(task.model_sha256, lambda: _pack_model(paths))     # packed again if it must be re-sent
         resources = {f"target-{task.target}": 1} if task.target else None
@@ -440,7 +441,7 @@ def _land(payload: dict, out_dir: Path) -> StageOutcome:
     base = out_dir.parent
     for rel, data, sha in payload.get("artifacts", []):
         if hashlib.sha256(data).hexdigest() != sha:
-            raise StudioError(f"artifact {rel[:60]} was damaged in transfer", code="HASH-MISMATCH")
+            raise StudioError(f"artifact {rel[:60]} was damaged in transfer", code=ErrorCode.HASH_MISMATCH)
         target = safe_child(base, rel)
         target.parent.mkdir(parents=True, exist_ok=True)
         outputs.write_bytes(target, data)

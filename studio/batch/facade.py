@@ -18,6 +18,7 @@ from studio.batch.remote import cluster_targets as _targets
 from studio.batch.results import BatchResult
 from studio.batch.runner import run_batch, skipped_summary
 from studio.batch.stages import machine_facts, worker_facts
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.core.requests import PrecisionRequest
@@ -47,7 +48,7 @@ def batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Sequence[
     address = cluster_address(cluster)
     if target and address is None:
         raise StudioError("--target needs a cluster (--cluster tcp://HOST:PORT or ONNX_STUDIO_CLUSTER)",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     executor = (DaskExecutor(address, retries=retries, security=ClusterSecurity.from_env(*tls)) if address
                 else LocalExecutor(workers, pool_prefix=pool_key))
     try:
@@ -127,10 +128,10 @@ def precision_on(target: str, handle: ModelHandle | str | Path, request: Precisi
             on_tick=on_tick))
     if out_dir is not None:
         raise StudioError("--out keeps variant models on this machine; with --target they stay on the target",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     if request.dataset is not None or dataset is not None:
         raise StudioError("--dataset is judged on this machine; run it without a remote --target NAME",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     data = {"calibration": user_data_path(request.calibration, label="calibration data") if request.calibration
             else None, "inputs": user_data_path(request.inputs, label="inputs file") if request.inputs else None}
     path = handle.path if isinstance(handle, ModelHandle) else api.load(handle).path

@@ -26,6 +26,7 @@ from typing import Any
 from studio.batch.executors import ClusterSecurity, DaskExecutor, _data_arcname, _model_files, cluster_address, content_hash
 from studio.batch.retrying import ClusterLost, announce_start
 from studio.batch.stages import worker_facts
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.requests import PrecisionRequest
 from studio.core.model import load
@@ -80,7 +81,7 @@ def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[
     facts = worker_facts()
     if hashlib.sha256(blob).hexdigest() != blob_sha256:
         return {"error": "the package that arrived does not match its content hash; refusing it",
-                "code": "HASH-MISMATCH", "measured_by": facts}
+                "code": ErrorCode.HASH_MISMATCH, "measured_by": facts}
     work = Path(tempfile.mkdtemp(prefix="measure-", dir=_cache()))
     try:
         with tarfile.open(fileobj=io.BytesIO(blob), mode="r") as tar:
@@ -90,7 +91,7 @@ def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[
             path = work / arc
             if not path.is_file() or content_hash(path) != sha:
                 return {"error": f"model {label[:40]} does not match its content hash; refusing it",
-                        "code": "HASH-MISMATCH", "measured_by": facts}
+                        "code": ErrorCode.HASH_MISMATCH, "measured_by": facts}
             handles.append((label, api.load(path)))
         extra = {k: work / arc for k, arc in data.items()}
         pool_key = f"remote-{threading.get_ident()}"
@@ -108,7 +109,7 @@ def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[
             request = PrecisionRequest.from_dict(kwargs.get("request") or {})
             result = api.precision(handles[0][1], request, files=extra, pool_key=pool_key)
         else:
-            return {"error": f"unknown measurement {kind[:20]!r}", "code": "BAD-OPTION", "measured_by": facts}
+            return {"error": f"unknown measurement {kind[:20]!r}", "code": ErrorCode.BAD_OPTION, "measured_by": facts}
         return {"measured_by": facts, "result": result}
     except StudioError as exc:
         return {"error": str(exc).splitlines()[0][:300] if str(exc) else "failed", "code": exc.code,
@@ -137,7 +138,7 @@ def _address(cluster: str | None) -> str:
     address = cluster_address(cluster)
     if address is None:
         raise StudioError("--target needs a cluster (--cluster tcp://HOST:PORT or ONNX_STUDIO_CLUSTER)",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     return address
 
 
@@ -147,13 +148,13 @@ def measure_on(kind: str, target: str, models: Sequence[tuple[str, Path]], kwarg
     """Run ``kind`` (profile/precision) of ``models`` [(label, path)] on the worker offering
     ``target``; ``data`` are keyword arguments that name files (calibration, inputs) sent along."""
     if kind not in KINDS:
-        raise StudioError(f"unknown measurement {kind[:20]!r}", code="BAD-OPTION")
+        raise StudioError(f"unknown measurement {kind[:20]!r}", code=ErrorCode.BAD_OPTION)
     ex = DaskExecutor(_address(cluster), retries=retries, security=security or ClusterSecurity.from_env())
     try:
         known = ex.targets()
         if target not in known:
             raise StudioError(f"no worker of the cluster offers target '{target[:40]}' (resource "
-                              f"target-{target[:40]}); known targets: {', '.join(known) or 'none'}", code="NO-TARGET")
+                              f"target-{target[:40]}); known targets: {', '.join(known) or 'none'}", code=ErrorCode.NO_TARGET)
         entries: dict[str, Path] = {}
         described = []
         for i, (label, path) in enumerate(models):
@@ -177,11 +178,11 @@ def measure_on(kind: str, target: str, models: Sequence[tuple[str, Path]], kwarg
             raise StudioError(f"the {kind} on target '{target[:40]}' did not finish: {exc}", code=exc.code) from None
         except Exception as exc:  # noqa: BLE001 - a worker-side crash
             raise StudioError(f"the {kind} on target '{target[:40]}' did not finish: {type(exc).__name__}: "
-                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''}", code="WORKER-LOST") from None
+                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''}", code=ErrorCode.WORKER_LOST) from None
     finally:
         ex.close()
     if "error" in payload:
-        raise StudioError(f"target '{target[:40]}': {payload['error']}", code=payload.get("code") or "REMOTE")
+        raise StudioError(f"target '{target[:40]}': {payload['error']}", code=payload.get("code") or ErrorCode.REMOTE)
     return Measured(target, payload["measured_by"], payload["result"])
 
 

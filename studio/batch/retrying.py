@@ -39,6 +39,7 @@ from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ class ClusterLost(StudioError):
     attempt, no worker is left that can run it ("no worker"), or the scheduler went away ("scheduler")."""
 
     def __init__(self, message: str, *, kind: str, address: str, lost_on: tuple[str, ...] = ()) -> None:
-        super().__init__(message, code="SCHEDULER-LOST" if kind == "scheduler" else "WORKER-LOST")
+        super().__init__(message, code=ErrorCode.SCHEDULER_LOST if kind == "scheduler" else ErrorCode.WORKER_LOST)
         self.kind, self.address, self.lost_on = kind, address, lost_on
 
 

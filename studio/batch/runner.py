@@ -30,6 +30,7 @@ from studio.core.fmt import printable
 from studio.core.outputs import check_destination, check_folder, disk_error, shown_path
 from studio.core.model import load
 from studio.batch.report import write_reports
+from studio.core.error_codes import ErrorCode
 
 STATE_FILE = "batch-state.jsonl"
 FINISHED = ("ok", "failed", "error")          # resuming skips these; worker/scheduler lost, cancelled run again
@@ -80,7 +81,7 @@ def _scan(folder: Path, out: Path | None, found: list[Path], skipped: list[tuple
             else:
                 found.append(path)
             if len(found) > MAX_MODELS:
-                raise StudioError(f"more than {MAX_MODELS} models; split the batch", code="TOO-LARGE")
+                raise StudioError(f"more than {MAX_MODELS} models; split the batch", code=ErrorCode.TOO_LARGE)
         stack.extend(reversed(subdirs))
 
 
@@ -111,10 +112,10 @@ def discover(paths: Sequence[str | Path], out_dir: str | Path | None = None) -> 
         else:
             found.append(p)
         if len(found) > MAX_MODELS:
-            raise StudioError(f"more than {MAX_MODELS} models; split the batch", code="TOO-LARGE")
+            raise StudioError(f"more than {MAX_MODELS} models; split the batch", code=ErrorCode.TOO_LARGE)
     if not found:
         raise StudioError("no models to run: give .onnx files or folders that hold them"
-                          + (f" ({skipped_summary(skipped)})" if skipped else ""), code="NOT-FOUND")
+                          + (f" ({skipped_summary(skipped)})" if skipped else ""), code=ErrorCode.NOT_FOUND)
     names = [p.name for p in found]
     models, seen = [], set()
     for p in found:
@@ -171,7 +172,7 @@ def run_batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Seque
     unknown = [s for s in stages if s not in STAGES]
     if unknown or not stages:
         raise StudioError(f"unknown stage {unknown[0][:20]!r}; stages: {', '.join(STAGES)}" if unknown
-                          else "give at least one stage", code="BAD-OPTION")
+                          else "give at least one stage", code=ErrorCode.BAD_OPTION)
     out = Path(out_dir)
     state_path = out / STATE_FILE
     had_state, had_out = state_path.is_file(), os.path.lexists(out)

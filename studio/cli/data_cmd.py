@@ -20,6 +20,7 @@ from pathlib import Path
 from studio import api
 from studio.cli import recipe_args, task_args
 from studio.cli.common import print_json
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
 
@@ -190,7 +191,7 @@ def _recipe(args: argparse.Namespace, ds) -> int:
     """data recipe: show the dataset's recipe (and the model's suggestion), or change and save it."""
     suggestion = api.suggest_preprocessing(api.load(args.model)) if args.model else None
     if args.suggest and suggestion is None:
-        raise StudioError("--suggest saves the model's suggestion: add --model M.onnx", code="BAD-OPTION")
+        raise StudioError("--suggest saves the model's suggestion: add --model M.onnx", code=ErrorCode.BAD_OPTION)
     changed = recipe_args.recipe_from_args(args, suggestion[0] if args.suggest else ds.recipe)
     if args.suggest or changed is not None:
         recipe = changed if changed is not None else suggestion[0]

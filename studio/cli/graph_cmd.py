@@ -13,6 +13,7 @@ from studio.core.errors import StudioError
 from studio.core.fmt import printable
 from studio.core.paths import check_regular_file
 from studio.cli.common import parse_dims
+from studio.core.error_codes import ErrorCode
 
 NAME = "graph"
 HELP = ("Draw the graph: a self-contained interactive .html (zoom, pan, search, details), .dot or .svg; "
@@ -76,7 +77,7 @@ def _overlay_data(paths: list[str], sha256: str) -> dict:
             doc = json.loads(p.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise StudioError(f"overlay data file {printable(p.name, 80)} is not JSON ({type(exc).__name__})",
-                              code="BAD-OPTION") from None
+                              code=ErrorCode.BAD_OPTION) from None
         got = api.overlay_data_from_json(doc, sha256=sha256)
         for note in got.notes:
             print(f"note: {printable(p.name, 80)}: {printable(note, 300)}")
@@ -95,7 +96,7 @@ def _check_overlay(name: str, available: list[str]) -> None:
         ov.startswith("compatibility:") and name.startswith("compatibility:"))), None)
     extra = f" ('{printable(name, 60)}' needs --overlay-data with the output of {needs})" if needs else ""
     raise StudioError(f"no overlay '{printable(name, 60)}' for this model; valid here: "
-                      f"{', '.join(repr(a) for a in available)}{extra}", code="BAD-OPTION")
+                      f"{', '.join(repr(a) for a in available)}{extra}", code=ErrorCode.BAD_OPTION)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,16 +108,16 @@ def run(args: argparse.Namespace) -> int:
         if given:
             raise StudioError(f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to --diff "
                               "(a diff colours nodes by removed/added/changed and draws the whole graph); "
-                              "with --diff use --lineage, --diff-mode and --level", code="BAD-OPTION")
+                              "with --diff use --lineage, --diff-mode and --level", code=ErrorCode.BAD_OPTION)
     if args.lineage and not args.diff:
-        raise StudioError("--lineage applies only with --diff", code="BAD-OPTION")
+        raise StudioError("--lineage applies only with --diff", code=ErrorCode.BAD_OPTION)
     hops = 2 if args.hops is None else args.hops
     if hops < 0:
         raise StudioError("--hops must be 0 or more")
     if args.hops is not None and args.focus is None:
-        raise StudioError("--hops applies only with --focus", code="BAD-OPTION")
+        raise StudioError("--hops applies only with --focus", code=ErrorCode.BAD_OPTION)
     if args.group is not None and args.focus is not None:
-        raise StudioError("--group and --focus each choose the region to draw: give one", code="BAD-OPTION")
+        raise StudioError("--group and --focus each choose the region to draw: give one", code=ErrorCode.BAD_OPTION)
 
     dims = parse_dims(args.dim)
     handle = api.load(args.model)

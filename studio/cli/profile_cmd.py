@@ -25,6 +25,7 @@ from studio.core.fmt import human_bytes, printable
 from studio.core.paths import distinct_name, user_data_path
 from studio.cli import profile_generate
 from studio.cli.project_args import kept
+from studio.core.error_codes import ErrorCode
 
 NAME = "profile"
 HELP = ("Latency (cold start, p50..p99.9, interleaved ratios), per-op time, memory and sweeps of one or more "
@@ -118,7 +119,7 @@ def _nsys(args: argparse.Namespace) -> int | None:
         print(plan.shell_text(), file=sys.stderr)
         return None
     if not args.out_dir:
-        raise StudioError("--nsys needs --out-dir DIR (where the .nsys-rep report is written)", code="BAD-OPTION")
+        raise StudioError("--nsys needs --out-dir DIR (where the .nsys-rep report is written)", code=ErrorCode.BAD_OPTION)
     (out / "nsys").mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(api.__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])])}

@@ -18,6 +18,7 @@ from studio.cli import remote_args
 from studio.cli.common import positive_ints, print_json
 from studio.cli.project_args import keep_json
 from studio.core import outputs
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes, printable
 
@@ -61,14 +62,14 @@ def run(args: argparse.Namespace) -> int:
     if given:
         raise StudioError(f"{given[0]} does not apply to --generate (a generation profile draws seeded prompts, "
                           "and reports its own memory); drop it or profile without --generate",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     options = _options(args)
     irs = [m for m in args.models if str(m).lower().endswith(".xml")]
     models = [m for m in args.models if m not in irs]
     if irs and not models:
         raise StudioError("an OpenVINO IR (.xml) is profiled bound to the ONNX decoder it came from: list that "
                           ".onnx first, e.g. profile decoder.onnx decoder_int4.xml --generate --engine ov",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     handles = [api.load(m) for m in models]
     names = [h.name for h in handles] + [Path(m).name for m in irs]
     labels = [f"{i}:{printable(n, 40)}" if names.count(n) > 1 else printable(n, 60) for i, n in enumerate(names)]
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     targets = remote_args.targets_of(args)
     if targets and irs:
         raise StudioError("an OpenVINO IR (.xml) is profiled on this machine only; drop --target or the .xml",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     if targets:                     # --target/--targets: the same generation profile on each machine
         measured = batch_api.generate_on(targets, list(zip(labels, handles)), args.engine or ["ort"], options,
                                          cluster=args.cluster, tls=remote_args.tls_of(args), pool_key="cli")

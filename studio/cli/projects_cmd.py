@@ -9,6 +9,7 @@ from dataclasses import asdict
 
 from studio import api
 from studio.cli.common import print_json
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes, printable
 
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             p = api.open_project(args.project, unique=True)      # never the wrong one of two of a name
         except StudioError as exc:
-            if exc.code != "BAD-CATALOG":
+            if exc.code != ErrorCode.BAD_CATALOG:
                 raise
             if not args.yes:                      # a damaged project: removed by its id
                 raise StudioError(f"project {args.project} is damaged ({exc}); add --yes to delete it and all "

@@ -14,6 +14,7 @@ import argparse
 from studio import api
 from studio.core.errors import StudioError
 from studio.cli.project_args import kept
+from studio.core.error_codes import ErrorCode
 
 #: recipe field -> (flag, argparse dest, help)
 FLAGS: dict[str, tuple[str, str, str]] = {
@@ -61,7 +62,7 @@ def recipe_changes(args: argparse.Namespace) -> dict[str, str]:
         changes[field] = value
     if getattr(args, "bgr", False):
         if changes.get("color", "BGR").upper() != "BGR":
-            raise StudioError("give --color or --bgr, not both", code="BAD-OPTION")
+            raise StudioError("give --color or --bgr, not both", code=ErrorCode.BAD_OPTION)
         changes["color"] = "BGR"
     return changes
 
@@ -108,7 +109,7 @@ def dataset_for_run(args: argparse.Namespace, dataset):
         extra += ["--color"] if getattr(args, "color", None) else []
         if extra:
             raise StudioError(f"{', '.join(extra)} set the preprocessing of a dataset: add --project NAME "
-                              "--dataset NAME", code="BAD-OPTION")
+                              "--dataset NAME", code=ErrorCode.BAD_OPTION)
         return None
     recipe = recipe_from_args(args, dataset.recipe)
     if recipe is None:

@@ -10,6 +10,7 @@ import sys
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
 from studio.batch.facade import side_by_side
+from studio.core.error_codes import ErrorCode
 
 _TARGET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 
@@ -46,7 +47,7 @@ def goal_of(args: argparse.Namespace) -> str | None:
               file=sys.stderr)
     goals = [*([args.goal] if getattr(args, "goal", None) else []), *old]
     if len(goals) > 1:
-        raise StudioError("give one task-metric --goal (METRIC>=X)", code="BAD-OPTION")
+        raise StudioError("give one task-metric --goal (METRIC>=X)", code=ErrorCode.BAD_OPTION)
     return goals[0] if goals else None
 
 
@@ -59,7 +60,7 @@ def targets_of(args: argparse.Namespace) -> list[str]:
     for t in names:
         if not _TARGET.match(t):
             raise StudioError(f"a target name is letters, digits, '.', '_' or '-' (at most 40), got {t[:40]!r}",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
     return list(dict.fromkeys(names))
 
 

@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from studio import api
+from studio.core.error_codes import ErrorCode
 from studio.core.fmt import printable
 from studio.core.errors import StudioError
 
@@ -34,7 +35,7 @@ def goal(args: argparse.Namespace) -> str | None:
         flag = getattr(args, "old_goal_flag", "--target")
         print(f"note: '{flag} METRIC>=X' is deprecated: write --goal METRIC>=X", file=sys.stderr)
         if getattr(args, "goal", None):
-            raise StudioError(f"give one task-metric goal: --goal, not both --goal and {flag}", code="BAD-OPTION")
+            raise StudioError(f"give one task-metric goal: --goal, not both --goal and {flag}", code=ErrorCode.BAD_OPTION)
     return getattr(args, "goal", None) or old or None
 
 
@@ -47,7 +48,7 @@ def choices(args: argparse.Namespace, handle, project=None) -> dict[str, str]:
         api.set_output_tasks(project, handle, {k: None for k in forget})
     elif forget:
         raise StudioError(f"--task OUTPUT=auto forgets a choice stored in a project: add --project "
-                          f"(or give one of {', '.join(api.OUTPUT_TASKS)})", code="BAD-OPTION")
+                          f"(or give one of {', '.join(api.OUTPUT_TASKS)})", code=ErrorCode.BAD_OPTION)
     return api.task_choices(handle, given, project=project)
 
 

@@ -18,6 +18,7 @@ from studio.core import children
 from studio.core.errors import StudioError
 from studio.batch.facade import cluster_address
 from studio.batch.facade import machine_facts
+from studio.core.error_codes import ErrorCode
 
 NAME = "worker"
 HELP = "join a Dask cluster as a worker (a remote target for profile/precision/batch)"
@@ -46,7 +47,7 @@ def command(args: argparse.Namespace) -> list[str]:
             cmd += [f"--{flag.replace('_', '-')}", value]
     if args.target:
         if not _TARGET.match(args.target):
-            raise StudioError("a target name is letters, digits, '.', '_' or '-' (at most 40)", code="BAD-OPTION")
+            raise StudioError("a target name is letters, digits, '.', '_' or '-' (at most 40)", code=ErrorCode.BAD_OPTION)
         cmd += ["--resources", f"target-{args.target}=1", "--name", f"target-{args.target}"]
     return cmd
 

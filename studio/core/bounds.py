@@ -11,6 +11,7 @@ bytes does not exist.
 
 from __future__ import annotations
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 MAX_DIM = 2**31 - 1              # a dim value, a length, a batch, a count of heads or layers
@@ -20,7 +21,7 @@ MAX_MEMORY_BYTES = 2**63 - 1     # a memory size in bytes (int64)
 class OutOfRange(StudioError):
     """A number the user (or a file beside the model) gave is outside its domain."""
 
-    code = "OUT-OF-RANGE"
+    code = ErrorCode.OUT_OF_RANGE
 
 
 def number_text(value: object, max_chars: int = 24) -> str:

@@ -29,6 +29,7 @@ from onnx import ModelProto
 from studio.core.errors import StudioError
 from studio.core.dimexpr import evaluate
 from studio.core.dimexpr import free_names
+from studio.core.error_codes import ErrorCode
 
 _SIZE_KEYS = ("imgsz", "img_size", "image_size", "input_size", "input_shape", "imgsize", "image_shape",
               "resolution")
@@ -268,7 +269,7 @@ def resolve_derived(derived: Sequence[DerivedDim], given: Mapping[str, int], in_
             unset = [p for p in d.parts if p not in given]
             how = (f"set {' and '.join(unset)} instead" if unset else f"set it to {value} or leave it out")
             raise StudioError(f"dim '{d.key[:80]}' is derived from {', '.join(d.parts)}: it is {value} at {parts}, "
-                              f"not {int(given[d.key])}; {how}", code="BAD-DIM")
+                              f"not {int(given[d.key])}; {how}", code=ErrorCode.BAD_DIM)
         if value is not None and value > 0:
             out[d.key] = value
     return out

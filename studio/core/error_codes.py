@@ -116,6 +116,8 @@ class ErrorCode(StrEnum):
     NO_CLUSTER = "NO-CLUSTER"
     NO_TARGET = "NO-TARGET"
     WORKER_LOST = "WORKER-LOST"
+    SCHEDULER_LOST = "SCHEDULER-LOST"
+    REMOTE = "REMOTE"
     HASH_MISMATCH = "HASH-MISMATCH"
     # export
     TRITON_DTYPE = "TRITON-DTYPE"
@@ -295,6 +297,10 @@ WHAT_TO_DO: dict[ErrorCode, str] = {
     ErrorCode.NO_TARGET: "No worker of the cluster offers that target. Start a worker with that target, or choose "
                          "one the message lists.",
     ErrorCode.WORKER_LOST: "The remote worker did not finish the task. Check the worker on that target and retry.",
+    ErrorCode.SCHEDULER_LOST: "The cluster's scheduler went away and did not come back in time. Restart the "
+                              "scheduler (its workers rejoin) and run the batch again: finished tasks are kept.",
+    ErrorCode.REMOTE: "The remote target reported an error without a code of its own. Read the message; run the "
+                      "same command locally to see the error in full.",
     ErrorCode.HASH_MISMATCH: "The model's content does not match the task's hash (it changed in transit or on "
                              "disk). Send the task again.",
     ErrorCode.TRITON_DTYPE: "An input or output has a dtype Triton cannot express. Cast it in the model, or export "

@@ -91,7 +91,7 @@ class WorkerError(StudioError):
 class VerificationError(StudioError):
     """A transformed model no longer matches the original."""
 
-    code = "VERIFY-FAILED"
+    code = ErrorCode.VERIFY_FAILED
 
 
 # Lines of an engine's message that say where in its C++ sources it failed, not what failed:

@@ -25,6 +25,7 @@ from studio.core.types import Dim, TensorInfo, np_dtype, value_info
 from studio.core.protowalk import iter_graphs
 from studio.core.dim_hints import image_axes as _axes
 from studio.core.dim_hints import derived_dims, resolve_derived
+from studio.core.error_codes import ErrorCode
 from studio.core.outputs import register_input
 from studio.core.tensor_safety import MAX_ARRAY_BYTES
 from studio.core.tensor_safety import load_npz as read_arrays
@@ -440,10 +441,10 @@ def check_array_header(spec: InputSpec, shape: tuple[int, ...], dtype: np.dtype,
             got = [1, *got]
         if len(got) != len(want):
             raise StudioError(f"input '{name}' needs rank {len(want)} {want}, {gives} shape {list(shape)}",
-                              code="BAD-INPUT")
+                              code=ErrorCode.BAD_INPUT)
         for d, n in zip(want, got):
             if isinstance(d, int) and d >= 0 and d != n:
-                raise StudioError(f"input '{name}' needs shape {want}, {gives} {list(shape)}", code="BAD-INPUT")
+                raise StudioError(f"input '{name}' needs shape {want}, {gives} {list(shape)}", code=ErrorCode.BAD_INPUT)
     _check_cast(spec, np.dtype(dtype), gives)
 
 
@@ -453,9 +454,9 @@ def _check_cast(spec: InputSpec, have: np.dtype, gives: str) -> None:
     target = np.dtype(spec.dtype)
     if have.kind == "c" and target.kind != "c":
         raise StudioError(f"input '{spec.name[:60]}' needs {spec.dtype}, {gives} complex {have.name}; refusing "
-                          "rather than dropping the imaginary part", code="BAD-INPUT")
+                          "rather than dropping the imaginary part", code=ErrorCode.BAD_INPUT)
     if have.kind == "f" and target.kind in "iub":
-        raise StudioError(f"input '{spec.name[:60]}' needs {spec.dtype}, {gives} {have.name}", code="BAD-INPUT")
+        raise StudioError(f"input '{spec.name[:60]}' needs {spec.dtype}, {gives} {have.name}", code=ErrorCode.BAD_INPUT)
 
 
 def _cast_checked(arr: np.ndarray, spec: InputSpec) -> np.ndarray:

@@ -16,6 +16,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import ModelProto
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import ModelLoadError, StudioError
 from studio.core.expansion import check_expansion
 from studio.core.paths import check_regular_file
@@ -186,4 +187,4 @@ def require_valid(handle: ModelHandle, action: str) -> None:
     """Refuse an action (optimize, export...) on a model that fails the checker."""
     if not handle.check.ok:
         raise StudioError(f"cannot {action}: the model fails onnx.checker ({handle.check.message}); "
-                          "fix the model first", code="INVALID-MODEL")
+                          "fix the model first", code=ErrorCode.INVALID_MODEL)

@@ -20,6 +20,7 @@ from typing import BinaryIO
 import numpy as np
 
 from studio.core.bounds import number_text
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 MAX_HEADER_BYTES = 10_000          # numpy's own default bound on the header's dict text
@@ -28,7 +29,7 @@ MAX_HEADER_BYTES = 10_000          # numpy's own default bound on the header's d
 class NpyError(StudioError):
     """A ``.npy`` file (or ``.npz`` member) that cannot be used; nothing was allocated for it."""
 
-    code = "BAD-NPY"
+    code = ErrorCode.BAD_NPY
 
 
 @dataclass(frozen=True)

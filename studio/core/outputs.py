@@ -52,6 +52,7 @@ from typing import IO, Any
 
 from studio.core.errors import PathError
 from studio.core import jsonsafe
+from studio.core.error_codes import ErrorCode
 
 # How long a writer waits for another run's commit to the same folder before giving up.
 LOCK_WAIT_S = 120.0
@@ -69,7 +70,7 @@ _scratch: set[str] = set()                       # folders handed out by scratch
 class OutputError(PathError):
     """An output destination is not acceptable, or writing it failed (one line, the user's path)."""
 
-    code = "BAD-PATH"
+    code = ErrorCode.BAD_PATH
     errno: int | None = None          # the OSError's errno when a write failed (see DISK_ERRNOS)
     settled: bool = False             # the message already says what was and was not written: kept as is
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.paths import check_regular_file, safe_name
 
@@ -56,7 +57,7 @@ ALLOWED: dict[str, str] = {
 
 def _bad(name: str, value: object) -> StudioError:
     shown = repr(value)[:40] if not isinstance(value, str) else repr(value[:40])
-    return StudioError(f"{name} must be {ALLOWED[name]}; got {shown}", code="BAD-OPTION")
+    return StudioError(f"{name} must be {ALLOWED[name]}; got {shown}", code=ErrorCode.BAD_OPTION)
 
 
 @dataclass(frozen=True)
@@ -91,16 +92,16 @@ class Recipe:
             if not isinstance(v, tuple) or len(v) not in (1, 3) or not all(_finite(x) for x in v):
                 raise _bad(name, v)
         if any(s == 0 for s in self.std):
-            raise StudioError("std values must be non-zero", code="BAD-OPTION")
+            raise StudioError("std values must be non-zero", code=ErrorCode.BAD_OPTION)
         if not _finite(self.pad_value) or not 0 <= self.pad_value <= 255:
             raise _bad("pad_value", self.pad_value)
         if not _finite(self.crop_ratio) or not 0 < self.crop_ratio <= 1:
-            raise StudioError("crop ratio must be in (0, 1]", code="BAD-OPTION")
+            raise StudioError("crop ratio must be in (0, 1]", code=ErrorCode.BAD_OPTION)
         if not isinstance(self.preset, str) or not self.preset or len(self.preset) > 40:
             raise _bad("preset", self.preset)
         if self.dtype == "uint8" and (self.scale != 1 or any(self.mean) or any(s != 1 for s in self.std)):
             raise StudioError("dtype uint8 carries the pixels as they are: set scale 1, mean 0 and std 1 "
-                              "(or a float dtype)", code="BAD-OPTION")
+                              "(or a float dtype)", code=ErrorCode.BAD_OPTION)
         check_recipe_range(self, "float32" if self.dtype == "auto" else self.dtype)
 
     def to_dict(self) -> dict:
@@ -141,19 +142,19 @@ def check_recipe_range(recipe: Recipe, dtype: str) -> None:
     fmax = float(np.finfo(dt).max)
     if float(dt.type(recipe.scale)) == 0:
         raise StudioError(f"scale {recipe.scale:.3g} is 0 in {dt.name}: every pixel would become 0; give a scale "
-                          f"of at least {float(np.finfo(dt).smallest_subnormal):.3g}", code="BAD-OPTION")
+                          f"of at least {float(np.finfo(dt).smallest_subnormal):.3g}", code=ErrorCode.BAD_OPTION)
     channels = max(len(recipe.mean), len(recipe.std))
     for c in range(channels):
         mean, std = recipe.mean[c % len(recipe.mean)], recipe.std[c % len(recipe.std)]
         if float(dt.type(std)) == 0:
             raise StudioError(f"std {std:.3g} is 0 in {dt.name}: the tensor would be "
-                              "inf; give a std a pixel can be divided by", code="BAD-OPTION")
+                              "inf; give a std a pixel can be divided by", code=ErrorCode.BAD_OPTION)
         for pixel in (0.0, 255.0, float(recipe.pad_value)):
             steps = (pixel * recipe.scale, pixel * recipe.scale - mean, (pixel * recipe.scale - mean) / std)
             if not all(math.isfinite(v) and abs(v) <= fmax for v in steps):
                 raise StudioError(f"the recipe overflows {dt.name}: pixel {pixel:g} x "
                                   f"scale {recipe.scale:.3g} - mean {mean:.3g} / std {std:.3g} is beyond "
-                                  f"{fmax:.3g}; give numbers that keep the tensor finite", code="BAD-OPTION")
+                                  f"{fmax:.3g}; give numbers that keep the tensor finite", code=ErrorCode.BAD_OPTION)
 
 
 def _finite(x: object) -> bool:
@@ -263,7 +264,7 @@ def unknown_field(name: object) -> StudioError:
     text = str(name)[:40]
     close = difflib.get_close_matches(text.lower().replace("-", "_"), list(ALLOWED), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return StudioError(f"unknown recipe field {text!r}{hint}; fields: {', '.join(ALLOWED)}", code="BAD-OPTION")
+    return StudioError(f"unknown recipe field {text!r}{hint}; fields: {', '.join(ALLOWED)}", code=ErrorCode.BAD_OPTION)
 
 
 def recipe_with(base: Recipe, changes: Mapping[str, object]) -> Recipe:
@@ -287,19 +288,19 @@ def recipe_from_json(text: str, label: str = "recipe file") -> Recipe:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise StudioError(f"{label}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-                          code="BAD-OPTION") from None
+                          code=ErrorCode.BAD_OPTION) from None
     except (RecursionError, ValueError):       # nested thousands deep; an integer of more than 4,300 digits
         raise StudioError(f"{label}: not a recipe (nested too deeply or a number too long to read)",
-                          code="BAD-OPTION") from None
+                          code=ErrorCode.BAD_OPTION) from None
     if isinstance(data, dict) and isinstance(data.get("recipe"), dict) and not set(data) & set(ALLOWED):
         data = data["recipe"]              # ``data show --json`` / a manifest: {"recipe": {...}, ...}
     if not isinstance(data, dict):
         raise StudioError(f"{label}: must be a JSON object of recipe fields ({', '.join(ALLOWED)})",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     try:
         return recipe_with(Recipe(), data)
     except StudioError as exc:
-        raise StudioError(f"{label}: {exc}", code="BAD-OPTION") from None
+        raise StudioError(f"{label}: {exc}", code=ErrorCode.BAD_OPTION) from None
 
 
 def read_recipe_file(path: str | Path) -> Recipe:
@@ -310,7 +311,7 @@ def read_recipe_file(path: str | Path) -> Recipe:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise StudioError(f"{label}: not UTF-8 text", code="BAD-OPTION") from None
+        raise StudioError(f"{label}: not UTF-8 text", code=ErrorCode.BAD_OPTION) from None
     return recipe_from_json(text, label)
 
 
@@ -335,7 +336,7 @@ ALLOWED["preset"] = "one of " + ", ".join(PRESETS) + " or custom"
 def preset(name: str, **overrides) -> Recipe:
     if name not in PRESETS:
         raise StudioError(f"unknown preprocessing preset {name[:40]!r}; known: {', '.join(PRESETS)}",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     return replace(PRESETS[name], **overrides) if overrides else PRESETS[name]
 
 

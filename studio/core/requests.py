@@ -22,6 +22,7 @@ from pathlib import PurePath
 from typing import Any, TypeVar
 
 from studio.core import cli_hints
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 __all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "request_from_dict"]
@@ -181,17 +182,17 @@ class OptimizeRequest:
     def __post_init__(self) -> None:
         put = object.__setattr__
         if isinstance(self.passes, str):
-            raise StudioError("passes must be a list of pass names, not one string", code="BAD-REQUEST")
+            raise StudioError("passes must be a list of pass names, not one string", code=ErrorCode.BAD_REQUEST)
         passes = tuple(str(p) for p in self.passes) if self.passes else None
         preset = str(self.preset) if self.preset else None
         if preset and passes:
-            raise StudioError("give either a preset or a list of passes", code="BAD-OPTION")
+            raise StudioError("give either a preset or a list of passes", code=ErrorCode.BAD_OPTION)
         put(self, "passes", passes)
         put(self, "preset", preset if preset or passes else DEFAULT_PRESET)
         put(self, "dims", _pairs(self.dims, int))
         put(self, "pass_options", _frozen_options(self.pass_options))
         if self.on_failure not in ("stop", "revert"):
-            raise StudioError("on_failure must be 'stop' or 'revert'", code="BAD-OPTION")
+            raise StudioError("on_failure must be 'stop' or 'revert'", code=ErrorCode.BAD_OPTION)
         put(self, "verify", bool(self.verify))
         put(self, "time_budget_s", None if self.time_budget_s is None else float(self.time_budget_s))
         put(self, "inputs", str(self.inputs) if self.inputs not in (None, "") else None)
@@ -295,13 +296,13 @@ def request_from_dict(cls: type[R], data: Mapping[str, Any]) -> R:
     """A request from its ``to_dict`` form: unknown keys and wrong shapes are one line (BAD-REQUEST), never
     dropped, so a request from a newer client is refused rather than run with options missing."""
     if not isinstance(data, Mapping):
-        raise StudioError(f"a {cls.__name__} must be a mapping, got {type(data).__name__}", code="BAD-REQUEST")
+        raise StudioError(f"a {cls.__name__} must be a mapping, got {type(data).__name__}", code=ErrorCode.BAD_REQUEST)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise StudioError(f"{cls.__name__} has no option(s) {', '.join(unknown)[:80]}; known: "
-                          f"{', '.join(sorted(known))[:300]}", code="BAD-REQUEST")
+                          f"{', '.join(sorted(known))[:300]}", code=ErrorCode.BAD_REQUEST)
     try:
         return cls(**dict(data))
     except (TypeError, ValueError) as exc:
-        raise StudioError(f"{cls.__name__}: {str(exc).splitlines()[0][:200]}", code="BAD-REQUEST") from None
+        raise StudioError(f"{cls.__name__}: {str(exc).splitlines()[0][:200]}", code=ErrorCode.BAD_REQUEST) from None

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 import numpy as np
 from onnx import ModelProto, TensorProto, helper
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, UnsafeModelError
 from studio.core.protowalk import iter_tensors
 from studio.core.paths import check_regular_file
@@ -257,21 +258,21 @@ def read_npy_header(fh, available: int, *, label: str, max_bytes: int = MAX_ARRA
             shape, fortran, dtype = fmt.read_array_header_2_0(fh, max_header_size=_MAX_NPY_HEADER)
         else:
             raise StudioError(f"{label} uses .npy format version {version[0]}.{version[1]}; save it with numpy.save",
-                              code="BAD-INPUT")
+                              code=ErrorCode.BAD_INPUT)
     except StudioError:
         raise
     except (ValueError, TypeError, OSError, EOFError, SyntaxError, MemoryError, RecursionError,
             zipfile.BadZipFile, zlib.error):
         raise StudioError(f"{label} is not a readable .npy (its header is damaged); save it with numpy.save",
-                          code="BAD-INPUT") from None
+                          code=ErrorCode.BAD_INPUT) from None
     dtype = np.dtype(dtype)
     if dtype.hasobject:
         raise StudioError(f"{label} holds Python objects (a pickle); only numeric arrays are read and pickles are "
-                          "never loaded", code="BAD-INPUT")
+                          "never loaded", code=ErrorCode.BAD_INPUT)
     if dtype.kind in "SU":
-        raise StudioError(f"{label} holds strings ({dtype.str}); only numeric arrays are read", code="BAD-INPUT")
+        raise StudioError(f"{label} holds strings ({dtype.str}); only numeric arrays are read", code=ErrorCode.BAD_INPUT)
     if dtype.kind not in "biufc" or dtype.fields is not None or dtype.subdtype is not None:
-        raise StudioError(f"{label} holds {dtype.str} records; only plain numeric arrays are read", code="BAD-INPUT")
+        raise StudioError(f"{label} holds {dtype.str} records; only plain numeric arrays are read", code=ErrorCode.BAD_INPUT)
     elements = 1
     for d in shape:
         elements *= int(d)
@@ -279,14 +280,14 @@ def read_npy_header(fh, available: int, *, label: str, max_bytes: int = MAX_ARRA
     if nbytes > max_bytes:
         raise StudioError(f"{label} declares shape {list(shape)} {dtype.name} = {_size_text(nbytes)}, over the "
                           f"{_size_text(max_bytes)} memory limit for one array; nothing was allocated",
-                          code="TOO-LARGE")
+                          code=ErrorCode.TOO_LARGE)
     try:
         held = available - fh.tell()
     except (OSError, AttributeError):
         held = available
     if held < nbytes:
         raise StudioError(f"{label} is truncated: its header declares {_size_text(nbytes)} of data "
-                          f"({list(shape)} {dtype.name}), the file holds {_size_text(max(held, 0))}", code="BAD-INPUT")
+                          f"({list(shape)} {dtype.name}), the file holds {_size_text(max(held, 0))}", code=ErrorCode.BAD_INPUT)
     return ArrayHeader(tuple(int(d) for d in shape), dtype, bool(fortran), nbytes)
 
 
@@ -299,7 +300,7 @@ def read_npy_data(fh, header: ArrayHeader, *, label: str) -> np.ndarray:
         n = fh.readinto(view[got:])
         if not n:
             raise StudioError(f"{label} is truncated: {_size_text(got)} of {_size_text(header.nbytes)} of data",
-                              code="BAD-INPUT")
+                              code=ErrorCode.BAD_INPUT)
         got += n
     arr = np.frombuffer(buf, header.dtype).reshape(header.shape, order="F" if header.fortran else "C")
     return arr if header.dtype.isnative else arr.astype(header.dtype.newbyteorder("="))
@@ -316,7 +317,7 @@ def load_npy(path: Path, *, label: str, max_bytes: int = MAX_ARRAY_BYTES, check=
                 check(header)
             return read_npy_data(fh, header, label=label)
     except OSError as exc:
-        raise StudioError(f"{label} cannot be read ({exc.strerror or type(exc).__name__})", code="BAD-INPUT") from None
+        raise StudioError(f"{label} cannot be read ({exc.strerror or type(exc).__name__})", code=ErrorCode.BAD_INPUT) from None
 
 
 def load_npz(path: Path, *, label: str, max_bytes: int = MAX_ARRAY_BYTES, check=None) -> dict[str, np.ndarray]:
@@ -350,9 +351,9 @@ def _walk_npz(path: Path, label: str, max_bytes: int, visit) -> None:  # noqa: A
         with zipfile.ZipFile(path) as zf:
             infos = [i for i in zf.infolist() if not i.is_dir()]
             if len(infos) > 10_000:
-                raise StudioError(f"{label} holds {len(infos)} arrays, over the limit of 10000", code="TOO-LARGE")
+                raise StudioError(f"{label} holds {len(infos)} arrays, over the limit of 10000", code=ErrorCode.TOO_LARGE)
             if not infos:
-                raise StudioError(f"{label} holds no arrays", code="BAD-INPUT")
+                raise StudioError(f"{label} holds no arrays", code=ErrorCode.BAD_INPUT)
             for info in infos:
                 key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
                 item = f"{label}, array '{key[:60]}'"
@@ -361,17 +362,17 @@ def _walk_npz(path: Path, label: str, max_bytes: int, visit) -> None:  # noqa: A
                     total += header.nbytes
                     visit(key, header, fh, item)
     except StudioError as exc:
-        if exc.code == "TOO-LARGE" and total > 0 and "memory limit" in str(exc):
+        if exc.code == ErrorCode.TOO_LARGE and total > 0 and "memory limit" in str(exc):
             raise StudioError(f"{exc} (all arrays of the file together: {_size_text(max_bytes)})",
-                              code="TOO-LARGE") from None
+                              code=ErrorCode.TOO_LARGE) from None
         raise
     except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
         why = "a CRC error" if "CRC" in str(exc) else "corrupt data"
         where = f" in array '{key[:60]}'" if key else ""
         raise StudioError(f"{label} is not a readable .npz ({why}{where}); save it with numpy.savez",
-                          code="BAD-INPUT") from None
+                          code=ErrorCode.BAD_INPUT) from None
     except (NotImplementedError, RuntimeError, ValueError):
         raise StudioError(f"{label} is not a readable .npz (encrypted or an unsupported compression)",
-                          code="BAD-INPUT") from None
+                          code=ErrorCode.BAD_INPUT) from None
     except OSError as exc:
-        raise StudioError(f"{label} cannot be read ({exc.strerror or type(exc).__name__})", code="BAD-INPUT") from None
+        raise StudioError(f"{label} cannot be read ({exc.strerror or type(exc).__name__})", code=ErrorCode.BAD_INPUT) from None

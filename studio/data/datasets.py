@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 from onnx import ModelProto
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
 from studio.core.feeds import Feeds, InputSpec, check_array_header, choose_dims, input_specs, load_npz
@@ -96,7 +97,7 @@ class Dataset:
             return self.samples
         if name not in ("calibration", "evaluation"):
             raise StudioError(f"dataset part must be calibration, evaluation or all, got {name[:20]!r}",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         wanted = set(self.calibration if name == "calibration" else self.evaluation)
         return tuple(s for s in self.samples if s.index in wanted)
 
@@ -139,7 +140,7 @@ def _kind_of(files: Sequence[Path]) -> str:
     if scripts:
         raise StudioError(f"'{safe_name(scripts[0].name)}' is a data-loader script and no samples were found "
                           "beside it; a script runs (as you, with your rights) only when you choose it: "
-                          "add --kind script", code="BAD-OPTION")
+                          "add --kind script", code=ErrorCode.BAD_OPTION)
     raise StudioError("no samples found: give images (png/jpg/bmp/webp), WAV audio, .jsonl/.txt text, "
                       ".npz/.npy tensors, or a data-loader .py script with --kind script")
 
@@ -154,7 +155,7 @@ def _walk(folder: Path, limit: int) -> list[Path]:
             continue
         out.append(p)
         if len(out) > limit:
-            raise StudioError(f"the dataset has more than {limit} files; give a smaller folder", code="TOO-LARGE")
+            raise StudioError(f"the dataset has more than {limit} files; give a smaller folder", code=ErrorCode.TOO_LARGE)
     return out
 
 
@@ -171,7 +172,7 @@ def _unpack_zip(path: Path, into: Path) -> Path:
 
 def _split(indices: Sequence[int], calibration_fraction: float, seed: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     if not 0 <= calibration_fraction <= 1:
-        raise StudioError("the calibration fraction must be between 0 and 1", code="BAD-OPTION")
+        raise StudioError("the calibration fraction must be between 0 and 1", code=ErrorCode.BAD_OPTION)
     order = np.random.default_rng(seed).permutation(len(indices))
     n_cal = int(round(len(indices) * calibration_fraction))
     if len(indices) >= 2 and 0 < calibration_fraction < 1:
@@ -300,7 +301,7 @@ def _text_samples(files: Sequence[Path], root: Path
                     continue
             found.append((rel, i, label, part))
             if len(found) > MAX_SAMPLES:
-                raise StudioError(f"more than {MAX_SAMPLES} text samples", code="TOO-LARGE")
+                raise StudioError(f"more than {MAX_SAMPLES} text samples", code=ErrorCode.TOO_LARGE)
     return found, skipped
 
 
@@ -320,13 +321,13 @@ def json_line(line: str) -> dict:
     The error says what is wrong with the line ("not valid JSON"); callers name the line."""
     depth = json_depth(line)
     if depth > MAX_JSON_DEPTH:
-        raise StudioError(f"JSON nested {depth} levels deep, over the limit of {MAX_JSON_DEPTH}", code="BAD-INPUT")
+        raise StudioError(f"JSON nested {depth} levels deep, over the limit of {MAX_JSON_DEPTH}", code=ErrorCode.BAD_INPUT)
     try:
         obj = json.loads(line)
     except (json.JSONDecodeError, RecursionError, ValueError):
-        raise StudioError("not valid JSON", code="BAD-INPUT") from None
+        raise StudioError("not valid JSON", code=ErrorCode.BAD_INPUT) from None
     if not isinstance(obj, dict):
-        raise StudioError("not a JSON object", code="BAD-INPUT")
+        raise StudioError("not a JSON object", code=ErrorCode.BAD_INPUT)
     return obj
 
 
@@ -340,7 +341,7 @@ def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | Non
     ``recipe`` is given (``recipe_reason``: where it came from)."""
     src = Path(source)
     if not src.exists():
-        raise StudioError(f"dataset source '{safe_name(src.name)}' does not exist", code="NOT-FOUND")
+        raise StudioError(f"dataset source '{safe_name(src.name)}' does not exist", code=ErrorCode.NOT_FOUND)
     dest_root = Path(dest_root)
     dest_root.mkdir(parents=True, exist_ok=True)
     ds_id = secrets.token_hex(6)
@@ -361,7 +362,7 @@ def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | Non
         if kind == "auto":
             kind = _kind_of(src_files)
         if kind not in KINDS:
-            raise StudioError(f"dataset kind must be one of {', '.join(KINDS)}", code="BAD-OPTION")
+            raise StudioError(f"dataset kind must be one of {', '.join(KINDS)}", code=ErrorCode.BAD_OPTION)
         labels = _read_labels(src_root) if src.is_dir() or src.suffix.lower() == ".zip" else {}
         samples, skipped, parts = _collect(kind, src_root, src_files, files_root, labels, max_samples)
         opts = dict(options or {})
@@ -462,7 +463,7 @@ def contained(folder: Path, rel: str, what: str) -> Path:
         bad, target = True, root
     if bad or target == root or not target.is_relative_to(root):
         raise StudioError(f"the dataset is damaged: its manifest's {what} ({printable(raw, 60)}) points outside "
-                          "the dataset folder; nothing was read. Import the dataset again", code="BAD-CATALOG")
+                          "the dataset folder; nothing was read. Import the dataset again", code=ErrorCode.BAD_CATALOG)
     return target
 
 
@@ -484,12 +485,12 @@ def load_dataset(folder: str | Path) -> Dataset:
                      dict(data.get("options") or {}))
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError,
             RecursionError):
-        raise StudioError("the dataset manifest is corrupt; import the dataset again", code="BAD-CATALOG") from None
+        raise StudioError("the dataset manifest is corrupt; import the dataset again", code=ErrorCode.BAD_CATALOG) from None
     for ref in ds.samples:
         if (not ref.file or ref.file.startswith(("/", "\\")) or "\x00" in ref.file
                 or any(part == ".." for part in PurePosixPath(ref.file.replace("\\", "/")).parts)):
             raise StudioError(f"the dataset is damaged: sample {ref.index}'s file ({printable(ref.file, 60)}) "
-                              "points outside the dataset folder; import the dataset again", code="BAD-CATALOG")
+                              "points outside the dataset folder; import the dataset again", code=ErrorCode.BAD_CATALOG)
     return ds
 
 
@@ -505,7 +506,7 @@ def with_recipe(ds: Dataset, recipe: Recipe, *, reason: str = "set by the user",
 
     if ds.kind != "image":
         raise StudioError(f"dataset {ds.name[:40]} holds {ds.kind} samples; a preprocessing recipe applies to "
-                          "image datasets", code="BAD-OPTION")
+                          "image datasets", code=ErrorCode.BAD_OPTION)
     new = replace(ds, recipe=recipe, recipe_reason=reason[:300])
     if save:
         atomic_write_text(ds.folder / MANIFEST, json.dumps(new.to_dict(), indent=1))
@@ -526,7 +527,7 @@ def recipe_fingerprint(ds: Dataset) -> str:
 
 def _sample_error(ds: Dataset, ref: SampleRef, text: str) -> StudioError:
     return StudioError(f"dataset {ds.name[:40]}, sample {ref.index} ({PurePosixPath(ref.file).name[:40]}): {text}",
-                       code="BAD-INPUT")
+                       code=ErrorCode.BAD_INPUT)
 
 
 def _fit_shape(ds: Dataset, ref: SampleRef, spec: InputSpec, arr: np.ndarray) -> np.ndarray:
@@ -581,7 +582,7 @@ def dataset_feeds(ds: Dataset, model: ModelProto, *, part: str = "evaluation", l
     chosen = choose_dims(specs, dims)
     refs = ds.part(part)[: limit or None]
     if not refs:
-        raise StudioError(f"the dataset's {part} part is empty", code="BAD-INPUT")
+        raise StudioError(f"the dataset's {part} part is empty", code=ErrorCode.BAD_INPUT)
     if ds.kind in ("tensor", "script"):      # a script's samples were saved as .npz when it was added
         return _tensor_feeds(ds, refs, specs)
     out: list[Feeds] = []
@@ -675,7 +676,7 @@ def _check_recipe_for(ds: Dataset, recipe: Recipe, spec: InputSpec) -> None:
         check_recipe_range(recipe, spec.dtype if spec.dtype in ("float16", "float32", "float64") else "float32")
     except StudioError as exc:
         raise StudioError(f"dataset {ds.name[:40]}, input '{spec.name[:40]}' ({spec.dtype}): {exc}",
-                          code="BAD-OPTION") from None
+                          code=ErrorCode.BAD_OPTION) from None
 
 
 def _check_image_budget(ds: Dataset, ref: SampleRef, spec: InputSpec, size: tuple[int, int], channels: object) -> None:
@@ -713,7 +714,7 @@ def text_token_ids(ds: Dataset, *, part: str = "evaluation", limit: int | None =
     list (or ``ids``/``tokens``), a raw line encoded with the dataset's tokenizer.json."""
     if ds.kind != "text":
         raise StudioError(f"dataset {ds.name[:40]} holds {ds.kind} samples; decoder prompts need a text dataset",
-                          code="BAD-INPUT")
+                          code=ErrorCode.BAD_INPUT)
     out: list[list[int]] = []
     tok = None
     for ref in ds.part(part)[: limit or None]:
@@ -739,7 +740,7 @@ def _image_spec(specs: Sequence[InputSpec]) -> InputSpec:
     for s in specs:
         if s.kind == "tensor" and s.shape is not None and len(s.shape) == 4:
             return s
-    raise StudioError("the model has no 4-D image input; an image dataset cannot feed it", code="BAD-INPUT")
+    raise StudioError("the model has no 4-D image input; an image dataset cannot feed it", code=ErrorCode.BAD_INPUT)
 
 
 def _hw_hint(spec: InputSpec, chosen: Mapping[str, int], layout: str) -> tuple[int, int] | None:

@@ -31,6 +31,7 @@ from studio.core.types import value_info
 from studio.data.tasks import output_tasks
 from studio.data.datasets import contained, recipe_fingerprint
 from studio.accuracy.runs import run_feed_sets
+from studio.core.error_codes import ErrorCode
 from studio.data.metrics import task_info
 
 REFERENCE_OPTIONS = RunOptions(graph_optimization_level="disable")
@@ -194,7 +195,7 @@ def golden_outputs(ds: Dataset, model_path: str | Path, *, part: str = "evaluati
     bad = [(r.index, e) for r, e in zip(refs, runs.errors) if e]
     if bad:
         raise StudioError(f"the reference (ONNX Runtime CPU) fails on dataset sample {bad[0][0]}: "
-                          f"{str(bad[0][1])[:200]}", code="REFERENCE-FAILED")
+                          f"{str(bad[0][1])[:200]}", code=ErrorCode.REFERENCE_FAILED)
     outs = tuple({k: np.asarray(v) for k, v in o.items() if isinstance(v, np.ndarray)} for o in runs.outputs)
     version = runs.details.get("engine_version") or runs.details.get("version") or ""
     reference = f"onnxruntime CPU, graph optimizations off{f' ({version})' if version else ''}"

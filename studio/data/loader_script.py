@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.paths import check_regular_file
@@ -84,13 +85,13 @@ def run_loader_script(script: Path, into: Path, *, limit: int, timeout_s: float 
         except WorkerError as exc:
             if exc.kind == "timeout":
                 raise StudioError(f"data-loader script did not finish within {limits.timeout_s:g} s "
-                                  "(an endless loop?); its worker was stopped", code="TIMEOUT") from None
+                                  "(an endless loop?); its worker was stopped", code=ErrorCode.TIMEOUT) from None
             if exc.kind == "memory":
                 raise StudioError(f"data-loader script exceeded the worker memory limit "
-                                  f"({limits.memory_gib:.1f} GiB)", code="MEMORY") from None
+                                  f"({limits.memory_gib:.1f} GiB)", code=ErrorCode.MEMORY) from None
             raise StudioError(f"data-loader script failed: {exc}") from None
         if res.data.get("error"):
-            raise StudioError(str(res.data["error"])[:400], code="USER-CODE")
+            raise StudioError(str(res.data["error"])[:400], code=ErrorCode.USER_CODE)
         into.mkdir(parents=True, exist_ok=True)
         count = 0
         for f in sorted(out.glob("*.npz")):

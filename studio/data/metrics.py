@@ -27,6 +27,7 @@ import numpy as np
 
 from profilers.stats import bootstrap_interval
 from studio.core.closeness import Closeness, closeness, cosine_matrix, count_unequal, top_classes
+from studio.core.error_codes import ErrorCode
 from studio.data.tasks import _Evidence, infer_task, is_yolo_head
 from studio.core.errors import StudioError
 
@@ -736,7 +737,7 @@ def metrics_for(spec: OutputSpec, override: Sequence[str] | None = None) -> tupl
     names = tuple(override) if override else _BY_TASK[task_of(spec)]
     unknown = [n for n in names if n not in METRICS]
     if unknown:
-        raise StudioError(f"unknown metric {unknown[0][:40]!r}; known: {', '.join(METRICS)}", code="BAD-OPTION")
+        raise StudioError(f"unknown metric {unknown[0][:40]!r}; known: {', '.join(METRICS)}", code=ErrorCode.BAD_OPTION)
     chosen = tuple(_bound(METRICS[n], spec) for n in names)
     found = tuple(m for m in chosen if override or m.applies_to(spec))
     if found or task_of(spec) == "other":
@@ -786,11 +787,11 @@ def parse_target(text: str) -> Target:
     m = _TARGET.match(text or "")
     if not m:
         raise StudioError(f"target {text[:60]!r} is not METRIC>=VALUE or METRIC<=VALUE "
-                          "(e.g. top1-agreement>=0.99, map-drop<=0.01, cosine>=0.99)", code="BAD-OPTION")
+                          "(e.g. top1-agreement>=0.99, map-drop<=0.01, cosine>=0.99)", code=ErrorCode.BAD_OPTION)
     name, op, value = m.group(1), m.group(2), float(m.group(3))
     if name not in METRICS and name not in _DERIVED:
         raise StudioError(f"target metric {name!r} is unknown; known: {', '.join([*METRICS, *_DERIVED])}",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     return Target(name, op, value)
 
 
@@ -815,7 +816,7 @@ def check_target(target, specs: Sequence, *, has_labels: bool | None = None) -> 
         if target.base_metric in metric_names(spec):
             if target.base_metric in LABELLED and has_labels is False:
                 raise StudioError(f"target {target.text()} needs labelled samples (sub-folders named by class); "
-                                  "this dataset has no labels: use top1-agreement instead", code="BAD-OPTION")
+                                  "this dataset has no labels: use top1-agreement instead", code=ErrorCode.BAD_OPTION)
             return spec.name
     parts = []
     for spec in list(specs)[:3]:
@@ -826,4 +827,4 @@ def check_target(target, specs: Sequence, *, has_labels: bool | None = None) -> 
     first = specs[0].name[:40] if specs else "OUTPUT"
     raise StudioError(f"target {target.text()} applies to no output of this model: {'; '.join(parts)}{more}. "
                       f"Choose a target among the metrics that apply, or set the output's task "
-                      f"(--task {first}=KIND)", code="BAD-OPTION")
+                      f"(--task {first}=KIND)", code=ErrorCode.BAD_OPTION)

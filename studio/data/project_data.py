@@ -18,6 +18,7 @@ import shutil
 import stat
 from pathlib import Path, PurePosixPath
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
 from studio.core.paths import is_within, safe_name
@@ -32,16 +33,16 @@ def add_dataset(project, source: str | Path, **kwargs) -> Dataset:
     project.require_writable()                 # a read-only project: one line before anything is imported
     taken = f"the project already has a dataset named {name[:60]!r}; choose another name"
     if any(d.name == name for d in project.datasets()):
-        raise StudioError(taken, code="EXISTS")
+        raise StudioError(taken, code=ErrorCode.EXISTS)
     data_root = project.root / DATA_DIR
     if data_root.is_symlink() or not is_within(data_root, project.root):
         raise StudioError("the project's data folder is a link out of the project (a damaged project); "
-                          "nothing was imported", code="BAD-CATALOG")
+                          "nothing was imported", code=ErrorCode.BAD_CATALOG)
     ds = import_dataset(source, data_root, name=name, **kwargs)
     rel = ds.folder.relative_to(project.root).as_posix()
     if not project.insert_dataset(ds.id, ds.name, ds.kind, rel):   # another process took the name meanwhile
         shutil.rmtree(ds.folder, ignore_errors=True)  # scratch: the folder this call imported just above
-        raise StudioError(taken, code="EXISTS")
+        raise StudioError(taken, code=ErrorCode.EXISTS)
     return ds
 
 
@@ -88,7 +89,7 @@ def _row(project, id_or_name: str):
             return row
     known = ", ".join(d.name for d in project.datasets()[:10]) or "none"
     raise StudioError(f"no dataset {id_or_name[:60]!r} in project {project.name[:40]!r}; datasets: {known}",
-                      code="NOT-FOUND")
+                      code=ErrorCode.NOT_FOUND)
 
 
 def get_dataset(project, id_or_name: str) -> Dataset:
@@ -98,7 +99,7 @@ def get_dataset(project, id_or_name: str) -> Dataset:
         raise StudioError(f"dataset {safe_name(row.name)[:60]!r} is damaged: {damage}; nothing was read. Remove the "
                           f"row with: onnx-studio data rm {safe_name(row.name)[:60]} --project "
                           f"{safe_name(project.name)[:40]} --yes (it deletes nothing outside the project)",
-                          code="BAD-CATALOG")
+                          code=ErrorCode.BAD_CATALOG)
     return load_dataset(folder)
 
 

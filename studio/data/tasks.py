@@ -23,6 +23,7 @@ from studio.core.errors import StudioError
 from studio.core.types import shape_text, value_info
 from studio.core.feeds import value_uses
 from studio.core.dim_hints import image_axes
+from studio.core.error_codes import ErrorCode
 from studio.core.feeds import input_specs
 from studio.core.order_free import OrderFree, order_free_outputs
 
@@ -600,10 +601,10 @@ def check_overrides(model: onnx.ModelProto, tasks: Mapping[str, str]) -> None:
     for output, kind in tasks.items():
         if output not in names:
             raise StudioError(f"--task: the model has no output {output[:60]!r}; its outputs: "
-                              f"{', '.join(n[:40] for n in names[:8])}", code="BAD-OPTION")
+                              f"{', '.join(n[:40] for n in names[:8])}", code=ErrorCode.BAD_OPTION)
         if kind not in TASKS:
             raise StudioError(f"--task {output[:40]}={str(kind)[:30]}: the task is one of {', '.join(TASKS)}",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
 
 
 def parse_task_options(values: Sequence[str] | None) -> dict[str, str]:
@@ -614,10 +615,10 @@ def parse_task_options(values: Sequence[str] | None) -> dict[str, str]:
         kind = kind.strip().lower()
         if not sep or not output.strip():
             raise StudioError(f"--task takes OUTPUT=KIND (e.g. prob=classification), got {str(raw)[:60]!r}",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         if kind not in TASKS:
             raise StudioError(f"--task {output[:40]}={kind[:30]}: the task is one of {', '.join(TASKS)}",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         out[output.strip()] = kind
     return out
 

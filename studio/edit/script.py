@@ -17,13 +17,14 @@ from typing import Any
 
 from studio.core.errors import StudioError
 from studio.core.bounds import number_text
+from studio.core.error_codes import ErrorCode
 from studio.core.paths import check_regular_file, user_data_path
 
 
 class EditError(StudioError):
     """An edit that cannot be applied: named, with what to do. Nothing was written."""
 
-    code = "BAD-EDIT"
+    code = ErrorCode.BAD_EDIT
 
 
 _STR, _INT, _LIST, _MAP, _ANY, _BOOL = "str", "int", "list", "map", "any", "bool"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from studio.core.choices import comma_items
 from studio.core.engines.table import ENGINES
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 TARGETS: tuple[str, ...] = ("onnxruntime", "openvino", "tensorrt", "triton")
@@ -44,11 +45,11 @@ class ShapeRange:
 
     def __post_init__(self) -> None:
         if not (len(self.min) == len(self.opt) == len(self.max)):
-            raise StudioError("shape range: min, opt and max must have the same rank", code="BAD-OPTION")
+            raise StudioError("shape range: min, opt and max must have the same rank", code=ErrorCode.BAD_OPTION)
         if any(d < 0 for d in (*self.min, *self.opt, *self.max)):
-            raise StudioError("shape range: dims cannot be negative", code="BAD-OPTION")
+            raise StudioError("shape range: dims cannot be negative", code=ErrorCode.BAD_OPTION)
         if not all(a <= b <= c for a, b, c in zip(self.min, self.opt, self.max)):
-            raise StudioError(f"shape range {self.text()}: needs min <= opt <= max on every axis", code="BAD-OPTION")
+            raise StudioError(f"shape range {self.text()}: needs min <= opt <= max on every axis", code=ErrorCode.BAD_OPTION)
 
     @property
     def static(self) -> bool:
@@ -64,7 +65,7 @@ class ShapeRange:
 def _shape(text: str, what: str) -> Shape:
     text = text.strip().lower().replace(",", "x")
     if not _SHAPE.match(text):
-        raise StudioError(f"{what}: '{text[:40]}' is not a shape like 1x3x224x224", code="BAD-OPTION")
+        raise StudioError(f"{what}: '{text[:40]}' is not a shape like 1x3x224x224", code=ErrorCode.BAD_OPTION)
     return tuple(int(d) for d in text.split("x"))
 
 
@@ -75,13 +76,13 @@ def parse_shape_spec(spec: str) -> tuple[str, ShapeRange]:
     ``:`` in them still work."""
     name, sep, shapes = spec.rpartition("=")
     if not sep or not name or not shapes:
-        raise StudioError(f"--shapes expects NAME=MIN:OPT:MAX or NAME=SHAPE, got '{spec[:60]}'", code="BAD-OPTION")
+        raise StudioError(f"--shapes expects NAME=MIN:OPT:MAX or NAME=SHAPE, got '{spec[:60]}'", code=ErrorCode.BAD_OPTION)
     parts = shapes.split(":")
     if len(parts) == 1:
         s = _shape(parts[0], f"--shapes {name[:40]}")
         return name, ShapeRange(s, s, s)
     if len(parts) != 3:
-        raise StudioError(f"--shapes {name[:40]}: give MIN:OPT:MAX (three shapes) or one shape", code="BAD-OPTION")
+        raise StudioError(f"--shapes {name[:40]}: give MIN:OPT:MAX (three shapes) or one shape", code=ErrorCode.BAD_OPTION)
     lo, opt, hi = (_shape(p, f"--shapes {name[:40]}") for p in parts)
     return name, ShapeRange(lo, opt, hi)
 
@@ -106,7 +107,7 @@ def parse_shapes(specs: Iterable[str] | Mapping[str, object] | None) -> dict[str
                     out[str(name)] = ShapeRange(*(tuple(int(d) for d in s) for s in seq))
                 else:
                     raise StudioError(f"shapes for {str(name)[:40]!r}: give (min, opt, max) or one shape",
-                                      code="BAD-OPTION")
+                                      code=ErrorCode.BAD_OPTION)
         return out
     for spec in specs:
         name, rng = parse_shape_spec(str(spec))
@@ -126,11 +127,11 @@ def resolve_targets(targets: str | Iterable[str]) -> tuple[str, ...]:
             continue
         if name not in _ALIASES:
             raise StudioError(f"unknown export target '{name[:30]}'; choose from ort, openvino, tensorrt, "
-                              f"triton, {', '.join(CONVERTED_TARGETS)}, all or mobile", code="BAD-OPTION")
+                              f"triton, {', '.join(CONVERTED_TARGETS)}, all or mobile", code=ErrorCode.BAD_OPTION)
         wanted.add(_ALIASES[name])
     if not wanted:
         raise StudioError("no export target given; choose from ort, openvino, tensorrt, triton or all",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     return tuple(t for t in _ORDER if t in wanted)
 
 
@@ -139,11 +140,11 @@ def parse_ov_precisions(value: str | Iterable[str]) -> tuple[str, ...]:
     out: list[str] = []
     for name in (raw.lower() for raw in comma_items(value)):
         if name not in OV_PRECISIONS:
-            raise StudioError(f"OpenVINO IR precision must be fp32 or fp16, got {name[:20]!r}", code="BAD-OPTION")
+            raise StudioError(f"OpenVINO IR precision must be fp32 or fp16, got {name[:20]!r}", code=ErrorCode.BAD_OPTION)
         if name not in out:
             out.append(name)
     if not out:
-        raise StudioError("give at least one OpenVINO IR precision: fp32, fp16 or fp32,fp16", code="BAD-OPTION")
+        raise StudioError("give at least one OpenVINO IR precision: fp32, fp16 or fp32,fp16", code=ErrorCode.BAD_OPTION)
     return tuple(out)
 
 
@@ -177,21 +178,21 @@ class ExportOptions:
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
             raise StudioError(f"precision must be one of {', '.join(PRECISIONS)}, got {str(self.precision)[:20]!r}",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         if self.calibration_method not in CALIBRATION_METHODS:
             raise StudioError(f"calibration method must be one of {', '.join(CALIBRATION_METHODS)}, "
-                              f"got {str(self.calibration_method)[:20]!r}", code="BAD-OPTION")
+                              f"got {str(self.calibration_method)[:20]!r}", code=ErrorCode.BAD_OPTION)
         if self.ort_level not in ORT_LEVELS:
             raise StudioError(f"ORT optimization level must be one of {', '.join(ORT_LEVELS)}, "
-                              f"got {str(self.ort_level)[:20]!r}", code="BAD-OPTION")
+                              f"got {str(self.ort_level)[:20]!r}", code=ErrorCode.BAD_OPTION)
         for label, value, low in (("max_batch", self.max_batch, 1), ("instances", self.instances, 1),
                                   ("workspace_mib", self.workspace_mib, 16), ("bench_runs", self.bench_runs, 1),
                                   ("queue_delay_us", self.queue_delay_us, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise StudioError(f"{label} must be an integer >= {low}, got {value!r}", code="BAD-OPTION")
+                raise StudioError(f"{label} must be an integer >= {low}, got {value!r}", code=ErrorCode.BAD_OPTION)
         for key, value in dict(self.dims).items():
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise StudioError(f"dim '{str(key)[:40]}' must be a positive integer, got {value!r}", code="BAD-OPTION")
+                raise StudioError(f"dim '{str(key)[:40]}' must be a positive integer, got {value!r}", code=ErrorCode.BAD_OPTION)
         object.__setattr__(self, "dims", dict(self.dims))
         object.__setattr__(self, "targets", resolve_targets(self.targets))
         object.__setattr__(self, "shapes", parse_shapes(self.shapes))
@@ -201,14 +202,14 @@ class ExportOptions:
             for lib in libs:
                 if not lib.is_file():
                     raise StudioError(f"{label.replace('_', ' ')}: library '{lib.name[:60]}' does not exist or is "
-                                      "not a file", code="BAD-OPTION")
+                                      "not a file", code=ErrorCode.BAD_OPTION)
             object.__setattr__(self, label, libs)
         if self.ov_precisions is not None:
             object.__setattr__(self, "ov_precisions", parse_ov_precisions(self.ov_precisions))
         if self.preferred_batch_sizes is not None:
             sizes = tuple(int(b) for b in self.preferred_batch_sizes)
             if any(b < 1 or b > self.max_batch for b in sizes):
-                raise StudioError("preferred batch sizes must lie in 1..max_batch", code="BAD-OPTION")
+                raise StudioError("preferred batch sizes must lie in 1..max_batch", code=ErrorCode.BAD_OPTION)
             object.__setattr__(self, "preferred_batch_sizes", sizes)
 
     @property

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.core.model import load as load_model
@@ -72,7 +73,7 @@ def choose_passes(options: ExportOptions, facts: ModelFacts) -> tuple[list[str],
             notes.append("the model is already quantized (QDQ): used as it is for INT8")
         elif not pass_registered(INT8_PASS):
             raise StudioError(f"INT8 export needs the {INT8_PASS} pass (not available in this build)",
-                              code="PASS-UNAVAILABLE")
+                              code=ErrorCode.PASS_UNAVAILABLE)
         else:
             names.append(INT8_PASS)
             precision = "int8"
@@ -103,7 +104,7 @@ def prepare_deploy(handle: ModelHandle, options: ExportOptions, work: Path, *, p
     out = work / "deploy" / f"{safe_name(handle.name, default='model', max_len=60)}.onnx"
     result = run_pipeline(handle.path, request, out, pool_key=pool_key)
     if result.output is None or not result.output.exists():
-        raise StudioError(f"the passes before export produced no model: {result.summary()}", code="NO-RESULT")
+        raise StudioError(f"the passes before export produced no model: {result.summary()}", code=ErrorCode.NO_RESULT)
     failed = [r for r in result.records if r.status in ("reverted", "failed", "error", "skipped")]
     for r in failed:
         notes.append(f"pass '{r.name}' {r.status} (not in the exported model): {r.message}"[:300])
@@ -112,7 +113,7 @@ def prepare_deploy(handle: ModelHandle, options: ExportOptions, work: Path, *, p
         # "reverted" = the quantized model was made but did not verify; "error" = quantization itself failed.
         why = (f"the {INT8_PASS} pass did not verify ({int8.message})" if int8.status == "reverted"
                else int8.message or f"the {INT8_PASS} pass {int8.status}")
-        raise StudioError(f"INT8 export failed: {why}"[:400], code="QUANTIZE-FAILED")
+        raise StudioError(f"INT8 export failed: {why}"[:400], code=ErrorCode.QUANTIZE_FAILED)
     deployed = load_model(result.output)
     return Deploy(result.output, deployed, model_facts(deployed.proto), precision, tuple(result.lineage()),
                   tuple(notes), tuple(names))

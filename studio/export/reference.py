@@ -24,6 +24,7 @@ import numpy as np
 from onnx import ModelProto
 
 from studio.core.compare import QUANTIZED, Tolerance, compare_outputs
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.feeds import (Feeds, choose_dims, concrete_shape, input_specs, random_feeds, small_image_dims,
                                unnamed_dim_key)
@@ -66,7 +67,7 @@ def feed_shapes(model: ModelProto, shapes: Mapping[str, ShapeRange],
     unknown = sorted(set(shapes) - {s.name for s in specs})
     if unknown:
         raise StudioError(f"--shapes names unknown input(s): {', '.join(n[:40] for n in unknown[:5])}; inputs: "
-                          f"{', '.join(s.name[:40] for s in specs[:10])}", code="BAD-OPTION")
+                          f"{', '.join(s.name[:40] for s in specs[:10])}", code=ErrorCode.BAD_OPTION)
     # Symbolic dims named in a user's shape take its opt value everywhere they appear.
     chosen = dict(dims or {})
     for s in specs:
@@ -75,11 +76,11 @@ def feed_shapes(model: ModelProto, shapes: Mapping[str, ShapeRange],
             continue
         if len(rng.opt) != len(s.shape):
             raise StudioError(f"--shapes {s.name[:40]}: rank {len(rng.opt)}, the input has rank {len(s.shape)}",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         for axis, (d, lo, hi) in enumerate(zip(s.shape, rng.min, rng.max)):
             if isinstance(d, int) and not (lo == d == hi):
                 raise StudioError(f"--shapes {s.name[:40]}: axis {axis} is fixed at {d} in the model",
-                                  code="BAD-OPTION")
+                                  code=ErrorCode.BAD_OPTION)
         for d, v in zip(s.shape, rng.opt):
             if isinstance(d, str):
                 chosen.setdefault(d, v)

@@ -41,6 +41,7 @@ from studio.export.options import ShapeRange
 from studio.export.reference import criteria_for, verify_outputs
 from studio.export.results import ERROR, NOT_VERIFIED, Artifact, TargetResult, Verification, unless_refused
 from studio.core.dim_hints import image_axes
+from studio.core.error_codes import ErrorCode
 from diagnostics.node_context import collect_nodes
 from diagnostics.tensorrt_check import node_status
 from studio.export.onnxruntime import run_artifact
@@ -165,7 +166,7 @@ def _trtexec_name(name: str) -> str:
     """trtexec reads ``name:dims``; names with ':' or ',' go in single quotes (trtexec's own rule)."""
     if "'" in name:
         raise StudioError(f"input name {name[:40]!r} contains a single quote, which trtexec cannot express; "
-                          "use build_engine.py", code="TRTEXEC-NAME")
+                          "use build_engine.py", code=ErrorCode.TRTEXEC_NAME)
     return f"'{name}'" if any(c in name for c in ":,") else name
 
 

@@ -40,6 +40,7 @@ from studio.core.save import EXTERNAL_DATA_THRESHOLD
 from studio.export.onnxruntime import weight_bytes
 from studio.export.onnxruntime import run_artifact
 from studio.core.engines.tensorrt import TensorRtEngine
+from studio.core.error_codes import ErrorCode
 
 TRITON_DTYPES: dict[str, str] = {
     "bool": "TYPE_BOOL", "uint8": "TYPE_UINT8", "uint16": "TYPE_UINT16", "uint32": "TYPE_UINT32",
@@ -56,7 +57,7 @@ def model_config_pb2() -> Any:
         from tritonclient.grpc import model_config_pb2 as pb
     except Exception as exc:  # ImportError, or tritonclient without its grpc extra (RuntimeError)
         raise StudioError("Triton export needs Triton's model-config schema: pip install 'tritonclient[grpc]' "
-                          f"({type(exc).__name__})", code="MISSING-DEPENDENCY") from None
+                          f"({type(exc).__name__})", code=ErrorCode.MISSING_DEPENDENCY) from None
     return pb
 
 
@@ -80,7 +81,7 @@ def triton_dtype(info: TensorInfo) -> str:
     dtype = TRITON_DTYPES.get(info.dtype) if info.kind == "tensor" else None
     if dtype is None:
         raise StudioError(f"{info.name[:60]!r} has dtype {info.dtype}, which Triton has no type for",
-                          code="TRITON-DTYPE")
+                          code=ErrorCode.TRITON_DTYPE)
     return dtype
 
 

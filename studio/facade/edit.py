@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TYPE_CHECKING
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.core.workspace import Version, Workspace
@@ -58,7 +59,7 @@ def add_edited_version(model: ProjectModel | Workspace, parent: str, result: Any
     first part is returned. In a project, an edit that changes no byte is refused as "same as vN" (R63)
     and ``source_sha256`` (the content edited) must be ``parent``'s (R59)."""
     if not result.outputs:
-        raise StudioError("the edit wrote no model to keep", code="NO-RESULT")
+        raise StudioError("the edit wrote no model to keep", code=ErrorCode.NO_RESULT)
     kwargs: dict[str, Any] = {"job_id": job_id} if job_id is not None else {}
     if isinstance(model, _ProjectModel):
         kwargs.update(refuse_same=True, source_sha256=source_sha256)

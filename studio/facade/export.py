@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from studio.core import outputs
 from studio.core.engines import RunOptions
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.core.paths import user_data_path
@@ -75,7 +76,7 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
                             ov_extensions=tuple(Path(p) for p in ov_extensions))
     if target and dataset is None:
         raise StudioError("a task-metric target is judged on a dataset: give dataset= (--dataset NAME)",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     checked_target(target, handle, tasks, dataset)
     result = export_model(handle, options, out_dir, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress,
                           tasks=tasks)

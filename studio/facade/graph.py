@@ -8,6 +8,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TYPE_CHECKING
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.findings import Report
 from studio.core.model import ModelHandle
@@ -112,7 +113,7 @@ def graph_view(handle: ModelHandle | None = None, *, index: GraphIndex | None = 
         found = graph_overlays(index, summary, overlay_data)
         if overlay not in found:
             raise StudioError(f"no overlay '{overlay[:60]}' for this model; available: {', '.join(sorted(found))}",
-                              code="NO-OVERLAY")
+                              code=ErrorCode.NO_OVERLAY)
         ov = found[overlay]
     else:
         ov = overlay
@@ -126,7 +127,7 @@ def graph_view(handle: ModelHandle | None = None, *, index: GraphIndex | None = 
     if group is not None:
         nodes = group_nodes(h, group)
         if not nodes:
-            raise StudioError("no such group in this model (the hierarchy changed?)", code="NO-GROUP")
+            raise StudioError("no such group in this model (the hierarchy changed?)", code=ErrorCode.NO_GROUP)
         return region(g, h, nodes, title=f"{g.name}: group", budget=budget or DETAIL_BUDGET, overlay=ov,
                       highlight=hits)
     return overview(g, h, level=level, budget=budget or OVERVIEW_BUDGET, expanded=expanded,
@@ -184,7 +185,7 @@ def _overlay(index: GraphIndex, summary: ModelSummary | None, overlay: str | Ove
     found = graph_overlays(index, summary, overlay_data)
     if overlay not in found:
         raise StudioError(f"no overlay '{overlay[:60]}' for this model; available: {', '.join(sorted(found))}",
-                          code="NO-OVERLAY")
+                          code=ErrorCode.NO_OVERLAY)
     return found[overlay]
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from studio.core.dim_hints import DerivedDim, dim_hints as _dim_hints, DimHint, model_derived_dims
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.feeds import ImagePreprocess, make_feeds
 from studio.core.input_files import save_image_uploads, save_npy_upload, save_npz_upload
@@ -75,7 +76,7 @@ def inspect_decoder(model: ModelHandle | str | Path, *, length: int | None = Non
     spec = recognize(proto, folder=path.parent, filename=path.name)
     if spec is None:
         raise StudioError(f"'{path.name[:80]}' is not a KV-cache decoder: it has no past_key_values.N.key/value "
-                          "inputs nor present.N.key/value outputs", code="NOT-A-DECODER")
+                          "inputs nor present.N.key/value outputs", code=ErrorCode.NOT_A_DECODER)
     return decoder_report(proto, spec, length=length, batch=batch, memory=memory, kv_dtype=kv_dtype)
 
 

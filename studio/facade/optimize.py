@@ -19,6 +19,7 @@ from passes.optimize import (
 )
 from passes.peers import compare_peers as _compare
 from passes.pipeline import op_count_diff
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.core.requests import OptimizeRequest
@@ -56,7 +57,7 @@ def optimize(handle: ModelHandle, request: OptimizeRequest | None = None, *, out
     """
     if request is not None and fields:
         raise StudioError(f"give a request or its fields, not both ({', '.join(sorted(fields))[:80]})",
-                          code="BAD-REQUEST")
+                          code=ErrorCode.BAD_REQUEST)
     request = request if request is not None else OptimizeRequest.from_dict(fields)
     return optimize_model(handle, request, out_path=out_path, on_progress=on_progress, pool_key=pool_key,
                           partial=partial, dump_dir=dump_dir)

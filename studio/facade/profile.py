@@ -22,6 +22,7 @@ from profilers.variants import (
     ProfileTarget,
 )
 from studio.core.engines.openvino_ir import read_ir
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.core.workspace import Workspace
@@ -52,7 +53,7 @@ def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHand
     chosen, specs = _profile_targets(targets), _engine_specs(engines)
     if any(t.openvino_ir is not None for t in chosen):
         raise StudioError("an OpenVINO IR is profiled by its generation loop only (profile --generate, "
-                          "api.profile_generation); profile its ONNX model otherwise", code="BAD-OPTION")
+                          "api.profile_generation); profile its ONNX model otherwise", code=ErrorCode.BAD_OPTION)
     temporary = out_dir is None and workspace is None
     folder = Path(out_dir) if out_dir is not None else (
         workspace.job_dir("profile") if workspace is not None else Path(tempfile.mkdtemp(prefix="onnx-studio-profile-")))

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TYPE_CHECKING
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import load as _load, ModelHandle
 from studio.core.outputs import input_run as _run
@@ -107,7 +108,7 @@ def delete_project(project: Project | str, root: str | Path | None = None) -> No
     try:
         target: Project | str = project_of(project, root)
     except StudioError as exc:
-        if exc.code != "BAD-CATALOG":
+        if exc.code != ErrorCode.BAD_CATALOG:
             raise
         target = str(project)
     _delete(target, root)

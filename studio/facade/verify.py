@@ -11,6 +11,7 @@ from typing import Any
 
 from studio.accuracy.compare_models import compare_models
 from studio.core.engines import resolve_engine_name, RunOptions
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet
 from studio.core.model import load as _load, ModelHandle
@@ -46,7 +47,7 @@ def compare(a: ModelHandle | str | Path, b: ModelHandle | str | Path, *, engine:
     is compared by its task (``tasks``: {output: kind} chosen by the user, see :func:`output_tasks`)."""
     pa, pb = path_of(a), path_of(b)
     if target and dataset is None:
-        raise StudioError("a task-metric target is judged on a dataset: give dataset=", code="BAD-OPTION")
+        raise StudioError("a task-metric target is judged on a dataset: give dataset=", code=ErrorCode.BAD_OPTION)
     checked_target(target, a if isinstance(a, ModelHandle) else pa, tasks, dataset)
     if dataset is not None and feeds is None:
 

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.graphview.escape import dot_lines, dot_string
 from studio.graphview.project import GROUP
@@ -105,14 +106,14 @@ def dot_to_svg(dot_text: str, timeout: float = DOT_TIMEOUT_S) -> str:
     """Run graphviz ``dot -Tsvg``. Raises StudioError when it is missing, fails or times out."""
     avail = dot_binary()
     if not avail.ok:
-        raise StudioError("graphviz `dot` is not installed (apt-get install graphviz)", code="NO-DOT")
+        raise StudioError("graphviz `dot` is not installed (apt-get install graphviz)", code=ErrorCode.NO_DOT)
     try:
         proc = subprocess.run([avail.path, "-Tsvg"], input=dot_text.encode(), capture_output=True,
                               timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise StudioError(f"graphviz `dot` took longer than {timeout:.0f} s; draw a smaller region "
-                          "(--focus/--hops or a lower --level)", code="DOT-TIMEOUT") from None
+                          "(--focus/--hops or a lower --level)", code=ErrorCode.DOT_TIMEOUT) from None
     if proc.returncode != 0:
         first = proc.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
-        raise StudioError(f"graphviz `dot` failed: {first[0][:200] if first else proc.returncode}", code="DOT-FAILED")
+        raise StudioError(f"graphviz `dot` failed: {first[0][:200] if first else proc.returncode}", code=ErrorCode.DOT_FAILED)
     return proc.stdout.decode("utf-8")

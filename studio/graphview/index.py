@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.graphview.escape import display
@@ -31,7 +32,7 @@ class GraphIndex:
         if k is None:
             k = self.names.get(node)
         if k is None:
-            raise StudioError(f"no node with id or name '{display(node, 80)}' in this model", code="NO-NODE")
+            raise StudioError(f"no node with id or name '{display(node, 80)}' in this model", code=ErrorCode.NO_NODE)
         return k
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.graphview.overlays import compatibility_data
 
@@ -60,7 +61,7 @@ def _profile(doc: Mapping, sha256: str | None, result: OverlayFileData) -> None:
     timed = [v for v in doc.get("variants") or () if isinstance(v, Mapping) and isinstance(v.get("ops"), Mapping)
              and v["ops"].get("per_node_ms")]
     if not timed:
-        raise StudioError("the profile file has no per-node times; profile with --per-op", code="BAD-OPTION")
+        raise StudioError("the profile file has no per-node times; profile with --per-op", code=ErrorCode.BAD_OPTION)
     sha8 = (sha256 or "")[:8]
     mine = [v for v in timed if sha8 and (v.get("variant") or {}).get("sha8") == sha8]
     chosen = (mine or timed)[0]
@@ -80,7 +81,7 @@ def overlay_data_from_json(doc: object, *, sha256: str | None = None) -> Overlay
     result = OverlayFileData()
     if not isinstance(doc, Mapping):
         raise StudioError("overlay data must be a JSON object written by check --json, profile --json or "
-                          "compare --layerwise --json", code="BAD-OPTION")
+                          "compare --layerwise --json", code=ErrorCode.BAD_OPTION)
     if "verdicts" in doc and "nodes" in doc:
         result.kind = "check"
         result.data["compatibility"] = _check(doc)
@@ -94,12 +95,12 @@ def overlay_data_from_json(doc: object, *, sha256: str | None = None) -> Overlay
         lw = doc.get("layerwise")
         if not isinstance(lw, Mapping):
             raise StudioError("the compare file has no layer-wise errors; compare with --layerwise",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         result.data["node_errors"] = _numbers(lw.get("node_errors"))
     elif "node_live_bytes" in doc and "live_bytes" in doc:
         result.kind = "memory"
         result.data["node_memory"] = _numbers(doc.get("node_live_bytes"))
     else:
         raise StudioError("unrecognised overlay data: expected the JSON of check --json, profile --json, "
-                          "compare --layerwise --json or memory --json", code="BAD-OPTION")
+                          "compare --layerwise --json or memory --json", code=ErrorCode.BAD_OPTION)
     return result

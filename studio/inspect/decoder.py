@@ -24,6 +24,7 @@ from pathlib import Path
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
 
 from studio.core.bounds import MAX_DIM, OutOfRange, bounded_int
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.types import Dim, dtype_name, value_info
 from studio.inspect.decoder_cache import (CacheEntry, DecoderError, cache_entries, cache_io, cache_layout,
@@ -382,7 +383,7 @@ def recognize(model: ModelProto, *, folder: Path | None = None, filename: str | 
         raise DecoderError(f"cache {short(first.input or first.output)} has shape "
                            f"{shape_str(first.past_shape or first.present_shape)}: its KV heads and head dim must be "
                            "fixed sizes ([batch, kv_heads, length, head_dim]) to size the cache",
-                           code="DECODER-CACHE-SHAPE")
+                           code=ErrorCode.DECODER_CACHE_SHAPE)
     cache = tuple(c if c.heads is not None else replace(c, heads=f.get("kv_heads")) for c in cache)
     for c in cache:              # every entry, values too: a value head dim of 0 sizes nothing either
         for what, v in (("KV head count", c.heads), ("head dim", c.head_dim)):

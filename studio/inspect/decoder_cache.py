@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from onnx import ModelProto, ValueInfoProto
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.types import Dim, value_info
 
@@ -26,7 +27,7 @@ CacheKey = tuple[int, str]          # (layer, "key" | "value")
 class DecoderError(StudioError):
     """The model has a KV cache whose inputs and outputs do not fit together."""
 
-    code = "DECODER-CACHE-MISMATCH"
+    code = ErrorCode.DECODER_CACHE_MISMATCH
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from onnx import ModelProto
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.types import dtype_name
 from studio.inspect.decoder import DecoderSpec
@@ -122,19 +123,19 @@ def contract_of(model: ModelProto, spec: DecoderSpec, name: str = "the model") -
     label = short(name, 80)
     if spec.input_ids is None:
         raise StudioError(f"{label} is a KV-cache model without token ids (no input_ids input): the generation "
-                          "loop needs a token decoder", code="GENERATE-NOT-DECODER")
+                          "loop needs a token decoder", code=ErrorCode.GENERATE_NOT_DECODER)
     if spec.logits is None:
         raise StudioError(f"{label} has no logits output: the generation loop picks each token from the logits",
-                          code="GENERATE-NOT-DECODER")
+                          code=ErrorCode.GENERATE_NOT_DECODER)
     if not spec.has_past:
         raise StudioError(f"{label} has present.N outputs but no past_key_values.N inputs (the first model of a "
                           "decoder pair): generate with the decoder-with-past or the merged model",
-                          code="GENERATE-NO-PAST")
+                          code=ErrorCode.GENERATE_NO_PAST)
     known = {spec.input_ids, spec.attention_mask, spec.position_ids, spec.use_cache_branch,
              *(c.input for c in spec.cache)}
     unknown = [vi.name for vi in graph_inputs(model) if vi.name not in known]
     if unknown:
         raise StudioError(f"{label} has input {short(unknown[0], 60)} the generation loop has no value for (it feeds "
                           "input_ids, attention_mask, position_ids, use_cache_branch and the past caches)",
-                          code="GENERATE-UNKNOWN-INPUT")
+                          code=ErrorCode.GENERATE_UNKNOWN_INPUT)
     return describe_contract(model, spec)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from onnx import ModelProto
 
+from studio.core.error_codes import ErrorCode
 from studio.core.feeds import Feeds, InputSpec, input_specs, random_feeds, unnamed_dim_key
 from studio.inspect.decoder import DecoderError, DecoderSpec, recognize
 from studio.inspect.decoder_cache import short
@@ -73,7 +74,7 @@ def decoder_steps(model: ModelProto, spec: DecoderSpec | None = None, *, dims: M
     spec = spec or recognize(model)
     if spec is None:
         raise DecoderError("the model has no KV cache (no past_key_values.N / present.N inputs and outputs)",
-                           code="DECODER-NONE")
+                           code=ErrorCode.DECODER_NONE)
     user = dict(dims or {})
     specs = input_specs(model)
     by_name = {s.name: s for s in specs}
@@ -170,7 +171,7 @@ def check_step(spec: DecoderSpec, feeds: Mapping[str, object]) -> None:
         (a, la), (b, lb) = next(iter(lengths.items())), next((k, v) for k, v in lengths.items()
                                                              if v != next(iter(lengths.values())))
         raise DecoderError(f"cache input {short(a)} has past length {la} but {short(b)} has {lb}: every layer's "
-                           "past must hold the same positions", code="DECODER-FEEDS")
+                           "past must hold the same positions", code=ErrorCode.DECODER_FEEDS)
     past = next(iter(lengths.values()), 0)
     past_name = next(iter(lengths), None)
     flag = feeds.get(spec.use_cache_branch or "")
@@ -185,16 +186,16 @@ def check_step(spec: DecoderSpec, feeds: Mapping[str, object]) -> None:
                 else "")
         raise DecoderError(f"attention mask {short(spec.attention_mask or '', 40)} has length {mask.shape[-1]}, "
                            f"but {held}{short(spec.input_ids or '', 40)} has {seq} new token(s): it must be "
-                           f"{past + seq} (past + new), ones where a position may be attended", code="DECODER-MASK")
+                           f"{past + seq} (past + new), ones where a position may be attended", code=ErrorCode.DECODER_MASK)
     pos = feeds.get(spec.position_ids or "")
     if seq is not None and isinstance(pos, np.ndarray) and pos.ndim and pos.shape[-1] != seq:
         raise DecoderError(f"position ids {short(spec.position_ids or '', 40)} have length {pos.shape[-1]}, but "
                            f"{short(spec.input_ids or '', 40)} {seq} token(s): one position per new token",
-                           code="DECODER-POSITIONS")
+                           code=ErrorCode.DECODER_POSITIONS)
     if isinstance(ids, np.ndarray) and ids.size and spec.vocab and ids.dtype.kind in "iu":
         low, high = int(ids.min()), int(ids.max())
         if low < 0 or high >= spec.vocab:
             bad = high if high >= spec.vocab else low
             raise DecoderError(f"token ids {short(spec.input_ids or '', 40)} reach {bad}, "
                                f"outside the vocabulary of {spec.vocab} (ids 0..{spec.vocab - 1})",
-                               code="DECODER-TOKENS")
+                               code=ErrorCode.DECODER_TOKENS)

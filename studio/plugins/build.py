@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.model import ModelHandle
@@ -94,7 +95,7 @@ def _copy_sources(package_dir: Path, dest: Path) -> None:
             continue
         total += path.stat().st_size
         if total > _MAX_SOURCE_BYTES:
-            raise StudioError("the package folder holds over 64 MiB of sources; build it by hand", code="BAD-PATH")
+            raise StudioError("the package folder holds over 64 MiB of sources; build it by hand", code=ErrorCode.BAD_PATH)
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)  # scratch: into the build worker's scratch copy
@@ -114,12 +115,12 @@ def build_package(package_dir: Path, target: str, *, timeout_s: float = BUILD_TI
         return BuildResult(target, False, "not compiled here: TensorRT is not installable on this machine (it needs "
                            "CUDA, an NVIDIA GPU and NVIDIA's packages); build it where TensorRT is installed")
     if target not in BUILDABLE:
-        raise StudioError(f"only {', '.join(BUILDABLE)} packages are built (got {target})", code="BAD-TARGET")
+        raise StudioError(f"only {', '.join(BUILDABLE)} packages are built (got {target})", code=ErrorCode.BAD_TARGET)
     if not builds_allowed():
         raise StudioError("building C++ plugins is off on a shared server (it would run the package's CMake and "
-                          "compiler on the server); download the package and build it locally", code="SHARED-MODE")
+                          "compiler on the server); download the package and build it locally", code=ErrorCode.SHARED_MODE)
     if not (package_dir / "CMakeLists.txt").is_file():
-        raise StudioError(f"no CMakeLists.txt in the {target} package; generate it first", code="BAD-PATH")
+        raise StudioError(f"no CMakeLists.txt in the {target} package; generate it first", code=ErrorCode.BAD_PATH)
     tools = [toolchain.cmake(), toolchain.cxx_compiler()]
     dev = toolchain.ort_include_dir() if target == "ort-cpp" else toolchain.openvino_cmake_dir()
     missing = [t.reason for t in (*tools, dev) if not t.ok]

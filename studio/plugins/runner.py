@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from studio.core.compare import Comparison, compare_outputs
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.model import ModelHandle
 from studio.core.paths import check_regular_file
@@ -81,12 +82,12 @@ def read_code(code_or_path: str | Path) -> str:
         try:
             return path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
-            raise StudioError(f"implementation file '{path.name}' is not UTF-8 text", code="BAD-IMPL") from None
+            raise StudioError(f"implementation file '{path.name}' is not UTF-8 text", code=ErrorCode.BAD_IMPL) from None
     text = str(code_or_path)
     if len(text.encode()) > MAX_CODE_BYTES:
-        raise StudioError("implementation code is over 1 MiB", code="BAD-IMPL")
+        raise StudioError("implementation code is over 1 MiB", code=ErrorCode.BAD_IMPL)
     if not text.strip():
-        raise StudioError("the implementation is empty", code="BAD-IMPL")
+        raise StudioError("the implementation is empty", code=ErrorCode.BAD_IMPL)
     return text
 
 
@@ -135,7 +136,7 @@ def run_python_op(handle: ModelHandle, op: str, impl_code_or_path: str | Path, *
     compare it with the reference on the model's captured inputs (and the whole model when ``run_model``)."""
     if target not in _JOBS:
         raise StudioError(f"Python implementations run for {', '.join(PYTHON_TARGETS)}, not '{target[:40]}'",
-                          code="BAD-TARGET")
+                          code=ErrorCode.BAD_TARGET)
     code = read_code(impl_code_or_path)
     sig = signature or collect_signature(handle, op, pool_key=pool_key)
     job_name, function, what = _JOBS[target]

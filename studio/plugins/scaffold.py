@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from studio.core.choices import comma_items
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.paths import atomic_write_bytes, atomic_write_text, safe_child
 from studio.plugins import codegen
@@ -132,9 +133,9 @@ def expand_targets(target: str | Sequence[str]) -> tuple[str, ...]:
                 out.append(t)
         else:
             raise StudioError(f"unknown plugin target '{t[:40]}'; choose from {', '.join(TARGETS)} or all",
-                              code="BAD-TARGET")
+                              code=ErrorCode.BAD_TARGET)
     if not out:
-        raise StudioError(f"choose a plugin target: {', '.join(TARGETS)} or all", code="BAD-TARGET")
+        raise StudioError(f"choose a plugin target: {', '.join(TARGETS)} or all", code=ErrorCode.BAD_TARGET)
     return tuple(out)
 
 
@@ -337,7 +338,7 @@ def render_python_impl(sig: OpSignature, target: str, *, model_name: str = "mode
         ctx.update(file_name=Code(f"{sig.ident}_extension.py"), module_name=identifier(f"{sig.ident}_extension"))
         return render("openvino_python/extension.py.j2", ctx)
     raise StudioError(f"no Python implementation for target '{target}'; use ort-python or openvino-python",
-                      code="BAD-TARGET")
+                      code=ErrorCode.BAD_TARGET)
 
 
 # ---------------------------------------------------------------------------- packages
@@ -392,7 +393,7 @@ def _files_for(target: str, sig: OpSignature, ctx: dict[str, Any]) -> list[tuple
                 *kernel_file,
                 ("tensorrt/python_plugin.py.j2", f"{i}_plugin.py", "the same op as a tensorrt.plugin Python plugin"),
                 ("tensorrt/test_plugin.py.j2", "test_plugin.py", "test harness: engine with the plugin vs. reference outputs")]
-    raise StudioError(f"unknown target {target}", code="BAD-TARGET")
+    raise StudioError(f"unknown target {target}", code=ErrorCode.BAD_TARGET)
 
 
 def _op_folder(raw: str) -> str:
@@ -443,7 +444,7 @@ def scaffold(sig: OpSignature, targets: str | Sequence[str], out_dir: Path, *, m
     ``impl_code`` replaces the generated Python body of "ort-python" / "openvino-python" (the user's edit)."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise StudioError(f"output folder '{out_dir.name}' is a file; choose a folder", code="BAD-PATH")
+        raise StudioError(f"output folder '{out_dir.name}' is a file; choose a folder", code=ErrorCode.BAD_PATH)
 
     with writing_folder(out_dir):         # a full or read-only disk: one line, and no half package left
         return _scaffold(sig, targets, out_dir, model_name=model_name, model_sha=model_sha, opsets=opsets,

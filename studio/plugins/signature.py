@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 
 from diagnostics.custom_ops import detect_custom_ops, lookup
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.model import ModelHandle
 from studio.core.protowalk import iter_graphs
@@ -153,14 +154,14 @@ def parse_op(text: str) -> tuple[str | None, str]:
     """'mmdeploy::grid_sampler' -> ('mmdeploy', 'grid_sampler'); 'grid_sampler' -> (None, 'grid_sampler')."""
     raw = str(text or "").strip()
     if not raw:
-        raise StudioError("name the op as DOMAIN::OP_TYPE (e.g. mmdeploy::grid_sampler)", code="BAD-OP")
+        raise StudioError("name the op as DOMAIN::OP_TYPE (e.g. mmdeploy::grid_sampler)", code=ErrorCode.BAD_OP)
     if "::" in raw:
         domain, _, op_type = raw.rpartition("::")
         domain = norm_domain(domain)
     else:
         domain, op_type = None, raw
     if not op_type:
-        raise StudioError(f"op '{raw[:80]}' has no op type after '::'", code="BAD-OP")
+        raise StudioError(f"op '{raw[:80]}' has no op type after '::'", code=ErrorCode.BAD_OP)
     return domain, op_type
 
 
@@ -176,11 +177,11 @@ def resolve_op(model: onnx.ModelProto, text: str) -> tuple[str, str]:
     customs = [f"{c.qualified}" for c in detect_custom_ops(model)]
     if not matches:
         hint = f"custom ops in the model: {', '.join(customs)}" if customs else "the model has no custom ops"
-        raise StudioError(f"op '{text[:80]}' is not in the model; {hint}", code="BAD-OP")
+        raise StudioError(f"op '{text[:80]}' is not in the model; {hint}", code=ErrorCode.BAD_OP)
     if len(matches) > 1:
         options = ", ".join(f"{d or 'ai.onnx'}::{o}" for d, o in matches)
         raise StudioError(f"op '{op_type[:80]}' exists in several domains ({options}); name one as DOMAIN::OP",
-                          code="BAD-OP")
+                          code=ErrorCode.BAD_OP)
     return matches[0]
 
 

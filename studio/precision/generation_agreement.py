@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 
 from studio.core.engines import RunOptions, sessions
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
@@ -95,13 +96,13 @@ def decoder_prompts(spec: DecoderSpec, *, dataset=None, count: int = 4, length: 
         ids = text_token_ids(dataset, part="evaluation", limit=count, key=spec.input_ids or "input_ids")
         if not ids:
             raise StudioError(f"dataset {dataset.name[:40]} has no non-empty text in its evaluation part",
-                              code="BAD-INPUT")
+                              code=ErrorCode.BAD_INPUT)
         ids = [p[:MAX_PROMPT_TOKENS] for p in ids]
         top = max(max(p) for p in ids)
         if spec.vocab is not None and (top >= spec.vocab or min(min(p) for p in ids) < 0):
             raise StudioError(f"the dataset's token ids do not fit the model: id {top} but the model's vocabulary "
                               f"has {spec.vocab} entries (logits width); use the model's own tokenizer",
-                              code="BAD-INPUT")
+                              code=ErrorCode.BAD_INPUT)
         return Prompts(tuple(tuple(p) for p in ids), f"dataset {dataset.name[:40]}: {len(ids)} prompt(s)", True)
     vocab = spec.vocab or 100
     rng = np.random.default_rng(seed)
@@ -173,13 +174,13 @@ def generation_agreement(reference: Path, candidate: Path, spec: DecoderSpec, pr
     """Next-token agreement and KL of ``candidate`` (on ``engine``) against fp32 ``reference`` on ONNX Runtime
     over ``steps`` greedy tokens after each prompt (see module docs)."""
     if spec.logits is None or spec.input_ids is None:
-        raise StudioError("generation agreement needs a decoder with input ids and logits", code="BAD-INPUT")
+        raise StudioError("generation agreement needs a decoder with input ids and logits", code=ErrorCode.BAD_INPUT)
     if steps < 1:
-        raise StudioError(f"steps must be at least 1, got {steps}", code="BAD-OPTION")
+        raise StudioError(f"steps must be at least 1, got {steps}", code=ErrorCode.BAD_OPTION)
     longest = max(len(p) for p in prompts.ids)
     if spec.context and longest + steps > spec.context:
         raise StudioError(f"prompt ({longest} tokens) plus {steps} steps exceeds the model's context of "
-                          f"{spec.context} positions", code="BAD-OPTION")
+                          f"{spec.context} positions", code=ErrorCode.BAD_OPTION)
 
     contract = contract_of(onnx.load_model(str(reference), load_external_data=False), spec, Path(reference).name)
     args = {"reference": str(Path(reference).resolve()), "candidate": str(Path(candidate).resolve()),

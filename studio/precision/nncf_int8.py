@@ -26,6 +26,7 @@ import numpy as np
 
 from studio.core import outputs
 from studio.core.closeness import cosine_similarity
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import Feeds, save_npz
 from studio.core.jobs import JobContext, JobOutput, job
@@ -233,11 +234,11 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
     ``ranking_subset``: how many evaluation items (those the INT8 model gets most wrong) NNCF ranks
     the layers on (NNCF's default, 300, when None); each is scored against its own golden output."""
     if mode not in MODES:
-        raise StudioError(f"NNCF mode must be one of {', '.join(MODES)}", code="BAD-OPTION")
+        raise StudioError(f"NNCF mode must be one of {', '.join(MODES)}", code=ErrorCode.BAD_OPTION)
     if not calibration:
-        raise StudioError("NNCF needs calibration samples", code="BAD-INPUT")
+        raise StudioError("NNCF needs calibration samples", code=ErrorCode.BAD_INPUT)
     if model_type not in ("auto", "transformer", "default"):
-        raise StudioError("NNCF model_type must be auto, transformer or default", code="BAD-OPTION")
+        raise StudioError("NNCF model_type must be auto, transformer or default", code=ErrorCode.BAD_OPTION)
     if model_type == "auto" and Path(model_path).suffix.lower() != ".onnx":
         model_type = "default"                  # an OpenVINO IR: its graph is not read here
     if model_type == "auto":
@@ -255,12 +256,12 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
     if mode == "accuracy-control":
         if not evaluation or not golden or not metric or not output:
             raise StudioError("accuracy control needs evaluation samples, golden outputs and a metric",
-                              code="BAD-INPUT")
+                              code=ErrorCode.BAD_INPUT)
         if len(golden) != len(evaluation):
             raise StudioError(f"accuracy control needs one golden output per evaluation sample: {len(golden)} golden "
-                              f"for {len(evaluation)} samples", code="BAD-INPUT")
+                              f"for {len(evaluation)} samples", code=ErrorCode.BAD_INPUT)
         if ranking_subset is not None and ranking_subset < 1:
-            raise StudioError("the ranking subset needs at least 1 item", code="BAD-OPTION")
+            raise StudioError("the ranking subset needs at least 1 item", code=ErrorCode.BAD_OPTION)
         args.update(evaluation=str(save_npz(list(evaluation), work / "evaluation.npz")), ranking_subset=ranking_subset,
                     golden=str(save_npz([{output: g[output]} for g in golden], work / "golden.npz")),
                     metric=metric, output=output, metric_options=dict(metric_options or {}),
@@ -275,7 +276,7 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
         for f in (xml, xml.with_suffix(".bin")):
             outputs.copy_file(f, out_dir / f.name)
     except WorkerError as exc:
-        raise StudioError(f"NNCF quantization failed: {exc}", code="NNCF-FAILED") from None
+        raise StudioError(f"NNCF quantization failed: {exc}", code=ErrorCode.NNCF_FAILED) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)  # scratch: our temp folder
     d = res.data

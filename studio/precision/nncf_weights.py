@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from studio.core import outputs
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, model_bytes_on_disk, run_job, scaled_to_model
@@ -92,11 +93,11 @@ def compress_openvino(model_path: Path, out_dir: Path, *, mode: str = "INT4_SYM"
     ``group_size`` and ``ratio`` apply to the INT4 modes (INT8 is per channel, every layer)."""
     if mode not in MODES:
         raise StudioError(f"NNCF weight compression mode must be one of {', '.join(MODES)}, got {mode[:20]!r}",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     if not 0.0 < ratio <= 1.0:
-        raise StudioError(f"ratio (the share of layers in int4) must be in (0, 1], got {ratio}", code="BAD-OPTION")
+        raise StudioError(f"ratio (the share of layers in int4) must be in (0, 1], got {ratio}", code=ErrorCode.BAD_OPTION)
     if mode.startswith("INT4") and (group_size < 1 and group_size != -1):
-        raise StudioError(f"group size must be positive (or -1: per channel), got {group_size}", code="BAD-OPTION")
+        raise StudioError(f"group size must be positive (or -1: per channel), got {group_size}", code=ErrorCode.BAD_OPTION)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="studio-nncf-w-"))
@@ -112,7 +113,7 @@ def compress_openvino(model_path: Path, out_dir: Path, *, mode: str = "INT4_SYM"
         for f in (xml, xml.with_suffix(".bin")):
             outputs.copy_file(f, out_dir / f.name)
     except WorkerError as exc:
-        raise StudioError(f"NNCF weight compression failed: {exc}", code="NNCF-FAILED") from None
+        raise StudioError(f"NNCF weight compression failed: {exc}", code=ErrorCode.NNCF_FAILED) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)  # scratch: our temp folder
     d = res.data

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.feeds import ImagePreprocess
 from studio.core.paths import user_data_path
@@ -37,7 +38,7 @@ def request_of(*, variants=None, calibration: str | Path | None = None, inputs: 
     unknown = sorted(set(weights) - {"block_size", "symmetric", "accuracy_level", "ratio"})
     if unknown:
         raise StudioError(f"unknown weight-only option(s) {', '.join(unknown)[:60]}; known: block_size, symmetric, "
-                          f"accuracy_level, ratio", code="BAD-OPTION")
+                          f"accuracy_level, ratio", code=ErrorCode.BAD_OPTION)
     return PrecisionRequest(variants=None if variants is None else tuple(variants), calibration=calibration,
                             calibration_method=calibration_method, samples=samples, inputs=inputs,
                             target_cosine=target_cosine, goal=target, dataset=dataset.name if dataset else None,
@@ -56,9 +57,9 @@ def run_request(model_path: Path, request: PrecisionRequest, *, dataset=None, ou
     (a remote target), else its own paths are read."""
     if request.dataset is not None and (dataset is None or dataset.name != request.dataset):
         raise StudioError(f"dataset '{request.dataset[:60]}' is judged where its project is: run it there "
-                          "(--project NAME, no remote --target)", code="BAD-OPTION")
+                          "(--project NAME, no remote --target)", code=ErrorCode.BAD_OPTION)
     if dataset is not None and request.dataset is None:
-        raise StudioError("a dataset was given that the request does not name", code="BAD-OPTION")
+        raise StudioError("a dataset was given that the request does not name", code=ErrorCode.BAD_OPTION)
     here = dict(files or {})
     paths = {}
     for name in DATA_FILES:

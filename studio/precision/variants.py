@@ -54,6 +54,7 @@ from studio.data.metrics import METRICS
 from studio.data.metrics import metric_options
 from studio.core.engines.litert import MAX_REPRESENTATIVE
 from studio.core.engines.mnn_quant import MAX_CALIBRATION_SAMPLES
+from studio.core.error_codes import ErrorCode
 from studio.precision.nncf_int8 import quantize_openvino
 from studio.data.evaluate import evaluate
 from studio.core.outputs import writing_folder
@@ -397,10 +398,10 @@ def _dataset_feeds(ds, header: onnx.ModelProto, model_path: Path, dims: Mapping[
     """Calibration and evaluation feeds from the dataset's parts, and the golden outputs."""
     if not ds.calibration:
         raise StudioError(f"dataset {ds.name[:40]} has no calibration part; add it with a calibration fraction > 0",
-                          code="BAD-INPUT")
+                          code=ErrorCode.BAD_INPUT)
     if not ds.evaluation:
         raise StudioError(f"dataset {ds.name[:40]} has no evaluation part; add it with a calibration fraction < 1",
-                          code="BAD-INPUT")
+                          code=ErrorCode.BAD_INPUT)
     cal = dataset_feeds(ds, header, part="calibration", limit=300, dims=dims)
     limit = min(MAX_DATASET_EVAL, len(ds.evaluation))
     ev = dataset_feeds(ds, header, part="evaluation", limit=limit, dims=dims)
@@ -698,7 +699,7 @@ def _variant_names(header: onnx.ModelProto, variants: Sequence[str] | None) -> l
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         raise StudioError(f"unknown variant(s) {', '.join(unknown)[:80]}; choose from {', '.join(VARIANTS)}",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     if "fp32" not in names:
         names.insert(0, "fp32")              # the baseline every ratio is measured against
     return names
@@ -708,15 +709,15 @@ def _check_options(header: onnx.ModelProto, target_cosine: float, calibration_me
                    target: Any, tasks: Mapping[str, str] | None) -> None:
     """Refuse bad options before any work: a wrong one should cost a line, not a half-built report."""
     if not 0.0 < target_cosine <= 1.0:
-        raise StudioError("the target cosine must be in (0, 1]", code="BAD-OPTION")
+        raise StudioError("the target cosine must be in (0, 1]", code=ErrorCode.BAD_OPTION)
 
     from passes.quant_tools import METHODS  # start-up: ~60 ms the CLI parser would pay (it reads VARIANTS)
 
     if calibration_method not in METHODS:
         raise StudioError(f"calibration method must be one of {', '.join(METHODS)}, got {calibration_method[:20]!r}",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     if target is not None and dataset is None:
-        raise StudioError("a task-metric target needs a dataset to judge it on (--dataset NAME)", code="BAD-OPTION")
+        raise StudioError("a task-metric target needs a dataset to judge it on (--dataset NAME)", code=ErrorCode.BAD_OPTION)
     if target is not None:                   # before any work: a target no output's task has is refused
 
         check_target(target, output_specs(header, tasks),
@@ -1066,7 +1067,7 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
     if decoder is not None and dataset is not None and dataset.kind == "text":
         if target is not None:
             raise StudioError("a decoder is judged by next-token agreement and KL over a generation; a task-metric "
-                              "--target does not apply to it", code="BAD-OPTION")
+                              "--target does not apply to it", code=ErrorCode.BAD_OPTION)
         prompts_from, dataset = dataset, None       # the text gives the prompts; feeds stay the cache-aware ones
     _check_options(header, target_cosine, calibration_method, dataset, target, tasks)
     own = out_dir is None

@@ -25,6 +25,7 @@ from studio.core.errors import StudioError
 from studio.core.sandbox import Limits
 from studio.precision.nncf_weights import compress_openvino
 from studio.accuracy.layerwise import compare_layers
+from studio.core.error_codes import ErrorCode
 from studio.inspect.decoder import recognize
 from studio.precision.generation_agreement import decoder_prompts, generation_agreement, has_random_weights
 from studio.core.feeds import FeedSet
@@ -46,16 +47,16 @@ def check_weight_options(opts: Mapping[str, Any] | None) -> dict[str, Any]:
     unknown = [k for k in opts if k not in WEIGHT_OPTION_KEYS]
     if unknown:
         raise StudioError(f"unknown weight-only option(s) {', '.join(unknown)[:60]}; known: "
-                          f"{', '.join(WEIGHT_OPTION_KEYS)}", code="BAD-OPTION")
+                          f"{', '.join(WEIGHT_OPTION_KEYS)}", code=ErrorCode.BAD_OPTION)
     block = opts.get("block_size", "auto")
     if block != "auto" and (not str(block).isdigit() or int(block) not in BLOCK_SIZES):
         raise StudioError(f"block size must be auto or one of {', '.join(map(str, BLOCK_SIZES))}, got {block}",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     if int(opts.get("accuracy_level", 0)) not in ACCURACY_LEVELS:
         raise StudioError(f"accuracy level must be one of {', '.join(map(str, ACCURACY_LEVELS))}",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     if not 0.0 < float(opts.get("ratio", 1.0)) <= 1.0:
-        raise StudioError("ratio (the share of layers in int4, NNCF) must be in (0, 1]", code="BAD-OPTION")
+        raise StudioError("ratio (the share of layers in int4, NNCF) must be in (0, 1]", code=ErrorCode.BAD_OPTION)
     return opts
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
 
@@ -93,7 +94,7 @@ def busy_timeout_s() -> float:
         value = float("nan")
     if not 0 < value <= MAX_BUSY_S:
         raise StudioError(f"ONNX_STUDIO_CATALOG_BUSY_S must be seconds in (0, {MAX_BUSY_S:.0f}], got {raw[:20]!r}",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     return value
 
 
@@ -155,7 +156,7 @@ class Catalog:
         self._lock = _lock_for(self.path)
         self._immutable = False
         if not create and not self.path.is_file():
-            raise CatalogError("not a project (no catalog)", code="NO-PROJECT")
+            raise CatalogError("not a project (no catalog)", code=ErrorCode.NO_PROJECT)
         self.read_only = None if create else (folder_read_only(self.path.parent) or
                                               (None if os.access(self.path, os.W_OK) else "permission denied"))
         if create:
@@ -166,7 +167,7 @@ class Catalog:
                     con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             except sqlite3.DatabaseError as exc:     # a full or read-only projects root, a file-size limit
                 raise CatalogError(f"cannot create the project catalog ({exc}: the disk may be full, read-only "
-                                   "or past a file-size limit); nothing was written", code="CATALOG-WRITE") from None
+                                   "or past a file-size limit); nothing was written", code=ErrorCode.CATALOG_WRITE) from None
         else:
             schema = self.one("SELECT value FROM meta WHERE key='schema'")
             try:
@@ -174,10 +175,10 @@ class Catalog:
             except (TypeError, ValueError):
                 version = None
             if version is None:
-                raise CatalogError("the project catalog is damaged (no schema version)", code="BAD-CATALOG")
+                raise CatalogError("the project catalog is damaged (no schema version)", code=ErrorCode.BAD_CATALOG)
             if version > SCHEMA_VERSION:
                 raise CatalogError(f"the project catalog is from a newer onnx-studio (schema {version})",
-                                   code="BAD-CATALOG")
+                                   code=ErrorCode.BAD_CATALOG)
             if not self.read_only:
                 self.ensure_wal()
 
@@ -235,23 +236,23 @@ class Catalog:
             who = holders(self.path)
             return CatalogError(f"project {self.path.parent.name} is busy: another process is writing its catalog"
                                 f" ({who or 'not visible from here'}) and kept the lock past {busy_timeout_s():g} s;"
-                                " nothing was changed; try again when it ends", code="CATALOG-BUSY")
+                                " nothing was changed; try again when it ends", code=ErrorCode.CATALOG_BUSY)
         if kind == "corrupt":
-            return CatalogError(f"{what} ({exc}): the file is damaged", code="BAD-CATALOG")
+            return CatalogError(f"{what} ({exc}): the file is damaged", code=ErrorCode.BAD_CATALOG)
         if kind == "full":
             return CatalogError(f"the project catalog cannot be written ({exc}: the disk may be full or past a "
-                                "file-size limit); the change was not saved", code="CATALOG-WRITE")
+                                "file-size limit); the change was not saved", code=ErrorCode.CATALOG_WRITE)
         if kind == "unreadable":
             why = folder_read_only(self.path.parent) or str(exc)
             return CatalogError(f"{what} ({why}); check the permissions and mount of the projects root",
-                                code="UNREADABLE")
-        return CatalogError(f"{what} ({exc})", code="BAD-CATALOG")
+                                code=ErrorCode.UNREADABLE)
+        return CatalogError(f"{what} ({exc})", code=ErrorCode.BAD_CATALOG)
 
     def refuse_if_read_only(self) -> None:
         """A one-line refusal before any write to a project that is open read-only."""
         if self.read_only:
             raise CatalogError(f"project {self.path.parent.name} is open read-only ({self.read_only}: its folder "
-                               "cannot be written here); nothing was changed", code="READ-ONLY")
+                               "cannot be written here); nothing was changed", code=ErrorCode.READ_ONLY)
 
     # -- reading -------------------------------------------------------------------
     def rows(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
@@ -286,7 +287,7 @@ class Catalog:
                     if error_kind(exc) in ("busy", "corrupt"):
                         raise self._error(exc, "the project catalog cannot be written") from None
                     raise CatalogError(f"the project catalog cannot be written ({exc}); the change was not "
-                                       "saved", code="CATALOG-WRITE") from None
+                                       "saved", code=ErrorCode.CATALOG_WRITE) from None
 
     def touch(self, con: sqlite3.Connection) -> None:
         con.execute("UPDATE projects SET updated=?", (time.time(),))
@@ -320,4 +321,4 @@ class Catalog:
                 dst.execute("PRAGMA journal_mode=DELETE")
         except sqlite3.DatabaseError as exc:     # a full disk, a file-size limit, a read-only folder
             raise CatalogError(f"cannot copy the project catalog ({exc}: the disk may be full, read-only or "
-                               "past a file-size limit); nothing was written", code="CATALOG-WRITE") from None
+                               "past a file-size limit); nothing was written", code=ErrorCode.CATALOG_WRITE) from None

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import SameContentError, StudioError, WrongSourceError
 from studio.core.model import ModelHandle, load
 from studio.core.outputs import register_input
@@ -203,7 +204,7 @@ class Project:
     def model(self, model_id: str) -> ProjectModel:
         row = self.catalog.one("SELECT id, name FROM models WHERE id=?", (str(model_id),))
         if row is None:
-            raise StudioError(f"no model '{safe_name(str(model_id))}' in project '{self.name[:60]}'", code="NO-MODEL")
+            raise StudioError(f"no model '{safe_name(str(model_id))}' in project '{self.name[:60]}'", code=ErrorCode.NO_MODEL)
         return ProjectModel(self, row["id"], row["name"])
 
     def find_content(self, sha256: str) -> tuple[ProjectModel, Version] | None:
@@ -265,11 +266,11 @@ class Project:
         """The loaded model of a stored version (validated and hashed once per process, then cached)."""
         path = (self.root / rel_path).resolve()
         if not is_within(path, self.root / "models"):
-            raise StudioError("a version's file lies outside its project (damaged catalog)", code="BAD-CATALOG")
+            raise StudioError("a version's file lies outside its project (damaged catalog)", code=ErrorCode.BAD_CATALOG)
         try:
             st = path.stat()
         except OSError:
-            raise StudioError("a stored model file is missing (damaged project)", code="BAD-CATALOG") from None
+            raise StudioError("a stored model file is missing (damaged project)", code=ErrorCode.BAD_CATALOG) from None
         key = (str(path), sha256, st.st_mtime_ns, st.st_size)
         with _HANDLES_LOCK:
             h = _HANDLES.get(key)
@@ -281,7 +282,7 @@ class Project:
             h = load(path)
             if h.sha256 != sha256:
                 raise StudioError("a stored model does not match its catalog entry (damaged project)",
-                                  code="BAD-CATALOG")
+                                  code=ErrorCode.BAD_CATALOG)
             with _HANDLES_LOCK:
                 _HANDLES[key] = h
                 while len(_HANDLES) > MAX_CACHED_HANDLES:
@@ -342,7 +343,7 @@ class Project:
                         version_id: str | None = None, meta: dict | None = None) -> ProjectArtifact:
         p = Path(path).resolve()
         if not is_within(p, self.root):
-            raise StudioError("an artifact must be inside its project folder", code="ARTIFACT-OUTSIDE")
+            raise StudioError("an artifact must be inside its project folder", code=ErrorCode.ARTIFACT_OUTSIDE)
         a = ProjectArtifact(job_id, model_id, version_id, kind, p.name, str(p.relative_to(self.root)), time.time(),
                      meta or {})
         with self.catalog.write() as con:
@@ -406,7 +407,7 @@ class ProjectModel:
     def version(self, vid: str) -> Version:
         r = self.project.catalog.one("SELECT * FROM versions WHERE model_id=? AND id=?", (self.id, str(vid)))
         if r is None:
-            raise StudioError(f"no version '{safe_name(str(vid))}' of model '{self.name[:60]}'", code="NO-VERSION")
+            raise StudioError(f"no version '{safe_name(str(vid))}' of model '{self.name[:60]}'", code=ErrorCode.NO_VERSION)
         return self._version(r)
 
     def version_with_content(self, sha256: str) -> Version | None:
@@ -433,10 +434,10 @@ class ProjectModel:
                 raise WrongSourceError(
                     f"not saved: this result was computed on another model (sha256 {source_sha256[:12]}), not on "
                     f"{parent} of '{safe_name(self.name)[:60]}' (sha256 {base.sha256[:12]}); run it again on "
-                    f"this version", code="WRONG-SOURCE")
+                    f"this version", code=ErrorCode.WRONG_SOURCE)
         elif source_sha256 is not None:
             raise WrongSourceError("not saved: a derived result needs the version it was computed on as its parent",
-                                   code="WRONG-SOURCE")
+                                   code=ErrorCode.WRONG_SOURCE)
         if refuse_same:
             same = self.version_with_content(handle.sha256)
             if same is not None:

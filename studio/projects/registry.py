@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from studio.core import outputs
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.paths import safe_child
 from studio.core.uploads import zip_members
@@ -50,7 +51,7 @@ def _root(root: str | Path | None) -> Path:
 def _clean_name(name: str) -> str:
     text = " ".join(str(name).split())[:MAX_NAME]
     if not text:
-        raise StudioError("a project needs a name", code="BAD-NAME")
+        raise StudioError("a project needs a name", code=ErrorCode.BAD_NAME)
     return text
 
 
@@ -72,7 +73,7 @@ def create_project(name: str, root: str | Path | None = None) -> Project:
     if why:
         raise CatalogError(f"cannot create project '{_clean_name(name)[:60]}': the projects root "
                            f"{outputs.shown_path(r)} cannot be written ({why}); its projects open read-only",
-                           code="READ-ONLY")
+                           code=ErrorCode.READ_ONLY)
     return Project.create(r / new_id(), _clean_name(name))
 
 
@@ -108,7 +109,7 @@ def open_project(id_or_name: str, root: str | Path | None = None, *, by_name: bo
     if is_project_id(key) and (r / key / CATALOG).is_file():
         project = Project(r / key)
     elif is_project_id(key) and _lost_catalog(r / key):
-        raise CatalogError(f"project {key} is damaged: its catalog.sqlite is missing", code="BAD-CATALOG")
+        raise CatalogError(f"project {key} is damaged: its catalog.sqlite is missing", code=ErrorCode.BAD_CATALOG)
     else:
         scanned = _scan(r) if by_name else []
         matches = [p for p in scanned if isinstance(p, Project) and p.name == key]
@@ -116,10 +117,10 @@ def open_project(id_or_name: str, root: str | Path | None = None, *, by_name: bo
             unread = [p.id for p in scanned if isinstance(p, ProjectInfo) and p.unreadable]
             hint = (f" ({len(unread)} project(s) under the root cannot be read here: {', '.join(unread[:3])})"
                     if unread else "")
-            raise StudioError(f"no project '{key[:60]}'{hint}", code="NO-PROJECT")
+            raise StudioError(f"no project '{key[:60]}'{hint}", code=ErrorCode.NO_PROJECT)
         if len(matches) > 1 and unique:
             raise StudioError(f"{len(matches)} projects are named '{key[:60]}'; use the id "
-                              f"({', '.join(p.id for p in matches)})", code="AMBIGUOUS-PROJECT")
+                              f"({', '.join(p.id for p in matches)})", code=ErrorCode.AMBIGUOUS_PROJECT)
         project = max(matches, key=_updated)
     project.reconcile()
     return project
@@ -142,7 +143,7 @@ def open_or_create(name: str, root: str | Path | None = None) -> Project:
     try:
         return open_project(name, root)
     except StudioError as exc:
-        if exc.code != "NO-PROJECT":
+        if exc.code != ErrorCode.NO_PROJECT:
             raise
     r = _root(root)
     why = folder_read_only(r)
@@ -152,7 +153,7 @@ def open_or_create(name: str, root: str | Path | None = None) -> Project:
         try:
             return open_project(name, r)       # made by another process while this one waited
         except StudioError as exc:
-            if exc.code != "NO-PROJECT":
+            if exc.code != ErrorCode.NO_PROJECT:
                 raise
         return create_project(name, r)
 
@@ -171,7 +172,7 @@ def _scan(root: Path) -> list[Project | ProjectInfo]:
         try:
             found.append(Project(d))
         except CatalogError as exc:
-            found.append(_damaged(d, str(exc)) if exc.code == "BAD-CATALOG" else _unreadable(d, str(exc)))
+            found.append(_damaged(d, str(exc)) if exc.code == ErrorCode.BAD_CATALOG else _unreadable(d, str(exc)))
     return found
 
 
@@ -213,7 +214,7 @@ def list_projects(root: str | Path | None = None) -> list[ProjectInfo]:
         try:
             infos.append(p.info())
         except CatalogError as exc:
-            infos.append(_damaged(p.root, str(exc)) if exc.code == "BAD-CATALOG" else _unreadable(p.root, str(exc)))
+            infos.append(_damaged(p.root, str(exc)) if exc.code == ErrorCode.BAD_CATALOG else _unreadable(p.root, str(exc)))
         except (StudioError, OSError) as exc:
             infos.append(_unreadable(p.root, str(exc) if isinstance(exc, StudioError) else
                                      f"its files cannot be read ({(exc.strerror or type(exc).__name__).lower()})"))
@@ -294,11 +295,11 @@ def delete_project(project: Project | str, root: str | Path | None = None) -> No
     else:
         folder = _root(root) / str(project)
         if not (is_project_id(str(project)) and folder.is_dir() and not folder.is_symlink()):
-            raise StudioError(f"no project '{str(project)[:60]}'", code="NO-PROJECT")
+            raise StudioError(f"no project '{str(project)[:60]}'", code=ErrorCode.NO_PROJECT)
     why = folder_read_only(folder.parent)
     if why:
         raise CatalogError(f"project {folder.name} cannot be removed: the projects root cannot be written ({why});"
-                           " nothing was deleted", code="READ-ONLY")
+                           " nothing was deleted", code=ErrorCode.READ_ONLY)
     trash = folder.parent / f".trash-{new_id()}"
     os.rename(folder, trash)  # scratch: inside the projects root, the studio's own store
     shutil.rmtree(trash, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
@@ -339,7 +340,7 @@ def import_project(archive: str | Path | bytes, root: str | Path | None = None, 
     data = archive if isinstance(archive, bytes) else Path(archive).read_bytes()
     members = zip_members(data)
     if not any(rel.as_posix() == CATALOG for _, rel in members):
-        raise StudioError("not an onnx-studio project archive (no catalog.sqlite at its top)", code="NOT-A-PROJECT")
+        raise StudioError("not an onnx-studio project archive (no catalog.sqlite at its top)", code=ErrorCode.NOT_A_PROJECT)
     tmp = r / f".tmp-{new_id()}"
     try:
         with outputs.translated(outputs.shown_path(r)):
@@ -347,9 +348,9 @@ def import_project(archive: str | Path | bytes, root: str | Path | None = None, 
             _unpack(data, members, tmp)
         return _adopt(tmp, r, name)
     except CatalogError as exc:
-        if exc.code == "CATALOG-WRITE":      # the projects root's disk, not the archive
+        if exc.code == ErrorCode.CATALOG_WRITE:      # the projects root's disk, not the archive
             raise
-        raise StudioError(f"the archive's catalog cannot be read ({exc})", code="NOT-A-PROJECT") from None
+        raise StudioError(f"the archive's catalog cannot be read ({exc})", code=ErrorCode.NOT_A_PROJECT) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # scratch: inside the projects root, the studio's own store
 

@@ -11,6 +11,7 @@ import secrets
 import shutil
 from pathlib import Path
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle, load
 from studio.core.paths import safe_child, safe_name
@@ -63,7 +64,7 @@ def put_model(root: Path, source: ModelHandle) -> tuple[str, str]:
         stored = load(tmp / name, check=False)
         if stored.sha256 != source.sha256:
             raise StudioError("the stored copy of the model differs from its source (changed while copying?)",
-                              code="STORE-MISMATCH")
+                              code=ErrorCode.STORE_MISMATCH)
         _fsync_tree(tmp)
         try:
             os.rename(tmp, final)  # scratch: inside the projects root, the studio's own store

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.ui import widgets
 
@@ -23,7 +24,7 @@ def render(handle) -> None:
     try:
         report = api.inspect_decoder(handle)
     except StudioError as exc:
-        if exc.code == "NOT-A-DECODER":
+        if exc.code == ErrorCode.NOT_A_DECODER:
             return
         st.markdown("#### Decoder")
         st.error(widgets.md_escape(str(exc), 500), icon="🚫")

@@ -20,6 +20,7 @@ from pathlib import Path
 import streamlit as st
 
 from studio import api
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.core.workspace import Version, default_root
@@ -215,7 +216,7 @@ class _NoModel:
     versions: tuple[Version, ...] = ()
 
     def __getattr__(self, name: str):
-        raise StudioError("no model is open: upload one on the Overview page first", code="NO-MODEL")
+        raise StudioError("no model is open: upload one on the Overview page first", code=ErrorCode.NO_MODEL)
 
 
 def workspace():
@@ -306,7 +307,7 @@ def open_path(typed: str) -> Version:
     path = confine(typed, path_root(), label="model path")
     if is_within(path, api.projects_root()):
         raise StudioError("that path is inside the projects folder; open projects on the Projects page",
-                          code="PATH-IN-PROJECTS")
+                          code=ErrorCode.PATH_IN_PROJECTS)
     return add_model_file(path)
 
 

@@ -11,6 +11,7 @@ import importlib
 
 from studio.core.engines.base import Availability, EngineAdapter, RunOptions, RunOutput
 from studio.core.engines.table import ENGINES, EngineRow, alias_map, engine_row, names
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.sandbox import Limits
 
@@ -28,7 +29,7 @@ def resolve_engine_name(name: str) -> str:
     if key not in _ALIASES:
         shown = str(name)[:40]
         valid = ", ".join(f"{r.name} ({r.short})" if r.short != r.name else r.name for r in ENGINES)
-        raise StudioError(f"unknown engine {shown!r}; valid engines: {valid}", code="UNKNOWN-ENGINE")
+        raise StudioError(f"unknown engine {shown!r}; valid engines: {valid}", code=ErrorCode.UNKNOWN_ENGINE)
     return _ALIASES[key]
 
 

@@ -30,6 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from studio.core.engines.table import engine_row
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import EngineUnavailable, StudioError
 from studio.core.paths import check_regular_file
 from studio.core.sandbox import Limits
@@ -138,19 +139,19 @@ class RunOptions:
                                   for name, shapes in profile))
         if self.graph_optimization_level not in _GRAPH_OPT_LEVELS:
             raise StudioError(f"graph_optimization_level must be one of {', '.join(_GRAPH_OPT_LEVELS)}, "
-                              f"got {self.graph_optimization_level!r}", code="BAD-OPTION")
+                              f"got {self.graph_optimization_level!r}", code=ErrorCode.BAD_OPTION)
         if self.precision not in _OV_PRECISIONS:
             raise StudioError(f"precision must be one of {', '.join(_OV_PRECISIONS)}, got {self.precision!r}",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         for name in ("intra_op_threads", "inter_op_threads", "workspace_bytes"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
-                raise StudioError(f"{name} must be a positive integer, got {value!r}", code="BAD-OPTION")
+                raise StudioError(f"{name} must be a positive integer, got {value!r}", code=ErrorCode.BAD_OPTION)
         if self.save_optimized_model is not None:
             name = self.save_optimized_model
             if not name or "/" in name or "\\" in name or name in (".", "..") or "\x00" in name:
                 raise StudioError("save_optimized_model must be a plain file name (it is written in the "
-                                  "output folder)", code="BAD-OPTION")
+                                  "output folder)", code=ErrorCode.BAD_OPTION)
 
     @classmethod
     def reference(cls) -> RunOptions:
@@ -228,7 +229,7 @@ def _feed_array(name: str, value: Any) -> np.ndarray:
             array = array.astype(str)
         except (TypeError, ValueError):
             raise StudioError(f"feed {name[:80]!r} is an object array that is not strings",
-                              code="BAD-FEEDS") from None
+                              code=ErrorCode.BAD_FEEDS) from None
     return array
 
 
@@ -244,7 +245,7 @@ def check_feeds(feeds: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for name, value in (feeds or {}).items():
         if not isinstance(name, str):
-            raise StudioError(f"feed names must be strings, got {type(name).__name__}", code="BAD-FEEDS")
+            raise StudioError(f"feed names must be strings, got {type(name).__name__}", code=ErrorCode.BAD_FEEDS)
         if is_sequence_feed(value):
             out[f"{name}\x00n"] = np.asarray(len(value), dtype=np.int64)
             for i, item in enumerate(value):
@@ -459,7 +460,7 @@ class WorkerEngine:
 
         require_available(self)
         if not self.info_job_name:
-            raise StudioError(f"{self.label} has no probe job", code="BAD-OPTION")
+            raise StudioError(f"{self.label} has no probe job", code=ErrorCode.BAD_OPTION)
         return run_job(self.info_job_name, {}, stage=f"{self.label} probe", limits=limits,
                        pool_key=pool_key + self.pool_suffix).data
 

@@ -28,6 +28,7 @@ from studio.core.engines.base import (
 )
 from studio.core.engines import sessions
 from studio.core.engines.sessions import elapsed_ms, require_feeds
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.paths import safe_name
@@ -58,7 +59,7 @@ class OnnxRuntimeEngine(WorkerEngine, engine="onnxruntime"):
         registration must not leak into a shared warm worker."""
         if (options.save_optimized_model or options.enable_profiling) and out_dir is None:
             raise StudioError("saving an optimized model or a profile needs an output folder (out_dir)",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
         return limits, options.needs_fresh_worker()
 
 

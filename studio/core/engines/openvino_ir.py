@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 __all__ = ["IrFile", "check_ir_matches", "read_ir"]
@@ -37,7 +38,7 @@ class IrFile:
 
 
 def _bad(xml: Path, what: str, fix: str) -> StudioError:
-    return StudioError(f"OpenVINO IR {xml.name[:80]}: {what}; {fix}", code="BAD-IR")
+    return StudioError(f"OpenVINO IR {xml.name[:80]}: {what}; {fix}", code=ErrorCode.BAD_IR)
 
 
 def _names(port: ET.Element | None) -> list[str]:

@@ -43,6 +43,7 @@ from studio.core.engines.base import (
 )
 from studio.core.engines import sessions
 from studio.core.engines.sessions import elapsed_ms, require_feeds, require_outputs
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, default_limits
@@ -122,7 +123,7 @@ def profile_shapes(input_dims: Mapping[str, Sequence[int]], feed_shapes: Mapping
     overrides = overrides or {}
     unknown = sorted(set(overrides) - set(input_dims))
     if unknown:
-        raise StudioError(f"TensorRT profile names unknown input(s): {', '.join(unknown[:5])}", code="BAD-OPTION")
+        raise StudioError(f"TensorRT profile names unknown input(s): {', '.join(unknown[:5])}", code=ErrorCode.BAD_OPTION)
     out: dict[str, tuple[Shape, Shape, Shape]] = {}
     for name, dims in input_dims.items():
         dims = tuple(int(d) for d in dims)
@@ -134,32 +135,32 @@ def profile_shapes(input_dims: Mapping[str, Sequence[int]], feed_shapes: Mapping
         if name in overrides:
             shapes = tuple(tuple(int(d) for d in s) for s in overrides[name])
             if len(shapes) != 3:
-                raise StudioError(f"TensorRT profile for {name!r} needs (min, opt, max) shapes", code="BAD-OPTION")
+                raise StudioError(f"TensorRT profile for {name!r} needs (min, opt, max) shapes", code=ErrorCode.BAD_OPTION)
             lo, opt, hi = shapes
             for label, shape in (("min", lo), ("opt", opt), ("max", hi)):
                 _check_fits(name, dims, shape, f"profile {label}")
             if not all(a <= b <= c for a, b, c in zip(lo, opt, hi)):
-                raise StudioError(f"TensorRT profile for {name!r} must satisfy min <= opt <= max", code="BAD-OPTION")
+                raise StudioError(f"TensorRT profile for {name!r} must satisfy min <= opt <= max", code=ErrorCode.BAD_OPTION)
             if feed is not None and not all(a <= f <= c for a, f, c in zip(lo, feed, hi)):
                 raise StudioError(f"feed {name!r} shape {list(feed)} is outside its TensorRT profile "
-                                  f"[{list(lo)} .. {list(hi)}]", code="BAD-OPTION")
+                                  f"[{list(lo)} .. {list(hi)}]", code=ErrorCode.BAD_OPTION)
             out[name] = (lo, opt, hi)
         elif feed is not None:
             out[name] = (feed, feed, feed)
         else:
             raise StudioError(f"input {name!r} has dynamic dims {list(dims)}: give a feed or a TensorRT profile",
-                              code="BAD-OPTION")
+                              code=ErrorCode.BAD_OPTION)
     return out
 
 
 def _check_fits(name: str, dims: Shape, shape: Shape, what: str) -> None:
     if len(shape) != len(dims):
         raise StudioError(f"{what} for {name!r} has rank {len(shape)}, the network input has rank {len(dims)}",
-                          code="BAD-OPTION")
+                          code=ErrorCode.BAD_OPTION)
     for axis, (d, s) in enumerate(zip(dims, shape)):
         if s < 0 or (d >= 0 and d != s):
             raise StudioError(f"{what} for {name!r} has {s} on axis {axis}, the network input needs "
-                              f"{d if d >= 0 else 'a size >= 0'}", code="BAD-OPTION")
+                              f"{d if d >= 0 else 'a size >= 0'}", code=ErrorCode.BAD_OPTION)
 
 
 # ============================================================================ runner (worker side, not verified)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 GiB = 2**30
@@ -97,9 +98,9 @@ def _number(value: Any, source: str, *, integer: bool = False) -> float:
             raise ValueError
     except (TypeError, ValueError):
         raise StudioError(f"{source} must be a{'n integer' if integer else ' number'}, got {str(value)[:40]!r}",
-                          code="BAD-CONFIG") from None
+                          code=ErrorCode.BAD_CONFIG) from None
     if not math.isfinite(number) or number <= 0:
-        raise StudioError(f"{source} must be positive, got {str(value)[:40]!r}", code="BAD-CONFIG")
+        raise StudioError(f"{source} must be positive, got {str(value)[:40]!r}", code=ErrorCode.BAD_CONFIG)
     return number
 
 
@@ -121,9 +122,9 @@ def default_limits() -> Limits:
         except OSError:
             continue
         except tomllib.TOMLDecodeError as exc:
-            raise StudioError(f"config file {path.name} is not valid TOML: {exc}", code="BAD-CONFIG") from None
+            raise StudioError(f"config file {path.name} is not valid TOML: {exc}", code=ErrorCode.BAD_CONFIG) from None
         if not isinstance(table, dict):
-            raise StudioError(f"config file {path.name}: [worker] must be a table", code="BAD-CONFIG")
+            raise StudioError(f"config file {path.name}: [worker] must be a table", code=ErrorCode.BAD_CONFIG)
         for key in ("timeout_s", "memory_gb", "cpu_threads"):
             if key in table:
                 values[key] = (table[key], f"{path.name} [worker] {key}")
@@ -139,7 +140,7 @@ def default_limits() -> Limits:
     if "memory_gb" in values:
         gib = _number(*values["memory_gb"])
         if gib * GiB < _MIN_MEMORY_BYTES:
-            raise StudioError(f"{values['memory_gb'][1]} must be at least 0.5 (GiB)", code="BAD-CONFIG")
+            raise StudioError(f"{values['memory_gb'][1]} must be at least 0.5 (GiB)", code=ErrorCode.BAD_CONFIG)
         kwargs["memory_bytes"] = int(gib * GiB)
     if "cpu_threads" in values:
         kwargs["cpu_threads"] = int(_number(*values["cpu_threads"], integer=True))

@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.paths import safe_name
 from studio.ui import state, widgets
@@ -32,7 +33,7 @@ def _zip_bytes(project_id: str) -> bytes:
         out = api.export_project(project_id, Path(tmp) / "project.zip")
         if out.stat().st_size > MAX_DOWNLOAD_BYTES:
             raise StudioError(f"the project packs to {widgets.fmt_bytes(out.stat().st_size)}: too large to download "
-                              "here; use `onnx-studio projects export`", code="TOO-LARGE")
+                              "here; use `onnx-studio projects export`", code=ErrorCode.TOO_LARGE)
         return out.read_bytes()
 
 
