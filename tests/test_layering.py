@@ -292,34 +292,17 @@ def test_import_graph_follows_importlib_strings():
     assert {"passes.fold_constants", "passes.convert_fp16"} <= edges["passes.registry"]
     assert any(w.endswith("(string)") for w in where[("passes.registry", "passes.fold_constants")])
     assert "studio.core.engines.onnxruntime" in edges["studio.core.engines.sessions"]
+    assert any(w.endswith("(string)") for w in where[("studio.core.engines.sessions", "studio.core.engines.mnn")])
     for module in ("passes.fold_constants", "passes.convert_fp16"):
         assert "passes.registry" not in edges[module]
-
-
-# Open (issue 34): the one runner factory, sessions.open_runner, imports each engine's module by the name in
-# the engine table, and each engine module's ``*.run`` job goes back through that factory (test_one_runner_protocol
-# holds every run to it). Breaking it means the run jobs leave the engine modules (one generic run job beside the
-# factory) or the factory leaves sessions.py; until then the cycle test leaves out these string edges, and
-# test_the_runner_factory_cycle_is_still_open fails (strict xfail) the day they are gone, to drop this exemption.
-_OPEN_STRING_CYCLE = "studio.core.engines.sessions"
-
-
-def _without_open_cycle(edges: dict[str, set[str]], where: dict[tuple[str, str], list[str]]) -> dict[str, set[str]]:
-    out = {m: set(t) for m, t in edges.items()}
-    out[_OPEN_STRING_CYCLE] = {t for t in edges.get(_OPEN_STRING_CYCLE, ())
-                               if not all(w.endswith("(string)") for w in where[(_OPEN_STRING_CYCLE, t)])}
-    return out
-
-
-@pytest.mark.xfail(strict=True, reason="open: sessions.open_runner <-> the engine modules' run jobs (see above)")
-def test_the_runner_factory_cycle_is_still_open():
-    edges, _ = _import_graph()
-    assert not [c for c in _strongly_connected(edges) if _OPEN_STRING_CYCLE in c]
+    # the runner factory's cycle is broken (issue 34): no engine module imports sessions back; their one-shot
+    # runs are sessions' own engine.run job, what every runner shares is in engines.base
+    for module in ("onnxruntime", "openvino", "tensorrt", "mnn", "litert", "ncnn"):
+        assert "studio.core.engines.sessions" not in edges[f"studio.core.engines.{module}"], module
 
 
 def test_no_file_cycles():
     edges, where = _import_graph()
-    edges = _without_open_cycle(edges, where)
     lines = []
     for component in _strongly_connected(edges):
         inside = set(component)

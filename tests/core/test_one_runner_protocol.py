@@ -97,8 +97,6 @@ def test_verification_checks_profile_precision_and_layerwise_share_the_factory(c
     from profilers.variants import parse_engine
     from studio.accuracy.layerwise import compare_chunk
     from studio.accuracy.runs import pack_sets
-    from studio.core.engines.onnxruntime import ort_run_job
-    from studio.core.engines.openvino import ov_run_job
     from studio.precision.latency import latency_job
 
     sets = _feed_sets(3)
@@ -114,10 +112,12 @@ def test_verification_checks_profile_precision_and_layerwise_share_the_factory(c
         np.testing.assert_allclose(got["y"], w, rtol=1e-5, atol=1e-6)
     assert res.data["nondeterministic"] == []
 
-    # checks: the engines' one-shot run jobs
+    # checks: the engines' one-shot run job (one job beside the factory, the engine named in its args)
     factory_calls.clear()
-    ort_out = ort_run_job({"model_path": str(conv_model)}, check_feeds(sets[0]), _ctx(tmp_path / "ort"))
-    ov_out = ov_run_job({"model_path": str(conv_model)}, check_feeds(sets[0]), _ctx(tmp_path / "ov"))
+    ort_out = sessions.engine_run_job({"engine": "onnxruntime", "model_path": str(conv_model)},
+                                      check_feeds(sets[0]), _ctx(tmp_path / "ort"))
+    ov_out = sessions.engine_run_job({"engine": "ov", "model_path": str(conv_model)}, check_feeds(sets[0]),
+                                     _ctx(tmp_path / "ov"))
     assert factory_calls == [("onnxruntime", "OrtRunner"), ("openvino", "OvRunner")]
     np.testing.assert_allclose(decode_outputs(ort_out.data, ort_out.arrays)["y"], want[0], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(decode_outputs(ov_out.data, ov_out.arrays)["y"], _ov_oracle(conv_model, sets[0]),

@@ -22,7 +22,8 @@ so model-supplied names are never file names and nothing is ever unpickled.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -43,9 +44,12 @@ __all__ = [
     "RunOutput",
     "check_model_file",
     "decode_value",
+    "elapsed_ms",
     "encode_value",
     "rekey_arrays",
     "require_available",
+    "require_feeds",
+    "require_outputs",
     "unpack_feeds",
 ]
 
@@ -401,6 +405,29 @@ def cpu_count() -> int:
     return os.cpu_count() or 1
 
 
+# ---------------------------------------------------------------------------- what every runner shares
+# (here, below the runner factory studio.core.engines.sessions, so an engine's runner module never imports
+# the factory that imports it by name)
+
+def elapsed_ms(started: float) -> float:
+    """Milliseconds since ``started`` (a ``time.perf_counter()`` reading)."""
+    return (time.perf_counter() - started) * 1000
+
+
+def require_feeds(input_names: Iterable[str], feeds: Mapping[str, Any]) -> None:
+    missing = [n for n in input_names if n not in feeds]
+    if missing:
+        raise KeyError(f"missing feed(s) {', '.join(map(repr, missing[:5]))}")
+
+
+def require_outputs(wanted: Iterable[str], known: Iterable[str]) -> None:
+    known = list(known)
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise KeyError(f"unknown output name(s) {', '.join(map(repr, unknown[:5]))}; the model's outputs are "
+                       f"{', '.join(map(repr, known[:10]))}")
+
+
 # ---------------------------------------------------------------------------- shared adapter body
 
 class WorkerEngine:
@@ -473,7 +500,7 @@ class WorkerEngine:
         options = options or RunOptions()
         path = check_model_file(model_path)
         limits, fresh = self._prepare(options, limits, out_dir)
-        args = {"model_path": str(path), **options.to_args()}
+        args = {"engine": self.name, "model_path": str(path), **options.to_args()}
         result = run_job(self.run_job_name, args, check_feeds(feeds), stage=self.stage, limits=limits,
                          out_dir=out_dir, fresh=fresh, pool_key=pool_key + self.pool_suffix, on_tick=on_tick)
         details = dict(result.data.get("details", {}))

@@ -49,19 +49,18 @@ from studio.core.engines.base import (
     package_version,
     require_available,
 )
-from studio.core.engines import sessions
 from studio.core.engines.conversion import (Conversion, ConversionFailed, ConvertedRunner, OptionSet, conversion_output,
                                             onnx_typed, outputs_disagree, search_options)
 from studio.core.engines.layout import channels_last, match_names, to_channels_first, to_channels_last
-from studio.core.engines.sessions import elapsed_ms, require_feeds, require_outputs
+from studio.core.engines.onnxruntime import OrtRunner   # onnx2tf's reference: a sibling's runner, not the factory
+from studio.core.engines.base import elapsed_ms, require_feeds, require_outputs
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 from studio.core.sandbox import default_limits
 from studio.core.engines.base import check_feeds, check_model_file
 from studio.core.engines.capture import captured_output, read_log
 
-__all__ = ["LiteRtEngine", "LiteRtRunner", "convert_to_tflite", "litert_command", "litert_option_sets",
-           "litert_run_job"]
+__all__ = ["LiteRtEngine", "LiteRtRunner", "convert_to_tflite", "litert_command", "litert_option_sets"]
 
 INSTALL_RUNTIME = "pip install ai-edge-litert"
 INSTALL_CONVERTER = "pip install -e '.[litert]' (tensorflow-cpu, onnx2tf, tf_keras, onnx_graphsurgeon, sng4onnx)"
@@ -327,9 +326,8 @@ def _onnxruntime_outputs(onnx_path: str | Path, feeds: Mapping[str, np.ndarray])
     None when ONNX Runtime cannot run the model (a custom op): then nothing is compared."""
     folder = Path(onnx_path).parent
     try:
-        runner = sessions.open_runner("onnxruntime", onnx_path, {"graph_optimization_level": "disable",
-                                                                 "intra_op_threads": 1},
-                                      JobContext(scratch=folder, out_dir=folder))
+        runner = OrtRunner(str(onnx_path), {"graph_optimization_level": "disable", "intra_op_threads": 1},
+                           JobContext(scratch=folder, out_dir=folder))
         try:
             return runner.infer(feeds)
         finally:
@@ -341,7 +339,7 @@ def _onnxruntime_outputs(onnx_path: str | Path, feeds: Mapping[str, np.ndarray])
 def _tflite_outputs(onnx_path: str | Path, tflite: Path, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The converted model's outputs on ``feeds``, laid out and named as ONNX's (the runner's mapping)."""
     ctx = JobContext(scratch=tflite.parent, out_dir=tflite.parent)
-    runner = sessions.open_runner("litert", tflite, {"onnx_path": str(onnx_path), "intra_op_threads": 1}, ctx)
+    runner = LiteRtRunner(str(tflite), {"onnx_path": str(onnx_path), "intra_op_threads": 1}, ctx)
     try:
         return runner.infer(feeds)
     finally:
@@ -659,8 +657,3 @@ def litert_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContex
                        if a.dtype.kind == "f" and a.ndim >= 1}
     return conversion_output(lambda: convert_to_tflite(str(args["model_path"]), out, args.get("shapes") or {},
                                                        precision, calibration, reference=reference or None))
-
-
-@job("litert.run")
-def litert_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    return sessions.run_once("litert", args, arrays, ctx, "LiteRT")

@@ -33,18 +33,16 @@ from studio.core.engines.base import (
     package_version,
     require_available,
 )
-from studio.core.engines import sessions
 from studio.core.engines.conversion import (Conversion, ConversionFailed, ConvertedRunner, OptionSet, conversion_output,
                                             converter_advice, onnx_output_types, onnx_typed, search_options)
-from studio.core.engines.sessions import elapsed_ms, require_feeds, require_outputs
+from studio.core.engines.base import elapsed_ms, require_feeds, require_outputs
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 from studio.core.engines.base import check_feeds, check_model_file
 from studio.core.engines.mnn_samples import pack_samples
 from studio.core.engines.capture import captured_output, read_log
 
-__all__ = ["MnnEngine", "MnnRunner", "convert_to_mnn", "mnn_command", "mnn_convert_job", "mnn_option_sets",
-           "mnn_run_job"]
+__all__ = ["MnnEngine", "MnnRunner", "convert_to_mnn", "mnn_command", "mnn_convert_job", "mnn_option_sets"]
 
 INSTALL = "pip install MNN"
 _UNSUPPORTED = re.compile(r"These Op Not Support:\s*(?P<ops>[^\n]*)")
@@ -317,8 +315,3 @@ def mnn_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) 
     ctx.set_stage("MNN conversion")
     out = Path(ctx.out_dir) / Path(str(args["out_name"])).name
     return conversion_output(lambda: convert_to_mnn(str(args["model_path"]), out, str(args.get("precision") or "f32")))
-
-
-@job("mnn.run")
-def mnn_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    return sessions.run_once("mnn", args, arrays, ctx, "MNN")

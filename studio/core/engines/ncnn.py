@@ -33,15 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from studio.core.engines import sessions
 from studio.core.engines.base import Availability, WorkerEngine, check_model_file, package_version, require_available
 from studio.core.engines.conversion import (Conversion, ConversionFailed, ConvertedRunner, conversion_output,
                                             onnx_output_types, onnx_typed)
-from studio.core.engines.sessions import elapsed_ms, require_feeds, require_outputs
+from studio.core.engines.base import elapsed_ms, require_feeds, require_outputs
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 
-__all__ = ["NcnnEngine", "NcnnRunner", "convert_to_ncnn", "ncnn_convert_job", "ncnn_run_job", "pnnx_binary"]
+__all__ = ["NcnnEngine", "NcnnRunner", "convert_to_ncnn", "ncnn_convert_job", "pnnx_binary"]
 
 PNNX_TIMEOUT_S = 600.0        # one conversion; the worker's own limit still applies around it
 NO_BATCH = 233                # ncnn's "no batch axis" batch_index
@@ -419,8 +418,3 @@ def ncnn_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext)
     shapes = {k: tuple(int(d) for d in v) for k, v in dict(args["shapes"]).items()}
     return conversion_output(lambda: convert_to_ncnn(str(args["model_path"]), Path(ctx.out_dir), shapes,
                                                      str(args.get("precision") or "f32")))
-
-
-@job("ncnn.run")
-def ncnn_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    return sessions.run_once("ncnn", args, arrays, ctx, "ncnn")

@@ -1,7 +1,7 @@
 """ONNX Runtime adapter: sessions are created and run in a sandbox worker.
 
 The parent never imports ``onnxruntime``: :meth:`OnnxRuntimeEngine.available`
-reads package metadata, :meth:`OnnxRuntimeEngine.run` sends the ``ort.run`` job.
+reads package metadata, :meth:`OnnxRuntimeEngine.run` sends the ``engine.run`` job.
 The job opens an :class:`OrtRunner` (this engine's implementation of the one runner
 protocol, :mod:`studio.core.engines.sessions`), whose ``InferenceSession`` is created
 from the model *path* (so external data resolves next to the model). It writes nothing
@@ -26,15 +26,14 @@ from studio.core.engines.base import (
     WorkerEngine,
     package_version,
 )
-from studio.core.engines import sessions
-from studio.core.engines.sessions import elapsed_ms, require_feeds
+from studio.core.engines.base import elapsed_ms, require_feeds
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.paths import safe_name
 from studio.core.sandbox import Limits
 
-__all__ = ["OnnxRuntimeEngine", "OrtRunner", "ort_info_job", "ort_run_job"]
+__all__ = ["OnnxRuntimeEngine", "OrtRunner", "ort_info_job"]
 
 # pip distributions that provide the ``onnxruntime`` module.
 _DISTRIBUTIONS = ("onnxruntime", "onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-directml",
@@ -181,11 +180,6 @@ class OrtRunner:
     def close(self) -> None:
         self.end_profiling()
         self.session = None
-
-
-@job("ort.run")
-def ort_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    return sessions.run_once("onnxruntime", args, arrays, ctx, "ONNX Runtime")
 
 
 @job("ort.info")

@@ -8,7 +8,7 @@ ONNX model". Compilation pins ``INFERENCE_PRECISION_HINT`` to ``f32`` unless ask
 (on CPUs with bf16/AMX support OpenVINO would otherwise silently compute in bf16); the
 effective precision is reported. Outputs are mapped back to the ONNX graph's output names
 through OpenVINO's tensor names. :class:`OvRunner` is this engine's implementation of the
-one runner protocol (:mod:`studio.core.engines.sessions`); the ``ov.run`` job is one
+one runner protocol (:mod:`studio.core.engines.sessions`); the shared ``engine.run`` job is one
 inference of it.
 
 Known OpenVINO 2026.4 behaviour (measured): a ``Loop`` whose trip count comes
@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from studio.core.engines import sessions
 from studio.core.engines.base import Availability, WorkerEngine, package_version
 from studio.core.engines.openvino_io import (
     execution_precisions,
@@ -35,10 +34,10 @@ from studio.core.engines.openvino_io import (
     read_onnx_model,
     read_studio_ir,
 )
-from studio.core.engines.sessions import elapsed_ms, require_outputs
+from studio.core.engines.base import elapsed_ms, require_outputs
 from studio.core.jobs import JobContext, JobOutput, job
 
-__all__ = ["OpenVinoEngine", "OvRunner", "ov_info_job", "ov_run_job"]
+__all__ = ["OpenVinoEngine", "OvRunner", "ov_info_job"]
 
 
 class OpenVinoEngine(WorkerEngine, engine="openvino"):
@@ -167,11 +166,6 @@ def _reshape(ov: Any, model: Any, shapes: Mapping[str, Any] | None) -> tuple[dic
         return None, (f"could not reshape to the feed shapes ({str(exc).splitlines()[0][:160]}); "
                       "compiled with dynamic shapes")
     return {names[id(by_index[i])]: shape for i, shape in static.items()}, None
-
-
-@job("ov.run")
-def ov_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    return sessions.run_once("openvino", args, arrays, ctx, "OpenVINO")
 
 
 @job("ov.info")

@@ -8,8 +8,10 @@ the profilers (:mod:`profilers.runners` binds the feeds and adds the per-op and 
 One implementation per engine lives in its adapter module (``OrtRunner`` in
 :mod:`~studio.core.engines.onnxruntime`, ``OvRunner``, ``TrtRunner``, ``MnnRunner``,
 ``LiteRtRunner``); the factory names them in a static table, like the job table of
-:mod:`studio.core.jobs`, so this module imports no engine and no adapter imports it back
-at load time. Only used inside sandbox workers.
+:mod:`studio.core.jobs`, so this module imports no engine at load time. No engine module imports
+this one: what every runner shares (``elapsed_ms``, ``require_feeds``, ``require_outputs``) lives in
+:mod:`studio.core.engines.base`, and the one-shot run job of every engine, ``engine.run``
+(:func:`engine_run_job`), lives here beside the factory. Only used inside sandbox workers.
 
 OpenVINO is read through its ONNX frontend only and compiled with ``INFERENCE_PRECISION_HINT``
 pinned (``f32`` unless asked); every runner reports the precision it computed in
@@ -20,18 +22,17 @@ from __future__ import annotations
 
 import importlib
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from studio.core.engines.base import encode_outputs, unpack_feeds
-from studio.core.engines.table import ENGINES
-from studio.core.jobs import JobContext, JobOutput
+from studio.core.engines.base import elapsed_ms, encode_outputs, require_outputs, unpack_feeds
+from studio.core.engines.table import ENGINES, RUN_JOB, engine_row
+from studio.core.jobs import JobContext, JobOutput, job
 
-__all__ = ["RUNNERS", "Runner", "elapsed_ms", "open_runner", "require_feeds", "require_outputs",
-           "run_once"]
+__all__ = ["RUNNERS", "Runner", "engine_run_job", "open_runner", "run_once"]
 
 
 class Runner(Protocol):
@@ -84,31 +85,23 @@ def open_runner(engine: str, path: str | Path, args: Mapping[str, Any], ctx: Job
     return getattr(importlib.import_module(module), name)(str(path), args, ctx)
 
 
-# ---------------------------------------------------------------------------- what every runner shares
+# ---------------------------------------------------------------------------- the one run job
 
-def elapsed_ms(started: float) -> float:
-    """Milliseconds since ``started`` (a ``time.perf_counter()`` reading)."""
-    return (time.perf_counter() - started) * 1000
-
-
-def require_feeds(input_names: Iterable[str], feeds: Mapping[str, Any]) -> None:
-    missing = [n for n in input_names if n not in feeds]
-    if missing:
-        raise KeyError(f"missing feed(s) {', '.join(map(repr, missing[:5]))}")
-
-
-def require_outputs(wanted: Iterable[str], known: Iterable[str]) -> None:
-    known = list(known)
-    unknown = [n for n in wanted if n not in known]
-    if unknown:
-        raise KeyError(f"unknown output name(s) {', '.join(map(repr, unknown[:5]))}; the model's outputs are "
-                       f"{', '.join(map(repr, known[:10]))}")
+@job(RUN_JOB)
+def engine_run_job(args: dict[str, Any], arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    """Every engine's one-shot run (checks, export verification, accuracy runs): ``args["engine"]`` names
+    the engine's row; the rest is :func:`run_once`'s. One job beside the factory, so no engine module
+    calls back into this one (the factory imports them by name: a cycle otherwise)."""
+    row = engine_row(str(args.get("engine", "")))
+    if row is None or not row.runner:
+        raise ValueError(f"unknown engine {args.get('engine')!r}; runners exist for {', '.join(RUNNERS)}")
+    return run_once(row.name, args, arrays, ctx, row.label)
 
 
 def run_once(engine: str, args: dict[str, Any], arrays: dict[str, np.ndarray], ctx: JobContext,
              stage: str) -> JobOutput:
-    """An engine's ``*.run`` job: open a runner, one inference, the outputs, version and details
-    (``first_inference_ms`` excludes what :meth:`Runner.prepare` did: LiteRT's conversion)."""
+    """Open a runner, one inference, the outputs, version and details (``first_inference_ms`` excludes
+    what :meth:`Runner.prepare` did: LiteRT's conversion)."""
     feeds = unpack_feeds(arrays)            # sequence inputs come back as lists
     shapes = {n: list(np.shape(v)) for n, v in feeds.items() if isinstance(v, np.ndarray)}
     runner = open_runner(engine, args["model_path"], {**args, "input_shapes": shapes}, ctx)

@@ -11,16 +11,22 @@ This module is data only: it imports nothing of the studio, and names code as "m
 strings, resolved where they are used (the factory, the runner factory, the job resolver), so
 ``studio.core.jobs`` can read it without importing any engine.
 
-Adding an engine: its adapter module (adapter class, runner, ``<name>.run`` job) and a row here.
+Adding an engine: its adapter module (adapter class, runner, convert job) and a row here; its one-shot
+runs are the shared ``engine.run`` job (:data:`RUN_JOB`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["ENGINES", "EngineRow", "alias_map", "engine_jobs", "engine_row", "engine_rows", "names"]
+__all__ = ["ENGINES", "RUN_JOB", "EngineRow", "alias_map", "engine_jobs", "engine_row", "engine_rows", "names"]
 
 _ENG = "studio.core.engines"
+
+# The one-shot run job of every engine with a runner (args["engine"] names the row): it lives beside the
+# runner factory, never in an engine module, because the factory imports the engine modules by name.
+RUN_JOB = "engine.run"
+_RUN_JOB_TARGET = f"{_ENG}.sessions:engine_run_job"
 
 
 @dataclass(frozen=True)
@@ -40,7 +46,7 @@ class EngineRow:
     module: str = ""                       # Python module whose presence (package metadata) says installed
     adapter: str = ""                      # "module:Class" of its EngineAdapter
     runner: str = ""                       # "module:Class" of its runner (the one runner protocol)
-    jobs: tuple[tuple[str, str], ...] = ()  # (job name, "module:function"); the first is its run job
+    jobs: tuple[tuple[str, str], ...] = ()  # its own jobs (probe, convert): (job name, "module:function")
     info_job: str = ""                     # its probe job (version, devices), "" when none
     pool: str = ""                         # suffix of its warm-worker pool (heavy or clashing imports)
     limits: str = ""                       # "module:function" adjusting a job's Limits (converter needs)
@@ -59,7 +65,8 @@ class EngineRow:
 
     @property
     def run_job(self) -> str:
-        return self.jobs[0][0] if self.jobs else ""
+        """The job that runs its file once (:data:`RUN_JOB`, with ``args["engine"]``); "" without a runner."""
+        return RUN_JOB if self.runner else ""
 
     @property
     def converted(self) -> bool:
@@ -78,29 +85,28 @@ ENGINES: tuple[EngineRow, ...] = (
     EngineRow("onnxruntime", "ONNX Runtime", ("ort", "onnx-runtime", "onnx_runtime"), "native",
               ("f32",), False, ".onnx", "pip install onnxruntime", module="onnxruntime",
               adapter=f"{_ENG}.onnxruntime:OnnxRuntimeEngine", runner=f"{_ENG}.onnxruntime:OrtRunner",
-              jobs=(("ort.run", f"{_ENG}.onnxruntime:ort_run_job"), ("ort.info", f"{_ENG}.onnxruntime:ort_info_job")),
+              jobs=(("ort.info", f"{_ENG}.onnxruntime:ort_info_job"),),
               info_job="ort.info", code="ORT", cli="ort"),
     EngineRow("openvino", "OpenVINO", ("ov",), "native", ("f32", "bf16", "f16", "default"), True, ".xml",
               "pip install openvino", module="openvino",
               adapter=f"{_ENG}.openvino:OpenVinoEngine", runner=f"{_ENG}.openvino:OvRunner",
-              jobs=(("ov.run", f"{_ENG}.openvino:ov_run_job"), ("ov.info", f"{_ENG}.openvino:ov_info_job")),
+              jobs=(("ov.info", f"{_ENG}.openvino:ov_info_job"),),
               info_job="ov.info", code="OV"),
     EngineRow("tensorrt", "TensorRT", ("trt",), "table", ("f32", "f16", "bf16"), True, ".plan",
               "pip install tensorrt (needs an NVIDIA GPU)",
               adapter=f"{_ENG}.tensorrt:TensorRtEngine", runner=f"{_ENG}.tensorrt:TrtRunner",
-              jobs=(("trt.run", f"{_ENG}.tensorrt:trt_run_job"),), code="TRT", cli="trt",
+              code="TRT", cli="trt",
               notes=("checked from its support table where no GPU is present",)),
     EngineRow("mnn", "MNN", (), "converted", ("f32", "f16", "int8"), True, ".mnn", "pip install MNN",
               module="MNN", adapter=f"{_ENG}.mnn:MnnEngine", runner=f"{_ENG}.mnn:MnnRunner",
-              jobs=(("mnn.run", f"{_ENG}.mnn:mnn_run_job"), ("mnn.convert", f"{_ENG}.mnn:mnn_convert_job"),
+              jobs=(("mnn.convert", f"{_ENG}.mnn:mnn_convert_job"),
                     ("mnn.quantize", f"{_ENG}.mnn_quant:mnn_quantize_job")),
               pool=":mnn", converter="MNNConvert", code="MNN", export_label="MNN (.mnn)",
               notes=("integer tensors computed in int32",)),
     EngineRow("litert", "LiteRT", ("tflite", "lite-rt"), "converted", ("f32", "f16", "int8"), True, ".tflite",
               "pip install ai-edge-litert", module="ai_edge_litert",
               adapter=f"{_ENG}.litert:LiteRtEngine", runner=f"{_ENG}.litert:LiteRtRunner",
-              jobs=(("litert.run", f"{_ENG}.litert:litert_run_job"),
-                    ("litert.convert", f"{_ENG}.litert:litert_convert_job")),
+              jobs=(("litert.convert", f"{_ENG}.litert:litert_convert_job"),),
               pool=":litert", limits=f"{_ENG}.litert:litert_limits", converter="onnx2tf", code="LITERT",
               channels_last=True, export_label="LiteRT (.tflite)",
               notes=("converted at fixed input shapes (NHWC)", "onnx2tf imports TensorFlow: several GiB")),
@@ -108,7 +114,7 @@ ENGINES: tuple[EngineRow, ...] = (
               "pip install ncnn; pip install --no-deps pnnx (the converter binary; its torch dependency is "
               "not needed for ONNX)", module="ncnn",
               adapter=f"{_ENG}.ncnn:NcnnEngine", runner=f"{_ENG}.ncnn:NcnnRunner",
-              jobs=(("ncnn.run", f"{_ENG}.ncnn:ncnn_run_job"), ("ncnn.convert", f"{_ENG}.ncnn:ncnn_convert_job")),
+              jobs=(("ncnn.convert", f"{_ENG}.ncnn:ncnn_convert_job"),),
               pool=":ncnn", converter="pnnx", code="NCNN", export_label="ncnn (.param/.bin)",
               default_check=False,      # opt-in (--engines ncnn / all): the default check's output stays as it was
               notes=("converted by pnnx at fixed input shapes", "CPU only here (no Vulkan)")),
@@ -141,4 +147,4 @@ def engine_row(name: str) -> EngineRow | None:
 
 def engine_jobs() -> dict[str, str]:
     """Every engine's worker jobs: name -> "module:function" (the job allowlist's engine part)."""
-    return {job: target for r in ENGINES for job, target in r.jobs}
+    return {RUN_JOB: _RUN_JOB_TARGET, **{job: target for r in ENGINES for job, target in r.jobs}}

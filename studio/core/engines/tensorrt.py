@@ -41,14 +41,13 @@ from studio.core.engines.base import (
     module_present,
     package_version,
 )
-from studio.core.engines import sessions
-from studio.core.engines.sessions import elapsed_ms, require_feeds, require_outputs
+from studio.core.engines.base import elapsed_ms, require_feeds, require_outputs
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, default_limits
 
-__all__ = ["NOT_INSTALLED_REASON", "TensorRtEngine", "TrtRunner", "profile_shapes", "trt_run_job"]
+__all__ = ["NOT_INSTALLED_REASON", "TensorRtEngine", "TrtRunner", "profile_shapes"]
 
 NOT_INSTALLED_REASON = ("TensorRT is not installed (it needs an NVIDIA GPU and NVIDIA's package index); "
                         "install onnx-studio[tensorrt] on a GPU machine")
@@ -333,8 +332,3 @@ class TrtRunner:
         if getattr(self, "stream", None) is not None:
             self._cudart.cudaStreamDestroy(self.stream)
             self.stream = None
-
-
-@job("trt.run")
-def trt_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    return sessions.run_once("tensorrt", args, arrays, ctx, "TensorRT")
