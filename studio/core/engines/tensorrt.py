@@ -3,7 +3,7 @@ Python API and NVIDIA's samples; no GPU or TensorRT wheel was available where
 it was written, so only the unavailable path and the pure-Python helpers are
 tested).
 
-Flow of the ``trt.run`` job (in a sandbox worker, ``tensorrt`` imported there):
+Flow of a TensorRT run (the ``engine.run`` job, in a sandbox worker, ``tensorrt`` imported there):
 ``trt.Builder`` -> ``create_network(0)`` (explicit batch is the only mode in
 10.x) -> ``trt.OnnxParser.parse_from_file`` (external data resolves next to
 the model) -> ``create_builder_config`` with a workspace pool limit and
