@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from studio.core.compare import Tolerance
 from studio.core.paths import atomic_write_text
@@ -22,10 +23,11 @@ from studio.export.artifact_run import run_artifact_file
 from studio.export.context import ExportContext
 from studio.export.reference import Criteria, criteria_for, verify_outputs
 from studio.export.results import ERROR, TargetResult, target_result
-from studio.core.engines.table import engine_row
+from studio.core.engines.conversion import Conversion
+from studio.core.engines.table import EngineRow, engine_row
 from studio.core.engines import get_engine
 
-__all__ = ["CONVERTED_CRITERIA", "export_litert", "export_mnn"]
+__all__ = ["CONVERTED_CRITERIA", "export_converted"]
 
 CONVERTED = Tolerance(1e-3, 1e-4, 1e-3, min_cosine=0.9999)
 CONVERTED_CRITERIA = Criteria(CONVERTED, True, "converted fp32: cosine >= 0.9999 per output "
@@ -111,6 +113,35 @@ def _verify_run(ctx: ExportContext, engine: str, artifact: Path) -> tuple[dict |
     return done.outputs, {**done.details, **done.timing}, done.error
 
 
+def _generic_readme(ctx: ExportContext, adapter: Any, row: EngineRow, conv: Conversion, files: tuple[Path, ...],
+                    version: str, verification: str) -> str:
+    snippet = getattr(adapter, "deploy_snippet", None)
+    return _README.format(
+        label=row.label, files=", ".join(p.name for p in files), command=conv.command_line, version=version,
+        verification=verification, install=row.install,
+        shapes=", ".join(f"{n} {list(s)}" for n, s in ctx.input_shapes.items()),
+        snippet=snippet(list(ctx.input_shapes), [o.name for o in ctx.source.proto.graph.output]) if snippet else "")
+
+
+def _mnn_readme(ctx: ExportContext, adapter: Any, row: EngineRow, conv: Conversion, files: tuple[Path, ...],
+                version: str, verification: str) -> str:
+    first = next(iter(ctx.input_shapes.values()), (1,))
+    return _MNN_README.format(command=conv.command_line, version=version, verification=verification,
+                              inputs=list(ctx.input_shapes), outputs=[o.name for o in ctx.source.proto.graph.output],
+                              shape=tuple(first))
+
+
+def _litert_readme(ctx: ExportContext, adapter: Any, row: EngineRow, conv: Conversion, files: tuple[Path, ...],
+                   version: str, verification: str) -> str:
+    return _LITERT_README.format(command=conv.command_line, version=version, verification=verification,
+                                 shapes=", ".join(f"{n} {list(s)}" for n, s in ctx.input_shapes.items()),
+                                 layout=_feeds_layout(ctx, conv.options))
+
+
+# This layer's per-engine table: the converted targets with a README of their own (others: the generic one).
+_READMES = {"mnn": _mnn_readme, "litert": _litert_readme}
+
+
 def _export(ctx: ExportContext, engine: str) -> TargetResult:
     started = time.perf_counter()
     adapter = get_engine(engine)
@@ -162,25 +193,8 @@ def _export(ctx: ExportContext, engine: str) -> TargetResult:
                        verification=v, notes=tuple(art_notes))
     readme = folder / "README.md"
     verification = f"{v.status} ({v.message})"
-    if engine not in _LABELS:     # a converted row without a README of its own here: the generic one
-        snippet = getattr(adapter, "deploy_snippet", None)
-        atomic_write_text(readme, _README.format(
-            label=row.label, files=", ".join(p.name for p in (artifact, *companions)), command=conv.command_line,
-            version=version, verification=verification, install=row.install,
-            shapes=", ".join(f"{n} {list(s)}" for n, s in ctx.input_shapes.items()),
-            snippet=snippet(list(ctx.input_shapes), [o.name for o in ctx.source.proto.graph.output]) if snippet
-            else ""))
-    elif engine == "mnn":
-        first = next(iter(ctx.input_shapes.values()), (1,))
-        atomic_write_text(readme, _MNN_README.format(
-            command=conv.command_line, version=version, verification=verification,
-            inputs=list(ctx.input_shapes), outputs=[o.name for o in ctx.source.proto.graph.output],
-            shape=tuple(first)))
-    else:
-        atomic_write_text(readme, _LITERT_README.format(
-            command=conv.command_line, version=version, verification=verification,
-            shapes=", ".join(f"{n} {list(s)}" for n, s in ctx.input_shapes.items()),
-            layout=_feeds_layout(ctx, conv.options)))
+    write = _READMES.get(engine, _generic_readme)    # a converted row without a README of its own: the generic one
+    atomic_write_text(readme, write(ctx, adapter, row, conv, (artifact, *companions), version, verification))
     bench = {name: {"convert_ms": round(conv.seconds * 1000, 1), "load_ms": details.get("load_ms"),
                     "first_inference_ms": details.get("first_inference_ms"),
                     "latency_ms_median": details.get("latency_ms_median"), "runs": details.get("runs")}}
@@ -190,11 +204,3 @@ def _export(ctx: ExportContext, engine: str) -> TargetResult:
 def export_converted(ctx: ExportContext, engine: str) -> TargetResult:
     """The export target of a converted row of the engine table."""
     return _export(ctx, engine)
-
-
-def export_mnn(ctx: ExportContext) -> TargetResult:
-    return _export(ctx, "mnn")
-
-
-def export_litert(ctx: ExportContext) -> TargetResult:
-    return _export(ctx, "litert")

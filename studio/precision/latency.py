@@ -19,13 +19,13 @@ import numpy as np
 
 from profilers.latency import LatencyRun, budgeted_rounds
 from studio.accuracy.runs import pack_sets, unpack_sets
-from studio.core.engines import RunOptions, resolve_engine_name, sessions
+from studio.core.engines import RunOptions, get_engine, resolve_engine_name, sessions
 from studio.core.engines.base import check_model_file
 from studio.core.errors import engine_message
 from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
-from studio.core.engines.litert import litert_limits
+from studio.core.engines.table import engine_row
 from studio.core.sandbox import default_limits
 
 __all__ = ["LatencyItem", "measure"]
@@ -109,17 +109,17 @@ def _size(path: Path) -> int:
     return total
 
 
-def _pre_convert(model: Path, feeds: Feeds, precision: str, out: Path, pool_key: str) -> str:
-    """ONNX -> .tflite in a LiteRT worker (int8 calibrated on ``feeds``); the path, or the ONNX
-    path back when conversion fails (the latency job then reports the engine's own error)."""
-    shapes = {n: list(np.shape(v)) for n, v in feeds.items()}
+def _pre_convert(engine: str, model: Path, feeds: Feeds, precision: str, out: Path, pool_key: str) -> str:
+    """ONNX -> the engine's file in a worker of its own, through its adapter's ``convert`` (which applies the
+    row's limits and pool; int8 calibrated on ``feeds``: only the timing is measured); the path, or the ONNX path back
+    when conversion fails (the latency job then reports the engine's own error)."""
+    shapes = {n: tuple(np.shape(v)) for n, v in feeds.items()}
     try:
-        res = run_job("litert.convert", {"model_path": str(model), "out_name": out.name, "precision": precision,
-                                         "shapes": shapes}, dict(feeds), stage="LiteRT conversion",
-                      limits=litert_limits(None), out_dir=out.parent, pool_key=pool_key + ":litert")
+        conv = get_engine(engine).convert(model, out, shapes=shapes, precision=precision, pool_key=pool_key,
+                                          calibration=[feeds] if precision == "int8" else None)
     except Exception:  # noqa: BLE001 - measured (and reported) by the latency job instead
         return str(model)
-    return str(out) if res.data.get("ok") and out.is_file() else str(model)
+    return str(out) if conv.ok and out.is_file() else str(model)
 
 
 def measure(items: Sequence[LatencyItem], feeds: Feeds, *, budget_s: float = 60.0, limits: Limits | None = None,
@@ -130,17 +130,20 @@ def measure(items: Sequence[LatencyItem], feeds: Feeds, *, budget_s: float = 60.
                 "options": it.options.to_args()} for it in items]
 
     scratch = None
-    if any(p["engine"] == "litert" for p in payload):
-        # onnx2tf (TensorFlow) next to OpenVINO and MNN in one process segfaulted on a ResNet-50:
-        # convert in a worker of its own first; the shared worker only loads the .tflite.
+    # A row whose converter needs room of its own (its `limits`: LiteRT's onnx2tf imports TensorFlow, which
+    # next to OpenVINO and MNN in one process segfaulted on a ResNet-50) converts in a worker of its own
+    # first; the shared worker only loads the converted file.
+    separate = {p["engine"] for p in payload if getattr(engine_row(p["engine"]), "limits", "")}
+    if separate:
         import tempfile
 
-        scratch = tempfile.TemporaryDirectory(prefix="litert-latency-")
+        scratch = tempfile.TemporaryDirectory(prefix="convert-latency-")
         for p in payload:
-            if p["engine"] == "litert" and p["path"].endswith(".onnx"):
+            if p["engine"] in separate and p["path"].endswith(".onnx"):
                 p["options"]["onnx_path"] = p["path"]
-                p["path"] = _pre_convert(Path(p["path"]), feeds, p["options"].get("precision") or "f32",
-                                         Path(scratch.name) / f"{len(p['options'])}_{p['key']}.tflite", pool_key)
+                suffix = engine_row(p["engine"]).suffix
+                p["path"] = _pre_convert(p["engine"], Path(p["path"]), feeds, p["options"].get("precision") or "f32",
+                                         Path(scratch.name) / f"{len(p['options'])}_{p['key']}{suffix}", pool_key)
     memory = (limits or default_limits()).memory_bytes
     total = sum(_size(Path(p["path"])) for p in payload)
     interleave = _SESSION_MEMORY_FACTOR * total + _WORKER_BASE_BYTES <= memory
