@@ -143,6 +143,8 @@ def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpe
     arrays = {f"prompt{i}": prompt_ids(vocab, b, p, options.seed) for i, (p, b) in enumerate(options.cases)}
     vargs = {v.id: _vargs(v, targets[v.target_index], contracts[v.target_index]) for v in runnable}
     limits = options.limits()
+    if options.memory_gb is None:         # the shared worker holds a session of every variant at once
+        limits = _room_for(limits, [targets[v.target_index].path for v in runnable])
     warnings: list[str] = []
     progress = on_progress or (lambda fraction, message: None)
     progress(0.05, "timed generations")
@@ -165,6 +167,15 @@ def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpe
                for i, (p, b) in enumerate(options.cases)}
     return GenerationProfile(final, ratios, options, decoders, prompts, machine, bool(timing.get("interleaved")),
                              time.perf_counter() - started, tuple(warnings))
+
+
+def _room_for(limits: Limits, paths: Sequence[Path]) -> Limits:
+    """``limits`` with memory for the sessions of the models at ``paths`` (their weights once each, on top
+    of the defaults): the 3 GiB default refused a 6.4 GiB decoder ("std::bad_alloc" at session creation)."""
+    from studio.core.sandbox import model_bytes_on_disk, scaled_to_model
+
+    held = sum(model_bytes_on_disk(p) for p in paths)
+    return replace(limits, memory_bytes=max(limits.memory_bytes, scaled_to_model(None, held, copies=1).memory_bytes))
 
 
 def _job_limits(limits: Limits, n_variants: int, options: GenerationOptions) -> Limits:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -245,13 +246,33 @@ def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
                         measured, kv, tuple(notes), tuple(ids[i] for i in plan.steps), engines)
 
 
+def children_at_once(model_path: Path, *, wanted: int = 3) -> int:
+    """How many measurement children may hold the model side by side: each holds its weights (1.3x, an
+    engine session and its arena), and together they must leave 4 GiB of the memory available now. All
+    three for a small model; one at a time for a 6.4 GiB decoder on a 24 GiB machine, where three side by
+    side (3 x ~7.5 GiB) would exhaust it."""
+    from studio.core.sandbox import GiB, model_bytes_on_disk
+
+    each = 1.3 * model_bytes_on_disk(model_path)
+    if each < GiB / 2:
+        return wanted
+    try:
+        import psutil
+
+        available = psutil.virtual_memory().available
+    except Exception:  # noqa: BLE001 - no psutil or no /proc: the safe choice
+        return 1
+    return max(1, min(wanted, int((available - 4 * GiB) // each)))
+
+
 def _measure_all(handle: ModelHandle, feeds: Mapping[str, np.ndarray], unoptimized: MemoryPlan, plan: MemoryPlan,
                  engine: EngineGraphPlan | None, timeout_s: float) -> tuple[MeasuredMemory, ...]:
-    """Every engine's measurement in its own child, side by side (each within ``timeout_s``): ORT as users
-    run it (with an engine plan), OpenVINO, and ORT with its optimizations off (first without one)."""
+    """Every engine's measurement in its own child, side by side as far as memory allows
+    (:func:`children_at_once`; each within ``timeout_s``): ORT as users run it (with an engine plan),
+    OpenVINO, and ORT with its optimizations off (first without one)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    with ThreadPoolExecutor(max_workers=children_at_once(handle.path)) as pool:
         off = pool.submit(measure_ort, handle, feeds, unoptimized, timeout_s=timeout_s)
         ov = pool.submit(measure_openvino, handle, feeds, plan, timeout_s=timeout_s)
         if engine is None:

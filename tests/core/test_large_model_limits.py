@@ -80,3 +80,64 @@ def test_optimize_verifies_numbers_of_a_model_above_the_worker_limit(large_model
     assert record.modified and record.verification is not None
     assert record.verification.numeric_status == "passed", record.verification.message
     assert "structure" not in result.reference
+
+
+class _Available:
+    def __init__(self, available: int) -> None:
+        self.available, self.total = available, 24 * 2**30
+
+
+@pytest.mark.parametrize(("spare", "at_once"), [(1.5, 1), (40.0, 2)])
+def test_memory_measurement_children_side_by_side_only_as_they_fit(large_model, monkeypatch, spare, at_once):
+    """memory --measure starts an engine child per measurement, each holding the weights: side by side only
+    as many as leave 4 GiB available (three ~7.5 GiB children of a 6.4 GiB decoder exhausted 24 GiB)."""
+    import threading
+    import time
+
+    import psutil
+
+    from studio.inspect import memory_report as mr
+
+    each = 1.3 * model_bytes_on_disk(large_model)
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: _Available(int(4 * 2**30 + spare * each)))
+    live, peak, lock = [0], [0], threading.Lock()
+
+    def child(engine):
+        def measure(handle, feeds, plan, *, timeout_s, optimized=False):  # noqa: ARG001
+            with lock:
+                live[0] += 1
+                peak[0] = max(peak[0], live[0])
+            time.sleep(0.5)                # long enough for a second child to start beside it if allowed
+            with lock:
+                live[0] -= 1
+            return mr.MeasuredMemory(engine, "fake", 1, 1)
+        return measure
+
+    monkeypatch.setattr(mr, "measure_ort", child("onnxruntime"))
+    monkeypatch.setattr(mr, "measure_openvino", child("openvino"))
+    report = api.memory_plan(api.load(large_model), {"n": 2}, measure=True, engine_graph=False)
+    assert [m.engine for m in report.measured] == ["onnxruntime", "openvino"]
+    assert mr.children_at_once(large_model) == (1 if at_once == 1 else 3)
+    assert peak[0] == at_once
+
+
+def test_generation_profile_runs_a_decoder_above_the_worker_limit(tmp_path, monkeypatch):
+    """The generation worker holds the decoder's session: it gets room for the weights (a 6.4 GiB decoder
+    failed 'std::bad_alloc' at session creation under the 3 GiB default)."""
+    from profilers.generation_results import GenerationOptions
+    from sample_models.decoders import DecoderShape, write_large_decoder
+
+    monkeypatch.setenv("ONNX_STUDIO_MEMORY_GB", "0.5")
+    shutdown_all()
+    shape = DecoderShape(layers=1, hidden=512, heads=4, kv_heads=2, intermediate=1024, vocab=160_000, context=64)
+    path = write_large_decoder(tmp_path / "dec", shape=shape, convention="optimum", fill="zeros")
+    assert model_bytes_on_disk(path) > 600e6 > default_limits().memory_bytes
+    try:
+        prof = api.profile_generation([api.load(path)], ("ort",),
+                                      GenerationOptions(prompt_lengths=(4,), new_tokens=2, generations=1, warmup=0,
+                                                        memory=False), out_dir=tmp_path / "gen")
+    finally:
+        shutdown_all()
+    (variant,) = prof.variants
+    assert variant.error is None, variant.error
+    assert variant.ok and variant.cases[0].tokens == ((0, 0),)           # zero weights: token 0, twice
