@@ -25,24 +25,32 @@ from studio.core.engines.base import package_version
 from studio.export.context import ExportContext
 from studio.export.results import TargetResult, json_safe
 from studio import __version__
-from studio.core.engines.tensorrt import TensorRtEngine
+from studio.core.engines import ENGINES, get_engine
 from studio.export.facts import model_facts
 
 FORMAT = "onnx-studio-export/1"
-BENCH_NOTE = ("Measured by the export's own verification jobs on this machine (CPU, one sandbox worker): session "
-              "creation is the median of 3 sessions, latency the median of the timed runs after one warm-up run. "
-              "Indicative only; `onnx-studio profile` gives full latency profiles.")
+BENCH_NOTE = ("Measured by the export's verification runs on this machine (CPU, one sandbox worker), each artifact "
+              "opened by its engine's runner as `onnx-studio profile` opens it: session creation is the median of "
+              "3 sessions (ONNX Runtime), latency the median of the timed runs of the studio's one latency loop "
+              "after one warm-up run. Indicative only; `onnx-studio profile` gives full latency profiles.")
+
+
+# The manifest's key for an engine's version where it is not the row's name (the package it ships as).
+_TOOL_KEYS = {"litert": "ai-edge-litert"}
 
 
 def tool_versions() -> dict[str, str | None]:
-    trt = TensorRtEngine().available()
+    """The studio's, Python's and every engine's version (the engine table's rows: what each adapter reports
+    installed; TensorRT's status too, as it needs a GPU), and the converters' and libraries' the export used."""
+    engines: dict[str, str | None] = {}
+    for row in ENGINES:
+        found = get_engine(row.name).available()
+        engines[_TOOL_KEYS.get(row.name, row.name)] = found.version if found.version else None
+        if row.kind == "table":
+            engines[f"{row.name}_status"] = "available" if found.ok else f"not available: {found.reason}"
     return {"onnx-studio": __version__, "python": platform.python_version(), "platform": platform.platform(),
             "machine": platform.machine(), "onnx": package_version("onnx"), "onnx-ir": package_version("onnx-ir"),
-            "onnxruntime": package_version("onnxruntime", "onnxruntime-gpu"),
-            "openvino": package_version("openvino"), "mnn": package_version("MNN", "mnn"),
-            "ai-edge-litert": package_version("ai-edge-litert"), "onnx2tf": package_version("onnx2tf"),
-            "tensorrt": trt.version if trt.version else None,
-            "tensorrt_status": "available" if trt.ok else f"not available: {trt.reason}",
+            **engines, "onnx2tf": package_version("onnx2tf"), "pnnx": package_version("pnnx"),
             "tritonclient": package_version("tritonclient"), "protobuf": package_version("protobuf"),
             "numpy": package_version("numpy")}
 

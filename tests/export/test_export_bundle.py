@@ -36,6 +36,12 @@ def test_manifest_records_what_was_made_and_how(cnn_export):
     for tool in ("onnx", "onnxruntime", "openvino", "tritonclient", "onnx-studio"):
         assert m["tools"][tool], tool
     assert m["tools"]["tensorrt_status"].startswith("not available")
+    # every engine of the table records its version (ncnn was missing), read from package metadata
+    from importlib import metadata
+
+    for tool, dist in {"onnxruntime": "onnxruntime", "openvino": "openvino", "mnn": "MNN",
+                       "ai-edge-litert": "ai-edge-litert", "ncnn": "ncnn", "pnnx": "pnnx"}.items():
+        assert m["tools"][tool] == metadata.version(dist), tool
     # Every file of the bundle (but the manifest) is listed with its real sha256.
     listed = {f["path"]: f for f in m["files"]}
     on_disk = {p.relative_to(r.bundle).as_posix() for p in r.bundle.rglob("*") if p.is_file()} - {"manifest.json"}
