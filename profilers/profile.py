@@ -42,15 +42,16 @@ from profilers.stats import LatencyStats, RatioEstimate
 from profilers.sweeps import SweepResult, measure_sweep
 from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants, unavailable_reason
 from studio.core.engines import engine_limits, get_engine
-from studio.core import cli_hints
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import ImagePreprocess
+from studio.core.paths import user_data_path
+from studio.core.requests import ProfileRequest
 from studio.core.sandbox import GiB, Limits, default_limits
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MachineInfo", "Profile", "machine_facts", "ProfileOptions", "Progress", "RatioRow", "VariantProfile", "command_line",
+__all__ = ["MachineInfo", "Profile", "machine_facts", "ProfileOptions", "Progress", "RatioRow", "VariantProfile", "options_of",
            "run_profile"]
 
 Progress = Callable[[float, str], None]   # (fraction 0..1, message); may raise to stop the profile
@@ -148,6 +149,33 @@ class ProfileOptions:
                 "preprocess": self.preprocess.to_dict() if self.preprocess and self.images_dir else None,
                 "seed": self.seed, "timeout_s": self.timeout_s, "memory_gb": self.memory_gb,
                 "ov_cache": self.ov_cache}
+
+
+def options_of(request: ProfileRequest, files: Mapping[str, str | Path] | None = None) -> ProfileOptions:
+    """The ``ProfileOptions`` a ``ProfileRequest`` asks for: the one place a request becomes the profiler's
+    options (its checks say what is wrong). The request's data paths are made absolute against the current
+    folder and refused when missing (``user_data_path``); ``files`` ({"inputs"/"images": path}) are where
+    those files are on this machine instead (a remote request's package)."""
+    files = files or {}
+
+    def located(key: str, value: str | None, label: str) -> str | None:
+        if files.get(key) is not None:
+            return str(files[key])
+        return str(user_data_path(value, label=label)) if value else None
+
+    amount = {"duration_s": request.duration_s} if request.duration_s is not None else {
+        "iterations": request.iterations}
+    images = located("images", request.images, "image folder")
+    preprocess = ImagePreprocess(**{k: tuple(v) if isinstance(v, (list, tuple)) else v
+                                    for k, v in request.preprocess}) if images else None
+    return ProfileOptions(warmup=request.warmup, rounds=request.rounds, per_op=request.per_op,
+                          per_op_runs=request.per_op_runs, memory=request.memory,
+                          memory_iterations=request.memory_iterations, batch_sizes=request.batch_sizes,
+                          thread_counts=request.thread_counts, concurrency=request.concurrency,
+                          sweep_iterations=request.sweep_iterations, dims=request.dims,
+                          inputs_npz=located("inputs", request.inputs, "inputs file"), images_dir=images,
+                          preprocess=preprocess, seed=request.seed, timeout_s=request.timeout_s,
+                          memory_gb=request.memory_gb, ov_cache=request.ov_cache, **amount)
 
 
 @dataclass(frozen=True)
@@ -667,50 +695,3 @@ def _ratios(variants: Sequence[VariantProfile], run: LatencyRun | None) -> tuple
         rows.append(RatioRow(base.id, other.id, base.variant.label, other.variant.label, estimate,
                              other.latency.p50_ms / base.latency.p50_ms))
     return tuple(rows)
-
-
-def _preprocess_flags(pre: ImagePreprocess | None) -> list[tuple[str, object]]:
-    """The image options (``studio.cli.inputs_args``) that differ from the defaults."""
-    if pre is None:
-        return []
-    base = ImagePreprocess()
-    return [("--image-size", f"{pre.size[0]}x{pre.size[1]}" if pre.size else None),
-            ("--layout", pre.layout if pre.layout != base.layout else None),
-            *((flag, ",".join(f"{v:g}" for v in value) if tuple(value) != tuple(default) else None)
-              for flag, value, default in (("--mean", pre.mean, base.mean), ("--std", pre.std, base.std))),
-            ("--bgr", bool(pre.bgr))]
-
-
-def command_line(model_names: Sequence[str], engines: Sequence[EngineSpec], options: ProfileOptions, *,
-                 full_paths: bool = False, target: str | None = None) -> str:
-    """The ``onnx-studio profile`` command that reproduces a profile (the UI's CLI hint shows
-    file names only; ``full_paths`` keeps the inputs file's path as given; ``target``: the cluster
-    worker it was measured on). Built by the one hint builder, ``studio.core.cli_hints``."""
-    d = ProfileOptions()
-    images = None
-    if options.images_dir:
-        images = options.images_dir if full_paths else Path(options.images_dir).name + "/"
-    return cli_hints.cli_command("profile", list(model_names), [
-        ("--engine", ",".join(e.key for e in engines)),
-        ("--duration", options.duration_s),
-        ("--iterations", options.iterations
-         if options.duration_s is None and options.iterations != d.iterations else None),
-        *((flag, value if value != default else None) for flag, value, default in (
-            ("--warmup", options.warmup, d.warmup), ("--rounds", options.rounds, d.rounds),
-            ("--seed", options.seed, d.seed))),
-        ("--per-op", bool(options.per_op)),
-        ("--per-op-runs", options.per_op_runs if options.per_op and options.per_op_runs != d.per_op_runs else None),
-        ("--memory", bool(options.memory)),
-        ("--memory-iterations", options.memory_iterations
-         if options.memory and options.memory_iterations != d.memory_iterations else None),
-        ("--sweep-iterations", options.sweep_iterations
-         if options.sweeps and options.sweep_iterations != d.sweep_iterations else None),
-        ("--threads", list(options.thread_counts)), ("--batch", list(options.batch_sizes)),
-        ("--concurrency", list(options.concurrency)),
-        ("--dim", dict(options.dims)),
-        ("--inputs", (options.inputs_npz if full_paths else Path(options.inputs_npz).name)
-         if options.inputs_npz else None),
-        ("--images", images), *(_preprocess_flags(options.preprocess) if images else ()),
-        ("--ov-cache", bool(options.ov_cache)),
-        ("--timeout", float(options.timeout_s) if options.timeout_s else None),
-        ("--memory-gb", float(options.memory_gb) if options.memory_gb else None), ("--target", target)])

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     )
     from studio.facade.profile import (
         Profile, profile, openvino_ir_target, profile_generation, find_nsys, nsys_plan, run_nsys,
-        ProfileOptions, ProfileTarget, profile_command, GenerationOptions, generation_command, parse_engines,
+        ProfileOptions, ProfileTarget, profile_options, GenerationOptions, generation_command, parse_engines,
         parse_engine, engine_label,
     )
     from studio.facade.verify import (
@@ -115,7 +115,7 @@ _ROOMS: dict[str, tuple[str, ...]] = {
     ),
     "profile": (
         "Profile", "profile", "openvino_ir_target", "profile_generation", "find_nsys", "nsys_plan",
-        "run_nsys", "ProfileOptions", "ProfileTarget", "profile_command", "GenerationOptions",
+        "run_nsys", "ProfileOptions", "ProfileTarget", "profile_options", "GenerationOptions",
         "generation_command", "parse_engines", "parse_engine", "engine_label",
     ),
     "verify": (

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from studio.batch.executors import ClusterSecurity, DaskExecutor, LocalExecutor, cluster_address
-from studio.batch.remote import LOCAL, Measured, measure_on, side_by_side
+from studio.batch.remote import LOCAL, Measured, measure_on, run_here, side_by_side
 from studio.batch.remote import cluster_targets as _targets
 from studio.batch.results import BatchResult
 from studio.batch.runner import run_batch, skipped_summary
@@ -21,15 +21,14 @@ from studio.batch.stages import machine_facts, worker_facts
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
-from studio.core.requests import PrecisionRequest
+from studio.core.requests import CheckRequest, PrecisionRequest, ProfileRequest
 from studio import api
 from studio.core.paths import user_data_path
 
 if TYPE_CHECKING:
     from profilers.generation_profile import GenerationOptions
-    from profilers.profile import ProfileOptions
 
-__all__ = ["LOCAL", "Measured", "batch", "generate_on", "cluster_address", "cluster_targets", "configured_cluster", "machine_facts",
+__all__ = ["LOCAL", "Measured", "batch", "check_on", "generate_on", "cluster_address", "cluster_targets", "configured_cluster", "machine_facts",
            "precision_on", "profile_on", "side_by_side", "skipped_summary"]
 
 _TLS = tuple[str | None, str | None, str | None]
@@ -72,26 +71,42 @@ def cluster_targets(cluster: str | None = None, *, tls: _TLS = (None, None, None
 
 
 def profile_on(targets: Sequence[str], models: Sequence[ModelHandle | tuple[str, ModelHandle]],
-               engines: Sequence[str] | str = ("ort",), options: ProfileOptions | None = None, *,
-               cluster: str | None = None, tls: _TLS = (None, None, None),
+               request: ProfileRequest, *, cluster: str | None = None, tls: _TLS = (None, None, None),
                pool_key: str = "default") -> list[Measured]:
-    """``api.profile`` of ``models`` on each target ("local" is this machine; other names run on the
-    cluster worker with resource ``target-NAME``, in the studio's sandbox there). Each
-    ``Measured`` says who measured it (host, pid, CPU, cores, engine versions, target)."""
-    pairs = [(m.name, m) if isinstance(m, ModelHandle) else (str(m[0]), m[1]) for m in models]
-    engine_list = [engines] if isinstance(engines, str) else list(engines)
+    """``request`` (a ``ProfileRequest``) of ``models`` on each target: every target, "local" (this machine)
+    included, receives the request as JSON and rebuilds it (``studio.batch.remote.run_request``); another
+    name runs it on the cluster worker with resource ``target-NAME``, in the studio's sandbox there, with its
+    inputs/images sent along. Each ``Measured`` says who measured it and what request it ran."""
+    pairs = _pairs(models)
     out = []
     for target in dict.fromkeys(targets):
         if target == LOCAL:
-            out.append(Measured(LOCAL, worker_facts(LOCAL), api.profile(pairs, engine_list, options,
-                                                                        pool_key=pool_key)))
+            out.append(run_here("profile", pairs, request, pool_key=pool_key))
         else:
-            data = {"inputs_npz": options.inputs_npz, "images_dir": options.images_dir} if options else {}
+            data = {"inputs": request.inputs and user_data_path(request.inputs, label="inputs file"),
+                    "images": request.images and user_data_path(request.images, label="image folder")}
             out.append(measure_on("profile", target, [(label, h.path) for label, h in pairs],
-                                  {"engines": engine_list, "options": options}, cluster=cluster,
+                                  {"request": request.to_dict()}, cluster=cluster,
                                   data={k: Path(v) for k, v in data.items() if v},
                                   security=ClusterSecurity.from_env(*tls)))
     return out
+
+
+def check_on(target: str, handle: ModelHandle | str | Path, request: CheckRequest, *, cluster: str | None = None,
+             tls: _TLS = (None, None, None), pool_key: str = "default") -> Measured:
+    """``request`` (a ``CheckRequest``) on ``target``, as :func:`profile_on` runs a profile: "local" here,
+    another name on the cluster worker offering it (its real-inputs .npz sent along); the far end rebuilds
+    the request from JSON either way."""
+    h = handle if isinstance(handle, ModelHandle) else api.load(handle)
+    if target == LOCAL:
+        return run_here("check", [("model", h)], request, pool_key=pool_key)
+    data = {"inputs": user_data_path(request.inputs, label="inputs file")} if request.inputs else {}
+    return measure_on("check", target, [("model", h.path)], {"request": request.to_dict()}, data=data,
+                      cluster=cluster, security=ClusterSecurity.from_env(*tls))
+
+
+def _pairs(models: Sequence[ModelHandle | tuple[str, ModelHandle]]) -> list[tuple[str, ModelHandle]]:
+    return [(m.name, m) if isinstance(m, ModelHandle) else (str(m[0]), m[1]) for m in models]
 
 
 def generate_on(targets: Sequence[str], models: Sequence[ModelHandle | tuple[str, ModelHandle]],

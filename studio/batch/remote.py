@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import shutil
 import tarfile
@@ -28,21 +29,24 @@ from studio.batch.retrying import ClusterLost, announce_start
 from studio.batch.stages import worker_facts
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
-from studio.core.requests import PrecisionRequest
+from studio.core.requests import CheckRequest, PrecisionRequest, ProfileRequest
 from studio.core.model import load
 from studio import api
 
 LOCAL = "local"
-KINDS = ("profile", "precision", "generate")
+KINDS = ("profile", "precision", "generate", "check")
+REQUEST_OF = {"profile": ProfileRequest, "precision": PrecisionRequest, "check": CheckRequest}   # kind -> its request
 
 
 @dataclass(frozen=True)
 class Measured:
-    """A result (``Profile``, ``GenerationProfile`` or ``PrecisionReport``) and who measured it."""
+    """A result (``Profile``, ``GenerationProfile``, ``PrecisionReport`` or a check ``Report``) and who
+    measured it; ``request`` is the request as the far end rebuilt it and ran it (None for generate)."""
 
     target: str
     measured_by: dict = field(default_factory=dict)
     result: Any = None
+    request: Any = field(default=None, compare=False)
 
     @property
     def label(self) -> str:
@@ -73,7 +77,8 @@ def _load_sha(path: Path) -> str:
 
 def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[str, str, str]],
                    data: Mapping[str, str], kwargs: dict) -> dict:
-    """Runs on the Dask worker: verify the package, then profile or precision through the facade.
+    """Runs on the Dask worker: verify the package, then run the request (profile, check, precision) or the
+    generation profile through the facade.
 
     ``models``: (label, arc name, sha256); ``data``: keyword -> arc name of a data file or folder.
     Returns {"measured_by", "result"} or {"error", "code"}; never raises for what arrived."""
@@ -95,27 +100,41 @@ def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[
             handles.append((label, api.load(path)))
         extra = {k: work / arc for k, arc in data.items()}
         pool_key = f"remote-{threading.get_ident()}"
-        if kind == "profile":
-            options = kwargs.get("options")
-            if options is not None and extra:      # inputs/images that came with the package
-                from dataclasses import replace
-
-                options = replace(options, **{k: str(v) for k, v in extra.items()})
-            result = api.profile(handles, kwargs.get("engines") or ("ort",), options, pool_key=pool_key)
-        elif kind == "generate":         # a decoder's generation profile (profile --generate)
+        if kind == "generate":         # a decoder's generation profile (profile --generate)
             result = api.profile_generation(handles, kwargs.get("engines") or ("ort",), kwargs.get("options"),
                                             pool_key=pool_key)
-        elif kind == "precision":      # the whole request, rebuilt here; its files are the ones that came along
-            request = PrecisionRequest.from_dict(kwargs.get("request") or {})
-            result = api.precision(handles[0][1], request, files=extra, pool_key=pool_key)
-        else:
+            return {"measured_by": facts, "result": result}
+        if kind not in REQUEST_OF:
             return {"error": f"unknown measurement {kind[:20]!r}", "code": ErrorCode.BAD_OPTION, "measured_by": facts}
-        return {"measured_by": facts, "result": result}
+        request, result = run_request(kind, handles, kwargs.get("request") or {}, extra, pool_key=pool_key)
+        return {"measured_by": facts, "result": result, "request": request.to_dict()}
     except StudioError as exc:
         return {"error": str(exc).splitlines()[0][:300] if str(exc) else "failed", "code": exc.code,
                 "measured_by": facts}
     finally:
         shutil.rmtree(work, ignore_errors=True)  # scratch: our temp folder
+
+
+def run_request(kind: str, handles: Sequence[tuple[str, Any]], wire: Mapping[str, Any],
+                files: Mapping[str, Path], *, pool_key: str) -> tuple[Any, Any]:
+    """The far end of every trip (a worker's ``remote_measure`` and ``--target local``): the request
+    rebuilt from its JSON form (``wire``) and run through the facade as a local run runs it; ``files``
+    are where its data files (calibration, inputs, images) are on this machine. Returns the rebuilt
+    request (what ran) and the result."""
+    request = REQUEST_OF[kind].from_dict(wire)
+    if kind == "profile":
+        return request, api.profile(list(handles), request, files=files, pool_key=pool_key)
+    if kind == "check":
+        return request, api.check(handles[0][1], request, files=files, pool_key=pool_key)
+    return request, api.precision(handles[0][1], request, files=dict(files), pool_key=pool_key)
+
+
+def run_here(kind: str, models: Sequence[tuple[str, Any]], request: Any, *, pool_key: str) -> Measured:
+    """``--target local``: the request makes the same trip as to a worker (to JSON and back, rebuilt and run
+    by :func:`run_request`), without the package: its files are read where they are."""
+    wire = json.loads(json.dumps(request.to_dict()))
+    received, result = run_request(kind, models, wire, {}, pool_key=pool_key)
+    return Measured(LOCAL, worker_facts(LOCAL), result, received)
 
 
 def _cache() -> Path:
@@ -183,7 +202,9 @@ def measure_on(kind: str, target: str, models: Sequence[tuple[str, Path]], kwarg
         ex.close()
     if "error" in payload:
         raise StudioError(f"target '{target[:40]}': {payload['error']}", code=payload.get("code") or ErrorCode.REMOTE)
-    return Measured(target, payload["measured_by"], payload["result"])
+    received = payload.get("request")
+    return Measured(target, payload["measured_by"], payload["result"],
+                    REQUEST_OF[kind].from_dict(received) if received is not None else None)
 
 
 def side_by_side(measured: Sequence[Measured]) -> list[dict]:

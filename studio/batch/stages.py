@@ -21,7 +21,7 @@ from typing import Any
 
 from studio.core import outputs
 from studio.core.errors import StudioError
-from studio.core.requests import CheckRequest, OptimizeRequest, PrecisionRequest
+from studio.core.requests import CheckRequest, OptimizeRequest, PrecisionRequest, ProfileRequest
 from studio.core.engines import get_engine
 from studio.core.error_codes import ErrorCode
 from studio import api
@@ -158,12 +158,13 @@ def _precision(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, 
     return ("ok" if r.recommended else "failed"), r.summary()[:200], figures, []
 
 
-def _profile(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    from profilers.profile import ProfileOptions  # start-up: 18 modules only a profile stage needs
+BATCH_PROFILE = ProfileRequest(iterations=50, warmup=5, rounds=5)    # a batch stage's shorter defaults
 
-    options = ProfileOptions(iterations=int(opts.get("iterations", 50)), warmup=int(opts.get("warmup", 5)),
-                             rounds=int(opts.get("rounds", 5)))
-    p = api.profile([handle], opts.get("engines") or ["ort"], options, out_dir=out / "profile", pool_key=pool_key)
+
+def _profile(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
+    """The stage's options are a ``ProfileRequest``'s ``to_dict`` form, over :data:`BATCH_PROFILE`'s."""
+    request = ProfileRequest.from_dict({**BATCH_PROFILE.to_dict(), **opts})
+    p = api.profile([handle], request, out_dir=out / "profile", pool_key=pool_key)
     figures: dict[str, Any] = {}
     for v in p.variants:
         if v.latency is not None:

@@ -1,4 +1,5 @@
 """onnx-studio check MODEL [--engines ort,openvino,tensorrt] [--ep cpu,cuda] [--trt-version 10|11] [--json]
+[--target NAME --cluster ADDR]
 
 Exit codes: 0 no error finding for a requested engine (a "not run" verdict -- the model compiles but
 needs real inputs -- is not an error), 1 at least one, 2 usage/input errors.
@@ -11,11 +12,13 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from studio import api
-from studio.cli import task_args
+from studio.batch import facade as batch_api
+from studio.cli import remote_args, task_args
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import parse_dims, parse_options, print_json
 from studio.core.fmt import printable
 from studio.cli.dims_args import model_dims
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.requests import CheckRequest
 
@@ -49,6 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", metavar="PATH", help="with --fix: where to save the fixed model (required)")
     task_args.add_arguments(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON (docs/findings.md)")
+    remote_args.add_arguments(p, many=False)
 
 
 def request_of(args: argparse.Namespace, dims: dict[str, int] | None = None,
@@ -80,12 +84,24 @@ def _run(args: argparse.Namespace) -> int:
             print(f"fixed   {result.summary()}; saved {printable(str(args.output))} (verified: {result.reference})")
         handle = api.load(args.output)
     tasks = task_args.choices(args, handle, kept(args).project if kept(args) is not None else None)
-    report = api.check(handle, request_of(args, dims, tasks))
+    request = request_of(args, dims, tasks)
+    targets = remote_args.targets_of(args)
+    if len(targets) > 1:
+        raise StudioError("check runs on one --target at a time", code=ErrorCode.BAD_OPTION)
+    measured = None
+    if targets:          # the same request, rebuilt and run on the target ('local': here, after the same trip)
+        measured = batch_api.check_on(targets[0], handle, request, cluster=args.cluster,
+                                      tls=remote_args.tls_of(args), pool_key="cli")
+        report = measured.result
+    else:
+        report = api.check(handle, request)
     failed = report.has_errors_for(engines)
     keep_json(args, "check.json", report.to_dict(), "check")
     if args.json:
-        print_json(report.to_dict())
+        print_json(measured.to_dict() if measured is not None else report.to_dict())
         return 1 if failed else 0
+    if measured is not None:
+        print(remote_args.measured_line(measured))
     print(f"model   {printable(report.model)}  sha256 {report.sha256[:16]}")
     for v in report.verdicts:
         print(f"{_MARK[v.verdict]}    {v.label:<42} {v.verdict:<19} [{v.decided_by}] {printable(v.summary, 160)}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from dataclasses import replace
 import os
 import shutil
 import sys
@@ -22,7 +23,8 @@ from studio.cli.inputs_args import add_preprocess_arguments, preprocess_from
 from studio.core import outputs
 from studio.core.errors import PathError, StudioError
 from studio.core.fmt import human_bytes, printable
-from studio.core.paths import distinct_name, user_data_path
+from studio.core.paths import distinct_name
+from studio.core.requests import ProfileRequest
 from studio.cli import profile_generate
 from studio.cli.project_args import kept
 from studio.core.error_codes import ErrorCode
@@ -81,21 +83,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     profile_generate.add_arguments(p)
 
 
-def _options(args: argparse.Namespace):  # noqa: ANN202 - profilers.profile.ProfileOptions
+def request_of(args: argparse.Namespace) -> ProfileRequest:
+    """The one ``ProfileRequest`` these flags ask for (paths as given; ``--dataset`` is the call's)."""
     amount: dict = {}
     if args.duration is not None:
         amount = {"duration_s": args.duration}
     elif args.iterations is not None:
         amount = {"iterations": args.iterations}
-    return api.ProfileOptions(warmup=args.warmup, rounds=args.rounds, per_op=args.per_op or bool(args.trace),
-                              per_op_runs=args.per_op_runs, memory=args.memory, memory_iterations=args.memory_iterations,
-                              batch_sizes=tuple(args.batch or ()), thread_counts=tuple(args.threads or ()),
-                              concurrency=tuple(args.concurrency or ()), sweep_iterations=args.sweep_iterations,
-                              dims=tuple(parse_dims(args.dim).items()),
-                              inputs_npz=str(user_data_path(args.inputs, label="inputs file")) if args.inputs else None,
-                              images_dir=str(user_data_path(args.images, label="image folder")) if args.images else None,
-                              preprocess=preprocess_from(args) if args.images else None, seed=args.seed,
-                              timeout_s=args.timeout, memory_gb=args.memory_gb, ov_cache=args.ov_cache, **amount)
+    return ProfileRequest(engines=tuple(args.engine or ["ort"]), warmup=args.warmup, rounds=args.rounds,
+                          per_op=args.per_op or bool(args.trace), per_op_runs=args.per_op_runs, memory=args.memory,
+                          memory_iterations=args.memory_iterations, batch_sizes=tuple(args.batch or ()),
+                          thread_counts=tuple(args.threads or ()), concurrency=tuple(args.concurrency or ()),
+                          sweep_iterations=args.sweep_iterations, dims=parse_dims(args.dim), inputs=args.inputs,
+                          images=args.images, preprocess=preprocess_from(args).to_dict() if args.images else (),
+                          seed=args.seed, timeout_s=args.timeout, memory_gb=args.memory_gb, ov_cache=args.ov_cache,
+                          **amount)
+
+
+def _options(args: argparse.Namespace):  # noqa: ANN202 - profilers.profile.ProfileOptions
+    return api.profile_options(request_of(args))
 
 
 def _write_trace(source: Path, dest: Path) -> None:
@@ -106,8 +112,8 @@ def _nsys(args: argparse.Namespace) -> int | None:
     """--nsys: run under nsys when present (not verified here), else print the commands."""
     import shlex
 
-    flags = shlex.split(api.profile_command(["MODEL"], api.parse_engines(args.engine or ["ort"]), _options(args),
-                                            full_paths=True))[3:]
+    _options(args)                                   # the request's checks before anything runs
+    flags = shlex.split(request_of(args).command(["MODEL"]))[3:]
     inner = [sys.executable, "-m", "studio", "profile", *args.models, *flags]
     nsys = api.find_nsys()
     out = Path(args.out_dir) if args.out_dir else Path("NSYS_OUT")
@@ -142,29 +148,26 @@ def _run(args: argparse.Namespace) -> int:
         code = _nsys(args)
         if code is not None:
             return code
-    options = _options(args)
+    request = request_of(args)
+    api.profile_options(request)                     # its checks (engines aside) before any model loads
     handles = [api.load(m) for m in args.models]
     if args.dataset:
-        from dataclasses import replace
-
-
         if kept(args) is None:
             raise StudioError("--dataset names a dataset of a project: add --project NAME")
         if args.inputs or args.images:
             raise StudioError("give --dataset, --inputs or --images, not several")
         ds = recipe_args.dataset_for_run(args, api.dataset(kept(args).project, args.dataset))
         npz = api.dataset_inputs_file(ds, handles[0], kept(args).job.dir / "dataset-inputs.npz")
-        options = replace(options, inputs_npz=str(npz))
+        request = replace(request, inputs=str(npz))
     else:
         recipe_args.dataset_for_run(args, None)          # recipe flags without a dataset: an error, not ignored
     if args.trace:
         outputs.check_destination(args.trace)           # before the run: not an input, no link/FIFO/folder
     names = [h.name for h in handles]
     labels = [f"{i}:{printable(n, 40)}" if names.count(n) > 1 else printable(n, 60) for i, n in enumerate(names)]
-    engines = args.engine or ["ort"]
     targets = remote_args.targets_of(args)
     if targets:
-        return _run_on_targets(args, targets, list(zip(labels, handles)), engines, options)
+        return _run_on_targets(args, targets, list(zip(labels, handles)), request)
     keep = Path(args.out_dir) if args.out_dir else None
     folder = keep if keep is not None else Path(tempfile.mkdtemp(prefix="onnx-studio-profile-"))
     # --out-dir on a full or read-only disk: one line, and the job folder's files written so far go again.
@@ -176,7 +179,7 @@ def _run(args: argparse.Namespace) -> int:
                 def progress(fraction: float, message: str) -> None:
                     sys.stderr.write(f"\r{fraction:4.0%} {printable(message, 90):<100}")
                     sys.stderr.flush()
-            profile = api.profile(list(zip(labels, handles)), engines, options, out_dir=folder, pool_key="cli",
+            profile = api.profile(list(zip(labels, handles)), request, out_dir=folder, pool_key="cli",
                                   on_progress=progress)
             if progress is not None:
                 sys.stderr.write("\r" + " " * 106 + "\r")
@@ -194,9 +197,9 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if profile.ok and traced else 1
 
 
-def _run_on_targets(args: argparse.Namespace, targets: list[str], models: list, engines: list, options) -> int:
-    """--target/--targets: each target measures the same variants; labelled, then side by side."""
-    measured = batch_api.profile_on(targets, models, engines, options, cluster=args.cluster,
+def _run_on_targets(args: argparse.Namespace, targets: list[str], models: list, request: ProfileRequest) -> int:
+    """--target/--targets: each target measures the same request; labelled, then side by side."""
+    measured = batch_api.profile_on(targets, models, request, cluster=args.cluster,
                                     tls=remote_args.tls_of(args), pool_key="cli")
     if args.json:
         print_json({"targets": [m.to_dict() for m in measured]})

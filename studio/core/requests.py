@@ -25,7 +25,8 @@ from studio.core import cli_hints
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
-__all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "request_from_dict"]
+__all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileRequest", "REQUESTS",
+           "request_from_dict"]
 
 DEFAULT_PRESET = "safe"         # what optimize runs when neither a preset nor passes are named
 
@@ -124,8 +125,6 @@ class PrecisionRequest:
         ``api.cli_command``. ``files=False`` leaves out ``--calibration``/``--inputs`` (a page names its
         uploads with its own words)."""
         d = PrecisionRequest()
-        pre = dict(self.preprocess)
-        size = pre.get("size")
         return [("--variants", list(self.variants) if self.variants else None),
                 ("--calibration", self.calibration if files else None),
                 ("--calibration-method", self.calibration_method if self.calibration_method != d.calibration_method
@@ -134,18 +133,22 @@ class PrecisionRequest:
                 ("--inputs", self.inputs if files else None),
                 ("--target-cosine", self.target_cosine if self.target_cosine != d.target_cosine else None),
                 ("--dataset", self.dataset), ("--goal", self.goal), ("--task", dict(self.tasks)),
-                ("--dim", dict(self.dims)),
-                ("--image-size", f"{size[0]}x{size[1]}" if size else None),
-                ("--layout", pre.get("layout")),
-                ("--mean", list(pre["mean"]) if "mean" in pre else None),
-                ("--std", list(pre["std"]) if "std" in pre else None),
-                ("--bgr", bool(pre.get("bgr"))),
+                ("--dim", dict(self.dims)), *_preprocess_options(self.preprocess),
                 ("--budget", self.latency_budget_s if self.latency_budget_s != d.latency_budget_s else None),
                 ("--block-size", self.block_size if self.block_size != d.block_size else None),
                 ("--asymmetric", not self.symmetric),
                 ("--accuracy-level", self.accuracy_level or None),
                 ("--ratio", self.ratio if self.ratio != d.ratio else None),
                 ("--steps", self.generation_steps if self.generation_steps != d.generation_steps else None)]
+
+
+def _preprocess_options(preprocess: tuple[tuple[str, Any], ...]) -> list[tuple[str, object]]:
+    """The image options (``studio.cli.inputs_args``) of the preprocessing fields that differ from the defaults."""
+    pre = dict(preprocess)
+    size = pre.get("size")
+    return [("--image-size", f"{size[0]}x{size[1]}" if size else None), ("--layout", pre.get("layout")),
+            ("--mean", list(pre["mean"]) if "mean" in pre else None),
+            ("--std", list(pre["std"]) if "std" in pre else None), ("--bgr", bool(pre.get("bgr")))]
 
 
 def _number(value: float) -> str:
@@ -292,6 +295,113 @@ class CheckRequest:
         return cli_hints.cli_command("check", [model], self.cli_options(files=files))
 
 
+@dataclass(frozen=True)
+class ProfileRequest:
+    """``profile``: latency (cold start, interleaved warm percentiles and ratios) of every model version on
+    every engine, optionally per-op time, memory and sweeps.
+
+    ``engines`` are engine specs as the CLI reads them (``ort``, ``ov:bf16``, ``all``); ``iterations`` per
+    variant or ``duration_s`` in all (a duration clears the iterations); ``inputs`` an .npz, ``images`` a
+    folder whose first image feeds the image input, with ``preprocess`` (the ImagePreprocess fields that
+    differ from its defaults): paths as the user gave them, the files travel beside a remote request.
+    Which models, where the side files go and the progress callback are the call's."""
+
+    engines: tuple[str, ...] = ("ort",)
+    warmup: int = 10
+    iterations: int | None = 100
+    duration_s: float | None = None
+    rounds: int = 20
+    per_op: bool = False
+    per_op_runs: int = 10
+    memory: bool = False
+    memory_iterations: int = 200
+    thread_counts: tuple[int, ...] = ()
+    batch_sizes: tuple[int, ...] = ()
+    concurrency: tuple[int, ...] = ()
+    sweep_iterations: int = 30
+    dims: tuple[tuple[str, int], ...] = ()
+    inputs: str | None = None
+    images: str | None = None
+    preprocess: tuple[tuple[str, Any], ...] = ()
+    seed: int = 0
+    timeout_s: float | None = None
+    memory_gb: float | None = None
+    ov_cache: bool = False
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        engines = [self.engines] if isinstance(self.engines, str) else list(self.engines or ())
+        words = [w.strip() for e in engines for w in str(e).split(",") if w.strip()]
+        put(self, "engines", tuple(dict.fromkeys(words)) or ("ort",))
+        if self.duration_s is not None:
+            put(self, "duration_s", float(self.duration_s))
+            put(self, "iterations", None)
+        for name in ("thread_counts", "batch_sizes", "concurrency"):
+            put(self, name, tuple(dict.fromkeys(int(v) for v in getattr(self, name) or ())))
+        put(self, "dims", _pairs(self.dims, int))
+        for name in ("inputs", "images"):
+            value = getattr(self, name)
+            put(self, name, str(value) if value not in (None, "") else None)
+        put(self, "preprocess", tuple((k, v) for k, v in _pairs(self.preprocess)       # it shapes --images only
+                                      if self.images and _frozen(PREPROCESS_DEFAULTS.get(k, object())) != v))
+        for name in ("timeout_s", "memory_gb"):
+            value = getattr(self, name)
+            put(self, name, None if value is None else float(value))
+        for name in ("per_op", "memory", "ov_cache"):
+            put(self, name, bool(getattr(self, name)))
+
+    @property
+    def sweeps(self) -> bool:
+        return bool(self.thread_counts or self.batch_sizes or self.concurrency)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able; ``ProfileRequest.from_dict(r.to_dict()) == r``."""
+        return _to_dict(self, mappings=("dims", "preprocess"))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProfileRequest:
+        return request_from_dict(cls, data)
+
+    def cli_options(self, *, full_paths: bool = True) -> list[tuple[str, object]]:
+        """The ``onnx-studio profile`` options that build this request (defaults left out, and the per-op,
+        memory and sweep counts where their measurement is off); ``full_paths=False`` shows the inputs
+        file's and image folder's names only (a page's uploads)."""
+        d = ProfileRequest()
+        images = (self.images if full_paths else PurePath(self.images).name + "/") if self.images else None
+        return [
+            ("--engine", ",".join(self.engines)),
+            ("--duration", _number(self.duration_s) if self.duration_s is not None else None),
+            ("--iterations", self.iterations if self.duration_s is None and self.iterations != d.iterations else None),
+            *((flag, value if value != default else None) for flag, value, default in (
+                ("--warmup", self.warmup, d.warmup), ("--rounds", self.rounds, d.rounds), ("--seed", self.seed, d.seed))),
+            ("--per-op", self.per_op),
+            ("--per-op-runs", self.per_op_runs if self.per_op and self.per_op_runs != d.per_op_runs else None),
+            ("--memory", self.memory),
+            ("--memory-iterations", self.memory_iterations
+             if self.memory and self.memory_iterations != d.memory_iterations else None),
+            ("--sweep-iterations", self.sweep_iterations
+             if self.sweeps and self.sweep_iterations != d.sweep_iterations else None),
+            ("--threads", list(self.thread_counts)), ("--batch", list(self.batch_sizes)),
+            ("--concurrency", list(self.concurrency)), ("--dim", dict(self.dims)),
+            ("--inputs", (self.inputs if full_paths else PurePath(self.inputs).name) if self.inputs else None),
+            ("--images", images), *(_preprocess_options(self.preprocess) if images else ()),
+            ("--ov-cache", self.ov_cache),
+            ("--timeout", _number(self.timeout_s) if self.timeout_s else None),
+            ("--memory-gb", _number(self.memory_gb) if self.memory_gb else None)]
+
+    def command(self, models: Sequence[str], *, full_paths: bool = True, target: str | None = None) -> str:
+        """``onnx-studio profile MODEL... [options]``: the command line that builds this request (the
+        Profile page's hint); ``target``: the remote target it runs on."""
+        return cli_hints.cli_command("profile", list(models), [*self.cli_options(full_paths=full_paths),
+                                                                ("--target", target)])
+
+
+def _to_dict(request: Any, *, mappings: Sequence[str] = ()) -> dict[str, Any]:
+    """A request's fields as JSON values: tuples as lists, the pair fields in ``mappings`` as objects."""
+    return {f.name: ({k: _plain(v) for k, v in getattr(request, f.name)} if f.name in mappings
+                     else _plain(getattr(request, f.name))) for f in fields(request)}
+
+
 def request_from_dict(cls: type[R], data: Mapping[str, Any]) -> R:
     """A request from its ``to_dict`` form: unknown keys and wrong shapes are one line (BAD-REQUEST), never
     dropped, so a request from a newer client is refused rather than run with options missing."""
@@ -306,3 +416,6 @@ def request_from_dict(cls: type[R], data: Mapping[str, Any]) -> R:
         return cls(**dict(data))
     except (TypeError, ValueError) as exc:
         raise StudioError(f"{cls.__name__}: {str(exc).splitlines()[0][:200]}", code=ErrorCode.BAD_REQUEST) from None
+
+
+REQUESTS = (PrecisionRequest, OptimizeRequest, CheckRequest, ProfileRequest)   # every request kind (tests walk it)

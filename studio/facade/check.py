@@ -33,18 +33,21 @@ def default_engines() -> tuple[str, ...]:
 def check(handle: ModelHandle, engines: CheckRequest | Sequence[str] | str | None = None, *,
           eps: Sequence[str] = ("cpu",), trt_version: str | int = "10", run: bool = True,
           dims: Mapping[str, int] | None = None, inputs: str | Path | None = None,
-          pool_key: str = "default", tasks: Mapping[str, str] | None = None) -> Report:
+          pool_key: str = "default", tasks: Mapping[str, str] | None = None,
+          files: Mapping[str, str | Path] | None = None) -> Report:
     """Compatibility per node and per engine (ONNX Runtime and OpenVINO decided by a real session in a
     worker, TensorRT by its support table, MNN and LiteRT by a real conversion and run), plus lint and
     custom ops. See docs/findings.md. ``engines``: a ``CheckRequest`` (``studio.core.requests``: what the
     CLI, the Compatibility page and batch build), or the engines (default :func:`default_engines`) with
     the other options as keywords. ``inputs``: an .npz of real inputs for the runs (default: seeded
     inputs). ``tasks``: {output: kind} (see :func:`output_tasks`): how the converted engines' outputs are
-    compared with ONNX Runtime's."""
+    compared with ONNX Runtime's. ``files``: where a request's inputs file is on this machine (a remote
+    request's package)."""
     if isinstance(engines, CheckRequest):
         r = engines
+        located = (files or {}).get("inputs") or r.inputs
         return check_model(handle, list(r.engines) if r.engines else None, eps=r.eps, trt_version=r.trt_version,
-                           run=r.run, dims=dict(r.dims) or None, inputs=r.inputs, pool_key=pool_key,
+                           run=r.run, dims=dict(r.dims) or None, inputs=located, pool_key=pool_key,
                            tasks=dict(r.tasks) or None)
     return check_model(handle, engines, eps=eps, trt_version=trt_version, run=run, dims=dims, inputs=inputs,
                        pool_key=pool_key, tasks=tasks)

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from profilers.generation_profile import generation_command, GenerationOptions, run_generation
 from profilers.nvtx import find_nsys as _find, nsys_plan as _plan, run_nsys as _run
-from profilers.profile import command_line as profile_command, Profile, ProfileOptions, run_profile
+from profilers.profile import options_of as profile_options, Profile, ProfileOptions, run_profile
 from profilers.variants import (
     choice_label as engine_label,
     EngineSpec,
@@ -25,6 +25,7 @@ from studio.core.engines.openvino_ir import read_ir
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
+from studio.core.requests import ProfileRequest
 from studio.core.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -33,23 +34,29 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Profile", "profile", "openvino_ir_target", "profile_generation", "find_nsys", "nsys_plan", "run_nsys",
-    "ProfileOptions", "ProfileTarget", "profile_command", "GenerationOptions", "generation_command",
+    "ProfileOptions", "ProfileTarget", "profile_options", "GenerationOptions", "generation_command",
     "parse_engines", "parse_engine", "engine_label",
 ]
 
 
 def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHandle]],
-            engines: Sequence[str | EngineSpec] | str = ("ort",), options: ProfileOptions | None = None, *,
+            engines: ProfileRequest | Sequence[str | EngineSpec] | str = ("ort",),
+            options: ProfileOptions | None = None, *,
             workspace: Workspace | ProjectModel | None = None, out_dir: Path | None = None, pool_key: str = "default",
-            on_progress: Callable[[float, str], None] | None = None) -> Profile:
+            on_progress: Callable[[float, str], None] | None = None,
+            files: Mapping[str, str | Path] | None = None) -> Profile:
     """Latency (cold start, warm percentiles, interleaved ratios), and optionally per-op time,
     memory and sweeps, of every model version on every engine (``profilers.profile``).
 
     ``engines``: specs such as "ort", "ov", "ov:bf16", "trt", or "all". Side files (ORT
     profiles, traces, caches) go to ``out_dir``, else to a job folder of ``workspace``,
     else to a temporary folder removed afterwards. ``on_progress(fraction, message)``
-    may raise to stop: the running worker is killed and the exception propagates.
+    may raise to stop: the running worker is killed and the exception propagates. ``engines`` may be a
+    ``ProfileRequest`` (``studio.core.requests``: what the CLI, the Profile page, batch and remote targets
+    build), which brings its own options; ``files`` are where its inputs/images are on this machine.
     """
+    if isinstance(engines, ProfileRequest):
+        engines, options = list(engines.engines), profile_options(engines, files)
     chosen, specs = _profile_targets(targets), _engine_specs(engines)
     if any(t.openvino_ir is not None for t in chosen):
         raise StudioError("an OpenVINO IR is profiled by its generation loop only (profile --generate, "

@@ -24,9 +24,9 @@ QUICK = ["--iterations", "5", "--rounds", "2", "--warmup", "1"]
 
 
 def _quick():
-    from profilers.profile import ProfileOptions
+    from studio.core.requests import ProfileRequest
 
-    return ProfileOptions(iterations=5, rounds=2, warmup=1)
+    return ProfileRequest(iterations=5, rounds=2, warmup=1)
 
 
 def test_tampered_model_bytes_are_refused_where_they_arrive(tmp_path, monkeypatch):
@@ -68,7 +68,7 @@ def test_targets_measure_on_the_labelled_worker_side_by_side(dask_cluster, capsy
     assert batch_api.cluster_targets(dask_cluster.address) == ["edge"]
 
     model = api.load(path_of("cnn_unfused"))
-    on_edge, here = batch_api.profile_on(["edge", "local"], [model], ["ort"], _quick(), cluster=dask_cluster.address)
+    on_edge, here = batch_api.profile_on(["edge", "local"], [model], _quick(), cluster=dask_cluster.address)
     assert on_edge.result.ok and here.result.ok
     assert on_edge.measured_by["target"] == "edge" and on_edge.measured_by["worker"] == edge_addr
     assert on_edge.measured_by["pid"] == edge_pid != os.getpid()

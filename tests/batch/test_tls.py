@@ -41,7 +41,7 @@ def test_tls_settings_come_from_flags_or_configuration(monkeypatch):
 @pytest.mark.slow
 def test_a_tls_cluster_runs_a_target_profile_only_with_the_certificates(tmp_path, monkeypatch):
     require_module("distributed")
-    from profilers.profile import ProfileOptions
+    from studio.core.requests import ProfileRequest
     from studio.batch.loopback import LoopbackCluster
 
     tls = _certificate(tmp_path)
@@ -54,6 +54,6 @@ def test_a_tls_cluster_runs_a_target_profile_only_with_the_certificates(tmp_path
         monkeypatch.setenv("ONNX_STUDIO_TLS_CA_FILE", tls[0])
         monkeypatch.setenv("ONNX_STUDIO_TLS_CERT", tls[1])
         monkeypatch.setenv("ONNX_STUDIO_TLS_KEY", tls[2])
-        (m,) = batch_api.profile_on(["edge"], [api.load(path_of("cnn_unfused"))], ["ort"],
-                                    ProfileOptions(iterations=5, rounds=2, warmup=1), cluster=cluster.address)
+        (m,) = batch_api.profile_on(["edge"], [api.load(path_of("cnn_unfused"))],
+                                    ProfileRequest(iterations=5, rounds=2, warmup=1), cluster=cluster.address)
         assert m.result.ok and m.measured_by["target"] == "edge" and m.measured_by["worker"].startswith("tls://")

@@ -12,10 +12,11 @@ import sys
 
 import pytest
 
-from profilers.profile import ProfileOptions, command_line
+from profilers.profile import ProfileOptions, options_of
 from profilers.variants import parse_engines
 from studio.cli import build_parser, main
-from studio.cli.profile_cmd import _options
+from studio.cli.profile_cmd import _options, request_of
+from studio.core.requests import ProfileRequest
 from tests.conftest import ROOT, SAMPLES, assert_user_message
 from tests.engine_facts import gpu_stack_here
 
@@ -122,21 +123,24 @@ def test_subprocess_writes_nothing_in_the_cwd(tmp_path):
 
 
 def test_ui_command_line_parses_back_to_the_same_options():
-    options = ProfileOptions(warmup=3, iterations=250, rounds=7, per_op=True, per_op_runs=4, memory=True,
-                             memory_iterations=50, sweep_iterations=9, thread_counts=(1, 2),
-                             batch_sizes=(1, 4), concurrency=(2,), dims=(("batch", 1), ("seq len", 16)),
-                             ov_cache=True, timeout_s=60, seed=5)
-    specs = parse_engines("ort,ov:bf16")
-    text = command_line(["my model.onnx", "b.onnx"], specs, options)
+    request = ProfileRequest(engines=("ort", "ov:bf16"), warmup=3, iterations=250, rounds=7, per_op=True,
+                             per_op_runs=4, memory=True, memory_iterations=50, sweep_iterations=9,
+                             thread_counts=(1, 2), batch_sizes=(1, 4), concurrency=(2,),
+                             dims=(("batch", 1), ("seq len", 16)), ov_cache=True, timeout_s=60, seed=5)
+    text = request.command(["my model.onnx", "b.onnx"], full_paths=False)
     argv = shlex.split(text)
     assert argv[:2] == ["onnx-studio", "profile"]
     args = build_parser().parse_args(argv[1:])
     assert args.models == ["my model.onnx", "b.onnx"]
-    assert parse_engines(args.engine) == specs
-    rebuilt = _options(args)
-    assert rebuilt == options
-    duration = ProfileOptions(duration_s=12.5)
-    assert _options(build_parser().parse_args(shlex.split(command_line(["m.onnx"], specs, duration))[1:])) == duration
+    assert parse_engines(args.engine) == parse_engines("ort,ov:bf16")
+    assert request_of(args) == request
+    assert _options(args) == options_of(request) == ProfileOptions(
+        warmup=3, iterations=250, rounds=7, per_op=True, per_op_runs=4, memory=True, memory_iterations=50,
+        sweep_iterations=9, thread_counts=(1, 2), batch_sizes=(1, 4), concurrency=(2,),
+        dims=(("batch", 1), ("seq len", 16)), ov_cache=True, timeout_s=60, seed=5)
+    duration = ProfileRequest(duration_s=12.5)
+    assert _options(build_parser().parse_args(shlex.split(duration.command(["m.onnx"]))[1:])) == \
+        ProfileOptions(duration_s=12.5)
 
 
 def test_images_and_npz_inputs_with_preprocessing(tmp_path, capsys, monkeypatch):
@@ -169,9 +173,10 @@ def test_images_and_npz_inputs_with_preprocessing(tmp_path, capsys, monkeypatch)
 def test_command_line_with_images_parses_back(tmp_path):
     from studio.core.feeds import ImagePreprocess
 
-    options = ProfileOptions(images_dir=str(tmp_path), preprocess=ImagePreprocess(size=(32, 32), layout="NHWC",
-                                                                                  mean=(0.5,), std=(0.25,), bgr=True))
-    text = command_line(["m.onnx"], parse_engines("ort"), options, full_paths=True)
+    request = ProfileRequest(images=str(tmp_path), preprocess=ImagePreprocess(
+        size=(32, 32), layout="NHWC", mean=(0.5,), std=(0.25,), bgr=True).to_dict())
+    text = request.command(["m.onnx"])
     assert f"--images {tmp_path} --image-size 32x32 --layout NHWC --mean 0.5 --std 0.25 --bgr" in text
     rebuilt = _options(build_parser().parse_args(shlex.split(text)[1:]))
-    assert rebuilt == options
+    assert rebuilt == ProfileOptions(images_dir=str(tmp_path), preprocess=ImagePreprocess(
+        size=(32, 32), layout="NHWC", mean=(0.5,), std=(0.25,), bgr=True))

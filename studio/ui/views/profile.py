@@ -18,6 +18,7 @@ from studio import api
 from studio.batch import facade as batch_api
 from studio.core.errors import StudioError
 from studio.core.jsonsafe import dumps as json_dumps
+from studio.core.requests import ProfileRequest
 from studio.ui import generation_section, profile_charts, state, widgets
 from studio.ui.inputs_picker import InputsChoice, inputs_picker
 
@@ -37,7 +38,7 @@ def _ints(text: str, label: str) -> tuple[int, ...]:
     return values
 
 
-def _settings(choice: InputsChoice) -> api.ProfileOptions | None:
+def _settings(choice: InputsChoice, engines: list[str]) -> ProfileRequest | None:
     with st.expander("Settings", expanded=False):
         c1, c2, c3, c4 = st.columns(4)
         mode = c1.radio("Measure", ["iterations", "duration"], key="profile_mode", horizontal=True)
@@ -56,17 +57,20 @@ def _settings(choice: InputsChoice) -> api.ProfileOptions | None:
         batch = s2.text_input("Batch sweep", "", placeholder="1,4,8", key="profile_batch")
         concurrency = s3.text_input("Concurrency sweep", "", placeholder="1,2,4", key="profile_concurrency")
 
-    def build() -> api.ProfileOptions:
+    def build() -> ProfileRequest:
         amount = {"duration_s": float(duration)} if mode == "duration" else {"iterations": int(iterations)}
-        return api.ProfileOptions(warmup=int(warmup), rounds=int(rounds), per_op=per_op, memory=memory,
-                                  ov_cache=ov_cache, timeout_s=float(timeout), dims=tuple(state.dims().items()),
-                                  thread_counts=_ints(threads, "thread sweep"), batch_sizes=_ints(batch, "batch sweep"),
-                                  concurrency=_ints(concurrency, "concurrency sweep"),
-                                  inputs_npz=str(choice.inputs) if choice.inputs else (
-                                      str(api.dataset_inputs_file(choice.dataset, state.current_handle(),
-                                                                  state.workspace().job_dir("inputs") / "dataset.npz"))
-                                      if choice.dataset is not None else None),
-                                  images_dir=str(choice.images) if choice.images else None, **amount)
+        request = ProfileRequest(engines=tuple(engines or ("ort",)), warmup=int(warmup), rounds=int(rounds),
+                                 per_op=per_op, memory=memory, ov_cache=ov_cache, timeout_s=float(timeout),
+                                 dims=state.dims(), thread_counts=_ints(threads, "thread sweep"),
+                                 batch_sizes=_ints(batch, "batch sweep"),
+                                 concurrency=_ints(concurrency, "concurrency sweep"),
+                                 inputs=str(choice.inputs) if choice.inputs else (
+                                     str(api.dataset_inputs_file(choice.dataset, state.current_handle(),
+                                                                 state.workspace().job_dir("inputs") / "dataset.npz"))
+                                     if choice.dataset is not None else None),
+                                 images=str(choice.images) if choice.images else None, **amount)
+        api.profile_options(request)            # its checks, shown before Run
+        return request
 
     return widgets.guarded(build)
 
@@ -85,20 +89,20 @@ def _target_picker() -> str | None:
     return None if choice == "local" else choice
 
 
-def _run_remote(target: str, targets: list[api.ProfileTarget], engines: list[str], options: api.ProfileOptions) -> None:
+def _run_remote(target: str, targets: list[api.ProfileTarget], request: ProfileRequest) -> None:
     with st.spinner(f"measuring on target {target}…"):
         measured = widgets.guarded(lambda: batch_api.profile_on([target], [(t.label, t.handle) for t in targets],
-                                                                engines, options)[0])
+                                                                request)[0])
     if measured is not None:
         st.session_state[_RESULT] = measured.result
         st.session_state[_MEASURED_BY] = measured
 
 
-def _run(targets: list[api.ProfileTarget], engines: list[str], options: api.ProfileOptions,
+def _run(targets: list[api.ProfileTarget], request: ProfileRequest,
          remote: str | None = None, stop_slot=None) -> None:  # noqa: ANN001 - a Streamlit placeholder
     st.session_state.pop(_MEASURED_BY, None)
     if remote is not None:
-        _run_remote(remote, targets, engines, options)
+        _run_remote(remote, targets, request)
         return
     bar = st.progress(0.0, text="starting…")
 
@@ -108,8 +112,9 @@ def _run(targets: list[api.ProfileTarget], engines: list[str], options: api.Prof
     st.session_state[_RUNNING] = True
     def in_job():
         # A job row around the run; its side files (ORT profiles, traces) are the job's artifacts.
-        with state.job("profile", {"targets": [t.label for t in targets], "engines": list(engines)}) as job:
-            return api.profile(targets, engines, options, out_dir=job.dir, pool_key=state.session_id(),
+        with state.job("profile", {"targets": [t.label for t in targets], "engines": list(request.engines),
+                                   "request": request.to_dict()}) as job:
+            return api.profile(targets, request, out_dir=job.dir, pool_key=state.session_id(),
                                on_progress=on_progress)
 
     if stop_slot is not None:
@@ -231,7 +236,7 @@ def render() -> None:
                              key="profile_engines")
     remote = _target_picker()
     choice = inputs_picker("profile_inputs", images_label="Images (the first one is used)", with_count=False)
-    options = _settings(choice)
+    options = _settings(choice, list(engines))
     c1, c2, _ = st.columns([1, 1, 4])
     run = c1.button("Run profile", type="primary", key="profile_run",
                     disabled=not chosen or not engines or not choice.ready)
@@ -254,7 +259,7 @@ def render() -> None:
         if targets:
             st.session_state[_VERSIONS_RUN] = run_vids
             st.session_state.pop(_RESULT, None)
-            _run(targets, engines, options, remote, stop_slot)
+            _run(targets, options, remote, stop_slot)
             if st.session_state.get(_RESULT) is not None:    # bound to the versions, engines and options run
                 state.keep_result(_RESULT, (st.session_state.pop(_RESULT), st.session_state.get(_MEASURED_BY),
                                             run_vids), settings)
@@ -262,8 +267,7 @@ def render() -> None:
         several_models = len({k.split(":")[0] for k in chosen}) > 1
         names = widgets.hint_file_names([(Path(entries[k][1].path).name, k if several_models else entries[k][1].id)
                                          for k in chosen])
-        specs = [api.parse_engine(e) for e in engines]
-        widgets.cli_hint(api.profile_command(names, specs, options, target=remote))
+        widgets.cli_hint(options.command(names, full_paths=False, target=remote))
     bound = state.bound_result(_RESULT, settings)      # run on this model's page with these settings only
     if bound is not None:
         result, st.session_state[_MEASURED_BY], st.session_state[_VERSIONS_RUN] = bound

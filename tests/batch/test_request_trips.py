@@ -1,0 +1,218 @@
+"""Every request survives every trip (issue 34, item 2): a request with every field set away from its default
+(the list of fields read from ``dataclasses.fields``, so a new field fails here until it is covered) goes
+to JSON and back, prints a command the real CLI parser reads back into the same request, and reaches the far
+end of a remote run equal, field by field: through ``--target local`` (the API door and the CLI door) and
+through the worker's own ``remote_measure`` with its files in the hashed package. A local run and a
+``--target local`` run of the same check/profile request give the same result structure (real ORT, the
+cnn_unfused sample).
+
+Oracles: the request's own fields, the real argparse parser, what the far end's facade call received (a spy
+on ``studio.api``), and the plain local run."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shlex
+
+import pytest
+
+from sample_models.catalog import path_of
+from studio import api
+from studio.batch import facade as batch_api
+from studio.batch.remote import _pack, remote_measure
+from studio.cli import build_parser, check_cmd, main, optimize_cmd, precision_cmd, profile_cmd, remote_args
+from studio.core.requests import (REQUESTS, CheckRequest, OptimizeRequest, PrecisionRequest, ProfileRequest)
+
+FULL = {
+    ProfileRequest: ProfileRequest(
+        engines=("ort", "ov:bf16"), warmup=3, duration_s=2.5, rounds=7, per_op=True, per_op_runs=4, memory=True,
+        memory_iterations=50, thread_counts=(1, 2), batch_sizes=(1, 4), concurrency=(2,), sweep_iterations=9,
+        dims={"batch": 1, "seq len": 16}, inputs="real inputs/x.npz", images="photos dir",
+        preprocess={"size": (32, 48), "layout": "NHWC", "mean": (0.5, 0.5, 0.5), "std": (0.25, 0.25, 0.25),
+                    "bgr": True}, seed=5, timeout_s=60.5, memory_gb=1.5, ov_cache=True),
+    CheckRequest: CheckRequest(engines=("onnxruntime", "openvino"), eps=("cpu", "cuda"), trt_version="11", run=False,
+                               dims={"batch": 2, "seq len": 5}, inputs="real inputs/x.npz",
+                               tasks={"logits": "classification"}),
+    PrecisionRequest: PrecisionRequest(
+        variants=("fp32", "int8", "int8-weights"), calibration="calib dir/calib.npz", calibration_method="entropy",
+        samples=3, inputs="eval.npz", target_cosine=0.95, goal="top1-agreement>=0.9", dataset="photos",
+        tasks={"logits": "classification"}, dims={"batch": 2, "seq len": 5},
+        preprocess={"size": (32, 48), "layout": "NHWC", "mean": (0.5, 0.5, 0.5), "std": (0.25, 0.25, 0.25),
+                    "bgr": True},
+        latency_budget_s=7.0, block_size="32", symmetric=False, accuracy_level=4, ratio=0.5, generation_steps=3),
+    OptimizeRequest: OptimizeRequest(passes=("fix-input-shapes", "fold-constants"), dims={"batch": 1},
+                                      pass_options={"fold-constants": {"max_bytes": 4096}}, on_failure="revert",
+                                      verify=False, time_budget_s=90.5, inputs="real inputs/x.npz"),
+}
+# The iterations are cleared by a duration (ProfileRequest), and a preset by named passes (OptimizeRequest).
+CLEARED = {ProfileRequest: {"iterations"}, OptimizeRequest: {"preset"}}
+
+
+def _same_fields(a, b) -> list[str]:
+    """The fields whose values differ (empty: equal field by field)."""
+    return [f.name for f in dataclasses.fields(a) if getattr(a, f.name) != getattr(b, f.name)]
+
+
+def _parsed(kind, command: str):
+    """The request the CLI builds from ``command``'s words (each command's own ``request_of``)."""
+    args = build_parser().parse_args(shlex.split(command)[1:])
+    tasks = dict(api.parse_task_options(getattr(args, "tasks", None)))
+    if kind is PrecisionRequest:
+        class Named:                                 # the project dataset the CLI would open by that name
+            name = args.dataset
+        return precision_cmd.request_of(args, Named() if args.dataset else None, tasks, remote_args.goal_of(args))
+    if kind is CheckRequest:
+        return check_cmd.request_of(args, tasks=tasks)
+    if kind is OptimizeRequest:
+        return optimize_cmd.request_of(args)
+    return profile_cmd.request_of(args)
+
+
+def _command(request) -> str:
+    return request.command(["my model.onnx", "b.onnx"]) if isinstance(request, ProfileRequest) else \
+        request.command("my model.onnx")
+
+
+@pytest.mark.parametrize("kind", REQUESTS, ids=lambda k: k.__name__)
+def test_every_field_is_set_and_survives_json(kind):
+    full, default = FULL[kind], kind()
+    same = [n for n in {f.name for f in dataclasses.fields(kind)} - CLEARED.get(kind, set())
+            if getattr(full, n) == getattr(default, n)]
+    assert same == [], f"set these away from their defaults in FULL[{kind.__name__}]: {same}"
+    for request in (full, default):
+        assert _same_fields(kind.from_dict(json.loads(json.dumps(request.to_dict()))), request) == []
+
+
+@pytest.mark.parametrize("kind", REQUESTS, ids=lambda k: k.__name__)
+def test_the_cli_reads_each_command_back_as_the_same_request(kind):
+    for request in (FULL[kind], kind()):
+        rebuilt = _parsed(kind, _command(request))
+        assert _same_fields(rebuilt, request) == [], _command(request)
+        assert rebuilt == request
+
+
+class _Spy:
+    """Stands in for the facade call at the far end: records the request it was handed (and its files)."""
+
+    def __init__(self, result=None):
+        self.calls: list[tuple] = []
+        self.result = result
+
+    def __call__(self, *args, **kwargs):
+        request = next(a for a in (*args, *kwargs.values()) if type(a) in REQUESTS)
+        self.calls.append((request, kwargs.get("files")))
+        return self.result
+
+
+REMOTE = {ProfileRequest: ("profile", "profile"), CheckRequest: ("check", "check"),
+          PrecisionRequest: ("precision", "precision")}
+
+
+@pytest.mark.parametrize("kind", [ProfileRequest, CheckRequest], ids=lambda k: k.__name__)
+def test_target_local_hands_the_far_end_the_request_that_was_sent(kind, monkeypatch):
+    """``--target local`` goes through the same trip as a worker (JSON and back, ``run_request``): the
+    request the facade receives there equals the one sent, field by field; ``Measured.request`` says so."""
+    spy = _Spy()
+    monkeypatch.setattr(api, REMOTE[kind][1], spy, raising=False)
+    handle = api.load(path_of("cnn_unfused"))
+    sent = FULL[kind]
+    measured = (batch_api.profile_on(["local"], [handle], sent)[0] if kind is ProfileRequest
+                else batch_api.check_on("local", handle, sent))
+    (received, _files), = spy.calls
+    assert received is not sent and _same_fields(received, sent) == []
+    assert measured.target == "local" and measured.request == sent
+
+
+@pytest.mark.parametrize("kind", list(REMOTE), ids=lambda k: k.__name__)
+def test_the_worker_side_rebuilds_every_field_and_locates_the_files_that_came(kind, monkeypatch, tmp_path):
+    """What a remote target runs (``remote_measure``, the Dask worker's function): the request from JSON with
+    its data files in the hashed package; the far end's facade call gets the request sent, field by field,
+    and the files where they arrived."""
+    spy = _Spy()
+    monkeypatch.setattr(api, REMOTE[kind][1], spy, raising=False)
+    monkeypatch.setenv("ONNX_STUDIO_WORKER_CACHE", str(tmp_path / "cache"))
+    model = path_of("cnn_unfused")
+    data_file = tmp_path / "x.npz"
+    data_file.write_bytes(b"not read: the spy stands in for the run")
+    keys = {ProfileRequest: ("inputs", "images"), CheckRequest: ("inputs",),
+            PrecisionRequest: ("calibration", "inputs")}[kind]
+    named = {k: f"data/{k}.npz" for k in keys}
+    blob = _pack({"m0/model.onnx": model, **{arc: data_file for arc in named.values()}})
+    sent = FULL[kind]
+    answer = remote_measure(REMOTE[kind][0], blob, hashlib.sha256(blob).hexdigest(),
+                            [("model", "m0/model.onnx", api.load(model).sha256)], named,
+                            {"request": json.loads(json.dumps(sent.to_dict()))})
+    assert "error" not in answer, answer
+    (received, files), = spy.calls
+    assert _same_fields(received, sent) == [] and kind.from_dict(answer["request"]) == sent
+    assert sorted(files) == sorted(keys) and all(str(p).endswith(named[k]) for k, p in files.items())
+
+
+def test_the_cli_doors_send_every_profile_and_check_option_to_the_far_end(monkeypatch, tmp_path, capsys):
+    """``onnx-studio profile|check ... --target local``: the flags become the request, and that request
+    arrives at the far end whole (the CLI's own checks need the named files to exist)."""
+    import numpy as np
+
+    from studio.core.feeds import save_npz
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real inputs").mkdir()
+    save_npz(api.make_inputs(api.load(path_of("cnn_unfused"))).sets, tmp_path / "real inputs" / "x.npz")
+    assert np.load(tmp_path / "real inputs" / "x.npz").files
+    for kind, sent in ((ProfileRequest, dataclasses.replace(FULL[ProfileRequest], images=None)),
+                       (CheckRequest, dataclasses.replace(FULL[CheckRequest], engines=("onnxruntime",), eps=("cpu",)))):
+        spy = _Spy(result=_Stub())
+        monkeypatch.setattr(api, REMOTE[kind][1], spy, raising=False)
+        words = shlex.split(sent.command([str(path_of("cnn_unfused"))]) if kind is ProfileRequest
+                            else sent.command(str(path_of("cnn_unfused"))))[1:]
+        main([*words, "--target", "local", "--json"])
+        (received, _files), = spy.calls
+        assert _same_fields(received, sent) == [], kind.__name__
+    capsys.readouterr()
+
+
+class _Stub:
+    """A result the CLI can print after the spy ran instead of the engines."""
+
+    ok = True
+    variants = ()
+    verdicts = ()
+
+    def to_dict(self, **_):
+        return {}
+
+    def has_errors_for(self, _engines):
+        return False
+
+
+def _shape(value):
+    """The structure of a JSON value: keys and types, not the measured numbers."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(v) for v in value[:1]]
+    return type(value).__name__ if value is not None else None
+
+
+def test_a_local_run_and_a_target_local_run_give_the_same_result():
+    """Real ORT on the cnn_unfused sample: the same check verdicts and findings, the same profile variants
+    and options, and the same JSON structure, whether run here or through ``--target local``."""
+    handle = api.load(path_of("cnn_unfused"))
+    check = CheckRequest(engines=("onnxruntime",), dims={"batch": 2})
+    here, there = api.check(handle, check), batch_api.check_on("local", handle, check)
+    assert there.request == check
+    assert [(v.engine, v.verdict, v.decided_by, v.ran_on) for v in here.verdicts] == \
+        [(v.engine, v.verdict, v.decided_by, v.ran_on) for v in there.result.verdicts]
+    assert [f.code for f in here.findings] == [f.code for f in there.result.findings]
+    assert _shape(here.to_dict()) == _shape(there.result.to_dict())
+
+    profile = ProfileRequest(iterations=5, rounds=2, warmup=1, dims={"batch": 2})
+    here_p = api.profile([handle], profile)
+    (there_p,) = batch_api.profile_on(["local"], [handle], profile)
+    assert there_p.request == profile and here_p.ok and there_p.result.ok
+    assert [v.id for v in here_p.variants] == [v.id for v in there_p.result.variants]
+    assert here_p.options == there_p.result.options == api.profile_options(profile)
+    assert here_p.feeds == there_p.result.feeds
+    assert _shape(here_p.to_dict()) == _shape(there_p.result.to_dict())
