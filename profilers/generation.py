@@ -120,8 +120,9 @@ class BoundOrtStepper:
 
 
 def make_stepper(runner: Any, contract: GenerationContract, *, io_binding: bool = True) -> PlainStepper | BoundOrtStepper:
-    """I/O binding where the engine offers it (ONNX Runtime), else the runner's plain ``infer``."""
-    if io_binding and getattr(runner, "engine", None) == "onnxruntime":
+    """I/O binding where the engine offers it (ONNX Runtime's session has ``io_binding``), else the runner's
+    plain ``infer``."""
+    if io_binding and callable(getattr(getattr(runner, "session", None), "io_binding", None)):
         return BoundOrtStepper(runner.session, contract)
     return PlainStepper(runner, contract)
 

@@ -449,12 +449,12 @@ def cold_start_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -
     v = args["variant"]
     nv = ranges()
     ctx.set_stage(f"{v['label']}: session creation (cold)")
-    is_ort = v["engine"]["engine"] == "onnxruntime"
     with nv.range(f"cold session {v['id']}"):
+        # profile_tag: an engine that writes a profile (ONNX Runtime) separates loading from initializing
         runner = open_runner(v["model_path"], v["engine"], _feeds_of(v, arrays), out_dir=ctx.out_dir,
-                             profile_tag="cold" if is_ort else None, cache=bool(v.get("cache")))
+                             profile_tag="cold", cache=bool(v.get("cache")))
     try:
-        phases = _ort_profile_phases(runner.end_profiling()) if is_ort else {}  # type: ignore[attr-defined]
+        phases = _ort_profile_phases(runner.end_profiling())     # None (no phases) where the engine has no profile
         ctx.set_stage(f"{v['label']}: first inference")
         with nv.range(f"first inference {v['id']}"):
             first, second = timed_loop(runner.infer, 2)
