@@ -48,7 +48,9 @@ TRITON_DTYPES: dict[str, str] = {
     "float16": "TYPE_FP16", "float32": "TYPE_FP32", "float64": "TYPE_FP64", "string": "TYPE_STRING",
     "bfloat16": "TYPE_BF16",
 }
-BACKENDS = ("onnxruntime", "openvino", "tensorrt")
+# Triton's backends the bundle serves, with the model config's `platform` each needs ("" where none).
+PLATFORMS = {"onnxruntime": "onnxruntime_onnx", "openvino": "", "tensorrt": "tensorrt_plan"}
+BACKENDS = tuple(PLATFORMS)
 
 
 def model_config_pb2() -> Any:
@@ -137,14 +139,12 @@ def build_config(name: str, backend: str, plan: IoPlan, *, instances: int, kind:
     """A ModelConfig message for one backend."""
     pb = model_config_pb2()
     cfg = pb.ModelConfig(name=name, max_batch_size=plan.max_batch_size)
-    if backend == "onnxruntime":
-        cfg.platform, cfg.backend = "onnxruntime_onnx", "onnxruntime"
-    elif backend == "openvino":
-        cfg.backend = "openvino"
-    elif backend == "tensorrt":
-        cfg.platform, cfg.backend = "tensorrt_plan", "tensorrt"
-    else:
+    if backend not in PLATFORMS:
         raise StudioError(f"unknown Triton backend {backend!r}")
+    platform = PLATFORMS[backend]
+    if platform:
+        cfg.platform = platform
+    cfg.backend = backend
     for s in plan.inputs:
         i = cfg.input.add(name=s.name, data_type=getattr(pb, s.dtype), dims=list(s.dims))
         if s.scalar:
