@@ -148,6 +148,10 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
         load_npz(inputs, input_specs(handle.proto))   # names, dtypes, ranks: a clear error before any run
     started = time.perf_counter()
     chosen = normalize_engines(engines)
+    if {"onnxruntime", "openvino"} & set(chosen):      # a real session of the model in a worker
+        from studio.core.sandbox import require_memory
+
+        require_memory(handle.path, "check")
     model = handle.proto
     path = handle.path.resolve()   # workers run in their own scratch folder
     from diagnostics.support_tables import normalize_trt_version

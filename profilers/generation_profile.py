@@ -113,6 +113,10 @@ def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpe
     if not engines:
         raise StudioError("no engine given", code=ErrorCode.BAD_OPTION)
     started = time.perf_counter()
+    from studio.core.sandbox import require_memory
+
+    for t in targets:                   # the generation worker holds each model's session
+        require_memory(t.path, "the generation profile")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     specs, contracts = [], []

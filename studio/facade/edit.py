@@ -43,6 +43,10 @@ def edit(handle: ModelHandle, script: Any, out_path: str | Path, *, verify: bool
     """Apply an edit script and write the result to ``out_path`` (a split's second model beside it as
     ``OUT.part2.onnx``): checked, verified against the original (numbers where the edit keeps them,
     the original's tensors at a cut), written only then; the input is only read."""
+    if verify:                          # the verification's session holds the weights
+        from studio.core.sandbox import require_memory
+
+        require_memory(handle.path, "edit with verification")
     return _edit(handle, edit_script(script) if not _is_script(script) else script, out_path,
                  verify_numbers=verify, pool_key=pool_key)
 

@@ -141,3 +141,33 @@ def test_generation_profile_runs_a_decoder_above_the_worker_limit(tmp_path, monk
     (variant,) = prof.variants
     assert variant.error is None, variant.error
     assert variant.ok and variant.cases[0].tokens == ((0, 0),)           # zero weights: token 0, twice
+
+
+STAGES = {
+    "check": lambda h, out: api.check(h, ["onnxruntime"], dims={"n": 2}),
+    "optimize with verification": lambda h, out: api.optimize(h, passes=["eliminate-identity"], dims={"n": 2},
+                                                              out_path=out / "o.onnx"),
+    "edit with verification": lambda h, out: api.edit(h, [{"op": "rename", "tensors": {"out": "y"}}],
+                                                      out / "e.onnx"),
+    "memory --measure": lambda h, out: api.memory_plan(h, {"n": 2}, measure=True),
+}
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_a_stage_that_cannot_fit_says_so_before_any_work(large_model, tmp_path, monkeypatch, stage):
+    """Where the machine cannot hold the weights, the stage refuses in one line naming what it needs and
+    what is available, before any worker starts or anything is written."""
+    import psutil
+
+    from studio.core.errors import StudioError
+    from studio.core.sandbox import pool_info
+
+    handle = api.load(large_model)
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: _Available(300 * 2**20))
+    with pytest.raises(StudioError) as err:
+        STAGES[stage](handle, tmp_path / "out")
+    message = str(err.value)
+    assert err.value.code == "TOO-LARGE" and "\n" not in message
+    assert message.startswith(f"{stage} needs ~1.") and "0.3 GiB available" in message, message
+    assert not [p for p in pool_info() if p["pid"]]          # no worker was started
+    assert not (tmp_path / "out").exists()

@@ -65,8 +65,8 @@ Modules (each owns one job; import the public names from this package)
 
 from __future__ import annotations
 
-from studio.core.sandbox.limits import (GiB, Limits, default_limits, model_bytes_on_disk, scaled_to_model,
-                                        session_limits)
+from studio.core.sandbox.limits import (GiB, Limits, default_limits, model_bytes_on_disk, require_memory,
+                                        scaled_to_model, session_limits)
 from studio.core.sandbox.messages import scrub_message
 from studio.core.sandbox.pool import cancel_all, pool_info, shutdown_all, shutdown_pool
 from studio.core.sandbox.process import MINIMAL_ENV_NAMES, MINIMAL_ENV_PREFIXES
@@ -82,6 +82,7 @@ __all__ = [
     "default_limits",
     "model_bytes_on_disk",
     "pool_info",
+    "require_memory",
     "run_job",
     "scaled_to_model",
     "scrub_message",

@@ -186,6 +186,28 @@ def session_limits(limits: Limits | None, model_path: str | Path, data_dir: str 
     return scaled_to_model(limits, held, copies=1)
 
 
+def require_memory(model_path: str | Path, stage: str, *, copies: float = 1.1, overhead: int = GiB // 2) -> None:
+    """Refuse a stage in one line before it does any work when this machine cannot hold what it needs:
+    ``copies`` times the model's weights (one engine session holds them once; 1.1 leaves room for its
+    arena) plus ``overhead``, against the memory available now. Models under 512 MiB are never refused
+    here (the sandbox's own limits speak for them). Without it a 6 GiB model on a busy machine got minutes
+    of work and then "exceeded the worker memory limit" or an out-of-memory kill."""
+    held = model_bytes_on_disk(model_path)
+    if held < _SCALE_FROM_BYTES:
+        return
+    try:
+        import psutil
+
+        available = int(psutil.virtual_memory().available)
+    except Exception:  # noqa: BLE001 - no psutil or no /proc: nothing to compare with
+        return
+    need = int(copies * held) + overhead
+    if need > available:
+        raise StudioError(f"{stage} needs ~{need / GiB:.1f} GiB of memory for this model's {held / GiB:.1f} GiB of "
+                          f"weights, {available / GiB:.1f} GiB available: free memory or run it on a larger machine",
+                          code=ErrorCode.TOO_LARGE)
+
+
 def model_bytes_on_disk(path: str | Path) -> int:
     """The model file and the weight files beside it (``.data``, ``.bin``, ``.weights``, no suffix): what
     a job that loads it holds, for :func:`scaled_to_model`."""
