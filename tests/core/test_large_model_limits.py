@@ -171,3 +171,15 @@ def test_a_stage_that_cannot_fit_says_so_before_any_work(large_model, tmp_path, 
     assert message.startswith(f"{stage} needs ~1.") and "0.3 GiB available" in message, message
     assert not [p for p in pool_info() if p["pid"]]          # no worker was started
     assert not (tmp_path / "out").exists()
+
+
+def test_job_time_scales_with_the_weights(monkeypatch):
+    """A job over 6.4 GiB of weights (int4 quantization: load, quantize, save) gets 180 s per GiB, not the
+    120 s default it timed out at; small models keep the default and their warm workers."""
+    from studio.core.sandbox import scaled_to_model
+
+    monkeypatch.delenv("ONNX_STUDIO_TIMEOUT_S", raising=False)
+    base = default_limits().timeout_s
+    assert scaled_to_model(None, 400 * 2**20).timeout_s == base
+    assert scaled_to_model(None, int(6.36 * 2**30)).timeout_s == pytest.approx(180 * 6.36)
+    assert scaled_to_model(None, int(6.36 * 2**30), min_timeout_s=5000).timeout_s == 5000

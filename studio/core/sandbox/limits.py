@@ -41,6 +41,9 @@ GiB = 2**30
 _MIN_MEMORY_BYTES = 512 * 2**20
 _STACK_ALLOWANCE_PER_THREAD = 16 * 2**20
 _SCALE_FROM_BYTES = 512 * 2**20
+# Job time per GiB of weights, above 1 GiB: a 6.4 GiB decoder's int4 quantization (load, quantize 105
+# MatMuls, save) ran past the 120 s default on 2 loaded cores.
+_SECONDS_PER_GIB = 180.0
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,7 @@ def scaled_to_model(limits: Limits | None, model_bytes: int, *, copies: int = 6,
     them; else the defaults raised to 3 GiB plus ``copies`` times the model (whole GiB, so that models of
     about one size share warm workers), up to half of this machine's memory, so that a 440 MB BERT is
     not killed at the 3 GiB default. Never lowers a configured limit; below 512 MiB of copies the
-    defaults stand."""
+    defaults stand. Above 1 GiB of weights the timeout is at least 180 s per GiB."""
     if limits is not None:
         return limits
     from dataclasses import replace
@@ -171,6 +174,8 @@ def scaled_to_model(limits: Limits | None, model_bytes: int, *, copies: int = 6,
     if extra > _SCALE_FROM_BYTES:      # small models keep the default (and its warm workers)
         memory = max(memory, min(ceiling, math.ceil((3 * GiB + extra) / GiB) * GiB))
     timeout = base.timeout_s if min_timeout_s is None else max(base.timeout_s, float(min_timeout_s))
+    if model_bytes > GiB:               # reading, transforming and writing the weights takes time too
+        timeout = max(timeout, _SECONDS_PER_GIB * model_bytes / GiB)
     return replace(base, timeout_s=timeout, memory_bytes=memory)
 
 
