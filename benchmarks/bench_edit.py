@@ -47,7 +47,7 @@ def _studio(path: Path, out: Path, verify: bool) -> dict:
     run = run_snippet("from studio import api\nimport studio.edit, passes.model_io  # imports not timed\n" + _PEAK_SELF,
                       f"""
                       r = api.edit(api.load({str(path)!r}), {SCRIPT!r}, {str(out)!r}, verify={verify!r})
-                      result = {{"self_peak": _hwm(), "status": r.verification.status,
+                      result = {{"self_peak": _hwm(), "status": r.verification.verdict,
                                  "outputs": [str(p) for p in r.outputs]}}
                       """)
     return {"seconds": run.seconds, "self": run.result["self_peak"], "peak": run.peak_rss_mb,

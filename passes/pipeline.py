@@ -28,8 +28,8 @@ from passes.model_io import Checkpoint, Linker, load_checkpoint, load_for_passes
 from passes.normalize import normalize_in_worker
 from passes.records import PassRecord
 from passes.registry import make_pass, preset
-from passes.verify import Verifier, VerifyResult
-from studio.core.compare import Tolerance
+from passes.verify import Verifier
+from studio.core.compare import Tolerance, Verification, VerifyStatus
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.feeds import Feeds, npz_feeds
@@ -431,7 +431,7 @@ def _run_in(workdir: Path, model_path: Path, passes: Sequence[StudioPass], outpu
         counts = dict(res.counts) if isinstance(res, PassResult) else {}
         notes = tuple(getattr(res, "notes", ()))
         modified = bool(res.modified)
-        verification: VerifyResult | None = None
+        verification: Verification | None = None
         status, message = ("changed" if modified else "unchanged"), ""
         if modified and chosen is not None:
             ckpt.accept(chosen[0])           # verified (and fusion-checked) when it was chosen
@@ -542,7 +542,7 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
     base = (node_count, _const_bytes(model))
     declared = _interface(model)
     notes: list[str] = []
-    picks: list[tuple[tuple[int, int], str, PassResult, Checkpoint, VerifyResult]] = []
+    picks: list[tuple[tuple[int, int], str, PassResult, Checkpoint, Verification]] = []
     base_fusions = None
     for name in p.candidates:
         sub = make_pass(name, **dict(p.options))
@@ -566,8 +566,8 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
         cand = ckpt.save(r.model)
         v = verifier.verify(cand)
         if v.ok and verifier.reference_error is not None:
-            v = VerifyResult(False, v.interface_ok, v.checker_ok, None, v.numeric_status,
-                             "outputs not compared (" + verifier.reference_error[:120] + ")", v.seconds)
+            v = replace(v, status=VerifyStatus.FAILED, comparison=None,
+                        message="outputs not compared (" + verifier.reference_error[:120] + ")")
         if not v.ok:
             notes.append(f"{name}: refused, {v.message[:200]}")
             ckpt._drop(cand)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from passes.base import Change
-from passes.verify import VerifyResult
+from studio.core.compare import Verification
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class PassRecord:
     nodes_after: int
     params_before: int
     params_after: int
-    verification: VerifyResult | None
+    verification: Verification | None
     message: str = ""
     notes: tuple[str, ...] = ()    # where the pass did not apply, and why
     warnings: tuple[str, ...] = ()  # what the user must know (slower than fp32, degenerate ranges...)

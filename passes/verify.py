@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from studio.core.compare import Comparison, Tolerance, compare_outputs
+from studio.core.compare import Comparison, Tolerance, Verification, VerifyStatus, compare_outputs
 from studio.core.errors import StudioError, WorkerError, engine_message
 from studio.core.dimexpr import evaluate, free_names
 from studio.core.engines import sessions
@@ -41,24 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 EVALUATOR_LABEL = "onnx reference evaluator + studio reference ops (ONNX Runtime cannot run the original)"
-
-
-@dataclass(frozen=True)
-class VerifyResult:
-    ok: bool
-    interface_ok: bool
-    checker_ok: bool
-    numeric: Comparison | None      # None when numbers were not compared
-    numeric_status: str             # "passed" | "failed" | "skipped: <why>"
-    message: str                    # one line
-    seconds: float
-    nondeterministic: tuple[str, ...] = ()   # outputs of the original that differ between two runs
-
-    def to_dict(self) -> dict:
-        return {"ok": self.ok, "interface_ok": self.interface_ok, "checker_ok": self.checker_ok,
-                "nondeterministic": list(self.nondeterministic),
-                "numeric_status": self.numeric_status, "message": self.message, "seconds": round(self.seconds, 3),
-                "numeric": self.numeric.to_dict() if self.numeric is not None else None}
 
 
 def _io(model: onnx.ModelProto) -> tuple[list, list]:
@@ -421,8 +403,12 @@ class Verifier:
 
     def verify(self, candidate: Path | Checkpoint, *, allow_fixed_dims: bool = False,
                tolerance: Tolerance | None = None, quantized: bool = False,
-               allow_io_dtypes: bool = False) -> VerifyResult:
-        """Check a candidate file (or a pipeline checkpoint, whose unchanged weights are read
+               allow_io_dtypes: bool = False) -> Verification:
+        """The one ``studio.core.compare.Verification``: FAILED when the interface, the checker or the numbers
+        fail, PASSED when the numbers match, SKIPPED (structure checked; ``reason`` says why) when they were not
+        compared; ``numeric_status`` keeps the optimizer's "passed" | "failed" | "skipped: <why>".
+
+        Check a candidate file (or a pipeline checkpoint, whose unchanged weights are read
         from the original's folder) against the original. ``tolerance``/``quantized`` override
         the verifier's for this candidate (a quantization pass is judged by cosine).
         ``allow_io_dtypes``: float inputs/outputs may change precision on purpose; the candidate
@@ -451,8 +437,9 @@ class Verifier:
                 got = run_sets(candidate_path, sets, full=True, limits=self.limits, data_dir=data_dir,
                                pool_key=self.pool_key, stage="verification (result on ORT)")
             except (WorkerError, StudioError) as exc:
-                return VerifyResult(False, not problems, False, None, "failed",
-                                    f"the result cannot run in ONNX Runtime: {exc}", time.perf_counter() - started)
+                return Verification(VerifyStatus.FAILED, f"the result cannot run in ONNX Runtime: {exc}",
+                                    checker="not run: the result cannot run in ONNX Runtime",
+                                    interface_ok=not problems, seconds=time.perf_counter() - started)
             check_msg = got.check
             status = "passed"
             random = set(self.nondeterministic)
@@ -489,5 +476,9 @@ class Verifier:
         note = self.nondeterministic_note
         if note and not problems and not check_msg and not status.startswith("skipped"):
             message = f"{message} ({note})"
-        return VerifyResult(ok, not problems, check_msg is None, comparison, status, message,
-                            time.perf_counter() - started, tuple(self.nondeterministic))
+        return Verification(VerifyStatus.FAILED if not ok else VerifyStatus.SKIPPED if status.startswith("skipped")
+                            else VerifyStatus.PASSED, message, comparison=comparison,
+                            checker="passed" if check_msg is None else check_msg,
+                            reason=status[9:] or "numbers not compared" if status.startswith("skipped") else "",
+                            interface_ok=not problems, seconds=time.perf_counter() - started,
+                            nondeterministic=tuple(self.nondeterministic))

@@ -76,7 +76,7 @@ def _print(result, report: dict) -> None:
     if result.nodes_added:
         print(f"added     {len(result.nodes_added)} nodes: {printable(', '.join(result.nodes_added[:10]), 240)}")
     if result.verification is not None:
-        print(f"verified  {result.verification.status}: {printable(result.verification.message, 200)}")
+        print(f"verified  {result.verification.verdict}: {printable(result.verification.message, 200)}")
     where = ", ".join(printable(str(p), 200) for p in result.outputs) or "nothing written (--check-only)"
     print(f"result    {printable(result.message, 200)}; {where}")
     if "version" in report:

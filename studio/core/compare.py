@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
 
@@ -374,3 +375,83 @@ def merge_comparisons(comparisons: list[Comparison]) -> Comparison:
     missing = tuple(dict.fromkeys(m for c in comparisons for m in c.missing))
     extra = tuple(dict.fromkeys(m for c in comparisons for m in c.extra))
     return Comparison(outputs, missing, extra)
+
+
+class VerifyStatus(StrEnum):
+    """How checking a transformed model against its original ended: one vocabulary for the optimizer's
+    per-pass check (``passes.verify``), an edit (``studio.edit.verify``) and an exported artifact
+    (``studio.export``); docs/architecture.md section 4b gives each producer's mapping. A member is
+    its string (what ``--json`` shows)."""
+
+    PASSED = "passed"              # compared, and within the criterion (structure sound)
+    FAILED = "failed"              # compared or checked, and different or broken: the result is refused
+    SKIPPED = "skipped"            # structure checked, numbers not compared on purpose or because the
+                                   # original cannot be run here (``reason`` says which)
+    NOT_VERIFIED = "not verified"  # this machine cannot run the artifact or its reference (no GPU, custom ops)
+    ERROR = "error"                # the engine could not load or run the artifact it was given
+
+
+@dataclass(frozen=True)
+class Verification:
+    """A transformed model checked against its original (one type for passes, edits and export).
+
+    ``status`` is the verdict; ``reason`` says why numbers were not compared (SKIPPED, NOT_VERIFIED, or a
+    FAILED whose numbers were not reached); ``comparison`` holds them when they were. The optimizer's
+    fields (``interface_ok``, ``checker``, ``seconds``, ``nondeterministic``) are kept by every producer
+    that knows them; ``numeric_status`` is the numbers' part alone in the optimizer's long-standing form."""
+
+    status: VerifyStatus
+    message: str                       # one line for people
+    engine: str | None = None          # what ran the candidate ("onnxruntime 1.32.0"), when known
+    criteria: str = ""                 # the tolerance used, in words
+    comparison: Comparison | None = None
+    checker: str | None = None         # onnx.checker full check: "passed", the problem, or None (not run)
+    reason: str = ""                   # why the numbers were not compared ("" when they were)
+    method: str = "numeric"            # numeric | reproduce | sequence | none: how the numbers were checked
+    interface_ok: bool = True          # input/output names, order, dtypes and shapes kept
+    seconds: float = 0.0
+    nondeterministic: tuple[str, ...] = ()   # outputs of the original that differ between two runs
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", VerifyStatus(self.status))    # a word outside the vocabulary: ValueError
+
+    @property
+    def ok(self) -> bool:
+        """Nothing found wrong: passed, or structure sound with the numbers not compared (SKIPPED)."""
+        return self.status in (VerifyStatus.PASSED, VerifyStatus.SKIPPED)
+
+    @property
+    def failed(self) -> bool:
+        return self.status in (VerifyStatus.FAILED, VerifyStatus.ERROR)
+
+    @property
+    def verdict(self) -> str:
+        """The status with its reason, for people: "passed", "skipped: values change on purpose (...)"."""
+        return f"{self.status.value}: {self.reason}" if self.reason else self.status.value
+
+    @property
+    def checker_ok(self) -> bool:
+        return self.checker in (None, "passed")
+
+    @property
+    def numeric(self) -> Comparison | None:
+        return self.comparison
+
+    @property
+    def numeric_status(self) -> str:
+        """The numbers alone: "passed" | "failed" | "skipped: <why>" (the optimizer's --json field)."""
+        if self.reason:
+            return f"skipped: {self.reason}"
+        if self.comparison is not None:
+            return "passed" if self.comparison else "failed"
+        return "failed" if self.failed else "passed" if self.status is VerifyStatus.PASSED else "skipped: not compared"
+
+    def to_dict(self) -> dict:
+        """The one JSON form (every producer's earlier keys kept; ``numeric`` is the optimizer's name for
+        ``comparison``)."""
+        comparison = self.comparison.to_dict() if self.comparison is not None else None
+        return {"status": self.status.value, "message": self.message, "reason": self.reason, "method": self.method,
+                "ok": self.ok, "engine": self.engine, "criteria": self.criteria, "checker": self.checker,
+                "interface_ok": self.interface_ok, "checker_ok": self.checker_ok,
+                "numeric_status": self.numeric_status, "nondeterministic": list(self.nondeterministic),
+                "seconds": round(self.seconds, 3), "comparison": comparison, "numeric": comparison}

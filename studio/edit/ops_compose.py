@@ -242,7 +242,7 @@ def merge(state: EditState, op: EditOp) -> None:
               f"merged {other_path.name} {'before' if before else 'after'} the model "
               f"({len(f_nodes)} + {len(s_nodes)} nodes, {len(pairs)} connections){fn_note}"
               + ("" if check is None else f"; {check.message}" if check.status == "passed" else
-                 f"; merge check {check.status}"))
+                 f"; merge check {check.verdict}"))
 
 
 def _snapshot(first: ir.Model, second: ir.Model, work: Path) -> tuple:

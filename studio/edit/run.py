@@ -9,10 +9,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from studio.core.compare import Verification, VerifyStatus
 from studio.core.model import ModelHandle
 from studio.edit.apply import AppliedEdits, apply_script, load_model
 from studio.edit.script import EditError, EditScript
-from studio.edit.verify import EditVerification, interface, node_changes, node_list, verify
+from studio.edit.verify import interface, node_changes, node_list, verify
 from passes.model_io import save_result
 from studio.core.outputs import check_destination, disk_error, shown_path
 
@@ -31,7 +32,7 @@ class EditResult:
     after: tuple[dict[str, list[str]], ...]
     nodes_removed: tuple[str, ...]
     nodes_added: tuple[str, ...]
-    verification: EditVerification | None = None
+    verification: Verification | None = None
     outputs: tuple[Path, ...] = ()
     seconds: float = 0.0
     renamed: dict[str, str] = field(default_factory=dict)
@@ -97,7 +98,8 @@ def edit(handle: ModelHandle, script: EditScript, out_path: str | Path, *, verif
             check_destination(p, shown=shown_path(p))
         verification = (verify(handle.path, applied.models, applied.kinds, applied.notes, applied.renamed,
                                pool_key=pool_key) if verify_numbers else
-                        EditVerification("skipped: verification turned off", "none", "numbers not compared"))
+                        Verification(VerifyStatus.SKIPPED, "numbers not compared", reason="verification turned off",
+                                     method="none"))
     except OSError as exc:
         err = disk_error(exc, shown_path(out))
         if err is None:
@@ -109,7 +111,7 @@ def edit(handle: ModelHandle, script: EditScript, out_path: str | Path, *, verif
     for m, p in zip(applied.models, paths):
         save_result(m, p, shown=shown_path(p))
     return _result(applied, before, before_nodes, script, message=f"edited: {len(script.ops)} operations; "
-                   f"verification {verification.status}", verification=verification, outputs=paths,
+                   f"verification {verification.verdict}", verification=verification, outputs=paths,
                    seconds=time.perf_counter() - started)
 
 

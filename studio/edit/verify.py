@@ -12,9 +12,9 @@ Three ways, chosen by what the operations promise (``studio.edit.state``):
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import onnx_ir as ir
@@ -26,22 +26,21 @@ from passes.model_io import Linker, save_checkpoint
 from passes.verify import Verifier
 from passes.model_io import load_for_passes
 from passes.verify import run_sets
-from studio.core.compare import compare_outputs
+from studio.core.compare import Verification, VerifyStatus, compare_outputs
 from studio.core.feeds import input_specs, random_feeds
 
 
-@dataclass(frozen=True)
-class EditVerification:
-    status: str          # "passed" | "failed" | "skipped: <why>"
-    method: str          # "numeric" | "reproduce" | "none"
-    message: str
+def _passed(method: str, message: str) -> Verification:
+    return Verification(VerifyStatus.PASSED, message, method=method)
 
-    @property
-    def ok(self) -> bool:
-        return self.status != "failed"
 
-    def to_dict(self) -> dict:
-        return {"status": self.status, "method": self.method, "message": self.message}
+def _failed(method: str, message: str) -> Verification:
+    return Verification(VerifyStatus.FAILED, message, method=method)
+
+
+def _skipped(reason: str, method: str, message: str) -> Verification:
+    """Numbers not compared (the edit changes values on purpose, or the original cannot run): said why."""
+    return Verification(VerifyStatus.SKIPPED, message, reason=reason, method=method)
 
 
 def interface(model: ir.Model) -> dict[str, list[str]]:
@@ -89,27 +88,27 @@ def _checkpoint(model: ir.Model, path: Path, source: Path, workdir: Path):
 
 
 def verify(source: Path, models: tuple[ir.Model, ...], kinds: tuple[str, ...], notes: tuple[str, ...],
-           renamed: dict[str, str], *, pool_key: str = "default") -> EditVerification:
+           renamed: dict[str, str], *, pool_key: str = "default") -> Verification:
     """Verify the edited models against the original file at ``source`` (see the module doc)."""
     if SEQUENCE in kinds:
         checked = [n for n, k in zip(notes, kinds) if k == SEQUENCE]
         if set(kinds) <= {KEEPS, SEQUENCE}:
-            return EditVerification("passed", "sequence", "; ".join(n.split("; ")[-1] for n in checked)[:400])
-        return EditVerification("skipped: the merge was checked against its parts in sequence; the script's other "
-                            "operations change values or the interface", "sequence",
-                            "numbers of the other operations not compared")
+            return _passed("sequence", "; ".join(n.split("; ")[-1] for n in checked)[:400])
+        return _skipped("the merge was checked against its parts in sequence; the script's other "
+                        "operations change values or the interface", "sequence",
+                        "numbers of the other operations not compared")
     if VALUES in kinds:
         first = notes[kinds.index(VALUES)]
-        return EditVerification("skipped: values change on purpose (" + first[:120] + ")", "none",
-                            "numbers not compared: the script changes values on purpose")
+        return _skipped("values change on purpose (" + first[:120] + ")", "none",
+                        "numbers not compared: the script changes values on purpose")
     dims: dict[str, int] | None = {}
     if PINNED in kinds:
         dims = _pinned_dims(source, models[0], renamed) if set(kinds) <= {KEEPS, PINNED} and len(models) == 1 \
             else None
         if dims is None:
             first = notes[kinds.index(PINNED)]
-            return EditVerification("skipped: an input's shape changes beyond pinning its free dims (" + first[:200] + ")",
-                                "none", "numbers not compared: a pin of free dims alone is verified at its sizes")
+            return _skipped("an input's shape changes beyond pinning its free dims (" + first[:200] + ")",
+                            "none", "numbers not compared: a pin of free dims alone is verified at its sizes")
     with tempfile.TemporaryDirectory(prefix="studio-edit-") as tmp:
         work = Path(tmp)
         if all(k in (KEEPS, PINNED) for k in kinds) and len(models) == 1:
@@ -147,28 +146,26 @@ def _pinned_dims(source: Path, model: ir.Model, renamed: dict[str, str]) -> dict
 
 
 def _numeric(source: Path, model: ir.Model, renamed: dict[str, str], work: Path, pool_key: str,
-             dims: dict[str, int] | None = None) -> EditVerification:
+             dims: dict[str, int] | None = None) -> Verification:
     ckpt = _checkpoint(_with_original_io(model, renamed, source), work / "candidate.onnx", source, work)
     result = Verifier(source, dims=dims, pool_key=pool_key).verify(ckpt, allow_fixed_dims=bool(dims))
     if dims and not result.interface_ok and result.checker_ok and result.numeric_status == "passed":
         # a pin: the numbers agree at the pinned sizes; what inference then declared elsewhere is said, not hidden
         numbers = result.numeric.summary() if result.numeric is not None else "the outputs match"
-        return EditVerification("passed", "numeric", f"at {', '.join(f'{k}={v}' for k, v in dims.items())}: {numbers}; "
-                                                 f"the edited model's inferred interface differs: {result.message}")
+        return _passed("numeric", f"at {', '.join(f'{k}={v}' for k, v in dims.items())}: {numbers}; "
+                       f"the edited model's inferred interface differs: {result.message}")
     if dims and not result.ok:
         # a pin not shown equal at its sizes (outputs left open by inference, a run that fails there): said,
         # as before the pin was verified, not refused
-        return EditVerification(f"skipped: the pinned model was not shown equal at "
-                            f"{', '.join(f'{k}={v}' for k, v in dims.items())} ({result.message[:200]})", "none",
-                            "numbers not compared")
-    status = "passed" if result.ok and result.numeric_status == "passed" else (
-        "failed" if not result.ok else result.numeric_status)
-    return EditVerification(status, "numeric", (f"at {', '.join(f'{k}={v}' for k, v in dims.items())}: " if dims else "")
-                        + result.message)
+        return _skipped(f"the pinned model was not shown equal at "
+                        f"{', '.join(f'{k}={v}' for k, v in dims.items())} ({result.message[:200]})", "none",
+                        "numbers not compared")
+    at = f"at {', '.join(f'{k}={v}' for k, v in dims.items())}: " if dims else ""
+    return dataclasses.replace(result, method="numeric", message=at + result.message)
 
 
 def _reproduce(source: Path, models: tuple[ir.Model, ...], renamed: dict[str, str], work: Path,
-               pool_key: str) -> EditVerification:
+               pool_key: str) -> Verification:
     """Run the original with the edited models' boundary tensors exposed; each edited model, fed the
     original's values at its inputs, must give the original's values at its outputs."""
     original = load_for_passes(source)
@@ -189,39 +186,39 @@ def _reproduce(source: Path, models: tuple[ir.Model, ...], renamed: dict[str, st
     ref = run_sets(exposed.path, [feeds], full=False, limits=None, pool_key=pool_key, data_dir=exposed.data_dir,
                    stage="reference tensors (original on ORT, edit boundaries exposed)")
     if ref.outputs[0] is None:
-        return EditVerification(f"skipped: ONNX Runtime cannot run the original ({ref.errors[0]})", "reproduce",
-                            "numbers not compared")
+        return _skipped(f"ONNX Runtime cannot run the original ({ref.errors[0]})", "reproduce",
+                        "numbers not compared")
     seen = ref.outputs[0]
     compared = 0
     for i, m in enumerate(models):
         ins = [v for v in m.graph.inputs if not v.is_initializer()]
         missing = [v.name for v in ins if renamed.get(v.name, v.name) not in seen]
         if missing:
-            return EditVerification(f"skipped: input '{missing[0]}' is not a tensor of the original", "reproduce",
-                                "numbers not compared")
+            return _skipped(f"input '{missing[0]}' is not a tensor of the original", "reproduce",
+                            "numbers not compared")
         part_feeds = {v.name: seen[renamed.get(v.name, v.name)] for v in ins}
         ckpt = _checkpoint(m, work / f"part{i + 1}.onnx", source, work)
         got = run_sets(ckpt.path, [part_feeds], full=False, limits=None, pool_key=pool_key, data_dir=ckpt.data_dir,
                        stage="verification (edited model on ORT)")
         if got.outputs[0] is None:
-            return EditVerification("failed", "reproduce", f"the edited model cannot run in ONNX Runtime: {got.errors[0]}")
+            return _failed("reproduce", f"the edited model cannot run in ONNX Runtime: {got.errors[0]}")
         expect = {v.name: seen[renamed.get(v.name, v.name)] for v in m.graph.outputs
                   if renamed.get(v.name, v.name) in seen}
         if not expect:
             continue
         cmp = compare_outputs(expect, {k: got.outputs[0][k] for k in expect})
         if not cmp:
-            return EditVerification("failed", "reproduce", f"part {i + 1} does not reproduce the original: {cmp.summary()}")
+            return _failed("reproduce", f"part {i + 1} does not reproduce the original: {cmp.summary()}")
         compared += len(expect)
     if not compared:
-        return EditVerification("skipped: no output of the edit is a tensor of the original", "reproduce",
-                            "numbers not compared")
-    return EditVerification("passed", "reproduce", f"{compared} outputs reproduce the original's tensors on the same "
-                        "inputs (ONNX Runtime CPU)")
+        return _skipped("no output of the edit is a tensor of the original", "reproduce",
+                        "numbers not compared")
+    return _passed("reproduce", f"{compared} outputs reproduce the original's tensors on the same "
+                   "inputs (ONNX Runtime CPU)")
 
 
 def sequence(first, second, merged: ir.Model, io_map: list[tuple[str, str]], work: Path, *,
-             pool_key: str = "default") -> EditVerification:
+             pool_key: str = "default") -> Verification:
     """A merge against its oracle: the first part run on seeded inputs, its outputs fed through ``io_map``
     into the second part, and the merged model on the same inputs must give both parts' outputs by name.
     ``first`` and ``second`` are checkpoints of the parts taken just before they were joined."""
@@ -246,28 +243,28 @@ def sequence(first, second, merged: ir.Model, io_map: list[tuple[str, str]], wor
 
     got_first, err = run(first, {k: feeds[k] for k in inputs_of(first) if k in feeds}, "first part")
     if got_first is None:
-        return EditVerification(f"skipped: ONNX Runtime cannot run the first part ({err})", "sequence",
-                            "numbers not compared")
+        return _skipped(f"ONNX Runtime cannot run the first part ({err})", "sequence",
+                        "numbers not compared")
     link = {b: a for a, b in io_map}
     second_feeds = {k: got_first[link[k]] if k in link else feeds.get(k) for k in inputs_of(second)}
     got_second, err = run(second, {k: v for k, v in second_feeds.items() if v is not None}, "second part")
     if got_second is None:
-        return EditVerification(f"skipped: ONNX Runtime cannot run the second part ({err})", "sequence",
-                            "numbers not compared")
+        return _skipped(f"ONNX Runtime cannot run the second part ({err})", "sequence",
+                        "numbers not compared")
     if random:
-        return EditVerification(f"skipped: a part is nondeterministic ({', '.join(sorted(random)[:3])} differ between "
-                            "two runs)", "sequence", "numbers not compared")
+        return _skipped(f"a part is nondeterministic ({', '.join(sorted(random)[:3])} differ between "
+                        "two runs)", "sequence", "numbers not compared")
     got, err = run(ckpt, feeds, "merged model")
     if got is None:
-        return EditVerification("failed", "sequence", f"the merged model cannot run in ONNX Runtime: {err}")
+        return _failed("sequence", f"the merged model cannot run in ONNX Runtime: {err}")
     want = {**{k: v for k, v in got_first.items() if k not in {a for a, _ in io_map}}, **got_second}
     missing = [k for k in want if k not in got]
     if missing:
-        return EditVerification("failed", "sequence", f"output '{missing[0][:80]}' of the parts is not an output of "
-                            "the merged model")
+        return _failed("sequence", f"output '{missing[0][:80]}' of the parts is not an output of "
+                       "the merged model")
     cmp = compare_outputs(want, {k: got[k] for k in want})
     if not cmp:
-        return EditVerification("failed", "sequence", f"the merged model differs from its parts run in sequence: "
-                            f"{cmp.summary()}")
-    return EditVerification("passed", "sequence", f"{len(want)} outputs equal the two parts run in sequence "
-                        "(ONNX Runtime CPU)")
+        return _failed("sequence", f"the merged model differs from its parts run in sequence: "
+                       f"{cmp.summary()}")
+    return _passed("sequence", f"{len(want)} outputs equal the two parts run in sequence "
+                   "(ONNX Runtime CPU)")

@@ -13,5 +13,5 @@ each reloaded by its engine and verified, in one bundle with a manifest and a re
     manifest.py     manifest.json;  report.py: report.md and report.html
     files.py        writing inside the bundle only (no model-supplied file names, links replaced)
     facts.py        hardware-specific layout ops, QDQ, custom ops
-    results.py      Artifact, Verification, TargetResult, ExportResult
+    results.py      Artifact, TargetResult, ExportResult (an artifact's Verification: studio.core.compare)
 """

@@ -1,8 +1,9 @@
 """Result objects of an export: what was written, how it was verified, what failed.
 
 The CLI's ``--json``, the Export page and ``manifest.json`` all render these.
-A verification is ``passed``, ``failed``, ``not verified`` (with the reason:
-TensorRT without a GPU) or ``error`` (the engine could not load the artifact).
+An artifact's verification is the one ``studio.core.compare.Verification``: ``passed``, ``failed``,
+``not verified`` (with the reason: TensorRT without a GPU) or ``error`` (the engine could not load
+the artifact).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studio.core.compare import Comparison
+from studio.core.compare import Verification, VerifyStatus
 
-PASSED, FAILED, NOT_VERIFIED, ERROR = "passed", "failed", "not verified", "error"
+# the one verification vocabulary (studio.core.compare), also a target's overall status
+PASSED, FAILED, NOT_VERIFIED, ERROR = (VerifyStatus.PASSED, VerifyStatus.FAILED, VerifyStatus.NOT_VERIFIED,
+                                       VerifyStatus.ERROR)
 
 
 def json_safe(obj: Any) -> Any:
@@ -29,31 +32,6 @@ def json_safe(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [json_safe(v) for v in obj]
     return obj
-
-
-@dataclass(frozen=True)
-class Verification:
-    """One artifact reloaded by its engine and compared with the original's outputs."""
-
-    status: str                      # passed | failed | not verified | error
-    message: str                     # one line
-    engine: str | None = None        # "onnxruntime 1.32.0"
-    criteria: str = ""               # the tolerance used, in words
-    comparison: Comparison | None = None
-    checker: str | None = None       # onnx.checker full check on ONNX files: "passed" or the problem
-
-    @property
-    def ok(self) -> bool:
-        return self.status == PASSED
-
-    @property
-    def failed(self) -> bool:
-        return self.status in (FAILED, ERROR)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "message": self.message, "engine": self.engine, "criteria": self.criteria,
-                "checker": self.checker,
-                "comparison": self.comparison.to_dict() if self.comparison is not None else None}
 
 
 @dataclass(frozen=True)

@@ -220,7 +220,7 @@ def verification_text(v, esc=printable) -> str:  # noqa: ANN001 - a Verification
     """The verification as one full sentence: its status and message whole, the method only when there
     was one (never a stray "(none)"); ``esc`` applies to the model-derived parts only."""
     method = f" ({esc(v.method, 30)})" if v.method and v.method != "none" else ""
-    return f"Verification {esc(v.status, 400)}{method}: {esc(v.message, 600)}"
+    return f"Verification {esc(v.verdict, 400)}{method}: {esc(v.message, 600)}"
 
 
 def numeric_interface(lines: list[str], shapes: dict) -> list[str]:

@@ -46,15 +46,14 @@ def test_lists_are_complete_and_the_verification_is_one_whole_sentence():
     names = [f"n{i}" for i in range(100)]
     assert edit_panel.name_list(names) == ", ".join(names[:40]) + " and 60 more"
     assert edit_panel.name_list(names[:3]) == "n0, n1, n2"
-    from studio.edit.verify import EditVerification
+    from studio.core.compare import Verification, VerifyStatus
 
-    status = ("skipped: values change on purpose (input 'images' float[batch,3,height,width] pinned to "
-              "float[1,3,640,640])")
-    text = edit_panel.verification_text(EditVerification(status, "none", "numbers not compared: the script changes "
-                                                                     "values on purpose"))
-    assert text == f"Verification {status}: numbers not compared: the script changes values on purpose"
+    reason = "values change on purpose (input 'images' float[batch,3,height,width] pinned to float[1,3,640,640])"
+    text = edit_panel.verification_text(Verification(VerifyStatus.SKIPPED, "numbers not compared: the script changes "
+                                                     "values on purpose", reason=reason, method="none"))
+    assert text == f"Verification skipped: {reason}: numbers not compared: the script changes values on purpose"
     assert "(none)" not in text and "…" not in text
-    assert "(numeric)" in edit_panel.verification_text(EditVerification("passed", "numeric", "max abs diff 0"))
+    assert "(numeric)" in edit_panel.verification_text(Verification("passed", "max abs diff 0"))
 
 
 @pytest.mark.slow
