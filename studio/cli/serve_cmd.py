@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from studio.core import children
+from studio.cli import children
 from studio.core.errors import StudioError
 from studio.core.model import load
 from studio.core.webguard import ALLOWED_HOSTS_ENV, allowed_hosts, is_loopback

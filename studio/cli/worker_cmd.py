@@ -3,7 +3,7 @@
 The same as ``dask worker ADDR --resources target-NAME=1 --nthreads 1``, plus what the
 studio needs on a deployment machine: the target name in ONNX_STUDIO_TARGET (so every
 figure it measures is labelled with it) and a printout of the machine's facts. The dask worker is a
-supervised child (``studio.core.children``): SIGTERM/SIGINT stop it and this command exits with its
+supervised child (``studio.cli.children``): SIGTERM/SIGINT stop it and this command exits with its
 status; a SIGKILL of this command ends it too (R54)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import re
 import sys
 
-from studio.core import children
+from studio.cli import children
 from studio.core.errors import StudioError
 from studio.batch.facade import cluster_address
 from studio.batch.facade import machine_facts
