@@ -53,7 +53,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;col
 .gv-toolbar{display:flex;gap:6px;align-items:center;padding:4px 10px;font-size:12px;border-bottom:1px solid #eee}
 .gv-toolbar button{font-size:12px;padding:2px 8px;cursor:pointer}
 .gv-toolbar input{font-size:12px;padding:2px 6px;width:260px}
-.gv-status{color:#666;margin-left:auto}
+.gv-status{color:#666;margin-left:auto;white-space:nowrap}
 .gv-panels{display:flex;flex:1;min-height:0;gap:4px}
 .gv-panel{flex:1;min-width:0;display:flex;flex-direction:column;position:relative}
 .gv-title{font-size:12px;font-weight:bold;padding:2px 8px;color:#333}

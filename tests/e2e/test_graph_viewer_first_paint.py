@@ -21,7 +21,8 @@ _CAPTURE = """(() => {
   Object.defineProperty(window, '__graphReady', {configurable: true, get: () => value, set: (v) => {
     const g = window.__graph, v0 = g && g.viewer;
     const leaves = g ? g.labels(0).filter((l) => l.kind === 'leaf' || l.kind === 'group') : [];
-    const px = leaves.slice(0, 5).map((l) => g.pixel(l.x + l.w / 2, l.y + 4, 0));
+    const c = g ? g.canvasRect(0) : {x: 0, y: 0};     // label rects are canvas px, pixel() takes page px
+    const px = leaves.slice(0, 5).map((l) => g.pixel(c.x + l.x + l.w / 2, c.y + l.y + 4, 0));
     window.__atReady = {hasLayout: !!(v0 && v0.lay), frames: g ? g.frames() : -1, drawn: leaves.length,
                         boxes: v0 && v0.boxes ? v0.boxes.length : 0, pixels: px,
                         rects: leaves.slice(0, 5).map((l) => [l.x, l.y, l.w, l.h])};

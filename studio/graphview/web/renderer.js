@@ -227,56 +227,181 @@
     return {boxes: boxes, edges: edges, w: res.width, h: res.height};
   }
 
-  /* Flat layered layout for huge drawings (ELK would take too long): longest-path
-   * layers, one barycenter sweep, straight edges; open groups are not drawn as frames. */
-  function flatLayout(vis) {
-    var ids = vis.order.filter(function (id) { return vis.items[id].type !== 'open'; });
-    var idx = {}; ids.forEach(function (id, i) { idx[id] = i; });
-    var n = ids.length, preds = [], succs = [], indeg = new Int32Array(n), layer = new Int32Array(n);
-    for (var i = 0; i < n; i++) { preds.push([]); succs.push([]); }
+  /* Quick layered layout (issue 35): a compound Sugiyama-style layout in plain JS, linear-ish in the
+   * drawing's size, so the first paint and any size up to 100k items are a dataflow (inputs on top, every
+   * edge downwards, open groups framed around their children) without waiting for ELK. Each open group is
+   * laid out on its own, bottom up (its children, with edges lifted to them), and becomes a box of its
+   * parent: longest-path layers, dummy points for edges that skip layers, barycenter sweeps for the order,
+   * then x positions pulled towards the neighbours' and pushed apart. ELK (compound, orthogonal edges)
+   * replaces it below ELK_MAX items once its worker answers. */
+  var QGAP = 26, QLGAP = 40, QSEP = 16, QDUMMY = 8, QMAXSPAN = 400;
+  function quickLayout(vis) {
+    var items = vis.items, order = vis.order, withLabels = vis.edges.length <= LABEL_MAX;
+    var kids = {root: []}, parentOf = {};
+    order.forEach(function (id) {
+      var it = items[id], par = it.parent > 0 && items['g' + it.parent] && items['g' + it.parent].type === 'open' ? 'g' + it.parent : 'root';
+      parentOf[id] = par; (kids[par] = kids[par] || []).push(id);
+      if (it.type === 'open') kids[id] = kids[id] || [];
+    });
+    function chain(id) { var c = [id]; while (id !== 'root') { id = parentOf[id] || 'root'; c.push(id); } return c; }
+    /* lift each edge to the container holding both ends: local[c] = [[a', b', edge], ...] */
+    var local = {}, lifted = [];
     vis.edges.forEach(function (e) {
-      var a = idx[e.src], b = idx[e.dst]; if (a === undefined || b === undefined) return;
-      succs[a].push(b); preds[b].push(a); indeg[b]++;
+      var ca = chain(e.src), cb = chain(e.dst), i = ca.length - 1, j = cb.length - 1;
+      while (i > 0 && j > 0 && ca[i - 1] === cb[j - 1]) { i--; j--; }
+      var c = ca[i], a = ca[i - 1], b = cb[j - 1];
+      var le = {c: c, a: a, b: b, e: e, pts: null};
+      lifted.push(le);
+      if (a !== b && a !== undefined && b !== undefined) (local[c] = local[c] || []).push(le);
     });
-    var queue = [], head = 0;
-    for (var q = 0; q < n; q++) if (!indeg[q]) queue.push(q);
-    while (head < queue.length) {
-      var u = queue[head++];
-      succs[u].forEach(function (v) { layer[v] = Math.max(layer[v], layer[u] + 1); if (--indeg[v] === 0) queue.push(v); });
-    }
-    var rows = [];
-    for (var r = 0; r < n; r++) (rows[layer[r]] = rows[layer[r]] || []).push(r);
-    var pos = new Float64Array(n), y = 0, boxes = {}, maxW = 0, rowH = [];
-    rows.forEach(function (row) {
-      if (!row) return;
-      row.forEach(function (v) { var p = preds[v]; pos[v] = p.length ? p.reduce(function (s, x) { return s + pos[x]; }, 0) / p.length : 0; });
-      row.sort(function (a, b) { return pos[a] - pos[b]; });
-      var x = 0, h = 0;
-      row.forEach(function (v) { var it = vis.items[ids[v]]; pos[v] = x + it.w / 2; x += it.w + 16; h = Math.max(h, it.h); });
-      maxW = Math.max(maxW, x);
-      rowH.push(h);
-    });
-    /* Deep graphs wrap into side-by-side columns so the drawing is not a thin line. */
-    var perCol = Math.max(40, Math.ceil(Math.sqrt(rows.length * 3)));
-    var colW = maxW + 60, ri = 0;
-    rows.forEach(function (row, li) {
-      if (!row) return;
-      var col = Math.floor(ri / perCol), yy = (ri % perCol) * 0;
-      ri++;
-      row.forEach(function (v) {
-        var it = vis.items[ids[v]];
-        boxes[ids[v]] = {x: col * colW + pos[v] - it.w / 2 + 14, y: 0, w: it.w, h: it.h, row: li % perCol};
+    var size = {}, rel = {}, dummyPts = [];
+    function layoutContainer(c) {
+      var ch = kids[c] || [];
+      ch.forEach(function (id) { if (items[id].type === 'open') layoutContainer(id); });
+      var n = ch.length, idx = {};
+      ch.forEach(function (id, i) { idx[id] = i; });
+      var succ = [], pred = [], es = local[c] || [];
+      for (var i = 0; i < n; i++) { succ.push([]); pred.push([]); }
+      var seen = {};
+      es.forEach(function (le) {
+        var a = idx[le.a], b = idx[le.b], key = a + '>' + b;
+        if (a === undefined || b === undefined || seen[key]) return;
+        seen[key] = 1; succ[a].push(b); pred[b].push(a);
       });
+      /* cycles (lifted edges between groups can loop): an edge to a node on the DFS stack is reversed */
+      var state = new Int8Array(n), rev = {};
+      for (var r0 = 0; r0 < n; r0++) {
+        if (state[r0]) continue;
+        var stack = [[r0, 0]]; state[r0] = 1;
+        while (stack.length) {
+          var top = stack[stack.length - 1], u = top[0];
+          if (top[1] < succ[u].length) {
+            var v = succ[u][top[1]++];
+            if (state[v] === 1) rev[u + '>' + v] = 1;
+            else if (!state[v]) { state[v] = 1; stack.push([v, 0]); }
+          } else { state[u] = 2; stack.pop(); }
+        }
+      }
+      var S = [], P = [], indeg = new Int32Array(n);
+      for (i = 0; i < n; i++) { S.push([]); P.push([]); }
+      for (var a = 0; a < n; a++) succ[a].forEach(function (b) {
+        var x = rev[a + '>' + b] ? b : a, y = rev[a + '>' + b] ? a : b;
+        S[x].push(y); P[y].push(x); indeg[y]++;
+      });
+      var layer = new Int32Array(n), queue = [], head = 0;
+      for (i = 0; i < n; i++) if (!indeg[i]) queue.push(i);
+      while (head < queue.length) {
+        var uu = queue[head++];
+        for (var q = 0; q < S[uu].length; q++) { var vv = S[uu][q]; if (layer[uu] + 1 > layer[vv]) layer[vv] = layer[uu] + 1; if (--indeg[vv] === 0) queue.push(vv); }
+      }
+      /* pull sources down next to their first consumer (a weight-like input does not sit on the top row) */
+      for (i = n - 1; i >= 0; i--) {
+        var w = queue[i];
+        if (w === undefined || P[w].length || !S[w].length) continue;
+        var m = Infinity; S[w].forEach(function (y) { m = Math.min(m, layer[y]); }); layer[w] = Math.max(layer[w], m - 1);
+      }
+      /* nodes (real + dummies) per layer; a long edge gets one dummy per skipped layer */
+      var nodes = [];                       /* {w, h, layer, real index or -1, x, pos} */
+      for (i = 0; i < n; i++) { var it = items[ch[i]], sz = size[ch[i]] || {w: it.w, h: it.h}; nodes.push({w: sz.w, h: sz.h, layer: layer[i], up: [], down: [], id: ch[i]}); }
+      var chains = {};
+      for (a = 0; a < n; a++) S[a].forEach(function (b) {
+        var prev = a, span = layer[b] - layer[a], list = [];
+        if (span > 1 && span <= QMAXSPAN) {
+          for (var L = layer[a] + 1; L < layer[b]; L++) {
+            var d = nodes.length; nodes.push({w: QDUMMY, h: 0, layer: L, up: [prev], down: [], id: null});
+            nodes[prev].down.push(d); prev = d; list.push(d);
+          }
+        }
+        nodes[prev].down.push(b); nodes[b].up.push(prev);
+        chains[a + '>' + b] = list;
+      });
+      var rows = [];
+      nodes.forEach(function (nd, k) { (rows[nd.layer] = rows[nd.layer] || []).push(k); });
+      rows = rows.filter(Boolean);
+      rows.forEach(function (row) { row.forEach(function (k, p) { nodes[k].pos = p; }); });
+      function sweep(rowList, dir) {
+        rowList.forEach(function (row) {
+          row.forEach(function (k) {
+            var nb = dir ? nodes[k].up : nodes[k].down;
+            nodes[k].bc = nb.length ? nb.reduce(function (s, x) { return s + nodes[x].pos; }, 0) / nb.length : nodes[k].pos;
+          });
+          row.sort(function (x, y) { return nodes[x].bc - nodes[y].bc || nodes[x].pos - nodes[y].pos; });
+          row.forEach(function (k, p) { nodes[k].pos = p; });
+        });
+      }
+      var down = rows.slice(1), up = rows.slice(0, -1).reverse();
+      for (var it2 = 0; it2 < 2; it2++) { sweep(down, true); sweep(up, false); }
+      sweep(down, true);
+      /* x: packed, then pulled towards the neighbours' centres and pushed apart (both directions) */
+      rows.forEach(function (row) { var x = 0; row.forEach(function (k) { var nd = nodes[k]; nd.x = x + nd.w / 2; x += nd.w + QSEP; }); });
+      function place(row, dir) {
+        row.forEach(function (k) {
+          var nd = nodes[k], nb = (dir ? nd.up : nd.down).concat(dir === 2 ? nd.down : []);
+          if (dir === 2) nb = nd.up.concat(nd.down);
+          if (nb.length) { var s = 0; nb.forEach(function (x) { s += nodes[x].x; }); nd.want = s / nb.length; } else nd.want = nd.x;
+        });
+        var xs = row.map(function (k) { return nodes[k].want; });
+        for (var p = 1; p < row.length; p++) {
+          var A = nodes[row[p - 1]], B = nodes[row[p]], gap = (A.w + B.w) / 2 + QSEP;
+          if (xs[p] < xs[p - 1] + gap) xs[p] = xs[p - 1] + gap;
+        }
+        /* the push above only went right: shift the row so its mean displacement is zero, then re-push left */
+        var shift = 0; for (p = 0; p < row.length; p++) shift += xs[p] - nodes[row[p]].want;
+        shift /= row.length || 1;
+        for (p = 0; p < row.length; p++) xs[p] -= shift;
+        for (p = row.length - 2; p >= 0; p--) {
+          var A2 = nodes[row[p]], B2 = nodes[row[p + 1]], gap2 = (A2.w + B2.w) / 2 + QSEP;
+          if (xs[p] > xs[p + 1] - gap2) xs[p] = xs[p + 1] - gap2;
+        }
+        row.forEach(function (k, p) { nodes[k].x = xs[p]; });
+      }
+      for (var it3 = 0; it3 < 3; it3++) { down.forEach(function (row) { place(row, 1); }); up.forEach(function (row) { place(row, 0); }); }
+      rows.forEach(function (row) { place(row, 2); });
+      /* y per layer; container box */
+      var gap = withLabels ? QLGAP : QGAP, y = 0, minx = Infinity, maxx = -Infinity;
+      rows.forEach(function (row) {
+        var h = 0; row.forEach(function (k) { h = Math.max(h, nodes[k].h); });
+        row.forEach(function (k) { var nd = nodes[k]; nd.y = y; minx = Math.min(minx, nd.x - nd.w / 2); maxx = Math.max(maxx, nd.x + nd.w / 2); });
+        y += h + gap;
+      });
+      if (minx === Infinity) { minx = 0; maxx = 40; }
+      var isRoot = c === 'root', pt = isRoot ? 14 : CHEAD + 8, pl = isRoot ? 14 : 10;
+      var title = isRoot ? 0 : textW(items[c].title, BOLD) + 30;
+      var innerW = Math.max(maxx - minx, title), cx = (innerW - (maxx - minx)) / 2;
+      for (i = 0; i < n; i++) rel[ch[i]] = {c: c, x: pl + cx + nodes[i].x - nodes[i].w / 2 - minx, y: pt + nodes[i].y};
+      size[c] = {w: innerW + 2 * pl, h: Math.max(0, y - gap) + pt + (isRoot ? 14 : 10)};
+      /* dummy points of each local edge, relative to this container */
+      (local[c] || []).forEach(function (le) {
+        var a = idx[le.a], b = idx[le.b], list = chains[a + '>' + b] || chains[b + '>' + a] || [];
+        if (chains[b + '>' + a] && !chains[a + '>' + b]) list = list.slice().reverse();
+        le.rel = list.map(function (d) { return [pl + cx + nodes[d].x - minx, pt + nodes[d].y]; });
+      });
+    }
+    layoutContainer('root');
+    /* absolute positions, top down */
+    var boxes = {}, off = {root: [0, 0]};
+    (function walk(c) {
+      (kids[c] || []).forEach(function (id) {
+        var r = rel[id], o = off[c], sz = size[id] || {w: items[id].w, h: items[id].h};
+        boxes[id] = {x: o[0] + r.x, y: o[1] + r.y, w: sz.w, h: sz.h};
+        if (items[id].type === 'open') { off[id] = [boxes[id].x, boxes[id].y]; walk(id); }
+      });
+    })('root');
+    var edges = [];
+    lifted.forEach(function (le) {
+      var A = boxes[le.e.src], B = boxes[le.e.dst];
+      if (!A || !B) return;
+      var o = off[le.c] || [0, 0], pts = [[A.x + A.w / 2, A.y + A.h]];
+      (le.rel || []).forEach(function (p) { pts.push([o[0] + p[0], o[1] + p[1]]); });
+      pts.push([B.x + B.w / 2, B.y]);
+      var label = null;
+      if (withLabels && le.e.text) {
+        var lw = Math.ceil(textW(le.e.text, SMALL)) + 6, p0 = pts[0], p1 = pts[1];
+        label = {x: (p0[0] + p1[0]) / 2 - lw / 2, y: p0[1] + Math.min(QLGAP, Math.max(13, p1[1] - p0[1])) / 2 - 6.5, w: lw, h: 13};
+      }
+      edges.push({e: le.e, pts: pts, label: label});
     });
-    var rowY = [], acc = 14;
-    for (var k = 0; k < perCol; k++) { rowY.push(acc); acc += (rowH[k] || LINE) + 24; }
-    Object.keys(boxes).forEach(function (id) { boxes[id].y = rowY[boxes[id].row] || 0; });
-    var edges = vis.edges.map(function (e) {
-      var a = boxes[e.src], b = boxes[e.dst];
-      if (!a || !b) return null;
-      return {e: e, pts: [[a.x + a.w / 2, a.y + a.h], [b.x + b.w / 2, b.y]], label: null};
-    }).filter(Boolean);
-    return {boxes: boxes, edges: edges, w: colW * Math.ceil(rows.length / perCol), h: acc, flat: true};
+    return {boxes: boxes, edges: edges, w: size.root.w, h: size.root.h, quick: true};
   }
 
   /* ---------- the viewer ---------- */
@@ -321,27 +446,45 @@
   };
 
   Viewer.prototype.relayout = function (anchor) {
+    /* The quick layered layout is drawn first (every size); below ELK_MAX items ELK's compound layout
+     * then replaces it, keeping the anchor (the clicked group, else the selection) where it was on
+     * screen, or the opening view if the user has not moved it. ``ready()`` is false until then. */
     var self = this, vis = this.model.visible(), seq = ++this.layoutSeq, t0 = performance.now();
-    var count = vis.order.length;
+    var count = vis.order.length, useElk = count <= ELK_MAX && !this.quickOnly;
     this.status.textContent = 'laying out ' + count.toLocaleString() + ' items…';
-    var done = function (lay) {
+    this.refining = useElk;
+    var done = function (lay, final) {
       if (seq !== self.layoutSeq) return;
       self.layoutMs = performance.now() - t0;
-      var before = anchor && self.lay ? self.screenOf(anchor) : null;
-      self.vis = vis; self.lay = lay; self.buildIndex();
-      if (before) {
-        var b = lay.boxes[anchor];
-        if (b) { self.t.x = before.x - b.x * self.t.k; self.t.y = before.y - b.y * self.t.k; }
-      } else if (!self.placed) { self.initialView(); self.placed = true; }
+      if (final) self.refining = false;
+      var refine = !!self.lay && self.lay.seq === seq;
+      var keep = refine ? (anchor || self.selected) : anchor, before = keep && self.lay ? self.screenOf(keep) : null;
+      lay.seq = seq;
+      self.vis = vis; self.lay = lay; self.layAt = performance.now(); self.buildIndex();
+      if (!self.placed) { self.initialView(); self.placed = true; }
+      else if (before && lay.boxes[keep] && (!refine || anchor || self.moved || self.selected)) {
+        var b = lay.boxes[keep];
+        self.t.x = before.x - b.x * self.t.k; self.t.y = before.y - b.y * self.t.k;
+      } else if (refine && !self.moved) self.initialView();
+      var how = lay.quick ? (useElk && !final ? 'quick layout, ELK…' : 'quick layered layout')
+        : 'ELK, ' + self.engine.kind;
       self.status.textContent = count.toLocaleString() + ' items · ' + vis.edges.length.toLocaleString() + ' edges · layout ' +
-        Math.round(self.layoutMs) + ' ms' + (lay.flat ? ' (fast flat layout: too many items for ELK)' : ' (ELK, ' + self.engine.kind + ')');
+        Math.round(self.layoutMs) + ' ms (' + how + ')';
       self.schedule();
     };
-    if (count > ELK_MAX) { setTimeout(function () { done(flatLayout(vis)); }, 0); return; }
-    this.engine.layout(elkGraph(vis)).then(function (res) { done(readElk(vis, res)); }, function (err) {
+    setTimeout(function () {
+      if (seq !== self.layoutSeq || (self.lay && self.lay.seq === seq)) return;
+      var q = quickLayout(vis);
+      self.quickMs = performance.now() - t0;
+      done(q, !useElk);
+    }, 0);
+    if (!useElk) return;
+    this.engine.layout(elkGraph(vis)).then(function (res) { done(readElk(vis, res), true); }, function (err) {
       if (seq !== self.layoutSeq) return;
-      console.warn('ELK failed, using the flat layout:', err);
-      done(flatLayout(vis));
+      console.warn('ELK failed, keeping the quick layout:', err);
+      self.refining = false;
+      self.status.textContent = self.status.textContent.replace(', ELK…', '');
+      self.schedule();
     });
   };
 
@@ -352,7 +495,7 @@
     vis.order.forEach(function (id) {
       var it = vis.items[id], b = lay.boxes[id];
       if (!b) return;
-      if (it.type === 'open') { if (!lay.flat) frames.push({it: it, b: b, depth: groups[it.g].depth}); }
+      if (it.type === 'open') { frames.push({it: it, b: b, depth: groups[it.g].depth}); }
       else boxes.push({it: it, b: b});
     });
     frames.sort(function (a, b) { return a.depth - b.depth; });
@@ -414,7 +557,7 @@
     var b = this.bounds, a = this.freeArea();
     var k = Math.min(2, (a.w - 20) / b.w, (a.h - 20) / b.h);
     this.t.k = k; this.t.x = a.x + (a.w - b.w * k) / 2 - b.x * k; this.t.y = a.y + (a.h - b.h * k) / 2 - b.y * k;
-    this.fitMode = 'all';
+    this.fitMode = 'all'; this.moved = true;
     this.schedule();
   };
 
@@ -454,7 +597,7 @@
       this.paintPending = true;
       requestAnimationFrame(function () {
         window.__graphPaint = {layoutSeq: self.layoutSeq, items: self.boxes.length, labels: drawn,
-                               layoutMs: self.layoutMs, drawnAt: drawnAt, flat: !!lay.flat};
+                               layoutMs: self.layoutMs, drawnAt: drawnAt, kind: lay.quick ? 'quick' : 'elk'};
         window.__graphReady = performance.now();
         document.body.dataset.rendered = '1';
       });
@@ -712,7 +855,7 @@
     if (minK && this.t.k < minK) this.t.k = minK;
     this.t.x = p.w / 2 - (b.x + b.w / 2) * this.t.k;
     this.t.y = p.h / 2 - (b.y + b.h / 2) * this.t.k;
-    this.schedule();
+    this.moved = true; this.schedule();
   };
 
   /* Show leaf ``leaf`` as itself (opening its groups), centre and select it. */
@@ -851,7 +994,7 @@
         var f = Math.exp(-ev.deltaY * 0.0015), k = Math.max(0.02, Math.min(4, self.t.k * f));
         f = k / self.t.k;
         self.t.x = mx - (mx - self.t.x) * f; self.t.y = my - (my - self.t.y) * f; self.t.k = k;
-        self.schedule();
+        self.moved = true; self.schedule();
       }, {passive: false});
       c.addEventListener('mousedown', function (ev) {
         drag = {x: ev.clientX, y: ev.clientY, tx: self.t.x, ty: self.t.y, moved: false, c: c};
@@ -867,7 +1010,7 @@
       var dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
       if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
       self.t.x = drag.tx + dx; self.t.y = drag.ty + dy;
-      self.schedule();
+      self.moved = true; self.schedule();
     });
     window.addEventListener('mouseup', function (ev) {
       if (!drag) return;
@@ -880,7 +1023,7 @@
       if (!m) return;
       var wx = (ev.clientX - r.left - m.ox) / m.s, wy = (ev.clientY - r.top - m.oy) / m.s;
       self.t.x = p.w / 2 - wx * self.t.k; self.t.y = p.h / 2 - wy * self.t.k;
-      self.schedule();
+      self.moved = true; self.schedule();
     }
     mini.addEventListener('mousedown', function (ev) { mdrag = true; miniMove(ev); ev.stopPropagation(); });
     window.addEventListener('mousemove', function (ev) { if (mdrag) miniMove(ev); });
@@ -890,7 +1033,7 @@
     tb.querySelector('[data-act=in]').onclick = function () { self.zoomBy(1.25); };
     tb.querySelector('[data-act=out]').onclick = function () { self.zoomBy(0.8); };
     tb.querySelector('[data-act=reset]').onclick = function () {
-      self.model.open = new Set(self.model.initialOpen); self.placed = false; self.relayout(null);
+      self.model.open = new Set(self.model.initialOpen); self.placed = false; self.moved = false; self.relayout(null);
     };
     var search = tb.querySelector('input'), hits = [], at = 0;
     search.addEventListener('keydown', function (ev) {
@@ -926,7 +1069,7 @@
   Viewer.prototype.zoomBy = function (f) {
     var p = this.panels[0], mx = p.w / 2, my = p.h / 2, k = Math.max(0.02, Math.min(4, this.t.k * f));
     f = k / this.t.k; this.t.x = mx - (mx - this.t.x) * f; this.t.y = my - (my - this.t.y) * f; this.t.k = k;
-    this.schedule();
+    this.moved = true; this.schedule();
   };
 
   /* ---------- start ---------- */
@@ -975,7 +1118,8 @@
       if (it && it.g !== undefined) return 'group:' + viewer.model.s.groups[it.g].key; return null; },
     isOpen: function (key) { var id = viewer.model.byKey['group:' + key]; return !!id && viewer.model.open.has(+id.slice(1)); },
     layoutSeq: function () { return viewer.layoutSeq; },
-    ready: function () { return !!viewer.lay && !viewer.raf; },
+    ready: function () { return !!viewer.lay && !viewer.raf && !viewer.refining; },
+    layoutKind: function () { return viewer.lay ? (viewer.lay.quick ? 'quick' : 'elk') : null; },
     frames: function () { return viewer.frameCount; },
     pixel: function (x, y, panel) {       /* the canvas colour at screen point (x, y), '#rrggbb' */
       var c = viewer.panels[panel || 0].canvas, r = c.getBoundingClientRect(), dpr = window.devicePixelRatio || 1;
