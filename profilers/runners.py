@@ -36,24 +36,39 @@ from studio.core.paths import safe_name
 __all__ = ["BoundRunner", "open_runner", "runner_args"]
 
 
+def _ort_args(spec: Mapping[str, Any], feeds: Mapping[str, np.ndarray], profile_tag: str | None,
+              perf_counters: bool, cache: bool, hint: str | None) -> dict[str, Any]:
+    return {"providers": list(spec.get("providers") or ["CPUExecutionProvider"]),
+            "graph_optimization_level": spec.get("opt_level") or "all", "trt_ep_cache": True,
+            "enable_profiling": profile_tag is not None,
+            "profile_name": f"ort_profile_{safe_name(profile_tag)}" if profile_tag is not None else None}
+
+
+def _ov_args(spec: Mapping[str, Any], feeds: Mapping[str, np.ndarray], profile_tag: str | None,
+             perf_counters: bool, cache: bool, hint: str | None) -> dict[str, Any]:
+    return {"precision": spec.get("precision") or "f32", "performance_hint": hint or spec.get("hint"),
+            "intra_op_threads": spec.get("threads"), "device": str(spec.get("device") or "CPU").upper(),
+            "perf_counters": perf_counters, "model_cache": cache,
+            "static_shapes": {n: list(np.shape(a)) for n, a in feeds.items()}}
+
+
+def _plain_args(spec: Mapping[str, Any], feeds: Mapping[str, np.ndarray], profile_tag: str | None,
+                perf_counters: bool, cache: bool, hint: str | None) -> dict[str, Any]:
+    """TensorRT and every converted row: precision, threads, the feeds' shapes."""
+    return {"precision": spec.get("precision") or "f32", "intra_op_threads": spec.get("threads"),
+            "input_shapes": {n: list(np.shape(a)) for n, a in feeds.items()}}
+
+
+# This layer's per-engine table of runner arguments (others: _plain_args).
+RUNNER_ARGS: dict[str, Callable[..., dict[str, Any]]] = {"onnxruntime": _ort_args, "openvino": _ov_args}
+
+
 def runner_args(spec: Mapping[str, Any], feeds: Mapping[str, np.ndarray], *, profile_tag: str | None = None,
                 perf_counters: bool = False, cache: bool = False, hint: str | None = None) -> dict[str, Any]:
     """The runner arguments (``RunOptions.to_args`` keys and the engines' own) for a spec dict
     (:meth:`EngineSpec.to_args`)."""
-    engine = spec.get("engine")
-    precision = spec.get("precision") or "f32"
-    if engine == "onnxruntime":
-        return {"providers": list(spec.get("providers") or ["CPUExecutionProvider"]),
-                "graph_optimization_level": spec.get("opt_level") or "all", "trt_ep_cache": True,
-                "enable_profiling": profile_tag is not None,
-                "profile_name": f"ort_profile_{safe_name(profile_tag)}" if profile_tag is not None else None}
-    if engine == "openvino":
-        return {"precision": precision, "performance_hint": hint or spec.get("hint"),
-                "intra_op_threads": spec.get("threads"), "device": str(spec.get("device") or "CPU").upper(),
-                "perf_counters": perf_counters, "model_cache": cache,
-                "static_shapes": {n: list(np.shape(a)) for n, a in feeds.items()}}
-    return {"precision": precision, "intra_op_threads": spec.get("threads"),
-            "input_shapes": {n: list(np.shape(a)) for n, a in feeds.items()}}
+    make = RUNNER_ARGS.get(str(spec.get("engine")), _plain_args)
+    return make(spec, feeds, profile_tag, perf_counters, cache, hint)
 
 
 class _StageRanges:
@@ -149,36 +164,52 @@ class BoundRunner:
         self.core.close()
 
 
-def _report(core: Any, spec: Mapping[str, Any], cache: bool) -> dict[str, Any]:
-    """What the profile says about the engine a variant ran on."""
-    if core.engine == "onnxruntime":
-        used = core.session.get_providers()
-        wanted = [p if isinstance(p, str) else p[0] for p in core.providers_asked]
-        details = {"providers": used, "opt_level": spec.get("opt_level") or "all",
-                   "intra_op_threads": int(core.session.get_session_options().intra_op_num_threads) or None,
-                   "threads_note": None if spec.get("threads") else "engine default (one per physical core)"}
-        if wanted and wanted[0] not in used:
-            details["fallback"] = f"{wanted[0]} was not used; ran on {', '.join(used)}"
-        if wanted and wanted[0] != "CPUExecutionProvider":
-            details["note"] = "GPU execution providers: not verified here (no GPU where this was written)"
-        return details
-    if core.engine == "openvino":
-        prop = core.compiled_property
-        return {"device": core.device, "precision_requested": core.details["precision_requested"],
-                "precision_effective": core.effective_precision,
-                "execution_precisions": core.details.get("execution_precisions"),
-                "performance_hint": prop("PERFORMANCE_HINT", str), "threads": prop("INFERENCE_NUM_THREADS", int),
-                "streams": prop("NUM_STREAMS", str), "optimal_requests": prop("OPTIMAL_NUMBER_OF_INFER_REQUESTS", int),
-                "reshaped_to": core.reshaped_to, "dynamic_shapes": core.dynamic_note,
-                "model_cache": "job folder" if cache else None}
-    if core.engine == "tensorrt":
-        return {"precision_requested": core.details["precision_requested"], "verified": False,
-                "note": "TensorRT path not verified here; GPU compute time without host copies"}
+def _ort_report(core: Any, spec: Mapping[str, Any], cache: bool) -> dict[str, Any]:
+    used = core.session.get_providers()
+    wanted = [p if isinstance(p, str) else p[0] for p in core.providers_asked]
+    details = {"providers": used, "opt_level": spec.get("opt_level") or "all",
+               "intra_op_threads": int(core.session.get_session_options().intra_op_num_threads) or None,
+               "threads_note": None if spec.get("threads") else "engine default (one per physical core)"}
+    if wanted and wanted[0] not in used:
+        details["fallback"] = f"{wanted[0]} was not used; ran on {', '.join(used)}"
+    if wanted and wanted[0] != "CPUExecutionProvider":
+        details["note"] = "GPU execution providers: not verified here (no GPU where this was written)"
+    return details
+
+
+def _ov_report(core: Any, spec: Mapping[str, Any], cache: bool) -> dict[str, Any]:
+    prop = core.compiled_property
+    return {"device": core.device, "precision_requested": core.details["precision_requested"],
+            "precision_effective": core.effective_precision,
+            "execution_precisions": core.details.get("execution_precisions"),
+            "performance_hint": prop("PERFORMANCE_HINT", str), "threads": prop("INFERENCE_NUM_THREADS", int),
+            "streams": prop("NUM_STREAMS", str), "optimal_requests": prop("OPTIMAL_NUMBER_OF_INFER_REQUESTS", int),
+            "reshaped_to": core.reshaped_to, "dynamic_shapes": core.dynamic_note,
+            "model_cache": "job folder" if cache else None}
+
+
+def _trt_report(core: Any, spec: Mapping[str, Any], cache: bool) -> dict[str, Any]:
+    return {"precision_requested": core.details["precision_requested"], "verified": False,
+            "note": "TensorRT path not verified here; GPU compute time without host copies"}
+
+
+def _converted_report(core: Any, spec: Mapping[str, Any], cache: bool) -> dict[str, Any]:
     d = core.details
     details = {k: d.get(k) for k in ("threads", "precision_requested", "layout", "names_mapped",
                                      "converter_command", "convert_ms", "load_ms") if d.get(k) is not None}
     details["precision_effective"] = core.effective_precision
     return details
+
+
+# This layer's per-engine table of what the profile says about the engine a variant ran on (others, the
+# converted rows: _converted_report).
+REPORTS: dict[str, Callable[[Any, Mapping[str, Any], bool], dict[str, Any]]] = {
+    "onnxruntime": _ort_report, "openvino": _ov_report, "tensorrt": _trt_report}
+
+
+def _report(core: Any, spec: Mapping[str, Any], cache: bool) -> dict[str, Any]:
+    """What the profile says about the engine a variant ran on."""
+    return REPORTS.get(core.engine, _converted_report)(core, spec, cache)
 
 
 def open_runner(model_path: str, spec: Mapping[str, Any], feeds: Mapping[str, np.ndarray], *, out_dir: Path,

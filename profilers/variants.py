@@ -7,9 +7,10 @@ travels to the worker as JSON (:meth:`EngineSpec.to_args`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from studio.core.choices import comma_items
 from studio.core.engines import ENGINES, engine_row, get_engine, resolve_engine_name
@@ -23,12 +24,122 @@ __all__ = ["EngineSpec", "ProfileTarget", "Variant", "available_engine_specs", "
 
 _ORT_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
                   "trt": "TensorrtExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
-_OV_PRECISIONS = ("f32", "bf16", "f16", "default")
-_TRT_PRECISIONS = ("f32", "f16", "bf16")
-# converted engine -> the precisions its conversion offers (the engine table's rows)
-_CONVERTED_PRECISIONS = {r.name: r.precisions for r in ENGINES if r.converted}
+_ORT_CHAINS = {"cpu": ("CPUExecutionProvider",),
+               "cuda": ("CUDAExecutionProvider", "CPUExecutionProvider"),
+               "trt": ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"),
+               "tensorrt": ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider")}
 _HINTS = ("LATENCY", "THROUGHPUT")
 _OPT_LEVELS = ("disable", "basic", "extended", "all")
+
+
+def _bad(text: str) -> StudioError:
+    return StudioError(text, code=ErrorCode.BAD_OPTION)
+
+
+@dataclass(frozen=True)
+class SpecRules:
+    """How one engine's spec is checked, spelled, labelled and parsed (this layer's per-engine table,
+    :data:`SPEC_RULES`; a converted row of the engine table uses :data:`CONVERTED_RULES`). Each function
+    takes the spec (or, for ``parse``, the canonical name, the precision/device part and whether
+    ``throughput`` was asked)."""
+
+    check: Callable[[EngineSpec], None]
+    key: Callable[[EngineSpec], str]
+    label: Callable[[EngineSpec], str]
+    parse: Callable[[str, str, str, bool], EngineSpec]      # (engine, variant, precision, throughput)
+    needs_gpu: Callable[[EngineSpec], bool] = lambda spec: False
+    providers: Callable[[EngineSpec], tuple[str, ...] | None] = lambda spec: None
+    defaults: Callable[[str], list[EngineSpec]] = lambda engine: []   # what ``all`` runs where installed
+    unavailable: Callable[[EngineSpec, Any], str | None] = lambda spec, availability: None
+
+
+def _check_precision(spec: EngineSpec) -> None:
+    """The precisions the engine's row says it computes in here."""
+    row = engine_row(spec.engine)
+    allowed = row.precisions if row is not None else ()
+    if spec.precision not in allowed:
+        name = spec.engine if row is None or row.converted else row.label
+        raise _bad(f"{name} precision must be one of {', '.join(allowed)}, got {spec.precision!r}")
+
+
+def _check_ort(spec: EngineSpec) -> None:
+    if spec.device not in _ORT_PROVIDERS:
+        raise _bad(f"unknown ONNX Runtime device {spec.device!r}; use cpu, cuda or trt")
+
+
+def _parse_ort(engine: str, variant: str, precision: str, throughput: bool) -> EngineSpec:
+    if throughput:
+        raise _bad("the throughput hint is an OpenVINO setting; use a concurrency sweep for ONNX Runtime")
+    return EngineSpec(engine, device=variant or "cpu")
+
+
+def _ort_defaults(engine: str) -> list[EngineSpec]:
+    found = get_engine(engine).available()
+    if not found:
+        return []
+    return [EngineSpec(engine)] + ([EngineSpec(engine, device="cuda")] if "CUDA" in found.devices else [])
+
+
+def _ort_unavailable(spec: EngineSpec, availability: Any) -> str | None:
+    if spec.device != "cpu" and "CUDA" not in availability.devices:
+        return (f"{spec.label} needs onnxruntime-gpu and an NVIDIA GPU; not available here "
+                "(pip install onnxruntime-gpu on a GPU machine)")
+    return None
+
+
+def _ov_key(spec: EngineSpec) -> str:
+    base = spec.short if spec.precision == "f32" else f"{spec.short}:{spec.precision}"
+    return base + (":throughput" if spec.hint == "THROUGHPUT" else "")
+
+
+def _parse_converted(engine: str, variant: str, precision: str, throughput: bool) -> EngineSpec:
+    if throughput:
+        raise _bad("the throughput hint is an OpenVINO setting")
+    return EngineSpec(engine, precision=precision, hint=None)
+
+
+def _if_available(engine: str, **kw: Any) -> list[EngineSpec]:
+    return [EngineSpec(engine, **kw)] if get_engine(engine).available() else []
+
+
+# This layer's per-engine table: each engine's spec rules (a converted row: CONVERTED_RULES).
+SPEC_RULES: dict[str, SpecRules] = {
+    "onnxruntime": SpecRules(
+        check=_check_ort,
+        key=lambda s: s.short if s.device == "cpu" else f"{s.short}:{'trt' if s.device == 'tensorrt' else s.device}",
+        label=lambda s: {"cpu": "ONNX Runtime CPU", "cuda": "ONNX Runtime CUDA"}.get(s.device,
+                                                                                   "ONNX Runtime TensorRT EP"),
+        parse=_parse_ort, needs_gpu=lambda s: s.device != "cpu", providers=lambda s: _ORT_CHAINS[s.device],
+        defaults=_ort_defaults, unavailable=_ort_unavailable),
+    "openvino": SpecRules(
+        check=_check_precision, key=_ov_key,
+        label=lambda s: (f"OpenVINO CPU {'default precision' if s.precision == 'default' else s.precision}"
+                         + (" throughput hint" if s.hint == "THROUGHPUT" else "")),
+        parse=lambda engine, variant, precision, throughput: EngineSpec(
+            engine, precision=precision, hint="THROUGHPUT" if throughput else "LATENCY"),
+        defaults=_if_available),
+    "tensorrt": SpecRules(
+        check=_check_precision, key=lambda s: s.short if s.precision == "f32" else f"{s.short}:{s.precision}",
+        label=lambda s: f"TensorRT {s.precision}",
+        parse=lambda engine, variant, precision, throughput: EngineSpec(engine, precision=precision, hint=None),
+        needs_gpu=lambda s: True, defaults=lambda engine: _if_available(engine, hint=None)),
+}
+CONVERTED_RULES = SpecRules(
+    check=_check_precision,
+    key=lambda s: s.engine if s.precision == "f32" else f"{s.engine}:{s.precision.replace('f16', 'fp16')}",
+    label=lambda s: f"{engine_row(s.engine).label} CPU {s.precision}" + (" weights" if s.precision != "f32" else ""),
+    parse=_parse_converted,
+    # the converted rows in the defaults (others: asked by name)
+    defaults=lambda engine: _if_available(engine, hint=None) if engine_row(engine).default_check else [])
+
+
+def spec_rules(engine: str) -> SpecRules:
+    """The rules of ``engine`` (canonical): its own, a converted row's, or a clear refusal."""
+    row = engine_row(engine)
+    rules = SPEC_RULES.get(engine) or (CONVERTED_RULES if row is not None and row.converted else None)
+    if rules is None:
+        raise _bad(f"engine {engine!r} cannot be profiled here (no spec rules)")
+    return rules
 
 
 @dataclass(frozen=True)
@@ -42,7 +153,7 @@ class EngineSpec:
     lets the plugin choose, bf16 on CPUs that have it) or TensorRT's builder
     precision. ``hint``: OpenVINO's ``PERFORMANCE_HINT``. ``threads``: intra-op
     threads (ORT) / ``INFERENCE_NUM_THREADS`` (OpenVINO); None: engine default.
-    ``opt_level``: ORT graph optimization level.
+    ``opt_level``: ORT graph optimization level. What each engine accepts: :data:`SPEC_RULES`.
     """
 
     engine: str
@@ -54,76 +165,55 @@ class EngineSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "engine", resolve_engine_name(self.engine))
-        if self.engine == "onnxruntime" and self.device not in _ORT_PROVIDERS:
-            raise StudioError(f"unknown ONNX Runtime device {self.device!r}; use cpu, cuda or trt",
-                              code=ErrorCode.BAD_OPTION)
-        if self.engine == "openvino" and self.precision not in _OV_PRECISIONS:
-            raise StudioError(f"OpenVINO precision must be one of {', '.join(_OV_PRECISIONS)}, got "
-                              f"{self.precision!r}", code=ErrorCode.BAD_OPTION)
-        if self.engine == "tensorrt" and self.precision not in _TRT_PRECISIONS:
-            raise StudioError(f"TensorRT precision must be one of {', '.join(_TRT_PRECISIONS)}, got "
-                              f"{self.precision!r}", code=ErrorCode.BAD_OPTION)
-        if self.engine in _CONVERTED_PRECISIONS and self.precision not in _CONVERTED_PRECISIONS[self.engine]:
-            raise StudioError(f"{self.engine} precision must be one of "
-                              f"{', '.join(_CONVERTED_PRECISIONS[self.engine])}, got {self.precision!r}",
-                              code=ErrorCode.BAD_OPTION)
+        spec_rules(self.engine).check(self)
         if self.hint is not None and self.hint not in _HINTS:
-            raise StudioError(f"performance hint must be LATENCY or THROUGHPUT, got {self.hint!r}", code=ErrorCode.BAD_OPTION)
+            raise _bad(f"performance hint must be LATENCY or THROUGHPUT, got {self.hint!r}")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
-            raise StudioError(f"threads must be a positive integer, got {self.threads!r}", code=ErrorCode.BAD_OPTION)
+            raise _bad(f"threads must be a positive integer, got {self.threads!r}")
         if self.opt_level not in _OPT_LEVELS:
-            raise StudioError(f"opt level must be one of {', '.join(_OPT_LEVELS)}", code=ErrorCode.BAD_OPTION)
+            raise _bad(f"opt level must be one of {', '.join(_OPT_LEVELS)}")
+
+    @property
+    def short(self) -> str:
+        """The engine's name as command hints spell it (``ort``, ``ov``... from the engine table)."""
+        row = engine_row(self.engine)
+        return _SHORT.get(self.engine) or (row.short if row is not None else self.engine)
 
     @property
     def key(self) -> str:
         """The spec as typed on the command line (round-trips through :func:`parse_engine`)."""
-        if self.engine == "onnxruntime":
-            base = "ort" if self.device == "cpu" else f"ort:{'trt' if self.device == 'tensorrt' else self.device}"
-        elif self.engine == "openvino":
-            base = "ov" if self.precision == "f32" else f"ov:{self.precision}"
-            if self.hint == "THROUGHPUT":
-                base += ":throughput"
-        elif self.engine in _CONVERTED_PRECISIONS:
-            base = self.engine if self.precision == "f32" else f"{self.engine}:{self.precision.replace('f16', 'fp16')}"
-        else:
-            base = "trt" if self.precision == "f32" else f"trt:{self.precision}"
-        return base
+        return spec_rules(self.engine).key(self)
 
     @property
     def label(self) -> str:
-        if self.engine == "onnxruntime":
-            return {"cpu": "ONNX Runtime CPU", "cuda": "ONNX Runtime CUDA"}.get(self.device, "ONNX Runtime TensorRT EP")
-        if self.engine == "openvino":
-            return (f"OpenVINO CPU {'default precision' if self.precision == 'default' else self.precision}"
-                    + (" throughput hint" if self.hint == "THROUGHPUT" else ""))
-        if self.engine in _CONVERTED_PRECISIONS:
-            return f"{engine_row(self.engine).label} CPU {self.precision}" + (" weights" if self.precision != "f32" else "")
-        return f"TensorRT {self.precision}"
+        return spec_rules(self.engine).label(self)
 
     @property
     def ort_providers(self) -> tuple[str, ...]:
-        chain = {"cpu": ("CPUExecutionProvider",),
-                 "cuda": ("CUDAExecutionProvider", "CPUExecutionProvider"),
-                 "trt": ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"),
-                 "tensorrt": ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider")}
-        return chain[self.device]
+        return _ORT_CHAINS[self.device]
 
     @property
     def needs_gpu(self) -> bool:
-        return self.engine == "tensorrt" or (self.engine == "onnxruntime" and self.device != "cpu")
+        return spec_rules(self.engine).needs_gpu(self)
 
     def with_threads(self, threads: int | None) -> EngineSpec:
         return replace(self, threads=threads)
 
     def to_args(self) -> dict:
+        providers = spec_rules(self.engine).providers(self)
         return {"engine": self.engine, "device": self.device, "precision": self.precision, "hint": self.hint,
                 "threads": self.threads, "opt_level": self.opt_level,
-                "providers": list(self.ort_providers) if self.engine == "onnxruntime" else None}
+                "providers": list(providers) if providers is not None else None}
 
     def to_dict(self) -> dict:
         return {"key": self.key, "label": self.label, "engine": self.engine, "device": self.device,
                 "precision": self.precision, "hint": self.hint, "threads": self.threads,
                 "opt_level": self.opt_level}
+
+
+# The profile spec's short name where it is not the row's command-hint name (OpenVINO's row spells itself
+# "openvino" in hints; its spec keys have always been "ov").
+_SHORT = {"openvino": "ov"}
 
 
 def parse_engine(text: str) -> EngineSpec:
@@ -134,25 +224,12 @@ def parse_engine(text: str) -> EngineSpec:
     raw = str(text).strip().lower()
     name, *parts = [p.strip() for p in raw.split(":")]
     engine = resolve_engine_name(name)
-    hint = "THROUGHPUT" if "throughput" in parts else "LATENCY"
     rest = [p for p in parts if p not in ("latency", "throughput", "")]
     if len(rest) > 1:
-        raise StudioError(f"engine spec {str(text)[:40]!r} has too many parts; e.g. ov:bf16:throughput",
-                          code=ErrorCode.BAD_OPTION)
+        raise _bad(f"engine spec {str(text)[:40]!r} has too many parts; e.g. ov:bf16:throughput")
     variant = rest[0] if rest else ""
     precision = {"fp32": "f32", "fp16": "f16", "": "f32"}.get(variant, variant)
-    if engine == "onnxruntime":
-        if "throughput" in parts:
-            raise StudioError("the throughput hint is an OpenVINO setting; use a concurrency sweep for ONNX Runtime",
-                              code=ErrorCode.BAD_OPTION)
-        return EngineSpec("onnxruntime", device=variant or "cpu")
-    if engine == "openvino":
-        return EngineSpec("openvino", precision=precision, hint=hint)
-    if engine in _CONVERTED_PRECISIONS:
-        if "throughput" in parts:
-            raise StudioError("the throughput hint is an OpenVINO setting", code=ErrorCode.BAD_OPTION)
-        return EngineSpec(engine, precision=precision, hint=None)
-    return EngineSpec("tensorrt", precision=precision, hint=None)
+    return spec_rules(engine).parse(engine, variant, precision, "throughput" in parts)
 
 
 def unavailable_reason(spec: EngineSpec) -> str | None:
@@ -161,10 +238,7 @@ def unavailable_reason(spec: EngineSpec) -> str | None:
     availability = adapter.available()
     if not availability:
         return f"{availability.reason or adapter.label + ' is not available'} (not available here)"
-    if spec.engine == "onnxruntime" and spec.device != "cpu" and "CUDA" not in availability.devices:
-        return (f"{spec.label} needs onnxruntime-gpu and an NVIDIA GPU; not available here "
-                "(pip install onnxruntime-gpu on a GPU machine)")
-    return None
+    return spec_rules(spec.engine).unavailable(spec, availability)
 
 
 def choice_label(key: str) -> str:
@@ -174,21 +248,11 @@ def choice_label(key: str) -> str:
 
 
 def available_engine_specs() -> list[EngineSpec]:
-    """``all``: every engine that can run here (ORT CPU, ORT CUDA when the GPU
-    package is installed, OpenVINO f32, TensorRT when available)."""
+    """``all``: every engine that can run here, in the engine table's order (ORT CPU, ORT CUDA when the GPU
+    package is installed, OpenVINO f32, TensorRT when available, the converted rows checked by default)."""
     specs: list[EngineSpec] = []
-    ort = get_engine("onnxruntime").available()
-    if ort:
-        specs.append(EngineSpec("onnxruntime"))
-        if "CUDA" in ort.devices:
-            specs.append(EngineSpec("onnxruntime", device="cuda"))
-    if get_engine("openvino").available():
-        specs.append(EngineSpec("openvino"))
-    if get_engine("tensorrt").available():
-        specs.append(EngineSpec("tensorrt", hint=None))
-    for name in _CONVERTED_PRECISIONS:     # the converted rows in the defaults (others: asked by name)
-        if engine_row(name).default_check and get_engine(name).available():
-            specs.append(EngineSpec(name, hint=None))
+    for row in ENGINES:
+        specs.extend(spec_rules(row.name).defaults(row.name) if row.name in SPEC_RULES or row.converted else [])
     return specs
 
 
@@ -248,8 +312,8 @@ def make_variants(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec
     variants = []
     for ti, target in enumerate(targets):
         for spec in engines:
-            if target.openvino_ir is not None and spec.engine != "openvino":
-                continue
+            if target.openvino_ir is not None and engine_row(spec.engine).suffix != target.openvino_ir.xml.suffix:
+                continue        # an IR target: the engines that read that file only
             name = target.openvino_ir.xml.name if target.openvino_ir is not None else target.handle.name
             variants.append(Variant(f"t{ti}-{spec.key}", ti, target.label, name, target.handle.short_sha, spec))
     return variants
