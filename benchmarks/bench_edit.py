@@ -44,7 +44,7 @@ def _hwm():
 
 
 def _studio(path: Path, out: Path, verify: bool) -> dict:
-    run = run_snippet("from studio import api\nimport studio.edit, passes.model_io  # imports not timed\n" + _PEAK_SELF,
+    run = run_snippet("from studio import api\nimport studio.edit, studio.core.model_io  # imports not timed\n" + _PEAK_SELF,
                       f"""
                       r = api.edit(api.load({str(path)!r}), {SCRIPT!r}, {str(out)!r}, verify={verify!r})
                       result = {{"self_peak": _hwm(), "status": r.verification.verdict,

@@ -122,7 +122,7 @@ class ConvertFp16(StudioPass):
 
     def call(self, model: ir.Model) -> PassResult:
         from passes import quant_tools as qt
-        from passes.model_io import save_result
+        from studio.core.model_io import save_result
 
         ctx = job_context(self)
         opts = self.options

@@ -210,7 +210,7 @@ class FixCastTypes(StudioPass):
     accepts_invalid = True      # a mistyped Cast is exactly what the full check refuses
 
     def call(self, model: ir.Model) -> PassResult:
-        from passes.model_io import from_proto, to_proto
+        from studio.core.model_io import from_proto, to_proto
 
         proto = to_proto(model)                  # map types (ZipMap) visible to type inference
         fixes = repair_cast_types(proto)

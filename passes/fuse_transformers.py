@@ -41,7 +41,7 @@ class FuseTransformers(StudioPass):
 
 def _run(model: ir.Model, workdir: Path, opts: dict) -> PassResult:
     from passes import quant_tools as qt
-    from passes.model_io import save_result
+    from studio.core.model_io import save_result
 
     src = save_result(model, workdir / "src" / "model.onnx")
     try:

@@ -77,7 +77,7 @@ class DumpInstrument:
         pass
 
     def after_pass(self, p: StudioPass, model: ir.Model, record: PassRecord) -> None:
-        from passes.model_io import save_result
+        from studio.core.model_io import save_result
 
         self._n += 1
         save_result(model, self.folder / f"{self._n:02d}-{safe_name(p.name)}" / "model.onnx")

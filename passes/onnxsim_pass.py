@@ -68,7 +68,7 @@ class PeerPass(StudioPass):
         before, before_ops = labels(model), count_ops(model)
         from onnx_ir.external_data import load_to_model
 
-        from passes.model_io import from_proto, to_proto
+        from studio.core.model_io import from_proto, to_proto
 
         proto = to_proto(load_to_model(model))   # weights in memory: the peers need them; map types back
         max_growth = float(self.options.get("max_growth", 1.1))

@@ -24,7 +24,7 @@ import onnx_ir as ir
 
 from passes.base import PassResult, StudioPass, all_nodes, count_ops
 from passes.instruments import Instrument, with_nvtx
-from passes.model_io import Checkpoint, Linker, load_checkpoint, load_for_passes, load_ir, save_checkpoint, save_result
+from studio.core.model_io import Checkpoint, Linker, load_checkpoint, load_for_passes, load_ir, save_checkpoint, save_result
 from passes.normalize import normalize_in_worker
 from passes.records import PassRecord
 from passes.registry import make_pass, preset
@@ -111,7 +111,7 @@ def save_ir(model: ir.Model, path: Path, *, shown: str | None = None) -> Path:
 
 
 class _Checkpoints:
-    """Checkpoints in a private folder (``passes.model_io``: graph only, unchanged
+    """Checkpoints in a private folder (``studio.core.model_io``: graph only, unchanged
     weights read from the original's folder). A folder the in-memory model may
     still read weights from is kept until the pipeline ends."""
 

@@ -544,7 +544,7 @@ def load_result(path: Path) -> Any:
     pass's temporary folder, which is gone before the worker saves the result."""
     import onnx_ir as ir
 
-    from passes.model_io import load_ir
+    from studio.core.model_io import load_ir
 
     model = load_ir(path)                      # map types (ZipMap outputs) hidden from onnx-ir
     ir.external_data.load_to_model(model)

@@ -72,7 +72,7 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from passes import quant_tools as qt
-    from passes.model_io import save_result
+    from studio.core.model_io import save_result
 
     target = float(opts.get("target_cosine", 0.99))
     src = save_result(model, workdir / "src" / "model.onnx")

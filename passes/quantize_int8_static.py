@@ -84,7 +84,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
     import onnx
 
     from passes import quant_tools as qt
-    from passes.model_io import save_result
+    from studio.core.model_io import save_result
 
     from studio.core.engines.ort_int8 import machine_int8_choice
 

@@ -124,7 +124,7 @@ def _run(model: ir.Model, work: Path, bits: int, block, symmetric: bool, level: 
                                                                  MatMulNBitsQuantizer)
 
     from passes import quant_tools as qt
-    from passes.model_io import save_result
+    from studio.core.model_io import save_result
 
     src = save_result(model, work / "src" / "model.onnx")
     proto = onnx.load_model(str(src))

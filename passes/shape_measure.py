@@ -38,7 +38,7 @@ def measure_open_shapes(model: ir.Model, dims: Mapping[str, int]) -> tuple[int, 
     one-line StudioError when the static model would not load in ONNX Runtime."""
     from onnx_ir.external_data import load_to_model
 
-    from passes.model_io import to_proto, weight_bytes
+    from studio.core.model_io import to_proto, weight_bytes
     from studio.core.feeds import input_specs, random_feeds
     from studio.inspect.edge_shapes import measure_shapes
     from studio.inspect.value_dependence import value_dependent_shapes
@@ -81,7 +81,7 @@ def _load_check(model: ir.Model) -> str:
     the static shapes), else the one-line reason."""
     import onnxruntime as ort
 
-    from passes.model_io import to_proto, weight_bytes
+    from studio.core.model_io import to_proto, weight_bytes
 
     if weight_bytes(model) > MAX_MEASURE_BYTES:
         return ""

@@ -36,7 +36,7 @@ from studio.core.sandbox import Limits, run_job, session_limits
 from studio.core.types import value_info
 
 if TYPE_CHECKING:
-    from passes.model_io import Checkpoint
+    from studio.core.model_io import Checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -414,7 +414,7 @@ class Verifier:
         ``allow_io_dtypes``: float inputs/outputs may change precision on purpose; the candidate
         then gets the same feed values cast to its input dtypes, and its outputs are compared
         with the original's as values."""
-        from passes.model_io import Checkpoint
+        from studio.core.model_io import Checkpoint
 
         if not isinstance(candidate, Checkpoint):
             candidate = Checkpoint(Path(candidate), Path(candidate).parent)

@@ -10,7 +10,7 @@ import numpy as np
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass
-from passes.model_io import Checkpoint, Linker, load_checkpoint, save_checkpoint
+from studio.core.model_io import Checkpoint, Linker, load_checkpoint, save_checkpoint
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job, scaled_to_model
 

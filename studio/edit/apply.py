@@ -15,9 +15,9 @@ from studio.edit import graph as g
 from studio.edit import ops_compose, ops_io, ops_nodes
 from studio.edit.script import EditError, EditOp, EditScript
 from studio.edit.state import EditState
-from passes.model_io import to_proto
+from studio.core.model_io import to_proto
 from studio.core.errors import engine_message
-from passes.model_io import load_for_passes
+from studio.core.model_io import load_for_passes
 
 OPERATIONS: dict[str, Callable[[EditState, EditOp], None]] = {
     "bypass": ops_nodes.bypass, "delete": ops_nodes.delete, "rename": ops_nodes.rename,

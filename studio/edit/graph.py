@@ -12,7 +12,7 @@ import onnx_ir as ir
 from studio.core.ort_symbolic import symbolic_shapes
 from studio.edit.script import EditError, EditOp
 from passes.verify import _externals_as_inputs as convert
-from passes.model_io import to_proto
+from studio.core.model_io import to_proto
 
 
 def all_values(graph: ir.Graph) -> dict[str, ir.Value]:

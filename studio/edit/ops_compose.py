@@ -13,9 +13,9 @@ from studio.core.protowalk import unique_name
 from studio.edit import graph as g
 from studio.edit.script import EditError, EditOp
 from studio.edit.state import SEQUENCE, STRUCTURE, VALUES, EditState
-from passes.model_io import load_for_passes
+from studio.core.model_io import load_for_passes
 from studio.core.model import load
-from passes.model_io import Linker, save_checkpoint
+from studio.core.model_io import Linker, save_checkpoint
 
 
 def _needed_inputs(graph: ir.Graph, outputs: list[ir.Value], stop: set[ir.Value]) -> list[ir.Value]:

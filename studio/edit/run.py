@@ -14,7 +14,7 @@ from studio.core.model import ModelHandle
 from studio.edit.apply import AppliedEdits, apply_script, load_model
 from studio.edit.script import EditError, EditScript
 from studio.edit.verify import interface, node_changes, node_list, verify
-from passes.model_io import save_result
+from studio.core.model_io import save_result
 from studio.core.outputs import check_destination, disk_error, shown_path
 
 

@@ -21,10 +21,10 @@ import onnx_ir as ir
 
 from studio.edit import graph as g
 from studio.edit.state import KEEPS, PINNED, SEQUENCE, STRUCTURE, VALUES
-from passes.model_io import from_proto, to_proto
-from passes.model_io import Linker, save_checkpoint
+from studio.core.model_io import from_proto, to_proto
+from studio.core.model_io import Linker, save_checkpoint
 from passes.verify import Verifier
-from passes.model_io import load_for_passes
+from studio.core.model_io import load_for_passes
 from passes.verify import run_sets
 from studio.core.compare import Verification, VerifyStatus, compare_outputs
 from studio.core.feeds import input_specs, random_feeds

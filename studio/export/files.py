@@ -90,7 +90,7 @@ def write_model_copy(src: Path, dst: Path, *, external: bool | None = None) -> t
         outputs.write_bytes(dst, proto.SerializeToString())
         _remove(stale)
         return (dst,)
-    from passes.model_io import load_ir, save_declared  # heavy: passes import onnx_ir (~0.3 s)
+    from studio.core.model_io import load_ir, save_declared  # heavy: passes import onnx_ir (~0.3 s)
 
     model = load_ir(src)           # external tensors read lazily, from the validated locations; map types kept
     save_declared(model, dst, external_data=external)

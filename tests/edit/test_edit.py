@@ -228,7 +228,7 @@ def test_weights_input_shape_and_delete(detector, tmp_path):
 
 
 def test_external_weights_stay_lazy_and_are_not_touched(detector, tmp_path):
-    from passes.model_io import load_for_passes
+    from studio.core.model_io import load_for_passes
     import onnx_ir as ir
     from studio.edit import parse_ops
     from studio.edit.apply import apply_script

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import passes.model_io as model_io
+import studio.core.model_io as model_io
 from passes.pipeline import resolve_passes, run_passes
 from tests.conftest import sha256_file
 

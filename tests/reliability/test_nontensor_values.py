@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 
-from passes.model_io import HIDDEN_TYPES_KEY
+from studio.core.model_io import HIDDEN_TYPES_KEY
 from studio import api
 from studio.core.compare import compare_outputs
 from tests.conftest import sha256_file

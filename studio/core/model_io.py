@@ -34,6 +34,9 @@ from onnx_ir import external_data as ir_external
 
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
+from studio.core.paths import atomic_write_bytes
+from studio.core.protowalk import iter_graphs
+from studio.core.save import save_model
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +203,6 @@ def hide_map_types(proto: onnx.ModelProto) -> dict[str, bytes]:
     :data:`HIDDEN_TYPES_KEY`, so every save can put them back (:func:`restore_map_types`).
     The nodes that make or read these values (ZipMap...) stay as they are: no pass
     rewrites ops it does not know, and verification runs the real model."""
-    from studio.core.protowalk import iter_graphs
 
     hidden = _recorded(proto)
     for ref in iter_graphs(proto):
@@ -221,7 +223,6 @@ def hide_map_types(proto: onnx.ModelProto) -> dict[str, bytes]:
 def restore_map_types(proto: onnx.ModelProto, *, keep_record: bool) -> onnx.ModelProto:
     """Put back the types :func:`hide_map_types` erased, on every graph input/output that
     still has that name and no type; ``keep_record`` False drops the metadata entry (results)."""
-    from studio.core.protowalk import iter_graphs
 
     hidden = _recorded(proto)
     if not hidden:
@@ -339,7 +340,6 @@ def save_result(model: ir.Model, path: Path, *, shown: str | None = None) -> Pat
 def save_declared(model: ir.Model, path: Path, *, external_data: bool | None, shown: str | None = None) -> Path:
     """``studio.core.save.save_model`` for a model read by :func:`load_ir`: the file declares
     the map types hidden from onnx-ir again, and carries no trace of the hiding."""
-    from studio.core.save import save_model
 
     record = model.metadata_props.pop(HIDDEN_TYPES_KEY, None)
     try:
@@ -348,7 +348,6 @@ def save_declared(model: ir.Model, path: Path, *, external_data: bool | None, sh
         if record is not None:
             model.metadata_props[HIDDEN_TYPES_KEY] = record
     if record is not None:      # the result declares the user's map types again
-        from studio.core.paths import atomic_write_bytes
 
         proto = onnx.load_model(str(written), load_external_data=False)
         proto.metadata_props.add(key=HIDDEN_TYPES_KEY, value=record)
