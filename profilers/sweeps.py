@@ -98,6 +98,12 @@ def _concurrent_ov(runner: Any, concurrency: int, requests: int) -> tuple[list[i
     return list(latencies), time.perf_counter() - started
 
 
+# This layer's per-engine table: how an engine serves concurrent requests (others: not available), and the
+# performance hint its runner is opened with for them.
+CONCURRENT = {"onnxruntime": _concurrent_ort, "openvino": _concurrent_ov}
+CONCURRENT_HINT = {"openvino": "THROUGHPUT"}
+
+
 def _estimate(warmup_ns: list[int]) -> float:
     """Seconds per call from the second half of a warm-up."""
     tail = warmup_ns[len(warmup_ns) // 2:] or warmup_ns
@@ -126,7 +132,7 @@ def sweep_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> Job
     if kind == "concurrency":
         ctx.set_stage(f"{v['label']}: concurrency sweep")
         shared = open_runner(v["model_path"], v["engine"], _feeds(args["points"][0], arrays), out_dir=ctx.out_dir,
-                             hint="THROUGHPUT" if v["engine"]["engine"] == "openvino" else None)
+                             hint=CONCURRENT_HINT.get(v["engine"]["engine"]))
         details = dict(shared.details)
         shared_estimate = _estimate(timed_loop(shared.infer, max(warmup, 1)))
     try:
@@ -140,12 +146,9 @@ def sweep_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> Job
                 if kind == "concurrency":
                     engine = v["engine"]["engine"]
                     requests = _count(shared_estimate, iterations) * max(1, value)
-                    if engine == "openvino":
-                        lat, wall = _concurrent_ov(shared, value, requests)
-                    elif engine == "onnxruntime":
-                        lat, wall = _concurrent_ort(shared, value, requests)
-                    else:
+                    if engine not in CONCURRENT:
                         raise ValueError(f"concurrency sweeps are not available for {engine}")
+                    lat, wall = CONCURRENT[engine](shared, value, requests)
                     points.append({"value": value, "ns": lat, "wall_s": wall, "requests": len(lat)})
                     continue
                 spec = dict(v["engine"])
