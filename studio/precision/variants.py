@@ -162,17 +162,24 @@ def model_kind(model: onnx.ModelProto) -> str:
 
 def default_variants(model: onnx.ModelProto) -> tuple[str, ...]:
     """What "auto" builds: fp32 on both engines, OpenVINO bf16, fp16, and the INT8 flavour
-    that fits the model (dynamic for transformers; otherwise static, static with float
-    fallback, and the OpenVINO twin). A KV-cache decoder (:func:`studio.inspect.decoder.recognize`)
-    adds int4 weight-only, what decoders are shipped in: ORT MatMulNBits, and NNCF ``compress_weights``
-    where OpenVINO is installed."""
+    that fits the model (transformers: ORT dynamic and, where OpenVINO is installed, NNCF's transformer
+    scheme with its cosine guard, the fastest verified INT8 measured on an encoder (issue 35); otherwise
+    static, static with float fallback, and the OpenVINO twin). Which one is recommended is decided by
+    the measured run on this CPU (:func:`recommend`, :func:`engine_gain_note`), not here.
+    A KV-cache decoder (:func:`studio.inspect.decoder.recognize`) adds int4 weight-only, what decoders are
+    shipped in: ORT MatMulNBits, and NNCF ``compress_weights`` where OpenVINO is installed."""
     base = ("fp32", "fp32-ov", "bf16-ov", "fp16")
-    kind = base + (("int8-dynamic",) if model_kind(model) == "transformer" else ("int8", "int8-mixed", "int8-ov"))
     convention = _decoder_convention(model)
+    ov_here = bool(get_engine("openvino").available())
+    if model_kind(model) == "transformer":
+        # a decoder is shipped weight-only (int4 below); full INT8 with NNCF is for encoders
+        kind = base + ("int8-dynamic",) + (("int8-nncf",) if ov_here and convention is None else ())
+    else:
+        kind = base + ("int8", "int8-mixed", "int8-ov")
     if convention is None or any(n.op_type == "MatMulNBits" for n in model.graph.node):
         return kind                      # not a decoder, or its weights are N-bit already (a genai build)
     # NNCF compresses no MatMul inside If branches, where a merged decoder keeps them
-    ov = convention != "merged-if" and bool(get_engine("openvino").available())
+    ov = convention != "merged-if" and ov_here
     return kind + ("int4",) + (("int4-ov",) if ov else ())
 
 
@@ -479,7 +486,8 @@ def _artifact_options(spec: VariantSpec, path: Path, model_path: Path) -> RunOpt
 
 
 def _build_nncf(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet, eval_feeds: FeedSet, golden,
-                target, limits: Limits, pool_key: str) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
+                target, limits: Limits, pool_key: str, target_cosine: float = 0.99
+                ) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
     """NNCF INT8 for OpenVINO (``nncf``), or with accuracy control by the task metric (``nncf-accuracy``)."""
     if spec.builder == "nncf-accuracy":
         if golden is None or target is None:
@@ -490,13 +498,32 @@ def _build_nncf(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet,
                               output=output, max_drop=_max_drop(target), limits=limits, pool_key=pool_key,
                               metric_options=_metric_options(golden, output), labels=golden.labelled)
     else:
-        r = quantize_openvino(model_path, calib.sets, work / spec.name, limits=limits, pool_key=pool_key)
-    details = {"nncf_version": r.nncf_version, "nncf_seconds": round(r.seconds, 3)}
+        # the transformer guard's floor is the flow's own target: a guarded variant is built to meet it
+        r = quantize_openvino(model_path, calib.sets, work / spec.name, limits=limits, pool_key=pool_key,
+                              guard_cosine=target_cosine)
+    details = {"nncf_version": r.nncf_version, "nncf_seconds": round(r.seconds, 3), "nncf_model_type": r.model_type}
     if r.int8_metric is not None:
         details.update(nncf_metric=r.metric, nncf_fp32_metric=r.fp32_metric, nncf_int8_metric=r.int8_metric)
+    if r.guard_cosine:
+        details.update(guard_cosine=list(r.guard_cosine), float_layers=list(r.float_layers))
     lineage = ({"pass": f"nncf.{'quantize_with_accuracy_control' if r.mode != 'basic' else 'quantize'}",
                 "tool": f"nncf {r.nncf_version}", "seconds": round(r.seconds, 3)},)
-    return r.ir_path, lineage, details, []
+    return r.ir_path, lineage, details, guard_notes(r, target_cosine)
+
+
+def guard_notes(r, floor: float) -> list[str]:
+    """What NNCF's transformer guard did (``NNCFResult.guard_cosine``/``float_layers``), in one note: the
+    worst calibration cosine of the full INT8 model, and when it was under ``floor`` the FFN down-projections
+    left in float and the guarded cosine. Nothing when the guard did not run (not a transformer)."""
+    if not r.guard_cosine:
+        return []
+    full = r.guard_cosine[0]
+    if not r.float_layers:
+        return [f"NNCF transformer scheme, every MatMul INT8 (worst calibration cosine {full:.4f} >= {floor:g})"]
+    after = f"{r.guard_cosine[1]:.4f}" if len(r.guard_cosine) > 1 else "n/a"
+    return [f"NNCF transformer scheme: full INT8 reached calibration cosine {full:.4f} < {floor:g}, so "
+            f"{len(r.float_layers)} FFN down-projection(s) stay in float (cosine {after}): "
+            f"{', '.join(r.float_layers)[:200]}"]
 
 
 def _task_metrics(ds, golden, path: Path, spec: VariantSpec, eval_feeds: FeedSet, target,
@@ -790,7 +817,7 @@ def _build_one(ctx: _Context, inp: _Inputs, spec: VariantSpec, built: Mapping[st
                                   ctx.pool_key)
     if spec.builder.startswith("nncf"):
         return _build_nncf(spec, ctx.model_path, ctx.work, inp.calib, inp.eval_feeds, inp.golden, ctx.target,
-                           ctx.limits, ctx.pool_key)
+                           ctx.limits, ctx.pool_key, ctx.target_cosine)
     if not spec.passes:
         return ctx.model_path, (), {}, []
     if reuse is not None:
@@ -907,6 +934,8 @@ def _engine_notes(spec: VariantSpec, details: Mapping[str, Any], cmp: ModelCompa
         notes.append("uses ONNX Runtime contrib ops: runs on ONNX Runtime only")
     if cmp.set_errors:
         notes.append(cmp.set_errors[0])
+    if cmp.comparison is not None and cmp.comparison.missing:   # no cosine for them: say so, never "n/a" silently
+        notes.append(f"{spec.label} gave no output named {', '.join(cmp.comparison.missing)[:120]}: not compared")
     return notes
 
 

@@ -102,7 +102,11 @@ class OvRunner:
                 by_name.setdefault(n, index)
         names = onnx_output_names(str(args.get("onnx_path") or path))   # an IR: its source ONNX model's order
         if names is None or len(names) != len(ports):
-            names = [sorted(p.get_names())[0] if p.get_names() else f"output_{i}" for i, p in enumerate(ports)]
+            # the names the model declares (an IR's Results), in the compiled order: compiling can add the
+            # producing node's tensor name to a port ('/.../Add_1_output_0' beside 'last_hidden_state' after
+            # NNCF), and the first of those sorted is not the output's name
+            declared = list(model.outputs) if len(model.outputs) == len(ports) else ports
+            names = [sorted(p.get_names())[0] if p.get_names() else f"output_{i}" for i, p in enumerate(declared)]
         self.output_names = names
         self.port_of = {n: by_name.get(n, i) for i, n in enumerate(names)}
         self.bound_inputs: dict[int, np.ndarray] = {}
