@@ -74,7 +74,8 @@ class FixInputShapes(StudioPass):
         dims = {str(k): v for k, v in dict(self.options.get("dims") or {}).items()}
         for k, v in dims.items():
             if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-                raise StudioError(f"fix-input-shapes: dim '{k[:40]}' must be a positive integer", code=ErrorCode.BAD_OPTION)
+                raise StudioError(f"fix-input-shapes: dim '{k[:40]}' must be a positive integer",
+                                  code=ErrorCode.BAD_OPTION)
         if not dims:
             return result(model, [], notes=["no dims given: nothing to fix (use --dim NAME=VALUE)"])
         declared = {d.value for v in model.graph.inputs if v.shape is not None

@@ -172,7 +172,8 @@ def _same_export(decoder: ModelProto, with_past: ModelProto) -> None:
               if vi.name == (p_spec.logits or "logits")]
     if len(logits) == 2 and all(isinstance(x, int) for x in logits) and logits[0] != logits[1]:
         raise DecoderError(f"the decoder and the decoder with past come from different exports: logits of size "
-                           f"{logits[0]} in the decoder but {logits[1]} in the decoder with past", code=ErrorCode.MERGE_EXPORTS)
+                           f"{logits[0]} in the decoder but {logits[1]} in the decoder with past",
+                           code=ErrorCode.MERGE_EXPORTS)
     for one, other, which, where in ((decoder, with_past, "decoder", "decoder with past"),
                                      (with_past, decoder, "decoder with past", "decoder")):
         have = {_content_key(t) for t in other.graph.initializer}

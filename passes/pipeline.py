@@ -165,7 +165,8 @@ def validate_input(model_path: Path, *, limits: Limits | None = None, pool_key: 
 
     proto = onnx.load_model(str(model_path), load_external_data=False)
     if not proto.graph.output:
-        raise StudioError("cannot optimize: the model's graph has no outputs (empty graph)", code=ErrorCode.INVALID_MODEL)
+        raise StudioError("cannot optimize: the model's graph has no outputs (empty graph)",
+                          code=ErrorCode.INVALID_MODEL)
     problem = full_check_in_worker(Path(model_path), limits=limits, pool_key=pool_key) if full_check else None
     if problem:
         raise StudioError(f"cannot optimize: the model fails the onnx.checker full check ({problem}); "

@@ -133,7 +133,8 @@ def _run(model: ir.Model, work: Path, bits: int, block, symmetric: bool, level: 
         done = sum(1 for n in all_nodes(model) if n.op_type == "MatMulNBits")
         raise StudioError(f"the model's {done} MatMuls already hold N-bit weights (MatMulNBits): nothing left to "
                           "quantize" if done else "no MatMul with a constant 2-D weight to quantize (weight-only "
-                          "quantization needs MatMul weights stored as initializers)", code=ErrorCode.NOTHING_TO_QUANTIZE)
+                          "quantization needs MatMul weights stored as initializers)",
+                          code=ErrorCode.NOTHING_TO_QUANTIZE)
     block_size = auto_block_size(k for _, k, _ in eligible) if block == "auto" else int(block)
     ctx.set_stage(f"weight-only int{bits}: MatMulNBitsQuantizer (block {block_size})")
     cfg = DefaultWeightOnlyQuantConfig(block_size=block_size, is_symmetric=symmetric,

@@ -130,7 +130,8 @@ def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpe
     vocab = min((c.vocab for c in contracts if c.vocab), default=None)
     if vocab is None:
         raise StudioError(f"{short(targets[0].path.name, 60)}: the vocabulary size is not in the graph (no "
-                          "embedding table, no fixed logits dim): prompts cannot be drawn", code=ErrorCode.GENERATE_VOCAB)
+                          "embedding table, no fixed logits dim): prompts cannot be drawn",
+                          code=ErrorCode.GENERATE_VOCAB)
     variants = make_variants(targets, engines)
     results: dict[str, dict[str, Any]] = {v.id: {"variant": v} for v in variants}
     runnable = []

@@ -109,7 +109,8 @@ class ProfileOptions:
                                   code=ErrorCode.BAD_OPTION)
         if self.iterations is not None and (isinstance(self.iterations, bool) or not isinstance(self.iterations, int)
                                             or self.iterations < 1):
-            raise StudioError(f"iterations must be a positive integer, got {self.iterations!r}", code=ErrorCode.BAD_OPTION)
+            raise StudioError(f"iterations must be a positive integer, got {self.iterations!r}",
+                              code=ErrorCode.BAD_OPTION)
         if self.inputs_npz and self.images_dir:
             raise StudioError("give either an .npz inputs file or an image folder, not both", code=ErrorCode.BAD_OPTION)
         if self.iterations is None and self.duration_s is None:

@@ -337,7 +337,8 @@ def probe_scheduler(address: str, security=None, timeout_s: float | None = None)
     if isinstance(exc, OSError):
         raise StudioError(f"no Dask scheduler answered at {address}: {(exc.strerror or str(exc) or type(exc).__name__)[:120]}",
                           code=ErrorCode.NO_CLUSTER) from None
-    raise StudioError(f"no Dask scheduler answered at {address}: {type(exc).__name__}", code=ErrorCode.NO_CLUSTER) from None
+    raise StudioError(f"no Dask scheduler answered at {address}: {type(exc).__name__}",
+                      code=ErrorCode.NO_CLUSTER) from None
 
 
 class DaskExecutor:
@@ -356,7 +357,8 @@ class DaskExecutor:
         dask_security = (security or ClusterSecurity()).to_dask()
         if self.address.startswith("tls://") and dask_security is None:
             raise StudioError(f"cannot reach the Dask scheduler at {self.address}: a tls:// scheduler needs TLS "
-                              "settings (--tls-ca-file/--tls-cert/--tls-key or ONNX_STUDIO_TLS_*)", code=ErrorCode.NO_CLUSTER)
+                              "settings (--tls-ca-file/--tls-cert/--tls-key or ONNX_STUDIO_TLS_*)",
+                              code=ErrorCode.NO_CLUSTER)
         timeout_s = cluster_timeout_s() if timeout_s is None else timeout_s
         probe_scheduler(self.address, dask_security, timeout_s)      # bounded: a silent or foreign port is one line
         try:

@@ -173,7 +173,8 @@ def measure_on(kind: str, target: str, models: Sequence[tuple[str, Path]], kwarg
         known = ex.targets()
         if target not in known:
             raise StudioError(f"no worker of the cluster offers target '{target[:40]}' (resource "
-                              f"target-{target[:40]}); known targets: {', '.join(known) or 'none'}", code=ErrorCode.NO_TARGET)
+                              f"target-{target[:40]}); known targets: {', '.join(known) or 'none'}",
+                              code=ErrorCode.NO_TARGET)
         entries: dict[str, Path] = {}
         described = []
         for i, (label, path) in enumerate(models):
@@ -197,7 +198,8 @@ def measure_on(kind: str, target: str, models: Sequence[tuple[str, Path]], kwarg
             raise StudioError(f"the {kind} on target '{target[:40]}' did not finish: {exc}", code=exc.code) from None
         except Exception as exc:  # noqa: BLE001 - a worker-side crash
             raise StudioError(f"the {kind} on target '{target[:40]}' did not finish: {type(exc).__name__}: "
-                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''}", code=ErrorCode.WORKER_LOST) from None
+                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                              code=ErrorCode.WORKER_LOST) from None
     finally:
         ex.close()
     if "error" in payload:

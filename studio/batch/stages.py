@@ -206,10 +206,12 @@ def run_stage(task: StageTask, model_path: Path, out_dir: Path, *, pool_key: str
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         if task.stage not in _RUNNERS:
-            raise StudioError(f"unknown stage {task.stage[:20]!r}; stages: {', '.join(STAGES)}", code=ErrorCode.BAD_OPTION)
+            raise StudioError(f"unknown stage {task.stage[:20]!r}; stages: {', '.join(STAGES)}",
+                              code=ErrorCode.BAD_OPTION)
         handle = api.load(model_path)
         if handle.sha256 != task.model_sha256:
-            raise StudioError("the model's content does not match the task's hash; refusing it", code=ErrorCode.HASH_MISMATCH)
+            raise StudioError("the model's content does not match the task's hash; refusing it",
+                              code=ErrorCode.HASH_MISMATCH)
         status, verdict, figures, files = _RUNNERS[task.stage](handle, dict(task.options), pool_key, out_dir)
     except (StudioError, OSError) as exc:
         status, verdict, figures, files = _failed(exc)

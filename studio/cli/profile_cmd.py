@@ -125,7 +125,8 @@ def _nsys(args: argparse.Namespace) -> int | None:
         print(plan.shell_text(), file=sys.stderr)
         return None
     if not args.out_dir:
-        raise StudioError("--nsys needs --out-dir DIR (where the .nsys-rep report is written)", code=ErrorCode.BAD_OPTION)
+        raise StudioError("--nsys needs --out-dir DIR (where the .nsys-rep report is written)",
+                          code=ErrorCode.BAD_OPTION)
     (out / "nsys").mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(api.__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])])}

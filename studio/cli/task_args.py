@@ -35,7 +35,8 @@ def goal(args: argparse.Namespace) -> str | None:
         flag = getattr(args, "old_goal_flag", "--target")
         print(f"note: '{flag} METRIC>=X' is deprecated: write --goal METRIC>=X", file=sys.stderr)
         if getattr(args, "goal", None):
-            raise StudioError(f"give one task-metric goal: --goal, not both --goal and {flag}", code=ErrorCode.BAD_OPTION)
+            raise StudioError(f"give one task-metric goal: --goal, not both --goal and {flag}",
+                              code=ErrorCode.BAD_OPTION)
     return getattr(args, "goal", None) or old or None
 
 

@@ -47,7 +47,8 @@ def command(args: argparse.Namespace) -> list[str]:
             cmd += [f"--{flag.replace('_', '-')}", value]
     if args.target:
         if not _TARGET.match(args.target):
-            raise StudioError("a target name is letters, digits, '.', '_' or '-' (at most 40)", code=ErrorCode.BAD_OPTION)
+            raise StudioError("a target name is letters, digits, '.', '_' or '-' (at most 40)",
+                              code=ErrorCode.BAD_OPTION)
         cmd += ["--resources", f"target-{args.target}=1", "--name", f"target-{args.target}"]
     return cmd
 

@@ -270,9 +270,11 @@ def read_npy_header(fh, available: int, *, label: str, max_bytes: int = MAX_ARRA
         raise StudioError(f"{label} holds Python objects (a pickle); only numeric arrays are read and pickles are "
                           "never loaded", code=ErrorCode.BAD_INPUT)
     if dtype.kind in "SU":
-        raise StudioError(f"{label} holds strings ({dtype.str}); only numeric arrays are read", code=ErrorCode.BAD_INPUT)
+        raise StudioError(f"{label} holds strings ({dtype.str}); only numeric arrays are read",
+                          code=ErrorCode.BAD_INPUT)
     if dtype.kind not in "biufc" or dtype.fields is not None or dtype.subdtype is not None:
-        raise StudioError(f"{label} holds {dtype.str} records; only plain numeric arrays are read", code=ErrorCode.BAD_INPUT)
+        raise StudioError(f"{label} holds {dtype.str} records; only plain numeric arrays are read",
+                          code=ErrorCode.BAD_INPUT)
     elements = 1
     for d in shape:
         elements *= int(d)
@@ -287,7 +289,8 @@ def read_npy_header(fh, available: int, *, label: str, max_bytes: int = MAX_ARRA
         held = available
     if held < nbytes:
         raise StudioError(f"{label} is truncated: its header declares {_size_text(nbytes)} of data "
-                          f"({list(shape)} {dtype.name}), the file holds {_size_text(max(held, 0))}", code=ErrorCode.BAD_INPUT)
+                          f"({list(shape)} {dtype.name}), the file holds {_size_text(max(held, 0))}",
+                          code=ErrorCode.BAD_INPUT)
     return ArrayHeader(tuple(int(d) for d in shape), dtype, bool(fortran), nbytes)
 
 
@@ -317,7 +320,8 @@ def load_npy(path: Path, *, label: str, max_bytes: int = MAX_ARRAY_BYTES, check=
                 check(header)
             return read_npy_data(fh, header, label=label)
     except OSError as exc:
-        raise StudioError(f"{label} cannot be read ({exc.strerror or type(exc).__name__})", code=ErrorCode.BAD_INPUT) from None
+        raise StudioError(f"{label} cannot be read ({exc.strerror or type(exc).__name__})",
+                          code=ErrorCode.BAD_INPUT) from None
 
 
 def load_npz(path: Path, *, label: str, max_bytes: int = MAX_ARRAY_BYTES, check=None) -> dict[str, np.ndarray]:
@@ -351,7 +355,8 @@ def _walk_npz(path: Path, label: str, max_bytes: int, visit) -> None:  # noqa: A
         with zipfile.ZipFile(path) as zf:
             infos = [i for i in zf.infolist() if not i.is_dir()]
             if len(infos) > 10_000:
-                raise StudioError(f"{label} holds {len(infos)} arrays, over the limit of 10000", code=ErrorCode.TOO_LARGE)
+                raise StudioError(f"{label} holds {len(infos)} arrays, over the limit of 10000",
+                                  code=ErrorCode.TOO_LARGE)
             if not infos:
                 raise StudioError(f"{label} holds no arrays", code=ErrorCode.BAD_INPUT)
             for info in infos:
@@ -375,4 +380,5 @@ def _walk_npz(path: Path, label: str, max_bytes: int, visit) -> None:  # noqa: A
         raise StudioError(f"{label} is not a readable .npz (encrypted or an unsupported compression)",
                           code=ErrorCode.BAD_INPUT) from None
     except OSError as exc:
-        raise StudioError(f"{label} cannot be read ({exc.strerror or type(exc).__name__})", code=ErrorCode.BAD_INPUT) from None
+        raise StudioError(f"{label} cannot be read ({exc.strerror or type(exc).__name__})",
+                          code=ErrorCode.BAD_INPUT) from None

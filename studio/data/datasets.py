@@ -155,7 +155,8 @@ def _walk(folder: Path, limit: int) -> list[Path]:
             continue
         out.append(p)
         if len(out) > limit:
-            raise StudioError(f"the dataset has more than {limit} files; give a smaller folder", code=ErrorCode.TOO_LARGE)
+            raise StudioError(f"the dataset has more than {limit} files; give a smaller folder",
+                              code=ErrorCode.TOO_LARGE)
     return out
 
 
@@ -321,7 +322,8 @@ def json_line(line: str) -> dict:
     The error says what is wrong with the line ("not valid JSON"); callers name the line."""
     depth = json_depth(line)
     if depth > MAX_JSON_DEPTH:
-        raise StudioError(f"JSON nested {depth} levels deep, over the limit of {MAX_JSON_DEPTH}", code=ErrorCode.BAD_INPUT)
+        raise StudioError(f"JSON nested {depth} levels deep, over the limit of {MAX_JSON_DEPTH}",
+                          code=ErrorCode.BAD_INPUT)
     try:
         obj = json.loads(line)
     except (json.JSONDecodeError, RecursionError, ValueError):
@@ -485,7 +487,8 @@ def load_dataset(folder: str | Path) -> Dataset:
                      dict(data.get("options") or {}))
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError,
             RecursionError):
-        raise StudioError("the dataset manifest is corrupt; import the dataset again", code=ErrorCode.BAD_CATALOG) from None
+        raise StudioError("the dataset manifest is corrupt; import the dataset again",
+                          code=ErrorCode.BAD_CATALOG) from None
     for ref in ds.samples:
         if (not ref.file or ref.file.startswith(("/", "\\")) or "\x00" in ref.file
                 or any(part == ".." for part in PurePosixPath(ref.file.replace("\\", "/")).parts)):

@@ -49,7 +49,8 @@ class ShapeRange:
         if any(d < 0 for d in (*self.min, *self.opt, *self.max)):
             raise StudioError("shape range: dims cannot be negative", code=ErrorCode.BAD_OPTION)
         if not all(a <= b <= c for a, b, c in zip(self.min, self.opt, self.max)):
-            raise StudioError(f"shape range {self.text()}: needs min <= opt <= max on every axis", code=ErrorCode.BAD_OPTION)
+            raise StudioError(f"shape range {self.text()}: needs min <= opt <= max on every axis",
+                              code=ErrorCode.BAD_OPTION)
 
     @property
     def static(self) -> bool:
@@ -76,13 +77,15 @@ def parse_shape_spec(spec: str) -> tuple[str, ShapeRange]:
     ``:`` in them still work."""
     name, sep, shapes = spec.rpartition("=")
     if not sep or not name or not shapes:
-        raise StudioError(f"--shapes expects NAME=MIN:OPT:MAX or NAME=SHAPE, got '{spec[:60]}'", code=ErrorCode.BAD_OPTION)
+        raise StudioError(f"--shapes expects NAME=MIN:OPT:MAX or NAME=SHAPE, got '{spec[:60]}'",
+                          code=ErrorCode.BAD_OPTION)
     parts = shapes.split(":")
     if len(parts) == 1:
         s = _shape(parts[0], f"--shapes {name[:40]}")
         return name, ShapeRange(s, s, s)
     if len(parts) != 3:
-        raise StudioError(f"--shapes {name[:40]}: give MIN:OPT:MAX (three shapes) or one shape", code=ErrorCode.BAD_OPTION)
+        raise StudioError(f"--shapes {name[:40]}: give MIN:OPT:MAX (three shapes) or one shape",
+                          code=ErrorCode.BAD_OPTION)
     lo, opt, hi = (_shape(p, f"--shapes {name[:40]}") for p in parts)
     return name, ShapeRange(lo, opt, hi)
 
@@ -140,7 +143,8 @@ def parse_ov_precisions(value: str | Iterable[str]) -> tuple[str, ...]:
     out: list[str] = []
     for name in (raw.lower() for raw in comma_items(value)):
         if name not in OV_PRECISIONS:
-            raise StudioError(f"OpenVINO IR precision must be fp32 or fp16, got {name[:20]!r}", code=ErrorCode.BAD_OPTION)
+            raise StudioError(f"OpenVINO IR precision must be fp32 or fp16, got {name[:20]!r}",
+                              code=ErrorCode.BAD_OPTION)
         if name not in out:
             out.append(name)
     if not out:
@@ -192,7 +196,8 @@ class ExportOptions:
                 raise StudioError(f"{label} must be an integer >= {low}, got {value!r}", code=ErrorCode.BAD_OPTION)
         for key, value in dict(self.dims).items():
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise StudioError(f"dim '{str(key)[:40]}' must be a positive integer, got {value!r}", code=ErrorCode.BAD_OPTION)
+                raise StudioError(f"dim '{str(key)[:40]}' must be a positive integer, got {value!r}",
+                                  code=ErrorCode.BAD_OPTION)
         object.__setattr__(self, "dims", dict(self.dims))
         object.__setattr__(self, "targets", resolve_targets(self.targets))
         object.__setattr__(self, "shapes", parse_shapes(self.shapes))

@@ -115,5 +115,6 @@ def dot_to_svg(dot_text: str, timeout: float = DOT_TIMEOUT_S) -> str:
                           "(--focus/--hops or a lower --level)", code=ErrorCode.DOT_TIMEOUT) from None
     if proc.returncode != 0:
         first = proc.stderr.decode("utf-8", "replace").strip().splitlines()[:1]
-        raise StudioError(f"graphviz `dot` failed: {first[0][:200] if first else proc.returncode}", code=ErrorCode.DOT_FAILED)
+        raise StudioError(f"graphviz `dot` failed: {first[0][:200] if first else proc.returncode}",
+                          code=ErrorCode.DOT_FAILED)
     return proc.stdout.decode("utf-8")

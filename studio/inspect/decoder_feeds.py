@@ -186,7 +186,8 @@ def check_step(spec: DecoderSpec, feeds: Mapping[str, object]) -> None:
                 else "")
         raise DecoderError(f"attention mask {short(spec.attention_mask or '', 40)} has length {mask.shape[-1]}, "
                            f"but {held}{short(spec.input_ids or '', 40)} has {seq} new token(s): it must be "
-                           f"{past + seq} (past + new), ones where a position may be attended", code=ErrorCode.DECODER_MASK)
+                           f"{past + seq} (past + new), ones where a position may be attended",
+                           code=ErrorCode.DECODER_MASK)
     pos = feeds.get(spec.position_ids or "")
     if seq is not None and isinstance(pos, np.ndarray) and pos.ndim and pos.shape[-1] != seq:
         raise DecoderError(f"position ids {short(spec.position_ids or '', 40)} have length {pos.shape[-1]}, but "

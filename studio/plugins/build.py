@@ -95,7 +95,8 @@ def _copy_sources(package_dir: Path, dest: Path) -> None:
             continue
         total += path.stat().st_size
         if total > _MAX_SOURCE_BYTES:
-            raise StudioError("the package folder holds over 64 MiB of sources; build it by hand", code=ErrorCode.BAD_PATH)
+            raise StudioError("the package folder holds over 64 MiB of sources; build it by hand",
+                              code=ErrorCode.BAD_PATH)
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)  # scratch: into the build worker's scratch copy
@@ -118,7 +119,8 @@ def build_package(package_dir: Path, target: str, *, timeout_s: float = BUILD_TI
         raise StudioError(f"only {', '.join(BUILDABLE)} packages are built (got {target})", code=ErrorCode.BAD_TARGET)
     if not builds_allowed():
         raise StudioError("building C++ plugins is off on a shared server (it would run the package's CMake and "
-                          "compiler on the server); download the package and build it locally", code=ErrorCode.SHARED_MODE)
+                          "compiler on the server); download the package and build it locally",
+                          code=ErrorCode.SHARED_MODE)
     if not (package_dir / "CMakeLists.txt").is_file():
         raise StudioError(f"no CMakeLists.txt in the {target} package; generate it first", code=ErrorCode.BAD_PATH)
     tools = [toolchain.cmake(), toolchain.cxx_compiler()]

@@ -95,9 +95,11 @@ def compress_openvino(model_path: Path, out_dir: Path, *, mode: str = "INT4_SYM"
         raise StudioError(f"NNCF weight compression mode must be one of {', '.join(MODES)}, got {mode[:20]!r}",
                           code=ErrorCode.BAD_OPTION)
     if not 0.0 < ratio <= 1.0:
-        raise StudioError(f"ratio (the share of layers in int4) must be in (0, 1], got {ratio}", code=ErrorCode.BAD_OPTION)
+        raise StudioError(f"ratio (the share of layers in int4) must be in (0, 1], got {ratio}",
+                          code=ErrorCode.BAD_OPTION)
     if mode.startswith("INT4") and (group_size < 1 and group_size != -1):
-        raise StudioError(f"group size must be positive (or -1: per channel), got {group_size}", code=ErrorCode.BAD_OPTION)
+        raise StudioError(f"group size must be positive (or -1: per channel), got {group_size}",
+                          code=ErrorCode.BAD_OPTION)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="studio-nncf-w-"))

@@ -744,7 +744,8 @@ def _check_options(header: onnx.ModelProto, target_cosine: float, calibration_me
         raise StudioError(f"calibration method must be one of {', '.join(METHODS)}, got {calibration_method[:20]!r}",
                           code=ErrorCode.BAD_OPTION)
     if target is not None and dataset is None:
-        raise StudioError("a task-metric target needs a dataset to judge it on (--dataset NAME)", code=ErrorCode.BAD_OPTION)
+        raise StudioError("a task-metric target needs a dataset to judge it on (--dataset NAME)",
+                          code=ErrorCode.BAD_OPTION)
     if target is not None:                   # before any work: a target no output's task has is refused
 
         check_target(target, output_specs(header, tasks),

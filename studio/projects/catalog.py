@@ -167,7 +167,8 @@ class Catalog:
                     con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             except sqlite3.DatabaseError as exc:     # a full or read-only projects root, a file-size limit
                 raise CatalogError(f"cannot create the project catalog ({exc}: the disk may be full, read-only "
-                                   "or past a file-size limit); nothing was written", code=ErrorCode.CATALOG_WRITE) from None
+                                   "or past a file-size limit); nothing was written",
+                                   code=ErrorCode.CATALOG_WRITE) from None
         else:
             schema = self.one("SELECT value FROM meta WHERE key='schema'")
             try:

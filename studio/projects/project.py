@@ -204,7 +204,8 @@ class Project:
     def model(self, model_id: str) -> ProjectModel:
         row = self.catalog.one("SELECT id, name FROM models WHERE id=?", (str(model_id),))
         if row is None:
-            raise StudioError(f"no model '{safe_name(str(model_id))}' in project '{self.name[:60]}'", code=ErrorCode.NO_MODEL)
+            raise StudioError(f"no model '{safe_name(str(model_id))}' in project '{self.name[:60]}'",
+                              code=ErrorCode.NO_MODEL)
         return ProjectModel(self, row["id"], row["name"])
 
     def find_content(self, sha256: str) -> tuple[ProjectModel, Version] | None:
@@ -407,7 +408,8 @@ class ProjectModel:
     def version(self, vid: str) -> Version:
         r = self.project.catalog.one("SELECT * FROM versions WHERE model_id=? AND id=?", (self.id, str(vid)))
         if r is None:
-            raise StudioError(f"no version '{safe_name(str(vid))}' of model '{self.name[:60]}'", code=ErrorCode.NO_VERSION)
+            raise StudioError(f"no version '{safe_name(str(vid))}' of model '{self.name[:60]}'",
+                              code=ErrorCode.NO_VERSION)
         return self._version(r)
 
     def version_with_content(self, sha256: str) -> Version | None:

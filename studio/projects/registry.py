@@ -340,7 +340,8 @@ def import_project(archive: str | Path | bytes, root: str | Path | None = None, 
     data = archive if isinstance(archive, bytes) else Path(archive).read_bytes()
     members = zip_members(data)
     if not any(rel.as_posix() == CATALOG for _, rel in members):
-        raise StudioError("not an onnx-studio project archive (no catalog.sqlite at its top)", code=ErrorCode.NOT_A_PROJECT)
+        raise StudioError("not an onnx-studio project archive (no catalog.sqlite at its top)",
+                          code=ErrorCode.NOT_A_PROJECT)
     tmp = r / f".tmp-{new_id()}"
     try:
         with outputs.translated(outputs.shown_path(r)):

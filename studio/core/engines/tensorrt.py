@@ -122,7 +122,8 @@ def profile_shapes(input_dims: Mapping[str, Sequence[int]], feed_shapes: Mapping
     overrides = overrides or {}
     unknown = sorted(set(overrides) - set(input_dims))
     if unknown:
-        raise StudioError(f"TensorRT profile names unknown input(s): {', '.join(unknown[:5])}", code=ErrorCode.BAD_OPTION)
+        raise StudioError(f"TensorRT profile names unknown input(s): {', '.join(unknown[:5])}",
+                          code=ErrorCode.BAD_OPTION)
     out: dict[str, tuple[Shape, Shape, Shape]] = {}
     for name, dims in input_dims.items():
         dims = tuple(int(d) for d in dims)
@@ -134,12 +135,14 @@ def profile_shapes(input_dims: Mapping[str, Sequence[int]], feed_shapes: Mapping
         if name in overrides:
             shapes = tuple(tuple(int(d) for d in s) for s in overrides[name])
             if len(shapes) != 3:
-                raise StudioError(f"TensorRT profile for {name!r} needs (min, opt, max) shapes", code=ErrorCode.BAD_OPTION)
+                raise StudioError(f"TensorRT profile for {name!r} needs (min, opt, max) shapes",
+                                  code=ErrorCode.BAD_OPTION)
             lo, opt, hi = shapes
             for label, shape in (("min", lo), ("opt", opt), ("max", hi)):
                 _check_fits(name, dims, shape, f"profile {label}")
             if not all(a <= b <= c for a, b, c in zip(lo, opt, hi)):
-                raise StudioError(f"TensorRT profile for {name!r} must satisfy min <= opt <= max", code=ErrorCode.BAD_OPTION)
+                raise StudioError(f"TensorRT profile for {name!r} must satisfy min <= opt <= max",
+                                  code=ErrorCode.BAD_OPTION)
             if feed is not None and not all(a <= f <= c for a, f, c in zip(lo, feed, hi)):
                 raise StudioError(f"feed {name!r} shape {list(feed)} is outside its TensorRT profile "
                                   f"[{list(lo)} .. {list(hi)}]", code=ErrorCode.BAD_OPTION)
