@@ -363,7 +363,7 @@ def _ort_all(path: Path, feeds: dict) -> list:
 
 def _same_any(a: list, b: list) -> bool:
     """Shapes first (T4), then values; sequences and maps (T8) element by element."""
-    from passes.verify import same_values
+    from studio.verification.verifier import same_values
 
     if len(a) != len(b):
         return False

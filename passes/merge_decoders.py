@@ -305,7 +305,7 @@ def merge_decoder_protos(decoder: ModelProto, with_past: ModelProto) -> tuple[Mo
 def _verify(merged_path: Path, decoder_path: Path, with_past_path: Path, merged: ModelProto, decoder: ModelProto,
             *, pool_key: str, dims: Mapping[str, int] | None) -> tuple[MergeStep, ...]:
     """Prefill against the decoder, decode against the decoder with past, on ONNX Runtime (sandboxed)."""
-    from passes.verify import run_sets
+    from studio.verification.verifier import run_sets
     from studio.inspect.decoder_feeds import decoder_steps
 
     spec = recognize(merged)

@@ -2,7 +2,7 @@
 
 The model is loaded once into onnx-ir (weights mapped lazily, never copied)
 and changed in place. After a modifying pass the result is saved as a
-checkpoint and verified against the original (``passes.verify``); a failed
+checkpoint and verified against the original (``studio.verification.verifier``); a failed
 verification either stops the pipeline or reverts that pass (the caller's
 choice, ``on_failure``), naming the pass and the first differing output.
 Reverting reloads the last verified checkpoint, so no in-memory copy of the
@@ -28,7 +28,7 @@ from studio.core.model_io import Checkpoint, Linker, load_checkpoint, load_for_p
 from passes.normalize import normalize_in_worker
 from passes.records import PassRecord
 from passes.registry import make_pass, preset
-from passes.verify import Verifier
+from studio.verification.verifier import Verifier
 from studio.core.compare import Tolerance, Verification, VerifyStatus
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
@@ -161,7 +161,7 @@ def validate_input(model_path: Path, *, limits: Limits | None = None, pool_key: 
     check runs in a sandbox worker: onnx's shape inference can crash on hostile models."""
     import onnx
 
-    from passes.verify import full_check_in_worker
+    from studio.verification.verifier import full_check_in_worker
 
     proto = onnx.load_model(str(model_path), load_external_data=False)
     if not proto.graph.output:

@@ -379,7 +379,7 @@ def merge_comparisons(comparisons: list[Comparison]) -> Comparison:
 
 class VerifyStatus(StrEnum):
     """How checking a transformed model against its original ended: one vocabulary for the optimizer's
-    per-pass check (``passes.verify``), an edit (``studio.edit.verify``) and an exported artifact
+    per-pass check (``studio.verification.verifier``), an edit (``studio.edit.verify``) and an exported artifact
     (``studio.export``); docs/architecture.md section 4b gives each producer's mapping. A member is
     its string (what ``--json`` shows)."""
 

@@ -11,7 +11,7 @@ import onnx_ir as ir
 
 from studio.core.ort_symbolic import symbolic_shapes
 from studio.edit.script import EditError, EditOp
-from passes.verify import _externals_as_inputs as convert
+from studio.verification.verifier import _externals_as_inputs as convert
 from studio.core.model_io import to_proto
 
 

@@ -2,7 +2,7 @@
 
 Three ways, chosen by what the operations promise (``studio.edit.state``):
 - every operation keeps values (renames, identity-like bypasses, inserted Identity): the
-  pipeline's ``passes.verify.Verifier`` against the original, the renamed interface mapped back;
+  pipeline's ``studio.verification.verifier.Verifier`` against the original, the renamed interface mapped back;
 - the interface changes but tensors keep their values (extract, split, add/remove outputs,
   delete): the original is run with the edited model's inputs and outputs exposed, and the
   edited model, fed the original's values at its inputs, must reproduce the original's values
@@ -23,9 +23,9 @@ from studio.edit import graph as g
 from studio.edit.state import KEEPS, PINNED, SEQUENCE, STRUCTURE, VALUES
 from studio.core.model_io import from_proto, to_proto
 from studio.core.model_io import Linker, save_checkpoint
-from passes.verify import Verifier
+from studio.verification.verifier import Verifier
 from studio.core.model_io import load_for_passes
-from passes.verify import run_sets
+from studio.verification.verifier import run_sets
 from studio.core.compare import Verification, VerifyStatus, compare_outputs
 from studio.core.feeds import input_specs, random_feeds
 

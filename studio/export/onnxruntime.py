@@ -39,7 +39,7 @@ from studio.export.files import has_external_tensors
 from studio.export.reference import verify_outputs
 from studio.export.results import ERROR, Artifact, TargetResult, Verification, target_result
 from studio.export.files import external_locations
-from passes.verify import full_check_in_worker
+from studio.verification.verifier import full_check_in_worker
 from studio.export.customops import ship
 
 MODEL_NAME = "model.onnx"

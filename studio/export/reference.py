@@ -34,9 +34,9 @@ from studio.export.results import FAILED, PASSED, Verification
 from studio.inspect.decoder import recognize
 from studio.inspect.decoder_feeds import decoder_steps
 from studio.data.tasks import order_free_for, output_tasks
-from passes.verify import Verifier
+from studio.verification.verifier import Verifier
 from diagnostics.input_search import search_runs
-from passes.verify import run_sets
+from studio.verification.verifier import run_sets
 from studio.export.results import ERROR, NOT_VERIFIED
 
 FP16_TOLERANCE = Tolerance(1e-2, 1e-3, 1e-2, min_cosine=0.999)

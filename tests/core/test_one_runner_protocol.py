@@ -92,7 +92,7 @@ def _ctx(folder: Path) -> JobContext:
 def test_verification_checks_profile_precision_and_layerwise_share_the_factory(conv_model, tmp_path,
                                                                                 factory_calls):
     require_engine("openvino")        # fails under CI, skips with the reason elsewhere
-    from passes.verify import reference_outputs_job
+    from studio.verification.verifier import reference_outputs_job
     from profilers.runners import open_runner as profile_runner
     from profilers.variants import parse_engine
     from studio.accuracy.layerwise import compare_chunk

@@ -1,6 +1,6 @@
 """One verification result (issue 34 item 4): the optimizer's per-pass check, an edit and an exported
 artifact all return ``studio.core.compare.Verification`` with the one ``VerifyStatus`` vocabulary (before:
-``passes.verify.VerifyResult`` with ``numeric_status`` "passed"/"failed"/"skipped: <why>", the edit's
+``studio.verification.verifier.VerifyResult`` with ``numeric_status`` "passed"/"failed"/"skipped: <why>", the edit's
 ``Verification`` with status "skipped: <why>", export's with "not verified"/"error"). The mapping is in
 docs/architecture.md section 4b; every producer's earlier ``--json`` keys are kept."""
 
@@ -53,10 +53,10 @@ def test_one_class_and_one_vocabulary_in_the_comparison_module():
 
 
 def test_the_optimizer_check_maps_onto_it(tmp_path):
-    """passes.verify.Verifier on a model that keeps the numbers (PASSED) and one that changes them by 0.5
+    """studio.verification.verifier.Verifier on a model that keeps the numbers (PASSED) and one that changes them by 0.5
     (FAILED, the comparison's max abs diff 0.5 as the arithmetic says), and with numbers turned off (SKIPPED,
     the reason kept in the optimizer's numeric_status form)."""
-    from passes.verify import Verifier
+    from studio.verification.verifier import Verifier
 
     original = _add_model(tmp_path / "a.onnx", 1.0)
     same = Verifier(original).verify(_add_model(tmp_path / "same.onnx", 1.0))

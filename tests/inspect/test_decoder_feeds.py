@@ -108,7 +108,7 @@ def test_wrong_feeds_are_one_line_naming_both_sides():
 
 
 def test_verifier_uses_the_steps_and_refuses_a_users_wrong_mask(tmp_path):
-    from passes.verify import Verifier
+    from studio.verification.verifier import Verifier
 
     path = SAMPLES / "gpt2_decoder_merged.onnx"
     v = Verifier(path)

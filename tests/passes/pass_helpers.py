@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 from passes.pipeline import PipelineResult, run_passes
 from passes.registry import make_pass
-from passes.verify import interface_problems
+from studio.verification.verifier import interface_problems
 from tests.conftest import parse_model, save
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from passes.verify import full_check, interface_problems
+from studio.verification.verifier import full_check, interface_problems
 from studio import api
 from studio.core.errors import StudioError
 from tests.conftest import ONNX_DATA, SAMPLES, backend_models

@@ -7,7 +7,7 @@ import onnx
 
 from passes.pipeline import run_passes
 from passes.registry import make_pass
-from passes.verify import interface_problems
+from studio.verification.verifier import interface_problems
 from tests.conftest import SAMPLES, parse_model, save
 from tests.passes.pass_helpers import BATCH_RESHAPE, check_applies, check_skips, ops
 from tests.requirements import require_module

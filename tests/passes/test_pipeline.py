@@ -10,7 +10,7 @@ import pytest
 from passes.base import Change, StudioPass, result
 from passes.pipeline import resolve_passes, run_passes
 from passes.registry import make_pass
-from passes.verify import interface_problems
+from studio.verification.verifier import interface_problems
 from studio.core.errors import StudioError
 from tests.conftest import parse_model, save, sha256_file
 

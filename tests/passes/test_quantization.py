@@ -272,7 +272,7 @@ def test_convert_fp16_without_keep_io_types_feeds_float16_and_verifies(tmp_path)
     """keep_io_types=false makes the model's float inputs/outputs float16 on purpose: the pass's own
     check and the pipeline's verification feed the same values as float16 (they used to feed
     float32 and fail), and only that change of the interface is accepted."""
-    from passes.verify import interface_problems
+    from studio.verification.verifier import interface_problems
 
     src = SAMPLES / "mobilenet_like.onnx"
     r = run_passes(src, [make_pass("convert-fp16", keep_io_types="false", measure=True, budget_s=2)],

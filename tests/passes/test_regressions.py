@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 
 from passes.pipeline import resolve_passes, run_passes
 from passes.registry import make_pass
-from passes.verify import interface_problems
+from studio.verification.verifier import interface_problems
 from studio import api
 from studio.core.errors import StudioError
 from tests.conftest import assert_user_message, parse_model, save, sha256_file

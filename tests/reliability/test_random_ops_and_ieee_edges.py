@@ -17,7 +17,7 @@ from onnx import numpy_helper as nh
 
 from passes.pipeline import resolve_passes, run_passes
 from passes.registry import make_pass
-from passes.verify import Verifier
+from studio.verification.verifier import Verifier
 from tests.conftest import save, sha256_file
 
 # ---------------------------------------------------------------------------------------- R36

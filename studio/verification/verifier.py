@@ -18,25 +18,27 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from pathlib import Path
 
 import numpy as np
 import onnx
 
+from diagnostics.input_search import search_runs
+from diagnostics.reference_run import evaluator_model_path_ok
 from studio.core.compare import Comparison, Tolerance, Verification, VerifyStatus, compare_outputs
 from studio.core.errors import StudioError, WorkerError, engine_message
 from studio.core.dimexpr import evaluate, free_names
 from studio.core.engines import sessions
-from studio.core.engines.base import pack_feed_sets, unpack_feed_sets
+from studio.core.engines.base import (decode_output_sets, encode_outputs, pack_feed_sets, rekey_arrays,
+                                      unpack_feed_sets)
 from studio.core.feeds import Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, input_specs, random_feeds
 from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.model_io import Checkpoint
 from studio.core.order_free import order_free_outputs
 from studio.core.sandbox import Limits, run_job, session_limits
 from studio.core.types import value_info
-
-if TYPE_CHECKING:
-    from studio.core.model_io import Checkpoint
+from studio.inspect.decoder import DecoderError, recognize
+from studio.inspect.decoder_feeds import check_step, verification_steps
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +164,6 @@ def full_check_in_worker(model_path: Path, *, limits: Limits | None = None, pool
 def reference_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     """Full check (optional), then ORT CPU with optimizations off on every feed set:
     one session, several runs. Per-set errors are reported, not raised."""
-    from studio.core.engines.base import encode_outputs, rekey_arrays
 
     data: dict = {"check": None, "sets": []}
     if args.get("full_check"):
@@ -229,7 +230,6 @@ class RunSets:
 
 def run_sets(model_path: Path, feed_sets: list[Feeds], *, full: bool, limits: Limits | None,
              pool_key: str, stage: str, data_dir: Path | None = None, repeat_first: bool = False) -> RunSets:
-    from studio.core.engines.base import decode_output_sets
 
     res = run_job("passes.reference_outputs", {"model_path": str(model_path), "count": len(feed_sets),
                                                "data_dir": str(data_dir) if data_dir else "",
@@ -258,7 +258,6 @@ def _alternative_dims(dims: Mapping[str, int]) -> dict[str, int]:
 
 def _decoder_spec(model: onnx.ModelProto):
     """The model's ``DecoderSpec`` when it is a KV-cache decoder whose cache fits together, else None."""
-    from studio.inspect.decoder import DecoderError, recognize
 
     try:
         return recognize(model)
@@ -286,12 +285,10 @@ class Verifier:
         if feeds is not None:
             self.feed_sets = list(feeds)
             if decoder is not None:
-                from studio.inspect.decoder_feeds import check_step
 
                 for f in self.feed_sets:
                     check_step(decoder, f)      # a user's mask of the wrong length: one line naming both sides
         elif decoder is not None:               # prefill and decode steps that keep the KV-cache contract
-            from studio.inspect.decoder_feeds import verification_steps
 
             self.feed_sets = [s.feeds for s in verification_steps(self.original, decoder, self.user_dims)]
         else:
@@ -351,7 +348,6 @@ class Verifier:
     def _searched_reference(self) -> bool:
         """The seeded inputs failed the original: the input search's sets (diagnostics.input_search),
         so a model is not left unverified only because of the studio's own inputs."""
-        from diagnostics.input_search import search_runs
 
         def run(sets: list[Feeds]) -> tuple:
             return run_sets(self.original_path, sets, full=False, limits=self.limits, pool_key=self.pool_key,
@@ -376,7 +372,6 @@ class Verifier:
         return nondeterministic_note(self.nondeterministic, len(self.original.graph.output))
 
     def _evaluator_reference(self) -> RunSets | None:
-        from diagnostics.reference_run import evaluator_model_path_ok
 
         if not evaluator_model_path_ok(self.original_path):
             return None
@@ -388,7 +383,6 @@ class Verifier:
         except (WorkerError, StudioError) as exc:
             self._evaluator_error = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
             return None
-        from studio.core.engines.base import decode_output_sets
 
         return RunSets(*decode_output_sets(res.data["sets"], res.arrays), None)
 
@@ -414,7 +408,6 @@ class Verifier:
         ``allow_io_dtypes``: float inputs/outputs may change precision on purpose; the candidate
         then gets the same feed values cast to its input dtypes, and its outputs are compared
         with the original's as values."""
-        from studio.core.model_io import Checkpoint
 
         if not isinstance(candidate, Checkpoint):
             candidate = Checkpoint(Path(candidate), Path(candidate).parent)
