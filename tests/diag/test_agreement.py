@@ -127,7 +127,7 @@ def stratified_models(every: int = 12) -> list:
 # so that xdist runs it beside the rest instead of after it (the checks per engine do not depend on each other).
 @pytest.mark.slow
 @pytest.mark.timeout(1500)      # a hang guard: ~40 models, two of them converting engines, loaded machine
-@pytest.mark.parametrize("engines", [("onnxruntime", "openvino", "mnn"), ("litert",)],
-                         ids=["onnxruntime-openvino-mnn-tensorrt", "litert"])
+@pytest.mark.parametrize("engines", [("litert",), ("onnxruntime", "openvino", "mnn")],     # the longest first
+                         ids=["litert", "onnxruntime-openvino-mnn-tensorrt"])
 def test_samples_and_a_stratified_share_of_backend_models_agree(engines, tmp_path):
     sweep_report(stratified_models(), tmp_path, engines, tensorrt="litert" not in engines)
