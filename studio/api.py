@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     )
     from studio.facade.export import (
         export, EXPORT_TARGETS, MOBILE_TARGETS, OV_PRECISIONS, CALIBRATION_METHODS, ORT_LEVELS,
-        parse_shape_spec, export_command, export_target_rows, export_artifact_rows, export_bench_rows,
+        parse_shape_spec, export_target_rows, export_artifact_rows, export_bench_rows,
     )
     from studio.facade.projects import (
         input_run, shared_mode, projects_root, create_project, list_projects, open_project,
@@ -123,7 +123,7 @@ _ROOMS: dict[str, tuple[str, ...]] = {
     ),
     "export": (
         "export", "EXPORT_TARGETS", "MOBILE_TARGETS", "OV_PRECISIONS", "CALIBRATION_METHODS", "ORT_LEVELS",
-        "parse_shape_spec", "export_command", "export_target_rows", "export_artifact_rows",
+        "parse_shape_spec", "export_target_rows", "export_artifact_rows",
         "export_bench_rows",
     ),
     "projects": (

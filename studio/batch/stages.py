@@ -21,7 +21,7 @@ from typing import Any
 
 from studio.core import outputs
 from studio.core.errors import StudioError
-from studio.core.requests import CheckRequest, OptimizeRequest, PrecisionRequest, ProfileRequest
+from studio.core.requests import CheckRequest, ExportRequest, OptimizeRequest, PrecisionRequest, ProfileRequest
 from studio.core.engines import get_engine
 from studio.core.error_codes import ErrorCode
 from studio import api
@@ -175,8 +175,13 @@ def _profile(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, di
     return ("ok" if p.ok else "failed"), (verdict or (bad[0] or "no measurement"))[:200], figures, []
 
 
+BATCH_EXPORT = ExportRequest(targets=("ort",), zip=False)     # a batch stage's defaults
+
+
 def _export(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    r = api.export(handle, opts.get("targets") or ["ort"], out / "export", zip=False, pool_key=pool_key)
+    """The stage's options are an ``ExportRequest``'s ``to_dict`` form, over :data:`BATCH_EXPORT`'s."""
+    r = api.export(handle, ExportRequest.from_dict({**BATCH_EXPORT.to_dict(), **opts}), out / "export",
+                   pool_key=pool_key)
     status = "ok" if r.ok else "failed"
     verdict = "verified" if r.ok else (r.failures[0] if r.failures else "failed")
     return status, verdict[:200], {"targets": [t.target for t in r.targets]}, [r.bundle]

@@ -10,9 +10,10 @@ import sys
 from studio import api
 from studio.cli import recipe_args, task_args
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
-from studio.cli.common import print_json
+from studio.cli.common import parse_dims, print_json
 from studio.core.fmt import human_bytes, printable
 from studio.cli.dims_args import model_dims
+from studio.core.requests import ExportRequest
 
 NAME = "export"
 HELP = ("Write deployment artifacts (ONNX Runtime, OpenVINO, TensorRT, Triton), each reloaded and verified, "
@@ -68,6 +69,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+def request_of(args: argparse.Namespace, tasks: dict | None = None, goal: str | None = None,
+               dims: dict[str, int] | None = None) -> ExportRequest:
+    """The one ``ExportRequest`` these flags ask for (``tasks``: ``--task`` with the project's choices;
+    ``goal``: ``--goal``; ``dims``: ``--dim`` merged with the project's)."""
+    return ExportRequest(targets=args.target or ["all"], preset=args.preset, precision=args.precision,
+                         ov_precisions=args.ov_precisions, calibration=args.calibration,
+                         calibration_method=args.calibration_method, shapes=args.shapes or (),
+                         dims=parse_dims(args.dim) if dims is None else dims, ort_level=args.ort_level,
+                         ort_format=not args.no_ort_format, name=args.name, max_batch=args.max_batch,
+                         plugins=args.plugin, ort_custom_ops=args.ort_custom_ops, ov_extensions=args.ov_extension,
+                         zip=not args.no_zip, goal=goal, dataset=args.dataset, tasks=tasks or {})
+
+
 def _run(args: argparse.Namespace) -> int:
     handle = api.load(args.model)
     verbose = not args.json
@@ -79,13 +93,8 @@ def _run(args: argparse.Namespace) -> int:
     dataset = recipe_args.project_dataset(args)
     tasks = task_args.choices(args, handle, kept(args).project if kept(args) is not None else None)
 
-    result = api.export(handle, args.target or ["all"], args.output, preset=args.preset, precision=args.precision,
-                        calibration=args.calibration, calibration_method=args.calibration_method, shapes=args.shapes or None, name=args.name,
-                        ort_level=args.ort_level, ort_format=not args.no_ort_format, max_batch=args.max_batch,
-                        plugins=args.plugin, zip=not args.no_zip, on_progress=progress,
-                        ov_precisions=args.ov_precisions, ort_custom_ops=args.ort_custom_ops,
-                        ov_extensions=args.ov_extension, dataset=dataset, target=task_args.goal(args), tasks=tasks,
-                        dims=model_dims(args))
+    result = api.export(handle, request_of(args, tasks, task_args.goal(args), model_dims(args)), args.output,
+                        on_progress=progress, dataset=dataset)
     keep_json(args, "export.json", result.to_dict(), "export")
     if kept(args) is not None and result.zip_path is not None:
         kept(args).keep(result.zip_path, "export bundle")

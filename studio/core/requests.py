@@ -25,7 +25,7 @@ from studio.core import cli_hints
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
-__all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileRequest", "REQUESTS",
+__all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileRequest", "ExportRequest", "REQUESTS",
            "request_from_dict"]
 
 DEFAULT_PRESET = "safe"         # what optimize runs when neither a preset nor passes are named
@@ -418,4 +418,83 @@ def request_from_dict(cls: type[R], data: Mapping[str, Any]) -> R:
         raise StudioError(f"{cls.__name__}: {str(exc).splitlines()[0][:200]}", code=ErrorCode.BAD_REQUEST) from None
 
 
-REQUESTS = (PrecisionRequest, OptimizeRequest, CheckRequest, ProfileRequest)   # every request kind (tests walk it)
+@dataclass(frozen=True)
+class ExportRequest:
+    """``export``: deployment artifacts per target, each reloaded by its engine and verified, in one bundle.
+
+    ``targets`` as the CLI reads them (``ort``, ``openvino``, ``tensorrt``, ``triton``, the mobile targets or
+    ``all``); ``shapes`` are ``NAME=MIN:OPT:MAX`` (or ``NAME=SHAPE``) specs; ``calibration``, ``plugins``,
+    ``ort_custom_ops`` and ``ov_extensions`` are paths as the user gave them; ``goal`` is the task-metric goal
+    judged on the project dataset ``dataset``. The output folder is the call's. The manifest of the bundle
+    keeps ``to_dict()`` under ``request``."""
+
+    targets: tuple[str, ...] = ("all",)
+    preset: str | None = None
+    precision: str = "fp32"
+    ov_precisions: tuple[str, ...] | None = None
+    calibration: str | None = None
+    calibration_method: str = "minmax"
+    shapes: tuple[str, ...] = ()
+    dims: tuple[tuple[str, int], ...] = ()
+    ort_level: str = "extended"
+    ort_format: bool = True
+    name: str | None = None
+    max_batch: int = 8
+    plugins: tuple[str, ...] = ()
+    ort_custom_ops: tuple[str, ...] = ()
+    ov_extensions: tuple[str, ...] = ()
+    zip: bool = True
+    goal: str | None = None
+    dataset: str | None = None
+    tasks: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        for name in ("targets", "ov_precisions"):
+            value = getattr(self, name)
+            words = [w.strip() for v in ([value] if isinstance(value, str) else value or ())
+                     for w in str(v).split(",") if w.strip()]
+            words = [{"onnxruntime": "ort"}.get(w, w) for w in words]
+            put(self, name, tuple(dict.fromkeys(words)) or (("all",) if name == "targets" else None))
+        for name in ("shapes", "plugins", "ort_custom_ops", "ov_extensions"):
+            value = getattr(self, name)
+            put(self, name, tuple(str(v) for v in ([value] if isinstance(value, str) else value or ())))
+        for name in ("preset", "calibration", "name", "goal", "dataset"):
+            value = getattr(self, name)
+            put(self, name, str(value) if value not in (None, "") else None)
+        put(self, "dims", _pairs(self.dims, int))
+        put(self, "tasks", _pairs(self.tasks, str))
+        put(self, "max_batch", int(self.max_batch))
+        for name in ("ort_format", "zip"):
+            put(self, name, bool(getattr(self, name)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able; ``ExportRequest.from_dict(r.to_dict()) == r``."""
+        return _to_dict(self, mappings=("dims", "tasks"))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ExportRequest:
+        return request_from_dict(cls, data)
+
+    def cli_options(self) -> list[tuple[str, object]]:
+        """The ``onnx-studio export`` options that build this request (defaults left out, ``-o`` aside)."""
+        return [("--target", list(self.targets)), ("--preset", self.preset),
+                ("--precision", self.precision if self.precision != "fp32" else None),
+                ("--ov-precisions", list(self.ov_precisions or ())), ("--calibration", self.calibration),
+                ("--calibration-method", self.calibration_method if self.calibration_method != "minmax" else None),
+                *(("--shapes", spec) for spec in self.shapes), ("--dim", dict(self.dims)),
+                ("--ort-level", self.ort_level if self.ort_level != "extended" else None),
+                ("--no-ort-format", not self.ort_format), ("--name", self.name),
+                ("--max-batch", self.max_batch if self.max_batch != 8 else None),
+                *(("--plugin", lib) for lib in self.plugins), *(("--ort-custom-ops", lib) for lib in self.ort_custom_ops),
+                *(("--ov-extension", lib) for lib in self.ov_extensions), ("--no-zip", not self.zip),
+                ("--dataset", self.dataset), ("--goal", self.goal), ("--task", dict(self.tasks))]
+
+    def command(self, model: str, output: str = "artifacts") -> str:
+        """``onnx-studio export MODEL -o OUT ...``: the command line that builds this request (the Export
+        page's hint)."""
+        target, *rest = self.cli_options()
+        return cli_hints.cli_command("export", [model], [target, ("-o", output), *rest])
+
+
+REQUESTS = (PrecisionRequest, OptimizeRequest, CheckRequest, ProfileRequest, ExportRequest)   # every request kind (tests walk it)

@@ -70,6 +70,7 @@ def build_manifest(ctx: ExportContext, targets: tuple[TargetResult, ...], files:
         "source": {"name": src.path.name, "sha256": src.sha256, "bytes": src.total_bytes,
                    "external_files": len(src.external_files), **source_facts.to_dict()},
         "options": ctx.options.to_dict(),
+        "request": dict(ctx.options.request) if ctx.options.request is not None else None,
         "deploy": {"same_as_source": ctx.deploy == src.path, "precision": ctx.deploy_precision,
                    "quantized": facts.quantized, "hardware_specific": list(facts.hardware_specific),
                    "custom_ops": list(facts.custom_ops), "pipeline": ctx.pipeline_records, "notes": list(notes),

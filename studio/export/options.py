@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 from studio.core.choices import comma_items
@@ -178,6 +179,7 @@ class ExportOptions:
     workspace_mib: int = 4096                   # TensorRT builder workspace
     bench_runs: int = 5                         # timed inferences per artifact (benchmark figures)
     zip: bool = True                            # also write <bundle>.zip
+    request: Mapping[str, Any] | None = field(default=None, compare=False)   # the ExportRequest (manifest provenance)
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:

@@ -15,10 +15,10 @@ from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.core.paths import user_data_path
+from studio.core.requests import ExportRequest
 from studio.data.evaluate import evaluate, golden_outputs
 from studio.data.metrics import parse_target
 from studio.export.bundle import write_zip
-from studio.export.command import cli_command as export_command
 from studio.export.exporter import export_model
 from studio.export.options import (
     CALIBRATION_METHODS,
@@ -41,11 +41,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "export", "EXPORT_TARGETS", "MOBILE_TARGETS", "OV_PRECISIONS", "CALIBRATION_METHODS", "ORT_LEVELS",
-    "parse_shape_spec", "export_command", "export_target_rows", "export_artifact_rows", "export_bench_rows",
+    "parse_shape_spec", "export_target_rows", "export_artifact_rows", "export_bench_rows",
 ]
 
 
-def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Path, *, preset: str | None = None,
+def export(handle: ModelHandle, targets: ExportRequest | str | Sequence[str], out_dir: str | Path, *,
+           preset: str | None = None,
            precision: str = "fp32", calibration: str | Path | None = None, calibration_method: str = "minmax",
            shapes: Mapping[str, object] | Sequence[str] | None = None, name: str | None = None,
            ort_level: str = "extended", ort_format: bool = True, max_batch: int = 8,
@@ -64,9 +65,23 @@ def export(handle: ModelHandle, targets: str | Sequence[str], out_dir: str | Pat
     without a GPU is "not verified" (not a failure). The model file is only read. ``tasks``: {output: kind}
     (see :func:`output_tasks`): how every artifact's outputs are compared; a dataset ``target`` that applies
     to no output is refused before any work. ``dims``: the model's dims setting (verification inputs and
-    the TensorRT profile's opt at those sizes; ``shapes`` win where both name an input)."""
+    the TensorRT profile's opt at those sizes; ``shapes`` win where both name an input). ``targets`` may be an
+    ``ExportRequest`` (``studio.core.requests``: what the CLI, the Export page and batch build), which brings
+    its own options and is kept in the manifest (``request``); ``dataset`` is then the project dataset it
+    names, opened by the caller."""
+    request = targets if isinstance(targets, ExportRequest) else None
+    if request is not None:
+        r = request
+        if r.dataset is not None and (dataset is None or getattr(dataset, "name", None) != r.dataset):
+            raise StudioError(f"the export names the dataset '{r.dataset[:60]}': open it from its project and "
+                              "pass it (dataset=)", code=ErrorCode.BAD_OPTION)
+        targets, preset, precision, calibration, calibration_method = (r.targets, r.preset, r.precision,
+                                                                       r.calibration, r.calibration_method)
+        shapes, dims, ort_level, ort_format, name = list(r.shapes) or None, dict(r.dims), r.ort_level, r.ort_format, r.name
+        max_batch, plugins, ort_custom_ops, ov_extensions = r.max_batch, r.plugins, r.ort_custom_ops, r.ov_extensions
+        zip, ov_precisions, target, tasks = r.zip, r.ov_precisions, r.goal, dict(r.tasks) or None
     options = ExportOptions(targets=(targets,) if isinstance(targets, str) else tuple(targets), preset=preset,
-                            precision=precision,
+                            precision=precision, request=request.to_dict() if request is not None else None,
                             calibration=user_data_path(calibration, label="calibration data") if calibration else None,
                             calibration_method=calibration_method, shapes=shapes or {}, dims=dict(dims or {}),
                             name=name,

@@ -22,8 +22,10 @@ from sample_models.catalog import path_of
 from studio import api
 from studio.batch import facade as batch_api
 from studio.batch.remote import _pack, remote_measure
-from studio.cli import build_parser, check_cmd, main, optimize_cmd, precision_cmd, profile_cmd, remote_args
-from studio.core.requests import (REQUESTS, CheckRequest, OptimizeRequest, PrecisionRequest, ProfileRequest)
+from studio.cli import (build_parser, check_cmd, export_cmd, main, optimize_cmd, precision_cmd, profile_cmd,
+                        remote_args, task_args)
+from studio.core.requests import (REQUESTS, CheckRequest, ExportRequest, OptimizeRequest, PrecisionRequest,
+                                  ProfileRequest)
 
 FULL = {
     ProfileRequest: ProfileRequest(
@@ -45,6 +47,12 @@ FULL = {
     OptimizeRequest: OptimizeRequest(passes=("fix-input-shapes", "fold-constants"), dims={"batch": 1},
                                       pass_options={"fold-constants": {"max_bytes": 4096}}, on_failure="revert",
                                       verify=False, time_budget_s=90.5, inputs="real inputs/x.npz"),
+    ExportRequest: ExportRequest(
+        targets=("ort", "openvino"), preset="safe", precision="int8", ov_precisions=("fp32", "fp16"),
+        calibration="calib dir", calibration_method="entropy", shapes=("input ids=1x8:2x16:4x64", "mask=1x8"),
+        dims={"batch": 2}, ort_level="basic", ort_format=False, name="my bundle", max_batch=4,
+        plugins=("libs/trt plugin.so",), ort_custom_ops=("libs/ort ops.so",), ov_extensions=("libs/ov.so",),
+        zip=False, goal="top1-agreement>=0.99", dataset="photos", tasks={"logits": "classification"}),
 }
 # The iterations are cleared by a duration (ProfileRequest), and a preset by named passes (OptimizeRequest).
 CLEARED = {ProfileRequest: {"iterations"}, OptimizeRequest: {"preset"}}
@@ -67,11 +75,15 @@ def _parsed(kind, command: str):
         return check_cmd.request_of(args, tasks=tasks)
     if kind is OptimizeRequest:
         return optimize_cmd.request_of(args)
+    if kind is ExportRequest:
+        return export_cmd.request_of(args, tasks, task_args.goal(args))
     return profile_cmd.request_of(args)
 
 
 def _command(request) -> str:
-    return request.command(["my model.onnx", "b.onnx"]) if isinstance(request, ProfileRequest) else \
+    if isinstance(request, ProfileRequest):
+        return request.command(["my model.onnx", "b.onnx"])
+    return request.command("my model.onnx", "out dir") if isinstance(request, ExportRequest) else \
         request.command("my model.onnx")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from studio.core.errors import StudioError
-from studio.export.command import cli_command
+from studio.core.requests import ExportRequest
 from studio.export.options import ExportOptions, ShapeRange, parse_shape_spec, parse_shapes, resolve_targets
 
 
@@ -44,13 +44,12 @@ def test_options_validate():
 
 
 def test_cli_command_round_trips_the_options():
-    shapes = {"input ids": ShapeRange((1, 8), (2, 16), (4, 64))}
-    cmd = cli_command("my model.onnx", ["onnxruntime", "tensorrt"], preset="safe", precision="fp16", shapes=shapes,
-                      ort_level="basic", max_batch=4)
+    cmd = ExportRequest(targets=["onnxruntime", "tensorrt"], preset="safe", precision="fp16",
+                        shapes=["input ids=1x8:2x16:4x64"], ort_level="basic", max_batch=4).command("my model.onnx")
     assert cmd == ("onnx-studio export 'my model.onnx' --target ort,tensorrt -o artifacts --preset safe "
                    "--precision fp16 --shapes 'input ids=1x8:2x16:4x64' --ort-level basic --max-batch 4")
-    assert "--target all" in cli_command("m.onnx", ["onnxruntime", "openvino", "tensorrt", "triton"])
-    cmd = cli_command("m.onnx", ["openvino"], ov_precisions=["fp32", "fp16"], ort_custom_ops=["/p/libx ort.so"],
-                      ov_extensions=["/p/libov.so"])
+    assert "--target all" in ExportRequest().command("m.onnx")
+    cmd = ExportRequest(targets=["openvino"], ov_precisions=["fp32", "fp16"], ort_custom_ops=["/p/libx ort.so"],
+                        ov_extensions=["/p/libov.so"]).command("m.onnx")
     assert cmd == ("onnx-studio export m.onnx --target openvino -o artifacts --ov-precisions fp32,fp16 "
                    "--ort-custom-ops '/p/libx ort.so' --ov-extension /p/libov.so")

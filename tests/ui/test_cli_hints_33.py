@@ -81,13 +81,13 @@ def test_every_command_builder_of_the_facade_uses_the_one_builder(monkeypatch):
     those formats its words through studio.core.cli_hints (a spy on it sees every call)."""
     from studio import api
     from studio.core import cli_hints
-    from studio.core.requests import ProfileRequest
+    from studio.core.requests import ExportRequest, ProfileRequest
 
     seen: list[str] = []
     real = cli_hints.cli_command
     monkeypatch.setattr(cli_hints, "cli_command", lambda sub, *a, **k: seen.append(sub) or real(sub, *a, **k))
     api.optimize_command("m.onnx", preset="default")
-    api.export_command("m.onnx", ["onnxruntime"])
+    ExportRequest(targets=["onnxruntime"]).command("m.onnx")
     ProfileRequest().command(["m.onnx"])
     api.generation_command(["m.onnx"], api.parse_engines("ort"), api.GenerationOptions())
     assert seen == ["optimize", "export", "profile", "profile"]

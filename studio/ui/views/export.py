@@ -14,6 +14,7 @@ import streamlit as st
 from studio import api
 from studio.core.errors import StudioError
 from studio.core.paths import confine
+from studio.core.requests import ExportRequest
 from studio.ui import state, widgets
 
 _RESULT = "onnx_studio_export_result"
@@ -49,7 +50,8 @@ def _shapes(handle) -> dict:
         text = st.text_input(f"{name[:60]} {dims}"[:120], key=f"exp_shape_{i}", placeholder="MIN:OPT:MAX")
         if text.strip():
             try:
-                shapes.update([api.parse_shape_spec(f"{name}={text.strip()}")])
+                api.parse_shape_spec(f"{name}={text.strip()}")          # its check, shown here
+                shapes[name] = text.strip()
             except StudioError as exc:
                 widgets.show_error(exc)
     return shapes
@@ -90,8 +92,7 @@ def _libraries() -> tuple[list[str], list[str]]:
     return out[0], out[1]
 
 
-def _run(handle, version, targets, preset, precision, calibration, shapes, ort_level, max_batch,
-         ov_precisions=None, ort_custom_ops=(), ov_extensions=(), calibration_method: str = "minmax") -> None:
+def _run(handle, version, request: ExportRequest, targets: list[str]) -> None:
     ws = state.workspace()
     status = {t: st.empty() for t in targets}
     for t in targets:
@@ -104,12 +105,10 @@ def _run(handle, version, targets, preset, precision, calibration, shapes, ort_l
 
     def work(tick):
         # A job row around the export; the bundle is kept in the project as the job's artifact.
-        with state.job("export", {"targets": list(targets), "preset": preset, "precision": precision}) as job:
-            res = api.export(
-                handle, list(targets), job.dir, preset=preset, precision=precision, calibration=calibration,
-                calibration_method=calibration_method, shapes=shapes, ort_level=ort_level, max_batch=max_batch,
-                pool_key=state.session_id(), on_tick=tick, on_progress=progress, ov_precisions=ov_precisions,
-                ort_custom_ops=ort_custom_ops, ov_extensions=ov_extensions, dims=dict(state.dims()))
+        with state.job("export", {"targets": targets, "preset": request.preset, "precision": request.precision,
+                                  "request": request.to_dict()}) as job:
+            res = api.export(handle, request, job.dir, pool_key=state.session_id(), on_tick=tick,
+                             on_progress=progress)
             kept = res.zip_path if res.zip_path is not None else res.bundle
             if kept is not None and Path(kept).exists():
                 job.record_artifact(kept, "export bundle", model_id=ws.id, version_id=version.id)
@@ -120,10 +119,8 @@ def _run(handle, version, targets, preset, precision, calibration, shapes, ort_l
         holder.empty()
     if result is None:
         return
-    state.keep_result(_RESULT, {"result": result, "version": version.id, "command": api.export_command(
-        handle.path.name, targets, preset=preset, precision=precision, calibration=calibration, shapes=shapes,
-        ort_level=ort_level, max_batch=max_batch, ov_precisions=ov_precisions, ort_custom_ops=ort_custom_ops,
-        ov_extensions=ov_extensions, calibration_method=calibration_method, dims=dict(state.dims()))})
+    state.keep_result(_RESULT, {"result": result, "version": version.id,
+                                "command": request.command(handle.path.name)})
 
 
 def _downloads(result) -> None:
@@ -226,19 +223,19 @@ def render() -> None:
     shapes = _shapes(handle)
     ort_custom_ops, ov_extensions = _libraries()
     chosen_preset = None if preset == "none" else preset
+    chosen = list(targets or api.EXPORT_TARGETS)
+    request = ExportRequest(targets=["all"] if set(chosen) == set(api.EXPORT_TARGETS) else chosen, preset=chosen_preset, precision=precision,
+                            ov_precisions=ov_precisions, calibration=calibration, calibration_method=method,
+                            shapes=[f"{n}={text}" for n, text in shapes.items()], dims=state.dims(),
+                            ort_level=ort_level, max_batch=max_batch, ort_custom_ops=ort_custom_ops,
+                            ov_extensions=ov_extensions)
     if st.button("Export", type="primary", key="exp_run", disabled=not targets):
-        _run(handle, version, targets, chosen_preset, precision, calibration, shapes, ort_level, max_batch,
-             ov_precisions, ort_custom_ops, ov_extensions, calibration_method=method)
+        _run(handle, version, request, list(targets))
     saved = state.bound_result(_RESULT)             # this project's model and version only
     if saved:
         _report(saved)
     else:
-        widgets.cli_hint(api.export_command(handle.path.name, targets or list(api.EXPORT_TARGETS),
-                                            preset=chosen_preset, precision=precision, calibration=calibration,
-                                            shapes=shapes, ort_level=ort_level, max_batch=max_batch,
-                                            ov_precisions=ov_precisions, ort_custom_ops=ort_custom_ops,
-                                            ov_extensions=ov_extensions, calibration_method=method,
-                                            dims=dict(state.dims())))
+        widgets.cli_hint(request.command(handle.path.name))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script
