@@ -5,13 +5,14 @@ fps; a 100k chain opens, aggregated, in <= 5 s).
 Per model, in a fresh process: the viewer page is built the way the Graph page
 builds it (graph + hierarchy + scene + HTML; inspect first below 50k nodes, as
 the page does). Then Chromium opens the page: *first paint* is the renderer's
-``window.__graphReady`` (ms after navigation start: parse, ELK layout in its
-worker, the first canvas frame that shows the laid-out boxes, stamped in the
+``window.__graphReady`` (ms after navigation start: parse, the quick layered
+layout (ELK refines it later below 1,500 items), the first canvas frame that
+shows the laid-out boxes, stamped in the
 rAF after that draw; before issue 35 it was the empty frame drawn before ELK
 answered, 0.6-1.8 s early); *pan* is a scripted 1.2 s mouse drag during which
 ``requestAnimationFrame`` timestamps are recorded (frame interval median/p95 ->
 fps) and every draw is timed. The 10k model is measured twice: as it opens
-(<= ~150 items) and with every group open (all 10k boxes, the flat layout,
+(<= ~150 items) and with every group open (all 10k boxes, the quick layered layout,
 level of detail and culling doing the work). Printed, never asserted.
 """
 
