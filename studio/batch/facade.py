@@ -21,7 +21,7 @@ from studio.batch.stages import machine_facts, worker_facts
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
-from studio.core.requests import CheckRequest, PrecisionRequest, ProfileRequest
+from studio.core.requests import BatchRequest, CheckRequest, PrecisionRequest, ProfileRequest
 from studio import api
 from studio.core.paths import user_data_path
 
@@ -34,7 +34,8 @@ __all__ = ["LOCAL", "Measured", "batch", "check_on", "generate_on", "cluster_add
 _TLS = tuple[str | None, str | None, str | None]
 
 
-def batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Sequence[str] = ("inspect", "check"),
+def batch(paths: Sequence[str | Path], out_dir: str | Path, request: BatchRequest | None = None, *,
+          stages: Sequence[str] = ("inspect", "check"),
           cluster: str | None = None, target: str | None = None, retries: int = 1, workers: int | None = None,
           force: bool = False, stage_options: Mapping[str, Mapping] | None = None,
           tls: _TLS = (None, None, None),
@@ -43,7 +44,11 @@ def batch(paths: Sequence[str | Path], out_dir: str | Path, *, stages: Sequence[
     """Run ``stages`` over every model under ``paths`` into ``out_dir`` (resumable; ``force`` reruns),
     on a local pool of sandbox workers or, with ``cluster`` (or ONNX_STUDIO_CLUSTER), on Dask.
     ``target`` runs profile/precision on the cluster worker with resource ``target-NAME``. The local
-    pool's sandbox workers are named after ``pool_key`` (a browser session's) and stopped at the end."""
+    pool's sandbox workers are named after ``pool_key`` (a browser session's) and stopped at the end.
+    ``request`` (a ``BatchRequest``: what the CLI and the Batch page build) gives the stages, ``force`` and the
+    stage options in place of those keywords."""
+    if request is not None:
+        stages, force, stage_options = request.stages, request.force, request.stage_options()
     address = cluster_address(cluster)
     if target and address is None:
         raise StudioError("--target needs a cluster (--cluster tcp://HOST:PORT or ONNX_STUDIO_CLUSTER)",

@@ -9,6 +9,7 @@ import sys
 from studio.batch import facade as batch_api
 from studio.cli.common import print_json
 from studio.core.fmt import printable
+from studio.core.requests import BatchRequest
 
 NAME = "batch"
 HELP = "run stages over many models (resumable), on a local pool or a Dask cluster"
@@ -35,12 +36,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the batch result as JSON")
 
 
+def request_of(args: argparse.Namespace) -> BatchRequest:
+    """The one ``BatchRequest`` these flags ask for."""
+    return BatchRequest(stages=args.stages, engines=args.engines, force=args.force)
+
+
 def run(args: argparse.Namespace) -> int:
-    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
-    options = {}
-    if args.engines:
-        engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-        options = {"check": {"engines": engines}, "profile": {"engines": engines}}
+    request = request_of(args)
 
     def progress(done: int, total: int, eta: float | None, outcome) -> None:
         if args.json or outcome is None:
@@ -49,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"[{done}/{total}{eta_text}] {printable(outcome.model, 60)} {outcome.stage}: {outcome.status} "
               f"- {printable(outcome.verdict, 120)}", file=sys.stderr)
 
-    result = batch_api.batch(args.paths, args.output, stages=stages, cluster=args.cluster, target=args.target,
-                             retries=args.retries, workers=args.workers, force=args.force, stage_options=options,
+    result = batch_api.batch(args.paths, args.output, request, cluster=args.cluster, target=args.target,
+                             retries=args.retries, workers=args.workers,
                              tls=(args.tls_ca_file, args.tls_cert, args.tls_key), on_progress=progress)
     if args.json:
         print_json(result.to_dict())

@@ -25,7 +25,7 @@ from studio.core import cli_hints
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
-__all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileRequest", "ExportRequest", "REQUESTS",
+__all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileRequest", "ExportRequest", "BatchRequest", "REQUESTS",
            "request_from_dict"]
 
 DEFAULT_PRESET = "safe"         # what optimize runs when neither a preset nor passes are named
@@ -497,4 +497,54 @@ class ExportRequest:
         return cli_hints.cli_command("export", [model], [target, ("-o", output), *rest])
 
 
-REQUESTS = (PrecisionRequest, OptimizeRequest, CheckRequest, ProfileRequest, ExportRequest)   # every request kind (tests walk it)
+BATCH_STAGES = ("inspect", "check", "optimize", "precision", "profile", "export")
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """``batch``: stages over many models. ``engines`` are the check and profile stages' engines (None: each
+    stage's own default); each stage task carries its part of a stage request (``stage_options``: the
+    ``to_dict`` keys of ``CheckRequest``/``ProfileRequest`` it sets), so a page and the CLI asking the same
+    run the same tasks (and resume the same ones). Which models, the output folder, the cluster, a remote
+    target, retries and the local pool's size are the call's."""
+
+    stages: tuple[str, ...] = ("inspect", "check")
+    engines: tuple[str, ...] | None = None
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        for name in ("stages", "engines"):
+            value = getattr(self, name)
+            words = [w.strip() for v in ([value] if isinstance(value, str) else value or ())
+                     for w in str(v).split(",") if w.strip()]
+            put(self, name, tuple(dict.fromkeys(words)) or (("inspect", "check") if name == "stages" else None))
+        unknown = [st for st in self.stages if st not in BATCH_STAGES]
+        if unknown:
+            raise StudioError(f"unknown stage {unknown[0][:20]!r}; stages: {', '.join(BATCH_STAGES)}",
+                              code=ErrorCode.BAD_OPTION)
+        put(self, "force", bool(self.force))
+
+    def stage_options(self) -> dict[str, dict[str, Any]]:
+        """{stage: options} for ``studio.batch``: each the part of that stage's request this run sets."""
+        return {"check": {"engines": list(self.engines)}, "profile": {"engines": list(self.engines)}} \
+            if self.engines else {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able; ``BatchRequest.from_dict(r.to_dict()) == r``."""
+        return _to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BatchRequest:
+        return request_from_dict(cls, data)
+
+    def command(self, paths: Sequence[str], output: str = "OUT", *, target: str | None = None,
+                raw: str = "") -> str:
+        """``onnx-studio batch PATHS -o OUT ...``: the command line that builds this request (the Batch page's
+        hint); ``target``/``raw`` are the call's (a remote target, words the shell expands)."""
+        return cli_hints.cli_command("batch", list(paths), [
+            ("--stages", list(self.stages)), ("--engines", list(self.engines or ())), ("--force", self.force),
+            ("-o", output), ("--target", target)], raw=raw)
+
+
+REQUESTS = (PrecisionRequest, OptimizeRequest, CheckRequest, ProfileRequest, ExportRequest, BatchRequest)   # every request kind (tests walk it)

@@ -22,9 +22,9 @@ from sample_models.catalog import path_of
 from studio import api
 from studio.batch import facade as batch_api
 from studio.batch.remote import _pack, remote_measure
-from studio.cli import (build_parser, check_cmd, export_cmd, main, optimize_cmd, precision_cmd, profile_cmd,
+from studio.cli import (batch_cmd, build_parser, check_cmd, export_cmd, main, optimize_cmd, precision_cmd, profile_cmd,
                         remote_args, task_args)
-from studio.core.requests import (REQUESTS, CheckRequest, ExportRequest, OptimizeRequest, PrecisionRequest,
+from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, ExportRequest, OptimizeRequest, PrecisionRequest,
                                   ProfileRequest)
 
 FULL = {
@@ -53,6 +53,7 @@ FULL = {
         dims={"batch": 2}, ort_level="basic", ort_format=False, name="my bundle", max_batch=4,
         plugins=("libs/trt plugin.so",), ort_custom_ops=("libs/ort ops.so",), ov_extensions=("libs/ov.so",),
         zip=False, goal="top1-agreement>=0.99", dataset="photos", tasks={"logits": "classification"}),
+    BatchRequest: BatchRequest(stages=("check", "profile", "export"), engines=("onnxruntime", "openvino"), force=True),
 }
 # The iterations are cleared by a duration (ProfileRequest), and a preset by named passes (OptimizeRequest).
 CLEARED = {ProfileRequest: {"iterations"}, OptimizeRequest: {"preset"}}
@@ -77,12 +78,16 @@ def _parsed(kind, command: str):
         return optimize_cmd.request_of(args)
     if kind is ExportRequest:
         return export_cmd.request_of(args, tasks, task_args.goal(args))
+    if kind is BatchRequest:
+        return batch_cmd.request_of(args)
     return profile_cmd.request_of(args)
 
 
 def _command(request) -> str:
     if isinstance(request, ProfileRequest):
         return request.command(["my model.onnx", "b.onnx"])
+    if isinstance(request, BatchRequest):
+        return request.command(["my model.onnx", "models dir"], "out dir")
     return request.command("my model.onnx", "out dir") if isinstance(request, ExportRequest) else \
         request.command("my model.onnx")
 
@@ -228,3 +233,14 @@ def test_a_local_run_and_a_target_local_run_give_the_same_result():
     assert here_p.options == there_p.result.options == api.profile_options(profile)
     assert here_p.feeds == there_p.result.feeds
     assert _shape(here_p.to_dict()) == _shape(there_p.result.to_dict())
+
+
+def test_a_batch_page_and_the_cli_run_the_same_tasks():
+    """The Batch page's default (check on ONNX Runtime) printed no --engines, so its hint ran check on ORT and
+    OpenVINO and profile on both; now the page's request prints its engines and the CLI builds the same
+    request, hence the same stage options (the task keys a resume skips on)."""
+    page = BatchRequest(stages=["inspect", "check", "profile"], engines=["onnxruntime"])
+    cli = batch_cmd.request_of(build_parser().parse_args(shlex.split(page.command(["m.onnx"]))[1:]))
+    assert cli == page and cli.stage_options() == page.stage_options() == {
+        "check": {"engines": ["onnxruntime"]}, "profile": {"engines": ["onnxruntime"]}}
+    assert BatchRequest().stage_options() == {}          # each stage's own defaults, as before

@@ -18,6 +18,7 @@ from sample_models.catalog import CATALOG
 from studio import api
 from studio.batch import facade as batch_api
 from studio.core.paths import confine
+from studio.core.requests import BatchRequest
 from studio.ui import state, widgets
 
 _RESULT = "batch_result"
@@ -71,8 +72,7 @@ def _executor() -> tuple[str | None, str | None]:
     return cluster, None if target == "any worker" else target
 
 
-def _run(paths: list[Path], stages: list[str], engines: list[str], cluster: str | None, target: str | None,
-         force: bool, settings: dict) -> None:
+def _run(paths: list[Path], request: BatchRequest, cluster: str | None, target: str | None, settings: dict) -> None:
     bar = st.progress(0.0, text="starting…")
 
     def on_progress(done: int, total: int, eta: float | None, outcome) -> None:  # noqa: ANN001
@@ -82,12 +82,11 @@ def _run(paths: list[Path], stages: list[str], engines: list[str], cluster: str 
 
     project = state.ensure_project()
     out = project.root / "artifacts" / "batch"      # one folder per project: a rerun resumes it
-    options = {"check": {"engines": engines}, "profile": {"engines": ["ort"]}}
-
     def run():
-        with api.job(project, "batch", {"stages": stages, "models": len(paths)}) as j:
-            result = batch_api.batch(paths, out, stages=stages, cluster=cluster, target=target, force=force,
-                                     stage_options=options, on_progress=on_progress, pool_key=state.session_id())
+        with api.job(project, "batch", {"stages": list(request.stages), "models": len(paths),
+                                        "request": request.to_dict()}) as j:
+            result = batch_api.batch(paths, out, request, cluster=cluster, target=target, on_progress=on_progress,
+                                     pool_key=state.session_id())
             for kind in ("html", "csv", "json"):
                 if result.files.get(kind):
                     j.record_artifact(result.files[kind], f"batch report ({kind})")
@@ -128,19 +127,18 @@ def render() -> None:
     st.title("Batch")
     paths = _sources()
     stages = st.multiselect("Stages", list(STAGE_CHOICES), default=["inspect", "check"], key="batch_stages")
-    engines = st.multiselect("Engines for check", list(ENGINE_CHOICES), default=["onnxruntime"],
+    engines = st.multiselect("Engines for check and profile", list(ENGINE_CHOICES), default=["onnxruntime"],
                              key="batch_engines")
     cluster, target = _executor()
     force = st.checkbox("Run finished model x stage pairs again", key="batch_force")
     settings = {"paths": [str(p) for p in paths or ()], "stages": list(stages), "engines": list(engines),
                 "cluster": bool(cluster), "target": target, "force": bool(force)}
+    request = BatchRequest(stages=list(stages) or ["inspect"], engines=list(engines) or ["onnxruntime"],
+                           force=force)
     if st.button("Run batch", type="primary", key="batch_run", disabled=not paths or not stages):
-        _run(paths, stages, engines or ["onnxruntime"], cluster, target, force, settings)
-    widgets.cli_hint(api.cli_command(
-        "batch", [str(p) for p in paths] if paths and len(paths) <= 3 else ["MODELS..."],
-        [("--stages", list(stages) or ["inspect"]), ("--engines", engines if engines != ["onnxruntime"] else None),
-         ("--force", bool(force)), ("-o", "OUT"), ("--target", target or None)],
-        raw="--cluster $ONNX_STUDIO_CLUSTER" if cluster else ""))
+        _run(paths, request, cluster, target, settings)
+    widgets.cli_hint(request.command([str(p) for p in paths] if paths and len(paths) <= 3 else ["MODELS..."],
+                                     target=target, raw="--cluster $ONNX_STUDIO_CLUSTER" if cluster else ""))
     result = state.bound_result(_RESULT, settings, project_only=True)    # this project and these settings only
     if result is not None:
         _results(result)
