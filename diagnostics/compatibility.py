@@ -27,7 +27,7 @@ from studio.core.engines.table import engine_rows
 from studio.core.engines.base import package_version
 from studio.core.findings import Finding, Report, dedupe
 from studio.core.model import ModelHandle
-from studio.core.sandbox import Limits
+from studio.core.sandbox import Limits, require_memory
 from studio.inspect.shapes import sandboxed_shapes
 
 log = logging.getLogger(__name__)
@@ -149,8 +149,6 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
     started = time.perf_counter()
     chosen = normalize_engines(engines)
     if {"onnxruntime", "openvino"} & set(chosen):      # a real session of the model in a worker
-        from studio.core.sandbox import require_memory
-
         require_memory(handle.path, "check")
     model = handle.proto
     path = handle.path.resolve()   # workers run in their own scratch folder

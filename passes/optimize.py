@@ -17,6 +17,7 @@ from studio.core.error_codes import ErrorCode
 from studio.core.model import ModelHandle, require_valid
 from studio.core.paths import safe_name
 from studio.core.requests import OptimizeRequest
+from studio.core.sandbox import require_memory
 from studio.core.workspace import Version, Workspace, default_root
 
 __all__ = ["add_version", "cli_command", "optimize_model", "report_rows"]
@@ -34,8 +35,6 @@ def optimize_model(handle: ModelHandle, request: OptimizeRequest, *, out_path: s
     (the model after every pass there, NN-pass/model.onnx) are where this call writes, not what was asked."""
     chosen = request_passes(request)
     if request.verify:                  # a pass worker and the verification's session hold the weights
-        from studio.core.sandbox import require_memory
-
         require_memory(handle.path, "optimize with verification", copies=1.2)
     if chosen and chosen[0].accepts_invalid:
         require_valid(handle, "optimize")

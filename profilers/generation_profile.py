@@ -35,7 +35,7 @@ from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants
 from studio.core import cli_hints
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
-from studio.core.sandbox import Limits, run_job
+from studio.core.sandbox import Limits, model_bytes_on_disk, require_memory, run_job, scaled_to_model
 from studio.inspect.decoder import DecoderSpec, recognize
 from studio.inspect.decoder_cache import short
 from studio.inspect.decoder_contract import GenerationContract, contract_of
@@ -113,8 +113,6 @@ def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpe
     if not engines:
         raise StudioError("no engine given", code=ErrorCode.BAD_OPTION)
     started = time.perf_counter()
-    from studio.core.sandbox import require_memory
-
     for t in targets:                   # the generation worker holds each model's session
         require_memory(t.path, "the generation profile")
     out_dir = Path(out_dir)
@@ -177,8 +175,6 @@ def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpe
 def _room_for(limits: Limits, paths: Sequence[Path]) -> Limits:
     """``limits`` with memory for the sessions of the models at ``paths`` (their weights once each, on top
     of the defaults): the 3 GiB default refused a 6.4 GiB decoder ("std::bad_alloc" at session creation)."""
-    from studio.core.sandbox import model_bytes_on_disk, scaled_to_model
-
     held = sum(model_bytes_on_disk(p) for p in paths)
     return replace(limits, memory_bytes=max(limits.memory_bytes, scaled_to_model(None, held, copies=1).memory_bytes))
 

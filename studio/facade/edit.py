@@ -11,6 +11,7 @@ from typing import Any, TYPE_CHECKING
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
+from studio.core.sandbox import require_memory
 from studio.core.workspace import Version, Workspace
 from studio.edit import edit as _edit, EditScript, load_script, parse_ops, provenance, validate
 from studio.projects import ProjectModel as _ProjectModel
@@ -44,8 +45,6 @@ def edit(handle: ModelHandle, script: Any, out_path: str | Path, *, verify: bool
     ``OUT.part2.onnx``): checked, verified against the original (numbers where the edit keeps them,
     the original's tensors at a cut), written only then; the input is only read."""
     if verify:                          # the verification's session holds the weights
-        from studio.core.sandbox import require_memory
-
         require_memory(handle.path, "edit with verification")
     return _edit(handle, edit_script(script) if not _is_script(script) else script, out_path,
                  verify_numbers=verify, pool_key=pool_key)
