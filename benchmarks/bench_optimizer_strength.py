@@ -180,7 +180,7 @@ def _studio(src: Path, out: Path) -> ToolRun:
 
 
 def measure(name: str, group: str, src: Path, timeout_s: float) -> Row:
-    from passes.peers import run_peer
+    from studio.peers.compare import run_peer
 
     out = OUT / "runs" / name
     row = Row(name, group, _nodes(src))
@@ -345,7 +345,7 @@ class CorpusRow:
 def _all_nodes(path: Path) -> int:
     import onnx
 
-    from passes.peers import count_all_nodes
+    from studio.peers.compare import count_all_nodes
 
     return count_all_nodes(onnx.load(str(path), load_external_data=False).graph)
 
@@ -466,7 +466,7 @@ def measured_slower(pair: list[tuple], aa_pair: list[tuple]) -> bool:
 
 def measure_corpus(name: str, src: Path, kept_aside: bool, entry, timeout_s: float) -> CorpusRow:
     from passes.ort_fusions import ort_fusions
-    from passes.peers import run_peer
+    from studio.peers.compare import run_peer
 
     out = CORPUS_OUT / name
     row = CorpusRow(name, kept_aside)

@@ -356,7 +356,7 @@ def test_onnx_reference_evaluator_runs_an_oprun_subclass_by_domain():
 
 
 def test_onnxsim_and_onnxslim_calls(tmp_path):
-    """passes/onnxsim_pass.py and passes/peers.py: ``onnxsim.simplify(m, check_n=0, perform_optimization=True)``
+    """passes/onnxsim_pass.py and studio/peers/compare.py: ``onnxsim.simplify(m, check_n=0, perform_optimization=True)``
     -> (model, ok); ``onnxslim.slim(ModelProto)`` -> ModelProto; onnx2tf runs the ``onnxsim`` program."""
     import onnxsim
     import onnxslim

@@ -17,7 +17,7 @@ from passes.optimize import (
     optimize_model,
     report_rows as optimize_report_rows,
 )
-from passes.peers import compare_peers as _compare
+from studio.peers.compare import compare_peers as _compare
 from passes.pipeline import op_count_diff
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError

@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from passes.ort_fusions import OrtFusions, fused_counts, ort_fusions
-from passes.peers import count_all_nodes
+from studio.peers.compare import count_all_nodes
 from passes.pipeline import run_passes
 from passes.registry import make_pass
 from tests.conftest import parse_model, save

@@ -10,7 +10,7 @@ import onnxsim
 import onnxslim
 import pytest
 
-from passes.peers import count_all_nodes, run_peer
+from studio.peers.compare import count_all_nodes, run_peer
 from studio import api
 from studio.cli import main
 from tests.conftest import parse_model, save

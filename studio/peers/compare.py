@@ -14,7 +14,11 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from passes.onnxsim_pass import run_tool
+from studio.core.errors import WorkerError
 from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.sandbox import default_limits, run_job
+from studio.core.save import save_model
 
 PEERS = ("onnxsim", "onnxslim")
 
@@ -62,15 +66,11 @@ def peers_simplify_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     t = time.perf_counter()
     if tool not in PEERS:
         raise ValueError(f"unknown peer '{tool}'; peers: {', '.join(PEERS)}")
-    from passes.onnxsim_pass import run_tool
-
     out = run_tool(tool, model)     # the same call as the verified passes (T8: onnxslim without shape inference)
     seconds = time.perf_counter() - t
     data = {"nodes": len(out.graph.node), "all_nodes": count_all_nodes(out.graph),
             "size_bytes": out.ByteSize(), "seconds": seconds}
     if args.get("out"):
-        from studio.core.save import save_model
-
         save_model(out, Path(args["out"]))
     return JobOutput(data=data)
 
@@ -78,9 +78,6 @@ def peers_simplify_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
 def run_peer(tool: str, src: str | Path, out: str | Path | None = None, *, timeout_s: float = 300.0,
              pool_key: str = "peers") -> PeerResult:
     """One peer on one model file, in a fresh sandbox worker; any failure is ``error``, one line."""
-    from studio.core.errors import WorkerError
-    from studio.core.sandbox import default_limits, run_job
-
     if tool not in PEERS:
         return PeerResult(tool, False, error=f"unknown peer '{tool}'; peers: {', '.join(PEERS)}")
     try:
