@@ -33,6 +33,7 @@ from profilers.profile import machine_facts
 from profilers.stats import RatioEstimate, latency_stats
 from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants, unavailable_reason
 from studio.core import cli_hints
+from studio.core.engines.table import engine_row
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.sandbox import Limits, model_bytes_on_disk, require_memory, run_job, scaled_to_model
@@ -88,7 +89,7 @@ def _check_ir_target(t: ProfileTarget, contract: GenerationContract, engines: Se
     """An OpenVINO IR target: run on OpenVINO, and holding every name its source decoder is stepped by."""
     from studio.core.engines.openvino_ir import check_ir_matches
 
-    if not any(e.engine == "openvino" for e in engines):
+    if not any(engine_row(e.engine).suffix == t.openvino_ir.xml.suffix for e in engines):   # engines reading an IR
         raise StudioError(f"{short(t.openvino_ir.xml.name, 60)} is an OpenVINO IR: it runs on OpenVINO only; "
                           "add --engine ov", code=ErrorCode.BAD_OPTION)
     check_ir_matches(t.openvino_ir, *_contract_names(contract), t.path.name)

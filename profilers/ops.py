@@ -203,9 +203,7 @@ class OpProfile:
         """"overhead X ms", or why there is none to show (never a negative overhead)."""
         if not self.sum_exceeds_end_to_end:
             return f"overhead {self.overhead_ms:.3f} ms"
-        why = ("OpenVINO's per-layer counters overlap (work on parallel threads and async stages is "
-               "counted per layer)" if self.engine == "openvino" else
-               "kernels overlap (parallel execution) or the profiler adds time")
+        why = OVERLAP_WHY.get(self.engine, "kernels overlap (parallel execution) or the profiler adds time")
         return f"per-op sum exceeds end-to-end by {-self.overhead_ms:.3f} ms: {why}; no overhead figure"
 
     @property
@@ -485,6 +483,9 @@ def _mnn_ops(v: dict, feeds: dict, tag: str, warmup: int, runs: int, ctx: JobCon
 # engine -> its per-op profiler (worker side); an engine of the table without a row here reads
 # "not available" with the reason below (or a generic one)
 PER_OP = {"onnxruntime": _ort_ops, "openvino": _ov_ops, "mnn": _mnn_ops}
+# Why an engine's per-op sum can exceed the end-to-end time (others: the generic reason in overhead_text).
+OVERLAP_WHY = {"openvino": "OpenVINO's per-layer counters overlap (work on parallel threads and async stages is "
+                           "counted per layer)"}
 NO_PER_OP = {
     "litert": "per-op profiling is not available for LiteRT here: the ai_edge_litert Python API has no op profiler "
               "(use the benchmark_model tool with --enable_op_profiling on the device)",
