@@ -12,10 +12,11 @@ import tempfile
 from pathlib import Path
 
 from studio import api
-from studio.cli.common import bounded, print_json
+from studio.cli.common import bounded, parse_dims, print_json
 from studio.cli.dims_args import model_dims
 from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes, printable
+from studio.core.requests import MemoryRequest
 
 NAME = "memory"
 HELP = ("The memory plan: tensor lifetimes, the peak and its tensors, ORT's and OpenVINO's measured "
@@ -95,17 +96,22 @@ def _print_report(r, top: int, title: str = "") -> None:
         print(f"{title}note       {printable(note, 300)}")
 
 
+def request_of(args: argparse.Namespace, dims: dict[str, int] | None = None) -> MemoryRequest:
+    """The one ``MemoryRequest`` these flags ask for (``dims``: ``--dim`` merged with the model's setting)."""
+    return MemoryRequest(dims=parse_dims(args.dim) if dims is None else dims, measure=not args.no_measure,
+                         engine_graph=not args.no_engine_graph, reorder=args.reorder,
+                         measure_timeout_s=args.measure_timeout)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.top < 0:
         raise StudioError("--top must be 0 or more")
     if args.output and not args.reorder:
         raise StudioError("-o/--output keeps the reordered model: give it with --reorder")
-    dims = model_dims(args)
+    request = request_of(args, model_dims(args))
     handle = api.load(args.model)
-    measure = not args.no_measure
-    if not args.reorder:
-        report = api.memory_plan(handle, dims, measure=measure, engine_graph=not args.no_engine_graph,
-                                 measure_timeout_s=args.measure_timeout)
+    if not request.reorder:
+        report = api.memory_plan(handle, request)
         if args.json:
             print_json(report.to_dict())
         else:
@@ -113,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="studio-reorder-") as tmp:
         out = Path(args.output) if args.output else Path(tmp, "reordered.onnx")
-        r = api.memory_reorder(handle, out, dims, measure=measure, measure_timeout_s=args.measure_timeout)
+        r = api.memory_reorder(handle, out, dict(request.dims), measure=request.measure,
+                               measure_timeout_s=request.measure_timeout_s)
         if args.json:
             d = r.to_dict()
             if not args.output:

@@ -25,7 +25,8 @@ from studio.core import cli_hints
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
-__all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileRequest", "ExportRequest", "BatchRequest", "REQUESTS",
+__all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileRequest", "ExportRequest", "BatchRequest", "MemoryRequest",
+           "REQUESTS",
            "request_from_dict"]
 
 DEFAULT_PRESET = "safe"         # what optimize runs when neither a preset nor passes are named
@@ -497,6 +498,44 @@ class ExportRequest:
         return cli_hints.cli_command("export", [model], [target, ("-o", output), *rest])
 
 
+@dataclass(frozen=True)
+class MemoryRequest:
+    """``memory``: every tensor's lifetime in ORT's execution order at ``dims``, the peak, the best-fit arena;
+    ``measure``: what ORT and OpenVINO really allocate (a child each, stopped after ``measure_timeout_s``);
+    ``engine_graph``: also the plan over ORT's optimized graph; ``reorder``: the memory-aware order as a
+    verified pass, with the peak before and after. Where a reordered model is kept (``-o``) is the call's."""
+
+    dims: tuple[tuple[str, int], ...] = ()
+    measure: bool = True
+    engine_graph: bool = True
+    reorder: bool = False
+    measure_timeout_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "dims", _pairs(self.dims, int))
+        for name in ("measure", "engine_graph", "reorder"):
+            put(self, name, bool(getattr(self, name)))
+        put(self, "measure_timeout_s", float(self.measure_timeout_s))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able; ``MemoryRequest.from_dict(r.to_dict()) == r``."""
+        return _to_dict(self, mappings=("dims",))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryRequest:
+        return request_from_dict(cls, data)
+
+    def command(self, model: str, *, output: str | None = None) -> str:
+        """``onnx-studio memory MODEL ...``: the command line that builds this request (the Overview's memory
+        hint); ``output``: where ``--reorder`` keeps the reordered model."""
+        return cli_hints.cli_command("memory", [model], [
+            ("--dim", dict(self.dims)), ("--no-measure", not self.measure), ("--reorder", self.reorder),
+            ("-o", output if self.reorder else None),
+            ("--measure-timeout", _number(self.measure_timeout_s) if self.measure_timeout_s != 120.0 else None),
+            ("--no-engine-graph", not self.engine_graph)])
+
+
 BATCH_STAGES = ("inspect", "check", "optimize", "precision", "profile", "export")
 
 
@@ -547,4 +586,5 @@ class BatchRequest:
             ("-o", output), ("--target", target)], raw=raw)
 
 
-REQUESTS = (PrecisionRequest, OptimizeRequest, CheckRequest, ProfileRequest, ExportRequest, BatchRequest)   # every request kind (tests walk it)
+REQUESTS = (PrecisionRequest, OptimizeRequest, CheckRequest, ProfileRequest, ExportRequest, BatchRequest,
+            MemoryRequest)   # every request kind (tests walk it)

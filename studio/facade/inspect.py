@@ -14,6 +14,7 @@ from studio.core.errors import StudioError
 from studio.core.feeds import ImagePreprocess, make_feeds
 from studio.core.input_files import save_image_uploads, save_npy_upload, save_npz_upload
 from studio.core.model import load as _load, ModelHandle, parse_model_file
+from studio.core.requests import MemoryRequest
 from studio.core.sandbox import shutdown_pool
 from studio.inspect.decoder import recognize
 from studio.inspect.edge_shapes import pinned_inputs
@@ -93,7 +94,8 @@ def parse_memory(text: str | int) -> int:
     return _parse(text)
 
 
-def memory_plan(handle: ModelHandle, dims: Mapping[str, int] | None = None, *, measure: bool = False,
+def memory_plan(handle: ModelHandle, dims: MemoryRequest | Mapping[str, int] | None = None, *,
+                measure: bool = False,
                 pool_key: str = "default", engine_graph: bool | None = None,
                 measure_timeout_s: float = 120.0) -> MemoryReport:
     """Every tensor's lifetime in ORT's execution order at ``dims`` (unset ones as the seeded inputs take
@@ -101,7 +103,12 @@ def memory_plan(handle: ModelHandle, dims: Mapping[str, int] | None = None, *, m
     with its op and tensors, the best-fit arena, the KV cache's share, and with ``measure`` the block
     ORT really allocates (a child process on the same inputs) beside the prediction. ``engine_graph``
     (default: ``measure``): also the plan of ORT as users run it, over the graph ORT optimizes at its
-    default level; each engine child is stopped after ``measure_timeout_s`` ("too large to measure")."""
+    default level; each engine child is stopped after ``measure_timeout_s`` ("too large to measure").
+    ``dims`` may be a ``MemoryRequest`` (``studio.core.requests``: what the CLI and the Overview build), which
+    brings its own options."""
+    if isinstance(dims, MemoryRequest):
+        r = dims
+        dims, measure, engine_graph, measure_timeout_s = dict(r.dims), r.measure, r.engine_graph, r.measure_timeout_s
     return memory_report(handle, dims, measure=measure, pool_key=pool_key, engine_graph=engine_graph,
                          timeout_s=measure_timeout_s)
 

@@ -14,6 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
+from studio.core.requests import MemoryRequest
 from studio.ui import memory_charts, state, widgets
 
 _RESULT = "onnx_studio_memory_plan"
@@ -23,10 +24,10 @@ def _key(handle, dims: dict[str, int]) -> tuple:
     return (handle.sha256, tuple(sorted(dims.items())))
 
 
-def _reorder(handle, dims: dict[str, int], measure: bool):
+def _reorder(handle, request: MemoryRequest):
     with tempfile.TemporaryDirectory(prefix="studio-reorder-") as tmp:   # the what-if only: nothing kept
-        return api.memory_reorder(handle, Path(tmp, "reordered.onnx"), dims, measure=measure,
-                                  pool_key=state.session_id())
+        return api.memory_reorder(handle, Path(tmp, "reordered.onnx"), dict(request.dims), measure=request.measure,
+                                  measure_timeout_s=request.measure_timeout_s, pool_key=state.session_id())
 
 
 def render(handle) -> None:
@@ -42,14 +43,15 @@ def render(handle) -> None:
                                "compiler")
     held = state.bound_result(_RESULT) or {}          # this project's model, version and dims only
     if c1.button("Plan memory", key="memory_plan_run"):
-        report = widgets.guarded(lambda: api.memory_plan(handle, dims, measure=measure, pool_key=state.session_id()),
-                                 spinner="Planning memory…")
+        report = widgets.guarded(lambda: api.memory_plan(handle, MemoryRequest(dims=dims, measure=measure),
+                                                         pool_key=state.session_id()), spinner="Planning memory…")
         held = {"key": key, "report": report} if report is not None else {}
         state.keep_result(_RESULT, held)
         if report is not None:           # once per plan: the Graph page's view memo sees one change
             state.publish_overlay_data(handle.sha256, "node_memory", report.node_live_bytes())
     if c2.button("Try a memory-aware order", key="memory_reorder_run"):
-        what_if = widgets.guarded(lambda: _reorder(handle, dims, measure), spinner="Reordering and verifying…")
+        what_if = widgets.guarded(lambda: _reorder(handle, MemoryRequest(dims=dims, measure=measure, reorder=True)),
+                                  spinner="Reordering and verifying…")
         held = {"key": key, "report": what_if.before, "reorder": what_if} if what_if is not None else {}
         state.keep_result(_RESULT, held)
         if what_if is not None:
@@ -61,8 +63,7 @@ def render(handle) -> None:
         return
     report, what_if = held["report"], held.get("reorder")
     _show(report, what_if)
-    widgets.cli_hint(api.cli_command("memory", [handle.path.name], [("--dim", dims), ("--reorder", bool(what_if)),
-                                                                    ("--no-measure", not measure)]))
+    widgets.cli_hint(MemoryRequest(dims=dims, measure=measure, reorder=what_if is not None).command(handle.path.name))
 
 
 def _show(report, what_if) -> None:

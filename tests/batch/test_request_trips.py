@@ -22,9 +22,10 @@ from sample_models.catalog import path_of
 from studio import api
 from studio.batch import facade as batch_api
 from studio.batch.remote import _pack, remote_measure
-from studio.cli import (batch_cmd, build_parser, check_cmd, export_cmd, main, optimize_cmd, precision_cmd, profile_cmd,
+from studio.cli import (batch_cmd, build_parser, check_cmd, export_cmd, main, memory_cmd, optimize_cmd, precision_cmd,
+                        profile_cmd,
                         remote_args, task_args)
-from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, ExportRequest, OptimizeRequest, PrecisionRequest,
+from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, ExportRequest, MemoryRequest, OptimizeRequest, PrecisionRequest,
                                   ProfileRequest)
 
 FULL = {
@@ -53,6 +54,8 @@ FULL = {
         dims={"batch": 2}, ort_level="basic", ort_format=False, name="my bundle", max_batch=4,
         plugins=("libs/trt plugin.so",), ort_custom_ops=("libs/ort ops.so",), ov_extensions=("libs/ov.so",),
         zip=False, goal="top1-agreement>=0.99", dataset="photos", tasks={"logits": "classification"}),
+    MemoryRequest: MemoryRequest(dims={"batch": 2, "seq len": 5}, measure=False, engine_graph=False, reorder=True,
+                                 measure_timeout_s=30),
     BatchRequest: BatchRequest(stages=("check", "profile", "export"), engines=("onnxruntime", "openvino"), force=True),
 }
 # The iterations are cleared by a duration (ProfileRequest), and a preset by named passes (OptimizeRequest).
@@ -80,6 +83,8 @@ def _parsed(kind, command: str):
         return export_cmd.request_of(args, tasks, task_args.goal(args))
     if kind is BatchRequest:
         return batch_cmd.request_of(args)
+    if kind is MemoryRequest:
+        return memory_cmd.request_of(args)
     return profile_cmd.request_of(args)
 
 
@@ -244,3 +249,15 @@ def test_a_batch_page_and_the_cli_run_the_same_tasks():
     assert cli == page and cli.stage_options() == page.stage_options() == {
         "check": {"engines": ["onnxruntime"]}, "profile": {"engines": ["onnxruntime"]}}
     assert BatchRequest().stage_options() == {}          # each stage's own defaults, as before
+
+
+def test_the_memory_hint_run_by_the_cli_plans_what_the_overview_planned(capsys):
+    """The Overview's memory section with measuring off asked for no plan of ORT's optimized graph while its
+    hint (``--no-measure``) made the CLI plan one; both now run one ``MemoryRequest`` (cnn_unfused, ORT)."""
+    model = str(path_of("cnn_unfused"))
+    page = MemoryRequest(dims={"batch": 2}, measure=False)
+    here = api.memory_plan(api.load(model), page)
+    assert main([*shlex.split(page.command(model))[1:], "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert cli["peak_bytes"] == here.plan.peak_bytes and cli["dims"] == {"batch": 2}
+    assert [e["engine"] for e in cli["engine_plans"]] == [e.engine for e in here.engine_plans] != []
