@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from passes.catalog import catalog
-from passes.memory_whatif import memory_reorder as _reorder
+from studio.inspect.memory_whatif import memory_reorder as _reorder
 from passes.merge_decoders import merge_decoders as _merge
 from passes.optimize import (
     add_version,
@@ -26,7 +26,7 @@ from studio.core.requests import OptimizeRequest
 from studio.core.workspace import Version, Workspace
 
 if TYPE_CHECKING:
-    from passes.memory_whatif import MemoryReorder
+    from studio.inspect.memory_whatif import MemoryReorder
     from passes.merge_decoders import MergeResult
     from passes.pipeline import PipelineResult
     from studio.projects import ProjectModel
@@ -94,4 +94,5 @@ def memory_reorder(handle: ModelHandle, out_path: str | Path, dims: Mapping[str,
                    measure_timeout_s: float = 120.0) -> MemoryReorder:
     """The what-if: ``reorder-for-memory`` as a verified pass written to ``out_path``, with the predicted
     (and, with ``measure``, ORT's measured) peak before and after at the same dims."""
-    return _reorder(handle, out_path, dims, measure=measure, pool_key=pool_key, timeout_s=measure_timeout_s)
+    return _reorder(handle, out_path, dims, optimize=optimize_model, measure=measure, pool_key=pool_key,
+                    timeout_s=measure_timeout_s)

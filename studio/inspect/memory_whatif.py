@@ -3,17 +3,21 @@ dims the user chose, then plan and measure the result beside the original.
 
 Why a module of its own: the pass only writes a new node order; a user deciding whether to keep it
 wants the predicted and the measured peak before and after, and the verification verdict, in one
-result.
+result. It sits with the memory plan it compares (studio.inspect); inspect is the lowest capability, below
+passes, so the verifying pipeline is handed in (``optimize``: the facade gives ``passes.optimize.optimize_model``)
+and never imported here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from studio.core.model import ModelHandle
 from studio.core.model import load as load_model
+from studio.core.requests import OptimizeRequest
 from studio.inspect.memory_report import MemoryReport, memory_report
 
 PASS = "reorder-for-memory"
@@ -44,16 +48,16 @@ class MemoryReorder:
 
 
 def memory_reorder(handle: ModelHandle, out_path: str | Path, dims: Mapping[str, int] | None = None, *,
-                   measure: bool = True, pool_key: str = "default", timeout_s: float = 120) -> MemoryReorder:
+                   optimize: Callable[..., Any], measure: bool = True, pool_key: str = "default",
+                   timeout_s: float = 120) -> MemoryReorder:
     """Plan ``handle``, run the reorder pass (sizes from that plan, verified against the original on the
-    plan's seeded inputs), write it to ``out_path``, and plan/measure the result at the same dims."""
-    from passes.optimize import optimize_model
-    from studio.core.requests import OptimizeRequest
-
+    plan's seeded inputs), write it to ``out_path``, and plan/measure the result at the same dims.
+    ``optimize(handle, request, out_path=, pool_key=, partial=)`` is the verifying pipeline
+    (``passes.optimize.optimize_model``; its result's ``records``, ``ok``, ``output`` and ``summary()`` are read)."""
     before = memory_report(handle, dims, measure=measure, pool_key=pool_key, timeout_s=timeout_s, engine_graph=False)
     chosen = dict(before.dims)
     sizes = {t.name: t.bytes for t in before.plan.tensors}
-    result = optimize_model(handle, OptimizeRequest(passes=[PASS], dims=chosen, pass_options={PASS: {"sizes": sizes}}),
+    result = optimize(handle, OptimizeRequest(passes=[PASS], dims=chosen, pass_options={PASS: {"sizes": sizes}}),
                             out_path=out_path, pool_key=pool_key, partial="none")
     rec = next((r for r in result.records if r.name == PASS), None)
     modified = bool(rec and rec.modified)
