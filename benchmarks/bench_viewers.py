@@ -23,8 +23,8 @@ Measures (seconds from navigation in a fresh browser, unless said):
   settled, seen by screenshots every ~0.1 s).
 - *pan/zoom fps*: 1000 / median rAF interval during a scripted 1.2 s drag with wheel zoom.
 - *JS heap*: CDP ``Performance.getMetrics`` JSHeapUsedSize of the page (workers not counted);
-  *renderer MB*: unique memory (USS) of every renderer process of the browser (page and workers), psutil,
-  after first paint.
+  *renderer + GPU process MB*: unique memory (USS) of the browser's renderer processes (page and workers)
+  and of its GPU process (WebGL's, Model Explorer's drawing), psutil, after first paint.
 A viewer that does not finish within ``--timeout`` seconds is shown as ``> T``.
 
 Netron and Model Explorer are benchmark extras (``make bench-deps``: their own venv under
@@ -225,8 +225,10 @@ def _heap_mb(page) -> float:
     return metrics.get("JSHeapUsedSize", 0.0) / 1e6
 
 
-def _renderer_mb(browser) -> float | None:
-    """Unique memory (USS, MB) of the browser's renderer processes: the page, its workers, its canvas."""
+def _process_mb(browser, kind: str) -> float | None:
+    """Unique memory (USS, MB) of the browser's processes of ``kind``: "renderer" (the page, its workers, a 2D
+    canvas drawn in software) or "gpu" (WebGL runs there, SwiftShader under --disable-gpu: Model Explorer's
+    drawing is in that process, the studio's and Netron's are not)."""
     import psutil
 
     try:
@@ -235,7 +237,7 @@ def _renderer_mb(browser) -> float | None:
         return None
     total = 0.0
     for proc in info.get("processInfo", []):
-        if proc.get("type") != "renderer":
+        if proc.get("type") != kind:
             continue
         with contextlib.suppress(psutil.Error):
             total += psutil.Process(proc["id"]).memory_full_info().uss
@@ -303,7 +305,8 @@ def _measure(pw, kind: str, url: str, timeout_s: float) -> dict[str, Any]:
             out["items"] = page.evaluate("document.querySelectorAll('#canvas .node').length")
         page.wait_for_timeout(300)
         out["heap"] = _heap_mb(page)
-        out["mem"] = _renderer_mb(browser)
+        out["mem"] = _process_mb(browser, "renderer")
+        out["gpu_mem"] = _process_mb(browser, "gpu")
         out["fps"] = _pan_zoom(page)
         if kind == "studio":
             g = page.evaluate(_LARGEST_CLOSED)
@@ -424,13 +427,14 @@ def main(reps: int = 3, only: list[str] | None = None, *, sizes: list[int] | Non
                          _cell(ms, "settled") if studio else "—",
                          (_cell(ms, "expand") + " / " + _cell(ms, "expand_settled")) if studio else "n/a",
                          (_cell(ms, "opened") + " / " + _cell(ms, "opened_settled")) if studio else _cell(ms, "opened"),
-                         _cell(ms, "fps", "{:.0f}"), _cell(ms, "heap", "{:.0f}"), _cell(ms, "mem", "{:.0f}"),
+                         _cell(ms, "fps", "{:.0f}"), _cell(ms, "heap", "{:.0f}"),
+                         _cell(ms, "mem", "{:.0f}") + " + " + _cell(ms, "gpu_mem", "{:.0f}"),
                          _cell(ms, "opened_items", "{:.0f}") if studio else _cell(ms, "items", "{:.0f}")])
     print_table(f"Graph viewers side by side, {datetime.date.today()} (median of {reps}, interleaved; s from "
                 "navigation; the studio's page build included)",
                 ["model", "viewer", "first paint s", "studio build + browser s", "studio ELK settled s",
                  "expand one group s (paint / settled)", "fully opened s (paint / settled)", "pan/zoom fps",
-                 "JS heap MB", "renderer MB (USS)", "items drawn opened"], rows)
+                 "JS heap MB", "renderer + GPU process MB (USS)", "items drawn opened"], rows)
     return rows
 
 
