@@ -8,7 +8,7 @@ import sys
 BENCHMARKS = ["bench_inspect", "bench_decoder_inspect", "bench_worker", "bench_graphview", "bench_graph_viewer", "bench_viewers",
               "bench_passes",
               "bench_profile", "bench_generation", "bench_precision", "bench_precision_data", "bench_digits", "bench_engines", "bench_export",
-              "bench_batch", "bench_optimizer_strength", "bench_edit", "bench_memory_plan"]
+              "bench_batch", "bench_optimizer_strength", "bench_edit", "bench_memory_plan", "bench_large"]
 
 
 def main(argv: list[str]) -> int:
