@@ -217,7 +217,7 @@ def verify_outputs(reference: Reference, got: Mapping[str, object] | None, crite
         return Verification(ERROR, error, engine, criteria.text, None, checker)
     if reference.outputs is None:
         return Verification(NOT_VERIFIED, f"outputs not compared: {reference.error}", engine, criteria.text, None,
-                            checker)
+                            checker, reason=str(reference.error))
     comparison = compare_outputs(reference.outputs, dict(got or {}), criteria.tolerance, quantized=criteria.quantized,
                                  order_free=reference.order_free, tasks=reference.tasks)
     status = PASSED if comparison else FAILED

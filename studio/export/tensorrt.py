@@ -267,7 +267,8 @@ def export_tensorrt(ctx: ExportContext) -> TargetResult:
         # TensorRT runs these through plugins; ONNX Runtime has no kernel for them, so no numbers here.
         v_onnx = Verification(NOT_VERIFIED, f"ONNX Runtime cannot run custom ops {', '.join(facts.custom_ops[:3])} "
                                             "(TensorRT needs plugins for them); structure verified by the pipeline",
-                              "onnxruntime", ctx.criteria.text)
+                              "onnxruntime", ctx.criteria.text,
+                              reason=f"ONNX Runtime cannot run custom ops {', '.join(facts.custom_ops[:3])}")
     else:
         v_onnx = verify_outputs(ctx.reference, outputs, ctx.criteria,
                                 engine=f"onnxruntime {timing.get('version', '')}",
@@ -321,7 +322,8 @@ def export_tensorrt(ctx: ExportContext) -> TargetResult:
         artifacts.append(ctx.artifact(folder / SCRIPT_NAME, "build-script",
                                       "build_engine.py (TensorRT Python API): builds model.plan on a GPU machine",
                                       verification=Verification(NOT_VERIFIED, f"engine not built: {reason}",
-                                                                "tensorrt", criteria_for(opts.precision).text),
+                                                                "tensorrt", criteria_for(opts.precision).text,
+                                                                reason=str(availability.reason)),
                                       notes=("run: python build_engine.py (needs TensorRT >= 10 and an NVIDIA GPU)",)))
         status = ERROR if v_onnx.failed else NOT_VERIFIED
         onnx_state = "failed" if v_onnx.failed else "verified on ONNX Runtime" if v_onnx.ok else "not verified"

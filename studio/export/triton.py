@@ -392,7 +392,7 @@ def _tensorrt_model(ctx: ExportContext, folder: Path, name: str, outputs: Sequen
         reason = TensorRtEngine().available().reason or "the engine was not built"
         artifacts.append(ctx.artifact(
             note, "triton-placeholder", "placeholder: build 1/model.plan on the GPU that will serve it",
-            verification=Verification(NOT_VERIFIED, f"no plan here: {reason}", "tensorrt")))
+            verification=Verification(NOT_VERIFIED, f"no plan here: {reason}", "tensorrt", reason=reason)))
 
 
 def _readme_line(backend: str, name: str, ort_custom_ops: Sequence, ov_extensions: Sequence) -> str:

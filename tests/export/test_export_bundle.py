@@ -57,6 +57,9 @@ def test_manifest_records_what_was_made_and_how(cnn_export):
     assert arts["openvino/model.xml"]["companions"] == ["openvino/model.bin"]
     assert arts["tensorrt/build_engine.py"]["verification"]["status"] == "not verified"
     assert "TensorRT is not installed" in arts["tensorrt/build_engine.py"]["verification"]["message"]
+    # the one verification vocabulary: why it was not compared is its reason; a passed one has none
+    assert "TensorRT is not installed" in arts["tensorrt/build_engine.py"]["verification"]["reason"]
+    assert ort["verification"]["reason"] == "" and ort["verification"]["numeric_status"] == "passed"
     for path, a in arts.items():
         assert a["sha256"] == listed[path]["sha256"]
     # Benchmarks: session creation and latency for the original and the artifacts, with the note.
