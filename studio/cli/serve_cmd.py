@@ -1,7 +1,7 @@
 """onnx-studio serve [MODEL] [--port P] [--host H] [--workspace DIR] [--shared] [--allowed-host NAME]
 
 The server is a Streamlit child process (``studio/ui/onnx_studio_server.py``: the app
-behind ``studio.core.webguard``). This process checks the options first (one-line errors,
+behind ``studio.ui.webguard``). This process checks the options first (one-line errors,
 exit 2), then supervises the child: SIGTERM/SIGINT/SIGHUP stop it and its sandbox
 workers, and the child gets ``PR_SET_PDEATHSIG`` so even a SIGKILL of this process ends it.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from studio.cli import children
 from studio.core.errors import StudioError
 from studio.core.model import load
-from studio.core.webguard import ALLOWED_HOSTS_ENV, allowed_hosts, is_loopback
+from studio.core.hosts import ALLOWED_HOSTS_ENV, allowed_hosts, is_loopback
 from studio.batch.facade import cluster_address
 
 NAME = "serve"

@@ -1,5 +1,5 @@
 """The studio's web entry point: ``app.py`` served as an ``st.App`` behind
-``studio.core.webguard.BrowserGuard`` (security headers, Host allow-list).
+``studio.ui.webguard.BrowserGuard`` (security headers, Host allow-list).
 
 ``onnx-studio serve`` runs ``streamlit run`` on this file; Streamlit finds the ``app``
 below and serves it with its own ASGI stack, our middleware first. The module name is
@@ -18,6 +18,6 @@ if str(_ROOT) not in sys.path:
 import streamlit as st  # noqa: E402
 from starlette.middleware import Middleware  # noqa: E402
 
-from studio.core.webguard import BrowserGuard  # noqa: E402
+from studio.ui.webguard import BrowserGuard  # noqa: E402
 
 app = st.App(str(Path(__file__).with_name("app.py")), middleware=[Middleware(BrowserGuard)])

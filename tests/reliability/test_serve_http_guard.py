@@ -15,7 +15,7 @@ import socket
 import pytest
 
 from studio.cli.serve_cmd import network_mode
-from studio.core.webguard import allowed_hosts
+from studio.core.hosts import allowed_hosts
 from tests.conftest import parse_model, save
 from tests.servers import StudioServer
 
@@ -132,7 +132,7 @@ def test_r43_default_path_root_is_the_import_folder(app, _isolated_workspace):
 
 def test_component_pages_may_be_framed_by_the_studio_only():
     """Custom components (the code editor) are iframes of this server: 'self', never another site."""
-    from studio.core.webguard import _with_security_headers
+    from studio.ui.webguard import _with_security_headers
 
     page = dict(_with_security_headers([], "/"))
     comp = dict(_with_security_headers([(b"x-frame-options", b"ALLOWALL")], "/component/code_editor/index.html"))

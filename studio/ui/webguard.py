@@ -13,22 +13,18 @@ and the websocket upgrade.
   studio reduces every uploaded name to a safe base name anyway.
 - The ``Host`` header must name this server (loopback names, the bind address, names given
   with ``--allowed-host``): a page on another site whose DNS name is rebound to 127.0.0.1
-  sends its own name as Host and gets 421, so it cannot read or drive the studio.
+  sends its own name as Host and gets 421, so it cannot read or drive the studio (the names:
+  :mod:`studio.core.hosts`, shared with ``onnx-studio serve``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import ipaddress
-import os
 import re
-import socket
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-ALLOWED_HOSTS_ENV = "ONNX_STUDIO_ALLOWED_HOSTS"
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
-WILDCARD_BINDS = ("0.0.0.0", "::", "")
+from studio.core.hosts import allowed_hosts_from_env, host_name
 
 SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"x-frame-options", b"DENY"),
@@ -57,60 +53,6 @@ Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-
-
-def is_loopback(host: str) -> bool:
-    """True for names and addresses that only this machine can reach."""
-    h = host.strip("[]").lower()
-    if h == "localhost" or h.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(h).is_loopback
-    except ValueError:
-        return False
-
-
-def host_name(header: str) -> str:
-    """The host part of a Host header value, lower case, without port or trailing dot."""
-    h = header.strip().lower()
-    if h.startswith("["):
-        end = h.find("]")
-        h = h[1:end] if end > 0 else h[1:]
-    elif h.count(":") == 1:
-        h = h.split(":", 1)[0]
-    return h.rstrip(".")
-
-
-def _own_names() -> set[str]:
-    """Names and addresses of this machine, allowed when binding every interface."""
-    names: set[str] = set()
-    try:
-        hostname = socket.gethostname()
-        names.update({hostname, socket.getfqdn()})
-        names.update(socket.gethostbyname_ex(hostname)[2])
-    except OSError:
-        pass
-    return {n.lower() for n in names if n}
-
-
-def allowed_hosts(bind: str, extra: Iterable[str] = ()) -> frozenset[str]:
-    """Host names the server answers to: loopback, the bind address, ``extra`` (and the
-    machine's own names when bound to every interface)."""
-    names = set(LOOPBACK_NAMES)
-    b = bind.strip().strip("[]").lower()
-    if b in WILDCARD_BINDS:
-        names |= _own_names()
-    else:
-        names.add(b)
-    names |= {host_name(e) for e in extra if e.strip()}
-    return frozenset(names)
-
-
-def allowed_hosts_from_env(default_bind: str = "127.0.0.1") -> frozenset[str]:
-    raw = os.environ.get(ALLOWED_HOSTS_ENV)
-    if raw is None:
-        return allowed_hosts(default_bind)
-    return frozenset(h for h in raw.split(",") if h) | frozenset(LOOPBACK_NAMES)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
