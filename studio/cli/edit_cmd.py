@@ -11,6 +11,7 @@ from studio.cli.common import print_json
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
+from studio.core.requests import EditRequest
 
 NAME = "edit"
 HELP = "Edit the graph with a script (JSON/YAML): checked, verified against the original, then saved."
@@ -27,8 +28,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
+def request_of(args: argparse.Namespace, script=None) -> EditRequest:  # noqa: ANN001 - an EditScript
+    """The one ``EditRequest`` these flags ask for (``script``: ``--script`` already read)."""
+    script = script if script is not None else api.edit_script(args.script)
+    return EditRequest(operations=script.to_list(), verify=not args.no_verify, check_only=args.check_only)
+
+
 def _run(args: argparse.Namespace) -> int:
-    script = api.edit_script(args.script)
+    script = api.edit_script(args.script)            # read once: its folder is where its relative files are
+    request = request_of(args, script)
     handle = api.load(args.model)
     k = kept(args)
     version = None
@@ -42,7 +50,7 @@ def _run(args: argparse.Namespace) -> int:
         if k is None:
             result = api.edit(handle, script, args.output, verify=not args.no_verify)
         else:
-            result, version = _edit_kept(k, handle, script, args)
+            result, version = _edit_kept(k, handle, script, args, request)
     report = result.to_dict()
     if version is not None:
         report["version"] = {"id": version.id, "parent": k.version.id}
@@ -54,13 +62,13 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _edit_kept(k, handle, script, args: argparse.Namespace):
+def _edit_kept(k, handle, script, args: argparse.Namespace, request: EditRequest):
     """With --project the edit is kept as a version before -o is written (``ProjectRun.staged``): an edit
     the project refuses (byte-identical to a version: "same as vN", R63) leaves nothing at -o."""
     out = Path(args.output)
     with k.staged(out) as staged:
         result = api.edit(handle, script, staged, verify=not args.no_verify)
-        version = api.add_edited_version(k.model, k.version.id, result, job_id=k.job.id)
+        version = api.add_edited_version(k.model, k.version.id, result, job_id=k.job.id, request=request)
     return replace(result, outputs=tuple(out.with_name(p.name) for p in result.outputs)), version
 
 

@@ -26,7 +26,7 @@ from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 __all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileRequest", "ExportRequest", "BatchRequest", "MemoryRequest",
-           "REQUESTS",
+           "EditRequest", "REQUESTS",
            "request_from_dict"]
 
 DEFAULT_PRESET = "safe"         # what optimize runs when neither a preset nor passes are named
@@ -536,6 +536,49 @@ class MemoryRequest:
             ("--no-engine-graph", not self.engine_graph)])
 
 
+@dataclass(frozen=True)
+class EditRequest:
+    """``edit``: a script of graph operations applied, checked, verified against the original (``verify``)
+    and written, or only checked (``check_only``). ``operations`` are the script's operations as JSON
+    objects (kept as canonical JSON text, so equal scripts are equal requests); the folder the script's
+    relative files (.npy, merged models) are read from, the output and the project are the call's. A kept
+    version's provenance stores ``to_dict()`` under ``request``."""
+
+    operations: tuple[str, ...] = ()
+    verify: bool = True
+    check_only: bool = False
+
+    def __post_init__(self) -> None:
+        ops = self.operations
+        if isinstance(ops, str) or not isinstance(ops, (list, tuple)):
+            raise StudioError("operations must be a list of edit operations", code=ErrorCode.BAD_REQUEST)
+        object.__setattr__(self, "operations", tuple(
+            op if isinstance(op, str) else json.dumps(op, sort_keys=True, separators=(",", ":")) for op in ops))
+        object.__setattr__(self, "verify", bool(self.verify))
+        object.__setattr__(self, "check_only", bool(self.check_only))
+
+    @property
+    def script(self) -> list[dict[str, Any]]:
+        """The operations as ``edit --script`` reads them."""
+        return [json.loads(op) for op in self.operations]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able; ``EditRequest.from_dict(r.to_dict()) == r``."""
+        return {"operations": self.script, "verify": self.verify, "check_only": self.check_only}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EditRequest:
+        return request_from_dict(cls, data)
+
+    def command(self, model: str, *, script: str = "edits.json", output: str = "edited.onnx",
+                project: str | None = None) -> str:
+        """``onnx-studio edit MODEL --script SCRIPT -o OUT ...``: the command line that builds this request,
+        with ``script`` holding :attr:`script` as JSON (the Graph page's edit hint)."""
+        return cli_hints.cli_command("edit", [model], [
+            ("--script", script), ("-o", None if self.check_only else output), ("--check-only", self.check_only),
+            ("--no-verify", not self.verify), ("--project", project)])
+
+
 BATCH_STAGES = ("inspect", "check", "optimize", "precision", "profile", "export")
 
 
@@ -587,4 +630,4 @@ class BatchRequest:
 
 
 REQUESTS = (PrecisionRequest, OptimizeRequest, CheckRequest, ProfileRequest, ExportRequest, BatchRequest,
-            MemoryRequest)   # every request kind (tests walk it)
+            MemoryRequest, EditRequest)   # every request kind (tests walk it)

@@ -11,6 +11,7 @@ from typing import Any, TYPE_CHECKING
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
+from studio.core.requests import EditRequest
 from studio.core.sandbox import require_memory
 from studio.core.workspace import Version, Workspace
 from studio.edit import edit as _edit, EditScript, load_script, parse_ops, provenance, validate
@@ -56,21 +57,23 @@ def _is_script(script: Any) -> bool:
 
 
 def add_edited_version(model: ProjectModel | Workspace, parent: str, result: Any, *, label: str = "edit",
-                       job_id: str | None = None, source_sha256: str | None = None) -> Version:
+                       job_id: str | None = None, source_sha256: str | None = None,
+                       request: EditRequest | None = None) -> Version:
     """The edited model as a new version whose provenance records the script (undo: select ``parent``).
     A split's later parts become versions too (children of ``parent``, labelled ``... part N``); the
     first part is returned. In a project, an edit that changes no byte is refused as "same as vN" (R63)
-    and ``source_sha256`` (the content edited) must be ``parent``'s (R59)."""
+    and ``source_sha256`` (the content edited) must be ``parent``'s (R59). ``request``: the ``EditRequest``
+    that made it, kept in the provenance (``request``) whether the CLI or the Graph page kept it."""
     if not result.outputs:
         raise StudioError("the edit wrote no model to keep", code=ErrorCode.NO_RESULT)
     kwargs: dict[str, Any] = {"job_id": job_id} if job_id is not None else {}
     if isinstance(model, _ProjectModel):
         kwargs.update(refuse_same=True, source_sha256=source_sha256)
-    first = model.add_file(result.outputs[0], label=label, parent=parent, provenance=provenance(result, parent),
-                           **kwargs)
+    kept = {**provenance(result, parent), **({"request": request.to_dict()} if request is not None else {})}
+    first = model.add_file(result.outputs[0], label=label, parent=parent, provenance=kept, **kwargs)
     kwargs.pop("refuse_same", None)           # a later part may equal another version: it is still a part
     for i, path in enumerate(result.outputs[1:], 2):
         model.add_file(path, label=f"{label[:50]} part {i}", parent=parent,
-                       provenance={**provenance(result, parent), "part": i}, **kwargs)
+                       provenance={**kept, "part": i}, **kwargs)
     return first
 

@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from studio import api
+from studio.core.requests import EditRequest
 from studio.core.fmt import printable
 from studio.ui import state, widgets
 
@@ -196,10 +197,9 @@ def script_json(ops: list[dict]) -> str:
     return json.dumps(ops, indent=1)
 
 
-def cli_command(model_name: str, project: str | None = None) -> str:
+def cli_command(model_name: str, project: str | None = None, ops: list[dict] | None = None) -> str:
     """The ``edit`` command that applies the shown script (saved as edits.json) to this model."""
-    return api.cli_command("edit", [model_name], [("--script", "edits.json"), ("-o", "edited.onnx"),
-                                                  ("--project", project or None)])
+    return EditRequest(operations=ops or []).command(model_name, project=project or None)
 
 
 def _preview_key(handle, ops: list[dict]) -> str:
@@ -278,12 +278,14 @@ def _apply(handle, version, ops: list[dict]) -> None:
     ws = state.workspace()
 
     def run():
-        with state.job("edit", {"script": ops}) as job:
-            res = api.edit(handle, ops, job.dir / f"{handle.name}.onnx", pool_key=state.session_id())
+        request = EditRequest(operations=ops)
+        with state.job("edit", {"script": ops, "request": request.to_dict()}) as job:
+            res = api.edit(handle, ops, job.dir / f"{handle.name}.onnx", verify=request.verify,
+                           pool_key=state.session_id())
             job.message = res.message[:300]
         label = "edit: " + ", ".join(o["op"] for o in ops)
         return res, api.add_edited_version(ws, version.id, res, label=label[:60], job_id=job.id,
-                                           source_sha256=handle.sha256)
+                                           source_sha256=handle.sha256, request=request)
 
     done = widgets.guarded(run, spinner="Applying and verifying the edit…")
     if done is None:
@@ -341,7 +343,7 @@ def preview_apply(handle, version, ops: list[dict], key: str) -> None:
     if show:
         st.code(script_json(ops), language="json")
         project = state.project()
-        st.code(cli_command(handle.path.name, getattr(project, "name", None)), language="bash")
+        st.code(cli_command(handle.path.name, getattr(project, "name", None), ops), language="bash")
 
 
 CUT_KEY = "graph_model_split_cut"         # the model panel's split picker (studio.ui.edit_model)

@@ -22,10 +22,10 @@ from sample_models.catalog import path_of
 from studio import api
 from studio.batch import facade as batch_api
 from studio.batch.remote import _pack, remote_measure
-from studio.cli import (batch_cmd, build_parser, check_cmd, export_cmd, main, memory_cmd, optimize_cmd, precision_cmd,
+from studio.cli import (batch_cmd, build_parser, check_cmd, edit_cmd, export_cmd, main, memory_cmd, optimize_cmd, precision_cmd,
                         profile_cmd,
                         remote_args, task_args)
-from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, ExportRequest, MemoryRequest, OptimizeRequest, PrecisionRequest,
+from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, EditRequest, ExportRequest, MemoryRequest, OptimizeRequest, PrecisionRequest,
                                   ProfileRequest)
 
 FULL = {
@@ -56,6 +56,9 @@ FULL = {
         zip=False, goal="top1-agreement>=0.99", dataset="photos", tasks={"logits": "classification"}),
     MemoryRequest: MemoryRequest(dims={"batch": 2, "seq len": 5}, measure=False, engine_graph=False, reorder=True,
                                  measure_timeout_s=30),
+    EditRequest: EditRequest(operations=[{"op": "rename", "tensors": {"a": "b"}},
+                                         {"op": "set_attr", "node": "conv 1", "name": "alpha", "value": 0.5}],
+                             verify=False, check_only=True),
     BatchRequest: BatchRequest(stages=("check", "profile", "export"), engines=("onnxruntime", "openvino"), force=True),
 }
 # The iterations are cleared by a duration (ProfileRequest), and a preset by named passes (OptimizeRequest).
@@ -85,6 +88,8 @@ def _parsed(kind, command: str):
         return batch_cmd.request_of(args)
     if kind is MemoryRequest:
         return memory_cmd.request_of(args)
+    if kind is EditRequest:
+        return edit_cmd.request_of(args)
     return profile_cmd.request_of(args)
 
 
@@ -108,8 +113,14 @@ def test_every_field_is_set_and_survives_json(kind):
 
 
 @pytest.mark.parametrize("kind", REQUESTS, ids=lambda k: k.__name__)
-def test_the_cli_reads_each_command_back_as_the_same_request(kind):
-    for request in (FULL[kind], kind()):
+def test_the_cli_reads_each_command_back_as_the_same_request(kind, tmp_path):
+    for request in (FULL[kind], *(() if kind is EditRequest else (kind(),))):   # an edit names operations
+        if isinstance(request, EditRequest):      # the operations travel in the script file the command names
+            script = tmp_path / "my edits.json"
+            script.write_text(json.dumps(request.script))
+            rebuilt = _parsed(kind, request.command("my model.onnx", script=str(script)))
+            assert _same_fields(rebuilt, request) == [] and rebuilt == request
+            continue
         rebuilt = _parsed(kind, _command(request))
         assert _same_fields(rebuilt, request) == [], _command(request)
         assert rebuilt == request
@@ -261,3 +272,24 @@ def test_the_memory_hint_run_by_the_cli_plans_what_the_overview_planned(capsys):
     cli = json.loads(capsys.readouterr().out)
     assert cli["peak_bytes"] == here.plan.peak_bytes and cli["dims"] == {"batch": 2}
     assert [e["engine"] for e in cli["engine_plans"]] == [e.engine for e in here.engine_plans] != []
+
+
+def test_an_edit_kept_from_the_cli_stores_its_request(tmp_path, capsys):
+    """``edit --project`` keeps the version with the request in its provenance, as the Graph page does
+    (cnn_unfused: a rename of its output). The projects root is the suite's temporary one (conftest)."""
+    import onnx
+
+    model = str(path_of("cnn_unfused"))
+    out_name = onnx.load(model).graph.output[0].name
+    request = EditRequest(operations=[{"op": "rename", "tensors": {out_name: "scores"}}])
+    script = tmp_path / "edits.json"
+    script.write_text(json.dumps(request.script))
+    argv = shlex.split(request.command(model, script=str(script), output=str(tmp_path / "e.onnx"),
+                                       project="request-trips"))[1:]
+    assert main([*argv, "--json"]) == 0
+    version = json.loads(capsys.readouterr().out)["version"]["id"]
+    assert main(["projects", "show", "request-trips", "--json"]) == 0
+    (m,) = json.loads(capsys.readouterr().out)["models"]
+    (kept,) = [v for v in m["versions"] if v["id"] == version]
+    assert EditRequest.from_dict(kept["provenance"]["request"]) == request
+    assert kept["provenance"]["edit"]["script"] == request.script
