@@ -237,7 +237,7 @@ def _process_mb(browser, kind: str) -> float | None:
         return None
     total = 0.0
     for proc in info.get("processInfo", []):
-        if proc.get("type") != kind:
+        if str(proc.get("type", "")).lower() != kind:
             continue
         with contextlib.suppress(psutil.Error):
             total += psutil.Process(proc["id"]).memory_full_info().uss
