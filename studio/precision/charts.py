@@ -6,7 +6,7 @@ import re
 
 import plotly.graph_objects as go
 
-from studio.core.chart_layout import legend_below
+from studio.charts.layout import legend_below
 from studio.precision.variants import PrecisionReport
 
 __all__ = ["tradeoff_figure"]

@@ -1,5 +1,5 @@
 """The Overview page's charts of a model summary (``api.inspect``'s ``ModelSummary``): op histogram
-and FLOPs by op type, one labelled row per op (studio.core.chart_layout). Presentation only."""
+and FLOPs by op type, one labelled row per op (studio.charts.layout). Presentation only."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from studio.core.chart_layout import category_rows
+from studio.charts.layout import category_rows
 from studio.core.fmt import printable
 
 if TYPE_CHECKING:

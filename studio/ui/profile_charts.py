@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import plotly.graph_objects as go
 
-from studio.core.chart_layout import category_rows, legend_below
+from studio.charts.layout import category_rows, legend_below
 
 if TYPE_CHECKING:
     from studio.api import Profile
