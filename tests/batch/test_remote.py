@@ -17,7 +17,7 @@ from studio.batch.executors import _model_files, _pack_model, remote_stage
 from studio.batch.remote import remote_measure
 from studio.batch.stages import StageTask
 from studio.cli import main
-from studio.core.requests import PrecisionRequest
+from studio.core.requests import CheckRequest, PrecisionRequest
 from tests.conftest import assert_user_message
 
 QUICK = ["--iterations", "5", "--rounds", "2", "--warmup", "1"]
@@ -74,6 +74,18 @@ def test_targets_measure_on_the_labelled_worker_side_by_side(dask_cluster, capsy
     assert on_edge.measured_by["pid"] == edge_pid != os.getpid()
     assert here.target == "local" and here.measured_by["pid"] == os.getpid() and here.measured_by["worker"] is None
     assert on_edge.measured_by["engines"]["onnxruntime"]
+    assert on_edge.request == here.request == _quick()          # the request each far end rebuilt and ran
+    assert [v.id for v in on_edge.result.variants] == [v.id for v in here.result.variants]
+
+    # check on the target (issue 34): the whole request travels; the worker's verdicts are those of a run here
+    check = CheckRequest(engines=("onnxruntime",), dims={"batch": 2})
+    checked = batch_api.check_on("edge", model, check, cluster=dask_cluster.address)
+    assert checked.measured_by["pid"] == edge_pid and checked.request == check
+    assert [(v.engine, v.verdict, v.ran_on) for v in checked.result.verdicts] == \
+        [(v.engine, v.verdict, v.ran_on) for v in api.check(model, check).verdicts]
+    assert main(["check", str(path_of("cnn_unfused")), "--engines", "ort", "--target", "edge", "--cluster",
+                 dask_cluster.address]) == 0
+    assert "target   edge: measured on" in capsys.readouterr().out
 
     # the CLI labels each block with its machine and prints the targets side by side
     assert main(["profile", str(path_of("cnn_unfused")), "--targets", "edge,local", "--cluster",
