@@ -5,8 +5,8 @@ A *job* is a plain function that runs inside a worker child process
 
     from studio.core.jobs import JobContext, JobOutput, job
 
-    @job("ort.run")
-    def ort_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
+    @job("engine.run")
+    def engine_run_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
         ...
         return JobOutput(data={"version": ort.__version__}, arrays={"y": y})
 
