@@ -183,3 +183,28 @@ def test_job_time_scales_with_the_weights(monkeypatch):
     assert scaled_to_model(None, 400 * 2**20).timeout_s == base
     assert scaled_to_model(None, int(6.36 * 2**30)).timeout_s == pytest.approx(180 * 6.36)
     assert scaled_to_model(None, int(6.36 * 2**30), min_timeout_s=5000).timeout_s == 5000
+
+
+def test_optimize_counts_a_weight_rewriting_pass_at_two_copies(large_model, tmp_path, monkeypatch):
+    """int4 weight-only (ORT's quantizer over an in-memory ModelProto) passed 1.66x the weights on the
+    6.36 GiB decoder: optimize's pre-check counts such passes at 2x, graph passes at 1.2x."""
+    import psutil
+
+    import passes.optimize as po
+    from studio.core.errors import StudioError
+
+    held = model_bytes_on_disk(large_model)
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: _Available(int(1.6 * held + 2**29)))
+
+    class Ran(Exception):
+        pass
+
+    def no_run(*a, **k):
+        raise Ran
+
+    monkeypatch.setattr(po, "run_pipeline", no_run)
+    handle = api.load(large_model)
+    with pytest.raises(StudioError, match=r"optimize with verification needs ~1\.6 GiB"):
+        api.optimize(handle, passes=["quantize-weight-only"], out_path=tmp_path / "q.onnx")
+    with pytest.raises(Ran):               # 1.2x fits: the pipeline starts
+        api.optimize(handle, passes=["eliminate-identity"], out_path=tmp_path / "e.onnx")
