@@ -138,14 +138,16 @@ def precision_on(target: str, handle: ModelHandle | str | Path, request: Precisi
                  cluster: str | None = None, tls: _TLS = (None, None, None), dataset=None,
                  out_dir: str | Path | None = None, pool_key: str = "default", on_progress: Callable | None = None,
                  on_tick: Callable | None = None) -> Measured:
-    """``request`` run on ``target``: "local" runs ``api.precision`` here (with ``dataset``, ``out_dir`` and the
-    callbacks); another name ships the whole request (``to_dict``) with its calibration/inputs files, hashed,
-    to the cluster worker offering it, which rebuilds the same request and runs it there. A
-    ``Measured`` labelled with the machine that timed it."""
+    """``request`` run on ``target``, as :func:`check_on` runs a check: "local" makes the same trip as a
+    worker (JSON and back, ``studio.batch.remote.run_request``) and runs it here with ``dataset``, ``out_dir``
+    and the callbacks, which are this run's, not the request's; another name ships the whole request
+    (``to_dict``) with its calibration/inputs files, hashed, to the cluster worker offering it, which
+    rebuilds the same request and runs it there. A ``Measured`` labelled with the machine that timed it
+    and carrying the request the far end ran."""
     if target == LOCAL:
-        return Measured(LOCAL, worker_facts(LOCAL), api.precision(
-            handle, request, dataset=dataset, out_dir=out_dir, pool_key=pool_key, on_progress=on_progress,
-            on_tick=on_tick))
+        h = handle if isinstance(handle, ModelHandle) else api.load(handle)
+        return run_here("precision", [("model", h)], request, pool_key=pool_key, dataset=dataset, out_dir=out_dir,
+                        on_progress=on_progress, on_tick=on_tick)
     if out_dir is not None:
         raise StudioError("--out keeps variant models on this machine; with --target they stay on the target",
                           code=ErrorCode.BAD_OPTION)

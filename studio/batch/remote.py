@@ -116,24 +116,26 @@ def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[
 
 
 def run_request(kind: str, handles: Sequence[tuple[str, Any]], wire: Mapping[str, Any],
-                files: Mapping[str, Path], *, pool_key: str) -> tuple[Any, Any]:
+                files: Mapping[str, Path], *, pool_key: str, **call: Any) -> tuple[Any, Any]:
     """The far end of every trip (a worker's ``remote_measure`` and ``--target local``): the request
     rebuilt from its JSON form (``wire``) and run through the facade as a local run runs it; ``files``
-    are where its data files (calibration, inputs, images) are on this machine. Returns the rebuilt
-    request (what ran) and the result."""
+    are where its data files (calibration, inputs, images) are on this machine. ``call``: what belongs to
+    this process, not to the request (precision here: the opened ``dataset``, ``out_dir``, the callbacks).
+    Returns the rebuilt request (what ran) and the result."""
     request = REQUEST_OF[kind].from_dict(wire)
     if kind == "profile":
         return request, api.profile(list(handles), request, files=files, pool_key=pool_key)
     if kind == "check":
         return request, api.check(handles[0][1], request, files=files, pool_key=pool_key)
-    return request, api.precision(handles[0][1], request, files=dict(files), pool_key=pool_key)
+    return request, api.precision(handles[0][1], request, files=dict(files), pool_key=pool_key, **call)
 
 
-def run_here(kind: str, models: Sequence[tuple[str, Any]], request: Any, *, pool_key: str) -> Measured:
+def run_here(kind: str, models: Sequence[tuple[str, Any]], request: Any, *, pool_key: str, **call: Any) -> Measured:
     """``--target local``: the request makes the same trip as to a worker (to JSON and back, rebuilt and run
-    by :func:`run_request`), without the package: its files are read where they are."""
+    by :func:`run_request`), without the package: its files are read where they are; ``call`` (the run's
+    own arguments: output folder, callbacks, an opened dataset) stays in this process."""
     wire = json.loads(json.dumps(request.to_dict()))
-    received, result = run_request(kind, models, wire, {}, pool_key=pool_key)
+    received, result = run_request(kind, models, wire, {}, pool_key=pool_key, **call)
     return Measured(LOCAL, worker_facts(LOCAL), result, received)
 
 

@@ -136,6 +136,7 @@ class _Spy:
     def __call__(self, *args, **kwargs):
         request = next(a for a in (*args, *kwargs.values()) if type(a) in REQUESTS)
         self.calls.append((request, kwargs.get("files")))
+        self.kwargs = kwargs
         return self.result
 
 
@@ -143,7 +144,7 @@ REMOTE = {ProfileRequest: ("profile", "profile"), CheckRequest: ("check", "check
           PrecisionRequest: ("precision", "precision")}
 
 
-@pytest.mark.parametrize("kind", [ProfileRequest, CheckRequest], ids=lambda k: k.__name__)
+@pytest.mark.parametrize("kind", list(REMOTE), ids=lambda k: k.__name__)
 def test_target_local_hands_the_far_end_the_request_that_was_sent(kind, monkeypatch):
     """``--target local`` goes through the same trip as a worker (JSON and back, ``run_request``): the
     request the facade receives there equals the one sent, field by field; ``Measured.request`` says so."""
@@ -152,10 +153,28 @@ def test_target_local_hands_the_far_end_the_request_that_was_sent(kind, monkeypa
     handle = api.load(path_of("cnn_unfused"))
     sent = FULL[kind]
     measured = (batch_api.profile_on(["local"], [handle], sent)[0] if kind is ProfileRequest
-                else batch_api.check_on("local", handle, sent))
+                else batch_api.check_on("local", handle, sent) if kind is CheckRequest
+                else batch_api.precision_on("local", handle, sent))
     (received, _files), = spy.calls
     assert received is not sent and _same_fields(received, sent) == []
     assert measured.target == "local" and measured.request == sent
+
+
+def test_precision_on_local_keeps_the_runs_own_arguments_beside_the_trip(monkeypatch, tmp_path):
+    """Precision's ``--target local`` (and a plain local run, the CLI's default target) rebuilds the request
+    from JSON like a worker, while what belongs to this run (the opened dataset, the output folder, the
+    callbacks) still reaches ``api.precision`` as it was given."""
+    spy = _Spy()
+    monkeypatch.setattr(api, "precision", spy)
+    dataset, progress, tick = object(), (lambda *a: None), (lambda *a: None)
+    measured = batch_api.precision_on("local", api.load(path_of("cnn_unfused")), FULL[PrecisionRequest],
+                                      dataset=dataset, out_dir=tmp_path / "variants", pool_key="trip",
+                                      on_progress=progress, on_tick=tick)
+    (received, _files), = spy.calls
+    assert received is not FULL[PrecisionRequest] and received == measured.request == FULL[PrecisionRequest]
+    assert spy.kwargs["dataset"] is dataset and spy.kwargs["out_dir"] == tmp_path / "variants"
+    assert spy.kwargs["on_progress"] is progress and spy.kwargs["on_tick"] is tick
+    assert spy.kwargs["pool_key"] == "trip"
 
 
 @pytest.mark.parametrize("kind", list(REMOTE), ids=lambda k: k.__name__)
@@ -183,10 +202,11 @@ def test_the_worker_side_rebuilds_every_field_and_locates_the_files_that_came(ki
     assert sorted(files) == sorted(keys) and all(str(p).endswith(named[k]) for k, p in files.items())
 
 
-def test_the_cli_doors_send_every_profile_and_check_option_to_the_far_end(monkeypatch, tmp_path, capsys):
-    """``onnx-studio profile|check ... --target local``: the flags become the request, and that request
-    arrives at the far end whole (the CLI's own checks need the named files to exist)."""
+def test_the_cli_doors_send_every_profile_check_and_precision_option_to_the_far_end(monkeypatch, tmp_path, capsys):
+    """``onnx-studio profile|check|precision ... --target local``: the flags become the request, and that
+    request arrives at the far end whole (the CLI's own checks need the named files to exist)."""
     import numpy as np
+    import onnx
 
     from studio.core.feeds import save_npz
 
@@ -194,8 +214,15 @@ def test_the_cli_doors_send_every_profile_and_check_option_to_the_far_end(monkey
     (tmp_path / "real inputs").mkdir()
     save_npz(api.make_inputs(api.load(path_of("cnn_unfused"))).sets, tmp_path / "real inputs" / "x.npz")
     assert np.load(tmp_path / "real inputs" / "x.npz").files
+    (tmp_path / "calib dir").mkdir()
+    for name in ("calib dir/calib.npz", "eval.npz"):
+        (tmp_path / name).write_bytes((tmp_path / "real inputs" / "x.npz").read_bytes())
+    out_name = onnx.load(str(path_of("cnn_unfused"))).graph.output[0].name
+    precision = dataclasses.replace(FULL[PrecisionRequest], goal=None, dataset=None,   # judged on a project dataset
+                                    tasks={out_name: "classification"})
     for kind, sent in ((ProfileRequest, dataclasses.replace(FULL[ProfileRequest], images=None)),
-                       (CheckRequest, dataclasses.replace(FULL[CheckRequest], engines=("onnxruntime",), eps=("cpu",)))):
+                       (CheckRequest, dataclasses.replace(FULL[CheckRequest], engines=("onnxruntime",), eps=("cpu",))),
+                       (PrecisionRequest, precision)):
         spy = _Spy(result=_Stub())
         monkeypatch.setattr(api, REMOTE[kind][1], spy, raising=False)
         words = shlex.split(sent.command([str(path_of("cnn_unfused"))]) if kind is ProfileRequest
