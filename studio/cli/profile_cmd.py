@@ -309,4 +309,9 @@ def _print(profile, top: int) -> None:  # noqa: ANN001, C901 - one report, read 
             print(f"note {v.id}: {printable(note, 300)}")
 
 
-run = with_project(NAME, _run, lambda a: a.models[0] if a.models else None)
+def _job_request(args: argparse.Namespace) -> ProfileRequest | None:
+    """What a kept run stores in its job row (as the Profile page does); a generation profile has none yet."""
+    return None if args.generate else request_of(args)
+
+
+run = with_project(NAME, _run, lambda a: a.models[0] if a.models else None, _job_request)

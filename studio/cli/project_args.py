@@ -18,6 +18,7 @@ from studio import api
 from studio.core import outputs
 from studio.core.fmt import printable
 from studio.core.paths import atomic_write_text, safe_name
+from studio.core.errors import StudioError
 
 
 def add_project_argument(p: argparse.ArgumentParser) -> None:
@@ -103,15 +104,23 @@ def _job_args(args: argparse.Namespace) -> dict:
     return out
 
 
-def with_project(kind: str, run, model_of=lambda a: getattr(a, "model", None)):
+def with_project(kind: str, run, model_of=lambda a: getattr(a, "model", None), request_of=None):
     """Wrap a command's ``run(args)``: inside a job of ``--project`` when given; the command
-    keeps results with ``kept(args)``."""
+    keeps results with ``kept(args)``. ``request_of(args)``: the request the flags build (or None), stored
+    in the job row under ``request`` as the pages store theirs; flags it refuses are said by the run, in its job."""
     def wrapped(args: argparse.Namespace) -> int:
         model = model_of(args) if getattr(args, "project", None) else None
         if model is None:
             args.kept = None
             return run(args)
-        with project_run(args, kind, model, _job_args(args)) as kept:
+        job_args = _job_args(args)
+        try:
+            request = request_of(args) if request_of is not None else None
+        except StudioError:
+            request = None
+        if request is not None:
+            job_args["request"] = request.to_dict()
+        with project_run(args, kind, model, job_args) as kept:
             args.kept = kept
             code = run(args)
             if kept is not None and code:

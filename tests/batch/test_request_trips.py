@@ -320,3 +320,15 @@ def test_an_edit_kept_from_the_cli_stores_its_request(tmp_path, capsys):
     (kept,) = [v for v in m["versions"] if v["id"] == version]
     assert EditRequest.from_dict(kept["provenance"]["request"]) == request
     assert kept["provenance"]["edit"]["script"] == request.script
+
+
+def test_a_profile_kept_from_the_cli_stores_its_request_in_the_job_row(capsys):
+    """``profile --project`` stores the request its flags built in the job row, as the Profile page's job row
+    does (cnn_unfused on ORT, a short run); the stored dict rebuilds the same request."""
+    model = str(path_of("cnn_unfused"))
+    request = ProfileRequest(iterations=3, rounds=2, warmup=1, dims={"batch": 2}, seed=3)
+    argv = shlex.split(request.command([model]))[1:]
+    assert main([*argv, "--project", "profile-request", "--json"]) == 0
+    capsys.readouterr()
+    (job,) = [j for j in api.open_project("profile-request").jobs() if j.kind == "profile"]
+    assert ProfileRequest.from_dict(job.args["request"]) == request
