@@ -79,7 +79,7 @@ def test_engines_through_the_facade(tmp_path):
     lw = r.layerwise
     assert r.ok and lw.first_divergence is None and lw.compared >= 20
     assert lw.peak_worker_rss_bytes and lw.peak_worker_rss_bytes > 0
-    from studio.accuracy.charts import layer_error_figure
+    from studio.charts.accuracy import layer_error_figure
 
     fig = layer_error_figure(lw)
     assert len(fig.data[0].x) == lw.compared

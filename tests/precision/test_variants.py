@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from studio import api
-from studio.precision.charts import tradeoff_figure
+from studio.charts.precision import tradeoff_figure
 from studio.precision.variants import RECOMMEND_MAX_RATIO, default_variants, model_kind
 from tests.conftest import SAMPLES, sha256_file
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from studio import api
-from studio.precision.charts import tradeoff_figure
+from studio.charts.precision import tradeoff_figure
 from studio.precision.variants import PrecisionReport, VariantResult
 from studio.ui import widgets
 from tests.conftest import SAMPLES
