@@ -15,11 +15,13 @@ from pathlib import Path
 
 
 def run_cli(capfd, argv: Sequence[str | os.PathLike], cwd: str | Path | None = None) -> subprocess.CompletedProcess:
-    """``main(argv)`` from ``cwd`` (default: the current folder); ``capfd`` is pytest's fixture."""
+    """``main(argv)`` from ``cwd`` (default: the current folder); ``capfd`` is pytest's fixture (None: the
+    output is left to pytest's own capture, and ``stdout``/``stderr`` are empty)."""
     from studio.cli import main
 
     args = [str(a) for a in argv]
-    capfd.readouterr()                                  # what the test printed before is not the command's
+    if capfd is not None:
+        capfd.readouterr()                              # what the test printed before is not the command's
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     if cwd is not None:
         os.chdir(cwd)
@@ -32,5 +34,5 @@ def run_cli(capfd, argv: Sequence[str | os.PathLike], cwd: str | Path | None = N
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
-    out = capfd.readouterr()
-    return subprocess.CompletedProcess(args, rc, out.out, out.err)
+    out = capfd.readouterr() if capfd is not None else None
+    return subprocess.CompletedProcess(args, rc, out.out if out else "", out.err if out else "")

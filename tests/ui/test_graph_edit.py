@@ -6,14 +6,13 @@ graph. Oracles: plain onnxruntime on the original (inner tensors exposed with on
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import onnx
 import pytest
 
 from studio import api
+from tests.clirun import run_cli
 from tests.conftest import ROOT, SAMPLES, current_model, ort_reference
 
 pytestmark = pytest.mark.slow                # each applies a verified edit and runs the CLI once (~20-45 s)
@@ -59,13 +58,12 @@ def _apply(at):
 
 
 def _cli(src, script: list[dict], tmp_path) -> onnx.ModelProto:
-    """The same script through ``onnx-studio edit --script`` (a real process)."""
+    """The same script through ``onnx-studio edit --script`` (the CLI's main(), tests/clirun.py)."""
     f = tmp_path / "edits.json"
     f.write_text(json.dumps(script))
     out = tmp_path / "cli" / "edited.onnx"
-    proc = subprocess.run([sys.executable, "-m", "studio", "edit", str(src), "--script", str(f), "-o", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_cli(None, ["edit", src, "--script", f, "-o", out], ROOT)
+    assert proc.returncode == 0, "the edit command failed (its output is in the captured stdout/stderr)"
     return onnx.load(out)
 
 
