@@ -27,7 +27,7 @@ UNARY_ELEMENTWISE = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Abs", "Neg", "Exp"
 BINARY_ELEMENTWISE = ("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min")
 
 
-def _perm(attr: ir.Attr | None, rank_hint: int | None = None) -> list[int] | None:
+def _perm(attr: ir.Attr | None) -> list[int] | None:
     if attr is None or attr.is_ref():
         return None
     return list(attr.as_ints())

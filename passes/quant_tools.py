@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -505,10 +504,6 @@ def nodes_of(path: Path) -> list[onnx.NodeProto]:
 
 def write_json(path: Path, obj: Any) -> None:
     path.write_text(jsonsafe.dumps(obj, indent=1))  # scratch: worker: its scratch folder
-
-
-def timer() -> float:
-    return time.perf_counter()
 
 
 def release_memory() -> None:

@@ -62,7 +62,6 @@ class ErrorCode(StrEnum):
     NSYS_FAILED = "NSYS-FAILED"
     SHARED_MODE = "SHARED-MODE"
     # transformations and their verification
-    VERIFY_FAILED = "VERIFY-FAILED"
     CONVERT_FAILED = "CONVERT-FAILED"
     FUSION_FAILED = "FUSION-FAILED"
     NOTHING_TO_FUSE = "NOTHING-TO-FUSE"
@@ -212,9 +211,6 @@ WHAT_TO_DO: dict[ErrorCode, str] = {
                            "hand on the GPU machine.",
     ErrorCode.SHARED_MODE: "The action is off on a shared server (it would run code on the server). Run it with the "
                            "CLI on your own machine.",
-    ErrorCode.VERIFY_FAILED: "A transformed model no longer matches the original; nothing was written. Leave out "
-                             "the pass the message names, or loosen the tolerance only if the difference is "
-                             "acceptable.",
     ErrorCode.CONVERT_FAILED: "The ONNX version converter could not convert the opset. The model is unchanged; "
                               "re-export it at the opset you need.",
     ErrorCode.FUSION_FAILED: "onnxruntime's transformer optimizer failed on this model. Turn the fusion off as the "

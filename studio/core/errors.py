@@ -88,12 +88,6 @@ class WorkerError(StudioError):
         return {**super().to_dict(), "kind": self.kind, "stage": self.stage}
 
 
-class VerificationError(StudioError):
-    """A transformed model no longer matches the original."""
-
-    code = ErrorCode.VERIFY_FAILED
-
-
 # Lines of an engine's message that say where in its C++ sources it failed, not what failed:
 # OpenVINO puts one or more of them before the reason ("Exception from src/inference/...cpp:224:").
 _SOURCE_LINE_PREFIXES = ("Exception from ", "Check '", "src/")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +55,3 @@ def dumps(obj: Any, **kwargs: Any) -> str:
     return json.dumps(finite(obj), allow_nan=False, **kwargs)
 
 
-def dump(obj: Any, fh: IO[str], **kwargs: Any) -> None:
-    """Encode first, then write: an error never leaves half a document."""
-    fh.write(dumps(obj, **kwargs))

@@ -76,9 +76,6 @@ class EditScript:
     def to_list(self) -> list[dict]:
         return [op.to_dict() for op in self.ops]
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_list(), indent=1)
-
     def path(self, text: str) -> Path:
         p = Path(text).expanduser()
         return p if p.is_absolute() else self.base_dir / p

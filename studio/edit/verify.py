@@ -57,7 +57,7 @@ def node_changes(before: list[tuple[str, str]], after: list[tuple[str, str]]) ->
     return removed, added
 
 
-def node_list(model: ir.Model, renamed_nodes: dict[str, str] | None = None) -> list[tuple[str, str]]:
+def node_list(model: ir.Model) -> list[tuple[str, str]]:
     return [(n.name or "", n.op_type) for n in ir.traversal.RecursiveGraphIterator(model.graph)]
 
 

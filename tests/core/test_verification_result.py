@@ -40,7 +40,7 @@ def test_one_class_and_one_vocabulary_in_the_comparison_module():
         for p in sorted((ROOT / d).rglob("*.py")):
             for n in ast.walk(ast.parse(p.read_text())):
                 if (isinstance(n, ast.ClassDef) and ("Verification" in n.name or n.name.startswith("Verify"))
-                        and not n.name.endswith("Error")):     # VerificationError: the exception, not a result
+                        and not n.name.endswith("Error")):     # an exception is not a result
                     found.append(f"{p.relative_to(ROOT)}:{n.name}")
     assert found == ["studio/core/compare.py:VerifyStatus", "studio/core/compare.py:Verification"]
     assert [s.value for s in VerifyStatus] == ["passed", "failed", "skipped", "not verified", "error"]
