@@ -48,9 +48,9 @@ def _run(args: argparse.Namespace) -> int:
         if Path(args.output).suffix != ".onnx":
             raise StudioError("-o must name a .onnx file")
         if k is None:
-            result = api.edit(handle, script, args.output, verify=not args.no_verify)
+            result = api.edit(handle, request, args.output, base_dir=script.base_dir)
         else:
-            result, version = _edit_kept(k, handle, script, args, request)
+            result, version = _edit_kept(k, handle, script.base_dir, args, request)
     report = result.to_dict()
     if version is not None:
         report["version"] = {"id": version.id, "parent": k.version.id}
@@ -62,12 +62,12 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _edit_kept(k, handle, script, args: argparse.Namespace, request: EditRequest):
+def _edit_kept(k, handle, base_dir: Path, args: argparse.Namespace, request: EditRequest):
     """With --project the edit is kept as a version before -o is written (``ProjectRun.staged``): an edit
     the project refuses (byte-identical to a version: "same as vN", R63) leaves nothing at -o."""
     out = Path(args.output)
     with k.staged(out) as staged:
-        result = api.edit(handle, script, staged, verify=not args.no_verify)
+        result = api.edit(handle, request, staged, base_dir=base_dir)
         version = api.add_edited_version(k.model, k.version.id, result, job_id=k.job.id, request=request)
     return replace(result, outputs=tuple(out.with_name(p.name) for p in result.outputs)), version
 

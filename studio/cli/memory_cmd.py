@@ -119,8 +119,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="studio-reorder-") as tmp:
         out = Path(args.output) if args.output else Path(tmp, "reordered.onnx")
-        r = api.memory_reorder(handle, out, dict(request.dims), measure=request.measure,
-                               measure_timeout_s=request.measure_timeout_s)
+        r = api.memory_reorder(handle, request, out)
         if args.json:
             d = r.to_dict()
             if not args.output:

@@ -40,15 +40,25 @@ def validate_edit_script(handle: ModelHandle, script: Any) -> Any:
     return validate(handle, edit_script(script) if not _is_script(script) else script)
 
 
-def edit(handle: ModelHandle, script: Any, out_path: str | Path, *, verify: bool = True,
-         pool_key: str = "default") -> Any:
-    """Apply an edit script and write the result to ``out_path`` (a split's second model beside it as
-    ``OUT.part2.onnx``): checked, verified against the original (numbers where the edit keeps them,
-    the original's tensors at a cut), written only then; the input is only read."""
+def edit(handle: ModelHandle, request: EditRequest | Any, out_path: str | Path, *, base_dir: str | Path | None = None,
+         verify: bool = True, pool_key: str = "default") -> Any:
+    """Apply ``request`` (an ``EditRequest``, as the CLI and the Graph page build it) and write the result
+    to ``out_path`` (a split's second model beside it as ``OUT.part2.onnx``): checked, verified against the
+    original (numbers where the edit keeps them, the original's tensors at a cut, when ``request.verify``),
+    written only then; the input is only read. ``base_dir``: the folder the operations' relative files
+    (.npy, merged models) are read from, the call's (the CLI: the script's folder; default: the working
+    folder). A script (an ``EditScript``, a file or decoded operations, with ``verify``) is still taken,
+    for scripts built in code."""
+    if isinstance(request, EditRequest):
+        script, verify = parse_ops(request.script, base_dir=Path(base_dir) if base_dir else None), request.verify
+    elif base_dir is not None:
+        raise StudioError("base_dir goes with an EditRequest (a script file's folder is its own)",
+                          code=ErrorCode.BAD_REQUEST)
+    else:
+        script = request if _is_script(request) else edit_script(request)
     if verify:                          # the verification's session holds the weights
         require_memory(handle.path, "edit with verification")
-    return _edit(handle, edit_script(script) if not _is_script(script) else script, out_path,
-                 verify_numbers=verify, pool_key=pool_key)
+    return _edit(handle, script, out_path, verify_numbers=verify, pool_key=pool_key)
 
 
 def _is_script(script: Any) -> bool:

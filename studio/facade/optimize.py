@@ -22,7 +22,7 @@ from passes.pipeline import op_count_diff
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
-from studio.core.requests import OptimizeRequest
+from studio.core.requests import MemoryRequest, OptimizeRequest
 from studio.core.workspace import Version, Workspace
 
 if TYPE_CHECKING:
@@ -89,10 +89,12 @@ def merge_decoders(decoder: str | Path, with_past: str | Path, output: str | Pat
     return _merge(decoder, with_past, output, verify=verify, pool_key=pool_key, dims=dims)
 
 
-def memory_reorder(handle: ModelHandle, out_path: str | Path, dims: Mapping[str, int] | None = None, *,
-                   measure: bool = True, pool_key: str = "default",
-                   measure_timeout_s: float = 120.0) -> MemoryReorder:
-    """The what-if: ``reorder-for-memory`` as a verified pass written to ``out_path``, with the predicted
-    (and, with ``measure``, ORT's measured) peak before and after at the same dims."""
-    return _reorder(handle, out_path, dims, optimize=optimize_model, measure=measure, pool_key=pool_key,
-                    timeout_s=measure_timeout_s)
+def memory_reorder(handle: ModelHandle, request: MemoryRequest, out_path: str | Path, *,
+                   pool_key: str = "default") -> MemoryReorder:
+    """The what-if of ``request`` (a ``MemoryRequest``, as the CLI and the Overview build it):
+    ``reorder-for-memory`` as a verified pass written to ``out_path``, with the predicted (and, with
+    ``request.measure``, ORT's measured, within ``measure_timeout_s``) peak before and after at its dims."""
+    if not isinstance(request, MemoryRequest):
+        raise StudioError("memory_reorder takes a MemoryRequest", code=ErrorCode.BAD_REQUEST)
+    return _reorder(handle, out_path, dict(request.dims), optimize=optimize_model, measure=request.measure,
+                    pool_key=pool_key, timeout_s=request.measure_timeout_s)

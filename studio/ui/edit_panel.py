@@ -280,8 +280,7 @@ def _apply(handle, version, ops: list[dict]) -> None:
     def run():
         request = EditRequest(operations=ops)
         with state.job("edit", {"script": ops, "request": request.to_dict()}) as job:
-            res = api.edit(handle, ops, job.dir / f"{handle.name}.onnx", verify=request.verify,
-                           pool_key=state.session_id())
+            res = api.edit(handle, request, job.dir / f"{handle.name}.onnx", pool_key=state.session_id())
             job.message = res.message[:300]
         label = "edit: " + ", ".join(o["op"] for o in ops)
         return res, api.add_edited_version(ws, version.id, res, label=label[:60], job_id=job.id,

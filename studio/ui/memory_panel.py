@@ -26,8 +26,7 @@ def _key(handle, dims: dict[str, int]) -> tuple:
 
 def _reorder(handle, request: MemoryRequest):
     with tempfile.TemporaryDirectory(prefix="studio-reorder-") as tmp:   # the what-if only: nothing kept
-        return api.memory_reorder(handle, Path(tmp, "reordered.onnx"), dict(request.dims), measure=request.measure,
-                                  measure_timeout_s=request.measure_timeout_s, pool_key=state.session_id())
+        return api.memory_reorder(handle, request, Path(tmp, "reordered.onnx"), pool_key=state.session_id())
 
 
 def render(handle) -> None:

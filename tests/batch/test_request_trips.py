@@ -25,6 +25,7 @@ from studio.batch.remote import _pack, remote_measure
 from studio.cli import (batch_cmd, build_parser, check_cmd, edit_cmd, export_cmd, main, memory_cmd, optimize_cmd, precision_cmd,
                         profile_cmd,
                         remote_args, task_args)
+from studio.core.errors import StudioError
 from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, EditRequest, ExportRequest, MemoryRequest, OptimizeRequest, PrecisionRequest,
                                   ProfileRequest)
 
@@ -332,3 +333,48 @@ def test_a_profile_kept_from_the_cli_stores_its_request_in_the_job_row(capsys):
     capsys.readouterr()
     (job,) = [j for j in api.open_project("profile-request").jobs() if j.kind == "profile"]
     assert ProfileRequest.from_dict(job.args["request"]) == request
+
+
+def test_memory_reorder_takes_the_request_the_cli_built(monkeypatch, tmp_path, capsys):
+    """``api.memory_reorder(handle, request, out)``: the ``MemoryRequest`` the CLI builds from
+    ``memory --reorder`` flags is what the facade receives (dims, measure, the measuring time limit)."""
+    from studio.facade import optimize as optimize_room
+
+    seen = []
+
+    def spy(handle, out_path, dims, **kwargs):
+        seen.append((dict(dims), kwargs["measure"], kwargs["timeout_s"]))
+        raise StudioError("stopped by the test after the call was seen")
+
+    monkeypatch.setattr(optimize_room, "_reorder", spy)
+    sent = FULL[MemoryRequest]
+    model = str(path_of("cnn_unfused"))
+    with pytest.raises(StudioError, match="stopped by the test"):
+        api.memory_reorder(api.load(model), sent, tmp_path / "r.onnx")
+    assert main([*shlex.split(sent.command(model, output=str(tmp_path / "r.onnx")))[1:], "--json"]) != 0
+    capsys.readouterr()
+    assert seen == [({"batch": 2, "seq len": 5}, False, 30.0)] * 2
+
+
+def test_edit_takes_the_request_and_reads_relative_files_from_the_base_folder(monkeypatch, tmp_path):
+    """``api.edit(handle, EditRequest, out, base_dir=)``: an operation's relative .npy is read from the folder
+    the call names (the CLI: the script's), not from the working folder (cnn_unfused, a weight replaced; the
+    oracle is the array written)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    model = str(path_of("cnn_unfused"))
+    init = next(i for i in onnx.load(model).graph.initializer if numpy_helper.to_array(i).ndim == 4)
+    new = np.random.default_rng(3).normal(size=numpy_helper.to_array(init).shape).astype(np.float32)
+    (tmp_path / "scripts").mkdir()
+    np.save(tmp_path / "scripts" / "w.npy", new)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    request = EditRequest(operations=[{"op": "replace_initializer", "name": init.name, "npy": "w.npy"}], verify=False)
+    out = tmp_path / "o" / "e.onnx"
+    api.edit(api.load(model), request, out, base_dir=tmp_path / "scripts")
+    (written,) = [i for i in onnx.load(str(out)).graph.initializer if i.name == init.name]
+    np.testing.assert_array_equal(numpy_helper.to_array(written), new)
+    with pytest.raises(StudioError):                    # the working folder has no w.npy
+        api.edit(api.load(model), request, tmp_path / "o" / "f.onnx")

@@ -10,6 +10,7 @@ import onnxruntime as ort
 import pytest
 
 from studio import api
+from studio.core.requests import MemoryRequest
 from tests.conftest import SAMPLES
 from tests.memory_models import BIG, STEM, two_branch
 
@@ -84,7 +85,7 @@ def _ort(path, x):
 def test_reorder_lowers_predicted_and_measured_peak_and_equals_plain_ort(tmp_path):
     src = _save(two_branch(), tmp_path / "m.onnx")
     out = tmp_path / "out" / "reordered.onnx"
-    r = api.memory_reorder(api.load(src), out, measure=True)
+    r = api.memory_reorder(api.load(src), MemoryRequest(measure=True), out)
     assert r.modified and r.verified and r.lowers_peak and r.output == out
     assert r.before.peak_bytes == 3 * BIG and r.after.peak_bytes == 2 * BIG + 2 * STEM
     assert r.after.plan.order[:4] == ("s", "q1", "q2", "q3")
@@ -100,7 +101,7 @@ def test_reorder_of_a_dynamic_model_takes_the_plan_sizes(tmp_path):
         v.type.tensor_type.shape.dim[0].dim_param = "N"
     del m.graph.value_info[:]
     src = _save(m, tmp_path / "dyn.onnx")
-    r = api.memory_reorder(api.load(src), tmp_path / "dyn_out.onnx", {"N": 2}, measure=False)
+    r = api.memory_reorder(api.load(src), MemoryRequest(dims={"N": 2}, measure=False), tmp_path / "dyn_out.onnx")
     # sizes at N=2 come from the plan (the pass alone sees no static size and would leave the order)
     assert dict(r.before.dims) == {"N": 2} and r.before.peak_bytes == 2 * 3 * BIG
     assert r.modified and r.verified and r.after.peak_bytes == 2 * (2 * BIG + 2 * STEM)

@@ -64,8 +64,10 @@ def test_decoder_card_branch_input_has_no_backslashes(app):
 @pytest.mark.slow
 def test_reorder_what_if_speaks_in_mib(tmp_path):
     """The reorder pass's note (shown by the Overview's what-if) says MiB, not '78643200 bytes'."""
-    what_if = api.memory_reorder(api.load(SAMPLES / "mobilenet_like.onnx"), Path(tmp_path, "r.onnx"), {},
-                                 measure=False)
+    from studio.core.requests import MemoryRequest
+
+    what_if = api.memory_reorder(api.load(SAMPLES / "mobilenet_like.onnx"), MemoryRequest(measure=False),
+                                 Path(tmp_path, "r.onnx"))
     said = " ".join([*what_if.notes, what_if.verification])
     assert not any(w.isdigit() and len(w) >= 6 for w in said.replace(",", " ").split()), said
     from studio.core.fmt import human_bytes
