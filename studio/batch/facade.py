@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from studio.batch.executors import ClusterSecurity, DaskExecutor, LocalExecutor, cluster_address
 from studio.batch.remote import LOCAL, Measured, measure_on, run_here, side_by_side
@@ -21,12 +20,9 @@ from studio.batch.stages import machine_facts, worker_facts
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
-from studio.core.requests import BatchRequest, CheckRequest, PrecisionRequest, ProfileRequest
+from studio.core.requests import BatchRequest, CheckRequest, GenerationRequest, PrecisionRequest, ProfileRequest
 from studio import api
 from studio.core.paths import user_data_path
-
-if TYPE_CHECKING:
-    from profilers.generation_profile import GenerationOptions
 
 __all__ = ["LOCAL", "Measured", "batch", "check_on", "generate_on", "cluster_address", "cluster_targets", "configured_cluster", "machine_facts",
            "precision_on", "profile_on", "side_by_side", "skipped_summary"]
@@ -115,21 +111,19 @@ def _pairs(models: Sequence[ModelHandle | tuple[str, ModelHandle]]) -> list[tupl
 
 
 def generate_on(targets: Sequence[str], models: Sequence[ModelHandle | tuple[str, ModelHandle]],
-                engines: Sequence[str] | str = ("ort",), options: GenerationOptions | None = None, *,
-                cluster: str | None = None, tls: _TLS = (None, None, None),
+                request: GenerationRequest, *, cluster: str | None = None, tls: _TLS = (None, None, None),
                 pool_key: str = "default") -> list[Measured]:
-    """``api.profile_generation`` (a decoder's generation profile) of ``models`` on each target, as
-    :func:`profile_on` does for ``api.profile``; each ``Measured`` says who measured it."""
-    pairs = [(m.name, m) if isinstance(m, ModelHandle) else (str(m[0]), m[1]) for m in models]
-    engine_list = [engines] if isinstance(engines, str) else list(engines)
+    """``request`` (a ``GenerationRequest``: a decoder's generation profile) of ``models`` on each target, as
+    :func:`profile_on` runs a ``ProfileRequest``: every target, "local" included, receives it as JSON and
+    rebuilds it (``studio.batch.remote.run_request``); each ``Measured`` says who measured it and what ran."""
+    pairs = _pairs(models)
     out = []
     for target in dict.fromkeys(targets):
         if target == LOCAL:
-            out.append(Measured(LOCAL, worker_facts(LOCAL), api.profile_generation(pairs, engine_list, options,
-                                                                                   pool_key=pool_key)))
+            out.append(run_here("generate", pairs, request, pool_key=pool_key))
         else:
             out.append(measure_on("generate", target, [(label, h.path) for label, h in pairs],
-                                  {"engines": engine_list, "options": options}, cluster=cluster,
+                                  {"request": request.to_dict()}, cluster=cluster,
                                   security=ClusterSecurity.from_env(*tls)))
     return out
 

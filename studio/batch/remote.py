@@ -29,19 +29,20 @@ from studio.batch.retrying import ClusterLost, announce_start
 from studio.batch.stages import worker_facts
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
-from studio.core.requests import CheckRequest, PrecisionRequest, ProfileRequest
+from studio.core.requests import CheckRequest, GenerationRequest, PrecisionRequest, ProfileRequest
 from studio.core.model import load
 from studio import api
 
 LOCAL = "local"
 KINDS = ("profile", "precision", "generate", "check")
-REQUEST_OF = {"profile": ProfileRequest, "precision": PrecisionRequest, "check": CheckRequest}   # kind -> its request
+REQUEST_OF = {"profile": ProfileRequest, "precision": PrecisionRequest, "check": CheckRequest,
+              "generate": GenerationRequest}   # kind -> its request
 
 
 @dataclass(frozen=True)
 class Measured:
     """A result (``Profile``, ``GenerationProfile``, ``PrecisionReport`` or a check ``Report``) and who
-    measured it; ``request`` is the request as the far end rebuilt it and ran it (None for generate)."""
+    measured it; ``request`` is the request as the far end rebuilt it and ran it."""
 
     target: str
     measured_by: dict = field(default_factory=dict)
@@ -100,10 +101,6 @@ def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[
             handles.append((label, api.load(path)))
         extra = {k: work / arc for k, arc in data.items()}
         pool_key = f"remote-{threading.get_ident()}"
-        if kind == "generate":         # a decoder's generation profile (profile --generate)
-            result = api.profile_generation(handles, kwargs.get("engines") or ("ort",), kwargs.get("options"),
-                                            pool_key=pool_key)
-            return {"measured_by": facts, "result": result}
         if kind not in REQUEST_OF:
             return {"error": f"unknown measurement {kind[:20]!r}", "code": ErrorCode.BAD_OPTION, "measured_by": facts}
         request, result = run_request(kind, handles, kwargs.get("request") or {}, extra, pool_key=pool_key)
@@ -127,6 +124,9 @@ def run_request(kind: str, handles: Sequence[tuple[str, Any]], wire: Mapping[str
         return request, api.profile(list(handles), request, files=files, pool_key=pool_key)
     if kind == "check":
         return request, api.check(handles[0][1], request, files=files, pool_key=pool_key)
+    if kind == "generate":             # a decoder's generation profile (profile --generate)
+        return request, api.profile_generation(list(handles), request.engines,
+                                               api.GenerationOptions(**request.options), pool_key=pool_key)
     return request, api.precision(handles[0][1], request, files=dict(files), pool_key=pool_key, **call)
 
 

@@ -21,6 +21,7 @@ from studio.core import outputs
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes, printable
+from studio.core.requests import GenerationRequest
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,12 +43,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --generate: skip the peak-memory pass (a fresh worker per variant)")
 
 
+def request_of(args: argparse.Namespace) -> GenerationRequest:
+    """The one ``GenerationRequest`` these flags ask for, run here or on a ``--target`` alike."""
+    return GenerationRequest(engines=tuple(args.engine or ["ort"]), prompt_lengths=tuple(args.prompt_lengths or (16, 64)),
+                             new_tokens=args.new_tokens, batch_sizes=tuple(args.batch or (1,)),
+                             generations=args.generations, seed=args.seed, io_binding=not args.no_io_binding,
+                             memory=not args.no_generation_memory, timeout_s=args.timeout, memory_gb=args.memory_gb)
+
+
 def _options(args: argparse.Namespace):  # noqa: ANN202 - profilers.generation_profile.GenerationOptions
-    return api.GenerationOptions(prompt_lengths=tuple(args.prompt_lengths or (16, 64)), new_tokens=args.new_tokens,
-                                 batch_sizes=tuple(args.batch or (1,)), generations=args.generations,
-                                 seed=args.seed, io_binding=not args.no_io_binding,
-                                 memory=not args.no_generation_memory, timeout_s=args.timeout,
-                                 memory_gb=args.memory_gb)
+    return api.GenerationOptions(**request_of(args).options)   # its checks, before any model loads
 
 
 # profile flags a generation profile does not use: refused rather than silently ignored
@@ -85,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         raise StudioError("an OpenVINO IR (.xml) is profiled on this machine only; drop --target or the .xml",
                           code=ErrorCode.BAD_OPTION)
     if targets:                     # --target/--targets: the same generation profile on each machine
-        measured = batch_api.generate_on(targets, list(zip(labels, handles)), args.engine or ["ort"], options,
+        measured = batch_api.generate_on(targets, list(zip(labels, handles)), request_of(args),
                                          cluster=args.cluster, tls=remote_args.tls_of(args), pool_key="cli")
         if args.json:
             print_json({"targets": [m.to_dict() for m in measured]})

@@ -26,7 +26,7 @@ from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 __all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileRequest", "ExportRequest", "BatchRequest", "MemoryRequest",
-           "EditRequest", "REQUESTS",
+           "EditRequest", "GenerationRequest", "REQUESTS",
            "request_from_dict"]
 
 DEFAULT_PRESET = "safe"         # what optimize runs when neither a preset nor passes are named
@@ -397,6 +397,68 @@ class ProfileRequest:
                                                                 ("--target", target)])
 
 
+@dataclass(frozen=True)
+class GenerationRequest:
+    """``profile --generate``: a KV-cache decoder's generation profile on ``engines`` (specs as the CLI reads
+    them): seeded prompts of each of ``prompt_lengths`` x ``batch_sizes``, ``new_tokens`` greedy tokens,
+    ``generations`` timed generations per case; ``io_binding`` keeps ORT's cache as OrtValues, ``memory``
+    measures each case's peak. The fields of ``profilers.generation_results.GenerationOptions`` (its own
+    checks apply when it is built from ``options``) that the CLI sets, so it travels to a worker as JSON."""
+
+    engines: tuple[str, ...] = ("ort",)
+    prompt_lengths: tuple[int, ...] = (16, 64)
+    new_tokens: int = 32
+    batch_sizes: tuple[int, ...] = (1,)
+    generations: int = 5
+    seed: int = 0
+    io_binding: bool = True
+    memory: bool = True
+    timeout_s: float | None = None
+    memory_gb: float | None = None
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        engines = [self.engines] if isinstance(self.engines, str) else list(self.engines or ())
+        words = [w.strip() for e in engines for w in str(e).split(",") if w.strip()]
+        put(self, "engines", tuple(dict.fromkeys(words)) or ("ort",))
+        for name in ("prompt_lengths", "batch_sizes"):
+            put(self, name, tuple(int(v) for v in getattr(self, name) or ()))
+        for name in ("new_tokens", "generations", "seed"):
+            put(self, name, int(getattr(self, name)))
+        for name in ("io_binding", "memory"):
+            put(self, name, bool(getattr(self, name)))
+        for name in ("timeout_s", "memory_gb"):
+            value = getattr(self, name)
+            put(self, name, None if value is None else float(value))
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The ``GenerationOptions`` keywords (everything but the engines)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "engines"}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able; ``GenerationRequest.from_dict(r.to_dict()) == r``."""
+        return _to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GenerationRequest:
+        return request_from_dict(cls, data)
+
+    def command(self, models: Sequence[str], *, target: str | None = None) -> str:
+        """``onnx-studio profile MODEL... --generate [options]``: the command line that builds this request."""
+        d = GenerationRequest()
+        return cli_hints.cli_command("profile", list(models), [
+            ("--generate", True), ("--engine", ",".join(self.engines)),
+            ("--prompt-lengths", list(self.prompt_lengths) if self.prompt_lengths != d.prompt_lengths else None),
+            ("--new-tokens", self.new_tokens if self.new_tokens != d.new_tokens else None),
+            ("--batch", list(self.batch_sizes) if self.batch_sizes != d.batch_sizes else None),
+            ("--generations", self.generations if self.generations != d.generations else None),
+            ("--seed", self.seed if self.seed != d.seed else None),
+            ("--no-io-binding", not self.io_binding), ("--no-generation-memory", not self.memory),
+            ("--timeout", _number(self.timeout_s) if self.timeout_s else None),
+            ("--memory-gb", _number(self.memory_gb) if self.memory_gb else None), ("--target", target)])
+
+
 def _to_dict(request: Any, *, mappings: Sequence[str] = ()) -> dict[str, Any]:
     """A request's fields as JSON values: tuples as lists, the pair fields in ``mappings`` as objects."""
     return {f.name: ({k: _plain(v) for k, v in getattr(request, f.name)} if f.name in mappings
@@ -630,4 +692,4 @@ class BatchRequest:
 
 
 REQUESTS = (PrecisionRequest, OptimizeRequest, CheckRequest, ProfileRequest, ExportRequest, BatchRequest,
-            MemoryRequest, EditRequest)   # every request kind (tests walk it)
+            MemoryRequest, EditRequest, GenerationRequest)   # every request kind (tests walk it)

@@ -12,6 +12,7 @@ from sample_models.catalog import path_of
 from studio import api
 from studio.batch import facade as batch_api
 from studio.cli import main
+from studio.core.requests import GenerationRequest
 
 
 @pytest.mark.slow
@@ -22,9 +23,10 @@ def test_generation_on_a_target_runs_there(dask_cluster, capsys):
         workers = c.scheduler_info(n_workers=-1)["workers"]
         (edge_addr,) = [a for a, w in workers.items() if "target-edge" in (w.get("resources") or {})]
         edge_pid = c.run(os.getpid, workers=[edge_addr])[edge_addr]
-    options = api.GenerationOptions(prompt_lengths=(4,), new_tokens=3, generations=1, memory=False)
-    on_edge, here = batch_api.generate_on(["edge", "local"], [api.load(path_of("llama_optimum"))], ["ort"], options,
+    request = GenerationRequest(prompt_lengths=(4,), new_tokens=3, generations=1, memory=False)
+    on_edge, here = batch_api.generate_on(["edge", "local"], [api.load(path_of("llama_optimum"))], request,
                                           cluster=dask_cluster.address)
+    assert on_edge.request == here.request == request     # the request each far end rebuilt and ran
     assert on_edge.measured_by["pid"] == edge_pid != os.getpid() and here.measured_by["pid"] == os.getpid()
     assert on_edge.result.ok and here.result.ok
     # the same seeded prompt and greedy loop on both machines: the same tokens

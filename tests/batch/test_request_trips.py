@@ -23,11 +23,11 @@ from studio import api
 from studio.batch import facade as batch_api
 from studio.batch.remote import _pack, remote_measure
 from studio.cli import (batch_cmd, build_parser, check_cmd, edit_cmd, export_cmd, main, memory_cmd, optimize_cmd, precision_cmd,
-                        profile_cmd,
+                        profile_cmd, profile_generate,
                         remote_args, task_args)
 from studio.core.errors import StudioError
-from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, EditRequest, ExportRequest, MemoryRequest, OptimizeRequest, PrecisionRequest,
-                                  ProfileRequest)
+from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, EditRequest, ExportRequest, GenerationRequest,
+                                  MemoryRequest, OptimizeRequest, PrecisionRequest, ProfileRequest)
 
 FULL = {
     ProfileRequest: ProfileRequest(
@@ -61,6 +61,9 @@ FULL = {
                                          {"op": "set_attr", "node": "conv 1", "name": "alpha", "value": 0.5}],
                              verify=False, check_only=True),
     BatchRequest: BatchRequest(stages=("check", "profile", "export"), engines=("onnxruntime", "openvino"), force=True),
+    GenerationRequest: GenerationRequest(engines=("ort", "ov:bf16"), prompt_lengths=(4, 8), new_tokens=3,
+                                         batch_sizes=(1, 2), generations=2, seed=7, io_binding=False, memory=False,
+                                         timeout_s=30.5, memory_gb=1.5),
 }
 # The iterations are cleared by a duration (ProfileRequest), and a preset by named passes (OptimizeRequest).
 CLEARED = {ProfileRequest: {"iterations"}, OptimizeRequest: {"preset"}}
@@ -91,11 +94,14 @@ def _parsed(kind, command: str):
         return memory_cmd.request_of(args)
     if kind is EditRequest:
         return edit_cmd.request_of(args)
+    if kind is GenerationRequest:
+        assert args.generate
+        return profile_generate.request_of(args)
     return profile_cmd.request_of(args)
 
 
 def _command(request) -> str:
-    if isinstance(request, ProfileRequest):
+    if isinstance(request, (ProfileRequest, GenerationRequest)):
         return request.command(["my model.onnx", "b.onnx"])
     if isinstance(request, BatchRequest):
         return request.command(["my model.onnx", "models dir"], "out dir")
@@ -135,14 +141,17 @@ class _Spy:
         self.result = result
 
     def __call__(self, *args, **kwargs):
-        request = next(a for a in (*args, *kwargs.values()) if type(a) in REQUESTS)
+        request = next((a for a in (*args, *kwargs.values()) if type(a) in REQUESTS), None)
+        if request is None:                          # api.profile_generation(targets, engines, GenerationOptions)
+            options = args[2]
+            request = GenerationRequest(engines=args[1], **{k: getattr(options, k) for k in GenerationRequest().options})
         self.calls.append((request, kwargs.get("files")))
         self.kwargs = kwargs
         return self.result
 
 
 REMOTE = {ProfileRequest: ("profile", "profile"), CheckRequest: ("check", "check"),
-          PrecisionRequest: ("precision", "precision")}
+          PrecisionRequest: ("precision", "precision"), GenerationRequest: ("generate", "profile_generation")}
 
 
 @pytest.mark.parametrize("kind", list(REMOTE), ids=lambda k: k.__name__)
@@ -154,6 +163,7 @@ def test_target_local_hands_the_far_end_the_request_that_was_sent(kind, monkeypa
     handle = api.load(path_of("cnn_unfused"))
     sent = FULL[kind]
     measured = (batch_api.profile_on(["local"], [handle], sent)[0] if kind is ProfileRequest
+                else batch_api.generate_on(["local"], [handle], sent)[0] if kind is GenerationRequest
                 else batch_api.check_on("local", handle, sent) if kind is CheckRequest
                 else batch_api.precision_on("local", handle, sent))
     (received, _files), = spy.calls
@@ -190,7 +200,7 @@ def test_the_worker_side_rebuilds_every_field_and_locates_the_files_that_came(ki
     data_file = tmp_path / "x.npz"
     data_file.write_bytes(b"not read: the spy stands in for the run")
     keys = {ProfileRequest: ("inputs", "images"), CheckRequest: ("inputs",),
-            PrecisionRequest: ("calibration", "inputs")}[kind]
+            PrecisionRequest: ("calibration", "inputs"), GenerationRequest: ()}[kind]
     named = {k: f"data/{k}.npz" for k in keys}
     blob = _pack({"m0/model.onnx": model, **{arc: data_file for arc in named.values()}})
     sent = FULL[kind]
@@ -200,7 +210,8 @@ def test_the_worker_side_rebuilds_every_field_and_locates_the_files_that_came(ki
     assert "error" not in answer, answer
     (received, files), = spy.calls
     assert _same_fields(received, sent) == [] and kind.from_dict(answer["request"]) == sent
-    assert sorted(files) == sorted(keys) and all(str(p).endswith(named[k]) for k, p in files.items())
+    if kind is not GenerationRequest:                # a generation profile draws seeded prompts: no files
+        assert sorted(files) == sorted(keys) and all(str(p).endswith(named[k]) for k, p in files.items())
 
 
 def test_the_cli_doors_send_every_profile_check_and_precision_option_to_the_far_end(monkeypatch, tmp_path, capsys):
@@ -223,10 +234,10 @@ def test_the_cli_doors_send_every_profile_check_and_precision_option_to_the_far_
                                     tasks={out_name: "classification"})
     for kind, sent in ((ProfileRequest, dataclasses.replace(FULL[ProfileRequest], images=None)),
                        (CheckRequest, dataclasses.replace(FULL[CheckRequest], engines=("onnxruntime",), eps=("cpu",))),
-                       (PrecisionRequest, precision)):
+                       (PrecisionRequest, precision), (GenerationRequest, FULL[GenerationRequest])):
         spy = _Spy(result=_Stub())
         monkeypatch.setattr(api, REMOTE[kind][1], spy, raising=False)
-        words = shlex.split(sent.command([str(path_of("cnn_unfused"))]) if kind is ProfileRequest
+        words = shlex.split(sent.command([str(path_of("cnn_unfused"))]) if kind in (ProfileRequest, GenerationRequest)
                             else sent.command(str(path_of("cnn_unfused"))))[1:]
         main([*words, "--target", "local", "--json"])
         (received, _files), = spy.calls
