@@ -37,7 +37,7 @@ HEADROOM = 4 * GiB          # never start a stage that would leave less than thi
 PEER_CAP_MAX = 14 * GiB     # the peers' address-space cap, lowered to what is available minus the headroom
 
 # 3072 wide like a 3B LLaMA (heads 24, GQA 8, MLP 8192), 15 layers: 1.71 G float32 parameters, 6.36 GiB.
-# float32 keeps every stage runnable on ONNX Runtime's CPU provider (it has no float16 MatMul on x86).
+# float32, as sample_models.decoders writes its weights (a float16 3B-parameter variant was not built).
 SHAPE_KW = dict(layers=15, hidden=3072, heads=24, kv_heads=8, intermediate=8192, vocab=32000, context=4096)
 DIMS = ["--dim", "batch_size=1", "--dim", "sequence_length=8", "--dim", "past_sequence_length=8"]
 
