@@ -309,9 +309,9 @@ def _print(profile, top: int) -> None:  # noqa: ANN001, C901 - one report, read 
             print(f"note {v.id}: {printable(note, 300)}")
 
 
-def _job_request(args: argparse.Namespace) -> ProfileRequest | None:
-    """What a kept run stores in its job row (as the Profile page does); a generation profile has none yet."""
-    return None if args.generate else request_of(args)
+def _job_request(args: argparse.Namespace):  # noqa: ANN202 - a ProfileRequest or GenerationRequest
+    """What a kept run stores in its job row (as the Profile page does): the profile's or the generation's request."""
+    return profile_generate.request_of(args) if args.generate else request_of(args)
 
 
 run = with_project(NAME, _run, lambda a: a.models[0] if a.models else None, _job_request)

@@ -346,6 +346,18 @@ def test_a_profile_kept_from_the_cli_stores_its_request_in_the_job_row(capsys):
     assert ProfileRequest.from_dict(job.args["request"]) == request
 
 
+def test_a_generation_profile_kept_from_the_cli_stores_its_request(monkeypatch, capsys):
+    """``profile --generate --project``: the job row keeps the ``GenerationRequest`` the flags built (the
+    generation itself stands in: what is stored is the question)."""
+    monkeypatch.setattr(api, "profile_generation", _Spy(result=_Stub()))
+    request = dataclasses.replace(FULL[GenerationRequest], engines=("ort",))
+    argv = shlex.split(request.command([str(path_of("cnn_unfused"))]))[1:]
+    main([*argv, "--project", "generation-request", "--json"])
+    capsys.readouterr()
+    (job,) = [j for j in api.open_project("generation-request").jobs() if j.kind == "profile"]
+    assert GenerationRequest.from_dict(job.args["request"]) == request
+
+
 def test_memory_reorder_takes_the_request_the_cli_built(monkeypatch, tmp_path, capsys):
     """``api.memory_reorder(handle, request, out)``: the ``MemoryRequest`` the CLI builds from
     ``memory --reorder`` flags is what the facade receives (dims, measure, the measuring time limit)."""
