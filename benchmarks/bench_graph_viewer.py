@@ -33,7 +33,7 @@ CASES = [("resnet-like 1k", "r1k", lambda p: resnet_like(100, p), None),
 _SNIPPET = """
 t0 = time.perf_counter(); h = api.load({path!r}); t_load = time.perf_counter() - t0
 t0 = time.perf_counter()
-s = None if api.graph_prefers_fast_path(h) else api.inspect(h)
+s = None if api.graph_prefers_fast_path(h) else api.inspect(h, memory=False)
 t_inspect = time.perf_counter() - t0
 t0 = time.perf_counter(); idx = api.graph_index(h, s); t_index = time.perf_counter() - t0
 t0 = time.perf_counter(); html, stats = graph_page(idx.graph, idx.hierarchy); t_html = time.perf_counter() - t0

@@ -187,7 +187,7 @@ def _studio_page(model: Path, out: Path) -> float:
 
     t = time.perf_counter()
     h = api.load(model)
-    s = None if api.graph_prefers_fast_path(h) else api.inspect(h)
+    s = None if api.graph_prefers_fast_path(h) else api.inspect(h, memory=False)
     api.write_graph_viewer(api.graph_index(h, s), out, summary=s)
     return time.perf_counter() - t
 

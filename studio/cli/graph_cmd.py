@@ -128,13 +128,13 @@ def run(args: argparse.Namespace) -> int:
     overlay_data = _overlay_data(args.overlay_data, handle.sha256) if args.overlay_data else {}
     overlay = args.overlay or "op type"
     fast = api.graph_prefers_fast_path(handle) and overlay == "op type" and not args.diff and not overlay_data
-    summary = None if fast else api.inspect(handle, dims)
+    summary = None if fast else api.inspect(handle, dims, memory=False)   # the graph draws no memory plan
     if fast:
         print("note: a large model: drawn without shapes and FLOPs (any other --overlay computes them)")
     if args.diff:
         other = api.load(args.diff)
         d = api.diff(handle, other, lineage=_lineage(args.lineage), summary_a=summary,
-                     summary_b=api.inspect(other, dims))
+                     summary_b=api.inspect(other, dims, memory=False))
         if boxes:
             written = api.write_diff_viewer(d, out, side_by_side=args.diff_mode == "side-by-side")
         else:

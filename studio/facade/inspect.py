@@ -42,11 +42,13 @@ def load(path: str | Path) -> ModelHandle:
 
 
 def inspect(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
-            pool_key: str = "default") -> ModelSummary:
+            pool_key: str = "default", memory: bool = True) -> ModelSummary:
     """Summary, op histogram, I/O, params, FLOPs, memory estimate, nodes and edge shapes.
 
-    Shape inference runs in a sandbox worker of ``pool_key`` (one per browser session)."""
-    return summarize(handle, dims, pool_key=pool_key)
+    Shape inference runs in a sandbox worker of ``pool_key`` (one per browser session).
+    ``memory=False``: no memory plan (``summary.memory`` None), for the graph viewer, which draws only
+    the edge shapes (measured ones included) and FLOPs."""
+    return summarize(handle, dims, pool_key=pool_key, memory=memory)
 
 
 def _decoder_source(model: ModelHandle | str | Path):
