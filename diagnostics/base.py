@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from studio.core.findings import EngineVerdict, Finding, NodeVerdict
 from studio.core.sandbox import scrub_message
+from studio.core.errors import engine_message, is_located
+from diagnostics.input_search import NEEDS_INPUTS, run_search
 
 __all__ = ["EngineCheck", "OutputInfo", "first_line", "limit_reached", "needs_inputs_finding", "recorded_limit",
            "run_candidates",
@@ -39,8 +41,6 @@ class EngineCheck:
 def first_line(text: object, limit: int = 400) -> str:
     """One scrubbed line (no absolute paths) of an engine message; OpenVINO's C++ source
     locations give way to the reason (``engine_message``)."""
-    from studio.core.errors import engine_message, is_located
-
     s = scrub_message(engine_message(text, 10_000) if is_located(text) else str(text))
     s = re.sub(r"\s+", " ", s).strip()
     return s if len(s) <= limit else s[: limit - 1] + "…"
@@ -55,8 +55,6 @@ def verdict_from(engine: str, target: str, findings: list[Finding], decided_by: 
     ``needs_inputs``: the engine compiled the model but no input the studio tried ran it
     (diagnostics.input_search): "not run", not "fails". ``ran_on``: the inputs a real run used.
     """
-    from diagnostics.input_search import NEEDS_INPUTS
-
     mine = [f for f in findings if f.engine == engine and f.target in (target, None)]
     errors = sum(f.is_error for f in mine)
     warnings = sum(f.severity == "warning" for f in mine)
@@ -84,8 +82,6 @@ def run_candidates(model, infer, data: dict, *, dims=None, inputs=None) -> None:
     that ran (``ran_on``; ``retried`` when not the first set), or the first error with its note
     and whether the model only needs other inputs (``needs_inputs``). Shared by the ONNX Runtime
     and OpenVINO check jobs (worker side)."""
-    from diagnostics.input_search import run_search
-
     data.update(run_search(model, infer, dims=dims, inputs=inputs).to_data())
 
 
@@ -102,7 +98,6 @@ def needs_inputs_finding(engine: str, label: str, data: dict, target: str) -> Fi
     values ran it, with an error that depends on the inputs: the verdict is "not run", not "fails"."""
     if not data.get("needs_inputs"):
         return None
-    from studio.core.errors import engine_message
 
     tried = data.get("tried") or []
     count = int(data.get("tries") or len(tried))

@@ -29,6 +29,15 @@ from studio.core.findings import Finding, Report, dedupe
 from studio.core.model import ModelHandle
 from studio.core.sandbox import Limits, require_memory
 from studio.inspect.shapes import sandboxed_shapes
+from studio.core.engines import get_engine
+from diagnostics.ort_check import check_onnxruntime, normalize_eps
+from diagnostics.openvino_check import check_openvino
+from diagnostics.converted_check import check_converted
+from diagnostics.tensorrt_check import check_tensorrt
+from studio.data.tasks import check_overrides
+from studio.core.paths import check_regular_file
+from studio.core.feeds import input_specs, load_npz
+from diagnostics.support_tables import normalize_trt_version
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +48,6 @@ def default_engines() -> tuple[str, ...]:
     """What ``check`` checks when no engine is named: the engine table's rows marked ``default_check``,
     native ones always (TensorRT by table where not installed), converted ones (MNN, LiteRT) wherever
     their stack (runtime and converter) is installed."""
-    from studio.core.engines import get_engine
-
     rows = [r for r in ENGINES if r.default_check]
     return tuple(r.name for r in rows if not r.converted) + tuple(
         r.name for r in rows if r.converted and get_engine(r.name).available().ok)
@@ -80,31 +87,23 @@ class _CheckArgs:
 
 
 def _check_ort(engine: str, path: Path, a: _CheckArgs) -> EngineCheck:
-    from diagnostics.ort_check import check_onnxruntime
-
     return check_onnxruntime(path, a.nodes, eps=a.eps, run=a.run, dims=a.dims, inputs=a.inputs, pool_key=a.pool_key,
                              limits=a.limits, trt_version=a.trt_major)
 
 
 def _check_ov(engine: str, path: Path, a: _CheckArgs) -> EngineCheck:
-    from diagnostics.openvino_check import check_openvino
-
     return check_openvino(path, a.nodes, device=a.ov_device, run=a.run, dims=a.dims, inputs=a.inputs,
                           pool_key=a.pool_key, limits=a.limits)
 
 
 def _check_converted(engine: str, path: Path, a: _CheckArgs) -> EngineCheck:
     """Every converted row: a real conversion and run."""
-    from diagnostics.converted_check import check_converted
-
     return check_converted(engine, path, a.nodes, run=a.run, dims=a.dims, inputs=a.inputs, pool_key=a.pool_key,
                            limits=a.limits, tasks=a.tasks)
 
 
 def _check_by_table(engine: str, path: Path, a: _CheckArgs) -> EngineCheck:
     """A "table" row (TensorRT without a GPU): its support table, or its real parser where installed."""
-    from diagnostics.tensorrt_check import check_tensorrt
-
     return check_tensorrt(path, a.nodes, a.opsets, version=a.trt_major, pool_key=a.pool_key, limits=a.limits)
 
 
@@ -135,14 +134,8 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
     ``tasks``: the user's {output: kind} (``studio.data.tasks``): how the converted engines'
     outputs are compared with ONNX Runtime's."""
     if tasks:
-        from studio.data.tasks import check_overrides
-
         check_overrides(handle.proto, tasks)
     if inputs is not None:
-        from studio.core.paths import check_regular_file
-
-        from studio.core.feeds import input_specs, load_npz
-
         inputs = Path(inputs).resolve()        # workers run in their own folder
         check_regular_file(inputs, max_bytes=8 * 2**30, label="inputs file")
         load_npz(inputs, input_specs(handle.proto))   # names, dtypes, ranks: a clear error before any run
@@ -152,8 +145,6 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
         require_memory(handle.path, "check")
     model = handle.proto
     path = handle.path.resolve()   # workers run in their own scratch folder
-    from diagnostics.support_tables import normalize_trt_version
-    from diagnostics.ort_check import normalize_eps
 
     trt_major = normalize_trt_version(trt_version)
     eps = normalize_eps(eps)

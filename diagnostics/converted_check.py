@@ -32,6 +32,13 @@ from studio.core.errors import WorkerError
 from studio.core.findings import Finding, NodeVerdict
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
+from studio.core.compare import compare_arrays
+from studio.data.metrics import DetectionMAP, OutputSpec
+from studio.core.engines.conversion import ConversionFailed
+from studio.core.engines.sessions import open_runner
+from diagnostics.input_search import validate_inputs
+from studio.data.tasks import order_free_for, output_tasks
+from studio.core.engines import engine_limits, get_engine
 
 __all__ = ["CONVERTED_ENGINES", "check_converted"]
 
@@ -44,9 +51,6 @@ _UNSUPPORTED_HINT = "rewrite the op into ops the converter supports, or use anot
 def judge_output(name: str, want: np.ndarray, got: np.ndarray, task=None, order=None) -> dict:
     """One output of a converted engine against ONNX Runtime's, by the output's task (``task``: a
     ``studio.data.tasks.OutputTask``; ``order``: rows TopK/NMS picked, ``studio.core.order_free``)."""
-    from studio.core.compare import compare_arrays
-    from studio.data.metrics import DetectionMAP
-
     d = compare_arrays(name, want, got, order=order, task=task)
     kind = getattr(task, "kind", "") or ""
     entry = {"output": name, "task": kind, "mode": d.mode, "cosine": d.cosine, "max_abs": d.max_abs,
@@ -73,8 +77,6 @@ def judge_output(name: str, want: np.ndarray, got: np.ndarray, task=None, order=
 
 
 def _spec(name: str, a: np.ndarray):
-    from studio.data.metrics import OutputSpec
-
     return OutputSpec(name, str(a.dtype), tuple(np.shape(a)))
 
 
@@ -95,10 +97,6 @@ def _how(entry: dict) -> str:
 @job("diagnostics.converted_check")
 def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     import onnx
-
-    from studio.core.engines.conversion import ConversionFailed
-    from studio.core.engines.sessions import open_runner
-    from diagnostics.input_search import validate_inputs
 
     engine = str(args["engine"])
     path = str(args["model_path"])
@@ -151,7 +149,6 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     except Exception as exc:  # noqa: BLE001 - no reference: nothing to compare, not the engine's fault
         data["reference_error"] = first_line(f"{type(exc).__name__}: {exc}", 300)
         return JobOutput(data=data)
-    from studio.data.tasks import order_free_for, output_tasks
 
     tasks = output_tasks(onnx_model, args.get("tasks") or None)
     order = order_free_for(onnx_model, tasks)
@@ -211,8 +208,6 @@ def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, 
                     limits: Limits | None = None, tasks: dict[str, str] | None = None) -> EngineCheck:
     """The check of a converted ``engine`` (a row of kind "converted") on ``model_path``; ``tasks``: the user's
     {output: kind} (how outputs are compared with ONNX Runtime's, see the module doc)."""
-    from studio.core.engines import engine_limits, get_engine
-
     label, prefix, converter = CONVERTED_ENGINES[engine]
     target = "CPU"
     result = EngineCheck()

@@ -20,6 +20,9 @@ from studio.core.paths import safe_name
 from studio.core.findings import Finding
 from studio.core.requests import OptimizeRequest
 from studio.core.workspace import Version, Workspace
+from diagnostics.lint import FIX_TARGET_OPSET
+from studio.core.feeds import choose_dims, input_specs
+from studio.core.outputs import check_destination, disk_error, register_input, shown_path, staged_files
 
 __all__ = ["apply_fix", "default_dims", "fix_name", "fix_options", "fix_to_file"]
 
@@ -47,8 +50,6 @@ def fix_options(name: str, *, finding: Finding | None = None, options: Mapping[s
             raise StudioError("fix-input-shapes needs a value for each dynamic dim to fix (--dim NAME=VALUE, or the "
                               "dim boxes next to the Fix button)", code=ErrorCode.BAD_OPTION)
     if name == "convert-opset" and "target" not in opts:
-        from diagnostics.lint import FIX_TARGET_OPSET
-
         opts["target"] = FIX_TARGET_OPSET
     return opts
 
@@ -58,15 +59,13 @@ def default_dims(model_path: Path) -> dict[str, int]:
     as the starting values a user edits before fixing the dims."""
     import onnx
 
-    from studio.core.feeds import choose_dims, input_specs
-
     return choose_dims(input_specs(onnx.load_model(str(model_path), load_external_data=False)))
 
 
 def apply_fix(workspace: Workspace, version_id: str, fix: Finding | str, *, verify: bool = True,
               options: Mapping[str, Any] | None = None, dims: Mapping[str, int] | None = None,
               pool_key: str = "default") -> Version:
-    from passes.pipeline import run_pipeline
+    from passes.pipeline import run_pipeline  # heavy: passes import onnx_ir (~0.3 s)
 
     name = fix_name(fix)
     finding = fix if isinstance(fix, Finding) else None
@@ -102,8 +101,7 @@ def fix_to_file(model_path, names: list[str], output, *, verify: bool = True,
 
     Nothing is left at ``output`` when the fix fails or changes nothing: a file
     there would look fixed and get deployed."""
-    from passes.pipeline import run_pipeline
-    from studio.core.outputs import check_destination, disk_error, register_input, shown_path, staged_files
+    from passes.pipeline import run_pipeline  # heavy: passes import onnx_ir (~0.3 s)
 
     register_input(model_path)
     label = shown_path(output)

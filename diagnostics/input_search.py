@@ -37,6 +37,12 @@ from studio.core.feeds import (
     random_feeds,
     unnamed_dim_key,
 )
+from studio.core.dim_hints import derived_dims
+from studio.core.protowalk import iter_nodes
+from studio.core.feeds import scalar_int_constants, value_uses, small_image_dims
+from studio.core.errors import StudioError, engine_message
+from studio.inspect.decoder import recognize, DecoderError
+from studio.inspect.decoder_feeds import decoder_steps, check_step
 
 __all__ = ["NEEDS_INPUTS", "InputRecipe", "SearchOutcome", "candidate_feeds", "check_user_inputs", "compared_constants",
            "decoder_candidates", "describe_inputs", "free_axes", "input_dependent", "recipe_feeds", "run_search",
@@ -104,8 +110,6 @@ def recipe_feeds(specs: tuple[InputSpec, ...], recipe: InputRecipe, *, seed: int
 def free_axes(specs: tuple[InputSpec, ...], user_dims: Mapping[str, int] | None = None) -> dict[str, str]:
     """``{dim key: kind}`` of every free dim the user did not set; kind is batch (a leading dim
     that is not sequence-named), image (a float image's height/width) or sequence (the rest)."""
-    from studio.core.dim_hints import derived_dims
-
     user = dict(user_dims or {})
     derived = {d.key for d in derived_dims([x for s in specs for x in (s.shape or ())])}
     out: dict[str, str] = {}
@@ -126,10 +130,6 @@ def compared_constants(model: ModelProto) -> dict[str, tuple[int, ...]]:
     """For integer inputs compared (Equal/Greater/Less..., directly or through Cast/Reshape...,
     in any graph) with integer constants: the values that take each side of the comparison
     (``c`` for Equal; ``c``, ``c + 1``, ``c - 1`` for ordering comparisons), in graph order."""
-    from studio.core.protowalk import iter_nodes
-
-    from studio.core.feeds import scalar_int_constants, value_uses
-
     consts = scalar_int_constants(model)
     consumers: dict[str, list] = {}
     for ref in iter_nodes(model):
@@ -216,10 +216,6 @@ def decoder_candidates(model: ModelProto, dims: Mapping[str, int] | None = None)
     """A KV-cache decoder's seeded set: its prefill step (past 0) run before its decode step (past > 0),
     both keeping the cache contract (``studio.inspect.decoder_feeds``); None for a model that is no
     decoder, or whose cache does not fit together (then the plain seeded feeds are used)."""
-    from studio.core.errors import StudioError
-    from studio.inspect.decoder import recognize
-    from studio.inspect.decoder_feeds import decoder_steps
-
     try:
         spec = recognize(model)
         steps = decoder_steps(model, spec, dims=dims) if spec is not None else None
@@ -236,9 +232,6 @@ def decoder_candidates(model: ModelProto, dims: Mapping[str, int] | None = None)
 
 def check_user_inputs(model: ModelProto, feeds: Feeds) -> None:
     """Raise one ``DecoderError`` line when a user's inputs for a decoder break its cache contract."""
-    from studio.inspect.decoder import DecoderError, recognize
-    from studio.inspect.decoder_feeds import check_step
-
     try:
         spec = recognize(model)
     except DecoderError:
@@ -261,8 +254,6 @@ def candidate_feeds(model: ModelProto, dims: Mapping[str, int] | None = None,
     """(the seeded sets, a generator of search sets). The seeded sets are
     :func:`studio.core.feeds.check_feeds`' (user .npz, or seeded inputs and a small image size);
     search sets come only when the seeded ones fail and the studio chose the inputs."""
-    from studio.core.feeds import small_image_dims
-
     specs = input_specs(model)
     user = dict(dims or {})
     decoder = None if inputs else decoder_candidates(model, user)
@@ -318,8 +309,6 @@ class SearchOutcome:
 
 
 def _short(message: str, limit: int = 200) -> str:
-    from studio.core.errors import engine_message
-
     return engine_message(message, limit)
 
 

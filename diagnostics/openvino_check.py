@@ -32,6 +32,9 @@ from studio.core.errors import WorkerError
 from studio.core.findings import Finding, NodeVerdict
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
+from diagnostics.input_search import validate_inputs
+from studio.core.engines.openvino_io import openvino_inputs
+from studio.core.nontensor import tensor_only_refusal
 
 ENGINE = "openvino"
 
@@ -46,8 +49,6 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     ctx.set_stage("OpenVINO model read")
     import openvino as ov
     from openvino.frontend import FrontEndManager
-
-    from diagnostics.input_search import validate_inputs
 
     path = str(args["model_path"])
     device = str(args.get("device") or "CPU")
@@ -109,8 +110,6 @@ def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
 
 def _infer_once(compiled, onnx_model, feeds) -> list:
     """One inference; the outputs described as [name, dtype, shape, kind] in ONNX order."""
-    from studio.core.engines.openvino_io import openvino_inputs
-
     request = compiled.create_infer_request()
     request.infer(openvino_inputs(list(compiled.inputs), feeds))
     outs = []
@@ -235,8 +234,6 @@ def _loop_trip_count_findings(nodes: Sequence[NodeCtx], target: str) -> list[Fin
 
 def _tensor_only(model_path: Path) -> str | None:
     import onnx
-
-    from studio.core.nontensor import tensor_only_refusal
 
     try:
         return tensor_only_refusal(onnx.load_model(str(model_path), load_external_data=False), "OpenVINO")

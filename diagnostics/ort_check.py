@@ -46,6 +46,10 @@ from studio.core.findings import Finding, NodeVerdict
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.paths import atomic_write_text
 from studio.core.sandbox import Limits, run_job, session_limits
+from studio.core.workspace import user_cache_dir
+from diagnostics.input_search import validate_inputs
+from diagnostics.support_tables import normalize_trt_version
+from diagnostics.tensorrt_check import node_status as trt_status
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +124,6 @@ _registry_memo: dict[str, tuple[KernelRegistry, list[str]]] = {}
 
 
 def _cache_file(version: str) -> Path:
-    from studio.core.workspace import user_cache_dir
-
     return user_cache_dir() / f"ort-kernels-{re.sub(r'[^0-9A-Za-z.+-]', '_', version)}.json"
 
 
@@ -256,8 +258,6 @@ def ort_session_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     """Create a session (CPU EP, default options) and run it once on seeded feeds."""
     import onnx
 
-    from diagnostics.input_search import validate_inputs
-
     ctx.set_stage("ONNX Runtime session creation")
     import onnxruntime as ort
 
@@ -383,8 +383,6 @@ def check_onnxruntime(model_path: Path, nodes: Sequence[NodeCtx], *, eps: Sequen
                       run: bool = True, dims: dict[str, int] | None = None, inputs: Path | None = None,
                       pool_key: str = "default", limits: Limits | None = None, trt_version: str | int = "10") -> EngineCheck:
     """``trt_version``: the TensorRT major whose table decides the TensorRT EP's nodes."""
-    from diagnostics.support_tables import normalize_trt_version
-
     result = EngineCheck()
     eps = normalize_eps(eps)
     trt_version = normalize_trt_version(trt_version)
@@ -463,7 +461,6 @@ def check_onnxruntime(model_path: Path, nodes: Sequence[NodeCtx], *, eps: Sequen
             status, reason = (_cuda_table_status(n, registry.version) if in_table
                               else match_kernel(registry, provider, n))
             return status, reason, in_table
-        from diagnostics.tensorrt_check import node_status as trt_status
 
         status, reason = trt_status(n, trt_version)
         return ("supported" if status in ("supported", "restricted") else "unsupported"), reason, True

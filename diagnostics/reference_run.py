@@ -17,6 +17,9 @@ from diagnostics.custom_ops import detect_custom_ops
 from diagnostics.reference_ops import has_reference
 from studio.core.errors import engine_message
 from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.protowalk import iter_graphs
+from diagnostics.reference_ops import reference_evaluator
+from studio.core.engines.base import rekey_arrays, unpack_feed_sets, encode_outputs
 
 __all__ = ["EVALUATOR_LABEL", "evaluator_can_run", "evaluator_outputs_job"]
 
@@ -33,8 +36,6 @@ def evaluator_can_run(model: onnx.ModelProto) -> bool:
 
 
 def _repeats_node_names(model: onnx.ModelProto) -> bool:
-    from studio.core.protowalk import iter_graphs
-
     for ref in iter_graphs(model):
         names = [n.name for n in ref.graph.node if n.name]
         if len(names) != len(set(names)):
@@ -45,10 +46,6 @@ def _repeats_node_names(model: onnx.ModelProto) -> bool:
 @job("diagnostics.reference_outputs")
 def evaluator_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     """Same protocol as ``passes.reference_outputs`` (per-set outputs or errors)."""
-    from diagnostics.reference_ops import reference_evaluator
-    from studio.core.engines.base import rekey_arrays, unpack_feed_sets
-    from studio.core.engines.base import encode_outputs
-
     ctx.set_stage("reference evaluator")
     model = onnx.load_model(str(args["model_path"]))   # by path: external data next to the model
     evaluator = reference_evaluator(model)
