@@ -117,9 +117,11 @@ class PrecisionRequest:
     def from_dict(cls, data: Mapping[str, Any]) -> PrecisionRequest:
         return request_from_dict(cls, data)
 
-    def command(self, model: str, *, files: bool = True) -> str:
-        """``onnx-studio precision MODEL ...``: the command line that builds this request."""
-        return cli_hints.cli_command("precision", [model], self.cli_options(files=files))
+    def command(self, model: str, *, files: bool = True, extra: Sequence[tuple[str, object]] = ()) -> str:
+        """``onnx-studio precision MODEL ...``: the command line that builds this request (the Precision
+        page's hint); ``extra``: options of the call, not of the request (``--project``, ``--out``, the
+        page's names for its uploads)."""
+        return cli_hints.cli_command("precision", [model], [*self.cli_options(files=files), *extra])
 
     def cli_options(self, *, files: bool = True) -> list[tuple[str, object]]:
         """The ``onnx-studio precision`` options that build this request (defaults left out), for

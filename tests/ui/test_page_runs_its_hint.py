@@ -237,3 +237,23 @@ def test_the_overview_memory_plan_is_the_plan_its_memory_hint_makes(app, monkeyp
     cli_sha, cli, cli_plan = calls.pop()
     assert cli_sha == sha and _differences(page, cli) == [], hint
     assert cli_plan.plan.peak_bytes == page_plan.plan.peak_bytes > 0 and not page.measure
+
+
+def test_the_precision_hint_is_the_command_its_request_prints(app, monkeypatch):
+    """The Precision page assembled its hint from ``request.cli_options()`` through ``api.cli_command``; now
+    the request prints its own command line, as every other request's page does."""
+    from studio.core.requests import PrecisionRequest
+
+    printed: list = []
+    real = PrecisionRequest.command
+
+    def command(self, *args, **kwargs):
+        printed.append((self, real(self, *args, **kwargs)))
+        return printed[-1][1]
+    monkeypatch.setattr(PrecisionRequest, "command", command)
+    at = app(str(SAMPLES / "yolo_detector.onnx")).run()
+    at.switch_page("views/precision.py").run()
+    at.selectbox(key="precision_method").set_value("entropy").run()
+    (hint,) = _hints(at, "onnx-studio precision")
+    request, line = printed[-1]
+    assert hint == line and request.calibration_method == "entropy" and "--out variants/" in hint

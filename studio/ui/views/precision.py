@@ -156,10 +156,9 @@ def render() -> None:
             st.warning(widgets.md_escape(note, 400))
         _save_buttons(report, current.id, source_sha256)
     given = choice.cli_options if choice.inputs or choice.images else ()
-    # the request prints its own options; the picker names the uploaded files, a dataset needs its project
-    options = [("--project", state.project().id if request.dataset else None), *request.cli_options(files=False),
-               ("--out", "variants/"), *given]
-    widgets.cli_hint(api.cli_command("precision", [handle.path.name], options))
+    # the request prints its own command; the picker names the uploaded files, a dataset needs its project
+    widgets.cli_hint(request.command(handle.path.name, files=False, extra=[
+        ("--project", state.project().id if request.dataset else None), ("--out", "variants/"), *given]))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script
