@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from studio.inspect.decoder_contract import GenerationContract
+from profilers.memory import _rss_reader as _statm_reader  # the memory profiler's /proc/self/statm reader
 
 __all__ = ["BoundOrtStepper", "GreedyGeneration", "PlainStepper", "make_stepper", "prompt_ids"]
 
@@ -130,9 +131,7 @@ def make_stepper(runner: Any, contract: GenerationContract, *, io_binding: bool 
 # ============================================================================ one generation
 
 def _rss_reader() -> Callable[[], int]:
-    from profilers.memory import _rss_reader as reader   # the memory profiler's /proc/self/statm reader
-
-    return reader()
+    return _statm_reader()
 
 
 class GreedyGeneration:

@@ -31,6 +31,7 @@ from studio.core.errors import engine_message
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.worker import reset_peak_rss, vm_hwm_bytes
 from studio.inspect.decoder_contract import GenerationContract
+from profilers.memory import _rss_reader
 
 __all__ = ["generate_job", "generate_memory_job"]
 
@@ -150,8 +151,6 @@ def generate_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> 
 def generate_memory_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     """One variant: resident memory before and after opening, then per case (smallest first) the
     high-water mark over one generation and the resident memory after every token."""
-    from profilers.memory import _rss_reader
-
     v = args["variant"]
     rss = _rss_reader()
     baseline = rss()

@@ -40,6 +40,8 @@ from studio.core.sandbox import Limits, model_bytes_on_disk, require_memory, run
 from studio.inspect.decoder import DecoderSpec, recognize
 from studio.inspect.decoder_cache import short
 from studio.inspect.decoder_contract import GenerationContract, contract_of
+from studio.core.engines.openvino_ir import check_ir_matches
+from studio.core.engines.base import check_model_file
 
 __all__ = ["CaseResult", "GenerationOptions", "GenerationProfile", "GenerationRatio", "GenerationVariant",
            "decoder_contract", "generation_command", "run_generation"]
@@ -87,8 +89,6 @@ def _contract_names(contract: GenerationContract) -> tuple[list[str], list[str]]
 
 def _check_ir_target(t: ProfileTarget, contract: GenerationContract, engines: Sequence[EngineSpec]) -> None:
     """An OpenVINO IR target: run on OpenVINO, and holding every name its source decoder is stepped by."""
-    from studio.core.engines.openvino_ir import check_ir_matches
-
     if not any(engine_row(e.engine).suffix == t.openvino_ir.xml.suffix for e in engines):   # engines reading an IR
         raise StudioError(f"{short(t.openvino_ir.xml.name, 60)} is an OpenVINO IR: it runs on OpenVINO only; "
                           "add --engine ov", code=ErrorCode.BAD_OPTION)
@@ -96,8 +96,6 @@ def _check_ir_target(t: ProfileTarget, contract: GenerationContract, engines: Se
 
 
 def _vargs(v: Variant, target: ProfileTarget, contract: GenerationContract) -> dict[str, Any]:
-    from studio.core.engines.base import check_model_file
-
     source = str(check_model_file(target.path))
     out = {"id": v.id, "label": v.label, "model_path": source, "engine": v.engine.to_args(),
            "contract": contract.to_args()}

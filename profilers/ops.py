@@ -44,6 +44,7 @@ from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.paths import safe_name
 from studio.core.protowalk import node_id
 from studio.core.sandbox import Limits, run_job
+from studio.core.engines.mnn import convert_to_mnn, mnn_op_times
 
 __all__ = ["OpNodeIndex", "KernelTime", "OpProfile", "OpTypeTime", "RawKernel", "aggregate_ort_events",
            "attribute", "build_op_profile", "measure_ops"]
@@ -465,8 +466,6 @@ def _ov_ops(v: dict, feeds: dict, tag: str, warmup: int, runs: int, ctx: JobCont
 
 def _mnn_ops(v: dict, feeds: dict, tag: str, warmup: int, runs: int, ctx: JobContext, nv: Any) -> JobOutput:
     import re
-
-    from studio.core.engines.mnn import convert_to_mnn, mnn_op_times
 
     mnn_path = Path(ctx.scratch) / "model.mnn"
     convert_to_mnn(v["model_path"], mnn_path, str(v["engine"].get("precision") or "f32"))
