@@ -35,10 +35,9 @@ from studio.core.sandbox import Limits, run_job
 from studio.core.compare import compare_arrays
 from studio.data.metrics import DetectionMAP, OutputSpec
 from studio.core.engines.conversion import ConversionFailed
-from studio.core.engines.sessions import open_runner
 from diagnostics.input_search import validate_inputs
 from studio.data.tasks import order_free_for, output_tasks
-from studio.core.engines import engine_limits, get_engine
+from studio.core.engines import engine_limits, get_engine, sessions
 
 __all__ = ["CONVERTED_ENGINES", "check_converted"]
 
@@ -107,7 +106,7 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     opts = {"precision": "f32"}
     ctx.set_stage(f"{engine} conversion")
     try:
-        runner = open_runner(engine, path, opts, ctx)
+        runner = sessions.open_runner(engine, path, opts, ctx)
     except ConversionFailed as exc:
         data["convert_error"], data["conversion"] = str(exc), exc.info
         return JobOutput(data=data)
@@ -144,7 +143,7 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     data["names_mapped"] = runner.details.get("names_mapped") or runner.details.get("outputs_mapped")
     ctx.set_stage("ONNX Runtime reference")
     try:
-        reference = open_runner("onnxruntime", path, {"graph_optimization_level": "disable"}, ctx)
+        reference = sessions.open_runner("onnxruntime", path, {"graph_optimization_level": "disable"}, ctx)
         expected = reference.infer(ran["feeds"])
     except Exception as exc:  # noqa: BLE001 - no reference: nothing to compare, not the engine's fault
         data["reference_error"] = first_line(f"{type(exc).__name__}: {exc}", 300)

@@ -25,6 +25,7 @@ from passes.base import Change, PassResult, StudioPass, node_label, result
 from passes.ir_helpers import (can_forward, const_array, dtype_of, forward, free_initializer_name, graphs_of,
                                int_attr, ints_attr, is_onnx_op, rank_of)
 from passes.base import register
+from passes.ir_helpers import inferred_shapes, drop_orphaned_initializers
 
 D = ir.DataType
 _FLOATS_FROM_SMALL_INTS = {D.FLOAT16, D.BFLOAT16, D.FLOAT, D.DOUBLE}
@@ -163,8 +164,6 @@ class CancelRoundTrips(StudioPass):
               "a Squeeze/Unsqueeze into the Reshape before it."
 
     def call(self, model: ir.Model) -> PassResult:
-        from passes.ir_helpers import inferred_shapes
-
         by_reason: dict[tuple[str, str], list[str]] = {}     # (kind, why) -> node labels
         notes: list[str] = []
         with inferred_shapes(model):
@@ -246,7 +245,6 @@ def _shape_value(node: ir.Node, inner: ir.Node, shape: ir.TensorProtocol, main: 
 def _drop_if_unused(node: ir.Node | None) -> bool:
     if node is None or node.graph is None or any(o.uses() or o.is_graph_output() for o in node.outputs):
         return False
-    from passes.ir_helpers import drop_orphaned_initializers
 
     inputs = [v for v in node.inputs if v is not None]
     node.graph.remove(node, safe=True)

@@ -29,6 +29,9 @@ from passes.quant_tools import job_context
 from passes.base import register
 from studio.core.compare import REDUCED_PRECISION, Tolerance
 from studio.core.errors import StudioError
+from passes import quant_tools as qt
+from studio.core.model_io import save_result
+from studio.core.feeds import cast_to_inputs, make_feeds
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +124,6 @@ class ConvertFp16(StudioPass):
         return not _flag(self.options.get("keep_io_types", True))
 
     def call(self, model: ir.Model) -> PassResult:
-        from passes import quant_tools as qt
-        from studio.core.model_io import save_result
-
         ctx = job_context(self)
         opts = self.options
         with tempfile.TemporaryDirectory(prefix="fp16-", dir=".") as tmp:
@@ -160,8 +160,6 @@ class ConvertFp16(StudioPass):
             try:
                 ctx.set_stage("fp16: loading the result in ONNX Runtime")
                 header = onnx.load_model(str(src), load_external_data=False)
-                from studio.core.feeds import cast_to_inputs, make_feeds
-
                 sets = list(make_feeds(header, count=2, seed=1000, dims=opts.get("dims")).sets)
                 # keep_io_types=false: the fp16 model takes float16 inputs; feed it the same values.
                 out_header = onnx.load_model(str(out), load_external_data=False)

@@ -7,6 +7,7 @@ from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 from passes.base import ChangeTracker, PassResult, StudioPass, result
 from passes.base import register
+from passes.base import Change
 
 
 @register
@@ -23,8 +24,6 @@ class EliminateDeadCode(StudioPass):
         removed_inits = len(inits_before - set(model.graph.initializers))
         changes = list(tracker.changes(detail="no graph output depends on it"))
         if removed_inits and not changes:
-            from passes.base import Change
-
             changes.append(Change("removed", (), f"{removed_inits} unused initializers"))
         return result(model, changes, nodes_removed=sum(len(c.nodes) for c in changes if c.kind == "removed"),
                       initializers_removed=removed_inits)

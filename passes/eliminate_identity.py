@@ -33,6 +33,7 @@ from passes.ir_helpers import (
     unused,
 )
 from passes.base import register
+from passes.ir_helpers import inferred_shapes
 
 INT_MAX_ENDS = 2**31 - 1    # exporters write INT_MAX / INT64_MAX for "to the end"
 
@@ -224,8 +225,6 @@ class EliminateIdentity(StudioPass):
     summary = "Remove nodes that pass their input through unchanged (Identity, Dropout, no-op Cast/Reshape/...)."
 
     def call(self, model: ir.Model) -> PassResult:
-        from passes.ir_helpers import inferred_shapes
-
         by_reason: dict[str, list[str]] = {}
         kept: dict[str, str] = {}          # node label -> why it stays
         exact = bool(self.options.get("exact_zero_sign", False))

@@ -27,6 +27,7 @@ from onnx import TensorProto
 
 from passes.base import Change, PassResult, StudioPass
 from passes.base import register
+from studio.core.model_io import from_proto, to_proto
 
 log = logging.getLogger(__name__)
 
@@ -210,8 +211,6 @@ class FixCastTypes(StudioPass):
     accepts_invalid = True      # a mistyped Cast is exactly what the full check refuses
 
     def call(self, model: ir.Model) -> PassResult:
-        from studio.core.model_io import from_proto, to_proto
-
         proto = to_proto(model)                  # map types (ZipMap) visible to type inference
         fixes = repair_cast_types(proto)
         if not fixes:

@@ -27,6 +27,7 @@ from passes.base import register
 from studio.core.dimexpr import evaluate, free_names
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
+from passes.shape_measure import measure_open_shapes
 
 MAX_NAMED = 3                     # wrong formulas named in the notes (all are counted)
 
@@ -104,7 +105,6 @@ class FixInputShapes(StudioPass):
         # Inference recomputes every shape it can from the new inputs...
         ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
         # ...one run measures the rest, and the result must load with ONNX Runtime's optimizer on.
-        from passes.shape_measure import measure_open_shapes
 
         measured, run_note = measure_open_shapes(model, used)
         if run_note:

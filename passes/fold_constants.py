@@ -43,6 +43,10 @@ from passes.ir_helpers import const_array, const_tensor, is_onnx_op
 from passes.nondeterministic import PURE_DOMAINS, nondeterministic_reason
 from passes.base import register
 from studio.core.sandbox import Limits
+from passes.base import all_nodes
+from passes.ir_helpers import _all_values, inferred_shapes
+from studio.core.sandbox import default_limits
+from passes.shape_values import resolve_shape_vectors
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +110,6 @@ class SizePolicy:
 
 def constant_bytes(model: ir.Model) -> int:
     """Bytes of every initializer and Constant-node tensor, subgraphs included: what the file mostly is."""
-    from passes.base import all_nodes
-
     total = sum(v.const_value.nbytes for g in model.graphs() for v in g.initializers.values()
                 if v.const_value is not None)
     for node in all_nodes(model):
@@ -260,8 +262,6 @@ class _patched_evaluator:
 
 
 def _snapshot_annotations(model: ir.Model) -> dict[ir.Value, tuple]:
-    from passes.ir_helpers import _all_values
-
     return {v: (v.type, v.shape) for v in _all_values(model)}
 
 
@@ -280,8 +280,6 @@ class FoldConstants(StudioPass):
             return limits
         from dataclasses import replace
 
-        from studio.core.sandbox import default_limits
-
         return replace(limits or default_limits(), timeout_s=float(timeout))
 
     def call(self, model: ir.Model) -> PassResult:
@@ -296,8 +294,6 @@ class FoldConstants(StudioPass):
         inits_before = {id(v) for g in model.graphs() for v in g.initializers.values()}
         annotations = _snapshot_annotations(model)
         outputs_before = [id(v) for v in model.graph.outputs]
-        from passes.ir_helpers import inferred_shapes
-        from passes.shape_values import resolve_shape_vectors
 
         with inferred_shapes(model):     # value-info-driven: dims ONNX inference knows count as static
             resolved = resolve_shape_vectors(model, lambda node, nbytes: policy.allows(node, nbytes))

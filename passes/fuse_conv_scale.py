@@ -20,6 +20,7 @@ import onnx_ir as ir
 from passes.base import Change, PassResult, StudioPass, node_label, result
 from passes.ir_helpers import const_tensor, graphs_of, int_attr, is_onnx_op, rank_of
 from passes.base import register
+from passes.ir_helpers import has_ops, inferred_shapes, drop_orphaned_initializers
 
 _FLOATS = (np.float32, np.float64, np.float16)
 
@@ -106,8 +107,6 @@ class FuseConvScale(StudioPass):
     summary = "Move a constant per-channel scale (Mul or Div) on a Conv's input into the Conv's weights."
 
     def call(self, model: ir.Model) -> PassResult:
-        from passes.ir_helpers import has_ops, inferred_shapes
-
         fused: list[str] = []
         if not has_ops(model, "Conv"):
             return result(model, [])
@@ -121,8 +120,6 @@ class FuseConvScale(StudioPass):
 
 def _fuse_graph(graph) -> list[str]:
     """Fuse every candidate Conv of one graph; the labels of the removed Mul/Div nodes."""
-    from passes.ir_helpers import drop_orphaned_initializers
-
     fused: list[str] = []
     for conv in list(graph):
         if not is_onnx_op(conv, "Conv") or not conv.inputs or conv.inputs[0] is None:

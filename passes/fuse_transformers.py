@@ -20,6 +20,8 @@ from passes.base import register
 from passes.transformer_fusion import fuse_file, names_of
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
+from passes import quant_tools as qt
+from studio.core.model_io import save_result
 
 
 @register
@@ -40,9 +42,6 @@ class FuseTransformers(StudioPass):
 
 
 def _run(model: ir.Model, workdir: Path, opts: dict) -> PassResult:
-    from passes import quant_tools as qt
-    from studio.core.model_io import save_result
-
     src = save_result(model, workdir / "src" / "model.onnx")
     try:
         fusion = fuse_file(src, workdir / "fused" / "model.onnx", model_type=str(opts.get("model_type", "auto")),

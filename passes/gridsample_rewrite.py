@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import onnx_ir as ir
 
 from passes.base import node_label
+from passes.base import Change
 
 __all__ = ["default_opset", "drop_unused_domains", "graphs_with_nodes", "mode_name", "raise_to_gridsample_opset",
            "swap_node"]
@@ -40,8 +41,6 @@ def default_opset(model: ir.Model) -> int:
 def raise_to_gridsample_opset(model: ir.Model) -> tuple[int, list]:
     """Convert the model to ai.onnx 16 when it is older (onnxscript's converter, in place; custom-domain
     nodes pass through untouched). Returns the opset now in effect and the change made, if any."""
-    from passes.base import Change
-
     opset = default_opset(model)
     if opset >= GRIDSAMPLE_OPSET:
         return opset, []

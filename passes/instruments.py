@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Protocol
 import onnx_ir as ir
 
 from studio.core.paths import safe_name
+from profilers import nvtx
+from studio.core.model_io import save_result
 
 if TYPE_CHECKING:
     from passes.base import StudioPass
@@ -42,9 +44,7 @@ class NvtxInstrument:
     The ranges come from the one NVTX helper, :mod:`profilers.nvtx`."""
 
     def __init__(self, domain: str = "onnx-studio") -> None:
-        from profilers.nvtx import ranges
-
-        self._nvtx = ranges(domain)
+        self._nvtx = nvtx.ranges(domain)
         self._ranges: list = []
 
     def before_pass(self, p: StudioPass, model: ir.Model) -> None:
@@ -58,10 +58,8 @@ class NvtxInstrument:
 def with_nvtx(instruments: Sequence[Instrument]) -> tuple[Instrument, ...]:
     """``instruments`` plus an :class:`NvtxInstrument` when a profiler (nsys) is attached and
     none is there, so every pipeline pass shows up as an NVTX range under Nsight."""
-    from profilers.nvtx import ranges
-
     out = tuple(instruments)
-    if ranges().attached and not any(isinstance(i, NvtxInstrument) for i in out):
+    if nvtx.ranges().attached and not any(isinstance(i, NvtxInstrument) for i in out):
         out += (NvtxInstrument(),)
     return out
 
@@ -77,7 +75,5 @@ class DumpInstrument:
         pass
 
     def after_pass(self, p: StudioPass, model: ir.Model, record: PassRecord) -> None:
-        from studio.core.model_io import save_result
-
         self._n += 1
         save_result(model, self.folder / f"{self._n:02d}-{safe_name(p.name)}" / "model.onnx")

@@ -30,6 +30,11 @@ from studio.core.errors import StudioError
 from studio.core.types import value_info
 from studio.inspect.decoder import DecoderError, DecoderSpec, recognize
 from studio.inspect.decoder_cache import graph_inputs, short
+from studio.verification.verifier import run_sets
+from studio.inspect.decoder_feeds import decoder_steps
+from studio.core.model import load
+from studio.core.outputs import shown_path
+from studio.core.save import save_model
 
 __all__ = ["MergeResult", "MergeStep", "merge_decoder_protos", "merge_decoders"]
 
@@ -305,9 +310,6 @@ def merge_decoder_protos(decoder: ModelProto, with_past: ModelProto) -> tuple[Mo
 def _verify(merged_path: Path, decoder_path: Path, with_past_path: Path, merged: ModelProto, decoder: ModelProto,
             *, pool_key: str, dims: Mapping[str, int] | None) -> tuple[MergeStep, ...]:
     """Prefill against the decoder, decode against the decoder with past, on ONNX Runtime (sandboxed)."""
-    from studio.verification.verifier import run_sets
-    from studio.inspect.decoder_feeds import decoder_steps
-
     spec = recognize(merged)
     steps = decoder_steps(merged, spec, dims=dims)
     d_inputs = {vi.name for vi in graph_inputs(decoder)}
@@ -349,10 +351,6 @@ def merge_decoders(decoder_path: str | Path, with_past_path: str | Path, output:
     """Merge the two decoder files (either order) into ``output`` and verify the merged model on a prefill
     and a decode step (``verify``). Neither input is modified; only ``output`` (and its .data when the
     weights exceed the protobuf limit) is written."""
-    from studio.core.model import load
-    from studio.core.outputs import shown_path
-    from studio.core.save import save_model
-
     start = time.monotonic()
     a, b = load(decoder_path), load(with_past_path)
     proto_a = onnx.load_model(str(a.path), load_external_data=True)

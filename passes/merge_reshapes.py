@@ -20,6 +20,7 @@ from passes.base import PassResult, StudioPass, result
 from passes.ir_helpers import const_array, free_initializer_name, has_ops, int_attr, ints_attr
 from passes.base import register
 from passes.rewriting import apply_rules, changes_for, refusal_notes
+from passes.ir_helpers import inferred_shapes
 
 SHAPE_ONLY = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
 
@@ -125,8 +126,6 @@ class MergeReshapes(StudioPass):
     summary = "Merge chains of shape-only ops ending in a Reshape to a constant shape, and Unsqueeze pairs."
 
     def call(self, model: ir.Model) -> PassResult:
-        from passes.ir_helpers import inferred_shapes
-
         if not has_ops(model, "Reshape", "Unsqueeze"):
             return result(model, [])
         with inferred_shapes(model):

@@ -26,6 +26,7 @@ import onnx
 from studio.core.errors import WorkerError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
+from studio.core.protowalk import iter_tensors
 
 
 @dataclass(frozen=True)
@@ -172,8 +173,6 @@ def _fix_output_shapes(model: onnx.ModelProto) -> list[str]:
 
 
 def _has_external(model: onnx.ModelProto) -> bool:
-    from studio.core.protowalk import iter_tensors
-
     for item in iter_tensors(model):
         t = item[0] if isinstance(item, tuple) else item
         if getattr(t, "data_location", 0) == onnx.TensorProto.EXTERNAL:

@@ -23,6 +23,7 @@ import onnx_ir as ir
 from passes.base import Change, PassResult, StudioPass, all_nodes, count_ops, label_diff, labels, result
 from passes.nondeterministic import random_op_counts
 from passes.base import register
+from studio.core.model_io import from_proto, to_proto
 
 # Below this, growth is noise (a folded shape tensor), not a file-size problem.
 _GROWTH_FLOOR_BYTES = 64 * 1024
@@ -67,8 +68,6 @@ class PeerPass(StudioPass):
             return result(model, [], notes=[f"{self.tool} is not available here ({type(exc).__name__}); skipped"])
         before, before_ops = labels(model), count_ops(model)
         from onnx_ir.external_data import load_to_model
-
-        from studio.core.model_io import from_proto, to_proto
 
         proto = to_proto(load_to_model(model))   # weights in memory: the peers need them; map types back
         max_growth = float(self.options.get("max_growth", 1.1))

@@ -20,6 +20,7 @@ from studio.core.paths import safe_name
 from studio.core.requests import OptimizeRequest
 from studio.core.sandbox import require_memory
 from studio.core.workspace import Version, Workspace, default_root
+from studio.core.errors import StudioError
 
 __all__ = ["add_version", "cli_command", "optimize_model", "report_rows"]
 
@@ -61,8 +62,6 @@ def optimize_model(handle: ModelHandle, request: OptimizeRequest, *, out_path: s
 
 def add_version(workspace: Workspace, parent: str, result: PipelineResult, *, preset: str | None = None,
                 label: str | None = None) -> Version:
-    from studio.core.errors import StudioError
-
     if result.output is None or not result.output.exists():
         raise StudioError("the pipeline produced no model to save", code=ErrorCode.NO_RESULT)
     names = [r.name for r in result.records]

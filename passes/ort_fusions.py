@@ -20,6 +20,7 @@ import numpy as np
 
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
+from studio.core.engines import sessions
 
 # ORT's fused kernels (contrib ops and the LayerNormalization its fusions produce), by op type.
 FUSED_OPS = frozenset({
@@ -90,8 +91,6 @@ def fused_counts(proto) -> tuple[Counter, int]:
 def ort_fusions_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
     """Open the model in ORT at ORT_ENABLE_ALL, saving the optimized graph; count its fused ops."""
     import onnx
-
-    from studio.core.engines import sessions
 
     runner = sessions.open_runner("onnxruntime", args["model_path"], {
         "graph_optimization_level": "all", "log_severity_level": 3, "save_optimized_model": _SAVED,

@@ -36,6 +36,13 @@ from studio.core.feeds import Feeds, npz_feeds
 from studio.core.paths import user_data_path
 from studio.core.requests import OptimizeRequest
 from studio.core.sandbox import Limits
+from studio.verification.verifier import full_check_in_worker
+from studio.core.outputs import check_destination, register_input, shown_path, copy_into, staged_files, disk_error, remove_scratch, scratch_dir
+from studio.core.protowalk import iter_tensors
+from passes import worker_pass
+from passes.base import result
+from passes.ort_fusions import ort_fusions
+from studio.core.errors import WorkerError
 
 log = logging.getLogger(__name__)
 
@@ -161,8 +168,6 @@ def validate_input(model_path: Path, *, limits: Limits | None = None, pool_key: 
     check runs in a sandbox worker: onnx's shape inference can crash on hostile models."""
     import onnx
 
-    from studio.verification.verifier import full_check_in_worker
-
     proto = onnx.load_model(str(model_path), load_external_data=False)
     if not proto.graph.output:
         raise StudioError("cannot optimize: the model's graph has no outputs (empty graph)",
@@ -177,9 +182,6 @@ def _check_output_path(model_path: Path, output: Path) -> None:
     """The result must never overwrite the input model or its external data, nor go through a
     link, a FIFO or a folder (``studio.core.outputs``): checked before any pass runs."""
     import onnx
-
-    from studio.core.outputs import check_destination, register_input, shown_path
-    from studio.core.protowalk import iter_tensors
 
     src = Path(model_path)
     proto = onnx.load_model(str(model_path), load_external_data=False)
@@ -210,8 +212,6 @@ def _copy_unchanged(model_path: Path, output: Path, shown: str) -> None:
     together through ``studio.core.outputs.staged_files``."""
     import onnx
 
-    from studio.core.outputs import copy_into, staged_files
-
     proto = onnx.load_model(str(model_path), load_external_data=False)
     with staged_files(output.parent, shown=str(Path(shown).parent), what=shown) as stage:
         for loc in sorted(_locations(_iter_tensors(), proto)):
@@ -223,8 +223,6 @@ def _copy_unchanged(model_path: Path, output: Path, shown: str) -> None:
 
 
 def _iter_tensors():
-    from studio.core.protowalk import iter_tensors
-
     return iter_tensors
 
 
@@ -331,7 +329,6 @@ def _run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, 
     instruments = with_nvtx(instruments)        # NVTX range per pass when nsys is attached
     model_path = Path(model_path).resolve()     # workers run in a scratch cwd
     _check_output_path(model_path, Path(output))
-    from studio.core.outputs import shown_path
 
     shown = shown_path(output)                  # messages name the path as the user gave it
     output = _absolute(output)                  # the name itself is never resolved: a link there is refused
@@ -345,7 +342,6 @@ def _run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, 
         labels[partial_path] = shown_path(partial)
     output.parent.mkdir(parents=True, exist_ok=True)
     dims = {**dict(dims or {}), **_fixed_dims(passes)}
-    from studio.core.outputs import disk_error, remove_scratch, scratch_dir
 
     workdir = scratch_dir(output.parent, ".pipeline-", shown=shown)
     try:
@@ -370,8 +366,6 @@ def _run_in(workdir: Path, model_path: Path, passes: Sequence[StudioPass], outpu
             instruments: Sequence[Instrument], on_progress: Callable[[int, int, str], None] | None,
             time_budget_s: float | None, started: float) -> PipelineResult:
     """The body of ``run_pipeline`` in its work folder (see there)."""
-    from studio.core.outputs import disk_error
-
     # What ORT fixes silently (node order, duplicated opsets, old IR, contradicting output
     # shapes) is repaired in a copy and said as lint; the user's file is only read.
     source_dir = model_path.parent
@@ -506,9 +500,8 @@ def _apply(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, limits: Limits | 
     stoppable rather than hold the studio (R46)."""
     if not p.calls_engines and node_count <= IN_PROCESS_NODE_LIMIT:
         return p(model)
-    from passes.worker_pass import run_pass_in_worker
 
-    return run_pass_in_worker(p, model, ckpt.folder("worker"), data_dir=ckpt.data_dir, linker=ckpt.linker,
+    return worker_pass.run_pass_in_worker(p, model, ckpt.folder("worker"), data_dir=ckpt.data_dir, linker=ckpt.linker,
                               limits=limits, pool_key=pool_key)
 
 
@@ -533,11 +526,6 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
     verification and cost ONNX Runtime none of its own fusions (``passes.ort_fusions``). Returns the
     result and (checkpoint, verification) of the pick, or ``model`` unchanged and None. Peers are never
     kept unverified: with verification off, or without reference outputs, nothing is kept."""
-    from passes.base import result
-    from passes.ort_fusions import ort_fusions
-    from passes.registry import make_pass
-    from studio.core.errors import WorkerError
-
     if verifier is None:
         return result(model, [], notes=[f"{p.name}: candidates are kept only verified; verification is off"]), None
     base = (node_count, _const_bytes(model))

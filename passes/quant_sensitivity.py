@@ -37,6 +37,7 @@ from passes.quant_tools import (
 )
 from studio.core.feeds import Feeds
 from studio.core.protowalk import reachable
+from studio.accuracy.layerwise import chunk_items, compare_chunk, plan_layers
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,6 @@ def quantizable_ops() -> set[str]:
 def rank_nodes(prepared: Path, qdq: Path, feeds: Feeds, ctx: Any, workdir: Path,
                chunk_bytes: int = 64 * 2**20) -> list[NodeScore]:
     """Quantizable nodes of ``prepared``, most damaging first (see module docs)."""
-    from studio.accuracy.layerwise import chunk_items, compare_chunk, plan_layers
-
     ref = onnx.load_model(str(prepared), load_external_data=False)
     cand = onnx.load_model(str(qdq), load_external_data=False)
     shapes = {k: list(np.shape(v)) for k, v in feeds.items() if not isinstance(v, list)}

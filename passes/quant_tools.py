@@ -32,6 +32,11 @@ from studio.core.compare import compare_outputs
 from studio.core.engines.ort_int8 import machine_int8_choice
 from studio.core.errors import StudioError
 from studio.core.feeds import Feeds, load_npz, make_feeds
+from studio.core.feeds import input_specs
+from studio.core.engines import sessions
+from profilers.latency import budgeted_rounds
+from profilers.stats import paired_ratio
+from studio.data.metrics import bound_metric
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +133,6 @@ def calibration_feeds(model_path: Path, source: str | None, samples: int, seed: 
         if path.is_dir():
             fs = make_feeds(header, images=path, count=max(samples, 1))
         else:
-            from studio.core.feeds import input_specs
-
             sets = load_npz(path, input_specs(header))
             return sets, f"{path.name[:60]}, {len(sets)} sample(s)"
         return list(fs.sets), fs.source
@@ -361,9 +364,7 @@ def _round(x: float | None, n: int = 3) -> float | None:
 
 
 def ort_outputs(path: Path, sets: Sequence[Feeds], ctx: Any, level: str = "all") -> list[dict]:
-    from studio.core.engines.sessions import open_runner
-
-    runner = open_runner("onnxruntime", path, {"graph_optimization_level": level}, ctx)
+    runner = sessions.open_runner("onnxruntime", path, {"graph_optimization_level": level}, ctx)
     try:
         return [runner.infer(f) for f in sets]
     finally:
@@ -410,10 +411,7 @@ def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budg
     (the studio's one latency loop, :func:`profilers.latency.budgeted_rounds`).
     ``feeds_for``: other feeds for some models (float16 inputs...). ``rounds_out`` receives
     each model's per-round medians (ms), for ratios with their spread (:func:`speed_vs_fp32`)."""
-    from profilers.latency import budgeted_rounds
-    from studio.core.engines.sessions import open_runner
-
-    runners = {k: open_runner(engine, p, dict((options or {}).get(k, {})), ctx) for k, p in paths.items()}
+    runners = {k: sessions.open_runner(engine, p, dict((options or {}).get(k, {})), ctx) for k, p in paths.items()}
     try:
         own = dict(feeds_for or {})
         run = budgeted_rounds({k: (r.infer, (own.get(k, feeds),)) for k, r in runners.items()}, budget_s)
@@ -431,8 +429,6 @@ def measure_latencies(paths: Mapping[str, Path], feeds: Feeds, ctx: Any, *, budg
 def speed_vs_fp32(rounds: Mapping[str, Sequence[float]], name: str, label: str) -> str | None:
     """A warning when ``name`` is not significantly faster than fp32, with the ratio's spread
     over the interleaved rounds; None when its whole 95 % interval is below 1.0."""
-    from profilers.stats import paired_ratio
-
     base, other = list(rounds.get("fp32") or []), list(rounds.get(name) or [])
     n = min(len(base), len(other))
     if n == 0:
@@ -461,8 +457,6 @@ def task_judge(task: Mapping[str, Any]) -> Callable[[list[dict], list[dict]], tu
     """An :func:`accuracy` replacement scoring by a task metric (``studio.data.metrics``) on one
     output, as "higher is better" (1 - value for error metrics such as mismatch-rate or cer): the
     INT8 configuration choice and the float-fallback search then stop at the task's target."""
-    from studio.data.metrics import bound_metric
-
     metric, output = bound_metric(task["metric"], **dict(task.get("metric_options") or {})), task["output"]
     labels = task.get("labels")      # holdout item i's true class id (top1-accuracy, accuracy-drop), or None
 
@@ -539,7 +533,7 @@ def load_result(path: Path) -> Any:
     pass's temporary folder, which is gone before the worker saves the result."""
     import onnx_ir as ir
 
-    from studio.core.model_io import load_ir
+    from studio.core.model_io import load_ir  # heavy: model_io imports onnx_ir (~0.3 s); quant_tools stays light
 
     model = load_ir(path)                      # map types (ZipMap outputs) hidden from onnx-ir
     ir.external_data.load_to_model(model)

@@ -28,6 +28,9 @@ from studio.core.compare import QUANTIZED, Tolerance
 from studio.core.engines.ort_int8 import machine_int8_choice
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
+from passes import quant_tools as qt
+from studio.core.model_io import save_result
+from studio.core.feeds import make_feeds
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +74,6 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from passes import quant_tools as qt
-    from studio.core.model_io import save_result
-
     target = float(opts.get("target_cosine", 0.99))
     src = save_result(model, workdir / "src" / "model.onnx")
     ctx.set_stage("INT8 dynamic: preparing the model")
@@ -99,7 +99,6 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
             raise StudioError(f"the {model_type} transformer optimizer found nothing to fuse in this model; "
                               "use fuse=off", code=ErrorCode.NOTHING_TO_FUSE)
     header = onnx.load_model(str(src), load_external_data=False)
-    from studio.core.feeds import make_feeds
 
     holdout = list(make_feeds(header, count=int(opts.get("samples", 4)), seed=1000, dims=opts.get("dims")).sets)
     reference = qt.ort_outputs(src, holdout, ctx)

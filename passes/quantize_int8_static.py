@@ -35,6 +35,11 @@ from passes.base import register
 from studio.core.compare import QUANTIZED, Tolerance
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
+from passes.quant_tools import AUTO_CANDIDATES, STATIC_CONFIGS
+from passes import quant_tools as qt
+from studio.core.model_io import save_result
+from studio.core.engines.ort_int8 import machine_int8_choice
+from passes.quant_sensitivity import fallback, rank_nodes, quantizable_ops
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +65,6 @@ class QuantizeInt8Static(StudioPass):
     # no configuration, with fallback if on, meets target_cosine; False: keep the most accurate one and
     # warn "target missed").
     def call(self, model: ir.Model) -> PassResult:
-        from passes.quant_tools import AUTO_CANDIDATES, STATIC_CONFIGS
-
         opts = self.options
         config = str(opts.get("config", "auto"))
         if config != "auto" and config not in STATIC_CONFIGS:
@@ -82,11 +85,6 @@ class QuantizeInt8Static(StudioPass):
 
 def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> PassResult:
     import onnx
-
-    from passes import quant_tools as qt
-    from studio.core.model_io import save_result
-
-    from studio.core.engines.ort_int8 import machine_int8_choice
 
     kernels = machine_int8_choice()             # per_channel / reduce_range for this CPU, and why
     asked = opts.get("per_channel", "auto")
@@ -153,8 +151,6 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
     chosen = qt.pick(measured, target)
     steps, kept, ranked = [], [], []
     if chosen is None and opts.get("fallback", True):
-        from passes.quant_sensitivity import fallback, rank_nodes
-
         fastest = min((m for m in measured if m.latency_ms is not None), key=lambda m: m.latency_ms)
         cfg = next(c for c in configs if c.name == fastest.name)
         qdq_cfg = cfg if cfg.quant_format == "QDQ" else qt.STATIC_CONFIGS["qdq-u8s8"]
@@ -220,7 +216,5 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
 
 
 def _float_nodes(model: ir.Model) -> list[str]:
-    from passes.quant_sensitivity import quantizable_ops
-
     ops = quantizable_ops()
     return [n.name for n in model.graph if n.op_type in ops and n.name]

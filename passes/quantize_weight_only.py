@@ -32,6 +32,7 @@ from passes.base import register
 from studio.core.compare import QUANTIZED, Tolerance
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
+from passes import quant_tools as qt
 
 __all__ = ["ACCURACY_LEVELS", "BLOCK_SIZES", "INT4_WEIGHTS", "QuantizeWeightOnly", "auto_block_size", "eligible_matmuls"]
 
@@ -174,8 +175,6 @@ def _run(model: ir.Model, work: Path, bits: int, block, symmetric: bool, level: 
          ctx) -> PassResult:
     from onnxruntime.quantization.matmul_nbits_quantizer import (DefaultWeightOnlyQuantConfig,
                                                                  MatMulNBitsQuantizer)
-
-    from passes import quant_tools as qt
 
     proto = _proto_by_reference(model)
     src_bytes = _proto_weight_bytes(proto)

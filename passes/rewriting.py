@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import onnx_ir as ir
 
 from passes.base import Change, node_label
+from passes.ir_helpers import drop_orphaned_initializers, preserved_annotations, has_ops, inferred_shapes
 
 
 @dataclasses.dataclass
@@ -71,8 +72,6 @@ class _Recording:
 
 def _drop_orphaned_initializers(applied: list[RuleApplication]) -> None:
     """Weights only the replaced nodes used (BatchNormalization statistics...) go with them."""
-    from passes.ir_helpers import drop_orphaned_initializers
-
     for a in applied:
         drop_orphaned_initializers(a.inputs)
 
@@ -90,8 +89,6 @@ class RewriteOutcome:
 def apply_rules(model: ir.Model, rules: Sequence) -> RewriteOutcome:
     """Apply onnxscript rules to the model in place; return what happened."""
     from onnxscript.rewriter import RewriteRuleSet
-
-    from passes.ir_helpers import preserved_annotations
 
     applied: list[RuleApplication] = []
     collector = _Collector()
@@ -150,8 +147,6 @@ def rewrite_if_present(model: ir.Model, triggers: Sequence[str],
                        phases: Callable[[], Sequence[Sequence]]) -> RewriteOutcome | None:
     """Each rule set of ``phases()`` applied in turn with shapes inferred (one outcome), or None, with no shape
     inference run, when the model has none of the ``triggers`` ops (a fusion's quick way out)."""
-    from passes.ir_helpers import has_ops, inferred_shapes
-
     if not has_ops(model, *triggers):
         return None
     with inferred_shapes(model):

@@ -11,6 +11,11 @@ import onnx_ir as ir
 
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
+from diagnostics.base import first_line
+from studio.core.model_io import to_proto, weight_bytes
+from studio.core.feeds import input_specs, random_feeds
+from studio.inspect.edge_shapes import measure_shapes
+from studio.inspect.value_dependence import value_dependent_shapes
 
 MAX_MEASURE_BYTES = 1536 * 2**20     # weights loaded into the worker to measure shapes
 
@@ -26,8 +31,6 @@ def _open_values(model: ir.Model) -> list[ir.Value]:
 
 
 def _one_line(exc: BaseException) -> str:
-    from diagnostics.base import first_line
-
     text = first_line(exc, 300)
     return text.split(" : ", 3)[-1] if text.startswith("[ONNXRuntimeError]") else text
 
@@ -37,11 +40,6 @@ def measure_open_shapes(model: ir.Model, dims: Mapping[str, int]) -> tuple[int, 
     depends on the input values). Returns (how many were measured, a note or None). Raises a
     one-line StudioError when the static model would not load in ONNX Runtime."""
     from onnx_ir.external_data import load_to_model
-
-    from studio.core.model_io import to_proto, weight_bytes
-    from studio.core.feeds import input_specs, random_feeds
-    from studio.inspect.edge_shapes import measure_shapes
-    from studio.inspect.value_dependence import value_dependent_shapes
 
     todo = _open_values(model)
     free = [v.name for v in model.graph.inputs if v.shape is None or not all(isinstance(d, int) for d in v.shape)]
@@ -80,8 +78,6 @@ def _load_check(model: ir.Model) -> str:
     """'' when ONNX Runtime loads the model with its basic optimizations (constant folding over
     the static shapes), else the one-line reason."""
     import onnxruntime as ort
-
-    from studio.core.model_io import to_proto, weight_bytes
 
     if weight_bytes(model) > MAX_MEASURE_BYTES:
         return ""

@@ -29,6 +29,8 @@ import numpy as np
 import onnx_ir as ir
 
 from passes.ir_helpers import const_array, free_initializer_name, int_attr, ints_attr, is_onnx_op
+from passes.base import node_label
+from passes.ir_helpers import graphs_of
 
 MAX_ITEMS = 64
 
@@ -210,9 +212,6 @@ def resolve_shape_vectors(model: ir.Model, allow: Callable[[ir.Node, int], bool]
     """Rewrite every Reshape/Expand whose shape input resolves to a constant (see the module docstring);
     ``allow(node, nbytes)`` may refuse one (the size budget). Returns the rewritten nodes' labels. Run with
     shapes inferred (``ir_helpers.inferred_shapes``); leaves the dead shape chains for dead-code removal."""
-    from passes.base import node_label
-    from passes.ir_helpers import graphs_of
-
     done: list[str] = []
     for graph in list(graphs_of(model)):
         known: dict[ir.Value, Vector] = {}

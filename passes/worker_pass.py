@@ -13,6 +13,7 @@ from passes.base import Change, PassResult, StudioPass
 from studio.core.model_io import Checkpoint, Linker, load_checkpoint, save_checkpoint
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job, scaled_to_model
+from passes.registry import make_pass
 
 
 def run_pass_in_worker(p: StudioPass, model: ir.Model, workdir: Path, *, data_dir: Path,
@@ -43,11 +44,11 @@ def pass_limits(p: StudioPass, model: ir.Model, limits: Limits | None) -> Limits
     """The pass's own limits (a fold timeout) over the caller's; when nobody set any, the defaults
     scaled to the model's weights: ORT's transformer optimizer and the quantizers hold several
     copies of them, and a 440 MB BERT died at the 3 GiB default."""
-    from passes.fold_constants import constant_bytes
-
     chosen = p.worker_limits(limits)
     if limits is not None:
         return chosen if chosen is not None else limits
+    from passes.fold_constants import constant_bytes  # heavy: fold_constants imports onnxscript (~0.4 s)
+
     scaled = scaled_to_model(None, constant_bytes(model))
     if chosen is None:
         return scaled
@@ -58,8 +59,6 @@ def pass_limits(p: StudioPass, model: ir.Model, limits: Limits | None) -> Limits
 
 @job("passes.run_pass")
 def run_pass_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    from passes.registry import make_pass
-
     ctx.set_stage(f"pass {args['name']}")
     p = make_pass(args["name"], **args.get("options", {}))
     p.job_context = ctx          # passes that run engines report their stages through it
