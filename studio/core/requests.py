@@ -2,32 +2,32 @@
 
 Why one module: every door into an operation (the CLI, a page, a batch stage, a remote target) builds
 the same request, so none of them can drop an option the others pass. A request is serializable
-(``to_dict``/``from_dict``, JSON-able: it travels to a Dask worker whole and is stored as the provenance
-of what it produced) and prints its own command line (``cli_options`` for ``api.cli_command``).
+(``to_dict``/``from_dict``, JSON-able through the one codec ``studio.core.codec``: it travels to a Dask
+worker whole and is stored as the provenance of what it produced) and prints its own command line (``cli_options`` for ``api.cli_command``).
 
 What is *not* in a request is where and how this process runs it: the output folder, the sandbox pool,
 progress callbacks, a dataset already opened from a project (the request names it). Those are arguments
 of the call that runs the request, so a request means the same thing on every machine.
 
-A leaf module (stdlib, ``studio.core.errors`` and ``studio.core.cli_hints`` only): the front ends may import it.
+A leaf module (stdlib, ``studio.core.errors``, ``studio.core.codec`` and ``studio.core.cli_hints`` only): the front ends may import it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import PurePath
 from typing import Any, TypeVar
 
 from studio.core import cli_hints
+from studio.core.codec import from_json, to_json
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
 __all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileRequest", "ExportRequest", "BatchRequest", "MemoryRequest",
            "EditRequest", "GenerationRequest", "REQUESTS",
-           "request_from_dict"]
+           "JsonRequest", "request_from_dict"]
 
 DEFAULT_PRESET = "safe"         # what optimize runs when neither a preset nor passes are named
 
@@ -50,12 +50,31 @@ def _frozen(v: Any) -> Any:
 
 
 def _plain(v: Any) -> Any:
-    """JSON-able: tuples become lists, pairs become a dict at the top level (see ``to_dict``)."""
+    """JSON-able: tuples become lists (a pass option's value, as ``--set`` prints it)."""
     return [_plain(x) for x in v] if isinstance(v, tuple) else v
 
 
+def request_from_dict(cls: type[R], data: Mapping[str, Any]) -> R:
+    """A request from its ``to_dict`` form (``studio.core.codec.from_json``: unknown keys and wrong shapes are one
+    line, BAD-REQUEST)."""
+    return from_json(cls, data)
+
+
+class JsonRequest:
+    """What every request shares: ``to_dict``/``from_dict`` through the one codec (``studio.core.codec``), so
+    ``R.from_dict(r.to_dict()) == r`` and the JSON shape of a field follows its type, the same in every request."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: the fields by the codec's rules (pairs as objects, tuples as lists)."""
+        return to_json(self)
+
+    @classmethod
+    def from_dict(cls: type[R], data: Mapping[str, Any]) -> R:
+        return from_json(cls, data)
+
+
 @dataclass(frozen=True)
-class PrecisionRequest:
+class PrecisionRequest(JsonRequest):
     """``precision``: build variants, compare each with fp32, time them side by side, recommend one.
 
     ``calibration``/``inputs`` are paths as the user gave them (the files travel beside a remote request);
@@ -104,18 +123,7 @@ class PrecisionRequest:
         return {"block_size": self.block_size, "symmetric": self.symmetric, "accuracy_level": self.accuracy_level,
                 "ratio": self.ratio}
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able; ``PrecisionRequest.from_dict(r.to_dict()) == r``."""
-        out = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = ({k: _plain(v) for k, v in value} if f.name in ("tasks", "dims", "preprocess")
-                           else _plain(value))
-        return out
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PrecisionRequest:
-        return request_from_dict(cls, data)
 
     def command(self, model: str, *, files: bool = True, extra: Sequence[tuple[str, object]] = ()) -> str:
         """``onnx-studio precision MODEL ...``: the command line that builds this request (the Precision
@@ -167,7 +175,7 @@ def _frozen_options(value: Mapping | Any) -> tuple[tuple[str, tuple[tuple[str, A
 
 
 @dataclass(frozen=True)
-class OptimizeRequest:
+class OptimizeRequest(JsonRequest):
     """``optimize``: run a preset (default ``safe``) or named passes, verifying after every modifying pass.
 
     ``dims`` fix symbolic dims for the verification feeds and are what ``fix-input-shapes`` specializes;
@@ -212,17 +220,7 @@ class OptimizeRequest:
             out.setdefault("fix-input-shapes", {}).setdefault("dims", dict(self.dims))
         return out
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able; ``OptimizeRequest.from_dict(r.to_dict()) == r``."""
-        return {"preset": self.preset, "passes": list(self.passes) if self.passes else None,
-                "dims": dict(self.dims),
-                "pass_options": {name: {k: _plain(v) for k, v in opts} for name, opts in self.pass_options},
-                "on_failure": self.on_failure, "verify": self.verify, "time_budget_s": self.time_budget_s,
-                "inputs": self.inputs}
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> OptimizeRequest:
-        return request_from_dict(cls, data)
 
     def cli_options(self, *, files: bool = True) -> list[tuple[str, object]]:
         """The ``onnx-studio optimize`` options that build this request (defaults left out but the preset,
@@ -247,7 +245,7 @@ class OptimizeRequest:
 
 
 @dataclass(frozen=True)
-class CheckRequest:
+class CheckRequest(JsonRequest):
     """``check``: will the model run on these engines? ``engines`` None: the default set (``--engines``
     omitted); ``eps``: ONNX Runtime execution providers; ``run`` False: sessions only (``--no-run``);
     ``dims``/``inputs``: the test run's sizes or real .npz inputs (a path as the user gave it); ``tasks``:
@@ -275,15 +273,7 @@ class CheckRequest:
         put(self, "inputs", str(self.inputs) if self.inputs not in (None, "") else None)
         put(self, "tasks", _pairs(self.tasks, str))
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able; ``CheckRequest.from_dict(r.to_dict()) == r``."""
-        return {"engines": list(self.engines) if self.engines else None, "eps": list(self.eps),
-                "trt_version": self.trt_version, "run": self.run, "dims": dict(self.dims), "inputs": self.inputs,
-                "tasks": dict(self.tasks)}
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CheckRequest:
-        return request_from_dict(cls, data)
 
     def cli_options(self, *, files: bool = True, dims: bool = True) -> list[tuple[str, object]]:
         """The ``onnx-studio check`` options that build this request (defaults left out); ``dims=False``
@@ -299,7 +289,7 @@ class CheckRequest:
 
 
 @dataclass(frozen=True)
-class ProfileRequest:
+class ProfileRequest(JsonRequest):
     """``profile``: latency (cold start, interleaved warm percentiles and ratios) of every model version on
     every engine, optionally per-op time, memory and sweeps.
 
@@ -357,13 +347,7 @@ class ProfileRequest:
     def sweeps(self) -> bool:
         return bool(self.thread_counts or self.batch_sizes or self.concurrency)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able; ``ProfileRequest.from_dict(r.to_dict()) == r``."""
-        return _to_dict(self, mappings=("dims", "preprocess"))
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ProfileRequest:
-        return request_from_dict(cls, data)
 
     def cli_options(self, *, full_paths: bool = True) -> list[tuple[str, object]]:
         """The ``onnx-studio profile`` options that build this request (defaults left out, and the per-op,
@@ -400,7 +384,7 @@ class ProfileRequest:
 
 
 @dataclass(frozen=True)
-class GenerationRequest:
+class GenerationRequest(JsonRequest):
     """``profile --generate``: a KV-cache decoder's generation profile on ``engines`` (specs as the CLI reads
     them): seeded prompts of each of ``prompt_lengths`` x ``batch_sizes``, ``new_tokens`` greedy tokens,
     ``generations`` timed generations per case; ``io_binding`` keeps ORT's cache as OrtValues, ``memory``
@@ -438,13 +422,7 @@ class GenerationRequest:
         """The ``GenerationOptions`` keywords (everything but the engines)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "engines"}
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able; ``GenerationRequest.from_dict(r.to_dict()) == r``."""
-        return _to_dict(self)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> GenerationRequest:
-        return request_from_dict(cls, data)
 
     def command(self, models: Sequence[str], *, target: str | None = None) -> str:
         """``onnx-studio profile MODEL... --generate [options]``: the command line that builds this request."""
@@ -461,30 +439,8 @@ class GenerationRequest:
             ("--memory-gb", _number(self.memory_gb) if self.memory_gb else None), ("--target", target)])
 
 
-def _to_dict(request: Any, *, mappings: Sequence[str] = ()) -> dict[str, Any]:
-    """A request's fields as JSON values: tuples as lists, the pair fields in ``mappings`` as objects."""
-    return {f.name: ({k: _plain(v) for k, v in getattr(request, f.name)} if f.name in mappings
-                     else _plain(getattr(request, f.name))) for f in fields(request)}
-
-
-def request_from_dict(cls: type[R], data: Mapping[str, Any]) -> R:
-    """A request from its ``to_dict`` form: unknown keys and wrong shapes are one line (BAD-REQUEST), never
-    dropped, so a request from a newer client is refused rather than run with options missing."""
-    if not isinstance(data, Mapping):
-        raise StudioError(f"a {cls.__name__} must be a mapping, got {type(data).__name__}", code=ErrorCode.BAD_REQUEST)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise StudioError(f"{cls.__name__} has no option(s) {', '.join(unknown)[:80]}; known: "
-                          f"{', '.join(sorted(known))[:300]}", code=ErrorCode.BAD_REQUEST)
-    try:
-        return cls(**dict(data))
-    except (TypeError, ValueError) as exc:
-        raise StudioError(f"{cls.__name__}: {str(exc).splitlines()[0][:200]}", code=ErrorCode.BAD_REQUEST) from None
-
-
 @dataclass(frozen=True)
-class ExportRequest:
+class ExportRequest(JsonRequest):
     """``export``: deployment artifacts per target, each reloaded by its engine and verified, in one bundle.
 
     ``targets`` as the CLI reads them (``ort``, ``openvino``, ``tensorrt``, ``triton``, the mobile targets or
@@ -533,13 +489,7 @@ class ExportRequest:
         for name in ("ort_format", "zip"):
             put(self, name, bool(getattr(self, name)))
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able; ``ExportRequest.from_dict(r.to_dict()) == r``."""
-        return _to_dict(self, mappings=("dims", "tasks"))
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ExportRequest:
-        return request_from_dict(cls, data)
 
     def cli_options(self) -> list[tuple[str, object]]:
         """The ``onnx-studio export`` options that build this request (defaults left out, ``-o`` aside)."""
@@ -563,7 +513,7 @@ class ExportRequest:
 
 
 @dataclass(frozen=True)
-class MemoryRequest:
+class MemoryRequest(JsonRequest):
     """``memory``: every tensor's lifetime in ORT's execution order at ``dims``, the peak, the best-fit arena;
     ``measure``: what ORT and OpenVINO really allocate (a child each, stopped after ``measure_timeout_s``);
     ``engine_graph``: also the plan over ORT's optimized graph; ``reorder``: the memory-aware order as a
@@ -582,13 +532,7 @@ class MemoryRequest:
             put(self, name, bool(getattr(self, name)))
         put(self, "measure_timeout_s", float(self.measure_timeout_s))
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able; ``MemoryRequest.from_dict(r.to_dict()) == r``."""
-        return _to_dict(self, mappings=("dims",))
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MemoryRequest:
-        return request_from_dict(cls, data)
 
     def command(self, model: str, *, output: str | None = None) -> str:
         """``onnx-studio memory MODEL ...``: the command line that builds this request (the Overview's memory
@@ -601,14 +545,14 @@ class MemoryRequest:
 
 
 @dataclass(frozen=True)
-class EditRequest:
+class EditRequest(JsonRequest):
     """``edit``: a script of graph operations applied, checked, verified against the original (``verify``)
     and written, or only checked (``check_only``). ``operations`` are the script's operations as JSON
     objects (kept as canonical JSON text, so equal scripts are equal requests); the folder the script's
     relative files (.npy, merged models) are read from, the output and the project are the call's. A kept
     version's provenance stores ``to_dict()`` under ``request``."""
 
-    operations: tuple[str, ...] = ()
+    operations: tuple[str, ...] = field(default=(), metadata={"json": "text"})   # JSON text each
     verify: bool = True
     check_only: bool = False
 
@@ -626,13 +570,7 @@ class EditRequest:
         """The operations as ``edit --script`` reads them."""
         return [json.loads(op) for op in self.operations]
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able; ``EditRequest.from_dict(r.to_dict()) == r``."""
-        return {"operations": self.script, "verify": self.verify, "check_only": self.check_only}
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EditRequest:
-        return request_from_dict(cls, data)
 
     def command(self, model: str, *, script: str = "edits.json", output: str = "edited.onnx",
                 project: str | None = None) -> str:
@@ -647,7 +585,7 @@ BATCH_STAGES = ("inspect", "check", "optimize", "precision", "profile", "export"
 
 
 @dataclass(frozen=True)
-class BatchRequest:
+class BatchRequest(JsonRequest):
     """``batch``: stages over many models. ``engines`` are the check and profile stages' engines (None: each
     stage's own default); each stage task carries its part of a stage request (``stage_options``: the
     ``to_dict`` keys of ``CheckRequest``/``ProfileRequest`` it sets), so a page and the CLI asking the same
@@ -676,13 +614,7 @@ class BatchRequest:
         return {"check": {"engines": list(self.engines)}, "profile": {"engines": list(self.engines)}} \
             if self.engines else {}
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able; ``BatchRequest.from_dict(r.to_dict()) == r``."""
-        return _to_dict(self)
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> BatchRequest:
-        return request_from_dict(cls, data)
 
     def command(self, paths: Sequence[str], output: str = "OUT", *, target: str | None = None,
                 raw: str = "") -> str:
