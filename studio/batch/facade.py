@@ -20,12 +20,14 @@ from studio.batch.stages import machine_facts, worker_facts
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
-from studio.core.requests import BatchRequest, CheckRequest, GenerationRequest, PrecisionRequest, ProfileRequest
+from studio.core import outputs
+from studio.core.requests import (BatchRequest, CheckRequest, GenerationRequest, OptimizeRequest, PrecisionRequest,
+                                  ProfileRequest)
 from studio import api
 from studio.core.paths import user_data_path
 
 __all__ = ["LOCAL", "Measured", "batch", "check_on", "generate_on", "cluster_address", "cluster_targets", "configured_cluster", "machine_facts",
-           "precision_on", "profile_on", "side_by_side", "skipped_summary"]
+           "optimize_on", "precision_on", "profile_on", "side_by_side", "skipped_summary"]
 
 _TLS = tuple[str | None, str | None, str | None]
 
@@ -104,6 +106,36 @@ def check_on(target: str, handle: ModelHandle | str | Path, request: CheckReques
     data = {"inputs": user_data_path(request.inputs, label="inputs file")} if request.inputs else {}
     return measure_on("check", target, [("model", h.path)], {"request": request.to_dict()}, data=data,
                       cluster=cluster, security=ClusterSecurity.from_env(*tls))
+
+
+def optimize_on(target: str, handle: ModelHandle | str | Path, request: OptimizeRequest, *, out_path: str | Path,
+                partial: str | Path | None = None, dump_dir: str | Path | None = None, cluster: str | None = None,
+                tls: _TLS = (None, None, None), pool_key: str = "default") -> Measured:
+    """``request`` (an ``OptimizeRequest``) on ``target``, as :func:`check_on` runs a check, with the optimized
+    model coming back to ``out_path`` (and the last verified model to ``partial`` when the run does not
+    finish; None: nowhere). "local" makes the same JSON trip and writes there directly; another name sends the
+    model (and its verification inputs) to the worker offering it, which runs the same pipeline, verifying on
+    its own engine, and sends the result back (``studio.batch.remote.land_model``). ``Measured.result`` is the
+    ``PipelineResult`` with ``output`` here and ``request`` the request the far end ran."""
+    h = handle if isinstance(handle, ModelHandle) else api.load(handle)
+    out = Path(out_path)
+    if target == LOCAL:
+        return run_here("optimize", [("model", h)], request, pool_key=pool_key, out_path=out,
+                        partial=partial if partial is not None else "none", dump_dir=dump_dir)
+    if dump_dir is not None:
+        raise StudioError("--dump-dir keeps every pass's model on the machine that runs it; run it without a remote "
+                          "--target NAME", code=ErrorCode.BAD_OPTION)
+    outputs.register_input(h.path, *h.external_files)      # the result never lands on the input or its data
+    for path in filter(None, (out, partial and Path(partial))):
+        outputs.check_destination(path)
+        outputs.check_destination(path.with_name(path.name + ".data"))
+    if partial is not None and Path(partial).parent.resolve() != out.parent.resolve():
+        raise StudioError("with --target the partial model goes next to -o", code=ErrorCode.BAD_OPTION)
+    data = {"inputs": user_data_path(request.inputs, label="inputs file")} if request.inputs else {}
+    return measure_on("optimize", target, [("model", h.path)],
+                      {"request": request.to_dict(), "output": out.name,
+                       "partial": Path(partial).name if partial is not None else None},
+                      data=data, cluster=cluster, security=ClusterSecurity.from_env(*tls), land_in=out.parent)
 
 
 def _pairs(models: Sequence[ModelHandle | tuple[str, ModelHandle]]) -> list[tuple[str, ModelHandle]]:

@@ -1,4 +1,4 @@
-"""Profile and precision on a remote target: the Dask worker with resource ``target-NAME``.
+"""Profile, check, precision and optimize on a remote target: the Dask worker with resource ``target-NAME``.
 
 The client packs the model(s) and any data files (calibration, inputs) into one tar,
 sends it with its sha256 and each model's sha256; the worker re-hashes the tar and
@@ -7,12 +7,18 @@ through the facade on the worker, so it still happens inside the studio's sandbo
 worker there. The result comes back with the facts of the process that measured it
 (host, pid, Dask worker address, target name, CPU model, cores, engine versions):
 every figure is labelled with the machine it came from. Target ``local`` runs here.
+
+An optimize run also sends its model back: the optimized model and its external data as bytes in the answer
+(up to ``ONNX_STUDIO_REMOTE_RETURN_MAX_BYTES``, default 2 GiB), or, above that, written under the folder the
+target declares shared with its clients (``ONNX_STUDIO_SHARED_DIR``, ``onnx-studio worker --shared-dir``),
+which the client copies from, hash-checked, and then empties; with neither the worker refuses in one line.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import dataclasses
 import json
 import os
 import shutil
@@ -28,15 +34,18 @@ from studio.batch.executors import ClusterSecurity, DaskExecutor, _data_arcname,
 from studio.batch.retrying import ClusterLost, announce_start
 from studio.batch.stages import worker_facts
 from studio.core.error_codes import ErrorCode
+from studio.core import outputs
 from studio.core.errors import StudioError
-from studio.core.requests import CheckRequest, GenerationRequest, PrecisionRequest, ProfileRequest
+from studio.core.fmt import human_bytes
+from studio.core.requests import CheckRequest, GenerationRequest, OptimizeRequest, PrecisionRequest, ProfileRequest
 from studio.core.model import load
 from studio import api
 
 LOCAL = "local"
-KINDS = ("profile", "precision", "generate", "check")
+KINDS = ("profile", "precision", "generate", "check", "optimize")
 REQUEST_OF = {"profile": ProfileRequest, "precision": PrecisionRequest, "check": CheckRequest,
-              "generate": GenerationRequest}   # kind -> its request
+              "generate": GenerationRequest, "optimize": OptimizeRequest}   # kind -> its request
+RETURN_MAX_BYTES = 2 * 2**30        # what a target sends back in its answer (ONNX_STUDIO_REMOTE_RETURN_MAX_BYTES)
 
 
 @dataclass(frozen=True)
@@ -103,8 +112,17 @@ def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[
         pool_key = f"remote-{threading.get_ident()}"
         if kind not in REQUEST_OF:
             return {"error": f"unknown measurement {kind[:20]!r}", "code": ErrorCode.BAD_OPTION, "measured_by": facts}
-        request, result = run_request(kind, handles, kwargs.get("request") or {}, extra, pool_key=pool_key)
-        return {"measured_by": facts, "result": result, "request": request.to_dict()}
+        if kind != "optimize":
+            request, result = run_request(kind, handles, kwargs.get("request") or {}, extra, pool_key=pool_key)
+            return {"measured_by": facts, "result": result, "request": request.to_dict()}
+        out_dir = work / "out"
+        out_dir.mkdir()
+        partial = kwargs.get("partial")
+        request, result = run_request(kind, handles, kwargs.get("request") or {}, extra, pool_key=pool_key,
+                                      out_path=out_dir / _plain_name(kwargs.get("output")),
+                                      partial=out_dir / _plain_name(partial) if partial else "none")
+        return {"measured_by": facts, "result": result, "request": request.to_dict(),
+                "returned": _send_back(result.output, facts)}
     except StudioError as exc:
         return {"error": str(exc).splitlines()[0][:300] if str(exc) else "failed", "code": exc.code,
                 "measured_by": facts}
@@ -127,7 +145,111 @@ def run_request(kind: str, handles: Sequence[tuple[str, Any]], wire: Mapping[str
     if kind == "generate":             # a decoder's generation profile (profile --generate)
         return request, api.profile_generation(list(handles), request.engines,
                                                api.GenerationOptions(**request.options), pool_key=pool_key)
+    if kind == "optimize":             # its verification inputs are where they arrived; the request stays as sent
+        ran = dataclasses.replace(request, inputs=str(files["inputs"])) if "inputs" in files else request
+        result = api.optimize(handles[0][1], ran, pool_key=pool_key, **call)
+        return request, dataclasses.replace(result, request=request)
     return request, api.precision(handles[0][1], request, files=dict(files), pool_key=pool_key, **call)
+
+
+def _plain_name(name: Any) -> str:
+    """A file name the client chose for the result (no folder: the worker writes in its own scratch)."""
+    text = str(name or "")
+    if not text.endswith(".onnx") or Path(text).name != text or text.startswith("."):
+        raise StudioError(f"the result's name must be a plain NAME.onnx, got {text[:60]!r}", code=ErrorCode.BAD_REQUEST)
+    return text
+
+
+def _return_limit() -> int:
+    raw = os.environ.get("ONNX_STUDIO_REMOTE_RETURN_MAX_BYTES")
+    try:
+        return int(raw) if raw else RETURN_MAX_BYTES
+    except ValueError:
+        return RETURN_MAX_BYTES
+
+
+def _send_back(model: Path | None, facts: dict) -> dict | None:
+    """Worker side: the model the run wrote and its external data, as {"files": [(name, bytes, sha256)]}
+    when they fit the limit, else copied under the target's shared folder as {"shared": folder, "files":
+    [(name, size, sha256)]}; over the limit with no shared folder: a one-line refusal naming the limit."""
+    if model is None:
+        return None
+    files = _model_files(model)
+    named = [(_data_arcname(model, Path(f)), Path(f)) for key, f in files.items() if key != "model"]
+    named.append((model.name, Path(files["model"])))              # the model last: it names the data before it
+    total, limit = sum(f.stat().st_size for _, f in named), _return_limit()
+    if total <= limit:
+        items = []
+        for name, f in named:
+            data = f.read_bytes()
+            items.append((name, data, hashlib.sha256(data).hexdigest()))
+        return {"files": items}
+    shared = os.environ.get("ONNX_STUDIO_SHARED_DIR")
+    if not shared:
+        raise StudioError(f"the optimized model is {human_bytes(total)}, over the {human_bytes(limit)} a target "
+                          "sends back (ONNX_STUDIO_REMOTE_RETURN_MAX_BYTES), and target "
+                          f"'{str(facts.get('target'))[:40]}' declares no shared folder (onnx-studio worker "
+                          "--shared-dir DIR, mounted at the same path on the client)", code=ErrorCode.TOO_LARGE)
+    folder = Path(tempfile.mkdtemp(prefix="optimized-", dir=shared))
+    try:
+        items = []
+        for name, f in named:
+            shutil.copyfile(f, _child(folder, name))
+            items.append((name, f.stat().st_size, _file_sha256(_child(folder, name))))
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)  # scratch: this run's own job folder on the shared path
+        raise
+    return {"shared": str(folder), "files": items}
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def land_model(result: Any, returned: Mapping[str, Any] | None, folder: Path, target: str) -> Any:
+    """Client side: the files a target sent back (bytes, or a folder on the shared path) written into
+    ``folder``, every hash checked (nothing of a damaged answer is kept), the model last; the result's
+    ``output`` then names the file here."""
+    if returned is None or result.output is None:
+        return result
+    written: list[Path] = []
+    try:
+        if "shared" not in returned:
+            for name, data, sha in returned["files"]:
+                if hashlib.sha256(data).hexdigest() != sha:
+                    raise StudioError(f"the model file {name[:60]} sent back by target '{target[:40]}' was "
+                                      "damaged in transfer; nothing written", code=ErrorCode.HASH_MISMATCH)
+            for name, data, _sha in returned["files"]:
+                written.append(outputs.write_bytes(_child(folder, name), data))
+        else:
+            source = Path(returned["shared"])
+            if not source.is_dir():
+                raise StudioError(f"target '{target[:40]}' wrote the model to its shared folder {str(source)[:200]}, "
+                                  "which this machine cannot read; mount that folder here at the same path",
+                                  code=ErrorCode.NOT_FOUND)
+            for name, _size, sha in returned["files"]:
+                written.append(outputs.copy_file(_child(source, name), _child(folder, name)))
+                if _file_sha256(written[-1]) != sha:
+                    raise StudioError(f"the model file {name[:60]} on the shared folder does not match the hash "
+                                      f"target '{target[:40]}' sent; nothing kept", code=ErrorCode.HASH_MISMATCH)
+            shutil.rmtree(source, ignore_errors=True)  # scratch: the job folder the worker made on the shared path
+    except BaseException:
+        for f in written:                              # our own partial writes of this answer
+            f.unlink(missing_ok=True)
+        raise
+    return dataclasses.replace(result, output=_child(folder, Path(result.output).name))
+
+
+def _child(folder: Path, name: str) -> Path:
+    """``folder/name`` for a name that came over the wire: a plain file name (the model, ``NAME.onnx.data``)."""
+    if Path(name).name != name or name in ("", ".", ".."):
+        raise StudioError(f"a returned file name {name[:60]!r} leaves its folder; refusing it",
+                          code=ErrorCode.HASH_MISMATCH)
+    return Path(folder) / name
 
 
 def run_here(kind: str, models: Sequence[tuple[str, Any]], request: Any, *, pool_key: str, **call: Any) -> Measured:
@@ -165,9 +287,10 @@ def _address(cluster: str | None) -> str:
 
 def measure_on(kind: str, target: str, models: Sequence[tuple[str, Path]], kwargs: dict, *,
                data: Mapping[str, Path] | None = None, cluster: str | None = None,
-               security: ClusterSecurity | None = None, retries: int = 1) -> Measured:
-    """Run ``kind`` (profile/precision) of ``models`` [(label, path)] on the worker offering
-    ``target``; ``data`` are keyword arguments that name files (calibration, inputs) sent along."""
+               security: ClusterSecurity | None = None, retries: int = 1, land_in: Path | None = None) -> Measured:
+    """Run ``kind`` (profile/precision/check/optimize) of ``models`` [(label, path)] on the worker offering
+    ``target``; ``data`` are keyword arguments that name files (calibration, inputs) sent along. An optimize
+    run's model comes back into ``land_in`` (:func:`land_model`)."""
     if kind not in KINDS:
         raise StudioError(f"unknown measurement {kind[:20]!r}", code=ErrorCode.BAD_OPTION)
     ex = DaskExecutor(_address(cluster), retries=retries, security=security or ClusterSecurity.from_env())
@@ -207,7 +330,10 @@ def measure_on(kind: str, target: str, models: Sequence[tuple[str, Path]], kwarg
     if "error" in payload:
         raise StudioError(f"target '{target[:40]}': {payload['error']}", code=payload.get("code") or ErrorCode.REMOTE)
     received = payload.get("request")
-    return Measured(target, payload["measured_by"], payload["result"],
+    result = payload["result"]
+    if kind == "optimize":
+        result = land_model(result, payload.get("returned"), Path(land_in or "."), target)
+    return Measured(target, payload["measured_by"], result,
                     REQUEST_OF[kind].from_dict(received) if received is not None else None)
 
 

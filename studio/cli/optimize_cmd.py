@@ -1,5 +1,6 @@
 """onnx-studio optimize MODEL -o OUT [--preset NAME | --passes a,b,c] [--dim NAME=VALUE] [--set PASS.KEY=VALUE]
-[--on-failure stop|revert] [--no-verify] [--keep-partial] [--report report.json] [--json] [--compare-peers];  onnx-studio optimize --list"""
+[--on-failure stop|revert] [--no-verify] [--keep-partial] [--report report.json] [--json] [--compare-peers]
+[--target NAME --cluster ADDR];  onnx-studio optimize --list"""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import sys
 from pathlib import Path
 
 from studio import api
+from studio.batch import facade as batch_api
+from studio.cli import remote_args
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import parse_dims, parse_options, print_json
 from studio.core import outputs
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import SameContentError, StudioError
 from studio.core.requests import OptimizeRequest
 from studio.core.fmt import human_count, printable
@@ -49,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compare-peers", action="store_true",
                    help="also run onnxsim and onnxslim (sandboxed, with a timeout) and print their node counts "
                         "beside ours (in the report under 'peers')")
+    remote_args.add_arguments(p, many=False)
 
 
 def _print_list() -> None:
@@ -93,8 +98,18 @@ def _run(args: argparse.Namespace) -> int:
         outputs.register_input(*filter(None, [args.inputs]))
         outputs.check_destination(args.report)          # before the run: not the input, no link/FIFO/folder
     partial = out.with_name(out.stem + ".partial.onnx")
-    result = api.optimize(handle, request, out_path=out, partial=partial if args.keep_partial else "none",
-                          dump_dir=args.dump_dir)
+    targets = remote_args.targets_of(args)
+    if len(targets) > 1:
+        raise StudioError("optimize runs on one --target at a time", code=ErrorCode.BAD_OPTION)
+    measured = None
+    if targets:          # the same request, run on the target ('local': here, after the same trip); the model comes back
+        measured = batch_api.optimize_on(targets[0], handle, request, out_path=out,
+                                         partial=partial if args.keep_partial else None, dump_dir=args.dump_dir,
+                                         cluster=args.cluster, tls=remote_args.tls_of(args), pool_key="cli")
+        result = measured.result
+    else:
+        result = api.optimize(handle, request, out_path=out, partial=partial if args.keep_partial else "none",
+                              dump_dir=args.dump_dir)
     report = result.to_dict()
     peers = api.compare_peers(handle) if args.compare_peers else ()
     if peers:
@@ -117,8 +132,11 @@ def _run(args: argparse.Namespace) -> int:
                                               f"the model ({outputs.shown_path(out if result.ok else partial)})")
                    if result.output is not None else None) or exc from None
     if args.json:
-        print_json(report)
+        print_json({"target": measured.target, "measured_by": dict(measured.measured_by), "result": report}
+                   if measured is not None else report)
     else:
+        if measured is not None:
+            print(remote_args.measured_line(measured))
         _print_report(result, out if result.ok else result.output)
         if peers:
             _print_peers(result, peers)

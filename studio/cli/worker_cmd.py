@@ -31,6 +31,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="name of this deployment target (resource target-NAME=1)")
     p.add_argument("--host", default="127.0.0.1", help="address the worker listens on (default %(default)s)")
     p.add_argument("--nthreads", type=int, default=1, help="tasks at once on this worker (default 1: timing)")
+    p.add_argument("--shared-dir", metavar="DIR",
+                   help="a folder this target shares with its clients (mounted at the same path there): an "
+                        "optimized model too large to send back (ONNX_STUDIO_REMOTE_RETURN_MAX_BYTES, default 2 GiB) "
+                        "is left there for the client (sets ONNX_STUDIO_SHARED_DIR)")
     p.add_argument("--print-command", action="store_true", help="print the dask worker command and exit")
     p.add_argument("--tls-ca-file", help="TLS CA (PEM) for a tls:// scheduler (passed to dask worker)")
     p.add_argument("--tls-cert", help="this worker's TLS certificate (PEM)")
@@ -61,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if args.target:
         env["ONNX_STUDIO_TARGET"] = args.target
+    if args.shared_dir:
+        if not os.path.isdir(args.shared_dir):
+            raise StudioError(f"--shared-dir '{args.shared_dir[:200]}' is not a folder", code=ErrorCode.NOT_FOUND)
+        env["ONNX_STUDIO_SHARED_DIR"] = os.path.abspath(args.shared_dir)
     print(json.dumps({"joining": cmd[3], "target": args.target, "machine": machine_facts()}), file=sys.stderr,
           flush=True)
     code, _ = children.run_child(cmd, env, grace_s=STOP_GRACE_S)   # SIGTERM/SIGINT reach the dask worker

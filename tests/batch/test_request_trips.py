@@ -401,3 +401,193 @@ def test_edit_takes_the_request_and_reads_relative_files_from_the_base_folder(mo
     np.testing.assert_array_equal(numpy_helper.to_array(written), new)
     with pytest.raises(StudioError):                    # the working folder has no w.npy
         api.edit(api.load(model), request, tmp_path / "o" / "f.onnx")
+
+
+# --- optimize on a target: the request goes, the model comes back (issue 34 item 2) -----------------------------
+
+def _no_model_result(request=None):
+    """A pipeline result that wrote nothing: what the spy hands back in place of a run."""
+    from passes.pipeline import PipelineResult
+
+    return PipelineResult(output=None, records=(), ok=True, stopped_at=None, request=request)
+
+
+def _without_timings(value):
+    """A report without its clocks (seconds differ between any two runs; nothing else may)."""
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if k not in ("seconds", "verify_seconds")}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def test_optimize_target_local_hands_the_far_end_every_field(monkeypatch, tmp_path):
+    """``optimize_on("local")`` makes the worker's trip (JSON and back, ``run_request``): ``api.optimize`` there
+    receives the request sent, field by field (``FULL`` sets every field of ``dataclasses.fields``), and the
+    call's own arguments (where the model and the partial go) as they were given."""
+    spy = _Spy(result=_no_model_result())
+    monkeypatch.setattr(api, "optimize", spy)
+    sent = FULL[OptimizeRequest]
+    measured = batch_api.optimize_on("local", api.load(path_of("cnn_unfused")), sent, out_path=tmp_path / "o.onnx",
+                                     partial=tmp_path / "o.partial.onnx", pool_key="trip")
+    (received, _files), = spy.calls
+    assert received is not sent and _same_fields(received, sent) == []
+    assert measured.request == sent and measured.result.request == sent
+    assert spy.kwargs["out_path"] == tmp_path / "o.onnx" and spy.kwargs["partial"] == tmp_path / "o.partial.onnx"
+    assert spy.kwargs["pool_key"] == "trip" and spy.kwargs["dump_dir"] is None
+
+
+def test_the_optimize_worker_rebuilds_every_field_and_reads_the_inputs_that_came(monkeypatch, tmp_path):
+    """The worker side (``remote_measure``): the request from JSON, its verification inputs where they arrived
+    in the hashed package (the one field the worker points at its own copy), the result named as the client
+    asked, inside the worker's scratch; the answer carries the request as sent."""
+    spy = _Spy(result=_no_model_result())
+    monkeypatch.setattr(api, "optimize", spy)
+    monkeypatch.setenv("ONNX_STUDIO_WORKER_CACHE", str(tmp_path / "cache"))
+    model = path_of("cnn_unfused")
+    data_file = tmp_path / "x.npz"
+    data_file.write_bytes(b"not read: the spy stands in for the run")
+    blob = _pack({"m0/model.onnx": model, "data/inputs.npz": data_file})
+    sent = FULL[OptimizeRequest]
+    answer = remote_measure("optimize", blob, hashlib.sha256(blob).hexdigest(),
+                            [("model", "m0/model.onnx", api.load(model).sha256)], {"inputs": "data/inputs.npz"},
+                            {"request": json.loads(json.dumps(sent.to_dict())), "output": "my model-opt.onnx",
+                             "partial": "my model-opt.partial.onnx"})
+    assert "error" not in answer, answer
+    (received, _files), = spy.calls
+    assert _same_fields(received, sent) == ["inputs"] and received.inputs.endswith("data/inputs.npz")
+    assert OptimizeRequest.from_dict(answer["request"]) == sent and answer["result"].request == sent
+    assert spy.kwargs["out_path"].name == "my model-opt.onnx" and str(tmp_path / "cache") in str(spy.kwargs["out_path"])
+    assert spy.kwargs["partial"].name == "my model-opt.partial.onnx"
+    # a name with a folder in it is refused on the worker: it writes only in its own scratch
+    bad = remote_measure("optimize", blob, hashlib.sha256(blob).hexdigest(),
+                         [("model", "m0/model.onnx", api.load(model).sha256)], {},
+                         {"request": sent.to_dict(), "output": "../escape.onnx"})
+    assert bad["code"] == "BAD-REQUEST" and len(spy.calls) == 1
+
+
+def test_the_optimize_cli_door_sends_every_option_to_the_far_end(monkeypatch, tmp_path, capsys):
+    """``onnx-studio optimize MODEL -o OUT <the request's own flags> --target local``: the flags become the
+    request and that request arrives at the far end whole."""
+    from studio.core.feeds import save_npz
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real inputs").mkdir()
+    save_npz(api.make_inputs(api.load(path_of("cnn_unfused"))).sets, tmp_path / "real inputs" / "x.npz")
+    spy = _Spy(result=_no_model_result())
+    monkeypatch.setattr(api, "optimize", spy)
+    sent = FULL[OptimizeRequest]
+    words = shlex.split(sent.command(str(path_of("cnn_unfused")), str(tmp_path / "o.onnx")))[1:]
+    main([*words, "--target", "local", "--json"])
+    (received, _files), = spy.calls
+    assert _same_fields(received, sent) == []
+    assert json.loads(capsys.readouterr().out)["target"] == "local"
+
+
+def test_a_local_optimize_and_a_target_local_optimize_write_the_same_model(tmp_path, capsys):
+    """Real passes and ORT verification on the cnn_unfused sample: ``optimize`` here and ``optimize --target
+    local`` write byte-identical models and the same report (clocks aside)."""
+    model = str(path_of("cnn_unfused"))
+    reports = []
+    for name, extra in (("here.onnx", []), ("there.onnx", ["--target", "local"])):
+        assert main(["optimize", model, "-o", str(tmp_path / name), "--dim", "batch=2", "--json", *extra]) == 0
+        reports.append(json.loads(capsys.readouterr().out))
+    here, there = reports
+    assert there["target"] == "local" and there["measured_by"]["pid"] == __import__("os").getpid()
+    assert (tmp_path / "here.onnx").read_bytes() == (tmp_path / "there.onnx").read_bytes()
+    there = there["result"]
+    assert (here["output"], there["output"]) == (str(tmp_path / "here.onnx"), str(tmp_path / "there.onnx"))
+    here.pop("output"), there.pop("output")
+    assert here["ok"] and any(r["status"] == "changed" for r in here["records"])
+    assert _without_timings(here) == _without_timings(there)
+
+
+def test_an_optimized_model_over_the_return_limit_comes_back_through_the_shared_folder(monkeypatch, tmp_path):
+    """Over the limit a target sends back in its answer (set to 1 KiB here), the worker writes the model and its
+    external data (weights saved externally here: the threshold set to 0) under its declared shared folder; the
+    client copies them next to -o, hash-checked, and removes the job folder. With no shared folder: a one-line
+    refusal naming the limit. Real passes on the external_data sample (its weights in a side file)."""
+    import onnx
+
+    from studio.batch.remote import land_model
+    from studio.core import model_io
+
+    monkeypatch.setattr(model_io, "EXTERNAL_THRESHOLD", 0)
+    monkeypatch.setenv("ONNX_STUDIO_WORKER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ONNX_STUDIO_REMOTE_RETURN_MAX_BYTES", "1024")
+    source = path_of("external_data")
+    blob = _pack({"m0/model.onnx": source, "m0/external_data.onnx.data": source.with_name("external_data.onnx.data")})
+    request = OptimizeRequest(passes=("fuse-matmul-add",))              # changes the model: saved anew
+    call = ("optimize", blob, hashlib.sha256(blob).hexdigest(), [("model", "m0/model.onnx", api.load(source).sha256)],
+            {}, {"request": request.to_dict(), "output": "small.onnx"})
+    refused = remote_measure(*call)
+    assert refused["code"] == "TOO-LARGE" and "ONNX_STUDIO_REMOTE_RETURN_MAX_BYTES" in refused["error"]
+    assert "1.0 KiB" in refused["error"] or "1 KiB" in refused["error"] or "1,024" in refused["error"], refused["error"]
+
+    (tmp_path / "shared").mkdir()
+    monkeypatch.setenv("ONNX_STUDIO_SHARED_DIR", str(tmp_path / "shared"))
+    answer = remote_measure(*call)
+    assert "error" not in answer, answer
+    returned = answer["returned"]
+    assert [n for n, _size, _sha in returned["files"]] == ["small.onnx.data", "small.onnx"]    # the model last
+    assert returned["shared"].startswith(str(tmp_path / "shared"))
+    (tmp_path / "out").mkdir()
+    result = land_model(answer["result"], returned, tmp_path / "out", "edge")
+    assert result.output == tmp_path / "out" / "small.onnx"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["small.onnx", "small.onnx.data"]
+    assert list((tmp_path / "shared").iterdir()) == []                 # the job folder emptied
+    assert api.load(result.output).external_files                     # the weights stayed in the side file
+    import numpy as np
+    import onnxruntime as ort
+
+    feeds = api.make_inputs(api.load(source)).sets[0]                 # the landed model computes what the source does
+    got, want = (ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feeds)
+                 for p in (result.output, source))
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert onnx.load(str(result.output)).graph.node != onnx.load(str(source)).graph.node     # and it was optimized
+
+
+def test_a_damaged_returned_model_is_not_written(tmp_path):
+    """The client checks every returned file's hash before it writes any (bytes changed on the way)."""
+    from studio.batch.remote import land_model
+
+    result = _no_model_result()
+    result = dataclasses.replace(result, output=tmp_path / "worker" / "m.onnx")
+    returned = {"files": [("m.onnx.data", b"abc", hashlib.sha256(b"abc").hexdigest()),
+                          ("m.onnx", b"xyz", hashlib.sha256(b"other").hexdigest())]}
+    with pytest.raises(StudioError, match="damaged in transfer"):
+        land_model(result, returned, tmp_path, "edge")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    with pytest.raises(StudioError, match="leaves its folder"):
+        land_model(result, {"files": [("../m.onnx", b"x", hashlib.sha256(b"x").hexdigest())]}, tmp_path, "edge")
+
+
+@pytest.mark.slow
+def test_optimize_on_a_dask_target_returns_the_model_and_keeps_the_request(dask_cluster, tmp_path, capsys):
+    """A real loopback Dask cluster (stock scheduler, studio workers, target 'edge'): ``optimize --target edge``
+    runs the pipeline in the edge worker's process (its pid), verifying there, and the optimized model comes
+    back to -o, byte-identical to a run here, with the same report; ``--project`` keeps it with its request."""
+    import os
+
+    model = str(path_of("cnn_unfused"))
+    request = OptimizeRequest(dims={"batch": 2})
+    argv = shlex.split(request.command(model, str(tmp_path / "here.onnx")))[1:]
+    assert main([*argv, "--json"]) == 0
+    here = json.loads(capsys.readouterr().out)
+    argv = shlex.split(request.command(model, str(tmp_path / "out" / "edge.onnx")))[1:]
+    assert main([*argv, "--target", "edge", "--cluster", dask_cluster.address, "--project", "optimize-remote",
+                 "--json"]) == 0
+    there = json.loads(capsys.readouterr().out)
+    assert there["target"] == "edge" and there["measured_by"]["target"] == "edge"
+    assert there["measured_by"]["pid"] != os.getpid() and there["measured_by"]["worker"]
+    assert (tmp_path / "out" / "edge.onnx").read_bytes() == (tmp_path / "here.onnx").read_bytes()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["edge.onnx"]     # nothing else written
+    there = there["result"]
+    assert there["output"] == str(tmp_path / "out" / "edge.onnx")
+    here.pop("output"), there.pop("output")
+    assert here["ok"] and _without_timings(here) == _without_timings(there)
+    assert main(["projects", "show", "optimize-remote", "--json"]) == 0
+    (m,) = json.loads(capsys.readouterr().out)["models"]
+    (kept,) = [v for v in m["versions"] if (v.get("provenance") or {}).get("request")]
+    assert OptimizeRequest.from_dict(kept["provenance"]["request"]) == request
