@@ -48,9 +48,27 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
+class _NotPlain(TypeError):
+    """Raised by the fast path's ``default``: the object needs ``finite`` first."""
+
+
+def _refuse(obj: Any) -> Any:
+    raise _NotPlain(type(obj).__name__)
+
+
 def dumps(obj: Any, **kwargs: Any) -> str:
-    """``json.dumps`` that always yields valid JSON (non-finite numbers as null)."""
+    """``json.dumps`` that always yields valid JSON (non-finite numbers as null).
+
+    A document of plain values (dicts, lists, str, int, finite floats: the graph viewer's 4.6 MB scene
+    of a 10k-node model) is encoded directly, in C; the first non-finite float, NumPy value, set or
+    other object makes it start over through ``finite``, which gives the same text for the plain parts
+    (the Python walk was 2/3 of encoding that scene)."""
     kwargs.pop("allow_nan", None)
+    if "default" not in kwargs:
+        try:
+            return json.dumps(obj, allow_nan=False, default=_refuse, **kwargs)
+        except (TypeError, ValueError):     # _NotPlain, a key json refuses, a non-finite float
+            pass
     kwargs.setdefault("default", _default)
     return json.dumps(finite(obj), allow_nan=False, **kwargs)
 
