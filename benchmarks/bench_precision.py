@@ -10,7 +10,8 @@ Goals (issue #7): ResNet-50 INT8 <= 0.40x at cosine >= 0.98; MobileNetV2 INT8
 <= 0.50x; BERT best variant <= 0.46x at cosine >= 0.99; no recommended variant
 slower than fp32; layer-wise peak memory < 2x a plain inference run.
 Issue 25 (``python -m benchmarks.bench_precision 60 transformer-int8``): BERT-base-like INT8 of the
-ort-transformers graph <= 0.30x ORT fp32 on VNNI/AMX, <= 0.40x on AVX2-only, at cosine >= 0.99. Measured
+ort-transformers graph <= 0.30x ORT fp32 on VNNI/AMX, <= 0.40x on AVX2-only, at cosine >= 0.99 (issue 35 item 1:
+<= 0.28x on VNNI/AMX, <= 0.50x on AVX2-only, the goals ``TRANSFORMER_GOALS`` now checks). Measured
 on a 2-core AVX2-only EPYC (ORT 1.32, 1x128, one run): fused fp32 1.02x, dynamic INT8 0.65x unfused /
 0.62x fused (cos 0.9994), static QDQ u8s8 of the fused graph 0.80x (cos 0.998): not met. On a 2-core
 AVX-512 VNNI/BF16 EPYC (same run, 20 rounds): ORT dynamic INT8 0.39x unfused / 0.43x fused, OpenVINO fp32
@@ -103,8 +104,9 @@ def precision_rows(budget_s: float, only: set[str] | None = None) -> tuple[list[
     return rows, verdicts, configs
 
 
-# Issue 25: BERT-base-like INT8 / ORT fp32 at cosine >= 0.99, by the CPU's INT8 kernels.
-TRANSFORMER_GOALS = {"amx": 0.30, "vnni": 0.30, "avx2": 0.40}
+# Issues 25 and 35: BERT-base-like INT8 / ORT fp32 at cosine >= 0.99, by the CPU's INT8 kernels.
+# Issue 35 item 1 tightened issue 25's 0.30x / 0.40x to 0.28x on VNNI/AMX and 0.50x on AVX2-only.
+TRANSFORMER_GOALS = {"amx": 0.28, "vnni": 0.28, "avx2": 0.50}
 # label -> (preset, passes, pass options): the studio's own pipelines, each verified.
 _TRANSFORMER_VARIANTS = (
     ("fused fp32 (ort-transformers)", "ort-transformers", None, {}),
