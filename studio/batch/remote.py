@@ -9,9 +9,11 @@ worker there. The result comes back with the facts of the process that measured 
 every figure is labelled with the machine it came from. Target ``local`` runs here.
 
 An optimize run also sends its model back: the optimized model and its external data as bytes in the answer
-(up to ``ONNX_STUDIO_REMOTE_RETURN_MAX_BYTES``, default 2 GiB), or, above that, written under the folder the
+(up to ``ONNX_STUDIO_REMOTE_RETURN_MAX_BYTES``, default 2 GiB); above that, written under the folder the
 target declares shared with its clients (``ONNX_STUDIO_SHARED_DIR``, ``onnx-studio worker --shared-dir``),
-which the client copies from, hash-checked, and then empties; with neither the worker refuses in one line.
+which the client copies from and then empties, or else held in the worker's cache, which the client pulls in
+chunks (``ONNX_STUDIO_REMOTE_CHUNK_BYTES``, default 64 MiB) from that very worker and then drops. Every file
+is hash-checked as it is written here.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ import shutil
 import tarfile
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studio.batch.executors import ClusterSecurity, DaskExecutor, _data_arcname, _model_files, cluster_address, content_hash
+from studio.batch.executors import (ClusterSecurity, DaskExecutor, _data_arcname, _model_files, cluster_address,
+                                   cluster_timeout_s, content_hash)
 from studio.batch.retrying import ClusterLost, announce_start
 from studio.batch.stages import worker_facts
 from studio.core.error_codes import ErrorCode
@@ -169,9 +172,11 @@ def _return_limit() -> int:
 
 
 def _send_back(model: Path | None, facts: dict) -> dict | None:
-    """Worker side: the model the run wrote and its external data, as {"files": [(name, bytes, sha256)]}
-    when they fit the limit, else copied under the target's shared folder as {"shared": folder, "files":
-    [(name, size, sha256)]}; over the limit with no shared folder: a one-line refusal naming the limit."""
+    """Worker side: the model the run wrote and its external data (the model last), as {"files": [(name, bytes,
+    sha256)]} when they fit the limit; above it, copied under the target's shared folder ({"shared": folder,
+    "files": [(name, size, sha256)]}), else kept in this worker's cache for the client to pull in chunks
+    ({"held": token, "worker": address, "files": ...}: :func:`read_held`); outside a Dask worker (no one to
+    pull from) and with no shared folder: a one-line refusal naming the limit."""
     if model is None:
         return None
     files = _model_files(model)
@@ -185,21 +190,61 @@ def _send_back(model: Path | None, facts: dict) -> dict | None:
             items.append((name, data, hashlib.sha256(data).hexdigest()))
         return {"files": items}
     shared = os.environ.get("ONNX_STUDIO_SHARED_DIR")
-    if not shared:
+    if not shared and not facts.get("worker"):
         raise StudioError(f"the optimized model is {human_bytes(total)}, over the {human_bytes(limit)} a target "
-                          "sends back (ONNX_STUDIO_REMOTE_RETURN_MAX_BYTES), and target "
+                          "sends back in one answer (ONNX_STUDIO_REMOTE_RETURN_MAX_BYTES), and target "
                           f"'{str(facts.get('target'))[:40]}' declares no shared folder (onnx-studio worker "
                           "--shared-dir DIR, mounted at the same path on the client)", code=ErrorCode.TOO_LARGE)
-    folder = Path(tempfile.mkdtemp(prefix="optimized-", dir=shared))
+    if shared:
+        folder = Path(tempfile.mkdtemp(prefix="optimized-", dir=shared))
+    else:
+        _drop_stale_held()
+        (_cache() / "held").mkdir(exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="", dir=_cache() / "held"))
     try:
         items = []
-        for name, f in named:
-            shutil.copyfile(f, _child(folder, name))
-            items.append((name, f.stat().st_size, _file_sha256(_child(folder, name))))
+        for name, f in named:                      # out of the run's scratch (a rename where it can)
+            shutil.move(f, _child(folder, name))
+            items.append((name, _child(folder, name).stat().st_size, _file_sha256(_child(folder, name))))
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)  # scratch: this run's own job folder on the shared path
+        shutil.rmtree(folder, ignore_errors=True)  # scratch: this run's own job folder
         raise
-    return {"shared": str(folder), "files": items}
+    if shared:
+        return {"shared": str(folder), "files": items}
+    return {"held": folder.name, "worker": facts["worker"], "files": items}
+
+
+HELD_KEEP_S = 24 * 3600.0           # a held result no client came for is removed after this long
+
+
+def _held(token: str) -> Path:
+    if not token or Path(token).name != token or token.startswith("."):
+        raise StudioError("unknown held result", code=ErrorCode.BAD_REQUEST)
+    return _cache() / "held" / token
+
+
+def read_held(token: str, name: str, offset: int, length: int) -> bytes:
+    """On the worker that ran an optimize: ``length`` bytes at ``offset`` of a file it holds for the client."""
+    with open(_child(_held(token), name), "rb") as fh:
+        fh.seek(int(offset))
+        return fh.read(int(length))
+
+
+def drop_held(token: str) -> None:
+    """On that worker: the held result's folder removed (the client has it, or gave up)."""
+    shutil.rmtree(_held(token), ignore_errors=True)  # scratch: a result folder this worker made in its cache
+
+
+def _drop_stale_held() -> None:
+    import time
+
+    root = _cache() / "held"
+    for old in (root.iterdir() if root.is_dir() else ()):
+        try:
+            if time.time() - old.stat().st_mtime > HELD_KEEP_S:
+                shutil.rmtree(old, ignore_errors=True)  # scratch: a held result no client fetched
+        except OSError:
+            continue
 
 
 def _file_sha256(path: Path) -> str:
@@ -210,35 +255,69 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def land_model(result: Any, returned: Mapping[str, Any] | None, folder: Path, target: str) -> Any:
-    """Client side: the files a target sent back (bytes, or a folder on the shared path) written into
-    ``folder``, every hash checked (nothing of a damaged answer is kept), the model last; the result's
-    ``output`` then names the file here."""
+CHUNK_BYTES = 64 * 2**20            # one pull of a held result (ONNX_STUDIO_REMOTE_CHUNK_BYTES)
+
+
+def _chunk_bytes() -> int:
+    raw = os.environ.get("ONNX_STUDIO_REMOTE_CHUNK_BYTES")
+    try:
+        return max(1, int(raw)) if raw else CHUNK_BYTES
+    except ValueError:
+        return CHUNK_BYTES
+
+
+def _file_chunks(path: Path) -> Iterator[bytes]:
+    with open(path, "rb") as fh:
+        yield from iter(lambda: fh.read(4 * 2**20), b"")
+
+
+def _write_checked(dest: Path, chunks: Iterable[bytes], sha: str, what: str) -> Path:
+    """``dest`` written from ``chunks`` through ``outputs.open_output`` (a temp file renamed into place), the
+    hash taken on the way: a mismatch leaves nothing at ``dest``."""
+    h = hashlib.sha256()
+    with outputs.open_output(dest, "wb") as fh:
+        for chunk in chunks:
+            h.update(chunk)
+            fh.write(chunk)
+        if h.hexdigest() != sha:
+            raise StudioError(f"the model file {dest.name[:60]} {what} was damaged on the way; nothing kept",
+                              code=ErrorCode.HASH_MISMATCH)
+    return dest
+
+
+def land_model(result: Any, returned: Mapping[str, Any] | None, folder: Path, target: str,
+               pull: Callable[[str, int, int], bytes] | None = None) -> Any:
+    """Client side: the files a target sent back written into ``folder`` (bytes in the answer, a folder on the
+    shared path, or a held result read through ``pull(name, offset, length)``), each hash checked as it is
+    written (nothing of a damaged answer is kept), the model last; the result's ``output`` then names the
+    file here."""
     if returned is None or result.output is None:
         return result
+    what = f"sent back by target '{target[:40]}'"
     written: list[Path] = []
     try:
-        if "shared" not in returned:
-            for name, data, sha in returned["files"]:
-                if hashlib.sha256(data).hexdigest() != sha:
-                    raise StudioError(f"the model file {name[:60]} sent back by target '{target[:40]}' was "
-                                      "damaged in transfer; nothing written", code=ErrorCode.HASH_MISMATCH)
-            for name, data, _sha in returned["files"]:
-                written.append(outputs.write_bytes(_child(folder, name), data))
-        else:
-            source = Path(returned["shared"])
-            if not source.is_dir():
-                raise StudioError(f"target '{target[:40]}' wrote the model to its shared folder {str(source)[:200]}, "
-                                  "which this machine cannot read; mount that folder here at the same path",
-                                  code=ErrorCode.NOT_FOUND)
-            for name, _size, sha in returned["files"]:
-                written.append(outputs.copy_file(_child(source, name), _child(folder, name)))
-                if _file_sha256(written[-1]) != sha:
-                    raise StudioError(f"the model file {name[:60]} on the shared folder does not match the hash "
-                                      f"target '{target[:40]}' sent; nothing kept", code=ErrorCode.HASH_MISMATCH)
-            shutil.rmtree(source, ignore_errors=True)  # scratch: the job folder the worker made on the shared path
+        for name, body, sha in returned["files"]:
+            dest = _child(folder, name)
+            if "shared" in returned:
+                source = Path(returned["shared"])
+                if not source.is_dir():
+                    raise StudioError(f"target '{target[:40]}' wrote the model to its shared folder "
+                                      f"{str(source)[:200]}, which this machine cannot read; mount that folder here "
+                                      "at the same path", code=ErrorCode.NOT_FOUND)
+                chunks: Iterable[bytes] = _file_chunks(_child(source, name))
+            elif "held" in returned:
+                if pull is None:
+                    raise StudioError(f"the model {what} waits on its worker; nothing here can fetch it",
+                                      code=ErrorCode.REMOTE)
+                step = _chunk_bytes()
+                chunks = (pull(name, offset, step) for offset in range(0, int(body), step))
+            else:
+                chunks = (body,)
+            written.append(_write_checked(dest, chunks, sha, what))
+        if "shared" in returned:
+            shutil.rmtree(returned["shared"], ignore_errors=True)  # scratch: the job folder the worker made there
     except BaseException:
-        for f in written:                              # our own partial writes of this answer
+        for f in written:                              # our own writes of this answer
             f.unlink(missing_ok=True)
         raise
     return dataclasses.replace(result, output=_child(folder, Path(result.output).name))
@@ -325,16 +404,44 @@ def measure_on(kind: str, target: str, models: Sequence[tuple[str, Path]], kwarg
             raise StudioError(f"the {kind} on target '{target[:40]}' did not finish: {type(exc).__name__}: "
                               f"{str(exc).splitlines()[0][:200] if str(exc) else ''}",
                               code=ErrorCode.WORKER_LOST) from None
+        if "error" in payload:
+            raise StudioError(f"target '{target[:40]}': {payload['error']}",
+                              code=payload.get("code") or ErrorCode.REMOTE)
+        result = payload["result"]
+        if kind == "optimize":
+            result = _land_pulled(ex, result, payload.get("returned"), Path(land_in or "."), target)
     finally:
         ex.close()
-    if "error" in payload:
-        raise StudioError(f"target '{target[:40]}': {payload['error']}", code=payload.get("code") or ErrorCode.REMOTE)
     received = payload.get("request")
-    result = payload["result"]
-    if kind == "optimize":
-        result = land_model(result, payload.get("returned"), Path(land_in or "."), target)
     return Measured(target, payload["measured_by"], result,
                     REQUEST_OF[kind].from_dict(received) if received is not None else None)
+
+
+def _land_pulled(ex: DaskExecutor, result: Any, returned: Mapping[str, Any] | None, folder: Path, target: str) -> Any:
+    """:func:`land_model`, pulling a held result in chunks from the one worker that holds it (each pull pinned
+    there, bounded in time), and telling it to drop the result afterwards, landed or not."""
+    if not returned or "held" not in returned:
+        return land_model(result, returned, folder, target)
+    token, worker = str(returned["held"]), str(returned["worker"])
+    wait_s = max(60.0, cluster_timeout_s())
+
+    def pull(name: str, offset: int, length: int) -> bytes:
+        fut = ex.client.submit(read_held, token, name, offset, length, workers=[worker], allow_other_workers=False,
+                               pure=False)
+        try:
+            return fut.result(timeout=wait_s)
+        except Exception as exc:  # noqa: BLE001 - the worker left, or its file went
+            raise StudioError(f"the optimized model on target '{target[:40]}' could not be fetched from worker "
+                              f"{worker[:60]} ({type(exc).__name__}); nothing kept", code=ErrorCode.WORKER_LOST) from None
+
+    try:
+        return land_model(result, returned, folder, target, pull=pull)
+    finally:
+        try:
+            ex.client.submit(drop_held, token, workers=[worker], allow_other_workers=False,
+                             pure=False).result(timeout=wait_s)
+        except Exception:  # noqa: BLE001 - a worker that left took its cache with it; a stale one is dropped later
+            pass
 
 
 def side_by_side(measured: Sequence[Measured]) -> list[dict]:

@@ -33,8 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nthreads", type=int, default=1, help="tasks at once on this worker (default 1: timing)")
     p.add_argument("--shared-dir", metavar="DIR",
                    help="a folder this target shares with its clients (mounted at the same path there): an "
-                        "optimized model too large to send back (ONNX_STUDIO_REMOTE_RETURN_MAX_BYTES, default 2 GiB) "
-                        "is left there for the client (sets ONNX_STUDIO_SHARED_DIR)")
+                        "optimized model too large for one answer (ONNX_STUDIO_REMOTE_RETURN_MAX_BYTES, default 2 GiB) "
+                        "is left there for the client instead of pulled in chunks (sets ONNX_STUDIO_SHARED_DIR)")
     p.add_argument("--print-command", action="store_true", help="print the dask worker command and exit")
     p.add_argument("--tls-ca-file", help="TLS CA (PEM) for a tls:// scheduler (passed to dask worker)")
     p.add_argument("--tls-cert", help="this worker's TLS certificate (PEM)")

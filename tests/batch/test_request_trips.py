@@ -549,14 +549,15 @@ def test_an_optimized_model_over_the_return_limit_comes_back_through_the_shared_
 
 
 def test_a_damaged_returned_model_is_not_written(tmp_path):
-    """The client checks every returned file's hash before it writes any (bytes changed on the way)."""
+    """The client hashes each returned file as it writes it; one damaged file (bytes changed on the way) and
+    nothing of the answer is kept, not even the good file written before it."""
     from studio.batch.remote import land_model
 
     result = _no_model_result()
     result = dataclasses.replace(result, output=tmp_path / "worker" / "m.onnx")
     returned = {"files": [("m.onnx.data", b"abc", hashlib.sha256(b"abc").hexdigest()),
                           ("m.onnx", b"xyz", hashlib.sha256(b"other").hexdigest())]}
-    with pytest.raises(StudioError, match="damaged in transfer"):
+    with pytest.raises(StudioError, match="damaged on the way"):
         land_model(result, returned, tmp_path, "edge")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     with pytest.raises(StudioError, match="leaves its folder"):
@@ -564,11 +565,15 @@ def test_a_damaged_returned_model_is_not_written(tmp_path):
 
 
 @pytest.mark.slow
-def test_optimize_on_a_dask_target_returns_the_model_and_keeps_the_request(dask_cluster, tmp_path, capsys):
+def test_optimize_on_a_dask_target_returns_the_model_and_keeps_the_request(dask_cluster, tmp_path, capsys,
+                                                                            monkeypatch):
     """A real loopback Dask cluster (stock scheduler, studio workers, target 'edge'): ``optimize --target edge``
     runs the pipeline in the edge worker's process (its pid), verifying there, and the optimized model comes
-    back to -o, byte-identical to a run here, with the same report; ``--project`` keeps it with its request."""
+    back to -o, byte-identical to a run here, with the same report; ``--project`` keeps it with its request.
+    Over a target's answer limit the model is pulled from its worker in chunks."""
     import os
+
+    from studio.batch import remote
 
     model = str(path_of("cnn_unfused"))
     request = OptimizeRequest(dims={"batch": 2})
@@ -591,3 +596,28 @@ def test_optimize_on_a_dask_target_returns_the_model_and_keeps_the_request(dask_
     (m,) = json.loads(capsys.readouterr().out)["models"]
     (kept,) = [v for v in m["versions"] if (v.get("provenance") or {}).get("request")]
     assert OptimizeRequest.from_dict(kept["provenance"]["request"]) == request
+
+    # a target whose answers may carry 4 KiB (the model is larger, no shared folder): the worker holds the
+    # model and the client pulls it from that worker in 20 000-byte chunks, then the worker drops it
+    dask_cluster.env = {**dask_cluster.env, "ONNX_STUDIO_REMOTE_RETURN_MAX_BYTES": "4096"}
+    dask_cluster.start_worker("far", "far")
+    dask_cluster.wait_workers(3)
+    pulls, real_land = [], remote.land_model
+
+    def counted(result, returned, folder, target, pull=None):      # the pulls the client makes
+        def one(name, offset, length):
+            pulls.append((name, offset, length))
+            return pull(name, offset, length)
+        return real_land(result, returned, folder, target, pull=one if pull else None)
+
+    monkeypatch.setattr(remote, "land_model", counted)
+    monkeypatch.setenv("ONNX_STUDIO_REMOTE_CHUNK_BYTES", "20000")
+    argv = shlex.split(request.command(model, str(tmp_path / "far" / "far.onnx")))[1:]
+    assert main([*argv, "--target", "far", "--cluster", dask_cluster.address, "--json"]) == 0
+    far = json.loads(capsys.readouterr().out)
+    assert far["measured_by"]["target"] == "far"
+    size = (tmp_path / "here.onnx").stat().st_size
+    assert size > 4096 and (tmp_path / "far" / "far.onnx").read_bytes() == (tmp_path / "here.onnx").read_bytes()
+    assert pulls == [("far.onnx", offset, 20000) for offset in range(0, size, 20000)]
+    assert not any((dask_cluster.root / "cache-far" / "held").iterdir())      # dropped after the pull
+    assert _without_timings(far["result"] | {"output": None}) == _without_timings(here | {"output": None})
