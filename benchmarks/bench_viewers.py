@@ -187,8 +187,8 @@ def _studio_page(model: Path, out: Path) -> float:
 
     t = time.perf_counter()
     h = api.load(model)
-    s = None if api.graph_prefers_fast_path(h) else api.inspect(h, memory=False)
-    api.write_graph_viewer(api.graph_index(h, s), out, summary=s)
+    index, s = (api.graph_index(h, None), None) if api.graph_prefers_fast_path(h) else api.graph_index_inspected(h)
+    api.write_graph_viewer(index, out, summary=s)
     return time.perf_counter() - t
 
 

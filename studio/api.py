@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     )
     from studio.facade.graph import (
         GraphDiff, GraphIndex, GraphView, Overlay, Table, compatibility_overlay_data, graph_index,
-        graph_prefers_fast_path, graph_levels, search_nodes, graph_overlays, graph_view, graph_echarts,
-        graph_dot, graph_legend_html, graph_html, write_graph_view, graph_scene, graph_viewer_html,
+        graph_index_inspected, graph_prefers_fast_path, graph_levels, search_nodes, graph_overlays, graph_view,
+        graph_echarts, graph_dot, graph_legend_html, graph_html, write_graph_view, graph_scene, graph_viewer_html,
         write_graph_viewer, diff_viewer_html, write_diff_viewer, diff, diff_versions, diff_views,
         diff_region_view, diff_tables, write_diff, overlay_data_from_json, DATA_OVERLAYS,
         SVG_MAX_ITEMS,
@@ -92,8 +92,8 @@ _ROOMS: dict[str, tuple[str, ...]] = {
     ),
     "graph": (
         "GraphDiff", "GraphIndex", "GraphView", "Overlay", "Table", "compatibility_overlay_data",
-        "graph_index", "graph_prefers_fast_path", "graph_levels", "search_nodes", "graph_overlays",
-        "graph_view", "graph_echarts", "graph_dot", "graph_legend_html", "graph_html", "write_graph_view",
+        "graph_index", "graph_index_inspected", "graph_prefers_fast_path", "graph_levels", "search_nodes",
+        "graph_overlays", "graph_view", "graph_echarts", "graph_dot", "graph_legend_html", "graph_html", "write_graph_view",
         "graph_scene", "graph_viewer_html", "write_graph_viewer", "diff_viewer_html", "write_diff_viewer",
         "diff", "diff_versions", "diff_views", "diff_region_view", "diff_tables", "write_diff",
         "overlay_data_from_json", "DATA_OVERLAYS", "SVG_MAX_ITEMS",

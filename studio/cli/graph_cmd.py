@@ -128,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
     overlay_data = _overlay_data(args.overlay_data, handle.sha256) if args.overlay_data else {}
     overlay = args.overlay or "op type"
     fast = api.graph_prefers_fast_path(handle) and overlay == "op type" and not args.diff and not overlay_data
-    summary = None if fast else api.inspect(handle, dims, memory=False)   # the graph draws no memory plan
+    # the graph draws no memory plan; without --diff the hierarchy is built while inspect runs
+    summary = api.inspect(handle, dims, memory=False) if args.diff else None
     if fast:
         print("note: a large model: drawn without shapes and FLOPs (any other --overlay computes them)")
     if args.diff:
@@ -143,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"diff: {c['removed']} removed, {c['added']} added, {c['changed']} changed, "
               f"{c['unchanged']} unchanged")
     else:
-        index = api.graph_index(handle, summary)
+        index, summary = (api.graph_index(handle, None), None) if fast else api.graph_index_inspected(handle, dims)
         available = list(api.graph_overlays(index, summary, overlay_data))
         if overlay_data:
             fed = [n for n in available if n not in ("op type", "FLOPs share")]

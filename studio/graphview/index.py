@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.graphview.escape import display
 from studio.graphview.hierarchy import Hierarchy, build_hierarchy
-from studio.graphview.model import GraphModel, build_graph
+from studio.graphview.model import build_graph, GraphModel, OP
 from studio.inspect.summary import ModelSummary
 
 
@@ -36,14 +36,28 @@ class GraphIndex:
         return k
 
 
-def index_graph(graph: GraphModel) -> GraphIndex:
+def index_graph(graph: GraphModel, hierarchy: Hierarchy | None = None) -> GraphIndex:
+    """``hierarchy``: one already built on a graph of the same nodes and edges (``with_summary``'s input)."""
     counts: dict[str, int] = {}
     for n in graph.nodes:
         if n.name:
             counts[n.name] = counts.get(n.name, 0) + 1
     names = {n.name: n.index for n in graph.nodes if n.name and counts[n.name] == 1}
-    return GraphIndex(graph, build_hierarchy(graph), graph.id_map(), names)
+    return GraphIndex(graph, hierarchy or build_hierarchy(graph), graph.id_map(), names)
 
 
 def index_model(handle: ModelHandle, summary: ModelSummary | None = None) -> GraphIndex:
     return index_graph(build_graph(handle, summary))
+
+
+def with_summary(plain: GraphModel, summary: ModelSummary) -> GraphModel:
+    """``plain`` (built without a summary) with the summary's edge shapes and FLOPs: the graph
+    ``build_graph(handle, summary)`` gives, without walking the model again. Nodes, edges and ids do not
+    depend on the summary, so a hierarchy of ``plain`` is the hierarchy of the result."""
+    flops = {n.id: n.flops for n in summary.nodes}
+    nodes = tuple(n._replace(flops=flops.get(n.id)) if n.kind == OP else n for n in plain.nodes)
+    out = replace(plain, nodes=nodes, tensors={t.name: t for t in summary.edges})
+    for cached in ("succ", "pred"):      # same edges: the adjacency the hierarchy already built
+        if cached in plain.__dict__:
+            out.__dict__[cached] = plain.__dict__[cached]
+    return out
