@@ -621,3 +621,19 @@ def test_optimize_on_a_dask_target_returns_the_model_and_keeps_the_request(dask_
     assert pulls == [("far.onnx", offset, 20000) for offset in range(0, size, 20000)]
     assert not any((dask_cluster.root / "cache-far" / "held").iterdir())      # dropped after the pull
     assert _without_timings(far["result"] | {"output": None}) == _without_timings(here | {"output": None})
+
+
+def test_optimize_on_a_remote_target_refuses_in_one_line_before_any_work(monkeypatch, tmp_path, capsys):
+    """What a remote optimize cannot do is one line, before anything is sent or written: the per-pass dumps
+    (they stay on the machine that runs the passes), a target with no cluster named, two targets at once."""
+    from tests.conftest import assert_user_message
+
+    monkeypatch.delenv("ONNX_STUDIO_CLUSTER", raising=False)
+    model = str(path_of("cnn_unfused"))
+    out = str(tmp_path / "out" / "o.onnx")
+    for extra, words in ((["--target", "edge", "--dump-dir", str(tmp_path / "dumps")], ("--dump-dir", "--target")),
+                         (["--target", "edge"], ("--target needs a cluster",)),
+                         (["--target", "edge", "--target", "local"], ("one --target at a time",))):
+        assert main(["optimize", model, "-o", out, *extra]) == 2
+        assert_user_message(capsys.readouterr().err.strip().splitlines()[-1], *words)
+    assert not (tmp_path / "dumps").exists() and not (tmp_path / "out" / "o.onnx").exists()
