@@ -90,11 +90,13 @@ def _load_sha(path: Path) -> str:
 
 def remote_measure(kind: str, blob: bytes, blob_sha256: str, models: list[tuple[str, str, str]],
                    data: Mapping[str, str], kwargs: dict) -> dict:
-    """Runs on the Dask worker: verify the package, then run the request (profile, check, precision) or the
-    generation profile through the facade.
+    """Runs on the Dask worker: verify the package, then run the request (profile, check, precision, optimize)
+    or the generation profile through the facade.
 
-    ``models``: (label, arc name, sha256); ``data``: keyword -> arc name of a data file or folder.
-    Returns {"measured_by", "result"} or {"error", "code"}; never raises for what arrived."""
+    ``models``: (label, arc name, sha256); ``data``: keyword -> arc name of a data file or folder; an optimize's
+    ``kwargs`` also name its result (``output``, ``partial``: plain NAME.onnx, written in this run's scratch).
+    Returns {"measured_by", "result", "request"} (optimize: and "returned", :func:`_send_back`) or {"error",
+    "code"}; never raises for what arrived."""
     announce_start()
     facts = worker_facts()
     if hashlib.sha256(blob).hexdigest() != blob_sha256:
