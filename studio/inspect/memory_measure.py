@@ -123,34 +123,49 @@ print(json.dumps(armed_sizes()))
 
 _OV_CHILD = _CHILD_COMMON + r"""
 sys.modules["openvino_telemetry"] = None      # OpenVINO's own telemetry stub (studio.core.telemetry)
+import contextlib, os
 import numpy as np, openvino as ov
+from studio.core.mapped_pages import ReleasedFilePages, mapped_resident_bytes
+def vm(key):
+    with open("/proc/self/status") as fh:
+        return next((int(l.split()[1]) * 1024 for l in fh if l.startswith(key + ":")), 0)
 try:
-    core = ov.Core()
-    model = core.read_model(sys.argv[1])
-    feeds = caller_feeds()
-    if feeds is None:
-        feeds = {p.get_any_name(): np.zeros([d.get_length() if d.is_static else 1 for d in p.get_partial_shape()],
-                                            p.get_element_type().to_dtype()) for p in model.inputs}
-    ports = {n: p for p in model.inputs for n in p.get_names()}
-    feeds = {k: v for k, v in feeds.items() if k in ports}
-    config = {"INFERENCE_NUM_THREADS": 1, "NUM_STREAMS": 1, "INFERENCE_PRECISION_HINT": "f32"}
-    static = True
-    try:                              # the plan's dims as static shapes: one solved workspace
-        if model.is_dynamic():
-            model.reshape({ports[k]: ov.PartialShape(list(v.shape)) for k, v in feeds.items()})
-        compiled = core.compile_model(model, "CPU", config)
-    except Exception:                 # a shape only some branch allows: compile it as it is
-        static = False
-        compiled = core.compile_model(core.read_model(sys.argv[1]), "CPU", config)
-    request = compiled.create_infer_request()
-    request.infer(feeds)              # first inference: every node's primitive made
+    base_rss = vm("VmRSS")
+    # OpenVINO maps the weight files read-only and repacks each FullyConnected weight into its own buffer:
+    # the mapped pages it read are dropped as it goes (studio.core.mapped_pages), or it holds them twice
+    folder = os.path.dirname(sys.argv[1])
+    pages = ReleasedFilePages(folder) if os.environ.get("STUDIO_MEASURE_RELEASE_PAGES") != "0" \
+        else contextlib.nullcontext()
+    with pages:
+        core = ov.Core()
+        model = core.read_model(sys.argv[1])
+        feeds = caller_feeds()
+        if feeds is None:
+            feeds = {p.get_any_name(): np.zeros([d.get_length() if d.is_static else 1 for d in p.get_partial_shape()],
+                                                p.get_element_type().to_dtype()) for p in model.inputs}
+        ports = {n: p for p in model.inputs for n in p.get_names()}
+        feeds = {k: v for k, v in feeds.items() if k in ports}
+        config = {"INFERENCE_NUM_THREADS": 1, "NUM_STREAMS": 1, "INFERENCE_PRECISION_HINT": "f32"}
+        static = True
+        try:                              # the plan's dims as static shapes: one solved workspace
+            if model.is_dynamic():
+                model.reshape({ports[k]: ov.PartialShape(list(v.shape)) for k, v in feeds.items()})
+            compiled = core.compile_model(model, "CPU", config)
+        except Exception:                 # a shape only some branch allows: compile it as it is
+            static = False
+            del model
+            compiled = core.compile_model(core.read_model(sys.argv[1]), "CPU", config)
+        request = compiled.create_infer_request()
+        request.infer(feeds)              # first inference: every node's primitive made
+    mapped_rss = mapped_resident_bytes(folder)
     compiled.release_memory()         # frees the intermediates' workspace (not I/O blocks, not weights)
     shim.studio_shim_arm(1)
     request.infer(feeds)              # allocates it again
     shim.studio_shim_arm(0)
     kinds = [op.get_rt_info()["layerType"].astype(str) for op in compiled.get_runtime_model().get_ops()]
     print(json.dumps({"peak": int(shim.studio_shim_peak()), "allocations": armed_sizes(), "static": static,
-                      "nodes": sum(k not in ("Input", "Output", "Const") for k in kinds)}))
+                      "nodes": sum(k not in ("Input", "Output", "Const") for k in kinds),
+                      "peak_rss": vm("VmHWM"), "base_rss": base_rss, "mapped_rss": mapped_rss}))
 except Exception as exc:
     print(json.dumps({"error": str(exc)}))
 """
@@ -175,6 +190,9 @@ class OvActivationMeasure:
     allocations: tuple[int, ...]         # the aligned allocations of that inference, in order
     static_shapes: bool                  # compiled at the feeds' shapes (False: the model's dynamic ones)
     runtime_nodes: int                   # nodes of the compiled graph that compute (after OpenVINO's fusions)
+    peak_rss_bytes: int = 0              # the child's peak resident memory (VmHWM), weights included
+    base_rss_bytes: int = 0              # its resident memory before reading the model (Python + OpenVINO)
+    mapped_rss_bytes: int = 0            # the weight files' mapped pages resident after compile + first inference
 
     def to_dict(self) -> dict:
         return {**self.__dict__, "allocations": list(self.allocations)}
@@ -227,11 +245,16 @@ def measure_ort_activations(model_path: str | Path, *, feeds: Mapping[str, np.nd
 
 
 def measure_openvino_activations(model_path: str | Path, *, feeds: Mapping[str, np.ndarray] | None = None,
-                                 timeout_s: float = 300) -> OvActivationMeasure:
+                                 timeout_s: float = 300, release_pages: bool = True) -> OvActivationMeasure:
     """OpenVINO CPU's intermediate-tensor workspace for ``model_path`` compiled at the shapes of ``feeds``
-    (default: zeros, dynamic dims at 1; one thread, one stream, f32 inference precision), in a child."""
-    d = _last_json(_run_child(_OV_CHILD, "OpenVINO", model_path, feeds, timeout_s), "OpenVINO")
+    (default: zeros, dynamic dims at 1; one thread, one stream, f32 inference precision), in a child.
+    ``release_pages``: drop the weight files' mapped pages OpenVINO has read while it compiles
+    (:mod:`studio.core.mapped_pages`: the child holds the weights about once, not twice; the workspace
+    is the same)."""
+    env = None if release_pages else {"STUDIO_MEASURE_RELEASE_PAGES": "0"}
+    d = _last_json(_run_child(_OV_CHILD, "OpenVINO", model_path, feeds, timeout_s, env), "OpenVINO")
     if "error" in d:
         raise RuntimeError(f"OpenVINO could not run the model for the memory measurement: "
                            f"{engine_message(d['error'], 300)}")
-    return OvActivationMeasure(int(d["peak"]), tuple(d["allocations"]), bool(d["static"]), int(d["nodes"]))
+    return OvActivationMeasure(int(d["peak"]), tuple(d["allocations"]), bool(d["static"]), int(d["nodes"]),
+                               int(d.get("peak_rss", 0)), int(d.get("base_rss", 0)), int(d.get("mapped_rss", 0)))

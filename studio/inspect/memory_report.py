@@ -41,7 +41,7 @@ ORT_DEFAULT_WHAT = ("ORT's memory-pattern block as users run it: default session
                     "(with it on, the arena holds the same block in a region rounded up)")
 ORT_OFF_ENGINE = "onnxruntime (optimizations off)"
 MISS_TOLERANCE = 0.15            # a plan further off an engine's measurement than this says why
-_CHILD_COPIES = 2.0               # a measurement child's peak in weights (OpenVINO's: ORT's is 1.0)
+_CHILD_COPIES = 1.3               # a measurement child's peak in weights (measured: ORT 1.01, OpenVINO 0.90)
 MEASURE_TIMEOUT_S = 120.0        # per engine measurement (they run side by side): "too large to measure in N s"
 OV_MEASURE_WHAT = ("OpenVINO CPU's intermediate-tensor workspace (MemorySolver over its fused graph; tensors "
                    "computed in place into an input or output and weights are apart), static shapes at the plan's "
@@ -251,11 +251,11 @@ def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
 
 
 def children_at_once(model_path: Path, *, wanted: int = 3) -> int:
-    """How many measurement children may hold the model side by side: each holds its weights, OpenVINO's
-    twice (its ONNX frontend's copy and the plugin's compiled constants: 12.5 GiB for the 6.36 GiB decoder
-    of benchmarks/bench_large.py, ORT's 6.4 GiB), and together they must leave 4 GiB of the memory available
-    now. All three for a small model; one at a time for that decoder on a 24 GiB machine, where three side
-    by side (~25 GiB) would exhaust it."""
+    """How many measurement children may hold the model side by side: each holds its weights about once
+    (ORT's 6.42 GiB for the 6.36 GiB decoder of benchmarks/bench_large.py; OpenVINO's plugin its repacked
+    constants, the mapped file's pages dropped as it reads them, :mod:`studio.core.mapped_pages`: 0.90x on
+    a 1.48 GiB one, 1.82x without), counted at 1.3x, and together they must leave 4 GiB of the memory
+    available now. All three for a small model; one at a time for that decoder on a 24 GiB machine."""
     each = _CHILD_COPIES * model_bytes_on_disk(model_path)
     if each < GiB / 2:
         return wanted

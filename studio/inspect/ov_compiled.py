@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.mapped_pages import ReleasedFilePages
 from studio.inspect.memory_plan import MemoryPlan, TensorLife
 from studio.core.telemetry import quiet_third_party_telemetry
 from studio.core.sandbox import default_limits, run_job
@@ -266,19 +267,22 @@ def ov_compiled_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     import openvino as ov
 
     core = ov.Core()
-    ctx.set_stage("OpenVINO reading the model")
-    model = core.read_model(args["model_path"])
-    ports = {n: p for p in model.inputs for n in p.get_names()}
-    feeds = {k: v for k, v in arrays.items() if k in ports}
-    static = True
-    ctx.set_stage("OpenVINO compiling the model for CPU")
-    try:
-        if model.is_dynamic():
-            model.reshape({ports[k]: ov.PartialShape(list(v.shape)) for k, v in feeds.items()})
-        compiled = core.compile_model(model, "CPU", COMPILE_CONFIG)
-    except Exception:  # noqa: BLE001 - a shape only some branch allows: the model as it is (dynamic)
-        static = False
-        compiled = core.compile_model(core.read_model(args["model_path"]), "CPU", COMPILE_CONFIG)
+    # the weight files' mapped pages OpenVINO has read are dropped as it repacks them (else held twice)
+    with ReleasedFilePages(Path(args["model_path"]).resolve().parent):
+        ctx.set_stage("OpenVINO reading the model")
+        model = core.read_model(args["model_path"])
+        ports = {n: p for p in model.inputs for n in p.get_names()}
+        feeds = {k: v for k, v in arrays.items() if k in ports}
+        static = True
+        ctx.set_stage("OpenVINO compiling the model for CPU")
+        try:
+            if model.is_dynamic():
+                model.reshape({ports[k]: ov.PartialShape(list(v.shape)) for k, v in feeds.items()})
+            compiled = core.compile_model(model, "CPU", COMPILE_CONFIG)
+        except Exception:  # noqa: BLE001 - a shape only some branch allows: the model as it is (dynamic)
+            static = False
+            del model
+            compiled = core.compile_model(core.read_model(args["model_path"]), "CPU", COMPILE_CONFIG)
     return JobOutput(data={"ops": _op_rows(compiled), "version": ov.__version__.split("-")[0], "static": static})
 
 

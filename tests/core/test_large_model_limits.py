@@ -90,7 +90,7 @@ class _Available:
 @pytest.mark.parametrize(("spare", "at_once"), [(1.5, 1), (40.0, 2)])
 def test_memory_measurement_children_side_by_side_only_as_they_fit(large_model, monkeypatch, spare, at_once):
     """memory --measure starts an engine child per measurement, each holding the weights: side by side only
-    as many as leave 4 GiB available (three children of a 6.4 GiB decoder, OpenVINO's at 12.5 GiB, would exhaust 24 GiB)."""
+    as many as leave 4 GiB available (three children of a 6.4 GiB decoder at ~6.4 GiB each would exhaust 24 GiB)."""
     import threading
     import time
 
@@ -98,7 +98,7 @@ def test_memory_measurement_children_side_by_side_only_as_they_fit(large_model, 
 
     from studio.inspect import memory_report as mr
 
-    each = 2.0 * model_bytes_on_disk(large_model)
+    each = mr._CHILD_COPIES * model_bytes_on_disk(large_model)
     monkeypatch.setattr(psutil, "virtual_memory", lambda: _Available(int(4 * 2**30 + spare * each)))
     live, peak, lock = [0], [0], threading.Lock()
 
