@@ -82,10 +82,16 @@ def test_every_op_histogram_label_is_drawn(plot, tmp_path):
     assert not any(_overlaps(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])   # readable, not stacked
 
 
-def test_profile_and_precision_legends_stay_outside_the_axes(plot):
+@pytest.fixture(scope="module")
+def cnn_profile():
+    """One real ORT + OpenVINO profile of the CNN, with memory, for both profile-chart tests (one run, not two)."""
+    options = api.ProfileOptions(warmup=1, iterations=20, rounds=2, memory=True, memory_iterations=10)
+    return api.profile([api.load(SAMPLES / "cnn_unfused.onnx")], ["ort", "ov"], options)
+
+
+def test_profile_and_precision_legends_stay_outside_the_axes(plot, cnn_profile):
     handle = api.load(SAMPLES / "cnn_unfused.onnx")
-    options = api.ProfileOptions(warmup=1, iterations=8, rounds=2, memory=True, memory_iterations=10)
-    profile = api.profile([handle], ["ort", "ov"], options)
+    profile = cnn_profile
     figures = {"latency histogram": profile_charts.latency_histogram(profile),
                "cold start": profile_charts.cold_start_chart(profile),
                "memory timeline": profile_charts.memory_timeline(profile)}
@@ -99,13 +105,12 @@ def _label_boxes(pg) -> list:
     return pg.evaluate(_BOXES, ".annotation-text-g")
 
 
-def test_profile_histogram_labels_never_collide(plot):
+def test_profile_histogram_labels_never_collide(plot, cnn_profile):
     """p50/p99 labels of every variant: none overlaps another, on a real ORT + OpenVINO profile and on
     the worst case of the same profile (each p99 a hair above its p50, both variants on one value)."""
     import dataclasses
 
-    handle = api.load(SAMPLES / "cnn_unfused.onnx")
-    profile = api.profile([handle], ["ort", "ov"], api.ProfileOptions(warmup=1, iterations=20, rounds=2))
+    profile = cnn_profile
     assert sum(v.ok for v in profile.variants) == 2
     same = float(profile.variants[0].latency.p50_ms)
     worst = dataclasses.replace(profile, variants=tuple(

@@ -3,6 +3,8 @@ applying the fix adds a version that re-checks clean for ONNX Runtime."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import SAMPLES, current_model
 
 
@@ -27,6 +29,14 @@ def test_mmdeploy_fix_turns_onnxruntime_green(app):
     codes = " ".join(e.label for e in at.expander)
     assert "ORT-NO-KERNEL" in codes and "OV-UNSUPPORTED" in codes
     assert any("onnx-studio check" in c.value for c in at.code)
+    # The check colours the graph: the Graph page offers one compatibility overlay per engine.
+    at.switch_page("views/graph.py").run()
+    assert not at.exception
+    options = at.selectbox(key="graph_overlay").options
+    assert any(o.startswith("compatibility: onnxruntime") for o in options)
+    assert any(o.startswith("compatibility: openvino") for o in options)
+    at = _goto(at)                                   # back to the check, to apply its fix
+    assert not at.exception
     button = next(b for b in at.button if b.label == "Fix: legalize-grid-sampler")
     at = button.click().run()
     assert not at.exception
@@ -37,6 +47,7 @@ def test_mmdeploy_fix_turns_onnxruntime_green(app):
     assert not any(b.label.startswith("Fix: legalize") for b in at.button)
 
 
+@pytest.mark.covered_by("test_mmdeploy_fix_turns_onnxruntime_green")   # checks this too, on the same check
 def test_check_colours_the_graph(app):
     """After a check, the Graph page offers one compatibility overlay per engine."""
     from tests.conftest import SAMPLES
