@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from studio.core.cli_hints import cli_command
 from studio.core.errors import StudioError
 from studio.core.findings import Finding, FindingGroup, Report
 from studio.core.model import ModelHandle
@@ -149,7 +148,7 @@ _ROOMS: dict[str, tuple[str, ...]] = {
 _ROOM_OF = {name: room for room, names in _ROOMS.items() for name in names}
 
 __all__ = ["Finding", "FindingGroup", "ModelHandle", "Report", "StudioError", "UploadedFile", "Version",
-           "Workspace", "cli_command", *_ROOM_OF]
+           "Workspace", *_ROOM_OF]
 
 
 def __getattr__(name: str) -> Any:

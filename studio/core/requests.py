@@ -27,7 +27,8 @@ from studio.core.errors import StudioError
 
 __all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileRequest", "ExportRequest", "BatchRequest", "MemoryRequest",
            "EditRequest", "GenerationRequest", "REQUESTS",
-           "JsonRequest", "request_from_dict"]
+           "JsonRequest", "request_from_dict", "CompareRequest", "PluginRequest", "GraphRequest", "InspectRequest",
+           "DatasetAddRequest", "DatasetEvalRequest", "RecipeRequest", "HINT_REQUESTS"]
 
 DEFAULT_PRESET = "safe"         # what optimize runs when neither a preset nor passes are named
 
@@ -283,9 +284,15 @@ class CheckRequest(JsonRequest):
                 ("--no-run", not self.run), ("--dim", dict(self.dims) if dims else None),
                 ("--inputs", self.inputs if files else None), ("--task", dict(self.tasks))]
 
-    def command(self, model: str, *, files: bool = True) -> str:
-        """``onnx-studio check MODEL ...``: the command line that builds this request."""
-        return cli_hints.cli_command("check", [model], self.cli_options(files=files))
+    def command(self, model: str, *, files: bool = True, fix: OptimizeRequest | None = None,
+                output: str | None = None) -> str:
+        """``onnx-studio check MODEL ...``: the command line that builds this request; ``fix`` (its passes and
+        their options) is applied first and written to ``output`` (``--fix``/``--set``/``--output``)."""
+        fixes = [("--fix", name) for name in (fix.passes or ())] if fix is not None else []
+        sets = [("--set", f"{name}.{key}={json.dumps(_plain(value))}") for name, opts in fix.pass_options
+                for key, value in opts] if fix is not None else []
+        return cli_hints.cli_command("check", [model], [*self.cli_options(files=files), *fixes, *sets,
+                                                        ("--output", output if fix is not None else None)])
 
 
 @dataclass(frozen=True)
@@ -625,5 +632,247 @@ class BatchRequest(JsonRequest):
             ("-o", output), ("--target", target)], raw=raw)
 
 
+def _text(value: Any) -> str | None:
+    return str(value) if value not in (None, "") else None
+
+
+@dataclass(frozen=True)
+class CompareRequest(JsonRequest):
+    """``compare``: the outputs of A on ``engine`` against B on ``engine_b`` (None: A's engine), on ``inputs``
+    (.npz), ``images`` (a folder), the evaluation samples of ``dataset`` or ``count`` random samples;
+    ``layerwise`` finds the first diverging layer. OpenVINO precisions count on OpenVINO only (B's defaults to
+    A's). Which two models and the project holding ``dataset`` are the call's."""
+
+    engine: str = "ort"
+    engine_b: str | None = None
+    ov_precision: str = "f32"
+    ov_precision_b: str | None = None
+    dims: tuple[tuple[str, int], ...] = ()
+    count: int = 2
+    inputs: str | None = None
+    images: str | None = None
+    dataset: str | None = None
+    layerwise: bool = False
+    layer_threshold: float | None = None
+    tasks: tuple[tuple[str, str], ...] = ()
+    goal: str | None = None
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "engine", str(self.engine))
+        if self.engine_b == self.engine:
+            put(self, "engine_b", None)
+        for name in ("engine_b", "ov_precision_b", "inputs", "images", "dataset", "goal"):
+            put(self, name, _text(getattr(self, name)))
+        if self.ov_precision_b == self.ov_precision or (self.engine_b or self.engine) not in ("ov", "openvino"):
+            put(self, "ov_precision_b", None)            # B's precision is A's, and counts on OpenVINO only
+        put(self, "dims", _pairs(self.dims, int))
+        put(self, "tasks", _pairs(self.tasks, str))
+        put(self, "count", int(self.count))
+        put(self, "layerwise", bool(self.layerwise))
+        put(self, "layer_threshold", float(self.layer_threshold)
+            if self.layerwise and self.layer_threshold is not None else None)
+
+    def command(self, a: str, b: str, *, files: bool = True, extra: Sequence[tuple[str, object]] = ()) -> str:
+        """``onnx-studio compare A B ...``: the command line that builds this request; ``files=False`` leaves
+        the inputs (``--inputs``/``--images``/``--dataset``/``--count``) to ``extra``, the page's own names."""
+        engine_b = self.engine_b or self.engine
+        return cli_hints.cli_command("compare", [a, b], [
+            ("--dim", dict(self.dims)), ("--engine", self.engine), ("--engine-b", self.engine_b),
+            ("--ov-precision", self.ov_precision if self.engine in ("ov", "openvino") and self.ov_precision != "f32"
+             else None),
+            ("--ov-precision-b", self.ov_precision_b if engine_b in ("ov", "openvino") else None),
+            ("--layerwise", self.layerwise), ("--layer-threshold", self.layer_threshold),
+            ("--task", dict(self.tasks)), ("--goal", self.goal if self.dataset else None),
+            *((("--inputs", self.inputs), ("--images", self.images), ("--dataset", self.dataset),
+               ("--count", self.count if self.count != 2 and not (self.inputs or self.images or self.dataset)
+                else None)) if files else ()), *extra])
+
+
+@dataclass(frozen=True)
+class PluginRequest(JsonRequest):
+    """``plugin``: packages for the custom op ``op`` (``DOMAIN::OP_TYPE``) per target, a Python implementation
+    ``impl`` (a path as the user gave it) run against the reference unless ``run`` is off, the C++ packages
+    compiled and checked with ``build``. The output folder is the call's."""
+
+    op: str = ""
+    targets: tuple[str, ...] = ("all",)
+    impl: str | None = None
+    run: bool = True
+    build: bool = False
+    dims: tuple[tuple[str, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "op", str(self.op))
+        words = [w.strip() for v in ([self.targets] if isinstance(self.targets, str) else self.targets or ())
+                 for w in str(v).split(",") if w.strip()]
+        put(self, "targets", tuple(dict.fromkeys(words)) or ("all",))
+        put(self, "impl", _text(self.impl))
+        put(self, "run", bool(self.run))
+        put(self, "build", bool(self.build))
+        put(self, "dims", _pairs(self.dims, int))
+
+    def command(self, model: str, output: str = "plugins") -> str:
+        """``onnx-studio plugin MODEL --op OP ... -o OUT``: the command line that builds this request."""
+        return cli_hints.cli_command("plugin", [model], [
+            ("--op", self.op), ("--target", list(self.targets) if self.targets != ("all",) else None),
+            ("--impl", self.impl), ("-o", output), ("--no-run", not self.run), ("--build", self.build),
+            ("--dim", dict(self.dims))])
+
+
+@dataclass(frozen=True)
+class GraphRequest(JsonRequest):
+    """``graph``: the whole graph (at ``level`` of the hierarchy, ``overlay`` coloured, ``search`` highlighted),
+    one region of it (``focus`` and ``hops``, or a hierarchy ``group``), or its diff against another model
+    (``diff_mode``); ``dims`` size the shapes; ``renderer`` "boxes" is the interactive viewer (the Graph
+    page's Graph view), "echarts" the levelled overview ("auto": boxes unless a level, search or overlay is
+    given). Which models and the output file are the call's."""
+
+    dims: tuple[tuple[str, int], ...] = ()
+    level: int | None = None
+    overlay: str | None = None
+    search: str | None = None
+    focus: str | None = None
+    hops: int | None = None
+    group: str | None = None
+    diff_mode: str = "overlay"
+    renderer: str = "auto"
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "dims", _pairs(self.dims, int))
+        for name in ("overlay", "search", "focus", "group"):
+            put(self, name, _text(getattr(self, name)))
+        put(self, "level", None if self.level in (None, "") else int(self.level))
+        put(self, "hops", None if self.hops is None or not self.focus else int(self.hops))
+        put(self, "diff_mode", str(self.diff_mode))
+        put(self, "renderer", str(self.renderer))
+
+    def command(self, model: str, output: str = "graph.html", *, diff: str | None = None) -> str:
+        """``onnx-studio graph MODEL [--diff OTHER] ... -o OUT``: the command line that builds this request."""
+        return cli_hints.cli_command("graph", [model], [
+            ("--diff", diff), ("--diff-mode", self.diff_mode if diff and self.diff_mode != "overlay" else None),
+            ("--focus", self.focus), ("--hops", self.hops), ("--group", self.group), ("--level", self.level),
+            ("--overlay", self.overlay), ("--search", self.search), ("--dim", dict(self.dims)),
+            ("--renderer", self.renderer if self.renderer != "auto" else None), ("-o", output)])
+
+
+@dataclass(frozen=True)
+class InspectRequest(JsonRequest):
+    """``inspect``: the model's summary at ``dims``; with ``decoder``, the KV-cache budget of a decoder at
+    ``kv_length`` tokens and ``batch``, within ``memory_gib`` of memory, at ``kv_dtype`` (None: the model's)."""
+
+    dims: tuple[tuple[str, int], ...] = ()
+    decoder: bool = False
+    kv_length: int | None = None
+    batch: int = 1
+    memory_gib: float | None = None
+    kv_dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "dims", _pairs(self.dims, int))
+        put(self, "decoder", bool(self.decoder))
+        put(self, "kv_length", None if self.kv_length is None else int(self.kv_length))
+        put(self, "batch", int(self.batch))
+        put(self, "memory_gib", None if self.memory_gib is None else float(self.memory_gib))
+        put(self, "kv_dtype", _text(self.kv_dtype))
+
+    def command(self, model: str) -> str:
+        """``onnx-studio inspect MODEL ...``: the command line that builds this request."""
+        return cli_hints.cli_command("inspect", [model], [
+            ("--dim", dict(self.dims)), ("--decoder", self.decoder), ("--kv-length", self.kv_length),
+            ("--batch", self.batch if self.decoder else None),
+            ("--memory", f"{self.memory_gib!r}GiB" if self.memory_gib is not None else None),
+            ("--kv-dtype", self.kv_dtype)])
+
+
+@dataclass(frozen=True)
+class DatasetAddRequest(JsonRequest):
+    """``data add``: a folder of samples imported as a project dataset named ``name``, read as ``kind``, its
+    preprocessing suggested by ``model`` or set by ``preset``, ``split`` of it kept for calibration. The
+    source folder and the project are the call's."""
+
+    name: str | None = None
+    kind: str = "auto"
+    model: str | None = None
+    preset: str | None = None
+    split: float = 0.5
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        for name in ("name", "model", "preset"):
+            put(self, name, _text(getattr(self, name)))
+        put(self, "kind", str(self.kind))
+        put(self, "split", float(self.split))
+
+    def command(self, source: str, *, project: str | None = None) -> str:
+        """``onnx-studio data add SOURCE --project P ...``: the command line that builds this request."""
+        return cli_hints.cli_command("data add", [source], [
+            ("--project", project), ("--name", self.name), ("--kind", self.kind if self.kind != "auto" else None),
+            ("--model", self.model), ("--preset", self.preset),
+            ("--split", self.split if self.split != 0.5 else None)])
+
+
+@dataclass(frozen=True)
+class DatasetEvalRequest(JsonRequest):
+    """``data eval``: ``model`` on ``engine`` judged on a dataset's evaluation samples, with ``tasks`` ({output:
+    kind}) and a ``goal``. The dataset and the project are the call's."""
+
+    model: str = ""
+    engine: str = "onnxruntime"
+    goal: str | None = None
+    tasks: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "model", str(self.model))
+        put(self, "engine", str(self.engine))
+        put(self, "goal", _text(self.goal))
+        put(self, "tasks", _pairs(self.tasks, str))
+
+    def command(self, dataset: str, *, project: str | None = None) -> str:
+        """``onnx-studio data eval DATASET --project P --model M ...``: the command line that builds this request."""
+        return cli_hints.cli_command("data eval", [dataset], [
+            ("--project", project), ("--model", self.model),
+            ("--engine", self.engine),
+            ("--goal", self.goal), ("--task", dict(self.tasks))])
+
+
+# ``data recipe``'s flags whose names are not ``--<field>``
+RECIPE_FLAGS = {"size": "--image-size", "pad_value": "--pad-value", "crop_ratio": "--crop-ratio"}
+RECIPE_FIELDS = ("resize", "size", "scale", "mean", "std", "color", "layout", "dtype", "interpolation",
+                 "pad_value", "crop_ratio")
+
+
+@dataclass(frozen=True)
+class RecipeRequest(JsonRequest):
+    """``data recipe``: a dataset's preprocessing recipe set field by field, each as ``data recipe`` reads it
+    (``fields``: {field: text}, an empty text leaves that field as it is). The dataset and the project are the
+    call's."""
+
+    fields: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        pairs = _pairs(self.fields, str)
+        unknown = [k for k, _ in pairs if k not in RECIPE_FIELDS]
+        if unknown:
+            raise StudioError(f"unknown recipe field {unknown[0][:30]!r}; fields: {', '.join(RECIPE_FIELDS)}",
+                              code=ErrorCode.BAD_OPTION)
+        object.__setattr__(self, "fields", pairs)
+
+    def command(self, dataset: str, *, project: str | None = None) -> str:
+        """``onnx-studio data recipe DATASET --project P --resize ...``: the command line that builds it."""
+        texts = dict(self.fields)
+        return cli_hints.cli_command("data recipe", [dataset], [("--project", project), *(
+            (RECIPE_FLAGS.get(name, "--" + name), texts.get(name)) for name in RECIPE_FIELDS)])
+
+
 REQUESTS = (PrecisionRequest, OptimizeRequest, CheckRequest, ProfileRequest, ExportRequest, BatchRequest,
             MemoryRequest, EditRequest, GenerationRequest)   # every request kind (tests walk it)
+
+# The requests of the operations that run on this machine only (no batch stage, no remote target): the pages
+# build them and show their ``command()``; tests/ui/test_hint_requests.py reads each command back.
+HINT_REQUESTS = (CompareRequest, PluginRequest, GraphRequest, InspectRequest, DatasetAddRequest,
+                 DatasetEvalRequest, RecipeRequest)

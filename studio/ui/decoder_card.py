@@ -9,6 +9,7 @@ import streamlit as st
 from studio import api
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
+from studio.core.requests import InspectRequest
 from studio.ui import widgets
 
 _CONVENTIONS = {
@@ -91,6 +92,6 @@ def _calculator(handle, report) -> None:
     for w in budget.warnings:
         st.warning(widgets.md_escape(w, 400))
     dtype_flag = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "int8": "int8", "int4": "int4"}.get(dtype)
-    widgets.cli_hint(api.cli_command("inspect", [handle.path.name], [
-        ("--decoder", True), ("--kv-length", length), ("--batch", batch), ("--memory", f"{float(gib)!r}GiB"),
-        ("--kv-dtype", dtype_flag if dtype_flag and dtype != s.kv_dtype else None)]))
+    widgets.cli_hint(InspectRequest(decoder=True, kv_length=length, batch=batch, memory_gib=float(gib),
+                                    kv_dtype=dtype_flag if dtype_flag and dtype != s.kv_dtype else None)
+                     .command(handle.path.name))

@@ -11,6 +11,7 @@ import streamlit as st
 
 from studio import api
 from studio.core.errors import StudioError
+from studio.core.requests import GenerationRequest
 from studio.ui import profile_charts, state, widgets
 
 _RESULT = "profile_generation_result"
@@ -48,9 +49,10 @@ def render(entries: dict, chosen: list[str], engines: list[str]) -> None:
     new_tokens = c2.number_input("New tokens", 2, 100_000, 32, key="profile_gen_tokens")
     batch = c3.text_input("Batch sizes", "1", key="profile_gen_batch")
     generations = c4.number_input("Timed generations", 1, 1000, 5, key="profile_gen_count")
-    options = widgets.guarded(lambda: api.GenerationOptions(
-        prompt_lengths=_ints(lengths, "prompt lengths"), new_tokens=int(new_tokens),
-        batch_sizes=_ints(batch, "batch sizes"), generations=int(generations)))
+    request = widgets.guarded(lambda: GenerationRequest(
+        engines=tuple(engines) or ("ort",), prompt_lengths=_ints(lengths, "prompt lengths"),
+        new_tokens=int(new_tokens), batch_sizes=_ints(batch, "batch sizes"), generations=int(generations)))
+    options = widgets.guarded(lambda: api.GenerationOptions(**request.options)) if request is not None else None
     run = st.button("Run generation profile", key="profile_generate_run",
                     disabled=options is None or not chosen or not engines)
     settings = {"versions": [(k, entries[k][1].sha256) for k in chosen if k in entries], "engines": list(engines),
@@ -72,7 +74,7 @@ def render(entries: dict, chosen: list[str], engines: list[str]) -> None:
             state.keep_result(_RESULT, result, settings)
     if options is not None and chosen and engines:
         names = widgets.hint_file_names([(Path(entries[k][1].path).name, k) for k in chosen])
-        widgets.cli_hint(api.generation_command(names, [api.parse_engine(e) for e in engines], options))
+        widgets.cli_hint(request.command(names))
     result = state.bound_result(_RESULT, settings)     # this model, these versions and options only
     if result is not None:
         _results(result)

@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
+from studio.core.requests import RECIPE_FIELDS, RecipeRequest
 from studio.ui import widgets
 
 TEXT_FIELDS = ("size", "scale", "mean", "std", "pad_value", "crop_ratio")
@@ -23,7 +24,6 @@ CHOICE_FIELDS = ("resize", "color", "layout", "dtype", "interpolation")
 LABELS = {"resize": "Resize", "size": "Size HxW (empty: the model's)", "scale": "Scale", "mean": "Mean",
           "std": "Std", "color": "Colour order", "layout": "Layout", "dtype": "Dtype",
           "interpolation": "Interpolation", "pad_value": "Pad value", "crop_ratio": "Crop ratio"}
-FLAG = {"size": "--image-size", "pad_value": "--pad-value", "crop_ratio": "--crop-ratio"}
 
 
 def _key(field: str, ds_id: str) -> str:
@@ -70,12 +70,10 @@ def _changes(ds_id: str) -> dict[str, str]:
     return {f: st.session_state.get(_key(f, ds_id), "") for f in (*CHOICE_FIELDS, *TEXT_FIELDS)}
 
 
-def cli_options(recipe) -> list[tuple[str, str]]:
-    """The recipe as ``data recipe`` options (for the one hint builder; an empty size is left out)."""
+def recipe_request(recipe) -> RecipeRequest:
+    """The recipe as the ``data recipe`` request that sets it (an empty size is left out of its command)."""
     texts = field_texts(recipe)
-    return [(FLAG.get(field, "--" + field), texts[field])
-            for field in ("resize", "size", "scale", "mean", "std", "color", "layout", "dtype", "interpolation",
-                          "pad_value", "crop_ratio")]
+    return RecipeRequest(fields={name: texts[name] for name in RECIPE_FIELDS})
 
 
 def _fields(recipe) -> dict:
@@ -135,8 +133,7 @@ def edit(ds, handle, project_id: str) -> object | None:
     if changed:
         st.caption("Unsaved changes: the preview below uses them; evaluations use the saved recipe.")
     if edited is not None:
-        widgets.cli_hint(api.cli_command("data recipe", [ds.name], [("--project", project_id),
-                                                                    *cli_options(edited)]))
+        widgets.cli_hint(recipe_request(edited).command(ds.name, project=project_id))
     return edited
 
 

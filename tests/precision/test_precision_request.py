@@ -47,7 +47,7 @@ def test_every_field_is_exercised_and_survives_json():
 
 def test_the_request_prints_a_command_the_cli_reads_back_as_the_same_request():
     """The hint a page shows comes from the request; the CLI builds its request from those words."""
-    hint = api.cli_command("precision", ["my model.onnx"], FULL.cli_options())
+    hint = FULL.command("my model.onnx")
     args = build_parser().parse_args(shlex.split(hint)[1:])
     assert args.model == "my model.onnx"
 
@@ -57,7 +57,7 @@ def test_the_request_prints_a_command_the_cli_reads_back_as_the_same_request():
     rebuilt = precision_cmd.request_of(args, Named(), dict(api.parse_task_options(args.tasks)),
                                        remote_args.goal_of(args))
     assert rebuilt == FULL
-    assert api.cli_command("precision", ["m.onnx"], PrecisionRequest().cli_options()) == "onnx-studio precision m.onnx"
+    assert PrecisionRequest().command("m.onnx") == "onnx-studio precision m.onnx"
 
 
 def test_the_goal_has_its_own_flag_and_the_old_spelling_still_works(capsys):

@@ -18,6 +18,7 @@ import pytest
 from sample_models.catalog import path_of
 from studio import api
 from studio.cli import build_parser, main
+from studio.core.requests import CheckRequest, OptimizeRequest
 from studio.ui import edit_panel
 from tests.conftest import SAMPLES, current_model, metrics, open_sample
 
@@ -100,9 +101,9 @@ def test_compatibility_fix_hint_run_by_the_cli_writes_the_pages_version(app, tmp
 
 def test_fix_options_are_json_as_set_reads_them():
     """A pass option that is a list or a string reaches the CLI as the value the page passes."""
-    hint = api.cli_command("check", ["m.onnx"], [("--fix", "convert-opset"),
-                                                 ("--set", f"convert-opset.target={json.dumps(17)}"),
-                                                 ("--set", f"x.names={json.dumps(['a b', 'c'])}")])
+    fix = OptimizeRequest(passes=("convert-opset", "x"), pass_options={"convert-opset": {"target": 17},
+                                                                        "x": {"names": ["a b", "c"]}})
+    hint = CheckRequest().command("m.onnx", fix=fix, output="fixed.onnx")
     from studio.cli.common import parse_options
 
     assert parse_options(_parse(hint, "check").options) == {"convert-opset": {"target": 17},

@@ -8,13 +8,11 @@ All logic is in ``diagnostics/`` behind ``api.check`` / ``api.apply_fix``.
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import streamlit as st
 
 from studio import api
-from studio.core.requests import CheckRequest
+from studio.core.requests import CheckRequest, OptimizeRequest
 from studio.api import Report
 from studio.ui import state, widgets
 
@@ -43,21 +41,16 @@ def page_request(engines, eps, trt, dims) -> CheckRequest:
     return CheckRequest(engines=engines, eps=eps, trt_version=trt, dims=dims)
 
 
-def _check_options(engines, eps, trt, dims) -> list[tuple[str, object]]:
-    return page_request(engines, eps, trt, dims).cli_options()
-
-
 def _cli(handle, engines, eps, trt) -> str:
     return page_request(engines, eps, trt, state.dims()).command(handle.path.name)
 
 
 def _fix_cli(handle, name: str, options: dict, dims: dict[str, int], engines, eps, trt) -> str:
-    """What the fix button runs: the fix with its options (values as JSON, as ``--set`` reads them), at the
+    """What the fix button runs: the fix with its options (an ``OptimizeRequest`` of that pass), at the
     fix's dims for fix-input-shapes, then the page's check of the result."""
-    return api.cli_command("check", [handle.path.name], [
-        *_check_options(engines, eps, trt, dims if name == "fix-input-shapes" else state.dims()),
-        ("--fix", name), *(("--set", f"{name}.{k}={json.dumps(v)}") for k, v in options.items()),
-        ("--output", "fixed.onnx")])
+    check = page_request(engines, eps, trt, dims if name == "fix-input-shapes" else state.dims())
+    fix = OptimizeRequest(passes=(name,), pass_options={name: options})
+    return check.command(handle.path.name, fix=fix, output="fixed.onnx")
 
 
 def _report(handle, engines, eps, trt) -> Report | None:

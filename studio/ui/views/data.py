@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
+from studio.core.requests import DatasetAddRequest, DatasetEvalRequest
 from studio.ui import recipe_editor, state, widgets
 from studio.ui.task_picker import target_picker, task_picker
 
@@ -93,8 +94,10 @@ def _add(project, handle) -> None:
         elif up is not None and up.name.lower().endswith(".py"):
             st.info("A .py file is a data-loader script: it runs only if you choose the kind "
                     "'script (executes the .py)'.")
-        kwargs = {"model": handle, "preset": None if preset == PRESETS[0] else preset,
-                  "calibration_fraction": float(split), "kind": kind}
+        request = DatasetAddRequest(name=name, kind=kind, model=handle.path.name if handle is not None else None,
+                                    preset=None if preset == PRESETS[0] else preset, split=float(split))
+        kwargs = {"model": handle, "preset": request.preset, "calibration_fraction": request.split,
+                  "kind": request.kind}
         cols = st.columns([1, 1, 3])
         if cols[0].button("Add upload", disabled=up is None, key="data_add_upload"):
             ds = widgets.guarded(lambda: api.add_dataset_upload(project, up.name, up.data,
@@ -111,10 +114,7 @@ def _add(project, handle) -> None:
             if ds is not None:
                 st.session_state["data_selected"] = ds.id
                 st.rerun()
-        widgets.cli_hint(api.cli_command("data add", [up.name if up is not None else "DIR"], [
-            ("--project", project.id), ("--name", name or None), ("--kind", kind if kind != "auto" else None),
-            ("--model", handle.path.name if handle is not None else None), ("--preset", kwargs["preset"]),
-            ("--split", float(split) if float(split) != 0.5 else None)]))
+        widgets.cli_hint(request.command(up.name if up is not None else "DIR", project=project.id))
 
 
 def _table(project) -> list:
@@ -178,9 +178,8 @@ def _evaluate(project, ds, handle) -> None:
                 f"Target {widgets.md_escape(report['target'], 80)}: {'met' if report['target_met'] else 'missed'}")
         for note in report.get("notes", []):
             st.caption(widgets.md_escape(note, 200))
-    widgets.cli_hint(api.cli_command("data eval", [ds.name], [
-        ("--project", project.id), ("--model", handle.path.name), ("--engine", ENGINES[engine]),
-        ("--goal", target or None), ("--task", dict(tasks or {}))]))
+    widgets.cli_hint(DatasetEvalRequest(model=handle.path.name, engine=ENGINES[engine], goal=target,
+                                        tasks=tasks or {}).command(ds.name, project=project.id))
 
 
 def render() -> None:

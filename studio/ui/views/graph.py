@@ -14,6 +14,7 @@ import streamlit as st
 
 from studio import api
 from studio.core.fmt import printable
+from studio.core.requests import GraphRequest
 from studio.ui import edit_model, edit_panel, state, widgets
 
 MODES = ("Graph", "Overview", "Detail", "Diff")
@@ -205,7 +206,7 @@ def _detail(handle, summary, index, overlays) -> None:
         gkey = c1.selectbox("Group", keys, key="graph_group_pick", format_func=lambda k: labels[k][:120])
         view = widgets.guarded(lambda: api.graph_view(index=index, summary=summary, group=gkey,
                                                       overlay=overlays[overlay]))
-        region_options = [("--group", gkey)]
+        region = {"group": gkey}
     else:
         default = st.session_state.get("selected_node") or next(
             (n.id for n in index.graph.nodes if n.kind == "op"), "")
@@ -215,7 +216,7 @@ def _detail(handle, summary, index, overlays) -> None:
         hops = st.slider("Hops", 0, 10, 2, key="graph_hops")
         view = widgets.guarded(lambda: api.graph_view(index=index, summary=summary, focus=focus, hops=hops,
                                                       overlay=overlays[overlay]))
-        region_options = [("--focus", focus), ("--hops", hops if focus else None)]
+        region = {"focus": focus, "hops": hops}
     if view is None:
         return
     if view.note:
@@ -228,8 +229,7 @@ def _detail(handle, summary, index, overlays) -> None:
     if pick:
         st.session_state["selected_node"] = pick
         _node_panel(handle, summary, index, pick, "graph_detail")
-    widgets.cli_hint(api.cli_command("graph", [handle.path.name], [
-        *region_options, ("--overlay", overlay), ("--dim", state.dims()), ("-o", "region.svg")]))
+    widgets.cli_hint(GraphRequest(**region, overlay=overlay, dims=state.dims()).command(handle.path.name, "region.svg"))
 
 
 def _model_dims(project, model) -> dict[str, int]:
@@ -304,8 +304,7 @@ def _diff() -> None:
     same_model = getattr(ma, "id", 1) == getattr(mb, "id", 2)
     pa, pb = widgets.hint_file_names([(ma.handle(va.id).path.name, va.id if same_model else a),
                                       (mb.handle(vb.id).path.name, vb.id if same_model else b)])
-    widgets.cli_hint(api.cli_command("graph", [pa], [
-        ("--diff", pb), ("--diff-mode", mode if mode != "overlay" else None), ("--dim", dims_a), ("-o", "diff.html")]))
+    widgets.cli_hint(GraphRequest(dims=dims_a, diff_mode=mode).command(pa, "diff.html", diff=pb))
 
 
 def render() -> None:
@@ -335,14 +334,14 @@ def render() -> None:
     overlays = api.graph_overlays(index, summary, state.overlay_data(handle.sha256))
     if mode == "Graph":
         _viewer(handle, summary, index, overlays)
-        widgets.cli_hint(api.cli_command("graph", [handle.path.name], [("--dim", state.dims()), ("-o", "graph.html")]))
+        widgets.cli_hint(GraphRequest(dims=state.dims(), overlay=st.session_state.get("graph_overlay", "op type"),
+                                      renderer="boxes").command(handle.path.name, "graph.html"))
     elif mode == "Overview":
         _overview(handle, summary, index, overlays)
         level = st.session_state.get("graph_level")
         ov = st.session_state.get("graph_overlay", "op type")
-        widgets.cli_hint(api.cli_command("graph", [handle.path.name], [
-            ("--level", level or None), ("--dim", state.dims()), ("--overlay", ov),
-            ("--search", st.session_state.get("graph_query") or None), ("-o", "graph.html")]))
+        widgets.cli_hint(GraphRequest(level=level or None, dims=state.dims(), overlay=ov,
+                                      search=st.session_state.get("graph_query")).command(handle.path.name, "graph.html"))
     elif mode == "Detail":
         _detail(handle, summary, index, overlays)
     else:

@@ -7,6 +7,7 @@ import streamlit as st
 
 from sample_models.catalog import ALL_SAMPLES
 from studio.core.errors import StudioError
+from studio.core.requests import InspectRequest
 from studio.core.types import shape_text
 from studio.core.uploads import UploadedFile
 from studio import api
@@ -189,7 +190,7 @@ def render() -> None:
     if s.metadata:
         with st.expander("Metadata"):
             widgets.dataframe(pd.DataFrame([{"key": k, "value": v} for k, v in s.metadata]), hide_index=True)
-    widgets.cli_hint(api.cli_command("inspect", [handle.path.name], [("--dim", state.dims())]))
+    widgets.cli_hint(InspectRequest(dims=state.dims()).command(handle.path.name))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

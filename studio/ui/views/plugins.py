@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
+from studio.core.requests import PluginRequest
 from studio.ui import state, widgets
 
 _TARGETS = {"ort-python": "ONNX Runtime · Python op", "ort-cpp": "ONNX Runtime · C++ library",
@@ -123,8 +124,7 @@ def _run_section(sig, handle) -> dict[str, str]:
     if result is not None:
         _show_run(result)
     file_name = f"{sig.ident}_{'op' if target == 'ort-python' else 'extension'}.py"
-    widgets.cli_hint(api.cli_command("plugin", [handle.path.name], [
-        ("--op", sig.qualified), ("--target", target), ("--impl", file_name), ("-o", "plugins")]))
+    widgets.cli_hint(PluginRequest(op=sig.qualified, targets=(target,), impl=file_name).command(handle.path.name))
     return edited
 
 
@@ -170,9 +170,8 @@ def _package_section(sig, handle, edited: dict[str, str]) -> None:
                     st.code(b.log_tail, language="text")
     # The page writes the packages (no Python run: that is the section above) and builds the C++ ones.
     builds = api.plugin_builds_allowed() and any(t in ("ort-cpp", "openvino-cpp") for t in targets)
-    widgets.cli_hint(api.cli_command("plugin", [handle.path.name], [
-        ("--op", sig.qualified), ("--target", list(targets)), ("-o", "plugins"), ("--no-run", True),
-        ("--build", builds)]))
+    widgets.cli_hint(PluginRequest(op=sig.qualified, targets=tuple(targets), run=False, build=builds)
+                     .command(handle.path.name))
 
 
 def render() -> None:

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
+from studio.core.requests import CompareRequest
 from studio.ui import state, widgets
 from studio.ui.inputs_picker import inputs_picker
 from studio.ui.task_picker import target_picker, task_picker
@@ -133,14 +134,11 @@ def render() -> None:
     elif state.result_is_stale(_RESULT, settings):
         st.info("No comparison for this model, version and these settings yet: press Compare.")
     names = widgets.hint_file_names([(ha.path.name, a), (hb.path.name, b)]) if a != b else [ha.path.name] * 2
-    widgets.cli_hint(api.cli_command("compare", list(names), [
-        ("--dim", state.dims()), ("--engine", CLI_ENGINE[engine]),
-        ("--engine-b", CLI_ENGINE[engine_b] if engine_b != engine else None),
-        ("--ov-precision", ov_a if engine == "openvino" and ov_a != "f32" else None),
-        ("--ov-precision-b", ov_b if engine_b == "openvino" and ov_b != "f32" else None),
-        ("--layerwise", bool(layerwise)), ("--layer-threshold", float(threshold) if layerwise and threshold else None),
-        ("--task", tasks or {}), ("--goal", target if choice.dataset else None), *choice.cli_options]))
-
+    request = CompareRequest(engine=CLI_ENGINE[engine], engine_b=CLI_ENGINE[engine_b], ov_precision=ov_a,
+                             ov_precision_b=ov_b, dims=state.dims(), count=choice.count, layerwise=layerwise,
+                             layer_threshold=threshold, tasks=tasks or {}, goal=target or None,
+                             dataset=getattr(choice.dataset, "name", None))
+    widgets.cli_hint(request.command(*names, files=False, extra=choice.cli_options))
 
 if __name__ == "__main__":  # run by st.navigation as a page script
     render()
