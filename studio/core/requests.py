@@ -3,7 +3,8 @@
 Why one module: every door into an operation (the CLI, a page, a batch stage, a remote target) builds
 the same request, so none of them can drop an option the others pass. A request is serializable
 (``to_dict``/``from_dict``, JSON-able through the one codec ``studio.core.codec``: it travels to a Dask
-worker whole and is stored as the provenance of what it produced) and prints its own command line (``cli_options`` for ``api.cli_command``).
+worker whole and is stored as the provenance of what it produced) and prints its own command line
+(``command()``: every page hint is one).
 
 What is *not* in a request is where and how this process runs it: the output folder, the sandbox pool,
 progress callbacks, a dataset already opened from a project (the request names it). Those are arguments
@@ -134,7 +135,7 @@ class PrecisionRequest(JsonRequest):
 
     def cli_options(self, *, files: bool = True) -> list[tuple[str, object]]:
         """The ``onnx-studio precision`` options that build this request (defaults left out), for
-        ``api.cli_command``. ``files=False`` leaves out ``--calibration``/``--inputs`` (a page names its
+        ``command()``. ``files=False`` leaves out ``--calibration``/``--inputs`` (a page names its
         uploads with its own words)."""
         d = PrecisionRequest()
         return [("--variants", list(self.variants) if self.variants else None),

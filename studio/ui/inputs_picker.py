@@ -19,7 +19,7 @@ class InputsChoice:
     inputs: Path | None        # an .npz
     images: Path | None        # a folder of images
     count: int
-    cli_options: tuple = ()    # the equivalent CLI options, (flag, value) pairs for api.cli_command
+    cli_options: tuple = ()    # the equivalent CLI options, (flag, value) pairs: a request's command(extra=)
     ready: bool = True         # False while a file kind is chosen but nothing is uploaded yet
     dataset: object = None     # a studio.data.datasets.Dataset of the project, when picked
 

@@ -61,7 +61,7 @@ def _hand_typed_commands(path: Path) -> list[str]:
 
 def test_no_page_formats_its_own_hint():
     """One implementation: no file of studio/ui types a command line (every hint a page shows is built
-    by api.cli_command or a builder that calls it), and no page quotes words by hand."""
+    by a request's command(), through studio.core.cli_hints), and no page quotes words by hand."""
     ui = sorted((ROOT / "studio" / "ui").rglob("*.py"))
     assert len(ui) > 20 and any(p.name == "compatibility.py" for p in ui)
     assert not [hit for p in ui for hit in _hand_typed_commands(p)]

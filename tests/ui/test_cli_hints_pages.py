@@ -1,7 +1,7 @@
 """Issue 33 item 5 / issue 34 item 2, the pages test_cli_hints_33 does not cover: Compatibility (check
 and fix), Plugins, Data (add, eval, recipe), Graph (a region, a diff), the decoder card's KV budget and
-the edit panel's script command. Each hint is built by the one builder (``api.cli_command``); here it
-is parsed by the real CLI parser for the options the page ran with, and where it is cheap run through
+the edit panel's script command. Each hint is a request's ``command()`` (through ``studio.core.cli_hints``);
+here it is parsed by the real CLI parser for the options the page ran with, and where it is cheap run through
 ``studio.cli.main`` for the page's own result (verdicts, the fixed model's ops, the diff's counts, the
 KV budget, the drawn region's nodes)."""
 
