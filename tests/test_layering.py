@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import subprocess
 import sys
 from collections import defaultdict
@@ -30,6 +31,27 @@ CONFIG = ROOT / "pyproject.toml"
 
 def _py_files(*parts: str) -> list[Path]:
     return sorted(p for part in parts for p in (ROOT / part).rglob("*.py"))
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A file's AST, parsed once per run: five tests read every file of the four roots (the trees are only
+    walked, never changed)."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of :func:`_tree` (``ast.walk`` once: the graph reads each file's nodes three times)."""
+    return tuple(ast.walk(_tree(path)))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _drop_trees():
+    """The cached trees (some hundred MB) are let go when this module's tests are done: an xdist worker runs on."""
+    yield
+    _tree.cache_clear()
+    _nodes.cache_clear()
 
 
 def _module_name(path: Path) -> str:
@@ -64,7 +86,7 @@ def graph():
 def _function_level_imports(path: Path) -> list[tuple[str, int]]:
     """(module, line) of each import of a project module inside a function of ``path``."""
     found = []
-    for fn in ast.walk(ast.parse(path.read_text(), str(path))):
+    for fn in ast.walk(_tree(path)):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for node in ast.walk(fn):
@@ -161,7 +183,7 @@ def _import_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], list[str
     where: dict[tuple[str, str], list[str]] = defaultdict(list)
     for module, path in files.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in _nodes(path):
             targets: list[str | None] = []
             if isinstance(node, ast.Import):
                 targets = [resolve(a.name) for a in node.names]
@@ -181,7 +203,13 @@ def _import_graph() -> tuple[dict[str, set[str]], dict[tuple[str, str], list[str
     return edges, where
 
 
-def _named_modules(tree: ast.Module, files: Collection[str]) -> list[tuple[str, int]]:
+@pytest.fixture(scope="module")
+def import_graph():
+    """:func:`_import_graph` once for the three tests that read it (each walked every file twice)."""
+    return _import_graph()
+
+
+def _named_modules(tree: ast.Module, nodes: Collection[ast.AST], files: Collection[str]) -> list[tuple[str, int]]:
     """(module, line) of each string naming a project module: ``pkg.mod`` or ``pkg.mod:attr``, a constant or
     an f-string of the module's own string constants (the engine table's f"{_ENG}.onnxruntime:OrtRunner")."""
     consts = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
@@ -196,7 +224,7 @@ def _named_modules(tree: ast.Module, files: Collection[str]) -> list[tuple[str, 
             return "".join(parts) if all(isinstance(p, str) for p in parts) else None
         return None
 
-    found = [(text(n), n.lineno) for n in ast.walk(tree) if isinstance(n, (ast.Constant, ast.JoinedStr))]
+    found = [(text(n), n.lineno) for n in nodes if isinstance(n, (ast.Constant, ast.JoinedStr))]
     return [(t.partition(":")[0], line) for t, line in found if t and t.partition(":")[0] in files]
 
 
@@ -205,14 +233,13 @@ def _add_string_imports(files: dict[str, Path], edges: dict[str, set[str]],
     """``importlib.import_module(name)`` is an import too: a module that calls it imports every project module
     a string names in it or in a module of its own package it imports (the tables it reads: passes.registry's
     PASS_MODULES, the engine table's "module:attr" rows read by sessions.py)."""
-    trees = {m: ast.parse(p.read_text(), str(p)) for m, p in files.items()}
-    for module, tree in trees.items():
-        if not any(isinstance(n, ast.Call) and ast.unparse(n.func).endswith("import_module") for n in ast.walk(tree)):
+    for module, path in files.items():
+        if not any(isinstance(n, ast.Call) and ast.unparse(n.func).endswith("import_module") for n in _nodes(path)):
             continue
         package = module.rpartition(".")[0]
         sources = [module, *(m for m in sorted(edges[module]) if m.rpartition(".")[0] == package)]
         for source in sources:
-            for target, line in _named_modules(trees[source], files):
+            for target, line in _named_modules(_tree(files[source]), _nodes(files[source]), files):
                 at = f"{files[source].relative_to(ROOT)}:{line} (string)"
                 if target != module and at not in where[(module, target)]:
                     edges[module].add(target)
@@ -270,9 +297,9 @@ def test_cycle_finder_finds_a_cycle():
     assert sorted(_strongly_connected(edges)) == [["a", "b", "c"], ["x", "y"]]
 
 
-def test_import_graph_reads_function_level_imports():
+def test_import_graph_reads_function_level_imports(import_graph):
     """An import inside a function is an edge (each one the AST finds, whatever module it sits in)."""
-    edges, where = _import_graph()
+    edges, where = import_graph
     found: dict[tuple[str, int], list[str]] = defaultdict(list)
     for p in _py_files(*ROOTS):
         for name, line in _function_level_imports(p):
@@ -285,10 +312,10 @@ def test_import_graph_reads_function_level_imports():
     assert sum(len(v) for v in edges.values()) > 1000
 
 
-def test_import_graph_follows_importlib_strings():
+def test_import_graph_follows_importlib_strings(import_graph):
     """A module importing others by name is an edge to each: the registry to every pass module, sessions.py
     to every engine's runner module (a pass importing the registry back would be a cycle)."""
-    edges, where = _import_graph()
+    edges, where = import_graph
     assert {"passes.fold_constants", "passes.convert_fp16"} <= edges["passes.registry"]
     assert any(w.endswith("(string)") for w in where[("passes.registry", "passes.fold_constants")])
     assert "studio.core.engines.onnxruntime" in edges["studio.core.engines.sessions"]
@@ -301,8 +328,8 @@ def test_import_graph_follows_importlib_strings():
         assert "studio.core.engines.sessions" not in edges[f"studio.core.engines.{module}"], module
 
 
-def test_no_file_cycles():
-    edges, where = _import_graph()
+def test_no_file_cycles(import_graph):
+    edges, where = import_graph
     lines = []
     for component in _strongly_connected(edges):
         inside = set(component)
@@ -319,7 +346,7 @@ def test_front_end_facade_names_resolve():
 
     used: dict[str, set[str]] = {"api": set(), "batch_api": set()}
     for p in _py_files("studio/ui", "studio/cli"):
-        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+        for node in ast.walk(_tree(p)):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in used:
                 used[node.value.id].add(node.attr)
     assert len(used["api"]) > 50 and len(used["batch_api"]) >= 4
