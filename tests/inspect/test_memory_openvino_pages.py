@@ -117,3 +117,24 @@ def test_only_read_only_maps_under_the_folder_are_dropped_and_read_back_the_same
         del view, copy
         ro.close()
         rw.close()
+
+
+def test_an_openvino_session_keeps_no_mapped_weight_pages(model, tmp_path, monkeypatch):
+    """Every OpenVINO session of the studio (check, verification, profiles) is an OvRunner: after it
+    compiled, the weights it read through the map are not resident beside the plugin's copy (1.83x ->
+    0.89x the weights of a 1.48 GiB code-built decoder's worker)."""
+    import contextlib
+
+    import studio.core.engines.openvino as engine
+    from studio.core.jobs import JobContext
+
+    def session():
+        runner = engine.OvRunner(str(model), {}, JobContext(tmp_path, tmp_path))
+        runner.request.infer(_feeds())
+        return runner, mapped_resident_bytes(model.parent)
+
+    runner, dropped = session()
+    del runner
+    monkeypatch.setattr(engine, "ReleasedFilePages", lambda folder: contextlib.nullcontext())   # as it was
+    runner, kept = session()
+    assert kept >= 0.9 * WEIGHTS and dropped <= MiB

@@ -19,6 +19,7 @@ wrong) and 2^62-1 runs "forever" (stopped by the sandbox timeout).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -36,6 +37,7 @@ from studio.core.engines.openvino_io import (
 )
 from studio.core.engines.base import elapsed_ms, require_outputs
 from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.mapped_pages import ReleasedFilePages
 
 __all__ = ["OpenVinoEngine", "OvRunner", "ov_info_job"]
 
@@ -72,23 +74,27 @@ class OvRunner:
         for lib in args.get("extensions") or []:     # custom ops: the extension an exported IR was converted with
             self.core.add_extension(str(lib))
         started = time.perf_counter()
-        model = (read_studio_ir(path, self.core) if args.get("openvino_ir")
-                 else read_onnx_model(path, args.get("extensions")))
-        self.reshaped_to, self.dynamic_note = _reshape(ov, model, args.get("static_shapes"))
-        read_ms = self._timings["load_ms"] = elapsed_ms(started)
-        ctx.set_stage("OpenVINO compile")
-        precision = args.get("precision") or "f32"
-        cache_dir = None
-        if args.get("model_cache"):   # the model cache stays in the job folder (R27)
-            cache_dir = ctx.out_dir / "ov_cache"
-            cache_dir.mkdir(parents=True, exist_ok=True)
-        config = ov_config(precision=precision, hint=args.get("performance_hint") or "LATENCY",
-                           threads=args.get("intra_op_threads") or ctx.cpu_threads,
-                           perf_counters=bool(args.get("perf_counters")), cache_dir=cache_dir)
-        self.device = str(args.get("device") or "CPU")
-        started = time.perf_counter()
-        self.compiled = self.core.compile_model(model, self.device, config)
-        compile_ms = self._timings["session_ms"] = elapsed_ms(started)
+        # the weight files' mapped pages OpenVINO reads while its plugin repacks them are dropped as it
+        # goes: else the compiled process holds the weights twice (1.84x on a 1.48 GiB decoder, 0.90x so)
+        pages = ReleasedFilePages(Path(path).resolve().parent)
+        with pages:
+            model = (read_studio_ir(path, self.core) if args.get("openvino_ir")
+                     else read_onnx_model(path, args.get("extensions")))
+            self.reshaped_to, self.dynamic_note = _reshape(ov, model, args.get("static_shapes"))
+            read_ms = self._timings["load_ms"] = elapsed_ms(started)
+            ctx.set_stage("OpenVINO compile")
+            precision = args.get("precision") or "f32"
+            cache_dir = None
+            if args.get("model_cache"):   # the model cache stays in the job folder (R27)
+                cache_dir = ctx.out_dir / "ov_cache"
+                cache_dir.mkdir(parents=True, exist_ok=True)
+            config = ov_config(precision=precision, hint=args.get("performance_hint") or "LATENCY",
+                               threads=args.get("intra_op_threads") or ctx.cpu_threads,
+                               perf_counters=bool(args.get("perf_counters")), cache_dir=cache_dir)
+            self.device = str(args.get("device") or "CPU")
+            started = time.perf_counter()
+            self.compiled = self.core.compile_model(model, self.device, config)
+            compile_ms = self._timings["session_ms"] = elapsed_ms(started)
         ctx.set_stage("OpenVINO inference")     # an error from here on is not a compile error
         self._effective = self.compiled_property("INFERENCE_PRECISION_HINT", precision_name)
         self.request = self.compiled.create_infer_request()
