@@ -54,9 +54,9 @@ def _one_case(seed: int, folder: Path) -> str:
         if seed % 2:
             report = api.check(handle, ("onnxruntime", "openvino", "tensorrt"), pool_key="fuzz")
             assert report.to_dict()
-        else:
+        else:   # its own pool: LIMITS (1 GiB) in the inspect/check pool (3 GiB) replaced the warm worker every case
             get_engine("ort").run(path, feeds, options=RunOptions(graph_optimization_level="basic"),
-                                  limits=LIMITS, pool_key="fuzz")
+                                  limits=LIMITS, pool_key="fuzz-run")
         del summary
         return "ok"
     except StudioError as exc:
