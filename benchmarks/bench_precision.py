@@ -26,6 +26,17 @@ Same issue, real sentences (the table's text set; load ~15, 6-12 rounds, wide CI
 at worst real-token cosine 0.974 (emb min 0.979), guarded 0.40-0.46x at 0.992 (emb min 0.989, mean 0.998), OpenVINO
 bf16 (no INT8) 0.43x at 0.99996, ORT fused dynamic INT8 0.36x at 0.906 and ORT fused static QDQ u8s8 (per-channel,
 calibrated on the sentences) 0.73x at 0.84 (both refused by the studio's verification): 0.28x at cosine 0.99 not met.
+Same issue, later (2026-12-03 11:10 UTC, load 18-23, 12 rounds, 64 real sentences): OpenVINO's per-op counters on the
+guarded INT8 show the 6 float FFN down-projections (f32 FullyConnected, MLAS) at 57 ms of 150 ms, more than the 30
+INT8 FullyConnected (45 ms); compiled with INFERENCE_PRECISION_HINT bf16 (the flow's int8-nncf-bf16, row "float
+layers bf16" here on a bf16 CPU) guarded 0.424x [0.37-0.49] -> 0.312x [0.30-0.43] ORT fp32 at real-token cosine
+0.9923 (emb min 0.989, NN top-1 0.95); full INT8 0.292x f32 / 0.279x bf16 at 0.974; OpenVINO fp32 0.636x, bf16 0.413x.
+NNCF's SmoothQuant alpha 0.5 on the Q/K/V/FFN-up inputs (the down-projections get none: no LayerNorm before
+them) made it worse (emb mean 0.990); one down-projection left in float at a time: emb min 0.980-0.984, none enough.
+AVX2 with oneDNN capped (ONEDNN_MAX_CPU_ISA=AVX2; partial: OpenVINO's MLAS fp32 GEMMs and a few of its own kernels
+keep AVX-512, ORT cannot be capped), load ~32, 8 rounds: OpenVINO INT8 FullyConnected falls back to jit_gemm_I8
+(no brgemm INT8 kernel without VNNI) and NNCF INT8 is 1.22x [1.15-1.43] OpenVINO fp32 (guarded 1.14x [0.97-1.32]):
+no faster, the case the flow's engine_gain_note names.
 Issue 26 item 5 (``python -m benchmarks.bench_precision 60 trained-decoder``): the trained char_gpt2_decoder on its
 held-out text (4 prompts x 8 steps, 156 positions): perplexity fp32 10.93 (vocab 48), int4 12.01 (agreement 0.776,
 KL 0.052), int8-weights 10.92 (agreement 1.000, KL 0.0002); the random-weights GPT-2: 1.5e4, labelled so.
@@ -393,6 +404,7 @@ def real_encoder_rows(budget_s: float = 30.0) -> tuple[list[list], str]:
     from studio import api
     from studio.core.feeds import save_npz
     from studio.precision.nncf_int8 import quantize_openvino
+    from studio.precision.variants import cpu_has_bf16
 
     src = _real_encoder_fp32()
     if src is None:
@@ -430,8 +442,13 @@ def real_encoder_rows(budget_s: float = 30.0) -> tuple[list[list], str]:
         irs[label] = nncf.ir_path
         notes[label] = (f"{len(nncf.float_layers)} FFN down-proj in float" if nncf.float_layers else "all INT8") + \
             f"; calib cos {' -> '.join(f'{c:.3f}' for c in nncf.guard_cosine)}"
+    hints = dict.fromkeys(irs, "f32")
+    if cpu_has_bf16():     # the precision flow's int8-nncf-bf16: the guarded IR with its float layers in bf16
+        label = "OpenVINO NNCF INT8 (studio: TRANSFORMER + guard), float layers bf16"
+        irs[label], hints[label] = irs["OpenVINO NNCF INT8 (studio: TRANSFORMER + guard)"], "bf16"
+        notes[label] = notes["OpenVINO NNCF INT8 (studio: TRANSFORMER + guard)"] + "; INFERENCE_PRECISION_HINT bf16"
     for k, p in irs.items():
-        rq = core.compile_model(str(p), "CPU", {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+        rq = core.compile_model(str(p), "CPU", {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": hints[k]}
                                 ).create_infer_request()
         calls[k] = (rq.infer, (feeds,))
         run_of[k] = lambda f, rq=rq: np.asarray(rq.infer(f)[0]).copy()
