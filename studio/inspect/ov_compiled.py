@@ -36,9 +36,10 @@ from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.mapped_pages import ReleasedFilePages
 from studio.inspect.memory_plan import MemoryPlan, TensorLife
 from studio.core.telemetry import quiet_third_party_telemetry
-from studio.core.sandbox import default_limits, run_job
+from studio.core.sandbox import default_limits, model_bytes_on_disk, run_job, session_limits
 
 OV_ALIGNMENT = 32           # MemoryManagerStatic solves in 32-byte units
+LARGE_MODEL_BYTES = 512 * 2**20   # above this the compiled-graph worker gets room for the weights
 _ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i64": 8, "u64": 8, "i32": 4, "u32": 4, "i16": 2, "u16": 2,
              "i8": 1, "u8": 1, "boolean": 1, "u1": 1, "i4": 1, "u4": 1, "f8e4m3": 1, "f8e5m2": 1}
 # Layer types whose output may be written into input 0 (single readers, same shape): the plugin's
@@ -288,11 +289,17 @@ def ov_compiled_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
 
 def compiled_graph(model_path: Path, feeds: Mapping[str, np.ndarray], *, pool_key: str = "default",
                    timeout_s: float | None = None) -> CompiledGraph:
-    """OpenVINO's compiled graph of the model at the shapes of ``feeds`` (a sandboxed worker)."""
+    """OpenVINO's compiled graph of the model at the shapes of ``feeds`` (a sandboxed worker). A model
+    above 512 MiB gets room for its weights once (the plugin's repacked copy; the mapped file's pages are
+    dropped as they are read) and no address-space limit: OpenVINO maps the weight files, address space
+    that is not memory (a 6.36 GiB decoder's map and repacked weights take ~12.5 GiB of it, which refused
+    it under the 3 GiB default); the worker's resident-memory limit still holds."""
     from dataclasses import replace
 
 
     limits = default_limits()
+    if model_bytes_on_disk(model_path) > LARGE_MODEL_BYTES:
+        limits = replace(session_limits(None, model_path), address_space_limit=False)
     if timeout_s is not None:
         limits = replace(limits, timeout_s=float(timeout_s))
     res = run_job("inspect.ov_compiled", {"model_path": str(model_path)},
