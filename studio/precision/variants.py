@@ -575,8 +575,10 @@ ENGINE_FP32 = {"openvino": "fp32-ov", "mnn": "fp32-mnn", "litert": "fp32-litert"
 
 # What an int8 dot product costs on each CPU kind (studio.core.engines.ort_int8's isa), for the reason.
 _INT8_ON = {
+    # OpenVINO's per-op counters with oneDNN capped at AVX2 (issue 35, real MiniLM): FullyConnected jit_gemm_I8
     "avx2": "AVX2 without VNNI/AMX: an int8 dot product takes vpmaddubsw + vpmaddwd, at best about twice the fp32 "
-            "FMA rate, and quantize/dequantize steps eat that",
+            "FMA rate, OpenVINO's INT8 layers fall back to a generic int8 GEMM (no brgemm kernel without VNNI), "
+            "and quantize/dequantize steps eat that",
     "vnni": "VNNI: int8 dot products are fast here, so the time goes elsewhere (quantize/dequantize steps, float "
             "ops, per-call overhead)",
     "amx": "AMX: int8 tiles are fast here, so the time goes elsewhere (quantize/dequantize steps, float ops, "

@@ -37,6 +37,7 @@ def test_openvino_int8_no_faster_than_openvino_fp32_on_avx2_is_not_recommended()
     note = engine_gain_note("int8-nncf", run, isa=avx2)
     assert avx2 == "avx2" and note is not None
     assert "no faster than fp32 · OpenVINO" in note and "AVX2 without VNNI/AMX" in note and "not recommended" in note
+    assert "generic int8 GEMM (no brgemm kernel without VNNI)" in note      # what OpenVINO's counters showed
     est = run.ratio("fp32-ov", "int8-nncf")
     assert est.ratio > 0.95 and f"{est.ratio:.2f}x of it" in note        # not 5 % faster than its engine
     rows = [_row("fp32", "onnxruntime", "fp32", run, None), _row("fp32-ov", "openvino", "fp32", run, None),
