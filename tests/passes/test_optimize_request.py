@@ -148,7 +148,10 @@ PRODUCTION = ("studio", "passes", "diagnostics", "profilers")
 def _calls(name: str):
     for room in PRODUCTION:
         for path in sorted((ROOT / room).rglob("*.py")):
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
+            if name not in text:        # a call of ``name`` spells it: only those files are parsed and walked
+                continue
+            tree = ast.parse(text)
             for node in ast.walk(tree):
                 if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == name:
                     yield path.relative_to(ROOT).as_posix(), node
