@@ -14,6 +14,9 @@ answered, 0.6-1.8 s early); *pan* is a scripted 1.2 s mouse drag during which
 fps) and every draw is timed. The 10k model is measured twice: as it opens
 (<= ~150 items) and with every group open (all 10k boxes, the quick layered layout,
 level of detail and culling doing the work). Printed, never asserted.
+
+``python -m benchmarks.bench_graph_viewer [REPS]`` then prints the README's table: the studio, Netron and
+Model Explorer side by side on nudenet_320n, llama_optimum and the 10k graph (``bench_viewers``).
 """
 
 from __future__ import annotations
@@ -128,5 +131,16 @@ def main(browser: bool = True) -> list[list]:
     return rows
 
 
+README_MODELS = ["yolo", "llama", "10k"]      # the README's side-by-side rows
+
+
 if __name__ == "__main__":
+    # Run directly: this table, then (Netron and Model Explorer installed, ``make bench-deps``) the README's
+    # side-by-side table of the studio, Netron and Model Explorer (bench_viewers, median of REPS, default 3,
+    # interleaved, with the load average and the ratios); ``--no-side-by-side`` skips it.
     main(browser="--no-browser" not in sys.argv)
+    if "--no-browser" not in sys.argv and "--no-side-by-side" not in sys.argv:
+        from benchmarks import bench_viewers
+
+        reps = next((int(a) for a in sys.argv[1:] if a.isdigit()), 3)
+        bench_viewers.main(reps, README_MODELS)

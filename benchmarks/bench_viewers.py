@@ -389,6 +389,7 @@ def main(reps: int = 3, only: list[str] | None = None, *, sizes: list[int] | Non
         # imports and the shape-inference sandbox warm, not counted (cold, ~3 s of the first build).
         _studio_page(ROOT / "sample_models/cnn_unfused.onnx", tmp / "warm.html")
     runs: dict[tuple[str, str], list[dict]] = {}
+    load_before, started = os.getloadavg()[0], datetime.datetime.now(datetime.timezone.utc)
     with sync_playwright() as pw:
         for rep in range(reps):
             for key, _, path in models:
@@ -435,7 +436,67 @@ def main(reps: int = 3, only: list[str] | None = None, *, sizes: list[int] | Non
                 ["model", "viewer", "first paint s", "studio build + browser s", "studio ELK settled s",
                  "expand one group s (paint / settled)", "fully opened s (paint / settled)", "pan/zoom fps",
                  "JS heap MB", "renderer + GPU process MB (USS)", "items drawn opened"], rows)
+    print(readme_table(models, runs, kinds, reps, started, (load_before, os.getloadavg()[0])))
     return rows
+
+
+def _label(path: Path, label: str) -> str:
+    import onnx
+
+    return f"{label}, {len(onnx.load(str(path), load_external_data=False).graph.node):,} nodes"
+
+
+def readme_table(models: list[tuple[str, str, Path]], runs: dict[tuple[str, str], list[dict]], kinds: list[str],
+                 reps: int, started: datetime.datetime, load: tuple[float, float]) -> str:
+    """The README's table (its columns, markdown), the run's date and load average, and per model the
+    studio's ratios to each viewer (>1: the studio is ahead) and the fully opened goal (Netron / 5)."""
+    names = dict(VIEWERS)
+    lines = [f"Measured {started:%Y-%m-%d %H:%M} UTC, median of {reps} interleaved, load average (1 min) "
+             f"{load[0]:.1f} at the start, {load[1]:.1f} at the end.", "",
+             "| model | viewer | first paint s | ELK settled s | expand one group s | fully opened s | pan/zoom fps "
+             "| memory MB: renderer + GPU (JS heap) |", "|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for key, label, path in models:
+        name = _label(path, label)
+        med: dict[str, dict[str, float]] = {}
+        for kind in kinds:
+            ms = [m for m in runs.get((key, kind), []) if "error" not in m]
+            if not ms:
+                lines.append(f"| {name} | {names[kind]} | failed or not run | | | | | |")
+                continue
+            med[kind] = {f: statistics.median(v) for f in ("first", "settled", "opened", "opened_settled", "fps",
+                                                          "heap", "mem", "gpu_mem", "build", "browser")
+                         if (v := [m[f] for m in ms if m.get(f) is not None])}
+            studio = kind == "studio"
+            first = _cell(ms, "first") + (f" ({_cell(ms, 'build')} + {_cell(ms, 'browser')})" if studio else "")
+            items = f" ({_cell(ms, 'opened_items', '{:,.0f}')} items)" if studio else (
+                f" ({_cell(ms, 'items', '{:,.0f}')} SVG nodes)" if kind == "netron" else "")
+            lines.append(" | ".join([
+                f"| {name}", names[kind], first, _cell(ms, "settled") if studio else "—",
+                f"{_cell(ms, 'expand')} / {_cell(ms, 'expand_settled')}" if studio else "n/a",
+                (f"{_cell(ms, 'opened')} / {_cell(ms, 'opened_settled')}" if studio else _cell(ms, "opened")) + items,
+                _cell(ms, "fps", "{:.0f}"),
+                f"{_cell(ms, 'mem', '{:.0f}')} + {_cell(ms, 'gpu_mem', '{:.0f}')} ({_cell(ms, 'heap', '{:.0f}')})"]) + " |")
+        st = med.get("studio", {})
+        ratios = []
+        for other in ("netron", "explorer"):
+            o = med.get(other, {})
+            parts = [f"{f} {o[f] / st[f]:.1f}x" for f, mine in (("first", "first"), ("opened", "opened"))
+                     if st.get(mine) and o.get(f)]
+            if st.get("settled") and o.get("first"):
+                parts.append(f"ELK settled vs its first paint {o['first'] / st['settled']:.2f}x")
+            if st.get("mem") and o.get("mem"):
+                parts.append(f"memory {(o['mem'] + o.get('gpu_mem', 0)) / (st['mem'] + st.get('gpu_mem', 0)):.1f}x")
+            if parts:
+                ratios.append(f"{names[other]}: " + ", ".join(parts))
+        if ratios:
+            goal = ""
+            if key == "10k" and st.get("opened") and med.get("netron", {}).get("first"):
+                n5 = med["netron"]["first"] / 5
+                goal = (f"; fully opened {st['opened']:.2f} s vs Netron / 5 = {n5:.2f} s: "
+                        + ("met" if st["opened"] < n5 else "not met"))
+            notes.append(f"- {name}: studio ahead by (their time / the studio's) " + "; ".join(ratios) + goal)
+    return "\n## README table\n" + "\n".join(lines + [""] + notes)
 
 
 def _args(argv: list[str]) -> dict[str, Any]:
