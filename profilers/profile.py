@@ -46,7 +46,7 @@ from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import ImagePreprocess
 from studio.core.paths import user_data_path
-from studio.core.requests import ProfileRequest
+from studio.core.requests import ProfileOptions, ProfileRequest
 from studio.core.sandbox import GiB, Limits, default_limits
 
 log = logging.getLogger(__name__)
@@ -57,99 +57,40 @@ __all__ = ["MachineInfo", "Profile", "machine_facts", "ProfileOptions", "Progres
 Progress = Callable[[float, str], None]   # (fraction 0..1, message); may raise to stop the profile
 
 
-def _positive_ints(values: Sequence[int] | None, name: str) -> tuple[int, ...]:
-    out = []
-    for v in values or ():
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
-            raise StudioError(f"{name} must be positive integers, got {v!r}", code=ErrorCode.BAD_OPTION)
-        out.append(int(v))
-    return tuple(dict.fromkeys(out))
+def run_plan(options: ProfileOptions) -> RunPlan:
+    """The warm-latency plan of ``options``."""
+    return RunPlan(warmup=options.warmup, iterations=options.iterations, duration_s=options.duration_s,
+                   rounds=options.rounds, seed=options.seed)
 
 
-@dataclass(frozen=True)
-class ProfileOptions:
-    """What to measure. ``iterations`` (per variant) or ``duration_s`` (total timed seconds)."""
+def options_limits(options: ProfileOptions) -> Limits:
+    """The worker's limits ``options`` ask for (the defaults where they name none)."""
+    base = default_limits()
+    return Limits(timeout_s=float(options.timeout_s or base.timeout_s),
+                  memory_bytes=int(options.memory_gb * GiB) if options.memory_gb else base.memory_bytes,
+                  cpu_threads=base.cpu_threads)
 
-    warmup: int = 10
-    iterations: int | None = 100
-    duration_s: float | None = None
-    rounds: int = 20
-    per_op: bool = False
-    per_op_runs: int = 10
-    memory: bool = False
-    memory_iterations: int = 200
-    batch_sizes: tuple[int, ...] = ()
-    thread_counts: tuple[int, ...] = ()
-    concurrency: tuple[int, ...] = ()
-    sweep_iterations: int = 30
-    dims: tuple[tuple[str, int], ...] = ()
-    inputs_npz: str | None = None
-    images_dir: str | None = None           # a folder of images for the image input (first image used)
-    preprocess: ImagePreprocess | None = None   # how images become the input (studio.core.feeds)
-    seed: int = 0
-    timeout_s: float | None = None          # per job; None: the worker default (120 s, configurable)
-    memory_gb: float | None = None          # the worker's memory limit; None: default (3 GiB)
-    ov_cache: bool = False                  # OpenVINO CACHE_DIR in the job folder; cold start measured twice
 
-    def __post_init__(self) -> None:
-        def setf(name: str, value: Any) -> None:
-            object.__setattr__(self, name, value)
+def image_preprocess(options: ProfileOptions) -> ImagePreprocess | None:
+    """How the image folder's first image becomes the input (None without an image folder)."""
+    if not options.images_dir:
+        return None
+    return ImagePreprocess(**{k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in options.preprocess})
 
-        if self.duration_s is not None:
-            setf("iterations", None)
-        dims = self.dims.items() if isinstance(self.dims, Mapping) else self.dims
-        setf("dims", tuple((str(k), int(v)) for k, v in dims))
-        for name in ("batch_sizes", "thread_counts", "concurrency"):
-            setf(name, _positive_ints(getattr(self, name), name.replace("_", " ")))
-        for name in ("warmup", "rounds", "per_op_runs", "memory_iterations", "sweep_iterations"):
-            value = getattr(self, name)
-            low = 0 if name == "warmup" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise StudioError(f"{name.replace('_', ' ')} must be an integer >= {low}, got {value!r}",
-                                  code=ErrorCode.BAD_OPTION)
-        if self.iterations is not None and (isinstance(self.iterations, bool) or not isinstance(self.iterations, int)
-                                            or self.iterations < 1):
-            raise StudioError(f"iterations must be a positive integer, got {self.iterations!r}",
-                              code=ErrorCode.BAD_OPTION)
-        if self.inputs_npz and self.images_dir:
-            raise StudioError("give either an .npz inputs file or an image folder, not both", code=ErrorCode.BAD_OPTION)
-        if self.iterations is None and self.duration_s is None:
-            raise StudioError("give iterations or a duration", code=ErrorCode.BAD_OPTION)
-        if self.duration_s is not None and not (isinstance(self.duration_s, (int, float))
-                                                and math.isfinite(self.duration_s) and self.duration_s > 0):
-            raise StudioError("duration must be a positive number of seconds", code=ErrorCode.BAD_OPTION)
-        for name in ("timeout_s", "memory_gb"):
-            value = getattr(self, name)
-            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise StudioError(f"{name} must be a positive number", code=ErrorCode.BAD_OPTION)
 
-    def plan(self) -> RunPlan:
-        return RunPlan(warmup=self.warmup, iterations=self.iterations, duration_s=self.duration_s,
-                       rounds=self.rounds, seed=self.seed)
-
-    def limits(self) -> Limits:
-        base = default_limits()
-        return Limits(timeout_s=float(self.timeout_s or base.timeout_s),
-                      memory_bytes=int(self.memory_gb * GiB) if self.memory_gb else base.memory_bytes,
-                      cpu_threads=base.cpu_threads)
-
-    @property
-    def sweeps(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        return tuple((kind, values) for kind, values in (("threads", self.thread_counts),
-                                                         ("batch", self.batch_sizes),
-                                                         ("concurrency", self.concurrency)) if values)
-
-    def to_dict(self) -> dict:
-        return {"warmup": self.warmup, "iterations": self.iterations, "duration_s": self.duration_s,
-                "rounds": self.rounds, "per_op": self.per_op, "per_op_runs": self.per_op_runs,
-                "memory": self.memory, "memory_iterations": self.memory_iterations,
-                "batch_sizes": list(self.batch_sizes), "thread_counts": list(self.thread_counts),
-                "concurrency": list(self.concurrency), "sweep_iterations": self.sweep_iterations,
-                "dims": dict(self.dims), "inputs_npz": Path(self.inputs_npz).name if self.inputs_npz else None,
-                "images_dir": Path(self.images_dir).name if self.images_dir else None,
-                "preprocess": self.preprocess.to_dict() if self.preprocess and self.images_dir else None,
-                "seed": self.seed, "timeout_s": self.timeout_s, "memory_gb": self.memory_gb,
-                "ov_cache": self.ov_cache}
+def options_report(options: ProfileOptions) -> dict:
+    """``options`` as a profile's JSON report shows them (file names only, the whole preprocessing)."""
+    pre = image_preprocess(options)
+    return {"warmup": options.warmup, "iterations": options.iterations, "duration_s": options.duration_s,
+            "rounds": options.rounds, "per_op": options.per_op, "per_op_runs": options.per_op_runs,
+            "memory": options.memory, "memory_iterations": options.memory_iterations,
+            "batch_sizes": list(options.batch_sizes), "thread_counts": list(options.thread_counts),
+            "concurrency": list(options.concurrency), "sweep_iterations": options.sweep_iterations,
+            "dims": dict(options.dims), "inputs_npz": Path(options.inputs_npz).name if options.inputs_npz else None,
+            "images_dir": Path(options.images_dir).name if options.images_dir else None,
+            "preprocess": pre.to_dict() if pre is not None else None,
+            "seed": options.seed, "timeout_s": options.timeout_s, "memory_gb": options.memory_gb,
+            "ov_cache": options.ov_cache}
 
 
 def options_of(request: ProfileRequest, files: Mapping[str, str | Path] | None = None) -> ProfileOptions:
@@ -164,19 +105,9 @@ def options_of(request: ProfileRequest, files: Mapping[str, str | Path] | None =
             return str(files[key])
         return str(user_data_path(value, label=label)) if value else None
 
-    amount = {"duration_s": request.duration_s} if request.duration_s is not None else {
-        "iterations": request.iterations}
-    images = located("images", request.images, "image folder")
-    preprocess = ImagePreprocess(**{k: tuple(v) if isinstance(v, (list, tuple)) else v
-                                    for k, v in request.preprocess}) if images else None
-    return ProfileOptions(warmup=request.warmup, rounds=request.rounds, per_op=request.per_op,
-                          per_op_runs=request.per_op_runs, memory=request.memory,
-                          memory_iterations=request.memory_iterations, batch_sizes=request.batch_sizes,
-                          thread_counts=request.thread_counts, concurrency=request.concurrency,
-                          sweep_iterations=request.sweep_iterations, dims=request.dims,
-                          inputs_npz=located("inputs", request.inputs, "inputs file"), images_dir=images,
-                          preprocess=preprocess, seed=request.seed, timeout_s=request.timeout_s,
-                          memory_gb=request.memory_gb, ov_cache=request.ov_cache, **amount)
+    o = request.options
+    return replace(o, inputs_npz=located("inputs", o.inputs_npz, "inputs file"),
+                   images_dir=located("images", o.images_dir, "image folder"))
 
 
 @dataclass(frozen=True)
@@ -325,7 +256,7 @@ class Profile:
     def to_dict(self, *, include_samples: bool = False) -> dict:
         return {"ok": self.ok, "seconds": round(self.seconds, 3), "interleaved": self.interleaved,
                 "rounds": self.rounds, "baseline": self.baseline.id if self.baseline else None,
-                "options": self.options.to_dict(), "machine": self.machine.to_dict(), "feeds": list(self.feeds),
+                "options": options_report(self.options), "machine": self.machine.to_dict(), "feeds": list(self.feeds),
                 "warnings": list(self.warnings),
                 "variants": [v.to_dict(include_samples=include_samples) for v in self.variants],
                 "ratios": [r.to_dict() for r in self.ratios]}
@@ -470,12 +401,12 @@ def _plan(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec], optio
           pool_key: str, on_progress: Progress | None) -> _ProfileRun:
     """Resolve the variants and make their feeds once per version, so that every later step runs the
     same jobs on the same inputs (versions that take the same inputs get identical feeds)."""
-    limits = options.limits()
+    limits = options_limits(options)
     variants = make_variants(targets, engines)
     npz = Path(options.inputs_npz) if options.inputs_npz else None
     images = Path(options.images_dir) if options.images_dir else None
     prepared = [prepare_feeds(t.handle, dims=dict(options.dims), seed=options.seed, npz=npz, images=images,
-                              preprocess=options.preprocess) for t in targets]
+                              preprocess=image_preprocess(options)) for t in targets]
     per_variant_steps = 1 + options.per_op + options.memory + len(options.sweeps)
     steps = _Steps(len(variants) * per_variant_steps + 3, on_progress)
     arrays: dict[str, np.ndarray] = {}
@@ -549,7 +480,7 @@ def _warm_latency(job: _ProfileRun, results: _Results, warnings: list[str]) -> _
 
 def _timed(job: _ProfileRun, variants: Sequence[Variant], tick: _Tick) -> LatencyRun:
     """The warm latency job (:mod:`profilers.latency`) over ``variants`` in one worker."""
-    return interleaved_latency([job.vargs[v.id] for v in variants], job.arrays_for(variants), job.options.plan(),
+    return interleaved_latency([job.vargs[v.id] for v in variants], job.arrays_for(variants), run_plan(job.options),
                                out_dir=job.out_dir, limits=job.limits_for(variants), pool_key=job.pool_key,
                                on_tick=tick)
 

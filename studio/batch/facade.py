@@ -86,8 +86,9 @@ def profile_on(targets: Sequence[str], models: Sequence[ModelHandle | tuple[str,
         if target == LOCAL:
             out.append(run_here("profile", pairs, request, pool_key=pool_key))
         else:
-            data = {"inputs": request.inputs and user_data_path(request.inputs, label="inputs file"),
-                    "images": request.images and user_data_path(request.images, label="image folder")}
+            o = request.options
+            data = {"inputs": o.inputs_npz and user_data_path(o.inputs_npz, label="inputs file"),
+                    "images": o.images_dir and user_data_path(o.images_dir, label="image folder")}
             out.append(measure_on("profile", target, [(label, h.path) for label, h in pairs],
                                   {"request": request.to_dict()}, cluster=cluster,
                                   data={k: Path(v) for k, v in data.items() if v},

@@ -21,7 +21,8 @@ from typing import Any
 
 from studio.core import outputs
 from studio.core.errors import StudioError
-from studio.core.requests import CheckRequest, ExportRequest, OptimizeRequest, PrecisionRequest, ProfileRequest
+from studio.core.requests import (CheckRequest, ExportRequest, OptimizeRequest, PrecisionRequest, ProfileOptions,
+                                  ProfileRequest)
 from studio.core.engines import get_engine
 from studio.core.error_codes import ErrorCode
 from studio import api
@@ -158,11 +159,12 @@ def _precision(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, 
     return ("ok" if r.recommended else "failed"), r.summary()[:200], figures, []
 
 
-BATCH_PROFILE = ProfileRequest(iterations=50, warmup=5, rounds=5)    # a batch stage's shorter defaults
+BATCH_PROFILE = ProfileRequest(options=ProfileOptions(iterations=50, warmup=5, rounds=5))    # a batch stage's shorter defaults
 
 
 def _profile(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    """The stage's options are a ``ProfileRequest``'s ``to_dict`` form, over :data:`BATCH_PROFILE`'s."""
+    """The stage's options are a ``ProfileRequest``'s ``to_dict`` form (its option fields may be flat), over
+    :data:`BATCH_PROFILE`'s."""
     request = ProfileRequest.from_dict({**BATCH_PROFILE.to_dict(), **opts})
     p = api.profile([handle], request, out_dir=out / "profile", pool_key=pool_key)
     figures: dict[str, Any] = {}

@@ -24,7 +24,7 @@ from studio.core import outputs
 from studio.core.errors import PathError, StudioError
 from studio.core.fmt import human_bytes, printable
 from studio.core.paths import distinct_name
-from studio.core.requests import ProfileRequest
+from studio.core.requests import ProfileOptions, ProfileRequest
 from studio.cli import profile_generate
 from studio.cli.project_args import kept
 from studio.core.error_codes import ErrorCode
@@ -90,14 +90,13 @@ def request_of(args: argparse.Namespace) -> ProfileRequest:
         amount = {"duration_s": args.duration}
     elif args.iterations is not None:
         amount = {"iterations": args.iterations}
-    return ProfileRequest(engines=tuple(args.engine or ["ort"]), warmup=args.warmup, rounds=args.rounds,
-                          per_op=args.per_op or bool(args.trace), per_op_runs=args.per_op_runs, memory=args.memory,
-                          memory_iterations=args.memory_iterations, batch_sizes=tuple(args.batch or ()),
-                          thread_counts=tuple(args.threads or ()), concurrency=tuple(args.concurrency or ()),
-                          sweep_iterations=args.sweep_iterations, dims=parse_dims(args.dim), inputs=args.inputs,
-                          images=args.images, preprocess=preprocess_from(args).to_dict() if args.images else (),
-                          seed=args.seed, timeout_s=args.timeout, memory_gb=args.memory_gb, ov_cache=args.ov_cache,
-                          **amount)
+    return ProfileRequest(engines=tuple(args.engine or ["ort"]), options=ProfileOptions(
+        warmup=args.warmup, rounds=args.rounds, per_op=args.per_op or bool(args.trace), per_op_runs=args.per_op_runs,
+        memory=args.memory, memory_iterations=args.memory_iterations, batch_sizes=tuple(args.batch or ()),
+        thread_counts=tuple(args.threads or ()), concurrency=tuple(args.concurrency or ()),
+        sweep_iterations=args.sweep_iterations, dims=parse_dims(args.dim), inputs_npz=args.inputs,
+        images_dir=args.images, preprocess=preprocess_from(args).to_dict() if args.images else (),
+        seed=args.seed, timeout_s=args.timeout, memory_gb=args.memory_gb, ov_cache=args.ov_cache, **amount))
 
 
 def _options(args: argparse.Namespace):  # noqa: ANN202 - profilers.profile.ProfileOptions

@@ -16,6 +16,7 @@ A leaf module (stdlib, ``studio.core.errors``, ``studio.core.codec`` and ``studi
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import PurePath
@@ -26,7 +27,8 @@ from studio.core.codec import from_json, to_json
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
-__all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileRequest", "ExportRequest", "BatchRequest", "MemoryRequest",
+__all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileOptions", "ProfileRequest",
+           "ExportRequest", "BatchRequest", "MemoryRequest",
            "EditRequest", "GenerationRequest", "REQUESTS",
            "JsonRequest", "request_from_dict", "CompareRequest", "PluginRequest", "GraphRequest", "InspectRequest",
            "DatasetAddRequest", "DatasetEvalRequest", "RecipeRequest", "HINT_REQUESTS"]
@@ -72,7 +74,12 @@ class JsonRequest:
 
     @classmethod
     def from_dict(cls: type[R], data: Mapping[str, Any]) -> R:
-        return from_json(cls, data)
+        return from_json(cls, cls._upgraded(data))
+
+    @classmethod
+    def _upgraded(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A dict stored by an older version of the request, in today's shape (most requests: as it is)."""
+        return data
 
 
 @dataclass(frozen=True)
@@ -296,18 +303,26 @@ class CheckRequest(JsonRequest):
                                                         ("--output", output if fix is not None else None)])
 
 
+def _ints(values: Any, name: str) -> tuple[int, ...]:
+    """Positive integers (NumPy's too), each once, in the order given."""
+    out = []
+    for v in values or ():
+        if isinstance(v, bool) or not hasattr(v, "__index__") or int(v) < 1:
+            raise StudioError(f"{name} must be positive integers, got {v!r}", code=ErrorCode.BAD_OPTION)
+        out.append(int(v))
+    return tuple(dict.fromkeys(out))
+
+
 @dataclass(frozen=True)
-class ProfileRequest(JsonRequest):
-    """``profile``: latency (cold start, interleaved warm percentiles and ratios) of every model version on
-    every engine, optionally per-op time, memory and sweeps.
+class ProfileOptions:
+    """What ``profile`` measures: ``iterations`` per variant or ``duration_s`` in all (a duration clears the
+    iterations), warm-up, interleaved rounds, per-op time, memory, the thread/batch/concurrency sweeps, the
+    feeds (``dims``; ``inputs_npz`` an .npz or ``images_dir`` a folder whose first image feeds the image input,
+    shaped by ``preprocess``: the ``ImagePreprocess`` fields that differ from its defaults) and the worker's
+    limits. One copy of these fields: a ``ProfileRequest`` holds one (paths as the user gave them) and the
+    profiler runs one (``profilers.profile.options_of``: the same with the paths located on this machine).
+    Its checks are one line each (BAD-OPTION)."""
 
-    ``engines`` are engine specs as the CLI reads them (``ort``, ``ov:bf16``, ``all``); ``iterations`` per
-    variant or ``duration_s`` in all (a duration clears the iterations); ``inputs`` an .npz, ``images`` a
-    folder whose first image feeds the image input, with ``preprocess`` (the ImagePreprocess fields that
-    differ from its defaults): paths as the user gave them, the files travel beside a remote request.
-    Which models, where the side files go and the progress callback are the call's."""
-
-    engines: tuple[str, ...] = ("ort",)
     warmup: int = 10
     iterations: int | None = 100
     duration_s: float | None = None
@@ -316,73 +331,138 @@ class ProfileRequest(JsonRequest):
     per_op_runs: int = 10
     memory: bool = False
     memory_iterations: int = 200
-    thread_counts: tuple[int, ...] = ()
     batch_sizes: tuple[int, ...] = ()
+    thread_counts: tuple[int, ...] = ()
     concurrency: tuple[int, ...] = ()
     sweep_iterations: int = 30
     dims: tuple[tuple[str, int], ...] = ()
-    inputs: str | None = None
-    images: str | None = None
-    preprocess: tuple[tuple[str, Any], ...] = ()
+    inputs_npz: str | None = None
+    images_dir: str | None = None
+    preprocess: tuple[tuple[str, Any], ...] = ()   # ImagePreprocess fields that differ from its defaults
     seed: int = 0
-    timeout_s: float | None = None
-    memory_gb: float | None = None
-    ov_cache: bool = False
+    timeout_s: float | None = None          # per job; None: the worker default (120 s, configurable)
+    memory_gb: float | None = None          # the worker's memory limit; None: default (3 GiB)
+    ov_cache: bool = False                  # OpenVINO CACHE_DIR in the job folder; cold start measured twice
 
     def __post_init__(self) -> None:
         put = object.__setattr__
-        engines = [self.engines] if isinstance(self.engines, str) else list(self.engines or ())
-        words = [w.strip() for e in engines for w in str(e).split(",") if w.strip()]
-        put(self, "engines", tuple(dict.fromkeys(words)) or ("ort",))
         if self.duration_s is not None:
-            put(self, "duration_s", float(self.duration_s))
             put(self, "iterations", None)
-        for name in ("thread_counts", "batch_sizes", "concurrency"):
-            put(self, name, tuple(dict.fromkeys(int(v) for v in getattr(self, name) or ())))
         put(self, "dims", _pairs(self.dims, int))
-        for name in ("inputs", "images"):
+        for name in ("batch_sizes", "thread_counts", "concurrency"):
+            put(self, name, _ints(getattr(self, name), name.replace("_", " ")))
+        for name in ("warmup", "rounds", "per_op_runs", "memory_iterations", "sweep_iterations", "seed"):
+            value, low = getattr(self, name), (0 if name in ("warmup", "seed") else 1)
+            if isinstance(value, bool) or not hasattr(value, "__index__") or int(value) < low:
+                raise StudioError(f"{name.replace('_', ' ')} must be an integer >= {low}, got {value!r}",
+                                  code=ErrorCode.BAD_OPTION)
+            put(self, name, int(value))
+        if self.iterations is not None:
+            if isinstance(self.iterations, bool) or not hasattr(self.iterations, "__index__") or self.iterations < 1:
+                raise StudioError(f"iterations must be a positive integer, got {self.iterations!r}",
+                                  code=ErrorCode.BAD_OPTION)
+            put(self, "iterations", int(self.iterations))
+        for name in ("inputs_npz", "images_dir"):
             value = getattr(self, name)
             put(self, name, str(value) if value not in (None, "") else None)
-        put(self, "preprocess", tuple((k, v) for k, v in _pairs(self.preprocess)       # it shapes --images only
-                                      if self.images and _frozen(PREPROCESS_DEFAULTS.get(k, object())) != v))
-        for name in ("timeout_s", "memory_gb"):
+        if self.inputs_npz and self.images_dir:
+            raise StudioError("give either an .npz inputs file or an image folder, not both", code=ErrorCode.BAD_OPTION)
+        if self.iterations is None and self.duration_s is None:
+            raise StudioError("give iterations or a duration", code=ErrorCode.BAD_OPTION)
+        for name in ("duration_s", "timeout_s", "memory_gb"):
             value = getattr(self, name)
-            put(self, name, None if value is None else float(value))
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise StudioError("duration must be a positive number of seconds" if name == "duration_s"
+                                  else f"{name} must be a positive number", code=ErrorCode.BAD_OPTION)
+            put(self, name, float(value))
+        pre = self.preprocess.to_dict() if hasattr(self.preprocess, "to_dict") else self.preprocess
+        put(self, "preprocess", tuple((k, v) for k, v in _pairs(pre)           # it shapes the image folder only
+                                      if self.images_dir and _frozen(PREPROCESS_DEFAULTS.get(k, object())) != v))
         for name in ("per_op", "memory", "ov_cache"):
             put(self, name, bool(getattr(self, name)))
 
     @property
-    def sweeps(self) -> bool:
-        return bool(self.thread_counts or self.batch_sizes or self.concurrency)
+    def sweeps(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        return tuple((kind, values) for kind, values in (("threads", self.thread_counts),
+                                                         ("batch", self.batch_sizes),
+                                                         ("concurrency", self.concurrency)) if values)
 
 
+# ProfileRequest's fields before it held a ProfileOptions (stored job rows, batch stage options): its own
+# names for the two paths, the rest under the same names.
+_OLD_PROFILE_NAMES = {"inputs": "inputs_npz", "images": "images_dir"}
+
+
+@dataclass(frozen=True)
+class ProfileRequest(JsonRequest):
+    """``profile``: latency (cold start, interleaved warm percentiles and ratios) of every model version on
+    every engine, optionally per-op time, memory and sweeps.
+
+    ``engines`` are engine specs as the CLI reads them (``ort``, ``ov:bf16``, ``all``); ``options`` what is
+    measured (a ``ProfileOptions``; its paths as the user gave them, the files travel beside a remote
+    request). Which models, where the side files go and the progress callback are the call's. A dict written
+    before the options were nested (their fields beside ``engines``, ``inputs``/``images`` for the paths)
+    still loads (:meth:`from_dict`)."""
+
+    engines: tuple[str, ...] = ("ort",)
+    options: ProfileOptions = ProfileOptions()
+
+    def __post_init__(self) -> None:
+        engines = [self.engines] if isinstance(self.engines, str) else list(self.engines or ())
+        words = [w.strip() for e in engines for w in str(e).split(",") if w.strip()]
+        object.__setattr__(self, "engines", tuple(dict.fromkeys(words)) or ("ort",))
+        if not isinstance(self.options, ProfileOptions):
+            raise StudioError("a ProfileRequest's options must be a ProfileOptions", code=ErrorCode.BAD_REQUEST)
+
+    @classmethod
+    def of(cls, engines: Sequence[str] | str = ("ort",), **options: Any) -> ProfileRequest:
+        """``ProfileRequest(engines, ProfileOptions(**options))``: a request written in one call."""
+        return cls(engines=engines, options=ProfileOptions(**options))
+
+    @classmethod
+    def _upgraded(cls, data: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A flat dict's option fields (the form stored before the options were nested, and a batch stage's
+        overrides) moved under ``options``; unknown keys are still refused by the codec."""
+        if isinstance(data, Mapping):
+            option_names = {f.name for f in fields(ProfileOptions)}
+            flat = {_OLD_PROFILE_NAMES.get(k, k): v for k, v in data.items() if k not in ("engines", "options")}
+            moved = {k: v for k, v in flat.items() if k in option_names}
+            if moved:
+                nested = data.get("options") or {}
+                if not isinstance(nested, Mapping):
+                    raise StudioError("a ProfileRequest's options must be a mapping", code=ErrorCode.BAD_REQUEST)
+                data = {**{k: v for k, v in data.items() if _OLD_PROFILE_NAMES.get(k, k) not in moved},
+                        "options": {**nested, **moved}}
+        return data
 
     def cli_options(self, *, full_paths: bool = True) -> list[tuple[str, object]]:
         """The ``onnx-studio profile`` options that build this request (defaults left out, and the per-op,
         memory and sweep counts where their measurement is off); ``full_paths=False`` shows the inputs
         file's and image folder's names only (a page's uploads)."""
-        d = ProfileRequest()
-        images = (self.images if full_paths else PurePath(self.images).name + "/") if self.images else None
+        o, d = self.options, ProfileOptions()
+        images = (o.images_dir if full_paths else PurePath(o.images_dir).name + "/") if o.images_dir else None
         return [
             ("--engine", ",".join(self.engines)),
-            ("--duration", _number(self.duration_s) if self.duration_s is not None else None),
-            ("--iterations", self.iterations if self.duration_s is None and self.iterations != d.iterations else None),
+            ("--duration", _number(o.duration_s) if o.duration_s is not None else None),
+            ("--iterations", o.iterations if o.duration_s is None and o.iterations != d.iterations else None),
             *((flag, value if value != default else None) for flag, value, default in (
-                ("--warmup", self.warmup, d.warmup), ("--rounds", self.rounds, d.rounds), ("--seed", self.seed, d.seed))),
-            ("--per-op", self.per_op),
-            ("--per-op-runs", self.per_op_runs if self.per_op and self.per_op_runs != d.per_op_runs else None),
-            ("--memory", self.memory),
-            ("--memory-iterations", self.memory_iterations
-             if self.memory and self.memory_iterations != d.memory_iterations else None),
-            ("--sweep-iterations", self.sweep_iterations
-             if self.sweeps and self.sweep_iterations != d.sweep_iterations else None),
-            ("--threads", list(self.thread_counts)), ("--batch", list(self.batch_sizes)),
-            ("--concurrency", list(self.concurrency)), ("--dim", dict(self.dims)),
-            ("--inputs", (self.inputs if full_paths else PurePath(self.inputs).name) if self.inputs else None),
-            ("--images", images), *(_preprocess_options(self.preprocess) if images else ()),
-            ("--ov-cache", self.ov_cache),
-            ("--timeout", _number(self.timeout_s) if self.timeout_s else None),
-            ("--memory-gb", _number(self.memory_gb) if self.memory_gb else None)]
+                ("--warmup", o.warmup, d.warmup), ("--rounds", o.rounds, d.rounds), ("--seed", o.seed, d.seed))),
+            ("--per-op", o.per_op),
+            ("--per-op-runs", o.per_op_runs if o.per_op and o.per_op_runs != d.per_op_runs else None),
+            ("--memory", o.memory),
+            ("--memory-iterations", o.memory_iterations
+             if o.memory and o.memory_iterations != d.memory_iterations else None),
+            ("--sweep-iterations", o.sweep_iterations
+             if o.sweeps and o.sweep_iterations != d.sweep_iterations else None),
+            ("--threads", list(o.thread_counts)), ("--batch", list(o.batch_sizes)),
+            ("--concurrency", list(o.concurrency)), ("--dim", dict(o.dims)),
+            ("--inputs", (o.inputs_npz if full_paths else PurePath(o.inputs_npz).name) if o.inputs_npz else None),
+            ("--images", images), *(_preprocess_options(o.preprocess) if images else ()),
+            ("--ov-cache", o.ov_cache),
+            ("--timeout", _number(o.timeout_s) if o.timeout_s else None),
+            ("--memory-gb", _number(o.memory_gb) if o.memory_gb else None)]
 
     def command(self, models: Sequence[str], *, full_paths: bool = True, target: str | None = None) -> str:
         """``onnx-studio profile MODEL... [options]``: the command line that builds this request (the

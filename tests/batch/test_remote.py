@@ -26,7 +26,7 @@ QUICK = ["--iterations", "5", "--rounds", "2", "--warmup", "1"]
 def _quick():
     from studio.core.requests import ProfileRequest
 
-    return ProfileRequest(iterations=5, rounds=2, warmup=1)
+    return ProfileRequest.of(iterations=5, rounds=2, warmup=1)
 
 
 def test_tampered_model_bytes_are_refused_where_they_arrive(tmp_path, monkeypatch):

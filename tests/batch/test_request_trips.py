@@ -30,10 +30,10 @@ from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, EditRequ
                                   MemoryRequest, OptimizeRequest, PrecisionRequest, ProfileRequest)
 
 FULL = {
-    ProfileRequest: ProfileRequest(
+    ProfileRequest: ProfileRequest.of(       # an .npz or an image folder: the image folder (its preprocessing)
         engines=("ort", "ov:bf16"), warmup=3, duration_s=2.5, rounds=7, per_op=True, per_op_runs=4, memory=True,
         memory_iterations=50, thread_counts=(1, 2), batch_sizes=(1, 4), concurrency=(2,), sweep_iterations=9,
-        dims={"batch": 1, "seq len": 16}, inputs="real inputs/x.npz", images="photos dir",
+        dims={"batch": 1, "seq len": 16}, images_dir="photos dir",
         preprocess={"size": (32, 48), "layout": "NHWC", "mean": (0.5, 0.5, 0.5), "std": (0.25, 0.25, 0.25),
                     "bgr": True}, seed=5, timeout_s=60.5, memory_gb=1.5, ov_cache=True),
     CheckRequest: CheckRequest(engines=("onnxruntime", "openvino"), eps=("cpu", "cuda"), trt_version="11", run=False,
@@ -199,7 +199,7 @@ def test_the_worker_side_rebuilds_every_field_and_locates_the_files_that_came(ki
     model = path_of("cnn_unfused")
     data_file = tmp_path / "x.npz"
     data_file.write_bytes(b"not read: the spy stands in for the run")
-    keys = {ProfileRequest: ("inputs", "images"), CheckRequest: ("inputs",),
+    keys = {ProfileRequest: ("images",), CheckRequest: ("inputs",),
             PrecisionRequest: ("calibration", "inputs"), GenerationRequest: ()}[kind]
     named = {k: f"data/{k}.npz" for k in keys}
     blob = _pack({"m0/model.onnx": model, **{arc: data_file for arc in named.values()}})
@@ -232,7 +232,8 @@ def test_the_cli_doors_send_every_profile_check_and_precision_option_to_the_far_
     out_name = onnx.load(str(path_of("cnn_unfused"))).graph.output[0].name
     precision = dataclasses.replace(FULL[PrecisionRequest], goal=None, dataset=None,   # judged on a project dataset
                                     tasks={out_name: "classification"})
-    for kind, sent in ((ProfileRequest, dataclasses.replace(FULL[ProfileRequest], images=None)),
+    no_images = dataclasses.replace(FULL[ProfileRequest].options, images_dir=None, inputs_npz="real inputs/x.npz")
+    for kind, sent in ((ProfileRequest, dataclasses.replace(FULL[ProfileRequest], options=no_images)),
                        (CheckRequest, dataclasses.replace(FULL[CheckRequest], engines=("onnxruntime",), eps=("cpu",))),
                        (PrecisionRequest, precision), (GenerationRequest, FULL[GenerationRequest])):
         spy = _Spy(result=_Stub())
@@ -280,7 +281,7 @@ def test_a_local_run_and_a_target_local_run_give_the_same_result():
     assert [f.code for f in here.findings] == [f.code for f in there.result.findings]
     assert _shape(here.to_dict()) == _shape(there.result.to_dict())
 
-    profile = ProfileRequest(iterations=5, rounds=2, warmup=1, dims={"batch": 2})
+    profile = ProfileRequest.of(iterations=5, rounds=2, warmup=1, dims={"batch": 2})
     here_p = api.profile([handle], profile)
     (there_p,) = batch_api.profile_on(["local"], [handle], profile)
     assert there_p.request == profile and here_p.ok and there_p.result.ok
@@ -338,7 +339,7 @@ def test_a_profile_kept_from_the_cli_stores_its_request_in_the_job_row(capsys):
     """``profile --project`` stores the request its flags built in the job row, as the Profile page's job row
     does (cnn_unfused on ORT, a short run); the stored dict rebuilds the same request."""
     model = str(path_of("cnn_unfused"))
-    request = ProfileRequest(iterations=3, rounds=2, warmup=1, dims={"batch": 2}, seed=3)
+    request = ProfileRequest.of(iterations=3, rounds=2, warmup=1, dims={"batch": 2}, seed=3)
     argv = shlex.split(request.command([model]))[1:]
     assert main([*argv, "--project", "profile-request", "--json"]) == 0
     capsys.readouterr()

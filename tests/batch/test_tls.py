@@ -55,5 +55,5 @@ def test_a_tls_cluster_runs_a_target_profile_only_with_the_certificates(tmp_path
         monkeypatch.setenv("ONNX_STUDIO_TLS_CERT", tls[1])
         monkeypatch.setenv("ONNX_STUDIO_TLS_KEY", tls[2])
         (m,) = batch_api.profile_on(["edge"], [api.load(path_of("cnn_unfused"))],
-                                    ProfileRequest(iterations=5, rounds=2, warmup=1), cluster=cluster.address)
+                                    ProfileRequest.of(iterations=5, rounds=2, warmup=1), cluster=cluster.address)
         assert m.result.ok and m.measured_by["target"] == "edge" and m.measured_by["worker"].startswith("tls://")

@@ -123,7 +123,7 @@ def test_subprocess_writes_nothing_in_the_cwd(tmp_path):
 
 
 def test_ui_command_line_parses_back_to_the_same_options():
-    request = ProfileRequest(engines=("ort", "ov:bf16"), warmup=3, iterations=250, rounds=7, per_op=True,
+    request = ProfileRequest.of(engines=("ort", "ov:bf16"), warmup=3, iterations=250, rounds=7, per_op=True,
                              per_op_runs=4, memory=True, memory_iterations=50, sweep_iterations=9,
                              thread_counts=(1, 2), batch_sizes=(1, 4), concurrency=(2,),
                              dims=(("batch", 1), ("seq len", 16)), ov_cache=True, timeout_s=60, seed=5)
@@ -138,7 +138,7 @@ def test_ui_command_line_parses_back_to_the_same_options():
         warmup=3, iterations=250, rounds=7, per_op=True, per_op_runs=4, memory=True, memory_iterations=50,
         sweep_iterations=9, thread_counts=(1, 2), batch_sizes=(1, 4), concurrency=(2,),
         dims=(("batch", 1), ("seq len", 16)), ov_cache=True, timeout_s=60, seed=5)
-    duration = ProfileRequest(duration_s=12.5)
+    duration = ProfileRequest.of(duration_s=12.5)
     assert _options(build_parser().parse_args(shlex.split(duration.command(["m.onnx"]))[1:])) == \
         ProfileOptions(duration_s=12.5)
 
@@ -173,7 +173,7 @@ def test_images_and_npz_inputs_with_preprocessing(tmp_path, capsys, monkeypatch)
 def test_command_line_with_images_parses_back(tmp_path):
     from studio.core.feeds import ImagePreprocess
 
-    request = ProfileRequest(images=str(tmp_path), preprocess=ImagePreprocess(
+    request = ProfileRequest.of(images_dir=str(tmp_path), preprocess=ImagePreprocess(
         size=(32, 32), layout="NHWC", mean=(0.5,), std=(0.25,), bgr=True).to_dict())
     text = request.command(["m.onnx"])
     assert f"--images {tmp_path} --image-size 32x32 --layout NHWC --mean 0.5 --std 0.25 --bgr" in text

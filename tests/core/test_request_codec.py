@@ -6,6 +6,7 @@ provenance of kept versions, export manifests and batch stage options must still
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 from dataclasses import dataclass, field
@@ -15,7 +16,8 @@ import pytest
 
 from studio.core.codec import from_json, to_json
 from studio.core.errors import StudioError
-from studio.core.requests import REQUESTS, EditRequest, JsonRequest, OptimizeRequest, PrecisionRequest
+from studio.core.requests import (REQUESTS, EditRequest, JsonRequest, OptimizeRequest, PrecisionRequest,
+                                  ProfileOptions, ProfileRequest)
 
 
 class Colour(enum.Enum):
@@ -98,3 +100,34 @@ def test_stored_provenance_written_the_old_way_still_loads_and_is_written_the_sa
     assert dict(precision.preprocess)["size"] == (32, 48) and precision.symmetric is False
     for old, request in ((OLD_EDIT, edit), (OLD_OPTIMIZE, optimize), (OLD_PRECISION, precision)):
         assert json.dumps(request.to_dict(), sort_keys=True) == json.dumps(old, sort_keys=True)
+
+
+# A Profile page / `profile --project` job row as stored before ProfileRequest held a ProfileOptions (flat,
+# "inputs"/"images" for the paths), copied from the old to_dict's output (its image-folder form).
+OLD_PROFILE = {"batch_sizes": [1, 4], "concurrency": [2], "dims": {"batch": 1, "seq len": 16}, "duration_s": 2.5,
+               "engines": ["ort", "ov:bf16"], "images": "photos dir", "inputs": None, "iterations": None,
+               "memory": True, "memory_gb": 1.5, "memory_iterations": 50, "ov_cache": True, "per_op": True,
+               "per_op_runs": 4, "preprocess": {"bgr": True, "layout": "NHWC", "mean": [0.5, 0.5, 0.5],
+                                                "size": [32, 48], "std": [0.25, 0.25, 0.25]},
+               "rounds": 7, "seed": 5, "sweep_iterations": 9, "thread_counts": [1, 2], "timeout_s": 60.5, "warmup": 3}
+
+
+def test_a_profile_request_holds_one_profile_options_and_reads_the_old_flat_form():
+    """One copy of the profile's fields (ProfileOptions, what the profiler runs), and job rows stored flat
+    before that still load: to the same request the old fields describe."""
+    assert [f.name for f in dataclasses.fields(ProfileRequest)] == ["engines", "options"]
+    request = ProfileRequest.from_dict(OLD_PROFILE)
+    o = request.options
+    assert isinstance(o, ProfileOptions) and request.engines == ("ort", "ov:bf16")
+    assert (o.duration_s, o.iterations, o.images_dir, o.inputs_npz) == (2.5, None, "photos dir", None)
+    assert (o.thread_counts, o.batch_sizes, o.dims) == ((1, 2), (1, 4), (("batch", 1), ("seq len", 16)))
+    assert dict(o.preprocess) == {"bgr": True, "layout": "NHWC", "mean": (0.5, 0.5, 0.5), "size": (32, 48),
+                                  "std": (0.25, 0.25, 0.25)}
+    data = request.to_dict()
+    assert set(data) == {"engines", "options"} and data["options"]["images_dir"] == "photos dir"
+    assert ProfileRequest.from_dict(json.loads(json.dumps(data))) == request
+    assert ProfileRequest.from_dict({"engines": ["ort"], "options": {"iterations": 50}, "warmup": 2}).options == \
+        ProfileOptions(iterations=50, warmup=2)                 # a batch stage's flat override over its defaults
+    with pytest.raises(StudioError) as info:
+        ProfileRequest.from_dict({**OLD_PROFILE, "turbo": True})
+    assert "turbo" in str(info.value) and info.value.code == "BAD-REQUEST"

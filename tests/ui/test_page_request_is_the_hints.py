@@ -61,4 +61,4 @@ def test_the_profile_page_runs_the_request_its_hint_builds(app, monkeypatch):
     (ran,) = calls
     from_hint = profile_cmd.request_of(build_parser().parse_args(shlex.split(hint)[1:]))
     assert _differences(ran, from_hint) == [], hint
-    assert ran.iterations == 25                                      # the page's iterations, not the default
+    assert ran.options.iterations == 25                              # the page's iterations, not the default

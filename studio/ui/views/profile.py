@@ -18,7 +18,7 @@ from studio import api
 from studio.batch import facade as batch_api
 from studio.core.errors import StudioError
 from studio.core.jsonsafe import dumps as json_dumps
-from studio.core.requests import ProfileRequest
+from studio.core.requests import ProfileOptions, ProfileRequest
 from studio.ui import generation_section, profile_charts, state, widgets
 from studio.ui.inputs_picker import InputsChoice, inputs_picker
 
@@ -59,16 +59,15 @@ def _settings(choice: InputsChoice, engines: list[str]) -> ProfileRequest | None
 
     def build() -> ProfileRequest:
         amount = {"duration_s": float(duration)} if mode == "duration" else {"iterations": int(iterations)}
-        request = ProfileRequest(engines=tuple(engines or ("ort",)), warmup=int(warmup), rounds=int(rounds),
-                                 per_op=per_op, memory=memory, ov_cache=ov_cache, timeout_s=float(timeout),
-                                 dims=state.dims(), thread_counts=_ints(threads, "thread sweep"),
-                                 batch_sizes=_ints(batch, "batch sweep"),
-                                 concurrency=_ints(concurrency, "concurrency sweep"),
-                                 inputs=str(choice.inputs) if choice.inputs else (
-                                     str(api.dataset_inputs_file(choice.dataset, state.current_handle(),
-                                                                 state.workspace().job_dir("inputs") / "dataset.npz"))
-                                     if choice.dataset is not None else None),
-                                 images=str(choice.images) if choice.images else None, **amount)
+        request = ProfileRequest(engines=tuple(engines or ("ort",)), options=ProfileOptions(
+            warmup=int(warmup), rounds=int(rounds), per_op=per_op, memory=memory, ov_cache=ov_cache,
+            timeout_s=float(timeout), dims=state.dims(), thread_counts=_ints(threads, "thread sweep"),
+            batch_sizes=_ints(batch, "batch sweep"), concurrency=_ints(concurrency, "concurrency sweep"),
+            inputs_npz=str(choice.inputs) if choice.inputs else (
+                str(api.dataset_inputs_file(choice.dataset, state.current_handle(),
+                                            state.workspace().job_dir("inputs") / "dataset.npz"))
+                if choice.dataset is not None else None),
+            images_dir=str(choice.images) if choice.images else None, **amount))
         api.profile_options(request)            # its checks, shown before Run
         return request
 
