@@ -7,6 +7,7 @@ literal (issue 34 item 4: 381 sites passed one); ``--json`` still shows the plai
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from pathlib import Path
 
@@ -17,8 +18,16 @@ from tests.conftest import ROOT
 PACKAGES = ("studio", "diagnostics", "passes", "profilers")
 
 
+@functools.cache
 def _trees() -> dict[Path, ast.Module]:
+    """The source's syntax trees, parsed once for the module's tests (they only read them)."""
     return {p: ast.parse(p.read_text(), str(p)) for d in PACKAGES for p in sorted((ROOT / d).rglob("*.py"))}
+
+
+@functools.cache
+def _source_sites() -> tuple[tuple[str, ast.expr], ...]:
+    """:func:`code_sites` of the source, walked once for the module's tests."""
+    return tuple(code_sites(_trees()))
 
 
 def _base_name(node: ast.expr) -> str:
@@ -27,14 +36,15 @@ def _base_name(node: ast.expr) -> str:
 
 def _error_classes(trees) -> set[str]:
     """Names of StudioError and every class deriving from it (to a fixpoint, across modules)."""
+    classes = [(n.name, {_base_name(b) for b in n.bases}) for tree in trees.values() for n in ast.walk(tree)
+               if isinstance(n, ast.ClassDef)]          # the trees walked once, the fixpoint over their classes
     names, grew = {"StudioError"}, True
     while grew:
         grew = False
-        for tree in trees.values():
-            for n in ast.walk(tree):
-                if isinstance(n, ast.ClassDef) and n.name not in names and any(_base_name(b) in names for b in n.bases):
-                    names.add(n.name)
-                    grew = True
+        for name, bases in classes:
+            if name not in names and bases & names:
+                names.add(name)
+                grew = True
     return names
 
 
@@ -89,7 +99,7 @@ def code_sites(trees: dict[Path, ast.Module]) -> list[tuple[str, ast.expr]]:
 def raised_codes() -> dict[str, list[str]]:
     """code -> the 'file:line' of each place it is set on a StudioError."""
     found: dict[str, list[str]] = {}
-    for where, expr in code_sites(_trees()):
+    for where, expr in _source_sites():
         for code in _code_values(expr):
             found.setdefault(code, []).append(where)
     return found
@@ -97,7 +107,11 @@ def raised_codes() -> dict[str, list[str]]:
 
 def literal_sites(trees: dict[Path, ast.Module]) -> list[str]:
     """'file:line "CODE"' for each code given as a string literal rather than an ErrorCode member."""
-    return [f'{where} "{lit}"' for where, expr in code_sites(trees) for lit in _literals(expr)]
+    return _literal_lines(code_sites(trees))
+
+
+def _literal_lines(sites) -> list[str]:
+    return [f'{where} "{lit}"' for where, expr in sites for lit in _literals(expr)]
 
 
 def test_the_literal_scan_sees_calls_subclasses_super_and_class_bodies():
@@ -119,7 +133,7 @@ def test_the_literal_scan_sees_calls_subclasses_super_and_class_bodies():
 
 
 def test_raise_sites_name_the_enum_member_not_a_string():
-    literals = literal_sites(_trees())
+    literals = _literal_lines(_source_sites())
     assert literals == [], (f"{len(literals)} error codes given as string literals; write ErrorCode.<NAME> "
                             f"(studio/core/error_codes.py): {literals[:10]}")
 
