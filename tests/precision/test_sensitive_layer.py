@@ -148,7 +148,7 @@ def test_ort_int8_mixed_reverts_exactly_the_sensitive_layer(setup):
     tmp, path, ds, _golden = setup
     before = sha256_file(path)
     report = evaluate_variants(path, variants=["int8-mixed"], dataset=ds, target=parse_target("top1-agreement>=0.99"),
-                               out_dir=tmp / "ort", latency_budget_s=2.0)
+                               out_dir=tmp / "ort", latency_budget_s=0.5)
     v = report.variant("int8-mixed")
     assert v.status == "ok" and v.path is not None, (v.error, v.notes)
     layers = onnx_quantized_layers(v.path)

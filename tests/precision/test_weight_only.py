@@ -50,7 +50,7 @@ def run(tmp_path_factory):
     rng = np.random.default_rng(7)
     ds = _prompts_dataset(tmp, [rng.integers(0, 320, size=n).tolist() for n in (5, 9, 6, 7, 11, 4)], header)
     report = api.precision(api.load(model), variants=["fp32", "int4", "int8-weights", "int4-ov"],
-                           out_dir=tmp / "variants", latency_budget_s=5.0, dataset=ds, generation_steps=STEPS)
+                           out_dir=tmp / "variants", latency_budget_s=0.5, dataset=ds, generation_steps=STEPS)
     assert sha256_file(model) == before
     return model, header, ds, report
 
@@ -273,7 +273,7 @@ def test_cli_weight_only_options_and_generation_in_json(tmp_path, capsys):
 
     model = path_of("llama_optimum")
     assert main(["precision", str(model), "--variants", "fp32,int8-weights", "--block-size", "32", "--steps", "2",
-                 "--budget", "3", "--out", str(tmp_path / "v"), "--json"]) == 0
+                 "--budget", "0.5", "--out", str(tmp_path / "v"), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     v = next(x for x in d["variants"] if x["name"] == "int8-weights")
     assert v["details"]["weight_only"]["block_size"] == 32 and v["details"]["weight_only"]["bits"] == 8
