@@ -2,7 +2,11 @@
 ``_float32_only``): onnx2tf always converts a float16 copy next, at about the cost of the float32 one, and an
 fp32 conversion never reads it. The oracle is onnx2tf's own log (it prints a line when each file is complete)
 and LiteRT's interpreter against plain onnxruntime on the same input; an f16 conversion in the same warm
-worker afterwards still gets its float16 file (the converter is restored after each conversion)."""
+worker afterwards still gets its float16 file (the converter is restored after each conversion).
+
+The same conversions trace onnx2tf's Keras model into a SavedModel once (``_saved_model_once``): TFLite's Keras
+converter saves that model again for each file it writes, and copies onnx2tf's folder instead; the studio's
+log line says so (for fp32's file, and for f16's float16 file too), and the numbers are plain ORT's."""
 
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ def test_fp32_conversion_skips_the_float16_copy_and_f16_still_gets_it(tmp_path):
     assert fp32.ok, fp32.error
     assert "Float32 tflite output complete" in fp32.log_tail
     assert "Float16 tflite output complete" not in fp32.log_tail      # onnx2tf never converted the copy
+    assert fp32.log_tail.count("SavedModel copied from") == 1, fp32.log_tail       # the converter's save: a copy
     (want,) = ort_reference(path, {name: x}).values()
     got = _tflite(tmp_path / "fp32" / "model.tflite", name, x)
     assert got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-4)
@@ -50,4 +55,8 @@ def test_fp32_conversion_skips_the_float16_copy_and_f16_still_gets_it(tmp_path):
                          pool_key="f32only")
     assert f16.ok, f16.error
     assert "Float16 tflite output complete" in f16.log_tail
+    tail = f16.log_tail          # the float16 file's converter copied the SavedModel too (the float32 one's line
+    assert "SavedModel copied from" in tail[tail.index("Float32 tflite output complete"):], tail   # is cut off)
+    got16 = _tflite(tmp_path / "f16" / "model.tflite", name, x)
+    assert got16.shape == want.shape and np.allclose(got16, want, rtol=1e-2, atol=1e-2)
     assert (tmp_path / "f16" / "model.tflite").stat().st_size < (tmp_path / "fp32" / "model.tflite").stat().st_size

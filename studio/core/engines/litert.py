@@ -362,7 +362,7 @@ def _convert_once(onnx_path: str | Path, out_path: Path, shapes: Mapping[str, An
     _private_copy(Path(onnx_path), private)
     kwargs = {"not_use_onnxsim": True, **dict(options.kwargs)}
     with captured_output(log_path), _onnxsim_on_path(not kwargs["not_use_onnxsim"]), \
-            _float32_only(precision in ("f32", "default")):
+            _float32_only(precision in ("f32", "default")), _saved_model_once(work):
         try:
             import onnx2tf
 
@@ -442,6 +442,74 @@ def _float32_only(wanted: bool) -> Iterator[None]:
     finally:
         for cls, convert in saved.items():
             cls.convert = convert
+
+
+# What a SavedModel folder holds (tf.saved_model.save): copied when the same model is saved again.
+_SAVED_MODEL_ENTRIES = ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables", "assets",
+                        "assets.extra", "debug")
+
+
+@contextlib.contextmanager
+def _saved_model_once(work: Path) -> Iterator[None]:
+    """While onnx2tf runs into ``work``, each Keras model is traced into a SavedModel once. onnx2tf saves its
+    model (``tf.saved_model.save``), then TFLite's Keras converter saves the same object again into a temporary
+    folder for each file it writes (float32, float16) and converts from there: the same trace, at about a
+    third of the whole conversion (cProfile of cnn_unfused: 2 saves, 34.7 of 59.4 s, 2-core box at load ~11).
+    Here the first save is written with the converter's own options (``save_debug_info``) and a later save of
+    that object, with those options, copies its folder (kept beside ``work`` when the first went to the
+    converter's temporary folder, which it deletes: int8, where onnx2tf exports its own way). A save that fails
+    is not recorded (the next one saves)."""
+    import shutil
+
+    import tensorflow as tf
+    from tensorflow.python.saved_model import save as save_module
+    from tensorflow.python.saved_model.save_options import SaveOptions
+
+    api_save, module_save = tf.saved_model.save, save_module.save
+    plain = SaveOptions(save_debug_info=True)
+    kept = work.with_name(work.name + ".saved_model")
+    saved: dict[int, tuple[Any, Path]] = {}      # id -> (the object, kept alive so its id is not reused; its folder)
+
+    def once(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def save(obj: Any, export_dir: Any, signatures: Any = None, options: Any = None) -> Any:
+            usual = signatures is None and (options is None or all(
+                getattr(options, k) == getattr(plain, k) for k in type(plain).__slots__))
+            if not usual:
+                return original(obj, export_dir, signatures=signatures, options=options)
+            first = saved.get(id(obj))
+            if first is not None and first[0] is obj and (first[1] / "saved_model.pb").is_file():
+                _copy_saved_model(first[1], Path(export_dir))
+                print(f"studio: SavedModel copied from {first[1].name}, not traced again", flush=True)  # the log's
+                return None
+            result = original(obj, export_dir, signatures=None, options=plain)
+            folder = Path(export_dir)
+            if not folder.resolve().is_relative_to(work.resolve()):      # the converter's: deleted after it
+                _copy_saved_model(folder, kept)
+                folder = kept
+            saved[id(obj)] = (obj, folder)
+            return result
+        return save
+
+    tf.saved_model.save, save_module.save = once(api_save), once(module_save)
+    try:
+        yield
+    finally:
+        tf.saved_model.save, save_module.save = api_save, module_save
+        saved.clear()
+        shutil.rmtree(kept, ignore_errors=True)  # scratch: the conversion worker's own job folder
+
+
+def _copy_saved_model(src: Path, dest: Path) -> None:
+    """The SavedModel in ``src`` into ``dest`` (a scratch folder of this conversion, or the converter's own)."""
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)  # scratch: this conversion's or the converter's temporary folder
+    for name in _SAVED_MODEL_ENTRIES:
+        if (src / name).is_dir():
+            shutil.copytree(src / name, dest / name, dirs_exist_ok=True)  # scratch: as above
+        elif (src / name).is_file():
+            shutil.copy2(src / name, dest / name)  # scratch: as above
 
 
 @contextlib.contextmanager
