@@ -94,9 +94,9 @@ def test_custom_op_without_reference_writes_samples_and_is_not_a_failure(tmp_pat
 def test_endless_loop_follows_the_global_timeout(tmp_path):
     impl = tmp_path / "loop.py"
     impl.write_text("def compute(input0, *, alpha=1.0):\n    while True:\n        pass\n")
-    proc = subprocess.run([sys.executable, "-m", "studio", "--timeout", "4", "plugin", str(_foo_model(tmp_path)),
+    proc = subprocess.run([sys.executable, "-m", "studio", "--timeout", "2", "plugin", str(_foo_model(tmp_path)),
                            "--op", "my.dom::Foo", "--dim", "N=2", "--target", "ort-python", "-o",
                            str(tmp_path / "out"), "--impl", str(impl)], cwd=ROOT, capture_output=True, text=True,
                           timeout=100)
     assert proc.returncode == 1, proc.stderr
-    assert "did not finish within 4 s (an endless loop?)" in proc.stdout
+    assert "did not finish within 2 s (an endless loop?)" in proc.stdout
