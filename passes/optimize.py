@@ -22,7 +22,7 @@ from studio.core.sandbox import require_memory
 from studio.core.workspace import Version, Workspace, default_root
 from studio.core.errors import StudioError
 
-__all__ = ["add_version", "cli_command", "optimize_model", "report_rows"]
+__all__ = ["add_version", "optimize_model", "report_rows"]
 
 
 def default_output(handle: ModelHandle, tag: str) -> Path:
@@ -87,10 +87,3 @@ def report_rows(result: PipelineResult) -> list[dict]:
                      "verification": (v.message if v else (r.message or ("not needed" if not r.modified else "off"))),
                      "notes": "; ".join(r.notes[:3])})
     return rows
-
-
-def cli_command(model_name: str, request: OptimizeRequest | None = None, *, output: str | None = None,
-                **fields) -> str:
-    """The ``onnx-studio optimize`` command line of ``request`` (or of the request ``fields`` make): the
-    request prints it (``OptimizeRequest.command``, through ``studio.core.cli_hints``)."""
-    return (request or OptimizeRequest(**fields)).command(model_name, output)

@@ -32,7 +32,6 @@ from profilers.latency import LatencyRun
 from profilers.profile import machine_facts
 from profilers.stats import RatioEstimate, latency_stats
 from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants, unavailable_reason
-from studio.core import cli_hints
 from studio.core.engines.table import engine_row
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
@@ -44,7 +43,7 @@ from studio.core.engines.openvino_ir import check_ir_matches
 from studio.core.engines.base import check_model_file
 
 __all__ = ["CaseResult", "GenerationOptions", "GenerationProfile", "GenerationRatio", "GenerationVariant",
-           "decoder_contract", "generation_command", "run_generation"]
+           "decoder_contract", "run_generation"]
 
 GENERATION_ENGINES = ("onnxruntime", "openvino")
 Progress = Callable[[float, str], None]
@@ -340,18 +339,3 @@ def _ratios(variants: Sequence[GenerationVariant], options: GenerationOptions) -
                                         _pair(bc, oc, base.id, other.id, "decode"), diff.size == 0,
                                         int(diff[0]) if diff.size else None))
     return tuple(rows)
-
-
-def generation_command(model_names: Sequence[str], engines: Sequence[EngineSpec], options: GenerationOptions) -> str:
-    """The ``onnx-studio profile --generate`` command that reproduces a generation profile (built by the
-    one hint builder, ``studio.core.cli_hints``)."""
-    d = GenerationOptions()
-    return cli_hints.cli_command("profile", list(model_names), [
-        ("--generate", True), ("--engine", ",".join(e.key for e in engines)),
-        ("--prompt-lengths", [str(n) for n in options.prompt_lengths]), ("--new-tokens", str(options.new_tokens)),
-        ("--batch", [str(n) for n in options.batch_sizes]),
-        ("--generations", options.generations if options.generations != d.generations else None),
-        ("--seed", options.seed if options.seed != d.seed else None),
-        ("--no-io-binding", not options.io_binding), ("--no-generation-memory", not options.memory),
-        ("--timeout", float(options.timeout_s) if options.timeout_s else None),
-        ("--memory-gb", float(options.memory_gb) if options.memory_gb else None)])

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     )
     from studio.facade.optimize import (
         merge_decoders, memory_reorder, list_passes, optimize, compare_peers, add_optimized_version,
-        optimize_report_rows, optimize_command, op_count_diff,
+        optimize_report_rows, op_count_diff,
     )
     from studio.facade.edit import (
         edit_script, validate_edit_script, edit, add_edited_version,
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     )
     from studio.facade.profile import (
         Profile, profile, openvino_ir_target, profile_generation, find_nsys, nsys_plan, run_nsys,
-        ProfileOptions, ProfileTarget, profile_options, GenerationOptions, generation_command, parse_engines,
+        ProfileOptions, ProfileTarget, profile_options, GenerationOptions, parse_engines,
         parse_engine, engine_label,
     )
     from studio.facade.verify import (
@@ -102,7 +102,7 @@ _ROOMS: dict[str, tuple[str, ...]] = {
     ),
     "optimize": (
         "merge_decoders", "memory_reorder", "list_passes", "optimize", "compare_peers",
-        "add_optimized_version", "optimize_report_rows", "optimize_command", "op_count_diff",
+        "add_optimized_version", "optimize_report_rows", "op_count_diff",
     ),
     "edit": (
         "edit_script", "validate_edit_script", "edit", "add_edited_version",
@@ -115,7 +115,7 @@ _ROOMS: dict[str, tuple[str, ...]] = {
     "profile": (
         "Profile", "profile", "openvino_ir_target", "profile_generation", "find_nsys", "nsys_plan",
         "run_nsys", "ProfileOptions", "ProfileTarget", "profile_options", "GenerationOptions",
-        "generation_command", "parse_engines", "parse_engine", "engine_label",
+        "parse_engines", "parse_engine", "engine_label",
     ),
     "verify": (
         "compare", "precision", "PRECISION_VARIANTS", "default_precision_variants",

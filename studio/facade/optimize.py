@@ -13,7 +13,6 @@ from studio.inspect.memory_whatif import memory_reorder as _reorder
 from passes.merge_decoders import merge_decoders as _merge
 from passes.optimize import (
     add_version,
-    cli_command as optimize_command,
     optimize_model,
     report_rows as optimize_report_rows,
 )
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "merge_decoders", "memory_reorder",
     "list_passes", "optimize", "compare_peers", "add_optimized_version", "optimize_report_rows",
-    "optimize_command", "op_count_diff",
+    "op_count_diff",
 ]
 
 

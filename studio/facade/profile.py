@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from profilers.generation_profile import generation_command, GenerationOptions, run_generation
+from profilers.generation_profile import GenerationOptions, run_generation
 from profilers.nvtx import find_nsys as _find, nsys_plan as _plan, run_nsys as _run
 from profilers.profile import options_of as profile_options, Profile, ProfileOptions, run_profile
 from profilers.variants import (
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Profile", "profile", "openvino_ir_target", "profile_generation", "find_nsys", "nsys_plan", "run_nsys",
-    "ProfileOptions", "ProfileTarget", "profile_options", "GenerationOptions", "generation_command",
+    "ProfileOptions", "ProfileTarget", "profile_options", "GenerationOptions",
     "parse_engines", "parse_engine", "engine_label",
 ]
 

@@ -16,6 +16,7 @@ import pytest
 from profilers.generation import GreedyGeneration, make_stepper, prompt_ids
 from profilers.latency import timed_rounds, warm_up
 from studio import api
+from studio.core.requests import GenerationRequest
 from studio.core.engines import sessions
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext
@@ -185,11 +186,14 @@ def test_flags_a_generation_does_not_use_are_refused(capsys):
 
 
 def test_generation_command_round_trips_the_options():
-    options = api.GenerationOptions(prompt_lengths=(16, 64), new_tokens=8, batch_sizes=(1, 4), generations=3,
-                                    io_binding=False)
-    line = api.generation_command(["m.onnx"], api.parse_engines("ort,ov"), options)
-    assert line == ("onnx-studio profile m.onnx --generate --engine ort,ov --prompt-lengths 16,64 --new-tokens 8 "
+    """The generation hint is its request's command (the facade has no builder of its own)."""
+    request = GenerationRequest(engines=("ort", "ov"), prompt_lengths=(16, 64), new_tokens=8, batch_sizes=(1, 4),
+                                generations=3, io_binding=False)
+    api.GenerationOptions(**request.options)                  # the options it asks for pass their checks
+    line = request.command(["m.onnx"])
+    assert line == ("onnx-studio profile m.onnx --generate --engine ort,ov --new-tokens 8 "
                     "--batch 1,4 --generations 3 --no-io-binding")
+    assert not hasattr(api, "generation_command")
 
 
 def test_unsupported_engine_is_the_variant_error_not_a_number(tmp_path):

@@ -77,19 +77,20 @@ def test_the_check_finds_a_hand_typed_hint(tmp_path):
 
 
 def test_every_command_builder_of_the_facade_uses_the_one_builder(monkeypatch):
-    """Optimize, Export, Profile and generation hints come from their own modules' functions; each of
-    those formats its words through studio.core.cli_hints (a spy on it sees every call)."""
+    """Optimize, Export, Profile and generation hints are their requests' command(); each formats its
+    words through studio.core.cli_hints (a spy on it sees every call); the facade has no builder of its own."""
     from studio import api
     from studio.core import cli_hints
-    from studio.core.requests import ExportRequest, ProfileRequest
+    from studio.core.requests import ExportRequest, GenerationRequest, OptimizeRequest, ProfileRequest
 
     seen: list[str] = []
     real = cli_hints.cli_command
     monkeypatch.setattr(cli_hints, "cli_command", lambda sub, *a, **k: seen.append(sub) or real(sub, *a, **k))
-    api.optimize_command("m.onnx", preset="default")
+    OptimizeRequest(preset="default").command("m.onnx")
     ExportRequest(targets=["onnxruntime"]).command("m.onnx")
     ProfileRequest().command(["m.onnx"])
-    api.generation_command(["m.onnx"], api.parse_engines("ort"), api.GenerationOptions())
+    GenerationRequest().command(["m.onnx"])
+    assert not hasattr(api, "optimize_command") and not hasattr(api, "generation_command")
     assert seen == ["optimize", "export", "profile", "profile"]
 
 
