@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from studio import api
 from tests.servers import StudioServer
 from tests.requirements import chromium_path
 
@@ -43,6 +44,59 @@ def studio_server(tmp_path):
     yield start
     for s in servers:
         s.stop()
+
+
+class SharedStudio:
+    """The worker's one ``onnx-studio serve`` (no model, local mode) as one test sees it: the test's api
+    calls use the server's projects root, its browser context is a fresh Streamlit session, and what it
+    uploads or opens lands in a project of its own. ``projects()`` lists only the projects made since the
+    test began (tests on one xdist worker run one at a time)."""
+
+    def __init__(self, server: StudioServer) -> None:
+        self.server = server
+        self.url = server.url
+        self._before = {p.id for p in api.list_projects()}
+
+    def alive(self) -> bool:
+        return self.server.alive()
+
+    def projects(self) -> list:
+        return [p for p in api.list_projects() if p.id not in self._before]
+
+    def preload(self, model: Path) -> str:
+        """What ``serve MODEL`` preloads, in a project of this test's own: the URL query that opens it
+        (``serve MODEL``'s own preload is checked by test_serve_hardening_browser's R44 test)."""
+        handle = api.load(model)
+        project = api.create_project(handle.name)
+        m, v = api.model_for(project, handle)
+        return f"?project={project.id}&model={m.id}&version={v.id}"
+
+
+@pytest.fixture(scope="session")
+def _shared_server(tmp_path_factory):
+    """The worker's shared server, started on first use (``get()``), again if a test left it dead."""
+    started: list[StudioServer] = []
+
+    def get() -> StudioServer:
+        if not started or not started[-1].alive():
+            root = tmp_path_factory.mktemp("shared-serve")
+            started.append(StudioServer(root / "ws", projects_root=root / "projects"))
+        return started[-1]
+
+    yield get
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture
+def shared_studio(_shared_server, monkeypatch) -> SharedStudio:
+    """One ``onnx-studio serve`` per xdist worker for the browser tests that need no server of their own
+    (each one started costs seconds of imports and a cold first run); restarted if a test left it dead.
+    Tests that stop, kill or reconfigure a server use ``studio_server``."""
+    _require_browser()                       # skip (or fail under CI) before starting anything
+    server = _shared_server()
+    monkeypatch.setenv("ONNX_STUDIO_PROJECTS_ROOT", str(server.projects_root))
+    return SharedStudio(server)
 
 
 @pytest.fixture(scope="session")

@@ -11,9 +11,10 @@ from tests.e2e.conftest import wait_for_app
 pytestmark = pytest.mark.browser
 
 
-def test_fix_mmdeploy_grid_sampler_from_the_page(studio_server, page, shots):
-    server = studio_server(SAMPLES / "mmdeploy_grid_sampler.onnx")
-    page.goto(f"{server.url}/compatibility")
+@pytest.mark.covered_by("test_upload_to_exported_bundle")   # test_journey checks all this too
+def test_fix_mmdeploy_grid_sampler_from_the_page(shared_studio, page, shots):
+    server = shared_studio
+    page.goto(f"{server.url}/compatibility{server.preload(SAMPLES / 'mmdeploy_grid_sampler.onnx')}")
     wait_for_app(page)
     page.get_by_text("❌ fails").first.wait_for(timeout=120_000)
     page.get_by_text("ORT-NO-KERNEL").first.wait_for()

@@ -25,10 +25,10 @@ def _upload(page, url, path):
     open_and_upload(page, url, str(path))
 
 
-def test_engine_crash_in_one_session_leaves_the_other_working(studio_server, browser, shots, tmp_path):
+def test_engine_crash_in_one_session_leaves_the_other_working(shared_studio, browser, shots, tmp_path):
     crash = tmp_path / "crash.onnx"
     onnx.save(conv_without_weight(), crash)
-    server = studio_server()
+    server = shared_studio
     ctx_a, a = _new_page(browser)
     ctx_b, b = _new_page(browser)
     try:

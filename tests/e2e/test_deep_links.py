@@ -38,8 +38,8 @@ def _opens(page, url: str, url_path: str, title: str) -> None:
     assert page.url.split("?")[0].rstrip("/").endswith(url_path), page.url
 
 
-def test_every_page_opens_from_its_url(studio_server, page):
-    server = studio_server()
+def test_every_page_opens_from_its_url(shared_studio, page):
+    server = shared_studio
     page.goto(server.url)
     wait_for_app(page)
     nav = page.locator('[data-testid="stSidebarNav"]')

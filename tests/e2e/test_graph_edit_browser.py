@@ -75,16 +75,16 @@ def _preview_and_apply(page, expect: str) -> None:
     page.get_by_role("button", name="Apply as a new version").click()
 
 
-def _versions():
-    [p] = api.list_projects()
+def _versions(server):
+    [p] = server.projects()              # the one project this test made
     [m] = api.project_models(p.id)
     return api.project_model(p.id, m.id)
 
 
-def test_bypass_diff_and_add_output_from_the_graph_page(studio_server, page, shots, tmp_path):
+def test_bypass_diff_and_add_output_from_the_graph_page(shared_studio, page, shots, tmp_path):
     src = _detector_with_a_stray_identity(tmp_path)
-    server = studio_server(src)
-    page.goto(server.url)
+    server = shared_studio
+    page.goto(server.url + server.preload(src))
     wait_for_app(page)
     page.get_by_role("link", name="Graph", exact=True).click()
     page.get_by_role("heading", name="Graph").wait_for()
@@ -101,7 +101,7 @@ def test_bypass_diff_and_add_output_from_the_graph_page(studio_server, page, sho
     page.get_by_text("Saved as version v1").wait_for(timeout=180_000)
     page.get_by_text("Verification passed (numeric)").wait_for()
     shots(page, "edit-bypass-saved")
-    ws = _versions()
+    ws = _versions(server)
     v1 = ws.version("v1")
     assert v1.parent == "v0" and v1.provenance["edit"]["script"] == [{"op": "bypass", "node": STRAY}]
     assert STRAY not in [n.name for n in onnx.load(ws.handle("v1").path).graph.node]
@@ -121,7 +121,7 @@ def test_bypass_diff_and_add_output_from_the_graph_page(studio_server, page, sho
     page.get_by_text("Saved as version v2").wait_for(timeout=180_000)
     page.get_by_text("Verification passed (reproduce)").wait_for()
     shots(page, "edit-add-output")
-    ws = _versions()
+    ws = _versions(server)
     v2 = ws.version("v2")
     tensor = next(n.output[0] for n in onnx.load(src).graph.node if n.name == INNER)
     assert v2.parent == "v1" and v2.provenance["edit"]["script"] == [{"op": "add_output", "tensor": tensor}]

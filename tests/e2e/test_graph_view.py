@@ -63,19 +63,19 @@ def _click(page, r: dict) -> None:
     page.mouse.click(r["left"] + (r["hit"][0] + 0.5) * r["scale"], r["top"] + (r["hit"][1] + 0.5) * r["scale"])
 
 
-def _open_graph_page(page, server) -> None:
-    page.goto(server.url)
+def _open_graph_page(page, url: str) -> None:
+    page.goto(url)
     wait_for_app(page)
     page.get_by_role("link", name="Graph", exact=True).click()     # the st.navigation entry
     page.get_by_role("heading", name="Graph").wait_for()
     page.locator('[data-testid="stRadio"]').get_by_text("Overview", exact=True).click()   # the dot overview
 
 
-def test_overview_of_10k_nodes_draws_and_a_click_opens_details(studio_server, page, shots, tmp_path):
+def test_overview_of_10k_nodes_draws_and_a_click_opens_details(shared_studio, page, shots, tmp_path):
     model = resnet_like(1000, tmp_path / "r10k.onnx")
     conv = _color_of(model, "Conv")
-    server = studio_server(model)
-    _open_graph_page(page, server)
+    server = shared_studio
+    _open_graph_page(page, server.url + server.preload(model))
     t0 = time.monotonic()
     r = _wait_for_drawing(page, CHART, conv, min_ink=20_000)
     print(f"10k-node overview drawn {time.monotonic() - t0:.1f} s after opening the Graph page")
@@ -89,11 +89,11 @@ def test_overview_of_10k_nodes_draws_and_a_click_opens_details(studio_server, pa
     assert server.alive()
 
 
-def test_diff_page_shows_the_removed_batchnorms(studio_server, page, shots, tmp_path):
+def test_diff_page_shows_the_removed_batchnorms(shared_studio, page, shots, tmp_path):
     opt, _ = fold_conv_bn(onnx.load(str(SAMPLES / "cnn_unfused.onnx")))
     optimized = save(opt, tmp_path / "cnn_optimized.onnx")
-    server = studio_server(SAMPLES / "cnn_unfused.onnx")
-    page.goto(server.url)
+    server = shared_studio
+    page.goto(server.url + server.preload(SAMPLES / "cnn_unfused.onnx"))
     wait_for_app(page)
     page.get_by_text("Open a model").first.click()
     page.locator(UPLOADER).set_input_files(str(optimized))

@@ -180,9 +180,9 @@ def test_diff_panels_share_one_layout_and_pan_zoom(page, shots, tmp_path):
     shots(page, "diff-synced")
 
 
-def test_graph_page_embeds_the_viewer(studio_server, page, shots, tmp_path):
-    server = studio_server(DETECTOR)
-    page.goto(server.url)
+def test_graph_page_embeds_the_viewer(shared_studio, page, shots, tmp_path):
+    server = shared_studio
+    page.goto(server.url + server.preload(DETECTOR))
     wait_for_app(page)
     page.get_by_role("link", name="Graph", exact=True).click()
     page.get_by_role("heading", name="Graph").wait_for()

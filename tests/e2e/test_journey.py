@@ -4,6 +4,9 @@ upload the PyTorch-style CNN -> overview -> compatibility -> a fix applied from 
 (the CNN has no error finding, so the mmdeploy sample supplies the fix step) -> back to the
 CNN, optimize with the safe preset -> the diff on the Graph page -> [profile] -> export all
 -> download the bundle and check its manifest. A screenshot of every step.
+
+It checks everything test_upload_inspect, test_optimize_browser and test_compatibility_fix check (those
+are marked ``covered_by`` this test: deselected when it runs, so a whole run does that work once).
 """
 
 from __future__ import annotations
@@ -57,8 +60,8 @@ def _wait_version(page, vid: str) -> None:
     wait_for_app(page)
 
 
-def test_upload_to_exported_bundle(studio_server, page, shots):
-    server = studio_server()
+def test_upload_to_exported_bundle(shared_studio, page, shots):
+    server = shared_studio
     # 1. Upload the CNN and see the overview.
     open_and_upload(page, server.url, str(SAMPLES / "cnn_unfused.onnx"))
     nodes_metric(page, "37")
@@ -82,10 +85,13 @@ def test_upload_to_exported_bundle(studio_server, page, shots):
     _wait_version(page, "v0")                 # a second model: its own version tree
     _goto(page, "Compatibility")
     page.get_by_text("❌ fails").first.wait_for(timeout=120_000)
+    page.get_by_text("ORT-NO-KERNEL").first.wait_for()
     page.get_by_role("button", name="Fix: legalize-grid-sampler").click()
     page.get_by_text("Applied").first.wait_for(timeout=180_000)
     wait_for_app(page)
     page.get_by_text("✅ runs").first.wait_for(timeout=120_000)
+    assert page.get_by_text("❌ fails").count() == 0
+    assert page.get_by_role("button", name="Fix: legalize-grid-sampler").count() == 0
     _wait_version(page, "v1")
     shots(page, "03-fix-applied")
 
@@ -95,7 +101,10 @@ def test_upload_to_exported_bundle(studio_server, page, shots):
     _goto(page, "Optimize")
     page.get_by_role("button", name="Run").click()
     page.get_by_text("Saved as version v1").wait_for(timeout=180_000)
+    page.get_by_text("passes changed the model").first.wait_for()
     page.get_by_text("Op counts that changed").wait_for()
+    page.locator('[data-testid="stDataFrame"]').first.wait_for()          # the optimize report
+    assert page.get_by_text("Equivalent CLI command").count() >= 1
     _wait_version(page, "v1")
     shots(page, "04-optimized")
 

@@ -67,7 +67,7 @@ def _big_model(path) -> None:
     onnx.save(_model(), path)
 
 
-def test_two_projects_three_models_never_mix(studio_server, page, tmp_path, shots):
+def test_two_projects_three_models_never_mix(shared_studio, page, tmp_path, shots):
     alpha = api.create_project("alpha")
     cnn, cnn_v0 = api.add_model(alpha, SAMPLES / "cnn_unfused.onnx")
     yolo, _ = api.add_model(alpha, SAMPLES / "yolo_detector.onnx")
@@ -78,7 +78,7 @@ def test_two_projects_three_models_never_mix(studio_server, page, tmp_path, shot
     api.set_setting(alpha, "ui:precision_variants", ["fp32", "fp16"], model_id=cnn.id)
     api.set_setting(alpha, "ui:precision_budget", 5, model_id=cnn.id)
 
-    server = studio_server()
+    server = shared_studio
     page.goto(f"{server.url}/precision?project={alpha.id}&model={cnn.id}")
     wait_for_app(page)
     page.get_by_role("heading", name="Precision").first.wait_for()

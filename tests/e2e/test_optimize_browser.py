@@ -10,9 +10,10 @@ from tests.e2e.conftest import wait_for_app
 pytestmark = pytest.mark.browser
 
 
-def test_safe_preset_from_the_optimize_page(studio_server, page, shots):
-    server = studio_server(SAMPLES / "cnn_unfused.onnx")
-    page.goto(f"{server.url}/optimize")
+@pytest.mark.covered_by("test_upload_to_exported_bundle")   # test_journey checks all this too
+def test_safe_preset_from_the_optimize_page(shared_studio, page, shots):
+    server = shared_studio
+    page.goto(f"{server.url}/optimize{server.preload(SAMPLES / 'cnn_unfused.onnx')}")
     wait_for_app(page)
     page.get_by_role("heading", name="Optimize").wait_for()
     page.get_by_role("button", name="Run").click()

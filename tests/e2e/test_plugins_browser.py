@@ -35,12 +35,12 @@ def _editor_text(frame) -> str:
     return "\n".join(frame.locator(".ace_line").all_inner_texts())
 
 
-def test_edit_and_run_a_python_op(studio_server, page, shots):
+def test_edit_and_run_a_python_op(shared_studio, page, shots):
     from playwright.sync_api import expect
 
     left = _offline(page)
-    server = studio_server(SAMPLES / "mmdeploy_grid_sampler.onnx")
-    page.goto(f"{server.url}/plugins")
+    server = shared_studio
+    page.goto(f"{server.url}/plugins{server.preload(SAMPLES / 'mmdeploy_grid_sampler.onnx')}")
     wait_for_app(page)
     page.get_by_text("Signature of").first.wait_for(timeout=120_000)
     editor = page.frame_locator(EDITOR)

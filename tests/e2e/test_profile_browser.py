@@ -23,8 +23,8 @@ def _wait_nodes(page, nodes: str) -> None:
     wait_for_app(page)
 
 
-def test_profile_two_versions_in_the_browser(studio_server, page, shots):
-    server = studio_server()
+def test_profile_two_versions_in_the_browser(shared_studio, page, shots):
+    server = shared_studio
     open_and_upload(page, server.url, str(SAMPLES / "cnn_unfused.onnx"))
     _wait_nodes(page, "37")
     # A second version of the session: a sample model from the catalog.

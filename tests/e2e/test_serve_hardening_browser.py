@@ -17,14 +17,8 @@ pytestmark = pytest.mark.browser
 PORT_FREE_S = 5
 
 
-@pytest.fixture(scope="module")
-def serve(tmp_path_factory):
-    s = StudioServer(tmp_path_factory.mktemp("r43e2e") / "ws")
-    yield s
-    s.stop()
-
-
-def test_r43_another_site_cannot_frame_the_studio(serve, page):
+def test_r43_another_site_cannot_frame_the_studio(shared_studio, page):
+    serve = shared_studio
     page.goto(f"{serve.url}/_stcore/health")            # any origin page; the frame is cross-document
     page.set_content(f'<iframe id="f" src="{serve.url}/" width="800" height="600"></iframe>')   # waits for load
     frames = [f for f in page.frames if f != page.main_frame]
@@ -35,7 +29,8 @@ def test_r43_another_site_cannot_frame_the_studio(serve, page):
 
 @pytest.mark.parametrize("name", ["A" * 5000 + ".onnx", "model\u202exnno.onnx", "two\nlines.onnx",
                                   "quote\"and;semicolon.onnx"])
-def test_r43_hostile_upload_names_import(serve, page, name):
+def test_r43_hostile_upload_names_import(shared_studio, page, name):
+    serve = shared_studio
     open_and_upload(page, serve.url, [{"name": name, "mimeType": "application/octet-stream",
                                        "buffer": (SAMPLES / "cnn_unfused.onnx").read_bytes()}])
     nodes = nodes_metric(page)

@@ -31,20 +31,20 @@ def _open_panel(page) -> None:
     uploader.wait_for()
 
 
-def _models(deadline_s: float = 120) -> list:
-    """The projects' models, once the upload has landed."""
+def _models(server, deadline_s: float = 120) -> list:
+    """The models of the projects made in this test, once the upload has landed."""
     end = time.monotonic() + deadline_s
     while True:
-        models = [m for p in api.list_projects() for m in api.project_models(p.id)]
+        models = [m for p in server.projects() for m in api.project_models(p.id)]
         if len(models) >= 2 or time.monotonic() > end:
             return models
         time.sleep(0.5)
 
 
-def test_rejection_then_two_models(studio_server, page, tmp_path):
+def test_rejection_then_two_models(shared_studio, page, tmp_path):
     bad = tmp_path / "broken.onnx"
     bad.write_bytes(b"this is not a model")
-    server = studio_server()
+    server = shared_studio
     page.goto(server.url)
     wait_for_app(page)
     page.get_by_text("Upload an ONNX model").wait_for()
@@ -62,7 +62,7 @@ def test_rejection_then_two_models(studio_server, page, tmp_path):
     assert _error(page).is_visible()
     _open_panel(page)
     _pick(page, SAMPLES / "mobilenet_like.onnx")              # a second model, not "2 .onnx files"
-    models = _models()
+    models = _models(server)
     assert sorted(m.name for m in models) == ["cnn_unfused", "mobilenet_like"], models
     wait_for_app(page)
     assert "uploaded together" not in page.locator("body").inner_text()

@@ -11,9 +11,9 @@ from tests.e2e.conftest import wait_for_app
 pytestmark = pytest.mark.browser
 
 
-def test_verify_page_compares_two_engines(studio_server, page, shots):
-    server = studio_server(SAMPLES / "cnn_unfused.onnx")
-    page.goto(f"{server.url}/verify")
+def test_verify_page_compares_two_engines(shared_studio, page, shots):
+    server = shared_studio
+    page.goto(f"{server.url}/verify{server.preload(SAMPLES / 'cnn_unfused.onnx')}")
     wait_for_app(page)
     page.get_by_text("Engine B").first.wait_for()
     page.get_by_text("Find the first diverging layer").click()
