@@ -114,14 +114,17 @@ def ort_optimized_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
 
     path = Path(args["model_path"])
     model = onnx.load_model(str(path), load_external_data=False)
-    if args.get("external"):
-        onnx.load_external_data_for_model(model, str(path.parent))
+    external = bool(args.get("external"))
     typed = _with_load_types(model, {k: (v[0], v[1]) for k, v in args.get("static", {}).items()})
     ctx.set_stage("ONNX Runtime optimizing the graph (ORT_ENABLE_ALL)")
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.optimized_model_filepath = str(Path(ctx.scratch) / "optimized.onnx")
+    if external:   # the weights stay in files (ORT reads them; it writes its graph's beside it): held once
+        so.add_session_config_entry("session.model_external_initializers_file_folder_path", str(path.parent))
+        so.add_session_config_entry("session.optimized_model_external_initializers_file_name", "optimized.onnx.data")
+        so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
     so.enable_profiling = True                   # the order this very session runs its nodes in
     so.profile_file_prefix = str(Path(ctx.scratch) / "profile")
     sess = ort.InferenceSession(typed.SerializeToString(), so, providers=["CPUExecutionProvider"])
@@ -134,10 +137,11 @@ def ort_optimized_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     except Exception:  # noqa: BLE001 - no profile: the file's order (ORT's topological order) stands
         order = []
     del sess
-    optimized = _without_dangling_inputs(onnx.load_model(so.optimized_model_filepath), set(arrays))
+    optimized = _without_dangling_inputs(onnx.load_model(so.optimized_model_filepath, load_external_data=False),
+                                         set(arrays))
     ctx.set_stage("ONNX Runtime run of its optimized graph for shapes")
     names = [o for n in optimized.graph.node for o in n.output if o]
-    shapes = measure_shapes(optimized, dict(arrays), names)
+    shapes = measure_shapes(optimized, dict(arrays), names, weights_folder=Path(ctx.scratch) if external else None)
     blob = np.frombuffer(_stripped(optimized).SerializeToString(), dtype=np.uint8)
     return JobOutput(data={"shapes": {n: list(s) for n, (s, _) in shapes.items()},
                            "dtypes": {n: d for n, (_, d) in shapes.items()}, "source_nodes": len(model.graph.node),
