@@ -11,10 +11,41 @@ require_module("distributed")
 from studio.batch.loopback import LoopbackCluster  # noqa: E402
 
 
-@pytest.fixture
-def dask_cluster(tmp_path):
-    cluster = LoopbackCluster(tmp_path / "cluster")
+def _healthy(cluster: LoopbackCluster) -> bool:
+    """Every process it started still runs and the scheduler still sees both workers."""
+    if any(p.poll() is not None for p in cluster.procs.values()):
+        return False
     try:
-        yield cluster
+        cluster.wait_workers(2, timeout=30)
+    except Exception:  # noqa: BLE001 - a cluster that cannot answer is replaced, not debugged here
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def _shared_cluster(tmp_path_factory):
+    """One cluster per test session (per xdist worker), started on first use in the run's sandbox
+    environment: a start (scheduler, two studio workers and their nannies) and close cost ~8 s of CPU
+    and ~25 s of wall time, and the five tests that use it only submit work to it. The tests that kill,
+    freeze or restart members build their own (tests/batch/test_lost_dask_worker.py)."""
+    def start() -> LoopbackCluster:
+        return LoopbackCluster(tmp_path_factory.mktemp("dask") / "cluster")
+
+    holder = {"cluster": start()}      # before any test's own fixtures: its workers get the run's environment
+    try:
+        yield holder, start
     finally:
-        cluster.close()
+        if "cluster" in holder:
+            holder["cluster"].close()
+
+
+@pytest.fixture
+def dask_cluster(_shared_cluster):
+    """The session's cluster, checked before each test; a new one when a member died."""
+    holder, start = _shared_cluster
+    cluster = holder.get("cluster")
+    if cluster is None or not _healthy(cluster):
+        if cluster is not None:
+            cluster.close()
+        cluster = holder["cluster"] = start()
+    return cluster
