@@ -20,7 +20,6 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
 from pathlib import Path
 
@@ -29,6 +28,7 @@ import pytest
 from studio import api
 from studio.projects.catalog import error_kind
 from tests.conftest import ROOT, SAMPLES, assert_user_message, sha256_file
+from tests.servers import wait_until
 
 HANG_GUARD_S = 300
 PHOTOS = SAMPLES / "photos"
@@ -171,10 +171,11 @@ def test_damaged_is_said_only_of_a_corrupt_catalog(tmp_path, capsys):
 _RACE = """
 import os, sys, time, json
 from pathlib import Path
+from studio import api
 go = Path(sys.argv[1])
+Path(f"{go}.ready-{os.getpid()}").touch()
 while not go.exists():
     time.sleep(0.001)
-from studio import api
 what = sys.argv[2]
 if what == "project":
     p = api.open_project("shared", create=True)
@@ -194,7 +195,10 @@ def _race(tmp_path: Path, n: int, *args: str) -> list[dict]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
     procs = [subprocess.Popen([sys.executable, "-c", _RACE, str(go), *args], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(n)]
-    time.sleep(8)                                  # every child has imported studio.api and waits on the barrier
+    # every child has imported studio.api and waits on the barrier (was a fixed 8 s sleep, and the children
+    # imported the studio only after it: seconds apart); a child that died is reported below
+    assert wait_until(lambda: len(list(tmp_path.glob(f"{go.name}.ready-*"))) == n
+                      or any(p.poll() is not None for p in procs), HANG_GUARD_S)
     go.touch()
     outs = []
     for p in procs:
