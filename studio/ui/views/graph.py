@@ -334,8 +334,12 @@ def render() -> None:
     overlays = api.graph_overlays(index, summary, state.overlay_data(handle.sha256))
     if mode == "Graph":
         _viewer(handle, summary, index, overlays)
-        widgets.cli_hint(GraphRequest(dims=state.dims(), overlay=st.session_state.get("graph_overlay", "op type"),
-                                      renderer="boxes").command(handle.path.name, "graph.html"))
+        # The CLI's default colouring is 'op type' and its default renderer is the box viewer when no
+        # overlay is named, so the hint names either only when the page's choice differs.
+        overlay = st.session_state.get("graph_overlay", "op type")
+        coloured = overlay if overlay != "op type" else None
+        widgets.cli_hint(GraphRequest(dims=state.dims(), overlay=coloured,
+                                      renderer="boxes" if coloured else "auto").command(handle.path.name, "graph.html"))
     elif mode == "Overview":
         _overview(handle, summary, index, overlays)
         level = st.session_state.get("graph_level")
