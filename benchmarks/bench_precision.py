@@ -31,6 +31,8 @@ guarded INT8 show the 6 float FFN down-projections (f32 FullyConnected, MLAS) at
 INT8 FullyConnected (45 ms); compiled with INFERENCE_PRECISION_HINT bf16 (the flow's int8-nncf-bf16, row "float
 layers bf16" here on a bf16 CPU) guarded 0.424x [0.37-0.49] -> 0.312x [0.30-0.43] ORT fp32 at real-token cosine
 0.9923 (emb min 0.989, NN top-1 0.95); full INT8 0.292x f32 / 0.279x bf16 at 0.974; OpenVINO fp32 0.636x, bf16 0.413x.
+Again at 11:42 (load 14-20, 33 rounds): guarded 0.451x [0.42-0.46] -> bf16 0.381x [0.32-0.44] (0.638x -> 0.536x
+OpenVINO fp32), full INT8 0.318x / 0.323x, OpenVINO fp32 0.711x; this table at 11:30 (8 rounds): 0.388x -> 0.375x.
 NNCF's SmoothQuant alpha 0.5 on the Q/K/V/FFN-up inputs (the down-projections get none: no LayerNorm before
 them) made it worse (emb mean 0.990); one down-projection left in float at a time: emb min 0.980-0.984, none enough.
 AVX2 with oneDNN capped (ONEDNN_MAX_CPU_ISA=AVX2; partial: OpenVINO's MLAS fp32 GEMMs and a few of its own kernels

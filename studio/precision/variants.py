@@ -113,7 +113,7 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
                 RunOptions(precision="f32", openvino_ir=True), builder="nncf"),
     # The same NNCF IR with its float layers (what the transformer guard kept, softmax, layer norms) in bf16,
     # offered where the CPU computes bf16 (:func:`cpu_has_bf16`). Real MiniLM-L6 1x128 on a VNNI/BF16 EPYC (load
-    # ~19, 12 rounds): guarded 0.42x ORT fp32 with f32 islands -> 0.31x in bf16, real-token cosine 0.9923 both.
+    # 14-20, 33 rounds): guarded 0.45x ORT fp32 with f32 islands -> 0.38x in bf16, real-token cosine 0.9923 both.
     VariantSpec("int8-nncf-bf16", "INT8 NNCF, float layers bf16 · OpenVINO", "openvino", "int8", (),
                 RunOptions(precision="bf16", openvino_ir=True), builder="nncf"),
     VariantSpec("int8-nncf-aa", "INT8 NNCF accuracy-aware · OpenVINO", "openvino", "int8", (),
