@@ -11,6 +11,7 @@ from studio.cli.inputs_args import add_input_arguments, preprocess_from
 from studio.core import outputs
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
+from studio.core.requests import CompareRequest
 from studio.core.types import shape_text
 
 NAME = "compare"
@@ -48,6 +49,16 @@ def _fmt(x: float | None, spec: str = ".3g") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def request_of(args: argparse.Namespace, tasks: dict[str, str] | None = None,
+               goal: str | None = None) -> CompareRequest:
+    """The one ``CompareRequest`` these flags ask for (``tasks``: ``--task`` with the project's choices;
+    ``goal``: ``--goal`` or its old spelling). The preprocessing and recipe flags shape the call's inputs."""
+    return CompareRequest(engine=args.engine, engine_b=args.engine_b, ov_precision=args.ov_precision,
+                          ov_precision_b=args.ov_precision_b, dims=parse_dims(args.dim), count=args.count,
+                          inputs=args.inputs, images=args.images, dataset=args.dataset, layerwise=args.layerwise,
+                          layer_threshold=args.layer_threshold, tasks=tasks or {}, goal=goal)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.chart and not args.layerwise:
         raise StudioError("--chart draws the layer-wise errors; add --layerwise")
@@ -75,10 +86,7 @@ def run(args: argparse.Namespace) -> int:
         project = api.open_project(args.project)
     dataset = recipe_args.dataset_for_run(args, dataset)
     tasks = task_args.choices(args, a, project)
-    result = api.compare(a, b, engine=args.engine, engine_b=args.engine_b, feeds=feeds, count=args.count, dims=dims,
-                         ov_precision=args.ov_precision, ov_precision_b=args.ov_precision_b,
-                         layerwise=args.layerwise, layer_threshold=args.layer_threshold, dataset=dataset,
-                         target=goal, tasks=tasks)
+    result = api.compare(a, b, request_of(args, tasks, goal), feeds=feeds, dataset=dataset)
     task = result.extra.get("task")
     if args.chart:
         outputs.write_html_figure(api.layer_error_figure(result.layerwise), args.chart)

@@ -18,7 +18,7 @@ from studio.core.model import load as _load, ModelHandle
 from studio.data.datasets import dataset_feeds
 from studio.facade.data import checked_target, evaluate_on_dataset
 from studio.facade.inspect import make_inputs, path_of
-from studio.core.requests import PrecisionRequest
+from studio.core.requests import CompareRequest, PrecisionRequest
 from studio.precision.run import request_of, run_request
 from studio.precision.variants import (
     default_variants as default_precision_variants,
@@ -31,20 +31,38 @@ __all__ = [
 ]
 
 
-def compare(a: ModelHandle | str | Path, b: ModelHandle | str | Path, *, engine: str = "ort",
+def compare(a: ModelHandle | str | Path, b: ModelHandle | str | Path, request: CompareRequest | None = None, *,
+            engine: str = "ort",
             engine_b: str | None = None, feeds=None, inputs: str | Path | None = None,
             images: str | Path | None = None, count: int = 2, dims: Mapping[str, int] | None = None,
             ov_precision: str = "f32", ov_precision_b: str | None = None, tolerance=None, layerwise: bool = False,
             layer_threshold: float | None = None, labels: tuple[str, str] | None = None,
             pool_key: str = "default", on_tick=None, dataset=None, dataset_part: str = "evaluation",
-            limit: int | None = None, target: str | None = None, tasks: Mapping[str, str] | None = None):
+            limit: int | None = None, target: str | None = None, tasks: Mapping[str, str] | None = None,
+            files: Mapping[str, str | Path | None] | None = None):
     """Compare model ``a`` on ``engine`` with model ``b`` on ``engine_b`` (default: the same) on the
     same inputs: shapes first, then max abs/rel, L2, cosine, top-1/top-5 agreement per output
     (a ``ModelComparison``, truthy when everything matches). ``layerwise`` adds the first
     diverging layer and per-layer errors (``result.layerwise.node_errors()``). ``dataset``: run on its
     ``dataset_part`` samples and add task metrics of B against A's golden outputs (``result.extra["task"]``),
     judged by ``target`` when given (refused before any run when it applies to no output). Every output
-    is compared by its task (``tasks``: {output: kind} chosen by the user, see :func:`output_tasks`)."""
+    is compared by its task (``tasks``: {output: kind} chosen by the user, see :func:`output_tasks`).
+
+    ``request``: a ``CompareRequest`` (``studio.core.requests``: what the CLI and the Compare page build), in
+    place of the keywords it holds; the call keeps what is this process's: ``feeds`` already made, the
+    opened ``dataset`` the request names, ``labels``, ``pool_key``, ``on_tick``, and ``files`` (where the
+    request's ``inputs``/``images`` are on this machine: a page's uploads)."""
+    if request is not None:
+        r, located = request, files or {}
+        if r.dataset and dataset is None:
+            raise StudioError(f"the request compares on dataset '{r.dataset[:60]}': open it from its project and "
+                              "pass dataset=", code=ErrorCode.BAD_REQUEST)
+        return compare(a, b, engine=r.engine, engine_b=r.engine_b, feeds=feeds,
+                       inputs=located.get("inputs") or r.inputs, images=located.get("images") or r.images,
+                       count=r.count, dims=dict(r.dims), ov_precision=r.ov_precision, ov_precision_b=r.ov_precision_b,
+                       tolerance=tolerance, layerwise=r.layerwise, layer_threshold=r.layer_threshold, labels=labels,
+                       pool_key=pool_key, on_tick=on_tick, dataset=dataset, dataset_part=dataset_part, limit=limit,
+                       target=r.goal, tasks=dict(r.tasks))
     pa, pb = path_of(a), path_of(b)
     if target and dataset is None:
         raise StudioError("a task-metric target is judged on a dataset: give dataset=", code=ErrorCode.BAD_OPTION)

@@ -22,11 +22,11 @@ from sample_models.catalog import path_of
 from studio import api
 from studio.batch import facade as batch_api
 from studio.batch.remote import _pack, remote_measure
-from studio.cli import (batch_cmd, build_parser, check_cmd, edit_cmd, export_cmd, main, memory_cmd, optimize_cmd, precision_cmd,
+from studio.cli import (batch_cmd, build_parser, check_cmd, compare_cmd, edit_cmd, export_cmd, main, memory_cmd, optimize_cmd, precision_cmd,
                         profile_cmd, profile_generate,
                         remote_args, task_args)
 from studio.core.errors import StudioError
-from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, EditRequest, ExportRequest, GenerationRequest,
+from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, CompareRequest, EditRequest, ExportRequest, GenerationRequest,
                                   MemoryRequest, OptimizeRequest, PrecisionRequest, ProfileRequest)
 
 FULL = {
@@ -64,9 +64,20 @@ FULL = {
     GenerationRequest: GenerationRequest(engines=("ort", "ov:bf16"), prompt_lengths=(4, 8), new_tokens=3,
                                          batch_sizes=(1, 2), generations=2, seed=7, io_binding=False, memory=False,
                                          timeout_s=30.5, memory_gb=1.5),
+    # the operations that run here only (no batch stage, no remote target): the CLI and the page build these too
+    CompareRequest: CompareRequest(engine="openvino", engine_b="ov", ov_precision="bf16", ov_precision_b="f16",
+                                   dims={"batch": 2, "seq len": 5}, inputs="real inputs/x.npz", images="photo dir",
+                                   dataset="photos", layerwise=True, layer_threshold=0.25,
+                                   tasks={"logits": "classification"}, goal="top1-agreement>=0.9"),
 }
-# The iterations are cleared by a duration (ProfileRequest), and a preset by named passes (OptimizeRequest).
-CLEARED = {ProfileRequest: {"iterations"}, OptimizeRequest: {"preset"}}
+# The iterations are cleared by a duration (ProfileRequest), a preset by named passes (OptimizeRequest), and the
+# count of random samples by a file or dataset to compare on (CompareRequest: SOLO holds a count).
+CLEARED = {ProfileRequest: {"iterations"}, OptimizeRequest: {"preset"}, CompareRequest: {"count"}}
+# More requests each kind's command must read back as (fields that FULL clears).
+SOLO = {CompareRequest: (CompareRequest(count=4, engine="mnn", dims={"batch": 1}),
+                         CompareRequest(engine="ort", engine_b="openvino", ov_precision_b="bf16", count=7))}
+# Every kind the CLI builds from its flags: the remote-able ones and those that run here only.
+TRIPS = (*REQUESTS, CompareRequest)
 
 
 def _same_fields(a, b) -> list[str]:
@@ -94,6 +105,8 @@ def _parsed(kind, command: str):
         return memory_cmd.request_of(args)
     if kind is EditRequest:
         return edit_cmd.request_of(args)
+    if kind is CompareRequest:
+        return compare_cmd.request_of(args, tasks, task_args.goal(args))
     if kind is GenerationRequest:
         assert args.generate
         return profile_generate.request_of(args)
@@ -105,23 +118,28 @@ def _command(request) -> str:
         return request.command(["my model.onnx", "b.onnx"])
     if isinstance(request, BatchRequest):
         return request.command(["my model.onnx", "models dir"], "out dir")
+    if isinstance(request, CompareRequest):
+        return request.command("my model.onnx", "b v2.onnx")
     return request.command("my model.onnx", "out dir") if isinstance(request, ExportRequest) else \
         request.command("my model.onnx")
 
 
-@pytest.mark.parametrize("kind", REQUESTS, ids=lambda k: k.__name__)
+@pytest.mark.parametrize("kind", TRIPS, ids=lambda k: k.__name__)
 def test_every_field_is_set_and_survives_json(kind):
     full, default = FULL[kind], kind()
     same = [n for n in {f.name for f in dataclasses.fields(kind)} - CLEARED.get(kind, set())
             if getattr(full, n) == getattr(default, n)]
     assert same == [], f"set these away from their defaults in FULL[{kind.__name__}]: {same}"
-    for request in (full, default):
+    for request in (full, default, *SOLO.get(kind, ())):
         assert _same_fields(kind.from_dict(json.loads(json.dumps(request.to_dict()))), request) == []
+    for name in CLEARED.get(kind, ()) if kind in SOLO else ():
+        assert any(getattr(r, name) != getattr(default, name) for r in SOLO.get(kind, ())), \
+            f"set {name} away from its default in SOLO[{kind.__name__}]"
 
 
-@pytest.mark.parametrize("kind", REQUESTS, ids=lambda k: k.__name__)
+@pytest.mark.parametrize("kind", TRIPS, ids=lambda k: k.__name__)
 def test_the_cli_reads_each_command_back_as_the_same_request(kind, tmp_path):
-    for request in (FULL[kind], *(() if kind is EditRequest else (kind(),))):   # an edit names operations
+    for request in (FULL[kind], *(() if kind is EditRequest else (kind(),)), *SOLO.get(kind, ())):
         if isinstance(request, EditRequest):      # the operations travel in the script file the command names
             script = tmp_path / "my edits.json"
             script.write_text(json.dumps(request.script))
@@ -131,6 +149,44 @@ def test_the_cli_reads_each_command_back_as_the_same_request(kind, tmp_path):
         rebuilt = _parsed(kind, _command(request))
         assert _same_fields(rebuilt, request) == [], _command(request)
         assert rebuilt == request
+
+
+def test_the_compare_cli_hands_the_facade_the_request_its_flags_build(monkeypatch, capsys):
+    """``onnx-studio compare`` builds one ``CompareRequest`` from its flags and hands it to ``api.compare`` whole
+    (a spy); the call's own arguments are what this process opened (no feeds, no dataset here)."""
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def spy(*args, **kwargs):
+        calls.append((args, kwargs))
+        raise Stop
+
+    monkeypatch.setattr(api, "compare", spy)
+    model = str(path_of("cnn_unfused"))
+    sent = CompareRequest(engine="ort", engine_b="openvino", ov_precision_b="f16", count=3, dims={"batch": 2},
+                          layerwise=True, layer_threshold=0.25, tasks={"logits": "classification"})
+    with pytest.raises(Stop):
+        main(shlex.split(sent.command(model, model))[1:])
+    ((a, b, received), kwargs), = calls
+    assert (a.path, b.path) == (path_of("cnn_unfused"), path_of("cnn_unfused"))
+    assert _same_fields(received, sent) == [] and received == sent
+    assert kwargs == {"feeds": None, "dataset": None}
+
+
+def test_compare_with_a_request_runs_what_the_keywords_run():
+    """Real ORT against OpenVINO on the cnn_unfused sample: ``api.compare(a, b, request)`` gives the comparison
+    the same options as keywords give (the old door), value for value; a request naming a dataset the call
+    did not open is one line."""
+    model = path_of("cnn_unfused")
+    request = CompareRequest(engine="ort", engine_b="openvino", count=3, dims={"batch": 2})
+    by_request = api.compare(model, model, request).to_dict()
+    by_keywords = api.compare(model, model, engine="ort", engine_b="openvino", count=3, dims={"batch": 2}).to_dict()
+    assert by_request == by_keywords
+    assert (by_request["feeds"]["count"], by_request["feeds"]["dims"]) == (3, {"batch": 2})     # the request's own
+    with pytest.raises(StudioError, match="open it from its project"):
+        api.compare(model, model, CompareRequest(dataset="photos"))
 
 
 class _Spy:

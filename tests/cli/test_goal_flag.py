@@ -55,7 +55,7 @@ def test_compare_hands_the_goal_to_the_run(capsys, monkeypatch):
         pass
 
     def spy(*a, **k):
-        seen.append(k["target"])
+        seen.append(a[2].goal)                    # the CompareRequest the flags built
         raise Stop
 
     monkeypatch.setattr(api, "open_project", lambda name: object())

@@ -3,8 +3,8 @@ were only parsed or compared with a literal: Verify/compare, Plugins (run and pa
 Profile page's generation section and the Overview's memory plan. The page is driven with ``AppTest`` and a
 spy records what it hands ``studio.api`` (or the batch facade); the page's own hint is then run through
 ``studio.cli.main`` (the model copied under the hint's file name) with the same spy, and the two calls must
-agree on everything that decides the result (the request, or for compare/plugin, which have no request type,
-the facade's arguments with its defaults applied). Plugins' package hint and the memory plan run for real:
+agree on everything that decides the result (the request, or for plugin, which has no request type, the
+facade's arguments). Plugins' package hint and the memory plan run for real:
 the CLI writes the page's files byte for byte and plans the page's peak. Each test fails when the hint
 drops or changes one of the page's settings (checked by editing each page's hint by one option).
 
@@ -51,26 +51,6 @@ def _run_hint(hint: str, folder: Path, models: dict[str, Path], monkeypatch) -> 
     return main(shlex.split(hint)[1:])
 
 
-_ENGINE = {n: row["name"] for row in api.engines() for n in (row["cli"], row["name"], *row["aliases"])}
-
-
-def _compare_effect(args: tuple, kw: dict) -> dict:
-    """What decides a comparison's result, with the facade's own defaults applied (engine_b=None is A's
-    engine; an OpenVINO precision matters only on OpenVINO; B's precision defaults to A's)."""
-    a, b = args
-    engine = _ENGINE[kw.get("engine", "ort")]
-    engine_b = _ENGINE[kw.get("engine_b") or engine]
-    ov_a = kw.get("ov_precision", "f32")
-    ov_b = kw.get("ov_precision_b") or ov_a
-    return {"a": a.sha256, "b": b.sha256, "engine": engine, "engine_b": engine_b,
-            "ov_a": ov_a if engine == "openvino" else None, "ov_b": ov_b if engine_b == "openvino" else None,
-            "dims": dict(kw.get("dims") or {}), "count": kw.get("count", 2),
-            "layerwise": bool(kw.get("layerwise")),
-            "layer_threshold": kw.get("layer_threshold") if kw.get("layerwise") else None,
-            "inputs": kw.get("inputs") or kw.get("images") or kw.get("feeds"), "dataset": kw.get("dataset"),
-            "target": kw.get("target") or None, "tasks": dict(kw.get("tasks") or {})}
-
-
 def test_the_verify_page_compares_what_its_compare_hint_compares(app, monkeypatch, tmp_path):
     calls: list = []
     monkeypatch.setattr(api, "compare", _spy(calls), raising=False)
@@ -85,14 +65,19 @@ def test_the_verify_page_compares_what_its_compare_hint_compares(app, monkeypatc
     (hint,) = _hints(at, "onnx-studio compare")
     at.button(key="verify_run").click().run()
     assert len(calls) == 1, [e.value for e in at.error]
-    page = _compare_effect(*calls.pop())
+    (ha, hb, page), page_kw = calls.pop()
     words = shlex.split(hint)
     assert _run_hint(hint, tmp_path / "cli", {words[2]: model, words[3]: model}, monkeypatch) == 2
     assert len(calls) == 1
-    cli = _compare_effect(*calls.pop())
-    assert {k: (page[k], cli[k]) for k in page if page[k] != cli[k]} == {}, hint
+    (ca, cb, cli), cli_kw = calls.pop()
+    # one CompareRequest both ways (issue 34 item 2): the page hands the facade the request its hint prints
+    assert (ca.sha256, cb.sha256) == (ha.sha256, hb.sha256)
+    assert {f.name: (getattr(page, f.name), getattr(cli, f.name)) for f in dataclasses.fields(page)
+            if getattr(page, f.name) != getattr(cli, f.name)} == {}, hint
+    assert page_kw["dataset"] is cli_kw["dataset"] is None and cli_kw["feeds"] is None
+    assert not any(page_kw["files"].values())          # random samples: no upload
     # the page's own settings, not defaults, went both ways
-    assert (page["engine_b"], page["ov_b"], page["count"], page["layer_threshold"]) == ("openvino", "f16", 3, 0.02)
+    assert (page.engine_b, page.ov_precision_b, page.count, page.layer_threshold) == ("openvino", "f16", 3, 0.02)
 
 
 def test_the_plugins_page_runs_the_op_code_its_plugin_hint_runs(app, monkeypatch, tmp_path):

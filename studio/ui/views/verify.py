@@ -116,13 +116,15 @@ def render() -> None:
     settings = {"a": a, "b": b, "sha_a": ha.sha256, "sha_b": hb.sha256, "engine": engine, "engine_b": engine_b,
                 "ov": [ov_a, ov_b], "inputs": choice.settings(), "layerwise": layerwise, "threshold": threshold,
                 "tasks": str(tasks), "target": target}
+    request = CompareRequest(engine=CLI_ENGINE[engine], engine_b=CLI_ENGINE[engine_b], ov_precision=ov_a,
+                             ov_precision_b=ov_b, dims=state.dims(), count=choice.count, layerwise=layerwise,
+                             layer_threshold=threshold, tasks=tasks or {}, goal=target or None,
+                             dataset=getattr(choice.dataset, "name", None))
     if st.button("Compare", type="primary", key="verify_run", disabled=not choice.ready):
-        def work(on_tick):
-            return api.compare(ha, hb, engine=engine, engine_b=engine_b, inputs=choice.inputs, images=choice.images,
-                               count=choice.count, dims=state.dims(), ov_precision=ov_a, ov_precision_b=ov_b,
-                               layerwise=layerwise, layer_threshold=threshold,
+        def work(on_tick):                  # the request its hint prints; the uploads are this session's files
+            return api.compare(ha, hb, request, files={"inputs": choice.inputs, "images": choice.images},
                                labels=(labels[a], labels[b]), pool_key=state.session_id(), on_tick=on_tick,
-                               dataset=choice.dataset, target=target or None, tasks=tasks)
+                               dataset=choice.dataset)
         result = widgets.run_stoppable("Comparing", work)
         if result is not None:
             state.keep_result(_RESULT, result, settings)
@@ -134,10 +136,6 @@ def render() -> None:
     elif state.result_is_stale(_RESULT, settings):
         st.info("No comparison for this model, version and these settings yet: press Compare.")
     names = widgets.hint_file_names([(ha.path.name, a), (hb.path.name, b)]) if a != b else [ha.path.name] * 2
-    request = CompareRequest(engine=CLI_ENGINE[engine], engine_b=CLI_ENGINE[engine_b], ov_precision=ov_a,
-                             ov_precision_b=ov_b, dims=state.dims(), count=choice.count, layerwise=layerwise,
-                             layer_threshold=threshold, tasks=tasks or {}, goal=target or None,
-                             dataset=getattr(choice.dataset, "name", None))
     widgets.cli_hint(request.command(*names, files=False, extra=choice.cli_options))
 
 if __name__ == "__main__":  # run by st.navigation as a page script
