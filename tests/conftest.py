@@ -5,6 +5,7 @@ Under CI a missing or broken required component fails the run (tests/requirement
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -194,10 +195,23 @@ def backend_models() -> list[Path]:
     return sorted(ONNX_DATA.glob("*/*/model.onnx")) + light_models()
 
 
+def _scan_components_once() -> None:
+    """Streamlit reads every installed distribution's metadata for v2 component manifests at each
+    AppTest start (``scan_component_manifests``: 11 scans were 35 s of a 231 s UI run under cProfile, load
+    ~18). The installed packages do not change during a test session: the first scan's result is reused."""
+    from streamlit.components.v2 import manifest_scanner
+
+    scan = manifest_scanner.scan_component_manifests
+    if not hasattr(scan, "cache_info"):
+        manifest_scanner.scan_component_manifests = functools.cache(scan)
+
+
 @pytest.fixture
 def app(monkeypatch):
     """AppTest of the real app script: ``app(model_path=None, **env)``."""
     from streamlit.testing.v1 import AppTest
+
+    _scan_components_once()
 
     def make(model: str | None = None, **env: str) -> AppTest:
         if model:
