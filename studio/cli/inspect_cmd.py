@@ -7,8 +7,9 @@ import sys
 
 from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, with_project
-from studio.cli.common import print_json
+from studio.cli.common import parse_dims, print_json
 from studio.core.fmt import human_bytes, human_count, printable
+from studio.core.requests import InspectRequest
 from studio.core.types import shape_text
 from studio.cli import inspect_decoder
 from studio.cli.dims_args import model_dims
@@ -28,12 +29,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     inspect_decoder.add_arguments(p)
 
 
+def request_of(args: argparse.Namespace, dims: dict[str, int] | None = None) -> InspectRequest:
+    """The one ``InspectRequest`` these flags ask for (``dims``: ``--dim`` merged with the project's)."""
+    return InspectRequest(dims=parse_dims(args.dim) if dims is None else dims, decoder=args.decoder,
+                          kv_length=args.kv_length, batch=args.batch,
+                          memory_gib=api.parse_memory(args.memory) / 2**30 if args.memory else None,
+                          kv_dtype=args.kv_dtype)
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.decoder:
-        return inspect_decoder.run(args)
-    dims = model_dims(args)
+        return inspect_decoder.run(args, request_of(args))
+    request = request_of(args, model_dims(args))
     handle = api.load(args.model)
-    summary = api.inspect(handle, dims)
+    summary = api.inspect(handle, request)
     keep_json(args, "summary.json", summary.to_dict(include_nodes=not args.no_nodes), "inspect")
     for name in summary.flops.unknown_dims:
         known = sorted(summary.flops.assumed_dims + tuple(summary.flops.dims))

@@ -11,9 +11,8 @@ from studio import api
 from studio.cli.common import bounded, print_json
 from studio.cli.project_args import keep_json
 from studio.core.fmt import human_bytes, human_count, printable
+from studio.core.requests import KV_DTYPES, InspectRequest
 
-_KV_DTYPES = {"fp32": "float32", "float32": "float32", "fp16": "float16", "float16": "float16", "bf16": "bfloat16",
-              "bfloat16": "bfloat16", "int8": "int8", "fp8": "float8_e4m3fn", "int4": "int4"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --decoder: sequences, 1 to 2^31-1 (default: 1)")
     g.add_argument("--memory", metavar="SIZE", help="with --decoder: memory for weights + KV cache, e.g. 16GiB, "
                                                      "16GB, 512MiB (default: this machine's RAM)")
-    g.add_argument("--kv-dtype", choices=sorted(_KV_DTYPES), help="with --decoder: budget at this KV dtype "
+    g.add_argument("--kv-dtype", choices=sorted(KV_DTYPES), help="with --decoder: budget at this KV dtype "
                                                                    "(default: the model's)")
 
 
@@ -48,9 +47,8 @@ def _heads(spec) -> str:
     return f"{heads} heads / {spec.kv_heads} KV heads of {spec.head_dim} ({spec.attention_kind})"
 
 
-def run(args: argparse.Namespace) -> int:
-    report = api.inspect_decoder(args.model, length=args.kv_length, batch=args.batch, memory=args.memory,
-                                 kv_dtype=_KV_DTYPES[args.kv_dtype] if args.kv_dtype else None)
+def run(args: argparse.Namespace, request: InspectRequest) -> int:
+    report = api.inspect_decoder(args.model, request)
     keep_json(args, "decoder.json", report.to_dict(), "inspect")
     if args.json:
         print_json(report.to_dict())

@@ -839,6 +839,12 @@ class GraphRequest(JsonRequest):
             ("--renderer", self.renderer if self.renderer != "auto" else None), ("-o", output)])
 
 
+# ``--kv-dtype``'s words (the request keeps the word the user gave) and the dtype each budgets at.
+KV_DTYPES: Mapping[str, str] = {"fp32": "float32", "float32": "float32", "fp16": "float16", "float16": "float16",
+                                "bf16": "bfloat16", "bfloat16": "bfloat16", "int8": "int8", "fp8": "float8_e4m3fn",
+                                "int4": "int4"}
+
+
 @dataclass(frozen=True)
 class InspectRequest(JsonRequest):
     """``inspect``: the model's summary at ``dims``; with ``decoder``, the KV-cache budget of a decoder at
@@ -867,6 +873,16 @@ class InspectRequest(JsonRequest):
             ("--batch", self.batch if self.decoder else None),
             ("--memory", f"{self.memory_gib!r}GiB" if self.memory_gib is not None else None),
             ("--kv-dtype", self.kv_dtype)])
+
+    @property
+    def memory_bytes(self) -> int | None:
+        """``memory_gib`` in bytes (exact for a size the CLI read: bytes / 2**30 scales by a power of two)."""
+        return None if self.memory_gib is None else round(self.memory_gib * 2**30)
+
+    @property
+    def kv_dtype_name(self) -> str | None:
+        """The dtype ``kv_dtype`` budgets at (``float16`` for ``fp16``), None for the model's own."""
+        return KV_DTYPES.get(self.kv_dtype, self.kv_dtype) if self.kv_dtype else None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from studio.core.errors import StudioError
 from studio.core.feeds import ImagePreprocess, make_feeds
 from studio.core.input_files import save_image_uploads, save_npy_upload, save_npz_upload
 from studio.core.model import load as _load, ModelHandle, parse_model_file
-from studio.core.requests import MemoryRequest
+from studio.core.requests import InspectRequest, MemoryRequest
 from studio.core.sandbox import shutdown_pool
 from studio.inspect.decoder import recognize
 from studio.inspect.edge_shapes import pinned_inputs
@@ -41,13 +41,19 @@ def load(path: str | Path) -> ModelHandle:
     return _load(path)
 
 
-def inspect(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
+def inspect(handle: ModelHandle, dims: InspectRequest | Mapping[str, int] | None = None, *,
             pool_key: str = "default", memory: bool = True) -> ModelSummary:
-    """Summary, op histogram, I/O, params, FLOPs, memory estimate, nodes and edge shapes.
+    """Summary, op histogram, I/O, params, FLOPs, memory estimate, nodes and edge shapes. ``dims``: an
+    ``InspectRequest`` (``studio.core.requests``: what the CLI and the Overview page build; a decoder's
+    request goes to :func:`inspect_decoder`) or the dims themselves.
 
     Shape inference runs in a sandbox worker of ``pool_key`` (one per browser session).
     ``memory=False``: no memory plan (``summary.memory`` None), for the graph viewer, which draws only
     the edge shapes (measured ones included) and FLOPs."""
+    if isinstance(dims, InspectRequest):
+        if dims.decoder:
+            raise StudioError("a decoder's inspect request is answered by inspect_decoder", code=ErrorCode.BAD_REQUEST)
+        dims = dict(dims.dims)
     return summarize(handle, dims, pool_key=pool_key, memory=memory)
 
 
@@ -70,11 +76,16 @@ def decoder_spec(model: ModelHandle | str | Path) -> DecoderSpec | None:
     return recognize(proto, folder=path.parent, filename=path.name)
 
 
-def inspect_decoder(model: ModelHandle | str | Path, *, length: int | None = None, batch: int = 1,
-                    memory: int | str | None = None, kv_dtype: str | None = None) -> DecoderReport:
+def inspect_decoder(model: ModelHandle | str | Path, request: InspectRequest | None = None, *,
+                    length: int | None = None, batch: int = 1, memory: int | str | None = None,
+                    kv_dtype: str | None = None) -> DecoderReport:
     """Parameters per block, KV-cache bytes per token and at ``length`` x ``batch`` (default: the context
     length, 1) per KV dtype, and the KV budget for ``memory`` (bytes or '16GiB'; default: this machine's
-    RAM), with a warning where a runtime would preallocate more. Never reads the weights."""
+    RAM), with a warning where a runtime would preallocate more. Never reads the weights. ``request``: an
+    ``InspectRequest`` with ``decoder`` set (what ``inspect --decoder`` builds), in place of the keywords."""
+    if request is not None:
+        length, batch, memory, kv_dtype = (request.kv_length, request.batch, request.memory_bytes,
+                                           request.kv_dtype_name)
     proto, path = _decoder_source(model)
     spec = recognize(proto, folder=path.parent, filename=path.name)
     if spec is None:

@@ -23,6 +23,7 @@ from studio import api
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
+from studio.core.requests import InspectRequest
 from studio.core.workspace import Version, default_root
 from studio.core.paths import confine, is_within
 
@@ -399,7 +400,7 @@ def job(kind: str, args: dict | None = None):
 # -- cached results --------------------------------------------------------------------------
 @st.cache_data(max_entries=32, ttl=3600, show_spinner=False)
 def _summary(project: str, sha256: str, dims: tuple[tuple[str, int], ...], _pool: str, _handle: ModelHandle):
-    return api.inspect(_handle, dict(dims), pool_key=_pool)
+    return api.inspect(_handle, InspectRequest(dims=dims), pool_key=_pool)     # the request the Overview's hint prints
 
 
 def summary(handle: ModelHandle, dims: dict[str, int] | None = None):

@@ -22,11 +22,11 @@ from sample_models.catalog import path_of
 from studio import api
 from studio.batch import facade as batch_api
 from studio.batch.remote import _pack, remote_measure
-from studio.cli import (batch_cmd, build_parser, check_cmd, compare_cmd, edit_cmd, export_cmd, main, memory_cmd, optimize_cmd, precision_cmd,
+from studio.cli import (batch_cmd, build_parser, check_cmd, compare_cmd, edit_cmd, inspect_cmd, export_cmd, main, memory_cmd, optimize_cmd, precision_cmd,
                         profile_cmd, profile_generate,
                         remote_args, task_args)
 from studio.core.errors import StudioError
-from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, CompareRequest, EditRequest, ExportRequest, GenerationRequest,
+from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, CompareRequest, EditRequest, InspectRequest, ExportRequest, GenerationRequest,
                                   MemoryRequest, OptimizeRequest, PrecisionRequest, ProfileRequest)
 
 FULL = {
@@ -69,6 +69,8 @@ FULL = {
                                    dims={"batch": 2, "seq len": 5}, inputs="real inputs/x.npz", images="photo dir",
                                    dataset="photos", layerwise=True, layer_threshold=0.25,
                                    tasks={"logits": "classification"}, goal="top1-agreement>=0.9"),
+    InspectRequest: InspectRequest(dims={"batch": 1, "seq len": 8}, decoder=True, kv_length=4096, batch=4,
+                                   memory_gib=16e9 / 2**30, kv_dtype="fp16"),
 }
 # The iterations are cleared by a duration (ProfileRequest), a preset by named passes (OptimizeRequest), and the
 # count of random samples by a file or dataset to compare on (CompareRequest: SOLO holds a count).
@@ -77,7 +79,7 @@ CLEARED = {ProfileRequest: {"iterations"}, OptimizeRequest: {"preset"}, CompareR
 SOLO = {CompareRequest: (CompareRequest(count=4, engine="mnn", dims={"batch": 1}),
                          CompareRequest(engine="ort", engine_b="openvino", ov_precision_b="bf16", count=7))}
 # Every kind the CLI builds from its flags: the remote-able ones and those that run here only.
-TRIPS = (*REQUESTS, CompareRequest)
+TRIPS = (*REQUESTS, CompareRequest, InspectRequest)
 
 
 def _same_fields(a, b) -> list[str]:
@@ -107,6 +109,8 @@ def _parsed(kind, command: str):
         return edit_cmd.request_of(args)
     if kind is CompareRequest:
         return compare_cmd.request_of(args, tasks, task_args.goal(args))
+    if kind is InspectRequest:
+        return inspect_cmd.request_of(args)
     if kind is GenerationRequest:
         assert args.generate
         return profile_generate.request_of(args)
@@ -187,6 +191,47 @@ def test_compare_with_a_request_runs_what_the_keywords_run():
     assert (by_request["feeds"]["count"], by_request["feeds"]["dims"]) == (3, {"batch": 2})     # the request's own
     with pytest.raises(StudioError, match="open it from its project"):
         api.compare(model, model, CompareRequest(dataset="photos"))
+
+
+def test_the_inspect_cli_hands_the_facade_the_request_its_flags_build(monkeypatch, capsys):
+    """``inspect`` and ``inspect --decoder`` build one ``InspectRequest`` each and hand it to the facade (spies);
+    ``--memory 16GB`` reaches the budget as the same 16 000 000 000 bytes the size names."""
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def spy(name):
+        def record(*args, **kwargs):
+            calls.append((name, args, kwargs))
+            raise Stop
+        return record
+
+    monkeypatch.setattr(api, "inspect", spy("inspect"))
+    monkeypatch.setattr(api, "inspect_decoder", spy("inspect_decoder"))
+    model = str(path_of("cnn_unfused"))
+    with pytest.raises(Stop):
+        main(["inspect", model, "--dim", "batch=3"])
+    with pytest.raises(Stop):
+        main(["inspect", model, "--decoder", "--kv-length", "64", "--batch", "2", "--memory", "16GB",
+              "--kv-dtype", "fp8"])
+    (name, (handle, plain), _), (dname, (path, decoder), _) = calls
+    assert (name, handle.path, plain) == ("inspect", path_of("cnn_unfused"), InspectRequest(dims={"batch": 3}))
+    assert (dname, path) == ("inspect_decoder", model)
+    assert decoder == InspectRequest(decoder=True, kv_length=64, batch=2, memory_gib=16e9 / 2**30, kv_dtype="fp8")
+    assert (decoder.memory_bytes, decoder.kv_dtype_name) == (16_000_000_000, "float8_e4m3fn")
+
+
+def test_inspect_with_a_request_summarizes_what_the_dims_summarize():
+    """The request's dims are the summary's (real shape inference on the cnn_unfused sample: FLOPs at batch 3
+    are three times batch 1's); a decoder's request is refused by the summary in one line."""
+    handle = api.load(path_of("cnn_unfused"))
+    by_request = api.inspect(handle, InspectRequest(dims={"batch": 3}), memory=False)
+    by_dims = api.inspect(handle, {"batch": 3}, memory=False)
+    assert by_request.to_dict() == by_dims.to_dict()
+    assert by_request.flops.flops == 3 * api.inspect(handle, {"batch": 1}, memory=False).flops.flops
+    with pytest.raises(StudioError, match="inspect_decoder"):
+        api.inspect(handle, InspectRequest(decoder=True))
 
 
 class _Spy:
