@@ -12,6 +12,7 @@ from studio import api
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
 from studio.core.paths import check_regular_file
+from studio.core.requests import GraphRequest
 from studio.cli.common import parse_dims
 from studio.core.error_codes import ErrorCode
 
@@ -99,6 +100,14 @@ def _check_overlay(name: str, available: list[str]) -> None:
                       f"{', '.join(repr(a) for a in available)}{extra}", code=ErrorCode.BAD_OPTION)
 
 
+def request_of(args: argparse.Namespace) -> GraphRequest:
+    """The one ``GraphRequest`` these flags ask for (what the Graph page's hint prints); the models, the
+    lineage and overlay-data files and the output are the call's."""
+    return GraphRequest(dims=parse_dims(args.dim), level=args.level, overlay=args.overlay, search=args.search,
+                        focus=args.focus, hops=args.hops, group=args.group, diff_mode=args.diff_mode,
+                        renderer=args.renderer)
+
+
 def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if args.level is not None and args.level < 1:
@@ -119,14 +128,14 @@ def run(args: argparse.Namespace) -> int:
     if args.group is not None and args.focus is not None:
         raise StudioError("--group and --focus each choose the region to draw: give one", code=ErrorCode.BAD_OPTION)
 
-    dims = parse_dims(args.dim)
+    r = request_of(args)
+    dims = dict(r.dims)
     handle = api.load(args.model)
-    echarts_only = args.level is not None or args.search is not None or args.overlay is not None \
-        or bool(args.overlay_data)
-    boxes = out.suffix.lower() == ".html" and args.focus is None and args.group is None \
-        and (args.renderer == "boxes" or args.renderer == "auto" and not echarts_only)
+    echarts_only = r.level is not None or r.search is not None or r.overlay is not None or bool(args.overlay_data)
+    boxes = out.suffix.lower() == ".html" and r.focus is None and r.group is None \
+        and (r.renderer == "boxes" or r.renderer == "auto" and not echarts_only)
     overlay_data = _overlay_data(args.overlay_data, handle.sha256) if args.overlay_data else {}
-    overlay = args.overlay or "op type"
+    overlay = r.overlay or "op type"
     fast = api.graph_prefers_fast_path(handle) and overlay == "op type" and not args.diff and not overlay_data
     # the graph draws no memory plan; without --diff the hierarchy is built while inspect runs
     summary = api.inspect(handle, dims, memory=False) if args.diff else None
@@ -137,9 +146,9 @@ def run(args: argparse.Namespace) -> int:
         d = api.diff(handle, other, lineage=_lineage(args.lineage), summary_a=summary,
                      summary_b=api.inspect(other, dims, memory=False))
         if boxes:
-            written = api.write_diff_viewer(d, out, side_by_side=args.diff_mode == "side-by-side")
+            written = api.write_diff_viewer(d, out, side_by_side=r.diff_mode == "side-by-side")
         else:
-            written = api.write_diff(d, out, mode=args.diff_mode, level=args.level)
+            written = api.write_diff(d, out, mode=r.diff_mode, level=r.level)
         c = d.counts()
         print(f"diff: {c['removed']} removed, {c['added']} added, {c['changed']} changed, "
               f"{c['unchanged']} unchanged")
@@ -149,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         if overlay_data:
             fed = [n for n in available if n not in ("op type", "FLOPs share")]
             print(f"overlays from data: {', '.join(fed) if fed else 'none'}")
-            if args.overlay is None and fed:
+            if r.overlay is None and fed:
                 overlay = fed[0]
                 print(f"note: colouring by '{printable(overlay, 80)}' (choose with --overlay)")
         _check_overlay(overlay, available)
@@ -162,11 +171,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {written.path} ({written.format}, {written.items:,} items)")
             return 0
         budget = None
-        if out.suffix.lower() in (".dot", ".svg") and args.focus is None and args.group is None:
+        if out.suffix.lower() in (".dot", ".svg") and r.focus is None and r.group is None:
             budget = api.SVG_MAX_ITEMS
-        view = api.graph_view(index=index, summary=summary, level=args.level, focus=args.focus, hops=hops,
-                              group=args.group,
-                              overlay=overlay, overlay_data=overlay_data, query=args.search or "", budget=budget)
+        view = api.graph_view(index=index, summary=summary, level=r.level, focus=r.focus, hops=hops,
+                              group=r.group,
+                              overlay=overlay, overlay_data=overlay_data, query=r.search or "", budget=budget)
         if view.note:
             print(f"note: {printable(view.note, 400)}")
         written = api.write_graph_view(view, out)

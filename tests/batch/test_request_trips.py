@@ -22,12 +22,13 @@ from sample_models.catalog import path_of
 from studio import api
 from studio.batch import facade as batch_api
 from studio.batch.remote import _pack, remote_measure
-from studio.cli import (batch_cmd, build_parser, check_cmd, compare_cmd, edit_cmd, inspect_cmd, export_cmd, main, memory_cmd, optimize_cmd, precision_cmd,
-                        profile_cmd, profile_generate,
-                        remote_args, task_args)
+from studio.cli import (batch_cmd, build_parser, check_cmd, compare_cmd, edit_cmd, export_cmd, graph_cmd, inspect_cmd,
+                        main, memory_cmd, optimize_cmd, precision_cmd, profile_cmd, profile_generate, remote_args,
+                        task_args)
 from studio.core.errors import StudioError
-from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, CompareRequest, EditRequest, InspectRequest, ExportRequest, GenerationRequest,
-                                  MemoryRequest, OptimizeRequest, PrecisionRequest, ProfileRequest)
+from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, CompareRequest, EditRequest, ExportRequest,
+                                  GenerationRequest, GraphRequest, InspectRequest, MemoryRequest, OptimizeRequest,
+                                  PrecisionRequest, ProfileRequest)
 
 FULL = {
     ProfileRequest: ProfileRequest.of(       # an .npz or an image folder: the image folder (its preprocessing)
@@ -69,6 +70,9 @@ FULL = {
                                    dims={"batch": 2, "seq len": 5}, inputs="real inputs/x.npz", images="photo dir",
                                    dataset="photos", layerwise=True, layer_threshold=0.25,
                                    tasks={"logits": "classification"}, goal="top1-agreement>=0.9"),
+    GraphRequest: GraphRequest(dims={"batch": 1, "seq len": 8}, level=2, overlay="numeric error", search="conv 1",
+                               focus="node 7", hops=3, group="/encoder/layer.0", diff_mode="side-by-side",
+                               renderer="boxes"),
     InspectRequest: InspectRequest(dims={"batch": 1, "seq len": 8}, decoder=True, kv_length=4096, batch=4,
                                    memory_gib=16e9 / 2**30, kv_dtype="fp16"),
 }
@@ -79,7 +83,7 @@ CLEARED = {ProfileRequest: {"iterations"}, OptimizeRequest: {"preset"}, CompareR
 SOLO = {CompareRequest: (CompareRequest(count=4, engine="mnn", dims={"batch": 1}),
                          CompareRequest(engine="ort", engine_b="openvino", ov_precision_b="bf16", count=7))}
 # Every kind the CLI builds from its flags: the remote-able ones and those that run here only.
-TRIPS = (*REQUESTS, CompareRequest, InspectRequest)
+TRIPS = (*REQUESTS, CompareRequest, InspectRequest, GraphRequest)
 
 
 def _same_fields(a, b) -> list[str]:
@@ -111,6 +115,8 @@ def _parsed(kind, command: str):
         return compare_cmd.request_of(args, tasks, task_args.goal(args))
     if kind is InspectRequest:
         return inspect_cmd.request_of(args)
+    if kind is GraphRequest:
+        return graph_cmd.request_of(args)
     if kind is GenerationRequest:
         assert args.generate
         return profile_generate.request_of(args)
@@ -124,6 +130,8 @@ def _command(request) -> str:
         return request.command(["my model.onnx", "models dir"], "out dir")
     if isinstance(request, CompareRequest):
         return request.command("my model.onnx", "b v2.onnx")
+    if isinstance(request, GraphRequest):               # --diff-mode is printed with a diff only
+        return request.command("my model.onnx", "out dir/graph.html", diff="b v2.onnx")
     return request.command("my model.onnx", "out dir") if isinstance(request, ExportRequest) else \
         request.command("my model.onnx")
 
