@@ -17,10 +17,12 @@ A converter that refuses a model gets one more try with what its own error messa
 (onnx2tf: its default onnxsim, ``-kat`` for 3-5-D inputs, ``-onwdt`` for NonMaxSuppression): a
 model that converts that way is one LiteRT runs (the message says with which options).
 
-Two shortcuts keep LiteRT's side affordable without changing its answer: a recipe with the input
+Three shortcuts keep LiteRT's side affordable without changing its answer: a recipe with the input
 shapes of an earlier recipe of the same model reuses that conversion (onnx2tf reads the shapes, not
-the values: the same file, or the same refusal), and onnx2tf stops once its float32 file is written
-(reality runs that file; the float16 copy it writes next cost about as much as the float32 one).
+the values: the same file, or the same refusal), onnx2tf stops once its float32 file is written
+(reality runs that file; the float16 copy it writes next cost about as much as the float32 one), and
+TFLite's converter copies the SavedModel onnx2tf has just written of the same Keras model instead of
+tracing it again (:func:`_save_once`).
 """
 
 from __future__ import annotations
@@ -257,6 +259,45 @@ def _stop_before_float16() -> None:
             cls.convert = float32_only(vars(cls)["convert"])
 
 
+# id(model) -> (model, folder): the SavedModel written in the current onnx2tf.convert (see _save_once)
+_SAVED: dict[int, tuple[object, Path]] = {}
+
+
+def _save_once() -> None:
+    """Make a SavedModel save of a model already saved in this conversion copy that folder: onnx2tf saves its
+    Keras model (``tf.saved_model.save``), then TFLite's Keras converter saves the same object again to convert
+    from (the same trace twice, about a third of a conversion). Every such save is written with the converter's
+    options (``save_debug_info``), so the copy is what the converter would have written. Idempotent."""
+    import shutil
+
+    import tensorflow as tf
+    from tensorflow.python.saved_model import save as save_module
+    from tensorflow.python.saved_model.save_options import SaveOptions
+
+    plain = SaveOptions(save_debug_info=True)
+
+    def once(original):
+        def save(obj, export_dir, signatures=None, options=None):
+            if signatures is not None or (options is not None and any(
+                    getattr(options, k) != getattr(plain, k) for k in type(plain).__slots__)):
+                return original(obj, export_dir, signatures=signatures, options=options)
+            first = _SAVED.get(id(obj))
+            if first is not None and first[0] is obj and (first[1] / "saved_model.pb").is_file():
+                shutil.copytree(first[1], export_dir, dirs_exist_ok=True)
+                return None
+            result = original(obj, export_dir, signatures=None, options=plain)
+            _SAVED[id(obj)] = (obj, Path(export_dir))
+            return result
+
+        save.agreement_save_once = True
+        return save
+
+    if not getattr(tf.saved_model.save, "agreement_save_once", False):
+        tf.saved_model.save = once(tf.saved_model.save)
+    if not getattr(save_module.save, "agreement_save_once", False):
+        save_module.save = once(save_module.save)
+
+
 def _onnx2tf(src: Path, out: Path, shapes: list[str], log: _Redirect, **options) -> str | None:
     """One ``onnx2tf.convert``; None when it wrote the float32 .tflite, else its error."""
     import shutil
@@ -264,6 +305,8 @@ def _onnx2tf(src: Path, out: Path, shapes: list[str], log: _Redirect, **options)
     import onnx2tf
 
     _stop_before_float16()
+    _save_once()
+    _SAVED.clear()
     shutil.rmtree(out, ignore_errors=True)
     error = None
     with log:
@@ -277,6 +320,8 @@ def _onnx2tf(src: Path, out: Path, shapes: list[str], log: _Redirect, **options)
             if isinstance(exc, KeyboardInterrupt):
                 raise
             error = f"{type(exc).__name__}: {exc}"
+        finally:
+            _SAVED.clear()
     if not error and (out / f"{src.stem}_float32.tflite").is_file():
         return None
     return _last_line(log.text()) if not error or "SystemExit" in error else error
