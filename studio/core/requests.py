@@ -845,6 +845,17 @@ KV_DTYPES: Mapping[str, str] = {"fp32": "float32", "float32": "float32", "fp16":
                                 "int4": "int4"}
 
 
+def _memory_text(gib: float) -> str:
+    """``--memory`` as the CLI parses it back to the same value: whole GiB as ``NGiB``, else the byte
+    count (a float's repr such as ``9.3e-10GiB`` is not a size the parser reads)."""
+    size = gib * 2**30
+    if gib == int(gib):
+        return f"{int(gib)}GiB"
+    if size == round(size):
+        return f"{round(size) // 2**20}MiB" if round(size) % 2**20 == 0 else str(round(size))
+    return f"{gib!r}GiB"
+
+
 @dataclass(frozen=True)
 class InspectRequest(JsonRequest):
     """``inspect``: the model's summary at ``dims``; with ``decoder``, the KV-cache budget of a decoder at
@@ -871,7 +882,7 @@ class InspectRequest(JsonRequest):
         return cli_hints.cli_command("inspect", [model], [
             ("--dim", dict(self.dims)), ("--decoder", self.decoder), ("--kv-length", self.kv_length),
             ("--batch", self.batch if self.decoder else None),
-            ("--memory", f"{self.memory_gib!r}GiB" if self.memory_gib is not None else None),
+            ("--memory", _memory_text(self.memory_gib) if self.memory_gib is not None else None),
             ("--kv-dtype", self.kv_dtype)])
 
     @property

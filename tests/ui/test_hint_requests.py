@@ -68,7 +68,7 @@ def _read_back(request, command: str) -> dict:
                 "renderer": a.renderer}
     if isinstance(request, InspectRequest):
         return {"dims": parse_dims(a.dim), "decoder": a.decoder, "kv_length": a.kv_length, "batch": a.batch,
-                "memory_gib": float(a.memory.removesuffix("GiB")) if a.memory else None, "kv_dtype": a.kv_dtype}
+                "memory_gib": api.parse_memory(a.memory) / 2**30 if a.memory else None, "kv_dtype": a.kv_dtype}
     if isinstance(request, DatasetAddRequest):
         return {"name": a.name, "kind": a.kind, "model": a.model, "preset": a.preset, "split": a.split}
     if isinstance(request, DatasetEvalRequest):
@@ -152,3 +152,14 @@ def test_a_recipe_request_refuses_a_field_data_recipe_does_not_have():
     with pytest.raises(StudioError) as info:
         RecipeRequest(fields={"gamma": "2"})
     assert "gamma" in str(info.value) and info.value.code == "BAD-OPTION"
+
+
+@pytest.mark.parametrize("memory", ["16GiB", "16GB", "1536MiB", "1000", "1"])
+def test_the_inspect_hint_names_any_memory_the_cli_read_so_it_reads_it_back(memory):
+    """--memory goes into the request as GiB (a float); the hint must print a size the parser reads back to
+    the same bytes (a float repr such as 9.3e-10GiB is refused). Oracle: the CLI's own parser."""
+    from studio.facade.inspect import parse_memory
+    gib = parse_memory(memory) / 2**30
+    hint = InspectRequest(decoder=True, memory_gib=gib).command("m.onnx")
+    printed = hint.split("--memory ", 1)[1].split()[0]
+    assert parse_memory(printed) == parse_memory(memory)
