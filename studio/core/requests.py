@@ -34,6 +34,11 @@ __all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionReques
            "DatasetAddRequest", "DatasetEvalRequest", "RecipeRequest", "HINT_REQUESTS"]
 
 DEFAULT_PRESET = "safe"         # what optimize runs when neither a preset nor passes are named
+# Per-layer engine tables (issue 34: engine names live in tables, not in if-ladders). A leaf module cannot
+# read the engine table, so the two facts requests need are spelled here once:
+DEFAULT_ENGINES = ("ort",)      # what check/profile/generation/compare run on when no engine is named
+_HINT_NAMES = {"onnxruntime": "ort"}                  # the name command hints spell for a canonical name
+_OV_PRECISION_ENGINES = {"ov": True, "openvino": True}   # engines whose runs take --ov-precision
 
 R = TypeVar("R")
 
@@ -287,7 +292,7 @@ class CheckRequest(JsonRequest):
     def cli_options(self, *, files: bool = True, dims: bool = True) -> list[tuple[str, object]]:
         """The ``onnx-studio check`` options that build this request (defaults left out); ``dims=False``
         leaves ``--dim`` to the caller (a fix's own dims)."""
-        return [("--engines", [{"onnxruntime": "ort"}.get(e, e) for e in self.engines] if self.engines else None),
+        return [("--engines", [_HINT_NAMES.get(e, e) for e in self.engines] if self.engines else None),
                 ("--ep", list(self.eps)), ("--trt-version", self.trt_version if self.trt_version != "10" else None),
                 ("--no-run", not self.run), ("--dim", dict(self.dims) if dims else None),
                 ("--inputs", self.inputs if files else None), ("--task", dict(self.tasks))]
@@ -406,18 +411,18 @@ class ProfileRequest(JsonRequest):
     before the options were nested (their fields beside ``engines``, ``inputs``/``images`` for the paths)
     still loads (:meth:`from_dict`)."""
 
-    engines: tuple[str, ...] = ("ort",)
+    engines: tuple[str, ...] = DEFAULT_ENGINES
     options: ProfileOptions = ProfileOptions()
 
     def __post_init__(self) -> None:
         engines = [self.engines] if isinstance(self.engines, str) else list(self.engines or ())
         words = [w.strip() for e in engines for w in str(e).split(",") if w.strip()]
-        object.__setattr__(self, "engines", tuple(dict.fromkeys(words)) or ("ort",))
+        object.__setattr__(self, "engines", tuple(dict.fromkeys(words)) or DEFAULT_ENGINES)
         if not isinstance(self.options, ProfileOptions):
             raise StudioError("a ProfileRequest's options must be a ProfileOptions", code=ErrorCode.BAD_REQUEST)
 
     @classmethod
-    def of(cls, engines: Sequence[str] | str = ("ort",), **options: Any) -> ProfileRequest:
+    def of(cls, engines: Sequence[str] | str = DEFAULT_ENGINES, **options: Any) -> ProfileRequest:
         """``ProfileRequest(engines, ProfileOptions(**options))``: a request written in one call."""
         return cls(engines=engines, options=ProfileOptions(**options))
 
@@ -479,7 +484,7 @@ class GenerationRequest(JsonRequest):
     measures each case's peak. The fields of ``profilers.generation_results.GenerationOptions`` (its own
     checks apply when it is built from ``options``) that the CLI sets, so it travels to a worker as JSON."""
 
-    engines: tuple[str, ...] = ("ort",)
+    engines: tuple[str, ...] = DEFAULT_ENGINES
     prompt_lengths: tuple[int, ...] = (16, 64)
     new_tokens: int = 32
     batch_sizes: tuple[int, ...] = (1,)
@@ -494,7 +499,7 @@ class GenerationRequest(JsonRequest):
         put = object.__setattr__
         engines = [self.engines] if isinstance(self.engines, str) else list(self.engines or ())
         words = [w.strip() for e in engines for w in str(e).split(",") if w.strip()]
-        put(self, "engines", tuple(dict.fromkeys(words)) or ("ort",))
+        put(self, "engines", tuple(dict.fromkeys(words)) or DEFAULT_ENGINES)
         for name in ("prompt_lengths", "batch_sizes"):
             put(self, name, tuple(int(v) for v in getattr(self, name) or ()))
         for name in ("new_tokens", "generations", "seed"):
@@ -563,7 +568,7 @@ class ExportRequest(JsonRequest):
             value = getattr(self, name)
             words = [w.strip() for v in ([value] if isinstance(value, str) else value or ())
                      for w in str(v).split(",") if w.strip()]
-            words = [{"onnxruntime": "ort"}.get(w, w) for w in words]
+            words = [_HINT_NAMES.get(w, w) for w in words]
             put(self, name, tuple(dict.fromkeys(words)) or (("all",) if name == "targets" else None))
         for name in ("shapes", "plugins", "ort_custom_ops", "ov_extensions"):
             value = getattr(self, name)
@@ -724,7 +729,7 @@ class CompareRequest(JsonRequest):
     ``layerwise`` finds the first diverging layer. OpenVINO precisions count on OpenVINO only (B's defaults to
     A's). Which two models and the project holding ``dataset`` are the call's."""
 
-    engine: str = "ort"
+    engine: str = DEFAULT_ENGINES[0]
     engine_b: str | None = None
     ov_precision: str = "f32"
     ov_precision_b: str | None = None
@@ -745,7 +750,7 @@ class CompareRequest(JsonRequest):
             put(self, "engine_b", None)
         for name in ("engine_b", "ov_precision_b", "inputs", "images", "dataset", "goal"):
             put(self, name, _text(getattr(self, name)))
-        if self.ov_precision_b == self.ov_precision or (self.engine_b or self.engine) not in ("ov", "openvino"):
+        if self.ov_precision_b == self.ov_precision or (self.engine_b or self.engine) not in _OV_PRECISION_ENGINES:
             put(self, "ov_precision_b", None)            # B's precision is A's, and counts on OpenVINO only
         put(self, "dims", _pairs(self.dims, int))
         put(self, "tasks", _pairs(self.tasks, str))
@@ -760,9 +765,9 @@ class CompareRequest(JsonRequest):
         engine_b = self.engine_b or self.engine
         return cli_hints.cli_command("compare", [a, b], [
             ("--dim", dict(self.dims)), ("--engine", self.engine), ("--engine-b", self.engine_b),
-            ("--ov-precision", self.ov_precision if self.engine in ("ov", "openvino") and self.ov_precision != "f32"
+            ("--ov-precision", self.ov_precision if self.engine in _OV_PRECISION_ENGINES and self.ov_precision != "f32"
              else None),
-            ("--ov-precision-b", self.ov_precision_b if engine_b in ("ov", "openvino") else None),
+            ("--ov-precision-b", self.ov_precision_b if engine_b in _OV_PRECISION_ENGINES else None),
             ("--layerwise", self.layerwise), ("--layer-threshold", self.layer_threshold),
             ("--task", dict(self.tasks)), ("--goal", self.goal if self.dataset else None),
             *((("--inputs", self.inputs), ("--images", self.images), ("--dataset", self.dataset),
