@@ -43,6 +43,11 @@ log = logging.getLogger(__name__)
 # A calibration range narrower than this (after including 0, as ORT does) quantizes every
 # value to the zero point: the tensor reads as all zeros.
 DEGENERATE_WIDTH = 1e-8
+# A range wider than this is a sentinel, not an activation: an attention mask's bias of float32's
+# lowest value (-3.4e38, what HF/torch exports add to padded positions) widens the scores' range so far
+# that one uint8 step is ~1e36 and every real score reads as one value (softmax turns uniform). Real
+# MiniLM-L6, 32 padded sentences, QDQ u8s8: cosine 0.32 quantized as ORT would, 0.84 with them in float.
+SATURATED_WIDTH = 1e8
 
 
 # ---------------------------------------------------------------------------- preparation
@@ -241,8 +246,17 @@ class DegenerateRange:
     producer: str | None
     consumers: tuple[str, ...]
 
+    def saturated(self) -> bool:
+        """Too wide (a mask's -3.4e38 bias) rather than too narrow."""
+        width = max(self.high, 0.0) - min(self.low, 0.0)
+        return math.isfinite(width) and width > SATURATED_WIDTH
+
     def message(self) -> str:
         where = "graph output" if self.graph_output else "tensor"
+        if self.saturated():
+            return (f"calibration range of {where} '{self.tensor[:80]}' is too wide ([{self.low:.3g}, {self.high:.3g}]"
+                    ", e.g. an attention mask's bias): quantized, every other value in it would read as one value; "
+                    "kept in float")
         return (f"calibration range of {where} '{self.tensor[:80]}' is degenerate ([{self.low:.3g}, {self.high:.3g}]): "
                 "quantized, it would read as all zeros; kept in float (use calibration data that exercises it)")
 
@@ -252,7 +266,8 @@ class DegenerateRange:
 
 
 def degenerate_ranges(model: onnx.ModelProto, ranges: Ranges) -> list[DegenerateRange]:
-    """Tensors whose calibrated range (widened to include 0, as ORT does) has ~0 width."""
+    """Tensors whose calibrated range (widened to include 0, as ORT does) has ~0 width, or a width
+    beyond :data:`SATURATED_WIDTH` (a sentinel such as a mask's -3.4e38 bias)."""
     outputs = {o.name for o in model.graph.output}
     producer = {o: n.name for n in model.graph.node for o in n.output}
     consumers: dict[str, list[str]] = {}
@@ -262,7 +277,7 @@ def degenerate_ranges(model: onnx.ModelProto, ranges: Ranges) -> list[Degenerate
     found = []
     for name, (lo, hi) in ranges.values.items():
         width = max(hi, 0.0) - min(lo, 0.0)
-        if not (math.isfinite(width) and width > DEGENERATE_WIDTH):
+        if not (math.isfinite(width) and DEGENERATE_WIDTH < width <= SATURATED_WIDTH):
             found.append(DegenerateRange(name, lo, hi, name in outputs, producer.get(name),
                                          tuple(consumers.get(name, ()))))
     return found
