@@ -206,6 +206,7 @@ def _send_back(model: Path | None, facts: dict) -> dict | None:
     try:
         items = []
         for name, f in named:                      # out of the run's scratch (a rename where it can)
+            # scratch: out of the run's job folder into the folder made above for this result (mkdtemp)
             shutil.move(f, _child(folder, name))
             items.append((name, _child(folder, name).stat().st_size, _file_sha256(_child(folder, name))))
     except BaseException:
@@ -319,7 +320,8 @@ def land_model(result: Any, returned: Mapping[str, Any] | None, folder: Path, ta
         if "shared" in returned:
             shutil.rmtree(returned["shared"], ignore_errors=True)  # scratch: the job folder the worker made there
     except BaseException:
-        for f in written:                              # our own writes of this answer
+        for f in written:
+            # scratch: only the files this answer wrote above (checked new destinations), never the user's
             f.unlink(missing_ok=True)
         raise
     return dataclasses.replace(result, output=_child(folder, Path(result.output).name))
