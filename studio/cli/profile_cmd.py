@@ -158,7 +158,7 @@ def _run(args: argparse.Namespace) -> int:
             raise StudioError("give --dataset, --inputs or --images, not several")
         ds = recipe_args.dataset_for_run(args, api.dataset(kept(args).project, args.dataset))
         npz = api.dataset_inputs_file(ds, handles[0], kept(args).job.dir / "dataset-inputs.npz")
-        request = replace(request, inputs=str(npz))
+        request = replace(request, options=replace(request.options, inputs_npz=str(npz)))
     else:
         recipe_args.dataset_for_run(args, None)          # recipe flags without a dataset: an error, not ignored
     if args.trace:

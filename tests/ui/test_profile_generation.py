@@ -32,7 +32,7 @@ def test_generation_section_runs_and_charts(app):
     at.run()
     hint = " ".join(c.value for c in at.code)
     assert ("onnx-studio profile llama_optimum.onnx --generate --engine ort,ov --prompt-lengths 4,8 "
-            "--new-tokens 4 --batch 1 --generations 2") in hint
+            "--new-tokens 4 --generations 2") in hint
     at.button(key="profile_generate_run").click().run()
     assert not at.exception and not at.error
     table = table_with(at, "TTFT ms")
