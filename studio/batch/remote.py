@@ -41,7 +41,7 @@ from studio.core import outputs
 from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes
 from studio.core.requests import CheckRequest, GenerationRequest, OptimizeRequest, PrecisionRequest, ProfileRequest
-from studio.core.model import load
+from studio.core.model import load, sha256_file
 from studio import api
 
 LOCAL = "local"
@@ -208,7 +208,7 @@ def _send_back(model: Path | None, facts: dict) -> dict | None:
         for name, f in named:                      # out of the run's scratch (a rename where it can)
             # scratch: out of the run's job folder into the folder made above for this result (mkdtemp)
             shutil.move(f, _child(folder, name))
-            items.append((name, _child(folder, name).stat().st_size, _file_sha256(_child(folder, name))))
+            items.append((name, _child(folder, name).stat().st_size, sha256_file(_child(folder, name))))
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)  # scratch: this run's own job folder
         raise
@@ -248,14 +248,6 @@ def _drop_stale_held() -> None:
                 shutil.rmtree(old, ignore_errors=True)  # scratch: a held result no client fetched
         except OSError:
             continue
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 CHUNK_BYTES = 64 * 2**20            # one pull of a held result (ONNX_STUDIO_REMOTE_CHUNK_BYTES)

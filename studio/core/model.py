@@ -87,6 +87,11 @@ class ModelHandle:
         return self.sha256[:8]
 
 
+def sha256_file(path: str | Path) -> str:
+    """sha256 of one file's bytes, read in chunks (the one file hash: exports, datasets, returned models)."""
+    return _sha256_files([Path(path)])
+
+
 def _sha256_files(paths: list[Path]) -> str:
     """sha256 over the model file and its external-data files (name + content)."""
     h = hashlib.sha256()

@@ -10,7 +10,6 @@ made). Every later version x engine is judged against them with the metrics of
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from studio.core.model import sha256_file
 from studio.core.engines import RunOptions
 from studio.core.errors import StudioError
 from studio.core import outputs
@@ -142,14 +142,6 @@ def _real_shapes(outs: Sequence[Mapping[str, np.ndarray]]) -> dict[str, tuple]:
     return {k: tuple(np.shape(v)) for k, v in (outs[0] if outs else {}).items()}
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _golden_paths(ds: Dataset, sha: str, part: str) -> tuple[Path, Path]:
     recipe = recipe_fingerprint(ds)              # other preprocessing, other golden outputs
     golden = ds.folder / "golden"
@@ -170,7 +162,7 @@ def golden_outputs(ds: Dataset, model_path: str | Path, *, part: str = "evaluati
     computed once on ORT CPU (optimizations off) and stored beside the dataset. ``tasks``: the
     user's {output: kind} choices (the specs carry the decided task of every output)."""
     model_path = Path(model_path)
-    sha = _sha256(model_path)
+    sha = sha256_file(model_path)
     npz, meta = _golden_paths(ds, sha, part)
     model = onnx.load_model(str(model_path), load_external_data=False)
     specs = output_specs(model, tasks)

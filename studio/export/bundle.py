@@ -16,8 +16,8 @@ import zipfile
 from pathlib import Path
 
 from studio.core import outputs
+from studio.core.model import sha256_file
 from studio.core.paths import distinct_name
-from studio.export.files import sha256_file
 
 STORE_ABOVE = 16 * 2**20        # weights barely compress: store big files, deflate the rest
 

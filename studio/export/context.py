@@ -8,9 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from studio.core.model import ModelHandle
+from studio.core.model import ModelHandle, sha256_file
 from studio.export.facts import ModelFacts
-from studio.export.files import sha256_file
 from studio.export.options import ExportOptions
 from studio.export.reference import Criteria, Reference
 from studio.export.results import Artifact, Verification

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -25,15 +24,6 @@ from studio.core import outputs
 from studio.core.protowalk import iter_tensors
 from studio.core.save import EXTERNAL_DATA_THRESHOLD
 
-_CHUNK = 8 * 2**20
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def data_name(model_file: Path) -> str:
