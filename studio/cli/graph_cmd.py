@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from studio import api
@@ -145,37 +146,32 @@ def run(args: argparse.Namespace) -> int:
         other = api.load(args.diff)
         d = api.diff(handle, other, lineage=_lineage(args.lineage), summary_a=summary,
                      summary_b=api.inspect(other, dims, memory=False))
-        if boxes:
-            written = api.write_diff_viewer(d, out, side_by_side=r.diff_mode == "side-by-side")
-        else:
-            written = api.write_diff(d, out, mode=r.diff_mode, level=r.level)
+        written = api.write_diff_viewer(d, out, r) if boxes else api.write_diff(d, out, r)
         c = d.counts()
         print(f"diff: {c['removed']} removed, {c['added']} added, {c['changed']} changed, "
               f"{c['unchanged']} unchanged")
     else:
-        index, summary = (api.graph_index(handle, None), None) if fast else api.graph_index_inspected(handle, dims)
+        index, summary = (api.graph_index(handle, None), None) if fast else api.graph_index_inspected(handle, r)
         available = list(api.graph_overlays(index, summary, overlay_data))
         if overlay_data:
             fed = [n for n in available if n not in ("op type", "FLOPs share")]
             print(f"overlays from data: {', '.join(fed) if fed else 'none'}")
             if r.overlay is None and fed:
                 overlay = fed[0]
+                r = replace(r, overlay=overlay)              # the request drawn: the data's overlay chosen
                 print(f"note: colouring by '{printable(overlay, 80)}' (choose with --overlay)")
         _check_overlay(overlay, available)
         if boxes:
-            written = api.write_graph_viewer(index, out, summary=summary, overlay=overlay, overlay_data=overlay_data)
+            written = api.write_graph_viewer(index, out, r, summary=summary, overlay_data=overlay_data)
             if written.note:
                 print(f"note: {written.note}")
-                from dataclasses import replace
                 written = replace(written, note=None)
             print(f"wrote {written.path} ({written.format}, {written.items:,} items)")
             return 0
         budget = None
         if out.suffix.lower() in (".dot", ".svg") and r.focus is None and r.group is None:
             budget = api.SVG_MAX_ITEMS
-        view = api.graph_view(index=index, summary=summary, level=r.level, focus=r.focus, hops=hops,
-                              group=r.group,
-                              overlay=overlay, overlay_data=overlay_data, query=r.search or "", budget=budget)
+        view = api.graph_view(index=index, summary=summary, request=r, overlay_data=overlay_data, budget=budget)
         if view.note:
             print(f"note: {printable(view.note, 400)}")
         written = api.write_graph_view(view, out)

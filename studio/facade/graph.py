@@ -14,6 +14,7 @@ from studio.core.errors import StudioError
 from studio.core.findings import Report
 from studio.core.model import ModelHandle
 from studio.core.paths import atomic_write_bytes
+from studio.core.requests import GraphRequest
 from studio.core.workspace import Workspace
 from studio.facade.inspect import inspect
 from studio.graphview.diff import diff_graphs, GraphDiff
@@ -77,12 +78,15 @@ def graph_index(handle: ModelHandle, summary: ModelSummary | None = None) -> Gra
     return index_model(handle, summary)
 
 
-def graph_index_inspected(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
+def graph_index_inspected(handle: ModelHandle, dims: Mapping[str, int] | GraphRequest | None = None, *,
                           pool_key: str = "default") -> tuple[GraphIndex, ModelSummary]:
     """``graph_index(handle, inspect(handle, dims, memory=False))`` and that summary, sooner: the hierarchy
     (names and wiring only) is built while inspect waits for its sandbox worker (shape inference, the one
     ORT run), then the shapes and FLOPs are attached. On a code-built 10k-node model the hierarchy is
-    ~20 % of the viewer page's build and inspect's worker ~40 %."""
+    ~20 % of the viewer page's build and inspect's worker ~40 %. ``dims`` may be the ``GraphRequest``
+    whose dims size the shapes."""
+    if isinstance(dims, GraphRequest):
+        dims = dict(dims.dims)
     with ThreadPoolExecutor(1, thread_name_prefix="graph-inspect") as pool:
         pending = pool.submit(inspect, handle, dims, pool_key=pool_key, memory=False)
         plain = build_graph(handle)
@@ -114,14 +118,29 @@ def graph_overlays(index: GraphIndex, summary: ModelSummary | None = None,
 
 
 def graph_view(handle: ModelHandle | None = None, *, index: GraphIndex | None = None,
-               summary: ModelSummary | None = None, level: int | None = None,
+               summary: ModelSummary | None = None, request: GraphRequest | None = None, level: int | None = None,
                expanded: Collection[str] = (), collapsed: Collection[str] = (), focus: str | None = None,
                hops: int = 2, group: str | None = None, overlay: str | Overlay | None = "op type",
                overlay_data: Mapping[str, Any] | None = None, query: str = "",
                budget: int | None = None) -> GraphView:
     """A view of the model: the overview (``level`` None = the deepest that fits the
     budget), or a detail region: ``focus`` node (id or name) with ``hops`` of
-    neighbours, or a ``group`` (by key). ``query`` highlights search hits."""
+    neighbours, or a ``group`` (by key). ``query`` highlights search hits.
+
+    ``request``: the ``GraphRequest`` the CLI and the Graph page build (its level, overlay, search, focus,
+    hops and group; no overlay is 'op type', no hops 2), in place of those keywords: giving both is one line
+    (BAD-REQUEST). What is the call's stays a keyword: the index, the groups opened or folded by hand, the
+    overlay data and the drawing budget."""
+    if request is not None:
+        given = [name for name, value, default in (
+            ("level", level, None), ("focus", focus, None), ("hops", hops, 2), ("group", group, None),
+            ("overlay", overlay, "op type"), ("query", query, "")) if value != default]
+        if given:
+            raise StudioError(f"graph_view takes the view from the request or from keywords, not both "
+                              f"(also given: {', '.join(given)})", code=ErrorCode.BAD_REQUEST)
+        level, focus, group, query = request.level, request.focus, request.group, request.search or ""
+        hops = 2 if request.hops is None else request.hops
+        overlay = request.overlay or "op type"
     if index is None:
         if handle is None:
             raise StudioError("graph_view needs a model handle or a graph index")
@@ -184,16 +203,32 @@ def graph_scene(index: GraphIndex, *, expanded: Collection[str] = ()) -> tuple[d
     return build_scene(index.graph, index.hierarchy, expanded=tuple(expanded))
 
 
-def graph_viewer_html(index: GraphIndex, *, summary: ModelSummary | None = None, overlay: str | Overlay | None = None,
-                      overlay_data: Mapping[str, Any] | None = None, height: int | None = None,
-                      expanded: Collection[str] = (), title: str | None = None, focus: str | None = None) -> str:
+def graph_viewer_html(index: GraphIndex, request: GraphRequest | None = None, *, summary: ModelSummary | None = None,
+                      overlay: str | Overlay | None = None, overlay_data: Mapping[str, Any] | None = None,
+                      height: int | None = None, expanded: Collection[str] = (), title: str | None = None,
+                      focus: str | None = None) -> str:
     """The interactive viewer (ELK layout, canvas, expand in place, minimap) as one
     self-contained HTML document; ``height`` in px sizes it for an iframe; ``focus``
-    (a node id) opens centred on that node, its groups open."""
-    ov = _overlay(index, summary, overlay, overlay_data)
+    (a node id) opens centred on that node, its groups open (the viewer's centre, not a region:
+    ``request.focus`` draws a region, which the viewer does not). ``request``: the ``GraphRequest``
+    whose overlay colours the stripes, in place of ``overlay``."""
+    ov = _overlay(index, summary, _viewer_overlay(request, overlay), overlay_data)
     html, _ = graph_page(index.graph, index.hierarchy, title=title, overlay=ov, height=height,
                          expanded=tuple(expanded), focus=focus)
     return html
+
+
+def _viewer_overlay(request: GraphRequest | None, overlay: str | Overlay | None) -> str | Overlay | None:
+    """The viewer's overlay: the request's (a region of it is not the viewer's to draw), else the keyword."""
+    if request is None:
+        return overlay
+    if overlay is not None:
+        raise StudioError("the viewer takes its overlay from the request or from the keyword, not both",
+                          code=ErrorCode.BAD_REQUEST)
+    if request.focus is not None or request.group is not None:
+        raise StudioError("the interactive viewer draws the whole graph: a focus or group request is drawn by "
+                          "graph_view", code=ErrorCode.BAD_REQUEST)
+    return request.overlay
 
 
 def _overlay(index: GraphIndex, summary: ModelSummary | None, overlay: str | Overlay | None,
@@ -207,13 +242,15 @@ def _overlay(index: GraphIndex, summary: ModelSummary | None, overlay: str | Ove
     return found[overlay]
 
 
-def write_graph_viewer(index: GraphIndex, path: str | Path, *, summary: ModelSummary | None = None,
-                       overlay: str | Overlay | None = None, overlay_data: Mapping[str, Any] | None = None) -> Written:
-    """Write the interactive viewer of the whole model to an .html file."""
+def write_graph_viewer(index: GraphIndex, path: str | Path, request: GraphRequest | None = None, *,
+                       summary: ModelSummary | None = None, overlay: str | Overlay | None = None,
+                       overlay_data: Mapping[str, Any] | None = None) -> Written:
+    """Write the interactive viewer of the whole model to an .html file (``request``: its overlay, as in
+    :func:`graph_viewer_html`)."""
     p = Path(path)
     if format_of(p) != "html":
         raise StudioError("the interactive viewer writes .html (use .dot/.svg with a level or --focus)")
-    ov = _overlay(index, summary, overlay, overlay_data)
+    ov = _overlay(index, summary, _viewer_overlay(request, overlay), overlay_data)
     html, stats = graph_page(index.graph, index.hierarchy, overlay=ov)
     atomic_write_bytes(p, html.encode("utf-8"))
     return Written(p, "html", stats.leaves,
@@ -221,15 +258,22 @@ def write_graph_viewer(index: GraphIndex, path: str | Path, *, summary: ModelSum
                    + (f", {stats.sealed:,} groups closed" if stats.sealed else ""))
 
 
-def diff_viewer_html(d: GraphDiff, *, side_by_side: bool = True, height: int | None = None) -> str:
+def diff_viewer_html(d: GraphDiff, request: GraphRequest | None = None, *, side_by_side: bool = True,
+                     height: int | None = None) -> str:
     """The diff in the viewer: one layout of both graphs, before/after panels with synced
-    pan/zoom (or one panel coloured by status)."""
+    pan/zoom (or one panel coloured by status); ``request``: its ``diff_mode`` says which."""
+    if request is not None:
+        side_by_side = request.diff_mode == "side-by-side"
     html, _ = diff_page(d, side_by_side=side_by_side, height=height, notes=[summary_line(d)])
     return html
 
 
-def write_diff_viewer(d: GraphDiff, path: str | Path, *, side_by_side: bool = True) -> Written:
-    """Write the diff viewer (with the op-count, lineage and change tables) to an .html file."""
+def write_diff_viewer(d: GraphDiff, path: str | Path, request: GraphRequest | None = None, *,
+                      side_by_side: bool = True) -> Written:
+    """Write the diff viewer (with the op-count, lineage and change tables) to an .html file (``request``:
+    its ``diff_mode``)."""
+    if request is not None:
+        side_by_side = request.diff_mode == "side-by-side"
     p = Path(path)
     if format_of(p) != "html":
         raise StudioError("the interactive diff viewer writes .html")
@@ -240,12 +284,14 @@ def write_diff_viewer(d: GraphDiff, path: str | Path, *, side_by_side: bool = Tr
 
 def diff(handle_a: ModelHandle, handle_b: ModelHandle, *, lineage: object = None,
          summary_a: ModelSummary | None = None, summary_b: ModelSummary | None = None,
-         dims: Mapping[str, int] | None = None, dims_b: Mapping[str, int] | None = None,
+         dims: Mapping[str, int] | GraphRequest | None = None, dims_b: Mapping[str, int] | None = None,
          pool_key: str = "default") -> GraphDiff:
     """Nodes of ``a`` (before) and ``b`` (after) matched by name and structure, each removed,
     added, changed or unchanged; ``lineage`` (pipeline records) says which pass did it.
-    ``dims`` (the model's dims setting; ``dims_b`` for ``b`` when it differs): edges are labelled
-    with the numeric shapes at those sizes, as on the other pages."""
+    ``dims`` (the model's dims setting, or the ``GraphRequest`` holding it; ``dims_b`` for ``b`` when it
+    differs): edges are labelled with the numeric shapes at those sizes, as on the other pages."""
+    if isinstance(dims, GraphRequest):
+        dims = dict(dims.dims)
     if dims and summary_a is None:
         summary_a = inspect(handle_a, dims, pool_key=pool_key)
     if (dims_b if dims_b is not None else dims) and summary_b is None:
@@ -255,8 +301,8 @@ def diff(handle_a: ModelHandle, handle_b: ModelHandle, *, lineage: object = None
     return diff_graphs(ga, gb, lineage=lineage, model_a=handle_a.proto, model_b=handle_b.proto)
 
 
-def diff_versions(ws: Workspace | ProjectModel, a: str, b: str, *, dims: Mapping[str, int] | None = None,
-                  pool_key: str = "default") -> GraphDiff:
+def diff_versions(ws: Workspace | ProjectModel, a: str, b: str, *,
+                  dims: Mapping[str, int] | GraphRequest | None = None, pool_key: str = "default") -> GraphDiff:
     """Diff two workspace versions, with the pipeline records that lead from ``a`` to ``b``
     (``dims``: the model's dims setting, for numeric edge shapes)."""
     return diff(ws.handle(a), ws.handle(b), lineage=lineage_between(ws, a, b), dims=dims, pool_key=pool_key)
@@ -278,8 +324,11 @@ def diff_tables(d: GraphDiff) -> list[Table]:
 
 
 
-def write_diff(d: GraphDiff, path: str | Path, mode: str = OVERLAY, level: int | None = None) -> Written:
-    """HTML: the diff page; .dot/.svg: the changed region with one hop of context."""
+def write_diff(d: GraphDiff, path: str | Path, mode: str | GraphRequest = OVERLAY, level: int | None = None) -> Written:
+    """HTML: the diff page; .dot/.svg: the changed region with one hop of context. ``mode`` may be the
+    ``GraphRequest`` whose ``diff_mode`` and ``level`` draw it."""
+    if isinstance(mode, GraphRequest):
+        mode, level = mode.diff_mode, mode.level
     p = Path(path)
     if format_of(p) == "html":
         return write_graph(p, diff_panels(d, mode, level=level), title=f"diff {d.a.name} → {d.b.name}",

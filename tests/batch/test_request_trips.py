@@ -747,3 +747,78 @@ def test_optimize_on_a_remote_target_refuses_in_one_line_before_any_work(monkeyp
         assert main(["optimize", model, "-o", out, *extra]) == 2
         assert_user_message(capsys.readouterr().err.strip().splitlines()[-1], *words)
     assert not (tmp_path / "dumps").exists() and not (tmp_path / "out" / "o.onnx").exists()
+
+
+# --- graph: one GraphRequest from the CLI and the Graph page to the facade (issue 34 item 2) ---------------------
+
+def test_the_graph_facade_draws_what_the_request_asks():
+    """``api.graph_view``/``graph_viewer_html``/``graph_index_inspected`` take the ``GraphRequest``: its dims size
+    the shapes (real shape inference on cnn_unfused: batch 3 is the summary ``inspect`` gives at batch 3), its
+    overlay, search and level draw the overview, its focus and hops the region, each as the keywords (the old
+    door) draw them; the viewer colours by the request's overlay. A request and keywords at once are one line."""
+    handle = api.load(path_of("cnn_unfused"))
+    index, summary = api.graph_index_inspected(handle, GraphRequest(dims={"batch": 3}))
+    assert summary.to_dict() == api.inspect(handle, {"batch": 3}, memory=False).to_dict()
+    assert summary.to_dict() != api.inspect(handle, {"batch": 1}, memory=False).to_dict()
+
+    asked = GraphRequest(level=1, overlay="FLOPs share", search="Conv")
+    view = api.graph_view(index=index, summary=summary, request=asked)
+    old = api.graph_view(index=index, summary=summary, level=1, overlay="FLOPs share", query="Conv")
+    plain = api.graph_view(index=index, summary=summary)
+    assert view.painted.name == "FLOPs share" and plain.painted.name == "op type"
+    assert view.highlight and view.highlight == old.highlight and not plain.highlight
+    assert view.projection.level == 1 and [it.ref for it in view.items] == [it.ref for it in old.items]
+
+    node = handle.proto.graph.node[3].name
+    region = api.graph_view(index=index, summary=summary, request=GraphRequest(focus=node, hops=1))
+    old_region = api.graph_view(index=index, summary=summary, focus=node, hops=1)
+    assert region.mode == "region" and region.title == old_region.title and "1 hops" in region.title
+    assert [it.ref for it in region.items] == [it.ref for it in old_region.items]
+    assert len(region) < len(api.graph_view(index=index, summary=summary, focus=node))     # hops 2 by default
+
+    html = api.graph_viewer_html(index, GraphRequest(overlay="FLOPs share"), summary=summary)
+    assert html == api.graph_viewer_html(index, summary=summary, overlay="FLOPs share")
+    assert html != api.graph_viewer_html(index, GraphRequest(), summary=summary)
+    with pytest.raises(StudioError, match="not both") as both:
+        api.graph_view(index=index, request=asked, level=2)
+    assert both.value.code == "BAD-REQUEST"
+    with pytest.raises(StudioError, match="whole graph"):
+        api.graph_viewer_html(index, GraphRequest(focus=node))
+
+
+def test_the_graph_cli_hands_the_facade_the_request_its_flags_build(monkeypatch, tmp_path, capsys):
+    """``onnx-studio graph``: the flags' ``GraphRequest`` reaches the facade whole (spies on the calls that draw:
+    the viewer, the overview, the region, the diff); overlay data that picks the colouring is the request's
+    overlay."""
+    calls = []
+
+    def spy(name):
+        real = getattr(api, name)
+
+        def record(*args, **kwargs):
+            calls.append((name, args, kwargs))
+            return real(*args, **kwargs)
+        return record
+
+    for name in ("write_graph_viewer", "graph_view", "write_diff", "write_diff_viewer", "graph_index_inspected"):
+        monkeypatch.setattr(api, name, spy(name))
+    model = str(path_of("cnn_unfused"))
+    node = api.load(model).proto.graph.node[3].name
+    for sent, out, diff, drawn in (
+            (GraphRequest(dims={"batch": 3}, overlay="FLOPs share", renderer="boxes"), "v.html", None,
+             "write_graph_viewer"),
+            (GraphRequest(level=1, overlay="FLOPs share", search="Conv"), "o.html", None, "graph_view"),
+            (GraphRequest(focus=node, hops=1, overlay="FLOPs share"), "r.dot", None, "graph_view"),
+            (GraphRequest(diff_mode="side-by-side"), "d.html", model, "write_diff_viewer"),
+            (GraphRequest(level=1, renderer="echarts", diff_mode="side-by-side"), "e.html", model, "write_diff")):
+        calls.clear()
+        assert main(shlex.split(sent.command(model, str(tmp_path / out), diff=diff))[1:]) == 0
+        received = [c for c in calls if c[0] == drawn]
+        assert len(received) == 1, calls
+        _name, args, kwargs = received[0]
+        request = kwargs.get("request") or next(a for a in args if isinstance(a, GraphRequest))
+        assert request == sent
+        if not diff and not sent.focus:              # the index is built at the request's dims
+            (_n, (_handle, inspected), _kw), = [c for c in calls if c[0] == "graph_index_inspected"]
+            assert inspected == sent
+    capsys.readouterr()

@@ -79,10 +79,6 @@ def test_the_data_page_adds_the_dataset_its_data_add_hint_adds(app, tmp_path, mo
     assert page_kw["calibration_fraction"] == 0.25 and page_kw["preset"] == "caffe"
 
 
-def _overlay_name(overlay) -> str:
-    return overlay if isinstance(overlay, str) else overlay.name
-
-
 def test_the_graph_viewer_hint_draws_the_graph_the_page_draws(app, tmp_path, monkeypatch):
     """The Graph view (the box viewer) with an overlay chosen: the hint draws the viewer with that overlay."""
     page_calls: list = []
@@ -93,13 +89,15 @@ def test_the_graph_viewer_hint_draws_the_graph_the_page_draws(app, tmp_path, mon
     at.selectbox(key="graph_overlay").set_value("FLOPs share").run()
     assert not at.exception, at.exception
     args, kw, _html = page_calls[-1]
-    page = {"nodes": args[0].nodes, "overlay": _overlay_name(kw.get("overlay") or "op type")}
+    page_request = args[1]                        # one GraphRequest both ways (issue 34 item 2)
+    page = {"nodes": args[0].nodes, "overlay": page_request.overlay}
     cli_calls: list = []
     monkeypatch.setattr(api, "write_graph_viewer", _recording(cli_calls, api.write_graph_viewer))
     assert _run_hint(_hint(at, "onnx-studio graph"), tmp_path / "w",
                      {"cnn_unfused.onnx": SAMPLES / "cnn_unfused.onnx"}, monkeypatch) == 0
     (cargs, ckw, written), = cli_calls
-    assert {"nodes": cargs[0].nodes, "overlay": _overlay_name(ckw.get("overlay"))} == page
+    assert cargs[2] == page_request and "overlay" not in kw and "overlay" not in ckw
+    assert {"nodes": cargs[0].nodes, "overlay": cargs[2].overlay} == page
     assert page["overlay"] == "FLOPs share" and written.format == "html"
 
 
@@ -121,8 +119,31 @@ def test_the_graph_overview_hint_draws_the_view_the_page_draws(app, tmp_path, mo
     (_cargs, ckw, cli_view), = calls
 
     def effect(kw, view) -> dict:
-        return {"overlay": _overlay_name(kw.get("overlay")), "query": kw.get("query"),
-                "level": view.projection.level, "items": len(view), "highlight": sorted(map(str, view.highlight))}
+        return {"overlay": view.painted.name, "level": view.projection.level, "items": len(view),
+                "highlight": sorted(map(str, view.highlight))}
 
+    assert ckw["request"] == kw["request"]          # one GraphRequest both ways (issue 34 item 2)
     assert effect(ckw, cli_view) == effect(kw, page_view)
-    assert kw.get("query") == "MatMul" and page_view.highlight
+    assert kw["request"].search == "MatMul" and kw["request"].overlay == "FLOPs share" and page_view.highlight
+
+
+def test_the_graph_detail_hint_draws_the_region_the_page_draws(app, tmp_path, monkeypatch):
+    """Detail, a node's neighbourhood at 1 hop coloured by FLOPs share: the page and its hint hand
+    ``api.graph_view`` the same ``GraphRequest`` and draw the same region."""
+    calls: list = []
+    monkeypatch.setattr(api, "graph_view", _recording(calls, api.graph_view))
+    at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
+    at.switch_page("views/graph.py").run()
+    at.radio(key="graph_mode").set_value("Detail").run()
+    at.selectbox(key="graph_detail_overlay").set_value("FLOPs share").run()
+    at.slider(key="graph_hops").set_value(1).run()
+    assert not at.exception, at.exception
+    _args, kw, page_view = calls[-1]
+    hint = _hint(at, "onnx-studio graph")
+    calls.clear()
+    assert _run_hint(hint, tmp_path / "w", {"cnn_unfused.onnx": SAMPLES / "cnn_unfused.onnx"}, monkeypatch) == 0
+    (_cargs, ckw, cli_view), = calls
+    assert ckw["request"] == kw["request"] and (kw["request"].hops, kw["request"].overlay) == (1, "FLOPs share")
+    assert page_view.mode == cli_view.mode == "region" and page_view.title == cli_view.title
+    assert [it.ref for it in page_view.items] == [it.ref for it in cli_view.items]
+    assert page_view.painted.name == cli_view.painted.name == "FLOPs share"

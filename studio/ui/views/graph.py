@@ -97,21 +97,31 @@ def _node_panel(handle, summary, index, node_id: str, key: str) -> None:
     edit_panel.node_edit(handle, summary, node_id, key)
 
 
-def _overview(handle, summary, index, overlays) -> None:
-    hier = index.hierarchy
+def _overview(handle, summary, index, overlays) -> GraphRequest:
+    """The levelled overview; returns the ``GraphRequest`` it drew (its hint)."""
     fit, deepest = api.graph_levels(index)
     c1, c2, c3 = st.columns([2, 2, 3])
     level = c1.slider("Hierarchy level", 1, max(deepest, 2), value=min(fit, max(deepest, 2)), key="graph_level",
-                      help="1 = top-level groups only; higher levels open nested groups") if deepest > 1 else 1
+                      help="1 = top-level groups only; higher levels open nested groups") if deepest > 1 else None
     names = list(overlays)
     overlay = c2.selectbox("Overlay", names, key="graph_overlay")
     query = c3.text_input("Search nodes, op types, tensors", key="graph_query")
+    # no level without the slider: the deepest that fits, which is level 1 then (what the CLI draws)
+    request = GraphRequest(level=level, dims=state.dims(), overlay=overlay, search=query)
+    _draw_overview(handle, summary, index, request)
+    return request
+
+
+def _draw_overview(handle, summary, index, request: GraphRequest) -> None:
+    hier = index.hierarchy
+    deepest = api.graph_levels(index)[1]
+    level, overlay, query = request.level, request.overlay, request.search or ""
     expanded = _expanded(handle.sha256)
-    memo_key = (state.session_id(), handle.sha256, level, tuple(sorted(expanded)), overlay, query,
-                id(index), id(state.overlay_data(handle.sha256)))
+    data = state.overlay_data(handle.sha256)
+    memo_key = (state.session_id(), handle.sha256, request, tuple(sorted(expanded)), id(index), id(data))
     view, option = _memo_view(memo_key, lambda: widgets.guarded(
-        lambda: api.graph_view(index=index, summary=summary, level=level, expanded=expanded,
-                               overlay=overlays[overlay], query=query), spinner="Laying out the graph…"))
+        lambda: api.graph_view(index=index, summary=summary, request=request, expanded=expanded, overlay_data=data),
+        spinner="Laying out the graph…"))
     if view is None:
         return
     st.caption(f"{len(view):,} items drawn · {index.nodes:,} nodes · level {view.projection.level} of {deepest}"
@@ -152,11 +162,21 @@ def _overview(handle, summary, index, overlays) -> None:
         _node_panel(handle, summary, index, selected, "graph")
 
 
-def _viewer(handle, summary, index, overlays) -> None:
+def _viewer(handle, summary, index, overlays) -> GraphRequest:
+    """The box viewer; returns the ``GraphRequest`` it drew (its hint)."""
     names = list(overlays)
     c1, c2 = st.columns([2, 5])
     overlay = c1.selectbox("Overlay", names, key="graph_overlay",
                            help="colours a stripe on each box (op type: the boxes' own header colours)")
+    # The CLI's default colouring is 'op type' and its default renderer is the box viewer when no overlay is
+    # named, so the request names either only when the page's choice differs.
+    coloured = overlay if overlay != "op type" else None
+    request = GraphRequest(dims=state.dims(), overlay=coloured, renderer="boxes" if coloured else "auto")
+    _draw_viewer(handle, summary, index, request, c2)
+    return request
+
+
+def _draw_viewer(handle, summary, index, request: GraphRequest, c2) -> None:
     memo = st.session_state.get("graph_viewer_memo")
     # The viewer opens centred on a node picked elsewhere (search, a link); a node clicked in the
     # viewer itself only opens its panel below: re-centring would reload the drawing under the user.
@@ -166,13 +186,14 @@ def _viewer(handle, summary, index, overlays) -> None:
     focus = st.session_state.get("graph_viewer_focus")
     if focus not in index.ids:
         focus = None
-    key = (state.session_id(), handle.sha256, overlay, id(index), id(state.overlay_data(handle.sha256)), focus)
+    data = state.overlay_data(handle.sha256)
+    key = (state.session_id(), handle.sha256, request, id(index), id(data), focus)
     if memo is not None and memo[0] == key:
         html = memo[1]
     else:
         html = widgets.guarded(lambda: api.graph_viewer_html(
-            index, summary=summary, overlay=None if overlay == "op type" else overlays[overlay],
-            height=VIEWER_HEIGHT, title=handle.path.name, focus=focus), spinner="Preparing the graph…")
+            index, request, summary=summary, overlay_data=data, height=VIEWER_HEIGHT, title=handle.path.name,
+            focus=focus), spinner="Preparing the graph…")
         if html is None:
             return
         st.session_state["graph_viewer_memo"] = (key, html)
@@ -204,9 +225,7 @@ def _detail(handle, summary, index, overlays) -> None:
         if st.session_state.get("graph_group_pick") not in keys:
             st.session_state["graph_group_pick"] = keys[0]
         gkey = c1.selectbox("Group", keys, key="graph_group_pick", format_func=lambda k: labels[k][:120])
-        view = widgets.guarded(lambda: api.graph_view(index=index, summary=summary, group=gkey,
-                                                      overlay=overlays[overlay]))
-        region = {"group": gkey}
+        request = GraphRequest(group=gkey, overlay=overlay, dims=state.dims())
     else:
         default = st.session_state.get("selected_node") or next(
             (n.id for n in index.graph.nodes if n.kind == "op"), "")
@@ -214,9 +233,12 @@ def _detail(handle, summary, index, overlays) -> None:
             st.session_state["graph_focus"] = default
         focus = c1.text_input("Node id or name", key="graph_focus")
         hops = st.slider("Hops", 0, 10, 2, key="graph_hops")
-        view = widgets.guarded(lambda: api.graph_view(index=index, summary=summary, focus=focus, hops=hops,
-                                                      overlay=overlays[overlay]))
-        region = {"focus": focus, "hops": hops}
+        if not focus.strip():
+            st.info("Type a node's id or name.")
+            return
+        request = GraphRequest(focus=focus, hops=hops, overlay=overlay, dims=state.dims())
+    view = widgets.guarded(lambda: api.graph_view(index=index, summary=summary, request=request,
+                                                  overlay_data=state.overlay_data(handle.sha256)))
     if view is None:
         return
     if view.note:
@@ -229,7 +251,7 @@ def _detail(handle, summary, index, overlays) -> None:
     if pick:
         st.session_state["selected_node"] = pick
         _node_panel(handle, summary, index, pick, "graph_detail")
-    widgets.cli_hint(GraphRequest(**region, overlay=overlay, dims=state.dims()).command(handle.path.name, "region.svg"))
+    widgets.cli_hint(request.command(handle.path.name, "region.svg"))
 
 
 def _model_dims(project, model) -> dict[str, int]:
@@ -265,14 +287,15 @@ def _diff() -> None:
     (ma, va, _), (mb, vb, _) = entries[a], entries[b]
     memo = st.session_state.setdefault("graph_diff_memo", {})
     dims_a, dims_b = _model_dims(project, ma), _model_dims(project, mb)   # each model's dims setting
+    request = GraphRequest(dims=dims_a, diff_mode=mode)     # B's own dims are the call's (a CLI diff has one set)
     mkey = (a, b, va.sha256, vb.sha256, tuple(sorted(dims_a.items())), tuple(sorted(dims_b.items())))
     d = memo.get(mkey)
     if d is None:
         if ma is mb or getattr(ma, "id", 1) == getattr(mb, "id", 2):
-            d = widgets.guarded(lambda: api.diff_versions(ma, va.id, vb.id, dims=dims_a, pool_key=state.session_id()),
-                                spinner="Matching nodes…")
+            d = widgets.guarded(lambda: api.diff_versions(ma, va.id, vb.id, dims=request,
+                                                          pool_key=state.session_id()), spinner="Matching nodes…")
         else:
-            d = widgets.guarded(lambda: api.diff(ma.handle(va.id), mb.handle(vb.id), dims=dims_a, dims_b=dims_b,
+            d = widgets.guarded(lambda: api.diff(ma.handle(va.id), mb.handle(vb.id), dims=request, dims_b=dims_b,
                                                  pool_key=state.session_id()), spinner="Matching nodes…")
         if d is None:
             return
@@ -283,8 +306,7 @@ def _diff() -> None:
                         ("Changed", str(counts["changed"])), ("Unchanged", str(counts["unchanged"]))])
     if d.passes:
         st.caption("Passes: " + widgets.md_escape(", ".join(d.passes), 300))
-    html = widgets.guarded(lambda: api.diff_viewer_html(d, side_by_side=mode == "side-by-side",
-                                                        height=VIEWER_HEIGHT), spinner="Laying out…")
+    html = widgets.guarded(lambda: api.diff_viewer_html(d, request, height=VIEWER_HEIGHT), spinner="Laying out…")
     if html is None:
         return
     st.caption("One layout of both versions: a matched node sits at the same place on both sides, and pan/zoom "
@@ -304,7 +326,7 @@ def _diff() -> None:
     same_model = getattr(ma, "id", 1) == getattr(mb, "id", 2)
     pa, pb = widgets.hint_file_names([(ma.handle(va.id).path.name, va.id if same_model else a),
                                       (mb.handle(vb.id).path.name, vb.id if same_model else b)])
-    widgets.cli_hint(GraphRequest(dims=dims_a, diff_mode=mode).command(pa, "diff.html", diff=pb))
+    widgets.cli_hint(request.command(pa, "diff.html", diff=pb))
 
 
 def render() -> None:
@@ -332,20 +354,10 @@ def render() -> None:
     edit_panel.last_edit()
     mode = st.radio("View", MODES, horizontal=True, key="graph_mode", label_visibility="collapsed")
     overlays = api.graph_overlays(index, summary, state.overlay_data(handle.sha256))
-    if mode == "Graph":
-        _viewer(handle, summary, index, overlays)
-        # The CLI's default colouring is 'op type' and its default renderer is the box viewer when no
-        # overlay is named, so the hint names either only when the page's choice differs.
-        overlay = st.session_state.get("graph_overlay", "op type")
-        coloured = overlay if overlay != "op type" else None
-        widgets.cli_hint(GraphRequest(dims=state.dims(), overlay=coloured,
-                                      renderer="boxes" if coloured else "auto").command(handle.path.name, "graph.html"))
+    if mode == "Graph":          # each view's hint is the request it drew
+        widgets.cli_hint(_viewer(handle, summary, index, overlays).command(handle.path.name, "graph.html"))
     elif mode == "Overview":
-        _overview(handle, summary, index, overlays)
-        level = st.session_state.get("graph_level")
-        ov = st.session_state.get("graph_overlay", "op type")
-        widgets.cli_hint(GraphRequest(level=level or None, dims=state.dims(), overlay=ov,
-                                      search=st.session_state.get("graph_query")).command(handle.path.name, "graph.html"))
+        widgets.cli_hint(_overview(handle, summary, index, overlays).command(handle.path.name, "graph.html"))
     elif mode == "Detail":
         _detail(handle, summary, index, overlays)
     else:
