@@ -13,6 +13,7 @@ import importlib
 import logging
 import os
 import sys
+from collections.abc import Collection, Sequence
 
 from studio import __version__
 from studio.core.errors import StudioError
@@ -21,12 +22,18 @@ from studio.core.outputs import disk_error
 # Order is the order of `onnx-studio --help`.
 COMMANDS = ["inspect", "memory", "graph", "check", "optimize", "merge", "edit", "compare", "precision", "profile", "plugin",
             "export", "batch", "worker", "serve", "projects", "data"]
+# The command word of a module whose word is not its name (tests/cli/test_cli_startup.py checks each NAME).
+WORDS = {"merge": "merge-decoders"}
 # Commands that read or write projects (they also take --projects-root after the command name).
 PROJECT_COMMANDS = {"inspect", "check", "optimize", "edit", "precision", "profile", "export", "serve", "projects", "data",
                     "compare"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(full: Collection[str] | None = None, helps: bool = True) -> argparse.ArgumentParser:
+    """The whole parser; with ``full``, only those commands (by word) get their options and the rest are
+    stubs that take any words (``main`` builds only the command it runs: the others' modules and option
+    tables, which read engines and variants, are ~0.5 s of start-up). ``helps``: stubs import their
+    module for the one-line help of ``onnx-studio --help``."""
     parser = argparse.ArgumentParser(
         prog="onnx-studio",
         description="Inspect, check, optimize, verify, profile and export ONNX models.")
@@ -40,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--memory-gb", type=float, metavar="GB", help="memory limit of each sandbox worker")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
+        word = WORDS.get(name, name)
+        if full is not None and word not in full:
+            help_text = importlib.import_module(f"studio.cli.{name}_cmd").HELP if helps else None
+            stub = sub.add_parser(word, help=help_text, add_help=False)
+            stub.add_argument("_words", nargs=argparse.REMAINDER)
+            stub.set_defaults(_run=None, _stub=True)
+            continue
         module = importlib.import_module(f"studio.cli.{name}_cmd")
         p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
@@ -50,9 +64,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def _command_word(argv: Sequence[str]) -> tuple[str | None, bool]:
+    """(the command word ``argv`` names, whether it asks for help), read with the global options alone; a
+    guess (``main`` rebuilds the whole parser when the real parse picks another command)."""
+    pre = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    pre.add_argument("-h", "--help", action="store_true")
+    for flag in ("--timeout", "--projects-root", "--memory-gb"):
+        pre.add_argument(flag)
+    try:
+        known, rest = pre.parse_known_args(list(argv))
+    except (argparse.ArgumentError, ValueError):
+        return None, True
+    word = next((w for w in rest if not w.startswith("-")), None)
+    return word, bool(known.help)
+
+
+def _parse(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    word, helps = _command_word(argv)
+    parser = build_parser(full={word} if word else set(), helps=helps or word is None)
     args = parser.parse_args(argv)
+    if getattr(args, "_stub", False):          # the guess missed: the whole parser decides
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    return parser, args
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, args = _parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     # Worker limits travel as the environment the sandbox reads (studio.core.sandbox.default_limits).
