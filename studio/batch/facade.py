@@ -41,7 +41,8 @@ def batch(paths: Sequence[str | Path], out_dir: str | Path, request: BatchReques
           pool_key: str = "batch") -> BatchResult:
     """Run ``stages`` over every model under ``paths`` into ``out_dir`` (resumable; ``force`` reruns),
     on a local pool of sandbox workers or, with ``cluster`` (or ONNX_STUDIO_CLUSTER), on Dask.
-    ``target`` runs profile/precision on the cluster worker with resource ``target-NAME``. The local
+    ``target`` runs optimize/precision/profile (``stages.ON_TARGET``) on the cluster worker with resource
+    ``target-NAME``. The local
     pool's sandbox workers are named after ``pool_key`` (a browser session's) and stopped at the end.
     ``request`` (a ``BatchRequest``: what the CLI and the Batch page build) gives the stages, ``force`` and the
     stage options in place of those keywords."""

@@ -115,7 +115,8 @@ def _plots(result: BatchResult) -> str:
 
 def _html(result: BatchResult, rows: list[dict]) -> str:
     e = html.escape
-    timed = [s for s in result.stages if s in ("profile", "precision") and any(f"{s} ran on" in r for r in rows)]
+    timed = [s for s in result.stages if any(f"{s} ran on" in r for r in rows) and (
+        s in ("profile", "precision") or any(o.target for r in result.rows for o in [r.outcomes.get(s)] if o))]
     head = ["model", "status", *[c for s in result.stages for c in (s, f"{s} verdict")],
             *[f"{s} ran on" for s in timed]]       # timings name the machine that measured them
     body = []

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from studio.batch.executors import Executor, LocalExecutor, _model_files
 from studio.batch.results import BatchModel, BatchResult, BatchRow
-from studio.batch.stages import NOT_WRITTEN, STAGES, StageOutcome, StageTask, machine_facts
+from studio.batch.stages import NOT_WRITTEN, ON_TARGET, STAGES, StageOutcome, StageTask, machine_facts
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
 from studio.core.outputs import check_destination, check_folder, disk_error, shown_path
@@ -240,7 +240,7 @@ def _run_batch(paths: Sequence[str | Path], out: Path, *, stages: Sequence[str],
             files = _model_files(m.path)
             for stage in stages:
                 task = StageTask(m.sha256, m.name, stage, dict((stage_options or {}).get(stage, {})),
-                                 target if stage in ("profile", "precision") else None)
+                                 target if stage in ON_TARGET else None)
                 old = previous.get(task.key)
                 if old is not None and old.status in FINISHED:
                     outcomes[(m.folder_name, stage)] = old

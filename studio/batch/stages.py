@@ -29,6 +29,9 @@ from studio import api
 from studio.core.outputs import disk_error
 
 STAGES = ("inspect", "check", "optimize", "precision", "profile", "export")
+# The stages a batch's --target sends to that machine: what they measure or verify is the target's (an
+# optimize stage's task carries its OptimizeRequest, as `optimize --target` does, and its model comes back).
+ON_TARGET = ("optimize", "precision", "profile")
 STATUSES = ("ok", "failed", "error", "worker lost", "scheduler lost", "cancelled", "skipped", "not written")
 NOT_WRITTEN = "not written"     # the output folder took no more (full, read-only, `ulimit -f`): the batch stops
 
@@ -145,7 +148,9 @@ def _optimize(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, d
     figures = {"nodes_before": before, "nodes_after": after, "bytes_before": handle.total_bytes,
                "bytes_after": target.stat().st_size if target.exists() else None}
     status = "ok" if r.ok else "failed"
-    return status, r.summary()[:200], figures, [target] if target.exists() else []
+    # the model with its external data (a large one's weights in OUT.data): a remote task sends back these files
+    files = [target, *sorted(set(map(Path, api.load(target).external_files)))] if target.exists() else []
+    return status, r.summary()[:200], figures, files
 
 
 def _precision(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:

@@ -23,8 +23,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", metavar="ADDR", help="Dask scheduler tcp://HOST:PORT (or env ONNX_STUDIO_CLUSTER); "
                                                      "it must answer within ONNX_STUDIO_CLUSTER_TIMEOUT_S seconds "
                                                      "(default 20)")
-    p.add_argument("--target", metavar="NAME", help="run profile/precision on the cluster worker with resource "
-                                                    "target-NAME")
+    p.add_argument("--target", metavar="NAME", help="run optimize/precision/profile on the cluster worker with "
+                                                    "resource target-NAME (optimize: verified there, the "
+                                                    "optimized model comes back)")
     p.add_argument("--retries", type=int, default=1,
                    help="times a task whose cluster worker died runs again (default 1); then 'worker lost ADDRESS'")
     p.add_argument("--workers", type=int, help="local pool size (default: from cores and memory)")

@@ -68,7 +68,7 @@ def _executor() -> tuple[str | None, str | None]:
         return None, None
     st.caption(widgets.md_escape(f"cluster {cluster} (from the server's configuration)", 200))
     targets = widgets.guarded(lambda: batch_api.cluster_targets(cluster)) or []
-    target = st.selectbox("Target for profile / precision", ["any worker", *targets], key="batch_target")
+    target = st.selectbox("Target for optimize / precision / profile", ["any worker", *targets], key="batch_target")
     return cluster, None if target == "any worker" else target
 
 

@@ -10,8 +10,10 @@ import pandas as pd
 import streamlit as st
 
 from studio import api
+from studio.batch import facade as batch_api
 from studio.core.requests import OptimizeRequest
 from studio.ui import state, widgets
+from studio.ui.machine_picker import machine_picker, measured_line
 
 _RESULT = "onnx_studio_optimize_result"
 MAX_DOWNLOAD_BYTES = 300 * 2**20
@@ -60,21 +62,31 @@ def _dims(handle) -> dict[str, int]:
     return {k: v for k, v in dims.items() if k in symbolic}
 
 
-def _run(handle, version, request: OptimizeRequest) -> None:
+def _run(handle, version, request: OptimizeRequest, remote: str | None = None) -> None:
+    """Run ``request`` here or, with ``remote``, on that target (the same request, its model coming back into
+    this run's job folder); the result becomes a version of the model and version it was computed on."""
     preset, passes, dims = request.preset, request.passes, dict(request.dims)
     ws = state.workspace()
-    bar = st.progress(0.0, text="Starting…")
+    bar = st.progress(0.0, text="Starting…" if remote is None else f"Optimizing on target {remote}…")
 
     def progress(i: int, n: int, name: str) -> None:
         bar.progress(min(1.0, i / max(n, 1)), text=f"{name} ({min(i + 1, n)}/{n})" if i < n else "Saving…")
 
+    measured = None
+
     def in_job():
+        nonlocal measured
         # The job row is written before the run and closed after: a server killed mid-run leaves it
         # "interrupted" in the project, never "done".
-        with state.job("optimize", {"preset": preset, "passes": passes, "dims": dims,
+        with state.job("optimize", {"preset": preset, "passes": passes, "dims": dims, "target": remote,
                                     "on_failure": request.on_failure, "verify": request.verify}) as job:
-            res = api.optimize(handle, request, out_path=job.dir / f"{handle.name}.onnx", on_progress=progress,
-                               pool_key=state.session_id())
+            out = job.dir / f"{handle.name}.onnx"
+            if remote is None:
+                res = api.optimize(handle, request, out_path=out, on_progress=progress, pool_key=state.session_id())
+            else:       # a partial result lands at the same place, as "output" does here
+                measured = batch_api.optimize_on(remote, handle, request, out_path=out, partial=out,
+                                                 pool_key=state.session_id())
+                res = measured.result
             job.message = res.summary()[:300]
             return res
 
@@ -93,7 +105,8 @@ def _run(handle, version, request: OptimizeRequest) -> None:
             state.set_current(v.id)
     # bound to the version it made (else the one optimized), of this model and project only
     state.keep_result(_RESULT, {"result": result, "source": version.id, "version": new_version,
-                                "command": request.command(handle.path.name)},
+                                "command": page_command(request, handle.path.name, remote),
+                                "measured": measured},
                       version=made or version)
     if new_version is not None:
         st.rerun()         # the header, the sidebar and the URL name the new version, not the one optimized
@@ -124,6 +137,8 @@ def _download(result) -> None:
 def _report(saved: dict) -> None:
     result = saved["result"]
     (st.success if result.ok else st.error)(widgets.md_escape(result.summary(), 400))
+    if saved.get("measured") is not None:
+        st.info(widgets.md_escape("Optimized and verified " + measured_line(saved["measured"]), 400))
     if saved.get("version"):
         st.info(f"Saved as version {saved['version']} (now selected)." if result.ok else
                 f"The last verified model is saved as version {saved['version']} (partial, now selected).")
@@ -159,20 +174,26 @@ def render() -> None:
                             help="stop: keep the last verified model; revert: undo that pass and continue")
     verify = right.checkbox("Verify after every modifying pass (ONNX Runtime, optimizations off)", value=True,
                             key="opt_verify")
+    remote = machine_picker("opt_machine", "Run on")
     request = page_request(preset, passes, dims, on_failure, verify, options)
     if st.button("Run", type="primary", key="opt_run", disabled=preset is None and not passes):
-        _run(handle, version, request)
+        _run(handle, version, request, remote)
     saved = state.bound_result(_RESULT)
     if saved:
         _report(saved)
     else:
-        widgets.cli_hint(request.command(handle.path.name))
+        widgets.cli_hint(page_command(request, handle.path.name, remote))
 
 
 def page_request(preset, passes, dims, on_failure, verify, options) -> OptimizeRequest:
     """The one request the page runs and prints (its hint is ``request.command``)."""
     return OptimizeRequest(preset=preset, passes=passes or None, dims=dims, pass_options=options,
                            on_failure=on_failure, verify=verify, time_budget_s=TIME_BUDGET_S)
+
+
+def page_command(request: OptimizeRequest, model: str, remote: str | None) -> str:
+    """The page's equivalent CLI command: the request's own, plus ``--target NAME`` where it runs remotely."""
+    return request.command(model, extra=[("--target", remote)])
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

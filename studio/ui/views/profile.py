@@ -21,6 +21,7 @@ from studio.core.jsonsafe import dumps as json_dumps
 from studio.core.requests import ProfileOptions, ProfileRequest
 from studio.ui import generation_section, profile_charts, state, widgets
 from studio.ui.inputs_picker import InputsChoice, inputs_picker
+from studio.ui.machine_picker import machine_picker, measured_line
 
 _RESULT = "profile_result"
 _RUNNING = "profile_running"
@@ -77,17 +78,6 @@ def _settings(choice: InputsChoice, engines: list[str]) -> ProfileRequest | None
 _MEASURED_BY = "profile_measured_by"
 
 
-def _target_picker() -> str | None:
-    """With a cluster configured (ONNX_STUDIO_CLUSTER / serve --cluster): where to measure."""
-    cluster = widgets.guarded(batch_api.configured_cluster)
-    if not cluster:
-        return None
-    names = widgets.guarded(lambda: batch_api.cluster_targets(cluster)) or []
-    choice = st.selectbox("Measure on", ["local", *names], key="profile_target",
-                          help="a remote target is a cluster worker started with --target NAME")
-    return None if choice == "local" else choice
-
-
 def _run_remote(target: str, targets: list[api.ProfileTarget], request: ProfileRequest) -> None:
     with st.spinner(f"measuring on target {target}…"):
         measured = widgets.guarded(lambda: batch_api.profile_on([target], [(t.label, t.handle) for t in targets],
@@ -132,9 +122,7 @@ def _run(targets: list[api.ProfileTarget], request: ProfileRequest,
 def _results(profile) -> None:  # noqa: ANN001 - profilers.profile.Profile
     measured = st.session_state.get(_MEASURED_BY)
     if measured is not None:
-        f = measured.measured_by
-        st.info(widgets.md_escape(f"Measured on target {measured.target}: {f.get('host')} (worker {f.get('worker')}, "
-                                  f"pid {f.get('pid')}), {f.get('cpu')}, {f.get('cores')} cores", 400))
+        st.info(widgets.md_escape("Measured " + measured_line(measured), 400))
     m = profile.machine
     load = f"{m.load_before[0]:.2f} → {m.load_after[0]:.2f}" if m.load_before and m.load_after else "?"
     st.caption(widgets.md_escape(
@@ -233,7 +221,7 @@ def render() -> None:
                             key="profile_versions")
     engines = st.multiselect("Engines", list(ENGINE_CHOICES), default=["ort", "ov"], format_func=api.engine_label,
                              key="profile_engines")
-    remote = _target_picker()
+    remote = machine_picker("profile_target", "Measure on")
     choice = inputs_picker("profile_inputs", images_label="Images (the first one is used)", with_count=False)
     options = _settings(choice, list(engines))
     c1, c2, _ = st.columns([1, 1, 4])
