@@ -26,7 +26,8 @@ _PAGES_34 = "tests/ui/test_cli_hints_pages.py"
 _REQUESTS = "tests/ui/test_page_request_is_the_hints.py"
 _HINTS = "tests/ui/test_hint_requests_pages.py"
 _OPTIMIZE = (f"{_PAGES_33}::test_optimize_hint_run_by_the_cli_gives_the_page_result",
-             "tests/passes/test_optimize_request.py::test_the_pages_hint_is_the_request_it_ran")
+             "tests/passes/test_optimize_request.py::test_the_pages_hint_is_the_request_it_ran",
+             "tests/batch/test_optimize_targets.py::test_the_optimize_page_runs_its_request_on_the_chosen_target")
 
 EQUALITY_TESTS: dict[str, tuple[str, ...]] = {
     "views/compatibility.py::render": (
