@@ -142,7 +142,7 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
     started = time.perf_counter()
     chosen = normalize_engines(engines)
     if {"onnxruntime", "openvino"} & set(chosen):      # a real session of the model in a worker
-        require_memory(handle.path, "check")
+        require_memory(handle.path, "check", limits=limits)
     model = handle.proto
     path = handle.path.resolve()   # workers run in their own scratch folder
 

@@ -47,8 +47,9 @@ def optimize_model(handle: ModelHandle, request: OptimizeRequest, *, out_path: s
     """Run ``request`` on ``handle``: the output (default: a new job folder), ``partial`` and ``dump_dir``
     (the model after every pass there, NN-pass/model.onnx) are where this call writes, not what was asked."""
     chosen = request_passes(request)
-    if request.verify:                  # a pass worker and the verification's session hold the weights
-        require_memory(handle.path, "optimize with verification", copies=max([_copies(p) for p in chosen], default=1.2))
+    # a pass worker and the verification's session hold the weights: their limit and this machine's memory
+    require_memory(handle.path, "optimize with verification" if request.verify else "optimize",
+                   copies=max([_copies(p) for p in chosen], default=1.2))
     if chosen and chosen[0].accepts_invalid:
         require_valid(handle, "optimize")
     # Otherwise the pipeline repairs what ONNX Runtime repairs (node order, duplicated opsets, old IR,

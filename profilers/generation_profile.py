@@ -35,7 +35,7 @@ from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants
 from studio.core.engines.table import engine_row
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
-from studio.core.sandbox import Limits, model_bytes_on_disk, require_memory, run_job, scaled_to_model
+from studio.core.sandbox import Limits, limit_refusal, model_bytes_on_disk, require_memory, run_job, scaled_to_model
 from studio.inspect.decoder import DecoderSpec, recognize
 from studio.inspect.decoder_cache import short
 from studio.inspect.decoder_contract import GenerationContract, contract_of
@@ -111,8 +111,13 @@ def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpe
     if not engines:
         raise StudioError("no engine given", code=ErrorCode.BAD_OPTION)
     started = time.perf_counter()
-    for t in targets:                   # the generation worker holds each model's session
-        require_memory(t.path, "the generation profile")
+    paths = [t.path for t in targets]   # one generation worker holds every model's session, under _room_for
+    refusal = limit_refusal("the generation profile", sum(model_bytes_on_disk(p) for p in paths),
+                            _room_for(options.limits(), paths).memory_bytes)
+    if refusal is not None:
+        raise StudioError(refusal, code=ErrorCode.TOO_LARGE)
+    for p in paths:
+        require_memory(p, "the generation profile", in_worker=False)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     specs, contracts = [], []

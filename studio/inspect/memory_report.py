@@ -212,8 +212,8 @@ def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     decoder. ``engine_graph`` (default: ``measure``): also plan ORT as users run it, over the graph ORT
     optimizes at its default level (:mod:`studio.inspect.ort_optimized`); then ``measured`` is ORT at its
     default options, OpenVINO, and ORT with its optimizations off (the plan of the graph as written)."""
-    if measure:                         # each engine child holds the weights
-        require_memory(handle.path, "memory --measure", copies=_CHILD_COPIES)
+    if measure:                         # each engine child (not a sandbox worker: no worker limit) holds the weights
+        require_memory(handle.path, "memory --measure", copies=_CHILD_COPIES, in_worker=False)
     feeds, chosen, step = plan_feeds(handle, dims)
     summary = summarize(handle, chosen, pool_key=pool_key)
     plan = summary.memory_plan

@@ -31,7 +31,9 @@ from onnx import ModelProto
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.protowalk import iter_graphs
 from studio.inspect.edge_shapes import measure_shapes
-from studio.core.sandbox import default_limits, run_job
+from studio.core.errors import StudioError
+from studio.core.error_codes import ErrorCode
+from studio.core.sandbox import run_job, session_limits, worker_limit_refusal
 from studio.inspect.memory_plan import as_ort_loads, file_symbols
 from studio.inspect.shapes import sandboxed_shapes
 from studio.core.tensor_safety import itemsize_of
@@ -153,11 +155,15 @@ def optimized_graph(model_path: Path, model: ModelProto, feeds: Mapping[str, np.
                     static: Mapping[str, tuple[tuple | None, int]], *, pool_key: str = "default",
                     timeout_s: float | None = None) -> OptimizedGraph:
     """ORT's optimized graph of the model and its value shapes at ``feeds`` (a sandboxed worker).
-    ``static``: ORT's load-time types (dims with symbols, ONNX element type) by value name."""
+    ``static``: ORT's load-time types (dims with symbols, ONNX element type) by value name. The worker
+    holds the session's weights once (:func:`session_limits`, as check's session does; the 3 GiB default
+    stopped a 6.36 GiB decoder after the load); where even that limit cannot hold them, the one-line
+    reason (TOO-LARGE) comes before any worker starts."""
     from onnx import TensorProto
 
 
-    limits = default_limits()
+    _refuse_if_above_limit(model_path)
+    limits = session_limits(None, model_path)
     if timeout_s is not None:
         from dataclasses import replace
 
@@ -172,6 +178,12 @@ def optimized_graph(model_path: Path, model: ModelProto, feeds: Mapping[str, np.
     opt.ParseFromString(res.arrays["model"].tobytes())
     return OptimizedGraph(opt, {k: tuple(v) for k, v in res.data["shapes"].items()}, dict(res.data["dtypes"]),
                           int(res.data["source_nodes"]), tuple(res.data.get("order", ())))
+
+
+def _refuse_if_above_limit(model_path: Path) -> None:
+    refusal = worker_limit_refusal(model_path, "ONNX Runtime's optimized graph")
+    if refusal is not None:
+        raise StudioError(refusal, code=ErrorCode.TOO_LARGE)
 
 
 def load_types(handle) -> dict[str, tuple[tuple | None, int]]:  # noqa: ANN001 - studio.core.model.ModelHandle
@@ -212,6 +224,7 @@ def optimized_plan(handle, feeds: Mapping[str, np.ndarray], *, pool_key: str = "
     from onnx import helper
 
 
+    _refuse_if_above_limit(handle.path)       # before load_types' worker too
     og = optimized_graph(handle.path, handle.proto, feeds, load_types(handle), pool_key=pool_key,
                          timeout_s=timeout_s)
     shapes = dict(og.shapes)

@@ -43,7 +43,7 @@ from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
 from studio.core.outputs import disk_error
 from studio.core.requests import OptimizeRequest
-from studio.core.sandbox import Limits, model_bytes_on_disk, scaled_to_model
+from studio.core.sandbox import Limits, model_bytes_on_disk, require_memory, scaled_to_model
 from studio.precision.latency import LatencyItem, measure
 from studio.inspect.decoder import recognize
 from studio.data.datasets import dataset_feeds
@@ -1126,6 +1126,8 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
                               "--target does not apply to it", code=ErrorCode.BAD_OPTION)
         prompts_from, dataset = dataset, None       # the text gives the prompts; feeds stay the cache-aware ones
     _check_options(header, target_cosine, calibration_method, dataset, target, tasks)
+    # each variant's worker holds the weights (int4 weight-only peaked at 1.19x on the 6.36 GiB decoder)
+    require_memory(model_path, "precision", copies=1.3, limits=limits)
     own = out_dir is None
     work = Path(tempfile.mkdtemp(prefix="onnx-studio-precision-")) if own else Path(out_dir)
     work.mkdir(parents=True, exist_ok=True)

@@ -277,3 +277,94 @@ def test_openvino_compiled_graph_of_a_model_above_the_worker_limit(large_model):
     plain = ov.Core().compile_model(model, "CPU", COMPILE_CONFIG).get_runtime_model()
     kinds = sorted(op.get_rt_info()["layerType"].astype(str) for op in plain.get_ordered_ops())
     assert graph.static_shapes and sorted(op.kind for op in graph.ops) == kinds and "Gather" in kinds
+
+
+class _Machine:
+    """A machine of 1 GiB (the worker limit's large-model cap: half of it, 0.5 GiB) with memory to spare."""
+    available, total = 64 * 2**30, 2**30
+
+
+WORKER_STAGES = {
+    "check": lambda h, out: api.check(h, ["onnxruntime"], dims={"n": 2}),
+    "optimize": lambda h, out: api.optimize(h, passes=["eliminate-identity"], dims={"n": 2}, verify=False,
+                                            out_path=out / "o.onnx"),
+    "optimize with verification": lambda h, out: api.optimize(h, passes=["quantize-weight-only"], dims={"n": 2},
+                                                              out_path=out / "q.onnx"),
+    "precision": lambda h, out: api.precision(h, variants=["int4"], dims={"n": 2}, out_dir=out),
+    "the generation profile": lambda h, out: api.profile_generation(
+        [h], ("ort",), __import__("profilers.generation_results", fromlist=["x"]).GenerationOptions(
+            prompt_lengths=(4,), new_tokens=2, generations=1, warmup=0, memory=False), out_dir=out / "gen"),
+}
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """Every sandbox job and measurement child started, by name (each still runs)."""
+    from studio.core.sandbox import protocol
+    from studio.inspect import memory_measure
+
+    names: list[str] = []
+    run_locked, run_child = protocol._run_locked, memory_measure._run_child
+
+    def job(pool, name, *a, **k):
+        names.append(name)
+        return run_locked(pool, name, *a, **k)
+
+    def child(source, engine, *a, **k):
+        names.append(f"child:{engine}")
+        return run_child(source, engine, *a, **k)
+
+    monkeypatch.setattr(protocol, "_run_locked", job)
+    monkeypatch.setattr(memory_measure, "_run_child", child)
+    return names
+
+
+@pytest.mark.parametrize("stage", list(WORKER_STAGES))
+def test_weights_above_the_worker_limit_are_refused_before_any_worker(large_model, tmp_path, monkeypatch, started,
+                                                                      stage):
+    """The worker limit a large model's stage runs under is known from the file (its weight bytes, no weight
+    read) and the configuration: where the weights alone exceed it, the stage says so in one line (the
+    limit and the setting that raises it) before any worker, session or engine starts. Before, each of
+    these loaded the model in a worker and then said "exceeded the worker memory limit"."""
+    import psutil
+
+    from studio.core.errors import StudioError
+    from studio.core.sandbox import session_limits
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: _Machine())
+    assert session_limits(None, large_model).memory_bytes == 2**29 < model_bytes_on_disk(large_model)
+    with pytest.raises(StudioError) as err:
+        WORKER_STAGES[stage](api.load(large_model), tmp_path / "out")
+    message = str(err.value)
+    assert err.value.code == "TOO-LARGE" and "\n" not in message, message
+    assert message.startswith(f"{stage} needs one worker holding this model's 0.6 GiB of weights"), message
+    assert "worker memory limit of 0.5 GiB" in message and "ONNX_STUDIO_MEMORY_GB=2" in message, message
+    assert started == []                                  # no job, session or engine child was started
+    assert not (tmp_path / "out").exists()
+
+
+def test_memory_plan_as_run_parts_are_refused_before_their_workers(large_model, monkeypatch, started):
+    """The memory plan's ORT-as-users-run-it and OpenVINO compiled-graph parts each hold the weights in a
+    worker: above that worker's limit each part's note gives the reason and neither worker starts (ORT's
+    part ran under the unscaled default and stopped after the load: 'exceeded the worker memory limit').
+    The plan itself (graph only) and the measurement children (no worker limit) are not refused."""
+    import psutil
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: _Machine())
+    report = api.memory_plan(api.load(large_model), {"n": 2}, measure=False, engine_graph=True)
+    assert [e.plan for e in report.engine_plans] == [None, None]
+    for engine, e in zip(("ONNX Runtime's optimized graph", "OpenVINO's compiled graph"), report.engine_plans):
+        assert e.error.startswith(f"{engine} needs one worker holding this model's 0.6 GiB"), e.error
+        assert "ONNX_STUDIO_MEMORY_GB=2" in e.error
+    assert "inspect.ort_optimized" not in started and "inspect.ov_compiled" not in started, started
+    assert report.plan is not None and report.plan.steps  # the graph's own plan is there
+
+
+def test_memory_plan_as_run_holds_the_weights_like_its_siblings(large_model, started):
+    """Under the default cap (half this machine's memory) ORT's optimized graph of a model above the
+    configured worker limit gets room for its weights, as check's session and OpenVINO's compiled graph
+    do: it plans (ORT's own optimized graph of the gather: the Identity removed)."""
+    report = api.memory_plan(api.load(large_model), {"n": 2}, measure=False, engine_graph=True)
+    ort_part = report.engine_plans[0]
+    assert ort_part.error is None and ort_part.plan is not None, ort_part.error
+    assert "inspect.ort_optimized" in started

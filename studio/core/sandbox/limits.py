@@ -191,12 +191,40 @@ def session_limits(limits: Limits | None, model_path: str | Path, data_dir: str 
     return scaled_to_model(limits, held, copies=1)
 
 
-def require_memory(model_path: str | Path, stage: str, *, copies: float = 1.1, overhead: int = GiB // 2) -> None:
-    """Refuse a stage in one line before it does any work when this machine cannot hold what it needs:
-    ``copies`` times the model's weights (one engine session holds them once; 1.1 leaves room for its
-    arena) plus ``overhead``, against the memory available now. Models under 512 MiB are never refused
-    here (the sandbox's own limits speak for them). Without it a 6 GiB model on a busy machine got minutes
-    of work and then "exceeded the worker memory limit" or an out-of-memory kill."""
+def worker_limit_refusal(model_path: str | Path, stage: str, limits: Limits | None = None) -> str | None:
+    """The one line that refuses ``stage`` before any work when the model's weights alone exceed the memory
+    limit of the worker that would hold them, else None. Known from the file sizes alone (no weight read):
+    every job that holds a session or a weight copy (check's session, verification, a pass's worker, the
+    int4 quantizer, the generation worker, the memory plan's ORT and OpenVINO graphs) runs under at least
+    :func:`session_limits`, which is capped at half this machine's memory unless the configured limit is
+    higher. Without it a model above that cap loaded for minutes and then "exceeded the worker memory
+    limit"; the memory plan's "ORT as users run it" did the same under the unscaled 3 GiB default."""
+    return limit_refusal(stage, model_bytes_on_disk(model_path), session_limits(limits, model_path).memory_bytes)
+
+
+def limit_refusal(stage: str, held: int, limit: int) -> str | None:
+    """The one line of :func:`worker_limit_refusal` for ``held`` bytes of weights in one worker limited to
+    ``limit`` bytes; None when they fit, or under 512 MiB (the sandbox's own limits speak for those)."""
+    if held < _SCALE_FROM_BYTES or held <= limit:
+        return None
+    return (f"{stage} needs one worker holding this model's {held / GiB:.1f} GiB of weights, above the worker "
+            f"memory limit of {limit / GiB:.1f} GiB (the configured limit, raised for large models up to half "
+            f"this machine's memory): set ONNX_STUDIO_MEMORY_GB={math.ceil(held / GiB) + 1} (or [worker] memory_gb "
+            "in onnx-studio.toml) to allow it")
+
+
+def require_memory(model_path: str | Path, stage: str, *, copies: float = 1.1, overhead: int = GiB // 2,
+                   limits: Limits | None = None, in_worker: bool = True) -> None:
+    """Refuse a stage in one line before it does any work when its worker's memory limit cannot hold the
+    model's weights (:func:`worker_limit_refusal`, when ``in_worker``: a sandbox worker holds them;
+    ``limits``: the caller's own) or this machine cannot
+    hold what it needs: ``copies`` times the model's weights (one engine session holds them once; 1.1
+    leaves room for its arena) plus ``overhead``, against the memory available now. Models under 512 MiB
+    are never refused here (the sandbox's own limits speak for them). Without it a 6 GiB model on a busy
+    machine got minutes of work and then "exceeded the worker memory limit" or an out-of-memory kill."""
+    refusal = worker_limit_refusal(model_path, stage, limits) if in_worker else None
+    if refusal is not None:
+        raise StudioError(refusal, code=ErrorCode.TOO_LARGE)
     held = model_bytes_on_disk(model_path)
     if held < _SCALE_FROM_BYTES:
         return
