@@ -31,7 +31,7 @@ from diagnostics.node_context import NodeCtx
 from studio.core.errors import WorkerError
 from studio.core.findings import Finding, NodeVerdict
 from studio.core.jobs import JobContext, JobOutput, job
-from studio.core.mapped_pages import ReleasedFilePages
+from studio.core.mapped_pages import released_pages
 from studio.core.sandbox import Limits, run_job
 from diagnostics.input_search import validate_inputs
 from studio.core.engines.openvino_io import openvino_inputs
@@ -46,8 +46,8 @@ __all__ = ["ENGINE", "check_openvino"]
 def ov_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     """Convert, query, compile (default precision, then f32) and run once. The weight files' mapped pages
     OpenVINO reads while its plugin repacks them are dropped as it goes (else held twice: 1.84x the
-    weights of a 1.48 GiB decoder)."""
-    with ReleasedFilePages(Path(args["model_path"]).resolve().parent):
+    weights of a 1.48 GiB decoder; large weights only, studio.core.mapped_pages.MIN_WEIGHT_BYTES)."""
+    with released_pages(args["model_path"]):
         return _ov_check(args, arrays, ctx)
 
 

@@ -13,10 +13,15 @@ pages of the file are counted in the process's resident memory (1.48 GiB decoder
 Only mappings without write or execute permission of files under the given folder are touched:
 dropping a read-only file page loses nothing (``madvise(2)``: "repopulating the memory contents from the
 up-to-date contents of the underlying mapped file"). Linux only; elsewhere a no-op.
+
+Only for large weights (:func:`released_pages`, from :data:`MIN_WEIGHT_BYTES`): every OpenVINO compile of
+the studio (check, verification, profiles, the memory plan) goes through it, and on a small model the
+sweep thread (a ``/proc/self/maps`` parse every 20 ms, a join at the end) is cost for nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import sys
 import threading
@@ -24,6 +29,11 @@ from pathlib import Path
 
 MADV_DONTNEED = 4                      # Linux (x86, arm, riscv): asm-generic/mman-common.h
 INTERVAL_S = 0.02
+# Below this much weight the pages are left alone: the sandbox scales a worker's memory limit to its
+# weights only from 512 MiB (studio.core.sandbox.limits); under it the 3 GiB default holds the file's
+# pages twice beside OpenVINO itself (2 x 0.5 + ~0.3 GiB), so dropping them changes no outcome. From it a
+# worker gets room for the weights once, and the second copy (1.82x on a 1.48 GiB decoder) breaks that.
+MIN_WEIGHT_BYTES = 512 * 2**20
 
 
 def read_only_maps(folder: str | Path) -> list[tuple[int, int, str]]:
@@ -64,15 +74,60 @@ def mapped_resident_bytes(folder: str | Path) -> int:
     return total
 
 
+def mapped_weight_bytes(model_path: str | Path) -> int:
+    """The bytes OpenVINO may map for a model: the file itself and, for ONNX, the external data its
+    tensors declare (their ``length``, read from the graph without the weights), or an IR's ``.bin``."""
+    path = Path(model_path)
+    try:
+        total = path.stat().st_size
+        if path.suffix == ".xml":
+            return total + path.with_suffix(".bin").stat().st_size
+    except OSError:
+        return 0
+    if total >= MIN_WEIGHT_BYTES:
+        return total
+    import onnx
+
+    try:
+        proto = onnx.load_model(str(path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - not an ONNX graph the gate can read: the engine names the problem
+        return total
+    for graph in _graphs(proto.graph):
+        for t in graph.initializer:
+            for entry in t.external_data:
+                if entry.key == "length" and entry.value.isdigit():
+                    total += int(entry.value)
+    return total
+
+
+def _graphs(graph):  # noqa: ANN001, ANN202 - onnx.GraphProto and its subgraphs
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                yield from _graphs(sub)
+
+
+def released_pages(model_path: str | Path, *, force: bool | None = None
+                   ) -> ReleasedFilePages | contextlib.AbstractContextManager:
+    """:class:`ReleasedFilePages` over the model's folder when what OpenVINO maps of it reaches
+    :data:`MIN_WEIGHT_BYTES` (``force``: True always, False never), else a context that does nothing."""
+    path = Path(model_path).resolve()
+    wanted = force if force is not None else mapped_weight_bytes(path) >= MIN_WEIGHT_BYTES
+    return ReleasedFilePages(path.parent) if wanted else contextlib.nullcontext()
+
+
 class ReleasedFilePages:
     """While inside: every ``interval_s`` drop this process's resident pages of read-only mappings of the
     files under ``folder`` (a thread; the engine keeps working). ``sweeps``: how many sweeps released a
-    mapping (0 where nothing was mapped or off Linux)."""
+    mapping (0 where nothing was mapped or off Linux); ``released``: each file's largest mapped range
+    released, in bytes, by file name (what was dropped, for tests and reports)."""
 
     def __init__(self, folder: str | Path, interval_s: float = INTERVAL_S) -> None:
         self.folder = Path(folder)
         self.interval_s = interval_s
         self.sweeps = 0
+        self.released: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._madvise = None
@@ -90,9 +145,11 @@ class ReleasedFilePages:
         if self._madvise is None:
             return 0
         done = 0
-        for start, end, _ in read_only_maps(self.folder):
+        for start, end, path in read_only_maps(self.folder):
             if self._madvise(start, end - start, MADV_DONTNEED) == 0:
                 done += end - start
+                name = Path(path).name
+                self.released[name] = max(self.released.get(name, 0), end - start)
         if done:
             self.sweeps += 1
         return done

@@ -123,9 +123,9 @@ print(json.dumps(armed_sizes()))
 
 _OV_CHILD = _CHILD_COMMON + r"""
 sys.modules["openvino_telemetry"] = None      # OpenVINO's own telemetry stub (studio.core.telemetry)
-import contextlib, os
+import os
 import numpy as np, openvino as ov
-from studio.core.mapped_pages import ReleasedFilePages, mapped_resident_bytes
+from studio.core.mapped_pages import mapped_resident_bytes, released_pages
 def vm(key):
     with open("/proc/self/status") as fh:
         return next((int(l.split()[1]) * 1024 for l in fh if l.startswith(key + ":")), 0)
@@ -133,9 +133,10 @@ try:
     base_rss = vm("VmRSS")
     # OpenVINO maps the weight files read-only and repacks each FullyConnected weight into its own buffer:
     # the mapped pages it read are dropped as it goes (studio.core.mapped_pages), or it holds them twice
+    # (large weights only; STUDIO_MEASURE_RELEASE_PAGES: "1" always, "0" never)
     folder = os.path.dirname(sys.argv[1])
-    pages = ReleasedFilePages(folder) if os.environ.get("STUDIO_MEASURE_RELEASE_PAGES") != "0" \
-        else contextlib.nullcontext()
+    force = {"1": True, "0": False}.get(os.environ.get("STUDIO_MEASURE_RELEASE_PAGES", ""))
+    pages = released_pages(sys.argv[1], force=force)
     with pages:
         core = ov.Core()
         model = core.read_model(sys.argv[1])
@@ -165,7 +166,8 @@ try:
     kinds = [op.get_rt_info()["layerType"].astype(str) for op in compiled.get_runtime_model().get_ops()]
     print(json.dumps({"peak": int(shim.studio_shim_peak()), "allocations": armed_sizes(), "static": static,
                       "nodes": sum(k not in ("Input", "Output", "Const") for k in kinds),
-                      "peak_rss": vm("VmHWM"), "base_rss": base_rss, "mapped_rss": mapped_rss}))
+                      "peak_rss": vm("VmHWM"), "base_rss": base_rss, "mapped_rss": mapped_rss,
+                      "released": getattr(pages, "released", {})}))
 except Exception as exc:
     print(json.dumps({"error": str(exc)}))
 """
@@ -193,6 +195,7 @@ class OvActivationMeasure:
     peak_rss_bytes: int = 0              # the child's peak resident memory (VmHWM), weights included
     base_rss_bytes: int = 0              # its resident memory before reading the model (Python + OpenVINO)
     mapped_rss_bytes: int = 0            # the weight files' mapped pages resident after compile + first inference
+    released: tuple[tuple[str, int], ...] = ()   # (file, mapped range bytes) whose pages were dropped
 
     def to_dict(self) -> dict:
         return {**self.__dict__, "allocations": list(self.allocations)}
@@ -245,16 +248,17 @@ def measure_ort_activations(model_path: str | Path, *, feeds: Mapping[str, np.nd
 
 
 def measure_openvino_activations(model_path: str | Path, *, feeds: Mapping[str, np.ndarray] | None = None,
-                                 timeout_s: float = 300, release_pages: bool = True) -> OvActivationMeasure:
+                                 timeout_s: float = 300, release_pages: bool | None = None) -> OvActivationMeasure:
     """OpenVINO CPU's intermediate-tensor workspace for ``model_path`` compiled at the shapes of ``feeds``
     (default: zeros, dynamic dims at 1; one thread, one stream, f32 inference precision), in a child.
     ``release_pages``: drop the weight files' mapped pages OpenVINO has read while it compiles
     (:mod:`studio.core.mapped_pages`: the child holds the weights about once, not twice; the workspace
-    is the same)."""
-    env = None if release_pages else {"STUDIO_MEASURE_RELEASE_PAGES": "0"}
+    is the same); None: for weights from :data:`studio.core.mapped_pages.MIN_WEIGHT_BYTES` only."""
+    env = None if release_pages is None else {"STUDIO_MEASURE_RELEASE_PAGES": "1" if release_pages else "0"}
     d = _last_json(_run_child(_OV_CHILD, "OpenVINO", model_path, feeds, timeout_s, env), "OpenVINO")
     if "error" in d:
         raise RuntimeError(f"OpenVINO could not run the model for the memory measurement: "
                            f"{engine_message(d['error'], 300)}")
     return OvActivationMeasure(int(d["peak"]), tuple(d["allocations"]), bool(d["static"]), int(d["nodes"]),
-                               int(d.get("peak_rss", 0)), int(d.get("base_rss", 0)), int(d.get("mapped_rss", 0)))
+                               int(d.get("peak_rss", 0)), int(d.get("base_rss", 0)), int(d.get("mapped_rss", 0)),
+                               tuple(sorted((str(k), int(v)) for k, v in d.get("released", {}).items())))

@@ -32,11 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
+from studio.core.error_codes import ErrorCode
+from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
-from studio.core.mapped_pages import ReleasedFilePages
+from studio.core.mapped_pages import released_pages
 from studio.inspect.memory_plan import MemoryPlan, TensorLife
 from studio.core.telemetry import quiet_third_party_telemetry
-from studio.core.sandbox import default_limits, model_bytes_on_disk, run_job, session_limits
+from studio.core.sandbox import default_limits, model_bytes_on_disk, run_job, session_limits, worker_limit_refusal
 
 OV_ALIGNMENT = 32           # MemoryManagerStatic solves in 32-byte units
 LARGE_MODEL_BYTES = 512 * 2**20   # above this the compiled-graph worker gets room for the weights
@@ -268,8 +270,9 @@ def ov_compiled_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     import openvino as ov
 
     core = ov.Core()
-    # the weight files' mapped pages OpenVINO has read are dropped as it repacks them (else held twice)
-    with ReleasedFilePages(Path(args["model_path"]).resolve().parent):
+    # the weight files' mapped pages OpenVINO has read are dropped as it repacks them (else held twice;
+    # large weights only)
+    with released_pages(args["model_path"]):
         ctx.set_stage("OpenVINO reading the model")
         model = core.read_model(args["model_path"])
         ports = {n: p for p in model.inputs for n in p.get_names()}
@@ -293,10 +296,14 @@ def compiled_graph(model_path: Path, feeds: Mapping[str, np.ndarray], *, pool_ke
     above 512 MiB gets room for its weights once (the plugin's repacked copy; the mapped file's pages are
     dropped as they are read) and no address-space limit: OpenVINO maps the weight files, address space
     that is not memory (a 6.36 GiB decoder's map and repacked weights take ~12.5 GiB of it, which refused
-    it under the 3 GiB default); the worker's resident-memory limit still holds."""
+    it under the 3 GiB default); the worker's resident-memory limit still holds. Where that limit cannot
+    hold the weights, the one-line reason (TOO-LARGE) comes before the worker starts."""
     from dataclasses import replace
 
 
+    refusal = worker_limit_refusal(model_path, "OpenVINO's compiled graph")
+    if refusal is not None:
+        raise StudioError(refusal, code=ErrorCode.TOO_LARGE)
     limits = default_limits()
     if model_bytes_on_disk(model_path) > LARGE_MODEL_BYTES:
         limits = replace(session_limits(None, model_path), address_space_limit=False)

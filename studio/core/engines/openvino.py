@@ -37,7 +37,7 @@ from studio.core.engines.openvino_io import (
 )
 from studio.core.engines.base import elapsed_ms, require_outputs
 from studio.core.jobs import JobContext, JobOutput, job
-from studio.core.mapped_pages import ReleasedFilePages
+from studio.core.mapped_pages import released_pages
 
 __all__ = ["OpenVinoEngine", "OvRunner", "ov_info_job"]
 
@@ -75,8 +75,9 @@ class OvRunner:
             self.core.add_extension(str(lib))
         started = time.perf_counter()
         # the weight files' mapped pages OpenVINO reads while its plugin repacks them are dropped as it
-        # goes: else the compiled process holds the weights twice (1.84x on a 1.48 GiB decoder, 0.90x so)
-        pages = ReleasedFilePages(Path(path).resolve().parent)
+        # goes: else the compiled process holds the weights twice (1.84x on a 1.48 GiB decoder, 0.90x so);
+        # large weights only (studio.core.mapped_pages.MIN_WEIGHT_BYTES)
+        pages = released_pages(path)
         with pages:
             model = (read_studio_ir(path, self.core) if args.get("openvino_ir")
                      else read_onnx_model(path, args.get("extensions")))
