@@ -28,6 +28,7 @@ from studio.graphview.scene import SceneStats, build_scene
 HERE = Path(__file__).resolve().parent
 ELK_JS = HERE / "vendor" / "elk.bundled.js"
 RENDERER_JS = HERE / "web" / "renderer.js"
+ELK_START_JS = HERE / "web" / "elk_start.js"
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
        "worker-src blob:; connect-src 'none'; form-action 'none'; base-uri 'none'")
 STATUS_COLORS = {s: c for s, c in STATUS_LEGEND if s != UNCHANGED}
@@ -41,6 +42,11 @@ def elk_js() -> str:
 @lru_cache(maxsize=1)
 def renderer_js() -> str:
     return RENDERER_JS.read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def elk_start_js() -> str:
+    return ELK_START_JS.read_text(encoding="utf-8")
 
 
 _CSS = """
@@ -105,6 +111,7 @@ def viewer_html(scene: dict, *, title: str, panels: Sequence[Mapping[str, str]] 
         '<div class="gv-details">Click a node for its attributes and tensors.</div></div>'
         + "".join(table_html(t) for t in tables)
         + f'<script id="elk-src" type="text/x-elk">{elk_js()}</script>'   # the worker's source; run here only as fallback
+        + f"<script>{elk_start_js()}</script>"      # the worker starts now, before the data below is parsed
         + f'<script type="application/json" id="gv-data">{json_for_script(data)}</script>'
         + f"<script>{renderer_js()}</script></body></html>\n"
     )

@@ -74,3 +74,31 @@ def test_elk_runs_only_in_the_worker_and_falls_back_to_the_main_thread(browser, 
             assert engine == "main" and elk_on_main and "(ELK, main)" in status, status
         else:
             assert engine == "worker" and not elk_on_main and "(ELK, worker)" in status, status
+
+
+# Runs before the page's scripts: each Worker made is recorded with what the page had parsed by then.
+_WORKERS = """(() => {
+  window.__workers = [];
+  const W = window.Worker;
+  window.Worker = function (url, opts) {
+    window.__workers.push({data: !!document.getElementById('gv-data'), renderer: !!window.__graph,
+                           elkText: !!document.getElementById('elk-src')});
+    return new W(url, opts);
+  };
+})()"""
+
+
+def test_elk_worker_starts_before_the_model_data_is_parsed(page, tmp_path):
+    """ELK's cold start (compiling its 1.6 MB, initialising) is most of the wait for its layout on a small
+    model (issue 35: llama_optimum's ELK settled behind Netron's paint). The worker is started by an inline
+    script right after ELK's text, before the page's model data is even parsed, and the renderer adopts that
+    worker (one worker in all) and lays out with it. Before, the renderer made it after parsing the data."""
+    h = api.load(SAMPLES / "yolo_detector.onnx")
+    html = api.write_graph_viewer(api.graph_index(h, None), tmp_path / "detector.html").path
+    page.add_init_script(_WORKERS)
+    page.goto(html.as_uri())
+    page.wait_for_function("() => window.__graphReady && window.__graph.ready()", timeout=120_000)
+    made = page.evaluate("window.__workers")
+    assert len(made) == 1, f"one ELK worker, made once: {made}"
+    assert made[0] == {"data": False, "renderer": False, "elkText": True}, made
+    assert page.evaluate("__graph.engine()") == "worker" and page.evaluate("__graph.layoutKind()") == "elk"

@@ -43,12 +43,11 @@
       return engine.elk;
     }
     try {
-      var src = document.getElementById('elk-src').textContent;
-      var glue = '\n;var __elk=new ELK();self.onmessage=function(e){__elk.layout(e.data.g).then(' +
-        'function(r){self.postMessage({id:e.data.id,g:r});},function(err){self.postMessage({id:e.data.id,' +
-        'err:String(err&&err.message||err)});});};';
-      var url = URL.createObjectURL(new Blob([src, glue], {type: 'text/javascript'}));
-      var w = new Worker(url);
+      /* The page's inline starter (web/elk_start.js) made the worker right after ELK's text was parsed,
+       * before the model data: its 1.6 MB compiles and ELK initialises while the page parses the data and
+       * draws the quick layout (issue 35). Made here only when that starter could not make one. */
+      var early = window.__gvElk || {};
+      var w = early.worker || window.__gvElkStart();
       w.onmessage = function (e) {
         var p = engine.pending[e.data.id]; delete engine.pending[e.data.id];
         if (!p) return;
@@ -60,7 +59,8 @@
         var ps = engine.pending; engine.pending = {};
         Object.keys(ps).forEach(function (k) { mainElk().layout(ps[k].g).then(ps[k].resolve, ps[k].reject); });
       };
-      engine.worker = w; engine.kind = 'worker';
+      engine.worker = w; engine.kind = 'worker'; engine.startedAt = early.at;
+      if (early.failed) w.onerror({preventDefault: function () {}});   /* it failed before this handler existed */
     } catch (e) { engine.kind = 'main'; }
     engine.layout = function (g) {
       if (engine.worker) {
