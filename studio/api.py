@@ -47,8 +47,8 @@ if TYPE_CHECKING:
         edit_script, validate_edit_script, edit, add_edited_version,
     )
     from studio.facade.plugins import (
-        plugin_signature, scaffold_plugin, run_python_op, plugin_builds_allowed, build_plugin,
-        plugin_kernel_known, custom_op_names, PYTHON_PLUGIN_TARGETS, plugin_targets, read_plugin_code,
+        PluginRun, make_plugins, plugin_signature, scaffold_plugin, run_python_op, plugin_builds_allowed,
+        build_plugin, plugin_kernel_known, custom_op_names, PYTHON_PLUGIN_TARGETS, plugin_targets, read_plugin_code,
         render_python_impl, zip_folder,
     )
     from studio.facade.profile import (
@@ -108,8 +108,8 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "edit_script", "validate_edit_script", "edit", "add_edited_version",
     ),
     "plugins": (
-        "plugin_signature", "scaffold_plugin", "run_python_op", "plugin_builds_allowed", "build_plugin",
-        "plugin_kernel_known", "custom_op_names", "PYTHON_PLUGIN_TARGETS", "plugin_targets",
+        "PluginRun", "make_plugins", "plugin_signature", "scaffold_plugin", "run_python_op", "plugin_builds_allowed",
+        "build_plugin", "plugin_kernel_known", "custom_op_names", "PYTHON_PLUGIN_TARGETS", "plugin_targets",
         "read_plugin_code", "render_python_impl", "zip_folder",
     ),
     "profile": (

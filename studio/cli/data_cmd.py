@@ -23,6 +23,7 @@ from studio.cli.common import print_json
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.fmt import printable
+from studio.core.requests import DatasetAddRequest, DatasetEvalRequest
 
 NAME = "data"
 HELP = "datasets in a project: add (images, audio, text, tensors, loader scripts), list, show, evaluate, remove"
@@ -77,21 +78,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         s.add_argument("--json", action="store_true")
 
 
+def add_request_of(args: argparse.Namespace) -> DatasetAddRequest:
+    """The one ``DatasetAddRequest`` ``data add``'s flags ask for (what the Data page's hint prints); the source,
+    the project and the recipe flags are the call's."""
+    return DatasetAddRequest(name=args.name, kind=args.kind, model=args.model, preset=args.preset, split=args.split,
+                             seed=args.seed, tokenizer=args.tokenizer, seq_len=args.seq_len, length=args.length)
+
+
+def eval_request_of(args: argparse.Namespace) -> DatasetEvalRequest:
+    """The one ``DatasetEvalRequest`` ``data eval``'s flags ask for (the Data page's hint): ``--task`` as given
+    (a choice forgotten with ``OUTPUT=auto`` is not a task); the dataset, the project and the recipe flags for
+    this run are the call's."""
+    tasks = [r for r in getattr(args, "tasks", None) or () if r.rpartition("=")[2].strip().lower() != "auto"]
+    return DatasetEvalRequest(model=args.model, engine=args.engine, goal=task_args.goal(args),
+                              tasks=api.parse_task_options(tasks), candidate=args.candidate, part=args.part,
+                              limit=args.limit)
+
+
 def run(args: argparse.Namespace) -> int:
     if not getattr(args, "action", None):
         raise StudioError("give an action: data add|list|show|recipe|eval|rm (see onnx-studio data --help)")
     project = api.open_project(args.project, create=args.action == "add") if args.action == "add" \
         else api.open_project(args.project)
     if args.action == "add":
-        options = {k: v for k, v in (("seq_len", args.seq_len), ("length", args.length)) if v}
-        model = api.load(args.model) if args.model else None
+        request = add_request_of(args)
+        model = api.load(request.model) if request.model else None
         recipe, reason = _add_recipe(args, model)
-        if args.kind == "script":
+        if request.kind == "script":
             print(f"note: executing the data-loader script in {printable(Path(args.source).name, 120)} as you",
                   file=sys.stderr)
-        ds = api.add_dataset(project, args.source, name=args.name, kind=args.kind, model=model, preset=args.preset,
-                             calibration_fraction=args.split, seed=args.seed, tokenizer=args.tokenizer,
-                             options=options, recipe=recipe, recipe_reason=reason)
+        ds = api.add_dataset(project, args.source, request, model=model, recipe=recipe, recipe_reason=reason)
         if args.json:
             print_json(ds.to_dict())
         else:
@@ -134,11 +150,12 @@ def run(args: argparse.Namespace) -> int:
                 print(f"preview    {printable(p.file, 40)}: {printable(p.input, 40)} {p.dtype}{list(p.shape)} "
                       f"{p.layout} {printable(p.ranges_text(), 200)}")
         return 0
-    reference = api.load(args.model)
-    tasks = task_args.choices(args, reference, project)
-    report = api.evaluate_on_dataset(ds, reference, api.load(args.candidate) if args.candidate else None,
-                                     engine=args.engine, target=task_args.goal(args), part=args.part, limit=args.limit,
-                                     tasks=tasks)
+    request = eval_request_of(args)
+    reference = api.load(request.model)
+    if request.candidate:
+        api.load(request.candidate)                 # a candidate that is no model is one line before any work
+    tasks = task_args.choices(args, reference, project)       # the request's, with the project's stored choices
+    report = api.evaluate_on_dataset(ds, request, tasks=tasks)
     if args.json:
         print_json(report.to_dict())
     else:

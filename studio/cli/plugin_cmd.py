@@ -14,6 +14,7 @@ from pathlib import Path
 from studio import api
 from studio.cli.common import parse_dims, print_json
 from studio.core.fmt import printable
+from studio.core.requests import PluginRequest
 
 NAME = "plugin"
 HELP = ("Write custom-op plugins for ONNX Runtime, OpenVINO and TensorRT from an op of the model (signature, "
@@ -37,9 +38,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print signature, packages, runs and builds as JSON")
 
 
-_FAILED = ("error", "mismatch")
-
-
 def _verdict(status: str | None) -> bool | None:
     """OK for a match, -- for "ran, not compared (no reference)", FAIL otherwise."""
     return True if status == "ok" else None if status == "unverified" else False
@@ -50,32 +48,23 @@ def _line(label: str, ok: bool | None, message: str) -> str:
     return f"{mark}    {label:<18} {printable(message, 220)}"
 
 
+def request_of(args: argparse.Namespace) -> PluginRequest:
+    """The one ``PluginRequest`` these flags ask for (what the Plugins page's hints print); the model and the
+    output folder are the call's."""
+    return PluginRequest(op=args.op, targets=args.target, impl=args.impl, run=not args.no_run, build=args.build,
+                         dims=parse_dims(args.dim))
+
+
 def run(args: argparse.Namespace) -> int:
-    targets = api.plugin_targets(args.target)
+    request = request_of(args)
+    api.plugin_targets(",".join(request.targets))      # an unknown target is one line before the model is read
     handle = api.load(args.model)
-    sig = api.plugin_signature(handle, args.op, dims=parse_dims(args.dim))
-    impl_text = api.read_plugin_code(Path(args.impl)) if args.impl else None
-    scaffold = api.scaffold_plugin(handle, args.op, targets, Path(args.output), signature=sig, impl=impl_text)
-    runs, builds = [], []
-    if not args.no_run:
-        complete = api.plugin_kernel_known(sig)
-        for target in (t for t in targets if t in api.PYTHON_PLUGIN_TARGETS):
-            package = scaffold.package(target)
-            body = next(f.path for f in package.files if f.path.endswith(("_op.py", "_extension.py")))
-            user_code = impl_text is not None and (("def convert(" in impl_text) == (target == "openvino-python"))
-            if user_code or complete:
-                code = (scaffold.root.parent / package.folder / body).read_text()
-                runs.append(api.run_python_op(handle, sig.qualified, code, target=target, signature=sig))
-    if args.build:
-        for target in (t for t in targets if t in ("ort-cpp", "openvino-cpp", "tensorrt")):
-            builds.append(api.build_plugin(handle, scaffold, target, signature=sig))
+    made = api.make_plugins(handle, request, Path(args.output))
+    sig, scaffold, runs, builds = made.signature, made.scaffold, made.runs, made.builds
     # "unverified" (ran, outputs as declared, but no reference output to compare with) is not a failure.
-    failed = (any(r.status in _FAILED for r in runs)
-              or any(b.target != "tensorrt" and (not b.built or b.check is None or b.check.status in _FAILED)
-                     for b in builds))
+    failed = made.failed
     if args.json:
-        print_json({"signature": sig.to_dict(), "scaffold": scaffold.to_dict(), "runs": [r.to_dict() for r in runs],
-                    "builds": [b.to_dict() for b in builds], "ok": not failed})
+        print_json(made.to_dict())
         return 1 if failed else 0
     print(f"op      {printable(sig.qualified, 120)}  {len(sig.nodes)} node(s)"
           f"{'  custom' if sig.custom else ''}  reference: {printable(sig.reference.split(':')[0], 60) if sig.reference else 'none'}")

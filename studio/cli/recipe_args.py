@@ -15,6 +15,7 @@ from studio import api
 from studio.core.errors import StudioError
 from studio.cli.project_args import kept
 from studio.core.error_codes import ErrorCode
+from studio.core.requests import RecipeRequest
 
 #: recipe field -> (flag, argparse dest, help)
 FLAGS: dict[str, tuple[str, str, str]] = {
@@ -74,14 +75,21 @@ def given(args: argparse.Namespace) -> str:
     return " ".join(parts)[:200]
 
 
+def request_of(args: argparse.Namespace) -> RecipeRequest:
+    """The one ``RecipeRequest`` the recipe flags ask for (what the recipe editor's ``data recipe`` hint
+    prints); ``--recipe FILE|PRESET`` is the call's."""
+    return RecipeRequest(fields=recipe_changes(args))
+
+
 def recipe_from_args(args: argparse.Namespace, base=None):
     """The recipe the command line gives (on top of ``base``), or None when it gives none."""
-    changes = recipe_changes(args)
+    request = request_of(args)
+    changes = request.changes
     file = getattr(args, "recipe", None)
     if not file and not changes:
         return None
     try:
-        return api.preprocessing_recipe(base, file=file, changes=changes)
+        return api.preprocessing_recipe(base, file=file, changes=request)
     except StudioError as exc:                      # name the flag the user typed
         field = next((k for k in changes if str(exc).startswith(f"{k} must")), None)
         if field is None:

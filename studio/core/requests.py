@@ -901,42 +901,69 @@ class InspectRequest(JsonRequest):
         return KV_DTYPES.get(self.kv_dtype, self.kv_dtype) if self.kv_dtype else None
 
 
+def _optional_int(value: Any) -> int | None:
+    return None if value in (None, "") else int(value)
+
+
 @dataclass(frozen=True)
 class DatasetAddRequest(JsonRequest):
     """``data add``: a folder of samples imported as a project dataset named ``name``, read as ``kind``, its
-    preprocessing suggested by ``model`` or set by ``preset``, ``split`` of it kept for calibration. The
-    source folder and the project are the call's."""
+    preprocessing suggested by ``model`` (a path as the user gave it) or set by ``preset``, ``split`` of it kept
+    for calibration (drawn with ``seed``); raw text is tokenized by ``tokenizer`` to ``seq_len`` tokens, audio
+    cut or padded to ``length`` samples. The source folder, the project and a recipe given field by field (a
+    ``RecipeRequest`` of its own) are the call's."""
 
     name: str | None = None
     kind: str = "auto"
     model: str | None = None
     preset: str | None = None
     split: float = 0.5
+    seed: int = 0
+    tokenizer: str | None = None
+    seq_len: int | None = None
+    length: int | None = None
 
     def __post_init__(self) -> None:
         put = object.__setattr__
-        for name in ("name", "model", "preset"):
+        for name in ("name", "model", "preset", "tokenizer"):
             put(self, name, _text(getattr(self, name)))
         put(self, "kind", str(self.kind))
         put(self, "split", float(self.split))
+        put(self, "seed", int(self.seed))
+        for name in ("seq_len", "length"):
+            put(self, name, _optional_int(getattr(self, name)))
+
+    @property
+    def options(self) -> dict[str, int]:
+        """The reader options (``seq_len`` for text, ``length`` for audio) that are set."""
+        return {k: v for k, v in (("seq_len", self.seq_len), ("length", self.length)) if v}
 
     def command(self, source: str, *, project: str | None = None) -> str:
         """``onnx-studio data add SOURCE --project P ...``: the command line that builds this request."""
         return cli_hints.cli_command("data add", [source], [
             ("--project", project), ("--name", self.name), ("--kind", self.kind if self.kind != "auto" else None),
             ("--model", self.model), ("--preset", self.preset),
-            ("--split", self.split if self.split != 0.5 else None)])
+            ("--split", self.split if self.split != 0.5 else None), ("--seed", self.seed or None),
+            ("--tokenizer", self.tokenizer), ("--seq-len", self.seq_len), ("--length", self.length)])
+
+
+EVAL_PARTS = ("evaluation", "calibration", "all")      # ``data eval --part``
 
 
 @dataclass(frozen=True)
 class DatasetEvalRequest(JsonRequest):
-    """``data eval``: ``model`` on ``engine`` judged on a dataset's evaluation samples, with ``tasks`` ({output:
-    kind}) and a ``goal``. The dataset and the project are the call's."""
+    """``data eval``: ``candidate`` (None: the reference ``model`` itself) on ``engine`` judged against the
+    reference's golden outputs on a dataset's ``part`` samples (the first ``limit``), with ``tasks`` ({output:
+    kind}, as given) and a ``goal``. Models are paths as the user gave them; the dataset, the project (and the
+    task choices it stores) are the call's."""
 
     model: str = ""
     engine: str = "onnxruntime"
     goal: str | None = None
     tasks: tuple[tuple[str, str], ...] = ()
+    candidate: str | None = None
+    part: str = "evaluation"
+    limit: int | None = None
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -944,13 +971,18 @@ class DatasetEvalRequest(JsonRequest):
         put(self, "engine", str(self.engine))
         put(self, "goal", _text(self.goal))
         put(self, "tasks", _pairs(self.tasks, str))
+        put(self, "candidate", _text(self.candidate))
+        if self.part not in EVAL_PARTS:
+            raise StudioError(f"part must be one of {', '.join(EVAL_PARTS)}", code=ErrorCode.BAD_OPTION)
+        put(self, "limit", _optional_int(self.limit))
 
     def command(self, dataset: str, *, project: str | None = None) -> str:
         """``onnx-studio data eval DATASET --project P --model M ...``: the command line that builds this request."""
         return cli_hints.cli_command("data eval", [dataset], [
-            ("--project", project), ("--model", self.model),
+            ("--project", project), ("--model", self.model), ("--candidate", self.candidate),
             ("--engine", self.engine),
-            ("--goal", self.goal), ("--task", dict(self.tasks))])
+            ("--goal", self.goal), ("--task", dict(self.tasks)),
+            ("--part", self.part if self.part != "evaluation" else None), ("--limit", self.limit)])
 
 
 # ``data recipe``'s flags whose names are not ``--<field>``
@@ -963,17 +995,23 @@ RECIPE_FIELDS = ("resize", "size", "scale", "mean", "std", "color", "layout", "d
 class RecipeRequest(JsonRequest):
     """``data recipe``: a dataset's preprocessing recipe set field by field, each as ``data recipe`` reads it
     (``fields``: {field: text}, an empty text leaves that field as it is). The dataset and the project are the
-    call's."""
+    call's. An empty text is dropped: it changes nothing."""
 
     fields: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        pairs = _pairs(self.fields, str)
+        pairs = tuple((k, v) for k, v in _pairs(self.fields, str) if v != "")
         unknown = [k for k, _ in pairs if k not in RECIPE_FIELDS]
         if unknown:
             raise StudioError(f"unknown recipe field {unknown[0][:30]!r}; fields: {', '.join(RECIPE_FIELDS)}",
                               code=ErrorCode.BAD_OPTION)
         object.__setattr__(self, "fields", pairs)
+
+    @property
+    def changes(self) -> dict[str, str]:
+        """{field: text} in the recipe's field order (the order ``data recipe`` applies and checks them)."""
+        texts = dict(self.fields)
+        return {name: texts[name] for name in RECIPE_FIELDS if name in texts}
 
     def command(self, dataset: str, *, project: str | None = None) -> str:
         """``onnx-studio data recipe DATASET --project P --resize ...``: the command line that builds it."""

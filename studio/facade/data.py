@@ -5,6 +5,7 @@ A room of the facade (``studio.api`` names it; docs/architecture.md section 1)."
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TYPE_CHECKING
 
@@ -12,7 +13,10 @@ from sample_models.photos import PHOTO_DIR
 from studio.core import outputs, preprocess as pp
 from studio.core.feeds import save_npz
 from studio.core.model import load as _load, ModelHandle
+from studio.core.error_codes import ErrorCode
+from studio.core.errors import StudioError
 from studio.core.paths import safe_name
+from studio.core.requests import DatasetAddRequest, DatasetEvalRequest, RecipeRequest
 from studio.core.preprocess import (
     ALLOWED,
     preset as _preset,
@@ -57,28 +61,47 @@ __all__ = [
 ]
 
 
-def add_dataset(project: Project | str, source: str | Path, *, name: str | None = None, kind: str = "auto",
+def add_dataset(project: Project | str, source: str | Path, request: DatasetAddRequest | None = None, *,
+                name: str | None = None, kind: str = "auto",
                 model: ModelHandle | None = None, preset: str | None = None, calibration_fraction: float = 0.5,
                 seed: int = 0, tokenizer: str | Path | None = None, options: Mapping[str, Any] | None = None,
                 recipe=None, recipe_reason: str | None = None):
     """Import a folder/zip of images, WAV audio, text, tensors or a data-loader script into the
     project; ``model`` suggests the preprocessing (``preset`` overrides it: imagenet, caffe, yolo,
     clip, text-strip, grayscale, raw; ``recipe``, a :func:`preprocessing_recipe`, overrides both).
-    Unreadable files are skipped and listed."""
+    Unreadable files are skipped and listed.
+
+    ``request``: the ``DatasetAddRequest`` the CLI builds (name, kind, preset, split, seed, tokenizer and
+    reader options), in place of those keywords (both at once is one line, BAD-REQUEST); the opened
+    ``model`` (the request names its path) and a recipe stay the call's."""
+    if request is not None:
+        given = [k for k, v, d in (("name", name, None), ("kind", kind, "auto"), ("preset", preset, None),
+                                   ("calibration_fraction", calibration_fraction, 0.5), ("seed", seed, 0),
+                                   ("tokenizer", tokenizer, None), ("options", options, None)) if v != d]
+        if given:
+            raise StudioError(f"add_dataset takes its options from the request or from keywords, not both "
+                              f"(also given: {', '.join(given)})", code=ErrorCode.BAD_REQUEST)
+        name, kind, preset, calibration_fraction = request.name, request.kind, request.preset, request.split
+        seed, tokenizer, options = request.seed, request.tokenizer, request.options
     return _add(project_of(project), source, name=name, kind=kind, model=model.proto if model else None,
                 recipe=recipe if recipe is not None else _preset(preset) if preset else None,
                 recipe_reason=recipe_reason, calibration_fraction=calibration_fraction, seed=seed,
                 tokenizer=tokenizer, options=options)
 
 
-def add_dataset_upload(project: Project | str, filename: str, data: bytes, **kwargs):
+def add_dataset_upload(project: Project | str, filename: str, data: bytes, request: DatasetAddRequest | None = None,
+                       **kwargs):
     """:func:`add_dataset` for bytes uploaded through the browser (a zip, an .npz, a .jsonl or a
-    loader .py): staged in the project's scratch folder, imported, then removed."""
+    loader .py): staged in the project's scratch folder, imported, then removed. Unnamed, the dataset is
+    named after the file."""
     p = project_of(project)
     folder = outputs.scratch_dir(p.scratch_dir("upload"), "dataset-")
     try:
         name = safe_name(Path(filename.replace("\\", "/")).name, default="dataset.zip")
         staged = outputs.write_bytes(folder / name, data)
+        if request is not None:
+            return add_dataset(p, staged, request if request.name else replace(request, name=Path(name).stem),
+                               **kwargs)
         kwargs.setdefault("name", Path(name).stem)
         return add_dataset(p, staged, **kwargs)
     finally:
@@ -123,11 +146,14 @@ def suggest_preprocessing(handle: ModelHandle):
     return suggest_recipe(handle.proto)
 
 
-def preprocessing_recipe(base=None, *, file: str | Path | None = None, changes: Mapping[str, Any] | None = None):
+def preprocessing_recipe(base=None, *, file: str | Path | None = None,
+                         changes: Mapping[str, Any] | RecipeRequest | None = None):
     """A preprocessing recipe: ``file`` (a JSON recipe file, or a preset name) or else ``base``
     (default: plain RGB 0..1), with ``changes`` {field: value} on top (strings as typed on the CLI
-    or the page: ``{"color": "BGR", "mean": "103.94,116.78,123.68", "scale": "1"}``). Errors are
-    one line naming the field and its allowed values."""
+    or the page: ``{"color": "BGR", "mean": "103.94,116.78,123.68", "scale": "1"}``; or the
+    ``RecipeRequest`` holding them). Errors are one line naming the field and its allowed values."""
+    if isinstance(changes, RecipeRequest):
+        changes = changes.changes
     if file is not None:
         base = PRESETS[str(file)] if str(file) in PRESETS and not Path(file).is_file() else read_recipe_file(file)
     return recipe_with(base if base is not None else Recipe(), changes or {})
@@ -165,14 +191,30 @@ def preview_dataset_samples(ds, handle: ModelHandle, count: int = 4, part: str =
     return preview_samples(ds, handle.proto, count=count, part=part)
 
 
-def evaluate_on_dataset(ds, reference: ModelHandle | str | Path, candidate: ModelHandle | str | Path | None = None,
+def evaluate_on_dataset(ds, reference: ModelHandle | str | Path | DatasetEvalRequest,
+                        candidate: ModelHandle | str | Path | None = None,
                         *, engine: str = "onnxruntime", target: str | None = None, part: str = "evaluation",
                         limit: int | None = None, metrics: Mapping[str, Sequence[str]] | None = None,
                         pool_key: str = "default", tasks: Mapping[str, str] | None = None):
     """Task metrics of ``candidate`` (default: the reference itself) on ``engine`` against the
     reference's golden outputs on the dataset (computed once and stored with the dataset).
     ``tasks``: {output: kind} chosen by the user (see :func:`output_tasks`); a ``target`` that applies
-    to no output is refused before anything runs."""
+    to no output is refused before anything runs.
+
+    ``reference`` may be the ``DatasetEvalRequest`` the CLI builds: its model, candidate, engine, goal, part,
+    limit and tasks, in place of those arguments (both at once is one line, BAD-REQUEST); ``tasks`` given
+    beside it are the call's resolved choices (the request's with the project's stored ones)."""
+    if isinstance(reference, DatasetEvalRequest):
+        request = reference
+        given = [k for k, v, d in (("candidate", candidate, None), ("engine", engine, DatasetEvalRequest().engine),
+                                   ("target", target, None), ("part", part, "evaluation"), ("limit", limit, None))
+                 if v != d]
+        if given:
+            raise StudioError(f"evaluate_on_dataset takes its options from the request or from arguments, not "
+                              f"both (also given: {', '.join(given)})", code=ErrorCode.BAD_REQUEST)
+        reference, candidate, engine, target = request.model, request.candidate, request.engine, request.goal
+        part, limit = request.part, request.limit
+        tasks = dict(request.tasks) if tasks is None else tasks
     ref = path_of(reference)
     goal = checked_target(target, reference, tasks, ds)
     golden = golden_outputs(ds, ref, part=part, limit=limit, pool_key=pool_key, tasks=tasks)

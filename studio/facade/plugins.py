@@ -5,11 +5,13 @@ A room of the facade (``studio.api`` names it; docs/architecture.md section 1)."
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from diagnostics.custom_ops import detect_custom_ops
 from studio.core.model import ModelHandle
+from studio.core.requests import PluginRequest
 from studio.plugins.build import build_package, builds_allowed, check_library
 from studio.plugins.runner import (
     PYTHON_TARGETS as PYTHON_PLUGIN_TARGETS,
@@ -29,7 +31,8 @@ from studio.plugins.signature import collect_signature
 
 
 __all__ = [
-    "plugin_signature", "scaffold_plugin", "run_python_op", "plugin_builds_allowed", "build_plugin",
+    "PluginRun", "make_plugins", "plugin_signature", "scaffold_plugin", "run_python_op", "plugin_builds_allowed",
+    "build_plugin",
     "plugin_kernel_known", "custom_op_names", "PYTHON_PLUGIN_TARGETS", "plugin_targets", "read_plugin_code",
     "render_python_impl", "zip_folder",
 ]
@@ -96,3 +99,59 @@ def custom_op_names(handle: ModelHandle) -> list[str]:
     """``domain::op`` of every custom (non-standard) op the model uses, for the Plugins page."""
     return [c.qualified for c in detect_custom_ops(handle.proto)]
 
+
+
+# A run's verdicts that fail it ("unverified": ran with the declared outputs, no reference to compare with, is not).
+_FAILED = ("error", "mismatch")
+
+
+@dataclass(frozen=True)
+class PluginRun:
+    """What ``plugin`` made of a ``PluginRequest``: the op's signature, the packages written, the Python runs and
+    the C++ builds (each against the reference), and whether every run and build asked for passed."""
+
+    request: PluginRequest
+    signature: Any                  # studio.plugins.signature.OpSignature
+    scaffold: Any                   # studio.plugins.scaffold.PluginScaffold
+    runs: tuple = ()
+    builds: tuple = ()
+
+    @property
+    def failed(self) -> bool:
+        return (any(r.status in _FAILED for r in self.runs)
+                or any(b.target != "tensorrt" and (not b.built or b.check is None or b.check.status in _FAILED)
+                       for b in self.builds))
+
+    def to_dict(self) -> dict[str, Any]:
+        """``plugin --json``: signature, packages, runs and builds, and ``ok``."""
+        return {"signature": self.signature.to_dict(), "scaffold": self.scaffold.to_dict(),
+                "runs": [r.to_dict() for r in self.runs], "builds": [b.to_dict() for b in self.builds],
+                "ok": not self.failed}
+
+
+def make_plugins(handle: ModelHandle, request: PluginRequest, out_dir: str | Path, *,
+                 pool_key: str = "default") -> PluginRun:
+    """Run a ``PluginRequest`` (the one ``onnx-studio plugin`` builds from its flags): the op's signature at the
+    request's dims, its packages for the request's targets under ``out_dir/<op>/``, with ``request.impl`` (a
+    path, read here) as the Python body; unless ``run`` is off, each Python package whose kernel is known (or
+    is the user's) is run against the reference; with ``build``, each C++ package is compiled and checked."""
+    targets = expand_targets(",".join(request.targets))
+    sig = plugin_signature(handle, request.op, dims=dict(request.dims), pool_key=pool_key)
+    impl_text = read_code(Path(request.impl)) if request.impl else None
+    made = scaffold_plugin(handle, request.op, targets, Path(out_dir), signature=sig, impl=impl_text,
+                           pool_key=pool_key)
+    runs, builds = [], []
+    if request.run:
+        complete = plugin_kernel_known(sig)
+        for target in (t for t in targets if t in PYTHON_PLUGIN_TARGETS):
+            package = made.package(target)
+            body = next(f.path for f in package.files if f.path.endswith(("_op.py", "_extension.py")))
+            user_code = impl_text is not None and (("def convert(" in impl_text) == (target == "openvino-python"))
+            if user_code or complete:
+                code = (made.root.parent / package.folder / body).read_text()
+                runs.append(run_python_op(handle, sig.qualified, code, target=target, signature=sig,
+                                          pool_key=pool_key))
+    if request.build:
+        for target in (t for t in targets if t in ("ort-cpp", "openvino-cpp", "tensorrt")):
+            builds.append(build_plugin(handle, made, target, signature=sig, pool_key=pool_key))
+    return PluginRun(request, sig, made, tuple(runs), tuple(builds))

@@ -22,13 +22,14 @@ from sample_models.catalog import path_of
 from studio import api
 from studio.batch import facade as batch_api
 from studio.batch.remote import _pack, remote_measure
-from studio.cli import (batch_cmd, build_parser, check_cmd, compare_cmd, edit_cmd, export_cmd, graph_cmd, inspect_cmd,
-                        main, memory_cmd, optimize_cmd, precision_cmd, profile_cmd, profile_generate, remote_args,
-                        task_args)
+from studio.cli import (batch_cmd, build_parser, check_cmd, compare_cmd, data_cmd, edit_cmd, export_cmd, graph_cmd,
+                        inspect_cmd, main, memory_cmd, optimize_cmd, plugin_cmd, precision_cmd, profile_cmd,
+                        profile_generate, recipe_args, remote_args, task_args)
 from studio.core.errors import StudioError
-from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, CompareRequest, EditRequest, ExportRequest,
-                                  GenerationRequest, GraphRequest, InspectRequest, MemoryRequest, OptimizeRequest,
-                                  PrecisionRequest, ProfileRequest)
+from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, CompareRequest, DatasetAddRequest,
+                                  DatasetEvalRequest, EditRequest, ExportRequest, GenerationRequest, GraphRequest,
+                                  InspectRequest, MemoryRequest, OptimizeRequest, PluginRequest, PrecisionRequest,
+                                  ProfileRequest, RecipeRequest)
 
 FULL = {
     ProfileRequest: ProfileRequest.of(       # an .npz or an image folder: the image folder (its preprocessing)
@@ -75,6 +76,18 @@ FULL = {
                                renderer="boxes"),
     InspectRequest: InspectRequest(dims={"batch": 1, "seq len": 8}, decoder=True, kv_length=4096, batch=4,
                                    memory_gib=16e9 / 2**30, kv_dtype="fp16"),
+    DatasetAddRequest: DatasetAddRequest(name="val images", kind="text", model="my model.onnx", preset="caffe",
+                                         split=0.25, seed=3, tokenizer="tok dir/tokenizer.json", seq_len=64,
+                                         length=16000),
+    DatasetEvalRequest: DatasetEvalRequest(model="my model.onnx", engine="openvino", goal="top1-agreement>=0.99",
+                                           tasks={"logits": "classification"}, candidate="cand v2.onnx", part="all",
+                                           limit=7),
+    PluginRequest: PluginRequest(op="mmdeploy::grid_sampler", targets=("ort-python", "ort-cpp"), impl="my impl.py",
+                                 run=False, build=True, dims={"batch": 1, "seq len": 8}),
+    RecipeRequest: RecipeRequest(fields={"resize": "letterbox", "size": "320x320", "scale": "1/255",
+                                         "mean": "0,0,0", "std": "1,1,1", "color": "BGR", "layout": "NHWC",
+                                         "dtype": "float16", "interpolation": "nearest", "pad_value": "114",
+                                         "crop_ratio": "0.875"}),
 }
 # The iterations are cleared by a duration (ProfileRequest), a preset by named passes (OptimizeRequest), and the
 # count of random samples by a file or dataset to compare on (CompareRequest: SOLO holds a count).
@@ -83,7 +96,11 @@ CLEARED = {ProfileRequest: {"iterations"}, OptimizeRequest: {"preset"}, CompareR
 SOLO = {CompareRequest: (CompareRequest(count=4, engine="mnn", dims={"batch": 1}),
                          CompareRequest(engine="ort", engine_b="openvino", ov_precision_b="bf16", count=7))}
 # Every kind the CLI builds from its flags: the remote-able ones and those that run here only.
-TRIPS = (*REQUESTS, CompareRequest, InspectRequest, GraphRequest)
+TRIPS = (*REQUESTS, CompareRequest, InspectRequest, GraphRequest, DatasetAddRequest, DatasetEvalRequest,
+         PluginRequest, RecipeRequest)
+# The least request of each kind whose command the CLI reads (None: only FULL; a model or an op is required).
+BARE = {EditRequest: None, DatasetEvalRequest: DatasetEvalRequest(model="m.onnx"),
+        PluginRequest: PluginRequest(op="d::Op")}
 
 
 def _same_fields(a, b) -> list[str]:
@@ -117,6 +134,14 @@ def _parsed(kind, command: str):
         return inspect_cmd.request_of(args)
     if kind is GraphRequest:
         return graph_cmd.request_of(args)
+    if kind is DatasetAddRequest:
+        return data_cmd.add_request_of(args)
+    if kind is DatasetEvalRequest:
+        return data_cmd.eval_request_of(args)
+    if kind is PluginRequest:
+        return plugin_cmd.request_of(args)
+    if kind is RecipeRequest:
+        return recipe_args.request_of(args)
     if kind is GenerationRequest:
         assert args.generate
         return profile_generate.request_of(args)
@@ -132,6 +157,8 @@ def _command(request) -> str:
         return request.command("my model.onnx", "b v2.onnx")
     if isinstance(request, GraphRequest):               # --diff-mode is printed with a diff only
         return request.command("my model.onnx", "out dir/graph.html", diff="b v2.onnx")
+    if isinstance(request, (DatasetAddRequest, DatasetEvalRequest, RecipeRequest)):
+        return request.command("photo set", project="team's project")
     return request.command("my model.onnx", "out dir") if isinstance(request, ExportRequest) else \
         request.command("my model.onnx")
 
@@ -151,7 +178,8 @@ def test_every_field_is_set_and_survives_json(kind):
 
 @pytest.mark.parametrize("kind", TRIPS, ids=lambda k: k.__name__)
 def test_the_cli_reads_each_command_back_as_the_same_request(kind, tmp_path):
-    for request in (FULL[kind], *(() if kind is EditRequest else (kind(),)), *SOLO.get(kind, ())):
+    bare = BARE.get(kind, kind())
+    for request in (FULL[kind], *(() if bare is None else (bare,)), *SOLO.get(kind, ())):
         if isinstance(request, EditRequest):      # the operations travel in the script file the command names
             script = tmp_path / "my edits.json"
             script.write_text(json.dumps(request.script))
@@ -822,3 +850,86 @@ def test_the_graph_cli_hands_the_facade_the_request_its_flags_build(monkeypatch,
             (_n, (_handle, inspected), _kw), = [c for c in calls if c[0] == "graph_index_inspected"]
             assert inspected == sent
     capsys.readouterr()
+
+
+# --- data add / data eval / data recipe / plugin: the CLI hands the facade its request (issue 34 item 2) ----------
+
+class _Stop(Exception):
+    pass
+
+
+def _stopping(calls: list, real=None):
+    """A facade call that records its arguments, then stops the command (or runs ``real``)."""
+    def record(*args, **kwargs):
+        calls.append((args, kwargs))
+        if real is None:
+            raise _Stop
+        return real(*args, **kwargs)
+    return record
+
+
+def test_the_data_and_plugin_clis_hand_the_facade_the_request_their_flags_build(monkeypatch, tmp_path, capsys):
+    """``data add``, ``data eval``, ``data recipe`` and ``plugin`` build one request each from their flags (every
+    field set) and the facade receives it whole (spies); what is the call's (the opened model, the project's
+    task choices, the output folder) beside it. The recipe runs for real: the dataset's stored recipe is the
+    request's (sample photos, image_classifier)."""
+    model = str(path_of("image_classifier"))
+    photos = str(api.sample_photos_folder())
+    calls: list = []
+
+    monkeypatch.setattr(api, "add_dataset", _stopping(calls))
+    sent = dataclasses.replace(FULL[DatasetAddRequest], model=model)
+    with pytest.raises(_Stop):
+        main(shlex.split(sent.command(photos, project="request trips data"))[1:])
+    ((_project, source, received), kwargs), = calls
+    assert (source, received) == (photos, sent) and kwargs["model"].path == path_of("image_classifier")
+    monkeypatch.undo()
+
+    project = api.open_project("request trips data", create=True)
+    api.add_dataset(project, photos, DatasetAddRequest(name="photos", model=model), model=api.load(model))
+    calls.clear()
+    monkeypatch.setattr(api, "evaluate_on_dataset", _stopping(calls))
+    out_name = api.load(model).proto.graph.output[0].name
+    sent = dataclasses.replace(FULL[DatasetEvalRequest], model=model, candidate=model, engine="ort",
+                               tasks={out_name: "classification"})
+    with pytest.raises(_Stop):
+        main(shlex.split(sent.command("photos", project="request trips data"))[1:])
+    ((ds, received), kwargs), = calls
+    assert ds.name == "photos" and received == sent and kwargs["tasks"][out_name] == "classification"
+
+    calls.clear()
+    monkeypatch.setattr(api, "preprocessing_recipe", _stopping(calls, api.preprocessing_recipe))
+    sent = RecipeRequest(fields={"resize": "letterbox", "size": "32x48", "scale": "1", "color": "BGR",
+                                 "pad_value": "114"})
+    assert main([*shlex.split(sent.command("photos", project="request trips data"))[1:], "--json"]) == 0
+    (_args, kwargs), = calls
+    assert kwargs["changes"] == sent
+    stored = json.loads(capsys.readouterr().out)["recipe"]
+    assert (stored["resize"], stored["size"], stored["scale"], stored["color"], stored["pad_value"]) == \
+        ("letterbox", [32, 48], 1.0, "BGR", 114)
+
+    calls.clear()
+    monkeypatch.setattr(api, "make_plugins", _stopping(calls))
+    sent = dataclasses.replace(FULL[PluginRequest], impl=None)
+    with pytest.raises(_Stop):
+        main(shlex.split(sent.command(str(path_of("mmdeploy_grid_sampler")), str(tmp_path / "plugins")))[1:])
+    ((handle, received, out), _kwargs), = calls
+    assert handle.path == path_of("mmdeploy_grid_sampler") and received == sent and out == tmp_path / "plugins"
+
+
+def test_add_dataset_with_a_request_imports_what_the_keywords_import():
+    """Real import of the sample photos: a ``DatasetAddRequest`` and the same options as keywords give the same
+    dataset (samples, split, recipe); a request and keywords at once is one line."""
+    project = api.open_project("request trips add", create=True)
+    photos = api.sample_photos_folder()
+    by_request = api.add_dataset(project, photos, DatasetAddRequest(name="a", preset="caffe", split=0.25, seed=2))
+    by_keywords = api.add_dataset(project, photos, name="b", preset="caffe", calibration_fraction=0.25, seed=2)
+    assert (len(by_request.calibration), len(by_request.evaluation)) == \
+        (len(by_keywords.calibration), len(by_keywords.evaluation))
+    assert by_request.calibration == by_keywords.calibration and by_request.recipe == by_keywords.recipe
+    assert by_request.recipe.preset == "caffe" and len(by_request.calibration) < len(by_request.evaluation)
+    with pytest.raises(StudioError, match="not both") as both:
+        api.add_dataset(project, photos, DatasetAddRequest(name="c"), seed=1)
+    assert both.value.code == "BAD-REQUEST"
+    with pytest.raises(StudioError, match="not both"):
+        api.evaluate_on_dataset(by_request, DatasetEvalRequest(model="m.onnx"), engine="openvino")

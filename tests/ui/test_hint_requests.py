@@ -34,9 +34,11 @@ FULL = {
     InspectRequest: InspectRequest(dims={"batch": 1, "seq": 8}, decoder=True, kv_length=4096, batch=4,
                                    memory_gib=15.5, kv_dtype="fp16"),
     DatasetAddRequest: DatasetAddRequest(name="val images", kind="image", model="my model.onnx", preset="caffe",
-                                         split=0.25),
+                                         split=0.25, seed=3, tokenizer="tok dir/tokenizer.json", seq_len=64,
+                                         length=16000),
     DatasetEvalRequest: DatasetEvalRequest(model="my model.onnx", engine="openvino", goal="top1-agreement>=0.99",
-                                           tasks={"logits": "classification"}),
+                                           tasks={"logits": "classification"}, candidate="cand v2.onnx", part="all",
+                                           limit=7),
     RecipeRequest: RecipeRequest(fields={"resize": "letterbox", "size": "320x320", "scale": "1/255",
                                          "mean": "0,0,0", "std": "1,1,1", "color": "BGR", "layout": "NHWC",
                                          "dtype": "float16", "interpolation": "nearest", "pad_value": "114",
@@ -70,9 +72,11 @@ def _read_back(request, command: str) -> dict:
         return {"dims": parse_dims(a.dim), "decoder": a.decoder, "kv_length": a.kv_length, "batch": a.batch,
                 "memory_gib": api.parse_memory(a.memory) / 2**30 if a.memory else None, "kv_dtype": a.kv_dtype}
     if isinstance(request, DatasetAddRequest):
-        return {"name": a.name, "kind": a.kind, "model": a.model, "preset": a.preset, "split": a.split}
+        return {"name": a.name, "kind": a.kind, "model": a.model, "preset": a.preset, "split": a.split,
+                "seed": a.seed, "tokenizer": a.tokenizer, "seq_len": a.seq_len, "length": a.length}
     if isinstance(request, DatasetEvalRequest):
-        return {"model": a.model, "engine": a.engine, "goal": a.goal, "tasks": tasks}
+        return {"model": a.model, "engine": a.engine, "goal": a.goal, "tasks": tasks, "candidate": a.candidate,
+                "part": a.part, "limit": a.limit}
     return {"fields": recipe_args.recipe_changes(a)}
 
 

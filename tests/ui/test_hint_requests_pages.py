@@ -10,6 +10,7 @@ from ``DatasetAddRequest.command``."""
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import shutil
 from pathlib import Path
@@ -69,14 +70,14 @@ def test_the_data_page_adds_the_dataset_its_data_add_hint_adds(app, tmp_path, mo
     (cli_args, cli_kw, cli_ds) = calls[1]
 
     def effect(args, kw, ds) -> dict:
-        return {"source": str(args[1]), "kind": kw.get("kind"), "preset": kw.get("preset"),
-                "split": kw.get("calibration_fraction"), "model": getattr(kw.get("model"), "sha256", None),
+        return {"source": str(args[1]), "request": dataclasses.replace(args[2], name=None),   # one DatasetAddRequest
+                "model": getattr(kw.get("model"), "sha256", None),
                 "recipe": ds.recipe.to_dict() if ds.recipe else None, "calibration": len(ds.calibration),
                 "evaluation": len(ds.evaluation)}
 
     assert effect(page_args, page_kw, page_ds) == effect(cli_args, cli_kw, cli_ds)
-    assert page_kw["name"] == "my photos" and cli_kw["name"] == "my photos (cli)"
-    assert page_kw["calibration_fraction"] == 0.25 and page_kw["preset"] == "caffe"
+    assert page_args[2].name == "my photos" and cli_args[2].name == "my photos (cli)"
+    assert (page_args[2].split, page_args[2].preset, page_args[2].kind) == (0.25, "caffe", "auto")
 
 
 def test_the_graph_viewer_hint_draws_the_graph_the_page_draws(app, tmp_path, monkeypatch):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -96,20 +96,17 @@ def _add(project, handle) -> None:
                     "'script (executes the .py)'.")
         request = DatasetAddRequest(name=name, kind=kind, model=handle.path.name if handle is not None else None,
                                     preset=None if preset == PRESETS[0] else preset, split=float(split))
-        kwargs = {"model": handle, "preset": request.preset, "calibration_fraction": request.split,
-                  "kind": request.kind}
-        cols = st.columns([1, 1, 3])
+        cols = st.columns([1, 1, 3])       # the facade runs the request the hint prints (the model opened here)
         if cols[0].button("Add upload", disabled=up is None, key="data_add_upload"):
-            ds = widgets.guarded(lambda: api.add_dataset_upload(project, up.name, up.data,
-                                                                **({"name": name} if name else {}), **kwargs),
+            ds = widgets.guarded(lambda: api.add_dataset_upload(project, up.name, up.data, request, model=handle),
                                  spinner="Importing the samples…")
             if ds is not None:
                 st.session_state["data_selected"] = ds.id
                 st.rerun()
         if cols[1].button("Add sample photos", key="data_add_photos",
                           help="12 free photos (4 subjects) that ship with the studio"):
-            ds = widgets.guarded(lambda: api.add_dataset(project, api.sample_photos_folder(),
-                                                         name=name or "sample-photos", **{**kwargs, "kind": "auto"}),
+            photos = replace(request, name=name or "sample-photos", kind="auto")
+            ds = widgets.guarded(lambda: api.add_dataset(project, api.sample_photos_folder(), photos, model=handle),
                                  spinner="Importing the photos…")
             if ds is not None:
                 st.session_state["data_selected"] = ds.id
