@@ -208,20 +208,30 @@ def build_scene(graph: GraphModel, hierarchy: Hierarchy, *, title: str | None = 
     parents = [og["parent"] for og in out_groups]
     depths = [og["depth"] for og in out_groups]
     keys = {og["key"] for og in out_groups if og["key"] in set(expanded)}
+    # A repeat's members after the first are copies of it (``layers.0–2 ×3``): they open at first paint only when
+    # asked for, so the opening view draws one layer's contents, not three alike (issue 35: on the llama sample
+    # ELK laid out all three at first paint, 171 items, most of its wait), and the budget goes deeper instead.
+    # Not in a diff, where a member may hold a change.
+    first_member = {p: i for i, p in reversed(list(enumerate(parents))) if i and out_groups[p]["kind"] == "repeat"}
+    copy = [status is None and parents[i] in first_member and first_member[parents[i]] != i
+            and out_groups[i]["key"] not in keys for i in range(len(out_groups))]
+
+    def opened_at(level: int) -> list[bool]:
+        return [i == 0 or out_groups[i]["key"] in keys or (depths[i] < level and not copy[i])
+                for i in range(len(out_groups))]
+
     open_level = 1
     for level in range(1, ship_level + 1):
-        is_open = [i == 0 or depths[i] < level or out_groups[i]["key"] in keys for i in range(len(out_groups))]
-        if _visible_at_open(parents, leaf_parent, is_open) <= open_budget:
+        if _visible_at_open(parents, leaf_parent, opened_at(level)) <= open_budget:
             open_level = level
         else:
             break
-    is_open = [i == 0 or depths[i] < open_level or out_groups[i]["key"] in keys for i in range(len(out_groups))]
+    is_open = opened_at(open_level)
     visible = _visible_at_open(parents, leaf_parent, is_open)
     # Tiny groups (a SiLU's Sigmoid and Mul) say more open than as a box, and an open repeat
     # shows its first member's contents (the others stay listed as boxes), while it fits.
     direct_leaves = Counter(leaf_parent)
     child_groups = Counter(parents[1:])
-    first_member = {p: i for i, p in reversed(list(enumerate(parents))) if i and out_groups[p]["kind"] == "repeat"}
     reach = [True] + [False] * (len(out_groups) - 1)
     for i in range(1, len(out_groups)):
         p = parents[i]

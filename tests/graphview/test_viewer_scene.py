@@ -154,7 +154,7 @@ def test_viewer_page_is_offline_and_keeps_model_text_in_json(tmp_path):
     h = api.load(save(m, tmp_path / "evil.onnx"))
     html, _ = graph_page(api.graph_index(h).graph)
     assert "Content-Security-Policy" in html and "connect-src 'none'" in html and "worker-src blob:" in html
-    assert "<img src=x" not in html and html.count("</script>") == 3    # elk, data, renderer
+    assert "<img src=x" not in html and html.count("</script>") == 4    # elk, its worker starter, data, renderer
     data = json.loads(html.split('id="gv-data">', 1)[1].split("</script>", 1)[0])
     assert any("<img src=x" in lf["full"] for lf in data["scene"]["leaves"])   # text kept, as data
     assert "http://" not in html.split("<script", 1)[0] and "src=\"http" not in html
