@@ -5,17 +5,16 @@ each give one clean line that names the destination as the user typed it and say
 written (or, for a resumable batch, what was kept), a non-zero exit, and nothing left at the
 destination. An exit of 0 with nothing saved is a failure (``precision --out`` used to do that).
 
-Full disk and read-only run the CLI in-process; the file-size limit and Landlock need their own process.
+Full disk and read-only run the CLI in-process; the file-size limit and Landlock need their own process:
+a child forked from a preloaded server (tests/forked_cli.py), not a cold interpreter each (48 runs).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 from studio import api
 from studio.cli import main
 from tests.conftest import ROOT, assert_user_message, sha256_file
+from tests.forked_cli import file_size_limit, run_forked, writable_only
 
 pytestmark = pytest.mark.slow
 HANG_GUARD_S = 600
@@ -191,19 +191,12 @@ def test_a_full_or_read_only_destination_is_one_clean_line(mounted, capsys, name
     assert {n: sha256_file(Path(n)) for n in before} == before                 # the inputs untouched
 
 
-def _limited(limit: int):
-    def preexec() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)             # as a shell with `ulimit -f` leaves it
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    return preexec
-
-
 @pytest.mark.parametrize("name", sorted(WRITERS))
 def test_a_file_size_limit_is_one_clean_line(work, name):
     argv, limit, dest = WRITERS[name]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "studio", *[a.replace("{D}", "out") for a in argv]], cwd=work,
-                          env=env, capture_output=True, text=True, timeout=HANG_GUARD_S, preexec_fn=_limited(limit))
+    proc = run_forked([a.replace("{D}", "out") for a in argv], cwd=work, env=env, timeout=HANG_GUARD_S,
+                   preexec=file_size_limit(limit))
     assert proc.returncode not in (0, -signal.SIGXFSZ), (proc.returncode, proc.stderr[-800:])
     assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
     _check_message(proc.stderr.strip().splitlines()[-1], name, dest.replace("{D}", "out"), "fsize")
@@ -213,17 +206,6 @@ def test_a_file_size_limit_is_one_clean_line(work, name):
         assert (out / "b" / "batch-state.jsonl").stat().st_size > 0
     else:
         assert files == [], files                                      # nothing half written
-
-
-def _denied(allowed: list[Path]):
-    """Permission denied for root too: a Landlock domain (studio.plugins.confine) in which only ``allowed``
-    folders (and /dev/null) can be written; the destination lies outside them, so writes there get EACCES."""
-    def preexec() -> None:
-        from studio.plugins.confine import _landlock
-
-        if not _landlock(allowed, [Path("/dev/null")]):
-            os._exit(97)                                           # the test skips on this exit code
-    return preexec
 
 
 @pytest.fixture
@@ -254,9 +236,9 @@ def test_permission_denied_is_one_clean_line(outside_tmp, name):
     argv = [a.replace("{D}", "denied").replace("o-small.onnx", "out/o-small.onnx") for a in argv]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
     allowed = [Path(d) for d in ("/tmp", "/dev/shm", "/proc") if Path(d).is_dir()]      # the run's own scratch
-    proc = subprocess.run([sys.executable, "-m", "studio", *argv], cwd=outside_tmp, env=env, capture_output=True,
-                          text=True, timeout=HANG_GUARD_S,
-                          preexec_fn=_denied([*allowed, outside_tmp / "out"]))
+    # Only ``allowed`` and out/ writable: the destination, outside them, gets EACCES (exit 97: no Landlock).
+    proc = run_forked(argv, cwd=outside_tmp, env=env, timeout=HANG_GUARD_S,
+                   preexec=writable_only([*allowed, outside_tmp / "out"], refused_exit=97))
     if proc.returncode == 97:
         pytest.skip("Landlock could not be applied here")
     assert proc.returncode != 0, (proc.returncode, proc.stderr[-800:])
