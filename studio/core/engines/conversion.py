@@ -65,6 +65,7 @@ class Conversion:
     options: tuple[str, ...] = ()          # the converter options that made it convert (empty: its defaults)
     attempts: tuple[dict[str, Any], ...] = ()   # every option set tried: {"options", "ok", "error"}
     advice: tuple[str, ...] = ()           # the converter's own recommendations, from its log
+    reused: bool = False                   # the worker had made this very conversion already: its file, not a new run
 
     @property
     def command_line(self) -> str:
@@ -80,7 +81,8 @@ class Conversion:
                    data.get("converter_version"), data.get("error"), tuple(data.get("unsupported_ops") or ()),
                    tuple(data.get("failed_nodes") or ()), dict(data.get("layout") or {}),
                    str(data.get("log") or "")[-2000:], tuple(data.get("options") or ()),
-                   tuple(dict(a) for a in data.get("attempts") or ()), tuple(data.get("advice") or ()))
+                   tuple(dict(a) for a in data.get("attempts") or ()), tuple(data.get("advice") or ()),
+                   bool(data.get("reused")))
 
     def converter_label(self) -> str:
         return converter_name(self.engine)
@@ -145,7 +147,8 @@ class ConvertedRunner:
         self.details.update(convert_ms=round(convert_ms, 3), converter_command=conv["command"],
                             converter_options=list(conv.get("options") or []),
                             converter_attempts=list(conv.get("attempts") or []),
-                            converter_advice=list(conv.get("advice") or []))
+                            converter_advice=list(conv.get("advice") or []),
+                            converter_reused=bool(conv.get("reused")))
 
 
 def conversion_output(convert: Callable[[], dict[str, Any]]) -> Any:

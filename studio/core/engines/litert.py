@@ -27,6 +27,12 @@ instead of ``-nuo``) and :func:`~studio.core.engines.conversion.search_options` 
 
 Precision: ``f32``; ``f16`` (onnx2tf's float16 file: fp16 weights, fp32 compute on CPU); ``int8``
 (onnx2tf's integer quantization, float I/O, calibrated on the first run's inputs).
+
+Reuse: each worker remembers its onnx2tf runs (:data:`CONVERSIONS`, by :func:`conversion_key`: the model's
+content, shapes, precision, options, int8 calibration samples), so one model converted for a check, a precision
+report's comparison and latency runs, a profile's thread counts or an export in the same warm worker runs onnx2tf
+once per distinct conversion; an f16 run also yields the fp32 file. The int8 run does not: onnx2tf renames the
+graph's nodes for it. The files are kept in memory (256 MiB at most) and written only into the asking job's folder.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from studio.core.sandbox import Limits, run_job
 from studio.core.sandbox import default_limits
 from studio.core.engines.base import check_feeds, check_model_file
 from studio.core.engines.capture import captured_output, read_log
+from studio.core.model import sha256_file
 
 __all__ = ["LiteRtEngine", "LiteRtRunner", "convert_to_tflite", "litert_command", "litert_option_sets"]
 
@@ -360,6 +367,11 @@ def _convert_once(onnx_path: str | Path, out_path: Path, shapes: Mapping[str, An
     # onnx2tf writes back into the file it is given (op names, onnxsim): it only ever sees a copy.
     private = work.with_name(work.name + ".src.onnx")
     _private_copy(Path(onnx_path), private)
+    digest = sha256_file(private)             # the model's content (external data inlined), for CONVERSIONS
+    reused = CONVERSIONS.reuse(conversion_key(digest, shapes, precision, calibration, options), out_path)
+    if reused is not None:
+        private.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
+        return reused
     kwargs = {"not_use_onnxsim": True, **dict(options.kwargs)}
     with captured_output(log_path), _onnxsim_on_path(not kwargs["not_use_onnxsim"]), \
             _float32_only(precision in ("f32", "default")), _saved_model_once(work):
@@ -393,6 +405,7 @@ def _convert_once(onnx_path: str | Path, out_path: Path, shapes: Mapping[str, An
     found = [str(p) for p in [work / f"{private.stem}{suffix}"] if p.is_file()]
     import shutil
 
+    key = conversion_key(digest, shapes, precision, calibration, options)
     if error is not None or not found:
         shutil.rmtree(work, ignore_errors=True)  # scratch: the conversion worker's own job folder
         if info["unsupported_ops"]:
@@ -402,12 +415,88 @@ def _convert_once(onnx_path: str | Path, out_path: Path, shapes: Mapping[str, An
         else:
             reason = f"onnx2tf fails: {error or 'no .tflite written'}"[:400]
         info["error"] = reason
+        CONVERSIONS.remember(key, info, None)
         raise ConversionFailed(reason, info)
+    float32 = work / f"{private.stem}_float32.tflite"
+    if precision == "f16" and float32.is_file():     # the same run wrote the float32 file an fp32 conversion writes
+        CONVERSIONS.remember(conversion_key(digest, shapes, "f32", None, options), _float32_part(info),
+                             float32.read_bytes())
     out_path.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
     shutil.move(found[0], out_path)  # scratch: the conversion worker's own job folder
     shutil.rmtree(work, ignore_errors=True)  # scratch: the conversion worker's own job folder
     info["ok"] = True
+    CONVERSIONS.remember(key, info, out_path.read_bytes())
     return info
+
+
+def conversion_key(digest: str, shapes: Mapping[str, Any], precision: str,
+                   calibration: Mapping[str, np.ndarray] | None, options: OptionSet) -> str:
+    """What decides an onnx2tf run's result: the model's content, the input shapes, the precision (``default``
+    is ``f32``), the options and, for int8, the calibration samples' content (and onnx2tf's version)."""
+    import hashlib
+    import json
+
+    precision = "f32" if precision == "default" else precision
+    h = hashlib.sha256(json.dumps({"model": digest, "precision": precision, "flags": list(options.flags),
+                                   "kwargs": repr(sorted(dict(options.kwargs).items())),
+                                   "shapes": {str(n): [int(d) for d in s] for n, s in shapes.items()},
+                                   "onnx2tf": package_version("onnx2tf")}, sort_keys=True).encode())
+    if precision == "int8":
+        for name in sorted(calibration or {}):
+            a = np.ascontiguousarray(calibration[name])
+            h.update(f"\0{name}\0{a.dtype}\0{a.shape}\0".encode())
+            h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _float32_part(info: Mapping[str, Any]) -> dict[str, Any]:
+    """An f16 run's info as its float32 file's own: the log up to the float32 file's completion (what an fp32
+    run, which stops there, logs)."""
+    log = str(info.get("log") or "")
+    end = log.find("\n", log.find("Float32 tflite output complete"))
+    return {**info, "ok": True, "log": log if end < 0 or "Float32 tflite output complete" not in log else log[:end + 1]}
+
+
+class ConversionMemo:
+    """The conversions this worker process has made, by :func:`conversion_key`: the ``.tflite`` bytes (in memory,
+    never written anywhere but the asking job's output) and onnx2tf's info, or a refusal's info. The same model at
+    the same shapes, precision and options converts to the same file, so a check, a profile's thread counts, a
+    precision's comparison and latency runs, an export of it in one warm worker run onnx2tf once (an f16 run also
+    yields the fp32 file). At most ``limit_bytes`` of files are kept, the least recently used dropped first."""
+
+    def __init__(self, limit_bytes: int = 256 * 2**20) -> None:
+        import collections
+
+        self.limit_bytes = limit_bytes
+        self._entries: collections.OrderedDict[str, tuple[dict[str, Any], bytes | None]] = collections.OrderedDict()
+
+    def remember(self, key: str, info: Mapping[str, Any], data: bytes | None) -> None:
+        if data is not None and len(data) > self.limit_bytes // 2:
+            return                                   # a file this large is converted again rather than held
+        self._entries[key] = (dict(info), data)
+        self._entries.move_to_end(key)
+        while sum(len(d or b"") for _, d in self._entries.values()) > self.limit_bytes:
+            self._entries.popitem(last=False)
+
+    def reuse(self, key: str, out_path: Path) -> dict[str, Any] | None:
+        """The remembered conversion for ``key`` written to ``out_path`` (its info, ``reused`` True); None when there
+        is none; raises :class:`ConversionFailed` again for a remembered refusal."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        self._entries.move_to_end(key)
+        info, data = dict(entry[0]), entry[1]
+        info["reused"] = True
+        if data is None:
+            raise ConversionFailed(str(info.get("error") or "onnx2tf refused the model"), info)
+        out_path.write_bytes(data)  # scratch: the conversion worker's own job folder
+        return info
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+CONVERSIONS = ConversionMemo()
 
 
 class _Float32Written(Exception):
