@@ -26,10 +26,10 @@ from studio.cli import (batch_cmd, build_parser, check_cmd, compare_cmd, data_cm
                         inspect_cmd, main, memory_cmd, optimize_cmd, plugin_cmd, precision_cmd, profile_cmd,
                         profile_generate, recipe_args, remote_args, task_args)
 from studio.core.errors import StudioError
-from studio.core.requests import (REQUESTS, BatchRequest, CheckRequest, CompareRequest, DatasetAddRequest,
-                                  DatasetEvalRequest, EditRequest, ExportRequest, GenerationRequest, GraphRequest,
-                                  InspectRequest, MemoryRequest, OptimizeRequest, PluginRequest, PrecisionRequest,
-                                  ProfileRequest, RecipeRequest)
+from studio.core.requests import (HINT_REQUESTS, REQUESTS, BatchRequest, CheckRequest, CompareRequest,
+                                  DatasetAddRequest, DatasetEvalRequest, EditRequest, ExportRequest,
+                                  GenerationRequest, GraphRequest, InspectRequest, MemoryRequest, OptimizeRequest,
+                                  PluginRequest, PrecisionRequest, ProfileOptions, ProfileRequest, RecipeRequest)
 
 FULL = {
     ProfileRequest: ProfileRequest.of(       # an .npz or an image folder: the image folder (its preprocessing)
@@ -89,12 +89,18 @@ FULL = {
                                          "dtype": "float16", "interpolation": "nearest", "pad_value": "114",
                                          "crop_ratio": "0.875"}),
 }
-# The iterations are cleared by a duration (ProfileRequest), a preset by named passes (OptimizeRequest), and the
-# count of random samples by a file or dataset to compare on (CompareRequest: SOLO holds a count).
-CLEARED = {ProfileRequest: {"iterations"}, OptimizeRequest: {"preset"}, CompareRequest: {"count"}}
+# Fields FULL leaves at their default (dotted paths into nested options): the iterations are cleared by a duration
+# and an .npz of inputs excludes the image folder (ProfileRequest), a preset is cleared by named passes
+# (OptimizeRequest), the count of random samples by a file or dataset to compare on (CompareRequest). SOLO holds
+# each of them away from its default.
+CLEARED = {ProfileRequest: {"options.iterations", "options.inputs_npz"}, OptimizeRequest: {"preset"},
+           CompareRequest: {"count"}}
 # More requests each kind's command must read back as (fields that FULL clears).
 SOLO = {CompareRequest: (CompareRequest(count=4, engine="mnn", dims={"batch": 1}),
-                         CompareRequest(engine="ort", engine_b="openvino", ov_precision_b="bf16", count=7))}
+                         CompareRequest(engine="ort", engine_b="openvino", ov_precision_b="bf16", count=7)),
+        ProfileRequest: (ProfileRequest.of(engines=("ov",), iterations=7, inputs_npz="real inputs/x.npz",
+                                           per_op=True, dims={"batch": 2}),),
+        OptimizeRequest: (OptimizeRequest(preset="openvino", dims={"batch": 1}),)}
 # Every kind the CLI builds from its flags: the remote-able ones and those that run here only.
 TRIPS = (*REQUESTS, CompareRequest, InspectRequest, GraphRequest, DatasetAddRequest, DatasetEvalRequest,
          PluginRequest, RecipeRequest)
@@ -103,9 +109,38 @@ BARE = {EditRequest: None, DatasetEvalRequest: DatasetEvalRequest(model="m.onnx"
         PluginRequest: PluginRequest(op="d::Op")}
 
 
+def _leaves(request, prefix: str = "") -> dict[str, object]:
+    """Every field of ``request`` by dotted path, a nested dataclass's fields (``options.seed``) in place of it:
+    the list read from ``dataclasses.fields`` all the way down, so a new nested field is seen too."""
+    out: dict[str, object] = {}
+    for f in dataclasses.fields(request):
+        value = getattr(request, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            out.update(_leaves(value, f"{prefix}{f.name}."))
+        else:
+            out[prefix + f.name] = value
+    return out
+
+
 def _same_fields(a, b) -> list[str]:
-    """The fields whose values differ (empty: equal field by field)."""
-    return [f.name for f in dataclasses.fields(a) if getattr(a, f.name) != getattr(b, f.name)]
+    """The fields (dotted paths into nested options) whose values differ: empty when equal field by field."""
+    la, lb = _leaves(a), _leaves(b)
+    return sorted(k for k in la.keys() | lb.keys() if la.get(k, _MISSING) != lb.get(k, _MISSING))
+
+
+_MISSING = object()
+
+
+def test_the_trips_cover_every_request_kind():
+    assert set(TRIPS) == set(REQUESTS) | set(HINT_REQUESTS) and set(FULL) == set(TRIPS)
+
+
+def test_leaves_see_each_nested_option():
+    """The oracle of the trips below: a ProfileRequest's leaves are its engines and each ProfileOptions field, and
+    a difference inside the options is named by its path."""
+    assert set(_leaves(ProfileRequest())) == {"engines"} | {f"options.{f.name}" for f in
+                                                            dataclasses.fields(ProfileOptions)}
+    assert _same_fields(ProfileRequest.of(seed=1), ProfileRequest.of(seed=2)) == ["options.seed"]
 
 
 def _parsed(kind, command: str):
@@ -165,14 +200,16 @@ def _command(request) -> str:
 
 @pytest.mark.parametrize("kind", TRIPS, ids=lambda k: k.__name__)
 def test_every_field_is_set_and_survives_json(kind):
-    full, default = FULL[kind], kind()
-    same = [n for n in {f.name for f in dataclasses.fields(kind)} - CLEARED.get(kind, set())
-            if getattr(full, n) == getattr(default, n)]
+    """Every leaf (a nested option's fields each) is away from its default in FULL, or in a SOLO request where
+    FULL must clear it, and every request survives JSON field by field."""
+    full, default = _leaves(FULL[kind]), _leaves(kind())
+    same = sorted(n for n in set(default) - CLEARED.get(kind, set()) if full[n] == default[n])
     assert same == [], f"set these away from their defaults in FULL[{kind.__name__}]: {same}"
-    for request in (full, default, *SOLO.get(kind, ())):
+    assert CLEARED.get(kind, set()) <= set(default), "CLEARED names a field the request does not have"
+    for request in (FULL[kind], kind(), *SOLO.get(kind, ())):
         assert _same_fields(kind.from_dict(json.loads(json.dumps(request.to_dict()))), request) == []
-    for name in CLEARED.get(kind, ()) if kind in SOLO else ():
-        assert any(getattr(r, name) != getattr(default, name) for r in SOLO.get(kind, ())), \
+    for name in CLEARED.get(kind, ()):
+        assert any(_leaves(r)[name] != default[name] for r in SOLO.get(kind, ())), \
             f"set {name} away from its default in SOLO[{kind.__name__}]"
 
 
