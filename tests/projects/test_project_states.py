@@ -28,6 +28,7 @@ import pytest
 from studio import api
 from studio.projects.catalog import error_kind
 from tests.conftest import ROOT, SAMPLES, assert_user_message, sha256_file
+from tests.forked_cli import run_forked
 from tests.servers import wait_until
 
 HANG_GUARD_S = 300
@@ -42,6 +43,10 @@ def _env(root: Path, home: Path, **extra: str) -> dict:
 
 
 def _studio(argv: list[str], env: dict, cwd: Path, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """A process of its own; as another user (``prefix``: setpriv) a cold interpreter, else forked from a
+    preloaded server (tests/forked_cli.py)."""
+    if not prefix:
+        return run_forked(argv, cwd=cwd, env=env, timeout=HANG_GUARD_S)
     return subprocess.run([*prefix, sys.executable, "-m", "studio", *argv], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=HANG_GUARD_S)
 

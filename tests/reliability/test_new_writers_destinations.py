@@ -12,7 +12,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from studio.cli import main
 from tests.conftest import ROOT, assert_user_message, sha256_file
+from tests.forked_cli import run_forked
 
 HANG_GUARD_S = 300
 
@@ -86,9 +86,9 @@ def test_r32_new_file_writers_never_write_through_a_link_or_over_the_input(work,
 
 
 def _subprocess(cwd: Path, *argv: str) -> subprocess.CompletedProcess:
+    """A process of its own (the hang guard), forked from a preloaded server (tests/forked_cli.py)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
-    return subprocess.run([sys.executable, "-m", "studio", *argv], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=HANG_GUARD_S)
+    return run_forked(argv, cwd=cwd, env=env, timeout=HANG_GUARD_S)
 
 
 FIFO_CASES = {

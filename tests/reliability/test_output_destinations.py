@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import stat
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from studio import api
 from studio.cli import main
 from studio.core.errors import StudioError
 from tests.conftest import ROOT, assert_user_message, sha256_file
+from tests.forked_cli import file_size_limit, run_forked
 
 HANG_GUARD_S = 300          # a subprocess that outlives this has hung: the test fails, it never waits forever
 
@@ -55,9 +55,9 @@ def _cli(capsys, *argv: str) -> tuple[int, str]:
 
 
 def _subprocess(cwd: Path, *argv: str, preexec=None) -> subprocess.CompletedProcess:
+    """A process of its own (a hang guard, a limit), forked from a preloaded server (tests/forked_cli.py)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "studio", *argv], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=HANG_GUARD_S, preexec_fn=preexec)
+    return run_forked(argv, cwd=cwd, env=env, timeout=HANG_GUARD_S, preexec=preexec)
 
 
 def _error_line(proc: subprocess.CompletedProcess) -> str:
@@ -324,10 +324,7 @@ def test_r34_optimize_into_a_full_disk(work, tmpfs, capsys):
 def test_r34_file_size_limit_is_an_error_not_a_kill(work):
     (work / "g.html").write_text("old")
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
-
-    proc = _subprocess(work, "graph", "m.onnx", "-o", "g.html", preexec=limit)
+    proc = _subprocess(work, "graph", "m.onnx", "-o", "g.html", preexec=file_size_limit(200_000))
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-500:])     # not killed by SIGXFSZ
     assert_user_message(_error_line(proc), "g.html", "file-size limit")
     assert (work / "g.html").read_text() == "old"
