@@ -195,7 +195,8 @@ def evaluate_on_dataset(ds, reference: ModelHandle | str | Path | DatasetEvalReq
                         candidate: ModelHandle | str | Path | None = None,
                         *, engine: str = "onnxruntime", target: str | None = None, part: str = "evaluation",
                         limit: int | None = None, metrics: Mapping[str, Sequence[str]] | None = None,
-                        pool_key: str = "default", tasks: Mapping[str, str] | None = None):
+                        pool_key: str = "default", tasks: Mapping[str, str] | None = None,
+                        model: ModelHandle | None = None):
     """Task metrics of ``candidate`` (default: the reference itself) on ``engine`` against the
     reference's golden outputs on the dataset (computed once and stored with the dataset).
     ``tasks``: {output: kind} chosen by the user (see :func:`output_tasks`); a ``target`` that applies
@@ -203,7 +204,8 @@ def evaluate_on_dataset(ds, reference: ModelHandle | str | Path | DatasetEvalReq
 
     ``reference`` may be the ``DatasetEvalRequest`` the CLI builds: its model, candidate, engine, goal, part,
     limit and tasks, in place of those arguments (both at once is one line, BAD-REQUEST); ``tasks`` given
-    beside it are the call's resolved choices (the request's with the project's stored ones)."""
+    beside it are the call's resolved choices (the request's with the project's stored ones), ``model`` the
+    reference as this process opened it (a page's current version; the request names it by file name)."""
     if isinstance(reference, DatasetEvalRequest):
         request = reference
         given = [k for k, v, d in (("candidate", candidate, None), ("engine", engine, DatasetEvalRequest().engine),
@@ -212,7 +214,8 @@ def evaluate_on_dataset(ds, reference: ModelHandle | str | Path | DatasetEvalReq
         if given:
             raise StudioError(f"evaluate_on_dataset takes its options from the request or from arguments, not "
                               f"both (also given: {', '.join(given)})", code=ErrorCode.BAD_REQUEST)
-        reference, candidate, engine, target = request.model, request.candidate, request.engine, request.goal
+        reference = model if model is not None else request.model
+        candidate, engine, target = request.candidate, request.engine, request.goal
         part, limit = request.part, request.limit
         tasks = dict(request.tasks) if tasks is None else tasks
     ref = path_of(reference)

@@ -151,6 +151,16 @@ def test_data_hints_name_the_project_model_dataset_and_recipe(app):
 
 
 def test_data_eval_hint_run_by_the_cli_gives_the_page_metrics(app, tmp_path, capsys, monkeypatch):
+    from studio import api
+
+    calls: list = []
+    real = api.evaluate_on_dataset
+
+    def recording(ds, request, *args, **kwargs):
+        calls.append(request)
+        return real(ds, request, *args, **kwargs)
+
+    monkeypatch.setattr(api, "evaluate_on_dataset", recording)
     at = app().run()
     open_sample(at, "image_classifier")
     at.switch_page("views/data.py").run()
@@ -163,6 +173,8 @@ def test_data_eval_hint_run_by_the_cli_gives_the_page_metrics(app, tmp_path, cap
     code, out = _run(hint, tmp_path / "w", path_of("image_classifier"), capsys, monkeypatch, "--json")
     assert code == 0, out
     cli = json.loads(out)
+    page_request, cli_request = calls             # one DatasetEvalRequest both ways (issue 34 item 2)
+    assert page_request == cli_request and page_request.model == "image_classifier.onnx"
     got = {(o["output"], m["metric"]): m["value"] for o in cli["outputs"] for m in o["metrics"]}
     for row in page.itertuples():
         assert got[(row.output, row.metric)] == pytest.approx(float(row.value), rel=1e-3), row

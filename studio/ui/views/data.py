@@ -161,9 +161,9 @@ def _evaluate(project, ds, handle) -> None:
     engine = c1.selectbox("Engine", list(ENGINES), key="data_engine")
     target = target_picker(handle, tasks, "data", label="Target")
     settings = {"dataset": ds.id, "engine": engine, "target": target, "tasks": str(tasks)}
-    if c3.button("Evaluate", key="data_eval", disabled=not ds.evaluation):
-        report = widgets.guarded(lambda: api.evaluate_on_dataset(ds, handle, engine=ENGINES[engine],
-                                                                  target=target or None, tasks=tasks),
+    request = DatasetEvalRequest(model=handle.path.name, engine=ENGINES[engine], goal=target, tasks=tasks or {})
+    if c3.button("Evaluate", key="data_eval", disabled=not ds.evaluation):     # the request its hint prints
+        report = widgets.guarded(lambda: api.evaluate_on_dataset(ds, request, model=handle, tasks=tasks),
                                  spinner="Running the evaluation part…")
         if report is not None:
             state.keep_result("data_report", report.to_dict(), settings)
@@ -175,8 +175,7 @@ def _evaluate(project, ds, handle) -> None:
                 f"Target {widgets.md_escape(report['target'], 80)}: {'met' if report['target_met'] else 'missed'}")
         for note in report.get("notes", []):
             st.caption(widgets.md_escape(note, 200))
-    widgets.cli_hint(DatasetEvalRequest(model=handle.path.name, engine=ENGINES[engine], goal=target,
-                                        tasks=tasks or {}).command(ds.name, project=project.id))
+    widgets.cli_hint(request.command(ds.name, project=project.id))
 
 
 def render() -> None:
