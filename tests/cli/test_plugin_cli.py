@@ -8,13 +8,15 @@ import subprocess
 import sys
 
 from tests.conftest import ROOT, SAMPLES, assert_user_message, sha256_file
+from tests.forked_cli import run_forked
 
 MODEL = SAMPLES / "mmdeploy_grid_sampler.onnx"
 
 
 def _cli(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "studio", "plugin", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=300)
+    """``onnx-studio plugin ARGS`` in a process of its own (user code runs in it and its workers),
+    forked from a preloaded server (tests/forked_cli.py)."""
+    return run_forked(["plugin", *map(str, args)], cwd=cwd, timeout=300)
 
 
 def test_json_runs_python_targets_and_writes_every_package(tmp_path):
@@ -94,9 +96,8 @@ def test_custom_op_without_reference_writes_samples_and_is_not_a_failure(tmp_pat
 def test_endless_loop_follows_the_global_timeout(tmp_path):
     impl = tmp_path / "loop.py"
     impl.write_text("def compute(input0, *, alpha=1.0):\n    while True:\n        pass\n")
-    proc = subprocess.run([sys.executable, "-m", "studio", "--timeout", "2", "plugin", str(_foo_model(tmp_path)),
-                           "--op", "my.dom::Foo", "--dim", "N=2", "--target", "ort-python", "-o",
-                           str(tmp_path / "out"), "--impl", str(impl)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=100)
+    proc = run_forked(["--timeout", "2", "plugin", str(_foo_model(tmp_path)), "--op", "my.dom::Foo", "--dim", "N=2",
+                       "--target", "ort-python", "-o", str(tmp_path / "out"), "--impl", str(impl)], cwd=ROOT,
+                      timeout=100)
     assert proc.returncode == 1, proc.stderr
     assert "did not finish within 2 s (an endless loop?)" in proc.stdout
