@@ -6,8 +6,9 @@ tests that run dozens of commands only to read their exit code, message and file
 ``multiprocessing`` forkserver that has imported those once (:data:`PRELOAD`): the child is a new process
 with its own argv, cwd, environment, limits (``preexec``), stdin from /dev/null, stdout and stderr on pipes,
 atexit handlers run at its end, and an exit code as a process's (a signal reads as ``-N``). What the child
-inherits from the server is only the imported modules, imported once in a clean interpreter (the server is a
-fresh ``python``, not a fork of pytest), before any test set an environment variable.
+inherits from the server is the imported modules, imported once in a fresh ``python`` (not a fork of pytest:
+no test's threads, fixtures or patches); no preloaded module reads the environment or the working folder at
+import, so the first caller's environment, which the server started with, reaches no run.
 
 Use it where a separate process is what is tested (resource limits, Landlock, a hang that must not block
 pytest) but a cold interpreter is not; where no process of its own is needed, tests/clirun.py runs ``main()``
