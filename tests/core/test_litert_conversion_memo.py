@@ -103,7 +103,7 @@ def _tflite(path: Path, x: np.ndarray) -> np.ndarray:
     return out
 
 
-@pytest.mark.slow      # TensorFlow's import in a fresh worker, three onnx2tf runs, a precision report
+@pytest.mark.slow      # TensorFlow's import in a fresh worker, two onnx2tf runs, a precision report
 def test_a_check_precision_and_conversions_of_one_model_run_onnx2tf_once_per_distinct_conversion(tmp_path,
                                                                                               monkeypatch):
     from studio import api
@@ -136,25 +136,26 @@ def test_a_check_precision_and_conversions_of_one_model_run_onnx2tf_once_per_dis
     def runs() -> list:
         return [json.loads(line) for line in count.read_text().splitlines()] if count.exists() else []
 
-    assert api.check(api.load(model), ["litert"], pool_key=pool).verdict("litert").verdict == "runs"
-    assert len(runs()) == 1                                          # the check's fp32 conversion
-
     report = api.precision(api.load(model), variants=["fp32", "fp32-litert", "fp16-litert"], samples=2,
                            latency_budget_s=0.5, out_dir=tmp_path / "precision", pool_key=pool)
     by = {v.name: v for v in report.variants}
     assert by["fp32-litert"].status == by["fp16-litert"].status == "ok"
     assert by["fp32-litert"].cosine > 0.9999 and by["fp16-litert"].cosine > 0.999
-    # the comparison's fp32 and both latency conversions reuse a file; the fp16 comparison converts once
-    assert len(runs()) == 2, runs()
+    # the fp16 comparison converts first and its run writes the fp32 file too: the fp32 comparison and both
+    # latency runs reuse them
+    assert len(runs()) == 1, runs()
+
+    assert api.check(api.load(model), ["litert"], pool_key=pool).verdict("litert").verdict == "runs"
+    assert len(runs()) == 1                                          # the check's fp32 conversion: the same file
 
     f32 = engine.convert(model, tmp_path / "f32" / "model.tflite", shapes={inp.name: shape}, pool_key=pool)
-    assert f32.ok and f32.reused and len(runs()) == 2
+    assert f32.ok and f32.reused and len(runs()) == 1
     assert "Float16 tflite output complete" not in f32.log_tail        # the float32 file's own log
     np.testing.assert_allclose(_tflite(tmp_path / "f32" / "model.tflite", x), _ort(model, x), rtol=1e-4, atol=1e-4)
 
     other = engine.convert(changed, tmp_path / "other" / "model.tflite", shapes={inp.name: shape}, pool_key=pool)
-    assert other.ok and not other.reused and len(runs()) == 3           # other content: onnx2tf runs
+    assert other.ok and not other.reused and len(runs()) == 2           # other content: onnx2tf runs
     got = _tflite(tmp_path / "other" / "model.tflite", x)
     np.testing.assert_allclose(got, _ort(changed, x), rtol=1e-4, atol=1e-4)
     assert not np.allclose(got, _ort(model, x), rtol=1e-4, atol=1e-4)  # and its file is not the first model's
-    assert [r[0] for r in runs()] == [[f"{inp.name}:{','.join(map(str, shape))}"]] * 3
+    assert [r[0] for r in runs()] == [[f"{inp.name}:{','.join(map(str, shape))}"]] * 2
