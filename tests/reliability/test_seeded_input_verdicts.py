@@ -7,8 +7,6 @@ says which inputs ran, and when none ran says "compiles; not run: needs inputs",
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import onnx
@@ -21,6 +19,7 @@ from studio.core.engines import get_engine
 from studio.core.errors import StudioError
 from studio.core.feeds import input_specs, random_feeds
 from tests.conftest import ROOT, sha256_file
+from tests.forked_cli import run_forked
 from tests.seeded_input_models import (fixed_size_reshape, framed_by_7, framed_by_80, hidden_gather,
                                        rate_below_16k_fails, silero_like, vad_with_sample_rate)
 
@@ -128,12 +127,11 @@ def _real_failures_stay_failures(tmp_path, path):
 
 def test_r39_cli_exit_code_0_and_says_not_run(tmp_path):
     path = _save(framed_by_7(), tmp_path, "framed_by_7")
-    out = subprocess.run([sys.executable, "-m", "studio", "check", str(path), "--engines", "ort,openvino"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = run_forked(["check", str(path), "--engines", "ort,openvino"], cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "not run" in out.stdout and NEEDS_INPUTS in out.stdout and "NEEDS-INPUTS" in out.stdout
-    js = subprocess.run([sys.executable, "-m", "studio", "check", str(_save(silero_like(), tmp_path, "vad")),
-                         "--engines", "ort", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    js = run_forked(["check", str(_save(silero_like(), tmp_path, "vad")), "--engines", "ort", "--json"], cwd=ROOT,
+                    timeout=300)
     assert js.returncode == 0, js.stderr
     assert json.loads(js.stdout)["verdicts"][0]["ran_on"]["inputs"] == {"input": "float32[1, 512]"}
 
