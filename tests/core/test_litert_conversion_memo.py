@@ -8,6 +8,7 @@ checked against plain ONNX Runtime."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import textwrap
 from pathlib import Path
@@ -106,17 +107,26 @@ def _tflite(path: Path, x: np.ndarray) -> np.ndarray:
 @pytest.mark.slow      # TensorFlow's import in a fresh worker, two onnx2tf runs, a precision report
 def test_a_check_precision_and_conversions_of_one_model_run_onnx2tf_once_per_distinct_conversion(tmp_path,
                                                                                               monkeypatch):
-    from studio import api
-    from studio.core.engines import get_engine
-
     require_engine("litert")
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(_COUNTER)
     count = tmp_path / "onnx2tf_runs.jsonl"
     monkeypatch.setenv("MEMO_TEST_COUNT", str(count))
-    monkeypatch.setenv("PYTHONPATH", f"{site}:{__import__('os').environ.get('PYTHONPATH', '')}")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p))
     pool = f"memo-{tmp_path.name}"               # a worker of its own, started with the counter on its path
+    try:
+        _scenario(tmp_path, pool, count)
+    finally:                                     # its TensorFlow worker serves no other test
+        from studio.core.sandbox import shutdown_pool
+
+        for key in (pool, f"{pool}:litert"):
+            shutdown_pool(key)
+
+
+def _scenario(tmp_path: Path, pool: str, count: Path) -> None:
+    from studio import api
+    from studio.core.engines import get_engine
 
     model = tmp_path / "m.onnx"
     shutil.copy(SAMPLES / "cnn_unfused.onnx", model)
