@@ -184,20 +184,34 @@
     'elk.algorithm': 'layered', 'elk.direction': 'DOWN', 'elk.hierarchyHandling': 'INCLUDE_CHILDREN',
     'elk.layered.spacing.nodeNodeBetweenLayers': '26', 'elk.spacing.nodeNode': '16',
     'elk.layered.spacing.edgeNodeBetweenLayers': '10', 'elk.spacing.edgeNode': '10', 'elk.spacing.edgeEdge': '6',
-    'elk.spacing.edgeLabel': '2', 'elk.edgeLabels.placement': 'CENTER', 'elk.layered.thoroughness': '2',
+    'elk.layered.thoroughness': '2',
     'elk.layered.nodePlacement.strategy': 'BRANDES_KOEPF', 'elk.layered.nodePlacement.bk.fixedAlignment': 'BALANCED',
     'elk.json.edgeCoords': 'ROOT', 'elk.json.shapeCoords': 'ROOT', 'elk.padding': '[top=14,left=14,bottom=14,right=14]'
   };
   var GROUP_OPTS = {'elk.padding': '[top=' + (CHEAD + 8) + ',left=10,bottom=10,right=10]'};
 
+  /* Edge labels do not go to ELK as labels: each would be a label dummy node in its own layer (ELK's
+   * layered cost grows with them; leaving them out cut its cold CPU time ~24 % on llama_optimum, issue 35).
+   * Instead a box's outgoing labels (one row per distinct text, under the box) enlarge the box ELK lays out,
+   * so ELK keeps every other box and edge clear of them, and readElk draws the box at its own size on top
+   * of that area with the labels below it, each on its edge. */
+  var TAIL_ROW = 14;
   function elkGraph(vis) {
     var nodes = {}, root = {id: 'root', layoutOptions: ROOT_OPTS, children: [], edges: []};
     nodes[0] = root;
+    var withLabels = vis.edges.length <= LABEL_MAX, tails = {};
+    if (withLabels) vis.edges.forEach(function (e) {
+      if (!e.text) return;
+      var t = tails[e.src] = tails[e.src] || {rows: [], lw: []};
+      if (t.rows.indexOf(e.text) < 0) { t.rows.push(e.text); t.lw.push(Math.ceil(textW(e.text, SMALL)) + 6); }
+    });
+    vis.tails = tails;
     vis.order.forEach(function (id) {
-      var it = vis.items[id];
-      var n = it.type === 'open' ? {id: id, layoutOptions: GROUP_OPTS, children: [],
-        labels: [{text: it.title, width: textW(it.title, BOLD) + 30, height: CHEAD}]}
-        : {id: id, width: it.w, height: it.h};
+      var it = vis.items[id], t = tails[id], n;
+      if (it.type === 'open') n = {id: id, layoutOptions: GROUP_OPTS, children: [],
+        labels: [{text: it.title, width: textW(it.title, BOLD) + 30, height: CHEAD}]};
+      else if (t) n = {id: id, width: Math.max(it.w, Math.max.apply(null, t.lw)), height: it.h + t.rows.length * TAIL_ROW + 2};
+      else n = {id: id, width: it.w, height: it.h};
       if (it.type === 'open') nodes[it.g] = n;
       it.elk = n;
     });
@@ -205,25 +219,26 @@
       var it = vis.items[id], parent = nodes[it.parent > 0 ? it.parent : 0] || root;
       parent.children.push(it.elk);
     });
-    var withLabels = vis.edges.length <= LABEL_MAX;
-    vis.edges.forEach(function (e) {
-      var ed = {id: e.id, sources: [e.src], targets: [e.dst]};
-      if (withLabels && e.text) ed.labels = [{text: e.text, width: Math.ceil(textW(e.text, SMALL)) + 6, height: 13}];
-      root.edges.push(ed);
-    });
+    vis.edges.forEach(function (e) { root.edges.push({id: e.id, sources: [e.src], targets: [e.dst]}); });
     return root;
   }
 
   function readElk(vis, res) {
-    var boxes = {}, edges = [];
+    var boxes = {}, edges = [], area = {}, tails = vis.tails || {};
     (function walk(n) {
       (n.children || []).forEach(function (c) {
-        boxes[c.id] = {x: c.x, y: c.y, w: c.width, h: c.height};
+        var it = vis.items[c.id];
+        if (tails[c.id] && it) {      /* the box at its own size, centred on the top of its area */
+          area[c.id] = {x: c.x, y: c.y, w: c.width, h: c.height};
+          boxes[c.id] = {x: c.x + (c.width - it.w) / 2, y: c.y, w: it.w, h: it.h};
+        } else boxes[c.id] = {x: c.x, y: c.y, w: c.width, h: c.height};
         walk(c);
       });
     })(res);
     var byId = {};
     vis.edges.forEach(function (e) { byId[e.id] = e; });
+    var placed = {};
+    function clamp(v, a, b) { return v < a ? a : (v > b ? b : v); }
     (res.edges || []).forEach(function (re) {
       var e = byId[re.id]; if (!e) return;
       var pts = [];
@@ -232,9 +247,23 @@
         (s.bendPoints || []).forEach(function (b) { pts.push([b.x, b.y]); });
         pts.push([s.endPoint.x, s.endPoint.y]);
       });
-      var lab = re.labels && re.labels[0] && re.labels[0].x !== undefined ?
-        {x: re.labels[0].x, y: re.labels[0].y, w: re.labels[0].width, h: re.labels[0].height} : null;
-      edges.push({e: e, pts: pts, label: lab});
+      var label = null, A = area[e.src], B = boxes[e.src], D = boxes[e.dst];
+      if (pts.length && A) {
+        /* leave from the box's own bottom edge, through its label area */
+        var p0 = pts[0], bx = clamp(p0[0], B.x + 4, B.x + B.w - 4);
+        if (bx !== p0[0]) pts.unshift([bx, B.y + B.h]); else pts[0] = [p0[0], B.y + B.h];
+        var t = tails[e.src], r = t.rows.indexOf(e.text), key = e.src + '\u0000' + e.text;
+        if (r >= 0 && !placed[key]) {
+          placed[key] = 1;
+          var lw = t.lw[r];
+          label = {x: clamp(p0[0] - lw / 2, A.x, A.x + A.w - lw), y: B.y + B.h + 1 + r * TAIL_ROW, w: lw, h: 13};
+        }
+      }
+      if (pts.length > 1 && D && area[e.dst]) {  /* arrive on the box itself, not on the wider area */
+        var last = pts[pts.length - 1];
+        last[0] = clamp(last[0], D.x + 4, D.x + D.w - 4);
+      }
+      edges.push({e: e, pts: pts, label: label});
     });
     return {boxes: boxes, edges: edges, w: res.width, h: res.height};
   }
