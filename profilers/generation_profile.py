@@ -35,7 +35,7 @@ from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants
 from studio.core.engines.table import engine_row
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
-from studio.core.sandbox import Limits, limit_refusal, model_bytes_on_disk, require_memory, run_job, scaled_to_model
+from studio.core.sandbox import Limits, limit_refusal, model_bytes_on_disk, require_memory, room_for_weights, run_job
 from studio.inspect.decoder import DecoderSpec, recognize
 from studio.inspect.decoder_cache import short
 from studio.inspect.decoder_contract import GenerationContract, contract_of
@@ -178,8 +178,7 @@ def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpe
 def _room_for(limits: Limits, paths: Sequence[Path]) -> Limits:
     """``limits`` with memory for the sessions of the models at ``paths`` (their weights once each, on top
     of the defaults): the 3 GiB default refused a 6.4 GiB decoder ("std::bad_alloc" at session creation)."""
-    held = sum(model_bytes_on_disk(p) for p in paths)
-    return replace(limits, memory_bytes=max(limits.memory_bytes, scaled_to_model(None, held, copies=1).memory_bytes))
+    return room_for_weights(limits, sum(model_bytes_on_disk(p) for p in paths))
 
 
 def _job_limits(limits: Limits, n_variants: int, options: GenerationOptions) -> Limits:

@@ -47,7 +47,8 @@ from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import ImagePreprocess
 from studio.core.paths import user_data_path
 from studio.core.requests import ProfileOptions, ProfileRequest
-from studio.core.sandbox import GiB, Limits, default_limits
+from studio.core.sandbox import (GiB, Limits, default_limits, limit_refusal, model_bytes_on_disk, require_memory,
+                                 room_for_weights)
 
 log = logging.getLogger(__name__)
 
@@ -336,6 +337,7 @@ def run_profile(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec],
     if not engines:
         raise StudioError("no engine given", code=ErrorCode.BAD_OPTION)
     started = time.perf_counter()
+    _require_room(targets, engines, options)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     job = _plan(targets, engines, options, out_dir, pool_key, on_progress)
@@ -397,11 +399,33 @@ class _Timing:
     nvtx_attached: bool = False
 
 
+def _held_limits(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec], options: ProfileOptions
+                 ) -> tuple[int, int, Limits]:
+    """(sessions, the weights they hold, the limits of a job that holds them all): the interleaved timing
+    runs every version on every engine in one worker, each session with its model's weights. The 3 GiB
+    default (or --memory-gb) refused a 6.4 GiB model after the load; it gets room for them, like the
+    generation profile."""
+    sessions = len(targets) * len(engines)
+    held = sum(model_bytes_on_disk(t.path) for t in targets) * len(engines)
+    return sessions, held, room_for_weights(options_limits(options), held)
+
+
+def _require_room(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec], options: ProfileOptions) -> None:
+    """The one-line refusal before any work where the job's limit cannot hold the sessions' weights."""
+    sessions, held, limits = _held_limits(targets, engines, options)
+    refusal = limit_refusal("profile", held, limits.memory_bytes,
+                            whose="this model's" if sessions == 1 else f"{sessions} sessions'")
+    if refusal is not None:
+        raise StudioError(refusal, code=ErrorCode.TOO_LARGE)
+    for t in targets:
+        require_memory(t.path, "profile", in_worker=False)
+
+
 def _plan(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec], options: ProfileOptions, out_dir: Path,
           pool_key: str, on_progress: Progress | None) -> _ProfileRun:
     """Resolve the variants and make their feeds once per version, so that every later step runs the
     same jobs on the same inputs (versions that take the same inputs get identical feeds)."""
-    limits = options_limits(options)
+    limits = _held_limits(targets, engines, options)[2]
     variants = make_variants(targets, engines)
     npz = Path(options.inputs_npz) if options.inputs_npz else None
     images = Path(options.images_dir) if options.images_dir else None

@@ -291,6 +291,8 @@ WORKER_STAGES = {
     "optimize with verification": lambda h, out: api.optimize(h, passes=["quantize-weight-only"], dims={"n": 2},
                                                               out_path=out / "q.onnx"),
     "precision": lambda h, out: api.precision(h, variants=["int4"], dims={"n": 2}, out_dir=out),
+    "profile": lambda h, out: api.profile([h], ["ort"], api.ProfileOptions(
+        dims=(("n", 2),), warmup=0, iterations=1), out_dir=out / "p"),
     "the generation profile": lambda h, out: api.profile_generation(
         [h], ("ort",), __import__("profilers.generation_results", fromlist=["x"]).GenerationOptions(
             prompt_lengths=(4,), new_tokens=2, generations=1, warmup=0, memory=False), out_dir=out / "gen"),

@@ -66,7 +66,8 @@ Modules (each owns one job; import the public names from this package)
 from __future__ import annotations
 
 from studio.core.sandbox.limits import (GiB, Limits, default_limits, limit_refusal, model_bytes_on_disk,
-                                        require_memory, scaled_to_model, session_limits, worker_limit_refusal)
+                                        require_memory, room_for_weights, scaled_to_model, session_limits,
+                                        worker_limit_refusal)
 from studio.core.sandbox.messages import scrub_message
 from studio.core.sandbox.pool import cancel_all, pool_info, shutdown_all, shutdown_pool
 from studio.core.sandbox.process import MINIMAL_ENV_NAMES, MINIMAL_ENV_PREFIXES
@@ -84,6 +85,7 @@ __all__ = [
     "model_bytes_on_disk",
     "pool_info",
     "require_memory",
+    "room_for_weights",
     "run_job",
     "scaled_to_model",
     "scrub_message",

@@ -202,12 +202,23 @@ def worker_limit_refusal(model_path: str | Path, stage: str, limits: Limits | No
     return limit_refusal(stage, model_bytes_on_disk(model_path), session_limits(limits, model_path).memory_bytes)
 
 
-def limit_refusal(stage: str, held: int, limit: int) -> str | None:
+def room_for_weights(limits: Limits, held: int) -> Limits:
+    """``limits`` with memory for sessions that hold ``held`` bytes of weights once (as :func:`session_limits`
+    raises the defaults, up to half this machine), never lowered: for jobs whose caller set limits (the
+    profiles' --memory-gb) that still hold whole models. Under 512 MiB of weights the caller's stand."""
+    from dataclasses import replace
+
+    if held < _SCALE_FROM_BYTES:
+        return limits
+    return replace(limits, memory_bytes=max(limits.memory_bytes, scaled_to_model(None, held, copies=1).memory_bytes))
+
+
+def limit_refusal(stage: str, held: int, limit: int, *, whose: str = "this model's") -> str | None:
     """The one line of :func:`worker_limit_refusal` for ``held`` bytes of weights in one worker limited to
     ``limit`` bytes; None when they fit, or under 512 MiB (the sandbox's own limits speak for those)."""
     if held < _SCALE_FROM_BYTES or held <= limit:
         return None
-    return (f"{stage} needs one worker holding this model's {held / GiB:.1f} GiB of weights, above the worker "
+    return (f"{stage} needs one worker holding {whose} {held / GiB:.1f} GiB of weights, above the worker "
             f"memory limit of {limit / GiB:.1f} GiB (the configured limit, raised for large models up to half "
             f"this machine's memory): set ONNX_STUDIO_MEMORY_GB={math.ceil(held / GiB) + 1} (or [worker] memory_gb "
             "in onnx-studio.toml) to allow it")
