@@ -415,7 +415,8 @@ def _convert_once(onnx_path: str | Path, out_path: Path, shapes: Mapping[str, An
         else:
             reason = f"onnx2tf fails: {error or 'no .tflite written'}"[:400]
         info["error"] = reason
-        CONVERSIONS.remember(key, info, None)
+        if not (error or "").startswith("MemoryError"):     # a refusal for want of memory may not recur
+            CONVERSIONS.remember(key, info, None)
         raise ConversionFailed(reason, info)
     float32 = work / f"{private.stem}_float32.tflite"
     if precision == "f16" and float32.is_file():     # the same run wrote the float32 file an fp32 conversion writes
