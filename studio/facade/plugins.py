@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from diagnostics.custom_ops import detect_custom_ops
+from studio.core.errors import ErrorCode, StudioError
 from studio.core.model import ModelHandle
 from studio.core.requests import PluginRequest
 from studio.plugins.build import build_package, builds_allowed, check_library
@@ -130,14 +131,26 @@ class PluginRun:
 
 
 def make_plugins(handle: ModelHandle, request: PluginRequest, out_dir: str | Path, *,
-                 pool_key: str = "default") -> PluginRun:
-    """Run a ``PluginRequest`` (the one ``onnx-studio plugin`` builds from its flags): the op's signature at the
-    request's dims, its packages for the request's targets under ``out_dir/<op>/``, with ``request.impl`` (a
-    path, read here) as the Python body; unless ``run`` is off, each Python package whose kernel is known (or
-    is the user's) is run against the reference; with ``build``, each C++ package is compiled and checked."""
+                 signature=None, impl_code: str | None = None, pool_key: str = "default",
+                 on_tick=None) -> PluginRun:
+    """Run a ``PluginRequest`` (the one ``onnx-studio plugin`` builds from its flags, and the Plugins page from its
+    widgets): the op's signature at the request's dims, its packages for the request's targets under
+    ``out_dir/<op>/``, with ``request.impl`` (a path, read here) as the Python body; unless ``run`` is off, each
+    Python package whose kernel is known (or is the user's) is run against the reference; with ``build``, each
+    C++ package is compiled and checked.
+
+    The page's two extras: ``signature``, the op's signature it already collected for this request's op and dims
+    (not collected again), and ``impl_code``, the text of the file ``request.impl`` names as the page's editor
+    holds it (the page edits the body in place; the CLI reads the saved file)."""
+    if impl_code is not None and not request.impl:
+        raise StudioError("impl_code is the text of the request's impl file, and the request names none",
+                          code=ErrorCode.BAD_REQUEST)
+    if signature is not None and signature.qualified != request.op and signature.op_type != request.op:
+        raise StudioError(f"the signature given is {signature.qualified!r}'s, the request asks for "
+                          f"{request.op[:80]!r}", code=ErrorCode.BAD_REQUEST)
     targets = expand_targets(",".join(request.targets))
-    sig = plugin_signature(handle, request.op, dims=dict(request.dims), pool_key=pool_key)
-    impl_text = read_code(Path(request.impl)) if request.impl else None
+    sig = signature or plugin_signature(handle, request.op, dims=dict(request.dims), pool_key=pool_key)
+    impl_text = impl_code if impl_code is not None else read_code(Path(request.impl)) if request.impl else None
     made = scaffold_plugin(handle, request.op, targets, Path(out_dir), signature=sig, impl=impl_text,
                            pool_key=pool_key)
     runs, builds = [], []
@@ -150,8 +163,8 @@ def make_plugins(handle: ModelHandle, request: PluginRequest, out_dir: str | Pat
             if user_code or complete:
                 code = (made.root.parent / package.folder / body).read_text()
                 runs.append(run_python_op(handle, sig.qualified, code, target=target, signature=sig,
-                                          pool_key=pool_key))
+                                          pool_key=pool_key, on_tick=on_tick))
     if request.build:
         for target in (t for t in targets if t in ("ort-cpp", "openvino-cpp", "tensorrt")):
-            builds.append(build_plugin(handle, made, target, signature=sig, pool_key=pool_key))
+            builds.append(build_plugin(handle, made, target, signature=sig, pool_key=pool_key, on_tick=on_tick))
     return PluginRun(request, sig, made, tuple(runs), tuple(builds))

@@ -66,14 +66,10 @@ def _fill_upload(ds_id: str) -> None:
         st.session_state[_key("upload_error", ds_id)] = str(exc)
 
 
-def _changes(ds_id: str) -> dict[str, str]:
-    return {f: st.session_state.get(_key(f, ds_id), "") for f in (*CHOICE_FIELDS, *TEXT_FIELDS)}
-
-
-def recipe_request(recipe) -> RecipeRequest:
-    """The recipe as the ``data recipe`` request that sets it (an empty size is left out of its command)."""
-    texts = field_texts(recipe)
-    return RecipeRequest(fields={name: texts[name] for name in RECIPE_FIELDS})
+def widget_request(ds_id: str) -> RecipeRequest:
+    """The ``data recipe`` request the widgets give, each field as typed (an empty size is left out: the CLI
+    has no flag for "the model's"). The editor hands it to ``api.preprocessing_recipe`` and its hint prints it."""
+    return RecipeRequest(fields={f: str(st.session_state.get(_key(f, ds_id), "")) for f in RECIPE_FIELDS})
 
 
 def _fields(recipe) -> dict:
@@ -112,7 +108,8 @@ def edit(ds, handle, project_id: str) -> object | None:
         col.text_input(LABELS[field], key=_key(field, ds.id), help=help_of[field])
     edited = None
     try:
-        edited = api.preprocessing_recipe(changes=_changes(ds.id))
+        request = widget_request(ds.id)
+        edited = api.preprocessing_recipe(changes=request)
     except Exception as exc:  # noqa: BLE001 - a bad field is shown as one line, the page goes on
         widgets.show_error(exc)
     up_col, down_col, save_col = st.columns([2, 1, 1])
@@ -133,7 +130,7 @@ def edit(ds, handle, project_id: str) -> object | None:
     if changed:
         st.caption("Unsaved changes: the preview below uses them; evaluations use the saved recipe.")
     if edited is not None:
-        widgets.cli_hint(recipe_request(edited).command(ds.name, project=project_id))
+        widgets.cli_hint(request.command(ds.name, project=project_id))
     return edited
 
 

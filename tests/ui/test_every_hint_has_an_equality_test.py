@@ -25,6 +25,7 @@ _PAGES_33 = "tests/ui/test_cli_hints_33.py"
 _PAGES_34 = "tests/ui/test_cli_hints_pages.py"
 _REQUESTS = "tests/ui/test_page_request_is_the_hints.py"
 _HINTS = "tests/ui/test_hint_requests_pages.py"
+_HANDS = "tests/ui/test_page_hands_its_request.py"
 _OPTIMIZE = (f"{_PAGES_33}::test_optimize_hint_run_by_the_cli_gives_the_page_result",
              "tests/passes/test_optimize_request.py::test_the_pages_hint_is_the_request_it_ran",
              "tests/batch/test_optimize_targets.py::test_the_optimize_page_runs_its_request_on_the_chosen_target")
@@ -35,9 +36,11 @@ EQUALITY_TESTS: dict[str, tuple[str, ...]] = {
     "views/compatibility.py::_findings": (
         f"{_PAGES_34}::test_compatibility_fix_hint_run_by_the_cli_writes_the_pages_version",),
     "views/verify.py::render": (f"{_PAGES}::test_the_verify_page_compares_what_its_compare_hint_compares",),
-    "views/plugins.py::_run_section": (f"{_PAGES}::test_the_plugins_page_runs_the_op_code_its_plugin_hint_runs",),
+    "views/plugins.py::_run_section": (f"{_PAGES}::test_the_plugins_page_runs_the_op_code_its_plugin_hint_runs",
+                                       f"{_HANDS}::test_the_plugins_run_hands_make_plugins_the_request_its_hint_prints"),
     "views/plugins.py::_package_section": (
-        f"{_PAGES}::test_the_plugins_page_writes_the_packages_its_package_hint_writes",),
+        f"{_PAGES}::test_the_plugins_page_writes_the_packages_its_package_hint_writes",
+        f"{_HANDS}::test_generate_and_build_hand_make_plugins_the_request_the_package_hint_prints"),
     "views/optimize.py::render": _OPTIMIZE,
     "views/optimize.py::_report": _OPTIMIZE,
     "views/export.py::render": (f"{_PAGES}::test_the_export_page_runs_the_request_its_export_hint_builds",),
@@ -48,7 +51,8 @@ EQUALITY_TESTS: dict[str, tuple[str, ...]] = {
     "generation_section.py::render": (f"{_PAGES}::test_the_generation_section_runs_the_options_its_hint_builds",),
     "views/data.py::_add": (f"{_HINTS}::test_the_data_page_adds_the_dataset_its_data_add_hint_adds",),
     "views/data.py::_evaluate": (f"{_PAGES_34}::test_data_eval_hint_run_by_the_cli_gives_the_page_metrics",),
-    "recipe_editor.py::edit": (f"{_PAGES_34}::test_data_hints_name_the_project_model_dataset_and_recipe",),
+    "recipe_editor.py::edit": (f"{_PAGES_34}::test_data_hints_name_the_project_model_dataset_and_recipe",
+                               f"{_HANDS}::test_the_recipe_editor_hands_preprocessing_recipe_the_request_its_hint_prints"),
     "views/graph.py::_detail": (f"{_PAGES_34}::test_graph_region_hint_run_by_the_cli_draws_the_pages_nodes",),
     "views/graph.py::_diff": (f"{_PAGES_34}::test_graph_diff_hint_run_by_the_cli_gives_the_pages_counts",),
     "views/graph.py::render#1": (f"{_HINTS}::test_the_graph_viewer_hint_draws_the_graph_the_page_draws",),

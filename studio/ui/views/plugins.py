@@ -4,9 +4,19 @@ Pick an op, see its signature as the model uses it, edit the Python body (ONNX R
 OpenVINO conversion extension), run it against the reference in a fresh confined worker, and download the
 plugin packages (C++ for ONNX Runtime, OpenVINO and TensorRT included). Logic lives in ``studio.plugins``
 behind the facade; running user code is off on a shared server.
+
+Each action is one ``PluginRequest`` handed to ``api.make_plugins``, the request its hint prints (the
+``plugin`` CLI builds the same one from its flags): Run is ``--target <one Python target> --impl FILE``,
+Generate ``--no-run`` over the chosen targets, Build the same with ``--build``. Page-only steps, which the CLI
+has no flag for: the Python body is edited here rather than read from FILE (the editor's text goes with the
+request as ``impl_code``; FILE is the name the hint asks the user to save it under), the signature collected
+once for the page is reused, and Build comes after Generate (it writes the packages again, as the CLI's
+``--build`` run does, then compiles them).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
@@ -103,7 +113,20 @@ def _show_run(result) -> None:
                    " · environment stripped to locale, PATH and thread settings")
 
 
+def _impl_name(sig, target: str) -> str:
+    """The file the hint's ``--impl`` names for the editor's code (the name the package gives that body)."""
+    return f"{sig.ident}_{'op' if target == 'ort-python' else 'extension'}.py"
+
+
+def _make(handle, sig, request: PluginRequest, label: str, impl_code: str | None):
+    """Hand the facade ``request`` (the one the section's hint prints), in a fresh job folder."""
+    out = state.workspace().job_dir(f"plugins-{sig.ident}")
+    return widgets.run_stoppable(label, lambda on_tick: api.make_plugins(
+        handle, request, out, signature=sig, impl_code=impl_code, pool_key=state.session_id(), on_tick=on_tick))
+
+
 def _run_section(sig, handle) -> dict[str, str]:
+    """The Python editor and its run; returns {target: code} where the editor's code is not the generated one."""
     st.markdown("#### Python implementation")
     target = st.radio("Implementation", list(_PY), format_func=_PY.__getitem__, horizontal=True, key="plugin_py_target")
     edited: dict[str, str] = {}
@@ -113,19 +136,32 @@ def _run_section(sig, handle) -> dict[str, str]:
         st.code(api.render_python_impl(sig, target, model_name=handle.path.name), language="python")
         return edited
     code = _editor(sig, handle, target)
-    edited[target] = code
+    if code != api.render_python_impl(sig, target, model_name=handle.path.name):
+        edited[target] = code
+    request = PluginRequest(op=sig.qualified, targets=(target,), impl=_impl_name(sig, target))
     results = st.session_state.setdefault("plugin_runs", {})
     if st.button("Run and compare with the reference", type="primary", key="plugin_run"):
-        result = widgets.run_stoppable("Running the op in a fresh worker", lambda on_tick: api.run_python_op(
-            handle, sig.qualified, code, target=target, signature=sig, pool_key=state.session_id(), on_tick=on_tick))
-        if result is not None:
-            results[(handle.sha256, sig.qualified, target)] = result
+        made = _make(handle, sig, request, "Running the op in a fresh worker", code)
+        if made is not None and not made.runs:
+            entry = "compute" if target == "ort-python" else "convert"
+            st.warning(f"Not run: the code has no {entry}(...) function, so it is not a body for {_PY[target]}.")
+        elif made is not None:
+            results[(handle.sha256, sig.qualified, target)] = made.runs[0]
     result = results.get((handle.sha256, sig.qualified, target))
     if result is not None:
         _show_run(result)
-    file_name = f"{sig.ident}_{'op' if target == 'ort-python' else 'extension'}.py"
-    widgets.cli_hint(PluginRequest(op=sig.qualified, targets=(target,), impl=file_name).command(handle.path.name))
+    widgets.cli_hint(request.command(handle.path.name))
     return edited
+
+
+def _show_builds(builds, cpp: list[str]) -> None:
+    for b in builds:
+        if b.target not in cpp:                       # TensorRT: written, not compiled here (the message says why)
+            st.info(f"{b.target}: {widgets.md_escape(b.message, 500)}")
+            continue
+        (st.success if b else st.error)(f"{b.target}: {widgets.md_escape(b.message, 500)}")
+        if b.log_tail and not b.built:
+            st.code(b.log_tail, language="text")
 
 
 def _package_section(sig, handle, edited: dict[str, str]) -> None:
@@ -134,13 +170,16 @@ def _package_section(sig, handle, edited: dict[str, str]) -> None:
                              key="plugin_targets")
     if not targets:
         return
+    # The editor's code (when it is not the generated body) goes in as the file the hint's --impl names.
+    impl_target, impl_code = next(iter(edited.items()), (None, None))
+    cpp = [t for t in targets if t in ("ort-cpp", "openvino-cpp")]
+    builds = bool(cpp) and api.plugin_builds_allowed()
+    request = PluginRequest(op=sig.qualified, targets=tuple(targets), run=False, build=builds,
+                            impl=_impl_name(sig, impl_target) if impl_target else None)
     if st.button("Generate packages", key="plugin_generate"):
-        out = state.workspace().job_dir(f"plugins-{sig.ident}")
-        impl = next(iter(edited.values()), None)
-        scaffold = widgets.guarded(lambda: api.scaffold_plugin(handle, sig.qualified, targets, out, signature=sig,
-                                                               impl=impl), spinner="Writing the packages…")
-        if scaffold is not None:
-            st.session_state["plugin_scaffold"] = (handle.sha256, sig.qualified, scaffold)
+        made = _make(handle, sig, replace(request, build=False), "Writing the packages", impl_code)
+        if made is not None:
+            st.session_state["plugin_scaffold"] = (handle.sha256, sig.qualified, made.scaffold)
             st.session_state.pop("plugin_builds", None)
     held = st.session_state.get("plugin_scaffold")
     if held and held[:2] == (handle.sha256, sig.qualified):
@@ -151,27 +190,17 @@ def _package_section(sig, handle, edited: dict[str, str]) -> None:
             st.caption(widgets.md_escape(p.status, 400))
         st.download_button("Download the plugin packages (zip)", data=api.zip_folder(scaffold.root),
                            file_name=f"{scaffold.root.name}-plugins.zip", mime="application/zip", key="plugin_zip")
-        buildable = [p.target for p in scaffold.packages if p.target in ("ort-cpp", "openvino-cpp")]
-        if buildable and not api.plugin_builds_allowed():
+        if cpp and not builds:
             st.info("Building C++ packages is disabled on this shared server (it would run the package's CMake and "
                     "compiler on the server). Download the packages and build them locally.")
-        elif buildable:
+        elif builds:
             if st.button("Build the C++ packages and check them", key="plugin_build"):
-                builds = []
-                for target in buildable:
-                    result = widgets.run_stoppable(f"Building {target}", lambda on_tick, t=target: api.build_plugin(
-                        handle, scaffold, t, signature=sig, pool_key=state.session_id(), on_tick=on_tick))
-                    if result is not None:
-                        builds.append(result)
-                st.session_state["plugin_builds"] = builds
-            for b in st.session_state.get("plugin_builds", []):
-                (st.success if b else st.error)(f"{b.target}: {widgets.md_escape(b.message, 500)}")
-                if b.log_tail and not b.built:
-                    st.code(b.log_tail, language="text")
-    # The page writes the packages (no Python run: that is the section above) and builds the C++ ones.
-    builds = api.plugin_builds_allowed() and any(t in ("ort-cpp", "openvino-cpp") for t in targets)
-    widgets.cli_hint(PluginRequest(op=sig.qualified, targets=tuple(targets), run=False, build=builds)
-                     .command(handle.path.name))
+                made = _make(handle, sig, request, "Writing and building the packages", impl_code)
+                if made is not None:
+                    st.session_state["plugin_scaffold"] = (handle.sha256, sig.qualified, made.scaffold)
+                    st.session_state["plugin_builds"] = list(made.builds)
+            _show_builds(st.session_state.get("plugin_builds", []), cpp)
+    widgets.cli_hint(request.command(handle.path.name))
 
 
 def render() -> None:
