@@ -80,19 +80,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_request_of(args: argparse.Namespace) -> DatasetAddRequest:
     """The one ``DatasetAddRequest`` ``data add``'s flags ask for (what the Data page's hint prints); the source,
-    the project and the recipe flags are the call's."""
+    and the project are the call's."""
     return DatasetAddRequest(name=args.name, kind=args.kind, model=args.model, preset=args.preset, split=args.split,
-                             seed=args.seed, tokenizer=args.tokenizer, seq_len=args.seq_len, length=args.length)
+                             seed=args.seed, tokenizer=args.tokenizer, seq_len=args.seq_len, length=args.length,
+                             recipe_file=args.recipe, recipe=recipe_args.request_of(args))
 
 
 def eval_request_of(args: argparse.Namespace) -> DatasetEvalRequest:
     """The one ``DatasetEvalRequest`` ``data eval``'s flags ask for (the Data page's hint): ``--task`` as given
-    (a choice forgotten with ``OUTPUT=auto`` is not a task); the dataset, the project and the recipe flags for
-    this run are the call's."""
+    (a choice forgotten with ``OUTPUT=auto`` is not a task), the recipe flags for this run; the dataset and the
+    project are the call's."""
     tasks = [r for r in getattr(args, "tasks", None) or () if r.rpartition("=")[2].strip().lower() != "auto"]
     return DatasetEvalRequest(model=args.model, engine=args.engine, goal=task_args.goal(args),
                               tasks=api.parse_task_options(tasks), candidate=args.candidate, part=args.part,
-                              limit=args.limit)
+                              limit=args.limit, recipe_file=args.recipe, recipe=recipe_args.request_of(args))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "add":
         request = add_request_of(args)
         model = api.load(request.model) if request.model else None
-        recipe, reason = _add_recipe(args, model)
+        recipe, reason = _add_recipe(request, model)
         if request.kind == "script":
             print(f"note: executing the data-loader script in {printable(Path(args.source).name, 120)} as you",
                   file=sys.stderr)
@@ -132,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     ds = api.dataset(project, args.dataset)
     if args.action == "recipe":
         return _recipe(args, ds)
-    if args.action in ("show", "eval"):
+    if args.action == "show":
         ds = recipe_args.dataset_for_run(args, ds)
     if args.action == "show":
         data = ds.to_dict()
@@ -151,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
                       f"{p.layout} {printable(p.ranges_text(), 200)}")
         return 0
     request = eval_request_of(args)
+    ds = recipe_args.dataset_with(ds, request.recipe_file, request.recipe)
     reference = api.load(request.model)
     if request.candidate:
         api.load(request.candidate)                 # a candidate that is no model is one line before any work
@@ -189,19 +191,21 @@ def _print_recipe(ds) -> None:
     print(f"  why: {printable(ds.recipe_reason, 300)}")
 
 
-def _add_recipe(args: argparse.Namespace, model):
-    """(recipe, reason) from the command line for ``data add``, or (None, None) to let the model suggest."""
-    if not recipe_args.given(args):
+def _add_recipe(request: DatasetAddRequest, model):
+    """(recipe, reason) from the request's recipe options for ``data add``, or (None, None) to let the model
+    suggest."""
+    given = recipe_args.given_in(request.recipe_file, request.recipe)
+    if not given:
         return None, None
-    if args.preset:
-        base, why = api.preprocessing_recipe(file=args.preset), f"preset {args.preset}"
+    if request.preset:
+        base, why = api.preprocessing_recipe(file=request.preset), f"preset {request.preset}"
     elif model is not None:
         base, why = api.suggest_preprocessing(model)
         why = f"the model's suggestion ({why})"
     else:
         base, why = None, "plain RGB 0..1"
-    recipe = recipe_args.recipe_from_args(args, base)
-    return recipe, f"set on the command line: {recipe_args.given(args)}" + ("" if args.recipe else f", on {why}")
+    recipe = recipe_args.recipe_of(request.recipe_file, request.recipe, base)
+    return recipe, f"set on the command line: {given}" + ("" if request.recipe_file else f", on {why}")
 
 
 def _recipe(args: argparse.Namespace, ds) -> int:

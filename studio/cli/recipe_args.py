@@ -70,8 +70,13 @@ def recipe_changes(args: argparse.Namespace) -> dict[str, str]:
 
 def given(args: argparse.Namespace) -> str:
     """The recipe options on the command line, as typed ("" when none)."""
-    parts = [f"--recipe {args.recipe}"] if getattr(args, "recipe", None) else []
-    parts += [f"{FLAGS[k][0]} {v}" for k, v in recipe_changes(args).items()]
+    return given_in(getattr(args, "recipe", None), request_of(args))
+
+
+def given_in(file: str | None, request: RecipeRequest) -> str:
+    """A request's recipe options (``--recipe FILE`` and the fields' flags) as typed ("" when none)."""
+    parts = [f"--recipe {file}"] if file else []
+    parts += [f"{FLAGS[k][0]} {v}" for k, v in request.changes.items()]
     return " ".join(parts)[:200]
 
 
@@ -83,9 +88,13 @@ def request_of(args: argparse.Namespace) -> RecipeRequest:
 
 def recipe_from_args(args: argparse.Namespace, base=None):
     """The recipe the command line gives (on top of ``base``), or None when it gives none."""
-    request = request_of(args)
+    return recipe_of(getattr(args, "recipe", None), request_of(args), base)
+
+
+def recipe_of(file: str | None, request: RecipeRequest, base=None):
+    """The recipe ``--recipe FILE|PRESET`` and the fields of ``request`` give (on top of ``base``), or None when
+    they give none."""
     changes = request.changes
-    file = getattr(args, "recipe", None)
     if not file and not changes:
         return None
     try:
@@ -119,7 +128,12 @@ def dataset_for_run(args: argparse.Namespace, dataset):
             raise StudioError(f"{', '.join(extra)} set the preprocessing of a dataset: add --project NAME "
                               "--dataset NAME", code=ErrorCode.BAD_OPTION)
         return None
-    recipe = recipe_from_args(args, dataset.recipe)
+    return dataset_with(dataset, getattr(args, "recipe", None), request_of(args))
+
+
+def dataset_with(dataset, file: str | None, request: RecipeRequest):
+    """``dataset`` with the recipe ``file`` and ``request`` give for this run (not saved); as it is when none."""
+    recipe = recipe_of(file, request, dataset.recipe)
     if recipe is None:
         return dataset
-    return api.dataset_with_recipe(dataset, recipe, reason=f"given for this run: {given(args)}")
+    return api.dataset_with_recipe(dataset, recipe, reason=f"given for this run: {given_in(file, request)}")

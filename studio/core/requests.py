@@ -905,86 +905,6 @@ def _optional_int(value: Any) -> int | None:
     return None if value in (None, "") else int(value)
 
 
-@dataclass(frozen=True)
-class DatasetAddRequest(JsonRequest):
-    """``data add``: a folder of samples imported as a project dataset named ``name``, read as ``kind``, its
-    preprocessing suggested by ``model`` (a path as the user gave it) or set by ``preset``, ``split`` of it kept
-    for calibration (drawn with ``seed``); raw text is tokenized by ``tokenizer`` to ``seq_len`` tokens, audio
-    cut or padded to ``length`` samples. The source folder, the project and a recipe given field by field (a
-    ``RecipeRequest`` of its own) are the call's."""
-
-    name: str | None = None
-    kind: str = "auto"
-    model: str | None = None
-    preset: str | None = None
-    split: float = 0.5
-    seed: int = 0
-    tokenizer: str | None = None
-    seq_len: int | None = None
-    length: int | None = None
-
-    def __post_init__(self) -> None:
-        put = object.__setattr__
-        for name in ("name", "model", "preset", "tokenizer"):
-            put(self, name, _text(getattr(self, name)))
-        put(self, "kind", str(self.kind))
-        put(self, "split", float(self.split))
-        put(self, "seed", int(self.seed))
-        for name in ("seq_len", "length"):
-            put(self, name, _optional_int(getattr(self, name)))
-
-    @property
-    def options(self) -> dict[str, int]:
-        """The reader options (``seq_len`` for text, ``length`` for audio) that are set."""
-        return {k: v for k, v in (("seq_len", self.seq_len), ("length", self.length)) if v}
-
-    def command(self, source: str, *, project: str | None = None) -> str:
-        """``onnx-studio data add SOURCE --project P ...``: the command line that builds this request."""
-        return cli_hints.cli_command("data add", [source], [
-            ("--project", project), ("--name", self.name), ("--kind", self.kind if self.kind != "auto" else None),
-            ("--model", self.model), ("--preset", self.preset),
-            ("--split", self.split if self.split != 0.5 else None), ("--seed", self.seed or None),
-            ("--tokenizer", self.tokenizer), ("--seq-len", self.seq_len), ("--length", self.length)])
-
-
-EVAL_PARTS = ("evaluation", "calibration", "all")      # ``data eval --part``
-
-
-@dataclass(frozen=True)
-class DatasetEvalRequest(JsonRequest):
-    """``data eval``: ``candidate`` (None: the reference ``model`` itself) on ``engine`` judged against the
-    reference's golden outputs on a dataset's ``part`` samples (the first ``limit``), with ``tasks`` ({output:
-    kind}, as given) and a ``goal``. Models are paths as the user gave them; the dataset, the project (and the
-    task choices it stores) are the call's."""
-
-    model: str = ""
-    engine: str = "onnxruntime"
-    goal: str | None = None
-    tasks: tuple[tuple[str, str], ...] = ()
-    candidate: str | None = None
-    part: str = "evaluation"
-    limit: int | None = None
-
-    def __post_init__(self) -> None:
-        put = object.__setattr__
-        put(self, "model", str(self.model))
-        put(self, "engine", str(self.engine))
-        put(self, "goal", _text(self.goal))
-        put(self, "tasks", _pairs(self.tasks, str))
-        put(self, "candidate", _text(self.candidate))
-        if self.part not in EVAL_PARTS:
-            raise StudioError(f"part must be one of {', '.join(EVAL_PARTS)}", code=ErrorCode.BAD_OPTION)
-        put(self, "limit", _optional_int(self.limit))
-
-    def command(self, dataset: str, *, project: str | None = None) -> str:
-        """``onnx-studio data eval DATASET --project P --model M ...``: the command line that builds this request."""
-        return cli_hints.cli_command("data eval", [dataset], [
-            ("--project", project), ("--model", self.model), ("--candidate", self.candidate),
-            ("--engine", self.engine),
-            ("--goal", self.goal), ("--task", dict(self.tasks)),
-            ("--part", self.part if self.part != "evaluation" else None), ("--limit", self.limit)])
-
-
 # ``data recipe``'s flags whose names are not ``--<field>``
 RECIPE_FLAGS = {"size": "--image-size", "pad_value": "--pad-value", "crop_ratio": "--crop-ratio"}
 RECIPE_FIELDS = ("resize", "size", "scale", "mean", "std", "color", "layout", "dtype", "interpolation",
@@ -1015,9 +935,108 @@ class RecipeRequest(JsonRequest):
 
     def command(self, dataset: str, *, project: str | None = None) -> str:
         """``onnx-studio data recipe DATASET --project P --resize ...``: the command line that builds it."""
+        return cli_hints.cli_command("data recipe", [dataset], [("--project", project), *self.flags()])
+
+    def flags(self) -> list[tuple[str, str | None]]:
+        """(flag, text) of every field in the recipe's order (None: not given), for each command that takes them."""
         texts = dict(self.fields)
-        return cli_hints.cli_command("data recipe", [dataset], [("--project", project), *(
-            (RECIPE_FLAGS.get(name, "--" + name), texts.get(name)) for name in RECIPE_FIELDS)])
+        return [(RECIPE_FLAGS.get(name, "--" + name), texts.get(name)) for name in RECIPE_FIELDS]
+
+
+def _recipe(value) -> RecipeRequest:
+    """A request's recipe flags: a ``RecipeRequest``, or its {field: text} (None: none given)."""
+    return value if isinstance(value, RecipeRequest) else RecipeRequest(fields=value or ())
+
+
+@dataclass(frozen=True)
+class DatasetAddRequest(JsonRequest):
+    """``data add``: a folder of samples imported as a project dataset named ``name``, read as ``kind``, its
+    preprocessing suggested by ``model`` (a path as the user gave it) or set by ``preset``, ``split`` of it kept
+    for calibration (drawn with ``seed``); raw text is tokenized by ``tokenizer`` to ``seq_len`` tokens, audio
+    cut or padded to ``length`` samples; ``recipe_file`` (a recipe file or preset) and ``recipe`` (the recipe
+    flags, field by field) set the preprocessing over the suggestion or preset. The source folder and the
+    project are the call's."""
+
+    name: str | None = None
+    kind: str = "auto"
+    model: str | None = None
+    preset: str | None = None
+    split: float = 0.5
+    seed: int = 0
+    tokenizer: str | None = None
+    seq_len: int | None = None
+    length: int | None = None
+    recipe_file: str | None = None                     # --recipe FILE.json|PRESET
+    recipe: RecipeRequest = RecipeRequest()            # the recipe flags, field by field, on top of it
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        for name in ("name", "model", "preset", "tokenizer", "recipe_file"):
+            put(self, name, _text(getattr(self, name)))
+        put(self, "recipe", _recipe(self.recipe))
+        put(self, "kind", str(self.kind))
+        put(self, "split", float(self.split))
+        put(self, "seed", int(self.seed))
+        for name in ("seq_len", "length"):
+            put(self, name, _optional_int(getattr(self, name)))
+
+    @property
+    def options(self) -> dict[str, int]:
+        """The reader options (``seq_len`` for text, ``length`` for audio) that are set."""
+        return {k: v for k, v in (("seq_len", self.seq_len), ("length", self.length)) if v}
+
+    def command(self, source: str, *, project: str | None = None) -> str:
+        """``onnx-studio data add SOURCE --project P ...``: the command line that builds this request."""
+        return cli_hints.cli_command("data add", [source], [
+            ("--project", project), ("--name", self.name), ("--kind", self.kind if self.kind != "auto" else None),
+            ("--model", self.model), ("--preset", self.preset),
+            ("--split", self.split if self.split != 0.5 else None), ("--seed", self.seed or None),
+            ("--tokenizer", self.tokenizer), ("--seq-len", self.seq_len), ("--length", self.length),
+            ("--recipe", self.recipe_file), *self.recipe.flags()])
+
+
+EVAL_PARTS = ("evaluation", "calibration", "all")      # ``data eval --part``
+
+
+@dataclass(frozen=True)
+class DatasetEvalRequest(JsonRequest):
+    """``data eval``: ``candidate`` (None: the reference ``model`` itself) on ``engine`` judged against the
+    reference's golden outputs on a dataset's ``part`` samples (the first ``limit``), with ``tasks`` ({output:
+    kind}, as given) and a ``goal``; ``recipe_file``/``recipe`` preprocess the samples for this run (not saved).
+    Models are paths as the user gave them; the dataset, the project (and the task choices it stores) are the
+    call's."""
+
+    model: str = ""
+    engine: str = "onnxruntime"
+    goal: str | None = None
+    tasks: tuple[tuple[str, str], ...] = ()
+    candidate: str | None = None
+    part: str = "evaluation"
+    limit: int | None = None
+    recipe_file: str | None = None                     # --recipe FILE.json|PRESET, for this run (not saved)
+    recipe: RecipeRequest = RecipeRequest()            # the recipe flags for this run, on top of it
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__
+        put(self, "model", str(self.model))
+        put(self, "engine", str(self.engine))
+        put(self, "goal", _text(self.goal))
+        put(self, "tasks", _pairs(self.tasks, str))
+        put(self, "candidate", _text(self.candidate))
+        if self.part not in EVAL_PARTS:
+            raise StudioError(f"part must be one of {', '.join(EVAL_PARTS)}", code=ErrorCode.BAD_OPTION)
+        put(self, "limit", _optional_int(self.limit))
+        put(self, "recipe_file", _text(self.recipe_file))
+        put(self, "recipe", _recipe(self.recipe))
+
+    def command(self, dataset: str, *, project: str | None = None) -> str:
+        """``onnx-studio data eval DATASET --project P --model M ...``: the command line that builds this request."""
+        return cli_hints.cli_command("data eval", [dataset], [
+            ("--project", project), ("--model", self.model), ("--candidate", self.candidate),
+            ("--engine", self.engine),
+            ("--goal", self.goal), ("--task", dict(self.tasks)),
+            ("--part", self.part if self.part != "evaluation" else None), ("--limit", self.limit),
+            ("--recipe", self.recipe_file), *self.recipe.flags()])
 
 
 REQUESTS = (PrecisionRequest, OptimizeRequest, CheckRequest, ProfileRequest, ExportRequest, BatchRequest,

@@ -78,10 +78,17 @@ FULL = {
                                    memory_gib=16e9 / 2**30, kv_dtype="fp16"),
     DatasetAddRequest: DatasetAddRequest(name="val images", kind="text", model="my model.onnx", preset="caffe",
                                          split=0.25, seed=3, tokenizer="tok dir/tokenizer.json", seq_len=64,
-                                         length=16000),
+                                         length=16000, recipe_file="my recipe.json",
+                                         recipe=RecipeRequest(fields={"resize": "letterbox", "size": "320x320",
+                                                                      "mean": "0, 0,0", "color": "BGR",
+                                                                      "pad_value": "114"})),
     DatasetEvalRequest: DatasetEvalRequest(model="my model.onnx", engine="openvino", goal="top1-agreement>=0.99",
                                            tasks={"logits": "classification"}, candidate="cand v2.onnx", part="all",
-                                           limit=7),
+                                           limit=7, recipe_file="imagenet",
+                                           recipe=RecipeRequest(fields={"scale": "1/255", "std": "1,1,1",
+                                                                        "layout": "NHWC", "dtype": "float16",
+                                                                        "interpolation": "nearest",
+                                                                        "crop_ratio": "0.875"})),
     PluginRequest: PluginRequest(op="mmdeploy::grid_sampler", targets=("ort-python", "ort-cpp"), impl="my impl.py",
                                  run=False, build=True, dims={"batch": 1, "seq len": 8}),
     RecipeRequest: RecipeRequest(fields={"resize": "letterbox", "size": "320x320", "scale": "1/255",
@@ -915,11 +922,15 @@ def test_the_data_and_plugin_clis_hand_the_facade_the_request_their_flags_build(
     calls: list = []
 
     monkeypatch.setattr(api, "add_dataset", _stopping(calls))
-    sent = dataclasses.replace(FULL[DatasetAddRequest], model=model)
+    recipe_file = tmp_path / "my recipe.json"           # --recipe FILE, the request's fields on top of it
+    recipe_file.write_text(json.dumps(api.preprocessing_recipe(file="caffe").to_dict()))
+    sent = dataclasses.replace(FULL[DatasetAddRequest], model=model, recipe_file=str(recipe_file))
     with pytest.raises(_Stop):
         main(shlex.split(sent.command(photos, project="request trips data"))[1:])
     ((_project, source, received), kwargs), = calls
     assert (source, received) == (photos, sent) and kwargs["model"].path == path_of("image_classifier")
+    made = api.preprocessing_recipe(file=str(recipe_file), changes=sent.recipe)
+    assert kwargs["recipe"].to_dict() == made.to_dict() and made.color == "BGR" and made.size == (320, 320)
     monkeypatch.undo()
 
     project = api.open_project("request trips data", create=True)
@@ -933,6 +944,9 @@ def test_the_data_and_plugin_clis_hand_the_facade_the_request_their_flags_build(
         main(shlex.split(sent.command("photos", project="request trips data"))[1:])
     ((ds, received), kwargs), = calls
     assert ds.name == "photos" and received == sent and kwargs["tasks"][out_name] == "classification"
+    # the run's dataset has the request's recipe (preset + fields), not the stored one
+    assert ds.recipe.to_dict() == api.preprocessing_recipe(file=sent.recipe_file, changes=sent.recipe).to_dict()
+    assert ds.recipe.layout == "NHWC" and api.dataset(project, "photos").recipe.layout != "NHWC"
 
     calls.clear()
     monkeypatch.setattr(api, "preprocessing_recipe", _stopping(calls, api.preprocessing_recipe))

@@ -35,10 +35,12 @@ FULL = {
                                    memory_gib=15.5, kv_dtype="fp16"),
     DatasetAddRequest: DatasetAddRequest(name="val images", kind="image", model="my model.onnx", preset="caffe",
                                          split=0.25, seed=3, tokenizer="tok dir/tokenizer.json", seq_len=64,
-                                         length=16000),
+                                         length=16000, recipe_file="my recipe.json",
+                                         recipe=RecipeRequest(fields={"size": "320x320", "color": "BGR"})),
     DatasetEvalRequest: DatasetEvalRequest(model="my model.onnx", engine="openvino", goal="top1-agreement>=0.99",
                                            tasks={"logits": "classification"}, candidate="cand v2.onnx", part="all",
-                                           limit=7),
+                                           limit=7, recipe_file="caffe",
+                                           recipe=RecipeRequest(fields={"mean": "1,2,3", "crop_ratio": "0.9"})),
     RecipeRequest: RecipeRequest(fields={"resize": "letterbox", "size": "320x320", "scale": "1/255",
                                          "mean": "0,0,0", "std": "1,1,1", "color": "BGR", "layout": "NHWC",
                                          "dtype": "float16", "interpolation": "nearest", "pad_value": "114",
@@ -73,10 +75,12 @@ def _read_back(request, command: str) -> dict:
                 "memory_gib": api.parse_memory(a.memory) / 2**30 if a.memory else None, "kv_dtype": a.kv_dtype}
     if isinstance(request, DatasetAddRequest):
         return {"name": a.name, "kind": a.kind, "model": a.model, "preset": a.preset, "split": a.split,
-                "seed": a.seed, "tokenizer": a.tokenizer, "seq_len": a.seq_len, "length": a.length}
+                "seed": a.seed, "tokenizer": a.tokenizer, "seq_len": a.seq_len, "length": a.length,
+                "recipe_file": a.recipe, "recipe": {"fields": recipe_args.recipe_changes(a)}}
     if isinstance(request, DatasetEvalRequest):
         return {"model": a.model, "engine": a.engine, "goal": a.goal, "tasks": tasks, "candidate": a.candidate,
-                "part": a.part, "limit": a.limit}
+                "part": a.part, "limit": a.limit, "recipe_file": a.recipe,
+                "recipe": {"fields": recipe_args.recipe_changes(a)}}
     return {"fields": recipe_args.recipe_changes(a)}
 
 
