@@ -32,6 +32,7 @@ from passes.base import register
 from studio.core.compare import QUANTIZED, Tolerance
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
+from studio.core.model import model_weight_bytes
 from passes import quant_tools as qt
 
 __all__ = ["ACCURACY_LEVELS", "BLOCK_SIZES", "INT4_WEIGHTS", "QuantizeWeightOnly", "auto_block_size", "eligible_matmuls"]
@@ -112,11 +113,6 @@ class QuantizeWeightOnly(StudioPass):
         with tempfile.TemporaryDirectory(prefix="wq-", dir=".") as tmp:
             return _run(model, Path(tmp).resolve(), bits, block, bool(self.options.get("symmetric", True)), level,
                         [str(n) for n in self.options.get("nodes_to_exclude") or []], job_context(self))
-
-
-def model_file_bytes(path: Path) -> int:
-    """A saved model's bytes, its external data included."""
-    return sum(p.stat().st_size for p in path.parent.iterdir() if p.is_file() and p.name.startswith(path.name))
 
 
 def _graphs(graph: onnx.GraphProto) -> Iterable[onnx.GraphProto]:
@@ -208,6 +204,6 @@ def _run(model: ir.Model, work: Path, bits: int, block, symmetric: bool, level: 
                                "accuracy_level": level, "eligible_matmuls": len(eligible),
                                "quantized_matmuls": len(quantized), "excluded": exclude,
                                "quantized_outputs": [n.outputs[0].name for n in quantized],
-                               "size_ratio": round(model_file_bytes(out) / max(1, src_bytes), 4)},
+                               "size_ratio": round(model_weight_bytes(out) / max(1, src_bytes), 4)},
                "runs_on": ["onnxruntime"]}
     return PassResult(result, bool(quantized), tuple(changes), {"matmulnbits": len(quantized)}, details=details)

@@ -35,7 +35,8 @@ from profilers.variants import EngineSpec, ProfileTarget, Variant, make_variants
 from studio.core.engines.table import engine_row
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
-from studio.core.sandbox import Limits, limit_refusal, model_bytes_on_disk, require_memory, room_for_weights, run_job
+from studio.core.model import model_weight_bytes
+from studio.core.sandbox import Limits, limit_refusal, require_memory, room_for_weights, run_job
 from studio.inspect.decoder import DecoderSpec, recognize
 from studio.inspect.decoder_cache import short
 from studio.inspect.decoder_contract import GenerationContract, contract_of
@@ -112,7 +113,7 @@ def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpe
         raise StudioError("no engine given", code=ErrorCode.BAD_OPTION)
     started = time.perf_counter()
     paths = [t.path for t in targets]   # one generation worker holds every model's session, under _room_for
-    refusal = limit_refusal("the generation profile", sum(model_bytes_on_disk(p) for p in paths),
+    refusal = limit_refusal("the generation profile", sum(model_weight_bytes(p) for p in paths),
                             _room_for(options.limits(), paths).memory_bytes)
     if refusal is not None:
         raise StudioError(refusal, code=ErrorCode.TOO_LARGE)
@@ -178,7 +179,7 @@ def run_generation(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpe
 def _room_for(limits: Limits, paths: Sequence[Path]) -> Limits:
     """``limits`` with memory for the sessions of the models at ``paths`` (their weights once each, on top
     of the defaults): the 3 GiB default refused a 6.4 GiB decoder ("std::bad_alloc" at session creation)."""
-    return room_for_weights(limits, sum(model_bytes_on_disk(p) for p in paths))
+    return room_for_weights(limits, sum(model_weight_bytes(p) for p in paths))
 
 
 def _job_limits(limits: Limits, n_variants: int, options: GenerationOptions) -> Limits:

@@ -47,7 +47,8 @@ from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import ImagePreprocess
 from studio.core.paths import user_data_path
 from studio.core.requests import ProfileOptions, ProfileRequest
-from studio.core.sandbox import (GiB, Limits, default_limits, limit_refusal, model_bytes_on_disk, require_memory,
+from studio.core.model import model_weight_bytes
+from studio.core.sandbox import (GiB, Limits, default_limits, limit_refusal, require_memory,
                                  room_for_weights)
 
 log = logging.getLogger(__name__)
@@ -406,7 +407,7 @@ def _held_limits(targets: Sequence[ProfileTarget], engines: Sequence[EngineSpec]
     default (or --memory-gb) refused a 6.4 GiB model after the load; it gets room for them, like the
     generation profile."""
     sessions = len(targets) * len(engines)
-    held = sum(model_bytes_on_disk(t.path) for t in targets) * len(engines)
+    held = sum(model_weight_bytes(t.path) for t in targets) * len(engines)
     return sessions, held, room_for_weights(options_limits(options), held)
 
 

@@ -51,7 +51,7 @@ from studio.core.feeds import Feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 from studio.core.types import np_dtype
-from studio.core.model import load
+from studio.core.model import load, model_weight_bytes
 
 log = logging.getLogger(__name__)
 
@@ -533,20 +533,6 @@ def chunk_items(items: list[dict], budget: int, itemsize: Mapping[int, int]) -> 
     return out
 
 
-def _weights_bytes(path: Path) -> int:
-    """File size plus declared external-data lengths (what the weights occupy)."""
-    total = Path(path).stat().st_size
-    model = onnx.load_model(str(path), load_external_data=False)
-    for t in model.graph.initializer:
-        for e in t.external_data:
-            if e.key == "length":
-                try:
-                    total += int(e.value)
-                except ValueError:
-                    pass
-    return total
-
-
 def compare_layers(reference: Path, candidate: Path, *, feeds: Feeds, engine: str = "onnxruntime",
                    engine_b: str | None = None, options: RunOptions | None = None,
                    options_b: RunOptions | None = None, tolerance: Tolerance | None = None, quantized: bool = False,
@@ -595,7 +581,7 @@ def compare_layers(reference: Path, candidate: Path, *, feeds: Feeds, engine: st
         skipped += len(items) - len(items[::stride])
         items = items[::stride]
     if chunk_bytes is None:
-        chunk_bytes = int(min(512 * 2**20, max(32 * 2**20, _weights_bytes(ref_path) // 2)))
+        chunk_bytes = int(min(512 * 2**20, max(32 * 2**20, model_weight_bytes(ref_path) // 2)))
     threshold = layer_threshold if layer_threshold is not None else default_layer_threshold(tolerance, quantized)
     itemsize = {t: np_dtype(t).itemsize for t in _FLOAT_TYPES}
     chunks = chunk_items(items, chunk_bytes, itemsize)

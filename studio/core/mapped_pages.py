@@ -27,6 +27,8 @@ import sys
 import threading
 from pathlib import Path
 
+from studio.core.model import model_weight_bytes
+
 MADV_DONTNEED = 4                      # Linux (x86, arm, riscv): asm-generic/mman-common.h
 INTERVAL_S = 0.02
 # Below this much weight the pages are left alone: the sandbox scales a worker's memory limit to its
@@ -74,46 +76,12 @@ def mapped_resident_bytes(folder: str | Path) -> int:
     return total
 
 
-def mapped_weight_bytes(model_path: str | Path) -> int:
-    """The bytes OpenVINO may map for a model: the file itself and, for ONNX, the external data its
-    tensors declare (their ``length``, read from the graph without the weights), or an IR's ``.bin``."""
-    path = Path(model_path)
-    try:
-        total = path.stat().st_size
-        if path.suffix == ".xml":
-            return total + path.with_suffix(".bin").stat().st_size
-    except OSError:
-        return 0
-    if total >= MIN_WEIGHT_BYTES:
-        return total
-    import onnx
-
-    try:
-        proto = onnx.load_model(str(path), load_external_data=False)
-    except Exception:  # noqa: BLE001 - not an ONNX graph the gate can read: the engine names the problem
-        return total
-    for graph in _graphs(proto.graph):
-        for t in graph.initializer:
-            for entry in t.external_data:
-                if entry.key == "length" and entry.value.isdigit():
-                    total += int(entry.value)
-    return total
-
-
-def _graphs(graph):  # noqa: ANN001, ANN202 - onnx.GraphProto and its subgraphs
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                yield from _graphs(sub)
-
-
 def released_pages(model_path: str | Path, *, force: bool | None = None
                    ) -> ReleasedFilePages | contextlib.AbstractContextManager:
     """:class:`ReleasedFilePages` over the model's folder when what OpenVINO maps of it reaches
     :data:`MIN_WEIGHT_BYTES` (``force``: True always, False never), else a context that does nothing."""
     path = Path(model_path).resolve()
-    wanted = force if force is not None else mapped_weight_bytes(path) >= MIN_WEIGHT_BYTES
+    wanted = force if force is not None else model_weight_bytes(path) >= MIN_WEIGHT_BYTES
     return ReleasedFilePages(path.parent) if wanted else contextlib.nullcontext()
 
 

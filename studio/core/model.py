@@ -7,6 +7,7 @@ every way a file can be wrong into a one-line ``ModelLoadError``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from dataclasses import dataclass, field
@@ -14,14 +15,15 @@ from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import ModelProto
+from onnx import ModelProto, TensorProto
 
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import ModelLoadError, StudioError
 from studio.core.expansion import check_expansion
 from studio.core.paths import check_regular_file
 from studio.core.sniff import sniff_bytes, zip_member_names
-from studio.core.tensor_safety import TensorScan, validate_tensors
+from studio.core.protowalk import iter_tensors
+from studio.core.tensor_safety import TensorScan, check_location, validate_tensors
 from studio.core.utf8check import first_invalid_text
 from studio.core.outputs import register_input
 
@@ -30,6 +32,10 @@ log = logging.getLogger(__name__)
 PROTOBUF_LIMIT = 2**31 - 1        # a single serialized ModelProto cannot exceed 2 GiB
 HEAD_BYTES = 64 * 1024
 _HASH_CHUNK = 8 * 2**20
+# An .onnx file above this holds its weights inline (exporters store every tensor over 1 KiB externally,
+# so a model with external data is a small file): it is counted alone, so a size count never parses a
+# GiB-sized protobuf (its weights) in the calling process.
+_PARSE_AT_MOST = 256 * 2**20
 
 # Highest versions the installed onnx package understands.
 MAX_IR_VERSION = onnx.IR_VERSION
@@ -90,6 +96,78 @@ class ModelHandle:
 def sha256_file(path: str | Path) -> str:
     """sha256 of one file's bytes, read in chunks (the one file hash: exports, datasets, returned models)."""
     return _sha256_files([Path(path)])
+
+
+def model_weight_bytes(path: str | Path, data_dir: str | Path | None = None) -> int:
+    """The bytes of weights a job that loads the model at ``path`` holds, from file sizes and the graph
+    alone (no weight is read): the file itself, plus for ONNX the external-data ranges its tensors declare
+    (``offset``/``length`` as declared; no length: to the end of the file; each file's ranges merged, so a
+    file shared by many tensors, or a range named twice, counts once), plus for an OpenVINO IR ``.xml``
+    its ``.bin``. Only files the model references inside its folder (``data_dir``: where a pipeline
+    checkpoint's weights live) pass :func:`check_location`; others are not counted (the loader refuses
+    them). 0 when ``path`` cannot be read. The one weight count of the studio (worker memory limits, the
+    mapped-pages threshold, layer-wise chunk size, export's external-data decision): counting every
+    weight file of the folder counted the other models' weights beside it too."""
+    path = Path(path)
+    try:
+        st = path.stat()
+        if path.suffix == ".xml":
+            weights = path.with_suffix(".bin")
+            return st.st_size + (weights.stat().st_size if weights.is_file() else 0)
+    except OSError:
+        return 0                        # unreadable here: the job that opens it names the problem
+    if st.st_size > _PARSE_AT_MOST:
+        return st.st_size
+    root = Path(data_dir) if data_dir is not None else path.parent
+    ranges: dict[Path, list[tuple[int, int | None]]] = {}
+    for location, offset, length in _declared_external(str(path.resolve()), st.st_size, st.st_mtime_ns):
+        try:
+            target = check_location(location, root, location, hard_link_ok=True)
+        except (StudioError, OSError):
+            continue
+        ranges.setdefault(target, []).append((offset, length))
+    total = st.st_size
+    for target, spans in ranges.items():
+        try:
+            size = target.stat().st_size
+        except OSError:
+            continue
+        total += _covered(spans, size)
+    return total
+
+
+def _covered(spans: list[tuple[int, int | None]], size: int) -> int:
+    """Bytes covered by the declared (offset, length) spans of a ``size``-byte file; no length: to its end."""
+    covered, end = 0, 0
+    for start, stop in sorted((o, size if n is None else o + n) for o, n in spans):
+        start = max(start, end)
+        if stop > start:
+            covered += stop - start
+            end = stop
+    return covered
+
+
+@functools.lru_cache(maxsize=64)
+def _declared_external(path: str, size: int, mtime_ns: int) -> tuple[tuple[str, int, int | None], ...]:
+    """(location, offset, length) of every external tensor of the ONNX file at ``path`` (every graph,
+    subgraph and function; ``size``/``mtime_ns`` key the cache), read without its weights; () where it is
+    not an ONNX graph (the job that opens it names the problem)."""
+    del size, mtime_ns
+    try:
+        proto = onnx.load_model(path, load_external_data=False)
+    except Exception:  # noqa: BLE001 - not an ONNX graph (or unreadable): nothing declared
+        return ()
+    out = []
+    for t, _ in iter_tensors(proto):
+        if t.data_location != TensorProto.EXTERNAL and not len(t.external_data):
+            continue
+        entries = {e.key: e.value for e in t.external_data}
+        offset = entries.get("offset", "0")
+        length = entries.get("length")
+        if not offset.isdigit() or (length is not None and not length.isdigit()):
+            continue                    # malformed: tensor_safety refuses the model before any engine
+        out.append((entries.get("location", ""), int(offset), None if length is None else int(length)))
+    return tuple(out)
 
 
 def _sha256_files(paths: list[Path]) -> str:

@@ -110,7 +110,10 @@ def _inside(child: Path, root: Path) -> bool:
         return False
 
 
-def _check_location(location: str, model_dir: Path, where: str) -> Path:
+def check_location(location: str, model_dir: Path, where: str, *, hard_link_ok: bool = False) -> Path:
+    """The resolved file an external-data ``location`` names: a plain relative path to a regular file
+    inside ``model_dir`` reached through no symbolic link, else UnsafeModelError. ``hard_link_ok``: for a
+    size count that reads nothing (the pipeline's own checkpoints hard-link their private weight copies)."""
     bad = (not location or "\x00" in location or location.startswith(("/", "\\", "~"))
            or PureWindowsPath(location).drive or PureWindowsPath(location).is_absolute()
            or any(part == ".." for part in PurePosixPath(location.replace("\\", "/")).parts))
@@ -139,7 +142,7 @@ def _check_location(location: str, model_dir: Path, where: str) -> Path:
     st = os.stat(current)
     if not stat.S_ISREG(st.st_mode):
         raise UnsafeModelError(f"external data location of {where} is not a regular file")
-    if st.st_nlink > 1:
+    if st.st_nlink > 1 and not hard_link_ok:
         raise UnsafeModelError(f"external data file of {where} is a hard link; copy the file instead")
     resolved = current.resolve()
     if not _inside(resolved, root):
@@ -187,7 +190,7 @@ def validate_tensors(model: ModelProto, model_dir: Path | None) -> TensorScan:
                 raise UnsafeModelError(f"{where} uses external data but the model was given without its "
                                        "folder; upload the model together with its data files (or a zip)")
             entries = _parse_external(t, where)
-            target = _check_location(entries.get("location", ""), model_dir, where)
+            target = check_location(entries.get("location", ""), model_dir, where)
             size = file_sizes.setdefault(target, target.stat().st_size)
             offset = _int_field(entries, "offset", where) or 0
             length = _int_field(entries, "length", where)

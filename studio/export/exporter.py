@@ -19,13 +19,13 @@ from pathlib import Path
 
 from studio.core import jsonsafe
 from studio.core.errors import StudioError
-from studio.core.model import ModelHandle, require_valid
+from studio.core.model import ModelHandle, model_weight_bytes, require_valid
 from studio.core.outputs import check_destination, disk_error, register_input, remove_scratch, writing_folder
 from studio.core.paths import atomic_write_text
 from studio.export.bundle import bundle_name, check_final, finalize, inventory, prepare_output, staging_dir, write_zip
 from studio.export.context import ExportContext
 from studio.export.manifest import build_manifest
-from studio.export.onnxruntime import export_onnxruntime, weight_bytes
+from studio.export.onnxruntime import export_onnxruntime
 from studio.export.openvino import export_openvino
 from studio.export.tensorrt import export_tensorrt
 from studio.export.triton import export_triton
@@ -163,7 +163,7 @@ def _export(handle: ModelHandle, repairs: tuple[str, ...], options: ExportOption
                             criteria=criteria_for(deploy.precision, quantized_model=deploy.facts.quantized),
                             input_shapes=shapes, pool_key=pool_key, on_tick=on_tick, on_progress=on_progress,
                             pipeline_records=list(deploy.records),
-                            fresh=weight_bytes(deploy.path) > FRESH_WORKER_BYTES)
+                            fresh=model_weight_bytes(deploy.path) > FRESH_WORKER_BYTES)
         targets = tuple(_run_target(ctx, t) for t in options.targets)
         graph_html, graph_note = _graph(deploy.handle)
         notes = repairs + deploy.notes + ((graph_note,) if graph_html is None else ())

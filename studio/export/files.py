@@ -21,6 +21,7 @@ import onnx
 from onnx import ModelProto, TensorProto
 
 from studio.core import outputs
+from studio.core.model import model_weight_bytes
 from studio.core.protowalk import iter_tensors
 from studio.core.save import EXTERNAL_DATA_THRESHOLD
 
@@ -71,9 +72,8 @@ def write_model_copy(src: Path, dst: Path, *, external: bool | None = None) -> t
     src, dst = Path(src), Path(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
     proto = onnx.load_model(str(src), load_external_data=False)
-    weights = sum(f.stat().st_size for f in {src.parent / loc for loc in external_locations(proto)}) + proto.ByteSize()
     if external is None:
-        external = weights > EXTERNAL_DATA_THRESHOLD
+        external = model_weight_bytes(src) > EXTERNAL_DATA_THRESHOLD
     stale = dst.parent / data_name(dst)
     if not external and not has_external_tensors(proto):
         scrub_inline_external_fields(proto)
@@ -87,16 +87,6 @@ def write_model_copy(src: Path, dst: Path, *, external: bool | None = None) -> t
     if not external:
         _remove(stale)
     return (dst, stale) if external and stale.exists() else (dst,)
-
-
-def external_locations(proto: ModelProto) -> set[str]:
-    locs = set()
-    for t, _ in iter_tensors(proto):
-        if t.data_location == TensorProto.EXTERNAL:
-            for kv in t.external_data:
-                if kv.key == "location":
-                    locs.add(kv.value)
-    return locs
 
 
 def _remove(path: Path) -> None:

@@ -30,6 +30,7 @@ from studio.core import jsonsafe
 from studio.core.engines.sessions import open_runner
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.model import model_weight_bytes
 from studio.core.paths import atomic_write_text
 from studio.core.sandbox import run_job
 from studio.core.save import EXTERNAL_DATA_THRESHOLD
@@ -38,7 +39,6 @@ from studio.export.context import ExportContext
 from studio.export.files import has_external_tensors
 from studio.export.reference import verify_outputs
 from studio.export.results import ERROR, Artifact, TargetResult, Verification, target_result
-from studio.export.files import external_locations
 from studio.verification.verifier import full_check_in_worker
 from studio.export.customops import ship
 
@@ -104,16 +104,6 @@ def session_options_doc(level: str, external: bool, profiles: list[str], portabl
     }
 
 
-def weight_bytes(model_path: Path) -> int:
-    """Bytes of the model file plus its external data files (what ORT has to read)."""
-    import onnx
-
-
-    proto = onnx.load_model(str(model_path), load_external_data=False)
-    files = {model_path.parent / loc for loc in external_locations(proto)}
-    return model_path.stat().st_size + sum(f.stat().st_size for f in files if f.is_file())
-
-
 def external_decision(size: int, *, requested: bool | None, source_external: bool,
                       ort_format: bool = True) -> tuple[bool, bool, list[str]]:
     """(weights external?, write .ort?, notes) for a model of ``size`` bytes (model + data files).
@@ -169,7 +159,7 @@ def export_onnxruntime(ctx: ExportContext) -> TargetResult:
     if opts.ort_level == "all":
         notes.append("level 'all' adds NCHWc layout ops for this CPU's vector width: hardware-specific, not "
                      "portable (use 'extended' for a portable model)")
-    size = weight_bytes(ctx.deploy)
+    size = model_weight_bytes(ctx.deploy)
     source_external = has_external_tensors(onnx.load_model(str(ctx.deploy), load_external_data=False))
     external, ort_format, size_notes = external_decision(size, requested=opts.external_data,
                                                          source_external=source_external, ort_format=opts.ort_format)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from studio.core.errors import StudioError
+from studio.core.model import model_weight_bytes
 from studio.core.paths import atomic_write_text, safe_name
 from studio.core.types import TensorInfo
 from studio.export.context import ExportContext
@@ -37,7 +38,6 @@ from studio.export import tensorrt as trt_target
 from studio.export.results import target_result
 from studio.export.customops import TRITON_MOUNT, ship
 from studio.core.save import EXTERNAL_DATA_THRESHOLD
-from studio.export.onnxruntime import weight_bytes
 from studio.export.onnxruntime import run_artifact
 from studio.core.engines.tensorrt import TensorRtEngine
 from studio.core.error_codes import ErrorCode
@@ -311,7 +311,7 @@ def _onnxruntime_model(ctx: ExportContext, folder: Path, name: str, outputs: Seq
     artifacts.append(art)
     artifacts.extend(libs if opts.ort_custom_ops else [])
 
-    if weight_bytes(ctx.deploy) > EXTERNAL_DATA_THRESHOLD:
+    if model_weight_bytes(ctx.deploy) > EXTERNAL_DATA_THRESHOLD:
         # Weights over 2 GiB must be external; Triton wants a model.onnx directory holding both files.
         written = write_model_copy(ctx.deploy, folder / "1" / "model.onnx" / "model.onnx", external=True)
         notes.append("onnxruntime: weights are external (over 2 GiB), so 1/model.onnx is a directory holding "

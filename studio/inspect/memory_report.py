@@ -19,8 +19,8 @@ import numpy as np
 
 from studio.core.bounds import OutOfRange
 from studio.core.errors import StudioError, WorkerError
-from studio.core.model import ModelHandle
-from studio.core.sandbox import GiB, model_bytes_on_disk, require_memory
+from studio.core.model import ModelHandle, model_weight_bytes
+from studio.core.sandbox import GiB, require_memory
 from studio.inspect.memory_plan import MemoryPlan
 from studio.core.feeds import choose_dims, input_specs, random_feeds, unnamed_dim_key
 from studio.inspect.decoder import recognize
@@ -256,7 +256,7 @@ def children_at_once(model_path: Path, *, wanted: int = 3) -> int:
     constants, the mapped file's pages dropped as it reads them, :mod:`studio.core.mapped_pages`: 0.90x on
     a 1.48 GiB one, 1.82x without), counted at 1.3x, and together they must leave 4 GiB of the memory
     available now. All three for a small model; one at a time for that decoder on a 24 GiB machine."""
-    each = _CHILD_COPIES * model_bytes_on_disk(model_path)
+    each = _CHILD_COPIES * model_weight_bytes(model_path)
     if each < GiB / 2:
         return wanted
     try:

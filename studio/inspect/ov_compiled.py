@@ -38,7 +38,8 @@ from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.mapped_pages import released_pages
 from studio.inspect.memory_plan import MemoryPlan, TensorLife
 from studio.core.telemetry import quiet_third_party_telemetry
-from studio.core.sandbox import default_limits, model_bytes_on_disk, run_job, session_limits, worker_limit_refusal
+from studio.core.model import model_weight_bytes
+from studio.core.sandbox import default_limits, run_job, session_limits, worker_limit_refusal
 
 OV_ALIGNMENT = 32           # MemoryManagerStatic solves in 32-byte units
 LARGE_MODEL_BYTES = 512 * 2**20   # above this the compiled-graph worker gets room for the weights
@@ -305,7 +306,7 @@ def compiled_graph(model_path: Path, feeds: Mapping[str, np.ndarray], *, pool_ke
     if refusal is not None:
         raise StudioError(refusal, code=ErrorCode.TOO_LARGE)
     limits = default_limits()
-    if model_bytes_on_disk(model_path) > LARGE_MODEL_BYTES:
+    if model_weight_bytes(model_path) > LARGE_MODEL_BYTES:
         limits = replace(session_limits(None, model_path), address_space_limit=False)
     if timeout_s is not None:
         limits = replace(limits, timeout_s=float(timeout_s))

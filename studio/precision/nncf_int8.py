@@ -30,7 +30,8 @@ from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import Feeds, save_npz
 from studio.core.jobs import JobContext, JobOutput, job
-from studio.core.sandbox import Limits, model_bytes_on_disk, run_job, scaled_to_model
+from studio.core.model import model_weight_bytes
+from studio.core.sandbox import Limits, run_job, scaled_to_model
 from studio.data.metrics import bound_metric
 from passes.transformer_fusion import is_transformer
 
@@ -266,7 +267,7 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
                     golden=str(save_npz([{output: g[output]} for g in golden], work / "golden.npz")),
                     metric=metric, output=output, metric_options=dict(metric_options or {}),
                     labels=[None if v is None else int(v) for v in labels] if labels else None)
-    base = scaled_to_model(limits, model_bytes_on_disk(model_path))   # NNCF holds a few copies of the weights
+    base = scaled_to_model(limits, model_weight_bytes(model_path))   # NNCF holds a few copies of the weights
     limits = Limits(timeout_s=max(base.timeout_s, 600.0), memory_bytes=base.memory_bytes,
                     cpu_threads=base.cpu_threads, address_space_limit=base.address_space_limit)
     try:

@@ -24,7 +24,8 @@ from studio.core import outputs
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.jobs import JobContext, JobOutput, job
-from studio.core.sandbox import Limits, model_bytes_on_disk, run_job, scaled_to_model
+from studio.core.model import model_weight_bytes
+from studio.core.sandbox import Limits, run_job, scaled_to_model
 
 __all__ = ["MODES", "CompressedIR", "compress_openvino", "compressed_constants"]
 
@@ -103,7 +104,7 @@ def compress_openvino(model_path: Path, out_dir: Path, *, mode: str = "INT4_SYM"
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="studio-nncf-w-"))
-    base = scaled_to_model(limits, model_bytes_on_disk(model_path))   # NNCF holds a few copies of the weights
+    base = scaled_to_model(limits, model_weight_bytes(model_path))   # NNCF holds a few copies of the weights
     limits = Limits(timeout_s=max(base.timeout_s, 600.0), memory_bytes=base.memory_bytes,
                     cpu_threads=base.cpu_threads, address_space_limit=base.address_space_limit)
     try:

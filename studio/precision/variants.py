@@ -43,7 +43,8 @@ from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
 from studio.core.outputs import disk_error
 from studio.core.requests import OptimizeRequest
-from studio.core.sandbox import Limits, model_bytes_on_disk, require_memory, scaled_to_model
+from studio.core.model import model_weight_bytes
+from studio.core.sandbox import Limits, require_memory, scaled_to_model
 from studio.precision.latency import LatencyItem, measure
 from studio.inspect.decoder import recognize
 from studio.data.datasets import dataset_feeds
@@ -1139,7 +1140,7 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
     own = out_dir is None
     work = Path(tempfile.mkdtemp(prefix="onnx-studio-precision-")) if own else Path(out_dir)
     work.mkdir(parents=True, exist_ok=True)
-    ctx = _Context(model_path, header, work, _long_limits(limits, model_bytes_on_disk(model_path)), pool_key, on_tick,
+    ctx = _Context(model_path, header, work, _long_limits(limits, model_weight_bytes(model_path)), pool_key, on_tick,
                    tasks, dataset, target, target_cosine, weight_options, prompts_from)
     progress = _Progress(on_progress, len(names) * 2 + 2 + (decoder is not None))
     try:

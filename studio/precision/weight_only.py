@@ -22,6 +22,7 @@ from typing import Any
 import onnx
 
 from studio.core.errors import StudioError
+from studio.core.model import model_weight_bytes
 from studio.core.sandbox import Limits
 from studio.precision.nncf_weights import compress_openvino
 from studio.accuracy.layerwise import compare_layers
@@ -91,10 +92,7 @@ def build_nncf_weights(name: str, model_path: Path, header: onnx.ModelProto, wor
                  "decoder and the decoder-with-past separately" if any(n.op_type == "If" for n in header.graph.node)
                  else "no MatMul/Gather with constant weights")
         raise StudioError(f"NNCF {mode} compressed no weight of this model: {where}")
-    from passes.quantize_weight_only import model_file_bytes  # heavy: passes import onnx_ir (~0.3 s)
-
-    size = r.ir_path.stat().st_size + r.ir_path.with_suffix(".bin").stat().st_size
-    ratio = round(size / max(1, model_file_bytes(Path(model_path))), 4)
+    ratio = round(model_weight_bytes(r.ir_path) / max(1, model_weight_bytes(Path(model_path))), 4)
     details = {"weight_only": {**r.to_dict(), "size_ratio": ratio},
                "nncf_version": r.nncf_version}
     lineage = ({"pass": f"nncf.compress_weights({mode}"

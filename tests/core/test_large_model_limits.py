@@ -19,7 +19,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from studio import api
-from studio.core.sandbox import default_limits, model_bytes_on_disk, session_limits, shutdown_all
+from studio.core.model import model_weight_bytes
+from studio.core.sandbox import default_limits, session_limits, shutdown_all
 
 ROWS, COLS = 2_400_000, 64            # 614 MB: above the 0.5 GiB limit and the 512 MiB scaling floor
 
@@ -56,7 +57,7 @@ def large_model(tmp_path, monkeypatch) -> Path:
 
 
 def test_session_limits_hold_the_weights(large_model):
-    weights = model_bytes_on_disk(large_model)
+    weights = model_weight_bytes(large_model)
     configured = default_limits().memory_bytes
     assert configured == 2**29 and weights > configured
     assert session_limits(None, large_model).memory_bytes >= weights + configured
@@ -98,7 +99,7 @@ def test_memory_measurement_children_side_by_side_only_as_they_fit(large_model, 
 
     from studio.inspect import memory_report as mr
 
-    each = mr._CHILD_COPIES * model_bytes_on_disk(large_model)
+    each = mr._CHILD_COPIES * model_weight_bytes(large_model)
     monkeypatch.setattr(psutil, "virtual_memory", lambda: _Available(int(4 * 2**30 + spare * each)))
     live, peak, lock = [0], [0], threading.Lock()
 
@@ -131,7 +132,7 @@ def test_generation_profile_runs_a_decoder_above_the_worker_limit(tmp_path, monk
     shutdown_all()
     shape = DecoderShape(layers=1, hidden=512, heads=4, kv_heads=2, intermediate=1024, vocab=160_000, context=64)
     path = write_large_decoder(tmp_path / "dec", shape=shape, convention="optimum", fill="zeros")
-    assert model_bytes_on_disk(path) > 600e6 > default_limits().memory_bytes
+    assert model_weight_bytes(path) > 600e6 > default_limits().memory_bytes
     try:
         prof = api.profile_generation([api.load(path)], ("ort",),
                                       GenerationOptions(prompt_lengths=(4,), new_tokens=2, generations=1, warmup=0,
@@ -193,7 +194,7 @@ def test_optimize_counts_a_weight_rewriting_pass_at_two_copies(large_model, tmp_
     import passes.optimize as po
     from studio.core.errors import StudioError
 
-    held = model_bytes_on_disk(large_model)
+    held = model_weight_bytes(large_model)
     monkeypatch.setattr(psutil, "virtual_memory", lambda: _Available(int(1.6 * held + 2**29)))
 
     class Ran(Exception):
@@ -334,7 +335,7 @@ def test_weights_above_the_worker_limit_are_refused_before_any_worker(large_mode
     from studio.core.sandbox import session_limits
 
     monkeypatch.setattr(psutil, "virtual_memory", lambda: _Machine())
-    assert session_limits(None, large_model).memory_bytes == 2**29 < model_bytes_on_disk(large_model)
+    assert session_limits(None, large_model).memory_bytes == 2**29 < model_weight_bytes(large_model)
     with pytest.raises(StudioError) as err:
         WORKER_STAGES[stage](api.load(large_model), tmp_path / "out")
     message = str(err.value)

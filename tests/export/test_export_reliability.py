@@ -180,7 +180,8 @@ def test_tensor_names_are_never_file_names(tmp_path):
 
 def test_external_data_decision_for_models_over_2_gib(tmp_path):
     """The decision reads sizes from the files, never the bytes: a 2.1 GiB sparse weights file."""
-    from studio.export.onnxruntime import external_decision, weight_bytes
+    from studio.core.model import model_weight_bytes
+    from studio.export.onnxruntime import external_decision
 
     folder = tmp_path / "big"
     folder.mkdir()
@@ -196,7 +197,7 @@ def test_external_data_decision_for_models_over_2_gib(tmp_path):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])], [t])
     (folder / "big.onnx").write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)],
                                                         ir_version=8).SerializeToString())
-    size = weight_bytes(folder / "big.onnx")
+    size = model_weight_bytes(folder / "big.onnx")
     assert size > 2**31
     external, ort_format, notes = external_decision(size, requested=False, source_external=True)
     assert external is True and ort_format is False

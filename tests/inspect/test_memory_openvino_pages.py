@@ -31,7 +31,8 @@ from onnx import numpy_helper
 
 from studio import api
 from studio.core import mapped_pages
-from studio.core.mapped_pages import ReleasedFilePages, mapped_resident_bytes, mapped_weight_bytes, released_pages
+from studio.core.mapped_pages import ReleasedFilePages, mapped_resident_bytes, released_pages
+from studio.core.model import model_weight_bytes
 from studio.inspect.memory_measure import measure_openvino_activations
 
 WIDTH, REPEAT = 4096, 2048                     # Tile [1, 4096] -> [1, 8 Mi]: 32 MiB tensors
@@ -92,7 +93,7 @@ def test_below_the_threshold_the_pages_are_left_alone(model, tmp_path):
     """The gate: the 128 MiB model is below MIN_WEIGHT_BYTES, so the child starts no sweep by default and
     the mapped pages stay resident; a model declaring 600 MiB of external data (a sparse file, no weight
     read to size it) gets the sweep."""
-    assert WEIGHTS <= mapped_weight_bytes(model) < mapped_pages.MIN_WEIGHT_BYTES
+    assert WEIGHTS <= model_weight_bytes(model) < mapped_pages.MIN_WEIGHT_BYTES
     default = measure_openvino_activations(model, feeds=_feeds())
     assert default.released == () and default.mapped_rss_bytes >= 0.9 * WEIGHTS
     assert not isinstance(released_pages(model), ReleasedFilePages)
@@ -107,7 +108,7 @@ def test_below_the_threshold_the_pages_are_left_alone(model, tmp_path):
     path = tmp_path / "big.onnx"
     path.write_bytes(oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)]).SerializeToString())
     (tmp_path / "big.data").touch()            # its length is what the tensor declares, not the file
-    assert mapped_weight_bytes(path) >= 600 * MiB and isinstance(released_pages(path), ReleasedFilePages)
+    assert model_weight_bytes(path) >= 600 * MiB and isinstance(released_pages(path), ReleasedFilePages)
     assert not isinstance(released_pages(path, force=False), ReleasedFilePages)
 
 

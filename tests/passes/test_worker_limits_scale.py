@@ -73,14 +73,3 @@ def test_the_pass_worker_is_started_with_limits_scaled_to_the_weights(monkeypatc
     with pytest.raises(RuntimeError):
         worker_pass.run_pass_in_worker(p, big, tmp_path / "c", data_dir=tmp_path, limits=given)
     assert seen[-1] == given
-
-
-def test_model_bytes_on_disk_counts_the_weight_files_beside_the_model(tmp_path):
-    from studio.core.sandbox import model_bytes_on_disk
-
-    (tmp_path / "m.onnx").write_bytes(b"x" * 100)
-    (tmp_path / "m.onnx.data").write_bytes(b"x" * 1000)
-    (tmp_path / "m.bin").write_bytes(b"x" * 10)
-    (tmp_path / "notes.txt").write_bytes(b"x" * 5)
-    assert model_bytes_on_disk(tmp_path / "m.onnx") == 1110
-    assert model_bytes_on_disk(tmp_path / "missing.onnx") == 0

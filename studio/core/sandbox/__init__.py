@@ -65,7 +65,7 @@ Modules (each owns one job; import the public names from this package)
 
 from __future__ import annotations
 
-from studio.core.sandbox.limits import (GiB, Limits, default_limits, limit_refusal, model_bytes_on_disk,
+from studio.core.sandbox.limits import (GiB, Limits, default_limits, limit_refusal,
                                         require_memory, room_for_weights, scaled_to_model, session_limits,
                                         worker_limit_refusal)
 from studio.core.sandbox.messages import scrub_message
@@ -82,7 +82,6 @@ __all__ = [
     "cancel_all",
     "default_limits",
     "limit_refusal",
-    "model_bytes_on_disk",
     "pool_info",
     "require_memory",
     "room_for_weights",

@@ -36,6 +36,7 @@ from typing import Any
 
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
+from studio.core.model import model_weight_bytes
 
 GiB = 2**30
 _MIN_MEMORY_BYTES = 512 * 2**20
@@ -185,9 +186,7 @@ def session_limits(limits: Limits | None, model_path: str | Path, data_dir: str 
     frees each original), on top of the defaults. ``data_dir``: where a pipeline checkpoint's unchanged
     weights live when not beside it. Without this the 3 GiB default refuses every model over ~2.5 GiB of
     weights ("exceeded the worker memory limit") and verification falls back to structure only."""
-    held = model_bytes_on_disk(model_path)
-    if data_dir is not None and Path(data_dir).resolve() != Path(model_path).resolve().parent:
-        held += _weight_files_bytes(Path(data_dir))
+    held = model_weight_bytes(model_path, data_dir)
     return scaled_to_model(limits, held, copies=1)
 
 
@@ -199,7 +198,7 @@ def worker_limit_refusal(model_path: str | Path, stage: str, limits: Limits | No
     :func:`session_limits`, which is capped at half this machine's memory unless the configured limit is
     higher. Without it a model above that cap loaded for minutes and then "exceeded the worker memory
     limit"; the memory plan's "ORT as users run it" did the same under the unscaled 3 GiB default."""
-    return limit_refusal(stage, model_bytes_on_disk(model_path), session_limits(limits, model_path).memory_bytes)
+    return limit_refusal(stage, model_weight_bytes(model_path), session_limits(limits, model_path).memory_bytes)
 
 
 def room_for_weights(limits: Limits, held: int) -> Limits:
@@ -236,7 +235,7 @@ def require_memory(model_path: str | Path, stage: str, *, copies: float = 1.1, o
     refusal = worker_limit_refusal(model_path, stage, limits) if in_worker else None
     if refusal is not None:
         raise StudioError(refusal, code=ErrorCode.TOO_LARGE)
-    held = model_bytes_on_disk(model_path)
+    held = model_weight_bytes(model_path)
     if held < _SCALE_FROM_BYTES:
         return
     try:
@@ -250,22 +249,3 @@ def require_memory(model_path: str | Path, stage: str, *, copies: float = 1.1, o
         raise StudioError(f"{stage} needs ~{need / GiB:.1f} GiB of memory for this model's {held / GiB:.1f} GiB of "
                           f"weights, {available / GiB:.1f} GiB available: free memory or run it on a larger machine",
                           code=ErrorCode.TOO_LARGE)
-
-
-def model_bytes_on_disk(path: str | Path) -> int:
-    """The model file and the weight files beside it (``.data``, ``.bin``, ``.weights``, no suffix): what
-    a job that loads it holds, for :func:`scaled_to_model`."""
-    path = Path(path)
-    try:
-        return path.stat().st_size + _weight_files_bytes(path.parent, but=path)
-    except OSError:
-        return 0                        # unreadable here: the job that opens it names the problem
-
-
-def _weight_files_bytes(folder: Path, but: Path | None = None) -> int:
-    """The weight-like files of ``folder`` (``.data``, ``.bin``, ``.weights``, no suffix)."""
-    try:
-        return sum(f.stat().st_size for f in folder.iterdir()
-                   if f.is_file() and f != but and f.suffix in (".data", ".bin", ".weights", ""))
-    except OSError:
-        return 0
