@@ -36,6 +36,17 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     sandbox.finish(session, ROOT)
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Name the machine at the end of the run, where CI's log tail shows it: the suite's time and the
+    CPU-sensitive results (INT8, bf16) are only comparable with the CPU kind and the load beside them."""
+    if hasattr(config, "workerinput"):
+        return
+    from benchmarks.harness import cpu_banner
+
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    terminalreporter.write_line(f"machine: {cpu_banner()}; load average {load}")
+
+
 @pytest.hookimpl(trylast=True)          # after -m / -k have deselected theirs
 def pytest_collection_modifyitems(config, items) -> None:
     """A test marked ``covered_by("<name>")`` checks a subset of test ``<name>`` (the fast tier's
