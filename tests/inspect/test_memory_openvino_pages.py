@@ -121,13 +121,17 @@ def test_the_memory_plans_openvino_figure_is_what_plain_openvino_frees_and_takes
     compiled = ov.Core().compile_model(str(model), "CPU", _CONFIG)
     request = compiled.create_infer_request()
     request.infer(_feeds())
-    before = _anon()
-    compiled.release_memory()
-    released = _anon()
-    request.infer(_feeds())
-    again = _anon()
-    assert abs((before - released) - ov_m.measured_bytes) <= 64 * 1024
-    assert abs((again - released) - ov_m.measured_bytes) <= 64 * 1024
+    freed, taken = [], []
+    for _ in range(3):     # the median of 3 cycles: another thread of this process may allocate during one
+        before = _anon()
+        compiled.release_memory()
+        released = _anon()
+        request.infer(_feeds())
+        again = _anon()
+        freed.append(before - released)
+        taken.append(again - released)
+    assert abs(sorted(freed)[1] - ov_m.measured_bytes) <= 64 * 1024, (freed, ov_m.measured_bytes)
+    assert abs(sorted(taken)[1] - ov_m.measured_bytes) <= 64 * 1024, (taken, ov_m.measured_bytes)
 
 
 def test_only_read_only_maps_under_the_folder_are_dropped_and_read_back_the_same(tmp_path):
