@@ -10,6 +10,7 @@ file of zeros: no disk written, read as zeros by ONNX Runtime), with the worker 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -48,12 +49,29 @@ def _gather_model(folder: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def _built(tmp_path_factory) -> tuple[Path, api.ModelHandle]:
+    """The model written once per module (per xdist worker) and loaded once: loading hashes its 614 MB
+    (~3 s a time here), which every test repeated; the tests only read the model folder."""
+    path = _gather_model(tmp_path_factory.mktemp("large") / "m")
+    return path, api.load(path)
+
+
 @pytest.fixture
-def large_model(tmp_path, monkeypatch) -> Path:
+def large_model(_built, monkeypatch) -> Path:
     monkeypatch.setenv("ONNX_STUDIO_MEMORY_GB", "0.5")
     shutdown_all()                      # no warm worker started under other limits
-    yield _gather_model(tmp_path / "m")
+    yield _built[0]
     shutdown_all()
+
+
+@pytest.fixture
+def large_handle(large_model, _built) -> api.ModelHandle:
+    """The loaded model, with a proto of its own (the graph only: the weights stay in the shared file)."""
+    handle = _built[1]
+    proto = onnx.ModelProto()
+    proto.CopyFrom(handle.proto)
+    return dataclasses.replace(handle, proto=proto)
 
 
 def test_session_limits_hold_the_weights(large_model):
@@ -66,16 +84,16 @@ def test_session_limits_hold_the_weights(large_model):
     assert not sess.run(None, {"ids": np.array([0, ROWS - 1], np.int64)})[0].any()
 
 
-def test_check_runs_the_session_of_a_model_above_the_worker_limit(large_model):
-    report = api.check(api.load(large_model), ["onnxruntime"], dims={"n": 2})
+def test_check_runs_the_session_of_a_model_above_the_worker_limit(large_handle):
+    report = api.check(large_handle, ["onnxruntime"], dims={"n": 2})
     texts = " ".join(f.message for f in report.findings)
     assert "worker memory limit" not in texts
     (verdict,) = [v for v in report.verdicts if v.engine == "onnxruntime"]
     assert verdict.verdict == "runs" and verdict.decided_by == "real session", verdict
 
 
-def test_optimize_verifies_numbers_of_a_model_above_the_worker_limit(large_model, tmp_path):
-    result = api.optimize(api.load(large_model), passes=["eliminate-identity"], dims={"n": 2},
+def test_optimize_verifies_numbers_of_a_model_above_the_worker_limit(large_handle, tmp_path):
+    result = api.optimize(large_handle, passes=["eliminate-identity"], dims={"n": 2},
                           out_path=tmp_path / "out" / "model.onnx")
     (record,) = result.records
     assert record.modified and record.verification is not None
@@ -89,7 +107,8 @@ class _Available:
 
 
 @pytest.mark.parametrize(("spare", "at_once"), [(1.5, 1), (40.0, 2)])
-def test_memory_measurement_children_side_by_side_only_as_they_fit(large_model, monkeypatch, spare, at_once):
+def test_memory_measurement_children_side_by_side_only_as_they_fit(large_model, large_handle, monkeypatch, spare,
+                                                                   at_once):
     """memory --measure starts an engine child per measurement, each holding the weights: side by side only
     as many as leave 4 GiB available (three children of a 6.4 GiB decoder at ~6.4 GiB each would exhaust 24 GiB)."""
     import threading
@@ -116,7 +135,7 @@ def test_memory_measurement_children_side_by_side_only_as_they_fit(large_model, 
 
     monkeypatch.setattr(mr, "measure_ort", child("onnxruntime"))
     monkeypatch.setattr(mr, "measure_openvino", child("openvino"))
-    report = api.memory_plan(api.load(large_model), {"n": 2}, measure=True, engine_graph=False)
+    report = api.memory_plan(large_handle, {"n": 2}, measure=True, engine_graph=False)
     assert [m.engine for m in report.measured] == ["onnxruntime", "openvino"]
     assert mr.children_at_once(large_model) == (1 if at_once == 1 else 3)
     assert peak[0] == at_once
@@ -155,7 +174,7 @@ STAGES = {
 
 
 @pytest.mark.parametrize("stage", list(STAGES))
-def test_a_stage_that_cannot_fit_says_so_before_any_work(large_model, tmp_path, monkeypatch, stage):
+def test_a_stage_that_cannot_fit_says_so_before_any_work(large_handle, tmp_path, monkeypatch, stage):
     """Where the machine cannot hold the weights, the stage refuses in one line naming what it needs and
     what is available, before any worker starts or anything is written."""
     import psutil
@@ -163,7 +182,7 @@ def test_a_stage_that_cannot_fit_says_so_before_any_work(large_model, tmp_path, 
     from studio.core.errors import StudioError
     from studio.core.sandbox import pool_info
 
-    handle = api.load(large_model)
+    handle = large_handle
     monkeypatch.setattr(psutil, "virtual_memory", lambda: _Available(300 * 2**20))
     with pytest.raises(StudioError) as err:
         STAGES[stage](handle, tmp_path / "out")
@@ -186,7 +205,7 @@ def test_job_time_scales_with_the_weights(monkeypatch):
     assert scaled_to_model(None, int(6.36 * 2**30), min_timeout_s=5000).timeout_s == 5000
 
 
-def test_optimize_counts_a_weight_rewriting_pass_at_two_copies(large_model, tmp_path, monkeypatch):
+def test_optimize_counts_a_weight_rewriting_pass_at_two_copies(large_model, large_handle, tmp_path, monkeypatch):
     """int4 weight-only (ORT's quantizer over an in-memory ModelProto) passed 1.66x the weights on the
     6.36 GiB decoder: optimize's pre-check counts such passes at 2x, graph passes at 1.2x."""
     import psutil
@@ -204,7 +223,7 @@ def test_optimize_counts_a_weight_rewriting_pass_at_two_copies(large_model, tmp_
         raise Ran
 
     monkeypatch.setattr(po, "run_pipeline", no_run)
-    handle = api.load(large_model)
+    handle = large_handle
     with pytest.raises(StudioError, match=r"optimize with verification needs ~1\.6 GiB"):
         api.optimize(handle, passes=["quantize-weight-only"], out_path=tmp_path / "q.onnx")
     with pytest.raises(Ran):               # 1.2x fits: the pipeline starts
@@ -323,8 +342,8 @@ def started(monkeypatch):
 
 
 @pytest.mark.parametrize("stage", list(WORKER_STAGES))
-def test_weights_above_the_worker_limit_are_refused_before_any_worker(large_model, tmp_path, monkeypatch, started,
-                                                                      stage):
+def test_weights_above_the_worker_limit_are_refused_before_any_worker(large_model, large_handle, tmp_path, monkeypatch,
+                                                                      started, stage):
     """The worker limit a large model's stage runs under is known from the file (its weight bytes, no weight
     read) and the configuration: where the weights alone exceed it, the stage says so in one line (the
     limit and the setting that raises it) before any worker, session or engine starts. Before, each of
@@ -337,7 +356,7 @@ def test_weights_above_the_worker_limit_are_refused_before_any_worker(large_mode
     monkeypatch.setattr(psutil, "virtual_memory", lambda: _Machine())
     assert session_limits(None, large_model).memory_bytes == 2**29 < model_weight_bytes(large_model)
     with pytest.raises(StudioError) as err:
-        WORKER_STAGES[stage](api.load(large_model), tmp_path / "out")
+        WORKER_STAGES[stage](large_handle, tmp_path / "out")
     message = str(err.value)
     assert err.value.code == "TOO-LARGE" and "\n" not in message, message
     assert message.startswith(f"{stage} needs one worker holding this model's 0.6 GiB of weights"), message
@@ -346,7 +365,7 @@ def test_weights_above_the_worker_limit_are_refused_before_any_worker(large_mode
     assert not (tmp_path / "out").exists()
 
 
-def test_memory_plan_as_run_parts_are_refused_before_their_workers(large_model, monkeypatch, started):
+def test_memory_plan_as_run_parts_are_refused_before_their_workers(large_handle, monkeypatch, started):
     """The memory plan's ORT-as-users-run-it and OpenVINO compiled-graph parts each hold the weights in a
     worker: above that worker's limit each part's note gives the reason and neither worker starts (ORT's
     part ran under the unscaled default and stopped after the load: 'exceeded the worker memory limit').
@@ -354,7 +373,7 @@ def test_memory_plan_as_run_parts_are_refused_before_their_workers(large_model, 
     import psutil
 
     monkeypatch.setattr(psutil, "virtual_memory", lambda: _Machine())
-    report = api.memory_plan(api.load(large_model), {"n": 2}, measure=False, engine_graph=True)
+    report = api.memory_plan(large_handle, {"n": 2}, measure=False, engine_graph=True)
     assert [e.plan for e in report.engine_plans] == [None, None]
     for engine, e in zip(("ONNX Runtime's optimized graph", "OpenVINO's compiled graph"), report.engine_plans):
         assert e.error.startswith(f"{engine} needs one worker holding this model's 0.6 GiB"), e.error
@@ -363,11 +382,11 @@ def test_memory_plan_as_run_parts_are_refused_before_their_workers(large_model, 
     assert report.plan is not None and report.plan.steps  # the graph's own plan is there
 
 
-def test_memory_plan_as_run_holds_the_weights_like_its_siblings(large_model, started):
+def test_memory_plan_as_run_holds_the_weights_like_its_siblings(large_handle, started):
     """Under the default cap (half this machine's memory) ORT's optimized graph of a model above the
     configured worker limit gets room for its weights, as check's session and OpenVINO's compiled graph
     do: it plans (ORT's own optimized graph of the gather: the Identity removed)."""
-    report = api.memory_plan(api.load(large_model), {"n": 2}, measure=False, engine_graph=True)
+    report = api.memory_plan(large_handle, {"n": 2}, measure=False, engine_graph=True)
     ort_part = report.engine_plans[0]
     assert ort_part.error is None and ort_part.plan is not None, ort_part.error
     assert "inspect.ort_optimized" in started
