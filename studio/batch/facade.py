@@ -8,6 +8,8 @@ targets and the cluster's configuration through this module only.
 
 from __future__ import annotations
 
+import json
+import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -24,10 +26,10 @@ from studio.core import outputs
 from studio.core.requests import (BatchRequest, CheckRequest, GenerationRequest, OptimizeRequest, PrecisionRequest,
                                   ProfileRequest)
 from studio import api
-from studio.core.paths import user_data_path
+from studio.core.paths import check_regular_file, user_data_path
 
 __all__ = ["LOCAL", "Measured", "batch", "check_on", "generate_on", "cluster_address", "cluster_targets", "configured_cluster", "machine_facts",
-           "optimize_on", "precision_on", "profile_on", "side_by_side", "skipped_summary"]
+           "optimize_on", "precision_on", "profile_on", "read_stage_requests", "side_by_side", "skipped_summary"]
 
 _TLS = tuple[str | None, str | None, str | None]
 
@@ -49,6 +51,10 @@ def batch(paths: Sequence[str | Path], out_dir: str | Path, request: BatchReques
     if request is not None:
         stages, force, stage_options = request.stages, request.force, request.stage_options()
     address = cluster_address(cluster)
+    if address and request is not None and request.local_files():
+        raise StudioError(f"the stage requests name files on this machine ({', '.join(request.local_files())[:120]}), "
+                          "which a cluster worker cannot read; run this batch without --cluster",
+                          code=ErrorCode.BAD_OPTION)
     if target and address is None:
         raise StudioError("--target needs a cluster (--cluster tcp://HOST:PORT or ONNX_STUDIO_CLUSTER)",
                           code=ErrorCode.BAD_OPTION)
@@ -187,3 +193,20 @@ def precision_on(target: str, handle: ModelHandle | str | Path, request: Precisi
     path = handle.path if isinstance(handle, ModelHandle) else api.load(handle).path
     return measure_on("precision", target, [("model", path)], {"request": request.to_dict()}, data=data,
                       cluster=cluster, security=ClusterSecurity.from_env(*tls))
+
+
+def read_stage_requests(path: str | Path) -> dict:
+    """``--stage-requests FILE``: {stage: that stage's request options} from a .json or .toml file (each
+    stage's keys are its request's ``to_dict`` keys; ``BatchRequest`` checks them)."""
+    p = user_data_path(path, label="stage requests file")
+    check_regular_file(p, max_bytes=4 * 2**20, label="stage requests file")
+    try:
+        text = p.read_text(encoding="utf-8")
+        data = tomllib.loads(text) if p.suffix.lower() == ".toml" else json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise StudioError(f"the stage requests file is not valid {'TOML' if p.suffix.lower() == '.toml' else 'JSON'}: "
+                          f"{str(exc).splitlines()[0][:120]}", code=ErrorCode.BAD_REQUEST) from None
+    if not isinstance(data, dict):
+        raise StudioError("the stage requests file must hold an object {stage: {option: value}}",
+                          code=ErrorCode.BAD_REQUEST)
+    return data

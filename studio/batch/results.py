@@ -47,6 +47,7 @@ class BatchResult:
     files: dict = field(default_factory=dict)      # report kind -> path
     machine: dict = field(default_factory=dict)
     passed_over: tuple[tuple[str, str], ...] = ()   # (path, reason): what the folder scan did not run
+    stage_options: dict = field(default_factory=dict)   # stage -> the options its tasks ran with (provenance)
 
     @property
     def ok(self) -> bool:
@@ -57,6 +58,7 @@ class BatchResult:
                 "seconds": round(self.seconds, 3), "ran": self.ran, "skipped": self.skipped,
                 "machine": self.machine, "files": {k: str(v) for k, v in self.files.items()},
                 "passed_over": [{"path": p, "reason": r} for p, r in self.passed_over],
+                "stage_options": self.stage_options,
                 "rows": [{"model": r.model.name, "sha256": r.model.sha256, "status": r.status(),
                           "error": r.model.error,
                           "stages": {s: o.to_dict() for s, o in r.outcomes.items()}} for r in self.rows]}

@@ -279,6 +279,7 @@ def _run_batch(paths: Sequence[str | Path], out: Path, *, stages: Sequence[str],
     rows = tuple(BatchRow(m, {s: outcomes[(m.folder_name, s)] for s in stages if (m.folder_name, s) in outcomes})
                  for m in models)
     result = BatchResult(out, tuple(stages), rows, executor.name, time.perf_counter() - started,
-                         len(pending), skipped, machine=machine_facts(), passed_over=scan.skipped)
+                         len(pending), skipped, machine=machine_facts(), passed_over=scan.skipped,
+                         stage_options={s: dict((stage_options or {}).get(s, {})) for s in stages})
 
     return write_reports(result)

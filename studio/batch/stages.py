@@ -21,8 +21,7 @@ from typing import Any
 
 from studio.core import outputs
 from studio.core.errors import StudioError
-from studio.core.requests import (CheckRequest, ExportRequest, OptimizeRequest, PrecisionRequest, ProfileOptions,
-                                  ProfileRequest)
+from studio.core.requests import BATCH_STAGE_DEFAULTS, batch_stage_request
 from studio.core.engines import get_engine
 from studio.core.error_codes import ErrorCode
 from studio import api
@@ -122,8 +121,8 @@ def worker_facts(target: str | None = None) -> dict:
 
 
 def _check(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    """The stage's options are a ``CheckRequest``'s ``to_dict`` form (engines default: ORT and OpenVINO)."""
-    request = CheckRequest.from_dict({**opts, "engines": opts.get("engines") or ["onnxruntime", "openvino"]})
+    """The stage's options are a ``CheckRequest``'s ``to_dict`` keys (engines default: ORT and OpenVINO)."""
+    request = batch_stage_request("check", opts)
     report = api.check(handle, request, pool_key=pool_key)
     figures = {f"verdict:{v.engine}": v.verdict for v in report.verdicts}
     failing = [v.engine for v in report.verdicts if v.verdict == "fails"]
@@ -141,9 +140,9 @@ def _inspect(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, di
 
 
 def _optimize(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    """The stage's options are an ``OptimizeRequest``'s ``to_dict`` form ({} = the ``safe`` preset)."""
+    """The stage's options are an ``OptimizeRequest``'s ``to_dict`` keys ({} = the ``safe`` preset)."""
     target = out / "optimized.onnx"
-    r = api.optimize(handle, OptimizeRequest.from_dict(opts), out_path=target, pool_key=pool_key)
+    r = api.optimize(handle, batch_stage_request("optimize", opts), out_path=target, pool_key=pool_key)
     before, after = sum(r.ops_before.values()), sum(r.ops_after.values())
     figures = {"nodes_before": before, "nodes_after": after, "bytes_before": handle.total_bytes,
                "bytes_after": target.stat().st_size if target.exists() else None}
@@ -154,9 +153,10 @@ def _optimize(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, d
 
 
 def _precision(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    request = PrecisionRequest(variants=opts.get("variants"),
-                               latency_budget_s=float(opts.get("latency_budget_s", 20.0)))
-    r = api.precision(handle, request, out_dir=out / "precision", pool_key=pool_key)
+    """The stage's options are a ``PrecisionRequest``'s ``to_dict`` keys, every one of them (a 20 s budget
+    unless they say otherwise)."""
+    r = api.precision(handle, batch_stage_request("precision", opts), out_dir=out / "precision",
+                      pool_key=pool_key)
     figures = {"recommended": r.recommended}
     for v in r.variants:
         if getattr(v, "ratio", None) is not None:
@@ -164,13 +164,10 @@ def _precision(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, 
     return ("ok" if r.recommended else "failed"), r.summary()[:200], figures, []
 
 
-BATCH_PROFILE = ProfileRequest(options=ProfileOptions(iterations=50, warmup=5, rounds=5))    # a batch stage's shorter defaults
-
-
 def _profile(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    """The stage's options are a ``ProfileRequest``'s ``to_dict`` form (its option fields may be flat), over
-    :data:`BATCH_PROFILE`'s."""
-    request = ProfileRequest.from_dict({**BATCH_PROFILE.to_dict(), **opts})
+    """The stage's options are a ``ProfileRequest``'s ``to_dict`` keys (its option fields may be flat), over
+    the batch's shorter defaults (``BATCH_STAGE_DEFAULTS``)."""
+    request = batch_stage_request("profile", opts)
     p = api.profile([handle], request, out_dir=out / "profile", pool_key=pool_key)
     figures: dict[str, Any] = {}
     for v in p.variants:
@@ -182,13 +179,12 @@ def _profile(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, di
     return ("ok" if p.ok else "failed"), (verdict or (bad[0] or "no measurement"))[:200], figures, []
 
 
-BATCH_EXPORT = ExportRequest(targets=("ort",), zip=False)     # a batch stage's defaults
+BATCH_EXPORT = BATCH_STAGE_DEFAULTS["export"]
 
 
 def _export(handle, opts: dict, pool_key: str, out: Path) -> tuple[str, str, dict, list[Path]]:
-    """The stage's options are an ``ExportRequest``'s ``to_dict`` form, over :data:`BATCH_EXPORT`'s."""
-    r = api.export(handle, ExportRequest.from_dict({**BATCH_EXPORT.to_dict(), **opts}), out / "export",
-                   pool_key=pool_key)
+    """The stage's options are an ``ExportRequest``'s ``to_dict`` keys, over :data:`BATCH_EXPORT`'s."""
+    r = api.export(handle, batch_stage_request("export", opts), out / "export", pool_key=pool_key)
     status = "ok" if r.ok else "failed"
     verdict = "verified" if r.ok else (r.failures[0] if r.failures else "failed")
     return status, verdict[:200], {"targets": [t.target for t in r.targets]}, [r.bundle]

@@ -1,5 +1,5 @@
 """onnx-studio batch PATHS... --stages inspect,check,optimize,precision,profile,export -o OUT
-[--cluster tcp://HOST:8786] [--target NAME] [--retries N] [--workers N] [--force] [--json]"""
+[--stage-requests FILE] [--cluster tcp://HOST:8786] [--target NAME] [--retries N] [--workers N] [--force] [--json]"""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="times a task whose cluster worker died runs again (default 1); then 'worker lost ADDRESS'")
     p.add_argument("--workers", type=int, help="local pool size (default: from cores and memory)")
     p.add_argument("--engines", help="engines for check/profile (comma-separated)")
+    p.add_argument("--stage-requests", metavar="FILE",
+                   help="a .json/.toml file {stage: {option: value}}: each stage's request with every option its "
+                        "own command takes (check, optimize, precision, profile, export; the keys of the "
+                        "request's --json form, over the batch's defaults); --engines replaces theirs")
     p.add_argument("--force", action="store_true", help="run finished model x stage pairs again")
     p.add_argument("--tls-ca-file", help="TLS CA for the cluster")
     p.add_argument("--tls-cert", help="TLS client certificate for the cluster")
@@ -39,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def request_of(args: argparse.Namespace) -> BatchRequest:
     """The one ``BatchRequest`` these flags ask for."""
-    return BatchRequest(stages=args.stages, engines=args.engines, force=args.force)
+    requests = batch_api.read_stage_requests(args.stage_requests) if args.stage_requests else {}
+    return BatchRequest(stages=args.stages, engines=args.engines, force=args.force, stage_requests=requests)
 
 
 def run(args: argparse.Namespace) -> int:

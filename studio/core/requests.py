@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import PurePath
 from typing import Any, TypeVar
 
@@ -675,19 +675,63 @@ class EditRequest(JsonRequest):
 
 
 BATCH_STAGES = ("inspect", "check", "optimize", "precision", "profile", "export")
+# Each batch stage's request class, and the batch's defaults where they differ from the command's (a shorter
+# profile, a shorter precision budget, an ORT-only unzipped export): a stage request is read over them.
+BATCH_STAGE_REQUESTS: Mapping[str, type] = {"check": CheckRequest, "optimize": OptimizeRequest,
+                                            "precision": PrecisionRequest, "profile": ProfileRequest,
+                                            "export": ExportRequest}
+BATCH_STAGE_DEFAULTS: Mapping[str, JsonRequest] = {
+    "check": CheckRequest(engines=("onnxruntime", "openvino")),
+    "optimize": OptimizeRequest(),
+    "precision": PrecisionRequest(latency_budget_s=20.0),
+    "profile": ProfileRequest(options=ProfileOptions(iterations=50, warmup=5, rounds=5)),
+    "export": ExportRequest(targets=("ort",), zip=False),
+}
+# The fields of a stage request that name files on this machine (a cluster worker cannot read them).
+_STAGE_FILE_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "check": ("inputs",), "optimize": ("inputs",), "precision": ("calibration", "inputs", "dataset"),
+    "profile": ("options.inputs_npz", "options.images_dir"),
+    "export": ("calibration", "plugins", "ort_custom_ops", "ov_extensions", "dataset")}
+
+
+def batch_stage_request(stage: str, value: Mapping[str, Any] | JsonRequest | None = None) -> JsonRequest:
+    """Stage ``stage``'s whole request: ``value`` (a request, or its ``to_dict`` keys: any subset, read over
+    :data:`BATCH_STAGE_DEFAULTS`, nested options key by key) or the batch's default. Unknown keys are one line."""
+    cls = BATCH_STAGE_REQUESTS.get(stage)
+    if cls is None:
+        raise StudioError(f"stage {str(stage)[:20]!r} takes no request; stages that do: "
+                          f"{', '.join(BATCH_STAGE_REQUESTS)}", code=ErrorCode.BAD_REQUEST)
+    if isinstance(value, cls):
+        return value
+    if value is not None and not isinstance(value, Mapping):
+        raise StudioError(f"the {stage} stage's request must be a mapping of its options, got "
+                          f"{type(value).__name__}", code=ErrorCode.BAD_REQUEST)
+    return cls.from_dict(_merged(BATCH_STAGE_DEFAULTS[stage].to_dict(), value or {}))
+
+
+def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` read over ``base``: a nested mapping in both (a profile's ``options``) key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merged(base[key], value) if isinstance(value, Mapping) and isinstance(base.get(key), Mapping) \
+            else value
+    return out
 
 
 @dataclass(frozen=True)
 class BatchRequest(JsonRequest):
     """``batch``: stages over many models. ``engines`` are the check and profile stages' engines (None: each
-    stage's own default); each stage task carries its part of a stage request (``stage_options``: the
-    ``to_dict`` keys of ``CheckRequest``/``ProfileRequest`` it sets), so a page and the CLI asking the same
-    run the same tasks (and resume the same ones). Which models, the output folder, the cluster, a remote
-    target, retries and the local pool's size are the call's."""
+    stage's own default); ``stage_requests`` are whole stage requests ({stage: ``CheckRequest`` ...
+    ``ExportRequest``}, given as requests or as their ``to_dict`` keys over the batch's defaults; ``engines``
+    replaces theirs), so a batch stage takes every option its command does. Each stage task carries its
+    part of them (``stage_options``), so a page and the CLI asking the same run the same tasks (and resume
+    the same ones). Which models, the output folder, the cluster, a remote target, retries and the local
+    pool's size are the call's."""
 
     stages: tuple[str, ...] = ("inspect", "check")
     engines: tuple[str, ...] | None = None
     force: bool = False
+    stage_requests: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         put = object.__setattr__
@@ -701,20 +745,51 @@ class BatchRequest(JsonRequest):
             raise StudioError(f"unknown stage {unknown[0][:20]!r}; stages: {', '.join(BATCH_STAGES)}",
                               code=ErrorCode.BAD_OPTION)
         put(self, "force", bool(self.force))
+        given = self.stage_requests.items() if isinstance(self.stage_requests, Mapping) else self.stage_requests
+        requests = {}
+        for stage, value in given or ():
+            request = batch_stage_request(str(stage), value)
+            if stage not in self.stages:
+                raise StudioError(f"a request is given for the {stage} stage, but --stages does not run it "
+                                  f"(stages: {', '.join(self.stages)})", code=ErrorCode.BAD_OPTION)
+            if self.engines and stage in ("check", "profile"):
+                request = replace(request, engines=self.engines)
+            requests[str(stage)] = request
+        put(self, "stage_requests", tuple(sorted(requests.items())))
 
     def stage_options(self) -> dict[str, dict[str, Any]]:
-        """{stage: options} for ``studio.batch``: each the part of that stage's request this run sets."""
-        return {"check": {"engines": list(self.engines)}, "profile": {"engines": list(self.engines)}} \
+        """{stage: options} for ``studio.batch``: a stage request's whole ``to_dict`` form, else the part of
+        that stage's request this run sets (``engines``)."""
+        options = {"check": {"engines": list(self.engines)}, "profile": {"engines": list(self.engines)}} \
             if self.engines else {}
+        options.update({stage: request.to_dict() for stage, request in self.stage_requests})
+        return options
 
+    def stage_requests_json(self) -> str:
+        """The ``--stage-requests`` file's text for these stage requests (each stage's whole request)."""
+        return json.dumps({stage: request.to_dict() for stage, request in self.stage_requests}, indent=2)
 
+    def local_files(self) -> list[str]:
+        """The stage requests' options that name files on this machine (``stage.field``), which a cluster
+        worker cannot read."""
+        named = []
+        for stage, request in self.stage_requests:
+            for dotted in _STAGE_FILE_FIELDS.get(stage, ()):
+                value = request
+                for part in dotted.split("."):
+                    value = getattr(value, part, None)
+                if value:
+                    named.append(f"{stage}.{dotted}")
+        return named
 
     def command(self, paths: Sequence[str], output: str = "OUT", *, target: str | None = None,
-                raw: str = "") -> str:
+                raw: str = "", requests_file: str = "stage-requests.json") -> str:
         """``onnx-studio batch PATHS -o OUT ...``: the command line that builds this request (the Batch page's
-        hint); ``target``/``raw`` are the call's (a remote target, words the shell expands)."""
+        hint); ``target``/``raw`` are the call's (a remote target, words the shell expands); ``requests_file``
+        holds :meth:`stage_requests_json` when stage requests are set."""
         return cli_hints.cli_command("batch", list(paths), [
             ("--stages", list(self.stages)), ("--engines", list(self.engines or ())), ("--force", self.force),
+            ("--stage-requests", requests_file if self.stage_requests else None),
             ("-o", output), ("--target", target)], raw=raw)
 
 

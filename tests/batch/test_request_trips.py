@@ -62,7 +62,10 @@ FULL = {
     EditRequest: EditRequest(operations=[{"op": "rename", "tensors": {"a": "b"}},
                                          {"op": "set_attr", "node": "conv 1", "name": "alpha", "value": 0.5}],
                              verify=False, check_only=True),
-    BatchRequest: BatchRequest(stages=("check", "profile", "export"), engines=("onnxruntime", "openvino"), force=True),
+    BatchRequest: BatchRequest(stages=("check", "profile", "export"), engines=("onnxruntime", "openvino"), force=True,
+                               stage_requests={"check": {"run": False, "trt_version": "11", "dims": {"batch": 2}},
+                                               "export": {"targets": ["ort", "openvino"], "max_batch": 4,
+                                                          "name": "my bundle"}}),
     GenerationRequest: GenerationRequest(engines=("ort", "ov:bf16"), prompt_lengths=(4, 8), new_tokens=3,
                                          batch_sizes=(1, 2), generations=2, seed=7, io_binding=False, memory=False,
                                          timeout_s=30.5, memory_gb=1.5),
@@ -228,6 +231,12 @@ def test_the_cli_reads_each_command_back_as_the_same_request(kind, tmp_path):
             script = tmp_path / "my edits.json"
             script.write_text(json.dumps(request.script))
             rebuilt = _parsed(kind, request.command("my model.onnx", script=str(script)))
+            assert _same_fields(rebuilt, request) == [] and rebuilt == request
+            continue
+        if isinstance(request, BatchRequest) and request.stage_requests:   # they travel in the file it names
+            stage_file = tmp_path / "stage requests.json"
+            stage_file.write_text(request.stage_requests_json())
+            rebuilt = _parsed(kind, request.command(["my model.onnx"], "out dir", requests_file=str(stage_file)))
             assert _same_fields(rebuilt, request) == [] and rebuilt == request
             continue
         rebuilt = _parsed(kind, _command(request))
