@@ -50,6 +50,8 @@ def batch(paths: Sequence[str | Path], out_dir: str | Path, request: BatchReques
     stage options in place of those keywords."""
     if request is not None:
         stages, force, stage_options = request.stages, request.force, request.stage_options()
+    if target == LOCAL:             # "local" is this machine, as every other --target reads it
+        target = None
     address = cluster_address(cluster)
     if address and request is not None and request.local_files():
         raise StudioError(f"the stage requests name files on this machine ({', '.join(request.local_files())[:120]}), "

@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                      "(default 20)")
     p.add_argument("--target", metavar="NAME", help="run optimize/precision/profile on the cluster worker with "
                                                     "resource target-NAME (optimize: verified there, the "
-                                                    "optimized model comes back)")
+                                                    "optimized model comes back); 'local' runs them here")
     p.add_argument("--retries", type=int, default=1,
                    help="times a task whose cluster worker died runs again (default 1); then 'worker lost ADDRESS'")
     p.add_argument("--workers", type=int, help="local pool size (default: from cores and memory)")

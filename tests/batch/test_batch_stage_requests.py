@@ -131,3 +131,15 @@ def test_the_cli_runs_a_stage_request_file(tmp_path, capsys):
     kept = json.loads((out / "batch.json").read_text())["stage_options"]["precision"]
     assert batch_stage_request("precision", kept) == PrecisionRequest(variants=("fp32", "fp16"), samples=2,
                                                                       latency_budget_s=0.5)
+
+
+def test_target_local_is_this_machine_as_for_every_other_command(tmp_path, capsys):
+    """``--target local`` ran nowhere ("--target needs a cluster"); it is this machine, as ``precision``,
+    ``profile`` and ``check`` read it: the same tasks (the same keys) as a batch without ``--target``."""
+    model, out = str(path_of("cnn_unfused")), tmp_path / "out"
+    assert main(["batch", model, "--stages", "inspect", "-o", str(out), "--workers", "1", "--target", "local",
+                 "--json"]) == 0, capsys.readouterr().err
+    first = json.loads(capsys.readouterr().out)
+    assert first["ran"] == 1 and first["rows"][0]["stages"]["inspect"]["target"] is None
+    assert main(["batch", model, "--stages", "inspect", "-o", str(out), "--workers", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["skipped"] == 1           # already finished: the same task
