@@ -21,7 +21,11 @@ Measures (seconds from navigation in a fresh browser, unless said):
   from there; the quick layered layout, ELK settles it below 1,500 items; Netron: its first paint, which
   already is every node; Model Explorer: first paint plus its "expand all layers" button to the drawing
   settled, seen by screenshots every ~0.1 s).
-- *pan/zoom fps*: 1000 / median rAF interval during a scripted 1.2 s drag with wheel zoom.
+- *pan/zoom fps*: 1000 / median rAF interval during a scripted 1.2 s drag with wheel zoom: on the first view;
+  the studio's also with every group open, where the view was left and zoomed to fit, with the renderer's own
+  time per drawn frame (p90, ms; under 16.7 ms keeps 60 fps); Model Explorer's also after "expand all layers".
+- *longest main-thread stall* while the studio opens every group (a 16 ms timer's longest gap): the tab stays
+  responsive while a large drawing is laid out in the quick layout's worker.
 - *JS heap*: CDP ``Performance.getMetrics`` JSHeapUsedSize of the page (workers not counted);
   *renderer + GPU process MB*: unique memory (USS) of the browser's renderer processes (page and workers)
   and of its GPU process (WebGL's, Model Explorer's drawing), psutil, after first paint.
@@ -266,6 +270,18 @@ def _studio_after(page, action: str, settled: bool, timeout_s: float) -> tuple[f
     return (painted - t0) / 1000, (done - t0) / 1000 if done is not None else None
 
 
+# The main thread's longest stall while the studio opens every group: a 16 ms interval timer's longest gap, s
+# (issue 35: "no frozen tab"; the layout of a large drawing runs in a worker).
+_STALL_START = ("() => { window.__gaps = [0]; let last = performance.now(); window.__stall = setInterval(() => "
+                "{ const n = performance.now(); window.__gaps.push(n - last); last = n; }, 16); }")
+_STALL_END = "() => { clearInterval(window.__stall); return Math.max(...window.__gaps) / 1000; }"
+
+
+def _p90(values: list[float]) -> float | None:
+    v = sorted(values)
+    return v[int(0.9 * (len(v) - 1))] if v else None
+
+
 _LARGEST_CLOSED = """() => { const v = __graph.viewer; let best = null;
   v.boxes.forEach((o) => { if (o.it.type === 'group' && (!best || v.model.s.groups[o.it.g].size > v.model.s.groups[best].size))
     best = o.it.g; }); return best; }"""
@@ -313,17 +329,31 @@ def _measure(pw, kind: str, url: str, timeout_s: float) -> dict[str, Any]:
             if g is not None:
                 out["expand"], out["expand_settled"] = _studio_after(
                     page, f"__graph.viewer.toggle({int(g)}, 'g{int(g)}')", True, timeout_s)
+            page.evaluate(_STALL_START)
             opened, settled = _studio_after(
                 page, "const v = __graph.viewer; v.model.s.groups.forEach((g, i) => { if (i) v.model.open.add(i); }); "
                 "v.relayout(null)", True, timeout_s)
+            out["stall"] = page.evaluate(_STALL_END)
             out["opened"] = first + opened
             out["opened_settled"] = first + settled if settled is not None else None
             out["opened_items"] = page.evaluate("__graph.visibleCount()")
             out["opened_kind"] = page.evaluate("__graph.layoutKind()")
+            out["opened_where"] = page.evaluate("__graph.layoutWhere ? __graph.layoutWhere() : null")
+            # Pan/zoom with every group open, where the view was left (the top, at reading zoom), then zoomed to
+            # fit all of it; the renderer's own time per drawn frame (p90, ms) with each.
+            page.wait_for_timeout(300)
+            page.evaluate("__graph.viewer.drawLog = []")
+            out["opened_fps"] = _pan_zoom(page)
+            out["opened_draw"] = _p90(page.evaluate("__graph.viewer.drawLog"))
+            page.evaluate("__graph.viewer.fit(); __graph.viewer.drawLog = []")
+            page.wait_for_timeout(300)
+            out["fit_fps"] = _pan_zoom(page)
+            out["fit_draw"] = _p90(page.evaluate("__graph.viewer.drawLog"))
         elif kind == "explorer":
             out["opened"] = _explorer_expand_all(page, timeout_s)
             if out["opened"] is not None:
                 out["opened"] += first
+                out["opened_fps"] = _pan_zoom(page)
         return out
     finally:
         browser.close()
@@ -420,7 +450,7 @@ def main(reps: int = 3, only: list[str] | None = None, *, sizes: list[int] | Non
             ms = [m for m in runs.get((key, kind), []) if "error" not in m]
             if not ms:
                 err = next((m["error"] for m in runs.get((key, kind), []) if "error" in m), "not run")
-                rows.append([f"{label}, {nodes:,} nodes", name, f"failed: {err}", *[""] * 8])
+                rows.append([f"{label}, {nodes:,} nodes", name, f"failed: {err}", *[""] * 9])
                 continue
             studio = kind == "studio"
             rows.append([f"{label}, {nodes:,} nodes", name, _cell(ms, "first"),
@@ -428,13 +458,13 @@ def main(reps: int = 3, only: list[str] | None = None, *, sizes: list[int] | Non
                          _cell(ms, "settled") if studio else "—",
                          (_cell(ms, "expand") + " / " + _cell(ms, "expand_settled")) if studio else "n/a",
                          (_cell(ms, "opened") + " / " + _cell(ms, "opened_settled")) if studio else _cell(ms, "opened"),
-                         _cell(ms, "fps", "{:.0f}"), _cell(ms, "heap", "{:.0f}"),
+                         _cell(ms, "fps", "{:.0f}"), _cell(ms, "opened_fps", "{:.0f}"), _cell(ms, "heap", "{:.0f}"),
                          _cell(ms, "mem", "{:.0f}") + " + " + _cell(ms, "gpu_mem", "{:.0f}"),
                          _cell(ms, "opened_items", "{:.0f}") if studio else _cell(ms, "items", "{:.0f}")])
     print_table(f"Graph viewers side by side, {datetime.date.today()} (median of {reps}, interleaved; s from "
                 "navigation; the studio's page build included)",
                 ["model", "viewer", "first paint s", "studio build + browser s", "studio ELK settled s",
-                 "expand one group s (paint / settled)", "fully opened s (paint / settled)", "pan/zoom fps",
+                 "expand one group s (paint / settled)", "fully opened s (paint / settled)", "pan/zoom fps", "pan/zoom fps opened",
                  "JS heap MB", "renderer + GPU process MB (USS)", "items drawn opened"], rows)
     print(readme_table(models, runs, kinds, reps, started, (load_before, os.getloadavg()[0])))
     return rows
@@ -453,7 +483,7 @@ def readme_table(models: list[tuple[str, str, Path]], runs: dict[tuple[str, str]
     names = dict(VIEWERS)
     lines = [f"Measured {started:%Y-%m-%d %H:%M} UTC, median of {reps} interleaved, load average (1 min) "
              f"{load[0]:.1f} at the start, {load[1]:.1f} at the end.", "",
-             "| model | viewer | first paint s | ELK settled s | expand one group s | fully opened s | pan/zoom fps "
+             "| model | viewer | first paint s | ELK settled s | expand one group s | fully opened s | pan/zoom fps (first view / opened / fit) "
              "| memory MB: renderer + GPU (JS heap) |", "|---|---|---|---|---|---|---|---|"]
     notes = []
     for key, label, path in models:
@@ -469,13 +499,17 @@ def readme_table(models: list[tuple[str, str, Path]], runs: dict[tuple[str, str]
                          if (v := [m[f] for m in ms if m.get(f) is not None])}
             studio = kind == "studio"
             first = _cell(ms, "first") + (f" ({_cell(ms, 'build')} + {_cell(ms, 'browser')})" if studio else "")
-            items = f" ({_cell(ms, 'opened_items', '{:,.0f}')} items)" if studio else (
+            items = (f" ({_cell(ms, 'opened_items', '{:,.0f}')} items, longest main-thread stall "
+                     f"{_cell(ms, 'stall')} s)") if studio else (
                 f" ({_cell(ms, 'items', '{:,.0f}')} SVG nodes)" if kind == "netron" else "")
             lines.append(" | ".join([
                 f"| {name}", names[kind], first, _cell(ms, "settled") if studio else "—",
                 f"{_cell(ms, 'expand')} / {_cell(ms, 'expand_settled')}" if studio else "n/a",
                 (f"{_cell(ms, 'opened')} / {_cell(ms, 'opened_settled')}" if studio else _cell(ms, "opened")) + items,
-                _cell(ms, "fps", "{:.0f}"),
+                _cell(ms, "fps", "{:.0f}") + (
+                    f" / opened {_cell(ms, 'opened_fps', '{:.0f}')} (frame {_cell(ms, 'opened_draw', '{:.1f}')} ms)"
+                    f" / fit {_cell(ms, 'fit_fps', '{:.0f}')} (frame {_cell(ms, 'fit_draw', '{:.1f}')} ms)" if studio else
+                    f" / opened {_cell(ms, 'opened_fps', '{:.0f}')}" if kind == "explorer" else ""),
                 f"{_cell(ms, 'mem', '{:.0f}')} + {_cell(ms, 'gpu_mem', '{:.0f}')} ({_cell(ms, 'heap', '{:.0f}')})"]) + " |")
         st = med.get("studio", {})
         ratios = []

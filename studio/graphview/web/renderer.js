@@ -85,6 +85,7 @@
     this.leavesOf = groups.map(function () { return []; });
     for (var i = 1; i < groups.length; i++) if (groups[i].parent >= 0) this.children[groups[i].parent].push(i);
     for (var j = 0; j < scene.leaves.length; j++) this.leavesOf[scene.leaves[j].g].push(j);
+    this.boxCache = new Array(scene.leaves.length);
     this.byKey = {};
     for (var a = 0; a < scene.leaves.length; a++) this.byKey[scene.leaves[a].key] = 'n' + a;
     for (var b = 0; b < groups.length; b++) this.byKey['group:' + groups[b].key] = 'g' + b;
@@ -97,6 +98,22 @@
       (this.consumers[t] = this.consumers[t] || []).push(e[1]);
     }
   }
+  /* A leaf's box (title, text lines, size) does not change with the open set: measured once. A large scene
+   * measures them in slices after its first paint, so opening everything does not (issue 35). */
+  Model.prototype.leafBox = function (i) {
+    var b = this.boxCache[i];
+    if (!b) {
+      var lf = this.s.leaves[i], ll = leafLines(lf), title = lf.kind === 'input' || lf.kind === 'output' ? lf.full : lf.op;
+      var bs = boxSize(title, ll);
+      b = this.boxCache[i] = {title: title, lines: ll, w: bs.w, h: bs.h};
+    }
+    return b;
+  };
+  Model.prototype.warmBoxes = function (from) {
+    var self = this, n = this.s.leaves.length, end = Math.min(n, from + 4000);
+    for (var i = from; i < end; i++) this.leafBox(i);
+    if (end < n) setTimeout(function () { self.warmBoxes(end); }, 0);
+  };
   Model.prototype.rep = function (leaf) {
     /* the visible stand-in of a leaf: itself, or its outermost closed ancestor group */
     var g = this.s.leaves[leaf].g, rep = null, groups = this.s.groups;
@@ -149,9 +166,8 @@
     for (var i = 0; i < s.leaves.length; i++) {
       var r = this.rep(i); repOf[i] = r;
       if (r.charAt(0) === 'n') {
-        var lf = s.leaves[i], ll = leafLines(lf), title = lf.kind === 'input' || lf.kind === 'output' ? lf.full : lf.op;
-        var bs = boxSize(title, ll);
-        item(r, {id: r, type: lf.kind === 'sealed' ? 'sealed' : 'leaf', leaf: i, parent: lf.g, title: title, lines: ll, w: bs.w, h: bs.h});
+        var lf = s.leaves[i], lb = this.leafBox(i);
+        item(r, {id: r, type: lf.kind === 'sealed' ? 'sealed' : 'leaf', leaf: i, parent: lf.g, title: lb.title, lines: lb.lines, w: lb.w, h: lb.h});
       }
     }
     for (var k = 0; k < s.edges.length; k++) {
@@ -447,6 +463,96 @@
     return {boxes: boxes, edges: edges, w: size.root.w, h: size.root.h, quick: true};
   }
 
+  /* A large drawing's quick layout runs in a worker of its own (issue 35: every group of a 100k-node model open
+   * is ~130k items, ~3 s of layout, the tab frozen meanwhile): the same function and constants, made from its
+   * own source, given only what it reads (per item its type, parent, size and title; per edge its ends and
+   * text) and the widths of the texts it measures (a worker has no DOM canvas; the main thread's widths keep
+   * both layouts identical). Its answer comes back packed in typed arrays (moved, not copied). The old drawing
+   * stays on screen and pannable meanwhile; where no worker can be made the layout runs here as before. */
+  var QUICK_WORKER_MIN = 20000;   /* below, the layout (~0.25 s at 10k items) runs here, already compiled: a cold worker
+                                   * and the copies to and from it cost more than they save (issue 35's 10k goal) */
+  function packQuick(vis, lay) {
+    var order = vis.order, n = order.length, boxes = new Float64Array(4 * n), i, j;
+    for (i = 0; i < n; i++) {
+      var b = lay.boxes[order[i]];
+      if (b) { boxes[4 * i] = b.x; boxes[4 * i + 1] = b.y; boxes[4 * i + 2] = b.w; boxes[4 * i + 3] = b.h; } else boxes[4 * i] = NaN;
+    }
+    var m = lay.edges.length, edgeIdx = new Int32Array(m), ptOff = new Int32Array(m + 1), total = 0, k = 0;
+    for (i = 0; i < m; i++) total += lay.edges[i].pts.length;
+    var pts = new Float64Array(2 * total), labels = new Float64Array(4 * m);
+    for (i = 0; i < m; i++) {
+      var ed = lay.edges[i], l = ed.label;
+      edgeIdx[i] = ed.e.i; ptOff[i] = k;
+      for (j = 0; j < ed.pts.length; j++) { pts[2 * k] = ed.pts[j][0]; pts[2 * k + 1] = ed.pts[j][1]; k++; }
+      if (l) { labels[4 * i] = l.x; labels[4 * i + 1] = l.y; labels[4 * i + 2] = l.w; labels[4 * i + 3] = l.h; } else labels[4 * i] = NaN;
+    }
+    ptOff[m] = k;
+    return {boxes: boxes, edgeIdx: edgeIdx, ptOff: ptOff, pts: pts, labels: labels, w: lay.w, h: lay.h};
+  }
+  function unpackQuick(vis, r, resolve) {
+    /* in slices of 20,000 (boxes, then edges), yielding between them: no long stall of the page */
+    var boxes = {}, edges = [], order = vis.order, B = r.boxes, P = r.pts, L = r.labels, m = r.edgeIdx.length;
+    (function slice(from) {
+      var n = order.length, i, j, end = Math.min(n + m, from + 20000);
+      for (i = from; i < Math.min(end, n); i++) if (B[4 * i] === B[4 * i]) boxes[order[i]] = {x: B[4 * i], y: B[4 * i + 1], w: B[4 * i + 2], h: B[4 * i + 3]};
+      for (i = Math.max(from, n) - n; i < end - n; i++) {
+        var pts = [];
+        for (j = r.ptOff[i]; j < r.ptOff[i + 1]; j++) pts.push([P[2 * j], P[2 * j + 1]]);
+        var label = L[4 * i] === L[4 * i] ? {x: L[4 * i], y: L[4 * i + 1], w: L[4 * i + 2], h: L[4 * i + 3]} : null;
+        edges.push({e: vis.edges[r.edgeIdx[i]], pts: pts, label: label});
+      }
+      if (end < n + m) setTimeout(function () { slice(end); }, 0);
+      else resolve({boxes: boxes, edges: edges, w: r.w, h: r.h, quick: true});
+    })(0);
+  }
+  var quickWorker = {w: null, failed: false, pending: {}, seq: 0};
+  function quickWorkerSource() {
+    var consts = {LABEL_MAX: LABEL_MAX, QGAP: QGAP, QLGAP: QLGAP, QSEP: QSEP, QDUMMY: QDUMMY, QMAXSPAN: QMAXSPAN,
+                  CHEAD: CHEAD, BOLD: BOLD, SMALL: SMALL};
+    return "'use strict';var " + Object.keys(consts).map(function (k) { return k + '=' + JSON.stringify(consts[k]); }).join(',') +
+      ';var WIDTHS={};function textW(t,f){var w=WIDTHS[f+"\\u0000"+t];return w===undefined?t.length*7:w;}\n' +
+      quickLayout.toString() + '\n' + packQuick.toString() + '\n' +
+      'self.onmessage=function(e){WIDTHS=e.data.widths;var r=packQuick(e.data.vis,quickLayout(e.data.vis));r.id=e.data.id;' +
+      'self.postMessage(r,[r.boxes.buffer,r.edgeIdx.buffer,r.ptOff.buffer,r.pts.buffer,r.labels.buffer]);};';
+  }
+  function startQuickWorker() {
+    /* The worker, made once (at the viewer's start for a large scene, so its compile is off the click's path). */
+    var qw = quickWorker;
+    if (qw.failed) return false;
+    if (!qw.w) {
+      try {
+        qw.w = new Worker(URL.createObjectURL(new Blob([quickWorkerSource()], {type: 'text/javascript'})));
+      } catch (e) { qw.failed = true; return false; }
+      qw.w.onmessage = function (e) { var p = qw.pending[e.data.id]; delete qw.pending[e.data.id]; if (p) p.resolve(e.data); };
+      qw.w.onerror = function (ev) {
+        if (ev.preventDefault) ev.preventDefault();
+        qw.failed = true; var ps = qw.pending; qw.pending = {};
+        Object.keys(ps).forEach(function (k) { ps[k].reject(new Error('quick layout worker failed')); });
+      };
+    }
+    return true;
+  }
+  function quickLayoutOff(vis) {
+    /* A promise of quickLayout(vis) computed in the worker; null where no worker can be made. */
+    var qw = quickWorker;
+    if (!startQuickWorker()) return null;
+    var items = {}, widths = {}, withLabels = vis.edges.length <= LABEL_MAX;
+    vis.order.forEach(function (id) {
+      var it = vis.items[id];
+      items[id] = {type: it.type, parent: it.parent, w: it.w, h: it.h, title: it.type === 'open' ? it.title : ''};
+      if (it.type === 'open') widths[BOLD + '\u0000' + it.title] = textW(it.title, BOLD);
+    });
+    var edges = vis.edges.map(function (e, i) {
+      if (withLabels && e.text) widths[SMALL + '\u0000' + e.text] = textW(e.text, SMALL);
+      return {src: e.src, dst: e.dst, text: e.text, i: i};
+    });
+    var id = ++qw.seq;
+    return new Promise(function (resolve, reject) {
+      qw.pending[id] = {resolve: function (r) { unpackQuick(vis, r, resolve); }, reject: reject};
+      qw.w.postMessage({id: id, vis: {items: items, order: vis.order, edges: edges}, widths: widths});
+    });
+  }
+
   /* ---------- the viewer ---------- */
   function Viewer(root, data) {
     var self = this;
@@ -456,6 +562,7 @@
     this.t = {k: 1, x: 0, y: 0};
     this.selected = null; this.selTensor = null;
     this.engine = makeEngine();
+    if (data.scene.leaves.length + data.scene.groups.length >= QUICK_WORKER_MIN) startQuickWorker();
     this.layoutSeq = 0; this.layoutMs = 0; this.frameCount = 0; this.frames = []; this.boxes = [];
     var row = root.querySelector('.gv-panels');
     data.panels.forEach(function (p, i) {
@@ -504,21 +611,29 @@
       var keep = refine ? (anchor || self.selected) : anchor, before = keep && self.lay ? self.screenOf(keep) : null;
       lay.seq = seq;
       self.vis = vis; self.lay = lay; self.layAt = performance.now(); self.buildIndex();
-      if (!self.placed) { self.initialView(); self.placed = true; }
+      if (!self.placed) {
+        self.initialView(); self.placed = true;
+        if (self.model.s.leaves.length >= QUICK_WORKER_MIN) setTimeout(function () { self.model.warmBoxes(0); }, 50);
+      }
       else if (before && lay.boxes[keep] && (!refine || anchor || self.moved || self.selected)) {
         var b = lay.boxes[keep];
         self.t.x = before.x - b.x * self.t.k; self.t.y = before.y - b.y * self.t.k;
       } else if (refine && !self.moved) self.initialView();
-      var how = lay.quick ? (useElk && !final ? 'quick layout, ELK…' : 'quick layered layout')
+      var how = lay.quick ? (useElk && !final ? 'quick layout, ELK…' : 'quick layered layout' + (self.quickWhere === 'worker' ? ', worker' : ''))
         : 'ELK, ' + self.engine.kind;
       self.status.textContent = count.toLocaleString() + ' items · ' + vis.edges.length.toLocaleString() + ' edges · layout ' +
         Math.round(self.layoutMs) + ' ms (' + how + ')';
       self.schedule();
     };
-    setTimeout(function () {
+    var off = count >= QUICK_WORKER_MIN && !this.quickMain ? quickLayoutOff(vis) : null;
+    if (off) {
+      this.quickWhere = 'worker';
+      off.then(function (q) { if (seq === self.layoutSeq) { self.quickMs = performance.now() - t0; done(q, !useElk); } },
+        function () { if (seq === self.layoutSeq) { self.quickMain = true; self.relayout(anchor); } });
+    } else setTimeout(function () {
       if (seq !== self.layoutSeq || (self.lay && self.lay.seq === seq)) return;
       var q = quickLayout(vis);
-      self.quickMs = performance.now() - t0;
+      self.quickMs = performance.now() - t0; self.quickWhere = 'main';
       done(q, !useElk);
     }, 0);
     if (!useElk) return;
@@ -555,6 +670,47 @@
       ed.pts.forEach(function (p) { x0 = Math.min(x0, p[0]); y0 = Math.min(y0, p[1]); x1 = Math.max(x1, p[0]); y1 = Math.max(y1, p[1]); });
       ed.bb = [x0, y0, x1, y1];
     });
+    this.bands = boxes.length + this.lay.edges.length >= BAND_MIN ? buildBands(this.bounds, frames, boxes, this.lay.edges) : null;
+  };
+
+  /* Horizontal bands of a large drawing (issue 35: with every group of a 100k-node model open, visiting its
+   * ~130k boxes, ~130k edges and ~30k frames on each frame took 30-80 ms): each band lists what crosses it, a
+   * frame draws only the bands in view, and zoomed out so far that a band is under 2 px high, each band is
+   * drawn as one rect spanning what it holds (boxes are sub-pixel there). Objects spanning many bands (the
+   * outer frames, a long edge) stay in one list visited every frame. Below BAND_MIN everything is visited. */
+  var BAND_MIN = 20000, BAND_SPAN = 32;
+  function buildBands(bounds, frames, boxes, edges) {
+    var n = Math.max(1, Math.min(16384, Math.ceil((boxes.length + frames.length) / 8))), h = bounds.h / n || 1;
+    var bands = {n: n, h: h, y0: bounds.y, frames: [], boxes: [], edges: [], big: {frames: [], boxes: [], edges: []},
+                 x0: new Float64Array(n).fill(Infinity), x1: new Float64Array(n).fill(-Infinity), stamp: 0};
+    for (var i = 0; i < n; i++) { bands.frames.push([]); bands.boxes.push([]); bands.edges.push([]); }
+    function put(kind, o, x0, y0, x1, y1, order) {
+      var a = Math.max(0, Math.floor((y0 - bands.y0) / h)), b = Math.min(n - 1, Math.floor((y1 - bands.y0) / h));
+      o.order = order; o.stamp = 0;
+      if (b - a > BAND_SPAN) { bands.big[kind].push(o); return; }
+      for (var j = a; j <= b; j++) {
+        bands[kind][j].push(o);
+        if (kind === 'boxes') { if (x0 < bands.x0[j]) bands.x0[j] = x0; if (x1 > bands.x1[j]) bands.x1[j] = x1; }
+      }
+    }
+    frames.forEach(function (f, k) { put('frames', f, f.b.x, f.b.y, f.b.x + f.b.w, f.b.y + f.b.h, k); });
+    boxes.forEach(function (o, k) { put('boxes', o, o.b.x, o.b.y, o.b.x + o.b.w, o.b.y + o.b.h, k); });
+    edges.forEach(function (ed, k) { put('edges', ed, ed.bb[0], ed.bb[1], ed.bb[2], ed.bb[3], k); });
+    return bands;
+  }
+
+  /* What of ``kind`` ('frames', 'boxes', 'edges') may cross the rows vy0..vy1, in drawing order. */
+  Viewer.prototype.inRows = function (kind, vy0, vy1) {
+    var all = kind === 'edges' ? this.lay.edges : this[kind], bd = this.bands;
+    if (!bd) return all;
+    var stamp = ++bd.stamp, out = [], a = Math.max(0, Math.floor((vy0 - bd.y0) / bd.h)), b = Math.min(bd.n - 1, Math.floor((vy1 - bd.y0) / bd.h));
+    bd.big[kind].forEach(function (o) { o.stamp = stamp; out.push(o); });
+    for (var j = a; j <= b; j++) {
+      var list = bd[kind][j];
+      for (var i = 0; i < list.length; i++) { var o = list[i]; if (o.stamp !== stamp) { o.stamp = stamp; out.push(o); } }
+    }
+    out.sort(function (x, y) { return x.order - y.order; });
+    return out;
   };
 
   Viewer.prototype.initialView = function () {
@@ -630,6 +786,7 @@
     this.lastDrawAt = performance.now();
     this.panels.forEach(function (p) { self.drawPanel(p); });
     this.drawMini();
+    if (this.drawLog) this.drawLog.push(performance.now() - this.lastDrawAt);   /* the benchmark's frame cost */
     this.frameCount++;
     if (this.lay && !this.paintPending && !window.__graphReady) {
       /* First paint = the first frame that shows the laid-out graph (issue 35: the first draw runs
@@ -671,9 +828,9 @@
       if (sx + sw < 0 || sy + sh < 0 || sx > p.w || sy > p.h) return;
       p.labels.push({x: sx, y: sy, w: sw, h: sh, kind: kind, id: id});
     }
-    if (!text) { this.drawCoarse(ctx, p, inView); return; }
+    if (!text) { this.drawCoarse(ctx, p, inView, vy0, vy1); return; }
     /* frames of open groups */
-    this.frames.forEach(function (f) {
+    this.inRows('frames', vy0, vy1).forEach(function (f) {
       var b = f.b;
       if (!inView(b.x, b.y, b.w, b.h)) return;
       var shade = 236 - Math.min(5, f.depth) * 7;
@@ -692,7 +849,7 @@
     /* edges */
     var sel = this.selTensor, many = this.lay.edges.length > 3000 && k < 0.3;
     ctx.lineWidth = 1.2 / Math.max(k, 0.35);
-    this.lay.edges.forEach(function (ed) {
+    this.inRows('edges', vy0, vy1).forEach(function (ed) {
       var bb = ed.bb;
       if (!inView(bb[0], bb[1], bb[2] - bb[0] + 1, bb[3] - bb[1] + 1)) return;
       var a = self.vis.items[ed.e.src], b = self.vis.items[ed.e.dst];
@@ -713,7 +870,7 @@
     });
     /* boxes */
     var selId = this.selected;
-    this.boxes.forEach(function (o) {
+    this.inRows('boxes', vy0, vy1).forEach(function (o) {
       var b = o.b, it = o.it;
       if (!inView(b.x, b.y, b.w, b.h)) return;
       var leaf = it.leaf !== undefined ? self.model.s.leaves[it.leaf] : null;
@@ -751,7 +908,7 @@
     /* edge labels */
     if (text && detail) {
       ctx.font = SMALL; ctx.textBaseline = 'middle';
-      this.lay.edges.forEach(function (ed) {
+      this.inRows('edges', vy0, vy1).forEach(function (ed) {
         var l = ed.label;
         if (!l || !ed.e.text || !inView(l.x, l.y, l.w, l.h)) return;
         var a = self.vis.items[ed.e.src], bI = self.vis.items[ed.e.dst];
@@ -768,14 +925,15 @@
 
   /* Zoomed out: no text, so no per-box paths, clips or strokes. Boxes are batched into
    * one path per colour, edges into one path; this is what keeps 10k boxes fluid. */
-  Viewer.prototype.drawCoarse = function (ctx, p, inView) {
-    var self = this, k = this.t.k;
+  Viewer.prototype.drawCoarse = function (ctx, p, inView, vy0, vy1) {
+    var self = this, k = this.t.k, bd = this.bands;
+    if (bd && bd.h * k < 2) { this.drawBands(ctx, vy0, vy1); return; }
     ctx.fillStyle = 'rgba(203,213,225,0.45)'; ctx.strokeStyle = '#9aa5b4'; ctx.lineWidth = 1 / k;
     ctx.beginPath();
-    this.frames.forEach(function (f) { var b = f.b; if (inView(b.x, b.y, b.w, b.h)) ctx.rect(b.x, b.y, b.w, b.h); });
+    this.inRows('frames', vy0, vy1).forEach(function (f) { var b = f.b; if (inView(b.x, b.y, b.w, b.h)) ctx.rect(b.x, b.y, b.w, b.h); });
     ctx.fill(); ctx.stroke();
     var solid = [], faint = [];
-    this.lay.edges.forEach(function (ed) {
+    this.inRows('edges', vy0, vy1).forEach(function (ed) {
       var bb = ed.bb;
       if (!inView(bb[0], bb[1], bb[2] - bb[0] + 1, bb[3] - bb[1] + 1)) return;
       var ghost = ghostOf(self.itemSide(self.vis.items[ed.e.src]), p.side) ||
@@ -792,7 +950,7 @@
       ctx.stroke();
     });
     var byColor = {}, minPx = 1 / k;
-    this.boxes.forEach(function (o) {
+    this.inRows('boxes', vy0, vy1).forEach(function (o) {
       var b = o.b, it = o.it;
       if (!inView(b.x, b.y, b.w, b.h)) return;
       var leaf = it.leaf !== undefined ? self.model.s.leaves[it.leaf] : null;
@@ -808,6 +966,21 @@
       ctx.fill();
     });
     ctx.globalAlpha = 1;
+    if (this.selected && this.lay.boxes[this.selected]) {
+      var sb = this.lay.boxes[this.selected];
+      ctx.strokeStyle = '#d9480f'; ctx.lineWidth = 3 / k; ctx.strokeRect(sb.x, sb.y, sb.w, sb.h);
+    }
+  };
+
+  /* Zoomed out past the bands' height: each band one rect over what it holds, the outer frames outlined. */
+  Viewer.prototype.drawBands = function (ctx, vy0, vy1) {
+    var bd = this.bands, k = this.t.k, a = Math.max(0, Math.floor((vy0 - bd.y0) / bd.h)), b = Math.min(bd.n - 1, Math.floor((vy1 - bd.y0) / bd.h));
+    ctx.strokeStyle = '#9aa5b4'; ctx.lineWidth = 1 / k; ctx.beginPath();
+    this.frames.forEach(function (f) { if (f.depth === 1) ctx.rect(f.b.x, f.b.y, f.b.w, f.b.h); });
+    ctx.stroke();
+    ctx.fillStyle = '#64748b'; ctx.beginPath();
+    for (var j = a; j <= b; j++) if (bd.x1[j] > bd.x0[j]) ctx.rect(bd.x0[j], bd.y0 + j * bd.h, Math.max(bd.x1[j] - bd.x0[j], 1 / k), bd.h);
+    ctx.fill();
     if (this.selected && this.lay.boxes[this.selected]) {
       var sb = this.lay.boxes[this.selected];
       ctx.strokeStyle = '#d9480f'; ctx.lineWidth = 3 / k; ctx.strokeRect(sb.x, sb.y, sb.w, sb.h);
@@ -1163,6 +1336,7 @@
     layoutSeq: function () { return viewer.layoutSeq; },
     ready: function () { return !!viewer.lay && !viewer.raf && !viewer.refining; },
     layoutKind: function () { return viewer.lay ? (viewer.lay.quick ? 'quick' : 'elk') : null; },
+    layoutWhere: function () { return viewer.lay ? (viewer.lay.quick ? viewer.quickWhere : viewer.engine.kind) : null; },
     frames: function () { return viewer.frameCount; },
     pixel: function (x, y, panel) {       /* the canvas colour at screen point (x, y), '#rrggbb' */
       var c = viewer.panels[panel || 0].canvas, r = c.getBoundingClientRect(), dpr = window.devicePixelRatio || 1;
