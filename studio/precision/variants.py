@@ -514,7 +514,9 @@ def _build_nncf(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet,
     if r.int8_metric is not None:
         details.update(nncf_metric=r.metric, nncf_fp32_metric=r.fp32_metric, nncf_int8_metric=r.int8_metric)
     if r.guard_cosine:
-        details.update(guard_cosine=list(r.guard_cosine), float_layers=list(r.float_layers))
+        details.update(guard_cosine=list(r.guard_cosine), float_layers=list(r.float_layers),
+                       smooth_quant_alpha=r.smooth_quant_alpha,
+                       smooth_quant_tried=[list(t) for t in r.smooth_quant_tried])
     lineage = ({"pass": f"nncf.{'quantize_with_accuracy_control' if r.mode != 'basic' else 'quantize'}",
                 "tool": f"nncf {r.nncf_version}", "seconds": round(r.seconds, 3)},)
     return r.ir_path, lineage, details, guard_notes(r, target_cosine)
@@ -527,10 +529,16 @@ def guard_notes(r, floor: float) -> list[str]:
     if not r.guard_cosine:
         return []
     full = r.guard_cosine[0]
+    after = f"{r.guard_cosine[1]:.4f}" if len(r.guard_cosine) > 1 else "n/a"
+    tried = ", ".join(f"{a:g}: {c:.4f}" for a, c in r.smooth_quant_tried)
+    if not r.float_layers and r.smooth_quant_tried and r.smooth_quant_alpha is not None:
+        return [f"NNCF transformer scheme: full INT8 reached calibration cosine {full:.4f} < {floor:g}; with "
+                f"SmoothQuant MatMul alpha {r.smooth_quant_alpha:g} every MatMul stays INT8 at cosine {after} "
+                f"(alphas tried: {tried})"]
     if not r.float_layers:
         return [f"NNCF transformer scheme, every MatMul INT8 (worst calibration cosine {full:.4f} >= {floor:g})"]
-    after = f"{r.guard_cosine[1]:.4f}" if len(r.guard_cosine) > 1 else "n/a"
-    return [f"NNCF transformer scheme: full INT8 reached calibration cosine {full:.4f} < {floor:g}, so "
+    return [f"NNCF transformer scheme: full INT8 reached calibration cosine {full:.4f} < {floor:g}"
+            + (f" (and with SmoothQuant alphas {tried})" if tried else "") + ", so "
             f"{len(r.float_layers)} FFN down-projection(s) stay in float (cosine {after}): "
             f"{', '.join(r.float_layers)[:200]}"]
 

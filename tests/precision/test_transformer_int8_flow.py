@@ -18,6 +18,7 @@ import pytest
 from onnx import numpy_helper
 
 from studio.core.feeds import save_npz
+from studio.precision.nncf_int8 import SMOOTH_QUANT_ALPHAS
 from studio.precision.variants import default_variants, evaluate_variants
 from tests.conftest import SAMPLES
 from tests.requirements import require_module
@@ -59,6 +60,9 @@ def test_the_guard_works_to_the_flows_target_and_the_row_is_what_openvino_gives(
     assert floats == _down_projections() and floats
     full = row.details["guard_cosine"][0]
     assert full < 1.0 and len(row.details["guard_cosine"]) == 2
+    # SmoothQuant's alphas were tried (none reaches 1.0) before the down-projections were left in float
+    assert [a for a, _ in row.details["smooth_quant_tried"]] == list(SMOOTH_QUANT_ALPHAS)
+    assert row.details["smooth_quant_alpha"] is None
     assert row.details["nncf_model_type"] == "transformer"
     assert any("stay in float" in n and f"{full:.4f}" in n for n in row.notes)
     model = ov.Core().read_model(str(row.path))
