@@ -104,11 +104,13 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "add":
         request = add_request_of(args)
         model = api.load(request.model) if request.model else None
-        recipe, reason = _add_recipe(request, model)
         if request.kind == "script":
             print(f"note: executing the data-loader script in {printable(Path(args.source).name, 120)} as you",
                   file=sys.stderr)
-        ds = api.add_dataset(project, args.source, request, model=model, recipe=recipe, recipe_reason=reason)
+        with recipe_args.flags_named():
+            ds = api.add_dataset(project, args.source, request, model=model, recipe_reason=(
+                f"set on the command line: {request.recipe.given(request.recipe_file)}"
+                if request.recipe.given(request.recipe_file) else None))
         if args.json:
             print_json(ds.to_dict())
         else:
@@ -152,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
                       f"{p.layout} {printable(p.ranges_text(), 200)}")
         return 0
     request = eval_request_of(args)
-    ds = recipe_args.dataset_with(ds, request.recipe_file, request.recipe)
+    with recipe_args.flags_named():                 # a bad recipe field is one line before any work
+        recipe_args.recipe_of(request.recipe_file, request.recipe, ds.recipe)
     reference = api.load(request.model)
     if request.candidate:
         api.load(request.candidate)                 # a candidate that is no model is one line before any work
@@ -189,23 +192,6 @@ def _print_skipped(ds) -> None:
 def _print_recipe(ds) -> None:
     print(f"preprocessing: {printable(ds.recipe.describe(), 200)}")
     print(f"  why: {printable(ds.recipe_reason, 300)}")
-
-
-def _add_recipe(request: DatasetAddRequest, model):
-    """(recipe, reason) from the request's recipe options for ``data add``, or (None, None) to let the model
-    suggest."""
-    given = recipe_args.given_in(request.recipe_file, request.recipe)
-    if not given:
-        return None, None
-    if request.preset:
-        base, why = api.preprocessing_recipe(file=request.preset), f"preset {request.preset}"
-    elif model is not None:
-        base, why = api.suggest_preprocessing(model)
-        why = f"the model's suggestion ({why})"
-    else:
-        base, why = None, "plain RGB 0..1"
-    recipe = recipe_args.recipe_of(request.recipe_file, request.recipe, base)
-    return recipe, f"set on the command line: {given}" + ("" if request.recipe_file else f", on {why}")
 
 
 def _recipe(args: argparse.Namespace, ds) -> int:

@@ -10,6 +10,8 @@ the recipe itself: one-line errors naming the field and its allowed values.
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 
 from studio import api
 from studio.core.errors import StudioError
@@ -75,9 +77,7 @@ def given(args: argparse.Namespace) -> str:
 
 def given_in(file: str | None, request: RecipeRequest) -> str:
     """A request's recipe options (``--recipe FILE`` and the fields' flags) as typed ("" when none)."""
-    parts = [f"--recipe {file}"] if file else []
-    parts += [f"{FLAGS[k][0]} {v}" for k, v in request.changes.items()]
-    return " ".join(parts)[:200]
+    return request.given(file)
 
 
 def request_of(args: argparse.Namespace) -> RecipeRequest:
@@ -94,13 +94,19 @@ def recipe_from_args(args: argparse.Namespace, base=None):
 def recipe_of(file: str | None, request: RecipeRequest, base=None):
     """The recipe ``--recipe FILE|PRESET`` and the fields of ``request`` give (on top of ``base``), or None when
     they give none."""
-    changes = request.changes
-    if not file and not changes:
+    if not file and not request.changes:
         return None
-    try:
+    with flags_named():
         return api.preprocessing_recipe(base, file=file, changes=request)
-    except StudioError as exc:                      # name the flag the user typed
-        field = next((k for k in changes if str(exc).startswith(f"{k} must")), None)
+
+
+@contextlib.contextmanager
+def flags_named() -> Iterator[None]:
+    """A recipe field's one-line error names the flag the user typed (``--mean: mean must ...``)."""
+    try:
+        yield
+    except StudioError as exc:
+        field = next((k for k in FLAGS if str(exc).startswith(f"{k} must")), None)
         if field is None:
             raise
         raise StudioError(f"{FLAGS[field][0]}: {exc}", code=exc.code) from None

@@ -1017,6 +1017,12 @@ class RecipeRequest(JsonRequest):
         texts = dict(self.fields)
         return [(RECIPE_FLAGS.get(name, "--" + name), texts.get(name)) for name in RECIPE_FIELDS]
 
+    def given(self, file: str | None = None) -> str:
+        """``--recipe FILE`` and the fields' flags as typed ("" when none): what a recipe's reason quotes."""
+        parts = [f"--recipe {file}"] if file else []
+        parts += [f"{flag} {text}" for flag, text in self.flags() if text is not None]
+        return " ".join(parts)[:200]
+
 
 def _recipe(value) -> RecipeRequest:
     """A request's recipe flags: a ``RecipeRequest``, or its {field: text} (None: none given)."""

@@ -71,9 +71,10 @@ def add_dataset(project: Project | str, source: str | Path, request: DatasetAddR
     clip, text-strip, grayscale, raw; ``recipe``, a :func:`preprocessing_recipe`, overrides both).
     Unreadable files are skipped and listed.
 
-    ``request``: the ``DatasetAddRequest`` the CLI builds (name, kind, preset, split, seed, tokenizer and
-    reader options), in place of those keywords (both at once is one line, BAD-REQUEST); the opened
-    ``model`` (the request names its path) and a recipe stay the call's."""
+    ``request``: the ``DatasetAddRequest`` the CLI and the Data page build (name, kind, preset, split, seed,
+    tokenizer, reader options, the model it names and its recipe options), in place of those keywords (both
+    at once is one line, BAD-REQUEST); ``model`` is the request's model as this process opened it (opened
+    here from the request's path when not given), and a ``recipe`` given beside it replaces the request's."""
     if request is not None:
         given = [k for k, v, d in (("name", name, None), ("kind", kind, "auto"), ("preset", preset, None),
                                    ("calibration_fraction", calibration_fraction, 0.5), ("seed", seed, 0),
@@ -83,10 +84,29 @@ def add_dataset(project: Project | str, source: str | Path, request: DatasetAddR
                               f"(also given: {', '.join(given)})", code=ErrorCode.BAD_REQUEST)
         name, kind, preset, calibration_fraction = request.name, request.kind, request.preset, request.split
         seed, tokenizer, options = request.seed, request.tokenizer, request.options
+        if model is None and request.model:
+            model = _load(request.model)
+        if recipe is None and request.recipe.given(request.recipe_file):
+            recipe, recipe_reason = _recipe_of_request(request, model, recipe_reason)
     return _add(project_of(project), source, name=name, kind=kind, model=model.proto if model else None,
                 recipe=recipe if recipe is not None else _preset(preset) if preset else None,
                 recipe_reason=recipe_reason, calibration_fraction=calibration_fraction, seed=seed,
                 tokenizer=tokenizer, options=options)
+
+
+def _recipe_of_request(request: DatasetAddRequest, model: ModelHandle | None, said: str | None):
+    """(recipe, reason) from a ``data add`` request's recipe options: its file, else its fields over the preset,
+    the model's suggestion or plain RGB 0..1 (the reason names which); ``said`` replaces the reason's start."""
+    if request.preset:
+        base, why = preprocessing_recipe(file=request.preset), f"preset {request.preset}"
+    elif model is not None:
+        base, why = suggest_preprocessing(model)
+        why = f"the model's suggestion ({why})"
+    else:
+        base, why = None, "plain RGB 0..1"
+    recipe = preprocessing_recipe(base, file=request.recipe_file, changes=request.recipe)
+    said = said or f"set in the request: {request.recipe.given(request.recipe_file)}"
+    return recipe, said + ("" if request.recipe_file else f", on {why}")
 
 
 def add_dataset_upload(project: Project | str, filename: str, data: bytes, request: DatasetAddRequest | None = None,
@@ -202,8 +222,9 @@ def evaluate_on_dataset(ds, reference: ModelHandle | str | Path | DatasetEvalReq
     ``tasks``: {output: kind} chosen by the user (see :func:`output_tasks`); a ``target`` that applies
     to no output is refused before anything runs.
 
-    ``reference`` may be the ``DatasetEvalRequest`` the CLI builds: its model, candidate, engine, goal, part,
-    limit and tasks, in place of those arguments (both at once is one line, BAD-REQUEST); ``tasks`` given
+    ``reference`` may be the ``DatasetEvalRequest`` the CLI and the Data page build: its model, candidate,
+    engine, goal, part, limit, tasks and recipe options (for this run, over the dataset's), in place of those
+    arguments (both at once is one line, BAD-REQUEST); ``tasks`` given
     beside it are the call's resolved choices (the request's with the project's stored ones), ``model`` the
     reference as this process opened it (a page's current version; the request names it by file name)."""
     if isinstance(reference, DatasetEvalRequest):
@@ -218,6 +239,11 @@ def evaluate_on_dataset(ds, reference: ModelHandle | str | Path | DatasetEvalReq
         candidate, engine, target = request.candidate, request.engine, request.goal
         part, limit = request.part, request.limit
         tasks = dict(request.tasks) if tasks is None else tasks
+        typed = request.recipe.given(request.recipe_file)
+        if typed:                           # the request's recipe for this run (not saved), over the dataset's
+            ds = dataset_with_recipe(ds, preprocessing_recipe(ds.recipe, file=request.recipe_file,
+                                                              changes=request.recipe),
+                                     reason=f"given for this run: {typed}")
     ref = path_of(reference)
     goal = checked_target(target, reference, tasks, ds)
     golden = golden_outputs(ds, ref, part=part, limit=limit, pool_key=pool_key, tasks=tasks)
