@@ -706,7 +706,25 @@ def batch_stage_request(stage: str, value: Mapping[str, Any] | JsonRequest | Non
     if value is not None and not isinstance(value, Mapping):
         raise StudioError(f"the {stage} stage's request must be a mapping of its options, got "
                           f"{type(value).__name__}", code=ErrorCode.BAD_REQUEST)
-    return cls.from_dict(_merged(BATCH_STAGE_DEFAULTS[stage].to_dict(), value or {}))
+    own = _differing(BATCH_STAGE_DEFAULTS[stage].to_dict(), cls().to_dict())
+    return cls.from_dict(_merged(own, value or {}))
+
+
+def _differing(value: Mapping[str, Any], default: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of ``value`` that differ from ``default`` (nested mappings key by key): the batch's own
+    defaults only, so a key they leave alone cannot clash with one a request sets (named passes, a preset)."""
+    out = {}
+    for key, v in value.items():
+        if isinstance(v, Mapping) and isinstance(default.get(key), Mapping):
+            inner = _differing(v, default[key])
+            if inner:
+                out[key] = inner
+        elif default.get(key, _UNSET) != v:
+            out[key] = v
+    return out
+
+
+_UNSET = object()
 
 
 def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -143,3 +143,13 @@ def test_target_local_is_this_machine_as_for_every_other_command(tmp_path, capsy
     assert first["ran"] == 1 and first["rows"][0]["stages"]["inspect"]["target"] is None
     assert main(["batch", model, "--stages", "inspect", "-o", str(out), "--workers", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["skipped"] == 1           # already finished: the same task
+
+
+def test_a_stage_request_may_set_what_clears_a_default():
+    """Named passes clear the preset and a duration the iterations: a stage request setting them is read over
+    the batch's own defaults only, so it does not clash with the command's (``give either a preset or ...``)."""
+    optimize = batch_stage_request("optimize", {"passes": ["eliminate-identity", "fuse-conv-bn"]})
+    assert optimize.passes == ("eliminate-identity", "fuse-conv-bn") and optimize.preset is None
+    profile = batch_stage_request("profile", {"options": {"duration_s": 2.0}})
+    assert profile.options.duration_s == 2.0 and profile.options.iterations is None
+    assert (profile.options.warmup, profile.options.rounds) == (5, 5)            # the batch's shorter profile
