@@ -48,7 +48,7 @@ def test_profile_reports_conversion_and_load_separately(tmp_path):
     from profilers.profile import ProfileOptions
 
     p = api.profile([api.load(SAMPLES / "cnn_unfused.onnx")], "ort,mnn,litert",
-                    ProfileOptions(warmup=2, iterations=10, rounds=3, thread_counts=(1, 2)), out_dir=tmp_path)
+                    ProfileOptions(warmup=2, iterations=10, rounds=3), out_dir=tmp_path)
     by = {v.id: v for v in p.variants}
     for vid in ("t0-mnn", "t0-litert"):
         cold = by[vid].cold
