@@ -44,8 +44,8 @@ OpenVINO's default precision before, bf16 on this CPU (its earlier 0.52x/0.71x w
 [0.49-0.88], bf16 0.490x; NNCF INT8 with f32 float layers 0.316x [0.24-0.36], with bf16 (default) 0.283x
 [0.18-0.35], cos 0.99953. Its counters: INT8 FullyConnected 93 % of the time (brgemm_avx512_I8), attention a fused
 INT8 Subgraph 4 %, quantize/dequantize Multiply 3 % in f32 (0.1 % in bf16): what is left is the INT8 GEMMs.
-Same issue, 16:37 UTC (load 4-8, Chromium and tests on the same 2 cores, 37 rounds, 90 s budget): the guard now tries
-NNCF SmoothQuant MatMul alphas 0.8, 0.75 before leaving layers in float; alpha 0.8 keeps every MatMul INT8 at real-token
+Same issue, 16:37 UTC (load 4-8, Chromium and tests on the same 2 cores, 37 rounds, 90 s budget): int8-nncf-sq's guard
+tries NNCF SmoothQuant MatMul alphas 0.8, 0.75 before leaving layers in float; alpha 0.8 keeps every MatMul INT8 at real-token
 cosine 0.9921 (emb min 0.9913, NN top-1 0.95): 0.318x [0.28-0.40] ORT fp32 (bf16 float layers 0.330x), where the
 down-projections in float were 0.442x [0.41-0.52] (bf16 0.383x); unguarded alpha 0.95 0.291x at 0.974. Alpha sweep (all
 INT8, MIXED, held-out): 0.95 0.974, 0.9 0.987, 0.85 0.989, 0.8 0.992, 0.75 0.993, 0.7 0.993, 0.6 0.990, 0.5 0.978;
@@ -455,10 +455,10 @@ def real_encoder_rows(budget_s: float = 30.0) -> tuple[list[list], str]:
         run_of[k] = lambda f, s=s: s.run(None, f)[0]
     core = ov.Core()
     irs = {"OpenVINO fp32": src}
-    studio, down_float = "OpenVINO NNCF INT8 (studio: TRANSFORMER + guard)", "OpenVINO NNCF INT8 (FFN down-proj float)"
+    studio, down_float = "OpenVINO NNCF INT8 + SmoothQuant (int8-nncf-sq)", "OpenVINO NNCF INT8 + guard (int8-nncf)"
     for label, floor, alphas in (("OpenVINO NNCF INT8 (TRANSFORMER, no guard)", 0.0, ()),
-                                 (down_float, 0.99, ()),       # the guard before SmoothQuant alphas were tried
-                                 (studio, 0.99, SMOOTH_QUANT_ALPHAS)):
+                                 (down_float, 0.99, ()),       # the guard: FFN down-projections in float
+                                 (studio, 0.99, SMOOTH_QUANT_ALPHAS)):   # SmoothQuant alphas tried first
         nncf = quantize_openvino(src, calib, work / f"nncf-{floor}-{len(alphas)}", guard_cosine=floor,
                                  smooth_quant_alphas=alphas)
         irs[label] = nncf.ir_path
@@ -466,7 +466,7 @@ def real_encoder_rows(budget_s: float = 30.0) -> tuple[list[list], str]:
             (f", SmoothQuant alpha {nncf.smooth_quant_alpha:g}" if nncf.smooth_quant_alpha is not None else "") + \
             f"; calib cos {' -> '.join(f'{c:.3f}' for c in nncf.guard_cosine)}"
     hints = dict.fromkeys(irs, "f32")
-    if cpu_has_bf16():     # the precision flow's int8-nncf-bf16: the studio's IR with its float layers in bf16
+    if cpu_has_bf16():     # the precision flow's int8-nncf-bf16: the guarded IR with its float layers in bf16
         for base in (down_float, studio):
             label = f"{base}, float layers bf16"
             irs[label], hints[label] = irs[base], "bf16"

@@ -56,7 +56,7 @@ from studio.data.metrics import metric_options
 from studio.core.engines.litert import MAX_REPRESENTATIVE
 from studio.core.engines.mnn_quant import MAX_CALIBRATION_SAMPLES
 from studio.core.error_codes import ErrorCode
-from studio.precision.nncf_int8 import quantize_openvino
+from studio.precision.nncf_int8 import SMOOTH_QUANT_ALPHAS, quantize_openvino
 from studio.data.evaluate import evaluate
 from studio.core.outputs import writing_folder
 from studio.data.evaluate import output_specs
@@ -85,7 +85,7 @@ class VariantSpec:
     precision: str                                # fp32 | fp16 | bf16 | int8
     passes: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()   # pipeline producing the model
     run_options: RunOptions = RunOptions()
-    builder: str = "passes"    # passes | nncf | nncf-accuracy (OpenVINO-native INT8) | nncf-weights | mnn-quant | ...
+    builder: str = "passes"    # passes | nncf | nncf-sq | nncf-accuracy (OpenVINO-native INT8) | nncf-weights | ...
 
 
 def _p(name: str, **opts: Any) -> tuple[str, tuple[tuple[str, Any], ...]]:
@@ -117,6 +117,11 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
     # 14-20, 33 rounds): guarded 0.45x ORT fp32 with f32 islands -> 0.38x in bf16, real-token cosine 0.9923 both.
     VariantSpec("int8-nncf-bf16", "INT8 NNCF, float layers bf16 · OpenVINO", "openvino", "int8", (),
                 RunOptions(precision="bf16", openvino_ir=True), builder="nncf"),
+    # NNCF INT8 whose guard first tries SmoothQuant MatMul alphas (nncf_int8.SMOOTH_QUANT_ALPHAS) so that every MatMul,
+    # the FFN down-projections too, stays INT8. Real MiniLM-L6 (issue 35, load 4-8): 0.32x ORT fp32 at real-token
+    # cosine 0.992 where int8-nncf keeps 6 layers in float (0.44x); its padding-token rows drift more (0.968).
+    VariantSpec("int8-nncf-sq", "INT8 NNCF + SmoothQuant, every MatMul INT8 · OpenVINO", "openvino", "int8", (),
+                RunOptions(precision="f32", openvino_ir=True), builder="nncf-sq"),
     VariantSpec("int8-nncf-aa", "INT8 NNCF accuracy-aware · OpenVINO", "openvino", "int8", (),
                 RunOptions(precision="f32", openvino_ir=True), builder="nncf-accuracy"),
     # Weight-only (decoders, LLMs): MatMul weights in int4/int8 blocks, activations float. ORT's
@@ -181,7 +186,7 @@ def default_variants(model: onnx.ModelProto) -> tuple[str, ...]:
     if model_kind(model) == "transformer":
         # a decoder is shipped weight-only (int4 below); full INT8 with NNCF is for encoders, and its float
         # layers in bf16 where the CPU computes bf16 (the same IR, not quantized twice)
-        nncf = ("int8-nncf",) + (("int8-nncf-bf16",) if cpu_has_bf16() else ())
+        nncf = ("int8-nncf",) + (("int8-nncf-bf16",) if cpu_has_bf16() else ()) + ("int8-nncf-sq",)
         kind = base + ("int8-dynamic",) + (nncf if ov_here and convention is None else ())
     else:
         kind = base + ("int8", "int8-mixed", "int8-ov")
@@ -497,7 +502,8 @@ def _artifact_options(spec: VariantSpec, path: Path, model_path: Path) -> RunOpt
 def _build_nncf(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet, eval_feeds: FeedSet, golden,
                 target, limits: Limits, pool_key: str, target_cosine: float = 0.99
                 ) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
-    """NNCF INT8 for OpenVINO (``nncf``), or with accuracy control by the task metric (``nncf-accuracy``)."""
+    """NNCF INT8 for OpenVINO (``nncf``; ``nncf-sq``: SmoothQuant alphas tried before any float layer, refused when
+    none meets the target), or with accuracy control by the task metric (``nncf-accuracy``)."""
     if spec.builder == "nncf-accuracy":
         if golden is None or target is None:
             raise StudioError("accuracy-aware NNCF needs a dataset and a task-metric target (--dataset, --target)")
@@ -508,8 +514,13 @@ def _build_nncf(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet,
                               metric_options=_metric_options(golden, output), labels=golden.labelled)
     else:
         # the transformer guard's floor is the flow's own target: a guarded variant is built to meet it
+        alphas = SMOOTH_QUANT_ALPHAS if spec.builder == "nncf-sq" else ()
         r = quantize_openvino(model_path, calib.sets, work / spec.name, limits=limits, pool_key=pool_key,
-                              guard_cosine=target_cosine)
+                              guard_cosine=target_cosine, smooth_quant_alphas=alphas)
+        if alphas and r.smooth_quant_alpha is None and r.guard_cosine and r.guard_cosine[0] < target_cosine:
+            tried = ", ".join(f"{a:g}: {c:.4f}" for a, c in r.smooth_quant_tried)
+            raise StudioError(f"SmoothQuant did not bring full INT8 to cosine {target_cosine:g} on the calibration "
+                              f"samples (alphas tried: {tried}); int8-nncf keeps layers in float instead")
     details = {"nncf_version": r.nncf_version, "nncf_seconds": round(r.seconds, 3), "nncf_model_type": r.model_type}
     if r.int8_metric is not None:
         details.update(nncf_metric=r.metric, nncf_fp32_metric=r.fp32_metric, nncf_int8_metric=r.int8_metric)

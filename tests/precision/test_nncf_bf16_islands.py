@@ -45,6 +45,8 @@ def test_an_encoder_gets_the_bf16_islands_variant_only_where_the_cpu_computes_bf
     assert "int8-nncf" in got
     assert ("int8-nncf-bf16" in got) is bf16
     assert "int8-nncf-bf16" not in V.default_variants(decoder)       # decoders: weight-only, no full INT8
+    assert "int8-nncf-sq" in got and "int8-nncf-sq" not in V.default_variants(decoder)   # SmoothQuant, all INT8
+    assert V.VARIANTS["int8-nncf-sq"].builder == "nncf-sq"
     spec = V.VARIANTS["int8-nncf-bf16"]
     assert spec.builder == "nncf" and spec.run_options.precision == "bf16" and spec.run_options.openvino_ir
 

@@ -64,12 +64,12 @@ def test_guard_leaves_ffn_down_projections_in_float(tmp_path):
     import openvino as ov
 
     sets = _sets()
-    guarded = quantize_openvino(SRC, sets, tmp_path / "g", guard_cosine=1.01)
+    guarded = quantize_openvino(SRC, sets, tmp_path / "g", guard_cosine=1.01, smooth_quant_alphas=SMOOTH_QUANT_ALPHAS)
     plain = quantize_openvino(SRC, sets, tmp_path / "p", guard_cosine=0.0)
     down = _down_projections_from_onnx()
     assert set(guarded.float_layers) == down and len(guarded.guard_cosine) == 2
     assert plain.float_layers == () and len(plain.guard_cosine) == 1
-    # SmoothQuant alphas are tried (in order, each judged) before any layer is left in float
+    # SmoothQuant alphas, when asked (int8-nncf-sq), are tried in order, each judged, before any layer is left in float
     assert [a for a, _ in guarded.smooth_quant_tried] == list(SMOOTH_QUANT_ALPHAS)
     assert guarded.smooth_quant_alpha is None
     assert plain.smooth_quant_tried == () and plain.smooth_quant_alpha is None
