@@ -23,6 +23,7 @@ from pathlib import PurePath
 from typing import Any, TypeVar
 
 from studio.core import cli_hints
+from studio.core.bounds import OutOfRange, bounded_int, number_text
 from studio.core.codec import from_json, to_json
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
@@ -130,6 +131,14 @@ class PrecisionRequest(JsonRequest):
                            ("target_cosine", float), ("latency_budget_s", float), ("ratio", float),
                            ("symmetric", bool)):
             put(self, name, cast(getattr(self, name)))
+        # the domains, here so every door (CLI, page, batch stage, a remote request) refuses before any work (R64)
+        bounded_int(self.samples, "samples (calibration sets)", 1, 1024)
+        bounded_int(self.generation_steps, "generation steps", 1, 65536)
+        _seconds(self.latency_budget_s, "the latency budget")
+        for name, item in (("target_cosine", "the target cosine"), ("ratio", "ratio (the share of layers in int4)")):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and 0.0 < value <= 1.0):
+                raise OutOfRange(f"{item} must be in (0, 1], got {number_text(value)}")
 
     @property
     def weight_options(self) -> dict[str, Any]:
@@ -165,6 +174,18 @@ class PrecisionRequest(JsonRequest):
                 ("--accuracy-level", self.accuracy_level or None),
                 ("--ratio", self.ratio if self.ratio != d.ratio else None),
                 ("--steps", self.generation_steps if self.generation_steps != d.generation_steps else None)]
+
+
+MAX_SECONDS = 7 * 86400.0               # a budget or a limit longer than a week is never a real setting
+
+
+def _seconds(value: float, item: str) -> float:
+    """``value`` when it is a positive, finite number of seconds (at most a week); else one line (R64)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 < value <= MAX_SECONDS:
+        raise OutOfRange(f"{item} must be a positive number of seconds (at most {MAX_SECONDS:,.0f}), "
+                         f"got {number_text(value)}")
+    return float(value)
 
 
 def _preprocess_options(preprocess: tuple[tuple[str, Any], ...]) -> list[tuple[str, object]]:
@@ -222,7 +243,8 @@ class OptimizeRequest(JsonRequest):
         if self.on_failure not in ("stop", "revert"):
             raise StudioError("on_failure must be 'stop' or 'revert'", code=ErrorCode.BAD_OPTION)
         put(self, "verify", bool(self.verify))
-        put(self, "time_budget_s", None if self.time_budget_s is None else float(self.time_budget_s))
+        put(self, "time_budget_s", None if self.time_budget_s is None else
+            _seconds(float(self.time_budget_s), "the time budget"))
         put(self, "inputs", str(self.inputs) if self.inputs not in (None, "") else None)
 
     @property

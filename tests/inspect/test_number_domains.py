@@ -132,3 +132,41 @@ def test_generation_request_bounds_before_any_allocation():
     assert_user_message(str(e.value), "prompt lengths", "1,000,000,000", "16,777,216")
     with pytest.raises(OutOfRange):
         api.GenerationOptions(generations=BIG)
+
+
+# Budgets, steps and shares in the operation requests themselves, so every door refuses them before any work: the
+# CLI, a page, a batch stage request and a remote target's JSON (a negative precision budget ran, a negative
+# optimize budget ran every pass and then wrote nothing).
+MODEL = str(SAMPLES / "cnn_unfused.onnx")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["precision", MODEL, "--budget", "-1"], "latency budget must be a positive number of seconds"),
+    (["precision", MODEL, "--budget", "nan"], "got nan"),
+    (["precision", MODEL, "--steps", "0"], "generation steps is 0"),
+    (["precision", MODEL, "--ratio", "1.5"], "ratio (the share of layers in int4) must be in (0, 1]"),
+    (["optimize", MODEL, "-o", "never.onnx", "--time-budget", "-3"], "time budget must be a positive number"),
+    (["optimize", MODEL, "-o", "never.onnx", "--time-budget", "inf"], "got inf"),
+])
+def test_budgets_out_of_domain_are_one_line_before_any_work(capsys, tmp_path, monkeypatch, argv, needle):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err
+    assert_user_message(err, needle)
+    assert list(tmp_path.iterdir()) == []                       # nothing written, nothing run
+
+
+@pytest.mark.parametrize("kind, data", [
+    ("precision", {"latency_budget_s": -1}), ("precision", {"samples": 0}), ("precision", {"target_cosine": 1.5}),
+    ("precision", {"generation_steps": -2}), ("optimize", {"time_budget_s": 0}),
+])
+def test_a_request_from_json_refuses_numbers_out_of_domain(kind, data):
+    """What a page, a batch stage file or a remote target hands over is checked by the request itself."""
+    from studio.core.requests import BatchRequest, OptimizeRequest, PrecisionRequest
+
+    cls = {"precision": PrecisionRequest, "optimize": OptimizeRequest}[kind]
+    with pytest.raises(OutOfRange):
+        cls.from_dict(data)
+    with pytest.raises(OutOfRange):
+        BatchRequest(stages=(kind,), stage_requests={kind: data})
