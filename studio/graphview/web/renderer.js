@@ -152,9 +152,18 @@
   Model.prototype.visible = function () {
     var s = this.s, self = this, items = {}, order = [], edges = {}, elist = [];
     function item(id, data) { if (!items[id]) { items[id] = data; order.push(id); } return items[id]; }
-    var groups = s.groups;
+    var groups = s.groups, open = this.open;
+    /* per group, in pre-order (a parent before its children): shown at all, and the outermost closed group
+     * standing for what is inside it (-1: none), so each leaf's stand-in is one lookup (issue 35: 100k leaves) */
+    var shown = new Uint8Array(groups.length), outer = new Int32Array(groups.length);
+    shown[0] = 1; outer[0] = -1;
+    for (var q = 1; q < groups.length; q++) {
+      var pq = groups[q].parent < 0 ? 0 : groups[q].parent;
+      shown[q] = shown[pq] && (pq === 0 || open.has(pq)) ? 1 : 0;
+      outer[q] = outer[pq] >= 0 ? outer[pq] : (open.has(q) ? -1 : q);
+    }
     for (var g = 1; g < groups.length; g++) {
-      if (!this.groupVisible(g)) continue;
+      if (!shown[g]) continue;
       var gr = groups[g];
       if (this.open.has(g)) item('g' + g, {id: 'g' + g, type: 'open', g: g, parent: gr.parent, title: gr.label});
       else {
@@ -164,10 +173,11 @@
     }
     var repOf = new Array(s.leaves.length);
     for (var i = 0; i < s.leaves.length; i++) {
-      var r = this.rep(i); repOf[i] = r;
+      var lg = s.leaves[i].g, r = lg > 0 && outer[lg] >= 0 ? 'g' + outer[lg] : 'n' + i; repOf[i] = r;
       if (r.charAt(0) === 'n') {
         var lf = s.leaves[i], lb = this.leafBox(i);
-        item(r, {id: r, type: lf.kind === 'sealed' ? 'sealed' : 'leaf', leaf: i, parent: lf.g, title: lb.title, lines: lb.lines, w: lb.w, h: lb.h});
+        items[r] = {id: r, type: lf.kind === 'sealed' ? 'sealed' : 'leaf', leaf: i, parent: lf.g, title: lb.title, lines: lb.lines, w: lb.w, h: lb.h};
+        order.push(r);                  /* a leaf's id is its own: no lookup first */
       }
     }
     for (var k = 0; k < s.edges.length; k++) {
@@ -511,8 +521,8 @@
                   CHEAD: CHEAD, BOLD: BOLD, SMALL: SMALL};
     return "'use strict';var " + Object.keys(consts).map(function (k) { return k + '=' + JSON.stringify(consts[k]); }).join(',') +
       ';var WIDTHS={};function textW(t,f){var w=WIDTHS[f+"\\u0000"+t];return w===undefined?t.length*7:w;}\n' +
-      quickLayout.toString() + '\n' + packQuick.toString() + '\n' +
-      'self.onmessage=function(e){WIDTHS=e.data.widths;var r=packQuick(e.data.vis,quickLayout(e.data.vis));r.id=e.data.id;' +
+      quickLayout.toString() + '\n' + packQuick.toString() + '\n' + unpackInput.toString() + '\n' +
+      'self.onmessage=function(e){WIDTHS=e.data.widths;var vis=unpackInput(e.data),r=packQuick(vis,quickLayout(vis));r.id=e.data.id;' +
       'self.postMessage(r,[r.boxes.buffer,r.edgeIdx.buffer,r.ptOff.buffer,r.pts.buffer,r.labels.buffer]);};';
   }
   function startQuickWorker() {
@@ -536,21 +546,38 @@
     /* A promise of quickLayout(vis) computed in the worker; null where no worker can be made. */
     var qw = quickWorker;
     if (!startQuickWorker()) return null;
-    var items = {}, widths = {}, withLabels = vis.edges.length <= LABEL_MAX;
-    vis.order.forEach(function (id) {
-      var it = vis.items[id];
-      items[id] = {type: it.type, parent: it.parent, w: it.w, h: it.h, title: it.type === 'open' ? it.title : ''};
-      if (it.type === 'open') widths[BOLD + '\u0000' + it.title] = textW(it.title, BOLD);
-    });
-    var edges = vis.edges.map(function (e, i) {
-      if (withLabels && e.text) widths[SMALL + '\u0000' + e.text] = textW(e.text, SMALL);
-      return {src: e.src, dst: e.dst, text: e.text, i: i};
-    });
+    /* packed: one string of ids, typed arrays of kinds, parents, sizes and edge ends (copied in one go; the
+     * worker makes its objects), the open groups' titles and, with labels, the edges' texts */
+    var order = vis.order, n = order.length, m = vis.edges.length, withLabels = m <= LABEL_MAX, widths = {}, titles = {};
+    var open = new Uint8Array(n), parent = new Int32Array(n), size = new Float64Array(2 * n), ends = new Int32Array(2 * m), texts = [];
+    for (var k = 0; k < n; k++) {
+      var it = vis.items[order[k]];
+      it.k = k; parent[k] = it.parent; size[2 * k] = it.w; size[2 * k + 1] = it.h;
+      if (it.type === 'open') { open[k] = 1; titles[k] = it.title; widths[BOLD + '\u0000' + it.title] = textW(it.title, BOLD); }
+    }
+    for (k = 0; k < m; k++) {
+      var e = vis.edges[k];
+      ends[2 * k] = vis.items[e.src].k; ends[2 * k + 1] = vis.items[e.dst].k;
+      if (withLabels) { texts.push(e.text || ''); if (e.text) widths[SMALL + '\u0000' + e.text] = textW(e.text, SMALL); }
+    }
     var id = ++qw.seq;
     return new Promise(function (resolve, reject) {
       qw.pending[id] = {resolve: function (r) { unpackQuick(vis, r, resolve); }, reject: reject};
-      qw.w.postMessage({id: id, vis: {items: items, order: vis.order, edges: edges}, widths: widths});
+      qw.w.postMessage({id: id, ids: order.join('\n'), open: open, parent: parent, size: size, ends: ends, titles: titles,
+                        texts: withLabels ? texts : null, widths: widths}, [open.buffer, parent.buffer, size.buffer, ends.buffer]);
     });
+  }
+  function unpackInput(d) {
+    /* in the worker: the visible graph quickLayout reads, from quickLayoutOff's packed message */
+    var order = d.ids ? d.ids.split('\n') : [], items = {}, edges = [], k;
+    for (k = 0; k < order.length; k++) {
+      items[order[k]] = {type: d.open[k] ? 'open' : 'leaf', parent: d.parent[k], w: d.size[2 * k], h: d.size[2 * k + 1],
+                         title: d.open[k] ? d.titles[k] : ''};
+    }
+    for (k = 0; k < d.ends.length / 2; k++) {
+      edges.push({src: order[d.ends[2 * k]], dst: order[d.ends[2 * k + 1]], text: d.texts ? d.texts[k] : '', i: k});
+    }
+    return {items: items, order: order, edges: edges};
   }
 
   /* ---------- the viewer ---------- */
