@@ -52,6 +52,8 @@ INT8, MIXED, held-out): 0.95 0.974, 0.9 0.987, 0.85 0.989, 0.8 0.992, 0.75 0.993
 PERFORMANCE preset 0.973 (0.95) / 0.969 (0.6). OpenVINO's dynamic INT8 (compress_weights INT8_ASYM + the CPU plugin's
 DYNAMIC_QUANTIZATION_GROUP_SIZE 32, on by default for compressed weights; FullyConnectedCompressed) is the most accurate
 (0.9991, emb min 0.9988) but 0.404x [0.34-0.52]; its down-projections only in dynamic INT8 beside static INT8: 0.9914.
+Again at 16:55 (load 5.5-7.7, 37 rounds, 120 s; OpenVINO fp32 0.606x): int8-nncf-sq 0.268x [0.22-0.32], bf16 float
+layers 0.264x [0.21-0.28]; int8-nncf 0.385x (bf16 0.331x); unguarded 0.220x; dynamic INT8 0.368x [0.32-0.39].
 Issue 26 item 5 (``python -m benchmarks.bench_precision 60 trained-decoder``): the trained char_gpt2_decoder on its
 held-out text (4 prompts x 8 steps, 156 positions): perplexity fp32 10.93 (vocab 48), int4 12.01 (agreement 0.776,
 KL 0.052), int8-weights 10.92 (agreement 1.000, KL 0.0002); the random-weights GPT-2: 1.5e4, labelled so.
