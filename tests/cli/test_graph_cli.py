@@ -120,14 +120,17 @@ def test_errors_are_one_line(capsys, tmp_path):
 @pytest.mark.slow
 def test_huge_model_is_drawn_without_waiting_for_inspect(capsys, tmp_path):
     from benchmarks.graph_models import chain
+    from studio.graphview.scene import SCENE_BUDGET
 
     model = chain(60_000, tmp_path / "chain.onnx")
     out = tmp_path / "c.html"
     assert main(["graph", str(model), "-o", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "without shapes and FLOPs" in printed and "groups closed" in printed
+    assert "without shapes and FLOPs" in printed
     data = json.loads(out.read_text(encoding="utf-8").split('id="gv-data">', 1)[1].split("</script>", 1)[0])
-    assert len(data["scene"]["leaves"]) <= 12_000 and data["scene"]["note"]
+    # The box viewer ships up to SCENE_BUDGET leaves whole (issue 35: every group of a 100k model opens); past it,
+    # groups are sealed (tests/graphview/test_viewer_scene.py::test_big_models_open_aggregated).
+    assert len(data["scene"]["leaves"]) <= SCENE_BUDGET and not data["scene"]["note"]
     dots = tmp_path / "c-echarts.html"
     assert main(["graph", str(model), "--renderer", "echarts", "-o", str(dots)]) == 0
     assert "drawn as" in capsys.readouterr().out
