@@ -29,6 +29,20 @@ PROJECT_COMMANDS = {"inspect", "check", "optimize", "edit", "precision", "profil
                     "compare"}
 
 
+def _positive(text: str) -> float:
+    """An argparse type: a positive, finite number (a worker's time or memory limit), else a usage error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text[:40]!r}") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"it must be a positive number, got {text[:40]}")
+    return value
+
+
+_positive.__name__ = "number"      # argparse names the type in its own messages
+
+
 def build_parser(full: Collection[str] | None = None, helps: bool = True) -> argparse.ArgumentParser:
     """The whole parser; with ``full``, only those commands (by word) get their options and the rest are
     stubs that take any words (``main`` builds only the command it runs: the others' modules and option
@@ -39,12 +53,12 @@ def build_parser(full: Collection[str] | None = None, helps: bool = True) -> arg
         description="Inspect, check, optimize, verify, profile and export ONNX models.")
     parser.add_argument("--version", action="version", version=f"onnx-studio {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
-    parser.add_argument("--timeout", type=float, metavar="S",
+    parser.add_argument("--timeout", type=_positive, metavar="S",
                         help="wall-clock limit of each sandboxed job (engine runs, conversions), seconds")
     parser.add_argument("--projects-root", metavar="DIR",
                         help="where projects live (default $ONNX_STUDIO_PROJECTS_ROOT, else "
                              "~/.local/share/onnx-studio/projects)")
-    parser.add_argument("--memory-gb", type=float, metavar="GB", help="memory limit of each sandbox worker")
+    parser.add_argument("--memory-gb", type=_positive, metavar="GB", help="memory limit of each sandbox worker")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         word = WORDS.get(name, name)

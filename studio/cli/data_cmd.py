@@ -99,18 +99,16 @@ def eval_request_of(args: argparse.Namespace) -> DatasetEvalRequest:
 def run(args: argparse.Namespace) -> int:
     if not getattr(args, "action", None):
         raise StudioError("give an action: data add|list|show|recipe|eval|rm (see onnx-studio data --help)")
-    project = api.open_project(args.project, create=args.action == "add") if args.action == "add" \
-        else api.open_project(args.project)
     if args.action == "add":
         request = add_request_of(args)
         model = api.load(request.model) if request.model else None
         if request.kind == "script":
             print(f"note: executing the data-loader script in {printable(Path(args.source).name, 120)} as you",
                   file=sys.stderr)
-        with recipe_args.flags_named():
-            ds = api.add_dataset(project, args.source, request, model=model, recipe_reason=(
+        with recipe_args.flags_named(request.recipe):
+            ds = api.add_dataset(args.project, args.source, request, model=model, create=True, recipe_reason=(
                 f"set on the command line: {request.recipe.given(request.recipe_file)}"
-                if request.recipe.given(request.recipe_file) else None))
+                if request.recipe.given(request.recipe_file) else None))      # refused: no project made
         if args.json:
             print_json(ds.to_dict())
         else:
@@ -119,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
                 _print_recipe(ds)
             _print_skipped(ds)
         return 0
+    project = api.open_project(args.project)
     if args.action == "list":
         rows = [(d, api.dataset_damage(project, d)) for d in api.project_datasets(project)]
         if args.json:
@@ -154,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
                       f"{p.layout} {printable(p.ranges_text(), 200)}")
         return 0
     request = eval_request_of(args)
-    with recipe_args.flags_named():                 # a bad recipe field is one line before any work
+    with recipe_args.flags_named(request.recipe):                 # a bad recipe field is one line before any work
         recipe_args.recipe_of(request.recipe_file, request.recipe, ds.recipe)
     reference = api.load(request.model)
     if request.candidate:

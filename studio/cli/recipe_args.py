@@ -96,17 +96,18 @@ def recipe_of(file: str | None, request: RecipeRequest, base=None):
     they give none."""
     if not file and not request.changes:
         return None
-    with flags_named():
+    with flags_named(request):
         return api.preprocessing_recipe(base, file=file, changes=request)
 
 
 @contextlib.contextmanager
-def flags_named() -> Iterator[None]:
-    """A recipe field's one-line error names the flag the user typed (``--mean: mean must ...``)."""
+def flags_named(request: RecipeRequest) -> Iterator[None]:
+    """The one-line error of a field ``request`` sets names the flag the user typed (``--mean: mean must ...``);
+    a recipe file's own errors stay as they are."""
     try:
         yield
     except StudioError as exc:
-        field = next((k for k in FLAGS if str(exc).startswith(f"{k} must")), None)
+        field = next((k for k in request.changes if str(exc).startswith(f"{k} must")), None)
         if field is None:
             raise
         raise StudioError(f"{FLAGS[field][0]}: {exc}", code=exc.code) from None

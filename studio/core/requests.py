@@ -23,7 +23,7 @@ from pathlib import PurePath
 from typing import Any, TypeVar
 
 from studio.core import cli_hints
-from studio.core.bounds import OutOfRange, bounded_int, number_text
+from studio.core.bounds import MAX_DIM, OutOfRange, bounded_int, number_text
 from studio.core.codec import from_json, to_json
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
@@ -53,6 +53,16 @@ def _pairs(value: Mapping | Any, cast=None) -> tuple[tuple[str, Any], ...]:
     """A mapping as sorted (key, value) pairs: hashable, comparable, and the same whatever the order given."""
     items = value.items() if isinstance(value, Mapping) else (value or ())
     return tuple(sorted((str(k), cast(v) if cast else _frozen(v)) for k, v in items))
+
+
+def _dims(value: Mapping | Any) -> tuple[tuple[str, int], ...]:
+    """Dims as sorted pairs, each value an integer from 1 (as ``--dim`` reads them: R64, from every door)."""
+    pairs = _pairs(value)
+    for name, size in pairs:
+        if isinstance(size, float) and size.is_integer():
+            size = int(size)
+        bounded_int(size, f"dim {name[:60]}", 1, MAX_DIM)
+    return tuple((name, int(size)) for name, size in pairs)
 
 
 def _frozen(v: Any) -> Any:
@@ -123,7 +133,7 @@ class PrecisionRequest(JsonRequest):
             value = getattr(self, name)
             put(self, name, str(value) if value not in (None, "") else None)
         put(self, "tasks", _pairs(self.tasks, str))
-        put(self, "dims", _pairs(self.dims, int))
+        put(self, "dims", _dims(self.dims))
         put(self, "preprocess", tuple((k, v) for k, v in _pairs(self.preprocess)
                                       if _frozen(PREPROCESS_DEFAULTS.get(k, object())) != v))
         put(self, "block_size", str(self.block_size))
@@ -238,7 +248,7 @@ class OptimizeRequest(JsonRequest):
             raise StudioError("give either a preset or a list of passes", code=ErrorCode.BAD_OPTION)
         put(self, "passes", passes)
         put(self, "preset", preset if preset or passes else DEFAULT_PRESET)
-        put(self, "dims", _pairs(self.dims, int))
+        put(self, "dims", _dims(self.dims))
         put(self, "pass_options", _frozen_options(self.pass_options))
         if self.on_failure not in ("stop", "revert"):
             raise StudioError("on_failure must be 'stop' or 'revert'", code=ErrorCode.BAD_OPTION)
@@ -305,7 +315,7 @@ class CheckRequest(JsonRequest):
             put(self, name, tuple(str(v) for v in value) if value else (None if name == "engines" else ("cpu",)))
         put(self, "trt_version", str(self.trt_version))
         put(self, "run", bool(self.run))
-        put(self, "dims", _pairs(self.dims, int))
+        put(self, "dims", _dims(self.dims))
         put(self, "inputs", str(self.inputs) if self.inputs not in (None, "") else None)
         put(self, "tasks", _pairs(self.tasks, str))
 
@@ -375,7 +385,7 @@ class ProfileOptions:
         put = object.__setattr__
         if self.duration_s is not None:
             put(self, "iterations", None)
-        put(self, "dims", _pairs(self.dims, int))
+        put(self, "dims", _dims(self.dims))
         for name in ("batch_sizes", "thread_counts", "concurrency"):
             put(self, name, _ints(getattr(self, name), name.replace("_", " ")))
         for name in ("warmup", "rounds", "per_op_runs", "memory_iterations", "sweep_iterations", "seed"):
@@ -598,9 +608,9 @@ class ExportRequest(JsonRequest):
         for name in ("preset", "calibration", "name", "goal", "dataset"):
             value = getattr(self, name)
             put(self, name, str(value) if value not in (None, "") else None)
-        put(self, "dims", _pairs(self.dims, int))
+        put(self, "dims", _dims(self.dims))
         put(self, "tasks", _pairs(self.tasks, str))
-        put(self, "max_batch", int(self.max_batch))
+        put(self, "max_batch", bounded_int(int(self.max_batch), "max batch"))
         for name in ("ort_format", "zip"):
             put(self, name, bool(getattr(self, name)))
 
@@ -642,10 +652,10 @@ class MemoryRequest(JsonRequest):
 
     def __post_init__(self) -> None:
         put = object.__setattr__
-        put(self, "dims", _pairs(self.dims, int))
+        put(self, "dims", _dims(self.dims))
         for name in ("measure", "engine_graph", "reorder"):
             put(self, name, bool(getattr(self, name)))
-        put(self, "measure_timeout_s", float(self.measure_timeout_s))
+        put(self, "measure_timeout_s", _seconds(float(self.measure_timeout_s), "the measuring time limit"))
 
 
 
@@ -867,12 +877,15 @@ class CompareRequest(JsonRequest):
             put(self, name, _text(getattr(self, name)))
         if self.ov_precision_b == self.ov_precision or (self.engine_b or self.engine) not in _OV_PRECISION_ENGINES:
             put(self, "ov_precision_b", None)            # B's precision is A's, and counts on OpenVINO only
-        put(self, "dims", _pairs(self.dims, int))
+        put(self, "dims", _dims(self.dims))
         put(self, "tasks", _pairs(self.tasks, str))
-        put(self, "count", int(self.count))
+        put(self, "count", bounded_int(int(self.count), "count (random input sets)", 1, 256))
         put(self, "layerwise", bool(self.layerwise))
         put(self, "layer_threshold", float(self.layer_threshold)
             if self.layerwise and self.layer_threshold is not None else None)
+        if self.layer_threshold is not None and not (math.isfinite(self.layer_threshold) and self.layer_threshold > 0):
+            raise OutOfRange(f"the layer threshold (a relative L2 error) must be a positive number, got "
+                             f"{number_text(self.layer_threshold)}")
 
     def command(self, a: str, b: str, *, files: bool = True, extra: Sequence[tuple[str, object]] = ()) -> str:
         """``onnx-studio compare A B ...``: the command line that builds this request; ``files=False`` leaves
@@ -912,7 +925,7 @@ class PluginRequest(JsonRequest):
         put(self, "impl", _text(self.impl))
         put(self, "run", bool(self.run))
         put(self, "build", bool(self.build))
-        put(self, "dims", _pairs(self.dims, int))
+        put(self, "dims", _dims(self.dims))
 
     def command(self, model: str, output: str = "plugins") -> str:
         """``onnx-studio plugin MODEL --op OP ... -o OUT``: the command line that builds this request."""
@@ -942,11 +955,11 @@ class GraphRequest(JsonRequest):
 
     def __post_init__(self) -> None:
         put = object.__setattr__
-        put(self, "dims", _pairs(self.dims, int))
+        put(self, "dims", _dims(self.dims))
         for name in ("overlay", "search", "focus", "group"):
             put(self, name, _text(getattr(self, name)))
-        put(self, "level", None if self.level in (None, "") else int(self.level))
-        put(self, "hops", None if self.hops is None or not self.focus else int(self.hops))
+        put(self, "level", None if self.level in (None, "") else bounded_int(int(self.level), "level", 1, 1000))
+        put(self, "hops", None if self.hops is None or not self.focus else bounded_int(int(self.hops), "hops", 0, 1000))
         put(self, "diff_mode", str(self.diff_mode))
         put(self, "renderer", str(self.renderer))
 
@@ -990,11 +1003,13 @@ class InspectRequest(JsonRequest):
 
     def __post_init__(self) -> None:
         put = object.__setattr__
-        put(self, "dims", _pairs(self.dims, int))
+        put(self, "dims", _dims(self.dims))
         put(self, "decoder", bool(self.decoder))
-        put(self, "kv_length", None if self.kv_length is None else int(self.kv_length))
-        put(self, "batch", int(self.batch))
+        put(self, "kv_length", None if self.kv_length is None else bounded_int(int(self.kv_length), "KV length"))
+        put(self, "batch", bounded_int(int(self.batch), "batch"))
         put(self, "memory_gib", None if self.memory_gib is None else float(self.memory_gib))
+        if self.memory_gib is not None and not (math.isfinite(self.memory_gib) and self.memory_gib > 0):
+            raise OutOfRange(f"memory must be a positive size, got {number_text(self.memory_gib)} GiB")
         put(self, "kv_dtype", _text(self.kv_dtype))
 
     def command(self, model: str) -> str:
@@ -1016,8 +1031,9 @@ class InspectRequest(JsonRequest):
         return KV_DTYPES.get(self.kv_dtype, self.kv_dtype) if self.kv_dtype else None
 
 
-def _optional_int(value: Any) -> int | None:
-    return None if value in (None, "") else int(value)
+def _optional_int(value: Any, item: str = "it", low: int = 1) -> int | None:
+    """None for unset; else an integer from ``low`` (R64: one line naming ``item``)."""
+    return None if value in (None, "") else bounded_int(int(value), item, low, MAX_DIM)
 
 
 # ``data recipe``'s flags whose names are not ``--<field>``
@@ -1099,7 +1115,10 @@ class DatasetAddRequest(JsonRequest):
         put(self, "split", float(self.split))
         put(self, "seed", int(self.seed))
         for name in ("seq_len", "length"):
-            put(self, name, _optional_int(getattr(self, name)))
+            put(self, name, _optional_int(getattr(self, name), name.replace("_", " ")))
+        if not (math.isfinite(self.split) and 0.0 <= self.split <= 1.0):
+            raise OutOfRange(f"the calibration fraction (split) must be from 0 to 1, got {number_text(self.split)}")
+        bounded_int(self.seed, "seed", 0, 2**32 - 1)
 
     @property
     def options(self) -> dict[str, int]:
@@ -1146,7 +1165,7 @@ class DatasetEvalRequest(JsonRequest):
         put(self, "candidate", _text(self.candidate))
         if self.part not in EVAL_PARTS:
             raise StudioError(f"part must be one of {', '.join(EVAL_PARTS)}", code=ErrorCode.BAD_OPTION)
-        put(self, "limit", _optional_int(self.limit))
+        put(self, "limit", _optional_int(self.limit, "limit"))
         put(self, "recipe_file", _text(self.recipe_file))
         put(self, "recipe", _recipe(self.recipe))
 

@@ -333,6 +333,15 @@ def json_line(line: str) -> dict:
     return obj
 
 
+def source_path(source: str | Path) -> Path:
+    """The dataset source as a path, or one line when there is nothing there (checked before a project or a
+    dataset folder is created for it)."""
+    src = Path(source)
+    if not src.exists():
+        raise StudioError(f"dataset source '{safe_name(src.name)}' does not exist", code=ErrorCode.NOT_FOUND)
+    return src
+
+
 def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | None = None, kind: str = "auto",
                    model: ModelProto | None = None, recipe: Recipe | None = None,
                    calibration_fraction: float = 0.5, seed: int = 0, tokenizer: str | Path | None = None,
@@ -341,9 +350,7 @@ def import_dataset(source: str | Path, dest_root: str | Path, *, name: str | Non
     """Copy the samples of ``source`` (a folder, a zip, or one .npz/.py/.jsonl file) into a new
     dataset folder under ``dest_root`` and return it. ``model`` suggests the recipe, unless
     ``recipe`` is given (``recipe_reason``: where it came from)."""
-    src = Path(source)
-    if not src.exists():
-        raise StudioError(f"dataset source '{safe_name(src.name)}' does not exist", code=ErrorCode.NOT_FOUND)
+    src = source_path(source)
     dest_root = Path(dest_root)
     dest_root.mkdir(parents=True, exist_ok=True)
     ds_id = secrets.token_hex(6)

@@ -27,7 +27,7 @@ from studio.core.preprocess import (
     recipe_with,
 )
 from studio.core.preprocess_suggest import suggest_recipe
-from studio.data.datasets import dataset_feeds, with_recipe
+from studio.data.datasets import dataset_feeds, source_path, with_recipe
 from studio.data.evaluate import evaluate, golden_outputs, output_specs
 from studio.data.metrics import _DERIVED, applicable_targets, check_target, METRICS, parse_target
 from studio.data.preview import preview_samples
@@ -46,7 +46,7 @@ from studio.data.tasks import (
     TASKS as OUTPUT_TASKS,
 )
 from studio.facade.inspect import path_of
-from studio.facade.projects import model_for, project_of
+from studio.facade.projects import model_for, open_project, project_of
 
 if TYPE_CHECKING:
     from studio.projects import Project
@@ -65,7 +65,7 @@ def add_dataset(project: Project | str, source: str | Path, request: DatasetAddR
                 name: str | None = None, kind: str = "auto",
                 model: ModelHandle | None = None, preset: str | None = None, calibration_fraction: float = 0.5,
                 seed: int = 0, tokenizer: str | Path | None = None, options: Mapping[str, Any] | None = None,
-                recipe=None, recipe_reason: str | None = None):
+                recipe=None, recipe_reason: str | None = None, create: bool = False):
     """Import a folder/zip of images, WAV audio, text, tensors or a data-loader script into the
     project; ``model`` suggests the preprocessing (``preset`` overrides it: imagenet, caffe, yolo,
     clip, text-strip, grayscale, raw; ``recipe``, a :func:`preprocessing_recipe`, overrides both).
@@ -74,7 +74,9 @@ def add_dataset(project: Project | str, source: str | Path, request: DatasetAddR
     ``request``: the ``DatasetAddRequest`` the CLI and the Data page build (name, kind, preset, split, seed,
     tokenizer, reader options, the model it names and its recipe options), in place of those keywords (both
     at once is one line, BAD-REQUEST); ``model`` is the request's model as this process opened it (opened
-    here from the request's path when not given), and a ``recipe`` given beside it replaces the request's."""
+    here from the request's path when not given), and a ``recipe`` given beside it replaces the request's.
+    ``create``: a project named ``project`` is made when there is none, after the source and the recipe
+    were checked (a refused add leaves no project behind)."""
     if request is not None:
         given = [k for k, v, d in (("name", name, None), ("kind", kind, "auto"), ("preset", preset, None),
                                    ("calibration_fraction", calibration_fraction, 0.5), ("seed", seed, 0),
@@ -88,6 +90,9 @@ def add_dataset(project: Project | str, source: str | Path, request: DatasetAddR
             model = _load(request.model)
         if recipe is None and request.recipe.given(request.recipe_file):
             recipe, recipe_reason = _recipe_of_request(request, model, recipe_reason)
+    source_path(source)
+    if create and isinstance(project, str):
+        project = open_project(project, create=True)
     return _add(project_of(project), source, name=name, kind=kind, model=model.proto if model else None,
                 recipe=recipe if recipe is not None else _preset(preset) if preset else None,
                 recipe_reason=recipe_reason, calibration_fraction=calibration_fraction, seed=seed,

@@ -170,3 +170,48 @@ def test_a_request_from_json_refuses_numbers_out_of_domain(kind, data):
         cls.from_dict(data)
     with pytest.raises(OutOfRange):
         BatchRequest(stages=(kind,), stage_requests={kind: data})
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--timeout", "-5", "inspect", MODEL], "--timeout: it must be a positive number, got -5"),
+    (["--memory-gb", "0", "inspect", MODEL], "--memory-gb: it must be a positive number, got 0"),
+    (["--timeout", "nan", "inspect", MODEL], "got nan"),
+])
+def test_worker_limits_out_of_domain_are_usage_errors(capsys, argv, needle):
+    """A negative time limit reached the sandbox worker, whose inspect then said 'inference incomplete'."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert_user_message(capsys.readouterr().err.strip().splitlines()[-1], needle)
+
+
+@pytest.mark.parametrize("kind, data, needle", [
+    ("CompareRequest", {"layerwise": True, "layer_threshold": -1}, "layer threshold"),
+    ("CompareRequest", {"count": 0}, "count"), ("MemoryRequest", {"measure_timeout_s": -5}, "time limit"),
+    ("GraphRequest", {"level": 0}, "level"), ("GraphRequest", {"focus": "n", "hops": -2}, "hops"),
+    ("DatasetAddRequest", {"split": 1.5}, "calibration fraction"), ("DatasetAddRequest", {"seq_len": 0}, "seq len"),
+    ("DatasetAddRequest", {"seed": -1}, "seed"), ("DatasetEvalRequest", {"limit": 0}, "limit"),
+    ("InspectRequest", {"kv_length": 0}, "KV length"), ("InspectRequest", {"batch": 0}, "batch"),
+    ("InspectRequest", {"memory_gib": -1}, "memory"), ("ExportRequest", {"max_batch": 0}, "max batch"),
+    ("CheckRequest", {"dims": {"batch": 0}}, "dim batch"), ("OptimizeRequest", {"dims": {"batch": -2}}, "dim batch"),
+    ("ProfileRequest", {"options": {"dims": {"b": 0}}}, "dim b"),
+])
+def test_every_request_checks_its_numbers(kind, data, needle):
+    """Each operation's request refuses a number out of its domain in one line, whichever door built it (a
+    layer threshold of -1 reported the first layer of two identical models as diverging)."""
+    import studio.core.requests as requests
+
+    with pytest.raises(OutOfRange) as e:
+        getattr(requests, kind).from_dict(data)
+    assert_user_message(str(e.value), needle)
+
+
+def test_a_refused_data_add_leaves_no_project(tmp_path, capsys, monkeypatch):
+    root = tmp_path / "projects"
+    monkeypatch.setenv("ONNX_STUDIO_PROJECTS_ROOT", str(root))
+    photos = str(SAMPLES / "photos")
+    for argv in (["--split", "1.5"], ["--mean", "1,2"]):
+        assert main(["data", "add", photos, "--project", "p", *argv]) == 2
+        capsys.readouterr()
+    assert main(["data", "add", str(tmp_path / "missing"), "--project", "p"]) != 0
+    assert not root.exists() or list(root.iterdir()) == []
