@@ -37,7 +37,7 @@ from studio.accuracy.layerwise import compare_layers
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ModelComparison", "Side", "compare_models", "model_flavor", "QUANT_OPS"]
+__all__ = ["ModelComparison", "Side", "compare_models", "model_flavor", "padding_masks", "QUANT_OPS"]
 
 # Ops that only appear in quantized models.
 QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger",
@@ -179,6 +179,31 @@ def declared_shape_notes(model: onnx.ModelProto, outputs: Mapping[str, Any], lab
     return notes
 
 
+_MASK_TYPES = frozenset({onnx.TensorProto.BOOL, onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
+                         onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
+                         onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
+
+
+def padding_masks(model: onnx.ModelProto) -> dict[str, str]:
+    """{output: mask input} for the outputs whose padding rows may be left out of a comparison: only when it is
+    unambiguous which rows are padding. The model has exactly one input named ``attention_mask`` (or ending so),
+    it is 2-D integer/boolean, and the output's first two dims are that input's two dims (the same names, or the
+    same sizes). Every other output (and every output of any other model) is compared whole."""
+    inits = {t.name for t in model.graph.initializer}
+    named = [i for i in model.graph.input if i.name not in inits and i.name.endswith("attention_mask")]
+    if len(named) != 1:
+        return {}
+    mask = value_info(named[0])
+    if mask.kind != "tensor" or mask.elem_type not in _MASK_TYPES or mask.rank != 2 or None in mask.shape:
+        return {}
+    found = {}
+    for out in model.graph.output:
+        info = value_info(out)
+        if info.kind == "tensor" and info.rank is not None and info.rank >= 2 and info.shape[:2] == mask.shape:
+            found[out.name] = mask.name
+    return found
+
+
 def _load_header(path: Path) -> onnx.ModelProto:
     try:
         return onnx.load_model(str(path), load_external_data=False)
@@ -194,12 +219,14 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
                    pool_key: str = "default", on_tick: Callable[[float], None] | None = None,
                    layerwise: bool = False, layerwise_options: Mapping[str, Any] | None = None,
                    candidate_header: onnx.ModelProto | None = None,
-                   tasks: Mapping[str, str] | None = None) -> ModelComparison:
+                   tasks: Mapping[str, str] | None = None, padding_rows: bool = False) -> ModelComparison:
     """Run ``reference`` on ``engine`` and ``candidate`` on ``engine_b`` (default: the same)
     with the same inputs, and compare every output by its task (``studio.data.tasks``; ``tasks``:
     {output: kind} chosen by the user): detection rows in any order, integers exactly, class
     scores with their top-1 agreement. ``feeds`` default to ``count`` seeded random sets built
-    for the reference. ``layerwise`` adds the first diverging layer (see :mod:`studio.accuracy.layerwise`)."""
+    for the reference. ``layerwise`` adds the first diverging layer (see :mod:`studio.accuracy.layerwise`).
+    ``padding_rows``: token outputs leave out the rows whose attention mask is 0 (:func:`padding_masks`; the
+    whole-output cosine is kept beside), for callers whose use reads no padding row."""
     engine_a = resolve_engine_name(engine)
     engine_b = resolve_engine_name(engine_b or engine)
     options_a = options or RunOptions()
@@ -225,7 +252,9 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
     comparisons, set_errors, notes = [], [], []
     decided = output_tasks(ref_model, tasks)
     order_free = order_free_for(ref_model, decided)  # TopK/NMS rows: same rows in another order are equal
+    masks = padding_masks(ref_model) if padding_rows else {}
     for i, (a, b) in enumerate(zip(runs_a.outputs, runs_b.outputs)):
+        rows = {out: (m, feeds.sets[i][m]) for out, m in masks.items() if m in feeds.sets[i]}
         if a is None or b is None:
             side, err = (side_a, runs_a.errors[i]) if a is None else (side_b, runs_b.errors[i])
             set_errors.append(f"input set {i + 1} fails on {side.label} ({side.engine}): {err}")
@@ -233,7 +262,8 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
         if i == 0:
             notes += declared_shape_notes(ref_model, a, side_a.label)
             notes += declared_shape_notes(got_model, b, side_b.label)
-        comparisons.append(compare_outputs(a, b, tol, quantized=quantized, order_free=order_free, tasks=decided))
+        comparisons.append(compare_outputs(a, b, tol, quantized=quantized, order_free=order_free, tasks=decided,
+                                           rows=rows))
     merged = merge_comparisons(comparisons)
     lw = None
     if layerwise:

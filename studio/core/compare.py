@@ -15,6 +15,10 @@ output records the ``mode`` it was judged in:
 * non-tensor outputs (sequences, maps, optionals: ZipMap's ``seq(map)``) become
   one entry per element (``name[i]``, ``name[key]``, ``name[len]``, ``name[keys]``),
   each judged as above; a length or key mismatch is a failure.
+
+Padding rows (``rows``): a token output ([batch, sequence, ...]) of a model with an attention mask can
+be judged on the rows whose mask is 1 only, when its caller asks (the precision flow, gate in
+``studio.accuracy.compare_models.padding_masks``); the whole-output cosine is kept beside it.
 """
 
 from __future__ import annotations
@@ -91,6 +95,11 @@ class OutputDiff:
     mode: str = "tolerance"                    # how it was judged (module doc)
     mismatches: int | None = None              # values that differ (exact) or lie outside the tolerance
     task: str = ""                             # the output's task (studio.data.tasks), when known
+    # rows left out (their attention mask is 0) and the mask input's name; the whole-output cosine beside
+    # ``cosine`` (which is then over the kept rows only)
+    rows_left_out: int = 0
+    rows_mask: str = ""
+    cosine_whole: float | None = None
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -154,6 +163,17 @@ def _flatten(name: str, value) -> list[tuple[str, object]]:
     if value is None:
         return [(f"{name}[absent]", np.asarray(True))]
     return [(name, np.asarray(value))]
+
+
+def _kept_rows(rows: tuple[str, np.ndarray] | None, a: np.ndarray) -> np.ndarray | None:
+    """The boolean [batch, sequence] rows of ``a`` to keep (mask != 0), or None to compare it whole: no mask,
+    a mask that is not 2-D over ``a``'s first two dims, or one that leaves out nothing or everything."""
+    if rows is None:
+        return None
+    keep = np.asarray(rows[1]) != 0
+    if keep.ndim != 2 or a.ndim < 2 or keep.shape != a.shape[:2] or keep.all() or not keep.any():
+        return None
+    return keep
 
 
 def _structured(value) -> bool:
@@ -255,10 +275,13 @@ def _align(a: np.ndarray, b: np.ndarray, order: OrderFree) -> tuple[np.ndarray, 
 
 
 def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantized: bool = False,
-                   order: OrderFree | None = None, task=None) -> OutputDiff:
+                   order: OrderFree | None = None, task=None,
+                   rows: tuple[str, np.ndarray] | None = None) -> OutputDiff:
     """One output: exact for integers/booleans, strings equal, floats within tolerance
     (NaN-aware); ``order``: rows a TopK/NMS picked, compared in any order; ``task``: the output's
-    ``studio.data.tasks.OutputTask`` (which agreement figures apply). A figure with no value to
+    ``studio.data.tasks.OutputTask`` (which agreement figures apply); ``rows``: (mask input, its
+    values) whose zeros mark padding rows over the output's first two dims, left out of a float
+    output's figures when the shapes agree (:func:`_kept_rows`). A figure with no value to
     compute it on (an empty output, only NaN) is None with the reason, never a default."""
     a, b = np.asarray(got), np.asarray(ref)      # a: candidate, b: reference
     base = dict(name=name, ref_shape=tuple(b.shape), got_shape=tuple(a.shape), ref_dtype=b.dtype.name,
@@ -278,10 +301,16 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
     if a.size == 0:
         return OutputDiff(**base, match=True, max_abs=None, max_rel=None, cosine=None, tolerance=tol, mode=mode,
                           mismatches=0, note="empty output on both sides: no values to compare (cosine n/a)")
+    keep = _kept_rows(rows, a) if order is None else None
+    padding: dict = {}
+    if keep is not None:     # the whole output's cosine stays beside the kept rows' (the user sees both)
+        padding = dict(rows_left_out=int(keep.size - np.count_nonzero(keep)), rows_mask=rows[0],
+                       cosine_whole=Closeness.of(finite_pairs(b, a)).cosine)
+        a, b = a[keep], b[keep]
     pairs = finite_pairs(b, a)
     if pairs.nan_mismatches:
         n = pairs.nan_mismatches
-        return OutputDiff(**base, match=False, tolerance=tol, mode=mode, mismatches=n,
+        return OutputDiff(**base, **padding, match=False, tolerance=tol, mode=mode, mismatches=n,
                           mismatch_fraction=n / pairs.size,
                           note=f"NaN at {n} positions that differ from the reference")
     inf_ok = not pairs.inf_mismatches
@@ -302,7 +331,7 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
     elif not ok:
         note = (f"max abs {max_abs:.3g}, max rel {max_rel:.3g}, cosine {'n/a' if cos is None else f'{cos:.6f}'}, "
                 f"{100 * mismatch:.2f}% of values outside rtol={tol.rtol:g} atol={atol:.3g}")
-    return OutputDiff(**base, match=ok, max_abs=max_abs, max_rel=max_rel, rel_l2=fig.rel_l2, cosine=cos,
+    return OutputDiff(**base, **padding, match=ok, max_abs=max_abs, max_rel=max_rel, rel_l2=fig.rel_l2, cosine=cos,
                       mismatch_fraction=mismatch, top1_agreement=_top1(a, b, task),
                       top5_overlap=_top5(a, b) if task is None or task.kind == "classification" else None,
                       tolerance=tol, note=note, mode=mode, mismatches=int(np.count_nonzero(bad)))
@@ -311,10 +340,12 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
 def compare_outputs(reference: Mapping[str, object], candidate: Mapping[str, object],
                     tol: Tolerance | Mapping[str, Tolerance] | None = None, *, quantized: bool = False,
                     order_free: Mapping[str, OrderFree] | None = None,
-                    tasks: Mapping[str, object] | None = None) -> Comparison:
+                    tasks: Mapping[str, object] | None = None,
+                    rows: Mapping[str, tuple[str, np.ndarray]] | None = None) -> Comparison:
     """Compare every reference output (order kept) with the candidate's. ``order_free``
     (``studio.data.tasks.order_free_for`` of the reference model): outputs compared as rows in
-    any order; ``tasks``: {output: studio.data.tasks.OutputTask}, the figures each output gets."""
+    any order; ``tasks``: {output: studio.data.tasks.OutputTask}, the figures each output gets;
+    ``rows``: {output: (mask input, mask values)} whose padding rows are left out (:func:`compare_arrays`)."""
     diffs: dict[str, OutputDiff] = {}
     missing = tuple(k for k in reference if k not in candidate)
     extra = tuple(k for k in candidate if k not in reference)
@@ -325,7 +356,7 @@ def compare_outputs(reference: Mapping[str, object], candidate: Mapping[str, obj
         got = candidate[name]
         if not _structured(ref) and not _structured(got):
             diffs[name] = compare_arrays(name, ref, got, t, quantized=quantized, order=(order_free or {}).get(name),
-                                         task=(tasks or {}).get(name))
+                                         task=(tasks or {}).get(name), rows=(rows or {}).get(name))
             continue
         # Non-tensor outputs: one entry per element, lengths and keys compared exactly.
         kind = "map" if isinstance(ref, Mapping) else "optional" if ref is None else "sequence"
@@ -371,7 +402,11 @@ def merge_comparisons(comparisons: list[Comparison]) -> Comparison:
             top1_agreement=_worst([d.top1_agreement for d in diffs], mean),
             top5_overlap=_worst([d.top5_overlap for d in diffs], mean), tolerance=base.tolerance,
             note=first_bad.note if first_bad else "", mode=base.mode,
-            mismatches=_worst([d.mismatches for d in diffs], max), task=base.task)
+            mismatches=_worst([d.mismatches for d in diffs], max), task=base.task,
+            rows_left_out=sum(d.rows_left_out for d in diffs),
+            rows_mask=next((d.rows_mask for d in diffs if d.rows_mask), ""),
+            cosine_whole=_worst([d.cosine_whole if d.rows_left_out else d.cosine for d in diffs], min)
+            if any(d.rows_left_out for d in diffs) else None)
     missing = tuple(dict.fromkeys(m for c in comparisons for m in c.missing))
     extra = tuple(dict.fromkeys(m for c in comparisons for m in c.extra))
     return Comparison(outputs, missing, extra)

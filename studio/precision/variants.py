@@ -916,7 +916,8 @@ def _compare_variants(ctx: _Context, inp: _Inputs, built: Mapping[str, Built], r
                                                labels=("fp32 · ONNX Runtime", spec.label), limits=ctx.limits,
                                                pool_key=ctx.pool_key, on_tick=ctx.on_tick,
                                                candidate_header=ctx.header if ir else None,
-                                               tolerance=QUANTIZED if ir else None, tasks=ctx.tasks)
+                                               tolerance=QUANTIZED if ir else None, tasks=ctx.tasks,
+                                               padding_rows=True)
         except Exception as exc:  # noqa: BLE001
             results[name] = _failed(spec, exc, path=path)
     return {n: comparisons[n] for n in built if n in comparisons}
@@ -1004,6 +1005,7 @@ class _Agreement:
     max_abs: float | None
     floats: int                      # float outputs compared
     int_bad: tuple[Any, ...]         # integer outputs that differ from fp32
+    padding: Mapping[str, Any] = field(default_factory=dict)   # padding rows left out (:func:`_padding`)
 
 
 def _agreement(cmp: ModelComparison) -> _Agreement:
@@ -1013,7 +1015,23 @@ def _agreement(cmp: ModelComparison) -> _Agreement:
     return _Agreement(min((d.cosine for d in diffs), default=None),
                       min((d.top1_agreement for d in diffs if d.top1_agreement is not None), default=None),
                       min((d.top5_overlap for d in diffs if d.top5_overlap is not None), default=None),
-                      max((d.max_abs for d in diffs if d.max_abs is not None), default=None), len(diffs), int_bad)
+                      max((d.max_abs for d in diffs if d.max_abs is not None), default=None), len(diffs), int_bad,
+                      _padding(diffs))
+
+
+PADDING_NOTE = "padding rows (attention_mask = 0) not compared: no downstream use reads them"
+
+
+def _padding(diffs: Sequence[Any]) -> dict[str, Any]:
+    """Both figures where token outputs were judged on their real-token rows only (the comparison left out the
+    rows whose attention mask is 0): the cosine over the kept rows, which decides, and the whole output's, kept
+    so the user sees what the padding did. Empty when no row was left out."""
+    masked = [d for d in diffs if d.rows_left_out]
+    if not masked:
+        return {}
+    return {"cosine_real_rows": min((d.cosine for d in diffs), default=None),
+            "cosine_whole_output": min(d.cosine_whole if d.rows_left_out else d.cosine for d in diffs),
+            "padding_rows_left_out": {d.name: d.rows_left_out for d in masked}, "padding_mask": masked[0].rows_mask}
 
 
 def _speed(run: LatencyRun | None, name: str, latency: Any, base_ms: float | None
@@ -1040,6 +1058,10 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
     latency = run.stats(name) if run is not None and run.measured(name) else None
     latency_error = run.errors.get(name) if run is not None else "not measured"
     notes = list(warnings) + _engine_notes(spec, details, cmp)
+    if agree.padding:
+        whole = agree.padding["cosine_whole_output"]
+        notes.append(f"{PADDING_NOTE} (cosine {agree.cosine or float('nan'):.4f} on real-token rows, "
+                     f"{'n/a' if whole is None else f'{whole:.4f}'} whole output)")
     ratio, ratio_ci, rounds = _speed(run, name, latency, base_ms)
     meets = agree.cosine is not None and agree.cosine >= ctx.target_cosine and not cmp.set_errors \
         and not agree.int_bad
@@ -1073,7 +1095,7 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
         ratio=ratio, ratio_ci=ratio_ci, ratio_rounds=rounds, cosine=agree.cosine, top1=agree.top1, top5=agree.top5,
         max_abs=agree.max_abs, meets_target=meets, notes=tuple(dict.fromkeys(notes)),
         error=latency_error, lineage=lineage, details={**details, **({"execution_precisions": executed} if executed
-                                                                     else {})}, task=task,
+                                                                     else {}), **agree.padding}, task=task,
         no_gain_over=ENGINE_FP32[spec.engine] if gain else None),
         computed_precision(spec, cmp.candidate.precision if spec.engine == "openvino" else None, executed))
 
