@@ -21,7 +21,7 @@ from typing import Any
 
 from studio.core import outputs
 from studio.core.errors import StudioError
-from studio.core.requests import BATCH_STAGE_DEFAULTS, batch_stage_request
+from studio.core.requests import BATCH_ENGINES, BATCH_STAGE_DEFAULTS, batch_stage_request
 from studio.core.engines import get_engine
 from studio.core.error_codes import ErrorCode
 from studio import api
@@ -96,7 +96,7 @@ def machine_facts() -> dict:
     except OSError:
         pass
     engines = {}
-    for name in ("onnxruntime", "openvino"):
+    for name in BATCH_ENGINES:
         try:
             engines[name] = get_engine(name).available().version
         except Exception:  # noqa: BLE001 - a missing engine is just absent from the facts

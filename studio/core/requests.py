@@ -712,8 +712,10 @@ BATCH_STAGES = ("inspect", "check", "optimize", "precision", "profile", "export"
 BATCH_STAGE_REQUESTS: Mapping[str, type] = {"check": CheckRequest, "optimize": OptimizeRequest,
                                             "precision": PrecisionRequest, "profile": ProfileRequest,
                                             "export": ExportRequest}
+# A batch's check stage's default engines, the ones whose versions its machine facts name (studio.batch.stages).
+BATCH_ENGINES = ("onnxruntime", "openvino")
 BATCH_STAGE_DEFAULTS: Mapping[str, JsonRequest] = {
-    "check": CheckRequest(engines=("onnxruntime", "openvino")),
+    "check": CheckRequest(engines=BATCH_ENGINES),
     "optimize": OptimizeRequest(),
     "precision": PrecisionRequest(latency_budget_s=20.0),
     "profile": ProfileRequest(options=ProfileOptions(iterations=50, warmup=5, rounds=5)),
