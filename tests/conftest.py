@@ -260,6 +260,17 @@ def table_with(at, column: str):
     return next(d.value for d in at.dataframe if column in d.value.columns)
 
 
+def photos_added_on_the_data_page(app, name: str = "image_classifier"):
+    """A fresh session with the catalog sample ``name`` open, its sample photos added as 'my photos' by the
+    Data page's own button (the page's add, not the facade's); the AppTest."""
+    at = open_sample(app().run(), name)
+    at.switch_page("views/data.py").run()
+    at.text_input(key="data_name").set_value("my photos").run()
+    at.button(key="data_add_photos").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
 def sample_with_photos(app, name: str):
     """A fresh session with the catalog sample ``name`` open and the sample photos added to its project
     as the dataset 'photos' (no preprocessing model given); the AppTest and the project id."""

@@ -20,7 +20,7 @@ from studio import api
 from studio.cli import build_parser, main
 from studio.core.requests import CheckRequest, OptimizeRequest
 from studio.ui import edit_panel
-from tests.conftest import SAMPLES, current_model, metrics, open_sample
+from tests.conftest import SAMPLES, current_model, metrics, open_sample, photos_added_on_the_data_page
 
 pytestmark = pytest.mark.slow
 
@@ -124,12 +124,7 @@ def test_plugins_hints_name_the_op_and_targets_the_page_uses(app):
 
 
 def test_data_hints_name_the_project_model_dataset_and_recipe(app):
-    at = app().run()
-    open_sample(at, "image_classifier")
-    at.switch_page("views/data.py").run()
-    at.text_input(key="data_name").set_value("my photos").run()
-    at.button(key="data_add_photos").click().run()
-    assert not at.exception, at.exception
+    at = photos_added_on_the_data_page(app)
     pid = at.session_state["onnx_studio_project"]
     (add,) = _hints(at, "onnx-studio data add")
     args = _parse(add, "data", "add")

@@ -20,7 +20,7 @@ from studio import api
 from studio.cli import build_parser, main, plugin_cmd, recipe_args
 from studio.core.errors import StudioError
 from studio.core.requests import PluginRequest, RecipeRequest
-from tests.conftest import SAMPLES, open_sample
+from tests.conftest import SAMPLES, photos_added_on_the_data_page
 
 pytestmark = pytest.mark.slow
 
@@ -144,12 +144,7 @@ def test_make_plugins_refuses_code_without_a_file_to_name_it():
 
 
 def test_the_recipe_editor_hands_preprocessing_recipe_the_request_its_hint_prints(app, monkeypatch):
-    at = app().run()
-    open_sample(at, "image_classifier")
-    at.switch_page("views/data.py").run()
-    at.text_input(key="data_name").set_value("my photos").run()
-    at.button(key="data_add_photos").click().run()
-    assert not at.exception, at.exception
+    at = photos_added_on_the_data_page(app)
     ds_id = api.project_datasets(at.session_state["onnx_studio_project"])[0].id
     calls: list = []
     real = api.preprocessing_recipe
