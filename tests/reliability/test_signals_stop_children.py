@@ -31,6 +31,10 @@ def test_r54_a_signal_to_worker_stops_its_dask_worker(tmp_path, sig):
         try:
             c.wait_for_workers(1, timeout=90)
             ((address, info),) = c.scheduler_info(n_workers=-1)["workers"].items()
+            # the worker registers before its nanny's start() returns; a signal in between is stock dask's
+            # "Nanny failed to start" (exit 1), not what is tested here: wait for the nanny to be running
+            assert wait_until(lambda: "running" in str(c.run(lambda dask_worker: dask_worker.status, nanny=True)),
+                              BOUND_S), "the nanny did not finish starting"
             children = descendants(proc)
             pids = {p.pid for p in children}
             assert c.run(os.getpid)[address] in pids, "the connected worker process is the wrapper's descendant"
