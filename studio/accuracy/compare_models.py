@@ -29,7 +29,7 @@ from studio.core.compare import (
 )
 from studio.core.engines import RunOptions, engine_row, resolve_engine_name
 from studio.core.errors import StudioError
-from studio.core.feeds import FeedSet, make_feeds
+from studio.core.feeds import FeedSet, Feeds, make_feeds
 from studio.data.tasks import order_free_for, output_tasks
 from studio.core.sandbox import Limits
 from studio.core.types import value_info
@@ -204,6 +204,12 @@ def padding_masks(model: onnx.ModelProto) -> dict[str, str]:
     return found
 
 
+# A search for inputs the reference runs on (the facade passes diagnostics.input_search's, a layer above):
+# (reference header, its first error, run(sets) -> outputs per set or None, the user's dims) -> (feeds, text).
+InputSearch = Callable[[onnx.ModelProto, str, Callable[[list[Feeds]], Sequence[Any]], Mapping[str, int]],
+                       "tuple[Feeds, str] | None"]
+
+
 def _load_header(path: Path) -> onnx.ModelProto:
     try:
         return onnx.load_model(str(path), load_external_data=False)
@@ -219,24 +225,39 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
                    pool_key: str = "default", on_tick: Callable[[float], None] | None = None,
                    layerwise: bool = False, layerwise_options: Mapping[str, Any] | None = None,
                    candidate_header: onnx.ModelProto | None = None,
-                   tasks: Mapping[str, str] | None = None, padding_rows: bool = False) -> ModelComparison:
+                   tasks: Mapping[str, str] | None = None, padding_rows: bool = False,
+                   search_inputs: InputSearch | None = None) -> ModelComparison:
     """Run ``reference`` on ``engine`` and ``candidate`` on ``engine_b`` (default: the same)
     with the same inputs, and compare every output by its task (``studio.data.tasks``; ``tasks``:
     {output: kind} chosen by the user): detection rows in any order, integers exactly, class
     scores with their top-1 agreement. ``feeds`` default to ``count`` seeded random sets built
     for the reference. ``layerwise`` adds the first diverging layer (see :mod:`studio.accuracy.layerwise`).
     ``padding_rows``: token outputs leave out the rows whose attention mask is 0 (:func:`padding_masks`; the
-    whole-output cosine is kept beside), for callers whose use reads no padding row."""
+    whole-output cosine is kept beside), for callers whose use reads no padding row.
+    ``search_inputs``: when the studio chose the inputs (no ``feeds``) and the reference ran on none of them, the
+    set it finds replaces them (said in the feeds' source), as check, optimize and export do (R39)."""
     engine_a = resolve_engine_name(engine)
     engine_b = resolve_engine_name(engine_b or engine)
     options_a = options or RunOptions()
     options_b = options_b or options_a
     # candidate_header: the ONNX view of a candidate that is no ONNX file (an OpenVINO IR the studio wrote)
     ref_model, got_model = _load_header(reference), candidate_header or _load_header(candidate)
+    chosen = feeds is None
     feeds = feeds or make_feeds(ref_model, count=count, dims=dims)
     labels = labels or (Path(reference).name, Path(candidate).name)
     runs_a = run_feed_sets(reference, engine_a, feeds.sets, options=options_a, limits=limits, pool_key=pool_key,
                            on_tick=on_tick)
+    if chosen and search_inputs is not None and runs_a.first_error and all(o is None for o in runs_a.outputs):
+        def run(sets: list[Feeds]) -> Sequence[Any]:
+            return run_feed_sets(reference, engine_a, sets, options=options_a, limits=limits, pool_key=pool_key,
+                                 on_tick=on_tick).outputs
+
+        found = search_inputs(ref_model, runs_a.first_error, run, dict(dims or {}))
+        if found is not None:
+            feeds = FeedSet((found[0],), f"searched: {found[1]} (the seeded inputs fail on {labels[0][:60]}: "
+                                         f"{str(runs_a.first_error)[:120]})", feeds.dims)
+            runs_a = run_feed_sets(reference, engine_a, feeds.sets, options=options_a, limits=limits,
+                                   pool_key=pool_key, on_tick=on_tick)
     runs_b = run_feed_sets(candidate, engine_b, feeds.sets, options=options_b, limits=limits, pool_key=pool_key,
                            on_tick=on_tick)
     side_a = Side(labels[0], engine_a, runs_a.details.get("engine_version"),

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from diagnostics.input_search import search_runs
 from studio.accuracy.compare_models import compare_models
 from studio.core.engines import resolve_engine_name, RunOptions
 from studio.core.error_codes import ErrorCode
@@ -83,13 +84,19 @@ def compare(a: ModelHandle | str | Path, b: ModelHandle | str | Path, request: C
                           labels=labels, dims=dims, count=count, pool_key=pool_key, on_tick=on_tick,
                           layerwise=layerwise,
                           layerwise_options={"layer_threshold": layer_threshold} if layer_threshold else None,
-                          tasks=tasks)
+                          tasks=tasks, search_inputs=_searched_inputs)
     if dataset is None:
         return result
 
     task = evaluate_on_dataset(dataset, pa, pb, engine=resolve_engine_name(engine_b or engine), target=target,
                                part=dataset_part, limit=limit or 64, pool_key=pool_key, tasks=tasks)
     return dataclasses.replace(result, extra={**dict(result.extra), "task": task.to_dict()})
+
+
+def _searched_inputs(model, first_error: str, run, dims: Mapping[str, int]):
+    """The input search of check, optimize and export (diagnostics.input_search) for compare: (feeds, text)."""
+    found = search_runs(model, run, first_error, dims=dims)
+    return None if found is None else (found.feeds, found.text)
 
 
 def precision(handle: ModelHandle | str | Path, request: PrecisionRequest | None = None, *, variants=None,
