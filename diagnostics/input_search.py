@@ -376,7 +376,7 @@ class WorkingInputs:
 
 def search_runs(model: ModelProto, run: Callable[[list[Feeds]], Sequence[Any]], first_error: str | None, *,
                 dims: Mapping[str, int] | None = None, chunk: int = 4, budget_s: float = BUDGET_S) -> WorkingInputs | None:
-    """The host-side search of export's reference and optimize's verification: when the seeded
+    """The host-side search of export's reference, optimize's verification and compare: when the seeded
     run failed with an input-dependent ``first_error`` and the studio chose the inputs, run the
     search sets ``chunk`` at a time (``run(sets)`` gives one output per set, None where it failed)
     and return the first that ran; None when none did or no search applies."""
@@ -386,7 +386,10 @@ def search_runs(model: ModelProto, run: Callable[[list[Feeds]], Sequence[Any]], 
     deadline = time.monotonic() + budget_s
     tries = 0
     pending: list[tuple[InputRecipe, Feeds]] = []
-    recipes = search_recipes(model, dims)
+    # check's second seeded set (a free image side at 48: a text recogniser's height) comes first, so optimize,
+    # export and compare try every set check does
+    small = small_image_dims(specs, dict(dims or {}))
+    recipes = ([InputRecipe({**small, **dict(dims or {})})] if small else []) + search_recipes(model, dims)
     for i, recipe in enumerate(recipes):
         try:
             pending.append((recipe, recipe_feeds(specs, recipe)))
