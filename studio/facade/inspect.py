@@ -4,13 +4,14 @@ A room of the facade (``studio.api`` names it; docs/architecture.md section 1)."
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from studio.core.dim_hints import DerivedDim, dim_hints as _dim_hints, DimHint, model_derived_dims
 from studio.core.error_codes import ErrorCode
-from studio.core.errors import StudioError
+from studio.core.errors import StudioError, engine_message
 from studio.core.feeds import ImagePreprocess, make_feeds
 from studio.core.input_files import save_image_uploads, save_npy_upload, save_npz_upload
 from studio.core.model import load as _load, ModelHandle, parse_model_file
@@ -122,8 +123,41 @@ def memory_plan(handle: ModelHandle, dims: MemoryRequest | Mapping[str, int] | N
     if isinstance(dims, MemoryRequest):
         r = dims
         dims, measure, engine_graph, measure_timeout_s = dict(r.dims), r.measure, r.engine_graph, r.measure_timeout_s
-    return memory_report(handle, dims, measure=measure, pool_key=pool_key, engine_graph=engine_graph,
-                         timeout_s=measure_timeout_s)
+    report = memory_report(handle, dims, measure=measure, pool_key=pool_key, engine_graph=engine_graph,
+                           timeout_s=measure_timeout_s)
+    searched = _searched_memory_dims(handle, dims, report, pool_key)
+    if searched is None:
+        return report
+    found, why = searched
+    again = memory_report(handle, found, measure=measure, pool_key=pool_key, engine_graph=engine_graph,
+                          timeout_s=measure_timeout_s)
+    return dataclasses.replace(again, notes=(why, *again.notes))
+
+
+def _searched_memory_dims(handle: ModelHandle, dims: Mapping[str, int] | None, report: MemoryReport,
+                          pool_key: str) -> tuple[dict[str, int], str] | None:
+    """ONNX Runtime could not run the model at the dims the studio chose (a reflect Pad longer than 16 samples):
+    the dims of the input search's first set that runs (diagnostics.input_search, as check, optimize, export
+    and compare use), and the note that says so; None when ORT ran, was not asked to, or nothing runs."""
+    from diagnostics.input_search import search_runs
+    from studio.accuracy.runs import run_feed_sets
+
+    ort_plan = next((e for e in report.engine_plans if e.engine == "onnxruntime"), None)
+    error = ort_plan.error if ort_plan is not None else None
+    if not error or "too large to" in error:        # ran, or stopped by the time limit: no other size helps
+        return None
+
+    def run(sets: list) -> tuple:
+        return run_feed_sets(handle.path, "onnxruntime", sets, pool_key=pool_key).outputs
+
+    given = dict(dims or {})
+    found = search_runs(handle.proto, run, error, dims=given)
+    if found is None:
+        return None
+    chosen = {**dict(found.recipe.dims), **given}
+    seeded = ", ".join(f"{k}={v}" for k, v in report.dims)
+    return chosen, (f"dims searched: ONNX Runtime cannot run the seeded ones ({seeded}: {engine_message(error, 160)}); "
+                    f"planned where it runs, {found.text}")
 
 
 def dim_hints(handle: ModelHandle) -> tuple[DimHint, ...]:
