@@ -165,3 +165,21 @@ def nodes_metric(page, showing: str | None = None, timeout_ms: int = 90_000):
         nodes = nodes.filter(has_text=showing)
     nodes.wait_for(timeout=timeout_ms)
     return nodes
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed browser test's report carries what its page showed (the visible text of the sidebar
+    and the main area): a CI log then says which state the page was in, where a screenshot is lost."""
+    outcome = yield
+    report = outcome.get_result()
+    page = getattr(item, "funcargs", {}).get("page")
+    if report.when != "call" or not report.failed or page is None:
+        return
+    try:
+        text = page.evaluate(
+            "() => ['stSidebar', 'stMain'].map(id => { const e = document.querySelector(`[data-testid=\"${id}\"]`);"
+            " return `[${id}]\\n` + (e ? e.innerText : '(absent)'); }).join('\\n')", )
+        report.sections.append(("page at failure", f"url {page.url}\n{text[:4000]}"))
+    except Exception as exc:   # noqa: BLE001 -- a closed or crashed page: say so, keep the test's own failure
+        report.sections.append(("page at failure", f"could not read the page: {type(exc).__name__}: {exc}"))

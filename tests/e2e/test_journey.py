@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import time
 import zipfile
 
@@ -61,6 +62,8 @@ def _wait_version(page, vid: str) -> None:
 
 
 def test_upload_to_exported_bundle(shared_studio, page, shots):
+    from playwright.sync_api import expect
+
     server = shared_studio
     # 1. Upload the CNN and see the overview.
     open_and_upload(page, server.url, str(SAMPLES / "cnn_unfused.onnx"))
@@ -79,7 +82,9 @@ def test_upload_to_exported_bundle(shared_studio, page, shots):
     page.get_by_text("Open a model").first.click()
     page.get_by_role("tab", name="Sample model").click()
     wait_for_app(page)
-    _choose(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Sample").first, "mmdeploy_grid_sampler")
+    picker = page.locator('[data-testid="stSelectbox"]').filter(has_text="Sample").first
+    _choose(page, picker, "mmdeploy_grid_sampler")
+    expect(picker.locator("input")).to_have_value(re.compile(r"^mmdeploy_grid_sampler "))   # the pick took
     page.get_by_role("button", name="Open sample").click()
     page.get_by_text("Custom ops: mmdeploy::grid_sampler").wait_for(timeout=90_000)
     _wait_version(page, "v0")                 # a second model: its own version tree

@@ -99,3 +99,25 @@ def test_checker_failure_is_a_warning(app, tmp_path):
     at = app(str(p)).run()
     assert not at.exception
     assert any("checker" in w.value for w in at.warning)
+
+
+def _panel_expanded(at) -> bool:
+    return next(e for e in at.expander if e.label == "Open a model").proto.expanded
+
+
+def test_the_open_panel_stays_open_while_choosing_and_closes_once_a_model_opens(app):
+    """Each rerun draws the panel with an ``expanded`` value; one that flips between runs collapses the panel
+    in the browser under the user's next click (a lost "Open sample" click in CI). Picking a sample keeps it
+    open on every run until the sample opens, whatever reruns come in between."""
+    at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
+    assert not _panel_expanded(at)                          # a model is open: the panel starts collapsed
+    at.selectbox(key="sample_pick").set_value("mmdeploy_grid_sampler").run()
+    assert _panel_expanded(at)
+    at.run()                                                # an unrelated rerun before the click
+    assert _panel_expanded(at)
+    at.button(key="open_sample").click().run()
+    assert not at.exception
+    assert any("Custom ops: mmdeploy" in w.value for w in at.warning)   # the sample is the open model
+    assert not _panel_expanded(at)                          # opened: the panel closes
+    at.run()
+    assert not _panel_expanded(at)

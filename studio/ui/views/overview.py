@@ -14,9 +14,20 @@ from studio import api
 from studio.ui import decoder_card, memory_panel, overview_charts, state, widgets
 
 
+_PANEL_CHOOSING = "open_model_choosing"
+_PANEL_ONCE = "open_model_expanded"
+
+
 def _keep_open() -> None:
-    """Choosing a sample or typing a path reruns the page: keep the panel open for the next click."""
-    st.session_state["open_model_expanded"] = True
+    """Choosing a sample or typing a path reruns the page: the panel stays open until a model opens.
+    Every rerun in between draws it with the same ``expanded``: a value that changed from one run to the
+    next would collapse the panel under the user's next click ("Open sample")."""
+    st.session_state[_PANEL_CHOOSING] = True
+
+
+def _opened() -> None:
+    """A model opened from the panel: it closes (its choosing state ends) on the next run."""
+    st.session_state.pop(_PANEL_CHOOSING, None)
 
 
 _UPLOADS = "uploads_handled"
@@ -34,7 +45,8 @@ def _handle_upload(files, n: int) -> None:
         reason = str(exc).splitlines()[0] if isinstance(exc, StudioError) and str(exc) else \
             f"unexpected error ({type(exc).__name__})"
         st.session_state[_UPLOAD_ERROR] = f"{names} was not opened: {reason}"
-    _keep_open()                  # the panel stays as it was for the next pick (a retry, or a second model)
+    _opened()
+    st.session_state[_PANEL_ONCE] = True    # open for the next run: the next pick (a retry, or a second model)
     st.session_state[_UPLOADS] = n + 1
     st.rerun()
 
@@ -67,6 +79,7 @@ def _open_model() -> None:
         if st.button("Open sample", key="open_sample"):
             sample = next(m for m in ALL_SAMPLES if m.name == name)
             if widgets.guarded(lambda: state.add_model_file(sample.path, label=f"sample {name}")) is not None:
+                _opened()
                 st.rerun()         # the new model's own dims and widget values, drawn from the start
     with path_tab:
         if state.shared_mode():
@@ -77,6 +90,7 @@ def _open_model() -> None:
             typed = st.text_input("Model path", key="model_path", on_change=_keep_open)
             if st.button("Open path", key="open_path") and typed:
                 if widgets.guarded(lambda: state.open_path(typed)) is not None:
+                    _opened()
                     st.rerun()
 
 
@@ -116,7 +130,9 @@ def render() -> None:
         widgets.show_error(StudioError(err))      # a known problem (a link, the preloaded model), said as such
     _upload_error()             # above the panel: visible even when the panel is collapsed
     handle = state.current_handle()
-    with st.expander("Open a model", expanded=handle is None or st.session_state.pop("open_model_expanded", False)):
+    expanded = handle is None or bool(st.session_state.get(_PANEL_CHOOSING)) or \
+        bool(st.session_state.pop(_PANEL_ONCE, False))
+    with st.expander("Open a model", expanded=expanded):
         _open_model()
     handle = state.current_handle()
     if handle is None:
