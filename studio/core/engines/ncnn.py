@@ -199,6 +199,9 @@ def _convert_in(onnx_path: Path, out_dir: Path, shapes: Mapping[str, tuple[int, 
                                {"ok": False, "error": "no input shapes", "command": [], "unsupported_ops": []})
     spec = [(tuple(shapes[i.name]), _DTYPES.get(i.type.tensor_type.elem_type, "f32")) for i in inputs]
     cmd = pnnx_command("model.onnx", spec, precision)
+    refused = pnnx_input_problem(inputs)
+    if refused:
+        raise ConversionFailed(refused, {"ok": False, "error": refused, "command": cmd, "unsupported_ops": []})
     exe = pnnx_binary()
     info: dict[str, Any] = {"ok": False, "command": cmd, "converter_version": package_version("pnnx"),
                             "unsupported_ops": [], "shapes": {k: list(v) for k, v in shapes.items()}}
@@ -236,6 +239,20 @@ def _convert_in(onnx_path: Path, out_dir: Path, shapes: Mapping[str, tuple[int, 
     (out_dir / IO_FILE).write_text(json.dumps(io))  # scratch: the conversion worker's own job folder
     info.update(ok=True, io=io)
     return info
+
+
+def pnnx_input_problem(inputs: list[Any]) -> str | None:
+    """An input pnnx has no inputshape for, in one line (None when all are fine): a bool tensor ("unsupported
+    tensor elem data type 9") or a scalar ("[]" reads as no tensor at all, "[1]" is refused as not [])."""
+    for i in inputs:
+        t = i.type.tensor_type
+        if t.elem_type == 9:
+            return (f"pnnx (ncnn's converter) cannot take the bool input '{i.name[:60]}': it has no bool tensor type; "
+                    "make the input another dtype (a Cast inside the graph) or use another engine")
+        if t.HasField("shape") and not t.shape.dim:
+            return (f"pnnx (ncnn's converter) cannot take the scalar (rank-0) input '{i.name[:60]}': its inputshape "
+                    "has no form for a scalar; make it a 1-element tensor or use another engine")
+    return None
 
 
 def _last_line(log: str) -> str:
