@@ -42,7 +42,7 @@ corpus: install
 # -n logical: one worker per logical CPU (at most 4); `-n auto` counts physical cores (psutil), one worker on a
 # 2-vCPU machine with two threads per core, where two overlap each other's waits (servers, browsers, subprocesses).
 test: test-deps samples
-	$(PY) -m pytest -n logical --maxprocesses=4 --dist worksteal $(PYTEST_ARGS)
+	$(PY) -m pytest -n logical --maxprocesses=4 --dist worksteal --durations=40 --durations-min=8 $(PYTEST_ARGS)
 
 # The CPU-sensitive tests (precision defaults, INT8, OpenVINO precision, GridSample family) on an
 # emulated AVX2-only CPU: qemu-x86_64 -cpu EPYC-Rome (Debian's qemu-user), workers included (R45, R58).
