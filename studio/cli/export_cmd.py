@@ -11,7 +11,7 @@ from studio import api
 from studio.cli import recipe_args, task_args
 from studio.cli.project_args import add_project_argument, keep_json, kept, with_project
 from studio.cli.common import parse_dims, print_json
-from studio.core.fmt import human_bytes, printable
+from studio.core.fmt import human_bytes, printable, speedup_text
 from studio.cli.dims_args import model_dims
 from studio.core.requests import ExportRequest
 
@@ -122,7 +122,7 @@ def _print(result) -> None:
         print(f"note: {printable(note, 200)}")
     speed = result.manifest.get("benchmarks", {}).get("onnxruntime", {}).get("session_speedup")
     if speed:
-        print(f"ONNX Runtime session creation {speed}x faster than the original with ORT defaults "
+        print(f"ONNX Runtime session creation {speedup_text(speed)} the original with ORT defaults "
               "(fast-start profile, see onnxruntime/session_options.json)")
     parity = result.manifest.get("dataset_parity")
     if parity:

@@ -26,6 +26,15 @@ def human_count(n: float | None) -> str:
     return str(int(n))
 
 
+def speedup_text(speedup: float) -> str:
+    """A ratio old time / new time as words ("1.37x slower than" for 0.73): a ratio below 1 is never "faster"."""
+    if round(speedup, 2) == 1.0:
+        return "as fast as"
+    if speedup > 1:
+        return f"{speedup:.2f}x faster than"
+    return f"{1 / speedup:.2f}x slower than"
+
+
 def printable(text: str, max_len: int = 200) -> str:
     """Model-supplied text made safe for a terminal or a single table cell:
     control characters escaped, length capped."""

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from studio.core.fmt import speedup_text
 from studio.core.model import ModelHandle
 from studio.graphview.index import index_model
 from studio.graphview.viewer import graph_page as viewer_page
@@ -94,8 +95,8 @@ def markdown_report(manifest: Mapping[str, Any]) -> str:
                   for t, n, s, l in rows]
         speed = manifest.get("benchmarks", {}).get("onnxruntime", {}).get("session_speedup")
         if speed:
-            lines += ["", f"ONNX Runtime session creation (fast-start): **{speed}×** faster than the original with "
-                          "ORT defaults. fast-inference trades some of that for this CPU's layout optimizations."]
+            lines += ["", f"ONNX Runtime session creation (fast-start): **{speedup_text(speed)}** the original with "
+                          "ORT defaults. fast-inference trades some of its start-up for this CPU's layout optimizations."]
         lines += ["", md(manifest["benchmarks"]["note"], 600), ""]
     notes = [(name, n) for name, t in manifest["targets"].items() for n in t["notes"]]
     notes += [("deploy", n) for n in manifest["deploy"]["notes"]]

@@ -13,6 +13,7 @@ import streamlit as st
 
 from studio import api
 from studio.core.errors import StudioError
+from studio.core.fmt import speedup_text
 from studio.core.paths import confine
 from studio.core.requests import ExportRequest
 from studio.ui import state, widgets
@@ -161,7 +162,7 @@ def _bench_chart(result) -> None:
     widgets.dataframe(df, hide_index=True, width="stretch", key="exp_bench_table")
     speed = result.manifest.get("benchmarks", {}).get("onnxruntime", {}).get("session_speedup")
     if speed:
-        st.caption(f"ONNX Runtime session creation: {speed}× faster than the original with ORT defaults.")
+        st.caption(f"ONNX Runtime session creation: {speedup_text(speed)} the original with ORT defaults.")
 
 
 def _report(saved: dict) -> None:
