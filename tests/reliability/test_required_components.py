@@ -130,7 +130,14 @@ def test_ensure_test_deps_fails_under_ci_when_the_litert_converter_is_broken(tmp
     python = tmp_path / "python"
     python.write_text(f'#!/usr/bin/env bash\nexec env PYTHONPATH={shim} {sys.executable} "$@"\n')
     python.chmod(0o755)
+    # The script's first step fetches ONNX Runtime's headers (npm pack, ~9 s over the network) unless its cache
+    # folder holds them; the suite's sandbox cache never does. That step is not what is tested: a cache with the
+    # file the script looks for (its own check) keeps this test to the converter and off the network.
+    cache = tmp_path / "cache"
+    (cache / "onnx-studio" / "ort-headers" / "npm-r55-test").mkdir(parents=True)
+    (cache / "onnx-studio" / "ort-headers" / "npm-r55-test" / "onnxruntime_lite_custom_op.h").write_text("")
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "ONNX_STUDIO_REQUIRE_ALL")}
+    env.update(XDG_CACHE_HOME=str(cache), ORT_HEADERS_NPM_VERSION="r55-test")
     runs = {}
     for ci in (True, False):
         runs[ci] = subprocess.run(["bash", str(ROOT / "scripts" / "ensure_test_deps.sh")],
