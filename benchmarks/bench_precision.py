@@ -497,6 +497,57 @@ def real_encoder_rows(budget_s: float = 30.0) -> tuple[list[list], str]:
     return rows, f"{about}; 32 calibrate, 64 judge; timed on the longest ({int(feeds['attention_mask'].sum())} tokens)"
 
 
+SWEEP_ALPHAS = (0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.6, 0.5)
+
+
+def smooth_quant_sweep_rows() -> tuple[list[list], list[float]]:
+    """NNCF SmoothQuant MatMul alphas on the corpus MiniLM (every MatMul INT8, no guard), judged on a TUNING split
+    of real sentences (96-159 of the same text set) that neither the calibration (0-31) nor the held-out judges of
+    :func:`real_encoder_rows` (32-95) use: the split ``SMOOTH_QUANT_ALPHAS`` is chosen on. Held-out figures are
+    printed beside it for the record, never for choosing. Returns (rows, the alphas the rule picks: the two with the
+    largest worst real-token cosine on the tuning split, at >= the guard's 0.99, best first: the margin carries)."""
+    import numpy as np
+    import onnxruntime as ort
+    import openvino as ov
+
+    from studio.precision.nncf_int8 import GUARD_COSINE, quantize_openvino
+
+    src = _real_encoder_fp32()
+    if src is None:
+        return [["not fetched (make corpus)", *["-"] * 6]], []
+    names = [i.name for i in ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).get_inputs()]
+    sets, _ = text_set(names, 160)
+    calib, held_out, tune = sets[:32], sets[32:96], sets[96:160]
+    ref_session = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    ref = {k: [ref_session.run(None, f)[0] for f in part] for k, part in (("tune", tune), ("held", held_out))}
+    core, rows, ok = ov.Core(), [], []
+    for alpha in SWEEP_ALPHAS:
+        r = quantize_openvino(src, calib, src.parent / "sweep" / f"alpha-{alpha:g}", smooth_quant_alpha=alpha)
+        rq = core.compile_model(str(r.ir_path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}).create_infer_request()
+        got = {k: [np.asarray(rq.infer(f)[0]).copy() for f in part] for k, part in (("tune", tune), ("held", held_out))}
+        t_tok, t_emb, _, _ = text_agreement(ref["tune"], got["tune"], tune)
+        h_tok, h_emb, _, _ = text_agreement(ref["held"], got["held"], held_out)
+        if t_tok >= GUARD_COSINE:
+            ok.append((t_tok, alpha))
+        rows.append([f"{alpha:g}", f"{t_tok:.4f}", f"{t_emb:.4f}", "yes" if t_tok >= GUARD_COSINE else "no",
+                     f"{h_tok:.4f}", f"{h_emb:.4f}", ""])
+    picked = [a for _, a in sorted(ok, reverse=True)[:2]]
+    for row in rows:
+        row[-1] = "picked" if float(row[0]) in picked else ""
+    return rows, picked
+
+
+def print_smooth_quant_sweep() -> None:
+    from studio.precision.nncf_int8 import SMOOTH_QUANT_ALPHAS
+
+    rows, picked = smooth_quant_sweep_rows()
+    print_table(f"SmoothQuant MatMul alpha on {REAL_ENCODER} (fp32 sibling), all MatMuls INT8, 1x128: chosen on a tuning "
+                "split (64 real sentences apart from calibration and held-out); held-out shown, not used",
+                ["alpha", "tune tok cos min", "tune emb min", ">= 0.99", "held-out tok min", "held-out emb min", ""], rows)
+    print(f"rule (the two alphas of largest tuning cosine, >= 0.99): {picked}; "
+          f"SMOOTH_QUANT_ALPHAS = {list(SMOOTH_QUANT_ALPHAS)}")
+
+
 def print_real_encoder(budget_s: float = 30.0) -> None:
     rows, about = real_encoder_rows(budget_s)
     print_table(f"Real corpus encoder {REAL_ENCODER} (fp32 sibling), 1x128: INT8 / ORT fp32 in one interleaved run "
@@ -605,6 +656,12 @@ def main(budget_s: float = 60.0, only: set[str] | None = None) -> None:
     if only == {"trained-decoder"}:
         print_trained_decoder()
         return
+    if only == {"smoothquant-alphas"}:
+        from benchmarks.harness import cpu_banner
+
+        print(cpu_banner())
+        print_smooth_quant_sweep()
+        return
     rows, verdicts, configs = precision_rows(budget_s, only)
     print_table("Precision variants (ratio = latency / ORT fp32 default, same run; cosine vs ORT fp32)",
                 ["model", "variant (INT8 config)", "engine", "ms p10", "median", "x fp32", "cosine", "top-1", "recommended",
@@ -621,5 +678,5 @@ def main(budget_s: float = 60.0, only: set[str] | None = None) -> None:
                 ["run", "peak worker RSS MB", "x plain", "work", "seconds"], layerwise_rows())
 
 
-if __name__ == "__main__":   # python -m benchmarks.bench_precision [BUDGET_S] [MODEL ... | transformer-int8 | trained-decoder]
+if __name__ == "__main__":   # python -m benchmarks.bench_precision [BUDGET_S] [MODEL ... | transformer-int8 | trained-decoder | smoothquant-alphas]
     main(float(sys.argv[1]) if len(sys.argv) > 1 else 60.0, set(sys.argv[2:]) or None)

@@ -119,7 +119,7 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
                 RunOptions(precision="bf16", openvino_ir=True), builder="nncf"),
     # NNCF INT8 whose guard first tries SmoothQuant MatMul alphas (nncf_int8.SMOOTH_QUANT_ALPHAS) so that every MatMul,
     # the FFN down-projections too, stays INT8. Real MiniLM-L6 (issue 35, load 4-8): 0.32x ORT fp32 at real-token
-    # cosine 0.992 where int8-nncf keeps 6 layers in float (0.44x); its padding-token rows drift more (0.968).
+    # cosine 0.992 (alpha 0.8) where int8-nncf keeps 6 layers in float (0.44x); its padding-token rows drift more.
     VariantSpec("int8-nncf-sq", "INT8 NNCF + SmoothQuant, every MatMul INT8 · OpenVINO", "openvino", "int8", (),
                 RunOptions(precision="f32", openvino_ir=True), builder="nncf-sq"),
     VariantSpec("int8-nncf-aa", "INT8 NNCF accuracy-aware · OpenVINO", "openvino", "int8", (),
