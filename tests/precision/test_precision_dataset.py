@@ -25,7 +25,7 @@ def project_with_photos(module_projects_root):
 def test_task_target_decides_and_accuracy_aware_nncf_meets_it(project_with_photos, tmp_path):
     ds = api.dataset(project_with_photos, "photos")
     report = api.precision(path_of("image_classifier"), variants=["fp32", "int8", "int8-nncf", "int8-nncf-aa"],
-                           dataset=ds, target="top1-agreement>=0.99", latency_budget_s=3, out_dir=tmp_path / "v")
+                           dataset=ds, target="top1-agreement>=0.99", latency_budget_s=0.5, out_dir=tmp_path / "v")
     assert not report.is_estimate and report.target == "top1-agreement>=0.99"
     assert "dataset photos" in report.basis
     by = {v.name: v for v in report.variants}
@@ -43,7 +43,7 @@ def test_task_target_decides_and_accuracy_aware_nncf_meets_it(project_with_photo
 
 
 def test_without_data_the_report_is_an_estimate(tmp_path):
-    report = api.precision(path_of("image_classifier"), variants=["fp32", "int8"], latency_budget_s=2)
+    report = api.precision(path_of("image_classifier"), variants=["fp32", "int8"], latency_budget_s=0.5)
     assert report.is_estimate and report.summary().startswith("random-input estimate, not a recommendation")
     with pytest.raises(StudioError, match="needs a dataset"):
         api.precision(path_of("image_classifier"), variants=["fp32"], target="top1-agreement>=0.99")
@@ -57,7 +57,7 @@ def test_cli_dataset_needs_a_project(capsys):
 def test_ort_fallback_search_stops_at_the_task_target(project_with_photos, tmp_path):
     ds = api.dataset(project_with_photos, "photos")
     report = api.precision(path_of("image_classifier"), variants=["fp32", "int8-mixed"], dataset=ds,
-                           target="top1-agreement>=0.99", latency_budget_s=3, out_dir=tmp_path / "v")
+                           target="top1-agreement>=0.99", latency_budget_s=0.5, out_dir=tmp_path / "v")
     mixed = {v.name: v for v in report.variants}["int8-mixed"]
     assert mixed.task is not None and mixed.task["target_met"] is True, (mixed.error, mixed.notes)
     assert mixed.meets_target

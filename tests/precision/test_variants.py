@@ -15,7 +15,7 @@ def test_report_on_a_cnn(tmp_path):
     src = SAMPLES / "cnn_unfused.onnx"
     before = sha256_file(src)
     report = api.precision(src, variants=["bf16-ov", "int8", "int8-ov", "int8-trt"], samples=4, out_dir=tmp_path,
-                           latency_budget_s=5)
+                           latency_budget_s=1)
     by = {v.name: v for v in report.variants}
     assert list(by) == ["fp32", "bf16-ov", "int8", "int8-ov", "int8-trt"]   # fp32 baseline always first
     assert by["fp32"].ratio == 1.0 and by["fp32"].cosine > 0.9999
@@ -85,7 +85,7 @@ def test_missed_target_is_a_point_not_a_failure_and_real_inputs_are_held_out(tmp
 
     imgs = _images(tmp_path / "imgs", 10)
     report = api.precision(SAMPLES / "cnn_unfused.onnx", variants=["int8", "int8-ov"], calibration=imgs, samples=8,
-                           target_cosine=0.9999999, latency_budget_s=2, calibration_method="entropy")
+                           target_cosine=0.9999999, latency_budget_s=0.5, calibration_method="entropy")
     by = {v.name: v for v in report.variants}
     for name in ("int8", "int8-ov"):
         v = by[name]
@@ -96,7 +96,7 @@ def test_missed_target_is_a_point_not_a_failure_and_real_inputs_are_held_out(tmp
     assert report.evaluation["count"] == 2 and report.calibration.startswith("8 of ")
     assert report.recommended == "fp32"
     code = main(["precision", str(SAMPLES / "cnn_unfused.onnx"), "--variants", "int8", "--calibration", str(imgs),
-                 "--target-cosine", "0.9999999", "--budget", "2", "--calibration-method", "percentile"])
+                 "--target-cosine", "0.9999999", "--budget", "0.5", "--calibration-method", "percentile"])
     out = capsys.readouterr().out
     assert code == 0
     row = next(line for line in out.splitlines() if line.startswith("int8 "))
@@ -108,7 +108,7 @@ def test_int8_and_int8_mixed_are_distinct_points(tmp_path):
     """`int8` (no float fallback) and `int8-mixed` (fallback to the target) both appear; when plain INT8
     already meets the target, int8-mixed is the same model and says no fallback was needed."""
     report = api.precision(SAMPLES / "cnn_unfused.onnx", variants=["int8", "int8-mixed"], samples=4,
-                           target_cosine=0.9, latency_budget_s=2)
+                           target_cosine=0.9, latency_budget_s=0.5)
     by = {v.name: v for v in report.variants}
     assert by["int8"].status == by["int8-mixed"].status == "ok"
     assert by["int8"].meets_target and by["int8-mixed"].meets_target
