@@ -165,7 +165,7 @@ def _flatten(name: str, value) -> list[tuple[str, object]]:
     return [(name, np.asarray(value))]
 
 
-def kept_rows(rows: tuple[str, np.ndarray] | None, a: np.ndarray) -> np.ndarray | None:
+def _kept_rows(rows: tuple[str, np.ndarray] | None, a: np.ndarray) -> np.ndarray | None:
     """The boolean [batch, sequence] rows of ``a`` to keep (mask != 0), or None to compare it whole: no mask,
     a mask that is not 2-D over ``a``'s first two dims, or one that leaves out nothing or everything."""
     if rows is None:
@@ -281,7 +281,7 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
     (NaN-aware); ``order``: rows a TopK/NMS picked, compared in any order; ``task``: the output's
     ``studio.data.tasks.OutputTask`` (which agreement figures apply); ``rows``: (mask input, its
     values) whose zeros mark padding rows over the output's first two dims, left out of a float
-    output's figures when the shapes agree (:func:`kept_rows`). A figure with no value to
+    output's figures when the shapes agree (:func:`_kept_rows`). A figure with no value to
     compute it on (an empty output, only NaN) is None with the reason, never a default."""
     a, b = np.asarray(got), np.asarray(ref)      # a: candidate, b: reference
     base = dict(name=name, ref_shape=tuple(b.shape), got_shape=tuple(a.shape), ref_dtype=b.dtype.name,
@@ -301,7 +301,7 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
     if a.size == 0:
         return OutputDiff(**base, match=True, max_abs=None, max_rel=None, cosine=None, tolerance=tol, mode=mode,
                           mismatches=0, note="empty output on both sides: no values to compare (cosine n/a)")
-    keep = kept_rows(rows, a) if order is None else None
+    keep = _kept_rows(rows, a) if order is None else None
     padding: dict = {}
     if keep is not None:     # the whole output's cosine stays beside the kept rows' (the user sees both)
         padding = dict(rows_left_out=int(keep.size - np.count_nonzero(keep)), rows_mask=rows[0],

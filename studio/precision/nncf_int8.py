@@ -24,10 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from studio.accuracy.compare_models import padding_masks
 from studio.core import outputs
 from studio.core.closeness import cosine_similarity
-from studio.core.compare import kept_rows
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import Feeds, save_npz
@@ -101,21 +99,12 @@ def ffn_down_projections(model) -> list[str]:
     return names
 
 
-def _cosine(core, reference, candidate, sets: list[dict[str, np.ndarray]],
-            padding_rows: Mapping[str, str] | None = None) -> float:
-    """Worst cosine over ``sets`` of the candidate's first output vs the reference's, both compiled f32.
-    ``padding_rows`` ({output: mask input}, ``compare_models.padding_masks`` of the ONNX model): that output's
-    padding rows (mask 0) are left out, as the precision flow's comparison leaves them out (``compare.kept_rows``):
-    the guard and the verdict judge the same values."""
+def _cosine(core, reference, candidate, sets: list[dict[str, np.ndarray]]) -> float:
+    """Worst cosine over ``sets`` of the candidate's first output vs the reference's, both compiled f32."""
     a, b = (core.compile_model(m, "CPU", {"INFERENCE_PRECISION_HINT": "f32"}) for m in (reference, candidate))
-    mask = next((padding_rows[n] for n in a.output(0).get_names() if n in (padding_rows or {})), None)
     worst = 1.0
     for feeds in sets:
-        x, y = np.asarray(a(feeds)[0]), np.asarray(b(feeds)[0])
-        keep = kept_rows((mask, feeds[mask]), x) if mask in feeds else None
-        if keep is not None:
-            x, y = x[keep], y[keep]
-        worst = min(worst, cosine_similarity(x, y))
+        worst = min(worst, cosine_similarity(a(feeds)[0], b(feeds)[0]))
     return worst
 
 
@@ -245,8 +234,7 @@ def _guarded(core, nncf, model, quantized, calib, subset: int, kind: dict, args:
     the cosine(s) (full INT8, then the one kept), the alphas tried, the alpha kept and the float layers."""
     floor = float(args.get("guard_cosine", GUARD_COSINE))
     probe = calib[:8]
-    rows = args.get("padding_rows") or {}
-    full = _cosine(core, model, quantized, probe, rows)
+    full = _cosine(core, model, quantized, probe)
     layers = ffn_down_projections(model)
     out["guard_cosine"] = [full]
     if full >= floor or args.get("smooth_quant_alpha") is not None:
@@ -256,7 +244,7 @@ def _guarded(core, nncf, model, quantized, calib, subset: int, kind: dict, args:
         ctx.set_stage(f"NNCF quantize, SmoothQuant alpha {alpha:g}")
         smoothed = nncf.quantize(model.clone(), nncf.Dataset(calib), subset_size=subset, **kind,
                                  **_smooth_quant(nncf, alpha))
-        cos = _cosine(core, model, smoothed, probe, rows)
+        cos = _cosine(core, model, smoothed, probe)
         out["smooth_quant_tried"].append([float(alpha), cos])
         if cos >= floor:
             out["guard_cosine"].append(cos)
@@ -267,7 +255,7 @@ def _guarded(core, nncf, model, quantized, calib, subset: int, kind: dict, args:
     ctx.set_stage("NNCF quantize, FFN down-projections in float")
     guarded = nncf.quantize(model.clone(), calibration_dataset=nncf.Dataset(calib), subset_size=subset,
                             ignored_scope=nncf.IgnoredScope(names=layers, validate=False), **kind)
-    out["guard_cosine"].append(_cosine(core, model, guarded, probe, rows))
+    out["guard_cosine"].append(_cosine(core, model, guarded, probe))
     out["float_layers"] = layers
     return guarded
 
@@ -301,22 +289,20 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
         raise StudioError("NNCF needs calibration samples", code=ErrorCode.BAD_INPUT)
     if model_type not in ("auto", "transformer", "default"):
         raise StudioError("NNCF model_type must be auto, transformer or default", code=ErrorCode.BAD_OPTION)
-    header = None
-    if Path(model_path).suffix.lower() == ".onnx":    # its header, no weights (an OpenVINO IR is not read here)
+    if model_type == "auto" and Path(model_path).suffix.lower() != ".onnx":
+        model_type = "default"                  # an OpenVINO IR: its graph is not read here
+    if model_type == "auto":
         import onnx
 
 
         header = onnx.load_model(str(model_path), load_external_data=False)
-    if model_type == "auto":
-        model_type = "transformer" if header is not None and is_transformer(header) else "default"
-    padding_rows = padding_masks(header) if header is not None else {}
+        model_type = "transformer" if is_transformer(header) else "default"
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="studio-nncf-"))
     args: dict = {"model_path": str(model_path), "mode": mode, "max_drop": max_drop, "model_type": model_type,
                   "guard_cosine": float(guard_cosine), "smooth_quant_alphas": [float(a) for a in smooth_quant_alphas],
                   "smooth_quant_alpha": None if smooth_quant_alpha is None else float(smooth_quant_alpha),
-                  "padding_rows": padding_rows,
                   "calibration": str(save_npz(list(calibration), work / "calibration.npz"))}
     if mode == "accuracy-control":
         if not evaluation or not golden or not metric or not output:
