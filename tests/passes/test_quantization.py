@@ -33,7 +33,7 @@ def _cos(a, b) -> float:
 def test_static_int8_measures_configurations_and_verifies(tmp_path):
     src = SAMPLES / "cnn_unfused.onnx"
     before = sha256_file(src)
-    r = run_passes(src, [make_pass("quantize-int8-static", samples=4, budget_s=5)], tmp_path / "q" / "m.onnx")
+    r = run_passes(src, [make_pass("quantize-int8-static", samples=4, budget_s=1)], tmp_path / "q" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "changed", rec.message
     assert rec.verification.ok and rec.verification.numeric.min_cosine >= 0.98
@@ -94,7 +94,7 @@ def test_degenerate_output_range_stays_float_and_is_reported(tmp_path):
     assert np.abs(reference).max() > 0.05 and not np.any(_run(naive, feeds)[0])   # every value reads as 0
 
     r = run_passes(src, [make_pass("quantize-int8-static", calibration=str(calib), config="qdq-u8s8",
-                                     budget_s=3)], tmp_path / "q" / "m.onnx")
+                                     budget_s=0.5)], tmp_path / "q" / "m.onnx")
     rec = r.records[0]
     assert rec.status == "changed", rec.message
     deg = {d["tensor"]: d for d in rec.details["degenerate_ranges"]}
@@ -168,7 +168,7 @@ def test_a_mask_bias_range_stays_float_and_is_reported(tmp_path):
     assert naive_cos < 0.9, naive_cos                  # the case is real: ORT alone breaks it
 
     r = run_passes(src, [make_pass("quantize-int8-static", calibration=str(calib), config="qdq-u8s8",
-                                     fallback=False, budget_s=3)], tmp_path / "q" / "m.onnx")
+                                     fallback=False, budget_s=0.5)], tmp_path / "q" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "changed", rec.message
     wide = {d["tensor"]: d for d in rec.details["degenerate_ranges"]}
@@ -183,7 +183,7 @@ def test_a_mask_bias_range_stays_float_and_is_reported(tmp_path):
 
 def test_dynamic_int8_on_a_transformer_block(tmp_path):
     src = SAMPLES / "transformer_block.onnx"
-    r = run_passes(src, [make_pass("quantize-int8-dynamic", budget_s=5)], tmp_path / "d" / "m.onnx")
+    r = run_passes(src, [make_pass("quantize-int8-dynamic", budget_s=1)], tmp_path / "d" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "changed", rec.message
     names = {c["name"] for c in rec.details["candidates"]}
@@ -253,7 +253,7 @@ def test_convert_fp16_keeps_io_types_and_says_whether_it_is_faster(tmp_path):
       top, idx = TopK(y, k)
     }''' % ", ".join(f"{v:.4f}" for v in np.random.default_rng(0).standard_normal(256) / 4)
     src = save(parse_model(text), tmp_path / "m.onnx")
-    r = run_passes(src, [make_pass("convert-fp16", budget_s=3)], tmp_path / "h" / "m.onnx")
+    r = run_passes(src, [make_pass("convert-fp16", budget_s=0.5)], tmp_path / "h" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "changed", rec.message
     m = onnx.load(str(r.output))
@@ -286,7 +286,7 @@ def _outlier_model() -> onnx.ModelProto:
 
 def test_fallback_keeps_the_damaging_layer_in_float(tmp_path):
     src = save(_outlier_model(), tmp_path / "mlp.onnx")
-    r = run_passes(src, [make_pass("quantize-int8-static", config="qdq-u8s8", target_cosine=0.995, budget_s=3)],
+    r = run_passes(src, [make_pass("quantize-int8-static", config="qdq-u8s8", target_cosine=0.995, budget_s=0.5)],
                      tmp_path / "q" / "m.onnx")
     rec = r.records[0]
     assert rec.status == "changed", rec.message
@@ -352,7 +352,7 @@ def test_convert_fp16_without_keep_io_types_feeds_float16_and_verifies(tmp_path)
     from studio.verification.verifier import interface_problems
 
     src = SAMPLES / "mobilenet_like.onnx"
-    r = run_passes(src, [make_pass("convert-fp16", keep_io_types="false", measure=True, budget_s=2)],
+    r = run_passes(src, [make_pass("convert-fp16", keep_io_types="false", measure=True, budget_s=0.5)],
                      tmp_path / "h" / "m.onnx")
     rec = r.records[0]
     assert r.ok and rec.status == "changed", rec.message
