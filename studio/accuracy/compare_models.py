@@ -28,6 +28,7 @@ from studio.core.compare import (
     merge_comparisons,
 )
 from studio.core.engines import RunOptions, engine_row, resolve_engine_name
+from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, Feeds, make_feeds
 from studio.data.tasks import order_free_for, output_tasks
@@ -210,6 +211,20 @@ InputSearch = Callable[[onnx.ModelProto, str, Callable[[list[Feeds]], Sequence[A
                        "tuple[Feeds, str] | None"]
 
 
+def _require_candidate_inputs(candidate: onnx.ModelProto, feeds: FeedSet, labels: tuple[str, str]) -> None:
+    """Both sides run on the same inputs: a candidate input no feed has (an unrelated model, a renamed input)
+    is one line before any run, not a "missing feed" per set."""
+    given = set(feeds.sets[0]) if feeds.sets else set()
+    inits = {t.name for t in candidate.graph.initializer}
+    lacking = [i.name for i in candidate.graph.input if i.name not in inits and i.name not in given]
+    if lacking:
+        raise StudioError(
+            f"the candidate {labels[1][:60]} takes input(s) {', '.join(repr(n[:60]) for n in lacking[:4])} that the "
+            f"inputs made for the reference {labels[0][:60]} do not have: compare runs both on the same inputs, so give "
+            "two versions of one model (the same input names), or --inputs X.npz holding every input of both",
+            code=ErrorCode.BAD_INPUT)
+
+
 def _load_header(path: Path) -> onnx.ModelProto:
     try:
         return onnx.load_model(str(path), load_external_data=False)
@@ -245,6 +260,7 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
     chosen = feeds is None
     feeds = feeds or make_feeds(ref_model, count=count, dims=dims)
     labels = labels or (Path(reference).name, Path(candidate).name)
+    _require_candidate_inputs(got_model, feeds, labels)
     runs_a = run_feed_sets(reference, engine_a, feeds.sets, options=options_a, limits=limits, pool_key=pool_key,
                            on_tick=on_tick)
     if chosen and search_inputs is not None and runs_a.first_error and all(o is None for o in runs_a.outputs):

@@ -72,3 +72,20 @@ def test_cli_compare_exit_0_on_searched_inputs(tmp_path):
                        cwd=ROOT, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "searched" in p.stdout and "Traceback" not in p.stderr
+
+
+def test_compare_refuses_a_candidate_with_inputs_the_reference_lacks(tmp_path):
+    """Two unrelated models (found comparing the held-out rapidocr_ppocr_mobile_v2_cls with oww_hey_marvin):
+    was 'FAIL: input set 1 fails on in (onnxruntime): KeyError: "missing feed(s) ..."'; now one line naming the
+    input, before any run."""
+    from studio.core.errors import StudioError
+    from tests.seeded_input_models import framed_by_80
+
+    a = _save(silero_like(), tmp_path / "a.onnx")          # input 'input'
+    b = _save(framed_by_80(), tmp_path / "b.onnx")         # input 'x'
+    try:
+        api.compare(a, b)
+        raise AssertionError("a candidate whose input 'x' the reference has not must be refused")
+    except StudioError as exc:
+        text = str(exc)
+    assert "'x'" in text and "\n" not in text and "KeyError" not in text, text
