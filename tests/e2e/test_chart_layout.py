@@ -95,7 +95,7 @@ def test_profile_and_precision_legends_stay_outside_the_axes(plot, cnn_profile):
     figures = {"latency histogram": profile_charts.latency_histogram(profile),
                "cold start": profile_charts.cold_start_chart(profile),
                "memory timeline": profile_charts.memory_timeline(profile)}
-    report = api.precision(handle, variants=["fp32", "fp32-ov", "fp16"], samples=2, latency_budget_s=5)
+    report = api.precision(handle, variants=["fp32", "fp32-ov", "fp16"], samples=2, latency_budget_s=1)
     figures["precision trade-off"] = api.tradeoff_figure(report)
     for name, fig in figures.items():
         _assert_legend_outside(plot(fig), name)

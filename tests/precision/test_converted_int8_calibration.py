@@ -106,7 +106,7 @@ def test_precision_calibrates_mnn_and_litert_int8_on_the_dataset(project_with_te
     project, model = project_with_tensors
     ds = api.dataset(project, "pixels")
     report = api.precision(model, variants=["fp32", "int8-mnn", "int8-litert"], dataset=ds,
-                           target="top1-agreement>=0.75", latency_budget_s=2, out_dir=tmp_path / "v")
+                           target="top1-agreement>=0.75", latency_budget_s=0.5, out_dir=tmp_path / "v")
     by = {v.name: v for v in report.variants}
     for name, suffix in (("int8-mnn", ".mnn"), ("int8-litert", ".tflite")):
         v = by[name]

@@ -18,7 +18,7 @@ def test_mnn_and_litert_variants_are_measured_and_judged(tmp_path):
             pytest.skip(get_engine(e).available().reason)
     names = ["fp32", "fp32-mnn", "fp16-mnn", "int8-mnn", "int8w-mnn", "fp32-litert", "fp16-litert", "int8-litert"]
     report = api.precision(api.load(SAMPLES / "mobilenet_like.onnx"), variants=names, samples=4,
-                           latency_budget_s=5, out_dir=tmp_path / "variants")
+                           latency_budget_s=1, out_dir=tmp_path / "variants")
     by = {v.name: v for v in report.variants}
     assert set(names) <= set(by)
     for name in names:

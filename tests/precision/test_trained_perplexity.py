@@ -53,7 +53,7 @@ def run(tmp_path_factory):
     model = path_of(NAME)
     before = sha256_file(model)
     report = api.precision(api.load(model), variants=["fp32", "int4", "int8-weights"], out_dir=tmp / "variants",
-                           latency_budget_s=3.0, dataset=ds, generation_steps=STEPS)
+                           latency_budget_s=0.5, dataset=ds, generation_steps=STEPS)
     assert sha256_file(model) == before
     lines = heldout.read_text(encoding="utf-8").splitlines()
     prompts = [encode(lines[r.line])[:MAX_PROMPT_TOKENS] for r in ds.part("evaluation")][:4]   # decoder_prompts' 4
@@ -92,7 +92,7 @@ def test_random_weights_sample_perplexity_stays_labelled(tmp_path):
     """The same held-out text through the same tokenizer on a random-weights GPT-2 (vocab 288 holds ids < 48)."""
     ds, _heldout = _heldout_dataset(tmp_path)
     report = api.precision(api.load(path_of("gpt2_decoder_with_past")), variants=["fp32", "int4"],
-                           out_dir=tmp_path / "variants", latency_budget_s=2.0, dataset=ds, generation_steps=2)
+                           out_dir=tmp_path / "variants", latency_budget_s=0.5, dataset=ds, generation_steps=2)
     gen = report.variant("int4").generation
     assert gen["random_weights"] is True and gen["perplexity_fp32"] is not None
     assert any("random weights" in n for n in gen["notes"])
