@@ -113,23 +113,43 @@ def _externals_as_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
     studio's loader before any of this.)"""
     graph = model.graph
     listed = {v.name for v in graph.input}
+    # An If/Loop branch's external weights too (ORT's optimized save writes them): the proto checked has no
+    # folder to read them from, so each becomes a main-graph input the branch reads from the outer scope.
+    for sub in _subgraphs(graph):
+        _externals_to_inputs(sub, graph, listed)
+    _externals_to_inputs(graph, graph, listed)
+    return model
+
+
+def _subgraphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
+    """Every graph held in a node attribute of ``graph``, nested ones included."""
+    found = []
+    for n in graph.node:
+        for a in n.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                found += [g, *_subgraphs(g)]
+    return found
+
+
+def _externals_to_inputs(graph: onnx.GraphProto, main: onnx.GraphProto, listed: set[str]) -> None:
     keep = []
     for t in graph.initializer:
         if t.data_location != onnx.TensorProto.EXTERNAL:
             keep.append(t)
             continue
         if t.name not in listed:
-            graph.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+            main.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+            listed.add(t.name)
     del graph.initializer[:]
     graph.initializer.extend(keep)
-    return model
 
 
 def full_check(path: Path) -> str | None:
     """``onnx.checker`` full check; the first line of the error, or None."""
     try:
         proto = onnx.load_model(str(path), load_external_data=False)
-        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
+        if any(t.data_location == onnx.TensorProto.EXTERNAL for g in (proto.graph, *_subgraphs(proto.graph))
+               for t in g.initializer):
             onnx.checker.check_model(_externals_as_inputs(proto), full_check=True)
         else:
             onnx.checker.check_model(str(path), full_check=True)
