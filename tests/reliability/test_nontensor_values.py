@@ -56,7 +56,8 @@ def test_optimize_a_zipmap_classifier(zipmap, tmp_path):
 def test_passes_that_rewrite_protos_or_load_results_take_zipmap_models(zipmap, tmp_path, name):
     """These passes hand the model to a proto-reading tool (onnxsim, ONNX type inference, the
     quantizer) and read its result back: 'choosing a configuration failed: SerdeError' before."""
-    result = api.optimize(api.load(zipmap), passes=[name], out_path=tmp_path / "out" / "m.onnx")
+    options = {name: {"budget_s": 0.5}} if name in ("convert-fp16", "quantize-int8-dynamic") else {}   # latency unread
+    result = api.optimize(api.load(zipmap), passes=[name], out_path=tmp_path / "out" / "m.onnx", pass_options=options)
     record = result.records[0]
     assert record.status in ("changed", "unchanged"), record.message
     onnx.checker.check_model(onnx.load(tmp_path / "out" / "m.onnx"), full_check=True)
