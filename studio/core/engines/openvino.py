@@ -151,7 +151,9 @@ class OvRunner:
     def bind(self, feeds: Mapping[str, Any]) -> Callable[[], Any]:
         """Input tensors set on the request once; the call is ``request.infer()`` (outputs copied
         to host arrays, as an application gets them)."""
-        self.bound_inputs = {i: np.ascontiguousarray(a) for i, a in openvino_inputs(self.input_ports, feeds).items()}
+        # np.asarray(order="C"), not ascontiguousarray: that makes a scalar (rank-0) feed shape (1,), which a []
+        # port refuses (Silero's sr)
+        self.bound_inputs = {i: np.asarray(a, order="C") for i, a in openvino_inputs(self.input_ports, feeds).items()}
         for index, array in self.bound_inputs.items():
             self.request.set_input_tensor(index, self._ov.Tensor(array))
         return self.request.infer

@@ -299,7 +299,8 @@ class TrtRunner:
         require_feeds(self.input_names, feeds)
         self._free()
         for name in self.input_names:
-            host = np.ascontiguousarray(feeds[name], dtype=np.dtype(trt.nptype(engine.get_tensor_dtype(name))))
+            # order="C" keeps a scalar feed rank 0 (ascontiguousarray makes it shape (1,))
+            host = np.asarray(feeds[name], dtype=np.dtype(trt.nptype(engine.get_tensor_dtype(name))), order="C")
             self.context.set_input_shape(name, host.shape)
             ptr = self._alloc(host.nbytes)
             _cuda_check(cudart.cudaMemcpy(ptr, host.ctypes.data, host.nbytes,
