@@ -170,7 +170,7 @@ def test_relative_calibration_in_set_options_is_resolved(capsys, tmp_path, monke
     monkeypatch.chdir(tmp_path)
     save_npz(api.make_inputs(api.load(CNN), count=4).sets, tmp_path / "calib.npz")
     code = main(["optimize", str(CNN), "-o", "q.onnx", "--passes", "quantize-int8-static",
-                 "--set", "quantize-int8-static.calibration=calib.npz", "--set", "quantize-int8-static.budget_s=2",
+                 "--set", "quantize-int8-static.calibration=calib.npz", "--set", "quantize-int8-static.budget_s=0.5",
                  "--set", "quantize-int8-static.target_cosine=0.9", "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err

@@ -190,7 +190,7 @@ def test_dynamic_int8_of_the_fused_graph(tmp_path):
     """ort-transformers-int8: the fused graph's Attention becomes QAttention; the choice is recorded."""
     r = api.optimize(api.load(SAMPLES / "transformer_block.onnx"), preset="ort-transformers-int8",
                      dims={"batch": 1, "sequence": 16}, out_path=tmp_path / "m.onnx",
-                     pass_options={"quantize-int8-dynamic": {"budget_s": 2}})
+                     pass_options={"quantize-int8-dynamic": {"budget_s": 0.5}})
     assert r.ok, [(x.name, x.status, x.message) for x in r.records]
     assert _fuse_record(r).status == "changed"
     rec = r.records[-1]

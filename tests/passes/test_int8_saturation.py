@@ -54,7 +54,7 @@ def _mlp() -> onnx.ModelProto:
 
 def test_static_int8_weights_are_seven_bit_exactly_when_the_kernel_saturates(tmp_path):
     src = save(_mlp(), tmp_path / "mlp.onnx")
-    r = run_passes(src, [make_pass("quantize-int8-static", config="qdq-u8s8", target_cosine=0.5, budget_s=2)], tmp_path / "q" / "m.onnx")
+    r = run_passes(src, [make_pass("quantize-int8-static", config="qdq-u8s8", target_cosine=0.5, budget_s=0.5)], tmp_path / "q" / "m.onnx")
     rec = r.records[0]
     assert rec.status == "changed", rec.message
     saturates = _ort_saturates_qlinear()
