@@ -37,6 +37,7 @@ class ModelFacts:
     hardware_specific: tuple[str, ...]      # "domain::Op" of layout ops
     quantized: bool                         # has QDQ / integer ops
     custom_ops: tuple[str, ...]             # "domain::Op" outside the standard domains
+    initializers_as_inputs: int = 0         # initializers also listed as graph inputs (IR 3 style)
 
     @property
     def hardware_specific_reason(self) -> str | None:
@@ -74,4 +75,5 @@ def model_facts(model: ModelProto) -> ModelFacts:
             quantized = True
     opsets = {(o.domain or "ai.onnx"): int(o.version) for o in model.opset_import}
     return ModelFacts(inputs, outputs, opsets, int(model.ir_version), model.producer_name[:80], tuple(hw),
-                      quantized, tuple(sorted(set(custom))))
+                      quantized, tuple(sorted(set(custom))),
+                      sum(1 for v in model.graph.input if v.name in init))

@@ -30,6 +30,7 @@ from studio.export.options import ExportOptions
 
 INT8_PASS = "quantize-int8-static"
 FP16_PASS = "convert-fp16"
+LEGACY_INPUTS_PASS = "remove-initializers-from-inputs"
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,12 @@ def choose_passes(options: ExportOptions, facts: ModelFacts) -> tuple[list[str],
 
     names: list[str] = list(preset(options.preset).passes) if options.preset else []
     notes: list[str] = []
+    if facts.initializers_as_inputs and LEGACY_INPUTS_PASS not in names and pass_registered(LEGACY_INPUTS_PASS):
+        # ORT's optimized save folds such an initializer away but keeps its graph input: the artifact then asks
+        # for it as a feed (onnx_light_inception_v2: 'missing feed(s) ..._SHAPE')
+        names.insert(0, LEGACY_INPUTS_PASS)
+        notes.append(f"{facts.initializers_as_inputs} initializer(s) were also graph inputs (old IR style): "
+                     f"{LEGACY_INPUTS_PASS} ran first, so the artifacts take only the model's real inputs")
     precision = "int8" if facts.quantized else "fp32"
     if options.precision == "int8":
         if facts.quantized:
