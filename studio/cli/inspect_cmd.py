@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from studio import api
 from studio.cli.project_args import add_project_argument, keep_json, with_project
@@ -44,12 +43,6 @@ def _run(args: argparse.Namespace) -> int:
     handle = api.load(args.model)
     summary = api.inspect(handle, request)
     keep_json(args, "summary.json", summary.to_dict(include_nodes=not args.no_nodes), "inspect")
-    for name in summary.flops.unknown_dims:
-        known = sorted(summary.flops.assumed_dims + tuple(summary.flops.dims))
-        known = [k for k in dict.fromkeys(known) if k not in summary.flops.unknown_dims]
-        shown = ", ".join(printable(k, 60) for k in known[:20]) + (" ..." if len(known) > 20 else "")
-        print(f"warning: dim '{printable(name, 60)}' is not a dim of this model; known: {shown or 'none'}",
-              file=sys.stderr)
     if args.json:
         print_json(summary.to_dict(include_nodes=not args.no_nodes))
         return 0
