@@ -15,6 +15,8 @@ Note ``save_model`` compresses weights to FP16 by default; FP32 export passes
 
 from __future__ import annotations
 
+import re
+
 import time
 from pathlib import Path
 from typing import Any
@@ -111,8 +113,12 @@ def export_openvino(ctx: ExportContext) -> TargetResult:
     try:
         info = convert(ctx, ctx.deploy, folder, saves=saves)
     except StudioError as exc:
-        return TargetResult("openvino", ERROR, f"OpenVINO could not convert the model: {exc}", notes=tuple(notes),
-                            seconds=time.perf_counter() - started)
+        static = not opts.shapes and re.search(r"rank has to be known|rank\(\)\.is_static|Unsupported input type "
+                                               r"dynamic", str(exc))
+        hint = (" at its declared dynamic shapes (its frontend may convert it at static ones: give them with "
+                "--shapes NAME=SHAPE)" if static else "")
+        return TargetResult("openvino", ERROR, f"OpenVINO could not convert the model{hint}: {exc}",
+                            notes=tuple(notes), seconds=time.perf_counter() - started)
     artifacts, bench = [], {}
     for (xml_name, compress), wanted_precision in zip(saves, wanted):
         xml, bin_ = folder / xml_name, folder / (Path(xml_name).stem + ".bin")
@@ -167,6 +173,12 @@ def condense_error(text: str) -> str:
     return " ".join(useful or lines)[:400]
 
 
+def _partial_shape(ov: Any, dims: Any) -> Any:
+    """OpenVINO's PartialShape of one input's --shapes bounds ([min, max] per axis; None: any size)."""
+    return ov.PartialShape([ov.Dimension() if b is None else ov.Dimension(int(b[0])) if b[0] == b[1]
+                            else ov.Dimension(int(b[0]), int(b[1])) for b in dims])
+
+
 def _names(port: Any) -> list[str]:
     try:
         return sorted(port.get_names())
@@ -185,11 +197,19 @@ def ov_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -
     check_onnx_for_openvino(path)            # ONNX frontend only: convert_model must not pick another
     ctx.set_stage("OpenVINO conversion")
     extensions = [str(e) for e in args.get("extensions") or []]
+    shapes = args.get("input_shapes") or {}
     try:
         model = ov.convert_model(path, extension=extensions) if extensions else ov.convert_model(path)
     except Exception as exc:  # noqa: BLE001 - re-raised with the informative lines only
-        _reraise(exc)
-    shapes = args.get("input_shapes") or {}
+        if not shapes:
+            _reraise(exc)
+        # Some graphs convert only at static shapes (Silero's If exports: "rank has to be known (static)"):
+        # the shapes the user gave go into the conversion itself.
+        try:
+            model = ov.convert_model(path, input={n: _partial_shape(ov, d) for n, d in shapes.items()},
+                                     **({"extension": extensions} if extensions else {}))
+        except Exception:  # noqa: BLE001 - the first failure is the one to show
+            _reraise(exc)
     if shapes:
         by_name = {}
         for port in model.inputs:
@@ -199,9 +219,7 @@ def ov_convert_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -
         for name, dims in shapes.items():
             if name not in by_name:
                 raise KeyError(f"input {name[:60]!r} is not an input of the converted model")
-            new[by_name[name]] = ov.PartialShape([ov.Dimension() if b is None else ov.Dimension(int(b[0]))
-                                                  if b[0] == b[1] else ov.Dimension(int(b[0]), int(b[1]))
-                                                  for b in dims])
+            new[by_name[name]] = _partial_shape(ov, dims)
         ctx.set_stage("OpenVINO reshape")
         model.reshape(new)
     saves = args.get("saves") or [[args.get("xml_name") or XML_NAME, bool(args.get("compress_to_fp16"))]]
