@@ -74,8 +74,7 @@ _INPUT_DEPENDENT = re.compile(
 # Errors no other input can fix: the engine lacks something, or the model is refused whatever it gets.
 _ENGINE_LIMIT = re.compile(
     r"NOT_IMPLEMENTED|not implemented|not supported|unsupported|no kernel|Could not find an implementation|"
-    r"is not a registered|locale|custom op|NO_SUCHFILE|NO_MODEL|INVALID_GRAPH|ENGINE_ERROR|EP_FAIL|"
-    r"delegate failed", re.I)      # LiteRT's XNNPack delegate failing to prepare: the same on every size
+    r"is not a registered|locale|custom op|NO_SUCHFILE|NO_MODEL|INVALID_GRAPH|ENGINE_ERROR|EP_FAIL", re.I)
 
 
 # Out of memory: larger sizes can only make it worse, so the search stops.
