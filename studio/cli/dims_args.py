@@ -43,9 +43,13 @@ def warn_unknown_dims(model: str | None, given: dict[str, int]) -> None:
         return                              # the command itself says what is wrong with the file
     keys = api.input_dim_keys(handle)
     inputs = {i.name for i in handle.proto.graph.input}
+    # Every dim name the inputs declare, derived ones too ("past_sequence_length + sequence_length"): a value
+    # given for a derived dim is checked (and refused, when it disagrees) by the command itself, not a typo.
+    declared = {d.dim_param for i in handle.proto.graph.input if i.type.HasField("tensor_type")
+                for d in i.type.tensor_type.shape.dim if d.dim_param}
     for name in given:
         bracket = name.endswith("]") and "[" in name and name.split("[", 1)[0] in inputs
-        if name in keys or bracket:
+        if name in keys or name in declared or bracket:
             continue
         shown = ", ".join(printable(k, 60) for k in keys[:20]) + (" ..." if len(keys) > 20 else "")
         print(f"warning: dim '{printable(name, 60)}' is not a dim of this model; known: {shown or 'none'}",
