@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from diagnostics.input_search import search_runs
 from studio.accuracy.runs import run_feed_sets
 from studio.core.dim_hints import DerivedDim, dim_hints as _dim_hints, DimHint, model_derived_dims
+from studio.core.engines.table import REFERENCE_ENGINE
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, engine_message
 from studio.core.feeds import ImagePreprocess, make_feeds
@@ -141,13 +142,13 @@ def _searched_memory_dims(handle: ModelHandle, dims: Mapping[str, int] | None, r
     """ONNX Runtime could not run the model at the dims the studio chose (a reflect Pad longer than 16 samples):
     the dims of the input search's first set that runs (diagnostics.input_search, as check, optimize, export
     and compare use), and the note that says so; None when ORT ran, was not asked to, or nothing runs."""
-    ort_plan = next((e for e in report.engine_plans if e.engine == "onnxruntime"), None)
+    ort_plan = next((e for e in report.engine_plans if e.engine == REFERENCE_ENGINE), None)
     error = ort_plan.error if ort_plan is not None else None
     if not error or "too large to" in error:        # ran, or stopped by the time limit: no other size helps
         return None
 
     def run(sets: list) -> tuple:
-        return run_feed_sets(handle.path, "onnxruntime", sets, pool_key=pool_key).outputs
+        return run_feed_sets(handle.path, REFERENCE_ENGINE, sets, pool_key=pool_key).outputs
 
     given = dict(dims or {})
     found = search_runs(handle.proto, run, error, dims=given)

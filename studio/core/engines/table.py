@@ -121,6 +121,10 @@ ENGINES: tuple[EngineRow, ...] = (
 )
 
 
+# The engine a reference output comes from where the user named none (memory's input search; compare's "A").
+REFERENCE_ENGINE = "onnxruntime"
+
+
 def names() -> tuple[str, ...]:
     """Canonical engine names, in table order."""
     return tuple(r.name for r in ENGINES)
