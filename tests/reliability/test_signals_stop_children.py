@@ -58,10 +58,14 @@ def test_r54_a_signal_to_worker_stops_its_dask_worker(tmp_path, sig):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
 def test_r54_a_signal_to_batch_stops_its_sandbox_workers(tmp_path, sig):
+    # A profile stage of 300 s keeps the batch mid-run whatever the machine's speed: a check of two small models
+    # alone could finish (and write batch.json) between the worker's start and the signal on a fast CPU.
+    long = tmp_path / "stages.json"
+    long.write_text('{"profile": {"duration_s": 300}}')
     with open(tmp_path / "batch.log", "wb") as log:
         proc = start_studio(["batch", str(path_of("cnn_unfused")), str(path_of("mobilenet_like")), "-o",
-                       str(tmp_path / "out"), "--stages", "check", "--engines", "onnxruntime,openvino", "--workers",
-                       "1", "--force"], log)
+                       str(tmp_path / "out"), "--stages", "check,profile", "--engines", "onnxruntime,openvino",
+                       "--stage-requests", str(long), "--workers", "1", "--force"], log)
         try:
             assert wait_until(lambda: descendants(proc), 120), "the batch starts a sandbox worker"
             os.kill(proc.pid, signal.SIGSTOP)            # frozen mid-run: it cannot finish before the signal
