@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import os
 import shutil
 import tarfile
@@ -37,7 +38,7 @@ from studio.batch.stages import NOT_WRITTEN, StageOutcome, StageTask, run_stage,
 from studio.core import outputs
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
-from studio.core.sandbox import shutdown_pool
+from studio.core.sandbox import close_pool, shutdown_pool
 from studio.core.model import _sha256_files
 from studio.core.model import load
 from studio.core.paths import safe_child
@@ -62,6 +63,9 @@ def default_workers() -> int:
     return max(1, min(cores // 2 or 1, int(mem) or 1, 8))
 
 
+_EXECUTOR_IDS = itertools.count(1)
+
+
 class LocalExecutor:
     """Tasks on this machine, each thread with its own sandbox-worker pool."""
 
@@ -76,12 +80,13 @@ class LocalExecutor:
         self._n = 0
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
+        self._uid = next(_EXECUTOR_IDS)         # its pool keys are its own: cancel() closes them for good
 
     def _pool_key(self) -> str:
         if not hasattr(self._local, "key"):
             with self._lock:
                 self._n += 1
-                self._local.key = f"{self.pool_prefix}:batch-{self._n}"
+                self._local.key = f"{self.pool_prefix}:batch{self._uid}-{self._n}"
                 self._keys.append(self._local.key)
         return self._local.key
 
@@ -96,15 +101,17 @@ class LocalExecutor:
 
         return self._pool.submit(work)
 
-    def _stop_workers(self) -> None:
+    def _stop_workers(self, close: bool = False) -> None:
         with self._lock:
             keys = list(self._keys)
         for key in keys:                # only this executor's sandbox workers, never another session's
-            shutdown_pool(key)
+            (close_pool if close else shutdown_pool)(key)
 
     def cancel(self) -> None:
         self._cancelled.set()
-        self._stop_workers()            # running workers are killed; their tasks end as failed
+        # Running workers are killed and their tasks end as failed; a task's next job (a profile's next variant)
+        # is refused at once instead of starting in a fresh pool of the same key.
+        self._stop_workers(close=True)
 
     def stop_starting(self) -> None:
         """Queued tasks end 'cancelled' (a resume runs them); running ones finish as they would."""

@@ -283,9 +283,8 @@ def _run_batch(paths: Sequence[str | Path], out: Path, *, stages: Sequence[str],
                 if on_progress is not None:
                     elapsed = time.perf_counter() - started
                     on_progress(done, total, elapsed / done * (total - done) if done else None, o)
-    except BaseException:
-        if own:     # Ctrl-C / a signal's exit: stop the running tasks' workers now; close() would wait them out
-            executor.cancel()
+    except (KeyboardInterrupt, SystemExit):
+        executor.cancel()   # Ctrl-C / a signal's exit: stop the running tasks now; close() would wait them out
         raise
     finally:
         if own:

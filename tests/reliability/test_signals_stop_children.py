@@ -67,6 +67,10 @@ def test_r54_a_signal_to_batch_stops_its_sandbox_workers(tmp_path, sig):
                        str(tmp_path / "out"), "--stages", "check,profile", "--engines", "onnxruntime,openvino",
                        "--stage-requests", str(long), "--workers", "1", "--force"], log)
         try:
+            # Signalled during the profile stage (the first check has finished; one task thread, tasks in order):
+            # a cancelled task's next job must not start in a fresh worker (a profile's next variant ran on).
+            done = tmp_path / "batch.log"
+            assert wait_until(lambda: b"[1/4" in done.read_bytes(), 120), "the first check finishes"
             assert wait_until(lambda: descendants(proc), 120), "the batch starts a sandbox worker"
             os.kill(proc.pid, signal.SIGSTOP)            # frozen mid-run: it cannot finish before the signal
             children = descendants(proc)

@@ -87,6 +87,7 @@ class Pool:
 
 
 _pools: dict[str, Pool] = {}
+_closed: set[str] = set()      # keys no job may start in again (close_pool)
 
 
 def _check_fork() -> None:
@@ -191,6 +192,20 @@ def shutdown_pool(pool_key: str = "default") -> None:
         if pool.worker is not None:
             pool.worker.close()
             pool.worker = None
+
+
+def close_pool(pool_key: str) -> None:
+    """:func:`shutdown_pool`, and no job starts in ``pool_key`` again: each later ``run_job`` there raises
+    ``WorkerError(kind="cancelled")`` at once. A cancelled batch's task thread goes on to its stage's next job
+    (a profile's next variant) in a fresh pool of the same key; that job would run its whole time."""
+    with _state_lock:
+        _closed.add(pool_key)
+    shutdown_pool(pool_key)
+
+
+def pool_closed(pool_key: str) -> bool:
+    with _state_lock:
+        return pool_key in _closed
 
 
 def shutdown_all() -> None:

@@ -36,7 +36,7 @@ from studio.core.sandbox.messages import (
     memory_message,
     scrub_message,
 )
-from studio.core.sandbox.pool import Pool, evict_idle, get_pool, job_root
+from studio.core.sandbox.pool import Pool, evict_idle, get_pool, job_root, pool_closed
 from studio.core.sandbox.process import TICK_S, Worker
 from studio.core.expansion import model_size_note
 
@@ -118,6 +118,8 @@ def run_job(name: str, args: dict[str, Any] | None = None, arrays: Mapping[str, 
         out_dir = Path(out_dir).resolve()
         out_dir.mkdir(parents=True, exist_ok=True)
 
+    if pool_closed(pool_key):
+        raise WorkerError(f"{stage} was cancelled", kind="cancelled", stage=stage)
     pool = get_pool(pool_key)
     entry_gen = pool.cancel_gen
     waited = time.monotonic()
