@@ -60,7 +60,14 @@ def start_studio(args: list[str], log) -> subprocess.Popen:
     """``python -m studio ARGS`` as a user starts it: its own process group (a signal to it goes to it
     alone), output to ``log``."""
     return subprocess.Popen([sys.executable, "-m", "studio", *args], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    """In the child: SIGINT at its default, as a user's terminal gives it. pytest-xdist's workers ignore SIGINT,
+    and an ignored SIGINT is inherited through exec (Python then keeps ignoring it): R54's Ctrl-C test ran on a
+    batch that could not see it, in full runs only."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def descendants(proc: subprocess.Popen) -> list[psutil.Process]:
