@@ -555,6 +555,70 @@ def print_real_encoder(budget_s: float = 30.0) -> None:
                 "sentence's real tokens, emb = mean-pooled embedding cosine, NN top-1 = nearest-neighbour sentence "
                 "agreement)", ["variant", "ms p10", "x ORT fp32", "CI", "x OV fp32", "tok cos min", "emb min",
                                "emb mean", "NN top-1", ""], rows)
+    split, floor = int8_time_split()
+    if split:
+        print_table("Where OpenVINO's time goes on it (its own per-layer counters, PERF_COUNT; median of 20 runs, ms; "
+                    "GEMM = FullyConnected and MatMul layers)", ["variant", "layer type", "implementation", "layers",
+                                                                  "ms", "share"], split)
+        print(floor)
+
+
+# OpenVINO layer types that are matrix products: the work INT8 speeds up (everything else stays float).
+_GEMM_TYPES = ("FullyConnected", "MatMul", "FullyConnectedQuantizedLegacy")
+# int8 multiply-adds per fp32 FMA of the same vector width: VNNI's vpdpbusd (4 per lane) vs AVX2's
+# vpmaddubsw + vpmaddwd pair (about 2): the ceiling on how much faster an INT8 GEMM can be than its fp32 one.
+_INT8_GEMM_CEILING = {"vnni": 4.0, "amx": 16.0, "avx2": 2.0}
+
+
+def int8_time_split(runs: int = 20) -> tuple[list[list], str]:
+    """OpenVINO fp32 vs the studio's int8-nncf-sq IR (built by :func:`real_encoder_rows`) on the longest sentence,
+    split by layer type from OpenVINO's own counters: how much of the time is GEMM, how much faster the INT8 GEMMs
+    run than the fp32 ones, and the floor that leaves (fp32 GEMM time / the ISA's INT8 ceiling + the INT8 model's
+    non-GEMM time), so a ratio goal can be judged against what the CPU allows."""
+    from collections import defaultdict
+
+    import numpy as np
+    import onnxruntime as ort
+    import openvino as ov
+
+    from studio.core.engines.ort_int8 import machine_int8_choice
+
+    src = _real_encoder_fp32()
+    ir = src.parent / "variants" / "nncf-0.99-2" / "model_int8.xml" if src is not None else None
+    if ir is None or not ir.exists():
+        return [], ""
+    names = [i.name for i in ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).get_inputs()]
+    feeds = max(text_set(names, 96)[0][32:], key=lambda f: int(f["attention_mask"].sum()))
+    core, rows, gemm, other = ov.Core(), [], {}, {}
+    for label, path in (("OpenVINO fp32", src), ("int8-nncf-sq", ir)):
+        rq = core.compile_model(str(path), "CPU", {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32",
+                                                   "PERF_COUNT": True}).create_infer_request()
+        per: dict[tuple[str, str], list[float]] = defaultdict(list)
+        count: dict[tuple[str, str], int] = {}
+        for _ in range(runs):
+            rq.infer(feeds)
+            run: dict[tuple[str, str], float] = defaultdict(float)
+            for p in rq.get_profiling_info():
+                run[(p.node_type, p.exec_type)] += p.real_time.total_seconds() * 1e3
+                count[(p.node_type, p.exec_type)] = count.get((p.node_type, p.exec_type), 0) + 1
+            for k, v in run.items():
+                per[k].append(v)
+        med = {k: float(np.median(v)) for k, v in per.items()}
+        total = sum(med.values())
+        gemm[label] = sum(v for (t, _), v in med.items() if t in _GEMM_TYPES)
+        other[label] = total - gemm[label]
+        rows.append([label, "all layers", "", sum(count.values()) // runs, f"{total:.2f}", "100 %"])
+        rows.append([label, "GEMM", "", "", f"{gemm[label]:.2f}", f"{100 * gemm[label] / total:.0f} %"])
+        for (t, impl), v in sorted(med.items(), key=lambda kv: -kv[1])[:6]:
+            rows.append([label, t, impl, count[(t, impl)] // runs, f"{v:.2f}", f"{100 * v / total:.0f} %"])
+    isa = machine_int8_choice().isa
+    ceiling = next((c for k, c in _INT8_GEMM_CEILING.items() if k in isa.lower()), 2.0)
+    fp32, int8 = gemm["OpenVINO fp32"] + other["OpenVINO fp32"], gemm["int8-nncf-sq"] + other["int8-nncf-sq"]
+    floor = gemm["OpenVINO fp32"] / ceiling + other["int8-nncf-sq"]
+    return rows, (f"INT8 GEMMs run {gemm['OpenVINO fp32'] / gemm['int8-nncf-sq']:.2f}x the fp32 ones' speed (this "
+                  f"CPU's INT8 kind: {isa}, ceiling ~{ceiling:g}x); with the INT8 model's non-GEMM layers as they are "
+                  f"({other['int8-nncf-sq']:.2f} ms), the floor is {floor:.2f} ms = {floor / fp32:.2f}x OpenVINO fp32 "
+                  f"(int8-nncf-sq now: {int8:.2f} ms = {int8 / fp32:.2f}x, counters only)")
 
 
 def transformer_verdict(rows: list[list]) -> list[list]:
