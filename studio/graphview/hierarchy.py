@@ -380,19 +380,24 @@ def structure_signature(graph: GraphModel, members: list[int]) -> tuple:
     ``WL_ROUNDS`` rounds of the neighbours' labels along internal edges). Two
     structurally identical layers get equal signatures whatever their names."""
     inside = set(members)
-    preds = {k: [graph.edges[e].src for e in graph.pred[k]] for k in members}
-    succs = {k: [graph.edges[e].dst for e in graph.succ[k]] for k in members}
+    edges, nodes, pred, succ = graph.edges, graph.nodes, graph.pred, graph.succ
+    # The internal neighbours, once (the rounds below revisit them WL_ROUNDS times: on a 100k-node model
+    # this function was most of the hierarchy's build).
+    preds_in: dict[int, list[int]] = {}
+    succs_in: dict[int, list[int]] = {}
     label = {}
     for k in members:
-        n = graph.nodes[k]
+        pk = [edges[e][0] for e in pred[k]]
+        sk = [edges[e][1] for e in succ[k]]
+        preds_in[k] = pin = [p for p in pk if p in inside]
+        succs_in[k] = sin = [v for v in sk if v in inside]
+        n = nodes[k]
         # Whether, not how often, a node is fed from / feeds outside: the last layer feeds
         # one final norm where the others feed the next layer's norm and residual.
-        ext_in = any(p not in inside for p in preds[k])
-        ext_out = any(v not in inside for v in succs[k])
-        label[k] = hash((n.kind, n.op_type, n.domain, ext_in, ext_out))
+        label[k] = hash((n.kind, n.op_type, n.domain, len(pin) < len(pk), len(sin) < len(sk)))
     for _ in range(WL_ROUNDS):
-        label = {k: hash((label[k], tuple(sorted(label[p] for p in preds[k] if p in inside)),
-                          tuple(sorted(label[v] for v in succs[k] if v in inside)))) for k in members}
+        label = {k: hash((label[k], tuple(sorted([label[p] for p in preds_in[k]])),
+                          tuple(sorted([label[v] for v in succs_in[k]])))) for k in members}
     return len(members), tuple(sorted(label.values()))
 
 

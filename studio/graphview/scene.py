@@ -76,6 +76,15 @@ def _t(text: str) -> str:
     return display(text, TEXT)
 
 
+class _Texts(dict):
+    """``_t`` of each distinct string once per scene: a tensor name is shipped as one node's output, other
+    nodes' inputs, an edge and a tensors entry (on a 100k-node model ~1M strings, most of them repeats)."""
+
+    def __missing__(self, text: str) -> str:
+        out = self[text] = display(text, TEXT)
+        return out
+
+
 def _op_counts(graph: GraphModel, hierarchy: Hierarchy) -> list[Counter]:
     """Op-type histogram below each group, in O(N + G) (children have larger pre-order indices)."""
     counts = [Counter() for _ in hierarchy.groups]
@@ -139,6 +148,7 @@ def build_scene(graph: GraphModel, hierarchy: Hierarchy, *, title: str | None = 
     edge, by (source node, target node, tensor)); ``expanded``
     names groups (by hierarchy key) to open as well at first paint; ``focus`` (a node id)
     is revealed, centred and selected once drawn."""
+    _t = _Texts().__getitem__      # noqa: N806 (shadows the module's _t: the same text, each string once)
     groups = hierarchy.groups
     counts = hierarchy.visible_counts()
     deepest = len(counts) - 1
