@@ -35,7 +35,7 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
 
 # Streamlit draws custom components (the code editor) in iframes served by this same server: those
 # pages may be framed by the studio itself, never by another site.
-COMPONENT_PATHS = ("/component/", "/_stcore/bidi-components/")
+COMPONENT_PATHS = ("/component/", "/_stcore/bidi-components/", "/studio/viewer/")   # the last: the Graph page's viewer
 COMPONENT_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"x-frame-options", b"SAMEORIGIN"),
     (b"content-security-policy", b"frame-ancestors 'self'"),

@@ -18,7 +18,7 @@ import streamlit as st
 from studio.core.errors import StudioError
 from studio.core.fmt import human_bytes, human_count, printable
 from studio import api
-from studio.ui import state
+from studio.ui import state, viewer_docs
 
 T = TypeVar("T")
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
@@ -208,7 +208,10 @@ export default function (component) {
     setTriggerValue('node', ev.data.gvSelect);
   };
   window.addEventListener('message', onMessage);
-  if (frame.dataset.key !== data.key) { frame.dataset.key = data.key; frame.srcdoc = data.doc; }
+  if (frame.dataset.key !== data.key) {
+    frame.dataset.key = data.key;
+    if (data.url) { frame.removeAttribute('srcdoc'); frame.src = data.url; } else { frame.srcdoc = data.doc; }
+  }
   return () => window.removeEventListener('message', onMessage);
 }
 """
@@ -223,12 +226,18 @@ def _graph_frame_component():
 def graph_frame(doc: str, *, height: int, key: str, on_node: Callable[[], None] | None = None) -> str | None:
     """The viewer document ``doc`` in a frame ``height`` px high; the node id the user just
     clicked in it (once, on the rerun it causes), else None. ``doc`` is reloaded only when it
-    changes, so pan, zoom and open groups survive the reruns clicks cause."""
+    changes, so pan, zoom and open groups survive the reruns clicks cause. Under ``onnx-studio serve`` the
+    frame loads ``doc`` by URL (:mod:`studio.ui.viewer_docs`): a rerun's message carries its address, not the
+    document."""
     import hashlib
 
-    digest = hashlib.sha1(doc.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    result = _graph_frame_component()(data={"doc": doc, "key": digest, "height": int(height)}, key=key,
-                                      on_node_change=on_node or (lambda: None))
+    if viewer_docs.served():
+        url, digest = viewer_docs.publish(doc)
+        data = {"url": url, "key": digest[:16], "height": int(height)}
+    else:
+        digest = hashlib.sha1(doc.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        data = {"doc": doc, "key": digest, "height": int(height)}
+    result = _graph_frame_component()(data=data, key=key, on_node_change=on_node or (lambda: None))
     node = getattr(result, "node", None)
     return node if isinstance(node, str) else None
 
