@@ -561,6 +561,65 @@ def print_real_encoder(budget_s: float = 30.0) -> None:
                     "GEMM = FullyConnected and MatMul layers)", ["variant", "layer type", "implementation", "layers",
                                                                   "ms", "share"], split)
         print(floor)
+        print_table("OpenVINO fp32 vs int8-nncf-sq with oneDNN's kernels capped (ONEDNN_MAX_CPU_ISA, a fresh process each; "
+                    "an approximation of a CPU without those instructions: OpenVINO's MLAS fp32 FullyConnected layers "
+                    "ignore the cap, so capped fp32 is optimistic; p10 of 40 runs after 5, ms)",
+                    ["oneDNN ISA", "OV fp32 ms", "int8-nncf-sq ms", "INT8 / fp32", "INT8 GEMM kernel"], capped_isa_rows())
+
+
+def ov_pair_json() -> None:
+    """Child of :func:`capped_isa_rows`: OpenVINO fp32 and int8-nncf-sq p10 latency on the longest sentence, and the
+    INT8 GEMM kernel OpenVINO chose, as one JSON line (the ISA cap is read by oneDNN at process start)."""
+    import json
+    import time
+
+    import numpy as np
+    import onnxruntime as ort
+    import openvino as ov
+
+    src = _real_encoder_fp32()
+    ir = src.parent / "variants" / "nncf-0.99-2" / "model_int8.xml"
+    names = [i.name for i in ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).get_inputs()]
+    feeds = max(text_set(names, 96)[0][32:], key=lambda f: int(f["attention_mask"].sum()))
+    out: dict[str, object] = {}
+    for label, path in (("fp32", src), ("int8", ir)):
+        rq = ov.Core().compile_model(str(path), "CPU", {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32",
+                                                        "PERF_COUNT": True}).create_infer_request()
+        for _ in range(5):
+            rq.infer(feeds)
+        ts = []
+        for _ in range(40):
+            t = time.perf_counter()
+            rq.infer(feeds)
+            ts.append(time.perf_counter() - t)
+        out[label] = float(np.percentile(ts, 10) * 1e3)
+        if label == "int8":
+            out["kernel"] = sorted({p.exec_type for p in rq.get_profiling_info() if p.node_type == "FullyConnected"})
+    print(json.dumps(out))
+
+
+def capped_isa_rows() -> list[list]:
+    """:func:`ov_pair_json` natively and with oneDNN capped to AVX2 (no VNNI: int8 dot products take two
+    instructions) and to AVX2_VNNI, each in a fresh process, one after the other."""
+    import json
+    import os
+    import subprocess
+
+    rows = []
+    for isa in ("native", "AVX2_VNNI", "AVX2"):
+        env = {k: v for k, v in os.environ.items() if k != "ONEDNN_MAX_CPU_ISA"}
+        if isa != "native":
+            env["ONEDNN_MAX_CPU_ISA"] = isa
+        r = subprocess.run([sys.executable, "-c", "from benchmarks.bench_precision import ov_pair_json; ov_pair_json()"],
+                           capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parent.parent, timeout=600)
+        try:
+            got = json.loads(r.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            rows.append([isa, "failed", (r.stderr.strip().splitlines() or ["no output"])[-1][:80], "", ""])
+            continue
+        rows.append([isa, f"{got['fp32']:.2f}", f"{got['int8']:.2f}", f"{got['int8'] / got['fp32']:.2f}x",
+                     ", ".join(got["kernel"])])
+    return rows
 
 
 # OpenVINO layer types that are matrix products: the work INT8 speeds up (everything else stays float).
