@@ -38,7 +38,7 @@ from studio.batch.stages import NOT_WRITTEN, StageOutcome, StageTask, run_stage,
 from studio.core import outputs
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
-from studio.core.sandbox import close_pool, shutdown_pool
+from studio.core.sandbox import close_pool, forget_closed, shutdown_pool
 from studio.core.model import _sha256_files
 from studio.core.model import load
 from studio.core.paths import safe_child
@@ -120,6 +120,10 @@ class LocalExecutor:
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._stop_workers()
+        with self._lock:
+            keys = list(self._keys)
+        for key in keys:                # every task thread has ended: no job can use these keys again
+            forget_closed(key)
 
 
 # ---------------------------------------------------------------------------- Dask

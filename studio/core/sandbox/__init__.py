@@ -69,7 +69,7 @@ from studio.core.sandbox.limits import (GiB, Limits, default_limits, limit_refus
                                         require_memory, room_for_weights, scaled_to_model, session_limits,
                                         worker_limit_refusal)
 from studio.core.sandbox.messages import scrub_message
-from studio.core.sandbox.pool import cancel_all, close_pool, pool_info, shutdown_all, shutdown_pool
+from studio.core.sandbox.pool import cancel_all, close_pool, forget_closed, pool_info, shutdown_all, shutdown_pool
 from studio.core.sandbox.process import MINIMAL_ENV_NAMES, MINIMAL_ENV_PREFIXES
 from studio.core.sandbox.protocol import JobResult, run_job
 
@@ -92,5 +92,6 @@ __all__ = [
     "shutdown_all",
     "shutdown_pool",
     "close_pool",
+    "forget_closed",
     "worker_limit_refusal",
 ]

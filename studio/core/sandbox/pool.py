@@ -203,6 +203,13 @@ def close_pool(pool_key: str) -> None:
     shutdown_pool(pool_key)
 
 
+def forget_closed(pool_key: str) -> None:
+    """Drop ``pool_key`` from the closed keys once nothing can use it again (its batch executor has closed): a
+    long-running ``serve`` would otherwise keep every cancelled batch's keys for its whole life."""
+    with _state_lock:
+        _closed.discard(pool_key)
+
+
 def pool_closed(pool_key: str) -> bool:
     with _state_lock:
         return pool_key in _closed
