@@ -4,7 +4,8 @@ The same feeds drive calibration, verification and profiling.
 
 Value ranges come from the graph where possible: an integer input used as
 Gather indices gets ids below the gathered table's size (token ids within the
-vocabulary); names decide the rest (masks are ones, token-type ids zeros,
+vocabulary), one used as OneHot indices ids below its depth, and a float input
+the graph casts to such indices whole numbers in that range; names decide the rest (masks are ones, token-type ids zeros,
 position ids a range).
 """
 
@@ -47,7 +48,7 @@ class InputSpec:
     kind: str = "tensor"             # tensor | sequence | optional | map
     low: float | None = None         # values drawn in [low, high) for integer inputs
     high: float | None = None
-    role: str = "generic"            # generic | token_ids | mask | token_type | positions | scalar | compared
+    role: str = "generic"            # generic | token_ids | indices | mask | token_type | positions | scalar | compared
     hinted: tuple[tuple[int, int], ...] = ()   # (axis, value) the model itself suggests (studio.core.dim_hints)
 
     def hint(self, axis: int) -> int | None:
@@ -78,6 +79,24 @@ def _gather_bounds(model: ModelProto) -> dict[str, int]:
                 if table and -len(table) <= axis < len(table):
                     size = int(table[axis])
                     bounds[vi.name] = min(bounds.get(vi.name, size), size)
+    return bounds
+
+
+def _one_hot_bounds(model: ModelProto) -> dict[str, int]:
+    """For inputs used (possibly through Cast/Reshape...) as OneHot indices: the depth, when it is a constant
+    (magika's float "bytes" input, cast to int for a OneHot of depth 257: N(0, 1) floats would cover ~5 of
+    its values)."""
+    g = model.graph
+    depths = scalar_int_constants(model)
+    consumers: dict[str, list] = {}
+    for n in g.node:
+        for i, name in enumerate(n.input):
+            consumers.setdefault(name, []).append((n, i))
+    bounds: dict[str, int] = {}
+    for vi in g.input:
+        for n, i in value_uses(vi.name, consumers):
+            if n.op_type == "OneHot" and i == 0 and len(n.input) > 1 and depths.get(n.input[1], 0) > 0:
+                bounds[vi.name] = min(bounds.get(vi.name, depths[n.input[1]]), depths[n.input[1]])
     return bounds
 
 
@@ -152,6 +171,7 @@ def input_specs(model: ModelProto) -> tuple[InputSpec, ...]:
     """Specs for the model's real inputs (initializers listed as inputs are skipped)."""
     init = {t.name for t in model.graph.initializer}
     bounds = _gather_bounds(model)
+    one_hot = _one_hot_bounds(model)
     compared = _compared_values(model)
     hinted: dict[str, list[tuple[int, int]]] = {}
     for h in dim_hints(model):
@@ -171,6 +191,8 @@ def input_specs(model: ModelProto) -> tuple[InputSpec, ...]:
         if dtype.startswith(("int", "uint")):
             if vi.name in bounds:
                 low, high, role = 0, bounds[vi.name], "token_ids"
+            elif vi.name in one_hot:
+                low, high, role = 0, one_hot[vi.name], "indices"
             elif vi.name in compared:
                 low, high, role = compared[vi.name], compared[vi.name] + 1, "compared"
             elif "mask" in lname:
@@ -185,6 +207,9 @@ def input_specs(model: ModelProto) -> tuple[InputSpec, ...]:
                 low, high = 0, 10
         elif dtype == "bool" and "mask" in lname:
             role = "mask"
+        elif dtype.startswith(("float", "bfloat")) and (vi.name in bounds or vi.name in one_hot):
+            # a float input the graph casts to integer indices (Gather, OneHot): whole numbers in the valid range
+            low, high, role = 0, min(bounds.get(vi.name, 2**62), one_hot.get(vi.name, 2**62)), "indices"
         specs.append(InputSpec(vi.name, dtype, info.shape, info.kind, low, high, role,
                                tuple(hinted.get(vi.name, ()))))
     return tuple(specs)
@@ -308,6 +333,8 @@ def _random_array(s: InputSpec, shape: tuple[int, ...], rng: np.random.Generator
     if dtype.kind == "b":
         return np.ones(shape, bool) if s.role == "mask" else rng.random(shape) < 0.5
     if dtype.kind == "f":
+        if s.role == "indices" and s.high is not None:
+            return rng.integers(int(s.low or 0), max(int(s.high), 1), size=shape).astype(dtype)
         return rng.standard_normal(shape).astype(dtype)
     if dtype.kind in "OUS":
         return np.array(["x"] * int(np.prod(shape)), dtype=object).reshape(shape)
