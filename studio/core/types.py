@@ -122,3 +122,24 @@ def type_info(name: str, tp: TypeProto) -> TensorInfo:
 
 def value_info(vi: ValueInfoProto) -> TensorInfo:
     return type_info(vi.name, vi.type)
+
+
+def clear_unknown_dims(model) -> list[str]:
+    """Make every non-positive ``dim_value`` of a model's graph inputs, outputs and value_info an unnamed dim,
+    in place; returns the graph inputs' ones as ``name[axis]=value``. paddle2onnx and older exporters write
+    ``-1`` (some ``0``) for "any size"; ONNX Runtime and OpenVINO read a negative one as unknown, as
+    :func:`type_info` does, but a converter may take any int for a static size (onnx2tf made a Keras input of
+    size -1, which TensorFlow refuses). An unnamed dim is what every converter reads as dynamic."""
+    out = []
+    inits = {t.name for t in model.graph.initializer}
+    for group, named in ((model.graph.input, True), (model.graph.output, False), (model.graph.value_info, False)):
+        for vi in group:
+            if vi.name in inits or not vi.type.HasField("tensor_type") or \
+                    not vi.type.tensor_type.HasField("shape"):
+                continue
+            for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+                if d.HasField("dim_value") and d.dim_value <= 0:
+                    if named:
+                        out.append(f"{vi.name}[{axis}]={d.dim_value}")
+                    d.ClearField("dim_value")
+    return out

@@ -66,6 +66,7 @@ from studio.core.sandbox import default_limits
 from studio.core.engines.base import check_feeds, check_model_file
 from studio.core.engines.capture import captured_output, read_log
 from studio.core.model import sha256_file
+from studio.core.types import clear_unknown_dims
 
 __all__ = ["LiteRtEngine", "LiteRtRunner", "convert_to_tflite", "litert_command", "litert_option_sets"]
 
@@ -364,9 +365,15 @@ def _convert_once(onnx_path: str | Path, out_path: Path, shapes: Mapping[str, An
                             "failed_nodes": []}
     started = time.perf_counter()
     error = None
-    # onnx2tf writes back into the file it is given (op names, onnxsim): it only ever sees a copy.
+    # onnx2tf writes back into the file it is given (op names, onnxsim): it only ever sees a copy, with the -ois
+    # shapes written into its inputs. onnx2tf applies -ois only through onnxsim, which -nuo turns off: without this
+    # the conversion kept every dynamic dim (README and manifest said "fixed at conversion"), and paddle2onnx's
+    # x[-1, 3, ?, ?] became a Keras input of size -1 ("ValueError: Dimension -1 must be >= 0"; corpus
+    # rapidocr_ppocrv3_det), or converted dynamic and failed at run ("XNNPack delegate failed to reshape").
     private = work.with_name(work.name + ".src.onnx")
-    _private_copy(Path(onnx_path), private)
+    cleared = _private_copy(Path(onnx_path), private, shapes)
+    if cleared:     # said in the info: the dims the model declares as -1/0 ("any size")
+        info["unknown_dims"] = cleared
     digest = sha256_file(private)             # the model's content (external data inlined), for CONVERSIONS
     reused = CONVERSIONS.reuse(conversion_key(digest, shapes, precision, calibration, options), out_path)
     if reused is not None:
@@ -639,12 +646,21 @@ def _offline(onnx2tf_module: Any) -> None:
             module.download_test_image_data = _offline_sample_images
 
 
-def _private_copy(source: Path, dest: Path) -> None:
-    """A self-contained copy of the model (external data inlined) for onnx2tf to write over."""
+def _private_copy(source: Path, dest: Path, static: Mapping[str, Any] | None = None) -> list[str]:
+    """A self-contained copy of the model (external data inlined) for onnx2tf to write over, its "unknown"
+    dim values made unnamed dims (:func:`clear_unknown_dims`); returns those dims (``x[0]=-1``). ``static``:
+    input shapes written into its inputs (what onnx2tf's -ois does through onnxsim)."""
     import onnx
 
     model = onnx.load_model(str(source), load_external_data=True)
+    cleared = clear_unknown_dims(model)
+    for i in model.graph.input:
+        if static and i.name in static and i.type.HasField("tensor_type"):
+            for d, v in zip(i.type.tensor_type.shape.dim, static[i.name]):
+                d.ClearField("dim_param")
+                d.dim_value = int(v)
     onnx.save_model(model, str(dest))  # scratch: the conversion worker's own job folder
+    return cleared
 
 
 def _log_reason(log: str) -> str:
@@ -658,6 +674,7 @@ def onnx_output_shapes(model, shapes: Mapping[str, Any]) -> dict[str, tuple[int,
 
     m = onnx.ModelProto()
     m.CopyFrom(model)
+    clear_unknown_dims(m)      # a declared -1 is "any size": inference would call the computed size a conflict
     for i in m.graph.input:
         if i.name in shapes and i.type.HasField("tensor_type"):
             dims = i.type.tensor_type.shape.dim
