@@ -117,7 +117,7 @@ def _print(result) -> None:
             verdict = f"{_ICON.get(v.status, v.status)}: {printable(v.message, 120)}" if v else ""
             print(f"  {a.path:<58} {human_bytes(a.bytes):>9}  {verdict}")
         for note in t.notes:
-            print(f"  note: {printable(note, 200)}")
+            print(f"  note: {printable(note, 400)}")
     for note in result.manifest.get("deploy", {}).get("notes", []):
         print(f"note: {printable(note, 200)}")
     speed = result.manifest.get("benchmarks", {}).get("onnxruntime", {}).get("session_speedup")

@@ -24,6 +24,7 @@ from studio.core.outputs import check_destination, disk_error, register_input, r
 from studio.core.paths import atomic_write_text
 from studio.export.bundle import bundle_name, check_final, finalize, inventory, prepare_output, staging_dir, write_zip
 from studio.export.context import ExportContext
+from studio.export.growth import with_growth_note
 from studio.export.manifest import build_manifest
 from studio.export.onnxruntime import export_onnxruntime
 from studio.export.openvino import export_openvino
@@ -165,6 +166,8 @@ def _export(handle: ModelHandle, repairs: tuple[str, ...], options: ExportOption
                             pipeline_records=list(deploy.records),
                             fresh=model_weight_bytes(deploy.path) > FRESH_WORKER_BYTES)
         targets = tuple(_run_target(ctx, t) for t in options.targets)
+        # one rule for every target: an artifact far larger than the user's model says why, in one line
+        targets = tuple(with_growth_note(t, staging, named.total_bytes, handle.proto) for t in targets)
         graph_html, graph_note = _graph(deploy.handle)
         notes = repairs + deploy.notes + ((graph_note,) if graph_html is None else ())
         if graph_html is not None:
