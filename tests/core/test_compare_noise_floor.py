@@ -1,0 +1,37 @@
+"""A cosine-judged comparison (quantized, reduced precision, converted engines) of an output that is numerically
+zero on the reference side: its direction is rounding noise, so it is judged value by value instead. A faithful
+LiteRT conversion of a text detector failed its export at cosine 0.827 with 0 % of values outside the tolerance
+(seeded heat map ~1e-7). Outputs of real magnitude keep the cosine rule (the control below)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from studio.core.compare import NOISE_FLOOR_RMS, QUANTIZED, REDUCED_PRECISION, compare_arrays
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:        # the oracle, by hand
+    a, b = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def test_an_output_at_float_noise_level_is_judged_value_by_value():
+    rng = np.random.default_rng(0)
+    ref = (rng.random((1, 1, 64, 64)) * 2e-7).astype(np.float32)          # RMS ~1.2e-7
+    got = ref + (rng.standard_normal(ref.shape) * 1e-7).astype(np.float32)
+    assert _cos(got, ref) < 0.9 and np.sqrt(np.mean(ref.astype(np.float64) ** 2)) < NOISE_FLOOR_RMS
+    for tol in (REDUCED_PRECISION, QUANTIZED):
+        d = compare_arrays("heat", ref, got, tol)
+        assert d.match and d.mismatches == 0 and "noise level" in d.note and d.mode == "tolerance"
+        far = ref.copy()
+        far[0, 0, 3, 3] = 0.5                      # one value far outside the tolerance still fails it
+        assert not compare_arrays("heat", ref, far, tol).match
+
+
+def test_an_output_of_real_magnitude_keeps_the_cosine_rule():
+    rng = np.random.default_rng(1)
+    ref = rng.dirichlet(np.ones(1000)).astype(np.float32)[None]           # softmax-like, RMS ~1.4e-3
+    got = rng.permutation(ref[0])[None]                                   # every value small, the direction lost
+    assert np.sqrt(np.mean(ref.astype(np.float64) ** 2)) > NOISE_FLOOR_RMS and _cos(got, ref) < 0.98
+    d = compare_arrays("probs", ref, got, QUANTIZED)
+    assert not d.match and d.mode == "cosine"
