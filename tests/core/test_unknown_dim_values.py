@@ -92,3 +92,29 @@ def test_litert_check_runs_a_model_with_minus_one_dims(tmp_path):
     assert v.decided_by == "real session"
     # the check compares LiteRT's outputs with ONNX Runtime's on the same feeds: no mismatch
     assert not [f for f in report.findings if f.code in ("LITERT-MISMATCH", "LITERT-UNSUPPORTED")]
+
+
+def test_a_run_with_an_empty_input_keeps_the_declared_dims_for_onnx2tf(tmp_path):
+    """A decoder's prefill (past length 0) written into onnx2tf's copy as a static 0 sent onnx2tf's transpose
+    search on for 10 minutes and more (llama_optimum, the agreement sweep's LiteRT case); such a run keeps the
+    model's declared dims, and any other run gets its shapes written in."""
+    from onnx import TensorProto, helper
+
+    from studio.core.engines.litert import _private_copy
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+    past = helper.make_tensor_value_info("past", TensorProto.FLOAT, [1, 2, "past_len", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    m = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x, past], [y]),
+                          opset_imports=[helper.make_opsetid("", 13)])
+    src = tmp_path / "m.onnx"
+    onnx.save(m, src)
+
+    def dims(path):
+        return {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
+                for i in onnx.load(path).graph.input}
+
+    _private_copy(src, tmp_path / "empty.onnx", {"x": (1, 3), "past": (1, 2, 0, 8)})
+    assert dims(tmp_path / "empty.onnx") == {"x": ["batch", 3], "past": [1, 2, "past_len", 8]}
+    _private_copy(src, tmp_path / "full.onnx", {"x": (1, 3), "past": (1, 2, 5, 8)})
+    assert dims(tmp_path / "full.onnx") == {"x": [1, 3], "past": [1, 2, 5, 8]}

@@ -654,6 +654,11 @@ def _private_copy(source: Path, dest: Path, static: Mapping[str, Any] | None = N
 
     model = onnx.load_model(str(source), load_external_data=True)
     cleared = clear_unknown_dims(model)
+    if static and any(0 in tuple(int(v) for v in s) for s in static.values() if s is not None):
+        # An empty input (a decoder's prefill past, length 0) written as a static 0 sends onnx2tf into its transpose
+        # permutation search for 10 minutes and more (llama_optimum's repeat_kv Expand); left dynamic, it converts
+        # in ~27 s. So a run with an empty input keeps the declared dims.
+        static = None
     for i in model.graph.input:
         if static and i.name in static and i.type.HasField("tensor_type"):
             for d, v in zip(i.type.tensor_type.shape.dim, static[i.name]):
