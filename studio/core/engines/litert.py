@@ -649,18 +649,22 @@ def _offline(onnx2tf_module: Any) -> None:
 def _private_copy(source: Path, dest: Path, static: Mapping[str, Any] | None = None) -> list[str]:
     """A self-contained copy of the model (external data inlined) for onnx2tf to write over, its "unknown"
     dim values made unnamed dims (:func:`clear_unknown_dims`); returns those dims (``x[0]=-1``). ``static``:
-    input shapes written into its inputs (what onnx2tf's -ois does through onnxsim)."""
+    the run's input shapes, written into the inputs that declared such dims (what onnx2tf's -ois would do
+    through onnxsim), unless one of them is empty."""
     import onnx
 
     model = onnx.load_model(str(source), load_external_data=True)
     cleared = clear_unknown_dims(model)
+    # Only the inputs that declared -1/0 get the run's shapes: dynamic, they fail to convert or to run (XNNPack
+    # "failed to reshape"; rapidocr_ppocrv3_det). Every other input keeps its declared dims, as onnx2tf has always
+    # seen them: written static, a run's seeded sizes that do not fit the model (frames of 7 fed 16 values) fail
+    # the conversion itself, where the model converts and only those inputs cannot run, and a decoder's empty
+    # prefill past (a static 0) sent onnx2tf into its transpose search for 10 minutes and more (llama_optimum).
+    marked = {c.rsplit("[", 1)[0] for c in cleared}
     if static and any(0 in tuple(int(v) for v in s) for s in static.values() if s is not None):
-        # An empty input (a decoder's prefill past, length 0) written as a static 0 sends onnx2tf into its transpose
-        # permutation search for 10 minutes and more (llama_optimum's repeat_kv Expand); left dynamic, it converts
-        # in ~27 s. So a run with an empty input keeps the declared dims.
         static = None
     for i in model.graph.input:
-        if static and i.name in static and i.type.HasField("tensor_type"):
+        if static and i.name in static and i.name in marked and i.type.HasField("tensor_type"):
             for d, v in zip(i.type.tensor_type.shape.dim, static[i.name]):
                 d.ClearField("dim_param")
                 d.dim_value = int(v)
