@@ -35,3 +35,20 @@ def test_an_output_of_real_magnitude_keeps_the_cosine_rule():
     assert np.sqrt(np.mean(ref.astype(np.float64) ** 2)) > NOISE_FLOOR_RMS and _cos(got, ref) < 0.98
     d = compare_arrays("probs", ref, got, QUANTIZED)
     assert not d.match and d.mode == "cosine"
+
+
+def test_a_converted_engine_check_judges_a_numerically_zero_output_by_its_values():
+    """check's converted-engine verdict (LiteRT, MNN, ncnn vs ONNX Runtime) used cosine < 0.999 alone:
+    rapidocr_ppocrv3_det's LiteRT run, 8.78e-08 off ONNX Runtime, was a LITERT-MISMATCH at cosine 0.83."""
+    from diagnostics.converted_check import judge_output
+
+    rng = np.random.default_rng(2)
+    ref = (rng.random((1, 1, 32, 32)) * 2e-7).astype(np.float32)
+    got = ref + (rng.standard_normal(ref.shape) * 1e-7).astype(np.float32)
+    assert _cos(got, ref) < 0.9
+    assert judge_output("heat", ref, got)["problem"] is None
+    far = ref.copy()
+    far[0, 0, 1, 1] = 0.25
+    assert judge_output("heat", ref, far)["problem"] is not None
+    big = ref * 1e6                                          # the same shape of error at real magnitude: flagged
+    assert "cosine" in judge_output("heat", big, got * 1e6)["problem"]
