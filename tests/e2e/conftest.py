@@ -158,6 +158,25 @@ def open_and_upload(page, url: str, files) -> None:
     page.locator(UPLOADER).set_input_files(files)
 
 
+def viewer_frame(page, timeout_s: float = 120):
+    """The frame holding the graph viewer's document, once it exists. Under ``serve`` the Graph page's frame
+    loads its document by URL (studio/ui/viewer_docs), so the iframe element comes before its document."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for f in page.frames:
+            if f == page.main_frame:
+                continue
+            try:
+                if f.evaluate("!!document.getElementById('gv-data')"):
+                    return f
+            except Exception:       # a frame detached while the page reruns, or still navigating
+                continue
+        page.wait_for_timeout(200)
+    raise AssertionError(f"no graph viewer frame within {timeout_s:.0f} s")
+
+
 def nodes_metric(page, showing: str | None = None, timeout_ms: int = 90_000):
     """The Overview's Nodes metric once it is on the page (and shows ``showing``, when given)."""
     nodes = page.locator('[data-testid="stMetric"]').filter(has_text="Nodes")
