@@ -29,7 +29,7 @@ from typing import Any
 
 import psutil
 
-from benchmarks.bench_viewers import _STALL_END, _STALL_START, _STUDIO_PAINTED, _process_mb, select
+from benchmarks.bench_viewers import _STALL_END, _STALL_START, _STUDIO_PAINTED, _pan_zoom, _process_mb, select
 from benchmarks.harness import cpu_banner, print_table
 
 DEFAULT = ["3k", "10k", "30k", "100k"]
@@ -53,27 +53,9 @@ def _viewer_frame(page, deadline: float, seen: dict[str, float] | None = None):
 
 
 def _pan_fps(page, frame) -> float:
-    """fps of the viewer's frame during a 1.2 s scripted drag with wheel zoom over it."""
+    """fps of the viewer's frame during bench_viewers' scripted drag with wheel zoom, over the frame."""
     box = page.locator("iframe").last.bounding_box() or {"x": 300, "y": 200, "width": 900, "height": 600}
-    cx, cy = box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.55
-    frame.evaluate("() => { window.__ft = []; window.__rec = true; const tick = (t) => { window.__ft.push(t); "
-                   "if (window.__rec) requestAnimationFrame(tick); }; requestAnimationFrame(tick); }")
-    page.mouse.move(cx, cy)
-    page.mouse.down()
-    t_end, i = time.perf_counter() + 1.2, 0
-    while time.perf_counter() < t_end:
-        dx = 160 * ((i % 24) / 24 - 0.5)
-        page.mouse.move(cx + dx, cy + dx * 0.5)
-        i += 1
-        if i % 6 == 0:
-            page.mouse.up()
-            page.mouse.wheel(0, -120 if (i // 6) % 2 else 120)
-            page.mouse.down()
-        time.sleep(0.012)
-    page.mouse.up()
-    t = frame.evaluate("() => { window.__rec = false; return window.__ft; }")
-    gaps = sorted(b - a for a, b in zip(t, t[1:])) or [0.0]
-    return 1000 / statistics.median(gaps) if statistics.median(gaps) else 0.0
+    return _pan_zoom(page, frame, (box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.55), swing=160)
 
 
 def _tree_rss_mb(pid: int) -> float:

@@ -196,17 +196,18 @@ def _studio_page(model: Path, out: Path) -> float:
     return time.perf_counter() - t
 
 
-def _pan_zoom(page) -> float:
-    """fps (1000 / median rAF interval) during a 1.2 s scripted drag with wheel zoom in between."""
-    w, h = 1400, 1000
-    cx, cy = w * 0.45, h * 0.55
-    page.evaluate(_RECORD)
+def _pan_zoom(page, frame=None, center: tuple[float, float] = (1400 * 0.45, 1000 * 0.55), swing: float = 200) -> float:
+    """fps (1000 / median rAF interval) during a 1.2 s scripted drag with wheel zoom in between, around ``center``
+    (page pixels); the frames are counted in ``frame`` (a viewer inside the page, bench_graph_page) or the page."""
+    counted = frame or page
+    cx, cy = center
+    counted.evaluate(_RECORD)
     page.mouse.move(cx, cy)
     page.mouse.down()
     t_end = time.perf_counter() + 1.2
     i = 0
     while time.perf_counter() < t_end:
-        dx = 200 * ((i % 24) / 24 - 0.5)
+        dx = swing * ((i % 24) / 24 - 0.5)
         page.mouse.move(cx + dx, cy + dx * 0.5)
         i += 1
         if i % 6 == 0:
@@ -215,8 +216,8 @@ def _pan_zoom(page) -> float:
             page.mouse.down()
         time.sleep(0.012)
     page.mouse.up()
-    page.evaluate("() => { window.__rec = false; }")
-    t = page.evaluate("window.__ft")
+    counted.evaluate("() => { window.__rec = false; }")
+    t = counted.evaluate("window.__ft")
     gaps = sorted(b - a for a, b in zip(t, t[1:])) or [0.0]
     med = statistics.median(gaps)
     return 1000 / med if med else 0.0
