@@ -17,6 +17,9 @@ from studio.ui import viewer_docs
 def _empty_store(monkeypatch):
     monkeypatch.setattr(viewer_docs, "_docs", type(viewer_docs._docs)())
     monkeypatch.setattr(viewer_docs, "_digest_of", {})
+    # route() marks the process as serving by URL; restored after each test, or the AppTest pages run later in
+    # this worker would hand their frames a URL instead of the document (tests/ui/test_graph_page reads it)
+    monkeypatch.setattr(viewer_docs, "_mounted", False)
 
 
 def test_a_published_document_is_served_by_the_sha256_of_its_text():
