@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from onnx import ModelProto, NodeProto, load_model
+from onnx import GraphProto, ModelProto, NodeProto, load_model
 
 from studio.core.dim_hints import dim_hints
 from studio.core.errors import StudioError
@@ -62,14 +62,20 @@ class InputSpec:
 MAX_RANK = 64        # NumPy arrays (and so every feed) have at most 64 dimensions (R38)
 
 
+def _consumers(graph: GraphProto) -> dict[str, list[tuple[NodeProto, int]]]:
+    """Value name -> every (node, input position) of ``graph`` that reads it."""
+    consumers: dict[str, list[tuple[NodeProto, int]]] = {}
+    for n in graph.node:
+        for i, name in enumerate(n.input):
+            consumers.setdefault(name, []).append((n, i))
+    return consumers
+
+
 def _gather_bounds(model: ModelProto) -> dict[str, int]:
     """For values used (possibly through Cast/Reshape...) as Gather indices: the table size."""
     g = model.graph
     init_dims = {t.name: list(t.dims) for t in g.initializer}
-    consumers: dict[str, list] = {}
-    for n in g.node:
-        for i, name in enumerate(n.input):
-            consumers.setdefault(name, []).append((n, i))
+    consumers = _consumers(g)
     bounds: dict[str, int] = {}
     for vi in g.input:
         for n, i in value_uses(vi.name, consumers):
@@ -88,10 +94,7 @@ def _one_hot_bounds(model: ModelProto) -> dict[str, int]:
     its values)."""
     g = model.graph
     depths = scalar_int_constants(model)
-    consumers: dict[str, list] = {}
-    for n in g.node:
-        for i, name in enumerate(n.input):
-            consumers.setdefault(name, []).append((n, i))
+    consumers = _consumers(g)
     bounds: dict[str, int] = {}
     for vi in g.input:
         for n, i in value_uses(vi.name, consumers):
@@ -146,10 +149,7 @@ def _compared_values(model: ModelProto) -> dict[str, int]:
     choosing an If branch): that constant. A random value would take a branch the model
     never takes in use, and often fails there."""
     consts = scalar_int_constants(model)
-    consumers: dict[str, list] = {}
-    for n in model.graph.node:
-        for i, name in enumerate(n.input):
-            consumers.setdefault(name, []).append((n, i))
+    consumers = _consumers(model.graph)
     found: dict[str, int] = {}
     for vi in model.graph.input:
         frontier, seen = [vi.name], set()

@@ -19,6 +19,7 @@ from pathlib import Path
 import onnx
 
 from studio.core.fmt import human_bytes
+from studio.core.protowalk import iter_graphs
 from studio.core.tensor_safety import packed_nbytes
 from studio.export.results import Artifact, TargetResult
 
@@ -66,18 +67,11 @@ def _source_facts(source: onnx.ModelProto) -> tuple[dict[str, int], dict[str, st
     """The source's initializer sizes and, for every node output, the op that makes it (subgraphs too)."""
     sizes: dict[str, int] = {}
     producers: dict[str, str] = {}
-    stack = [source.graph]
-    while stack:
-        g = stack.pop()
-        for t in g.initializer:
+    for ref in iter_graphs(source):
+        for t in ref.graph.initializer:
             sizes[t.name] = stored_bytes(t)
-        for n in g.node:
-            for o in n.output:
-                if o:
-                    producers[o] = n.op_type
-            for a in n.attribute:
-                stack.extend([a.g] if a.HasField("g") else [])
-                stack.extend(a.graphs)
+        for n in ref.graph.node:
+            producers.update((o, n.op_type) for o in n.output if o)
     return sizes, producers
 
 
