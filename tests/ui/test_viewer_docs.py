@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -71,7 +72,10 @@ def test_the_route_answers_published_documents_only():
         scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(), "query_string": b"",
                  "headers": [(b"host", host.encode())], "scheme": "http", "server": ("127.0.0.1", 8501),
                  "client": ("127.0.0.1", 5555), "root_path": "", "http_version": "1.1"}
-        asyncio.run(app(scope, receive, send))
+        # In a thread of its own: a worker whose earlier test left an event loop running in this thread
+        # (Playwright's sync API in the suite's browser tests) refuses asyncio.run here
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, app(scope, receive, send)).result()
         start = next(m for m in sent if m["type"] == "http.response.start")
         body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
         return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}, body
