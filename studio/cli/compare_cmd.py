@@ -142,4 +142,6 @@ def _mode(d) -> str:
     mode = printable(d.mode.split(";")[0].split(" (")[0], 40)
     if d.mode == "exact" and d.mismatches:
         return f"exact, {d.mismatches} differ"
+    if getattr(d, "noise_floor", False):
+        return f"{mode} (reference at noise level)"     # its cosine is rounding noise, not a verdict
     return mode

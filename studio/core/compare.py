@@ -104,6 +104,8 @@ class OutputDiff:
     rows_left_out: int = 0
     rows_mask: str = ""
     cosine_whole: float | None = None
+    # the reference is numerically zero (RMS under NOISE_FLOOR_RMS): judged value by value, its cosine is noise
+    noise_floor: bool = False
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -130,7 +132,7 @@ class Comparison:
 
     @property
     def min_cosine(self) -> float | None:
-        vals = [d.cosine for d in self.outputs.values() if d.cosine is not None]
+        vals = [d.cosine for d in self.outputs.values() if d.cosine is not None and not d.noise_floor]
         return min(vals) if vals else None
 
     def summary(self) -> str:
@@ -142,7 +144,9 @@ class Comparison:
             worst = max((d.max_abs or 0.0 for d in self.outputs.values()), default=0.0)
             cos = self.min_cosine
             special = sorted({"non-tensor elements" if "element" in d.mode else d.mode.split(" (")[0]
-                              for d in self.outputs.values() if d.mode not in ("tolerance", "cosine", "strings")})
+                              for d in self.outputs.values() if d.mode not in ("tolerance", "cosine", "strings")}
+                             | ({"reference at float noise level, judged value by value"}
+                                if any(d.noise_floor for d in self.outputs.values()) else set()))
             return f"{len(self.outputs)} outputs match (max abs {worst:.3g}" + (
                 f", min cosine {cos:.6f}" if cos is not None else "") + (
                 f"; {', '.join(special)}" if special else "") + ")"
@@ -346,7 +350,8 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
     return OutputDiff(**base, **padding, match=ok, max_abs=max_abs, max_rel=max_rel, rel_l2=fig.rel_l2, cosine=cos,
                       mismatch_fraction=mismatch, top1_agreement=_top1(a, b, task),
                       top5_overlap=_top5(a, b) if task is None or task.kind == "classification" else None,
-                      tolerance=tol, note=note, mode=mode, mismatches=int(np.count_nonzero(bad)))
+                      tolerance=tol, note=note, mode=mode, mismatches=int(np.count_nonzero(bad)),
+                      noise_floor=bool(fb.size) and rms < NOISE_FLOOR_RMS)
 
 
 def compare_outputs(reference: Mapping[str, object], candidate: Mapping[str, object],
@@ -406,10 +411,12 @@ def merge_comparisons(comparisons: list[Comparison]) -> Comparison:
         first_bad = next((d for d in diffs if not d.match), None)
         base = first_bad or diffs[0]
         mean = lambda xs: float(np.mean(xs))  # noqa: E731
+        # a set whose reference is numerically zero has a cosine of noise: the worst cosine is the others'
+        directed = [d for d in diffs if not d.noise_floor] or diffs
         outputs[name] = OutputDiff(
             name, base.ref_shape, base.got_shape, base.ref_dtype, base.got_dtype, first_bad is None,
             max_abs=_worst([d.max_abs for d in diffs], max), max_rel=_worst([d.max_rel for d in diffs], max),
-            rel_l2=_worst([d.rel_l2 for d in diffs], max), cosine=_worst([d.cosine for d in diffs], min),
+            rel_l2=_worst([d.rel_l2 for d in diffs], max), cosine=_worst([d.cosine for d in directed], min),
             mismatch_fraction=_worst([d.mismatch_fraction for d in diffs], max),
             top1_agreement=_worst([d.top1_agreement for d in diffs], mean),
             top5_overlap=_worst([d.top5_overlap for d in diffs], mean), tolerance=base.tolerance,
@@ -418,7 +425,8 @@ def merge_comparisons(comparisons: list[Comparison]) -> Comparison:
             rows_left_out=sum(d.rows_left_out for d in diffs),
             rows_mask=next((d.rows_mask for d in diffs if d.rows_mask), ""),
             cosine_whole=_worst([d.cosine_whole if d.rows_left_out else d.cosine for d in diffs], min)
-            if any(d.rows_left_out for d in diffs) else None)
+            if any(d.rows_left_out for d in diffs) else None,
+            noise_floor=all(d.noise_floor for d in diffs))
     missing = tuple(dict.fromkeys(m for c in comparisons for m in c.missing))
     extra = tuple(dict.fromkeys(m for c in comparisons for m in c.extra))
     return Comparison(outputs, missing, extra)

@@ -52,3 +52,33 @@ def test_a_converted_engine_check_judges_a_numerically_zero_output_by_its_values
     assert judge_output("heat", ref, far)["problem"] is not None
     big = ref * 1e6                                          # the same shape of error at real magnitude: flagged
     assert "cosine" in judge_output("heat", big, got * 1e6)["problem"]
+
+
+def test_the_one_line_summary_quotes_no_cosine_of_noise():
+    """`compare --engine-b litert` on rapidocr_ppocrv3_det printed 'PASS: 1 outputs match (max abs 1e-07, min cosine
+    0.852044)': a cosine the verdict did not use, read as a warning. The summary's min cosine is over the outputs
+    judged by direction; a noise-level output is named as judged value by value, and the CLI column says so."""
+    from studio.cli.compare_cmd import _mode
+    from studio.core.compare import Comparison, merge_comparisons
+
+    rng = np.random.default_rng(3)
+    ref = (rng.random((1, 1, 32, 32)) * 2e-7).astype(np.float32)
+    got = ref + (rng.standard_normal(ref.shape) * 1e-7).astype(np.float32)
+    probs = rng.dirichlet(np.ones(100)).astype(np.float32)[None]
+    heat = compare_arrays("heat", ref, got, QUANTIZED)
+    real = compare_arrays("probs", probs, probs * np.float32(1.0001), QUANTIZED)
+    assert heat.noise_floor and not real.noise_floor
+    assert _mode(heat) == "tolerance (reference at noise level)" and _mode(real) == "cosine"
+    alone = Comparison({"heat": heat})
+    assert alone.ok and alone.min_cosine is None and "cosine" not in alone.summary().split(";")[0]
+    assert "reference at float noise level, judged value by value" in alone.summary()
+    both = Comparison({"heat": heat, "probs": real})
+    assert both.min_cosine == real.cosine == max(heat.cosine, real.cosine)    # the noise cosine is left out
+    assert f"min cosine {real.cosine:.6f}" in both.summary()
+    plain = compare_arrays("heat", ref, got)          # float32 tolerance, no cosine criterion (compare's default)
+    assert plain.match and plain.noise_floor and Comparison({"heat": plain}).min_cosine is None
+    merged = merge_comparisons([Comparison({"heat": plain}), Comparison({"heat": plain})])   # compare's feed sets
+    assert merged.outputs["heat"].noise_floor and merged.min_cosine is None
+    louder = compare_arrays("heat", ref * 1e6, got * 1e6)
+    mixed = merge_comparisons([Comparison({"heat": plain}), Comparison({"heat": louder})]).outputs["heat"]
+    assert not mixed.noise_floor and mixed.cosine == louder.cosine     # the noise set's cosine is not the worst

@@ -31,7 +31,8 @@ def _outputs_table(result) -> pd.DataFrame:
                      "cosine": _fmt(d.cosine, ".6f"), "top-1": _fmt(d.top1_agreement, ".2f"),
                      "top-5": _fmt(d.top5_overlap, ".2f"), "task": d.task,
                      "verdict": "ok" if d.match else "differs",
-                     "compared as": d.mode, "note": d.note})
+                     "compared as": d.mode + (" (reference at noise level)" if d.noise_floor else ""),
+                     "note": d.note})
     return pd.DataFrame(rows)
 
 
