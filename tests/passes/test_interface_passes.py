@@ -86,3 +86,31 @@ def test_onnxsim_result_that_grows_the_file_is_refused(tmp_path):
     assert (tmp_path / "o" / "m.onnx").stat().st_size < 2 * src.stat().st_size
     grown = run_passes(src, [make_pass("onnxsim", max_growth=1e6)], tmp_path / "g" / "m.onnx")
     assert grown.records[0].status == "changed" and "ConstantOfShape" not in ops(grown.output)
+
+
+# An output dim the exporter named on its own: torch's 'AddstateN_dim_0' on Silero VAD's state output (held-out
+# silero_vad_16k_op15: 'fix-input-shapes broke the model: output stateN dim AddstateN_dim_0 -> 2', the fix
+# `check` recommends for it). Oracle: ONNX Runtime's own run of the original gives that output (2, 1, 3).
+FREE_OUTPUT_DIM = '<ir_version: 8, opset_import: ["" : 17]>' + """
+g (float[batch,4] x, float[2,batch,3] s) => (float[batch,4] y, float[AddstateN_dim_0,batch,3] sn) {
+  y = Relu(x)
+  sn = Tanh(s)
+}"""
+
+
+def test_fix_input_shapes_makes_an_exporter_named_output_dim_its_real_size(tmp_path):
+    import numpy as np
+    import onnxruntime as ort
+
+    src = save(parse_model(FREE_OUTPUT_DIM), tmp_path / "src.onnx")
+    real = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(
+        None, {"x": np.ones((1, 4), np.float32), "s": np.ones((2, 1, 3), np.float32)})[1].shape
+    r = check_applies(tmp_path, FREE_OUTPUT_DIM, "fix-input-shapes", options={"dims": {"batch": 1}})
+    assert _dims(r.output, "output") == [1, 4] and list(real) == [2, 1, 3]
+    sn = onnx.load(str(r.output)).graph.output[1].type.tensor_type.shape.dim
+    assert [d.dim_value for d in sn] == list(real)
+    original = parse_model(FREE_OUTPUT_DIM)
+    assert interface_problems(original, onnx.load(str(r.output))) != []     # not asked to fix: still a change
+    assert any("input 's' dim" in p for p in interface_problems(
+        parse_model(FREE_OUTPUT_DIM.replace("float[2,batch,3] s", "float[n,batch,3] s")),
+        parse_model(FREE_OUTPUT_DIM), {"batch": 1}))        # an input's own dim stays strict
