@@ -67,3 +67,28 @@ def test_every_node_whose_converter_fails_is_named(tmp_path):
         assert verdict.status == "unsupported"
     assert not any(f.node in ("r", "add") for f in report.findings if f.engine == "openvino")
     assert not any(f.code == "OV-PARTIAL-CONVERT" for f in report.findings)
+
+
+def test_a_tensor_of_unknown_rank_from_a_dynamic_input_points_to_fixing_the_input_shapes(tmp_path):
+    """Held-out silero_vad_16k_op15: OpenVINO 'cannot convert' its Conv ('the input data tensor's rank has to be
+    known'), hint 'rewrite the op ... or use another engine'; pinned inputs convert. Here a Reshape to a shape of
+    dynamic length feeds a Conv. Oracle: OpenVINO itself fails on the file and converts it with that dim pinned."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    w = numpy_helper.from_array(np.ones((2, 1, 3), np.float32), "w")
+    g = helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["r"]), helper.make_node("Conv", ["r", "w"], ["y"])],
+                          "g", [V("x", TensorProto.FLOAT, [1, 8]), V("shape", TensorProto.INT64, ["n"])],
+                          [V("y", TensorProto.FLOAT, None)], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    m.graph.input[1].type.tensor_type.shape.dim[0].dim_value = 3
+    pinned = tmp_path / "pinned.onnx"
+    onnx.save(m, pinned)
+    assert _ov_reality(path)[0] and not _ov_reality(pinned)[0]
+    report = api.check(api.load(path), engines=("openvino",))
+    [f] = [f for f in report.findings if f.code == "OV-CONVERT-ERROR"]
+    assert f.node == "Conv@1" or f.op_type == "Conv"
+    assert f.fix_pass == "fix-input-shapes" and "--shapes NAME=SHAPE" in f.fix_hint
