@@ -222,6 +222,16 @@ def test_onnx2tf_convert_takes_the_keywords_the_litert_adapter_passes():
     assert missing == [], f"onnx2tf.convert no longer takes {missing} (onnx2tf {importlib.metadata.version('onnx2tf')})"
 
 
+def test_litert_interpreter_lists_its_ops_with_their_input_tensors():
+    """engines/litert.py reads ``Interpreter._get_ops_details()`` (op_name, inputs) to find inputs read only by a
+    RESHAPE; without it every input falls back to the shape rule."""
+    _needs("ai_edge_litert")
+    from ai_edge_litert.interpreter import Interpreter
+
+    assert callable(getattr(Interpreter, "_get_ops_details", None)), \
+        f"ai_edge_litert {importlib.metadata.version('ai-edge-litert')} no longer has Interpreter._get_ops_details"
+
+
 def test_onnx2tf_sample_download_is_where_the_studio_replaces_it():
     """``litert._offline`` replaces ``download_test_image_data`` in onnx2tf.onnx2tf and
     onnx2tf.utils.common_functions (a conversion must never reach the network); no other module calls it,

@@ -725,6 +725,7 @@ class LiteRtRunner(ConvertedRunner):
                                         or package_version("ai-edge-litert"), "threads": self.threads,
                                         "precision_requested": str(args.get("precision") or "f32")}
         self._key: tuple | None = None
+        self.reshape_only: frozenset[str] = frozenset()   # signature inputs read only by RESHAPE (see _load)
         self.fixed: Path | None = None
         if self.path.suffix == ".tflite" and args.get("onnx_path"):
             # an exported .tflite, bound to the ONNX model it came from (names, layout, output types)
@@ -757,6 +758,7 @@ class LiteRtRunner(ConvertedRunner):
         self.runner = self.interpreter.get_signature_runner()
         self.sig_inputs = {n: d for n, d in self.runner.get_input_details().items()}
         self.sig_outputs = {n: d for n, d in self.runner.get_output_details().items()}
+        self.reshape_only = _reshape_only_inputs(self.interpreter, self.sig_inputs)
         self.details["load_ms"] = round((time.perf_counter() - started) * 1000, 3)
 
     def _convert_for(self, feeds: Mapping[str, Any]) -> None:
@@ -817,7 +819,13 @@ class LiteRtRunner(ConvertedRunner):
             detail = self.sig_inputs[sig]
             a = np.asarray(feeds[n])
             want = tuple(int(d) for d in detail["shape"])
-            if a.shape != want and channels_last(a.shape) == want:
+            if a.shape != want and channels_last(a.shape) == want and sig in self.reshape_only:
+                # onnx2tf labelled the input channels-last but its graph only reshapes it (an ONNX Flatten/Reshape
+                # of the input, oww_hey_marvin's [1,16,96] -> [1,96,16]): the model reads the values in memory
+                # order, so they go in ONNX's order; transposed, every result differs
+                a = a.reshape(want)
+                layout[n] = "input read only by a Reshape: values in ONNX order, shape label N..C"
+            elif a.shape != want and channels_last(a.shape) == want:
                 a = to_channels_last(a)
                 layout[n] = "input NC.. -> N..C"
             elif a.ndim >= 3 and channels_last(a.shape) == a.shape and a.shape[1] != 1:
@@ -862,6 +870,21 @@ class LiteRtRunner(ConvertedRunner):
         self.interpreter = None
 
 
+
+
+def _reshape_only_inputs(interpreter: Any, sig_inputs: Mapping[str, Mapping[str, Any]]) -> frozenset[str]:
+    """The signature inputs that the converted graph reads only through RESHAPE ops: their values count in memory
+    order whatever their shape says. From the interpreter's op list (``_get_ops_details``, docs/architecture.md
+    §5b); empty when it is not available (every input then keeps the shape rule)."""
+    try:
+        ops = interpreter._get_ops_details()
+    except Exception:  # noqa: BLE001 - a LiteRT without the op list: no input is known to be reshape-only
+        return frozenset()
+    readers: dict[int, set[str]] = {}
+    for op in ops:
+        for t in op.get("inputs", ()):
+            readers.setdefault(int(t), set()).add(str(op.get("op_name", "")))
+    return frozenset(name for name, d in sig_inputs.items() if readers.get(int(d["index"])) == {"RESHAPE"})
 
 
 @job("litert.convert")
