@@ -14,6 +14,7 @@ shapes (the verification shapes) and NHWC image inputs; the README says which.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -93,15 +94,22 @@ Input shapes are fixed at conversion: {shapes}. Install: {install}.
 {snippet}"""
 
 
-def _feeds_layout(ctx: ExportContext, options: tuple[str, ...] = ()) -> str:
+def _feeds_layout(ctx: ExportContext, options: tuple[str, ...] = (), measured: Mapping[str, str] | None = None) -> str:
+    """How to feed the converted file; ``measured``: the verification run's layout notes per input (an input
+    the graph reads only through a Reshape takes its values in ONNX order, whatever its N..C shape says)."""
     kept = [n for n in ctx.input_shapes if n in options]     # -kat/-kt NAMES: inputs kept in the ONNX layout
-    four_d = [n for n, s in ctx.input_shapes.items() if 3 <= len(s) <= 5 and n not in kept]
-    if kept and not four_d:
-        return f"{', '.join(kept[:4])} keep(s) the ONNX layout (converted with {' '.join(options)})."
-    if not four_d:
-        return "No input changes layout."
-    return (f"onnx2tf stores {', '.join(four_d[:4])} channels-last (N..C, e.g. NHWC): transpose NCHW data with "
-            "`np.moveaxis(x, 1, -1)`; outputs of rank 3-5 are channels-last too (`np.moveaxis(y, -1, 1)`).")
+    in_order = [n for n, t in (measured or {}).items() if n in ctx.input_shapes and "values in ONNX order" in t]
+    four_d = [n for n, s in ctx.input_shapes.items() if 3 <= len(s) <= 5 and n not in kept and n not in in_order]
+    parts = []
+    if kept:
+        parts.append(f"{', '.join(kept[:4])} keep(s) the ONNX layout (converted with {' '.join(options)}).")
+    if in_order:
+        parts.append(f"{', '.join(in_order[:4])}: declared channels-last, but the model only reshapes it: give the "
+                     "values in ONNX order, reshaped (`x.reshape(shape)`), not transposed (verified that way).")
+    if four_d:
+        parts.append(f"onnx2tf stores {', '.join(four_d[:4])} channels-last (N..C, e.g. NHWC): transpose NCHW data "
+                     "with `np.moveaxis(x, 1, -1)`; outputs of rank 3-5 are channels-last too (`np.moveaxis(y, -1, 1)`).")
+    return " ".join(parts) or "No input changes layout."
 
 
 def _verify_run(ctx: ExportContext, engine: str, artifact: Path) -> tuple[dict | None, dict, str | None]:
@@ -114,7 +122,7 @@ def _verify_run(ctx: ExportContext, engine: str, artifact: Path) -> tuple[dict |
 
 
 def _generic_readme(ctx: ExportContext, adapter: Any, row: EngineRow, conv: Conversion, files: tuple[Path, ...],
-                    version: str, verification: str) -> str:
+                    version: str, verification: str, layout: Mapping[str, str] | None = None) -> str:
     snippet = getattr(adapter, "deploy_snippet", None)
     return _README.format(
         label=row.label, files=", ".join(p.name for p in files), command=conv.command_line, version=version,
@@ -124,7 +132,7 @@ def _generic_readme(ctx: ExportContext, adapter: Any, row: EngineRow, conv: Conv
 
 
 def _mnn_readme(ctx: ExportContext, adapter: Any, row: EngineRow, conv: Conversion, files: tuple[Path, ...],
-                version: str, verification: str) -> str:
+                version: str, verification: str, layout: Mapping[str, str] | None = None) -> str:
     first = next(iter(ctx.input_shapes.values()), (1,))
     return _MNN_README.format(command=conv.command_line, version=version, verification=verification,
                               inputs=list(ctx.input_shapes), outputs=[o.name for o in ctx.source.proto.graph.output],
@@ -132,10 +140,10 @@ def _mnn_readme(ctx: ExportContext, adapter: Any, row: EngineRow, conv: Conversi
 
 
 def _litert_readme(ctx: ExportContext, adapter: Any, row: EngineRow, conv: Conversion, files: tuple[Path, ...],
-                   version: str, verification: str) -> str:
+                   version: str, verification: str, layout: Mapping[str, str] | None = None) -> str:
     return _LITERT_README.format(command=conv.command_line, version=version, verification=verification,
                                  shapes=", ".join(f"{n} {list(s)}" for n, s in ctx.input_shapes.items()),
-                                 layout=_feeds_layout(ctx, conv.options))
+                                 layout=_feeds_layout(ctx, conv.options, layout))
 
 
 # This layer's per-engine table: the converted targets with a README of their own (others: the generic one).
@@ -194,7 +202,8 @@ def _export(ctx: ExportContext, engine: str) -> TargetResult:
     readme = folder / "README.md"
     verification = f"{v.status} ({v.message})"
     write = _READMES.get(engine, _generic_readme)    # a converted row without a README of its own: the generic one
-    atomic_write_text(readme, write(ctx, adapter, row, conv, (artifact, *companions), version, verification))
+    atomic_write_text(readme, write(ctx, adapter, row, conv, (artifact, *companions), version, verification,
+                                    layout=layout))
     bench = {name: {"convert_ms": round(conv.seconds * 1000, 1), "load_ms": details.get("load_ms"),
                     "first_inference_ms": details.get("first_inference_ms"),
                     "latency_ms_median": details.get("latency_ms_median"), "runs": details.get("runs")}}

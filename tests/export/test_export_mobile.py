@@ -88,3 +88,29 @@ def test_every_sample_model_each_engine_accepts(sample, tmp_path):
     seen = _check(sample, tmp_path)
     assert set(seen) == {"mnn", "litert"}
     assert seen == EXPECTED.get(sample, seen)
+
+
+def test_litert_readme_says_how_to_feed_an_input_the_model_only_reshapes(tmp_path):
+    """onnx2tf declares a Flatten-read 3-D input channels-last ([1,16,96] -> [1,96,16]) but reads its values in
+    memory order (oww_hey_marvin): the bundle's README said to transpose, which gives wrong results. Followed
+    literally with the plain LiteRT interpreter, the README's instruction must reproduce ONNX Runtime."""
+    import numpy as np
+    import onnxruntime as ort
+    from ai_edge_litert.interpreter import Interpreter
+
+    from tests.core.test_converted_engines import _flatten_model
+
+    _available("litert")
+    path = tmp_path / "flat3d.onnx"
+    _flatten_model(path, [1, 16, 96])
+    r = api.export(api.load(path), "litert", tmp_path / "out", zip=False, pool_key="mobile-export")
+    (t,) = r.targets
+    assert t.status == "passed", t.message
+    readme = (r.bundle / "litert" / "README.md").read_text()
+    assert "give the values in ONNX order, reshaped" in readme and "np.moveaxis(x, 1, -1)" not in readme
+    x = np.random.default_rng(2).standard_normal((1, 16, 96)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    runner = Interpreter(model_path=str(r.bundle / "litert" / "model.tflite")).get_signature_runner()
+    (sig, detail), = runner.get_input_details().items()
+    got = next(iter(runner(**{sig: x.reshape(tuple(detail["shape"]))}).values()))     # as the README says
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
