@@ -206,6 +206,27 @@ def test_a_stale_declared_shape_loses_to_pinned_inference(tmp_path):
     assert (mm.tensor, mm.axis, mm.formula, mm.real_value, mm.source) == ("r", 1, "58", 60, "ONNX shape inference")
 
 
+def test_a_declared_output_of_another_rank_is_named(tmp_path):
+    """The file declares an output [1, n] that the model computes as [3, 1, 2] (held-out ddddocr_common declares
+    '387' [1, seqlen] for a real [W/8, 1, 8210]): each axis matched only at equal ranks, so inspect named nothing.
+    Oracle: plain ONNX Runtime's output shape."""
+    g = helper.make_graph([helper.make_node("Reshape", ["x", "c"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "n"])],
+                          [numpy_helper.from_array(np.array([3, 1, 2], np.int64), "c")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = save(m, tmp_path / "m.onnx")
+    real = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, {"x": np.zeros((2, 3), np.float32)})[0].shape
+    s = api.inspect(api.load(path))
+    (mm,) = s.formula_mismatches
+    assert (mm.tensor, mm.axis, mm.formula_value, mm.real_value) == ("y", -1, 2, len(real))
+    assert mm.formula == "[1, n]" and mm.text() == \
+        f"'y': the file declares rank 2 ([1, n]); {mm.source} gives rank {len(real)}"
+    assert {e.name: e.shape for e in s.edges}["y"] == real
+
+
 def test_a_size_that_depends_on_the_input_values_is_not_made_up(tmp_path):
     """NonZero's count changes with the data: no number measured on seeded inputs is shown for it;
     a Range whose length comes from a Shape is measured (it depends on the input shape only)."""
