@@ -34,7 +34,7 @@ from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.mapped_pages import released_pages
 from studio.core.sandbox import Limits, run_job
 from diagnostics.input_search import validate_inputs
-from studio.core.engines.openvino_io import openvino_inputs
+from studio.core.engines.openvino_io import UNKNOWN_RANK, openvino_inputs
 from studio.core.nontensor import tensor_only_refusal
 
 ENGINE = "openvino"
@@ -139,8 +139,6 @@ def _infer_once(compiled, onnx_model, feeds) -> list:
 
 _NODE_IN_MESSAGE = re.compile(r"<Node\((?P<op>[\w.]+)\): (?P<node>[^>]*)>")
 _FAILED_OP = re.compile(r"-- (?P<op>[\w.]+)-(?P<ver>\d+) with a message:(?P<msg>.*?)(?=-- |Summary:|$)", re.S)
-# The frontend's words for a tensor whose rank (or shape) it must know and does not (Silero's Conv and ReduceMean).
-_UNKNOWN_RANK = re.compile(r"rank has to be known|rank\(\)\.is_static|Unsupported input type dynamic", re.I)
 _NO_RULE = re.compile(r"No conversion rule found for operations: (?P<ops>[^\n|]+)")
 
 
@@ -182,7 +180,7 @@ def _conversion_findings(data: dict, nodes: Sequence[NodeCtx], target: str) -> l
             flagged.add(node.id)
             if node.op_type == "GridSample" and "4D" in reason:
                 hint = "OpenVINO's GridSample is 4-D only: reshape the volumetric sampling into 2-D, or use ONNX Runtime"
-        if _UNKNOWN_RANK.search(m.group("msg")):
+        if UNKNOWN_RANK.search(m.group("msg")):
             fix, hint = "fix-input-shapes", ("OpenVINO needs this tensor's rank known; where it follows from the input "
                                              "shapes, fix them (check --fix fix-input-shapes --dim NAME=VALUE, or "
                                              "export --target openvino --shapes NAME=SHAPE)")

@@ -5,6 +5,7 @@ when the partial conversion fails too the report says the list is missing (never
 from __future__ import annotations
 
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from studio import api
@@ -92,3 +93,12 @@ def test_a_tensor_of_unknown_rank_from_a_dynamic_input_points_to_fixing_the_inpu
     [f] = [f for f in report.findings if f.code == "OV-CONVERT-ERROR"]
     assert f.node == "Conv@1" or f.op_type == "Conv"
     assert f.fix_pass == "fix-input-shapes" and "--shapes NAME=SHAPE" in f.fix_hint
+    # Every other door that loads it on OpenVINO (compare, profile, precision) leads its one-line error with the fix
+    from studio.core.engines import get_engine
+    from studio.core.errors import StudioError
+
+    with pytest.raises(StudioError) as info:
+        get_engine("openvino").run(path, {"x": np.ones((1, 8), np.float32), "shape": np.array([1, 1, 8], np.int64)})
+    text = str(info.value)
+    assert "OpenVINO cannot convert a tensor of unknown rank: fix the input shapes first" in text
+    assert "fix-input-shapes" in text.split("OpenVINO said")[0] and "\n" not in text.strip()

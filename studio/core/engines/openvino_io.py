@@ -12,9 +12,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import re
+
 import numpy as np
 
-__all__ = ["NotOnnxModel", "check_onnx_for_openvino", "onnx_frontend", "onnx_output_names", "openvino_inputs",
+from studio.core.errors import engine_message
+
+__all__ = ["UNKNOWN_RANK", "UNKNOWN_RANK_ADVICE", "NotOnnxModel", "check_onnx_for_openvino", "onnx_frontend", "onnx_output_names", "openvino_inputs",
            "ov_config", "precision_name", "read_onnx_model", "read_studio_ir"]
 
 
@@ -60,12 +64,26 @@ def check_onnx_for_openvino(path: str | Path) -> Any:
     return frontend
 
 
+# The ONNX frontend's words for a tensor whose rank (or shape) it must know and does not (Silero's Conv and
+# ReduceMean after a Reshape to a computed shape): fixing the input shapes is what lets it convert.
+UNKNOWN_RANK = re.compile(r"rank has to be known|rank\(\)\.is_static|Unsupported input type dynamic", re.I)
+UNKNOWN_RANK_ADVICE = ("OpenVINO cannot convert a tensor of unknown rank: fix the input shapes first "
+                       "(onnx-studio optimize MODEL --passes fix-input-shapes --dim NAME=VALUE -o fixed.onnx, "
+                       "or export --target openvino --shapes NAME=SHAPE)")
+
+
 def read_onnx_model(path: str | Path, extensions: list[str] | None = None) -> Any:
-    """An ``ov.Model`` read through the ONNX frontend only (with the custom-op ``extensions`` libraries)."""
+    """An ``ov.Model`` read through the ONNX frontend only (with the custom-op ``extensions`` libraries). A
+    conversion that stops at a tensor of unknown rank leads with what to do (the engine's words follow)."""
     frontend = check_onnx_for_openvino(path)
     for lib in extensions or []:
         frontend.add_extension(str(lib))
-    return frontend.convert(frontend.load(str(path)))
+    try:
+        return frontend.convert(frontend.load(str(path)))
+    except Exception as exc:
+        if UNKNOWN_RANK.search(str(exc)):
+            raise RuntimeError(f"{UNKNOWN_RANK_ADVICE}; OpenVINO said: {engine_message(exc, 300)}") from exc
+        raise
 
 
 def read_studio_ir(path: str | Path, core: Any = None) -> Any:
