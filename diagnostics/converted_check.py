@@ -197,13 +197,15 @@ def _refusal_hint(converter: str, conversion: dict | None) -> str | None:
     if not advice and not tried:
         return None
     parts = []
-    if advice:
+    if advice and converter == "onnx2tf":
+        # its advice names its own flags: say what each became here (a studio user cannot pass them)
+        parts.append("onnx2tf's advice was followed where it applies: the studio converts at the run's input shapes "
+                     "(its -b/-ois; set them with --dim NAME=VALUE)")
+    elif advice:
         parts.append(f"{converter} advises: " + " ".join(advice[:4]))
-        if converter == "onnx2tf":
-            parts.append("the studio always gives -ois with the run's input shapes")
     if tried:
-        parts.append(f"the studio tried {', '.join(tried)} without success; convert by hand with the advised options "
-                     "or a parameter-replacement file, or use another engine")
+        parts.append(f"the studio tried {', '.join(tried)} without success; convert by hand (the "
+                     f"{converter} options its log names, or a parameter-replacement file), or use another engine")
     else:
         parts.append("no option it names applies to this model (use another engine, or rewrite the failing node)")
     return "; ".join(parts)[:900]

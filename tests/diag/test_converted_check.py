@@ -57,3 +57,19 @@ def test_engines_all_includes_both():
     from diagnostics.compatibility import normalize_engines
 
     assert normalize_engines("ort,openvino,tensorrt,mnn,litert,ncnn") == normalize_engines("all")   # every row
+
+
+def test_a_refused_onnx2tf_conversion_gives_advice_a_studio_user_can_follow():
+    """held-out brainmaze_seizure_b: the hint quoted onnx2tf's 'use the -b or -ois option ...', flags the studio's
+    user cannot pass (the studio converts at the run's shapes; --dim sets them). The hint says that, and what was
+    tried; another converter's own advice is still quoted."""
+    from diagnostics.converted_check import _refusal_hint
+
+    conversion = {"advice": ["Alternatively, if the input OP has a dynamic dimension, use the -b or -ois option to "
+                             "rewrite it to a static shape and try again."],
+                  "attempts": [{"options": []}, {"options": ["-kat", "x"]}, {"options": ["-onnxsim"]}]}
+    hint = _refusal_hint("onnx2tf", conversion)
+    assert "--dim NAME=VALUE" in hint and "use the -b or -ois option" not in hint
+    assert "tried -kat x, -onnxsim without success" in hint
+    assert "MNNConvert advises: use --fp16" in _refusal_hint("MNNConvert", {"advice": ["use --fp16"], "attempts": []})
+    assert _refusal_hint("onnx2tf", {"advice": [], "attempts": [{"options": []}]}) is None
