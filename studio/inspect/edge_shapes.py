@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from onnx import ModelProto, TensorProto
 
-from studio.core.types import TensorInfo, value_info
+from studio.core.types import TensorInfo, shape_text, value_info
 from studio.inspect.shapes import ShapeTable
 from studio.core.dim_hints import model_derived_dims, resolve_derived
 from studio.core.feeds import unnamed_dim_key
@@ -99,10 +99,6 @@ def pinned_inputs(model: ModelProto, dims: Mapping[str, int] | None) -> PinnedIn
 RANK_AXIS = -1          # a FormulaMismatch of the rank itself, not of one axis
 
 
-def _dims_text(dims: tuple) -> str:
-    return "[" + ", ".join(str(d) for d in dims) + "]"
-
-
 @dataclass(frozen=True)
 class FormulaMismatch:
     """A dim the exporter's ``value_info`` states that is not what the model computes."""
@@ -163,7 +159,7 @@ def resolve_table(declared: ShapeTable, concrete: ShapeTable | None, env: Mappin
         if cs is not None and ds is not None and len(cs) != len(ds):
             # the file declares another rank than the model computes (ddddocr's output '387' [1, seqlen] is
             # [W/8, 1, 8210]): axis -1 stands for the rank
-            mismatches.append(FormulaMismatch(name, RANK_AXIS, _dims_text(ds), len(ds), len(cs), "ONNX shape inference"))
+            mismatches.append(FormulaMismatch(name, RANK_AXIS, shape_text(ds), len(ds), len(cs), "ONNX shape inference"))
         out, hints = [], []
         for axis, dim in enumerate(base):
             said = alt[axis] if alt is not None else None
@@ -341,16 +337,6 @@ def settle_if_branches(model_path: Path, model: ModelProto, pinned: PinnedInputs
     return ShapeTable(values, table.error), set(result.settled), note
 
 
-def _declared_shapes(model: ModelProto) -> dict[str, tuple]:
-    """The shapes the file states for the main graph's outputs and value_info (dim_value, dim_param or '?')."""
-    out: dict[str, tuple] = {}
-    for vi in (*model.graph.value_info, *model.graph.output):
-        t = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-        if t is not None and t.HasField("shape"):
-            out[vi.name] = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in t.shape.dim)
-    return out
-
-
 def check_by_run(model_path: Path, model: ModelProto, resolved: Resolved, pinned: PinnedInputs,
                  dims: Mapping[str, int], *, total_bytes: int, pool_key: str = "default") -> EdgeShapes:
     """One real ONNX Runtime run at the pinned inputs measures the main graph's values that
@@ -409,13 +395,13 @@ def check_by_run(model_path: Path, model: ModelProto, resolved: Resolved, pinned
         return done(table, len(hinted))
     measured = {n: tuple(int(d) for d in s) for n, s in res.data["shapes"].items()}
     values = dict(table.values)
-    declared = _declared_shapes(model)
+    declared = declared_table(model).values
     for name, shape in measured.items():
         old = values.get(name) or _typed(name, res.data.get("dtypes", {}).get(name))
-        said = declared.get(name)
+        said = declared[name].shape if name in declared else None
         if said is not None and len(said) != len(shape) and not any(
                 m.tensor == name and m.axis == RANK_AXIS for m in mismatches):     # inference may have named it
-            mismatches.append(FormulaMismatch(name, RANK_AXIS, _dims_text(said), len(said), len(shape),
+            mismatches.append(FormulaMismatch(name, RANK_AXIS, shape_text(said), len(said), len(shape),
                                               "ONNX Runtime run"))
         for axis, formula, value in resolved.hinted.get(name, ()):
             if axis < len(shape) and shape[axis] != value:

@@ -8,18 +8,17 @@ text. Worker side only: it imports ``openvino`` inside its functions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-import re
 
 import numpy as np
 
 from studio.core.errors import engine_message
 
-__all__ = ["UNKNOWN_RANK", "UNKNOWN_RANK_ADVICE", "NotOnnxModel", "check_onnx_for_openvino", "onnx_frontend", "onnx_output_names", "openvino_inputs",
-           "ov_config", "precision_name", "read_onnx_model", "read_studio_ir"]
+__all__ = ["UNKNOWN_RANK", "UNKNOWN_RANK_ADVICE", "NotOnnxModel", "check_onnx_for_openvino", "onnx_frontend",
+           "onnx_output_names", "openvino_inputs", "ov_config", "precision_name", "read_onnx_model", "read_studio_ir"]
 
 
 def openvino_inputs(ports: list, feeds: Mapping[str, Any]) -> dict[int, Any]:
