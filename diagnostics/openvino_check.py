@@ -181,9 +181,12 @@ def _conversion_findings(data: dict, nodes: Sequence[NodeCtx], target: str) -> l
             if node.op_type == "GridSample" and "4D" in reason:
                 hint = "OpenVINO's GridSample is 4-D only: reshape the volumetric sampling into 2-D, or use ONNX Runtime"
         if UNKNOWN_RANK.search(m.group("msg")):
-            fix, hint = "fix-input-shapes", ("OpenVINO needs this tensor's rank known; where it follows from the input "
-                                             "shapes, fix them (check --fix fix-input-shapes --dim NAME=VALUE, or "
-                                             "export --target openvino --shapes NAME=SHAPE)")
+            # the verdict stays "fails" (the model as it is does not convert); compare, profile and precision convert
+            # a copy at their run's input shapes (studio.core.engines.openvino.OvRunner)
+            fix, hint = "fix-input-shapes", ("OpenVINO needs this tensor's rank known (compare, profile and precision "
+                                             "convert it at their input shapes); to deploy, fix the shapes (check --fix "
+                                             "fix-input-shapes --dim NAME=VALUE, or export --target openvino --shapes "
+                                             "NAME=SHAPE)")
         out.append(Finding("OV-CONVERT-ERROR", "error",
                            f"OpenVINO cannot convert {m.group('op')} (opset {m.group('ver')})"
                            + (f" at node {node.id}" if node else "") + f": {reason}", ENGINE,

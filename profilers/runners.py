@@ -185,7 +185,7 @@ def _ov_report(core: Any, spec: Mapping[str, Any], cache: bool) -> dict[str, Any
             "performance_hint": prop("PERFORMANCE_HINT", str), "threads": prop("INFERENCE_NUM_THREADS", int),
             "streams": prop("NUM_STREAMS", str), "optimal_requests": prop("OPTIMAL_NUMBER_OF_INFER_REQUESTS", int),
             "reshaped_to": core.reshaped_to, "dynamic_shapes": core.dynamic_note,
-            "model_cache": "job folder" if cache else None}
+            "conversion_note": core.conversion_note, "model_cache": "job folder" if cache else None}
 
 
 def _trt_report(core: Any, spec: Mapping[str, Any], cache: bool) -> dict[str, Any]:
@@ -195,8 +195,9 @@ def _trt_report(core: Any, spec: Mapping[str, Any], cache: bool) -> dict[str, An
 
 def _converted_report(core: Any, spec: Mapping[str, Any], cache: bool) -> dict[str, Any]:
     d = core.details
+    # "fallback": the kernels timed were not the engine's default (LiteRT: built-in kernels after XNNPack failed)
     details = {k: d.get(k) for k in ("threads", "precision_requested", "layout", "names_mapped",
-                                     "converter_command", "convert_ms", "load_ms") if d.get(k) is not None}
+                                     "converter_command", "convert_ms", "load_ms", "fallback") if d.get(k) is not None}
     details["precision_effective"] = core.effective_precision
     return details
 

@@ -57,6 +57,8 @@ class Side:
     engine_version: str | None
     precision: str                  # what the engine computed in, as it reported it
     flavor: str                     # fp32 | fp16 | int8 (from the model's ops and weights)
+    note: str | None = None         # how the engine ran what it could not take as given (the runner's own words:
+                                    # OpenVINO "converted at the input shapes ...")
 
     def describe(self) -> str:
         return f"{self.label} on {self.engine} {self.engine_version or ''} ({self.precision})".replace("  ", " ")
@@ -74,7 +76,8 @@ class ModelComparison:
     candidate: Side
     feeds: Mapping[str, Any]                  # FeedSet.to_dict(): where the inputs came from
     tolerance_note: str                       # which tolerance and why
-    shape_notes: tuple[str, ...] = ()         # declared output shapes the engines did not honour
+    shape_notes: tuple[str, ...] = ()         # declared output shapes the engines did not honour, and the shapes a
+                                              # side was converted at (Side.note)
     set_errors: tuple[str, ...] = ()          # input sets a side could not run
     layerwise: Any = None                     # LayerwiseResult when asked
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -135,7 +138,8 @@ def _converted_precision(options: RunOptions, details: Mapping[str, Any]) -> str
     moved = [k for k, v in layout.items() if "->" in v]
     return (f"{options.precision} weights, converted; outputs matched to ONNX names "
             f"{details.get('names_mapped') or details.get('outputs_mapped') or 'by name'}"
-            + (f"; NHWC layout undone for {', '.join(moved[:4])}" if moved else ""))
+            + (f"; NHWC layout undone for {', '.join(moved[:4])}" if moved else "")
+            + (f"; {details['fallback']}" if details.get("fallback") else ""))   # LiteRT: XNNPack refused
 
 
 PrecisionText = Callable[[RunOptions, Mapping[str, Any]], str]
@@ -277,16 +281,19 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
     runs_b = run_feed_sets(candidate, engine_b, feeds.sets, options=options_b, limits=limits, pool_key=pool_key,
                            on_tick=on_tick)
     side_a = Side(labels[0], engine_a, runs_a.details.get("engine_version"),
-                  _precision_text(engine_a, options_a, runs_a.details), model_flavor(ref_model))
+                  _precision_text(engine_a, options_a, runs_a.details), model_flavor(ref_model),
+                  runs_a.details.get("conversion_note"))
     side_b = Side(labels[1], engine_b, runs_b.details.get("engine_version"),
-                  _precision_text(engine_b, options_b, runs_b.details), model_flavor(got_model))
+                  _precision_text(engine_b, options_b, runs_b.details), model_flavor(got_model),
+                  runs_b.details.get("conversion_note"))
     auto_tol, quantized, why = choose_tolerance(side_a, side_b, (options_a, options_b))
     tol = tolerance or auto_tol
     if tolerance is not None:
         quantized = tolerance.min_cosine is not None and quantized
         why = f"given: rtol {tolerance.rtol:g}, atol {tolerance.atol:g}" + (
             f", cosine >= {tolerance.min_cosine}" if tolerance.min_cosine is not None else "")
-    comparisons, set_errors, notes = [], [], []
+    comparisons, set_errors = [], []
+    notes = [f"{s.label} on {s.engine}: {s.note}" for s in (side_a, side_b) if s.note]
     decided = output_tasks(ref_model, tasks)
     order_free = order_free_for(ref_model, decided)  # TopK/NMS rows: same rows in another order are equal
     masks = padding_masks(ref_model) if padding_rows else {}

@@ -265,8 +265,9 @@ def _print(profile, top: int) -> None:  # noqa: ANN001, C901 - one report, read 
         if precision:
             print(f"  {v.id}: precision requested {v.details.get('precision_requested')}, "
                   f"effective {precision}")
-        if v.details.get("fallback"):
-            print(f"  {v.id}: {printable(str(v.details['fallback']), 200)}")
+        for key in ("fallback", "conversion_note"):
+            if v.details.get(key):
+                print(f"  {v.id}: {printable(str(v.details[key]), 200)}")
     if profile.ratios:
         base = profile.baseline
         print(f"\nratios vs {base.id} (median of per-round ratios, 95 % bootstrap CI; < 1 is faster)")

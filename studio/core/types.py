@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from onnx import TensorProto, TypeProto, ValueInfoProto, helper
+from onnx import ModelProto, TensorProto, TypeProto, ValueInfoProto, helper
 
 Dim = int | str | None          # int: known, str: symbolic name, None: unknown
 
@@ -143,3 +144,28 @@ def clear_unknown_dims(model) -> list[str]:
                         out.append(f"{vi.name}[{axis}]={d.dim_value}")
                     d.ClearField("dim_value")
     return out
+
+
+def pin_inputs(view: ModelProto, shapes: Mapping[str, Sequence[int]]) -> list[str]:
+    """Set the graph inputs of ``view`` (a copy) to ``shapes`` in place, and drop every
+    intermediate and output shape the file declares: the exporter's value_info (its dim
+    formulas, stale numbers) would otherwise be merged into what inference (or a converter reading
+    the copy: OpenVINO at the run's input shapes) computes. Returns the inputs whose declared shape
+    changed (a dynamic or different dim made the given size)."""
+    changed = []
+    for vi in view.graph.input:
+        shape = shapes.get(vi.name)
+        if shape is None or vi.type.WhichOneof("value") != "tensor_type" or not vi.type.tensor_type.HasField("shape"):
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) != len(shape):
+            continue
+        if any(not d.HasField("dim_value") or d.dim_value != int(v) for d, v in zip(dims, shape)):
+            changed.append(vi.name)
+        for d, value in zip(dims, shape):
+            d.dim_value = int(value)          # clears dim_param (a oneof)
+    del view.graph.value_info[:]
+    for vi in view.graph.output:
+        if vi.type.WhichOneof("value") == "tensor_type":
+            vi.type.tensor_type.ClearField("shape")
+    return changed

@@ -21,7 +21,7 @@ from studio.core.ort_symbolic import symbolic_shapes
 from studio.core.protowalk import iter_graphs
 from studio.core.sandbox import run_job
 from studio.core.tensor_safety import validate_tensors
-from studio.core.types import TensorInfo, type_info
+from studio.core.types import TensorInfo, pin_inputs, type_info
 from studio.core.types import dtype_name
 from studio.core.errors import StudioError
 
@@ -86,25 +86,6 @@ def shape_inference_view(model: ModelProto, folder: Path | None) -> ModelProto:
         else:
             view.graph.initializer.append(t)
     return view
-
-
-def pin_inputs(view: ModelProto, shapes: Mapping[str, Sequence[int]]) -> None:
-    """Set the graph inputs of ``view`` (a copy) to ``shapes`` in place, and drop every
-    intermediate and output shape the file declares: the exporter's value_info (its dim
-    formulas, stale numbers) would otherwise be merged into what inference computes."""
-    for vi in view.graph.input:
-        shape = shapes.get(vi.name)
-        if shape is None or vi.type.WhichOneof("value") != "tensor_type" or not vi.type.tensor_type.HasField("shape"):
-            continue
-        dims = vi.type.tensor_type.shape.dim
-        if len(dims) != len(shape):
-            continue
-        for d, value in zip(dims, shape):
-            d.dim_value = int(value)          # clears dim_param (a oneof)
-    del view.graph.value_info[:]
-    for vi in view.graph.output:
-        if vi.type.WhichOneof("value") == "tensor_type":
-            vi.type.tensor_type.ClearField("shape")
 
 
 def infer_shapes(model: ModelProto, folder: Path | None = None,

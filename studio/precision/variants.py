@@ -987,6 +987,8 @@ def _engine_notes(spec: VariantSpec, details: Mapping[str, Any], cmp: ModelCompa
     if spec.engine == "openvino":
         eff = cmp.candidate.precision
         notes.append(f"OpenVINO computed in {eff}")
+        if cmp.candidate.note:      # converted at the run's input shapes (a tensor of unknown rank)
+            notes.append(cmp.candidate.note)
         if spec.precision == "bf16" and not eff.startswith("bf16"):
             notes.append("this CPU has no bf16 support in OpenVINO; bf16 ran as " + eff.split(",")[0])
     if spec.engine == "onnxruntime" and details.get("runs_on") == ["onnxruntime"]:

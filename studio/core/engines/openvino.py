@@ -27,11 +27,13 @@ import numpy as np
 
 from studio.core.engines.base import Availability, WorkerEngine, package_version
 from studio.core.engines.openvino_io import (
+    UnknownRank,
     execution_precisions,
     onnx_output_names,
     openvino_inputs,
     ov_config,
     precision_name,
+    read_onnx_at_shapes,
     read_onnx_model,
     read_studio_ir,
 )
@@ -59,7 +61,13 @@ class OvRunner:
     name -> shape: dynamic inputs are reshaped to it before compiling, as ``benchmark_app -shape``
     does; :attr:`reshaped_to` / :attr:`dynamic_note` say what happened), ``perf_counters``
     (``PERF_COUNT``), ``model_cache`` (``CACHE_DIR`` inside the job's ``out_dir``, R27) and ``extensions``
-    (OpenVINO extension libraries for custom ops, added before the model is read)."""
+    (OpenVINO extension libraries for custom ops, added before the model is read).
+
+    A model the ONNX frontend converts only with its rank known (a Reshape to a shape of computed length feeding
+    a Conv: Silero VAD) is converted at the run's input shapes (``static_shapes`` or ``input_shapes``, else the
+    first feeds'; again for feeds of other shapes), from a copy in the job's scratch folder; :attr:`conversion_note`
+    (also in ``details``) says so. Where no input was dynamic the read's error stands, with the advice to fix
+    the input shapes."""
 
     engine = "openvino"
 
@@ -69,33 +77,92 @@ class OvRunner:
         import openvino as ov
 
         self._ov = ov
+        self._path, self._args, self._ctx = path, args, ctx
         self._timings: dict[str, float | None] = {"import_ms": elapsed_ms(started)}
         self.core = ov.Core()
         for lib in args.get("extensions") or []:     # custom ops: the extension an exported IR was converted with
             self.core.add_extension(str(lib))
+        # the plain read stopped at a tensor of unknown rank: converted at the feeds' shapes instead (now when the
+        # args give them, else at the first feeds: prepare/infer/bind), again for feeds of other shapes
+        self._unknown_rank: UnknownRank | None = None
+        self._fixed_at: dict[str, list[int]] | None = None
+        self.conversion_note: str | None = None
         started = time.perf_counter()
         # the weight files' mapped pages OpenVINO reads while its plugin repacks them are dropped as it
         # goes: else the compiled process holds the weights twice (1.84x on a 1.48 GiB decoder, 0.90x so);
         # large weights only (studio.core.mapped_pages.MIN_WEIGHT_BYTES)
-        pages = released_pages(path)
-        with pages:
-            model = (read_studio_ir(path, self.core) if args.get("openvino_ir")
-                     else read_onnx_model(path, args.get("extensions")))
-            self.reshaped_to, self.dynamic_note = _reshape(ov, model, args.get("static_shapes"))
-            read_ms = self._timings["load_ms"] = elapsed_ms(started)
-            ctx.set_stage("OpenVINO compile")
-            precision = args.get("precision") or "f32"
-            cache_dir = None
-            if args.get("model_cache"):   # the model cache stays in the job folder (R27)
-                cache_dir = ctx.out_dir / "ov_cache"
-                cache_dir.mkdir(parents=True, exist_ok=True)
-            config = ov_config(precision=precision, hint=args.get("performance_hint") or "LATENCY",
-                               threads=args.get("intra_op_threads") or ctx.cpu_threads,
-                               perf_counters=bool(args.get("perf_counters")), cache_dir=cache_dir)
-            self.device = str(args.get("device") or "CPU")
-            started = time.perf_counter()
-            self.compiled = self.core.compile_model(model, self.device, config)
-            compile_ms = self._timings["session_ms"] = elapsed_ms(started)
+        with released_pages(path):
+            try:
+                model = (read_studio_ir(path, self.core) if args.get("openvino_ir")
+                         else read_onnx_model(path, args.get("extensions")))
+            except UnknownRank as exc:
+                self._unknown_rank = exc
+                shapes = args.get("static_shapes") or args.get("input_shapes")
+                if not shapes:
+                    self._await_shapes(path, args)
+                    return
+                model = self._read_at(shapes)
+            self._open(model, started)
+
+    def _await_shapes(self, path: str, args: Mapping[str, Any]) -> None:
+        """Opened without a compiled model (no shapes yet): the ONNX names stand in until the first feeds."""
+        import onnx
+
+        header = onnx.load_model(path, load_external_data=False)
+        inits = {t.name for t in header.graph.initializer}
+        self.input_names = [i.name for i in header.graph.input if i.name not in inits]
+        self.output_names = onnx_output_names(str(args.get("onnx_path") or path)) or []
+        self.compiled = self.request = None
+        self.input_ports: list = []
+        self.reshaped_to, self.dynamic_note, self._effective = None, None, None
+        self.details: dict[str, Any] = {"engine_version": self._ov.get_version(),
+                                        "device": str(args.get("device") or "CPU"),
+                                        "precision_requested": args.get("precision") or "f32"}
+
+    def _read_at(self, shapes: Mapping[str, Any]) -> Any:
+        """The model converted with its dynamic inputs fixed at ``shapes`` (in the job's scratch folder);
+        the first error stands when no input was dynamic."""
+        fixed = {n: [int(d) for d in s] for n, s in shapes.items()}
+        read = read_onnx_at_shapes(self._path, fixed, self._ctx.scratch / "ov_fixed_shapes",
+                                   self._args.get("extensions"))
+        if read is None:
+            raise self._unknown_rank or RuntimeError("the OpenVINO model read did not fail")
+        self._fixed_at, self.conversion_note = fixed, read[1]
+        return read[0]
+
+    def _at_feed_shapes(self, feeds: Mapping[str, Any]) -> None:
+        """A model that converts only at fixed shapes, converted and compiled at these feeds' shapes (once per
+        shape set); nothing for any other model."""
+        if self._unknown_rank is None:
+            return
+        shapes = {n: [int(d) for d in np.shape(v)] for n, v in feeds.items() if isinstance(v, np.ndarray)}
+        if shapes == self._fixed_at:
+            return
+        self._ctx.set_stage("OpenVINO model read")
+        started = time.perf_counter()
+        self.close()
+        self._fixed_at = None          # compiled at no shapes until this read succeeds
+        with released_pages(self._path):
+            self._open(self._read_at(shapes), started)
+
+    def _open(self, model: Any, started: float) -> None:
+        """Reshape (``static_shapes``), compile, and learn the ports and names of ``model``."""
+        args, ctx, ov, path = self._args, self._ctx, self._ov, self._path
+        self.reshaped_to, self.dynamic_note = _reshape(ov, model, args.get("static_shapes"))
+        read_ms = self._timings["load_ms"] = elapsed_ms(started)
+        ctx.set_stage("OpenVINO compile")
+        precision = args.get("precision") or "f32"
+        cache_dir = None
+        if args.get("model_cache"):   # the model cache stays in the job folder (R27)
+            cache_dir = ctx.out_dir / "ov_cache"
+            cache_dir.mkdir(parents=True, exist_ok=True)
+        config = ov_config(precision=precision, hint=args.get("performance_hint") or "LATENCY",
+                           threads=args.get("intra_op_threads") or ctx.cpu_threads,
+                           perf_counters=bool(args.get("perf_counters")), cache_dir=cache_dir)
+        self.device = str(args.get("device") or "CPU")
+        started = time.perf_counter()
+        self.compiled = self.core.compile_model(model, self.device, config)
+        compile_ms = self._timings["session_ms"] = elapsed_ms(started)
         ctx.set_stage("OpenVINO inference")     # an error from here on is not a compile error
         self._effective = self.compiled_property("INFERENCE_PRECISION_HINT", precision_name)
         self.request = self.compiled.create_infer_request()
@@ -117,11 +184,12 @@ class OvRunner:
         self.output_names = names
         self.port_of = {n: by_name.get(n, i) for i, n in enumerate(names)}
         self.bound_inputs: dict[int, np.ndarray] = {}
-        self.details: dict[str, Any] = {
+        self.details = {
             "engine_version": ov.get_version(), "device": self.device, "precision_requested": precision,
             "precision_effective": self.effective_precision, "execution_precisions": execution_precisions(self.compiled),
             "read_ms": round(read_ms, 3),
-            "compile_ms": round(compile_ms, 3), "session_ms": round(read_ms + compile_ms, 3)}
+            "compile_ms": round(compile_ms, 3), "session_ms": round(read_ms + compile_ms, 3),
+            **({"conversion_note": self.conversion_note} if self.conversion_note else {})}
 
     @property
     def timings(self) -> dict[str, float | None]:
@@ -140,9 +208,11 @@ class OvRunner:
             return None
 
     def prepare(self, feeds: Mapping[str, Any]) -> None:
+        self._at_feed_shapes(feeds)
         openvino_inputs(self.input_ports, feeds)
 
     def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
+        self._at_feed_shapes(feeds)
         self.request.infer(openvino_inputs(self.input_ports, feeds))
         wanted = names or self.output_names
         require_outputs(wanted, self.port_of)
@@ -153,6 +223,7 @@ class OvRunner:
         to host arrays, as an application gets them)."""
         # np.asarray(order="C"), not ascontiguousarray: that makes a scalar (rank-0) feed shape (1,), which a []
         # port refuses (Silero's sr)
+        self._at_feed_shapes(feeds)
         self.bound_inputs = {i: np.asarray(a, order="C") for i, a in openvino_inputs(self.input_ports, feeds).items()}
         for index, array in self.bound_inputs.items():
             self.request.set_input_tensor(index, self._ov.Tensor(array))

@@ -1,6 +1,7 @@
 """Reading a user's ONNX file into OpenVINO, and the compile settings every OpenVINO runner uses.
 
-Owns: the ONNX-frontend-only read (no other frontend may claim a file given as ONNX), the studio's
+Owns: the ONNX-frontend-only read (no other frontend may claim a file given as ONNX), its retry at
+the run's input shapes for a model with a tensor of unknown rank (a copy in the runner's scratch), the studio's
 own IR read, feeds by OpenVINO input index (renamed parameters included), the ``compile_model``
 config (``INFERENCE_PRECISION_HINT`` pinned to f32 unless asked) and OpenVINO's element types as
 text. Worker side only: it imports ``openvino`` inside its functions.
@@ -16,9 +17,11 @@ from typing import Any
 import numpy as np
 
 from studio.core.errors import engine_message
+from studio.core.types import pin_inputs
 
-__all__ = ["UNKNOWN_RANK", "UNKNOWN_RANK_ADVICE", "NotOnnxModel", "check_onnx_for_openvino", "onnx_frontend",
-           "onnx_output_names", "openvino_inputs", "ov_config", "precision_name", "read_onnx_model", "read_studio_ir"]
+__all__ = ["UNKNOWN_RANK", "UNKNOWN_RANK_ADVICE", "NotOnnxModel", "UnknownRank", "check_onnx_for_openvino",
+           "onnx_frontend", "onnx_output_names", "openvino_inputs", "ov_config", "precision_name", "read_onnx_at_shapes",
+           "read_onnx_model", "read_studio_ir"]
 
 
 def openvino_inputs(ports: list, feeds: Mapping[str, Any]) -> dict[int, Any]:
@@ -71,9 +74,16 @@ UNKNOWN_RANK_ADVICE = ("OpenVINO cannot convert a tensor of unknown rank: fix th
                        "or export --target openvino --shapes NAME=SHAPE)")
 
 
+class UnknownRank(RuntimeError):
+    """OpenVINO's ONNX frontend stopped at a tensor of unknown rank; the message leads with
+    :data:`UNKNOWN_RANK_ADVICE`. A runner that knows the run's input shapes converts at them instead
+    (:func:`read_onnx_at_shapes`)."""
+
+
 def read_onnx_model(path: str | Path, extensions: list[str] | None = None) -> Any:
     """An ``ov.Model`` read through the ONNX frontend only (with the custom-op ``extensions`` libraries). A
-    conversion that stops at a tensor of unknown rank leads with what to do (the engine's words follow)."""
+    conversion that stops at a tensor of unknown rank raises :class:`UnknownRank`, led by what to do (the
+    engine's words follow)."""
     frontend = check_onnx_for_openvino(path)
     for lib in extensions or []:
         frontend.add_extension(str(lib))
@@ -81,8 +91,45 @@ def read_onnx_model(path: str | Path, extensions: list[str] | None = None) -> An
         return frontend.convert(frontend.load(str(path)))
     except Exception as exc:
         if UNKNOWN_RANK.search(str(exc)):
-            raise RuntimeError(f"{UNKNOWN_RANK_ADVICE}; OpenVINO said: {engine_message(exc, 300)}") from exc
+            raise UnknownRank(f"{UNKNOWN_RANK_ADVICE}; OpenVINO said: {engine_message(exc, 300)}") from exc
         raise
+
+
+def read_onnx_at_shapes(path: str | Path, shapes: Mapping[str, Any], folder: Path,
+                        extensions: list[str] | None = None) -> tuple[Any, str] | None:
+    """``path`` converted with its dynamic inputs fixed at ``shapes`` (the run's feed shapes), for a model whose
+    plain read raised :class:`UnknownRank`: the copy (inputs pinned by :func:`studio.core.types.pin_inputs`,
+    weights alongside) is written in ``folder``, the runner's own scratch, never beside the user's file, and
+    removed once read. Returns (model, the note that says so), or None when no input was dynamic (nothing to
+    fix: the caller keeps its error); raises :class:`UnknownRank` when the copy still stops at one."""
+    import onnx
+
+    model = onnx.load_model(str(path), load_external_data=True)
+    fixed = pin_inputs(model, {n: [int(d) for d in s] for n, s in shapes.items()})
+    if not fixed:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / "ov_fixed_shapes.onnx"
+    data = folder / "ov_fixed_shapes.onnx.data"
+    try:
+        # scratch: the runner's own folder (JobContext.scratch); external data, so a model over 2 GiB saves too
+        onnx.save_model(model, str(copy), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=data.name, size_threshold=1024)
+        del model
+        read = read_onnx_model(copy, extensions)
+    except UnknownRank as exc:      # the rank does not follow from the input shapes: the advice would not help
+        said = str(exc).split("OpenVINO said: ", 1)[-1]
+        raise UnknownRank(f"OpenVINO cannot convert a tensor of unknown rank, even at the input shapes "
+                          f"{_shapes_text(shapes, fixed)}: use another engine; OpenVINO said: {said}") from None
+    finally:
+        copy.unlink(missing_ok=True)  # scratch: the runner's own folder
+        data.unlink(missing_ok=True)  # scratch: the runner's own folder
+    return read, (f"converted at the input shapes {_shapes_text(shapes, fixed)}: OpenVINO cannot convert a tensor "
+                  "of unknown rank")
+
+
+def _shapes_text(shapes: Mapping[str, Any], names: list[str]) -> str:
+    return ", ".join(f"{n}={[int(d) for d in shapes[n]]}" for n in names)
 
 
 def read_studio_ir(path: str | Path, core: Any = None) -> Any:
