@@ -20,9 +20,11 @@ plugin packages, dumps, JSON) goes through this module, so these rules hold ever
   destination folder (``flock``): a concurrent writer waits for the commit, so the pair is
   never mixed; the last commit wins and both writers finish cleanly.
 * **One-line errors.** ENOSPC, EFBIG (``SIGXFSZ`` is ignored, so a file-size limit is an error,
-  not a kill), EROFS, EACCES, ENAMETOOLONG, ENOTDIR, EISDIR... become an ``OutputError`` naming
-  the path as the user gave it (the base name when that was absolute). No temp file is left and
-  a previous output at the destination is untouched.
+  not a kill), EROFS, EACCES, EPERM, ENAMETOOLONG, ENOTDIR, EISDIR... become an ``OutputError`` naming
+  the path as the user gave it (the base name when that was absolute), why, and what to do
+  (``_REASONS``, the one table). A path on a kernel file system (/proc, /sys) is named as such,
+  whatever errno it gives, and refused before any work. No temp file is left and a previous
+  output at the destination is untouched.
 * **Folders it did not create stay.** A bundle is built in a sibling staging folder and swapped in;
   an existing folder at the bundle's name is replaced only when it carries the studio's own
   marker (``owned``) and holds no registered input. ``remove_scratch`` deletes only folders this
@@ -36,6 +38,7 @@ import fcntl
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -72,6 +75,7 @@ class OutputError(PathError):
 
     code = ErrorCode.BAD_PATH
     errno: int | None = None          # the OSError's errno when a write failed (see DISK_ERRNOS)
+    filename: str | None = None       # the path the failed call named (describe reads its file system again)
     settled: bool = False             # the message already says what was and was not written: kept as is
 
 
@@ -184,21 +188,77 @@ def shown_path(path: str | Path, given: str | Path | None = None) -> str:
     return text if len(text) <= 160 else text[:80] + "..." + text[-60:]
 
 
-_REASONS = {
-    errno.ENOSPC: "no space left on the device",
-    errno.EDQUOT: "the disk quota is exceeded",
-    errno.EFBIG: "the file would exceed the file-size limit (ulimit -f)",
-    errno.EROFS: "the file system is read-only",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "operation not permitted",
-    errno.ENAMETOOLONG: "the name is too long for the file system",
-    errno.ENOTDIR: "a part of the path is a file, not a folder",
-    errno.EISDIR: "it is a folder; give a file name",
-    errno.ELOOP: "too many symbolic links in the path",
-    errno.EXDEV: "the temp file and the destination are on different file systems",
-    errno.ENOTEMPTY: "a non-empty folder is in the way",
-    errno.EEXIST: "something else is in the way",
+# errno -> (why the destination cannot take the write, what the user can do). One mapping for every
+# writer: ``describe`` joins them as "cannot write 'X': REASON; WHAT TO DO; NOTE" (one line).
+_REASONS: dict[int, tuple[str, str]] = {
+    errno.ENOSPC: ("no space left on the device", "free some space or choose a folder on another disk"),
+    errno.EDQUOT: ("the disk quota is exceeded", "free some space under the quota or choose another folder"),
+    errno.EFBIG: ("the file would exceed the file-size limit (ulimit -f)",
+                  "raise the limit (ulimit -f unlimited) or choose a disk that takes larger files"),
+    errno.EROFS: ("the file system is read-only", "choose a folder on a writable disk"),
+    errno.EACCES: ("permission denied", "choose a folder you can write to, or change its permissions"),
+    errno.EPERM: ("operation not permitted: the folder refuses new files (immutable, append-only or a protected "
+                  "mount: lsattr -d {folder})", "choose another folder"),
+    errno.ENAMETOOLONG: ("the name is too long for the file system",
+                         "choose a shorter name (at most 255 bytes per file or folder name)"),
+    errno.ENOTDIR: ("a part of the path is a file, not a folder", "choose a path through folders only"),
+    errno.EISDIR: ("it is a folder", "give a file name"),
+    errno.ELOOP: ("too many symbolic links in the path", "fix the links or choose another path"),
+    errno.EXDEV: ("the temp file and the destination are on different file systems (a file mounted there?)",
+                  "choose another name"),
+    errno.ENOTEMPTY: ("a non-empty folder is in the way", "move it away or choose another name"),
+    errno.EEXIST: ("something else is in the way", "move it away or choose another name"),
+    errno.ENOENT: ("a folder on the path does not exist (removed during the run?)", "check the path and run again"),
+    errno.EINVAL: ("the file system does not accept this name", "choose a name of letters, digits, '-' and '_'"),
+    errno.EIO: ("the disk reported an input/output error", "check the disk (dmesg) or choose another folder"),
+    errno.EBUSY: ("the destination is busy (a mount point or a file in use)", "choose another name"),
+    errno.EOPNOTSUPP: ("the file system does not support the operation", "choose a folder on a local disk"),
+    errno.ETXTBSY: ("the file is a running program", "choose another name"),
 }
+
+# Kernel file systems: they hold the kernel's own entries, never a user's file (a new file in /proc is
+# ENOENT, in /sys EPERM or EACCES -- words that would send the user looking for a missing folder).
+KERNEL_FS = frozenset({"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "pstore", "bpf",
+                       "configfs", "fusectl", "efivarfs", "binfmt_misc", "devpts", "selinuxfs", "nsfs"})
+_KERNEL_ADVICE = "choose a folder on a disk"
+
+
+def _existing_ancestor(path: str | Path) -> str:
+    """The nearest part of ``path`` that exists (``path`` itself when it does)."""
+    probe = os.path.abspath(path)
+    while not os.path.lexists(probe) and probe != os.path.dirname(probe):
+        probe = os.path.dirname(probe)
+    return probe
+
+
+def mount_of(path: str | Path) -> tuple[str, str] | None:
+    """(mount point, file-system type) of the file system ``path`` (or its nearest existing part) is on,
+    from /proc/self/mountinfo; None where that cannot be read (not Linux)."""
+    real = os.path.realpath(_existing_ancestor(path))
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    best: tuple[str, str] | None = None
+    for line in lines:
+        head, sep, tail = line.partition(" - ")
+        fields = head.split()
+        if not sep or len(fields) < 5 or not tail.split():
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])   # \040 is a space
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) >= len(best[0])):      # the last mount over a point wins
+            best = (point, tail.split()[0])
+    return best
+
+
+def kernel_fs_reason(path: str | Path) -> str | None:
+    """Why ``path`` cannot hold an output when it lies on a kernel file system (/proc, /sys...), else None."""
+    found = mount_of(path)
+    if found is None or found[1] not in KERNEL_FS:
+        return None
+    return f"{found[0]} is a kernel file system ({found[1]}) that holds no files"
 
 
 # Write failures that are the destination's, never the run's: a full disk, a quota, a file-size limit,
@@ -208,11 +268,20 @@ DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, e
 
 
 def describe(exc: OSError, shown: str, *, note: str = "nothing was written") -> OutputError:
-    """An OSError of a write as a one-line error naming ``shown``. Every write here is atomic (a temp
-    file renamed into place), so a failed one leaves nothing at the destination: ``note`` says so."""
-    reason = _REASONS.get(exc.errno or 0) or (exc.strerror or type(exc).__name__).lower()
-    err = OutputError(f"cannot write '{shown}': {reason}; {note}")
+    """An OSError of a write as a one-line error naming ``shown``: why the destination cannot take it and what
+    to do (``_REASONS``; a path on a kernel file system says so whatever the errno). Every write here is atomic
+    (a temp file renamed into place), so a failed one leaves nothing at the destination: ``note`` says so."""
+    code = exc.errno or 0
+    kernel = kernel_fs_reason(exc.filename) if isinstance(exc.filename, (str, Path)) and exc.filename else None
+    if kernel is not None:
+        reason, advice = kernel, _KERNEL_ADVICE
+    else:
+        reason, advice = _REASONS.get(code) or ((exc.strerror or type(exc).__name__).lower(), "choose another folder")
+        folder = os.path.dirname(shown)
+        reason = reason.replace("{folder}", folder or "FOLDER")
+    err = OutputError(f"cannot write '{shown}': {reason}; {advice}; {note}")
     err.errno = exc.errno
+    err.filename = exc.filename if isinstance(exc.filename, str) else None
     return err
 
 
@@ -229,7 +298,7 @@ def disk_error(exc: BaseException, shown: str | None = None, *,
         return exc
     if shown is None:
         shown = shown_path(exc.filename) if isinstance(exc, OSError) and exc.filename else "the output"
-    return describe(OSError(code, os.strerror(code)), shown, note=note)
+    return describe(OSError(code, os.strerror(code), exc.filename), shown, note=note)
 
 
 def side_output_failed(exc: BaseException, shown: str, written: str) -> OutputError | None:
@@ -256,7 +325,8 @@ def writing_folder(folder: str | Path, *, shown: str | None = None, remove_new: 
     if existed and not root.is_dir():        # a FIFO, a device, a file: refused before the block runs
         mode = os.lstat(root).st_mode
         raise OutputError(f"output '{label}' exists and is {'a file' if stat.S_ISREG(mode) else _kind(mode)}, "
-                          "not a folder")
+                          "not a folder; choose another folder name")
+    _refuse_unreachable(root, label)          # through a file, on /proc, a name too long: before the block runs
     before: set[str] = set()
     if remove_new and existed and root.is_dir() and not root.is_symlink():
         for dirpath, dirnames, filenames in os.walk(root):
@@ -344,13 +414,27 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _check_parent(parent: Path, shown: str) -> None:
-    """The parent folders: create them, refusing a path that runs through a regular file."""
-    probe = parent
-    while not os.path.lexists(probe) and probe != probe.parent:
-        probe = probe.parent
-    if os.path.lexists(probe) and not os.path.isdir(probe):
-        raise OutputError(f"cannot write '{shown}': a part of the path is a file, not a folder")
+def _refuse_unreachable(target: str | Path, shown: str) -> None:
+    """Refused before any work, nothing created: a destination (file or folder) whose path runs through a
+    file, lies on a kernel file system (/proc, /sys), or has a missing part too long for any file system."""
+    full = os.path.abspath(target)
+    probe = _existing_ancestor(full)
+    code = None
+    if probe != full and not os.path.isdir(probe):
+        code = errno.ENOTDIR
+    elif kernel_fs_reason(probe) is not None:
+        code = errno.ENOENT                   # what /proc says; describe names the kernel file system instead
+    elif probe != full and any(len(part.encode("utf-8", "surrogateescape")) > 255
+                               for part in Path(os.path.relpath(full, probe)).parts):
+        code = errno.ENAMETOOLONG
+    if code is not None:
+        raise describe(OSError(code, os.strerror(code), probe), shown)
+
+
+def _check_parent(parent: Path, shown: str, target: Path | None = None) -> None:
+    """The parent folders of ``target`` (default: ``parent`` itself): refuse what cannot be made
+    (``_refuse_unreachable``), then create them."""
+    _refuse_unreachable(target if target is not None else parent, shown)
     with translated(shown):
         parent.mkdir(parents=True, exist_ok=True)
 
@@ -368,11 +452,12 @@ def _check_existing(path: Path, shown: str, *, folder: bool = False) -> os.stat_
     if folder:
         if not stat.S_ISDIR(st.st_mode):
             what = "a file" if stat.S_ISREG(st.st_mode) else _kind(st.st_mode)
-            raise OutputError(f"output '{shown}' exists and is {what}, not a folder")
+            raise OutputError(f"output '{shown}' exists and is {what}, not a folder; choose another folder name")
         return st
     if not stat.S_ISREG(st.st_mode):
         what = _kind(st.st_mode)
-        hint = "give a file name" if what == "a folder" else "only regular files are replaced"
+        hint = ("give a file name" if what == "a folder"
+                else "only regular files are replaced; choose another file name")
         raise OutputError(f"output '{shown}' is {what}; {hint}")
     if _is_input(st):
         raise OutputError(f"output '{shown}' would overwrite the input model or a file this run reads; "
@@ -385,10 +470,10 @@ def check_destination(target: str | Path, *, shown: str | None = None) -> Path:
     (parent resolved, final name kept). Creates missing parent folders."""
     label = shown or shown_path(target)
     path = _absolute(target)
-    _check_parent(path.parent, label)
+    _check_parent(path.parent, label, path)
     _check_existing(path, label)
     if len(path.name.encode("utf-8", "surrogateescape")) > 255:
-        raise OutputError(f"cannot write '{label}': the name is too long for the file system")
+        raise describe(OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG)), label)
     return path
 
 
@@ -400,7 +485,7 @@ def check_folder(target: str | Path, *, shown: str | None = None) -> Path:
         raise OutputError("output folder name is empty or contains a NUL byte")
     path = Path(os.path.abspath(text))
     if path.name not in ("", ".", ".."):
-        _check_parent(path.parent, label)
+        _check_parent(path.parent, label, path)
         path = Path(os.path.realpath(path.parent)) / path.name
         if os.path.islink(path) and os.path.isdir(path):
             return Path(os.path.realpath(path))          # a link to a folder the user chose: theirs to keep

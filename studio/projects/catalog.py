@@ -167,7 +167,8 @@ class Catalog:
                     con.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             except sqlite3.DatabaseError as exc:     # a full or read-only projects root, a file-size limit
                 raise CatalogError(f"cannot create the project catalog ({exc}: the disk may be full, read-only "
-                                   "or past a file-size limit); nothing was written",
+                                   "or past a file-size limit); free some space or choose a writable projects root "
+                                   "(--projects-root DIR); nothing was written",
                                    code=ErrorCode.CATALOG_WRITE) from None
         else:
             schema = self.one("SELECT value FROM meta WHERE key='schema'")
@@ -322,4 +323,5 @@ class Catalog:
                 dst.execute("PRAGMA journal_mode=DELETE")
         except sqlite3.DatabaseError as exc:     # a full disk, a file-size limit, a read-only folder
             raise CatalogError(f"cannot copy the project catalog ({exc}: the disk may be full, read-only or "
-                               "past a file-size limit); nothing was written", code=ErrorCode.CATALOG_WRITE) from None
+                               "past a file-size limit); free some space or choose another destination; "
+                               "nothing was written", code=ErrorCode.CATALOG_WRITE) from None

@@ -8,6 +8,7 @@ path as given, the input byte-identical (sha256), nothing written through a link
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -340,6 +341,163 @@ def test_r34_name_too_long(work, capsys):
     assert rc == 2
     assert_user_message(err, "too long")
     assert _leftovers(work) == []
+
+
+# -- R33/R34: every unwritable destination says why and what to do, at every writer -----------------
+# One line: "cannot write 'X': REASON; WHAT TO DO; nothing was written" (studio.core.outputs._REASONS).
+# The cases a test can make without root, through the CLI; each is refused before any work, so nothing
+# is converted and nothing is written anywhere (the whole work folder is compared before and after).
+
+_UNWRITABLE_WRITERS = {
+    "optimize -o": ["optimize", "m.onnx", "-o", "{D}/o.onnx", "--no-verify"],
+    "optimize --report": ["optimize", "m.onnx", "-o", "ok.onnx", "--no-verify", "--report", "{D}/r.json"],
+    "export -o": ["export", "m.onnx", "--target", "ort", "-o", "{D}/exp"],
+    "edit -o": ["edit", "m.onnx", "--script", "rename.json", "-o", "{D}/e.onnx"],
+    "precision --out": ["precision", "m.onnx", "--variants", "fp32,fp16", "--budget", "1", "--out", "{D}/var"],
+    "precision --chart": ["precision", "m.onnx", "--variants", "fp32,fp16", "--budget", "1", "--chart",
+                          "{D}/c.html"],
+    "profile --out-dir": ["profile", "m.onnx", "--iterations", "2", "--warmup", "1", "--out-dir", "{D}/p"],
+    "profile --trace": ["profile", "m.onnx", "--iterations", "2", "--warmup", "1", "--trace", "{D}/t.json"],
+    "graph -o": ["graph", "m.onnx", "-o", "{D}/g.html"],
+    "projects create": ["--projects-root", "{D}/pr", "projects", "create", "x"],
+    "data add": ["--projects-root", "{D}/pr", "data", "add", "photos", "--project", "p", "--name", "d"],
+}
+
+
+def _kernel_fs_type(path: str) -> str:
+    """The file-system type as coreutils reads it (statfs), independent of the studio's mountinfo lookup."""
+    proc = subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def _unwritable(work: Path, case: str) -> tuple[str, tuple[str, ...]]:
+    """(the folder {D} stands for, the exact reason and advice words the line must hold)."""
+    if case == "a kernel file system":
+        if _kernel_fs_type("/proc") != "proc":
+            pytest.skip("/proc is not procfs here")
+        return "/proc", ("/proc is a kernel file system (proc) that holds no files", "choose a folder on a disk")
+    if case == "a path under a file":
+        (work / "file.txt").write_text("x")
+        return "file.txt", ("a part of the path is a file, not a folder", "choose a path through folders only")
+    if case == "a name too long":
+        return "L" * 300, ("the name is too long for the file system",
+                           "choose a shorter name (at most 255 bytes per file or folder name)")
+    raise AssertionError(case)
+
+
+def _tree(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): (sha256_file(p) if p.is_file() else "dir") for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("case", ["a kernel file system", "a path under a file", "a name too long"])
+@pytest.mark.parametrize("command", sorted(_UNWRITABLE_WRITERS))
+def test_r33_an_unwritable_destination_says_why_and_what_to_do(work, capsys, command, case):
+    """``export -o /proc/x`` said 'no such file or directory' (the folder exists: procfs refuses new files);
+    precision --out and profile --out-dir under a file, on /proc or with a long name were tracebacks."""
+    (work / "rename.json").write_text(json.dumps([{"op": "rename", "tensors": {"y": "out"}}]))
+    (work / "photos").mkdir()
+    (work / "photos" / "a.png").write_bytes((ROOT / "sample_models" / "photos" / "astronaut" / "0.png").read_bytes())
+    folder, words = _unwritable(work, case)
+    before = _tree(work)
+    proc_before = sorted(os.listdir("/proc")) if folder == "/proc" else None
+    rc, err = _cli(capsys, *[a.replace("{D}", folder) for a in _UNWRITABLE_WRITERS[command]])
+    assert rc == 2, err
+    assert_user_message(err, "cannot write", *words, "nothing was written")
+    assert err.index(words[0]) < err.index(words[1]) < err.index("nothing was written"), err
+    assert _tree(work) == before                       # nothing written here: no output, no model, no folder
+    if proc_before is not None:
+        assert not [n for n in os.listdir("/proc") if not n.isdigit() and n not in proc_before]
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["optimize", "m.onnx", "-o", "o.onnx", "--no-verify", "--report", "/dev/full"],
+     ("'full' is a device", "only regular files are replaced; choose another file name")),
+    (["profile", "m.onnx", "--iterations", "2", "--warmup", "1", "--trace", "/dev/full"],
+     ("'full' is a device", "choose another file name")),
+    (["export", "m.onnx", "--target", "ort", "-o", "/dev/full"],
+     ("'full' exists and is a device, not a folder", "choose another folder name")),
+    (["optimize", "m.onnx", "-o", "d.onnx", "--no-verify"], ("'d.onnx' is a folder", "give a file name")),
+    (["edit", "m.onnx", "--script", "rename.json", "-o", "d.onnx"], ("'d.onnx' is a folder", "give a file name")),
+    (["optimize", "m.onnx", "-o", "o.onnx", "--no-verify", "--report", "d.onnx"],
+     ("'d.onnx' is a folder", "give a file name")),
+    (["export", "m.onnx", "--target", "ort", "-o", "f.txt"], ("'f.txt' exists and is a file, not a folder",
+                                                               "choose another folder name")),
+])
+def test_r33_a_device_or_a_folder_at_a_files_place_says_what_to_do(work, capsys, argv, words):
+    (work / "rename.json").write_text(json.dumps([{"op": "rename", "tensors": {"y": "out"}}]))
+    (work / "d.onnx").mkdir()
+    (work / "f.txt").write_text("x")
+    before = _tree(work)
+    rc, err = _cli(capsys, *argv)
+    assert rc == 2, err
+    assert_user_message(err, *words)
+    assert _tree(work) == before
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def test_r33_an_immutable_folder_says_it_refuses_new_files(work, capsys):
+    """EPERM on create (``chattr +i``, refused to root too) said only 'operation not permitted'."""
+    (work / "imm").mkdir()
+    if subprocess.run(["chattr", "+i", str(work / "imm")], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not permitted here (needs root on a file system with attributes)")
+    try:
+        for dest, argv in (("imm/o.onnx", ["optimize", "m.onnx", "--no-verify", "-o", "imm/o.onnx"]),
+                           ("imm/exp", ["export", "m.onnx", "--target", "ort", "-o", "imm/exp"])):
+            rc, err = _cli(capsys, *argv)
+            assert rc == 2, err
+            assert_user_message(err, f"cannot write '{dest}': operation not permitted: the folder refuses new "
+                                     "files (immutable, append-only or a protected mount: lsattr -d imm); choose "
+                                     "another folder; nothing was written")
+            assert os.listdir(work / "imm") == []
+    finally:
+        subprocess.run(["chattr", "-i", str(work / "imm")], capture_output=True)
+
+
+# Through the one mapping: the errnos a test cannot make without root (or at all on demand).
+_MAPPED = {
+    errno.EROFS: "the file system is read-only; choose a folder on a writable disk",
+    errno.EPERM: "operation not permitted: the folder refuses new files (immutable, append-only or a protected "
+                 "mount: lsattr -d out); choose another folder",
+    errno.ENOSPC: "no space left on the device; free some space or choose a folder on another disk",
+    errno.EDQUOT: "the disk quota is exceeded; free some space under the quota or choose another folder",
+    errno.EFBIG: "the file would exceed the file-size limit (ulimit -f); raise the limit (ulimit -f unlimited) "
+                 "or choose a disk that takes larger files",
+    errno.EACCES: "permission denied; choose a folder you can write to, or change its permissions",
+    errno.EIO: "the disk reported an input/output error; check the disk (dmesg) or choose another folder",
+    errno.EINVAL: "the file system does not accept this name; choose a name of letters, digits, '-' and '_'",
+}
+
+
+@pytest.mark.parametrize("code", sorted(_MAPPED), ids=lambda c: errno.errorcode[c])
+def test_r34_each_write_errno_maps_to_a_reason_and_what_to_do(tmp_path, code):
+    from studio.core import outputs
+
+    err = outputs.describe(OSError(code, os.strerror(code), str(tmp_path / "out" / ".onnx-studio-x.tmp")),
+                           "out/o.onnx")
+    assert str(err) == f"cannot write 'out/o.onnx': {_MAPPED[code]}; nothing was written"
+    assert err.errno == code
+    # as a run meets it (a library writing by path): the same words, the side output's note kept
+    side = outputs.side_output_failed(OSError(code, os.strerror(code)), "out/o.onnx", "the model (m2.onnx)")
+    if code in outputs.DISK_ERRNOS:
+        assert str(side) == (f"cannot write 'out/o.onnx': {_MAPPED[code]}; the model (m2.onnx) was written, "
+                             "'out/o.onnx' was not")
+
+
+def test_r34_a_kernel_file_system_is_named_whatever_its_errno():
+    """procfs answers a new file with ENOENT, sysfs with EPERM or EACCES: each is named for what it is."""
+    from studio.core import outputs
+
+    for root, kind in (("/proc", "proc"), ("/sys", "sysfs")):
+        if _kernel_fs_type(root) != kind:
+            continue
+        for code in (errno.ENOENT, errno.EPERM, errno.EACCES):
+            err = outputs.describe(OSError(code, os.strerror(code), f"{root}/x"), "x")
+            assert str(err) == (f"cannot write 'x': {root} is a kernel file system ({kind}) that holds no files; "
+                                "choose a folder on a disk; nothing was written")
+    err = outputs.describe(OSError(errno.ENOENT, "gone", "/nonexistent-dir/x"), "x")
+    assert "kernel" not in str(err) and "does not exist" in str(err)
+    for code, (reason, advice) in outputs._REASONS.items():     # every entry: one line, a reason and a remedy
+        assert reason and advice and "\n" not in reason + advice and ";" not in reason, errno.errorcode[code]
 
 
 def test_r34_a_write_that_fails_midway_keeps_the_old_output(work):

@@ -163,6 +163,9 @@ def _check_message(line: str, name: str, dest: str, condition: str) -> None:
               "fsize": ("file-size limit", "disk i/o error")}[condition]      # SQLite's words for EFBIG
     low = line.lower()
     assert any(r in low for r in reason), line
+    advice = {"full": ("free some space",), "read-only": ("writable",),
+              "fsize": ("ulimit -f unlimited", "free some space", "raise the limit")}[condition]   # what to do
+    assert any(a in low for a in advice), line
     if dest:
         assert dest in line, line
     if name.startswith("batch") and "kept in" in line:
