@@ -148,6 +148,7 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     data["search"] = {k: runner.details.get(f"converter_{k}") for k in ("options", "attempts", "advice", "command")}
     data["layout"] = dict(runner.details.get("layout") or {})
     data["names_mapped"] = runner.details.get("names_mapped") or runner.details.get("outputs_mapped")
+    data["fallback"] = runner.details.get("fallback")      # LiteRT: XNNPack refused, the built-in kernels ran
     ctx.set_stage("ONNX Runtime reference")
     try:
         reference = sessions.open_runner("onnxruntime", path, {"graph_optimization_level": "disable"}, ctx)
@@ -321,10 +322,15 @@ def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, 
             result.notes.append(f"{label}: layout handled before comparing with ONNX Runtime ({shown})")
         if data.get("names_mapped"):
             result.notes.append(f"{label}: outputs mapped to ONNX names {data['names_mapped']}")
+        if data.get("fallback"):
+            result.notes.append(f"{label}: {data['fallback']}")
         if data.get("reference_error"):
             result.notes.append(f"{label}: not compared with ONNX Runtime ({data['reference_error']})")
         if data.get("outputs") is not None:
             result.outputs = tuple(OutputInfo(n, d, None if s is None else tuple(s), k) for n, d, s, k in data["outputs"])
+    # a clean run on other kernels than the engine's default says so where "no problem found" would stand
+    clean = ran and not any(f.engine == engine and f.severity in ("error", "warning") for f in result.findings)
     result.verdicts.append(verdict_from(engine, target, result.findings, "real session", version=result.version,
-                                        ran=ran, needs_inputs=ran is None and bool(data.get("needs_inputs"))))
+                                        ran=ran, needs_inputs=ran is None and bool(data.get("needs_inputs")),
+                                        summary=data.get("fallback") if clean and data.get("outputs") else None))
     return result

@@ -74,6 +74,8 @@ INSTALL_RUNTIME = "pip install ai-edge-litert"
 INSTALL_CONVERTER = "pip install -e '.[litert]' (tensorflow-cpu, onnx2tf, tf_keras, onnx_graphsurgeon, sng4onnx)"
 _NODE = re.compile(r"ERROR:\s*onnx_op_name:\s*(?P<node>\S+)")
 _NOT_IMPLEMENTED = re.compile(r"ERROR:\s*(?P<op>[\w.]+) OP is not yet implemented")
+# An interpreter error raised by XNNPack, TFLite's default CPU delegate (not by a built-in kernel).
+_XNNPACK = re.compile(r"XNNPack|TfLiteXNNPackDelegate", re.I)
 # LiteRT's own worker needs room: TensorFlow reserves a large address range at import.
 _MIN_MEMORY = 4 * 2**30
 _MIN_TIMEOUT_S = 600.0
@@ -725,6 +727,7 @@ class LiteRtRunner(ConvertedRunner):
                                         or package_version("ai-edge-litert"), "threads": self.threads,
                                         "precision_requested": str(args.get("precision") or "f32")}
         self._key: tuple | None = None
+        self._xnnpack_error = ""          # why XNNPack was left for the built-in kernels (see _fall_back)
         self.reshape_only: frozenset[str] = frozenset()   # signature inputs read only by RESHAPE (see _load)
         self.fixed: Path | None = None
         if self.path.suffix == ".tflite" and args.get("onnx_path"):
@@ -751,15 +754,52 @@ class LiteRtRunner(ConvertedRunner):
             if self.model is not None else {}
 
     def _load(self, tflite: Path) -> None:
-        from ai_edge_litert.interpreter import Interpreter
-
+        """Open ``tflite`` with TFLite's default delegate (XNNPack); where XNNPack cannot prepare the graph at its
+        fixed shapes, reopen it on TFLite's built-in kernels before any timed call (:meth:`_fall_back`)."""
         started = time.perf_counter()
-        self.interpreter = Interpreter(model_path=str(tflite), num_threads=self.threads)
+        self.details.pop("fallback", None)
+        self._open(tflite, builtin_only=False)
+        if all(int(d) > 0 for s in self.sig_inputs.values() for d in s.get("shape_signature", s["shape"])):
+            try:       # XNNPack prepares (reshapes) its part of the graph here, once the shapes are known
+                self.interpreter.allocate_tensors()
+            except RuntimeError as exc:     # another failure is the run's to report, on its own inputs
+                if xnnpack_failed(exc):
+                    self._fall_back(exc)
+        self.details["load_ms"] = round((time.perf_counter() - started) * 1000, 3)
+
+    def _open(self, tflite: Path, *, builtin_only: bool) -> None:
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        resolver = {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES} \
+            if builtin_only else {}
+        self.runner = self.interpreter = None
+        self.interpreter = Interpreter(model_path=str(tflite), num_threads=self.threads, **resolver)
         self.runner = self.interpreter.get_signature_runner()
         self.sig_inputs = {n: d for n, d in self.runner.get_input_details().items()}
         self.sig_outputs = {n: d for n, d in self.runner.get_output_details().items()}
         self.reshape_only = _reshape_only_inputs(self.interpreter, self.sig_inputs)
-        self.details["load_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        self._tflite = tflite
+
+    def _fall_back(self, exc: BaseException) -> None:
+        """XNNPack refused the graph ("XNNPack delegate failed to reshape"): the same file on TFLite's built-in
+        kernels, said in ``details['fallback']`` (the check's notes, compare's side and the profile read it)."""
+        self._xnnpack_error = " ".join(str(exc).split())[:200]
+        self.details["fallback"] = f"ran on TFLite's built-in kernels: XNNPack failed ({self._xnnpack_error})"
+        self._open(self._tflite, builtin_only=True)
+
+    def _call(self, kwargs: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        """One inference; an XNNPack failure at resize, allocation or invoke is retried once on the built-in
+        kernels, and a failure there names the XNNPack failure that led to them."""
+        while True:
+            try:
+                return self.runner(**kwargs)
+            except RuntimeError as exc:
+                if self.details.get("fallback"):
+                    raise RuntimeError(f"{exc} (on TFLite's built-in kernels, after XNNPack failed: "
+                                       f"{self._xnnpack_error})") from exc
+                if not xnnpack_failed(exc):
+                    raise
+                self._fall_back(exc)
 
     def _convert_for(self, feeds: Mapping[str, Any]) -> None:
         shapes = {n: tuple(int(d) for d in np.shape(feeds[n])) for n in self.input_names}
@@ -836,7 +876,7 @@ class LiteRtRunner(ConvertedRunner):
     def infer(self, feeds: Mapping[str, Any], names: list[str] | None = None) -> dict[str, Any]:
         layout: dict[str, str] = {}
         kwargs = self._inputs(feeds, layout)
-        values = self.runner(**kwargs)
+        values = self._call(kwargs)
         wanted = names or self.output_names
         require_outputs(wanted, self.out_map)
         out = {}
@@ -870,6 +910,12 @@ class LiteRtRunner(ConvertedRunner):
         self.interpreter = None
 
 
+
+
+def xnnpack_failed(exc: BaseException) -> bool:
+    """Whether an interpreter error is XNNPack's (TFLite's default delegate): "XNNPack delegate failed to reshape
+    runtime", "Node number N (TfLiteXNNPackDelegate) failed to prepare" -- the built-in kernels may still run it."""
+    return bool(_XNNPACK.search(str(exc)))
 
 
 def _reshape_only_inputs(interpreter: Any, sig_inputs: Mapping[str, Mapping[str, Any]]) -> frozenset[str]:
