@@ -8,9 +8,7 @@ checked against plain ONNX Runtime."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,7 @@ import pytest
 from studio.core.engines.conversion import ConversionFailed, OptionSet
 from studio.core.engines.litert import ConversionMemo, conversion_key
 from tests.conftest import SAMPLES
+from tests.import_hooks import patch_in_workers
 from tests.requirements import require_engine
 
 NONE = OptionSet((), {}, "defaults")
@@ -58,33 +57,17 @@ def test_the_memo_writes_a_remembered_file_raises_a_remembered_refusal_and_stays
         memo.reuse("refused", tmp_path / "e.tflite")
 
 
-_COUNTER = textwrap.dedent('''
-    import importlib.abc, importlib.util, json, os, sys
+# the oracle for "onnx2tf ran": one line per onnx2tf.convert call in the workers
+_COUNT_CONVERSIONS = '''
+def patch(module):
+    convert = module.convert
 
-    class _Count(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            if name != "onnx2tf":
-                return None
-            sys.meta_path.remove(self)
-            spec = importlib.util.find_spec(name)
-            run = spec.loader.exec_module
-
-            def exec_module(module):
-                run(module)
-                convert = module.convert
-
-                def counted(**kw):
-                    with open(os.environ["MEMO_TEST_COUNT"], "a") as f:
-                        f.write(json.dumps([kw.get("overwrite_input_shape"),
-                                            bool(kw.get("output_integer_quantized_tflite"))]) + "\\n")
-                    return convert(**kw)
-                module.convert = counted
-            spec.loader.exec_module = exec_module
-            return spec
-
-    if os.environ.get("MEMO_TEST_COUNT"):
-        sys.meta_path.insert(0, _Count())
-''')
+    def counted(**kw):
+        with open(os.environ["MEMO_TEST_COUNT"], "a") as f:
+            f.write(json.dumps([kw.get("overwrite_input_shape"), bool(kw.get("output_integer_quantized_tflite"))]) + "\\n")
+        return convert(**kw)
+    module.convert = counted
+'''
 
 
 def _ort(path: Path, x: np.ndarray) -> np.ndarray:
@@ -108,12 +91,9 @@ def _tflite(path: Path, x: np.ndarray) -> np.ndarray:
 def test_a_check_precision_and_conversions_of_one_model_run_onnx2tf_once_per_distinct_conversion(tmp_path,
                                                                                               monkeypatch):
     require_engine("litert")
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(_COUNTER)
     count = tmp_path / "onnx2tf_runs.jsonl"
     monkeypatch.setenv("MEMO_TEST_COUNT", str(count))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p))
+    patch_in_workers(tmp_path, monkeypatch, "onnx2tf", _COUNT_CONVERSIONS, "MEMO_TEST_COUNT")
     pool = f"memo-{tmp_path.name}"               # a worker of its own, started with the counter on its path
     try:
         _scenario(tmp_path, pool, count)

@@ -12,8 +12,6 @@ interpreter it opens: the oracle for which kernels ran. The numbers are checked 
 from __future__ import annotations
 
 import json
-import os
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -21,64 +19,51 @@ import onnx
 import pytest
 
 from tests.conftest import SAMPLES
+from tests.import_hooks import patch_in_workers
 from tests.requirements import require_engine
 
 BUILTIN = "BUILTIN_WITHOUT_DEFAULT_DELEGATES"      # OpResolverType: TFLite's kernels without XNNPack
 XNNPACK_ERROR = ("XNNPack delegate failed to reshape runtimeNode number 9 (TfLiteXNNPackDelegate) failed to "
                  "prepare.")
 
-_FORCE = textwrap.dedent('''
-    import importlib.abc, importlib.util, json, os, sys
+# XNNPack's failure, forced on interpreters opened with the default resolver; every interpreter's resolver logged
+_FORCE_XNNPACK_FAILURE = '''
+MESSAGE = %r
 
-    MESSAGE = %r
 
-    class _Force(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):
-            if name != "ai_edge_litert.interpreter":
-                return None
-            sys.meta_path.remove(self)
-            spec = importlib.util.find_spec(name)
-            run = spec.loader.exec_module
+def patch(module):
+    base = module.Interpreter
 
-            def exec_module(module):
-                run(module)
-                base = module.Interpreter
+    def mode():
+        with open(os.environ["XNNPACK_TEST_MODE"]) as f:
+            return f.read().strip()
 
-                def mode():
-                    with open(os.environ["XNNPACK_TEST_MODE"]) as f:
-                        return f.read().strip()
+    class Forced(base):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            kind = kwargs.get("experimental_op_resolver_type", module.OpResolverType.AUTO)
+            self._default = kind == module.OpResolverType.AUTO
+            with open(os.environ["XNNPACK_TEST_LOG"], "a") as f:
+                f.write(json.dumps(kind.name) + "\\n")
 
-                class Forced(base):
-                    def __init__(self, *args, **kwargs):
-                        super().__init__(*args, **kwargs)
-                        kind = kwargs.get("experimental_op_resolver_type", module.OpResolverType.AUTO)
-                        self._default = kind == module.OpResolverType.AUTO
-                        with open(os.environ["XNNPACK_TEST_LOG"], "a") as f:
-                            f.write(json.dumps(kind.name) + "\\n")
+        def allocate_tensors(self):
+            if self._default and mode() == "allocate":
+                raise RuntimeError(MESSAGE)
+            return super().allocate_tensors()
 
-                    def allocate_tensors(self):
-                        if self._default and mode() == "allocate":
-                            raise RuntimeError(MESSAGE)
-                        return super().allocate_tensors()
+        def get_signature_runner(self, *args, **kwargs):
+            runner = super().get_signature_runner(*args, **kwargs)
+            # "allocate": the signature runner allocates before each call; "invoke": only its call fails
+            if not (self._default and mode() in ("allocate", "invoke")):
+                return runner
 
-                    def get_signature_runner(self, *args, **kwargs):
-                        runner = super().get_signature_runner(*args, **kwargs)
-                        # "allocate": the signature runner allocates before each call; "invoke": only its call fails
-                        if not (self._default and mode() in ("allocate", "invoke")):
-                            return runner
-
-                        class Failing(type(runner)):
-                            def __call__(self, **kw):
-                                raise RuntimeError(MESSAGE)
-                        runner.__class__ = Failing
-                        return runner
-                module.Interpreter = Forced
-            spec.loader.exec_module = exec_module
-            return spec
-
-    if os.environ.get("XNNPACK_TEST_MODE"):
-        sys.meta_path.insert(0, _Force())
-''') % XNNPACK_ERROR
+            class Failing(type(runner)):
+                def __call__(self, **kw):
+                    raise RuntimeError(MESSAGE)
+            runner.__class__ = Failing
+            return runner
+    module.Interpreter = Forced
+''' % XNNPACK_ERROR
 
 
 def _ort(path: Path, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -91,14 +76,11 @@ def _ort(path: Path, x: np.ndarray) -> dict[str, np.ndarray]:
 @pytest.mark.slow      # TensorFlow's import in fresh workers, onnx2tf runs, a check, a compare, a profile
 def test_xnnpack_failure_falls_back_to_builtin_kernels_and_says_so(tmp_path, monkeypatch):
     require_engine("litert")
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(_FORCE)
     mode, log = tmp_path / "mode", tmp_path / "interpreters.jsonl"
     mode.write_text("allocate")
     monkeypatch.setenv("XNNPACK_TEST_MODE", str(mode))
     monkeypatch.setenv("XNNPACK_TEST_LOG", str(log))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p))
+    patch_in_workers(tmp_path, monkeypatch, "ai_edge_litert.interpreter", _FORCE_XNNPACK_FAILURE, "XNNPACK_TEST_MODE")
     pool = f"xnnpack-{tmp_path.name}"            # a worker of its own, started with the wrapper on its path
     try:
         _scenario(tmp_path, pool, mode, log)
