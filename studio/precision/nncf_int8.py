@@ -26,6 +26,7 @@ import numpy as np
 
 from studio.core import outputs
 from studio.core.closeness import cosine_similarity
+from studio.core.engines.openvino_io import read_onnx_for_run
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import Feeds, save_npz
@@ -162,12 +163,13 @@ def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
 
     core = ov.Core()
     ctx.set_stage("OpenVINO read for NNCF")
-    model = core.read_model(args["model_path"])
     calib = _read_sets(args["calibration"])
+    model, conversion_note = _read_model(core, args["model_path"], calib, ctx)
     started = time.perf_counter()
     calibration = nncf.Dataset(calib)
     subset = min(len(calib), 300)
-    out = {"nncf_version": nncf.__version__, "openvino_version": ov.get_version(), "model_type": args.get("model_type")}
+    out = {"nncf_version": nncf.__version__, "openvino_version": ov.get_version(), "model_type": args.get("model_type"),
+           "notes": [conversion_note] if conversion_note else []}
     # Transformers: NNCF's transformer scheme (no quantizers on LayerNorm/Softmax/GELU inputs, SmoothQuant).
     kind = {"model_type": nncf.ModelType.TRANSFORMER} if args.get("model_type") == "transformer" else {}
     if args["mode"] == "basic":
@@ -220,6 +222,15 @@ def nncf_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     ov.save_model(quantized, str(xml), compress_to_fp16=False)  # scratch: the worker's job folder
     out["ir"] = xml.name
     return JobOutput(data=out)
+
+
+def _read_model(core, path: str, calib: list[dict[str, np.ndarray]], ctx: JobContext) -> tuple[Any, str | None]:
+    """The model NNCF quantizes, and a note when it had to be converted at the calibration samples' shapes (an ONNX
+    tensor of unknown rank, as the OpenVINO runner converts it for the comparison and latency runs)."""
+    if Path(path).suffix.lower() != ".onnx":
+        return core.read_model(path), None
+    shapes = {n: np.shape(v) for n, v in calib[0].items()} if calib else None
+    return read_onnx_for_run(path, shapes, ctx.scratch / "ov_fixed_shapes")
 
 
 def _smooth_quant(nncf, alpha: float | None) -> dict:
@@ -337,7 +348,7 @@ def quantize_openvino(model_path: Path, calibration: Sequence[Feeds], out_dir: P
         shutil.rmtree(work, ignore_errors=True)  # scratch: our temp folder
     d = res.data
     return NNCFResult(mode, out_dir / d["ir"], float(d["seconds"]), metric, d.get("fp32_metric"),
-                      d.get("int8_metric"), d["nncf_version"], d["openvino_version"],
+                      d.get("int8_metric"), d["nncf_version"], d["openvino_version"], notes=tuple(d.get("notes") or ()),
                       model_type=d.get("model_type"), float_layers=tuple(d.get("float_layers") or ()),
                       guard_cosine=tuple(float(c) for c in d.get("guard_cosine") or ()),
                       smooth_quant_alpha=d.get("smooth_quant_alpha"),

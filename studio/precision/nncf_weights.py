@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from studio.core import outputs
+from studio.core.engines.openvino_io import read_onnx_model
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
 from studio.core.jobs import JobContext, JobOutput, job
@@ -72,7 +73,10 @@ def nncf_weights_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
 
     core = ov.Core()
     ctx.set_stage("OpenVINO read for NNCF weight compression")
-    model = core.read_model(args["model_path"])
+    # an ONNX file through the ONNX frontend only, like every OpenVINO read (no input shapes here: a tensor of
+    # unknown rank keeps the advice to fix them)
+    path = args["model_path"]
+    model = read_onnx_model(path) if Path(path).suffix.lower() == ".onnx" else core.read_model(path)
     mode = getattr(nncf.CompressWeightsMode, args["mode"])
     kwargs = {}
     if args["mode"].startswith("INT4"):

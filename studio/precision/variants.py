@@ -533,7 +533,7 @@ def _build_nncf(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet,
                        smooth_quant_tried=[list(t) for t in r.smooth_quant_tried])
     lineage = ({"pass": f"nncf.{'quantize_with_accuracy_control' if r.mode != 'basic' else 'quantize'}",
                 "tool": f"nncf {r.nncf_version}", "seconds": round(r.seconds, 3)},)
-    return r.ir_path, lineage, details, guard_notes(r, target_cosine)
+    return r.ir_path, lineage, details, [*r.notes, *guard_notes(r, target_cosine)]
 
 
 def guard_notes(r, floor: float) -> list[str]:

@@ -143,3 +143,32 @@ def test_a_rank_the_input_shapes_do_not_give_says_so(tmp_path):
     text = str(info.value)
     assert "cannot convert a tensor of unknown rank, even at the input shapes x=[1, 16]: use another engine" in text
     assert "fix the input shapes first" not in text
+
+
+def test_nncf_int8_quantizes_it_at_the_calibration_shapes_and_says_so(model, tmp_path):
+    """precision's NNCF INT8 reads the model in its own job: converted at the calibration samples' shapes too, the
+    note in the variant's notes, and the INT8 IR's output close to a plain ONNX Runtime run of the fp32 file."""
+    import openvino as ov
+    import onnxruntime as ort
+
+    from studio.core.feeds import save_npz
+    from studio.precision import variants as V
+
+    before = _sha(model)
+    feeds = _feeds()
+    # calibrated on real feeds: random ones would give the shape-valued input any length
+    calibration = save_npz([{**_feeds(), "x": np.random.default_rng(i).standard_normal((1, 16)).astype(np.float32)}
+                            for i in range(4)], tmp_path / "calib.npz")
+    report = V.evaluate_variants(model, variants=["int8-nncf"], inputs=save_npz([feeds], tmp_path / "in.npz"),
+                                 calibration=calibration, samples=4, target_cosine=0.9, latency_budget_s=0.2,
+                                 out_dir=tmp_path / "o")
+    row = report.variant("int8-nncf")
+    assert row.status == "ok", (row.error, row.notes)
+    assert _note(16) in row.notes                                 # said once, in the variant's notes
+    assert row.path.suffix == ".xml"                              # NNCF's IR, at the pinned shapes
+    want = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(["y"], feeds)[0].ravel()
+    got = np.asarray(ov.Core().compile_model(str(row.path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})(feeds)[0])
+    got = got.ravel().astype(np.float64)
+    cos = float(want.astype(np.float64) @ got / (np.linalg.norm(want) * np.linalg.norm(got)))
+    assert cos > 0.98 and row.cosine == pytest.approx(cos, abs=1e-4)
+    assert _sha(model) == before and sorted(p.name for p in model.parent.iterdir()) == ["m.onnx"]

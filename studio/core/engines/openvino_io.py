@@ -20,7 +20,7 @@ from studio.core.errors import engine_message
 from studio.core.types import pin_inputs
 
 __all__ = ["UNKNOWN_RANK", "UNKNOWN_RANK_ADVICE", "NotOnnxModel", "UnknownRank", "check_onnx_for_openvino",
-           "onnx_frontend", "onnx_output_names", "openvino_inputs", "ov_config", "precision_name", "read_onnx_at_shapes",
+           "onnx_frontend", "onnx_output_names", "openvino_inputs", "ov_config", "precision_name", "read_onnx_at_shapes", "read_onnx_for_run",
            "read_onnx_model", "read_studio_ir"]
 
 
@@ -126,6 +126,20 @@ def read_onnx_at_shapes(path: str | Path, shapes: Mapping[str, Any], folder: Pat
         data.unlink(missing_ok=True)  # scratch: the runner's own folder
     return read, (f"converted at the input shapes {_shapes_text(shapes, fixed)}: OpenVINO cannot convert a tensor "
                   "of unknown rank")
+
+
+def read_onnx_for_run(path: str | Path, shapes: Mapping[str, Any] | None, folder: Path,
+                      extensions: list[str] | None = None) -> tuple[Any, str | None]:
+    """:func:`read_onnx_model`, and where it stops at a tensor of unknown rank and the run's input ``shapes`` are
+    known, :func:`read_onnx_at_shapes` in ``folder`` (the job's scratch): (model, the note that says so, or None).
+    For jobs that read once at known shapes (NNCF's calibration); the runner re-reads per feed shapes itself."""
+    try:
+        return read_onnx_model(path, extensions), None
+    except UnknownRank:
+        read = read_onnx_at_shapes(path, shapes, folder, extensions) if shapes else None
+        if read is None:
+            raise
+        return read
 
 
 def _shapes_text(shapes: Mapping[str, Any], names: list[str]) -> str:
