@@ -33,6 +33,10 @@ __all__ = ["Conversion", "ConversionFailed", "ConvertedRunner", "OptionSet", "co
 MAX_OPTION_ATTEMPTS = 4
 OPTION_BUDGET_S = 300.0
 # An output whose cosine with ONNX Runtime's is below this is "different numbers" (the check's criterion).
+# A converted file the engine's runtime cannot run on any input (LiteRT: TensorFlow "Flex" ops): the run's error
+# leads with this, and the check's hint says that no input size changes it.
+RUNTIME_LACKS_OPS = "the converted model needs op(s) the engine's runtime lacks"
+
 COSINE_MIN = 0.999
 # Log lines in which a converter recommends one of its options ("use the -kt or -kat option",
 # "try the -onwdt option", "you can try set --weightQuantAsymmetric", "Re-run with --x").
@@ -99,6 +103,10 @@ def converter_name(engine: str) -> str:
     return row.converter if row is not None and row.converter else engine
 
 
+# How a judge's reason starts when the converted file failed to run (not a difference in numbers).
+RUN_FAILED = "the converted file fails at run: "
+
+
 def options_note(engine: str, info: Mapping[str, Any]) -> str | None:
     """What the option search did, in one line (None when the defaults were used and nothing else tried)."""
     attempts = list(info.get("attempts") or ())
@@ -106,13 +114,16 @@ def options_note(engine: str, info: Mapping[str, Any]) -> str | None:
         return None
     tool = converter_name(engine)
     first = attempts[0]
-    why = "refused its defaults" if not first.get("converted", first.get("ok")) else \
-        "gave different numbers from ONNX Runtime with its defaults"
     reason = str(first.get("error") or "")[:160]
+    why = "refused its defaults" if not first.get("converted", first.get("ok")) else \
+        "wrote a file its runtime cannot run with its defaults" if RUNTIME_LACKS_OPS in reason else \
+        "wrote a file that fails at run with its defaults" if reason.startswith(RUN_FAILED) else \
+        "gave different numbers from ONNX Runtime with its defaults"
     tried = ", ".join(" ".join(a.get("options") or ()) or "defaults" for a in attempts[1:])
     if info.get("ok") and info.get("options"):
+        won = next((a for a in reversed(attempts) if a.get("ok")), {})
         return (f"{tool} {why} ({reason}); converted with {' '.join(info['options'])} "
-                f"(tried {len(attempts) - 1} option set(s): {tried})")
+                f"(tried {len(attempts) - 1} option set(s): {tried})" + (f"; {won['note']}" if won.get("note") else ""))
     return f"{tool} {why} ({reason}); none of the options it recommends helped (tried: {tried})"
 
 

