@@ -26,7 +26,7 @@ import numpy as np
 from diagnostics.base import (EngineCheck, OutputInfo, first_line, needs_inputs_finding, recorded_limit, run_candidates,
                               seeded_size_finding, verdict_from)
 from diagnostics.node_context import NodeCtx
-from studio.core.engines.conversion import COSINE_MIN, options_note
+from studio.core.engines.conversion import COSINE_MIN, RUNTIME_LACKS_OPS, options_note
 from studio.core.engines.table import engine_rows
 from studio.core.errors import WorkerError
 from studio.core.findings import Finding, NodeVerdict
@@ -281,6 +281,9 @@ def check_converted(engine: str, model_path: Path, nodes: Sequence[NodeCtx], *, 
             if data.get(key):
                 ran = False
                 hint = data.get("feeds_note") if key == "run_error" else None
+                if RUNTIME_LACKS_OPS in str(data[key]):     # no input size changes this: the sizes hint would mislead
+                    hint = (f"{label} cannot run these ops on any input: rewrite them in the ONNX model with ops "
+                            f"{label} has, or deploy on another engine")
                 result.findings.append(Finding(f"{prefix}-{code}", "error", f"{label} {stage} fails: "
                                                f"{first_line(data[key])}", engine, target=target, fix_hint=hint,
                                                source="real session"))

@@ -230,6 +230,28 @@ def test_litert_interpreter_lists_its_ops_with_their_input_tensors():
 
     assert callable(getattr(Interpreter, "_get_ops_details", None)), \
         f"ai_edge_litert {importlib.metadata.version('ai-edge-litert')} no longer has Interpreter._get_ops_details"
+    # litert.flex_ops reads a .tflite's operator codes with the flatbuffer schema LiteRT ships
+    from ai_edge_litert import schema_py_generated as schema
+
+    assert all(callable(getattr(c, m, None)) for c, m in ((schema.Model, "GetRootAsModel"),
+               (schema.Model, "OperatorCodes"), (schema.Model, "OperatorCodesLength"), (schema.OperatorCode, "CustomCode"))), \
+        f"ai_edge_litert {importlib.metadata.version('ai-edge-litert')} changed schema_py_generated's Model/OperatorCode"
+
+
+def test_onnx2tf_pseudo_operators_are_the_studios_and_tested_lower_case():
+    """engines/litert.py passes ``replace_to_pseudo_operators`` to onnx2tf.convert lower-cased (its command line
+    lower-cases them; its op modules test ``"erf" in kwargs['replace_to_pseudo_operators']``), for the names its help
+    lists. A rename or a case change there would silently leave Flex ops in the file."""
+    _needs("onnx2tf")
+    import onnx2tf
+
+    from studio.core.engines.litert import PSEUDO_OPERATORS
+
+    ops = Path(onnx2tf.__file__).parent / "ops"
+    tested = " ".join(f.read_text() for f in ops.glob("*.py") if "replace_to_pseudo_operators" in f.read_text())
+    missing = [n for n in PSEUDO_OPERATORS
+               if f"'{n.lower()}' in kwargs['replace_to_pseudo_operators']" not in tested.replace('"', "'")]
+    assert missing == [], f"onnx2tf {importlib.metadata.version('onnx2tf')} no longer tests -rtpo names {missing}"
 
 
 def test_onnx2tf_sample_download_is_where_the_studio_replaces_it():
