@@ -26,6 +26,7 @@ from typing import Any
 
 from onnx import ModelProto
 
+from studio.core.engines.conversion import RUNTIME_LACKS_OPS
 from studio.core.feeds import (
     _SEQ_NAMES,
     Feeds,
@@ -74,7 +75,8 @@ _INPUT_DEPENDENT = re.compile(
 # Errors no other input can fix: the engine lacks something, or the model is refused whatever it gets.
 _ENGINE_LIMIT = re.compile(
     r"NOT_IMPLEMENTED|not implemented|not supported|unsupported|no kernel|Could not find an implementation|"
-    r"is not a registered|locale|custom op|NO_SUCHFILE|NO_MODEL|INVALID_GRAPH|ENGINE_ERROR|EP_FAIL", re.I)
+    r"is not a registered|locale|custom op|NO_SUCHFILE|NO_MODEL|INVALID_GRAPH|ENGINE_ERROR|EP_FAIL|"
+    + re.escape(RUNTIME_LACKS_OPS), re.I)      # a converted file's ops its runtime lacks (LiteRT: Flex SplitV)
 
 
 # Out of memory: larger sizes can only make it worse, so the search stops.

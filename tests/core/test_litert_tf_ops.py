@@ -51,6 +51,16 @@ def test_pseudo_option_set_names_onnx2tfs_operators_and_passes_them_lower_cased(
     assert "Erf" in PSEUDO_OPERATORS and len(PSEUDO_OPERATORS) == 13
 
 
+def test_missing_runtime_ops_are_no_input_problem():
+    """SplitV (yolo_detector's Flex op, no pseudo form) reads like a size problem ("split"): the check must not
+    search other input sizes and call the model 'not run', where reality (plain onnx2tf + LiteRT) fails."""
+    from diagnostics.input_search import input_dependent
+
+    assert not input_dependent(f"RuntimeError: {RUNTIME_LACKS_OPS}: TensorFlow op(s) SplitV (onnx2tf wrote them as "
+                               "Flex ops, which LiteRT's interpreter does not carry)")
+    assert input_dependent("RuntimeError: split sizes do not add up")       # a split error of the sizes still is
+
+
 def test_the_options_note_says_the_defaults_wrote_an_unrunnable_file():
     note = options_note("litert", {"ok": True, "options": ["-rtpo", "Erf"], "attempts": [
         {"options": [], "ok": False, "converted": True, "error": f"{RUNTIME_LACKS_OPS}: TensorFlow op(s) Erf"},

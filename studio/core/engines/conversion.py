@@ -246,7 +246,8 @@ def search_options(convert: Callable[[OptionSet], dict[str, Any]],
     ``attempts`` (every set tried), ``advice`` and ``options``; raises :class:`ConversionFailed`
     with the defaults' info (and the attempts) when the model never converts. A conversion that
     converts but stays wrong with every option keeps the defaults' result (the check reports the
-    difference)."""
+    difference); refused with the defaults, the first option set that converted, though judged wrong, is
+    returned (its run says what is wrong). ``first`` refused, the converter's defaults are tried next."""
     started = time.perf_counter()
     attempts: list[dict[str, Any]] = []
     default = first or OptionSet((), {}, "the converter's defaults")
@@ -271,6 +272,20 @@ def search_options(convert: Callable[[OptionSet], dict[str, Any]],
         return base
     tried = {tuple(default.flags)}
     slowest = attempts[0]["seconds"]
+    if first is not None and first.flags and not converted:
+        # ``first`` (an earlier shape's winning flags) is a guess for this shape: refused, the converter's own
+        # defaults come next, and their result (a file that converts) is the base the search goes on from
+        plain = OptionSet((), {}, "the converter's defaults")
+        tried.add(())
+        info, ok = attempt(plain)
+        slowest = max(slowest, attempts[-1]["seconds"])
+        if attempts[-1]["ok"]:
+            info.update(attempts=attempts, advice=converter_advice(str(info.get("log") or "")))
+            return info
+        if ok:
+            base, converted = info, True
+            base["advice"] = converter_advice(str(base.get("log") or ""))
+    nearest: dict[str, Any] | None = None        # the first option set that converted, though judged wrong
     for options in propose(base, not converted):
         if len(attempts) > max_attempts or tuple(options.flags) in tried:
             continue
@@ -282,6 +297,13 @@ def search_options(convert: Callable[[OptionSet], dict[str, Any]],
         if attempts[-1]["ok"]:
             info.update(attempts=attempts, advice=base["advice"])
             return info
+        if ok and not converted and nearest is None:
+            nearest = info
+    if not converted and nearest is not None:
+        # refused with the defaults, converted with an option set but judged wrong (other numbers, or a file that
+        # fails at run): that file is what the user gets, and its run says what is wrong, not "cannot convert"
+        nearest.update(attempts=attempts, advice=base["advice"])
+        return nearest
     base.update(attempts=attempts)
     if not converted:
         raise ConversionFailed(str(base.get("error") or attempts[0]["error"]), base)
