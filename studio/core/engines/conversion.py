@@ -32,11 +32,12 @@ __all__ = ["Conversion", "ConversionFailed", "ConvertedRunner", "OptionSet", "co
 # tens of seconds on small models and minutes on a ResNet-50, inside a worker whose own timeout is 600 s.
 MAX_OPTION_ATTEMPTS = 4
 OPTION_BUDGET_S = 300.0
-# An output whose cosine with ONNX Runtime's is below this is "different numbers" (the check's criterion).
 # A converted file the engine's runtime cannot run on any input (LiteRT: TensorFlow "Flex" ops): the run's error
 # leads with this, and the check's hint says that no input size changes it.
 RUNTIME_LACKS_OPS = "the converted model needs op(s) the engine's runtime lacks"
-
+# How a judge's reason starts when the converted file failed to run (not a difference in numbers).
+RUN_FAILED = "the converted file fails at run: "
+# An output whose cosine with ONNX Runtime's is below this is "different numbers" (the check's criterion).
 COSINE_MIN = 0.999
 # Log lines in which a converter recommends one of its options ("use the -kt or -kat option",
 # "try the -onwdt option", "you can try set --weightQuantAsymmetric", "Re-run with --x").
@@ -101,10 +102,6 @@ def converter_name(engine: str) -> str:
     """The converter a converted engine's row names (``MNNConvert``, ``onnx2tf``, ``pnnx``)."""
     row = engine_row(engine)
     return row.converter if row is not None and row.converter else engine
-
-
-# How a judge's reason starts when the converted file failed to run (not a difference in numbers).
-RUN_FAILED = "the converted file fails at run: "
 
 
 def options_note(engine: str, info: Mapping[str, Any]) -> str | None:
