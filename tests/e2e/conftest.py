@@ -177,6 +177,32 @@ def viewer_frame(page, timeout_s: float = 120):
     raise AssertionError(f"no graph viewer frame within {timeout_s:.0f} s")
 
 
+def ready_viewer(page, also: str | None = None, timeout_s: float = 120):
+    """The graph viewer's frame once it has laid out (and the JS expression ``also`` holds in it).
+    A Streamlit rerun keeps the previous run's elements on the page until it finishes, then replaces
+    them: the frame found first can be the old viewer's and be detached while it is waited on, so a
+    detached frame is looked up again rather than failing the wait (CI, 2026-12-04: the Diff page's
+    test read 'Frame was detached')."""
+    import time
+
+    ready = "() => !!document.getElementById('gv-data') && !!window.__graphReady && window.__graph.ready()"
+    if also:
+        ready = f"{ready} && ({also})"          # still the arrow's body
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"the graph viewer was not ready within {timeout_s:.0f} s: {ready}")
+        frame = viewer_frame(page, timeout_s=left)
+        try:
+            frame.wait_for_function(ready, timeout=max(1_000, min(left, 15) * 1000))
+            return frame
+        except Exception as exc:            # detached, or not ready yet: look the frame up again
+            if not any(w in str(exc) for w in ("detached", "Timeout", "navigat", "destroyed")):
+                raise
+            page.wait_for_timeout(200)
+
+
 def nodes_metric(page, showing: str | None = None, timeout_ms: int = 90_000):
     """The Overview's Nodes metric once it is on the page (and shows ``showing``, when given)."""
     nodes = page.locator('[data-testid="stMetric"]').filter(has_text="Nodes")

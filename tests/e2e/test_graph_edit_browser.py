@@ -6,7 +6,6 @@ computed here with plain onnxruntime (the tensor exposed by hand with onnx.helpe
 from __future__ import annotations
 
 import re
-import time
 
 import numpy as np
 import onnx
@@ -14,11 +13,10 @@ import pytest
 
 from studio import api
 from tests.conftest import SAMPLES, ort_reference, save
-from tests.e2e.conftest import wait_for_app
+from tests.e2e.conftest import ready_viewer, wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-READY = "() => window.__graphReady && window.__graph.ready()"
 STRAY = "stray_identity"
 INNER = "/model.0/conv/Conv"
 
@@ -33,23 +31,6 @@ def _detector_with_a_stray_identity(tmp_path):
                 n.input[i] = f"{x}_id"
     m.graph.node.insert(0, onnx.helper.make_node("Identity", [x], [f"{x}_id"], name=STRAY))
     return save(m, tmp_path / "detector.onnx")
-
-
-def _viewer(page, with_status: str | None = None):
-    """The viewer frame drawn by the page (a fresh one after a version change)."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        for f in page.frames:
-            if f == page.main_frame:
-                continue
-            try:
-                if f.evaluate("!!document.getElementById('gv-data') && !!window.__graphReady && __graph.ready()") \
-                        and (with_status is None or f.evaluate(with_status)):
-                    return f
-            except Exception:       # a frame detached while the page reruns
-                continue
-        page.wait_for_timeout(300)
-    raise AssertionError("the graph viewer did not come up")
 
 
 def _click_node(page, frame, key: str) -> None:
@@ -88,7 +69,7 @@ def test_bypass_diff_and_add_output_from_the_graph_page(shared_studio, page, sho
     wait_for_app(page)
     page.get_by_role("link", name="Graph", exact=True).click()
     page.get_by_role("heading", name="Graph").wait_for()
-    frame = _viewer(page)
+    frame = ready_viewer(page)
     # 1. Click the stray Identity, bypass it: the preview lists it, the version is verified and saved.
     _click_node(page, frame, STRAY)
     page.get_by_role("heading", name=f"Identity · {STRAY}", exact=True).wait_for(timeout=60_000)
@@ -107,13 +88,13 @@ def test_bypass_diff_and_add_output_from_the_graph_page(shared_studio, page, sho
     assert STRAY not in [n.name for n in onnx.load(ws.handle("v1").path).graph.node]
     # 2. The diff view opens on v1 against its parent: the Identity is the one removed node.
     page.get_by_role("button", name="See it in the diff").click()
-    diff = _viewer(page, "() => !!__graph.viewer.model.s.leaves.some(l => l.status === 'removed')")
+    diff = ready_viewer(page, "__graph.viewer.model.s.leaves.some(l => l.status === 'removed')")
     removed = diff.evaluate("__graph.viewer.model.s.leaves.filter(l => l.status === 'removed').map(l => l.key)")
     assert removed == [f"removed:{STRAY}"], removed         # the diff keys a removed node "removed:<name>"
     shots(page, "edit-bypass-diff")
     # 3. Back on the viewer (now v1): add an output at an inner tensor of the stem.
     _radio(page, "Graph")
-    frame = _viewer(page, f"() => __graph.viewer.model.s.leaves.every(l => !l.status && l.key !== {STRAY!r})")
+    frame = ready_viewer(page, f"__graph.viewer.model.s.leaves.every(l => !l.status && l.key !== {STRAY!r})")
     _click_node(page, frame, INNER)
     page.get_by_role("heading", name=f"Conv · {INNER}", exact=True).wait_for(timeout=60_000)
     _radio(page, "Add output here")

@@ -14,7 +14,7 @@ import pytest
 from benchmarks.graph_models import resnet_like
 from studio import api
 from tests.conftest import SAMPLES, parse_model, save
-from tests.e2e.conftest import UPLOADER, nodes_metric, viewer_frame, wait_for_app
+from tests.e2e.conftest import UPLOADER, nodes_metric, ready_viewer, wait_for_app
 from tests.graphview.optimized import fold_conv_bn
 
 pytestmark = pytest.mark.browser
@@ -105,8 +105,7 @@ def test_diff_page_shows_the_removed_batchnorms(shared_studio, page, shots, tmp_
     removed.wait_for(timeout=90_000)
     assert "11" in removed.inner_text()
     page.locator("iframe").first.wait_for(timeout=90_000)          # the viewer: one layout, both sides
-    frame = viewer_frame(page)
-    frame.wait_for_function("() => window.__graphReady && window.__graph.ready()", timeout=120_000)
+    frame = ready_viewer(page, "(window.__graph.viewer?.model?.s?.leaves || []).some(l => l.status)")
     assert frame.evaluate("__graph.viewer.model.s.leaves.filter(l => l.status === 'removed').length") == 11
     page.get_by_text("Changed nodes").first.wait_for()
     shots(page, "diff-page")

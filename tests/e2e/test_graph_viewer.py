@@ -15,7 +15,7 @@ import pytest
 
 from studio import api
 from tests.conftest import SAMPLES, save
-from tests.e2e.conftest import viewer_frame, wait_for_app
+from tests.e2e.conftest import ready_viewer, wait_for_app
 from tests.graphview.optimized import fold_conv_bn
 
 pytestmark = pytest.mark.browser
@@ -187,8 +187,7 @@ def test_graph_page_embeds_the_viewer(shared_studio, page, shots, tmp_path):
     page.get_by_role("link", name="Graph", exact=True).click()
     page.get_by_role("heading", name="Graph").wait_for()
     page.locator("iframe").first.wait_for(timeout=120_000)
-    frame = viewer_frame(page)
-    frame.wait_for_function(READY, timeout=120_000)
+    frame = ready_viewer(page)
     assert 0 < frame.evaluate("__graph.visibleCount()") <= 150
     assert frame.evaluate("__graph.transform().k") >= 0.85
     rects = frame.evaluate("__graph.labels()")

@@ -12,32 +12,16 @@ import urllib.request
 import pytest
 
 from tests.conftest import SAMPLES
-from tests.e2e.conftest import wait_for_app
+from tests.e2e.conftest import ready_viewer, wait_for_app
 
 pytestmark = pytest.mark.browser
-
-READY = "() => !!document.getElementById('gv-data') && !!window.__graphReady && window.__graph.ready()"
-
-
-def _viewer_frame(page):
-    for _ in range(400):
-        for f in page.frames:
-            if f != page.main_frame:
-                try:
-                    if f.evaluate(READY):
-                        return f
-                except Exception:      # a frame detached while the page reruns
-                    continue
-        page.wait_for_timeout(300)
-    raise AssertionError("the graph viewer did not come up")
-
 
 def test_the_viewer_frame_loads_its_document_by_url(shared_studio, page):
     server = shared_studio
     page.goto(server.url + server.preload(SAMPLES / "cnn_unfused.onnx"))
     wait_for_app(page)
     page.get_by_role("link", name="Graph", exact=True).click()
-    frame = _viewer_frame(page)
+    frame = ready_viewer(page)
     m = re.fullmatch(re.escape(server.url) + r"/studio/viewer/([0-9a-f]{64})\.html", frame.url)
     assert m, frame.url                                    # not about:srcdoc: the document came by URL
     assert frame.frame_element().get_attribute("srcdoc") is None
@@ -59,5 +43,5 @@ def test_the_viewer_frame_loads_its_document_by_url(shared_studio, page):
     page.mouse.click(box["x"] + r["x"] + r["w"] / 2, box["y"] + r["y"] + r["h"] / 2)
     page.get_by_role("button", name="Neighbourhood in detail").first.wait_for(timeout=60_000)   # the rerun's panel
     wait_for_app(page)
-    again = _viewer_frame(page)
+    again = ready_viewer(page)
     assert again.url == frame.url and again.evaluate("window.__sameDoc") == 1
