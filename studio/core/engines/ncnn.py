@@ -169,6 +169,57 @@ def unknown_layers(param: Path) -> list[str]:
     return types
 
 
+def _stderr_of(call: Callable[[], Any]) -> tuple[Any, str]:
+    """``call()`` with file descriptor 2 captured (and written back after): ncnn says why a load failed only
+    there (NCNN_LOGE), never in its return code."""
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as tmp:  # scratch: an unnamed temporary file, gone when closed
+            os.dup2(tmp.fileno(), 2)
+            try:
+                result = call()
+            finally:
+                os.dup2(saved, 2)
+            tmp.seek(0)
+            said = tmp.read().decode(errors="replace")
+    finally:
+        os.close(saved)
+    if said:
+        os.write(2, said.encode())
+    return result, said
+
+
+def _layer_lines(param: Path) -> list[list[str]]:
+    """The ``.param``'s layer lines, split (type, name, bottom count, top count, ...): ncnn numbers layers this way."""
+    return [ln.split() for ln in param.read_text(errors="replace").splitlines()[2:] if ln.split()]
+
+
+def load_param(net: Any, param: Path) -> str | None:
+    """Load ``param`` into ``net``: None when ncnn takes it, else why in one line with what to do. An unknown
+    layer type is named; any other refusal is ncnn's own words (its stderr) with the layer they point at, e.g.
+    a Clip whose bound pnnx left as a second input (ncnn's Clip takes one: "one_blob_only layer 4")."""
+    rc, said = _stderr_of(lambda: net.load_param(str(param)))
+    if rc == 0:
+        return None
+    unknown = unknown_layers(param)
+    if unknown:
+        return f"ncnn has no layer for {', '.join(unknown[:8])} (left by pnnx)"
+    lines = _layer_lines(param)
+    words = next((ln.strip() for ln in reversed(said.splitlines()) if ln.strip()), "")
+    found = re.search(r"\blayer (\d+)\b", words)
+    where = ""
+    if found and int(found.group(1)) < len(lines) and len(lines[int(found.group(1))]) >= 4:
+        kind, name, bottoms, tops = lines[int(found.group(1))][:4]
+        where = (f": {kind} {name!r} has {bottoms} input(s), ncnn's {kind} takes 1" if "one_blob_only" in words
+                 and bottoms != "1" else f": {kind} {name!r}, {bottoms} input(s), {tops} output(s)")
+    return (f"ncnn cannot load {param.name} ({words[:160] or f'load_param returned {rc}'}){where}; use another "
+            "engine, or make that node's extra inputs constants in the ONNX model")
+
+
 def convert_to_ncnn(onnx_path: str | Path, out_dir: Path, shapes: Mapping[str, tuple[int, ...]],
                     precision: str = "f32", *, timeout_s: float = PNNX_TIMEOUT_S) -> dict[str, Any]:
     """Run pnnx in a child process on a link to ``onnx_path`` inside a temporary folder (the
@@ -220,7 +271,8 @@ def _convert_in(onnx_path: Path, out_dir: Path, shapes: Mapping[str, tuple[int, 
     if rc is None:
         info["error"] = f"pnnx did not finish within {timeout_s:.0f} s"
     elif rc < 0:
-        info["error"] = f"pnnx crashed on this model (signal {-rc})" + _last_line(log)
+        info["error"] = (f"pnnx crashed on this model ({_signal_name(-rc)}{_stage(log)}){_last_line(log, True)}; "
+                         "ncnn cannot take this model through pnnx: use another engine")
     elif rc != 0:
         info["error"] = f"pnnx refused the model (exit {rc})" + _last_line(log)
     elif not param.is_file() or not bin_.is_file():
@@ -230,6 +282,12 @@ def _convert_in(onnx_path: Path, out_dir: Path, shapes: Mapping[str, tuple[int, 
         if unknown:
             info["unsupported_ops"] = [_PNNX_TO_ONNX.get(t, t) for t in unknown]
             info["error"] = f"ncnn has no layer for {', '.join(unknown[:8])} (left by pnnx)"
+        else:       # a file ncnn refuses is no conversion: say which layer at the conversion, not at the run
+            import ncnn
+
+            refused = load_param(ncnn.Net(), param)
+            if refused:
+                info["error"] = refused
     if "error" in info:
         raise ConversionFailed(info["error"], info)
     script = work / "model_ncnn.py"
@@ -255,11 +313,29 @@ def pnnx_input_problem(inputs: list[Any]) -> str | None:
     return None
 
 
-def _last_line(log: str) -> str:
-    """The log's gist: its last line that says what failed (its end: pnnx prefixes C++ signatures)."""
-    lines = [ln.strip() for ln in log.splitlines() if ln.strip() and not ln.startswith("#")]
+def _signal_name(number: int) -> str:
+    import signal
+
+    try:
+        return f"signal {number}, {signal.Signals(number).name}"
+    except ValueError:
+        return f"signal {number}"
+
+
+def _stage(log: str) -> str:
+    """The pass pnnx was in (its ``############# pass_ncnn`` banners), as ' in pass_ncnn'; '' when none."""
+    stages = re.findall(r"^#{3,}\s*(\S[^#\n]*?)\s*$", log, re.M)
+    return f" in {stages[-1][:60]}" if stages else ""
+
+
+def _last_line(log: str, errors_only: bool = False) -> str:
+    """The log's gist: its last line that says what failed (its end: pnnx prefixes C++ signatures); pnnx's op
+    tables (box-drawing borders and rows) say nothing about a failure. ``errors_only``: '' when no line names an
+    error (a crash's last line is a pass's timing or the op table, not its cause)."""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip() and not ln.startswith("#")
+             and not re.match(r"^[\u2500-\u257f]", ln.strip())]
     bad = [ln for ln in lines if re.search(r"unsupported|not supported|failed|error", ln, re.I)]
-    line = (bad or lines or [""])[-1]
+    line = (bad or ([] if errors_only else lines) or [""])[-1]
     return f": {'...' + line[-200:] if len(line) > 200 else line}" if line else ""
 
 
@@ -346,8 +422,9 @@ class NcnnRunner(ConvertedRunner):
         net.opt.use_fp16_arithmetic = f16
         net.opt.use_bf16_storage = False
         net.opt.num_threads = self.threads
-        if net.load_param(str(param)) != 0:
-            raise ValueError(f"ncnn cannot load {param.name}: a layer it does not know ({unknown_layers(param)})")
+        refused = load_param(net, param)
+        if refused:
+            raise ValueError(refused)
         if net.load_model(str(bin_)) != 0:
             raise ValueError(f"ncnn cannot load the weights {bin_.name}")
         self.net = net

@@ -1,0 +1,104 @@
+"""pnnx writes files ncnn will not load for reasons other than a missing layer type, and pnnx itself crashes on
+some models: both are one line naming the cause and the remedy.
+
+Found on corpus models: oww_melspectrogram's last Clip takes its lower bound from a ReduceMax; pnnx writes an
+ncnn Clip with 2 inputs, which ncnn refuses ("invalid bottom_count or top_count for one_blob_only layer 23", on
+its stderr only), and the check and export said "a layer it does not know ([])". magika_standard_v3_3 makes pnnx
+segfault in its pass_ncnn; the error quoted the last line of pnnx's op table ("└────┴────┘").
+Oracles: pnnx and ncnn run by hand on the code-built model (ncnn's load_param refuses the file), and the log a
+fake pnnx prints before it dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+from tests.requirements import require_engine
+
+
+@pytest.fixture(scope="module")
+def ncnn_here():
+    require_engine("ncnn")
+
+
+def _computed_clip_bound(path: Path) -> Path:
+    """y = Clip(x, min=ReduceMax(x) - 3): the bound is a tensor computed at run time, not a constant."""
+    nodes = [h.make_node("ReduceMax", ["x"], ["m"], keepdims=0), h.make_node("Sub", ["m", "c"], ["lo"]),
+             h.make_node("Clip", ["x", "lo", ""], ["y"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 8])], [h.make_tensor("c", T.FLOAT, [], [3.0])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
+    return path
+
+
+def test_pnnx_output_ncnn_refuses_is_named(ncnn_here, tmp_path):
+    import ncnn
+
+    from diagnostics.compatibility import check_model
+    from studio import api
+    from studio.core.engines.ncnn import pnnx_binary
+    from studio.core.model import load as load_model
+
+    (tmp_path / "user").mkdir()
+    model = _computed_clip_bound(tmp_path / "user" / "clip.onnx")
+    # the oracle: pnnx by hand writes a 2-input Clip, and ncnn's own load_param refuses it
+    by_hand = tmp_path / "by_hand"
+    by_hand.mkdir()
+    os.symlink(model, by_hand / "model.onnx")
+    subprocess.run([str(pnnx_binary()), "model.onnx", "inputshape=[1,8]f32", "fp16=0"], cwd=by_hand,
+                   capture_output=True, check=True, timeout=120)
+    clip = [ln.split() for ln in (by_hand / "model.ncnn.param").read_text().splitlines() if ln.startswith("Clip")]
+    assert clip and clip[0][2] == "2"
+    assert ncnn.Net().load_param(str(by_hand / "model.ncnn.param")) != 0
+
+    before = sorted(p.name for p in model.parent.iterdir())
+    report = check_model(load_model(model), ["ncnn"])
+    verdict = next(v for v in report.verdicts if v.engine == "ncnn")
+    assert verdict.verdict == "fails"
+    text = verdict.summary
+    assert "Clip" in text and "2 input(s)" in text and "another engine" in text and "\n" not in text, text
+    assert "([])" not in text
+
+    r = api.export(api.load(model), "ncnn", tmp_path / "out", zip=False, pool_key="ncnn-refusals")
+    (t,) = r.targets
+    assert t.status == "error" and "Clip" in t.message and "another engine" in t.message, t.message
+    assert "\n" not in t.message and "([])" not in t.message
+    assert sorted(p.name for p in model.parent.iterdir()) == before
+
+
+_CRASH_LOG = """inputshape = [1,2048]i32
+############# pass_level0 onnx
+eliminate_noop_with_shape ...         0.03ms
+┌──────────────────┬──────────┬──────────┐
+│ Conv             │ 1        │ 1        │
+└──────────────────┴──────────┴──────────┘
+############# pass_level5
+############# pass_ncnn
+"""
+
+
+def test_pnnx_crash_names_its_pass_not_its_op_table(tmp_path, monkeypatch):
+    from studio.core.engines import ncnn as ncnn_mod
+    from studio.core.engines.conversion import ConversionFailed
+
+    fake = tmp_path / "pnnx"
+    (tmp_path / "log.txt").write_text(_CRASH_LOG)
+    fake.write_text(f"#!/bin/sh\ncat '{tmp_path / 'log.txt'}'\nkill -SEGV $$\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(ncnn_mod, "pnnx_binary", lambda: fake)
+    model = _computed_clip_bound(tmp_path / "m.onnx")
+    with pytest.raises(ConversionFailed) as caught:
+        ncnn_mod.convert_to_ncnn(model, tmp_path / "out", {"x": (1, 8)})
+    text = str(caught.value)
+    assert f"signal {int(signal.SIGSEGV)}, SIGSEGV" in text and "pass_ncnn" in text, text
+    assert "another engine" in text and "─" not in text and "0.03ms" not in text and "\n" not in text
