@@ -68,20 +68,59 @@ def _rss_reader() -> Callable[[], int]:
 
 
 class RssSampler:
-    """Samples this process's resident memory on a thread: (seconds, bytes, phase)."""
+    """Samples this process's resident memory on a thread: (seconds, bytes, phase).
 
-    def __init__(self, interval_s: float = 0.005) -> None:
+    Why a fixed buffer: the samples are taken while the leak check watches the Python heap and RSS, so they
+    must not grow with wall time (a list of tuples grew ~130 B per sample: on a slow model that read as a leak
+    per inference). The buffer is allocated up front; when it is full every pair of samples is folded into its
+    larger one (the peak survives) and the interval doubles."""
+
+    def __init__(self, interval_s: float = 0.005, capacity: int = 8192) -> None:
         self.interval_s = interval_s
         self.read = _rss_reader()
-        self.samples: list[tuple[float, int, str]] = []
-        self.phase = "start"
+        self._cap = max(16, capacity - capacity % 2)
+        self._t = np.zeros(self._cap, dtype=np.float64)
+        self._rss = np.zeros(self._cap, dtype=np.int64)
+        self._ph = np.zeros(self._cap, dtype=np.int16)
+        self._n = 0
+        self._phases: list[str] = ["start"]
+        self._phase = 0
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="studio-rss-sampler", daemon=True)
         self._t0 = time.perf_counter()
 
+    @property
+    def phase(self) -> str:
+        return self._phases[self._phase]
+
+    @property
+    def samples(self) -> list[tuple[float, int, str]]:
+        with self._lock:
+            n = self._n
+            return [(float(self._t[i]), int(self._rss[i]), self._phases[int(self._ph[i])]) for i in range(n)]
+
+    def _fold(self) -> None:
+        """Halve the samples in place, keeping the larger of each pair; sample half as often from now on."""
+        half = self._cap // 2
+        pick = np.arange(half) * 2 + (self._rss[1::2] > self._rss[0::2])
+        self._t[:half], self._rss[:half], self._ph[:half] = self._t[pick], self._rss[pick], self._ph[pick]
+        self._n = half
+        self.interval_s *= 2
+
+    def _add(self, phase: int) -> None:
+        value = self.read()
+        with self._lock:
+            if self._n == self._cap:
+                self._fold()
+            self._t[self._n] = time.perf_counter() - self._t0
+            self._rss[self._n] = value
+            self._ph[self._n] = phase
+            self._n += 1
+
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.samples.append((time.perf_counter() - self._t0, self.read(), self.phase))
+            self._add(self._phase)
             self._stop.wait(self.interval_s)
 
     def __enter__(self) -> RssSampler:
@@ -91,11 +130,14 @@ class RssSampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
-        self.samples.append((time.perf_counter() - self._t0, self.read(), self.phase))
+        self._add(self._phase)
 
     def mark(self, phase: str) -> None:
-        self.samples.append((time.perf_counter() - self._t0, self.read(), phase))
-        self.phase = phase
+        if phase not in self._phases:
+            self._phases.append(phase)
+        index = self._phases.index(phase)
+        self._add(index)
+        self._phase = index
 
 
 def _peak_hwm() -> int | None:
@@ -127,12 +169,12 @@ def _downsample(samples: Sequence[tuple[float, int, str]], limit: int) -> list[l
 
 
 def measure_memory(open_fn: Callable[[], Callable[[], Any]], *, warmup: int, iterations: int,
-                   checkpoints: int = 40, top: int = 10) -> dict[str, Any]:
+                   checkpoints: int = 40, top: int = 10, sample_interval_s: float = 0.005) -> dict[str, Any]:
     """Open (``open_fn`` returns the infer callable), warm up, then run ``iterations``
     with RSS/tracemalloc checkpoints. Returns JSON-able data for :func:`memory_profile`."""
     nv = ranges()
     was_tracing = tracemalloc.is_tracing()
-    with RssSampler() as sampler:
+    with RssSampler(sample_interval_s) as sampler:
         baseline = sampler.read()
         sampler.mark("session creation")
         with nv.range("memory: session creation"):
@@ -165,8 +207,9 @@ def measure_memory(open_fn: Callable[[], Callable[[], Any]], *, warmup: int, ite
         frame = stat.traceback[0]
         sites.append({"site": f"{_site_label(frame.filename)}:{frame.lineno}", "size_diff": int(stat.size_diff),
                       "count_diff": int(stat.count_diff), "size": int(stat.size)})
-    timeline = _downsample(sampler.samples, _MAX_TIMELINE_POINTS)
-    peak = max([s[1] for s in sampler.samples] + [_peak_hwm() or 0])
+    samples = sampler.samples
+    timeline = _downsample(samples, _MAX_TIMELINE_POINTS)
+    peak = max([s[1] for s in samples] + [_peak_hwm() or 0])
     return {"baseline_rss": int(baseline), "peak_rss": int(peak), "timeline": timeline, "checkpoints": points,
             "sites": sites, "traced_peak": int(traced_peak), "iterations": iterations}
 

@@ -11,6 +11,7 @@ the allocation sites) does not hide the planted leak.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,7 @@ def memory_selftest_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobConte
     """Self-test (tests only): a numpy workload; ``leak_bytes`` > 0 keeps a new
     buffer alive every iteration. Not reachable from the CLI or the UI."""
     leak = max(0, int(args.get("leak_bytes", 0)))
+    sleep_s = max(0.0, float(args.get("sleep_s", 0.0)))   # a slow model: the RSS sampler runs many times per inference
     _planted.clear()
     x = np.linspace(0, 1, 4096, dtype=np.float32)
 
@@ -35,9 +37,12 @@ def memory_selftest_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobConte
             y = np.tanh(x) * 2.0
             if leak:
                 _planted.append(bytearray(leak))
+            if sleep_s:
+                time.sleep(sleep_s)
             return y
         return infer
 
-    data = measure_memory(open_fn, warmup=int(args.get("warmup", 10)), iterations=int(args.get("iterations", 200)))
+    data = measure_memory(open_fn, warmup=int(args.get("warmup", 10)), iterations=int(args.get("iterations", 200)),
+                          sample_interval_s=float(args.get("sample_interval_s", 0.005)))
     _planted.clear()
     return JobOutput(data=data)
