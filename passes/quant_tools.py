@@ -12,7 +12,10 @@ Why each preparation step:
 * ``quant_pre_process`` (symbolic shape inference, ORT basic optimizations that
   fold BatchNormalization into Conv, ONNX shape inference) gives the quantizer
   the types it needs; a model where symbolic inference fails is retried without
-  it, then without optimization.
+  it, then without optimization;
+* a Gemm bias ``C`` of shape ``[1, N]`` (Keras/JAX exports through tf2onnx, and ORT's own MatMulAddFusion in
+  that pre-processing keeps the Add's ``[1, N]``) makes the per-channel quantizer index it per output channel
+  and fail ("truth value of an array ... is ambiguous"): it is reshaped to ``[N]``, the same by broadcasting.
 """
 
 from __future__ import annotations
@@ -106,12 +109,58 @@ def prepare(src: Path, workdir: Path, *, per_channel: bool, min_opset: int = 13,
                               **kwargs)
             steps.append(label)
             release_memory()
+            steps += _flatten_gemm_bias(out)
             return Prepared(out, tuple(steps), opset, per_channel)
         except Exception as exc:  # noqa: BLE001 - try a lighter preparation
             last = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
             log.info("pre-processing attempt failed (%s): %s", label, last)
     steps.append(f"pre-processing failed ({last}); quantizing the model as it is")
+    steps += _flatten_gemm_bias(staged)
     return Prepared(staged, tuple(steps), opset, per_channel)
+
+
+def _flatten_gemm_bias(path: Path) -> list[str]:
+    """Reshape each Gemm's constant bias ``[1, N]`` to ``[N]`` (the per-channel quantizer indexes the bias by
+    output channel); rewrites ``path`` and returns the step's note, or nothing when no Gemm has one."""
+    def targets(graph: onnx.GraphProto) -> list[int]:
+        inits = {t.name: t for t in graph.initializer}
+        return [k for k, n in enumerate(graph.node)
+                if n.op_type == "Gemm" and n.domain in ("", "ai.onnx") and len(n.input) > 2 and n.input[2] in inits
+                and len(inits[n.input[2]].dims) == 2 and inits[n.input[2]].dims[0] == 1]
+
+    if not targets(onnx.load_model(str(path), load_external_data=False).graph):
+        return []
+    model = onnx.load_model(str(path))
+    graph = model.graph
+    found = targets(graph)
+    inits = {t.name: t for t in graph.initializer}
+    users: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            users[name] = users.get(name, 0) + 1
+    outputs = {o.name for o in graph.output}
+    taken = set(inits) | {o for n in graph.node for o in n.output} | {i.name for i in graph.input}
+    for k in found:
+        node = graph.node[k]
+        old = inits[node.input[2]]
+        flat = onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(old).reshape(-1), old.name)
+        if users.get(old.name, 0) > 1 or old.name in outputs:      # shared: the other users keep [1, N]
+            base, i = f"{old.name}_flat", 0
+            while f"{base}{i or ''}" in taken:
+                i += 1
+            flat.name = f"{base}{i or ''}"
+            taken.add(flat.name)
+            graph.initializer.append(flat)
+            node.input[2] = flat.name
+        else:
+            old.CopyFrom(flat)
+            stale = [v for v in graph.value_info if v.name == old.name]
+            for v in stale:
+                graph.value_info.remove(v)
+    _save(model, path)
+    del model
+    release_memory()
+    return [f"Gemm bias [1, N] reshaped to [N] in {len(found)} Gemm(s) (the per-channel quantizer needs it 1-D)"]
 
 
 def _big(path: Path) -> bool:

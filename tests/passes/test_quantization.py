@@ -402,3 +402,40 @@ def test_int8_without_fallback_can_report_a_missed_target(tmp_path):
                                      target_cosine=0.9999999, config="qdq-u8s8")], tmp_path / "h2" / "m.onnx")
     assert not r.ok and "no INT8 configuration reaches cosine 1e" not in r.records[0].message
     assert "reaches cosine 0.9999999" in r.records[0].message
+
+
+def _row_bias_model() -> onnx.ModelProto:
+    """Keras/JAX-style dense layers: MatMul + Add of a [1, N] bias (ORT's pre-processing fuses it into a Gemm
+    whose C stays [1, N]) and a Gemm written with a [1, N] bias, as magika_standard_v3_3 (tf2onnx) has."""
+    rng = np.random.default_rng(1)
+    w1 = numpy_helper.from_array((rng.standard_normal((16, 32)) / 4).astype(np.float32), "w1")
+    b1 = numpy_helper.from_array(rng.standard_normal((1, 32)).astype(np.float32), "b1")
+    w2 = numpy_helper.from_array((rng.standard_normal((32, 8)) / 4).astype(np.float32), "w2")
+    b2 = numpy_helper.from_array(rng.standard_normal((1, 8)).astype(np.float32), "b2")
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="dense0"),
+             helper.make_node("Add", ["h", "b1"], ["hb"], name="bias0"),
+             helper.make_node("Relu", ["hb"], ["r"], name="relu"),
+             helper.make_node("Gemm", ["r", "w2", "b2"], ["y"], name="dense1")]
+    graph = helper.make_graph(nodes, "rowbias", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])], [w1, b1, w2, b2])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_static_int8_per_channel_with_a_row_bias(tmp_path):
+    """Per-channel static INT8 of Gemms whose bias is [1, N]: ORT's quantizer indexed that bias per output channel
+    and failed ('The truth value of an array ... is ambiguous') for every configuration; the bias is reshaped to
+    [N] first. Judged against plain onnxruntime fp32 on the same input."""
+    src = save(_row_bias_model(), tmp_path / "m" / "rowbias.onnx")
+    before = sha256_file(src)
+    r = run_passes(src, [make_pass("quantize-int8-static", per_channel=True, samples=8, budget_s=1,
+                                     target_cosine=0.98, config="qdq-u8s8", fallback=False)],
+                   tmp_path / "q" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and rec.status == "changed", rec.message
+    assert any("Gemm bias [1, N] reshaped" in s for s in rec.details["preprocess"]), rec.details["preprocess"]
+    assert {"QuantizeLinear", "DequantizeLinear"} <= set(_ops(r.output))
+    x = {"x": np.random.default_rng(5).standard_normal((4, 16)).astype(np.float32)}
+    assert _cos(_run(r.output, x)[0], _run(src, x)[0]) > 0.98
+    assert sha256_file(src) == before
