@@ -347,6 +347,11 @@ def run_search(model: ModelProto, infer: Callable[[Feeds], Any], *, dims: Mappin
     for c in seeded:
         if attempt(c):
             return out
+        if _ENGINE_LIMIT.search(last_error):
+            # no other input set can fix it: a second seeded set (the small image size) would only run the
+            # engine again, and a converted one converts again (sample yolo_detector on LiteRT: a second
+            # 35 s onnx2tf conversion whose file lacked the same Flex SplitV)
+            return out
     if seeded and seeded[0].label:       # a decoder's steps keep its cache contract: their failure is the verdict
         return out
     if out.first_error is None or not chosen or not input_dependent(out.first_error):

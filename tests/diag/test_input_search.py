@@ -98,3 +98,30 @@ def test_studio_chosen():
     assert not studio_chosen(fixed)
     model = parse_model(VAD)
     assert studio_chosen(model) and not studio_chosen(model, inputs="real.npz")
+
+
+IMAGE = '''<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 3, H, W] image) => (float[1, 3, H, W] y) { y = Relu(image) }'''
+
+
+@pytest.mark.parametrize("error, runs", [
+    # no input fixes these: the small image size is not tried (a converted engine would convert again)
+    ("RuntimeError: the converted model needs op(s) the engine's runtime lacks: TensorFlow op(s) SplitV", 1),
+    ("NotImplemented: [ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : Could not find an implementation for Foo(1)", 1),
+    # a size error may pass at the small size: it is tried (and the search goes on to other sizes)
+    ("InvalidArgument: Invalid input shape: {1,3,320,320}", 2),
+])
+def test_seeded_sets_stop_at_an_error_no_input_fixes(error, runs):
+    from diagnostics.input_search import run_search
+
+    model = parse_model(IMAGE)
+    shapes = []
+
+    def infer(feeds):
+        shapes.append(feeds["image"].shape)
+        raise RuntimeError(error)
+
+    out = run_search(model, infer, budget_s=0)
+    assert len(shapes[:2]) == runs and out.tries >= runs and (runs == 2 or len(shapes) == 1), shapes
+    assert runs == 1 or shapes[1] == (1, 3, 48, 48)          # the second seeded set is the small image size
+    assert out.first_error and error.split(":", 1)[1].strip()[:20] in out.first_error
