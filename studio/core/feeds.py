@@ -619,7 +619,7 @@ def make_feeds(model: ModelProto, *, inputs: Path | None = None, images: Path | 
         raise StudioError("give either an .npz inputs file or an image folder, not both")
     if inputs is not None:
         sets = load_npz(Path(inputs), specs)
-        return FeedSet(tuple(sets), f"{Path(inputs).name[:60]}, {len(sets)} sample(s)")
+        return FeedSet(tuple(sets), f"{Path(inputs).name[:60]}, {len(sets)} sample(s)", dims_of_sets(specs, sets))
     chosen = choose_dims(specs, dims)
     if images is not None:
         spec = image_input(specs)
@@ -630,11 +630,28 @@ def make_feeds(model: ModelProto, *, inputs: Path | None = None, images: Path | 
         for i, picture in enumerate(pictures):
             extra = random_feeds(others, chosen, seed + i) if others else {}
             sets.append({**extra, **picture})
-        return FeedSet(tuple(sets), f"{len(sets)} image(s) from {Path(images).name[:60]}/", chosen)
+        return FeedSet(tuple(sets), f"{len(sets)} image(s) from {Path(images).name[:60]}/",
+                       {**chosen, **dims_of_sets(specs, sets)})
     sets = feed_sets(specs, count, chosen, seed)
     dims_text = ", ".join(f"{k}={v}" for k, v in chosen.items())
     return FeedSet(tuple(sets), f"random, seed {seed}, {count} set(s)" + (f", {dims_text}" if dims_text else ""),
                    chosen)
+
+
+def dims_of_sets(specs: tuple[InputSpec, ...], sets: Sequence[Feeds]) -> dict[str, int]:
+    """The symbolic dims' values in the first set's arrays: what work built on these feeds (a pass's own random
+    sets, its latency runs) must use. Without them a pass fell back to default sizes the model may not take
+    (oww_melspectrogram's STFT Conv: 'samples' at 16 under a kernel of 512)."""
+    found: dict[str, int] = {}
+    first = sets[0] if sets else {}
+    for spec in specs:
+        value = first.get(spec.name)
+        if not isinstance(value, np.ndarray) or spec.shape is None or value.ndim != len(spec.shape):
+            continue
+        for dim, size in zip(spec.shape, value.shape):
+            if isinstance(dim, str) and dim:
+                found.setdefault(dim, int(size))
+    return found
 
 
 def cast_to_inputs(feeds: Feeds, model: ModelProto) -> Feeds:

@@ -117,3 +117,37 @@ def test_int8_and_int8_mixed_are_distinct_points(tmp_path):
     assert "int8-mixed" in default_variants(api.load(SAMPLES / "cnn_unfused.onnx").proto)
     fig = tradeoff_figure(report)
     assert sum(len(t.x) for t in fig.data) == 3
+
+
+def test_inputs_npz_sets_the_dims_the_passes_use(tmp_path):
+    """Accuracy inputs from an .npz: the passes' own random sets and latency runs must take the npz's sizes
+    of the symbolic dims. They took defaults (32 here), which a Conv with a 64-wide kernel refuses: fp16 and
+    int8-dynamic 'failed: ... Invalid input shape' (openWakeWord's melspectrogram, STFT as a 512-wide Conv,
+    'samples' at 16). Judged against plain onnxruntime on the kept variant files."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array((rng.standard_normal((8, 1, 64)) / 8).astype(np.float32), "w")
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], name="stft"), helper.make_node("Relu", ["c"], ["y"])],
+        "stft", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, "samples"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, "frames"])], [w]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    src = tmp_path / "m" / "stft.onnx"
+    src.parent.mkdir()
+    onnx.save(m, str(src))
+    x = rng.standard_normal((1, 1, 256)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", x=x)
+    report = api.precision(src, variants=["fp16", "int8-dynamic"], samples=2, inputs=tmp_path / "x.npz",
+                           out_dir=tmp_path / "out", latency_budget_s=1)
+    by = {v.name: v for v in report.variants}
+    want = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0].ravel()
+    for name in ("fp16", "int8-dynamic"):
+        assert by[name].status == "ok", (name, by[name].error)
+        got = ort.InferenceSession(str(by[name].path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        got = got.ravel().astype(np.float64)
+        assert abs(float(got @ want / np.linalg.norm(got) / np.linalg.norm(want)) - by[name].cosine) < 1e-3
