@@ -395,11 +395,15 @@ def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[st
 
     request = OptimizeRequest(passes=[name for name, _ in spec.passes],
                               pass_options={name: {**dict(opts), **dict(extra.get(name, {}))} for name, opts in spec.passes})
+    # partial="none": a variant that failed leaves no file; the pipeline's default keeps the last verified
+    # model (here the untouched fp32 one) under the variant's name, where it reads as that variant.
     result = run_pipeline(model_path, request, out_dir / spec.name / model_path.name,
-                          feeds=list(eval_feeds.sets[:2]), limits=limits, pool_key=pool_key)
+                          feeds=list(eval_feeds.sets[:2]), limits=limits, pool_key=pool_key, partial="none")
     if not result.ok:
         raise StudioError(result.summary())
     if not result.modified or result.output is None:
+        if result.output is not None:
+            Path(result.output).unlink(missing_ok=True)    # the fp32 model under the variant's name
         raise StudioError(f"{', '.join(n for n, _ in spec.passes)} changed nothing in this model")
     details: dict = {}
     warnings: list[str] = []

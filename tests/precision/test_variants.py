@@ -151,3 +151,24 @@ def test_inputs_npz_sets_the_dims_the_passes_use(tmp_path):
         got = ort.InferenceSession(str(by[name].path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
         got = got.ravel().astype(np.float64)
         assert abs(float(got @ want / np.linalg.norm(got) / np.linalg.norm(want)) - by[name].cosine) < 1e-3
+
+
+def test_a_failed_variant_leaves_no_model_under_its_name(tmp_path):
+    """A variant whose build fails must not leave a file in the output folder: the pipeline kept its last
+    verified model (the untouched fp32 one) as out/<variant>/model.onnx, which reads as that variant
+    (oww_melspectrogram's failed fp16 and int8-dynamic: byte for byte the fp32 file)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    m = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                                            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    src = tmp_path / "m" / "relu.onnx"
+    src.parent.mkdir()
+    onnx.save(m, str(src))
+    report = api.precision(src, variants=["int8-weights"], samples=2, out_dir=tmp_path / "out", latency_budget_s=1)
+    row = next(v for v in report.variants if v.name == "int8-weights")
+    assert row.status == "failed" and row.path is None and "no MatMul" in row.error
+    assert not list((tmp_path / "out").rglob("*.onnx")), list((tmp_path / "out").rglob("*"))
