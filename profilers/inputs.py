@@ -24,6 +24,7 @@ class PreparedFeeds:
     feeds: Mapping[str, np.ndarray]
     dims: Mapping[str, int]          # values chosen for symbolic dims
     source: str                      # one line for the report
+    guessed: tuple[str, ...] = ()    # symbolic dims of seeded feeds sized by a default, not by the user
 
     def signature(self) -> tuple:
         return tuple((n, a.dtype.str, a.shape) for n, a in self.feeds.items())
@@ -59,7 +60,8 @@ def prepare_feeds(handle: ModelHandle, *, dims: Mapping[str, int] | None = None,
     chosen = choose_dims(specs, dims)
     feeds = _tensor_feeds(random_feeds(specs, chosen, seed=seed))
     dims_text = ", ".join(f"{k}={v}" for k, v in chosen.items())
-    return PreparedFeeds(feeds, chosen, f"seeded random inputs (seed {seed})" + (f", {dims_text}" if dims_text else ""))
+    return PreparedFeeds(feeds, chosen, f"seeded random inputs (seed {seed})" + (f", {dims_text}" if dims_text else ""),
+                         tuple(k for k in chosen if k not in (dims or {})))
 
 
 def batched_feeds(handle: ModelHandle, prepared: PreparedFeeds, batch: int, *, seed: int = 0,

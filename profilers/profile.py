@@ -474,7 +474,18 @@ def _cold_start(job: _ProfileRun, v: Variant, tick: _Tick) -> dict[str, Any]:
         return {"cold": cold, "details": details}
     except StudioError as exc:
         _reraise_cancel(exc)
-        return _failed(exc)
+        return _with_sizes_hint(_failed(exc), job.prepared[v.target_index])
+
+
+def _with_sizes_hint(failed: dict[str, str], prepared: PreparedFeeds) -> dict[str, str]:
+    """A run that failed on seeded inputs whose sizes were guessed says so and how to set them: a model often
+    needs a real size no default can know (oww_melspectrogram's STFT Conv under 'samples' at 16 read only
+    'Conv_3 Invalid input shape: {16}')."""
+    if failed.get("error_kind") not in ("error", "crashed") or not prepared.guessed:
+        return failed
+    guessed = ", ".join(f"{k}={prepared.dims[k]}" for k in prepared.guessed[:6])
+    return {**failed, "error": f"{failed['error']}; the inputs' sizes were guessed ({guessed}): set the model's "
+                              "real ones with --dim NAME=VALUE"}
 
 
 def _warm_latency(job: _ProfileRun, results: _Results, warnings: list[str]) -> _Timing:

@@ -254,7 +254,7 @@ def _print(profile, top: int) -> None:  # noqa: ANN001, C901 - one report, read 
     for v in profile.variants:
         name = printable(f"{v.id}  {v.variant.label}", 44)
         if not v.ok:
-            print(f"{name:<44} FAILED ({v.error_kind}): {printable(v.error or '', 300)}")
+            print(f"{name:<44} FAILED ({v.error_kind}): {printable(v.error or '', 600)}")
             continue
         s = v.latency
         cold = _ms(v.cold.time_to_first_result_ms) if v.cold else "-"

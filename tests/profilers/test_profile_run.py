@@ -289,3 +289,30 @@ def test_openvino_precision_and_hint_are_reported(tmp_path):
     assert default.details["precision_effective"] == openvino_default_precision()
     assert "THROUGHPUT" in str(throughput.details["performance_hint"])
     assert "LATENCY" in str(pinned.details["performance_hint"])
+
+
+def test_a_run_that_fails_at_guessed_sizes_says_how_to_set_them(tmp_path):
+    """A model that needs a real size no default knows (an STFT as a 64-wide Conv over free 'samples', guessed
+    at 32) fails its first inference; the error named only the engine's 'Invalid input shape'. It now says
+    which sizes were guessed and how to set them, and the size a plain onnxruntime run accepts works."""
+    import onnxruntime as ort
+
+    w = numpy_helper.from_array(np.ones((4, 1, 64), np.float32) / 64, "w")
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="stft")], "stft",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, "samples"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, "frames"])], [w]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = save(m, tmp_path / "stft.onnx")
+    with pytest.raises(Exception):       # the oracle: plain ORT refuses the guessed size too
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+            None, {"x": np.zeros((1, 1, 32), np.float32)})
+    options = ProfileOptions(warmup=1, iterations=5, rounds=2)
+    v = api.profile([ProfileTarget("stft", api.load(path))], ["ort"], options, out_dir=tmp_path / "a").variants[0]
+    assert not v.ok and v.error_kind == "error"
+    assert "guessed (samples=32)" in v.error and "--dim NAME=VALUE" in v.error, v.error
+    ok = api.profile([ProfileTarget("stft", api.load(path))], ["ort"],
+                     ProfileOptions(warmup=1, iterations=5, rounds=2, dims=(("samples", 256),)),
+                     out_dir=tmp_path / "b").variants[0]
+    assert ok.ok, ok.error
