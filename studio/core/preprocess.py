@@ -146,7 +146,13 @@ def check_recipe_range(recipe: Recipe, dtype: str) -> None:
     channels = max(len(recipe.mean), len(recipe.std))
     for c in range(channels):
         mean, std = recipe.mean[c % len(recipe.mean)], recipe.std[c % len(recipe.std)]
-        if float(dt.type(std)) == 0:
+        with np.errstate(over="ignore"):
+            std_there = float(dt.type(std))
+        if not math.isfinite(std_there):
+            # the division by an inf std makes every pixel 0 while the check on Python floats passes
+            raise StudioError(f"std {std:.3g} is beyond {dt.name}'s range ({fmax:.3g}): every pixel would become 0; "
+                              "give a std the tensor's type can hold", code=ErrorCode.BAD_OPTION)
+        if std_there == 0:
             raise StudioError(f"std {std:.3g} is 0 in {dt.name}: the tensor would be "
                               "inf; give a std a pixel can be divided by", code=ErrorCode.BAD_OPTION)
         for pixel in (0.0, 255.0, float(recipe.pad_value)):

@@ -417,7 +417,9 @@ def test_hostile_jsonl_samples_are_refused_in_one_line(tmp_path, capsys, case):
 # ---------------------------------------------------------------------------- recipes and image sizes (item 6)
 
 @pytest.mark.parametrize("flag,value,needle", [("--std", "1e-320", "std 1e-320 is 0 in float32"),
-                                               ("--scale", "1e38", "the recipe overflows float32")])
+                                               ("--scale", "1e38", "the recipe overflows float32"),
+                                               # inf in float32: every pixel / inf = 0 (was accepted)
+                                               ("--std", "1e39", "std 1e+39 is beyond float32's range")])
 def test_a_recipe_that_would_feed_inf_is_refused_at_save(tmp_path, capsys, flag, value, needle):
     root, ds_id = _project_with_photos(tmp_path, capsys, f"rec{flag[2:]}")
     manifest = (root / "data" / ds_id / "dataset.json").read_bytes()
