@@ -198,26 +198,46 @@ def _layer_lines(param: Path) -> list[list[str]]:
     return [ln.split() for ln in param.read_text(errors="replace").splitlines()[2:] if ln.split()]
 
 
-def load_param(net: Any, param: Path) -> str | None:
-    """Load ``param`` into ``net``: None when ncnn takes it, else why in one line with what to do. An unknown
-    layer type is named; any other refusal is ncnn's own words (its stderr) with the layer they point at, e.g.
-    a Clip whose bound pnnx left as a second input (ncnn's Clip takes one: "one_blob_only layer 4")."""
+def load_files(net: Any, param: Path, weights: Path) -> str | None:
+    """Load ``param`` and ``weights`` into ``net``: None when ncnn takes them, else why in one line with what to
+    do. An unknown layer type is named; any other refusal is ncnn's own words (its stderr) with the layer they
+    point at: a Clip whose bound pnnx left as a second input (ncnn's Clip takes one: "one_blob_only layer 4"), a
+    constant pnnx wrote with a zero-size shape ("layer load_model 139 /head/Mul_output_0 failed")."""
     rc, said = _stderr_of(lambda: net.load_param(str(param)))
-    if rc == 0:
-        return None
-    unknown = unknown_layers(param)
-    if unknown:
-        return f"ncnn has no layer for {', '.join(unknown[:8])} (left by pnnx)"
+    if rc != 0:
+        unknown = unknown_layers(param)
+        if unknown:
+            return f"ncnn has no layer for {', '.join(unknown[:8])} (left by pnnx)"
+        return _refusal(param, param.name, said, f"load_param returned {rc}",
+                        "make that node's extra inputs constants in the ONNX model")
+    rc, said = _stderr_of(lambda: net.load_model(str(weights)))
+    if rc != 0:
+        return _refusal(param, f"the weights {weights.name}", said, f"load_model returned {rc}",
+                        "fix its input shapes and simplify it first (onnx-studio optimize MODEL --passes "
+                        "fix-input-shapes,onnxsim --dim NAME=VALUE -o simple.onnx): pnnx then writes no such constant")
+    return None
+
+
+def _refusal(param: Path, what: str, said: str, fallback: str, rewrite: str) -> str:
+    """One line: ncnn's last words, the ``.param`` layer they number (type, name, inputs; a constant's shape
+    parameters), and what to do."""
     lines = _layer_lines(param)
     words = next((ln.strip() for ln in reversed(said.splitlines()) if ln.strip()), "")
-    found = re.search(r"\blayer (\d+)\b", words)
+    found = re.search(r"\blayer (?:load_model )?(\d+)\b", words)
     where = ""
     if found and int(found.group(1)) < len(lines) and len(lines[int(found.group(1))]) >= 4:
-        kind, name, bottoms, tops = lines[int(found.group(1))][:4]
-        where = (f": {kind} {name!r} has {bottoms} input(s), ncnn's {kind} takes 1" if "one_blob_only" in words
-                 and bottoms != "1" else f": {kind} {name!r}, {bottoms} input(s), {tops} output(s)")
-    return (f"ncnn cannot load {param.name} ({words[:160] or f'load_param returned {rc}'}){where}; use another "
-            "engine, or make that node's extra inputs constants in the ONNX model")
+        kind, name, bottoms, tops, *params = lines[int(found.group(1))]
+        if "one_blob_only" in words and bottoms != "1":
+            where = f": {kind} {name!r} has {bottoms} input(s), ncnn's {kind} takes 1"
+        elif kind == "MemoryData":     # its parameters after the blob names: 0=w 1=h 11=d 2=c
+            axes = {"0": "w", "1": "h", "11": "d", "2": "c"}
+            dims = [f"{axes[k]}={v}" for k, _, v in (t.partition("=") for t in params[int(bottoms) + int(tops):])
+                    if k in axes]
+            zero = " (a zero-size axis)" if any(d.endswith("=0") for d in dims) else ""
+            where = f": the constant {name!r}, shape {' '.join(dims) or 'none'}{zero}"
+        else:
+            where = f": {kind} {name!r}, {bottoms} input(s), {tops} output(s)"
+    return f"ncnn cannot load {what} ({words[:160] or fallback}){where}; use another engine, or {rewrite}"
 
 
 def convert_to_ncnn(onnx_path: str | Path, out_dir: Path, shapes: Mapping[str, tuple[int, ...]],
@@ -285,7 +305,7 @@ def _convert_in(onnx_path: Path, out_dir: Path, shapes: Mapping[str, tuple[int, 
         else:       # a file ncnn refuses is no conversion: say which layer at the conversion, not at the run
             import ncnn
 
-            refused = load_param(ncnn.Net(), param)
+            refused = load_files(ncnn.Net(), param, bin_)
             if refused:
                 info["error"] = refused
     if "error" in info:
@@ -422,11 +442,9 @@ class NcnnRunner(ConvertedRunner):
         net.opt.use_fp16_arithmetic = f16
         net.opt.use_bf16_storage = False
         net.opt.num_threads = self.threads
-        refused = load_param(net, param)
+        refused = load_files(net, param, bin_)
         if refused:
             raise ValueError(refused)
-        if net.load_model(str(bin_)) != 0:
-            raise ValueError(f"ncnn cannot load the weights {bin_.name}")
         self.net = net
         self.details["load_ms"] = round(elapsed_ms(started), 3)
 
