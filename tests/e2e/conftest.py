@@ -140,10 +140,15 @@ def shots(tmp_path, request):
 
 
 def wait_for_app(page) -> None:
-    """Wait until Streamlit has rendered and finished running the script."""
+    """Wait until Streamlit has rendered and finished running the script: no status widget and no stale
+    element (``data-stale="true"``: one the run in progress has not drawn again yet, e.g. the previous
+    model's Save button). The status widget shows only after a run has lasted a while, so under load a
+    test saw the end of one run's URL update and then the previous page's elements (test_models_never_mix,
+    load 10, 2026-12-04)."""
     page.wait_for_selector('[data-testid="stApp"]')
     page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=90_000)
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]') && "
+        "!document.querySelector('[data-stale=\"true\"]')", timeout=90_000)
 
 
 UPLOADER = '[data-testid="stFileUploader"] input[type="file"]'
