@@ -28,7 +28,8 @@ from passes.fix_cast_types import repair_cast_types, topological_sort
 from passes.quant_tools import job_context
 from passes.base import register
 from studio.core.compare import REDUCED_PRECISION, Tolerance
-from studio.core.errors import StudioError
+from studio.core.error_codes import ErrorCode
+from studio.core.errors import StudioError, engine_message
 from passes import quant_tools as qt
 from studio.core.model_io import save_result
 from studio.core.feeds import cast_to_inputs, make_feeds
@@ -157,19 +158,28 @@ class ConvertFp16(StudioPass):
             details: dict = {"cast_fixes": [f.describe() for f in fixes], "casts": casts,
                              "blocked_ops": list(opts.get("op_block_list") or []),
                              "blocked_nodes": list(opts.get("node_block_list") or [])}
+            ctx.set_stage("fp16: running the original in ONNX Runtime")
+            header = onnx.load_model(str(src), load_external_data=False)
+            sets = list(make_feeds(header, count=2, seed=1000, dims=opts.get("dims")).sets)
+            try:
+                reference = qt.ort_outputs(src, sets, ctx)
+            except Exception as exc:  # noqa: BLE001
+                # the original refuses these inputs (sizes guessed for free dims): no op of the fp16 model is
+                # to blame, so the block list is not the remedy (corpus oww_melspectrogram said it was)
+                ctx.set_stage("fp16: the reference run")        # not the runner's "session creation"
+                raise StudioError("the original model does not run in ONNX Runtime on the inputs the fp16 result is "
+                                  "judged on: set its input sizes with --dim NAME=VALUE "
+                                  f"({type(exc).__name__}: {engine_message(exc, 200)})",
+                                  code=ErrorCode.REFERENCE_FAILED) from None
             try:
                 ctx.set_stage("fp16: loading the result in ONNX Runtime")
-                header = onnx.load_model(str(src), load_external_data=False)
-                sets = list(make_feeds(header, count=2, seed=1000, dims=opts.get("dims")).sets)
                 # keep_io_types=false: the fp16 model takes float16 inputs; feed it the same values.
                 out_header = onnx.load_model(str(out), load_external_data=False)
                 fp16_sets = [cast_to_inputs(f, out_header) for f in sets]
-                reference = qt.ort_outputs(src, sets, ctx)
                 got = qt.ort_outputs(out, fp16_sets, ctx)
             except Exception as exc:  # noqa: BLE001
-                raise StudioError(f"the fp16 model does not load in ONNX Runtime "
-                                  f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}); "
-                                  "add the failing op to the block list") from None
+                raise StudioError(f"the fp16 model does not load in ONNX Runtime ({type(exc).__name__}: "
+                                  f"{engine_message(exc, 200)}); add the failing op to the block list") from None
             cos, _ = qt.accuracy(reference, got)
             details["cosine"] = round(cos, 6)
             if opts.get("measure", True):

@@ -439,3 +439,30 @@ def test_static_int8_per_channel_with_a_row_bias(tmp_path):
     x = {"x": np.random.default_rng(5).standard_normal((4, 16)).astype(np.float32)}
     assert _cos(_run(r.output, x)[0], _run(src, x)[0]) > 0.98
     assert sha256_file(src) == before
+
+
+def test_convert_fp16_names_the_sizes_when_the_original_refuses_its_inputs(tmp_path):
+    """An STFT-like 64-wide Conv over a free 'samples' dim (guessed at 32; corpus oww_melspectrogram): the fp16
+    pass's own reference run of the ORIGINAL fails, and the error said 'add the failing op to the block list',
+    a remedy for an op of the fp16 model. It now says to set the input sizes; at a size plain ORT accepts, the
+    pass converts."""
+    w = numpy_helper.from_array(np.ones((4, 1, 64), np.float32) / 64, "w")
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="stft")], "stft",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, "samples"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, "frames"])], [w]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    src = save(m, tmp_path / "stft.onnx")
+    plain = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception):                       # the oracle: plain ORT refuses a short input
+        plain.run(None, {"x": np.zeros((1, 1, 32), np.float32)})
+    r = run_passes(src, [make_pass("convert-fp16", measure=False)], tmp_path / "a" / "m.onnx")
+    rec = r.records[0]
+    assert rec.status == "error" and "--dim NAME=VALUE" in rec.message, rec.message
+    assert "block list" not in rec.message and "original model does not run" in rec.message
+    ok = run_passes(src, [make_pass("convert-fp16", measure=False, dims={"samples": 256})], tmp_path / "b" / "m.onnx")
+    assert ok.records[0].status == "changed", ok.records[0].message
+    x = np.random.default_rng(0).standard_normal((1, 1, 256)).astype(np.float32)
+    got = ort.InferenceSession(str(tmp_path / "b" / "m.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(got[0], plain.run(None, {"x": x})[0], atol=2e-3)
