@@ -234,7 +234,9 @@ def search_options(convert: Callable[[OptionSet], dict[str, Any]],
                    propose: Callable[[dict[str, Any], bool], Sequence[OptionSet]], *,
                    judge: Callable[[dict[str, Any]], str | None] | None = None,
                    first: OptionSet | None = None, max_attempts: int = MAX_OPTION_ATTEMPTS,
-                   budget_s: float = OPTION_BUDGET_S) -> dict[str, Any]:
+                   budget_s: float = OPTION_BUDGET_S,
+                   follow_up: Callable[[dict[str, Any], OptionSet], Sequence[OptionSet]] | None = None
+                   ) -> dict[str, Any]:
     """Worker side: convert with the defaults (or ``first``), and when the converter refuses
     (``convert`` raises :class:`ConversionFailed`) or ``judge`` finds the result wrong (a reason
     string), try the option sets ``propose(info, refused)`` suggests, in order, until one converts
@@ -244,7 +246,9 @@ def search_options(convert: Callable[[OptionSet], dict[str, Any]],
     with the defaults' info (and the attempts) when the model never converts. A conversion that
     converts but stays wrong with every option keeps the defaults' result (the check reports the
     difference); refused with the defaults, the first option set that converted, though judged wrong, is
-    returned (its run says what is wrong). ``first`` refused, the converter's defaults are tried next."""
+    returned (its run says what is wrong). ``first`` refused, the converter's defaults are tried next.
+    ``follow_up(info, options)``: the sets to try next after ``options`` converted but was judged wrong (what
+    ``propose`` could not know from the defaults' result: LiteRT's -rtpo for the Flex ops of a -static file)."""
     started = time.perf_counter()
     attempts: list[dict[str, Any]] = []
     default = first or OptionSet((), {}, "the converter's defaults")
@@ -283,7 +287,9 @@ def search_options(convert: Callable[[OptionSet], dict[str, Any]],
             base, converted = info, True
             base["advice"] = converter_advice(str(base.get("log") or ""))
     nearest: dict[str, Any] | None = None        # the first option set that converted, though judged wrong
-    for options in propose(base, not converted):
+    queue = list(propose(base, not converted))
+    while queue:
+        options = queue.pop(0)
         if len(attempts) > max_attempts or tuple(options.flags) in tried:
             continue
         if time.perf_counter() - started + slowest > budget_s:
@@ -294,6 +300,8 @@ def search_options(convert: Callable[[OptionSet], dict[str, Any]],
         if attempts[-1]["ok"]:
             info.update(attempts=attempts, advice=base["advice"])
             return info
+        if ok and follow_up is not None:
+            queue[:0] = [o for o in follow_up(info, options) if tuple(o.flags) not in tried]
         if ok and not converted and nearest is None:
             nearest = info
     if not converted and nearest is not None:

@@ -379,6 +379,15 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
         sets = litert_option_sets(shapes, ranks, has_nms, refused, onnxsim=_onnxsim_cli() is not None)
         return _with_pseudo(pseudo_option_set(info.get("flex_ops") or (), onnx_ops), static + sets)
 
+    def follow_up(info: dict[str, Any], options: OptionSet) -> list[OptionSet]:
+        """An option set's file that needs TensorFlow ops LiteRT lacks: the same options with -rtpo for them
+        (``propose`` only saw the defaults' file; corpus brainmaze_spindle_eeg: refused by default, converted
+        with -static into a file with FlexErf, -rtpo never tried with -static)."""
+        pseudo = pseudo_option_set(info.get("flex_ops") or (), onnx_ops) if search else None
+        if pseudo is None or "-rtpo" in options.flags or not options.flags:
+            return []
+        return _with_pseudo(pseudo, [options])[1:]
+
     start = None
     if first:       # an earlier conversion's winning flags: the same option set again
         pseudo = pseudo_option_set([f for f in first if f in PSEUDO_OPERATORS], onnx_ops)
@@ -390,7 +399,7 @@ def convert_to_tflite(onnx_path: str | Path, out_path: Path, shapes: Mapping[str
             base = next((o for o in _with_pseudo(pseudo, []) if list(o.flags) == rest), None)
             start = static if not rest else None if base is None else \
                 OptionSet(base.flags + static.flags, dict(base.kwargs), f"{base.reason}; {static.reason}")
-    info = search_options(convert, propose, judge=judge, first=start)
+    info = search_options(convert, propose, judge=judge, first=start, follow_up=follow_up)
     _say_static(info, shapes)
     import shutil
 
@@ -533,7 +542,8 @@ def _convert_once(onnx_path: str | Path, out_path: Path, shapes: Mapping[str, An
         except BaseException as exc:  # noqa: BLE001 - onnx2tf ends failures with sys.exit
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            error = f"{type(exc).__name__}: {exc}"
+            gist = _exception_gist(str(exc))
+            error = gist if gist.startswith(f"{type(exc).__name__}: ") else f"{type(exc).__name__}: {gist}"
     info["seconds"] = round(time.perf_counter() - started, 4)
     private.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
     log = read_log(log_path)
@@ -806,6 +816,18 @@ def _private_copy(source: Path, dest: Path, static: Mapping[str, Any] | None = N
                 d.dim_value = int(v)
     onnx.save_model(model, str(dest))  # scratch: the conversion worker's own job folder
     return cleared
+
+
+def _exception_gist(text: str) -> str:
+    """An exception's words without the traceback TensorFlow puts first ("in user code: File ... raise e..."): from
+    its last "XxxError:" line on, on one line. The error cut at 400 characters was all traceback (corpus
+    gutenye_ppocrv4_rec: 'onnx2tf fails: ValueError: in user code:\\n\\n    File ".../onnx2tf.py", line 2617 ...')."""
+    lines = text.splitlines()
+    starts = [i for i, ln in enumerate(lines) if re.match(r"\s*[\w.]*(Error|Exception): ", ln)]
+    if "in user code:" not in text or not starts:
+        return text
+    gist = " ".join(" ".join(lines[starts[-1]:]).split())
+    return re.sub(r" for '\{\{node .*?\}\} = [^']*'", "", gist)     # TensorFlow's node expression: no ONNX name
 
 
 def _log_reason(log: str) -> str:
