@@ -166,14 +166,19 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
             chosen = qt.QuantCandidate(f"{cfg.name}-mixed", f"{cfg.describe()}, {len(kept)} layer(s) kept in float",
                                  mixed, lat2["mixed"], lat2["mixed"] / lat2["fp32"], cos, top1, excluded=tuple(kept))
             measured.append(chosen)
+    # the build's own accuracy verdict, on its held-out sets (details["accuracy_claims"]): a flow that judges the
+    # variant again on its own inputs (precision) says that verdict instead, never two that disagree
+    accuracy_claims: list[str] = []
     if chosen is None:
         best = max((m for m in measured if m.path is not None and m.cosine is not None), key=lambda m: m.cosine)
         if not opts.get("require_target", True):
             # Plain INT8 without fallback (a trade-off point): the most accurate configuration, and
             # the missed target said, instead of no model at all.
             chosen = best
-            warnings.append(f"target missed: no INT8 configuration reaches cosine {target:.10g} without float "
-                            f"fallback; {best.name} is the closest (cosine {qt.cosine_text(best.cosine, target)})")
+            accuracy_claims.append(f"target missed: no INT8 configuration reaches cosine {target:.10g} without "
+                                   f"float fallback; {best.name} is the closest (cosine "
+                                   f"{qt.cosine_text(best.cosine, target)}, on {holdout_source})")
+            warnings += accuracy_claims
         else:
             raise StudioError(f"no INT8 configuration reaches cosine {target:.10g} on held-out inputs (best: "
                               f"{best.name}, cosine {qt.cosine_text(best.cosine, target)}); lower the target, give "
@@ -199,6 +204,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
     details = {
         "chosen": chosen.to_dict(), "target_cosine": target, "target_met": chosen.cosine >= target, "fp32_latency_ms": round(fp32_ms, 3),
         "candidates": [m.to_dict() for m in measured], "calibration": calib_source, "speed_claims": speed_claims,
+        "accuracy_claims": accuracy_claims,
         "calibration_method": ranges.method, "accuracy_inputs": holdout_source, "preprocess": list(prepared.steps),
         "degenerate_ranges": [d.to_dict() for d in degenerate], "excluded_nodes": exclude + list(kept),
         "fallback_steps": [s.to_dict() for s in steps], "ranked_layers": [r.to_dict() for r in ranked[:50]],
