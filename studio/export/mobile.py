@@ -171,8 +171,11 @@ def _export(ctx: ExportContext, engine: str) -> TargetResult:
         for n, s in ctx.input_shapes.items()) else None
     conv = adapter.export_convert(ctx.deploy, folder, shapes=ctx.input_shapes, pool_key=ctx.pool_key,
                                   reference=feeds if ctx.deploy_precision == "fp32" else None)
-    notes = [f"converter command: {conv.command_line}", f"converted in {conv.seconds:.2f} s "
-             f"({conv.converter_version or '?'})"]
+    version = f" ({conv.converter_version})" if conv.converter_version else ""
+    # a refusal before the converter ran (pnnx and a bool input) has no time: "converted in 0.00 s (?)" said it ran
+    notes = [f"converter command: {conv.command_line}", f"converted in {conv.seconds:.2f} s{version}" if conv.ok
+             else f"conversion failed after {conv.seconds:.2f} s{version}" if conv.seconds
+             else "refused before the converter ran"]
     if conv.search_note:
         notes.append(f"converter options: {conv.search_note}")
     if not conv.ok:

@@ -150,3 +150,17 @@ def test_pnnx_crash_names_its_pass_not_its_op_table(tmp_path, monkeypatch):
     text = str(caught.value)
     assert f"signal {int(signal.SIGSEGV)}, SIGSEGV" in text and "pass_ncnn" in text, text
     assert "another engine" in text and "─" not in text and "0.03ms" not in text and "\n" not in text
+
+
+def test_export_notes_do_not_say_a_refused_conversion_ran(ncnn_here, tmp_path):
+    """A bool input is refused before pnnx runs (corpus romanizer_ar_encoder's src_mask): the export's notes said
+    'converted in 0.00 s (?)'."""
+    from studio import api
+    from tests.core.test_ncnn_input_kinds import bool_input
+
+    model = tmp_path / "mask.onnx"
+    onnx.save(bool_input(), str(model))
+    r = api.export(api.load(model), "ncnn", tmp_path / "out", zip=False, pool_key="ncnn-refusals")
+    (t,) = r.targets
+    assert t.status == "error" and "bool input 'mask'" in t.message, t.message
+    assert "refused before the converter ran" in t.notes and not any(n.startswith("converted in") for n in t.notes)
