@@ -90,7 +90,8 @@ def _models() -> list[tuple[str, Path, dict]]:
 def precision_rows(budget_s: float, only: set[str] | None = None) -> tuple[list[list], list[list], list[list]]:
     import onnx
 
-    from studio.precision.variants import default_variants, evaluate_variants
+    from studio.precision.catalog import default_variants
+    from studio.precision.variants import evaluate_variants
 
     rows, verdicts, configs = [], [], []
     for name, path, dims in _models():
@@ -424,7 +425,7 @@ def real_encoder_rows(budget_s: float = 30.0) -> tuple[list[list], str]:
     from studio import api
     from studio.core.feeds import save_npz
     from studio.precision.nncf_int8 import SMOOTH_QUANT_ALPHAS, quantize_openvino
-    from studio.precision.variants import cpu_has_bf16
+    from studio.precision.cpu import cpu_has_bf16
     from studio.precision.nncf_weights import compress_openvino
 
     src = _real_encoder_fp32()

@@ -7,7 +7,7 @@ import re
 import plotly.graph_objects as go
 
 from studio.charts.layout import legend_below
-from studio.precision.variants import PrecisionReport
+from studio.precision.report import PrecisionReport
 
 __all__ = ["tradeoff_figure"]
 

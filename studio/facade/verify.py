@@ -21,10 +21,8 @@ from studio.facade.data import checked_target, evaluate_on_dataset
 from studio.facade.inspect import make_inputs, path_of
 from studio.core.requests import CompareRequest, PrecisionRequest
 from studio.precision.run import request_of, run_request
-from studio.precision.variants import (
-    default_variants as default_precision_variants,
-    VARIANTS as PRECISION_VARIANTS,
-)
+from studio.precision.catalog import VARIANTS as PRECISION_VARIANTS
+from studio.precision.catalog import default_variants as default_precision_variants
 
 
 __all__ = [

@@ -20,7 +20,8 @@ from studio.core.feeds import ImagePreprocess
 from studio.core.paths import user_data_path
 from studio.core.requests import PrecisionRequest
 from studio.data.metrics import parse_target
-from studio.precision.variants import PrecisionReport, evaluate_variants
+from studio.precision.report import PrecisionReport
+from studio.precision.variants import evaluate_variants
 
 __all__ = ["request_of", "run_request"]
 

@@ -1,29 +1,20 @@
-"""Build reduced-precision variants, judge each against fp32, recommend one.
+"""Build reduced-precision variants, judge each against fp32, recommend one (the flow).
 
-A variant is a model (the original, or the result of a pass pipeline:
-``convert-fp16``, ``quantize-int8-static``, ``quantize-int8-dynamic``) on an
-engine with run options (OpenVINO's inference precision). Each is verified by
-its pipeline, compared with the original on ORT fp32 on the same inputs
-(cosine, top-1/top-5 agreement), and timed side by side with the others in one
-worker. Every ratio to fp32 comes with its spread: the per-round ratio of
-medians over the interleaved rounds, its median and 95 % bootstrap interval
-(``ratio_ci``). The recommendation is the fastest variant that meets the accuracy
-target, is at least 5% faster than fp32 (``RECOMMEND_MAX_RATIO``) *and* whose
-interval lies wholly below 1.0 (an interval that includes 1.0 is "no
-significant difference", never a reason to change precision); a reduced-precision
-variant must also beat its own engine's fp32 variant timed in the same run
-(``engine_gain_note``: OpenVINO INT8 no faster than OpenVINO fp32 on an AVX2-only
-CPU is not recommended there, the note names the CPU kind); when none is,
-fp32 is recommended and the report says why. TensorRT variants are listed as "not verified here" when
-TensorRT cannot run on this machine; their numbers are never guessed.
+A variant (:mod:`studio.precision.catalog`) is a model (the original, or the result of a pass pipeline:
+``convert-fp16``, ``quantize-int8-static``, ``quantize-int8-dynamic``, or an NNCF / converter build) on an
+engine with run options (OpenVINO's inference precision). Each is verified by its pipeline, compared with the
+original on ORT fp32 on the same inputs (cosine, top-1/top-5 agreement, task metrics on a dataset), and timed
+side by side with the others in one worker. Every ratio to fp32 comes with its spread: the per-round ratio of
+medians over the interleaved rounds, its median and 95 % bootstrap interval (``ratio_ci``). The rows and the
+report are :mod:`studio.precision.report`'s; which one is recommended, :mod:`studio.precision.recommend`'s.
+TensorRT variants are listed as "not verified here" when TensorRT cannot run on this machine; their numbers are
+never guessed.
 """
-
 from __future__ import annotations
 
 import dataclasses
 import functools
 import logging
-import platform
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -38,348 +29,29 @@ from profilers.latency import LatencyRun
 from studio.accuracy.compare_models import ModelComparison, compare_models
 from studio.core.compare import QUANTIZED
 from studio.core.engines import ENGINES, RunOptions, get_engine
-from studio.core.engines.ort_int8 import cpu_flags, int8_kernel_choice
-from studio.core.errors import StudioError
-from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
-from studio.core.outputs import disk_error
-from studio.core.requests import OptimizeRequest
-from studio.core.model import model_weight_bytes
-from studio.core.sandbox import Limits, require_memory, scaled_to_model
-from studio.precision.latency import LatencyItem, measure
-from studio.inspect.decoder import recognize
-from studio.data.datasets import dataset_feeds
-from studio.data.evaluate import golden_outputs
-from studio.data.metrics import Target
-from studio.data.metrics import check_target
-from studio.data.metrics import METRICS
-from studio.data.metrics import metric_options
 from studio.core.engines.litert import MAX_REPRESENTATIVE
 from studio.core.engines.mnn_quant import MAX_CALIBRATION_SAMPLES
 from studio.core.error_codes import ErrorCode
+from studio.core.errors import StudioError
+from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
+from studio.core.model import model_weight_bytes
+from studio.core.outputs import disk_error, writing_folder
+from studio.core.requests import OptimizeRequest
+from studio.core.sandbox import Limits, require_memory, scaled_to_model
+from studio.data.datasets import dataset_feeds
+from studio.data.evaluate import evaluate, golden_outputs, output_specs
+from studio.data.metrics import METRICS, Target, check_target, metric_options
+from studio.precision.catalog import VARIANTS, VariantSpec, default_variants, model_kind
+from studio.precision.latency import LatencyItem, measure
 from studio.precision.nncf_int8 import SMOOTH_QUANT_ALPHAS, quantize_openvino
-from studio.data.evaluate import evaluate
-from studio.core.outputs import writing_folder
-from studio.data.evaluate import output_specs
-from studio.precision.weight_only import weight_pass_options
-from studio.precision.weight_only import build_nncf_weights
-from studio.precision.weight_only import check_weight_options, decoder_of
-from studio.precision.weight_only import decoder_feed_sets
-from studio.precision.weight_only import judge_decoder
+from studio.precision.recommend import ENGINE_FP32, engine_gain_note, recommend, recommendable, speed_note
+from studio.precision.report import RANDOM_BASIS, PrecisionReport, VariantResult
+from studio.precision.weight_only import (build_nncf_weights, check_weight_options, decoder_feed_sets, decoder_of,
+                                          judge_decoder, weight_pass_options)
 
 log = logging.getLogger(__name__)
 
-# A variant is recommended only when at least this much faster than fp32: ratios on a shared
-# machine move by a few percent between runs, and "0.98x" is not a reason to change precision.
-RECOMMEND_MAX_RATIO = 0.95
-
-__all__ = ["PrecisionReport", "VariantResult", "VariantSpec", "VARIANTS", "default_variants", "evaluate_variants",
-           "recommend", "recommendable",
-           "model_kind"]
-
-
-@dataclass(frozen=True)
-class VariantSpec:
-    name: str
-    label: str
-    engine: str                                   # canonical engine name
-    precision: str                                # fp32 | fp16 | bf16 | int8
-    passes: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()   # pipeline producing the model
-    run_options: RunOptions = RunOptions()
-    builder: str = "passes"    # passes | nncf | nncf-sq | nncf-accuracy (OpenVINO-native INT8) | nncf-weights | ...
-
-
-def _p(name: str, **opts: Any) -> tuple[str, tuple[tuple[str, Any], ...]]:
-    return name, tuple(sorted(opts.items()))
-
-
-VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
-    VariantSpec("fp32", "fp32 · ONNX Runtime", "onnxruntime", "fp32"),
-    VariantSpec("fp32-ov", "fp32 · OpenVINO (f32 pinned)", "openvino", "fp32", (), RunOptions(precision="f32")),
-    VariantSpec("bf16-ov", "bf16 · OpenVINO", "openvino", "bf16", (), RunOptions(precision="bf16")),
-    VariantSpec("fp16", "fp16 · ONNX Runtime", "onnxruntime", "fp16", (_p("convert-fp16", measure=False),)),
-    # Plain INT8 (no float fallback: a missed target is reported, not refused) and INT8 with the
-    # layers that add the most error kept in float until the target is met: two points of the trade-off.
-    VariantSpec("int8", "INT8 static · ONNX Runtime", "onnxruntime", "int8",
-                (_p("quantize-int8-static", fallback=False, require_target=False),)),
-    VariantSpec("int8-mixed", "INT8 + float fallback · ONNX Runtime", "onnxruntime", "int8",
-                (_p("quantize-int8-static"),)),
-    VariantSpec("int8-dynamic", "INT8 dynamic · ONNX Runtime", "onnxruntime", "int8",
-                (_p("quantize-int8-dynamic"),)),
-    VariantSpec("int8-ov", "INT8 QDQ · OpenVINO", "openvino", "int8",
-                (_p("quantize-int8-static", config="qdq-u8s8", fallback=False, require_target=False),),
-                RunOptions(precision="f32")),
-    # OpenVINO's own INT8: NNCF post-training quantization, and NNCF with accuracy control driven by
-    # the task metric on a dataset (it keeps the costliest layers in float until the drop is met).
-    VariantSpec("int8-nncf", "INT8 NNCF · OpenVINO", "openvino", "int8", (),
-                RunOptions(precision="f32", openvino_ir=True), builder="nncf"),
-    # The same NNCF IR with its float layers (what the transformer guard kept, softmax, layer norms) in bf16,
-    # offered where the CPU computes bf16 (:func:`cpu_has_bf16`). Real MiniLM-L6 1x128 on a VNNI/BF16 EPYC (load
-    # 14-20, 33 rounds): guarded 0.45x ORT fp32 with f32 islands -> 0.38x in bf16, real-token cosine 0.9923 both.
-    VariantSpec("int8-nncf-bf16", "INT8 NNCF, float layers bf16 · OpenVINO", "openvino", "int8", (),
-                RunOptions(precision="bf16", openvino_ir=True), builder="nncf"),
-    # NNCF INT8 whose guard first tries SmoothQuant MatMul alphas (nncf_int8.SMOOTH_QUANT_ALPHAS) so that every MatMul,
-    # the FFN down-projections too, stays INT8. Real MiniLM-L6 (issue 35, load 4-8): 0.32x ORT fp32 at real-token
-    # cosine 0.992 (alpha 0.8) where int8-nncf keeps 6 layers in float (0.44x); its padding-token rows drift more.
-    VariantSpec("int8-nncf-sq", "INT8 NNCF + SmoothQuant, every MatMul INT8 · OpenVINO", "openvino", "int8", (),
-                RunOptions(precision="f32", openvino_ir=True), builder="nncf-sq"),
-    VariantSpec("int8-nncf-aa", "INT8 NNCF accuracy-aware · OpenVINO", "openvino", "int8", (),
-                RunOptions(precision="f32", openvino_ir=True), builder="nncf-accuracy"),
-    # Weight-only (decoders, LLMs): MatMul weights in int4/int8 blocks, activations float. ORT's
-    # MatMulNBitsQuantizer (com.microsoft MatMulNBits, ONNX Runtime only) and NNCF compress_weights.
-    VariantSpec("int4", "int4 weights (MatMulNBits) · ONNX Runtime", "onnxruntime", "int4",
-                (_p("quantize-weight-only", bits=4),)),
-    VariantSpec("int8-weights", "int8 weights (MatMulNBits) · ONNX Runtime", "onnxruntime", "int8",
-                (_p("quantize-weight-only", bits=8),)),
-    VariantSpec("int4-ov", "int4 weights NNCF compress_weights · OpenVINO", "openvino", "int4", (),
-                RunOptions(precision="f32", openvino_ir=True), builder="nncf-weights"),
-    VariantSpec("int8-weights-ov", "int8 weights NNCF compress_weights · OpenVINO", "openvino", "int8", (),
-                RunOptions(precision="f32", openvino_ir=True), builder="nncf-weights"),
-    # MNN and LiteRT: the conversion sets the precision (MNNConvert --fp16 / --weightQuantBits 8 stores
-    # fp16 / int8 weights, computed in fp32 on x86; onnx2tf's float16 .tflite).
-    VariantSpec("fp32-mnn", "fp32 · MNN", "mnn", "fp32", (), RunOptions(precision="f32")),
-    VariantSpec("fp16-mnn", "fp16 weights · MNN", "mnn", "fp16", (), RunOptions(precision="f16")),
-    # Full INT8 (activations too), calibrated on the calibration samples (the dataset's calibration part):
-    # MNN's offline quantizer on the MNNConvert model; onnx2tf's integer quantization with those samples
-    # as the representative dataset. Both build an artifact (.mnn / .tflite) that is then run as is.
-    VariantSpec("int8-mnn", "INT8 · MNN (offline quantizer, calibrated)", "mnn", "int8", (),
-                RunOptions(precision="int8"), builder="mnn-quant"),
-    VariantSpec("int8w-mnn", "INT8 weights · MNN (weight-only)", "mnn", "int8", (), RunOptions(precision="int8")),
-    VariantSpec("fp32-litert", "fp32 · LiteRT", "litert", "fp32", (), RunOptions(precision="f32")),
-    VariantSpec("fp16-litert", "fp16 weights · LiteRT", "litert", "fp16", (), RunOptions(precision="f16")),
-    VariantSpec("int8-litert", "INT8 · LiteRT (onnx2tf integer quantization, calibrated)", "litert", "int8", (),
-                RunOptions(precision="int8"), builder="litert-quant"),
-    # every other converted row of the engine table: its conversion's fp32 and fp16, from the row
-    *(VariantSpec(f"fp{p[1:]}-{r.name}", f"fp{p[1:]} · {r.label}", r.name, f"fp{p[1:]}", (), RunOptions(precision=p))
-      for r in ENGINES if r.converted and r.name not in ("mnn", "litert") for p in r.precisions if p in ("f32", "f16")),
-    VariantSpec("fp16-trt", "fp16 · TensorRT", "tensorrt", "fp16", (), RunOptions(precision="f16")),
-    VariantSpec("int8-trt", "INT8 QDQ · TensorRT", "tensorrt", "int8",
-                (_p("quantize-int8-static", config="qdq-s8s8", fallback=False, require_target=False),),
-                RunOptions(precision="f16")),
-)}
-
-
-def model_kind(model: onnx.ModelProto) -> str:
-    """"transformer" (MatMul with weights + Softmax, no Conv), "cnn" (Conv), else "other"."""
-    ops = [n.op_type for n in model.graph.node]
-    inits = {t.name for t in model.graph.initializer}
-    weighted_matmuls = sum(1 for n in model.graph.node if n.op_type in ("MatMul", "Gemm")
-                           and any(i in inits for i in n.input[1:2]))
-    if "Conv" in ops and ops.count("Conv") >= weighted_matmuls:
-        return "cnn"
-    if weighted_matmuls and ("Softmax" in ops or "Attention" in ops or "MultiHeadAttention" in ops):
-        return "transformer"
-    return "other"
-
-
-def default_variants(model: onnx.ModelProto) -> tuple[str, ...]:
-    """What "auto" builds: fp32 on both engines, OpenVINO bf16, fp16, and the INT8 flavour
-    that fits the model (transformers: ORT dynamic and, where OpenVINO is installed, NNCF's transformer
-    scheme with its cosine guard, the fastest verified INT8 measured on an encoder (issue 35); otherwise
-    static, static with float fallback, and the OpenVINO twin). Which one is recommended is decided by
-    the measured run on this CPU (:func:`recommend`, :func:`engine_gain_note`), not here. Where the CPU computes
-    bf16 (:func:`cpu_has_bf16`) an encoder also gets ``int8-nncf-bf16``: the NNCF IR with its float layers in bf16.
-    A KV-cache decoder (:func:`studio.inspect.decoder.recognize`) adds int4 weight-only, what decoders are
-    shipped in: ORT MatMulNBits, and NNCF ``compress_weights`` where OpenVINO is installed."""
-    base = ("fp32", "fp32-ov", "bf16-ov", "fp16")
-    convention = _decoder_convention(model)
-    ov_here = bool(get_engine("openvino").available())
-    if model_kind(model) == "transformer":
-        # a decoder is shipped weight-only (int4 below); full INT8 with NNCF is for encoders, and its float
-        # layers in bf16 where the CPU computes bf16 (the same IR, not quantized twice)
-        nncf = ("int8-nncf",) + (("int8-nncf-bf16",) if cpu_has_bf16() else ()) + ("int8-nncf-sq",)
-        kind = base + ("int8-dynamic",) + (nncf if ov_here and convention is None else ())
-    else:
-        kind = base + ("int8", "int8-mixed", "int8-ov")
-    if convention is None or any(n.op_type == "MatMulNBits" for n in model.graph.node):
-        return kind                      # not a decoder, or its weights are N-bit already (a genai build)
-    # NNCF compresses no MatMul inside If branches, where a merged decoder keeps them
-    ov = convention != "merged-if" and ov_here
-    return kind + ("int4",) + (("int4-ov",) if ov else ())
-
-
-def _decoder_convention(model: onnx.ModelProto) -> str | None:
-    """The convention of a KV-cache decoder with input ids and logits, else None (a broken cache contract
-    is judged like any model)."""
-    try:
-        spec = recognize(model)
-    except StudioError:
-        return None
-    return spec.convention if spec is not None and spec.logits and spec.input_ids else None
-
-
-@dataclass(frozen=True)
-class VariantResult:
-    name: str
-    label: str
-    engine: str
-    precision: str
-    status: str                              # ok | failed | not verified here
-    path: Path | None = None
-    latency_p10_ms: float | None = None      # 10th percentile: other processes only ever add time
-    p90_ms: float | None = None
-    median_ms: float | None = None
-    ratio: float | None = None               # latency / ORT fp32 latency, same run
-    ratio_ci: tuple[float, float] | None = None   # 95 % interval of the per-round ratio (None: no interval)
-    ratio_rounds: int = 0                    # interleaved rounds the interval comes from
-    cosine: float | None = None              # min over outputs and inputs, vs ORT fp32
-    top1: float | None = None
-    top5: float | None = None
-    max_abs: float | None = None
-    meets_target: bool = False
-    recommended: bool = False
-    notes: tuple[str, ...] = ()
-    error: str | None = None
-    lineage: tuple[dict, ...] = ()           # pipeline records (provenance of the model)
-    details: Mapping[str, Any] = field(default_factory=dict)
-    task: Mapping[str, Any] | None = None     # task metrics on the dataset (MetricReport.to_dict()), if any
-    # decoders: next-token agreement / KL over a greedy generation (GenerationAgreement.to_dict()) and, for
-    # weight-only variants, each quantized MatMul's output error vs fp32 (worst first)
-    generation: Mapping[str, Any] | None = None
-    matmul_errors: tuple[Mapping[str, Any], ...] = ()
-    # the precision the variant asked for, where the engine reported computing in another one here
-    # (OpenVINO bf16 on a CPU without bf16 computes f32): the row is then named for what runs
-    asked_precision: str | None = None
-    # the engine's own fp32 variant this reduced-precision one is no faster than in the same run (its reason is
-    # a note, naming this CPU's kind): never recommended here, whatever its ratio to ORT fp32
-    no_gain_over: str | None = None
-
-    @property
-    def latency_ms(self) -> float | None:
-        """The p10 latency under its former name (JSON keeps ``latency_ms`` too, for old readers)."""
-        return self.latency_p10_ms
-
-    @property
-    def faster_than_fp32(self) -> bool:
-        """Significantly faster: the ratio's whole interval lies below 1.0."""
-        return self.ratio is not None and self.ratio_ci is not None and self.ratio_ci[1] < 1.0
-
-    @property
-    def speed_text(self) -> str:
-        """"0.39x of fp32 (95 % CI 0.35–0.44 over 6 rounds)" / "no significant difference ..."."""
-        if self.ratio is None:
-            return "not timed"
-        if self.ratio_ci is None:
-            return f"{self.ratio:.2f}x of fp32 (no interval: {self.ratio_rounds} round(s))"
-        lo, hi = self.ratio_ci
-        spread = f"95 % CI {lo:.2f}–{hi:.2f} over {self.ratio_rounds} rounds"
-        if lo <= 1.0 <= hi:
-            return f"no significant difference from fp32 ({self.ratio:.2f}x, {spread})"
-        return f"{self.ratio:.2f}x of fp32 ({spread})"
-
-    def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in ("name", "label", "engine", "precision", "status", "latency_p10_ms",
-                                           "median_ms", "p90_ms", "ratio", "cosine", "top1", "top5", "max_abs",
-                                           "meets_target", "recommended", "error")}
-        d.update(path=self.path.name if self.path else None, faster_than_fp32=self.faster_than_fp32,
-                 ratio_ci=[round(x, 4) for x in self.ratio_ci] if self.ratio_ci else None,
-                 ratio_rounds=self.ratio_rounds, speed=self.speed_text,
-                 notes=list(self.notes), details=dict(self.details), lineage=list(self.lineage), task=self.task,
-                 generation=dict(self.generation) if self.generation else None,
-                 matmul_errors=[dict(e) for e in self.matmul_errors], asked_precision=self.asked_precision,
-                 no_gain_over=self.no_gain_over)
-        for k in ("latency_p10_ms", "median_ms", "p90_ms", "ratio", "cosine", "max_abs"):
-            if d[k] is not None:
-                d[k] = round(float(d[k]), 6)
-        d["latency_ms"] = d["latency_p10_ms"]       # deprecated alias of latency_p10_ms (the same p10)
-        return d
-
-
-@dataclass(frozen=True, eq=False)
-class PrecisionReport:
-    variants: tuple[VariantResult, ...]
-    recommended: str | None
-    best_per_engine: Mapping[str, str]
-    target_cosine: float
-    calibration: str
-    evaluation: Mapping[str, Any]
-    model_kind: str
-    out_dir: Path | None
-    notes: tuple[str, ...] = ()
-    basis: str = ""                  # "dataset NAME: ..." or "random-input estimate, not a recommendation"
-    target: str | None = None        # the task-metric target when a dataset judged the variants
-    request: Any = None              # the PrecisionRequest it ran (studio.precision.run); not in to_dict
-
-    @property
-    def is_estimate(self) -> bool:
-        """Judged on random inputs: a speed/accuracy estimate, not a recommendation."""
-        return self.basis.startswith(RANDOM_BASIS)
-
-    def variant(self, name: str) -> VariantResult:
-        for v in self.variants:
-            if v.name == name:
-                return v
-        raise KeyError(name)
-
-    def summary(self) -> str:
-        prefix = f"{RANDOM_BASIS}: " if self.is_estimate else ""
-        goal = self.target or f"cosine >= {self.target_cosine}"
-        if self.recommended is None:
-            return prefix + self._no_recommendation(goal)
-        v = self.variant(self.recommended)
-        if v.name == "fp32":
-            return prefix + f"keep fp32: no reduced-precision variant is both faster than fp32 and meets {goal}"
-
-        if self.target and v.task:
-            return (prefix + f"recommended: {v.label}: {v.speed_text}, {self.target.split('>')[0].split('<')[0]} "
-                    f"{v.task.get('target_value')} (target {self.target})")
-        from passes.quant_tools import cosine_text  # start-up: ~60 ms the CLI parser would pay (it reads VARIANTS)
-
-        return (prefix + f"recommended: {v.label}: {v.speed_text}, cosine "
-                f"{cosine_text(v.cosine, self.target_cosine)} (target {self.target_cosine:.10g})")
-
-    def _no_recommendation(self, goal: str) -> str:
-        """Why nothing is recommended, in terms of the table above it (never "could not be measured"
-        when variants were measured)."""
-        measured = [v for v in self.variants if v.status == "ok"]
-        if not measured:
-            why = next((v.error for v in self.variants if v.error), None)
-            return "no variant could be measured" + (f": {why}" if why else "")
-        base = next((v for v in measured if v.name == "fp32"), None)
-        if base is None:
-            err = next((v.error for v in self.variants if v.name == "fp32" and v.error), None)
-            return ("nothing recommended: fp32 (the baseline every variant is measured against) did not run"
-                    + (f" ({err})" if err else "") + f"; {len(measured)} other variant(s) measured")
-        if not base.meets_target:
-            got = _target_text(base, self.target)
-            return (f"nothing recommended: even fp32 misses {goal} (got {got}), so no reduced precision can meet "
-                    f"it; {len(measured)} variant(s) measured: check the target and the output's task")
-        return f"nothing recommended: none of the {len(measured)} measured variant(s) meets {goal}"
-
-    def provenance(self, variant: str, source_sha256: str | None) -> dict[str, Any]:
-        """What a version kept from ``variant`` records, whoever keeps it (the CLI's ``--project`` run, the
-        page's Save): the request that built it, its measured result, and the pass ``pipeline`` the lineage
-        view reads. ``source_sha256``: the model the report was computed on."""
-        v = self.variant(variant)
-        return {"source": "precision", "source_sha256": source_sha256, "variant": v.name, "engine": v.engine,
-                "precision": v.precision, "recommended": v.recommended,
-                "request": self.request.to_dict() if self.request is not None else None,
-                "measured": {"latency_p10_ms": v.latency_p10_ms, "ratio_vs_fp32": v.ratio, "cosine": v.cosine,
-                             "top1": v.top1, "meets_target": v.meets_target, "task": v.task,
-                             "target_cosine": self.target_cosine, "goal": self.target},
-                "calibration": self.calibration, "pipeline": list(v.lineage), "choice": v.details.get("chosen")}
-
-    def to_dict(self) -> dict:
-        return {"summary": self.summary(), "recommended": self.recommended,
-                "best_per_engine": dict(self.best_per_engine), "target_cosine": self.target_cosine,
-                "calibration": self.calibration, "evaluation": dict(self.evaluation), "model_kind": self.model_kind,
-                "notes": list(self.notes), "basis": self.basis, "target": self.target,
-                "is_estimate": self.is_estimate, "variants": [v.to_dict() for v in self.variants]}
-
-
-RANDOM_BASIS = "random-input estimate, not a recommendation"
-
-
-def _target_text(v: VariantResult, target: str | None) -> str:
-    """The value ``v`` got for the target: the task metric (n/a with its reason), else the cosine."""
-    if target:
-        task = v.task or {}
-        value = task.get("target_value")
-        if value is not None:
-            return f"{value:.4g}"
-        why = next((n for n in task.get("notes", ()) if "target metric" in n), None) or \
-            next((n for n in v.notes if n.startswith("task metrics could not")), "not computed")
-        return f"n/a: {why}"
-    return "n/a" if v.cosine is None else f"{v.cosine:.6f}"
+__all__ = ["evaluate_variants"]
 
 
 def _long_limits(limits: Limits | None, model_bytes: int) -> Limits:
@@ -411,7 +83,7 @@ def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[st
         details.update(rec.details)
         # A pass's own latency and accuracy claims (quantize-int8-*: timed and judged while building, on the
         # pass's own held-out sets) are not repeated: the flow measures every variant side by side on its
-        # evaluation inputs and says its one ratio (_speed_note) and its one verdict (corpus magika_standard_v3_3
+        # evaluation inputs and says its one ratio (speed_note) and its one verdict (corpus magika_standard_v3_3
         # with --inputs: the row read 'met, 0.99999' beside the build's 'target missed ... cosine 0.9858').
         claims = set(rec.details.get("speed_claims") or ()) | set(rec.details.get("accuracy_claims") or ())
         warnings += [w for w in rec.warnings if w not in claims]
@@ -581,109 +253,6 @@ def _task_metrics(ds, golden, path: Path, spec: VariantSpec, eval_feeds: FeedSet
     return report.to_dict(), bool(report.target_met), notes
 
 
-def _speed_note(ratio: float | None, ci: tuple[float, float] | None, rounds: int) -> str | None:
-    """Why a variant is not recommended for speed, or None when it may be."""
-    if ratio is None:
-        return None
-    if ci is None:
-        return f"{ratio:.2f}x of fp32 but no interval ({rounds} round(s)): no speed claim, not recommended"
-    lo, hi = ci
-    spread = f"95 % CI {lo:.2f}–{hi:.2f} over {rounds} rounds"
-    if lo > 1.0:
-        return f"slower than fp32 here ({ratio:.2f}x, {spread}): not recommended"
-    if hi >= 1.0:
-        return f"no significant difference from fp32 ({ratio:.2f}x, {spread}): not recommended"
-    if ratio > RECOMMEND_MAX_RATIO:
-        return f"less than {100 * (1 - RECOMMEND_MAX_RATIO):.0f}% faster than fp32 ({ratio:.2f}x, {spread}): " \
-               "not recommended"
-    return None
-
-
-# Each engine's own fp32 row: a reduced-precision variant on that engine has to beat it, not only ORT fp32.
-ENGINE_FP32 = {"openvino": "fp32-ov", "mnn": "fp32-mnn", "litert": "fp32-litert"}
-
-# What an int8 dot product costs on each CPU kind (studio.core.engines.ort_int8's isa), for the reason.
-_INT8_ON = {
-    # OpenVINO's per-op counters with oneDNN capped at AVX2 (issue 35, real MiniLM): FullyConnected jit_gemm_I8
-    "avx2": "AVX2 without VNNI/AMX: an int8 dot product takes vpmaddubsw + vpmaddwd, at best about twice the fp32 "
-            "FMA rate, OpenVINO's INT8 layers fall back to a generic int8 GEMM (no brgemm kernel without VNNI), "
-            "and quantize/dequantize steps eat that",
-    "vnni": "VNNI: int8 dot products are fast here, so the time goes elsewhere (quantize/dequantize steps, float "
-            "ops, per-call overhead)",
-    "amx": "AMX: int8 tiles are fast here, so the time goes elsewhere (quantize/dequantize steps, float ops, "
-           "per-call overhead)",
-}
-
-
-def cpu_kind(flags: Sequence[str] | None = None, cpuid: Mapping[str, bool] | None = None) -> str:
-    """This CPU's kind for a reason (amx | vnni | avx2 | arm | unknown): the OS's ``flags``, less those the CPU
-    itself denies (``cpuid``: numpy's ``__cpu_features__``): under an emulator (``make test-avx2``'s qemu-user)
-    /proc/cpuinfo is the host's, while the emulated CPU has no AVX-512."""
-    return int8_kernel_choice(_cpu_flags_seen(flags, cpuid), platform.machine()).isa
-
-
-def _cpu_flags_seen(flags: Sequence[str] | None, cpuid: Mapping[str, bool] | None) -> set[str]:
-    """The OS's CPU ``flags`` (this machine's when None) less the AVX-512 ones the CPU itself denies (``cpuid``:
-    numpy's ``__cpu_features__``, this process's when None): an emulator's /proc/cpuinfo is the host's."""
-    flags = set(cpu_flags() if flags is None else flags)
-    feats = cpuid if cpuid is not None else \
-        getattr(getattr(getattr(np, "_core", None), "_multiarray_umath", None), "__cpu_features__", {})
-    if feats.get("AVX512F") is False:
-        flags = {f for f in flags if not f.startswith("avx512")}
-    if feats.get("AVX512VNNI") is False:
-        flags.discard("avx512_vnni")
-    return flags
-
-
-def cpu_has_bf16(flags: Sequence[str] | None = None, cpuid: Mapping[str, bool] | None = None) -> bool:
-    """Whether this CPU computes bf16 natively (AVX-512 BF16 or AMX-BF16), where OpenVINO runs bf16 layers: only
-    there is an INT8 IR's float part worth running in bf16 (elsewhere OpenVINO computes it in f32 anyway)."""
-    seen = _cpu_flags_seen(flags, cpuid)
-    return "avx512_bf16" in seen or "amx_bf16" in seen
-
-
-def engine_gain_note(name: str, run: LatencyRun | None, isa: str | None = None) -> str | None:
-    """Why reduced-precision variant ``name`` is not recommended on this CPU kind: it is no faster than its own
-    engine's fp32 variant timed in the same run, by the rule it must meet against ORT fp32 (at least 5 % faster,
-    :data:`RECOMMEND_MAX_RATIO`, and the 95 % interval of their per-round ratio wholly below 1.0), e.g.
-    OpenVINO INT8 on an AVX2-only CPU. None when it is faster, or its engine's fp32 was not timed.
-    ``isa``: the CPU kind (amx | vnni | avx2 | ...), this machine's when None."""
-    spec = VARIANTS[name]
-    twin = ENGINE_FP32.get(spec.engine)
-    if spec.precision == "fp32" or twin is None or twin == name or run is None:
-        return None
-    est = run.ratio(twin, name)
-    if est is None or est.ci_high is None or (est.ci_high < 1.0 and est.ratio <= RECOMMEND_MAX_RATIO):
-        return None
-    if isa is None:
-        isa = cpu_kind()
-    kind = _INT8_ON.get(isa, f"CPU kind {isa}") if spec.precision.startswith("int") else f"CPU kind {isa}"
-    return (f"no faster than {VARIANTS[twin].label} on this CPU ({est.ratio:.2f}x of it, 95 % CI "
-            f"{est.ci_low:.2f}–{est.ci_high:.2f} over {est.rounds} rounds; {kind}): not recommended here, "
-            f"{twin} is the {spec.engine} choice")
-
-
-def recommendable(v: VariantResult) -> bool:
-    """fp32 (the baseline) when it ran and meets the target; another variant only when it also is
-    significantly faster: ratio <= RECOMMEND_MAX_RATIO and its whole interval below 1.0."""
-    if v.status != "ok" or not v.meets_target or v.latency_p10_ms is None:
-        return False
-    if v.asked_precision is not None:
-        return False               # not what its name says on this CPU (a copy of another row): never offered
-    if v.no_gain_over is not None:
-        return False               # no faster than its own engine's fp32 on this CPU kind (engine_gain_note)
-    if v.name == "fp32":
-        return True
-    return v.ratio is not None and v.ratio <= RECOMMEND_MAX_RATIO and v.faster_than_fp32
-
-
-def recommend(results: Sequence[VariantResult]) -> VariantResult | None:
-    """The recommended variant: the fastest recommendable one, fp32 when no other qualifies."""
-    eligible = [v for v in results if recommendable(v)]
-    others = [v for v in eligible if v.name != "fp32"]
-    if others:
-        return min(others, key=lambda v: v.ratio if v.ratio is not None else float("inf"))
-    return next((v for v in eligible if v.name == "fp32"), None)
 
 
 def _calibration_and_holdout(header: onnx.ModelProto, calibration: Path | None, samples: int,
@@ -1093,7 +662,7 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
 
         notes.append(f"target missed: cosine {cosine_text(agree.cosine, ctx.target_cosine)} < "
                      f"{ctx.target_cosine:.10g}")
-    speed = _speed_note(ratio, ratio_ci, rounds) if name != "fp32" else None
+    speed = speed_note(ratio, ratio_ci, rounds) if name != "fp32" else None
     if speed:
         notes.append(speed)
     gain = engine_gain_note(name, run)

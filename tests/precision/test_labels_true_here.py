@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from studio.precision.variants import (VARIANTS, VariantResult, computed_precision, named_for_what_runs, recommend,
-                                       recommendable)
+from studio.precision.catalog import VARIANTS
+from studio.precision.recommend import recommend, recommendable
+from studio.precision.report import VariantResult
+from studio.precision.variants import computed_precision, named_for_what_runs
 from tests.conftest import SAMPLES
 from tests.engine_facts import openvino_reduces_precision_by_default
 

@@ -17,7 +17,9 @@ import onnxruntime as ort
 import pytest
 
 from studio.core.feeds import save_npz
+from studio.precision import catalog as C
 from studio.precision import variants as V
+from studio.precision.cpu import cpu_has_bf16
 from tests.conftest import SAMPLES
 from tests.requirements import require_module
 
@@ -28,26 +30,26 @@ NATIVE = {"AVX512F": True, "AVX512VNNI": True}
 
 
 def test_cpu_has_bf16_reads_avx512_bf16_or_amx_and_believes_the_cpu_over_an_emulator():
-    assert V.cpu_has_bf16({"avx2", "avx512f", "avx512_vnni", "avx512_bf16"}, NATIVE)        # Zen 4, Cooper Lake
-    assert V.cpu_has_bf16({"avx2", "avx512f", "amx_bf16", "amx_int8", "amx_tile"}, NATIVE)  # Sapphire Rapids
-    assert not V.cpu_has_bf16({"avx2", "avx512f", "avx512_vnni"}, NATIVE)                   # Cascade Lake: VNNI only
-    assert not V.cpu_has_bf16({"avx2", "fma"}, {"AVX512F": False})                          # AVX2-only
+    assert cpu_has_bf16({"avx2", "avx512f", "avx512_vnni", "avx512_bf16"}, NATIVE)        # Zen 4, Cooper Lake
+    assert cpu_has_bf16({"avx2", "avx512f", "amx_bf16", "amx_int8", "amx_tile"}, NATIVE)  # Sapphire Rapids
+    assert not cpu_has_bf16({"avx2", "avx512f", "avx512_vnni"}, NATIVE)                   # Cascade Lake: VNNI only
+    assert not cpu_has_bf16({"avx2", "fma"}, {"AVX512F": False})                          # AVX2-only
     # qemu-user -cpu EPYC-Rome on a Zen 4 host: /proc/cpuinfo says avx512_bf16, the emulated CPU has no AVX-512
-    assert not V.cpu_has_bf16({"avx2", "avx512f", "avx512_bf16"}, {"AVX512F": False, "AVX512VNNI": False})
+    assert not cpu_has_bf16({"avx2", "avx512f", "avx512_bf16"}, {"AVX512F": False, "AVX512VNNI": False})
 
 
 @pytest.mark.parametrize("bf16", [True, False])
 def test_an_encoder_gets_the_bf16_islands_variant_only_where_the_cpu_computes_bf16(monkeypatch, bf16):
-    monkeypatch.setattr(V, "cpu_has_bf16", lambda *a, **k: bf16)
+    monkeypatch.setattr(C, "cpu_has_bf16", lambda *a, **k: bf16)
     encoder = onnx.load(str(SRC), load_external_data=False)
     decoder = onnx.load(str(SAMPLES / "gpt2_decoder_with_past.onnx"), load_external_data=False)
-    got = V.default_variants(encoder)
+    got = C.default_variants(encoder)
     assert "int8-nncf" in got
     assert ("int8-nncf-bf16" in got) is bf16
-    assert "int8-nncf-bf16" not in V.default_variants(decoder)       # decoders: weight-only, no full INT8
-    assert "int8-nncf-sq" in got and "int8-nncf-sq" not in V.default_variants(decoder)   # SmoothQuant, all INT8
-    assert V.VARIANTS["int8-nncf-sq"].builder == "nncf-sq"
-    spec = V.VARIANTS["int8-nncf-bf16"]
+    assert "int8-nncf-bf16" not in C.default_variants(decoder)       # decoders: weight-only, no full INT8
+    assert "int8-nncf-sq" in got and "int8-nncf-sq" not in C.default_variants(decoder)   # SmoothQuant, all INT8
+    assert C.VARIANTS["int8-nncf-sq"].builder == "nncf-sq"
+    spec = C.VARIANTS["int8-nncf-bf16"]
     assert spec.builder == "nncf" and spec.run_options.precision == "bf16" and spec.run_options.openvino_ir
 
 

@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper
 import passes.pipeline
 from passes.pipeline import run_passes
 from passes.registry import make_pass
-from studio.precision import variants
+from studio.precision import catalog, variants
 from tests.conftest import save
 from tests.passes.pass_helpers import mlp
 
@@ -28,8 +28,8 @@ def test_precision_drops_a_pass_speed_claim_and_keeps_its_other_warnings(tmp_pat
                              warnings=(CLAIM, "some layer kept in float"))
     result = SimpleNamespace(ok=True, modified=True, output=str(out), records=[record], lineage=lambda: [])
     monkeypatch.setattr(passes.pipeline, "run_pipeline", lambda *a, **k: result)
-    spec = variants.VariantSpec("int8-dynamic", "INT8 dynamic", "onnxruntime", "int8",
-                                (variants._p("quantize-int8-dynamic"),))
+    spec = catalog.VariantSpec("int8-dynamic", "INT8 dynamic", "onnxruntime", "int8",
+                                (catalog._p("quantize-int8-dynamic"),))
     path, _, details, warnings = variants._build(spec, tmp_path / "m.onnx", tmp_path, {},
                                                  SimpleNamespace(sets=[{}]), None, "t")
     assert path == Path(out)

@@ -10,7 +10,8 @@ import pytest
 
 from profilers.latency import LatencyRun
 from profilers.stats import paired_ratio
-from studio.precision.variants import VariantResult, recommend, recommendable
+from studio.precision.recommend import recommend, recommendable
+from studio.precision.report import VariantResult
 
 
 def _run(samples_ms: dict[str, list[float]], rounds_of: dict[str, list[int]]) -> LatencyRun:

@@ -10,7 +10,8 @@ import numpy as np
 
 from profilers.latency import LatencyRun
 from studio.core.engines.ort_int8 import int8_kernel_choice
-from studio.precision.variants import VariantResult, engine_gain_note, recommend, recommendable
+from studio.precision.recommend import engine_gain_note, recommend, recommendable
+from studio.precision.report import VariantResult
 
 ROUNDS = 12
 
@@ -68,7 +69,7 @@ def test_only_reduced_precision_rows_with_a_timed_engine_fp32_are_judged():
 
 
 def test_the_cpu_kind_believes_the_cpu_over_an_emulators_proc_cpuinfo():
-    from studio.precision.variants import cpu_kind
+    from studio.precision.cpu import cpu_kind
 
     host = ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni")       # what qemu-user's /proc/cpuinfo shows
     assert cpu_kind(host, {"AVX2": True, "AVX512F": True, "AVX512VNNI": True}) == "vnni"

@@ -146,7 +146,7 @@ def test_integer_only_outputs_get_no_cosine_that_was_never_measured(tmp_path):
 
 
 def test_no_summary_contradicts_its_table():
-    from studio.precision.variants import PrecisionReport, VariantResult
+    from studio.precision.report import PrecisionReport, VariantResult
 
     def v(name, status="ok", meets=False, value=None, notes=(), error=None):
         task = {"target_value": value, "notes": list(notes)}

@@ -19,7 +19,8 @@ from onnx import numpy_helper
 
 from studio.core.feeds import save_npz
 from studio.precision.nncf_int8 import SMOOTH_QUANT_ALPHAS
-from studio.precision.variants import default_variants, evaluate_variants
+from studio.precision.catalog import default_variants
+from studio.precision.variants import evaluate_variants
 from tests.conftest import SAMPLES
 from tests.requirements import require_module
 

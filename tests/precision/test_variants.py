@@ -7,7 +7,8 @@ import json
 
 from studio import api
 from studio.charts.precision import tradeoff_figure
-from studio.precision.variants import RECOMMEND_MAX_RATIO, default_variants, model_kind
+from studio.precision.catalog import default_variants, model_kind
+from studio.precision.recommend import RECOMMEND_MAX_RATIO
 from tests.conftest import SAMPLES, sha256_file
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from studio import api
 from studio.charts.precision import tradeoff_figure
-from studio.precision.variants import PrecisionReport, VariantResult
+from studio.precision.report import PrecisionReport, VariantResult
 from studio.ui import widgets
 from tests.conftest import SAMPLES
 
