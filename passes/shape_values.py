@@ -137,6 +137,46 @@ def _same_value(node: ir.Node, get) -> Vector | None:
     return get(node.inputs[0])
 
 
+def _int_op(op: str, a: int, b: int) -> int | None:
+    if op == "Mul":
+        return a * b
+    if op == "Add":
+        return a + b
+    if op == "Sub":
+        return a - b
+    # Div: only where truncation and floor agree and nothing divides by zero
+    return a // b if a >= 0 and b > 0 else None
+
+
+def _arith(node: ir.Node, get) -> Vector | None:
+    """Mul/Add/Sub/Div of shape values (``x.view(b, c * h, w)``): static entries are computed; a
+    dynamic dim times 1 (plus or minus 0) stays that dim; any other entry with a dynamic dim is
+    an opaque dim (never a copy), so the target can still take a ``-1`` there."""
+    if len(node.inputs) != 2:
+        return None
+    a, b = get(node.inputs[0]), get(node.inputs[1])
+    if a is None or b is None:
+        return None
+    la, lb = len(a.items), len(b.items)
+    if la != lb and 1 not in (la, lb):
+        return None
+    n = max(la, lb)
+    op = node.op_type
+    items: list = []
+    for i in range(n):
+        x, y = a.items[i if la > 1 else 0], b.items[i if lb > 1 else 0]
+        if isinstance(x, int) and isinstance(y, int):
+            v = _int_op(op, x, y)
+        elif isinstance(x, Dim) and isinstance(y, int) and (y == 1 if op in ("Mul", "Div") else y == 0):
+            v = x
+        elif isinstance(y, Dim) and isinstance(x, int) and op in ("Mul", "Add") and x == (1 if op == "Mul" else 0):
+            v = y
+        else:
+            v = None
+        items.append(Dim(node.outputs[0], i, None) if v is None else v)
+    return Vector(tuple(items), scalar=a.scalar and b.scalar)
+
+
 PROPAGATE: dict[str, Callable] = {
     "Shape": _shape,            # the input's dims
     "Gather": _gather,          # picked entries (scalar or 1-D constant indices, axis 0)
@@ -145,6 +185,7 @@ PROPAGATE: dict[str, Callable] = {
     "Concat": _concat,          # joined vectors
     "Identity": _same_value,
     "Cast": _same_value,        # to int64/int32
+    "Mul": _arith, "Add": _arith, "Sub": _arith, "Div": _arith,   # shape arithmetic
 }
 
 

@@ -88,6 +88,50 @@ def test_expand_to_its_own_shape_gets_ones(tmp_path):
     _same_as_original(tmp_path, r, {"x": np.arange(-6, 6, dtype=np.float32).reshape(3, 4)})
 
 
+def test_shape_arithmetic_in_a_reshape_target(tmp_path):
+    # A CRNN's x.view(w, b, c * h) after a permute (corpus captcha_whisperer_crnn: 10 nodes onnxslim folded
+    # and we kept): Shape(h)[1] * Shape(h)[2] is 2 * 3 = 6 by shape inference, the batch is a copy (the same
+    # symbol N at axis 1 of t). 12 nodes -> Relu, Transpose, Reshape with [4, 0, 6].
+    m = H + """
+    g (float[N,2,3,4] x) => (float[4,N,6] y) <int64 i0 = {0}, int64 i1 = {1}, int64 i2 = {2}, int64 i3 = {3},
+                                             int64[1] ax = {0}> {
+      h = Relu(x)
+      s = Shape(h)
+      b = Gather(s, i0)
+      c = Gather(s, i1)
+      hh = Gather(s, i2)
+      w = Gather(s, i3)
+      ch = Mul(c, hh)
+      wu = Unsqueeze(w, ax)
+      bu = Unsqueeze(b, ax)
+      chu = Unsqueeze(ch, ax)
+      shp = Concat<axis=0>(wu, bu, chu)
+      t = Transpose<perm = [3, 0, 1, 2]>(h)
+      y = Reshape(t, shp)
+    }"""
+    r = check_applies(tmp_path, m, "fold-constants", ["Relu", "Transpose", "Reshape"])
+    assert [4, 0, 6] in _inits(r.output).values()
+    x = np.random.default_rng(2).standard_normal((3, 2, 3, 4)).astype(np.float32)
+    _same_as_original(tmp_path, r, {"x": x})
+
+
+def test_shape_arithmetic_on_a_dynamic_dim_gets_the_one_minus_one(tmp_path):
+    # Reshape(x, [N * 2, 4]) of x[N, 8]: N * 2 is no dim of x (not a copy) but the one unknown entry
+    # beside a static 4, so the target is [-1, 4]; a Div by zero or of a dynamic dim is never computed.
+    m = H + """
+    g (float[N,8] x) => (float[?,4] y) <int64 zero = {0}, int64 two = {2}, int64[1] ax = {0}, int64[1] four = {4}> {
+      s = Shape(x)
+      b = Gather(s, zero)
+      b2 = Mul(b, two)
+      bu = Unsqueeze(b2, ax)
+      shp = Concat<axis=0>(bu, four)
+      y = Reshape(x, shp)
+    }"""
+    r = check_applies(tmp_path, m, "fold-constants", ["Reshape"])
+    assert [-1, 4] in _inits(r.output).values()
+    _same_as_original(tmp_path, r, {"x": np.arange(24, dtype=np.float32).reshape(3, 8)})
+
+
 def test_a_dim_of_another_tensor_is_not_copied(tmp_path):
     # The target's first entry is a dim of z (M), not of x: a 0 there would copy x's dim. Left alone.
     m = H + """
