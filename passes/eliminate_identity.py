@@ -200,6 +200,47 @@ def _binary_neutral(node: ir.Node, opset: int, exact_zero_sign: bool = False) ->
     return found[0] if found else None
 
 
+def empty_concat_inputs(node: ir.Node) -> list[int]:
+    """Inputs of a Concat that are statically empty along its axis (a dim 0 there, as exporters
+    write for a zero-length padding: ``ConstantOfShape([b, 0, 1])``); they add nothing."""
+    axis = int_attr(node, "axis", None)
+    out = []
+    for i, v in enumerate(node.inputs):
+        rank = rank_of(v)
+        if v is None or rank is None or axis is None or not -rank <= axis < rank:
+            continue
+        d = v.shape[axis % rank]
+        if isinstance(d, int) and d == 0:
+            out.append(i)
+    return out
+
+
+def _concat_keep(node: ir.Node) -> int | None:
+    """The one input a Concat forwards when every other is empty along the axis."""
+    empty = empty_concat_inputs(node)
+    if not empty or len(node.inputs) - len(empty) != 1:
+        return None
+    return next(i for i in range(len(node.inputs)) if i not in empty)
+
+
+def _concat(node: ir.Node, opset: int) -> str | None:
+    return "Concat with empty tensors beside one input" if _concat_keep(node) is not None else None
+
+
+def _drop_empty_concat_inputs(node: ir.Node) -> bool:
+    """Concat(a, empty, b)  ⇒  Concat(a, b): the empty inputs' producers become dead code."""
+    if not is_onnx_op(node) or node.op_type != "Concat":
+        return False
+    empty = empty_concat_inputs(node)
+    keep = [v for i, v in enumerate(node.inputs) if i not in empty]
+    if not empty or len(keep) < 2:
+        return False
+    for i, v in enumerate(keep):
+        node.replace_input_with(i, v)
+    node.resize_inputs(len(keep))
+    return True
+
+
 RULES: dict[str, Rule] = {
     "Identity": _identity,            # y = x
     "Dropout": _dropout,              # inference: y = x, mask unused
@@ -209,6 +250,7 @@ RULES: dict[str, Rule] = {
     "Transpose": _transpose,          # perm = 0..n-1
     "Pad": _pad,                      # pads all zero
     "Slice": _slice,                  # start 0, end >= dim, step 1 on every sliced axis
+    "Concat": _concat,                # one input beside tensors empty along the axis
     "Expand": _expand,                # broadcast changes nothing
     "Mul": _binary_neutral,           # x * 1
     "Div": _binary_neutral,           # x / 1
@@ -219,7 +261,8 @@ RULES: dict[str, Rule] = {
 
 @register
 class EliminateIdentity(StudioPass):
-    """Identity, inference Dropout, same-type Cast, Reshape/Transpose/Pad/Slice/Expand that do nothing, x*1  ⇒  removed."""
+    """Identity, inference Dropout, same-type Cast, Reshape/Transpose/Pad/Slice/Expand that do nothing, x*1,
+    Concat inputs empty along the axis  ⇒  removed."""
 
     name = "eliminate-identity"
     summary = "Remove nodes that pass their input through unchanged (Identity, Dropout, no-op Cast/Reshape/...)."
@@ -234,11 +277,15 @@ class EliminateIdentity(StudioPass):
                 for graph in list(graphs_of(model)):
                     opset = opset_version(model)
                     for node in list(graph):
+                        if _drop_empty_concat_inputs(node):
+                            by_reason.setdefault("empty Concat inputs dropped", []).append(node_label(node))
+                            changed = True
                         reason = self._reason(node, opset, exact)
                         if reason is None:
                             continue
                         side = binary_neutral_side(node, exact) if RULES[node.op_type] is _binary_neutral else None
-                        keep = node.inputs[side[1] if side else 0]
+                        index = _concat_keep(node) if node.op_type == "Concat" else (side[1] if side else 0)
+                        keep = node.inputs[index] if index is not None else None
                         drop = node.outputs[0]
                         why_not = can_forward(node, keep, drop) if keep is not None else "no input"
                         if why_not:

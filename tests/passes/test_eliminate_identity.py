@@ -85,3 +85,55 @@ def test_training_dropout_stays(tmp_path):
     assert make_pass("eliminate-identity").call is not None
     r = check_skips(tmp_path, m, "eliminate-identity")
     assert r.records[0].status == "unchanged"
+
+
+def _ort(path, feeds):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+# A PyTorch head that pads its output with a zero-length mask (corpus brainmaze_spindle_eeg: onnxslim had 7
+# nodes fewer): ConstantOfShape([N, 0, 4]) * -1e9 concatenated on axis 1 is empty there, whatever N is.
+EMPTY_PAD = H + """
+g (float[N,3,4] x, float[N,2,4] z) => (float[N,?,4] y) <int64 i0 = {0}, int64[1] ax = {0}, int64[1] zero = {0},
+                                                      int64[1] four = {4}, float big = {-1e9}> {
+  r = Relu(x)
+  s = Shape(x)
+  b = Gather(s, i0)
+  bu = Unsqueeze(b, ax)
+  shp = Concat<axis=0>(bu, zero, four)
+  c = ConstantOfShape<value = float[1] {1.0}>(shp)
+  e = Mul(c, big)
+  y = Concat<axis=1>(r, e%s)
+}"""
+
+
+def test_concat_of_an_empty_tensor_beside_one_input_is_that_input(tmp_path):
+    import numpy as np
+    from tests.passes.pass_helpers import ops
+
+    r = check_applies(tmp_path, EMPTY_PAD % "", "eliminate-identity")
+    assert ops(r.output).count("Concat") == 1     # only the shape vector's
+    assert {c.detail for c in r.records[0].changes} == {"Concat with empty tensors beside one input"}
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal((3, 3, 4)).astype(np.float32), "z": rng.standard_normal((3, 2, 4)).astype(np.float32)}
+    for a, b in zip(_ort(tmp_path / "in-a" / "m.onnx", feeds), _ort(r.output, feeds)):
+        assert a.shape == b.shape == (3, 3, 4)
+        np.testing.assert_array_equal(a, b)
+
+
+def test_empty_concat_inputs_between_others_are_dropped(tmp_path):
+    import numpy as np
+    import onnx
+
+    r = check_applies(tmp_path, EMPTY_PAD % ", z", "eliminate-identity")
+    last = onnx.load(str(r.output)).graph.node[-1]
+    assert last.op_type == "Concat" and list(last.input) == ["r", "z"]
+    rng = np.random.default_rng(4)
+    feeds = {"x": rng.standard_normal((2, 3, 4)).astype(np.float32), "z": rng.standard_normal((2, 2, 4)).astype(np.float32)}
+    for a, b in zip(_ort(tmp_path / "in-a" / "m.onnx", feeds), _ort(r.output, feeds)):
+        assert a.shape == b.shape == (2, 5, 4)
+        np.testing.assert_array_equal(a, b)
