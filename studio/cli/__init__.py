@@ -71,6 +71,13 @@ def build_parser(full: Collection[str] | None = None, helps: bool = True) -> arg
         module = importlib.import_module(f"studio.cli.{name}_cmd")
         p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
+        # the worker limits after the command word too (the timeout error says "raise --timeout"), into the
+        # global options' own dests: given in neither place, the global's default stays (a local default of
+        # None used to clobber `onnx-studio --timeout S profile ...`)
+        p.add_argument("--timeout", type=_positive, metavar="S", default=argparse.SUPPRESS,
+                       help="wall-clock limit of each sandboxed job, seconds (as the global --timeout)")
+        p.add_argument("--memory-gb", type=_positive, metavar="GB", default=argparse.SUPPRESS,
+                       help="memory limit of each sandbox worker (as the global --memory-gb)")
         if name in PROJECT_COMMANDS:
             p.add_argument("--projects-root", dest="projects_root_here", metavar="DIR", default=argparse.SUPPRESS,
                            help="where projects live (as the global --projects-root)")

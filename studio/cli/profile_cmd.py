@@ -68,8 +68,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep-iterations", type=int, default=30, metavar="N", help="iterations per sweep point")
     p.add_argument("--ov-cache", action="store_true", help="OpenVINO model cache (in the job folder); cold start "
                                                            "is measured again with a warm cache")
-    p.add_argument("--timeout", type=float, metavar="S", help="time limit per step (default 120 s)")
-    p.add_argument("--memory-gb", type=float, metavar="G", help="worker memory limit (default 3 GiB)")
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.add_argument("--samples", action="store_true", help="with --json: include every timed sample")
     p.add_argument("--trace", metavar="OUT.json", help="write the per-op trace (Perfetto / chrome://tracing) here "

@@ -103,3 +103,31 @@ def test_help_and_usage_errors_are_the_whole_parsers(argv, capsys):
     whole = _outcome(lambda a: cli.build_parser().parse_args(a), argv, capsys)
     assert whole[0] is not None                                     # each of these exits
     assert _outcome(cli._parse, argv, capsys) == whole
+
+
+@pytest.mark.parametrize("argv, timeout, memory_gb", [
+    (["--timeout", "50", "profile", "m.onnx"], 50.0, None),       # profile's own option used to reset it to None
+    (["--time=50", "--memory-gb", "2", "profile", "m.onnx"], 50.0, 2.0),
+    (["profile", "m.onnx", "--timeout", "70"], 70.0, None),
+    (["--timeout", "50", "profile", "m.onnx", "--timeout", "70"], 70.0, None),   # the later, nearer one wins
+    # what the timeout error says ("raise --timeout"), after the command word as well as before it
+    (["export", "m.onnx", "--target", "litert", "-o", "x", "--timeout", "1200", "--memory-gb", "6"], 1200.0, 6.0),
+    (["check", "m.onnx", "--timeout", "5"], 5.0, None),
+    (["inspect", "m.onnx"], None, None),
+])
+def test_the_worker_limits_read_the_same_before_and_after_the_command(argv, timeout, memory_gb):
+    _, args = cli._parse(argv)
+    assert (args.timeout, args.memory_gb) == (timeout, memory_gb)
+
+
+def test_a_limit_after_the_command_reaches_the_workers(monkeypatch, capsys):
+    """main() hands the limits to the sandbox through its environment (default_limits reads it)."""
+    from studio.core.sandbox import default_limits
+
+    monkeypatch.delenv("ONNX_STUDIO_TIMEOUT_S", raising=False)
+    monkeypatch.delenv("ONNX_STUDIO_MEMORY_GB", raising=False)
+    # returned, not a usage error (argparse exits): the run got past parsing and stopped at the missing file
+    assert cli.main(["inspect", "no-such.onnx", "--timeout", "33", "--memory-gb", "1.5"]) == 2
+    assert "no-such.onnx" in capsys.readouterr().err
+    limits = default_limits()
+    assert limits.timeout_s == 33.0 and limits.memory_bytes == int(1.5 * 2**30)
