@@ -61,6 +61,37 @@ def _dim(d, op: EditOp):
     raise EditError(f"{op.where()}: a dim is a size >= 0, a name or null, not {str(d)[:30]}")
 
 
+def _names(shape: ir.Shape | None) -> set[str]:
+    return {d.value for d in shape or () if isinstance(d, ir.SymbolicDim) and d.value}
+
+
+def _only_pins(before: ir.Shape | None, after: ir.Shape | None) -> bool:
+    """Whether ``after`` only gives sizes to free dims of ``before`` (no value of the model changes)."""
+    if before is None or after is None or len(before) != len(after):
+        return False
+    return all(a == b or (isinstance(b, ir.SymbolicDim) and isinstance(a, int)) for b, a in zip(before, after))
+
+
+def _keep_output_dims(graph: ir.Graph, old_outputs: dict, dropped: set[str], pinned_only: bool) -> None:
+    """Where inference, run again, names an output dim anew (``unk__47``) or not at all, the output keeps
+    the name it had (``batch``): a consumer binding dims by name still finds them. Not a name the edit
+    took off the input (pinned to a size or renamed): inference says what that became. After a pin of
+    free dims alone (no value changes) a static size the output had is kept too."""
+    for o in graph.outputs:
+        old = old_outputs.get(o)
+        if old is None or o.shape is None or len(o.shape) != len(old):
+            continue
+        dims = [d.value if isinstance(d, ir.SymbolicDim) else d for d in o.shape]
+        for i, (new, was) in enumerate(zip(dims, old)):
+            if not (new is None or (isinstance(new, str) and new.startswith("unk__"))):
+                continue
+            if isinstance(was, ir.SymbolicDim) and was.value and was.value not in dropped:
+                dims[i] = was.value
+            elif isinstance(was, int) and pinned_only:
+                dims[i] = was
+        o.shape = ir.Shape(dims)
+
+
 def set_input(state: EditState, op: EditOp) -> None:
     """Change a graph input's shape (whole), some dims (by name or axis) and/or dtype; every
     inferred shape downstream is dropped and inferred again."""
@@ -72,6 +103,7 @@ def set_input(state: EditState, op: EditOp) -> None:
                         f"{g._hint(name, [v.name for v in graph.inputs])}")
     v = found[0]
     before = g.type_text(v)
+    before_shape = v.shape
     if "shape" in op.args:
         v.shape = ir.Shape([_dim(d, op) for d in op.args["shape"]])
     if "dims" in op.args:
@@ -104,6 +136,8 @@ def set_input(state: EditState, op: EditOp) -> None:
     stale = [o for o in graph.outputs if o.shape is None and old_outputs.get(o) is not None]
     for o in stale:
         o.shape = ir.Shape([d.value if isinstance(d, ir.SymbolicDim) else None for d in old_outputs[o]])
+    _keep_output_dims(graph, old_outputs, dropped=_names(before_shape) - _names(v.shape),
+                      pinned_only=not dtype_changed and _only_pins(before_shape, v.shape))
     # Pinning free dims changes no value: verified at the pinned sizes (verify._pinned_dims); a dtype is a value
     state.did(VALUES if dtype_changed else PINNED, f"input '{name}' {before} -> {g.type_text(v)}" + (
         f"; {len(stale)} outputs not re-inferred (ops outside ONNX inference), their fixed sizes left open"
