@@ -203,6 +203,17 @@ def _selftest_action(action: str, args: Mapping[str, Any], arrays: dict[str, np.
         sig = getattr(signal, str(args.get("signal", "SIGSEGV")))
         if args.get("stage"):
             ctx.set_stage(str(args["stage"]))
+        if args.get("reserve_to_limit"):
+            # native code that segfaults when RLIMIT_AS refuses its next allocation: the address space
+            # is reserved up to ``reserve_to_limit`` bytes short of the limit (untouched: no RSS), then the signal
+            import resource
+
+            import psutil
+
+            room = resource.getrlimit(resource.RLIMIT_AS)[0] - psutil.Process().memory_info().vms
+            reserved = np.empty(max(0, room - int(args["reserve_to_limit"])) // 8, np.float64)
+            time.sleep(0.5)        # the parent samples the worker every TICK_S
+            del reserved
         os.kill(os.getpid(), sig)
         time.sleep(5)
         raise RuntimeError("signal did not kill the worker")

@@ -156,6 +156,16 @@ def test_allocation_bomb_is_memory():
     assert result.worker_reused is False
 
 
+def test_segfault_at_the_address_space_limit_is_memory():
+    # Corpus chython_rxnmap, optimize --compare-peers: onnxslim (5.5 GB resident outside the sandbox) died in
+    # the 3 GiB worker with SIGSEGV, reported as 'crashed: ... SIGSEGV (segmentation fault)'. Native code
+    # segfaults when RLIMIT_AS refuses an allocation; its address space was at the limit, its RSS was not.
+    with pytest.raises(WorkerError) as err:
+        selftest("signal", pool="memory-segv", args={"signal": "SIGSEGV", "reserve_to_limit": 64 * 2**20})
+    assert err.value.kind == "memory", str(err.value)
+    assert_user_message(str(err.value), "exceeded the worker memory limit (2.0 GiB)", "--memory-gb")
+
+
 def test_engine_style_allocation_message_is_memory():
     with pytest.raises(WorkerError) as err:
         selftest("memory_message", pool="memory",

@@ -146,6 +146,7 @@ class Worker:
         self.buf = b""
         self.last_rss = 0
         self.peak_rss_seen = 0
+        self.peak_vms_seen = 0     # address space: what RLIMIT_AS counts (a failed reservation can segfault)
         read_fd, write_fd = os.pipe()
         self.resp_fd = read_fd
         cmd = [sys.executable, "-m", "studio.core.worker", "--resp-fd", str(write_fd),
@@ -213,11 +214,13 @@ class Worker:
 
             if self._ps is None:
                 self._ps = psutil.Process(self.pid)
-            rss = int(self._ps.memory_info().rss)
+            info = self._ps.memory_info()
+            rss, vms = int(info.rss), int(info.vms)
         except Exception:
             return self.last_rss
         self.last_rss = rss
         self.peak_rss_seen = max(self.peak_rss_seen, rss)
+        self.peak_vms_seen = max(self.peak_vms_seen, vms)
         return rss
 
     def log_tail(self, nbytes: int = 4096) -> str:

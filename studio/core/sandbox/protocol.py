@@ -223,6 +223,7 @@ def _exchange(pool: Pool, worker: Worker, request: dict, *, stage: str, limits: 
     """Send one request and wait for its reply, enforcing time, memory and cancel."""
     start = time.monotonic()
     worker.peak_rss_seen = 0
+    worker.peak_vms_seen = 0
     try:
         worker.send(request)
     except (BrokenPipeError, OSError):
@@ -274,7 +275,10 @@ def _crash_error(worker: Worker, code: int | None, stage: str, limits: Limits,
     tail = worker.log_tail()
     log.debug("worker %s ended (%s); log tail: %s", worker.pid, describe_exit(code),
               scrub_message(tail[-1000:], scrub_dirs))
-    near_limit = worker.peak_rss_seen > 0.8 * limits.memory_bytes
+    # Native code (onnxslim's numpy folding, protobuf) often segfaults instead of raising when RLIMIT_AS
+    # refuses an allocation; its address space seen near that limit says so (RSS may still be far below).
+    near_limit = worker.peak_rss_seen > 0.8 * limits.memory_bytes or (
+        limits.address_space_limit and worker.peak_vms_seen > 0.8 * limits.address_space_bytes)
     signalled = code is not None and code < 0 and -code in (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT,
                                                              signal.SIGBUS)
     if looks_like_memory(tail) or (signalled and near_limit):
