@@ -204,8 +204,8 @@ def _onnx2tf_root() -> Path:
 
 
 def test_onnx2tf_convert_takes_the_keywords_the_litert_adapter_passes():
-    """engines/litert.py calls ``onnx2tf.convert`` with these keywords (its own and the option sets')."""
-    from studio.core.engines import litert
+    """engines/litert_convert.py calls ``onnx2tf.convert`` with these keywords (its own and the option sets')."""
+    from studio.core.engines import litert_convert as litert
 
     tree = ast.parse((_onnx2tf_root() / "onnx2tf.py").read_text())
     convert = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "convert")
@@ -230,7 +230,7 @@ def test_litert_interpreter_lists_its_ops_with_their_input_tensors():
 
     assert callable(getattr(Interpreter, "_get_ops_details", None)), \
         f"ai_edge_litert {importlib.metadata.version('ai-edge-litert')} no longer has Interpreter._get_ops_details"
-    # litert.flex_ops reads a .tflite's operator codes with the flatbuffer schema LiteRT ships
+    # litert_convert.flex_ops reads a .tflite's operator codes with the flatbuffer schema LiteRT ships
     from ai_edge_litert import schema_py_generated as schema
 
     assert all(callable(getattr(c, m, None)) for c, m in ((schema.Model, "GetRootAsModel"),
@@ -239,13 +239,13 @@ def test_litert_interpreter_lists_its_ops_with_their_input_tensors():
 
 
 def test_onnx2tf_pseudo_operators_are_the_studios_and_tested_lower_case():
-    """engines/litert.py passes ``replace_to_pseudo_operators`` to onnx2tf.convert lower-cased (its command line
+    """engines/litert_convert.py passes ``replace_to_pseudo_operators`` to onnx2tf.convert lower-cased (its command line
     lower-cases them; its op modules test ``"erf" in kwargs['replace_to_pseudo_operators']``), for the names its help
     lists. A rename or a case change there would silently leave Flex ops in the file."""
     _needs("onnx2tf")
     import onnx2tf
 
-    from studio.core.engines.litert import PSEUDO_OPERATORS
+    from studio.core.engines.litert_convert import PSEUDO_OPERATORS
 
     ops = Path(onnx2tf.__file__).parent / "ops"
     tested = " ".join(f.read_text() for f in ops.glob("*.py") if "replace_to_pseudo_operators" in f.read_text())
@@ -255,10 +255,10 @@ def test_onnx2tf_pseudo_operators_are_the_studios_and_tested_lower_case():
 
 
 def test_onnx2tf_sample_download_is_where_the_studio_replaces_it():
-    """``litert._offline`` replaces ``download_test_image_data`` in onnx2tf.onnx2tf and
+    """``litert_convert._offline`` replaces ``download_test_image_data`` in onnx2tf.onnx2tf and
     onnx2tf.utils.common_functions (a conversion must never reach the network); no other module calls it,
     and it still stands for 20 128x128 RGB images (what the replacement returns)."""
-    from studio.core.engines.litert import _offline_sample_images
+    from studio.core.engines.litert_convert import _offline_sample_images
 
     root = _onnx2tf_root()
     users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if "download_test_image_data" in p.read_text())
@@ -275,7 +275,7 @@ def test_onnx2tf_sample_download_is_where_the_studio_replaces_it():
 def test_onnx2tf_output_names_and_log_lines():
     """The adapter finds ``<stem>_float32.tflite`` / ``_float16`` / ``_integer_quant`` and reads the failing
     node (``ERROR: onnx_op_name: NODE``) and missing ops (``ERROR: OP OP is not yet implemented``) from the log."""
-    from studio.core.engines.litert import _NODE, _NOT_IMPLEMENTED
+    from studio.core.engines.litert_convert import _NODE, _NOT_IMPLEMENTED
 
     text = "\n".join(p.read_text(errors="ignore") for p in _onnx2tf_root().rglob("*.py"))
     for suffix in ("_float32.tflite", "_float16.tflite", "_integer_quant.tflite"):
@@ -406,7 +406,7 @@ def test_onnxsim_and_onnxslim_calls(tmp_path):
     # without shape inference for a model with no default-domain opset (T8).
     assert [n.op_type for n in onnxslim.slim(m, size_threshold=1024, no_shape_infer=True).graph.node] == ["Relu"]
     assert [n.op_type for n in onnxsim.simplify(m, check_n=0, tensor_size_threshold="1024B")[0].graph.node] == ["Relu"]
-    from studio.core.engines.litert import _onnxsim_cli
+    from studio.core.engines.litert_convert import _onnxsim_cli
 
     assert _onnxsim_cli() is not None, "the onnxsim program is not next to this interpreter nor on PATH"
 

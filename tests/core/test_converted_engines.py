@@ -164,7 +164,7 @@ def test_onnx2tf_never_downloads_its_sample_images():
     import onnx2tf
     import onnx2tf.utils.common_functions as common
 
-    from studio.core.engines.litert import _offline, _offline_sample_images
+    from studio.core.engines.litert_convert import _offline, _offline_sample_images
 
     _offline(onnx2tf)
     assert common.download_test_image_data is _offline_sample_images

@@ -110,7 +110,7 @@ def _tflite(path, name, value):
 # ---------------------------------------------------------------- what is proposed, from onnx2tf's advice
 
 def test_option_sets_follow_the_converters_advice():
-    from studio.core.engines.litert import litert_option_sets
+    from studio.core.engines.litert_convert import litert_option_sets
 
     nchw = litert_option_sets({"x": (1, 3, 224, 224)}, {"x": 4}, False, refused=True)
     assert [o.flags for o in nchw] == [("-onnxsim",)]        # no input looks channels-last: no layout option
@@ -126,7 +126,7 @@ def test_option_sets_follow_the_converters_advice():
 
 def test_advice_lines_and_command_line():
     from studio.core.engines.conversion import converter_advice
-    from studio.core.engines.litert import litert_command
+    from studio.core.engines.litert_convert import litert_command
     from studio.core.engines.mnn import mnn_option_sets
 
     # onnx2tf's own closing lines of a failed conversion (colored as it prints them)

@@ -16,7 +16,7 @@ import onnx
 import pytest
 
 from studio.core.engines.conversion import ConversionFailed, OptionSet
-from studio.core.engines.litert import ConversionMemo, conversion_key
+from studio.core.engines.litert_convert import ConversionMemo, conversion_key
 from tests.conftest import SAMPLES
 from tests.import_hooks import patch_in_workers
 from tests.requirements import require_engine

@@ -27,7 +27,7 @@ def _tensorflow_error() -> str:
 
 
 def test_a_traced_tensorflow_error_keeps_its_words_not_its_traceback():
-    from studio.core.engines.litert import _exception_gist
+    from studio.core.engines.litert_convert import _exception_gist
 
     text = _tensorflow_error()
     gist = _exception_gist(text)

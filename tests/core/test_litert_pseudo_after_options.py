@@ -29,7 +29,7 @@ def test_pseudo_ops_are_tried_with_the_options_that_converted(tmp_path):
     from ai_edge_litert.interpreter import Interpreter
 
     from studio.core.engines import get_engine
-    from studio.core.engines.litert import flex_ops
+    from studio.core.engines.litert_convert import flex_ops
 
     model = _head_with_erf(tmp_path / "head_erf.onnx")
     x = np.random.default_rng(1).random((1, 3, 64, 64), dtype=np.float32)

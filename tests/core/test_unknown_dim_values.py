@@ -19,7 +19,7 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 from studio import api
-from studio.core.engines.litert import _private_copy, onnx_output_shapes
+from studio.core.engines.litert_convert import _private_copy, onnx_output_shapes
 from studio.core.types import clear_unknown_dims, value_info
 from tests.requirements import require_engine
 
@@ -101,7 +101,7 @@ def test_only_inputs_declaring_minus_one_get_static_shapes_and_never_an_empty_on
     (frames of 7 fed 16) failed the conversion where only those inputs cannot run (R39's "compiles, not run")."""
     from onnx import TensorProto, helper
 
-    from studio.core.engines.litert import _private_copy
+    from studio.core.engines.litert_convert import _private_copy
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3])
     past = helper.make_tensor_value_info("past", TensorProto.FLOAT, [1, 2, "past_len", 8])
