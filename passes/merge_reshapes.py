@@ -16,8 +16,9 @@ import onnx_ir as ir
 from onnxscript.rewriter._basics import MatchResult
 from onnxscript.rewriter._rewrite_rule import RewriteRuleClassBase
 
-from passes.base import PassResult, StudioPass, result
-from passes.ir_helpers import const_array, free_initializer_name, has_ops, int_attr, ints_attr
+from passes.base import Change, PassResult, StudioPass, node_label, result
+from passes.ir_helpers import (const_array, free_initializer_name, has_ops, int_attr, ints_attr, is_onnx_op,
+                               opset_version)
 from passes.base import register
 from passes.rewriting import apply_rules, changes_for, refusal_notes
 from passes.ir_helpers import inferred_shapes
@@ -114,6 +115,62 @@ class UnsqueezeUnsqueeze(RewriteRuleClassBase):
         return op.Unsqueeze(x, axes=self._axes)
 
 
+def _slice_params(node: ir.Node, rank: int | None) -> tuple[list[int], ...] | None:
+    """(starts, ends, axes, steps) of an opset >= 10 Slice with constant inputs, axes made non-negative."""
+    ins = list(node.inputs) + [None] * (5 - len(node.inputs))
+    if len(node.inputs) < 3 or node.attributes.get("starts") is not None:
+        return None
+    arrays = [const_array(v, 64) if v is not None else None for v in ins[1:5]]
+    if arrays[0] is None or arrays[1] is None or any(v is not None and a is None for v, a in zip(ins[3:5], arrays[2:])):
+        return None
+    starts, ends = [int(v) for v in np.ravel(arrays[0])], [int(v) for v in np.ravel(arrays[1])]
+    axes = [int(v) for v in np.ravel(arrays[2])] if arrays[2] is not None else list(range(len(starts)))
+    steps = [int(v) for v in np.ravel(arrays[3])] if arrays[3] is not None else [1] * len(starts)
+    if any(a < 0 for a in axes):
+        if rank is None:
+            return None
+        axes = [a + rank if a < 0 else a for a in axes]
+    if not len(starts) == len(ends) == len(axes) == len(steps) or len(set(axes)) != len(axes):
+        return None
+    return starts, ends, axes, steps
+
+
+def merge_slices(model: ir.Model) -> list[str]:
+    """Slice(Slice(x, axis a), axis b)  ⇒  one Slice of x on both axes (YOLOX's Focus slices x[..., ::2, ::2]
+    as two). Slices along different axes commute and compose exactly; the inner Slice goes only when every
+    consumer of it merges (it is then dead code), so nothing is computed twice. Main graph only."""
+    graph, done = model.graph, []
+    for outer in list(graph):
+        if not is_onnx_op(outer, "Slice") or not outer.inputs or outer.inputs[0] is None:
+            continue
+        inner = outer.inputs[0].producer()
+        if inner is None or not is_onnx_op(inner, "Slice") or inner.outputs[0].is_graph_output():
+            continue
+        x = inner.inputs[0]
+        rank = len(x.shape) if x is not None and x.shape is not None else None
+        first = _slice_params(inner, rank)
+        users = [u for u, _ in inner.outputs[0].uses()]
+        if first is None or any(not is_onnx_op(u, "Slice") or u.inputs[0] is not inner.outputs[0] for u in users):
+            continue
+        plans = [(u, _slice_params(u, rank)) for u in users]
+        if any(p is None or set(p[2]) & set(first[2]) for _, p in plans):
+            continue
+        for u, p in plans:
+            merged = [a + b for a, b in zip(first, p)]
+            values = []
+            for part, ints in zip(("starts", "ends", "axes", "steps"), merged):
+                tensor = ir.tensor(np.asarray(ints, np.int64))
+                v = ir.Value(name=free_initializer_name(x, f"{u.outputs[0].name}_{part}"), shape=ir.Shape(tensor.shape),
+                             type=ir.TensorType(ir.DataType.INT64), const_value=tensor)
+                graph.register_initializer(v)
+                values.append(v)
+            u.resize_inputs(5)
+            for i, v in enumerate([x, *values]):
+                u.replace_input_with(i, v)
+            done.append(node_label(u))
+    return done
+
+
 def _rules() -> list:
     return [ReshapeAfterShapeOp.rule(first) for first in SHAPE_ONLY] + [UnsqueezeUnsqueeze.rule()]
 
@@ -123,11 +180,18 @@ class MergeReshapes(StudioPass):
     """Reshape after Reshape/Flatten/Squeeze/Unsqueeze  ⇒  one Reshape; two Unsqueezes  ⇒  one."""
 
     name = "merge-reshapes"
-    summary = "Merge chains of shape-only ops ending in a Reshape to a constant shape, and Unsqueeze pairs."
+    summary = ("Merge chains of shape-only ops ending in a Reshape to a constant shape, Unsqueeze pairs, and a Slice "
+               "of a Slice on other axes.")
 
     def call(self, model: ir.Model) -> PassResult:
+        sliced: list[str] = []
+        if has_ops(model, "Slice") and opset_version(model) >= 10:
+            with inferred_shapes(model):
+                sliced = merge_slices(model)
+        extra = [Change("changed", tuple(sliced), "Slice of a Slice on other axes: one Slice")] if sliced else []
         if not has_ops(model, "Reshape", "Unsqueeze"):
-            return result(model, [])
+            return result(model, extra, slices_merged=len(sliced))
         with inferred_shapes(model):
             outcome = apply_rules(model, _rules())
-        return result(model, changes_for(outcome), notes=refusal_notes(outcome), reshapes_merged=outcome.count)
+        return result(model, changes_for(outcome) + extra, notes=refusal_notes(outcome),
+                      reshapes_merged=outcome.count, slices_merged=len(sliced))

@@ -295,3 +295,44 @@ def test_scale_that_broadcasts_channels_or_is_zero_stays(tmp_path):
     check_skips(tmp_path / "bcast", _conv_model([4, 1, 1], np.array([1.0, 2.0, 3.0, 4.0]), x_channels=1),
                 "fuse-conv-scale")
     check_skips(tmp_path / "zero", _conv_model([4, 1, 1], np.array([1.0, 0.0, 3.0, 4.0])), "fuse-conv-scale")
+
+
+# YOLOX's Focus (corpus ddddocr_common_det: 2 nodes more than onnxsim/onnxslim): x[..., ::2, ::2] and its
+# three shifted siblings, each written as a Slice on H then a Slice on W.
+FOCUS = H + """
+g (float[N,3,8,8] x) => (float[N,12,4,4] y) <int64[1] z = {0}, int64[1] o = {1}, int64[1] big = {9223372036854775807},
+                                             int64[1] ah = {2}, int64[1] aw = {3}, int64[1] two = {2}> {
+  a = Slice(x, z, big, ah, two)
+  b = Slice(x, o, big, ah, two)
+  a0 = Slice(a, z, big, aw, two)
+  a1 = Slice(a, o, big, aw, two)
+  b0 = Slice(b, z, big, aw, two)
+  b1 = Slice(b, o, big, aw, two)
+  y = Concat<axis=1>(a0, b0, a1, b1)
+}"""
+
+
+def test_a_slice_of_a_slice_on_another_axis_is_one_slice(tmp_path):
+    import onnx
+
+    r = check_applies(tmp_path, FOCUS, "merge-reshapes")
+    g = onnx.load(str(r.output)).graph
+    outer = [n for n in g.node if n.op_type == "Slice" and n.output[0] in ("a0", "a1", "b0", "b1")]
+    assert len(outer) == 4 and all(n.input[0] == "x" for n in outer)   # the H Slices are dead code now
+    assert r.records[0].counts["slices_merged"] == 4
+    x = np.random.default_rng(6).standard_normal((3, 3, 8, 8)).astype(np.float32)
+    _same_as_original(tmp_path, r, {"x": x})
+    np.testing.assert_array_equal(_run(r.output, {"x": x})[0][:, 3:6], x[:, :, 1::2, ::2])   # b0, by hand
+
+
+def test_slices_on_the_same_axis_or_a_slice_used_elsewhere_stay(tmp_path):
+    same_axis = FOCUS.replace("aw, two)", "ah, two)").replace("float[N,12,4,4] y", "float[N,12,?,8] y")
+    check_skips(tmp_path, same_axis, "merge-reshapes")
+    # a is read by a Relu too: its Slices stay on a (merging them would compute a's rows twice); b's merge
+    import onnx
+
+    used = FOCUS.replace("(float[N,12,4,4] y)", "(float[N,12,4,4] y, float[N,3,4,8] r)").replace(
+        "y = Concat<axis=1>(a0, b0, a1, b1)", "y = Concat<axis=1>(a0, b0, a1, b1)\n  r = Relu(a)")
+    r = check_applies(tmp_path / "used", used, "merge-reshapes")
+    reads = {n.output[0]: n.input[0] for n in onnx.load(str(r.output)).graph.node if n.op_type == "Slice"}
+    assert (reads["a0"], reads["a1"], reads["b0"], reads["b1"]) == ("a", "a", "x", "x")
