@@ -88,3 +88,12 @@ def fixed_size_reshape():
     """Fixed-shape float input: nothing about the inputs was the studio's choice, so this fails."""
     return _model(_reshape_nodes("x", "y", 7), [h.make_tensor_value_info("x", T.FLOAT, [1, 16])],
                   [h.make_tensor_value_info("y", T.FLOAT, [None, 7])])
+
+
+def wide_conv_over_samples() -> onnx.ModelProto:
+    """An STFT as a 64-wide Conv over a free 'samples' dim (corpus oww_melspectrogram's front end is 512 wide):
+    the studio's guessed 32 samples are too short, 256 run (issue 34's sweep: profile, precision --inputs, fp16)."""
+    w = nh.from_array(np.ones((4, 1, 64), np.float32) / 64, "w")
+    return _model([h.make_node("Conv", ["x", "w"], ["y"], name="stft")],
+                  [h.make_tensor_value_info("x", T.FLOAT, [1, 1, "samples"])],
+                  [h.make_tensor_value_info("y", T.FLOAT, [1, 4, "frames"])], [w])

@@ -14,6 +14,7 @@ from passes.fix_cast_types import repair_cast_types
 from passes.pipeline import run_passes
 from passes.registry import make_pass
 from tests.conftest import SAMPLES, parse_model, save, sha256_file
+from tests.seeded_input_models import wide_conv_over_samples
 from tests.passes.pass_helpers import mlp
 
 
@@ -446,14 +447,7 @@ def test_convert_fp16_names_the_sizes_when_the_original_refuses_its_inputs(tmp_p
     pass's own reference run of the ORIGINAL fails, and the error said 'add the failing op to the block list',
     a remedy for an op of the fp16 model. It now says to set the input sizes; at a size plain ORT accepts, the
     pass converts."""
-    w = numpy_helper.from_array(np.ones((4, 1, 64), np.float32) / 64, "w")
-    m = helper.make_model(helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["y"], name="stft")], "stft",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, "samples"])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, "frames"])], [w]),
-        opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    src = save(m, tmp_path / "stft.onnx")
+    src = save(wide_conv_over_samples(), tmp_path / "stft.onnx")
     plain = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
     with pytest.raises(Exception):                       # the oracle: plain ORT refuses a short input
         plain.run(None, {"x": np.zeros((1, 1, 32), np.float32)})

@@ -21,6 +21,7 @@ from studio.core.errors import StudioError
 from studio.core.sandbox import pool_info
 from studio.core.workspace import Workspace
 from tests.conftest import SAMPLES, assert_user_message, save, sha256_file
+from tests.seeded_input_models import wide_conv_over_samples
 from tests.hostile_models import endless_loop
 from tests.engine_facts import gpu_stack_here, openvino_default_precision
 
@@ -297,14 +298,7 @@ def test_a_run_that_fails_at_guessed_sizes_says_how_to_set_them(tmp_path):
     which sizes were guessed and how to set them, and the size a plain onnxruntime run accepts works."""
     import onnxruntime as ort
 
-    w = numpy_helper.from_array(np.ones((4, 1, 64), np.float32) / 64, "w")
-    m = helper.make_model(helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["y"], name="stft")], "stft",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, "samples"])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, "frames"])], [w]),
-        opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    path = save(m, tmp_path / "stft.onnx")
+    path = save(wide_conv_over_samples(), tmp_path / "stft.onnx")
     with pytest.raises(Exception):       # the oracle: plain ORT refuses the guessed size too
         ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
             None, {"x": np.zeros((1, 1, 32), np.float32)})
