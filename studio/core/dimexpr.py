@@ -146,9 +146,10 @@ def _eval(node: ast.AST, env: Mapping[str, int]) -> Fraction:
 def evaluate(expr: str, dims: Mapping[str, int]) -> int | None:
     """The integer value of a dim formula given ``dims``; None when it names an unknown
     dim, is no formula, or does not come out a non-negative integer."""
+    if expr in dims:        # a whole dim name, whatever its characters (paddle2onnx's 'p2o.DynamicDimension.0')
+        return int(dims[expr])
     if _IDENT.match(expr or ""):
-        value = dims.get(expr)
-        return None if value is None else int(value)
+        return None
     body = _parse(expr)
     if body is None:
         return None

@@ -114,3 +114,21 @@ def test_fix_input_shapes_makes_an_exporter_named_output_dim_its_real_size(tmp_p
     assert any("input 's' dim" in p for p in interface_problems(
         parse_model(FREE_OUTPUT_DIM.replace("float[2,batch,3] s", "float[n,batch,3] s")),
         parse_model(FREE_OUTPUT_DIM), {"batch": 1}))        # an input's own dim stays strict
+
+
+def test_fix_input_shapes_of_a_dim_named_with_dots(tmp_path):
+    # paddle2onnx names free dims 'p2o.DynamicDimension.0' (corpus gutenye_ppocrv4_rec, --preset tensorrt):
+    # the interface check did not read that name as a dim, so the asked-for pin failed its own pass
+    # ("broke the model: input 'x' dim p2o.DynamicDimension.0 -> 1") and nothing was written.
+    import numpy as np
+    import onnxruntime as ort
+
+    m = parse_model(BATCH_RESHAPE)
+    name = "p2o.DynamicDimension.0"
+    for vi in (m.graph.input[0], m.graph.output[0]):
+        vi.type.tensor_type.shape.dim[0].dim_param = name
+    r = check_applies(tmp_path, m, "fix-input-shapes", options={"dims": {name: 2}})
+    assert _dims(r.output) == [2, 3, 4, 4]
+    x = np.random.default_rng(8).standard_normal((2, 3, 4, 4)).astype(np.float32)
+    got = ort.InferenceSession(str(r.output), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, x.reshape(2, 48))
