@@ -399,7 +399,8 @@ def _run_in(workdir: Path, model_path: Path, passes: Sequence[StudioPass], outpu
         chosen: tuple | None = None      # a candidate pass's verified pick: (checkpoint, verification)
         try:
             if getattr(p, "candidates", ()):
-                res, chosen = _choose_candidate(p, model, ckpt, verifier, limits, pool_key, nodes_before)
+                res, chosen = _choose_candidate(p, model, ckpt, verifier, limits, pool_key, nodes_before,
+                                                allow_fixed_dims=interface_fixed)
             else:
                 res = _apply(p, model, ckpt, limits, pool_key, nodes_before)
             model = res.model
@@ -520,12 +521,15 @@ def _const_bytes(model: ir.Model) -> int:
 
 
 def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifier: Verifier | None,
-                      limits: Limits | None, pool_key: str, node_count: int) -> tuple[PassResult, tuple | None]:
+                      limits: Limits | None, pool_key: str, node_count: int, *,
+                      allow_fixed_dims: bool = False) -> tuple[PassResult, tuple | None]:
     """Run each of ``p.candidates`` (passes, e.g. onnxsim and onnxslim) on ``model``; keep the one with the
     fewest nodes, then the fewest constant bytes, among those that are smaller than ``model``, pass the
     verification and cost ONNX Runtime none of its own fusions (``passes.ort_fusions``). Returns the
     result and (checkpoint, verification) of the pick, or ``model`` unchanged and None. Peers are never
-    kept unverified: with verification off, or without reference outputs, nothing is kept."""
+    kept unverified: with verification off, or without reference outputs, nothing is kept.
+    ``allow_fixed_dims``: an earlier pass (fix-input-shapes) pinned the user's dims, so the candidates
+    have them pinned too."""
     if verifier is None:
         return result(model, [], notes=[f"{p.name}: candidates are kept only verified; verification is off"]), None
     base = (node_count, _const_bytes(model))
@@ -553,7 +557,7 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
             continue
         _restore_interface(r.model, declared)     # as for any pass: the declared interface stays (T4)
         cand = ckpt.save(r.model)
-        v = verifier.verify(cand)
+        v = verifier.verify(cand, allow_fixed_dims=allow_fixed_dims)   # after fix-input-shapes: its pins
         if v.ok and verifier.reference_error is not None:
             v = replace(v, status=VerifyStatus.FAILED, comparison=None,
                         message="outputs not compared (" + verifier.reference_error[:120] + ")")
