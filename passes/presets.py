@@ -50,7 +50,10 @@ _preset(Preset(
     "tensorrt", "Static shapes from your --dim values, the smallest verified onnxsim/onnxslim result, folded shape "
                 "subgraphs and LayerNormalization (TensorRT's parser and builder prefer all three); results not "
                 "verified on TensorRT here.",
-    ("fix-input-shapes",) + _PEERS + _CLEANUP + _FUSE + ("fuse-layernorm", "fold-constants") + _TAIL))
+    # the late fold-constants writes shape constants that can equal each other (onnxsim's result, kept since
+    # best-of-peers takes pinned dims, has them): dedup-initializers after it, or a second run would share them
+    ("fix-input-shapes",) + _PEERS + _CLEANUP + _FUSE + ("fuse-layernorm", "fold-constants", "dedup-initializers")
+    + _TAIL))
 # No cleanup before the fusions: ORT's optimizer removes Identity itself, and the studio's
 # eliminate-identity drops Mul-by-1 / Add-of-0, which erases the LayerNorm gamma/beta and the bias Adds
 # ORT's patterns anchor on (a BERT with initial weights then fuses only its GELUs).

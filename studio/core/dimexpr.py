@@ -146,18 +146,20 @@ def _eval(node: ast.AST, env: Mapping[str, int]) -> Fraction:
 def evaluate(expr: str, dims: Mapping[str, int]) -> int | None:
     """The integer value of a dim formula given ``dims``; None when it names an unknown
     dim, is no formula, or does not come out a non-negative integer."""
-    if expr in dims:        # a whole dim name, whatever its characters (paddle2onnx's 'p2o.DynamicDimension.0')
-        return int(dims[expr])
     if _IDENT.match(expr or ""):
-        return None
+        value = dims.get(expr)
+        return None if value is None else int(value)
     body = _parse(expr)
-    if body is None:
-        return None
     try:
+        if body is None:
+            raise _Unsupported
         _walk(body, lambda _name: None)
         value = _eval(body, dims)
     except (_Unsupported, OverflowError, ZeroDivisionError, ValueError):
-        return None
+        # no formula of dims: a whole dim name, whatever its characters (paddle2onnx's 'p2o.DynamicDimension.0');
+        # a formula ('past + seq') is computed from its parts even when given a value of its own, so that a
+        # value that contradicts them is caught, not taken
+        return int(dims[expr]) if expr in dims else None
     if value.denominator != 1 or not 0 <= value <= _MAX_MAGNITUDE:
         return None
     return int(value)

@@ -229,8 +229,10 @@ WHAT_TO_DO: dict[ErrorCode, str] = {
     ErrorCode.FIX_FAILED: "The fix pass was not applied (its verification failed). The model is unchanged; read the "
                           "summary in the message.",
     ErrorCode.FIX_NOOP: "The fix changed nothing in this version. The problem it fixes is not in this model.",
-    ErrorCode.REFERENCE_FAILED: "The reference (ONNX Runtime on the CPU) fails on a dataset sample. Check that "
-                                "sample's shapes and dtypes against the model's inputs.",
+    ErrorCode.REFERENCE_FAILED: "The reference (the original model on ONNX Runtime's CPU) fails on the inputs a "
+                                "result is judged on: a dataset sample, or sizes the studio guessed for free dims "
+                                "(the fp16 pass). Check that sample's shapes and dtypes against the model's inputs, "
+                                "or set the sizes with `--dim NAME=VALUE`.",
     ErrorCode.NOT_A_DECODER: "The model is not a KV-cache decoder (no past_key_values/present inputs and outputs). "
                              "Give the decoder model of the export.",
     ErrorCode.DECODER_NONE: "The model has no KV cache. Decoder options apply only to KV-cache decoders.",

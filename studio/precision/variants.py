@@ -75,7 +75,8 @@ def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[st
         raise StudioError(result.summary())
     if not result.modified or result.output is None:
         if result.output is not None:
-            Path(result.output).unlink(missing_ok=True)    # the fp32 model under the variant's name
+            # scratch: the file this run's pipeline just wrote (the fp32 model under the variant's name)
+            Path(result.output).unlink(missing_ok=True)
         raise StudioError(f"{', '.join(n for n, _ in spec.passes)} changed nothing in this model")
     details: dict = {}
     warnings: list[str] = []
