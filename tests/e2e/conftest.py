@@ -163,49 +163,29 @@ def open_and_upload(page, url: str, files) -> None:
     page.locator(UPLOADER).set_input_files(files)
 
 
-def viewer_frame(page, timeout_s: float = 120):
-    """The frame holding the graph viewer's document, once it exists. Under ``serve`` the Graph page's frame
-    loads its document by URL (studio/ui/viewer_docs), so the iframe element comes before its document."""
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for f in page.frames:
-            if f == page.main_frame:
-                continue
-            try:
-                if f.evaluate("!!document.getElementById('gv-data')"):
-                    return f
-            except Exception:       # a frame detached while the page reruns, or still navigating
-                continue
-        page.wait_for_timeout(200)
-    raise AssertionError(f"no graph viewer frame within {timeout_s:.0f} s")
-
-
 def ready_viewer(page, also: str | None = None, timeout_s: float = 120):
-    """The graph viewer's frame once it has laid out (and the JS expression ``also`` holds in it).
-    A Streamlit rerun keeps the previous run's elements on the page until it finishes, then replaces
-    them: the frame found first can be the old viewer's and be detached while it is waited on, so a
-    detached frame is looked up again rather than failing the wait (CI, 2026-12-04: the Diff page's
-    test read 'Frame was detached')."""
+    """The graph viewer's frame once it has laid out (and the JS expression ``also`` holds in it), looked for
+    in every frame on the page each time: a page can hold two viewers (the Diff page's, beside a stale one), and
+    a Streamlit rerun keeps the previous run's elements until it finishes, then replaces them, so the frame
+    found first can be the old one and be detached while it is waited on (CI, 2026-12-04: the Diff page's test
+    read 'Frame was detached')."""
     import time
 
     ready = "() => !!document.getElementById('gv-data') && !!window.__graphReady && window.__graph.ready()"
     if also:
         ready = f"{ready} && ({also})"          # still the arrow's body
     deadline = time.monotonic() + timeout_s
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError(f"the graph viewer was not ready within {timeout_s:.0f} s: {ready}")
-        frame = viewer_frame(page, timeout_s=left)
-        try:
-            frame.wait_for_function(ready, timeout=max(1_000, min(left, 15) * 1000))
-            return frame
-        except Exception as exc:            # detached, or not ready yet: look the frame up again
-            if not any(w in str(exc) for w in ("detached", "Timeout", "navigat", "destroyed")):
-                raise
-            page.wait_for_timeout(200)
+    while time.monotonic() < deadline:
+        for f in page.frames:
+            if f == page.main_frame:
+                continue
+            try:
+                if f.evaluate(ready):
+                    return f
+            except Exception:       # detached while the page reruns, still navigating, or not a viewer yet
+                continue
+        page.wait_for_timeout(200)
+    raise AssertionError(f"the graph viewer was not ready within {timeout_s:.0f} s: {ready}")
 
 
 def nodes_metric(page, showing: str | None = None, timeout_ms: int = 90_000):
