@@ -137,13 +137,19 @@ def test_ort_per_op_one_kernel_per_node_without_optimizations(tmp_path):
     # The per-op sum is most of the end-to-end time; the rest is visible as overhead.
     assert 0.3 < ops.coverage <= 1.05, (ops.per_op_sum_ms, ops.end_to_end_ms)
     assert ops.overhead_ms == pytest.approx(ops.end_to_end_ms - ops.in_kernels_ms)
-    assert ops.in_kernels_ms >= ops.per_op_sum_ms * 0.999
     shares = ops.node_time_share()
     assert sum(shares.values()) == pytest.approx(1.0)
     assert max(shares, key=shares.get).startswith("mm")
     # The trace lands in the job folder, and is a chrome trace.
     events = json.loads((tmp_path / "job" / ops.trace_file).read_text())
     assert any(e.get("name") == "mm0_kernel_time" for e in events)
+    # Time in kernels is the median over the profiled runs of each run's kernel sum, read here
+    # straight from ORT's trace (a median of sums, so it may sit a hair below the sum of medians).
+    runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+                  key=lambda e: e["ts"])[-8:]
+    kernels = [e for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")]
+    per_run_us = [sum(k["dur"] for k in kernels if r["ts"] <= k["ts"] <= r["ts"] + r["dur"]) for r in runs]
+    assert ops.in_kernels_ms == pytest.approx(float(np.median(per_run_us)) / 1000.0, rel=1e-6, abs=1e-6)
 
 
 def test_ort_per_op_on_optimized_sample_maps_fused_kernels(tmp_path):
