@@ -103,8 +103,7 @@ def verify(source: Path, models: tuple[ir.Model, ...], kinds: tuple[str, ...], n
                         "numbers not compared: the script changes values on purpose")
     dims: dict[str, int] | None = {}
     if PINNED in kinds:
-        dims = _pinned_dims(source, models[0], renamed) if set(kinds) <= {KEEPS, PINNED} and len(models) == 1 \
-            else None
+        dims = _pinned_dims_of(source, models, renamed)
         if dims is None:
             first = notes[kinds.index(PINNED)]
             return _skipped("an input's shape changes beyond pinning its free dims (" + first[:200] + ")",
@@ -113,7 +112,19 @@ def verify(source: Path, models: tuple[ir.Model, ...], kinds: tuple[str, ...], n
         work = Path(tmp)
         if all(k in (KEEPS, PINNED) for k in kinds) and len(models) == 1:
             return _numeric(source, models[0], renamed, work, pool_key, dims=dims or None)
-        return _reproduce(source, models, renamed, work, pool_key)
+        return _reproduce(source, models, renamed, work, pool_key, dims=dims or None)
+
+
+def _pinned_dims_of(source: Path, models: tuple[ir.Model, ...], renamed: dict[str, str]) -> dict[str, int] | None:
+    """The pins of every edited model together (a split's parts may pin the same dim), or None when
+    one is not a pin of named free dims or two parts pin a dim to different sizes."""
+    dims: dict[str, int] = {}
+    for m in models:
+        mine = _pinned_dims(source, m, renamed)
+        if mine is None or any(dims.get(k, v) != v for k, v in mine.items()):
+            return None
+        dims.update(mine)
+    return dims
 
 
 def _pinned_dims(source: Path, model: ir.Model, renamed: dict[str, str]) -> dict[str, int] | None:
@@ -165,9 +176,10 @@ def _numeric(source: Path, model: ir.Model, renamed: dict[str, str], work: Path,
 
 
 def _reproduce(source: Path, models: tuple[ir.Model, ...], renamed: dict[str, str], work: Path,
-               pool_key: str) -> Verification:
+               pool_key: str, dims: dict[str, int] | None = None) -> Verification:
     """Run the original with the edited models' boundary tensors exposed; each edited model, fed the
-    original's values at its inputs, must give the original's values at its outputs."""
+    original's values at its inputs, must give the original's values at its outputs. ``dims``: free
+    dims the edit pinned, so the original runs at the sizes the edited models take."""
     original = load_for_passes(source)
     g.infer_types(original)
     values = g.main_values(original.graph)
@@ -182,7 +194,7 @@ def _reproduce(source: Path, models: tuple[ir.Model, ...], renamed: dict[str, st
         if name not in have and values[name].dtype is not None:
             original.graph.outputs.append(values[name])
     exposed = _checkpoint(original, work / "exposed.onnx", source, work)
-    feeds = random_feeds(input_specs(to_proto(original)), seed=0)
+    feeds = random_feeds(input_specs(to_proto(original)), dims=dims, seed=0)
     ref = run_sets(exposed.path, [feeds], full=False, limits=None, pool_key=pool_key, data_dir=exposed.data_dir,
                    stage="reference tensors (original on ORT, edit boundaries exposed)")
     if ref.outputs[0] is None:
@@ -213,7 +225,8 @@ def _reproduce(source: Path, models: tuple[ir.Model, ...], renamed: dict[str, st
     if not compared:
         return _skipped("no output of the edit is a tensor of the original", "reproduce",
                         "numbers not compared")
-    return _passed("reproduce", f"{compared} outputs reproduce the original's tensors on the same "
+    at = f"at {', '.join(f'{k}={v}' for k, v in dims.items())}: " if dims else ""
+    return _passed("reproduce", f"{at}{compared} outputs reproduce the original's tensors on the same "
                    "inputs (ONNX Runtime CPU)")
 
 

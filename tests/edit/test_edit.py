@@ -353,3 +353,31 @@ def test_pinning_a_free_dim_keeps_the_outputs_declared_dims(tmp_path):
     got = ort_reference(out, feeds)["y"]
     assert got.shape == (2, dims[1])
     np.testing.assert_array_equal(got, ort_reference(src, feeds)["y"])
+
+
+def test_a_pin_beside_a_rename_and_an_added_output_is_reproduced_at_the_pinned_sizes(tmp_path):
+    # A script that renames, exposes an inner tensor and pins a free dim was "numbers not compared" (a pin
+    # was verified only alone). Now the original runs at the pinned sizes with the tensor exposed and the edit
+    # must reproduce it. Oracle: plain ORT on the original with the tensor exposed by hand.
+    m = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[batch,src_len,4] mem) => (float[batch,4] y) {
+      inner = ReduceMean<axes = [1], keepdims = 0>(mem)
+      y = Relu(inner)
+    }"""
+    src = tmp_path / "m.onnx"
+    onnx.save(onnx.parser.parse_model(m), src)
+    exposed = onnx.parser.parse_model(m)
+    exposed.graph.output.append(onnx.helper.make_tensor_value_info("inner", onnx.TensorProto.FLOAT, None))
+    onnx.save(exposed, tmp_path / "exposed.onnx")
+    out = tmp_path / "o" / "e.onnx"
+    script = [{"op": "rename", "tensors": {"y": "act"}}, {"op": "add_output", "tensor": "inner"},
+              {"op": "set_input", "input": "mem", "dims": {"src_len": 3}}]
+    res = api.edit(api.load(src), script, out)
+    assert (res.verification.method, res.verification.status) == ("reproduce", "passed"), res.verification
+    assert "src_len=3" in res.verification.message and "2 outputs" in res.verification.message
+    shape = [d.dim_param or d.dim_value for d in onnx.load(out).graph.input[0].type.tensor_type.shape.dim]
+    assert shape == ["batch", 3, 4]
+    feeds = {"mem": np.random.default_rng(2).normal(size=(2, 3, 4)).astype(np.float32)}
+    got, want = ort_reference(out, feeds), ort_reference(tmp_path / "exposed.onnx", feeds)
+    np.testing.assert_array_equal(got["act"], want["y"])
+    np.testing.assert_array_equal(got["inner"], want["inner"])
