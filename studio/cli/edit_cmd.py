@@ -79,6 +79,8 @@ def _print(result, report: dict) -> None:
         a, b = result.before[kind], [x for part in result.after for x in part[kind]]
         if a != b:
             print(f"{kind:<9} {printable(', '.join(a), 200)}  ->  {printable(', '.join(b), 200)}")
+    if result.nodes_renamed:
+        print(f"renamed   {len(result.nodes_renamed)} nodes: {printable(', '.join(result.nodes_renamed[:10]), 240)}")
     if result.nodes_removed:
         print(f"removed   {len(result.nodes_removed)} nodes: {printable(', '.join(result.nodes_removed[:10]), 240)}")
     if result.nodes_added:

@@ -33,6 +33,7 @@ class EditResult:
     nodes_removed: tuple[str, ...]
     nodes_added: tuple[str, ...]
     verification: Verification | None = None
+    nodes_renamed: tuple[str, ...] = ()
     outputs: tuple[Path, ...] = ()
     seconds: float = 0.0
     renamed: dict[str, str] = field(default_factory=dict)
@@ -45,7 +46,8 @@ class EditResult:
         return {"ok": self.ok, "message": self.message, "script": self.script, "notes": list(self.notes),
                 "kinds": list(self.kinds), "interface_changed": self.interface_changed,
                 "before": self.before, "after": list(self.after), "nodes_removed": list(self.nodes_removed),
-                "nodes_added": list(self.nodes_added), "renamed": dict(self.renamed),
+                "nodes_added": list(self.nodes_added), "nodes_renamed": list(self.nodes_renamed),
+                "renamed": dict(self.renamed),
                 "verification": self.verification.to_dict() if self.verification else None,
                 "outputs": [str(p) for p in self.outputs], "seconds": round(self.seconds, 3)}
 
@@ -61,12 +63,33 @@ def _applied(handle: ModelHandle, script: EditScript, *, verify_numbers: bool = 
     return apply_script(original, script, verify=verify_numbers, pool_key=pool_key), before, before_nodes
 
 
+def node_renames(script: EditScript) -> dict[str, str]:
+    """Original node name -> its name after the script's ``rename`` operations, in their order (a node
+    renamed twice maps to its last name; one renamed back is left out)."""
+    current: dict[str, str] = {}            # original -> current
+    for op in script.ops:
+        if op.kind != "rename":
+            continue
+        step = dict(op.args.get("nodes", {}) or {})
+        by_current = {cur: orig for orig, cur in current.items()}
+        for old, new in step.items():
+            current[by_current.get(old, old)] = new
+    return {orig: cur for orig, cur in current.items() if orig != cur}
+
+
 def _result(applied: AppliedEdits, before: dict, before_nodes: list, script: EditScript, **kw) -> EditResult:
     after_nodes = [n for m in applied.models for n in node_list(m)]
-    removed, added = node_changes(before_nodes, after_nodes)
+    renames = node_renames(script)
+    present = set(after_nodes)
+    moved = [(name, op) for name, op in before_nodes if name in renames and (renames[name], op) in present]
+    # a renamed node is neither removed nor added: the diff is taken under its new name
+    kept = set(moved)
+    removed, added = node_changes([(renames[n], t) if (n, t) in kept else (n, t) for n, t in before_nodes],
+                                  after_nodes)
     return EditResult(ok=kw.pop("ok", True), message=kw.pop("message"), script=script.to_list(), notes=applied.notes,
                       kinds=applied.kinds, before=before, after=tuple(interface(m) for m in applied.models),
-                      nodes_removed=tuple(removed), nodes_added=tuple(added), renamed=applied.renamed, **kw)
+                      nodes_removed=tuple(removed), nodes_added=tuple(added), renamed=applied.renamed,
+                      nodes_renamed=tuple(f"{n} -> {renames[n]} ({t})" for n, t in moved), **kw)
 
 
 def validate(handle: ModelHandle, script: EditScript) -> EditResult:

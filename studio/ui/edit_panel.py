@@ -256,6 +256,9 @@ def _show_preview(result, shapes: dict | None = None) -> None:
     if result.nodes_added:
         st.markdown(f"**Adds {len(result.nodes_added)} nodes**: "
                     + widgets.md_escape(name_list(result.nodes_added), 8000))
+    if result.nodes_renamed:
+        st.markdown(f"**Renames {len(result.nodes_renamed)} nodes**: "
+                    + widgets.md_escape(name_list(result.nodes_renamed), 8000))
     _interface(result, shapes)
 
 

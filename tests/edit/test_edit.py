@@ -381,3 +381,18 @@ def test_a_pin_beside_a_rename_and_an_added_output_is_reproduced_at_the_pinned_s
     got, want = ort_reference(out, feeds), ort_reference(tmp_path / "exposed.onnx", feeds)
     np.testing.assert_array_equal(got["act"], want["y"])
     np.testing.assert_array_equal(got["inner"], want["inner"])
+
+
+def test_a_renamed_node_is_reported_renamed_not_removed_and_added(detector, tmp_path):
+    # A node rename read "removed 1 nodes: conv1 (Conv) / added 1 nodes: first (Conv)". Renamed twice in one
+    # script, it is one rename from its original name to its last; the file's node names are the oracle.
+    out = tmp_path / "o" / "r.onnx"
+    first = onnx.load(detector).graph.node[0].name
+    script = [{"op": "rename", "nodes": {first: "stem"}}, {"op": "rename", "nodes": {"stem": "stem2"}},
+              {"op": "remove_outputs", "outputs": ["boxes"]}]
+    res = api.edit(api.load(detector), script, out)
+    op = onnx.load(detector).graph.node[0].op_type
+    assert res.nodes_renamed == (f"{first} -> stem2 ({op})",)
+    assert not any(n.startswith((f"{first} ", "stem2 ")) for n in (*res.nodes_removed, *res.nodes_added))
+    assert "stem2" in [n.name for n in onnx.load(out).graph.node]
+    assert res.nodes_removed == ("mul4 (Mul)",)          # the dead Mul behind the removed output
