@@ -142,5 +142,6 @@ def provenance(result: EditResult, parent: str) -> dict:
     """What a project version records of the edit (the script itself: replaying it gives the version)."""
     return {"edit": {"script": result.script, "notes": list(result.notes),
                      "verification": result.verification.to_dict() if result.verification else None,
-                     "nodes_removed": list(result.nodes_removed), "nodes_added": list(result.nodes_added)},
+                     "nodes_removed": list(result.nodes_removed), "nodes_added": list(result.nodes_added),
+                     "nodes_renamed": list(result.nodes_renamed)},
             "parent": parent, "ok": result.ok, "summary": result.message}
