@@ -111,7 +111,7 @@ def recipe_feeds(specs: tuple[InputSpec, ...], recipe: InputRecipe, *, seed: int
 
 def free_axes(specs: tuple[InputSpec, ...], user_dims: Mapping[str, int] | None = None) -> dict[str, str]:
     """``{dim key: kind}`` of every free dim the user did not set; kind is batch (a leading dim
-    that is not sequence-named), image (a float image's height/width) or sequence (the rest)."""
+    that is not sequence-named, or any free dim of a recurrent state input), image (a float image's height/width) or sequence (the rest)."""
     user = dict(user_dims or {})
     derived = {d.key for d in derived_dims([x for s in specs for x in (s.shape or ())])}
     out: dict[str, str] = {}
@@ -124,7 +124,8 @@ def free_axes(specs: tuple[InputSpec, ...], user_dims: Mapping[str, int] | None 
             if key in user or key in out or key in derived:
                 continue      # a formula of other dims (past + sequence) follows from them
             named_seq = isinstance(d, str) and bool(_SEQ_NAMES.search(d))
-            out[key] = ("batch" if i == 0 and not named_seq else "image" if i in spatial else "sequence")
+            batch = (i == 0 and not named_seq) or s.role == "recurrent_state"   # an RNN state's free dims
+            out[key] = ("batch" if batch else "image" if i in spatial else "sequence")
     return out
 
 

@@ -23,7 +23,7 @@ from studio.core.dim_hints import dim_hints
 from studio.core.errors import StudioError
 from studio.core.paths import check_regular_file, user_data_path
 from studio.core.types import Dim, TensorInfo, np_dtype, value_info
-from studio.core.protowalk import iter_graphs
+from studio.core.protowalk import iter_graphs, iter_nodes
 from studio.core.dim_hints import image_axes as _axes
 from studio.core.dim_hints import derived_dims, resolve_derived
 from studio.core.error_codes import ErrorCode
@@ -49,6 +49,7 @@ class InputSpec:
     low: float | None = None         # values drawn in [low, high) for integer inputs
     high: float | None = None
     role: str = "generic"            # generic | token_ids | indices | mask | token_type | positions | scalar | compared
+                                     # | recurrent_state
     hinted: tuple[tuple[int, int], ...] = ()   # (axis, value) the model itself suggests (studio.core.dim_hints)
 
     def hint(self, axis: int) -> int | None:
@@ -167,6 +168,47 @@ def _compared_values(model: ModelProto) -> dict[str, int]:
     return found
 
 
+# Ops that hand a recurrent state on to the op that reads it (a slice of the stacked h/c, a reshape...).
+_STATE_CARRY = _PASS_THROUGH | {"Slice", "Gather", "Split"}
+_STATE_SLOTS = {"LSTM": (5, 6), "GRU": (5,), "RNN": (5,)}      # initial_h (and LSTM's initial_c)
+
+
+def recurrent_state_inputs(model: ModelProto) -> frozenset[str]:
+    """Inputs that reach an LSTM/GRU/RNN's initial state through slicing and reshaping alone, in any graph
+    (an If's branch output carries on as the If's output): a streaming model's state ``[layers, batch,
+    hidden]``. Its free dims are the batch, which must match the batch of the other inputs (Silero VAD's
+    ``state [2, ?, 128]``: at 16, or at the audio's length, the LSTM refuses every run)."""
+    consumers: dict[str, list[tuple[NodeProto, int]]] = {}
+    carried: dict[str, list[str]] = {}           # a branch output -> the If output it becomes
+    for ref in iter_nodes(model):
+        for i, name in enumerate(ref.node.input):
+            consumers.setdefault(name, []).append((ref.node, i))
+        if ref.node.op_type == "If":
+            for attr in ref.node.attribute:
+                if attr.HasField("g"):
+                    for k, o in enumerate(attr.g.output[:len(ref.node.output)]):
+                        carried.setdefault(o.name, []).append(ref.node.output[k])
+    init = {t.name for t in model.graph.initializer}
+    found: set[str] = set()
+    for vi in model.graph.input:
+        if vi.name in init:
+            continue
+        frontier, seen = [vi.name], set()
+        while frontier and vi.name not in found:
+            name = frontier.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            frontier.extend(carried.get(name, ()))
+            for n, i in consumers.get(name, []):
+                if i in _STATE_SLOTS.get(n.op_type, ()):
+                    found.add(vi.name)
+                    break
+                if n.op_type in _STATE_CARRY and i == 0:
+                    frontier.extend(n.output)
+    return frozenset(found)
+
+
 def input_specs(model: ModelProto) -> tuple[InputSpec, ...]:
     """Specs for the model's real inputs (initializers listed as inputs are skipped)."""
     init = {t.name for t in model.graph.initializer}
@@ -176,6 +218,7 @@ def input_specs(model: ModelProto) -> tuple[InputSpec, ...]:
     hinted: dict[str, list[tuple[int, int]]] = {}
     for h in dim_hints(model):
         hinted.setdefault(h.input, []).append((h.axis, h.value))
+    states = recurrent_state_inputs(model)
     specs = []
     for vi in model.graph.input:
         if vi.name in init:
@@ -210,6 +253,12 @@ def input_specs(model: ModelProto) -> tuple[InputSpec, ...]:
         elif dtype.startswith(("float", "bfloat")) and (vi.name in bounds or vi.name in one_hot):
             # a float input the graph casts to integer indices (Gather, OneHot): whole numbers in the valid range
             low, high, role = 0, min(bounds.get(vi.name, 2**62), one_hot.get(vi.name, 2**62)), "indices"
+        elif vi.name in states and info.shape is not None:
+            # its free dims are the batch: 1, as the other inputs' leading dim, not a sequence length
+            role = "recurrent_state"
+            given = {a for a, _ in hinted.get(vi.name, ())}
+            hinted.setdefault(vi.name, []).extend(
+                (a, 1) for a, d in enumerate(info.shape) if not isinstance(d, int) and a not in given)
         specs.append(InputSpec(vi.name, dtype, info.shape, info.kind, low, high, role,
                                tuple(hinted.get(vi.name, ()))))
     return tuple(specs)

@@ -125,3 +125,61 @@ def test_seeded_sets_stop_at_an_error_no_input_fixes(error, runs):
     assert len(shapes[:2]) == runs and out.tries >= runs and (runs == 2 or len(shapes) == 1), shapes
     assert runs == 1 or shapes[1] == (1, 3, 48, 48)          # the second seeded set is the small image size
     assert out.first_error and error.split(":", 1)[1].strip()[:20] in out.first_error
+
+
+def _streaming_lstm():
+    """Silero VAD's shape of things: audio [?, ?] and a stacked LSTM state [2, ?, 8] (h, c; its free dim is
+    the batch) that reaches the LSTM through Gather + Unsqueeze inside an If's branches."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(0)
+    hid = 8
+    w = helper.make_tensor("W", TensorProto.FLOAT, [1, 4 * hid, 1], rng.normal(size=4 * hid).tolist())
+    r = helper.make_tensor("R", TensorProto.FLOAT, [1, 4 * hid, hid], rng.normal(size=4 * hid * hid).tolist())
+
+    def branch(name):
+        return helper.make_graph([
+            helper.make_node("Gather", ["state", "zero"], ["h2"], axis=0, name=f"{name}_gh"),
+            helper.make_node("Gather", ["state", "one"], ["c2"], axis=0, name=f"{name}_gc"),
+            helper.make_node("Unsqueeze", ["h2", "ax0"], [f"{name}_h"], name=f"{name}_uh"),
+            helper.make_node("Unsqueeze", ["c2", "ax0"], [f"{name}_c"], name=f"{name}_uc"),
+        ], name, [], [helper.make_tensor_value_info(f"{name}_h", TensorProto.FLOAT, None),
+                      helper.make_tensor_value_info(f"{name}_c", TensorProto.FLOAT, None)])
+
+    nodes = [
+        helper.make_node("Unsqueeze", ["input", "ax2"], ["x3"]),                 # [b, t, 1]
+        helper.make_node("Transpose", ["x3"], ["xt"], perm=[1, 0, 2]),           # [t, b, 1]
+        helper.make_node("If", ["flag"], ["h0", "c0"], then_branch=branch("t"), else_branch=branch("e")),
+        helper.make_node("LSTM", ["xt", "W", "R", "", "", "h0", "c0"], ["y", "hn", "cn"], hidden_size=hid),
+        helper.make_node("Concat", ["hn", "cn"], ["stateN"], axis=0),
+    ]
+    inits = [w, r, helper.make_tensor("zero", TensorProto.INT64, [], [0]),
+             helper.make_tensor("one", TensorProto.INT64, [], [1]),
+             helper.make_tensor("ax0", TensorProto.INT64, [1], [0]), helper.make_tensor("ax2", TensorProto.INT64, [1], [2]),
+             helper.make_tensor("flag", TensorProto.BOOL, [], [True])]
+    graph = helper.make_graph(nodes, "vad", [
+        helper.make_tensor_value_info("input", TensorProto.FLOAT, [None, None]),
+        helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, None, hid])],
+        [helper.make_tensor_value_info("stateN", TensorProto.FLOAT, [2, None, hid])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_recurrent_state_dims_are_the_batch():
+    """An RNN state's free dim is the batch: seeded at 1 like the audio's leading dim, and kept a batch size
+    in every searched set. On the old code the seeded state was [2, 16, 8] and the searched ones took the
+    audio's length ([2, 512, 8]): the LSTM refused every set (silero_vad_v5: 'not run: needs inputs')."""
+    import onnxruntime as ort
+
+    from studio.core.feeds import random_feeds, recurrent_state_inputs
+
+    model = _streaming_lstm()
+    assert recurrent_state_inputs(model) == {"state"}
+    specs = input_specs(model)
+    assert free_axes(specs) == {"input[0]": "batch", "input[1]": "sequence", "state[1]": "batch"}
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    sets = [random_feeds(specs)] + [recipe_feeds(specs, r) for r in search_recipes(model)]
+    assert len(sets) > 3
+    for feeds in sets:      # plain ORT, the oracle: every set the studio would try runs
+        assert feeds["state"].shape[1] == feeds["input"].shape[0], {k: v.shape for k, v in feeds.items()}
+        (state_n,) = sess.run(None, feeds)
+        assert state_n.shape == (2, feeds["input"].shape[0], 8)
