@@ -59,6 +59,32 @@ def test_duplicate_node_names_are_an_onnxruntime_error_like_the_real_session(tmp
     assert next(f for f in only_ov.findings if f.code == "DUPLICATE-NODE-NAME").severity == "info"
 
 
+def test_duplicate_constant_names_are_no_onnxruntime_error(tmp_path):
+    """ONNX Runtime folds Constant nodes into initializers before it checks names: repeats among Constants
+    alone load (silero_vad_openvino_16k's fifteen 'F0::anon' read 'error ... ONNX Runtime refuses the model'
+    beside ONNX Runtime's own 'runs' on the old code)."""
+    import onnxruntime as ort
+
+    def const(out, value):
+        return helper.make_node("Constant", [], [out], name="anon",
+                                value=numpy_helper.from_array(np.full((2,), value, np.float32)))
+
+    graph = helper.make_graph([const("a", 1.0), const("b", 2.0), helper.make_node("Sum", ["x", "a", "b"], ["y"],
+                                                                                  name="sum")], "g",
+                              [helper.make_tensor_value_info("x", 1, [2])], [helper.make_tensor_value_info("y", 1, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    # The oracle: plain ONNX Runtime loads and runs it.
+    (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": np.zeros(2, np.float32)})
+    assert y.tolist() == [3.0, 3.0]
+    dup = next(f for f in lint_model(model) if f.code == "DUPLICATE-NODE-NAME")
+    assert dup.severity == "info" and dup.engine is None and "Constant nodes only" in dup.message
+    path = tmp_path / "consts.onnx"
+    onnx.save(model, str(path))
+    report = api.check(api.load(path), ("onnxruntime",))
+    assert report.verdict("onnxruntime").verdict == "runs" and not any(f.is_error for f in report.findings)
+
+
 def test_declared_output_shape_differs_from_real_run(tmp_path):
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", 1, [2, 3])],
