@@ -73,3 +73,45 @@ def test_a_refused_onnx2tf_conversion_gives_advice_a_studio_user_can_follow():
     assert "tried -kat x, -onnxsim without success" in hint
     assert "MNNConvert advises: use --fp16" in _refusal_hint("MNNConvert", {"advice": ["use --fp16"], "attempts": []})
     assert _refusal_hint("onnx2tf", {"advice": [], "attempts": [{"options": []}]}) is None
+
+
+def _reflect_pad_over_free_length():
+    """Silero VAD's STFT front: audio [?, ?] reflect-padded by 64 each side, then a strided Conv. The seeded
+    16 samples are too few for the original (ONNX Runtime refuses them); 512 run."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    w = numpy_helper.from_array(np.random.default_rng(0).normal(size=(4, 1, 8)).astype(np.float32), "w")
+    pads = numpy_helper.from_array(np.array([0, 0, 64, 0, 0, 64], np.int64), "pads")
+    shape = numpy_helper.from_array(np.array([0, 1, -1], np.int64), "shp")
+    graph = helper.make_graph([helper.make_node("Reshape", ["input", "shp"], ["x3"]),
+                               helper.make_node("Pad", ["x3", "pads"], ["p"], mode="reflect"),
+                               helper.make_node("Conv", ["p", "w"], ["y"], strides=[4])], "g",
+                              [helper.make_tensor_value_info("input", 1, [None, None])],
+                              [helper.make_tensor_value_info("y", 1, [1, 4, None])], [w, pads, shape])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_a_converted_engine_runs_only_on_inputs_the_original_takes(tmp_path):
+    """The seeded inputs the original refuses never reach the converted engine: the search goes on to a set
+    ONNX Runtime runs, and the engine is compared with it there. On the old code MNN ran the 16 samples
+    (MNN segfaulted on corpus silero_vad_v5's, 'MNN crashed'; here it pads anyway) and read 'runs' with
+    'not compared with ONNX Runtime'."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    import pytest
+
+    _needs("mnn")
+    model = _reflect_pad_over_free_length()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match="reflect"):           # the oracle: the original refuses 16 samples
+        sess.run(None, {"input": np.zeros((1, 16), np.float32)})
+    assert sess.run(None, {"input": np.zeros((1, 512), np.float32)})[0].shape == (1, 4, 159)
+    path = tmp_path / "pad.onnx"
+    onnx.save(model, str(path))
+    report = api.check(api.load(path), "mnn")
+    assert report.verdict("mnn").verdict == "runs"
+    assert not [n for n in report.notes if "not compared" in n], report.notes
+    seeded = next(f for f in report.findings if f.code == "SEEDED-SIZE" and f.engine == "mnn")
+    assert "ran on input float32[1, 512]" in seeded.message and "original refuses these inputs" in seeded.message
