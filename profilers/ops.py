@@ -376,7 +376,9 @@ def aggregate_ort_events(events: Sequence[Mapping[str, Any]], runs: int
     count = max(len(windows), 1)
     kernel_events = [e for e in events if isinstance(e, Mapping) and e.get("cat") == "Node"
                      and str(e.get("name", "")).endswith("_kernel_time")]
-    kernel_events.sort(key=lambda e: (str(e.get("tid", "")), float(e.get("ts", 0))))
+    # A body's first kernel can start in the same microsecond as its If/Loop (ORT writes the body's events
+    # first): the longer event first, so the control-flow node is the one counted.
+    kernel_events.sort(key=lambda e: (str(e.get("tid", "")), float(e.get("ts", 0)), -float(e.get("dur", 0))))
     totals: dict[str, list[Any]] = {}
     nested = 0
     open_until: dict[str, float] = {}

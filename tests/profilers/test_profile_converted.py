@@ -10,7 +10,7 @@ from profilers.variants import EngineSpec, parse_engine, parse_engines
 from studio import api
 from studio.core.errors import StudioError
 from tests.conftest import SAMPLES
-from tests.profilers.test_profile_ops import _run_ops
+from tests.profilers.test_profile_ops import _assert_mapped, _run_ops
 from tests.requirements import require_engine
 
 
@@ -38,7 +38,8 @@ def test_mnn_per_op_maps_convolutions_to_their_nodes(tmp_path):
     path = SAMPLES / "cnn_unfused.onnx"
     model = onnx.load(str(path))
     ops = _run_ops(path, model, EngineSpec("mnn", hint=None), tmp_path, runs=3)
-    assert ops.engine == "mnn" and ops.mapped_share > 0.7
+    assert ops.engine == "mnn"
+    _assert_mapped(ops, 0.7)
     anchors = {k.anchor for k in ops.kernels if k.op_type == "Convolution"}   # (MNN runs Gemm as one too)
     assert {n.name for n in model.graph.node if n.op_type == "Conv"} <= anchors
 

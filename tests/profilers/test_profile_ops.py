@@ -44,6 +44,15 @@ def test_aggregate_ort_events_skips_warmup_runs():
     assert run_ms == pytest.approx(0.08)
 
 
+def test_a_body_kernel_starting_with_its_control_flow_node_is_the_nested_one():
+    """ORT writes a Loop's body kernels before the Loop's own event; one can start in the same microsecond."""
+    events = [{"cat": "Session", "name": "model_run", "ts": 100, "dur": 50},
+              _event("/Loop/body/Add_kernel_time", 110, 5, op="Add"),
+              _event("/Loop_kernel_time", 110, 30, op="Loop")]
+    kernels, _, nested = aggregate_ort_events(events, runs=1)
+    assert nested == 1 and [(k.name, k.per_run_us) for k in kernels] == [("/Loop", (30.0,))]
+
+
 MODEL = '''<ir_version: 8, opset_import: ["" : 17]>
 g (float[1,3,8,8] x) => (float[1,3,8,8] y) <float[3,3,3,3] w, float[3] scale, float[3] bias, float[3] mean, float[3] var>
 {
@@ -115,6 +124,58 @@ def _matmul_chain(tmp_path, n=4, size=192):
     return save(model, tmp_path / "chain.onnx"), model
 
 
+def _model_runs(events):
+    """ORT's ``model_run`` events in time order: the warm-up runs, then the profiled ones."""
+    return sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+                  key=lambda e: e["ts"])
+
+
+def _top_level_kernel_us(events, run):
+    """Microseconds of ``run`` spent in kernels, read straight from ORT's trace: every kernel event in the
+    run's window that no longer kernel event on the same thread contains (an If/Loop body's kernels run
+    inside their node's kernel)."""
+    kernels = [e for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")
+               and run["ts"] <= e["ts"] <= run["ts"] + run["dur"]]
+
+    def inside(e, f):
+        return (f is not e and f.get("tid") == e.get("tid") and f["dur"] > e["dur"]
+                and f["ts"] <= e["ts"] and e["ts"] + e["dur"] <= f["ts"] + f["dur"])
+    return sum(e["dur"] for e in kernels if not any(inside(e, f) for f in kernels))
+
+
+def _assert_kernels_within_runs_within_calls(ops, events, runs):
+    """The order that holds on any machine, whatever its load, between the figures of the same profiled runs:
+    each run's time in kernels <= ORT's own model_run duration <= the timed call around it <= the span from
+    the end of the run before it to the start of the run after it (the calls are back to back). Medians keep
+    an order that holds run by run, so: in kernels <= ORT's run time <= end-to-end <= the ``runs // 2 + 1``-th
+    smallest of those spans (one call, the last, has no span). ORT's trace is in whole microseconds."""
+    every = _model_runs(events)
+    assert len(every) > runs, "the warm-up runs are in the trace too"
+    profiled = every[-runs:]
+    assert ops.in_kernels_ms == pytest.approx(
+        float(np.median([_top_level_kernel_us(events, r) for r in profiled])) / 1000.0, rel=1e-6, abs=1e-6)
+    assert ops.engine_run_ms == pytest.approx(float(np.median([r["dur"] for r in profiled])) / 1000.0, abs=1e-6)
+    spans = sorted((after["ts"] - (before["ts"] + before["dur"])) / 1000.0
+                   for before, after in zip(every[-runs - 1:-2], every[-runs + 1:]))
+    us = 1e-3
+    assert ops.in_kernels_ms <= ops.engine_run_ms + 2 * us, (ops.in_kernels_ms, ops.engine_run_ms)
+    assert ops.engine_run_ms <= ops.end_to_end_ms * (1 + 1e-3) + 2 * us, (ops.engine_run_ms, ops.end_to_end_ms)
+    assert ops.end_to_end_ms <= spans[runs // 2] * (1 + 1e-3) + 3 * us, (ops.end_to_end_ms, spans)
+    assert ops.coverage == pytest.approx(ops.in_kernels_ms / ops.end_to_end_ms)
+    assert ops.overhead_ms == pytest.approx(ops.end_to_end_ms - ops.in_kernels_ms)
+
+
+def _assert_mapped(ops, at_least: float):
+    """Attribution without timing: ``at_least`` of the kernels (counted, not weighted by time: one preempted
+    kernel must not move it) map to ONNX nodes, none of the unmapped ones is a convolution, and the
+    time-weighted ``mapped_share`` is the arithmetic of the kernels' own times."""
+    mapped = [k for k in ops.kernels if k.anchor is not None]
+    assert ops.kernels and len(mapped) / len(ops.kernels) > at_least, [(k.name, k.op_type) for k in ops.kernels]
+    assert not [k.name for k in ops.kernels if k.anchor is None and "conv" in k.op_type.lower()]
+    total = sum(k.ms for k in ops.kernels)
+    assert ops.mapped_share == pytest.approx(sum(k.ms for k in mapped) / total if total else 0.0)
+
+
 def _run_ops(path, model, spec, tmp_path, runs=8):
     arrays = {}
     feeds = random_feeds(input_specs(model))
@@ -134,22 +195,16 @@ def test_ort_per_op_one_kernel_per_node_without_optimizations(tmp_path):
     assert ops.mapped_share == 1.0
     by_type = {t.op_type: t for t in ops.by_op_type}
     assert by_type["MatMul"].kernels == 4 and by_type["MatMul"].share > 0.5
-    # The per-op sum is most of the end-to-end time; the rest is visible as overhead.
-    assert 0.3 < ops.coverage <= 1.05, (ops.per_op_sum_ms, ops.end_to_end_ms)
-    assert ops.overhead_ms == pytest.approx(ops.end_to_end_ms - ops.in_kernels_ms)
     shares = ops.node_time_share()
     assert sum(shares.values()) == pytest.approx(1.0)
     assert max(shares, key=shares.get).startswith("mm")
     # The trace lands in the job folder, and is a chrome trace.
     events = json.loads((tmp_path / "job" / ops.trace_file).read_text())
     assert any(e.get("name") == "mm0_kernel_time" for e in events)
-    # Time in kernels is the median over the profiled runs of each run's kernel sum, read here
-    # straight from ORT's trace (a median of sums, so it may sit a hair below the sum of medians).
-    runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
-                  key=lambda e: e["ts"])[-8:]
-    kernels = [e for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")]
-    per_run_us = [sum(k["dur"] for k in kernels if r["ts"] <= k["ts"] <= r["ts"] + r["dur"]) for r in runs]
-    assert ops.in_kernels_ms == pytest.approx(float(np.median(per_run_us)) / 1000.0, rel=1e-6, abs=1e-6)
+    # Time in kernels is the median over the profiled runs of each run's kernel sum (a median of sums, so it
+    # may sit a hair below the sum of medians), and end-to-end and the overhead come from the same runs: checked
+    # against ORT's own trace, never against a fixed share of end-to-end (a share is the machine's load).
+    _assert_kernels_within_runs_within_calls(ops, events, runs=8)
 
 
 def test_ort_per_op_on_optimized_sample_maps_fused_kernels(tmp_path):
@@ -157,7 +212,7 @@ def test_ort_per_op_on_optimized_sample_maps_fused_kernels(tmp_path):
     model = onnx.load(str(path))
     ops = _run_ops(path, model, EngineSpec("onnxruntime"), tmp_path, runs=4)
     assert len(ops.kernels) < len(model.graph.node)      # BN folded, Relu fused, Identity gone
-    assert ops.mapped_share > 0.8
+    _assert_mapped(ops, 0.8)
     conv_anchors = [k.anchor for k in ops.kernels if k.op_type == "Conv"]
     assert conv_anchors and all(a and a.endswith("/Conv") for a in conv_anchors)
     assert all(n.startswith("/") for n in ops.per_node_ms)
@@ -167,7 +222,8 @@ def test_openvino_per_op_counters_and_synthesized_trace(tmp_path):
     path = SAMPLES / "cnn_unfused.onnx"
     model = onnx.load(str(path))
     ops = _run_ops(path, model, EngineSpec("openvino"), tmp_path, runs=4)
-    assert ops.engine == "openvino" and ops.mapped_share > 0.7
+    assert ops.engine == "openvino"
+    _assert_mapped(ops, 0.7)
     convs = [k for k in ops.kernels if k.op_type == "Convolution"]
     assert len(convs) == sum(1 for n in model.graph.node if n.op_type == "Conv")
     assert all(k.anchor and k.anchor.endswith("/Conv") for k in convs)
@@ -184,12 +240,15 @@ def test_unnamed_nodes_are_keyed_like_the_nodes_page(tmp_path):
 
 
 def test_control_flow_bodies_are_not_counted_twice(tmp_path):
-    """The sample's If and Loop bodies run inside their nodes' kernels: the per-op sum stays
-    below the end-to-end time and the time lands on the main graph's If and Loop nodes."""
+    """The sample's If and Loop bodies run inside their nodes' kernels: a run's time in kernels is its
+    top-level kernels' time (counted twice, the bodies' kernels put it above ORT's own run time) and the time
+    lands on the main graph's If and Loop nodes."""
     path = SAMPLES / "if_loop.onnx"
     model = onnx.load(str(path))
     ops = _run_ops(path, model, EngineSpec("onnxruntime"), tmp_path, runs=4)
-    assert ops.per_op_sum_ms <= ops.end_to_end_ms * 1.05
+    events = json.loads((tmp_path / "job" / ops.trace_file).read_text())
+    assert any("/body/" in e.get("name", "") for e in events)          # the bodies' kernels are in the trace
+    _assert_kernels_within_runs_within_calls(ops, events, runs=4)
     assert {"If", "Loop"} <= {k.op_type for k in ops.kernels}
     loop = next(k for k in ops.kernels if k.op_type == "Loop")
     assert loop.anchor == "/Loop" and ops.per_node_ms["/Loop"] > 0
@@ -215,7 +274,7 @@ def test_openvino_per_op_sum_and_end_to_end_come_from_the_same_runs(tmp_path):
     model = onnx.load(str(path))
     ops = _run_ops(path, model, EngineSpec("openvino"), tmp_path, runs=20)
     assert ops.runs == 20 and ops.per_op_sum_ms > 0 and ops.end_to_end_ms > 0
-    assert ops.kernels and ops.mapped_share > 0.5     # layers attributed to ONNX nodes
+    _assert_mapped(ops, 0.5)                          # layers attributed to ONNX nodes
     text = ops.overhead_text()
     assert ("exceeds end-to-end" in text) == ops.sum_exceeds_end_to_end
     assert "overhead -" not in text and "-0." not in text
