@@ -8,6 +8,7 @@ Every wait polls a condition under a bound that only guards a hang."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -16,13 +17,14 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 import psutil
 
 from tests.conftest import ROOT
 
 START_TIMEOUT_S = 90         # a generous bound that only guards a hang at start-up
+PORT_ATTEMPTS = 3            # fresh free ports tried when the one picked was taken before serve bound it
 
 T = TypeVar("T")
 
@@ -31,6 +33,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def reserved_port() -> Iterator[int]:
+    """A 127.0.0.1 port held for the block, for a command that only checks it can bind it (serve's check binds
+    with SO_REUSEADDR, as this socket does, so it passes): bound and not listening, it is never handed to
+    another process's bind(0) or outgoing connection in the meantime, as a port from :func:`free_port` can be."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 def port_bindable(port: int) -> bool:
@@ -95,9 +108,13 @@ def _pgid(pid: int) -> int | None:
         return None
 
 
-def assert_group_gone(pid: int, seconds: float = 3) -> None:
+GONE_BOUND_S = 30            # the worker is killed and reaped before the job returns: this only guards a hang
+
+
+def assert_group_gone(pid: int, seconds: float = GONE_BOUND_S) -> None:
     """The process ``pid`` (a sandbox worker, the leader of its group) and every child of this test
-    process in its group are gone, not even a zombie, within ``seconds``."""
+    process in its group are gone, not even a zombie, within ``seconds`` (a bound for a hang, not a speed:
+    on a loaded 2-core box the kernel may take a while to tear down a worker that held gigabytes)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         alive = [p for p in psutil.Process().children(recursive=True) if p.pid == pid or _pgid(p.pid) == pid]
@@ -115,26 +132,28 @@ class StudioServer:
 
     def __init__(self, workspace: Path, *args: str, model: Path | None = None, projects_root: Path | None = None,
                  env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         workspace = Path(workspace)
         workspace.mkdir(parents=True, exist_ok=True)
         self.workspace = workspace
         self.projects_root = Path(projects_root) if projects_root else workspace.parent / "projects"
         self.projects_root.mkdir(parents=True, exist_ok=True)
-        self.log_path = workspace.parent / f"serve-{self.port}.log"
-        self.log = open(self.log_path, "wb")
-        cmd = [sys.executable, "-m", "studio", "serve", "--port", str(self.port), "--workspace", str(workspace),
-               *args, *([str(model)] if model else [])]
         self.env = {**os.environ, **(env or {}), "ONNX_STUDIO_PROJECTS_ROOT": str(self.projects_root),
                     "ONNX_STUDIO_WORKSPACE": str(workspace)}
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        # A free port is free when picked, not when serve binds it: another process (a second xdist worker's
+        # server, any outgoing connection) can take it in between, and serve then refuses it as in use (R47):
+        # start again on a fresh one.
+        self._start(args, model)
+        attempts = 1
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self.log.close()
-                raise RuntimeError(f"serve exited: {self.log_path.read_text()[-2000:]}")
+                log = self.log_path.read_text(errors="replace")
+                if self.proc.returncode == 2 and "in use" in log and attempts < PORT_ATTEMPTS:
+                    self._start(args, model)
+                    attempts += 1
+                    continue
+                raise RuntimeError(f"serve exited: {log[-2000:]}")
             try:
                 with urllib.request.urlopen(f"{self.url}/_stcore/health", timeout=2) as r:
                     if r.status == 200:
@@ -143,6 +162,17 @@ class StudioServer:
                 time.sleep(0.3)
         self.stop()
         raise RuntimeError(f"serve did not start within {START_TIMEOUT_S} s")
+
+    def _start(self, args: tuple[str, ...], model: Path | None) -> None:
+        """``serve`` on a port free now, its output to its own log."""
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = self.workspace.parent / f"serve-{self.port}.log"
+        self.log = open(self.log_path, "wb")
+        cmd = [sys.executable, "-m", "studio", "serve", "--port", str(self.port), "--workspace", str(self.workspace),
+               *args, *([str(model)] if model else [])]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -12,7 +12,7 @@ import pytest
 
 from studio.cli import main
 from tests.conftest import assert_user_message
-from tests.servers import StudioServer, all_gone, free_port, port_bindable, wait_until
+from tests.servers import StudioServer, all_gone, free_port, port_bindable, reserved_port, wait_until
 
 PORT_FREE_S = 5
 
@@ -58,10 +58,11 @@ def test_r47_port_in_use(capsys, tmp_path):
 def test_r47_unwritable_workspace(capsys, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    port = str(free_port())
-    assert "--workspace" in _serve_error(capsys, "--port", port, "--workspace", str(blocker / "ws"))
-    assert "--workspace" in _serve_error(capsys, "--port", port, "--workspace", str(blocker))
-    assert "--workspace" in _serve_error(capsys, "--port", port, "--workspace", "/proc/onnx-studio-ws")
+    with reserved_port() as number:      # serve checks the port first: it must stay bindable for all three
+        port = str(number)
+        assert "--workspace" in _serve_error(capsys, "--port", port, "--workspace", str(blocker / "ws"))
+        assert "--workspace" in _serve_error(capsys, "--port", port, "--workspace", str(blocker))
+        assert "--workspace" in _serve_error(capsys, "--port", port, "--workspace", "/proc/onnx-studio-ws")
     assert blocker.read_text() == "not a folder"
 
 
