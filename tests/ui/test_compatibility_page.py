@@ -111,16 +111,26 @@ def test_not_run_badge_and_inputs_that_ran(app, tmp_path):
         assert expected in shown and "❌ fails" not in shown
 
 
+def _no_unexpected_error(at) -> None:
+    assert not at.exception, at.exception
+    assert not [e.value for e in at.error if "unexpected error" in e.value.lower()]
+
+
 def test_mnn_and_litert_columns(app):
     """MNN and LiteRT are checked by default wherever their stack is installed (a real conversion
-    and run each); the CLI hint names all five engines."""
+    and run each); the CLI hint names all five engines. Also this page's case of test_names_and_ids'
+    test_no_page_shows_an_unexpected_error (no model, then the sample on the default engines), which is
+    marked ``covered_by`` this test: the same page on the same sample and engines, checked once."""
     from tests.requirements import require_engine
 
-    require_engine("mnn")
-    require_engine("litert")
+    empty = app()
+    empty.switch_page("views/compatibility.py").run()
+    _no_unexpected_error(empty)
     at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
     at = _goto(at)
-    assert not at.exception
+    _no_unexpected_error(at)
+    require_engine("mnn")
+    require_engine("litert")
     picker = at.multiselect(key="compat_engines")
     assert {"mnn", "litert"} <= set(picker.value), picker.value
     text = " ".join(m.value for m in at.markdown)

@@ -92,8 +92,14 @@ def test_a_link_to_a_missing_project_says_so(app, link):
     assert "onnx_studio_project" not in at.session_state
 
 
+# The Compatibility page's case opens the sample on the default engines (five, two converting): the same page,
+# sample and checks as test_compatibility_page's test_mnn_and_litert_columns, which does them in a full run.
+_COVERED = {"views/compatibility.py": "test_mnn_and_litert_columns"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.covered_by(_COVERED[p])) if p in _COVERED else p
+                                  for p in PAGES])
 def test_no_page_shows_an_unexpected_error(app, page):
     """Every page before a model is open, then with the sample open (the states a user meets first)."""
     empty = app()
