@@ -36,6 +36,7 @@ from studio.core.compare import NOISE_FLOOR_RMS, compare_arrays
 from studio.data.metrics import DetectionMAP, OutputSpec
 from studio.core.engines.conversion import ConversionFailed
 from diagnostics.input_search import input_dependent, validate_inputs
+from studio.core.feeds import feeds_text
 from studio.data.tasks import order_free_for, output_tasks
 from studio.core.engines import engine_limits, get_engine, sessions
 
@@ -152,14 +153,25 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
                 data["reference_error"] = first_line(message, 300)
         try:
             values = runner.infer(feeds)
-        except ConversionFailed as exc:
-            data["conversion"] = exc.info
+        except Exception as exc:
+            if isinstance(exc, ConversionFailed):
+                data["conversion"] = exc.info
+            elif expected is not None and "engine_failed_on" not in ran:     # the first set ORT ran
+                ran["engine_failed_on"] = feeds_text(feeds)
+                ran["engine_error"] = f"{type(exc).__name__}: {exc}"[:2000]
             raise
         ran["feeds"], ran["values"], ran["expected"] = feeds, values, expected
         return [[n, str(np.asarray(v).dtype), list(np.shape(v)), "tensor"] for n, v in values.items()]
 
     ctx.set_stage(f"{engine} inference")
     run_candidates(onnx_model, infer, data, dims=args.get("dims"), inputs=args.get("inputs"))
+    if data.get("outputs") is None and data.get("needs_inputs") and ran.get("engine_failed_on"):
+        # The original ran on inputs the engine refused: no other inputs are needed, the converted model
+        # fails ("fails", not "not run: needs inputs"; onnx2tf's PP-OCR detector: ADD [1,14,14,96] and
+        # [1,7,14,96] not broadcastable where ONNX Runtime runs the original).
+        data["needs_inputs"], data["run_error"] = False, ran["engine_error"]
+        data["feeds_note"] = (f"ONNX Runtime runs the original on {ran['engine_failed_on']}; the converted model "
+                              "fails there: compare per layer (compare --layerwise), or use another engine")
     if data.get("outputs") is None:
         if data.get("conversion") and not data["conversion"].get("ok"):
             data["convert_error"] = data["conversion"].get("error") or data.get("run_error")

@@ -115,3 +115,44 @@ def test_a_converted_engine_runs_only_on_inputs_the_original_takes(tmp_path):
     assert not [n for n in report.notes if "not compared" in n], report.notes
     seeded = next(f for f in report.findings if f.code == "SEEDED-SIZE" and f.engine == "mnn")
     assert "ran on input float32[1, 512]" in seeded.message and "original refuses these inputs" in seeded.message
+
+
+def test_a_converted_model_that_fails_where_the_original_runs_fails(tmp_path, monkeypatch):
+    """An engine error that reads like a size problem ('not broadcastable') on inputs ONNX Runtime runs the
+    original on is the converted model's fault: 'fails', not 'not run: needs inputs' (corpus
+    paddleocr_en_ppocrv3_det on LiteRT: onnx2tf's ADD [1,14,14,96] + [1,7,14,96] at every size tried)."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
+    from diagnostics import converted_check
+    from studio.core.jobs import JobContext
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", 1, [1, 3, "H", "W"])],
+                              [helper.make_tensor_value_info("y", 1, [1, 3, "H", "W"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path = tmp_path / "relu.onnx"
+    onnx.save(model, str(path))
+    sizes = []
+
+    class Broken:                          # a converted model whose Add was built with the wrong height
+        details: dict = {}
+
+        def infer(self, feeds):
+            # the oracle: plain ONNX Runtime runs the original on every set the engine is handed
+            ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+            sizes.append(feeds["x"].shape)
+            raise RuntimeError("Given shapes, [1,14,14,96] and [1,7,14,96], are not broadcastable.Node number 127 "
+                               "(ADD) failed to prepare.")
+
+    real = converted_check.sessions.open_runner
+    monkeypatch.setattr(converted_check.sessions, "open_runner",
+                        lambda engine, *a, **k: Broken() if engine == "mnn" else real(engine, *a, **k))
+    out = converted_check.converted_check_job({"engine": "mnn", "model_path": str(path), "run": True, "dims": {},
+                                               "inputs": None, "tasks": {}}, {}, JobContext(tmp_path, tmp_path))
+    data = out.data
+    assert len(sizes) > 1 and data.get("outputs") is None                 # the search did try other sizes
+    assert not data["needs_inputs"] and "not broadcastable" in data["run_error"]
+    assert "ONNX Runtime runs the original on x float32[1, 3, 224, 224]" in data["feeds_note"]
