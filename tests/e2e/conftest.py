@@ -188,6 +188,29 @@ def ready_viewer(page, also: str | None = None, timeout_s: float = 120):
     raise AssertionError(f"the graph viewer was not ready within {timeout_s:.0f} s: {ready}")
 
 
+def click_viewer_node(page, frame, key: str, timeout_s: float = 60) -> None:
+    """Click the node ``key`` of the graph viewer in ``frame`` as a user would, where it is on screen once the
+    page has stopped moving: the frame scrolled into view, its place on the page and the node's place in it the
+    same in two reads 150 ms apart. Reports and charts that mount above the viewer push it down while a run
+    finishes, later on a busy machine than a fixed pause allows for, and a click at the old place misses."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    seen = None
+    while True:
+        frame.frame_element().scroll_into_view_if_needed()
+        box = frame.frame_element().bounding_box()
+        r = frame.evaluate(f"__graph.rectOf({key!r})")
+        now = None if not box or not r else (box["x"], box["y"], r["x"], r["y"], r["w"], r["h"])
+        if now is not None and now == seen:
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError(f"node {key!r} kept moving on the page for {timeout_s:.0f} s: {seen} -> {now}")
+        seen = now
+        page.wait_for_timeout(150)
+    page.mouse.click(box["x"] + r["x"] + r["w"] / 2, box["y"] + r["y"] + r["h"] / 2)
+
+
 def nodes_metric(page, showing: str | None = None, timeout_ms: int = 90_000):
     """The Overview's Nodes metric once it is on the page (and shows ``showing``, when given)."""
     nodes = page.locator('[data-testid="stMetric"]').filter(has_text="Nodes")

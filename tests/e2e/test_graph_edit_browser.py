@@ -13,7 +13,7 @@ import pytest
 
 from studio import api
 from tests.conftest import SAMPLES, ort_reference, save
-from tests.e2e.conftest import ready_viewer, wait_for_app
+from tests.e2e.conftest import click_viewer_node, ready_viewer, wait_for_app
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -38,12 +38,7 @@ def _click_node(page, frame, key: str) -> None:
     frame.fill(".gv-toolbar input", key)
     frame.press(".gv-toolbar input", "Enter")
     frame.wait_for_function(f"() => __graph.selected() === {key!r} && __graph.ready()", timeout=60_000)
-    page.wait_for_timeout(300)
-    frame.frame_element().scroll_into_view_if_needed()       # reports above the viewer may push it down
-    page.wait_for_timeout(300)
-    r = frame.evaluate(f"__graph.rectOf({key!r})")
-    box = frame.frame_element().bounding_box()
-    page.mouse.click(box["x"] + r["x"] + r["w"] / 2, box["y"] + r["y"] + r["h"] / 2)
+    click_viewer_node(page, frame, key)                      # reports above the viewer may push it down
 
 
 def _radio(page, text: str) -> None:

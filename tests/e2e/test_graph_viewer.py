@@ -172,7 +172,8 @@ def test_diff_panels_share_one_layout_and_pan_zoom(page, shots, tmp_path):
     c1 = page.locator(".gv-canvas").nth(1).bounding_box()
     page.mouse.move(c1["x"] + 300, c1["y"] + 300)
     page.mouse.wheel(0, -300)
-    page.wait_for_timeout(200)
+    # mouse.wheel returns before the page has handled the event: wait for the zoom itself, not a pause
+    page.wait_for_function(f"() => __graph.rectOf({key!r}, 0).w !== {a2['w']!r}", timeout=60_000)
     a3, b3 = both()
     assert a3["w"] > a2["w"] * 1.2 and abs(a3["w"] - b3["w"]) < 0.01 and a3["y"] == b3["y"]
     removed = page.evaluate("__graph.viewer.model.s.leaves.filter(l => l.status === 'removed').length")

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from tests.conftest import SAMPLES
-from tests.e2e.conftest import ready_viewer, wait_for_app
+from tests.e2e.conftest import click_viewer_node, ready_viewer, wait_for_app
 
 pytestmark = pytest.mark.browser
 
@@ -36,11 +36,7 @@ def test_the_viewer_frame_loads_its_document_by_url(shared_studio, page):
     frame.fill(".gv-toolbar input", key)
     frame.press(".gv-toolbar input", "Enter")
     frame.wait_for_function(f"() => __graph.selected() === {key!r} && __graph.ready()", timeout=60_000)
-    frame.frame_element().scroll_into_view_if_needed()
-    page.wait_for_timeout(300)
-    r = frame.evaluate(f"__graph.rectOf({key!r})")
-    box = frame.frame_element().bounding_box()
-    page.mouse.click(box["x"] + r["x"] + r["w"] / 2, box["y"] + r["y"] + r["h"] / 2)
+    click_viewer_node(page, frame, key)
     page.get_by_role("button", name="Neighbourhood in detail").first.wait_for(timeout=60_000)   # the rerun's panel
     wait_for_app(page)
     again = ready_viewer(page)

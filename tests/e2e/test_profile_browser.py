@@ -34,7 +34,7 @@ def test_profile_two_versions_in_the_browser(shared_studio, page, shots):
     wait_for_app(page)
     page.wait_for_timeout(1000)          # the pick's rerun: the panel stays open through it (no reopening here)
     wait_for_app(page)
-    page.get_by_role("button", name="Open sample").click(timeout=10_000)
+    page.get_by_role("button", name="Open sample").click()      # the page's 60 s: a rerun may redraw it first
     _wait_nodes(page, "26")
     # Let the run finish (the sidebar's version picker is drawn last) before leaving the page.
     page.wait_for_function(
