@@ -13,7 +13,8 @@ import numpy as np
 
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
-from studio.core.feeds import ImagePreprocess, choose_dims, input_specs, load_npz, make_feeds, random_feeds
+from studio.core.feeds import (ImagePreprocess, choose_dims, input_specs, load_npz, make_feeds, random_feeds,
+                               unnamed_dim_key)
 from studio.core.model import ModelHandle
 
 __all__ = ["PreparedFeeds", "batched_feeds", "prepare_feeds"]
@@ -60,8 +61,12 @@ def prepare_feeds(handle: ModelHandle, *, dims: Mapping[str, int] | None = None,
     chosen = choose_dims(specs, dims)
     feeds = _tensor_feeds(random_feeds(specs, chosen, seed=seed))
     dims_text = ", ".join(f"{k}={v}" for k, v in chosen.items())
-    return PreparedFeeds(feeds, chosen, f"seeded random inputs (seed {seed})" + (f", {dims_text}" if dims_text else ""),
-                         tuple(k for k in chosen if k not in (dims or {})))
+    # Unnamed free dims (Silero's input [?, ?]) are sized by a default too: named by their INPUT[AXIS] key.
+    unnamed = {unnamed_dim_key(s.name, i): int(feeds[s.name].shape[i]) for s in specs if s.name in feeds
+               for i, d in enumerate(s.shape or ()) if d is None and unnamed_dim_key(s.name, i) not in (dims or {})}
+    return PreparedFeeds(feeds, {**chosen, **unnamed},
+                         f"seeded random inputs (seed {seed})" + (f", {dims_text}" if dims_text else ""),
+                         tuple(k for k in chosen if k not in (dims or {})) + tuple(unnamed))
 
 
 def batched_feeds(handle: ModelHandle, prepared: PreparedFeeds, batch: int, *, seed: int = 0,

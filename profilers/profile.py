@@ -485,7 +485,8 @@ def _with_sizes_hint(failed: dict[str, str], prepared: PreparedFeeds) -> dict[st
         return failed
     guessed = ", ".join(f"{k}={prepared.dims[k]}" for k in prepared.guessed[:6])
     return {**failed, "error": f"{failed['error']}; the inputs' sizes were guessed ({guessed}): set the model's "
-                              "real ones with --dim NAME=VALUE"}
+                              "real ones with --dim NAME=VALUE (INPUT[AXIS]=VALUE for an unnamed dim), or give "
+                              "--inputs X.npz"}
 
 
 def _warm_latency(job: _ProfileRun, results: _Results, warnings: list[str]) -> _Timing:
