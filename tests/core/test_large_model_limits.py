@@ -112,7 +112,6 @@ def test_memory_measurement_children_side_by_side_only_as_they_fit(large_model, 
     """memory --measure starts an engine child per measurement, each holding the weights: side by side only
     as many as leave 4 GiB available (three children of a 6.4 GiB decoder at ~6.4 GiB each would exhaust 24 GiB)."""
     import threading
-    import time
 
     import psutil
 
@@ -120,15 +119,21 @@ def test_memory_measurement_children_side_by_side_only_as_they_fit(large_model, 
 
     each = mr._CHILD_COPIES * model_weight_bytes(large_model)
     monkeypatch.setattr(psutil, "virtual_memory", lambda: _Available(int(4 * 2**30 + spare * each)))
-    live, peak, lock = [0], [0], threading.Lock()
+    live, peak, changed = [0], [0], threading.Condition()
 
     def child(engine):
         def measure(handle, feeds, plan, *, timeout_s, optimized=False):  # noqa: ARG001
-            with lock:
+            with changed:
                 live[0] += 1
                 peak[0] = max(peak[0], live[0])
-            time.sleep(0.5)                # long enough for a second child to start beside it if allowed
-            with lock:
+                changed.notify_all()
+                if at_once == 1:
+                    # the window in which a second child would start beside it if it were allowed
+                    changed.wait_for(lambda: live[0] > 1, timeout=0.5)
+                else:
+                    # side by side: each waits for the other (a bound that only guards a hang), so the pool's
+                    # second thread may start as late as a busy machine makes it
+                    changed.wait_for(lambda: peak[0] >= at_once, timeout=60)
                 live[0] -= 1
             return mr.MeasuredMemory(engine, "fake", 1, 1)
         return measure

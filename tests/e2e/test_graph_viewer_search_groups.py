@@ -28,7 +28,7 @@ def _search(page, text: str) -> str:
     # the search's own line ("N matches ..."), before a relayout writes its own over it
     said = status.text_content()
     try:        # the jump waits for the new layout (ELK in a worker): until something is selected
-        page.wait_for_function("() => __graph.viewer.selected !== null && __graph.ready()", timeout=30_000)
+        page.wait_for_function("() => __graph.viewer.selected !== null && __graph.ready()", timeout=60_000)
     except Exception:  # noqa: BLE001 -- the assertions below say what is missing
         pass
     page.wait_for_timeout(200)
