@@ -27,7 +27,7 @@ from studio.verification.verifier import Verifier
 from studio.core.model_io import load_for_passes
 from studio.verification.verifier import run_sets
 from studio.core.compare import Verification, VerifyStatus, compare_outputs
-from studio.core.feeds import input_specs, random_feeds
+from studio.core.feeds import input_specs, random_feeds, unnamed_dim_key
 
 
 def _passed(method: str, message: str) -> Verification:
@@ -117,7 +117,7 @@ def verify(source: Path, models: tuple[ir.Model, ...], kinds: tuple[str, ...], n
 
 def _pinned_dims_of(source: Path, models: tuple[ir.Model, ...], renamed: dict[str, str]) -> dict[str, int] | None:
     """The pins of every edited model together (a split's parts may pin the same dim), or None when
-    one is not a pin of named free dims or two parts pin a dim to different sizes."""
+    one is not a pin of free dims or two parts pin a dim to different sizes."""
     dims: dict[str, int] = {}
     for m in models:
         mine = _pinned_dims(source, m, renamed)
@@ -129,7 +129,8 @@ def _pinned_dims_of(source: Path, models: tuple[ir.Model, ...], renamed: dict[st
 
 def _pinned_dims(source: Path, model: ir.Model, renamed: dict[str, str]) -> dict[str, int] | None:
     """The sizes the edit pinned, as ``dims`` of the original (its named free dims -> the edited model's
-    numbers), or None when a change is not a pin of a named dim (a fixed size changed, an unnamed dim)."""
+    numbers; an unnamed dim by its ``INPUT[AXIS]`` key), or None when a change is not a pin of a free dim (a
+    fixed size changed, or one name pinned to two sizes)."""
     import onnx
 
     original = {i.name: i for i in onnx.load(str(source), load_external_data=False).graph.input}
@@ -144,15 +145,17 @@ def _pinned_dims(source: Path, model: ir.Model, renamed: dict[str, str]) -> dict
         new = list(v.shape)
         if len(old) != len(new):
             return None
-        for d_old, d_new in zip(old, new):
+        for axis, (d_old, d_new) in enumerate(zip(old, new)):
             size = d_new if isinstance(d_new, int) else None
             if d_old.HasField("dim_value"):
                 if size != d_old.dim_value:
                     return None
             elif size is not None:
-                if not d_old.dim_param or dims.get(d_old.dim_param, size) != size:
+                # an unnamed free dim (Silero's input [?, ?]) is pinned too, under its INPUT[AXIS] key
+                key = d_old.dim_param or unnamed_dim_key(before.name, axis)
+                if dims.get(key, size) != size:
                     return None
-                dims[d_old.dim_param] = size
+                dims[key] = size
     return dims
 
 
