@@ -20,8 +20,8 @@ import pytest
 from benchmarks.corpus import ACCEPTED_TASKS, CorpusModel, corpus_dir, load_manifest
 from tests.requirements import strict
 
-__all__ = ["ACCEPTED_TASKS", "CorpusModel", "corpus_manifest", "corpus_model", "corpus_names", "corpus_params",
-           "corpus_feeds"]
+__all__ = ["ACCEPTED_TASKS", "CorpusModel", "corpus_manifest", "corpus_memory_report", "corpus_model", "corpus_names",
+           "corpus_params", "corpus_feeds"]
 
 
 @lru_cache(maxsize=1)
@@ -60,3 +60,14 @@ def corpus_feeds(name: str, seed: int = 0) -> dict:
     from benchmarks.corpus.feeds import feeds_for
 
     return feeds_for(corpus_manifest()[name.removesuffix(".onnx")], corpus_model(name), seed=seed)
+
+
+@lru_cache(maxsize=None)
+def corpus_memory_report(name: str):
+    """``api.memory_plan(api.load(model), measure=True)`` of a corpus model: its plans and each engine's measured
+    block (a child process per engine, seconds each on resnet50). The report is frozen, so the tests that read the
+    same model's (resnet50: ORT as run in test_memory_as_run, OpenVINO as compiled in test_memory_ov_compiled)
+    share one per worker."""
+    from studio import api
+
+    return api.memory_plan(api.load(corpus_model(name)), measure=True)

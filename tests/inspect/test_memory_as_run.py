@@ -22,7 +22,7 @@ from studio.inspect import memory_plan as mp
 from studio.inspect.memory_measure import measure_ort_activations
 from studio.inspect.memory_report import ORT_OFF_ENGINE, ort_engine_plan
 from studio.inspect.ort_optimized import optimized_plan
-from tests.corpus import corpus_feeds, corpus_model
+from tests.corpus import corpus_feeds, corpus_memory_report, corpus_model
 
 # Real corpus models the plan was developed on (the kept-aside ones are in bench_memory_plan's table).
 AS_RUN = ["nudenet_320n", "minilm_l6_v2_int8", "rapidocr_ppocrv4_det", "magika_standard_v3_3", "ddddocr_common_det",
@@ -60,7 +60,7 @@ def test_orts_graph_is_the_one_it_runs_and_the_off_view_stays_labelled():
     assert changed["BatchNormalization"][1] == 0 and changed["Conv"][1] == 0
     measured = orts_block(name)
     assert e.plan.arena_bytes == measured
-    r = api.memory_plan(h, measure=True)
+    r = corpus_memory_report(name)          # api.memory_plan(h, measure=True), shared with test_memory_ov_compiled
     assert [m.engine for m in r.measured] == ["onnxruntime", "openvino", ORT_OFF_ENGINE]
     default, _, off = r.measured
     assert "ORT_ENABLE_ALL" in default.what and "optimizations off" in off.what
