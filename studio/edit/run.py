@@ -13,7 +13,7 @@ from studio.core.compare import Verification, VerifyStatus
 from studio.core.model import ModelHandle
 from studio.edit.apply import AppliedEdits, apply_script, load_model
 from studio.edit.script import EditError, EditScript
-from studio.edit.verify import interface, node_changes, node_list, verify
+from studio.edit.verify import DOES_NOT_LOAD, interface, node_changes, node_list, verify
 from studio.core.model_io import save_result
 from studio.core.outputs import check_destination, disk_error, shown_path
 
@@ -128,6 +128,8 @@ def edit(handle: ModelHandle, script: EditScript, out_path: str | Path, *, verif
         if err is None:
             raise
         raise err from None
+    if not verification.ok and verification.reason == DOES_NOT_LOAD:
+        raise EditError(f"the edited model {verification.message[:400]}; refused, nothing was written")
     if not verification.ok:
         raise EditError(f"the edit changes the model's numbers ({verification.message[:240]}); refused, nothing "
                         "was written")

@@ -196,7 +196,7 @@ def reference_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobCon
     # Verification runs a few inferences per session: packing weights for faster
     # GEMMs costs more than it saves (measured: BERT-large session 1.2-1.7 s -> 0.03 s).
     runner = sessions.open_runner("onnxruntime", args["model_path"], {
-        "graph_optimization_level": "disable", "log_severity_level": 3,
+        "graph_optimization_level": args.get("level") or "disable", "log_severity_level": 3,
         "extra_session_options": {"session.disable_prepacking": "1"},
         # a checkpoint whose external data lives in the original's folder
         "external_data_dir": args.get("data_dir") or None}, ctx)
@@ -252,11 +252,13 @@ class RunSets:
 
 
 def run_sets(model_path: Path, feed_sets: list[Feeds], *, full: bool, limits: Limits | None,
-             pool_key: str, stage: str, data_dir: Path | None = None, repeat_first: bool = False) -> RunSets:
-
+             pool_key: str, stage: str, data_dir: Path | None = None, repeat_first: bool = False,
+             level: str = "disable") -> RunSets:
+    """``feed_sets`` run in one ONNX Runtime session at optimization ``level`` (disable: the reference
+    as written; basic: constant folding over the static shapes, as a user's default session does)."""
     res = run_job("passes.reference_outputs", {"model_path": str(model_path), "count": len(feed_sets),
                                                "data_dir": str(data_dir) if data_dir else "",
-                                               "full_check": full, "repeat_first": repeat_first},
+                                               "full_check": full, "repeat_first": repeat_first, "level": level},
                   pack_feed_sets(feed_sets), stage=stage, limits=session_limits(limits, model_path, data_dir),
                   pool_key=pool_key)
     outs, errs = decode_output_sets(res.data["sets"], res.arrays)

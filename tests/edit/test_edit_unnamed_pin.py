@@ -30,3 +30,40 @@ def test_a_pin_of_unnamed_free_dims_is_verified_at_its_sizes(tmp_path):
     feeds = {"audio": rng.normal(size=(1, 64)).astype(np.float32), "state": rng.normal(size=(2, 1, 4)).astype(np.float32)}
     for name, want in ort_reference(src, feeds).items():      # the oracle: plain ORT on the original
         np.testing.assert_array_equal(ort_reference(out, feeds)[name], want)
+
+
+def test_a_pin_the_optimizer_refuses_is_refused(tmp_path):
+    """A pin makes sizes static, and ONNX Runtime's default session folds constants over them in every If
+    branch, the one never taken included: here the else branch's TopK k = len(x) + 1 becomes 5 over 4
+    elements and the model does not load, while the verification's optimizer-off session runs it (corpus
+    silero_vad_v5 pinned to [1, 512]: 'passed' on the old code, and plain ORT could not load the file)."""
+    import onnxruntime as ort
+    import pytest
+
+    from studio.core.errors import StudioError
+
+    m = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[?] x) => (float[?] y) <float lo = {-1e30}, int64[1] one = {1}> {
+      mx = ReduceMax<keepdims = 0>(x)
+      c = Greater(mx, lo)
+      y = If(c) <
+        then_branch = t () => (float[?] a) { a = Identity(x) },
+        else_branch = e () => (float[?] b) {
+            s = Shape(x)
+            k = Add(s, one)
+            b, i = TopK(x, k)
+        }
+      >
+    }"""
+    model = onnx.parser.parse_model(m)
+    src = tmp_path / "m.onnx"
+    onnx.save(model, src)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 4
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    with pytest.raises(Exception, match="requested k"):        # the oracle: plain ORT refuses the pinned model
+        ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    out = tmp_path / "o" / "pinned.onnx"
+    with pytest.raises(StudioError, match="does not load in ONNX Runtime with its optimizer on.*requested k"):
+        api.edit(api.load(src), [{"op": "set_input", "input": "x", "shape": [4]}], out)
+    assert not out.exists()
