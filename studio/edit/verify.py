@@ -27,6 +27,7 @@ from studio.verification.verifier import Verifier
 from studio.core.model_io import load_for_passes
 from studio.verification.verifier import run_sets
 from studio.core.compare import Verification, VerifyStatus, compare_outputs
+from studio.core.errors import StudioError
 from studio.core.feeds import input_specs, random_feeds, unnamed_dim_key
 
 
@@ -193,8 +194,6 @@ def _optimizer_refuses(ckpt, pool_key: str) -> str | None:
     verification's optimizer-off session never does (corpus silero_vad_v5 at input [1, 512]: its 8 kHz
     branch's LSTM 'First input tensor must have rank 3'), so a pin that reads 'passed' may not load as
     users run it."""
-    from studio.core.errors import StudioError
-
     try:
         run_sets(ckpt.path, [], full=False, limits=None, pool_key=pool_key, data_dir=ckpt.data_dir,
                  stage="the pinned model in ONNX Runtime with its optimizer on", level="basic")
