@@ -358,7 +358,10 @@ class DaskExecutor:
     name = "dask"
 
     def __init__(self, address: str, *, retries: int = 1, security: ClusterSecurity | None = None,
-                 timeout_s: float | None = None, lost_wait_s: float = LOST_WAIT_S) -> None:
+                 timeout_s: float | None = None, lost_wait_s: float = LOST_WAIT_S,
+                 reconnect_s: float | None = None) -> None:
+        """``timeout_s``: how long to wait for the scheduler to answer, first and after it is lost
+        (``reconnect_s``, when given, bounds the wait after a loss alone)."""
         try:
             from distributed import Client
         except ImportError:
@@ -377,7 +380,8 @@ class DaskExecutor:
         except (OSError, TimeoutError, TypeError, ValueError, MemoryError) as exc:
             raise StudioError(f"no Dask scheduler answered at {self.address} within {timeout_s:g} s "
                               f"({type(exc).__name__})", code=ErrorCode.NO_CLUSTER) from None
-        self.jobs = ClusterJobs(self.client, retries=self.retries, reconnect_s=timeout_s, lost_wait_s=lost_wait_s)
+        self.jobs = ClusterJobs(self.client, retries=self.retries, reconnect_s=timeout_s if reconnect_s is None else reconnect_s,
+                                lost_wait_s=lost_wait_s)
 
     def workers(self) -> dict[str, dict]:
         """Worker address -> its resources (``target-NAME``) as the scheduler knows them."""

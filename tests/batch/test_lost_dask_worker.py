@@ -208,7 +208,8 @@ def test_r53_a_scheduler_that_stays_away_ends_the_run_cleanly_and_resume_finishe
             if not seen:
                 seen["done_before"] = done
                 cluster.kill_scheduler()
-        result, _ = _run_on(cluster, tmp_path, on_progress, retries=1, timeout_s=3)
+        # the first connect may take its time on a loaded machine; the wait for a lost scheduler is short
+        result, _ = _run_on(cluster, tmp_path, on_progress, retries=1, timeout_s=30, reconnect_s=3)
     rows = _outcomes(result)
     lost = {k for k, o in rows.items() if o.status == "scheduler lost"}
     assert len(lost) == len(rows) - seen["done_before"] > 0
