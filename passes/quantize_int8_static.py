@@ -71,6 +71,14 @@ class QuantizeInt8Static(StudioPass):
             raise StudioError(f"unknown INT8 configuration {config[:40]!r}; choose auto or one of "
                               f"{', '.join(STATIC_CONFIGS)}", code=ErrorCode.BAD_OPTION)
         names = AUTO_CANDIDATES if config == "auto" else (config,)
+        ops = {n.op_type for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.domain in ("", "ai.onnx")}
+        if not ops & quantizable_ops():
+            # Nothing the quantizer covers (a scikit-learn model of ai.onnx.ml ops): its calibration would only
+            # fail on ONNX Runtime's internals ('Graph ctor should have created NodeArg...').
+            shown = ", ".join(sorted({n.op_type for n in ir.traversal.RecursiveGraphIterator(model.graph)})[:6])
+            return PassResult(model, False, (), {}, (f"not applied: none of the model's ops ({shown}) is one INT8 "
+                                                     "quantization covers (Conv, MatMul, Gemm...); the model is "
+                                                     "left as it is",))
         if opts.get("qdq_only"):
             # QOperator models (QLinearConv...) run on ONNX Runtime only: OpenVINO's frontend fails on
             # them and TensorRT's explicit quantization needs Q/DQ pairs.

@@ -77,7 +77,9 @@ def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[st
         if result.output is not None:
             # scratch: the file this run's pipeline just wrote (the fp32 model under the variant's name)
             Path(result.output).unlink(missing_ok=True)
-        raise StudioError(f"{', '.join(n for n, _ in spec.passes)} changed nothing in this model")
+        said = next((n for r in result.records for n in r.notes if str(n).startswith("not applied")), None)
+        raise StudioError(f"{', '.join(n for n, _ in spec.passes)} changed nothing in this model"
+                          + (f" ({said[len('not applied: '):]})" if said else ""))
     details: dict = {}
     warnings: list[str] = []
     for rec in result.records:

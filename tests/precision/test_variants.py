@@ -177,3 +177,34 @@ def test_a_failed_variant_leaves_no_model_under_its_name(tmp_path):
     row = next(v for v in report.variants if v.name == "int8-weights")
     assert row.status == "failed" and row.path is None and "no MatMul" in row.error
     assert not list((tmp_path / "out").rglob("*.onnx")), list((tmp_path / "out").rglob("*"))
+
+
+def test_int8_of_a_model_with_nothing_to_quantize_says_so(tmp_path):
+    """A scikit-learn model (ai.onnx.ml LinearClassifier + Normalizer) has no op INT8 quantization covers. On the
+    old code this one read int8 'ok' (nothing quantized), and corpus ort_logreg_iris (with ZipMap) 'INT8:
+    calibration failed: ... Load model from augmented.onnx failed: ... Graph ctor should have created
+    NodeArg'; now the int8 row names the model's ops and leaves the model as it is."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
+    clf = helper.make_node("LinearClassifier", ["x"], ["label", "scores"], domain="ai.onnx.ml",
+                           coefficients=[0.5, -0.2, -0.3, 0.4], intercepts=[0.1, -0.1], classlabels_ints=[0, 1])
+    norm = helper.make_node("Normalizer", ["scores"], ["probs"], domain="ai.onnx.ml", norm="L1")
+    graph = helper.make_graph([clf, norm], "g", [helper.make_tensor_value_info("x", 1, [3, 2])],
+                              [helper.make_tensor_value_info("label", 7, [3]),
+                               helper.make_tensor_value_info("probs", 1, [3, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)],
+                              ir_version=8)
+    src = tmp_path / "clf.onnx"
+    onnx.save(model, src)
+    # the oracle: plain ONNX Runtime runs the classifier
+    label, probs = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(
+        None, {"x": np.ones((3, 2), np.float32)})
+    assert label.shape == (3,) and np.allclose(probs.sum(axis=1), 1)
+    report = api.precision(src, variants=["int8"], samples=2, out_dir=tmp_path / "v", latency_budget_s=1)
+    row = next(v for v in report.variants if v.name == "int8")
+    assert row.status == "failed"
+    assert "none of the model's ops (LinearClassifier, Normalizer) is one INT8 quantization covers" in row.error, \
+        row.error
