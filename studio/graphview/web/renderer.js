@@ -206,15 +206,22 @@
   };
 
   /* ---------- layouts ---------- */
+  /* mergeEdges (in every graph of the compound layout: ELK reads it per graph): a box's outgoing edges leave
+   * from one point and its incoming ones arrive at one, as a tensor leaves Netron's boxes once, instead of
+   * one ELK port per edge. Fewer ports is less work for every phase (issue 35 item 2: ELK's cold CPU
+   * time -8 to -15 % on llama_optimum's and nudenet_320n's opening views, in node) and a tidier drawing
+   * (llama_optimum's opening view: 16 edge crossings instead of 32, 174 bends instead of 182, 10 % narrower).
+   * Other cheaper options measured no faster cold (thoroughness 1, other node placements, greedy switch
+   * off, no micro layout) or broke the dataflow (crossing minimisation off, children laid out separately). */
   var ROOT_OPTS = {
     'elk.algorithm': 'layered', 'elk.direction': 'DOWN', 'elk.hierarchyHandling': 'INCLUDE_CHILDREN',
     'elk.layered.spacing.nodeNodeBetweenLayers': '26', 'elk.spacing.nodeNode': '16',
     'elk.layered.spacing.edgeNodeBetweenLayers': '10', 'elk.spacing.edgeNode': '10', 'elk.spacing.edgeEdge': '6',
-    'elk.layered.thoroughness': '2',
+    'elk.layered.thoroughness': '2', 'elk.layered.mergeEdges': 'true',
     'elk.layered.nodePlacement.strategy': 'BRANDES_KOEPF', 'elk.layered.nodePlacement.bk.fixedAlignment': 'BALANCED',
     'elk.json.edgeCoords': 'ROOT', 'elk.json.shapeCoords': 'ROOT', 'elk.padding': '[top=14,left=14,bottom=14,right=14]'
   };
-  var GROUP_OPTS = {'elk.padding': '[top=' + (CHEAD + 8) + ',left=10,bottom=10,right=10]'};
+  var GROUP_OPTS = {'elk.layered.mergeEdges': 'true', 'elk.padding': '[top=' + (CHEAD + 8) + ',left=10,bottom=10,right=10]'};
 
   /* Edge labels do not go to ELK as labels: each would be a label dummy node in its own layer (ELK's
    * layered cost grows with them; leaving them out cut its cold CPU time ~24 % on llama_optimum, issue 35).
@@ -1063,6 +1070,12 @@
     for (i = this.boxes.length - 1; i >= 0; i--) {
       var b = this.boxes[i].b;
       if (x >= b.x && x <= b.x + b.w && y >= b.y && y <= b.y + b.h) return {type: 'item', it: this.boxes[i].it};
+    }
+    /* An open group's header title ("− name", drawn from x + 8) is its collapse control: it takes the click
+     * before an edge routed over it (with merged edges ELK may run an edge down a frame's inner margin). */
+    for (i = this.frames.length - 1; i >= 0; i--) {
+      var fh = this.frames[i].b, tw = Math.min(textW('− ' + this.frames[i].it.title, BOLD), fh.w - 12);
+      if (x >= fh.x && x <= fh.x + 8 + tw && y >= fh.y && y <= fh.y + CHEAD) return {type: 'frame', it: this.frames[i].it};
     }
     var edges = this.lay.edges;
     for (i = 0; i < edges.length; i++) {
