@@ -72,10 +72,17 @@ def latency_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> J
     if args.get("interleave", True):
         try:
             for it in items:
+                runner = None
                 try:
-                    runners[it["key"]] = open_one(it)
+                    runner = open_one(it)
+                    # one run first: an engine that opens lazily (OpenVINO reads and compiles a dynamic model at
+                    # its first inference) fails here, as its row, not in the shared rounds as the whole run
+                    runner.infer(feeds)
+                    runners[it["key"]] = runner
                 except Exception as exc:  # noqa: BLE001 - one variant failing must not hide the others
                     errors[it["key"]] = _error(exc)
+                    if runner is not None:
+                        runner.close()
             ctx.set_stage(f"latency: measuring {len(runners)} variant(s) in interleaved rounds")
             run = budgeted_rounds({k: (r.infer, (feeds,)) for k, r in runners.items()}, budget) if runners \
                 else LatencyRun.combine({})

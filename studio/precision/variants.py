@@ -46,6 +46,7 @@ from studio.precision.latency import LatencyItem, measure
 from studio.precision.nncf_int8 import SMOOTH_QUANT_ALPHAS, quantize_openvino
 from studio.precision.recommend import ENGINE_FP32, engine_gain_note, recommend, recommendable, speed_note
 from studio.precision.report import RANDOM_BASIS, PrecisionReport, VariantResult
+from studio.verification.verifier import searched_dims
 from studio.precision.weight_only import (build_nncf_weights, check_weight_options, decoder_feed_sets, decoder_of,
                                           judge_decoder, weight_pass_options)
 
@@ -394,12 +395,30 @@ def _prepare_inputs(ctx: _Context, calibration: Path | None, inputs: Path | None
         eval_feeds = held_out            # real inputs the calibration never saw
     else:
         eval_feeds = make_feeds(ctx.header, count=4, dims=dims, seed=1000)
+    if calibration is None and inputs is None:
+        found = _searched_dims(ctx, eval_feeds, dims)
+        if found is not None:        # the seeded sizes do not fit the model: every set at the searched ones
+            calib = make_feeds(ctx.header, count=max(samples, 1), dims=found[0], seed=0)
+            eval_feeds = make_feeds(ctx.header, count=4, dims=found[0], seed=1000)
+            eval_feeds = FeedSet(eval_feeds.sets, f"{eval_feeds.source}, at searched sizes (the seeded ones do "
+                                 f"not run the original; ran on {found[1]})", eval_feeds.dims)
     if len(eval_feeds) > 16:
         eval_feeds = FeedSet(eval_feeds.sets[:16], eval_feeds.source + " (first 16)", eval_feeds.dims)
     basis = (f"{RANDOM_BASIS} (seeded random inputs: add a dataset, or give calibration data)"
              if calibration is None and inputs is None else
              f"calibration {calib.source}; judged on {eval_feeds.source}")
     return _Inputs(calib, eval_feeds, None, basis)
+
+
+def _searched_dims(ctx: _Context, seeded: FeedSet, dims: Mapping[str, int] | None) -> tuple[dict[str, int], str] | None:
+    """The input search's dims when the original refuses the seeded sets for their sizes (corpus silero_vad_v5:
+    16 samples for a reflect Pad of 64), so calibration, accuracy and latency run at sizes it takes."""
+    try:
+        return searched_dims(ctx.model_path, ctx.header, seeded.sets[0], dims=dims, limits=ctx.limits,
+                             pool_key=ctx.pool_key)
+    except StudioError as exc:       # no session at all (custom ops...): the variants say why, as before
+        log.info("input search for precision skipped: %s", exc)
+        return None
 
 
 def _pass_options(ctx: _Context, inp: _Inputs, calibration_method: str) -> dict[str, dict[str, Any]]:

@@ -265,6 +265,25 @@ def run_sets(model_path: Path, feed_sets: list[Feeds], *, full: bool, limits: Li
     return RunSets(outs, errs, res.data.get("check"), tuple(str(n) for n in res.data.get("nondeterministic", ())))
 
 
+def searched_dims(model_path: Path, model: onnx.ModelProto, feeds: Feeds, *, dims: Mapping[str, int] | None,
+                  limits: Limits | None, pool_key: str) -> tuple[dict[str, int], str] | None:
+    """When the original refuses the studio's seeded ``feeds`` for their sizes (a reflect Pad on 16 samples),
+    the dims of the first input-search set it runs (``diagnostics.input_search``) and that set's text;
+    None when the seeded feeds run, or no searched set does. For callers that make their own feeds from
+    dims (precision's calibration and evaluation sets), as the Verifier searches for its reference."""
+    first = run_sets(model_path, [feeds], full=False, limits=limits, pool_key=pool_key,
+                     stage="the seeded inputs on the original (ORT)")
+    if first.outputs[0] is not None:
+        return None
+
+    def run(sets: list[Feeds]) -> tuple:
+        return run_sets(model_path, sets, full=False, limits=limits, pool_key=pool_key,
+                        stage="the original on searched inputs (ORT)").outputs
+
+    found = search_runs(model, run, first.errors[0], dims=dims)
+    return None if found is None else ({**dict(dims or {}), **dict(found.recipe.dims)}, found.text)
+
+
 def nondeterministic_note(names: tuple[str, ...] | list[str], total: int) -> str:
     """The one line verification says when the original itself is random."""
     listed = ", ".join(f"'{n[:60]}'" for n in list(names)[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")

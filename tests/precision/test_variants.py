@@ -208,3 +208,66 @@ def test_int8_of_a_model_with_nothing_to_quantize_says_so(tmp_path):
     assert row.status == "failed"
     assert "none of the model's ops (LinearClassifier, Normalizer) is one INT8 quantization covers" in row.error, \
         row.error
+
+
+def test_seeded_sizes_the_original_refuses_are_searched(tmp_path):
+    """Audio [?, ?] reflect-padded by 64 (Silero VAD's STFT front): the seeded 16 samples fail the original, so
+    every row failed here, and corpus silero_vad_v5's whole run stopped at 'latency: measuring ... failed: Pad
+    reflect ... {1,16}'. Calibration, accuracy and latency now run at the input search's sizes, said in the
+    report."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper, numpy_helper
+
+    w = numpy_helper.from_array(np.random.default_rng(0).normal(size=(4, 1, 8)).astype(np.float32), "w")
+    pads = numpy_helper.from_array(np.array([0, 0, 64, 0, 0, 64], np.int64), "pads")
+    shape = numpy_helper.from_array(np.array([0, 1, -1], np.int64), "shp")
+    graph = helper.make_graph([helper.make_node("Reshape", ["input", "shp"], ["x3"]),
+                               helper.make_node("Pad", ["x3", "pads"], ["p"], mode="reflect"),
+                               helper.make_node("Conv", ["p", "w"], ["y"], strides=[4])], "g",
+                              [helper.make_tensor_value_info("input", 1, [None, None])],
+                              [helper.make_tensor_value_info("y", 1, [1, 4, None])], [w, pads, shape])
+    src = tmp_path / "pad.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), src)
+    sess = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
+    try:                                        # the oracle: plain ORT refuses the seeded 16 samples
+        sess.run(None, {"input": np.zeros((1, 16), np.float32)})
+        raise AssertionError("plain ORT ran 16 samples")
+    except Exception as exc:  # noqa: BLE001
+        assert "reflect" in str(exc)
+    report = api.precision(src, variants=["fp32", "int8"], samples=2, out_dir=tmp_path / "v", latency_budget_s=1)
+    by = {v.name: v for v in report.variants}
+    assert by["fp32"].status == "ok" and by["fp32"].latency_ms > 0
+    assert by["int8"].status == "ok" and by["int8"].cosine > 0.9, by["int8"].error
+    assert "at searched sizes" in report.evaluation["source"] and "float32[1, 512]" in report.evaluation["source"]
+    assert report.evaluation["dims"]["input[1]"] == 512
+    assert sess.run(None, {"input": np.zeros((1, 512), np.float32)})[0].shape == (1, 4, 159)
+
+
+def test_a_variant_that_opens_but_cannot_run_is_its_own_row_in_the_latency_run(tmp_path):
+    """The interleaved latency job opened every variant, then timed them together: one that opened but failed
+    its first inference (OpenVINO reads and compiles a dynamic model at its first run: silero_vad_v5's
+    'UnknownRank') stopped the whole measurement. Each variant now runs once before the rounds."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from studio.precision.latency import LatencyItem, measure
+
+    relu = helper.make_graph([helper.make_node("Relu", ["input"], ["y"])], "g",
+                             [helper.make_tensor_value_info("input", 1, [None, None])],
+                             [helper.make_tensor_value_info("y", 1, [None, None])])
+    pads = numpy_helper.from_array(np.array([0, 64, 0, 64], np.int64), "pads")
+    pad = helper.make_graph([helper.make_node("Pad", ["input", "pads"], ["y"], mode="reflect")], "g",
+                            [helper.make_tensor_value_info("input", 1, [None, None])],
+                            [helper.make_tensor_value_info("y", 1, [None, None])], [pads])
+    paths = {}
+    for name, g in (("relu", relu), ("pad", pad)):
+        paths[name] = tmp_path / f"{name}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), paths[name])
+    feeds = {"input": np.ones((1, 16), np.float32)}          # the pad model opens, and refuses 16 at its run
+    run = measure([LatencyItem("relu", paths["relu"], "onnxruntime"), LatencyItem("pad", paths["pad"], "onnxruntime")],
+                  feeds, budget_s=0.5)
+    assert run.measured("relu") and not run.measured("pad")
+    assert "reflect" in run.errors["pad"], run.errors
