@@ -17,18 +17,21 @@ A converter that refuses a model gets one more try with what its own error messa
 (onnx2tf: its default onnxsim, ``-kat`` for 3-5-D inputs, ``-onwdt`` for NonMaxSuppression): a
 model that converts that way is one LiteRT runs (the message says with which options).
 
-Three shortcuts keep LiteRT's side affordable without changing its answer: a recipe with the input
+Four shortcuts keep LiteRT's side affordable without changing its answer: a recipe with the input
 shapes of an earlier recipe of the same model reuses that conversion (onnx2tf reads the shapes, not
 the values: the same file, or the same refusal), onnx2tf stops once its float32 file is written
-(reality runs that file; the float16 copy it writes next cost about as much as the float32 one), and
+(reality runs that file; the float16 copy it writes next cost about as much as the float32 one),
 TFLite's converter copies the SavedModel onnx2tf has just written of the same Keras model instead of
-tracing it again (:func:`_save_once`).
+tracing it again (:func:`_save_once`), and when onnx2tf has no converter for an op that computes on the inputs'
+values (``No module named 'onnx2tf.ops.MatMulNBits'``), neither its advised options nor another recipe's shapes
+remove that node, so the model fails there once (:func:`_no_converter`; llama_genai: 1 onnx2tf run, was 6).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
 import subprocess
 import sys
@@ -336,6 +339,35 @@ def _ops(graph) -> set[str]:
     return found
 
 
+# onnx2tf imports a module per op type of the graph it converts; none for an op it does not implement
+_NO_OP_MODULE = re.compile(r"No module named 'onnx2tf\.ops\.(\w+)'")
+
+
+def _ops_on_input_values(graph) -> set[str]:
+    """Op types of the main graph's nodes that feed an output and compute on a graph input's values (not only its
+    shape, which Shape/Size read: onnxsim folds those at fixed shapes). Neither an option (onnxsim folds constants,
+    drops dead nodes; -kat changes layouts) nor other input shapes take such a node out of the graph onnx2tf
+    converts. Values reached only through a subgraph's outer scope are not followed: fewer ops, never more."""
+    data = {i.name for i in graph.input} - {t.name for t in graph.initializer}
+    for node in graph.node:                         # topological order
+        if node.op_type not in ("Shape", "Size") and data.intersection(node.input):
+            data.update(node.output)
+    live, found = {o.name for o in graph.output}, set()
+    for node in reversed(graph.node):
+        if live.intersection(node.output):
+            live.update(node.input)
+            if node.op_type not in ("Shape", "Size") and data.intersection(node.input):
+                found.add(node.op_type)
+    return found
+
+
+def _no_converter(model, error: str) -> str | None:
+    """The op type onnx2tf has no module for when ``error`` says so and that op computes on the inputs' values
+    (:func:`_ops_on_input_values`): every option and recipe would stop at it again."""
+    m = _NO_OP_MODULE.search(error)
+    return m.group(1) if m and m.group(1) in _ops_on_input_values(model.graph) else None
+
+
 # (model path, input shapes) -> (tflite folder, note, refusal) of this child's current model: a recipe with
 # the shapes of an earlier one converts to the same file or is refused the same way (onnx2tf reads no values)
 _CONVERSIONS: dict[tuple[str, tuple[str, ...]], tuple[Path, str | None, RuntimeError | None]] = {}
@@ -357,6 +389,8 @@ def _convert_litert(path: Path, model, feeds: dict, shapes: list[str], work: Pat
     log = _Redirect(work / "onnx2tf.log")
     error = _onnx2tf(src, out, shapes, log, not_use_onnxsim=True)
     note = None
+    if error and _no_converter(model, error):
+        raise RuntimeError(f"onnx2tf: {error}")     # no advice adds a converter for an op (see _no_converter)
     if error:
         kat = [n for n, a in feeds.items() if 3 <= a.ndim <= 5]
         nms = "NonMaxSuppression" in _ops(model.graph)
@@ -429,6 +463,8 @@ def reality_of(engine: str, path: Path, work: Path) -> Outcome:
                            (f"; {note}" if note else ""))
         except Exception as exc:  # noqa: BLE001 - every engine error is the engine's answer
             tried.append(" ".join(f"{type(exc).__name__}: {exc}".split())[:400])
+            if engine == "litert" and _no_converter(model, str(exc)):
+                break       # onnx2tf lacks a converter for an op on the inputs' values: no recipe's shapes change it
     return Outcome(False, tried[0] if len(tried) == 1 else " | ".join(f"recipe {i + 1}: {t[:200]}"
                                                                       for i, t in enumerate(tried)))
 

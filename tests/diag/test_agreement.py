@@ -137,3 +137,31 @@ def stratified_models(every: int = 12) -> list:
                          ids=["litert", "onnxruntime-openvino-mnn-tensorrt"])
 def test_samples_and_a_stratified_share_of_backend_models_agree(engines, tmp_path):
     sweep_report(stratified_models(), tmp_path, engines, tensorrt="litert" not in engines)
+
+
+def test_reality_stops_at_a_missing_converter_only_for_an_op_on_the_inputs_values():
+    """The LiteRT oracle's shortcut (tests/diag/agreement.py, ``_no_converter``): a model fails once, without options
+    or other recipes, only when the op onnx2tf has no module for computes on an input's values and feeds an output.
+    An op on shapes only (folded at fixed shapes), on constants only (folded) or in dead code (dropped) may vanish
+    under onnxsim: those keep every try."""
+    from onnx import TensorProto, helper
+
+    from tests.diag.agreement import _no_converter
+
+    def model(nodes, outputs=("y",)):
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                                  [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+                                  [helper.make_tensor("w", TensorProto.FLOAT, [4], [1.0] * 4)])
+        return helper.make_model(graph)
+
+    missing = "ModuleNotFoundError: No module named 'onnx2tf.ops.Foo'"
+    on_values = model([helper.make_node("Foo", ["x"], ["h"], domain="my"), helper.make_node("Relu", ["h"], ["y"])])
+    assert _no_converter(on_values, f"onnx2tf: {missing}") == "Foo"
+    assert _no_converter(on_values, "onnx2tf: KeyError: 'w'") is None                 # another refusal: every try
+    on_shape = model([helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Foo", ["s"], ["f"], domain="my"),
+                      helper.make_node("Reshape", ["x", "f"], ["y"])])
+    on_constants = model([helper.make_node("Foo", ["w"], ["f"], domain="my"),
+                          helper.make_node("Add", ["x", "f"], ["y"])])
+    dead = model([helper.make_node("Foo", ["x"], ["z"], domain="my"), helper.make_node("Relu", ["x"], ["y"])])
+    for kept_trying in (on_shape, on_constants, dead):
+        assert _no_converter(kept_trying, missing) is None
