@@ -256,6 +256,7 @@ def test_verify_two_versions_hint_names_them_apart_with_the_dims(app):
     """Two versions stored under one file name: `compare X X` compared a file with itself; the page runs
     at the model's dims, which the hint did not carry."""
     at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
+    at.number_input(key="dim_0_batch").set_value(2).run()        # the model's dims, set on the Overview
     at.switch_page("views/optimize.py").run()
     at.button(key="opt_run").click().run()
     at.switch_page("views/verify.py").run()
@@ -264,7 +265,7 @@ def test_verify_two_versions_hint_names_them_apart_with_the_dims(app):
     (hint,) = _hints(at, "onnx-studio compare")
     args = _parse(hint, "compare")
     assert (args.a, args.b) == ("cnn_unfused-v0.onnx", "cnn_unfused-v1.onnx")
-    assert _dims(args) == dict(at.session_state["onnx_studio_dims"]) != {}
+    assert _dims(args) == dict(at.session_state["onnx_studio_dims"]) == {"batch": 2}
 
 
 def test_hint_file_names_tell_versions_stored_under_one_name_apart():

@@ -72,3 +72,38 @@ def test_ort_transformers_preset_from_the_page(app):
     ops = table_with(at, "op")
     assert ops[ops["op"] == "Attention"].iloc[0]["after"] == 1
     assert ops[ops["op"] == "Softmax"].iloc[0]["after"] == 0
+
+
+def test_unset_dims_stay_unset_for_every_page(app, tmp_path):
+    """Visiting Optimize sets no dim: an unset free length stays unset for the pages after it (Precision's
+    command has no --dim) and the run searches a size the model takes. A Conv of kernel 5 over a free
+    length refuses length 1; before, the page's boxes wrote 1 into the model's dims (Precision, Profile and
+    Export then ran at length 1: corpus oww_melspectrogram's every row failed) and its own run was
+    'structure only'."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    import numpy as np
+
+    w = numpy_helper.from_array(np.ones((2, 1, 5), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["xi"]), helper.make_node("Conv", ["xi", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, "length"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, None])], [w])
+    path = tmp_path / "conv1d.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+    at = app(str(path)).run()
+    assert at.session_state["onnx_studio_dims"] == {}
+    at.switch_page("views/optimize.py").run()
+    assert not at.exception, at.exception
+    (box,) = [n for n in at.number_input if n.key.startswith("opt_dim_")]
+    assert box.value is None                                     # before: 1, and stored as the model's dim
+    assert at.session_state["onnx_studio_dims"] == {}
+    at.button(key="opt_run").click().run()
+    assert not at.exception, at.exception
+    report = table_with(at, "pass")
+    identity = report[report["pass"] == "eliminate-identity"].iloc[0]
+    assert bool(identity["changed"]) and "match" in identity["verification"], identity["verification"]
+    at.switch_page("views/precision.py").run()
+    (hint,) = [c.value for c in at.code if c.value.startswith("onnx-studio precision")]
+    assert "--dim" not in hint, hint

@@ -57,8 +57,16 @@ def _dims(handle) -> dict[str, int]:
                "them static.")
     cols = st.columns(min(4, len(symbolic)))
     for i, name in enumerate(symbolic[:16]):
-        dims[name] = int(cols[i % len(cols)].number_input(
-            name[:40], min_value=1, value=int(dims.get(name, 1)), key=f"opt_dim_{i}_{name[:40]}"))
+        # An unset dim stays unset (as on the Overview): these are the model's dims every page uses, so a
+        # box's default of 1 written here would pin it for Precision, Profile and Export too, and stop the
+        # verifier's search for sizes the model runs at (an STFT front end refuses 1 sample).
+        value = cols[i % len(cols)].number_input(
+            name[:40], min_value=1, value=int(dims[name]) if name in dims else None, key=f"opt_dim_{i}_{name[:40]}",
+            placeholder="unset (sizes searched)")
+        if value is None:
+            dims.pop(name, None)
+        else:
+            dims[name] = int(value)
     return {k: v for k, v in dims.items() if k in symbolic}
 
 
