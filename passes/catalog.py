@@ -14,6 +14,6 @@ def catalog() -> dict:
         p = cls()
         passes.append({"name": name, "summary": cls.summary or p.describe(), "transform": p.describe(),
                        "runs_in_worker": bool(cls.calls_engines), "changes_interface": bool(cls.changes_interface)})
-    presets = [{"name": p.name, "description": p.description, "passes": list(p.passes)}
+    presets = [{"name": p.name, "description": p.description, "passes": list(p.passes), "options": p.pass_options()}
                for p in known_presets().values()]
     return {"passes": passes, "presets": presets}

@@ -94,12 +94,14 @@ class PipelineResult:
 
 def resolve_passes(preset_name: str | None = None, names: Sequence[str] | None = None,
                    options: Mapping[str, Mapping] | None = None) -> list[StudioPass]:
-    """Pass instances from a preset name or explicit names (one of them)."""
+    """Pass instances from a preset name or explicit names (one of them); a preset's own pass options
+    apply under the caller's."""
     if bool(preset_name) == bool(names):
         raise StudioError("give either a preset or a list of passes", code=ErrorCode.BAD_OPTION)
     chosen = list(preset(preset_name).passes) if preset_name else list(names or [])
+    defaults = preset(preset_name).pass_options() if preset_name else {}
     opts = options or {}
-    return [make_pass(n, **dict(opts.get(n, {}))) for n in chosen]
+    return [make_pass(n, **{**defaults.get(n, {}), **dict(opts.get(n, {}))}) for n in chosen]
 
 
 def _param_count(model: ir.Model) -> int:

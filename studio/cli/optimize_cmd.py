@@ -62,6 +62,9 @@ def _print_list() -> None:
     for p in cat["presets"]:
         print(f"  {p['name']:<10} {p['description']}")
         print(f"  {'':<10} passes: {', '.join(p['passes'])}")
+        sets = [f"{n}.{k}={v}" for n, o in p.get("options", {}).items() for k, v in o.items()]
+        if sets:
+            print(f"  {'':<10} options: {', '.join(sets)}")
     print("passes")
     for p in cat["passes"]:
         flags = [f for f, on in (("worker", p["runs_in_worker"]), ("changes interface", p["changes_interface"])) if on]
