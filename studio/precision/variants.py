@@ -608,17 +608,24 @@ class _Agreement:
     floats: int                      # float outputs compared
     int_bad: tuple[Any, ...]         # integer outputs that differ from fp32
     padding: Mapping[str, Any] = field(default_factory=dict)   # padding rows left out (:func:`_padding`)
+    # float outputs whose fp32 values are numerically zero (RMS under the float32 noise floor): no direction
+    # to keep, their cosine is rounding noise; judged value by value (their OutputDiff.match) instead
+    noise: tuple[Any, ...] = ()
+    judged: float | None = None      # the worst cosine of the outputs above the noise floor (what decides)
 
 
 def _agreement(cmp: ModelComparison) -> _Agreement:
     """The worst agreement over the variant's outputs (see :class:`_Agreement`)."""
-    diffs = [d for d in cmp.comparison.outputs.values() if d.cosine is not None]
+    measured = [d for d in cmp.comparison.outputs.values() if d.cosine is not None]
+    diffs = [d for d in measured if not d.noise_floor]
+    noise = tuple(d for d in cmp.comparison.outputs.values() if d.noise_floor and d.mode != "exact")
     int_bad = tuple(d for d in cmp.comparison.outputs.values() if d.mode == "exact" and not d.match)
-    return _Agreement(min((d.cosine for d in diffs), default=None),
+    return _Agreement(min((d.cosine for d in measured), default=None),
                       min((d.top1_agreement for d in diffs if d.top1_agreement is not None), default=None),
                       min((d.top5_overlap for d in diffs if d.top5_overlap is not None), default=None),
-                      max((d.max_abs for d in diffs if d.max_abs is not None), default=None), len(diffs), int_bad,
-                      _padding(diffs))
+                      max((d.max_abs for d in measured if d.max_abs is not None), default=None),
+                      len(diffs) + len(noise), int_bad, _padding(diffs), noise,
+                      min((d.cosine for d in diffs), default=None))
 
 
 PADDING_NOTE = "padding rows (attention_mask = 0) not compared: no downstream use reads them"
@@ -665,8 +672,12 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
         notes.append(f"{PADDING_NOTE} (cosine {agree.cosine or float('nan'):.4f} on real-token rows, "
                      f"{'n/a' if whole is None else f'{whole:.4f}'} whole output)")
     ratio, ratio_ci, rounds = _speed(run, name, latency, base_ms)
-    meets = agree.cosine is not None and agree.cosine >= ctx.target_cosine and not cmp.set_errors \
-        and not agree.int_bad
+    meets = (agree.judged >= ctx.target_cosine if agree.judged is not None else bool(agree.noise)) \
+        and all(d.match for d in agree.noise) and not cmp.set_errors and not agree.int_bad
+    for d in agree.noise if name != "fp32" else ():
+        notes.append(f"output '{d.name[:60]}' is at float32 noise level in fp32: judged value by value, "
+                     f"{'within' if d.match else 'outside'} the tolerance (max abs {(d.max_abs or 0.0):.3g}); its cosine "
+                     f"{'n/a' if d.cosine is None else f'{d.cosine:.4f}'} is not meaningful")
     if not agree.floats and not agree.int_bad and not cmp.set_errors and cmp.comparison:
         meets = True                       # only integer outputs, all equal: nothing approximated
         notes.append("integer outputs only, all equal to fp32: cosine n/a (no float output to measure)")
@@ -679,10 +690,10 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
             meets = task_meets             # the task metric decides, not the cosine
     if agree.int_bad:
         notes.append(f"integer output '{agree.int_bad[0].name[:60]}' differs from fp32: {agree.int_bad[0].note}")
-    if agree.cosine is not None and agree.cosine < ctx.target_cosine and name != "fp32" and ctx.target is None:
+    if agree.judged is not None and agree.judged < ctx.target_cosine and name != "fp32" and ctx.target is None:
         from passes.quant_tools import cosine_text  # start-up: ~60 ms the CLI parser would pay (it reads VARIANTS)
 
-        notes.append(f"target missed: cosine {cosine_text(agree.cosine, ctx.target_cosine)} < "
+        notes.append(f"target missed: cosine {cosine_text(agree.judged, ctx.target_cosine)} < "
                      f"{ctx.target_cosine:.10g}")
     speed = speed_note(ratio, ratio_ci, rounds) if name != "fp32" else None
     if speed:

