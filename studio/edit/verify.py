@@ -242,6 +242,11 @@ def _reproduce(source: Path, models: tuple[ir.Model, ...], renamed: dict[str, st
                        stage="verification (edited model on ORT)")
         if got.outputs[0] is None:
             return _failed("reproduce", f"the edited model cannot run in ONNX Runtime: {got.errors[0]}")
+        refused = _optimizer_refuses(ckpt, pool_key) if dims else None
+        if refused is not None:
+            return Verification(VerifyStatus.FAILED, f"part {i + 1} does not load in ONNX Runtime with its optimizer "
+                                f"on (its default): {refused} (pinned {', '.join(f'{k}={v}' for k, v in dims.items())})"
+                                "; pin fewer dims", reason=DOES_NOT_LOAD, method="reproduce")
         expect = {v.name: seen[renamed.get(v.name, v.name)] for v in m.graph.outputs
                   if renamed.get(v.name, v.name) in seen}
         if not expect:

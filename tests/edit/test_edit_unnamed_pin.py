@@ -67,3 +67,32 @@ def test_a_pin_the_optimizer_refuses_is_refused(tmp_path):
     with pytest.raises(StudioError, match="does not load in ONNX Runtime with its optimizer on.*requested k"):
         api.edit(api.load(src), [{"op": "set_input", "input": "x", "shape": [4]}], out)
     assert not out.exists()
+
+
+def test_a_pin_beside_an_added_output_is_load_checked_too(tmp_path):
+    """The same pin with an output exposed goes through the reproduce path (a structure change): it is also
+    refused when ONNX Runtime's default session cannot load the result."""
+    import pytest
+
+    from studio.core.errors import StudioError
+
+    m = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[n] x) => (float[?] y) <float lo = {-1e30}, int64[1] one = {1}> {
+      mx = ReduceMax<keepdims = 0>(x)
+      c = Greater(mx, lo)
+      y = If(c) <
+        then_branch = t () => (float[?] a) { a = Identity(x) },
+        else_branch = e () => (float[?] b) {
+            s = Shape(x)
+            k = Add(s, one)
+            b, i = TopK(x, k)
+        }
+      >
+    }"""
+    src = tmp_path / "m.onnx"
+    onnx.save(onnx.parser.parse_model(m), src)
+    out = tmp_path / "o" / "pinned.onnx"
+    with pytest.raises(StudioError, match="does not load in ONNX Runtime with its optimizer on.*requested k"):
+        api.edit(api.load(src), [{"op": "add_output", "tensor": "mx"}, {"op": "set_input", "input": "x",
+                                                                         "dims": {"n": 4}}], out)
+    assert not out.exists()
