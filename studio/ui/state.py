@@ -57,7 +57,7 @@ MODEL_WIDGET_PREFIXES = ("dim_", "opt_dim_", "kv_", "exp_shape_", "profile_gen_"
                          "graph_viewer_edit_", "verify_a", "verify_b",
                          "graph_model_", "compat_dim_", "precision_task_", "verify_task_", "data_task_",
                          "precision_metric", "verify_metric", "data_metric", "precision_value_", "verify_value_",
-                         "data_value_")
+                         "data_value_", "profile_versions")
 
 
 class _Lifetime:

@@ -213,3 +213,20 @@ def test_kv_budget_length_belongs_to_the_decoder(app):
     assert at.number_input(key="kv_length").value == int(context) != 96
     assert at.number_input(key="kv_batch").value == 1
     assert not [w.value for w in at.warning if "beyond the model's context" in w.value]
+
+
+def test_profile_versions_follow_the_model_picked_on_the_page(app):
+    """Another model picked in the sidebar while the Profile page is open: its versions are the ones picked
+    (the page's default: the new model's original), not the last model's, whose file the page's command
+    named (corpus oww_melspectrogram then romanizer_ar_decoder: `onnx-studio profile oww_melspectrogram.onnx`
+    under the romanizer's 'No profile for this model')."""
+    at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
+    pid = at.session_state["onnx_studio_project"]
+    first = at.session_state["onnx_studio_model"]
+    at.switch_page("views/profile.py").run()
+    assert at.multiselect(key="profile_versions").value == [f"{first}:v0"]
+    second, _ = api.add_model(pid, SAMPLES / "mobilenet_like.onnx")
+    _pick_model(at.run(), second.id)
+    assert at.multiselect(key="profile_versions").value == [f"{second.id}:v0"]     # before: [m1:v0]
+    (hint,) = [c.value for c in at.code if c.value.startswith("onnx-studio profile")]
+    assert hint.startswith("onnx-studio profile mobilenet_like.onnx "), hint
