@@ -400,7 +400,7 @@ def node_details(handle, summary, node_id: str, key: str = "nodes") -> bool:
     st.markdown(f"### {md_escape(info.op_type, 80)} · {md_escape(info.id, 200)}")
     st.caption(f"domain {md_escape(info.domain or 'ai.onnx', 60)} · scope "
                f"{md_escape(info.scope or 'main graph', 120)} · "
-               + ("FLOPs ?" if info.flops is None else f"{fmt_count(info.flops)}FLOPs"))
+               + ("FLOPs ?" if info.flops is None else f"FLOPs {fmt_count(info.flops)}"))
     left, right = st.columns(2)
     left.markdown("**Inputs**")
     dataframe(pd.DataFrame([p.__dict__ for p in details.inputs]), where=left, hide_index=True, width="stretch")

@@ -105,3 +105,22 @@ def test_a_constant_input_shows_its_value(tmp_path):
     assert boxes["topk"] == ["K = 300"]                  # the value, read back with numpy as written above
     assert boxes["reshape"] == ["shape = 1,-1"]
     assert boxes["mm"] == ["B ⟨4×4⟩"]                    # a real weight keeps its shape
+
+
+def test_node_details_flops_read_as_a_count(app, tmp_path):
+    """A node's caption said '0FLOPs' (a Constant) and '544.33 KFLOPs' (the count glued to the unit, corpus
+    oww_melspectrogram's Nodes page); it reads 'FLOPs 72', like 'FLOPs ?' when unknown. Oracle: a Conv of
+    2 output channels over length 8 with kernel 3 makes 2 x 6 outputs of 3 multiply-adds, 2 FLOPs each = 72."""
+    import onnx
+
+    w = numpy_helper.from_array(np.ones((2, 1, 3), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 6])], [w])
+    path = tmp_path / "conv.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    at = app(str(path)).run()
+    at.switch_page("views/nodes.py").run()
+    assert not at.exception, at.exception
+    (caption,) = [c for c in _captions(at) if c.startswith("domain ")]
+    assert caption.endswith("FLOPs 72"), caption
