@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from profilers.generation_profile import GenerationOptions, run_generation
+from profilers.inputs import prepare_feeds
 from profilers.nvtx import find_nsys as _find, nsys_plan as _plan, run_nsys as _run
 from profilers.profile import options_of as profile_options, Profile, ProfileOptions, run_profile
 from profilers.variants import (
@@ -27,6 +28,7 @@ from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.core.requests import ProfileRequest
 from studio.core.workspace import Workspace
+from studio.verification.verifier import searched_dims
 
 if TYPE_CHECKING:
     from profilers.generation_profile import GenerationProfile
@@ -64,13 +66,39 @@ def profile(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHand
     temporary = out_dir is None and workspace is None
     folder = Path(out_dir) if out_dir is not None else (
         workspace.job_dir("profile") if workspace is not None else Path(tempfile.mkdtemp(prefix="onnx-studio-profile-")))
+    options = options or ProfileOptions()
     try:
-        result = run_profile(chosen, specs, options or ProfileOptions(), out_dir=folder, pool_key=pool_key,
-                             on_progress=on_progress)
+        result = run_profile(chosen, specs, options, out_dir=folder, pool_key=pool_key, on_progress=on_progress)
+        searched = _searched_sizes(chosen[0], options, pool_key) if result.baseline is None else None
+        if searched is not None:        # the guessed sizes do not run the original: again at sizes it takes
+            dims, text = searched
+            result = run_profile(chosen, specs, replace(options, dims=tuple(sorted(dims.items()))), out_dir=folder,
+                                 pool_key=pool_key, on_progress=on_progress)
+            result = replace(result, warnings=(f"the guessed input sizes do not run the original; profiled at "
+                                               f"searched sizes ({text}): set --dim to profile others",
+                                               *result.warnings))
     finally:
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)  # scratch: the temp folder made above
     return replace(result, out_dir=None) if temporary else result
+
+
+def _searched_sizes(target: ProfileTarget, options: ProfileOptions, pool_key: str
+                    ) -> tuple[dict[str, int], str] | None:
+    """Sizes the original runs at, searched as check, verify, optimize and precision search them, when
+    profiling failed on seeded inputs whose sizes were guessed (corpus silero_vad_v5: a reflect Pad of 64
+    on 16 samples); None when the user gave the inputs or every size, or nothing better is found."""
+    if options.inputs_npz or options.images_dir or target.openvino_ir is not None:
+        return None
+    given = dict(options.dims)
+    try:
+        prepared = prepare_feeds(target.handle, dims=given, seed=options.seed)
+        if not prepared.guessed:
+            return None
+        return searched_dims(target.handle.path, target.handle.proto, dict(prepared.feeds), dims=given,
+                             limits=None, pool_key=pool_key)
+    except StudioError:     # no ORT session at all: the profile's own errors say why
+        return None
 
 
 def _profile_targets(targets: Sequence[ModelHandle | ProfileTarget | tuple[str, ModelHandle]]) -> list[ProfileTarget]:

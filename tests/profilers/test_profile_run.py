@@ -292,42 +292,67 @@ def test_openvino_precision_and_hint_are_reported(tmp_path):
     assert "LATENCY" in str(pinned.details["performance_hint"])
 
 
-def test_a_run_that_fails_at_guessed_sizes_says_how_to_set_them(tmp_path):
-    """A model that needs a real size no default knows (an STFT as a 64-wide Conv over free 'samples', guessed
-    at 32) fails its first inference; the error named only the engine's 'Invalid input shape'. It now says
-    which sizes were guessed and how to set them, and the size a plain onnxruntime run accepts works."""
+def _searched_shape(profile) -> tuple[int, ...]:
+    """The shape of x the profile ran at, read from its warning ('... (ran on x float32[1, 1, N]) ...')."""
+    import re
+
+    text = profile.warnings[0]
+    assert "guessed input sizes do not run the original; profiled at searched sizes" in text, profile.warnings
+    return tuple(int(d) for d in re.search(r"x float32\[([0-9, ]+)\]", text).group(1).split(", "))
+
+
+def _plain_ort_runs(path, shape) -> bool:
     import onnxruntime as ort
 
+    try:
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": np.zeros(shape, np.float32)})
+        return True
+    except Exception:       # noqa: BLE001 - the oracle's own refusal
+        return False
+
+
+def test_a_run_that_fails_at_guessed_sizes_says_how_to_set_them(tmp_path):
+    """A model that needs a real size no default knows (an STFT as a 64-wide Conv over free 'samples', guessed
+    at 32) fails its first inference; the error named only the engine's 'Invalid input shape'. The profiler now
+    says which sizes were guessed and how to set them, and the profile (as check, verify, optimize and precision
+    do) searches sizes the original runs at and profiles there, said in a warning; a size a plain onnxruntime
+    run accepts works when given."""
+    from profilers.profile import run_profile
+
     path = save(wide_conv_over_samples(), tmp_path / "stft.onnx")
-    with pytest.raises(Exception):       # the oracle: plain ORT refuses the guessed size too
-        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
-            None, {"x": np.zeros((1, 1, 32), np.float32)})
+    assert not _plain_ort_runs(path, (1, 1, 32))        # the oracle: plain ORT refuses the guessed size too
     options = ProfileOptions(warmup=1, iterations=5, rounds=2)
-    v = api.profile([ProfileTarget("stft", api.load(path))], ["ort"], options, out_dir=tmp_path / "a").variants[0]
+    target = ProfileTarget("stft", api.load(path))
+    v = run_profile([target], [parse_engine("ort")], options, out_dir=tmp_path / "a").variants[0]
     assert not v.ok and v.error_kind == "error"
     assert "guessed (samples=32)" in v.error and "--dim NAME=VALUE" in v.error, v.error
-    ok = api.profile([ProfileTarget("stft", api.load(path))], ["ort"],
-                     ProfileOptions(warmup=1, iterations=5, rounds=2, dims=(("samples", 256),)),
-                     out_dir=tmp_path / "b").variants[0]
-    assert ok.ok, ok.error
+    searched = api.profile([target], ["ort"], options, out_dir=tmp_path / "s")
+    assert searched.ok, searched.variants[0].error
+    shape = _searched_shape(searched)
+    assert shape[2] != 32 and _plain_ort_runs(path, shape)      # a size plain ORT runs, found, not guessed
+    assert "samples" in dict(searched.options.dims)
+    ok = api.profile([target], ["ort"], ProfileOptions(warmup=1, iterations=5, rounds=2, dims=(("samples", 256),)),
+                     out_dir=tmp_path / "b")
+    assert ok.ok and not any("searched sizes" in w for w in ok.warnings), ok.warnings
 
 
 def test_a_run_that_fails_at_a_guessed_unnamed_size_names_it(tmp_path):
     """The same, where the free dim has no name (Silero VAD's input [?, ?]): the default size was not counted
     as guessed, and the error was ONNX Runtime's alone (corpus silero_vad_v5: 'Pad reflect: post-pad (64)
-    exceeds maximum allowed (15)'). It now names x[2]=16 and the INPUT[AXIS]=VALUE form, which then runs."""
-    import onnxruntime as ort
+    exceeds maximum allowed (15)'). It now names x[2]=16 and the INPUT[AXIS]=VALUE form, which then runs; the
+    profile itself searches a size that runs."""
+    from profilers.profile import run_profile
 
     model = wide_conv_over_samples()
     model.graph.input[0].type.tensor_type.shape.dim[2].Clear()         # x [1, 1, ?]
     path = save(model, tmp_path / "stft_unnamed.onnx")
-    with pytest.raises(Exception):       # the oracle: plain ORT refuses the guessed 16 samples
-        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
-            None, {"x": np.zeros((1, 1, 16), np.float32)})
+    assert not _plain_ort_runs(path, (1, 1, 16))        # the oracle: plain ORT refuses the guessed 16 samples
     options = ProfileOptions(warmup=1, iterations=5, rounds=2)
-    v = api.profile([ProfileTarget("stft", api.load(path))], ["ort"], options, out_dir=tmp_path / "a").variants[0]
+    target = ProfileTarget("stft", api.load(path))
+    v = run_profile([target], [parse_engine("ort")], options, out_dir=tmp_path / "a").variants[0]
     assert not v.ok and "guessed (x[2]=16)" in v.error and "INPUT[AXIS]=VALUE" in v.error, v.error
-    ok = api.profile([ProfileTarget("stft", api.load(path))], ["ort"],
-                     ProfileOptions(warmup=1, iterations=5, rounds=2, dims=(("x[2]", 256),)),
+    searched = api.profile([target], ["ort"], options, out_dir=tmp_path / "s")
+    assert searched.ok and _plain_ort_runs(path, _searched_shape(searched)), searched.warnings
+    ok = api.profile([target], ["ort"], ProfileOptions(warmup=1, iterations=5, rounds=2, dims=(("x[2]", 256),)),
                      out_dir=tmp_path / "b").variants[0]
     assert ok.ok, ok.error
