@@ -90,6 +90,11 @@ class ModelComparison:
     def ok(self) -> bool:
         return bool(self)
 
+    def notes_beside_summary(self) -> tuple[str, ...]:
+        """The shape notes and failed input sets a report lists under its summary, less the failed set the
+        summary already is (a failure was shown twice: as the verdict and again as a note)."""
+        return (*self.shape_notes, *self.set_errors[1:])
+
     def summary(self) -> str:
         if self.set_errors:
             return self.set_errors[0]
@@ -124,7 +129,10 @@ def model_flavor(model: onnx.ModelProto) -> str:
 
 
 def _ov_precision(options: RunOptions, details: Mapping[str, Any]) -> str:
-    eff = details.get("precision_effective") or "?"
+    eff = details.get("precision_effective")
+    if not eff:         # it never compiled (the run failed first): what was asked, not a '?'
+        asked = options.precision if options.precision != "default" else "the plugin's default"
+        return f"{asked} asked, not compiled"
     return f"{eff}, {'pinned' if options.precision != 'default' else 'plugin default'}"
 
 

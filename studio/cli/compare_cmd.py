@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     for name in result.comparison.missing:
         print(f"missing    output '{printable(name, 80)}' is not produced by the candidate")
-    for note in (*result.shape_notes, *result.set_errors):
+    for note in result.notes_beside_summary():
         print(f"note       {printable(note, 300)}")
     if result.layerwise is not None:
         lw = result.layerwise

@@ -153,3 +153,21 @@ def test_custom_op_model_is_named_not_dumped():
     with pytest.raises(StudioError) as e:
         api.compare(m, m)
     assert_user_message(str(e.value), "grid_sampler", "mmdeploy", "not supported by ONNX Runtime")
+
+
+def test_a_failed_set_is_the_verdict_once_and_an_uncompiled_engine_has_no_question_mark(tmp_path):
+    """Corpus silero_vad_v5 on OpenVINO (UnknownRank): the Verify page showed the failure as its verdict and
+    again as a warning, and the candidate read '(?, pinned)'. The verdict is the first failed set; the notes
+    under it are the rest; a precision never compiled is said as asked."""
+    import dataclasses
+
+    from studio.accuracy.compare_models import _ov_precision
+    from studio.core.engines.base import RunOptions
+
+    a = save(parse_model('<ir_version: 8, opset_import: ["" : 17]> g (float[1,4] x) => (float[1,4] y) '
+                         '{ y = Relu(x) }'), tmp_path / "a.onnx")
+    r = dataclasses.replace(api.compare(a, a), set_errors=("set 1 fails: first", "set 2 fails: second"))
+    assert r.summary() == "set 1 fails: first"
+    assert r.notes_beside_summary() == (*r.shape_notes, "set 2 fails: second")
+    assert _ov_precision(RunOptions(precision="f32"), {}) == "f32 asked, not compiled"
+    assert _ov_precision(RunOptions(precision="f32"), {"precision_effective": "f32"}) == "f32, pinned"

@@ -46,7 +46,7 @@ def _show(result, key: str) -> None:
     st.caption(widgets.md_escape(f"inputs: {result.feeds.get('source', '')} · tolerance: {result.tolerance_note}",
                                  400))
     widgets.dataframe(_outputs_table(result), hide_index=True, width="stretch")
-    for note in (*result.shape_notes, *result.set_errors):
+    for note in result.notes_beside_summary():
         st.warning(widgets.md_escape(note, 400))
     task = (result.extra or {}).get("task")
     if task:
