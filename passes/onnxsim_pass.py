@@ -16,6 +16,7 @@ skipped, with the reason, when the library is not importable.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 import onnx_ir as ir
@@ -23,6 +24,8 @@ import onnx_ir as ir
 from passes.base import Change, PassResult, StudioPass, all_nodes, count_ops, label_diff, labels, result
 from passes.nondeterministic import random_op_counts
 from passes.base import register
+from studio.core.error_codes import ErrorCode
+from studio.core.errors import StudioError
 from studio.core.model_io import from_proto, to_proto
 
 # Below this, growth is noise (a folded shape tensor), not a file-size problem.
@@ -121,18 +124,37 @@ class OnnxSlim(PeerPass):
     summary = "Run onnxslim in a sandbox and keep its result only if the studio's verification passes."
 
 
+PEER_ENGINES = ("onnxruntime", "openvino")
+
+
+def peer_engine(options: Mapping[str, object]) -> str:
+    """The engine whose judgement picks among peer candidates (a candidate pass's ``engine`` option):
+    onnxruntime (its fusions) unless a preset or ``--set best-of-peers.engine=openvino`` says otherwise."""
+    engine = str(options.get("engine", "onnxruntime"))
+    if engine not in PEER_ENGINES:
+        raise StudioError(f"best-of-peers.engine must be {' or '.join(PEER_ENGINES)}, not {engine[:40]!r}",
+                          code=ErrorCode.BAD_OPTION)
+    return engine
+
+
 @register
 class BestOfPeers(StudioPass):
     """onnxsim and onnxslim as candidates  ⇒  the smallest verified one (nodes, then file size),
     only where it has fewer nodes (or the same nodes and a smaller file) than the input and
-    costs ONNX Runtime none of its own fusions. The pipeline runs, verifies and chooses
-    (``passes.pipeline``); this pass alone changes nothing."""
+    costs the engine nothing: ONNX Runtime none of its own fusions, or with ``engine=openvino`` (the
+    openvino preset) no more ops in OpenVINO's compiled model, the fewest of them winning. The
+    pipeline runs, verifies and chooses (``passes.pipeline``); this pass alone changes nothing."""
 
     name = "best-of-peers"
     summary = ("Run onnxsim and onnxslim as verified candidates and keep the smallest verified result that "
-               "costs ONNX Runtime none of its fusions; the studio's own rules then run on top.")
+               "costs the target engine nothing (ONNX Runtime's fusions; OpenVINO's compiled ops with "
+               "engine=openvino); the studio's own rules then run on top.")
     candidates: ClassVar[tuple[str, ...]] = ("onnxsim", "onnxslim")
     calls_engines = True
+
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        peer_engine(options)        # a wrong engine is one line before anything runs
 
     def call(self, model: ir.Model) -> PassResult:
         return result(model, [], notes=["best-of-peers runs only inside a pipeline (it chooses among verified "

@@ -42,6 +42,8 @@ from studio.core.protowalk import iter_tensors
 from passes import worker_pass
 from passes.base import result
 from passes.ort_fusions import ort_fusions
+from passes.onnxsim_pass import peer_engine
+from studio.inspect.ov_compiled import compiled_graph
 from studio.core.errors import WorkerError
 
 log = logging.getLogger(__name__)
@@ -527,7 +529,10 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
                       allow_fixed_dims: bool = False) -> tuple[PassResult, tuple | None]:
     """Run each of ``p.candidates`` (passes, e.g. onnxsim and onnxslim) on ``model``; keep the one with the
     fewest nodes, then the fewest constant bytes, among those that are smaller than ``model``, pass the
-    verification and cost ONNX Runtime none of its own fusions (``passes.ort_fusions``). Returns the
+    verification and cost ONNX Runtime none of its own fusions (``passes.ort_fusions``). With the option
+    ``engine=openvino`` (the openvino preset) the engine's own judgement is OpenVINO's instead: a candidate
+    whose compiled model (CPU, ``get_runtime_model()``) has more ops than its input's is refused, and the
+    fewest compiled ops wins (ORT's fusions say nothing of what OpenVINO fuses: PP-OCRv4 rec). Returns the
     result and (checkpoint, verification) of the pick, or ``model`` unchanged and None. Peers are never
     kept unverified: with verification off, or without reference outputs, nothing is kept.
     ``allow_fixed_dims``: an earlier pass (fix-input-shapes) pinned the user's dims, so the candidates
@@ -537,10 +542,12 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
     base = (node_count, _const_bytes(model))
     declared = _interface(model)
     notes: list[str] = []
-    picks: list[tuple[tuple[int, int], str, PassResult, Checkpoint, Verification]] = []
+    picks: list[tuple[tuple[int, ...], str, PassResult, Checkpoint, Verification]] = []
     base_fusions = None
+    engine = peer_engine(p.options)
+    base_ov: int | None = None
     for name in p.candidates:
-        sub = make_pass(name, **dict(p.options))
+        sub = make_pass(name, **{k: v for k, v in p.options.items() if k != "engine"})
         try:
             # A worker pass works on its own copy; an in-process one gets a fresh load of the last verified
             # model, so a refused candidate leaves nothing behind in ``model``.
@@ -567,6 +574,24 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
             notes.append(f"{name}: refused, {v.message[:200]}")
             ckpt._drop(cand)
             continue
+        if engine == "openvino":
+            try:
+                if base_ov is None:
+                    base_ov = ov_compiled_ops(ckpt.last_good.path, limits, pool_key)
+                theirs_ov: int | None = ov_compiled_ops(cand.path, limits, pool_key)
+            except (WorkerError, StudioError) as exc:
+                theirs_ov = None
+                notes.append(f"{name}: OpenVINO's compiled models not compared ({str(exc).splitlines()[0][:120]})")
+            if theirs_ov is not None and base_ov is not None and theirs_ov > base_ov:
+                notes.append(f"{name}: refused, OpenVINO compiles it to more ops: {theirs_ov} vs {base_ov} "
+                             "(CPU, runtime model)")
+                ckpt._drop(cand)
+                continue
+            notes.append(f"{name}: verified, {size[0]} nodes" + (
+                f"; OpenVINO compiles {theirs_ov} ops vs {base_ov}" if theirs_ov is not None else ""))
+            # unmeasured sorts after every measured candidate
+            picks.append(((theirs_ov if theirs_ov is not None else 1 << 62, *size), name, r, cand, v))
+            continue
         try:
             if base_fusions is None:
                 last = ckpt.last_good
@@ -590,13 +615,26 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
     if not picks:
         return result(model, [], notes=notes), None
     picks.sort(key=lambda t: t[0])
-    size, name, r, cand, v = picks[0]
+    key, name, r, cand, v = picks[0]
     for other in picks[1:]:
         ckpt._drop(other[3])
-    notes.append(f"kept {name}'s result ({size[0]} nodes, from {base[0]})")
+    if engine == "openvino":
+        shown = f"{key[1]} nodes, from {base[0]}" + (f"; OpenVINO {key[0]} compiled ops, from {base_ov}"
+                                                     if base_ov is not None and key[0] < 1 << 62 else "")
+    else:
+        shown = f"{key[0]} nodes, from {base[0]}"
+    notes.append(f"kept {name}'s result ({shown})")
     r = PassResult(r.model, True, r.changes, dict(r.counts), tuple(notes)[:20], r.warnings,
-                   {**dict(r.details), "chosen": name})
+                   {**dict(r.details), "chosen": name, "criterion": engine})
     return r, (cand, v)
+
+
+def ov_compiled_ops(model_path: Path, limits: Limits | None, pool_key: str) -> int:
+    """How many ops OpenVINO's CPU plugin runs for the model as written (``get_runtime_model()``, its own
+    fusions done; f32, one thread), in a sandbox worker. Raises ``WorkerError`` when OpenVINO cannot
+    compile it."""
+    timeout = limits.timeout_s if limits is not None else None
+    return len(compiled_graph(model_path, {}, pool_key=pool_key, timeout_s=timeout).ops)
 
 
 def op_count_diff(before: Mapping[str, int], after: Mapping[str, int]) -> list[tuple[str, int, int]]:

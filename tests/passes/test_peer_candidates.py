@@ -280,10 +280,10 @@ def test_corpus_t3_minilm_dequantizing_folds_refused(tmp_path):
 
 
 
-def test_a_candidate_that_costs_ort_its_layernorm_is_refused(tmp_path, monkeypatch):
-    """A candidate with fewer nodes and the same values that ORT can no longer fuse: Pow(d, 2) -> Mul(d, d)
-    (ORT's LayerNormFusion matches Pow only: 1 LayerNormalization before, 9 nodes after, checked here on
-    ORT's own saved graph) and the trailing Identity dropped. Verified alone, refused as a candidate."""
+def _register_unfuse_layernorm(monkeypatch) -> None:
+    """test-unfuse-layernorm: Pow(d, 2) -> Mul(d, d) and the trailing Identity dropped (fewer nodes, the same
+    values; ORT's LayerNormFusion matches Pow only); test-choose-unfused: it as best-of-peers' only candidate.
+    Registered for one test (the registry is restored after it)."""
     import onnx_ir as ir
 
     from passes import registry
@@ -315,6 +315,9 @@ def test_a_candidate_that_costs_ort_its_layernorm_is_refused(tmp_path, monkeypat
         name = "test-choose-unfused"
         candidates = ("test-unfuse-layernorm",)
 
+
+def _layernorm_model() -> onnx.ModelProto:
+    """A LayerNorm written out (Pow form) and a trailing Identity: 10 nodes."""
     text = '<ir_version: 8, opset_import: ["" : 17]>' + """
 g (float[2,8,16] x) => (float[2,8,16] y) <float eps = {1e-5}, float two = {2.0}> {
   m = ReduceMean<axes = [-1]>(x)
@@ -331,7 +334,15 @@ g (float[2,8,16] x) => (float[2,8,16] y) <float eps = {1e-5}, float two = {2.0}>
     model = onnx.parser.parse_model(text)
     model.graph.initializer.extend(helper.make_tensor(n, TensorProto.FLOAT, [16], np.linspace(0.5, 1.5, 16))
                                    for n in ("gm", "bt"))
-    src = save(model, tmp_path / "in" / "m.onnx")
+    return model
+
+
+def test_a_candidate_that_costs_ort_its_layernorm_is_refused(tmp_path, monkeypatch):
+    """A candidate with fewer nodes and the same values that ORT can no longer fuse: Pow(d, 2) -> Mul(d, d)
+    (ORT's LayerNormFusion matches Pow only: 1 LayerNormalization before, 9 nodes after, checked here on
+    ORT's own saved graph) and the trailing Identity dropped. Verified alone, refused as a candidate."""
+    _register_unfuse_layernorm(monkeypatch)
+    src = save(_layernorm_model(), tmp_path / "in" / "m.onnx")
     alone = run_passes(src, [make_pass("test-unfuse-layernorm")], tmp_path / "alone" / "m.onnx")
     assert alone.ok and alone.records[0].status == "changed"          # verified: the values are the same
     assert ort_fusions(alone.output, tmp_path / "f1").fused.get("LayerNormalization", 0) == 0
@@ -341,6 +352,78 @@ g (float[2,8,16] x) => (float[2,8,16] y) <float eps = {1e-5}, float two = {2.0}>
     assert r.ok and not r.modified, rec.notes
     assert any("costs ONNX Runtime its fusions: LayerNormalization 1 -> 0" in n for n in rec.notes), rec.notes
     assert len(onnx.load(str(r.output)).graph.node) == 10
+
+
+def _ov_compiled_ops(path: Path) -> int:
+    """Oracle: how many ops plain OpenVINO's CPU plugin runs for the model (its runtime model)."""
+    import openvino as ov
+
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(str(path)), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    return len(compiled.get_runtime_model().get_ops())
+
+
+def test_openvino_engine_keeps_what_only_ort_loses(tmp_path, monkeypatch):
+    """The criterion follows the engine (PP-OCRv4 rec in the openvino preset: onnxslim refused for ORT's
+    LayerNormalization 5 -> 3, though OpenVINO compiled it to 333 ops vs 347 for what was kept). The
+    Pow -> Mul candidate costs ORT its LayerNormalization, not OpenVINO (plain OpenVINO compiles both to
+    the same op count): with engine=openvino it is kept, judged by OpenVINO's compiled op count."""
+    _register_unfuse_layernorm(monkeypatch)
+    src = save(_layernorm_model(), tmp_path / "in" / "m.onnx")
+    alone = run_passes(src, [make_pass("test-unfuse-layernorm")], tmp_path / "alone" / "m.onnx")
+    base, theirs = _ov_compiled_ops(src), _ov_compiled_ops(alone.output)
+    assert theirs <= base                                 # the oracle: OpenVINO loses nothing
+    r = run_passes(src, [make_pass("test-choose-unfused", engine="openvino")], tmp_path / "out" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and rec.status == "changed" and rec.verification is not None and rec.verification.ok, rec.notes
+    assert rec.details == {"chosen": "test-unfuse-layernorm", "criterion": "openvino"}, rec.details
+    assert f"test-unfuse-layernorm: verified, 9 nodes; OpenVINO compiles {theirs} ops vs {base}" in rec.notes
+    assert not any("ONNX Runtime" in n or "ORT" in n for n in rec.notes), rec.notes
+    assert len(onnx.load(str(r.output)).graph.node) == 9
+    x = np.random.default_rng(2).random((2, 8, 16), dtype=np.float32)
+    np.testing.assert_allclose(_raw_ort(r.output, {"x": x})[0], _raw_ort(src, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_openvino_engine_refuses_what_costs_openvino_ops(tmp_path, monkeypatch):
+    """The other way round: hard-swish as HardSigmoid*x below opset 14 (fuse-hardswish's ORT form) has fewer
+    nodes and costs ORT nothing, but OpenVINO no longer fuses it into the Conv. As a candidate it is kept on
+    ORT's criterion and refused on OpenVINO's, the message naming OpenVINO and both op counts (the oracle:
+    plain OpenVINO on the input and on the pass's result alone)."""
+    from passes import registry
+    from passes.base import StudioPass
+    from passes.registry import register
+    from tests.passes.test_fuse_hardswish import _conv_hardswish_conv
+
+    registry.known_passes()                 # every module registered first: fuse-hardswish is the candidate
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+
+    @register
+    class Choose(StudioPass):
+        name = "test-choose-hardsigmoid"
+        candidates = ("fuse-hardswish",)
+
+    src = save(_conv_hardswish_conv(12), tmp_path / "in" / "m.onnx")
+    alone = run_passes(src, [make_pass("fuse-hardswish", below_opset_14="hardsigmoid")], tmp_path / "alone" / "m.onnx")
+    base, theirs = _ov_compiled_ops(src), _ov_compiled_ops(alone.output)
+    assert theirs > base                                  # the oracle: OpenVINO runs more ops
+    ort_pick = run_passes(src, [make_pass("test-choose-hardsigmoid", below_opset_14="hardsigmoid")],
+                          tmp_path / "ort" / "m.onnx")
+    assert ort_pick.records[0].status == "changed", ort_pick.records[0].notes
+    assert ort_pick.records[0].details["criterion"] == "onnxruntime"
+    r = run_passes(src, [make_pass("test-choose-hardsigmoid", below_opset_14="hardsigmoid", engine="openvino")],
+                   tmp_path / "ov" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and not r.modified, rec.notes
+    assert rec.notes == (f"fuse-hardswish: refused, OpenVINO compiles it to more ops: {theirs} vs {base} "
+                         "(CPU, runtime model)",), rec.notes
+    assert _ov_compiled_ops(r.output) == base
+
+
+def test_a_wrong_peer_engine_is_one_line():
+    from studio.core.errors import StudioError
+
+    with pytest.raises(StudioError, match=r"^best-of-peers.engine must be onnxruntime or openvino, not 'trt'$"):
+        make_pass("best-of-peers", engine="trt")
 
 
 def test_fuse_conv_scale_keeps_the_gelu_ort_fuses(tmp_path):
