@@ -69,3 +69,19 @@ def test_profile_target_picker_measures_on_the_chosen_target(app, cluster):
     assert measured.target == "edge" and measured.measured_by["target"] == "edge"
     assert any("Measured on target edge" in i.value for i in at.info)
     assert list(at.dataframe[0].value["variant"]) == ["t0-ort"]
+
+
+def test_the_hint_names_models_by_the_names_the_user_knows_not_the_project_store(app):
+    """As every page's hint (a model's file name): the Batch page's named the project store's absolute path
+    (``/.../projects/<id>/models/<sha>/cnn_unfused.onnx``) and the sample models' install paths."""
+    at = app(str(SAMPLES / "cnn_unfused.onnx")).run()
+    _batch_page(at)
+    versions = at.multiselect(key="batch_versions")
+    assert len(versions.options) == 1
+    versions.set_value([versions.options[0]]).run()
+    at.multiselect(key="batch_samples").set_value(["if_loop"]).run()
+    assert not at.exception
+    (hint,) = [line for c in at.code for line in c.value.splitlines() if line.startswith("onnx-studio batch")]
+    words = hint.split()
+    assert words[2:4] == ["if_loop.onnx", "cnn_unfused.onnx"], hint
+    assert "/" not in " ".join(words[2:4]) and "projects" not in hint

@@ -26,12 +26,16 @@ STAGE_CHOICES = ("inspect", "check", "optimize", "precision", "profile", "export
 ENGINE_CHOICES = ("onnxruntime", "openvino")
 
 
-def _sources() -> list[Path]:
-    """Sample models, the project's models (each at a version picked here) and, off shared servers, a folder."""
+def _sources() -> tuple[list[Path], list[str]]:
+    """Sample models, the project's models (each at a version picked here) and, off shared servers, a folder;
+    with the names the command hint gives them, the ones the user knows (as every page's hint): a model's
+    file name (``<stem>-<model>-<version>.onnx`` where versions share one), the folder as typed, never the
+    project store's path."""
     paths: list[Path] = []
     names = [m.name for m in CATALOG]
     samples = st.multiselect("Sample models", names, key="batch_samples")
     paths += [m.path for m in CATALOG if m.name in samples]
+    shown = [p.name for p in paths]
     project = state.project()
     options: dict[str, tuple] = {}
     for m in state.models() if project is not None else []:
@@ -40,11 +44,14 @@ def _sources() -> list[Path]:
             options[f"{m.id}:{v.id}"] = (model, v, f"{m.name} · {v.id} · {v.label} · {v.sha256[:8]}")
     chosen = st.multiselect("This project's models", list(options), format_func=lambda k: options[k][2],
                             key="batch_versions")
+    stored: list[tuple[str, str]] = []
     for key in chosen:
         model, v, _label = options[key]
         h = widgets.guarded(lambda model=model, v=v: model.handle(v.id))
         if h is not None:
             paths.append(h.path)
+            stored.append((h.path.name, key))
+    shown += widgets.hint_file_names(stored)
     if state.shared_mode():
         st.caption("Folders are not available on a shared server: pick sample models or upload models.")
     else:
@@ -53,7 +60,8 @@ def _sources() -> list[Path]:
             folder = widgets.guarded(lambda: confine(typed, state.path_root(), label="folder"))
             if folder is not None:
                 paths.append(folder)
-    return paths
+                shown.append(typed)
+    return paths, shown
 
 
 def _executor() -> tuple[str | None, str | None]:
@@ -125,7 +133,7 @@ def _results(result) -> None:  # noqa: ANN001
 
 def render() -> None:
     st.title("Batch")
-    paths = _sources()
+    paths, shown = _sources()
     stages = st.multiselect("Stages", list(STAGE_CHOICES), default=["inspect", "check"], key="batch_stages")
     engines = st.multiselect("Engines for check and profile", list(ENGINE_CHOICES), default=["onnxruntime"],
                              key="batch_engines")
@@ -137,7 +145,7 @@ def render() -> None:
                            force=force)
     if st.button("Run batch", type="primary", key="batch_run", disabled=not paths or not stages):
         _run(paths, request, cluster, target, settings)
-    widgets.cli_hint(request.command([str(p) for p in paths] if paths and len(paths) <= 3 else ["MODELS..."],
+    widgets.cli_hint(request.command(shown if paths and len(paths) <= 3 else ["MODELS..."],
                                      target=target, raw="--cluster $ONNX_STUDIO_CLUSTER" if cluster else ""))
     result = state.bound_result(_RESULT, settings, project_only=True)    # this project and these settings only
     if result is not None:
