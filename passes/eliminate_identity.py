@@ -241,6 +241,59 @@ def _drop_empty_concat_inputs(node: ir.Node) -> bool:
     return True
 
 
+# Optional inputs whose omitted default is all zeros: recurrent ops' initial state
+# (initial_h, LSTM's initial_c) and LSTM's peepholes. PyTorch writes the zero state
+# as Shape -> Gather -> Concat -> ConstantOfShape(0) -> Slice per layer.
+ZERO_DEFAULT_INPUTS: dict[str, tuple[int, ...]] = {"RNN": (5,), "GRU": (5,), "LSTM": (5, 6, 7)}
+# Ops that keep an all-zero tensor all zero whatever their other inputs (shape/index only).
+_ZERO_KEEPING = frozenset({"Slice", "Expand", "Reshape", "Unsqueeze", "Squeeze", "Identity", "Transpose",
+                           "Cast", "Tile", "Gather", "Flatten"})
+
+
+def known_zero(value: ir.Value | None, depth: int = 8) -> bool:
+    """Whether every element of ``value`` is zero by construction: a zero constant, a
+    ConstantOfShape of zero (its shape may be dynamic) or a shape-only op of one."""
+    if value is None or depth <= 0 or value.is_graph_input():
+        return False
+    c = const_array(value, 1 << 16)
+    if c is not None:
+        return c.size > 0 and not np.any(c)
+    node = value.producer()
+    if node is None or not is_onnx_op(node):
+        return False
+    if node.op_type == "ConstantOfShape":
+        attr = node.attributes.get("value")
+        if attr is None:
+            return True                          # the default fill is float 0
+        try:
+            return not np.any(attr.value.numpy())
+        except Exception:
+            return False
+    if node.op_type == "Concat":
+        return all(known_zero(v, depth - 1) for v in node.inputs)
+    if node.op_type in _ZERO_KEEPING and node.inputs:
+        return known_zero(node.inputs[0], depth - 1)
+    return False
+
+
+def _drop_zero_default_inputs(node: ir.Node) -> bool:
+    """LSTM(x, W, R, B, seq, zeros, zeros)  ⇒  LSTM(x, W, R, B, seq): the omitted state is zero
+    by the spec; the zero state's producers become dead code."""
+    if not is_onnx_op(node) or node.op_type not in ZERO_DEFAULT_INPUTS:
+        return False
+    inputs = list(node.inputs)
+    drop = [i for i in ZERO_DEFAULT_INPUTS[node.op_type] if i < len(inputs) and known_zero(inputs[i])]
+    if not drop:
+        return False
+    for i in drop:
+        node.replace_input_with(i, None)
+    keep = len(inputs)
+    while keep and node.inputs[keep - 1] is None:
+        keep -= 1
+    node.resize_inputs(keep)
+    return True
+
+
 RULES: dict[str, Rule] = {
     "Identity": _identity,            # y = x
     "Dropout": _dropout,              # inference: y = x, mask unused
@@ -279,6 +332,10 @@ class EliminateIdentity(StudioPass):
                     for node in list(graph):
                         if _drop_empty_concat_inputs(node):
                             by_reason.setdefault("empty Concat inputs dropped", []).append(node_label(node))
+                            changed = True
+                        if _drop_zero_default_inputs(node):
+                            by_reason.setdefault("zero initial state dropped (the default)", []).append(
+                                node_label(node))
                             changed = True
                         reason = self._reason(node, opset, exact)
                         if reason is None:

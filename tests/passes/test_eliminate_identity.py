@@ -4,7 +4,7 @@ shapes, outer-scope values) never changes."""
 from __future__ import annotations
 
 from passes.registry import make_pass
-from tests.passes.pass_helpers import check_applies, check_skips
+from tests.passes.pass_helpers import check_applies, check_skips, run_one
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
 
@@ -137,3 +137,58 @@ def test_empty_concat_inputs_between_others_are_dropped(tmp_path):
     for a, b in zip(_ort(tmp_path / "in-a" / "m.onnx", feeds), _ort(r.output, feeds)):
         assert a.shape == b.shape == (2, 5, 4)
         np.testing.assert_array_equal(a, b)
+
+
+def test_lstm_zero_initial_state_is_dropped(tmp_path):
+    """PyTorch's zero LSTM state (Shape -> Gather -> Concat -> ConstantOfShape(0) -> Slice) is the spec's
+    default: the inputs go, the chain becomes dead code; plain ORT gives the same outputs at two batch sizes."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    h, d = 3, 2
+    inits = [numpy_helper.from_array(rng.standard_normal((1, 4 * h, d)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.standard_normal((1, 4 * h, h)).astype(np.float32), "R"),
+             numpy_helper.from_array(np.array(1, np.int64), "one"),
+             numpy_helper.from_array(np.array([0], np.int64), "ax0"),
+             numpy_helper.from_array(np.array([1], np.int64), "one1"),
+             numpy_helper.from_array(np.array([2], np.int64), "two"),
+             numpy_helper.from_array(np.array([h], np.int64), "hid")]
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["b"]),
+             helper.make_node("Unsqueeze", ["b", "ax0"], ["bu"]),
+             helper.make_node("Concat", ["two", "bu", "hid"], ["shp"], axis=0),
+             helper.make_node("ConstantOfShape", ["shp"], ["z"],
+                              value=numpy_helper.from_array(np.zeros(1, np.float32))),
+             helper.make_node("Slice", ["z", "ax0", "one1", "ax0"], ["z0"]),
+             helper.make_node("Slice", ["z", "one1", "two", "ax0"], ["z1"]),
+             helper.make_node("LSTM", ["x", "W", "R", "", "", "z0", "z1"], ["y", "yh", "yc"], hidden_size=h),
+             helper.make_node("Relu", ["yc"], ["c"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", "B", d])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["T", 1, "B", h]),
+                               helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, "B", h])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    r = check_applies(tmp_path, m, "eliminate-identity")
+    assert "zero initial state dropped (the default)" in {c.detail for c in r.records[0].changes}
+    lstm = next(n for n in onnx.load(str(r.output)).graph.node if n.op_type == "LSTM")
+    assert list(lstm.input) == ["x", "W", "R"]
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    old = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    new = ort.InferenceSession(str(r.output), providers=["CPUExecutionProvider"])   # default optimizer on
+    for shape in ((5, 1, d), (4, 3, d)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        for a, b in zip(old.run(None, {"x": x}), new.run(None, {"x": x})):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_nonzero_initial_state_stays(tmp_path):
+    m = H + """
+    g (float[2,1,2] x) => (float[2,1,3] y) <float[1,12,2] W = {%s}, float[1,12,3] R = {%s}, float[1,1,3] h0 = {0.0, 0.5, 0.0}> {
+      y, yh = LSTM<hidden_size=3>(x, W, R, , , h0)
+    }""" % (",".join(["0.1"] * 24), ",".join(["0.2"] * 36))
+    r = run_one(tmp_path, m, "eliminate-identity")
+    assert r.records[0].status == "unchanged", r.records[0].changes
