@@ -51,14 +51,18 @@ _preset(Preset(
 _PEERS = ("best-of-peers",)
 _preset(Preset(
     "ort", "The smallest verified onnxsim/onnxslim result, then safe + LayerNormalization/Gelu fusion where the "
-           "opset allows: ONNX Runtime has single kernels for both.",
+           "opset allows: ONNX Runtime has single kernels for both. For ONNX Runtime: below opset 14 hard-swish "
+           "becomes HardSigmoid*x, which ORT fuses into the Conv but OpenVINO does not, so in OpenVINO the result "
+           "may be slower (use the openvino preset there).",
     _PEERS + SAFE[:-len(_TAIL)] + ("fuse-layernorm", "fuse-gelu") + _TAIL,
     # below opset 14 hard-swish as HardSigmoid*x: ORT fuses it into the Conv (PP-OCRv4 det 0.89x the time);
     # OpenVINO does not (409 -> 550 compiled ops, 1.4x), so the other presets keep the four nodes
     options=(("fuse-hardswish", "below_opset_14", "hardsigmoid"),)))
 _preset(Preset(
-    "openvino", "The verified onnxsim/onnxslim result OpenVINO compiles to the fewest ops, then safe + "
-                "LayerNormalization/Gelu fusion: fewer nodes for the OpenVINO frontend to convert and match.",
+    "openvino", "The verified onnxsim/onnxslim result OpenVINO compiles to the fewest ops (judged by OpenVINO's "
+                "compiled op count, not ONNX Runtime's fusions; one that compiles to more ops than its input is "
+                "refused), then safe + LayerNormalization/Gelu fusion: fewer nodes for the OpenVINO frontend to "
+                "convert and match.",
     _PEERS + SAFE[:-len(_TAIL)] + ("fuse-layernorm", "fuse-gelu") + _TAIL,
     # ORT's fusions say nothing of OpenVINO's: PP-OCRv4 rec, onnxslim's result was refused for ORT's
     # LayerNormalization 5 -> 3 though OpenVINO compiled it to fewer ops and ran it faster

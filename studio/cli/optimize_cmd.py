@@ -29,7 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", help="path to a .onnx file (external data next to it)")
     p.add_argument("-o", "--output", help="where to write the optimized model (.onnx; weights go next to it)")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--preset", help="a preset: safe (default), ort, openvino, tensorrt (see --list)")
+    group.add_argument("--preset", help="a preset: safe (default); ort (for ONNX Runtime: its result may be slower "
+                       "in OpenVINO, hard-swish as HardSigmoid*x below opset 14); openvino (peer results judged by "
+                       "OpenVINO's compiled op count); tensorrt (see --list)")
     group.add_argument("--passes", help="comma-separated pass names, run in this order (see --list)")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="value for a symbolic dim: used for verification inputs, and fixed by fix-input-shapes "
