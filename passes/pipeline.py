@@ -101,9 +101,17 @@ def resolve_passes(preset_name: str | None = None, names: Sequence[str] | None =
     if bool(preset_name) == bool(names):
         raise StudioError("give either a preset or a list of passes", code=ErrorCode.BAD_OPTION)
     chosen = list(preset(preset_name).passes) if preset_name else list(names or [])
-    defaults = preset(preset_name).pass_options() if preset_name else {}
-    opts = options or {}
-    return [make_pass(n, **{**defaults.get(n, {}), **dict(opts.get(n, {}))}) for n in chosen]
+    opts = preset_pass_options(preset_name, options)
+    return [make_pass(n, **opts.get(n, {})) for n in chosen]
+
+
+def preset_pass_options(preset_name: str | None, options: Mapping[str, Mapping] | None = None) -> dict[str, dict]:
+    """``{pass: {option: value}}``: a preset's own pass options (its engine's choices) under the caller's, one
+    rule for optimize and for export's deploy model."""
+    merged = {n: dict(o) for n, o in (preset(preset_name).pass_options() if preset_name else {}).items()}
+    for name, opts in (options or {}).items():
+        merged[name] = {**merged.get(name, {}), **dict(opts)}
+    return merged
 
 
 def _param_count(model: ir.Model) -> int:

@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ort, openvino, tensorrt, triton or all (repeatable or comma-separated; default all)")
     p.add_argument("-o", "--output", required=True, metavar="DIR",
                    help="output folder: the bundle goes to DIR/<model>-<sha8>/ and DIR/<model>-<sha8>.zip")
-    p.add_argument("--preset", help="optimization preset run first (safe, ort, openvino, tensorrt)")
+    p.add_argument("--preset", help="optimization preset run first, with its pass options as optimize runs it (safe; ort for ONNX Runtime; openvino for OpenVINO IR; tensorrt)")
     p.add_argument("--precision", choices=("fp32", "fp16", "int8"), default="fp32",
                    help="fp16: OpenVINO FP16-compressed weights, TensorRT --fp16 (and FP16 ONNX when the "
                         "convert-fp16 pass exists); int8: the quantize-int8-static pass (QDQ)")

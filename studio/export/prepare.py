@@ -31,6 +31,8 @@ from studio.export.options import ExportOptions
 INT8_PASS = "quantize-int8-static"
 FP16_PASS = "convert-fp16"
 LEGACY_INPUTS_PASS = "remove-initializers-from-inputs"
+# the presets made for one engine (their pass options are that engine's choices) -> the export target
+PRESET_ENGINES = {"ort": "onnxruntime", "openvino": "openvino"}
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,14 @@ def choose_passes(options: ExportOptions, facts: ModelFacts) -> tuple[list[str],
 
     names: list[str] = list(preset(options.preset).passes) if options.preset else []
     notes: list[str] = []
+    sets = [f"{p}.{k}={v}" for p, k, v in preset(options.preset).options] if options.preset else []
+    engine = PRESET_ENGINES.get(options.preset or "")
+    others = [t for t in options.targets if t in PRESET_ENGINES.values() and t != engine]
+    if sets and engine and others:
+        # one deploy model serves every target: the preset's options are its engine's choices
+        other = next(k for k, v in PRESET_ENGINES.items() if v == others[0])
+        notes.append(f"the {options.preset} preset's options ({', '.join(sets)}) are chosen for {engine}; the "
+                     f"{others[0]} artifact is built from the same model (export it with --preset {other})")
     if facts.initializers_as_inputs and LEGACY_INPUTS_PASS not in names and pass_registered(LEGACY_INPUTS_PASS):
         # ORT's optimized save folds such an initializer away but keeps its graph input: the artifact then asks
         # for it as a feed (onnx_light_inception_v2: 'missing feed(s) ..._SHAPE')
@@ -104,9 +114,11 @@ def prepare_deploy(handle: ModelHandle, options: ExportOptions, work: Path, *, p
     names, precision, notes = choose_passes(options, facts)
     if not names:
         return Deploy(handle.path, handle, facts, precision, (), tuple(notes), ())
-    from passes.pipeline import run_pipeline  # heavy: passes import onnx_ir (~0.3 s)
+    from passes.pipeline import preset_pass_options, run_pipeline  # heavy: passes import onnx_ir (~0.3 s)
 
-    request = OptimizeRequest(passes=list(names), pass_options={n: _pass_options(n, options) for n in names},
+    # the preset's own pass options (its engine's choices) as optimize reads them, the export's own over them
+    chosen = preset_pass_options(options.preset, {n: _pass_options(n, options) for n in names})
+    request = OptimizeRequest(passes=list(names), pass_options={n: chosen.get(n, {}) for n in names},
                               on_failure="revert")
     out = work / "deploy" / f"{safe_name(handle.name, default='model', max_len=60)}.onnx"
     result = run_pipeline(handle.path, request, out, pool_key=pool_key)
