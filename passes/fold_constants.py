@@ -39,7 +39,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 from passes.base import Change, ChangeTracker, PassResult, StudioPass, result
-from passes.ir_helpers import const_array, const_tensor, is_onnx_op
+from passes.ir_helpers import const_array, const_tensor, dtype_of, graphs_of, is_onnx_op, static_shape
 from passes.nondeterministic import PURE_DOMAINS, nondeterministic_reason
 from passes.base import register
 from studio.core.sandbox import Limits
@@ -74,6 +74,9 @@ class SizePolicy:
         self.budget_bytes = budget_bytes
         self.spent_bytes = 0
         self.refused: list[str] = []
+        # Nodes of a constant region that frees at least what it adds as a whole
+        # (``approve_regions``): each may fold though alone it would add bytes.
+        self.approved: set[int] = set()
 
     @staticmethod
     def freed_bytes(node: ir.Node) -> int:
@@ -89,6 +92,8 @@ class SizePolicy:
         return total
 
     def allows(self, node: ir.Node, nbytes: int, *, charge: bool = True) -> bool:
+        if id(node) in self.approved:
+            return True
         freed = self.freed_bytes(node)
         net = nbytes - freed
         if nbytes <= self.max_growth * freed:
@@ -106,6 +111,92 @@ class SizePolicy:
         if ok and charge:
             self.spent_bytes += net
         return ok
+
+
+def _region_candidate(node: ir.Node) -> bool:
+    """An op a constant region may hold: pure, no subgraph, not a generator or quantization op."""
+    return (is_onnx_op(node) and node.op_type not in GENERATORS | QUANT_OPS | SEQUENCE_OPS
+            and node.op_type not in ("Constant", "If", "Loop", "Scan", "Dropout")
+            and nondeterministic_reason(node, None) is None
+            and not any(a.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS) for a in node.attributes.values()))
+
+
+def _value_bytes(value: ir.Value) -> int | None:
+    shape, dtype = static_shape(value), dtype_of(value)
+    if shape is None or dtype is None:
+        return None
+    try:
+        return math.prod(shape) * dtype.itemsize
+    except Exception:
+        return None
+
+
+def approve_regions(model: ir.Model, policy: SizePolicy, max_elements: int) -> int:
+    """Approve, as a whole, each connected region of constant computation whose results
+    (the values used outside it, sized by shape inference) take no more than
+    ``max_growth`` times the constants only it reads: an LSTM's gate reorder
+    ``Slice(W)x3 -> Concat -> Unsqueeze`` replaces W by a tensor of W's size, while
+    each Slice alone, sharing W, would only add bytes. Returns the nodes approved."""
+    approved = 0
+    for graph in graphs_of(model):
+        parent: dict[int, int] = {}
+        nodes: dict[int, ir.Node] = {}
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for node in graph:
+            if not _region_candidate(node) or not node.inputs:
+                continue
+            roots = []
+            ok = True
+            for v in node.inputs:
+                if v is None or const_tensor(v) is not None:
+                    continue
+                prod = v.producer()
+                if prod is None or id(prod) not in parent:
+                    ok = False
+                    break
+                roots.append(find(id(prod)))
+            if not ok:
+                continue
+            nodes[id(node)] = node
+            parent[id(node)] = id(node)
+            for r in roots:
+                parent[find(r)] = id(node)
+        regions: dict[int, list[ir.Node]] = {}
+        for i, node in nodes.items():
+            regions.setdefault(find(i), []).append(node)
+        for members in regions.values():
+            if len(members) < 2:
+                continue
+            inside = {id(n) for n in members}
+            out_bytes, freed, fits = 0, 0, True
+            seen: set[int] = set()
+            for n in members:
+                for v in n.outputs:
+                    if v.is_graph_output() or any(id(c) not in inside for c in v.consumers()):
+                        nb = _value_bytes(v)
+                        if nb is None or nb > max_elements * 8:
+                            fits = False
+                        else:
+                            out_bytes += nb
+                for v in n.inputs:
+                    t = const_tensor(v) if v is not None else None
+                    if t is None or id(v) in seen:
+                        continue
+                    seen.add(id(v))
+                    if t.size > max_elements:
+                        fits = False
+                    if not v.is_graph_output() and all(id(c) in inside for c in v.consumers()):
+                        freed += t.nbytes
+            if fits and out_bytes > policy.min_bytes and out_bytes <= policy.max_growth * freed:
+                policy.approved.update(inside)
+                approved += len(members)
+    return approved
 
 
 def constant_bytes(model: ir.Model) -> int:
@@ -193,9 +284,10 @@ def _make_folder(policy: SizePolicy, *, input_size_limit: int, fold_dequantize: 
         if node.op_type in QUANT_OPS:
             return True if fold_dequantize and node.op_type == "DequantizeLinear" else None
         if node.op_type in GENERATORS:
-            if node.op_type == "ConstantOfShape" and not fold_generators:
-                return False
             expected = _expected_bytes(node)
+            if node.op_type == "ConstantOfShape" and not fold_generators and (
+                    expected is None or expected > policy.min_bytes):
+                return False          # a fill stays a fill; a small one (a pads vector) folds on the budget
             if expected is None or not policy.allows(node, expected, charge=False):
                 return False
             return True if node.op_type == "ConstantOfShape" else None
@@ -297,6 +389,7 @@ class FoldConstants(StudioPass):
 
         with inferred_shapes(model):     # value-info-driven: dims ONNX inference knows count as static
             resolved = resolve_shape_vectors(model, lambda node, nbytes: policy.allows(node, nbytes))
+            approve_regions(model, policy, int(self.options.get("input_size_limit", 2**22)))
         with _patched_evaluator():
             fold = folder(model)
         RemoveUnusedNodesPass()(model)

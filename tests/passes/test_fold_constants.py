@@ -144,3 +144,69 @@ def test_many_small_folds_share_one_growth_budget(tmp_path):
     # Asked for: a larger file is allowed and every Tile folds.
     asked = run_passes(src, [make_pass("fold-constants", max_file_growth=10.0)], tmp_path / "asked" / "m.onnx")
     assert "Tile" not in ops(asked.output)
+
+
+def _plain_ort(model, feeds: dict, optimized: bool = False) -> list:
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    if not optimized:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    src = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def test_a_region_that_frees_what_it_adds_folds_as_a_whole(tmp_path):
+    """PyTorch's LSTM export reorders the gates of W by three Slices of the one weight, a Concat and an
+    Unsqueeze (each Slice alone, sharing W, would add bytes: the old gate kept them all), and the
+    STFT padding's pads vector is ConstantOfShape([2]) -> Concat -> Reshape -> Slice -> Transpose -> Reshape
+    (a 16-byte fill, never folded before). Both fold; the file does not grow; plain ORT (optimizer off,
+    and on) equals the original at two lengths."""
+    rng = np.random.default_rng(1)
+    h, d = 16, 8
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)   # noqa: E731
+    inits = [numpy_helper.from_array(rng.standard_normal((4 * h, d)).astype(np.float32), "w_ih"),
+             numpy_helper.from_array(rng.standard_normal((1, 4 * h, h)).astype(np.float32), "R"),
+             i64("z1", [0]), i64("h1", [h]), i64("h3", [3 * h]), i64("h4", [4 * h]), i64("two", [2]),
+             i64("pre", [3, 0]), i64("four", [4]), i64("m12", [-1, 2]), i64("m1", [-1]), i64("big", [-(2**63) + 1]),
+             i64("ax1", [1])]
+    nodes = [
+        helper.make_node("ConstantOfShape", ["four"], ["zp"], value=numpy_helper.from_array(np.zeros(1, np.int64))),
+        helper.make_node("Concat", ["zp", "pre"], ["pc"], axis=0),      # torch order: last dim first
+        helper.make_node("Reshape", ["pc", "m12"], ["pr"]),
+        helper.make_node("Slice", ["pr", "m1", "big", "z1", "m1"], ["ps"]),
+        helper.make_node("Transpose", ["ps"], ["pt"], perm=[1, 0]),
+        helper.make_node("Reshape", ["pt", "m1"], ["pads"]),
+        helper.make_node("Pad", ["x", "pads"], ["xp"], mode="reflect"),          # [T, B, d]: pads time
+        helper.make_node("Slice", ["w_ih", "z1", "h1", "z1"], ["g0"]),
+        helper.make_node("Slice", ["w_ih", "h3", "h4", "z1"], ["g1"]),
+        helper.make_node("Slice", ["w_ih", "h1", "h3", "z1"], ["g2"]),
+        helper.make_node("Concat", ["g0", "g1", "g2"], ["wc"], axis=0),
+        helper.make_node("Unsqueeze", ["wc", "z1"], ["W"]),
+        helper.make_node("LSTM", ["xp", "W", "R"], ["y"], hidden_size=h),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 1, d])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 1, 1, h])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    r = check_applies(tmp_path, model, "fold-constants", ["Pad", "LSTM"], dims={"T": 8})
+    before, after = tmp_path / "in-a" / "m.onnx", r.output
+    assert after.stat().st_size <= before.stat().st_size * 1.02
+    for t in (6, 11):
+        x = rng.standard_normal((t, 1, d)).astype(np.float32)
+        want = _plain_ort(model, {"x": x})[0]
+        np.testing.assert_allclose(_plain_ort(after, {"x": x})[0], want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(_plain_ort(after, {"x": x}, optimized=True)[0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_region_that_would_grow_the_file_stays(tmp_path):
+    """Two Slices of a weight both kept beside the weight itself (it has another use): nothing is freed."""
+    m = H + """
+    g (float[128,8] x) => (float[128,8] y) <float[128,8] w = {%s}, int64[1] z = {0}, int64[1] e = {64}, int64[1] f = {128}> {
+      a = Slice(w, z, e, z)
+      b = Slice(w, e, f, z)
+      c = Concat<axis=0>(b, a)
+      d = Add(x, c)
+      y = Add(d, w)
+    }""" % ",".join(str(float(i % 7)) for i in range(1024))
+    r = check_skips(tmp_path, m, "fold-constants")
+    assert any("would add" in n for n in r.records[0].notes)
