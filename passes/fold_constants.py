@@ -131,13 +131,75 @@ def _value_bytes(value: ir.Value) -> int | None:
         return None
 
 
+def _region_result_bytes(members: list[ir.Node], results: list[ir.Value],
+                         opsets: dict[str, int]) -> list[int | None]:
+    """Sizes of a constant region's results by ONNX shape inference on the region alone,
+    its small constants given by value (starts, axes, shapes), the others by shape."""
+    import onnx
+    from onnx import helper
+
+    inits, inputs, seen = [], [], set()
+    for n in members:
+        for v in n.inputs:
+            t = const_tensor(v) if v is not None else None
+            if t is None or id(v) in seen or not v.name:
+                continue
+            seen.add(id(v))
+            if t.size <= 64:
+                proto = ir.serde.serialize_tensor(t)
+                proto.name = v.name
+                inits.append(proto)
+            else:
+                inputs.append(helper.make_tensor_value_info(v.name, int(t.dtype), list(t.shape)))
+    try:
+        graph = helper.make_graph([ir.serde.serialize_node(n) for n in members], "region", inputs,
+                                  [helper.make_empty_tensor_value_info(v.name) for v in results], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, int(o)) for d, o in opsets.items()])
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True).graph
+    except Exception:
+        return [None] * len(results)
+    types = {vi.name: vi.type.tensor_type for vi in [*inferred.output, *inferred.value_info]}
+    sizes: list[int | None] = []
+    for v in results:
+        tt = types.get(v.name)
+        if tt is None or not tt.HasField("shape") or not tt.elem_type or any(
+                not d.HasField("dim_value") for d in tt.shape.dim):
+            sizes.append(None)
+            continue
+        itemsize = ir.DataType(tt.elem_type).itemsize
+        sizes.append(math.prod(d.dim_value for d in tt.shape.dim) * itemsize)
+    return sizes
+
+
+def _result_key(value: ir.Value, memo: dict[int, object]) -> object:
+    """A structural key of a constant computation: two results with one key hold the same
+    bytes (dedup-initializers merges them after folding)."""
+    if id(value) in memo:
+        return memo[id(value)]
+    node = value.producer()
+    t = const_tensor(value)
+    if t is not None and t.size <= 64:
+        arr = const_array(value)
+        key: object = ("const", id(value)) if arr is None else ("small", str(arr.dtype), arr.shape, arr.tobytes())
+    elif t is not None or node is None:
+        key = ("const", id(value))
+    else:
+        attrs = tuple(sorted((k, repr(a.value)) for k, a in node.attributes.items()))
+        key = (node.domain, node.op_type, attrs, list(node.outputs).index(value),
+               tuple(None if v is None else _result_key(v, memo) for v in node.inputs))
+    memo[id(value)] = key
+    return key
+
+
 def approve_regions(model: ir.Model, policy: SizePolicy, max_elements: int) -> int:
-    """Approve, as a whole, each connected region of constant computation whose results
-    (the values used outside it, sized by shape inference) take no more than
-    ``max_growth`` times the constants only it reads: an LSTM's gate reorder
-    ``Slice(W)x3 -> Concat -> Unsqueeze`` replaces W by a tensor of W's size, while
-    each Slice alone, sharing W, would only add bytes. Returns the nodes approved."""
-    approved = 0
+    """Approve, as a whole, the connected regions of constant computation that together take
+    no more than ``max_growth`` times the constants only they read: an LSTM's gate reorder
+    ``Slice(W)x3 -> Concat -> Unsqueeze`` replaces W by a tensor of W's size, while each
+    Slice alone, sharing W, would only add bytes. Regions that share a large constant are
+    judged together (the two branches of an If reordering the same W), their results
+    counted once per distinct computation (identical results are deduplicated after
+    folding). Results are sized by shape inference. Returns the nodes approved."""
+    regions: list[list[ir.Node]] = []
     for graph in graphs_of(model):
         parent: dict[int, int] = {}
         nodes: dict[int, ir.Node] = {}
@@ -151,8 +213,7 @@ def approve_regions(model: ir.Model, policy: SizePolicy, max_elements: int) -> i
         for node in graph:
             if not _region_candidate(node) or not node.inputs:
                 continue
-            roots = []
-            ok = True
+            roots, ok = [], True
             for v in node.inputs:
                 if v is None or const_tensor(v) is not None:
                     continue
@@ -167,36 +228,109 @@ def approve_regions(model: ir.Model, policy: SizePolicy, max_elements: int) -> i
             parent[id(node)] = id(node)
             for r in roots:
                 parent[find(r)] = id(node)
-        regions: dict[int, list[ir.Node]] = {}
+        grouped: dict[int, list[ir.Node]] = {}
         for i, node in nodes.items():
-            regions.setdefault(find(i), []).append(node)
-        for members in regions.values():
-            if len(members) < 2:
-                continue
-            inside = {id(n) for n in members}
-            out_bytes, freed, fits = 0, 0, True
-            seen: set[int] = set()
-            for n in members:
-                for v in n.outputs:
-                    if v.is_graph_output() or any(id(c) not in inside for c in v.consumers()):
-                        nb = _value_bytes(v)
-                        if nb is None or nb > max_elements * 8:
-                            fits = False
-                        else:
-                            out_bytes += nb
-                for v in n.inputs:
-                    t = const_tensor(v) if v is not None else None
-                    if t is None or id(v) in seen:
-                        continue
-                    seen.add(id(v))
-                    if t.size > max_elements:
-                        fits = False
-                    if not v.is_graph_output() and all(id(c) in inside for c in v.consumers()):
-                        freed += t.nbytes
-            if fits and out_bytes > policy.min_bytes and out_bytes <= policy.max_growth * freed:
-                policy.approved.update(inside)
-                approved += len(members)
+            grouped.setdefault(find(i), []).append(node)
+        regions += [m for m in grouped.values() if len(m) >= 2]
+    # Regions sharing a constant larger than min_bytes are judged together.
+    owner: dict[int, int] = {}
+    group = list(range(len(regions)))
+
+    def top(i: int) -> int:
+        while group[i] != i:
+            group[i] = group[group[i]]
+            i = group[i]
+        return i
+
+    for r, members in enumerate(regions):
+        for n in members:
+            for v in n.inputs:
+                t = const_tensor(v) if v is not None else None
+                if t is not None and t.nbytes > policy.min_bytes:
+                    if id(v) in owner:
+                        group[top(r)] = top(owner[id(v)])
+                    else:
+                        owner[id(v)] = r
+    together: dict[int, list[int]] = {}
+    for r in range(len(regions)):
+        together.setdefault(top(r), []).append(r)
+    approved = 0
+    memo: dict[int, object] = {}
+    for rs in together.values():
+        members = [n for r in rs for n in regions[r]]
+        inside = {id(n) for n in members}
+        out: dict[object, int] = {}
+        freed, fits = 0, True
+        for r in rs:
+            ms = regions[r]
+            mine = {id(n) for n in ms}
+            results = [v for n in ms for v in n.outputs
+                       if v.is_graph_output() or any(id(c) not in mine for c in v.consumers())]
+            sizes = [_value_bytes(v) for v in results]
+            if None in sizes:            # in a subgraph ONNX inference sees no outer constant's value
+                sizes = _region_result_bytes(ms, results, dict(model.opset_imports))
+            for v, nb in zip(results, sizes):
+                if nb is None or nb > max_elements * 8:
+                    fits = False
+                else:
+                    out[_result_key(v, memo)] = int(nb)
+        seen: set[int] = set()
+        for n in members:
+            for v in n.inputs:
+                t = const_tensor(v) if v is not None else None
+                if t is None or id(v) in seen:
+                    continue
+                seen.add(id(v))
+                if t.size > max_elements:
+                    fits = False
+                if not v.is_graph_output() and all(id(c) in inside for c in v.consumers()):
+                    freed += t.nbytes
+        out_bytes = sum(out.values())
+        if fits and out_bytes > policy.min_bytes and out_bytes <= policy.max_growth * freed:
+            policy.approved.update(inside)
+            approved += len(members)
     return approved
+
+
+def lift_subgraph_initializers(model: ir.Model, before: set[int]) -> int:
+    """Move the initializers folding put inside If/Loop bodies to the main graph, read from
+    the outer scope (some engines refuse subgraph initializers), and keep one of the new
+    ones that are byte-identical (sibling branches' same fold). Returns how many moved."""
+    main = model.graph
+    taken = {v.name for g in model.graphs()
+             for v in [*g.inputs, *g.initializers.values(), *(o for n in g for o in n.outputs)] if v.name}
+    moved = 0
+    for graph in list(model.graphs()):
+        if graph is main:
+            continue
+        for name, value in list(graph.initializers.items()):
+            if id(value) in before or value.is_graph_output() or value.is_graph_input():
+                continue
+            del graph.initializers[name]
+            new, i = name, 0
+            while new in main.initializers or (new != name and new in taken):
+                i += 1
+                new = f"{name}_{i}"
+            value.name = new
+            taken.add(new)
+            main.register_initializer(value)
+            moved += 1
+    # What folding computed twice (two branches' same reorder of one weight) is kept once.
+    kept: dict[tuple, ir.Value] = {}
+    for name, value in list(main.initializers.items()):
+        if id(value) in before or value.is_graph_output() or value.const_value is None:
+            continue
+        try:
+            arr = value.const_value.numpy()
+        except Exception:
+            continue
+        key = (str(arr.dtype), arr.shape, arr.tobytes())
+        if key not in kept:
+            kept[key] = value
+            continue
+        value.replace_all_uses_with(kept[key])
+        del main.initializers[name]
+    return moved
 
 
 def constant_bytes(model: ir.Model) -> int:
@@ -392,6 +526,7 @@ class FoldConstants(StudioPass):
             approve_regions(model, policy, int(self.options.get("input_size_limit", 2**22)))
         with _patched_evaluator():
             fold = folder(model)
+        lift_subgraph_initializers(model, inits_before)
         RemoveUnusedNodesPass()(model)
         for v, (type_, shape) in annotations.items():   # inferred shapes were for folding only
             if v.is_graph_output() and id(v) not in outputs_before:

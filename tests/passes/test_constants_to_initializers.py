@@ -1,11 +1,12 @@
-"""constants-to-initializers: main-graph Constant nodes become initializers; subgraph
-Constants and graph-output Constants keep theirs; an IR < 4 model is raised to IR 4."""
+"""constants-to-initializers: Constant nodes become main-graph initializers (a subgraph's too, read from
+the outer scope); graph-output Constants keep theirs; an IR < 4 model is raised to IR 4."""
 
 from __future__ import annotations
 
 import onnx
 
-from tests.passes.pass_helpers import check_applies, check_skips
+from tests.conftest import parse_model
+from tests.passes.pass_helpers import check_applies, check_skips, run_one
 
 H = '<ir_version: 8, opset_import: ["" : 17]>'
 
@@ -26,15 +27,37 @@ def test_constants_become_initializers(tmp_path):
     assert r.records[0].counts["constants_lifted"] == 2
 
 
-def test_output_constant_and_subgraph_constants_stay(tmp_path):
+def test_output_constant_stays_and_subgraph_constants_go_to_the_main_graph(tmp_path):
+    """A branch's Constant (spox/TorchScript write every shape operand so) becomes a main-graph initializer the
+    branch reads from its outer scope, never a subgraph initializer; sibling branches' same name gets a fresh
+    one; the graph-output Constant stays. Plain ORT (default optimizer) equals the original on both branches."""
+    import numpy as np
+    import onnxruntime as ort
+
     m = H + """
     g (float[4] x, bool c) => (float[4] y, int64[2] k) {
       k = Constant<value = int64[2] {1, 2}>()
       y = If(c) <then_branch = g1 () => (float[4] t) { two = Constant<value_float = 2.0>()
                                                         t = Mul(x, two) },
-                 else_branch = g2 () => (float[4] e) { e = Neg(x) }>
+                 else_branch = g2 () => (float[4] e) { two = Constant<value_float = -3.0>()
+                                                        e = Mul(x, two) }>
     }"""
-    check_skips(tmp_path, m, "constants-to-initializers")
+    r = check_applies(tmp_path, m, "constants-to-initializers", ["Constant", "If"])
+    out = onnx.load(str(r.output))
+    branches = [a.g for a in out.graph.node[1].attribute]
+    assert all(not b.initializer and [n.op_type for n in b.node] == ["Mul"] for b in branches)
+    inits = {t.name: float(onnx.numpy_helper.to_array(t)) for t in out.graph.initializer}
+    assert sorted(inits.values()) == [-3.0, 2.0] and len(set(inits)) == 2
+    x = np.arange(4, dtype=np.float32)
+    old = ort.InferenceSession(parse_model(m).SerializeToString(), providers=["CPUExecutionProvider"])
+    new = ort.InferenceSession(str(r.output), providers=["CPUExecutionProvider"])
+    for c in (True, False):
+        feeds = {"x": x, "c": np.array(c)}
+        for a, b in zip(old.run(None, feeds), new.run(None, feeds)):
+            np.testing.assert_array_equal(a, b)
+    kept = run_one(tmp_path / "kept", m, "constants-to-initializers", options={"subgraphs": False})
+    assert all(n.op_type == "Constant" for a in onnx.load(str(kept.output)).graph.node[1].attribute
+               for n in a.g.node[:1])
 
 
 OLD_IR = SHAPE_OPERANDS.replace("ir_version: 8", "ir_version: 3").replace('"" : 17', '"" : 9').replace(

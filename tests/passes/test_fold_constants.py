@@ -210,3 +210,44 @@ def test_a_region_that_would_grow_the_file_stays(tmp_path):
     }""" % ",".join(str(float(i % 7)) for i in range(1024))
     r = check_skips(tmp_path, m, "fold-constants")
     assert any("would add" in n for n in r.records[0].notes)
+
+
+def test_both_branches_reordering_one_weight_fold_and_the_result_lives_in_the_main_graph(tmp_path):
+    """silero VAD v5's shape: each branch of an If reorders the gates of the one outer weight (Slice x3 ->
+    Concat). Judged alone each branch frees nothing (the other still reads W); together they replace W by one
+    distinct result. Both fold, the folded weights are main-graph initializers (none inside a branch), the
+    file does not grow, and plain ORT (optimizer off, and on) equals the original on both branches."""
+    rng = np.random.default_rng(2)
+    n, d = 64, 8
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)   # noqa: E731
+
+    def branch(tag: str, op: str):
+        return helper.make_graph([
+            helper.make_node("Slice", ["w", "z1", "a"], [f"{tag}0"]),
+            helper.make_node("Slice", ["w", "b", "e"], [f"{tag}1"]),
+            helper.make_node("Slice", ["w", "a", "b"], [f"{tag}2"]),
+            helper.make_node("Concat", [f"{tag}0", f"{tag}1", f"{tag}2"], [f"{tag}w"], axis=0),
+            helper.make_node("MatMul", ["x", f"{tag}w"], [f"{tag}m"]),
+            helper.make_node(op, [f"{tag}m"], [f"{tag}y"])],
+            tag, [], [helper.make_tensor_value_info(f"{tag}y", TensorProto.FLOAT, ["N", d])])
+
+    inits = [numpy_helper.from_array(rng.standard_normal((n, d)).astype(np.float32), "w"),
+             i64("z1", [0]), i64("a", [16]), i64("b", [48]), i64("e", [64])]
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=branch("t", "Relu"), else_branch=branch("f", "Neg"))], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", n]),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", d])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    r = check_applies(tmp_path, model, "fold-constants", ["If"])
+    out = onnx.load(str(r.output))
+    for attr in out.graph.node[0].attribute:
+        assert [nd.op_type for nd in attr.g.node] in (["MatMul", "Relu"], ["MatMul", "Neg"])
+        assert not attr.g.initializer
+    assert r.output.stat().st_size <= (tmp_path / "in-a" / "m.onnx").stat().st_size * 1.02
+    for batch in (1, 3):
+        for c in (True, False):
+            feeds = {"x": rng.standard_normal((batch, n)).astype(np.float32), "c": np.array(c)}
+            want = _plain_ort(model, feeds)[0]
+            np.testing.assert_allclose(_plain_ort(r.output, feeds)[0], want, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(_plain_ort(r.output, feeds, optimized=True)[0], want, rtol=1e-5, atol=1e-6)
