@@ -7,6 +7,9 @@ weights, per output channel ``m``: ``s[m]·(W[m]∗x + b[m]) = (s[m]·W[m])∗x 
 Sub of a constant is an Add of its negation). Applies only where the constant is one value per output
 channel (or one value) of the weights' float dtype and finite, the weights (and bias) are used by this
 Conv alone (no copy, so the file does not grow), and the Conv's output feeds only that Mul/Add/Sub.
+A ConvTranspose is linear the same way; its output channel ``m`` of group ``g`` is ``W[g·C_in/G:(g+1)·C_in/G,
+m mod (C_out/G)]`` (W is [C_in, C_out/G, k...]): paddle2onnx writes its bias as an Add after it (PP-OCRv6's
+detector head).
 """
 
 from __future__ import annotations
@@ -15,7 +18,15 @@ import numpy as np
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass, node_label, result
-from passes.ir_helpers import can_forward, const_tensor, forward, free_initializer_name, graphs_of, is_onnx_op
+from passes.ir_helpers import (
+    can_forward,
+    const_tensor,
+    forward,
+    free_initializer_name,
+    graphs_of,
+    int_attr,
+    is_onnx_op,
+)
 from passes.base import register
 
 _FLOATS = (np.float32, np.float64, np.float16)
@@ -61,15 +72,26 @@ def _step(conv: ir.Node) -> ir.Node | None:
     c = tensor.numpy()
     if c.dtype != warr.dtype or not np.all(np.isfinite(c)):
         return None
-    per = per_out_channel(c, warr.ndim, warr.shape[0])
+    transposed = conv.op_type == "ConvTranspose"     # W is [C_in, C_out / group, k...]
+    group = int_attr(conv, "group", 1) or 1
+    channels = warr.shape[1] * group if transposed else warr.shape[0]
+    if transposed and warr.shape[0] % group:
+        return None
+    per = per_out_channel(c, warr.ndim, channels)
     if per is None or can_forward(nxt, out, nxt.outputs[0]) is not None:
         return None
-    barr = b.const_value.numpy() if b is not None else np.zeros(warr.shape[0], warr.dtype)
-    if barr.shape != (warr.shape[0],):
+    barr = b.const_value.numpy() if b is not None else np.zeros(channels, warr.dtype)
+    if barr.shape != (channels,):
         return None
     if not isinstance(conv.graph, ir.Graph) and b is None and nxt.op_type != "Mul":
         return None                                  # a function body has no initializers to add a bias to
-    if nxt.op_type == "Mul":
+    if nxt.op_type == "Mul" and transposed:
+        kdims = warr.shape[2:]
+        grouped = warr.reshape((group, warr.shape[0] // group, warr.shape[1]) + kdims)
+        scale = per.reshape((group, 1, warr.shape[1]) + (1,) * len(kdims))
+        w.const_value = ir.tensor((grouped * scale).reshape(warr.shape).astype(warr.dtype), name=w.name)
+        new_b = barr * per
+    elif nxt.op_type == "Mul":
         w.const_value = ir.tensor((warr * per.reshape((-1,) + (1,) * (warr.ndim - 1))).astype(warr.dtype), name=w.name)
         new_b = barr * per
     else:
@@ -78,7 +100,7 @@ def _step(conv: ir.Node) -> ir.Node | None:
         b.const_value = ir.tensor(new_b.astype(warr.dtype), name=b.name)
     elif nxt.op_type != "Mul":
         name = free_initializer_name(w, f"{w.name}_bias")
-        bias = ir.Value(name=name, type=w.type, shape=ir.Shape([warr.shape[0]]),
+        bias = ir.Value(name=name, type=w.type, shape=ir.Shape([channels]),
                         const_value=ir.tensor(new_b.astype(warr.dtype), name=name))
         conv.graph.register_initializer(bias)
         if len(conv.inputs) < 3:
@@ -92,16 +114,16 @@ def _step(conv: ir.Node) -> ir.Node | None:
 
 @register
 class FuseConvAffine(StudioPass):
-    """Conv → Mul/Add/Sub by a per-output-channel constant  ⇒  Conv with rescaled weights and bias."""
+    """Conv/ConvTranspose → Mul/Add/Sub by a per-output-channel constant  ⇒  one node with rescaled weights and bias."""
 
     name = "fuse-conv-affine"
-    summary = "Fold a constant per-output-channel Mul, Add or Sub after a Conv into its weights and bias."
+    summary = "Fold a constant per-output-channel Mul, Add or Sub after a Conv or ConvTranspose into its weights and bias."
 
     def call(self, model: ir.Model) -> PassResult:
         fused: list[str] = []
         for graph in list(graphs_of(model)):
             for conv in list(graph):
-                if not is_onnx_op(conv, "Conv") or conv.graph is not graph:
+                if not is_onnx_op(conv, "Conv", "ConvTranspose") or conv.graph is not graph:
                     continue
                 while True:
                     label = None

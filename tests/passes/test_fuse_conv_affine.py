@@ -57,3 +57,33 @@ def test_not_per_channel_or_shared_is_left_alone(tmp_path):
     r = run_one(tmp_path, _model("y = Mul(c, s)", consts=", float[2,1,1] s = {10.0, 100.0}", extra="  z = Relu(c)\n"),
                 "fuse-conv-affine", tag="b")
     assert r.records[0].status == "unchanged" and ops(r.output) == ["Conv", "Mul", "Relu"]
+
+
+def test_convtranspose_mul_and_bias_add_fold_with_groups(tmp_path):
+    """paddle2onnx's detector head: ConvTranspose then a per-channel Add (its bias); here also a per-channel Mul,
+    group 2 (W is [C_in, C_out/group, k, k]: output channel m of group g scales W[g-th C_in block, m mod 3]).
+    One ConvTranspose stays; plain ORT (optimizer off, and on) equals the original at two sizes."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 3, 2, 2)).astype(np.float32)            # C_in 4, group 2 -> C_out 6
+    s = rng.uniform(0.5, 2.0, (1, 6, 1, 1)).astype(np.float32)
+    t = rng.standard_normal((1, 6, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["c"], group=2, strides=[2, 2]),
+             helper.make_node("Mul", ["c", "s"], ["m"]),
+             helper.make_node("Add", ["m", "t"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, "H", "W"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6, None, None])],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(s, "s"),
+                               numpy_helper.from_array(t, "t")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    r = check_applies(tmp_path, model, "fuse-conv-affine", ["ConvTranspose"])
+    assert r.records[0].counts["affine_fused"] == 2
+    off = ort.SessionOptions()
+    off.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    old = ort.InferenceSession(model.SerializeToString(), off, providers=["CPUExecutionProvider"])
+    for opts in (off, ort.SessionOptions()):
+        new = ort.InferenceSession(str(r.output), opts, providers=["CPUExecutionProvider"])
+        for shape in ((1, 4, 3, 5), (2, 4, 6, 4)):
+            x = rng.standard_normal(shape).astype(np.float32)
+            np.testing.assert_allclose(new.run(None, {"x": x})[0], old.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
