@@ -131,25 +131,25 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         return JobOutput(data=data)
     ran: dict[str, Any] = {}
     try:
-        gate: dict[str, Any] = {"ort": sessions.open_runner("onnxruntime", path,
+        gate: dict[str, Any] = {"reference": sessions.open_runner("onnxruntime", path,
                                                             {"graph_optimization_level": "disable"}, ctx)}
     except Exception as exc:  # noqa: BLE001 - no reference: the engine alone decides, nothing to compare
-        gate = {"ort": None}
+        gate = {"reference": None}
         data["reference_error"] = first_line(f"{type(exc).__name__}: {exc}", 300)
 
     def infer(feeds):
         expected = None
-        if gate["ort"] is not None:
+        if gate["reference"] is not None:
             # The original first: inputs it refuses for their sizes or values (a reflect Pad on 16 samples)
             # never reach the engine, which may crash on them instead of raising (MNN: SIGSEGV, the worker
             # lost and the search with it); the search goes on to the next set.
             try:
-                expected = gate["ort"].infer(feeds)
+                expected = gate["reference"].infer(feeds)
             except Exception as exc:  # noqa: BLE001 - ORT's message says why the inputs do not fit
                 message = f"{type(exc).__name__}: {exc}"
                 if input_dependent(message):
                     raise RuntimeError(f"the original refuses these inputs on ONNX Runtime: {message}") from None
-                gate["ort"] = None           # ORT cannot run the model at all: the engine alone decides
+                gate["reference"] = None           # ORT cannot run the model at all: the engine alone decides
                 data["reference_error"] = first_line(message, 300)
         try:
             values = runner.infer(feeds)

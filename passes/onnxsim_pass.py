@@ -124,13 +124,15 @@ class OnnxSlim(PeerPass):
     summary = "Run onnxslim in a sandbox and keep its result only if the studio's verification passes."
 
 
-PEER_ENGINES = ("onnxruntime", "openvino")
+# The engine whose judgement picks among verified peer candidates -> what it counts (passes.pipeline reads it).
+PEER_CRITERIA = {"onnxruntime": "fusions", "openvino": "compiled ops"}
+PEER_ENGINES = tuple(PEER_CRITERIA)
 
 
 def peer_engine(options: Mapping[str, object]) -> str:
     """The engine whose judgement picks among peer candidates (a candidate pass's ``engine`` option):
     onnxruntime (its fusions) unless a preset or ``--set best-of-peers.engine=openvino`` says otherwise."""
-    engine = str(options.get("engine", "onnxruntime"))
+    engine = str(options.get("engine", PEER_ENGINES[0]))
     if engine not in PEER_ENGINES:
         raise StudioError(f"best-of-peers.engine must be {' or '.join(PEER_ENGINES)}, not {engine[:40]!r}",
                           code=ErrorCode.BAD_OPTION)

@@ -42,7 +42,7 @@ from studio.core.protowalk import iter_tensors
 from passes import worker_pass
 from passes.base import result
 from passes.ort_fusions import ort_fusions
-from passes.onnxsim_pass import peer_engine
+from passes.onnxsim_pass import PEER_CRITERIA, peer_engine
 from studio.inspect.ov_compiled import compiled_graph
 from studio.core.errors import WorkerError
 
@@ -553,6 +553,7 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
     picks: list[tuple[tuple[int, ...], str, PassResult, Checkpoint, Verification]] = []
     base_fusions = None
     engine = peer_engine(p.options)
+    by_compiled_ops = PEER_CRITERIA[engine] == "compiled ops"     # else ONNX Runtime's fusions
     base_ov: int | None = None
     for name in p.candidates:
         sub = make_pass(name, **{k: v for k, v in p.options.items() if k != "engine"})
@@ -582,7 +583,7 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
             notes.append(f"{name}: refused, {v.message[:200]}")
             ckpt._drop(cand)
             continue
-        if engine == "openvino":
+        if by_compiled_ops:
             try:
                 if base_ov is None:
                     base_ov = ov_compiled_ops(ckpt.last_good.path, limits, pool_key)
@@ -626,7 +627,7 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
     key, name, r, cand, v = picks[0]
     for other in picks[1:]:
         ckpt._drop(other[3])
-    if engine == "openvino":
+    if by_compiled_ops:
         shown = f"{key[1]} nodes, from {base[0]}" + (f"; OpenVINO {key[0]} compiled ops, from {base_ov}"
                                                      if base_ov is not None and key[0] < 1 << 62 else "")
     else:

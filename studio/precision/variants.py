@@ -46,7 +46,6 @@ from studio.precision.latency import LatencyItem, measure
 from studio.precision.nncf_int8 import SMOOTH_QUANT_ALPHAS, quantize_openvino
 from studio.precision.recommend import ENGINE_FP32, engine_gain_note, recommend, recommendable, speed_note
 from studio.precision.report import RANDOM_BASIS, PrecisionReport, VariantResult
-from studio.verification.verifier import searched_dims
 from studio.precision.weight_only import (build_nncf_weights, check_weight_options, decoder_feed_sets, decoder_of,
                                           judge_decoder, weight_pass_options)
 
@@ -413,6 +412,8 @@ def _prepare_inputs(ctx: _Context, calibration: Path | None, inputs: Path | None
 def _searched_dims(ctx: _Context, seeded: FeedSet, dims: Mapping[str, int] | None) -> tuple[dict[str, int], str] | None:
     """The input search's dims when the original refuses the seeded sets for their sizes (corpus silero_vad_v5:
     16 samples for a reflect Pad of 64), so calibration, accuracy and latency run at sizes it takes."""
+    from studio.verification.verifier import searched_dims  # heavy: onnx_ir; the CLI's parser loads this module
+
     try:
         return searched_dims(ctx.model_path, ctx.header, seeded.sets[0], dims=dims, limits=ctx.limits,
                              pool_key=ctx.pool_key)
