@@ -97,3 +97,16 @@ def wide_conv_over_samples() -> onnx.ModelProto:
     return _model([h.make_node("Conv", ["x", "w"], ["y"], name="stft")],
                   [h.make_tensor_value_info("x", T.FLOAT, [1, 1, "samples"])],
                   [h.make_tensor_value_info("y", T.FLOAT, [1, 4, "frames"])], [w])
+
+
+def reflect_pad_over_free_length() -> onnx.ModelProto:
+    """Silero VAD's STFT front: audio [?, ?] reflect-padded by 64 each side, then a strided Conv. The seeded
+    16 samples are too few for the original (ONNX Runtime refuses them); 512 run (converted check, precision)."""
+    w = nh.from_array(np.random.default_rng(0).normal(size=(4, 1, 8)).astype(np.float32), "w")
+    pads = nh.from_array(np.array([0, 0, 64, 0, 0, 64], np.int64), "pads")
+    shape = nh.from_array(np.array([0, 1, -1], np.int64), "shp")
+    return _model([h.make_node("Reshape", ["input", "shp"], ["x3"]),
+                   h.make_node("Pad", ["x3", "pads"], ["p"], mode="reflect"),
+                   h.make_node("Conv", ["p", "w"], ["y"], strides=[4])],
+                  [h.make_tensor_value_info("input", T.FLOAT, [None, None])],
+                  [h.make_tensor_value_info("y", T.FLOAT, [1, 4, None])], [w, pads, shape])

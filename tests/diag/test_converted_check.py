@@ -7,6 +7,7 @@ from __future__ import annotations
 from studio import api
 from tests.conftest import SAMPLES
 from tests.requirements import require_engine
+from tests.seeded_input_models import reflect_pad_over_free_length
 
 
 def _needs(*engines):
@@ -75,23 +76,6 @@ def test_a_refused_onnx2tf_conversion_gives_advice_a_studio_user_can_follow():
     assert _refusal_hint("onnx2tf", {"advice": [], "attempts": [{"options": []}]}) is None
 
 
-def _reflect_pad_over_free_length():
-    """Silero VAD's STFT front: audio [?, ?] reflect-padded by 64 each side, then a strided Conv. The seeded
-    16 samples are too few for the original (ONNX Runtime refuses them); 512 run."""
-    import numpy as np
-    from onnx import helper, numpy_helper
-
-    w = numpy_helper.from_array(np.random.default_rng(0).normal(size=(4, 1, 8)).astype(np.float32), "w")
-    pads = numpy_helper.from_array(np.array([0, 0, 64, 0, 0, 64], np.int64), "pads")
-    shape = numpy_helper.from_array(np.array([0, 1, -1], np.int64), "shp")
-    graph = helper.make_graph([helper.make_node("Reshape", ["input", "shp"], ["x3"]),
-                               helper.make_node("Pad", ["x3", "pads"], ["p"], mode="reflect"),
-                               helper.make_node("Conv", ["p", "w"], ["y"], strides=[4])], "g",
-                              [helper.make_tensor_value_info("input", 1, [None, None])],
-                              [helper.make_tensor_value_info("y", 1, [1, 4, None])], [w, pads, shape])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-
-
 def test_a_converted_engine_runs_only_on_inputs_the_original_takes(tmp_path):
     """The seeded inputs the original refuses never reach the converted engine: the search goes on to a set
     ONNX Runtime runs, and the engine is compared with it there. On the old code MNN ran the 16 samples
@@ -103,7 +87,7 @@ def test_a_converted_engine_runs_only_on_inputs_the_original_takes(tmp_path):
     import pytest
 
     _needs("mnn")
-    model = _reflect_pad_over_free_length()
+    model = reflect_pad_over_free_length()
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     with pytest.raises(Exception, match="reflect"):           # the oracle: the original refuses 16 samples
         sess.run(None, {"input": np.zeros((1, 16), np.float32)})

@@ -49,7 +49,8 @@ def _cross(a: dict, b: dict) -> bool:
         a["y"] < b["y"] + b["h"] - 0.5 and b["y"] < a["y"] + a["h"] - 0.5
 
 
-def test_elk_gets_no_edge_labels_and_each_label_sits_under_its_producer(page, tmp_path):
+def _open_detector(page, tmp_path) -> dict:
+    """The sample detector's viewer, laid out by ELK; the graph the page posted to ELK's worker."""
     h = api.load(SAMPLES / "yolo_detector.onnx")
     html = api.write_graph_viewer(api.graph_index(h, None), tmp_path / "detector.html").path
     page.add_init_script(_POSTED)
@@ -57,6 +58,11 @@ def test_elk_gets_no_edge_labels_and_each_label_sits_under_its_producer(page, tm
     page.wait_for_function("() => window.__graphReady && window.__graph.ready()", timeout=120_000)
     assert page.evaluate("__graph.layoutKind()") == "elk"
     (posted,) = page.evaluate("window.__posted")
+    return posted
+
+
+def test_elk_gets_no_edge_labels_and_each_label_sits_under_its_producer(page, tmp_path):
+    posted = _open_detector(page, tmp_path)
     assert posted["edges"] and not [e for e in posted["edges"] if e.get("labels")], "edge labels were sent to ELK"
     sent = _nodes(posted)
     drawn = page.evaluate(_DRAWN)
@@ -89,13 +95,7 @@ def test_elk_merges_each_boxs_edges_into_one_exit_point(page, tmp_path):
     group's graph: ELK reads it per graph), so the edges leaving one box start at one point, as a tensor leaves
     a Netron box once, instead of one ELK port per edge (issue 35 item 2: fewer ports, less layout work, fewer
     crossings). Without it each edge leaves from its own point and this fails."""
-    h = api.load(SAMPLES / "yolo_detector.onnx")
-    html = api.write_graph_viewer(api.graph_index(h, None), tmp_path / "detector.html").path
-    page.add_init_script(_POSTED)
-    page.goto(html.as_uri())
-    page.wait_for_function("() => window.__graphReady && window.__graph.ready()", timeout=120_000)
-    assert page.evaluate("__graph.layoutKind()") == "elk"
-    (posted,) = page.evaluate("window.__posted")
+    posted = _open_detector(page, tmp_path)
     groups = [n for n in _nodes(posted).values() if "children" in n]
     assert groups, "the detector opens with groups"
     for g in [posted, *groups]:

@@ -218,18 +218,11 @@ def test_seeded_sizes_the_original_refuses_are_searched(tmp_path):
     import numpy as np
     import onnx
     import onnxruntime as ort
-    from onnx import helper, numpy_helper
 
-    w = numpy_helper.from_array(np.random.default_rng(0).normal(size=(4, 1, 8)).astype(np.float32), "w")
-    pads = numpy_helper.from_array(np.array([0, 0, 64, 0, 0, 64], np.int64), "pads")
-    shape = numpy_helper.from_array(np.array([0, 1, -1], np.int64), "shp")
-    graph = helper.make_graph([helper.make_node("Reshape", ["input", "shp"], ["x3"]),
-                               helper.make_node("Pad", ["x3", "pads"], ["p"], mode="reflect"),
-                               helper.make_node("Conv", ["p", "w"], ["y"], strides=[4])], "g",
-                              [helper.make_tensor_value_info("input", 1, [None, None])],
-                              [helper.make_tensor_value_info("y", 1, [1, 4, None])], [w, pads, shape])
+    from tests.seeded_input_models import reflect_pad_over_free_length
+
     src = tmp_path / "pad.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), src)
+    onnx.save(reflect_pad_over_free_length(), src)
     sess = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"])
     try:                                        # the oracle: plain ORT refuses the seeded 16 samples
         sess.run(None, {"input": np.zeros((1, 16), np.float32)})
