@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from profilers.generation_profile import GenerationOptions, run_generation
 from profilers.inputs import prepare_feeds
 from profilers.nvtx import find_nsys as _find, nsys_plan as _plan, run_nsys as _run
-from profilers.profile import options_of as profile_options, Profile, ProfileOptions, run_profile
+from profilers.profile import options_limits, options_of as profile_options, Profile, ProfileOptions, run_profile
 from profilers.variants import (
     choice_label as engine_label,
     EngineSpec,
@@ -87,7 +87,8 @@ def _searched_sizes(target: ProfileTarget, options: ProfileOptions, pool_key: st
                     ) -> tuple[dict[str, int], str] | None:
     """Sizes the original runs at, searched as check, verify, optimize and precision search them, when
     profiling failed on seeded inputs whose sizes were guessed (corpus silero_vad_v5: a reflect Pad of 64
-    on 16 samples); None when the user gave the inputs or every size, or nothing better is found."""
+    on 16 samples), under the limits the user set for the profile (--timeout, --memory-gb); None when the
+    user gave the inputs or every size, or nothing better is found."""
     if options.inputs_npz or options.images_dir or target.openvino_ir is not None:
         return None
     given = dict(options.dims)
@@ -96,7 +97,7 @@ def _searched_sizes(target: ProfileTarget, options: ProfileOptions, pool_key: st
         if not prepared.guessed:
             return None
         return searched_dims(target.handle.path, target.handle.proto, dict(prepared.feeds), dims=given,
-                             limits=None, pool_key=pool_key)
+                             limits=options_limits(options), pool_key=pool_key)
     except StudioError:     # no ORT session at all: the profile's own errors say why
         return None
 

@@ -336,6 +336,29 @@ def test_a_run_that_fails_at_guessed_sizes_says_how_to_set_them(tmp_path):
     assert ok.ok and not any("searched sizes" in w for w in ok.warnings), ok.warnings
 
 
+def test_the_size_search_runs_under_the_profiles_own_limits(tmp_path, monkeypatch):
+    """The sizes search after a failure at guessed sizes runs the original in a sandboxed worker: under the
+    limits the user gave the profile (--timeout, --memory-gb), not the sandbox's defaults. The spy wraps the
+    real search (it still runs and finds the size plain ORT accepts) and records the limits it was given."""
+    import studio.facade.profile as facade_profile
+    from studio.core.sandbox import GiB
+
+    seen = []
+    real = facade_profile.searched_dims
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["limits"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(facade_profile, "searched_dims", spy)
+    path = save(wide_conv_over_samples(), tmp_path / "stft.onnx")
+    options = ProfileOptions(warmup=1, iterations=5, rounds=2, timeout_s=77.0, memory_gb=3.5)
+    searched = api.profile([ProfileTarget("stft", api.load(path))], ["ort"], options, out_dir=tmp_path / "s")
+    assert searched.ok and _plain_ort_runs(path, _searched_shape(searched))
+    assert len(seen) == 1 and seen[0] is not None, seen
+    assert seen[0].timeout_s == 77.0 and seen[0].memory_bytes == int(3.5 * GiB), seen[0]
+
+
 def test_a_run_that_fails_at_a_guessed_unnamed_size_names_it(tmp_path):
     """The same, where the free dim has no name (Silero VAD's input [?, ?]): the default size was not counted
     as guessed, and the error was ONNX Runtime's alone (corpus silero_vad_v5: 'Pad reflect: post-pad (64)
