@@ -19,7 +19,8 @@ Models in ``HOLDOUT`` were never tuned on; the summary gives their figures apart
 
 ``python -m benchmarks bench_optimizer_strength`` (``--big``: also the four large
 light models, whose weights are ``ConstantOfShape`` nodes: both peers grow them hundreds
-of times, so they only cost minutes and memory; ``--only SUBSTR``; ``--json FILE``).
+of times, so they only cost minutes and memory; ``--only SUBSTR``; ``--kept-aside``: the held-out
+part alone; ``--json FILE``).
 """
 
 from __future__ import annotations
@@ -377,8 +378,9 @@ def _same_any(a: list, b: list) -> bool:
     return True
 
 
-def _corpus_models(only: str, big: bool) -> list[tuple[str, Path, bool, object]]:
-    """(name, path, kept_aside, manifest entry or None): the manifest when present, else the cache folder."""
+def _corpus_models(only: str, big: bool, aside_only: bool = False) -> list[tuple[str, Path, bool, object]]:
+    """(name, path, kept_aside, manifest entry or None): the manifest when present, else the cache folder.
+    ``aside_only``: the kept-aside part alone, the held-out figure after rule changes (~1/5 of the time)."""
     try:
         from benchmarks.corpus import corpus_dir, load_manifest
 
@@ -388,7 +390,8 @@ def _corpus_models(only: str, big: bool) -> list[tuple[str, Path, bool, object]]
     except Exception:        # before the manifest: whatever the fetch script put in the cache
         folder = Path.home() / ".cache" / "onnx-studio" / "corpus"
         out = [(p.stem, p, False, None) for p in sorted(folder.glob("*.onnx"))]
-    out = [o for o in out if o[1].is_file() and (big or o[0] not in CORPUS_BIG) and (not only or only in o[0])]
+    out = [o for o in out if o[1].is_file() and (big or o[0] not in CORPUS_BIG) and (not only or only in o[0])
+           and (o[2] or not aside_only)]
     return out
 
 
@@ -617,9 +620,10 @@ def _ncell(row: CorpusRow, tool: str) -> str:
     return f"{n}{mark}{grow}"
 
 
-def main(big: bool = False, only: str = "", json_path: str = "", timeout_s: float = 300.0) -> list[CorpusRow]:
+def main(big: bool = False, only: str = "", json_path: str = "", timeout_s: float = 300.0,
+         aside_only: bool = False) -> list[CorpusRow]:
     rows = []
-    for name, path, aside, entry in _corpus_models(only, big):
+    for name, path, aside, entry in _corpus_models(only, big, aside_only):
         t = time.perf_counter()
         try:
             rows.append(measure_corpus(name, path, aside, entry, timeout_s))
@@ -664,6 +668,9 @@ def main(big: bool = False, only: str = "", json_path: str = "", timeout_s: floa
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    run = synthetic if "--synthetic" in args else main
-    run(big="--big" in args, only=args[args.index("--only") + 1] if "--only" in args else "",
-        json_path=args[args.index("--json") + 1] if "--json" in args else "")
+    chosen = dict(big="--big" in args, only=args[args.index("--only") + 1] if "--only" in args else "",
+                  json_path=args[args.index("--json") + 1] if "--json" in args else "")
+    if "--synthetic" in args:
+        synthetic(**chosen)
+    else:
+        main(**chosen, aside_only="--kept-aside" in args)

@@ -31,6 +31,16 @@ def test_kept_aside_models_have_their_own_totals_line(capsys):
     assert "c (kept aside)" in out and "exit 1: boom" in out
 
 
+def test_the_strength_table_can_run_the_kept_aside_part_alone():
+    """``bench_optimizer_strength --kept-aside``: the held-out figure after rule changes, exactly the models
+    the manifest (written by hand) marks kept aside."""
+    from benchmarks.bench_optimizer_strength import _corpus_models
+
+    aside = {name for name, _, kept, _ in _corpus_models("", big=True, aside_only=True)}
+    assert aside and aside == set(corpus_names(kept_aside=True))
+    assert {name for name, _, _, _ in _corpus_models("", big=True)} >= aside | set(corpus_names(kept_aside=False))
+
+
 def test_the_inspect_oracle_is_plain_onnx_runtime(tmp_path):
     """Every node output's real shape, worked out by hand for a Conv (3x3, stride 2, pad 1) and a Flatten."""
     w = helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], np.zeros(108, np.float32))
