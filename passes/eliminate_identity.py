@@ -245,6 +245,9 @@ def _drop_empty_concat_inputs(node: ir.Node) -> bool:
 # (initial_h, LSTM's initial_c) and LSTM's peepholes. PyTorch writes the zero state
 # as Shape -> Gather -> Concat -> ConstantOfShape(0) -> Slice per layer.
 ZERO_DEFAULT_INPUTS: dict[str, tuple[int, ...]] = {"RNN": (5,), "GRU": (5,), "LSTM": (5, 6, 7)}
+# ONNX Runtime's dynamic quantizer writes LSTM as com.microsoft DynamicQuantizeLSTM: LSTM's first eight
+# inputs (the same zero defaults), then the weights' scales and zero points, which stay where they are.
+CONTRIB_ZERO_DEFAULT_INPUTS: dict[str, tuple[int, ...]] = {"DynamicQuantizeLSTM": (5, 6, 7)}
 # Ops that keep an all-zero tensor all zero whatever their other inputs (shape/index only).
 _ZERO_KEEPING = frozenset({"Slice", "Expand", "Reshape", "Unsqueeze", "Squeeze", "Identity", "Transpose",
                            "Cast", "Tile", "Gather", "Flatten"})
@@ -278,11 +281,15 @@ def known_zero(value: ir.Value | None, depth: int = 8) -> bool:
 
 def _drop_zero_default_inputs(node: ir.Node) -> bool:
     """LSTM(x, W, R, B, seq, zeros, zeros)  ⇒  LSTM(x, W, R, B, seq): the omitted state is zero
-    by the spec; the zero state's producers become dead code."""
-    if not is_onnx_op(node) or node.op_type not in ZERO_DEFAULT_INPUTS:
+    by the spec (and by com.microsoft DynamicQuantizeLSTM's); the zero state's producers become dead code."""
+    if is_onnx_op(node):
+        optional = ZERO_DEFAULT_INPUTS.get(node.op_type, ())
+    else:
+        optional = CONTRIB_ZERO_DEFAULT_INPUTS.get(node.op_type, ()) if node.domain == "com.microsoft" else ()
+    if not optional:
         return False
     inputs = list(node.inputs)
-    drop = [i for i in ZERO_DEFAULT_INPUTS[node.op_type] if i < len(inputs) and known_zero(inputs[i])]
+    drop = [i for i in optional if i < len(inputs) and known_zero(inputs[i])]
     if not drop:
         return False
     for i in drop:

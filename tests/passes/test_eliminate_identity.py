@@ -192,3 +192,63 @@ def test_nonzero_initial_state_stays(tmp_path):
     }""" % (",".join(["0.1"] * 24), ",".join(["0.2"] * 36))
     r = run_one(tmp_path, m, "eliminate-identity")
     assert r.records[0].status == "unchanged", r.records[0].changes
+
+
+def test_quantized_lstm_zero_initial_state_is_dropped(tmp_path):
+    """ONNX Runtime's dynamic quantizer turns an LSTM into com.microsoft DynamicQuantizeLSTM, whose
+    initial_h / initial_c (inputs 5 and 6) default to zero as LSTM's do (corpus ddddocr_common_old_int8: the
+    zero state's Shape -> Gather -> Unsqueeze -> Concat -> ConstantOfShape chain stayed, onnxsim folds it):
+    the inputs go, the weight scales after them stay in place; plain ORT (optimizer off and on) gives the
+    same outputs as the original at two batch sizes."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    rng = np.random.default_rng(1)
+    h, d = 8, 4
+    inits = [numpy_helper.from_array(rng.standard_normal((2, 4 * h, d)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.standard_normal((2, 4 * h, h)).astype(np.float32), "R"),
+             numpy_helper.from_array(rng.standard_normal((2, 8 * h)).astype(np.float32), "B"),
+             numpy_helper.from_array(np.array(1, np.int64), "one"),
+             numpy_helper.from_array(np.array([0], np.int64), "ax0"),
+             numpy_helper.from_array(np.array([2], np.int64), "two"),
+             numpy_helper.from_array(np.array([h], np.int64), "hid")]
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["b"]),
+             helper.make_node("Unsqueeze", ["b", "ax0"], ["bu"]),
+             helper.make_node("Concat", ["two", "bu", "hid"], ["shp"], axis=0),
+             helper.make_node("ConstantOfShape", ["shp"], ["z"],
+                              value=numpy_helper.from_array(np.zeros(1, np.float32))),
+             helper.make_node("LSTM", ["x", "W", "R", "B", "", "z", "z"], ["y", "yh", "yc"], hidden_size=h,
+                              direction="bidirectional")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", "N", d])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["T", 2, "N", h]),
+                               helper.make_tensor_value_info("yc", TensorProto.FLOAT, [2, "N", h])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    (tmp_path / "q").mkdir()
+    onnx.save(m, tmp_path / "q" / "f.onnx")
+    quantize_dynamic(tmp_path / "q" / "f.onnx", tmp_path / "q" / "q.onnx", op_types_to_quantize=["LSTM"],
+                     weight_type=QuantType.QInt8)
+    q = onnx.load(tmp_path / "q" / "q.onnx")
+    before = next(n for n in q.graph.node if n.op_type == "DynamicQuantizeLSTM")
+    assert list(before.input)[5:7] == ["z", "z"]                 # the quantizer kept the zero state
+    r = check_applies(tmp_path, q, "eliminate-identity")
+    assert "zero initial state dropped (the default)" in {c.detail for c in r.records[0].changes}
+    out = onnx.load(str(r.output))
+    lstm = next(n for n in out.graph.node if n.op_type == "DynamicQuantizeLSTM")
+    assert list(lstm.input)[:8] == list(before.input)[:5] + ["", "", ""]
+    assert list(lstm.input)[8:] == list(before.input)[8:]        # W/R scales and zero points in place
+    assert not any("z" in n.input for n in out.graph.node)      # the chain is dead code (eliminate-dead-code's)
+    off = ort.SessionOptions()
+    off.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    old = ort.InferenceSession(q.SerializeToString(), off, providers=["CPUExecutionProvider"])
+    for so in (off, ort.SessionOptions()):
+        new = ort.InferenceSession(str(r.output), so, providers=["CPUExecutionProvider"])
+        for shape in ((5, 1, d), (3, 4, d)):
+            x = rng.standard_normal(shape).astype(np.float32)
+            for a, b in zip(old.run(None, {"x": x}), new.run(None, {"x": x})):
+                assert a.shape == b.shape
+                np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
