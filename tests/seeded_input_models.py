@@ -49,11 +49,17 @@ def framed_by_80():
                   [h.make_tensor_value_info("y", T.FLOAT, [None, 80])])
 
 
-def _if_model(cond_op, then_nodes, else_nodes, x_shape):
+def _if_model(cond_op, then_nodes, else_nodes, x_shape, picked=False):
+    """If(cond_op(sr, 16000)); ``picked``: sr reaches the comparison as torch's dynamo exporter writes it,
+    Reshape([-1]) -> Gather(0)."""
     then = h.make_graph(then_nodes, "then", [], [h.make_tensor_value_info("t_out", T.FLOAT, None)])
     other = h.make_graph(else_nodes, "else", [], [h.make_tensor_value_info("e_out", T.FLOAT, None)])
-    nodes = [_const("rate", np.array(16000, np.int64)), h.make_node(cond_op, ["sr", "rate"], ["cond"], name="cmp"),
-             h.make_node("If", ["cond"], ["y"], name="branch", then_branch=then, else_branch=other)]
+    pick = [_const("flat", np.array([-1], np.int64)), _const("first", np.array(0, np.int64)),
+            h.make_node("Reshape", ["sr", "flat"], ["sr_1d"], name="sr_flat"),
+            h.make_node("Gather", ["sr_1d", "first"], ["sr_0"], name="sr_item")] if picked else []
+    nodes = pick + [_const("rate", np.array(16000, np.int64)),
+                    h.make_node(cond_op, ["sr_0" if picked else "sr", "rate"], ["cond"], name="cmp"),
+                    h.make_node("If", ["cond"], ["y"], name="branch", then_branch=then, else_branch=other)]
     return _model(nodes, [h.make_tensor_value_info("input", T.FLOAT, x_shape),
                           h.make_tensor_value_info("sr", T.INT64, [])],
                   [h.make_tensor_value_info("y", T.FLOAT, [None, None])])
@@ -63,6 +69,13 @@ def vad_with_sample_rate():
     """If(Equal(sr, 16000)): the 16 kHz front end; any other rate: a Reshape that never fits."""
     return _if_model("Equal", _stft_nodes("input", "t_out", "t_"), _reshape_nodes("input", "e_out", 7, "e_"),
                      [None, None])
+
+
+def vad_with_picked_rate():
+    """vad_with_sample_rate with ``sr == 16000`` as the dynamo exporter writes it (corpus
+    silero_vad_op18_ifless): Reshape([-1]) -> Gather(0) -> Equal."""
+    return _if_model("Equal", _stft_nodes("input", "t_out", "t_"), _reshape_nodes("input", "e_out", 7, "e_"),
+                     [None, None], picked=True)
 
 
 def rate_below_16k_fails():

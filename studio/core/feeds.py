@@ -36,6 +36,9 @@ Feeds = dict[str, object]       # name -> np.ndarray, or list[np.ndarray] for se
 
 _SEQ_NAMES = re.compile(r"seq|len|token|time|step|frame|word|src|tgt|past|total", re.I)
 _PASS_THROUGH = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand", "Transpose"}
+# Ops whose data input's elements come out unchanged, some of them (torch's dynamo exporter writes
+# ``sr == 16000`` on a scalar as Reshape([-1]) -> Gather(0) -> Equal).
+_PICKS = {"Slice", "Gather", "Split"}
 
 
 @dataclass(frozen=True)
@@ -107,8 +110,8 @@ def _one_hot_bounds(model: ModelProto) -> dict[str, int]:
 def value_uses(name: str, consumers: Mapping[str, Sequence[tuple[NodeProto, int]]]
                ) -> Iterator[tuple[NodeProto, int]]:
     """Every (node, input position) that reads ``name`` or a value carried on from it unchanged in meaning
-    (the first input of a Cast, Reshape, Unsqueeze...), each value followed once; ``consumers``: value name
-    -> its (node, position) uses."""
+    (the first input of a Cast, Reshape, Unsqueeze..., or of a Gather/Slice/Split that picks some of its
+    elements), each value followed once; ``consumers``: value name -> its (node, position) uses."""
     frontier, seen = [name], set()
     while frontier:
         value = frontier.pop()
@@ -117,7 +120,7 @@ def value_uses(name: str, consumers: Mapping[str, Sequence[tuple[NodeProto, int]
         seen.add(value)
         for n, i in consumers.get(value, []):
             yield n, i
-            if n.op_type in _PASS_THROUGH and i == 0:
+            if (n.op_type in _PASS_THROUGH or n.op_type in _PICKS) and i == 0:
                 frontier.extend(n.output)
 
 
@@ -153,23 +156,15 @@ def _compared_values(model: ModelProto) -> dict[str, int]:
     consumers = _consumers(model.graph)
     found: dict[str, int] = {}
     for vi in model.graph.input:
-        frontier, seen = [vi.name], set()
-        while frontier and vi.name not in found:
-            name = frontier.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            for n, i in consumers.get(name, []):
-                if n.op_type in _COMPARE_OPS and len(n.input) == 2 and n.input[1 - i] in consts:
-                    found[vi.name] = consts[n.input[1 - i]]
-                    break
-                if n.op_type in _PASS_THROUGH and i == 0:
-                    frontier.extend(n.output)
+        for n, i in value_uses(vi.name, consumers):
+            if n.op_type in _COMPARE_OPS and len(n.input) == 2 and i in (0, 1) and n.input[1 - i] in consts:
+                found[vi.name] = consts[n.input[1 - i]]
+                break
     return found
 
 
 # Ops that hand a recurrent state on to the op that reads it (a slice of the stacked h/c, a reshape...).
-_STATE_CARRY = _PASS_THROUGH | {"Slice", "Gather", "Split"}
+_STATE_CARRY = _PASS_THROUGH | _PICKS
 _STATE_SLOTS = {"LSTM": (5, 6), "GRU": (5,), "RNN": (5,)}      # initial_h (and LSTM's initial_c)
 
 

@@ -21,7 +21,8 @@ from studio.core.feeds import input_specs, random_feeds
 from tests.conftest import ROOT, sha256_file
 from tests.forked_cli import run_forked
 from tests.seeded_input_models import (fixed_size_reshape, framed_by_7, framed_by_80, hidden_gather,
-                                       rate_below_16k_fails, silero_like, vad_with_sample_rate)
+                                       rate_below_16k_fails, silero_like, vad_with_picked_rate,
+                                       vad_with_sample_rate)
 
 ENGINES = ("onnxruntime", "openvino")
 RUNS = ("runs", "runs with warnings")
@@ -45,6 +46,7 @@ SEARCHED = {
     "silero_like": (silero_like, {"input": "float32[1, 512]"}),
     "framed_by_80": (framed_by_80, {"x": "float32[1, 16000]"}),
     "vad_with_sample_rate": (vad_with_sample_rate, {"input": "float32[1, 512]", "sr": "int64=16000"}),
+    "vad_with_picked_rate": (vad_with_picked_rate, {"input": "float32[1, 512]", "sr": "int64=16000"}),
     "rate_below_16k_fails": (rate_below_16k_fails, {"input": "float32[1, 16]", "sr": "int64=16000"}),
 }
 
