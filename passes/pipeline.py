@@ -134,8 +134,9 @@ class _Checkpoints:
     weights read from the original's folder). A folder the in-memory model may
     still read weights from is kept until the pipeline ends."""
 
-    def __init__(self, workdir: Path, original: Path) -> None:
+    def __init__(self, workdir: Path, original: Path, *, self_contained: bool = False) -> None:
         self.dir = workdir
+        self.self_contained = self_contained     # data files beside each checkpoint (an engine reads them only so)
         self.original = Checkpoint(original, original.parent)
         self.data_dir = original.parent
         self.linker = Linker(workdir)
@@ -150,7 +151,8 @@ class _Checkpoints:
         return d
 
     def save(self, model: ir.Model) -> Checkpoint:
-        return save_checkpoint(model, self.folder("step") / "model.onnx", data_dir=self.data_dir, linker=self.linker)
+        return save_checkpoint(model, self.folder("step") / "model.onnx", data_dir=self.data_dir, linker=self.linker,
+                               self_contained=self.self_contained)
 
     def accept(self, ckpt: Checkpoint) -> None:
         old = self.last_good
@@ -310,7 +312,10 @@ def run_pipeline(model_path: Path, request: OptimizeRequest, output: Path, *,
     another path. ``on_failure`` "stop" keeps the last verified model and stops; "revert" undoes the
     failing pass and continues. Passes that would start after ``time_budget_s`` are skipped (status
     "skipped"); passes in workers are also bounded by the worker timeout. The input file is only read.
-    The result carries the request (``PipelineResult.request``).
+    The result carries the request (``PipelineResult.request``). A preset made for one engine
+    (``request.engine``: the openvino preset's OpenVINO) has every changed model also compiled and compared
+    with the original there; ``PipelineResult.reference`` says so, or why not (that engine cannot load the
+    original either).
     """
     passes = list(passes) if passes is not None else request_passes(request)
     if feeds is None and request.inputs:
@@ -318,7 +323,7 @@ def run_pipeline(model_path: Path, request: OptimizeRequest, output: Path, *,
     result = _run_pipeline(model_path, passes, output, verify=request.verify, on_failure=request.on_failure,
                            dims=dict(request.dims), feeds=feeds, tolerance=tolerance, limits=limits,
                            pool_key=pool_key, instruments=instruments, on_progress=on_progress,
-                           time_budget_s=request.time_budget_s, partial=partial)
+                           time_budget_s=request.time_budget_s, partial=partial, engine=request.engine)
     return replace(result, request=request)
 
 
@@ -335,8 +340,9 @@ def _run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, 
                   on_failure: str, dims: Mapping[str, int], feeds: list[Feeds] | None,
                   tolerance: Tolerance | None, limits: Limits | None, pool_key: str,
                   instruments: Sequence[Instrument], on_progress: Callable[[int, int, str], None] | None,
-                  time_budget_s: float | None, partial: str | Path) -> PipelineResult:
-    """The body of ``run_pipeline`` (see there)."""
+                  time_budget_s: float | None, partial: str | Path, engine: str | None = None) -> PipelineResult:
+    """The body of ``run_pipeline`` (see there); ``engine``: the one the request's preset is made for, on which
+    every candidate must also load and compute the same (``Verifier``'s ``engine``)."""
     started = time.perf_counter()
     instruments = with_nvtx(instruments)        # NVTX range per pass when nsys is attached
     model_path = Path(model_path).resolve()     # workers run in a scratch cwd
@@ -360,7 +366,7 @@ def _run_pipeline(model_path: Path, passes: Sequence[StudioPass], output: Path, 
         return _run_in(workdir, model_path, passes, output, labels, partial_path, verify=verify,
                        on_failure=on_failure, dims=dims, feeds=feeds, tolerance=tolerance, limits=limits,
                        pool_key=pool_key, instruments=instruments, on_progress=on_progress,
-                       time_budget_s=time_budget_s, started=started)
+                       time_budget_s=time_budget_s, started=started, engine=engine)
     except Exception as exc:
         # The destination's disk is full, read-only or past a file-size limit: the run stops there and
         # says so (never a pass's failure); the work folder goes with it, so nothing was written.
@@ -376,7 +382,7 @@ def _run_in(workdir: Path, model_path: Path, passes: Sequence[StudioPass], outpu
             partial_path: Path | None, *, verify: bool, on_failure: str, dims: dict[str, int],
             feeds: list[Feeds] | None, tolerance: Tolerance | None, limits: Limits | None, pool_key: str,
             instruments: Sequence[Instrument], on_progress: Callable[[int, int, str], None] | None,
-            time_budget_s: float | None, started: float) -> PipelineResult:
+            time_budget_s: float | None, started: float, engine: str | None = None) -> PipelineResult:
     """The body of ``run_pipeline`` in its work folder (see there)."""
     # What ORT fixes silently (node order, duplicated opsets, old IR, contradicting output
     # shapes) is repaired in a copy and said as lint; the user's file is only read.
@@ -388,8 +394,8 @@ def _run_in(workdir: Path, model_path: Path, passes: Sequence[StudioPass], outpu
     model = load_for_passes(model_path)
     ops_before = count_ops(model)
     verifier = Verifier(model_path, dims=dims, feeds=feeds, tolerance=tolerance, limits=limits,
-                        pool_key=pool_key) if verify else None
-    ckpt = _Checkpoints(workdir, model_path)
+                        pool_key=pool_key, engine=engine) if verify else None
+    ckpt = _Checkpoints(workdir, model_path, self_contained=verifier is not None and verifier.engine is not None)
     records: list[PassRecord] = []
     stopped: str | None = None
     interface_fixed = False          # a changes_interface pass was accepted: later checks allow it too
@@ -496,6 +502,8 @@ def _run_in(workdir: Path, model_path: Path, passes: Sequence[StudioPass], outpu
                 reference += f"; {verifier.nondeterministic_note}"
         else:
             reference = "nothing to verify: no pass changed the model"
+        if verifier.engine_note:     # the preset's engine: checked on it, or why it cannot be (said, not hidden)
+            reference += f"; {verifier.engine_note}"
     return PipelineResult(target, tuple(records), ok, stopped, dict(ops_before), dict(count_ops(model)),
                           reference, time.perf_counter() - started, lint)
 

@@ -121,8 +121,11 @@ def _under(path: Path, folder: Path) -> bool:
     return folder == path or folder in path.parents
 
 
-def save_checkpoint(model: ir.Model, path: Path, *, data_dir: Path, linker: Linker) -> Checkpoint:
-    """Save ``model`` as a checkpoint (see the module doc); the in-memory model is left unchanged."""
+def save_checkpoint(model: ir.Model, path: Path, *, data_dir: Path, linker: Linker,
+                    self_contained: bool = False) -> Checkpoint:
+    """Save ``model`` as a checkpoint (see the module doc); the in-memory model is left unchanged.
+    ``self_contained``: its data files next to it even where they could stay in ``data_dir`` (for an engine
+    that reads external data only beside the file and takes no data folder: OpenVINO)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data_dir = Path(data_dir).resolve()
@@ -130,7 +133,7 @@ def save_checkpoint(model: ir.Model, path: Path, *, data_dir: Path, linker: Link
     tensors = [v.const_value for v in values]
     external = [t for t in tensors if isinstance(t, ir.ExternalTensor)]
     inline = sum(t.nbytes for t in tensors if t is not None and not isinstance(t, ir.ExternalTensor))
-    if inline > INLINE_LIMIT or not all(_under(Path(t.path).resolve(), data_dir) for t in external):
+    if self_contained or inline > INLINE_LIMIT or not all(_under(Path(t.path).resolve(), data_dir) for t in external):
         return _save_self_contained(model, path, linker)
     try:
         for v, t in zip(values, tensors):

@@ -28,13 +28,16 @@ from studio.core.codec import from_json, to_json
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 
-__all__ = ["DEFAULT_PRESET", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileOptions", "ProfileRequest",
+__all__ = ["DEFAULT_PRESET", "PRESET_ENGINES", "CheckRequest", "OptimizeRequest", "PrecisionRequest", "ProfileOptions", "ProfileRequest",
            "ExportRequest", "BatchRequest", "MemoryRequest",
            "EditRequest", "GenerationRequest", "REQUESTS",
            "JsonRequest", "request_from_dict", "CompareRequest", "PluginRequest", "GraphRequest", "InspectRequest",
            "DatasetAddRequest", "DatasetEvalRequest", "RecipeRequest", "HINT_REQUESTS"]
 
 DEFAULT_PRESET = "safe"         # what optimize runs when neither a preset nor passes are named
+# The presets made for one engine (their pass options are that engine's choices) -> that engine: optimize
+# checks the result loads and computes the same there too, export builds that target from it.
+PRESET_ENGINES = {"ort": "onnxruntime", "openvino": "openvino"}
 # Per-layer engine tables (issue 34: engine names live in tables, not in if-ladders). A leaf module cannot
 # read the engine table, so the two facts requests need are spelled here once:
 DEFAULT_ENGINES = ("ort",)      # what check/profile/generation/compare run on when no engine is named
@@ -266,7 +269,11 @@ class OptimizeRequest(JsonRequest):
             out.setdefault("fix-input-shapes", {}).setdefault("dims", dict(self.dims))
         return out
 
-
+    @property
+    def engine(self) -> str | None:
+        """The engine the preset is made for (``PRESET_ENGINES``), whose own load and numbers the result must
+        pass too; None for engine-neutral presets and named passes."""
+        return PRESET_ENGINES.get(self.preset or "")
 
     def cli_options(self, *, files: bool = True) -> list[tuple[str, object]]:
         """The ``onnx-studio optimize`` options that build this request (defaults left out but the preset,

@@ -24,15 +24,13 @@ from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.core.model import load as load_model
 from studio.core.paths import safe_name, user_data_path
-from studio.core.requests import OptimizeRequest
+from studio.core.requests import PRESET_ENGINES, OptimizeRequest
 from studio.export.facts import ModelFacts, model_facts
 from studio.export.options import ExportOptions
 
 INT8_PASS = "quantize-int8-static"
 FP16_PASS = "convert-fp16"
 LEGACY_INPUTS_PASS = "remove-initializers-from-inputs"
-# the presets made for one engine (their pass options are that engine's choices) -> the export target
-PRESET_ENGINES = {"ort": "onnxruntime", "openvino": "openvino"}
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,13 @@ bake one shape into the graph. The reference runs its first feed set twice: outp
 that differ between those runs are the model's own randomness (Bernoulli,
 training Dropout...), said once ("the model is nondeterministic: ...") and
 left out of the numeric comparison, so no pass is blamed for them.
+
+A verifier made for an engine (``engine``: the engine an engine's preset is made for, e.g. the openvino
+preset's) also opens every candidate on that engine's CPU runner, the one runner protocol, and compares its
+outputs there with the original's on the same engine: a result ONNX Runtime runs but that engine refuses, or
+computes differently, fails. Where the engine cannot load the original either, that is said once
+(``engine_note``) and candidates are not judged by it. Such an engine reads external data only beside the
+file: its candidates are self-contained checkpoints (``passes.pipeline`` saves them so).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from studio.core.compare import Comparison, Tolerance, Verification, VerifyStatu
 from studio.core.errors import StudioError, WorkerError, engine_message
 from studio.core.dimexpr import evaluate, free_names
 from studio.core.engines import sessions
+from studio.core.engines.table import engine_row
 from studio.core.engines.base import (decode_output_sets, encode_outputs, pack_feed_sets, rekey_arrays,
                                       unpack_feed_sets)
 from studio.core.feeds import Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, input_specs, random_feeds
@@ -41,6 +49,9 @@ from studio.inspect.decoder import DecoderError, recognize
 from studio.inspect.decoder_feeds import check_step, verification_steps
 
 log = logging.getLogger(__name__)
+
+# The engine the reference outputs come from (optimizations off): candidates are always judged on it.
+REFERENCE_ENGINE = "onnxruntime"
 
 EVALUATOR_LABEL = "onnx reference evaluator + studio reference ops (ONNX Runtime cannot run the original)"
 
@@ -185,24 +196,26 @@ def full_check_in_worker(model_path: Path, *, limits: Limits | None = None, pool
 
 @job("passes.reference_outputs")
 def reference_outputs_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) -> JobOutput:
-    """Full check (optional), then ORT CPU with optimizations off on every feed set:
-    one session, several runs. Per-set errors are reported, not raised."""
+    """Full check (optional), then the engine's CPU runner (``args["engine"]``; ORT with optimizations off
+    unless named) on every feed set: one session, several runs. Per-set errors are reported, not raised."""
 
     data: dict = {"check": None, "sets": []}
     if args.get("full_check"):
         ctx.set_stage("onnx.checker full check")
         data["check"] = full_check(Path(args["model_path"]))
-    ctx.set_stage("ONNX Runtime session creation (verification)")
+    engine = str(args.get("engine") or REFERENCE_ENGINE)
+    label = engine_row(engine).label
+    ctx.set_stage(f"{label} session creation (verification)")
     # Verification runs a few inferences per session: packing weights for faster
     # GEMMs costs more than it saves (measured: BERT-large session 1.2-1.7 s -> 0.03 s).
-    runner = sessions.open_runner("onnxruntime", args["model_path"], {
+    runner = sessions.open_runner(engine, args["model_path"], {
         "graph_optimization_level": args.get("level") or "disable", "log_severity_level": 3,
         "extra_session_options": {"session.disable_prepacking": "1"},
         # a checkpoint whose external data lives in the original's folder
         "external_data_dir": args.get("data_dir") or None}, ctx)
     names = runner.output_names
     out_arrays: dict[str, np.ndarray] = {}
-    ctx.set_stage("ONNX Runtime inference (verification)")
+    ctx.set_stage(f"{label} inference (verification)")
     for i, feeds in enumerate(unpack_feed_sets(arrays, int(args["count"]))):
         try:
             values = list(runner.infer(feeds).values())
@@ -253,11 +266,12 @@ class RunSets:
 
 def run_sets(model_path: Path, feed_sets: list[Feeds], *, full: bool, limits: Limits | None,
              pool_key: str, stage: str, data_dir: Path | None = None, repeat_first: bool = False,
-             level: str = "disable") -> RunSets:
+             level: str = "disable", engine: str = REFERENCE_ENGINE) -> RunSets:
     """``feed_sets`` run in one ONNX Runtime session at optimization ``level`` (disable: the reference
-    as written; basic: constant folding over the static shapes, as a user's default session does)."""
+    as written; basic: constant folding over the static shapes, as a user's default session does), or in
+    one session of ``engine``'s CPU runner (its defaults, f32)."""
     res = run_job("passes.reference_outputs", {"model_path": str(model_path), "count": len(feed_sets),
-                                               "data_dir": str(data_dir) if data_dir else "",
+                                               "data_dir": str(data_dir) if data_dir else "", "engine": engine,
                                                "full_check": full, "repeat_first": repeat_first, "level": level},
                   pack_feed_sets(feed_sets), stage=stage, limits=session_limits(limits, model_path, data_dir),
                   pool_key=pool_key)
@@ -314,8 +328,14 @@ class Verifier:
 
     def __init__(self, original_path: Path, *, dims: Mapping[str, int] | None = None,
                  feeds: list[Feeds] | None = None, tolerance: Tolerance | None = None,
-                 limits: Limits | None = None, pool_key: str = "default", numeric: bool = True) -> None:
+                 limits: Limits | None = None, pool_key: str = "default", numeric: bool = True,
+                 engine: str | None = None) -> None:
         self.original_path = Path(original_path).resolve()
+        # the engine candidates must also load and compute the same on (the reference's own needs no second run)
+        self.engine = engine if engine and engine != REFERENCE_ENGINE else None
+        self.engine_label = engine_row(self.engine).label if self.engine else ""
+        self._engine_reference: RunSets | None = None
+        self.engine_error: str | None = None    # why the engine cannot run the original (candidates not judged)
         self.original = onnx.load_model(str(original_path), load_external_data=False)
         self.user_dims = dict(dims or {})
         self.tolerance = tolerance
@@ -430,6 +450,65 @@ class Verifier:
 
         return RunSets(*decode_output_sets(res.data["sets"], res.arrays), None)
 
+    def engine_reference(self) -> RunSets | None:
+        """The original's outputs on ``engine`` (once, on the reference's feed sets); None, with ``engine_error``
+        set, when that engine cannot load or run the original."""
+        if self.engine is None or self.engine_error is not None or self._engine_reference is not None:
+            return self._engine_reference
+        if self.numeric:
+            self.reference()         # the feed sets the original runs (an input search may replace them)
+        try:
+            ref = run_sets(self.original_path, self.feed_sets, full=False, limits=self.limits, pool_key=self.pool_key,
+                           stage=f"reference outputs (original on {self.engine_label})", engine=self.engine)
+            failed = next((e for e in ref.errors if e is not None), None)
+        except (WorkerError, StudioError) as exc:
+            ref, failed = None, engine_message(exc, 300) or type(exc).__name__
+        if failed is not None:
+            self.engine_error = engine_message(failed, 300)
+            return None
+        self._engine_reference = ref
+        return ref
+
+    @property
+    def engine_note(self) -> str | None:
+        """What the engine said of the original, for the run's summary: None without an engine."""
+        if self.engine is None:
+            return None
+        if self.engine_reference() is None:
+            return (f"{self.engine_label} cannot load the original either: {self.engine_error}; "
+                    f"results are not checked on {self.engine_label}")
+        return (f"{self.engine_label} CPU runs the original; each changed result was compiled and compared "
+                "with it there too")
+
+    def _engine_problem(self, path: Path, data_dir: Path | None, sets: list[Feeds], tolerance: Tolerance | None,
+                        quantized: bool) -> tuple[str | None, Comparison | None]:
+        """(why the candidate fails on ``engine`` where the original runs, or None; the comparison there)."""
+        ref = self.engine_reference()
+        if ref is None:
+            return None, None
+        label = self.engine_label
+        try:
+            got = run_sets(path, sets, full=False, limits=self.limits, data_dir=data_dir, pool_key=self.pool_key,
+                           stage=f"verification (result on {label})", engine=self.engine)
+        except (WorkerError, StudioError) as exc:
+            return (f"{label} cannot compile the result, though it compiles the original "
+                    f"(--on-failure revert goes on without this pass): {engine_message(exc, 200)}"), None
+        random = set(self.nondeterministic)
+        comparison = None
+        for i, (r, g, err) in enumerate(zip(ref.outputs, got.outputs, got.errors)):
+            if g is None:
+                return (f"{label} cannot run the result, though it runs the original (feed set {i + 1}): "
+                        f"{engine_message(err, 300)}"), None
+            r = {k: v for k, v in r.items() if k not in random}
+            g = {k: v for k, v in g.items() if k not in random}
+            if not r:
+                break
+            comparison = compare_outputs(r, g, tolerance or self.tolerance, quantized=quantized,
+                                         order_free=order_free_outputs(self.original))
+            if not comparison:
+                return f"on {label} (vs the original there): {comparison.summary()}", comparison
+        return None, comparison
+
     @property
     def computed(self) -> bool:
         """Whether reference outputs were computed (some pass changed the model)."""
@@ -500,8 +579,16 @@ class Verifier:
                 if allow_fixed_dims and i == 0:
                     problems += produced_problems(self.original, candidate, g)
         ok = not problems and check_msg is None and not status.startswith("failed")
+        engine_problem = None
+        if ok and self.engine is not None:      # ORT passed it: the preset's own engine must load it too
+            engine_sets = ([cast_to_inputs(f, candidate) for f in self.feed_sets] if allow_io_dtypes
+                           else self.feed_sets)
+            engine_problem, _ = self._engine_problem(candidate_path, data_dir, engine_sets, tolerance, quantized)
+            ok = engine_problem is None
         if problems:
             message = problems[0]
+        elif engine_problem:
+            message = engine_problem
         elif check_msg:
             message = f"onnx.checker full check fails: {check_msg}"
         elif comparison is not None and not comparison:
