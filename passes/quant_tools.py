@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from studio.core.engines.ort_int8 import machine_int8_choice
 from studio.core.errors import StudioError
 from studio.core.feeds import Feeds, load_npz, make_feeds
 from studio.core.feeds import input_specs
+from studio.core.quantized import quantization_ops, quantized_text
 from studio.core.engines import sessions
 from profilers.latency import budgeted_rounds
 from profilers.stats import paired_ratio
@@ -51,6 +52,17 @@ DEGENERATE_WIDTH = 1e-8
 # that one uint8 step is ~1e36 and every real score reads as one value (softmax turns uniform). Real
 # MiniLM-L6, 32 padded sentences, QDQ u8s8: cosine 0.32 quantized as ORT would, 0.84 with them in float.
 SATURATED_WIDTH = 1e8
+
+
+def already_quantized_note(op_types: Iterable[str]) -> str:
+    """The "not applied" note of an INT8 pass on a model that is quantized already (``op_types``: its nodes'),
+    else "": ORT's quantizer run over ConvInteger/DynamicQuantizeLSTM or Q/DQ pairs fails on its internals
+    (corpus ddddocr_common_old_int8: "KeyError: '140_scale'") or stacks a second quantization on the first."""
+    found = quantization_ops(op_types)
+    if not found:
+        return ""
+    return (f"not applied: the model is already quantized ({quantized_text(found)}); it is not quantized "
+            "again, the model is left as it is")
 
 
 # ---------------------------------------------------------------------------- preparation

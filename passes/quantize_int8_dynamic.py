@@ -21,7 +21,7 @@ from typing import ClassVar
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass
-from passes.quant_tools import job_context
+from passes.quant_tools import already_quantized_note, job_context
 from passes.base import register
 from passes.transformer_fusion import MODEL_TYPES, contrib_fused_ops, fuse_file, names_of
 from studio.core.compare import QUANTIZED, Tolerance
@@ -59,6 +59,9 @@ class QuantizeInt8Dynamic(StudioPass):
         model_type = str(self.options.get("model_type", "auto"))
         if model_type not in MODEL_TYPES:
             raise StudioError(f"model_type must be one of {', '.join(MODEL_TYPES)}", code=ErrorCode.BAD_OPTION)
+        quantized = already_quantized_note(n.op_type for n in ir.traversal.RecursiveGraphIterator(model.graph))
+        if quantized:
+            return PassResult(model, False, (), {}, (quantized,))
         with tempfile.TemporaryDirectory(prefix="int8dyn-", dir=".") as tmp:
             return _run(model, Path(tmp).resolve(), self.options, fuse, model_type, job_context(self))
 

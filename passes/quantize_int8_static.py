@@ -30,7 +30,7 @@ from typing import ClassVar
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass
-from passes.quant_tools import job_context
+from passes.quant_tools import already_quantized_note, job_context
 from passes.base import register
 from studio.core.compare import QUANTIZED, Tolerance
 from studio.core.error_codes import ErrorCode
@@ -71,6 +71,9 @@ class QuantizeInt8Static(StudioPass):
             raise StudioError(f"unknown INT8 configuration {config[:40]!r}; choose auto or one of "
                               f"{', '.join(STATIC_CONFIGS)}", code=ErrorCode.BAD_OPTION)
         names = AUTO_CANDIDATES if config == "auto" else (config,)
+        quantized = already_quantized_note(n.op_type for n in ir.traversal.RecursiveGraphIterator(model.graph))
+        if quantized:
+            return PassResult(model, False, (), {}, (quantized,))
         ops = {n.op_type for n in ir.traversal.RecursiveGraphIterator(model.graph) if n.domain in ("", "ai.onnx")}
         if not ops & quantizable_ops():
             # Nothing the quantizer covers (a scikit-learn model of ai.onnx.ml ops): its calibration would only

@@ -33,19 +33,13 @@ from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, Feeds, make_feeds
 from studio.data.tasks import order_free_for, output_tasks
 from studio.core.sandbox import Limits
+from studio.core.quantized import QUANT_OPS
 from studio.core.types import value_info
 from studio.accuracy.layerwise import compare_layers
 
 log = logging.getLogger(__name__)
 
 __all__ = ["ModelComparison", "Side", "compare_models", "model_flavor", "padding_masks", "QUANT_OPS"]
-
-# Ops that only appear in quantized models.
-QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger",
-                       "ConvInteger", "DynamicQuantizeLinear", "DynamicQuantizeMatMul", "QGemm", "QLinearAdd",
-                       "QLinearMul", "QAttention", "MatMulIntegerToFloat", "QLinearGlobalAveragePool",
-                       "QLinearConcat", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearAveragePool",
-                       "DynamicQuantizeLSTM", "QEmbedLayerNormalization", "MatMulNBits"})
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import onnx
 
 from studio.core.engines import ENGINES, RunOptions, get_engine
 from studio.core.errors import StudioError
+from studio.core.quantized import quantization_ops
 from studio.inspect.decoder import recognize
 from studio.precision.cpu import cpu_has_bf16
 
@@ -118,8 +119,11 @@ def default_variants(model: onnx.ModelProto) -> tuple[str, ...]:
     the measured run on this CPU (:func:`recommend`, :func:`engine_gain_note`), not here. Where the CPU computes
     bf16 (:func:`cpu_has_bf16`) an encoder also gets ``int8-nncf-bf16``: the NNCF IR with its float layers in bf16.
     A KV-cache decoder (:func:`studio.inspect.decoder.recognize`) adds int4 weight-only, what decoders are
-    shipped in: ORT MatMulNBits, and NNCF ``compress_weights`` where OpenVINO is installed."""
+    shipped in: ORT MatMulNBits, and NNCF ``compress_weights`` where OpenVINO is installed. A model quantized
+    already gets no INT8 or int4 variant (its "fp32" row is the model as given)."""
     base = ("fp32", "fp32-ov", "bf16-ov", "fp16")
+    if quantization_ops(model):
+        return base          # quantized already (QDQ, ConvInteger, MatMulNBits...): nothing is quantized again
     convention = _decoder_convention(model)
     ov_here = bool(get_engine("openvino").available())
     if model_kind(model) == "transformer":

@@ -36,6 +36,7 @@ from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
 from studio.core.model import model_weight_bytes
 from studio.core.outputs import disk_error, writing_folder
+from studio.core.quantized import quantization_ops, quantized_text
 from studio.core.requests import OptimizeRequest
 from studio.core.sandbox import Limits, require_memory, scaled_to_model
 from studio.data.datasets import dataset_feeds
@@ -758,6 +759,10 @@ def _report(ctx: _Context, inp: _Inputs, final: tuple[VariantResult, ...], best:
     if fp16 is not None and fp16.ratio and fp16.ratio >= 1.0:
         report_notes.append("ONNX Runtime's CPU provider has no fast fp16 path (most fp16 ops run through "
                             "Casts): fp16 is for GPU targets")
+    quantized = quantization_ops(ctx.header)
+    if quantized:
+        report_notes.append(f"the model is already quantized ({quantized_text(quantized)}): its fp32 row is the "
+                            "model as given, and it is not quantized again (no INT8 or int4 variant is built on it)")
     if own:
         final = tuple(dataclasses.replace(v, path=None) for v in final)
     return PrecisionReport(final, best.name if best else None, per_engine, ctx.target_cosine, inp.calib.source,

@@ -300,3 +300,47 @@ def test_an_output_at_float_noise_level_is_judged_value_by_value(tmp_path):
     assert f"max abs {ov.max_abs:.3g}" in line and "'y' at float32 noise level" in line, line
     assert "within the tolerance" in line and f"cosine {ov.cosine:.4f}" not in line, line
     assert ov.to_dict()["judged"] == ov.judged
+
+
+def test_an_already_quantized_model_is_not_quantized_again(tmp_path):
+    """A model ONNX Runtime's dynamic quantizer made (ConvInteger + DynamicQuantizeLinear, as corpus
+    ddddocr_common_old_int8): 'auto' builds no INT8 variant on it, an INT8 variant asked for is a row that
+    names why (the old code ran ORT's quantizer over it: "INT8 quantization failed for every configuration:
+    KeyError: '140_scale'" on the corpus model), the report says the fp32 row is the model as given, and that
+    row's outputs are plain ORT's of the quantized file."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((4, 8, 3, 3)).astype(np.float32), "w2")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], [w1, w2])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.save(m, tmp_path / "f.onnx")
+    src = tmp_path / "q.onnx"
+    quantize_dynamic(tmp_path / "f.onnx", src, weight_type=QuantType.QUInt8)
+    ops = [n.op_type for n in onnx.load(src).graph.node]
+    assert ops.count("ConvInteger") == 2 and "DynamicQuantizeLinear" in ops
+    before = sha256_file(src)
+    header = api.load(src).proto
+    assert not {"int8", "int8-mixed", "int8-ov", "int8-dynamic", "int4"} & set(default_variants(header))
+    report = api.precision(src, variants=["int8", "int8-dynamic"], samples=2, out_dir=tmp_path / "v",
+                           latency_budget_s=1)
+    by = {v.name: v for v in report.variants}
+    for name in ("int8", "int8-dynamic"):
+        assert by[name].status == "failed" and "already quantized (ConvInteger ×2, DynamicQuantizeLinear ×2)" in \
+            by[name].error and "not quantized again" in by[name].error, by[name].error
+        assert "KeyError" not in by[name].error and "\n" not in by[name].error
+    assert any("already quantized" in n and "fp32 row is the model as given" in n for n in report.notes)
+    assert by["fp32"].status == "ok" and report.recommended == "fp32"
+    assert not (tmp_path / "v" / "int8").exists() or not any((tmp_path / "v" / "int8").iterdir())
+    x = rng.random((1, 3, 16, 16), dtype=np.float32)
+    (y,) = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert np.isfinite(y).all() and sha256_file(src) == before
