@@ -574,8 +574,8 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
             notes.append(f"{name}: failed ({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]})")
             continue
         notes.extend(f"{name}: {n}" for n in r.notes)
-        if not r.modified:
-            notes.append(f"{name}: no change")
+        if not r.modified:        # why the peer kept its input (a result that grew the file) is its warning
+            notes.extend([f"{name}: {w}" for w in r.warnings] or [f"{name}: no change"])
             continue
         size = (sum(1 for _ in all_nodes(r.model)), _const_bytes(r.model))
         if size >= base:

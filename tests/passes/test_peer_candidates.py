@@ -461,3 +461,23 @@ def test_best_of_peers_after_fix_input_shapes_keeps_the_pinned_dims(tmp_path):
     assert count_all_nodes(onnx.load(str(r.output)).graph) == 2
     x = np.random.default_rng(1).random((2, 3, 4, 4), dtype=np.float32)
     np.testing.assert_array_equal(_raw_ort(r.output, {"x": x})[0], _raw_ort(src, {"x": x})[0])
+
+
+def test_a_peer_refused_for_growth_says_so_in_best_of_peers(tmp_path):
+    """A ConstantOfShape weight small enough to be folded even with the fold cap (200x200 floats, 160 KB) but
+    above the growth cap: each peer is refused ('... kept the input'), which best-of-peers repeats instead of
+    'no change' (corpus onnx_light_inception_v1, --preset ort: 'onnxsim: no change; onnxslim: no change'
+    while --compare-peers counted 139 and 138 nodes against 237)."""
+    side = 200
+    src = save(_constant_of_shape_weights(side), tmp_path / "in" / "m.onnx")
+    for tool in ("onnxsim", "onnxslim"):        # the oracle: each peer alone folds the weight and grows the file
+        from passes.onnxsim_pass import run_tool
+        assert run_tool(tool, onnx.load(str(src))).ByteSize() > side * side * 4
+    r = run_passes(src, [make_pass("best-of-peers")], tmp_path / "out" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and not rec.modified
+    for tool in ("onnxsim", "onnxslim"):
+        said = [n for n in rec.notes if n.startswith(f"{tool}:")]
+        assert said and not any(n == f"{tool}: no change" for n in said), rec.notes
+        assert any("kept the input" in n and "max_growth" in n for n in said), said
+    assert "ConstantOfShape" in [n.op_type for n in onnx.load(str(r.output)).graph.node]
