@@ -31,7 +31,7 @@ from passes.registry import make_pass, preset
 from studio.verification.verifier import Verifier
 from studio.core.compare import Tolerance, Verification, VerifyStatus
 from studio.core.error_codes import ErrorCode
-from studio.core.errors import StudioError
+from studio.core.errors import StudioError, engine_message
 from studio.core.feeds import Feeds, npz_feeds
 from studio.core.paths import user_data_path
 from studio.core.requests import OptimizeRequest
@@ -547,8 +547,9 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
     fewest nodes, then the fewest constant bytes, among those that are smaller than ``model``, pass the
     verification and cost ONNX Runtime none of its own fusions (``passes.ort_fusions``). With the option
     ``engine=openvino`` (the openvino preset) the engine's own judgement is OpenVINO's instead: a candidate
-    whose compiled model (CPU, ``get_runtime_model()``) has more ops than its input's is refused, and the
-    fewest compiled ops wins (ORT's fusions say nothing of what OpenVINO fuses: PP-OCRv4 rec). Returns the
+    whose compiled model (CPU, ``get_runtime_model()``) has more ops than its input's is refused, one OpenVINO
+    cannot compile at all is refused too (never taken unmeasured), and the fewest compiled ops wins (ORT's
+    fusions say nothing of what OpenVINO fuses: PP-OCRv4 rec). Returns the
     result and (checkpoint, verification) of the pick, or ``model`` unchanged and None. Peers are never
     kept unverified: with verification off, or without reference outputs, nothing is kept.
     ``allow_fixed_dims``: an earlier pass (fix-input-shapes) pinned the user's dims, so the candidates
@@ -563,6 +564,9 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
     engine = peer_engine(p.options)
     by_compiled_ops = PEER_CRITERIA[engine] == "compiled ops"     # else ONNX Runtime's fusions
     base_ov: int | None = None
+    base_ov_error: str | None = None     # why OpenVINO cannot compile the input (its candidates are still judged)
+    # the verification opens every candidate on OpenVINO's runner too (the openvino preset) and the input runs there
+    ran_on_engine = (by_compiled_ops and verifier.engine == engine and verifier.engine_reference() is not None)
     for name in p.candidates:
         sub = make_pass(name, **{k: v for k, v in p.options.items() if k != "engine"})
         try:
@@ -592,21 +596,35 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
             ckpt._drop(cand)
             continue
         if by_compiled_ops:
-            try:
-                if base_ov is None:
+            if base_ov is None and base_ov_error is None:
+                try:
                     base_ov = ov_compiled_ops(ckpt.last_good.path, limits, pool_key)
+                except (WorkerError, StudioError) as exc:
+                    base_ov_error = engine_message(exc, 120) or type(exc).__name__
+            try:
                 theirs_ov: int | None = ov_compiled_ops(cand.path, limits, pool_key)
             except (WorkerError, StudioError) as exc:
                 theirs_ov = None
-                notes.append(f"{name}: OpenVINO's compiled models not compared ({str(exc).splitlines()[0][:120]})")
-            if theirs_ov is not None and base_ov is not None and theirs_ov > base_ov:
+                if not ran_on_engine:
+                    # the engine that judges cannot compile it: never taken (its input compiling or not)
+                    notes.append(f"{name}: refused, OpenVINO cannot compile it: {engine_message(exc, 240)}" + (
+                        "; nor its input" if base_ov_error else ""))
+                    ckpt._drop(cand)
+                    continue
+                # its verification compiled and ran it on OpenVINO at the run's input shapes: only the count failed
+                notes.append(f"{name}: OpenVINO compiled and ran it at the input shapes; its compiled ops not "
+                             f"counted ({engine_message(exc, 120)})")
+            if base_ov_error is not None:
+                notes.append(f"{name}: OpenVINO cannot compile its input ({base_ov_error}); it compiles this one")
+            if base_ov is not None and theirs_ov is not None and theirs_ov > base_ov:
                 notes.append(f"{name}: refused, OpenVINO compiles it to more ops: {theirs_ov} vs {base_ov} "
                              "(CPU, runtime model)")
                 ckpt._drop(cand)
                 continue
             notes.append(f"{name}: verified, {size[0]} nodes" + (
-                f"; OpenVINO compiles {theirs_ov} ops vs {base_ov}" if theirs_ov is not None else ""))
-            # unmeasured sorts after every measured candidate
+                f"; OpenVINO compiles {theirs_ov} ops" if theirs_ov is not None else "") + (
+                f" vs {base_ov}" if base_ov is not None and theirs_ov is not None else ""))
+            # uncounted (compiled by its verification) sorts after every counted candidate
             picks.append(((theirs_ov if theirs_ov is not None else 1 << 62, *size), name, r, cand, v))
             continue
         try:

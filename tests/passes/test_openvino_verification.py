@@ -138,6 +138,27 @@ g (float[3,2,2] x) => (float[3] y) {
     assert "OpenVINO" not in plain.reference                      # only the openvino preset asks OpenVINO
 
 
+@pytest.mark.parametrize("preset", [None, "openvino"])
+def test_a_peer_candidate_openvino_cannot_compile_is_refused(preset, tmp_path, monkeypatch):
+    """best-of-peers judged by OpenVINO: a verified candidate (smaller, the same values on ORT) that OpenVINO
+    cannot compile is refused with OpenVINO's reason, never taken 'not compared'; the input stays."""
+    _register(monkeypatch)
+    src = save(_layernorm_identity(), tmp_path / "in" / "m.onnx")
+    alone = run_passes(src, [make_pass("test-stash-float")], tmp_path / "alone" / "m.onnx")
+    assert alone.ok and alone.records[0].status == "changed"          # ORT's verification passes it
+    assert _ov_compile_error(alone.output) is not None and _ov_compile_error(src) is None
+    chooser = make_pass("test-choose-stash", engine="openvino")
+    r = run_pipeline(src, OptimizeRequest(preset=preset, passes=None if preset else ("test-choose-stash",)),
+                     tmp_path / "out" / "m.onnx", passes=[chooser])
+    rec = r.records[0]
+    assert r.ok and not r.modified, rec.notes
+    refusal = ("test-stash-float: refused, OpenVINO cannot compile it: " if preset is None else
+               "test-stash-float: refused, OpenVINO cannot compile the result, though it compiles the original")
+    assert any(n.startswith(refusal) for n in rec.notes), rec.notes
+    assert not any("not compared" in n for n in rec.notes), rec.notes
+    assert len(onnx.load(str(r.output)).graph.node) == 2 and _ov_compile_error(r.output) is None
+
+
 def test_openvino_preset_checks_a_model_with_external_data(tmp_path):
     """OpenVINO reads external data only beside the file (no data folder option, no link out of its folder):
     the preset's checkpoints carry their data, so a model with external weights is checked there, not refused.
