@@ -506,7 +506,7 @@ class Verifier:
             comparison = compare_outputs(r, g, tolerance or self.tolerance, quantized=quantized,
                                          order_free=order_free_outputs(self.original))
             if not comparison:
-                return f"on {label} (vs the original there): {comparison.summary()}", comparison
+                return f"{label} computes the result differently from the original: {comparison.summary()}", comparison
         return None, comparison
 
     @property

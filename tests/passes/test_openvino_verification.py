@@ -181,3 +181,54 @@ g (float[2,64] x) => (float[2,64] y) {
     assert _ov_compile_error(r.output) is None
     x = np.random.default_rng(1).random((2, 64), dtype=np.float32)
     np.testing.assert_allclose(_ort(r.output, {"x": x})[0], _ort(src, {"x": x})[0], rtol=1e-6, atol=1e-6)
+
+
+def test_openvino_preset_refuses_a_pass_openvino_computes_differently(tmp_path, monkeypatch):
+    """Resize to sizes [2, 3] with keep_aspect_ratio_policy=not_larger on a 4x4 image is a 2x2 output (the
+    smaller scale, 0.5, on both axes): ORT gives exactly the original's Resize to [2, 2]; OpenVINO compiles it
+    but ignores the policy and returns 2x3. The safe preset keeps the pass; the openvino preset compares the
+    result with the original on OpenVINO and refuses it, naming the output and both shapes."""
+    from passes import registry
+    from passes.base import Change, StudioPass, result
+    from passes.registry import register
+
+    registry.known_passes()
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+
+    @register
+    class KeepAspect(StudioPass):
+        name = "test-keep-aspect"
+
+        def call(self, model):
+            for node in model.graph:
+                if node.op_type == "Resize":
+                    sizes = ir.Value(name="sz2", const_value=ir.tensor(np.array([2, 3], np.int64), name="sz2"))
+                    model.graph.register_initializer(sizes)
+                    node.replace_input_with(3, sizes)
+                    node.attributes["axes"] = ir.AttrInt64s("axes", [2, 3])
+                    node.attributes["keep_aspect_ratio_policy"] = ir.AttrString("keep_aspect_ratio_policy",
+                                                                                "not_larger")
+            return result(model, [Change("changed", ("Resize",), "sizes with a policy")])
+
+    text = '<ir_version: 8, opset_import: ["" : 18]>' + """
+g (float[1,2,4,4] x) => (float[1,2,2,2] y) <int64[4] sz = {1, 2, 2, 2}> {
+  y = Resize<mode = "nearest">(x, , , sz)
+}"""
+    src = save(onnx.parser.parse_model(text), tmp_path / "in" / "m.onnx")
+    alone = run_pipeline(src, OptimizeRequest(preset="safe"), tmp_path / "alone" / "m.onnx",
+                         passes=[make_pass("test-keep-aspect")])
+    assert alone.ok and alone.records[0].status == "changed", alone.records[0].message
+    x = np.random.default_rng(3).random((1, 2, 4, 4), dtype=np.float32)
+    np.testing.assert_array_equal(_ort(alone.output, {"x": x})[0], _ort(src, {"x": x})[0])
+    import openvino as ov                               # the oracle: plain OpenVINO on both files
+
+    core = ov.Core()
+    shapes = [tuple(core.compile_model(core.read_model(str(p)), "CPU")({"x": x})[0].shape)
+              for p in (src, alone.output)]
+    assert shapes == [(1, 2, 2, 2), (1, 2, 2, 3)]
+    r = run_pipeline(src, OptimizeRequest(preset="openvino"), tmp_path / "ov" / "m.onnx",
+                     passes=[make_pass("test-keep-aspect")], partial="none")
+    rec = r.records[0]
+    assert not r.ok and rec.status == "failed" and r.output is None, rec.message
+    assert rec.message == ("pass 'test-keep-aspect' broke the model: OpenVINO computes the result differently "
+                           "from the original: output 'y' differs: shape [1, 2, 2, 3] != reference [1, 2, 2, 2]")
