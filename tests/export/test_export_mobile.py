@@ -114,3 +114,48 @@ def test_litert_readme_says_how_to_feed_an_input_the_model_only_reshapes(tmp_pat
     (sig, detail), = runner.get_input_details().items()
     got = next(iter(runner(**{sig: x.reshape(tuple(detail["shape"]))}).values()))     # as the README says
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def _conv1d_model(path, transposed_output: bool = False):
+    """x [1, 4, 16] -> Conv1d (k=1) -> y [1, 8, 16]; with ``transposed_output`` also z = y^T [1, 16, 8]."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    w = nh.from_array(np.random.default_rng(0).standard_normal((8, 4, 1)).astype(np.float32), "w")
+    nodes = [h.make_node("Conv", ["x", "w"], ["y"])]
+    outputs = [h.make_tensor_value_info("y", T.FLOAT, [1, 8, 16])]
+    if transposed_output:
+        nodes.append(h.make_node("Transpose", ["y"], ["z"], perm=[0, 2, 1]))
+        outputs.append(h.make_tensor_value_info("z", T.FLOAT, [1, 16, 8]))
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 16])], outputs, [w])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, path)
+
+
+def test_litert_conv1d_input_is_channels_last_not_reshape_read(tmp_path):
+    """onnx2tf lowers a Conv1d as RESHAPE [1, 16, 4] -> [1, 1, 16, 4] (a unit axis added) -> CONV_2D: the input is
+    read channels-last like any other. The studio took "read only by RESHAPE" for a Flatten-read input, fed the
+    values in ONNX order, failed its own verification (max abs 9.5 on y) and wrote "give the values in ONNX order,
+    reshaped" into the README. Oracle: plain ONNX Runtime and the plain LiteRT interpreter fed np.moveaxis(x, 1, -1)."""
+    import numpy as np
+    import onnxruntime as ort
+    from ai_edge_litert.interpreter import Interpreter
+
+    _available("litert")
+    path = tmp_path / "conv1d.onnx"
+    _conv1d_model(path)
+    r = api.export(api.load(path), "litert", tmp_path / "out", zip=False, pool_key="mobile-export")
+    (t,) = r.targets
+    assert t.status == "passed", t.message
+    readme = (r.bundle / "litert" / "README.md").read_text()
+    assert "np.moveaxis(x, 1, -1)" in readme and "values in ONNX order" not in readme
+    x = np.random.default_rng(2).standard_normal((1, 4, 16)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    runner = Interpreter(model_path=str(r.bundle / "litert" / "model.tflite")).get_signature_runner()
+    (sig, _), = runner.get_input_details().items()
+    got = next(iter(runner(**{sig: np.ascontiguousarray(np.moveaxis(x, 1, -1))}).values()))
+    np.testing.assert_allclose(np.moveaxis(got, -1, 1), want, rtol=1e-4, atol=1e-4)

@@ -419,11 +419,28 @@ def _reshape_only_inputs(interpreter: Any, sig_inputs: Mapping[str, Mapping[str,
         ops = interpreter._get_ops_details()
     except Exception:  # noqa: BLE001 - a LiteRT without the op list: no input is known to be reshape-only
         return frozenset()
+    try:
+        shapes = {int(t["index"]): tuple(int(d) for d in t["shape"]) for t in interpreter.get_tensor_details()}
+    except Exception:  # noqa: BLE001 - no tensor shapes: every RESHAPE counts as reading memory order
+        shapes = {}
     readers: dict[int, set[str]] = {}
     for op in ops:
+        name = str(op.get("op_name", ""))
+        outs = [int(t) for t in op.get("outputs", ())]
         for t in op.get("inputs", ()):
-            readers.setdefault(int(t), set()).add(str(op.get("op_name", "")))
+            if name == "RESHAPE" and outs and _unit_axes_only(shapes.get(int(t)), shapes.get(outs[0])):
+                # only unit axes added or dropped (onnx2tf's Conv1D is RESHAPE [1, W, C] -> [1, 1, W, C] ->
+                # CONV_2D): the layout is kept, so the input is read channels-last like any other
+                name = "RESHAPE (unit axes)"
+            readers.setdefault(int(t), set()).add(name)
     return frozenset(name for name, d in sig_inputs.items() if readers.get(int(d["index"])) == {"RESHAPE"})
+
+
+def _unit_axes_only(before: tuple[int, ...] | None, after: tuple[int, ...] | None) -> bool:
+    """Whether a reshape from ``before`` to ``after`` only adds or drops axes of size 1 (both shapes known)."""
+    if before is None or after is None:
+        return False
+    return [d for d in before if d != 1] == [d for d in after if d != 1]
 
 
 @job("litert.convert")
