@@ -175,7 +175,7 @@ def _print_report(result, out: Path | None) -> None:
     diff = api.op_count_diff(result.ops_before, result.ops_after)
     if diff:
         print("ops        " + ", ".join(f"{printable(op)} {a}->{b}" for op, a, b in diff[:15]))
-    print(f"verified   {printable(result.reference, 200)}")
+    print(f"verified   {printable(result.reference, 500)}")   # with the preset engine's reason, when it has one
     if out is None:
         where = "nothing written"
     elif result.ok:

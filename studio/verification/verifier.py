@@ -475,8 +475,8 @@ class Verifier:
         if self.engine is None:
             return None
         if self.engine_reference() is None:
-            return (f"{self.engine_label} cannot load the original either: {self.engine_error}; "
-                    f"results are not checked on {self.engine_label}")
+            return (f"{self.engine_label} cannot load the original either, so results are not checked on it: "
+                    f"{self.engine_error}")
         return (f"{self.engine_label} CPU runs the original; each changed result was compiled and compared "
                 "with it there too")
 

@@ -130,8 +130,8 @@ g (float[3,2,2] x) => (float[3] y) {
     r = run_pipeline(src, OptimizeRequest(preset="openvino"), tmp_path / "out" / "m.onnx",
                      passes=[make_pass("eliminate-identity")])
     assert r.ok and r.records[0].status == "changed", r.records[0].message
-    assert "; OpenVINO cannot load the original either: " in r.reference, r.reference
-    assert "Det" in r.reference and "results are not checked on OpenVINO" in r.reference
+    assert "; OpenVINO cannot load the original either, so results are not checked on it: " in r.reference
+    assert r.reference.endswith("No conversion rule found for operations: Det-17"), r.reference
     assert r.to_dict()["reference"] == r.reference
     plain = run_pipeline(src, OptimizeRequest(preset="safe"), tmp_path / "safe" / "m.onnx",
                          passes=[make_pass("eliminate-identity")])
