@@ -119,6 +119,7 @@ def set_input(state: EditState, op: EditOp) -> None:
             for a in axes:
                 dims[a] = _dim(size, op)
         v.shape = ir.Shape([d.value if isinstance(d, ir.SymbolicDim) else d for d in dims])
+    shared = _pin_shared_dims(graph, v, before_shape)
     dtype_changed = "dtype" in op.args and _dtype(op.args["dtype"], op) != v.dtype
     if dtype_changed:
         v.type = ir.TensorType(_dtype(op.args["dtype"], op))
@@ -139,9 +140,31 @@ def set_input(state: EditState, op: EditOp) -> None:
     _keep_output_dims(graph, old_outputs, dropped=_names(before_shape) - _names(v.shape),
                       pinned_only=not dtype_changed and _only_pins(before_shape, v.shape))
     # Pinning free dims changes no value: verified at the pinned sizes (verify._pinned_dims); a dtype is a value
-    state.did(VALUES if dtype_changed else PINNED, f"input '{name}' {before} -> {g.type_text(v)}" + (
+    state.did(VALUES if dtype_changed else PINNED, f"input '{name}' {before} -> {g.type_text(v)}" + "".join(
+        f"; the same dim pinned in input '{other[:60]}' too: {was} -> {now}" for other, was, now in shared) + (
         f"; {len(stale)} outputs not re-inferred (ops outside ONNX inference), their fixed sizes left open"
         if stale else ""))
+
+
+def _pin_shared_dims(graph: ir.Graph, v: ir.Value, before: ir.Shape | None) -> list[tuple[str, str, str]]:
+    """A named dim of ``v`` pinned to a size is one size wherever the model names it: the other graph inputs
+    that name it are pinned to it too (else the model would declare ``mask[batch,src_len]`` beside
+    ``ids[batch,16]`` and refuse every other length at run time: corpus romanizer_ar_encoder's src and
+    src_mask). (input, type before, type after) of each input changed."""
+    if before is None or v.shape is None or len(before) != len(v.shape):
+        return []
+    pins = {b.value: a for b, a in zip(before, v.shape)
+            if isinstance(b, ir.SymbolicDim) and b.value and isinstance(a, int)}
+    changed = []
+    for other in graph.inputs:
+        if other is v or other.is_initializer() or other.shape is None:
+            continue
+        dims = [pins.get(d.value, d.value) if isinstance(d, ir.SymbolicDim) else d for d in other.shape]
+        if dims != [d.value if isinstance(d, ir.SymbolicDim) else d for d in other.shape]:
+            was = g.type_text(other)
+            other.shape = ir.Shape(dims)
+            changed.append((other.name, was, g.type_text(other)))
+    return changed
 
 
 def replace_initializer(state: EditState, op: EditOp) -> None:

@@ -396,3 +396,32 @@ def test_a_renamed_node_is_reported_renamed_not_removed_and_added(detector, tmp_
     assert not any(n.startswith((f"{first} ", "stem2 ")) for n in (*res.nodes_removed, *res.nodes_added))
     assert "stem2" in [n.name for n in onnx.load(out).graph.node]
     assert res.nodes_removed == ("mul4 (Mul)",)          # the dead Mul behind the removed output
+
+
+def test_a_named_dim_pinned_on_one_input_is_pinned_where_the_model_names_it(tmp_path):
+    """Corpus romanizer_ar_encoder: src[batch,src_len] and src_mask[batch,src_len]; 'src_len' pinned to 16 on
+    src left src_mask[batch,src_len] free, and plain ORT refused a mask of another length (Mul: 'Attempting to
+    broadcast an axis by a dimension other than 1. 16 by 20'). The name is one size: every input naming it is
+    pinned, the note says so. Oracle: plain ORT runs the edited model on feeds made from its own declared
+    input shapes (batch 2) and gives the original's outputs; a dim named otherwise stays free."""
+    m = """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[batch,L] x, float[batch,L] mask, float[batch,K] other) => (float[batch,L] y, float[batch,K] z) {
+      y = Mul(x, mask)
+      z = Relu(other)
+    }"""
+    src = tmp_path / "m.onnx"
+    onnx.save(onnx.parser.parse_model(m), src)
+    out = tmp_path / "o" / "pinned.onnx"
+    res = api.edit(api.load(src), [{"op": "set_input", "input": "x", "dims": {"L": 5}}], out)
+    assert res.verification.status == "passed", res.verification
+    assert any("the same dim pinned in input 'mask' too: float[batch,L] -> float[batch,5]" in n for n in res.notes), \
+        res.notes
+    edited = onnx.load(out)
+    declared = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in edited.graph.input}
+    assert declared == {"x": ["batch", 5], "mask": ["batch", 5], "other": ["batch", "K"]}
+    rng = np.random.default_rng(0)
+    feeds = {name: rng.normal(size=[2 if d == "batch" else 3 if d == "K" else d for d in dims]).astype(np.float32)
+             for name, dims in declared.items()}
+    got, want = ort_reference(out, feeds), ort_reference(src, feeds)
+    for k in ("y", "z"):
+        np.testing.assert_array_equal(got[k], want[k])
