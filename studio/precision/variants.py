@@ -423,16 +423,21 @@ def _searched_dims(ctx: _Context, seeded: FeedSet, dims: Mapping[str, int] | Non
         return None
 
 
-def _pass_options(ctx: _Context, inp: _Inputs, calibration_method: str) -> dict[str, dict[str, Any]]:
+def _pass_options(ctx: _Context, inp: _Inputs, calibration_method: str,
+                  latency_budget_s: float) -> dict[str, dict[str, Any]]:
     """Each pass's options from this run (calibration file, targets, dims, the task metric), written under
-    ``ctx.work`` where a pass needs a file."""
+    ``ctx.work`` where a pass needs a file. The INT8 passes time their configurations to choose one: within the
+    run's latency budget too (they took their own 60 s default, so ``--budget 1`` still timed 20 rounds of
+    fp32 and every configuration, ~7 s of a 27 s run on cnn_unfused)."""
     calib_npz = save_npz(inp.calib.sets, ctx.work / "calibration.npz")
     dims_opt = {"dims": dict(inp.eval_feeds.dims)} if inp.eval_feeds.dims else {}
     task_opt = _task_option(ctx.target, inp.golden, inp.eval_feeds, ctx.work) \
         if inp.golden is not None and ctx.target is not None else {}
     return {"quantize-int8-static": {"calibration": str(calib_npz), "target_cosine": ctx.target_cosine,
-                                     "method": calibration_method, **dims_opt, **task_opt},
-            "quantize-int8-dynamic": {"target_cosine": ctx.target_cosine, **dims_opt},
+                                     "method": calibration_method, "budget_s": latency_budget_s, **dims_opt,
+                                     **task_opt},
+            "quantize-int8-dynamic": {"target_cosine": ctx.target_cosine, "budget_s": latency_budget_s,
+                                      **dims_opt},
             "quantize-weight-only": _weight_pass_options(ctx.weight_options),
             "convert-fp16": dims_opt}
 
@@ -828,7 +833,8 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
         if decoder is not None and calibration is None and inputs is None and ctx.dataset is None:
             calib, eval_feeds = decoder_feed_sets(header, decoder, dims, samples)
             inp = dataclasses.replace(inp, calib=calib, eval_feeds=eval_feeds)
-        built, results = _build_variants(ctx, inp, names, _pass_options(ctx, inp, calibration_method), progress)
+        built, results = _build_variants(ctx, inp, names, _pass_options(ctx, inp, calibration_method,
+                                                                          latency_budget_s), progress)
         comparisons = _compare_variants(ctx, inp, built, results, progress)
         progress("measuring latency side by side")
         timed = [n for n in built if n in comparisons]
