@@ -95,8 +95,10 @@ Input shapes are fixed at conversion: {shapes}. Install: {install}.
 
 
 def _feeds_layout(ctx: ExportContext, options: tuple[str, ...] = (), measured: Mapping[str, str] | None = None) -> str:
-    """How to feed the converted file; ``measured``: the verification run's layout notes per input (an input
-    the graph reads only through a Reshape takes its values in ONNX order, whatever its N..C shape says)."""
+    """How to feed the converted file and read its outputs; ``measured``: the verification run's layout notes
+    per input and output (an input the graph reads only through a Reshape takes its values in ONNX order,
+    whatever its N..C shape says; an output is said channels-last only where the run restored it), None when
+    no verification run says."""
     kept = [n for n in ctx.input_shapes if n in options]     # -kat/-kt NAMES: inputs kept in the ONNX layout
     in_order = [n for n, t in (measured or {}).items() if n in ctx.input_shapes and "values in ONNX order" in t]
     four_d = [n for n, s in ctx.input_shapes.items() if 3 <= len(s) <= 5 and n not in kept and n not in in_order]
@@ -108,8 +110,37 @@ def _feeds_layout(ctx: ExportContext, options: tuple[str, ...] = (), measured: M
                      "values in ONNX order, reshaped (`x.reshape(shape)`), not transposed (verified that way).")
     if four_d:
         parts.append(f"onnx2tf stores {', '.join(four_d[:4])} channels-last (N..C, e.g. NHWC): transpose NCHW data "
-                     "with `np.moveaxis(x, 1, -1)`; outputs of rank 3-5 are channels-last too (`np.moveaxis(y, -1, 1)`).")
-    return " ".join(parts) or "No input changes layout."
+                     "with `np.moveaxis(x, 1, -1)`.")
+    return f"{' '.join(parts) or 'No input changes layout.'} {_outputs_layout(ctx, measured)}".strip()
+
+
+def _outputs_layout(ctx: ExportContext, measured: Mapping[str, str] | None) -> str:
+    """How to read the outputs of rank 3-5: channels-last only where the verification run had to restore
+    them (onnx2tf often returns a MatMul's or a Transpose's result in the ONNX layout already: corpus
+    brainmaze_spindle_ieeg's detection [1, 30, 3] and segmentation [1, 7500, 1])."""
+    ranked = [o.name for o in ctx.source.proto.graph.output
+              if o.type.HasField("tensor_type") and o.type.tensor_type.HasField("shape")
+              and 3 <= len(o.type.tensor_type.shape.dim) <= 5]
+    if not ranked:
+        return ""
+    if measured is None:
+        return (f"Outputs {', '.join(ranked[:4])} may come channels-last (`np.moveaxis(y, -1, 1)` gives the ONNX "
+                "layout): not verified here.")
+    note = {n: measured.get(n, "") for n in ranked}
+    restored = [n for n in ranked if note[n].startswith("output N..C")]
+    unknown = [n for n in ranked if note[n].startswith("output layout unknown")]
+    as_is = [n for n in ranked if n not in restored and n not in unknown]
+    parts = []
+    if restored:
+        parts.append(f"onnx2tf returns {', '.join(restored[:4])} channels-last: `np.moveaxis(y, -1, 1)` gives the "
+                     "ONNX layout (verified that way).")
+    if as_is:
+        parts.append(f"{', '.join(as_is[:4])} come(s) in the ONNX layout: use as returned, not transposed (verified "
+                     "that way).")
+    if unknown:
+        parts.append(f"{', '.join(unknown[:4])}: no static ONNX shape to tell the layout by: returned as LiteRT "
+                     "gives it, check it against ONNX Runtime.")
+    return " ".join(parts)
 
 
 def _verify_run(ctx: ExportContext, engine: str, artifact: Path) -> tuple[dict | None, dict, str | None]:
@@ -206,7 +237,7 @@ def _export(ctx: ExportContext, engine: str) -> TargetResult:
     verification = f"{v.status} ({v.message})"
     write = _READMES.get(engine, _generic_readme)    # a converted row without a README of its own: the generic one
     atomic_write_text(readme, write(ctx, adapter, row, conv, (artifact, *companions), version, verification,
-                                    layout=layout))
+                                    layout=layout if outputs is not None else None))
     bench = {name: {"convert_ms": round(conv.seconds * 1000, 1), "load_ms": details.get("load_ms"),
                     "first_inference_ms": details.get("first_inference_ms"),
                     "latency_ms_median": details.get("latency_ms_median"), "runs": details.get("runs")}}

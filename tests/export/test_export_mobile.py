@@ -159,3 +159,33 @@ def test_litert_conv1d_input_is_channels_last_not_reshape_read(tmp_path):
     (sig, _), = runner.get_input_details().items()
     got = next(iter(runner(**{sig: np.ascontiguousarray(np.moveaxis(x, 1, -1))}).values()))
     np.testing.assert_allclose(np.moveaxis(got, -1, 1), want, rtol=1e-4, atol=1e-4)
+
+
+def test_litert_readme_says_which_outputs_come_channels_last(tmp_path):
+    """The README said "outputs of rank 3-5 are channels-last too (np.moveaxis(y, -1, 1))" for every model; onnx2tf
+    often returns an output in the ONNX layout already (corpus brainmaze_spindle_ieeg: detection [1, 30, 3] and
+    segmentation [1, 7500, 1], where moveaxis gives the wrong tensor). Each output is now said as the verification
+    run found it. Oracle: the README's instruction for each output, followed with the plain LiteRT interpreter,
+    reproduces plain ONNX Runtime."""
+    import numpy as np
+    import onnxruntime as ort
+    from ai_edge_litert.interpreter import Interpreter
+
+    _available("litert")
+    path = tmp_path / "conv1d_t.onnx"
+    _conv1d_model(path, transposed_output=True)
+    r = api.export(api.load(path), "litert", tmp_path / "out", zip=False, pool_key="mobile-export")
+    (t,) = r.targets
+    assert t.status == "passed", t.message
+    readme = (r.bundle / "litert" / "README.md").read_text()
+    assert "returns y channels-last: `np.moveaxis(y, -1, 1)`" in readme
+    assert "z come(s) in the ONNX layout: use as returned" in readme
+    assert "outputs of rank 3-5 are channels-last too" not in readme
+    x = np.random.default_rng(2).standard_normal((1, 4, 16)).astype(np.float32)
+    y, z = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    runner = Interpreter(model_path=str(r.bundle / "litert" / "model.tflite")).get_signature_runner()
+    (sig, _), = runner.get_input_details().items()
+    got = list(runner(**{sig: np.ascontiguousarray(np.moveaxis(x, 1, -1))}).values())
+    # onnx2tf names the two outputs after the last node (z, z_1): each README instruction must fit one of them
+    assert any(np.allclose(np.moveaxis(g, -1, 1), y, atol=1e-4) for g in got if g.ndim == 3)
+    assert any(np.allclose(g, z, atol=1e-4) for g in got if g.shape == z.shape)
