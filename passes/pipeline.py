@@ -612,10 +612,11 @@ def _choose_candidate(p: StudioPass, model: ir.Model, ckpt: _Checkpoints, verifi
                     ckpt._drop(cand)
                     continue
                 # its verification compiled and ran it on OpenVINO at the run's input shapes: only the count failed
-                notes.append(f"{name}: OpenVINO compiled and ran it at the input shapes; its compiled ops not "
-                             f"counted ({engine_message(exc, 120)})")
-            if base_ov_error is not None:
-                notes.append(f"{name}: OpenVINO cannot compile its input ({base_ov_error}); it compiles this one")
+                notes.append(f"{name}: OpenVINO compiled and ran it at the input shapes (its verification); its "
+                             f"compiled ops not counted ({engine_message(exc, 120)})")
+            else:
+                if base_ov_error is not None:
+                    notes.append(f"{name}: OpenVINO's compiled ops of its input not counted ({base_ov_error})")
             if base_ov is not None and theirs_ov is not None and theirs_ov > base_ov:
                 notes.append(f"{name}: refused, OpenVINO compiles it to more ops: {theirs_ov} vs {base_ov} "
                              "(CPU, runtime model)")
