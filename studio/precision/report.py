@@ -74,11 +74,23 @@ class VariantResult:
             return f"no significant difference from fp32 ({self.ratio:.2f}x, {spread})"
         return f"{self.ratio:.2f}x of fp32 ({spread})"
 
-    def to_dict(self) -> dict:
+    def kept_path(self, out_dir: Path | None = None) -> str | None:
+        """The kept file as the report names it: relative to ``out_dir`` ('int8/model.onnx'), since every
+        variant's file has the model's name and the name alone ('oww_alexa.onnx' three times) said not which."""
+        if self.path is None:
+            return None
+        try:
+            return Path(self.path).resolve().relative_to(Path(out_dir).resolve()).as_posix() if out_dir is not None \
+                else Path(self.path).name
+        except ValueError:
+            return Path(self.path).name
+
+    def to_dict(self, out_dir: Path | None = None) -> dict:
+        """``out_dir``: the folder the variants are kept in, their paths are given relative to it."""
         d = {k: getattr(self, k) for k in ("name", "label", "engine", "precision", "status", "latency_p10_ms",
                                            "median_ms", "p90_ms", "ratio", "cosine", "top1", "top5", "max_abs",
                                            "meets_target", "recommended", "error")}
-        d.update(path=self.path.name if self.path else None, faster_than_fp32=self.faster_than_fp32,
+        d.update(path=self.kept_path(out_dir), faster_than_fp32=self.faster_than_fp32,
                  ratio_ci=[round(x, 4) for x in self.ratio_ci] if self.ratio_ci else None,
                  ratio_rounds=self.ratio_rounds, speed=self.speed_text,
                  notes=list(self.notes), details=dict(self.details), lineage=list(self.lineage), task=self.task,
@@ -173,7 +185,7 @@ class PrecisionReport:
                 "best_per_engine": dict(self.best_per_engine), "target_cosine": self.target_cosine,
                 "calibration": self.calibration, "evaluation": dict(self.evaluation), "model_kind": self.model_kind,
                 "notes": list(self.notes), "basis": self.basis, "target": self.target,
-                "is_estimate": self.is_estimate, "variants": [v.to_dict() for v in self.variants]}
+                "is_estimate": self.is_estimate, "variants": [v.to_dict(self.out_dir) for v in self.variants]}
 
 
 RANDOM_BASIS = "random-input estimate, not a recommendation"

@@ -344,3 +344,32 @@ def test_an_already_quantized_model_is_not_quantized_again(tmp_path):
     x = rng.random((1, 3, 16, 16), dtype=np.float32)
     (y,) = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     assert np.isfinite(y).all() and sha256_file(src) == before
+
+
+def test_json_names_each_kept_variant_file_under_out(tmp_path, monkeypatch):
+    """--json gave each kept variant's path as the model's file name ('oww_alexa.onnx' for fp16, int8 and
+    int8-ov alike on corpus oww_alexa), which names no file under --out; now it is the path relative to --out.
+    Oracle: the file there is the variant's (plain ORT runs it; fp16 has float16 weights, int8 quantized ops)
+    and its outputs' cosine vs plain ORT on the original matches the row's."""
+    from pathlib import Path
+
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    src = SAMPLES / "cnn_unfused.onnx"
+    out = tmp_path / "kept"
+    monkeypatch.chdir(tmp_path)                  # --out kept, relative, as typed on the command line
+    report = api.precision(src, variants=["fp16", "int8"], samples=2, out_dir=Path("kept"), latency_budget_s=1)
+    rows = {v["name"]: v for v in report.to_dict()["variants"]}
+    assert rows["fp32"]["path"] is None
+    assert rows["fp16"]["path"] == "fp16/cnn_unfused.onnx" and rows["int8"]["path"] == "int8/cnn_unfused.onnx"
+    fp16, int8 = onnx.load(out / rows["fp16"]["path"]), onnx.load(out / rows["int8"]["path"])
+    assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in fp16.graph.initializer)
+    assert any(n.op_type in ("QLinearConv", "QuantizeLinear", "ConvInteger") for n in int8.graph.node)
+    name = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).get_inputs()[0]
+    x = np.random.default_rng(3).random([d if isinstance(d, int) else 1 for d in name.shape], dtype=np.float32)
+    ref = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, {name.name: x})[0].ravel()
+    got = ort.InferenceSession(str(out / rows["fp16"]["path"]), providers=["CPUExecutionProvider"]).run(
+        None, {name.name: x})[0].ravel().astype(np.float64)
+    assert float(ref @ got / (np.linalg.norm(ref) * np.linalg.norm(got))) > 0.999 and rows["fp16"]["cosine"] > 0.999
