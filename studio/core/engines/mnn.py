@@ -153,7 +153,8 @@ def _convert_once(onnx_path: str | Path, out_path: Path, precision: str, flags: 
     log = read_log(log_path)
     log_path.unlink(missing_ok=True)  # scratch: the conversion worker's own job folder
     m = _UNSUPPORTED.search(log)
-    unsupported = [op.split("::")[-1] for op in re.split(r"[,\s]+", m.group("ops")) if op] if m else []
+    # "These Op Not Support: ONNX::ConvInteger | ONNX::DynamicQuantizeLSTM": ops separated by " | " (or commas)
+    unsupported = [op.split("::")[-1] for op in re.split(r"[,|\s]+", m.group("ops")) if op] if m else []
     info = {"ok": False, "command": mnn_command(Path(onnx_path).name, out_path.name, precision) + list(flags),
             "seconds": round(seconds, 4), "converter_version": package_version("MNN", "mnn"), "log": log[-4000:],
             "unsupported_ops": unsupported}
