@@ -132,13 +132,19 @@ def _matmul(node: NodeProto, shape_of: ShapeOf) -> Cost | None:
     return Cost(2 * macs, macs)
 
 
-def _rnn(node: NodeProto, shape_of: ShapeOf) -> Cost | None:
+def _rnn(node: NodeProto, shape_of: ShapeOf, transposed: bool = False) -> Cost | None:
+    """LSTM/GRU/RNN: W [dirs, gates*hidden, input], R [dirs, gates*hidden, hidden]; ``transposed``: ORT's
+    com.microsoft DynamicQuantizeLSTM, whose W is [dirs, input, 4*hidden] and R [dirs, hidden, 4*hidden]."""
     x, w, r = shape_of(node.input[0]), shape_of(node.input[1]), shape_of(node.input[2])
-    if x is None or w is None or r is None or len(x) != 3:
+    if x is None or w is None or r is None or len(x) != 3 or len(w) != 3 or len(r) != 3:
         return None
     seq, batch = (x[0], x[1]) if not _attr(node, "layout", 0) else (x[1], x[0])
-    dirs, gates_hidden, input_size = w
-    hidden = r[2]
+    if transposed:
+        dirs, input_size, gates_hidden = w
+        hidden = r[1]
+    else:
+        dirs, gates_hidden, input_size = w
+        hidden = r[2]
     macs = dirs * seq * batch * gates_hidden * (input_size + hidden)
     return Cost(2 * macs + dirs * seq * batch * gates_hidden * 4, macs)
 
@@ -172,12 +178,15 @@ def _node_cost(node: NodeProto, shape_of: ShapeOf) -> Cost | None:
         return _conv_transpose(node, shape_of)
     if op == "Gemm":
         return _gemm(node, shape_of)
-    if op in ("MatMul", "MatMulInteger", "FusedMatMul"):
+    if op in ("MatMul", "MatMulInteger", "FusedMatMul", "MatMulInteger16", "MatMulIntegerToFloat",
+              "DynamicQuantizeMatMul"):
         return _matmul(node, shape_of)
     if op == "QLinearMatMul":
         return _matmul(_shifted(node, (0, 3), (0,)), shape_of)
     if op in ("LSTM", "GRU", "RNN"):
         return _rnn(node, shape_of)
+    if op == "DynamicQuantizeLSTM":         # onnxruntime's dynamic INT8 quantization of an LSTM (ddddocr)
+        return _rnn(node, shape_of, transposed=True)
     if op in POOL_OPS:
         return _pool(node, shape_of)
     if op in REDUCE_OPS:
