@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from pathlib import Path
 
+from studio.core.bounds import bounded_int
 from studio.core.choices import comma_items
 from studio.core.engines.table import ENGINES
 from studio.core.error_codes import ErrorCode
@@ -68,7 +69,15 @@ def _shape(text: str, what: str) -> Shape:
     text = text.strip().lower().replace(",", "x")
     if not _SHAPE.match(text):
         raise StudioError(f"{what}: '{text[:40]}' is not a shape like 1x3x224x224", code=ErrorCode.BAD_OPTION)
-    return tuple(int(d) for d in text.split("x"))
+    return _bounded(tuple(int(d) for d in text.split("x")), what)
+
+
+def _bounded(shape: Shape, what: str) -> Shape:
+    """``shape`` when every dim is from 1 to 2^31 - 1, as --dim takes them: a 0 dim passed here and crashed
+    the engines' verification runs (ONNX Runtime SIGABRT, MNN SIGSEGV) instead of one line."""
+    for axis, d in enumerate(shape):
+        bounded_int(d, f"{what} dim {axis}")
+    return shape
 
 
 def parse_shape_spec(spec: str) -> tuple[str, ShapeRange]:
@@ -104,11 +113,12 @@ def parse_shapes(specs: Iterable[str] | Mapping[str, object] | None) -> dict[str
                 out.update([parse_shape_spec(f"{name}={value}")])
             else:
                 seq = list(value)  # type: ignore[arg-type]
+                what = f"shapes for {str(name)[:40]!r}"
                 if seq and all(isinstance(d, int) for d in seq):
-                    s = tuple(seq)
+                    s = _bounded(tuple(seq), what)
                     out[str(name)] = ShapeRange(s, s, s)
                 elif len(seq) == 3:
-                    out[str(name)] = ShapeRange(*(tuple(int(d) for d in s) for s in seq))
+                    out[str(name)] = ShapeRange(*(_bounded(tuple(int(d) for d in s), what) for s in seq))
                 else:
                     raise StudioError(f"shapes for {str(name)[:40]!r}: give (min, opt, max) or one shape",
                                       code=ErrorCode.BAD_OPTION)

@@ -53,3 +53,29 @@ def test_cli_command_round_trips_the_options():
                         ov_extensions=["/p/libov.so"]).command("m.onnx")
     assert cmd == ("onnx-studio export m.onnx --target openvino -o artifacts --ov-precisions fp32,fp16 "
                    "--ort-custom-ops '/p/libx ort.so' --ov-extension /p/libov.so")
+
+
+def test_a_zero_dim_in_shapes_is_one_line_before_any_work(tmp_path):
+    """--dim refuses 0 ("must be from 1 to 2,147,483,647"); --shapes took 1x0, and corpus romanizer_ar_encoder
+    export --shapes src=1x0 ended in the verification workers' crashes (ONNX Runtime SIGABRT, MNN SIGSEGV) with
+    the bundle half written. Now the same one-line refusal, nothing written."""
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    from studio import api
+    from studio.core.bounds import OutOfRange
+
+    for spec in ("src=1x0", "src=1x1:1x0:1x8", "src=1x1:1x4:0x8"):
+        with pytest.raises(OutOfRange, match=r"--shapes src dim \d is 0: it must be from 1 to 2,147,483,647"):
+            parse_shapes([spec])
+    with pytest.raises(OutOfRange, match="dim 1 is 0"):
+        parse_shapes({"src": [1, 0]})
+    g = h.make_graph([h.make_node("Relu", ["src"], ["y"])], "g", [h.make_tensor_value_info("src", T.FLOAT, [1, "n"])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, "n"])])
+    path = tmp_path / "relu.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), path)
+    out = tmp_path / "out"
+    with pytest.raises(StudioError, match="dim 1 is 0"):
+        api.export(api.load(path), "onnxruntime", out, shapes=["src=1x0"], zip=False)
+    assert not out.exists()
