@@ -46,3 +46,17 @@ def test_ov_precision_reports_the_measured_difference(tmp_path):
     assert len(found) == 1 and found[0].severity == "warning"
     assert f"max abs {want:.3g} on output 'y', whose values reach {scale:.3g}" in found[0].message
     assert "1e-2" not in found[0].message
+
+
+def test_ov_precision_with_integer_outputs_only_says_why_not_measured(tmp_path):
+    """An ArgMax-only model: nothing float to compare, so no figure is claimed."""
+    rng = np.random.default_rng(7)
+    w = nh.from_array((rng.standard_normal((64, 32)) * 10).astype(np.float32), "w")
+    g = h.make_graph([h.make_node("MatMul", ["x", "w"], ["m"]), h.make_node("ArgMax", ["m"], ["k"], axis=1)], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [1, 64])], [h.make_tensor_value_info("k", T.INT64, [1, 1])],
+                     [w])
+    path = tmp_path / "argmax.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), path)
+    report = api.check(api.load(path), ["openvino"])
+    (found,) = [f for f in report.findings if f.code == "OV-PRECISION"]
+    assert "not measured: no float output to compare" in found.message and "max abs" not in found.message
