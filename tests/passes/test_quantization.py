@@ -306,6 +306,29 @@ def test_fallback_keeps_the_damaging_layer_in_float(tmp_path):
     assert "mm1" in floats                                         # still a float MatMul in the result
 
 
+
+def test_the_fallback_times_its_mixed_model_within_the_pass_budget(tmp_path, monkeypatch):
+    """The float-fallback model was timed against fp32 with a fixed 30 s budget (20 rounds) whatever the pass's
+    budget_s said; every latency run of the pass is within budget_s now. Run in this process (the pass's logging
+    context) so the latency runs it asks for can be seen; the fallback itself is the one above."""
+    import onnx_ir as ir
+
+    import passes.quant_tools as qt
+
+    budgets: list[float] = []
+    real = qt.measure_latencies
+
+    def spy(*args, budget_s, **kwargs):
+        budgets.append(budget_s)
+        return real(*args, budget_s=budget_s, **kwargs)
+
+    monkeypatch.setattr(qt, "measure_latencies", spy)
+    monkeypatch.chdir(tmp_path)                        # the pass's scratch folder is made in the working folder
+    p = make_pass("quantize-int8-static", config="qdq-u8s8", target_cosine=0.995, budget_s=0.5)
+    result = p.call(ir.serde.deserialize_model(_outlier_model()))
+    assert result.modified and result.details["chosen"]["name"].endswith("-mixed")    # the fallback ran
+    assert budgets == [0.5, 0.5]                        # the configurations', then the mixed model's
+
 def test_convert_fp16_on_a_deep_model_is_judged_by_cosine(tmp_path):
     """Through a ResNet-50, fp16 moves ~20% of the logits by more than 2% (measured) while the
     cosine stays above 0.999: verification must accept that, and must still be a real check."""
