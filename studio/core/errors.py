@@ -106,6 +106,7 @@ def engine_message(text: object, limit: int = 500) -> str:
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
     if not lines:
         return ""
+    lines[0] = _ort_cause_first(lines[0])
     # "RuntimeError: Exception from src/...": the exception type stays, the location goes.
     kind = _EXCEPTION_PREFIX.match(lines[0])
     prefix = kind.group(0) if kind else ""
@@ -115,6 +116,25 @@ def engine_message(text: object, limit: int = 500) -> str:
     cleaned = [_SOURCE_LOCATION.sub("", ln).strip() for ln in lines]
     useful = [c for c in cleaned if c and not c.startswith(_SOURCE_LINE_PREFIXES)]
     return (prefix + (" ".join(useful) or lines[0]))[:limit]
+
+
+# ONNX Runtime's run errors nest one "running <Op> node. Name:'<name>' Status Message: " per level (an If, then
+# the Pad inside it) before the cause, which a shortened message then cut off.
+_ORT_RUNNING = re.compile(r"(?:Non-zero status code returned while )?running (?P<op>[\w.]+) node\."
+                          r"(?: Name:'(?P<name>[^']*)')? Status Message: ")
+
+
+def _ort_cause_first(line: str) -> str:
+    """ONNX Runtime's nested run error with its cause first and the nodes after it: '... INVALID_ARGUMENT :
+    Pad reflect: post-pad (64) exceeds maximum allowed (15) for axis 1. (Pad node 'node_pad' in If node
+    'node_cond__1')'; other text unchanged."""
+    hits = list(_ORT_RUNNING.finditer(line))
+    cause = line[hits[-1].end():].strip() if hits else ""
+    if not cause:
+        return line
+    where = " in ".join(f"{h.group('op')} node '{h.group('name')}'" if h.group("name") else f"{h.group('op')} node"
+                        for h in reversed(hits))
+    return f"{line[:hits[0].start()]}{cause} ({where})"
 
 
 def is_located(text: object) -> bool:
