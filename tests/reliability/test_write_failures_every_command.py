@@ -98,28 +98,42 @@ def _other(n: int) -> onnx.ModelProto:
     return m
 
 
-@pytest.fixture
-def work(tmp_path, monkeypatch):
-    """The inputs every writer reads, in the current folder (paths are typed as a user would)."""
+@pytest.fixture(scope="module")
+def _inputs(tmp_path_factory, module_projects_root):
+    """The inputs every writer reads and the projects root holding project 'zipped', made once per module: a
+    project's creation and export fsync their files (~0.3 s a test on this disk, 96 tests); each test gets a copy."""
     from tests.plugins.plugin_models import custom_op_model
 
-    onnx.save(_model(256), tmp_path / "m.onnx")                 # 256 KiB of weights
-    onnx.save(_model(16), tmp_path / "small.onnx")
-    onnx.save(custom_op_model(), tmp_path / "foo.onnx")
+    folder = tmp_path_factory.mktemp("inputs")
+    onnx.save(_model(256), folder / "m.onnx")                   # 256 KiB of weights
+    onnx.save(_model(16), folder / "small.onnx")
+    onnx.save(custom_op_model(), folder / "foo.onnx")
     for decoder in ("gpt2_decoder.onnx", "gpt2_decoder_with_past.onnx", "gpt2_decoder_merged.onnx"):
-        (tmp_path / decoder).write_bytes((ROOT / "sample_models" / decoder).read_bytes())
-    onnx.save(_other(256), tmp_path / "other.onnx")
-    (tmp_path / "rename.json").write_text(json.dumps([{"op": "rename", "tensors": {"h": "hidden"}}]))
-    (tmp_path / "merge.json").write_text(json.dumps([{"op": "merge", "model": "other.onnx", "io_map": [["y", "x2"]],
-                                                      "position": "after"}]))
-    (tmp_path / "photos").mkdir()
+        (folder / decoder).write_bytes((ROOT / "sample_models" / decoder).read_bytes())
+    onnx.save(_other(256), folder / "other.onnx")
+    (folder / "rename.json").write_text(json.dumps([{"op": "rename", "tensors": {"h": "hidden"}}]))
+    (folder / "merge.json").write_text(json.dumps([{"op": "merge", "model": "other.onnx", "io_map": [["y", "x2"]],
+                                                    "position": "after"}]))
+    (folder / "photos").mkdir()
     for cls in ("astronaut", "chelsea", "coffee", "rocket"):               # data add's images
-        (tmp_path / "photos" / f"{cls}.png").write_bytes((ROOT / "sample_models" / "photos" / cls / "0.png")
-                                                         .read_bytes())
-    monkeypatch.chdir(tmp_path)
+        (folder / "photos" / f"{cls}.png").write_bytes((ROOT / "sample_models" / "photos" / cls / "0.png")
+                                                       .read_bytes())
     p = api.create_project("zipped")
-    api.add_model(p, tmp_path / "m.onnx")
-    api.export_project(p, tmp_path / "pz.zip")
+    api.add_model(p, folder / "m.onnx")
+    api.export_project(p, folder / "pz.zip")
+    return folder, module_projects_root
+
+
+@pytest.fixture
+def work(_inputs, tmp_path, monkeypatch):
+    """The inputs every writer reads, in the current folder (paths are typed as a user would), and project
+    'zipped' in the test's own projects root: copies of the module's (:func:`_inputs`)."""
+    import shutil
+
+    folder, projects = _inputs
+    shutil.copytree(folder, tmp_path, dirs_exist_ok=True)
+    shutil.copytree(projects, os.environ["ONNX_STUDIO_PROJECTS_ROOT"], dirs_exist_ok=True)
+    monkeypatch.chdir(tmp_path)
     return tmp_path
 
 
