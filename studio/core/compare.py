@@ -65,6 +65,12 @@ REDUCED_PRECISION = Tolerance(2e-2, 1e-3, 2e-2, min_cosine=0.999)
 NOISE_FLOOR_RMS = DEFAULT_TOLERANCES["float32"].atol
 
 
+def _no_looser_than(tol: Tolerance, bound: Tolerance) -> Tolerance:
+    """``tol`` with each elementwise term capped at ``bound``'s (its cosine criterion kept)."""
+    return Tolerance(min(tol.rtol, bound.rtol), min(tol.atol, bound.atol), min(tol.atol_scale, bound.atol_scale),
+                     tol.min_cosine)
+
+
 def tolerance_for(dtype: np.dtype | str, *, quantized: bool = False, loose: bool = False) -> Tolerance:
     """Default tolerance for an output dtype. ``quantized``: cosine-based criterion;
     ``loose``: 10x float tolerances (reduced-precision engines such as OpenVINO bf16)."""
@@ -326,11 +332,16 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
     max_abs, max_rel, cos = fig.max_abs, fig.max_rel, fig.cosine      # cos None: only NaN/Inf (equal)
     fa, fb = pairs.got, pairs.ref
     rms = float(np.sqrt(np.mean(fb * fb))) if fb.size else 0.0
+    at_noise_floor = tol.min_cosine is not None and rms < NOISE_FLOOR_RMS
+    if at_noise_floor:
+        # No direction to keep, and a reduced-precision tolerance passes anything of the reference's size
+        # (a text detector's mask on random inputs, values <= 1e-3 under INT8's atol 1e-2, passed an INT8
+        # variant at cosine 0.00): the values must be as close as float32's own tolerance asks, near zero too.
+        tol = _no_looser_than(tol, DEFAULT_TOLERANCES["float32"])
     atol = max(tol.atol, tol.atol_scale * rms)
     bad = np.abs(fa - fb) > atol + tol.rtol * np.abs(fb)
     mismatch = float(bad.mean()) if bad.size else 0.0
     ok = inf_ok and not bad.any()
-    at_noise_floor = tol.min_cosine is not None and rms < NOISE_FLOOR_RMS
     if tol.min_cosine is not None and not at_noise_floor:
         # Quantized/reduced precision: a few elements may move; the whole must keep its direction.
         ok = inf_ok and (cos is None or cos >= tol.min_cosine) and (quantized or mismatch <= 1e-3)
@@ -347,6 +358,9 @@ def compare_arrays(name: str, ref, got, tol: Tolerance | None = None, *, quantiz
     elif not ok:
         note = (f"max abs {max_abs:.3g}, max rel {max_rel:.3g}, cosine {'n/a' if cos is None else f'{cos:.6f}'}, "
                 f"{100 * mismatch:.2f}% of values outside rtol={tol.rtol:g} atol={atol:.3g}")
+        if at_noise_floor:
+            note += (f"; the reference is near zero on these inputs (RMS {rms:.2g}), so only float32's own "
+                     "tolerance shows the output kept: judge it on real inputs")
     return OutputDiff(**base, **padding, match=ok, max_abs=max_abs, max_rel=max_rel, rel_l2=fig.rel_l2, cosine=cos,
                       mismatch_fraction=mismatch, top1_agreement=_top1(a, b, task),
                       top5_overlap=_top5(a, b) if task is None or task.kind == "classification" else None,

@@ -701,7 +701,9 @@ def _judge_variant(ctx: _Context, inp: _Inputs, name: str, entry: Built, cmp: Mo
     for d in agree.noise if name != "fp32" else ():
         notes.append(f"output '{d.name[:60]}' is at float32 noise level in fp32: judged value by value, "
                      f"{'within' if d.match else 'outside'} the tolerance (max abs {(d.max_abs or 0.0):.3g}); its cosine "
-                     f"{'n/a' if d.cosine is None else f'{d.cosine:.4f}'} is not meaningful")
+                     f"{'n/a' if d.cosine is None else f'{d.cosine:.4f}'} is not meaningful"
+                     + ("" if d.match else "; these inputs leave it near zero: judge the variant on real ones "
+                        "(--inputs X.npz, --calibration DIR or --dataset)"))
     judged = _judged_text(agree, ctx.target_cosine) if name != "fp32" else None
     if not agree.floats and not agree.int_bad and not cmp.set_errors and cmp.comparison:
         meets = True                       # only integer outputs, all equal: nothing approximated
