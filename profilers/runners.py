@@ -196,7 +196,7 @@ def _trt_report(core: Any, spec: Mapping[str, Any], cache: bool) -> dict[str, An
 def _converted_report(core: Any, spec: Mapping[str, Any], cache: bool) -> dict[str, Any]:
     d = core.details
     # "fallback": the kernels timed were not the engine's default (LiteRT: built-in kernels after XNNPack failed)
-    details = {k: d.get(k) for k in ("threads", "precision_requested", "layout", "names_mapped",
+    details = {k: d.get(k) for k in ("threads", "threads_note", "precision_requested", "layout", "names_mapped",
                                      "converter_command", "convert_ms", "load_ms", "fallback") if d.get(k) is not None}
     details["precision_effective"] = core.effective_precision
     return details

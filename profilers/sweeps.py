@@ -41,6 +41,9 @@ from studio.core.sandbox import Limits, run_job
 __all__ = ["SWEEP_KINDS", "SweepPoint", "SweepResult", "measure_sweep"]
 
 SWEEP_KINDS = ("threads", "batch", "concurrency")
+# Engines whose CPU thread pool is one per process, sized by the first multi-threaded model opened there (MNN:
+# a later model asking 2 threads beside a 4-thread pool timed like 4 threads, 0.30 ms vs 0.19 ms alone).
+PROCESS_WIDE_THREAD_POOL = frozenset({"mnn"})
 MIN_POINT_SECONDS = 0.3
 
 
@@ -217,10 +220,18 @@ def measure_sweep(variant: dict[str, Any], kind: str, points: Sequence[tuple[int
         point_args.append({"value": int(value), "feeds": keys})
     args = {"variant": {k: val for k, val in variant.items() if k != "feeds"}, "kind": kind, "points": point_args,
             "warmup": warmup, "iterations": iterations, "budget_s": limits.timeout_s * 0.8}
-    result = run_job("profile.sweep", args, arrays, stage=f"{variant['label']} ({kind} sweep)", limits=limits,
-                     out_dir=out_dir, pool_key=pool_key, on_tick=on_tick)
+    stage = f"{variant['label']} ({kind} sweep)"
+    if kind == "threads" and variant["engine"]["engine"] in PROCESS_WIDE_THREAD_POOL:
+        # one fresh worker per thread count: in a shared one every point ran with the first point's pool
+        results = [run_job("profile.sweep", {**args, "points": [pa]}, arrays, stage=stage, limits=limits,
+                           out_dir=out_dir, pool_key=pool_key, on_tick=on_tick, fresh=True) for pa in point_args]
+        data = {"points": [r.data["points"][0] for r in results], "details": results[-1].data.get("details", {}),
+                "load": results[-1].data.get("load", ())}
+    else:
+        data = run_job("profile.sweep", args, arrays, stage=stage, limits=limits, out_dir=out_dir,
+                       pool_key=pool_key, on_tick=on_tick).data
     out = []
-    for (value, feeds), point in zip(points, result.data["points"]):
+    for (value, feeds), point in zip(points, data["points"]):
         if point.get("skipped"):
             out.append(SweepPoint(int(value), None, None, 0.0, point["skipped"]))
             continue
@@ -231,5 +242,5 @@ def measure_sweep(variant: dict[str, Any], kind: str, points: Sequence[tuple[int
         busy = wall if kind == "concurrency" else float(lat_ms.sum()) / 1000.0
         throughput = batch * len(lat_ms) / busy if busy > 0 else None
         out.append(SweepPoint(int(value), latency_stats(lat_ms) if lat_ms.size else None, throughput, wall))
-    return SweepResult(variant["id"], kind, tuple(out), result.data.get("details", {}),
-                       load_average=tuple(result.data.get("load", ())))
+    return SweepResult(variant["id"], kind, tuple(out), data.get("details", {}),
+                       load_average=tuple(data.get("load", ())))

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from studio.core.engines.base import (Availability, RunOptions, WorkerEngine, check_feeds, check_model_file,
-                                      elapsed_ms, module_present, package_version, require_available, require_feeds,
-                                      require_outputs)
+                                      default_cpu_threads, elapsed_ms, module_present, package_version,
+                                      require_available, require_feeds, require_outputs)
 from studio.core.engines.conversion import (RUNTIME_LACKS_OPS, Conversion, ConversionFailed, ConvertedRunner,
                                             conversion_output, onnx_typed)
 from studio.core.engines.layout import channels_last, match_names, to_channels_first, to_channels_last
@@ -157,7 +157,7 @@ class LiteRtRunner(ConvertedRunner):
         self.path = Path(path)
         self.args = dict(args)
         self.ctx = ctx
-        self.threads = int(args.get("intra_op_threads") or ctx.cpu_threads or 4)
+        self.threads = int(args.get("intra_op_threads") or ctx.cpu_threads or default_cpu_threads())
         self.details: dict[str, Any] = {"engine_version": getattr(ai_edge_litert, "__version__", None)
                                         or package_version("ai-edge-litert"), "threads": self.threads,
                                         "precision_requested": str(args.get("precision") or "f32")}

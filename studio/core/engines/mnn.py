@@ -35,7 +35,7 @@ from studio.core.engines.base import (
 )
 from studio.core.engines.conversion import (Conversion, ConversionFailed, ConvertedRunner, OptionSet, conversion_output,
                                             converter_advice, onnx_output_types, onnx_typed, search_options)
-from studio.core.engines.base import elapsed_ms, require_feeds, require_outputs
+from studio.core.engines.base import default_cpu_threads, elapsed_ms, require_feeds, require_outputs
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 from studio.core.engines.base import check_feeds, check_model_file
@@ -210,7 +210,7 @@ class MnnRunner(ConvertedRunner):
             conv = _convert_where_it_can_load(source, mnn_path, str(args.get("precision") or "f32"))
             self.record_conversion(conv, conv["seconds"] * 1000)
         ctx.set_stage("MNN load")
-        threads = int(args.get("intra_op_threads") or ctx.cpu_threads or 4)
+        threads = int(args.get("intra_op_threads") or ctx.cpu_threads or default_cpu_threads())
         started = time.perf_counter()
         runtime = nn.create_runtime_manager(({"backend": "CPU", "numThread": threads, "precision": "high"},))
         self.module = nn.load_module_from_file(str(mnn_path), [], [], runtime_manager=runtime)
@@ -220,7 +220,9 @@ class MnnRunner(ConvertedRunner):
         if self.onnx_outputs and set(self.onnx_outputs) == set(self.output_names):
             self.output_names = list(self.onnx_outputs)     # ONNX order
         load_ms = elapsed_ms(started)
+        asked = args.get("intra_op_threads") or ctx.cpu_threads
         self.details.update(load_ms=round(load_ms, 3), threads=threads, outputs_mapped="by name",
+                            threads_note=None if asked else "engine default (one per usable CPU, at most 4)",
                             session_ms=round(load_ms + (conv["seconds"] * 1000 if conv else 0.0), 3),
                             precision_requested=str(args.get("precision") or "f32"))
         self._order = list(info.get("outputNames") or [])

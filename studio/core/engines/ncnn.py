@@ -36,7 +36,7 @@ import numpy as np
 from studio.core.engines.base import Availability, WorkerEngine, check_model_file, package_version, require_available
 from studio.core.engines.conversion import (Conversion, ConversionFailed, ConvertedRunner, conversion_output,
                                             onnx_output_types, onnx_typed)
-from studio.core.engines.base import elapsed_ms, require_feeds, require_outputs
+from studio.core.engines.base import default_cpu_threads, elapsed_ms, require_feeds, require_outputs
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 
@@ -388,7 +388,7 @@ class NcnnRunner(ConvertedRunner):
         self.precision = str(args.get("precision") or "f32")
         if self.precision not in ("f32", "f16", "default"):
             raise ValueError(f"ncnn runs f32 or f16 here, not {self.precision!r}")
-        self.threads = int(args.get("intra_op_threads") or ctx.cpu_threads or 4)
+        self.threads = int(args.get("intra_op_threads") or ctx.cpu_threads or default_cpu_threads())
         self.details: dict[str, Any] = {"engine_version": getattr(ncnn, "__version__", None)
                                         or package_version("ncnn"), "threads": self.threads,
                                         "precision_requested": self.precision, "outputs_mapped": "by order"}
