@@ -33,6 +33,7 @@ from profilers.latency import runner_loop, timed_loop
 from profilers.nvtx import ranges
 from profilers.runners import open_runner
 from profilers.stats import LatencyStats, latency_stats
+from studio.core.engines.table import engine_row
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
@@ -41,9 +42,6 @@ from studio.core.sandbox import Limits, run_job
 __all__ = ["SWEEP_KINDS", "SweepPoint", "SweepResult", "measure_sweep"]
 
 SWEEP_KINDS = ("threads", "batch", "concurrency")
-# Engines whose CPU thread pool is one per process, sized by the first multi-threaded model opened there (MNN:
-# a later model asking 2 threads beside a 4-thread pool timed like 4 threads, 0.30 ms vs 0.19 ms alone).
-PROCESS_WIDE_THREAD_POOL = frozenset({"mnn"})
 MIN_POINT_SECONDS = 0.3
 
 
@@ -221,8 +219,10 @@ def measure_sweep(variant: dict[str, Any], kind: str, points: Sequence[tuple[int
     args = {"variant": {k: val for k, val in variant.items() if k != "feeds"}, "kind": kind, "points": point_args,
             "warmup": warmup, "iterations": iterations, "budget_s": limits.timeout_s * 0.8}
     stage = f"{variant['label']} ({kind} sweep)"
-    if kind == "threads" and variant["engine"]["engine"] in PROCESS_WIDE_THREAD_POOL:
-        # one fresh worker per thread count: in a shared one every point ran with the first point's pool
+    row = engine_row(variant["engine"]["engine"])
+    if kind == "threads" and row is not None and row.process_thread_pool:
+        # One fresh worker per thread count: the engine's thread pool is one per process, sized by the first
+        # model opened there (MNN: a 2-thread model beside a 4-thread pool timed like 4, 0.30 vs 0.19 ms alone).
         results = [run_job("profile.sweep", {**args, "points": [pa]}, arrays, stage=stage, limits=limits,
                            out_dir=out_dir, pool_key=pool_key, on_tick=on_tick, fresh=True) for pa in point_args]
         data = {"points": [r.data["points"][0] for r in results], "details": results[-1].data.get("details", {}),

@@ -57,6 +57,7 @@ class EngineRow:
     notes: tuple[str, ...] = field(default=())   # limits a user should know, one line each
     cli: str = ""                          # the name command hints spell ("ort", "trt"); default: the name
     default_check: bool = True             # `check` with no --engines includes it (converted: where installed)
+    process_thread_pool: bool = False      # one CPU thread pool per process, sized by the first model opened
 
     @property
     def short(self) -> str:
@@ -102,7 +103,7 @@ ENGINES: tuple[EngineRow, ...] = (
               jobs=(("mnn.convert", f"{_ENG}.mnn:mnn_convert_job"),
                     ("mnn.quantize", f"{_ENG}.mnn_quant:mnn_quantize_job")),
               pool=":mnn", converter="MNNConvert", code="MNN", export_label="MNN (.mnn)",
-              notes=("integer tensors computed in int32",)),
+              notes=("integer tensors computed in int32",), process_thread_pool=True),
     EngineRow("litert", "LiteRT", ("tflite", "lite-rt"), "converted", ("f32", "f16", "int8"), True, ".tflite",
               "pip install ai-edge-litert", module="ai_edge_litert",
               adapter=f"{_ENG}.litert:LiteRtEngine", runner=f"{_ENG}.litert:LiteRtRunner",
