@@ -183,6 +183,9 @@ def lint_model(model: ModelProto, *, custom_ops: Sequence[CustomOpInfo] = (), sh
             msg += f": {known.origin}"
         hint = (f"apply '{known.fix_pass}' ({known.standard_equivalent})" if known and known.fix_pass else
                 f"standard equivalent: {known.standard_equivalent}" if known and known.standard_equivalent else
+                # a known family (ORT's contrib ops): some engines run it, so say which, not "implement it"
+                f"{known.note}: each engine's verdict says whether it runs this op; replace it by standard ops "
+                "for the others" if known and known.note else
                 "provide a custom op implementation for each engine, or replace it by standard ops")
         out.append(Finding("CUSTOM-OP", "warning", msg, None, info.nodes[0] if info.count == 1 else None,
                            info.op_type, info.domain, None, hint, known.fix_pass if known else None,

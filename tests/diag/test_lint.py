@@ -101,3 +101,29 @@ def test_declared_output_shape_differs_from_real_run(tmp_path):
 def test_clean_sample_has_no_lint_errors():
     report = api.check(api.load(SAMPLES / "cnn_unfused.onnx"), ("onnxruntime",))
     assert report.ok and report.verdict("onnxruntime").verdict == "runs"
+
+
+def test_a_contrib_op_the_engines_run_is_not_told_to_be_reimplemented():
+    """ONNX Runtime's contrib ops (com.microsoft: DynamicQuantizeLSTM in corpus ddddocr_common_old_int8, FusedMatMul
+    here) have kernels in ONNX Runtime: the CUSTOM-OP hint said 'provide a custom op implementation for each
+    engine'. It now names what runs it and defers to each engine's verdict; an unknown domain keeps the old hint."""
+    import onnxruntime as ort
+
+    from diagnostics.custom_ops import detect_custom_ops
+
+    def model(domain, op):
+        graph = helper.make_graph([helper.make_node(op, ["a", "b"], ["y"], domain=domain)], "g",
+                                  [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [2, 2]) for n in "ab"],
+                                  [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 2])])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)])
+
+    contrib = model("com.microsoft", "FusedMatMul")
+    a = np.arange(4, dtype=np.float32).reshape(2, 2)
+    y = ort.InferenceSession(contrib.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": a, "b": a})
+    assert np.allclose(y[0], a @ a)                  # the oracle: plain ONNX Runtime runs it
+    finding = next(f for f in lint_model(contrib, custom_ops=detect_custom_ops(contrib)) if f.code == "CUSTOM-OP")
+    assert "provide a custom op implementation" not in finding.fix_hint, finding.fix_hint
+    assert "ONNX Runtime has kernels" in finding.fix_hint and "each engine's verdict" in finding.fix_hint
+    unknown = model("acme", "Blend")
+    other = next(f for f in lint_model(unknown, custom_ops=detect_custom_ops(unknown)) if f.code == "CUSTOM-OP")
+    assert "provide a custom op implementation for each engine" in other.fix_hint
