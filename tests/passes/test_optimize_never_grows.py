@@ -66,3 +66,49 @@ def test_the_written_model_keeps_its_initializer_types_in_memory(tmp_path):
     w = model.graph.initializers["layer0.weight"]
     assert w.dtype == ir.DataType.FLOAT and list(w.shape) == [4, 4, 1, 1]
     assert not onnx.load(str(tmp_path / "out" / "m.onnx")).graph.value_info
+
+
+def _focus() -> onnx.ModelProto:
+    """YOLOX's Focus: x[..., ::2, ::2], x[..., 1::2, ::2], x[..., ::2, 1::2], x[..., 1::2, 1::2] as a Slice on H
+    then one on W each, concatenated; every Slice reads shared starts/ends/axes/steps initializers; numbered
+    names, as torch.onnx 1.x wrote them (ddddocr_common_det)."""
+    big = np.iinfo(np.int64).max
+    zero, one, end, h_axis, w_axis, step = "461", "462", "463", "464", "465", "466"
+    inits = [numpy_helper.from_array(np.array([v], np.int64), n) for n, v in
+             ((zero, 0), (one, 1), (end, big), (h_axis, 2), (w_axis, 3), (step, 2))]
+    nodes, outs = [], []
+    for h in (0, 1):
+        nodes.append(helper.make_node("Slice", ["x", (zero, one)[h], end, h_axis, step], [f"47{h}"]))
+        for w in (0, 1):
+            outs.append(f"48{2 * h + w}")
+            nodes.append(helper.make_node("Slice", [f"47{h}", (zero, one)[w], end, w_axis, step], [outs[-1]]))
+    nodes.append(helper.make_node("Concat", outs, ["y"], axis=1))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 12, 4, 4])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+def test_the_safe_preset_shares_the_constants_a_fusion_writes(tmp_path):
+    """merge-reshapes gives each merged Slice its own starts/ends/axes/steps: the four Slices' equal ends, axes and
+    steps must end up one initializer each (old code: four copies each; corpus ddddocr_common_det grew
+    20,127,694 -> 20,127,836 bytes, now 20,127,527). No size check here: on a file holding only the Focus, the
+    merged Slices' two-value starts outweigh the two Slices removed (476 -> 607 bytes, 916 on the old code)."""
+    src = save(_focus(), tmp_path / "in" / "m.onnx")
+    r = run_passes(src, resolve_passes("safe"), tmp_path / "out" / "m.onnx")
+    assert r.ok, [rec.message for rec in r.records]
+    out = onnx.load(str(r.output))
+    assert [n.op_type for n in out.graph.node] == ["Slice"] * 4 + ["Concat"]          # the H Slices merged away
+    assert len({n.input[3] for n in out.graph.node[:4]}) == 1                          # one axes initializer
+    assert len(out.graph.initializer) == 7, [t.name for t in out.graph.initializer]   # 4 starts, ends, axes, steps
+    for batch in (1, 2):
+        x = np.random.default_rng(batch).standard_normal((batch, 3, 8, 8)).astype(np.float32)
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        ref = ort.InferenceSession(str(src), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
+            so = ort.SessionOptions()
+            so.graph_optimization_level = level
+            got = ort.InferenceSession(str(r.output), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+            np.testing.assert_array_equal(got, ref)
