@@ -87,3 +87,52 @@ def test_convtranspose_mul_and_bias_add_fold_with_groups(tmp_path):
         for shape in ((1, 4, 3, 5), (2, 4, 6, 4)):
             x = rng.standard_normal(shape).astype(np.float32)
             np.testing.assert_allclose(new.run(None, {"x": x})[0], old.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_batchnorm_after_the_folded_bias_add_folds_too(tmp_path):
+    """paddle2onnx's PP-OCR detector head: ConvTranspose -> Add (its bias) -> BatchNormalization -> Relu.
+    fuse-conv-bn runs first and sees an Add, not the ConvTranspose, before the BatchNormalization; once the Add
+    is the ConvTranspose's bias, fuse-conv-affine folds the BatchNormalization with fuse-conv-bn's own checks.
+    Corpus rapidocr_ppocrv3_det kept one BatchNormalization of 49 this way. The safe preset leaves ConvTranspose
+    + Relu; plain ORT (optimizer off and on) equals the original at two sizes; a training-mode statistic output
+    in use is still refused."""
+    from onnx import TensorProto, helper
+
+    from studio import api
+
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((4, 3, 2, 2)).astype(np.float32)            # C_in 4, group 2 -> C_out 6
+    t = rng.standard_normal((1, 6, 1, 1)).astype(np.float32)
+    gamma, beta, mean = (rng.standard_normal(6).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.5, 2.0, 6).astype(np.float32)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["c"], group=2, strides=[2, 2]),
+             helper.make_node("Add", ["c", "t"], ["a"]),
+             helper.make_node("BatchNormalization", ["a", "gamma", "beta", "mean", "var"], ["bn"], epsilon=1e-5),
+             helper.make_node("Relu", ["bn"], ["y"])]
+    inits = [numpy_helper.from_array(v, n) for v, n in ((w, "w"), (t, "t"), (gamma, "gamma"), (beta, "beta"),
+                                                          (mean, "mean"), (var, "var"))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, "H", "W"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6, None, None])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    src = tmp_path / "head.onnx"
+    onnx.save(model, src)
+    out = tmp_path / "head.opt.onnx"
+    result = api.optimize(api.load(src), preset="safe", out_path=out)
+    assert result.ok, result
+    assert [n.op_type for n in onnx.load(str(out)).graph.node] == ["ConvTranspose", "Relu"]
+    off = ort.SessionOptions()
+    off.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    old = ort.InferenceSession(str(src), off, providers=["CPUExecutionProvider"])
+    for opts in (off, ort.SessionOptions()):
+        new = ort.InferenceSession(str(out), opts, providers=["CPUExecutionProvider"])
+        for shape in ((1, 4, 3, 5), (3, 4, 6, 4)):
+            x = rng.standard_normal(shape).astype(np.float32)
+            np.testing.assert_allclose(new.run(None, {"x": x})[0], old.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+    # the BatchNormalization's running statistics in use (a second output read): left alone, as fuse-conv-bn does
+    used = helper.make_model(helper.make_graph(
+        nodes[:2] + [helper.make_node("BatchNormalization", ["a", "gamma", "beta", "mean", "var"],
+                                      ["bn", "rm", "rv"], epsilon=1e-5, training_mode=1), nodes[3]],
+        "g", graph.input, list(graph.output) + [helper.make_tensor_value_info("rm", TensorProto.FLOAT, [6])], inits),
+        opset_imports=[helper.make_opsetid("", 15)], ir_version=8)
+    r = run_one(tmp_path / "used", used, "fuse-conv-affine")
+    assert "BatchNormalization" in ops(r.output)
