@@ -15,6 +15,30 @@ from studio.verification.verifier import interface_problems
 from tests.conftest import parse_model, save
 
 
+def assert_plain_ort_equal(src: Path, out: Path, inputs: list[dict], *, exact: bool = False,
+                           rtol: float = 1e-5, atol: float = 1e-5) -> None:
+    """The oracle of a rewrite: plain onnxruntime runs the result with its optimizer off and at ORT_ENABLE_ALL,
+    and each equals the original (optimizer off) on every feed set of ``inputs``."""
+    import numpy as np
+    import onnxruntime as ort
+
+    def session(path: Path, level) -> ort.InferenceSession:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = level
+        return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+    off, on = ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    original, results = session(src, off), [session(out, off), session(out, on)]
+    for feeds in inputs:
+        ref = original.run(None, feeds)
+        for result in results:
+            for got, want in zip(result.run(None, feeds), ref):
+                if exact:
+                    np.testing.assert_array_equal(got, want)
+                else:
+                    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
 def mlp(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], width_in: int, width_out: int,
         batch: int = 4) -> onnx.ModelProto:
     """x[batch, width_in] -> ``nodes`` -> y[batch, width_out] (opset 17, IR 8): the float MLPs the INT8
