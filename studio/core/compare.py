@@ -141,13 +141,18 @@ class Comparison:
         vals = [d.cosine for d in self.outputs.values() if d.cosine is not None and not d.noise_floor]
         return min(vals) if vals else None
 
+    @property
+    def max_abs(self) -> float:
+        """The largest absolute difference over all compared outputs (0.0 when none has one)."""
+        return max((d.max_abs or 0.0 for d in self.outputs.values()), default=0.0)
+
     def summary(self) -> str:
         """One line: what matched, or the first output that did not and why."""
         if self.missing:
             return f"missing outputs: {', '.join(self.missing)[:200]}"
         bad = self.first_failure
         if bad is None:
-            worst = max((d.max_abs or 0.0 for d in self.outputs.values()), default=0.0)
+            worst = self.max_abs
             cos = self.min_cosine
             special = sorted({"non-tensor elements" if "element" in d.mode else d.mode.split(" (")[0]
                               for d in self.outputs.values() if d.mode not in ("tolerance", "cosine", "strings")}

@@ -9,6 +9,12 @@ hostile model (``tests/hostile_models.py::conv_without_weight``), which then
 becomes this target's error message, not a dead studio. The IR is read back,
 compiled for CPU with ``INFERENCE_PRECISION_HINT=f32`` (so the comparison
 measures the IR, not a bf16 CPU default) and compared with the original.
+The IR cannot carry that pin (OpenVINO 2026 ignores an IR's rt_info
+``runtime_options``), so where the CPU's default is below f32 (bf16 with
+AVX512-BF16/AMX) the same feeds also run on a default compile -- what a plain
+``compile_model`` and Triton's OpenVINO backend (no precision in its config)
+get -- and a note gives its max abs beside the pinned one
+(:func:`default_precision_note`); an AVX2-only CPU defaults to f32: no note.
 Note ``save_model`` compresses weights to FP16 by default; FP32 export passes
 ``compress_to_fp16=False`` explicitly.
 """
@@ -27,8 +33,9 @@ from studio.core.errors import StudioError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import run_job
 from studio.export.context import ExportContext
-from studio.export.artifact_run import run_artifact_file
-from studio.export.reference import criteria_for, verify_outputs
+from studio.core.compare import Verification
+from studio.export.artifact_run import ArtifactRun, run_artifact_file
+from studio.export.reference import Criteria, criteria_for, verify_outputs
 from studio.export.results import ERROR, TargetResult, target_result, unless_refused
 from studio.export.reference import bound_shapes
 from studio.core.nontensor import tensor_only_refusal
@@ -80,13 +87,34 @@ def ov_extensions(ctx: ExportContext) -> list[str]:
     return [str(Path(p).resolve()) for p in ctx.options.ov_extensions]
 
 
-def run_ir(ctx: ExportContext, xml: Path, *, runs: int, stage: str) -> tuple[dict | None, dict, str | None]:
-    """Read the IR back in a worker with OpenVINO's runner (compiled for CPU in f32, as ``profile`` compiles it),
-    run the feeds, time it in the one latency loop (:mod:`studio.export.artifact_run`)."""
-    args = {"openvino_ir": True, "onnx_path": str(ctx.deploy), "precision": "f32",
+def run_ir(ctx: ExportContext, xml: Path, *, runs: int, stage: str, precision: str = "f32") -> ArtifactRun:
+    """Read the IR back in a worker with OpenVINO's runner (compiled for CPU in f32, as ``profile`` compiles it;
+    "default": the plugin's own choice), run the feeds, time it in the one latency loop
+    (:mod:`studio.export.artifact_run`)."""
+    args = {"openvino_ir": True, "onnx_path": str(ctx.deploy), "precision": precision,
             "output_names": [o.name for o in ctx.source.proto.graph.output], "extensions": ov_extensions(ctx)}
-    done = run_artifact_file(ctx, "openvino", xml, args, runs=runs, stage=stage)
-    return done.outputs, done.timing, done.error
+    return run_artifact_file(ctx, "openvino", xml, args, runs=runs, stage=stage)
+
+
+def default_precision_note(ctx: ExportContext, xml: Path, pinned: ArtifactRun, verified: Verification,
+                           criteria: Criteria) -> str | None:
+    """What the IR gives compiled at OpenVINO's default CPU precision (no INFERENCE_PRECISION_HINT, as a plain
+    ``compile_model`` and Triton's OpenVINO backend compile it) on the verification feeds, beside the pinned
+    f32 figure; None where that default is f32 here or the pinned run was not compared. The verification pins
+    f32, so without this a bf16 default's error (3.4e-4 vs 1.5e-8 on corpus oww_timer) went unsaid."""
+    default = pinned.details.get("precision_default")
+    if not default or default == "f32" or verified.comparison is None:
+        return None
+    done = run_ir(ctx, xml, runs=0, stage=f"OpenVINO (default precision, {xml.name})", precision="default")
+    got = verify_outputs(ctx.reference, done.outputs, criteria, engine=verified.engine or "", error=done.error)
+    head = (f"OpenVINO's default precision on this CPU is {default}: compiled without INFERENCE_PRECISION_HINT=f32 "
+            f"(plain compile_model, Triton's OpenVINO backend, which cannot pin f32) {xml.name} ")
+    pin = "pin it in your compile_model config for the verified numbers"
+    if got.comparison is None:
+        return f"{head}could not be run here ({got.message[:150]}); {pin}"
+    outside = "" if got.ok else ", outside the verification's tolerance"
+    return (f"{head}gives max abs {got.comparison.max_abs:.3g} vs the original "
+            f"({verified.comparison.max_abs:.3g} pinned f32{outside}); {pin}")
 
 
 @unless_refused("openvino", refusal)
@@ -123,7 +151,8 @@ def export_openvino(ctx: ExportContext) -> TargetResult:
     for (xml_name, compress), wanted_precision in zip(saves, wanted):
         xml, bin_ = folder / xml_name, folder / (Path(xml_name).stem + ".bin")
         ctx.progress("openvino", f"verifying the IR {xml_name}")
-        outputs, timing, error = run_ir(ctx, xml, runs=opts.bench_runs, stage=f"OpenVINO (verify {xml_name})")
+        pinned = run_ir(ctx, xml, runs=opts.bench_runs, stage=f"OpenVINO (verify {xml_name})")
+        outputs, timing, error = pinned.outputs, pinned.timing, pinned.error
         precision = "int8" if ctx.deploy_precision == "int8" else ("fp16" if compress else ctx.deploy_precision)
         criteria = criteria_for(precision, quantized_model=ctx.deploy_facts.quantized)
         v = verify_outputs(ctx.reference, outputs, criteria, engine=f"openvino {info.get('version', '')}".strip(),
@@ -132,16 +161,20 @@ def export_openvino(ctx: ExportContext) -> TargetResult:
                  "int8": "OpenVINO IR from a QDQ model (INT8 via FakeQuantize)"}.get(precision, "OpenVINO IR, FP32")
         if compress and precision == "int8":
             label += ", FP16-compressed float weights"
+        said = default_precision_note(ctx, xml, pinned, v, criteria)
+        if said:
+            notes.append(said)
         art = ctx.artifact(xml, "openvino-ir", label, companions=(bin_,) if bin_.exists() else (),
                            precision=precision, portable=True, verification=v,
-                           notes=(f"inputs: {', '.join(i['name'] + ' ' + i['shape'] for i in info.get('inputs', []))}"[:300],))
+                           notes=(f"inputs: {', '.join(i['name'] + ' ' + i['shape'] for i in info.get('inputs', []))}"[:300],)
+                           + ((said,) if said else ()))
         artifacts.append(art)
         if timing:
             bench[xml_name] = {k: timing.get(k) for k in ("read_ms", "compile_ms", "session_ms", "first_inference_ms",
                                                           "latency_ms_median", "runs") if timing.get(k) is not None}
         if not ctx.shared.get("openvino"):     # the main IR: Triton serves it
             ctx.shared["openvino"] = {"xml": xml, "bin": bin_, "precision": precision,
-                                      "inputs": info.get("inputs", []), "ok": v.ok}
+                                      "inputs": info.get("inputs", []), "ok": v.ok, "default_note": said}
     if opts.ov_extensions:
         names, libs = ship(ctx, opts.ov_extensions, folder / "extensions", "openvino-extension",
                            "OpenVINO extension (core.add_extension before read_model)")

@@ -279,16 +279,17 @@ def export_triton(ctx: ExportContext) -> TargetResult:
         folder = repo / name
         ctx.progress("triton", f"{backend} backend")
         refused = refusal(ctx) if refusal else None
+        said = None
         if refused:
             artifacts.append(_error_artifact(ctx, folder, backend, refused))
         else:
             try:
-                write(ctx, folder, name, outputs, artifacts, notes)
+                said = write(ctx, folder, name, outputs, artifacts, notes)
             except StudioError as exc:
                 artifacts.append(_error_artifact(ctx, folder, backend, str(exc)))
         if backend == "openvino" and opts.ov_extensions and not refused:
             _ship_ov_extensions(ctx, folder, artifacts, notes)
-        readme.append(_readme_line(backend, name, opts.ort_custom_ops, opts.ov_extensions))
+        readme.append(_readme_line(backend, name, opts.ort_custom_ops, opts.ov_extensions, said))
     atomic_write_text(repo.parent / "README.md", "\n".join(readme) + "\n")
 
     return target_result("triton", artifacts, notes, {}, started)
@@ -328,7 +329,9 @@ def _onnxruntime_model(ctx: ExportContext, folder: Path, name: str, outputs: Seq
 
 
 def _openvino_model(ctx: ExportContext, folder: Path, name: str, outputs: Sequence[TensorInfo],
-                    artifacts: list[Artifact], notes: list[str]) -> None:
+                    artifacts: list[Artifact], notes: list[str]) -> str | None:
+    """The IR for Triton's OpenVINO backend, verified pinned to f32; returns what it gives at OpenVINO's default
+    precision when that is not f32 here (the backend's config cannot pin f32), for the README, or None."""
     opts, inputs = ctx.options, ctx.deploy_facts.inputs
     fixed = {n: r.opt for n, r in opts.shapes.items() if r.static}
     plan = io_plan(inputs, outputs, opts.max_batch, fixed=fixed)
@@ -344,16 +347,22 @@ def _openvino_model(ctx: ExportContext, folder: Path, name: str, outputs: Sequen
     else:
         ov_target.convert(ctx, ctx.deploy, version,
                           compress_to_fp16=opts.openvino_precisions[0] == "fp16")
-    got, timing, error = ov_target.run_ir(ctx, version / "model.xml", runs=0,
-                                          stage="OpenVINO (verify Triton model)")
+    pinned = ov_target.run_ir(ctx, version / "model.xml", runs=0, stage="OpenVINO (verify Triton model)")
+    got, timing, error = pinned.outputs, pinned.timing, pinned.error
     precision = (shared["precision"] if shared else "int8" if ctx.deploy_precision == "int8"
                  else "fp16" if opts.openvino_precisions[0] == "fp16" else ctx.deploy_precision)
-    v = verify_outputs(ctx.reference, got, criteria_for(precision, quantized_model=ctx.deploy_facts.quantized),
-                       engine=f"openvino {timing.get('version', '')}".strip(),
+    criteria = criteria_for(precision, quantized_model=ctx.deploy_facts.quantized)
+    v = verify_outputs(ctx.reference, got, criteria, engine=f"openvino {timing.get('version', '')}".strip(),
                        error=None if error is None else f"OpenVINO cannot run it: {error}")
+    # the same IR file as the openvino target's main one: its default-precision figure, else measured here
+    said = (shared.get("default_note") if shared and Path(shared["xml"]).exists() and "default_note" in shared
+            else ov_target.default_precision_note(ctx, version / "model.xml", pinned, v, criteria))
+    if said:
+        notes.append(f"openvino: {said}")
     artifacts.append(ctx.artifact(version / "model.xml", "triton-model", "model for Triton's openvino backend",
                                   companions=(version / "model.bin",), precision=precision, portable=True,
-                                  verification=v))
+                                  verification=v, notes=(said,) if said else ()))
+    return said
 
 
 def _ship_ov_extensions(ctx: ExportContext, folder: Path, artifacts: list[Artifact], notes: list[str]) -> None:
@@ -395,8 +404,10 @@ def _tensorrt_model(ctx: ExportContext, folder: Path, name: str, outputs: Sequen
             verification=Verification(NOT_VERIFIED, f"no plan here: {reason}", "tensorrt", reason=reason)))
 
 
-def _readme_line(backend: str, name: str, ort_custom_ops: Sequence, ov_extensions: Sequence) -> str:
-    """The repository README's line for one backend's model folder."""
+def _readme_line(backend: str, name: str, ort_custom_ops: Sequence, ov_extensions: Sequence,
+                 said: str | None = None) -> str:
+    """The repository README's line for one backend's model folder (``said``: what the model gives at its
+    engine's default precision, which the backend's config cannot change)."""
     if backend == "onnxruntime":
         return (f"- `{name}`: ONNX Runtime backend (CPU instances; change `instance_group` for GPUs)."
                 + (f" Custom ops: `custom_ops/` holds the libraries, loaded by `model_operations` in its "
@@ -406,7 +417,7 @@ def _readme_line(backend: str, name: str, ort_custom_ops: Sequence, ov_extension
         return (f"- `{name}`: OpenVINO backend (CPU)."
                 + (" Its IR needs the OpenVINO extension in `extensions/`; Triton's model config cannot load it "
                    "(`model_operations` is read by the ONNX Runtime and TensorFlow backends only)."
-                   if ov_extensions else ""))
+                   if ov_extensions else "") + (f" {said}." if said else ""))
     return (f"- `{name}`: TensorRT backend (GPU). A plan is specific to one GPU model and TensorRT version: "
             "build `1/model.plan` there (see its README.md).")
 

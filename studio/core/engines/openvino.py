@@ -187,6 +187,7 @@ class OvRunner:
         self.details = {
             "engine_version": ov.get_version(), "device": self.device, "precision_requested": precision,
             "precision_effective": self.effective_precision, "execution_precisions": execution_precisions(self.compiled),
+            "precision_default": self.device_default_precision(),
             "read_ms": round(read_ms, 3),
             "compile_ms": round(compile_ms, 3), "session_ms": round(read_ms + compile_ms, 3),
             **({"conversion_note": self.conversion_note} if self.conversion_note else {})}
@@ -199,6 +200,14 @@ class OvRunner:
     def effective_precision(self) -> str | None:
         """The compiled model's ``INFERENCE_PRECISION_HINT`` (what it computes in), read once."""
         return self._effective
+
+    def device_default_precision(self) -> str | None:
+        """What the device computes in when ``INFERENCE_PRECISION_HINT`` is not set (bf16 on CPUs with
+        AVX512-BF16/AMX, f32 on AVX2-only ones): what a plain ``compile_model`` of an exported IR gets."""
+        try:
+            return precision_name(self.core.get_property(self.device, "INFERENCE_PRECISION_HINT"))
+        except Exception:  # noqa: BLE001 - not every device reports it
+            return None
 
     def compiled_property(self, name: str, convert: Callable[[Any], Any] = str) -> Any:
         """A compiled-model property (None where the device does not report it)."""
