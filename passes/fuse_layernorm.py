@@ -82,28 +82,41 @@ class LayerNormRule(RewriteRuleClassBase):
         dtype = dtype_of(x)
         if dtype not in FLOATS:
             return fail("input is not a float tensor")
-        rank = len(x.shape) if x.shape is not None else None
         a1, a2 = _reduce_axes(mean.producer()), _reduce_axes(var.producer())
-        axis = _trailing_axis(a1, rank)
-        if axis is None or a1 != a2:
-            return fail("the reductions are not over the same trailing axes with keepdims=1")
-        e = const_array(eps, 1)
-        if e is None:
-            return fail("epsilon is not a scalar constant")
-        normalized = list(x.shape)[axis:] if x.shape is not None else None
-        if normalized is None or not all(isinstance(d, int) for d in normalized):
-            return fail("the normalized dims are not static")
-        for name, v in (("scale", scale), ("bias", bias)):
-            if v is None:
-                continue
-            if dtype_of(v) != dtype or v.shape is None or list(v.shape) != normalized:
-                return fail(f"{name} is not exactly the normalized shape {normalized} of the input dtype")
+        if not a1 or a1 != a2:
+            return fail("the two reductions are not over the same axes with keepdims=1")
+        # The opset is said first: below 17 nothing fuses whatever the shapes, and the shape checks
+        # below may fail only because inference did not reach the input (paddle2onnx's computed Reshapes).
+        problem, axis, e = self._shape_problem(x, a1, eps, scale, bias, dtype)
         if self.opset < MIN_OPSET:
-            return fail(f"model opset {self.opset} < {MIN_OPSET}: LayerNormalization is not available "
-                        f"(run convert-opset to {MIN_OPSET} first)")
+            return fail(f"opset {self.opset} < {MIN_OPSET}, LayerNormalization's first (--passes convert-opset,"
+                        f"{FuseLayerNorm.name} --set convert-opset.target={MIN_OPSET})"
+                        + (f"; at {MIN_OPSET} still: {problem}" if problem else ""))
+        if problem:
+            return fail(problem)
         self._axis, self._eps = axis, float(np.ravel(e)[0])
         self._stash = ir.DataType.DOUBLE if dtype == ir.DataType.DOUBLE else ir.DataType.FLOAT
         return MatchResult()
+
+    @staticmethod
+    def _shape_problem(x, axes: list[int], eps, scale, bias, dtype) -> tuple[str, int | None, np.ndarray | None]:
+        """Why the fused op cannot take this match (empty when it can), the first normalized axis, epsilon."""
+        rank = len(x.shape) if x.shape is not None else None
+        axis = _trailing_axis(axes, rank)
+        if axis is None:
+            if rank is None and any(a >= 0 for a in axes):
+                return f"input rank unknown to shape inference: axes {axes} not provably the last", None, None
+            return f"the reductions (axes {axes}) are not over the trailing axes", None, None
+        e = const_array(eps, 1)
+        if e is None:
+            return "epsilon is not a scalar constant", axis, None
+        normalized = list(x.shape)[axis:] if x.shape is not None else None
+        if normalized is None or not all(isinstance(d, int) for d in normalized):
+            return "the normalized dims are not static", axis, e
+        for name, v in (("scale", scale), ("bias", bias)):
+            if v is not None and (dtype_of(v) != dtype or v.shape is None or list(v.shape) != normalized):
+                return f"{name} is not exactly the normalized shape {normalized} of the input dtype", axis, e
+        return "", axis, e
 
     def rewrite(self, op, x, eps, mean, var, scale=None, bias=None, **_):
         if scale is None:

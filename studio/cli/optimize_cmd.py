@@ -171,7 +171,7 @@ def _print_report(result, out: Path | None) -> None:
         print(f"{r.name:<20} {r.status:<10} {nodes:>13} {params:>15} {r.seconds + r.verify_seconds:>7.2f}  "
               f"{printable(verified, 120)}")
         for note in r.notes[:3]:
-            print(f"{'':<20} note: {printable(note, 160)}")
+            print(f"{'':<20} note: {printable(note, 300)}")
     diff = api.op_count_diff(result.ops_before, result.ops_after)
     if diff:
         print("ops        " + ", ".join(f"{printable(op)} {a}->{b}" for op, a, b in diff[:15]))

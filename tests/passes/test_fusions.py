@@ -177,3 +177,63 @@ def test_gelu_left_alone_below_opset_20_and_wrong_constants(tmp_path):
     r = check_skips(tmp_path, H17 + GELU, "fuse-gelu")
     assert any("opset 17 < 20" in n for n in r.records[0].notes)
     check_skips(tmp_path / "wrong", H20 + GELU.replace("{0.5}", "{0.6}"), "fuse-gelu")
+
+
+# paddle2onnx's SVTR LayerNorm (PP-OCR recognizers): [N,C,H,W] -> Reshape to [N,C,-1] with a computed shape
+# (ONNX shape inference gives no rank after it) -> Transpose -> ReduceMean over axes=[2], the last axis given
+# as a positive index; the exporter writes opset 12.
+SVTR_LN = """
+g (float[N,4,2,3] x) => (float[N,6,4] y) <int64[1] s0 = {0}, int64[1] s2 = {2}, int64[1] rest = {-1},
+    float[4] gamma = {1,2,3,4}, float[4] beta = {1,1,0,0}, float two = {2.0}, float eps = {1e-5}> {
+  sh = Shape(x)
+  nc = Slice(sh, s0, s2, s0)
+  shp = Concat<axis=0>(nc, rest)
+  f = Reshape(x, shp)
+  t = Transpose<perm=[0,2,1]>(f)
+  mean = ReduceMean<axes=[2]>(t)
+  d = Sub(t, mean)
+  sq = Pow(d, two)
+  var = ReduceMean<axes=[2]>(sq)
+  ve = Add(var, eps)
+  std = Sqrt(ve)
+  n = Div(d, std)
+  sc = Mul(n, gamma)
+  y = Add(sc, beta)
+}"""
+H12 = '<ir_version: 7, opset_import: ["" : 12]>'
+
+
+def test_layernorm_below_opset_17_says_the_opset_first_then_what_else_stops_it(tmp_path):
+    import onnx
+
+    from tests.conftest import parse_model
+
+    inferred = onnx.shape_inference.infer_shapes(parse_model(H12 + SVTR_LN), data_prop=True)
+    assert not any(v.name == "t" and v.type.tensor_type.HasField("shape") for v in inferred.graph.value_info)
+    notes = check_skips(tmp_path, H12 + SVTR_LN, "fuse-layernorm").records[0].notes
+    assert notes and all("opset 12 < 17" in n and "--set convert-opset.target=17" in n for n in notes), notes
+    assert all("at 17 still: input rank unknown" in n and "axes [2]" in n for n in notes), notes
+    assert not any("trailing" in n for n in notes), notes
+
+
+def test_layernorm_over_a_positive_last_axis_fuses_after_convert_opset(tmp_path):
+    # The same LayerNorm with a Reshape shape inference follows: below 17 only the opset stops it; converted
+    # to 17 it fuses, and plain ORT gives the original's values.
+    from passes.pipeline import run_passes
+    from passes.registry import make_pass
+    from tests.conftest import parse_model, save
+    from tests.passes.pass_helpers import assert_plain_ort_equal, ops
+
+    m = H12 + SVTR_LN.replace("float[N,4,2,3] x) => (float[N,6,4] y)", "float[2,4,2,3] x) => (float[2,6,4] y)") \
+        .replace("int64[1] rest = {-1}", "int64[3] fixed = {2,4,6}").replace(
+        "  sh = Shape(x)\n  nc = Slice(sh, s0, s2, s0)\n  shp = Concat<axis=0>(nc, rest)\n  f = Reshape(x, shp)",
+        "  f = Reshape(x, fixed)")
+    notes = check_skips(tmp_path, m, "fuse-layernorm").records[0].notes
+    assert notes and all("opset 12 < 17" in n and "still" not in n for n in notes), notes
+    src = save(parse_model(m), tmp_path / "src" / "m.onnx")
+    r = run_passes(src, [make_pass("convert-opset", target=17), make_pass("fuse-layernorm")],
+                   tmp_path / "out17" / "m.onnx")
+    assert [rec.status for rec in r.records] == ["changed", "changed"], [rec.notes for rec in r.records]
+    assert "LayerNormalization" in ops(r.output) and "ReduceMean" not in ops(r.output)
+    rng = np.random.default_rng(0)
+    assert_plain_ort_equal(src, r.output, [{"x": (rng.standard_normal((2, 4, 2, 3)) * 3 + 1).astype(np.float32)}])
