@@ -93,7 +93,7 @@ def _print_report(r, top: int, title: str = "") -> None:
     if len(r.plan.peak_tensors) > top:
         print(f"{title}           ... and {len(r.plan.peak_tensors) - top} more (--top N, or --json)")
     for note in r.notes:
-        print(f"{title}note       {printable(note, 300)}")
+        print(f"{title}note       {printable(note, 600)}")
 
 
 def request_of(args: argparse.Namespace, dims: dict[str, int] | None = None) -> MemoryRequest:

@@ -118,6 +118,19 @@ def engine_message(text: object, limit: int = 500) -> str:
     return (prefix + (" ".join(useful) or lines[0]))[:limit]
 
 
+# ONNX Runtime's status prefix, which says only the error class: "[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : ".
+_ORT_STATUS = re.compile(r"\[ONNXRuntimeError\] : \d+ : [A-Z_]+ : ")
+
+
+def ort_cause(text: object, limit: int = 500) -> str:
+    """What failed in an ONNX Runtime error, for a note that has little room: :func:`engine_message`'s
+    cause-first line less what precedes ORT's status prefix (the studio's stage, the exception type) and the
+    prefix itself; a message without that prefix as :func:`engine_message` gives it."""
+    line = engine_message(text, 100_000)
+    status = _ORT_STATUS.search(line)
+    return (line[status.end():] if status else line)[:limit]
+
+
 # ONNX Runtime's run errors nest one "running <Op> node. Name:'<name>' Status Message: " per level (an If, then
 # the Pad inside it) before the cause, which a shortened message then cut off.
 _ORT_RUNNING = re.compile(r"(?:Non-zero status code returned while )?running (?P<op>[\w.]+) node\."

@@ -14,7 +14,7 @@ from studio.accuracy.runs import run_feed_sets
 from studio.core.dim_hints import DerivedDim, dim_hints as _dim_hints, DimHint, model_derived_dims
 from studio.core.engines.table import REFERENCE_ENGINE
 from studio.core.error_codes import ErrorCode
-from studio.core.errors import StudioError, engine_message
+from studio.core.errors import StudioError, ort_cause
 from studio.core.feeds import ImagePreprocess, make_feeds
 from studio.core.input_files import save_image_uploads, save_npy_upload, save_npz_upload
 from studio.core.model import load as _load, ModelHandle, parse_model_file
@@ -156,8 +156,8 @@ def _searched_memory_dims(handle: ModelHandle, dims: Mapping[str, int] | None, r
         return None
     chosen = {**dict(found.recipe.dims), **given}
     seeded = ", ".join(f"{k}={v}" for k, v in report.dims)
-    return chosen, (f"dims searched: ONNX Runtime cannot run the seeded ones ({seeded}: {engine_message(error, 160)}); "
-                    f"planned where it runs, {found.text}")
+    return chosen, (f"dims searched: planned where ONNX Runtime runs, {found.text}; the seeded ones ({seeded}) "
+                    f"fail: {ort_cause(error, 300)}")
 
 
 def dim_hints(handle: ModelHandle) -> tuple[DimHint, ...]:

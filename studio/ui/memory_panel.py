@@ -89,7 +89,7 @@ def _show(report, what_if) -> None:
                    f"{kv.past_length} hold {widgets.fmt_bytes(kv.past_bytes)}; the present outputs "
                    f"{widgets.fmt_bytes(kv.present_bytes)}. Set the past length in the dims above.")
     for note in report.notes:
-        st.caption(widgets.md_escape(note, 300))
+        st.caption(widgets.md_escape(note, 600))
     if what_if is not None:
         verdict = "verified" if what_if.verified else "not verified"
         if after is not None:

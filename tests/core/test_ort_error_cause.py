@@ -37,3 +37,17 @@ def test_nested_ort_error_keeps_its_cause_in_a_short_message(tmp_path):
     report = api.check(api.load(path), ["onnxruntime"])
     (seeded,) = [f for f in report.findings if f.code == "SEEDED-SIZE"]
     assert cause[:40] in seeded.message
+
+
+def test_memory_plan_note_keeps_the_whole_cause(tmp_path, capsys):
+    # Corpus silero_vad_op18_ifless, memory: the dims-searched note was cut at 160 characters inside the cause
+    # ('...INVALID_ARGUMENT : Pad reflect: post-pad (64) exceeds maxim)'), and the CLI's 300 inside the dims.
+    from studio.cli import main
+
+    path = tmp_path / "vad.onnx"
+    onnx.save(vad_with_sample_rate(), path)
+    cause = _plain_error(path).rsplit("Status Message: ", 1)[1].strip()
+    assert main(["memory", str(path), "--no-measure"]) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if "dims searched" in ln]
+    assert f"fail: {cause} (Pad node 't_pad' in If node 'branch')" in line, line
+    assert "sr int64=16000" in line and "[ONNXRuntimeError]" not in line and not line.endswith("…"), line
