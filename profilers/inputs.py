@@ -13,8 +13,8 @@ import numpy as np
 
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
-from studio.core.feeds import (ImagePreprocess, choose_dims, input_specs, load_npz, make_feeds, random_feeds,
-                               unnamed_dim_key)
+from studio.core.feeds import (ImagePreprocess, choose_dims, feeds_text, input_specs, load_npz, make_feeds,
+                               random_feeds, unnamed_dim_key)
 from studio.core.model import ModelHandle
 
 __all__ = ["PreparedFeeds", "batched_feeds", "prepare_feeds"]
@@ -24,7 +24,7 @@ __all__ = ["PreparedFeeds", "batched_feeds", "prepare_feeds"]
 class PreparedFeeds:
     feeds: Mapping[str, np.ndarray]
     dims: Mapping[str, int]          # values chosen for symbolic dims
-    source: str                      # one line for the report
+    source: str                      # one line for the report: where the values come from, then what they are
     guessed: tuple[str, ...] = ()    # symbolic dims of seeded feeds sized by a default, not by the user
 
     def signature(self) -> tuple:
@@ -52,12 +52,14 @@ def prepare_feeds(handle: ModelHandle, *, dims: Mapping[str, int] | None = None,
     specs = input_specs(handle.proto)
     if images is not None:
         fs = make_feeds(handle.proto, images=Path(images), count=2, dims=dims, seed=seed, preprocess=preprocess)
-        return PreparedFeeds(_tensor_feeds(fs.sets[0]), dict(fs.dims),
-                             f"first of {fs.source} ({(preprocess or ImagePreprocess()).layout} layout)")
+        feeds = _tensor_feeds(fs.sets[0])
+        return PreparedFeeds(feeds, dict(fs.dims), f"first of {fs.source} ({(preprocess or ImagePreprocess()).layout} "
+                                                   f"layout): {feeds_text(feeds)}")
     if npz is not None:
         samples = load_npz(Path(npz), specs)
-        return PreparedFeeds(_tensor_feeds(samples[0]), {},
-                             f"inputs from {Path(npz).name} (sample 1 of {len(samples)})")
+        feeds = _tensor_feeds(samples[0])
+        return PreparedFeeds(feeds, {},
+                             f"inputs from {Path(npz).name} (sample 1 of {len(samples)}): {feeds_text(feeds)}")
     chosen = choose_dims(specs, dims)
     feeds = _tensor_feeds(random_feeds(specs, chosen, seed=seed))
     dims_text = ", ".join(f"{k}={v}" for k, v in chosen.items())
@@ -65,7 +67,8 @@ def prepare_feeds(handle: ModelHandle, *, dims: Mapping[str, int] | None = None,
     unnamed = {unnamed_dim_key(s.name, i): int(feeds[s.name].shape[i]) for s in specs if s.name in feeds
                for i, d in enumerate(s.shape or ()) if d is None and unnamed_dim_key(s.name, i) not in (dims or {})}
     return PreparedFeeds(feeds, {**chosen, **unnamed},
-                         f"seeded random inputs (seed {seed})" + (f", {dims_text}" if dims_text else ""),
+                         f"seeded random inputs (seed {seed}): {feeds_text(feeds)}"
+                         + (f" ({dims_text})" if dims_text else ""),
                          tuple(k for k in chosen if k not in (dims or {})) + tuple(unnamed))
 
 

@@ -242,7 +242,7 @@ def _print(profile, top: int) -> None:  # noqa: ANN001, C901 - one report, read 
     load = (f"load {m.load_before[0]:.2f} -> {m.load_after[0]:.2f}" if m.load_before and m.load_after else "load ?")
     print(f"machine  {printable(m.cpu, 60)}, {m.cpu_count} CPUs, {load}; {engines}")
     for line in profile.feeds:
-        print(f"inputs   {printable(line, 160)}")
+        print(f"inputs   {printable(line, 300)}")
     for w in profile.warnings:
         print(f"warning  {printable(w, 300)}")
     print()

@@ -180,3 +180,26 @@ def test_command_line_with_images_parses_back(tmp_path):
     rebuilt = _options(build_parser().parse_args(shlex.split(text)[1:]))
     assert rebuilt == ProfileOptions(images_dir=str(tmp_path), preprocess=ImagePreprocess(
         size=(32, 32), layout="NHWC", mean=(0.5,), std=(0.25,), bgr=True))
+
+
+def test_inputs_line_shows_the_seeded_integer_scalars(tmp_path, capsys):
+    # Corpus silero_vad_op18_ifless: the line said 'seeded random inputs (seed 0), sequence=512, batch=1' and
+    # not the sr=16000 the run used. Here the integer scalar k is compared with 7, so the studio seeds k=7
+    # (the value read by hand off the model's Equal); the line says it, and x's shape, as check does.
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Equal", ["k", "seven"], ["c"]), helper.make_node("Neg", ["x"], ["nx"]),
+         helper.make_node("Where", ["c", "x", "nx"], ["y"])], "pick",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4]),
+         helper.make_tensor_value_info("k", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor("seven", TensorProto.INT64, [], [7])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "pick.onnx"
+    onnx.save(model, path)
+    assert main(["profile", str(path), "--engine", "ort", *QUICK]) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("inputs")]
+    assert "x float32[1, 4]" in line and "k int64=7" in line and "(N=1)" in line, line
