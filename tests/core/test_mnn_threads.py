@@ -76,12 +76,18 @@ def _plain_pool(mnn_path: Path, threads: int) -> int:
     """)["pool"]
 
 
+def _convert(model: Path, out: Path) -> None:
+    """MNNConvert in the engine's worker: its converter aborts a process that loaded TensorFlow first (a test
+    session that ran LiteRT; tests/core/test_mnn_after_tensorflow.py)."""
+    from studio.core.engines.mnn import MnnEngine
+
+    assert MnnEngine().convert(model, out).ok and out.is_file()
+
+
 def test_the_default_mnn_thread_count_is_one_per_usable_cpu_at_most_four(tmp_path):
     require_engine("mnn")
-    from studio.core.engines.mnn import convert_to_mnn
-
     model = _conv_model(tmp_path / "conv.onnx")
-    convert_to_mnn(model, tmp_path / "conv.mnn")
+    _convert(model, tmp_path / "conv.mnn")
     one = _studio_default(model, tmp_path / "s1", cpus=1)
     assert one["cpus"] == 1 and one["threads"] == 1          # the old default: 4 on a 1-CPU share
     assert one["pool"] == _plain_pool(tmp_path / "conv.mnn", 1) == 0
@@ -95,9 +101,7 @@ def test_the_default_mnn_thread_count_is_one_per_usable_cpu_at_most_four(tmp_pat
 
 def test_mnn_keeps_one_thread_pool_per_process_so_a_threads_sweep_uses_fresh_workers(tmp_path, monkeypatch):
     require_engine("mnn")
-    from studio.core.engines.mnn import convert_to_mnn
-
-    convert_to_mnn(_conv_model(tmp_path / "conv.onnx"), tmp_path / "conv.mnn")
+    _convert(_conv_model(tmp_path / "conv.onnx"), tmp_path / "conv.mnn")
     # plain MNN: after a 4-thread model, a 2-thread one in the same process starts no pool of its own
     seen = _child(f"""
         import json, numpy as np
