@@ -18,10 +18,15 @@ with such ranges stay float and every one is reported. A chosen configuration
 slower than fp32 is reported as such. When no configuration meets the target
 cosine, the layers that add the most error are kept in float until it is met
 (``passes.quant_sensitivity``).
+
+Builds of one precision run on the same model and calibration data (int8, int8-mixed, int8-ov) share their
+preparation, calibration and measured configurations through the run's ``memo_dir`` (``passes.quant_memo``);
+details["reused_in_run"] says what a build read back instead of computing.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 from pathlib import Path
@@ -40,6 +45,7 @@ from passes import quant_tools as qt
 from studio.core.model_io import save_result
 from studio.core.engines.ort_int8 import machine_int8_choice
 from passes.quant_sensitivity import fallback, rank_nodes, quantizable_ops
+from passes.quant_memo import Measured, open_memo
 
 log = logging.getLogger(__name__)
 
@@ -102,12 +108,20 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
     per_channel = kernels.per_channel if asked in ("auto", None) else bool(asked)
     target = float(opts.get("target_cosine", 0.99))
     src = save_result(model, workdir / "src" / "model.onnx")
-    ctx.set_stage("INT8: preparing the model (shape inference, BatchNormalization folding)")
-    prepared = qt.prepare(src, workdir, per_channel=per_channel)
+    memo = open_memo(opts, src, per_channel)    # another build of this run on the same model and data
+    shared = memo.calibrated() if memo is not None else None
+    if shared is None:
+        ctx.set_stage("INT8: preparing the model (shape inference, BatchNormalization folding)")
+        prepared = qt.prepare(src, workdir, per_channel=per_channel)
     ctx.set_stage("INT8: calibration")
     calib, calib_source = qt.calibration_feeds(src, opts.get("calibration"), int(opts.get("samples", 8)),
                                                dims=opts.get("dims"))
-    ranges = qt.calibrate(prepared.path, calib, str(opts.get("method", "minmax")), workdir)
+    if shared is None:
+        ranges = qt.calibrate(prepared.path, calib, str(opts.get("method", "minmax")), workdir)
+        if memo is not None:
+            memo.store_calibrated(prepared, ranges)
+    else:
+        prepared, ranges = shared
     header = onnx.load_model(str(prepared.path), load_external_data=False)
     degenerate = qt.degenerate_ranges(header, ranges)
     exclude = list(opts.get("nodes_to_exclude") or [])
@@ -129,31 +143,17 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
         ctx.set_stage("INT8: fp32 reference outputs")
         reference = qt.ort_outputs(src, holdout, ctx)
         judge = qt.accuracy
-    measured: list[qt.QuantCandidate] = []
-    paths: dict[str, Path] = {}
-    for cfg in configs:
-        ctx.set_stage(f"INT8: quantizing ({cfg.describe()})")
-        out = workdir / f"{cfg.name}.onnx"
-        try:
-            qt.quantize_static_config(prepared, out, cfg, ranges, calib, exclude)
-            qt.release_memory()
-            outputs = qt.ort_outputs(out, holdout, ctx)
-            cos, top1 = judge(reference, outputs)                  # float outputs by cosine (or the task metric)
-            changed = qt.integer_differences(reference, outputs)   # integer ones exactly
-            if changed is not None:
-                measured.append(qt.QuantCandidate(cfg.name, cfg.describe(), None, None, None, cos, top1, changed))
-                continue
-            paths[cfg.name] = out
-            measured.append(qt.QuantCandidate(cfg.name, cfg.describe(), out, None, None, cos, top1))
-        except Exception as exc:  # noqa: BLE001 - one failing configuration must not stop the others
-            msg = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
-            measured.append(qt.QuantCandidate(cfg.name, cfg.describe(), None, None, None, None, None, msg))
-    if not paths:
-        raise StudioError(f"INT8 quantization failed for every configuration: {measured[0].error}")
-    ctx.set_stage("INT8: measuring latency (fp32 and each configuration)")
-    rounds: dict[str, list[float]] = {}
-    lat = qt.measure_latencies({"fp32": src, **paths}, holdout[0], ctx, budget_s=float(opts.get("budget_s", 60)),
-                               rounds_out=rounds)
+    # the configurations' candidates and timing, from an earlier build of this run that measured them all
+    memo_key = json.dumps(exclude)
+    reused = memo.measured([c.name for c in configs], memo_key) if memo is not None else None
+    if reused is not None:
+        measured, lat, rounds = list(reused.candidates), dict(reused.latency_ms), dict(reused.rounds)
+        paths = {m.name: m.path for m in measured if m.path is not None}
+    else:
+        measured, paths, lat, rounds = _measure(configs, prepared, ranges, calib, exclude, src, holdout, reference,
+                                                judge, workdir, opts, ctx)
+        if memo is not None:
+            memo.store_measured(Measured(tuple(measured), lat, rounds), memo_key)
     fp32_ms = lat["fp32"]
     measured = [m if m.path is None else qt.QuantCandidate(m.name, m.description, m.path, lat[m.name],
                                                      lat[m.name] / fp32_ms, m.cosine, m.top1)
@@ -222,6 +222,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
         "degenerate_ranges": [d.to_dict() for d in degenerate], "excluded_nodes": exclude + list(kept),
         "fallback_steps": [s.to_dict() for s in steps], "ranked_layers": [r.to_dict() for r in ranked[:50]],
         "engine": "onnxruntime (CPU, default graph optimizations)",
+        "reused_in_run": [k for k, v in (("calibration", shared), ("configurations", reused)) if v is not None],
         "int8_kernels": {**kernels.to_dict(), "per_channel": prepared.per_channel,
                          "per_channel_source": "option" if asked not in ("auto", None) else "cpu",
                          "reduce_range_applies_to": "uint8 activations x int8 weights"},
@@ -236,6 +237,39 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
                       {"configurations_measured": len(measured), "nodes_kept_float": len(exclude) + len(kept),
                        "degenerate_ranges": len(degenerate), "quantize_dequantize_nodes": len(q_nodes)},
                       warnings=tuple(warnings), details=details)
+
+
+def _measure(configs: list, prepared: qt.Prepared, ranges: qt.Ranges, calib: list, exclude: list[str], src: Path,
+             holdout: list, reference: list, judge, workdir: Path, opts: dict,
+             ctx) -> tuple[list[qt.QuantCandidate], dict[str, Path], dict[str, float], dict[str, list[float]]]:
+    """Quantize, judge and time each configuration: (candidates without latency, the usable models,
+    latency per model with fp32's, per-round medians)."""
+    measured: list[qt.QuantCandidate] = []
+    paths: dict[str, Path] = {}
+    for cfg in configs:
+        ctx.set_stage(f"INT8: quantizing ({cfg.describe()})")
+        out = workdir / f"{cfg.name}.onnx"
+        try:
+            qt.quantize_static_config(prepared, out, cfg, ranges, calib, exclude)
+            qt.release_memory()
+            outputs = qt.ort_outputs(out, holdout, ctx)
+            cos, top1 = judge(reference, outputs)                  # float outputs by cosine (or the task metric)
+            changed = qt.integer_differences(reference, outputs)   # integer ones exactly
+            if changed is not None:
+                measured.append(qt.QuantCandidate(cfg.name, cfg.describe(), None, None, None, cos, top1, changed))
+                continue
+            paths[cfg.name] = out
+            measured.append(qt.QuantCandidate(cfg.name, cfg.describe(), out, None, None, cos, top1))
+        except Exception as exc:  # noqa: BLE001 - one failing configuration must not stop the others
+            msg = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+            measured.append(qt.QuantCandidate(cfg.name, cfg.describe(), None, None, None, None, None, msg))
+    if not paths:
+        raise StudioError(f"INT8 quantization failed for every configuration: {measured[0].error}")
+    ctx.set_stage("INT8: measuring latency (fp32 and each configuration)")
+    rounds: dict[str, list[float]] = {}
+    lat = qt.measure_latencies({"fp32": src, **paths}, holdout[0], ctx, budget_s=float(opts.get("budget_s", 60)),
+                               rounds_out=rounds)
+    return measured, paths, lat, rounds
 
 
 def _float_nodes(model: ir.Model) -> list[str]:

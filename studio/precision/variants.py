@@ -35,7 +35,7 @@ from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
 from studio.core.model import model_weight_bytes
-from studio.core.outputs import disk_error, writing_folder
+from studio.core.outputs import disk_error, remove_scratch, scratch_dir, writing_folder
 from studio.core.quantized import quantization_ops, quantized_text
 from studio.core.requests import OptimizeRequest
 from studio.core.sandbox import Limits, require_memory, scaled_to_model
@@ -424,18 +424,20 @@ def _searched_dims(ctx: _Context, seeded: FeedSet, dims: Mapping[str, int] | Non
 
 
 def _pass_options(ctx: _Context, inp: _Inputs, calibration_method: str,
-                  latency_budget_s: float) -> dict[str, dict[str, Any]]:
+                  latency_budget_s: float, memo: Path | None = None) -> dict[str, dict[str, Any]]:
     """Each pass's options from this run (calibration file, targets, dims, the task metric), written under
     ``ctx.work`` where a pass needs a file. The INT8 passes time their configurations to choose one: within the
     run's latency budget too (they took their own 60 s default, so ``--budget 1`` still timed 20 rounds of
-    fp32 and every configuration, ~7 s of a 27 s run on cnn_unfused)."""
+    fp32 and every configuration, ~7 s of a 27 s run on cnn_unfused). ``memo``: this run's folder where the
+    static INT8 builds (int8, int8-mixed, int8-ov...) share calibration and measured configurations
+    (``passes.quant_memo``)."""
     calib_npz = save_npz(inp.calib.sets, ctx.work / "calibration.npz")
     dims_opt = {"dims": dict(inp.eval_feeds.dims)} if inp.eval_feeds.dims else {}
     task_opt = _task_option(ctx.target, inp.golden, inp.eval_feeds, ctx.work) \
         if inp.golden is not None and ctx.target is not None else {}
     return {"quantize-int8-static": {"calibration": str(calib_npz), "target_cosine": ctx.target_cosine,
                                      "method": calibration_method, "budget_s": latency_budget_s, **dims_opt,
-                                     **task_opt},
+                                     **task_opt, **({"memo_dir": str(memo)} if memo is not None else {})},
             "quantize-int8-dynamic": {"target_cosine": ctx.target_cosine, "budget_s": latency_budget_s,
                                       **dims_opt},
             "quantize-weight-only": _weight_pass_options(ctx.weight_options),
@@ -835,8 +837,12 @@ def evaluate_variants(model_path: Path, *, variants: Sequence[str] | None = None
         if decoder is not None and calibration is None and inputs is None and ctx.dataset is None:
             calib, eval_feeds = decoder_feed_sets(header, decoder, dims, samples)
             inp = dataclasses.replace(inp, calib=calib, eval_feeds=eval_feeds)
-        built, results = _build_variants(ctx, inp, names, _pass_options(ctx, inp, calibration_method,
-                                                                          latency_budget_s), progress)
+        memo = scratch_dir(work.resolve(), ".int8-shared-")   # the INT8 builds' shared work, this run only
+        try:
+            built, results = _build_variants(ctx, inp, names, _pass_options(ctx, inp, calibration_method,
+                                                                              latency_budget_s, memo), progress)
+        finally:
+            remove_scratch(memo)
         comparisons = _compare_variants(ctx, inp, built, results, progress)
         progress("measuring latency side by side")
         timed = [n for n in built if n in comparisons]
