@@ -17,23 +17,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from passes.quant_tools import Prepared, QuantCandidate, Ranges
+from studio.core.outputs import copy_file, link_file, write_json
 
-__all__ = ["Memo", "Measured", "open_memo"]
+__all__ = ["Memo", "MeasuredConfigs", "open_memo"]
 
 # options whose effect comes after the measured configurations (or that choose among them)
 _AFTER = frozenset({"fallback", "require_target", "config", "qdq_only", "memo_dir"})
 
 
 @dataclass(frozen=True)
-class Measured:
+class MeasuredConfigs:
     """Configurations quantized, judged and timed once: the candidates (latency not yet applied), each
     configuration's 10th-percentile latency and its per-round medians, fp32's included."""
     candidates: tuple[QuantCandidate, ...]
@@ -84,7 +82,7 @@ class Memo:
         self._write("cal", files, "calibrated.json", state)
 
     # -- measured configurations: judged on the same held-out sets, timed in one interleaved run
-    def measured(self, names: Sequence[str], extra_key: str) -> Measured | None:
+    def measured(self, names: Sequence[str], extra_key: str) -> MeasuredConfigs | None:
         """The stored measurement when it covers every configuration in ``names`` (measured with the same
         exclusions, ``extra_key``), reduced to those and fp32; else None."""
         state = self._read("measured.json")
@@ -97,10 +95,10 @@ class Memo:
                                         if by_name[n]["path"] else None,
                                         "excluded": tuple(by_name[n]["excluded"])}) for n in names)
         kept = {"fp32", *(c.name for c in cands if c.path is not None)}
-        return Measured(cands, {k: v for k, v in state["latency_ms"].items() if k in kept},
+        return MeasuredConfigs(cands, {k: v for k, v in state["latency_ms"].items() if k in kept},
                         {k: list(v) for k, v in state["rounds"].items() if k in kept})
 
-    def store_measured(self, measured: Measured, extra_key: str) -> None:
+    def store_measured(self, measured: MeasuredConfigs, extra_key: str) -> None:
         if (self.folder / "measured.json").exists():
             return                      # the first measurement stays the one every later build reads
         files = [f for c in measured.candidates if c.path is not None
@@ -116,19 +114,14 @@ class Memo:
         return json.loads(p.read_text()) if p.exists() else None
 
     def _write(self, sub: str, files: Sequence[Path], name: str, state: dict) -> None:
-        """Files first, the state file last and by rename: a build that died halfway leaves no state to read."""
+        """Files first, the state file last (written atomically): a build that died halfway leaves no state."""
         dest = self.folder / sub
         dest.mkdir(parents=True, exist_ok=True)
         for f in files:
-            target = dest / f.name
-            try:
-                os.link(f, target)
-            except OSError:
-                shutil.copyfile(f, target)
-        fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
-        with os.fdopen(fd, "w") as out:
-            json.dump(state, out, default=float)      # numpy scalars (a metric's float32) as floats
-        os.replace(tmp, self.folder / name)
+            if not link_file(f, dest / f.name):
+                copy_file(f, dest / f.name)
+        # numpy scalars (a metric's float32) as floats; studio.core.outputs writes by temp name and rename
+        write_json(self.folder / name, state, indent=None, default=float)
 
 
 def open_memo(opts: Mapping[str, Any], src: Path, per_channel: bool) -> Memo | None:

@@ -45,7 +45,7 @@ from passes import quant_tools as qt
 from studio.core.model_io import save_result
 from studio.core.engines.ort_int8 import machine_int8_choice
 from passes.quant_sensitivity import fallback, rank_nodes, quantizable_ops
-from passes.quant_memo import Measured, open_memo
+from passes.quant_memo import MeasuredConfigs, open_memo
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
         measured, paths, lat, rounds = _measure(configs, prepared, ranges, calib, exclude, src, holdout, reference,
                                                 judge, workdir, opts, ctx)
         if memo is not None:
-            memo.store_measured(Measured(tuple(measured), lat, rounds), memo_key)
+            memo.store_measured(MeasuredConfigs(tuple(measured), lat, rounds), memo_key)
     fp32_ms = lat["fp32"]
     measured = [m if m.path is None else qt.QuantCandidate(m.name, m.description, m.path, lat[m.name],
                                                      lat[m.name] / fp32_ms, m.cosine, m.top1)
