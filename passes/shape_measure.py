@@ -10,8 +10,7 @@ from collections.abc import Mapping
 import onnx_ir as ir
 
 from studio.core.error_codes import ErrorCode
-from studio.core.errors import StudioError
-from diagnostics.base import first_line
+from studio.core.errors import StudioError, ort_cause
 from studio.core.model_io import to_proto, weight_bytes
 from studio.core.feeds import input_specs, random_feeds
 from studio.inspect.edge_shapes import measure_shapes
@@ -28,11 +27,6 @@ def _open_values(model: ir.Model) -> list[ir.Value]:
                 seen.add(v.name)
                 out.append(v)
     return out
-
-
-def _one_line(exc: BaseException) -> str:
-    text = first_line(exc, 300)
-    return text.split(" : ", 3)[-1] if text.startswith("[ONNXRuntimeError]") else text
 
 
 def measure_open_shapes(model: ir.Model, dims: Mapping[str, int]) -> tuple[int, str | None]:
@@ -64,7 +58,7 @@ def measure_open_shapes(model: ir.Model, dims: Mapping[str, int]) -> tuple[int, 
     except StudioError as exc:
         return 0, f"{len(names)} shape(s) left dynamic: {exc}"
     except Exception as exc:   # the engine's own errors: the model may need real inputs or custom ops
-        return 0, f"{len(names)} shape(s) left dynamic: a run to measure them failed ({_one_line(exc)})"
+        return 0, f"{len(names)} shape(s) left dynamic: a run to measure them failed ({ort_cause(exc, 300)})"
     by_name = {v.name: v for v in todo}
     for name, (shape, _dtype) in measured.items():
         by_name[name].shape = ir.Shape(list(shape))
@@ -87,5 +81,5 @@ def _load_check(model: ir.Model) -> str:
     try:
         ort.InferenceSession(to_proto(model).SerializeToString(), so, providers=["CPUExecutionProvider"])
     except Exception as exc:
-        return f"fix-input-shapes: the static model does not load in ONNX Runtime: {_one_line(exc)}"
+        return f"fix-input-shapes: the static model does not load in ONNX Runtime: {ort_cause(exc, 300)}"
     return ""

@@ -27,7 +27,7 @@ from studio.verification.verifier import Verifier
 from studio.core.model_io import load_for_passes
 from studio.verification.verifier import run_sets
 from studio.core.compare import Verification, VerifyStatus, compare_outputs
-from studio.core.errors import StudioError
+from studio.core.errors import StudioError, ort_cause
 from studio.core.feeds import input_specs, random_feeds, unnamed_dim_key
 
 
@@ -198,8 +198,7 @@ def _optimizer_refuses(ckpt, pool_key: str) -> str | None:
         run_sets(ckpt.path, [], full=False, limits=None, pool_key=pool_key, data_dir=ckpt.data_dir,
                  stage="the pinned model in ONNX Runtime with its optimizer on", level="basic")
     except StudioError as exc:
-        text = " ".join(str(exc).split())
-        return text.split(" : ", 3)[-1][:300] if "[ONNXRuntimeError]" in text else text[:300]
+        return ort_cause(exc, 300)
     return None
 
 
