@@ -358,10 +358,13 @@ def add_to_cut(tensors: list[str]) -> None:
     st.session_state["graph_model_action"] = "Split at a cut"
 
 
-def _to_diff() -> None:
+def _to_diff(model_id: str, parent: str, new: str) -> None:
+    """The diff of exactly this edit: its parent before, the version it made after (named, not derived
+    from whichever version is current when the rerun draws the page), with that version selected."""
+    state.set_current(new)
     st.session_state["graph_mode"] = "Diff"
-    for k in ("diff_a", "diff_b"):           # the diff opens on the new version against its parent
-        st.session_state.pop(k, None)
+    st.session_state["diff_a"] = f"{model_id}:{parent}"
+    st.session_state["diff_b"] = f"{model_id}:{new}"
 
 
 def _undo(parent: str) -> None:
@@ -386,7 +389,8 @@ def last_edit() -> None:
                     + widgets.md_escape(name_list(result.nodes_removed), 8000))
     _interface(result)
     c1, c2, c3, c4 = st.columns(4)
-    c1.button("See it in the diff", key="graph_edit_to_diff", on_click=_to_diff)
+    c1.button("See it in the diff", key="graph_edit_to_diff", on_click=_to_diff,
+              args=(state.workspace().id, done["parent"], done["version"]))
     c2.button("Undo (select the parent)", key="graph_edit_undo", on_click=_undo, args=(done["parent"],))
     c3.button("Dismiss", key="graph_edit_dismiss", on_click=lambda: state.drop_result(_DONE))
     if c4.toggle("Show as script", key="graph_edit_done_script", help="the applied edit, as edit --script reads it"):

@@ -37,6 +37,7 @@ _SYNCED = "onnx_studio_url_synced"
 _PRELOADED = "onnx_studio_preloaded"
 _RESTORED = "onnx_studio_restored_for"
 _SAVED = "onnx_studio_saved_settings"
+_CHOSEN = "onnx_studio_version_chosen"    # a page action's choice in this rerun's callbacks (see pick_version)
 
 # Widget values kept per model in the project (restored after a page change or a reload).
 PERSISTED_WIDGETS = (
@@ -200,6 +201,7 @@ def _preload() -> None:
 def init() -> None:
     """Start of every run: the session, then (first run only) the URL or the preloaded model."""
     session_id()
+    st.session_state.pop(_CHOSEN, None)           # the callbacks of this rerun have run
     if not st.session_state.get(_SYNCED):
         st.session_state[_SYNCED] = True
         _from_url()
@@ -327,8 +329,19 @@ def current_version() -> Version | None:
 
 
 def set_current(vid: str) -> None:
+    """Select a version by a page's action (an edit applied, "See it in the diff", undo, keep)."""
     st.session_state[_CURRENT] = vid
+    st.session_state[_CHOSEN] = vid
     st.session_state.pop("selected_node", None)
+
+
+def pick_version(vid: str) -> None:
+    """The sidebar picker's change. A page action that selected a version in the same rerun wins: the
+    browser sends every widget's value with a click, and a picker value it had not redrawn yet (the
+    parent, just after an edit made a version) would otherwise undo the action's choice (CI, 2026-12-04:
+    "See it in the diff" opened the parent). A pick of its own is a rerun of its own and always applies."""
+    if st.session_state.get(_CHOSEN) is None:
+        set_current(vid)
 
 
 def current_handle() -> ModelHandle | None:

@@ -348,7 +348,7 @@ def project_sidebar() -> None:
     # Keyed per model and version count so a version added during this run selects itself.
     vkey = f"version_picker_{ws.id}_{len(ids)}"
     st.sidebar.selectbox("Model version", ids, index=index, format_func=labels.__getitem__, key=vkey,
-                         on_change=lambda: state.set_current(st.session_state[vkey]))
+                         on_change=lambda: state.pick_version(st.session_state[vkey]))
 
 
 def metric_row(items: list[tuple[str, str]]) -> None:

@@ -418,3 +418,24 @@ def test_replace_a_weight_from_an_uploaded_npy_round_trips(app, tmp_path):
     target.CopyFrom(onnx.numpy_helper.from_array(new, weight))
     feeds = _feeds(CNN)
     np.testing.assert_array_equal(ort_reference(edited, feeds)["logits"], ort_reference(by_hand, feeds)["logits"])
+
+
+def test_the_diff_button_shows_that_edit_even_when_a_stale_picker_value_arrives_with_the_click(app):
+    """CI, 2026-12-04: after "See it in the diff" the page showed the parent (v0) against the edit (v1),
+    "Removed 0, Added 1": the diff had been derived from whichever version was current when the rerun
+    drew it. Here the click comes in the same rerun as a sidebar picker value naming the parent (a browser
+    that sends the picker's old value with the click): the diff still opens on exactly this edit."""
+    at = _panel(app, CNN, "/Identity")
+    at.radio(key=f"{KEY}_edit_action").set_value("Bypass").run()
+    ws, v, parent = _apply(at)
+    picker = next(s for s in at.sidebar.selectbox if s.key.startswith("version_picker_"))
+    picker.set_value(parent)                          # the stale value, sent together with the click
+    at.button(key="graph_edit_to_diff").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["graph_mode"] == "Diff"
+    assert at.selectbox(key="diff_a").value == f"{ws.id}:{parent}"
+    assert at.selectbox(key="diff_b").value == f"{ws.id}:{v.id}"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics.get("Removed") == "1" and metrics.get("Added") == "0", metrics
+    assert at.session_state["onnx_studio_version"] == v.id          # the edit's version stays selected
+    assert any(c.value.startswith(f"Version {v.id} ") for c in at.caption)
