@@ -245,12 +245,19 @@ def set_model(model_id: str, version_id: str | None = None) -> None:
     """Open another model of the project (or another version of this one): from here on its own dims;
     its widgets start from its own values on the next run (a page that switches mid-run reruns)."""
     same = model_id == st.session_state.get(_MODEL)
+    st.session_state[_CHOSEN] = version_id or model_id
     save_settings()
     st.session_state[_MODEL] = model_id
     st.session_state[_CURRENT] = version_id
     st.session_state.pop("selected_node", None)
     if not same:
         _switched()
+
+
+def pick_model(model_id: str) -> None:
+    """The sidebar model picker's change; like ``pick_version``, a page action's choice in the same rerun wins."""
+    if st.session_state.get(_CHOSEN) is None:
+        set_model(model_id)
 
 
 def _switched() -> None:

@@ -337,7 +337,7 @@ def project_sidebar() -> None:
     mkey = f"model_picker_{len(mids)}"
     st.sidebar.selectbox("Model", mids, index=mids.index(current_model) if current_model in mids else len(mids) - 1,
                          format_func=names.__getitem__, key=mkey,
-                         on_change=lambda: st.session_state[mkey] in mids and state.set_model(st.session_state[mkey]))
+                         on_change=lambda: st.session_state[mkey] in mids and state.pick_model(st.session_state[mkey]))
     if ws.id is None:
         return
     versions = ws.versions
