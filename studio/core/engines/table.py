@@ -79,7 +79,8 @@ class EngineRow:
                 "kind": self.kind,
                 "precisions": list(self.precisions), "fuses_ops": self.fuses_ops, "suffix": self.suffix,
                 "install": self.install, "pool": self.pool, "converter": self.converter,
-                "channels_last": self.channels_last, "export_label": self.export_label, "notes": list(self.notes)}
+                "channels_last": self.channels_last, "export_label": self.export_label, "notes": list(self.notes),
+                "default_check": self.default_check, "process_thread_pool": self.process_thread_pool}
 
 
 ENGINES: tuple[EngineRow, ...] = (
