@@ -35,6 +35,7 @@ class _Collector:
 
     def __init__(self) -> None:
         self.refused: dict[str, str] = {}
+        self.spans: dict[str, frozenset[str]] = {}     # refused root -> the nodes its match covered
 
     def log(self, rule, container, node, match_result, status) -> None:
         from onnxscript.rewriter._basics import MatchStatus
@@ -42,6 +43,7 @@ class _Collector:
         if status == MatchStatus.CONDITION_FAILED:
             reason = getattr(match_result, "reason", "") or "condition failed"
             self.refused[node_label(node)] = f"{rule}: {reason}"
+            self.spans[node_label(node)] = frozenset(node_label(n) for n in (getattr(match_result, "nodes", None) or ()))
 
 
 class _Recording:
@@ -80,6 +82,7 @@ def _drop_orphaned_initializers(applied: list[RuleApplication]) -> None:
 class RewriteOutcome:
     applied: list[RuleApplication]
     refused: dict[str, str]            # node label -> why the rule did not apply
+    spans: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)   # refused label -> nodes it matched
 
     @property
     def count(self) -> int:
@@ -106,7 +109,7 @@ def apply_rules(model: ir.Model, rules: Sequence) -> RewriteOutcome:
                 n.name = inherited
             elif scope:
                 n.name = f"{scope}/{n.op_type}"
-    return RewriteOutcome(applied, collector.refused)
+    return RewriteOutcome(applied, collector.refused, collector.spans)
 
 
 def changes_for(outcome: RewriteOutcome, *, fused_ops: Sequence[str] = (), detail: str = "") -> list[Change]:
@@ -133,14 +136,21 @@ def refusal_notes(outcome: RewriteOutcome, limit: int = 10) -> list[str]:
 
 
 def merge_outcomes(outcomes: Sequence[RewriteOutcome]) -> RewriteOutcome:
-    """One outcome for rules applied in phases; a node rewritten in a later phase
-    is no longer listed as refused."""
+    """One outcome for rules applied in phases; a node rewritten in a later phase is no longer listed as
+    refused, and a candidate inside one an earlier (longer) phase refused is that candidate again, said once
+    (fuse-layernorm's three phases had printed each refused LayerNorm three times)."""
     applied = [a for o in outcomes for a in o.applied]
     done = {label for a in applied for label in a.matched}
     refused: dict[str, str] = {}
+    spans: dict[str, frozenset[str]] = {}
     for o in outcomes:
-        refused.update({k: v for k, v in o.refused.items() if k not in done})
-    return RewriteOutcome(applied, refused)
+        seen = frozenset().union(*spans.values()) if spans else frozenset()
+        for k, v in o.refused.items():
+            if k in done or k in seen:
+                continue
+            refused[k] = v
+            spans[k] = o.spans.get(k, frozenset())
+    return RewriteOutcome(applied, refused, spans)
 
 
 def rewrite_if_present(model: ir.Model, triggers: Sequence[str],

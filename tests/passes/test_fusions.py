@@ -213,6 +213,9 @@ def test_layernorm_below_opset_17_says_the_opset_first_then_what_else_stops_it(t
     notes = check_skips(tmp_path, H12 + SVTR_LN, "fuse-layernorm").records[0].notes
     assert notes and all("opset 12 < 17" in n and "--set convert-opset.target=17" in n for n in notes), notes
     assert all("at 17 still: input rank unknown" in n and "axes [2]" in n for n in notes), notes
+    # One LayerNorm (its scale and bias included), said once, under the longest pattern: the shorter phases'
+    # candidates lie inside it (they had added "LayerNormScale: ..." and "LayerNorm: ..." for the same nodes).
+    assert len(notes) == 1 and notes[0].startswith("LayerNormScaleBias:") and "(1 node(s), e.g. 'Add(y)')" in notes[0], notes
     assert not any("trailing" in n for n in notes), notes
 
 
