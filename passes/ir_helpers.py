@@ -263,12 +263,111 @@ def inferred_shapes(model: ir.Model) -> Iterator[None]:
     """ONNX shape inference for the duration of a pass's analysis (see ``preserved_annotations``)."""
     from onnx_ir.passes.common import ShapeInferencePass
 
-    with preserved_annotations(model):
+    def infer() -> None:
         try:
             ShapeInferencePass(check_type=False, strict_mode=False, data_prop=True)(model)
         except Exception as exc:  # inference is a help, never a requirement
             log.debug("shape inference failed: %s", exc)
+
+    with preserved_annotations(model):
+        infer()
+        try:
+            given = _reshape_ranks(model)
+        except Exception as exc:  # the same: a help
+            log.debug("reshape ranks failed: %s", exc)
+            given = 0
+        if given:                      # then once more, so the ranks reach the nodes after those Reshapes
+            infer()
         yield
+
+
+def _reshape_ranks(model: ir.Model) -> int:
+    """Give a Reshape whose output ONNX inference left without a rank the rank its shape input's length says
+    (the spec: the output has as many dims as the shape tensor has values); how many were given.
+
+    ONNX's inference gives up on a Reshape whose computed target holds an unknown and a -1 (paddle2onnx's
+    ``Concat(Slice(Shape(x)), [-1])`` after a -1 batch dim): every op after it, LayerNorm's axes included,
+    then has no rank (PP-OCRv3's SVTR recognizer: 5 LayerNorms left unfused)."""
+    given = 0
+    for g in graphs_of(model):
+        for node in g:
+            if node.op_type != "Reshape" or node.domain not in ("", "ai.onnx") or len(node.inputs) < 2:
+                continue
+            out, target = node.outputs[0], node.inputs[1]
+            if out.shape is not None or target is None or target.shape is None or len(target.shape) != 1:
+                continue
+            n = target.shape[0]
+            if isinstance(n, int) and n >= 0:
+                dims = _reshape_dims(node, n)
+                out.shape = ir.Shape(dims if dims is not None else [None] * n)
+                given += 1
+    return given
+
+
+def _ints(value: ir.Value | None) -> list[int] | None:
+    """A constant 1-D int tensor's values (an initializer or a Constant node's), else None."""
+    if value is None:
+        return None
+    tensor = value.const_value
+    if tensor is None and value.producer() is not None and value.producer().op_type == "Constant":
+        attr = value.producer().attributes.get("value")
+        tensor = attr.as_tensor() if attr is not None else None
+    if tensor is None:
+        return None
+    return [int(v) for v in np.asarray(tensor.numpy()).reshape(-1)]
+
+
+def _shape_values(value: ir.Value) -> list | None:
+    """The values of a shape tensor built the way exporters build a Reshape's target, each an int, a
+    SymbolicDim or None: constants, ``Shape(v)`` (with start/end), ``Slice(Shape(v), starts, ends, [0])``
+    with step 1, and ``Concat`` of those along axis 0. None for anything else."""
+    const = _ints(value)
+    if const is not None:
+        return list(const)
+    node = value.producer()
+    if node is None:
+        return None
+    if node.op_type == "Concat" and node.attributes.get_int("axis", 0) == 0:
+        parts = [_shape_values(v) for v in node.inputs if v is not None]
+        return None if any(p is None for p in parts) else [d for p in parts for d in p]
+    if node.op_type == "Shape" and node.inputs[0].shape is not None:
+        dims = [None if isinstance(d, int) and d < 0 else d for d in node.inputs[0].shape.dims]   # paddle2onnx's -1
+        return dims[node.attributes.get_int("start", 0):node.attributes.get_int("end", len(dims))]
+    if node.op_type == "Slice" and node.inputs and node.inputs[0] is not None:
+        whole = _shape_values(node.inputs[0])
+        if len(node.inputs) == 1:              # Slice-1 (opset < 10): attributes
+            starts, ends = node.attributes.get_ints("starts", None), node.attributes.get_ints("ends", None)
+            axes, steps = list(node.attributes.get_ints("axes", [0])), [1]
+        else:
+            starts, ends = _ints(node.inputs[1]), _ints(node.inputs[2] if len(node.inputs) > 2 else None)
+            axes = _ints(node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] is not None else [0]
+            steps = _ints(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else [1]
+        if whole is None or not starts or not ends or axes != [0] or steps != [1]:
+            return None
+        return whole[slice(starts[0], ends[0])]
+    return None
+
+
+def _reshape_dims(node: ir.Node, rank: int) -> list | None:
+    """A Reshape's output dims from its target's values where they are known: a positive value as is, 0 as
+    the input's dim (without allowzero), a SymbolicDim as the dim it was read from, -1 solved when every
+    other dim and the input are static; None for a dim not known. None when the target cannot be read."""
+    wanted = _shape_values(node.inputs[1])
+    if wanted is None or len(wanted) != rank:
+        return None
+    source = node.inputs[0].shape
+    allowzero = node.attributes.get_int("allowzero", 0)
+    dims: list = []
+    for i, d in enumerate(wanted):
+        if isinstance(d, int) and d == 0 and not allowzero:
+            d = source[i] if source is not None and i < len(source) else None
+        dims.append(None if isinstance(d, int) and d < 0 else d)
+    if -1 in wanted and source is not None and all(isinstance(d, int) and d > 0 for d in source.dims):
+        known = [d for d, w in zip(dims, wanted) if not (isinstance(w, int) and w == -1)]
+        if all(isinstance(d, int) and d > 0 for d in known):
+            total, rest = int(np.prod(source.dims)), int(np.prod(known)) if known else 1
+            dims[wanted.index(-1)] = total // rest if rest and total % rest == 0 else None
+    return [d if isinstance(d, (int, ir.SymbolicDim)) or d is None else None for d in dims]
 
 
 def free_initializer_name(anchor: ir.Value, base: str) -> str:
