@@ -32,7 +32,7 @@ import onnx
 
 from diagnostics.input_search import search_runs
 from diagnostics.reference_run import evaluator_model_path_ok
-from studio.core.compare import Comparison, Tolerance, Verification, VerifyStatus, compare_outputs
+from studio.core.compare import NOISE_FLOOR_RMS, Comparison, Tolerance, Verification, VerifyStatus, compare_outputs
 from studio.core.errors import StudioError, WorkerError, engine_message
 from studio.core.dimexpr import evaluate, free_names
 from studio.core.engines import sessions
@@ -434,6 +434,30 @@ class Verifier:
         if not self.nondeterministic:
             return None
         return nondeterministic_note(self.nondeterministic, len(self.original.graph.output))
+
+    @property
+    def quiet_note(self) -> str | None:
+        """When some float outputs of the original are numerically zero on every feed set (RMS under float32's
+        tolerance): the comparison there checks rounding noise, not the model, and the run's summary says so
+        (a text detector's mask on random inputs, RMS ~1e-9, would pass any change). None otherwise."""
+        ref = self._reference
+        if ref is None:
+            return None
+        sets = [o for o in ref.outputs if o]
+        quiet: dict[str, float] = {}
+        for name in sets[0] if sets else ():
+            arrays = [np.asarray(o[name]) for o in sets if name in o]
+            if name in self.nondeterministic or not arrays or any(a.dtype.kind != "f" or a.size == 0 for a in arrays):
+                continue
+            rms = max(float(np.sqrt(np.mean(np.square(a.astype(np.float64))))) for a in arrays)
+            if rms < NOISE_FLOOR_RMS:
+                quiet[name] = rms
+        if not quiet:
+            return None
+        listed = ", ".join(f"'{n[:60]}' (RMS {r:.2g})" for n, r in list(quiet.items())[:4])
+        more = f" and {len(quiet) - 4} more" if len(quiet) > 4 else ""
+        return (f"near zero on these inputs: {listed}{more}, so those outputs were compared at float noise level "
+                "and prove little; verify on real inputs (--inputs X.npz)")
 
     def _evaluator_reference(self) -> RunSets | None:
 
