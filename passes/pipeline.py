@@ -500,7 +500,9 @@ def _run_in(workdir: Path, model_path: Path, passes: Sequence[StudioPass], outpu
             reference = f"{verifier.reference_label}, {len(verifier.feed_sets)} {kind} feed set(s)"
             if verifier.nondeterministic_note:       # never a pass's fault: said once, for the run
                 reference += f"; {verifier.nondeterministic_note}"
-            if feeds is None and verifier.quiet_note:   # seeded inputs that leave outputs at zero check little
+            if feeds is None and verifier.picture_note:   # seeded inputs left outputs at zero: a picture too
+                reference += f"; {verifier.picture_note}"
+            if feeds is None and verifier.quiet_note:     # ... and where no picture helped, they check little
                 reference += f"; {verifier.quiet_note}"
         else:
             reference = "nothing to verify: no pass changed the model"

@@ -39,7 +39,9 @@ from studio.core.engines import sessions
 from studio.core.engines.table import engine_row
 from studio.core.engines.base import (decode_output_sets, encode_outputs, pack_feed_sets, rekey_arrays,
                                       unpack_feed_sets)
-from studio.core.feeds import Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, input_specs, random_feeds
+from studio.core.feeds import (Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, image_input, input_specs,
+                               random_feeds)
+from studio.core.pictures import picture_feeds
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.model_io import Checkpoint
 from studio.core.order_free import order_free_outputs
@@ -52,6 +54,10 @@ log = logging.getLogger(__name__)
 
 # The engine the reference outputs come from (optimizations off): candidates are always judged on it.
 REFERENCE_ENGINE = "onnxruntime"
+
+ORT_LABEL = "ONNX Runtime CPU, graph optimizations off"
+# A synthetic picture joins the reference sets only when it lifts every near-zero output at least this far.
+PICTURE_MIN_RMS = 1e-3
 
 EVALUATOR_LABEL = "onnx reference evaluator + studio reference ops (ONNX Runtime cannot run the original)"
 
@@ -298,6 +304,10 @@ def searched_dims(model_path: Path, model: onnx.ModelProto, feeds: Feeds, *, dim
     return None if found is None else ({**dict(dims or {}), **dict(found.recipe.dims)}, found.text)
 
 
+def _rms(a: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(a.astype(np.float64))))) if a.size else 0.0
+
+
 def nondeterministic_note(names: tuple[str, ...] | list[str], total: int) -> str:
     """The one line verification says when the original itself is random."""
     listed = ", ".join(f"'{n[:60]}'" for n in list(names)[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
@@ -368,7 +378,9 @@ class Verifier:
         self.nondeterministic: tuple[str, ...] = ()   # outputs of the original that differ run to run
         self._reference_error: str | None = None
         self._evaluator_error: str | None = None      # why the evaluator fallback failed, when it was tried
-        self.reference_label = "ONNX Runtime CPU, graph optimizations off"
+        self.reference_label = ORT_LABEL
+        self.picture_note: str | None = None          # the synthetic picture added to the reference, said once
+        self._decoder = decoder is not None
 
     @property
     def fixed_dims(self) -> dict[str, int]:
@@ -407,7 +419,60 @@ class Verifier:
             self.feed_sets = [self.feed_sets[i] for i in usable]
             self._reference = RunSets(tuple(ref.outputs[i] for i in usable), tuple(None for _ in usable), None,
                                       self.nondeterministic)
+            if self.seeded and not self._decoder and self.reference_label == ORT_LABEL:
+                self._add_picture_set()
         return self._reference
+
+    def _quiet_outputs(self) -> dict[str, float]:
+        """Float outputs of the original numerically zero (RMS under float32's tolerance) on every reference
+        set, with their largest RMS; nondeterministic outputs are not judged."""
+        sets = [o for o in (self._reference.outputs if self._reference else ()) if o]
+        quiet: dict[str, float] = {}
+        for name in sets[0] if sets else ():
+            arrays = [np.asarray(o[name]) for o in sets if name in o]
+            if name in self.nondeterministic or not arrays or any(a.dtype.kind != "f" or a.size == 0 for a in arrays):
+                continue
+            rms = max(_rms(a) for a in arrays)
+            if rms < NOISE_FLOOR_RMS:
+                quiet[name] = rms
+        return quiet
+
+    def _add_picture_set(self) -> None:
+        """Seeded inputs leave outputs at zero (a text detector's mask): one more reference set, the synthetic
+        picture (``studio.core.pictures``) on which those outputs are largest, when it lifts them all well
+        above the noise floor; every candidate is then judged on it too. Said in ``picture_note``."""
+        quiet = self._quiet_outputs()
+        if not quiet or self._reference is None:
+            return
+        try:
+            name = image_input(input_specs(self.original)).name
+        except StudioError:
+            return
+        candidates = picture_feeds(self.feed_sets[0], name)
+        if not candidates:
+            return
+        try:
+            ran = run_sets(self.original_path, [f for _, f in candidates], full=False, limits=self.limits,
+                           pool_key=self.pool_key, stage="reference outputs (original on ORT, synthetic pictures)")
+        except (WorkerError, StudioError) as exc:
+            log.info("synthetic pictures not run: %s", exc)
+            return
+        best: tuple[float, str, Feeds, dict] | None = None
+        for (label, feeds), out in zip(candidates, ran.outputs):
+            if out is None or any(n not in out for n in quiet):
+                continue
+            low = min(_rms(np.asarray(out[n])) for n in quiet)
+            if best is None or low > best[0]:
+                best = (low, label, feeds, out)
+        if best is None or best[0] < PICTURE_MIN_RMS:
+            return
+        low, label, feeds, out = best
+        self.feed_sets.append(feeds)
+        ref = self._reference
+        self._reference = RunSets(ref.outputs + (out,), ref.errors + (None,), ref.check, ref.nondeterministic)
+        listed = ", ".join(f"'{n[:60]}' RMS {r:.2g} -> {_rms(np.asarray(out[n])):.2g}" for n, r in list(quiet.items())[:4])
+        self.picture_note = (f"outputs near zero on random inputs were also compared on {label} ({listed}); "
+                             "real inputs (--inputs X.npz) check more")
 
     def _searched_reference(self) -> bool:
         """The seeded inputs failed the original: the input search's sets (diagnostics.input_search),
@@ -437,21 +502,10 @@ class Verifier:
 
     @property
     def quiet_note(self) -> str | None:
-        """When some float outputs of the original are numerically zero on every feed set (RMS under float32's
-        tolerance): the comparison there checks rounding noise, not the model, and the run's summary says so
-        (a text detector's mask on random inputs, RMS ~1e-9, would pass any change). None otherwise."""
-        ref = self._reference
-        if ref is None:
-            return None
-        sets = [o for o in ref.outputs if o]
-        quiet: dict[str, float] = {}
-        for name in sets[0] if sets else ():
-            arrays = [np.asarray(o[name]) for o in sets if name in o]
-            if name in self.nondeterministic or not arrays or any(a.dtype.kind != "f" or a.size == 0 for a in arrays):
-                continue
-            rms = max(float(np.sqrt(np.mean(np.square(a.astype(np.float64))))) for a in arrays)
-            if rms < NOISE_FLOOR_RMS:
-                quiet[name] = rms
+        """When some float outputs of the original are numerically zero on every reference set (RMS under
+        float32's tolerance), also after a synthetic picture was tried: the comparison there checks rounding
+        noise, not the model, and the run's summary says so. None otherwise."""
+        quiet = self._quiet_outputs()
         if not quiet:
             return None
         listed = ", ".join(f"'{n[:60]}' (RMS {r:.2g})" for n, r in list(quiet.items())[:4])

@@ -1,0 +1,93 @@
+"""Synthetic pictures for an image model's verification, drawn here with numpy (no file, no download).
+
+Seeded random inputs leave some detectors' outputs at zero: a DB text detector's mask has RMS ~1e-9 on
+Gaussian noise, so comparing a candidate with the original there compares float rounding, and a broken
+result passes. A printed page (dark glyph strokes in lines on a light ground) makes those models answer
+(corpus PaddleOCR DB detectors: mask RMS 0.4-0.6 at 64-320 px); a shaded scene with flat-coloured discs
+serves models that want natural edges. Each is offered in the two scalings image models are trained on:
+values in [0, 1], and ImageNet's mean/std; uint8 inputs get 0..255. Deterministic: the same picture for
+the same shape, every run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from studio.core.feeds import Feeds
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def printed_page(height: int, width: int, seed: int = 0) -> np.ndarray:
+    """Lines of glyph-like strokes (random 7x5 bitmaps, words of 2-6) in near-black on a near-white page."""
+    rng = np.random.default_rng(seed)
+    page = np.full((height, width), 0.95, np.float32)
+    gh = max(5, height // 16)
+    gw = max(3, int(gh * 0.6))
+    cell = np.ones((-(-gh // 7), -(-gw // 5)))
+    y = gh
+    while y + gh < height - gh // 2:
+        x = gw
+        while x + gw < width - gw:
+            for _ in range(int(rng.integers(2, 7))):
+                if x + gw >= width - gw:
+                    break
+                glyph = np.kron(rng.random((7, 5)) < 0.45, cell)[:gh, :gw]
+                page[y:y + gh, x:x + gw][glyph > 0] = 0.08
+                x += gw + max(1, gw // 4)
+            x += gw
+        y += int(gh * 1.8)
+    return page
+
+
+def shaded_scene(height: int, width: int, seed: int = 1) -> np.ndarray:
+    """Smooth shading with six flat discs: gradients and sharp edges, values in [0, 1]."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:height, 0:width] / max(height, width, 1)
+    scene = 0.5 + 0.3 * np.sin(6 * xx + 2) * np.cos(4 * yy)
+    for _ in range(6):
+        cy, cx, r = rng.random(), rng.random(), 0.1 + 0.2 * rng.random()
+        scene = np.where((yy - cy) ** 2 + (xx - cx) ** 2 < r * r, rng.random(), scene)
+    return scene.astype(np.float32)
+
+
+PICTURES: tuple[tuple[str, Callable[[int, int], np.ndarray]], ...] = (
+    ("a synthetic printed page", printed_page), ("a synthetic shaded scene", shaded_scene))
+
+
+def _layout(shape: tuple[int, ...]) -> str | None:
+    if len(shape) != 4:
+        return None
+    if shape[1] in (1, 3):
+        return "NCHW"
+    return "NHWC" if shape[3] in (1, 3) else None
+
+
+def picture_feeds(feeds: Feeds, name: str) -> list[tuple[str, Feeds]]:
+    """``feeds`` with input ``name`` replaced by each picture at its array's shape, dtype and layout (1 or 3
+    channels, NCHW or NHWC), each with a label ("a synthetic printed page, values in [0, 1]"); [] when that
+    input is not such an image."""
+    value = feeds.get(name)
+    if not isinstance(value, np.ndarray):
+        return []
+    layout = _layout(value.shape)
+    if layout is None or value.dtype.kind not in "fu" or (value.dtype.kind == "u" and value.dtype != np.uint8):
+        return []
+    n, h, w, c = ((value.shape[0], value.shape[2], value.shape[3], value.shape[1]) if layout == "NCHW"
+                  else value.shape)
+    out: list[tuple[str, Feeds]] = []
+    for label, draw in PICTURES:
+        gray = draw(h, w)
+        rgb = np.stack([gray] * c, axis=-1)                         # H, W, C
+        scalings = ([("values 0..255", np.round(rgb * 255))] if value.dtype == np.uint8 else
+                    [("values in [0, 1]", rgb),
+                     ("ImageNet mean/std", (rgb - np.array(IMAGENET_MEAN[:c] if c == 3 else (0.5,))) /
+                      np.array(IMAGENET_STD[:c] if c == 3 else (0.25,)))])
+        for scaling, pixels in scalings:
+            batch = np.broadcast_to(pixels, (n, h, w, c))
+            array = batch.transpose(0, 3, 1, 2) if layout == "NCHW" else batch
+            out.append((f"{label}, {scaling}", {**feeds, name: np.ascontiguousarray(array).astype(value.dtype)}))
+    return out

@@ -1,0 +1,59 @@
+"""Where seeded random inputs leave an image model's outputs at zero, verification also runs a synthetic
+picture (studio.core.pictures): a candidate that differs only where the model answers is caught. The model
+here: y = Relu(mean(x) - 0.5) * w, exactly 0 on Gaussian noise (mean ~0), positive on a light printed page.
+A candidate with w doubled passes on noise alone (0 == 0, the old verification) and must fail now. Oracles:
+plain onnxruntime on the picture's feed, and the pictures' properties worked out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+from studio.core.pictures import picture_feeds, printed_page, shaded_scene
+from studio.verification.verifier import Verifier
+from tests.conftest import save
+
+
+def _model(w: float) -> onnx.ModelProto:
+    g = helper.make_graph(
+        [helper.make_node("ReduceMean", ["x"], ["m"], keepdims=0, axes=[1, 2, 3]),
+         helper.make_node("Sub", ["m", "half"], ["d"]), helper.make_node("Relu", ["d"], ["r"]),
+         helper.make_node("Mul", ["r", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        [helper.make_tensor("half", TensorProto.FLOAT, [], [0.5]), helper.make_tensor("w", TensorProto.FLOAT, [], [w])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_candidate_that_differs_only_on_pictures_fails(tmp_path):
+    src = save(_model(1.0), tmp_path / "a" / "m.onnx")
+    broken = save(_model(2.0), tmp_path / "b" / "m.onnx")
+    v = Verifier(src)
+    result = v.verify(broken)
+    assert not result.ok, result.message                        # on noise alone both give 0: it had passed
+    assert len(v.feed_sets) == 2 and v.picture_note and "synthetic" in v.picture_note, v.picture_note
+    picture = v.feed_sets[-1]["x"]
+    want = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, {"x": picture})[0]
+    np.testing.assert_array_equal(v.reference().outputs[-1]["y"], want)
+    assert float(want[0]) > 1e-3 and v.quiet_note is None
+    assert Verifier(src).verify(save(_model(1.0), tmp_path / "c" / "m.onnx")).ok     # the same model passes
+
+
+def test_pictures_keep_the_inputs_shape_dtype_and_layout():
+    page = printed_page(64, 96)
+    assert page.shape == (64, 96) and page.min() < 0.1 and page.max() > 0.9
+    assert 0.05 < float((page < 0.5).mean()) < 0.5               # strokes cover part of the page, not all of it
+    np.testing.assert_array_equal(page, printed_page(64, 96))   # deterministic
+    assert 0.0 <= shaded_scene(40, 40).min() and shaded_scene(40, 40).max() <= 1.0
+    nchw = picture_feeds({"x": np.zeros((2, 3, 16, 24), np.float32), "k": np.int64(3)}, "x")
+    assert len(nchw) == 4 and all(f["x"].shape == (2, 3, 16, 24) and f["x"].dtype == np.float32 for _, f in nchw)
+    assert all(f["k"] == 3 for _, f in nchw)                     # other inputs kept
+    first = nchw[0][1]["x"]
+    np.testing.assert_allclose(first[0, 1], printed_page(16, 24), atol=1e-6)      # values in [0, 1], per channel
+    imagenet = dict(nchw)["a synthetic printed page, ImageNet mean/std"]["x"]
+    np.testing.assert_allclose(imagenet[0, 2], (printed_page(16, 24) - 0.406) / 0.225, atol=1e-5)
+    nhwc = picture_feeds({"x": np.zeros((1, 20, 20, 3), np.uint8)}, "x")
+    assert len(nhwc) == 2 and all(f["x"].dtype == np.uint8 and f["x"].shape == (1, 20, 20, 3) for _, f in nhwc)
+    assert picture_feeds({"x": np.zeros((1, 8, 5, 5), np.float32)}, "x") == []   # 8 channels: not a picture
