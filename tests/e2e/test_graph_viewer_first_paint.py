@@ -102,3 +102,59 @@ def test_elk_worker_starts_before_the_model_data_is_parsed(page, tmp_path):
     assert len(made) == 1, f"one ELK worker, made once: {made}"
     assert made[0] == {"data": False, "renderer": False, "elkText": True}, made
     assert page.evaluate("__graph.engine()") == "worker" and page.evaluate("__graph.layoutKind()") == "elk"
+
+
+# Runs before the page's scripts: the parts of each Blob the page makes (the ELK worker's source and glue).
+_BLOBS = """(() => {
+  window.__blobs = [];
+  const B = window.Blob;
+  window.Blob = function (parts, opts) { window.__blobs.push(parts.map(String)); return new B(parts, opts); };
+  window.Blob.prototype = B.prototype;
+})()"""
+
+# ELK's own answer, from a worker made of exactly what the page's worker was made of, plus a question.
+_ASK_ALGORITHMS = """(parts) => new Promise((resolve, reject) => {
+  const ask = ';__elk.knownLayoutAlgorithms().then((a) => self.postMessage({algs: a.map((x) => x.id)}));';
+  const w = new Worker(URL.createObjectURL(new Blob(parts.concat([ask]), {type: 'text/javascript'})));
+  w.onmessage = (e) => { if (e.data.algs) { w.terminate(); resolve(e.data.algs); } };
+  w.onerror = (e) => reject(new Error(String(e.message)));
+})"""
+
+
+# ELK's default algorithms other than layered (elkjs 0.12's ELK constructor), as ELK names them
+_OTHERS = {"stress", "mrtree", "radial", "force", "disco", "sporeOverlap", "sporeCompaction", "rectpacking"}
+
+
+def _layered_alone(ids: list[str]) -> None:
+    names = {i.rsplit(".", 1)[-1] for i in ids}
+    assert "layered" in names and not names & _OTHERS, ids
+
+
+def test_elk_registers_only_the_layered_algorithm(browser, tmp_path):
+    """ELK registers the algorithms it is made with when its first layout arrives; its default is all nine
+    (layered, stress, mrtree, radial, force, disco, ...), their metadata and factories, on the path to the
+    first layout. The viewer uses only 'layered' (issue 35 item 2: the first layout of nudenet_320n's opening
+    view 446 -> 240 ms in Chromium), so both its worker and the main-thread fallback register that alone, and
+    still lay out with ELK. ELK itself is asked what it knows (knownLayoutAlgorithms)."""
+    h = api.load(SAMPLES / "yolo_detector.onnx")
+    html = api.write_graph_viewer(api.graph_index(h, None), tmp_path / "detector.html").path
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        page.add_init_script(_BLOBS)
+        page.goto(html.as_uri())
+        page.wait_for_function("() => window.__graphReady && window.__graph.ready()", timeout=120_000)
+        assert page.evaluate("__graph.engine()") == "worker" and page.evaluate("__graph.layoutKind()") == "elk"
+        parts = [p for p in page.evaluate("window.__blobs") if any("__elk" in s for s in p)]
+        assert len(parts) == 1, "one ELK worker source"
+        _layered_alone(page.evaluate(_ASK_ALGORITHMS, parts[0]))
+        page.close()
+        page = context.new_page()          # no worker: the main thread's ELK
+        page.add_init_script("window.Worker = function () { throw new Error('no workers here'); };")
+        page.goto(html.as_uri())
+        page.wait_for_function("() => window.__graphReady && window.__graph.ready()", timeout=120_000)
+        assert page.evaluate("__graph.engine()") == "main" and page.evaluate("__graph.layoutKind()") == "elk"
+        main = page.evaluate("__graph.viewer.engine.elk.knownLayoutAlgorithms().then((a) => a.map((x) => x.id))")
+        _layered_alone(main)
+    finally:
+        context.close()

@@ -38,7 +38,7 @@
           s.textContent = document.getElementById('elk-src').textContent;
           document.head.appendChild(s);
         }
-        engine.elk = new ELK();
+        engine.elk = new ELK(window.__gvElkInit || {algorithms: ['layered']});
       }
       return engine.elk;
     }
