@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from onnx import GraphProto, ModelProto, NodeProto, load_model
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, load_model
 
 from studio.core.dim_hints import dim_hints
 from studio.core.errors import StudioError
@@ -39,6 +39,8 @@ _PASS_THROUGH = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity
 # Ops whose data input's elements come out unchanged, some of them (torch's dynamo exporter writes
 # ``sr == 16000`` on a scalar as Reshape([-1]) -> Gather(0) -> Equal).
 _PICKS = {"Slice", "Gather", "Split"}
+_INT_TYPES = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
+              TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,33 @@ def _one_hot_bounds(model: ModelProto) -> dict[str, int]:
             if n.op_type == "OneHot" and i == 0 and len(n.input) > 1 and depths.get(n.input[1], 0) > 0:
                 bounds[vi.name] = min(bounds.get(vi.name, depths[n.input[1]]), depths[n.input[1]])
     return bounds
+
+
+def _class_set_bounds(model: ModelProto) -> dict[str, tuple[int, int]]:
+    """For integer inputs compared with Equal against a constant vector of classes (jax's one_hot writes
+    ``Equal(ids, iota[0..depth))``: corpus magika_standard_v3_3's ``bytes`` against 0..256): the classes'
+    range [min, max + 1). Seeded 0..9, such an input would reach 10 of its 257 rows."""
+    from onnx import numpy_helper
+
+    g = model.graph
+    vectors: dict[str, tuple[int, int]] = {}
+    for t in g.initializer:
+        if t.data_location == 1 or t.data_type not in _INT_TYPES:
+            continue
+        try:
+            arr = numpy_helper.to_array(t).reshape(-1)
+        except Exception:  # noqa: BLE001 - a malformed constant is simply not used
+            continue
+        if 1 < arr.size <= 1 << 20 and np.unique(arr).size == arr.size:
+            vectors[t.name] = (int(arr.min()), int(arr.max()) + 1)
+    consumers = _consumers(g)
+    found: dict[str, tuple[int, int]] = {}
+    for vi in g.input:
+        for n, i in value_uses(vi.name, consumers):
+            if n.op_type in _COMPARE_OPS and len(n.input) == 2 and i in (0, 1) and n.input[1 - i] in vectors:
+                found[vi.name] = vectors[n.input[1 - i]]
+                break
+    return found
 
 
 def value_uses(name: str, consumers: Mapping[str, Sequence[tuple[NodeProto, int]]]
@@ -210,6 +239,7 @@ def input_specs(model: ModelProto) -> tuple[InputSpec, ...]:
     bounds = _gather_bounds(model)
     one_hot = _one_hot_bounds(model)
     compared = _compared_values(model)
+    classes = _class_set_bounds(model)
     hinted: dict[str, list[tuple[int, int]]] = {}
     for h in dim_hints(model):
         hinted.setdefault(h.input, []).append((h.axis, h.value))
@@ -233,6 +263,8 @@ def input_specs(model: ModelProto) -> tuple[InputSpec, ...]:
                 low, high, role = 0, one_hot[vi.name], "indices"
             elif vi.name in compared:
                 low, high, role = compared[vi.name], compared[vi.name] + 1, "compared"
+            elif vi.name in classes:
+                (low, high), role = classes[vi.name], "indices"
             elif "mask" in lname:
                 low, high, role = 1, 2, "mask"
             elif "type" in lname or "segment" in lname:

@@ -50,3 +50,24 @@ def test_a_float_input_cast_to_one_hot_indices_gets_whole_numbers_below_the_dept
 
 def test_a_float_input_cast_to_gather_indices_gets_whole_numbers_below_the_table(tmp_path):
     _check(tmp_path, "Gather", 50)
+
+
+def test_an_int_input_compared_with_a_class_vector_gets_every_class(tmp_path):
+    """jax's one_hot (corpus magika_standard_v3_3): Equal(Expand(Reshape(ids)), iota[1, 1, 257]) -> Cast. The
+    classes are 0..256, so seeded ids cover [0, 257), not 0..9; plain ORT's one-hot rows name each id."""
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT32, ["batch", 512])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array(np.array([-1, 512, 1], np.int64), "shape"),
+             numpy_helper.from_array(np.arange(257, dtype=np.int32).reshape(1, 1, 257), "iota")]
+    nodes = [helper.make_node("Reshape", ["ids", "shape"], ["r"]), helper.make_node("Equal", ["r", "iota"], ["eq"]),
+             helper.make_node("Cast", ["eq"], ["y"], to=TensorProto.FLOAT)]
+    m = helper.make_model(helper.make_graph(nodes, "g", [ids], [y], inits), opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = tmp_path / "jax_one_hot.onnx"
+    onnx.save(m, path)
+    [spec] = input_specs(m)
+    assert spec.role == "indices" and (spec.low, spec.high) == (0, 257)
+    x = random_feeds((spec,), {"batch": 2})["ids"]
+    assert x.dtype == np.int32 and x.min() >= 0 and x.max() <= 256 and len(np.unique(x)) >= 0.9 * 257
+    out = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"ids": x})[0]
+    assert np.all(out.sum(-1) == 1) and np.array_equal(out.argmax(-1), x.reshape(-1, 512))   # every id a class
