@@ -11,6 +11,7 @@ never renamed from inside a subgraph.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -281,6 +282,9 @@ def inferred_shapes(model: ir.Model) -> Iterator[None]:
         yield
 
 
+MAX_RANK = 64          # beyond any real tensor; a Reshape target longer than this is not given a rank
+
+
 def _reshape_ranks(model: ir.Model) -> int:
     """Give a Reshape whose output ONNX inference left without a rank the rank its shape input's length says
     (the spec: the output has as many dims as the shape tensor has values); how many were given.
@@ -297,7 +301,7 @@ def _reshape_ranks(model: ir.Model) -> int:
             if out.shape is not None or target is None or target.shape is None or len(target.shape) != 1:
                 continue
             n = target.shape[0]
-            if isinstance(n, int) and n >= 0:
+            if isinstance(n, int) and 0 <= n <= MAX_RANK:          # a hostile file may declare any length
                 dims = _reshape_dims(node, n)
                 out.shape = ir.Shape(dims if dims is not None else [None] * n)
                 given += 1
@@ -365,7 +369,7 @@ def _reshape_dims(node: ir.Node, rank: int) -> list | None:
     if -1 in wanted and source is not None and all(isinstance(d, int) and d > 0 for d in source.dims):
         known = [d for d, w in zip(dims, wanted) if not (isinstance(w, int) and w == -1)]
         if all(isinstance(d, int) and d > 0 for d in known):
-            total, rest = int(np.prod(source.dims)), int(np.prod(known)) if known else 1
+            total, rest = math.prod(source.dims), math.prod(known)             # Python ints: no overflow
             dims[wanted.index(-1)] = total // rest if rest and total % rest == 0 else None
     return [d if isinstance(d, (int, ir.SymbolicDim)) or d is None else None for d in dims]
 
