@@ -304,3 +304,20 @@ def _only_the_opset_stops_it(tmp_path, m: str, batches: tuple[int, ...]) -> None
     rng = np.random.default_rng(1)
     assert_plain_ort_equal(src, r.output, [{"x": (rng.standard_normal((b, 4, 2, 3)) * 3 + 1).astype(np.float32)}
                                            for b in batches])
+
+
+def test_a_hostile_reshape_target_length_gets_no_rank():
+    """A target input declared 10^9 long (any file may say so) is not given a rank of 10^9 dims."""
+    import onnx_ir as ir
+    from onnx import TensorProto, helper
+
+    from passes.ir_helpers import MAX_RANK, inferred_shapes
+
+    g = helper.make_graph([helper.make_node("Reshape", ["x", "t"], ["r"]), helper.make_node("Relu", ["r"], ["y"])],
+                          "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2**40, 2**40]),
+                                helper.make_tensor_value_info("t", TensorProto.INT64, [10**9])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = ir.from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    with inferred_shapes(model):
+        r = next(n.outputs[0] for n in model.graph if n.outputs[0].name == "r")
+        assert r.shape is None or len(r.shape) <= MAX_RANK
