@@ -11,14 +11,19 @@ the same shape, every run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from studio.core.compare import NOISE_FLOOR_RMS
 from studio.core.feeds import Feeds
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+
+# A synthetic picture joins the reference sets only when it lifts every near-zero output at least this far.
+PICTURE_MIN_RMS = 1e-3
 
 
 def printed_page(height: int, width: int, seed: int = 0) -> np.ndarray:
@@ -54,8 +59,9 @@ def shaded_scene(height: int, width: int, seed: int = 1) -> np.ndarray:
     return scene.astype(np.float32)
 
 
-PICTURES: tuple[tuple[str, Callable[[int, int], np.ndarray]], ...] = (
+PICTURES: tuple[tuple[str, Callable[..., np.ndarray]], ...] = (
     ("a synthetic printed page", printed_page), ("a synthetic shaded scene", shaded_scene))
+PICTURE_SEEDS = {"a synthetic printed page": 0, "a synthetic shaded scene": 1}   # each drawing's default seed
 
 
 def _layout(shape: tuple[int, ...]) -> str | None:
@@ -66,10 +72,11 @@ def _layout(shape: tuple[int, ...]) -> str | None:
     return "NHWC" if shape[3] in (1, 3) else None
 
 
-def picture_feeds(feeds: Feeds, name: str) -> list[tuple[str, Feeds]]:
+def picture_feeds(feeds: Feeds, name: str, redraw: int = 0) -> list[tuple[str, Feeds]]:
     """``feeds`` with input ``name`` replaced by each picture at its array's shape, dtype and layout (1 or 3
     channels, NCHW or NHWC), each with a label ("a synthetic printed page, values in [0, 1]"); [] when that
-    input is not such an image."""
+    input is not such an image. ``redraw`` > 0: the same kinds of picture drawn with other seeds (other glyphs,
+    other discs), for calibrating on a page that is not the one judged on."""
     value = feeds.get(name)
     if not isinstance(value, np.ndarray):
         return []
@@ -80,7 +87,7 @@ def picture_feeds(feeds: Feeds, name: str) -> list[tuple[str, Feeds]]:
                   else value.shape)
     out: list[tuple[str, Feeds]] = []
     for label, draw in PICTURES:
-        gray = draw(h, w)
+        gray = draw(h, w, PICTURE_SEEDS[label] + 7919 * redraw)
         rgb = np.stack([gray] * c, axis=-1)                         # H, W, C
         scalings = ([("values 0..255", np.round(rgb * 255))] if value.dtype == np.uint8 else
                     [("values in [0, 1]", rgb),
@@ -91,3 +98,60 @@ def picture_feeds(feeds: Feeds, name: str) -> list[tuple[str, Feeds]]:
             array = batch.transpose(0, 3, 1, 2) if layout == "NCHW" else batch
             out.append((f"{label}, {scaling}", {**feeds, name: np.ascontiguousarray(array).astype(value.dtype)}))
     return out
+
+
+def rms(a: np.ndarray) -> float:
+    """Root mean square in float64 (0 for an empty array)."""
+    return float(np.sqrt(np.mean(np.square(a.astype(np.float64))))) if a.size else 0.0
+
+
+def quiet_outputs(output_sets: Sequence[Mapping[str, object] | None], skip: Collection[str] = ()
+                  ) -> dict[str, float]:
+    """Float outputs numerically zero (RMS under float32's tolerance) on every set of ``output_sets`` (None: a set
+    that failed, not counted), with their largest RMS; ``skip``: outputs not judged (nondeterministic ones)."""
+    sets = [o for o in output_sets if o]
+    quiet: dict[str, float] = {}
+    for name in sets[0] if sets else ():
+        arrays = [np.asarray(o[name]) for o in sets if name in o]
+        if name in skip or not arrays or any(a.dtype.kind != "f" or a.size == 0 for a in arrays):
+            continue
+        low = max(rms(a) for a in arrays)
+        if low < NOISE_FLOOR_RMS:
+            quiet[name] = low
+    return quiet
+
+
+@dataclass(frozen=True)
+class PictureChoice:
+    """The synthetic picture that lifts outputs left at zero by seeded inputs highest, and its outputs."""
+    label: str                       # "a synthetic printed page, values in [0, 1]"
+    feeds: Feeds                     # the seeded feeds with the image input replaced by the picture
+    outputs: Mapping[str, object]    # the original's outputs on it
+    before: Mapping[str, float]      # each quiet output's RMS on the seeded sets
+    after: Mapping[str, float]       # and on the picture
+
+    def rms_text(self, limit: int = 4) -> str:
+        """"'mask' RMS 1.3e-09 -> 0.44", for the notes that say the picture was added."""
+        return ", ".join(f"'{n[:60]}' RMS {r:.2g} -> {self.after[n]:.2g}" for n, r in list(self.before.items())[:limit])
+
+
+def choose_picture(feeds: Feeds, name: str, quiet: Mapping[str, float],
+                   run: Callable[[list[Feeds]], Sequence[Mapping[str, object] | None]]) -> PictureChoice | None:
+    """Of :func:`picture_feeds` (``feeds`` with image input ``name`` replaced), the picture on which the lowest of
+    the ``quiet`` outputs is highest, when it lifts them all to at least ``PICTURE_MIN_RMS``; ``run`` gives the
+    original's outputs per feed set (None where one failed). None when nothing is quiet, ``name`` is no image,
+    or no picture lifts every quiet output: one rule for optimize's Verifier and precision's evaluation feeds."""
+    candidates = picture_feeds(feeds, name) if quiet else []
+    if not candidates:
+        return None
+    best: tuple[float, str, Feeds, Mapping[str, object]] | None = None
+    for (label, picture), out in zip(candidates, run([f for _, f in candidates])):
+        if out is None or any(n not in out for n in quiet):
+            continue
+        low = min(rms(np.asarray(out[n])) for n in quiet)
+        if best is None or low > best[0]:
+            best = (low, label, picture, out)
+    if best is None or best[0] < PICTURE_MIN_RMS:
+        return None
+    _, label, picture, out = best
+    return PictureChoice(label, picture, out, dict(quiet), {n: rms(np.asarray(out[n])) for n in quiet})

@@ -32,10 +32,11 @@ from studio.core.engines import ENGINES, RunOptions, get_engine
 from studio.core.engines.litert import MAX_REPRESENTATIVE
 from studio.core.engines.mnn_quant import MAX_CALIBRATION_SAMPLES
 from studio.core.error_codes import ErrorCode
-from studio.core.errors import StudioError
-from studio.core.feeds import FeedSet, ImagePreprocess, make_feeds, save_npz
+from studio.core.errors import StudioError, WorkerError
+from studio.core.feeds import FeedSet, Feeds, ImagePreprocess, image_input, input_specs, make_feeds, save_npz
 from studio.core.model import model_weight_bytes
 from studio.core.outputs import disk_error, remove_scratch, scratch_dir, writing_folder
+from studio.core.pictures import choose_picture, picture_feeds, quiet_outputs
 from studio.core.quantized import quantization_ops, quantized_text
 from studio.core.requests import OptimizeRequest
 from studio.core.sandbox import Limits, require_memory, scaled_to_model
@@ -325,6 +326,7 @@ class _Inputs:
     eval_feeds: FeedSet
     golden: Any                      # the dataset's golden outputs, None without a dataset
     basis: str
+    notes: tuple[str, ...] = ()      # said in the report (the synthetic picture the variants were judged on)
 
 
 class _Progress:
@@ -404,10 +406,47 @@ def _prepare_inputs(ctx: _Context, calibration: Path | None, inputs: Path | None
                                  f"not run the original; ran on {found[1]})", eval_feeds.dims)
     if len(eval_feeds) > 16:
         eval_feeds = FeedSet(eval_feeds.sets[:16], eval_feeds.source + " (first 16)", eval_feeds.dims)
+    notes: tuple[str, ...] = ()
+    if calibration is None and inputs is None:
+        calib, eval_feeds, notes = _with_picture(ctx, calib, eval_feeds)
     basis = (f"{RANDOM_BASIS} (seeded random inputs: add a dataset, or give calibration data)"
              if calibration is None and inputs is None else
              f"calibration {calib.source}; judged on {eval_feeds.source}")
-    return _Inputs(calib, eval_feeds, None, basis)
+    return _Inputs(calib, eval_feeds, None, basis, notes)
+
+
+def _with_picture(ctx: _Context, calib: FeedSet, eval_feeds: FeedSet) -> tuple[FeedSet, FeedSet, tuple[str, ...]]:
+    """Seeded noise leaves some image models' float outputs at zero (a DB text detector's mask, RMS ~1e-9), so
+    every variant would be judged on rounding: the synthetic picture that lifts them highest (the Verifier's rule,
+    ``studio.core.pictures.choose_picture``) joins the evaluation feeds, and the note says which and by how much.
+    Unchanged when the model answers on noise, has no image input, or no picture lifts it."""
+    try:
+        name = image_input(input_specs(ctx.header)).name
+    except StudioError:
+        return calib, eval_feeds, ()
+    from studio.verification.verifier import run_sets  # heavy: onnx_ir; the CLI's parser loads this module
+
+    def run(sets: list[Feeds]) -> tuple:
+        return run_sets(ctx.model_path, sets, full=False, limits=ctx.limits, pool_key=ctx.pool_key,
+                        stage="fp32 on the evaluation feeds and synthetic pictures (ORT)").outputs
+
+    try:
+        quiet = quiet_outputs(run(list(eval_feeds.sets)))
+        choice = choose_picture(eval_feeds.sets[0], name, quiet, run) if quiet else None
+    except (WorkerError, StudioError) as exc:
+        log.info("synthetic pictures not run for precision: %s", exc)
+        return calib, eval_feeds, ()
+    if choice is None:
+        return calib, eval_feeds, ()
+    eval_feeds = FeedSet((*eval_feeds.sets, choice.feeds), f"{eval_feeds.source}, and {choice.label}",
+                         eval_feeds.dims)
+    note = (f"fp32 outputs are near zero on random inputs, so every variant was also judged on {choice.label} "
+            f"({choice.rms_text()})")
+    redrawn = dict(picture_feeds(calib.sets[0], name, redraw=1)).get(choice.label)
+    if redrawn is not None:          # INT8 ranges from noise alone miss what the model does on a page
+        calib = FeedSet((*calib.sets, redrawn), f"{calib.source}, and {choice.label} drawn anew", calib.dims)
+        note += "; static INT8 was also calibrated on the same kind of picture drawn anew (not the one judged on)"
+    return calib, eval_feeds, (note + "; real inputs (--inputs X.npz, --calibration DIR or --dataset) check more",)
 
 
 def _searched_dims(ctx: _Context, seeded: FeedSet, dims: Mapping[str, int] | None) -> tuple[dict[str, int], str] | None:
@@ -764,7 +803,7 @@ def _report(ctx: _Context, inp: _Inputs, final: tuple[VariantResult, ...], best:
     """The report: the rows (without paths when the folder was a temporary one, removed afterwards), the
     evaluation's basis and a note on fp16 on ORT's CPU provider when it was not faster."""
     fp16 = next((v for v in final if v.name == "fp16"), None)
-    report_notes = []
+    report_notes = list(inp.notes)
     if fp16 is not None and fp16.ratio and fp16.ratio >= 1.0:
         report_notes.append("ONNX Runtime's CPU provider has no fast fp16 path (most fp16 ops run through "
                             "Casts): fp16 is for GPU targets")

@@ -32,7 +32,7 @@ import onnx
 
 from diagnostics.input_search import search_runs
 from diagnostics.reference_run import evaluator_model_path_ok
-from studio.core.compare import NOISE_FLOOR_RMS, Comparison, Tolerance, Verification, VerifyStatus, compare_outputs
+from studio.core.compare import Comparison, Tolerance, Verification, VerifyStatus, compare_outputs
 from studio.core.errors import StudioError, WorkerError, engine_message
 from studio.core.dimexpr import evaluate, free_names
 from studio.core.engines import sessions
@@ -41,7 +41,7 @@ from studio.core.engines.base import (decode_output_sets, encode_outputs, pack_f
                                       unpack_feed_sets)
 from studio.core.feeds import (Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, image_input, input_specs,
                                random_feeds)
-from studio.core.pictures import picture_feeds
+from studio.core.pictures import choose_picture, quiet_outputs
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.model_io import Checkpoint
 from studio.core.order_free import order_free_outputs
@@ -56,8 +56,6 @@ log = logging.getLogger(__name__)
 REFERENCE_ENGINE = "onnxruntime"
 
 ORT_LABEL = "ONNX Runtime CPU, graph optimizations off"
-# A synthetic picture joins the reference sets only when it lifts every near-zero output at least this far.
-PICTURE_MIN_RMS = 1e-3
 
 EVALUATOR_LABEL = "onnx reference evaluator + studio reference ops (ONNX Runtime cannot run the original)"
 
@@ -304,10 +302,6 @@ def searched_dims(model_path: Path, model: onnx.ModelProto, feeds: Feeds, *, dim
     return None if found is None else ({**dict(dims or {}), **dict(found.recipe.dims)}, found.text)
 
 
-def _rms(a: np.ndarray) -> float:
-    return float(np.sqrt(np.mean(np.square(a.astype(np.float64))))) if a.size else 0.0
-
-
 def nondeterministic_note(names: tuple[str, ...] | list[str], total: int) -> str:
     """The one line verification says when the original itself is random."""
     listed = ", ".join(f"'{n[:60]}'" for n in list(names)[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
@@ -426,21 +420,12 @@ class Verifier:
     def _quiet_outputs(self) -> dict[str, float]:
         """Float outputs of the original numerically zero (RMS under float32's tolerance) on every reference
         set, with their largest RMS; nondeterministic outputs are not judged."""
-        sets = [o for o in (self._reference.outputs if self._reference else ()) if o]
-        quiet: dict[str, float] = {}
-        for name in sets[0] if sets else ():
-            arrays = [np.asarray(o[name]) for o in sets if name in o]
-            if name in self.nondeterministic or not arrays or any(a.dtype.kind != "f" or a.size == 0 for a in arrays):
-                continue
-            rms = max(_rms(a) for a in arrays)
-            if rms < NOISE_FLOOR_RMS:
-                quiet[name] = rms
-        return quiet
+        return quiet_outputs(self._reference.outputs if self._reference else (), skip=self.nondeterministic)
 
     def _add_picture_set(self) -> None:
         """Seeded inputs leave outputs at zero (a text detector's mask): one more reference set, the synthetic
-        picture (``studio.core.pictures``) on which those outputs are largest, when it lifts them all well
-        above the noise floor; every candidate is then judged on it too. Said in ``picture_note``."""
+        picture (``studio.core.pictures.choose_picture``) on which those outputs are largest, when it lifts them
+        all well above the noise floor; every candidate is then judged on it too. Said in ``picture_note``."""
         quiet = self._quiet_outputs()
         if not quiet or self._reference is None:
             return
@@ -448,31 +433,24 @@ class Verifier:
             name = image_input(input_specs(self.original)).name
         except StudioError:
             return
-        candidates = picture_feeds(self.feed_sets[0], name)
-        if not candidates:
-            return
+
+        def run(sets: list[Feeds]) -> tuple:
+            return run_sets(self.original_path, sets, full=False, limits=self.limits, pool_key=self.pool_key,
+                            stage="reference outputs (original on ORT, synthetic pictures)").outputs
+
         try:
-            ran = run_sets(self.original_path, [f for _, f in candidates], full=False, limits=self.limits,
-                           pool_key=self.pool_key, stage="reference outputs (original on ORT, synthetic pictures)")
+            choice = choose_picture(self.feed_sets[0], name, quiet, run)
         except (WorkerError, StudioError) as exc:
             log.info("synthetic pictures not run: %s", exc)
             return
-        best: tuple[float, str, Feeds, dict] | None = None
-        for (label, feeds), out in zip(candidates, ran.outputs):
-            if out is None or any(n not in out for n in quiet):
-                continue
-            low = min(_rms(np.asarray(out[n])) for n in quiet)
-            if best is None or low > best[0]:
-                best = (low, label, feeds, out)
-        if best is None or best[0] < PICTURE_MIN_RMS:
+        if choice is None:
             return
-        low, label, feeds, out = best
-        self.feed_sets.append(feeds)
+        self.feed_sets.append(choice.feeds)
         ref = self._reference
-        self._reference = RunSets(ref.outputs + (out,), ref.errors + (None,), ref.check, ref.nondeterministic)
-        listed = ", ".join(f"'{n[:60]}' RMS {r:.2g} -> {_rms(np.asarray(out[n])):.2g}" for n, r in list(quiet.items())[:4])
-        self.picture_note = (f"outputs near zero on random inputs were also compared on {label} ({listed}); "
-                             "real inputs (--inputs X.npz) check more")
+        self._reference = RunSets(ref.outputs + (dict(choice.outputs),), ref.errors + (None,), ref.check,
+                                  ref.nondeterministic)
+        self.picture_note = (f"outputs near zero on random inputs were also compared on {choice.label} "
+                             f"({choice.rms_text()}); real inputs (--inputs X.npz) check more")
 
     def _searched_reference(self) -> bool:
         """The seeded inputs failed the original: the input search's sets (diagnostics.input_search),
