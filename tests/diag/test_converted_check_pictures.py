@@ -8,32 +8,18 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper
 
 from diagnostics.converted_check import _on_a_picture, judge_output
 from studio.core.engines import sessions
 from studio.core.feeds import input_specs, random_feeds
 from studio.core.jobs import JobContext
 from tests.conftest import save
+from tests.quiet_image import quiet_image_model
 from tests.requirements import require_engine
 
 
-def _model(w: tuple[float, float]) -> onnx.ModelProto:
-    """y = Relu(mean(x) - 0.5) * w, two values: exactly 0 on Gaussian noise, positive on a light printed page."""
-    g = helper.make_graph(
-        [helper.make_node("ReduceMean", ["x"], ["m"], keepdims=0, axes=[1, 2, 3]),
-         helper.make_node("Sub", ["m", "half"], ["d"]), helper.make_node("Relu", ["d"], ["r"]),
-         helper.make_node("Mul", ["r", "w"], ["y"])], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
-        [helper.make_tensor("half", TensorProto.FLOAT, [], [0.5]), helper.make_tensor("w", TensorProto.FLOAT, [2], w)])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    return m
-
-
 def test_a_wrong_result_only_on_the_picture_is_found(tmp_path):
-    good, wrong = save(_model((1.0, 2.0)), tmp_path / "a" / "m.onnx"), save(_model((2.0, 1.0)), tmp_path / "b" / "m.onnx")
+    good, wrong = save(quiet_image_model([1.0, 2.0]), tmp_path / "a" / "m.onnx"), save(quiet_image_model([2.0, 1.0]), tmp_path / "b" / "m.onnx")
     ctx = JobContext(scratch=tmp_path, out_dir=tmp_path)
     reference = sessions.open_runner("onnxruntime", good, {"graph_optimization_level": "disable"}, ctx)
     engine = sessions.open_runner("onnxruntime", wrong, {}, ctx)       # a conversion that swapped the weights
@@ -62,7 +48,7 @@ def test_check_on_mnn_says_the_picture_and_runs(tmp_path):
     require_engine("mnn")
     from studio import api
 
-    src = save(_model((1.0, 2.0)), tmp_path / "m.onnx")
+    src = save(quiet_image_model([1.0, 2.0]), tmp_path / "m.onnx")
     report = api.check(api.load(src), ["mnn"])
     assert report.verdict("mnn").verdict == "runs"
     assert any(n.startswith("MNN: outputs near zero on seeded inputs compared on a synthetic") for n in report.notes), \

@@ -7,29 +7,17 @@ plain onnxruntime on the picture's feed, and the pictures' properties worked out
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper
 
 from studio.core.pictures import picture_feeds, printed_page, shaded_scene
 from studio.verification.verifier import Verifier
 from tests.conftest import save
-
-
-def _model(w: float) -> onnx.ModelProto:
-    g = helper.make_graph(
-        [helper.make_node("ReduceMean", ["x"], ["m"], keepdims=0, axes=[1, 2, 3]),
-         helper.make_node("Sub", ["m", "half"], ["d"]), helper.make_node("Relu", ["d"], ["r"]),
-         helper.make_node("Mul", ["r", "w"], ["y"])], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
-        [helper.make_tensor("half", TensorProto.FLOAT, [], [0.5]), helper.make_tensor("w", TensorProto.FLOAT, [], [w])])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+from tests.quiet_image import quiet_image_model
 
 
 def test_a_candidate_that_differs_only_on_pictures_fails(tmp_path):
-    src = save(_model(1.0), tmp_path / "a" / "m.onnx")
-    broken = save(_model(2.0), tmp_path / "b" / "m.onnx")
+    src = save(quiet_image_model([1.0]), tmp_path / "a" / "m.onnx")
+    broken = save(quiet_image_model([2.0]), tmp_path / "b" / "m.onnx")
     v = Verifier(src)
     result = v.verify(broken)
     assert not result.ok, result.message                        # on noise alone both give 0: it had passed
@@ -38,7 +26,7 @@ def test_a_candidate_that_differs_only_on_pictures_fails(tmp_path):
     want = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, {"x": picture})[0]
     np.testing.assert_array_equal(v.reference().outputs[-1]["y"], want)
     assert float(want[0]) > 1e-3 and v.quiet_note is None
-    assert Verifier(src).verify(save(_model(1.0), tmp_path / "c" / "m.onnx")).ok     # the same model passes
+    assert Verifier(src).verify(save(quiet_image_model([1.0]), tmp_path / "c" / "m.onnx")).ok     # the same model passes
 
 
 def test_pictures_keep_the_inputs_shape_dtype_and_layout():

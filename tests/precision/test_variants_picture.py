@@ -9,24 +9,13 @@ oracle: plain onnxruntime on the picture the report names, and numpy's cosine.""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
 from studio.core.pictures import picture_feeds
 from studio.precision import variants as V
 from tests.conftest import save
-
-
-def _model(w: list[float]) -> onnx.ModelProto:
-    g = helper.make_graph(
-        [helper.make_node("ReduceMean", ["x"], ["m"], keepdims=0, axes=[1, 2, 3]),
-         helper.make_node("Sub", ["m", "half"], ["d"]), helper.make_node("Relu", ["d"], ["r"]),
-         helper.make_node("Mul", ["r", "w"], ["y"])], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
-        [helper.make_tensor("half", TensorProto.FLOAT, [], [0.5]), helper.make_tensor("w", TensorProto.FLOAT, [2], w)])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+from tests.quiet_image import quiet_image_model
 
 
 def _run(path, feeds) -> np.ndarray:
@@ -34,8 +23,8 @@ def _run(path, feeds) -> np.ndarray:
 
 
 def test_a_variant_wrong_only_on_the_picture_is_judged_there(tmp_path, monkeypatch):
-    src = save(_model([1.0, 2.0]), tmp_path / "a" / "m.onnx")
-    broken = save(_model([2.0, 1.0]), tmp_path / "b" / "m.onnx")
+    src = save(quiet_image_model([1.0, 2.0]), tmp_path / "a" / "m.onnx")
+    broken = save(quiet_image_model([2.0, 1.0]), tmp_path / "b" / "m.onnx")
     build = V._build_one
 
     def inject(ctx, inp, spec, built, pass_extra):
