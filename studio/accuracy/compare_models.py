@@ -30,7 +30,8 @@ from studio.core.compare import (
 from studio.core.engines import RunOptions, engine_row, resolve_engine_name
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
-from studio.core.feeds import FeedSet, Feeds, make_feeds
+from studio.core.feeds import FeedSet, Feeds, image_input, input_specs, make_feeds
+from studio.core.pictures import PictureChoice, choose_picture, quiet_outputs
 from studio.data.tasks import order_free_for, output_tasks
 from studio.core.sandbox import Limits
 from studio.core.quantized import QUANT_OPS
@@ -70,8 +71,8 @@ class ModelComparison:
     candidate: Side
     feeds: Mapping[str, Any]                  # FeedSet.to_dict(): where the inputs came from
     tolerance_note: str                       # which tolerance and why
-    shape_notes: tuple[str, ...] = ()         # declared output shapes the engines did not honour, and the shapes a
-                                              # side was converted at (Side.note)
+    shape_notes: tuple[str, ...] = ()         # declared output shapes the engines did not honour, the shapes a
+                                              # side was converted at (Side.note), the synthetic picture added
     set_errors: tuple[str, ...] = ()          # input sets a side could not run
     layerwise: Any = None                     # LayerwiseResult when asked
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -238,6 +239,20 @@ def _load_header(path: Path) -> onnx.ModelProto:
         raise StudioError(f"cannot read {Path(path).name[:60]} as ONNX ({type(exc).__name__})") from None
 
 
+def _picture(model: onnx.ModelProto, feeds: FeedSet, outputs: Sequence[Any],
+             run: Callable[[list[Feeds]], Sequence[Any]]) -> PictureChoice | None:
+    """The synthetic picture to compare on where the reference's outputs are numerically zero on every seeded
+    set (studio.core.pictures: the rule of optimize, precision, check and export); None otherwise."""
+    quiet = quiet_outputs(list(outputs))
+    if not quiet or not feeds.sets:
+        return None
+    try:
+        name = image_input(input_specs(model)).name
+        return choose_picture(feeds.sets[0], name, quiet, run)
+    except StudioError:
+        return None
+
+
 def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxruntime",
                    engine_b: str | None = None, feeds: FeedSet | None = None,
                    options: RunOptions | None = None, options_b: RunOptions | None = None,
@@ -280,6 +295,14 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
                                          f"{str(runs_a.first_error)[:120]})", feeds.dims)
             runs_a = run_feed_sets(reference, engine_a, feeds.sets, options=options_a, limits=limits,
                                    pool_key=pool_key, on_tick=on_tick)
+    picture = None
+    if chosen:                   # seeded inputs that leave the reference's outputs at zero compare nothing
+        picture = _picture(ref_model, feeds, runs_a.outputs, lambda sets: run_feed_sets(
+            reference, engine_a, sets, options=options_a, limits=limits, pool_key=pool_key, on_tick=on_tick).outputs)
+        if picture is not None:
+            feeds = FeedSet((*feeds.sets, picture.feeds), f"{feeds.source}; plus {picture.label}", feeds.dims)
+            runs_a = run_feed_sets(reference, engine_a, feeds.sets, options=options_a, limits=limits,
+                                   pool_key=pool_key, on_tick=on_tick)
     runs_b = run_feed_sets(candidate, engine_b, feeds.sets, options=options_b, limits=limits, pool_key=pool_key,
                            on_tick=on_tick)
     side_a = Side(labels[0], engine_a, runs_a.details.get("engine_version"),
@@ -296,6 +319,9 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
             f", cosine >= {tolerance.min_cosine}" if tolerance.min_cosine is not None else "")
     comparisons, set_errors = [], []
     notes = [f"{s.label} on {s.engine}: {s.note}" for s in (side_a, side_b) if s.note]
+    if picture is not None:
+        notes.append(f"outputs near zero on the seeded inputs were also compared on {picture.label} "
+                     f"({picture.rms_text()}); real inputs (--inputs X.npz) check more")
     decided = output_tasks(ref_model, tasks)
     order_free = order_free_for(ref_model, decided)  # TopK/NMS rows: same rows in another order are equal
     masks = padding_masks(ref_model) if padding_rows else {}
@@ -316,7 +342,8 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
         lw_opts = dict(layerwise_options or {})
         if tol is REDUCED_PRECISION and not lw_opts.get("layer_threshold"):
             lw_opts["layer_threshold"] = 0.05       # fp16/bf16 layers drift less than INT8 ones
-        lw = compare_layers(reference, candidate, feeds=feeds.sets[0], engine=engine_a, engine_b=engine_b,
+        lw = compare_layers(reference, candidate, feeds=feeds.sets[-1 if picture is not None else 0],
+                            engine=engine_a, engine_b=engine_b,
                             options=options_a, options_b=options_b, tolerance=tol, quantized=quantized,
                             limits=limits, pool_key=pool_key, on_tick=on_tick, **lw_opts)
     return ModelComparison(merged, side_a, side_b, feeds.to_dict(), why, tuple(dict.fromkeys(notes)),
