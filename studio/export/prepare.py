@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from passes.presets import FP16_FOLDS
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
@@ -96,7 +97,7 @@ def choose_passes(options: ExportOptions, facts: ModelFacts) -> tuple[list[str],
         if facts.quantized:
             notes.append("the model is quantized (QDQ): FP16 applies to OpenVINO weights and TensorRT only")
         elif pass_registered(FP16_PASS):
-            names.append(FP16_PASS)
+            names += [n for n in FP16_FOLDS if n not in names] + [FP16_PASS]    # BN folded in float32 first
             precision = "fp16"
         else:
             notes.append(f"FP16 ONNX needs the {FP16_PASS} pass (not available in this build): ONNX artifacts "
@@ -131,6 +132,9 @@ def prepare_deploy(handle: ModelHandle, options: ExportOptions, work: Path, *, p
         why = (f"the {INT8_PASS} pass did not verify ({int8.message})" if int8.status == "reverted"
                else int8.message or f"the {INT8_PASS} pass {int8.status}")
         raise StudioError(f"INT8 export failed: {why}"[:400], code=ErrorCode.QUANTIZE_FAILED)
+    if precision == "fp16" and any(r.name == FP16_PASS for r in failed):
+        precision = "fp32"     # the FP16 pass was undone: the exported ONNX is float32, and says so
+        notes.append(f"the ONNX artifacts stay FP32: the {FP16_PASS} pass did not verify (see above)")
     deployed = load_model(result.output)
     return Deploy(result.output, deployed, model_facts(deployed.proto), precision, tuple(result.lineage()),
                   tuple(notes), tuple(names))

@@ -8,6 +8,7 @@ from typing import Any
 
 import onnx
 
+from passes.presets import FP16_FOLDS
 from studio.core.engines import ENGINES, RunOptions, get_engine
 from studio.core.errors import StudioError
 from studio.core.quantized import quantization_ops
@@ -36,12 +37,10 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
     VariantSpec("fp32", "fp32 · ONNX Runtime", "onnxruntime", "fp32"),
     VariantSpec("fp32-ov", "fp32 · OpenVINO (f32 pinned)", "openvino", "fp32", (), RunOptions(precision="f32")),
     VariantSpec("bf16-ov", "bf16 · OpenVINO", "openvino", "bf16", (), RunOptions(precision="bf16")),
-    # BatchNormalization is folded into its Conv/ConvTranspose in float32 first: a BN computed in fp16 loses its
-    # tiny-variance scale (corpus rapidocr_ppocrv3_det: the BN after a ConvTranspose, fp16 cosine 0.889 on a printed
-    # page, 41 % of the mask flipped on noise; folded first: 0.99993).
+    # BatchNormalization folded in float32 first (passes.presets.FP16_FOLDS: a variance beyond fp16's range; corpus
+    # rapidocr_ppocrv3_det: fp16 failed at cosine 0.889 on a printed page, folded first 0.99989).
     VariantSpec("fp16", "fp16 · ONNX Runtime", "onnxruntime", "fp16",
-                (_p("constants-to-initializers"), _p("fuse-conv-bn"), _p("fuse-conv-affine"),
-                 _p("convert-fp16", measure=False))),
+                (*(_p(name) for name in FP16_FOLDS), _p("convert-fp16", measure=False))),
     # Plain INT8 (no float fallback: a missed target is reported, not refused) and INT8 with the
     # layers that add the most error kept in float until the target is met: two points of the trade-off.
     VariantSpec("int8", "INT8 static · ONNX Runtime", "onnxruntime", "int8",

@@ -56,7 +56,8 @@ def test_fp16_export_converts_onnx_and_openvino(tmp_path):
                    tmp_path / "out", precision="fp16", ort_format=False, zip=False)
     assert r.ok, r.failures
     assert r.manifest["deploy"]["precision"] == "fp16"
-    assert [x["name"] for x in r.manifest["deploy"]["pipeline"]] == ["convert-fp16"]
+    assert [x["name"] for x in r.manifest["deploy"]["pipeline"]] == [
+        "constants-to-initializers", "fuse-conv-bn", "fuse-conv-affine", "convert-fp16"]    # BN folded in fp32 first
     ort_art = r.target("onnxruntime").artifacts[0]
     assert ort_art.precision == "fp16" and ort_art.verification.ok
     weights = onnx.load(str(r.bundle / ort_art.path)).graph.initializer
@@ -128,3 +129,35 @@ def test_missing_calibration_path_is_an_up_front_error(tmp_path, monkeypatch, ca
     err = capsys.readouterr().err
     assert code == 2 and "'nope' does not exist" in err and "did not verify" not in err
     assert not (tmp_path / "exp").exists()
+
+
+def test_fp16_export_folds_a_batchnorm_beyond_fp16_range(tmp_path):
+    """passes.presets.FP16_FOLDS: the BN's variance (4.8e7) would be inf in float16; folded first, the FP16 ONNX is
+    verified and holds no BatchNormalization (the plain conversion's breakage: tests/precision/test_fp16_folds_batchnorm)."""
+    from tests.conftest import save
+    from tests.fp16_models import conv_bn_beyond_fp16
+
+    src = save(conv_bn_beyond_fp16(), tmp_path / "m" / "bn.onnx")
+    r = api.export(api.load(src), ["ort"], tmp_path / "out", precision="fp16", ort_format=False, zip=False)
+    art = r.target("onnxruntime").artifacts[0]
+    assert r.ok and art.precision == "fp16" and art.verification.ok, (r.failures, art.verification)
+    kept = onnx.load(str(r.bundle / art.path))
+    assert "BatchNormalization" not in {n.op_type for n in kept.graph.node}
+    assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in kept.graph.initializer)   # really float16
+
+
+def test_an_fp16_pass_that_did_not_verify_leaves_the_artifact_labelled_fp32(tmp_path, monkeypatch):
+    """Where convert-fp16 is undone (it did not verify), the ONNX artifact is float32 and must not be called FP16
+    (it was: the old export labelled such a model fp16 with float32 weights)."""
+    from studio.export import prepare
+    from tests.conftest import save
+    from tests.fp16_models import conv_bn_beyond_fp16
+
+    monkeypatch.setattr(prepare, "FP16_FOLDS", ())            # the folds off: the plain conversion breaks the BN
+    src = save(conv_bn_beyond_fp16(), tmp_path / "m" / "bn.onnx")
+    r = api.export(api.load(src), ["ort"], tmp_path / "out", precision="fp16", ort_format=False, zip=False)
+    art = r.target("onnxruntime").artifacts[0]
+    kept = onnx.load(str(r.bundle / art.path))
+    assert not any(t.data_type == onnx.TensorProto.FLOAT16 for t in kept.graph.initializer)
+    assert r.manifest["deploy"]["precision"] == "fp32" and art.precision == "fp32", (r.manifest["deploy"], art.precision)
+    assert any("stay FP32" in n for n in r.manifest["deploy"]["notes"]), r.manifest["deploy"]["notes"]

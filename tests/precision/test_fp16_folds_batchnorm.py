@@ -8,28 +8,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper
-from onnx import numpy_helper as nh
 from onnxruntime.transformers.float16 import convert_float_to_float16
 
 from studio import api
 from tests.conftest import save
-
-
-def _conv_bn() -> onnx.ModelProto:
-    rng = np.random.default_rng(0)
-    inits = [nh.from_array((rng.standard_normal((4, 3, 3, 3)) * 1000).astype(np.float32), "W"),
-             nh.from_array(np.array([0.5, 1, 1.2, 0.8], np.float32), "g"),
-             nh.from_array(np.array([0.1, -0.2, 0.3, 0], np.float32), "b"),
-             nh.from_array(np.array([-700, 50, 0, 10], np.float32), "mean"),
-             nh.from_array(np.array([4.8e7, 1.4e6, 2e7, 9e6], np.float32), "var")]
-    g = helper.make_graph([helper.make_node("Conv", ["x", "W"], ["c"], pads=[1, 1, 1, 1]),
-                           helper.make_node("BatchNormalization", ["c", "g", "b", "mean", "var"], ["y"], epsilon=1e-5)],
-                          "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    return m
+from tests.fp16_models import conv_bn_beyond_fp16
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -38,7 +21,7 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def test_fp16_of_a_batchnorm_beyond_fp16_range_is_folded_first(tmp_path):
-    src = save(_conv_bn(), tmp_path / "m.onnx")
+    src = save(conv_bn_beyond_fp16(), tmp_path / "m.onnx")
     x = {"x": np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)}
     want = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, x)[0]
     raw = save(convert_float_to_float16(onnx.load(str(src)), keep_io_types=True), tmp_path / "raw16.onnx")
