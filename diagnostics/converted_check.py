@@ -28,7 +28,7 @@ from diagnostics.base import (EngineCheck, OutputInfo, first_line, needs_inputs_
 from diagnostics.node_context import NodeCtx
 from studio.core.engines.conversion import COSINE_MIN, RUNTIME_LACKS_OPS, options_note
 from studio.core.engines.table import engine_rows
-from studio.core.errors import StudioError, WorkerError
+from studio.core.errors import WorkerError
 from studio.core.findings import Finding, NodeVerdict
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
@@ -36,8 +36,8 @@ from studio.core.compare import NOISE_FLOOR_RMS, compare_arrays
 from studio.data.metrics import DetectionMAP, OutputSpec
 from studio.core.engines.conversion import ConversionFailed
 from diagnostics.input_search import input_dependent, validate_inputs
-from studio.core.feeds import feeds_text, image_input, input_specs
-from studio.core.pictures import choose_picture, quiet_outputs
+from studio.core.feeds import feeds_text
+from studio.core.pictures import choose_picture, picture_input, quiet_outputs
 from studio.data.tasks import order_free_for, output_tasks
 from studio.core.engines import engine_limits, get_engine, sessions
 
@@ -210,10 +210,6 @@ def _on_a_picture(onnx_model, ran: dict, reference, runner, data: dict) -> tuple
     quiet = quiet_outputs([expected])
     if not quiet or reference is None:
         return expected, values
-    try:
-        name = image_input(input_specs(onnx_model)).name
-    except StudioError:
-        return expected, values
 
     def run(sets):
         outs = []
@@ -224,7 +220,9 @@ def _on_a_picture(onnx_model, ran: dict, reference, runner, data: dict) -> tuple
                 outs.append(None)
         return outs
 
-    choice = choose_picture(ran["feeds"], name, quiet, run)
+    choice = choose_picture(ran["feeds"], onnx_model, quiet, run)
+    if choice is None and picture_input(onnx_model) is None:
+        return expected, values
     if choice is None:
         data["picture_note"] = (f"output(s) {', '.join(repr(n[:60]) for n in quiet)} near zero on the seeded inputs and "
                                 "on every synthetic picture: compared at float noise level, which proves little; "

@@ -30,7 +30,7 @@ from studio.core.compare import (
 from studio.core.engines import RunOptions, engine_row, resolve_engine_name
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
-from studio.core.feeds import FeedSet, Feeds, image_input, input_specs, make_feeds
+from studio.core.feeds import FeedSet, Feeds, make_feeds
 from studio.core.pictures import PictureChoice, choose_picture, quiet_outputs
 from studio.data.tasks import order_free_for, output_tasks
 from studio.core.sandbox import Limits
@@ -247,8 +247,7 @@ def _picture(model: onnx.ModelProto, feeds: FeedSet, outputs: Sequence[Any],
     if not quiet or not feeds.sets:
         return None
     try:
-        name = image_input(input_specs(model)).name
-        return choose_picture(feeds.sets[0], name, quiet, run)
+        return choose_picture(feeds.sets[0], model, quiet, run)
     except StudioError:
         return None
 

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from studio.core.compare import NOISE_FLOOR_RMS
-from studio.core.feeds import Feeds
+from onnx import ModelProto
+
+from studio.core.errors import StudioError
+from studio.core.feeds import Feeds, image_input, input_specs
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -135,13 +138,22 @@ class PictureChoice:
         return ", ".join(f"'{n[:60]}' RMS {r:.2g} -> {self.after[n]:.2g}" for n, r in list(self.before.items())[:limit])
 
 
-def choose_picture(feeds: Feeds, name: str, quiet: Mapping[str, float],
+def picture_input(model: ModelProto) -> str | None:
+    """The input a picture replaces: the model's 4-D image input; None when it has none."""
+    try:
+        return image_input(input_specs(model)).name
+    except StudioError:
+        return None
+
+
+def choose_picture(feeds: Feeds, model: ModelProto, quiet: Mapping[str, float],
                    run: Callable[[list[Feeds]], Sequence[Mapping[str, object] | None]]) -> PictureChoice | None:
-    """Of :func:`picture_feeds` (``feeds`` with image input ``name`` replaced), the picture on which the lowest of
-    the ``quiet`` outputs is highest, when it lifts them all to at least ``PICTURE_MIN_RMS``; ``run`` gives the
-    original's outputs per feed set (None where one failed). None when nothing is quiet, ``name`` is no image,
-    or no picture lifts every quiet output: one rule for optimize's Verifier and precision's evaluation feeds."""
-    candidates = picture_feeds(feeds, name) if quiet else []
+    """Of :func:`picture_feeds` (``feeds`` with ``model``'s image input replaced), the picture on which the lowest
+    of the ``quiet`` outputs is highest, when it lifts them all to at least ``PICTURE_MIN_RMS``; ``run`` gives the
+    original's outputs per feed set (None where one failed). None when nothing is quiet, the model has no image
+    input, or no picture lifts every quiet output: one rule for verification, precision, check, export, compare."""
+    name = picture_input(model) if quiet else None
+    candidates = picture_feeds(feeds, name) if name is not None else []
     if not candidates:
         return None
     best: tuple[float, str, Feeds, Mapping[str, object]] | None = None

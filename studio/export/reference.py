@@ -26,7 +26,7 @@ from onnx import ModelProto
 from studio.core.compare import QUANTIZED, Tolerance, compare_outputs
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
-from studio.core.feeds import (Feeds, choose_dims, concrete_shape, image_input, input_specs, random_feeds,
+from studio.core.feeds import (Feeds, choose_dims, concrete_shape, input_specs, random_feeds,
                                small_image_dims, unnamed_dim_key)
 from studio.core.pictures import choose_picture, quiet_outputs
 from studio.core.order_free import OrderFree, order_free_outputs
@@ -193,17 +193,13 @@ def _on_a_picture(reference: Reference, verifier: Verifier, pool_key: str) -> Re
     quiet = quiet_outputs([reference.outputs])
     if not quiet:
         return reference
-    try:
-        name = image_input(input_specs(verifier.original)).name
-    except StudioError:
-        return reference
 
     def run(sets: list[Feeds]) -> tuple:
         return run_sets(verifier.original_path, sets, full=False, limits=None, pool_key=pool_key,
                         stage="reference outputs (original on ORT, synthetic pictures)").outputs
 
     try:
-        choice = choose_picture(reference.feeds, name, quiet, run)
+        choice = choose_picture(reference.feeds, verifier.original, quiet, run)
     except StudioError:
         return reference
     if choice is None:

@@ -33,10 +33,10 @@ from studio.core.engines.litert import MAX_REPRESENTATIVE
 from studio.core.engines.mnn_quant import MAX_CALIBRATION_SAMPLES
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, WorkerError
-from studio.core.feeds import FeedSet, Feeds, ImagePreprocess, image_input, input_specs, make_feeds, save_npz
+from studio.core.feeds import FeedSet, Feeds, ImagePreprocess, make_feeds, save_npz
 from studio.core.model import model_weight_bytes
 from studio.core.outputs import disk_error, remove_scratch, scratch_dir, writing_folder
-from studio.core.pictures import choose_picture, picture_feeds, quiet_outputs
+from studio.core.pictures import choose_picture, picture_feeds, picture_input, quiet_outputs
 from studio.core.quantized import quantization_ops, quantized_text
 from studio.core.requests import OptimizeRequest
 from studio.core.sandbox import Limits, require_memory, scaled_to_model
@@ -420,9 +420,7 @@ def _with_picture(ctx: _Context, calib: FeedSet, eval_feeds: FeedSet) -> tuple[F
     every variant would be judged on rounding: the synthetic picture that lifts them highest (the Verifier's rule,
     ``studio.core.pictures.choose_picture``) joins the evaluation feeds, and the note says which and by how much.
     Unchanged when the model answers on noise, has no image input, or no picture lifts it."""
-    try:
-        name = image_input(input_specs(ctx.header)).name
-    except StudioError:
+    if picture_input(ctx.header) is None:      # no image input: no fp32 run spent on looking
         return calib, eval_feeds, ()
     from studio.verification.verifier import run_sets  # heavy: onnx_ir; the CLI's parser loads this module
 
@@ -432,7 +430,7 @@ def _with_picture(ctx: _Context, calib: FeedSet, eval_feeds: FeedSet) -> tuple[F
 
     try:
         quiet = quiet_outputs(run(list(eval_feeds.sets)))
-        choice = choose_picture(eval_feeds.sets[0], name, quiet, run) if quiet else None
+        choice = choose_picture(eval_feeds.sets[0], ctx.header, quiet, run) if quiet else None
     except (WorkerError, StudioError) as exc:
         log.info("synthetic pictures not run for precision: %s", exc)
         return calib, eval_feeds, ()
@@ -442,7 +440,7 @@ def _with_picture(ctx: _Context, calib: FeedSet, eval_feeds: FeedSet) -> tuple[F
                          eval_feeds.dims)
     note = (f"fp32 outputs are near zero on random inputs, so every variant was also judged on {choice.label} "
             f"({choice.rms_text()})")
-    redrawn = dict(picture_feeds(calib.sets[0], name, redraw=1)).get(choice.label)
+    redrawn = dict(picture_feeds(calib.sets[0], picture_input(ctx.header) or "", redraw=1)).get(choice.label)
     if redrawn is not None:          # INT8 ranges from noise alone miss what the model does on a page
         calib = FeedSet((*calib.sets, redrawn), f"{calib.source}, and {choice.label} drawn anew", calib.dims)
         note += "; static INT8 was also calibrated on the same kind of picture drawn anew (not the one judged on)"

@@ -39,7 +39,7 @@ from studio.core.engines import sessions
 from studio.core.engines.table import engine_row
 from studio.core.engines.base import (decode_output_sets, encode_outputs, pack_feed_sets, rekey_arrays,
                                       unpack_feed_sets)
-from studio.core.feeds import (Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, image_input, input_specs,
+from studio.core.feeds import (Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, input_specs,
                                random_feeds)
 from studio.core.pictures import choose_picture, quiet_outputs
 from studio.core.jobs import JobContext, JobOutput, job
@@ -429,17 +429,13 @@ class Verifier:
         quiet = self._quiet_outputs()
         if not quiet or self._reference is None:
             return
-        try:
-            name = image_input(input_specs(self.original)).name
-        except StudioError:
-            return
 
         def run(sets: list[Feeds]) -> tuple:
             return run_sets(self.original_path, sets, full=False, limits=self.limits, pool_key=self.pool_key,
                             stage="reference outputs (original on ORT, synthetic pictures)").outputs
 
         try:
-            choice = choose_picture(self.feed_sets[0], name, quiet, run)
+            choice = choose_picture(self.feed_sets[0], self.original, quiet, run)
         except (WorkerError, StudioError) as exc:
             log.info("synthetic pictures not run: %s", exc)
             return
