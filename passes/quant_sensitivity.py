@@ -154,7 +154,7 @@ def fallback(prepared: Prepared, config: StaticConfig, ranges: Ranges, calib: Se
              ) -> tuple[Path | None, list[str], list[FallbackStep]]:
     """Keep the worst nodes in float until the held-out cosine (or ``judge``'s task metric) meets ``target``.
     Returns (model, nodes kept in float, steps); the model is None when even
-    excluding every ranked node does not meet the target."""
+    excluding every ranked node does not meet the target, or when only a model with no INT8 layer left meets it."""
     steps: list[FallbackStep] = []
     cache: dict[int, tuple[Path, float]] = {}
 
@@ -196,8 +196,16 @@ def fallback(prepared: Prepared, config: StaticConfig, ranges: Ranges, calib: Se
             good = mid
         else:
             low = mid
+    path = cache[good][0]
+    if not any(n.op_type in INT8_OPS for n in onnx.load_model(str(path), load_external_data=False).graph.node):
+        return None, [], steps      # every quantized layer back in float: no INT8 model at all, not a mixed one
     kept = with_neighbours(model, [s.node for s in ranked[:good]])
-    return cache[good][0], kept, steps
+    return path, kept, steps
+
+
+# What makes a model INT8: a node computing on quantized values (a QDQ pair's DequantizeLinear, a QOperator op).
+INT8_OPS = frozenset({"DequantizeLinear", "QLinearConv", "QLinearMatMul", "QGemm", "MatMulInteger", "ConvInteger",
+                      "QLinearAdd", "QLinearMul", "DynamicQuantizeMatMul"})
 
 
 def with_neighbours(model: onnx.ModelProto, names: Sequence[str]) -> list[str]:

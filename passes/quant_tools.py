@@ -453,17 +453,22 @@ def accuracy(reference: list[dict], got: list[dict]) -> tuple[float, float | Non
     """(min cosine, mean top-1 agreement) of ``got``'s float outputs against ``reference`` over
     every set. Integer and boolean outputs (token ids passed through, masks, class ids) are
     not approximations: :func:`integer_differences` judges them exactly. A missing output
-    counts as cosine 0; a model with no float output has nothing approximated (1.0)."""
+    counts as cosine 0; a model with no float output has nothing approximated (1.0).
+    A set where an output's reference is numerically zero (a text detector's mask on noise) has no direction to
+    keep: its cosine counts only when no other set gives that output one (a synthetic picture that lifts it)."""
     cosines, tops = [], []
+    by_output: dict[str, tuple[list[float], list[float]]] = {}      # name -> (cosines above, at the noise floor)
     for r, g in zip(reference, got):
         c = compare_outputs(r, g, quantized=True)
         if c.missing:
             cosines.append(0.0)
         for d in c.outputs.values():
             if d.cosine is not None:
-                cosines.append(d.cosine)
+                by_output.setdefault(d.name, ([], []))[1 if d.noise_floor else 0].append(d.cosine)
             if d.top1_agreement is not None:
                 tops.append(d.top1_agreement)
+    for above, at_floor in by_output.values():
+        cosines += above or at_floor
     return (min(cosines) if cosines else 1.0), (float(np.mean(tops)) if tops else None)
 
 

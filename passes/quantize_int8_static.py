@@ -46,6 +46,8 @@ from studio.core.model_io import save_result
 from studio.core.engines.ort_int8 import machine_int8_choice
 from passes.quant_sensitivity import fallback, rank_nodes, quantizable_ops
 from passes.quant_memo import MeasuredConfigs, open_memo
+from studio.core.feeds import Feeds
+from studio.core.pictures import PictureChoice, calibration_picture, choose_picture, quiet_outputs
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +118,27 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
     ctx.set_stage("INT8: calibration")
     calib, calib_source = qt.calibration_feeds(src, opts.get("calibration"), int(opts.get("samples", 8)),
                                                dims=opts.get("dims"))
+    task = opts.get("task")     # judged by a task metric on a dataset's evaluation part, against golden outputs
+    if task:
+        holdout, holdout_source = qt.load_sets(task["holdout"]), f"dataset evaluation part ({task['metric']})"
+        reference = qt.load_sets(task["golden"])
+        judge = qt.task_judge(task)
+        target = float(task["threshold"])
+    else:
+        random_source = opts.get("calibration") is None
+        holdout, holdout_source = qt.holdout(calib, src, random_source, dims=opts.get("dims"))
+        ctx.set_stage("INT8: fp32 reference outputs")
+        reference = qt.ort_outputs(src, holdout, ctx)
+        judge = qt.accuracy
+        if random_source:
+            picture = _picture_where_noise_is_quiet(src, calib, holdout, reference, ctx)
+            if picture is not None:
+                choice, redrawn = picture
+                holdout, reference = [*holdout, choice.feeds], [*reference, dict(choice.outputs)]
+                holdout_source += f", and {choice.label} ({choice.rms_text()} over the random sets)"
+                if redrawn is not None:
+                    calib = [*calib, redrawn]
+                    calib_source += f", and {choice.label} drawn anew"
     if shared is None:
         ranges = qt.calibrate(prepared.path, calib, str(opts.get("method", "minmax")), workdir)
         if memo is not None:
@@ -132,17 +155,6 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
         warnings.append(d.message() if (d.graph_output or opts.get("degenerate", "float") == "float")
                         else d.message().replace("kept in float", "quantized anyway (degenerate='warn')"))
     exclude = list(dict.fromkeys(exclude))
-    task = opts.get("task")     # judged by a task metric on a dataset's evaluation part, against golden outputs
-    if task:
-        holdout, holdout_source = qt.load_sets(task["holdout"]), f"dataset evaluation part ({task['metric']})"
-        reference = qt.load_sets(task["golden"])
-        judge = qt.task_judge(task)
-        target = float(task["threshold"])
-    else:
-        holdout, holdout_source = qt.holdout(calib, src, opts.get("calibration") is None, dims=opts.get("dims"))
-        ctx.set_stage("INT8: fp32 reference outputs")
-        reference = qt.ort_outputs(src, holdout, ctx)
-        judge = qt.accuracy
     # the configurations' candidates and timing, from an earlier build of this run that measured them all
     memo_key = json.dumps(exclude)
     reused = memo.measured([c.name for c in configs], memo_key) if memo is not None else None
@@ -193,9 +205,11 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
                                    f"{qt.cosine_text(best.cosine, target)}, on {holdout_source})")
             warnings += accuracy_claims
         else:
+            all_float = " (keeping layers in float met it only with none left in INT8)" if any(
+                s.meets_target for s in steps) else ""
             raise StudioError(f"no INT8 configuration reaches cosine {target:.10g} on held-out inputs (best: "
-                              f"{best.name}, cosine {qt.cosine_text(best.cosine, target)}); lower the target, give "
-                              "real calibration data, or keep fp32", code=ErrorCode.INT8_ACCURACY)
+                              f"{best.name}, cosine {qt.cosine_text(best.cosine, target)}){all_float}; lower the "
+                              "target, give real calibration data, or keep fp32", code=ErrorCode.INT8_ACCURACY)
     if getattr(chosen, "quant_format", None) == "QOperator" or "qop" in chosen.name:
         warnings.append(f"{chosen.name} is a QOperator model: it runs on ONNX Runtime only (OpenVINO and TensorRT "
                         "need QDQ; choose a qdq-* configuration or qdq_only for them)")
@@ -237,6 +251,25 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
                       {"configurations_measured": len(measured), "nodes_kept_float": len(exclude) + len(kept),
                        "degenerate_ranges": len(degenerate), "quantize_dequantize_nodes": len(q_nodes)},
                       warnings=tuple(warnings), details=details)
+
+
+def _picture_where_noise_is_quiet(src: Path, calib: list, holdout: list, reference: list[dict], ctx
+                                  ) -> tuple[PictureChoice, Feeds | None] | None:
+    """Seeded noise leaves some image models' float outputs at zero (a DB text detector's mask, RMS ~1e-9): INT8
+    ranges calibrated there and a cosine judged there mean nothing (every layer ended in float). The Verifier's rule
+    (``studio.core.pictures.choose_picture``): the synthetic picture that lifts those outputs joins the held-out
+    sets, and the same kind of picture drawn anew joins calibration. None when nothing is quiet or no picture helps."""
+    import onnx
+
+    quiet = quiet_outputs(reference)
+    if not quiet:
+        return None
+    header = onnx.load_model(str(src), load_external_data=False)
+    ctx.set_stage("INT8: fp32 on synthetic pictures (outputs near zero on random inputs)")
+    choice = choose_picture(holdout[0], header, quiet, lambda sets: qt.ort_outputs(src, sets, ctx))
+    if choice is None:
+        return None
+    return choice, calibration_picture(choice, calib[0], header)
 
 
 def _measure(configs: list, prepared: qt.Prepared, ranges: qt.Ranges, calib: list, exclude: list[str], src: Path,

@@ -167,3 +167,10 @@ def choose_picture(feeds: Feeds, model: ModelProto, quiet: Mapping[str, float],
         return None
     _, label, picture, out = best
     return PictureChoice(label, picture, out, dict(quiet), {n: rms(np.asarray(out[n])) for n in quiet})
+
+
+def calibration_picture(choice: PictureChoice, feeds: Feeds, model: ModelProto) -> Feeds | None:
+    """``choice``'s kind of picture drawn anew (other glyphs or discs) over ``feeds``: what static INT8 calibrates on
+    beside noise, so no variant is judged on the very picture it was calibrated on. None when it cannot be drawn."""
+    name = picture_input(model)
+    return dict(picture_feeds(feeds, name, redraw=1)).get(choice.label) if name is not None else None

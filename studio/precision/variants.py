@@ -36,7 +36,7 @@ from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import FeedSet, Feeds, ImagePreprocess, make_feeds, save_npz
 from studio.core.model import model_weight_bytes
 from studio.core.outputs import disk_error, remove_scratch, scratch_dir, writing_folder
-from studio.core.pictures import choose_picture, picture_feeds, picture_input, quiet_outputs
+from studio.core.pictures import calibration_picture, choose_picture, picture_input, quiet_outputs
 from studio.core.quantized import quantization_ops, quantized_text
 from studio.core.requests import OptimizeRequest
 from studio.core.sandbox import Limits, require_memory, scaled_to_model
@@ -440,7 +440,7 @@ def _with_picture(ctx: _Context, calib: FeedSet, eval_feeds: FeedSet) -> tuple[F
                          eval_feeds.dims)
     note = (f"fp32 outputs are near zero on random inputs, so every variant was also judged on {choice.label} "
             f"({choice.rms_text()})")
-    redrawn = dict(picture_feeds(calib.sets[0], picture_input(ctx.header) or "", redraw=1)).get(choice.label)
+    redrawn = calibration_picture(choice, calib.sets[0], ctx.header)
     if redrawn is not None:          # INT8 ranges from noise alone miss what the model does on a page
         calib = FeedSet((*calib.sets, redrawn), f"{calib.source}, and {choice.label} drawn anew", calib.dims)
         note += "; static INT8 was also calibrated on the same kind of picture drawn anew (not the one judged on)"
