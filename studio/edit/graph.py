@@ -60,6 +60,24 @@ def type_text(v: ir.Value) -> str:
     return f"{dtype}[{','.join(str(d) for d in v.shape)}]"
 
 
+def same_shape(a: ir.Value, b: ir.Value) -> bool:
+    """Whether two values' shapes can be the same tensor's: equal rank, equal fixed dims, and a dynamic dim
+    matching a dynamic one unless both are named differently. Shape inference names dims (``unk__54``) that an
+    exporter left unnamed on the graph output, so an unnamed dim agrees with any dynamic dim; a fixed dim never
+    agrees with a dynamic one (an Expand from 1 to N is not an identity)."""
+    if a.shape is None or b.shape is None:
+        return True
+    if len(a.shape) != len(b.shape):
+        return False
+    for x, y in zip(a.shape, b.shape):
+        if isinstance(x, int) or isinstance(y, int):
+            if x != y:
+                return False
+        elif x.value is not None and y.value is not None and x.value != y.value:
+            return False
+    return True
+
+
 def _externals_as_inputs(proto: onnx.ModelProto) -> onnx.ModelProto:
     return convert(proto)
 

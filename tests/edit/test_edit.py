@@ -425,3 +425,32 @@ def test_a_named_dim_pinned_on_one_input_is_pinned_where_the_model_names_it(tmp_
     got, want = ort_reference(out, feeds), ort_reference(src, feeds)
     for k in ("y", "z"):
         np.testing.assert_array_equal(got[k], want[k])
+
+
+def test_bypass_accepts_an_unnamed_dynamic_dim_on_the_graph_output(tmp_path):
+    # Exporters often leave a graph output's batch dim unnamed while shape inference names the same dim
+    # inside the graph (corpus silero_vad: 'If_0_outputs_0' float[unk__54,1] -> Identity -> 'output' float[?,1]);
+    # both are the one dynamic dim, so bypassing the Identity is allowed. A fixed dim is never a dynamic one.
+    from onnx import TensorProto, helper
+    unnamed = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["a"], name="relu"), helper.make_node("Identity", ["a"], ["y"], name="id")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])], [unnamed])
+    src = tmp_path / "unnamed.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), src)
+    out = tmp_path / "o" / "bypassed.onnx"
+    res = api.edit(api.load(src), [{"op": "bypass", "node": "id"}], out)
+    assert res.verification.status == "passed", res.verification
+    edited = onnx.load(out)
+    assert [n.op_type for n in edited.graph.node] == ["Relu"] and edited.graph.output[0].name == "y"
+    x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(ort_reference(out, {"x": x})["y"], np.maximum(x, 0))
+    # a fixed dim against a dynamic one stays refused: Expand [1,4] -> [N,4] changes the shape
+    expand = helper.make_graph(
+        [helper.make_node("Expand", ["x", "s"], ["y"], name="ex")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor("s", TensorProto.INT64, [2], [3, 4])])
+    onnx.save(helper.make_model(expand, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "ex.onnx")
+    with pytest.raises(StudioError, match="a bypass needs the same type and shape"):
+        api.edit(api.load(tmp_path / "ex.onnx"), [{"op": "bypass", "node": "ex"}], tmp_path / "o" / "ex2.onnx")
