@@ -19,9 +19,15 @@ bash "$(dirname "$0")/fetch_ort_headers.sh" \
 # LiteRT's converter (onnx2tf, tf_keras) goes in without its pinned dependencies; then it must import.
 if ! bash "$(dirname "$0")/install_litert_converter.sh" "$PY"; then
   missing "onnx2tf (LiteRT's converter) not installed" "LiteRT tests will be skipped"
-elif ! "$PY" -c "import onnx2tf, tf_keras, tensorflow" >/tmp/onnx-studio-litert-import.log 2>&1; then
-  missing "LiteRT's converter does not import ($(tail -1 /tmp/onnx-studio-litert-import.log))" \
-          "LiteRT tests will be skipped"
+else
+  # a log of our own (mktemp), never a fixed /tmp name another user or run may own (the redirect would fail and
+  # read as "does not import")
+  import_log=$(mktemp "${TMPDIR:-/tmp}/onnx-studio-litert-import.XXXXXX")
+  "$PY" -c "import onnx2tf, tf_keras, tensorflow" >"$import_log" 2>&1
+  imported=$?
+  why=$(tail -1 "$import_log")
+  rm -f "$import_log"
+  [ "$imported" = 0 ] || missing "LiteRT's converter does not import ($why)" "LiteRT tests will be skipped"
 fi
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-liberation fonts-noto-color-emoji)
@@ -33,9 +39,11 @@ if [ "$(id -u)" = 0 ]; then SUDO=""; elif sudo -n true 2>/dev/null; then SUDO="s
   exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
-if ! $SUDO apt-get install -y --no-install-recommends "${need[@]}" >/tmp/onnx-studio-apt.log 2>&1; then
-  $SUDO apt-get update >>/tmp/onnx-studio-apt.log 2>&1
-  $SUDO apt-get install -y --no-install-recommends "${need[@]}" >>/tmp/onnx-studio-apt.log 2>&1 \
-    || { echo "ensure_test_deps: apt-get install ${need[*]} failed (see /tmp/onnx-studio-apt.log)" >&2; exit 1; }
+apt_log=$(mktemp "${TMPDIR:-/tmp}/onnx-studio-apt.XXXXXX")
+if ! $SUDO apt-get install -y --no-install-recommends "${need[@]}" >"$apt_log" 2>&1; then
+  $SUDO apt-get update >>"$apt_log" 2>&1
+  $SUDO apt-get install -y --no-install-recommends "${need[@]}" >>"$apt_log" 2>&1 \
+    || { echo "ensure_test_deps: apt-get install ${need[*]} failed (see $apt_log)" >&2; exit 1; }
 fi
+rm -f "$apt_log"
 echo "ensure_test_deps: installed ${need[*]}"

@@ -137,7 +137,9 @@ def test_ensure_test_deps_fails_under_ci_when_the_litert_converter_is_broken(tmp
     (cache / "onnx-studio" / "ort-headers" / "npm-r55-test").mkdir(parents=True)
     (cache / "onnx-studio" / "ort-headers" / "npm-r55-test" / "onnxruntime_lite_custom_op.h").write_text("")
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "ONNX_STUDIO_REQUIRE_ALL")}
-    env.update(XDG_CACHE_HOME=str(cache), ORT_HEADERS_NPM_VERSION="r55-test")
+    scratch = tmp_path / "tmp"          # the script's logs: mktemp there, removed (never a fixed /tmp name)
+    scratch.mkdir()
+    env.update(XDG_CACHE_HOME=str(cache), ORT_HEADERS_NPM_VERSION="r55-test", TMPDIR=str(scratch))
     runs = {}
     for ci in (True, False):
         runs[ci] = subprocess.run(["bash", str(ROOT / "scripts" / "ensure_test_deps.sh")],
@@ -147,3 +149,4 @@ def test_ensure_test_deps_fails_under_ci_when_the_litert_converter_is_broken(tmp
     assert "CI: LiteRT's converter does not import (ImportError: onnx2tf is broken (the R55 test)); CI requires it" \
         in runs[True].stderr
     assert "LiteRT tests will be skipped" in runs[False].stderr and "CI requires" not in runs[False].stderr
+    assert not list(scratch.iterdir())
