@@ -4,6 +4,7 @@ naming the problem, and the input file is never modified."""
 from __future__ import annotations
 
 import json
+import uuid
 import os
 import pickle
 import zipfile
@@ -73,12 +74,13 @@ def test_r02_r03_not_onnx_is_named(tmp_path, content, needle):
 
 def test_r02_pytorch_zip_checkpoint_never_unpickled(tmp_path):
     p = tmp_path / "model.pt"
+    pwned = Path(f"/tmp/pwned-onnx-studio-{uuid.uuid4().hex}")       # this run's own name: never a stale file
     with zipfile.ZipFile(p, "w") as zf:
         # A pickle that would run code if anything unpickled it.
-        zf.writestr("archive/data.pkl", b"cos\nsystem\n(S'touch /tmp/pwned-onnx-studio'\ntR.")
+        zf.writestr("archive/data.pkl", f"cos\nsystem\n(S'touch {pwned}'\ntR.".encode())
         zf.writestr("archive/version", "3")
     _expect_error(p, "pytorch checkpoint")
-    assert not Path("/tmp/pwned-onnx-studio").exists()
+    assert not pwned.exists()
 
 
 def test_r04_single_file_over_2gib(tmp_path):

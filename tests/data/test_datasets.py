@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import uuid
 import wave
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -163,17 +165,18 @@ def test_loader_script_yields_samples_once(tmp_path):
     ("def load_data():\n    while True:\n        pass\n", "did not finish within"),
     ("def load_data():\n    return 5\n", "must return or yield"),
     ("x = = 1\n", "syntax error"),
-    ("def load_data():\n    open('/tmp/studio-loader-escape', 'w').write('x')\n    yield {}\n", "load_data() raised"),
+    ("def load_data():\n    open('ESCAPE', 'w').write('x')\n    yield {}\n", "load_data() raised"),
 ])
 def test_broken_loader_scripts_give_one_line_errors(tmp_path, body, needle, monkeypatch):
     if "while True" in body:        # it waits out the whole limit: any limit ends it with the same words
         monkeypatch.setenv("ONNX_STUDIO_TIMEOUT_S", "2")
+    escape = Path(f"/tmp/studio-loader-escape-{uuid.uuid4().hex}")     # this run's own name: never a stale file
     script = tmp_path / "loader.py"
-    script.write_text(body)
+    script.write_text(body.replace("ESCAPE", str(escape)))
     with pytest.raises(StudioError) as info:
         import_dataset(script, tmp_path / "data", kind="script")
     assert needle in str(info.value) and "\n" not in str(info.value)
-    assert not __import__("pathlib").Path("/tmp/studio-loader-escape").exists()
+    assert not escape.exists()
     assert [p.name for p in (tmp_path / "data").iterdir()] == []
 
 
