@@ -24,7 +24,8 @@ import onnx
 import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass
-from passes.fix_cast_types import repair_cast_types, topological_sort
+from passes.fix_cast_types import repair_cast_types
+from passes.normalize import sort_graph
 from passes.quant_tools import job_context
 from passes.base import register
 from studio.core.compare import REDUCED_PRECISION, Tolerance
@@ -50,7 +51,9 @@ def convert_model(model: onnx.ModelProto, *, op_block_list: list[str] | None = N
     big = model.ByteSize() > 1_800_000_000
     converted = convert_float_to_float16(model, keep_io_types=keep_io_types, op_block_list=blocked,
                                          node_block_list=list(node_block_list or []), disable_shape_infer=big)
-    topological_sort(converted.graph)        # the converter appends input Casts at the end
+    # the converter appends input Casts at the end, and If/Loop bodies may read their outputs from the outer
+    # scope (corpus silero_vad): sorted by what each node and its subgraphs read
+    sort_graph(converted.graph)
     drop_stale_constant_types(converted.graph)
     fixes = repair_cast_types(converted)
     return converted, fixes

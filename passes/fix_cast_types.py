@@ -27,6 +27,7 @@ from onnx import TensorProto
 
 from passes.base import Change, PassResult, StudioPass
 from passes.base import register
+from passes.normalize import sort_graph
 from studio.core.model_io import from_proto, to_proto
 
 log = logging.getLogger(__name__)
@@ -172,26 +173,7 @@ def _split_output(graph: onnx.GraphProto, cast: onnx.NodeProto, out: str, want: 
         node.input[index] = new
     fixes.append(CastFix(cast.name or f"Cast({out})", want, want,
                          "added a Cast for its consumers; the graph output keeps its declared type"))
-    topological_sort(graph)
-
-
-def topological_sort(graph: onnx.GraphProto) -> None:
-    """Re-sort nodes so every node comes after its producers (after inserting nodes)."""
-    produced = {i.name for i in graph.input} | {t.name for t in graph.initializer}
-    pending, ordered = list(graph.node), []
-    while pending:
-        progress = False
-        for n in list(pending):
-            if all(not i or i in produced for i in n.input):
-                ordered.append(n)
-                produced.update(n.output)
-                pending.remove(n)
-                progress = True
-        if not progress:            # outer-scope names (subgraphs) or a cycle: keep the rest in order
-            ordered += pending
-            break
-    del graph.node[:]
-    graph.node.extend(ordered)
+    sort_graph(graph)
 
 
 def repair_cast_types(model: onnx.ModelProto, max_rounds: int = 10) -> list[CastFix]:

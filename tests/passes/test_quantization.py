@@ -483,3 +483,25 @@ def test_convert_fp16_names_the_sizes_when_the_original_refuses_its_inputs(tmp_p
     x = np.random.default_rng(0).standard_normal((1, 1, 256)).astype(np.float32)
     got = ort.InferenceSession(str(tmp_path / "b" / "m.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(got[0], plain.run(None, {"x": x})[0], atol=2e-3)
+
+
+def test_convert_fp16_sorts_the_input_casts_before_the_if_bodies_that_read_them(tmp_path):
+    """With keep_io_types the converter reads a float input through a Cast it appends at the end; an If
+    body reading that input from the outer scope (corpus silero_vad) must still come after the Cast, or
+    the full check refuses the model ('Nodes in a graph must be topologically sorted') and fp16 fails."""
+    model = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3] x, bool c) => (float[2,3] y) <float[3] w = {1.0, 2.0, 3.0}> {
+  y = If(c) <then_branch = t () => (float[2,3] o) { o = Mul(x, w) }, else_branch = e () => (float[2,3] o2) { o2 = Add(x, w) }>
+}""")
+    src = save(model, tmp_path / "in" / "m.onnx")
+    r = run_passes(src, [make_pass("convert-fp16", measure=False)], tmp_path / "h" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and rec.status == "changed", rec.message
+    out = onnx.load(str(r.output))
+    onnx.checker.check_model(out, full_check=True)
+    assert [n.op_type for n in out.graph.node].index("If") > [n.op_type for n in out.graph.node].index("Cast")
+    x = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)
+    w = np.array([1.0, 2.0, 3.0], np.float32)
+    for c, want in ((True, x * w), (False, x + w)):
+        got = _run(r.output, {"x": x, "c": np.array(c)})[0]
+        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
