@@ -454,3 +454,26 @@ def test_bypass_accepts_an_unnamed_dynamic_dim_on_the_graph_output(tmp_path):
     onnx.save(helper.make_model(expand, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "ex.onnx")
     with pytest.raises(StudioError, match="a bypass needs the same type and shape"):
         api.edit(api.load(tmp_path / "ex.onnx"), [{"op": "bypass", "node": "ex"}], tmp_path / "o" / "ex2.onnx")
+
+
+def test_interface_edit_is_verified_at_searched_sizes_when_the_seeded_ones_do_not_run(tmp_path):
+    # A reflect Pad of 64 needs more than 64 samples: the seeded size of the free dim is refused by the
+    # original (corpus silero_vad: 'Pad reflect: post-pad (64) exceeds maximum allowed (15)'). An edit that
+    # changes the interface (add_output) was then 'skipped: ONNX Runtime cannot run the original'; the input
+    # search finds sizes that run, as for value-keeping edits.
+    model = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,n] x) => (float[1,m] y) <int64[4] pads = {0, 64, 0, 64}> {
+  p = Pad <mode = "reflect"> (x, pads)
+  y = Relu(p)
+}""")
+    src = tmp_path / "pad.onnx"
+    onnx.save(model, src)
+    out = tmp_path / "o" / "pad2.onnx"
+    res = api.edit(api.load(src), [{"op": "add_output", "tensor": "p"}], out)
+    assert res.verification.status == "passed" and res.verification.method == "reproduce", res.verification
+    assert "searched inputs" in res.verification.message
+    x = np.random.default_rng(0).normal(size=(1, 200)).astype(np.float32)
+    got = ort_reference(out, {"x": x})
+    want = np.pad(x, ((0, 0), (64, 64)), mode="reflect")
+    np.testing.assert_array_equal(got["p"], want)
+    np.testing.assert_array_equal(got["y"], np.maximum(want, 0))
