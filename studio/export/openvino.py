@@ -7,8 +7,9 @@ ranges ``[min..max]`` from ``--shapes``).
 Conversion runs in a sandbox worker: OpenVINO's ONNX reader can segfault on a
 hostile model (``tests/hostile_models.py::conv_without_weight``), which then
 becomes this target's error message, not a dead studio. The IR is read back,
-compiled for CPU with ``INFERENCE_PRECISION_HINT=f32`` (so the comparison
-measures the IR, not a bf16 CPU default) and compared with the original.
+compiled for CPU with ``INFERENCE_PRECISION_HINT=f32`` and ``DYNAMIC_QUANTIZATION_GROUP_SIZE=0`` (so the
+comparison measures the IR, not a bf16 CPU default, nor the activation quantization the CPU plugin applies
+to MatMuls with compressed int8 weights) and compared with the original.
 The IR cannot carry that pin (OpenVINO 2026 ignores an IR's rt_info
 ``runtime_options``), so where the CPU's default is below f32 (bf16 with
 AVX512-BF16/AMX) the same feeds also run on a default compile -- what a plain
@@ -92,7 +93,10 @@ def run_ir(ctx: ExportContext, xml: Path, *, runs: int, stage: str, precision: s
     "default": the plugin's own choice), run the feeds, time it in the one latency loop
     (:mod:`studio.export.artifact_run`)."""
     args = {"openvino_ir": True, "onnx_path": str(ctx.deploy), "precision": precision,
-            "output_names": [o.name for o in ctx.source.proto.graph.output], "extensions": ov_extensions(ctx)}
+            "output_names": [o.name for o in ctx.source.proto.graph.output], "extensions": ov_extensions(ctx),
+            # pinned f32 is the IR's own numbers: without this the CPU plugin quantizes the activations of every
+            # MatMul with compressed (int8 -> Convert -> Multiply) weights (ov_config)
+            "dynamic_quantization": precision != "f32"}
     return run_artifact_file(ctx, "openvino", xml, args, runs=runs, stage=stage)
 
 
@@ -109,7 +113,8 @@ def default_precision_note(ctx: ExportContext, xml: Path, pinned: ArtifactRun, v
     got = verify_outputs(ctx.reference, done.outputs, criteria, engine=verified.engine or "", error=done.error)
     head = (f"OpenVINO's default precision on this CPU is {default}: compiled without INFERENCE_PRECISION_HINT=f32 "
             f"(plain compile_model, Triton's OpenVINO backend, which cannot pin f32) {xml.name} ")
-    pin = "pin it in your compile_model config for the verified numbers"
+    pin = ("pin it in your compile_model config for the verified numbers (with DYNAMIC_QUANTIZATION_GROUP_SIZE=0, "
+           "as the verification does, where weights are stored as int8)")
     if got.comparison is None:
         return f"{head}could not be run here ({got.message[:150]}); {pin}"
     outside = "" if got.ok else ", outside the verification's tolerance"

@@ -156,10 +156,11 @@ class OvRunner:
         if args.get("model_cache"):   # the model cache stays in the job folder (R27)
             cache_dir = ctx.out_dir / "ov_cache"
             cache_dir.mkdir(parents=True, exist_ok=True)
+        self.device = str(args.get("device") or "CPU")
         config = ov_config(precision=precision, hint=args.get("performance_hint") or "LATENCY",
                            threads=args.get("intra_op_threads") or ctx.cpu_threads,
-                           perf_counters=bool(args.get("perf_counters")), cache_dir=cache_dir)
-        self.device = str(args.get("device") or "CPU")
+                           perf_counters=bool(args.get("perf_counters")), cache_dir=cache_dir,
+                           dynamic_quantization=args.get("dynamic_quantization", True) or self.device != "CPU")
         started = time.perf_counter()
         self.compiled = self.core.compile_model(model, self.device, config)
         compile_ms = self._timings["session_ms"] = elapsed_ms(started)

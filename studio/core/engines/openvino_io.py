@@ -204,12 +204,18 @@ def onnx_output_names(path: str | Path) -> list[str] | None:
 
 
 def ov_config(*, precision: str = "f32", hint: str | None = None, threads: int | None = None,
-              perf_counters: bool = False, cache_dir: Path | None = None) -> dict[str, Any]:
+              perf_counters: bool = False, cache_dir: Path | None = None,
+              dynamic_quantization: bool = True) -> dict[str, Any]:
     """compile_model config: precision pinned (f32 unless asked; "default" leaves the plugin's
-    choice, bf16 on CPUs that have it), hint, threads, per-layer counters, model cache."""
+    choice, bf16 on CPUs that have it), hint, threads, per-layer counters, model cache.
+    ``dynamic_quantization=False``: the CPU plugin's dynamic quantization of activations off. It is on by default
+    for every MatMul whose weights are stored compressed (int8 -> Convert -> Multiply, NNCF's compress_weights),
+    f32 pinned or not: corpus minilm_l6_v2_int8 gives max abs 0.052 vs ONNX Runtime with it, 2.9e-6 without."""
     config: dict[str, Any] = {}
     if precision != "default":
         config["INFERENCE_PRECISION_HINT"] = precision
+    if not dynamic_quantization:
+        config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = 0
     if hint:
         config["PERFORMANCE_HINT"] = str(hint)
     if threads:
