@@ -22,6 +22,9 @@ Where it comes from, in order:
    into *band* groups of consecutive depths, so every level stays drawable (R20).
    A group with sub-scopes keeps them: only its loose nodes are banded, and only
    when they alone exceed ``fanout`` (never "depth 132–158" instead of ``cv2``).
+   Bands follow a dataflow order of the loose nodes and the kept sub-scopes together and
+   are cut where a sub-scope feeds back into the band, so siblings never loop (a loop
+   draws one edge upwards).
 
 Built in O(N + E) plus sorting children; group keys are stable strings, so a
 UI can remember which groups a user expanded.
@@ -29,6 +32,7 @@ UI can remember which groups a user expanded.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import re
@@ -305,6 +309,7 @@ def _build(graph: GraphModel, fanout: int, structured: bool) -> Hierarchy:
         ``items`` are the children already sorted (when a band is split again)."""
         keep_children: dict[str, _Draft] = {}
         keep_groups: list[_Draft] = []
+        cuts: set[int] = set()
         if items is None:
             if len(d.nodes) + len(d.children) + len(d.groups) <= fanout:
                 return
@@ -322,16 +327,26 @@ def _build(graph: GraphModel, fanout: int, structured: bool) -> Hierarchy:
             else:
                 items = [(depth[k], order[k], k) for k in d.nodes]
                 items += [(depth_of(c), first_of(c, memo), c) for c in d.all_groups()]
-            items.sort(key=lambda t: (t[0], t[1]))
+            if len(items) <= fanout:
+                return
+            kept = [(depth_of(c), first_of(c, memo), c) for c in list(keep_children.values()) + keep_groups]
+            if kept or any(not isinstance(t[2], int) for t in items):
+                items, cuts = _flow_bands(graph, items, kept)
+            else:       # nodes alone: their depth order is already a dataflow order (flat names, 100k nodes)
+                items.sort(key=lambda t: (t[0], t[1]))
         if len(items) <= fanout:
             return
         k = min(fanout, math.ceil(len(items) / fanout))
         size = math.ceil(len(items) / k)
         d.children, d.nodes, d.groups = keep_children, [], list(keep_groups)
-        for b in range(0, len(items), size):
-            chunk = items[b:b + size]
-            lo, hi = chunk[0][0], chunk[-1][0]
-            bd = _Draft(f"{d.key}/d:{b // size}", f"depth {lo}–{hi}" if hi > lo else f"depth {lo}", "band")
+        starts = [0]
+        for i in range(1, len(items)):
+            if i in cuts or i - starts[-1] >= size:
+                starts.append(i)
+        for b, (s0, s1) in enumerate(zip(starts, starts[1:] + [len(items)])):
+            chunk = items[s0:s1]
+            lo, hi = min(t[0] for t in chunk), max(t[0] for t in chunk)
+            bd = _Draft(f"{d.key}/d:{b}", f"depth {lo}–{hi}" if hi > lo else f"depth {lo}", "band")
             for _, _, x in chunk:
                 if isinstance(x, int):
                     bd.nodes.append(x)
@@ -362,6 +377,61 @@ def _build(graph: GraphModel, fanout: int, structured: bool) -> Hierarchy:
     return Hierarchy(tuple(groups), tuple(node_group), tuple(order), tuple(depth),
                      flat_names=not any_scoped)
 
+
+
+def _flow_bands(graph: GraphModel, items: list, kept: list) -> tuple[list, set[int]]:
+    """``items`` (``(depth, order, node or run)``, to be banded) in a dataflow order of them and of the
+    ``kept`` sub-groups beside them, and the positions where a band must start.
+
+    A band is drawn as one box among its siblings: one holding a node that feeds a kept sub-group and a
+    node fed by it would make a loop (band -> group -> band), so one edge of every such loop pointed
+    upwards however the siblings were laid out (llama_optimum's self_attn: ``d:1`` <-> ``repeat_kv``,
+    issue 35 item 2). In a topological order of items and kept groups together (ties by depth, then
+    the graph's order), a band is cut before an item fed, through kept groups, by the band so far, so
+    every band is a stretch of that order with no way out and back in: the siblings stay acyclic."""
+    units = items + kept
+    owner: dict[int, int] = {}
+    for p, (_, _, x) in enumerate(units):
+        for k in ([x] if isinstance(x, int) else _draft_leaves(x)):
+            owner[k] = p
+    succ: list[set[int]] = [set() for _ in units]
+    pred: list[set[int]] = [set() for _ in units]
+    for k, p in owner.items():
+        for e in graph.succ[k]:
+            q = owner.get(graph.edges[e].dst)
+            if q is not None and q != p:
+                succ[p].add(q)
+                pred[q].add(p)
+    indeg = [len(x) for x in pred]
+    ready = [(units[p][0], units[p][1], p) for p in range(len(units)) if not indeg[p]]
+    heapq.heapify(ready)
+    left, seq = set(range(len(units))), []
+    while left:
+        if not ready:      # kept groups in a loop of their own: the earliest one goes next
+            p = min(left, key=lambda q: (units[q][0], units[q][1]))
+            ready.append((units[p][0], units[p][1], p))
+        p = heapq.heappop(ready)[2]
+        if p not in left:
+            continue
+        left.discard(p)
+        seq.append(p)
+        for q in succ[p]:
+            indeg[q] -= 1
+            if indeg[q] == 0 and q in left:
+                heapq.heappush(ready, (units[q][0], units[q][1], q))
+    n_items, out, cuts = len(items), [], set()
+    band: set[int] = set()       # the current band's items and the kept groups they reach
+    for p in seq:
+        if p >= n_items:
+            if pred[p] & band:
+                band.add(p)
+            continue
+        if any(q >= n_items for q in pred[p] & band):
+            cuts.add(len(out))
+            band = set()
+        band.add(p)
+        out.append(items[p])
+    return out, cuts
 
 
 def _draft_leaves(d: _Draft) -> list[int]:

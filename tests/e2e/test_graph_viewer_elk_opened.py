@@ -73,3 +73,24 @@ def test_fully_opened_llama_is_laid_out_with_one_crossing_pass_and_stays_clean(p
     rects = list(boxes.values())
     for i, r in enumerate(rects):
         assert not [o for o in rects[i + 1:] if _cross(r, o)], r
+
+
+def test_no_edge_of_the_llama_drawing_points_upwards(page, tmp_path):
+    """Every edge of ELK's drawing runs downwards, opening view and fully opened: its consumer's box starts
+    below its producer's box, and the route ends below where it starts. A depth band that both fed a kept
+    sub-scope and was fed by it (``self_attn``'s band and ``repeat_kv``) made a loop among siblings, and one
+    edge per layer pointed upwards (6 when fully opened, 1 in the opening view); bands are now cut there."""
+    def upward(drawn: dict) -> list[str]:
+        boxes = drawn["boxes"]
+        return [e["id"] for e in drawn["edges"] if boxes[e["dst"]]["y"] < boxes[e["src"]]["y"] + boxes[e["src"]]["h"] - 0.5
+                or e["pts"][-1][1] < e["pts"][0][1]]
+
+    h = api.load(SAMPLES / "llama_optimum.onnx")
+    html = api.write_graph_viewer(api.graph_index(h, None), tmp_path / "llama.html").path
+    page.goto(html.as_uri())
+    page.wait_for_function("() => window.__graphReady && window.__graph.ready()", timeout=120_000)
+    first = page.evaluate(_DRAWN)
+    assert first["kind"] == "elk" and first["frames"] > 0 and len(first["edges"]) > 50
+    assert upward(first) == []
+    _, opened = _opened(page, tmp_path)
+    assert len(opened["edges"]) > 300 and upward(opened) == []
