@@ -47,6 +47,8 @@ def bypass(state: EditState, op: EditOp) -> None:
         y.replace_all_uses_with(x, replace_graph_outputs=True)
         graph.remove(n, safe=True)
         # the output keeps its name and its values: no rename to map back for verification
+        if x.shape is None:     # inference left the inner tensor unshaped (If branches of two ranks): a graph
+            x.shape = y.shape   # output needs one, and the declared one holds (the shapes were checked above)
         y.name = None
         x.name = out_name
     else:

@@ -477,3 +477,27 @@ g (float[1,n] x) => (float[1,m] y) <int64[4] pads = {0, 64, 0, 64}> {
     want = np.pad(x, ((0, 0), (64, 64)), mode="reflect")
     np.testing.assert_array_equal(got["p"], want)
     np.testing.assert_array_equal(got["y"], np.maximum(want, 0))
+
+
+def test_bypass_onto_a_graph_output_keeps_its_declared_shape_when_the_inner_tensor_has_none(tmp_path):
+    # If branches of two ranks leave the If's output unshaped after inference; bypassing the Identity that
+    # feeds the graph output made that unshaped tensor the output, which the full check refuses ('Field
+    # shape of type is required but missing'; seen on a Paddle classifier whose output Identity follows a
+    # Softmax inference could not shape).
+    m = _named(onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3] x) => (float[6] y) <int64[1] s = {6}> {
+  c = Constant <value = bool {1}> ()
+  a = If(c) <then_branch = t () => (float[6] o) { o = Reshape(x, s) }, else_branch = e () => (float[2,3] o2) { o2 = Relu(x) }>
+  y = Identity(a)
+}"""))
+    src = tmp_path / "if_ranks.onnx"
+    onnx.save(m, src)
+    ident = next(n.name for n in m.graph.node if n.op_type == "Identity")
+    out = tmp_path / "o" / "bypassed.onnx"
+    res = api.edit(api.load(src), [{"op": "bypass", "node": ident}], out)
+    assert res.verification.status == "passed", res.verification
+    edited = onnx.load(out)
+    onnx.checker.check_model(edited, full_check=True)
+    assert [d.dim_value for d in edited.graph.output[0].type.tensor_type.shape.dim] == [6]
+    x = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)
+    np.testing.assert_array_equal(ort_reference(out, {"x": x})["y"], x.reshape(6))
