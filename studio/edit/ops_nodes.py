@@ -28,6 +28,11 @@ def bypass(state: EditState, op: EditOp) -> None:
     graph = state.model.graph
     n = g.node(graph, op.args["node"], op, main_only=True)
     data = [v for v in n.inputs if v is not None and not _is_constant(v)]
+    present = [v for v in n.inputs if v is not None]
+    if not data and len(present) == 1:
+        # Identity/Cast of a weight (PyTorch exports share weights through Identity: corpus chython_rxnmap has 54):
+        # its one input, constant or not, takes the output's place
+        data = present
     used = [o for o in n.outputs if o.uses() or o.is_graph_output()]
     if len(data) != 1 or len(used) != 1:
         raise EditError(f"{op.where()}: node '{n.name[:80]}' ({n.op_type}) has {len(data)} data inputs and "

@@ -501,3 +501,25 @@ g (float[2,3] x) => (float[6] y) <int64[1] s = {6}> {
     assert [d.dim_value for d in edited.graph.output[0].type.tensor_type.shape.dim] == [6]
     x = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)
     np.testing.assert_array_equal(ort_reference(out, {"x": x})["y"], x.reshape(6))
+
+
+def test_bypass_an_identity_of_a_weight(tmp_path):
+    # PyTorch exports share a weight through Identity (corpus chython_rxnmap: Identity_455 reads initializer
+    # 'onnx::MatMul_1675'); its one input is a constant, which the bypass counted as no data input and refused
+    # ('use delete instead', which would remove everything after it).
+    m = _named(onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3] x) => (float[2,4] y) <float[3,4] w = {1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0}> {
+  wt = Identity(w)
+  y = MatMul(x, wt)
+}"""))
+    src = tmp_path / "shared.onnx"
+    onnx.save(m, src)
+    ident = next(n.name for n in m.graph.node if n.op_type == "Identity")
+    out = tmp_path / "o" / "bypassed.onnx"
+    res = api.edit(api.load(src), [{"op": "bypass", "node": ident}], out)
+    assert res.verification.status == "passed", res.verification
+    edited = onnx.load(out)
+    assert [n.op_type for n in edited.graph.node] == ["MatMul"] and list(edited.graph.node[0].input) == ["x", "w"]
+    x = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)
+    w = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_allclose(ort_reference(out, {"x": x})["y"], x @ w, rtol=1e-6, atol=1e-6)
