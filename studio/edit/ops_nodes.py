@@ -52,8 +52,11 @@ def bypass(state: EditState, op: EditOp) -> None:
         y.replace_all_uses_with(x, replace_graph_outputs=True)
         graph.remove(n, safe=True)
         # the output keeps its name and its values: no rename to map back for verification
-        if x.shape is None:     # inference left the inner tensor unshaped (If branches of two ranks): a graph
-            x.shape = y.shape   # output needs one, and the declared one holds (the shapes were checked above)
+        if y.shape is not None:
+            # the output keeps its declared shape: not a dim name inference made up inside (float[?,1] stays, not
+            # float[unk__54,1]), nor no shape where inference left the inner tensor unshaped (If branches of two
+            # ranks), which the full check refuses on a graph output; the shapes were checked to agree above
+            x.shape = y.shape
         y.name = None
         x.name = out_name
     else:

@@ -443,6 +443,8 @@ def test_bypass_accepts_an_unnamed_dynamic_dim_on_the_graph_output(tmp_path):
     assert res.verification.status == "passed", res.verification
     edited = onnx.load(out)
     assert [n.op_type for n in edited.graph.node] == ["Relu"] and edited.graph.output[0].name == "y"
+    dims = edited.graph.output[0].type.tensor_type.shape.dim      # the declared interface is kept
+    assert [(d.dim_param, d.dim_value) for d in dims] == [("", 0), ("", 4)]
     x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
     np.testing.assert_array_equal(ort_reference(out, {"x": x})["y"], np.maximum(x, 0))
     # a fixed dim against a dynamic one stays refused: Expand [1,4] -> [N,4] changes the shape
