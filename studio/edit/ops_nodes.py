@@ -46,8 +46,9 @@ def bypass(state: EditState, op: EditOp) -> None:
                         "a bypass needs the same type and shape")
     if y.is_graph_output():
         if x.is_graph_input() or x.is_initializer() or x.is_graph_output():
-            raise EditError(f"{op.where()}: node '{n.name[:80]}' connects a graph input or output straight to the "
-                            "output; keep it (an Identity) or remove the output instead")
+            what = "a weight" if x.is_initializer() else ("a graph input" if x.is_graph_input() else "another output")
+            raise EditError(f"{op.where()}: node '{n.name[:80]}' connects {what} ('{x.name[:60]}') straight to the "
+                            f"output '{y.name[:60]}'; keep it (an Identity) or remove the output instead")
         out_name = y.name
         y.replace_all_uses_with(x, replace_graph_outputs=True)
         graph.remove(n, safe=True)

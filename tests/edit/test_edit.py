@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import numpy as np
 import onnx
@@ -525,3 +526,17 @@ g (float[2,3] x) => (float[2,4] y) <float[3,4] w = {1.0, 2.0, 3.0, 4.0, 5.0, 6.0
     x = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)
     w = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
     np.testing.assert_allclose(ort_reference(out, {"x": x})["y"], x @ w, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("source,what", [("w", "a weight ('w')"), ("x", "a graph input ('x')")])
+def test_bypass_onto_an_output_names_what_it_would_connect(tmp_path, source, what):
+    m = _named(onnx.parser.parse_model(f"""<ir_version: 8, opset_import: ["" : 17]>
+g (float[2] x) => (float[2] y, float[2] z) <float[2] w = {{1.0, 2.0}}> {{
+  y = Identity({source})
+  z = Relu(x)
+}}"""))
+    src = tmp_path / "io.onnx"
+    onnx.save(m, src)
+    with pytest.raises(StudioError, match=re.escape(f"connects {what} straight to the output 'y'")):
+        api.edit(api.load(src), [{"op": "bypass", "node": "identity0"}], tmp_path / "o" / "x.onnx")
+    assert not (tmp_path / "o" / "x.onnx").exists()
