@@ -153,3 +153,47 @@ def reachable(start: Iterable[T], step: Callable[[T], Iterable[T]], limit: int |
         if limit is None or len(out) < limit:
             todo.extend(step(item))
     return out
+
+
+def cycle_nodes(graph: GraphProto) -> list[str]:
+    """Labels of the nodes that can never run because each waits, directly or not, on its own output (a
+    cycle in the graph's data flow, subgraph reads included); empty for a well-formed graph. Names no node
+    produces (inputs, weights, outer scope) are not waited on. ONNX Runtime refuses such a graph at load
+    ('the graph is not acyclic'); a plan over it would silently leave those nodes out."""
+    producer: dict[str, int] = {}
+    for i, n in enumerate(graph.node):
+        for o in n.output:
+            if o:
+                producer.setdefault(o, i)
+
+    def reads(n: NodeProto) -> set[str]:
+        names = {x for x in n.input if x}
+        for _, sub in subgraphs_of(n):
+            used: set[str] = set()
+            made: set[str] = set()      # a body's own names (an Optimum merged decoder's branches reuse the If's
+            for ref in _walk_graph(sub, "", 1, None):       # output names inside) are not outer reads
+                made.update(v.name for v in ref.graph.input)
+                made.update(t.name for t in ref.graph.initializer)
+                for m in ref.graph.node:
+                    used.update(x for x in m.input if x)
+                    made.update(x for x in m.output if x)
+                used.update(v.name for v in ref.graph.output)
+            names |= used - made
+        return names
+
+    waits = [{producer[x] for x in reads(n) if x in producer} for n in graph.node]
+    users: list[list[int]] = [[] for _ in graph.node]
+    for i, ps in enumerate(waits):
+        for p in ps:
+            users[p].append(i)
+    left = [len(ps) for ps in waits]
+    ready = [i for i, k in enumerate(left) if k == 0]
+    done = 0
+    while ready:
+        i = ready.pop()
+        done += 1
+        for u in users[i]:
+            left[u] -= 1
+            if left[u] == 0:
+                ready.append(u)
+    return [] if done == len(graph.node) else [_node_label(n, i) for i, n in enumerate(graph.node) if left[i] > 0]

@@ -129,3 +129,40 @@ def test_weights_computed_at_run_time_are_measured_not_planned(tmp_path):
     m, ov = r.measured
     assert ov.predicted_bytes == r.plan.arena_bytes                 # OpenVINO folds Wt, as the plan does
     assert m.predicted_bytes == 256 * 64 * 4 + 4 * 256 * 4 == m.measured_bytes     # Wt (64 KiB) + m
+
+
+def test_a_cyclic_graph_has_no_memory_plan(tmp_path):
+    """Add reads Relu's output, Relu reads Add's: ORT refuses it at load ('the graph is not acyclic'); the plan
+    left both nodes out and reported 0 bytes of activations with exit 0. Now a one-line error names them."""
+    from onnx import TensorProto, helper
+
+    from studio.core.errors import StudioError
+
+    g = helper.make_graph([helper.make_node("Add", ["x", "b"], ["a"], name="add"),
+                           helper.make_node("Relu", ["a"], ["b"], name="relu")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("b", TensorProto.FLOAT, [4])])
+    path = tmp_path / "cycle.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    with pytest.raises(Exception, match="not acyclic"):          # the oracle: plain ONNX Runtime refuses it
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    with pytest.raises(StudioError, match=r"the graph has a cycle: 2 node\(s\) wait on their own outputs "
+                                          r"\('add', 'relu'\)"):
+        api.memory_plan(api.load(path))
+    # a well-formed graph with an If whose body reads an outer value is not a cycle
+    body = helper.make_graph([helper.make_node("Neg", ["a2"], ["o"])], "then", [],
+                             [helper.make_tensor_value_info("o", TensorProto.FLOAT, [4])])
+    other = helper.make_graph([helper.make_node("Abs", ["a2"], ["o2"])], "else", [],
+                              [helper.make_tensor_value_info("o2", TensorProto.FLOAT, [4])])
+    ok = helper.make_graph([helper.make_node("Relu", ["x"], ["a2"]),
+                            helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=other)], "g",
+                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+                            helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    path2 = tmp_path / "if.onnx"
+    onnx.save(helper.make_model(ok, opset_imports=[helper.make_opsetid("", 17)]), path2)
+    assert api.memory_plan(api.load(path2)).plan.peak_bytes > 0
+    # an Optimum merged decoder's If branches name their values as the If's outputs: inside names, not a cycle
+    from studio.core.protowalk import cycle_nodes
+
+    assert cycle_nodes(onnx.load(SAMPLES / "gpt2_decoder_merged.onnx", load_external_data=False).graph) == []
