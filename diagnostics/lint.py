@@ -123,22 +123,17 @@ def lint_model(model: ModelProto, *, custom_ops: Sequence[CustomOpInfo] = (), sh
                                fix_pass="remove-unused-opsets", source="opset_import"))
 
     # Duplicate names.
-    produced: Counter[tuple] = Counter()     # (function, name): each local function is its own scope
     node_names: Counter[str] = Counter()
     # ONNX Runtime turns Constant nodes into initializers before it checks node names: only the other
     # nodes' repeats make it refuse the model (a spox export's fifteen Constants named 'F0::anon' load).
     ort_names: Counter[str] = Counter()
     for ref in iter_graphs(model):
-        if ref.depth == 0 and not ref.function:
-            produced.update((None, n) for n in init_names)
-            produced.update((None, vi.name) for vi in ref.graph.input if vi.name not in init_set)
         for n in ref.graph.node:
-            produced.update((ref.function, o) for o in n.output if o)
             if n.name:
                 node_names[(ref.scope, n.name)] += 1
                 if not (n.op_type == "Constant" and n.domain in ("", "ai.onnx")):
                     ort_names[(ref.scope, n.name)] += 1
-    dup_values = [n for (_, n), c in produced.items() if c > 1]
+    dup_values = _non_ssa_names(model)
     if dup_values:
         out.append(Finding("DUPLICATE-NAME", "error", f"{len(dup_values)} value name(s) are produced more than once, "
                            f"e.g. {dup_values[0]!r} (the graph is not in SSA form)",
@@ -218,3 +213,33 @@ def output_shape_findings(model: ModelProto, outputs: Sequence[OutputInfo], engi
                                fix_hint="fix the declared output type/shape: engines that trust declared shapes "
                                "(TensorRT, OpenVINO, Triton configs) will misbehave", source=f"real run ({engine})"))
     return out
+
+
+def _non_ssa_names(model: ModelProto) -> list[str]:
+    """Value names that break ONNX's single assignment: made twice in one graph, or made in a subgraph while
+    an outer scope's name of the same spelling is visible there. The owning node's own outputs are not
+    visible in its bodies: an Optimum merged decoder's If branches name their values 'logits', 'present.0.key'
+    as the If's outputs (valid: onnx.checker, ONNX Runtime and OpenVINO accept it), which the flat count over
+    every graph called 127 duplicates. Each local function body is its own scope."""
+    from studio.core.protowalk import subgraphs_of
+
+    dups: list[str] = []
+
+    def walk(graph, made_first: list[str], visible: frozenset[str], depth: int) -> None:
+        local = Counter(made_first)
+        for n in graph.node:
+            local.update(o for o in n.output if o)
+        dups.extend(name for name, c in local.items() if c > 1 or name in visible)
+        if depth >= 32:
+            return
+        for n in graph.node:
+            for _, sub in subgraphs_of(n):
+                inner = [vi.name for vi in sub.input] + [t.name for t in sub.initializer]
+                walk(sub, inner, visible | (frozenset(local) - set(n.output)), depth + 1)
+
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    walk(g, [t.name for t in g.initializer] + [vi.name for vi in g.input if vi.name not in inits], frozenset(), 0)
+    for fn in model.functions:
+        walk(fn, list(fn.input), frozenset(), 1)
+    return list(dict.fromkeys(dups))

@@ -149,3 +149,27 @@ def test_a_cycle_is_named_as_one(tmp_path):
     # a sound graph has no such finding
     sound = api.check(api.load(SAMPLES / "gpt2_decoder_merged.onnx"), ("onnxruntime",), run=False)
     assert not any(f.code == "GRAPH-CYCLE" for f in sound.findings)
+
+
+def test_an_if_whose_branches_name_values_as_its_outputs_is_single_assignment():
+    """Optimum's merged decoders: each If branch makes 'logits', 'present.N.key'... as the If does. Valid ONNX
+    (the owning node's outputs are not visible inside its bodies): the full checker and ONNX Runtime accept the
+    sample, and lint said 'DUPLICATE-NAME error: 127 value name(s) are produced more than once'."""
+    import onnxruntime as ort
+
+    path = SAMPLES / "gpt2_decoder_merged.onnx"
+    onnx.checker.check_model(str(path), full_check=True)                  # the oracles
+    ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert "DUPLICATE-NAME" not in _codes(lint_model(onnx.load(str(path))))
+    # a body that re-makes a name visible from outside ('a', made before the If) still breaks single assignment
+    then = helper.make_graph([helper.make_node("Neg", ["x"], ["a"])], "then", [],
+                             [helper.make_tensor_value_info("a", 1, [2])])
+    other = helper.make_graph([helper.make_node("Abs", ["x"], ["o2"])], "else", [],
+                              [helper.make_tensor_value_info("o2", 1, [2])])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["a"]),
+                               helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)], "g",
+                              [helper.make_tensor_value_info("x", 1, [2]), helper.make_tensor_value_info("c", 9, [])],
+                              [helper.make_tensor_value_info("y", 1, [2]), helper.make_tensor_value_info("a", 1, [2])])
+    found = lint_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    dup = next(f for f in found if f.code == "DUPLICATE-NAME")
+    assert "'a'" in dup.message
