@@ -18,7 +18,7 @@ from diagnostics.custom_ops import CustomOpInfo
 from studio.core.errors import WorkerError
 from studio.core.findings import Finding
 from studio.core.jobs import JobContext, JobOutput, job
-from studio.core.protowalk import iter_graphs
+from studio.core.protowalk import iter_graphs, subgraphs_of
 from studio.core.sandbox import Limits, run_job
 from studio.core.types import TensorInfo, value_info
 
@@ -221,8 +221,6 @@ def _non_ssa_names(model: ModelProto) -> list[str]:
     visible in its bodies: an Optimum merged decoder's If branches name their values 'logits', 'present.0.key'
     as the If's outputs (valid: onnx.checker, ONNX Runtime and OpenVINO accept it), which the flat count over
     every graph called 127 duplicates. Each local function body is its own scope."""
-    from studio.core.protowalk import subgraphs_of
-
     dups: list[str] = []
 
     def walk(graph, made_first: list[str], visible: frozenset[str], depth: int) -> None:
