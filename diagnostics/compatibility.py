@@ -27,7 +27,7 @@ from studio.core.engines.table import engine_rows
 from studio.core.engines.base import package_version
 from studio.core.findings import Finding, Report, dedupe
 from studio.core.model import ModelHandle
-from studio.core.protowalk import cycle_nodes
+from studio.core.protowalk import cycle_nodes, cycle_text
 from studio.core.sandbox import Limits, require_memory
 from studio.inspect.shapes import sandboxed_shapes
 from studio.core.engines import get_engine
@@ -157,8 +157,7 @@ def check_model(handle: ModelHandle, engines: Sequence[str] | str | None = None,
     cyclic = cycle_nodes(model.graph)
     if cyclic:      # the checker says 'not topologically sorted' and OpenVINO 'missing feed': neither names a cycle
         findings.append(Finding("GRAPH-CYCLE", "error",
-                                f"the graph has a cycle: {len(cyclic)} node(s) wait on their own outputs "
-                                f"({', '.join(repr(c[:60]) for c in cyclic[:4])}); no engine can run it",
+                                f"{cycle_text(cyclic)}; no engine can run it",
                                 fix_hint="re-export the model: an exporter or a graph edit wired a node's output "
                                          "back into its own inputs", source="graph"))
     if not handle.check.ok:

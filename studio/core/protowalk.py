@@ -7,7 +7,7 @@ they look at ``model.graph.node`` alone, so they all go through here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -153,6 +153,13 @@ def reachable(start: Iterable[T], step: Callable[[T], Iterable[T]], limit: int |
         if limit is None or len(out) < limit:
             todo.extend(step(item))
     return out
+
+
+def cycle_text(cyclic: Sequence[str]) -> str:
+    """"the graph has a cycle: 2 node(s) wait on their own outputs ('Add_0', 'Relu_1')": the one wording check,
+    memory and inspect use for :func:`cycle_nodes`."""
+    return (f"the graph has a cycle: {len(cyclic)} node(s) wait on their own outputs "
+            f"({', '.join(repr(c[:60]) for c in cyclic[:4])})")
 
 
 def cycle_nodes(graph: GraphProto) -> list[str]:

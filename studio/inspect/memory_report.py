@@ -26,7 +26,7 @@ from studio.core.feeds import choose_dims, input_specs, random_feeds, unnamed_di
 from studio.inspect.decoder import recognize
 from studio.inspect.decoder_feeds import decoder_steps
 from studio.core.error_codes import ErrorCode
-from studio.core.protowalk import cycle_nodes, node_id
+from studio.core.protowalk import cycle_nodes, cycle_text, node_id
 from studio.inspect.summary import summarize
 from studio.inspect.ort_optimized import OPTIMIZED_WHAT, load_types, optimized_plan
 from studio.inspect.ov_compiled import compiled_graph, compiled_plan
@@ -215,9 +215,8 @@ def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     default options, OpenVINO, and ORT with its optimizations off (the plan of the graph as written)."""
     cyclic = cycle_nodes(handle.proto.graph)
     if cyclic:      # the plan would leave these nodes out and read as a model with (almost) no activations
-        raise StudioError(f"the graph has a cycle: {len(cyclic)} node(s) wait on their own outputs "
-                          f"({', '.join(repr(c[:60]) for c in cyclic[:4])}), so no engine can run it and there is no "
-                          "memory plan; fix the model (re-export it)", code=ErrorCode.INVALID_MODEL)
+        raise StudioError(f"{cycle_text(cyclic)}, so no engine can run it and there is no memory plan; fix the "
+                          "model (re-export it)", code=ErrorCode.INVALID_MODEL)
     if measure:                         # each engine child (not a sandbox worker: no worker limit) holds the weights
         require_memory(handle.path, "memory --measure", copies=_CHILD_COPIES, in_worker=False)
     feeds, chosen, step = plan_feeds(handle, dims)

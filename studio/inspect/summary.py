@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from onnx import defs
 
 from studio.core.model import ModelHandle
-from studio.core.protowalk import iter_graphs, node_id, subgraphs_of
+from studio.core.protowalk import cycle_nodes, cycle_text, iter_graphs, node_id, subgraphs_of
 from studio.core.types import TensorInfo, value_info
 from studio.inspect.flops import Cost, node_cost, shape_lookup
 from studio.inspect.memory_plan import MemoryEstimate, MemoryPlan, as_ort_loads, file_symbols, graph_plan
@@ -241,6 +241,8 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     only edge shapes and FLOPs, and the plan is ~45% of a 10k-node model's summary."""
     model = handle.proto
     dims = dict(dims or {})
+    # onnx.checker's default (not full) check passes a graph whose nodes wait on their own outputs
+    cyclic = cycle_nodes(model.graph)
     init_names = {t.name for t in model.graph.initializer}
     pinned = pinned_inputs(model, dims)
     # a derived dim (past + sequence) is its parts' value, never one to set: not listed as unset
@@ -356,7 +358,9 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
                         tuple(sorted(k for k in dims if k not in known_dims))),
         memory=estimate, memory_plan=plan, custom_ops=tuple(custom),
         local_functions=tuple(f"{d}::{n}" for d, n in sorted(local_fns)),
-        check_ok=handle.check.ok, check_message=handle.check.message, shape_inference_error=shape_error,
+        check_ok=handle.check.ok and not cyclic, shape_inference_error=shape_error,
+        check_message=f"{cycle_text(cyclic)}; no engine can run it: re-export the model" if cyclic
+        else handle.check.message,
         nodes=tuple(nodes), edges=tuple(edge_table[k] for k in sorted(edge_table)),
         dim_hints=dim_hints(model), shape_note=edges.note,
         formula_mismatches=edges.mismatches, formula_mismatch_count=edges.mismatch_count,

@@ -185,3 +185,22 @@ def test_unknown_dim_is_reported(tmp_path):
     g (float[N,16] x, float[16,8] w) => (float[N,8] y) { y = MatMul (x, w) }"""
     s = _summary(tmp_path, text, {"N": 2, "foo": 3})
     assert s.flops.unknown_dims == ("foo",) and s.flops.macs == 2 * 16 * 8
+
+
+def test_a_cyclic_graph_fails_inspect_s_check_by_name(tmp_path):
+    """A graph whose Add reads Relu's output and Relu reads Add's: plain ORT refuses it ('not acyclic'). inspect's
+    check now fails naming both nodes and the cycle, as check and memory do."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Add", ["x", "b"], ["a"], name="add"),
+                           helper.make_node("Relu", ["a"], ["b"], name="relu")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("b", TensorProto.FLOAT, [4])])
+    path = save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "cycle.onnx")
+    with pytest.raises(Exception, match="not acyclic"):          # the oracle: plain ONNX Runtime refuses it
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    s = api.inspect(api.load(path))
+    assert not s.check_ok
+    assert s.check_message.startswith("the graph has a cycle: 2 node(s) wait on their own outputs ('add', 'relu')")
+    assert api.inspect(api.load(SAMPLES / "gpt2_decoder_merged.onnx")).check_ok     # If branches: no cycle
