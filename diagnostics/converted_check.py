@@ -208,7 +208,7 @@ def _on_a_picture(onnx_model, ran: dict, reference, runner, data: dict) -> tuple
     Where no picture lifts them, or the engine fails on it, the seeded comparison stands."""
     expected, values = ran["expected"], ran["values"]
     quiet = quiet_outputs([expected])
-    if not quiet or reference is None:
+    if reference is None or picture_input(onnx_model) is None:
         return expected, values
 
     def run(sets):
@@ -220,8 +220,8 @@ def _on_a_picture(onnx_model, ran: dict, reference, runner, data: dict) -> tuple
                 outs.append(None)
         return outs
 
-    choice = choose_picture(ran["feeds"], onnx_model, quiet, run)
-    if choice is None and picture_input(onnx_model) is None:
+    choice = choose_picture(ran["feeds"], onnx_model, [expected], run)
+    if choice is None and not quiet:
         return expected, values
     if choice is None:
         data["picture_note"] = (f"output(s) {', '.join(repr(n[:60]) for n in quiet)} near zero on the seeded inputs and "
@@ -233,9 +233,9 @@ def _on_a_picture(onnx_model, ran: dict, reference, runner, data: dict) -> tuple
     except Exception as exc:  # noqa: BLE001 - the engine's failure on the picture is said, not hidden
         data["picture_note"] = f"not compared on {choice.label}: the engine fails there ({first_line(str(exc), 200)})"
         return expected, values
-    data["picture_note"] = f"outputs near zero on seeded inputs compared on {choice.label} ({choice.rms_text()})"
-    return ({**expected, **{n: choice.outputs[n] for n in quiet}},
-            {**values, **{n: on_picture[n] for n in quiet if n in on_picture}})
+    data["picture_note"] = f"outputs {choice.smallness('seeded inputs')} compared on {choice.label} ({choice.rms_text()})"
+    return ({**expected, **{n: choice.outputs[n] for n in choice.before}},
+            {**values, **{n: on_picture[n] for n in choice.before if n in on_picture}})
 
 
 def _attributed(nodes: Sequence[NodeCtx], conversion: dict | None) -> dict[str, str]:

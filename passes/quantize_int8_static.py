@@ -47,7 +47,8 @@ from studio.core.engines.ort_int8 import machine_int8_choice
 from passes.quant_sensitivity import fallback, rank_nodes, quantizable_ops
 from passes.quant_memo import MeasuredConfigs, open_memo
 from studio.core.feeds import Feeds
-from studio.core.pictures import PictureChoice, calibration_picture, choose_picture, quiet_outputs
+from studio.core.pictures import (PictureChoice, calibration_picture, choose_picture, int8_judged, output_scales,
+                                  picture_input)
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
         reference = qt.ort_outputs(src, holdout, ctx)
         judge = qt.accuracy
         if random_source:
-            picture = _picture_where_noise_is_quiet(src, calib, holdout, reference, ctx)
+            picture = _picture_where_noise_says_little(src, calib, holdout, reference, ctx)
             if picture is not None:
                 choice, redrawn = picture
                 holdout, reference = [*holdout, choice.feeds], [*reference, dict(choice.outputs)]
@@ -139,6 +140,9 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
                 if redrawn is not None:
                     calib = [*calib, redrawn]
                     calib_source += f", and {choice.label} drawn anew"
+    if not task:     # each output judged in the sets where the original answers (pictures.int8_judged)
+        scales = output_scales(reference)
+        reference = [int8_judged(r, {}, scales, integer_quantized=True)[0] for r in reference]
     if shared is None:
         ranges = qt.calibrate(prepared.path, calib, str(opts.get("method", "minmax")), workdir)
         if memo is not None:
@@ -253,20 +257,20 @@ def _run(model: ir.Model, workdir: Path, configs: list, opts: dict, ctx) -> Pass
                       warnings=tuple(warnings), details=details)
 
 
-def _picture_where_noise_is_quiet(src: Path, calib: list, holdout: list, reference: list[dict], ctx
-                                  ) -> tuple[PictureChoice, Feeds | None] | None:
-    """Seeded noise leaves some image models' float outputs at zero (a DB text detector's mask, RMS ~1e-9): INT8
-    ranges calibrated there and a cosine judged there mean nothing (every layer ended in float). The Verifier's rule
-    (``studio.core.pictures.choose_picture``): the synthetic picture that lifts those outputs joins the held-out
-    sets, and the same kind of picture drawn anew joins calibration. None when nothing is quiet or no picture helps."""
+def _picture_where_noise_says_little(src: Path, calib: list, holdout: list, reference: list[dict], ctx
+                                     ) -> tuple[PictureChoice, Feeds | None] | None:
+    """Seeded noise leaves some image models' float outputs at zero or at a sliver of what they give a picture (a DB
+    text detector's mask: RMS ~1e-9 or 0.004 on noise, 0.46 on a page): INT8 ranges calibrated there and a cosine
+    judged there mean nothing (every layer ended in float). The Verifier's rule (``studio.core.pictures``): the
+    synthetic picture ``choose_picture`` finds joins the held-out sets, and the same kind of picture drawn anew
+    joins calibration. None when the model has no image input or no picture lifts anything."""
     import onnx
 
-    quiet = quiet_outputs(reference)
-    if not quiet:
-        return None
     header = onnx.load_model(str(src), load_external_data=False)
-    ctx.set_stage("INT8: fp32 on synthetic pictures (outputs near zero on random inputs)")
-    choice = choose_picture(holdout[0], header, quiet, lambda sets: qt.ort_outputs(src, sets, ctx))
+    if picture_input(header) is None:
+        return None
+    ctx.set_stage("INT8: fp32 on synthetic pictures (what random inputs say little about)")
+    choice = choose_picture(holdout[0], header, reference, lambda sets: qt.ort_outputs(src, sets, ctx))
     if choice is None:
         return None
     return choice, calibration_picture(choice, calib[0], header)

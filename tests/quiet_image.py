@@ -11,16 +11,21 @@ import onnx
 from onnx import TensorProto, helper
 
 
-def quiet_image_model(w: Sequence[float]) -> onnx.ModelProto:
-    """``w``: the output's weights (its length is y's); opset 13, ReduceMean's axes an attribute (every engine)."""
+def quiet_image_model(w: Sequence[float], floor: Sequence[float] | None = None) -> onnx.ModelProto:
+    """``w``: the output's weights (its length is y's); opset 13, ReduceMean's axes an attribute (every engine).
+    ``floor``: y = Relu(mean(x) - 0.5) * w + floor instead, so noise gives exactly ``floor`` (above the float32
+    noise floor at 1e-3, yet a sliver of what a page gives: a DB detector's mask at the bottom of its sigmoid)."""
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], keepdims=0, axes=[1, 2, 3]),
+             helper.make_node("Sub", ["m", "half"], ["d"]), helper.make_node("Relu", ["d"], ["r"]),
+             helper.make_node("Mul", ["r", "w"], ["y" if floor is None else "s"])]
+    inits = [helper.make_tensor("half", TensorProto.FLOAT, [], [0.5]),
+             helper.make_tensor("w", TensorProto.FLOAT, [len(w)], list(w))]
+    if floor is not None:
+        nodes.append(helper.make_node("Add", ["s", "floor"], ["y"]))
+        inits.append(helper.make_tensor("floor", TensorProto.FLOAT, [len(floor)], list(floor)))
     g = helper.make_graph(
-        [helper.make_node("ReduceMean", ["x"], ["m"], keepdims=0, axes=[1, 2, 3]),
-         helper.make_node("Sub", ["m", "half"], ["d"]), helper.make_node("Relu", ["d"], ["r"]),
-         helper.make_node("Mul", ["r", "w"], ["y"])], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [len(w)])],
-        [helper.make_tensor("half", TensorProto.FLOAT, [], [0.5]),
-         helper.make_tensor("w", TensorProto.FLOAT, [len(w)], list(w))])
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [len(w)])], inits)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     return model

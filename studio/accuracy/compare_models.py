@@ -31,7 +31,7 @@ from studio.core.engines import RunOptions, engine_row, resolve_engine_name
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.feeds import FeedSet, Feeds, make_feeds
-from studio.core.pictures import PictureChoice, choose_picture, quiet_outputs
+from studio.core.pictures import PictureChoice, choose_picture, int8_judged, output_scales
 from studio.data.tasks import order_free_for, output_tasks
 from studio.core.sandbox import Limits
 from studio.core.quantized import QUANT_OPS
@@ -243,11 +243,10 @@ def _picture(model: onnx.ModelProto, feeds: FeedSet, outputs: Sequence[Any],
              run: Callable[[list[Feeds]], Sequence[Any]]) -> PictureChoice | None:
     """The synthetic picture to compare on where the reference's outputs are numerically zero on every seeded
     set (studio.core.pictures: the rule of optimize, precision, check and export); None otherwise."""
-    quiet = quiet_outputs(list(outputs))
-    if not quiet or not feeds.sets:
+    if not feeds.sets:
         return None
     try:
-        return choose_picture(feeds.sets[0], model, quiet, run)
+        return choose_picture(feeds.sets[0], model, list(outputs), run)
     except StudioError:
         return None
 
@@ -317,9 +316,10 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
         why = f"given: rtol {tolerance.rtol:g}, atol {tolerance.atol:g}" + (
             f", cosine >= {tolerance.min_cosine}" if tolerance.min_cosine is not None else "")
     comparisons, set_errors = [], []
+    scales = output_scales(runs_a.outputs)
     notes = [f"{s.label} on {s.engine}: {s.note}" for s in (side_a, side_b) if s.note]
     if picture is not None:
-        notes.append(f"outputs near zero on the seeded inputs were also compared on {picture.label} "
+        notes.append(f"outputs {picture.smallness('the seeded inputs')} were also compared on {picture.label} "
                      f"({picture.rms_text()}); real inputs (--inputs X.npz) check more")
     decided = output_tasks(ref_model, tasks)
     order_free = order_free_for(ref_model, decided)  # TopK/NMS rows: same rows in another order are equal
@@ -333,6 +333,7 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
         if i == 0:
             notes += declared_shape_notes(ref_model, a, side_a.label)
             notes += declared_shape_notes(got_model, b, side_b.label)
+        a, b = int8_judged(a, b, scales, tol == QUANTIZED)    # INT8: judged where the reference answers
         comparisons.append(compare_outputs(a, b, tol, quantized=quantized, order_free=order_free, tasks=decided,
                                            rows=rows))
     merged = merge_comparisons(comparisons)

@@ -28,7 +28,7 @@ from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.feeds import (Feeds, choose_dims, concrete_shape, input_specs, random_feeds,
                                small_image_dims, unnamed_dim_key)
-from studio.core.pictures import choose_picture, quiet_outputs
+from studio.core.pictures import choose_picture, picture_input
 from studio.core.order_free import OrderFree, order_free_outputs
 from studio.export.options import ShapeRange
 from studio.export.results import FAILED, PASSED, Verification
@@ -187,11 +187,11 @@ def reference_outputs(original: Path, feeds: Feeds, *, pool_key: str = "default"
 
 
 def _on_a_picture(reference: Reference, verifier: Verifier, pool_key: str) -> Reference:
-    """Where ORT's outputs are numerically zero on the seeded inputs (a text detector's mask on noise), the
-    artifacts are verified on the synthetic picture that lifts them instead (studio.core.pictures, the rule of
-    optimize, precision and check); the reference's label says which. Unchanged otherwise."""
-    quiet = quiet_outputs([reference.outputs])
-    if not quiet:
+    """Where ORT's outputs are numerically zero on the seeded inputs (a text detector's mask on noise), or a sliver
+    of what a picture gives (``pictures.LIFT_RATIO``), the artifacts are verified on the synthetic picture
+    instead (studio.core.pictures, the rule of optimize, precision and check); the reference's label says which.
+    Unchanged otherwise."""
+    if picture_input(verifier.original) is None:
         return reference
 
     def run(sets: list[Feeds]) -> tuple:
@@ -199,14 +199,14 @@ def _on_a_picture(reference: Reference, verifier: Verifier, pool_key: str) -> Re
                         stage="reference outputs (original on ORT, synthetic pictures)").outputs
 
     try:
-        choice = choose_picture(reference.feeds, verifier.original, quiet, run)
+        choice = choose_picture(reference.feeds, verifier.original, [reference.outputs], run)
     except StudioError:
         return reference
     if choice is None:
         return reference
     return dataclasses.replace(reference, feeds=choice.feeds, outputs=dict(choice.outputs),
-                               label=f"{verifier.reference_label}, on {choice.label} (outputs near zero on the "
-                                     f"seeded inputs: {choice.rms_text()})")
+                               label=f"{verifier.reference_label}, on {choice.label} (outputs "
+                                     f"{choice.smallness('the seeded inputs')}: {choice.rms_text()})")
 
 
 def searched_reference(original: Path, model: ModelProto, failed: Reference, shapes: Mapping[str, ShapeRange], *,

@@ -36,7 +36,7 @@ from studio.core.errors import StudioError, WorkerError
 from studio.core.feeds import FeedSet, Feeds, ImagePreprocess, make_feeds, save_npz
 from studio.core.model import model_weight_bytes
 from studio.core.outputs import disk_error, remove_scratch, scratch_dir, writing_folder
-from studio.core.pictures import calibration_picture, choose_picture, picture_input, quiet_outputs
+from studio.core.pictures import calibration_picture, choose_picture, picture_input
 from studio.core.quantized import quantization_ops, quantized_text
 from studio.core.requests import OptimizeRequest
 from studio.core.sandbox import Limits, require_memory, scaled_to_model
@@ -71,8 +71,11 @@ def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[st
                               pass_options={name: {**dict(opts), **dict(extra.get(name, {}))} for name, opts in spec.passes})
     # partial="none": a variant that failed leaves no file; the pipeline's default keeps the last verified
     # model (here the untouched fp32 one) under the variant's name, where it reads as that variant.
+    # verified on two evaluation sets, the first and the last: a synthetic picture precision added is the last
+    # (where seeded noise leaves the outputs at a sliver, it is what the build's INT8 is judged on)
+    verify_sets = [eval_feeds.sets[0], eval_feeds.sets[-1]] if len(eval_feeds.sets) > 1 else list(eval_feeds.sets)
     result = run_pipeline(model_path, request, out_dir / spec.name / model_path.name,
-                          feeds=list(eval_feeds.sets[:2]), limits=limits, pool_key=pool_key, partial="none")
+                          feeds=verify_sets, limits=limits, pool_key=pool_key, partial="none")
     if not result.ok:
         raise StudioError(result.summary())
     if not result.modified or result.output is None:
@@ -415,7 +418,8 @@ def _prepare_inputs(ctx: _Context, calibration: Path | None, inputs: Path | None
     return _Inputs(calib, eval_feeds, None, basis, notes)
 
 
-def _with_picture(ctx: _Context, calib: FeedSet, eval_feeds: FeedSet) -> tuple[FeedSet, FeedSet, tuple[str, ...]]:
+def _with_picture(ctx: _Context, calib: FeedSet, eval_feeds: FeedSet
+                  ) -> tuple[FeedSet, FeedSet, tuple[str, ...]]:
     """Seeded noise leaves some image models' float outputs at zero (a DB text detector's mask, RMS ~1e-9), so
     every variant would be judged on rounding: the synthetic picture that lifts them highest (the Verifier's rule,
     ``studio.core.pictures.choose_picture``) joins the evaluation feeds, and the note says which and by how much.
@@ -429,8 +433,7 @@ def _with_picture(ctx: _Context, calib: FeedSet, eval_feeds: FeedSet) -> tuple[F
                         stage="fp32 on the evaluation feeds and synthetic pictures (ORT)").outputs
 
     try:
-        quiet = quiet_outputs(run(list(eval_feeds.sets)))
-        choice = choose_picture(eval_feeds.sets[0], ctx.header, quiet, run) if quiet else None
+        choice = choose_picture(eval_feeds.sets[0], ctx.header, run(list(eval_feeds.sets)), run)
     except (WorkerError, StudioError) as exc:
         log.info("synthetic pictures not run for precision: %s", exc)
         return calib, eval_feeds, ()
@@ -438,7 +441,7 @@ def _with_picture(ctx: _Context, calib: FeedSet, eval_feeds: FeedSet) -> tuple[F
         return calib, eval_feeds, ()
     eval_feeds = FeedSet((*eval_feeds.sets, choice.feeds), f"{eval_feeds.source}, and {choice.label}",
                          eval_feeds.dims)
-    note = (f"fp32 outputs are near zero on random inputs, so every variant was also judged on {choice.label} "
+    note = (f"fp32 outputs are {choice.smallness('random inputs')}, so every variant was also judged on {choice.label} "
             f"({choice.rms_text()})")
     redrawn = calibration_picture(choice, calib.sets[0], ctx.header)
     if redrawn is not None:          # INT8 ranges from noise alone miss what the model does on a page

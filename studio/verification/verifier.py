@@ -32,7 +32,8 @@ import onnx
 
 from diagnostics.input_search import search_runs
 from diagnostics.reference_run import evaluator_model_path_ok
-from studio.core.compare import Comparison, Tolerance, Verification, VerifyStatus, compare_outputs
+from studio.core.compare import (QUANTIZED, Comparison, Tolerance, Verification, VerifyStatus, compare_outputs,
+                                 merge_comparisons)
 from studio.core.errors import StudioError, WorkerError, engine_message
 from studio.core.dimexpr import evaluate, free_names
 from studio.core.engines import sessions
@@ -41,7 +42,7 @@ from studio.core.engines.base import (decode_output_sets, encode_outputs, pack_f
                                       unpack_feed_sets)
 from studio.core.feeds import (Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, input_specs,
                                random_feeds)
-from studio.core.pictures import choose_picture, quiet_outputs
+from studio.core.pictures import choose_picture, int8_judged, output_scales, picture_input, quiet_outputs
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.model_io import Checkpoint
 from studio.core.order_free import order_free_outputs
@@ -426,8 +427,7 @@ class Verifier:
         """Seeded inputs leave outputs at zero (a text detector's mask): one more reference set, the synthetic
         picture (``studio.core.pictures.choose_picture``) on which those outputs are largest, when it lifts them
         all well above the noise floor; every candidate is then judged on it too. Said in ``picture_note``."""
-        quiet = self._quiet_outputs()
-        if not quiet or self._reference is None:
+        if self._reference is None or picture_input(self.original) is None:
             return
 
         def run(sets: list[Feeds]) -> tuple:
@@ -435,7 +435,8 @@ class Verifier:
                             stage="reference outputs (original on ORT, synthetic pictures)").outputs
 
         try:
-            choice = choose_picture(self.feed_sets[0], self.original, quiet, run)
+            choice = choose_picture(self.feed_sets[0], self.original, self._reference.outputs, run,
+                                    skip=self.nondeterministic)
         except (WorkerError, StudioError) as exc:
             log.info("synthetic pictures not run: %s", exc)
             return
@@ -445,7 +446,7 @@ class Verifier:
         ref = self._reference
         self._reference = RunSets(ref.outputs + (dict(choice.outputs),), ref.errors + (None,), ref.check,
                                   ref.nondeterministic)
-        self.picture_note = (f"outputs near zero on random inputs were also compared on {choice.label} "
+        self.picture_note = (f"outputs {choice.smallness('random inputs')} were also compared on {choice.label} "
                              f"({choice.rms_text()}); real inputs (--inputs X.npz) check more")
 
     def _searched_reference(self) -> bool:
@@ -555,11 +556,19 @@ class Verifier:
             g = {k: v for k, v in g.items() if k not in random}
             if not r:
                 break
+            r, g = self._judged(r, g, tolerance or self.tolerance)
             comparison = compare_outputs(r, g, tolerance or self.tolerance, quantized=quantized,
                                          order_free=order_free_outputs(self.original))
             if not comparison:
                 return f"{label} computes the result differently from the original: {comparison.summary()}", comparison
         return None, comparison
+
+    def _judged(self, r: dict, g: dict, tolerance: Tolerance | None) -> tuple[dict, dict]:
+        """A set's outputs to compare: an INT8 result (QUANTIZED tolerance) is judged on each output in the sets
+        where the original answers (``pictures.int8_judged``: not where it is a sliver of its largest, as a DB
+        detector's mask on noise beside the synthetic picture)."""
+        return int8_judged(r, g, output_scales(self._reference.outputs if self._reference else ()),
+                           tolerance == QUANTIZED)
 
     @property
     def computed(self) -> bool:
@@ -611,6 +620,7 @@ class Verifier:
             check_msg = got.check
             status = "passed"
             random = set(self.nondeterministic)
+            per_set: list[Comparison] = []
             for i, (r, g, err) in enumerate(zip(ref.outputs, got.outputs, got.errors)):
                 if g is None:
                     status = "failed"
@@ -623,9 +633,12 @@ class Verifier:
                     if not r:
                         status = "skipped: " + (self.nondeterministic_note or "")
                         break
-                comparison = compare_outputs(r, g, tolerance or self.tolerance, quantized=quantized,
-                                             order_free=order_free_outputs(self.original))
-                if not comparison:
+                r, g = self._judged(r, g, tolerance or self.tolerance)
+                per_set.append(compare_outputs(r, g, tolerance or self.tolerance, quantized=quantized,
+                                               order_free=order_free_outputs(self.original)))
+                # the figures over every set so far (worst per output), not only the last set's
+                comparison = merge_comparisons(per_set)
+                if not per_set[-1]:
                     status = "failed"
                     break
                 if allow_fixed_dims and i == 0:
