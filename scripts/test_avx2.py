@@ -52,6 +52,7 @@ TESTS = (
     "tests/precision/test_variants.py",                     # precision defaults and variants
     "tests/profilers/test_profile_run.py::test_openvino_precision_and_hint_are_reported",   # OpenVINO precision
     "tests/export/test_export_openvino.py",                 # fp32/fp16 IRs compiled and verified
+    "tests/accuracy/test_openvino_f32_pinned.py",           # the CPU plugin's dynamic quantization, f32 pinned
 )
 # Per-test limit under the emulator: TCG runs vectorized engine code tens of times slower than the CPU, so the
 # suite's 300 s (pyproject) would fail tests for being emulated. A hang still fails.

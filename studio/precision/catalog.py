@@ -74,10 +74,11 @@ VARIANTS: dict[str, VariantSpec] = {v.name: v for v in (
                 (_p("quantize-weight-only", bits=4),)),
     VariantSpec("int8-weights", "int8 weights (MatMulNBits) · ONNX Runtime", "onnxruntime", "int8",
                 (_p("quantize-weight-only", bits=8),)),
+    # run as OpenVINO runs them by default: the CPU plugin quantizes their MatMuls' activations per group
     VariantSpec("int4-ov", "int4 weights NNCF compress_weights · OpenVINO", "openvino", "int4", (),
-                RunOptions(precision="f32", openvino_ir=True), builder="nncf-weights"),
+                RunOptions(precision="f32", openvino_ir=True, dynamic_quantization=True), builder="nncf-weights"),
     VariantSpec("int8-weights-ov", "int8 weights NNCF compress_weights · OpenVINO", "openvino", "int8", (),
-                RunOptions(precision="f32", openvino_ir=True), builder="nncf-weights"),
+                RunOptions(precision="f32", openvino_ir=True, dynamic_quantization=True), builder="nncf-weights"),
     # MNN and LiteRT: the conversion sets the precision (MNNConvert --fp16 / --weightQuantBits 8 stores
     # fp16 / int8 weights, computed in fp32 on x86; onnx2tf's float16 .tflite).
     VariantSpec("fp32-mnn", "fp32 · MNN", "mnn", "fp32", (), RunOptions(precision="f32")),

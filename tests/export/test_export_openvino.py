@@ -146,8 +146,9 @@ def test_ir_of_int8_stored_weights_is_verified_without_the_cpu_dynamic_quantizat
     want = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     core = ov.Core()
     quantizing = core.compile_model(str(src), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})({"x": x})[0]
-    if np.abs(quantizing - want).max() < 1e-3:
-        pytest.skip("OpenVINO's CPU plugin does not quantize activations dynamically on this CPU")
+    # where the CPU plugin quantizes (VNNI/AMX CPUs: max abs ~0.15 here) the old export failed; on a CPU where it
+    # does not, plain OpenVINO already equals ORT: the export must verify on every CPU, no skip (CI requires all)
+    assert np.abs(quantizing - want).max() < 1.0
     result = api.export(api.load(src), "openvino", tmp_path / "out", zip=False)
     art = result.target("openvino").artifacts[0]
     assert art.verification.ok, art.verification.message

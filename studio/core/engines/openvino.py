@@ -157,10 +157,14 @@ class OvRunner:
             cache_dir = ctx.out_dir / "ov_cache"
             cache_dir.mkdir(parents=True, exist_ok=True)
         self.device = str(args.get("device") or "CPU")
+        # f32 pinned is the model's own numbers: the CPU plugin's activation quantization of compressed-weight
+        # MatMuls stays off unless asked for (RunOptions.dynamic_quantization)
+        asked = args.get("dynamic_quantization")
+        dynamic = precision != "f32" if asked is None else bool(asked)
         config = ov_config(precision=precision, hint=args.get("performance_hint") or "LATENCY",
                            threads=args.get("intra_op_threads") or ctx.cpu_threads,
                            perf_counters=bool(args.get("perf_counters")), cache_dir=cache_dir,
-                           dynamic_quantization=args.get("dynamic_quantization", True) or self.device != "CPU")
+                           dynamic_quantization=dynamic or self.device != "CPU")
         started = time.perf_counter()
         self.compiled = self.core.compile_model(model, self.device, config)
         compile_ms = self._timings["session_ms"] = elapsed_ms(started)
