@@ -117,7 +117,9 @@ for i in range(int(sys.argv[3])):
 
 def test_two_processes_write_the_same_catalog(tmp_path):
     p = api.create_project("conc")
-    base = _tiny(tmp_path / "a.onnx")
+    # the writers save a.onnx and b.onnx in tmp_path: the base model must not be one of them, or writer b may read
+    # it while writer a rewrites it (a full run saw b load a truncated a.onnx and add a model with no graph)
+    base = _tiny(tmp_path / "base.onnx")
     api.add_model(p, base)
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, p.id, tag, "40", str(base), str(tmp_path)], cwd=ROOT)
              for tag in ("a", "b")]
