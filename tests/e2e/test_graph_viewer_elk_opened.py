@@ -11,19 +11,9 @@ import pytest
 
 from studio import api
 from tests.conftest import SAMPLES
+from tests.e2e.test_graph_viewer_elk_labels import _POSTED     # keeps each graph posted to ELK's worker
 
 pytestmark = pytest.mark.browser
-
-# Before the page's scripts: keep each graph posted to ELK's worker.
-_POSTED = """(() => {
-  window.__posted = [];
-  const W = window.Worker;
-  window.Worker = function (url, opts) {
-    const w = new W(url, opts), post = w.postMessage.bind(w);
-    w.postMessage = (m) => { window.__posted.push(JSON.parse(JSON.stringify(m.g))); return post(m); };
-    return w;
-  };
-})()"""
 
 _OPEN_ALL = """() => { const v = __graph.viewer;
   v.model.s.groups.forEach((g, i) => { if (i) v.model.open.add(i); }); v.relayout(null); return v.layoutSeq; }"""

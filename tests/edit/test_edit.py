@@ -482,6 +482,17 @@ g (float[1,n] x) => (float[1,m] y) <int64[4] pads = {0, 64, 0, 64}> {
     np.testing.assert_array_equal(got["y"], np.maximum(want, 0))
 
 
+
+def _bypass_the_identity(m: onnx.ModelProto, tmp_path) -> tuple:
+    """Bypass ``m``'s Identity with ``api.edit``: verification must pass; (the written path, its model)."""
+    src = tmp_path / "model.onnx"
+    onnx.save(m, src)
+    ident = next(n.name for n in m.graph.node if n.op_type == "Identity")
+    out = tmp_path / "o" / "bypassed.onnx"
+    res = api.edit(api.load(src), [{"op": "bypass", "node": ident}], out)
+    assert res.verification.status == "passed", res.verification
+    return out, onnx.load(out)
+
 def test_bypass_onto_a_graph_output_keeps_its_declared_shape_when_the_inner_tensor_has_none(tmp_path):
     # If branches of two ranks leave the If's output unshaped after inference; bypassing the Identity that
     # feeds the graph output made that unshaped tensor the output, which the full check refuses ('Field
@@ -493,13 +504,7 @@ g (float[2,3] x) => (float[6] y) <int64[1] s = {6}> {
   a = If(c) <then_branch = t () => (float[6] o) { o = Reshape(x, s) }, else_branch = e () => (float[2,3] o2) { o2 = Relu(x) }>
   y = Identity(a)
 }"""))
-    src = tmp_path / "if_ranks.onnx"
-    onnx.save(m, src)
-    ident = next(n.name for n in m.graph.node if n.op_type == "Identity")
-    out = tmp_path / "o" / "bypassed.onnx"
-    res = api.edit(api.load(src), [{"op": "bypass", "node": ident}], out)
-    assert res.verification.status == "passed", res.verification
-    edited = onnx.load(out)
+    out, edited = _bypass_the_identity(m, tmp_path)
     onnx.checker.check_model(edited, full_check=True)
     assert [d.dim_value for d in edited.graph.output[0].type.tensor_type.shape.dim] == [6]
     x = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)
@@ -515,13 +520,7 @@ g (float[2,3] x) => (float[2,4] y) <float[3,4] w = {1.0, 2.0, 3.0, 4.0, 5.0, 6.0
   wt = Identity(w)
   y = MatMul(x, wt)
 }"""))
-    src = tmp_path / "shared.onnx"
-    onnx.save(m, src)
-    ident = next(n.name for n in m.graph.node if n.op_type == "Identity")
-    out = tmp_path / "o" / "bypassed.onnx"
-    res = api.edit(api.load(src), [{"op": "bypass", "node": ident}], out)
-    assert res.verification.status == "passed", res.verification
-    edited = onnx.load(out)
+    out, edited = _bypass_the_identity(m, tmp_path)
     assert [n.op_type for n in edited.graph.node] == ["MatMul"] and list(edited.graph.node[0].input) == ["x", "w"]
     x = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)
     w = np.arange(1, 13, dtype=np.float32).reshape(3, 4)

@@ -128,21 +128,11 @@ def test_ir_of_int8_stored_weights_is_verified_without_the_cpu_dynamic_quantizat
     than on its own numbers. Oracle: plain ORT vs plain OpenVINO with and without
     DYNAMIC_QUANTIZATION_GROUP_SIZE=0."""
     import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
 
-    rng = np.random.default_rng(0)
-    k, n = 128, 64
-    w = rng.integers(-127, 128, (k, n)).astype(np.int8)
-    scale = (rng.random(n) * 0.01 + 0.001).astype(np.float32)
-    graph = helper.make_graph(
-        [helper.make_node("Cast", ["w"], ["wf"], to=TensorProto.FLOAT), helper.make_node("Mul", ["wf", "s"], ["wd"]),
-         helper.make_node("MatMul", ["x", "wd"], ["y"])], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, k])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, n])],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(scale, "s")])
-    src = tmp_path / "int8_weights.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), src)
-    x = rng.standard_normal((1, 8, k)).astype(np.float32)
+    from tests.accuracy.test_openvino_f32_pinned import _int8_weights_model
+
+    src = _int8_weights_model(tmp_path / "int8_weights.onnx")
+    x = np.random.default_rng(0).standard_normal((1, 8, 128)).astype(np.float32)
     want = ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     core = ov.Core()
     quantizing = core.compile_model(str(src), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})({"x": x})[0]

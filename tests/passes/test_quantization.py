@@ -343,6 +343,18 @@ def test_convert_fp16_on_a_deep_model_is_judged_by_cosine(tmp_path):
     assert max(d.mismatch_fraction for d in numeric.outputs.values()) > 0.01   # elementwise would have failed
 
 
+def _fp16_full_checked(model: onnx.ModelProto, tmp_path) -> tuple:
+    """convert-fp16 (measure off) on ``model``: it must change it and the result pass the full check; (result,
+    the written model)."""
+    src = save(model, tmp_path / "in" / "m.onnx")
+    r = run_passes(src, [make_pass("convert-fp16", measure=False)], tmp_path / "h" / "m.onnx")
+    rec = r.records[0]
+    assert r.ok and rec.status == "changed", rec.message
+    out = onnx.load(str(r.output))
+    onnx.checker.check_model(out, full_check=True)
+    return r, out
+
+
 def test_convert_fp16_on_detector_and_prequantized_structures(tmp_path):
     """What broke fp16 on YOLOv8, magika and an int8-dynamic OCR model: a Resize whose float32
     scales initializer also has a value_info entry (onnx-ir writes them), and DynamicQuantizeLinear,
@@ -360,12 +372,7 @@ def test_convert_fp16_on_detector_and_prequantized_structures(tmp_path):
                     helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4, 8, 8])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    src = save(model, tmp_path / "in" / "m.onnx")
-    r = run_passes(src, [make_pass("convert-fp16", measure=False)], tmp_path / "h" / "m.onnx")
-    rec = r.records[0]
-    assert r.ok and rec.status == "changed", rec.message
-    out = onnx.load(str(r.output))
-    onnx.checker.check_model(out, full_check=True)
+    r, out = _fp16_full_checked(model, tmp_path)
     ort.InferenceSession(str(r.output), providers=["CPUExecutionProvider"])
     assert any(n.op_type == "Cast" for n in out.graph.node) and any(
         v.type.tensor_type.elem_type == TensorProto.FLOAT16 for v in out.graph.value_info)
@@ -493,12 +500,7 @@ def test_convert_fp16_sorts_the_input_casts_before_the_if_bodies_that_read_them(
 g (float[2,3] x, bool c) => (float[2,3] y) <float[3] w = {1.0, 2.0, 3.0}> {
   y = If(c) <then_branch = t () => (float[2,3] o) { o = Mul(x, w) }, else_branch = e () => (float[2,3] o2) { o2 = Add(x, w) }>
 }""")
-    src = save(model, tmp_path / "in" / "m.onnx")
-    r = run_passes(src, [make_pass("convert-fp16", measure=False)], tmp_path / "h" / "m.onnx")
-    rec = r.records[0]
-    assert r.ok and rec.status == "changed", rec.message
-    out = onnx.load(str(r.output))
-    onnx.checker.check_model(out, full_check=True)
+    r, out = _fp16_full_checked(model, tmp_path)
     assert [n.op_type for n in out.graph.node].index("If") > [n.op_type for n in out.graph.node].index("Cast")
     x = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)
     w = np.array([1.0, 2.0, 3.0], np.float32)
