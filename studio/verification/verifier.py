@@ -375,6 +375,7 @@ class Verifier:
         self._evaluator_error: str | None = None      # why the evaluator fallback failed, when it was tried
         self.reference_label = ORT_LABEL
         self.picture_note: str | None = None          # the synthetic picture added to the reference, said once
+        self._scales: tuple[RunSets | None, dict[str, float]] = (None, {})   # output_scales of that reference
         self._decoder = decoder is not None
 
     @property
@@ -567,8 +568,11 @@ class Verifier:
         """A set's outputs to compare: an INT8 result (QUANTIZED tolerance) is judged on each output in the sets
         where the original answers (``pictures.int8_judged``: not where it is a sliver of its largest, as a DB
         detector's mask on noise beside the synthetic picture)."""
-        return int8_judged(r, g, output_scales(self._reference.outputs if self._reference else ()),
-                           tolerance == QUANTIZED)
+        if tolerance != QUANTIZED:
+            return r, g
+        if self._scales[0] is not self._reference:        # once per reference, not per set and verification
+            self._scales = (self._reference, output_scales(self._reference.outputs if self._reference else ()))
+        return int8_judged(r, g, self._scales[1], True)
 
     @property
     def computed(self) -> bool:
