@@ -3,7 +3,8 @@
 Seeded random inputs leave some detectors' outputs at zero: a DB text detector's mask has RMS ~1e-9 on
 Gaussian noise, so comparing a candidate with the original there compares float rounding, and a broken
 result passes. Others leave them at a sliver of what a picture gives (another DB detector's mask: RMS 0.004 on
-noise, 0.46 on a page), where noise says as little, though above float32's noise floor (``LIFT_RATIO``). A printed page (dark glyph strokes in lines on a light ground) makes those models answer
+noise, 0.46 on a page), where noise says as little, though above float32's noise floor (``LIFT_RATIO``). A
+printed page (dark glyph strokes in lines on a light ground) makes those models answer
 (corpus PaddleOCR DB detectors: mask RMS 0.4-0.6 at 64-320 px); a shaded scene with flat-coloured discs
 serves models that want natural edges. Each is offered in the two scalings image models are trained on:
 values in [0, 1], and ImageNet's mean/std; uint8 inputs get 0..255. Deterministic: the same picture for
@@ -166,7 +167,7 @@ def picture_input(model: ModelProto) -> str | None:
 def _seeded_rms(output_sets: Sequence[Mapping[str, object] | None], skip: Collection[str]) -> dict[str, float]:
     """Each float output's smallest RMS over the sets that ran (the same outputs :func:`quiet_outputs` reads): noise
     moves a DB detector's mask a lot from draw to draw (corpus rapidocr_ppocrv4_det: 3.9e-05 to 1.1e-02 over 12
-    seeded sets), so what a picture lifts is judged per set (:func:`seeded_judged`), from the lowest."""
+    seeded sets), so what a picture lifts is judged per set (:func:`int8_judged`), from the lowest."""
     sets = [o for o in output_sets if o]
     found: dict[str, float] = {}
     for name in sets[0] if sets else ():
