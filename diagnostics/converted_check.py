@@ -202,9 +202,10 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
 
 
 def _on_a_picture(onnx_model, ran: dict, reference, runner, data: dict) -> tuple[dict, dict]:
-    """The outputs to compare: those of the seeded set, except where ORT's are numerically zero there (a text
-    detector's mask on noise), which are compared on the synthetic picture that lifts them (studio.core.pictures,
-    the rule optimize and precision use), run on ORT and on the engine; ``data["picture_note"]`` says so.
+    """The outputs to compare: those of the seeded set, except where ORT's are numerically zero there, or a sliver
+    of what a picture gives (a text detector's mask on noise), which are compared on the synthetic picture that
+    lifts them (studio.core.pictures, the rule optimize and precision use), run on ORT and on the engine;
+    ``data["picture_note"]`` says so.
     Where no picture lifts them, or the engine fails on it, the seeded comparison stands."""
     expected, values = ran["expected"], ran["values"]
     quiet = quiet_outputs([expected])
@@ -233,7 +234,8 @@ def _on_a_picture(onnx_model, ran: dict, reference, runner, data: dict) -> tuple
     except Exception as exc:  # noqa: BLE001 - the engine's failure on the picture is said, not hidden
         data["picture_note"] = f"not compared on {choice.label}: the engine fails there ({first_line(str(exc), 200)})"
         return expected, values
-    data["picture_note"] = f"outputs {choice.smallness('seeded inputs')} compared on {choice.label} ({choice.rms_text()})"
+    data["picture_note"] = (f"outputs {choice.smallness('seeded inputs')} compared on {choice.label} "
+                            f"({choice.rms_text()})")
     return ({**expected, **{n: choice.outputs[n] for n in choice.before}},
             {**values, **{n: on_picture[n] for n in choice.before if n in on_picture}})
 

@@ -47,8 +47,7 @@ from studio.core.engines.ort_int8 import machine_int8_choice
 from passes.quant_sensitivity import fallback, rank_nodes, quantizable_ops
 from passes.quant_memo import MeasuredConfigs, open_memo
 from studio.core.feeds import Feeds
-from studio.core.pictures import (PictureChoice, calibration_picture, choose_picture, int8_judged, output_scales,
-                                  picture_input)
+from studio.core.pictures import PictureChoice, calibration_picture, choose_picture, int8_judged, output_scales
 
 log = logging.getLogger(__name__)
 
@@ -267,8 +266,6 @@ def _picture_where_noise_says_little(src: Path, calib: list, holdout: list, refe
     import onnx
 
     header = onnx.load_model(str(src), load_external_data=False)
-    if picture_input(header) is None:
-        return None
     ctx.set_stage("INT8: fp32 on synthetic pictures (what random inputs say little about)")
     choice = choose_picture(holdout[0], header, reference, lambda sets: qt.ort_outputs(src, sets, ctx))
     if choice is None:

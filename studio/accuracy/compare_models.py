@@ -241,8 +241,9 @@ def _load_header(path: Path) -> onnx.ModelProto:
 
 def _picture(model: onnx.ModelProto, feeds: FeedSet, outputs: Sequence[Any],
              run: Callable[[list[Feeds]], Sequence[Any]]) -> PictureChoice | None:
-    """The synthetic picture to compare on where the reference's outputs are numerically zero on every seeded
-    set (studio.core.pictures: the rule of optimize, precision, check and export); None otherwise."""
+    """The synthetic picture to compare on where the reference's outputs are numerically zero on the seeded sets,
+    or a sliver of what the picture gives (studio.core.pictures: the rule of optimize, precision, check and
+    export); None otherwise."""
     if not feeds.sets:
         return None
     try:
@@ -294,7 +295,7 @@ def compare_models(reference: Path, candidate: Path, *, engine: str = "onnxrunti
             runs_a = run_feed_sets(reference, engine_a, feeds.sets, options=options_a, limits=limits,
                                    pool_key=pool_key, on_tick=on_tick)
     picture = None
-    if chosen:                   # seeded inputs that leave the reference's outputs at zero compare nothing
+    if chosen:                   # seeded inputs that leave the reference's outputs at (near) zero compare little
         picture = _picture(ref_model, feeds, runs_a.outputs, lambda sets: run_feed_sets(
             reference, engine_a, sets, options=options_a, limits=limits, pool_key=pool_key, on_tick=on_tick).outputs)
         if picture is not None:

@@ -28,7 +28,7 @@ from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.feeds import (Feeds, choose_dims, concrete_shape, input_specs, random_feeds,
                                small_image_dims, unnamed_dim_key)
-from studio.core.pictures import choose_picture, picture_input
+from studio.core.pictures import choose_picture
 from studio.core.order_free import OrderFree, order_free_outputs
 from studio.export.options import ShapeRange
 from studio.export.results import FAILED, PASSED, Verification
@@ -191,8 +191,6 @@ def _on_a_picture(reference: Reference, verifier: Verifier, pool_key: str) -> Re
     of what a picture gives (``pictures.LIFT_RATIO``), the artifacts are verified on the synthetic picture
     instead (studio.core.pictures, the rule of optimize, precision and check); the reference's label says which.
     Unchanged otherwise."""
-    if picture_input(verifier.original) is None:
-        return reference
 
     def run(sets: list[Feeds]) -> tuple:
         return run_sets(verifier.original_path, sets, full=False, limits=None, pool_key=pool_key,

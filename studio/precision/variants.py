@@ -420,8 +420,9 @@ def _prepare_inputs(ctx: _Context, calibration: Path | None, inputs: Path | None
 
 def _with_picture(ctx: _Context, calib: FeedSet, eval_feeds: FeedSet
                   ) -> tuple[FeedSet, FeedSet, tuple[str, ...]]:
-    """Seeded noise leaves some image models' float outputs at zero (a DB text detector's mask, RMS ~1e-9), so
-    every variant would be judged on rounding: the synthetic picture that lifts them highest (the Verifier's rule,
+    """Seeded noise leaves some image models' float outputs at zero or at a sliver of what a picture gives (a DB
+    text detector's mask, RMS ~1e-9 or 4e-05 on noise, 0.46 on a page), so every variant would be judged on
+    rounding: the synthetic picture that lifts them highest (the Verifier's rule,
     ``studio.core.pictures.choose_picture``) joins the evaluation feeds, and the note says which and by how much.
     Unchanged when the model answers on noise, has no image input, or no picture lifts it."""
     if picture_input(ctx.header) is None:      # no image input: no fp32 run spent on looking

@@ -42,7 +42,7 @@ from studio.core.engines.base import (decode_output_sets, encode_outputs, pack_f
                                       unpack_feed_sets)
 from studio.core.feeds import (Feeds, cast_to_inputs, choose_dims, feeds_text, flipped_flags, input_specs,
                                random_feeds)
-from studio.core.pictures import choose_picture, int8_judged, output_scales, picture_input, quiet_outputs
+from studio.core.pictures import choose_picture, int8_judged, output_scales, quiet_outputs
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.model_io import Checkpoint
 from studio.core.order_free import order_free_outputs
@@ -425,10 +425,10 @@ class Verifier:
         return quiet_outputs(self._reference.outputs if self._reference else (), skip=self.nondeterministic)
 
     def _add_picture_set(self) -> None:
-        """Seeded inputs leave outputs at zero (a text detector's mask): one more reference set, the synthetic
-        picture (``studio.core.pictures.choose_picture``) on which those outputs are largest, when it lifts them
-        all well above the noise floor; every candidate is then judged on it too. Said in ``picture_note``."""
-        if self._reference is None or picture_input(self.original) is None:
+        """Seeded inputs leave outputs at zero, or at a sliver of what a picture gives (a text detector's mask):
+        one more reference set, the synthetic picture ``studio.core.pictures.choose_picture`` picks (None without
+        an image input, before any run); every candidate is then judged on it too. Said in ``picture_note``."""
+        if self._reference is None:
             return
 
         def run(sets: list[Feeds]) -> tuple:
