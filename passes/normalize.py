@@ -26,7 +26,7 @@ import onnx
 from studio.core.errors import WorkerError
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
-from studio.core.protowalk import iter_tensors
+from studio.core.protowalk import iter_tensors, subgraphs_of, topo_order
 
 
 @dataclass(frozen=True)
@@ -38,72 +38,21 @@ class Normalized:
     checked: bool = False          # the model at ``path`` passed onnx.checker's full check here
 
 
-def _subgraphs(node: onnx.NodeProto):
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            yield attr.g
-        elif attr.type == onnx.AttributeProto.GRAPHS:
-            yield from attr.graphs
-
-
-def _free_names(graph: onnx.GraphProto) -> set[str]:
-    """Names a (sub)graph reads from its outer scope."""
-    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer} | \
-        {t.values.name for t in graph.sparse_initializer}
-    used: set[str] = set()
-    for node in graph.node:
-        used.update(n for n in node.input if n)
-        for sub in _subgraphs(node):
-            used |= _free_names(sub)
-        defined.update(n for n in node.output if n)
-    used.update(v.name for v in graph.output)
-    return used - defined
-
-
-def _needs(node: onnx.NodeProto) -> set[str]:
-    names = {n for n in node.input if n}
-    for sub in _subgraphs(node):
-        names |= _free_names(sub)
-    return names
-
-
-def sort_graph(graph: onnx.GraphProto, outer: frozenset[str] = frozenset()) -> bool:
+def sort_graph(graph: onnx.GraphProto) -> bool:
     """Sort ``graph``'s nodes (and its subgraphs') topologically, keeping the original order
-    among ready nodes, as ORT does. Returns whether anything moved; a cycle or a missing input
-    is left in place for the full check to name."""
+    among ready nodes, as ORT does (:func:`studio.core.protowalk.topo_order`). Returns whether
+    anything moved; a graph with a cycle (a node reading its own output included) is left in
+    place for the full check to name."""
     moved = False
     for node in graph.node:
-        for sub in _subgraphs(node):
+        for _, sub in subgraphs_of(node):
             moved |= sort_graph(sub)
-    nodes = list(graph.node)
-    producers: dict[str, int] = {}
-    for i, node in enumerate(nodes):
-        for out in node.output:
-            if out:
-                producers.setdefault(out, i)
-    deps = [{producers[n] for n in _needs(node) if n in producers and producers[n] != i}
-            for i, node in enumerate(nodes)]
-    users: list[list[int]] = [[] for _ in nodes]
-    for i, ds in enumerate(deps):
-        for d in ds:
-            users[d].append(i)
-    waiting = [len(ds) for ds in deps]
-    import heapq
-
-    ready = [i for i, w in enumerate(waiting) if w == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for u in users[i]:
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                heapq.heappush(ready, u)
-    if len(order) != len(nodes) or order == list(range(len(nodes))):
+    topo = topo_order(graph)
+    if topo.stuck or topo.in_file_order:
         return moved
+    nodes = list(graph.node)
     del graph.node[:]
-    graph.node.extend(nodes[i] for i in order)
+    graph.node.extend(nodes[i] for i in topo.order)
     return True
 
 

@@ -7,6 +7,7 @@ they look at ``model.graph.node`` alone, so they all go through here.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -162,45 +163,85 @@ def cycle_text(cyclic: Sequence[str]) -> str:
             f"({', '.join(repr(c[:60]) for c in cyclic[:4])})")
 
 
-def cycle_nodes(graph: GraphProto) -> list[str]:
-    """Labels of the nodes that can never run because each waits, directly or not, on its own output (a
-    cycle in the graph's data flow, subgraph reads included); empty for a well-formed graph. Names no node
-    produces (inputs, weights, outer scope) are not waited on. ONNX Runtime refuses such a graph at load
-    ('the graph is not acyclic'); a plan over it would silently leave those nodes out."""
+def outer_reads(graph: GraphProto, depth: int = 1) -> set[str]:
+    """Names a body reads from the scope around it, its own nested bodies' reads included: what the node
+    holding it waits on besides its inputs. A body's own names (inputs, weights, node outputs) are not outer
+    reads, even when they repeat an outer name (an Optimum merged decoder's If branches name their values as
+    the If's outputs)."""
+    if depth > MAX_DEPTH:
+        raise onnx.checker.ValidationError(f"subgraphs nested deeper than {MAX_DEPTH} levels")
+    made = {v.name for v in graph.input} | {t.name for t in graph.initializer} | \
+        {t.values.name for t in graph.sparse_initializer}
+    used: set[str] = {v.name for v in graph.output}
+    for node in graph.node:
+        used.update(x for x in node.input if x)
+        for _, sub in _subgraphs(node):
+            used |= outer_reads(sub, depth + 1)
+        made.update(x for x in node.output if x)
+    return used - made
+
+
+def node_reads(node: NodeProto) -> set[str]:
+    """Every name ``node`` waits on: its inputs and what its subgraph bodies read from outside."""
+    names = {x for x in node.input if x}
+    for _, sub in _subgraphs(node):
+        names |= outer_reads(sub)
+    return names
+
+
+@dataclass(frozen=True)
+class TopoOrder:
+    """A run order of one graph's nodes, as indices into ``graph.node``.
+
+    ``order`` lists the nodes that can run; ``stuck`` (file order) the ones that never can: each is in a
+    cycle or waits on one. ``stuck`` is empty exactly when ``order`` covers every node.
+    """
+
+    order: tuple[int, ...]
+    stuck: tuple[int, ...]
+
+    @property
+    def in_file_order(self) -> bool:
+        """Whether the file's own order is already this run order (nothing to move)."""
+        return not self.stuck and self.order == tuple(range(len(self.order)))
+
+
+def topo_order(graph: GraphProto) -> TopoOrder:
+    """Kahn's topological sort of ``graph``'s nodes (not of its bodies'), the one both the cycle check and
+    the sorting pass use. A node waits on the first producer of each name in :func:`node_reads`; names no
+    node here produces (graph inputs, weights, the outer scope) are not waited on. Two rules:
+
+    - a node that reads its own output is a cycle (ONNX Runtime refuses it: 'the graph is not acyclic');
+    - ties keep file order: of the nodes ready, the earliest in the file runs first (as ONNX Runtime
+      sorts), so a graph already in order comes back unchanged and a sort never moves a node needlessly.
+    """
     producer: dict[str, int] = {}
     for i, n in enumerate(graph.node):
         for o in n.output:
             if o:
                 producer.setdefault(o, i)
-
-    def reads(n: NodeProto) -> set[str]:
-        names = {x for x in n.input if x}
-        for _, sub in subgraphs_of(n):
-            used: set[str] = set()
-            made: set[str] = set()      # a body's own names (an Optimum merged decoder's branches reuse the If's
-            for ref in _walk_graph(sub, "", 1, None):       # output names inside) are not outer reads
-                made.update(v.name for v in ref.graph.input)
-                made.update(t.name for t in ref.graph.initializer)
-                for m in ref.graph.node:
-                    used.update(x for x in m.input if x)
-                    made.update(x for x in m.output if x)
-                used.update(v.name for v in ref.graph.output)
-            names |= used - made
-        return names
-
-    waits = [{producer[x] for x in reads(n) if x in producer} for n in graph.node]
+    waits = [{producer[x] for x in node_reads(n) if x in producer} for n in graph.node]
     users: list[list[int]] = [[] for _ in graph.node]
     for i, ps in enumerate(waits):
         for p in ps:
             users[p].append(i)
     left = [len(ps) for ps in waits]
-    ready = [i for i, k in enumerate(left) if k == 0]
-    done = 0
+    ready = [i for i, k in enumerate(left) if k == 0]      # ascending: already a heap
+    order: list[int] = []
     while ready:
-        i = ready.pop()
-        done += 1
+        i = heapq.heappop(ready)
+        order.append(i)
         for u in users[i]:
             left[u] -= 1
             if left[u] == 0:
-                ready.append(u)
-    return [] if done == len(graph.node) else [_node_label(n, i) for i, n in enumerate(graph.node) if left[i] > 0]
+                heapq.heappush(ready, u)
+    return TopoOrder(tuple(order), tuple(i for i, k in enumerate(left) if k > 0))
+
+
+def cycle_nodes(graph: GraphProto) -> list[str]:
+    """Labels of the nodes that can never run because each waits, directly or not, on its own output (a
+    cycle in the graph's data flow, subgraph reads and a node reading its own output included), and of the
+    nodes that wait on those; empty for a well-formed graph (:func:`topo_order`'s ``stuck``). ONNX Runtime
+    refuses such a graph at load ('the graph is not acyclic'); a plan over it would silently leave those
+    nodes out."""
+    return [_node_label(graph.node[i], i) for i in topo_order(graph).stuck]

@@ -1,0 +1,87 @@
+"""The one topological sort (studio.core.protowalk.topo_order) that the cycle check (cycle_nodes: GRAPH-CYCLE,
+memory's refusal, inspect's check line) and the sorting pass (passes.normalize.sort_graph) share. The orders
+below are worked out by hand; a self-loop's refusal is checked against plain ONNX Runtime."""
+
+from __future__ import annotations
+
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper
+
+from passes.normalize import sort_graph
+from studio.core.protowalk import cycle_nodes, outer_reads, topo_order
+
+X = helper.make_tensor_value_info("x", T.FLOAT, [4])
+C = helper.make_tensor_value_info("c", T.BOOL, [])
+
+
+def _branch(name: str, nodes: list[onnx.NodeProto], out: str) -> onnx.GraphProto:
+    return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(out, T.FLOAT, [4])])
+
+
+def _ties_and_an_if() -> onnx.GraphProto:
+    """0: If whose then-branch reads 'a' from outside; 1: Relu x -> a; 2: Abs x -> b; 3: Neg b -> d.
+
+    By hand: 1 and 2 are ready at the start (0 waits on 1 through its body, 3 on 2); the earliest, 1, runs;
+    that readies 0, now the earliest ready; then 2, then 3: order 1, 0, 2, 3."""
+    then = _branch("then", [helper.make_node("Identity", ["a"], ["t"])], "t")
+    other = _branch("else", [helper.make_node("Identity", ["x"], ["e"])], "e")
+    return helper.make_graph(
+        [helper.make_node("If", ["c"], ["r"], name="if", then_branch=then, else_branch=other),
+         helper.make_node("Relu", ["x"], ["a"], name="relu"),
+         helper.make_node("Abs", ["x"], ["b"], name="abs"),
+         helper.make_node("Neg", ["b"], ["d"], name="neg")],
+        "g", [X, C], [helper.make_tensor_value_info(n, T.FLOAT, [4]) for n in ("r", "d")])
+
+
+def test_ties_keep_file_order_and_an_if_body_waits_on_its_outer_read():
+    g = _ties_and_an_if()
+    topo = topo_order(g)
+    assert topo.order == (1, 0, 2, 3) and topo.stuck == ()
+    assert not topo.in_file_order and cycle_nodes(g) == []
+    assert sort_graph(g)
+    assert [n.name for n in g.node] == ["relu", "if", "abs", "neg"]
+    # sorted once, nothing moves again: the same order is the file's order now
+    assert topo_order(g).in_file_order and not sort_graph(g)
+
+
+def test_a_body_own_name_hides_no_outer_read_of_its_parent(tmp_path):
+    """The then-branch reads outer 'a'; a nested If inside it makes its own 'a'. The nested body's name is
+    local to the nested body: the then-branch still reads the outer 'a', so the If waits on Relu. (The cycle
+    check used to pool every nested body's names and missed this read, hence a cycle through it.)"""
+    inner = _branch("inner", [helper.make_node("Neg", ["x"], ["a"])], "a")
+    then = _branch("then", [helper.make_node("Identity", ["a"], ["t"]),
+                            helper.make_node("If", ["c"], ["u"], then_branch=inner, else_branch=inner)], "t")
+    other = _branch("else", [helper.make_node("Identity", ["x"], ["e"])], "e")
+    assert outer_reads(then) == {"a", "c", "x"}
+    g = helper.make_graph([helper.make_node("If", ["c"], ["r"], name="if", then_branch=then, else_branch=other),
+                           helper.make_node("Relu", ["x"], ["a"], name="relu")], "g", [X, C],
+                          [helper.make_tensor_value_info("r", T.FLOAT, [4])])
+    assert topo_order(g).order == (1, 0)
+    # Relu reading the If's output instead closes a cycle through the body's read
+    g.node[1].input[0] = "r"
+    path = tmp_path / "cycle_through_a_body.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    with pytest.raises(Exception, match="not acyclic"):          # the oracle: plain ONNX Runtime refuses it
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    assert cycle_nodes(g) == ["if", "relu"]
+
+
+def test_a_node_reading_its_own_output_is_a_cycle_and_is_not_sorted(tmp_path):
+    """0: Neg s -> z (out of order); 1: Relu x -> a; 2: Add a, s -> s (its own output). Add can never run, nor
+    Neg after it; sort_graph leaves the graph as it is for the full check to name."""
+    g = helper.make_graph([helper.make_node("Neg", ["s"], ["z"], name="neg"),
+                           helper.make_node("Relu", ["x"], ["a"], name="relu"),
+                           helper.make_node("Add", ["a", "s"], ["s"], name="add")], "g", [X],
+                          [helper.make_tensor_value_info("z", T.FLOAT, [4])])
+    path = tmp_path / "self_loop.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    with pytest.raises(Exception, match="not acyclic"):          # the oracle: plain ONNX Runtime refuses it
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    topo = topo_order(g)
+    assert topo.order == (1,) and topo.stuck == (0, 2)
+    assert cycle_nodes(g) == ["neg", "add"]
+    assert not sort_graph(g)
+    assert [n.name for n in g.node] == ["neg", "relu", "add"]
