@@ -61,7 +61,7 @@ _preset(Preset(
            "opset allows: ONNX Runtime has single kernels for both. For ONNX Runtime: below opset 14 hard-swish "
            "becomes HardSigmoid*x, which ORT fuses into the Conv but OpenVINO does not, so in OpenVINO the result "
            "may be slower (use the openvino preset there).",
-    _PEERS + SAFE[:-len(_TAIL)] + ("fuse-layernorm", "fuse-gelu") + _TAIL,
+    _PEERS + SAFE[:-len(_TAIL)] + ("fuse-layernorm", "fuse-gelu", "remove-dead-guards") + _TAIL,
     # below opset 14 hard-swish as HardSigmoid*x: ORT fuses it into the Conv (PP-OCRv4 det 0.89x the time);
     # OpenVINO does not (409 -> 550 compiled ops, 1.4x), so the other presets keep the four nodes
     options=(("fuse-hardswish", "below_opset_14", "hardsigmoid"),)))
@@ -70,7 +70,7 @@ _preset(Preset(
                 "compiled op count, not ONNX Runtime's fusions; one that compiles to more ops than its input is "
                 "refused), then safe + LayerNormalization/Gelu fusion: fewer nodes for the OpenVINO frontend to "
                 "convert and match.",
-    _PEERS + SAFE[:-len(_TAIL)] + ("fuse-layernorm", "fuse-gelu") + _TAIL,
+    _PEERS + SAFE[:-len(_TAIL)] + ("fuse-layernorm", "fuse-gelu", "remove-dead-guards") + _TAIL,
     # ORT's fusions say nothing of OpenVINO's: PP-OCRv4 rec, onnxslim's result was refused for ORT's
     # LayerNormalization 5 -> 3 though OpenVINO compiled it to fewer ops and ran it faster
     options=(("best-of-peers", "engine", "openvino"),)))
@@ -81,7 +81,7 @@ _preset(Preset(
     # the late fold-constants writes shape constants that can equal each other (onnxsim's result, kept since
     # best-of-peers takes pinned dims, has them): the tail's dedup-initializers after it, or a second run would
     # share them
-    ("fix-input-shapes",) + _PEERS + _CLEANUP + _FUSE + ("fuse-layernorm", "fold-constants") + _TAIL))
+    ("fix-input-shapes",) + _PEERS + _CLEANUP + _FUSE + ("fuse-layernorm", "remove-dead-guards", "fold-constants") + _TAIL))
 # No cleanup before the fusions: ORT's optimizer removes Identity itself, and the studio's
 # eliminate-identity drops Mul-by-1 / Add-of-0, which erases the LayerNorm gamma/beta and the bias Adds
 # ORT's patterns anchor on (a BERT with initial weights then fuses only its GELUs).

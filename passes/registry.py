@@ -49,6 +49,7 @@ PASS_MODULES: dict[str, str] = {
     "remove-unused-opsets": "passes.remove_unused_opsets",
     "constants-to-initializers": "passes.constants_to_initializers",
     "reorder-for-memory": "passes.reorder_for_memory",
+    "remove-dead-guards": "passes.remove_dead_guards",
 }
 
 _REGISTRY: dict[str, type[StudioPass]] = _PASSES     # the pass modules' ``@register`` (passes.base) fills it
