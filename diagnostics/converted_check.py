@@ -1,5 +1,8 @@
 """The converted engines' check (the engine table's converted rows: MNN, LiteRT, ...): convert (MNNConvert / onnx2tf / ...), load, run once on the seeded or
-given inputs and compare with ONNX Runtime -- all in one sandbox worker.
+given inputs and compare with ONNX Runtime -- all in one sandbox worker, one session at a time: ONNX Runtime's pass
+first (the sets tried until the original runs, and the picture), closed before the conversion, then the engine's pass
+on those sets with ORT's answers kept. Each session holds its own copy of the weights; both open at once made the
+worker's peak RSS (corpus chython_rxnmap, 85 MB, on MNN) 1039 MB, one at a time 874 MB.
 
 The verdict is the real run's: a model the engine converts and runs "runs"; a conversion
 the converter refuses "fails", with the failing ONNX nodes named where the converter's log
@@ -17,7 +20,8 @@ mismatch) is a warning: the engine runs, but not the same results.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,7 @@ import numpy as np
 from diagnostics.base import (EngineCheck, OutputInfo, first_line, needs_inputs_finding, recorded_limit, run_candidates,
                               seeded_size_finding, verdict_from)
 from diagnostics.node_context import NodeCtx
+from passes.quant_tools import release_memory
 from studio.core.engines.conversion import COSINE_MIN, RUNTIME_LACKS_OPS, options_note
 from studio.core.engines.table import engine_rows
 from studio.core.errors import WorkerError
@@ -35,7 +40,7 @@ from studio.core.sandbox import Limits, run_job
 from studio.core.compare import NOISE_FLOOR_RMS, compare_arrays
 from studio.data.metrics import DetectionMAP, OutputSpec
 from studio.core.engines.conversion import ConversionFailed
-from diagnostics.input_search import input_dependent, validate_inputs
+from diagnostics.input_search import input_dependent, run_search, validate_inputs
 from studio.core.feeds import feeds_text
 from studio.core.pictures import choose_picture, picture_input, quiet_outputs
 from studio.data.tasks import order_free_for, output_tasks
@@ -102,8 +107,134 @@ def _how(entry: dict) -> str:
     return ", ".join(parts)
 
 
+class _OneAtATime:
+    """ONNX Runtime's session of the original and the engine's session of the converted file, never both open:
+    each holds its own copy of the weights (the peak RSS figures: the module doc). ``get`` closes the other one
+    first."""
+
+    def __init__(self, openers: dict[str, Callable[[], Any]]) -> None:
+        self._openers = openers
+        self._held: tuple[str, Any] | None = None
+
+    def get(self, which: str) -> Any:
+        """The open runner of ``which`` ("reference" or "engine"), opening it (and closing the other) if need be."""
+        if self._held is not None and self._held[0] == which:
+            return self._held[1]
+        self.release()
+        runner = self._openers[which]()
+        self._held = (which, runner)
+        return runner
+
+    def release(self) -> None:
+        """Close what is open and free its memory now, not whenever the collector gets to it."""
+        if self._held is None:
+            return
+        runner, self._held = self._held[1], None
+        close = getattr(runner, "close", None)
+        if close is not None:
+            close()
+        del runner
+        release_memory()
+
+
+def _digest(feeds: Any) -> str:
+    """One input set's content (names, dtypes, shapes, values): the key of ONNX Runtime's answers, so the
+    engine's pass finds the reference pass's answer for the same set drawn again."""
+    h = hashlib.sha1()
+
+    def add(v: Any) -> None:
+        if isinstance(v, dict):
+            for k in sorted(v):
+                h.update(repr(k).encode())
+                add(v[k])
+        elif isinstance(v, (list, tuple)):
+            h.update(f"[{len(v)}".encode())
+            for x in v:
+                add(x)
+        elif isinstance(v, np.ndarray) and v.dtype != object:
+            h.update(f"{v.dtype}{v.shape}".encode())
+            h.update(np.ascontiguousarray(v).tobytes())
+        elif isinstance(v, np.ndarray):
+            add(v.tolist())
+        else:
+            h.update(repr(v).encode())
+
+    add(dict(feeds))
+    return h.hexdigest()
+
+
+class _Reference:
+    """ONNX Runtime's outputs of the original per input set, kept by content: the reference pass fills it before the
+    engine is opened, so the engine's pass finds them with ORT closed; a set the reference pass did not reach (the
+    engine failed on the set ORT ran) closes the engine for ORT's run and reopens it after."""
+
+    def __init__(self, held: _OneAtATime, data: dict) -> None:
+        self.held, self.data = held, data
+        self.outputs: dict[str, dict] = {}
+        self.refused: dict[str, str] = {}
+        self.pictures: dict[str, Any] = {}
+        self.broken = False              # ORT cannot run the model at all: the engine alone decides from there
+        self.last: tuple[Any, dict] | None = None     # the last set ORT ran, with its outputs
+
+    def _session(self) -> Any:
+        try:
+            return self.held.get("reference")
+        except Exception as exc:  # noqa: BLE001 - no reference: the engine alone decides, nothing to compare
+            self.broken = True
+            self.data["reference_error"] = first_line(f"{type(exc).__name__}: {exc}", 300)
+            return None
+
+    def verdict(self, feeds: Any) -> dict | None:
+        """ORT's outputs on ``feeds``; None where ORT cannot run the model (no comparison). Raises RuntimeError
+        where the original refuses these inputs for their sizes or values (a reflect Pad on 16 samples): they
+        never reach the engine, which may crash on them instead of raising (MNN: SIGSEGV, the worker lost and
+        the search with it); the search goes on to the next set."""
+        key = _digest(feeds)
+        if key in self.refused:
+            raise RuntimeError(self.refused[key])
+        if key in self.outputs:
+            return self.outputs[key]
+        session = None if self.broken else self._session()
+        if session is None:
+            return None
+        try:
+            out = session.infer(feeds)
+        except Exception as exc:  # noqa: BLE001 - ORT's message says why the inputs do not fit
+            message = f"{type(exc).__name__}: {exc}"
+            if input_dependent(message):
+                self.refused[key] = f"the original refuses these inputs on ONNX Runtime: {message}"
+                raise RuntimeError(self.refused[key]) from None
+            self.broken = True
+            self.data["reference_error"] = first_line(message, 300)
+            return None
+        self.outputs[key], self.last = out, (feeds, out)
+        return out
+
+    def picture(self, onnx_model: Any, feeds: Any, expected: dict) -> Any:
+        """The synthetic picture (``studio.core.pictures.choose_picture``) for the set ``feeds``, with ORT's outputs
+        on it; None where none is used."""
+        key = _digest(feeds)
+        if key not in self.pictures:
+            session = None if self.broken else self._session()
+            self.pictures[key] = None if session is None else choose_picture(
+                feeds, onnx_model, [expected], lambda sets: _outputs_or_none(session, sets))
+        return self.pictures[key]
+
+
+def _outputs_or_none(runner: Any, sets: Sequence[Any]) -> list:
+    outs = []
+    for feeds in sets:
+        try:
+            outs.append(runner.infer(feeds))
+        except Exception:  # noqa: BLE001 - that picture is simply not used
+            outs.append(None)
+    return outs
+
+
 @job("diagnostics.converted_check")
 def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
+    """ONNX Runtime's pass first (the sets the search tries until the original runs, and the picture), closed before
+    the conversion; then the engine's pass on the same sets with ORT's answers kept (:class:`_OneAtATime`)."""
     import onnx
 
     engine = str(args["engine"])
@@ -112,48 +243,47 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
                             "outputs": None, "feeds_error": None, "feeds_note": None, "compare": [], "layout": {},
                             "names_mapped": None, "reference_error": None}
     onnx_model = onnx.load_model(path, load_external_data=False)
-    opts = {"precision": "f32"}
+    held = _OneAtATime({"engine": lambda: sessions.open_runner(engine, path, {"precision": "f32"}, ctx),
+                        "reference": lambda: sessions.open_runner("onnxruntime", path,
+                                                                  {"graph_optimization_level": "disable"}, ctx)})
+    try:
+        return JobOutput(data=_check(engine, onnx_model, args, held, data, ctx))
+    finally:
+        held.release()
+
+
+def _check(engine: str, onnx_model: Any, args: dict, held: _OneAtATime, data: dict, ctx: JobContext) -> dict:
+    run = bool(args.get("run", True))
+    if run:
+        try:
+            validate_inputs(onnx_model, args.get("dims"), args.get("inputs"))
+        except Exception as exc:  # noqa: BLE001
+            data["feeds_error"] = str(exc)[:500]
+            run = False
+    reference = _Reference(held, data)
+    if run:
+        ctx.set_stage("ONNX Runtime reference")
+        # the search stops at the first set the original runs (or where ORT cannot run it: no reference)
+        run_search(onnx_model, reference.verdict, dims=args.get("dims"), inputs=args.get("inputs"))
+        if reference.last is not None and not args.get("inputs"):
+            reference.picture(onnx_model, *reference.last)
     ctx.set_stage(f"{engine} conversion")
     try:
-        runner = sessions.open_runner(engine, path, opts, ctx)
+        data["version"] = held.get("engine").details.get("engine_version")
     except ConversionFailed as exc:
         data["convert_error"], data["conversion"] = str(exc), exc.info
-        return JobOutput(data=data)
+        return data
     except Exception as exc:  # noqa: BLE001 - the engine's message is the finding
         data["load_error"] = f"{type(exc).__name__}: {exc}"[:2000]
-        return JobOutput(data=data)
-    data["version"] = runner.details.get("engine_version")
-    if not args.get("run", True):
-        return JobOutput(data=data)
-    try:
-        validate_inputs(onnx_model, args.get("dims"), args.get("inputs"))
-    except Exception as exc:  # noqa: BLE001
-        data["feeds_error"] = str(exc)[:500]
-        return JobOutput(data=data)
+        return data
+    if not run:
+        return data
     ran: dict[str, Any] = {}
-    try:
-        gate: dict[str, Any] = {"reference": sessions.open_runner("onnxruntime", path,
-                                                            {"graph_optimization_level": "disable"}, ctx)}
-    except Exception as exc:  # noqa: BLE001 - no reference: the engine alone decides, nothing to compare
-        gate = {"reference": None}
-        data["reference_error"] = first_line(f"{type(exc).__name__}: {exc}", 300)
 
     def infer(feeds):
-        expected = None
-        if gate["reference"] is not None:
-            # The original first: inputs it refuses for their sizes or values (a reflect Pad on 16 samples)
-            # never reach the engine, which may crash on them instead of raising (MNN: SIGSEGV, the worker
-            # lost and the search with it); the search goes on to the next set.
-            try:
-                expected = gate["reference"].infer(feeds)
-            except Exception as exc:  # noqa: BLE001 - ORT's message says why the inputs do not fit
-                message = f"{type(exc).__name__}: {exc}"
-                if input_dependent(message):
-                    raise RuntimeError(f"the original refuses these inputs on ONNX Runtime: {message}") from None
-                gate["reference"] = None           # ORT cannot run the model at all: the engine alone decides
-                data["reference_error"] = first_line(message, 300)
+        expected = reference.verdict(feeds)       # ORT first: inputs it refuses never reach the engine
         try:
-            values = runner.infer(feeds)
+            values = held.get("engine").infer(feeds)
         except Exception as exc:
             if isinstance(exc, ConversionFailed):
                 data["conversion"] = exc.info
@@ -176,20 +306,24 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     if data.get("outputs") is None:
         if data.get("conversion") and not data["conversion"].get("ok"):
             data["convert_error"] = data["conversion"].get("error") or data.get("run_error")
-        return JobOutput(data=data)
-    data["search"] = {k: runner.details.get(f"converter_{k}") for k in ("options", "attempts", "advice", "command")}
-    data["layout"] = dict(runner.details.get("layout") or {})
-    data["names_mapped"] = runner.details.get("names_mapped") or runner.details.get("outputs_mapped")
-    data["fallback"] = runner.details.get("fallback")      # LiteRT: XNNPack refused, the built-in kernels ran
+        return data
+    details = held.get("engine").details
+    data["search"] = {k: details.get(f"converter_{k}") for k in ("options", "attempts", "advice", "command")}
+    data["layout"] = dict(details.get("layout") or {})
+    data["names_mapped"] = details.get("names_mapped") or details.get("outputs_mapped")
+    data["fallback"] = details.get("fallback")      # LiteRT: XNNPack refused, the built-in kernels ran
     expected = ran["expected"]
     if expected is None:          # ORT could not run the original on the inputs the engine ran
         data["reference_error"] = data.get("reference_error") or "ONNX Runtime cannot run the original"
-        return JobOutput(data=data)
+        return data
 
     tasks = output_tasks(onnx_model, args.get("tasks") or None)
     order = order_free_for(onnx_model, tasks)
-    expected, values = _on_a_picture(onnx_model, ran, gate["reference"], runner, data) if not args.get("inputs") \
-        else (expected, ran["values"])
+    if args.get("inputs"):
+        values = ran["values"]
+    else:
+        choose = None if reference.broken else (lambda: reference.picture(onnx_model, ran["feeds"], expected))
+        expected, values = _compare_on_picture(onnx_model, ran, choose, lambda: held.get("engine"), data)
     for name, want in expected.items():
         got = values.get(name)
         if not isinstance(want, np.ndarray) or want.dtype.kind not in "fiub" or got is None:
@@ -198,30 +332,29 @@ def converted_check_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
         if want.size == 0 and got.shape == want.shape:
             continue
         data["compare"].append(judge_output(name, want, got, tasks.get(name), order.get(name)))
-    return JobOutput(data=data)
+    return data
 
 
 def _on_a_picture(onnx_model, ran: dict, reference, runner, data: dict) -> tuple[dict, dict]:
+    """:func:`_compare_on_picture` with an open ORT ``reference`` runner (None: none) and the engine's ``runner``."""
+    choose = None if reference is None else (lambda: choose_picture(
+        ran["feeds"], onnx_model, [ran["expected"]], lambda sets: _outputs_or_none(reference, sets)))
+    return _compare_on_picture(onnx_model, ran, choose, lambda: runner, data)
+
+
+def _compare_on_picture(onnx_model, ran: dict, choose: Callable[[], Any] | None, engine: Callable[[], Any],
+                        data: dict) -> tuple[dict, dict]:
     """The outputs to compare: those of the seeded set, except where ORT's are numerically zero there, or a sliver
     of what a picture gives (a text detector's mask on noise), which are compared on the synthetic picture that
-    lifts them (studio.core.pictures, the rule optimize and precision use), run on ORT and on the engine;
+    lifts them (studio.core.pictures, the rule optimize and precision use; ``choose()``: that picture with ORT's
+    outputs on it, None where none lifts them; ``choose`` None: no reference), run on the engine (``engine()``);
     ``data["picture_note"]`` says so.
     Where no picture lifts them, or the engine fails on it, the seeded comparison stands."""
     expected, values = ran["expected"], ran["values"]
     quiet = quiet_outputs([expected])
-    if reference is None or picture_input(onnx_model) is None:
+    if choose is None or picture_input(onnx_model) is None:
         return expected, values
-
-    def run(sets):
-        outs = []
-        for feeds in sets:
-            try:
-                outs.append(reference.infer(feeds))
-            except Exception:  # noqa: BLE001 - that picture is simply not used
-                outs.append(None)
-        return outs
-
-    choice = choose_picture(ran["feeds"], onnx_model, [expected], run)
+    choice = choose()
     if choice is None and not quiet:
         return expected, values
     if choice is None:
@@ -230,7 +363,7 @@ def _on_a_picture(onnx_model, ran: dict, reference, runner, data: dict) -> tuple
                                 "give real inputs (--inputs X.npz)")
         return expected, values
     try:
-        on_picture = runner.infer(choice.feeds)
+        on_picture = engine().infer(choice.feeds)
     except Exception as exc:  # noqa: BLE001 - the engine's failure on the picture is said, not hidden
         data["picture_note"] = f"not compared on {choice.label}: the engine fails there ({first_line(str(exc), 200)})"
         return expected, values
