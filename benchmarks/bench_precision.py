@@ -427,6 +427,7 @@ def real_encoder_rows(budget_s: float = 30.0) -> tuple[list[list], str]:
     from studio.precision.nncf_int8 import SMOOTH_QUANT_ALPHAS, quantize_openvino
     from studio.precision.cpu import cpu_has_bf16
     from studio.precision.nncf_weights import compress_openvino
+    from studio.precision.variants import BEFORE_NNCF
 
     src = _real_encoder_fp32()
     if src is None:
@@ -457,13 +458,19 @@ def real_encoder_rows(budget_s: float = 30.0) -> tuple[list[list], str]:
         calls[k] = (s.run, (None, feeds))
         run_of[k] = lambda f, s=s: s.run(None, f)[0]
     core = ov.Core()
-    irs = {"OpenVINO fp32": src}
+    # what the precision flow quantizes: the model with its dead NaN guards removed (variants.BEFORE_NNCF)
+    clean = api.optimize(api.load(src), passes=list(BEFORE_NNCF), out_path=work / "before-nncf.onnx")
+    clean_src = clean.output if clean.ok and clean.output else src
+    irs = {"OpenVINO fp32": src, "OpenVINO fp32, dead NaN guards removed": clean_src}
+    notes["OpenVINO fp32, dead NaN guards removed"] = "f32 hint; remove-dead-guards (openvino preset)"
     studio, down_float = "OpenVINO NNCF INT8 + SmoothQuant (int8-nncf-sq)", "OpenVINO NNCF INT8 + guard (int8-nncf)"
-    for label, floor, alphas in (("OpenVINO NNCF INT8 (TRANSFORMER, no guard)", 0.0, ()),
-                                 (down_float, 0.99, ()),       # the guard: FFN down-projections in float
-                                 (studio, 0.99, SMOOTH_QUANT_ALPHAS)):   # SmoothQuant alphas tried first
-        nncf = quantize_openvino(src, calib, work / f"nncf-{floor}-{len(alphas)}", guard_cosine=floor,
-                                 smooth_quant_alphas=alphas)
+    as_exported = "OpenVINO NNCF INT8 + SmoothQuant, NaN guards as exported"
+    for label, floor, alphas, model in (("OpenVINO NNCF INT8 (TRANSFORMER, no guard)", 0.0, (), clean_src),
+                                        (down_float, 0.99, (), clean_src),   # the guard: FFN down-proj in float
+                                        (studio, 0.99, SMOOTH_QUANT_ALPHAS, clean_src),   # alphas tried first
+                                        (as_exported, 0.99, SMOOTH_QUANT_ALPHAS, src)):
+        nncf = quantize_openvino(model, calib, work / (f"nncf-{floor}-{len(alphas)}" + ("-as-exported" if label == as_exported else "")),
+                                 guard_cosine=floor, smooth_quant_alphas=alphas)
         irs[label] = nncf.ir_path
         notes[label] = (f"{len(nncf.float_layers)} FFN down-proj in float" if nncf.float_layers else "all INT8") + \
             (f", SmoothQuant alpha {nncf.smooth_quant_alpha:g}" if nncf.smooth_quant_alpha is not None else "") + \
