@@ -10,12 +10,13 @@ becomes this target's error message, not a dead studio. The IR is read back,
 compiled for CPU with ``INFERENCE_PRECISION_HINT=f32`` and ``DYNAMIC_QUANTIZATION_GROUP_SIZE=0`` (so the
 comparison measures the IR, not a bf16 CPU default, nor the activation quantization the CPU plugin applies
 to MatMuls with compressed int8 weights) and compared with the original.
-The IR cannot carry that pin (OpenVINO 2026 ignores an IR's rt_info
-``runtime_options``), so where the CPU's default is below f32 (bf16 with
-AVX512-BF16/AMX) the same feeds also run on a default compile -- what a plain
-``compile_model`` and Triton's OpenVINO backend (no precision in its config)
-get -- and a note gives its max abs beside the pinned one
-(:func:`default_precision_note`); an AVX2-only CPU defaults to f32: no note.
+The IR cannot carry those pins (OpenVINO 2026 ignores an IR's rt_info
+``runtime_options``), so where a plain ``compile_model`` and Triton's OpenVINO backend
+(no precision in its config) compute otherwise -- the CPU's default below f32 (bf16
+with AVX512-BF16/AMX), or MatMuls with int8-stored weights, whose activations the
+plugin quantizes by default at any precision (:func:`compressed_weight_matmuls`) --
+the same feeds also run on that default compile and a note gives its max abs beside
+the pinned one (:func:`default_precision_note`); an f32 default and no such MatMul: no note.
 Note ``save_model`` compresses weights to FP16 by default; FP32 export passes
 ``compress_to_fp16=False`` explicitly.
 """
@@ -88,38 +89,101 @@ def ov_extensions(ctx: ExportContext) -> list[str]:
     return [str(Path(p).resolve()) for p in ctx.options.ov_extensions]
 
 
-def run_ir(ctx: ExportContext, xml: Path, *, runs: int, stage: str, precision: str = "f32") -> ArtifactRun:
+def run_ir(ctx: ExportContext, xml: Path, *, runs: int, stage: str, precision: str = "f32",
+           dynamic_quantization: bool | None = None) -> ArtifactRun:
     """Read the IR back in a worker with OpenVINO's runner (compiled for CPU in f32, as ``profile`` compiles it;
     "default": the plugin's own choice), run the feeds, time it in the one latency loop
-    (:mod:`studio.export.artifact_run`)."""
+    (:mod:`studio.export.artifact_run`). ``dynamic_quantization``: the CPU plugin's activation quantization of
+    compressed-weight MatMuls (default: off at f32, where the IR's own numbers are wanted, on otherwise)."""
     args = {"openvino_ir": True, "onnx_path": str(ctx.deploy), "precision": precision,
             "output_names": [o.name for o in ctx.source.proto.graph.output], "extensions": ov_extensions(ctx),
             # pinned f32 is the IR's own numbers: without this the CPU plugin quantizes the activations of every
             # MatMul with compressed (int8 -> Convert -> Multiply) weights (ov_config)
-            "dynamic_quantization": precision != "f32"}
+            "dynamic_quantization": precision != "f32" if dynamic_quantization is None else dynamic_quantization}
     return run_artifact_file(ctx, "openvino", xml, args, runs=runs, stage=stage)
 
 
+_INT_WEIGHTS = frozenset({"i8", "u8", "i4", "u4"})
+_DECOMPRESSION = frozenset({"Convert", "Subtract", "Multiply", "Reshape", "Transpose", "Squeeze", "Unsqueeze"})
+
+
+def compressed_weight_matmuls(xml: Path) -> int:
+    """How many MatMuls of the IR take weights stored as integers and decompressed in the graph (an i8/u8/i4/u4
+    Const -> Convert -> [Subtract] -> Multiply, from ONNX's Cast -> Mul or a weight DequantizeLinear): OpenVINO's CPU
+    plugin quantizes those MatMuls' activations on the fly by default (DYNAMIC_QUANTIZATION_GROUP_SIZE), at any
+    precision; a MatMul whose other input is FakeQuantized (a QDQ model's int8 MatMul) is not counted. Read from
+    ``model.xml``'s text: top-level layers and edges."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(xml).getroot()
+    found, edges = root.find("layers"), root.find("edges")
+    layers = {layer.get("id"): layer for layer in (found if found is not None else ())}
+    inputs: dict[str | None, list[str | None]] = {}
+    for edge in sorted(edges if edges is not None else (), key=lambda e: int(e.get("to-port") or 0)):
+        inputs.setdefault(edge.get("to-layer"), []).append(edge.get("from-layer"))
+    kind = {i: layer.get("type") for i, layer in layers.items()}
+    memo: dict[str | None, tuple[bool, bool]] = {}
+
+    def weights(i: str | None) -> tuple[bool, bool]:
+        """(computed from constants only, an integer Const decompressed on the way)."""
+        if i not in memo:
+            memo[i] = (False, False)          # a cycle (none in an IR) reads as not constant
+            if kind.get(i) == "Const":
+                memo[i] = (True, False)
+            elif kind.get(i) in _DECOMPRESSION:
+                parts = [weights(p) for p in inputs.get(i, [])]
+                const = bool(parts) and all(c for c, _ in parts)
+                integer = any(n for _, n in parts) or (kind[i] == "Convert" and any(
+                    kind.get(p) == "Const" and (layers[p].find("data") is not None)
+                    and layers[p].find("data").get("element_type") in _INT_WEIGHTS for p in inputs.get(i, [])))
+                memo[i] = (const, const and integer)
+        return memo[i]
+
+    try:
+        return sum(1 for i, t in kind.items() if t == "MatMul"
+                   and not any(kind.get(p) == "FakeQuantize" for p in inputs.get(i, []))
+                   and any(weights(p) == (True, True) for p in inputs.get(i, [])))
+    except RecursionError:        # a decompression chain thousands of layers long: not the pattern
+        return 0
+
+
 def default_precision_note(ctx: ExportContext, xml: Path, pinned: ArtifactRun, verified: Verification,
-                           criteria: Criteria) -> str | None:
-    """What the IR gives compiled at OpenVINO's default CPU precision (no INFERENCE_PRECISION_HINT, as a plain
-    ``compile_model`` and Triton's OpenVINO backend compile it) on the verification feeds, beside the pinned
-    f32 figure; None where that default is f32 here or the pinned run was not compared. The verification pins
-    f32, so without this a bf16 default's error (3.4e-4 vs 1.5e-8 on corpus oww_timer) went unsaid."""
-    default = pinned.details.get("precision_default")
-    if not default or default == "f32" or verified.comparison is None:
+                           criteria: Criteria, *, default: str | None = None) -> str | None:
+    """What the IR gives compiled as a plain ``compile_model`` and Triton's OpenVINO backend compile it (no
+    INFERENCE_PRECISION_HINT, no DYNAMIC_QUANTIZATION_GROUP_SIZE) on the verification feeds, beside the verified
+    figure; None where that is the verified compile here (f32 default, no compressed-weight MatMul) or the pinned run
+    was not compared. The verification pins f32 with the activation quantization off, so without this a bf16
+    default's error (3.4e-4 vs 1.5e-8 on corpus oww_timer) and, on any CPU, the quantized activations of MatMuls
+    with int8-stored weights (0.15 vs 0 on the int8-weights test model at f32) went unsaid. ``default``: the CPU's
+    default precision (the pinned run's report unless given); the plain compile is run as that precision pinned
+    with the activation quantization on, which is what the plugin's defaults are."""
+    default = default or pinned.details.get("precision_default")
+    lower = default not in (None, "f32")
+    compressed = compressed_weight_matmuls(xml) if xml.exists() else 0
+    if verified.comparison is None or not (lower or compressed):
         return None
-    done = run_ir(ctx, xml, runs=0, stage=f"OpenVINO (default precision, {xml.name})", precision="default")
+    done = run_ir(ctx, xml, runs=0, stage=f"OpenVINO (default compile, {xml.name})", precision=default or "default",
+                  dynamic_quantization=True)
     got = verify_outputs(ctx.reference, done.outputs, criteria, engine=verified.engine or "", error=done.error)
-    head = (f"OpenVINO's default precision on this CPU is {default}: compiled without INFERENCE_PRECISION_HINT=f32 "
-            f"(plain compile_model, Triton's OpenVINO backend, which cannot pin f32) {xml.name} ")
-    pin = ("pin it in your compile_model config for the verified numbers (with DYNAMIC_QUANTIZATION_GROUP_SIZE=0, "
-           "as the verification does, where weights are stored as int8)")
+    if not compressed:
+        head = (f"OpenVINO's default precision on this CPU is {default}: compiled without INFERENCE_PRECISION_HINT=f32 "
+                f"(plain compile_model, Triton's OpenVINO backend, which cannot pin f32) {xml.name} ")
+        pinned_as, pin = "pinned f32", "pin it in your compile_model config for the verified numbers"
+    else:
+        pins = ("INFERENCE_PRECISION_HINT=f32 and " if lower else "") + "DYNAMIC_QUANTIZATION_GROUP_SIZE=0"
+        said = (f"OpenVINO's default precision on this CPU is {default}" + (" and its" if lower else ", but its")
+                if default else "OpenVINO's")
+        head = (f"{said} CPU plugin quantizes on the fly the activations of the {compressed} MatMul(s) whose weights "
+                f"{xml.name} stores as integers (int8 -> Convert -> Multiply; DYNAMIC_QUANTIZATION_GROUP_SIZE's "
+                f"default, at any precision): compiled without {pins} (plain compile_model, Triton's OpenVINO "
+                f"backend) {xml.name} ")
+        pinned_as = "with f32 and DYNAMIC_QUANTIZATION_GROUP_SIZE=0 pinned"
+        pin = f"set {pins} in your compile_model config for the verified numbers"
     if got.comparison is None:
         return f"{head}could not be run here ({got.message[:150]}); {pin}"
     outside = "" if got.ok else ", outside the verification's tolerance"
     return (f"{head}gives max abs {got.comparison.max_abs:.3g} vs the original "
-            f"({verified.comparison.max_abs:.3g} pinned f32{outside}); {pin}")
+            f"({verified.comparison.max_abs:.3g} {pinned_as}{outside}); {pin}")
 
 
 @unless_refused("openvino", refusal)
