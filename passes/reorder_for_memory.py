@@ -22,6 +22,7 @@ import onnx_ir as ir
 from passes.base import Change, PassResult, StudioPass, result
 from passes.base import register
 from studio.core.fmt import human_bytes
+from studio.core.protowalk import ir_node_reads
 from studio.inspect.memory_plan import OpNode, Schedule, reorder_for_memory
 
 
@@ -47,29 +48,6 @@ def _weight_only(node: ir.Node, constants: set[str]) -> bool:
             and all(v is None or (v.name in constants) for v in node.inputs))
 
 
-def _outer_reads(node: ir.Node, depth: int = 0) -> list[str]:
-    """Names a node's bodies (If/Loop/Scan) read from outer scopes, at any depth: ORT's implicit
-    inputs. The node depends on their producers, so an order must keep those first."""
-    out: list[str] = []
-    if depth >= 64:
-        return out
-    for attr in node.attributes.values():
-        if attr.type == ir.AttributeType.GRAPH:
-            bodies = [attr.value]
-        elif attr.type == ir.AttributeType.GRAPHS:
-            bodies = list(attr.value)
-        else:
-            continue
-        for body in bodies:
-            local = {v.name for v in body.inputs} | set(body.initializers) \
-                | {v.name for n in body for v in n.outputs}
-            for n in body:
-                reads = [v.name for v in n.inputs if v is not None] + _outer_reads(n, depth + 1)
-                out.extend(x for x in reads if x and x not in local)
-            out.extend(v.name for v in body.outputs if v.name and v.name not in local)
-    return out
-
-
 def schedule_of(graph: ir.Graph, known: Mapping[str, int] | None = None) -> tuple[Schedule, list[ir.Node]]:
     """The graph's schedule (Constant nodes left out, as ORT folds them into initializers); ``known``:
     bytes of values whose shape is not static (the memory plan's, at the dims the user chose)."""
@@ -86,8 +64,7 @@ def schedule_of(graph: ir.Graph, known: Mapping[str, int] | None = None) -> tupl
         if _weight_only(node, constants):      # weights, as the memory plan counts them
             constants.update(v.name for v in node.outputs if v.name)
             continue
-        reads = [v.name for v in node.inputs if v is not None] + _outer_reads(node)
-        ins = tuple(dict.fromkeys(x for x in reads if x and x not in constants))
+        ins = tuple(x for x in ir_node_reads(node) if x not in constants)   # bodies' reads too: wait on them
         outs = tuple(v.name or "" for v in node.outputs)
         for v in node.outputs:
             b = _nbytes(v)

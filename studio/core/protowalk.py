@@ -2,7 +2,9 @@
 bodies (at any depth), model-local functions and training graphs.
 
 Many checks (external-data safety, node counts, op histograms) are wrong if
-they look at ``model.graph.node`` alone, so they all go through here.
+they look at ``model.graph.node`` alone, so they all go through here. So does the one rule for what a subgraph body reads from the scope
+around it (the topological sort, the cycle check, the memory plan, and reorder-for-memory through an
+onnx-ir reader of the same rule).
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import onnx
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto
+
+if TYPE_CHECKING:            # onnx-ir is imported by passes, not on every import of this module
+    import onnx_ir as ir
 
 T = TypeVar("T")
 
@@ -157,36 +162,87 @@ def reachable(start: Iterable[T], step: Callable[[T], Iterable[T]], limit: int |
 
 
 def cycle_text(cyclic: Sequence[str]) -> str:
-    """"the graph has a cycle: 2 node(s) wait on their own outputs ('Add_0', 'Relu_1')": the one wording check,
-    memory and inspect use for :func:`cycle_nodes`."""
-    return (f"the graph has a cycle: {len(cyclic)} node(s) wait on their own outputs "
+    """"the graph has a cycle: 2 node(s) in it or waiting on it ('Add_0', 'Relu_1')": the one wording check,
+    memory and inspect use for :func:`cycle_nodes` (whose list holds the nodes behind a cycle too)."""
+    return (f"the graph has a cycle: {len(cyclic)} node(s) in it or waiting on it "
             f"({', '.join(repr(c[:60]) for c in cyclic[:4])})")
 
 
-def outer_reads(graph: GraphProto, depth: int = 1) -> set[str]:
-    """Names a body reads from the scope around it, its own nested bodies' reads included: what the node
-    holding it waits on besides its inputs. A body's own names (inputs, weights, node outputs) are not outer
-    reads, even when they repeat an outer name (an Optimum merged decoder's If branches name their values as
-    the If's outputs)."""
+B = TypeVar("B")
+# A body as the read rule sees it, whatever holds it (a GraphProto, an onnx-ir Graph): its own names (inputs,
+# weights), its output names, and per node its input names ("" for a missing one), output names and bodies.
+BodyParts = tuple[Iterable[str], Iterable[str], Sequence[tuple[Sequence[str], Sequence[str], Sequence[B]]]]
+
+
+def reads_from_outside(body: B, parts: Callable[[B], BodyParts[B]], depth: int = 1) -> tuple[str, ...]:
+    """The one rule for what a body reads from the scope around it, for any graph type (``parts`` reads
+    one): its nodes' inputs, its nested bodies' outer reads and its outputs, less the body's own names
+    (inputs, weights, node outputs, even when they repeat an outer name: an Optimum merged decoder's If
+    branches name their values as the If's outputs). In first-read order (node by node, each node's
+    inputs then its bodies' reads, the body's outputs last), each name once."""
     if depth > MAX_DEPTH:
         raise onnx.checker.ValidationError(f"subgraphs nested deeper than {MAX_DEPTH} levels")
-    made = {v.name for v in graph.input} | {t.name for t in graph.initializer} | \
-        {t.values.name for t in graph.sparse_initializer}
-    used: set[str] = {v.name for v in graph.output}
-    for node in graph.node:
-        used.update(x for x in node.input if x)
-        for _, sub in _subgraphs(node):
-            used |= outer_reads(sub, depth + 1)
-        made.update(x for x in node.output if x)
-    return used - made
+    own, outputs, nodes = parts(body)
+    made = set(own) | {o for _, outs, _ in nodes for o in outs if o}
+    used: dict[str, None] = {}
+    for ins, _, subs in nodes:
+        used.update(dict.fromkeys(x for x in ins if x))
+        for sub in subs:
+            used.update(dict.fromkeys(reads_from_outside(sub, parts, depth + 1)))
+    used.update(dict.fromkeys(x for x in outputs if x))
+    return tuple(x for x in used if x not in made)
 
 
-def node_reads(node: NodeProto) -> set[str]:
-    """Every name ``node`` waits on: its inputs and what its subgraph bodies read from outside."""
-    names = {x for x in node.input if x}
-    for _, sub in _subgraphs(node):
-        names |= outer_reads(sub)
-    return names
+def _proto_parts(graph: GraphProto) -> BodyParts[GraphProto]:
+    own = [*(v.name for v in graph.input), *(t.name for t in graph.initializer),
+           *(t.values.name for t in graph.sparse_initializer)]
+    return own, [v.name for v in graph.output], [(n.input, n.output, [b for _, b in _subgraphs(n)])
+                                                 for n in graph.node]
+
+
+def outer_reads(graph: GraphProto, depth: int = 1) -> tuple[str, ...]:
+    """Names a body reads from the scope around it, its own nested bodies' reads included: what the node
+    holding it waits on besides its inputs (:func:`reads_from_outside`)."""
+    return reads_from_outside(graph, _proto_parts, depth)
+
+
+def node_reads(node: NodeProto) -> tuple[str, ...]:
+    """Every name ``node`` waits on, once each: its inputs (as written, missing ones left out), then what
+    its subgraph bodies read from outside (ORT's implicit inputs)."""
+    return _reads(node.input, [b for _, b in _subgraphs(node)], _proto_parts)
+
+
+def _reads(inputs: Iterable[str], bodies: Iterable[B], parts: Callable[[B], BodyParts[B]]) -> tuple[str, ...]:
+    names = dict.fromkeys(x for x in inputs if x)
+    for sub in bodies:
+        names.update(dict.fromkeys(reads_from_outside(sub, parts)))
+    return tuple(names)
+
+
+def _ir_bodies(node: ir.Node) -> list[ir.Graph]:
+    out: list[ir.Graph] = []
+    for attr in node.attributes.values():
+        if attr.type == AttributeProto.GRAPH:       # ir.AttributeType is an IntEnum of AttributeProto's values
+            out.append(attr.value)
+        elif attr.type == AttributeProto.GRAPHS:
+            out.extend(attr.value)
+    return out
+
+
+def _ir_name(value: ir.Value | None) -> str:
+    return (value.name or "") if value is not None else ""
+
+
+def _ir_parts(graph: ir.Graph) -> BodyParts[ir.Graph]:
+    own = [*(v.name or "" for v in graph.inputs), *graph.initializers]
+    return own, [v.name or "" for v in graph.outputs], [
+        ([_ir_name(v) for v in n.inputs], [v.name or "" for v in n.outputs],
+         _ir_bodies(n)) for n in graph]
+
+
+def ir_node_reads(node: ir.Node) -> tuple[str, ...]:
+    """:func:`node_reads` for an onnx-ir node (passes hold the model as onnx-ir), by the same rule."""
+    return _reads(map(_ir_name, node.inputs), _ir_bodies(node), _ir_parts)
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 
 from onnx import GraphProto, NodeProto
 
-from studio.core.protowalk import MAX_DEPTH, iter_graphs, subgraphs_of
+from studio.core.protowalk import MAX_DEPTH, iter_graphs, node_reads, subgraphs_of
 from studio.core.tensor_safety import itemsize_of, packed_nbytes
 from studio.core.types import value_info
 from studio.inspect.flops import numel
@@ -180,20 +180,6 @@ def _weight_only(graph: GraphProto, constants: set[str]) -> set[str]:
     return out
 
 
-def _outer_reads(node, depth: int) -> list[str]:
-    """Names a node's bodies read at any depth (ORT's implicit inputs): live until the node has run."""
-    out: list[str] = []
-    if depth >= MAX_DEPTH:
-        return out
-    for _, body in subgraphs_of(node):
-        local = {vi.name for vi in body.input} | {t.name for t in body.initializer} \
-            | {o for n in body.node for o in n.output}
-        for n in body.node:
-            out.extend(x for x in list(n.input) + _outer_reads(n, depth + 1) if x and x not in local)
-        out.extend(vo.name for vo in body.output if vo.name not in local)
-    return out
-
-
 def declared_types(graph: GraphProto) -> dict[str, StaticType]:
     """The static types a graph declares (inputs, outputs, value_info): what ORT's planner compares
     when the file has been through shape inference."""
@@ -268,7 +254,7 @@ def schedule_from_graph(graph: GraphProto, size_of: Callable[[str], int | None],
                                               depth=depth + 1, unknown=unknown, static_of=static_of), alignment=1)
                 if bp.peak_bytes > body_bytes:
                     body_bytes, body_node = bp.peak_bytes, bp.peak_node or where
-        reads = tuple(dict.fromkeys(x for x in list(n.input) + _outer_reads(n, depth) if x and x not in constants))
+        reads = tuple(x for x in node_reads(n) if x not in constants)   # bodies' reads: live until n has run
         nodes.append(OpNode(i, f"{scope}/{label}" if scope else label, n.op_type, reads, tuple(n.output),
                             body_bytes, body_node, tuple(n.input), "" if n.domain == "ai.onnx" else n.domain))
     inputs = tuple(vi.name for vi in graph.input if vi.name not in constants)

@@ -11,7 +11,11 @@ from onnx import TensorProto as T
 from onnx import helper
 
 from passes.normalize import sort_graph
-from studio.core.protowalk import cycle_nodes, outer_reads, topo_order
+import onnx_ir as ir
+
+from passes.reorder_for_memory import schedule_of
+from studio.core.protowalk import cycle_nodes, cycle_text, ir_node_reads, node_reads, outer_reads, topo_order
+from studio.inspect.memory_plan import schedule_from_graph
 
 X = helper.make_tensor_value_info("x", T.FLOAT, [4])
 C = helper.make_tensor_value_info("c", T.BOOL, [])
@@ -55,7 +59,7 @@ def test_a_body_own_name_hides_no_outer_read_of_its_parent(tmp_path):
     then = _branch("then", [helper.make_node("Identity", ["a"], ["t"]),
                             helper.make_node("If", ["c"], ["u"], then_branch=inner, else_branch=inner)], "t")
     other = _branch("else", [helper.make_node("Identity", ["x"], ["e"])], "e")
-    assert outer_reads(then) == {"a", "c", "x"}
+    assert outer_reads(then) == ("a", "c", "x")       # first read first: Identity's a, the If's c, Neg's x
     g = helper.make_graph([helper.make_node("If", ["c"], ["r"], name="if", then_branch=then, else_branch=other),
                            helper.make_node("Relu", ["x"], ["a"], name="relu")], "g", [X, C],
                           [helper.make_tensor_value_info("r", T.FLOAT, [4])])
@@ -83,5 +87,46 @@ def test_a_node_reading_its_own_output_is_a_cycle_and_is_not_sorted(tmp_path):
     topo = topo_order(g)
     assert topo.order == (1,) and topo.stuck == (0, 2)
     assert cycle_nodes(g) == ["neg", "add"]
+    # Neg is not in the cycle, it waits on it: the sentence says so
+    assert cycle_text(cycle_nodes(g)) == "the graph has a cycle: 2 node(s) in it or waiting on it ('neg', 'add')"
     assert not sort_graph(g)
     assert [n.name for n in g.node] == ["neg", "relu", "add"]
+
+
+def _if_reading_outside() -> onnx.ModelProto:
+    """The If of the nested-body test, its then-branch also holding a sparse weight 'w' (a name of its own).
+
+    By hand, what the If waits on: its input c, then its bodies' reads in attribute order (onnx.helper writes
+    them sorted: else_branch first): 'x'; then the then-branch's 'a' (Identity), 'c' and 'x' again (the
+    nested If, its body's Neg), each name once; 'w' is the branch's own: ('c', 'x', 'a')."""
+    inner = _branch("inner", [helper.make_node("Neg", ["x"], ["a"])], "a")
+    then = _branch("then", [helper.make_node("Identity", ["a"], ["t0"]),
+                            helper.make_node("If", ["c"], ["u"], then_branch=inner, else_branch=inner),
+                            helper.make_node("Add", ["t0", "w"], ["t"])], "t")
+    then.sparse_initializer.append(helper.make_sparse_tensor(
+        helper.make_tensor("w", T.FLOAT, [1], [2.0]), helper.make_tensor("w_i", T.INT64, [1], [0]), [4]))
+    other = _branch("else", [helper.make_node("Identity", ["x"], ["e"])], "e")
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["a"], name="relu"),
+                           helper.make_node("If", ["c"], ["r"], name="if", then_branch=then, else_branch=other)],
+                          "g", [X, C], [helper.make_tensor_value_info("r", T.FLOAT, [4])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_memory_plan_and_reorder_pass_wait_on_what_the_one_rule_reads():
+    """The memory plan (proto) and reorder-for-memory (onnx-ir) schedule the If with the same reads, in the
+    same order, worked out by hand; a sparse weight of the body is the body's own, not an outer read (the
+    plan's own walk used to miss sparse initializers)."""
+    m = _if_reading_outside()
+    want = ("c", "x", "a")
+    assert node_reads(m.graph.node[1]) == want
+    plan = schedule_from_graph(m.graph, lambda name: None)
+    assert plan.nodes[1].label == "if" and plan.nodes[1].inputs == want
+    then = next(a.g for a in m.graph.node[1].attribute if a.name == "then_branch")
+    assert outer_reads(then) == ("a", "c", "x")
+    del then.sparse_initializer[:]     # onnx-ir reads no sparse weights: a dense one, the branch's own too
+    then.initializer.append(helper.make_tensor("w", T.FLOAT, [4], [2.0, 0.0, 0.0, 0.0]))
+    model = ir.serde.deserialize_model(m)
+    node = list(model.graph)[1]
+    assert ir_node_reads(node) == want
+    schedule, _ = schedule_of(model.graph)
+    assert schedule.nodes[1].inputs == want
