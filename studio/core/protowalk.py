@@ -2,9 +2,10 @@
 bodies (at any depth), model-local functions and training graphs.
 
 Many checks (external-data safety, node counts, op histograms) are wrong if
-they look at ``model.graph.node`` alone, so they all go through here. So does the one rule for what a subgraph body reads from the scope
-around it (the topological sort, the cycle check, the memory plan, and reorder-for-memory through an
-onnx-ir reader of the same rule).
+they look at ``model.graph.node`` alone, so they all go through here. So does
+the one rule for what a subgraph body reads from the scope around it (the
+topological sort, the cycle check, the memory plan; reorder-for-memory through
+an onnx-ir reader of the same rule).
 """
 
 from __future__ import annotations
