@@ -4,7 +4,12 @@ Uses ONNX Runtime's copy of the onnxconverter-common converter
 (``onnxruntime.transformers.float16.convert_float_to_float16``: keep-io-types,
 op and node block lists, the ops that must stay float32 by default), then
 ``fix-cast-types``' repair for Casts the converter leaves mistyped, then checks
-the result loads in ONNX Runtime.
+the result loads in ONNX Runtime and computes no inf/NaN where float32 is finite.
+
+Nodes whose float32 values, measured on the pass's feeds (``inputs``: the sets the
+result is verified on), leave float16's range stay float32 with Casts around them
+(``passes.fp16_ranges``: a hand-written LayerNorm's sum of squares, an attention
+mask of -1e9); the result's details name each node and the value that kept it.
 
 Whether fp16 is *faster* is measured, not assumed: ONNX Runtime's CPU provider
 has fp16 kernels for few ops and runs the rest through Casts, so on most CPUs
@@ -25,6 +30,8 @@ import onnx_ir as ir
 
 from passes.base import Change, PassResult, StudioPass
 from passes.fix_cast_types import repair_cast_types
+from passes.fp16_ranges import (DEFAULT_LIMIT, KeptFp32, fp32_nodes, join_fp32_islands, nonfinite_outputs,
+                                relocate_casts)
 from passes.normalize import sort_graph
 from passes.quant_tools import job_context
 from passes.base import register
@@ -51,6 +58,9 @@ def convert_model(model: onnx.ModelProto, *, op_block_list: list[str] | None = N
     big = model.ByteSize() > 1_800_000_000
     converted = convert_float_to_float16(model, keep_io_types=keep_io_types, op_block_list=blocked,
                                          node_block_list=list(node_block_list or []), disable_shape_infer=big)
+    # Casts around a blocked node inside an If body are appended to the top graph: moved into that body
+    relocate_casts(converted)
+    join_fp32_islands(converted)
     # the converter appends input Casts at the end, and If/Loop bodies may read their outputs from the outer
     # scope (corpus silero_vad): sorted by what each node and its subgraphs read
     sort_graph(converted.graph)
@@ -114,15 +124,18 @@ class ConvertFp16(StudioPass):
     """float32 weights and compute  ⇒  float16 (inputs/outputs stay float32; block-listed ops stay float32)."""
 
     name = "convert-fp16"
-    summary = ("Convert to float16 with float32 inputs/outputs and an op/node block list; repairs mistyped Casts "
-               "and measures whether fp16 is faster on ONNX Runtime CPU here.")
+    summary = ("Convert to float16 with float32 inputs/outputs and an op/node block list; nodes whose measured "
+               "float32 values leave float16's range stay float32; repairs mistyped Casts and measures whether fp16 "
+               "is faster on ONNX Runtime CPU here.")
     calls_engines = True
     verify_tolerance: ClassVar[Tolerance | None] = REDUCED_PRECISION
     # Judged like quantization, by cosine: through 50 layers fp16 moves many elements by more than
     # any elementwise tolerance that would still catch a real bug, while the direction holds.
     verify_quantized: ClassVar[bool] = True
+    path_options: ClassVar[tuple[str, ...]] = ("inputs",)
 
-    # Options: op_block_list, node_block_list, keep_io_types (True), measure (True), dims (symbolic dims).
+    # Options: op_block_list, node_block_list, keep_io_types (True), measure (True), dims (symbolic dims),
+    # inputs (.npz: the sets it measures ranges and judges on), keep_out_of_range (True), fp32_limit (16376).
     def changes_io_dtypes(self) -> bool:
         # keep_io_types=false makes float inputs/outputs float16: an interface change asked for.
         return not _flag(self.options.get("keep_io_types", True))
@@ -133,7 +146,6 @@ class ConvertFp16(StudioPass):
         with tempfile.TemporaryDirectory(prefix="fp16-", dir=".") as tmp:
             workdir = Path(tmp).resolve()
             src = save_result(model, workdir / "src" / "model.onnx")
-            ctx.set_stage("fp16: converting (onnxruntime.transformers.float16)")
             proto = onnx.load_model(str(src))
             if not any(t.data_type == onnx.TensorProto.FLOAT for t in proto.graph.initializer) and not any(
                     vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT for vi in proto.graph.input):
@@ -146,24 +158,21 @@ class ConvertFp16(StudioPass):
                 return PassResult(model, False, (), {}, (
                     f"not applied: '{seq_io[0][:60]}' is a sequence {role}, which the fp16 converter cannot "
                     "keep float32; the model is left as it is",))
-            converted, fixes = convert_model(proto, op_block_list=opts.get("op_block_list"),
-                                             node_block_list=opts.get("node_block_list"),
-                                             keep_io_types=_flag(opts.get("keep_io_types", True)))
-            del proto
-            out = workdir / "fp16.onnx"
-            qt._save(converted, out)
-            casts = sum(1 for n in converted.graph.node if n.op_type == "Cast")
-            del converted
-            warnings: list[str] = []
-            if self.changes_io_dtypes():
-                warnings.append("keep_io_types=false: the model's float inputs and outputs are float16 now; "
-                                "feed it float16 arrays")
-            details: dict = {"cast_fixes": [f.describe() for f in fixes], "casts": casts,
-                             "blocked_ops": list(opts.get("op_block_list") or []),
-                             "blocked_nodes": list(opts.get("node_block_list") or [])}
-            ctx.set_stage("fp16: running the original in ONNX Runtime")
             header = onnx.load_model(str(src), load_external_data=False)
-            sets = list(make_feeds(header, count=2, seed=1000, dims=opts.get("dims")).sets)
+            if opts.get("inputs"):
+                sets = list(make_feeds(header, inputs=Path(str(opts["inputs"]))).sets)[:4]
+            else:
+                sets = list(make_feeds(header, count=2, seed=1000, dims=opts.get("dims")).sets)
+            ctx.set_stage("fp16: running the original in ONNX Runtime, measuring its float32 ranges")
+            limit = float(opts.get("fp32_limit", DEFAULT_LIMIT))
+            measured = _flag(opts.get("keep_out_of_range", True))
+            warnings: list[str] = []
+
+            def run(tapped: onnx.ModelProto, feed_sets) -> list[dict]:
+                path = workdir / "ranges.onnx"
+                qt._save(tapped, path)
+                return qt.ort_outputs(path, feed_sets, ctx, level="disable")
+
             try:
                 reference = qt.ort_outputs(src, sets, ctx)
             except Exception as exc:  # noqa: BLE001
@@ -174,6 +183,31 @@ class ConvertFp16(StudioPass):
                                   "judged on: set its input sizes with --dim NAME=VALUE "
                                   f"({type(exc).__name__}: {engine_message(exc, 200)})",
                                   code=ErrorCode.REFERENCE_FAILED) from None
+            kept: tuple[KeptFp32, ...] = ()
+            if measured:
+                try:
+                    kept = fp32_nodes(proto, sets, run, limit)
+                except Exception as exc:  # noqa: BLE001 - the tapped copy failed: convert without ranges, and say so
+                    log.info("fp16 range measurement failed: %s", exc)
+                    warnings.append(f"float32 ranges not measured ({type(exc).__name__}: {engine_message(exc, 120)})"
+                                    ": no node is kept float32 for its range")
+            ctx.set_stage("fp16: converting (onnxruntime.transformers.float16)")
+            converted, fixes = convert_model(proto, op_block_list=opts.get("op_block_list"),
+                                             node_block_list=[*(opts.get("node_block_list") or []),
+                                                              *(k.node for k in kept)],
+                                             keep_io_types=_flag(opts.get("keep_io_types", True)))
+            del proto
+            out = workdir / "fp16.onnx"
+            qt._save(converted, out)
+            casts = sum(1 for n in converted.graph.node if n.op_type == "Cast")
+            del converted
+            if self.changes_io_dtypes():
+                warnings.append("keep_io_types=false: the model's float inputs and outputs are float16 now; "
+                                "feed it float16 arrays")
+            details: dict = {"cast_fixes": [f.describe() for f in fixes], "casts": casts,
+                             "blocked_ops": list(opts.get("op_block_list") or []),
+                             "blocked_nodes": list(opts.get("node_block_list") or []),
+                             "kept_fp32": [k.describe() for k in kept], "fp32_limit": limit}
             try:
                 ctx.set_stage("fp16: loading the result in ONNX Runtime")
                 # keep_io_types=false: the fp16 model takes float16 inputs; feed it the same values.
@@ -183,6 +217,12 @@ class ConvertFp16(StudioPass):
             except Exception as exc:  # noqa: BLE001
                 raise StudioError(f"the fp16 model does not load in ONNX Runtime ({type(exc).__name__}: "
                                   f"{engine_message(exc, 200)}); add the failing op to the block list") from None
+            bad = nonfinite_outputs(reference, got)
+            if bad:
+                raise StudioError(
+                    f"the fp16 model computes inf/NaN where float32 is finite ({bad}) with {len(kept)} node(s) kept "
+                    "float32 for their measured ranges: give real inputs (inputs=X.npz), lower fp32_limit, or add "
+                    "the overflowing nodes to node_block_list")
             cos, _ = qt.accuracy(reference, got)
             details["cosine"] = round(cos, 6)
             if opts.get("measure", True):
@@ -201,6 +241,10 @@ class ConvertFp16(StudioPass):
             result = qt.load_result(out)
         changes = [Change("changed", (), f"float32 -> float16 weights and compute; {casts} Cast nodes at the "
                                          "float32 boundaries")]
+        if kept:
+            changes.append(Change("changed", tuple(k.node for k in kept),
+                                  f"{len(kept)} node(s) kept float32 (measured |x| above {limit:g}): " + "; ".join(
+                                      k.describe() for k in kept[:5])))
         if fixes:
             changes.append(Change("changed", tuple(f.node for f in fixes),
                                   f"{len(fixes)} mistyped Cast(s) repaired: " + "; ".join(

@@ -63,6 +63,12 @@ def _long_limits(limits: Limits | None, model_bytes: int) -> Limits:
     return scaled_to_model(limits, model_bytes, min_timeout_s=900.0)
 
 
+def _verify_sets(eval_feeds: FeedSet) -> list[Feeds]:
+    """The evaluation sets a build is verified on, the first and the last: a synthetic picture precision added is
+    the last (where seeded noise leaves the outputs at a sliver, it is what the build's INT8 is judged on)."""
+    return [eval_feeds.sets[0], eval_feeds.sets[-1]] if len(eval_feeds.sets) > 1 else list(eval_feeds.sets)
+
+
 def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[str, Mapping[str, Any]],
            eval_feeds: FeedSet, limits: Limits, pool_key: str) -> tuple[Path, tuple[dict, ...], dict, list[str]]:
     """Run the variant's pipeline; (model, lineage, pass details, warnings)."""
@@ -72,11 +78,8 @@ def _build(spec: VariantSpec, model_path: Path, out_dir: Path, extra: Mapping[st
                               pass_options={name: {**dict(opts), **dict(extra.get(name, {}))} for name, opts in spec.passes})
     # partial="none": a variant that failed leaves no file; the pipeline's default keeps the last verified
     # model (here the untouched fp32 one) under the variant's name, where it reads as that variant.
-    # verified on two evaluation sets, the first and the last: a synthetic picture precision added is the last
-    # (where seeded noise leaves the outputs at a sliver, it is what the build's INT8 is judged on)
-    verify_sets = [eval_feeds.sets[0], eval_feeds.sets[-1]] if len(eval_feeds.sets) > 1 else list(eval_feeds.sets)
     result = run_pipeline(model_path, request, out_dir / spec.name / model_path.name,
-                          feeds=verify_sets, limits=limits, pool_key=pool_key, partial="none")
+                          feeds=_verify_sets(eval_feeds), limits=limits, pool_key=pool_key, partial="none")
     if not result.ok:
         raise StudioError(result.summary())
     if not result.modified or result.output is None:
@@ -205,8 +208,7 @@ def _before_nncf(model_path: Path, work: Path, eval_feeds: FeedSet, limits: Limi
     if out.is_file() and said.is_file():
         kept = json.loads(said.read_text())
         return out, tuple(kept["lineage"]), list(kept["notes"])
-    verify_sets = [eval_feeds.sets[0], eval_feeds.sets[-1]] if len(eval_feeds.sets) > 1 else list(eval_feeds.sets)
-    result = run_pipeline(model_path, OptimizeRequest(passes=list(BEFORE_NNCF)), out, feeds=verify_sets,
+    result = run_pipeline(model_path, OptimizeRequest(passes=list(BEFORE_NNCF)), out, feeds=_verify_sets(eval_feeds),
                           limits=limits, pool_key=pool_key, partial="none")
     if not result.ok or not result.modified or result.output is None:
         if result.output is not None:
@@ -514,7 +516,10 @@ def _pass_options(ctx: _Context, inp: _Inputs, calibration_method: str,
             "quantize-int8-dynamic": {"target_cosine": ctx.target_cosine, "budget_s": latency_budget_s,
                                       **dims_opt},
             "quantize-weight-only": _weight_pass_options(ctx.weight_options),
-            "convert-fp16": dims_opt}
+            # fp16 measures its float32 ranges (the nodes it keeps float32) and judges itself on the sets the
+            # build is verified on, not on sets of its own at guessed sizes
+            "convert-fp16": {**dims_opt, "inputs": str(save_npz(_verify_sets(inp.eval_feeds),
+                                                                 ctx.work / "fp16-inputs.npz"))}}
 
 
 def _weight_pass_options(opts: Mapping[str, Any]) -> dict[str, Any]:
