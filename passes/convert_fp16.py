@@ -191,6 +191,10 @@ class ConvertFp16(StudioPass):
                     log.info("fp16 range measurement failed: %s", exc)
                     warnings.append(f"float32 ranges not measured ({type(exc).__name__}: {engine_message(exc, 120)})"
                                     ": no node is kept float32 for its range")
+            if kept:
+                warnings.append(f"{len(kept)} node(s) kept float32, their float32 values beyond float16's range "
+                                f"(measured |x| > {limit:g}): " + "; ".join(k.describe() for k in kept[:3])
+                                + ("; ..." if len(kept) > 3 else "") + " (all in details.kept_fp32)")
             ctx.set_stage("fp16: converting (onnxruntime.transformers.float16)")
             converted, fixes = convert_model(proto, op_block_list=opts.get("op_block_list"),
                                              node_block_list=[*(opts.get("node_block_list") or []),

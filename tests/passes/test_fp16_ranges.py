@@ -108,6 +108,7 @@ def test_layernorm_variance_beyond_fp16_is_kept_float32(tmp_path):
     # projection, the centring and the division (|x| < 3000) stay float16
     assert kept == {"square", "sq_slice", "sq_grid", "mean_sq", "sq_mean", "m2_slice", "m2_view", "variance",
                     "add_eps", "std"}, kept
+    assert any(w.startswith("10 node(s) kept float32") and "square (Pow): writes 'sq'" in w for w in rec.warnings)
     out = onnx.load(str(r.output))
     onnx.checker.check_model(out, full_check=True)
     by_name = {n.name: n for n in out.graph.node}
