@@ -162,10 +162,15 @@ def measure_ranges(model: onnx.ModelProto, sets: Sequence[Feeds],
 
 def out_of_range(model: onnx.ModelProto, ranges: Mapping[str, float], limit: float = DEFAULT_LIMIT) -> list[KeptFp32]:
     """Nodes (any graph) that read or write a tensor whose measured |x| passes ``limit``: in float16 it would
-    be inf (or close to it, on other inputs), so they compute in float32."""
+    be inf (or close to it, on other inputs), so they compute in float32. A value above 65504 that an If hands
+    out of its branch still crosses in float16 (the pass then refuses an inf/NaN result)."""
     kept: list[KeptFp32] = []
     for g in _all_graphs(model.graph):
         for n in g.node:
+            if _bodies(n):
+                # an If/Loop only hands its bodies' values on, and the converter leaves a blocked one's bodies
+                # unconverted while what they read from outside turns float16: its body nodes are judged instead
+                continue
             worst = max(((ranges[v], v) for v in (*n.input, *n.output) if v in ranges), default=None)
             if worst is not None and worst[0] > limit:
                 side = "writes" if worst[1] in n.output else "reads"

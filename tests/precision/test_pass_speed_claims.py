@@ -58,9 +58,10 @@ def test_the_int8_passes_time_their_configurations_within_the_runs_latency_budge
     ctx = SimpleNamespace(work=tmp_path, target_cosine=0.99, target=None,
                           weight_options=variants.check_weight_options(None))
     inp = SimpleNamespace(calib=SimpleNamespace(sets=[{"x": np.zeros((1, 4), np.float32)}]),
-                          eval_feeds=SimpleNamespace(dims={}), golden=None)
+                          eval_feeds=SimpleNamespace(dims={}, sets=[{"x": np.ones((1, 4), np.float32)}]), golden=None)
     for budget in (1.5, 60.0):
         opts = variants._pass_options(ctx, inp, "minmax", budget)
         assert opts["quantize-int8-static"]["budget_s"] == budget
         assert opts["quantize-int8-dynamic"]["budget_s"] == budget
     assert "budget_s" not in opts["convert-fp16"]                   # precision's fp16 variant measures nothing
+    assert np.load(opts["convert-fp16"]["inputs"])["x/0"].sum() == 4    # ranges measured on the evaluation sets
