@@ -278,9 +278,16 @@ def _restore_interface(model: ir.Model, before: list[tuple[str | None, object, o
 
 def request_passes(request: OptimizeRequest) -> list[StudioPass]:
     """The pass objects ``request`` names (its preset or its passes, with their options and its dims routed
-    to ``fix-input-shapes``), path-valued options made absolute here (``resolve_user_paths``)."""
-    return resolve_user_paths(resolve_passes(request.preset if not request.passes else None,
-                                             list(request.passes or ()) or None, request.options))
+    to ``fix-input-shapes``), path-valued options made absolute here (``resolve_user_paths``). A pass that
+    measures on inputs (an ``inputs`` path option: convert-fp16's value ranges) takes the request's own
+    ``inputs`` (``optimize --inputs``) unless its option says otherwise: it measures on what is verified."""
+    chosen = resolve_passes(request.preset if not request.passes else None, list(request.passes or ()) or None,
+                            request.options)
+    if request.inputs:
+        for p in chosen:
+            if "inputs" in p.path_options and p.options.get("inputs") in (None, ""):
+                p.options["inputs"] = request.inputs
+    return resolve_user_paths(chosen)
 
 
 def resolve_user_paths(chosen: Sequence[StudioPass]) -> list[StudioPass]:

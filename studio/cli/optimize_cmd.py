@@ -170,6 +170,8 @@ def _print_report(result, out: Path | None) -> None:
         verified = r.verification.message if r.verification else (r.message or "-")
         print(f"{r.name:<20} {r.status:<10} {nodes:>13} {params:>15} {r.seconds + r.verify_seconds:>7.2f}  "
               f"{printable(verified, 120)}")
+        for warning in r.warnings[:3]:
+            print(f"{'':<20} warning: {printable(warning, 300)}")
         for note in r.notes[:3]:
             print(f"{'':<20} note: {printable(note, 300)}")
     diff = api.op_count_diff(result.ops_before, result.ops_after)

@@ -208,8 +208,9 @@ def _before_nncf(model_path: Path, work: Path, eval_feeds: FeedSet, limits: Limi
     if out.is_file() and said.is_file():
         kept = json.loads(said.read_text())
         return out, tuple(kept["lineage"]), list(kept["notes"])
-    result = run_pipeline(model_path, OptimizeRequest(passes=list(BEFORE_NNCF)), out, feeds=_verify_sets(eval_feeds),
-                          limits=limits, pool_key=pool_key, partial="none")
+    request = OptimizeRequest(passes=list(BEFORE_NNCF))
+    result = run_pipeline(model_path, request, out, feeds=_verify_sets(eval_feeds), limits=limits, pool_key=pool_key,
+                          partial="none")
     if not result.ok or not result.modified or result.output is None:
         if result.output is not None:
             Path(result.output).unlink(missing_ok=True)

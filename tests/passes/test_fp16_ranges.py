@@ -142,3 +142,22 @@ def test_an_overflow_left_in_float16_is_refused_not_written(tmp_path):
     rec = r.records[0]
     assert not r.ok and rec.status == "error"
     assert "inf/NaN where float32 is finite" in rec.message and "'y'" in rec.message, rec.message
+
+
+def test_optimize_inputs_reach_the_fp16_measurement_and_the_cli_prints_what_was_kept(tmp_path, capfd):
+    """``optimize --inputs X.npz --passes convert-fp16``: the pass measures its ranges on X (the request's inputs
+    are the pass's own unless ``--set convert-fp16.inputs=`` says otherwise) and the text report says which nodes
+    stayed float32. Oracle: the kept set is the one measured on X above; on other inputs (x = 0: h = 500, squares
+    2.5e5) it would differ."""
+    from passes.pipeline import request_passes
+    from studio.core.requests import OptimizeRequest
+    from tests.clirun import run_cli
+
+    src = save(handwritten_layernorm(), tmp_path / "in" / "m.onnx")
+    np.savez(tmp_path / "x.npz", x=_X)
+    chosen = request_passes(OptimizeRequest(passes=["convert-fp16"], inputs=str(tmp_path / "x.npz")))
+    assert chosen[0].options["inputs"] == str((tmp_path / "x.npz").resolve())
+    r = run_cli(capfd, ["optimize", src, "--passes", "convert-fp16", "--inputs", tmp_path / "x.npz",
+                        "-o", tmp_path / "out" / "m.onnx"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "warning: 10 node(s) kept float32" in r.stdout and "square (Pow)" in r.stdout, r.stdout
