@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import logging
 import shutil
 import tempfile
@@ -197,28 +196,40 @@ def _artifact_options(spec: VariantSpec, path: Path, model_path: Path) -> RunOpt
 BEFORE_NNCF = ("remove-dead-guards",)
 
 
+# (the model NNCF starts from, lineage, notes) by the file written and the model it was made from (path, size,
+# mtime: a rerun into the same folder after the model changed builds it again): a run builds it once for all its
+# NNCF variants
+_BEFORE_NNCF_BUILT: dict[tuple, tuple[Path, tuple[dict, ...], list[str]]] = {}
+
+
 def _before_nncf(model_path: Path, work: Path, eval_feeds: FeedSet, limits: Limits, pool_key: str
                  ) -> tuple[Path, tuple[dict, ...], list[str]]:
     """The model NNCF starts from: ``BEFORE_NNCF`` applied and verified once per run (shared by every NNCF
-    variant), or the model itself where they change nothing; (path, lineage, notes)."""
+    variant), or the model itself where they change nothing or cannot run (a model the pipeline refuses, such as
+    one failing ONNX's full check, is quantized as given); (path, lineage, notes)."""
     from passes.pipeline import run_pipeline  # heavy: passes import onnx_ir (~0.3 s)
 
     out = work / "before-nncf" / model_path.name
-    said = out.with_suffix(".json")
-    if out.is_file() and said.is_file():
-        kept = json.loads(said.read_text())
-        return out, tuple(kept["lineage"]), list(kept["notes"])
+    st = model_path.stat()
+    key = (str(out), str(model_path.resolve()), st.st_size, st.st_mtime_ns)
+    built = _BEFORE_NNCF_BUILT.get(key)
+    if built is not None and built[0].is_file():
+        return built
     request = OptimizeRequest(passes=list(BEFORE_NNCF))
-    result = run_pipeline(model_path, request, out, feeds=_verify_sets(eval_feeds), limits=limits, pool_key=pool_key,
-                          partial="none")
+    try:
+        result = run_pipeline(model_path, request, out, feeds=_verify_sets(eval_feeds), limits=limits,
+                              pool_key=pool_key, partial="none")
+    except StudioError as exc:
+        log.debug("before NNCF: %s not applied: %s", ", ".join(BEFORE_NNCF), exc)
+        return model_path, (), []
     if not result.ok or not result.modified or result.output is None:
         if result.output is not None:
-            Path(result.output).unlink(missing_ok=True)
+            Path(result.output).unlink(missing_ok=True)  # scratch: the file this run's pipeline just wrote
         return model_path, (), []
     notes = [f"before NNCF, {r.name}: {len(c.nodes)} nodes {c.kind} ({c.detail})"
              for r in result.records for c in r.changes]
-    said.write_text(json.dumps({"lineage": result.lineage(), "notes": notes}, default=str))
-    return Path(result.output), tuple(result.lineage()), notes
+    _BEFORE_NNCF_BUILT[key] = built = (Path(result.output), tuple(result.lineage()), notes)
+    return built
 
 
 def _build_nncf(spec: VariantSpec, model_path: Path, work: Path, calib: FeedSet, eval_feeds: FeedSet, golden,

@@ -39,7 +39,7 @@ def _guarded(path):
 
 
 @pytest.mark.slow
-def test_nncf_int8_is_built_from_the_model_without_its_dead_guards(tmp_path):
+def test_nncf_int8_is_built_from_the_model_without_its_dead_guards(tmp_path, monkeypatch):
     import onnxruntime as ort
     import openvino as ov
 
@@ -48,8 +48,21 @@ def test_nncf_int8_is_built_from_the_model_without_its_dead_guards(tmp_path):
     rng = np.random.default_rng(3)
     feeds = {"input_ids": rng.integers(0, 1000, (1, 16), dtype=np.int64), "attention_mask": np.ones((1, 16), np.int64)}
     inputs = save_npz([feeds], tmp_path / "eval.npz")
-    report = evaluate_variants(src, variants=["int8-nncf"], inputs=inputs, samples=4, latency_budget_s=0.5,
-                               out_dir=tmp_path / "out")
+    from passes import pipeline
+
+    runs = []
+    real_run = pipeline.run_pipeline
+
+    def counted(*args, **kwargs):
+        runs.append(args[1].passes)
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "run_pipeline", counted)
+    report = evaluate_variants(src, variants=["int8-nncf", "int8-nncf-sq"], inputs=inputs, samples=4,
+                               latency_budget_s=0.5, out_dir=tmp_path / "out")
+    assert [tuple(p) for p in runs].count(("remove-dead-guards",)) == 1     # built once, shared by both variants
+    sq = report.variant("int8-nncf-sq")
+    assert sq.status == "ok" and any(n.startswith("before NNCF, remove-dead-guards") for n in sq.notes), sq.notes
     row = report.variant("int8-nncf")
     assert row.status == "ok", (row.error, row.notes)
     assert [r.get("name") for r in row.lineage][0] == "remove-dead-guards"
