@@ -97,12 +97,17 @@ def _plain_fp16_overflows(model: onnx.ModelProto) -> bool:
     return not all(np.isfinite(v).all() for v in got.values())
 
 
-def test_layernorm_variance_beyond_fp16_is_kept_float32(tmp_path):
-    model = handwritten_layernorm()
+def _converted_where_plain_overflows(model: onnx.ModelProto, tmp_path):
+    """The premise (plain ORT conversion is NaN here), then the pass's run, which must change the model."""
     assert _plain_fp16_overflows(model)
     src, r = _converted(model, tmp_path)
     rec = r.records[0]
     assert r.ok and rec.status == "changed", rec.message
+    return src, r, rec
+
+
+def test_layernorm_variance_beyond_fp16_is_kept_float32(tmp_path):
+    src, r, rec = _converted_where_plain_overflows(handwritten_layernorm(), tmp_path)
     kept = {line.split(" (")[0] for line in rec.details["kept_fp32"]}
     # every node that reads or writes |x| > 16376 (squares ~1e6, their means, the variance ~1e5); the
     # projection, the centring and the division (|x| < 3000) stay float16
@@ -120,11 +125,7 @@ def test_layernorm_variance_beyond_fp16_is_kept_float32(tmp_path):
 
 
 def test_layernorm_in_an_if_branch_is_kept_float32_in_the_branch(tmp_path):
-    model = layernorm_in_if_branch()
-    assert _plain_fp16_overflows(model)
-    src, r = _converted(model, tmp_path)
-    rec = r.records[0]
-    assert r.ok and rec.status == "changed", rec.message
+    src, r, rec = _converted_where_plain_overflows(layernorm_in_if_branch(), tmp_path)
     assert "t_variance (" in " ".join(rec.details["kept_fp32"])
     out = onnx.load(str(r.output))
     onnx.checker.check_model(out, full_check=True)
