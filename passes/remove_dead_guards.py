@@ -203,7 +203,18 @@ def _div(states: ValueStates, node: ir.Node) -> int:
     return FINITE if divisor is not None and not (divisor == 0).any() else NOT_PROVEN
 
 
-_STATE_RULES = {"Add": _add, "Sum": _add, "Mul": _mul, "Max": _max, "Mean": _add, "Clip": _clip, "Pow": _pow,
+def _constant_of_shape(states: ValueStates, node: ir.Node) -> int:
+    """Its ``value`` (one element; zeros by default) everywhere: a mask or a bias built to a computed shape."""
+    value = node.attributes.get("value")
+    return NONNEGATIVE if value is None else states._tensor_state(value.value)
+
+
+def _trilu(states: ValueStates, node: ir.Node) -> int:
+    """Its input's values and zeros (a causal mask cut from a constant matrix)."""
+    return min(states(node.inputs[0]), NONNEGATIVE)
+
+
+_STATE_RULES = {"ConstantOfShape": _constant_of_shape, "Trilu": _trilu, "Add": _add, "Sum": _add, "Mul": _mul, "Max": _max, "Mean": _add, "Clip": _clip, "Pow": _pow,
                 "Sqrt": _sqrt, "Reciprocal": _reciprocal, "Div": _div}
 
 

@@ -153,3 +153,18 @@ def test_the_real_minilm_loses_its_six_guards_and_keeps_its_outputs(tmp_path):
     a, b = (ort.InferenceSession(str(p), so, providers=["CPUExecutionProvider"]) for p in (src, r.output))
     for f in (feeds, padded):
         np.testing.assert_array_equal(a.run(None, f)[0], b.run(None, f)[0])
+
+
+def test_a_bias_built_by_constant_of_shape_and_trilu_is_proven(tmp_path):
+    """A causal bias as exporters build it: ConstantOfShape(finfo.min) to a computed shape, Trilu above the
+    diagonal; with a -inf fill the guard stays."""
+    def text(fill: str) -> str:
+        body = _model().replace("bias = Where(keep3, zero, low)",
+                                f"shp = Shape(raw)\n  full = ConstantOfShape<value = float[1] {{{fill}}}>(shp)\n"
+                                "  causal = Trilu<upper=1>(full, one_s)\n  masked = Where(keep3, zero, low)\n"
+                                "  bias = Add(masked, causal)")
+        return body.replace("int64[1] one = {1}", "int64[1] one = {1}, int64 one_s = {1}")
+
+    r = check_applies(tmp_path, text("-3.4028235e+38"), "remove-dead-guards")
+    assert "IsNaN" not in ops(r.output)
+    check_skips(tmp_path, text("-inf"), "remove-dead-guards")
