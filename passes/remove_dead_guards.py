@@ -270,13 +270,18 @@ class RemoveDeadGuards(StudioPass):
         found = [(n, g) for n in wheres if (g := guarded_value(n)) is not None]
         if not found:
             return result(model, [])
-        with inferred_shapes(model):        # a mean's axes must be known non-empty
+        with inferred_shapes(model):        # a mean's axes must be known non-empty; Where's shapes compared
             states = ValueStates(model)
+            widens = {id(where): _widens(where, x) for where, (_, x) in found}
         removed: list[str] = []
         notes: list[str] = []
         for where, (guard, x) in found:
             if states(x) < FINITE:
                 notes.append(f"{node_label(where)} kept: its {guard} guard's input is not proven finite")
+                continue
+            if widens[id(where)]:
+                notes.append(f"{node_label(where)} kept: its other value may broadcast the result beyond the "
+                             "guarded value's shape")
                 continue
             why_not = can_forward(where, x, where.outputs[0])
             if why_not:
@@ -288,6 +293,19 @@ class RemoveDeadGuards(StudioPass):
             removed += _drop_unused_chain(cond)
         changes = [Change("removed", tuple(removed), "NaN/Inf guard on a value proven finite")] if removed else []
         return result(model, changes, notes=notes, nodes_removed=len(removed))
+
+
+def _widens(where: ir.Node, x: ir.Value) -> bool:
+    """Whether the Where's output may be larger than ``x`` (its other value broadcasting it): then it is not ``x``.
+    A one-element constant of no higher rank (torch's scalar 0) never widens; otherwise the inferred shapes of the
+    output and of ``x`` must be known and equal."""
+    other = next(v for v in where.inputs[1:] if v is not x)
+    tensor = const_tensor(other)
+    x_rank = len(x.shape) if x.shape is not None else None
+    if tensor is not None and tensor.size == 1 and len(tensor.shape) <= (x_rank if x_rank is not None else 0):
+        return False
+    out = where.outputs[0].shape
+    return out is None or x.shape is None or out != x.shape or any(d is None for d in out)
 
 
 def _drop_unused_chain(node: ir.Node | None) -> list[str]:

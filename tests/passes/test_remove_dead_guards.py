@@ -168,3 +168,12 @@ def test_a_bias_built_by_constant_of_shape_and_trilu_is_proven(tmp_path):
     r = check_applies(tmp_path, text("-3.4028235e+38"), "remove-dead-guards")
     assert "IsNaN" not in ops(r.output)
     check_skips(tmp_path, text("-inf"), "remove-dead-guards")
+
+
+def test_a_guard_whose_other_value_broadcasts_the_result_stays(tmp_path):
+    """Where(IsNaN(p), c, p) with c of shape [2,1,1] is [2,8,8], not p's [1,8,8]: not p, whatever p's values."""
+    text = _model(guard="isnan = IsNaN(p)\n  g2 = Where(isnan, wide, p)\n  g = ReduceMean<axes=[0], keepdims=1>(g2)")
+    text = text.replace("float eps = {{1e-6}}".replace("{{", "{").replace("}}", "}"),
+                        "float eps = {1e-6}, float[2,1,1] wide = {0.0, 0.0}")
+    r = check_skips(tmp_path, text, "remove-dead-guards")
+    assert any("broadcast" in n for n in r.records[0].notes), r.records[0].notes
