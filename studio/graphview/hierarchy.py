@@ -36,6 +36,7 @@ import heapq
 import logging
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from studio.graphview.model import OP, GraphModel
@@ -444,40 +445,55 @@ def _draft_leaves(d: _Draft) -> list[int]:
     return out
 
 
-def structure_signature(graph: GraphModel, members: list[int]) -> tuple:
+def structure_signature(graph: GraphModel, members: list[int],
+                        adjacency: Sequence[list[list[int]]] | None = None) -> tuple:
     """A name-free signature of the subgraph on ``members``: the sorted multiset of
     Weisfeiler-Lehman labels (op type, domain, fed from / feeding outside, then
     ``WL_ROUNDS`` rounds of the neighbours' labels along internal edges). Two
-    structurally identical layers get equal signatures whatever their names."""
-    inside = set(members)
-    edges, nodes, pred, succ = graph.edges, graph.nodes, graph.pred, graph.succ
-    # The internal neighbours, once (the rounds below revisit them WL_ROUNDS times: on a 100k-node model
-    # this function was most of the hierarchy's build).
-    preds_in: dict[int, list[int]] = {}
-    succs_in: dict[int, list[int]] = {}
-    label = {}
-    for k in members:
-        pk = [edges[e][0] for e in pred[k]]
-        sk = [edges[e][1] for e in succ[k]]
-        preds_in[k] = pin = [p for p in pk if p in inside]
-        succs_in[k] = sin = [v for v in sk if v in inside]
+    structurally identical layers get equal signatures whatever their names.
+    ``adjacency``: :func:`node_adjacency` of ``graph``, when the caller signs many member sets of it."""
+    preds, succs = adjacency or node_adjacency(graph)
+    # Members by position (a node once), their internal neighbours as positions, once: the rounds below
+    # revisit them WL_ROUNDS times over lists, not dicts (a 10k-node model signs every node about twice).
+    pos = {k: i for i, k in enumerate(dict.fromkeys(members))}
+    at_pos = pos.get
+    nodes = graph.nodes
+    preds_in: list[list[int]] = []
+    succs_in: list[list[int]] = []
+    label: list[int] = []
+    for k in pos:
+        pk, sk = preds[k], succs[k]
+        pin = [i for i in map(at_pos, pk) if i is not None]
+        sin = [i for i in map(at_pos, sk) if i is not None]
+        preds_in.append(pin)
+        succs_in.append(sin)
         n = nodes[k]
         # Whether, not how often, a node is fed from / feeds outside: the last layer feeds
         # one final norm where the others feed the next layer's norm and residual.
-        label[k] = hash((n.kind, n.op_type, n.domain, len(pin) < len(pk), len(sin) < len(sk)))
+        label.append(hash((n.kind, n.op_type, n.domain, len(pin) < len(pk), len(sin) < len(sk))))
     for _ in range(WL_ROUNDS):
-        label = {k: hash((label[k], tuple(sorted([label[p] for p in preds_in[k]])),
-                          tuple(sorted([label[v] for v in succs_in[k]])))) for k in members}
-    return len(members), tuple(sorted(label.values()))
+        at = label.__getitem__
+        label = [hash((own, tuple(sorted(map(at, pin))), tuple(sorted(map(at, sin)))))
+                 for own, pin, sin in zip(label, preds_in, succs_in)]
+    label.sort()
+    return len(members), tuple(label)
 
 
-def _repeats(graph: GraphModel, d: _Draft) -> None:
+def node_adjacency(graph: GraphModel) -> tuple[list[list[int]], list[list[int]]]:
+    """(the source node of each edge into, the target node of each edge out of) every node of ``graph``."""
+    edges = graph.edges
+    return ([[edges[e][0] for e in p] for p in graph.pred], [[edges[e][1] for e in s] for s in graph.succ])
+
+
+def _repeats(graph: GraphModel, d: _Draft, adjacency: list[list[list[int]]] | None = None) -> None:
     """Fold stacks of identical indexed sibling scopes of ``d`` (and below) into repeat
     groups. A stack is a run of consecutive indices of one structure signature where
     each member feeds the next (decoder layers; not parallel per-scale heads), each
-    member at least ``RUN_MIN`` nodes (a 3-node Conv block says more drawn than folded)."""
+    member at least ``RUN_MIN`` nodes (a 3-node Conv block says more drawn than folded). ``adjacency``:
+    :func:`node_adjacency`, listed on the first signature and shared by all of them."""
+    adjacency = [] if adjacency is None else adjacency
     for c in d.all_groups():
-        _repeats(graph, c)
+        _repeats(graph, c, adjacency)
     families: dict[str, list[tuple[int, str, _Draft]]] = {}
     for name, c in d.children.items():
         m = _INDEXED.match(name)
@@ -488,7 +504,9 @@ def _repeats(graph: GraphModel, d: _Draft) -> None:
             continue
         fam.sort(key=lambda t: t[0])
         leaves = [_draft_leaves(t[2]) for t in fam]
-        sigs = [structure_signature(graph, lv) if len(lv) >= RUN_MIN else None for lv in leaves]
+        if not adjacency and any(len(lv) >= RUN_MIN for lv in leaves):
+            adjacency.extend(node_adjacency(graph))
+        sigs = [structure_signature(graph, lv, adjacency) if len(lv) >= RUN_MIN else None for lv in leaves]
         stacks: list[list[int]] = []
         for j in range(len(fam)):
             if sigs[j] is not None and stacks and stacks[-1][-1] == j - 1 and fam[j][0] == fam[j - 1][0] + 1 \

@@ -205,7 +205,8 @@ def shapes_job(args: dict, arrays: dict, ctx: JobContext) -> JobOutput:
     if pinned is not None:
         concrete = _table_to_json(shape_table(*infer_shapes(model, path.parent, input_shapes=pinned)))
     if args.get("static") and concrete is not None:
-        return JobOutput(data={"symbolic": concrete, "concrete": concrete})
+        # one table serves as both: shipped (encoded, piped, decoded) once, not twice (1.5 MB on a 10k-node model)
+        return JobOutput(data={"symbolic": concrete, "concrete": None, "concrete_is_symbolic": True})
     inferred, error = infer_shapes(model, path.parent, data_prop=bool(args.get("data_prop", True)))
     return JobOutput(data={"symbolic": _table_to_json(shape_table(inferred, error)), "concrete": concrete})
 
@@ -230,5 +231,8 @@ def sandboxed_shapes(model_path: Path, model: ModelProto, input_shapes: Mapping[
     except StudioError as exc:
         fallback = declared_table(model)
         return ShapeTable(fallback.values, f"shape inference failed in the worker: {exc}"), None
+    symbolic = _table_from_json(res.data["symbolic"])
+    if res.data.get("concrete_is_symbolic"):       # a static model: the pinned inference is both tables
+        return symbolic, ShapeTable(dict(symbolic.values), symbolic.error)
     concrete = res.data.get("concrete")
-    return _table_from_json(res.data["symbolic"]), (_table_from_json(concrete) if concrete else None)
+    return symbolic, (_table_from_json(concrete) if concrete else None)

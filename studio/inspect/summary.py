@@ -241,8 +241,6 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     only edge shapes and FLOPs, and the plan is ~45% of a 10k-node model's summary."""
     model = handle.proto
     dims = dict(dims or {})
-    # onnx.checker's default (not full) check passes a graph whose nodes wait on their own outputs
-    cyclic = cycle_nodes(model.graph)
     init_names = {t.name for t in model.graph.initializer}
     pinned = pinned_inputs(model, dims)
     # a derived dim (past + sequence) is its parts' value, never one to set: not listed as unset
@@ -255,6 +253,9 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     # said so): one worker job.
     symbolic_table, concrete_table = sandboxed_shapes(handle.path, model, pinned.shapes, static=static,
                                                       pool_key=pool_key)
+    # onnx.checker's default (not full) check passes a graph whose nodes wait on their own outputs. Sorted
+    # after the worker's job, not before: the graph viewer builds its hierarchy while that job runs.
+    cyclic = cycle_nodes(model.graph)
     shape_error = symbolic_table.error
     table = symbolic_table.values
     concrete = concrete_table.values if concrete_table is not None else table

@@ -1,0 +1,97 @@
+"""Three cuts in inspect's shape work for the graph viewer's page (issue 35 item 2), each asserted by what it
+does, against an independent oracle:
+
+- a static model's pinned inference is both of the worker's tables: it is shipped once, and the two tables the
+  caller gets are equal and not one shared dict (oracle: ONNX's own shape inference on the file, here);
+- ``dtype_name`` names each ONNX type once (numpy's naming, the oracle, computed here by hand);
+- ``summarize`` sends the worker its job before it sorts the graph for cycles, so the viewer's hierarchy
+  (built meanwhile) overlaps the job, and a cycle is still reported."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+import studio.inspect.summary as summary_mod
+from studio import api
+from studio.core.types import dtype_name
+from studio.inspect.shapes import sandboxed_shapes, shapes_job
+from tests.conftest import SAMPLES
+
+
+class _Ctx:
+    def set_stage(self, stage: str) -> None:
+        pass
+
+
+def _static_model(path):
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Transpose", ["a"], ["b"], perm=[1, 0]),
+             helper.make_node("Cast", ["b"], ["y"], to=TensorProto.INT64)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_a_static_models_table_is_shipped_once_and_given_back_as_two(tmp_path):
+    path = _static_model(tmp_path / "static.onnx")
+    out = shapes_job({"model_path": str(path), "input_shapes": {}, "static": True}, {}, _Ctx()).data
+    assert out["concrete"] is None and out["concrete_is_symbolic"] is True
+    oracle = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
+              for vi in onnx.shape_inference.infer_shapes(onnx.load(str(path))).graph.value_info}
+    symbolic, concrete = sandboxed_shapes(path, onnx.load(str(path)), {}, static=True)
+    assert symbolic.values == concrete.values and symbolic.error == concrete.error
+    assert symbolic.values is not concrete.values            # the caller may change one without the other
+    assert {k: list(symbolic.values[k].shape) for k in oracle} == oracle == {"a": [2, 3], "b": [3, 2]}
+    assert symbolic.values["y"].shape == (3, 2) and symbolic.values["y"].dtype == "int64"
+
+
+def test_a_dynamic_models_two_tables_still_come_apart(tmp_path):
+    """Not static: the worker infers twice and both tables travel (the pinned one concrete, the other not)."""
+    path = tmp_path / "dyn.onnx"
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    symbolic, concrete = sandboxed_shapes(path, onnx.load(str(path)), {"x": [5, 3]})
+    assert symbolic.values["y"].shape == ("n", 3) and concrete.values["y"].shape == (5, 3)
+
+
+def test_dtype_names_are_numpys_and_computed_once_per_type():
+    oracle = {TensorProto.FLOAT: str(np.dtype(np.float32)), TensorProto.INT64: str(np.dtype(np.int64)),
+              TensorProto.FLOAT16: str(np.dtype(np.float16)), TensorProto.BOOL: str(np.dtype(np.bool_)),
+              TensorProto.STRING: "string", TensorProto.UNDEFINED: "undefined"}
+    dtype_name.cache_clear()
+    for _ in range(3):
+        assert {t: dtype_name(t) for t in oracle} == oracle
+    info = dtype_name.cache_info()
+    assert info.misses == len(oracle) and info.hits == 2 * len(oracle)
+
+
+def test_the_worker_job_goes_out_before_the_cycle_sort(monkeypatch, tmp_path):
+    calls: list[str] = []
+    real_shapes, real_cycles = summary_mod.sandboxed_shapes, summary_mod.cycle_nodes
+
+    def shapes(*a, **k):
+        calls.append("worker job")
+        return real_shapes(*a, **k)
+
+    def cycles(*a, **k):
+        calls.append("cycle sort")
+        return real_cycles(*a, **k)
+
+    monkeypatch.setattr(summary_mod, "sandboxed_shapes", shapes)
+    monkeypatch.setattr(summary_mod, "cycle_nodes", cycles)
+    s = api.inspect(api.load(SAMPLES / "cnn_unfused.onnx"), memory=False)
+    assert calls == ["worker job", "cycle sort"] and s.check_ok
+    # a node reading its own output: still reported (the sort still runs, after the job)
+    g = helper.make_graph([helper.make_node("Add", ["x", "z"], ["z"], name="loop")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1])])
+    path = tmp_path / "cyclic.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    calls.clear()
+    s = api.inspect(api.load(path), memory=False)
+    assert calls == ["worker job", "cycle sort"]
+    assert not s.check_ok and "loop" in s.check_message
