@@ -30,7 +30,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from studio.core.feeds import Feeds
-from studio.core.protowalk import subgraphs_of
+from studio.core.protowalk import subgraphs_of, unique_names, walk_graph
 
 __all__ = ["FP16_MAX", "DEFAULT_LIMIT", "KeptFp32", "fp32_nodes", "measure_ranges", "out_of_range", "name_nodes",
            "relocate_casts", "join_fp32_islands", "nonfinite_outputs"]
@@ -57,25 +57,20 @@ def _bodies(node: onnx.NodeProto) -> list[onnx.GraphProto]:
     return [g for _, g in subgraphs_of(node)]
 
 
-def _all_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for body in _bodies(node):
-            yield from _all_graphs(body)
+def _converted_graphs(model: onnx.ModelProto) -> Iterator[onnx.GraphProto]:
+    """The main graph and its If/Loop/Scan bodies (what the converter converts; not the model's functions)."""
+    return (ref.graph for ref in walk_graph(model.graph))
 
 
 def name_nodes(model: onnx.ModelProto) -> int:
     """Name every unnamed node (``fp16_node_N``), in every graph: the converter blocks nodes by name, and
     an empty name in its list would block every unnamed node."""
-    taken = {n.name for g in _all_graphs(model.graph) for n in g.node if n.name}
-    k = named = 0
-    for g in _all_graphs(model.graph):
+    names = unique_names({n.name for g in _converted_graphs(model) for n in g.node if n.name}, "fp16_node", start=0)
+    named = 0
+    for g in _converted_graphs(model):
         for n in g.node:
             if not n.name:
-                while f"fp16_node_{k}" in taken:
-                    k += 1
-                n.name = f"fp16_node_{k}"
-                taken.add(n.name)
+                n.name = next(names)
                 named += 1
     return named
 
@@ -165,7 +160,7 @@ def out_of_range(model: onnx.ModelProto, ranges: Mapping[str, float], limit: flo
     be inf (or close to it, on other inputs), so they compute in float32. A value above 65504 that an If hands
     out of its branch still crosses in float16 (the pass then refuses an inf/NaN result)."""
     kept: list[KeptFp32] = []
-    for g in _all_graphs(model.graph):
+    for g in _converted_graphs(model):
         for n in g.node:
             if _bodies(n):
                 # an If/Loop only hands its bodies' values on, and the converter leaves a blocked one's bodies
@@ -257,7 +252,7 @@ def join_fp32_islands(model: onnx.ModelProto) -> int:
     float16 and back to float32 for the next blocked node, so an overflowing value between two float32 nodes
     (a LayerNorm's sum of squares feeding its division) still became inf. Each of the converter's own
     ``Cast(Cast(x: float32, to=float16), to=float32)`` pairs reads ``x`` instead; returns how many."""
-    graphs = list(_all_graphs(model.graph))
+    graphs = list(_converted_graphs(model))
     producer = {o: n for g in graphs for n in g.node for o in n.output if o}
 
     def to(node: onnx.NodeProto) -> int | None:

@@ -62,7 +62,7 @@ def _node_label(node: NodeProto, index: int) -> str:
 
 def iter_graphs(model: ModelProto) -> Iterator[GraphRef]:
     """Every graph in the model, main graph first, depth-first."""
-    yield from _walk_graph(model.graph, "", 0, None)
+    yield from walk_graph(model.graph)
     for fn in model.functions:
         label = f"{fn.domain}::{fn.name}"
         # A function body is a node list; wrap it so callers see one shape.
@@ -72,6 +72,12 @@ def iter_graphs(model: ModelProto) -> Iterator[GraphRef]:
         for part in ("initialization", "algorithm"):
             if info.HasField(part):
                 yield from _walk_graph(getattr(info, part), f"<training[{i}].{part}>", 1, None)
+
+
+def walk_graph(graph: GraphProto) -> Iterator[GraphRef]:
+    """``graph`` and every If/Loop/Scan body nested in it, depth-first (``graph`` first, then each node's bodies
+    in node order): :func:`iter_graphs` without the model's functions and training graphs."""
+    return _walk_graph(graph, "", 0, None)
 
 
 def _walk_graph(graph: GraphProto, scope: str, depth: int, function: str | None) -> Iterator[GraphRef]:
@@ -137,12 +143,21 @@ def node_id(scope: str, name: str, op_type: str, index: int, seen: set[str] | No
 
 def unique_name(taken: set[str], base: str, sep: str = "_") -> str:
     """``base``, else ``base<sep>2``, ``base<sep>3``...: the first not in ``taken``, which it is added to."""
-    name, k = base, 1
-    while name in taken:
-        k += 1
-        name = f"{base}{sep}{k}"
-    taken.add(name)
-    return name
+    return next(unique_names(taken, base, sep))
+
+
+def unique_names(taken: set[str], base: str, sep: str = "_", start: int | None = None) -> Iterator[str]:
+    """Names not in ``taken``, each added to it as it is handed out: ``base``, ``base<sep>2``, ``base<sep>3``...
+    (as :func:`unique_name` called again and again), or with ``start`` ``base<sep><start>``,
+    ``base<sep><start + 1>``... (``base`` itself not tried). The count goes on from the last name handed out,
+    so naming n values costs n steps plus the names skipped, not n squared."""
+    k = start
+    while True:
+        name = base if k is None else f"{base}{sep}{k}"
+        if name not in taken:
+            taken.add(name)
+            yield name
+        k = 2 if k is None else k + 1
 
 
 def reachable(start: Iterable[T], step: Callable[[T], Iterable[T]], limit: int | None = None) -> list[T]:

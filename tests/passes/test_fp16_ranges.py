@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from passes.fp16_ranges import name_nodes
 from passes.pipeline import run_passes
 from passes.registry import make_pass
 from tests.conftest import ort_reference, save
@@ -162,3 +163,32 @@ def test_optimize_inputs_reach_the_fp16_measurement_and_the_cli_prints_what_was_
                         "-o", tmp_path / "out" / "m.onnx"])
     assert r.returncode == 0, r.stdout + r.stderr
     assert "warning: 10 node(s) kept float32" in r.stdout and "square (Pow)" in r.stdout, r.stdout
+
+
+def test_name_nodes_names_the_unnamed_nodes_of_the_graph_and_its_bodies_not_of_functions():
+    """The converter blocks nodes by name: every unnamed node of the main graph and of its If branches gets
+    ``fp16_node_N``, N counting from 0 past names already taken, the main graph's nodes first (by hand: 0, 2
+    past the else branch's 'fp16_node_1', 3, then 4 in the then branch, walked after the else branch); a model
+    function's node is left alone (the converter does not convert functions)."""
+
+    def branch(name: str, node_name: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node("Relu", ["x"], [name + "_o"], name=node_name)], name, [],
+                                 [helper.make_tensor_value_info(name + "_o", TensorProto.FLOAT, [1])])
+
+    graph = helper.make_graph(
+        [helper.make_node("Abs", ["x"], ["a"]),
+         helper.make_node("If", ["c"], ["y"], then_branch=branch("then", ""),
+                          else_branch=branch("else", "fp16_node_1")),
+         helper.make_node("Neg", ["a"], ["z"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1]),
+              helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("y", "z")])
+    fn = helper.make_function("local", "f", ["p"], ["q"], [helper.make_node("Relu", ["p"], ["q"])],
+                              [helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, functions=[fn], opset_imports=[helper.make_opsetid("", 17)])
+    assert name_nodes(model) == 4
+    assert [n.name for n in model.graph.node] == ["fp16_node_0", "fp16_node_2", "fp16_node_3"]
+    bodies = {a.name: a.g for a in model.graph.node[1].attribute}
+    assert bodies["then_branch"].node[0].name == "fp16_node_4"
+    assert bodies["else_branch"].node[0].name == "fp16_node_1"
+    assert model.functions[0].node[0].name == ""
