@@ -158,7 +158,7 @@ def labels(model: ir.Model) -> dict[str, str]:
 
 # name -> pass class, filled by ``@register`` as each pass module loads (passes.registry looks them up and
 # imports the modules by name: the pass modules import this module, never the registry, so no cycle)
-_PASSES: dict[str, type[StudioPass]] = {}
+PASSES: dict[str, type[StudioPass]] = {}
 
 
 def register_in(table: dict[str, type[StudioPass]], cls: type[StudioPass]) -> type[StudioPass]:
@@ -174,4 +174,4 @@ def register_in(table: dict[str, type[StudioPass]], cls: type[StudioPass]) -> ty
 
 def register(cls: type[StudioPass]) -> type[StudioPass]:
     """Class decorator: make a pass available under ``cls.name``."""
-    return register_in(_PASSES, cls)
+    return register_in(PASSES, cls)

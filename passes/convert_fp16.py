@@ -170,7 +170,7 @@ class ConvertFp16(StudioPass):
 
             def run(tapped: onnx.ModelProto, feed_sets) -> list[dict]:
                 path = workdir / "ranges.onnx"
-                qt._save(tapped, path)
+                qt.save_scratch(tapped, path)
                 return qt.ort_outputs(path, feed_sets, ctx, level="disable")
 
             try:
@@ -202,7 +202,7 @@ class ConvertFp16(StudioPass):
                                              keep_io_types=_flag(opts.get("keep_io_types", True)))
             del proto
             out = workdir / "fp16.onnx"
-            qt._save(converted, out)
+            qt.save_scratch(converted, out)
             casts = sum(1 for n in converted.graph.node if n.op_type == "Cast")
             del converted
             if self.changes_io_dtypes():

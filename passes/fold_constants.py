@@ -44,7 +44,7 @@ from passes.nondeterministic import PURE_DOMAINS, nondeterministic_reason
 from passes.base import register
 from studio.core.sandbox import Limits
 from passes.base import all_nodes
-from passes.ir_helpers import _all_values, inferred_shapes
+from passes.ir_helpers import all_values, inferred_shapes
 from studio.core.sandbox import default_limits
 from passes.shape_values import resolve_shape_vectors
 
@@ -488,7 +488,7 @@ class _patched_evaluator:
 
 
 def _snapshot_annotations(model: ir.Model) -> dict[ir.Value, tuple]:
-    return {v: (v.type, v.shape) for v in _all_values(model)}
+    return {v: (v.type, v.shape) for v in all_values(model)}
 
 
 @register

@@ -29,7 +29,7 @@ from passes.ir_helpers import (
     is_onnx_op,
 )
 from passes.base import register
-from passes.fuse_conv_bn import _bn_problem, ieee_problem
+from passes.fuse_conv_bn import bn_problem, ieee_problem
 
 _FLOATS = (np.float32, np.float64, np.float16)
 
@@ -56,7 +56,7 @@ def _batchnorm_factors(bn: ir.Node, w: ir.Value, b: ir.Value | None, channels: i
                        ) -> tuple[np.ndarray, np.ndarray] | None:
     """(scale, shift) per output channel of an inference BatchNormalization, in float64, or None where
     fuse-conv-bn would refuse it (its own checks: training mode, used statistics, IEEE problems)."""
-    if _bn_problem(bn, w, channels) is not None:
+    if bn_problem(bn, w, channels) is not None:
         return None
     params = [const_tensor(v).numpy() for v in bn.inputs[1:5]]
     if b is not None and ieee_problem(bn, w.const_value, params, b.const_value) is not None:

@@ -30,7 +30,7 @@ from passes.rewriting import changes_for, refusal_notes, rewrite_if_present
 FLOAT_TYPES = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)
 
 
-def _bn_problem(bn: ir.Node, weight: ir.Value, channels: int | None) -> str | None:
+def bn_problem(bn: ir.Node, weight: ir.Value, channels: int | None) -> str | None:
     """Why this BatchNormalization cannot be folded into the weight ``weight``."""
     if int_attr(bn, "training_mode", 0) == 1:
         return "BatchNormalization is in training mode"
@@ -106,7 +106,7 @@ class _Checked:
             return res
         inbound, bn = inbound_out.producer(), batchnorm_out.producer()
         w = const_tensor(inbound.inputs[1])
-        why = _bn_problem(bn, inbound.inputs[1], self._channels(inbound, w) if w is not None else None)
+        why = bn_problem(bn, inbound.inputs[1], self._channels(inbound, w) if w is not None else None)
         if why is None and len(inbound.inputs) > 2 and inbound.inputs[2] is not None:
             b = const_tensor(inbound.inputs[2])
             if b is None or b.dtype != w.dtype:
@@ -170,7 +170,7 @@ class MatMulBN(RewriteRuleClassBase):
             return res.fail("the MatMul weight is not a constant initializer")
         if set(w.consumers()) != {mm_out.producer()}:
             return res.fail("the MatMul weight is shared with other nodes")
-        why = _bn_problem(bn_out.producer(), w, int(w.const_value.shape[1]))
+        why = bn_problem(bn_out.producer(), w, int(w.const_value.shape[1]))
         return res.fail(why) if why else res
 
     def rewrite(self, op, x, w, mm_out, bn_out):

@@ -232,7 +232,7 @@ def drop_orphaned_initializers(values: list[ir.Value]) -> int:
     return n
 
 
-def _all_values(model: ir.Model) -> Iterator[ir.Value]:
+def all_values(model: ir.Model) -> Iterator[ir.Value]:
     for g in graphs_of(model):
         yield from g.inputs
         if isinstance(g, ir.Graph):
@@ -248,7 +248,7 @@ def preserved_annotations(model: ir.Model) -> Iterator[None]:
     change value_info as a side effect: a wrong inferred shape must not reach the
     file, and the file does not grow. Values that became graph outputs in the
     block keep what the pass gave them."""
-    before = {v: (v.type, v.shape, v.is_graph_output()) for v in _all_values(model)}
+    before = {v: (v.type, v.shape, v.is_graph_output()) for v in all_values(model)}
     try:
         yield
     finally:

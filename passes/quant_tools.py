@@ -102,7 +102,7 @@ def prepare(src: Path, workdir: Path, *, per_channel: bool, min_opset: int = 13,
                 steps.append(f"opset {opset} could not be converted to {min_opset} "
                              f"({type(exc).__name__}); weights quantized per tensor")
     staged = workdir / "staged.onnx"
-    _save(model, staged)
+    save_scratch(model, staged)
     del model
     release_memory()
     if not pre_process:
@@ -116,7 +116,7 @@ def prepare(src: Path, workdir: Path, *, per_channel: bool, min_opset: int = 13,
     last = ""
     for kwargs, label in attempts:
         try:
-            quant_pre_process(str(staged), str(out), save_as_external_data=_big(staged),
+            quant_pre_process(str(staged), str(out), save_as_external_data=uses_external_data(staged),
                               all_tensors_to_one_file=True, external_data_location="prepared.onnx.data",
                               **kwargs)
             steps.append(label)
@@ -169,17 +169,20 @@ def _flatten_gemm_bias(path: Path) -> list[str]:
             stale = [v for v in graph.value_info if v.name == old.name]
             for v in stale:
                 graph.value_info.remove(v)
-    _save(model, path)
+    save_scratch(model, path)
     del model
     release_memory()
     return [f"Gemm bias [1, N] reshaped to [N] in {len(found)} Gemm(s) (the per-channel quantizer needs it 1-D)"]
 
 
-def _big(path: Path) -> bool:
+def uses_external_data(path: Path) -> bool:
+    """Whether a model file ORT's quantizer rewrites is saved with external data: it has a ``.data`` beside
+    it or is over 1.5 GB."""
     return path.stat().st_size > 1_500_000_000 or any(path.parent.glob(path.name + ".data"))
 
 
-def _save(model: onnx.ModelProto, path: Path) -> None:
+def save_scratch(model: onnx.ModelProto, path: Path) -> None:
+    """Write ``model`` into a pass's scratch folder: over 1.8 GB its tensors go to ``<name>.data`` beside it."""
     if model.ByteSize() > 1_800_000_000:
         # scratch: worker: its scratch folder
         onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
@@ -271,7 +274,7 @@ def calibrate(prepared: Path, sets: Sequence[Feeds], method: str, workdir: Path)
     cm = getattr(CalibrationMethod, METHODS[method])
     calibrator = create_calibrator(prepared, list(set(QLinearOpsRegistry) | set(QDQRegistry)),
                                    augmented_model_path=str(workdir / "augmented.onnx"), calibrate_method=cm,
-                                   use_external_data_format=_big(prepared))
+                                   use_external_data_format=uses_external_data(prepared))
     names = model_input_names(prepared)
     # One sample per call: the calibrator marks every tensor as an output and would otherwise hold
     # all of them for every sample at once; per call it folds the sample into its ranges/histograms.
@@ -401,7 +404,8 @@ def quantize_static_config(prepared: Prepared, out: Path, config: StaticConfig, 
     kwargs: dict[str, Any] = dict(
         quant_format=getattr(QuantFormat, config.quant_format), activation_type=_qtype(config.activation),
         weight_type=_qtype(config.weight), per_channel=config.per_channel and prepared.per_channel,
-        nodes_to_exclude=list(exclude), extra_options=extra, use_external_data_format=_big(prepared.path),
+        nodes_to_exclude=list(exclude), extra_options=extra,
+        use_external_data_format=uses_external_data(prepared.path),
         reduce_range=config.reduce_range())
     from onnxruntime.quantization import CalibrationMethod
 

@@ -119,7 +119,7 @@ def _run(model: ir.Model, workdir: Path, opts: dict, fuse: str, model_type: str,
                              weight_type=QuantType.QInt8, op_types_to_quantize=opts.get("op_types") or None,
                              nodes_to_exclude=list(opts.get("nodes_to_exclude") or []),
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-                             use_external_data_format=qt._big(base),
+                             use_external_data_format=qt.uses_external_data(base),
                              reduce_range=kernels.reduce_range)   # u8 activations x s8 weights
             qt.release_memory()
             outputs = qt.ort_outputs(out, holdout, ctx)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from passes.base import _PASSES, StudioPass, register_in
+from passes.base import PASSES, StudioPass, register_in
 from passes.presets import BUILTIN, Preset
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
@@ -52,7 +52,7 @@ PASS_MODULES: dict[str, str] = {
     "remove-dead-guards": "passes.remove_dead_guards",
 }
 
-_REGISTRY: dict[str, type[StudioPass]] = _PASSES     # the pass modules' ``@register`` (passes.base) fills it
+_REGISTRY: dict[str, type[StudioPass]] = PASSES     # the pass modules' ``@register`` (passes.base) fills it
 
 
 def register(cls: type[StudioPass]) -> type[StudioPass]:

@@ -71,12 +71,13 @@ class ValueStates:
             return self.known[id(value)]
         tensor = const_tensor(value)
         if tensor is not None:
-            return self._tensor_state(tensor)
+            return self.tensor_state(tensor)
         if _integral(value) or id(value) in self.main_inputs:
             return FINITE                     # a float model input: assumed finite
         return NOT_PROVEN                     # an outer value of a body, an overridable initializer
 
-    def _tensor_state(self, tensor: ir.TensorProtocol) -> int:
+    def tensor_state(self, tensor: ir.TensorProtocol) -> int:
+        """A constant's state by its elements (an initializer, a Constant's or ConstantOfShape's value)."""
         key = id(tensor)
         if key not in self._tensors:
             try:
@@ -206,7 +207,7 @@ def _div(states: ValueStates, node: ir.Node) -> int:
 def _constant_of_shape(states: ValueStates, node: ir.Node) -> int:
     """Its ``value`` (one element; zeros by default) everywhere: a mask or a bias built to a computed shape."""
     value = node.attributes.get("value")
-    return NONNEGATIVE if value is None else states._tensor_state(value.value)
+    return NONNEGATIVE if value is None else states.tensor_state(value.value)
 
 
 def _trilu(states: ValueStates, node: ir.Node) -> int:
