@@ -12,6 +12,7 @@ from typing import Any, TYPE_CHECKING
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.findings import Report
+from studio.core.gcpause import without_gc
 from studio.core.model import ModelHandle
 from studio.core.paths import atomic_write_bytes
 from studio.core.requests import GraphRequest
@@ -72,12 +73,14 @@ def compatibility_overlay_data(report: Report) -> dict[str, dict[str, str]]:
     return compatibility_data(report.nodes)
 
 
+@without_gc        # builds ~10^6 objects that live on: no full collections meanwhile (core.gcpause)
 def graph_index(handle: ModelHandle, summary: ModelSummary | None = None) -> GraphIndex:
     """The model's graph and hierarchy (build once, pass to ``graph_view`` many times).
     Without ``summary`` it is faster (no shape inference) but edges lack shapes and FLOPs."""
     return index_model(handle, summary)
 
 
+@without_gc        # builds ~10^6 objects that live on: no full collections meanwhile (core.gcpause)
 def graph_index_inspected(handle: ModelHandle, dims: Mapping[str, int] | GraphRequest | None = None, *,
                           pool_key: str = "default") -> tuple[GraphIndex, ModelSummary]:
     """``graph_index(handle, inspect(handle, dims, memory=False))`` and that summary, sooner: the hierarchy
@@ -203,6 +206,7 @@ def graph_scene(index: GraphIndex, *, expanded: Collection[str] = ()) -> tuple[d
     return build_scene(index.graph, index.hierarchy, expanded=tuple(expanded))
 
 
+@without_gc        # builds ~10^6 objects that live on: no full collections meanwhile (core.gcpause)
 def graph_viewer_html(index: GraphIndex, request: GraphRequest | None = None, *, summary: ModelSummary | None = None,
                       overlay: str | Overlay | None = None, overlay_data: Mapping[str, Any] | None = None,
                       height: int | None = None, expanded: Collection[str] = (), title: str | None = None,
@@ -242,6 +246,7 @@ def _overlay(index: GraphIndex, summary: ModelSummary | None, overlay: str | Ove
     return found[overlay]
 
 
+@without_gc        # builds ~10^6 objects that live on: no full collections meanwhile (core.gcpause)
 def write_graph_viewer(index: GraphIndex, path: str | Path, request: GraphRequest | None = None, *,
                        summary: ModelSummary | None = None, overlay: str | Overlay | None = None,
                        overlay_data: Mapping[str, Any] | None = None) -> Written:
