@@ -1,11 +1,13 @@
-"""Three cuts in inspect's shape work for the graph viewer's page (issue 35 item 2), each asserted by what it
+"""Four cuts in inspect's shape work for the graph viewer's page (issue 35 item 2), each asserted by what it
 does, against an independent oracle:
 
 - a static model's pinned inference is both of the worker's tables: it is shipped once, and the two tables the
   caller gets are equal and not one shared dict (oracle: ONNX's own shape inference on the file, here);
 - ``dtype_name`` names each ONNX type once (numpy's naming, the oracle, computed here by hand);
 - ``summarize`` sends the worker its job before it sorts the graph for cycles, so the viewer's hierarchy
-  (built meanwhile) overlaps the job, and a cycle is still reported."""
+  (built meanwhile) overlaps the job, and a cycle is still reported;
+- with every produced shape known and none from a dim formula, which values vary with the input values is not
+  worked out (nothing is measured, nothing can be called value-dependent); with one left open it still is."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+import studio.inspect.edge_shapes as edge_shapes
 import studio.inspect.summary as summary_mod
 from studio import api
 from studio.core.types import dtype_name
@@ -95,3 +98,38 @@ def test_the_worker_job_goes_out_before_the_cycle_sort(monkeypatch, tmp_path):
     s = api.inspect(api.load(path), memory=False)
     assert calls == ["worker job", "cycle sort"]
     assert not s.check_ok and "loop" in s.check_message
+
+
+def _record_walks(monkeypatch) -> list[int]:
+    walks: list[int] = []
+    real = edge_shapes.value_dependent_shapes
+
+    def walk(*a, **k):
+        walks.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(edge_shapes, "value_dependent_shapes", walk)
+    return walks
+
+
+def test_a_fully_inferred_model_skips_the_value_dependence_walk(monkeypatch, tmp_path):
+    walks = _record_walks(monkeypatch)
+    s = api.inspect(api.load(_static_model(tmp_path / "static.onnx")), memory=False)
+    assert walks == []
+    assert s.shape_note is None and s.formula_mismatch_count == 0
+    oracle = onnx.shape_inference.infer_shapes(onnx.load(str(tmp_path / "static.onnx"))).graph
+    declared = {vi.name: tuple(d.dim_value for d in vi.type.tensor_type.shape.dim) for vi in oracle.value_info}
+    assert {e.name: e.shape for e in s.edges if e.name in declared} == declared
+
+
+def test_an_open_shape_still_gets_the_walk_and_its_note(monkeypatch, tmp_path):
+    """NonZero's count depends on the data: the walk runs and the note says the shape was not measured."""
+    walks = _record_walks(monkeypatch)
+    g = helper.make_graph([helper.make_node("NonZero", ["x"], ["nz"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5])],
+                          [helper.make_tensor_value_info("nz", TensorProto.INT64, None)])
+    path = tmp_path / "nz.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    s = api.inspect(api.load(path), memory=False)
+    assert walks
+    assert "depend on the input values" in s.shape_note
