@@ -9,6 +9,7 @@ all get the same text. Model text is returned raw; renderers escape it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -233,6 +234,12 @@ def edge_shape(graph: GraphModel, tensor: str) -> str:
 
 
 def _dims_text(shape: Sequence) -> str:
+    return _shape_text(shape if isinstance(shape, tuple) else tuple(shape))
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape_text(shape: tuple) -> str:
+    """``_dims_text`` of each distinct shape once (a 10k-node model's edges carry a few dozen shapes)."""
     if len(shape) == 0:
         return "scalar"
     parts = []

@@ -188,6 +188,8 @@ def _if_branches(refs, costs: list[tuple[str, str, Cost]], if_ids: dict[tuple[st
     """Only one branch of an If runs: per If (nested ones first), the FLOPs of each branch (its own
     nodes plus its bodies, the larger branch of inner Ifs), and the scopes of the smaller branches,
     which the total leaves out."""
+    if not if_ids:          # no If anywhere: nothing to choose (the walk below visits every node of every graph)
+        return set(), ()
     direct: Counter[str] = Counter()
     for scope, _, cost in costs:
         direct[scope] += cost.flops

@@ -133,3 +133,25 @@ def test_an_open_shape_still_gets_the_walk_and_its_note(monkeypatch, tmp_path):
     s = api.inspect(api.load(path), memory=False)
     assert walks
     assert "depend on the input values" in s.shape_note
+
+
+def test_a_model_without_if_skips_the_branch_walk_and_one_with_if_still_chooses(monkeypatch):
+    """The If-branch FLOPs walk (every node of every graph) runs only where there is an If to decide."""
+    walked: list[int] = []
+    real = summary_mod.subgraphs_of
+
+    def bodies(node):
+        walked.append(1)
+        return real(node)
+
+    monkeypatch.setattr(summary_mod, "subgraphs_of", bodies)
+    s = api.inspect(api.load(SAMPLES / "cnn_unfused.onnx"), memory=False)
+    assert walked == [] and s.flops.branches == () and s.flops.flops > 0
+    s = api.inspect(api.load(SAMPLES / "if_loop.onnx"), memory=False)
+
+    def ifs(graph) -> int:                   # the oracle: the file's If nodes, in bodies too
+        return sum((n.op_type == "If") + sum(ifs(a.g) for a in n.attribute if a.type == onnx.AttributeProto.GRAPH)
+                   for n in graph.node)
+
+    n_ifs = ifs(onnx.load(str(SAMPLES / "if_loop.onnx")).graph)
+    assert walked and n_ifs == 2 and len(s.flops.branches) == n_ifs
