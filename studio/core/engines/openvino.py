@@ -41,7 +41,7 @@ from studio.core.engines.base import elapsed_ms, require_outputs
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.mapped_pages import released_pages
 
-__all__ = ["OpenVinoEngine", "OvRunner", "ov_info_job"]
+__all__ = ["OpenVinoEngine", "OvRunner", "ov_info_job", "reshape_to_shapes"]
 
 
 class OpenVinoEngine(WorkerEngine, engine="openvino"):
@@ -148,7 +148,7 @@ class OvRunner:
     def _open(self, model: Any, started: float) -> None:
         """Reshape (``static_shapes``), compile, and learn the ports and names of ``model``."""
         args, ctx, ov, path = self._args, self._ctx, self._ov, self._path
-        self.reshaped_to, self.dynamic_note = _reshape(ov, model, args.get("static_shapes"))
+        self.reshaped_to, self.dynamic_note = reshape_to_shapes(ov, model, args.get("static_shapes"))
         read_ms = self._timings["load_ms"] = elapsed_ms(started)
         ctx.set_stage("OpenVINO compile")
         precision = args.get("precision") or "f32"
@@ -248,8 +248,11 @@ class OvRunner:
         self.compiled = None
 
 
-def _reshape(ov: Any, model: Any, shapes: Mapping[str, Any] | None) -> tuple[dict[str, list[int]] | None, str | None]:
-    """Dynamic inputs reshaped to ``shapes``: (input -> shape reshaped to, or None; why not, or None)."""
+def reshape_to_shapes(ov: Any, model: Any, shapes: Mapping[str, Any] | None
+                      ) -> tuple[dict[str, list[int]] | None, str | None]:
+    """Dynamic inputs reshaped to ``shapes`` (input name -> shape), in place: (input -> shape reshaped to, or
+    None; why not, or None). The runner compiles at the feeds' shapes this way, as OpenVINO advises for latency
+    (static kernels, no shape inference per request); benchmarks that time OpenVINO beside it use it too."""
     if not shapes:
         return None, None
     stand_ins = {n: np.broadcast_to(np.zeros((), np.float32), tuple(int(d) for d in s)) for n, s in shapes.items()}
