@@ -11,21 +11,14 @@ from studio import api
 from studio.cli import main
 from studio.graphview.boxes import edge_shape
 from tests.conftest import save
+from tests.spies import count_calls
 from tests.inspect.test_dims_flow import _data_dependent
 
 
 @pytest.fixture
-def plans(monkeypatch) -> list[int]:
+def plans(monkeypatch) -> list[tuple]:
     """Counts calls of the memory planner ``summarize`` uses."""
-    calls: list[int] = []
-    real = summary_mod.graph_plan
-
-    def spy(*a, **k):
-        calls.append(1)
-        return real(*a, **k)
-
-    monkeypatch.setattr(summary_mod, "graph_plan", spy)
-    return calls
+    return count_calls(monkeypatch, summary_mod, "graph_plan")
 
 
 def test_graph_page_has_the_same_measured_shapes_without_the_memory_plan(tmp_path, plans):

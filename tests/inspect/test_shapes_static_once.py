@@ -21,6 +21,7 @@ from studio import api
 from studio.core.types import dtype_name
 from studio.inspect.shapes import sandboxed_shapes, shapes_job
 from tests.conftest import SAMPLES
+from tests.spies import count_calls
 
 
 class _Ctx:
@@ -100,16 +101,8 @@ def test_the_worker_job_goes_out_before_the_cycle_sort(monkeypatch, tmp_path):
     assert not s.check_ok and "loop" in s.check_message
 
 
-def _record_walks(monkeypatch) -> list[int]:
-    walks: list[int] = []
-    real = edge_shapes.value_dependent_shapes
-
-    def walk(*a, **k):
-        walks.append(1)
-        return real(*a, **k)
-
-    monkeypatch.setattr(edge_shapes, "value_dependent_shapes", walk)
-    return walks
+def _record_walks(monkeypatch) -> list[tuple]:
+    return count_calls(monkeypatch, edge_shapes, "value_dependent_shapes")
 
 
 def test_a_fully_inferred_model_skips_the_value_dependence_walk(monkeypatch, tmp_path):
@@ -137,14 +130,7 @@ def test_an_open_shape_still_gets_the_walk_and_its_note(monkeypatch, tmp_path):
 
 def test_a_model_without_if_skips_the_branch_walk_and_one_with_if_still_chooses(monkeypatch):
     """The If-branch FLOPs walk (every node of every graph) runs only where there is an If to decide."""
-    walked: list[int] = []
-    real = summary_mod.subgraphs_of
-
-    def bodies(node):
-        walked.append(1)
-        return real(node)
-
-    monkeypatch.setattr(summary_mod, "subgraphs_of", bodies)
+    walked = count_calls(monkeypatch, summary_mod, "subgraphs_of")
     s = api.inspect(api.load(SAMPLES / "cnn_unfused.onnx"), memory=False)
     assert walked == [] and s.flops.branches == () and s.flops.flops > 0
     s = api.inspect(api.load(SAMPLES / "if_loop.onnx"), memory=False)
