@@ -14,23 +14,28 @@
    * soon as a real request comes: elkjs's code is still cold after one layout, and these runs make the
    * next layouts (a group opened, everything opened) faster. In Chromium (median of 5, load ~5): the next
    * layout (one group opened) 344 -> 198-219 ms on nudenet_320n, 357 -> 235-256 ms on llama_optimum; the
-   * fully opened one 729 -> 618-662 ms and 826 -> 673-700 ms (1 to 3 runs). Six runs, not two, warm the
-   * code for larger layouts further: from first paint to the fully opened drawing settled (Chromium,
-   * bench sequence, load 4-5.6, two interleaved runs of 5 and 4) llama_optimum 0.628/0.623 -> 0.527/0.462 s,
-   * nudenet_320n 0.796/0.778 -> 0.642/0.655 s, one group opened about equal; ten were no better. A click
-   * while one runs waits for it (the quick layout still paints at once). */
+   * fully opened one 729 -> 618-662 ms and 826 -> 673-700 ms (1 to 3 runs). Each run leaves its garbage in
+   * the worker's heap until V8's memory reducer runs (~30 s later), so WARM is a trade of memory for speed
+   * (2026-12-05, Intel Xeon, Chromium 150, llama_optimum, renderer USS once the runs ended / fully opened
+   * settled from first paint, bench sequence, median of 5): none 113-115 MB; two 121 MB / 0.58 s; three
+   * 121-122 MB / 0.55 s; four 137 MB; six 143-148 MB / 0.51 s (Netron's renderer: 141-143 MB). Three keep
+   * most of six's speed and the renderer under Netron's; nudenet_320n's fully opened was within noise
+   * (0.64 s with three, 0.70 s with six). When the runs end (or a request cut them short) the worker says
+   * ``{warmed: true}``, so a benchmark can read memory once the page is idle. A click while one runs waits
+   * for it (the quick layout still paints at once). */
   function elkWorkerMain(init, WARM) {
-    var elk = self.__elk = new ELK(init), warm = WARM, first = null;     /* self.__elk: what tests ask */
+    var elk = self.__elk = new ELK(init), warm = WARM, first = null, told = false;  /* self.__elk: what tests ask */
+    function warmed() { if (!told) { told = true; self.postMessage({warmed: true}); } }   /* no more runs start */
     function again() {
-      if (warm-- <= 0 || !first) return;
-      elk.layout(JSON.parse(first)).then(function () { setTimeout(again, 0); }, function () {});
+      if (warm-- <= 0 || !first) return warmed();
+      elk.layout(JSON.parse(first)).then(function () { setTimeout(again, 0); }, function () { warm = 0; warmed(); });
     }
     self.onmessage = function (e) {
       warm = first === null ? warm : 0;
       if (first === null) first = JSON.stringify(e.data.g);
       elk.layout(e.data.g).then(function (r) {
         self.postMessage({id: e.data.id, g: r});
-        if (warm > 0) setTimeout(again, 0);
+        if (warm > 0) setTimeout(again, 0); else warmed();
       }, function (err) {
         self.postMessage({id: e.data.id, err: String(err && err.message || err)});
       });
@@ -38,7 +43,7 @@
   }
   window.__gvElkStart = function () {
     var src = document.getElementById('elk-src').textContent;
-    var glue = '\n;(' + elkWorkerMain.toString() + ')(' + JSON.stringify(window.__gvElkInit) + ', 6);';
+    var glue = '\n;(' + elkWorkerMain.toString() + ')(' + JSON.stringify(window.__gvElkInit) + ', 3);';
     return new Worker(URL.createObjectURL(new Blob([src, glue], {type: 'text/javascript'})));
   };
   var st = window.__gvElk = {worker: null, at: performance.now(), failed: false};

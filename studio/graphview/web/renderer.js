@@ -57,6 +57,7 @@
       var early = window.__gvElk || {};
       var w = early.worker || window.__gvElkStart();
       w.onmessage = function (e) {
+        if (e.data.warmed) { engine.warmed = true; return; }      /* its idle warm-up runs ended (elk_start.js) */
         var p = engine.pending[e.data.id]; delete engine.pending[e.data.id];
         if (!p) return;
         if (e.data.err) p.reject(new Error(e.data.err)); else p.resolve(e.data.g);
@@ -1362,6 +1363,8 @@
     },
     canvasRect: function (panel) { var r = viewer.panels[panel || 0].canvas.getBoundingClientRect(); return {x: r.left, y: r.top, w: r.width, h: r.height}; },
     engine: function () { return viewer.engine.kind; },
+    /* ELK's worker starts no more work of its own: its warm-up runs ended, or it was never asked */
+    elkIdle: function () { var e = viewer.engine; return !e.worker || !!e.warmed || !e.seq; },
     layoutMs: function () { return viewer.layoutMs; },
     visibleCount: function () { return viewer.vis ? viewer.vis.order.filter(function (id) { return viewer.vis.items[id].type !== 'open'; }).length : 0; },
     edges: function () { return viewer.vis ? viewer.vis.edges.map(function (e) { return [e.src, e.dst, e.tensors.slice(), e.text]; }) : []; },
