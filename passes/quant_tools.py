@@ -181,9 +181,19 @@ def uses_external_data(path: Path) -> bool:
     return path.stat().st_size > 1_500_000_000 or any(path.parent.glob(path.name + ".data"))
 
 
+SCRATCH_EXTERNAL_BYTES = 1_800_000_000      # under protobuf's 2 GiB, with room for the graph
+
+
 def save_scratch(model: onnx.ModelProto, path: Path) -> None:
-    """Write ``model`` into a pass's scratch folder: over 1.8 GB its tensors go to ``<name>.data`` beside it."""
-    if model.ByteSize() > 1_800_000_000:
+    """Write ``model`` into a pass's scratch folder: over 1.8 GB its tensors go to ``<name>.data`` beside it.
+
+    Not ``core.save.save_model``: that one copies the proto before moving tensors out (the caller's model stays
+    whole) and stages the files for a user's folder; here the callers drop the model right after, and a copy of a
+    model this size is the memory the large-model stages cannot spare. The external write empties ``model``'s
+    tensors in place."""
+    if model.ByteSize() > SCRATCH_EXTERNAL_BYTES:
+        # onnx.save_model appends to an existing data file: a second write of the same scratch name starts afresh
+        path.with_name(path.name + ".data").unlink(missing_ok=True)  # scratch: worker: its scratch folder
         # scratch: worker: its scratch folder
         onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
                         location=path.name + ".data")
