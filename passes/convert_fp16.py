@@ -40,6 +40,7 @@ from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError, engine_message
 from passes import quant_tools as qt
 from studio.core.model_io import save_result
+from studio.core.save import save_scratch
 from studio.core.feeds import cast_to_inputs, make_feeds
 
 log = logging.getLogger(__name__)
@@ -170,7 +171,7 @@ class ConvertFp16(StudioPass):
 
             def run(tapped: onnx.ModelProto, feed_sets) -> list[dict]:
                 path = workdir / "ranges.onnx"
-                qt.save_scratch(tapped, path)
+                save_scratch(tapped, path)
                 return qt.ort_outputs(path, feed_sets, ctx, level="disable")
 
             try:
@@ -202,7 +203,7 @@ class ConvertFp16(StudioPass):
                                              keep_io_types=_flag(opts.get("keep_io_types", True)))
             del proto
             out = workdir / "fp16.onnx"
-            qt.save_scratch(converted, out)
+            save_scratch(converted, out)
             casts = sum(1 for n in converted.graph.node if n.op_type == "Cast")
             del converted
             if self.changes_io_dtypes():

@@ -37,6 +37,7 @@ from studio.core.errors import StudioError
 from studio.core.feeds import Feeds, load_npz, make_feeds
 from studio.core.feeds import input_specs
 from studio.core.quantized import quantization_ops, quantized_text
+from studio.core.save import save_scratch
 from studio.core.engines import sessions
 from profilers.latency import budgeted_rounds
 from profilers.stats import paired_ratio
@@ -179,26 +180,6 @@ def uses_external_data(path: Path) -> bool:
     """Whether a model file ORT's quantizer rewrites is saved with external data: it has a ``.data`` beside
     it or is over 1.5 GB."""
     return path.stat().st_size > 1_500_000_000 or any(path.parent.glob(path.name + ".data"))
-
-
-SCRATCH_EXTERNAL_BYTES = 1_800_000_000      # under protobuf's 2 GiB, with room for the graph
-
-
-def save_scratch(model: onnx.ModelProto, path: Path) -> None:
-    """Write ``model`` into a pass's scratch folder: over 1.8 GB its tensors go to ``<name>.data`` beside it.
-
-    Not ``core.save.save_model``: that one copies the proto before moving tensors out (the caller's model stays
-    whole) and stages the files for a user's folder; here the callers drop the model right after, and a copy of a
-    model this size is the memory the large-model stages cannot spare. The external write empties ``model``'s
-    tensors in place."""
-    if model.ByteSize() > SCRATCH_EXTERNAL_BYTES:
-        # onnx.save_model appends to an existing data file: a second write of the same scratch name starts afresh
-        path.with_name(path.name + ".data").unlink(missing_ok=True)  # scratch: worker: its scratch folder
-        # scratch: worker: its scratch folder
-        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-                        location=path.name + ".data")
-    else:
-        onnx.save_model(model, str(path))  # scratch: worker: its scratch folder
 
 
 # ---------------------------------------------------------------------------- feeds

@@ -48,6 +48,7 @@ from studio.core.engines import sessions
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.feeds import Feeds
+from studio.core.save import save_scratch
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.sandbox import Limits, run_job
 from studio.core.types import np_dtype
@@ -500,9 +501,7 @@ def layer_prepare_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext
     model = onnx.load_model(args["model"])
     folder = Path(args["folder"])
     folder.mkdir(parents=True, exist_ok=True)
-    # scratch: worker: the working copy in the layer-wise work folder
-    onnx.save_model(model, str(folder / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location="model.onnx.data", size_threshold=1024)
+    save_scratch(model, folder / "model.onnx", external=True)     # the working copy in the layer-wise work folder
     return JobOutput(data={"path": str(folder / "model.onnx")})
 
 

@@ -61,6 +61,31 @@ def save_model(model, target: Path, *, external_data: bool | None = None, shown:
     return target
 
 
+SCRATCH_EXTERNAL_BYTES = 1_800_000_000      # under protobuf's 2 GiB, with room for the graph
+
+
+def save_scratch(model: ModelProto, path: Path, *, external: bool | None = None) -> Path:
+    """Write ``model`` to ``path`` in a folder the run made for itself; ``external`` None: its tensors go to
+    ``<name>.data`` beside it only over :data:`SCRATCH_EXTERNAL_BYTES`, True: always (tensors over 1 KB).
+
+    Not :func:`save_model`: that one copies the proto before moving tensors out (the caller's model stays whole)
+    and stages the files for a user's folder; scratch writers drop the model right after, and a copy of a model
+    this size is the memory the large-model stages cannot spare. The external write empties ``model``'s tensors
+    in place. A ``.data`` left by an earlier write of the same name is removed first: onnx.save_model appends to
+    it (the file doubled, its offsets past the stale copy)."""
+    if external is None:
+        external = model.ByteSize() > SCRATCH_EXTERNAL_BYTES
+    if not external:
+        onnx.save_model(model, str(path))  # scratch: the caller's own folder
+        return path
+    data = path.with_name(path.name + ".data")
+    data.unlink(missing_ok=True)  # scratch: the caller's own folder
+    # scratch: the caller's own folder
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=data.name, size_threshold=1024)
+    return path
+
+
 def _is_ir(model) -> bool:
     try:
         import onnx_ir as ir

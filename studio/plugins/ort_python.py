@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 
 from studio.core.jobs import JobContext, JobOutput, job
+from studio.core.save import SCRATCH_EXTERNAL_BYTES, save_scratch
 from studio.plugins.opgraph import find_nodes, ident, retarget_op, single_node_model
 from studio.plugins.usercode import CallGuard, short_error
 from studio.plugins.opgraph import attr_values
@@ -89,11 +90,9 @@ def _session(model: onnx.ModelProto, scratch: Path, threads: int | None) -> Any:
     so.log_severity_level = 3
     if threads:
         so.intra_op_num_threads = int(threads)
-    if model.ByteSize() < 1_800_000_000:
+    if model.ByteSize() <= SCRATCH_EXTERNAL_BYTES:
         return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    path = scratch / "model_with_pyop.onnx"
-    # scratch: worker: its scratch folder
-    onnx.save_model(model, str(path), save_as_external_data=True, location="model_with_pyop.data")
+    path = save_scratch(model, scratch / "model_with_pyop.onnx", external=True)     # the worker's scratch folder
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from studio.core.errors import engine_message
+from studio.core.save import save_scratch
 from studio.core.types import pin_inputs
 
 __all__ = ["UNKNOWN_RANK", "UNKNOWN_RANK_ADVICE", "NotOnnxModel", "UnknownRank", "check_onnx_for_openvino",
@@ -112,9 +113,7 @@ def read_onnx_at_shapes(path: str | Path, shapes: Mapping[str, Any], folder: Pat
     copy = folder / "ov_fixed_shapes.onnx"
     data = folder / "ov_fixed_shapes.onnx.data"
     try:
-        # scratch: the runner's own folder (JobContext.scratch); external data, so a model over 2 GiB saves too
-        onnx.save_model(model, str(copy), save_as_external_data=True, all_tensors_to_one_file=True,
-                        location=data.name, size_threshold=1024)
+        save_scratch(model, copy, external=True)   # the runner's own folder; external data: over 2 GiB saves too
         del model
         read = read_onnx_model(copy, extensions)
     except UnknownRank as exc:      # the rank does not follow from the input shapes: the advice would not help
