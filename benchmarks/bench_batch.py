@@ -61,10 +61,10 @@ def _transfer(models: list[Path], address: str) -> tuple[int, float]:
     """Pack and scatter every model once (what the executor does before the first task)."""
     from distributed import Client
 
-    from studio.batch.executors import _model_files, _pack_model
+    from studio.batch.executors import model_files, pack_model
 
     t0 = time.perf_counter()
-    blobs = [_pack_model(_model_files(p)) for p in models]
+    blobs = [pack_model(model_files(p)) for p in models]
     with Client(address, timeout=30, set_as_default=False) as c:
         futures = c.scatter(blobs, hash=False)
         c.gather(c.map(len, futures))

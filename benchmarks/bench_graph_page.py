@@ -29,7 +29,7 @@ from typing import Any
 
 import psutil
 
-from benchmarks.bench_viewers import _STALL_END, _STALL_START, _STUDIO_PAINTED, _pan_zoom, _process_mb, select
+from benchmarks.bench_viewers import STALL_END, STALL_START, STUDIO_PAINTED, pan_zoom, process_mb, select
 from benchmarks.harness import cpu_banner, print_table
 
 DEFAULT = ["3k", "10k", "30k", "100k"]
@@ -55,7 +55,7 @@ def _viewer_frame(page, deadline: float, seen: dict[str, float] | None = None):
 def _pan_fps(page, frame) -> float:
     """fps of the viewer's frame during bench_viewers' scripted drag with wheel zoom, over the frame."""
     box = page.locator("iframe").last.bounding_box() or {"x": 300, "y": 200, "width": 900, "height": 600}
-    return _pan_zoom(page, frame, (box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.55), swing=160)
+    return pan_zoom(page, frame, (box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.55), swing=160)
 
 
 def _tree_rss_mb(pid: int) -> float:
@@ -103,18 +103,18 @@ def measure(pw, model: Path, timeout_s: float) -> dict[str, Any]:
         nodes_metric(page)
         out["back_server"], out["back_browser"], frame = _goto_graph(page, timeout_s)
         out["back"] = out["back_server"] + out["back_browser"]
-        frame.evaluate(_STALL_START)
+        frame.evaluate(STALL_START)
         seq = frame.evaluate("__graph.layoutSeq()") + 1
         t0 = time.perf_counter()
         frame.evaluate("() => { const v = __graph.viewer; v.model.s.groups.forEach((g, i) => { if (i) v.model.open.add(i); }); "
                        "v.relayout(null); }")
-        frame.evaluate(_STUDIO_PAINTED, [seq, True])
+        frame.evaluate(STUDIO_PAINTED, [seq, True])
         out["opened"] = time.perf_counter() - t0
-        out["stall"] = frame.evaluate(_STALL_END)
+        out["stall"] = frame.evaluate(STALL_END)
         out["opened_items"] = frame.evaluate("__graph.visibleCount()")
         page.wait_for_timeout(300)
         out["fps"] = _pan_fps(page, frame)
-        out["mem"] = _process_mb(browser, "renderer")
+        out["mem"] = process_mb(browser, "renderer")
         out["server_mb"] = _tree_rss_mb(server.proc.pid)
         return out
     finally:

@@ -99,7 +99,7 @@ def corpus_row(label: str, path: Path, feeds: dict[str, np.ndarray]) -> tuple[li
     optimizations off, OpenVINO; and the relative error per view."""
     from studio import api
     from studio.inspect.memory_measure import measure_openvino_activations, measure_ort_activations
-    from studio.inspect.memory_report import _unoptimized
+    from studio.inspect.memory_report import unoptimized_plan
     from studio.inspect.ort_optimized import optimized_plan
     from studio.inspect.summary import summarize
 
@@ -137,7 +137,7 @@ def corpus_row(label: str, path: Path, feeds: dict[str, np.ndarray]) -> tuple[li
     try:
         summary = summarize(h, dims)
         written = summary.memory_plan
-        pred_off = _unoptimized(h, summary, written).arena_bytes
+        pred_off = unoptimized_plan(h, summary, written).arena_bytes
         pred_written = written.arena_bytes
     except Exception:  # noqa: BLE001
         pred_off = pred_written = None
@@ -231,7 +231,7 @@ def fan_in(n: int, size: int = 4096):
 
 
 def scale_table() -> list[list]:
-    from studio.inspect.memory_plan import _greedy_order, best_fit, plan
+    from studio.inspect.memory_plan import greedy_order, best_fit, plan
 
     rows = []
     for kind, make in (("chain", chain), ("fan-in", fan_in)):
@@ -242,7 +242,7 @@ def scale_table() -> list[list]:
             p = plan(s)
             t1 = time.process_time()
             work = [0]
-            _greedy_order(s, work)
+            greedy_order(s, work)
             t2 = time.process_time()
             fit = [0]
             best_fit([t for t in p.tensors if t.kind == "activation"], 256, fit)

@@ -197,7 +197,7 @@ def _studio_page(model: Path, out: Path) -> float:
     return time.perf_counter() - t
 
 
-def _pan_zoom(page, frame=None, center: tuple[float, float] = (1400 * 0.45, 1000 * 0.55), swing: float = 200) -> float:
+def pan_zoom(page, frame=None, center: tuple[float, float] = (1400 * 0.45, 1000 * 0.55), swing: float = 200) -> float:
     """fps (1000 / median rAF interval) during a 1.2 s scripted drag with wheel zoom in between, around ``center``
     (page pixels); the frames are counted in ``frame`` (a viewer inside the page, bench_graph_page) or the page."""
     counted = frame or page
@@ -231,7 +231,7 @@ def _heap_mb(page) -> float:
     return metrics.get("JSHeapUsedSize", 0.0) / 1e6
 
 
-def _process_mb(browser, kind: str) -> float | None:
+def process_mb(browser, kind: str) -> float | None:
     """Unique memory (USS, MB) of the browser's processes of ``kind``: "renderer" (the page, its workers, a 2D
     canvas drawn in software) or "gpu" (WebGL runs there, SwiftShader under --disable-gpu: Model Explorer's
     drawing is in that process, the studio's and Netron's are not)."""
@@ -252,7 +252,7 @@ def _process_mb(browser, kind: str) -> float | None:
 
 # Resolves with performance.now() of the rAF after the first frame drawn from layout ``seq`` (or, with
 # ``settled``, once the viewer is ready: ELK done too): the same definition as ``__graphReady``.
-_STUDIO_PAINTED = """([seq, settled]) => new Promise((resolve) => {
+STUDIO_PAINTED = """([seq, settled]) => new Promise((resolve) => {
   const v = __graph.viewer;
   const tick = () => {
     const ok = v.lay && v.lay.seq >= seq && v.lastDrawAt && v.lastDrawAt >= (v.layAt || 0) && !v.raf &&
@@ -267,16 +267,16 @@ def _studio_after(page, action: str, settled: bool, timeout_s: float) -> tuple[f
     """Run ``action`` (JS) in the page; seconds to its painted frame and (``settled``) to ELK's."""
     seq = page.evaluate("__graph.layoutSeq()") + 1
     t0 = page.evaluate(f"() => {{ const t = performance.now(); {action}; return t; }}")
-    painted = page.evaluate(_STUDIO_PAINTED, [seq, False])
-    done = page.evaluate(_STUDIO_PAINTED, [seq, True]) if settled else None
+    painted = page.evaluate(STUDIO_PAINTED, [seq, False])
+    done = page.evaluate(STUDIO_PAINTED, [seq, True]) if settled else None
     return (painted - t0) / 1000, (done - t0) / 1000 if done is not None else None
 
 
 # The main thread's longest stall while the studio opens every group: a 16 ms interval timer's longest gap, s
 # (issue 35: "no frozen tab"; the layout of a large drawing runs in a worker).
-_STALL_START = ("() => { window.__gaps = [0]; let last = performance.now(); window.__stall = setInterval(() => "
+STALL_START = ("() => { window.__gaps = [0]; let last = performance.now(); window.__stall = setInterval(() => "
                 "{ const n = performance.now(); window.__gaps.push(n - last); last = n; }, 16); }")
-_STALL_END = "() => { clearInterval(window.__stall); return Math.max(...window.__gaps) / 1000; }"
+STALL_END = "() => { clearInterval(window.__stall); return Math.max(...window.__gaps) / 1000; }"
 
 
 def _p90(values: list[float]) -> float | None:
@@ -316,7 +316,7 @@ def _measure(pw, kind: str, url: str, timeout_s: float) -> dict[str, Any]:
         first = page.evaluate("window.__graphReady" if kind == "studio" else "window.__paintAt") / 1000
         out: dict[str, Any] = {"first": first, "opened": first if kind == "netron" else None}
         if kind == "studio":
-            page.evaluate(_STUDIO_PAINTED, [1, True])
+            page.evaluate(STUDIO_PAINTED, [1, True])
             out["settled"] = page.evaluate("performance.now()") / 1000
             out["items"] = page.evaluate("__graph.visibleCount()")
         elif kind == "netron":
@@ -328,19 +328,19 @@ def _measure(pw, kind: str, url: str, timeout_s: float) -> dict[str, Any]:
                 page.wait_for_function("() => __graph.elkIdle()", timeout=30_000, polling=50)
         page.wait_for_timeout(300)
         out["heap"] = _heap_mb(page)
-        out["mem"] = _process_mb(browser, "renderer")
-        out["gpu_mem"] = _process_mb(browser, "gpu")
-        out["fps"] = _pan_zoom(page)
+        out["mem"] = process_mb(browser, "renderer")
+        out["gpu_mem"] = process_mb(browser, "gpu")
+        out["fps"] = pan_zoom(page)
         if kind == "studio":
             g = page.evaluate(_LARGEST_CLOSED)
             if g is not None:
                 out["expand"], out["expand_settled"] = _studio_after(
                     page, f"__graph.viewer.toggle({int(g)}, 'g{int(g)}')", True, timeout_s)
-            page.evaluate(_STALL_START)
+            page.evaluate(STALL_START)
             opened, settled = _studio_after(
                 page, "const v = __graph.viewer; v.model.s.groups.forEach((g, i) => { if (i) v.model.open.add(i); }); "
                 "v.relayout(null)", True, timeout_s)
-            out["stall"] = page.evaluate(_STALL_END)
+            out["stall"] = page.evaluate(STALL_END)
             out["opened"] = first + opened
             out["opened_settled"] = first + settled if settled is not None else None
             out["opened_items"] = page.evaluate("__graph.visibleCount()")
@@ -350,17 +350,17 @@ def _measure(pw, kind: str, url: str, timeout_s: float) -> dict[str, Any]:
             # fit all of it; the renderer's own time per drawn frame (p90, ms) with each.
             page.wait_for_timeout(300)
             page.evaluate("__graph.viewer.drawLog = []")
-            out["opened_fps"] = _pan_zoom(page)
+            out["opened_fps"] = pan_zoom(page)
             out["opened_draw"] = _p90(page.evaluate("__graph.viewer.drawLog"))
             page.evaluate("__graph.viewer.fit(); __graph.viewer.drawLog = []")
             page.wait_for_timeout(300)
-            out["fit_fps"] = _pan_zoom(page)
+            out["fit_fps"] = pan_zoom(page)
             out["fit_draw"] = _p90(page.evaluate("__graph.viewer.drawLog"))
         elif kind == "explorer":
             out["opened"] = _explorer_expand_all(page, timeout_s)
             if out["opened"] is not None:
                 out["opened"] += first
-                out["opened_fps"] = _pan_zoom(page)
+                out["opened_fps"] = pan_zoom(page)
         return out
     finally:
         browser.close()

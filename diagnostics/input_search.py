@@ -28,7 +28,7 @@ from onnx import ModelProto
 
 from studio.core.engines.conversion import RUNTIME_LACKS_OPS
 from studio.core.feeds import (
-    _SEQ_NAMES,
+    SEQ_NAMES,
     Feeds,
     InputSpec,
     check_feeds,
@@ -123,7 +123,7 @@ def free_axes(specs: tuple[InputSpec, ...], user_dims: Mapping[str, int] | None 
             key = d if isinstance(d, str) else unnamed_dim_key(s.name, i)
             if key in user or key in out or key in derived:
                 continue      # a formula of other dims (past + sequence) follows from them
-            named_seq = isinstance(d, str) and bool(_SEQ_NAMES.search(d))
+            named_seq = isinstance(d, str) and bool(SEQ_NAMES.search(d))
             batch = (i == 0 and not named_seq) or s.role == "recurrent_state"   # an RNN state's free dims
             out[key] = ("batch" if batch else "image" if i in spatial else "sequence")
     return out

@@ -149,6 +149,17 @@ def grid_sample(x: np.ndarray, grid: np.ndarray, mode: str = "linear", padding_m
 # ---------------------------------------------------------------------------- onnx.reference ops
 # ReferenceEvaluator looks ops up by (op_domain, class name), so class names are op types.
 
+def grid_sample_source() -> str:
+    """This module's GridSample code (any rank) as Python source: the plugin scaffold writes it into a
+    standalone Python op, so the op computes what this reference computes."""
+    import inspect
+
+    parts = [f"_MODE_ALIASES = {_MODE_ALIASES!r}\n_PADDINGS = {_PADDINGS!r}"]
+    parts += [inspect.getsource(fn).rstrip() for fn in (_unnormalize, _reflect, _pad_coord, _fetch, _gather,
+                                                        _cubic_weights, grid_sample)]
+    return "\n\n\n".join(parts)
+
+
 class grid_sampler(OpRun):  # noqa: N801 - the op type is lower case
     """mmdeploy::grid_sampler (also exported by mmcv): int enums for mode and padding."""
 

@@ -29,13 +29,12 @@ model must address P + N - 1 positions.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from studio.inspect.decoder_contract import GenerationContract
-from profilers.memory import _rss_reader as _statm_reader  # the memory profiler's /proc/self/statm reader
+from profilers.memory import rss_reader  # the memory profiler's /proc/self/statm reader
 
 __all__ = ["BoundOrtStepper", "GreedyGeneration", "PlainStepper", "make_stepper", "prompt_ids"]
 
@@ -130,10 +129,6 @@ def make_stepper(runner: Any, contract: GenerationContract, *, io_binding: bool 
 
 # ============================================================================ one generation
 
-def _rss_reader() -> Callable[[], int]:
-    return _statm_reader()
-
-
 class GreedyGeneration:
     """One greedy generation of ``new_tokens`` tokens after ``prompt`` ([batch, length] ids), as a bare
     call (``gen()``) for the timing loop. After each call: :attr:`tokens` [batch, new_tokens],
@@ -158,7 +153,7 @@ class GreedyGeneration:
         self.recorded: list[np.ndarray] = []
         self.recorded_tokens: list[np.ndarray] = []
         self.rss_bytes = np.zeros(self.new_tokens, dtype=np.int64) if rss else None
-        self._rss = _rss_reader() if rss else None
+        self._rss = rss_reader() if rss else None
         self._recording = False
         total = self.length + self.new_tokens
         self._mask = np.ones((self.batch, total), dtype=contract.mask_dtype) if contract.attention_mask else None

@@ -31,7 +31,7 @@ from studio.core.errors import engine_message
 from studio.core.jobs import JobContext, JobOutput, job
 from studio.core.worker import reset_peak_rss, vm_hwm_bytes
 from studio.inspect.decoder_contract import GenerationContract
-from profilers.memory import _rss_reader
+from profilers.memory import rss_reader
 
 __all__ = ["generate_job", "generate_memory_job"]
 
@@ -152,7 +152,7 @@ def generate_memory_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobConte
     """One variant: resident memory before and after opening, then per case (smallest first) the
     high-water mark over one generation and the resident memory after every token."""
     v = args["variant"]
-    rss = _rss_reader()
+    rss = rss_reader()
     baseline = rss()
     ctx.set_stage(f"{v['label']}: session creation (memory)")
     runner = _open(v, ctx)

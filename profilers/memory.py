@@ -54,7 +54,7 @@ _MAX_TIMELINE_POINTS = 600
 
 # ============================================================================ sampler (worker side)
 
-def _rss_reader() -> Callable[[], int]:
+def rss_reader() -> Callable[[], int]:
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
     if os.path.exists("/proc/self/statm"):
         def read() -> int:
@@ -77,7 +77,7 @@ class RssSampler:
 
     def __init__(self, interval_s: float = 0.005, capacity: int = 8192) -> None:
         self.interval_s = interval_s
-        self.read = _rss_reader()
+        self.read = rss_reader()
         self._cap = max(16, capacity - capacity % 2)
         self._t = np.zeros(self._cap, dtype=np.float64)
         self._rss = np.zeros(self._cap, dtype=np.int64)

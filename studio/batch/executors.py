@@ -39,7 +39,7 @@ from studio.core import outputs
 from studio.core.error_codes import ErrorCode
 from studio.core.errors import StudioError
 from studio.core.sandbox import close_pool, forget_closed, shutdown_pool
-from studio.core.model import _sha256_files
+from studio.core.model import sha256_files
 from studio.core.model import load
 from studio.core.paths import safe_child
 
@@ -128,18 +128,18 @@ class LocalExecutor:
 
 # ---------------------------------------------------------------------------- Dask
 
-def _pack_model(files: Mapping[str, Path]) -> bytes:
+def pack_model(files: Mapping[str, Path]) -> bytes:
     """The model file and its external-data files as one tar (names relative to the model)."""
     model = Path(files["model"])
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name, path in files.items():
-            arc = "model.onnx" if name == "model" else _data_arcname(model, Path(path))
+            arc = "model.onnx" if name == "model" else data_arcname(model, Path(path))
             tar.add(str(path), arcname=arc, recursive=False)
     return buf.getvalue()
 
 
-def _data_arcname(model: Path, data: Path) -> str:
+def data_arcname(model: Path, data: Path) -> str:
     """An external-data file under the name the model gives it (relative to the model's folder)."""
     try:
         return str(Path(data).absolute().relative_to(model.absolute().parent))
@@ -151,10 +151,10 @@ def content_hash(model: Path) -> str:
     """The loader's content hash (``ModelHandle.sha256``) of an unpacked package, without parsing
     it: the model file, then every other file of its folder in sorted order."""
     others = sorted(f for f in model.parent.rglob("*") if f.is_file() and f != model)
-    return _sha256_files([model, *others])
+    return sha256_files([model, *others])
 
 
-def _model_files(model_path: Path) -> dict[str, Path]:
+def model_files(model_path: Path) -> dict[str, Path]:
     """The model and every external-data file it names (validated by the loader first)."""
     handle = load(model_path)
     files = {"model": handle.path}
@@ -398,7 +398,7 @@ class DaskExecutor:
                               f"target-{task.target[:40]}); known targets: {', '.join(self.targets()) or 'none'}",
                               code=ErrorCode.NO_TARGET)
         paths = dict(files)
-        self.jobs.add_input(task.model_sha256, lambda: _pack_model(paths))     # packed again if it must be re-sent
+        self.jobs.add_input(task.model_sha256, lambda: pack_model(paths))     # packed again if it must be re-sent
         resources = {f"target-{task.target}": 1} if task.target else None
         ran = self.jobs.submit(remote_stage, task.to_dict(), Input(task.model_sha256), resources=resources,
                                label=f"{task.stage}-{task.key}")

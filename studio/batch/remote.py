@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studio.batch.executors import (ClusterSecurity, DaskExecutor, _data_arcname, _model_files, cluster_address,
+from studio.batch.executors import (ClusterSecurity, DaskExecutor, data_arcname, model_files, cluster_address,
                                    cluster_timeout_s, content_hash)
 from studio.batch.retrying import ClusterLost, announce_start
 from studio.batch.stages import worker_facts
@@ -181,8 +181,8 @@ def _send_back(model: Path | None, facts: dict) -> dict | None:
     pull from) and with no shared folder: a one-line refusal naming the limit."""
     if model is None:
         return None
-    files = _model_files(model)
-    named = [(_data_arcname(model, Path(f)), Path(f)) for key, f in files.items() if key != "model"]
+    files = model_files(model)
+    named = [(data_arcname(model, Path(f)), Path(f)) for key, f in files.items() if key != "model"]
     named.append((model.name, Path(files["model"])))              # the model last: it names the data before it
     total, limit = sum(f.stat().st_size for _, f in named), _return_limit()
     if total <= limit:
@@ -378,9 +378,9 @@ def measure_on(kind: str, target: str, models: Sequence[tuple[str, Path]], kwarg
         entries: dict[str, Path] = {}
         described = []
         for i, (label, path) in enumerate(models):
-            files = _model_files(Path(path))
+            files = model_files(Path(path))
             for name, f in files.items():
-                arc = f"m{i}/model.onnx" if name == "model" else f"m{i}/{_data_arcname(files['model'], Path(f))}"
+                arc = f"m{i}/model.onnx" if name == "model" else f"m{i}/{data_arcname(files['model'], Path(f))}"
                 entries[arc] = Path(f)
             described.append((str(label), f"m{i}/model.onnx", _load_sha(files["model"])))
         named = {}

@@ -22,7 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from studio.batch.executors import Executor, LocalExecutor, _model_files
+from studio.batch.executors import Executor, LocalExecutor, model_files
 from studio.batch.results import BatchModel, BatchResult, BatchRow
 from studio.batch.stages import NOT_WRITTEN, ON_TARGET, STAGES, StageOutcome, StageTask, machine_facts
 from studio.core.errors import StudioError
@@ -247,7 +247,7 @@ def _run_batch(paths: Sequence[str | Path], out: Path, *, stages: Sequence[str],
         for m in models:
             if m.error:
                 continue
-            files = _model_files(m.path)
+            files = model_files(m.path)
             for stage in stages:
                 task = StageTask(m.sha256, m.name, stage, dict((stage_options or {}).get(stage, {})),
                                  target if stage in ON_TARGET else None)

@@ -34,7 +34,7 @@ from studio.core.outputs import open_output
 
 Feeds = dict[str, object]       # name -> np.ndarray, or list[np.ndarray] for sequence inputs
 
-_SEQ_NAMES = re.compile(r"seq|len|token|time|step|frame|word|src|tgt|past|total", re.I)
+SEQ_NAMES = re.compile(r"seq|len|token|time|step|frame|word|src|tgt|past|total", re.I)
 _PASS_THROUGH = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand", "Transpose"}
 # Ops whose data input's elements come out unchanged, some of them (torch's dynamo exporter writes
 # ``sr == 16000`` on a scalar as Reshape([-1]) -> Gather(0) -> Equal).
@@ -306,8 +306,8 @@ def image_axes(spec: InputSpec) -> tuple[int, ...]:
 def _default_dim(spec: InputSpec, axis: int, name: str, spatial: set[int] | frozenset[int]) -> int:
     hinted = spec.hint(axis)
     return (hinted if hinted is not None
-            else 1 if axis == 0 and not _SEQ_NAMES.search(name) else IMAGE_SIDE if axis in spatial
-            else 16 if _SEQ_NAMES.search(name) or axis == 1 else 32)
+            else 1 if axis == 0 and not SEQ_NAMES.search(name) else IMAGE_SIDE if axis in spatial
+            else 16 if SEQ_NAMES.search(name) or axis == 1 else 32)
 
 
 def choose_dims(specs: tuple[InputSpec, ...], dims: Mapping[str, int] | None = None) -> dict[str, int]:

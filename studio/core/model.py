@@ -95,7 +95,7 @@ class ModelHandle:
 
 def sha256_file(path: str | Path) -> str:
     """sha256 of one file's bytes, read in chunks (the one file hash: exports, datasets, returned models)."""
-    return _sha256_files([Path(path)])
+    return sha256_files([Path(path)])
 
 
 def model_weight_bytes(path: str | Path, data_dir: str | Path | None = None) -> int:
@@ -170,7 +170,7 @@ def _declared_external(path: str, size: int, mtime_ns: int) -> tuple[tuple[str, 
     return tuple(out)
 
 
-def _sha256_files(paths: list[Path]) -> str:
+def sha256_files(paths: list[Path]) -> str:
     """sha256 over the model file and its external-data files (name + content)."""
     h = hashlib.sha256()
     for i, p in enumerate(paths):
@@ -254,7 +254,7 @@ def load(path: str | Path, *, check: bool = True) -> ModelHandle:
     scan = validate_tensors(model, p.parent)
     files = [p, *sorted({r.file for r in scan.external})]
     try:
-        digest = _sha256_files(files)
+        digest = sha256_files(files)
     except OSError as exc:
         raise ModelLoadError(f"cannot read model files ({exc.strerror})") from None
 

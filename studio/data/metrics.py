@@ -28,7 +28,7 @@ import numpy as np
 from profilers.stats import bootstrap_interval
 from studio.core.closeness import Closeness, closeness, cosine_matrix, count_unequal, top_classes
 from studio.core.error_codes import ErrorCode
-from studio.data.tasks import _Evidence, infer_task, is_yolo_head
+from studio.data.tasks import Evidence, infer_task, is_yolo_head
 from studio.core.errors import StudioError
 
 WORST_SAMPLES = 5
@@ -699,7 +699,7 @@ def task_info(spec: OutputSpec):
     if spec.task is not None:
         return spec.task
     rows = spec.producer in ("TopK", "NonMaxSuppression", "Gather", "GatherND", "Concat")
-    ev = _Evidence(op=spec.producer, order_free=spec.producer if rows else None)
+    ev = Evidence(op=spec.producer, order_free=spec.producer if rows else None)
     return infer_task(spec.name, spec.dtype, spec.shape, ev)
 
 
@@ -763,7 +763,8 @@ def metrics_for(spec: OutputSpec, override: Sequence[str] | None = None) -> tupl
 LABELLED = ("top1-accuracy", "accuracy-drop")
 
 _TARGET = re.compile(r"^\s*([a-z0-9@\-]+)\s*(>=|<=|>|<)\s*([0-9.eE+\-]+)\s*$")
-_DERIVED = {"map-drop": ("map50", lambda v: 1.0 - v, False), "top1-drop": ("top1-agreement", lambda v: 1.0 - v, False)}
+DERIVED_METRICS = {"map-drop": ("map50", lambda v: 1.0 - v, False),
+                   "top1-drop": ("top1-agreement", lambda v: 1.0 - v, False)}
 
 
 @dataclass(frozen=True)
@@ -776,12 +777,12 @@ class Target:
 
     @property
     def base_metric(self) -> str:
-        return _DERIVED[self.metric][0] if self.metric in _DERIVED else self.metric
+        return DERIVED_METRICS[self.metric][0] if self.metric in DERIVED_METRICS else self.metric
 
     def value_of(self, result: MetricResult) -> float | None:
         if result.value is None:
             return None
-        return _DERIVED[self.metric][1](result.value) if self.metric in _DERIVED else result.value
+        return DERIVED_METRICS[self.metric][1](result.value) if self.metric in DERIVED_METRICS else result.value
 
     def met(self, result: MetricResult) -> bool:
         v = self.value_of(result)
@@ -801,8 +802,8 @@ def parse_target(text: str) -> Target:
         raise StudioError(f"target {text[:60]!r} is not METRIC>=VALUE or METRIC<=VALUE "
                           "(e.g. top1-agreement>=0.99, map-drop<=0.01, cosine>=0.99)", code=ErrorCode.BAD_OPTION)
     name, op, value = m.group(1), m.group(2), float(m.group(3))
-    if name not in METRICS and name not in _DERIVED:
-        raise StudioError(f"target metric {name!r} is unknown; known: {', '.join([*METRICS, *_DERIVED])}",
+    if name not in METRICS and name not in DERIVED_METRICS:
+        raise StudioError(f"target metric {name!r} is unknown; known: {', '.join([*METRICS, *DERIVED_METRICS])}",
                           code=ErrorCode.BAD_OPTION)
     return Target(name, op, value)
 
@@ -811,7 +812,7 @@ def metric_names(spec) -> tuple[str, ...]:
     """The task metrics that judge one output (:func:`metrics_for`), plus the
     derived targets they allow (map-drop, top1-drop)."""
     names = tuple(m.name for m in metrics_for(spec))
-    return names + tuple(k for k, (base, _f, _h) in _DERIVED.items() if base in names)
+    return names + tuple(k for k, (base, _f, _h) in DERIVED_METRICS.items() if base in names)
 
 
 def applicable_targets(specs: Sequence) -> tuple[str, ...]:

@@ -82,7 +82,7 @@ class OutputTask:
 
 
 @dataclass(frozen=True)
-class _Evidence:
+class Evidence:
     """What the graph says about one output."""
 
     op: str | None = None                  # the op producing the values (after pass-through ops)
@@ -259,7 +259,7 @@ def _inputs_kind(model: onnx.ModelProto) -> tuple[bool, bool]:
     return tokens, image
 
 
-def _evidence(model: onnx.ModelProto) -> dict[str, _Evidence]:
+def _evidence(model: onnx.ModelProto) -> dict[str, Evidence]:
     """Per graph output: its producing op (through pass-through ops) and what that op says."""
     producer = {o: n for n in model.graph.node for o in n.output if o}
     shapes = _value_shapes(model)
@@ -269,20 +269,20 @@ def _evidence(model: onnx.ModelProto) -> dict[str, _Evidence]:
     tokens, image = _inputs_kind(model)
     vocab = _vocab_sizes(model)
     tokens = tokens or bool(vocab)
-    found: dict[str, _Evidence] = {}
+    found: dict[str, Evidence] = {}
     for out in model.graph.output:
         name, node, depth = out.name, producer.get(out.name), 0
         while node is not None and node.op_type in _PASS and node.input and depth < _MAX_DEPTH:
             name, node, depth = node.input[0], producer.get(node.input[0]), depth + 1
         free = picked.get(out.name)
         if node is None:
-            found[out.name] = _Evidence(order_free=free.describe() if free else None, input_hw=hw,
+            found[out.name] = Evidence(order_free=free.describe() if free else None, input_hw=hw,
                                         out_shape=shapes.get(out.name), token_input=tokens, vocab=vocab,
                                         image_input=image)
             continue
         final, via = _final_op(model.graph, out.name)
         if final is not None and final != node.op_type and final == "Sigmoid":
-            found[out.name] = _Evidence("Sigmoid", node.name or node.op_type, None, shapes.get(node.output[0]),
+            found[out.name] = Evidence("Sigmoid", node.name or node.op_type, None, shapes.get(node.output[0]),
                                         free.describe() if free else None, False, hw, shapes.get(out.name),
                                         tokens, vocab, image, None, via)
             continue
@@ -303,7 +303,7 @@ def _evidence(model: onnx.ModelProto) -> dict[str, _Evidence]:
             producer, node.input[1]))
         recurrent = _recurrent_before(producer, out.name) if image and node.op_type in (_LINEAR | {
             "MatMulInteger", "Softmax", "LogSoftmax"}) else None
-        found[out.name] = _Evidence(node.op_type, node.name or node.op_type, axis, op_shape,
+        found[out.name] = Evidence(node.op_type, node.name or node.op_type, axis, op_shape,
                                     free.describe() if free else None, l2, hw, shapes.get(out.name), tokens,
                                     vocab, image, recurrent)
     return found
@@ -335,7 +335,7 @@ def is_yolo_head(shape: tuple) -> bool:
     return 5 <= small <= 4 + 1000 and large >= 8 * small
 
 
-def _open_raw_head(shape: tuple, ev: _Evidence) -> bool:
+def _open_raw_head(shape: tuple, ev: Evidence) -> bool:
     """[N, 4 + classes, anchors] with the anchor count left open, concatenated from box and score
     branches (an exporter's formula the studio does not evaluate)."""
     if len(shape) != 3 or ev.op != "Concat":
@@ -344,9 +344,9 @@ def _open_raw_head(shape: tuple, ev: _Evidence) -> bool:
     return len(small) == 1 and 5 <= small[0] <= 4 + 1000
 
 
-def infer_task(name: str, dtype: str, shape: tuple | None, ev: _Evidence | None = None) -> OutputTask:
+def infer_task(name: str, dtype: str, shape: tuple | None, ev: Evidence | None = None) -> OutputTask:
     """The task of one output from its dtype, dims, the graph's evidence ``ev`` and its name."""
-    ev = ev or _Evidence()
+    ev = ev or Evidence()
     shape = tuple(shape or ())
     dims = _dims(shape)
     sq = _squeezed(shape) if shape else ()
@@ -472,7 +472,7 @@ def infer_task(name: str, dtype: str, shape: tuple | None, ev: _Evidence | None 
                 + ": no class axis, boxes or sequence → regression (cosine, max abs/rel)")
 
 
-def _softmax_task(name: str, dtype: str, shape: tuple, ev: _Evidence) -> OutputTask:
+def _softmax_task(name: str, dtype: str, shape: tuple, ev: Evidence) -> OutputTask:
     what = f"{dtype} {_dims(shape)}"
     op = ev.op.lower()
     src = tuple(ev.op_shape or shape or ())
@@ -576,7 +576,7 @@ def _known(declared: tuple | None, real: tuple | None, *, fill_only: bool = Fals
 
 
 def _override(inferred: OutputTask, kind: str, source: str, dtype: str, shape: tuple | None,
-              ev: _Evidence | None) -> OutputTask:
+              ev: Evidence | None) -> OutputTask:
     who = "set by --task" if source == "given" else "chosen by the user"
     sq = _squeezed(tuple(shape or ())) if shape else ()
     threshold = classes = None

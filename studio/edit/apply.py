@@ -18,6 +18,7 @@ from studio.edit.state import EditState
 from studio.core.model_io import to_proto
 from studio.core.errors import engine_message
 from studio.core.model_io import load_for_passes
+from studio.verification.verifier import externals_as_inputs
 
 OPERATIONS: dict[str, Callable[[EditState, EditOp], None]] = {
     "bypass": ops_nodes.bypass, "delete": ops_nodes.delete, "rename": ops_nodes.rename,
@@ -40,7 +41,7 @@ class AppliedEdits:
 
 def _check(model: ir.Model, which: str) -> None:
     """The full checker and strict shape inference, external weights seen as typed inputs (not read)."""
-    proto = g._externals_as_inputs(to_proto(model))
+    proto = externals_as_inputs(to_proto(model))
     for stage, run in (("strict shape inference", lambda: onnx.shape_inference.infer_shapes(
                            proto, check_type=True, strict_mode=True, data_prop=True)),
                        ("onnx.checker full check", lambda: onnx.checker.check_model(proto, full_check=True))):

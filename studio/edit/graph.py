@@ -11,7 +11,7 @@ import onnx_ir as ir
 
 from studio.core.ort_symbolic import symbolic_shapes
 from studio.edit.script import EditError, EditOp
-from studio.verification.verifier import _externals_as_inputs as convert
+from studio.verification.verifier import externals_as_inputs
 from studio.core.model_io import to_proto
 
 
@@ -24,7 +24,7 @@ def main_values(graph: ir.Graph) -> dict[str, ir.Value]:
     return ir.convenience.create_value_mapping(graph, include_subgraphs=False)
 
 
-def _hint(name: str, known: list[str]) -> str:
+def edit_hint(name: str, known: list[str]) -> str:
     close = difflib.get_close_matches(name, known, n=3)
     return f"; did you mean {', '.join(repr(c[:60]) for c in close)}?" if close else ""
 
@@ -36,7 +36,8 @@ def value(graph: ir.Graph, name: str, op: EditOp, *, what: str = "tensor",
     values = main_values(graph) if values is None else values
     v = values.get(name)
     if v is None:
-        raise EditError(f"{op.where()}: {what} '{name[:80]}' does not exist in the model{_hint(name, list(values))}")
+        raise EditError(f"{op.where()}: {what} '{name[:80]}' does not exist in the model"
+                        f"{edit_hint(name, list(values))}")
     return v
 
 
@@ -46,7 +47,7 @@ def node(graph: ir.Graph, name: str, op: EditOp, *, main_only: bool = False) -> 
     found = [n for n in nodes if n.name == name]
     if not found:
         raise EditError(f"{op.where()}: node '{name[:80]}' does not exist in the model"
-                        f"{_hint(name, [n.name for n in nodes if n.name])}")
+                        f"{edit_hint(name, [n.name for n in nodes if n.name])}")
     if len(found) > 1:
         raise EditError(f"{op.where()}: {len(found)} nodes are called '{name[:80]}'; rename them first "
                         "(optimize --passes rename-duplicate-nodes)")
@@ -78,20 +79,16 @@ def same_shape(a: ir.Value, b: ir.Value) -> bool:
     return True
 
 
-def _externals_as_inputs(proto: onnx.ModelProto) -> onnx.ModelProto:
-    return convert(proto)
-
-
 def inferred_proto(model: ir.Model, *, strict: bool) -> onnx.ModelProto:
     """The model as a proto after ONNX shape inference (external weights seen as typed inputs)."""
-    proto = _externals_as_inputs(to_proto(model))
+    proto = externals_as_inputs(to_proto(model))
     return onnx.shape_inference.infer_shapes(proto, check_type=strict, strict_mode=strict, data_prop=True)
 
 
 def _symbolic_infos(model: ir.Model) -> dict[str, onnx.ValueInfoProto]:
     """Types from ONNX Runtime's symbolic shape inference, which knows the com.microsoft ops (attention,
     skip-norms) that ONNX inference leaves untyped; {} where it cannot run."""
-    proto = symbolic_shapes(_externals_as_inputs(to_proto(model)), auto_merge=True)
+    proto = symbolic_shapes(externals_as_inputs(to_proto(model)), auto_merge=True)
     if proto is None:            # an optional second opinion; the strict check still decides
         return {}
     return {vi.name: vi for vi in (*proto.graph.value_info, *proto.graph.output)}

@@ -189,10 +189,10 @@ def merge(state: EditState, op: EditOp) -> None:
     for out_name, in_name in op.args["io_map"]:
         if out_name not in f_out:
             raise EditError(f"{op.where()}: '{out_name[:80]}' is not an output of the first model"
-                            f"{g._hint(out_name, list(f_out))}")
+                            f"{g.edit_hint(out_name, list(f_out))}")
         if in_name not in s_in:
             raise EditError(f"{op.where()}: '{in_name[:80]}' is not an input of the second model"
-                            f"{g._hint(in_name, list(s_in))}")
+                            f"{g.edit_hint(in_name, list(s_in))}")
         a, b = f_out[out_name], s_in[in_name]
         if not _compatible(a, b):
             raise EditError(f"{op.where()}: the io_map connects '{out_name[:60]}' ({g.type_text(a)}) to "

@@ -35,7 +35,7 @@ def remove_outputs(state: EditState, op: EditOp) -> None:
     current = {o.name: o for o in graph.outputs}
     for name in op.args["outputs"]:
         if name not in current:
-            raise EditError(f"{op.where()}: '{name[:80]}' is not a graph output{g._hint(name, list(current))}")
+            raise EditError(f"{op.where()}: '{name[:80]}' is not a graph output{g.edit_hint(name, list(current))}")
     if set(op.args["outputs"]) >= set(current):
         raise EditError(f"{op.where()}: a model needs at least one output; keep one")
     before = graph.num_nodes()
@@ -100,7 +100,7 @@ def set_input(state: EditState, op: EditOp) -> None:
     found = [v for v in graph.inputs if v.name == name and not v.is_initializer()]
     if not found:
         raise EditError(f"{op.where()}: '{name[:80]}' is not a graph input"
-                        f"{g._hint(name, [v.name for v in graph.inputs])}")
+                        f"{g.edit_hint(name, [v.name for v in graph.inputs])}")
     v = found[0]
     before = g.type_text(v)
     before_shape = v.shape
@@ -173,7 +173,8 @@ def replace_initializer(state: EditState, op: EditOp) -> None:
     name = op.args["name"]
     v = graph.initializers.get(name)
     if v is None:
-        raise EditError(f"{op.where()}: '{name[:80]}' is not an initializer{g._hint(name, list(graph.initializers))}")
+        raise EditError(f"{op.where()}: '{name[:80]}' is not an initializer"
+                        f"{g.edit_hint(name, list(graph.initializers))}")
     path = state.script.path(op.args["npy"])
     old = v.const_value
     want_dtype = old.dtype if old is not None else v.dtype

@@ -119,7 +119,7 @@ def rename(state: EditState, op: EditOp) -> None:
     for old, new in tensors.items():
         if old not in values:
             raise EditError(f"{op.where()}: tensor '{old[:80]}' does not exist in the model"
-                            f"{g._hint(old, list(values))}")
+                            f"{g.edit_hint(old, list(values))}")
         if (new in values and new not in tensors) or list(tensors.values()).count(new) > 1:
             raise EditError(f"{op.where()}: the new name '{new[:80]}' is already a tensor of the model")
     nodes: dict[str, str] = op.args.get("nodes", {})
@@ -174,7 +174,7 @@ def remove_attr(state: EditState, op: EditOp) -> None:
     name = op.args["name"]
     if name not in n.attributes:
         raise EditError(f"{op.where()}: node '{n.name[:80]}' has no attribute '{name[:60]}'"
-                        f"{g._hint(name, list(n.attributes))}")
+                        f"{g.edit_hint(name, list(n.attributes))}")
     del n.attributes[name]
     state.did(VALUES, f"removed attribute {name} of node '{n.name}' ({n.op_type})")
 

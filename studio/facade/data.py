@@ -29,7 +29,7 @@ from studio.core.preprocess import (
 from studio.core.preprocess_suggest import suggest_recipe
 from studio.data.datasets import dataset_feeds, source_path, with_recipe
 from studio.data.evaluate import evaluate, golden_outputs, output_specs
-from studio.data.metrics import _DERIVED, applicable_targets, check_target, METRICS, parse_target
+from studio.data.metrics import DERIVED_METRICS, applicable_targets, check_target, METRICS, parse_target
 from studio.data.preview import preview_samples
 from studio.data.project_data import (
     add_dataset as _add,
@@ -313,7 +313,7 @@ def task_targets(handle: ModelHandle, tasks: Mapping[str, str] | None = None) ->
 
 def target_direction(metric: str) -> str:
     """">=" for a metric where higher is better (agreement, mAP, cosine), "<=" for errors and drops."""
-    return "<=" if metric in _DERIVED or not METRICS[metric].higher_is_better else ">="
+    return "<=" if metric in DERIVED_METRICS or not METRICS[metric].higher_is_better else ">="
 
 
 def task_choices(handle: ModelHandle, tasks: Mapping[str, str] | None = None, *,

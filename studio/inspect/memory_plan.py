@@ -684,10 +684,10 @@ def memory_order(s: Schedule) -> tuple[int, ...]:
         exact = _exact_order(s)
         if exact is not None:
             return exact
-    return _greedy_order(s)
+    return greedy_order(s)
 
 
-def _greedy_order(s: Schedule, work: list[int] | None = None) -> tuple[int, ...]:
+def greedy_order(s: Schedule, work: list[int] | None = None) -> tuple[int, ...]:
     """Among ready nodes, run the one whose net growth (allocates minus frees) is lowest; ties: file order.
 
     Near-linear (issue 31 item 8): a ready node's frees only grow as other nodes run (an input is freed by

@@ -241,7 +241,7 @@ def memory_report(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
     measured: tuple[MeasuredMemory, ...] = ()
     if measure:
         ov = next((e for e in engines if e.engine == "openvino" and e.plan is not None), None)
-        measured = _measure_all(handle, feeds, _unoptimized(handle, summary, plan), plan if ov is None else ov.plan,
+        measured = _measure_all(handle, feeds, unoptimized_plan(handle, summary, plan), plan if ov is None else ov.plan,
                                 engines[0] if engines else None, timeout_s)
         if ov is not None:
             from dataclasses import replace
@@ -397,7 +397,7 @@ def _ov_miss_note(m: MeasuredMemory, e: EngineGraphPlan) -> list[str]:
             f"({e.plan.peak_node}): {peak or '-'}; {why}"]
 
 
-def _unoptimized(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
+def unoptimized_plan(handle: ModelHandle, summary, plan: MemoryPlan) -> MemoryPlan:
     """The plan of the run the measurement makes (ORT's optimizations off): nodes computed from weights
     alone (a ConstantOfShape of a weight's shape, a Transpose of one) then run each time and their outputs
     are activations. Buffer reuse follows ORT's load-time types (:func:`ort_optimized.load_types`: no shapes

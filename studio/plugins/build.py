@@ -36,11 +36,11 @@ from studio.core.paths import atomic_write_bytes, safe_child
 from studio.core.sandbox import Limits, default_limits, run_job, scrub_message
 from studio.plugins import toolchain
 from studio.plugins.opgraph import find_nodes, single_node_model
-from studio.plugins.runner import OpRunResult, _job_args, _result
+from studio.plugins.runner import OpRunResult, op_job_args, op_run_result
 from studio.plugins.signature import OpSignature
 from studio.plugins.usercode import short_error
 from studio.plugins.confine import fence_build
-from studio.plugins.runner import _worker_message
+from studio.plugins.runner import worker_message
 from studio.plugins.confine import confine_writes
 
 __all__ = ["BUILDABLE", "BuildResult", "build_package", "builds_allowed", "cmake_build_job", "native_check_job"]
@@ -204,7 +204,7 @@ def check_library(handle: ModelHandle, sig: OpSignature, target: str, library: P
                   pool_key: str = "default", timeout_s: float | None = None,
                   on_tick: Callable[[float], None] | None = None) -> OpRunResult:
     """Load the built library in a one-off, confined worker; run the samples (and the model) against the reference."""
-    args, arrays = _job_args(sig, handle)
+    args, arrays = op_job_args(sig, handle)
     args.update(target=target, library=str(Path(library).resolve()),
                 run_model=bool(run_model and sig.model_outputs is not None))
     base = default_limits()
@@ -216,9 +216,9 @@ def check_library(handle: ModelHandle, sig: OpSignature, target: str, library: P
         res = run_job("plugins.native_check", args, arrays, stage=label, limits=limits, fresh=True,
                       pool_key=pool_key, on_tick=on_tick)
     except WorkerError as exc:
-        return OpRunResult(sig.qualified, target, "error", _worker_message(exc, label, limits),
+        return OpRunResult(sig.qualified, target, "error", worker_message(exc, label, limits),
                            seconds=time.perf_counter() - started, reference=sig.reference)
-    return _result(sig, target, res.data, res.arrays, time.perf_counter() - started)
+    return op_run_result(sig, target, res.data, res.arrays, time.perf_counter() - started)
 
 
 # ---------------------------------------------------------------------------- worker side

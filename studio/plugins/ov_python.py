@@ -18,7 +18,7 @@ from studio.core.jobs import JobContext, JobOutput, job
 from studio.plugins.opgraph import find_nodes, single_node_model
 from studio.plugins.usercode import CallGuard, UserCodeError, short_error
 from studio.plugins.confine import load_confined
-from studio.plugins.usercode import _user_line
+from studio.plugins.usercode import user_line
 
 __all__ = ["ov_python_job"]
 
@@ -83,7 +83,7 @@ def ov_python_job(args: dict, arrays: dict[str, np.ndarray], ctx: JobContext) ->
             return _outputs_of(fn(node))
         except BaseException as exc:  # noqa: BLE001 - reported with the op's name, never through OpenVINO's text
 
-            line = _user_line(exc, str(args["code_path"]))
+            line = user_line(exc, str(args["code_path"]))
             failure["error"] = failure["error"] or (f"{label} raised {short_error(exc)}"
                                                     + (f" (line {line})" if line else ""))
             raise RuntimeError(failure["error"]) from None

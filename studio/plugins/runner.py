@@ -27,7 +27,7 @@ from studio.plugins.signature import OpSignature, collect_signature
 from studio.plugins.reference import get_reference
 import studio.plugins.ort_python
 import studio.plugins.ov_python
-from studio.plugins.usercode import _shape_ok, describe_array
+from studio.plugins.usercode import shape_ok, describe_array
 
 __all__ = ["NOT_COMPARED", "PYTHON_TARGETS", "OpRunResult", "SampleResult", "read_code", "run_python_op"]
 
@@ -91,7 +91,7 @@ def read_code(code_or_path: str | Path) -> str:
     return text
 
 
-def _job_args(sig: OpSignature, handle: ModelHandle) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def op_job_args(sig: OpSignature, handle: ModelHandle) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     ref = get_reference(sig.domain, sig.op_type)
     # Nodes pass their own attributes; a reference's defaults fill the ones a node leaves out (for other ops
     # the function's own keyword defaults apply).
@@ -113,7 +113,7 @@ def _job_args(sig: OpSignature, handle: ModelHandle) -> tuple[dict[str, Any], di
     return args, arrays
 
 
-def _worker_message(exc: WorkerError, label: str, limits: Limits) -> str:
+def worker_message(exc: WorkerError, label: str, limits: Limits) -> str:
     if exc.kind == "timeout":
         return (f"{label} did not finish within {limits.timeout_s:g} s (an endless loop?); its worker was stopped "
                 "and the studio is fine")
@@ -145,7 +145,7 @@ def run_python_op(handle: ModelHandle, op: str, impl_code_or_path: str | Path, *
     base = limits or default_limits()
     limits = Limits(timeout_s=float(timeout_s or base.timeout_s), memory_bytes=base.memory_bytes,
                     cpu_threads=base.cpu_threads, minimal_env=True)
-    args, arrays = _job_args(sig, handle)
+    args, arrays = op_job_args(sig, handle)
     args.update(run_model=bool(run_model and sig.model_outputs is not None), function=function)
 
     folder = Path(tempfile.mkdtemp(prefix="studio-op-"))
@@ -158,11 +158,11 @@ def run_python_op(handle: ModelHandle, op: str, impl_code_or_path: str | Path, *
             res = run_job(job_name, args, arrays, stage=f"{what} for {sig.qualified}", limits=limits, fresh=True,
                           pool_key=pool_key, on_tick=on_tick, out_dir=folder / "out")
         except WorkerError as exc:
-            return OpRunResult(sig.qualified, target, "error", _worker_message(exc, label, limits),
+            return OpRunResult(sig.qualified, target, "error", worker_message(exc, label, limits),
                                seconds=time.perf_counter() - started, reference=sig.reference)
     finally:
         shutil.rmtree(folder, ignore_errors=True)  # scratch: the temp folder made for this run
-    return _result(sig, target, res.data, res.arrays, time.perf_counter() - started)
+    return op_run_result(sig, target, res.data, res.arrays, time.perf_counter() - started)
 
 
 NOT_COMPARED = "ran, not compared (no reference)"
@@ -175,14 +175,15 @@ def _declared_mismatch(sig: OpSignature, got: dict[str, np.ndarray]) -> str | No
     for j, port in enumerate(sig.outputs):
         value = got[f"output {j}"]
         name = value.dtype.name if value.dtype.kind not in "OUS" else "string"
-        if (port.dtype and name != port.dtype) or not _shape_ok(value.shape, list(port.shapes)):
+        if (port.dtype and name != port.dtype) or not shape_ok(value.shape, list(port.shapes)):
             known = [s for s in port.shapes if s is not None]
             return (f"output {j} is {describe_array(name, value.shape)}, declared "
                     f"{describe_array(port.dtype or '?', known[0] if len(known) == 1 else None)}")
     return None
 
 
-def _result(sig: OpSignature, target: str, data: dict, arrays: dict[str, np.ndarray], seconds: float) -> OpRunResult:
+def op_run_result(sig: OpSignature, target: str, data: dict, arrays: dict[str, np.ndarray],
+                  seconds: float) -> OpRunResult:
     common = dict(seconds=seconds, calls=int(data.get("calls", 0)), confinement=data.get("confinement") or {},
                   reference=sig.reference)
     if data.get("load_error"):

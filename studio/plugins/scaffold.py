@@ -270,13 +270,7 @@ def _output_specs(sig: OpSignature) -> list[dict[str, Any]]:
 
 def _grid_sample_numpy() -> str:
     """The reference's own GridSample code (any rank), as source to write into a standalone Python op."""
-    import inspect
-
-
-    parts = [f"_MODE_ALIASES = {r._MODE_ALIASES!r}\n_PADDINGS = {r._PADDINGS!r}"]
-    parts += [inspect.getsource(fn).rstrip() for fn in (r._unnormalize, r._reflect, r._pad_coord, r._fetch, r._gather,
-                                                        r._cubic_weights, r.grid_sample)]
-    return Code("\n\n\n".join(parts))
+    return Code(r.grid_sample_source())
 
 
 def _context(sig: OpSignature, model_name: str, model_sha: str, opsets: dict[str, int]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ def short_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
 
 
-def _user_line(exc: BaseException, filename: str) -> int | None:
+def user_line(exc: BaseException, filename: str) -> int | None:
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if frame.filename == filename:
             return frame.lineno
@@ -55,7 +55,7 @@ def load_user_function(path: Path, name: str, label: str) -> Callable[..., Any]:
     except SyntaxError as exc:
         raise UserCodeError(f"{label}: syntax error at line {exc.lineno}: {exc.msg}") from None
     except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt from user code too
-        line = _user_line(exc, source)
+        line = user_line(exc, source)
         where = f" (line {line})" if line else ""
         raise UserCodeError(f"{label}: importing the code raised {short_error(exc)}{where}") from None
     fn = getattr(module, name, None)
@@ -70,7 +70,7 @@ def describe_array(dtype: str, shape: Sequence[Any] | None) -> str:
     return f"{dtype}[{dims}]"
 
 
-def _shape_ok(shape: tuple[int, ...], allowed: Sequence[Sequence[Any] | None]) -> bool:
+def shape_ok(shape: tuple[int, ...], allowed: Sequence[Sequence[Any] | None]) -> bool:
     if not allowed:
         return True
     for want in allowed:
@@ -117,7 +117,7 @@ class CallGuard:
             want = self.output_dtypes[i]
             got = value.dtype.name if value.dtype.kind not in "OUS" else "string"
             shapes = self.output_shapes[i] if i < len(self.output_shapes) else []
-            if got != want or not _shape_ok(value.shape, shapes):
+            if got != want or not shape_ok(value.shape, shapes):
                 raise UserCodeError(f"{self.label} output {i} returned {describe_array(got, value.shape)}, "
                                     f"declared {self._declared(i)}")
             out.append(value)
@@ -135,7 +135,7 @@ class CallGuard:
         try:
             result = self.fn(*inputs, **attrs)
         except BaseException as exc:  # noqa: BLE001 - SystemExit too; an escaping exception aborts ORT
-            line = _user_line(exc, self.filename) if self.filename else None
+            line = user_line(exc, self.filename) if self.filename else None
             self.error = f"{self.label} raised {short_error(exc)}" + (f" (line {line})" if line else "")
             return self.placeholder()
         try:

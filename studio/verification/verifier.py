@@ -122,7 +122,7 @@ def produced_problems(original: onnx.ModelProto, candidate: onnx.ModelProto, pro
     return problems
 
 
-def _externals_as_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
+def externals_as_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
     """The model with its external initializers turned into typed graph inputs.
 
     The checker refuses data files with several hard links (a hardlink-attack
@@ -169,7 +169,7 @@ def full_check(path: Path) -> str | None:
         proto = onnx.load_model(str(path), load_external_data=False)
         if any(t.data_location == onnx.TensorProto.EXTERNAL for g in (proto.graph, *_subgraphs(proto.graph))
                for t in g.initializer):
-            onnx.checker.check_model(_externals_as_inputs(proto), full_check=True)
+            onnx.checker.check_model(externals_as_inputs(proto), full_check=True)
         else:
             onnx.checker.check_model(str(path), full_check=True)
     except Exception as exc:  # ValidationError, InferenceError, C++ errors

@@ -124,7 +124,7 @@ def test_a_remote_optimize_stage_sends_back_the_models_external_data(monkeypatch
     landed model without its weights). Oracle: plain onnxruntime on the landed model and on the source."""
     import numpy as np
 
-    from studio.batch.executors import _land, _model_files, _pack_model, remote_stage
+    from studio.batch.executors import _land, model_files, pack_model, remote_stage
     from studio.batch.stages import StageTask
     from studio.core import model_io
     from tests.conftest import ort_reference
@@ -134,7 +134,7 @@ def test_a_remote_optimize_stage_sends_back_the_models_external_data(monkeypatch
     source = path_of("external_data")
     request = OptimizeRequest(passes=("fuse-matmul-add",))              # changes the model: saved anew
     task = StageTask(api.load(source).sha256, source.name, "optimize", request.to_dict(), "edge")
-    outcome = _land(remote_stage(task.to_dict(), _pack_model(_model_files(source))), tmp_path / "out" / "m" / "x")
+    outcome = _land(remote_stage(task.to_dict(), pack_model(model_files(source))), tmp_path / "out" / "m" / "x")
     assert outcome.status == "ok", outcome.verdict
     assert sorted(Path(a).name for a in outcome.artifacts) == ["optimized.onnx", "optimized.onnx.data"]
     landed = tmp_path / "out" / "m" / outcome.artifacts[0]

@@ -13,7 +13,7 @@ import pytest
 from sample_models.catalog import path_of
 from studio import api
 from studio.batch import facade as batch_api
-from studio.batch.executors import _model_files, _pack_model, remote_stage
+from studio.batch.executors import model_files, pack_model, remote_stage
 from studio.batch.remote import remote_measure
 from studio.batch.stages import StageTask
 from studio.cli import main
@@ -33,18 +33,18 @@ def test_tampered_model_bytes_are_refused_where_they_arrive(tmp_path, monkeypatc
     monkeypatch.setenv("ONNX_STUDIO_WORKER_CACHE", str(tmp_path / "cache"))
     model = path_of("cnn_unfused")
     task = StageTask(api.load(model).sha256, "cnn_unfused.onnx", "inspect")
-    other = _pack_model(_model_files(path_of("if_loop")))          # valid tar, wrong model
+    other = pack_model(model_files(path_of("if_loop")))          # valid tar, wrong model
     result = remote_stage(task.to_dict(), other)
     assert result["outcome"]["status"] == "failed" and "does not match its content hash" in result["outcome"]["verdict"]
     # one flipped byte inside the right model's package
-    blob = bytearray(_pack_model(_model_files(model)))
+    blob = bytearray(pack_model(model_files(model)))
     with tarfile.open(fileobj=io.BytesIO(bytes(blob))) as tar:
         offset = tar.getmember("model.onnx").offset_data
     blob[offset + 100] ^= 0xFF
     assert remote_stage(task.to_dict(), bytes(blob))["outcome"]["status"] == "failed"
     assert not any((tmp_path / "cache" / "models").iterdir())          # nothing kept from a refused package
     # the profile/precision package: the whole tar is hashed before it is opened
-    good = _pack_model(_model_files(model))
+    good = pack_model(model_files(model))
     refused = remote_measure("profile", good, "0" * 64, [("m", "model.onnx", task.model_sha256)], {}, {})
     assert refused["code"] == "HASH-MISMATCH" and "result" not in refused
 

@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from studio import api
-from studio.inspect.memory_plan import (OpNode, Schedule, TensorLife, _aligned, _greedy_order, best_fit, plan)
+from studio.inspect.memory_plan import (OpNode, Schedule, TensorLife, _aligned, greedy_order, best_fit, plan)
 from tests.conftest import assert_user_message
 
 
@@ -128,14 +128,14 @@ def test_greedy_order_equals_the_quadratic_one():
     rng = random.Random(11)
     for case in range(150):
         s = random_dag(rng, rng.randint(1, 40))
-        assert _greedy_order(s) == quadratic_greedy(s), case
+        assert greedy_order(s) == quadratic_greedy(s), case
 
 
 @pytest.mark.parametrize("n", [2000, 8000])
 def test_work_is_linear_on_a_fan_in(n):
     s = fan_in(n)
     work = [0]
-    order = _greedy_order(s, work)
+    order = greedy_order(s, work)
     assert len(order) == n + 1 and order[-1] == n
     assert work[0] <= 2 * (n + 1)                     # each node pushed at most twice (ready, then cheaper)
     p = plan(s)
