@@ -124,8 +124,11 @@ def iter_tensors(model: ModelProto) -> Iterator[tuple[TensorProto, str]]:
             yield st.values, f"sparse initializer '{st.values.name}' in {prefix}"
             yield st.indices, f"sparse initializer '{st.values.name}' indices in {prefix}"
         for i, node in enumerate(g.node):
+            attrs = node.attribute
+            if not attrs:       # most nodes have none: no label to write (10k of them on a 10k-node model)
+                continue
             where = f"node '{_node_label(node, i)}' ({node.op_type}) in {prefix}"
-            for attr in node.attribute:
+            for attr in attrs:
                 yield from _attr_tensors(attr, where)
     for fn in model.functions:
         # Function attribute defaults can carry tensors too.

@@ -452,9 +452,16 @@ def structure_signature(graph: GraphModel, members: list[int],
     ``WL_ROUNDS`` rounds of the neighbours' labels along internal edges). Two
     structurally identical layers get equal signatures whatever their names.
     ``adjacency``: :func:`node_adjacency` of ``graph``, when the caller signs many member sets of it."""
-    preds, succs = adjacency or node_adjacency(graph)
-    # Members by position (a node once), their internal neighbours as positions, once: the rounds below
-    # revisit them WL_ROUNDS times over lists, not dicts (a 10k-node model signs every node about twice).
+    return _refine(member_wiring(graph, members, adjacency or node_adjacency(graph)))
+
+
+def member_wiring(graph: GraphModel, members: list[int],
+                  adjacency: Sequence[list[list[int]]]) -> tuple[int, list[int], list[list[int]], list[list[int]]]:
+    """What :func:`structure_signature` is a function of: (the number of members, each distinct member's
+    first label, its internal predecessors, its internal successors), members numbered by first position."""
+    preds, succs = adjacency
+    # Members by position (a node once), their internal neighbours as positions, once: the rounds
+    # revisit them WL_ROUNDS times over lists, not dicts.
     pos = {k: i for i, k in enumerate(dict.fromkeys(members))}
     at_pos = pos.get
     nodes = graph.nodes
@@ -471,12 +478,37 @@ def structure_signature(graph: GraphModel, members: list[int],
         # Whether, not how often, a node is fed from / feeds outside: the last layer feeds
         # one final norm where the others feed the next layer's norm and residual.
         label.append(hash((n.kind, n.op_type, n.domain, len(pin) < len(pk), len(sin) < len(sk))))
+    return len(members), label, preds_in, succs_in
+
+
+def _refine(wiring: tuple[int, list[int], list[list[int]], list[list[int]]]) -> tuple:
+    """The signature of a :func:`member_wiring`: ``WL_ROUNDS`` rounds of refinement, labels sorted."""
+    size, label, preds_in, succs_in = wiring
     for _ in range(WL_ROUNDS):
         at = label.__getitem__
         label = [hash((own, tuple(sorted(map(at, pin))), tuple(sorted(map(at, sin)))))
                  for own, pin, sin in zip(label, preds_in, succs_in)]
-    label.sort()
-    return len(members), tuple(label)
+    return size, tuple(sorted(label))
+
+
+def family_signatures(graph: GraphModel, leaves: list[list[int]],
+                      adjacency: Sequence[list[list[int]]]) -> list[tuple | None]:
+    """:func:`structure_signature` of each member list of at least ``RUN_MIN`` nodes, None for a smaller one.
+    A list wired exactly as the one signed before it, position for position, has its signature without the
+    rounds: the signature is a function of the wiring (the 10k-node model's 50 blocks of a stage, and its
+    20 stages, are each one wiring: 1,020 refinements become 21)."""
+    sigs: list[tuple | None] = []
+    last: tuple | None = None
+    sig: tuple | None = None
+    for lv in leaves:
+        if len(lv) < RUN_MIN:
+            sigs.append(None)
+            continue
+        wiring = member_wiring(graph, lv, adjacency)
+        if wiring != last:
+            last, sig = wiring, _refine(wiring)
+        sigs.append(sig)
+    return sigs
 
 
 def node_adjacency(graph: GraphModel) -> tuple[list[list[int]], list[list[int]]]:
@@ -506,7 +538,7 @@ def _repeats(graph: GraphModel, d: _Draft, adjacency: list[list[list[int]]] | No
         leaves = [_draft_leaves(t[2]) for t in fam]
         if not adjacency and any(len(lv) >= RUN_MIN for lv in leaves):
             adjacency.extend(node_adjacency(graph))
-        sigs = [structure_signature(graph, lv, adjacency) if len(lv) >= RUN_MIN else None for lv in leaves]
+        sigs = family_signatures(graph, leaves, adjacency)
         stacks: list[list[int]] = []
         for j in range(len(fam)):
             if sigs[j] is not None and stacks and stacks[-1][-1] == j - 1 and fam[j][0] == fam[j - 1][0] + 1 \

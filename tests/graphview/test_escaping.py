@@ -130,3 +130,14 @@ def test_markdown_link_is_not_a_link_in_tables(hostile):
     from studio.graphview.html import Table, table_html
     html = table_html(Table(MD_LINK, ("h",), ((MD_LINK,),)))
     assert "<a" not in html and "javascript:alert(1)" in html      # literal text, never a link
+
+
+def test_script_json_escapes_each_character_alone_and_together():
+    """Each escape is applied only where its character occurs (a test before each replace): every one of the
+    five alone, twice, with the others, and a document holding none comes back as ``json.dumps`` wrote it."""
+    for ch in "<>&\u2028\u2029":
+        for text in (ch, f"a{ch}b{ch}", "<>&\u2028\u2029"):
+            out = json_for_script({"k": text})
+            assert not set(out) & set("<>&\u2028\u2029") and json.loads(out) == {"k": text}
+    assert json_for_script({"k": "plain × text"}) == json.dumps({"k": "plain × text"}, ensure_ascii=False,
+                                                                  separators=(",", ":"))

@@ -13,6 +13,7 @@ import studio.graphview.hierarchy as hierarchy
 from studio.graphview.hierarchy import WL_ROUNDS, build_hierarchy, node_adjacency, structure_signature
 from studio.graphview.model import GEdge, GNode, GraphInfo, GraphModel, OP, graph_from_proto
 from tests.conftest import SAMPLES
+from tests.spies import count_calls
 
 
 def _reference(graph: GraphModel, members: list[int]) -> tuple:
@@ -65,19 +66,20 @@ def test_one_adjacency_serves_every_signature_of_a_hierarchy(monkeypatch):
     """The llama sample's layers are signed (a repeat group comes out) with the neighbours listed once."""
     made: list[int] = []
     signed: list[bool] = []
-    real_adjacency, real_signature = hierarchy.node_adjacency, hierarchy.structure_signature
+    real_adjacency, real_wiring = hierarchy.node_adjacency, hierarchy.member_wiring
 
     def adjacency(graph):
         made.append(1)
         return real_adjacency(graph)
 
-    def signature(graph, members, adj=None):
+    def wiring(graph, members, adj):
         signed.append(adj is not None)
-        assert structure_signature(graph, members, adj) == _reference(graph, members)
-        return real_signature(graph, members, adj)
+        out = real_wiring(graph, members, adj)
+        assert hierarchy._refine(out) == _reference(graph, members)
+        return out
 
     monkeypatch.setattr(hierarchy, "node_adjacency", adjacency)
-    monkeypatch.setattr(hierarchy, "structure_signature", signature)
+    monkeypatch.setattr(hierarchy, "member_wiring", wiring)
     graph = graph_from_proto(onnx.load(str(SAMPLES / "llama_optimum.onnx")))
     h = build_hierarchy(graph)
     assert any(g.kind == "repeat" for g in h.groups)
@@ -94,3 +96,41 @@ def test_a_model_without_indexed_scopes_lists_no_neighbours(monkeypatch):
         "g", [x], [helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [1])]))
     build_hierarchy(graph_from_proto(model))
     assert made == []
+
+
+# Four 5-node blocks in a chain (Conv -> Relu -> Mul reading Relu twice -> Add <- Conv -> Sigmoid -> the next
+# block's Conv), fed by node 20 and feeding node 21; the last block has one more internal wire (its Conv also
+# feeds its Sigmoid) unless ``odd`` is False.
+def _blocks(odd: bool = True) -> tuple[GraphModel, list[list[int]]]:
+    ops, wires = [], [(20, 0), (19, 21)]
+    for b in range(4):
+        c = 5 * b
+        ops += ["Conv", "Relu", "Mul", "Add", "Sigmoid"]
+        wires += [(c, c + 1), (c + 1, c + 2), (c + 1, c + 2), (c + 2, c + 3), (c, c + 3), (c + 3, c + 4)]
+        if b:
+            wires.append((c - 1, c))
+        if b == 3 and odd:
+            wires.append((c, c + 4))
+    return _graph(ops + ["Identity", "Identity"], wires), [list(range(5 * b, 5 * b + 5)) for b in range(4)]
+
+
+def test_a_family_refines_once_per_new_wiring_and_each_signature_is_the_reference(monkeypatch):
+    g, blocks = _blocks()
+    refined = count_calls(monkeypatch, hierarchy, "_refine")
+    sigs = hierarchy.family_signatures(g, blocks, node_adjacency(g))
+    assert sigs == [_reference(g, b) for b in blocks]
+    assert sigs[0] == sigs[1] == sigs[2] != sigs[3]       # the extra wire still tells the last block apart
+    even, _ = _blocks(odd=False)
+    assert _reference(even, blocks[3]) == sigs[0]         # (and only that wire)
+    # The first block's wiring is refined; the next two are wired as it is, position for position; the last is not.
+    assert len(refined) == 2
+
+
+def test_the_shortcut_needs_the_same_wiring_position_for_position(monkeypatch):
+    """The same block listed in another order is the same structure, but not the same wiring: refined again."""
+    g, blocks = _blocks()
+    refined = count_calls(monkeypatch, hierarchy, "_refine")
+    shuffled = [blocks[0], blocks[1][::-1], [6]]              # a list under RUN_MIN nodes is not signed
+    sigs = hierarchy.family_signatures(g, shuffled, node_adjacency(g))
+    assert sigs[:2] == [_reference(g, blocks[0])] * 2 and sigs[2] is None
+    assert len(refined) == 2
