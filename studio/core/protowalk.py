@@ -85,6 +85,8 @@ def _walk_graph(graph: GraphProto, scope: str, depth: int, function: str | None)
         raise onnx.checker.ValidationError(f"subgraphs nested deeper than {MAX_DEPTH} levels")
     yield GraphRef(graph, scope, depth, function)
     for i, node in enumerate(graph.node):
+        if not node.attribute:      # most nodes have none: no generator to start (every walk visits every node)
+            continue
         for attr_name, sub in _subgraphs(node):
             yield from _walk_graph(sub, f"{scope}/{_node_label(node, i)}/{attr_name}", depth + 1, function)
 
@@ -146,6 +148,9 @@ def node_id(scope: str, name: str, op_type: str, index: int, seen: set[str] | No
 
 def unique_name(taken: set[str], base: str, sep: str = "_") -> str:
     """``base``, else ``base<sep>2``, ``base<sep>3``...: the first not in ``taken``, which it is added to."""
+    if base not in taken:       # the usual case (every node id of a model is named so): no generator to start
+        taken.add(base)
+        return base
     return next(unique_names(taken, base, sep))
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from onnx import AttributeProto, NodeProto
 
+from studio.core.types import TensorInfo
 from studio.graphview.escape import display
 from studio.graphview.model import GraphModel
 
@@ -100,8 +101,8 @@ MAX_WEIGHTS = 4
 _DTYPES = {v: k.lower() for k, v in AttributeProto.AttributeType.items()}
 
 
-@dataclass(frozen=True)
-class Box:
+# A NamedTuple, not a frozen dataclass (as GNode): the viewer makes one per node, 10k-100k.
+class Box(NamedTuple):
     title: str                       # op type (domain-qualified when not ONNX)
     name: str                        # the node's short name (last path component), may be ""
     attrs: tuple[str, ...]           # "kernel 3×3", "stride 2", "perm 0,2,1"
@@ -231,7 +232,11 @@ def node_box(graph: GraphModel, k: int) -> Box:
 
 def edge_shape(graph: GraphModel, tensor: str) -> str:
     """The shape an edge carries, ``1×64×80×80`` (symbolic dims by name), or ""."""
-    info = graph.tensors.get(tensor)
+    return edge_label(graph.tensors.get(tensor))
+
+
+def edge_label(info: TensorInfo | None) -> str:
+    """:func:`edge_shape` of a tensor's entry in ``graph.tensors`` (None: not listed)."""
     if info is None or info.shape is None:
         return ""
     return _dims_text(info.shape)

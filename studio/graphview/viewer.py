@@ -113,7 +113,8 @@ def viewer_html(scene: dict, *, title: str, panels: Sequence[Mapping[str, str]] 
     # One join: each ``+`` copied the page so far, the 4.6 MB scene of a 10k-node model two or three times.
     return "".join((
         head, *(table_html(t) for t in tables),
-        '<script id="elk-src" type="text/x-elk">', elk_js(), "</script>",  # the worker's source; run here only as fallback
+        # the worker's source; run here only as fallback
+        '<script id="elk-src" type="text/x-elk">', elk_js(), "</script>",
         "<script>", elk_start_js(), "</script>",      # the worker starts now, before the data below is parsed
         '<script type="application/json" id="gv-data">', json_for_script(data), "</script>",
         "<script>", renderer_js(), "</script></body></html>\n",

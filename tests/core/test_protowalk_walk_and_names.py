@@ -47,6 +47,8 @@ def test_unique_names_go_on_as_unique_name_again_and_again_or_from_a_start():
     assert taken == again == {"a", "a_2", "a_3", "a_4", "a_5", "a_6"}
     fresh = set()
     assert [next(unique_names(fresh, "b", "#")) for _ in range(3)] == ["b", "b#2", "b#3"]
+    free = set()            # unique_name's own path for a free base: taken, then numbered as before
+    assert [unique_name(free, "b", "#") for _ in range(3)] == ["b", "b#2", "b#3"] and free == fresh
     taken = {"n_0", "n_2", "x"}
     numbered = unique_names(taken, "n", start=0)
     assert [next(numbered) for _ in range(4)] == ["n_1", "n_3", "n_4", "n_5"]
