@@ -233,6 +233,8 @@ def outer_reads(graph: GraphProto, depth: int = 1) -> tuple[str, ...]:
 def node_reads(node: NodeProto) -> tuple[str, ...]:
     """Every name ``node`` waits on, once each: its inputs (as written, missing ones left out), then what
     its subgraph bodies read from outside (ORT's implicit inputs)."""
+    if not node.attribute:      # no bodies (most nodes): its inputs alone, without the generators
+        return tuple(dict.fromkeys(filter(None, node.input)))
     return _reads(node.input, [b for _, b in _subgraphs(node)], _proto_parts)
 
 

@@ -148,6 +148,9 @@ def resolve_table(declared: ShapeTable, concrete: ShapeTable | None, env: Mappin
     cvals = concrete.values if concrete is not None else {}
     for name in {**declared.values, **cvals}:
         c, d = cvals.get(name), declared.values.get(name)
+        if c is not None and c.is_static and type(c.shape) is tuple and (d is None or d.shape == c.shape):
+            values[name] = c    # inferred whole, declared alike or not at all: nothing to fill or check (a copy before)
+            continue
         info = c or d
         cs = None if c is None else c.shape
         ds = None if d is None else d.shape

@@ -179,6 +179,11 @@ def _clip(text: str, n: int = MAX_TEXT) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _named_dims(table: Mapping[str, TensorInfo]) -> set[str]:
+    """The dim names in ``table``'s shapes."""
+    return {d for t in table.values() for d in (t.shape or ()) if isinstance(d, str)}
+
+
 def _within(scope: str, roots: set[str]) -> bool:
     return any(scope == r or scope.startswith(r + "/") for r in roots)
 
@@ -337,8 +342,7 @@ def summarize(handle: ModelHandle, dims: Mapping[str, int] | None = None, *,
                                          else None,
                                          opset=opset_of.get("", opset_of.get("ai.onnx")))
         estimate = MemoryEstimate.of(plan, unknown_sizes)
-    known_dims = input_symbols | {d for t in concrete.values() for d in (t.shape or ()) if isinstance(d, str)} \
-        | {d for t in table.values() for d in (t.shape or ()) if isinstance(d, str)}
+    known_dims = input_symbols | _named_dims(concrete) | (_named_dims(table) if table is not concrete else set())
     inputs = tuple(table.get(vi.name) or value_info(vi) for vi in model.graph.input if vi.name not in init_names)
     outputs = tuple(table.get(vi.name) or value_info(vi) for vi in model.graph.output)
     p = model
