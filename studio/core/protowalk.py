@@ -302,7 +302,13 @@ def topo_order(graph: GraphProto) -> TopoOrder:
         for o in n.output:
             if o:
                 producer.setdefault(o, i)
-    waits = [{producer[x] for x in node_reads(n) if x in producer} for n in graph.node]
+    reads = [node_reads(n) for n in graph.node]
+    get = producer.get
+    if all(get(x, -1) < i for i, names in enumerate(reads) for x in names):
+        # Every node waits only on nodes before it (an exporter's file): the sort below would give the file
+        # order, nothing stuck; known without its sets and heap (the cycle check of every inspect).
+        return TopoOrder(tuple(range(len(reads))), ())
+    waits = [{producer[x] for x in names if x in producer} for names in reads]
     users: list[list[int]] = [[] for _ in graph.node]
     for i, ps in enumerate(waits):
         for p in ps:

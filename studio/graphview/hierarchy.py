@@ -212,10 +212,15 @@ def _build(graph: GraphModel, fanout: int, structured: bool) -> Hierarchy:
         op_paths = [p for k, p in zip(members, paths) if graph.nodes[k].kind == OP]
         any_scoped = any_scoped or any(op_paths)
         strip = _common_prefix(op_paths)
+        places: dict[tuple[str, ...], _Draft] = {}     # a scope's draft, found once for all of its nodes
         for k, path in zip(members, paths):
-            place = c
-            for part in path[strip:]:
-                place = place.child(part)
+            scope = tuple(path[strip:])
+            place = places.get(scope)
+            if place is None:
+                place = c
+                for part in scope:
+                    place = place.child(part)
+                places[scope] = place
             if k in owners:
                 node = graph.nodes[k]
                 ctl = _Draft(f"{place.key}/c:{node.id}", node.name or node.op_type, "control")
@@ -462,7 +467,8 @@ def member_wiring(graph: GraphModel, members: list[int],
     preds, succs = adjacency
     # Members by position (a node once), their internal neighbours as positions, once: the rounds
     # revisit them WL_ROUNDS times over lists, not dicts.
-    pos = {k: i for i, k in enumerate(dict.fromkeys(members))}
+    distinct = dict.fromkeys(members)
+    pos = dict(zip(distinct, range(len(distinct))))
     at_pos = pos.get
     nodes = graph.nodes
     preds_in: list[list[int]] = []

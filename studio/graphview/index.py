@@ -11,7 +11,7 @@ from studio.core.errors import StudioError
 from studio.core.model import ModelHandle
 from studio.graphview.escape import display
 from studio.graphview.hierarchy import Hierarchy, build_hierarchy
-from studio.graphview.model import build_graph, GraphModel, OP
+from studio.graphview.model import build_graph, GNode, GraphModel, OP
 from studio.inspect.summary import ModelSummary
 
 
@@ -55,7 +55,8 @@ def with_summary(plain: GraphModel, summary: ModelSummary) -> GraphModel:
     ``build_graph(handle, summary)`` gives, without walking the model again. Nodes, edges and ids do not
     depend on the summary, so a hierarchy of ``plain`` is the hierarchy of the result."""
     flops = {n.id: n.flops for n in summary.nodes}
-    nodes = tuple(n._replace(flops=flops.get(n.id)) if n.kind == OP else n for n in plain.nodes)
+    # n._replace(flops=...) spelled out (flops is GNode's last field): _replace's Python loop was most of this
+    nodes = tuple(GNode(*n[:-1], flops.get(n.id)) if n.kind == OP else n for n in plain.nodes)
     out = replace(plain, nodes=nodes, tensors={t.name: t for t in summary.edges})
     for cached in ("succ", "pred"):      # same edges: the adjacency the hierarchy already built
         if cached in plain.__dict__:

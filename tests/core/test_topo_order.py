@@ -130,3 +130,19 @@ def test_memory_plan_and_reorder_pass_wait_on_what_the_one_rule_reads():
     assert ir_node_reads(node) == want
     schedule, _ = schedule_of(model.graph)
     assert schedule.nodes[1].inputs == want
+
+
+def test_a_file_already_in_order_comes_back_as_it_is_and_one_late_read_sorts_it():
+    """Every node waiting only on earlier ones gives the file order without the sort (a second producer of
+    'a' after its reader does not count: the first producer is waited on); one read of a later node's output
+    sorts, and a node reading its own output is stuck, as before."""
+    def graph(nodes):
+        return helper.make_graph(nodes, "g", [X], [helper.make_tensor_value_info("c", T.FLOAT, [4])])
+    in_order = graph([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["a"], ["b"]),
+                      helper.make_node("Add", ["a", "b"], ["c"]), helper.make_node("Abs", ["x"], ["a"])])
+    assert topo_order(in_order).order == (0, 1, 2, 3) and topo_order(in_order).stuck == ()
+    late = graph([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Add", ["a", "b"], ["c"]),
+                  helper.make_node("Neg", ["a"], ["b"])])
+    assert topo_order(late).order == (0, 2, 1) and topo_order(late).stuck == ()
+    own = graph([helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Add", ["a", "c"], ["c"])])
+    assert topo_order(own).order == (0,) and topo_order(own).stuck == (1,)
