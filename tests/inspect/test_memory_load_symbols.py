@@ -17,7 +17,7 @@ from onnx import TensorProto, helper
 from studio import api
 from studio.inspect.memory_measure import measure_ort_activations
 from studio.inspect.memory_plan import as_ort_loads, file_symbols
-from studio.inspect.memory_report import _unoptimized
+from studio.inspect.memory_report import unoptimized_plan
 from studio.inspect.ort_optimized import load_types, optimized_plan
 from studio.inspect.summary import summarize
 from tests.corpus import corpus_feeds, corpus_model
@@ -53,7 +53,7 @@ def test_ocr_recogniser_plans_equal_orts_block_in_both_views(name):
     as_run = optimized_plan(h, feeds)[0].arena_bytes
     assert as_run == measure_ort_activations(path, feeds=feeds, optimized=True).pattern_bytes
     s = summarize(h, _dims(h, feeds))
-    off = _unoptimized(h, s, s.memory_plan).arena_bytes
+    off = unoptimized_plan(h, s, s.memory_plan).arena_bytes
     assert off == measure_ort_activations(path, feeds=feeds).pattern_bytes
 
 
@@ -121,4 +121,4 @@ def test_a_transformer_with_computed_reshapes_plans_equal_orts_block_in_both_vie
     assert optimized_plan(h, feeds)[0].arena_bytes == measure_ort_activations(path, feeds=feeds,
                                                                                optimized=True).pattern_bytes
     s = summarize(h, _dims(h, feeds))
-    assert _unoptimized(h, s, s.memory_plan).arena_bytes == measure_ort_activations(path, feeds=feeds).pattern_bytes
+    assert unoptimized_plan(h, s, s.memory_plan).arena_bytes == measure_ort_activations(path, feeds=feeds).pattern_bytes

@@ -315,7 +315,7 @@ def test_plan_of_the_measured_run_is_within_15_percent_of_ort(name):
 
     from sample_models.catalog import path_of
     from studio import api
-    from studio.inspect.memory_report import _unoptimized, measure_ort, plan_feeds
+    from studio.inspect.memory_report import unoptimized_plan, measure_ort, plan_feeds
     from studio.inspect.summary import summarize
 
     path = (Path(onnx.__file__).parent / "backend/test/data/light" / f"{name}.onnx") if name in LIGHT \
@@ -324,7 +324,7 @@ def test_plan_of_the_measured_run_is_within_15_percent_of_ort(name):
     feeds, chosen, _ = plan_feeds(h)
     summary = summarize(h, chosen)
     assert summary.memory.unknown_tensors == 0
-    m = measure_ort(h, feeds, _unoptimized(h, summary, summary.memory_plan))
+    m = measure_ort(h, feeds, unoptimized_plan(h, summary, summary.memory_plan))
     assert m.error is None and m.measured_bytes > 0
     assert abs(m.relative_error) <= 0.15, (m.predicted_bytes, m.measured_bytes)
 
