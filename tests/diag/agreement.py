@@ -25,6 +25,9 @@ TFLite's converter copies the SavedModel onnx2tf has just written of the same Ke
 tracing it again (:func:`_save_once`), and when onnx2tf has no converter for an op that computes on the inputs'
 values (``No module named 'onnx2tf.ops.MatMulNBits'``), neither its advised options nor another recipe's shapes
 remove that node, so the model fails there once (:func:`_no_converter`; llama_genai: 1 onnx2tf run, was 6).
+onnxsim, which onnx2tf runs as a program three times per conversion with its default onnxsim, runs in a child
+forked from one interpreter that imported it once (:func:`_onnxsim_in_zygote`): the same program's main on the
+same arguments in a process of its own, without the ~0.8 s import each run repeated.
 """
 
 from __future__ import annotations
@@ -301,6 +304,102 @@ def _save_once() -> None:
         save_module.save = once(save_module.save)
 
 
+# onnx2tf runs onnxsim as a program (``subprocess.check_output(["onnxsim", IN, OUT, ...])``), three times in a row per
+# conversion with its default onnxsim: each run a fresh interpreter whose import of onnxsim (sympy, its quantizers) costs
+# ~0.8 s of CPU before any work, on a model that takes milliseconds to simplify. The zygote imports it once; each run is
+# a child forked from it that runs the same program's main on the same arguments in the caller's folder: a process of
+# its own (a crash or an exit code stays there and reaches onnx2tf as from the program), stdout and stderr returned.
+_ZYGOTE_SRC = r"""
+import base64, json, os, sys, tempfile, traceback
+from onnxsim import main
+for line in sys.stdin:
+    req = json.loads(line)
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.chdir(req["cwd"])
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(out.fileno(), 1)
+            os.dup2(err.fileno(), 2)
+            sys.argv = req["argv"]
+            try:
+                result = main()
+            except SystemExit as exc:
+                result = exc.code
+            if result is None or isinstance(result, int):   # what sys.exit(main()) makes of it
+                code = result or 0
+            else:
+                print(result, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    texts = []
+    for f in (out, err):
+        f.seek(0)
+        texts.append(base64.b64encode(f.read()).decode())
+        f.close()
+    sys.stdout.write(json.dumps({"rc": os.waitstatus_to_exitcode(status), "out": texts[0], "err": texts[1]}) + "\n")
+    sys.stdout.flush()
+"""
+_ZYGOTE: list = []      # the running zygote (subprocess.Popen), started at this child's first onnxsim run
+
+
+def _onnxsim_run(argv: list[str]) -> tuple[int, bytes, bytes]:
+    """``argv`` (``onnxsim ...``) run in a child of the zygote: (exit code, stdout, stderr)."""
+    import base64
+
+    for _ in range(2):                  # a zygote that died is started again once
+        if not _ZYGOTE or _ZYGOTE[0].poll() is not None:
+            _ZYGOTE[:] = [subprocess.Popen([sys.executable, "-c", _ZYGOTE_SRC], stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)]
+        zygote = _ZYGOTE[0]
+        try:
+            zygote.stdin.write(json.dumps({"argv": argv, "cwd": os.getcwd()}) + "\n")
+            zygote.stdin.flush()
+            line = zygote.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        if line:
+            reply = json.loads(line)
+            return reply["rc"], base64.b64decode(reply["out"]), base64.b64decode(reply["err"])
+        zygote.kill()
+        zygote.wait()
+    raise RuntimeError("the onnxsim zygote stopped answering")
+
+
+def _onnxsim_in_zygote() -> None:
+    """Make onnx2tf's ``subprocess.check_output(["onnxsim", ...], stderr=PIPE)`` run in the zygote (its return value
+    and its CalledProcessError as the program's); every other call is subprocess's own. Idempotent."""
+    import types
+
+    import onnx2tf.onnx2tf as o2t
+
+    if getattr(o2t.subprocess, "agreement_onnxsim_zygote", False):
+        return
+
+    def check_output(args, *rest, **kwargs):
+        if isinstance(args, list) and args and args[0] == "onnxsim" and not rest and set(kwargs) <= {"stderr"}:
+            rc, out, err = _onnxsim_run([str(a) for a in args])
+            if rc != 0:
+                raise subprocess.CalledProcessError(rc, args, output=out,
+                                                    stderr=err if kwargs.get("stderr") == subprocess.PIPE else None)
+            return out
+        return subprocess.check_output(args, *rest, **kwargs)
+
+    shim = types.ModuleType("subprocess")
+    shim.__dict__.update(vars(subprocess))
+    shim.check_output = check_output
+    shim.agreement_onnxsim_zygote = True
+    o2t.subprocess = shim
+
+
 def _onnx2tf(src: Path, out: Path, shapes: list[str], log: _Redirect, **options) -> str | None:
     """One ``onnx2tf.convert``; None when it wrote the float32 .tflite, else its error."""
     import shutil
@@ -309,6 +408,7 @@ def _onnx2tf(src: Path, out: Path, shapes: list[str], log: _Redirect, **options)
 
     _stop_before_float16()
     _save_once()
+    _onnxsim_in_zygote()
     _SAVED.clear()
     shutil.rmtree(out, ignore_errors=True)
     error = None
