@@ -82,9 +82,7 @@ class _Texts(dict):
     nodes' inputs, an edge and a tensors entry (on a 100k-node model ~1M strings, most of them repeats)."""
 
     def __missing__(self, text: str) -> str:
-        # display's own first case, tested here: a short printable name (nearly all of them) is itself
-        plain = type(text) is str and len(text) <= TEXT and text.isprintable()
-        out = self[text] = text if plain else display(text, TEXT)
+        out = self[text] = display(text, TEXT)
         return out
 
 
